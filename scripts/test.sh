@@ -53,6 +53,9 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
+log "doc comments on every exported name"
+go run ./internal/tools/doccheck .
+
 for m in "${modules[@]}"; do
 	log "module $m: go vet"
 	(cd "$m" && go vet ./...)
