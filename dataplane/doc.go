@@ -1,0 +1,76 @@
+// Package dataplane holds the Manager and Driver contracts and the Loop that
+// drives them: it batches typed messages for the managers, then applies the
+// drivers in a fixed phase order, and owns the policy around that — in-sync
+// gating, coalescing, throttling, retry with backoff, periodic resync,
+// health and in-sync reporting.
+//
+// # Contracts
+//
+// A Manager turns intent into desired state. OnUpdate(msg) records one
+// message and sets dirty flags, with no I/O; CompleteDeferredWork turns the
+// dirty intent into desired state on its drivers. Messages are plain typed
+// structs defined by the package that consumes them; a manager ignores types
+// it does not know.
+//
+// A Driver owns one slice of kernel state. Apply writes the difference
+// between desired and actual state (cheap when nothing changed) and may ask,
+// through ApplyResult.RetryAfter, to be applied again after a delay;
+// QueueResync makes the next Apply re-read the kernel. Phase says when it
+// runs within a pass. A driver whose removals must wait until nothing refers
+// to them (ip sets) also implements DeletionApplier: Apply runs in its own
+// phase and ApplyDeletions in PhaseIPSetsDelete. It is registered once.
+//
+// # An apply pass
+//
+// A pass calls CompleteDeferredWork on every manager in registration order,
+// then applies the drivers in four steps, each waiting for the one before:
+// PhaseIPSetsUpdate; PhaseTunnelL2; PhaseTables alongside PhaseRoutes; then
+// PhaseIPSetsDelete with every ApplyDeletions. Drivers of one step run in
+// parallel goroutines. A failure does not stop the pass: the other drivers,
+// in this step and later ones, still run, so one broken driver harms as
+// little as possible (a kernel refuses to delete an ip set that is still
+// referenced, so running deletions after a failed table is safe).
+//
+// # The loop
+//
+// Run takes messages from a bounded queue (Send waits while it is full,
+// TrySend fails) in batches of up to Options.MaxBatch and gives each message
+// to every manager in order. Nothing is applied — no CompleteDeferredWork,
+// no Apply — until both in-sync markers have been taken from the queue:
+// DatastoreInSync (the consumer's first snapshot is complete) and
+// InterfacesInSync (the interface monitor has listed the kernel). Managers
+// receive the markers as messages too, in order. Messages that arrive before
+// then still reach the managers, so their state is complete at the first
+// pass.
+//
+// Once dirty, the loop waits Options.Coalesce for more messages before it
+// applies, so a burst costs one pass rather than one per batch. Passes are
+// throttled by a token bucket (Options.Throttle). A failed pass (an error or
+// a panic from a manager or driver) leaves the loop dirty, queues a full
+// resync on each driver that failed (and each failed manager that
+// implements Resyncer — the others are left alone), and is retried after an
+// exponential backoff (Options.Backoff) that resets on success; until then
+// no pass runs. The shortest RetryAfter of a pass schedules another pass.
+// Every driver gets QueueResync and a pass every Options.ResyncInterval
+// (jittered; per driver with WithResyncInterval) to repair drift.
+//
+// Health is reported through Options.OnHealth and Loop.Health; OnInSync is
+// called once, after the first fully successful pass. A panic in a manager,
+// a driver or a callback becomes a *PanicError (wrapping ErrPanic) in the
+// health report; the loop carries on. Run returns when its context ends,
+// after the pass in progress, if any, has returned.
+//
+// # Concurrency
+//
+// Managers are called only from the loop's goroutine, never during a
+// driver's Apply. A driver's own methods are never called concurrently, but
+// different drivers run at the same time, so drivers must not share
+// unsynchronised state with each other.
+//
+// # What it never touches
+//
+// The package does no I/O of its own and touches no kernel state: all of
+// that is in the drivers. It starts goroutines only inside Run (one per
+// extra driver of a step, joined before the step ends), and uses time only
+// through the injected clock.Clock.
+package dataplane

@@ -1,0 +1,430 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nodeplane/nodeplane/clock"
+)
+
+// runner is the state of one Run. Everything in it belongs to the loop's
+// goroutine, except task results, which the phase goroutines write before
+// the loop reads them after the phase's WaitGroup.
+type runner struct {
+	l        *Loop
+	o        Options
+	log      *slog.Logger
+	clk      clock.Clock
+	managers []*managerEntry
+	drivers  []*driverEntry
+	stages   [numStages][]*task
+	bucket   *tokenBucket
+	batch    []any
+
+	datastoreInSync, interfacesInSync bool
+	dirty                             bool // intent changed since the last successful pass
+	eligible                          bool // the coalescing window is over, or a timer wants a pass
+	failures                          int
+	inSync                            bool // OnInSync has been called
+
+	// Deadlines; zero means unset.
+	windowAt, retryAt, reschedAt, throttleAt, healthAt time.Time
+	resyncAt                                           []time.Time // per driver
+
+	wake      clock.Timer
+	wakeArmed bool
+	wakeAt    time.Time
+	lastPoke  uint64 // last value taken from Loop.testPoke
+}
+
+// task is one driver's work in one step of a pass.
+type task struct {
+	e         *driverEntry
+	apply     bool // call Apply
+	deletions bool // call ApplyDeletions (after Apply when both)
+	res       ApplyResult
+	err       error
+}
+
+func newRunner(l *Loop, managers []*managerEntry, drivers []*driverEntry) *runner {
+	r := &runner{
+		l: l, o: l.opts, log: l.log, clk: l.clk,
+		managers: managers, drivers: drivers,
+		batch: make([]any, 0, min(l.opts.MaxBatch, 4096)),
+	}
+	const last = numStages - 1
+	for _, e := range drivers {
+		own := &task{e: e, apply: true}
+		if e.deleter != nil && e.phase == PhaseIPSetsDelete {
+			own.deletions = true
+		}
+		r.stages[e.phase.stage()] = append(r.stages[e.phase.stage()], own)
+		if e.deleter != nil && e.phase != PhaseIPSetsDelete {
+			r.stages[last] = append(r.stages[last], &task{e: e, deletions: true})
+		}
+	}
+	return r
+}
+
+func (r *runner) run(ctx context.Context) error {
+	now := r.clk.Now()
+	r.bucket = newTokenBucket(r.o.Throttle.Burst, r.o.Throttle.Refill, now)
+	r.resyncAt = make([]time.Time, len(r.drivers))
+	for i, e := range r.drivers {
+		if e.resync > 0 {
+			r.resyncAt[i] = now.Add(jittered(e.resync, r.o.ResyncJitter, r.o.Rand))
+		}
+	}
+	if r.o.OnHealth != nil && r.o.HealthInterval > 0 {
+		r.healthAt = now.Add(r.o.HealthInterval)
+	}
+	r.log.Debug("dataplane loop starting", "managers", len(r.managers), "drivers", len(r.drivers))
+	r.report(r.l.updateHealth(func(h *Health) { h.Live = true }))
+	defer func() {
+		r.l.q.stop()
+		if r.wake != nil {
+			r.wake.Stop()
+		}
+		r.report(r.l.updateHealth(func(h *Health) { h.Live = false }))
+		r.log.Debug("dataplane loop stopped")
+	}()
+
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := r.clk.Now()
+		r.runDue(now)
+		if r.wantApply() {
+			if r.bucket.admit(now) {
+				r.pass(ctx)
+				continue
+			}
+			r.throttleAt = r.bucket.next(now)
+			r.log.Debug("dataplane apply throttled", "until", r.throttleAt)
+		}
+		next, ok := r.nextDeadline()
+		if ok && !next.After(now) {
+			continue // something fell due meanwhile
+		}
+		r.arm(next, ok, now)
+		if hook := r.l.testHookIdle; hook != nil {
+			hook(r.quiet(), r.lastPoke)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.l.q.ready:
+			r.receive()
+		case <-r.wakeC():
+			r.wakeArmed = false
+		case r.lastPoke = <-r.l.testPoke:
+		}
+	}
+}
+
+// wantApply reports whether a pass should run now, throttle permitting.
+func (r *runner) wantApply() bool {
+	return r.datastoreInSync && r.interfacesInSync && r.dirty && r.eligible && r.retryAt.IsZero()
+}
+
+// receive takes a batch from the queue and gives it to every manager.
+func (r *runner) receive() {
+	r.batch = r.l.q.drain(r.batch, r.o.MaxBatch)
+	if len(r.batch) == 0 {
+		return
+	}
+	var errs []error
+	markers := false
+	for _, msg := range r.batch {
+		switch msg.(type) {
+		case DatastoreInSync:
+			if !r.datastoreInSync {
+				r.datastoreInSync, markers = true, true
+				r.log.Info("dataplane: datastore in sync")
+			}
+		case InterfacesInSync:
+			if !r.interfacesInSync {
+				r.interfacesInSync, markers = true, true
+				r.log.Info("dataplane: interfaces in sync")
+			}
+		}
+		for _, me := range r.managers {
+			if err := safeOnUpdate(me.m, msg); err != nil {
+				err = fmt.Errorf("dataplane: manager %s OnUpdate(%T): %w", me.name, msg, err)
+				r.log.Error("dataplane: manager panicked", "manager", me.name, "error", err,
+					"stack", string(stackOf(err)))
+				errs = append(errs, err)
+			}
+		}
+	}
+	clear(r.batch) // drop references to the messages
+	r.dirty = true
+	if r.o.Coalesce < 0 {
+		r.eligible = true
+	} else if !r.eligible && r.windowAt.IsZero() {
+		r.windowAt = r.clk.Now().Add(r.o.Coalesce)
+	}
+	if err := joinErrs(errs); err != nil || markers {
+		now := r.clk.Now()
+		r.report(r.l.updateHealth(func(h *Health) {
+			h.DatastoreInSync, h.InterfacesInSync = r.datastoreInSync, r.interfacesInSync
+			if err != nil {
+				h.LastError, h.LastErrorAt = err, now
+			}
+		}))
+	}
+}
+
+// runDue acts on every deadline that has passed.
+func (r *runner) runDue(now time.Time) {
+	due := func(t time.Time) bool { return !t.IsZero() && !now.Before(t) }
+	if due(r.windowAt) {
+		r.windowAt, r.eligible = time.Time{}, true
+	}
+	if due(r.retryAt) {
+		r.retryAt = time.Time{}
+	}
+	if due(r.reschedAt) {
+		r.reschedAt, r.dirty, r.eligible = time.Time{}, true, true
+	}
+	if due(r.throttleAt) {
+		r.throttleAt = time.Time{}
+	}
+	for i, e := range r.drivers {
+		if !due(r.resyncAt[i]) {
+			continue
+		}
+		r.resyncAt[i] = now.Add(jittered(e.resync, r.o.ResyncJitter, r.o.Rand))
+		r.dirty, r.eligible = true, true
+		r.log.Debug("dataplane: periodic resync", "driver", e.name)
+		if err := safeDo(e.d.QueueResync); err != nil {
+			r.recordError(fmt.Errorf("dataplane: driver %s QueueResync: %w", e.name, err))
+		}
+	}
+	if due(r.healthAt) {
+		r.healthAt = now.Add(r.o.HealthInterval)
+		r.report(r.l.Health())
+	}
+}
+
+// nextDeadline returns the earliest deadline that is set.
+func (r *runner) nextDeadline() (time.Time, bool) {
+	var next time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	consider(r.windowAt)
+	consider(r.retryAt)
+	consider(r.reschedAt)
+	consider(r.throttleAt)
+	consider(r.healthAt)
+	for _, t := range r.resyncAt {
+		consider(t)
+	}
+	return next, !next.IsZero()
+}
+
+// arm points the wake timer at next, or stops it when there is none.
+func (r *runner) arm(next time.Time, ok bool, now time.Time) {
+	if !ok {
+		if r.wakeArmed {
+			r.wake.Stop()
+			r.wakeArmed = false
+		}
+		return
+	}
+	if r.wakeArmed && r.wakeAt.Equal(next) {
+		return
+	}
+	d := next.Sub(now)
+	if r.wake == nil {
+		r.wake = r.clk.NewTimer(d)
+	} else {
+		r.wake.Reset(d)
+	}
+	r.wakeArmed, r.wakeAt = true, next
+}
+
+// quiet reports whether no event is waiting for the loop: the queue is empty
+// and the wake timer has not fired. Tests use it to know the loop is settled.
+func (r *runner) quiet() bool {
+	return r.l.q.len() == 0 && len(r.l.testPoke) == 0 && (!r.wakeArmed || len(r.wake.C()) == 0)
+}
+
+func (r *runner) wakeC() <-chan time.Time {
+	if !r.wakeArmed {
+		return nil
+	}
+	return r.wake.C()
+}
+
+// pass runs one apply pass: every manager's CompleteDeferredWork, then the
+// drivers step by step.
+func (r *runner) pass(ctx context.Context) {
+	start := r.clk.Now()
+	r.dirty, r.eligible = false, false
+	r.windowAt, r.reschedAt, r.throttleAt = time.Time{}, time.Time{}, time.Time{}
+
+	var errs []error
+	for _, me := range r.managers {
+		me.failed = false
+		if err := safeCall(me.m.CompleteDeferredWork); err != nil {
+			me.failed = true
+			errs = append(errs, fmt.Errorf("dataplane: manager %s: %w", me.name, err))
+		}
+	}
+	for _, e := range r.drivers {
+		e.failed = false
+	}
+	var retry time.Duration
+	for _, tasks := range r.stages {
+		runStage(ctx, tasks)
+		for _, t := range tasks {
+			if t.err != nil {
+				t.e.failed = true
+				errs = append(errs, t.err)
+			} else if t.res.RetryAfter > 0 && (retry == 0 || t.res.RetryAfter < retry) {
+				retry = t.res.RetryAfter
+			}
+		}
+	}
+	end := r.clk.Now()
+	if ctx.Err() != nil {
+		return // stopping: the outcome no longer matters
+	}
+	if retry > 0 {
+		r.reschedAt = end.Add(retry)
+	}
+
+	err := joinErrs(errs)
+	if err != nil {
+		r.dirty, r.eligible = true, true
+		r.failures++
+		delay := backoffDelay(r.o.Backoff.Initial, r.o.Backoff.Max, r.failures)
+		r.retryAt = end.Add(delay)
+		r.forceResync()
+		r.log.Warn("dataplane apply failed", "error", err, "failures", r.failures, "retryIn", delay)
+		for _, e := range errs {
+			if st := stackOf(e); st != nil {
+				r.log.Error("dataplane: panic during apply", "error", e, "stack", string(st))
+			}
+		}
+		r.report(r.l.updateHealth(func(h *Health) {
+			h.Applies++
+			h.LastError, h.LastErrorAt = err, end
+			h.ConsecutiveFailures = r.failures
+		}))
+		return
+	}
+
+	r.failures, r.retryAt = 0, time.Time{}
+	r.log.Debug("dataplane apply done", "took", end.Sub(start), "retryAfter", retry)
+	r.report(r.l.updateHealth(func(h *Health) {
+		h.Applies++
+		h.Ready = true
+		h.LastApply = end
+		h.ConsecutiveFailures = 0
+	}))
+	if !r.inSync {
+		r.inSync = true
+		r.log.Info("dataplane in sync", "took", end.Sub(start))
+		if cb := r.o.OnInSync; cb != nil {
+			if err := safeDo(cb); err != nil {
+				r.recordError(fmt.Errorf("dataplane: OnInSync: %w", err))
+			}
+		}
+	}
+}
+
+// forceResync queues a full resync on every driver and resyncable manager
+// that failed in the last pass.
+func (r *runner) forceResync() {
+	for _, e := range r.drivers {
+		if !e.failed {
+			continue
+		}
+		if err := safeDo(e.d.QueueResync); err != nil {
+			r.log.Error("dataplane: QueueResync panicked", "driver", e.name, "error", err)
+		}
+	}
+	for _, me := range r.managers {
+		if !me.failed || me.resyncer == nil {
+			continue
+		}
+		if err := safeDo(me.resyncer.QueueResync); err != nil {
+			r.log.Error("dataplane: QueueResync panicked", "manager", me.name, "error", err)
+		}
+	}
+}
+
+// runStage runs the tasks of one step, in parallel when there are several,
+// and returns when all are done.
+func runStage(ctx context.Context, tasks []*task) {
+	switch len(tasks) {
+	case 0:
+		return
+	case 1:
+		tasks[0].run(ctx)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, t := range tasks[1:] {
+		wg.Go(func() { t.run(ctx) })
+	}
+	tasks[0].run(ctx)
+	wg.Wait()
+}
+
+func (t *task) run(ctx context.Context) {
+	t.res, t.err = ApplyResult{}, nil
+	var errs []error
+	if t.apply {
+		res, err := safeApply(ctx, t.e.d.Apply)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dataplane: driver %s (%v): %w", t.e.name, t.e.phase, err))
+		} else {
+			t.res = res
+		}
+	}
+	if t.deletions {
+		res, err := safeApply(ctx, t.e.deleter.ApplyDeletions)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dataplane: driver %s (deletions): %w", t.e.name, err))
+		} else if res.RetryAfter > 0 && (t.res.RetryAfter <= 0 || res.RetryAfter < t.res.RetryAfter) {
+			t.res.RetryAfter = res.RetryAfter
+		}
+	}
+	t.err = joinErrs(errs)
+}
+
+// recordError stores err as the last error without failing a pass.
+func (r *runner) recordError(err error) {
+	now := r.clk.Now()
+	r.log.Error("dataplane: callback failed", "error", err)
+	r.report(r.l.updateHealth(func(h *Health) { h.LastError, h.LastErrorAt = err, now }))
+}
+
+// report hands h to OnHealth, if set.
+func (r *runner) report(h Health) {
+	if cb := r.o.OnHealth; cb != nil {
+		if err := safeDo(func() { cb(h) }); err != nil {
+			r.log.Error("dataplane: OnHealth panicked", "error", err)
+		}
+	}
+}
+
+// stackOf returns the stack of the first PanicError in err's tree.
+func stackOf(err error) []byte {
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		return pe.Stack
+	}
+	return nil
+}
