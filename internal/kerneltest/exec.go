@@ -243,3 +243,10 @@ func (b *lockedBuffer) Bytes() []byte {
 	defer b.mu.Unlock()
 	return bytes.Clone(b.buf.Bytes())
 }
+
+// Run is ExecInput under the name of command.Runner, so an NS can be handed
+// to any driver as the runner of its binaries (iptables-restore, ipset, nft)
+// and they run inside the namespace.
+func (ns *NS) Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+	return ns.ExecInput(ctx, stdin, name, args...)
+}

@@ -98,6 +98,14 @@ func NewNS(t testing.TB) *NS {
 	return ns
 }
 
+// Open creates a fresh namespace like NewNS, for callers that are not tests
+// (the benchmark harness in bench/). The caller must Close it. Open does not
+// check for root: without it, it fails with an error wrapping unix.EPERM.
+func Open() (*NS, error) {
+	sweepOnce.Do(func() { _, _ = sweepStale(true) })
+	return newNS()
+}
+
 // newNS creates the namespace, its bind mount and its netlink handle. On
 // failure nothing is left behind.
 func newNS() (*NS, error) {

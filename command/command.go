@@ -1,0 +1,86 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+)
+
+// Runner runs one binary to completion. stdin may be nil. It returns the
+// standard output; a failure (including a non-zero exit) is an error, which
+// for Local is an *Error.
+type Runner interface {
+	Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error)
+}
+
+// RunnerFunc adapts a function to Runner.
+type RunnerFunc func(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error)
+
+// Run calls f.
+func (f RunnerFunc) Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+	return f(ctx, stdin, name, args...)
+}
+
+// Local runs binaries as child processes of the calling process, in its
+// network namespace. The zero value is ready to use.
+type Local struct {
+	// Env, when non-nil, replaces the child's environment (for example to
+	// set XTABLES_LOCKFILE).
+	Env []string
+}
+
+// Run runs name with args, feeding it stdin, and returns its standard
+// output. A failure to start, a non-zero exit or a cancelled context is
+// returned as *Error.
+func (l Local) Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = stdin
+	if l.Env != nil {
+		cmd.Env = l.Env
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	e := &Error{Argv: append([]string{name}, args...), ExitCode: -1, Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Err: err}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		e.ExitCode = exitErr.ExitCode()
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		e.Err = fmt.Errorf("%w (%w)", ctxErr, err)
+	}
+	return stdout.Bytes(), e
+}
+
+// Error is a failed command: what was run, how it ended and what it said.
+type Error struct {
+	// Argv is the binary and its arguments.
+	Argv []string
+	// ExitCode is the exit status, or -1 when the process did not exit
+	// normally (not started, killed).
+	ExitCode int
+	// Stdout and Stderr are the command's output.
+	Stdout, Stderr []byte
+	// Err is the underlying error from os/exec or the context.
+	Err error
+}
+
+// Error describes the command, its exit status and its standard error.
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s: %v", strings.Join(e.Argv, " "), e.Err)
+	if s := strings.TrimSpace(string(e.Stderr)); s != "" {
+		msg += ": " + s
+	}
+	return msg
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }

@@ -1,0 +1,36 @@
+package command_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nodeplane/nodeplane/command"
+)
+
+func ExampleLocal() {
+	out, err := command.Local{}.Run(context.Background(), strings.NewReader("hello\n"), "cat")
+	fmt.Printf("%q %v\n", out, err)
+	// Output: "hello\n" <nil>
+}
+
+func ExampleRunnerFunc() {
+	// A recording runner, as a unit test might use in place of the kernel.
+	var calls []string
+	r := command.RunnerFunc(func(_ context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+		calls = append(calls, name+" "+strings.Join(args, " "))
+		return nil, nil
+	})
+	_, _ = r.Run(context.Background(), nil, "ipset", "list", "-name")
+	fmt.Println(calls)
+	// Output: [ipset list -name]
+}
+
+func ExampleError() {
+	_, err := command.Local{}.Run(context.Background(), nil, "sh", "-c", "echo no such set >&2; exit 1")
+	if e, ok := err.(*command.Error); ok {
+		fmt.Println(e.ExitCode, strings.TrimSpace(string(e.Stderr)))
+	}
+	// Output: 1 no such set
+}
