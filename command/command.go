@@ -14,6 +14,7 @@ import (
 // standard output; a failure (including a non-zero exit) is an error, which
 // for Local is an *Error.
 type Runner interface {
+	// Run runs name with args to completion and returns its standard output.
 	Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error)
 }
 

@@ -124,7 +124,8 @@ func checkFile(fset *token.FileSet, f *ast.File) []string {
 }
 
 // checkFields requires a comment on the exported fields of exported structs
-// and the methods of exported interfaces.
+// and the methods of exported interfaces; a comment covers the contiguous
+// fields under it.
 func checkFields(fset *token.FileSet, s *ast.TypeSpec) []string {
 	var list *ast.FieldList
 	switch t := s.Type.(type) {
@@ -136,10 +137,16 @@ func checkFields(fset *token.FileSet, s *ast.TypeSpec) []string {
 		return nil
 	}
 	var out []string
+	// A comment above a field also covers the fields on the lines right
+	// after it ("// WallMS and CPUMS are …"), up to a blank line.
+	coveredUntil := -1
 	for _, field := range list.List {
-		if field.Doc != nil || field.Comment != nil {
+		line := fset.Position(field.Pos()).Line
+		if field.Doc != nil || field.Comment != nil || line == coveredUntil+1 {
+			coveredUntil = fset.Position(field.End()).Line
 			continue
 		}
+		coveredUntil = -1
 		for _, n := range field.Names {
 			if n.IsExported() {
 				out = append(out, fmt.Sprintf("%s: %s.%s has no doc comment", fset.Position(n.Pos()), s.Name.Name, n.Name))
