@@ -67,8 +67,11 @@ func (f *Fake) NewTicker(d time.Duration) Ticker {
 // Advance moves the fake time forward by d, firing every timer and ticker
 // whose deadline is reached, in deadline order. A ticker that is due several
 // times fires once per period, with ticks the receiver has not taken dropped,
-// as with a real ticker.
+// as with a real ticker. A negative d does nothing: time never goes back.
 func (f *Fake) Advance(d time.Duration) {
+	if d <= 0 {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.setLocked(f.now.Add(d))
@@ -127,7 +130,9 @@ func (f *Fake) setLocked(t time.Time) {
 			break
 		}
 		w := f.waiters[0]
-		f.now = w.deadline
+		if w.deadline.After(f.now) { // a timer armed with d <= 0 fires at now
+			f.now = w.deadline
+		}
 		f.fire(w)
 	}
 	f.now = t
@@ -221,6 +226,7 @@ func (t fakeTicker) Stop() {
 	f := t.w.clock
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	drain(t.w.ch) // as with time.Ticker, no tick is received after Stop
 	f.disarm(t.w)
 }
 
@@ -231,6 +237,7 @@ func (t fakeTicker) Reset(d time.Duration) {
 	f := t.w.clock
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	drain(t.w.ch) // as with time.Ticker, no stale tick after Reset
 	t.w.period = d
 	f.arm(t.w, d)
 }

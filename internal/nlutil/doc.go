@@ -1,0 +1,40 @@
+//go:build linux
+
+// Package nlutil holds the netlink hygiene every nodeplane driver and
+// monitor shares, written once: dumps that survive concurrent changes, and
+// event subscriptions that never go silently dead.
+//
+// # Dumps
+//
+// The kernel marks a dump that raced with a change (NLM_F_DUMP_INTR); the
+// netlink library reports it as an error matching netlink.ErrDumpInterrupted,
+// with a result that may be inconsistent. RetryDump repeats such a dump a few
+// times with a short pause and returns other errors at once. LinkList,
+// AddrList, RouteListFiltered, RuleList and NeighList wrap it for a
+// *netlink.Handle bound to the caller's namespace.
+//
+// # Subscriptions
+//
+// A Watcher subscribes to link, address, route and neighbour events of one
+// namespace with a large socket receive buffer (8 MiB by default, forced
+// past net.core.rmem_max when the process has CAP_NET_ADMIN) and merges them
+// into one channel of Events. When a subscription ends (ENOBUFS because the
+// kernel dropped events, a socket error, a closed channel) the Watcher
+// renews it and sends a Resync whose Reason says what happened; when
+// subscribing fails it sends an Err event and retries with backoff on the
+// injected clock, for as long as its context lives.
+//
+// The consumer's job is "subscribe, then list, then diff": every Resync
+// (including the first) means "list these kinds now and diff against what
+// you know". The subscription exists before the Resync is sent, so a change
+// made while the consumer lists is not lost; it arrives as an event after
+// the Resync. Cancelling the context closes every socket and closes the
+// channel once all goroutines the Watcher started have ended.
+//
+// # Limits
+//
+// nlutil never writes to the kernel and owns no kernel object: it only reads
+// (dumps) and listens (multicast subscriptions) in the namespace it is
+// given. It never falls back to the process's namespace for a nil handle.
+// It is Linux-only.
+package nlutil

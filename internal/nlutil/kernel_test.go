@@ -1,0 +1,375 @@
+//go:build linux
+
+package nlutil
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// Kernel tests: each runs in a fresh network namespace from kerneltest and
+// touches nothing outside it.
+
+func mustCIDR(t *testing.T, s string) *net.IPNet {
+	t.Helper()
+	ip, n, err := net.ParseCIDR(s)
+	require.NoError(t, err)
+	n.IP = ip
+	return n
+}
+
+// addBridge creates an up bridge with no ports (this kernel has no dummy
+// links) and returns it.
+func addBridge(t *testing.T, h *netlink.Handle, name string) netlink.Link {
+	t.Helper()
+	require.NoError(t, h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}))
+	link, err := h.LinkByName(name)
+	require.NoError(t, err)
+	require.NoError(t, h.LinkSetUp(link))
+	return link
+}
+
+func TestKernelListHelpers(t *testing.T) {
+	ns := kerneltest.NewNS(t)
+	h := ns.Handle()
+	ctx := context.Background()
+
+	br := addBridge(t, h, "np-br0")
+	idx := br.Attrs().Index
+	require.NoError(t, h.AddrAdd(br, &netlink.Addr{IPNet: mustCIDR(t, "10.99.0.1/24")}))
+	require.NoError(t, h.AddrAdd(br, &netlink.Addr{IPNet: mustCIDR(t, "fd00:99::1/64"), Flags: unix.IFA_F_NODAD}))
+	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: mustCIDR(t, "10.98.0.0/16"), Scope: netlink.SCOPE_LINK}))
+	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: mustCIDR(t, "10.97.0.0/16"), Scope: netlink.SCOPE_LINK, Table: 100}))
+	rule := netlink.NewRule()
+	rule.Priority, rule.Table, rule.Family = 1000, 100, netlink.FAMILY_V4
+	require.NoError(t, h.RuleAdd(rule))
+	require.NoError(t, h.NeighAdd(&netlink.Neigh{
+		LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+		IP: net.ParseIP("10.99.0.2"), HardwareAddr: net.HardwareAddr{0x02, 0, 0, 0, 0, 2},
+	}))
+
+	links, err := LinkList(ctx, h)
+	require.NoError(t, err)
+	var names []string
+	for _, l := range links {
+		names = append(names, l.Attrs().Name)
+	}
+	assert.ElementsMatch(t, []string{"lo", "np-br0"}, names)
+
+	addrs, err := AddrList(ctx, h, br, netlink.FAMILY_ALL)
+	require.NoError(t, err)
+	var addrStrs []string
+	for _, a := range addrs {
+		addrStrs = append(addrStrs, a.IPNet.String())
+	}
+	assert.Contains(t, addrStrs, "10.99.0.1/24")
+	assert.Contains(t, addrStrs, "fd00:99::1/64")
+
+	routes, err := RouteListFiltered(ctx, h, netlink.FAMILY_V4, &netlink.Route{LinkIndex: idx}, netlink.RT_FILTER_OIF)
+	require.NoError(t, err)
+	var dsts []string
+	for _, r := range routes {
+		dsts = append(dsts, r.Dst.String())
+	}
+	assert.ElementsMatch(t, []string{"10.98.0.0/16", "10.99.0.0/24"}, dsts, "main table only")
+
+	routes, err = RouteListFiltered(ctx, h, netlink.FAMILY_V4, &netlink.Route{Table: 100}, netlink.RT_FILTER_TABLE)
+	require.NoError(t, err)
+	require.Len(t, routes, 1)
+	assert.Equal(t, "10.97.0.0/16", routes[0].Dst.String())
+
+	rules, err := RuleList(ctx, h, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	assert.True(t, slices.ContainsFunc(rules, func(r netlink.Rule) bool { return r.Priority == 1000 && r.Table == 100 }),
+		"rule 1000 -> table 100 in %v", rules)
+
+	neighs, err := NeighList(ctx, h, idx, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	assert.True(t, slices.ContainsFunc(neighs, func(n netlink.Neigh) bool { return n.IP.Equal(net.ParseIP("10.99.0.2")) }),
+		"neighbour 10.99.0.2 in %v", neighs)
+}
+
+// An address dump that spans several reads, with an address added after
+// the first read: the kernel marks the rest of the dump interrupted, and
+// RetryDump runs it again and returns the clean second result.
+func TestKernelRetryDumpRecoversFromInterruptedDump(t *testing.T) {
+	ns := kerneltest.NewNS(t)
+	h := ns.Handle()
+	ctx := context.Background()
+	br := addBridge(t, h, "np-intr")
+	const n = 2000 // ~150 KB of messages: several reads
+	for i := range n {
+		ip := net.IPv4(10, 56, byte(i/250), byte(1+i%250))
+		require.NoError(t, h.AddrAdd(br, &netlink.Addr{IPNet: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}}))
+	}
+	extra := &netlink.Addr{IPNet: mustCIDR(t, "10.57.0.1/32")}
+
+	calls := 0
+	var results []error
+	var addErr error
+	dump := func() ([]struct{}, error) {
+		calls++
+		var msgs []struct{}
+		err := ns.Do(func() error {
+			// The raw dump, so that a change can be made between its reads.
+			req := nl.NewNetlinkRequest(unix.RTM_GETADDR, unix.NLM_F_DUMP)
+			req.AddData(nl.NewIfAddrmsg(unix.AF_INET))
+			return req.ExecuteIter(unix.NETLINK_ROUTE, unix.RTM_NEWADDR, func([]byte) bool {
+				if calls == 1 && len(msgs) == 0 {
+					addErr = h.AddrAdd(br, extra)
+				}
+				msgs = append(msgs, struct{}{})
+				return true
+			})
+		})
+		results = append(results, err)
+		return msgs, err
+	}
+	res, err := RetryDump(ctx, 3, dump)
+	require.NoError(t, addErr)
+	require.NoError(t, err)
+	require.Equal(t, 2, calls, "one interrupted dump, one clean one")
+	assert.ErrorIs(t, results[0], netlink.ErrDumpInterrupted)
+	// lo's 127.0.0.1, ours, and the one added during the first dump.
+	assert.Equal(t, n+2, len(res), "the clean dump has every address, the new one included")
+
+	// The typed helper gives the same on a quiet namespace.
+	addrs, err := AddrList(ctx, h, br, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	assert.Equal(t, n+1, len(addrs))
+}
+
+// netlink v1.3.1 dereferences a nil route filter; the helper must not.
+func TestKernelRouteListNilFilter(t *testing.T) {
+	ns := kerneltest.NewNS(t)
+	h := ns.Handle()
+	br := addBridge(t, h, "np-nilf")
+	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: br.Attrs().Index, Dst: mustCIDR(t, "10.96.0.0/16"), Scope: netlink.SCOPE_LINK}))
+	routes, err := RouteListFiltered(context.Background(), h, netlink.FAMILY_V4, nil, netlink.RT_FILTER_OIF)
+	require.NoError(t, err)
+	require.Len(t, routes, 1, "a nil filter lists the main table")
+	assert.Equal(t, "10.96.0.0/16", routes[0].Dst.String())
+}
+
+// waitFor reads events until match returns true, failing after timeout.
+// Err events are logged; other events are skipped.
+func waitFor(t *testing.T, events <-chan Event, timeout time.Duration, what string, match func(Event) bool) Event {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-events:
+			require.True(t, ok, "stream closed while waiting for %s", what)
+			if ev.Err != nil {
+				t.Logf("watcher error: %v", ev.Err)
+			}
+			if match(ev) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+			return Event{}
+		}
+	}
+}
+
+// waitForAll reads events until each condition has matched one, in any
+// order.
+func waitForAll(t *testing.T, events <-chan Event, timeout time.Duration, conds map[string]func(Event) bool) {
+	t.Helper()
+	left := maps.Clone(conds)
+	waitFor(t, events, timeout, fmt.Sprint(slices.Sorted(maps.Keys(left))), func(ev Event) bool {
+		for name, match := range left {
+			if match(ev) {
+				delete(left, name)
+			}
+		}
+		return len(left) == 0
+	})
+}
+
+func isLink(name string, typ uint16) func(Event) bool {
+	return func(ev Event) bool {
+		return ev.Link != nil && ev.Link.Attrs().Name == name && ev.Link.Header.Type == typ
+	}
+}
+
+func TestKernelWatchEvents(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ns := kerneltest.NewNS(t)
+	h := ns.Handle()
+	nsh := ns.NsHandle()
+
+	w, err := NewWatcher(WatchOptions{Kinds: Links | Addrs | Routes | Neighs, Namespace: &nsh})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := w.Start(ctx)
+	require.NoError(t, err)
+
+	first := waitFor(t, events, 10*time.Second, "first resync", func(ev Event) bool { return ev.Resync != nil || ev.Err != nil })
+	require.NoError(t, first.Err)
+	assert.Equal(t, Links|Addrs|Routes|Neighs, first.Resync.Kinds)
+	assert.NoError(t, first.Resync.Reason)
+
+	br := addBridge(t, h, "np-ev0")
+	waitFor(t, events, 10*time.Second, "RTM_NEWLINK np-ev0", isLink("np-ev0", unix.RTM_NEWLINK))
+
+	// One change, two kinds of events on two sockets: in either order.
+	require.NoError(t, h.AddrAdd(br, &netlink.Addr{IPNet: mustCIDR(t, "10.77.0.1/24")}))
+	var addrEv *netlink.AddrUpdate
+	waitForAll(t, events, 10*time.Second, map[string]func(Event) bool{
+		"new address": func(ev Event) bool {
+			if ev.Addr != nil && ev.Addr.NewAddr && ev.Addr.LinkAddress.String() == "10.77.0.1/24" {
+				addrEv = ev.Addr
+				return true
+			}
+			return false
+		},
+		"local route for 10.77.0.1": func(ev Event) bool {
+			return ev.Route != nil && ev.Route.Type == unix.RTM_NEWROUTE && ev.Route.Dst != nil && ev.Route.Dst.String() == "10.77.0.1/32"
+		},
+	})
+	assert.Equal(t, br.Attrs().Index, addrEv.LinkIndex)
+
+	require.NoError(t, h.NeighAdd(&netlink.Neigh{
+		LinkIndex: br.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+		IP: net.ParseIP("10.77.0.9"), HardwareAddr: net.HardwareAddr{0x02, 0, 0, 0, 0, 9},
+	}))
+	waitFor(t, events, 10*time.Second, "new neighbour", func(ev Event) bool {
+		return ev.Neigh != nil && ev.Neigh.Type == unix.RTM_NEWNEIGH && ev.Neigh.IP.Equal(net.ParseIP("10.77.0.9"))
+	})
+
+	require.NoError(t, h.AddrDel(br, &netlink.Addr{IPNet: mustCIDR(t, "10.77.0.1/24")}))
+	waitFor(t, events, 10*time.Second, "deleted address", func(ev Event) bool {
+		return ev.Addr != nil && !ev.Addr.NewAddr && ev.Addr.LinkAddress.String() == "10.77.0.1/24"
+	})
+
+	require.NoError(t, h.LinkDel(br))
+	waitFor(t, events, 10*time.Second, "RTM_DELLINK np-ev0", isLink("np-ev0", unix.RTM_DELLINK))
+
+	cancel()
+	for range events {
+	}
+	waitGoroutines(t, base)
+}
+
+// A tiny receive buffer and a consumer that does not read while thousands
+// of addresses are added: the kernel drops events (ENOBUFS). The watcher
+// must say so with a Resync and keep delivering events afterwards.
+func TestKernelWatchOverflowResubscribes(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ns := kerneltest.NewNS(t)
+	h := ns.Handle()
+	nsh := ns.NsHandle()
+	br := addBridge(t, h, "np-burst")
+
+	w, err := NewWatcher(WatchOptions{
+		Kinds:                 Links | Addrs,
+		Namespace:             &nsh,
+		ReceiveBufferSize:     1024, // forced: the kernel's minimum, a couple of KiB
+		EventBuffer:           1,
+		ResubscribeBackoff:    10 * time.Millisecond,
+		MaxResubscribeBackoff: 100 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := w.Start(ctx)
+	require.NoError(t, err)
+	first := waitFor(t, events, 10*time.Second, "first resync", func(ev Event) bool { return ev.Resync != nil || ev.Err != nil })
+	require.NoError(t, first.Err)
+
+	// The burst, while nobody reads the stream.
+	const burst = 3000
+	for i := range burst {
+		ip := net.IPv4(10, 66, byte(i/250), byte(1+i%250))
+		require.NoError(t, h.AddrAdd(br, &netlink.Addr{IPNet: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}}))
+	}
+
+	addrEvents := 0
+	rs := waitFor(t, events, 20*time.Second, "resync after overflow", func(ev Event) bool {
+		if ev.Addr != nil {
+			addrEvents++
+		}
+		return ev.Resync != nil
+	})
+	t.Logf("address events delivered before the overflow was noticed: %d of %d; reason: %v", addrEvents, burst, rs.Resync.Reason)
+	assert.Less(t, addrEvents, burst, "events were dropped")
+	assert.ErrorIs(t, rs.Resync.Reason, ErrOverflow)
+	assert.ErrorIs(t, rs.Resync.Reason, unix.ENOBUFS)
+	assert.NotZero(t, rs.Resync.Kinds&Addrs)
+
+	// The consumer re-lists: the dump sees every address.
+	addrs, err := AddrList(ctx, h, br, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	assert.Len(t, addrs, burst)
+
+	// And events keep coming after the renewal: a small one fits the tiny
+	// buffer easily.
+	require.NoError(t, h.AddrAdd(br, &netlink.Addr{IPNet: mustCIDR(t, "10.67.0.1/32")}))
+	waitFor(t, events, 20*time.Second, "address event after the overflow", func(ev Event) bool {
+		return ev.Addr != nil && ev.Addr.NewAddr && ev.Addr.LinkAddress.String() == "10.67.0.1/32"
+	})
+
+	// A new link produces several large RTM_NEWLINK messages, which can
+	// overflow a buffer this small again. Either way the consumer learns
+	// about the link: from its event, or from a Resync telling it to
+	// re-list.
+	after := fmt.Sprintf("np-after%d", time.Now().UnixNano()%1000)
+	addBridge(t, h, after)
+	how := ""
+	waitFor(t, events, 20*time.Second, "link event or link resync after the overflow", func(ev Event) bool {
+		if isLink(after, unix.RTM_NEWLINK)(ev) {
+			how = "event"
+			return true
+		}
+		if ev.Resync != nil && ev.Resync.Kinds&Links != 0 {
+			links, err := LinkList(ctx, h)
+			require.NoError(t, err)
+			if slices.ContainsFunc(links, func(l netlink.Link) bool { return l.Attrs().Name == after }) {
+				how = "resync and re-list"
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("new link seen through: %s", how)
+
+	cancel()
+	for range events {
+	}
+	waitGoroutines(t, base)
+}
+
+func TestKernelWatchStopsOnCancel(t *testing.T) {
+	ns := kerneltest.NewNS(t)
+	nsh := ns.NsHandle()
+	base := runtime.NumGoroutine()
+
+	for range 3 { // repeated, so a leak per run would add up
+		w, err := NewWatcher(WatchOptions{Kinds: Links | Addrs | Routes | Neighs, Namespace: &nsh})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		events, err := w.Start(ctx)
+		require.NoError(t, err)
+		waitFor(t, events, 10*time.Second, "first resync", func(ev Event) bool { return ev.Resync != nil })
+		cancel()
+		for range events {
+		}
+	}
+	waitGoroutines(t, base)
+}
