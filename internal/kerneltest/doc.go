@@ -64,7 +64,7 @@
 //
 // # Reachability
 //
-// NS.Ping (ping -c1 -W1), NS.ListenTCP (a Go echo server whose socket lives
+// NS.Ping (ping -c1 -w3), NS.ListenTCP (a Go echo server whose socket lives
 // in the namespace) and NS.DialTCP (connect and exchange a token) probe
 // connectivity; their errors wrap ErrUnreachable when the network did not
 // answer, and not when the harness failed. A Check names a probe; Require

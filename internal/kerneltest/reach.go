@@ -32,9 +32,11 @@ const retryInterval = 50 * time.Millisecond
 // namespace, bad input) do not wrap it.
 var ErrUnreachable = errors.New("kerneltest: unreachable")
 
-// Ping sends one ICMP echo request from the namespace to addr with
-// `ping -c1 -W1` (IPv4 or IPv6 by addr's family) and waits up to one second
-// for the reply. An error wrapping ErrUnreachable means no reply came.
+// Ping sends ICMP echo requests from the namespace to addr with
+// `ping -c1 -w3` (IPv4 or IPv6 by addr's family): one request a second until
+// a reply arrives, for at most three seconds, so that neighbour resolution
+// on a loaded machine does not look like a lost packet. A network that
+// refuses the packet (no route, a local reject) fails at once. An error wrapping ErrUnreachable means no reply came.
 func (ns *NS) Ping(ctx context.Context, to netip.Addr) error {
 	if !to.IsValid() {
 		return fmt.Errorf("%w: ping from %s: invalid address", ErrInvalid, ns.name)
@@ -44,7 +46,7 @@ func (ns *NS) Ping(ctx context.Context, to netip.Addr) error {
 	if to.Is4() {
 		family = "-4"
 	}
-	_, err := ns.Exec(ctx, "ping", family, "-n", "-c1", "-W1", to.String())
+	_, err := ns.Exec(ctx, "ping", family, "-n", "-c1", "-w3", to.String())
 	if err == nil {
 		return nil
 	}
