@@ -1,0 +1,240 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/ipsets"
+)
+
+// The ipsets scenarios:
+//
+//   - ipsets/initial/N: load a new hash:ip set of N members. Ours declares
+//     the set and applies it (one `ipset list -name` to adopt, then one
+//     `ipset restore`); the floor is one hand-written `ipset restore` of the
+//     same create and add lines; the peer runs `ipset create` and then one
+//     `ipset add` per member, as agents that wrap the binary by hand do
+//     (capped at 10k members).
+//   - ipsets/change1/N: add one member to a set of N members that is
+//     already in the kernel and in sync. Ours is AddMembers + Apply; the
+//     floor is a restore of the one add line; the peer one `ipset add`.
+//   - ipsets/heap/100000: the heap the driver keeps for a 100k-member set
+//     once applied (desired and kernel views), reported as heapB/member.
+const (
+	ipsetsPrefix = "np4-"
+	ipsetsName   = "bench"
+	ipsetsKernel = ipsetsPrefix + ipsetsName
+	// ipsetsPeerCap is the largest size the one-exec-per-member peer runs
+	// at: at 100k members a trial would take minutes.
+	ipsetsPeerCap = 10_000
+)
+
+func init() {
+	for _, n := range []int{100, 1_000, 10_000, 100_000} {
+		harness.Register(ipsetsInitial(n))
+	}
+	harness.Register(ipsetsChange1(100), ipsetsChange1(100_000), ipsetsHeap(100_000))
+}
+
+func ipsetsMembers(n int) []ipsets.Member {
+	out := make([]ipsets.Member, n)
+	for i := range n {
+		out[i] = ipsets.IPMember(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+	}
+	return out
+}
+
+// ipsetsScript is the hand-written restore input for members: the create
+// line ours writes (without -exist) and one add line per member.
+func ipsetsScript(members []ipsets.Member) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "create %s hash:ip family inet maxelem %d\n", ipsetsKernel, ipsets.DefaultMaxSize)
+	for _, m := range members {
+		b.WriteString("add " + ipsetsKernel + " " + m.String() + "\n")
+	}
+	return b.Bytes()
+}
+
+func ipsetsDriver(env *harness.Env) (*ipsets.IPSets, error) {
+	return ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: ipsetsPrefix, Runner: env.NS})
+}
+
+var ipsetsMeta = ipsets.SetMetadata{Name: ipsetsName, Type: ipsets.HashIP}
+
+// ipsetsLoad declares members and applies them with a new driver.
+func ipsetsLoad(ctx context.Context, env *harness.Env, members []ipsets.Member) (*ipsets.IPSets, error) {
+	d, err := ipsetsDriver(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.AddOrReplaceSet(ipsetsMeta, members); err != nil {
+		return nil, err
+	}
+	_, err = d.Apply(ctx)
+	return d, err
+}
+
+// ipsetsRestore runs a hand-written restore in the trial's namespace.
+func ipsetsRestore(ctx context.Context, env *harness.Env, script []byte) error {
+	_, err := env.NS.Run(ctx, bytes.NewReader(script), "ipset", "restore")
+	return err
+}
+
+func ipsetsInitial(n int) harness.Scenario {
+	s := harness.Scenario{
+		Name: "ipsets/initial/" + strconv.Itoa(n),
+		Size: n,
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane ipsets", Role: harness.Ours,
+				Setup: func(_ context.Context, env *harness.Env) error { env.State = ipsetsMembers(n); return nil },
+				Run: func(ctx context.Context, env *harness.Env) error {
+					_, err := ipsetsLoad(ctx, env, env.State.([]ipsets.Member))
+					return err
+				},
+			},
+			{
+				Name: "ipset restore (hand-written)", Role: harness.Floor,
+				Setup: func(_ context.Context, env *harness.Env) error {
+					env.State = ipsetsScript(ipsetsMembers(n))
+					return nil
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					return ipsetsRestore(ctx, env, env.State.([]byte))
+				},
+			},
+		},
+	}
+	if n <= ipsetsPeerCap {
+		s.Variants = append(s.Variants, harness.Variant{
+			Name: "ipset add per member (exec)", Role: harness.Peer,
+			Setup: func(_ context.Context, env *harness.Env) error {
+				members := ipsetsMembers(n)
+				strs := make([]string, len(members))
+				for i, m := range members {
+					strs[i] = m.String()
+				}
+				env.State = strs
+				return nil
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				if _, err := env.NS.Run(ctx, nil, "ipset", "create", ipsetsKernel, "hash:ip", "family", "inet",
+					"maxelem", strconv.Itoa(ipsets.DefaultMaxSize)); err != nil {
+					return err
+				}
+				for _, m := range env.State.([]string) {
+					if _, err := env.NS.Run(ctx, nil, "ipset", "add", ipsetsKernel, m); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		})
+	} else {
+		s.Note = fmt.Sprintf("peer (one `ipset add` exec per member) capped at %d members: at this size it would take minutes per trial; see ipsets/initial/%d for its ratio", ipsetsPeerCap, ipsetsPeerCap)
+	}
+	if n == ipsetsPeerCap {
+		s.Note = "peer runs one `ipset create` and one `ipset add` exec per member (what hand-rolled agents do); this is the largest size it runs at"
+	}
+	return s
+}
+
+// ipsetsExtra is the member the change1 scenarios add.
+const ipsetsExtra = "192.0.2.1"
+
+// ipsetsSettle is how long a change1 Setup waits after loading the set, so
+// that the kernel's deferred work (hash resizes, RCU frees, the previous
+// trial's namespace teardown) is not billed to the measured change.
+const ipsetsSettle = 250 * time.Millisecond
+
+func settle(ctx context.Context) error {
+	select {
+	case <-time.After(ipsetsSettle):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func ipsetsChange1(n int) harness.Scenario {
+	loadByRestore := func(ctx context.Context, env *harness.Env) error {
+		if err := ipsetsRestore(ctx, env, ipsetsScript(ipsetsMembers(n))); err != nil {
+			return err
+		}
+		return settle(ctx)
+	}
+	return harness.Scenario{
+		Name: "ipsets/change1/" + strconv.Itoa(n),
+		Size: 1,
+		Note: "one member added to a set of " + strconv.Itoa(n) + " members already in the kernel and in sync; compare ours across sizes",
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane ipsets", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					d, err := ipsetsLoad(ctx, env, ipsetsMembers(n))
+					env.State = d
+					if err != nil {
+						return err
+					}
+					return settle(ctx)
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					d := env.State.(*ipsets.IPSets)
+					if err := d.AddMembers(ipsetsName, []ipsets.Member{ipsets.IPMember(netip.MustParseAddr(ipsetsExtra))}); err != nil {
+						return err
+					}
+					_, err := d.Apply(ctx)
+					return err
+				},
+			},
+			{
+				Name: "ipset restore (hand-written)", Role: harness.Floor,
+				Setup: loadByRestore,
+				Run: func(ctx context.Context, env *harness.Env) error {
+					return ipsetsRestore(ctx, env, []byte("add "+ipsetsKernel+" "+ipsetsExtra+"\n"))
+				},
+			},
+			{
+				Name: "ipset add (exec)", Role: harness.Peer,
+				Setup: loadByRestore,
+				Run: func(ctx context.Context, env *harness.Env) error {
+					_, err := env.NS.Run(ctx, nil, "ipset", "add", ipsetsKernel, ipsetsExtra)
+					return err
+				},
+			},
+		},
+	}
+}
+
+func ipsetsHeap(n int) harness.Scenario {
+	return harness.Scenario{
+		Name: "ipsets/heap/" + strconv.Itoa(n),
+		Size: n,
+		Note: "heapB/member: heap kept by the driver per member of an applied set (desired + kernel views); times include two forced GCs",
+		Variants: []harness.Variant{{
+			Name: "nodeplane ipsets", Role: harness.Ours,
+			Setup: func(_ context.Context, env *harness.Env) error { env.State = ipsetsMembers(n); return nil },
+			Run: func(ctx context.Context, env *harness.Env) error {
+				members := env.State.([]ipsets.Member)
+				before := harness.HeapInUse()
+				d, err := ipsetsLoad(ctx, env, members)
+				if err != nil {
+					return err
+				}
+				after := harness.HeapInUse()
+				runtime.KeepAlive(d)
+				runtime.KeepAlive(members)
+				env.Report("heapB/member", float64(int64(after)-int64(before))/float64(n))
+				return nil
+			},
+		}},
+	}
+}

@@ -1,0 +1,78 @@
+// Package ipsets keeps the kernel's ip sets equal to a declared desired
+// state, through the ipset binary: the sets that iptables rules match
+// thousands of addresses against.
+//
+// # What it owns
+//
+// One *IPSets owns, in one network namespace (the one its command.Runner
+// runs ipset in), every set whose name starts with its Prefix, for one
+// address family. It creates, fills, swaps and destroys those sets and
+// nothing else: a set without the prefix is never changed, flushed or
+// destroyed, and its members are never read. Sets of ours that are not
+// desired (left over by an earlier run, or created by hand with our
+// prefix) are destroyed.
+//
+// # How it is used
+//
+// Declare sets with the Sets methods (AddOrReplaceSet, AddMembers,
+// RemoveMembers, RemoveSet) using typed members built from net/netip
+// (IPMember, NetMember, IPPortMember, NetNetMember, PortMember,
+// ParseMember); read them back with Members and Metadata. Those calls
+// validate and record intent only: a wrong family, a malformed member, an
+// unknown type or a name longer than the kernel's 31 bytes (prefix
+// included) is an error, and nothing changes. The supported types are
+// hash:ip, hash:net, hash:ip,port, hash:net,net and bitmap:port, for IPv4
+// and IPv6 (one IPSets per family). Members are canonical: 10.0.0.1/32 in a
+// hash:net is 10.0.0.1, and 10.1.2.3/8 is 10.0.0.0/8.
+//
+// Register the IPSets with a dataplane.Loop: Apply runs in
+// PhaseIPSetsUpdate, before the rule writers, and ApplyDeletions in
+// PhaseIPSetsDelete, after them. Apply writes every creation and member
+// change of a pass in one `ipset restore` (create … -exist, add, del), and
+// does nothing when nothing changed. A set whose MaxSize or Range changes
+// is rebuilt in a temporary set (Prefix + "~N") that is then swapped in and
+// destroyed, so a rule that matches it never sees it missing or half
+// filled. The kernel swaps only sets of equal type and family: a set whose
+// Type changes is destroyed and created again when nothing refers to it,
+// and otherwise left as it is with an error wrapping ErrSetInUse.
+//
+// ApplyDeletions destroys sets that are no longer desired, at most
+// MaxDestroysPerApply per call (each destroy is slow in the kernel). A set
+// still referenced by a rule cannot be destroyed: it stays, and the call
+// asks to be run again (ApplyResult.RetryAfter) instead of failing.
+//
+// # Resync
+//
+// The first Apply, and the first after any failure, reads every owned set
+// and its members (`ipset list -name`, then `ipset save NAME` for each), so
+// a restarted agent adopts what it finds and writes only the difference:
+// nothing at all when the kernel already matches. QueueResync (which the
+// loop calls periodically) makes the next Apply list the set names,
+// recreate missing sets and destroy leftovers at once, and re-read the
+// members of every set, a ResyncBudget's worth per Apply (a set is read
+// whole, with one `ipset save NAME`, so the budget bounds how many sets one
+// Apply reads, and at least one is); members added or removed with the
+// ipset CLI are repaired.
+//
+// A failed `ipset restore` returns a *RestoreError (wrapping ErrRestore)
+// that keeps the failing line, an excerpt of the input, and the command's
+// output; the next Apply re-reads the kernel before writing again.
+//
+// OnMemberChange reports every membership change written, for mirrors of
+// the sets such as BPF maps.
+//
+// # Memory
+//
+// A member is a 38-byte value with no pointers, stored once (in one map
+// entry) when the kernel agrees with the desired state: about 63 bytes of
+// heap per member at 100k members, desired and kernel views together.
+// Reading `ipset save` output parses it in place, without a string per
+// member.
+//
+// # Backends
+//
+// Sets is the interface a manager should hold: *IPSets implements it with
+// ipset, and a native nftables backend can implement it with nft sets.
+// Package ipsetsfake is an in-memory ipset kernel (a command.Runner) for
+// tests, with failure injection.
+package ipsets

@@ -1,0 +1,313 @@
+package ipsets_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+)
+
+// lastScript returns the input of the last restore the fake ran, with the
+// member lines of each set sorted (the driver writes them in map order).
+func lastScript(k *ipsetsfake.Kernel) string {
+	calls := k.Calls()
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Args[0] == "restore" {
+			return sortAdds(calls[i].Stdin)
+		}
+	}
+	return ""
+}
+
+// A driver keeps the kernel's sets equal to what was declared. Here it runs
+// against the in-memory fake kernel; in an agent, Runner is left nil (the
+// ipset binary of the agent's namespace) and a dataplane.Loop calls Apply.
+func Example() {
+	k := ipsetsfake.New()
+	sets, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	if err != nil {
+		panic(err)
+	}
+	err = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashNet}, []ipsets.Member{
+		ipsets.NetMember(netip.MustParsePrefix("10.0.0.1/32")),
+		ipsets.NetMember(netip.MustParsePrefix("192.168.7.9/16")),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := sets.Apply(context.Background()); err != nil {
+		panic(err)
+	}
+	name, _ := sets.KernelName("allow")
+	fmt.Println("rule: -m set --match-set", name, "src -j ACCEPT")
+	fmt.Print(lastScript(k))
+	// Output:
+	// rule: -m set --match-set np4-allow src -j ACCEPT
+	// create np4-allow hash:net family inet maxelem 1048576 -exist
+	// add np4-allow 10.0.0.1
+	// add np4-allow 192.168.0.0/16
+}
+
+func ExampleNew() {
+	sets, err := ipsets.New(ipsets.Options{Family: ipsets.IPv6, Prefix: "np6-"})
+	fmt.Println(sets.Name(), sets.Prefix(), sets.Family(), sets.Phase(), err)
+
+	_, err = ipsets.New(ipsets.Options{Family: ipsets.IPv6, Prefix: "a prefix"})
+	fmt.Println(errors.Is(err, ipsets.ErrInvalidOptions))
+	// Output:
+	// ipsets-np6- np6- inet6 ipsets-update <nil>
+	// true
+}
+
+// Apply writes only the difference, in one ipset restore.
+func ExampleIPSets_Apply() {
+	k := ipsetsfake.New()
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	web := func(last byte) ipsets.Member {
+		return ipsets.IPPortMember(netip.AddrFrom4([4]byte{10, 0, 0, last}), ipsets.ProtocolTCP, 443)
+	}
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "web", Type: ipsets.HashIPPort}, []ipsets.Member{web(1), web(2)})
+	_, _ = sets.Apply(context.Background())
+
+	_ = sets.AddMembers("web", []ipsets.Member{web(3)})
+	_ = sets.RemoveMembers("web", []ipsets.Member{web(1)})
+	_, _ = sets.Apply(context.Background())
+	fmt.Print(lastScript(k))
+
+	before := k.CountCalls("restore")
+	_, _ = sets.Apply(context.Background())
+	fmt.Println("restores when nothing changed:", k.CountCalls("restore")-before)
+	// Output:
+	// del np4-web 10.0.0.1,tcp:443 -exist
+	// add np4-web 10.0.0.3,tcp:443 -exist
+	// restores when nothing changed: 0
+}
+
+// A change of size is written into a temporary set that is swapped in, so
+// rules matching the set never see it missing or half filled.
+func ExampleIPSets_AddOrReplaceSet() {
+	k := ipsetsfake.New()
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	a := ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 1000}, []ipsets.Member{a})
+	_, _ = sets.Apply(context.Background())
+
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 5000}, []ipsets.Member{a})
+	_, _ = sets.Apply(context.Background())
+	fmt.Print(lastScript(k))
+	// Output:
+	// create np4-~0 hash:ip family inet maxelem 5000
+	// add np4-~0 10.0.0.1
+	// swap np4-s np4-~0
+	// destroy np4-~0
+}
+
+// A set that a rule still references is destroyed only once the
+// reference is gone; meanwhile ApplyDeletions asks to be called again.
+func ExampleIPSets_ApplyDeletions() {
+	k := ipsetsfake.New()
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	ctx := context.Background()
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "old", Type: ipsets.HashIP}, nil)
+	_, _ = sets.Apply(ctx)
+	_ = k.SetReferences("np4-old", 1) // an iptables rule matches the set
+
+	_ = sets.RemoveSet("old")
+	res, err := sets.ApplyDeletions(ctx)
+	fmt.Println(k.Names(), res.RetryAfter > 0, err)
+
+	_ = k.SetReferences("np4-old", 0) // the rule writer dropped the rule
+	res, err = sets.ApplyDeletions(ctx)
+	fmt.Println(k.Names(), res.RetryAfter > 0, err)
+	// Output:
+	// [np4-old] true <nil>
+	// [] false <nil>
+}
+
+// QueueResync makes the next Apply compare the kernel with the desired
+// state and repair what was changed behind the driver's back.
+func ExampleIPSets_QueueResync() {
+	k := ipsetsfake.New()
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	ctx := context.Background()
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP},
+		[]ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))})
+	_, _ = sets.Apply(ctx)
+
+	_ = k.Exec("add", "np4-s", "10.6.6.6") // an administrator's edit
+	_ = k.Exec("create", "np4-stray", "hash:ip")
+	sets.QueueResync()
+	_, _ = sets.Apply(ctx)
+	_, _ = sets.ApplyDeletions(ctx)
+	fmt.Print(k.Save())
+	// Output:
+	// create np4-s hash:ip family inet hashsize 1024 maxelem 1048576 bucketsize 12 initval 0x5eed0001
+	// add np4-s 10.0.0.1
+}
+
+func ExampleIPSets_KernelName() {
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-"})
+	name, err := sets.KernelName("allow-ingress")
+	fmt.Println(name, err)
+	_, err = sets.KernelName("a-name-that-is-far-too-long-for-ipset")
+	fmt.Println(errors.Is(err, ipsets.ErrNameTooLong))
+	// Output:
+	// np4-allow-ingress <nil>
+	// true
+}
+
+func ExampleIPSets_Members() {
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv6, Prefix: "np6-"})
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashNet}, []ipsets.Member{
+		ipsets.NetMember(netip.MustParsePrefix("fd00:1::/64")),
+		ipsets.IPMember(netip.MustParseAddr("fd00::1")),
+	})
+	members, ok := sets.Members("s")
+	fmt.Println(members, ok)
+	meta, _ := sets.Metadata("s")
+	fmt.Printf("%+v\n", meta)
+	fmt.Println(sets.Names())
+	// Output:
+	// [fd00::1 fd00:1::/64] true
+	// {Name:s Type:hash:net Family:inet6 MaxSize:1048576 Range:0-0}
+	// [s]
+}
+
+// Bad input is rejected before anything changes.
+func ExampleIPSets_AddMembers() {
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-"})
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil)
+	err := sets.AddMembers("s", []ipsets.Member{ipsets.IPMember(netip.MustParseAddr("fd00::1"))})
+	fmt.Println(err)
+	err = sets.AddMembers("s", []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
+	fmt.Println(err)
+	// Output:
+	// set "s", member 0: ipsets: wrong address family: fd00::1 is inet6, the set is inet
+	// set "s", member 0: ipsets: invalid member: 10.0.0.0/8 does not fit a hash:ip set
+}
+
+func ExampleIPSets_RemoveSet() {
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-"})
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil)
+	fmt.Println(sets.RemoveSet("s"), sets.Names())
+	// Output: <nil> []
+}
+
+// OnMemberChange reports what was written, for mirrors such as BPF maps.
+func ExampleOptions_onMemberChange() {
+	var log []string
+	sets, _ := ipsets.New(ipsets.Options{
+		Family: ipsets.IPv4, Prefix: "np4-", Runner: ipsetsfake.New(),
+		OnMemberChange: func(c ipsets.MemberChange) {
+			log = append(log, fmt.Sprintf("%s %v added=%v", c.Set, c.Member, c.Added))
+		},
+	})
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "p", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 1, Last: 1024}},
+		[]ipsets.Member{ipsets.PortMember(22), ipsets.PortMember(80)})
+	_, _ = sets.Apply(context.Background())
+	_ = sets.RemoveMembers("p", []ipsets.Member{ipsets.PortMember(22)})
+	_, _ = sets.Apply(context.Background())
+	slices.Sort(log[:2])
+	fmt.Println(strings.Join(log, "\n"))
+	// Output:
+	// p 22 added=true
+	// p 80 added=true
+	// p 22 added=false
+}
+
+// A failed restore keeps the failing line and ipset's message; the next
+// Apply re-reads the kernel and converges.
+func ExampleRestoreError() {
+	k := ipsetsfake.New()
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP},
+		[]ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))})
+	k.FailNext(1, "restore", "Kernel error received: Cannot allocate memory")
+	_, err := sets.Apply(context.Background())
+	var rerr *ipsets.RestoreError
+	if errors.As(err, &rerr) {
+		fmt.Println(strings.TrimSpace(rerr.Stderr))
+		fmt.Print(rerr.Input)
+	}
+	_, err = sets.Apply(context.Background())
+	fmt.Println(err, k.Names())
+	// Output:
+	// ipset v7.17: Kernel error received: Cannot allocate memory
+	//   1: create np4-s hash:ip family inet maxelem 1048576 -exist
+	//   2: add np4-s 10.0.0.1
+	// <nil> [np4-s]
+}
+
+func ExampleParseMember() {
+	for _, in := range []struct {
+		t ipsets.SetType
+		s string
+	}{
+		{ipsets.HashNet, "10.1.2.3/16"},
+		{ipsets.HashNet, "10.0.0.1/32"},
+		{ipsets.HashIPPort, "fd00::1,80"},
+		{ipsets.HashNetNet, "10.0.0.0/8,192.168.0.0/16"},
+		{ipsets.BitmapPort, "8080"},
+		{ipsets.HashIP, "10.0.0.0/24"},
+	} {
+		m, err := ipsets.ParseMember(in.t, in.s)
+		fmt.Println(m, err)
+	}
+	// Output:
+	// 10.1.0.0/16 <nil>
+	// 10.0.0.1 <nil>
+	// fd00::1,tcp:80 <nil>
+	// 10.0.0.0/8,192.168.0.0/16 <nil>
+	// 8080 <nil>
+	// invalid(zero Member) ipsets: invalid member: 10.0.0.0/24 does not fit a hash:ip set
+}
+
+func ExampleIPMember() {
+	fmt.Println(ipsets.IPMember(netip.MustParseAddr("10.0.0.1")))
+	fmt.Println(ipsets.IPMember(netip.MustParseAddr("fe80::1%eth0")).Err())
+	// Output:
+	// 10.0.0.1
+	// ipsets: invalid member: address has a zone
+}
+
+func ExampleNetMember() {
+	a := ipsets.NetMember(netip.MustParsePrefix("10.0.0.1/32"))
+	b := ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))
+	fmt.Println(a, a == b)
+	fmt.Println(ipsets.NetMember(netip.MustParsePrefix("10.1.2.3/8")))
+	// Output:
+	// 10.0.0.1 true
+	// 10.0.0.0/8
+}
+
+func ExampleIPPortMember() {
+	m := ipsets.IPPortMember(netip.MustParseAddr("fd00::53"), ipsets.ProtocolUDP, 53)
+	fmt.Println(m, m.Addr(), m.Protocol(), m.Port())
+	// Output: fd00::53,udp:53 fd00::53 udp 53
+}
+
+func ExampleNetNetMember() {
+	m := ipsets.NetNetMember(netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.1.0.0/16"))
+	fmt.Println(m, m.Prefix(), m.Second())
+	// Output: 10.0.0.0/8,10.1.0.0/16 10.0.0.0/8 10.1.0.0/16
+}
+
+func ExamplePortMember() {
+	fmt.Println(ipsets.PortMember(443))
+	// Output: 443
+}
+
+func ExampleMember_Compare() {
+	ms := []ipsets.Member{
+		ipsets.IPMember(netip.MustParseAddr("10.0.0.10")),
+		ipsets.IPMember(netip.MustParseAddr("10.0.0.9")),
+	}
+	slices.SortFunc(ms, ipsets.Member.Compare)
+	fmt.Println(ms)
+	// Output: [10.0.0.9 10.0.0.10]
+}

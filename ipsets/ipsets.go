@@ -1,0 +1,386 @@
+package ipsets
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/dataplane"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxDestroysPerApply is the default number of sets
+	// ApplyDeletions destroys per call: a destroy waits for an RCU grace
+	// period in the kernel, which can take tens of milliseconds on a busy
+	// node, and destroys are serialised.
+	DefaultMaxDestroysPerApply = 1
+	// DefaultResyncBudget is the default time an Apply spends re-reading
+	// sets queued by a periodic resync.
+	DefaultResyncBudget = 100 * time.Millisecond
+	// DefaultRetryInterval is the default delay the driver asks the loop
+	// to wait before calling it again while work remains.
+	DefaultRetryInterval = 100 * time.Millisecond
+	// MaxPrefixLength is the longest name prefix the driver accepts, so
+	// that its temporary sets (prefix + "~" + number) fit the kernel's
+	// name length.
+	MaxPrefixLength = MaxNameLength - 5
+)
+
+// Options configures an IPSets.
+type Options struct {
+	// Family is the address family of every set of the driver; required.
+	Family Family
+	// Prefix is prepended to every set name to form the kernel name, and
+	// marks the sets the driver owns: it touches only sets whose names
+	// start with it (and destroys those it does not want). Required, at
+	// most MaxPrefixLength bytes of ASCII letters, digits and "_.:-". The
+	// prefixes of two drivers in one network namespace must not be
+	// prefixes of each other (use "np4-" and "np6-", not "np" and "np6").
+	Prefix string
+	// Runner runs the ipset binary; nil means command.Local{}. A runner
+	// bound to another network namespace manages that namespace's sets.
+	Runner command.Runner
+	// Logger receives debug and warning messages; nil discards them.
+	Logger *slog.Logger
+	// Clock measures the resync budget; nil means clock.Real().
+	Clock clock.Clock
+	// MaxDestroysPerApply bounds the sets one ApplyDeletions destroys;
+	// zero means DefaultMaxDestroysPerApply. The rest wait for the next
+	// call, which the driver asks for with ApplyResult.RetryAfter.
+	MaxDestroysPerApply int
+	// ResyncBudget bounds the time one Apply spends re-reading the
+	// members of sets queued by a periodic resync (QueueResync); at least
+	// one set is read per Apply. Zero means DefaultResyncBudget.
+	ResyncBudget time.Duration
+	// RetryInterval is the ApplyResult.RetryAfter the driver returns while
+	// work remains: sets still to re-read, to destroy, or in use. Zero
+	// means DefaultRetryInterval.
+	RetryInterval time.Duration
+	// OnMemberChange, when set, is called for every membership change
+	// written to the kernel, after the write succeeded, from the goroutine
+	// that called Apply or ApplyDeletions. It must not call the IPSets.
+	OnMemberChange func(MemberChange)
+}
+
+// IPSets is the ipset backend of Sets for one address family: it holds the
+// desired sets and, as a dataplane.Driver of PhaseIPSetsUpdate and a
+// dataplane.DeletionApplier, converges the kernel to them through the
+// ipset binary. It is safe for concurrent use; calls wait while an Apply
+// runs.
+type IPSets struct {
+	family      Family
+	prefix      string
+	runner      command.Runner
+	log         *slog.Logger
+	clk         clock.Clock
+	maxDestroys int
+	budget      time.Duration
+	retry       time.Duration
+	onChange    func(MemberChange)
+
+	mu sync.Mutex
+	// sets holds every desired set and every owned set known to be in the
+	// kernel, by kernel name.
+	sets map[string]*ipset
+	// fullResync asks the next Apply to re-read every owned set: at start
+	// and after a failure.
+	fullResync bool
+	// namesResync asks the next Apply to list the kernel's set names and
+	// queue every owned set for a recheck of its members.
+	namesResync bool
+	// recheck is the queue of kernel names whose members are to be
+	// re-read, a budget's worth per Apply.
+	recheck []string
+	queued  map[string]struct{}
+	// tries counts destroy attempts (see ipset.tried).
+	tries uint64
+}
+
+// ipset is one set, as desired and as last seen in the kernel.
+type ipset struct {
+	kname  string
+	name   string      // kname without the prefix
+	meta   SetMetadata // desired, when wanted
+	wanted bool
+	// kernel is the set's header as last read or written; nil when the set
+	// is not in the kernel.
+	kernel *header
+	// members tracks the desired members against the kernel's.
+	members memberSet
+	// foreign holds kernel members the driver cannot represent (for
+	// example an ICMP entry added by hand); they are deleted.
+	foreign []string
+	// tried orders the attempts to destroy an unwanted set, so that sets
+	// in use take turns with the others.
+	tried uint64
+}
+
+// New returns an IPSets for opts. It does no I/O: the first Apply reads the
+// kernel's sets.
+func New(opts Options) (*IPSets, error) {
+	if !opts.Family.Valid() {
+		return nil, fmt.Errorf("%w: Family %v must be IPv4 or IPv6", ErrInvalidOptions, opts.Family)
+	}
+	if !validName(opts.Prefix) || len(opts.Prefix) > MaxPrefixLength {
+		return nil, fmt.Errorf("%w: Prefix %q must be 1-%d bytes of ASCII letters, digits and \"_.:-\"", ErrInvalidOptions, opts.Prefix, MaxPrefixLength)
+	}
+	if opts.MaxDestroysPerApply < 0 || opts.ResyncBudget < 0 || opts.RetryInterval < 0 {
+		return nil, fmt.Errorf("%w: MaxDestroysPerApply, ResyncBudget and RetryInterval must not be negative", ErrInvalidOptions)
+	}
+	s := &IPSets{
+		family:      opts.Family,
+		prefix:      opts.Prefix,
+		runner:      opts.Runner,
+		log:         opts.Logger,
+		clk:         clock.OrReal(opts.Clock),
+		maxDestroys: opts.MaxDestroysPerApply,
+		budget:      opts.ResyncBudget,
+		retry:       opts.RetryInterval,
+		onChange:    opts.OnMemberChange,
+		sets:        map[string]*ipset{},
+		fullResync:  true,
+		queued:      map[string]struct{}{},
+	}
+	if s.runner == nil {
+		s.runner = command.Local{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.maxDestroys == 0 {
+		s.maxDestroys = DefaultMaxDestroysPerApply
+	}
+	if s.budget == 0 {
+		s.budget = DefaultResyncBudget
+	}
+	if s.retry == 0 {
+		s.retry = DefaultRetryInterval
+	}
+	return s, nil
+}
+
+// Name returns "ipsets-" and the prefix, for the loop's logs.
+func (s *IPSets) Name() string { return "ipsets-" + s.prefix }
+
+// Phase returns dataplane.PhaseIPSetsUpdate: sets are created and filled
+// before the rule writers run; ApplyDeletions runs after them.
+func (s *IPSets) Phase() dataplane.Phase { return dataplane.PhaseIPSetsUpdate }
+
+// Family returns the driver's address family.
+func (s *IPSets) Family() Family { return s.family }
+
+// Prefix returns the driver's name prefix.
+func (s *IPSets) Prefix() string { return s.prefix }
+
+// KernelName returns prefix + name, the name to use in rules (for
+// example `-m set --match-set <KernelName> src`).
+func (s *IPSets) KernelName(name string) (string, error) {
+	if err := checkName(name, s.prefix); err != nil {
+		return "", err
+	}
+	return s.prefix + name, nil
+}
+
+// QueueResync makes the next Apply list the kernel's sets, repair missing
+// and leftover sets at once, and re-read the members of every owned set,
+// a ResyncBudget's worth per Apply. The loop calls it periodically and
+// after a failure; after its own failures the driver re-reads everything
+// anyway.
+func (s *IPSets) QueueResync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.namesResync = true
+}
+
+// checkMembers validates members against meta.
+func checkMembers(meta *SetMetadata, members []Member) error {
+	for i, m := range members {
+		if err := check(meta, m); err != nil {
+			return fmt.Errorf("set %q, member %d: %w", meta.Name, i, err)
+		}
+	}
+	return nil
+}
+
+// AddOrReplaceSet makes meta.Name a desired set holding exactly members
+// (duplicates are ignored). A change of MaxSize or Range of a set in the
+// kernel swaps a new, filled set in; a change of Type needs the set to be
+// unreferenced (see ErrSetInUse).
+func (s *IPSets) AddOrReplaceSet(meta SetMetadata, members []Member) error {
+	meta, err := meta.normalize(s.family, s.prefix)
+	if err != nil {
+		return err
+	}
+	if err := checkMembers(&meta, members); err != nil {
+		return err
+	}
+	if len(members) > meta.MaxSize && meta.Type != BitmapPort {
+		if n := countUnique(members); n > meta.MaxSize {
+			return fmt.Errorf("%w: set %q has %d members, MaxSize is %d", ErrTooManyMembers, meta.Name, n, meta.MaxSize)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set := s.sets[s.prefix+meta.Name]
+	if set == nil {
+		set = &ipset{kname: s.prefix + meta.Name, name: meta.Name}
+		s.sets[set.kname] = set
+	}
+	set.meta, set.wanted = meta, true
+	set.members.replaceDesired(members)
+	return nil
+}
+
+func countUnique(members []Member) int {
+	seen := make(map[Member]struct{}, len(members))
+	for _, m := range members {
+		seen[m] = struct{}{}
+	}
+	return len(seen)
+}
+
+// wantedSet returns the desired set called name, or an error.
+func (s *IPSets) wantedSet(name string) (*ipset, error) {
+	if err := checkName(name, s.prefix); err != nil {
+		return nil, err
+	}
+	set := s.sets[s.prefix+name]
+	if set == nil || !set.wanted {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownSet, name)
+	}
+	return set, nil
+}
+
+// AddMembers adds members to the desired set name.
+func (s *IPSets) AddMembers(name string, members []Member) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set, err := s.wantedSet(name)
+	if err != nil {
+		return err
+	}
+	if err := checkMembers(&set.meta, members); err != nil {
+		return err
+	}
+	d := &set.members
+	if set.meta.Type != BitmapPort {
+		var added map[Member]struct{}
+		for _, m := range members {
+			if !d.desiredHas(m) {
+				if added == nil {
+					added = map[Member]struct{}{}
+				}
+				added[m] = struct{}{}
+			}
+		}
+		if n := d.desiredLen() + len(added); n > set.meta.MaxSize {
+			return fmt.Errorf("%w: set %q would have %d members, MaxSize is %d", ErrTooManyMembers, name, n, set.meta.MaxSize)
+		}
+	}
+	for _, m := range members {
+		d.want(m)
+	}
+	return nil
+}
+
+// RemoveMembers removes members from the desired set name. Members not in
+// the set are ignored, but every member must be valid for the set.
+func (s *IPSets) RemoveMembers(name string, members []Member) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set, err := s.wantedSet(name)
+	if err != nil {
+		return err
+	}
+	if err := checkMembers(&set.meta, members); err != nil {
+		return err
+	}
+	for _, m := range members {
+		set.members.unwant(m)
+	}
+	return nil
+}
+
+// RemoveSet makes name no longer desired. ApplyDeletions destroys it once
+// no rule refers to it.
+func (s *IPSets) RemoveSet(name string) error {
+	if err := checkName(name, s.prefix); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set := s.sets[s.prefix+name]
+	if set == nil || !set.wanted {
+		return nil
+	}
+	set.wanted = false
+	set.meta = SetMetadata{}
+	set.members.clearDesired()
+	if set.kernel == nil {
+		delete(s.sets, set.kname)
+	}
+	return nil
+}
+
+// Members returns the desired members of name, sorted with Member.Compare.
+func (s *IPSets) Members(name string) ([]Member, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set, err := s.wantedSet(name)
+	if err != nil {
+		return nil, false
+	}
+	out := make([]Member, 0, set.members.desiredLen())
+	for m := range set.members.desired() {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, Member.Compare)
+	return out, true
+}
+
+// Metadata returns the desired metadata of name, defaults filled in.
+func (s *IPSets) Metadata(name string) (SetMetadata, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set, err := s.wantedSet(name)
+	if err != nil {
+		return SetMetadata{}, false
+	}
+	return set.meta, true
+}
+
+// Names returns the names of the desired sets, sorted.
+func (s *IPSets) Names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, set := range s.sets {
+		if set.wanted {
+			out = append(out, set.name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// owned reports whether kname carries the driver's prefix.
+func (s *IPSets) owned(kname string) bool {
+	return strings.HasPrefix(kname, s.prefix) && len(kname) > len(s.prefix)
+}
+
+// entry returns the set for an owned kernel name, creating an unwanted one.
+func (s *IPSets) entry(kname string) *ipset {
+	set := s.sets[kname]
+	if set == nil {
+		set = &ipset{kname: kname, name: kname[len(s.prefix):]}
+		s.sets[kname] = set
+	}
+	return set
+}

@@ -1,0 +1,538 @@
+package ipsets_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+)
+
+func newFake(t *testing.T, fam ipsets.Family, opts ...func(*ipsets.Options)) (*ipsets.IPSets, *ipsetsfake.Kernel) {
+	t.Helper()
+	k := ipsetsfake.New()
+	o := ipsets.Options{Family: fam, Prefix: prefixOf(fam), Runner: k}
+	for _, f := range opts {
+		f(&o)
+	}
+	d, err := ipsets.New(o)
+	require.NoError(t, err)
+	return d, k
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	cases := []struct {
+		name string
+		opts ipsets.Options
+	}{
+		{"no family", ipsets.Options{Prefix: "np4-"}},
+		{"bad family", ipsets.Options{Family: 5, Prefix: "np4-"}},
+		{"no prefix", ipsets.Options{Family: ipsets.IPv4}},
+		{"prefix with space", ipsets.Options{Family: ipsets.IPv4, Prefix: "np 4"}},
+		{"prefix with tilde", ipsets.Options{Family: ipsets.IPv4, Prefix: "np~"}},
+		{"prefix too long", ipsets.Options{Family: ipsets.IPv4, Prefix: strings.Repeat("p", ipsets.MaxPrefixLength+1)}},
+		{"negative destroys", ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", MaxDestroysPerApply: -1}},
+		{"negative budget", ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", ResyncBudget: -1}},
+		{"negative retry", ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", RetryInterval: -1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := ipsets.New(tc.opts)
+			assert.ErrorIs(t, err, ipsets.ErrInvalidOptions)
+			assert.Nil(t, d)
+		})
+	}
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv6, Prefix: strings.Repeat("p", ipsets.MaxPrefixLength)})
+	require.NoError(t, err)
+	assert.Equal(t, ipsets.IPv6, d.Family())
+	assert.Equal(t, dataplane.PhaseIPSetsUpdate, d.Phase())
+	assert.Equal(t, "ipsets-"+strings.Repeat("p", ipsets.MaxPrefixLength), d.Name())
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	v4 := func(s string) ipsets.Member { return ipsets.IPMember(netip.MustParseAddr(s)) }
+	good := []ipsets.Member{v4("10.0.0.1")}
+	cases := []struct {
+		name    string
+		meta    ipsets.SetMetadata
+		members []ipsets.Member
+		err     error
+	}{
+		{"empty name", ipsets.SetMetadata{Type: ipsets.HashIP}, good, ipsets.ErrInvalidName},
+		{"name with space", ipsets.SetMetadata{Name: "a b", Type: ipsets.HashIP}, good, ipsets.ErrInvalidName},
+		{"name with tilde", ipsets.SetMetadata{Name: "~0", Type: ipsets.HashIP}, good, ipsets.ErrInvalidName},
+		{"name too long", ipsets.SetMetadata{Name: strings.Repeat("n", 28), Type: ipsets.HashIP}, good, ipsets.ErrNameTooLong},
+		{"unknown type", ipsets.SetMetadata{Name: "s", Type: "hash:mac"}, good, ipsets.ErrUnknownType},
+		{"no type", ipsets.SetMetadata{Name: "s"}, good, ipsets.ErrUnknownType},
+		{"other family set", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, Family: ipsets.IPv6}, good, ipsets.ErrWrongFamily},
+		{"other family member", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{v4("10.0.0.1"), ipsets.IPMember(netip.MustParseAddr("fd00::1"))}, ipsets.ErrWrongFamily},
+		{"4in6 in a v4 set", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(netip.MustParseAddr("::ffff:10.0.0.1"))}, ipsets.ErrWrongFamily},
+		{"zero member", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{{}}, ipsets.ErrInvalidMember},
+		{"prefix in hash:ip", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))}, ipsets.ErrInvalidMember},
+		{"/0 in hash:net", ipsets.SetMetadata{Name: "s", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("0.0.0.0/0"))}, ipsets.ErrInvalidMember},
+		{"address in hash:ip,port", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIPPort}, good, ipsets.ErrInvalidMember},
+		{"address in hash:net,net", ipsets.SetMetadata{Name: "s", Type: ipsets.HashNetNet}, good, ipsets.ErrInvalidMember},
+		{"address in bitmap:port", ipsets.SetMetadata{Name: "s", Type: ipsets.BitmapPort}, good, ipsets.ErrInvalidMember},
+		{"port out of range", ipsets.SetMetadata{Name: "s", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 10, Last: 20}}, []ipsets.Member{ipsets.PortMember(21)}, ipsets.ErrInvalidMember},
+		{"port in hash:ip", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.PortMember(80)}, ipsets.ErrInvalidMember},
+		{"empty range", ipsets.SetMetadata{Name: "s", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 20, Last: 10}}, nil, ipsets.ErrInvalidMetadata},
+		{"range on a hash", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, Range: ipsets.PortRange{First: 1, Last: 2}}, nil, ipsets.ErrInvalidMetadata},
+		{"size on a bitmap", ipsets.SetMetadata{Name: "s", Type: ipsets.BitmapPort, MaxSize: 10}, nil, ipsets.ErrInvalidMetadata},
+		{"negative size", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: -1}, nil, ipsets.ErrInvalidMetadata},
+		{"too many members", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 1}, []ipsets.Member{v4("10.0.0.1"), v4("10.0.0.2")}, ipsets.ErrTooManyMembers},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, k := newFake(t, ipsets.IPv4)
+			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 10}, good))
+			apply(t, d)
+			k.ResetCalls()
+
+			err := d.AddOrReplaceSet(tc.meta, tc.members)
+			require.ErrorIs(t, err, tc.err)
+			t.Log(err)
+			members, ok := d.Members("s")
+			require.True(t, ok)
+			assert.Equal(t, good, members, "desired state unchanged")
+			meta, _ := d.Metadata("s")
+			assert.Equal(t, ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, Family: ipsets.IPv4, MaxSize: 10}, meta)
+			assert.Equal(t, []string{"s"}, d.Names())
+			apply(t, d)
+			assert.Zero(t, k.CountCalls("restore"), "nothing written")
+		})
+	}
+}
+
+func TestMemberOperationErrors(t *testing.T) {
+	d, _ := newFake(t, ipsets.IPv4)
+	a1 := ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))
+	a2 := ipsets.IPMember(netip.MustParseAddr("10.0.0.2"))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 2}, []ipsets.Member{a1}))
+
+	assert.ErrorIs(t, d.AddMembers("nope", []ipsets.Member{a2}), ipsets.ErrUnknownSet)
+	assert.ErrorIs(t, d.RemoveMembers("nope", []ipsets.Member{a2}), ipsets.ErrUnknownSet)
+	assert.ErrorIs(t, d.AddMembers("bad name", []ipsets.Member{a2}), ipsets.ErrInvalidName)
+	assert.ErrorIs(t, d.AddMembers("s", []ipsets.Member{a2, ipsets.IPMember(netip.MustParseAddr("fd00::1"))}), ipsets.ErrWrongFamily)
+	assert.ErrorIs(t, d.RemoveMembers("s", []ipsets.Member{ipsets.PortMember(1)}), ipsets.ErrInvalidMember)
+	assert.ErrorIs(t, d.AddMembers("s", []ipsets.Member{a2, ipsets.IPMember(netip.MustParseAddr("10.0.0.3"))}), ipsets.ErrTooManyMembers)
+	assert.ErrorIs(t, d.RemoveSet(strings.Repeat("x", 40)), ipsets.ErrNameTooLong)
+	got, _ := d.Members("s")
+	assert.Equal(t, []ipsets.Member{a1}, got, "failed calls changed nothing")
+
+	require.NoError(t, d.AddMembers("s", []ipsets.Member{a2, a2, a1}), "duplicates and present members count once")
+	got, _ = d.Members("s")
+	assert.Equal(t, []ipsets.Member{a1, a2}, got)
+	require.NoError(t, d.RemoveMembers("s", []ipsets.Member{a2, ipsets.IPMember(netip.MustParseAddr("10.9.9.9"))}))
+	got, _ = d.Members("s")
+	assert.Equal(t, []ipsets.Member{a1}, got)
+
+	require.NoError(t, d.RemoveSet("nope"), "removing an unknown set does nothing")
+	require.NoError(t, d.RemoveSet("s"))
+	_, ok := d.Members("s")
+	assert.False(t, ok)
+	_, ok = d.Metadata("s")
+	assert.False(t, ok)
+	assert.Empty(t, d.Names())
+
+	name, err := d.KernelName("s")
+	require.NoError(t, err)
+	assert.Equal(t, "np4-s", name)
+	_, err = d.KernelName(strings.Repeat("x", 28))
+	assert.ErrorIs(t, err, ipsets.ErrNameTooLong)
+}
+
+func TestDefaultsFilledIn(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv6)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "h", Type: ipsets.HashNet}, nil))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "p", Type: ipsets.BitmapPort}, nil))
+	meta, ok := d.Metadata("h")
+	require.True(t, ok)
+	assert.Equal(t, ipsets.SetMetadata{Name: "h", Type: ipsets.HashNet, Family: ipsets.IPv6, MaxSize: ipsets.DefaultMaxSize}, meta)
+	meta, _ = d.Metadata("p")
+	assert.Equal(t, ipsets.SetMetadata{Name: "p", Type: ipsets.BitmapPort, Family: ipsets.IPv6, Range: ipsets.PortRange{First: 0, Last: 65535}}, meta)
+	apply(t, d)
+	h, _ := k.Header("np6-h")
+	assert.Contains(t, h, "family inet6")
+	assert.Contains(t, h, "maxelem 1048576")
+	h, _ = k.Header("np6-p")
+	assert.Contains(t, h, "range 0-65535")
+}
+
+func TestOneRestorePerApply(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv4)
+	for _, name := range []string{"c", "a", "b"} {
+		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: name, Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+	}
+	apply(t, d)
+	assert.Equal(t, 1, k.CountCalls("restore"))
+	script := k.Calls()[len(k.Calls())-1].Stdin
+	assert.Equal(t, `create np4-a hash:ip family inet maxelem 1048576 -exist
+add np4-a 10.1.0.0
+add np4-a 10.1.0.1
+create np4-b hash:ip family inet maxelem 1048576 -exist
+add np4-b 10.1.0.0
+add np4-b 10.1.0.1
+create np4-c hash:ip family inet maxelem 1048576 -exist
+add np4-c 10.1.0.0
+add np4-c 10.1.0.1
+`, sortAdds(script), "sets in name order, create before adds")
+
+	require.NoError(t, d.RemoveMembers("a", manyIPs(ipsets.IPv4, 1)))
+	require.NoError(t, d.AddMembers("b", []ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.9.0.1"))}))
+	k.ResetCalls()
+	apply(t, d)
+	require.Equal(t, 1, k.CountCalls("restore"))
+	assert.Equal(t, "del np4-a 10.1.0.0 -exist\nadd np4-b 10.9.0.1 -exist\n", k.Calls()[0].Stdin)
+}
+
+// sortAdds sorts each run of add lines (member order within a set is map
+// order).
+func sortAdds(script string) string {
+	lines := strings.SplitAfter(script, "\n")
+	for i := 0; i < len(lines); {
+		j := i
+		for j < len(lines) && strings.HasPrefix(lines[j], "add ") {
+			j++
+		}
+		if j > i {
+			sub := lines[i:j]
+			for a := range sub {
+				for b := a + 1; b < len(sub); b++ {
+					if sub[b] < sub[a] {
+						sub[a], sub[b] = sub[b], sub[a]
+					}
+				}
+			}
+			i = j
+		} else {
+			i++
+		}
+	}
+	return strings.Join(lines, "")
+}
+
+func TestMemberChangesReported(t *testing.T) {
+	var got []ipsets.MemberChange
+	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) {
+		o.OnMemberChange = func(c ipsets.MemberChange) { got = append(got, c) }
+	})
+	m := manyIPs(ipsets.IPv4, 3)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, m[:2]))
+	apply(t, d)
+	assert.ElementsMatch(t, []ipsets.MemberChange{{Set: "s", Member: m[0], Added: true}, {Set: "s", Member: m[1], Added: true}}, got)
+
+	got = nil
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 10}, m[1:]))
+	apply(t, d)
+	assert.ElementsMatch(t, []ipsets.MemberChange{{Set: "s", Member: m[0], Added: false}, {Set: "s", Member: m[2], Added: true}}, got,
+		"a swap reports the difference")
+
+	got = nil
+	k.FailNext(1, "restore", "")
+	require.NoError(t, d.AddMembers("s", m[:1]))
+	_, err := d.Apply(context.Background())
+	require.Error(t, err)
+	assert.Empty(t, got, "nothing reported for a failed write")
+
+	apply(t, d)
+	assert.Equal(t, []ipsets.MemberChange{{Set: "s", Member: m[0], Added: true}}, got)
+
+	got = nil
+	require.NoError(t, d.RemoveSet("s"))
+	apply(t, d)
+	assert.ElementsMatch(t, []ipsets.MemberChange{
+		{Set: "s", Member: m[0], Added: false}, {Set: "s", Member: m[1], Added: false}, {Set: "s", Member: m[2], Added: false},
+	}, got, "a destroyed set's members are reported removed")
+}
+
+func TestRestoreErrorKeepsContext(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv4)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 10)))
+	k.FailLine("10.1.0.", "Kernel error received: no memory")
+	_, err := d.Apply(context.Background())
+	require.ErrorIs(t, err, ipsets.ErrRestore)
+	var rerr *ipsets.RestoreError
+	require.ErrorAs(t, err, &rerr)
+	assert.Equal(t, 2, rerr.Line)
+	assert.Contains(t, rerr.Stderr, "Error in line 2: Kernel error received: no memory")
+	assert.Contains(t, rerr.Input, "  1: create np4-s hash:ip")
+	assert.Contains(t, rerr.Input, "> 2: add np4-s 10.1.0.")
+	assert.Equal(t, 4, strings.Count(rerr.Input, "\n"), "lines 1-4 around line 2")
+	var ce *command.Error
+	assert.ErrorAs(t, err, &ce, "the runner's error is kept")
+	assert.Contains(t, err.Error(), "no memory")
+
+	// The next apply re-reads everything, then converges.
+	k.ClearFailures()
+	k.ResetCalls()
+	apply(t, d)
+	assert.Equal(t, 1, k.CountCalls("list"), "full resync lists the sets")
+	assert.Equal(t, 1, k.CountCalls("save"), "and reads the one owned set")
+	got, _ := k.Members("np4-s")
+	assert.Len(t, got, 10)
+}
+
+func TestRestoreErrorWithoutLine(t *testing.T) {
+	fail := command.RunnerFunc(func(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+		if args[0] == "restore" {
+			return []byte("partial"), errors.New("signal: killed")
+		}
+		return nil, nil
+	})
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: fail})
+	require.NoError(t, err)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 10)))
+	_, err = d.Apply(context.Background())
+	var rerr *ipsets.RestoreError
+	require.ErrorAs(t, err, &rerr)
+	assert.Zero(t, rerr.Line)
+	assert.Equal(t, 5, strings.Count(rerr.Input, "\n"), "the first lines")
+	assert.Contains(t, err.Error(), "signal: killed")
+}
+
+func TestReadFailuresForceFullResync(t *testing.T) {
+	for _, sub := range []string{"list", "save"} {
+		t.Run(sub, func(t *testing.T) {
+			d, k := newFake(t, ipsets.IPv4)
+			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+			apply(t, d)
+			d.QueueResync()
+			k.FailNext(1, sub, "")
+			_, err := d.Apply(context.Background())
+			require.ErrorIs(t, err, ipsets.ErrCommand)
+			res, err := d.ApplyDeletions(context.Background())
+			require.NoError(t, err, "deletions wait for the resync")
+			assert.Zero(t, res.RetryAfter)
+			k.ResetCalls()
+			apply(t, d)
+			assert.Equal(t, 1, k.CountCalls("save"), "the retry re-reads every owned set")
+			assert.Zero(t, k.CountCalls("restore"))
+		})
+	}
+}
+
+func TestDestroyFailureForcesResync(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv4)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil))
+	apply(t, d)
+	require.NoError(t, d.RemoveSet("s"))
+	k.FailNext(1, "destroy", "")
+	_, err := d.Apply(context.Background())
+	require.NoError(t, err)
+	_, err = d.ApplyDeletions(context.Background())
+	require.ErrorIs(t, err, ipsets.ErrCommand)
+	apply(t, d)
+	assert.Empty(t, k.Names())
+
+	// A set destroyed by someone else meanwhile is simply gone.
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil))
+	apply(t, d)
+	require.NoError(t, d.RemoveSet("s"))
+	require.NoError(t, k.Exec("destroy", "np4-s"))
+	res, err := d.ApplyDeletions(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, res.RetryAfter)
+}
+
+func TestDestroysAreRateLimited(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) {
+		o.MaxDestroysPerApply = 2
+		o.RetryInterval = 7 * time.Millisecond
+	})
+	names := []string{"a", "b", "c", "d", "e"}
+	for _, n := range names {
+		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: n, Type: ipsets.HashIP}, nil))
+	}
+	apply(t, d)
+	for _, n := range names {
+		require.NoError(t, d.RemoveSet(n))
+	}
+	ctx := context.Background()
+	var calls []int
+	for range 3 {
+		k.ResetCalls()
+		res, err := d.ApplyDeletions(ctx)
+		require.NoError(t, err)
+		calls = append(calls, k.CountCalls("destroy"))
+		if len(k.Names()) > 0 {
+			assert.Equal(t, 7*time.Millisecond, res.RetryAfter)
+		} else {
+			assert.Zero(t, res.RetryAfter)
+		}
+	}
+	assert.Equal(t, []int{2, 2, 1}, calls)
+	assert.Empty(t, k.Names())
+}
+
+// clockRunner advances a fake clock on every save, so that the resync
+// budget is spent after a known number of sets.
+type clockRunner struct {
+	r   command.Runner
+	clk *clock.Fake
+	per time.Duration
+}
+
+func (c clockRunner) Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+	if len(args) > 0 && args[0] == "save" {
+		c.clk.Advance(c.per)
+	}
+	return c.r.Run(ctx, stdin, name, args...)
+}
+
+func TestResyncBudgetBoundsRechecks(t *testing.T) {
+	k := ipsetsfake.New()
+	clk := clock.NewFake(time.Unix(0, 0))
+	d, err := ipsets.New(ipsets.Options{
+		Family: ipsets.IPv4, Prefix: "np4-", Clock: clk, ResyncBudget: 100 * time.Millisecond,
+		Runner: clockRunner{r: k, clk: clk, per: 40 * time.Millisecond},
+	})
+	require.NoError(t, err)
+	for i := range 7 {
+		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s" + string(rune('0'+i)), Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 3)))
+	}
+	apply(t, d)
+	require.NoError(t, k.Exec("add", "np4-s6", "10.9.9.9"))
+
+	d.QueueResync()
+	var saves []int
+	for range 4 {
+		k.ResetCalls()
+		res, err := d.Apply(context.Background())
+		require.NoError(t, err)
+		saves = append(saves, k.CountCalls("save"))
+		if res.RetryAfter == 0 {
+			break
+		}
+	}
+	assert.Equal(t, []int{3, 3, 1}, saves, "3 sets of 40ms fit a 100ms budget (the third overruns it)")
+	got, _ := k.Members("np4-s6")
+	assert.NotContains(t, got, "10.9.9.9", "the foreign member was found and removed")
+}
+
+func TestOwnershipIsByPrefix(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv4)
+	for _, name := range []string{"np4", "np4x", "np-4-a", "other"} {
+		require.NoError(t, k.Exec("create", name, "hash:ip"))
+	}
+	require.NoError(t, k.Exec("create", "np4-stale", "hash:ip"))
+	require.NoError(t, k.Exec("create", "np4-~3", "hash:ip"), "a temporary set left by a crash")
+	apply(t, d)
+	for range 3 {
+		apply(t, d)
+	}
+	assert.ElementsMatch(t, []string{"np4", "np4x", "np-4-a", "other"}, k.Names())
+	for _, c := range k.Calls() {
+		if c.Args[0] == "save" {
+			assert.True(t, strings.HasPrefix(c.Args[1], "np4-"), "only owned sets are read: %v", c.Args)
+		}
+	}
+}
+
+func TestTemporaryNameAvoidsKnownSets(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.MaxDestroysPerApply = 1 })
+	require.NoError(t, k.Exec("create", "np4-~0", "hash:net"))
+	require.NoError(t, k.Exec("add", "np4-~0", "10.0.0.0/8"))
+	require.NoError(t, k.SetReferences("np4-~0", 1))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 5}, nil))
+	apply(t, d)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 6}, nil))
+	_, err := d.Apply(context.Background())
+	require.NoError(t, err)
+	assert.Contains(t, k.Calls()[len(k.Calls())-1].Stdin, "swap np4-s np4-~1\n")
+	members, _ := k.Members("np4-~0")
+	assert.Equal(t, []string{"10.0.0.0/8"}, members, "the leftover is untouched until it can be destroyed")
+}
+
+func TestApplyHonoursContext(t *testing.T) {
+	d, _ := newFake(t, ipsets.IPv4)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := d.Apply(ctx)
+	require.ErrorIs(t, err, ipsets.ErrCommand)
+	assert.Contains(t, err.Error(), "context canceled")
+}
+
+// TestWithLoop runs the driver under a dataplane.Loop: the set is created
+// before the (fake) rule writer runs and destroyed only after it dropped
+// its reference.
+func TestWithLoop(t *testing.T) {
+	k := ipsetsfake.New()
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k, RetryInterval: time.Millisecond})
+	require.NoError(t, err)
+	rules := &ruleWriter{k: k}
+	loop, err := dataplane.New(dataplane.Options{Coalesce: -1})
+	require.NoError(t, err)
+	require.NoError(t, loop.AddDriver(d))
+	require.NoError(t, loop.AddDriver(rules))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	loop.DatastoreInSync()
+	loop.InterfacesInSync()
+
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+	rules.want("np4-allow")
+	require.NoError(t, loop.Send(ctx, "kick"))
+	require.Eventually(t, func() bool { return rules.has("np4-allow") }, 5*time.Second, time.Millisecond)
+
+	require.NoError(t, d.RemoveSet("allow"))
+	rules.want("")
+	require.NoError(t, loop.Send(ctx, "kick"))
+	require.Eventually(t, func() bool { return len(k.Names()) == 0 }, 5*time.Second, time.Millisecond)
+	assert.False(t, rules.sawMissing(), "the rule writer never referenced a missing set")
+	cancel()
+	<-done
+}
+
+// ruleWriter stands for iptables: in PhaseTables it references the set it
+// wants (through the fake's reference count) and drops the others.
+type ruleWriter struct {
+	k       *ipsetsfake.Kernel
+	mu      sync.Mutex
+	wanted  string
+	current string
+	missing bool
+}
+
+func (r *ruleWriter) want(set string) { r.mu.Lock(); r.wanted = set; r.mu.Unlock() }
+func (r *ruleWriter) has(set string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current == set
+}
+func (r *ruleWriter) sawMissing() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.missing }
+
+func (r *ruleWriter) Apply(context.Context) (dataplane.ApplyResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.current == r.wanted {
+		return dataplane.ApplyResult{}, nil
+	}
+	if r.current != "" {
+		_ = r.k.SetReferences(r.current, 0)
+	}
+	if r.wanted != "" {
+		if err := r.k.SetReferences(r.wanted, 1); err != nil {
+			r.missing = true
+			return dataplane.ApplyResult{}, err
+		}
+	}
+	r.current = r.wanted
+	return dataplane.ApplyResult{}, nil
+}
+func (r *ruleWriter) QueueResync()           {}
+func (r *ruleWriter) Phase() dataplane.Phase { return dataplane.PhaseTables }

@@ -1,0 +1,216 @@
+package ipsets_test
+
+import (
+	"context"
+
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/ipsets"
+)
+
+func iptablesFor(fam ipsets.Family) string {
+	if fam == ipsets.IPv6 {
+		return "ip6tables"
+	}
+	return "iptables"
+}
+
+// kernelEnv is the scenario environment of a fresh network namespace: ipset
+// runs inside it, and a reference is an iptables (ip6tables) rule matching
+// the set.
+func kernelEnv(t *testing.T) env {
+	kerneltest.RequireCommands(t, "ipset", "iptables", "ip6tables")
+	ns := kerneltest.NewNS(t)
+	ctx := context.Background()
+	netnet := false
+	if _, err := ns.Exec(ctx, "ipset", "create", "probe-netnet", "hash:net,net"); err == nil {
+		netnet = true
+		_, err := ns.Exec(ctx, "ipset", "destroy", "probe-netnet")
+		require.NoError(t, err)
+	} else {
+		require.Contains(t, err.Error(), "set type not supported", "probing hash:net,net")
+	}
+	return env{
+		runner: ns,
+		reference: func(t *testing.T, kname string, fam ipsets.Family, _ ipsets.SetType) func() {
+			rule := []string{"INPUT", "-m", "set", "--match-set", kname, "src", "-j", "ACCEPT"}
+			_, err := ns.Exec(ctx, iptablesFor(fam), append([]string{"-w", "-A"}, rule...)...)
+			require.NoError(t, err)
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					_, err := ns.Exec(ctx, iptablesFor(fam), append([]string{"-w", "-D"}, rule...)...)
+					assert.NoError(t, err)
+				})
+			}
+		},
+		netnet: netnet,
+	}
+}
+
+// TestKernelScenarios runs the scenario suite against the real kernel, each
+// scenario in a fresh network namespace.
+func TestKernelScenarios(t *testing.T) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) { sc.run(t, kernelEnv(t)) })
+	}
+}
+
+// TestKernelSwapUnderTraffic resizes a set many times (each resize swaps a
+// new set in) while an iptables rule lets a client in only through the set
+// and the client connects continuously: no connection may fail.
+func TestKernelSwapUnderTraffic(t *testing.T) {
+	kerneltest.RequireCommands(t, "ipset", "iptables", "ip6tables")
+	topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 1, PodsPerHost: 1})
+	host, pod := topo.Hosts[0], topo.Hosts[0].Pods[0]
+	for _, fam := range families {
+		t.Run(fam.String(), func(t *testing.T) {
+			ctx := context.Background()
+			serverAddr, client := host.UnderlayIPv4.Addr(), pod.IPv4
+			if fam == ipsets.IPv6 {
+				serverAddr, client = host.UnderlayIPv6.Addr(), pod.IPv6
+			}
+			server, _ := host.NS.ListenTCP(t, netip.AddrPortFrom(serverAddr, 0))
+			port := strconv.Itoa(int(server.Port()))
+
+			d, rec := newDriver(t, env{runner: host.NS}, fam)
+			filler := manyIPs(fam, 6000)
+			members := append([]ipsets.Member{ipsets.IPMember(client)}, filler...)
+			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashIP, MaxSize: 10000}, members))
+			apply(t, d)
+
+			ipt := iptablesFor(fam)
+			for _, rule := range [][]string{
+				{"-A", "INPUT", "-p", "tcp", "--dport", port, "-m", "set", "--match-set", prefixOf(fam) + "allow", "src", "-j", "ACCEPT"},
+				{"-A", "INPUT", "-p", "tcp", "--dport", port, "-j", "DROP"},
+			} {
+				_, err := host.NS.Exec(ctx, ipt, append([]string{"-w"}, rule...)...)
+				require.NoError(t, err)
+			}
+			kerneltest.Require(t, kerneltest.TCPCheck(pod.NS, server))
+
+			var ok, failed atomic.Int64
+			var firstErr atomic.Value
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+					err := pod.NS.DialTCP(cctx, server)
+					cancel()
+					if err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+					} else {
+						ok.Add(1)
+					}
+				}
+			})
+			rec.reset()
+			const resizes = 30
+			for i := range resizes {
+				n := 1000 + 150*i
+				meta := ipsets.SetMetadata{Name: "allow", Type: ipsets.HashIP, MaxSize: 10000 + i + 1}
+				require.NoError(t, d.AddOrReplaceSet(meta, members[:n]))
+				apply(t, d)
+				// Let some connections through between swaps.
+				for start := ok.Load(); ok.Load() < start+2 && failed.Load() == 0; {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			close(stop)
+			wg.Wait()
+			assert.Equal(t, resizes, rec.count("restore"))
+			assert.Equal(t, resizes, strings.Count(strings.Join(restores(rec), ""), "\nswap "), "every resize swapped")
+			assert.Zero(t, failed.Load(), "connections failed during swaps: first error %v", firstErr.Load())
+			assert.GreaterOrEqual(t, ok.Load(), int64(2*resizes))
+			t.Logf("%v: %d connections succeeded across %d swaps", fam, ok.Load(), resizes)
+
+			// The set really is in the path: without the client it is cut.
+			require.NoError(t, d.RemoveMembers("allow", []ipsets.Member{ipsets.IPMember(client)}))
+			apply(t, d)
+			kerneltest.Require(t, kerneltest.Not(kerneltest.TCPCheck(pod.NS, server)))
+		})
+	}
+}
+
+func restores(r *recorder) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.calls {
+		if len(c.args) > 0 && c.args[0] == "restore" {
+			out = append(out, c.stdin)
+		}
+	}
+	return out
+}
+
+// TestKernelFakeMatchesKernel feeds the same commands to the fake and to the
+// kernel, including failing ones, and compares their outputs and errors.
+func TestKernelFakeMatchesKernel(t *testing.T) {
+	ke := kernelEnv(t)
+	fe := fakeEnv(ke.netnet)
+	ctx := context.Background()
+	scripts := []string{
+		"create a hash:ip family inet maxelem 4 -exist\nadd a 10.0.0.1\nadd a 10.0.0.2 -exist\n",
+		"add a 10.0.0.1\n",
+		"del a 10.9.9.9\n",
+		"del a 10.9.9.9 -exist\n",
+		"add a fd00::1\n",
+		"add nope 10.0.0.1\n",
+		"add a 10.0.0.3\nadd a 10.0.0.4\nadd a 10.0.0.5\n",
+		"create a hash:ip family inet maxelem 8 -exist\n",
+		"create b hash:net family inet6\nadd b fd00::1/128\nadd b fd00:1:2::3/48\nadd b ::/0\n",
+		"create c hash:ip,port family inet\nadd c 10.0.0.1,80\nadd c 10.0.0.1,udp:53\nadd c 10.0.0.1,tcp:80\n",
+		"create d bitmap:port range 10-20\nadd d 15\nadd d 21\n",
+		"create t hash:net family inet\nswap a t\n",
+		"create u hash:ip family inet maxelem 100\nadd u 10.0.0.7\nswap a u\ndestroy u\n",
+		"destroy nope\n",
+	}
+	for i, script := range scripts {
+		kout, kerr := ke.runner.Run(ctx, strings.NewReader(script), "ipset", "restore")
+		fout, ferr := fe.runner.Run(ctx, strings.NewReader(script), "ipset", "restore")
+		assert.Equal(t, string(kout), string(fout), "script %d stdout", i)
+		assert.Equal(t, kerr == nil, ferr == nil, "script %d: kernel %v, fake %v", i, kerr, ferr)
+		if kerr != nil && ferr != nil {
+			t.Logf("script %d: kernel: %s", i, ipsetMessage(kerr))
+			assert.Equal(t, ipsetMessage(kerr), ipsetMessage(ferr), "script %d", i)
+		}
+	}
+	for _, name := range []string{"a", "b", "c", "d", "t"} {
+		k, kok := ke.read(t, name)
+		f, fok := fe.read(t, name)
+		assert.Equal(t, kok, fok, name)
+		assert.Equal(t, k, f, name)
+	}
+	assert.Equal(t, ke.names(t), fe.names(t))
+}
+
+// ipsetMessage extracts "Error in line N: message" (or the message) from a
+// failed ipset's error.
+func ipsetMessage(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "ipset v"); i >= 0 {
+		s = s[i:]
+		if j := strings.Index(s, ": "); j >= 0 {
+			s = s[j+2:]
+		}
+	}
+	return strings.TrimSpace(s)
+}
