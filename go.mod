@@ -3,6 +3,7 @@ module github.com/nodeplane/nodeplane
 go 1.26.0
 
 require (
+	github.com/coreos/go-iptables v0.8.0
 	github.com/stretchr/testify v1.12.1
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5

@@ -1,0 +1,529 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	goipt "github.com/coreos/go-iptables/iptables"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+)
+
+// The iptables scenarios, each for the legacy and the nft backend (IPv4
+// filter table). N rules live in N/10 owned chains of 10 rules each
+// (`-s <addr>/32 -p tcp -m tcp --dport <port> -j ACCEPT`, plus our hash
+// comment), and FORWARD jumps to every chain (N/10 more rules).
+//
+//   - iptables/initial/<backend>/N: program everything into an empty
+//     table. Ours is New + UpdateChains + InsertOrAppendRules + Apply
+//     (one iptables-save to adopt, one iptables-restore); the floor is one
+//     hand-written iptables-restore of exactly the same lines (rendered in
+//     Setup); the peer is github.com/coreos/go-iptables v0.8.0, NewChain
+//     and one Append exec per rule, as agents built on it do (capped).
+//   - iptables/change-one/<backend>/10000: one rule of one chain changes in
+//     a table already programmed and in sync. Ours is UpdateChain + Apply
+//     (no read: the Table trusts its last write); the floor is a restore of
+//     the one `-R` line; the peer one go-iptables Replace exec.
+//   - iptables/noop/<backend>/10000: nothing changed. Ours is a restarted
+//     agent: a new Table declares the same state and applies (one save, zero
+//     restores), then applies again (runs nothing, reported as again_*);
+//     the floor is one iptables-save.
+//   - iptables/heap/nft/10000: heap the Table keeps per programmed rule.
+//
+// Ours reports where its time goes: bin_ms is wall time inside the save and
+// restore binaries (for legacy that includes the kernel replacing the whole
+// table, O(total rules) however small the change), go_ms the rest of the
+// wall time (our userspace work: rendering, hashing, parsing, diffing),
+// self_cpu_ms the CPU of this process only and child_cpu_ms that of the
+// binaries (user and kernel).
+const (
+	iptPrefix = "np-"
+	// iptPeerCap is the largest size the one-exec-per-rule peer runs at:
+	// it is O(n²) (every exec copies the whole table), minutes at 10k.
+	iptPeerCap = 1_000
+	// iptChangeRule is the rule change-one changes (1-based), in the chain
+	// in the middle of the table.
+	iptChangeRule = 5
+)
+
+var iptBackends = []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT}
+
+func init() {
+	for _, b := range iptBackends {
+		for _, n := range []int{100, 1_000, 10_000} {
+			harness.Register(iptInitial(b, n))
+		}
+	}
+	for _, b := range iptBackends {
+		harness.Register(iptChangeOne(b, 10_000))
+	}
+	for _, b := range iptBackends {
+		harness.Register(iptNoop(b, 10_000))
+	}
+	harness.Register(iptHeap(iptables.BackendNFT, 10_000))
+}
+
+// iptDecl is the declared state: chains and the FORWARD jumps to them.
+type iptDecl struct {
+	chains []iptables.Chain
+	jumps  []iptables.Rule
+}
+
+// iptRule is rule j of chain c.
+func iptRule(c, j int) iptables.Rule {
+	k := c*10 + j + 1
+	addr := netip.AddrFrom4([4]byte{10, byte(k >> 16), byte(k >> 8), byte(k)})
+	return iptables.Rule{
+		Match: iptables.Match{
+			iptables.SourceNet(netip.PrefixFrom(addr, 32)),
+			iptables.Protocol(iptables.ProtoTCP),
+			iptables.DestPorts(iptables.Port(uint16(1000 + j))),
+		},
+		Action: iptables.Accept(),
+	}
+}
+
+func iptChainName(c int) string { return fmt.Sprintf("%s%04d", iptPrefix, c) }
+
+func iptDeclare(n int) iptDecl {
+	var d iptDecl
+	for c := 0; c < n/10; c++ {
+		rules := make([]iptables.Rule, 10)
+		for j := range rules {
+			rules[j] = iptRule(c, j)
+		}
+		d.chains = append(d.chains, iptables.Chain{Name: iptChainName(c), Rules: rules})
+		d.jumps = append(d.jumps, iptables.Rule{Action: iptables.Jump(iptChainName(c))})
+	}
+	return d
+}
+
+// iptChanged returns the chain that change-one sets: one rule differs.
+func iptChanged(n int) iptables.Chain {
+	c := n / 20 // a chain in the middle
+	ch := iptDeclare(n).chains[c]
+	ch.Rules = append([]iptables.Rule(nil), ch.Rules...)
+	ch.Rules[iptChangeRule-1] = iptables.Rule{
+		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("192.0.2.1/32")), iptables.Protocol(iptables.ProtoTCP), iptables.DestPorts(iptables.Port(9))},
+		Action: iptables.Drop(),
+	}
+	return ch
+}
+
+// iptOptions are the options of ours: the trial's namespace, no rechecks.
+func iptOptions(b iptables.Backend, env *harness.Env) iptables.Options {
+	return iptables.Options{
+		Table: "filter", IPVersion: iptables.IPv4, Backend: b, ChainPrefix: iptPrefix,
+		Runner: env.NS, PostWriteRecheck: []time.Duration{},
+	}
+}
+
+// iptProgram declares d on a new Table and applies it.
+func iptProgram(ctx context.Context, o iptables.Options, d iptDecl) (*iptables.Table, error) {
+	tbl, err := iptables.New(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := tbl.UpdateChains(d.chains...); err != nil {
+		return nil, err
+	}
+	if err := tbl.InsertOrAppendRules("FORWARD", d.jumps); err != nil {
+		return nil, err
+	}
+	_, err = tbl.Apply(ctx)
+	return tbl, err
+}
+
+// iptRendered returns the restore inputs ours writes for d (initial) and
+// for the change-one change, rendered through the fake kernel.
+func iptRendered(b iptables.Backend, n int) (initial, change []byte, err error) {
+	k := iptablesfake.New()
+	o := iptables.Options{Table: "filter", IPVersion: iptables.IPv4, Backend: b, ChainPrefix: iptPrefix, Runner: k, PostWriteRecheck: []time.Duration{}}
+	tbl, err := iptProgram(context.Background(), o, iptDeclare(n))
+	if err != nil {
+		return nil, nil, err
+	}
+	last := func() []byte {
+		calls := k.Calls()
+		return []byte(calls[len(calls)-1].Stdin)
+	}
+	initial = last()
+	if err := tbl.UpdateChain(iptChanged(n)); err != nil {
+		return nil, nil, err
+	}
+	if _, err := tbl.Apply(context.Background()); err != nil {
+		return nil, nil, err
+	}
+	change = last()
+	if bytes.Count(change, []byte("\n")) != 3 {
+		return nil, nil, fmt.Errorf("change-one writes %q, want one line", change)
+	}
+	return initial, change, nil
+}
+
+// iptRestore runs a hand-written restore in the trial's namespace.
+func iptRestore(ctx context.Context, env *harness.Env, b iptables.Backend, input []byte) error {
+	_, err := env.NS.Run(ctx, bytes.NewReader(input), b.RestoreCommand(iptables.IPv4), "-w", "5", "--noflush")
+	return err
+}
+
+// usage measures a Run for the ours metrics.
+type usage struct {
+	start      time.Time
+	self, kids time.Duration
+}
+
+func rusage(who int) time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(who, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func startUsage() usage {
+	return usage{start: time.Now(), self: rusage(unix.RUSAGE_SELF), kids: rusage(unix.RUSAGE_CHILDREN)}
+}
+
+// report records where the time of a Run went, given the tables it used.
+func (u usage) report(env *harness.Env, tables ...*iptables.Table) {
+	wall := time.Since(u.start)
+	var bin time.Duration
+	restores, saves := 0, 0
+	for _, t := range tables {
+		st := t.Stats()
+		bin += st.SaveTime + st.RestoreTime
+		restores += st.Restores
+		saves += st.Saves
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	env.Report("bin_ms", ms(bin))
+	env.Report("go_ms", ms(wall-bin))
+	env.Report("self_cpu_ms", ms(rusage(unix.RUSAGE_SELF)-u.self))
+	env.Report("child_cpu_ms", ms(rusage(unix.RUSAGE_CHILDREN)-u.kids))
+	env.Report("restores", float64(restores))
+	env.Report("saves", float64(saves))
+}
+
+// iptState is what a variant's Setup hands to its Run.
+type iptState struct {
+	decl  iptDecl
+	tbl   *iptables.Table
+	peer  *goipt.IPTables
+	specs [][]string // peer: per rule, chain then rulespec
+}
+
+func iptInitial(b iptables.Backend, n int) harness.Scenario {
+	s := harness.Scenario{
+		Name: fmt.Sprintf("iptables/initial/%s/%d", b, n),
+		Size: n + n/10,
+		Note: fmt.Sprintf("%d rules in %d chains of 10 plus %d FORWARD jumps; ours includes the initial iptables-save", n, n/10, n/10),
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane iptables", Role: harness.Ours,
+				Setup: func(_ context.Context, env *harness.Env) error {
+					env.State = &iptState{decl: iptDeclare(n)}
+					return nil
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					u := startUsage()
+					tbl, err := iptProgram(ctx, iptOptions(b, env), env.State.(*iptState).decl)
+					if err != nil {
+						return err
+					}
+					u.report(env, tbl)
+					return nil
+				},
+			},
+			{
+				Name: "iptables-restore (hand-written)", Role: harness.Floor,
+				Setup: func(_ context.Context, env *harness.Env) error {
+					in, _, err := iptRendered(b, n)
+					env.State = in
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					return iptRestore(ctx, env, b, env.State.([]byte))
+				},
+			},
+		},
+	}
+	if n <= iptPeerCap {
+		s.Variants = append(s.Variants, harness.Variant{
+			Name: "go-iptables (exec per rule)", Role: harness.Peer,
+			Setup: func(_ context.Context, env *harness.Env) error {
+				in, _, err := iptRendered(b, n)
+				if err != nil {
+					return err
+				}
+				st := &iptState{specs: iptSpecs(in)}
+				st.peer, err = iptPeer(env, b)
+				env.State = st
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				st := env.State.(*iptState)
+				return env.NS.Do(func() error {
+					for c := 0; c < n/10; c++ {
+						if err := st.peer.NewChain("filter", iptChainName(c)); err != nil {
+							return err
+						}
+					}
+					for _, spec := range st.specs {
+						if err := st.peer.Append("filter", spec[0], spec[1:]...); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			},
+		})
+	} else {
+		s.Note += fmt.Sprintf("; peer (go-iptables, one exec per rule) capped at %d rules: it is O(n²) and would take minutes per trial here", iptPeerCap)
+	}
+	return s
+}
+
+// iptSpecs turns rendered restore input into go-iptables arguments: for
+// each -A line, the chain and the rule spec (our hash comments need no
+// quotes).
+func iptSpecs(input []byte) [][]string {
+	var out [][]string
+	for _, line := range strings.Split(string(input), "\n") {
+		if !strings.HasPrefix(line, "-A ") && !strings.HasPrefix(line, "-I ") {
+			continue
+		}
+		f := strings.Fields(line)
+		args := f[1:]
+		if f[0] == "-I" {
+			args = append([]string{f[1]}, f[3:]...) // drop the index: appending in order is the same
+		}
+		for i, a := range args {
+			args[i] = strings.Trim(a, `"`)
+		}
+		out = append(out, args)
+	}
+	return out
+}
+
+// iptPeer returns a go-iptables handle on the backend's binary. Its
+// constructor runs `iptables --version` once (not measured).
+func iptPeer(env *harness.Env, b iptables.Backend) (*goipt.IPTables, error) {
+	bin := "iptables-" + string(b)
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		path = "/usr/sbin/" + bin
+	}
+	var ipt *goipt.IPTables
+	err = env.NS.Do(func() error {
+		var err error
+		ipt, err = goipt.New(goipt.IPFamily(goipt.ProtocolIPv4), goipt.Timeout(5), goipt.Path(path))
+		return err
+	})
+	return ipt, err
+}
+
+// iptSettle waits after loading a table, so that deferred kernel work is
+// not billed to the measured change.
+func iptSettle(ctx context.Context) error {
+	select {
+	case <-time.After(250 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func iptChangeOne(b iptables.Backend, n int) harness.Scenario {
+	loadByRestore := func(ctx context.Context, env *harness.Env) ([]byte, error) {
+		in, change, err := iptRendered(b, n)
+		if err != nil {
+			return nil, err
+		}
+		if err := iptRestore(ctx, env, b, in); err != nil {
+			return nil, err
+		}
+		return change, iptSettle(ctx)
+	}
+	return harness.Scenario{
+		Name: fmt.Sprintf("iptables/change-one/%s/%d", b, n),
+		Size: 1,
+		Note: fmt.Sprintf("rule %d of chain %s changes in a table of %d rules already in sync; legacy's kernel replaces the whole table on every write (O(total)), see bin_ms vs go_ms", iptChangeRule, iptChainName(n/20), n+n/10),
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane iptables", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					o := iptOptions(b, env)
+					tbl, err := iptProgram(ctx, o, iptDeclare(n))
+					if err != nil {
+						return err
+					}
+					env.State = &iptState{tbl: tbl, decl: iptDecl{chains: []iptables.Chain{iptChanged(n)}}}
+					return iptSettle(ctx)
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					st := env.State.(*iptState)
+					before := st.tbl.Stats()
+					u := startUsage()
+					if err := st.tbl.UpdateChain(st.decl.chains[0]); err != nil {
+						return err
+					}
+					if _, err := st.tbl.Apply(ctx); err != nil {
+						return err
+					}
+					after := st.tbl.Stats()
+					if after.Restores-before.Restores != 1 || after.Saves != before.Saves || after.LinesWritten-before.LinesWritten != 1 {
+						return fmt.Errorf("change-one ran %d restores (%d lines) and %d saves, want 1 (1) and 0",
+							after.Restores-before.Restores, after.LinesWritten-before.LinesWritten, after.Saves-before.Saves)
+					}
+					wall := time.Since(u.start)
+					bin := after.RestoreTime - before.RestoreTime
+					env.Report("bin_ms", float64(bin)/float64(time.Millisecond))
+					env.Report("go_ms", float64(wall-bin)/float64(time.Millisecond))
+					env.Report("self_cpu_ms", float64(rusage(unix.RUSAGE_SELF)-u.self)/float64(time.Millisecond))
+					env.Report("child_cpu_ms", float64(rusage(unix.RUSAGE_CHILDREN)-u.kids)/float64(time.Millisecond))
+					return nil
+				},
+			},
+			{
+				Name: "iptables-restore -R (hand-written)", Role: harness.Floor,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					change, err := loadByRestore(ctx, env)
+					env.State = change
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					return iptRestore(ctx, env, b, env.State.([]byte))
+				},
+			},
+			{
+				Name: "go-iptables Replace (exec)", Role: harness.Peer,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					change, err := loadByRestore(ctx, env)
+					if err != nil {
+						return err
+					}
+					// "-R CHAIN N spec…" from the rendered change.
+					f := strings.Fields(strings.Split(string(change), "\n")[1])
+					for i := range f {
+						f[i] = strings.Trim(f[i], `"`)
+					}
+					st := &iptState{specs: [][]string{f[1:]}}
+					st.peer, err = iptPeer(env, b)
+					env.State = st
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					st := env.State.(*iptState)
+					spec := st.specs[0]
+					pos, err := strconv.Atoi(spec[1])
+					if err != nil {
+						return err
+					}
+					return env.NS.Do(func() error { return st.peer.Replace("filter", spec[0], pos, spec[2:]...) })
+				},
+			},
+		},
+	}
+}
+
+func iptNoop(b iptables.Backend, n int) harness.Scenario {
+	program := func(ctx context.Context, env *harness.Env) error {
+		tbl, err := iptProgram(ctx, iptOptions(b, env), iptDeclare(n))
+		env.State = &iptState{tbl: tbl, decl: iptDeclare(n)}
+		if err != nil {
+			return err
+		}
+		return iptSettle(ctx)
+	}
+	return harness.Scenario{
+		Name: fmt.Sprintf("iptables/noop/%s/%d", b, n),
+		Size: n + n/10,
+		Note: "nothing changed: a restarted agent's new Table adopts the state with one read and restores=0 (the floor is that read); again_us/again_runs: the next Apply of the same table runs no binary",
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane iptables (restart)", Role: harness.Ours,
+				Setup: program,
+				Run: func(ctx context.Context, env *harness.Env) error {
+					u := startUsage()
+					tbl, err := iptProgram(ctx, iptOptions(b, env), env.State.(*iptState).decl)
+					if err != nil {
+						return err
+					}
+					u.report(env, tbl)
+					st := tbl.Stats()
+					if st.Restores != 0 {
+						return fmt.Errorf("a restart on an in-sync table ran %d restores", st.Restores)
+					}
+					// And the next Apply of that table, with nothing changed,
+					// runs nothing at all.
+					t0 := time.Now()
+					if _, err := tbl.Apply(ctx); err != nil {
+						return err
+					}
+					env.Report("again_us", float64(time.Since(t0))/float64(time.Microsecond))
+					again := tbl.Stats()
+					env.Report("again_runs", float64(again.Restores+again.Saves-st.Restores-st.Saves))
+					return nil
+				},
+			},
+			{
+				Name: "iptables-save (the read)", Role: harness.Floor,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					in, _, err := iptRendered(b, n)
+					if err != nil {
+						return err
+					}
+					if err := iptRestore(ctx, env, b, in); err != nil {
+						return err
+					}
+					return iptSettle(ctx)
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					_, err := env.NS.Run(ctx, nil, b.SaveCommand(iptables.IPv4), "-t", "filter")
+					return err
+				},
+			},
+		},
+	}
+}
+
+func iptHeap(b iptables.Backend, n int) harness.Scenario {
+	return harness.Scenario{
+		Name: fmt.Sprintf("iptables/heap/%s/%d", b, n),
+		Size: n + n/10,
+		Note: "heapB/rule: heap the Table keeps per programmed rule (desired and kernel views) once applied, the declared Rule values excluded; times include two forced GCs",
+		Variants: []harness.Variant{{
+			Name: "nodeplane iptables", Role: harness.Ours,
+			Setup: func(_ context.Context, env *harness.Env) error {
+				env.State = &iptState{decl: iptDeclare(n)}
+				return nil
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				st := env.State.(*iptState)
+				before := harness.HeapInUse()
+				tbl, err := iptProgram(ctx, iptOptions(b, env), st.decl)
+				if err != nil {
+					return err
+				}
+				after := harness.HeapInUse()
+				runtime.KeepAlive(tbl)
+				runtime.KeepAlive(st)
+				env.Report("heapB/rule", float64(int64(after)-int64(before))/float64(n+n/10))
+				return nil
+			},
+		}},
+	}
+}

@@ -1,0 +1,172 @@
+package iptables_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+)
+
+// lastInput prints the input of the last restore the fake served.
+func lastInput(k *iptablesfake.Kernel) {
+	fmt.Print(lastRestore(k))
+}
+
+func ExampleNew() {
+	tbl, err := iptables.New(iptables.Options{
+		Table:       "filter",
+		IPVersion:   iptables.IPv4,
+		Backend:     iptables.BackendNFT,
+		ChainPrefix: "np-",
+		Runner:      iptablesfake.New(), // nil runs the real binaries
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(tbl.Name(), tbl.Options().HashPrefix)
+
+	_, err = iptables.New(iptables.Options{Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT})
+	fmt.Println(errors.Is(err, iptables.ErrInvalidOptions))
+	// Output:
+	// iptables-nft-filter-v4 np:
+	// true
+}
+
+func ExampleTable_Apply() {
+	k := iptablesfake.New()
+	tbl, _ := iptables.New(iptables.Options{
+		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
+		ChainPrefix: "np-", Runner: k,
+	})
+	_ = tbl.UpdateChain(iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{{
+		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
+		Action: iptables.Accept(),
+	}}})
+	_ = tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}})
+	if _, err := tbl.Apply(context.Background()); err != nil {
+		panic(err)
+	}
+	lastInput(k)
+
+	// Nothing changed: the next Apply runs no binary at all.
+	_, _ = tbl.Apply(context.Background())
+	st := tbl.Stats()
+	fmt.Println("saves", st.Saves, "restores", st.Restores, "chains", st.Chains, "rules", st.Rules)
+	// Output:
+	// *filter
+	// :np-fw - [0:0]
+	// -A np-fw -s 10.0.0.0/8 -m comment --comment "np:tYRLxoizN57qdzkW" -j ACCEPT
+	// -I FORWARD 1 -m comment --comment "np:oFkfqAwBJY1A778R" -j np-fw
+	// COMMIT
+	// saves 1 restores 1 chains 1 rules 2
+}
+
+func ExampleTable_UpdateChain() {
+	k := iptablesfake.New()
+	tbl, _ := iptables.New(iptables.Options{
+		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendLegacy,
+		ChainPrefix: "np-", Runner: k,
+	})
+	from := func(cidr string) iptables.Rule {
+		return iptables.Rule{Match: iptables.Match{iptables.SourceNet(netip.MustParsePrefix(cidr))}, Action: iptables.Accept()}
+	}
+	_ = tbl.UpdateChain(iptables.Chain{Name: "np-a", ForceProgramming: true, Rules: []iptables.Rule{
+		from("10.0.0.0/24"), from("10.0.1.0/24"), from("10.0.2.0/24"),
+	}})
+	_, _ = tbl.Apply(context.Background())
+
+	// Changing one rule replaces just that rule: the others keep their
+	// packet counters.
+	_ = tbl.UpdateChain(iptables.Chain{Name: "np-a", ForceProgramming: true, Rules: []iptables.Rule{
+		from("10.0.0.0/24"), from("10.9.9.0/24"), from("10.0.2.0/24"),
+	}})
+	_, _ = tbl.Apply(context.Background())
+	lastInput(k)
+	// Output:
+	// *filter
+	// -R np-a 2 -s 10.9.9.0/24 -m comment --comment "np:6TwsouOC42zRjtQg" -j ACCEPT
+	// COMMIT
+}
+
+func ExampleTable_InsertOrAppendRules() {
+	k := iptablesfake.New()
+	// Another agent's rule is already in INPUT.
+	_ = k.Exec(iptables.BackendNFT, iptables.IPv4, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP")
+
+	tbl, _ := iptables.New(iptables.Options{
+		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
+		ChainPrefix: "np-", HashPrefix: "np_", Runner: k,
+	})
+	_ = tbl.InsertOrAppendRules("INPUT", []iptables.Rule{{
+		Match:  iptables.Match{iptables.InInterface("lo")},
+		Action: iptables.Accept(),
+	}})
+	_ = tbl.AppendRules("INPUT", []iptables.Rule{{Action: iptables.Drop()}})
+	_, _ = tbl.Apply(context.Background())
+	for _, r := range k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT") {
+		fmt.Println(r)
+	}
+	// Output:
+	// -i lo -m comment --comment np_YZrhXT0hRtfvKk6I -j ACCEPT
+	// -s 192.0.2.1/32 -j DROP
+	// -m comment --comment np_SJvk3QDEH-DB9o96 -j DROP
+}
+
+func ExampleDetectBackend() {
+	k := iptablesfake.New()
+	// kubelet left its hint chain in the legacy mangle table.
+	_ = k.Exec(iptables.BackendLegacy, iptables.IPv4, "-t", "mangle", "-N", "KUBE-IPTABLES-HINT")
+
+	b, d, err := iptables.DetectBackend(context.Background(), k)
+	fmt.Println(b, d.Reason, err)
+	// Output: legacy hint chain KUBE-IPTABLES-HINT in legacy <nil>
+}
+
+func ExampleRestoreError() {
+	k := iptablesfake.New()
+	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "-j np-a"})
+	tbl, _ := iptables.New(iptables.Options{
+		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
+		ChainPrefix: "np-", Runner: k, MaxAttempts: 1,
+	})
+	_ = tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Accept()}}})
+	_ = tbl.InsertOrAppendRules("OUTPUT", []iptables.Rule{{Action: iptables.Jump("np-a")}})
+	_, err := tbl.Apply(context.Background())
+
+	var re *iptables.RestoreError
+	if errors.As(err, &re) {
+		fmt.Printf("line %d: %s", re.Line, re.Stderr)
+	}
+	// Output: line 4: iptables-nft-restore: line 4 failed
+}
+
+func ExampleTable_QueueResync() {
+	k := iptablesfake.New()
+	tbl, _ := iptables.New(iptables.Options{
+		Table: "nat", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
+		ChainPrefix: "np-", Runner: k,
+	})
+	_ = tbl.AppendRules("POSTROUTING", []iptables.Rule{{
+		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("10.244.0.0/16"))},
+		Action: iptables.Masquerade(iptables.MasqueradeOptions{RandomFully: true}),
+	}})
+	_, _ = tbl.Apply(context.Background())
+
+	// Someone flushes POSTROUTING behind our back.
+	_ = k.Exec(iptables.BackendNFT, iptables.IPv4, "-t", "nat", "-F", "POSTROUTING")
+
+	// The periodic refresh (or the loop's resync) re-reads and repairs it.
+	tbl.QueueResync()
+	_, _ = tbl.Apply(context.Background())
+	fmt.Println(len(k.Rules(iptables.BackendNFT, iptables.IPv4, "nat", "POSTROUTING")), tbl.Stats().Restores)
+	// Output: 1 2
+}
+
+func ExampleParseBackend() {
+	b, err := iptables.ParseBackend("legacy")
+	fmt.Println(b, b.RestoreCommand(iptables.IPv6), err)
+	// Output: legacy ip6tables-legacy-restore <nil>
+}

@@ -1,0 +1,148 @@
+package iptables
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRuleHashDependsOnEverything(t *testing.T) {
+	base := ruleHash("np-a", saltNone, 0, "-j ACCEPT")
+	require.Len(t, base, HashLength)
+	for _, c := range base {
+		assert.True(t, isHashChar(byte(c)), "hash %q is base64url", base)
+	}
+	variants := map[string]string{
+		"chain":    ruleHash("np-b", saltNone, 0, "-j ACCEPT"),
+		"salt":     ruleHash("np-a", saltInsert, 0, "-j ACCEPT"),
+		"position": ruleHash("np-a", saltNone, 1, "-j ACCEPT"),
+		"body":     ruleHash("np-a", saltNone, 0, "-j DROP"),
+		// The separators keep field boundaries apart.
+		"boundary": ruleHash("np-a"+"\x00", saltNone, 0, "-j ACCEPT"),
+		"index":    ruleHash("np-a", saltNone, 10, "-j ACCEPT"),
+	}
+	seen := map[string]string{base: "base"}
+	for what, h := range variants {
+		if other, dup := seen[h]; dup {
+			t.Errorf("changing the %s gives the same hash as %s", what, other)
+		}
+		seen[h] = what
+	}
+	assert.Equal(t, base, ruleHash("np-a", saltNone, 0, "-j ACCEPT"), "deterministic")
+}
+
+func TestChainHashes(t *testing.T) {
+	rules := []renderedRule{{body: "-j ACCEPT"}, {body: "-j ACCEPT"}, {body: "-j DROP"}}
+	hs := chainHashes("np-a", saltNone, rules)
+	require.Len(t, hs, 3*HashLength)
+	h := func(s string, i int) string { return s[i*HashLength : (i+1)*HashLength] }
+	for i, r := range rules {
+		assert.Equal(t, ruleHash("np-a", saltNone, i, r.body), h(hs, i))
+	}
+	assert.NotEqual(t, h(hs, 0), h(hs, 1), "equal rules at different positions differ")
+	// Changing the first rule changes its hash only.
+	other := chainHashes("np-a", saltNone, []renderedRule{{body: "-j RETURN"}, {body: "-j ACCEPT"}, {body: "-j DROP"}})
+	assert.NotEqual(t, h(hs, 0), h(other, 0))
+	assert.Equal(t, hs[HashLength:], other[HashLength:])
+	// Inserting a rule at the top moves, and so changes, every rule.
+	shifted := chainHashes("np-a", saltNone, append([]renderedRule{{body: "-j LOG"}}, rules...))
+	for i := range rules {
+		assert.NotEqual(t, h(hs, i), h(shifted, i+1), "rule %d moved", i)
+	}
+}
+
+func TestRenderArgs(t *testing.T) {
+	tests := []struct {
+		args     []string
+		body     string
+		withHash string
+	}{
+		{[]string{"-j", "ACCEPT"}, "-j ACCEPT", `-m comment --comment "np:H" -j ACCEPT`},
+		{[]string{"-s", "10.0.0.0/8", "-p", "tcp", "-m", "tcp", "--dport", "80", "-j", "ACCEPT"},
+			"-s 10.0.0.0/8 -p tcp -m tcp --dport 80 -j ACCEPT",
+			`-s 10.0.0.0/8 -p tcp -m comment --comment "np:H" -m tcp --dport 80 -j ACCEPT`},
+		{[]string{"!", "-i", "eth0", "-f", "-j", "DROP"}, "! -i eth0 -f -j DROP", `! -i eth0 -f -m comment --comment "np:H" -j DROP`},
+		{[]string{"-m", "comment", "--comment", "two words", "-j", "ACCEPT"},
+			`-m comment --comment "two words" -j ACCEPT`,
+			`-m comment --comment "np:H" -m comment --comment "two words" -j ACCEPT`},
+		{[]string{"-m", "comment", "--comment", `q"b\s'`, "-j", "ACCEPT"},
+			`-m comment --comment "q\"b\\s'" -j ACCEPT`, ""},
+		{[]string{"-m", "comment", "--comment", "", "-j", "ACCEPT"}, `-m comment --comment "" -j ACCEPT`, ""},
+		{[]string{"-s", "10.0.0.0/8"}, "-s 10.0.0.0/8", `-s 10.0.0.0/8 -m comment --comment "np:H"`},
+		{[]string{"-s"}, "-s", `-s -m comment --comment "np:H"`},
+	}
+	for _, tc := range tests {
+		r := renderArgs(tc.args)
+		assert.Equal(t, tc.body, r.body, "%q", tc.args)
+		if tc.withHash != "" {
+			assert.Equal(t, tc.withHash, r.withHash("np:", "H"), "%q", tc.args)
+		}
+	}
+}
+
+func TestRestoreErrorMessage(t *testing.T) {
+	var input strings.Builder
+	input.WriteString("*filter\n")
+	for i := 2; i <= 20; i++ {
+		input.WriteString("-A np-a -j ACCEPT\n")
+	}
+	input.WriteString("COMMIT\n")
+	cause := errors.New("exit status 1")
+	e := newRestoreError([]string{"iptables-nft-restore", "--noflush"}, []byte(input.String()), nil, errWithText{cause, "iptables-nft-restore: line 10 failed: Bad rule"})
+	assert.Equal(t, 10, e.Line)
+	msg := e.Error()
+	assert.Contains(t, msg, "input line 10")
+	assert.Contains(t, msg, ">    10  -A np-a -j ACCEPT")
+	assert.Contains(t, msg, "      7  -A np-a")
+	assert.Contains(t, msg, "     13  -A np-a")
+	assert.NotContains(t, msg, "      6  ")
+	assert.NotContains(t, msg, "     14  ")
+	assert.ErrorIs(t, e, ErrRestore)
+	assert.ErrorIs(t, e, cause)
+
+	// Without a line number the excerpt is the start of the input.
+	e = newRestoreError([]string{"x"}, []byte(input.String()), nil, cause)
+	assert.Zero(t, e.Line)
+	assert.Contains(t, e.Error(), "      1  *filter")
+}
+
+type errWithText struct {
+	err  error
+	text string
+}
+
+func (e errWithText) Error() string { return e.text }
+func (e errWithText) Unwrap() error { return e.err }
+
+func TestFailedLine(t *testing.T) {
+	tests := map[string]int{
+		"iptables-restore: line 3 failed":                                     3,
+		"iptables-nft-restore: line 12 failed: Bad rule":                      12,
+		"Couldn't load target `x'\n\nError occurred at line: 7\nTry ...":      7,
+		"iptables-nft-restore v1.8.9 (nf_tables): \nline 3: CHAIN_DEL failed": 3,
+		"something else": 0,
+	}
+	for out, want := range tests {
+		assert.Equal(t, want, failedLine([]byte(out)), out)
+	}
+}
+
+func TestParseBackend(t *testing.T) {
+	for in, want := range map[string]Backend{"legacy": BackendLegacy, " NFT ": BackendNFT} {
+		b, err := ParseBackend(in)
+		require.NoError(t, err)
+		assert.Equal(t, want, b)
+	}
+	_, err := ParseBackend("auto")
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	assert.Equal(t, "ip6tables-nft-save", BackendNFT.SaveCommand(IPv6))
+	assert.Equal(t, "iptables-legacy-restore", BackendLegacy.RestoreCommand(IPv4))
+	assert.Equal(t, "(none)", Backend("").String())
+	assert.Equal(t, "append", InsertModeAppend.String())
+	assert.Equal(t, "InsertMode(9)", InsertMode(9).String())
+	assert.Nil(t, BuiltinChains("bogus"))
+	assert.Equal(t, []string{"PREROUTING", "OUTPUT"}, BuiltinChains("raw"))
+}

@@ -1,0 +1,113 @@
+package iptables_test
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+)
+
+var update = flag.Bool("update-restore", false, "rewrite the golden files in testdata/restore")
+
+// lastRestore returns the input of the last restore call, or "" when the
+// last Apply ran none.
+func lastRestore(k *iptablesfake.Kernel) string {
+	calls := k.Calls()
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Op == iptablesfake.OpRestore {
+			return calls[i].Stdin
+		}
+	}
+	return ""
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "restore", name+".golden")
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -run %s -update-restore to create it", t.Name())
+	assert.Equal(t, string(want), got, "restore input differs from %s (go test -update-restore rewrites it)", path)
+}
+
+// TestGoldenRestoreInput pins the rendered restore transactions of a
+// sequence of changes: what is declared, replaced, deleted and in which
+// order.
+func TestGoldenRestoreInput(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendLegacy, iptables.IPv4
+	require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+	opts := fakeOpts(k)
+	opts.Backend = b
+	tbl := newTable(t, opts)
+	web := iptables.Rule{
+		Match: iptables.Match{
+			iptables.DestNet(netip.MustParsePrefix("10.244.1.0/24")),
+			iptables.Protocol(iptables.ProtoTCP),
+			iptables.DestPorts(iptables.Port(80), iptables.Port(443)),
+		},
+		Action:   iptables.Accept(),
+		Comments: []string{"web traffic"},
+	}
+	established := iptables.Rule{Match: iptables.Match{iptables.ConntrackState(iptables.CTStateEstablished, iptables.CTStateRelated)}, Action: iptables.Accept()}
+	pods := []iptables.Rule{
+		{Match: iptables.Match{iptables.InInterface("veth+"), iptables.MarkMatches(0x100, 0x100)}, Action: iptables.Return()},
+		acceptFrom("10.244.0.0/16"),
+		{Action: iptables.Drop()},
+	}
+	steps := []struct {
+		name   string
+		change func()
+	}{
+		{"initial", func() {
+			require.NoError(t, tbl.UpdateChains(
+				iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{established, web, jump("np-pods")}},
+				iptables.Chain{Name: "np-pods", Rules: pods},
+				iptables.Chain{Name: "np-old", Rules: []iptables.Rule{acceptFrom("10.9.0.0/16")}},
+				iptables.Chain{Name: "np-unused", Rules: []iptables.Rule{acceptFrom("10.8.0.0/16")}},
+			))
+			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-fw")}))
+			require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-old")}))
+			require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Action: iptables.Drop(), Comments: []string{"default deny"}}}))
+		}},
+		{"change-one-rule", func() {
+			changed := append([]iptables.Rule(nil), pods...)
+			changed[1] = acceptFrom("10.245.0.0/16")
+			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-pods", Rules: changed}))
+		}},
+		{"shrink-grow-rehook-remove", func() {
+			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-pods", Rules: pods[:1]}))
+			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{established, web, jump("np-pods"), acceptFrom("10.7.0.0/16")}}))
+			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.6.0.0/16"), jump("np-fw")}))
+			require.NoError(t, tbl.InsertOrAppendRules("INPUT", nil))
+			require.NoError(t, tbl.RemoveChain("np-old"))
+		}},
+		{"remove-everything", func() {
+			require.NoError(t, tbl.RemoveChains("np-fw", "np-pods", "np-unused"))
+			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", nil))
+			require.NoError(t, tbl.AppendRules("FORWARD", nil))
+		}},
+	}
+	for _, step := range steps {
+		step.change()
+		apply(t, tbl)
+		golden(t, step.name, lastRestore(k))
+		// Whatever the step wrote, a fresh read finds nothing to do.
+		k.ResetCalls()
+		tbl.QueueResync()
+		apply(t, tbl)
+		require.Zero(t, k.Count(iptablesfake.OpRestore), "step %s did not converge", step.name)
+	}
+	assert.Equal(t, []string{"-s 192.0.2.1/32 -j DROP"}, k.Rules(b, v, "filter", "FORWARD"))
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT"}, k.Chains(b, v, "filter"))
+}

@@ -1,0 +1,199 @@
+package iptables
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// IPVersion selects the iptables family: IPv4 (iptables) or IPv6
+// (ip6tables).
+type IPVersion uint8
+
+// The two IP versions.
+const (
+	IPv4 IPVersion = 4
+	IPv6 IPVersion = 6
+)
+
+// String returns "IPv4" or "IPv6".
+func (v IPVersion) String() string {
+	switch v {
+	case IPv4:
+		return "IPv4"
+	case IPv6:
+		return "IPv6"
+	}
+	return fmt.Sprintf("IPVersion(%d)", uint8(v))
+}
+
+// Valid reports whether v is IPv4 or IPv6.
+func (v IPVersion) Valid() bool { return v == IPv4 || v == IPv6 }
+
+// Sentinel errors of the rule model; every validation error wraps one.
+var (
+	// ErrInvalidRule is wrapped by every error about a malformed rule.
+	ErrInvalidRule = errors.New("invalid rule")
+	// ErrWrongIPVersion: the rule mentions an address or feature of the
+	// other IP version.
+	ErrWrongIPVersion = errors.New("rule does not fit the table's IP version")
+	// ErrInvalidChainName: empty, too long (MaxChainNameLength) or with
+	// characters iptables does not accept.
+	ErrInvalidChainName = errors.New("invalid chain name")
+)
+
+// MaxChainNameLength is the longest chain name iptables accepts.
+const MaxChainNameLength = 28
+
+// Rule is one iptables rule: packets that satisfy every criterion of Match
+// get Action. Comments are rendered as comment matches after the match
+// criteria.
+//
+// A Rule is plain data: building one never fails. It is checked when it is
+// rendered (Args) or validated (Validate) for one IP version, so a bad
+// prefix, a port without a protocol or an IPv4 address in an IPv6 rule is an
+// error at the API and nothing is written.
+type Rule struct {
+	// Match is the conjunction of match criteria; empty matches all packets.
+	Match Match
+	// Action is what happens to a matching packet. Required.
+	Action Action
+	// Comments are free text (each 1 to MaxCommentLength bytes of
+	// printable UTF-8, without double quote or backslash); they do not
+	// change what the rule does.
+	Comments []string
+}
+
+// MaxCommentLength is the longest comment iptables keeps; longer ones
+// would be cut silently by the kernel, so Args refuses them.
+const MaxCommentLength = 255
+
+// Criterion is one match criterion. The set of criteria is closed: the
+// package's own types (NetMatch, ProtoMatch, PortMatch, IfaceMatch,
+// MarkMatch, SetMatch, ConntrackMatch, AddrTypeMatch, ICMPMatch), built by
+// constructors such as SourceNet and Protocol, are the only
+// implementations, so that every backend (iptables-restore, native
+// nftables) can render each of them. A pointer to one of these types is
+// accepted too; a nil pointer is an error, not a panic.
+type Criterion interface {
+	// iptablesArgs renders the criterion alone for iptables of version v.
+	iptablesArgs(v IPVersion) ([]string, error)
+}
+
+// Match is a conjunction of criteria. Args renders the criteria that
+// iptables keeps in the rule's IP header part first, in the order
+// iptables-save prints them (-s, -d, -i, -o, -p), then every other
+// criterion in the order given; the order does not change what matches.
+type Match []Criterion
+
+// Action is what a rule does with a matching packet. As with Criterion, the
+// set of actions is closed: AcceptAction, DropAction, RejectAction,
+// ReturnAction, JumpAction, GotoAction, SetMarkAction, MasqueradeAction,
+// SNATAction, DNATAction, LogAction, NoTrackAction and NFLOGAction, built by
+// Accept, Drop, Reject, … (pointers to them are accepted too).
+type Action interface {
+	// iptablesArgs renders the action (the -j/-g part) for version v.
+	iptablesArgs(v IPVersion) ([]string, error)
+	// JumpTarget returns the chain a jump or goto action refers to, and ""
+	// for every other action. Table writers use it to program only the
+	// chains that are referenced.
+	JumpTarget() string
+}
+
+// Args renders the rule as iptables arguments, without the chain (-A
+// CHAIN) part: header criteria (-s, -d, -i, -o, -p), the other criteria in
+// order, then comments, then the action. For every rule of the package's
+// own criteria and actions the result is the form iptables-save prints
+// back (so `-D CHAIN <args>` finds the rule), except where noted on a
+// criterion. The rendering is deterministic: equal rules give equal
+// arguments. An invalid rule is an error wrapping ErrInvalidRule (and
+// ErrWrongIPVersion or ErrInvalidChainName where that is the cause), with
+// no arguments.
+func (r Rule) Args(v IPVersion) ([]string, error) {
+	if !v.Valid() {
+		return nil, fmt.Errorf("%w: unknown IP version %v", ErrInvalidRule, v)
+	}
+	action, err := normalizeAction(r.Action)
+	if err != nil {
+		return nil, err
+	}
+	st, err := renderMatch(v, r.Match)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range r.Comments {
+		if err := validateComment(c); err != nil {
+			return nil, fmt.Errorf("comment %d: %w", i, err)
+		}
+	}
+	var act []string
+	if ar, ok := action.(actionRenderer); ok {
+		act, err = ar.render(st)
+	} else {
+		act, err = action.iptablesArgs(v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("action: %w", err)
+	}
+	n := len(st.mods) + 4*len(r.Comments) + len(act) + 12
+	args := st.appendMatchArgs(make([]string, 0, n))
+	for _, c := range r.Comments {
+		args = append(args, "-m", "comment", "--comment", c)
+	}
+	return append(args, act...), nil
+}
+
+// Validate reports whether the rule can be rendered for version v: it is
+// Args without the result. The error is the one Args would return.
+func (r Rule) Validate(v IPVersion) error {
+	_, err := r.Args(v)
+	return err
+}
+
+// ValidateChainName checks a chain name against iptables' limits.
+func ValidateChainName(name string) error {
+	if name == "" || len(name) > MaxChainNameLength {
+		return fmt.Errorf("%w: %q must be 1 to %d characters", ErrInvalidChainName, name, MaxChainNameLength)
+	}
+	if name[0] == '-' || name[0] == '!' {
+		return fmt.Errorf("%w: %q starts with %q", ErrInvalidChainName, name, name[0])
+	}
+	for _, r := range name {
+		if r <= ' ' || r > '~' || r == '"' || r == '\'' {
+			return fmt.Errorf("%w: %q contains %q", ErrInvalidChainName, name, r)
+		}
+	}
+	return nil
+}
+
+// validateComment checks one comment of a rule.
+func validateComment(c string) error {
+	if c == "" {
+		return fmt.Errorf("%w: empty comment", ErrInvalidRule)
+	}
+	return validateText("comment", c, MaxCommentLength)
+}
+
+// validateText checks free text that ends up as one iptables argument
+// (comments, log prefixes): at most limit bytes of printable UTF-8, without
+// control characters, double quotes or backslashes, which iptables-restore
+// input would need to escape and iptables-save prints back escaped.
+func validateText(what, s string, limit int) error {
+	if len(s) > limit {
+		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalidRule, what, len(s), limit)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidRule, what, s)
+	}
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\r':
+			return fmt.Errorf("%w: %s %q contains a newline", ErrInvalidRule, what, s)
+		case r == '"' || r == '\\':
+			return fmt.Errorf("%w: %s %q contains a double quote or a backslash", ErrInvalidRule, what, s)
+		case r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return fmt.Errorf("%w: %s %q contains a control character", ErrInvalidRule, what, s)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,582 @@
+package iptables
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+)
+
+// A Table is a driver of the dataplane loop.
+var _ dataplane.Driver = (*Table)(nil)
+
+// ErrDuplicateChain reports a chain named twice in one UpdateChains call.
+var ErrDuplicateChain = errors.New("iptables: chain given twice")
+
+// Chain is the full desired content of one owned chain.
+type Chain struct {
+	// Name must start with the Table's ChainPrefix.
+	Name string
+	// Rules are the chain's rules, in order.
+	Rules []Rule
+	// ForceProgramming programs the chain even when no programmed rule
+	// jumps to it (by default such a chain is left out of the kernel).
+	ForceProgramming bool
+}
+
+// Stats counts a Table's work since New. Kernel tests use it to prove that a
+// no-op Apply writes nothing.
+type Stats struct {
+	// Saves and SaveErrors count iptables-save runs and failed ones.
+	Saves, SaveErrors int
+	// Restores and RestoreErrors count iptables-restore runs and failed
+	// ones. A no-op Apply adds nothing.
+	Restores, RestoreErrors int
+	// LinesWritten counts the command lines (-A, -R, -D, -I, -F, -X and
+	// chain declarations) of successful restores.
+	LinesWritten int
+	// SaveTime and RestoreTime add up the time spent waiting for the
+	// binaries, as measured by the Table's clock.
+	SaveTime, RestoreTime time.Duration
+	// Chains and Rules are the owned chains and the rules (in owned and
+	// built-in chains) programmed by the last successful Apply.
+	Chains, Rules int
+}
+
+// Table keeps one iptables table of one IP version (for example the IPv4
+// filter table) in the state its owner declares: the full content of the
+// owned chains (those whose names carry the prefix) and our rules in the
+// built-in chains. Apply writes only the difference with what the kernel
+// holds, in one iptables-restore transaction, and never touches a rule or
+// chain that is not ours.
+//
+// A Table is safe for concurrent use; Apply holds its lock while it runs
+// the binaries.
+type Table struct {
+	opts    Options
+	name    string
+	parser  saveParser
+	builtin map[string]bool
+
+	mu      sync.Mutex
+	desired map[string]*desiredChain
+	hooks   map[string]*hookRules
+	dirty   bool
+
+	kernel     *kernelTable // nil: read the kernel on the next Apply
+	lastRead   time.Time
+	recheckAt  time.Time // zero: no recheck scheduled
+	recheckIdx int
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// desiredChain is an owned chain rendered for writing.
+type desiredChain struct {
+	rules   []renderedRule
+	hashes  string   // HashLength bytes per rule
+	targets []string // chains the rules jump to, without duplicates
+	force   bool
+}
+
+// hookGroup is one group of our rules in a built-in chain.
+type hookGroup struct {
+	rules  []renderedRule
+	hashes string
+}
+
+func (g *hookGroup) len() int          { return len(g.rules) }
+func (g *hookGroup) hash(i int) string { return g.hashes[i*HashLength : (i+1)*HashLength] }
+
+// hookRules are our rules in one built-in chain.
+type hookRules struct {
+	insert, append hookGroup
+	insertTargets  []string
+	appendTargets  []string
+}
+
+// New validates opts and returns a Table with nothing declared. It does no
+// I/O: the first Apply reads the kernel, adopts the rules and chains that
+// already carry the prefixes and writes only what differs. Until
+// InsertOrAppendRules and AppendRules say otherwise, the Table wants none
+// of its rules in the built-in chains, so an Apply removes those a previous
+// run left there.
+func New(opts Options) (*Table, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{
+		opts:    o,
+		name:    fmt.Sprintf("iptables-%s-%s-v%d", o.Backend, o.Table, uint8(o.IPVersion)),
+		parser:  saveParser{table: o.Table, chainPrefix: o.ChainPrefix, hashPrefix: o.HashPrefix},
+		builtin: map[string]bool{},
+		desired: map[string]*desiredChain{},
+		hooks:   map[string]*hookRules{},
+		dirty:   true,
+	}
+	for _, c := range tableChains[o.Table] {
+		t.builtin[c] = true
+	}
+	t.opts.Logger = o.Logger.With("table", t.name)
+	return t, nil
+}
+
+// Name returns the Table's name for logs, such as "iptables-nft-filter-v4".
+func (t *Table) Name() string { return t.name }
+
+// Phase returns dataplane.PhaseTables.
+func (t *Table) Phase() dataplane.Phase { return dataplane.PhaseTables }
+
+// Options returns the Table's options with defaults filled in.
+func (t *Table) Options() Options {
+	o := t.opts
+	o.PostWriteRecheck = slices.Clone(o.PostWriteRecheck)
+	return o
+}
+
+// Stats returns the Table's counters.
+func (t *Table) Stats() Stats {
+	t.statsMu.Lock()
+	defer t.statsMu.Unlock()
+	return t.stats
+}
+
+// UpdateChain sets the full content of an owned chain; see UpdateChains.
+func (t *Table) UpdateChain(c Chain) error { return t.UpdateChains(c) }
+
+// UpdateChains sets the full content of owned chains, replacing what was
+// declared for them before. Every name must carry the ChainPrefix and
+// every rule must render for the Table's IP version; otherwise nothing
+// changes and the error says which rule of which chain is wrong. The
+// kernel is written by the next Apply, and only if a programmed rule jumps
+// to the chain or it is forced.
+func (t *Table) UpdateChains(chains ...Chain) error {
+	rendered := make([]*desiredChain, len(chains))
+	seen := make(map[string]bool, len(chains))
+	for i, c := range chains {
+		if err := t.checkOwned(c.Name); err != nil {
+			return err
+		}
+		if seen[c.Name] {
+			return fmt.Errorf("%w: %s", ErrDuplicateChain, c.Name)
+		}
+		seen[c.Name] = true
+		rules, targets, err := t.render(c.Name, c.Rules)
+		if err != nil {
+			return err
+		}
+		rendered[i] = &desiredChain{
+			rules:   rules,
+			hashes:  chainHashes(c.Name, saltNone, rules),
+			targets: targets,
+			force:   c.ForceProgramming,
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, c := range chains {
+		d := rendered[i]
+		if old := t.desired[c.Name]; old != nil && old.hashes == d.hashes && old.force == d.force {
+			continue
+		}
+		t.desired[c.Name] = d
+		t.dirty = true
+	}
+	return nil
+}
+
+// RemoveChain forgets an owned chain; see RemoveChains.
+func (t *Table) RemoveChain(name string) error { return t.RemoveChains(name) }
+
+// RemoveChains forgets owned chains: the next Apply deletes them from the
+// kernel (after removing the jumps to them that we own). Names not declared
+// are ignored; a name without the prefix is an error and nothing changes.
+// A rule that still jumps to a removed chain makes Apply fail with
+// ErrUnknownChain.
+func (t *Table) RemoveChains(names ...string) error {
+	for _, n := range names {
+		if err := t.checkOwned(n); err != nil {
+			return err
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, n := range names {
+		if _, ok := t.desired[n]; ok {
+			delete(t.desired, n)
+			t.dirty = true
+		}
+	}
+	return nil
+}
+
+// InsertOrAppendRules sets our rules in a built-in chain of the table
+// (such as FORWARD in filter), replacing those set before; nil or empty
+// removes them. With InsertModeInsert they go before every foreign rule,
+// with InsertModeAppend after them (but before the AppendRules rules).
+// Foreign rules of the chain are never touched, wherever they are.
+func (t *Table) InsertOrAppendRules(chain string, rules []Rule) error {
+	return t.setHook(chain, rules, false)
+}
+
+// AppendRules sets our rules at the very end of a built-in chain, after
+// every foreign rule and after the InsertOrAppendRules rules, replacing
+// those set before; nil or empty removes them.
+func (t *Table) AppendRules(chain string, rules []Rule) error {
+	return t.setHook(chain, rules, true)
+}
+
+func (t *Table) setHook(chain string, rules []Rule, appendGroup bool) error {
+	if !t.builtin[chain] {
+		return fmt.Errorf("%w: %q is not one of %s's built-in chains %v", ErrNotBuiltin, chain, t.opts.Table, tableChains[t.opts.Table])
+	}
+	rendered, targets, err := t.render(chain, rules)
+	if err != nil {
+		return err
+	}
+	salt := saltInsert
+	if appendGroup {
+		salt = saltAppend
+	}
+	g := hookGroup{rules: rendered, hashes: chainHashes(chain, salt, rendered)}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.hooks[chain]
+	if h == nil {
+		h = &hookRules{}
+		t.hooks[chain] = h
+	}
+	cur, curTargets := &h.insert, &h.insertTargets
+	if appendGroup {
+		cur, curTargets = &h.append, &h.appendTargets
+	}
+	if cur.hashes == g.hashes {
+		return nil
+	}
+	*cur, *curTargets = g, targets
+	t.dirty = true
+	return nil
+}
+
+// QueueResync makes the next Apply re-read the kernel and repair whatever
+// differs, instead of trusting what the Table wrote last.
+func (t *Table) QueueResync() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.kernel = nil
+}
+
+// checkOwned validates an owned chain name.
+func (t *Table) checkOwned(name string) error {
+	if err := ValidateChainName(name); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(name, t.opts.ChainPrefix) {
+		return fmt.Errorf("%w: %q does not start with %q", ErrNotOwned, name, t.opts.ChainPrefix)
+	}
+	return nil
+}
+
+// render renders rules for chain and collects the chains they jump to.
+func (t *Table) render(chain string, rules []Rule) (rendered []renderedRule, targets []string, err error) {
+	rendered = make([]renderedRule, len(rules))
+	for i, r := range rules {
+		args, err := r.Args(t.opts.IPVersion)
+		if err != nil {
+			return nil, nil, fmt.Errorf("chain %s rule %d: %w", chain, i+1, err)
+		}
+		if target := r.Action.JumpTarget(); target != "" {
+			if err := ValidateChainName(target); err != nil {
+				return nil, nil, fmt.Errorf("chain %s rule %d: %w", chain, i+1, err)
+			}
+			if t.builtin[target] {
+				return nil, nil, fmt.Errorf("%w: chain %s rule %d jumps to the built-in chain %s", ErrInvalidRule, chain, i+1, target)
+			}
+			targets = append(targets, target)
+		}
+		rendered[i] = renderArgs(args)
+		if strings.ContainsAny(rendered[i].body, "\n\r\x00") {
+			return nil, nil, fmt.Errorf("%w: chain %s rule %d renders a line break", ErrInvalidRule, chain, i+1)
+		}
+	}
+	slices.Sort(targets)
+	return rendered, slices.Compact(targets), nil
+}
+
+// programmed returns the owned chains to program: those reachable through
+// jumps from our built-in-chain rules, from forced chains and from foreign
+// rules in the kernel. A jump to an undeclared owned chain or a loop is an
+// error.
+func (t *Table) programmed(kt *kernelTable) (map[string]bool, error) {
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := make(map[string]int, len(t.desired))
+	prog := make(map[string]bool, len(t.desired))
+	var roots []string
+	for _, chain := range sortedKeys(t.hooks) {
+		h := t.hooks[chain]
+		roots = append(roots, h.insertTargets...)
+		roots = append(roots, h.appendTargets...)
+	}
+	for _, name := range sortedKeys(t.desired) {
+		d := t.desired[name]
+		if d.force {
+			roots = append(roots, name)
+		} else if kt != nil {
+			if kc := kt.chains[name]; kc != nil && kc.foreignRefs > 0 {
+				roots = append(roots, name)
+			}
+		}
+	}
+	type frame struct {
+		name string
+		next int // index of the next target to visit
+	}
+	for _, root := range roots {
+		if !strings.HasPrefix(root, t.opts.ChainPrefix) || state[root] == done {
+			continue
+		}
+		if t.desired[root] == nil {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownChain, root)
+		}
+		stack := []frame{{name: root}}
+		state[root] = onPath
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			d := t.desired[top.name]
+			if top.next == len(d.targets) {
+				state[top.name] = done
+				prog[top.name] = true
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			target := d.targets[top.next]
+			top.next++
+			if !strings.HasPrefix(target, t.opts.ChainPrefix) {
+				continue // a foreign chain: the kernel checks that it exists
+			}
+			switch state[target] {
+			case onPath:
+				return nil, fmt.Errorf("%w: %s jumps back to %s", ErrChainLoop, top.name, target)
+			case done:
+				continue
+			}
+			if t.desired[target] == nil {
+				return nil, fmt.Errorf("%w: %s (jumped to from %s)", ErrUnknownChain, target, top.name)
+			}
+			state[target] = onPath
+			stack = append(stack, frame{name: target})
+		}
+	}
+	return prog, nil
+}
+
+// Apply makes the kernel match the declared state. When nothing changed
+// since the last Apply and no refresh or recheck is due it returns at once
+// without running anything. Otherwise it reads the table if its picture of
+// the kernel is stale (first Apply, QueueResync, refresh interval, post-write
+// recheck, previous failure), computes the difference and writes it in one
+// iptables-restore --noflush transaction, or runs nothing when there is
+// nothing to write. A failed restore is retried after a full re-read, up to
+// MaxAttempts; the last error is returned (a *RestoreError for a failed
+// restore) and the next Apply starts with a re-read.
+//
+// RetryAfter in the result is when the next refresh or recheck is due.
+func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.opts.Clock.Now()
+	recheck := false
+	if t.kernel != nil {
+		if t.opts.RefreshInterval > 0 && !now.Before(t.lastRead.Add(t.opts.RefreshInterval)) {
+			t.opts.Logger.Debug("refresh due: re-reading the table")
+			t.kernel = nil
+		}
+	}
+	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
+		recheck = true
+		t.kernel = nil
+	}
+	if t.kernel != nil && !t.dirty {
+		return t.result(now), nil
+	}
+
+	backoff := t.opts.RetryBackoff
+	var lastErr error
+	for attempt := 1; attempt <= t.opts.MaxAttempts; attempt++ {
+		if attempt > 1 && backoff > 0 {
+			if err := t.sleep(ctx, backoff); err != nil {
+				return dataplane.ApplyResult{}, err
+			}
+			backoff *= 2
+		}
+		if err := ctx.Err(); err != nil {
+			return dataplane.ApplyResult{}, err
+		}
+		if t.kernel == nil {
+			kt, err := t.read(ctx)
+			if err != nil {
+				lastErr = err
+				t.opts.Logger.Warn("reading the table failed", "attempt", attempt, "error", err)
+				continue
+			}
+			t.kernel, t.lastRead = kt, t.opts.Clock.Now()
+		}
+		prog, err := t.programmed(t.kernel)
+		if err != nil {
+			return dataplane.ApplyResult{}, err
+		}
+		input, lines, next := t.plan(t.kernel, prog)
+		if input == nil {
+			t.dirty = false
+			t.setGauges(prog)
+			if recheck {
+				t.advanceRecheck(t.opts.Clock.Now())
+			}
+			return t.result(t.opts.Clock.Now()), nil
+		}
+		if err := t.restore(ctx, input, lines); err != nil {
+			t.kernel = nil
+			lastErr = err
+			t.opts.Logger.Warn("restore failed; re-reading and retrying", "attempt", attempt, "error", err)
+			continue
+		}
+		t.kernel, t.dirty = next, false
+		t.setGauges(prog)
+		wrote := t.opts.Clock.Now()
+		t.recheckIdx = 0
+		t.recheckAt = time.Time{}
+		if len(t.opts.PostWriteRecheck) > 0 {
+			t.recheckAt = wrote.Add(t.opts.PostWriteRecheck[0])
+		}
+		if recheck {
+			t.opts.Logger.Info("repaired drift found by a post-write recheck", "lines", lines)
+		}
+		return t.result(wrote), nil
+	}
+	t.kernel = nil
+	return dataplane.ApplyResult{}, lastErr
+}
+
+// advanceRecheck moves to the next post-write recheck after one found
+// nothing to repair.
+func (t *Table) advanceRecheck(now time.Time) {
+	t.recheckIdx++
+	if t.recheckIdx < len(t.opts.PostWriteRecheck) {
+		t.recheckAt = now.Add(t.opts.PostWriteRecheck[t.recheckIdx])
+	} else {
+		t.recheckAt = time.Time{}
+	}
+}
+
+// result reports when the next refresh or recheck is due.
+func (t *Table) result(now time.Time) dataplane.ApplyResult {
+	var due time.Time
+	if t.opts.RefreshInterval > 0 {
+		due = t.lastRead.Add(t.opts.RefreshInterval)
+	}
+	if !t.recheckAt.IsZero() && (due.IsZero() || t.recheckAt.Before(due)) {
+		due = t.recheckAt
+	}
+	if due.IsZero() {
+		return dataplane.ApplyResult{}
+	}
+	return dataplane.ApplyResult{RetryAfter: max(due.Sub(now), time.Millisecond)}
+}
+
+// setGauges records the programmed chain and rule counts.
+func (t *Table) setGauges(prog map[string]bool) {
+	rules := 0
+	for name := range prog {
+		rules += len(t.desired[name].rules)
+	}
+	for _, h := range t.hooks {
+		rules += h.insert.len() + h.append.len()
+	}
+	t.statsMu.Lock()
+	t.stats.Chains, t.stats.Rules = len(prog), rules
+	t.statsMu.Unlock()
+}
+
+// sleep waits d on the Table's clock, or until ctx is done.
+func (t *Table) sleep(ctx context.Context, d time.Duration) error {
+	timer := t.opts.Clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C():
+		return nil
+	}
+}
+
+// read runs iptables-save for the table and parses it.
+func (t *Table) read(ctx context.Context) (*kernelTable, error) {
+	bin := t.opts.Backend.SaveCommand(t.opts.IPVersion)
+	start := t.opts.Clock.Now()
+	out, err := t.opts.Runner.Run(ctx, nil, bin, "-t", t.opts.Table)
+	elapsed := t.opts.Clock.Since(start)
+	t.statsMu.Lock()
+	t.stats.Saves++
+	t.stats.SaveTime += elapsed
+	if err != nil {
+		t.stats.SaveErrors++
+	}
+	t.statsMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s -t %s: %w", ErrSave, bin, t.opts.Table, err)
+	}
+	kt, err := t.parser.parse(bytes.NewReader(out))
+	if err != nil {
+		return nil, err
+	}
+	return kt, nil
+}
+
+// restore runs iptables-restore --noflush with input.
+func (t *Table) restore(ctx context.Context, input []byte, lines int) error {
+	bin := t.opts.Backend.RestoreCommand(t.opts.IPVersion)
+	args := append(t.opts.lockArgs(), "--noflush")
+	start := t.opts.Clock.Now()
+	out, err := t.opts.Runner.Run(ctx, bytes.NewReader(input), bin, args...)
+	elapsed := t.opts.Clock.Since(start)
+	t.statsMu.Lock()
+	t.stats.Restores++
+	t.stats.RestoreTime += elapsed
+	if err != nil {
+		t.stats.RestoreErrors++
+	} else {
+		t.stats.LinesWritten += lines
+	}
+	t.statsMu.Unlock()
+	if err != nil {
+		return newRestoreError(append([]string{bin}, args...), input, out, err)
+	}
+	t.opts.Logger.Debug("wrote the table", "lines", lines, "duration", elapsed)
+	if t.opts.Logger.Enabled(ctx, slog.LevelDebug-4) {
+		t.opts.Logger.Log(ctx, slog.LevelDebug-4, "restore input", "input", string(input))
+	}
+	return nil
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

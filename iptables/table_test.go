@@ -1,0 +1,968 @@
+package iptables_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeOpts returns options for a filter/IPv4/nft table on k, without
+// rechecks or retry pauses (tests that need them set them).
+func fakeOpts(k *iptablesfake.Kernel) iptables.Options {
+	return iptables.Options{
+		Table:            "filter",
+		IPVersion:        iptables.IPv4,
+		Backend:          iptables.BackendNFT,
+		ChainPrefix:      "np-",
+		Runner:           k,
+		Clock:            clock.NewFake(t0),
+		PostWriteRecheck: []time.Duration{},
+		RetryBackoff:     -1,
+	}
+}
+
+func newTable(t *testing.T, opts iptables.Options) *iptables.Table {
+	t.Helper()
+	tbl, err := iptables.New(opts)
+	require.NoError(t, err)
+	return tbl
+}
+
+func apply(t *testing.T, tbl *iptables.Table) dataplane.ApplyResult {
+	t.Helper()
+	res, err := tbl.Apply(context.Background())
+	require.NoError(t, err)
+	return res
+}
+
+func src(cidr string) iptables.Criterion { return iptables.SourceNet(netip.MustParsePrefix(cidr)) }
+
+// acceptFrom is a rule accepting packets from cidr.
+func acceptFrom(cidr string) iptables.Rule {
+	return iptables.Rule{Match: iptables.Match{src(cidr)}, Action: iptables.Accept()}
+}
+
+func jump(chain string) iptables.Rule { return iptables.Rule{Action: iptables.Jump(chain)} }
+
+// ours reports whether a rule spec carries the default hash comment.
+func ours(spec string) bool { return strings.Contains(spec, `--comment "np:`) }
+
+// stripHash removes our hash comment from a rule spec.
+func stripHash(spec string) string {
+	i := strings.Index(spec, `-m comment --comment "np:`)
+	if i < 0 {
+		return spec
+	}
+	end := i + len(`-m comment --comment "np:`) + iptables.HashLength + len(`" `)
+	return spec[:i] + spec[end:]
+}
+
+func stripped(specs []string) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = stripHash(s)
+	}
+	return out
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	k := iptablesfake.New()
+	valid := fakeOpts(k)
+	tests := []struct {
+		name string
+		mod  func(o *iptables.Options)
+	}{
+		{"unknown table", func(o *iptables.Options) { o.Table = "bogus" }},
+		{"empty table", func(o *iptables.Options) { o.Table = "" }},
+		{"bad IP version", func(o *iptables.Options) { o.IPVersion = 5 }},
+		{"no backend", func(o *iptables.Options) { o.Backend = "" }},
+		{"unknown backend", func(o *iptables.Options) { o.Backend = "auto" }},
+		{"no prefix", func(o *iptables.Options) { o.ChainPrefix = "" }},
+		{"prefix of a built-in chain", func(o *iptables.Options) { o.ChainPrefix = "FOR" }},
+		{"prefix of a target", func(o *iptables.Options) { o.ChainPrefix = "ACC" }},
+		{"prefix too long", func(o *iptables.Options) { o.ChainPrefix = strings.Repeat("x", iptables.MaxPrefixLength+1) }},
+		{"prefix with blank", func(o *iptables.Options) { o.ChainPrefix = "n p" }},
+		{"hash prefix with quote", func(o *iptables.Options) { o.HashPrefix = `np"` }},
+		{"hash prefix with blank", func(o *iptables.Options) { o.HashPrefix = "n p:" }},
+		{"hash prefix too long", func(o *iptables.Options) { o.HashPrefix = strings.Repeat("h", iptables.MaxHashPrefixLength+1) }},
+		{"bad insert mode", func(o *iptables.Options) { o.InsertMode = 7 }},
+		{"non-positive recheck", func(o *iptables.Options) { o.PostWriteRecheck = []time.Duration{time.Second, 0} }},
+		{"negative attempts", func(o *iptables.Options) { o.MaxAttempts = -1 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := valid
+			tc.mod(&o)
+			tbl, err := iptables.New(o)
+			require.ErrorIs(t, err, iptables.ErrInvalidOptions)
+			require.Nil(t, tbl)
+		})
+	}
+	require.Zero(t, k.Count(iptablesfake.OpAny), "New must do no I/O")
+}
+
+func TestNewDefaults(t *testing.T) {
+	tbl := newTable(t, iptables.Options{Table: "nat", IPVersion: iptables.IPv6, Backend: iptables.BackendLegacy, ChainPrefix: "cali-"})
+	o := tbl.Options()
+	assert.Equal(t, "cali:", o.HashPrefix)
+	assert.Equal(t, iptables.DefaultLockTimeout, o.LockTimeout)
+	assert.Equal(t, iptables.DefaultRefreshInterval, o.RefreshInterval)
+	assert.Equal(t, iptables.DefaultPostWriteRecheck, o.PostWriteRecheck)
+	assert.Equal(t, iptables.DefaultMaxAttempts, o.MaxAttempts)
+	assert.Equal(t, iptables.InsertModeInsert, o.InsertMode)
+	assert.IsType(t, command.Local{}, o.Runner)
+	assert.Equal(t, "iptables-legacy-nat-v6", tbl.Name())
+	assert.Equal(t, dataplane.PhaseTables, tbl.Phase())
+
+	tbl = newTable(t, iptables.Options{Table: "raw", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "kr"})
+	assert.Equal(t, "kr:", tbl.Options().HashPrefix)
+}
+
+func TestProgramsOnlyReferencedChains(t *testing.T) {
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.UpdateChains(
+		iptables.Chain{Name: "np-top", Rules: []iptables.Rule{jump("np-a")}},
+		iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}},
+		iptables.Chain{Name: "np-unused", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}},
+		iptables.Chain{Name: "np-forced", Rules: []iptables.Rule{acceptFrom("10.2.0.0/16")}, ForceProgramming: true},
+	))
+	apply(t, tbl)
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"),
+		"only the forced chain is programmed while nothing jumps to the others")
+
+	require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-top")}))
+	apply(t, tbl)
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-a", "np-forced", "np-top"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"))
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")))
+	assert.Equal(t, []string{"-j np-top"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "FORWARD")))
+	st := tbl.Stats()
+	assert.Equal(t, 3, st.Chains)
+	assert.Equal(t, 4, st.Rules)
+
+	// Unhooking removes the chains again, jump first.
+	require.NoError(t, tbl.InsertOrAppendRules("FORWARD", nil))
+	apply(t, tbl)
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"))
+	assert.Empty(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "FORWARD"))
+}
+
+func TestEveryRuleCarriesAPositionalHash(t *testing.T) {
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	same := acceptFrom("10.0.0.0/8")
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{same, same}, ForceProgramming: true}))
+	apply(t, tbl)
+	rules := k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")
+	require.Len(t, rules, 2)
+	for _, r := range rules {
+		assert.True(t, ours(r), r)
+	}
+	assert.NotEqual(t, rules[0], rules[1], "equal rules at different positions get different hashes")
+	// The hash comment sits where iptables-save prints the first match:
+	// after the header criteria.
+	assert.True(t, strings.HasPrefix(rules[0], `-s 10.0.0.0/8 -m comment --comment "np:`), rules[0])
+}
+
+func TestNoopApplyRunsNothing(t *testing.T) {
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-a")}))
+	apply(t, tbl)
+	require.Equal(t, 1, k.Count(iptablesfake.OpRestore))
+	calls := k.Count(iptablesfake.OpAny)
+
+	apply(t, tbl)
+	// Setting the same content again is not a change either.
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-a")}))
+	apply(t, tbl)
+	assert.Equal(t, calls, k.Count(iptablesfake.OpAny), "a no-op Apply runs no binary at all")
+
+	// A resync re-reads but writes nothing when the kernel is right.
+	tbl.QueueResync()
+	apply(t, tbl)
+	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
+	assert.Equal(t, 2, k.Count(iptablesfake.OpSave))
+	st := tbl.Stats()
+	assert.Equal(t, 1, st.Restores)
+	assert.Equal(t, 2, st.Saves)
+	assert.Equal(t, 3, st.LinesWritten) // :np-a, -A np-a, -I INPUT
+}
+
+func TestRestartAdoptsWithoutWriting(t *testing.T) {
+	for _, mode := range []iptables.InsertMode{iptables.InsertModeInsert, iptables.InsertModeAppend} {
+		t.Run(mode.String(), func(t *testing.T) {
+			k := iptablesfake.New()
+			require.NoError(t, k.Exec(iptables.BackendNFT, iptables.IPv4, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+			declare := func(tbl *iptables.Table) {
+				require.NoError(t, tbl.UpdateChains(
+					iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("np-b")}},
+					iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}},
+				))
+				require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-fw")}))
+				require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Action: iptables.Drop()}}))
+			}
+			opts := fakeOpts(k)
+			opts.InsertMode = mode
+			first := newTable(t, opts)
+			declare(first)
+			apply(t, first)
+			before := k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "FORWARD")
+			k.ResetCalls()
+
+			second := newTable(t, opts)
+			declare(second)
+			apply(t, second)
+			assert.Equal(t, 0, k.Count(iptablesfake.OpRestore), "a restarted table adopts identical state without writing")
+			assert.Equal(t, 1, k.Count(iptablesfake.OpSave))
+			assert.Equal(t, before, k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "FORWARD"))
+		})
+	}
+}
+
+func TestChangingOneRuleReplacesOnlyThatRule(t *testing.T) {
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	var rules []iptables.Rule
+	for i := range 10 {
+		rules = append(rules, acceptFrom(fmt.Sprintf("10.0.%d.0/24", i)))
+	}
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: rules, ForceProgramming: true}))
+	apply(t, tbl)
+	before := k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")
+
+	changed := append([]iptables.Rule(nil), rules...)
+	changed[9] = acceptFrom("10.9.9.0/24")
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: changed, ForceProgramming: true}))
+	apply(t, tbl)
+	after := k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")
+	require.Len(t, after, 10)
+	for i := range 9 {
+		assert.Equal(t, before[i], after[i], "rule %d is unchanged and keeps its identity (counters)", i)
+	}
+	assert.NotEqual(t, before[9].Serial, after[9].Serial)
+	assert.Equal(t, "-s 10.9.9.0/24 -j ACCEPT", stripHash(after[9].Spec))
+	calls := k.Calls()
+	last := calls[len(calls)-1]
+	assert.Equal(t, iptablesfake.OpRestore, last.Op)
+	assert.Equal(t, 1, strings.Count(last.Stdin, "\n-R np-a 10 "), last.Stdin)
+	assert.Equal(t, 3, strings.Count(last.Stdin, "\n"), "only *filter, the replacement and COMMIT: %q", last.Stdin)
+
+	// Shrinking deletes from the end; growing appends.
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: rules[:7], ForceProgramming: true}))
+	apply(t, tbl)
+	assert.Equal(t, before[:7], k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a"))
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: rules, ForceProgramming: true}))
+	apply(t, tbl)
+	got := k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")
+	assert.Equal(t, before[:7], got[:7])
+	assert.Equal(t, stripped(specs(before)), stripped(specs(got)))
+}
+
+func specs(rs []iptablesfake.Rule) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Spec
+	}
+	return out
+}
+
+func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
+	tests := []struct {
+		mode iptables.InsertMode
+		want []string
+	}{
+		{iptables.InsertModeInsert, []string{"-j np-fw", "-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-j DROP"}},
+		{iptables.InsertModeAppend, []string{"-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-j np-fw", "-j DROP"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			k := iptablesfake.New()
+			b, v := iptables.BackendNFT, iptables.IPv4
+			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.2", "-j", "DROP"))
+			opts := fakeOpts(k)
+			opts.InsertMode = tc.mode
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
+			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-fw")}))
+			require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Action: iptables.Drop()}}))
+			apply(t, tbl)
+			assert.Equal(t, tc.want, stripped(k.Rules(b, v, "filter", "FORWARD")))
+			foreign := func() []iptablesfake.Rule {
+				var out []iptablesfake.Rule
+				for _, r := range k.ListRules(b, v, "filter", "FORWARD") {
+					if !ours(r.Spec) {
+						out = append(out, r)
+					}
+				}
+				return out
+			}
+			before := foreign()
+			require.Len(t, before, 2)
+
+			// Change our rules: foreign ones keep their identity.
+			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.9.0.0/16"), jump("np-fw")}))
+			apply(t, tbl)
+			assert.Equal(t, before, foreign())
+
+			// Another agent inserts at the top and appends at the bottom
+			// later; a resync puts ours back in place around them and
+			// leaves theirs.
+			require.NoError(t, k.Exec(b, v, "-I", "FORWARD", "1", "-s", "192.0.2.3", "-j", "ACCEPT"))
+			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.4", "-j", "ACCEPT"))
+			tbl.QueueResync()
+			apply(t, tbl)
+			got := stripped(k.Rules(b, v, "filter", "FORWARD"))
+			require.Len(t, got, 7)
+			assert.Equal(t, "-j DROP", got[6], "append rules stay last")
+			if tc.mode == iptables.InsertModeInsert {
+				assert.Equal(t, []string{"-s 10.9.0.0/16 -j ACCEPT", "-j np-fw"}, got[:2], "ours first again")
+			} else {
+				assert.Equal(t, []string{"-s 10.9.0.0/16 -j ACCEPT", "-j np-fw"}, got[4:6])
+			}
+			assert.Len(t, foreign(), 4)
+			assert.Subset(t, foreign(), before)
+
+			// Removing all of ours leaves exactly the foreign rules.
+			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", nil))
+			require.NoError(t, tbl.AppendRules("FORWARD", nil))
+			apply(t, tbl)
+			assert.Equal(t, []string{"-s 192.0.2.3/32 -j ACCEPT", "-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-s 192.0.2.4/32 -j ACCEPT"},
+				k.Rules(b, v, "filter", "FORWARD"))
+		})
+	}
+}
+
+func TestRemovesLeftoverChainsAndRules(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	// A previous run left chains and a hook; a foreign chain sits beside.
+	old := newTable(t, fakeOpts(k))
+	require.NoError(t, old.UpdateChains(
+		iptables.Chain{Name: "np-old", Rules: []iptables.Rule{jump("np-old2")}},
+		iptables.Chain{Name: "np-old2", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}},
+	))
+	require.NoError(t, old.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-old")}))
+	apply(t, old)
+	require.NoError(t, k.Exec(b, v, "-N", "KUBE-FOO"))
+	require.NoError(t, k.Exec(b, v, "-A", "KUBE-FOO", "-j", "ACCEPT"))
+	require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-j", "KUBE-FOO"))
+
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-new", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}}))
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-new")}))
+	apply(t, tbl)
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO", "np-new"}, k.Chains(b, v, "filter"))
+	assert.Equal(t, []string{"-j np-new", "-j KUBE-FOO"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Equal(t, []string{"-j ACCEPT"}, k.Rules(b, v, "filter", "KUBE-FOO"))
+
+	// Chains and hooks all gone when nothing is declared.
+	empty := newTable(t, fakeOpts(k))
+	apply(t, empty)
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO"}, k.Chains(b, v, "filter"))
+	assert.Equal(t, []string{"-j KUBE-FOO"}, k.Rules(b, v, "filter", "INPUT"))
+}
+
+func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
+	apply(t, tbl)
+	require.NoError(t, k.Exec(b, v, "-A", "OUTPUT", "-j", "np-a"))
+
+	// A foreign jump keeps a declared chain programmed even unforced…
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}}))
+	tbl.QueueResync()
+	apply(t, tbl)
+	assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "np-a")))
+
+	// …and a removed chain that a foreign rule jumps to is flushed, not
+	// deleted (deleting it would fail the whole transaction).
+	require.NoError(t, tbl.RemoveChain("np-a"))
+	apply(t, tbl)
+	assert.Contains(t, k.Chains(b, v, "filter"), "np-a")
+	assert.Empty(t, k.Rules(b, v, "filter", "np-a"))
+	assert.Equal(t, []string{"-j np-a"}, k.Rules(b, v, "filter", "OUTPUT"))
+	k.ResetCalls()
+	apply(t, tbl)
+	assert.Zero(t, k.Count(iptablesfake.OpRestore))
+}
+
+func TestDriftRepairedOnRefresh(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	opts := fakeOpts(k)
+	clk := clock.NewFake(t0)
+	opts.Clock = clk
+	opts.RefreshInterval = time.Minute
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}}))
+	require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-a")}))
+	res := apply(t, tbl)
+	assert.Equal(t, time.Minute, res.RetryAfter)
+	want := k.Save(b, v, "filter")
+
+	drifts := []struct {
+		name  string
+		drift func()
+	}{
+		{"our rule deleted from a built-in chain", func() {
+			require.NoError(t, k.Exec(b, v, "-D", "FORWARD", k.Rules(b, v, "filter", "FORWARD")[0]))
+		}},
+		{"our chain flushed", func() { require.NoError(t, k.Exec(b, v, "-F", "np-a")) }},
+		{"one rule of our chain deleted", func() { require.NoError(t, k.Exec(b, v, "-D", "np-a", "1")) }},
+		{"foreign rule added to our chain", func() { require.NoError(t, k.Exec(b, v, "-I", "np-a", "2", "-j", "DROP")) }},
+		{"empty rule inserted in our chain", func() { require.NoError(t, k.Exec(b, v, "-I", "np-a", "1")) }},
+		{"the whole table flushed", func() {
+			require.NoError(t, k.Exec(b, v, "-F"))
+			require.NoError(t, k.Exec(b, v, "-X"))
+		}},
+	}
+	for _, d := range drifts {
+		t.Run(d.name, func(t *testing.T) {
+			d.drift()
+			require.NotEqual(t, want, k.Save(b, v, "filter"))
+			// Not yet due: nothing runs.
+			k.ResetCalls()
+			clk.Advance(30 * time.Second)
+			res := apply(t, tbl)
+			assert.Equal(t, 30*time.Second, res.RetryAfter)
+			assert.Zero(t, k.Count(iptablesfake.OpAny))
+			// Due: re-read and repair.
+			clk.Advance(30 * time.Second)
+			apply(t, tbl)
+			assert.Equal(t, want, k.Save(b, v, "filter"))
+			assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
+		})
+	}
+}
+
+func TestPostWriteRechecksCatchAClobber(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	opts := fakeOpts(k)
+	clk := clock.NewFake(t0)
+	opts.Clock = clk
+	opts.RefreshInterval = time.Hour
+	opts.PostWriteRecheck = []time.Duration{time.Second, 10 * time.Second}
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	res := apply(t, tbl)
+	assert.Equal(t, time.Second, res.RetryAfter, "first recheck soon after the write")
+
+	// First recheck: nothing changed; the next one is further away.
+	clk.Advance(time.Second)
+	k.ResetCalls()
+	res = apply(t, tbl)
+	assert.Equal(t, 1, k.Count(iptablesfake.OpSave))
+	assert.Zero(t, k.Count(iptablesfake.OpRestore))
+	assert.Equal(t, 10*time.Second, res.RetryAfter)
+
+	// Someone flushes INPUT; the second recheck repairs it and restarts
+	// the schedule.
+	require.NoError(t, k.Exec(b, v, "-F", "INPUT"))
+	clk.Advance(10 * time.Second)
+	res = apply(t, tbl)
+	assert.Len(t, k.Rules(b, v, "filter", "INPUT"), 1)
+	assert.Equal(t, time.Second, res.RetryAfter)
+
+	// After the last recheck only the refresh remains, an interval after
+	// that last read.
+	clk.Advance(time.Second)
+	apply(t, tbl)
+	clk.Advance(10 * time.Second)
+	res = apply(t, tbl)
+	assert.Equal(t, time.Hour, res.RetryAfter)
+	clk.Advance(time.Hour - time.Second)
+	k.ResetCalls()
+	res = apply(t, tbl)
+	assert.Equal(t, time.Second, res.RetryAfter)
+	assert.Zero(t, k.Count(iptablesfake.OpAny))
+}
+
+func TestRestoreFailureIsRetriedAfterReRead(t *testing.T) {
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	k.FailNext(iptablesfake.OpRestore, 1)
+	apply(t, tbl)
+	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"), 1)
+	st := tbl.Stats()
+	assert.Equal(t, 2, st.Restores)
+	assert.Equal(t, 1, st.RestoreErrors)
+	assert.Equal(t, 2, st.Saves, "the retry starts with a full re-read")
+}
+
+func TestRestoreFailureKeepsInputAndOutput(t *testing.T) {
+	k := iptablesfake.New()
+	opts := fakeOpts(k)
+	opts.MaxAttempts = 2
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.66.0.0/16")}}))
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-a")}))
+	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.66.0.0/16"})
+	_, err := tbl.Apply(context.Background())
+	require.ErrorIs(t, err, iptables.ErrRestore)
+	var re *iptables.RestoreError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 4, re.Line)
+	assert.Contains(t, string(re.Input), "-A np-a -s 10.66.0.0/16")
+	assert.Contains(t, string(re.Stderr), "line 4 failed")
+	assert.Equal(t, []string{"iptables-nft-restore", "-w", "5", "--noflush"}, re.Command)
+	var ce *command.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 1, ce.ExitCode)
+	msg := err.Error()
+	assert.Contains(t, msg, "line 4 failed")
+	assert.Contains(t, msg, ">     4  -A np-a -s 10.66.0.0/16", "the message quotes the failing line")
+	assert.Equal(t, 2, tbl.Stats().RestoreErrors)
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"), "a failed transaction changes nothing")
+
+	// Once the fault is gone the next Apply converges.
+	k.ClearFaults()
+	apply(t, tbl)
+	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a"), 2)
+}
+
+func TestSaveFailure(t *testing.T) {
+	k := iptablesfake.New()
+	opts := fakeOpts(k)
+	opts.MaxAttempts = 1
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	k.FailNext(iptablesfake.OpSave, 1)
+	_, err := tbl.Apply(context.Background())
+	require.ErrorIs(t, err, iptables.ErrSave)
+	assert.Zero(t, k.Count(iptablesfake.OpRestore))
+	apply(t, tbl)
+	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"), 1)
+}
+
+func TestBackoffBetweenAttemptsUsesTheClock(t *testing.T) {
+	k := iptablesfake.New()
+	opts := fakeOpts(k)
+	clk := clock.NewFake(t0)
+	opts.Clock = clk
+	opts.RetryBackoff = 100 * time.Millisecond
+	opts.MaxAttempts = 3
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	k.FailNext(iptablesfake.OpRestore, 2)
+	done := make(chan error, 1)
+	go func() { _, err := tbl.Apply(context.Background()); done <- err }()
+	for _, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+		require.NoError(t, clk.BlockUntil(context.Background(), 1))
+		next, ok := clk.NextDeadline()
+		require.True(t, ok)
+		assert.Equal(t, d, next.Sub(clk.Now()))
+		clk.Advance(d)
+	}
+	require.NoError(t, <-done)
+	assert.Equal(t, 3, k.Count(iptablesfake.OpRestore))
+}
+
+func TestApplyStopsWhenContextEnds(t *testing.T) {
+	k := iptablesfake.New()
+	opts := fakeOpts(k)
+	opts.RetryBackoff = time.Hour
+	opts.Clock = clock.NewFake(t0)
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	k.FailNext(iptablesfake.OpRestore, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	k.OnCall(func(c iptablesfake.Call) {
+		if c.Op == iptablesfake.OpRestore {
+			cancel()
+		}
+	})
+	_, err := tbl.Apply(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestConcurrentWriterBetweenSaveAndRestore(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
+	apply(t, tbl)
+
+	// Between our save and our restore another agent deletes one of our
+	// rules (our delete-by-text fails) and inserts its own at the top.
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.2.0.0/16")}))
+	tbl.QueueResync()
+	k.OnCall(func(c iptablesfake.Call) {
+		if c.Op == iptablesfake.OpRestore {
+			k.OnCall(nil)
+			require.NoError(t, k.Exec(b, v, "-D", "INPUT", "2"))
+			require.NoError(t, k.Exec(b, v, "-I", "INPUT", "1", "-j", "ACCEPT"))
+		}
+	})
+	apply(t, tbl)
+	assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT", "-j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Equal(t, 1, tbl.Stats().RestoreErrors, "the first restore failed and the retry converged")
+}
+
+func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
+	apply(t, tbl)
+	// Someone re-appends a copy of our first rule (as restore --noflush of
+	// an old dump would).
+	first := k.Rules(b, v, "filter", "INPUT")[0]
+	require.NoError(t, k.Restore(b, v, "*filter\n-A INPUT "+first+"\nCOMMIT\n", true))
+	require.Len(t, k.Rules(b, v, "filter", "INPUT"), 3)
+	tbl.QueueResync()
+	apply(t, tbl)
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+}
+
+func TestInsertModeSwitch(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP"))
+	declare := func(mode iptables.InsertMode) {
+		opts := fakeOpts(k)
+		opts.InsertMode = mode
+		tbl := newTable(t, opts)
+		require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+		apply(t, tbl)
+	}
+	declare(iptables.InsertModeInsert)
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 192.0.2.1/32 -j DROP"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	declare(iptables.InsertModeAppend)
+	assert.Equal(t, []string{"-s 192.0.2.1/32 -j DROP", "-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	declare(iptables.InsertModeInsert)
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 192.0.2.1/32 -j DROP"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	good := iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}
+	require.NoError(t, tbl.UpdateChain(good))
+	apply(t, tbl)
+	saved := k.Save(iptables.BackendNFT, iptables.IPv4, "filter")
+	k.ResetCalls()
+
+	tests := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"chain without prefix", func() error { return tbl.UpdateChain(iptables.Chain{Name: "other"}) }, iptables.ErrNotOwned},
+		{"chain name too long", func() error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-" + strings.Repeat("x", iptables.MaxChainNameLength)})
+		}, iptables.ErrInvalidChainName},
+		{"chain name with blank", func() error { return tbl.UpdateChain(iptables.Chain{Name: "np-a b"}) }, iptables.ErrInvalidChainName},
+		{"IPv6 rule in an IPv4 table", func() error {
+			return tbl.UpdateChains(good, iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("2001:db8::/32")}})
+		}, iptables.ErrWrongIPVersion},
+		{"rule without action", func() error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Match: iptables.Match{src("10.0.0.0/8")}}}})
+		}, iptables.ErrInvalidRule},
+		{"nil criterion", func() error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Match: iptables.Match{nil}, Action: iptables.Accept()}}})
+		}, iptables.ErrInvalidRule},
+		{"comment with newline", func() error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Accept(), Comments: []string{"a\nb"}}}})
+		}, iptables.ErrInvalidRule},
+		{"jump to invalid name", func() error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{jump("bad name")}})
+		}, iptables.ErrInvalidChainName},
+		{"jump to built-in chain", func() error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{jump("INPUT")}})
+		}, iptables.ErrInvalidRule},
+		{"duplicate chain", func() error { return tbl.UpdateChains(good, good) }, iptables.ErrDuplicateChain},
+		{"remove chain without prefix", func() error { return tbl.RemoveChains("np-a", "INPUT") }, iptables.ErrNotOwned},
+		{"hook on a chain of another table", func() error {
+			return tbl.InsertOrAppendRules("PREROUTING", []iptables.Rule{acceptFrom("10.0.0.0/8")})
+		}, iptables.ErrNotBuiltin},
+		{"hook on an owned chain", func() error { return tbl.AppendRules("np-a", []iptables.Rule{acceptFrom("10.0.0.0/8")}) }, iptables.ErrNotBuiltin},
+		{"bad hook rule", func() error {
+			return tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), {}})
+		}, iptables.ErrInvalidRule},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.ErrorIs(t, err, tc.want)
+			apply(t, tbl)
+			assert.Zero(t, k.Count(iptablesfake.OpAny), "nothing changed, so nothing runs")
+			assert.Equal(t, saved, k.Save(iptables.BackendNFT, iptables.IPv4, "filter"))
+		})
+	}
+}
+
+func TestUnknownChainAndLoopWriteNothing(t *testing.T) {
+	tests := []struct {
+		name   string
+		chains []iptables.Chain
+		want   error
+	}{
+		{"jump to undeclared chain", []iptables.Chain{{Name: "np-a", Rules: []iptables.Rule{jump("np-missing")}}}, iptables.ErrUnknownChain},
+		{"loop", []iptables.Chain{
+			{Name: "np-a", Rules: []iptables.Rule{jump("np-b")}},
+			{Name: "np-b", Rules: []iptables.Rule{jump("np-c")}},
+			{Name: "np-c", Rules: []iptables.Rule{jump("np-a")}},
+		}, iptables.ErrChainLoop},
+		{"self loop", []iptables.Chain{{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Goto("np-a")}}}}, iptables.ErrChainLoop},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := iptablesfake.New()
+			tbl := newTable(t, fakeOpts(k))
+			require.NoError(t, tbl.UpdateChains(tc.chains...))
+			require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-a")}))
+			_, err := tbl.Apply(context.Background())
+			require.ErrorIs(t, err, tc.want)
+			assert.Zero(t, k.Count(iptablesfake.OpRestore))
+			// Fixing the declaration lets the next Apply through.
+			require.NoError(t, tbl.InsertOrAppendRules("INPUT", nil))
+			apply(t, tbl)
+		})
+	}
+	// An unreferenced loop is not programmed, so it is no error.
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.UpdateChains(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{jump("np-a")}}))
+	apply(t, tbl)
+	// Foreign chains may be jumped to; the kernel checks they exist.
+	require.NoError(t, k.Exec(iptables.BackendNFT, iptables.IPv4, "-N", "KUBE-X"))
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("KUBE-X")}))
+	apply(t, tbl)
+	assert.Equal(t, []string{"-j KUBE-X"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT")))
+}
+
+func TestIncompatibleTable(t *testing.T) {
+	k := iptablesfake.New()
+	require.NoError(t, k.SetIncompatible(iptables.BackendNFT, iptables.IPv4, "filter", true))
+	opts := fakeOpts(k)
+	opts.MaxAttempts = 1
+	tbl := newTable(t, opts)
+	_, err := tbl.Apply(context.Background())
+	require.ErrorIs(t, err, iptables.ErrIncompatible)
+	assert.Zero(t, k.Count(iptablesfake.OpRestore))
+}
+
+func TestTablesAreIndependent(t *testing.T) {
+	k := iptablesfake.New()
+	var tables []*iptables.Table
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		for _, v := range []iptables.IPVersion{iptables.IPv4, iptables.IPv6} {
+			for _, name := range []string{"filter", "nat", "mangle", "raw"} {
+				opts := fakeOpts(k)
+				opts.Backend, opts.IPVersion, opts.Table = b, v, name
+				tbl := newTable(t, opts)
+				chain := iptables.BuiltinChains(name)[0]
+				require.NoError(t, tbl.InsertOrAppendRules(chain, []iptables.Rule{{Action: iptables.Return()}}))
+				tables = append(tables, tbl)
+			}
+		}
+	}
+	for _, tbl := range tables {
+		apply(t, tbl)
+	}
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		for _, v := range []iptables.IPVersion{iptables.IPv4, iptables.IPv6} {
+			for _, name := range []string{"filter", "nat", "mangle", "raw"} {
+				chain := iptables.BuiltinChains(name)[0]
+				assert.Equal(t, []string{"-j RETURN"}, stripped(k.Rules(b, v, name, chain)), "%s %v %s", b, v, name)
+			}
+		}
+	}
+	restores := map[string]int{}
+	for _, c := range k.Calls() {
+		if c.Op == iptablesfake.OpRestore {
+			restores[c.Binary]++
+		}
+	}
+	assert.Equal(t, map[string]int{
+		"iptables-legacy-restore": 4, "ip6tables-legacy-restore": 4,
+		"iptables-nft-restore": 4, "ip6tables-nft-restore": 4,
+	}, restores)
+}
+
+func TestLockTimeoutArgument(t *testing.T) {
+	tests := []struct {
+		timeout time.Duration
+		want    []string
+	}{
+		{0, []string{"-w", "5", "--noflush"}},
+		{1500 * time.Millisecond, []string{"-w", "2", "--noflush"}},
+		{-1, []string{"-w", "--noflush"}},
+	}
+	for _, tc := range tests {
+		k := iptablesfake.New()
+		opts := fakeOpts(k)
+		opts.LockTimeout = tc.timeout
+		tbl := newTable(t, opts)
+		require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+		apply(t, tbl)
+		calls := k.Calls()
+		assert.Equal(t, tc.want, calls[len(calls)-1].Args)
+	}
+}
+
+func TestCustomHashPrefix(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	// Two agents with different prefixes share FORWARD without touching
+	// each other's rules (one inserts, one appends, so they agree on the
+	// order).
+	mk := func(chainPrefix, hashPrefix string, mode iptables.InsertMode) *iptables.Table {
+		opts := fakeOpts(k)
+		opts.ChainPrefix, opts.HashPrefix, opts.InsertMode = chainPrefix, hashPrefix, mode
+		return newTable(t, opts)
+	}
+	a, c := mk("aa-", "aa_x", iptables.InsertModeAppend), mk("cc-", "", iptables.InsertModeInsert)
+	require.NoError(t, a.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, c.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+	apply(t, a)
+	apply(t, c)
+	rules := k.Rules(b, v, "filter", "FORWARD")
+	require.Len(t, rules, 2)
+	assert.Contains(t, rules[0], `--comment "cc:`)
+	assert.Contains(t, rules[1], "--comment aa_x", "a prefix of plain characters is printed unquoted")
+	a.QueueResync()
+	c.QueueResync()
+	k.ResetCalls()
+	apply(t, a)
+	apply(t, c)
+	assert.Zero(t, k.Count(iptablesfake.OpRestore), "each recognises its own rules, quoted or not")
+}
+
+func TestIPv6Table(t *testing.T) {
+	k := iptablesfake.New()
+	opts := fakeOpts(k)
+	opts.IPVersion = iptables.IPv6
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("2001:db8::/32")}))
+	apply(t, tbl)
+	assert.Equal(t, []string{"-s 2001:db8::/32 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv6, "filter", "INPUT")))
+	assert.Empty(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"))
+	require.ErrorIs(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}), iptables.ErrWrongIPVersion)
+}
+
+func TestUnknownRunnerErrorIsWrapped(t *testing.T) {
+	boom := errors.New("boom")
+	opts := fakeOpts(nil)
+	opts.MaxAttempts = 1
+	opts.Runner = command.RunnerFunc(func(context.Context, io.Reader, string, ...string) ([]byte, error) { return nil, boom })
+	tbl := newTable(t, opts)
+	_, err := tbl.Apply(context.Background())
+	require.ErrorIs(t, err, boom)
+	require.ErrorIs(t, err, iptables.ErrSave)
+}
+
+// TestBuiltinChainEditsKeepUnchangedRules checks that editing our rules in
+// a built-in chain rewrites only what changed: the rules around a changed
+// one keep their identity (and counters), foreign rules are never touched.
+func TestBuiltinChainEditsKeepUnchangedRules(t *testing.T) {
+	b, v := iptables.BackendNFT, iptables.IPv4
+	r := func(i int) iptables.Rule { return acceptFrom(fmt.Sprintf("10.%d.0.0/16", i)) }
+	tests := []struct {
+		name          string
+		before, after []iptables.Rule // front group
+		backBefore    []iptables.Rule
+		backAfter     []iptables.Rule
+		rewritten     int // our rules created by the second apply
+	}{
+		{"change the middle front rule", []iptables.Rule{r(1), r(2), r(3)}, []iptables.Rule{r(1), r(9), r(3)}, nil, nil, 1},
+		{"grow the front", []iptables.Rule{r(1), r(2)}, []iptables.Rule{r(1), r(2), r(3)}, nil, nil, 1},
+		{"shrink the front", []iptables.Rule{r(1), r(2), r(3)}, []iptables.Rule{r(1), r(2)}, nil, nil, 0},
+		{"change the middle back rule", nil, nil, []iptables.Rule{r(1), r(2), r(3)}, []iptables.Rule{r(1), r(9), r(3)}, 1},
+		{"grow the back", nil, nil, []iptables.Rule{r(1), r(2)}, []iptables.Rule{r(1), r(2), r(3)}, 1},
+		{"change front and back", []iptables.Rule{r(1), r(2)}, []iptables.Rule{r(5), r(2)}, []iptables.Rule{r(3), r(4)}, []iptables.Rule{r(3), r(6)}, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := iptablesfake.New()
+			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+			tbl := newTable(t, fakeOpts(k))
+			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", tc.before))
+			require.NoError(t, tbl.AppendRules("FORWARD", tc.backBefore))
+			apply(t, tbl)
+			before := map[uint64]bool{}
+			for _, r := range k.ListRules(b, v, "filter", "FORWARD") {
+				before[r.Serial] = true
+			}
+			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", tc.after))
+			require.NoError(t, tbl.AppendRules("FORWARD", tc.backAfter))
+			apply(t, tbl)
+			created := 0
+			for _, r := range k.ListRules(b, v, "filter", "FORWARD") {
+				if !before[r.Serial] {
+					created++
+				}
+			}
+			assert.Equal(t, tc.rewritten, created)
+
+			// The result is what a fresh table writes from scratch.
+			var want []string
+			for _, r := range tc.after {
+				args, err := r.Args(v)
+				require.NoError(t, err)
+				want = append(want, strings.Join(args, " "))
+			}
+			want = append(want, "-s 192.0.2.1/32 -j DROP")
+			for _, r := range tc.backAfter {
+				args, err := r.Args(v)
+				require.NoError(t, err)
+				want = append(want, strings.Join(args, " "))
+			}
+			assert.Equal(t, want, stripped(k.Rules(b, v, "filter", "FORWARD")))
+			tbl.QueueResync()
+			k.ResetCalls()
+			apply(t, tbl)
+			assert.Zero(t, k.Count(iptablesfake.OpRestore), "converged")
+		})
+	}
+}
+
+// TestBuiltinChainRepairsStrayRules puts stale and misplaced rules of ours
+// into a built-in chain; one Apply deletes or moves exactly those.
+func TestBuiltinChainRepairsStrayRules(t *testing.T) {
+	b, v := iptables.BackendNFT, iptables.IPv4
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{acceptFrom("10.3.0.0/16"), acceptFrom("10.4.0.0/16")}))
+	apply(t, tbl)
+	want := k.Rules(b, v, "filter", "FORWARD")
+
+	// A stale rule of ours from an old declaration (rendered through a
+	// throwaway fake), put in the middle and in the trailing run, and a
+	// foreign rule between our front rules.
+	k2 := iptablesfake.New()
+	old := newTable(t, fakeOpts(k2))
+	require.NoError(t, old.AppendRules("FORWARD", []iptables.Rule{acceptFrom("10.9.0.0/16")}))
+	apply(t, old)
+	stale := k2.Rules(b, v, "filter", "FORWARD")[0]
+	require.NoError(t, k.Restore(b, v, "*filter\n-I FORWARD 2 -j ACCEPT\n-I FORWARD 4 "+stale+"\n-A FORWARD "+stale+"\nCOMMIT\n", true))
+	tbl.QueueResync()
+	apply(t, tbl)
+	got := k.Rules(b, v, "filter", "FORWARD")
+	assert.Equal(t, []string{want[0], want[1], "-j ACCEPT", want[2], want[3]}, got)
+}
