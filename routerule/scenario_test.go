@@ -1,0 +1,591 @@
+//go:build linux
+
+package routerule_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/routerule"
+)
+
+// env is where a scenario runs: the fake kernel in unit tests, a fresh
+// network namespace in kernel tests. Every scenario runs against both, for
+// both families.
+type env struct {
+	// kern reaches the kernel directly, as an administrator or another
+	// agent would (not counted).
+	kern routerule.Netlink
+	fam  routerule.Family
+}
+
+func (e env) nlFamily() int {
+	if e.fam == routerule.IPv6 {
+		return netlink.FAMILY_V6
+	}
+	return netlink.FAMILY_V4
+}
+
+// pick returns the prefix for the env's family.
+func (e env) pick(v4, v6 string) netip.Prefix {
+	if e.fam == routerule.IPv6 {
+		return netip.MustParsePrefix(v6)
+	}
+	return netip.MustParsePrefix(v4)
+}
+
+// counter wraps a Netlink, counts the calls of the Rules under test and
+// injects failures.
+type counter struct {
+	inner routerule.Netlink
+
+	mu                sync.Mutex
+	lists, adds, dels int
+	failList          []error
+	failAdd, failDel  func(r *netlink.Rule) error
+}
+
+func (c *counter) RuleList(family int) ([]netlink.Rule, error) {
+	c.mu.Lock()
+	c.lists++
+	var inject error
+	if len(c.failList) > 0 {
+		inject, c.failList = c.failList[0], c.failList[1:]
+	}
+	c.mu.Unlock()
+	rules, err := c.inner.RuleList(family)
+	if inject != nil {
+		return rules, inject
+	}
+	return rules, err
+}
+
+func (c *counter) RuleAdd(r *netlink.Rule) error {
+	c.mu.Lock()
+	c.adds++
+	fail := c.failAdd
+	c.mu.Unlock()
+	if fail != nil {
+		if err := fail(r); err != nil {
+			return err
+		}
+	}
+	return c.inner.RuleAdd(r)
+}
+
+func (c *counter) RuleDel(r *netlink.Rule) error {
+	c.mu.Lock()
+	c.dels++
+	fail := c.failDel
+	c.mu.Unlock()
+	if fail != nil {
+		if err := fail(r); err != nil {
+			return err
+		}
+	}
+	return c.inner.RuleDel(r)
+}
+
+// calls returns (lists, adds, deletes) and resets the counts.
+func (c *counter) calls() (int, int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, a, d := c.lists, c.adds, c.dels
+	c.lists, c.adds, c.dels = 0, 0, 0
+	return l, a, d
+}
+
+// Owned priorities and tables of every scenario.
+var (
+	ownedPrios  = []uint32{100, 101, 102, 103, 104, 105}
+	ownedTables = []uint32{100, 101, routerule.TableMain}
+)
+
+// newRules returns a Rules over a counter around e's kernel.
+func newRules(t *testing.T, e env, mod ...func(*routerule.Options)) (*routerule.Rules, *counter) {
+	t.Helper()
+	c := &counter{inner: e.kern}
+	o := routerule.Options{Family: e.fam, Handle: c, Priorities: ownedPrios, Tables: ownedTables}
+	for _, m := range mod {
+		m(&o)
+	}
+	r, err := routerule.New(o)
+	require.NoError(t, err)
+	return r, c
+}
+
+// apply runs one Apply and fails the test on error.
+func apply(t *testing.T, r *routerule.Rules) time.Duration {
+	t.Helper()
+	res, err := r.Apply(context.Background())
+	require.NoError(t, err)
+	return res.RetryAfter
+}
+
+// allKinds is one rule of every match and action kind for e's family.
+func allKinds(e env) []routerule.Rule {
+	src := e.pick("10.1.0.0/16", "fd00:1::/64")
+	dst := e.pick("10.2.0.0/16", "fd00:2::/64")
+	host := e.pick("10.3.0.7/32", "fd00:3::7/128")
+	return []routerule.Rule{
+		{Priority: 100, Src: src, Action: routerule.ActionLookup{Table: 100}},
+		{Priority: 100, Dst: dst, Action: routerule.ActionLookup{Table: 100}},
+		{Priority: 100, Src: src, Dst: dst, Action: routerule.ActionLookup{Table: 101}},
+		{Priority: 100, Src: host, Action: &routerule.ActionLookup{Table: 101}},
+		{Priority: 101, Mark: 0x10, Action: routerule.ActionLookup{Table: 100}},
+		{Priority: 101, Mark: 0x10, Mask: 0xf0, Action: routerule.ActionLookup{Table: 101}},
+		{Priority: 101, Mask: 0x4, Action: routerule.ActionLookup{Table: 100}},
+		{Priority: 102, Mark: 0x1, Mask: 0x1, Invert: true, Action: routerule.ActionLookup{Table: 100}},
+		{Priority: 102, IIF: "lo", Action: routerule.ActionLookup{Table: 101}},
+		{Priority: 102, OIF: "lo", Action: routerule.ActionLookup{Table: 100}},
+		{Priority: 102, IIF: "lo", OIF: "lo", Invert: true, Action: routerule.ActionLookup{Table: 101}},
+		{Priority: 103, Src: src, Action: routerule.ActionGoto{Priority: 105}},
+		{Priority: 104, Dst: dst, Action: routerule.ActionBlackhole{}},
+		{Priority: 104, Mark: 0x20, IIF: "lo", Action: routerule.ActionLookup{Table: routerule.TableMain}},
+		{Priority: 105, Action: routerule.ActionLookup{Table: 100}},
+	}
+}
+
+// fmtRule formats a canonical desired rule the way fmtKernel formats a
+// dumped one, so the two can be compared. A dump does not say which drop
+// action a rule has: both print "drop".
+func fmtRule(r routerule.Rule) string {
+	pfx := func(p netip.Prefix) string {
+		if !p.IsValid() {
+			return "all"
+		}
+		return p.String()
+	}
+	var action string
+	switch a := r.Action.(type) {
+	case routerule.ActionLookup:
+		action = fmt.Sprintf("lookup %d", a.Table)
+	case routerule.ActionGoto:
+		action = fmt.Sprintf("goto %d", a.Priority)
+	case routerule.ActionBlackhole:
+		action = "drop"
+	}
+	return fmt.Sprintf("%d not=%v from=%s to=%s fwmark=%#x/%#x iif=%q oif=%q %s",
+		r.Priority, r.Invert, pfx(r.Src), pfx(r.Dst), r.Mark, r.Mask, r.IIF, r.OIF, action)
+}
+
+func fmtKernel(r netlink.Rule) string {
+	pfx := func(n *net.IPNet) string {
+		if n == nil {
+			return "all"
+		}
+		return netip.MustParsePrefix(n.String()).String()
+	}
+	var mask uint32
+	if r.Mask != nil {
+		mask = *r.Mask
+	}
+	action := "drop"
+	switch {
+	case r.Goto > 0:
+		action = fmt.Sprintf("goto %d", r.Goto)
+	case r.Table > 0:
+		action = fmt.Sprintf("lookup %d", r.Table)
+	}
+	return fmt.Sprintf("%d not=%v from=%s to=%s fwmark=%#x/%#x iif=%q oif=%q %s",
+		r.Priority, r.Invert, pfx(r.Src), pfx(r.Dst), r.Mark, mask, r.IifName, r.OifName, action)
+}
+
+// kernelRules returns the kernel's rules of e's family at prios (all when
+// none given), formatted, in kernel order.
+func kernelRules(t *testing.T, e env, prios ...uint32) []string {
+	t.Helper()
+	rules, err := e.kern.RuleList(e.nlFamily())
+	require.NoError(t, err)
+	var out []string
+	for _, r := range rules {
+		if len(prios) == 0 || slices.Contains(prios, uint32(r.Priority)) {
+			out = append(out, fmtKernel(r))
+		}
+	}
+	return out
+}
+
+// expect formats the canonical forms of rules.
+func expect(r *routerule.Rules) []string {
+	var out []string
+	for _, d := range r.Desired() {
+		out = append(out, fmtRule(d))
+	}
+	return out
+}
+
+// kernelAdd adds a rule behind the Rules' back.
+func kernelAdd(t *testing.T, e env, prio, table int, mod func(*netlink.Rule)) *netlink.Rule {
+	t.Helper()
+	r := netlink.NewRule()
+	r.Family = e.nlFamily()
+	r.Priority = prio
+	r.Table = table
+	if mod != nil {
+		mod(r)
+	}
+	require.NoError(t, e.kern.RuleAdd(r), "adding %v", r)
+	return r
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+type scenario struct {
+	name string
+	run  func(t *testing.T, e env)
+}
+
+var scenarios = []scenario{
+	{"EveryKindProgrammedThenNoOp", func(t *testing.T, e env) {
+		r, c := newRules(t, e)
+		require.NoError(t, r.SetRules(allKinds(e)))
+		apply(t, r)
+		want := expect(r)
+		assert.ElementsMatch(t, want, kernelRules(t, e, ownedPrios...))
+		lists, adds, dels := c.calls()
+		assert.Equal(t, 1, lists, "the first Apply reads the kernel once")
+		assert.Equal(t, len(want), adds)
+		assert.Zero(t, dels)
+
+		// Nothing changed: no netlink I/O at all.
+		apply(t, r)
+		lists, adds, dels = c.calls()
+		assert.Zero(t, lists+adds+dels, "a no-op Apply must not touch netlink")
+	}},
+
+	{"RestartAdoptsWithoutWrites", func(t *testing.T, e env) {
+		first, _ := newRules(t, e)
+		require.NoError(t, first.SetRules(allKinds(e)))
+		apply(t, first)
+		before := kernelRules(t, e)
+
+		second, c := newRules(t, e)
+		require.NoError(t, second.SetRules(allKinds(e)))
+		apply(t, second)
+		lists, adds, dels := c.calls()
+		assert.Equal(t, 1, lists)
+		assert.Zero(t, adds+dels, "a new instance over a programmed kernel writes nothing")
+		assert.Equal(t, before, kernelRules(t, e), "kernel order and content unchanged")
+	}},
+
+	{"ForeignRulesSurvive", func(t *testing.T, e env) {
+		src := e.pick("10.9.0.0/16", "fd00:9::/64")
+		// Same priority, foreign table; our table at a foreign priority;
+		// a foreign goto and a foreign drop rule at other priorities.
+		kernelAdd(t, e, 100, 200, nil)
+		kernelAdd(t, e, 100, 200, func(r *netlink.Rule) { r.Src = ipNet(src) })
+		kernelAdd(t, e, 300, 100, nil)
+		kernelAdd(t, e, 99, 0, func(r *netlink.Rule) { r.Goto = 300 })
+		kernelAdd(t, e, 98, 0, func(r *netlink.Rule) { r.Type = syscall.RTN_BLACKHOLE })
+		foreign := kernelRules(t, e)
+
+		r, _ := newRules(t, e)
+		require.NoError(t, r.SetRules(allKinds(e)))
+		apply(t, r)
+		var ours []string
+		for _, k := range kernelRules(t, e) {
+			if !slices.Contains(foreign, k) {
+				ours = append(ours, k)
+			}
+		}
+		assert.ElementsMatch(t, expect(r), ours)
+		assert.Subset(t, kernelRules(t, e), foreign)
+
+		// Declaring nothing removes ours and only ours.
+		require.NoError(t, r.SetRules(nil))
+		apply(t, r)
+		assert.Equal(t, foreign, kernelRules(t, e))
+	}},
+
+	{"LeftoversOfOursAreDeleted", func(t *testing.T, e env) {
+		// Left by an earlier run: an undesired lookup of an owned table,
+		// a goto, a blackhole and a prohibit rule (which a dump cannot
+		// tell from a blackhole), and a rule with attributes routerule
+		// does not express.
+		kernelAdd(t, e, 100, 100, nil)
+		kernelAdd(t, e, 101, 0, func(r *netlink.Rule) { r.Goto = 200 })
+		kernelAdd(t, e, 102, 0, func(r *netlink.Rule) { r.Type = syscall.RTN_BLACKHOLE })
+		kernelAdd(t, e, 103, 0, func(r *netlink.Rule) { r.Type = syscall.RTN_PROHIBIT })
+		kernelAdd(t, e, 104, 101, func(r *netlink.Rule) { r.IPProto = syscall.IPPROTO_TCP })
+		kernelAdd(t, e, 105, 100, func(r *netlink.Rule) { r.Dport = netlink.NewRulePortRange(80, 80) })
+		keep := routerule.Rule{Priority: 100, Mark: 0x1, Action: routerule.ActionLookup{Table: 100}}
+
+		r, _ := newRules(t, e)
+		require.NoError(t, r.SetRule(keep))
+		apply(t, r)
+		assert.Equal(t, expect(r), kernelRules(t, e, ownedPrios...))
+	}},
+
+	{"ExternalDeletionRepairedOnResync", func(t *testing.T, e env) {
+		r, c := newRules(t, e)
+		rules := allKinds(e)
+		require.NoError(t, r.SetRules(rules))
+		apply(t, r)
+		want := kernelRules(t, e)
+
+		// systemd-networkd deletes two of our rules.
+		for _, i := range []int{0, 7} {
+			del := netlink.NewRule()
+			del.Family = e.nlFamily()
+			del.Priority = int(rules[i].Priority)
+			del.Src, del.Mark, del.Invert = nil, rules[i].Mark, rules[i].Invert
+			if rules[i].Src.IsValid() {
+				del.Src = ipNet(rules[i].Src)
+			}
+			if rules[i].Mask != 0 {
+				m := rules[i].Mask
+				del.Mask = &m
+			}
+			del.Table = int(rules[i].Action.(routerule.ActionLookup).Table)
+			require.NoError(t, e.kern.RuleDel(del))
+		}
+		c.calls()
+		apply(t, r)
+		lists, adds, dels := c.calls()
+		assert.Zero(t, lists+adds+dels, "without a resync Apply trusts its model")
+
+		r.QueueResync()
+		apply(t, r)
+		lists, adds, dels = c.calls()
+		assert.Equal(t, 1, lists)
+		assert.Equal(t, 2, adds)
+		assert.Zero(t, dels)
+		assert.ElementsMatch(t, want, kernelRules(t, e))
+	}},
+
+	{"PeriodicRefreshOnTheClock", func(t *testing.T, e env) {
+		fc := clock.NewFake(time.Unix(1000, 0))
+		const every = 30 * time.Second
+		r, c := newRules(t, e, func(o *routerule.Options) { o.Clock, o.RefreshInterval = fc, every })
+		rule := routerule.Rule{Priority: 101, Src: e.pick("10.4.0.0/16", "fd00:4::/64"), Action: routerule.ActionLookup{Table: 101}}
+		require.NoError(t, r.SetRule(rule))
+		assert.Equal(t, every, apply(t, r))
+		want := kernelRules(t, e)
+
+		del := netlink.NewRule()
+		del.Family, del.Priority, del.Table, del.Src = e.nlFamily(), 101, 101, ipNet(rule.Src)
+		require.NoError(t, e.kern.RuleDel(del))
+		c.calls()
+
+		fc.Advance(every / 3)
+		assert.Equal(t, every-every/3, apply(t, r))
+		lists, adds, dels := c.calls()
+		assert.Zero(t, lists+adds+dels)
+
+		fc.Advance(every - every/3)
+		assert.Equal(t, every, apply(t, r))
+		lists, adds, _ = c.calls()
+		assert.Equal(t, 1, lists)
+		assert.Equal(t, 1, adds)
+		assert.Equal(t, want, kernelRules(t, e))
+	}},
+
+	{"InvertAndGotoTargetReplace", func(t *testing.T, e env) {
+		r, _ := newRules(t, e)
+		plain := routerule.Rule{Priority: 102, Mark: 0x1, Mask: 0x1, Action: routerule.ActionLookup{Table: 100}}
+		jump := routerule.Rule{Priority: 101, Src: e.pick("10.5.0.0/16", "fd00:5::/64"), Action: routerule.ActionGoto{Priority: 103}}
+		require.NoError(t, r.SetRules([]routerule.Rule{plain, jump}))
+		apply(t, r)
+
+		inverted := plain
+		inverted.Invert = true
+		further := jump
+		further.Action = routerule.ActionGoto{Priority: 105}
+		require.NoError(t, r.SetRule(inverted))
+		require.NoError(t, r.SetRule(further))
+		require.Len(t, r.Desired(), 2, "same kernel identity: replaced, not added")
+		apply(t, r)
+		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
+	}},
+
+	{"CatchAllAfterNarrowerRule", func(t *testing.T, e env) {
+		// The kernel refuses "lookup 100" while "from X lookup 100"
+		// exists at the same priority: the group is rebuilt.
+		r, _ := newRules(t, e)
+		narrow := routerule.Rule{Priority: 100, Src: e.pick("10.6.0.0/16", "fd00:6::/64"), Action: routerule.ActionLookup{Table: 100}}
+		all := routerule.Rule{Priority: 100, Action: routerule.ActionLookup{Table: 100}}
+		require.NoError(t, r.SetRule(narrow))
+		apply(t, r)
+		require.NoError(t, r.SetRule(all))
+		apply(t, r)
+		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
+
+		// And back: the narrower rule alone.
+		require.NoError(t, r.RemoveRule(all))
+		apply(t, r)
+		assert.Equal(t, expect(r), kernelRules(t, e, ownedPrios...))
+	}},
+
+	{"DeleteThatWouldHitAnEarlierRule", func(t *testing.T, e env) {
+		// "iif lo lookup 100" then "lookup 100": deleting the second by
+		// its fields would delete the first (the kernel treats the unset
+		// iif as a wildcard).
+		r, _ := newRules(t, e)
+		lo := routerule.Rule{Priority: 100, IIF: "lo", Action: routerule.ActionLookup{Table: 100}}
+		all := routerule.Rule{Priority: 100, Action: routerule.ActionLookup{Table: 100}}
+		require.NoError(t, r.SetRule(lo))
+		apply(t, r)
+		require.NoError(t, r.SetRule(all))
+		apply(t, r)
+		require.Equal(t, []string{fmtRule(lo), fmtRule(all)}, kernelRules(t, e, 100))
+
+		require.NoError(t, r.RemoveRule(all))
+		apply(t, r)
+		assert.Equal(t, []string{fmtRule(lo)}, kernelRules(t, e, 100))
+
+		// A fresh instance (no model of the order) does the same.
+		require.NoError(t, r.SetRules([]routerule.Rule{lo, all}))
+		apply(t, r)
+		fresh, _ := newRules(t, e)
+		require.NoError(t, fresh.SetRule(lo))
+		apply(t, fresh)
+		assert.Equal(t, []string{fmtRule(lo)}, kernelRules(t, e, 100))
+	}},
+
+	{"FailedWriteConvergesOnRetry", func(t *testing.T, e env) {
+		r, c := newRules(t, e)
+		rules := allKinds(e)
+		require.NoError(t, r.SetRules(rules))
+		c.failAdd = func(n *netlink.Rule) error {
+			if n.Priority == 102 {
+				return syscall.ENOBUFS
+			}
+			return nil
+		}
+		_, err := r.Apply(context.Background())
+		require.ErrorIs(t, err, syscall.ENOBUFS)
+		// Other priorities were written regardless.
+		var others []string
+		for _, d := range r.Desired() {
+			if d.Priority != 102 {
+				others = append(others, fmtRule(d))
+			}
+		}
+		assert.ElementsMatch(t, others, kernelRules(t, e, 100, 101, 103, 104, 105))
+		assert.Empty(t, kernelRules(t, e, 102))
+
+		c.failAdd = nil
+		c.calls()
+		apply(t, r)
+		lists, _, dels := c.calls()
+		assert.Equal(t, 1, lists, "after a failure the kernel is read again")
+		assert.Zero(t, dels)
+		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
+	}},
+
+	{"FailedDeleteConvergesOnRetry", func(t *testing.T, e env) {
+		r, c := newRules(t, e)
+		require.NoError(t, r.SetRules(allKinds(e)))
+		apply(t, r)
+		c.failDel = func(*netlink.Rule) error { return syscall.EBUSY }
+		require.NoError(t, r.SetRules(nil))
+		_, err := r.Apply(context.Background())
+		require.ErrorIs(t, err, syscall.EBUSY)
+		c.failDel = nil
+		apply(t, r)
+		assert.Empty(t, kernelRules(t, e, ownedPrios...))
+	}},
+
+	{"InterruptedDumpIsRetried", func(t *testing.T, e env) {
+		r, c := newRules(t, e)
+		c.failList = []error{netlink.ErrDumpInterrupted, netlink.ErrDumpInterrupted}
+		require.NoError(t, r.SetRules(allKinds(e)))
+		apply(t, r)
+		lists, _, _ := c.calls()
+		assert.Equal(t, 3, lists)
+		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
+	}},
+
+	{"ListFailureWritesNothing", func(t *testing.T, e env) {
+		r, c := newRules(t, e)
+		c.failList = []error{syscall.EPERM}
+		require.NoError(t, r.SetRules(allKinds(e)))
+		_, err := r.Apply(context.Background())
+		require.ErrorIs(t, err, syscall.EPERM)
+		_, adds, dels := c.calls()
+		assert.Zero(t, adds+dels)
+		apply(t, r)
+		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
+	}},
+
+	{"RuleAlreadyGoneAsksForAQuickResync", func(t *testing.T, e env) {
+		r, c := newRules(t, e, func(o *routerule.Options) { o.RefreshInterval = -1 })
+		rule := routerule.Rule{Priority: 103, IIF: "lo", Action: routerule.ActionLookup{Table: 100}}
+		require.NoError(t, r.SetRule(rule))
+		assert.Zero(t, apply(t, r), "no refresh, no retry")
+		del := netlink.NewRule()
+		del.Family, del.Priority, del.Table, del.IifName = e.nlFamily(), 103, 100, "lo"
+		require.NoError(t, e.kern.RuleDel(del))
+
+		require.NoError(t, r.RemoveRule(rule))
+		retry := apply(t, r)
+		assert.Positive(t, retry, "the model was stale: come back soon")
+		c.calls()
+		assert.Zero(t, apply(t, r))
+		lists, adds, dels := c.calls()
+		assert.Equal(t, 1, lists)
+		assert.Zero(t, adds+dels)
+		assert.Empty(t, kernelRules(t, e, ownedPrios...))
+	}},
+
+	{"UnmaskedKernelRuleIsAdopted", func(t *testing.T, e env) {
+		// A rule added by hand with host bits in its source matches the
+		// same packets as the canonical one: adopted, then deleted
+		// correctly when no longer wanted.
+		raw := e.pick("10.8.1.2/16", "fd00:8::1/64")
+		kernelAdd(t, e, 101, 100, func(r *netlink.Rule) {
+			r.Src = &net.IPNet{IP: raw.Addr().AsSlice(), Mask: net.CIDRMask(raw.Bits(), raw.Addr().BitLen())}
+		})
+		r, c := newRules(t, e)
+		require.NoError(t, r.SetRule(routerule.Rule{Priority: 101, Src: raw, Action: routerule.ActionLookup{Table: 100}}))
+		apply(t, r)
+		_, adds, dels := c.calls()
+		assert.Zero(t, adds+dels)
+		require.NoError(t, r.SetRules(nil))
+		apply(t, r)
+		_, adds, dels = c.calls()
+		assert.Zero(t, adds)
+		assert.Equal(t, 1, dels)
+		assert.Empty(t, kernelRules(t, e, ownedPrios...))
+	}},
+
+	{"ManyRulesOnePriority", func(t *testing.T, e env) {
+		r, c := newRules(t, e)
+		var rules []routerule.Rule
+		for i := range 64 {
+			var src netip.Prefix
+			if e.fam == routerule.IPv4 {
+				src = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 7, byte(i), 0}), 24)
+			} else {
+				src = netip.PrefixFrom(netip.AddrFrom16([16]byte{0xfd, 0, 7, byte(i)}), 64)
+			}
+			rules = append(rules, routerule.Rule{Priority: 104, Src: src, Action: routerule.ActionLookup{Table: 101}})
+		}
+		require.NoError(t, r.SetRules(rules))
+		apply(t, r)
+		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
+		// Replace half: adds first, then deletes, no rebuild needed.
+		require.NoError(t, r.SetRules(rules[32:]))
+		c.calls()
+		apply(t, r)
+		_, adds, dels := c.calls()
+		assert.Zero(t, adds)
+		assert.Equal(t, 32, dels)
+		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
+	}},
+}
