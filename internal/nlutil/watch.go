@@ -217,8 +217,8 @@ func NewWatcher(opts WatchOptions) (*Watcher, error) {
 		return nil, fmt.Errorf("%w: negative event buffer %d", ErrInvalidOptions, opts.EventBuffer)
 	case opts.ResubscribeBackoff < 0 || opts.MaxResubscribeBackoff < 0:
 		return nil, fmt.Errorf("%w: negative resubscribe backoff", ErrInvalidOptions)
-	case opts.Namespace != nil && !opts.Namespace.IsOpen():
-		return nil, fmt.Errorf("%w: namespace handle is not open", ErrInvalidOptions)
+	case opts.Namespace != nil && (!opts.Namespace.IsOpen() || *opts.Namespace <= 0):
+		return nil, fmt.Errorf("%w: namespace handle is not an open file descriptor above 0 (a zero NsHandle is standard input)", ErrInvalidOptions)
 	}
 	if opts.ReceiveBufferSize == 0 {
 		opts.ReceiveBufferSize = DefaultReceiveBufferSize
@@ -388,8 +388,12 @@ func (r *run) lost(i int) {
 	r.w.log.Warn("nlutil: netlink subscription lost; renewing it", "kind", s.kind.String(), "reason", reason, "lived", lived)
 	r.pending |= s.kind
 	r.reasons[s.kind] = reason
-	if lived >= r.w.opts.MaxResubscribeBackoff && r.retry == nil {
-		// A healthy subscription: renew it at once.
+	overflow := errors.Is(reason, ErrOverflow)
+	if (overflow || lived >= r.w.opts.MaxResubscribeBackoff) && r.retry == nil {
+		// A healthy subscription, or one that overflowed: an overflow
+		// signals load, not a broken socket, so renew it at once; backing
+		// off would leave the consumer deaf through the storm. (Consumers
+		// space out their re-lists themselves.)
 		r.backoff = r.w.opts.ResubscribeBackoff
 		r.subscribePending()
 		return

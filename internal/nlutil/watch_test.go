@@ -315,10 +315,11 @@ func TestWatcherBacksOffWhenSubscriptionsDieYoung(t *testing.T) {
 	h := startWatcher(t, WatchOptions{Kinds: Links, ResubscribeBackoff: 100 * time.Millisecond, MaxResubscribeBackoff: 400 * time.Millisecond})
 	h.nextResync(t)
 
-	// Each subscription dies at once; the waits double up to the max.
+	// Each subscription dies at once of a socket error; the waits double
+	// up to the max.
 	for i, wait := range []time.Duration{100, 200, 400, 400} {
 		wait *= time.Millisecond
-		h.kernel.waitSub(t, Links, i).die(t, unix.ENOBUFS)
+		h.kernel.waitSub(t, Links, i).die(t, unix.EBADF)
 		h.block(t, 1)
 		next, ok := h.clock.NextDeadline()
 		require.True(t, ok)
@@ -326,7 +327,8 @@ func TestWatcherBacksOffWhenSubscriptionsDieYoung(t *testing.T) {
 		assert.Len(t, h.kernel.callsFor(Links), i+1, "no renewal before the wait")
 		h.clock.Advance(wait)
 		rs := h.nextResync(t)
-		assert.ErrorIs(t, rs.Reason, ErrOverflow)
+		assert.ErrorIs(t, rs.Reason, ErrSubscriptionLost)
+		assert.NotErrorIs(t, rs.Reason, ErrOverflow)
 	}
 
 	// A subscription that lives long enough resets the backoff and is
@@ -339,6 +341,21 @@ func TestWatcherBacksOffWhenSubscriptionsDieYoung(t *testing.T) {
 	h.block(t, 1)
 	next, _ := h.clock.NextDeadline()
 	assert.Equal(t, 100*time.Millisecond, next.Sub(h.clock.Now()))
+}
+
+// An overflow is load, not a broken socket: even a young subscription that
+// overflows is renewed at once, so the consumer is never deaf through a
+// storm of overflows.
+func TestWatcherRenewsAtOnceAfterOverflow(t *testing.T) {
+	h := startWatcher(t, WatchOptions{Kinds: Links, ResubscribeBackoff: 100 * time.Millisecond, MaxResubscribeBackoff: 400 * time.Millisecond})
+	h.nextResync(t)
+	for i := range 5 {
+		h.kernel.waitSub(t, Links, i).die(t, unix.ENOBUFS)
+		rs := h.nextResync(t)
+		assert.ErrorIs(t, rs.Reason, ErrOverflow)
+		assert.Equal(t, 0, h.clock.Waiters(), "no retry timer after overflow %d", i+1)
+		assert.Len(t, h.kernel.callsFor(Links), i+2, "renewed at once after overflow %d", i+1)
+	}
 }
 
 func TestWatcherRetriesFailedSubscribes(t *testing.T) {
@@ -497,6 +514,7 @@ func TestWatcherStartTwice(t *testing.T) {
 
 func TestNewWatcherValidates(t *testing.T) {
 	closed := netns.None()
+	var zero netns.NsHandle // fd 0 is standard input, never a namespace we opened
 	tests := []struct {
 		name string
 		opts WatchOptions
@@ -509,6 +527,7 @@ func TestNewWatcherValidates(t *testing.T) {
 		{"negative max backoff", WatchOptions{Kinds: Links, MaxResubscribeBackoff: -time.Second}},
 		{"max below initial", WatchOptions{Kinds: Links, ResubscribeBackoff: time.Minute, MaxResubscribeBackoff: time.Second}},
 		{"closed namespace", WatchOptions{Kinds: Links, Namespace: &closed}},
+		{"zero namespace handle", WatchOptions{Kinds: Links, Namespace: &zero}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
