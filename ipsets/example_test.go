@@ -60,7 +60,7 @@ func ExampleNew() {
 	_, err = ipsets.New(ipsets.Options{Family: ipsets.IPv6, Prefix: "a prefix"})
 	fmt.Println(errors.Is(err, ipsets.ErrInvalidOptions))
 	// Output:
-	// ipsets-np6- np6- inet6 ipsets-update <nil>
+	// ipsets-np6- np6- IPv6 ipsets-update <nil>
 	// true
 }
 
@@ -174,7 +174,7 @@ func ExampleIPSets_Members() {
 	fmt.Println(sets.Names())
 	// Output:
 	// [fd00::1 fd00:1::/64] true
-	// {Name:s Type:hash:net Family:inet6 MaxSize:1048576 Range:0-0}
+	// {Name:s Type:hash:net Family:IPv6 MaxSize:1048576 Range:0-0}
 	// [s]
 }
 
@@ -187,7 +187,7 @@ func ExampleIPSets_AddMembers() {
 	err = sets.AddMembers("s", []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
 	fmt.Println(err)
 	// Output:
-	// set "s", member 0: ipsets: wrong address family: fd00::1 is inet6, the set is inet
+	// set "s", member 0: ipsets: wrong address family: fd00::1 is IPv6, the set is IPv4
 	// set "s", member 0: ipsets: invalid member: 10.0.0.0/8 does not fit a hash:ip set
 }
 
@@ -310,4 +310,9 @@ func ExampleMember_Compare() {
 	slices.SortFunc(ms, ipsets.Member.Compare)
 	fmt.Println(ms)
 	// Output: [10.0.0.9 10.0.0.10]
+}
+
+func ExampleFamilyName() {
+	fmt.Println(ipsets.FamilyName(ipsets.IPv4), ipsets.FamilyName(ipsets.IPv6))
+	// Output: inet inet6
 }

@@ -43,7 +43,7 @@ func appendCreate(b []byte, kname string, h header, exist bool) []byte {
 	b = append(b, h.typ...)
 	if h.typ.hasFamily() {
 		b = append(b, " family "...)
-		b = append(b, h.family.String()...)
+		b = append(b, FamilyName(h.family)...)
 		b = append(b, " maxelem "...)
 		b = strconv.AppendInt(b, int64(h.maxSize), 10)
 	} else {

@@ -364,7 +364,7 @@ func check(meta *SetMetadata, m Member) error {
 	if fam := familyOf(m); fam != meta.Family {
 		return fmt.Errorf("%w: %v is %v, the set is %v", ErrWrongFamily, m, fam, meta.Family)
 	}
-	full := meta.Family.bits()
+	full := uint8(meta.Family.Bits())
 	shape := m.flags &^ flagV6
 	ok := false
 	switch meta.Type {

@@ -181,9 +181,9 @@ func TestMemberCompare(t *testing.T) {
 }
 
 func TestEnumStrings(t *testing.T) {
-	assert.Equal(t, "inet", ipsets.IPv4.String())
-	assert.Equal(t, "inet6", ipsets.IPv6.String())
-	assert.Equal(t, "Family(5)", ipsets.Family(5).String())
+	assert.Equal(t, "inet", ipsets.FamilyName(ipsets.IPv4))
+	assert.Equal(t, "inet6", ipsets.FamilyName(ipsets.IPv6))
+	assert.Equal(t, "Family(5)", ipsets.FamilyName(ipsets.Family(5)))
 	assert.False(t, ipsets.Family(0).Valid())
 	assert.Equal(t, "tcp", ipsets.ProtocolTCP.String())
 	assert.Equal(t, "udp", ipsets.ProtocolUDP.String())

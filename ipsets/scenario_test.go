@@ -376,7 +376,7 @@ func scenarioEveryType(t *testing.T, e env) {
 				if tc.typ == ipsets.BitmapPort {
 					assert.Equal(t, tc.rng.String(), ks.rng)
 				} else {
-					assert.Equal(t, fam.String(), ks.family)
+					assert.Equal(t, ipsets.FamilyName(fam), ks.family)
 					assert.Equal(t, "1048576", ks.maxelem)
 				}
 				assert.Equal(t, tc.want(fam), ks.members)
@@ -567,7 +567,7 @@ func scenarioDeferredDeletion(t *testing.T, e env) {
 func scenarioRestartAdoption(t *testing.T, e env) {
 	for _, fam := range families {
 		t.Run(fam.String(), func(t *testing.T) {
-			e.cli(t, "create", "foreign-"+fam.String(), "hash:ip", "family", fam.String())
+			e.cli(t, "create", "foreign-"+fam.String(), "hash:ip", "family", ipsets.FamilyName(fam))
 			declare := func(d *ipsets.IPSets) {
 				t.Helper()
 				for _, tc := range typeCases {

@@ -2,42 +2,34 @@ package ipsets
 
 import (
 	"fmt"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"math"
 	"strconv"
 )
 
 // Family is the address family of a set and of the driver that owns it:
-// one driver per family.
-type Family uint8
+// one driver per family. It is ipfamily.Family, shared by every nodeplane
+// package.
+type Family = ipfamily.Family
 
 // The address families.
 const (
 	// IPv4 is the inet family.
-	IPv4 Family = 4
+	IPv4 = ipfamily.IPv4
 	// IPv6 is the inet6 family.
-	IPv6 Family = 6
+	IPv6 = ipfamily.IPv6
 )
 
-// String returns the family as ipset spells it: "inet" or "inet6".
-func (f Family) String() string {
+// FamilyName returns the family as ipset spells it: "inet" or "inet6" (and
+// f.String() for an invalid family).
+func FamilyName(f Family) string {
 	switch f {
 	case IPv4:
 		return "inet"
 	case IPv6:
 		return "inet6"
 	}
-	return "Family(" + strconv.Itoa(int(f)) + ")"
-}
-
-// Valid reports whether f is IPv4 or IPv6.
-func (f Family) Valid() bool { return f == IPv4 || f == IPv6 }
-
-// bits is the address length of the family in bits.
-func (f Family) bits() uint8 {
-	if f == IPv6 {
-		return 128
-	}
-	return 32
+	return f.String()
 }
 
 // SetType is the kind of a set, spelled as ipset spells it.

@@ -9,33 +9,22 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // Family is the address family of a Rules instance and its rules: one
-// instance per family.
-type Family uint8
+// instance per family. It is ipfamily.Family, shared by every nodeplane
+// package.
+type Family = ipfamily.Family
 
 // The address families.
 const (
 	// IPv4 is the inet family (`ip -4 rule`).
-	IPv4 Family = 4
+	IPv4 = ipfamily.IPv4
 	// IPv6 is the inet6 family (`ip -6 rule`).
-	IPv6 Family = 6
+	IPv6 = ipfamily.IPv6
 )
-
-// String returns "IPv4", "IPv6" or "Family(N)".
-func (f Family) String() string {
-	switch f {
-	case IPv4:
-		return "IPv4"
-	case IPv6:
-		return "IPv6"
-	}
-	return "Family(" + strconv.Itoa(int(f)) + ")"
-}
-
-// Valid reports whether f is IPv4 or IPv6.
-func (f Family) Valid() bool { return f == IPv4 || f == IPv6 }
 
 // Well-known route tables, for ActionLookup and Options.Tables.
 const (

@@ -265,7 +265,7 @@ func (s *set) header() string {
 	if s.counters {
 		counters = " counters"
 	}
-	return fmt.Sprintf("family %v hashsize %d maxelem %d%s bucketsize 12 initval 0x%08x", s.family, s.hashsize, s.maxelem, counters, 0x5eed0000+s.seq)
+	return fmt.Sprintf("family %s hashsize %d maxelem %d%s bucketsize 12 initval 0x%08x", ipsets.FamilyName(s.family), s.hashsize, s.maxelem, counters, 0x5eed0000+s.seq)
 }
 
 func (s *set) createLine() string {
