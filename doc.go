@@ -5,6 +5,8 @@
 // # Packages
 //
 //   - clock: the injectable time source (Real and Fake) every component takes.
+//   - command: the Runner through which drivers run their few binaries.
+//   - ipfamily: the IPv4/IPv6 Family every driver and manager is built for.
 //   - markbits: allocates packet-mark bits from a 32-bit mask and builds the
 //     standard agent layout (accept, pass, scratch, WireGuard, endpoint block).
 //   - idalloc: hands out route-table indices from ranges with exclusions, and
@@ -12,9 +14,19 @@
 //   - dataplane: the Manager and Driver contracts and the Loop that batches
 //     updates, gates on in-sync, throttles, retries with backoff and applies
 //     drivers in a fixed phase order.
+//   - ifacemonitor: reports links, addresses and routes of a namespace, and
+//     re-lists and diffs after every netlink overflow, so it never goes deaf.
+//   - mtu: encapsulation overheads, host and pod MTU, the CNI MTU file, and a
+//     monitor that re-detects on link changes.
+//   - ipsets: declarative IP sets written through one ipset restore per apply.
+//   - iptables: a typed rule model and a declarative table writer that owns
+//     prefixed chains and hash-commented rules, never anything foreign.
+//   - routerule: declarative policy-routing rules owned by priority and table.
 //
-// Later packages (ifacemonitor, mtu, ipsets, iptables, routetable, vxlan,
-// ipip, wireguard, bpf) are drivers and managers that plug into that loop.
+// Each kernel-facing package ships a public fake (ipsets/ipsetsfake,
+// iptables/iptablesfake, routerule/routerulefake, mtu.FakeLister) that
+// behaves like the kernel for what the package emits, so consumers can unit
+// test their managers without root.
 //
 // # Assembling an agent
 //
