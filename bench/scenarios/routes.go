@@ -1,0 +1,293 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/internal/rtnl"
+)
+
+// The routes scenarios measure the rtnetlink route layer (internal/rtnl)
+// that the routetable driver writes and reads through. N IPv4 /32 device
+// routes (`10.x.y.z/32 dev v0 table 100 proto 80 scope link`, as in
+// research/floors.md) on a veth v0 (peer v1, both up) created by Setup in
+// the trial's namespace.
+//
+//   - routes/initial/N: program N routes into an empty table. Ours is
+//     rtnl.ApplyRoutes (many requests per sendmsg, acks drained in bulk);
+//     the peer is one vishvananda/netlink RouteReplace per route, in
+//     process (what Felix does: one request and one ack per route); the
+//     floor is one hand-written `ip -batch` of `route add` lines; peer2 is
+//     one `ip route add` exec per route (capped at 1k).
+//   - routes/dump/N: read a table of N routes. Ours is rtnl.DumpRoutes
+//     (streamed, parsed in place, counted); the floor is `ip route show
+//     table 100` (output captured); the peer is netlink RouteListFiltered.
+const (
+	routesTable = 100
+	routesProto = 80
+	// routesExecCap is the largest size the one-exec-per-route peer runs
+	// at: ~6 ms a route, 10 minutes at 100k.
+	routesExecCap = 1_000
+)
+
+func init() {
+	for _, n := range []int{100, 1_000, 10_000, 100_000} {
+		harness.Register(routesInitial(n))
+	}
+	harness.Register(routesDump(1_000), routesDump(100_000))
+}
+
+// routesDst is the i-th destination.
+func routesDst(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+}
+
+// routesSetupLink creates v0/v1 and returns v0's index, then waits for the
+// machine to be idle (routesQuiesce).
+func routesSetupLink(ctx context.Context, env *harness.Env) (int32, error) {
+	h := env.NS.Handle()
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "v0"}, PeerName: "v1"}); err != nil {
+		return 0, fmt.Errorf("add veth: %w", err)
+	}
+	var idx int32
+	for _, name := range []string{"v0", "v1"} {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return 0, err
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			return 0, err
+		}
+		if name == "v0" {
+			idx = int32(l.Attrs().Index)
+		}
+	}
+	return idx, routesQuiesce(ctx)
+}
+
+// routesQuiesce waits until the machine is idle (under 3% of all CPUs busy
+// over 100 ms, read from /proc/stat), at most 3 s: a closed namespace's
+// routes are freed asynchronously by kernel workers, and a trial that ran
+// beside them would measure them (they hold the rtnl lock that every route
+// write takes, and a core).
+func routesQuiesce(ctx context.Context) error {
+	sample := func() (busy, total uint64) {
+		b, err := os.ReadFile("/proc/stat")
+		if err != nil {
+			return 0, 0
+		}
+		line, _, _ := bytes.Cut(b, []byte{'\n'})
+		for i, f := range bytes.Fields(line)[1:] {
+			v, _ := strconv.ParseUint(string(f), 10, 64)
+			total += v
+			if i != 3 && i != 4 { // idle, iowait
+				busy += v
+			}
+		}
+		return busy, total
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	b0, t0 := sample()
+	for time.Now().Before(deadline) {
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b1, t1 := sample()
+		if t1 > t0 && float64(b1-b0) < 0.03*float64(t1-t0) {
+			return nil
+		}
+		b0, t0 = b1, t1
+	}
+	return nil // still busy: measure anyway
+}
+
+// routesOps returns the N routes as rtnl operations.
+func routesOps(n int, oif int32) []rtnl.RouteOp {
+	ops := make([]rtnl.RouteOp, n)
+	for i := range ops {
+		ops[i] = rtnl.RouteOp{Kind: rtnl.OpReplace, Route: rtnl.Route{
+			Family: unix.AF_INET, Table: routesTable, Dst: routesDst(i), Type: unix.RTN_UNICAST,
+			Protocol: routesProto, Scope: unix.RT_SCOPE_LINK, OIF: oif,
+		}}
+	}
+	return ops
+}
+
+// routesApply programs ops through a new rtnl.Conn in the trial's
+// namespace.
+func routesApply(ctx context.Context, env *harness.Env, ops []rtnl.RouteOp) error {
+	c, err := rtnl.Open(env.NS.NsHandle())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for i, err := range c.ApplyRoutes(ctx, ops) {
+		if err != nil {
+			return fmt.Errorf("route %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func routesInitial(n int) harness.Scenario {
+	s := harness.Scenario{
+		Name: "routes/initial/" + strconv.Itoa(n),
+		Size: n,
+		Variants: []harness.Variant{
+			{
+				Name: "rtnl ApplyRoutes", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					oif, err := routesSetupLink(ctx, env)
+					env.State = routesOps(n, oif)
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					return routesApply(ctx, env, env.State.([]rtnl.RouteOp))
+				},
+			},
+			{
+				Name: "netlink RouteReplace per route", Role: harness.Peer,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					oif, err := routesSetupLink(ctx, env)
+					routes := make([]*netlink.Route, n)
+					for i := range routes {
+						routes[i] = &netlink.Route{
+							LinkIndex: int(oif), Table: routesTable, Protocol: routesProto, Scope: netlink.SCOPE_LINK,
+							Dst: &net.IPNet{IP: routesDst(i).Addr().AsSlice(), Mask: net.CIDRMask(32, 32)},
+						}
+					}
+					env.State = routes
+					return err
+				},
+				Run: func(_ context.Context, env *harness.Env) error {
+					h := env.NS.Handle()
+					for _, r := range env.State.([]*netlink.Route) {
+						if err := h.RouteReplace(r); err != nil {
+							return err
+						}
+					}
+					return nil
+				},
+			},
+			{
+				Name: "ip -batch (hand-written)", Role: harness.Floor,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					_, err := routesSetupLink(ctx, env)
+					var b bytes.Buffer
+					for i := range n {
+						fmt.Fprintf(&b, "route add %s dev v0 table %d proto %d\n", routesDst(i), routesTable, routesProto)
+					}
+					env.State = b.Bytes()
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					_, err := env.NS.ExecInput(ctx, bytes.NewReader(env.State.([]byte)), "ip", "-batch", "-")
+					return err
+				},
+			},
+		},
+	}
+	if n <= routesExecCap {
+		s.Variants = append(s.Variants, harness.Variant{
+			Name: "ip route add per route (exec)", Role: harness.Peer,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				_, err := routesSetupLink(ctx, env)
+				dsts := make([]string, n)
+				for i := range dsts {
+					dsts[i] = routesDst(i).String()
+				}
+				env.State = dsts
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				table, proto := strconv.Itoa(routesTable), strconv.Itoa(routesProto)
+				for _, d := range env.State.([]string) {
+					if _, err := env.NS.Exec(ctx, "ip", "route", "add", d, "dev", "v0", "table", table, "proto", proto); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		})
+		s.Note = "two peers: vishvananda/netlink RouteReplace per route in process (Felix), and one `ip route add` exec per route"
+	} else {
+		s.Note = fmt.Sprintf("peer2 (one `ip route add` exec per route, ~6 ms each) capped at %d routes: at this size a trial would take minutes; see routes/initial/%d for its ratio", routesExecCap, routesExecCap)
+	}
+	return s
+}
+
+func routesDump(n int) harness.Scenario {
+	setup := func(ctx context.Context, env *harness.Env) error {
+		oif, err := routesSetupLink(ctx, env)
+		if err != nil {
+			return err
+		}
+		if err := routesApply(ctx, env, routesOps(n, oif)); err != nil {
+			return err
+		}
+		return routesQuiesce(ctx)
+	}
+	check := func(what string, got int) error {
+		if got != n {
+			return fmt.Errorf("%s returned %d routes, want %d", what, got, n)
+		}
+		return nil
+	}
+	return harness.Scenario{
+		Name: "routes/dump/" + strconv.Itoa(n),
+		Size: n,
+		Note: "read back a table of " + strconv.Itoa(n) + " routes (of a namespace holding nothing else but lo and a veth pair)",
+		Variants: []harness.Variant{
+			{
+				Name: "rtnl DumpRoutes", Role: harness.Ours, Setup: setup,
+				Run: func(ctx context.Context, env *harness.Env) error {
+					c, err := rtnl.Open(env.NS.NsHandle())
+					if err != nil {
+						return err
+					}
+					defer c.Close()
+					count := 0
+					err = c.DumpRoutes(ctx, unix.AF_INET, routesTable, func(*rtnl.Route) error { count++; return nil }, func() { count = 0 })
+					if err != nil {
+						return err
+					}
+					return check("DumpRoutes", count)
+				},
+			},
+			{
+				Name: "ip route show table N", Role: harness.Floor, Setup: setup,
+				Run: func(ctx context.Context, env *harness.Env) error {
+					out, err := env.NS.Exec(ctx, "ip", "route", "show", "table", strconv.Itoa(routesTable))
+					if err != nil {
+						return err
+					}
+					return check("ip route show", bytes.Count(out, []byte{'\n'}))
+				},
+			},
+			{
+				Name: "netlink RouteListFiltered", Role: harness.Peer, Setup: setup,
+				Run: func(_ context.Context, env *harness.Env) error {
+					rs, err := env.NS.Handle().RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: routesTable}, netlink.RT_FILTER_TABLE)
+					if err != nil {
+						return err
+					}
+					return check("RouteListFiltered", len(rs))
+				},
+			},
+		},
+	}
+}

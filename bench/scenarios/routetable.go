@@ -1,0 +1,402 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/routetable"
+)
+
+// The routetable scenarios measure the route driver end to end: N IPv4 /32
+// device routes (`10.x.y.z/32 dev np-a table 1000 proto 78 scope link`) on
+// a veth np-a (peer np-b, both up, with carrier) created by Setup in the
+// trial's namespace. Ours always starts from a new Table (New, SetRoutes,
+// Apply), so its figures include reading the links and dumping the table.
+//
+//   - routetable/initial/N: program N routes into an empty table. The peer
+//     is one vishvananda/netlink RouteReplace per route in process (what
+//     Felix does); the floor is one hand-written `ip -batch` of `route
+//     replace` lines; peer2 is one `ip route replace` exec per route
+//     (capped at 1k).
+//   - routetable/change-one/N: with N routes programmed and in sync, change
+//     one (its MTU) and apply. The floor is one netlink RouteReplace.
+//     Compare ours across sizes.
+//   - routetable/noop-resync/N: with N routes programmed, QueueResync and
+//     Apply: one dump, no writes (reported as "writes"). The floor is `ip
+//     route show table 1000`; the peer is netlink RouteListFiltered.
+//   - routetable/heap/N: the heap a Table keeps per route once N routes
+//     are applied (declared candidates, winners and kernel view).
+const (
+	rtblTable   = 1000
+	rtblLink    = "np-a"
+	rtblPeer    = "np-b"
+	rtblExecCap = 1_000
+)
+
+func init() {
+	for _, n := range []int{100, 1_000, 10_000, 100_000} {
+		harness.Register(rtblInitial(n))
+	}
+	harness.Register(rtblChangeOne(100), rtblChangeOne(100_000), rtblNoopResync(100_000), rtblHeap(100_000))
+}
+
+func rtblDst(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+}
+
+func rtblTargets(n int) []routetable.Target {
+	out := make([]routetable.Target, n)
+	for i := range out {
+		out[i] = routetable.Target{CIDR: rtblDst(i)}
+	}
+	return out
+}
+
+// rtblSetupLink creates the veth pair, waits for carrier, then waits for
+// the kernel to finish freeing earlier trials' namespaces (their routes go
+// asynchronously, under the rtnl lock every route write takes), so that
+// work is not billed to this trial. It returns np-a's index.
+func rtblSetupLink(ctx context.Context, env *harness.Env, n int) (int, error) {
+	h := env.NS.Handle()
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: rtblLink}, PeerName: rtblPeer}); err != nil {
+		return 0, fmt.Errorf("add veth: %w", err)
+	}
+	for _, name := range []string{rtblPeer, rtblLink} {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return 0, err
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			return 0, err
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := h.LinkByName(rtblLink)
+		if err != nil {
+			return 0, err
+		}
+		if l.Attrs().Flags&net.FlagRunning != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%s never got carrier", rtblLink)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := rtblSleep(ctx, 200*time.Millisecond+time.Duration(n)*5*time.Microsecond); err != nil {
+		return 0, err
+	}
+	l, err := h.LinkByName(rtblLink)
+	if err != nil {
+		return 0, err
+	}
+	return l.Attrs().Index, nil
+}
+
+func rtblSleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// rtblState is what ours keeps between Setup and Run.
+type rtblState struct {
+	kernel  *routetable.NetlinkKernel
+	table   *routetable.Table
+	targets []routetable.Target
+}
+
+// rtblLoad opens the kernel and applies targets with a new Table.
+func rtblLoad(ctx context.Context, env *harness.Env, targets []routetable.Target) (*rtblState, error) {
+	k, err := routetable.OpenKernel(env.NS.NsHandle())
+	if err != nil {
+		return nil, err
+	}
+	st := &rtblState{kernel: k, targets: targets}
+	st.table, err = routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: rtblTable,
+		InterfacePatterns: []string{"^np-"}})
+	if err == nil {
+		err = st.table.SetRoutes(1, rtblLink, targets)
+	}
+	if err == nil {
+		_, err = st.table.Apply(ctx)
+	}
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
+	if s := st.table.Stats(); s.InKernel != len(targets) {
+		k.Close()
+		return nil, fmt.Errorf("%d routes in the kernel, want %d", s.InKernel, len(targets))
+	}
+	return st, nil
+}
+
+func rtblNetlinkRoute(oif int, dst netip.Prefix, mtu int) *netlink.Route {
+	return &netlink.Route{
+		LinkIndex: oif, Table: rtblTable, Protocol: netlink.RouteProtocol(routetable.DefaultProtocol),
+		Scope: netlink.SCOPE_LINK, MTU: mtu, Dst: &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), 32)},
+	}
+}
+
+func rtblInitial(n int) harness.Scenario {
+	s := harness.Scenario{
+		Name: "routetable/initial/" + strconv.Itoa(n),
+		Size: n,
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane routetable", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					_, err := rtblSetupLink(ctx, env, n)
+					env.State = rtblTargets(n)
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					st, err := rtblLoad(ctx, env, env.State.([]routetable.Target))
+					if err != nil {
+						return err
+					}
+					return st.kernel.Close()
+				},
+			},
+			{
+				Name: "netlink RouteReplace per route", Role: harness.Peer,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					oif, err := rtblSetupLink(ctx, env, n)
+					routes := make([]*netlink.Route, n)
+					for i := range routes {
+						routes[i] = rtblNetlinkRoute(oif, rtblDst(i), 0)
+					}
+					env.State = routes
+					return err
+				},
+				Run: func(_ context.Context, env *harness.Env) error {
+					h := env.NS.Handle()
+					for _, r := range env.State.([]*netlink.Route) {
+						if err := h.RouteReplace(r); err != nil {
+							return err
+						}
+					}
+					return nil
+				},
+			},
+			{
+				Name: "ip -batch (hand-written)", Role: harness.Floor,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					_, err := rtblSetupLink(ctx, env, n)
+					var b bytes.Buffer
+					for i := range n {
+						fmt.Fprintf(&b, "route replace %s dev %s table %d proto %d scope link\n", rtblDst(i), rtblLink, rtblTable, routetable.DefaultProtocol)
+					}
+					env.State = b.Bytes()
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					_, err := env.NS.ExecInput(ctx, bytes.NewReader(env.State.([]byte)), "ip", "-batch", "-")
+					return err
+				},
+			},
+		},
+	}
+	if n <= rtblExecCap {
+		s.Variants = append(s.Variants, harness.Variant{
+			Name: "ip route replace per route (exec)", Role: harness.Peer,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				_, err := rtblSetupLink(ctx, env, n)
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				table, proto := strconv.Itoa(rtblTable), strconv.Itoa(int(routetable.DefaultProtocol))
+				for i := range n {
+					if _, err := env.NS.Exec(ctx, "ip", "route", "replace", rtblDst(i).String(), "dev", rtblLink,
+						"table", table, "proto", proto, "scope", "link"); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		})
+		s.Note = "ours includes New, SetRoutes, the link list and the initial dump; peers: netlink RouteReplace per route in process (Felix), and one `ip route replace` exec per route"
+	} else {
+		s.Note = fmt.Sprintf("ours includes New, SetRoutes, the link list and the initial dump; peer2 (one exec per route) capped at %d routes: see routetable/initial/%d for its ratio", rtblExecCap, rtblExecCap)
+	}
+	return s
+}
+
+func rtblChangeOne(n int) harness.Scenario {
+	return harness.Scenario{
+		Name: "routetable/change-one/" + strconv.Itoa(n),
+		Size: 1,
+		Note: "one route's MTU changed with " + strconv.Itoa(n) + " routes in sync; compare ours across sizes (the floor is one netlink call)",
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane routetable", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					if _, err := rtblSetupLink(ctx, env, n); err != nil {
+						return err
+					}
+					st, err := rtblLoad(ctx, env, rtblTargets(n))
+					env.State = st
+					if err != nil {
+						return err
+					}
+					return rtblSleep(ctx, 250*time.Millisecond)
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					st := env.State.(*rtblState)
+					defer st.kernel.Close()
+					tg := st.targets[n/2]
+					tg.MTU = 1400
+					before := st.table.Stats().RouteWrites
+					if err := st.table.RouteUpdate(1, rtblLink, tg); err != nil {
+						return err
+					}
+					if _, err := st.table.Apply(ctx); err != nil {
+						return err
+					}
+					env.Report("writes", float64(st.table.Stats().RouteWrites-before))
+					return nil
+				},
+			},
+			{
+				Name: "netlink RouteReplace (one call)", Role: harness.Floor,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					oif, err := rtblSetupLink(ctx, env, n)
+					if err != nil {
+						return err
+					}
+					st, err := rtblLoad(ctx, env, rtblTargets(n))
+					if err != nil {
+						return err
+					}
+					env.State = rtblNetlinkRoute(oif, rtblDst(n/2), 1400)
+					if err := st.kernel.Close(); err != nil {
+						return err
+					}
+					return rtblSleep(ctx, 250*time.Millisecond)
+				},
+				Run: func(_ context.Context, env *harness.Env) error {
+					return env.NS.Handle().RouteReplace(env.State.(*netlink.Route))
+				},
+			},
+		},
+	}
+}
+
+func rtblNoopResync(n int) harness.Scenario {
+	load := func(ctx context.Context, env *harness.Env) (*rtblState, error) {
+		if _, err := rtblSetupLink(ctx, env, n); err != nil {
+			return nil, err
+		}
+		st, err := rtblLoad(ctx, env, rtblTargets(n))
+		if err != nil {
+			return nil, err
+		}
+		return st, rtblSleep(ctx, 250*time.Millisecond)
+	}
+	closing := func(ctx context.Context, env *harness.Env) error {
+		st, err := load(ctx, env)
+		if st != nil {
+			st.kernel.Close()
+		}
+		return err
+	}
+	check := func(what string, got int) error {
+		if got != n {
+			return fmt.Errorf("%s returned %d routes, want %d", what, got, n)
+		}
+		return nil
+	}
+	return harness.Scenario{
+		Name: "routetable/noop-resync/" + strconv.Itoa(n),
+		Size: n,
+		Note: "QueueResync + Apply with the kernel already in sync: one link list, one table dump, no writes",
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane routetable", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					st, err := load(ctx, env)
+					env.State = st
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					st := env.State.(*rtblState)
+					defer st.kernel.Close()
+					before := st.table.Stats()
+					st.table.QueueResync()
+					if _, err := st.table.Apply(ctx); err != nil {
+						return err
+					}
+					after := st.table.Stats()
+					env.Report("writes", float64(after.RouteWrites-before.RouteWrites))
+					env.Report("dumps", float64(after.Resyncs-before.Resyncs))
+					return check("resync", after.InKernel)
+				},
+			},
+			{
+				Name: "ip route show table N", Role: harness.Floor, Setup: closing,
+				Run: func(ctx context.Context, env *harness.Env) error {
+					out, err := env.NS.Exec(ctx, "ip", "route", "show", "table", strconv.Itoa(rtblTable))
+					if err != nil {
+						return err
+					}
+					return check("ip route show", bytes.Count(out, []byte{'\n'}))
+				},
+			},
+			{
+				Name: "netlink RouteListFiltered", Role: harness.Peer, Setup: closing,
+				Run: func(_ context.Context, env *harness.Env) error {
+					rs, err := env.NS.Handle().RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: rtblTable}, netlink.RT_FILTER_TABLE)
+					if err != nil {
+						return err
+					}
+					return check("RouteListFiltered", len(rs))
+				},
+			},
+		},
+	}
+}
+
+func rtblHeap(n int) harness.Scenario {
+	return harness.Scenario{
+		Name: "routetable/heap/" + strconv.Itoa(n),
+		Size: n,
+		Note: "heapB/route: heap kept by a Table per applied route (candidates, winners, kernel view, netlink buffers); times include two forced GCs",
+		Variants: []harness.Variant{{
+			Name: "nodeplane routetable", Role: harness.Ours,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				_, err := rtblSetupLink(ctx, env, n)
+				env.State = rtblTargets(n)
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				targets := env.State.([]routetable.Target)
+				before := harness.HeapInUse()
+				st, err := rtblLoad(ctx, env, targets)
+				if err != nil {
+					return err
+				}
+				after := harness.HeapInUse()
+				runtime.KeepAlive(st)
+				runtime.KeepAlive(targets)
+				env.Report("heapB/route", float64(int64(after)-int64(before))/float64(n))
+				return st.kernel.Close()
+			},
+		}},
+	}
+}

@@ -1,0 +1,534 @@
+package routetable
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/delta"
+)
+
+// MaxReportedErrors is how many per-route errors an ApplyError keeps.
+const MaxReportedErrors = 16
+
+// RouteError is the failure of one route (or of the conntrack deletion it
+// waited for). It wraps a classification sentinel (ErrIfaceDown,
+// ErrIfaceGone, ErrRouteFailed, ErrForeignRoute or ErrConntrack) and the
+// cause (a unix.Errno from the kernel, usually).
+type RouteError struct {
+	// Key is the route.
+	Key RouteKey
+	// Op is the operation that failed (OpReplace or OpDelete).
+	Op OpKind
+	// Iface names the route's interface, when it has one.
+	Iface string
+	// Class is the classification sentinel.
+	Class error
+	// Err is the cause.
+	Err error
+}
+
+// Error describes the route, the operation and the cause.
+func (e *RouteError) Error() string {
+	s := fmt.Sprintf("%v: %s %v", e.Class, e.Op, e.Key)
+	if e.Iface != "" {
+		s += " dev " + e.Iface
+	}
+	return s + ": " + e.Err.Error()
+}
+
+// Unwrap returns the classification and the cause.
+func (e *RouteError) Unwrap() []error { return []error{e.Class, e.Err} }
+
+// ApplyError is what Apply returns when some writes failed. The failed
+// routes stay pending and are retried by the next Apply.
+type ApplyError struct {
+	// Failed is the number of routes that failed.
+	Failed int
+	// Errors are the first MaxReportedErrors route errors (*RouteError)
+	// and any other failure (conntrack, neighbours).
+	Errors []error
+}
+
+// Error summarises the failures.
+func (e *ApplyError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "routetable: %d route(s) failed", e.Failed)
+	for i, err := range e.Errors {
+		if i == 3 {
+			fmt.Fprintf(&b, "; …")
+			break
+		}
+		fmt.Fprintf(&b, "; %v", err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the collected errors, so errors.Is finds their sentinels.
+func (e *ApplyError) Unwrap() []error { return e.Errors }
+
+// applyState collects the outcome of one Apply.
+type applyState struct {
+	failed int
+	errs   []error
+}
+
+func (s *applyState) routeErr(e *RouteError) {
+	s.failed++
+	if len(s.errs) < MaxReportedErrors {
+		s.errs = append(s.errs, e)
+	}
+}
+
+func (s *applyState) other(err error) {
+	if len(s.errs) < MaxReportedErrors+4 {
+		s.errs = append(s.errs, err)
+	}
+}
+
+func (s *applyState) err() error {
+	if len(s.errs) == 0 {
+		return nil
+	}
+	return &ApplyError{Failed: s.failed, Errors: s.errs}
+}
+
+// Apply writes the difference between the winners of every key and the
+// kernel table: deletes of our unwanted routes (after their grace period),
+// conntrack deletions for addresses whose route moves, replaces of routes
+// that are missing or differ, static neighbour entries. It re-reads the
+// table first on the first call, after QueueResync, after failures and
+// every RefreshInterval. It implements dataplane.Driver.
+//
+// Failures are per route: the rest is still written, the failed routes
+// stay pending and the returned *ApplyError says what failed. RetryAfter
+// asks for the next call when a grace period or the refresh ends.
+func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.drainEvents()
+	now := t.opts.Clock.Now()
+	if t.opts.RefreshInterval > 0 && !t.lastResync.IsZero() && now.Sub(t.lastResync) >= t.opts.RefreshInterval {
+		t.needResync = true
+	}
+	if t.needResync {
+		if err := t.resync(ctx); err != nil {
+			return dataplane.ApplyResult{}, err
+		}
+		t.lastResync = now
+	} else if t.linksStale {
+		if err := t.listLinks(ctx); err != nil {
+			return dataplane.ApplyResult{}, err
+		}
+	}
+	var st applyState
+	t.flushPending(ctx, &st)
+	t.setNeighbors(ctx, &st)
+	t.applyDeletions(ctx, now, &st)
+	t.applyUpdates(ctx, &st)
+	t.deleteNeighbors(ctx, &st)
+	t.flushPending(ctx, &st)
+	res := dataplane.ApplyResult{RetryAfter: t.retryAfter(now)}
+	if err := ctx.Err(); err != nil {
+		st.other(err)
+	}
+	return res, st.err()
+}
+
+// retryAfter is when Apply wants to run again: the end of the earliest
+// grace period, or the next refresh.
+func (t *Table) retryAfter(now time.Time) time.Duration {
+	var next time.Duration
+	if t.opts.RefreshInterval > 0 {
+		next = max(t.opts.RefreshInterval-now.Sub(t.lastResync), time.Millisecond)
+	}
+	for _, first := range t.graceSeen {
+		d := first.Add(t.opts.GracePeriod).Sub(now)
+		if d <= 0 {
+			continue // expired: being deleted
+		}
+		if next == 0 || d < next {
+			next = d
+		}
+	}
+	return next
+}
+
+// resync lists the links and re-reads the table (and, if any are in play,
+// the neighbours).
+func (t *Table) resync(ctx context.Context) error {
+	if err := t.listLinks(ctx); err != nil {
+		return err
+	}
+	if err := t.dumpRoutes(ctx); err != nil {
+		return err
+	}
+	if err := t.dumpNeighbors(ctx); err != nil {
+		return err
+	}
+	t.needResync = false
+	return nil
+}
+
+// dumpRoutes replaces the dataplane view with a dump of the table. The
+// common case, a dump that finds everything as recorded, costs one map
+// lookup per route: only when something differs (or the dump restarted)
+// is the set of dumped keys built to find the routes that went away. A
+// failed dump records what it saw and removes nothing.
+func (t *Table) dumpRoutes(ctx context.Context) error {
+	fam, table := t.opts.Family, t.opts.Table
+	clear(t.foreign)
+	keys := make([]rkey, 0, t.tr.Dataplane().Len()+16)
+	changed := false
+	err := t.opts.Kernel.DumpRoutes(ctx, fam, table, func(r *KernelRoute) error {
+		if r.Family != fam || r.Table != table {
+			return nil
+		}
+		k, v, maybe := t.fromKernel(r)
+		if !maybe {
+			return nil
+		}
+		if !t.opts.Ownership.RouteIsOurs(r, t.ifaceName(r)) {
+			t.foreign[k] = struct{}{}
+			return nil
+		}
+		keys = append(keys, k)
+		if old, ok := t.tr.Dataplane().Get(k); !ok || !krouteEqual(old, v) {
+			t.tr.Dataplane().Set(k, v)
+			changed = true
+		}
+		return nil
+	}, func() {
+		// The kernel interrupted the dump, which starts over: what was
+		// seen so far proves nothing.
+		keys, changed = keys[:0], true
+		clear(t.foreign)
+	})
+	t.stats.Resyncs++
+	if err != nil {
+		return fmt.Errorf("%w: %v routes of table %d: %w", ErrDump, fam, table, err)
+	}
+	// Every dumped route was already recorded with the same value: if
+	// there were as many as recorded, none went away (the kernel never
+	// holds two identical routes).
+	if changed || len(keys) != t.tr.Dataplane().Len() {
+		seen := make(map[rkey]struct{}, len(keys))
+		for _, k := range keys {
+			seen[k] = struct{}{}
+		}
+		var gone []rkey
+		for k := range t.tr.Dataplane().All() {
+			if _, ok := seen[k]; !ok {
+				gone = append(gone, k)
+			}
+		}
+		for _, k := range gone {
+			t.tr.Dataplane().Delete(k)
+		}
+	}
+	// Our routes hide foreign ones with the same key.
+	for k := range t.foreign {
+		if _, ok := t.tr.Dataplane().Get(k); ok {
+			delete(t.foreign, k)
+		}
+	}
+	return nil
+}
+
+// listLinks refreshes the interface table from the kernel.
+func (t *Table) listLinks(ctx context.Context) error {
+	links, err := t.opts.Kernel.Links(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: links: %w", ErrDump, err)
+	}
+	t.refreshLinks(links)
+	t.linksStale = false
+	return nil
+}
+
+// dumpNeighbors re-reads the neighbour entries the Table wants or wrote.
+func (t *Table) dumpNeighbors(ctx context.Context) error {
+	if t.nbrs.Desired().Len() == 0 && t.nbrs.Dataplane().Len() == 0 {
+		return nil
+	}
+	ns, err := t.opts.Kernel.Neighbors(ctx, t.opts.Family)
+	if err != nil {
+		return fmt.Errorf("%w: neighbours: %w", ErrDump, err)
+	}
+	known := func(k nbrKey) bool {
+		if _, ok := t.nbrs.Desired().Get(k); ok {
+			return true
+		}
+		_, ok := t.nbrs.Dataplane().Get(k)
+		return ok
+	}
+	return t.nbrs.Dataplane().ReplaceAllIter(func(add func(nbrKey, [6]byte)) error {
+		for _, n := range ns {
+			k := nbrKey{ip: n.IP, oif: int32(n.LinkIndex)}
+			if !n.Permanent || len(n.MAC) != 6 || !known(k) {
+				continue
+			}
+			add(k, [6]byte(n.MAC))
+		}
+		return nil
+	})
+}
+
+// isHost reports whether k is a host route, whose address's conntrack
+// entries follow it.
+func (t *Table) isHost(k rkey) bool { return int(k.bits) == t.opts.Family.Bits() }
+
+// applyDeletions deletes our routes that nobody wants, except those in
+// their grace period.
+func (t *Table) applyDeletions(ctx context.Context, now time.Time, st *applyState) {
+	var dels []update
+	t.tr.PendingDeletions().Iter(func(k rkey, v kroute) delta.IterAction {
+		if !t.graced(k, v, now) {
+			dels = append(dels, update{k, v})
+		}
+		return delta.IterActionNoOp
+	})
+	for k := range t.graceSeen {
+		if _, pending := t.tr.PendingDeletions().Get(k); !pending {
+			delete(t.graceSeen, k)
+		}
+	}
+	if len(dels) == 0 {
+		return
+	}
+	// Routes through a gateway first: they may depend on the direct ones.
+	slices.SortFunc(dels, func(a, b update) int { return cmp.Compare(a.v.scope, b.v.scope) })
+	ops := make([]RouteOp, 0, min(len(dels), t.opts.BatchSize))
+	for chunk := range slices.Chunk(dels, t.opts.BatchSize) {
+		if ctx.Err() != nil {
+			return
+		}
+		ops = ops[:0]
+		for _, d := range chunk {
+			ops = append(ops, t.deleteOp(d.k, d.v))
+		}
+		errs := t.opts.Kernel.ApplyRoutes(ctx, ops)
+		t.stats.RouteWrites += uint64(len(ops))
+		for i, d := range chunk {
+			k, err := d.k, resultOf(errs, i)
+			if err != nil && !errors.Is(err, syscall.ESRCH) {
+				st.routeErr(t.classify(k, OpDelete, d.v, err))
+				continue
+			}
+			t.tr.Dataplane().Delete(k)
+			if t.isHost(k) && !t.opts.NoConntrackCleanup {
+				t.pendingFlush = append(t.pendingFlush, t.addrOf(k))
+			}
+		}
+	}
+}
+
+// graced reports whether the unwanted route k (v in the kernel) is left in
+// place for now, starting its grace period when first seen. Only routes
+// someone else wrote (another protocol) on an interface with a grace
+// period and without declared routes get one.
+func (t *Table) graced(k rkey, v kroute, now time.Time) bool {
+	if t.opts.GracePeriod <= 0 || v.proto == t.opts.Protocol {
+		return false // routes with our protocol are ours for sure
+	}
+	oif := v.oif
+	if v.hops != nil && len(*v.hops) > 0 {
+		oif = (*v.hops)[0].oif
+	}
+	rec := t.byIndex[oif]
+	if rec == nil || !t.opts.Ownership.IfaceHasGracePeriod(rec.name) {
+		return false
+	}
+	if len(rec.classes) > 0 {
+		return false // the interface's routes are known: the rest can go
+	}
+	first, ok := t.graceSeen[k]
+	if !ok {
+		t.graceSeen[k] = now
+		t.opts.Logger.Debug("routetable: unexpected route, grace period starts", "table", t.Name(), "route", t.public(k),
+			"iface", rec.name)
+		return true
+	}
+	return now.Sub(first) < t.opts.GracePeriod
+}
+
+// update is one pending route write.
+type update struct {
+	k rkey
+	v kroute
+}
+
+// applyUpdates writes the routes that are missing or differ, after the
+// conntrack entries of addresses whose route moves are deleted.
+func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
+	n := t.tr.PendingUpdates().Len()
+	if n == 0 {
+		return
+	}
+	ups := make([]update, 0, n)
+	var moved []netip.Addr
+	var flushing map[netip.Addr]struct{}
+	if len(t.pendingFlush) > 0 {
+		flushing = make(map[netip.Addr]struct{}, len(t.pendingFlush))
+		for _, a := range t.pendingFlush {
+			flushing[a] = struct{}{}
+		}
+	}
+	t.tr.PendingUpdates().Iter(func(k rkey, v kroute) delta.IterAction {
+		if _, ok := t.foreign[k]; ok {
+			st.routeErr(&RouteError{Key: t.public(k), Op: OpReplace, Iface: t.nameOf(v.oif), Class: ErrForeignRoute,
+				Err: errors.New("not overwritten; delete it or give ours another metric")})
+			return delta.IterActionNoOp
+		}
+		if t.isHost(k) && !t.opts.NoConntrackCleanup {
+			if _, waiting := flushing[t.addrOf(k)]; waiting {
+				st.routeErr(&RouteError{Key: t.public(k), Op: OpReplace, Iface: t.nameOf(v.oif), Class: ErrConntrack,
+					Err: errors.New("waiting for the conntrack entries of the old route to be deleted")})
+				return delta.IterActionNoOp
+			}
+			if old, ok := t.tr.Dataplane().Get(k); ok && old.owner() != v.owner() {
+				moved = append(moved, t.addrOf(k))
+			}
+		}
+		ups = append(ups, update{k, v})
+		return delta.IterActionNoOp
+	})
+	if len(moved) > 0 {
+		t.stats.ConntrackDeletions++
+		if _, err := t.opts.ConntrackDeleter.DeleteConntrack(ctx, t.opts.Family, moved); err != nil {
+			// Moved routes wait: their old flows must go first.
+			skip := make(map[netip.Addr]struct{}, len(moved))
+			for _, a := range moved {
+				skip[a] = struct{}{}
+			}
+			ups = slices.DeleteFunc(ups, func(u update) bool {
+				if _, ok := skip[t.addrOf(u.k)]; ok && t.isHost(u.k) {
+					old, _ := t.tr.Dataplane().Get(u.k)
+					if old.owner() != u.v.owner() {
+						st.routeErr(&RouteError{Key: t.public(u.k), Op: OpReplace, Iface: t.nameOf(u.v.oif), Class: ErrConntrack, Err: err})
+						return true
+					}
+				}
+				return false
+			})
+		}
+	}
+	// Direct and local routes first: routes via a gateway may need them.
+	slices.SortFunc(ups, func(a, b update) int { return cmp.Compare(b.v.scope, a.v.scope) })
+	ops := make([]RouteOp, 0, min(len(ups), t.opts.BatchSize))
+	for chunk := range slices.Chunk(ups, t.opts.BatchSize) {
+		if ctx.Err() != nil {
+			return
+		}
+		ops = ops[:0]
+		for _, u := range chunk {
+			ops = append(ops, RouteOp{Kind: OpReplace, Route: t.toKernel(u.k, u.v)})
+		}
+		errs := t.opts.Kernel.ApplyRoutes(ctx, ops)
+		t.stats.RouteWrites += uint64(len(ops))
+		for i, u := range chunk {
+			if err := resultOf(errs, i); err != nil {
+				st.routeErr(t.classify(u.k, OpReplace, u.v, err))
+				continue
+			}
+			t.tr.Dataplane().Set(u.k, u.v)
+		}
+	}
+}
+
+// classify wraps a kernel error of one route with its class, and arranges
+// the follow-up: a link refresh for interface errors, a full resync for
+// the rest.
+func (t *Table) classify(k rkey, op OpKind, v kroute, err error) *RouteError {
+	e := &RouteError{Key: t.public(k), Op: op, Iface: t.nameOf(v.oif), Err: err}
+	switch {
+	case errors.Is(err, syscall.ENODEV):
+		e.Class = ErrIfaceGone
+		t.linksStale = true
+	case errors.Is(err, syscall.ENETDOWN):
+		e.Class = ErrIfaceDown
+		t.linksStale = true
+	default:
+		e.Class = ErrRouteFailed
+		t.needResync = true
+	}
+	t.opts.Logger.Warn("routetable: route write failed", "table", t.Name(), "error", e)
+	return e
+}
+
+// nameOf names the interface with index oif, if known.
+func (t *Table) nameOf(oif int32) string {
+	if rec := t.byIndex[oif]; rec != nil && oif != 0 {
+		return rec.name
+	}
+	return ""
+}
+
+// flushPending deletes the conntrack entries of addresses whose routes
+// were deleted.
+func (t *Table) flushPending(ctx context.Context, st *applyState) {
+	if len(t.pendingFlush) == 0 || ctx.Err() != nil {
+		return
+	}
+	t.stats.ConntrackDeletions++
+	if _, err := t.opts.ConntrackDeleter.DeleteConntrack(ctx, t.opts.Family, t.pendingFlush); err != nil {
+		st.other(fmt.Errorf("%w: %d address(es): %w", ErrConntrack, len(t.pendingFlush), err))
+		return
+	}
+	t.pendingFlush = nil
+}
+
+// setNeighbors writes the static neighbour entries that are missing or
+// differ (before the routes that use them).
+func (t *Table) setNeighbors(ctx context.Context, st *applyState) {
+	t.nbrs.PendingUpdates().Iter(func(k nbrKey, mac [6]byte) delta.IterAction {
+		if ctx.Err() != nil {
+			return delta.IterActionNoOp
+		}
+		t.stats.NeighborWrites++
+		n := Neighbor{LinkIndex: int(k.oif), IP: k.ip, MAC: net.HardwareAddr(mac[:]), Permanent: true}
+		if err := t.opts.Kernel.SetNeighbor(ctx, n); err != nil {
+			st.other(fmt.Errorf("%w: %v dev %s: %w", ErrNeighbor, k.ip, t.nameOf(k.oif), err))
+			t.linksStale = true
+			return delta.IterActionNoOp
+		}
+		return delta.IterActionUpdateDataplane
+	})
+}
+
+// deleteNeighbors deletes the static neighbour entries no longer wanted
+// (after the routes that used them).
+func (t *Table) deleteNeighbors(ctx context.Context, st *applyState) {
+	t.nbrs.PendingDeletions().Iter(func(k nbrKey, mac [6]byte) delta.IterAction {
+		if ctx.Err() != nil {
+			return delta.IterActionNoOp
+		}
+		t.stats.NeighborWrites++
+		n := Neighbor{LinkIndex: int(k.oif), IP: k.ip, MAC: net.HardwareAddr(mac[:]), Permanent: true}
+		if err := t.opts.Kernel.DeleteNeighbor(ctx, n); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENODEV) {
+			st.other(fmt.Errorf("%w: delete %v dev %s: %w", ErrNeighbor, k.ip, t.nameOf(k.oif), err))
+			return delta.IterActionNoOp
+		}
+		return delta.IterActionUpdateDataplane
+	})
+}
+
+// resultOf returns the result of op i; a Kernel that returned too few
+// results failed the rest.
+func resultOf(errs []error, i int) error {
+	if i < len(errs) {
+		return errs[i]
+	}
+	return errors.New("routetable: no result from the kernel for this operation")
+}

@@ -1,0 +1,134 @@
+package routetable_test
+
+import (
+	"context"
+	"net/netip"
+	"runtime"
+	"testing"
+
+	rt "github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/routetable/routetablefake"
+)
+
+// sinkKernel accepts every write and dumps nothing, so that a benchmark
+// measures the Table's own heap, not a fake kernel's.
+type sinkKernel struct{ *routetablefake.Kernel }
+
+func (sinkKernel) DumpRoutes(context.Context, rt.Family, uint32, func(*rt.KernelRoute) error, func()) error {
+	return nil
+}
+
+func (sinkKernel) ApplyRoutes(_ context.Context, ops []rt.RouteOp) []error {
+	return make([]error, len(ops))
+}
+
+func (sinkKernel) Links(context.Context) ([]rt.Link, error) {
+	return []rt.Link{{Name: "lo", Index: 1, Up: true}, {Name: "np-a", Index: 2, Up: true}}, nil
+}
+
+func benchTargets(n int) []rt.Target {
+	out := make([]rt.Target, n)
+	for i := range n {
+		out[i] = rt.Target{CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)}
+	}
+	return out
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkHeapPerRoute reports the heap a Table keeps per route once
+// 100k routes are programmed: the declared candidates, the desired winners
+// and the kernel view together.
+func BenchmarkHeapPerRoute(b *testing.B) {
+	const n = 100_000
+	targets := benchTargets(n)
+	var perRoute float64
+	for b.Loop() {
+		before := heapInUse()
+		tbl, err := rt.New(rt.Options{Kernel: sinkKernel{routetablefake.New()}, Family: rt.IPv4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := tbl.SetRoutes(1, "np-a", targets); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tbl.Apply(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		after := heapInUse()
+		if s := tbl.Stats(); s.InKernel != n || s.PendingUpdates != 0 {
+			b.Fatalf("not programmed: %+v", s)
+		}
+		runtime.KeepAlive(tbl)
+		perRoute = float64(int64(after)-int64(before)) / n
+	}
+	b.ReportMetric(perRoute, "heapB/route")
+}
+
+// BenchmarkNoopResync100k is a periodic resync that finds nothing to do:
+// one dump of 100k routes from the fake, no writes.
+func BenchmarkNoopResync100k(b *testing.B) {
+	const n = 100_000
+	k := routetablefake.New()
+	if _, err := k.AddLink("np-a"); err != nil {
+		b.Fatal(err)
+	}
+	if err := k.SetLinkUp("np-a", true); err != nil {
+		b.Fatal(err)
+	}
+	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4, Table: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := tbl.SetRoutes(1, "np-a", benchTargets(n)); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := tbl.Apply(ctx); err != nil {
+		b.Fatal(err)
+	}
+	k.ResetCalls()
+	for b.Loop() {
+		tbl.QueueResync()
+		if _, err := tbl.Apply(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if w := k.Writes(); w != 0 {
+		b.Fatalf("%d writes", w)
+	}
+}
+
+// BenchmarkChangeOne100k changes one route of 100k and applies it.
+func BenchmarkChangeOne100k(b *testing.B) {
+	const n = 100_000
+	tbl, err := rt.New(rt.Options{Kernel: sinkKernel{routetablefake.New()}, Family: rt.IPv4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	targets := benchTargets(n)
+	if err := tbl.SetRoutes(1, "np-a", targets); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := tbl.Apply(ctx); err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		tg := targets[i%n]
+		tg.MTU = uint32(1000 + i%2)
+		if err := tbl.RouteUpdate(1, "np-a", tg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tbl.Apply(ctx); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

@@ -1,0 +1,134 @@
+// Package routetable keeps the routes a node agent owns in one kernel
+// routing table equal to what its producers declare: the "route sync with
+// orphan cleanup" every CNI writes by hand, done once.
+//
+// # What it owns
+//
+// A Table owns, for one IP family in one routing table of one network
+// namespace, the routes its OwnershipPolicy calls its own. The default
+// policy (DefaultPolicy) owns the routes that carry its route protocol
+// (Options.Protocol, by default DefaultProtocol, 0x4e, "proto 78" in
+// iproute2) and the routes on interfaces whose names match
+// Options.InterfacePatterns (such as `^np-`), except the kernel's own
+// address routes (RTPROT_KERNEL). ExclusivePolicy owns a whole dedicated
+// table. Routes in other tables, of the other family, with a TOS selector,
+// or that the policy does not claim are foreign: they are never changed or
+// deleted, and a desired route whose key a foreign route holds is not
+// written (the Table reports ErrForeignRoute until the foreign route is
+// gone). Ours that nobody wants are deleted, and every route the Table
+// writes carries its protocol, so a restarted agent recognises them.
+//
+// Static neighbour entries (ARP or NDP, NUD_PERMANENT) are written for
+// targets with a DestMAC and deleted when no longer wanted; conntrack
+// entries are deleted for addresses whose host route moves or disappears.
+// Nothing else is touched: no link, address or rule.
+//
+// # How it is used
+//
+// One Table per (table, family). Producers declare routes by route class
+// and interface:
+//
+//	tbl, err := routetable.New(routetable.Options{
+//		Kernel:            kernel, // routetable.OpenKernel(ns), or a routetablefake.Kernel
+//		Family:            routetable.IPv4,
+//		Table:             254,
+//		InterfacePatterns: []string{`^np-`},
+//	})
+//	err = tbl.SetRoutes(classLocal, "np-1234", []routetable.Target{{CIDR: pod}})
+//	err = tbl.SetRoutes(classTunnel, routetable.InterfaceNone, []routetable.Target{{
+//		CIDR: remotePods, NextHops: []routetable.NextHop{{Iface: "eth0", Gateway: gw1}, {Iface: "eth1", Gateway: gw2}},
+//	}})
+//	res, err := tbl.Apply(ctx)
+//
+// SetRoutes replaces everything a (class, interface) pair wants;
+// RouteUpdate and RouteRemove change one route. A Target is a destination
+// with a type (unicast through the interface, via a gateway, onlink, local,
+// blackhole, unreachable, prohibit, throw), an optional gateway, source,
+// MTU, metric, multipath next hops and destination MAC. Routes without an
+// interface (blackhole and the like, and multipath routes) are declared
+// under InterfaceNone. These calls validate their input and record intent
+// only: bad input is an error and changes nothing.
+//
+// Several producers may want the same RouteKey (destination and metric):
+// the lowest RouteClass wins, and within a class the candidate on the
+// interface with the highest index, so the choice is deterministic. Only
+// candidates whose interfaces are up take part: when the winner goes away,
+// the next candidate's route replaces it in place in the same Apply
+// (OpReplace), so there is no moment without a route.
+//
+// A Table is a dataplane.Driver (phase PhaseRoutes): register it with a
+// dataplane.Loop, which calls Apply on every pass and QueueResync
+// periodically and after failures.
+//
+// # Interfaces
+//
+// Routes name their interfaces; the Table maps names to indexes and
+// states. Wire ifacemonitor to it:
+//
+//	OnLinkState: func(u ifacemonitor.LinkUpdate) {
+//		tbl.OnIfaceStateChanged(u.Name, u.Index, routetable.IfaceState(u.State))
+//	},
+//
+// OnIfaceStateChanged only queues the change (it never waits for an
+// Apply). Routes on an interface that does not exist yet, or is down, are
+// held: kept in the Table, not written, and written when the interface
+// comes up. The kernel removes routes through an interface that goes down
+// or away; the Table forgets them, so that they are written again on up,
+// and a name that comes back with a new index gets its routes on the new
+// index. A rename is the old name gone and the new name up. Every resync
+// also lists the links, so a Table without a monitor still learns the
+// interfaces at start and at every refresh.
+//
+// # Apply
+//
+// Apply writes only the difference between the winners and the kernel,
+// many route messages per netlink send with the acknowledgements drained
+// in bulk (Options.BatchSize per Kernel.ApplyRoutes call). Deletes go out
+// first, then replaces, direct routes before routes via gateways.
+// Failures are per route: the others are still written, the failed ones
+// stay pending and are retried by the next Apply, and the returned
+// *ApplyError classifies each (*RouteError wrapping ErrIfaceDown,
+// ErrIfaceGone, or ErrRouteFailed). An interface error makes the next
+// Apply list the links first; any other makes it re-read the table.
+//
+// Apply re-reads the table (a streamed dump, restarted if the kernel
+// interrupts it) on its first call, after QueueResync, after failures and
+// every Options.RefreshInterval (asking for the next call through
+// ApplyResult.RetryAfter). A resync that finds the kernel as expected
+// writes nothing, and a new Table on a kernel that already holds its
+// routes (a restarted agent) writes nothing either.
+//
+// Unwanted routes that someone else wrote (another protocol) on an
+// interface with a grace period (by default, the ones matching
+// InterfacePatterns) are left alone for Options.GracePeriod (10 s), on the
+// injected clock, because a CNI plugin may add a pod's route before the
+// agent learns about the pod; the grace period ends at once when the
+// interface has declared routes. Unwanted routes with our protocol go at
+// once.
+//
+// When the interface of a host route (/32, /128) changes, or the route
+// disappears, the address's conntrack entries are deleted through netlink
+// (Options.ConntrackDeleter, by default the Kernel's, which uses
+// ConntrackDeleteFilters, not the conntrack binary), and a moved route is
+// written only after that; if the deletion fails, the route waits.
+//
+// # Memory
+//
+// Keys are stored in a 24-byte pointer-free form and interface names once
+// per interface; about 350 bytes of heap per route at 100k routes, for the
+// declared candidates, the winners and the kernel view together.
+//
+// # Tests
+//
+// Package routetablefake is an in-memory kernel with kernel semantics
+// (EEXIST, ENODEV, ENETDOWN, routes vanishing with their interface, dumps,
+// conntrack flows, neighbours) and failure injection, for this package's
+// tests and for its users'.
+//
+// # What it never touches
+//
+// Foreign routes (see above), routes of other tables and families, links,
+// addresses, rules, and neighbour entries it did not write. New does no
+// I/O and starts no goroutines; the Table starts none at all. The real
+// Kernel (OpenKernel) is Linux-only.
+package routetable

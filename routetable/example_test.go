@@ -1,0 +1,288 @@
+package routetable_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/routetable/routetablefake"
+)
+
+// exampleKernel returns a fake kernel with interfaces np-a and np-b, up.
+func exampleKernel() *routetablefake.Kernel {
+	k := routetablefake.New()
+	for _, name := range []string{"np-a", "np-b"} {
+		_, _ = k.AddLink(name)
+		_ = k.SetLinkUp(name, true)
+	}
+	return k
+}
+
+// show prints the routes of table 254 of the fake, as `ip route` would
+// (roughly).
+func show(k *routetablefake.Kernel) {
+	names := map[int]string{}
+	links, _ := k.Links(context.Background())
+	for _, l := range links {
+		names[l.Index] = l.Name
+	}
+	for _, r := range k.Routes(routetable.IPv4, 254) {
+		fmt.Println(" ", formatRoute(&r, names))
+	}
+}
+
+var (
+	podA   = netip.MustParsePrefix("10.244.1.7/32")
+	remote = netip.MustParsePrefix("10.244.2.0/24")
+)
+
+const (
+	exLocal  routetable.RouteClass = 10
+	exTunnel routetable.RouteClass = 20
+)
+
+// A Table on the fake kernel: declare, apply, look.
+func Example() {
+	k := exampleKernel()
+	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, InterfacePatterns: []string{`^np-`}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}})
+	_ = tbl.SetRoutes(exTunnel, "np-b", []routetable.Target{{CIDR: remote, Type: routetable.TargetOnlink, Gateway: netip.MustParseAddr("192.168.0.2")}})
+	_ = tbl.SetRoutes(exLocal, routetable.InterfaceNone, []routetable.Target{{CIDR: netip.MustParsePrefix("10.244.1.0/24"), Type: routetable.TargetBlackhole}})
+	if _, err := tbl.Apply(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	show(k)
+	fmt.Println("writes:", k.Writes())
+
+	// A resync that finds everything in place writes nothing.
+	k.ResetCalls()
+	tbl.QueueResync()
+	_, _ = tbl.Apply(context.Background())
+	fmt.Println("writes after a resync:", k.Writes())
+	// Output:
+	//   10.244.1.0/24 blackhole proto 78
+	//   10.244.1.7/32 unicast dev np-a proto 78
+	//   10.244.2.0/24 unicast via 192.168.0.2 dev np-b onlink proto 78
+	// writes: 3
+	// writes after a resync: 0
+}
+
+// New validates the options and does no I/O.
+func ExampleNew() {
+	_, err := routetable.New(routetable.Options{Kernel: routetablefake.New()})
+	fmt.Println(errors.Is(err, routetable.ErrInvalidOptions), err)
+	_, err = routetable.New(routetable.Options{Kernel: routetablefake.New(), Family: routetable.IPv6, InterfacePatterns: []string{"("}})
+	fmt.Println(errors.Is(err, routetable.ErrInvalidOptions))
+	tbl, err := routetable.New(routetable.Options{Kernel: routetablefake.New(), Family: routetable.IPv6, Table: 1000})
+	fmt.Println(tbl.Name(), tbl.Index(), tbl.Family(), tbl.Phase(), err)
+	// Output:
+	// true routetable: invalid options: Family must be IPv4 or IPv6, not Family(0)
+	// true
+	// routetable-ipv6-1000 1000 IPv6 routes <nil>
+}
+
+// SetRoutes replaces everything one (class, interface) pair wants; bad
+// input changes nothing.
+func ExampleTable_SetRoutes() {
+	k := exampleKernel()
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{
+		{CIDR: netip.MustParsePrefix("10.0.1.0/24")},
+		{CIDR: netip.MustParsePrefix("10.0.2.0/24"), Metric: 100, MTU: 1400},
+	})
+	_, _ = tbl.Apply(context.Background())
+	show(k)
+
+	fmt.Println("replace the pair's routes:")
+	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: netip.MustParsePrefix("10.0.3.0/24")}})
+	_, _ = tbl.Apply(context.Background())
+	show(k)
+
+	err := tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: netip.MustParsePrefix("10.0.4.0/24"), Type: routetable.TargetBlackhole}})
+	fmt.Println(errors.Is(err, routetable.ErrInvalidTarget), err)
+	// Output:
+	//   10.0.1.0/24 unicast dev np-a proto 78
+	//   10.0.2.0/24 metric 100 unicast dev np-a mtu 1400 proto 78
+	// replace the pair's routes:
+	//   10.0.3.0/24 unicast dev np-a proto 78
+	// true routetable: invalid target: 10.0.4.0/24: blackhole routes have no interface: declare them under InterfaceNone
+}
+
+// Two producers want the same destination: the lower class wins; when it
+// withdraws, the other takes over with one replace.
+func ExampleTable_RouteUpdate() {
+	k := exampleKernel()
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	_ = tbl.RouteUpdate(exTunnel, "np-b", routetable.Target{CIDR: podA, Gateway: netip.MustParseAddr("10.0.0.2")})
+	_ = tbl.RouteUpdate(exLocal, "np-a", routetable.Target{CIDR: podA})
+	_, _ = tbl.Apply(context.Background())
+	show(k)
+	// Output:
+	//   10.244.1.7/32 unicast dev np-a proto 78
+}
+
+// RouteRemove withdraws one route of a pair.
+func ExampleTable_RouteRemove() {
+	k := exampleKernel()
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	_ = tbl.RouteUpdate(exTunnel, "np-b", routetable.Target{CIDR: podA})
+	_ = tbl.RouteUpdate(exLocal, "np-a", routetable.Target{CIDR: podA})
+	_, _ = tbl.Apply(context.Background())
+
+	k.ResetCalls()
+	_ = tbl.RouteRemove(exLocal, "np-a", routetable.RouteKey{CIDR: podA})
+	_, _ = tbl.Apply(context.Background())
+	show(k)
+	fmt.Println("replaces:", k.Calls(routetablefake.CallReplace), "deletes:", k.Calls(routetablefake.CallDelete))
+	// Output:
+	//   10.244.1.7/32 unicast dev np-b proto 78
+	// replaces: 1 deletes: 0
+}
+
+// Routes for an interface that does not exist yet are held, and written
+// when the interface monitor reports it up.
+func ExampleTable_OnIfaceStateChanged() {
+	k := routetablefake.New()
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	_ = tbl.SetRoutes(exLocal, "np-new", []routetable.Target{{CIDR: podA}})
+	_, _ = tbl.Apply(context.Background())
+	fmt.Println("before:", len(k.Routes(routetable.IPv4, 254)), "routes")
+
+	idx, _ := k.AddLink("np-new") // the CNI plugin creates the veth…
+	_ = k.SetLinkUp("np-new", true)
+	tbl.OnIfaceStateChanged("np-new", idx, routetable.IfaceUp) // …and ifacemonitor reports it
+	_, _ = tbl.Apply(context.Background())
+	show(k)
+	// Output:
+	// before: 0 routes
+	//   10.244.1.7/32 unicast dev np-new proto 78
+}
+
+// Apply reports per-route failures, classified; the rest is written and
+// the failed route is retried by the next Apply.
+func ExampleTable_Apply() {
+	k := exampleKernel()
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}, {CIDR: remote}})
+	k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Dst: podA, Err: syscall.ENETDOWN})
+
+	_, err := tbl.Apply(context.Background())
+	var ae *routetable.ApplyError
+	if errors.As(err, &ae) {
+		fmt.Println("failed:", ae.Failed, "interface down:", errors.Is(err, routetable.ErrIfaceDown))
+	}
+	show(k)
+
+	_, err = tbl.Apply(context.Background())
+	fmt.Println("retry:", err)
+	show(k)
+	// Output:
+	// failed: 1 interface down: true
+	//   10.244.2.0/24 unicast dev np-a proto 78
+	// retry: <nil>
+	//   10.244.1.7/32 unicast dev np-a proto 78
+	//   10.244.2.0/24 unicast dev np-a proto 78
+}
+
+// QueueResync makes the next Apply re-read the table, repairing what
+// changed behind the Table's back.
+func ExampleTable_QueueResync() {
+	k := exampleKernel()
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}})
+	_, _ = tbl.Apply(context.Background())
+
+	_ = k.DeleteRoute(routetable.KernelRoute{Family: routetable.IPv4, Dst: podA, Scope: routetable.ScopeNowhere})
+	fmt.Println("deleted by hand:", len(k.Routes(routetable.IPv4, 254)), "routes")
+
+	tbl.QueueResync()
+	_, _ = tbl.Apply(context.Background())
+	show(k)
+	// Output:
+	// deleted by hand: 0 routes
+	//   10.244.1.7/32 unicast dev np-a proto 78
+}
+
+// A route another agent added on one of our interfaces is left alone for
+// the grace period, then deleted.
+func ExampleOptions_gracePeriod() {
+	k := exampleKernel()
+	a, _ := k.LinkIndex("np-a")
+	_ = k.AddRoute(routetable.KernelRoute{Family: routetable.IPv4, Dst: podA, Type: routetable.RTNUnicast,
+		Protocol: 3, Scope: routetable.ScopeLink, OIF: a})
+	clk := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, InterfacePatterns: []string{`^np-`}, Clock: clk})
+
+	res, _ := tbl.Apply(context.Background())
+	fmt.Println("kept:", len(k.Routes(routetable.IPv4, 254)), "call again in", res.RetryAfter)
+	clk.Advance(res.RetryAfter)
+	_, _ = tbl.Apply(context.Background())
+	fmt.Println("after the grace period:", len(k.Routes(routetable.IPv4, 254)))
+	// Output:
+	// kept: 1 call again in 10s
+	// after the grace period: 0
+}
+
+// The default policy: our protocol, or our interfaces (but never the
+// kernel's address routes).
+func ExampleNewDefaultPolicy() {
+	p, _ := routetable.NewDefaultPolicy(routetable.DefaultProtocol, []string{`^np-`})
+	for _, c := range []struct {
+		proto uint8
+		iface string
+	}{{routetable.DefaultProtocol, "eth0"}, {3, "np-1"}, {routetable.ProtoKernel, "np-1"}, {3, "eth0"}} {
+		fmt.Println(c.proto, c.iface, p.RouteIsOurs(&routetable.KernelRoute{Protocol: c.proto}, c.iface))
+	}
+	// Output:
+	// 78 eth0 true
+	// 3 np-1 true
+	// 2 np-1 false
+	// 3 eth0 false
+}
+
+// ExclusivePolicy owns a whole table dedicated to the Table.
+func ExampleExclusivePolicy() {
+	k := exampleKernel()
+	_ = k.AddRoute(routetable.KernelRoute{Family: routetable.IPv4, Table: 200, Dst: remote, Type: routetable.RTNBlackhole, Protocol: 4})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: 200, Ownership: routetable.ExclusivePolicy{}})
+	_, _ = tbl.Apply(context.Background())
+	fmt.Println(len(k.Routes(routetable.IPv4, 200)), "routes left in table 200")
+	// Output: 0 routes left in table 200
+}
+
+// Keys are normalised: host bits masked, IPv6 metric 0 is 1024.
+func ExampleTarget_Key() {
+	fmt.Println(routetable.Target{CIDR: netip.MustParsePrefix("10.1.2.3/16"), Metric: 5}.Key())
+	fmt.Println(routetable.Target{CIDR: netip.MustParsePrefix("fd00::1/64")}.Key())
+	// Output:
+	// 10.1.0.0/16 metric 5
+	// fd00::/64 metric 1024
+}
+
+// A custom conntrack deleter, for example to count or to skip deletions.
+func ExampleConntrackDeleterFunc() {
+	k := exampleKernel()
+	var deleted []netip.Addr
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4,
+		ConntrackDeleter: routetable.ConntrackDeleterFunc(func(_ context.Context, _ routetable.Family, addrs []netip.Addr) (int, error) {
+			deleted = append(deleted, addrs...)
+			return 0, nil
+		})})
+	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}})
+	_, _ = tbl.Apply(context.Background())
+	_ = tbl.SetRoutes(exLocal, "np-b", []routetable.Target{{CIDR: podA}}) // the pod's address moves
+	_ = tbl.SetRoutes(exLocal, "np-a", nil)
+	_, _ = tbl.Apply(context.Background())
+	fmt.Println(deleted)
+	// Output: [10.244.1.7]
+}

@@ -1,0 +1,138 @@
+package routetable
+
+import (
+	"maps"
+	"slices"
+)
+
+// drainEvents applies the queued interface changes and resync request.
+// Called with t.mu held.
+func (t *Table) drainEvents() {
+	t.evMu.Lock()
+	events := t.events
+	t.events = nil
+	if t.resyncQueued {
+		t.needResync = true
+		t.resyncQueued = false
+	}
+	t.evMu.Unlock()
+	for _, ev := range events {
+		t.ifaceChanged(ev.name, ev.index, ev.state)
+	}
+	t.forgetFlushed()
+}
+
+// ifaceChanged records that interface name now has index and state, and
+// re-resolves the keys that depend on it. Routes through an index that
+// went down or away are dropped from the dataplane view (the kernel
+// removes them); forgetFlushed does that once per batch of changes.
+func (t *Table) ifaceChanged(name string, index int32, state IfaceState) {
+	rec := t.recs[name]
+	if rec == nil {
+		if state == IfaceGone {
+			return
+		}
+		rec = &ifaceRec{name: name}
+		t.recs[name] = rec
+	}
+	if state == IfaceGone {
+		index = 0
+	}
+	if rec.index == index && rec.state == state {
+		return
+	}
+	oldIndex, wasUp := rec.index, rec.up()
+	if oldIndex != 0 && (oldIndex != index || state != IfaceUp) {
+		// Down or away: the kernel removed the routes through it.
+		t.flushedIndex[oldIndex] = t.flushedIndex[oldIndex] || oldIndex != index
+	}
+	if oldIndex != 0 && oldIndex != index && t.byIndex[oldIndex] == rec {
+		delete(t.byIndex, oldIndex)
+	}
+	rec.index, rec.state = index, state
+	if index != 0 {
+		if other := t.byIndex[index]; other != nil && other != rec {
+			// The index was renamed to this name before we heard the
+			// old name was gone.
+			t.ifaceChanged(other.name, 0, IfaceGone)
+		}
+		t.byIndex[index] = rec
+	}
+	t.opts.Logger.Debug("routetable: interface changed", "table", t.Name(), "iface", name, "index", index,
+		"state", state, "was_up", wasUp)
+	if wasUp != rec.up() || oldIndex != index {
+		t.resolveIface(rec)
+	}
+	t.releaseRec(rec)
+}
+
+// resolveIface re-resolves every key declared on rec, and every multipath
+// key.
+func (t *Table) resolveIface(rec *ifaceRec) {
+	for _, class := range rec.classes {
+		for k := range t.groups[groupKey{class: class, iface: rec}] {
+			t.resolve(k)
+		}
+	}
+	for k := range t.multipath {
+		t.resolve(k)
+	}
+}
+
+// forgetFlushed drops from the dataplane view the routes and neighbours
+// through the interfaces in t.flushedIndex, which the kernel removed when
+// those interfaces went down or away, so that they are written again
+// rather than deleted.
+func (t *Table) forgetFlushed() {
+	if len(t.flushedIndex) == 0 {
+		return
+	}
+	var flushed []rkey
+	for k, v := range t.tr.Dataplane().All() {
+		deleted, ok := t.flushedIndex[v.oif]
+		// IPv4 keeps local routes through an interface that is down.
+		if ok && v.oif != 0 && (deleted || v.typ != RTNLocal || t.opts.Family == IPv6) {
+			flushed = append(flushed, k)
+		}
+	}
+	for _, k := range flushed {
+		t.tr.Dataplane().Delete(k)
+		if t.isHost(k) && !t.opts.NoConntrackCleanup {
+			// The address's route is gone: its flows go too, before
+			// another route for it is written.
+			t.pendingFlush = append(t.pendingFlush, t.addrOf(k))
+		}
+	}
+	var goneN []nbrKey
+	for k := range t.nbrs.Dataplane().All() {
+		if _, ok := t.flushedIndex[k.oif]; ok {
+			goneN = append(goneN, k)
+		}
+	}
+	for _, k := range goneN {
+		t.nbrs.Dataplane().Delete(k)
+	}
+	clear(t.flushedIndex)
+}
+
+// refreshLinks updates the interface table from a full list of links.
+func (t *Table) refreshLinks(links []Link) {
+	present := make(map[string]struct{}, len(links))
+	for _, l := range links {
+		if validIfaceName(l.Name) != nil || l.Index <= 0 {
+			continue
+		}
+		present[l.Name] = struct{}{}
+		state := IfaceDown
+		if l.Up {
+			state = IfaceUp
+		}
+		t.ifaceChanged(l.Name, int32(l.Index), state)
+	}
+	for _, name := range slices.Collect(maps.Keys(t.recs)) {
+		if _, ok := present[name]; !ok {
+			t.ifaceChanged(name, 0, IfaceGone)
+		}
+	}
+	t.forgetFlushed()
+}

@@ -1,0 +1,128 @@
+package routetable
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nodeplane/nodeplane/clock"
+)
+
+// DefaultProtocol is the route protocol a Table writes when Options.Protocol
+// is 0: 0x4e, 'N' for nodeplane. iproute2 shows it as "proto 78". It is
+// not in the kernel's or iproute2's list of assigned protocols (Calico uses
+// 80, BIRD 12, static 4, boot 3), so a route carrying it is nodeplane's.
+const DefaultProtocol uint8 = 0x4e
+
+// DefaultGracePeriod is how long an unwanted route on one of our
+// interfaces is left in place before it is deleted, when
+// Options.GracePeriod is 0.
+const DefaultGracePeriod = 10 * time.Second
+
+// DefaultRefreshInterval is how often a Table re-reads its kernel table on
+// its own, when Options.RefreshInterval is 0.
+const DefaultRefreshInterval = 90 * time.Second
+
+// Options configure a Table.
+type Options struct {
+	// Kernel is the netlink the Table reads and writes: OpenKernel for
+	// the real kernel, routetablefake for tests. Required.
+	Kernel Kernel
+	// Family is IPv4 or IPv6: one Table per family. Required.
+	Family Family
+	// Table is the kernel routing table; 0 means TableMain (254).
+	Table uint32
+	// Protocol is the route protocol written on every route and, with the
+	// default policy, the mark of ownership; 0 means DefaultProtocol.
+	// RTPROT_KERNEL (2) is refused.
+	Protocol uint8
+	// InterfacePatterns are regular expressions (such as `^np-`): with
+	// the default policy, routes on interfaces whose names match are ours
+	// whatever their protocol, and get the grace period.
+	InterfacePatterns []string
+	// Ownership replaces the default policy (Protocol plus
+	// InterfacePatterns). ExclusivePolicy owns a whole dedicated table.
+	Ownership OwnershipPolicy
+	// GracePeriod is how long an unwanted route on an interface with a
+	// grace period is left before it is deleted; 0 means
+	// DefaultGracePeriod, negative means none. The grace period ends early
+	// once the interface has desired routes.
+	GracePeriod time.Duration
+	// RefreshInterval is how often Apply re-reads the kernel table on its
+	// own (it asks to be called again through ApplyResult.RetryAfter); 0
+	// means DefaultRefreshInterval, negative means never (a
+	// dataplane.Loop resyncs every driver periodically anyway).
+	RefreshInterval time.Duration
+	// ConntrackDeleter replaces the Kernel's conntrack deletion.
+	ConntrackDeleter ConntrackDeleter
+	// NoConntrackCleanup turns off the deletion of conntrack entries of
+	// addresses whose route moves or disappears (for a table that is an
+	// overlay on top of the main routes).
+	NoConntrackCleanup bool
+	// BatchSize is the most route operations handed to Kernel.ApplyRoutes
+	// at once; 0 means 1024.
+	BatchSize int
+	// Logger receives debug and warning logs; nil discards them.
+	Logger *slog.Logger
+	// Clock is the time source of the grace period and the refresh; nil
+	// means clock.Real().
+	Clock clock.Clock
+}
+
+const defaultBatchSize = 1024
+
+func (o Options) withDefaults() (Options, error) {
+	bad := func(format string, args ...any) (Options, error) {
+		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if o.Kernel == nil {
+		return bad("Kernel is required (OpenKernel, or a fake)")
+	}
+	if !o.Family.Valid() {
+		return bad("Family must be IPv4 or IPv6, not %v", o.Family)
+	}
+	if o.Table == 0 {
+		o.Table = TableMain
+	}
+	if o.Protocol == 0 {
+		o.Protocol = DefaultProtocol
+	}
+	if o.Protocol == ProtoKernel {
+		return bad("protocol %d is the kernel's own (RTPROT_KERNEL)", o.Protocol)
+	}
+	if o.Ownership == nil {
+		p, err := NewDefaultPolicy(o.Protocol, o.InterfacePatterns)
+		if err != nil {
+			return o, err
+		}
+		o.Ownership = p
+	} else if len(o.InterfacePatterns) > 0 {
+		return bad("InterfacePatterns only apply to the default policy; give them to your Ownership instead")
+	}
+	switch {
+	case o.GracePeriod == 0:
+		o.GracePeriod = DefaultGracePeriod
+	case o.GracePeriod < 0:
+		o.GracePeriod = 0
+	}
+	switch {
+	case o.RefreshInterval == 0:
+		o.RefreshInterval = DefaultRefreshInterval
+	case o.RefreshInterval < 0:
+		o.RefreshInterval = 0
+	}
+	if o.BatchSize < 0 {
+		return bad("negative BatchSize %d", o.BatchSize)
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = defaultBatchSize
+	}
+	if o.ConntrackDeleter == nil {
+		o.ConntrackDeleter = o.Kernel
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	return o, nil
+}

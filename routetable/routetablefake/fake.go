@@ -1,0 +1,703 @@
+// Package routetablefake is an in-memory kernel for tests of code that uses
+// package routetable: a routetable.Kernel that keeps routes per table,
+// links, neighbour entries and conntrack flows, behaves like the kernel for
+// what a Table emits, and fails on demand.
+//
+// # What it emulates
+//
+// Routes are keyed as the kernel keys them: family, table, destination,
+// TOS and metric (one route per key; IPv6 routes that differ only in their
+// interface are not modelled). OpAdd of a taken key fails with EEXIST;
+// OpReplace creates or overwrites; OpDelete fails with ESRCH when no route
+// matches, and fields set in the delete (type, protocol, interface; a
+// scope other than RT_SCOPE_NOWHERE; an IPv4 metric other than 0) must
+// match. A route through an interface that does not exist fails with
+// ENODEV, through one that is down with ENETDOWN. When a link goes down,
+// the routes through it vanish (IPv4 local routes excepted, as in the
+// kernel) and so do its neighbour entries; when it is deleted, everything
+// through it vanishes. IPv6 routes are stored as the kernel reports them:
+// metric 0 becomes 1024, the scope is universe, and blackhole-like routes
+// sit on lo. Gateway reachability and preferred-source checks are not
+// emulated.
+//
+// # Failure injection and inspection
+//
+// Inject makes calls fail (every kind of call, optionally only for one
+// destination, once, N times or until ClearFaults), or makes a dump restart
+// midway as an interrupted kernel dump does. Calls counts every call by
+// kind; Routes, Route, Neighbors, Flows and LinkIndex show the state.
+// AddRoute, DeleteRoute, AddLink, SetLinkUp, RenameLink, DeleteLink and
+// AddFlow change it as an administrator or another agent would, without
+// counting as calls.
+//
+// The package owns nothing outside the Kernel value and touches no kernel
+// state. A Kernel is safe for concurrent use.
+package routetablefake
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"syscall"
+
+	"github.com/nodeplane/nodeplane/routetable"
+)
+
+// ErrInjected is the default error of an injected fault (wrapped with EIO).
+var ErrInjected = errors.New("routetablefake: injected failure")
+
+// Call is a kind of Kernel call, for Inject and Calls.
+type Call uint8
+
+const (
+	// CallReplace is an OpReplace in ApplyRoutes.
+	CallReplace Call = iota + 1
+	// CallAdd is an OpAdd in ApplyRoutes.
+	CallAdd
+	// CallDelete is an OpDelete in ApplyRoutes.
+	CallDelete
+	// CallDump is DumpRoutes.
+	CallDump
+	// CallLinks is Links.
+	CallLinks
+	// CallNeighbors is Neighbors.
+	CallNeighbors
+	// CallSetNeighbor is SetNeighbor.
+	CallSetNeighbor
+	// CallDeleteNeighbor is DeleteNeighbor.
+	CallDeleteNeighbor
+	// CallConntrack is DeleteConntrack.
+	CallConntrack
+	numCalls
+)
+
+var callNames = [...]string{"", "replace", "add", "delete", "dump", "links", "neighbors", "set-neighbor",
+	"delete-neighbor", "conntrack"}
+
+// String returns the call's name, such as "replace".
+func (c Call) String() string {
+	if c > 0 && c < numCalls {
+		return callNames[c]
+	}
+	return fmt.Sprintf("Call(%d)", uint8(c))
+}
+
+// Fault makes calls fail.
+type Fault struct {
+	// Call is the kind of call that fails.
+	Call Call
+	// Dst, if set, limits a route fault (replace, add, delete) to routes
+	// with this destination.
+	Dst netip.Prefix
+	// Err is what the call returns; nil means EIO (wrapped with
+	// ErrInjected). For route calls use a syscall.Errno such as
+	// syscall.ENODEV to mimic a kernel refusal.
+	Err error
+	// Times is how many matching calls fail: 0 means 1, negative means
+	// every one until ClearFaults.
+	Times int
+	// Interrupt, for CallDump, restarts the dump halfway instead of
+	// failing it, as the kernel does when a concurrent change interrupts
+	// a dump: the caller's reset function is called and every route is
+	// reported again from the start.
+	Interrupt bool
+}
+
+// Flow is a conntrack entry: its original-direction addresses.
+type Flow struct {
+	// Family is the flow's family.
+	Family routetable.Family
+	// Src and Dst are the original source and destination.
+	Src, Dst netip.Addr
+}
+
+type link struct {
+	name  string
+	index int
+	up    bool
+}
+
+type routeKey struct {
+	family   routetable.Family
+	table    uint32
+	dst      netip.Prefix
+	tos      uint8
+	priority uint32
+}
+
+type neighKey struct {
+	index int
+	ip    netip.Addr
+}
+
+// Kernel is the in-memory kernel. The zero value is not usable; call New.
+type Kernel struct {
+	mu        sync.Mutex
+	links     map[int]*link
+	nextIndex int
+	routes    map[routeKey]routetable.KernelRoute
+	neighs    map[neighKey]routetable.Neighbor
+	flows     []Flow
+	faults    []*Fault
+	calls     [numCalls]int
+}
+
+var _ routetable.Kernel = (*Kernel)(nil)
+
+// New returns a Kernel with one link, lo (index 1, up).
+func New() *Kernel {
+	return &Kernel{
+		links:     map[int]*link{1: {name: "lo", index: 1, up: true}},
+		nextIndex: 2,
+		routes:    map[routeKey]routetable.KernelRoute{},
+		neighs:    map[neighKey]routetable.Neighbor{},
+	}
+}
+
+// Inject adds a fault. Faults are checked in the order they were added.
+func (k *Kernel) Inject(f Fault) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if f.Times == 0 {
+		f.Times = 1
+	}
+	k.faults = append(k.faults, &f)
+}
+
+// ClearFaults removes every fault.
+func (k *Kernel) ClearFaults() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.faults = nil
+}
+
+// Calls returns how many calls of kind c were made (every route operation
+// counts as one call of its kind).
+func (k *Kernel) Calls(c Call) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c >= numCalls {
+		return 0
+	}
+	return k.calls[c]
+}
+
+// Writes returns the number of route operations made (replace, add and
+// delete).
+func (k *Kernel) Writes() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.calls[CallReplace] + k.calls[CallAdd] + k.calls[CallDelete]
+}
+
+// ResetCalls zeroes the call counters.
+func (k *Kernel) ResetCalls() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls = [numCalls]int{}
+}
+
+// fault returns the fault for a call of kind c on dst (zero for non-route
+// calls), consuming one of its times, or nil.
+func (k *Kernel) fault(c Call, dst netip.Prefix) *Fault {
+	for i, f := range k.faults {
+		if f.Call != c || (f.Dst.IsValid() && f.Dst != dst) {
+			continue
+		}
+		hit := *f
+		if f.Times > 0 {
+			f.Times--
+			if f.Times == 0 {
+				k.faults = slices.Delete(k.faults, i, i+1)
+			}
+		}
+		if hit.Err == nil {
+			hit.Err = fmt.Errorf("%w: %w", ErrInjected, syscall.EIO)
+		}
+		return &hit
+	}
+	return nil
+}
+
+// AddLink creates a link, down, and returns its index. The name must be
+// free.
+func (k *Kernel) AddLink(name string) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if name == "" || k.byName(name) != nil {
+		return 0, fmt.Errorf("routetablefake: link %q: %w", name, syscall.EEXIST)
+	}
+	idx := k.nextIndex
+	k.nextIndex++
+	k.links[idx] = &link{name: name, index: idx}
+	return idx, nil
+}
+
+func (k *Kernel) byName(name string) *link {
+	for _, l := range k.links {
+		if l.name == name {
+			return l
+		}
+	}
+	return nil
+}
+
+// LinkIndex returns the index of the link called name.
+func (k *Kernel) LinkIndex(name string) (int, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if l := k.byName(name); l != nil {
+		return l.index, true
+	}
+	return 0, false
+}
+
+// SetLinkUp brings a link up or down. Going down removes the routes
+// through it (except IPv4 local routes) and its neighbour entries.
+func (k *Kernel) SetLinkUp(name string, up bool) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.byName(name)
+	if l == nil {
+		return fmt.Errorf("routetablefake: link %q: %w", name, syscall.ENODEV)
+	}
+	if l.up && !up {
+		k.flushLink(l.index, false)
+	}
+	l.up = up
+	return nil
+}
+
+// RenameLink renames a link. Like the kernel, it renames only a link that
+// is down (EBUSY otherwise).
+func (k *Kernel) RenameLink(name, newName string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.byName(name)
+	if l == nil {
+		return fmt.Errorf("routetablefake: link %q: %w", name, syscall.ENODEV)
+	}
+	if l.up {
+		return fmt.Errorf("routetablefake: rename %q: %w", name, syscall.EBUSY)
+	}
+	if newName == "" || k.byName(newName) != nil {
+		return fmt.Errorf("routetablefake: link %q: %w", newName, syscall.EEXIST)
+	}
+	l.name = newName
+	return nil
+}
+
+// DeleteLink deletes a link and everything through it.
+func (k *Kernel) DeleteLink(name string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.byName(name)
+	if l == nil {
+		return fmt.Errorf("routetablefake: link %q: %w", name, syscall.ENODEV)
+	}
+	k.flushLink(l.index, true)
+	delete(k.links, l.index)
+	return nil
+}
+
+// flushLink removes the routes and neighbours through link index.
+func (k *Kernel) flushLink(index int, deleted bool) {
+	for key, r := range k.routes {
+		through := r.OIF == index
+		for _, h := range r.NextHops {
+			through = through || h.OIF == index
+		}
+		if !through || (!deleted && r.Family == routetable.IPv4 && r.Type == routetable.RTNLocal) {
+			continue
+		}
+		delete(k.routes, key)
+	}
+	for key := range k.neighs {
+		if key.index == index {
+			delete(k.neighs, key)
+		}
+	}
+}
+
+// AddFlow adds a conntrack flow.
+func (k *Kernel) AddFlow(f Flow) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.flows = append(k.flows, f)
+}
+
+// Flows returns the conntrack flows.
+func (k *Kernel) Flows() []Flow {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.flows)
+}
+
+// normalise stores r as the kernel reports it.
+func normalise(r routetable.KernelRoute) routetable.KernelRoute {
+	if r.Table == 0 {
+		r.Table = routetable.TableMain
+	}
+	r.Flags &= routetable.FlagOnlink
+	r.NextHops = slices.Clone(r.NextHops)
+	for i := range r.NextHops {
+		r.NextHops[i].Flags &= uint8(routetable.FlagOnlink)
+	}
+	if len(r.NextHops) == 1 {
+		h := r.NextHops[0]
+		r.OIF, r.Gateway, r.NextHops = h.OIF, h.Gateway, nil
+		r.Flags |= uint32(h.Flags)
+	}
+	if r.Family == routetable.IPv6 {
+		if r.Priority == 0 {
+			r.Priority = 1024
+		}
+		r.Scope = routetable.ScopeUniverse
+		switch r.Type {
+		case routetable.RTNBlackhole, routetable.RTNUnreachable, routetable.RTNProhibit, routetable.RTNThrow:
+			r.OIF = 1
+		}
+	}
+	return r
+}
+
+func keyOf(r *routetable.KernelRoute) routeKey {
+	return routeKey{family: r.Family, table: r.Table, dst: r.Dst, tos: r.TOS, priority: r.Priority}
+}
+
+// check validates a route to write, as the kernel would.
+func (k *Kernel) check(r *routetable.KernelRoute) error {
+	if !r.Family.Valid() || !r.Dst.IsValid() || r.Dst.Masked() != r.Dst || (r.Family == routetable.IPv4) != r.Dst.Addr().Is4() {
+		return syscall.EINVAL
+	}
+	hasPath := r.OIF != 0 || r.Gateway.IsValid() || len(r.NextHops) > 0
+	switch r.Type {
+	case routetable.RTNUnicast:
+		if !hasPath {
+			return syscall.EINVAL
+		}
+	case routetable.RTNLocal:
+	case routetable.RTNBlackhole, routetable.RTNUnreachable, routetable.RTNProhibit, routetable.RTNThrow:
+		if hasPath {
+			return syscall.EINVAL
+		}
+		return nil
+	default:
+		return syscall.EINVAL
+	}
+	oifs := []int{r.OIF}
+	for _, h := range r.NextHops {
+		oifs = append(oifs, h.OIF)
+	}
+	for _, oif := range oifs {
+		if oif == 0 {
+			continue
+		}
+		l := k.links[oif]
+		if l == nil {
+			return syscall.ENODEV
+		}
+		if !l.up {
+			return syscall.ENETDOWN
+		}
+	}
+	return nil
+}
+
+// AddRoute adds a route as another agent would (NLM_F_EXCL), without
+// counting a call.
+func (k *Kernel) AddRoute(r routetable.KernelRoute) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.write(routetable.OpAdd, r)
+}
+
+// DeleteRoute deletes the route with the key of r as an administrator
+// would, without counting a call. Fields set in r must match as in an
+// OpDelete.
+func (k *Kernel) DeleteRoute(r routetable.KernelRoute) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.write(routetable.OpDelete, r)
+}
+
+// write performs one route operation.
+func (k *Kernel) write(kind routetable.OpKind, r routetable.KernelRoute) error {
+	if r.Table == 0 {
+		r.Table = routetable.TableMain
+	}
+	switch kind {
+	case routetable.OpAdd, routetable.OpReplace:
+		if err := k.check(&r); err != nil {
+			return err
+		}
+		r = normalise(r)
+		key := keyOf(&r)
+		if _, ok := k.routes[key]; ok && kind == routetable.OpAdd {
+			return syscall.EEXIST
+		}
+		k.routes[key] = r
+		return nil
+	case routetable.OpDelete:
+		if !r.Family.Valid() || !r.Dst.IsValid() {
+			return syscall.EINVAL
+		}
+		if r.Family == routetable.IPv6 && r.Type >= routetable.RTNBlackhole && r.Type <= routetable.RTNThrow {
+			r.OIF = 0
+		}
+		for _, key := range k.sortedKeys(r.Family, r.Table) {
+			got := k.routes[key]
+			if got.Dst != r.Dst || got.TOS != r.TOS ||
+				(r.Priority != 0 && got.Priority != r.Priority) ||
+				(r.Type != 0 && got.Type != r.Type) ||
+				(r.Protocol != 0 && got.Protocol != r.Protocol) ||
+				(r.Family == routetable.IPv4 && r.Scope != routetable.ScopeNowhere && got.Scope != r.Scope) ||
+				(r.OIF != 0 && firstOIF(&got) != r.OIF) {
+				continue
+			}
+			delete(k.routes, key)
+			return nil
+		}
+		return syscall.ESRCH
+	}
+	return syscall.EOPNOTSUPP
+}
+
+func firstOIF(r *routetable.KernelRoute) int {
+	if r.OIF == 0 && len(r.NextHops) > 0 {
+		return r.NextHops[0].OIF
+	}
+	return r.OIF
+}
+
+// sortedKeys returns the keys of family's routes in table (0: every
+// table), ordered by destination and metric.
+func (k *Kernel) sortedKeys(family routetable.Family, table uint32) []routeKey {
+	var keys []routeKey
+	for key := range k.routes {
+		if key.family == family && (table == 0 || key.table == table) {
+			keys = append(keys, key)
+		}
+	}
+	slices.SortFunc(keys, func(a, b routeKey) int {
+		return cmp.Or(cmp.Compare(a.table, b.table), a.dst.Addr().Compare(b.dst.Addr()), cmp.Compare(a.dst.Bits(), b.dst.Bits()),
+			cmp.Compare(a.tos, b.tos), cmp.Compare(a.priority, b.priority))
+	})
+	return keys
+}
+
+// Routes returns family's routes in table (0 = main), ordered by
+// destination and metric.
+func (k *Kernel) Routes(family routetable.Family, table uint32) []routetable.KernelRoute {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if table == 0 {
+		table = routetable.TableMain
+	}
+	keys := k.sortedKeys(family, table)
+	out := make([]routetable.KernelRoute, len(keys))
+	for i, key := range keys {
+		out[i] = k.routes[key]
+		out[i].NextHops = slices.Clone(out[i].NextHops)
+	}
+	return out
+}
+
+// Route returns the route with dst and metric (as stored: 1024 for an IPv6
+// metric 0) in table.
+func (k *Kernel) Route(family routetable.Family, table uint32, dst netip.Prefix, metric uint32) (routetable.KernelRoute, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if table == 0 {
+		table = routetable.TableMain
+	}
+	r, ok := k.routes[routeKey{family: family, table: table, dst: dst, priority: metric}]
+	r.NextHops = slices.Clone(r.NextHops)
+	return r, ok
+}
+
+// DumpRoutes implements routetable.Kernel; table 0 dumps every table.
+func (k *Kernel) DumpRoutes(ctx context.Context, family routetable.Family, table uint32, fn func(*routetable.KernelRoute) error, reset func()) error {
+	k.mu.Lock()
+	k.calls[CallDump]++
+	f := k.fault(CallDump, netip.Prefix{})
+	keys := k.sortedKeys(family, table)
+	routes := make([]routetable.KernelRoute, len(keys))
+	for i, key := range keys {
+		routes[i] = k.routes[key]
+		routes[i].NextHops = slices.Clone(routes[i].NextHops)
+	}
+	k.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	emit := func(rs []routetable.KernelRoute) error {
+		for i := range rs {
+			r := rs[i]
+			if err := fn(&r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if f != nil {
+		half := routes[:len(routes)/2]
+		if err := emit(half); err != nil {
+			return err
+		}
+		if !f.Interrupt {
+			return f.Err
+		}
+		if reset != nil {
+			reset()
+		}
+	}
+	return emit(routes)
+}
+
+// ApplyRoutes implements routetable.Kernel.
+func (k *Kernel) ApplyRoutes(ctx context.Context, ops []routetable.RouteOp) []error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	errs := make([]error, len(ops))
+	for i, op := range ops {
+		if err := ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		var c Call
+		switch op.Kind {
+		case routetable.OpReplace:
+			c = CallReplace
+		case routetable.OpAdd:
+			c = CallAdd
+		case routetable.OpDelete:
+			c = CallDelete
+		default:
+			errs[i] = fmt.Errorf("routetablefake: %v: %w", op.Kind, syscall.EOPNOTSUPP)
+			continue
+		}
+		k.calls[c]++
+		if f := k.fault(c, op.Route.Dst); f != nil {
+			errs[i] = fmt.Errorf("routetablefake: %v %v: %w", op.Kind, op.Route.Dst, f.Err)
+			continue
+		}
+		if err := k.write(op.Kind, op.Route); err != nil {
+			errs[i] = fmt.Errorf("routetablefake: %v %v: %w", op.Kind, op.Route.Dst, err)
+		}
+	}
+	return errs
+}
+
+// Links implements routetable.Kernel.
+func (k *Kernel) Links(context.Context) ([]routetable.Link, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls[CallLinks]++
+	if f := k.fault(CallLinks, netip.Prefix{}); f != nil {
+		return nil, f.Err
+	}
+	out := make([]routetable.Link, 0, len(k.links))
+	for _, l := range k.links {
+		out = append(out, routetable.Link{Name: l.name, Index: l.index, Up: l.up})
+	}
+	slices.SortFunc(out, func(a, b routetable.Link) int { return cmp.Compare(a.Index, b.Index) })
+	return out, nil
+}
+
+// Neighbors implements routetable.Kernel.
+func (k *Kernel) Neighbors(_ context.Context, family routetable.Family) ([]routetable.Neighbor, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls[CallNeighbors]++
+	if f := k.fault(CallNeighbors, netip.Prefix{}); f != nil {
+		return nil, f.Err
+	}
+	return k.neighborsLocked(family), nil
+}
+
+func (k *Kernel) neighborsLocked(family routetable.Family) []routetable.Neighbor {
+	var out []routetable.Neighbor
+	for _, n := range k.neighs {
+		if n.IP.Is4() == (family == routetable.IPv4) {
+			n.MAC = slices.Clone(n.MAC)
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b routetable.Neighbor) int {
+		return cmp.Or(cmp.Compare(a.LinkIndex, b.LinkIndex), a.IP.Compare(b.IP))
+	})
+	return out
+}
+
+// NeighborList returns family's neighbour entries, without counting a
+// call.
+func (k *Kernel) NeighborList(family routetable.Family) []routetable.Neighbor {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.neighborsLocked(family)
+}
+
+// SetNeighbor implements routetable.Kernel.
+func (k *Kernel) SetNeighbor(_ context.Context, n routetable.Neighbor) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls[CallSetNeighbor]++
+	if f := k.fault(CallSetNeighbor, netip.Prefix{}); f != nil {
+		return f.Err
+	}
+	if k.links[n.LinkIndex] == nil {
+		return syscall.ENODEV
+	}
+	if !n.IP.IsValid() || len(n.MAC) == 0 {
+		return syscall.EINVAL
+	}
+	n.MAC = slices.Clone(n.MAC)
+	k.neighs[neighKey{index: n.LinkIndex, ip: n.IP}] = n
+	return nil
+}
+
+// DeleteNeighbor implements routetable.Kernel.
+func (k *Kernel) DeleteNeighbor(_ context.Context, n routetable.Neighbor) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls[CallDeleteNeighbor]++
+	if f := k.fault(CallDeleteNeighbor, netip.Prefix{}); f != nil {
+		return f.Err
+	}
+	delete(k.neighs, neighKey{index: n.LinkIndex, ip: n.IP})
+	return nil
+}
+
+// AddNeighbor adds a neighbour entry as another agent would, without
+// counting a call.
+func (k *Kernel) AddNeighbor(n routetable.Neighbor) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n.MAC = slices.Clone(n.MAC)
+	k.neighs[neighKey{index: n.LinkIndex, ip: n.IP}] = n
+}
+
+// DeleteConntrack implements routetable.ConntrackDeleter: it deletes the
+// flows of family in which one of addrs is the source or destination.
+func (k *Kernel) DeleteConntrack(_ context.Context, family routetable.Family, addrs []netip.Addr) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls[CallConntrack]++
+	if f := k.fault(CallConntrack, netip.Prefix{}); f != nil {
+		return 0, f.Err
+	}
+	n := 0
+	k.flows = slices.DeleteFunc(k.flows, func(f Flow) bool {
+		hit := f.Family == family && (slices.Contains(addrs, f.Src) || slices.Contains(addrs, f.Dst))
+		if hit {
+			n++
+		}
+		return hit
+	})
+	return n, nil
+}

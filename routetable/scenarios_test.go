@@ -1,0 +1,587 @@
+package routetable_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rt "github.com/nodeplane/nodeplane/routetable"
+)
+
+const (
+	classLocal  rt.RouteClass = 10
+	classTunnel rt.RouteClass = 20
+	classOther  rt.RouteClass = 30
+)
+
+// line renders an expected route like formatRoute (without "proto 78"),
+// mapping the plan's IPv4 prefix to the env's family.
+func (e *env) line(cidr, rest string) string {
+	if rest == "" {
+		return e.pfx(cidr).String()
+	}
+	return e.pfx(cidr).String() + " " + rest
+}
+
+var scenarios = []scenario{
+	{"AllTargetTypes", scenarioAllTypes},
+	{"ForeignRoutesSurvive", scenarioForeign},
+	{"ForeignKeyNotOverwritten", scenarioForeignConflict},
+	{"OtherTableUntouched", scenarioOtherTable},
+	{"ExternalChangesRepaired", scenarioRepair},
+	{"ClassPriorityAndFallback", scenarioClasses},
+	{"IfaceDownUp", scenarioDownUp},
+	{"IfaceUnknownHeld", scenarioHeld},
+	{"IfaceRecreated", scenarioRecreate},
+	{"IfaceRenamed", scenarioRename},
+	{"GracePeriod", scenarioGrace},
+	{"ConntrackOnMove", scenarioConntrack},
+	{"Multipath", scenarioMultipath},
+	{"StaticNeighbors", scenarioNeighbors},
+	{"RestartAdoption", scenarioAdoption},
+	{"DeltasAndMetrics", scenarioDeltas},
+	{"BadInputChangesNothing", scenarioBadInput},
+}
+
+func scenarioAllTypes(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	tbl := e.newTable(t, rt.Options{})
+	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	onlinkGW := e.ip("10.200.0.1")
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{
+		{CIDR: e.pfx("10.0.1.0/24")},
+		{CIDR: e.pfx("10.0.2.0/24"), Gateway: e.gw(1)},
+		{CIDR: e.pfx("10.0.3.0/24"), Type: rt.TargetOnlink, Gateway: onlinkGW},
+		{CIDR: e.pfx("10.0.4.1/32"), Type: rt.TargetLocal},
+		{CIDR: e.pfx("10.0.5.0/24"), Src: e.src(1), MTU: 1400, Metric: 7},
+	}))
+	require.NoError(t, tbl.SetRoutes(classLocal, rt.InterfaceNone, []rt.Target{
+		{CIDR: e.pfx("10.0.6.0/24"), Type: rt.TargetBlackhole},
+		{CIDR: e.pfx("10.0.7.0/24"), Type: rt.TargetUnreachable},
+		{CIDR: e.pfx("10.0.8.0/24"), Type: rt.TargetProhibit},
+		{CIDR: e.pfx("10.0.9.0/24"), Type: rt.TargetThrow, Metric: 5},
+	}))
+	e.converge(t, tbl, f)
+	want := []string{
+		e.line("10.0.1.0/24", "unicast dev np-a"),
+		e.line("10.0.2.0/24", "unicast via "+e.gw(1).String()+" dev np-a"),
+		e.line("10.0.3.0/24", "unicast via "+onlinkGW.String()+" dev np-a onlink"),
+		e.line("10.0.4.1/32", "local dev np-a"),
+		e.line("10.0.5.0/24", "metric 7 unicast dev np-a src "+e.src(1).String()+" mtu 1400"),
+		e.line("10.0.6.0/24", "blackhole"),
+		e.line("10.0.7.0/24", "unreachable"),
+		e.line("10.0.8.0/24", "prohibit"),
+		e.line("10.0.9.0/24", "metric 5 throw"),
+	}
+	slices.Sort(want)
+	assert.Equal(t, want, e.ours(t))
+
+	// Withdraw some: exactly those are deleted.
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: e.pfx("10.0.1.0/24")}}))
+	require.NoError(t, tbl.SetRoutes(classLocal, rt.InterfaceNone, []rt.Target{{CIDR: e.pfx("10.0.6.0/24"), Type: rt.TargetBlackhole}}))
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast dev np-a"), e.line("10.0.6.0/24", "blackhole")}, e.ours(t))
+
+	// A target that changes type in place.
+	require.NoError(t, tbl.SetRoutes(classLocal, rt.InterfaceNone, []rt.Target{{CIDR: e.pfx("10.0.6.0/24"), Type: rt.TargetUnreachable}}))
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast dev np-a"), e.line("10.0.6.0/24", "unreachable")}, e.ours(t))
+
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", nil))
+	require.NoError(t, tbl.SetRoutes(classLocal, rt.InterfaceNone, nil))
+	e.converge(t, tbl, f)
+	assert.Empty(t, e.ours(t))
+	assert.Zero(t, tbl.Stats().InKernel)
+}
+
+func scenarioForeign(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	fx := e.addLink(t, "fx0") // not ours: outside the pattern
+	before := e.routes(t)     // what the kernel put there (address routes)
+	foreign := []rt.KernelRoute{
+		{Family: e.fam, Table: e.table, Dst: e.pfx("10.1.1.0/24"), Type: rt.RTNUnicast, Protocol: 4, Scope: rt.ScopeLink, OIF: fx},
+		{Family: e.fam, Table: e.table, Dst: e.pfx("10.1.2.0/24"), Type: rt.RTNBlackhole, Protocol: 3},
+	}
+	for _, r := range foreign {
+		e.addRoute(t, r)
+	}
+	withForeign := e.routes(t)
+	require.Len(t, withForeign, len(before)+2)
+
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: e.pfx("10.0.1.0/24")}}))
+	require.NoError(t, tbl.SetRoutes(classLocal, rt.InterfaceNone, []rt.Target{{CIDR: e.pfx("10.0.2.0/24"), Type: rt.TargetBlackhole}}))
+	e.converge(t, tbl, f)
+	assert.Subset(t, e.routes(t), withForeign)
+	assert.Len(t, e.ours(t), 2)
+
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", nil))
+	require.NoError(t, tbl.SetRoutes(classLocal, rt.InterfaceNone, nil))
+	e.converge(t, tbl, f)
+	assert.Equal(t, withForeign, e.routes(t), "only our routes went")
+}
+
+func scenarioForeignConflict(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	foreign := rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.1.2.0/24"), Type: rt.RTNBlackhole, Protocol: 4}
+	e.addRoute(t, foreign)
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: e.pfx("10.1.2.0/24")}, {CIDR: e.pfx("10.0.1.0/24")}}))
+	err := applyOnce(t, tbl)
+	require.ErrorIs(t, err, rt.ErrForeignRoute)
+	assert.Contains(t, e.routes(t), e.line("10.1.2.0/24", "blackhole proto 4"), "the foreign route is not overwritten")
+	assert.Contains(t, e.ours(t), e.line("10.0.1.0/24", "unicast dev np-a"), "the other routes are written")
+
+	// Once the foreign route is gone, ours takes its place.
+	e.deleteRoute(t, foreign)
+	tbl.QueueResync()
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast dev np-a"), e.line("10.1.2.0/24", "unicast dev np-a")}, e.ours(t))
+}
+
+func scenarioOtherTable(t *testing.T, e *env, f failure) {
+	idx := e.addLink(t, "np-a")
+	other := rt.KernelRoute{Family: e.fam, Table: e.table + 1, Dst: e.pfx("10.0.1.0/24"), Type: rt.RTNUnicast,
+		Protocol: rt.DefaultProtocol, Scope: rt.ScopeLink, OIF: idx}
+	e.addRoute(t, other)
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: e.pfx("10.0.2.0/24")}}))
+	e.converge(t, tbl, f)
+	var n int
+	require.NoError(t, e.kernel.k.DumpRoutes(context.Background(), e.fam, e.table+1, func(r *rt.KernelRoute) error {
+		if r.Dst == other.Dst {
+			n++
+		}
+		return nil
+	}, nil))
+	assert.Equal(t, 1, n, "a route with our protocol in another table is not ours")
+	assert.Equal(t, []string{e.line("10.0.2.0/24", "unicast dev np-a")}, e.ours(t))
+}
+
+func scenarioRepair(t *testing.T, e *env, f failure) {
+	a := e.addLink(t, "np-a")
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{
+		{CIDR: e.pfx("10.0.1.0/24")}, {CIDR: e.pfx("10.0.2.0/24"), Gateway: e.gw(1)},
+	}))
+	e.converge(t, tbl, f)
+	want := e.ours(t)
+	require.Len(t, want, 2)
+
+	// Deleted behind our back, another changed, one of ours added.
+	e.deleteRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.1.0/24"), Scope: rt.ScopeNowhere})
+	e.deleteRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.2.0/24"), Scope: rt.ScopeNowhere})
+	e.addRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.2.0/24"), Type: rt.RTNUnicast,
+		Protocol: rt.DefaultProtocol, Scope: rt.ScopeLink, OIF: a, MTU: 1300})
+	e.addRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.3.0/24"), Type: rt.RTNBlackhole,
+		Protocol: rt.DefaultProtocol})
+	require.NotEqual(t, want, e.ours(t))
+
+	// Without a resync the Table trusts its cache.
+	require.NoError(t, applyOnce(t, tbl))
+	assert.NotEqual(t, want, e.ours(t))
+
+	tbl.QueueResync()
+	e.converge(t, tbl, f)
+	assert.Equal(t, want, e.ours(t))
+}
+
+func scenarioClasses(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	e.addLink(t, "np-b")
+	e.addLink(t, "np-c") // created last: highest index
+	tbl := e.newTable(t, rt.Options{})
+	x := rt.Target{CIDR: e.pfx("10.0.7.0/24")}
+	require.NoError(t, tbl.RouteUpdate(classTunnel, "np-b", x))
+	require.NoError(t, tbl.RouteUpdate(classLocal, "np-a", x))
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.7.0/24", "unicast dev np-a")}, e.ours(t), "the lowest class wins")
+
+	// The winner goes: the next one takes over with one replace, no
+	// delete, in the same Apply.
+	require.NoError(t, tbl.RouteRemove(classLocal, "np-a", x.Key()))
+	e.kernel.resetCounts()
+	require.NoError(t, applyOnce(t, tbl))
+	assert.Equal(t, []string{"replace " + x.CIDR.String()}, e.kernel.events(), "no window without a route")
+	assert.Equal(t, []string{e.line("10.0.7.0/24", "unicast dev np-b")}, e.ours(t))
+
+	// Within a class the higher interface index wins, whatever the order.
+	require.NoError(t, tbl.RouteUpdate(classOther, "np-c", rt.Target{CIDR: e.pfx("10.0.8.0/24")}))
+	require.NoError(t, tbl.RouteUpdate(classOther, "np-a", rt.Target{CIDR: e.pfx("10.0.8.0/24")}))
+	e.converge(t, tbl, f)
+	assert.Contains(t, e.ours(t), e.line("10.0.8.0/24", "unicast dev np-c"))
+
+	// Down takes a candidate out: the next one takes over.
+	e.setUp(t, "np-c", false)
+	e.tell(t, tbl, "np-c", rt.IfaceDown)
+	e.converge(t, tbl, f)
+	assert.Contains(t, e.ours(t), e.line("10.0.8.0/24", "unicast dev np-a"))
+	e.setUp(t, "np-c", true)
+	e.tell(t, tbl, "np-c", rt.IfaceUp)
+	e.converge(t, tbl, f)
+	assert.Contains(t, e.ours(t), e.line("10.0.8.0/24", "unicast dev np-c"))
+
+	require.NoError(t, tbl.SetRoutes(classTunnel, "np-b", nil))
+	require.NoError(t, tbl.SetRoutes(classOther, "np-c", nil))
+	require.NoError(t, tbl.SetRoutes(classOther, "np-a", nil))
+	e.converge(t, tbl, f)
+	assert.Empty(t, e.ours(t))
+}
+
+func scenarioDownUp(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	e.addLink(t, "np-b")
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{
+		{CIDR: e.pfx("10.0.1.0/24")}, {CIDR: e.pfx("10.0.1.5/32")}, {CIDR: e.pfx("10.0.2.0/24"), Gateway: e.gw(1)},
+	}))
+	require.NoError(t, tbl.SetRoutes(classTunnel, "np-b", []rt.Target{{CIDR: e.pfx("10.0.1.0/24"), Gateway: e.gw(2)}}))
+	e.converge(t, tbl, f)
+	up := []string{
+		e.line("10.0.1.0/24", "unicast dev np-a"),
+		e.line("10.0.1.5/32", "unicast dev np-a"),
+		e.line("10.0.2.0/24", "unicast via "+e.gw(1).String()+" dev np-a"),
+	}
+	assert.Equal(t, up, e.ours(t))
+
+	e.setUp(t, "np-a", false) // the kernel drops the routes through it
+	e.tell(t, tbl, "np-a", rt.IfaceDown)
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast via "+e.gw(2).String()+" dev np-b")}, e.ours(t),
+		"held routes are not written; the fallback takes over")
+
+	e.setUp(t, "np-a", true)
+	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.converge(t, tbl, f)
+	assert.Equal(t, up, e.ours(t), "routes come back on up")
+}
+
+func scenarioHeld(t *testing.T, e *env, f failure) {
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-c", []rt.Target{{CIDR: e.pfx("10.0.1.0/24")}}))
+	e.converge(t, tbl, f)
+	assert.Empty(t, e.ours(t), "no interface yet")
+	assert.Equal(t, 1, tbl.Stats().Declared)
+	assert.Zero(t, tbl.Stats().Desired)
+
+	e.addLink(t, "np-c")
+	e.tell(t, tbl, "np-c", rt.IfaceUp)
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast dev np-c")}, e.ours(t))
+}
+
+func scenarioRecreate(t *testing.T, e *env, f failure) {
+	old := e.addLink(t, "np-a")
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: e.pfx("10.0.1.0/24")}, {CIDR: e.pfx("10.0.1.9/32")}}))
+	e.converge(t, tbl, f)
+	require.Len(t, e.ours(t), 2)
+
+	e.deleteLink(t, "np-a")
+	e.tell(t, tbl, "np-a", rt.IfaceGone)
+	e.converge(t, tbl, f)
+	assert.Empty(t, e.ours(t))
+
+	idx := e.addLink(t, "np-a")
+	require.NotEqual(t, old, idx)
+	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast dev np-a"), e.line("10.0.1.9/32", "unicast dev np-a")}, e.ours(t))
+	require.NoError(t, e.kernel.k.DumpRoutes(context.Background(), e.fam, e.table, func(r *rt.KernelRoute) error {
+		if r.Protocol == rt.DefaultProtocol {
+			assert.Equal(t, idx, r.OIF, "on the new index")
+		}
+		return nil
+	}, nil))
+}
+
+func scenarioRename(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: e.pfx("10.0.1.0/24")}}))
+	e.converge(t, tbl, f)
+
+	// The kernel renames only a link that is down, so its routes go.
+	e.renameLink(t, "np-a", "np-r")
+	e.tell(t, tbl, "np-a", rt.IfaceGone)
+	e.tell(t, tbl, "np-r", rt.IfaceUp)
+	e.converge(t, tbl, f)
+	assert.Empty(t, e.ours(t), "the old name's routes are held, not written on the renamed link")
+
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-r", []rt.Target{{CIDR: e.pfx("10.0.2.0/24")}}))
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.2.0/24", "unicast dev np-r")}, e.ours(t))
+
+	// A new link takes the old name: its routes come back.
+	e.addLink(t, "np-a")
+	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast dev np-a"), e.line("10.0.2.0/24", "unicast dev np-r")}, e.ours(t))
+}
+
+func scenarioGrace(t *testing.T, e *env, f failure) {
+	a := e.addLink(t, "np-a")
+	b := e.addLink(t, "np-b")
+	tbl := e.newTable(t, rt.Options{})
+	cni := func(dst string, oif int) rt.KernelRoute {
+		return rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx(dst), Type: rt.RTNUnicast, Protocol: 3,
+			Scope: rt.ScopeLink, OIF: oif}
+	}
+	e.addRoute(t, cni("10.0.1.7/32", a)) // a CNI plugin's route, before we know the pod
+	e.converge(t, tbl, f)
+	res, err := tbl.Apply(context.Background())
+	require.NoError(t, err)
+	assert.LessOrEqual(t, res.RetryAfter, rt.DefaultGracePeriod, "asks to be called when the grace period ends")
+	assert.Positive(t, res.RetryAfter)
+	assert.Contains(t, e.routes(t), e.line("10.0.1.7/32", "unicast dev np-a proto 3"))
+
+	e.clock.Advance(rt.DefaultGracePeriod - time.Second)
+	e.converge(t, tbl, f)
+	assert.Contains(t, e.routes(t), e.line("10.0.1.7/32", "unicast dev np-a proto 3"), "still in its grace period")
+
+	e.clock.Advance(2 * time.Second)
+	e.converge(t, tbl, f)
+	assert.NotContains(t, e.routes(t), e.line("10.0.1.7/32", "unicast dev np-a proto 3"), "deleted after it")
+
+	// The grace period ends early once the interface's routes are known.
+	e.addRoute(t, cni("10.0.2.7/32", b))
+	tbl.QueueResync()
+	e.converge(t, tbl, f)
+	assert.Contains(t, e.routes(t), e.line("10.0.2.7/32", "unicast dev np-b proto 3"))
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-b", []rt.Target{{CIDR: e.pfx("10.0.2.8/32")}}))
+	e.converge(t, tbl, f)
+	assert.NotContains(t, e.routes(t), e.line("10.0.2.7/32", "unicast dev np-b proto 3"))
+	assert.Equal(t, []string{e.line("10.0.2.8/32", "unicast dev np-b")}, e.ours(t))
+
+	// The CNI route for the key we want is taken over (rewritten with our
+	// protocol), not deleted.
+	e.addRoute(t, cni("10.0.2.9/32", b))
+	require.NoError(t, tbl.RouteUpdate(classLocal, "np-b", rt.Target{CIDR: e.pfx("10.0.2.9/32")}))
+	tbl.QueueResync()
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.2.8/32", "unicast dev np-b"), e.line("10.0.2.9/32", "unicast dev np-b")}, e.ours(t))
+}
+
+func scenarioConntrack(t *testing.T, e *env, f failure) {
+	if e.addFlow == nil {
+		t.Skip("conntrack flows are checked by TestKernelConntrackOfMovedIPDeleted with real traffic")
+	}
+	e.addLink(t, "np-a")
+	e.addLink(t, "np-b")
+	pod, other := e.ip("10.0.5.7"), e.ip("10.0.5.8")
+	peer := e.ip("10.50.0.1")
+	tbl := e.newTable(t, rt.Options{})
+	host := func(a string) rt.Target { return rt.Target{CIDR: e.pfx(a + "/32")} }
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{host("10.0.5.7"), host("10.0.5.8")}))
+	require.NoError(t, tbl.SetRoutes(classTunnel, "np-b", []rt.Target{host("10.0.5.7")}))
+	e.converge(t, tbl, f)
+	e.addFlow(t, peer, pod)
+	e.addFlow(t, pod, peer)
+	e.addFlow(t, peer, other)
+	require.Len(t, e.flows(t), 3)
+
+	// 10.0.5.7 moves from np-a to np-b: its flows go first, then the
+	// route is replaced.
+	require.NoError(t, tbl.RouteRemove(classLocal, "np-a", host("10.0.5.7").Key()))
+	e.kernel.resetCounts()
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{fmt.Sprintf("%v %v", peer, other)}, e.flows(t))
+	assert.Contains(t, e.ours(t), e.line("10.0.5.7/32", "unicast dev np-b"))
+
+	// Order: the conntrack deletion precedes the replace.
+	e.addFlow(t, peer, pod)
+	require.NoError(t, tbl.RouteUpdate(classLocal, "np-a", host("10.0.5.7")))
+	e.kernel.resetCounts()
+	require.NoError(t, applyOnce(t, tbl))
+	assert.Equal(t, []string{"conntrack " + pod.String(), "replace " + e.pfx("10.0.5.7/32").String()}, e.kernel.events())
+	assert.Equal(t, []string{fmt.Sprintf("%v %v", peer, other)}, e.flows(t))
+
+	// A route that disappears takes its flows with it.
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{host("10.0.5.7")}))
+	e.converge(t, tbl, f)
+	assert.Empty(t, e.flows(t))
+	assert.NotContains(t, e.ours(t), e.line("10.0.5.8/32", "unicast dev np-a"))
+}
+
+func scenarioMultipath(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	e.addLink(t, "np-b")
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classTunnel, rt.InterfaceNone, []rt.Target{{
+		CIDR: e.pfx("10.0.3.0/24"),
+		NextHops: []rt.NextHop{
+			{Iface: "np-a", Gateway: e.gw(1)},
+			{Iface: "np-b", Gateway: e.gw(2), Weight: 3},
+		},
+	}}))
+	e.converge(t, tbl, f)
+	both := e.line("10.0.3.0/24", fmt.Sprintf("unicast nexthop via %v dev np-a weight 1 nexthop via %v dev np-b weight 3", e.gw(1), e.gw(2)))
+	assert.Equal(t, []string{both}, e.ours(t))
+
+	e.setUp(t, "np-a", false)
+	e.tell(t, tbl, "np-a", rt.IfaceDown)
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.3.0/24", fmt.Sprintf("unicast via %v dev np-b", e.gw(2)))}, e.ours(t))
+
+	e.setUp(t, "np-a", true)
+	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{both}, e.ours(t))
+
+	require.NoError(t, tbl.SetRoutes(classTunnel, rt.InterfaceNone, nil))
+	e.converge(t, tbl, f)
+	assert.Empty(t, e.ours(t))
+}
+
+func scenarioNeighbors(t *testing.T, e *env, f failure) {
+	a := e.addLink(t, "np-a")
+	tbl := e.newTable(t, rt.Options{})
+	mac1, _ := net.ParseMAC("02:00:00:00:00:01")
+	mac2, _ := net.ParseMAC("02:00:00:00:00:02")
+	pod := e.pfx("10.0.1.4/32")
+	ours := func() []string {
+		var out []string
+		for _, n := range e.neighbors(t) {
+			if n.IP == pod.Addr() {
+				out = append(out, fmt.Sprintf("%d %v %v %v", n.LinkIndex, n.IP, n.MAC, n.Permanent))
+			}
+		}
+		return out
+	}
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: pod, DestMAC: mac1}}))
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{fmt.Sprintf("%d %v %v true", a, pod.Addr(), mac1)}, ours())
+	assert.Equal(t, []string{e.line("10.0.1.4/32", "unicast dev np-a")}, e.ours(t))
+
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: pod, DestMAC: mac2}}))
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{fmt.Sprintf("%d %v %v true", a, pod.Addr(), mac2)}, ours())
+
+	// Down flushes it; up brings it back.
+	e.setUp(t, "np-a", false)
+	e.tell(t, tbl, "np-a", rt.IfaceDown)
+	e.converge(t, tbl, f)
+	e.setUp(t, "np-a", true)
+	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{fmt.Sprintf("%d %v %v true", a, pod.Addr(), mac2)}, ours())
+
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", nil))
+	e.converge(t, tbl, f)
+	assert.Empty(t, ours())
+	assert.Empty(t, e.ours(t))
+}
+
+// allTypes declares one route of every kind on tbl (links np-a, np-b).
+func allTypes(t *testing.T, e *env, tbl *rt.Table) {
+	mac, _ := net.ParseMAC("02:00:00:00:00:09")
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{
+		{CIDR: e.pfx("10.0.1.0/24")},
+		{CIDR: e.pfx("10.0.2.0/24"), Gateway: e.gw(1), MTU: 1400},
+		{CIDR: e.pfx("10.0.3.0/24"), Type: rt.TargetOnlink, Gateway: e.ip("10.200.0.1")},
+		{CIDR: e.pfx("10.0.4.1/32"), Type: rt.TargetLocal},
+		{CIDR: e.pfx("10.0.5.0/24"), Src: e.src(1), Metric: 7},
+		{CIDR: e.pfx("10.0.5.5/32"), DestMAC: mac},
+	}))
+	require.NoError(t, tbl.SetRoutes(classLocal, rt.InterfaceNone, []rt.Target{
+		{CIDR: e.pfx("10.0.6.0/24"), Type: rt.TargetBlackhole},
+		{CIDR: e.pfx("10.0.7.0/24"), Type: rt.TargetUnreachable},
+		{CIDR: e.pfx("10.0.8.0/24"), Type: rt.TargetProhibit},
+		{CIDR: e.pfx("10.0.9.0/24"), Type: rt.TargetThrow},
+		{CIDR: e.pfx("10.0.10.0/24"), NextHops: []rt.NextHop{{Iface: "np-a", Gateway: e.gw(1)}, {Iface: "np-b", Gateway: e.gw(2)}}},
+	}))
+}
+
+func scenarioAdoption(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	e.addLink(t, "np-b")
+	first := e.newTable(t, rt.Options{})
+	allTypes(t, e, first)
+	e.converge(t, first, f)
+	want := e.ours(t)
+	require.Len(t, want, 11)
+
+	// A restarted agent: a new Table, the same intent, no interface events
+	// yet. It writes nothing.
+	e.kernel.resetCounts()
+	second := e.newTable(t, rt.Options{})
+	allTypes(t, e, second)
+	require.NoError(t, applyOnce(t, second))
+	writes, dumps := e.kernel.counts()
+	assert.Zero(t, writes, "restart adoption writes nothing: %v", e.kernel.events())
+	assert.Equal(t, 1, dumps)
+	assert.Equal(t, want, e.ours(t))
+	s := second.Stats()
+	assert.Equal(t, 11, s.InKernel)
+	assert.Zero(t, s.PendingUpdates+s.PendingDeletions)
+	assert.Zero(t, s.NeighborWrites)
+
+	// Monitor events that arrive later change nothing either.
+	for _, name := range []string{"np-a", "np-b", "lo"} {
+		e.tell(t, second, name, rt.IfaceUp)
+	}
+	require.NoError(t, applyOnce(t, second))
+	writes, _ = e.kernel.counts()
+	assert.Zero(t, writes)
+}
+
+func scenarioDeltas(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	e.addLink(t, "np-b")
+	tbl := e.newTable(t, rt.Options{})
+	// Same CIDR, two metrics: two routes.
+	require.NoError(t, tbl.RouteUpdate(classLocal, "np-a", rt.Target{CIDR: e.pfx("10.0.1.0/24"), Metric: 10}))
+	require.NoError(t, tbl.RouteUpdate(classLocal, "np-b", rt.Target{CIDR: e.pfx("10.0.1.0/24"), Metric: 20}))
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{
+		e.line("10.0.1.0/24", "metric 10 unicast dev np-a"),
+		e.line("10.0.1.0/24", "metric 20 unicast dev np-b"),
+	}, e.ours(t))
+
+	// An update changes a route in place.
+	require.NoError(t, tbl.RouteUpdate(classLocal, "np-a", rt.Target{CIDR: e.pfx("10.0.1.0/24"), Metric: 10, MTU: 1300}))
+	e.converge(t, tbl, f)
+	assert.Contains(t, e.ours(t), e.line("10.0.1.0/24", "metric 10 unicast dev np-a mtu 1300"))
+
+	require.NoError(t, tbl.RouteRemove(classLocal, "np-b", rt.RouteKey{CIDR: e.pfx("10.0.1.0/24"), Metric: 20}))
+	require.NoError(t, tbl.RouteRemove(classLocal, "np-b", rt.RouteKey{CIDR: e.pfx("10.0.1.0/24"), Metric: 99}), "unknown: no-op")
+	require.NoError(t, tbl.RouteRemove(classLocal, "np-zz", rt.RouteKey{CIDR: e.pfx("10.0.1.0/24")}), "unknown iface: no-op")
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{e.line("10.0.1.0/24", "metric 10 unicast dev np-a mtu 1300")}, e.ours(t))
+	assert.Equal(t, 1, tbl.Stats().Declared)
+}
+
+func scenarioBadInput(t *testing.T, e *env, f failure) {
+	e.addLink(t, "np-a")
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: e.pfx("10.0.1.0/24")}}))
+	e.converge(t, tbl, f)
+	before := e.ours(t)
+	other := "10.1.0.0/16"
+	if e.fam == rt.IPv4 {
+		other = "fd00::/64"
+	}
+	bad := [][]rt.Target{
+		{{CIDR: e.pfx("10.0.2.0/24")}, {CIDR: netip.MustParsePrefix(other)}},
+		{{CIDR: e.pfx("10.0.2.0/24")}, {CIDR: e.pfx("10.0.2.0/24")}},
+		{{CIDR: e.pfx("10.0.2.0/24"), Type: rt.TargetBlackhole}},
+		{{CIDR: e.pfx("10.0.2.0/24"), Type: rt.TargetOnlink}},
+	}
+	for _, targets := range bad {
+		require.Error(t, tbl.SetRoutes(classLocal, "np-a", targets))
+	}
+	require.ErrorIs(t, tbl.SetRoutes(classLocal, "bad/name", nil), rt.ErrInvalidInterface)
+	require.ErrorIs(t, tbl.RouteUpdate(classLocal, "np-a", rt.Target{}), rt.ErrInvalidTarget)
+	e.converge(t, tbl, f)
+	assert.Equal(t, before, e.ours(t), "nothing changed")
+	assert.Equal(t, 1, tbl.Stats().Declared)
+	assert.True(t, strings.HasPrefix(before[0], e.pfx("10.0.1.0/24").String()))
+}

@@ -1,0 +1,752 @@
+package routetable
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/delta"
+)
+
+// Table keeps the routes it owns in one kernel routing table, for one IP
+// family, equal to what its producers declared. See the package
+// documentation.
+//
+// All methods are safe for concurrent use. Intent methods (SetRoutes,
+// RouteUpdate, RouteRemove) wait for an Apply in progress;
+// OnIfaceStateChanged and QueueResync never do: they queue their input for
+// the next Apply.
+type Table struct {
+	opts Options
+
+	// evMu guards the queued input of OnIfaceStateChanged and QueueResync,
+	// so the interface monitor's callback never waits for an Apply.
+	evMu         sync.Mutex
+	events       []ifaceEvent
+	resyncQueued bool
+
+	mu sync.Mutex // guards everything below; held by Apply throughout
+
+	recs    map[string]*ifaceRec // by name
+	byIndex map[int32]*ifaceRec  // present interfaces by index
+
+	// groups holds the keys each (class, interface) pair declared.
+	groups map[groupKey]map[rkey]struct{}
+	// cands holds every declared candidate of every key.
+	cands map[rkey]candSet
+	// multipath counts the multipath candidates of each key; such keys
+	// are re-resolved on every interface change.
+	multipath map[rkey]int
+
+	// tr tracks the winners (desired) against the kernel (dataplane).
+	tr *delta.Tracker[rkey, kroute]
+	// foreign holds the keys of routes in the table that are not ours,
+	// as of the last dump.
+	foreign map[rkey]struct{}
+	// graceSeen holds when each unwanted route with a grace period was
+	// first seen.
+	graceSeen map[rkey]time.Time
+
+	// nbrs tracks static neighbour entries; nbrOf maps a key to the
+	// neighbour its winner wants.
+	nbrs  *delta.Tracker[nbrKey, [6]byte]
+	nbrOf map[rkey]nbrKey
+
+	// pendingFlush holds addresses of deleted routes whose conntrack
+	// entries still have to be deleted.
+	pendingFlush []netip.Addr
+
+	needResync bool // next Apply dumps the table
+	linksStale bool // next Apply lists the links
+	lastResync time.Time
+	stats      Stats
+	// flushedIndex holds indexes whose routes the kernel removed since
+	// the last forgetFlushed: true when the interface is gone, false when
+	// it went down.
+	flushedIndex map[int32]bool
+}
+
+// ifaceEvent is one queued OnIfaceStateChanged call.
+type ifaceEvent struct {
+	name  string
+	index int32
+	state IfaceState
+}
+
+// ifaceRec is what the Table knows about one interface name.
+type ifaceRec struct {
+	name  string
+	index int32 // 0 when gone or never seen
+	state IfaceState
+	// classes lists the classes that declared routes on this interface.
+	classes []RouteClass
+	// hops counts multipath next hops that name this interface.
+	hops int
+}
+
+func (r *ifaceRec) up() bool { return r.state == IfaceUp && r.index > 0 }
+
+// groupKey identifies a (class, interface) pair; iface is nil for
+// InterfaceNone.
+type groupKey struct {
+	class RouteClass
+	iface *ifaceRec
+}
+
+// hop is a declared next hop.
+type hop struct {
+	iface  *ifaceRec
+	gw     netip.Addr
+	weight uint8 // kernel form: weight minus one
+	onlink bool
+}
+
+// target is a validated Target in compact form.
+type target struct {
+	gw, src netip.Addr
+	hops    *[]hop
+	mtu     uint32
+	mac     [6]byte
+	hasMAC  bool
+	typ     TargetType
+}
+
+// cand is one producer's wish for a key.
+type cand struct {
+	iface *ifaceRec // nil for InterfaceNone
+	t     target
+	class RouteClass
+}
+
+// candSet holds a key's candidates: one inline, the rest in more.
+type candSet struct {
+	first cand
+	more  *[]cand
+}
+
+func (s *candSet) len() int {
+	if s.more == nil {
+		return 1
+	}
+	return 1 + len(*s.more)
+}
+
+func (s *candSet) at(i int) *cand {
+	if i == 0 {
+		return &s.first
+	}
+	return &(*s.more)[i-1]
+}
+
+// kroute is a route in the kernel form the Table compares: the winner's
+// form on the desired side, a dumped route on the dataplane side.
+type kroute struct {
+	gw, src netip.Addr
+	hops    *[]khop // sorted; nil unless multipath
+	mtu     uint32
+	oif     int32
+	typ     uint8
+	scope   uint8
+	proto   uint8
+	onlink  bool
+}
+
+// khop is one next hop of a multipath kroute.
+type khop struct {
+	gw     netip.Addr
+	oif    int32
+	weight uint8
+	onlink bool
+}
+
+func krouteEqual(a, b kroute) bool {
+	if a.gw != b.gw || a.src != b.src || a.mtu != b.mtu || a.oif != b.oif || a.typ != b.typ ||
+		a.scope != b.scope || a.proto != b.proto || a.onlink != b.onlink {
+		return false
+	}
+	if a.hops == nil || b.hops == nil {
+		return a.hops == b.hops
+	}
+	return slices.Equal(*a.hops, *b.hops)
+}
+
+// owner is the interface index a host route's traffic leaves through, for
+// conntrack cleanup: 0 for routes without a single interface.
+func (r kroute) owner() int32 {
+	if r.hops != nil {
+		return 0
+	}
+	return r.oif
+}
+
+func compareKhop(a, b khop) int {
+	if a.oif != b.oif {
+		return int(a.oif) - int(b.oif)
+	}
+	return a.gw.Compare(b.gw)
+}
+
+// rkey is a RouteKey in compact form: no pointer, 24 bytes, hashed as
+// plain memory. The family is the Table's.
+type rkey struct {
+	addr   [16]byte
+	metric uint32
+	bits   uint32
+}
+
+func keyOf(k RouteKey) rkey {
+	return rkey{addr: k.CIDR.Addr().As16(), metric: k.Metric, bits: uint32(k.CIDR.Bits())}
+}
+
+// addrOf returns the destination address of k.
+func (t *Table) addrOf(k rkey) netip.Addr {
+	a := netip.AddrFrom16(k.addr)
+	if t.opts.Family == IPv4 {
+		a = a.Unmap()
+	}
+	return a
+}
+
+// prefixOf returns the destination of k.
+func (t *Table) prefixOf(k rkey) netip.Prefix { return netip.PrefixFrom(t.addrOf(k), int(k.bits)) }
+
+// public returns k as a RouteKey.
+func (t *Table) public(k rkey) RouteKey { return RouteKey{CIDR: t.prefixOf(k), Metric: k.metric} }
+
+// nbrKey identifies a neighbour entry.
+type nbrKey struct {
+	ip  netip.Addr
+	oif int32
+}
+
+// Stats are counters and sizes of a Table, for tests and metrics.
+type Stats struct {
+	// Declared is the number of keys with at least one candidate.
+	Declared int
+	// Desired is the number of keys with a winner (a candidate whose
+	// interface is up).
+	Desired int
+	// InKernel is the number of routes of ours in the table, as last read
+	// or written.
+	InKernel int
+	// PendingUpdates and PendingDeletions are the routes still to write
+	// and delete.
+	PendingUpdates, PendingDeletions int
+	// RouteWrites counts route operations sent to the kernel (replaces and
+	// deletes), successful or not.
+	RouteWrites uint64
+	// NeighborWrites counts neighbour sets and deletes sent.
+	NeighborWrites uint64
+	// Resyncs counts full reads of the table.
+	Resyncs uint64
+	// ConntrackDeletions counts calls to the conntrack deleter.
+	ConntrackDeletions uint64
+}
+
+// New returns a Table. It validates opts and does no I/O: the first Apply
+// reads the kernel.
+func New(opts Options) (*Table, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Table{
+		opts:         o,
+		recs:         map[string]*ifaceRec{},
+		byIndex:      map[int32]*ifaceRec{},
+		groups:       map[groupKey]map[rkey]struct{}{},
+		cands:        map[rkey]candSet{},
+		multipath:    map[rkey]int{},
+		tr:           delta.New[rkey, kroute](krouteEqual),
+		foreign:      map[rkey]struct{}{},
+		graceSeen:    map[rkey]time.Time{},
+		nbrs:         delta.NewComparable[nbrKey, [6]byte](),
+		nbrOf:        map[rkey]nbrKey{},
+		needResync:   true,
+		flushedIndex: map[int32]bool{},
+	}, nil
+}
+
+// Family returns the Table's IP family.
+func (t *Table) Family() Family { return t.opts.Family }
+
+// Index returns the kernel routing table the Table owns routes in.
+func (t *Table) Index() uint32 { return t.opts.Table }
+
+// Phase implements dataplane.Driver: routes are written in PhaseRoutes.
+func (t *Table) Phase() dataplane.Phase { return dataplane.PhaseRoutes }
+
+// Name returns a name for logs, such as "routetable-ipv4-254".
+func (t *Table) Name() string {
+	return fmt.Sprintf("routetable-%s-%d", strings.ToLower(t.opts.Family.String()), t.opts.Table)
+}
+
+// Stats returns the Table's counters and sizes.
+func (t *Table) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.stats
+	s.Declared = len(t.cands)
+	s.Desired = t.tr.Desired().Len()
+	s.InKernel = t.tr.Dataplane().Len()
+	s.PendingUpdates = t.tr.PendingUpdates().Len()
+	s.PendingDeletions = t.tr.PendingDeletions().Len()
+	return s
+}
+
+// QueueResync makes the next Apply re-read the kernel table (and the
+// interfaces) before it writes. It implements dataplane.Driver.
+func (t *Table) QueueResync() {
+	t.evMu.Lock()
+	t.resyncQueued = true
+	t.evMu.Unlock()
+}
+
+// OnIfaceStateChanged tells the Table that interface name has index and
+// state, as ifacemonitor reports it (wire ifacemonitor's OnLinkState to it,
+// with IfaceState(u.State)). Routes declared on an interface are
+// programmed while it is up and withdrawn (the next candidate takes over)
+// while it is down or gone; a rename is the old name gone and the new name
+// up; a name that comes back with a new index gets its routes again on the
+// new index. The call only queues the change for the next Apply. Invalid
+// input (a bad name, a negative index, an unknown state) is ignored.
+func (t *Table) OnIfaceStateChanged(name string, index int, state IfaceState) {
+	if validIfaceName(name) != nil || index < 0 || int64(index) > int64(^uint32(0)>>1) || state > IfaceUp {
+		t.opts.Logger.Warn("routetable: ignoring invalid interface update", "iface", name, "index", index, "state", state)
+		return
+	}
+	t.evMu.Lock()
+	t.events = append(t.events, ifaceEvent{name: name, index: int32(index), state: state})
+	t.evMu.Unlock()
+}
+
+// SetRoutes replaces every route the pair (class, iface) wants with
+// targets (nil or empty withdraws them all). iface is the routes' output
+// interface, or InterfaceNone for routes without one (blackhole and such,
+// and multipath routes). Every target is validated first: on any error
+// nothing changes.
+func (t *Table) SetRoutes(class RouteClass, iface string, targets []Target) error {
+	if err := validGroupIface(iface); err != nil {
+		return err
+	}
+	valid := make([]Target, len(targets))
+	seen := make(map[rkey]struct{}, len(targets))
+	for i, tg := range targets {
+		v, err := tg.validate(t.opts.Family, iface)
+		if err != nil {
+			return err
+		}
+		k := keyOf(v.Key())
+		if _, dup := seen[k]; dup {
+			return fmt.Errorf("%w: %v twice for class %d on %s", ErrDuplicateRoute, v.Key(), class, iface)
+		}
+		seen[k] = struct{}{}
+		valid[i] = v
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	gk := groupKey{class: class, iface: t.recFor(iface)}
+	for k := range t.groups[gk] {
+		if _, keep := seen[k]; !keep {
+			t.removeCand(k, gk)
+		}
+	}
+	for _, v := range valid {
+		t.putCand(keyOf(v.Key()), gk, t.compact(v))
+	}
+	if len(seen) == 0 {
+		seen = nil
+	}
+	keys := seen
+	t.setGroup(gk, keys)
+	return nil
+}
+
+// RouteUpdate adds target to, or replaces it in, the routes the pair
+// (class, iface) wants.
+func (t *Table) RouteUpdate(class RouteClass, iface string, target Target) error {
+	if err := validGroupIface(iface); err != nil {
+		return err
+	}
+	v, err := target.validate(t.opts.Family, iface)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	gk := groupKey{class: class, iface: t.recFor(iface)}
+	k := keyOf(v.Key())
+	t.putCand(k, gk, t.compact(v))
+	keys := t.groups[gk]
+	if keys == nil {
+		keys = map[rkey]struct{}{}
+	}
+	keys[k] = struct{}{}
+	t.setGroup(gk, keys)
+	return nil
+}
+
+// RouteRemove withdraws the route with key from the routes the pair
+// (class, iface) wants. Removing a route the pair does not want does
+// nothing. The key is normalised as Target.Key does.
+func (t *Table) RouteRemove(class RouteClass, iface string, key RouteKey) error {
+	if err := validGroupIface(iface); err != nil {
+		return err
+	}
+	if !key.CIDR.IsValid() || !familyMatches(t.opts.Family, key.CIDR.Addr()) {
+		return fmt.Errorf("%w: %v is not an %v prefix", ErrInvalidTarget, key.CIDR, t.opts.Family)
+	}
+	k := keyOf(Target{CIDR: key.CIDR, Metric: key.Metric}.Key())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rec := t.recs[iface]
+	if iface == InterfaceNone {
+		rec = nil
+	} else if rec == nil {
+		return nil
+	}
+	gk := groupKey{class: class, iface: rec}
+	keys := t.groups[gk]
+	if _, ok := keys[k]; !ok {
+		return nil
+	}
+	t.removeCand(k, gk)
+	delete(keys, k)
+	t.setGroup(gk, keys)
+	return nil
+}
+
+// recFor returns the record of interface name, creating it; nil for
+// InterfaceNone.
+func (t *Table) recFor(name string) *ifaceRec {
+	if name == InterfaceNone {
+		return nil
+	}
+	r := t.recs[name]
+	if r == nil {
+		r = &ifaceRec{name: name}
+		t.recs[name] = r
+	}
+	return r
+}
+
+// releaseRec forgets r once nothing refers to it and it is gone.
+func (t *Table) releaseRec(r *ifaceRec) {
+	if r == nil || r.state != IfaceGone || len(r.classes) > 0 || r.hops > 0 {
+		return
+	}
+	if t.recs[r.name] == r {
+		delete(t.recs, r.name)
+	}
+	if r.index != 0 && t.byIndex[r.index] == r {
+		delete(t.byIndex, r.index)
+	}
+}
+
+// setGroup stores keys as the key set of gk (deleting it when empty) and
+// maintains the interface's class list.
+func (t *Table) setGroup(gk groupKey, keys map[rkey]struct{}) {
+	if len(keys) == 0 {
+		delete(t.groups, gk)
+		if gk.iface != nil {
+			gk.iface.classes = slices.DeleteFunc(gk.iface.classes, func(c RouteClass) bool { return c == gk.class })
+			t.releaseRec(gk.iface)
+		}
+		return
+	}
+	t.groups[gk] = keys
+	if gk.iface != nil && !slices.Contains(gk.iface.classes, gk.class) {
+		gk.iface.classes = append(gk.iface.classes, gk.class)
+	}
+}
+
+// compact turns a validated Target into its stored form, taking
+// references on the interfaces of its next hops.
+func (t *Table) compact(v Target) target {
+	c := target{gw: v.Gateway, src: v.Src, mtu: v.MTU, typ: v.Type}
+	if len(v.DestMAC) == 6 {
+		c.hasMAC = true
+		copy(c.mac[:], v.DestMAC)
+	}
+	if len(v.NextHops) > 0 {
+		hops := make([]hop, len(v.NextHops))
+		for i, nh := range v.NextHops {
+			w := nh.Weight
+			if w > 0 {
+				w--
+			}
+			r := t.recFor(nh.Iface)
+			r.hops++
+			hops[i] = hop{iface: r, gw: nh.Gateway, weight: w, onlink: nh.Onlink}
+		}
+		c.hops = &hops
+	}
+	return c
+}
+
+// dropTarget releases the interface references of a stored target.
+func (t *Table) dropTarget(c *target) {
+	if c.hops == nil {
+		return
+	}
+	for _, h := range *c.hops {
+		h.iface.hops--
+		t.releaseRec(h.iface)
+	}
+}
+
+// putCand records gk's wish tg for k, replacing gk's previous one, and
+// resolves k.
+func (t *Table) putCand(k rkey, gk groupKey, tg target) {
+	nc := cand{iface: gk.iface, t: tg, class: gk.class}
+	set, ok := t.cands[k]
+	switch {
+	case !ok:
+		set = candSet{first: nc}
+	default:
+		found := false
+		for i := range set.len() {
+			c := set.at(i)
+			if c.class == gk.class && c.iface == gk.iface {
+				t.dropTarget(&c.t)
+				*c = nc
+				found = true
+				break
+			}
+		}
+		if !found {
+			if set.more == nil {
+				set.more = &[]cand{}
+			}
+			*set.more = append(*set.more, nc)
+		}
+	}
+	t.cands[k] = set
+	t.countMultipath(k, set)
+	t.resolve(k)
+}
+
+// removeCand drops gk's wish for k and resolves k.
+func (t *Table) removeCand(k rkey, gk groupKey) {
+	set, ok := t.cands[k]
+	if !ok {
+		return
+	}
+	n := set.len()
+	for i := range n {
+		c := set.at(i)
+		if c.class != gk.class || c.iface != gk.iface {
+			continue
+		}
+		t.dropTarget(&c.t)
+		switch {
+		case n == 1:
+			delete(t.cands, k)
+			delete(t.multipath, k)
+			t.resolve(k)
+			return
+		case i == 0:
+			set.first = (*set.more)[0]
+			*set.more = slices.Delete(*set.more, 0, 1)
+		default:
+			*set.more = slices.Delete(*set.more, i-1, i)
+		}
+		if len(*set.more) == 0 {
+			set.more = nil
+		}
+		t.cands[k] = set
+		t.countMultipath(k, set)
+		t.resolve(k)
+		return
+	}
+}
+
+func (t *Table) countMultipath(k rkey, set candSet) {
+	n := 0
+	for i := range set.len() {
+		if set.at(i).t.hops != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		delete(t.multipath, k)
+	} else {
+		t.multipath[k] = n
+	}
+}
+
+// resolve recomputes k's winner and records it as desired.
+func (t *Table) resolve(k rkey) {
+	set, ok := t.cands[k]
+	var best *cand
+	var bestForm kroute
+	if ok {
+		for i := range set.len() {
+			c := set.at(i)
+			form, eligible := t.kernelForm(c)
+			if !eligible {
+				continue
+			}
+			if best == nil || c.class < best.class || (c.class == best.class && form.oif > bestForm.oif) {
+				best, bestForm = c, form
+			}
+		}
+	}
+	t.setNeighbor(k, best)
+	if best == nil {
+		t.tr.Desired().Delete(k)
+		return
+	}
+	t.tr.Desired().Set(k, bestForm)
+}
+
+// setNeighbor records the static neighbour k's winner wants, if any.
+func (t *Table) setNeighbor(k rkey, best *cand) {
+	old, had := t.nbrOf[k]
+	var want nbrKey
+	wanted := best != nil && best.t.hasMAC && best.iface != nil
+	if wanted {
+		want = nbrKey{ip: t.addrOf(k), oif: best.iface.index}
+	}
+	if had && (!wanted || old != want) {
+		t.nbrs.Desired().Delete(old)
+		delete(t.nbrOf, k)
+	}
+	if wanted {
+		t.nbrs.Desired().Set(want, best.t.mac)
+		t.nbrOf[k] = want
+	}
+}
+
+// kernelForm returns the route c asks for as the kernel would hold it, and
+// whether c can be programmed now (its interface, or one of its next hops'
+// interfaces, is up).
+func (t *Table) kernelForm(c *cand) (kroute, bool) {
+	r := kroute{gw: c.t.gw, src: c.t.src, mtu: c.t.mtu, proto: t.opts.Protocol, typ: RTNUnicast}
+	if c.iface != nil {
+		if !c.iface.up() {
+			return r, false
+		}
+		r.oif = c.iface.index
+	}
+	switch c.t.typ {
+	case TargetUnicast:
+		if c.t.hops != nil {
+			var hops []khop
+			for _, h := range *c.t.hops {
+				if h.iface.up() {
+					hops = append(hops, khop{gw: h.gw, oif: h.iface.index, weight: h.weight, onlink: h.onlink})
+				}
+			}
+			switch len(hops) {
+			case 0:
+				return r, false
+			case 1:
+				r.oif, r.gw, r.onlink = hops[0].oif, hops[0].gw, hops[0].onlink
+			default:
+				slices.SortFunc(hops, compareKhop)
+				r.hops = &hops
+			}
+		}
+		if r.gw.IsValid() || r.hops != nil {
+			r.scope = ScopeUniverse
+		} else {
+			r.scope = ScopeLink
+		}
+	case TargetOnlink:
+		r.onlink, r.scope = true, ScopeUniverse
+	case TargetLocal:
+		r.typ, r.scope = RTNLocal, ScopeHost
+	case TargetBlackhole:
+		r.typ = RTNBlackhole
+	case TargetUnreachable:
+		r.typ = RTNUnreachable
+	case TargetProhibit:
+		r.typ = RTNProhibit
+	case TargetThrow:
+		r.typ = RTNThrow
+	}
+	if t.opts.Family == IPv6 {
+		r.scope = ScopeUniverse // the kernel reports every IPv6 route so
+	}
+	return r, true
+}
+
+// fromKernel converts a dumped route to its key and compared form, and says
+// whether it can be one of ours at all (routes with a TOS never are).
+func (t *Table) fromKernel(r *KernelRoute) (rkey, kroute, bool) {
+	k := keyOf(RouteKey{CIDR: r.Dst.Masked(), Metric: r.Priority})
+	v := kroute{gw: r.Gateway, src: r.PrefSrc, mtu: r.MTU, oif: int32(r.OIF), typ: r.Type, scope: r.Scope,
+		proto: r.Protocol, onlink: r.Flags&FlagOnlink != 0}
+	switch r.Type {
+	case RTNBlackhole, RTNUnreachable, RTNProhibit, RTNThrow:
+		v.oif = 0 // IPv6 reports them on lo
+	}
+	switch len(r.NextHops) {
+	case 0:
+	case 1:
+		h := r.NextHops[0]
+		v.oif, v.gw, v.onlink = int32(h.OIF), h.Gateway, uint32(h.Flags)&FlagOnlink != 0
+	default:
+		hops := make([]khop, len(r.NextHops))
+		for i, h := range r.NextHops {
+			hops[i] = khop{gw: h.Gateway, oif: int32(h.OIF), weight: h.Weight, onlink: uint32(h.Flags)&FlagOnlink != 0}
+		}
+		slices.SortFunc(hops, compareKhop)
+		v.hops = &hops
+		v.oif = 0
+	}
+	if t.opts.Family == IPv6 {
+		v.scope = ScopeUniverse
+	}
+	return k, v, r.TOS == 0
+}
+
+// toKernel builds the route to write for key k.
+func (t *Table) toKernel(k rkey, v kroute) KernelRoute {
+	r := KernelRoute{
+		Family: t.opts.Family, Table: t.opts.Table, Dst: t.prefixOf(k), Type: v.typ, Protocol: v.proto, Scope: v.scope,
+		Priority: k.metric, OIF: int(v.oif), Gateway: v.gw, PrefSrc: v.src, MTU: v.mtu,
+	}
+	if v.onlink {
+		r.Flags = FlagOnlink
+	}
+	if v.hops != nil {
+		r.NextHops = make([]KernelNextHop, len(*v.hops))
+		for i, h := range *v.hops {
+			nh := KernelNextHop{OIF: int(h.oif), Gateway: h.gw, Weight: h.weight}
+			if h.onlink {
+				nh.Flags = uint8(FlagOnlink)
+			}
+			r.NextHops[i] = nh
+		}
+	}
+	return r
+}
+
+// deleteOp builds the delete of the route v that holds key k: its type,
+// protocol and interface must match (so that a route that took its place
+// in the meantime is not deleted), any scope.
+func (t *Table) deleteOp(k rkey, v kroute) RouteOp {
+	return RouteOp{Kind: OpDelete, Route: KernelRoute{
+		Family: t.opts.Family, Table: t.opts.Table, Dst: t.prefixOf(k), Priority: k.metric, Scope: ScopeNowhere,
+		Type: v.typ, Protocol: v.proto, OIF: int(v.owner()),
+	}}
+}
+
+// ifaceName names the interface a kernel route leaves through, for the
+// ownership policy.
+func (t *Table) ifaceName(r *KernelRoute) string {
+	oif := r.OIF
+	if oif == 0 && len(r.NextHops) > 0 {
+		oif = r.NextHops[0].OIF
+	}
+	if rec := t.byIndex[int32(oif)]; rec != nil {
+		return rec.name
+	}
+	return ""
+}
