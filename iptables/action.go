@@ -27,7 +27,7 @@ func (a AcceptAction) iptablesArgs(v IPVersion) ([]string, error) { return actio
 // JumpTarget returns "".
 func (AcceptAction) JumpTarget() string { return "" }
 
-func (AcceptAction) render(*ruleRender) ([]string, error) { return []string{"-j", "ACCEPT"}, nil }
+func (AcceptAction) render(_ *ruleRender, w *tokWriter) error { return target(w, "-j", "ACCEPT") }
 
 // DropAction drops the packet silently (-j DROP).
 type DropAction struct{}
@@ -40,7 +40,7 @@ func (a DropAction) iptablesArgs(v IPVersion) ([]string, error) { return actionA
 // JumpTarget returns "".
 func (DropAction) JumpTarget() string { return "" }
 
-func (DropAction) render(*ruleRender) ([]string, error) { return []string{"-j", "DROP"}, nil }
+func (DropAction) render(_ *ruleRender, w *tokWriter) error { return target(w, "-j", "DROP") }
 
 // ReturnAction returns from the current chain to the one that jumped to it
 // (-j RETURN); in a built-in chain it applies the chain's policy.
@@ -54,7 +54,7 @@ func (a ReturnAction) iptablesArgs(v IPVersion) ([]string, error) { return actio
 // JumpTarget returns "".
 func (ReturnAction) JumpTarget() string { return "" }
 
-func (ReturnAction) render(*ruleRender) ([]string, error) { return []string{"-j", "RETURN"}, nil }
+func (ReturnAction) render(_ *ruleRender, w *tokWriter) error { return target(w, "-j", "RETURN") }
 
 // RejectWith is the reply a RejectAction sends. The zero value is
 // RejectPortUnreachable, the default of iptables for both IP versions.
@@ -135,21 +135,24 @@ func (a RejectAction) iptablesArgs(v IPVersion) ([]string, error) { return actio
 // JumpTarget returns "".
 func (RejectAction) JumpTarget() string { return "" }
 
-func (a RejectAction) render(st *ruleRender) ([]string, error) {
+func (a RejectAction) render(st *ruleRender, w *tokWriter) error {
 	if a.With >= rejectWithCount {
-		return nil, errRulef("unknown reject reply %v", a.With)
+		return errRulef("unknown reject reply %v", a.With)
 	}
 	name := rejectNames[a.With].v4
 	if st.v == IPv6 {
 		name = rejectNames[a.With].v6
 	}
 	if name == "" {
-		return nil, errVersionf("reject with %v does not exist in %v", a.With, st.v)
+		return errVersionf("reject with %v does not exist in %v", a.With, st.v)
 	}
 	if a.With == RejectTCPReset && (!st.protoCriterion || st.protoNum != ProtoTCP || st.protoNeg) {
-		return nil, errRulef("reject with tcp-reset needs a tcp protocol criterion")
+		return errRulef("reject with tcp-reset needs a tcp protocol criterion")
 	}
-	return []string{"-j", "REJECT", "--reject-with", name}, nil
+	_ = target(w, "-j", "REJECT")
+	w.lit("--reject-with")
+	w.tok(name)
+	return nil
 }
 
 // JumpAction continues in another chain and comes back after it (-j
@@ -168,11 +171,11 @@ func (a JumpAction) iptablesArgs(v IPVersion) ([]string, error) { return actionA
 // JumpTarget returns the chain jumped to.
 func (a JumpAction) JumpTarget() string { return a.Chain }
 
-func (a JumpAction) render(*ruleRender) ([]string, error) {
+func (a JumpAction) render(_ *ruleRender, w *tokWriter) error {
 	if err := validateTargetChain("jump", a.Chain); err != nil {
-		return nil, err
+		return err
 	}
-	return []string{"-j", a.Chain}, nil
+	return target(w, "-j", a.Chain)
 }
 
 // GotoAction continues in another chain without coming back (-g CHAIN):
@@ -191,11 +194,11 @@ func (a GotoAction) iptablesArgs(v IPVersion) ([]string, error) { return actionA
 // JumpTarget returns the chain gone to.
 func (a GotoAction) JumpTarget() string { return a.Chain }
 
-func (a GotoAction) render(*ruleRender) ([]string, error) {
+func (a GotoAction) render(_ *ruleRender, w *tokWriter) error {
 	if err := validateTargetChain("goto", a.Chain); err != nil {
-		return nil, err
+		return err
 	}
-	return []string{"-g", a.Chain}, nil
+	return target(w, "-g", a.Chain)
 }
 
 // reservedTargets are names that -j reads as a built-in chain or a target,
@@ -253,12 +256,14 @@ func (a SetMarkAction) iptablesArgs(v IPVersion) ([]string, error) { return acti
 // JumpTarget returns "".
 func (SetMarkAction) JumpTarget() string { return "" }
 
-func (a SetMarkAction) render(*ruleRender) ([]string, error) {
-	val, err := markValue("set mark", a.Mark, a.Mask)
-	if err != nil {
-		return nil, err
+func (a SetMarkAction) render(_ *ruleRender, w *tokWriter) error {
+	if err := checkMark("set mark", a.Mark, a.Mask); err != nil {
+		return err
 	}
-	return []string{"-j", "MARK", "--set-xmark", val}, nil
+	_ = target(w, "-j", "MARK")
+	w.lit("--set-xmark")
+	writeMark(w, a.Mark, a.Mask, true)
+	return nil
 }
 
 // MasqueradeOptions are the options of Masquerade.
@@ -291,19 +296,21 @@ func (a MasqueradeAction) iptablesArgs(v IPVersion) ([]string, error) { return a
 // JumpTarget returns "".
 func (MasqueradeAction) JumpTarget() string { return "" }
 
-func (a MasqueradeAction) render(st *ruleRender) ([]string, error) {
+func (a MasqueradeAction) render(st *ruleRender, w *tokWriter) error {
 	ports, err := st.natPorts("masquerade", a.ToPorts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	args := []string{"-j", "MASQUERADE"}
-	if ports != "" {
-		args = append(args, "--to-ports", ports)
+	_ = target(w, "-j", "MASQUERADE")
+	if ports {
+		w.lit("--to-ports")
+		w.sep()
+		w.b = a.ToPorts.appendTo(w.b, '-')
 	}
 	if a.RandomFully {
-		args = append(args, "--random-fully")
+		w.lit("--random-fully")
 	}
-	return args, nil
+	return nil
 }
 
 // SNATOptions are the options of SNAT.
@@ -338,16 +345,18 @@ func (a SNATAction) iptablesArgs(v IPVersion) ([]string, error) { return actionA
 // JumpTarget returns "".
 func (SNATAction) JumpTarget() string { return "" }
 
-func (a SNATAction) render(st *ruleRender) ([]string, error) {
-	to, err := st.natTarget("SNAT", a.To, a.Ports)
+func (a SNATAction) render(st *ruleRender, w *tokWriter) error {
+	ports, err := st.natTarget("SNAT", a.To, a.Ports)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	args := []string{"-j", "SNAT", "--to-source", to}
+	_ = target(w, "-j", "SNAT")
+	w.lit("--to-source")
+	writeNATTarget(w, a.To, a.Ports, ports)
 	if a.RandomFully {
-		args = append(args, "--random-fully")
+		w.lit("--random-fully")
 	}
-	return args, nil
+	return nil
 }
 
 // DNATAction translates the destination address, and optionally port, to
@@ -376,54 +385,68 @@ func (a DNATAction) iptablesArgs(v IPVersion) ([]string, error) { return actionA
 // JumpTarget returns "".
 func (DNATAction) JumpTarget() string { return "" }
 
-func (a DNATAction) render(st *ruleRender) ([]string, error) {
-	to, err := st.natTarget("DNAT", a.To, a.Ports)
+func (a DNATAction) render(st *ruleRender, w *tokWriter) error {
+	ports, err := st.natTarget("DNAT", a.To, a.Ports)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return []string{"-j", "DNAT", "--to-destination", to}, nil
+	_ = target(w, "-j", "DNAT")
+	w.lit("--to-destination")
+	writeNATTarget(w, a.To, a.Ports, ports)
+	return nil
 }
 
-// natTarget checks a NAT address and port range and renders them as
-// --to-source / --to-destination do.
-func (st *ruleRender) natTarget(what string, to netip.Addr, ports PortRange) (string, error) {
+// natTarget checks a NAT address and port range; it reports whether the
+// range is used (not zero).
+func (st *ruleRender) natTarget(what string, to netip.Addr, ports PortRange) (bool, error) {
 	if !to.IsValid() {
-		return "", errRulef("%s without an address", what)
+		return false, errRulef("%s without an address", what)
 	}
 	if to.Zone() != "" {
-		return "", errRulef("%s address %v has a zone", what, to)
+		return false, errRulef("%s address %v has a zone", what, to)
 	}
-	if err := checkAddrVersion(st.v, to, what+" address "+to.String()); err != nil {
-		return "", err
+	if wrongVersion(st.v, to) {
+		return false, errVersionf("%s address %s in an %v rule", what, to, st.v)
 	}
 	if to.IsUnspecified() {
-		return "", errRulef("%s to the unspecified address %v", what, to)
+		return false, errRulef("%s to the unspecified address %v", what, to)
 	}
-	p, err := st.natPorts(what, ports)
-	switch {
-	case err != nil:
-		return "", err
-	case p == "":
-		return to.String(), nil
-	case to.Is6():
-		return "[" + to.String() + "]:" + p, nil
-	}
-	return to.String() + ":" + p, nil
+	return st.natPorts(what, ports)
 }
 
-// natPorts checks and renders (as A-B) a NAT port range; the zero range
-// is no range and renders as "".
-func (st *ruleRender) natPorts(what string, r PortRange) (string, error) {
+// writeNATTarget writes a NAT address and port range as --to-source and
+// --to-destination take them: ADDR, ADDR:A-B, or [ADDR]:A-B for IPv6.
+func writeNATTarget(w *tokWriter, to netip.Addr, r PortRange, ports bool) {
+	n := w.begin()
+	switch {
+	case !ports:
+		w.b = to.AppendTo(w.b)
+	case to.Is6():
+		w.b = append(w.b, '[')
+		w.b = to.AppendTo(w.b)
+		w.b = append(w.b, ']', ':')
+		w.b = r.appendTo(w.b, '-')
+	default:
+		w.b = to.AppendTo(w.b)
+		w.b = append(w.b, ':')
+		w.b = r.appendTo(w.b, '-')
+	}
+	w.end(n)
+}
+
+// natPorts checks a NAT port range (rendered as A-B); it reports whether
+// the range is used: the zero range is no range.
+func (st *ruleRender) natPorts(what string, r PortRange) (bool, error) {
 	if r == (PortRange{}) {
-		return "", nil
+		return false, nil
 	}
 	if r.First == 0 || r.First > r.Last {
-		return "", errRulef("%s port range %d-%d must be 1 to 65535 and not end below its start", what, r.First, r.Last)
+		return false, errRulef("%s port range %d-%d must be 1 to 65535 and not end below its start", what, r.First, r.Last)
 	}
 	if _, ok := st.portProto(); !ok {
-		return "", errRulef("%s ports without tcp/udp/sctp protocol", what)
+		return false, errRulef("%s ports without tcp/udp/sctp protocol", what)
 	}
-	return r.format('-'), nil
+	return true, nil
 }
 
 // LogLevel is the syslog level of a LogAction. The zero value is
@@ -483,21 +506,23 @@ func (a LogAction) iptablesArgs(v IPVersion) ([]string, error) { return actionAr
 // JumpTarget returns "".
 func (LogAction) JumpTarget() string { return "" }
 
-func (a LogAction) render(*ruleRender) ([]string, error) {
+func (a LogAction) render(_ *ruleRender, w *tokWriter) error {
 	if err := validateText("log prefix", a.Prefix, MaxLogPrefixLength); err != nil {
-		return nil, err
+		return err
 	}
 	if a.Level > LogLevelDebug {
-		return nil, errRulef("unknown log level %d", a.Level)
+		return errRulef("unknown log level %d", a.Level)
 	}
-	args := []string{"-j", "LOG"}
+	_ = target(w, "-j", "LOG")
 	if a.Prefix != "" {
-		args = append(args, "--log-prefix", a.Prefix)
+		w.lit("--log-prefix")
+		w.tok(a.Prefix)
 	}
 	if l := a.Level.syslog(); l != int(LogLevelWarning)-1 {
-		args = append(args, "--log-level", strconv.Itoa(l))
+		w.lit("--log-level")
+		w.uint(uint64(l))
 	}
-	return args, nil
+	return nil
 }
 
 // NoTrackAction exempts the packet from connection tracking (-j CT
@@ -514,8 +539,10 @@ func (a NoTrackAction) iptablesArgs(v IPVersion) ([]string, error) { return acti
 // JumpTarget returns "".
 func (NoTrackAction) JumpTarget() string { return "" }
 
-func (NoTrackAction) render(*ruleRender) ([]string, error) {
-	return []string{"-j", "CT", "--notrack"}, nil
+func (NoTrackAction) render(_ *ruleRender, w *tokWriter) error {
+	_ = target(w, "-j", "CT")
+	w.lit("--notrack")
+	return nil
 }
 
 // NFLOGOptions are the options of NFLOG.
@@ -553,21 +580,32 @@ func (a NFLOGAction) iptablesArgs(v IPVersion) ([]string, error) { return action
 // JumpTarget returns "".
 func (NFLOGAction) JumpTarget() string { return "" }
 
-func (a NFLOGAction) render(*ruleRender) ([]string, error) {
+func (a NFLOGAction) render(_ *ruleRender, w *tokWriter) error {
 	if err := validateText("NFLOG prefix", a.Prefix, MaxNFLOGPrefixLength); err != nil {
-		return nil, err
+		return err
 	}
-	args := []string{"-j", "NFLOG"}
+	_ = target(w, "-j", "NFLOG")
 	if a.Prefix != "" {
-		args = append(args, "--nflog-prefix", a.Prefix)
+		w.lit("--nflog-prefix")
+		w.tok(a.Prefix)
 	}
 	if a.Group != 0 {
-		args = append(args, "--nflog-group", strconv.Itoa(int(a.Group)))
+		w.lit("--nflog-group")
+		w.uint(uint64(a.Group))
 	}
 	if a.Size != 0 {
-		args = append(args, "--nflog-size", strconv.FormatUint(uint64(a.Size), 10))
+		w.lit("--nflog-size")
+		w.uint(uint64(a.Size))
 	}
-	return args, nil
+	return nil
+}
+
+// target writes the "-j TARGET" (or "-g CHAIN") of an action; it returns
+// nil, so that simple actions can return it.
+func target(w *tokWriter, opt, name string) error {
+	w.lit(opt)
+	w.tok(name)
+	return nil
 }
 
 // actionArgs renders one action alone, for Action.iptablesArgs: without
@@ -576,7 +614,13 @@ func actionArgs(a actionRenderer, v IPVersion) ([]string, error) {
 	if !v.Valid() {
 		return nil, errRulef("unknown IP version %v", v)
 	}
-	return a.render(&ruleRender{v: v})
+	var st ruleRender
+	st.reset(v)
+	var w tokWriter
+	if err := a.render(&st, &w); err != nil {
+		return nil, err
+	}
+	return splitTokens(string(w.b)), nil
 }
 
 // normalizeAction returns the action of a rule, dereferencing a pointer to

@@ -68,6 +68,18 @@
 // failing line and the binary's output. Stats counts saves, restores and
 // lines written.
 //
+// # Cost
+//
+// Declaring renders each rule once, straight into the restore-input text
+// kept for its chain (one string per chain, not per rule). Declaring a
+// chain again with the same rules renders and compares it, and changes
+// nothing: no allocation, no hashing, nothing for Apply to do. Hashes are
+// computed by Apply, while its iptables-save runs (in a goroutine that
+// Apply always waits for). Between reads, when only some chains or
+// built-in-chain groups changed and no jump target, forced chain or chain
+// set did, Apply compares and writes just those, so changing one rule of
+// a big table costs little more than the one restore line.
+//
 // A Table is a dataplane.Driver (Apply, QueueResync, Phase), so a
 // dataplane.Loop can drive it; Apply's RetryAfter asks the loop to come back
 // for the next refresh or recheck.
@@ -83,7 +95,9 @@
 //
 // Binaries run through Options.Runner (a command.Runner): command.Local by
 // default, a runner bound to another network namespace, or the in-memory
-// fake of package iptablesfake in unit tests.
+// fake of package iptablesfake in unit tests. The save runs on a goroutine
+// of Apply's own, so the runner, not the calling thread, decides the
+// network namespace.
 //
 // # Limits
 //

@@ -31,13 +31,14 @@ const (
 // a changed one keep theirs (and their packet counters).
 func ruleHash(chain, salt string, index int, body string) string {
 	var out [HashLength]byte
-	appendHash(out[:0], nil, chain, salt, index, body)
+	var scratch [256]byte
+	hashRule(&out, scratch[:0], chain, salt, index, body)
 	return string(out[:])
 }
 
-// appendHash appends the hash of a rule (see ruleHash) to dst, using
-// scratch as working space; it returns dst and the grown scratch.
-func appendHash(dst, scratch []byte, chain, salt string, index int, body string) ([]byte, []byte) {
+// hashRule writes the hash of a rule (see ruleHash) to out, using scratch
+// as working space; it returns scratch, grown if it had to be.
+func hashRule(out *[HashLength]byte, scratch []byte, chain, salt string, index int, body string) []byte {
 	b := append(scratch[:0], chain...)
 	b = append(b, 0)
 	b = append(b, salt...)
@@ -46,43 +47,42 @@ func appendHash(dst, scratch []byte, chain, salt string, index int, body string)
 	b = append(b, 0)
 	b = append(b, body...)
 	sum := sha256.Sum256(b)
-	n := len(dst)
-	dst = append(dst, make([]byte, HashLength)...)
-	base64.RawURLEncoding.Encode(dst[n:], sum[:hashBytes])
-	return dst, b
+	base64.RawURLEncoding.Encode(out[:], sum[:hashBytes])
+	return b
 }
 
 // chainHashes returns the hashes of rules, in order, concatenated: hash i
-// is hashes[i*HashLength:(i+1)*HashLength].
+// is hashes[i*HashLength:(i+1)*HashLength]. It allocates only the result.
 func chainHashes(chain, salt string, rules []renderedRule) string {
-	out := make([]byte, 0, len(rules)*HashLength)
-	var scratch []byte
+	var out strings.Builder
+	out.Grow(len(rules) * HashLength)
+	var h [HashLength]byte
+	var buf [256]byte
+	scratch := buf[:0]
 	for i, r := range rules {
-		out, scratch = appendHash(out, scratch, chain, salt, i, r.body)
+		scratch = hashRule(&h, scratch, chain, salt, i, r.body)
+		out.Write(h[:])
 	}
-	return string(out)
+	return out.String()
 }
 
 // renderedRule is a rule's arguments in restore-input form.
 type renderedRule struct {
-	// body is the arguments, quoted where needed and joined by spaces.
+	// body is the arguments, quoted where needed and joined by spaces
+	// (Rule.appendRestore). It is a substring of the text of its list.
 	body string
 	// cut is the length of the leading header criteria (-s, -d, -i, -o,
-	// -p, -f) in body: the hash comment goes there, where iptables-save
+	// -p) in body: the hash comment goes there, where iptables-save
 	// prints the first match, so the line we write is the line it prints.
 	cut int
 }
 
 // withHash returns the rule's arguments with our hash comment.
 func (r renderedRule) withHash(prefix, hash string) string {
-	c := hashComment(prefix, hash)
-	switch {
-	case r.cut == 0:
-		return c + " " + r.body
-	case r.cut >= len(r.body):
-		return r.body + " " + c
-	}
-	return r.body[:r.cut] + " " + c + r.body[r.cut:]
+	var b bytes.Buffer
+	b.Grow(len(r.body) + len(prefix) + len(hash) + 26)
+	r.writeWithHash(&b, prefix, hash)
+	return b.String()
 }
 
 // writeWithHash writes the rule's arguments with our hash comment, as
@@ -112,88 +112,13 @@ func writeHashComment(b *bytes.Buffer, prefix, hash string) {
 	b.WriteByte('"')
 }
 
-// isHeaderOption reports whether a is one of the criteria iptables keeps
-// in the rule's IP header part and iptables-save prints before every match.
-func isHeaderOption(a string) bool {
-	switch a {
-	case "-s", "--source", "--src", "-d", "--destination", "--dst",
-		"-i", "--in-interface", "-o", "--out-interface",
-		"-p", "--protocol", "-f", "--fragment":
-		return true
+// hashChars[c] is isHashChar(c), for the parser's inner loop.
+var hashChars = func() (t [256]bool) {
+	for c := range t {
+		t[c] = isHashChar(byte(c))
 	}
-	return false
-}
-
-// headerArgs returns how many leading arguments are header criteria.
-func headerArgs(args []string) int {
-	i := 0
-	for i < len(args) {
-		j := i
-		if args[j] == "!" {
-			j++
-		}
-		if j >= len(args) || !isHeaderOption(args[j]) {
-			break
-		}
-		if args[j] == "-f" || args[j] == "--fragment" {
-			i = j + 1
-		} else {
-			i = j + 2
-		}
-	}
-	return min(i, len(args))
-}
-
-// renderArgs joins rule arguments into restore-input form, quoting those
-// that need it.
-func renderArgs(args []string) renderedRule {
-	n := 0
-	for _, a := range args {
-		n += len(a) + 3
-	}
-	h := headerArgs(args)
-	var b strings.Builder
-	b.Grow(n)
-	cut := 0
-	for i, a := range args {
-		if i == h {
-			cut = b.Len()
-		}
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		writeQuoted(&b, a)
-	}
-	if h == len(args) {
-		cut = b.Len()
-	}
-	return renderedRule{body: b.String(), cut: cut}
-}
-
-// writeQuoted writes arg as one iptables-restore token: as is when it has
-// no blank, quote or backslash, else in double quotes with quotes and
-// backslashes escaped (iptables-restore reads backslash escapes only inside
-// quotes).
-func writeQuoted(b *strings.Builder, arg string) {
-	if arg != "" && !strings.ContainsAny(arg, " \t\"\\'") {
-		b.WriteString(arg)
-		return
-	}
-	b.WriteByte('"')
-	for i := 0; i < len(arg); i++ {
-		if c := arg[i]; c == '"' || c == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(arg[i])
-	}
-	b.WriteByte('"')
-}
-
-// hashComment returns the match arguments that carry hash, in restore
-// form: -m comment --comment "<prefix><hash>".
-func hashComment(prefix, hash string) string {
-	return `-m comment --comment "` + prefix + hash + `"`
-}
+	return t
+}()
 
 // isHashChar reports whether c can appear in a hash (base64url).
 func isHashChar(c byte) bool {

@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -54,33 +55,68 @@ func TestChainHashes(t *testing.T) {
 	}
 }
 
-func TestRenderArgs(t *testing.T) {
+func TestRestoreTokens(t *testing.T) {
+	// Tokens are quoted exactly when they hold a blank, a quote or a
+	// backslash (or are empty), and split back unchanged.
 	tests := []struct {
-		args     []string
+		args []string
+		text string
+	}{
+		{[]string{"-j", "ACCEPT"}, "-j ACCEPT"},
+		{[]string{"--comment", "two words"}, `--comment "two words"`},
+		{[]string{"--comment", "tab\there"}, "--comment \"tab\there\""},
+		{[]string{`back\slash`}, `"back\\slash"`},
+		{[]string{"--comment", `q"b\s'`}, `--comment "q\"b\\s'"`},
+		{[]string{"--comment", ""}, `--comment ""`},
+		{[]string{"it's", "x"}, `"it's" x`},
+		{[]string{"", ""}, `"" ""`},
+	}
+	for _, tc := range tests {
+		var w tokWriter
+		for _, a := range tc.args {
+			w.tok(a)
+		}
+		assert.Equal(t, tc.text, string(w.b), "%q", tc.args)
+		assert.Equal(t, tc.args, splitTokens(string(w.b)), "%q", tc.args)
+	}
+	assert.Nil(t, splitTokens(""))
+}
+
+func TestRuleRestoreTextAndCut(t *testing.T) {
+	// The restore text of a rule is its arguments, quoted; the header
+	// criteria (-s, -d, -i, -o, -p) end at cut, where the Table puts its
+	// hash comment.
+	tests := []struct {
+		rule     Rule
 		body     string
 		withHash string
 	}{
-		{[]string{"-j", "ACCEPT"}, "-j ACCEPT", `-m comment --comment "np:H" -j ACCEPT`},
-		{[]string{"-s", "10.0.0.0/8", "-p", "tcp", "-m", "tcp", "--dport", "80", "-j", "ACCEPT"},
+		{Rule{Action: Accept()}, "-j ACCEPT", `-m comment --comment "np:H" -j ACCEPT`},
+		{Rule{Match: Match{DestPorts(Port(80)), Protocol(ProtoTCP), SourceNet(netip.MustParsePrefix("10.0.0.0/8"))}, Action: Accept()},
 			"-s 10.0.0.0/8 -p tcp -m tcp --dport 80 -j ACCEPT",
 			`-s 10.0.0.0/8 -p tcp -m comment --comment "np:H" -m tcp --dport 80 -j ACCEPT`},
-		{[]string{"!", "-i", "eth0", "-f", "-j", "DROP"}, "! -i eth0 -f -j DROP", `! -i eth0 -f -m comment --comment "np:H" -j DROP`},
-		{[]string{"-m", "comment", "--comment", "two words", "-j", "ACCEPT"},
+		{Rule{Match: Match{NotInInterface("eth0")}, Action: Drop()}, "! -i eth0 -j DROP", `! -i eth0 -m comment --comment "np:H" -j DROP`},
+		{Rule{Action: Accept(), Comments: []string{"two words"}},
 			`-m comment --comment "two words" -j ACCEPT`,
 			`-m comment --comment "np:H" -m comment --comment "two words" -j ACCEPT`},
-		{[]string{"-m", "comment", "--comment", `q"b\s'`, "-j", "ACCEPT"},
-			`-m comment --comment "q\"b\\s'" -j ACCEPT`, ""},
-		{[]string{"-m", "comment", "--comment", "", "-j", "ACCEPT"}, `-m comment --comment "" -j ACCEPT`, ""},
-		{[]string{"-s", "10.0.0.0/8"}, "-s 10.0.0.0/8", `-s 10.0.0.0/8 -m comment --comment "np:H"`},
-		{[]string{"-s"}, "-s", `-s -m comment --comment "np:H"`},
+		{Rule{Action: Log(LogOptions{Prefix: "it's "})}, `-j LOG --log-prefix "it's "`, `-m comment --comment "np:H" -j LOG --log-prefix "it's "`},
 	}
 	for _, tc := range tests {
-		r := renderArgs(tc.args)
-		assert.Equal(t, tc.body, r.body, "%q", tc.args)
-		if tc.withHash != "" {
-			assert.Equal(t, tc.withHash, r.withHash("np:", "H"), "%q", tc.args)
-		}
+		var st ruleRender
+		// Rendered after other text, as in a chain's buffer.
+		b, cut, err := tc.rule.appendRestore([]byte("prev"), IPv4, &st)
+		require.NoError(t, err)
+		r := renderedRule{body: string(b[4:]), cut: cut}
+		assert.Equal(t, tc.body, r.body)
+		assert.Equal(t, tc.withHash, r.withHash("np:", "H"))
+		args, err := tc.rule.Args(IPv4)
+		require.NoError(t, err)
+		assert.Equal(t, args, splitTokens(r.body), "Args is the restore text split")
 	}
+	// A rule of header criteria only (possible for a foreign action that
+	// renders nothing) gets the comment at its end.
+	r := renderedRule{body: "-s 10.0.0.0/8", cut: len("-s 10.0.0.0/8")}
+	assert.Equal(t, `-s 10.0.0.0/8 -m comment --comment "np:H"`, r.withHash("np:", "H"))
 }
 
 func TestRestoreErrorMessage(t *testing.T) {

@@ -84,20 +84,20 @@ func (m NetMatch) render(st *ruleRender) error {
 	if !m.Prefix.IsValid() {
 		return errRulef("%s address match: invalid or zero prefix", m.Dir)
 	}
-	if err := checkAddrVersion(st.v, m.Prefix.Addr(), m.Dir.String()+" prefix "+m.Prefix.String()); err != nil {
-		return err
+	if wrongVersion(st.v, m.Prefix.Addr()) {
+		return errVersionf("%s prefix %s in an %v rule", m.Dir, m.Prefix, st.v)
 	}
 	if m.Negate && m.Prefix.Bits() == 0 {
 		return errRulef("negated %s prefix %v matches no packet", m.Dir, m.Prefix)
 	}
-	slot, opt := &st.src, "-s"
+	slot := &st.src
 	if m.Dir == Dst {
-		slot, opt = &st.dst, "-d"
+		slot = &st.dst
 	}
-	if *slot != nil {
+	if slot.set {
 		return errRulef("more than one %s address criterion (match several prefixes with an IP set)", m.Dir)
 	}
-	*slot = negArgs(m.Negate, opt, m.Prefix.Masked().String())
+	*slot = netArg{set: true, neg: m.Negate, p: m.Prefix.Masked()}
 	return nil
 }
 
@@ -123,6 +123,15 @@ const (
 // udp, icmp, ipv6-icmp, sctp, udplite, esp, ah), or the number for every
 // other protocol.
 func (p Proto) String() string {
+	if n := p.name(); n != "" {
+		return n
+	}
+	return strconv.Itoa(int(p))
+}
+
+// name returns the protocol's name as String gives it, or "" when String
+// gives the number.
+func (p Proto) name() string {
 	switch p {
 	case ProtoICMP:
 		return "icmp"
@@ -141,7 +150,7 @@ func (p Proto) String() string {
 	case ProtoUDPLite:
 		return "udplite"
 	}
-	return strconv.Itoa(int(p))
+	return ""
 }
 
 // hasPorts reports whether port criteria and NAT port ranges work with p.
@@ -176,7 +185,7 @@ func (m ProtoMatch) render(st *ruleRender) error {
 	case m.Proto == ProtoICMPv6 && st.v == IPv4:
 		return errVersionf("protocol ipv6-icmp in an IPv4 rule (use ProtoICMP)")
 	}
-	st.proto = negArgs(m.Negate, "-p", m.Proto.String())
+	st.proto = protoArg{set: true, neg: m.Negate, p: m.Proto}
 	return nil
 }
 
@@ -197,14 +206,16 @@ func Ports(first, last uint16) PortRange { return PortRange{First: first, Last: 
 
 // String returns "80" for a single port and "1000:2000" for a range, as
 // port criteria render them.
-func (r PortRange) String() string { return r.format(':') }
+func (r PortRange) String() string { return string(r.appendTo(nil, ':')) }
 
-// format renders r with sep between the two ends of a range.
-func (r PortRange) format(sep byte) string {
+// appendTo appends r to b with sep between the two ends of a range.
+func (r PortRange) appendTo(b []byte, sep byte) []byte {
+	b = strconv.AppendUint(b, uint64(r.First), 10)
 	if r.First == r.Last {
-		return strconv.Itoa(int(r.First))
+		return b
 	}
-	return strconv.Itoa(int(r.First)) + string(sep) + strconv.Itoa(int(r.Last))
+	b = append(b, sep)
+	return strconv.AppendUint(b, uint64(r.Last), 10)
 }
 
 // slots is how many multiport entries r takes.
@@ -295,11 +306,16 @@ func (m PortMatch) render(st *ruleRender) error {
 		if m.Dir == Dst {
 			opt = "--dports"
 		}
-		parts := make([]string, len(m.Ranges))
+		st.module("multiport", m.Negate, opt)
+		w := &st.mods
+		n := w.begin()
 		for i, r := range m.Ranges {
-			parts[i] = r.format(':')
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = r.appendTo(w.b, ':')
 		}
-		st.module("multiport", m.Negate, opt, strings.Join(parts, ","))
+		w.end(n)
 		return nil
 	}
 	r, negate := m.Ranges[0], m.Negate
@@ -309,17 +325,13 @@ func (m PortMatch) render(st *ruleRender) error {
 	case negate && r.First == 0 && r.Last > 0:
 		r, negate = Ports(r.Last+1, 65535), false
 	}
-	opt := []string{"--sport", r.format(':')}
-	if m.Dir == Dst {
-		opt[0] = "--dport"
-	}
-	if st.sport == nil && st.dport == nil {
-		st.portAt = len(st.mods)
+	if !st.sport.set && !st.dport.set {
+		st.portAt = len(st.mods.b)
 	}
 	if m.Dir == Src {
-		st.sport = negArgs(negate, opt...)
+		st.sport = portArg{set: true, neg: negate, r: r}
 	} else {
-		st.dport = negArgs(negate, opt...)
+		st.dport = portArg{set: true, neg: negate, r: r}
 	}
 	return nil
 }
@@ -356,14 +368,14 @@ func (m IfaceMatch) render(st *ruleRender) error {
 	if err := validateIfaceName(m.Name); err != nil {
 		return err
 	}
-	slot, opt, what := &st.in, "-i", "input"
+	slot, what := &st.in, "input"
 	if m.Out {
-		slot, opt, what = &st.out, "-o", "output"
+		slot, what = &st.out, "output"
 	}
-	if *slot != nil {
+	if slot.set {
 		return errRulef("more than one %s interface criterion", what)
 	}
-	*slot = negArgs(m.Negate, opt, m.Name)
+	*slot = ifaceArg{set: true, neg: m.Negate, name: m.Name}
 	return nil
 }
 
@@ -411,30 +423,43 @@ func NotMarkMatches(mark, mask uint32) Criterion {
 func (m MarkMatch) iptablesArgs(v IPVersion) ([]string, error) { return criterionArgs(m, v) }
 
 func (m MarkMatch) render(st *ruleRender) error {
-	val, err := markValue("mark match", m.Mark, m.Mask)
-	if err != nil {
+	if err := checkMark("mark match", m.Mark, m.Mask); err != nil {
 		return err
 	}
-	if m.Mask == ^uint32(0) {
-		val = hex32(m.Mark)
-	}
-	st.module("mark", m.Negate, "--mark", val)
+	st.module("mark", m.Negate, "--mark")
+	writeMark(&st.mods, m.Mark, m.Mask, m.Mask != ^uint32(0))
 	return nil
 }
 
-// markValue checks a mark and its mask and renders them as 0xMARK/0xMASK.
-func markValue(what string, mark, mask uint32) (string, error) {
+// checkMark checks a mark and its mask.
+func checkMark(what string, mark, mask uint32) error {
 	if mask == 0 {
-		return "", errRulef("%s with a zero mask", what)
+		return errRulef("%s with a zero mask", what)
 	}
 	if mark&^mask != 0 {
-		return "", errRulef("%s: mark %s has bits outside mask %s", what, hex32(mark), hex32(mask))
+		return errRulef("%s: mark %s has bits outside mask %s", what, hex32(mark), hex32(mask))
 	}
-	return hex32(mark) + "/" + hex32(mask), nil
+	return nil
+}
+
+// writeMark writes a mark as one token, 0xMARK, or 0xMARK/0xMASK when
+// withMask is set.
+func writeMark(w *tokWriter, mark, mask uint32, withMask bool) {
+	w.sep()
+	w.b = appendHex32(w.b, mark)
+	if withMask {
+		w.b = append(w.b, '/')
+		w.b = appendHex32(w.b, mask)
+	}
 }
 
 // hex32 formats x as 0x%x.
-func hex32(x uint32) string { return "0x" + strconv.FormatUint(uint64(x), 16) }
+func hex32(x uint32) string { return string(appendHex32(nil, x)) }
+
+// appendHex32 appends x as 0x%x.
+func appendHex32(b []byte, x uint32) []byte {
+	return strconv.AppendUint(append(b, '0', 'x'), uint64(x), 16)
+}
 
 // SetMatch matches packets whose addresses (and ports, for sets such as
 // hash:ip,port) are in the IP set Name (-m set --match-set NAME src,dst).
@@ -485,14 +510,22 @@ func (m SetMatch) render(st *ruleRender) error {
 	if len(m.Dims) == 0 || len(m.Dims) > MaxIPSetDimensions {
 		return errRulef("IP set match %q has %d dimensions, want 1 to %d", m.Name, len(m.Dims), MaxIPSetDimensions)
 	}
-	dims := make([]string, len(m.Dims))
 	for i, d := range m.Dims {
 		if !d.valid() {
 			return errRulef("IP set match %q: dimension %d has %v", m.Name, i+1, d)
 		}
-		dims[i] = d.String()
 	}
-	st.module("set", m.Negate, "--match-set", m.Name, strings.Join(dims, ","))
+	st.module("set", m.Negate, "--match-set")
+	w := &st.mods
+	w.tok(m.Name)
+	n := w.begin()
+	for i, d := range m.Dims {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = append(w.b, d.String()...)
+	}
+	w.end(n)
 	return nil
 }
 
@@ -581,7 +614,8 @@ func (m ConntrackMatch) render(st *ruleRender) error {
 	if m.States&^ctStateAll != 0 {
 		return errRulef("conntrack match with unknown states %v", m.States)
 	}
-	st.module("conntrack", m.Negate, "--ctstate", m.States.String())
+	st.module("conntrack", m.Negate, "--ctstate")
+	writeFlags(&st.mods, uint64(m.States), uint64(ctStateAll), ctStateNames[:], "CTState")
 	return nil
 }
 
@@ -675,12 +709,13 @@ func (m AddrTypeMatch) render(st *ruleRender) error {
 	if m.Dir == Dst {
 		opt = "--dst-type"
 	}
-	st.module("addrtype", m.Negate, opt, m.Types.String())
+	st.module("addrtype", m.Negate, opt)
+	writeFlags(&st.mods, uint64(m.Types), uint64(addrTypeAll), addrTypeNames[:], "AddrType")
 	switch {
 	case m.LimitIfaceIn:
-		st.mods = append(st.mods, "--limit-iface-in")
+		st.mods.lit("--limit-iface-in")
 	case m.LimitIfaceOut:
-		st.mods = append(st.mods, "--limit-iface-out")
+		st.mods.lit("--limit-iface-out")
 	}
 	return nil
 }
@@ -737,120 +772,31 @@ func (m ICMPMatch) render(st *ruleRender) error {
 	if m.Version != st.v {
 		return errVersionf("%s type match in an %v rule", proto, st.v)
 	}
-	val := strconv.Itoa(int(m.Type))
-	switch {
-	case m.Version == IPv4 && m.Type == 255 && m.HasCode:
+	anyType := m.Version == IPv4 && m.Type == 255
+	if anyType && m.HasCode {
 		return errRulef("ICMP type 255 means any type and takes no code")
-	case m.Version == IPv4 && m.Type == 255:
-		val = "any"
-	case m.HasCode:
-		val += "/" + strconv.Itoa(int(m.Code))
 	}
 	switch {
 	case st.protoCriterion && (st.protoNum != proto || st.protoNeg):
 		return errRulef("%s type match in a rule whose protocol criterion is %s", proto, st.protoDesc())
-	case st.proto == nil:
-		st.proto = []string{"-p", proto.String()}
+	case !st.proto.set:
+		st.proto = protoArg{set: true, p: proto}
 		st.protoNum = proto
 	}
-	st.module(module, m.Negate, opt, val)
+	st.module(module, m.Negate, opt)
+	w := &st.mods
+	switch {
+	case anyType:
+		w.lit("any")
+	case m.HasCode:
+		w.sep()
+		w.b = strconv.AppendUint(w.b, uint64(m.Type), 10)
+		w.b = append(w.b, '/')
+		w.b = strconv.AppendUint(w.b, uint64(m.Code), 10)
+	default:
+		w.uint(uint64(m.Type))
+	}
 	return nil
-}
-
-// ruleRender collects the rendering of one rule for one IP version.
-type ruleRender struct {
-	v IPVersion
-	// Header criteria, rendered first in this order (iptables-save's).
-	src, dst, in, out, proto []string
-	// mods are the other criteria's arguments, in order.
-	mods []string
-
-	// protoNum is the rule's protocol, from its ProtoMatch or implied by
-	// an ICMP criterion; protoNeg says the ProtoMatch is negated, and
-	// protoCriterion that the Match has a ProtoMatch.
-	protoNum       Proto
-	protoNeg       bool
-	protoCriterion bool
-
-	// srcPorts and dstPorts record a PortMatch per direction; sport and
-	// dport are the single-range ones, which share one protocol match
-	// inserted into mods at portAt.
-	srcPorts, dstPorts bool
-	sport, dport       []string
-	portAt             int
-}
-
-// criterionRenderer is implemented by the package's criteria: render adds
-// the criterion's arguments to st.
-type criterionRenderer interface {
-	render(st *ruleRender) error
-}
-
-// actionRenderer is implemented by the package's actions: render returns
-// the action's arguments, checked against the rendered criteria.
-type actionRenderer interface {
-	render(st *ruleRender) ([]string, error)
-}
-
-// renderMatch renders m for version v.
-func renderMatch(v IPVersion, m Match) (*ruleRender, error) {
-	st := &ruleRender{v: v, mods: make([]string, 0, 5*len(m))}
-	crit := make([]Criterion, len(m))
-	for i, c := range m {
-		c, err := derefValue(c, "criterion")
-		if err != nil {
-			return nil, fmt.Errorf("criterion %d: %w", i, err)
-		}
-		crit[i] = c
-		if p, ok := c.(ProtoMatch); ok {
-			if st.protoCriterion {
-				return nil, fmt.Errorf("criterion %d: %w", i, errRulef("more than one protocol criterion"))
-			}
-			st.protoCriterion, st.protoNum, st.protoNeg = true, p.Proto, p.Negate
-		}
-	}
-	for i, c := range crit {
-		var err error
-		if cr, ok := c.(criterionRenderer); ok {
-			err = cr.render(st)
-		} else {
-			var a []string
-			if a, err = c.iptablesArgs(v); err == nil {
-				st.mods = append(st.mods, a...)
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("criterion %d: %w", i, err)
-		}
-	}
-	return st, nil
-}
-
-// appendMatchArgs appends the rendered criteria to dst.
-func (st *ruleRender) appendMatchArgs(dst []string) []string {
-	dst = append(dst, st.src...)
-	dst = append(dst, st.dst...)
-	dst = append(dst, st.in...)
-	dst = append(dst, st.out...)
-	dst = append(dst, st.proto...)
-	if st.sport == nil && st.dport == nil {
-		return append(dst, st.mods...)
-	}
-	dst = append(dst, st.mods[:st.portAt]...)
-	dst = append(dst, "-m", st.protoNum.String())
-	dst = append(dst, st.sport...)
-	dst = append(dst, st.dport...)
-	return append(dst, st.mods[st.portAt:]...)
-}
-
-// module appends "-m name [!] opt vals...".
-func (st *ruleRender) module(name string, negate bool, opt string, vals ...string) {
-	st.mods = append(st.mods, "-m", name)
-	if negate {
-		st.mods = append(st.mods, "!")
-	}
-	st.mods = append(st.mods, opt)
-	st.mods = append(st.mods, vals...)
 }
 
 // portProto returns the rule's protocol when it has ports: tcp, udp or
@@ -875,11 +821,14 @@ func criterionArgs(c Criterion, v IPVersion) ([]string, error) {
 	if !v.Valid() {
 		return nil, errRulef("unknown IP version %v", v)
 	}
-	st, err := renderMatch(v, Match{c})
-	if err != nil {
+	var st ruleRender
+	st.reset(v)
+	if err := st.renderMatch(Match{c}); err != nil {
 		return nil, err
 	}
-	return st.appendMatchArgs(nil), nil
+	var w tokWriter
+	st.appendMatch(&w)
+	return splitTokens(string(w.b)), nil
 }
 
 // derefValue returns x, or the value x points to when x is a non-nil
@@ -901,35 +850,40 @@ func derefValue[T any](x T, what string) (T, error) {
 	return x, nil
 }
 
-// negArgs returns args, preceded by "!" when negate is set.
-func negArgs(negate bool, args ...string) []string {
-	if negate {
-		return append([]string{"!"}, args...)
-	}
-	return args
-}
-
-// checkAddrVersion reports an address of the wrong IP version.
-func checkAddrVersion(v IPVersion, a netip.Addr, what string) error {
-	if a.Is4() != (v == IPv4) {
-		return errVersionf("%s in an %v rule", what, v)
-	}
-	return nil
-}
+// wrongVersion reports whether a is not an address of version v.
+func wrongVersion(v IPVersion, a netip.Addr) bool { return a.Is4() != (v == IPv4) }
 
 // flagNames renders the set bits of f by name, comma-separated in bit
 // order; bits outside known are shown in hex after the names.
 func flagNames(f, known uint64, names []string, typ string) string {
-	var parts []string
-	for i, n := range names {
+	return string(appendFlagNames(nil, f, known, names, typ))
+}
+
+// appendFlagNames appends flagNames(f, known, names, typ) to b.
+func appendFlagNames(b []byte, f, known uint64, names []string, typ string) []byte {
+	n := len(b)
+	for i, name := range names {
 		if f&(1<<i) != 0 {
-			parts = append(parts, n)
+			if len(b) > n {
+				b = append(b, ',')
+			}
+			b = append(b, name...)
 		}
 	}
 	if rest := f &^ known; rest != 0 {
-		parts = append(parts, fmt.Sprintf("%s(%#x)", typ, rest))
+		if len(b) > n {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%s(%#x)", typ, rest)
 	}
-	return strings.Join(parts, ",")
+	return b
+}
+
+// writeFlags writes flagNames(f, known, names, typ) as one token.
+func writeFlags(w *tokWriter, f, known uint64, names []string, typ string) {
+	n := w.begin()
+	w.b = appendFlagNames(w.b, f, known, names, typ)
+	w.end(n)
 }
 
 // errRulef returns an error wrapping ErrInvalidRule.

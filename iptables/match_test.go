@@ -28,7 +28,7 @@ func TestPortRange(t *testing.T) {
 	assert.Equal(t, PortRange{First: 1, Last: 2}, Ports(1, 2))
 	assert.Equal(t, "80", Port(80).String())
 	assert.Equal(t, "1000:2000", Ports(1000, 2000).String())
-	assert.Equal(t, "1000-2000", Ports(1000, 2000).format('-'))
+	assert.Equal(t, "1000-2000", string(Ports(1000, 2000).appendTo(nil, '-')))
 	assert.Equal(t, 1, Ports(5, 5).slots())
 	assert.Equal(t, 2, Ports(5, 6).slots())
 }

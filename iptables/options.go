@@ -161,7 +161,10 @@ type Options struct {
 	// (the default) or after the foreign rules.
 	InsertMode InsertMode
 	// Runner runs the save and restore binaries. Nil means command.Local{}
-	// (the caller's network namespace).
+	// (the process's network namespace). Apply calls it from a goroutine
+	// of its own for the save, so a Runner must not depend on the calling
+	// goroutine's OS thread (such as a thread moved into another network
+	// namespace): bind the runner to the namespace instead.
 	Runner command.Runner
 	// LockTimeout is passed to the restore binary as -w (--wait), in
 	// whole seconds rounded up. Zero means DefaultLockTimeout; negative

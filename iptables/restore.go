@@ -35,10 +35,40 @@ func (w *restoreWriter) rule(cmd, chain string, index int, r renderedRule, prefi
 	w.lines++
 }
 
+// planScope says what plan looks at.
+type planScope struct {
+	// full plans everything: new chains are declared, unwanted owned
+	// chains removed, every programmed chain and built-in chain compared.
+	full bool
+	// chains and hooks are, when not full, the programmed owned chains
+	// (sorted) and the built-in chains (in table order) whose declaration
+	// changed since the kernel picture was last in sync; nothing else can
+	// differ.
+	chains, hooks []string
+}
+
+// kernelDelta is how a plan changes the kernel picture once its restore
+// succeeded: chains to set and chains that are gone.
+type kernelDelta struct {
+	set  map[string]*kernelChain
+	gone []string
+}
+
+// apply changes kt by d.
+func (kt *kernelTable) apply(d kernelDelta) {
+	for name, kc := range d.set {
+		kt.chains[name] = kc
+	}
+	for _, name := range d.gone {
+		delete(kt.chains, name)
+	}
+}
+
 // plan computes the restore input that turns kt into the declared state,
-// given the owned chains to program, and the state the kernel will be in
+// given the owned chains to program, and how the kernel picture changes
 // once it succeeds. It returns a nil input when nothing differs. kt is not
-// modified.
+// modified. A full scope compares everything; a narrow one only what it
+// names (the result is the same when nothing else differs).
 //
 // The transaction is ordered so that every line is valid where it stands:
 // new chains are declared first (a declaration flushes an existing chain,
@@ -48,26 +78,24 @@ func (w *restoreWriter) rule(cmd, chain string, index int, r renderedRule, prefi
 // in built-in chains are deleted by their full text and inserted or
 // appended; unwanted owned chains are flushed and deleted last, once
 // nothing of ours refers to them.
-func (t *Table) plan(kt *kernelTable, prog map[string]bool) (input []byte, lines int, next *kernelTable) {
-	next = &kernelTable{chains: make(map[string]*kernelChain, len(kt.chains)+len(prog))}
+func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope) (input []byte, lines int, delta kernelDelta) {
+	delta.set = make(map[string]*kernelChain)
 	hp := t.opts.HashPrefix
-	names := sortedKeys(prog)
+	names, hooks := scope.chains, scope.hooks
+	if scope.full {
+		names, hooks = sortedKeys(prog), tableChains[t.opts.Table]
+	}
 
 	// Size the buffer for the chains that will be written in full.
 	size := 64
 	for _, name := range names {
 		if kc := kt.chains[name]; kc == nil || kc.hashes != t.desired[name].hashes {
-			for _, r := range t.desired[name].rules {
-				size += len(r.body) + len(name) + len(hp) + HashLength + 32
-			}
+			size += len(t.desired[name].text) + t.desired[name].len()*(len(name)+len(hp)+HashLength+32)
 		}
 	}
-	for _, h := range t.hooks {
-		for _, r := range h.insert.rules {
-			size += len(r.body) + len(hp) + HashLength + 48
-		}
-		for _, r := range h.append.rules {
-			size += len(r.body) + len(hp) + HashLength + 48
+	for _, name := range hooks {
+		if h := t.hooks[name]; h != nil {
+			size += len(h.insert.text) + len(h.append.text) + (h.insert.len()+h.append.len())*(len(name)+len(hp)+HashLength+48)
 		}
 	}
 	w := &restoreWriter{}
@@ -84,79 +112,84 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool) (input []byte, lines
 	for _, name := range names {
 		d := t.desired[name]
 		kc := kt.chains[name]
-		nk := &kernelChain{hashes: d.hashes}
-		next.chains[name] = nk
-		hash := func(i int) string { return d.hashes[i*HashLength : (i+1)*HashLength] }
 		if kc == nil {
 			for i, r := range d.rules {
-				w.rule("-A", name, 0, r, hp, hash(i))
+				w.rule("-A", name, 0, r, hp, d.hash(i))
 			}
+			delta.set[name] = &kernelChain{hashes: d.hashes}
 			continue
 		}
-		nk.foreignRefs = kc.foreignRefs
 		if kc.hashes == d.hashes {
 			continue
 		}
-		have, want := kc.rules(), len(d.rules)
+		delta.set[name] = &kernelChain{hashes: d.hashes, foreignRefs: kc.foreignRefs}
+		have, want := kc.rules(), d.len()
 		for i := 0; i < min(have, want); i++ {
-			if kc.hashes[i*HashLength:(i+1)*HashLength] != hash(i) {
-				w.rule("-R", name, i+1, d.rules[i], hp, hash(i))
+			if kc.hashes[i*HashLength:(i+1)*HashLength] != d.hash(i) {
+				w.rule("-R", name, i+1, d.rules[i], hp, d.hash(i))
 			}
 		}
 		for i := have - 1; i >= want; i-- {
 			w.line("-D ", name, " ", strconv.Itoa(i+1))
 		}
 		for i := have; i < want; i++ {
-			w.rule("-A", name, 0, d.rules[i], hp, hash(i))
+			w.rule("-A", name, 0, d.rules[i], hp, d.hash(i))
 		}
 	}
 
 	// Our rules in built-in chains.
-	for _, name := range tableChains[t.opts.Table] {
+	for _, name := range hooks {
 		kc := kt.chains[name]
 		if kc == nil {
 			kc = &kernelChain{}
 		}
-		var front, back hookGroup
+		var front, back ruleList
 		if h := t.hooks[name]; h != nil {
 			if t.opts.InsertMode == InsertModeInsert {
 				front, back = h.insert, h.append
 			} else {
-				back = hookGroup{
+				back = ruleList{
 					rules:  append(append([]renderedRule(nil), h.insert.rules...), h.append.rules...),
 					hashes: h.insert.hashes + h.append.hashes,
 				}
 			}
 		}
-		next.chains[name] = t.planHook(w, name, kc, &front, &back)
+		if nk := t.planHook(w, name, kc, &front, &back); nk != kt.chains[name] {
+			delta.set[name] = nk
+		}
 	}
 
 	// Owned chains in the kernel that are no longer wanted.
-	var gone []string
-	for _, name := range sortedKeys(kt.chains) {
-		kc := kt.chains[name]
-		if t.builtin[name] || prog[name] {
-			continue
+	if scope.full {
+		var gone []string
+		for _, name := range sortedKeys(kt.chains) {
+			kc := kt.chains[name]
+			if t.builtin[name] || prog[name] {
+				continue
+			}
+			if kc.rules() > 0 {
+				w.line("-F ", name)
+			}
+			if kc.foreignRefs > 0 {
+				t.opts.Logger.Warn("keeping an unwanted chain (flushed) because foreign rules jump to it", "chain", name, "references", kc.foreignRefs)
+				if kc.rules() > 0 {
+					delta.set[name] = &kernelChain{foreignRefs: kc.foreignRefs}
+				}
+				continue
+			}
+			gone = append(gone, name)
 		}
-		if kc.rules() > 0 {
-			w.line("-F ", name)
+		for _, name := range gone {
+			w.line("-X ", name)
 		}
-		if kc.foreignRefs > 0 {
-			t.opts.Logger.Warn("keeping an unwanted chain (flushed) because foreign rules jump to it", "chain", name, "references", kc.foreignRefs)
-			next.chains[name] = &kernelChain{foreignRefs: kc.foreignRefs}
-			continue
-		}
-		gone = append(gone, name)
-	}
-	for _, name := range gone {
-		w.line("-X ", name)
+		delta.gone = gone
 	}
 
 	if w.lines == 0 {
-		return nil, 0, next
+		return nil, 0, delta
 	}
 	w.buf.WriteString("COMMIT\n")
-	return w.buf.Bytes(), w.lines, next
+	return w.buf.Bytes(), w.lines, delta
 }
 
 // planHook writes the edits of one built-in chain: our rules must be front
@@ -169,7 +202,7 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool) (input []byte, lines
 // their index, missing back rules inserted among or appended after the kept
 // ones. Foreign rules are never touched. It returns the chain as it will be
 // after the write (the same chain when nothing changes).
-func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front, back *hookGroup) *kernelChain {
+func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front, back *ruleList) *kernelChain {
 	n := kc.rules()
 	hp := t.opts.HashPrefix
 	keep := make([]bool, n)

@@ -110,43 +110,22 @@ type Action interface {
 // ErrWrongIPVersion or ErrInvalidChainName where that is the cause), with
 // no arguments.
 func (r Rule) Args(v IPVersion) ([]string, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: unknown IP version %v", ErrInvalidRule, v)
-	}
-	action, err := normalizeAction(r.Action)
+	sc := getScratch()
+	defer putScratch(sc)
+	b, _, err := r.appendRestore(sc.buf[:0], v, &sc.st)
 	if err != nil {
 		return nil, err
 	}
-	st, err := renderMatch(v, r.Match)
-	if err != nil {
-		return nil, err
-	}
-	for i, c := range r.Comments {
-		if err := validateComment(c); err != nil {
-			return nil, fmt.Errorf("comment %d: %w", i, err)
-		}
-	}
-	var act []string
-	if ar, ok := action.(actionRenderer); ok {
-		act, err = ar.render(st)
-	} else {
-		act, err = action.iptablesArgs(v)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("action: %w", err)
-	}
-	n := len(st.mods) + 4*len(r.Comments) + len(act) + 12
-	args := st.appendMatchArgs(make([]string, 0, n))
-	for _, c := range r.Comments {
-		args = append(args, "-m", "comment", "--comment", c)
-	}
-	return append(args, act...), nil
+	sc.buf = b
+	return splitTokens(string(b)), nil
 }
 
 // Validate reports whether the rule can be rendered for version v: it is
 // Args without the result. The error is the one Args would return.
 func (r Rule) Validate(v IPVersion) error {
-	_, err := r.Args(v)
+	sc := getScratch()
+	defer putScratch(sc)
+	_, _, err := r.appendRestore(sc.buf[:0], v, &sc.st)
 	return err
 }
 

@@ -190,7 +190,7 @@ func (p *saveParser) findHash(args []byte) []byte {
 		h := v[:HashLength]
 		ok := true
 		for _, c := range h {
-			if !isHashChar(c) {
+			if !hashChars[c] {
 				ok = false
 				break
 			}

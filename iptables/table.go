@@ -69,9 +69,26 @@ type Table struct {
 	desired map[string]*desiredChain
 	hooks   map[string]*hookRules
 	dirty   bool
+	// unhashed are the lists declared since the last Apply, whose hashes
+	// the next Apply computes (while iptables-save runs, when it reads).
+	unhashed []unhashedList
 
-	kernel     *kernelTable // nil: read the kernel on the next Apply
-	lastRead   time.Time
+	kernel   *kernelTable // nil: read the kernel on the next Apply
+	lastRead time.Time
+	// synced says that kernel is the declared state as of the last plan
+	// (what it wrote, or found right), except for what changed since:
+	// changedChains and changedHooks, or anything when structChanged
+	// (jump targets, forced chains or the set of chains changed). Then
+	// prog (the programmed chains) still holds and only the changed
+	// chains need comparing. chainRules counts the rules of prog.
+	synced        bool
+	structChanged bool
+	changedChains map[string]struct{}
+	changedHooks  map[string]struct{}
+	prog          map[string]bool
+	chainRules    int
+	planFully     bool // tests: never plan incrementally
+
 	recheckAt  time.Time // zero: no recheck scheduled
 	recheckIdx int
 
@@ -81,26 +98,23 @@ type Table struct {
 
 // desiredChain is an owned chain rendered for writing.
 type desiredChain struct {
-	rules   []renderedRule
-	hashes  string   // HashLength bytes per rule
-	targets []string // chains the rules jump to, without duplicates
-	force   bool
+	ruleList
+	force bool
 }
 
-// hookGroup is one group of our rules in a built-in chain.
-type hookGroup struct {
-	rules  []renderedRule
-	hashes string
-}
-
-func (g *hookGroup) len() int          { return len(g.rules) }
-func (g *hookGroup) hash(i int) string { return g.hashes[i*HashLength : (i+1)*HashLength] }
-
-// hookRules are our rules in one built-in chain.
+// hookRules are our rules in one built-in chain: the InsertOrAppendRules
+// group and the AppendRules group.
 type hookRules struct {
-	insert, append hookGroup
-	insertTargets  []string
-	appendTargets  []string
+	insert, append ruleList
+}
+
+// unhashedList is a declared list waiting for its hashes.
+type unhashedList struct {
+	chain, salt string
+	list        *ruleList
+	// owner is the desired chain the list belongs to (nil for the groups
+	// of built-in chains): a chain replaced before Apply is not hashed.
+	owner *desiredChain
 }
 
 // New validates opts and returns a Table with nothing declared. It does no
@@ -122,6 +136,9 @@ func New(opts Options) (*Table, error) {
 		desired: map[string]*desiredChain{},
 		hooks:   map[string]*hookRules{},
 		dirty:   true,
+
+		changedChains: map[string]struct{}{},
+		changedHooks:  map[string]struct{}{},
 	}
 	for _, c := range tableChains[o.Table] {
 		t.builtin[c] = true
@@ -158,37 +175,61 @@ func (t *Table) UpdateChain(c Chain) error { return t.UpdateChains(c) }
 // every rule must render for the Table's IP version; otherwise nothing
 // changes and the error says which rule of which chain is wrong. The
 // kernel is written by the next Apply, and only if a programmed rule jumps
-// to the chain or it is forced.
+// to the chain or it is forced. A chain declared with the same rules as
+// before is left as it is (its rendering and hashes are kept).
 func (t *Table) UpdateChains(chains ...Chain) error {
-	rendered := make([]*desiredChain, len(chains))
-	seen := make(map[string]bool, len(chains))
-	for i, c := range chains {
-		if err := t.checkOwned(c.Name); err != nil {
-			return err
+	sc := getScratch()
+	defer putScratch(sc)
+	var seen map[string]struct{}
+	if len(chains) > 1 {
+		if sc.seen == nil {
+			sc.seen = make(map[string]struct{}, len(chains))
 		}
-		if seen[c.Name] {
-			return fmt.Errorf("%w: %s", ErrDuplicateChain, c.Name)
-		}
-		seen[c.Name] = true
-		rules, targets, err := t.render(c.Name, c.Rules)
-		if err != nil {
-			return err
-		}
-		rendered[i] = &desiredChain{
-			rules:   rules,
-			hashes:  chainHashes(c.Name, saltNone, rules),
-			targets: targets,
-			force:   c.ForceProgramming,
-		}
+		seen = sc.seen
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for i, c := range chains {
-		d := rendered[i]
-		if old := t.desired[c.Name]; old != nil && old.hashes == d.hashes && old.force == d.force {
-			continue
+	// Render each chain and compare it with what is declared; nothing
+	// changes until every chain has rendered. An unchanged chain keeps its
+	// rendering and hashes, and costs no allocation.
+	changes := sc.changes[:0]
+	for _, c := range chains {
+		if err := t.checkOwned(c.Name); err != nil {
+			return err
 		}
-		t.desired[c.Name] = d
+		if seen != nil {
+			if _, dup := seen[c.Name]; dup {
+				return fmt.Errorf("%w: %s", ErrDuplicateChain, c.Name)
+			}
+			seen[c.Name] = struct{}{}
+		}
+		sc.resetLists()
+		if _, err := sc.renderList(c.Name, c.Rules, t.opts.IPVersion, t.builtin); err != nil {
+			return err
+		}
+		old := t.desired[c.Name]
+		same := old != nil && sc.same(0, &old.ruleList)
+		var d *desiredChain
+		switch {
+		case same && old.force == c.ForceProgramming:
+			continue
+		case same:
+			d = &desiredChain{ruleList: old.ruleList, force: c.ForceProgramming}
+		default:
+			d = &desiredChain{ruleList: sc.list(0), force: c.ForceProgramming}
+		}
+		changes = append(changes, chainChange{name: c.Name, chain: d})
+	}
+	sc.changes = changes
+	for _, ch := range changes {
+		if old := t.desired[ch.name]; old == nil || old.force != ch.chain.force || !slices.Equal(old.targets, ch.chain.targets) {
+			t.structChanged = true
+		}
+		t.changedChains[ch.name] = struct{}{}
+		t.desired[ch.name] = ch.chain
+		if !ch.chain.hashed {
+			t.unhashed = append(t.unhashed, unhashedList{chain: ch.name, salt: saltNone, list: &ch.chain.ruleList, owner: ch.chain})
+		}
 		t.dirty = true
 	}
 	return nil
@@ -213,7 +254,7 @@ func (t *Table) RemoveChains(names ...string) error {
 	for _, n := range names {
 		if _, ok := t.desired[n]; ok {
 			delete(t.desired, n)
-			t.dirty = true
+			t.dirty, t.structChanged = true, true
 		}
 	}
 	return nil
@@ -239,30 +280,36 @@ func (t *Table) setHook(chain string, rules []Rule, appendGroup bool) error {
 	if !t.builtin[chain] {
 		return fmt.Errorf("%w: %q is not one of %s's built-in chains %v", ErrNotBuiltin, chain, t.opts.Table, tableChains[t.opts.Table])
 	}
-	rendered, targets, err := t.render(chain, rules)
-	if err != nil {
-		return err
-	}
 	salt := saltInsert
 	if appendGroup {
 		salt = saltAppend
 	}
-	g := hookGroup{rules: rendered, hashes: chainHashes(chain, salt, rendered)}
+	sc := getScratch()
+	defer putScratch(sc)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, err := sc.renderList(chain, rules, t.opts.IPVersion, t.builtin); err != nil {
+		return err
+	}
 	h := t.hooks[chain]
 	if h == nil {
 		h = &hookRules{}
 		t.hooks[chain] = h
 	}
-	cur, curTargets := &h.insert, &h.insertTargets
+	cur := &h.insert
 	if appendGroup {
-		cur, curTargets = &h.append, &h.appendTargets
+		cur = &h.append
 	}
-	if cur.hashes == g.hashes {
+	if sc.same(0, cur) {
 		return nil
 	}
-	*cur, *curTargets = g, targets
+	l := sc.list(0)
+	if !slices.Equal(cur.targets, l.targets) {
+		t.structChanged = true
+	}
+	t.changedHooks[chain] = struct{}{}
+	*cur = l
+	t.unhashed = append(t.unhashed, unhashedList{chain: chain, salt: salt, list: cur})
 	t.dirty = true
 	return nil
 }
@@ -286,31 +333,26 @@ func (t *Table) checkOwned(name string) error {
 	return nil
 }
 
-// render renders rules for chain and collects the chains they jump to.
-func (t *Table) render(chain string, rules []Rule) (rendered []renderedRule, targets []string, err error) {
-	rendered = make([]renderedRule, len(rules))
-	for i, r := range rules {
-		args, err := r.Args(t.opts.IPVersion)
-		if err != nil {
-			return nil, nil, fmt.Errorf("chain %s rule %d: %w", chain, i+1, err)
+// hashDeclared computes the hashes of the lists declared since the last
+// Apply.
+func (t *Table) hashDeclared() {
+	for _, u := range t.unhashed {
+		if u.owner != nil && t.desired[u.chain] != u.owner {
+			continue // replaced or removed since
 		}
-		if target := r.Action.JumpTarget(); target != "" {
-			if err := ValidateChainName(target); err != nil {
-				return nil, nil, fmt.Errorf("chain %s rule %d: %w", chain, i+1, err)
-			}
-			if t.builtin[target] {
-				return nil, nil, fmt.Errorf("%w: chain %s rule %d jumps to the built-in chain %s", ErrInvalidRule, chain, i+1, target)
-			}
-			targets = append(targets, target)
-		}
-		rendered[i] = renderArgs(args)
-		if strings.ContainsAny(rendered[i].body, "\n\r\x00") {
-			return nil, nil, fmt.Errorf("%w: chain %s rule %d renders a line break", ErrInvalidRule, chain, i+1)
-		}
+		u.list.ensureHashed(u.chain, u.salt)
 	}
-	slices.Sort(targets)
-	return rendered, slices.Compact(targets), nil
+	if cap(t.unhashed) > keepBookkeeping {
+		t.unhashed = nil // a big declaration: do not keep its room
+	} else {
+		clear(t.unhashed)
+		t.unhashed = t.unhashed[:0]
+	}
 }
+
+// keepBookkeeping is the most entries that the Table's per-Apply
+// bookkeeping (lists to hash, changed chains) keeps room for once done.
+const keepBookkeeping = 256
 
 // programmed returns the owned chains to program: those reachable through
 // jumps from our built-in-chain rules, from forced chains and from foreign
@@ -327,8 +369,8 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, error) {
 	var roots []string
 	for _, chain := range sortedKeys(t.hooks) {
 		h := t.hooks[chain]
-		roots = append(roots, h.insertTargets...)
-		roots = append(roots, h.appendTargets...)
+		roots = append(roots, h.insert.targets...)
+		roots = append(roots, h.append.targets...)
 	}
 	for _, name := range sortedKeys(t.desired) {
 		d := t.desired[name]
@@ -393,6 +435,11 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, error) {
 // MaxAttempts; the last error is returned (a *RestoreError for a failed
 // restore) and the next Apply starts with a re-read.
 //
+// When it reads, it runs iptables-save in a goroutine while it hashes the
+// rules declared since the last Apply, and waits for it before comparing;
+// the read has always ended when Apply returns (cancelling ctx stops it
+// through the Runner).
+//
 // RetryAfter in the result is when the next refresh or recheck is due.
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	t.mu.Lock()
@@ -412,6 +459,27 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if t.kernel != nil && !t.dirty {
 		return t.result(now), nil
 	}
+	if err := ctx.Err(); err != nil {
+		return dataplane.ApplyResult{}, err
+	}
+
+	// Read the kernel, when needed, while hashing what was declared since
+	// the last Apply; the read is joined before anything is compared, and
+	// always before Apply returns.
+	var reading chan readResult
+	if t.kernel == nil {
+		reading = make(chan readResult, 1)
+		go func() {
+			kt, err := t.read(ctx)
+			reading <- readResult{kt, err}
+		}()
+		defer func() {
+			if reading != nil {
+				<-reading
+			}
+		}()
+	}
+	t.hashDeclared()
 
 	backoff := t.opts.RetryBackoff
 	var lastErr error
@@ -426,22 +494,31 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			return dataplane.ApplyResult{}, err
 		}
 		if t.kernel == nil {
-			kt, err := t.read(ctx)
+			var kt *kernelTable
+			var err error
+			if reading != nil {
+				r := <-reading
+				reading = nil
+				kt, err = r.kt, r.err
+			} else {
+				kt, err = t.read(ctx)
+			}
 			if err != nil {
 				lastErr = err
 				t.opts.Logger.Warn("reading the table failed", "attempt", attempt, "error", err)
 				continue
 			}
 			t.kernel, t.lastRead = kt, t.opts.Clock.Now()
+			t.synced = false
 		}
-		prog, err := t.programmed(t.kernel)
+		prog, scope, chainRules, err := t.scope()
 		if err != nil {
 			return dataplane.ApplyResult{}, err
 		}
-		input, lines, next := t.plan(t.kernel, prog)
+		input, lines, delta := t.plan(t.kernel, prog, scope)
 		if input == nil {
 			t.dirty = false
-			t.setGauges(prog)
+			t.planned(prog, chainRules)
 			if recheck {
 				t.advanceRecheck(t.opts.Clock.Now())
 			}
@@ -453,8 +530,9 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			t.opts.Logger.Warn("restore failed; re-reading and retrying", "attempt", attempt, "error", err)
 			continue
 		}
-		t.kernel, t.dirty = next, false
-		t.setGauges(prog)
+		t.kernel.apply(delta)
+		t.dirty = false
+		t.planned(prog, chainRules)
 		wrote := t.opts.Clock.Now()
 		t.recheckIdx = 0
 		t.recheckAt = time.Time{}
@@ -468,6 +546,12 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	t.kernel = nil
 	return dataplane.ApplyResult{}, lastErr
+}
+
+// readResult is the outcome of a read started by Apply.
+type readResult struct {
+	kt  *kernelTable
+	err error
 }
 
 // advanceRecheck moves to the next post-write recheck after one found
@@ -496,12 +580,53 @@ func (t *Table) result(now time.Time) dataplane.ApplyResult {
 	return dataplane.ApplyResult{RetryAfter: max(due.Sub(now), time.Millisecond)}
 }
 
-// setGauges records the programmed chain and rule counts.
-func (t *Table) setGauges(prog map[string]bool) {
-	rules := 0
-	for name := range prog {
-		rules += len(t.desired[name].rules)
+// scope returns the programmed chains, what to plan and the number of
+// rules in the programmed chains. When the kernel picture is the declared
+// state but for a few changed chains (synced, nothing structural changed)
+// it plans just those, so a small change to a big table costs little; else
+// it computes the programmed chains and plans everything.
+func (t *Table) scope() (prog map[string]bool, scope planScope, chainRules int, err error) {
+	if t.synced && !t.structChanged && t.prog != nil && !t.planFully {
+		chainRules = t.chainRules
+		for name := range t.changedChains {
+			if !t.prog[name] {
+				continue // not programmed, so not in the kernel either
+			}
+			scope.chains = append(scope.chains, name)
+			if kc := t.kernel.chains[name]; kc != nil {
+				chainRules += t.desired[name].len() - kc.rules()
+			}
+		}
+		slices.Sort(scope.chains)
+		for _, name := range tableChains[t.opts.Table] {
+			if _, ok := t.changedHooks[name]; ok {
+				scope.hooks = append(scope.hooks, name)
+			}
+		}
+		return t.prog, scope, chainRules, nil
 	}
+	prog, err = t.programmed(t.kernel)
+	if err != nil {
+		return nil, planScope{}, 0, err
+	}
+	for name := range prog {
+		chainRules += t.desired[name].len()
+	}
+	return prog, planScope{full: true}, chainRules, nil
+}
+
+// planned records that the kernel picture is now the declared state, and
+// the programmed chain and rule counts.
+func (t *Table) planned(prog map[string]bool, chainRules int) {
+	t.synced, t.structChanged = true, false
+	t.prog, t.chainRules = prog, chainRules
+	if len(t.changedChains) > keepBookkeeping {
+		t.changedChains = map[string]struct{}{} // clear would keep its room
+	} else {
+		clear(t.changedChains)
+	}
+	clear(t.changedHooks)
+	rules := chainRules
 	for _, h := range t.hooks {
 		rules += h.insert.len() + h.append.len()
 	}
