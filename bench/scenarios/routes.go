@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"strconv"
 	"time"
@@ -49,32 +48,14 @@ func init() {
 	harness.Register(routesDump(1_000), routesDump(100_000))
 }
 
-// routesDst is the i-th destination.
-func routesDst(i int) netip.Prefix {
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
-}
-
 // routesSetupLink creates v0/v1 and returns v0's index, then waits for the
 // machine to be idle (routesQuiesce).
 func routesSetupLink(ctx context.Context, env *harness.Env) (int32, error) {
-	h := env.NS.Handle()
-	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "v0"}, PeerName: "v1"}); err != nil {
-		return 0, fmt.Errorf("add veth: %w", err)
+	idx, err := setupVeth(env, "v0", "v1")
+	if err != nil {
+		return 0, err
 	}
-	var idx int32
-	for _, name := range []string{"v0", "v1"} {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			return 0, err
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			return 0, err
-		}
-		if name == "v0" {
-			idx = int32(l.Attrs().Index)
-		}
-	}
-	return idx, routesQuiesce(ctx)
+	return int32(idx), routesQuiesce(ctx)
 }
 
 // routesQuiesce waits until the machine is idle (under 3% of all CPUs busy
@@ -120,7 +101,7 @@ func routesOps(n int, oif int32) []rtnl.RouteOp {
 	ops := make([]rtnl.RouteOp, n)
 	for i := range ops {
 		ops[i] = rtnl.RouteOp{Kind: rtnl.OpReplace, Route: rtnl.Route{
-			Family: unix.AF_INET, Table: routesTable, Dst: routesDst(i), Type: unix.RTN_UNICAST,
+			Family: unix.AF_INET, Table: routesTable, Dst: routeDst(i), Type: unix.RTN_UNICAST,
 			Protocol: routesProto, Scope: unix.RT_SCOPE_LINK, OIF: oif,
 		}}
 	}
@@ -167,7 +148,7 @@ func routesInitial(n int) harness.Scenario {
 					for i := range routes {
 						routes[i] = &netlink.Route{
 							LinkIndex: int(oif), Table: routesTable, Protocol: routesProto, Scope: netlink.SCOPE_LINK,
-							Dst: &net.IPNet{IP: routesDst(i).Addr().AsSlice(), Mask: net.CIDRMask(32, 32)},
+							Dst: &net.IPNet{IP: routeDst(i).Addr().AsSlice(), Mask: net.CIDRMask(32, 32)},
 						}
 					}
 					env.State = routes
@@ -189,7 +170,7 @@ func routesInitial(n int) harness.Scenario {
 					_, err := routesSetupLink(ctx, env)
 					var b bytes.Buffer
 					for i := range n {
-						fmt.Fprintf(&b, "route add %s dev v0 table %d proto %d\n", routesDst(i), routesTable, routesProto)
+						fmt.Fprintf(&b, "route add %s dev v0 table %d proto %d\n", routeDst(i), routesTable, routesProto)
 					}
 					env.State = b.Bytes()
 					return err
@@ -208,7 +189,7 @@ func routesInitial(n int) harness.Scenario {
 				_, err := routesSetupLink(ctx, env)
 				dsts := make([]string, n)
 				for i := range dsts {
-					dsts[i] = routesDst(i).String()
+					dsts[i] = routeDst(i).String()
 				}
 				env.State = dsts
 				return err
@@ -241,12 +222,7 @@ func routesDump(n int) harness.Scenario {
 		}
 		return routesQuiesce(ctx)
 	}
-	check := func(what string, got int) error {
-		if got != n {
-			return fmt.Errorf("%s returned %d routes, want %d", what, got, n)
-		}
-		return nil
-	}
+	check := routeCountCheck(n)
 	return harness.Scenario{
 		Name: "routes/dump/" + strconv.Itoa(n),
 		Size: n,
@@ -268,26 +244,8 @@ func routesDump(n int) harness.Scenario {
 					return check("DumpRoutes", count)
 				},
 			},
-			{
-				Name: "ip route show table N", Role: harness.Floor, Setup: setup,
-				Run: func(ctx context.Context, env *harness.Env) error {
-					out, err := env.NS.Exec(ctx, "ip", "route", "show", "table", strconv.Itoa(routesTable))
-					if err != nil {
-						return err
-					}
-					return check("ip route show", bytes.Count(out, []byte{'\n'}))
-				},
-			},
-			{
-				Name: "netlink RouteListFiltered", Role: harness.Peer, Setup: setup,
-				Run: func(_ context.Context, env *harness.Env) error {
-					rs, err := env.NS.Handle().RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: routesTable}, netlink.RT_FILTER_TABLE)
-					if err != nil {
-						return err
-					}
-					return check("RouteListFiltered", len(rs))
-				},
-			},
+			ipRouteShowFloor(routesTable, setup, check),
+			routeListPeer(routesTable, setup, check),
 		},
 	}
 }

@@ -51,14 +51,10 @@ func init() {
 	harness.Register(rtblChangeOne(100), rtblChangeOne(100_000), rtblNoopResync(100_000), rtblHeap(100_000))
 }
 
-func rtblDst(i int) netip.Prefix {
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
-}
-
 func rtblTargets(n int) []routetable.Target {
 	out := make([]routetable.Target, n)
 	for i := range out {
-		out[i] = routetable.Target{CIDR: rtblDst(i)}
+		out[i] = routetable.Target{CIDR: routeDst(i)}
 	}
 	return out
 }
@@ -68,41 +64,14 @@ func rtblTargets(n int) []routetable.Target {
 // asynchronously, under the rtnl lock every route write takes), so that
 // work is not billed to this trial. It returns np-a's index.
 func rtblSetupLink(ctx context.Context, env *harness.Env, n int) (int, error) {
-	h := env.NS.Handle()
-	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: rtblLink}, PeerName: rtblPeer}); err != nil {
-		return 0, fmt.Errorf("add veth: %w", err)
-	}
-	for _, name := range []string{rtblPeer, rtblLink} {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			return 0, err
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			return 0, err
-		}
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l, err := h.LinkByName(rtblLink)
-		if err != nil {
-			return 0, err
-		}
-		if l.Attrs().Flags&net.FlagRunning != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%s never got carrier", rtblLink)
-		}
-		time.Sleep(time.Millisecond)
+	idx, err := setupVeth(env, rtblLink, rtblPeer)
+	if err != nil {
+		return 0, err
 	}
 	if err := rtblSleep(ctx, 200*time.Millisecond+time.Duration(n)*5*time.Microsecond); err != nil {
 		return 0, err
 	}
-	l, err := h.LinkByName(rtblLink)
-	if err != nil {
-		return 0, err
-	}
-	return l.Attrs().Index, nil
+	return idx, nil
 }
 
 func rtblSleep(ctx context.Context, d time.Duration) error {
@@ -180,7 +149,7 @@ func rtblInitial(n int) harness.Scenario {
 					oif, err := rtblSetupLink(ctx, env, n)
 					routes := make([]*netlink.Route, n)
 					for i := range routes {
-						routes[i] = rtblNetlinkRoute(oif, rtblDst(i), 0)
+						routes[i] = rtblNetlinkRoute(oif, routeDst(i), 0)
 					}
 					env.State = routes
 					return err
@@ -201,7 +170,7 @@ func rtblInitial(n int) harness.Scenario {
 					_, err := rtblSetupLink(ctx, env, n)
 					var b bytes.Buffer
 					for i := range n {
-						fmt.Fprintf(&b, "route replace %s dev %s table %d proto %d scope link\n", rtblDst(i), rtblLink, rtblTable, routetable.DefaultProtocol)
+						fmt.Fprintf(&b, "route replace %s dev %s table %d proto %d scope link\n", routeDst(i), rtblLink, rtblTable, routetable.DefaultProtocol)
 					}
 					env.State = b.Bytes()
 					return err
@@ -223,7 +192,7 @@ func rtblInitial(n int) harness.Scenario {
 			Run: func(ctx context.Context, env *harness.Env) error {
 				table, proto := strconv.Itoa(rtblTable), strconv.Itoa(int(routetable.DefaultProtocol))
 				for i := range n {
-					if _, err := env.NS.Exec(ctx, "ip", "route", "replace", rtblDst(i).String(), "dev", rtblLink,
+					if _, err := env.NS.Exec(ctx, "ip", "route", "replace", routeDst(i).String(), "dev", rtblLink,
 						"table", table, "proto", proto, "scope", "link"); err != nil {
 						return err
 					}
@@ -284,7 +253,7 @@ func rtblChangeOne(n int) harness.Scenario {
 					if err != nil {
 						return err
 					}
-					env.State = rtblNetlinkRoute(oif, rtblDst(n/2), 1400)
+					env.State = rtblNetlinkRoute(oif, routeDst(n/2), 1400)
 					if err := st.kernel.Close(); err != nil {
 						return err
 					}
@@ -316,12 +285,7 @@ func rtblNoopResync(n int) harness.Scenario {
 		}
 		return err
 	}
-	check := func(what string, got int) error {
-		if got != n {
-			return fmt.Errorf("%s returned %d routes, want %d", what, got, n)
-		}
-		return nil
-	}
+	check := routeCountCheck(n)
 	return harness.Scenario{
 		Name: "routetable/noop-resync/" + strconv.Itoa(n),
 		Size: n,
@@ -348,26 +312,8 @@ func rtblNoopResync(n int) harness.Scenario {
 					return check("resync", after.InKernel)
 				},
 			},
-			{
-				Name: "ip route show table N", Role: harness.Floor, Setup: closing,
-				Run: func(ctx context.Context, env *harness.Env) error {
-					out, err := env.NS.Exec(ctx, "ip", "route", "show", "table", strconv.Itoa(rtblTable))
-					if err != nil {
-						return err
-					}
-					return check("ip route show", bytes.Count(out, []byte{'\n'}))
-				},
-			},
-			{
-				Name: "netlink RouteListFiltered", Role: harness.Peer, Setup: closing,
-				Run: func(_ context.Context, env *harness.Env) error {
-					rs, err := env.NS.Handle().RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: rtblTable}, netlink.RT_FILTER_TABLE)
-					if err != nil {
-						return err
-					}
-					return check("RouteListFiltered", len(rs))
-				},
-			},
+			ipRouteShowFloor(rtblTable, closing, check),
+			routeListPeer(rtblTable, closing, check),
 		},
 	}
 }

@@ -1,0 +1,97 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/nodeplane/nodeplane/bench/harness"
+)
+
+// Helpers shared by the routes (internal/rtnl) and routetable scenarios.
+
+// routeDst is the i-th benchmark destination, 10.x.y.z/32.
+func routeDst(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+}
+
+// setupVeth creates the veth pair link/peer in the trial's namespace,
+// brings both up, waits (at most 5 s) until link has carrier and returns
+// link's index.
+func setupVeth(env *harness.Env, link, peer string) (int, error) {
+	h := env.NS.Handle()
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: link}, PeerName: peer}); err != nil {
+		return 0, fmt.Errorf("add veth: %w", err)
+	}
+	for _, name := range []string{peer, link} {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return 0, err
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			return 0, err
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := h.LinkByName(link)
+		if err != nil {
+			return 0, err
+		}
+		if l.Attrs().Flags&net.FlagRunning != 0 {
+			return l.Attrs().Index, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%s never got carrier", link)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// routeCountCheck returns a check that a reader returned n routes.
+func routeCountCheck(n int) func(what string, got int) error {
+	return func(what string, got int) error {
+		if got != n {
+			return fmt.Errorf("%s returned %d routes, want %d", what, got, n)
+		}
+		return nil
+	}
+}
+
+// ipRouteShowFloor is the hand-written way to read a table: `ip route show
+// table N`, output captured and its lines counted.
+func ipRouteShowFloor(table int, setup func(context.Context, *harness.Env) error, check func(string, int) error) harness.Variant {
+	return harness.Variant{
+		Name: "ip route show table N", Role: harness.Floor, Setup: setup,
+		Run: func(ctx context.Context, env *harness.Env) error {
+			out, err := env.NS.Exec(ctx, "ip", "route", "show", "table", strconv.Itoa(table))
+			if err != nil {
+				return err
+			}
+			return check("ip route show", bytes.Count(out, []byte{'\n'}))
+		},
+	}
+}
+
+// routeListPeer reads a table the way most Go agents do: vishvananda/netlink
+// RouteListFiltered, which builds the whole list.
+func routeListPeer(table int, setup func(context.Context, *harness.Env) error, check func(string, int) error) harness.Variant {
+	return harness.Variant{
+		Name: "netlink RouteListFiltered", Role: harness.Peer, Setup: setup,
+		Run: func(_ context.Context, env *harness.Env) error {
+			rs, err := env.NS.Handle().RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+			if err != nil {
+				return err
+			}
+			return check("RouteListFiltered", len(rs))
+		},
+	}
+}
