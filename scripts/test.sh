@@ -27,8 +27,16 @@ install_packages() {
 	fi
 	log "installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	local try
+	for try in 1 2 3; do
+		if apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+			return 0
+		fi
+		log "apt-get failed (attempt $try); retrying"
+		sleep $((try * 5))
+	done
+	echo "could not install ${missing[*]}" >&2
+	return 1
 }
 
 install_staticcheck() {
