@@ -22,9 +22,13 @@
 //   - iptables: a typed rule model and a declarative table writer that owns
 //     prefixed chains and hash-commented rules, never anything foreign.
 //   - routerule: declarative policy-routing rules owned by priority and table.
+//   - routetable: declarative routes of one table and family, owned by
+//     protocol and interface patterns, with route classes, held routes for
+//     missing interfaces, a grace period and conntrack cleanup.
 //
 // Each kernel-facing package ships a public fake (ipsets/ipsetsfake,
-// iptables/iptablesfake, routerule/routerulefake, mtu.FakeLister) that
+// iptables/iptablesfake, routerule/routerulefake, routetable/routetablefake,
+// mtu.FakeLister) that
 // behaves like the kernel for what the package emits, so consumers can unit
 // test their managers without root.
 //
