@@ -100,12 +100,32 @@
 // such link changes trigger. Routes appended with NLM_F_APPEND that differ
 // only in their gateway are collapsed into one.
 //
+// # Testing without root
+//
+// Options.Source replaces the kernel with any Source: a stream of netlink
+// messages (Event) and listings. Package ifacemonitorfake has one, an
+// in-memory kernel whose events and listings stay consistent as the
+// kernel's do, with the kernel's side effects (IPv6 addresses and routes
+// going away with a link that goes down, IPv4 routes vanishing silently),
+// Overflow to drop pending events as ENOBUFS does, and FailNextList for
+// failed dumps. A downstream agent sets it as Options.Source, with a
+// clock.Fake as Options.Clock, and tests how its callbacks react to links
+// and addresses coming and going:
+//
+//	k := ifacemonitorfake.New()
+//	_, _ = k.AddLink("eth0", "veth", 1500)
+//	_ = k.SetUp("eth0")
+//	m, _ := ifacemonitor.New(ifacemonitor.Options{Source: k, Clock: fakeClock, OnLinkState: agent.OnLink})
+//	_ = m.Start(ctx) // agent.OnLink sees eth0 up
+//	_ = k.SetDown("eth0") // then eth0 down
+//
 // # What it never touches
 //
 // The monitor owns no kernel object. It only reads: dumps through the caller's handle and multicast
 // subscriptions in the caller's namespace. It never changes a link, an
 // address or a route, never closes the handle or the namespace descriptor,
-// and never falls back to the process's namespace. New does no I/O and
+// and never falls back to the process's namespace (with Options.Source it
+// touches no kernel state at all). New does no I/O and
 // starts no goroutines; Start's goroutines stop with its context, and Done
 // is closed once they all have. The package is Linux-only.
 package ifacemonitor

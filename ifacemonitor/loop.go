@@ -21,7 +21,8 @@ import (
 type run struct {
 	m      *Monitor
 	ctx    context.Context
-	events <-chan nlutil.Event
+	events <-chan nlutil.Event // from the internal source; nil with Options.Source
+	pub    <-chan Event        // from Options.Source; nil without it
 	model
 
 	subscribed nlutil.Kinds // kinds whose subscription is live
@@ -41,8 +42,8 @@ type run struct {
 	inSync bool
 }
 
-func newRun(m *Monitor, ctx context.Context, events <-chan nlutil.Event) *run {
-	return &run{m: m, ctx: ctx, events: events, model: newModel(), backoff: relistBackoffMin}
+func newRun(m *Monitor, ctx context.Context, events <-chan nlutil.Event, pub <-chan Event) *run {
+	return &run{m: m, ctx: ctx, events: events, pub: pub, model: newModel(), backoff: relistBackoffMin}
 }
 
 // loop runs until ctx ends: it takes an event or a timer, applies whatever
@@ -51,7 +52,14 @@ func newRun(m *Monitor, ctx context.Context, events <-chan nlutil.Event) *run {
 func (r *run) loop() {
 	defer close(r.m.done)
 	defer func() {
-		for range r.events { // the source closes it once it has stopped
+		// The source closes its stream once it has stopped.
+		if r.events != nil {
+			for range r.events {
+			}
+		}
+		if r.pub != nil {
+			for range r.pub {
+			}
 		}
 	}()
 	defer r.stopTimers()
@@ -67,6 +75,14 @@ func (r *run) loop() {
 				return
 			}
 			r.handle(ev)
+			if !r.drain() {
+				return
+			}
+		case ev, ok := <-r.pub:
+			if !ok {
+				return
+			}
+			r.handlePub(ev)
 			if !r.drain() {
 				return
 			}
@@ -112,11 +128,26 @@ func (r *run) drain() bool {
 				return false
 			}
 			r.handle(ev)
+		case ev, ok := <-r.pub:
+			if !ok {
+				return false
+			}
+			r.handlePub(ev)
 		default:
 			return true
 		}
 	}
 	return true
+}
+
+// handlePub applies one event of Options.Source: its Resync covers every
+// kind the monitor watches.
+func (r *run) handlePub(ev Event) {
+	e := nlutil.Event{Link: ev.Link, Addr: ev.Addr, Route: ev.Route, Err: ev.Err}
+	if ev.Resync != nil {
+		e.Resync = &nlutil.Resync{Kinds: r.m.kinds, Reason: ev.Resync.Reason}
+	}
+	r.handle(e)
 }
 
 // handle applies one event to the model.
@@ -138,7 +169,7 @@ func (r *run) handle(ev nlutil.Event) {
 		kinds := ev.Resync.Kinds & r.m.kinds
 		if reason := ev.Resync.Reason; reason != nil {
 			r.stats.SubscriptionLosses++
-			if errors.Is(reason, nlutil.ErrOverflow) {
+			if errors.Is(reason, nlutil.ErrOverflow) || errors.Is(reason, ErrOverflow) {
 				r.stats.Overflows++
 			}
 			r.m.log.Warn("ifacemonitor: subscription renewed after a loss; re-listing", "kinds", kinds.String(), "reason", reason)
@@ -176,7 +207,7 @@ func (r *run) relist() {
 	// orphans for their link's event. Reading r.want at each step picks up
 	// a route re-list that the link dump asks for.
 	if r.want&nlutil.Links != 0 {
-		if ls, err := r.m.src.links(r.ctx); err != nil {
+		if ls, err := r.m.listLinks(r.ctx); err != nil {
 			errs = append(errs, err)
 		} else {
 			r.applyLinkList(ls, r.m.clk.Now())
@@ -185,7 +216,7 @@ func (r *run) relist() {
 		}
 	}
 	if r.want&nlutil.Addrs != 0 {
-		if as, err := r.m.src.addrs(r.ctx); err != nil {
+		if as, err := r.m.listAddrs(r.ctx); err != nil {
 			errs = append(errs, err)
 		} else {
 			r.applyAddrList(as)
@@ -194,7 +225,7 @@ func (r *run) relist() {
 		}
 	}
 	if r.want&nlutil.Routes != 0 {
-		if rs, err := r.m.src.routes(r.ctx); err != nil {
+		if rs, err := r.m.listRoutes(r.ctx); err != nil {
 			errs = append(errs, err)
 		} else {
 			r.applyRouteList(rs)

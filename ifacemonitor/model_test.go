@@ -20,7 +20,7 @@ func newDirect(t *testing.T, opts Options) (*run, *recorder) {
 	rec.hook(&opts)
 	m, err := newMonitor(opts, nlutil.Links|nlutil.Addrs)
 	require.NoError(t, err)
-	r := newRun(m, context.Background(), nil)
+	r := newRun(m, context.Background(), nil, nil)
 	r.subscribed = m.kinds
 	return r, rec
 }

@@ -67,15 +67,21 @@ var (
 type Options struct {
 	// Handle is the netlink handle the monitor lists links, addresses and
 	// routes with, bound to the namespace to watch (netlink.NewHandleAt).
-	// Required: there is no fallback to the process's namespace. The
-	// monitor never closes it; the caller keeps it open while the monitor
-	// runs.
+	// Required unless Source is set: there is no fallback to the process's
+	// namespace. The monitor never closes it; the caller keeps it open
+	// while the monitor runs.
 	Handle *netlink.Handle
 	// Namespace is the same network namespace as an open file descriptor
 	// (netns.GetFromName, netns.Get for the caller's own); the
-	// subscriptions are made in it. Required; the caller keeps it open
-	// while the monitor runs.
+	// subscriptions are made in it. Required unless Source is set; the
+	// caller keeps it open while the monitor runs.
 	Namespace netns.NsHandle
+
+	// Source, when set, replaces the kernel: the monitor takes its events
+	// and listings from it (ifacemonitorfake.Kernel in tests), and Handle,
+	// Namespace and ReceiveBufferSize must be left unset. Nil means the
+	// kernel, through Handle and Namespace.
+	Source Source
 
 	// Include, if not empty, limits the reported interfaces to those whose
 	// name matches at least one of these regular expressions.
@@ -140,7 +146,8 @@ type Monitor struct {
 	kinds   nlutil.Kinds
 	clk     clock.Clock
 	log     *slog.Logger
-	src     source
+	src     source // the kernel, when pub is nil
+	pub     Source // Options.Source
 
 	started atomic.Bool
 	done    chan struct{}
@@ -155,6 +162,21 @@ type Monitor struct {
 // New validates opts and returns a Monitor. It does no I/O and starts no
 // goroutines. Bad options return an error wrapping ErrInvalidOptions.
 func New(opts Options) (*Monitor, error) {
+	kinds := nlutil.Links | nlutil.Addrs
+	if opts.WatchRoutes {
+		kinds |= nlutil.Routes
+	}
+	if opts.Source != nil {
+		if opts.Handle != nil || opts.Namespace > 0 || opts.ReceiveBufferSize != 0 {
+			return nil, fmt.Errorf("%w: Source replaces the kernel: Handle, Namespace and ReceiveBufferSize must be unset", ErrInvalidOptions)
+		}
+		m, err := newMonitor(opts, kinds)
+		if err != nil {
+			return nil, err
+		}
+		m.pub = opts.Source
+		return m, nil
+	}
 	if opts.Handle == nil {
 		return nil, fmt.Errorf("%w: Handle is required (a netlink handle bound to the namespace to watch)", ErrInvalidOptions)
 	}
@@ -163,10 +185,6 @@ func New(opts Options) (*Monitor, error) {
 	if opts.Namespace <= 0 {
 		return nil, fmt.Errorf("%w: Namespace is required (an open namespace handle, e.g. netns.Get() for the current one), got %d",
 			ErrInvalidOptions, int(opts.Namespace))
-	}
-	kinds := nlutil.Links | nlutil.Addrs
-	if opts.WatchRoutes {
-		kinds |= nlutil.Routes
 	}
 	m, err := newMonitor(opts, kinds)
 	if err != nil {
@@ -274,12 +292,24 @@ func (m *Monitor) Start(ctx context.Context) error {
 	if !m.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
 	}
-	events, err := m.src.subscribe(ctx)
+	var (
+		events <-chan nlutil.Event
+		pub    <-chan Event
+		err    error
+	)
+	if m.pub != nil {
+		pub, err = m.pub.Subscribe(ctx)
+		if err == nil && pub == nil {
+			err = errors.New("the Source returned no channel")
+		}
+	} else {
+		events, err = m.src.subscribe(ctx)
+	}
 	if err != nil {
 		close(m.done)
 		return fmt.Errorf("ifacemonitor: subscribe: %w", err)
 	}
-	r := newRun(m, ctx, events)
+	r := newRun(m, ctx, events, pub)
 	go r.loop()
 	return nil
 }

@@ -4,14 +4,70 @@ package ifacemonitor
 
 import (
 	"context"
+	"errors"
 
 	"github.com/nodeplane/nodeplane/internal/nlutil"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// source is where the monitor's events and listings come from: the kernel
-// (netlinkSource) or, in tests, a scripted fake.
+// Source is where a Monitor's events and listings come from when
+// Options.Source is set, instead of the kernel: package ifacemonitorfake
+// has an in-memory kernel for tests, and a wrapper around one can count or
+// break calls. The monitor calls Subscribe once, from Start, and the
+// listing methods from its one goroutine, never concurrently.
+//
+// A Source must behave as the kernel does: a listing shows the state after
+// every event already sent on the stream, and events that are lost are
+// announced by a Resync, after which the monitor lists everything again.
+type Source interface {
+	// Subscribe starts the event stream. Its first event must be a Resync
+	// (the monitor lists nothing before it); the channel is closed once
+	// ctx has ended and everything Subscribe started has stopped.
+	Subscribe(ctx context.Context) (<-chan Event, error)
+	// ListLinks lists every link, as a netlink dump would.
+	ListLinks(ctx context.Context) ([]netlink.Link, error)
+	// ListAddrs lists every address of both families.
+	ListAddrs(ctx context.Context) ([]netlink.Addr, error)
+	// ListRoutes lists every route of both families and all tables; it is
+	// called only with Options.WatchRoutes.
+	ListRoutes(ctx context.Context) ([]netlink.Route, error)
+}
+
+// Event is one message of a Source's stream. Exactly one field is set;
+// an Event with none is ignored.
+type Event struct {
+	// Link is an RTM_NEWLINK or RTM_DELLINK message.
+	Link *netlink.LinkUpdate
+	// Addr is an RTM_NEWADDR or RTM_DELADDR message.
+	Addr *netlink.AddrUpdate
+	// Route is an RTM_NEWROUTE or RTM_DELROUTE message; ignored without
+	// Options.WatchRoutes.
+	Route *netlink.RouteUpdate
+	// Resync says that the stream (re)started and that events may have
+	// been lost before it: the monitor lists everything again and reports
+	// the differences.
+	Resync *Resync
+	// Err reports a failed attempt to subscribe that the Source retries;
+	// the monitor logs and counts it (Stats.SubscribeErrors).
+	Err error
+}
+
+// Resync is the notice that a Source's stream (re)started.
+type Resync struct {
+	// Reason is nil for the first Resync of a stream, and says why events
+	// were lost otherwise; a Reason wrapping ErrOverflow is counted in
+	// Stats.Overflows as well as Stats.SubscriptionLosses.
+	Reason error
+}
+
+// ErrOverflow is the Resync.Reason (wrapped or not) of a Source that lost
+// events because its receive buffer was full, as the kernel's ENOBUFS.
+var ErrOverflow = errors.New("ifacemonitor: events lost: receive buffer overflow (ENOBUFS)")
+
+// source is where the monitor's events and listings come from when
+// Options.Source is nil: the kernel (netlinkSource) or, in the package's
+// own tests, a scripted fake.
 type source interface {
 	// subscribe starts the event stream. Its first event for each kind is
 	// a Resync (see nlutil.Watcher); it is closed once ctx has ended and
@@ -56,4 +112,28 @@ func (s *netlinkSource) routes(ctx context.Context) ([]netlink.Route, error) {
 		return nil, err
 	}
 	return append(v4, v6...), nil
+}
+
+// The listing calls go to Options.Source when it is set, to the internal
+// source otherwise.
+
+func (m *Monitor) listLinks(ctx context.Context) ([]netlink.Link, error) {
+	if m.pub != nil {
+		return m.pub.ListLinks(ctx)
+	}
+	return m.src.links(ctx)
+}
+
+func (m *Monitor) listAddrs(ctx context.Context) ([]netlink.Addr, error) {
+	if m.pub != nil {
+		return m.pub.ListAddrs(ctx)
+	}
+	return m.src.addrs(ctx)
+}
+
+func (m *Monitor) listRoutes(ctx context.Context) ([]netlink.Route, error) {
+	if m.pub != nil {
+		return m.pub.ListRoutes(ctx)
+	}
+	return m.src.routes(ctx)
 }
