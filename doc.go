@@ -28,7 +28,7 @@
 //
 // Each kernel-facing package ships a public fake (ipsets/ipsetsfake,
 // iptables/iptablesfake, routerule/routerulefake, routetable/routetablefake,
-// mtu.FakeLister) that
+// ifacemonitor/ifacemonitorfake, mtu.FakeLister) that
 // behaves like the kernel for what the package emits, so consumers can unit
 // test their managers without root.
 //
