@@ -50,8 +50,9 @@
 //	err = tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}})
 //	res, err := tbl.Apply(ctx) // res.RetryAfter: when to call Apply again
 //
-// Apply reads the table with iptables-save (hash comments only; rules are
-// never parsed), computes the difference and writes it in one
+// Apply reads the table with iptables-save, or in process when
+// Options.Namespace is set (see below; hash comments and jumps only, rules
+// are never parsed), computes the difference and writes it in one
 // `iptables-restore -w <LockTimeout> --noflush` transaction: only changed
 // rules are replaced (-R), surplus ones deleted (-D) and new ones appended
 // (-A), so the packet counters of unchanged rules survive; new chains are
@@ -80,6 +81,25 @@
 // set did, Apply compares and writes just those, so changing one rule of
 // a big table costs little more than the one restore line.
 //
+// # Reading in process
+//
+// Running iptables-save costs a millisecond or more, most of the price of
+// a small first Apply. With Options.Namespace set (a handle of the
+// namespace the Runner runs the binaries in), Apply reads the table
+// without it: through the xtables getsockopt interface of a raw socket
+// opened in the namespace (legacy; the kernel hands out a consistent
+// snapshot, no lock is taken) or over nf_tables netlink (nft). It gets
+// exactly what the iptables-save parser gets (the chains, each rule's
+// hash or none, the foreign jumps to owned chains) except the text of
+// our rules in built-in chains, which deleting them needs: those texts
+// come from what the Table declared or wrote or read earlier, and when
+// one is unknown (a rule left by another declaration, such as a previous
+// run's), that Apply reads again with iptables-save. Any error of the
+// in-process read falls back to iptables-save too, and so does the re-read
+// after a failed restore (a rule that carries one of our hashes but is not
+// ours, copied by another writer, can only be deleted by the kernel's own
+// text). Stats counts FastReads and FastReadFallbacks.
+//
 // A Table is a dataplane.Driver (Apply, QueueResync, Phase), so a
 // dataplane.Loop can drive it; Apply's RetryAfter asks the loop to come back
 // for the next refresh or recheck.
@@ -105,5 +125,8 @@
 // both use InsertModeInsert in the same built-in chain will keep moving
 // their rules in front of each other's. A chain that a foreign rule still
 // jumps to is flushed instead of deleted (deleting it would fail the whole
-// transaction).
+// transaction). The in-process nft read does not make every check of
+// iptables-nft-save: a table the nft tool changed in ways iptables-nft
+// cannot show (which iptables-save reports as incompatible) may be read
+// without error when its rules use only expressions iptables-nft writes.
 package iptables

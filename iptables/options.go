@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/vishvananda/netns"
 )
 
 // Backend selects which iptables implementation a Table writes through:
@@ -166,6 +167,23 @@ type Options struct {
 	// goroutine's OS thread (such as a thread moved into another network
 	// namespace): bind the runner to the namespace instead.
 	Runner command.Runner
+	// Namespace is the network namespace whose tables the Table manages,
+	// as an open handle (such as netns.GetFromName's). When set, Apply
+	// reads the table in process instead of running iptables-save: with
+	// the xtables getsockopt interface for BackendLegacy, over nf_tables
+	// netlink for BackendNFT. That read sees only chain names, hash
+	// comments and jumps, so when it finds one of our rules in a built-in
+	// chain whose text the Table does not know (not declared now, not
+	// written or read by this Table before) it reads again with
+	// iptables-save, and it falls back to iptables-save on any error. The
+	// writes always go through Runner, so Runner and Namespace must point
+	// at the same namespace (command.Local{} with the handle of the
+	// process's own namespace, or a runner bound to the namespace of the
+	// handle). The Table does not close the handle; it must stay open
+	// while the Table is used. Zero (or netns.None(), negative) leaves it
+	// unset: every read runs iptables-save, as before. Descriptor 0,
+	// standard input, is never a namespace handle in practice.
+	Namespace netns.NsHandle
 	// LockTimeout is passed to the restore binary as -w (--wait), in
 	// whole seconds rounded up. Zero means DefaultLockTimeout; negative
 	// means -w without a timeout (wait for ever). Only the legacy backend

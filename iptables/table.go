@@ -36,6 +36,11 @@ type Chain struct {
 type Stats struct {
 	// Saves and SaveErrors count iptables-save runs and failed ones.
 	Saves, SaveErrors int
+	// FastReads counts reads done in process (see Options.Namespace)
+	// and used; FastReadFallbacks counts those that could not be used
+	// (an error, or a rule of ours in a built-in chain whose text the
+	// Table does not know), each followed by an iptables-save.
+	FastReads, FastReadFallbacks int
 	// Restores and RestoreErrors count iptables-restore runs and failed
 	// ones. A no-op Apply adds nothing.
 	Restores, RestoreErrors int
@@ -73,8 +78,11 @@ type Table struct {
 	// the next Apply computes (while iptables-save runs, when it reads).
 	unhashed []unhashedList
 
-	kernel   *kernelTable // nil: read the kernel on the next Apply
-	lastRead time.Time
+	kernel *kernelTable // nil: read the kernel on the next Apply
+	// prevKernel holds the built-in chains of the last picture dropped,
+	// kept for the texts of our rules, which a fast read cannot see.
+	prevKernel *kernelTable
+	lastRead   time.Time
 	// synced says that kernel is the declared state as of the last plan
 	// (what it wrote, or found right), except for what changed since:
 	// changedChains and changedHooks, or anything when structChanged
@@ -319,7 +327,7 @@ func (t *Table) setHook(chain string, rules []Rule, appendGroup bool) error {
 func (t *Table) QueueResync() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.kernel = nil
+	t.dropKernel()
 }
 
 // checkOwned validates an owned chain name.
@@ -435,9 +443,10 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, error) {
 // MaxAttempts; the last error is returned (a *RestoreError for a failed
 // restore) and the next Apply starts with a re-read.
 //
-// When it reads, it runs iptables-save in a goroutine while it hashes the
-// rules declared since the last Apply, and waits for it before comparing;
-// the read has always ended when Apply returns (cancelling ctx stops it
+// When it reads, it runs iptables-save (or the in-process read, see
+// Options.Namespace) in a goroutine while it hashes the rules declared
+// since the last Apply, and waits for it before comparing; the read has
+// always ended when Apply returns (cancelling ctx stops iptables-save
 // through the Runner).
 //
 // RetryAfter in the result is when the next refresh or recheck is due.
@@ -449,12 +458,12 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if t.kernel != nil {
 		if t.opts.RefreshInterval > 0 && !now.Before(t.lastRead.Add(t.opts.RefreshInterval)) {
 			t.opts.Logger.Debug("refresh due: re-reading the table")
-			t.kernel = nil
+			t.dropKernel()
 		}
 	}
 	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
 		recheck = true
-		t.kernel = nil
+		t.dropKernel()
 	}
 	if t.kernel != nil && !t.dirty {
 		return t.result(now), nil
@@ -469,10 +478,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	var reading chan readResult
 	if t.kernel == nil {
 		reading = make(chan readResult, 1)
-		go func() {
-			kt, err := t.read(ctx)
-			reading <- readResult{kt, err}
-		}()
+		go func() { reading <- t.read(ctx, false) }()
 		defer func() {
 			if reading != nil {
 				<-reading
@@ -499,9 +505,13 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			if reading != nil {
 				r := <-reading
 				reading = nil
-				kt, err = r.kt, r.err
+				kt, err = t.finishRead(ctx, r)
 			} else {
-				kt, err = t.read(ctx)
+				// A re-read after a failure uses iptables-save, whose
+				// texts of our rules are the kernel's own: a rule that
+				// carries one of our hashes but differs from ours (copied
+				// by another writer) can then still be deleted.
+				kt, err = t.finishRead(ctx, t.read(ctx, true))
 			}
 			if err != nil {
 				lastErr = err
@@ -525,7 +535,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			return t.result(t.opts.Clock.Now()), nil
 		}
 		if err := t.restore(ctx, input, lines); err != nil {
-			t.kernel = nil
+			t.dropKernel()
 			lastErr = err
 			t.opts.Logger.Warn("restore failed; re-reading and retrying", "attempt", attempt, "error", err)
 			continue
@@ -544,14 +554,33 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		}
 		return t.result(wrote), nil
 	}
-	t.kernel = nil
+	t.dropKernel()
 	return dataplane.ApplyResult{}, lastErr
 }
 
-// readResult is the outcome of a read started by Apply.
+// readResult is the outcome of a read started by Apply. needTexts says
+// that a fast read found rules of ours in built-in chains, whose texts
+// finishRead must find.
 type readResult struct {
-	kt  *kernelTable
-	err error
+	kt              *kernelTable
+	fast, needTexts bool
+	err             error
+}
+
+// dropKernel forgets the kernel picture, so that the next Apply reads.
+// With Options.Namespace set it keeps the picture's built-in chains, whose
+// texts of our rules a fast read cannot see (see knownTexts).
+func (t *Table) dropKernel() {
+	if t.kernel != nil && t.opts.Namespace > 0 {
+		prev := &kernelTable{chains: make(map[string]*kernelChain, len(t.builtin))}
+		for name := range t.builtin {
+			if kc := t.kernel.chains[name]; kc != nil {
+				prev.chains[name] = kc
+			}
+		}
+		t.prevKernel = prev
+	}
+	t.kernel = nil
 }
 
 // advanceRecheck moves to the next post-write recheck after one found
@@ -647,8 +676,52 @@ func (t *Table) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// read runs iptables-save for the table and parses it.
-func (t *Table) read(ctx context.Context) (*kernelTable, error) {
+// read reads the table: in process when Options.Namespace is set and not
+// saveOnly (falling back to iptables-save if that fails), else with
+// iptables-save. It may
+// run on a goroutine of its own: it touches nothing of the Table but the
+// read-only options and the stats.
+func (t *Table) read(ctx context.Context, saveOnly bool) readResult {
+	if t.opts.Namespace > 0 && !saveOnly {
+		kt, needTexts, err := t.fastReadTable(ctx)
+		if err == nil {
+			return readResult{kt: kt, fast: true, needTexts: needTexts}
+		}
+		if ctx.Err() != nil {
+			return readResult{err: ctx.Err()}
+		}
+		t.opts.Logger.Debug("fast read failed; reading with iptables-save", "error", err)
+		t.statsMu.Lock()
+		t.stats.FastReadFallbacks++
+		t.statsMu.Unlock()
+	}
+	kt, err := t.save(ctx)
+	return readResult{kt: kt, err: err}
+}
+
+// finishRead completes a read with the Table locked and the declared rules
+// hashed: the texts of our rules in built-in chains that a fast read found
+// come from what the Table knows, and when one is unknown the table is
+// read again with iptables-save.
+func (t *Table) finishRead(ctx context.Context, r readResult) (*kernelTable, error) {
+	if r.err != nil || !r.fast {
+		return r.kt, r.err
+	}
+	if !r.needTexts || t.knownTexts(r.kt) {
+		t.statsMu.Lock()
+		t.stats.FastReads++
+		t.statsMu.Unlock()
+		return r.kt, nil
+	}
+	t.opts.Logger.Debug("fast read found a rule of ours whose text is unknown; reading with iptables-save")
+	t.statsMu.Lock()
+	t.stats.FastReadFallbacks++
+	t.statsMu.Unlock()
+	return t.save(ctx)
+}
+
+// save runs iptables-save for the table and parses it.
+func (t *Table) save(ctx context.Context) (*kernelTable, error) {
 	bin := t.opts.Backend.SaveCommand(t.opts.IPVersion)
 	start := t.opts.Clock.Now()
 	out, err := t.opts.Runner.Run(ctx, nil, bin, "-t", t.opts.Table)

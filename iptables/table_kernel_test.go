@@ -23,13 +23,20 @@ import (
 	"github.com/nodeplane/nodeplane/iptables"
 )
 
-// flavour is one backend and IP version.
+// flavour is one backend and IP version, read with iptables-save or, when
+// fast, in process (Options.Namespace).
 type flavour struct {
-	b iptables.Backend
-	v iptables.IPVersion
+	b    iptables.Backend
+	v    iptables.IPVersion
+	fast bool
 }
 
-func (f flavour) String() string { return fmt.Sprintf("%s-%v", f.b, f.v) }
+func (f flavour) String() string {
+	if f.fast {
+		return fmt.Sprintf("%s-%v-fast", f.b, f.v)
+	}
+	return fmt.Sprintf("%s-%v", f.b, f.v)
+}
 
 // cmd is the single-command binary of the flavour, such as ip6tables-nft.
 func (f flavour) cmd() string {
@@ -52,22 +59,49 @@ func forEachKernelFlavour(t *testing.T, fn func(t *testing.T, f flavour)) {
 	kerneltest.RequireCommands(t, "iptables-legacy-restore", "iptables-nft-restore", "ip6tables-legacy-restore", "ip6tables-nft-restore")
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 		for _, v := range []iptables.IPVersion{iptables.IPv4, iptables.IPv6} {
-			f := flavour{b, v}
-			t.Run(f.String(), func(t *testing.T) { fn(t, f) })
+			for _, fast := range []bool{false, true} {
+				f := flavour{b, v, fast}
+				t.Run(f.String(), func(t *testing.T) { fn(t, f) })
+			}
 		}
 	}
 }
 
-// kernelTable returns a Table writing the filter table of f in ns.
+// kernelTable returns a Table writing the filter table of f through
+// runner, a *kerneltest.NS.
 func kernelTable(t *testing.T, f flavour, runner command.Runner, clk clock.Clock) *iptables.Table {
 	t.Helper()
-	tbl, err := iptables.New(iptables.Options{
+	return kernelTableIn(t, f, runner, runner.(*kerneltest.NS), clk)
+}
+
+// kernelTableIn returns a Table writing the filter table of f in ns
+// through runner; a fast flavour reads ns in process.
+func kernelTableIn(t *testing.T, f flavour, runner command.Runner, ns *kerneltest.NS, clk clock.Clock) *iptables.Table {
+	t.Helper()
+	o := iptables.Options{
 		Table: "filter", IPVersion: f.v, Backend: f.b, ChainPrefix: "np-",
 		Runner: runner, Clock: clk, PostWriteRecheck: []time.Duration{},
 		RefreshInterval: time.Minute,
-	})
+	}
+	if f.fast {
+		o.Namespace = ns.NsHandle()
+	}
+	tbl, err := iptables.New(o)
 	require.NoError(t, err)
 	return tbl
+}
+
+// reads returns the reads a Stats counts, and checks that a fast flavour
+// read in process only.
+func reads(t *testing.T, f flavour, st iptables.Stats) int {
+	t.Helper()
+	if f.fast {
+		assert.Zero(t, st.Saves, "a fast Table runs no iptables-save")
+		assert.Zero(t, st.FastReadFallbacks)
+		return st.FastReads
+	}
+	assert.Zero(t, st.FastReads)
+	return st.Saves
 }
 
 // dump reads a table of f in ns: its chains and each chain's rules as
@@ -164,14 +198,19 @@ func TestKernelProgramAndAdopt(t *testing.T) {
 		kernelApply(t, again)
 		st := again.Stats()
 		assert.Equal(t, 0, st.Restores, "restart adoption writes nothing")
-		assert.Equal(t, 1, st.Saves)
+		assert.Equal(t, 1, reads(t, f, st))
 		// A no-op Apply runs nothing at all.
 		kernelApply(t, again)
-		assert.Equal(t, iptables.Stats{Saves: 1, SaveTime: st.SaveTime, Chains: 2, Rules: 7}, again.Stats())
+		assert.Equal(t, iptables.Stats{Saves: st.Saves, FastReads: st.FastReads, SaveTime: st.SaveTime, Chains: 2, Rules: 7}, again.Stats())
 
 		// Removing everything leaves exactly the foreign rules.
 		empty := kernelTable(t, f, ns, nil)
 		kernelApply(t, empty)
+		if st := empty.Stats(); f.fast {
+			// Our rules in FORWARD are not declared by this Table, so
+			// their texts are unknown: it read again with iptables-save.
+			assert.Equal(t, iptables.Stats{FastReadFallbacks: 1, Saves: 1, Restores: 1}, iptables.Stats{FastReadFallbacks: st.FastReadFallbacks, Saves: st.Saves, Restores: st.Restores})
+		}
 		chains, rules = dump(t, ns, f, "filter")
 		assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT"}, chains)
 		assert.Equal(t, []string{"-i kube0 -j ACCEPT", foreign, "-i kube1 -j ACCEPT"}, rules["FORWARD"])
@@ -276,7 +315,7 @@ func TestKernelFailedRestoreConverges(t *testing.T) {
 			}
 			return ns.Run(ctx, stdin, name, args...)
 		})
-		tbl := kernelTable(t, f, runner, nil)
+		tbl := kernelTableIn(t, f, runner, ns, nil)
 		declareSample(t, tbl, f, 0)
 		kernelApply(t, tbl)
 		// Unhooking deletes our FORWARD rule by its text — which is gone.
@@ -433,4 +472,58 @@ func counters(t *testing.T, ns *kerneltest.NS, f flavour, chain string) []int {
 		n = append(n, v)
 	}
 	return n
+}
+
+// TestKernelFastReadKnowsOurTexts replaces our rules in a built-in chain
+// across a re-read: a fast Table deletes the old ones by the text it wrote
+// (no iptables-save), and foreign rules survive.
+func TestKernelFastReadKnowsOurTexts(t *testing.T) {
+	forEachKernelFlavour(t, func(t *testing.T, f flavour) {
+		ns := kerneltest.NewNS(t)
+		ipt(t, ns, f, "-A", "FORWARD", "-i", "kube0", "-j", "ACCEPT")
+		tbl := kernelTable(t, f, ns, nil)
+		declareSample(t, tbl, f, 0)
+		kernelApply(t, tbl)
+		require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{{Match: iptables.Match{iptables.InInterface("eth7")}, Action: iptables.Jump("np-fw")}}))
+		require.NoError(t, tbl.AppendRules("FORWARD", nil))
+		tbl.QueueResync()
+		kernelApply(t, tbl)
+		_, rules := dump(t, ns, f, "filter")
+		assert.Equal(t, []string{"-i eth7 -j np-fw", "-i kube0 -j ACCEPT"}, stripped(rules["FORWARD"]))
+		st := tbl.Stats()
+		assert.Equal(t, 2, reads(t, f, st))
+		assert.Equal(t, 2, st.Restores)
+	})
+}
+
+// TestKernelCopiedHashConverges has another writer append a different rule
+// carrying the hash comment of one of ours: both copies are deleted and
+// ours is put back. A fast Table's first attempt deletes by the text it
+// knows, which does not match the copy; its re-read after the failure uses
+// iptables-save, whose texts do.
+func TestKernelCopiedHashConverges(t *testing.T) {
+	forEachKernelFlavour(t, func(t *testing.T, f flavour) {
+		ns := kerneltest.NewNS(t)
+		tbl := kernelTable(t, f, ns, nil)
+		declareSample(t, tbl, f, 0)
+		kernelApply(t, tbl)
+		_, rules := dump(t, ns, f, "filter")
+		spec := rules["FORWARD"][0]
+		i := strings.Index(spec, `"np:`)
+		require.GreaterOrEqual(t, i, 0, spec)
+		comment := spec[i+1 : i+1+len("np:")+iptables.HashLength]
+		ipt(t, ns, f, "-A", "FORWARD", "-i", "copy0", "-m", "comment", "--comment", comment, "-j", "ACCEPT")
+
+		tbl.QueueResync()
+		kernelApply(t, tbl)
+		_, rules = dump(t, ns, f, "filter")
+		assert.Equal(t, []string{"-j np-fw", "-o eth9 -j DROP"}, stripped(rules["FORWARD"]))
+		st := tbl.Stats()
+		if f.fast {
+			assert.Equal(t, 1, st.RestoreErrors, "the text it knew did not match the copy")
+			assert.Equal(t, 1, st.Saves, "the re-read after the failure")
+		} else {
+			assert.Zero(t, st.RestoreErrors)
+		}
+	})
 }

@@ -6,13 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/internal/netnsutil"
 )
 
 // Socket sizing.
@@ -94,37 +95,17 @@ func Open(ns netns.NsHandle) (*Conn, error) {
 	if !ns.IsOpen() {
 		return nil, fmt.Errorf("%w: network namespace handle is not open (use OpenCurrent for the current namespace)", ErrInvalidArgument)
 	}
-	var (
-		s   *socket
-		err error
-	)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		orig, gerr := netns.Get()
-		if gerr != nil {
-			runtime.UnlockOSThread()
-			err = fmt.Errorf("rtnl: open the thread's network namespace: %w", gerr)
-			return
-		}
-		defer orig.Close()
-		if serr := netns.Set(ns); serr != nil {
-			runtime.UnlockOSThread()
-			err = fmt.Errorf("rtnl: enter network namespace: %w", serr)
-			return
-		}
+	var s *socket
+	err := netnsutil.Do(ns, func() error {
+		var err error
 		s, err = newSocket()
-		if serr := netns.Set(orig); serr != nil {
-			// The socket is fine; the thread is not: leave it locked so that
-			// it ends with this goroutine.
-			return
-		}
-		runtime.UnlockOSThread()
-	}()
-	<-done
+		return err
+	})
 	if err != nil {
-		return nil, err
+		if s != nil {
+			s.close()
+		}
+		return nil, fmt.Errorf("rtnl: open a socket in the network namespace: %w", err)
 	}
 	return newConn(s), nil
 }
