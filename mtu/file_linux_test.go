@@ -3,9 +3,9 @@
 package mtu_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,13 +15,13 @@ import (
 	"github.com/nodeplane/nodeplane/mtu"
 )
 
-// fsImmutableFL is FS_IMMUTABLE_FL from linux/fs.h: no new entries, no
-// renames, no removals in a directory with it, even for root.
-const fsImmutableFL = 0x00000010
-
 // makeUnwritable makes dir refuse new entries: with mode 0555 for a normal
-// user, and with the immutable attribute for root, who ignores modes. It
-// skips the test when the file system has no immutable attribute.
+// user, and for root, who ignores modes, with a read-only bind mount of dir
+// made in a private mount namespace of this test's OS thread (which works on
+// every file system and is never seen by the rest of the machine). The
+// thread stays locked, so it ends, with its mount namespace, when the test
+// goroutine does; the mount is also undone in cleanup so t.TempDir can be
+// removed.
 func makeUnwritable(t *testing.T, dir string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -29,28 +29,14 @@ func makeUnwritable(t *testing.T, dir string) {
 		t.Cleanup(func() { os.Chmod(dir, 0o755) })
 		return
 	}
-	f, err := os.Open(dir)
-	require.NoError(t, err)
-	defer f.Close()
-	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
-	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EOPNOTSUPP) {
-		t.Skipf("the file system of %s has no immutable attribute: %v", dir, err)
-	}
-	require.NoError(t, err)
-	err = unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags|fsImmutableFL))
-	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EOPNOTSUPP) {
-		t.Skipf("the file system of %s has no immutable attribute: %v", dir, err)
-	}
-	require.NoError(t, err)
+	runtime.LockOSThread() // never unlocked: see above
+	require.NoError(t, unix.Unshare(unix.CLONE_NEWNS), "private mount namespace")
+	require.NoError(t, unix.Mount("", "/", "", unix.MS_PRIVATE|unix.MS_REC, ""))
+	require.NoError(t, unix.Mount(dir, dir, "", unix.MS_BIND, ""))
+	require.NoError(t, unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""))
 	t.Cleanup(func() {
-		f, err := os.Open(dir)
-		if err != nil {
-			t.Errorf("reopen %s: %v", dir, err)
-			return
-		}
-		defer f.Close()
-		if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags)); err != nil {
-			t.Errorf("clear the immutable attribute of %s: %v", dir, err)
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
 }

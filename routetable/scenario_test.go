@@ -66,8 +66,8 @@ type env struct {
 	addRoute func(t *testing.T, r routetable.KernelRoute)
 	// deleteRoute deletes a route as an administrator would.
 	deleteRoute func(t *testing.T, r routetable.KernelRoute)
-	// flows and addFlow inspect and create conntrack entries (nil when
-	// the environment cannot).
+	// flows and addFlow inspect and create conntrack entries (the fake's,
+	// or the kernel's through ctnetlink).
 	addFlow func(t *testing.T, src, dst netip.Addr)
 	flows   func(t *testing.T) []string
 	// neighbors lists the neighbour entries of the family.

@@ -371,9 +371,6 @@ func scenarioGrace(t *testing.T, e *env, f failure) {
 }
 
 func scenarioConntrack(t *testing.T, e *env, f failure) {
-	if e.addFlow == nil {
-		t.Skip("conntrack flows are checked by TestKernelConntrackOfMovedIPDeleted with real traffic")
-	}
 	e.addLink(t, "np-a")
 	e.addLink(t, "np-b")
 	pod, other := e.ip("10.0.5.7"), e.ip("10.0.5.8")
