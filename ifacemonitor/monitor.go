@@ -34,14 +34,6 @@ const (
 	relistBackoffMax = 5 * time.Second
 )
 
-// Subscription renewal backoff passed to nlutil: a subscription lost
-// younger than maxResubscribeBackoff is renewed after a wait that starts at
-// resubscribeBackoff and doubles up to maxResubscribeBackoff.
-const (
-	resubscribeBackoff    = 10 * time.Millisecond
-	maxResubscribeBackoff = time.Second
-)
-
 // relistSpacing bounds the time spent re-listing: the next re-list starts
 // no earlier than relistSpacing times the last one's duration after its
 // end, so back-to-back re-lists (an overflow storm) take at most a third of
@@ -195,13 +187,10 @@ func New(opts Options) (*Monitor, error) {
 		Kinds:             kinds,
 		Namespace:         &ns,
 		ReceiveBufferSize: opts.ReceiveBufferSize,
-		// An overflow storm kills young subscriptions one after another;
-		// a short backoff cap keeps the monitor from staying deaf for long
-		// once the storm is over (re-lists are spaced by the monitor).
-		ResubscribeBackoff:    resubscribeBackoff,
-		MaxResubscribeBackoff: maxResubscribeBackoff,
-		Logger:                m.log,
-		Clock:                 m.clk,
+		// nlutil renews an overflowed subscription at once (an overflow is
+		// load, not a broken socket); re-lists are spaced by the monitor.
+		Logger: m.log,
+		Clock:  m.clk,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
