@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -94,4 +95,91 @@ func routeListPeer(table int, setup func(context.Context, *harness.Env) error, c
 			return check("RouteListFiltered", len(rs))
 		},
 	}
+}
+
+// routeExecCap is the largest size the one-exec-per-route peer runs at:
+// ~6 ms a route, 10 minutes at 100k.
+const routeExecCap = 1_000
+
+// routeWrite describes what an initial-programming scenario writes: n
+// routeDst /32 device routes (scope link) on link, in table, with proto.
+// setup prepares the trial's namespace and returns link's index.
+type routeWrite struct {
+	n            int
+	link         string
+	table, proto int
+	setup        func(ctx context.Context, env *harness.Env) (int, error)
+}
+
+// peers returns the variants ours is compared with when writing routes:
+// one vishvananda/netlink RouteReplace per route in process (what Felix
+// does), one hand-written `ip -batch` (the floor), and one `ip route
+// replace` exec per route up to routeExecCap. The note says which peers ran.
+func (w routeWrite) peers() ([]harness.Variant, string) {
+	line := func(i int) []string {
+		return []string{"route", "replace", routeDst(i).String(), "dev", w.link, "table", strconv.Itoa(w.table),
+			"proto", strconv.Itoa(w.proto), "scope", "link"}
+	}
+	vs := []harness.Variant{
+		{
+			Name: "netlink RouteReplace per route", Role: harness.Peer,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				oif, err := w.setup(ctx, env)
+				routes := make([]*netlink.Route, w.n)
+				for i := range routes {
+					routes[i] = &netlink.Route{
+						LinkIndex: oif, Table: w.table, Protocol: netlink.RouteProtocol(w.proto), Scope: netlink.SCOPE_LINK,
+						Dst: &net.IPNet{IP: routeDst(i).Addr().AsSlice(), Mask: net.CIDRMask(32, 32)},
+					}
+				}
+				env.State = routes
+				return err
+			},
+			Run: func(_ context.Context, env *harness.Env) error {
+				h := env.NS.Handle()
+				for _, r := range env.State.([]*netlink.Route) {
+					if err := h.RouteReplace(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Name: "ip -batch (hand-written)", Role: harness.Floor,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				_, err := w.setup(ctx, env)
+				var b bytes.Buffer
+				for i := range w.n {
+					b.WriteString(strings.Join(line(i), " "))
+					b.WriteByte('\n')
+				}
+				env.State = b.Bytes()
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				_, err := env.NS.ExecInput(ctx, bytes.NewReader(env.State.([]byte)), "ip", "-batch", "-")
+				return err
+			},
+		},
+	}
+	if w.n > routeExecCap {
+		return vs, fmt.Sprintf("peer2 (one `ip route replace` exec per route, ~6 ms each) capped at %d routes: at this size a trial would take minutes", routeExecCap)
+	}
+	vs = append(vs, harness.Variant{
+		Name: "ip route replace per route (exec)", Role: harness.Peer,
+		Setup: func(ctx context.Context, env *harness.Env) error {
+			_, err := w.setup(ctx, env)
+			return err
+		},
+		Run: func(ctx context.Context, env *harness.Env) error {
+			for i := range w.n {
+				if _, err := env.NS.Exec(ctx, "ip", line(i)...); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+	return vs, "peers: netlink RouteReplace per route in process (Felix), and one `ip route replace` exec per route"
 }

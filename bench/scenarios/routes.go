@@ -6,12 +6,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/bench/harness"
@@ -36,9 +34,6 @@ import (
 const (
 	routesTable = 100
 	routesProto = 80
-	// routesExecCap is the largest size the one-exec-per-route peer runs
-	// at: ~6 ms a route, 10 minutes at 100k.
-	routesExecCap = 1_000
 )
 
 func init() {
@@ -125,90 +120,28 @@ func routesApply(ctx context.Context, env *harness.Env, ops []rtnl.RouteOp) erro
 }
 
 func routesInitial(n int) harness.Scenario {
-	s := harness.Scenario{
+	w := routeWrite{n: n, link: "v0", table: routesTable, proto: routesProto,
+		setup: func(ctx context.Context, env *harness.Env) (int, error) {
+			oif, err := routesSetupLink(ctx, env)
+			return int(oif), err
+		}}
+	peers, note := w.peers()
+	return harness.Scenario{
 		Name: "routes/initial/" + strconv.Itoa(n),
 		Size: n,
-		Variants: []harness.Variant{
-			{
-				Name: "rtnl ApplyRoutes", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					oif, err := routesSetupLink(ctx, env)
-					env.State = routesOps(n, oif)
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error {
-					return routesApply(ctx, env, env.State.([]rtnl.RouteOp))
-				},
-			},
-			{
-				Name: "netlink RouteReplace per route", Role: harness.Peer,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					oif, err := routesSetupLink(ctx, env)
-					routes := make([]*netlink.Route, n)
-					for i := range routes {
-						routes[i] = &netlink.Route{
-							LinkIndex: int(oif), Table: routesTable, Protocol: routesProto, Scope: netlink.SCOPE_LINK,
-							Dst: &net.IPNet{IP: routeDst(i).Addr().AsSlice(), Mask: net.CIDRMask(32, 32)},
-						}
-					}
-					env.State = routes
-					return err
-				},
-				Run: func(_ context.Context, env *harness.Env) error {
-					h := env.NS.Handle()
-					for _, r := range env.State.([]*netlink.Route) {
-						if err := h.RouteReplace(r); err != nil {
-							return err
-						}
-					}
-					return nil
-				},
-			},
-			{
-				Name: "ip -batch (hand-written)", Role: harness.Floor,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					_, err := routesSetupLink(ctx, env)
-					var b bytes.Buffer
-					for i := range n {
-						fmt.Fprintf(&b, "route add %s dev v0 table %d proto %d\n", routeDst(i), routesTable, routesProto)
-					}
-					env.State = b.Bytes()
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error {
-					_, err := env.NS.ExecInput(ctx, bytes.NewReader(env.State.([]byte)), "ip", "-batch", "-")
-					return err
-				},
-			},
-		},
-	}
-	if n <= routesExecCap {
-		s.Variants = append(s.Variants, harness.Variant{
-			Name: "ip route add per route (exec)", Role: harness.Peer,
+		Note: note,
+		Variants: append([]harness.Variant{{
+			Name: "rtnl ApplyRoutes", Role: harness.Ours,
 			Setup: func(ctx context.Context, env *harness.Env) error {
-				_, err := routesSetupLink(ctx, env)
-				dsts := make([]string, n)
-				for i := range dsts {
-					dsts[i] = routeDst(i).String()
-				}
-				env.State = dsts
+				oif, err := routesSetupLink(ctx, env)
+				env.State = routesOps(n, oif)
 				return err
 			},
 			Run: func(ctx context.Context, env *harness.Env) error {
-				table, proto := strconv.Itoa(routesTable), strconv.Itoa(routesProto)
-				for _, d := range env.State.([]string) {
-					if _, err := env.NS.Exec(ctx, "ip", "route", "add", d, "dev", "v0", "table", table, "proto", proto); err != nil {
-						return err
-					}
-				}
-				return nil
+				return routesApply(ctx, env, env.State.([]rtnl.RouteOp))
 			},
-		})
-		s.Note = "two peers: vishvananda/netlink RouteReplace per route in process (Felix), and one `ip route add` exec per route"
-	} else {
-		s.Note = fmt.Sprintf("peer2 (one `ip route add` exec per route, ~6 ms each) capped at %d routes: at this size a trial would take minutes; see routes/initial/%d for its ratio", routesExecCap, routesExecCap)
+		}}, peers...),
 	}
-	return s
 }
 
 func routesDump(n int) harness.Scenario {

@@ -3,7 +3,6 @@
 package scenarios
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -38,10 +37,9 @@ import (
 //   - routetable/heap/N: the heap a Table keeps per route once N routes
 //     are applied (declared candidates, winners and kernel view).
 const (
-	rtblTable   = 1000
-	rtblLink    = "np-a"
-	rtblPeer    = "np-b"
-	rtblExecCap = 1_000
+	rtblTable = 1000
+	rtblLink  = "np-a"
+	rtblPeer  = "np-b"
 )
 
 func init() {
@@ -124,87 +122,29 @@ func rtblNetlinkRoute(oif int, dst netip.Prefix, mtu int) *netlink.Route {
 }
 
 func rtblInitial(n int) harness.Scenario {
-	s := harness.Scenario{
+	w := routeWrite{n: n, link: rtblLink, table: rtblTable, proto: int(routetable.DefaultProtocol),
+		setup: func(ctx context.Context, env *harness.Env) (int, error) { return rtblSetupLink(ctx, env, n) }}
+	peers, note := w.peers()
+	return harness.Scenario{
 		Name: "routetable/initial/" + strconv.Itoa(n),
 		Size: n,
-		Variants: []harness.Variant{
-			{
-				Name: "nodeplane routetable", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					_, err := rtblSetupLink(ctx, env, n)
-					env.State = rtblTargets(n)
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error {
-					st, err := rtblLoad(ctx, env, env.State.([]routetable.Target))
-					if err != nil {
-						return err
-					}
-					return st.kernel.Close()
-				},
-			},
-			{
-				Name: "netlink RouteReplace per route", Role: harness.Peer,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					oif, err := rtblSetupLink(ctx, env, n)
-					routes := make([]*netlink.Route, n)
-					for i := range routes {
-						routes[i] = rtblNetlinkRoute(oif, routeDst(i), 0)
-					}
-					env.State = routes
-					return err
-				},
-				Run: func(_ context.Context, env *harness.Env) error {
-					h := env.NS.Handle()
-					for _, r := range env.State.([]*netlink.Route) {
-						if err := h.RouteReplace(r); err != nil {
-							return err
-						}
-					}
-					return nil
-				},
-			},
-			{
-				Name: "ip -batch (hand-written)", Role: harness.Floor,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					_, err := rtblSetupLink(ctx, env, n)
-					var b bytes.Buffer
-					for i := range n {
-						fmt.Fprintf(&b, "route replace %s dev %s table %d proto %d scope link\n", routeDst(i), rtblLink, rtblTable, routetable.DefaultProtocol)
-					}
-					env.State = b.Bytes()
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error {
-					_, err := env.NS.ExecInput(ctx, bytes.NewReader(env.State.([]byte)), "ip", "-batch", "-")
-					return err
-				},
-			},
-		},
-	}
-	if n <= rtblExecCap {
-		s.Variants = append(s.Variants, harness.Variant{
-			Name: "ip route replace per route (exec)", Role: harness.Peer,
+		Note: "ours includes New, SetRoutes, the link list and the initial dump; " + note,
+		Variants: append([]harness.Variant{{
+			Name: "nodeplane routetable", Role: harness.Ours,
 			Setup: func(ctx context.Context, env *harness.Env) error {
 				_, err := rtblSetupLink(ctx, env, n)
+				env.State = rtblTargets(n)
 				return err
 			},
 			Run: func(ctx context.Context, env *harness.Env) error {
-				table, proto := strconv.Itoa(rtblTable), strconv.Itoa(int(routetable.DefaultProtocol))
-				for i := range n {
-					if _, err := env.NS.Exec(ctx, "ip", "route", "replace", routeDst(i).String(), "dev", rtblLink,
-						"table", table, "proto", proto, "scope", "link"); err != nil {
-						return err
-					}
+				st, err := rtblLoad(ctx, env, env.State.([]routetable.Target))
+				if err != nil {
+					return err
 				}
-				return nil
+				return st.kernel.Close()
 			},
-		})
-		s.Note = "ours includes New, SetRoutes, the link list and the initial dump; peers: netlink RouteReplace per route in process (Felix), and one `ip route replace` exec per route"
-	} else {
-		s.Note = fmt.Sprintf("ours includes New, SetRoutes, the link list and the initial dump; peer2 (one exec per route) capped at %d routes: see routetable/initial/%d for its ratio", rtblExecCap, rtblExecCap)
+		}}, peers...),
 	}
-	return s
 }
 
 func rtblChangeOne(n int) harness.Scenario {
