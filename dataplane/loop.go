@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -243,12 +242,4 @@ func sameObject(a, b any) bool {
 		return false
 	}
 	return va.Pointer() == vb.Pointer()
-}
-
-// joinErrs joins errs, or returns nil when there are none.
-func joinErrs(errs []error) error {
-	if len(errs) == 0 {
-		return nil
-	}
-	return errors.Join(errs...)
 }

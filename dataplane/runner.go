@@ -169,7 +169,7 @@ func (r *runner) receive() {
 	} else if !r.eligible && r.windowAt.IsZero() {
 		r.windowAt = r.clk.Now().Add(r.o.Coalesce)
 	}
-	if err := joinErrs(errs); err != nil || markers {
+	if err := errors.Join(errs...); err != nil || markers {
 		now := r.clk.Now()
 		r.report(r.l.updateHealth(func(h *Health) {
 			h.DatastoreInSync, h.InterfacesInSync = r.datastoreInSync, r.interfacesInSync
@@ -303,7 +303,7 @@ func (r *runner) pass(ctx context.Context) {
 		r.reschedAt = end.Add(retry)
 	}
 
-	err := joinErrs(errs)
+	err := errors.Join(errs...)
 	if err != nil {
 		r.dirty, r.eligible = true, true
 		r.failures++
@@ -401,7 +401,7 @@ func (t *task) run(ctx context.Context) {
 			t.res.RetryAfter = res.RetryAfter
 		}
 	}
-	t.err = joinErrs(errs)
+	t.err = errors.Join(errs...)
 }
 
 // recordError stores err as the last error without failing a pass.

@@ -97,13 +97,16 @@ func checkMTU(op string, mtu int) error {
 	return nil
 }
 
-// link returns the link called name; the caller holds k.mu.
-func (k *Kernel) link(op, name string) (*Link, error) {
+// withLink calls fn, under k.mu, with the link called name; an unknown
+// link is ENODEV.
+func (k *Kernel) withLink(op, name string, fn func(l *Link) error) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	idx, ok := k.byName[name]
 	if !ok {
-		return nil, errorf(op, unix.ENODEV, "no link %q", name)
+		return errorf(op, unix.ENODEV, "no link %q", name)
 	}
-	return k.links[idx], nil
+	return fn(k.links[idx])
 }
 
 // AddLink creates a link that is down, of kind typ ("device", "veth"…),
@@ -135,32 +138,24 @@ func (k *Kernel) AddLink(name, typ string, mtu int) (int, error) {
 
 // SetUp makes the link administratively up, with carrier.
 func (k *Kernel) SetUp(name string) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l, err := k.link("set up", name)
-	if err != nil {
-		return err
-	}
-	if !l.Up {
-		l.Up = true
-		k.emitLink(l, unix.RTM_NEWLINK)
-	}
-	return nil
+	return k.withLink("set up", name, func(l *Link) error {
+		if !l.Up {
+			l.Up = true
+			k.emitLink(l, unix.RTM_NEWLINK)
+		}
+		return nil
+	})
 }
 
 // SetDown makes the link administratively down. Its IPv6 addresses and
 // routes go away with a message each, its IPv4 routes silently.
 func (k *Kernel) SetDown(name string) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l, err := k.link("set down", name)
-	if err != nil {
-		return err
-	}
-	if l.Up {
-		k.down(l)
-	}
-	return nil
+	return k.withLink("set down", name, func(l *Link) error {
+		if l.Up {
+			k.down(l)
+		}
+		return nil
+	})
 }
 
 // down takes a link that is up down: the RTM_NEWLINK first, then what
@@ -186,17 +181,13 @@ func (k *Kernel) SetMTU(name string, mtu int) error {
 	if err := checkMTU(op, mtu); err != nil {
 		return err
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l, err := k.link(op, name)
-	if err != nil {
-		return err
-	}
-	if l.MTU != mtu {
-		l.MTU = mtu
-		k.emitLink(l, unix.RTM_NEWLINK)
-	}
-	return nil
+	return k.withLink(op, name, func(l *Link) error {
+		if l.MTU != mtu {
+			l.MTU = mtu
+			k.emitLink(l, unix.RTM_NEWLINK)
+		}
+		return nil
+	})
 }
 
 // AllowLiveRename sets whether Rename may rename a link that is up, as
@@ -214,49 +205,41 @@ func (k *Kernel) Rename(name, newName string) error {
 	if err := checkName(op, newName); err != nil {
 		return err
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l, err := k.link(op, name)
-	if err != nil {
-		return err
-	}
-	if newName == name {
+	return k.withLink(op, name, func(l *Link) error {
+		if newName == name {
+			return nil
+		}
+		if _, taken := k.byName[newName]; taken {
+			return errorf(op, unix.EEXIST, "link %q exists", newName)
+		}
+		if l.Up && !k.liveRename {
+			return errorf(op, unix.EBUSY, "link %q is up", name)
+		}
+		delete(k.byName, name)
+		l.Name = newName
+		k.byName[newName] = l.Index
+		k.emitLink(l, unix.RTM_NEWLINK)
 		return nil
-	}
-	if _, taken := k.byName[newName]; taken {
-		return errorf(op, unix.EEXIST, "link %q exists", newName)
-	}
-	if l.Up && !k.liveRename {
-		return errorf(op, unix.EBUSY, "link %q is up", name)
-	}
-	delete(k.byName, name)
-	l.Name = newName
-	k.byName[newName] = l.Index
-	k.emitLink(l, unix.RTM_NEWLINK)
-	return nil
+	})
 }
 
 // DeleteLink deletes a link with its addresses and the routes through it.
 // A link that is up is taken down first, as the kernel does.
 func (k *Kernel) DeleteLink(name string) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l, err := k.link("delete link", name)
-	if err != nil {
-		return err
-	}
-	if l.Up {
-		k.down(l)
-	}
-	for _, p := range k.sortedAddrs(l.Index) {
-		k.emitAddr(l.Index, p, false)
-	}
-	delete(k.addrs, l.Index)
-	k.flushRoutes(l.Index)
-	delete(k.links, l.Index)
-	delete(k.byName, name)
-	k.emitLink(l, unix.RTM_DELLINK)
-	return nil
+	return k.withLink("delete link", name, func(l *Link) error {
+		if l.Up {
+			k.down(l)
+		}
+		for _, p := range k.sortedAddrs(l.Index) {
+			k.emitAddr(l.Index, p, false)
+		}
+		delete(k.addrs, l.Index)
+		k.flushRoutes(l.Index)
+		delete(k.links, l.Index)
+		delete(k.byName, name)
+		k.emitLink(l, unix.RTM_DELLINK)
+		return nil
+	})
 }
 
 // AddAddr adds an address to a link (up or down); a duplicate is EEXIST,
@@ -266,43 +249,35 @@ func (k *Kernel) AddAddr(name string, p netip.Prefix) error {
 	if !p.IsValid() || p.Addr().Zone() != "" {
 		return errorf(op, unix.EINVAL, "invalid prefix %v", p)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l, err := k.link(op, name)
-	if err != nil {
-		return err
-	}
-	set := k.addrs[l.Index]
-	if _, dup := set[p]; dup {
-		return errorf(op, unix.EEXIST, "%v on %q exists", p, name)
-	}
-	if set == nil {
-		set = map[netip.Prefix]struct{}{}
-		k.addrs[l.Index] = set
-	}
-	set[p] = struct{}{}
-	k.emitAddr(l.Index, p, true)
-	return nil
+	return k.withLink(op, name, func(l *Link) error {
+		set := k.addrs[l.Index]
+		if _, dup := set[p]; dup {
+			return errorf(op, unix.EEXIST, "%v on %q exists", p, name)
+		}
+		if set == nil {
+			set = map[netip.Prefix]struct{}{}
+			k.addrs[l.Index] = set
+		}
+		set[p] = struct{}{}
+		k.emitAddr(l.Index, p, true)
+		return nil
+	})
 }
 
 // DelAddr removes an address from a link; a missing one is EADDRNOTAVAIL.
 func (k *Kernel) DelAddr(name string, p netip.Prefix) error {
 	const op = "delete address"
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l, err := k.link(op, name)
-	if err != nil {
-		return err
-	}
-	if _, ok := k.addrs[l.Index][p]; !ok {
-		return errorf(op, unix.EADDRNOTAVAIL, "no %v on %q", p, name)
-	}
-	delete(k.addrs[l.Index], p)
-	if len(k.addrs[l.Index]) == 0 {
-		delete(k.addrs, l.Index)
-	}
-	k.emitAddr(l.Index, p, false)
-	return nil
+	return k.withLink(op, name, func(l *Link) error {
+		if _, ok := k.addrs[l.Index][p]; !ok {
+			return errorf(op, unix.EADDRNOTAVAIL, "no %v on %q", p, name)
+		}
+		delete(k.addrs[l.Index], p)
+		if len(k.addrs[l.Index]) == 0 {
+			delete(k.addrs, l.Index)
+		}
+		k.emitAddr(l.Index, p, false)
+		return nil
+	})
 }
 
 // normRoute fills in what the kernel fills in: table main, type unicast,
@@ -463,13 +438,12 @@ func (k *Kernel) Link(name string) (Link, bool) {
 // ifacemonitor.ComparePrefixes order (nil when it has none); an unknown
 // link is ENODEV.
 func (k *Kernel) Addrs(name string) ([]netip.Prefix, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l, err := k.link("addresses", name)
-	if err != nil {
-		return nil, err
-	}
-	return k.sortedAddrs(l.Index), nil
+	var ps []netip.Prefix
+	err := k.withLink("addresses", name, func(l *Link) error {
+		ps = k.sortedAddrs(l.Index)
+		return nil
+	})
+	return ps, err
 }
 
 // Routes returns every route, sorted by ifacemonitor.CompareRouteKeys (nil
@@ -587,9 +561,12 @@ func (k *Kernel) emitRoute(r ifacemonitor.Route, typ uint16) {
 	k.emit(ifacemonitor.Event{Route: &netlink.RouteUpdate{Type: typ, Route: toNetlinkRoute(r)}})
 }
 
-// listing counts a listing and returns the injected failure, if any; the
-// caller holds k.mu.
-func (k *Kernel) listing() error {
+// listing returns ctx's error, or counts a listing and returns the injected
+// failure, if any; the caller holds k.mu.
+func (k *Kernel) listing(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	k.lists++
 	if len(k.fails) > 0 {
 		err := k.fails[0]
@@ -601,12 +578,9 @@ func (k *Kernel) listing() error {
 
 // ListLinks lists every link as a netlink dump would, sorted by index.
 func (k *Kernel) ListLinks(ctx context.Context) ([]netlink.Link, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.listing(); err != nil {
+	if err := k.listing(ctx); err != nil {
 		return nil, err
 	}
 	out := make([]netlink.Link, 0, len(k.links))
@@ -618,12 +592,9 @@ func (k *Kernel) ListLinks(ctx context.Context) ([]netlink.Link, error) {
 
 // ListAddrs lists every address of every link.
 func (k *Kernel) ListAddrs(ctx context.Context) ([]netlink.Addr, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.listing(); err != nil {
+	if err := k.listing(ctx); err != nil {
 		return nil, err
 	}
 	var out []netlink.Addr
@@ -637,12 +608,9 @@ func (k *Kernel) ListAddrs(ctx context.Context) ([]netlink.Addr, error) {
 
 // ListRoutes lists every route.
 func (k *Kernel) ListRoutes(ctx context.Context) ([]netlink.Route, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.listing(); err != nil {
+	if err := k.listing(ctx); err != nil {
 		return nil, err
 	}
 	out := make([]netlink.Route, 0, len(k.routes))
