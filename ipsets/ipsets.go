@@ -2,7 +2,6 @@ package ipsets
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -152,7 +151,7 @@ func New(opts Options) (*IPSets, error) {
 		s.runner = command.Local{}
 	}
 	if s.log == nil {
-		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.maxDestroys == 0 {
 		s.maxDestroys = DefaultMaxDestroysPerApply
@@ -228,11 +227,7 @@ func (s *IPSets) AddOrReplaceSet(meta SetMetadata, members []Member) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	set := s.sets[s.prefix+meta.Name]
-	if set == nil {
-		set = &ipset{kname: s.prefix + meta.Name, name: meta.Name}
-		s.sets[set.kname] = set
-	}
+	set := s.entry(s.prefix + meta.Name)
 	set.meta, set.wanted = meta, true
 	set.members.replaceDesired(members)
 	return nil

@@ -202,6 +202,9 @@ func (s *IPSets) readSet(ctx context.Context, kname string) error {
 		return fmt.Errorf("%w: save %s: %w", ErrCommand, kname, err)
 	}
 	var h *header
+	// meta is what a member must fit to be tracked; nil when the set's
+	// header is one the driver never creates, so every member is foreign.
+	var meta *SetMetadata
 	set := s.entry(kname)
 	var foreign []string
 	dump := func(add func(Member)) error {
@@ -214,18 +217,20 @@ func (s *IPSets) readSet(ctx context.Context, kname string) error {
 			switch string(verb) {
 			case "create":
 				hh := parseHeader(bytes.Fields(rest))
-				h = &hh
+				h, meta = &hh, nil
+				if hh.typ.Valid() && !hh.extra && (hh.family != 0) == hh.typ.hasFamily() {
+					meta = &SetMetadata{Type: hh.typ, Family: hh.family, Range: hh.rng}
+					if !hh.typ.hasFamily() {
+						meta.Family = s.family
+					}
+				}
 			case "add":
 				raw, _ := nextField(rest)
 				if h == nil || len(raw) == 0 {
 					return fmt.Errorf("%w: save %s: %q", ErrParse, kname, line)
 				}
-				if m, ok := parseMember(h.typ, raw); ok && h.typ.Valid() && !h.extra && (h.family != 0) == h.typ.hasFamily() {
-					meta := SetMetadata{Type: h.typ, Family: h.family, Range: h.rng}
-					if !h.typ.hasFamily() {
-						meta.Family = s.family
-					}
-					if check(&meta, m) == nil {
+				if meta != nil {
+					if m, ok := parseMember(meta.Type, raw); ok && check(meta, m) == nil {
 						add(m)
 						return nil
 					}

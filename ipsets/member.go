@@ -412,11 +412,7 @@ func ParseMember(t SetType, s string) (Member, error) {
 	if err := m.Err(); err != nil {
 		return Member{}, fmt.Errorf("%w (%q)", err, s)
 	}
-	fam := IPv4
-	if m.Is6() {
-		fam = IPv6
-	}
-	meta := SetMetadata{Type: t, Family: fam}
+	meta := SetMetadata{Type: t, Family: familyOf(m)}
 	if t == BitmapPort {
 		meta.Range = PortRange{}.normal()
 	}

@@ -2,9 +2,10 @@ package ipsets
 
 import (
 	"fmt"
-	"github.com/nodeplane/nodeplane/ipfamily"
 	"math"
 	"strconv"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // Family is the address family of a set and of the driver that owns it:

@@ -28,9 +28,6 @@ func fastRead(ns netns.NsHandle, b Backend, v IPVersion, table string, p *savePa
 	return nil, fmt.Errorf("backend %v", b)
 }
 
-// inNamespace runs fn on a thread inside ns; see netnsutil.Do.
-func inNamespace(ns netns.NsHandle, fn func() error) error { return netnsutil.Do(ns, fn) }
-
 // The xtables getsockopt interface (linux/netfilter_ipv4/ip_tables.h and
 // linux/netfilter_ipv6/ip6_tables.h); the IPv6 numbers are the same.
 const (
@@ -66,7 +63,7 @@ func legacyRead(ns netns.NsHandle, v IPVersion, table string, p *saveParser) ([]
 		family, level = unix.AF_INET6, unix.SOL_IPV6
 	}
 	fd := -1
-	err := inNamespace(ns, func() error {
+	err := netnsutil.Do(ns, func() error {
 		var err error
 		fd, err = unix.Socket(family, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 		return err

@@ -4,31 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // IPVersion selects the iptables family: IPv4 (iptables) or IPv6
-// (ip6tables).
-type IPVersion uint8
+// (ip6tables). It is ipfamily.Family, shared by every nodeplane package.
+type IPVersion = ipfamily.Family
 
 // The two IP versions.
 const (
-	IPv4 IPVersion = 4
-	IPv6 IPVersion = 6
+	// IPv4 selects iptables.
+	IPv4 = ipfamily.IPv4
+	// IPv6 selects ip6tables.
+	IPv6 = ipfamily.IPv6
 )
-
-// String returns "IPv4" or "IPv6".
-func (v IPVersion) String() string {
-	switch v {
-	case IPv4:
-		return "IPv4"
-	case IPv6:
-		return "IPv6"
-	}
-	return fmt.Sprintf("IPVersion(%d)", uint8(v))
-}
-
-// Valid reports whether v is IPv4 or IPv6.
-func (v IPVersion) Valid() bool { return v == IPv4 || v == IPv6 }
 
 // Sentinel errors of the rule model; every validation error wraps one.
 var (

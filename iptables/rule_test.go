@@ -766,7 +766,7 @@ func TestValidateChainName(t *testing.T) {
 func TestIPVersionString(t *testing.T) {
 	assert.Equal(t, "IPv4", IPv4.String())
 	assert.Equal(t, "IPv6", IPv6.String())
-	assert.Equal(t, "IPVersion(5)", IPVersion(5).String())
+	assert.Equal(t, "Family(5)", IPVersion(5).String())
 	assert.False(t, IPVersion(0).Valid())
 }
 
