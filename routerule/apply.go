@@ -232,7 +232,7 @@ func (r *Rules) converge(ctx context.Context, st *applyState) {
 	for _, d := range r.desired {
 		want[d.Priority] = append(want[d.Priority], d)
 	}
-	prios := slices.Sorted(maps.Keys(want))
+	prios := slices.Collect(maps.Keys(want))
 	for p := range r.groups {
 		if _, ok := want[p]; !ok {
 			prios = append(prios, p)

@@ -79,6 +79,9 @@ func (e *ApplyError) Unwrap() []error { return e.Errors }
 type applyState struct {
 	failed int
 	errs   []error
+	// flushFailed is set when a conntrack flush failed: the flush after
+	// the deletions does not try again in the same Apply.
+	flushFailed bool
 }
 
 func (s *applyState) routeErr(e *RouteError) {
@@ -295,7 +298,7 @@ func (t *Table) applyDeletions(ctx context.Context, now time.Time, st *applyStat
 	var dels []update
 	t.tr.PendingDeletions().Iter(func(k rkey, v kroute) delta.IterAction {
 		if !t.graced(k, v, now) {
-			dels = append(dels, update{k, v})
+			dels = append(dels, update{k: k, v: v})
 		}
 		return delta.IterActionNoOp
 	})
@@ -367,6 +370,9 @@ func (t *Table) graced(k rkey, v kroute, now time.Time) bool {
 type update struct {
 	k rkey
 	v kroute
+	// moved is set for a host route whose owner changes: it waits for the
+	// conntrack entries of its address to be deleted.
+	moved bool
 }
 
 // applyUpdates writes the routes that are missing or differ, after the
@@ -399,28 +405,22 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 			}
 			if old, ok := t.tr.Dataplane().Get(k); ok && old.owner() != v.owner() {
 				moved = append(moved, t.addrOf(k))
+				ups = append(ups, update{k: k, v: v, moved: true})
+				return delta.IterActionNoOp
 			}
 		}
-		ups = append(ups, update{k, v})
+		ups = append(ups, update{k: k, v: v})
 		return delta.IterActionNoOp
 	})
 	if len(moved) > 0 {
 		t.stats.ConntrackDeletions++
 		if _, err := t.opts.ConntrackDeleter.DeleteConntrack(ctx, t.opts.Family, moved); err != nil {
 			// Moved routes wait: their old flows must go first.
-			skip := make(map[netip.Addr]struct{}, len(moved))
-			for _, a := range moved {
-				skip[a] = struct{}{}
-			}
 			ups = slices.DeleteFunc(ups, func(u update) bool {
-				if _, ok := skip[t.addrOf(u.k)]; ok && t.isHost(u.k) {
-					old, _ := t.tr.Dataplane().Get(u.k)
-					if old.owner() != u.v.owner() {
-						st.routeErr(&RouteError{Key: t.public(u.k), Op: OpReplace, Iface: t.nameOf(u.v.oif), Class: ErrConntrack, Err: err})
-						return true
-					}
+				if u.moved {
+					st.routeErr(&RouteError{Key: t.public(u.k), Op: OpReplace, Iface: t.nameOf(u.v.oif), Class: ErrConntrack, Err: err})
 				}
-				return false
+				return u.moved
 			})
 		}
 	}
@@ -476,14 +476,15 @@ func (t *Table) nameOf(oif int32) string {
 }
 
 // flushPending deletes the conntrack entries of addresses whose routes
-// were deleted.
+// were deleted. Once it failed, it waits for the next Apply.
 func (t *Table) flushPending(ctx context.Context, st *applyState) {
-	if len(t.pendingFlush) == 0 || ctx.Err() != nil {
+	if len(t.pendingFlush) == 0 || st.flushFailed || ctx.Err() != nil {
 		return
 	}
 	t.stats.ConntrackDeletions++
 	if _, err := t.opts.ConntrackDeleter.DeleteConntrack(ctx, t.opts.Family, t.pendingFlush); err != nil {
 		st.other(fmt.Errorf("%w: %d address(es): %w", ErrConntrack, len(t.pendingFlush), err))
+		st.flushFailed = true
 		return
 	}
 	t.pendingFlush = nil

@@ -109,16 +109,16 @@ func kernelEnv(t *testing.T, fam rt.Family, table uint32) *env {
 		t.Helper()
 		ports++
 		flow := &netlink.ConntrackFlow{
-			FamilyType: uint8(netlinkFamily(fam)),
+			FamilyType: uint8(fam.AF()),
 			Forward:    netlink.IPTuple{Protocol: unix.IPPROTO_UDP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), SrcPort: ports, DstPort: 53},
 			Reverse:    netlink.IPTuple{Protocol: unix.IPPROTO_UDP, SrcIP: dst.AsSlice(), DstIP: src.AsSlice(), SrcPort: 53, DstPort: ports},
 			TimeOut:    300,
 		}
-		require.NoError(t, h.ConntrackCreate(netlink.ConntrackTable, netlink.InetFamily(netlinkFamily(fam)), flow))
+		require.NoError(t, h.ConntrackCreate(netlink.ConntrackTable, netlink.InetFamily(fam.AF()), flow))
 	}
 	e.flows = func(t *testing.T) []string {
 		t.Helper()
-		flows, err := h.ConntrackTableList(netlink.ConntrackTable, netlink.InetFamily(netlinkFamily(fam)))
+		flows, err := h.ConntrackTableList(netlink.ConntrackTable, netlink.InetFamily(fam.AF()))
 		require.NoError(t, err)
 		var out []string
 		for _, f := range flows {
@@ -219,7 +219,7 @@ func TestKernelConntrackOfMovedIPDeleted(t *testing.T) {
 			withP2, otherAfter := flowsWith(t, host.NS, fam, addr(p2), addr(p1))
 			assert.Zero(t, withP2, "the moved address's flows are deleted")
 			assert.Equal(t, other, otherAfter, "other flows stay")
-			routes, err := host.NS.Handle().RouteListFiltered(netlinkFamily(fam), &netlink.Route{Dst: &net.IPNet{IP: addr(p2).AsSlice(), Mask: net.CIDRMask(addr(p2).BitLen(), addr(p2).BitLen())}}, netlink.RT_FILTER_DST)
+			routes, err := host.NS.Handle().RouteListFiltered(fam.AF(), &netlink.Route{Dst: &net.IPNet{IP: addr(p2).AsSlice(), Mask: net.CIDRMask(addr(p2).BitLen(), addr(p2).BitLen())}}, netlink.RT_FILTER_DST)
 			require.NoError(t, err)
 			require.Len(t, routes, 1)
 			l1, err := host.NS.Handle().LinkByName(p1.HostVeth)
@@ -230,18 +230,11 @@ func TestKernelConntrackOfMovedIPDeleted(t *testing.T) {
 	}
 }
 
-func netlinkFamily(f rt.Family) int {
-	if f == rt.IPv6 {
-		return netlink.FAMILY_V6
-	}
-	return netlink.FAMILY_V4
-}
-
 // flowsWith counts the conntrack entries of the host namespace that involve
 // a, and those that involve only b.
 func flowsWith(t *testing.T, ns *kerneltest.NS, fam rt.Family, a, b netip.Addr) (withA, withB int) {
 	t.Helper()
-	flows, err := ns.Handle().ConntrackTableList(netlink.ConntrackTable, netlink.InetFamily(netlinkFamily(fam)))
+	flows, err := ns.Handle().ConntrackTableList(netlink.ConntrackTable, netlink.InetFamily(fam.AF()))
 	require.NoError(t, err)
 	for _, f := range flows {
 		ips := []net.IP{f.Forward.SrcIP, f.Forward.DstIP, f.Reverse.SrcIP, f.Reverse.DstIP}

@@ -143,15 +143,13 @@ func (k *NetlinkKernel) Links(ctx context.Context) ([]Link, error) {
 	return out, nil
 }
 
-func netlinkFamily(f Family) int { return f.AF() }
-
 // Neighbors implements Kernel.
 func (k *NetlinkKernel) Neighbors(ctx context.Context, family Family) ([]Neighbor, error) {
 	h, err := k.handle()
 	if err != nil {
 		return nil, err
 	}
-	ns, err := nlutil.NeighList(ctx, h, 0, netlinkFamily(family))
+	ns, err := nlutil.NeighList(ctx, h, 0, family.AF())
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +213,7 @@ func (k *NetlinkKernel) DeleteConntrack(_ context.Context, family Family, addrs 
 	for _, a := range addrs {
 		f.addrs[a.Unmap()] = struct{}{}
 	}
-	n, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, netlink.InetFamily(netlinkFamily(family)), f)
+	n, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, netlink.InetFamily(family.AF()), f)
 	return int(n), err
 }
 

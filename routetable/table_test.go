@@ -335,6 +335,33 @@ func TestConntrackFailureHoldsTheMove(t *testing.T) {
 	assert.Zero(t, k2.Calls(routetablefake.CallConntrack))
 }
 
+func TestFailedConntrackFlushIsTriedOncePerApply(t *testing.T) {
+	k, tbl, _ := newFake(t, rt.IPv4, "np-a")
+	host := rt.Target{CIDR: mustP("10.0.0.7/32")}
+	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{host}))
+	_, err := tbl.Apply(context.Background())
+	require.NoError(t, err)
+	k.AddFlow(routetablefake.Flow{Family: rt.IPv4, Src: mustA("10.9.9.9"), Dst: mustA("10.0.0.7")})
+
+	// The deletion leaves a flush pending; it fails in this Apply and the
+	// next one, once in each.
+	require.NoError(t, tbl.SetRoutes(1, "np-a", nil))
+	k.Inject(routetablefake.Fault{Call: routetablefake.CallConntrack, Times: 2})
+	for i := 1; i <= 2; i++ {
+		before := k.Calls(routetablefake.CallConntrack)
+		_, err = tbl.Apply(context.Background())
+		require.ErrorIs(t, err, rt.ErrConntrack)
+		assert.Equal(t, 1, k.Calls(routetablefake.CallConntrack)-before, "Apply %d", i)
+		assert.Len(t, k.Flows(), 1)
+	}
+	_, ok := k.Route(rt.IPv4, 0, host.CIDR, 0)
+	assert.False(t, ok, "the route is deleted even though its flows are not")
+
+	_, err = tbl.Apply(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, k.Flows())
+}
+
 func TestIfaceIndexChanges(t *testing.T) {
 	k, tbl, _ := newFake(t, rt.IPv4, "np-a")
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("10.0.0.0/24")}}))

@@ -5,7 +5,6 @@ package rtnl
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -28,9 +27,7 @@ type benchNS struct {
 
 func openBenchNS(b *testing.B) *benchNS {
 	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Skip("kernel benchmarks need root")
-	}
+	kerneltest.RequireKernel(b)
 	ns, err := kerneltest.Open()
 	if err != nil {
 		b.Fatal(err)

@@ -141,49 +141,49 @@ func (r *Route) check(kind OpKind) error {
 	}
 	v4 := r.Family == unix.AF_INET
 	if r.OIF < 0 {
-		return invalid(r, "negative interface index %d", r.OIF)
+		return invalid("negative interface index %d", r.OIF)
 	}
 	if err := checkGateway(v4, r.Gateway); err != nil {
-		return invalid(r, "gateway: %v", err)
+		return invalid("gateway: %v", err)
 	}
 	if r.PrefSrc.IsValid() && (r.PrefSrc.Zone() != "" || r.PrefSrc.Is4In6() || r.PrefSrc.Is4() != v4) {
-		return invalid(r, "preferred source %s is not a plain address of the route's family", r.PrefSrc)
+		return invalid("preferred source %s is not a plain address of the route's family", r.PrefSrc)
 	}
 	if len(r.NextHops) > MaxNextHops {
-		return invalid(r, "%d next hops, at most %d", len(r.NextHops), MaxNextHops)
+		return invalid("%d next hops, at most %d", len(r.NextHops), MaxNextHops)
 	}
 	if len(r.NextHops) > 0 && (r.OIF != 0 || r.Gateway.IsValid()) {
-		return invalid(r, "a multipath route has its interface and gateway in NextHops, not in OIF and Gateway")
+		return invalid("a multipath route has its interface and gateway in NextHops, not in OIF and Gateway")
 	}
 	for i, h := range r.NextHops {
 		if h.OIF < 0 {
-			return invalid(r, "next hop %d: negative interface index %d", i, h.OIF)
+			return invalid("next hop %d: negative interface index %d", i, h.OIF)
 		}
 		if h.OIF == 0 && !h.Gateway.IsValid() {
-			return invalid(r, "next hop %d has neither interface nor gateway", i)
+			return invalid("next hop %d has neither interface nor gateway", i)
 		}
 		if err := checkGateway(v4, h.Gateway); err != nil {
-			return invalid(r, "next hop %d gateway: %v", i, err)
+			return invalid("next hop %d gateway: %v", i, err)
 		}
 	}
 	if kind == OpDelete {
 		if r.Type != 0 && !knownType(r.Type) {
-			return invalid(r, "unsupported route type %d", r.Type)
+			return invalid("unsupported route type %d", r.Type)
 		}
 		return nil
 	}
 	if !knownType(r.Type) {
-		return invalid(r, "unsupported route type %d (want RTN_UNICAST, RTN_LOCAL, RTN_BLACKHOLE, RTN_UNREACHABLE, RTN_PROHIBIT or RTN_THROW)", r.Type)
+		return invalid("unsupported route type %d (want RTN_UNICAST, RTN_LOCAL, RTN_BLACKHOLE, RTN_UNREACHABLE, RTN_PROHIBIT or RTN_THROW)", r.Type)
 	}
 	hasPath := r.OIF != 0 || r.Gateway.IsValid() || len(r.NextHops) > 0
 	switch r.Type {
 	case unix.RTN_BLACKHOLE, unix.RTN_UNREACHABLE, unix.RTN_PROHIBIT, unix.RTN_THROW:
 		if hasPath {
-			return invalid(r, "a %s route takes no interface, gateway or next hops", typeName(r.Type))
+			return invalid("a %s route takes no interface, gateway or next hops", typeName(r.Type))
 		}
 	case unix.RTN_UNICAST:
 		if !hasPath {
-			return invalid(r, "a unicast route needs an interface, a gateway or next hops")
+			return invalid("a unicast route needs an interface, a gateway or next hops")
 		}
 	}
 	return nil
@@ -192,20 +192,20 @@ func (r *Route) check(kind OpKind) error {
 // checkDst validates the family and destination.
 func (r *Route) checkDst() error {
 	if r.Family != unix.AF_INET && r.Family != unix.AF_INET6 {
-		return invalid(r, "family %d is neither AF_INET nor AF_INET6", r.Family)
+		return invalid("family %d is neither AF_INET nor AF_INET6", r.Family)
 	}
 	if !r.Dst.IsValid() {
-		return invalid(r, "invalid destination prefix")
+		return invalid("invalid destination prefix")
 	}
 	a := r.Dst.Addr()
 	if a.Zone() != "" || a.Is4In6() {
-		return invalid(r, "destination %s must be a plain IPv4 or IPv6 prefix", r.Dst)
+		return invalid("destination %s must be a plain IPv4 or IPv6 prefix", r.Dst)
 	}
 	if a.Is4() != (r.Family == unix.AF_INET) {
-		return invalid(r, "destination %s does not match family %s", r.Dst, familyName(r.Family))
+		return invalid("destination %s does not match family %s", r.Dst, familyName(r.Family))
 	}
 	if r.Dst.Masked() != r.Dst {
-		return invalid(r, "destination %s has host bits set (want %s)", r.Dst, r.Dst.Masked())
+		return invalid("destination %s has host bits set (want %s)", r.Dst, r.Dst.Masked())
 	}
 	return nil
 }
@@ -264,8 +264,8 @@ func familyName(f uint8) string {
 	return fmt.Sprintf("family %d", f)
 }
 
-// invalid returns an error wrapping ErrInvalidRoute about r. It does not
-// repeat r's destination: OpError (or Validate's caller) names the route.
-func invalid(_ *Route, format string, args ...any) error {
+// invalid returns an error wrapping ErrInvalidRoute. It does not name the
+// route: OpError (or Validate's caller) does.
+func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidRoute, fmt.Sprintf(format, args...))
 }
