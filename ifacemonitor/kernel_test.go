@@ -432,7 +432,10 @@ func TestKernelOverflowConverges(t *testing.T) {
 			burst := time.Since(start)
 			took := k.waitConverged(br.Attrs().Name, tc.routes)
 			k.requireConverged(tc.routes)
-			s := k.mon.Stats()
+			// Stats are published after the callbacks that made the view
+			// converge: wait for the re-list to show.
+			var s Stats
+			assert.Eventually(t, func() bool { s = k.mon.Stats(); return s.Overflows > 0 && s.Relists > 1 }, 10*time.Second, 2*time.Millisecond)
 			t.Logf("%d adds + %d deletes in %v; converged %v after the burst; stats %+v", n, n/4, burst.Round(time.Millisecond), took.Round(time.Millisecond), s)
 			assert.NotZero(t, s.Overflows, "the burst overflowed the receive buffer")
 			assert.Greater(t, s.Relists, uint64(1), "re-listed after the overflow")
