@@ -18,6 +18,10 @@ func (sinkKernel) DumpRoutes(context.Context, rt.Family, uint32, func(*rt.Kernel
 	return nil
 }
 
+func (sinkKernel) DumpInterfaceRoutes(context.Context, rt.Family, uint32, int, func(*rt.KernelRoute) error, func()) error {
+	return nil
+}
+
 func (sinkKernel) ApplyRoutes(_ context.Context, ops []rt.RouteOp) []error {
 	return make([]error, len(ops))
 }

@@ -73,9 +73,15 @@
 // Apply). Routes on an interface that does not exist yet, or is down, are
 // held: kept in the Table, not written, and written when the interface
 // comes up. The kernel removes routes through an interface that goes down
-// or away; the Table forgets them, so that they are written again on up,
-// and a name that comes back with a new index gets its routes on the new
-// index. A rename is the old name gone and the new name up. Every resync
+// or away, but keeps them (marked linkdown) when only its carrier goes;
+// the Table leaves such kept routes in place while the interface is down.
+// When an interface comes up, the next Apply re-reads the routes through
+// it (Kernel.DumpInterfaceRoutes; one read of the whole table instead when
+// more than a few came up at once) and writes only what is missing or
+// differs, and a route someone else added to it meanwhile is found then,
+// not at the next refresh. A name that comes back with a new index gets
+// its routes on the new index. A rename is the old name gone and the new
+// name up. Every resync
 // also lists the links, so a Table without a monitor still learns the
 // interfaces at start and at every refresh.
 //

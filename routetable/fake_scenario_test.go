@@ -29,8 +29,10 @@ func fakeEnv(fam rt.Family, table uint32) *env {
 			k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Err: syscall.ENETDOWN})
 		case failInterrupted:
 			k.Inject(routetablefake.Fault{Call: routetablefake.CallDump, Interrupt: true})
+			k.Inject(routetablefake.Fault{Call: routetablefake.CallDumpInterface, Interrupt: true})
 		case failDumpError:
 			k.Inject(routetablefake.Fault{Call: routetablefake.CallDump})
+			k.Inject(routetablefake.Fault{Call: routetablefake.CallDumpInterface})
 		case failLinks:
 			k.Inject(routetablefake.Fault{Call: routetablefake.CallLinks})
 		case failConntrack:
@@ -50,6 +52,7 @@ func fakeEnv(fam rt.Family, table uint32) *env {
 		return idx
 	}
 	e.setUp = func(t *testing.T, name string, up bool) { t.Helper(); require.NoError(t, k.SetLinkUp(name, up)) }
+	e.setCarrier = func(t *testing.T, name string, on bool) { t.Helper(); require.NoError(t, k.SetLinkCarrier(name, on)) }
 	e.deleteLink = func(t *testing.T, name string) { t.Helper(); require.NoError(t, k.DeleteLink(name)) }
 	e.renameLink = func(t *testing.T, name, newName string) {
 		t.Helper()

@@ -63,6 +63,12 @@ func (t *Table) ifaceChanged(name string, index int32, state IfaceState) {
 	if wasUp != rec.up() || oldIndex != index {
 		t.resolveIface(rec)
 	}
+	if rec.up() && (!wasUp || oldIndex != index) {
+		// Down, the kernel removed its routes, unless only the carrier
+		// went (then it keeps them), and others may have added some:
+		// read them before writing.
+		t.rescan[index] = struct{}{}
+	}
 	t.releaseRec(rec)
 }
 

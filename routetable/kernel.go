@@ -20,6 +20,11 @@ type Kernel interface {
 	// starts over, reset is called before fn sees the first route again.
 	// An error from fn ends the dump and is returned.
 	DumpRoutes(ctx context.Context, family Family, table uint32, fn func(*KernelRoute) error, reset func()) error
+	// DumpInterfaceRoutes is DumpRoutes limited to the routes that leave
+	// through the interface with index oif (> 0): as their interface or
+	// as one of their next hops. A Table calls it for an interface that
+	// comes up, instead of reading the whole table.
+	DumpInterfaceRoutes(ctx context.Context, family Family, table uint32, oif int, fn func(*KernelRoute) error, reset func()) error
 	// ApplyRoutes performs ops in order and returns one error per op (nil
 	// for success). Errors wrap the kernel's errno (unix.Errno).
 	ApplyRoutes(ctx context.Context, ops []RouteOp) []error

@@ -51,14 +51,16 @@ func kernelEnv(t *testing.T, fam rt.Family, table uint32) *env {
 	// running waits until the link has carrier (the kernel sets it
 	// asynchronously after a veth pair comes up), as the interface monitor
 	// would report it up only then.
-	running := func(t *testing.T, name string) {
+	carrier := func(t *testing.T, name string, on bool) {
 		t.Helper()
 		require.Eventually(t, func() bool {
 			l, err := h.LinkByName(name)
-			return err == nil && l.Attrs().Flags&net.FlagRunning != 0
-		}, 5*time.Second, time.Millisecond, "%s never got carrier", name)
+			return err == nil && (l.Attrs().Flags&net.FlagRunning != 0) == on
+		}, 5*time.Second, time.Millisecond, "%s: carrier never became %v", name, on)
 	}
+	running := func(t *testing.T, name string) { t.Helper(); carrier(t, name, true) }
 	n := 0
+	peers := map[int]string{} // by index: a rename keeps the peer
 	e.addLink = func(t *testing.T, name string) int {
 		t.Helper()
 		n++
@@ -74,7 +76,19 @@ func kernelEnv(t *testing.T, fam rt.Family, table uint32) *env {
 		require.NoError(t, h.LinkSetUp(link(t, veth.PeerName)))
 		require.NoError(t, h.LinkSetUp(l))
 		running(t, name)
+		peers[l.Attrs().Index] = veth.PeerName
 		return l.Attrs().Index
+	}
+	// The carrier of a veth is its peer being up.
+	e.setCarrier = func(t *testing.T, name string, on bool) {
+		t.Helper()
+		peer := link(t, peers[link(t, name).Attrs().Index])
+		if on {
+			require.NoError(t, h.LinkSetUp(peer))
+		} else {
+			require.NoError(t, h.LinkSetDown(peer))
+		}
+		carrier(t, name, on)
 	}
 	e.setUp = func(t *testing.T, name string, up bool) {
 		t.Helper()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -74,11 +75,25 @@ func (k *NetlinkKernel) handle() (*netlink.Handle, error) {
 
 // DumpRoutes implements Kernel with a streamed rtnetlink dump.
 func (k *NetlinkKernel) DumpRoutes(ctx context.Context, family Family, table uint32, fn func(*KernelRoute) error, reset func()) error {
+	return k.conn.DumpRoutes(ctx, uint8(family.AF()), table, converted(fn), reset)
+}
+
+// DumpInterfaceRoutes implements Kernel with a streamed rtnetlink dump that
+// the kernel filters by interface.
+func (k *NetlinkKernel) DumpInterfaceRoutes(ctx context.Context, family Family, table uint32, oif int, fn func(*KernelRoute) error, reset func()) error {
+	if oif <= 0 || int64(oif) > math.MaxInt32 {
+		return fmt.Errorf("routetable: interface index %d out of range", oif)
+	}
+	return k.conn.DumpInterfaceRoutes(ctx, uint8(family.AF()), table, int32(oif), converted(fn), reset)
+}
+
+// converted adapts fn to the dumped rtnl routes, reusing one KernelRoute.
+func converted(fn func(*KernelRoute) error) func(*rtnl.Route) error {
 	var kr KernelRoute
-	return k.conn.DumpRoutes(ctx, uint8(family.AF()), table, func(r *rtnl.Route) error {
+	return func(r *rtnl.Route) error {
 		fromRtnl(r, &kr)
 		return fn(&kr)
-	}, reset)
+	}
 }
 
 // ApplyRoutes implements Kernel with batched rtnetlink writes.

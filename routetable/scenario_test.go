@@ -58,6 +58,9 @@ type env struct {
 	addLink func(t *testing.T, name string) int
 	// setUp brings an interface up or down.
 	setUp func(t *testing.T, name string, up bool)
+	// setCarrier gives an interface (which stays up) its carrier or takes
+	// it away; waits until the kernel shows the change.
+	setCarrier func(t *testing.T, name string, carrier bool)
 	// deleteLink deletes an interface.
 	deleteLink func(t *testing.T, name string)
 	// renameLink renames an interface.
@@ -217,6 +220,7 @@ type recorder struct {
 	mu       sync.Mutex
 	writes   int
 	dumps    int
+	rescans  int // interface dumps
 	log      []string
 	fault    failure // injected by the recorder itself (kernel env)
 	faultHit bool
@@ -225,14 +229,32 @@ type recorder struct {
 func (r *recorder) DumpRoutes(ctx context.Context, fam routetable.Family, table uint32, fn func(*routetable.KernelRoute) error, reset func()) error {
 	r.mu.Lock()
 	r.dumps++
+	r.mu.Unlock()
+	return r.dump(func(fn func(*routetable.KernelRoute) error, reset func()) error {
+		return r.k.DumpRoutes(ctx, fam, table, fn, reset)
+	}, fn, reset)
+}
+
+func (r *recorder) DumpInterfaceRoutes(ctx context.Context, fam routetable.Family, table uint32, oif int, fn func(*routetable.KernelRoute) error, reset func()) error {
+	r.mu.Lock()
+	r.rescans++
+	r.mu.Unlock()
+	return r.dump(func(fn func(*routetable.KernelRoute) error, reset func()) error {
+		return r.k.DumpInterfaceRoutes(ctx, fam, table, oif, fn, reset)
+	}, fn, reset)
+}
+
+// dump runs one dump of the kernel, with the armed dump fault if any.
+func (r *recorder) dump(dump func(fn func(*routetable.KernelRoute) error, reset func()) error, fn func(*routetable.KernelRoute) error, reset func()) error {
+	r.mu.Lock()
 	f := r.takeFault(failInterrupted, failDumpError)
 	r.mu.Unlock()
 	if f == "" {
-		return r.k.DumpRoutes(ctx, fam, table, fn, reset)
+		return dump(fn, reset)
 	}
 	// Report half the routes, then fail or start over.
 	var all []routetable.KernelRoute
-	if err := r.k.DumpRoutes(ctx, fam, table, func(kr *routetable.KernelRoute) error {
+	if err := dump(func(kr *routetable.KernelRoute) error {
 		c := *kr
 		c.NextHops = slices.Clone(kr.NextHops)
 		all = append(all, c)
@@ -337,13 +359,19 @@ func (r *recorder) DeleteConntrack(ctx context.Context, fam routetable.Family, a
 func (r *recorder) resetCounts() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.writes, r.dumps, r.log = 0, 0, nil
+	r.writes, r.dumps, r.rescans, r.log = 0, 0, 0, nil
 }
 
 func (r *recorder) counts() (writes, dumps int) {
+	writes, dumps, _ = r.counts3()
+	return writes, dumps
+}
+
+// counts3 is counts with the number of interface dumps.
+func (r *recorder) counts3() (writes, dumps, rescans int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.writes, r.dumps
+	return r.writes, r.dumps, r.rescans
 }
 
 func (r *recorder) events() []string {

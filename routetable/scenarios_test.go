@@ -39,6 +39,7 @@ var scenarios = []scenario{
 	{"ExternalChangesRepaired", scenarioRepair},
 	{"ClassPriorityAndFallback", scenarioClasses},
 	{"IfaceDownUp", scenarioDownUp},
+	{"IfaceCarrierLostAndBack", scenarioCarrier},
 	{"IfaceUnknownHeld", scenarioHeld},
 	{"IfaceRecreated", scenarioRecreate},
 	{"IfaceRenamed", scenarioRename},
@@ -269,8 +270,70 @@ func scenarioDownUp(t *testing.T, e *env, f failure) {
 
 	e.setUp(t, "np-a", true)
 	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	if f == failNone {
+		e.kernel.resetCounts()
+		require.NoError(t, applyOnce(t, tbl))
+		writes, dumps, rescans := e.kernel.counts3()
+		assert.Equal(t, []int{3, 0, 1}, []int{writes, dumps, rescans},
+			"the interface's routes re-read (the kernel removed them), then all three written: %v", e.kernel.events())
+	}
 	e.converge(t, tbl, f)
 	assert.Equal(t, up, e.ours(t), "routes come back on up")
+}
+
+// An interface that loses only its carrier keeps its routes in the
+// kernel. The Table leaves them there while the interface is down, and
+// when it comes back re-reads them and writes only what changed meanwhile;
+// a route another agent added to the interface while it was down is found
+// then, not at the next refresh.
+func scenarioCarrier(t *testing.T, e *env, f failure) {
+	a := e.addLink(t, "np-a")
+	tbl := e.newTable(t, rt.Options{GracePeriod: -1})
+	targets := []rt.Target{{CIDR: e.pfx("10.0.1.0/24")}, {CIDR: e.pfx("10.0.1.5/32")}, {CIDR: e.pfx("10.0.2.0/24"), Gateway: e.gw(1)}}
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", targets))
+	e.converge(t, tbl, f)
+	all := []string{
+		e.line("10.0.1.0/24", "unicast dev np-a"),
+		e.line("10.0.1.5/32", "unicast dev np-a"),
+		e.line("10.0.2.0/24", "unicast via "+e.gw(1).String()+" dev np-a"),
+	}
+	require.Equal(t, all, e.ours(t))
+
+	e.setCarrier(t, "np-a", false)
+	e.tell(t, tbl, "np-a", rt.IfaceDown)
+	e.converge(t, tbl, f)
+	assert.Equal(t, all, e.ours(t), "the kernel keeps them, and so does the Table")
+	assert.Equal(t, 3, tbl.Stats().InKernel)
+
+	// While it is down, a route is no longer wanted: it goes at once.
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", targets[:2]))
+	e.converge(t, tbl, f)
+	assert.Equal(t, all[:2], e.ours(t))
+
+	// A route changes, and another agent adds one to the interface.
+	changed := slices.Clone(targets[:2])
+	changed[1].MTU = 1400
+	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", changed))
+	e.converge(t, tbl, f)
+	assert.Equal(t, all[:2], e.ours(t), "held while the interface is down")
+	other := e.line("10.0.3.0/24", "unicast dev np-a proto 3")
+	e.addRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.3.0/24"), Type: rt.RTNUnicast, Protocol: 3,
+		Scope: rt.ScopeLink, OIF: a})
+	require.Contains(t, e.routes(t), other)
+
+	e.setCarrier(t, "np-a", true)
+	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	if f == failNone {
+		e.kernel.resetCounts()
+		require.NoError(t, applyOnce(t, tbl))
+		writes, dumps, rescans := e.kernel.counts3()
+		assert.Equal(t, []int{2, 0, 1}, []int{writes, dumps, rescans},
+			"one read of the interface's routes, then one delete and one replace: %v", e.kernel.events())
+		assert.NotContains(t, e.routes(t), other, "found by the re-read, not at the next refresh")
+	}
+	e.converge(t, tbl, f)
+	assert.Equal(t, []string{all[0], e.line("10.0.1.5/32", "unicast dev np-a mtu 1400")}, e.ours(t))
+	assert.NotContains(t, e.routes(t), other)
 }
 
 func scenarioHeld(t *testing.T, e *env, f failure) {

@@ -44,9 +44,9 @@ type Table struct {
 
 	// tr tracks the winners (desired) against the kernel (dataplane).
 	tr *delta.Tracker[rkey, kroute]
-	// foreign holds the keys of routes in the table that are not ours,
-	// as of the last dump.
-	foreign map[rkey]struct{}
+	// foreign holds the routes in the table that are not ours, as of the
+	// last dump (of the table, or of their interface).
+	foreign map[rkey]kroute
 	// graceSeen holds when each unwanted route with a grace period was
 	// first seen.
 	graceSeen map[rkey]time.Time
@@ -68,6 +68,9 @@ type Table struct {
 	// the last forgetFlushed: true when the interface is gone, false when
 	// it went down.
 	flushedIndex map[int32]bool
+	// rescan holds the indexes of interfaces that came up since the
+	// table was last read: Apply re-reads their routes before writing.
+	rescan map[int32]struct{}
 }
 
 // ifaceEvent is one queued OnIfaceStateChanged call.
@@ -174,6 +177,22 @@ func krouteEqual(a, b kroute) bool {
 	return slices.Equal(*a.hops, *b.hops)
 }
 
+// uses reports whether r leaves through interface index oif: as its
+// interface or one of its next hops.
+func (r kroute) uses(oif int32) bool {
+	if r.oif == oif {
+		return true
+	}
+	if r.hops != nil {
+		for _, h := range *r.hops {
+			if h.oif == oif {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // owner is the interface index a host route's traffic leaves through, for
 // conntrack cleanup: 0 for routes without a single interface.
 func (r kroute) owner() int32 {
@@ -243,6 +262,9 @@ type Stats struct {
 	NeighborWrites uint64
 	// Resyncs counts full reads of the table.
 	Resyncs uint64
+	// Rescans counts reads of the routes through one interface, made when
+	// the interface comes up.
+	Rescans uint64
 	// ConntrackDeletions counts calls to the conntrack deleter.
 	ConntrackDeletions uint64
 }
@@ -262,12 +284,13 @@ func New(opts Options) (*Table, error) {
 		cands:        map[rkey]candSet{},
 		multipath:    map[rkey]int{},
 		tr:           delta.New[rkey, kroute](krouteEqual),
-		foreign:      map[rkey]struct{}{},
+		foreign:      map[rkey]kroute{},
 		graceSeen:    map[rkey]time.Time{},
 		nbrs:         delta.NewComparable[nbrKey, [6]byte](),
 		nbrOf:        map[rkey]nbrKey{},
 		needResync:   true,
 		flushedIndex: map[int32]bool{},
+		rescan:       map[int32]struct{}{},
 	}, nil
 }
 

@@ -362,6 +362,77 @@ func TestFailedConntrackFlushIsTriedOncePerApply(t *testing.T) {
 	assert.Empty(t, k.Flows())
 }
 
+// Interfaces that come up have their routes re-read one by one, up to a
+// limit past which one read of the whole table is cheaper; a failed
+// re-read writes nothing and makes the next Apply read the whole table.
+func TestRescanOfInterfacesThatComeUp(t *testing.T) {
+	for _, n := range []int{1, 4, 5, 20} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var names []string
+			for i := range n {
+				names = append(names, fmt.Sprintf("np-%d", i))
+			}
+			k, tbl, _ := newFake(t, rt.IPv4, names...)
+			ctx := context.Background()
+			for i, name := range names {
+				require.NoError(t, tbl.SetRoutes(1, name, []rt.Target{{CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i), 0}), 24)}}))
+			}
+			_, err := tbl.Apply(ctx)
+			require.NoError(t, err)
+			for _, name := range names {
+				idx, _ := k.LinkIndex(name)
+				require.NoError(t, k.SetLinkCarrier(name, false))
+				tbl.OnIfaceStateChanged(name, idx, rt.IfaceDown)
+			}
+			_, err = tbl.Apply(ctx)
+			require.NoError(t, err)
+			k.ResetCalls()
+			for _, name := range names {
+				idx, _ := k.LinkIndex(name)
+				require.NoError(t, k.SetLinkCarrier(name, true))
+				tbl.OnIfaceStateChanged(name, idx, rt.IfaceUp)
+			}
+			_, err = tbl.Apply(ctx)
+			require.NoError(t, err)
+			if n <= 4 {
+				assert.Equal(t, n, k.Calls(routetablefake.CallDumpInterface))
+				assert.Zero(t, k.Calls(routetablefake.CallDump))
+			} else {
+				assert.Zero(t, k.Calls(routetablefake.CallDumpInterface))
+				assert.Equal(t, 1, k.Calls(routetablefake.CallDump), "one read of the table instead")
+			}
+			assert.Zero(t, k.Writes(), "the kernel kept every route")
+			assert.Len(t, k.Routes(rt.IPv4, 0), n)
+		})
+	}
+
+	t.Run("failure", func(t *testing.T) {
+		k, tbl, _ := newFake(t, rt.IPv4, "np-a")
+		ctx := context.Background()
+		require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("10.0.0.0/24")}}))
+		_, err := tbl.Apply(ctx)
+		require.NoError(t, err)
+		idx, _ := k.LinkIndex("np-a")
+		require.NoError(t, k.SetLinkUp("np-a", false)) // routes flushed
+		tbl.OnIfaceStateChanged("np-a", idx, rt.IfaceDown)
+		_, err = tbl.Apply(ctx)
+		require.NoError(t, err)
+		require.NoError(t, k.SetLinkUp("np-a", true))
+		tbl.OnIfaceStateChanged("np-a", idx, rt.IfaceUp)
+		k.ResetCalls()
+		k.Inject(routetablefake.Fault{Call: routetablefake.CallDumpInterface})
+		_, err = tbl.Apply(ctx)
+		require.ErrorIs(t, err, rt.ErrDump)
+		assert.Zero(t, k.Writes())
+		_, err = tbl.Apply(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, k.Calls(routetablefake.CallDump), "the whole table read after the failure")
+		assert.Equal(t, 1, k.Writes())
+		assert.Len(t, k.Routes(rt.IPv4, 0), 1)
+		assert.Equal(t, uint64(1), tbl.Stats().Rescans)
+	})
+}
+
 func TestIfaceIndexChanges(t *testing.T) {
 	k, tbl, _ := newFake(t, rt.IPv4, "np-a")
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("10.0.0.0/24")}}))

@@ -41,17 +41,24 @@ func setupVeth(env *harness.Env, link, peer string) (int, error) {
 			return 0, err
 		}
 	}
+	return waitCarrier(env, link, true)
+}
+
+// waitCarrier waits (at most 5 s) until link has carrier (on) or has lost
+// it, and returns link's index.
+func waitCarrier(env *harness.Env, link string, on bool) (int, error) {
+	h := env.NS.Handle()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		l, err := h.LinkByName(link)
 		if err != nil {
 			return 0, err
 		}
-		if l.Attrs().Flags&net.FlagRunning != 0 {
+		if (l.Attrs().Flags&net.FlagRunning != 0) == on {
 			return l.Attrs().Index, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%s never got carrier", link)
+			return 0, fmt.Errorf("%s: carrier never became %v", link, on)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -68,12 +75,17 @@ func routeCountCheck(n int) func(what string, got int) error {
 }
 
 // ipRouteShowFloor is the hand-written way to read a table: `ip route show
-// table N`, output captured and its lines counted.
-func ipRouteShowFloor(table int, setup func(context.Context, *harness.Env) error, check func(string, int) error) harness.Variant {
+// table N` (`… dev D` when dev is set, which the kernel filters), output
+// captured and its lines counted.
+func ipRouteShowFloor(table int, dev string, setup func(context.Context, *harness.Env) error, check func(string, int) error) harness.Variant {
+	name, args := "ip route show table N", []string{"route", "show", "table", strconv.Itoa(table)}
+	if dev != "" {
+		name, args = name+" dev D", append(args, "dev", dev)
+	}
 	return harness.Variant{
-		Name: "ip route show table N", Role: harness.Floor, Setup: setup,
+		Name: name, Role: harness.Floor, Setup: setup,
 		Run: func(ctx context.Context, env *harness.Env) error {
-			out, err := env.NS.Exec(ctx, "ip", "route", "show", "table", strconv.Itoa(table))
+			out, err := env.NS.Exec(ctx, "ip", args...)
 			if err != nil {
 				return err
 			}
@@ -83,12 +95,27 @@ func ipRouteShowFloor(table int, setup func(context.Context, *harness.Env) error
 }
 
 // routeListPeer reads a table the way most Go agents do: vishvananda/netlink
-// RouteListFiltered, which builds the whole list.
-func routeListPeer(table int, setup func(context.Context, *harness.Env) error, check func(string, int) error) harness.Variant {
+// RouteListFiltered, which builds the whole list. With dev set it filters
+// by that link's index, which the library does in userspace after reading
+// the whole table (Felix reads an interface's routes so); the index lookup
+// is part of the run.
+func routeListPeer(table int, dev string, setup func(context.Context, *harness.Env) error, check func(string, int) error) harness.Variant {
+	name := "netlink RouteListFiltered"
+	if dev != "" {
+		name += " by link"
+	}
 	return harness.Variant{
-		Name: "netlink RouteListFiltered", Role: harness.Peer, Setup: setup,
+		Name: name, Role: harness.Peer, Setup: setup,
 		Run: func(_ context.Context, env *harness.Env) error {
-			rs, err := env.NS.Handle().RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+			filter, mask := &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE
+			if dev != "" {
+				l, err := env.NS.Handle().LinkByName(dev)
+				if err != nil {
+					return err
+				}
+				filter.LinkIndex, mask = l.Attrs().Index, mask|netlink.RT_FILTER_OIF
+			}
+			rs, err := env.NS.Handle().RouteListFiltered(netlink.FAMILY_V4, filter, mask)
 			if err != nil {
 				return err
 			}

@@ -177,8 +177,8 @@ func routesDump(n int) harness.Scenario {
 					return check("DumpRoutes", count)
 				},
 			},
-			ipRouteShowFloor(routesTable, setup, check),
-			routeListPeer(routesTable, setup, check),
+			ipRouteShowFloor(routesTable, "", setup, check),
+			routeListPeer(routesTable, "", setup, check),
 		},
 	}
 }

@@ -36,17 +36,32 @@ import (
 //     route show table 1000`; the peer is netlink RouteListFiltered.
 //   - routetable/heap/N: the heap a Table keeps per route once N routes
 //     are applied (declared candidates, winners and kernel view).
+//   - routetable/iface-up/N: N routes on np-a and rtblUpRoutes on a second
+//     veth np-c, whose carrier went away and came back (the kernel kept
+//     its routes). Ours is the Apply after np-c is reported up: one read
+//     of np-c's routes, which the kernel filters, and no writes. The floor
+//     is `ip route show table 1000 dev np-c` (also filtered in the
+//     kernel); the peer is netlink RouteListFiltered by link index, which
+//     reads the whole table and filters in userspace, as Felix re-reads an
+//     interface that comes up. Ours re-reading the whole table instead
+//     (QueueResync) is shown too: the ratio sets maxRescans.
 const (
 	rtblTable = 1000
 	rtblLink  = "np-a"
 	rtblPeer  = "np-b"
+	// rtblUpLink (peer rtblUpPeer) is the link that comes up in
+	// routetable/iface-up, with rtblUpRoutes routes.
+	rtblUpLink   = "np-c"
+	rtblUpPeer   = "np-d"
+	rtblUpRoutes = 10
 )
 
 func init() {
 	for _, n := range []int{100, 1_000, 10_000, 100_000} {
 		harness.Register(rtblInitial(n))
 	}
-	harness.Register(rtblChangeOne(100), rtblChangeOne(100_000), rtblNoopResync(100_000), rtblHeap(100_000))
+	harness.Register(rtblChangeOne(100), rtblChangeOne(100_000), rtblNoopResync(100_000), rtblHeap(100_000),
+		rtblIfaceUp(1_000), rtblIfaceUp(100_000))
 }
 
 func rtblTargets(n int) []routetable.Target {
@@ -252,8 +267,8 @@ func rtblNoopResync(n int) harness.Scenario {
 					return check("resync", after.InKernel)
 				},
 			},
-			ipRouteShowFloor(rtblTable, closing, check),
-			routeListPeer(rtblTable, closing, check),
+			ipRouteShowFloor(rtblTable, "", closing, check),
+			routeListPeer(rtblTable, "", closing, check),
 		},
 	}
 }
@@ -285,4 +300,124 @@ func rtblHeap(n int) harness.Scenario {
 			},
 		}},
 	}
+}
+
+func rtblIfaceUp(n int) harness.Scenario {
+	// load programs both links' routes with a Table, takes np-c's carrier
+	// away (telling the Table, which keeps the routes), and gives it back.
+	load := func(ctx context.Context, env *harness.Env) (*rtblState, int, error) {
+		if _, err := rtblSetupLink(ctx, env, n); err != nil {
+			return nil, 0, err
+		}
+		up, err := setupVeth(env, rtblUpLink, rtblUpPeer)
+		if err != nil {
+			return nil, 0, err
+		}
+		st, err := rtblLoad(ctx, env, rtblTargets(n))
+		if err != nil {
+			return nil, 0, err
+		}
+		carrier := func(on bool) error {
+			peer, err := env.NS.Handle().LinkByName(rtblUpPeer)
+			if err == nil && on {
+				err = env.NS.Handle().LinkSetUp(peer)
+			} else if err == nil {
+				err = env.NS.Handle().LinkSetDown(peer)
+			}
+			if err == nil {
+				_, err = waitCarrier(env, rtblUpLink, on)
+			}
+			return err
+		}
+		upTargets := make([]routetable.Target, rtblUpRoutes)
+		for i := range upTargets {
+			upTargets[i] = routetable.Target{CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 200, 0, byte(i)}), 32)}
+		}
+		err = st.table.SetRoutes(1, rtblUpLink, upTargets)
+		if err == nil {
+			_, err = st.table.Apply(ctx)
+		}
+		if err == nil {
+			err = carrier(false)
+		}
+		if err == nil {
+			st.table.OnIfaceStateChanged(rtblUpLink, up, routetable.IfaceDown)
+			_, err = st.table.Apply(ctx)
+		}
+		if err == nil {
+			err = carrier(true)
+		}
+		if err == nil {
+			err = rtblSleep(ctx, 250*time.Millisecond)
+		}
+		if err != nil {
+			st.kernel.Close()
+			return nil, 0, err
+		}
+		return st, up, nil
+	}
+	closing := func(ctx context.Context, env *harness.Env) error {
+		st, _, err := load(ctx, env)
+		if st != nil {
+			st.kernel.Close()
+		}
+		return err
+	}
+	check := routeCountCheck(rtblUpRoutes)
+	return harness.Scenario{
+		Name: "routetable/iface-up/" + strconv.Itoa(n),
+		Size: rtblUpRoutes,
+		Note: fmt.Sprintf("%d routes on np-a, %d on np-c, whose carrier came back: reading np-c's routes", n, rtblUpRoutes),
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane routetable", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					st, up, err := load(ctx, env)
+					env.State = rtblUpState{st, up}
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					s := env.State.(rtblUpState)
+					defer s.kernel.Close()
+					before := s.table.Stats()
+					s.table.OnIfaceStateChanged(rtblUpLink, s.up, routetable.IfaceUp)
+					if _, err := s.table.Apply(ctx); err != nil {
+						return err
+					}
+					after := s.table.Stats()
+					env.Report("writes", float64(after.RouteWrites-before.RouteWrites))
+					env.Report("rescans", float64(after.Rescans-before.Rescans))
+					if after.InKernel != n+rtblUpRoutes || after.Rescans != before.Rescans+1 || after.Resyncs != before.Resyncs {
+						return fmt.Errorf("not one interface read: %+v", after)
+					}
+					return nil
+				},
+			},
+			{
+				Name: "nodeplane routetable, whole table", Role: harness.Peer,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					st, up, err := load(ctx, env)
+					env.State = rtblUpState{st, up}
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					s := env.State.(rtblUpState)
+					defer s.kernel.Close()
+					s.table.OnIfaceStateChanged(rtblUpLink, s.up, routetable.IfaceUp)
+					s.table.QueueResync()
+					_, err := s.table.Apply(ctx)
+					return err
+				},
+			},
+			ipRouteShowFloor(rtblTable, rtblUpLink, closing, check),
+			routeListPeer(rtblTable, rtblUpLink, closing, check),
+		},
+	}
+}
+
+// rtblUpState is what ours keeps between Setup and Run in
+// routetable/iface-up: the loaded Table and np-c's index.
+type rtblUpState struct {
+	*rtblState
+	up int
 }

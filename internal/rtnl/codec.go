@@ -154,9 +154,9 @@ func appendMultipath(b []byte, v4 bool, hops []NextHop) []byte {
 }
 
 // appendDumpRequest appends an RTM_GETROUTE dump request. With filter, it
-// carries RTA_TABLE so that a kernel in strict-check mode sends only that
-// table.
-func appendDumpRequest(b []byte, seq uint32, family uint8, table uint32, filter bool) []byte {
+// carries RTA_TABLE (and RTA_OIF when oif is not 0) so that a kernel in
+// strict-check mode sends only that table's routes (through oif).
+func appendDumpRequest(b []byte, seq uint32, family uint8, table uint32, oif int32, filter bool) []byte {
 	start := len(b)
 	b = appendHeader(b, unix.RTM_GETROUTE, unix.NLM_F_REQUEST|unix.NLM_F_DUMP, seq)
 	rtmTable := uint8(0)
@@ -167,6 +167,9 @@ func appendDumpRequest(b []byte, seq uint32, family uint8, table uint32, filter 
 	b = ne.AppendUint32(b, 0)
 	if filter && table != 0 {
 		b = appendAttrU32(b, unix.RTA_TABLE, table)
+	}
+	if filter && oif != 0 {
+		b = appendAttrU32(b, unix.RTA_OIF, uint32(oif))
 	}
 	ne.PutUint32(b[start:], uint32(len(b)-start))
 	return b

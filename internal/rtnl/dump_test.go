@@ -90,6 +90,48 @@ func TestDumpRoutesFiltersByFamilyAndTable(t *testing.T) {
 	}
 }
 
+func TestDumpInterfaceRoutesFiltersByInterface(t *testing.T) {
+	for _, strict := range []bool{true, false} {
+		for _, honor := range []bool{true, false} {
+			for _, oif := range []int32{3, 4, 100, 7} {
+				s := newRouteStore()
+				s.honorFilter = honor
+				fillStore(s, 5)
+				k := s.kernel()
+				c := newConnOn(k, strict, true, 1<<20)
+				var got []Route
+				err := c.DumpInterfaceRoutes(context.Background(), unix.AF_INET, 0, oif, func(r *Route) error {
+					got = append(got, *r)
+					return nil
+				}, func() { got = got[:0] })
+				require.NoError(t, err)
+				want := map[routeKey]Route{}
+				for key, r := range expected(s, unix.AF_INET, 0) {
+					if r.Uses(oif) {
+						want[key] = r
+					}
+				}
+				assert.Equal(t, want, asMap(got), "strict %v, kernel filter %v, oif %d", strict, honor, oif)
+				switch oif {
+				case 3, 4:
+					assert.Len(t, got, 1, "the multipath route, through either next hop")
+				case 100:
+					assert.Len(t, got, 5)
+				default:
+					assert.Empty(t, got)
+				}
+				// The request carries the interface only when the kernel can filter.
+				_, payload, _, ok := nextMessage(k.sends[0])
+				require.True(t, ok)
+				assert.Equal(t, strict, len(payload) > rtmsgLen)
+			}
+		}
+	}
+	c := newConnOn(newRouteStore().kernel(), true, true, 1<<20)
+	err := c.DumpInterfaceRoutes(context.Background(), unix.AF_INET, 0, 0, func(*Route) error { return nil }, nil)
+	assert.ErrorIs(t, err, ErrInvalidArgument, "interface index 0")
+}
+
 func TestDumpRoutesRestartsInterruptedDumps(t *testing.T) {
 	s := newRouteStore()
 	s.honorFilter = true // so that the interruption falls mid-table

@@ -216,12 +216,18 @@ func (s *routeStore) dump(h header, payload []byte) [][]byte {
 	s.dumps++
 	family := payload[0]
 	var table uint32
-	if a := payload[rtmsgLen:]; len(a) >= 8 && ne.Uint16(a[2:]) == unix.RTA_TABLE {
-		table = ne.Uint32(a[4:])
+	var oif int32
+	for a := payload[rtmsgLen:]; len(a) >= 8; a = a[min(align4(int(ne.Uint16(a))), len(a)):] {
+		switch ne.Uint16(a[2:]) {
+		case unix.RTA_TABLE:
+			table = ne.Uint32(a[4:])
+		case unix.RTA_OIF:
+			oif = int32(ne.Uint32(a[4:]))
+		}
 	}
 	var keys []routeKey
-	for k := range s.routes {
-		if k.family == family && (!s.honorFilter || table == 0 || k.table == table) {
+	for k, r := range s.routes {
+		if k.family == family && (!s.honorFilter || ((table == 0 || k.table == table) && (oif == 0 || r.Uses(oif)))) {
 			keys = append(keys, k)
 		}
 	}

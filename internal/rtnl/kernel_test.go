@@ -266,6 +266,52 @@ func TestKernelRouteShapes(t *testing.T) {
 	assert.Equal(t, mp, got[i])
 }
 
+// A dump of one interface's routes equals the full dump filtered in
+// userspace, with the kernel filtering (strict) and without.
+func TestKernelDumpInterfaceRoutes(t *testing.T) {
+	e := newKernelEnv(t)
+	all := shapes(e.links)
+	ops := make([]RouteOp, 0, len(all)+2)
+	for _, s := range all {
+		ops = append(ops, RouteOp{Kind: OpAdd, Route: s.r})
+	}
+	// Multipath over both links (v1 has no address: onlink gateways).
+	ops = append(ops,
+		RouteOp{Kind: OpAdd, Route: v4(Route{Table: 1000, Dst: netip.MustParsePrefix("10.60.0.0/16"), Type: unix.RTN_UNICAST, Protocol: 80, NextHops: []NextHop{
+			{OIF: e.links.v0, Gateway: testGw4}, {OIF: e.links.v1, Gateway: netip.MustParseAddr("192.0.2.7"), Flags: unix.RTNH_F_ONLINK},
+		}})},
+		RouteOp{Kind: OpAdd, Route: v6(Route{Table: 1000, Dst: netip.MustParsePrefix("fd01:60::/64"), Type: unix.RTN_UNICAST, Protocol: 80, NextHops: []NextHop{
+			{OIF: e.links.v0, Gateway: testGw6}, {OIF: e.links.v1, Gateway: netip.MustParseAddr("fe80::7")},
+		}})},
+	)
+	e.apply(t, ops)
+	for _, strict := range []bool{true, false} {
+		e.c.strict = strict
+		for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+			full := e.ours(t, fam, 1000)
+			for _, oif := range []int32{e.links.v0, e.links.v1} {
+				var want, got []Route
+				for _, r := range full {
+					if r.Uses(oif) {
+						want = append(want, r)
+					}
+				}
+				err := e.c.DumpInterfaceRoutes(context.Background(), fam, 1000, oif, func(r *Route) error {
+					got = append(got, *r)
+					return nil
+				}, func() { got = got[:0] })
+				require.NoError(t, err)
+				sortRoutes(got)
+				assert.Equal(t, want, got, "strict %v, family %d, oif %d", strict, fam, oif)
+				assert.NotEmpty(t, got)
+				assert.Less(t, len(got), len(full))
+				mp := slices.IndexFunc(got, func(r Route) bool { return len(r.NextHops) > 1 && r.Uses(e.links.v0) && r.Uses(e.links.v1) })
+				assert.GreaterOrEqual(t, mp, 0, "the multipath route over both links is in both dumps")
+			}
+		}
+	}
+}
+
 func TestKernelPerOpErrors(t *testing.T) {
 	e := newKernelEnv(t)
 	h := e.ns.Handle()

@@ -126,6 +126,20 @@ type RouteOp struct {
 	Route Route
 }
 
+// Uses reports whether r leaves through the interface with index oif: as
+// its output interface or as one of its next hops.
+func (r *Route) Uses(oif int32) bool {
+	if r.OIF == oif {
+		return true
+	}
+	for i := range r.NextHops {
+		if r.NextHops[i].OIF == oif {
+			return true
+		}
+	}
+	return false
+}
+
 // Validate reports whether r can be written (OpReplace or OpAdd), with an
 // error wrapping ErrInvalidRoute that says why not. ApplyRoutes validates
 // every operation and never sends an invalid one.

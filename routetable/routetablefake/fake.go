@@ -38,11 +38,13 @@ const (
 	CallDeleteNeighbor
 	// CallConntrack is DeleteConntrack.
 	CallConntrack
+	// CallDumpInterface is DumpInterfaceRoutes.
+	CallDumpInterface
 	numCalls
 )
 
 var callNames = [...]string{"", "replace", "add", "delete", "dump", "links", "neighbors", "set-neighbor",
-	"delete-neighbor", "conntrack"}
+	"delete-neighbor", "conntrack", "dump-interface"}
 
 // String returns the call's name, such as "replace".
 func (c Call) String() string {
@@ -66,7 +68,7 @@ type Fault struct {
 	// Times is how many matching calls fail: 0 means 1, negative means
 	// every one until ClearFaults.
 	Times int
-	// Interrupt, for CallDump, restarts the dump halfway instead of
+	// Interrupt, for CallDump and CallDumpInterface, restarts the dump halfway instead of
 	// failing it, as the kernel does when a concurrent change interrupts
 	// a dump: the caller's reset function is called and every route is
 	// reported again from the start.
@@ -85,6 +87,8 @@ type link struct {
 	name  string
 	index int
 	up    bool
+	// noCarrier is set while the link has lost its carrier.
+	noCarrier bool
 }
 
 type routeKey struct {
@@ -238,6 +242,22 @@ func (k *Kernel) SetLinkUp(name string, up bool) error {
 	return nil
 }
 
+// SetLinkCarrier gives a link its carrier or takes it away, as a cable
+// or a veth peer going down does. Unlike SetLinkUp(false), losing the
+// carrier keeps the routes through the link (the kernel marks them
+// linkdown) and writes through it still succeed; Links reports the link
+// down until the carrier is back.
+func (k *Kernel) SetLinkCarrier(name string, carrier bool) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.byName(name)
+	if l == nil {
+		return fmt.Errorf("routetablefake: link %q: %w", name, syscall.ENODEV)
+	}
+	l.noCarrier = !carrier
+	return nil
+}
+
 // RenameLink renames a link. Like the kernel, it renames only a link that
 // is down (EBUSY otherwise).
 func (k *Kernel) RenameLink(name, newName string) error {
@@ -273,11 +293,7 @@ func (k *Kernel) DeleteLink(name string) error {
 // flushLink removes the routes and neighbours through link index.
 func (k *Kernel) flushLink(index int, deleted bool) {
 	for key, r := range k.routes {
-		through := r.OIF == index
-		for _, h := range r.NextHops {
-			through = through || h.OIF == index
-		}
-		if !through || (!deleted && r.Family == routetable.IPv4 && r.Type == routetable.RTNLocal) {
+		if !through(&r, index) || (!deleted && r.Family == routetable.IPv4 && r.Type == routetable.RTNLocal) {
 			continue
 		}
 		delete(k.routes, key)
@@ -287,6 +303,20 @@ func (k *Kernel) flushLink(index int, deleted bool) {
 			delete(k.neighs, key)
 		}
 	}
+}
+
+// through reports whether r leaves through link index: as its interface or
+// one of its next hops.
+func through(r *routetable.KernelRoute, index int) bool {
+	if r.OIF == index {
+		return true
+	}
+	for _, h := range r.NextHops {
+		if h.OIF == index {
+			return true
+		}
+	}
+	return false
 }
 
 // AddFlow adds a conntrack flow.
@@ -488,14 +518,32 @@ func (k *Kernel) Route(family routetable.Family, table uint32, dst netip.Prefix,
 
 // DumpRoutes implements routetable.Kernel; table 0 dumps every table.
 func (k *Kernel) DumpRoutes(ctx context.Context, family routetable.Family, table uint32, fn func(*routetable.KernelRoute) error, reset func()) error {
+	return k.dump(ctx, CallDump, family, table, 0, fn, reset)
+}
+
+// DumpInterfaceRoutes implements routetable.Kernel: DumpRoutes limited to
+// the routes through link oif (as their interface or one of their next
+// hops).
+func (k *Kernel) DumpInterfaceRoutes(ctx context.Context, family routetable.Family, table uint32, oif int, fn func(*routetable.KernelRoute) error, reset func()) error {
+	if oif <= 0 {
+		return fmt.Errorf("routetablefake: interface index %d: %w", oif, syscall.EINVAL)
+	}
+	return k.dump(ctx, CallDumpInterface, family, table, oif, fn, reset)
+}
+
+// dump implements DumpRoutes (oif 0) and DumpInterfaceRoutes.
+func (k *Kernel) dump(ctx context.Context, call Call, family routetable.Family, table uint32, oif int, fn func(*routetable.KernelRoute) error, reset func()) error {
 	k.mu.Lock()
-	k.calls[CallDump]++
-	f := k.fault(CallDump, netip.Prefix{})
+	k.calls[call]++
+	f := k.fault(call, netip.Prefix{})
 	keys := k.sortedKeys(family, table)
-	routes := make([]routetable.KernelRoute, len(keys))
-	for i, key := range keys {
-		routes[i] = k.routes[key]
-		routes[i].NextHops = slices.Clone(routes[i].NextHops)
+	routes := make([]routetable.KernelRoute, 0, len(keys))
+	for _, key := range keys {
+		r := k.routes[key]
+		if oif == 0 || through(&r, oif) {
+			r.NextHops = slices.Clone(r.NextHops)
+			routes = append(routes, r)
+		}
 	}
 	k.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -569,7 +617,7 @@ func (k *Kernel) Links(context.Context) ([]routetable.Link, error) {
 	}
 	out := make([]routetable.Link, 0, len(k.links))
 	for _, l := range k.links {
-		out = append(out, routetable.Link{Name: l.name, Index: l.index, Up: l.up})
+		out = append(out, routetable.Link{Name: l.name, Index: l.index, Up: l.up && !l.noCarrier})
 	}
 	slices.SortFunc(out, func(a, b routetable.Link) int { return cmp.Compare(a.Index, b.Index) })
 	return out, nil

@@ -132,6 +132,54 @@ func TestLinkLifecycle(t *testing.T) {
 	assert.Equal(t, []rt.Link{{Name: "lo", Index: 1, Up: true}, {Name: "b", Index: 3}}, links)
 }
 
+// Losing the carrier keeps the routes and lets writes through, unlike
+// going down; an interface dump reports the routes through the link,
+// multipath ones included.
+func TestCarrierAndInterfaceDumps(t *testing.T) {
+	k, a, b := setup(t)
+	require.NoError(t, k.SetLinkUp("b", true))
+	dev := func(dst string, oif int) rt.KernelRoute {
+		return rt.KernelRoute{Family: rt.IPv4, Dst: p(dst), Type: rt.RTNUnicast, Protocol: 78, Scope: rt.ScopeLink, OIF: oif}
+	}
+	require.NoError(t, apply(k, rt.OpAdd, dev("10.0.0.0/24", a)))
+	require.NoError(t, apply(k, rt.OpAdd, dev("10.0.1.0/24", b)))
+	require.NoError(t, apply(k, rt.OpAdd, rt.KernelRoute{Family: rt.IPv4, Dst: p("10.0.2.0/24"), Type: rt.RTNUnicast,
+		NextHops: []rt.KernelNextHop{{OIF: a}, {OIF: b}}}))
+	require.NoError(t, apply(k, rt.OpAdd, rt.KernelRoute{Family: rt.IPv4, Dst: p("10.0.3.0/24"), Type: rt.RTNBlackhole}))
+
+	dump := func(oif int) []netip.Prefix {
+		var out []netip.Prefix
+		require.NoError(t, k.DumpInterfaceRoutes(ctx, rt.IPv4, 0, oif, func(r *rt.KernelRoute) error {
+			out = append(out, r.Dst)
+			return nil
+		}, func() { out = nil }))
+		return out
+	}
+	assert.Equal(t, []netip.Prefix{p("10.0.0.0/24"), p("10.0.2.0/24")}, dump(a))
+	assert.Equal(t, []netip.Prefix{p("10.0.1.0/24"), p("10.0.2.0/24")}, dump(b))
+	assert.ErrorIs(t, k.DumpInterfaceRoutes(ctx, rt.IPv4, 0, 0, func(*rt.KernelRoute) error { return nil }, nil), syscall.EINVAL)
+	assert.Equal(t, 2, k.Calls(routetablefake.CallDumpInterface))
+	assert.Zero(t, k.Calls(routetablefake.CallDump))
+
+	require.NoError(t, k.SetLinkCarrier("a", false))
+	links, err := k.Links(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, links, rt.Link{Name: "a", Index: a}, "reported down")
+	assert.Len(t, k.Routes(rt.IPv4, 0), 4, "routes kept")
+	require.NoError(t, apply(k, rt.OpReplace, dev("10.0.4.0/24", a)), "writes still accepted")
+	require.NoError(t, k.SetLinkCarrier("a", true))
+	links, err = k.Links(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, links, rt.Link{Name: "a", Index: a, Up: true})
+	assert.ErrorIs(t, k.SetLinkCarrier("nope", true), syscall.ENODEV)
+
+	require.NoError(t, k.SetLinkUp("a", false))
+	_, ok := k.Route(rt.IPv4, 0, p("10.0.0.0/24"), 0)
+	assert.False(t, ok, "going down removes the routes through it")
+	_, ok = k.Route(rt.IPv4, 0, p("10.0.1.0/24"), 0)
+	assert.True(t, ok)
+}
+
 func TestFaults(t *testing.T) {
 	k, a, _ := setup(t)
 	r := rt.KernelRoute{Family: rt.IPv4, Dst: p("10.0.0.0/24"), Type: rt.RTNUnicast, Scope: rt.ScopeLink, OIF: a}
