@@ -448,11 +448,18 @@ func testPhaseOrder(t *testing.T, f family) {
 	// Step 2: disable. In one pass the jump and chain go (PhaseTables)
 	// before the set is destroyed (PhaseIPSetsDelete).
 	require.NoError(t, second.loop.Send(ctx, policy{}))
+	// The recorder logs a call when its process has exited, which can be
+	// after the kernel shows the effect: wait for the log too.
+	destroyLogged := func() bool {
+		calls, _ := e.rec.since(mark)
+		return slices.ContainsFunc(calls, func(c call) bool { return c.argv == "ipset destroy "+kname })
+	}
 	require.Eventually(t, func() bool {
 		saved := strings.Split(e.save(t), "\n")
 		return !slices.Contains(e.setNames(t), kname) &&
 			lineWith(saved, chainName) == "" &&
-			lineWith(e.routes(t), f.ourRoute.String()) == ""
+			lineWith(e.routes(t), f.ourRoute.String()) == "" &&
+			destroyLogged()
 	}, waitFor, tick, "the set, the chain, the jump and the route are removed")
 	calls, _ = e.rec.since(mark)
 	var destroys []int
