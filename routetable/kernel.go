@@ -79,6 +79,12 @@ const (
 	// FlagOnlink is RTNH_F_ONLINK, in KernelRoute.Flags and
 	// KernelNextHop.Flags.
 	FlagOnlink uint32 = 4
+	// FlagDead (RTNH_F_DEAD) and FlagLinkdown (RTNH_F_LINKDOWN) are
+	// reported in dumps, never written: a next hop whose interface is
+	// down is dead (and linkdown), a route or next hop whose interface
+	// has lost its carrier is linkdown.
+	FlagDead     uint32 = 1
+	FlagLinkdown uint32 = 16
 
 	// ProtoKernel is RTPROT_KERNEL: routes the kernel adds for addresses.
 	ProtoKernel uint8 = 2
@@ -132,7 +138,8 @@ type KernelNextHop struct {
 	// Weight is the path's relative weight minus one, as the kernel
 	// stores it (rtnh_hops): 0 is weight 1, the default.
 	Weight uint8
-	// Flags are next-hop flags (FlagOnlink).
+	// Flags are next-hop flags (FlagOnlink; dumps also report FlagDead
+	// and FlagLinkdown).
 	Flags uint8
 }
 

@@ -269,3 +269,68 @@ func flowsWith(t *testing.T, ns *kerneltest.NS, fam rt.Family, a, b netip.Addr) 
 	}
 	return withA, withB
 }
+
+// TestKernelFakeMatchesKernel makes the same link and route changes on
+// routetablefake and on the real kernel and compares the table after each
+// step, flags and scopes included: routes going with their interface,
+// kept (linkdown) through a lost carrier and written through one,
+// multipath next hops marked dead and revived, and the IPv4/IPv6
+// difference when a multipath route's link is deleted.
+func TestKernelFakeMatchesKernel(t *testing.T) {
+	kerneltest.RequireKernel(t)
+	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) {
+			envs := []*env{fakeEnv(fam, 1000), kernelEnv(t, fam, 1000)}
+			each := func(do func(e *env)) {
+				for _, e := range envs {
+					do(e)
+				}
+			}
+			compare := func(step string) {
+				t.Helper()
+				fake, kernel := envs[0].detailed(t), envs[1].detailed(t)
+				require.NotEmpty(t, kernel, step)
+				assert.Equal(t, kernel, fake, "after %s: kernel (-) vs fake (+)", step)
+			}
+			idx := map[*env][2]int{}
+			each(func(e *env) { idx[e] = [2]int{e.addLink(t, "np-a"), e.addLink(t, "np-b")} })
+			route := func(e *env, dst string, r rt.KernelRoute) rt.KernelRoute {
+				r.Family, r.Table, r.Dst, r.Protocol = e.fam, e.table, e.pfx(dst), rt.DefaultProtocol
+				if r.Type == 0 {
+					r.Type = rt.RTNUnicast
+				}
+				return r
+			}
+			each(func(e *env) {
+				a, b := idx[e][0], idx[e][1]
+				e.addRoute(t, route(e, "10.0.1.0/24", rt.KernelRoute{OIF: a, Scope: rt.ScopeLink}))
+				e.addRoute(t, route(e, "10.0.2.0/24", rt.KernelRoute{OIF: a, Gateway: e.gw(1)}))
+				e.addRoute(t, route(e, "10.0.3.0/24", rt.KernelRoute{OIF: b, Scope: rt.ScopeLink}))
+				e.addRoute(t, route(e, "10.0.4.0/24", rt.KernelRoute{NextHops: []rt.KernelNextHop{
+					{OIF: a, Gateway: e.gw(1)}, {OIF: b, Gateway: e.gw(2)},
+				}}))
+				e.addRoute(t, route(e, "10.0.5.0/24", rt.KernelRoute{Type: rt.RTNBlackhole}))
+				if fam == rt.IPv4 {
+					e.addRoute(t, route(e, "10.0.6.1/32", rt.KernelRoute{Type: rt.RTNLocal, OIF: a, Scope: rt.ScopeHost}))
+				}
+			})
+			compare("writing")
+			each(func(e *env) { e.setCarrier(t, "np-a", false) })
+			compare("np-a lost its carrier")
+			each(func(e *env) {
+				e.addRoute(t, route(e, "10.0.7.0/24", rt.KernelRoute{OIF: idx[e][0], Scope: rt.ScopeLink}))
+			})
+			compare("a write through np-a without carrier")
+			each(func(e *env) { e.setCarrier(t, "np-a", true) })
+			compare("np-a got its carrier back")
+			each(func(e *env) { e.setUp(t, "np-b", false) })
+			compare("np-b down")
+			each(func(e *env) { e.setUp(t, "np-b", true) })
+			compare("np-b up")
+			each(func(e *env) { e.deleteLink(t, "np-b") })
+			compare("np-b deleted")
+			each(func(e *env) { e.setUp(t, "np-a", false) })
+			compare("np-a down")
+		})
+	}
+}

@@ -138,6 +138,27 @@ func (e *env) routes(t *testing.T) []string {
 	return out
 }
 
+// detailed is routes with what formatRoute leaves out: the scope and the
+// flags of the route and of its next hops (in formatRoute's order).
+func (e *env) detailed(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	names := e.linkNames(t)
+	err := e.kernel.k.DumpRoutes(context.Background(), e.fam, e.table, func(r *routetable.KernelRoute) error {
+		line := fmt.Sprintf("%s scope %d flags %#x", formatRoute(r, names), r.Scope, r.Flags)
+		hops := slices.Clone(r.NextHops)
+		slices.SortFunc(hops, func(a, b routetable.KernelNextHop) int { return a.Gateway.Compare(b.Gateway) })
+		for _, h := range hops {
+			line += fmt.Sprintf(" hop-flags %#x", h.Flags)
+		}
+		out = append(out, line)
+		return nil
+	}, func() { out = nil })
+	require.NoError(t, err)
+	slices.Sort(out)
+	return out
+}
+
 // ours returns the routes with our protocol.
 func (e *env) ours(t *testing.T) []string {
 	var out []string

@@ -14,8 +14,13 @@
 // match. A route through an interface that does not exist fails with
 // ENODEV, through one that is down with ENETDOWN. When a link goes down,
 // the routes through it vanish (IPv4 local routes excepted, as in the
-// kernel) and so do its neighbour entries; when it is deleted, everything
-// through it vanishes. IPv6 routes are stored as the kernel reports them:
+// kernel) and so do its neighbour entries, but a multipath route keeps a
+// dead next hop through it until all its next hops are dead; when it is
+// deleted, everything through it vanishes (in IPv6, only the next hop of a
+// multipath route). A link that loses its carrier (SetLinkCarrier) keeps
+// its routes, marked linkdown, and accepts writes. TestKernelFakeMatchesKernel
+// in package routetable checks these against the real kernel, flags
+// included. IPv6 routes are stored as the kernel reports them:
 // metric 0 becomes 1024, the scope is universe, and blackhole-like routes
 // sit on lo. Gateway reachability and preferred-source checks are not
 // emulated.
@@ -26,8 +31,8 @@
 // destination, once, N times or until ClearFaults), or makes a dump restart
 // midway as an interrupted kernel dump does. Calls counts every call by
 // kind; Routes, Route, Neighbors, Flows and LinkIndex show the state.
-// AddRoute, DeleteRoute, AddLink, SetLinkUp, RenameLink, DeleteLink and
-// AddFlow change it as an administrator or another agent would, without
+// AddRoute, DeleteRoute, AddLink, SetLinkUp, SetLinkCarrier, RenameLink,
+// DeleteLink and AddFlow change it as an administrator or another agent would, without
 // counting as calls.
 //
 // The package owns nothing outside the Kernel value and touches no kernel

@@ -227,7 +227,10 @@ func (k *Kernel) LinkIndex(name string) (int, bool) {
 }
 
 // SetLinkUp brings a link up or down. Going down removes the routes
-// through it (except IPv4 local routes) and its neighbour entries.
+// through it (except IPv4 local routes) and its neighbour entries; a
+// multipath route keeps its next hop through it, marked dead (FlagDead,
+// FlagLinkdown), until all its next hops are dead. Coming up revives the
+// dead next hops.
 func (k *Kernel) SetLinkUp(name string, up bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -239,6 +242,7 @@ func (k *Kernel) SetLinkUp(name string, up bool) error {
 		k.flushLink(l.index, false)
 	}
 	l.up = up
+	k.markLink(l)
 	return nil
 }
 
@@ -255,6 +259,7 @@ func (k *Kernel) SetLinkCarrier(name string, carrier bool) error {
 		return fmt.Errorf("routetablefake: link %q: %w", name, syscall.ENODEV)
 	}
 	l.noCarrier = !carrier
+	k.markLink(l)
 	return nil
 }
 
@@ -277,7 +282,9 @@ func (k *Kernel) RenameLink(name, newName string) error {
 	return nil
 }
 
-// DeleteLink deletes a link and everything through it.
+// DeleteLink deletes a link and everything through it. A multipath route
+// through it goes in IPv4; in IPv6 only its next hop through the link
+// goes (with one left, it becomes a single-path route).
 func (k *Kernel) DeleteLink(name string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -290,19 +297,94 @@ func (k *Kernel) DeleteLink(name string) error {
 	return nil
 }
 
-// flushLink removes the routes and neighbours through link index.
+// flushLink removes the routes and neighbours through link index, which
+// went down or (deleted) away. A multipath route keeps its other next
+// hops: the ones through a link that went down are marked dead, and the
+// route goes when all are; IPv6 drops the next hops through a deleted link
+// (the route becomes single-path with one left), IPv4 the whole route.
 func (k *Kernel) flushLink(index int, deleted bool) {
+	dead := uint8(routetable.FlagDead | routetable.FlagLinkdown)
 	for key, r := range k.routes {
 		if !through(&r, index) || (!deleted && r.Family == routetable.IPv4 && r.Type == routetable.RTNLocal) {
 			continue
 		}
-		delete(k.routes, key)
+		if len(r.NextHops) < 2 || (deleted && r.Family == routetable.IPv4) {
+			delete(k.routes, key)
+			continue
+		}
+		hops, alive := make([]routetable.KernelNextHop, 0, len(r.NextHops)), 0
+		for _, h := range r.NextHops {
+			if h.OIF == index {
+				if deleted {
+					continue
+				}
+				h.Flags |= dead
+			}
+			if h.Flags&dead != dead {
+				alive++
+			}
+			hops = append(hops, h)
+		}
+		switch {
+		case alive == 0:
+			delete(k.routes, key)
+			continue
+		case len(hops) == 1:
+			h := hops[0]
+			r.OIF, r.Gateway, r.Flags, r.NextHops = h.OIF, h.Gateway, uint32(h.Flags), nil
+		default:
+			r.NextHops = hops
+		}
+		k.routes[key] = r
 	}
 	for key := range k.neighs {
 		if key.index == index {
 			delete(k.neighs, key)
 		}
 	}
+}
+
+// markLink sets the dead and linkdown flags of the routes and next hops
+// through l from its state: the kernel revives a dead next hop when its
+// link comes back up, and marks what goes through a link without carrier
+// linkdown.
+func (k *Kernel) markLink(l *link) {
+	for key, r := range k.routes {
+		if through(&r, l.index) {
+			markRoute(&r, l)
+			k.routes[key] = r
+		}
+	}
+}
+
+// markRoute sets the flags of r and of its next hops through l from l's
+// state. Local routes are never marked.
+func markRoute(r *routetable.KernelRoute, l *link) {
+	if r.Type == routetable.RTNLocal {
+		return
+	}
+	r.NextHops = slices.Clone(r.NextHops)
+	if r.OIF == l.index {
+		r.Flags = linkFlags(r.Flags, l)
+	}
+	for i := range r.NextHops {
+		if r.NextHops[i].OIF == l.index {
+			r.NextHops[i].Flags = uint8(linkFlags(uint32(r.NextHops[i].Flags), l))
+		}
+	}
+}
+
+// linkFlags returns flags with FlagDead and FlagLinkdown as link l's
+// state says (a down link's next hops are already dead: kept).
+func linkFlags(flags uint32, l *link) uint32 {
+	if !l.up {
+		return flags
+	}
+	flags &^= routetable.FlagDead | routetable.FlagLinkdown
+	if l.noCarrier {
+		flags |= routetable.FlagLinkdown
+	}
+	return flags
 }
 
 // through reports whether r leaves through link index: as its interface or
@@ -432,6 +514,11 @@ func (k *Kernel) write(kind routetable.OpKind, r routetable.KernelRoute) error {
 			return err
 		}
 		r = normalise(r)
+		for _, l := range k.links {
+			if through(&r, l.index) {
+				markRoute(&r, l)
+			}
+		}
 		key := keyOf(&r)
 		if _, ok := k.routes[key]; ok && kind == routetable.OpAdd {
 			return syscall.EEXIST

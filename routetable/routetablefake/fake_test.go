@@ -180,6 +180,50 @@ func TestCarrierAndInterfaceDumps(t *testing.T) {
 	assert.True(t, ok)
 }
 
+// A multipath route keeps its other next hops when one's link goes down
+// (marked dead, revived on up) and goes when all are dead; deleting a
+// link removes an IPv4 multipath route but only the next hop in IPv6.
+func TestMultipathOnLinkChanges(t *testing.T) {
+	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) {
+			k, a, b := setup(t)
+			require.NoError(t, k.SetLinkUp("b", true))
+			dst := p("10.0.4.0/24")
+			if fam == rt.IPv6 {
+				dst = p("fd00:4::/64")
+			}
+			require.NoError(t, apply(k, rt.OpAdd, rt.KernelRoute{Family: fam, Dst: dst, Type: rt.RTNUnicast,
+				NextHops: []rt.KernelNextHop{{OIF: a}, {OIF: b}}}))
+			hopFlags := func() []uint8 {
+				r, ok := k.Route(fam, 0, dst, map[rt.Family]uint32{rt.IPv4: 0, rt.IPv6: 1024}[fam])
+				require.True(t, ok)
+				var out []uint8
+				for _, h := range r.NextHops {
+					out = append(out, h.Flags)
+				}
+				return out
+			}
+			dead := uint8(rt.FlagDead | rt.FlagLinkdown)
+			require.NoError(t, k.SetLinkUp("b", false))
+			assert.Equal(t, []uint8{0, dead}, hopFlags())
+			require.NoError(t, k.SetLinkUp("b", true))
+			assert.Equal(t, []uint8{0, 0}, hopFlags(), "revived")
+			require.NoError(t, k.SetLinkCarrier("a", false))
+			assert.Equal(t, []uint8{uint8(rt.FlagLinkdown), 0}, hopFlags())
+			require.NoError(t, k.SetLinkCarrier("a", true))
+
+			require.NoError(t, k.DeleteLink("b"))
+			routes := k.Routes(fam, 0)
+			if fam == rt.IPv4 {
+				assert.Empty(t, routes, "IPv4 drops the whole route")
+			} else if assert.Len(t, routes, 1) {
+				assert.Equal(t, a, routes[0].OIF, "IPv6 keeps the other next hop, as a single path")
+				assert.Empty(t, routes[0].NextHops)
+			}
+		})
+	}
+}
+
 func TestFaults(t *testing.T) {
 	k, a, _ := setup(t)
 	r := rt.KernelRoute{Family: rt.IPv4, Dst: p("10.0.0.0/24"), Type: rt.RTNUnicast, Scope: rt.ScopeLink, OIF: a}
