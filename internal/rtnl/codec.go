@@ -3,6 +3,7 @@
 package rtnl
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -228,27 +229,68 @@ func parseError(h header, payload []byte) (code int32, msg string, ok bool) {
 
 // extackMessage returns NLMSGERR_ATTR_MSG from extended-ack attributes.
 func extackMessage(attrs []byte) string {
-	for len(attrs) >= attrHdrLen {
-		l, t := int(ne.Uint16(attrs)), ne.Uint16(attrs[2:])&0x3fff
-		if l < attrHdrLen || l > len(attrs) {
+	for len(attrs) > 0 {
+		t, v, rest, ok := nextAttr(attrs)
+		if !ok {
 			return ""
 		}
 		if t == unix.NLMSGERR_ATTR_MSG {
-			v := attrs[attrHdrLen:l]
-			for i, c := range v {
-				if c == 0 {
-					v = v[:i]
-					break
-				}
+			if i := bytes.IndexByte(v, 0); i >= 0 {
+				v = v[:i]
 			}
 			return string(v)
 		}
-		if align4(l) >= len(attrs) {
-			return ""
-		}
-		attrs = attrs[align4(l):]
+		attrs = rest
 	}
 	return ""
+}
+
+// nextAttr splits the first attribute (struct rtattr or nlattr) off b: its
+// type without the nested and byte-order flags, its value, and the
+// attributes after it (nil at the end). ok is false when b does not start
+// with a whole attribute.
+func nextAttr(b []byte) (typ uint16, v, rest []byte, ok bool) {
+	rec, rest, ok := nextRecord(b, attrHdrLen)
+	if len(b) >= attrHdrLen {
+		typ = ne.Uint16(b[2:]) & 0x3fff
+	}
+	if !ok {
+		return typ, nil, nil, false
+	}
+	return typ, rec[attrHdrLen:], rest, true
+}
+
+// nextRecord splits the first record off b, a run of 4-byte aligned records
+// that each start with their 16-bit length (attributes, rtnexthops) and
+// have a header of hdrLen bytes. ok is false when b does not start with a
+// whole record.
+func nextRecord(b []byte, hdrLen int) (rec, rest []byte, ok bool) {
+	if len(b) < hdrLen {
+		return nil, nil, false
+	}
+	l := int(ne.Uint16(b))
+	if l < hdrLen || l > len(b) {
+		return nil, nil, false
+	}
+	if next := align4(l); next < len(b) {
+		rest = b[next:]
+	}
+	return b[:l], rest, true
+}
+
+// gateway decodes a next hop's RTA_GATEWAY (an address of the route's
+// family) or RTA_VIA (struct rtvia, any family).
+func gateway(v4 bool, typ uint16, v []byte) (netip.Addr, error) {
+	if typ == unix.RTA_VIA {
+		if a, ok := viaAddr(v); ok {
+			return a, nil
+		}
+		return netip.Addr{}, errMalformed("RTA_VIA of %d bytes", len(v))
+	}
+	if a, ok := addrOf(v4, v); ok {
+		return a, nil
+	}
+	return netip.Addr{}, errMalformed("RTA_GATEWAY of %d bytes", len(v))
 }
 
 // errMalformed returns an error wrapping ErrMalformed.
@@ -282,13 +324,12 @@ func decodeRoute(payload []byte, r *Route) (ok bool, err error) {
 		return false, errMalformed("prefix length %d", dstLen)
 	}
 	dst := zeroAddr(v4)
-	attrs := payload[rtmsgLen:]
-	for len(attrs) >= attrHdrLen {
-		l, t := int(ne.Uint16(attrs)), ne.Uint16(attrs[2:])&0x3fff
-		if l < attrHdrLen || l > len(attrs) {
-			return false, errMalformed("attribute %d of length %d in %d bytes", t, l, len(attrs))
+	for attrs := payload[rtmsgLen:]; len(attrs) > 0; {
+		t, v, rest, ok := nextAttr(attrs)
+		if !ok {
+			return false, errMalformed("attribute %d in %d bytes", t, len(attrs))
 		}
-		v := attrs[attrHdrLen:l]
+		attrs = rest
 		switch t {
 		case unix.RTA_DST:
 			a, ok := addrOf(v4, v)
@@ -306,18 +347,10 @@ func decodeRoute(payload []byte, r *Route) (ok bool, err error) {
 				return false, errMalformed("RTA_OIF of %d bytes", len(v))
 			}
 			r.OIF = int32(ne.Uint32(v))
-		case unix.RTA_GATEWAY:
-			a, ok := addrOf(v4, v)
-			if !ok {
-				return false, errMalformed("RTA_GATEWAY of %d bytes", len(v))
+		case unix.RTA_GATEWAY, unix.RTA_VIA:
+			if r.Gateway, err = gateway(v4, t, v); err != nil {
+				return false, err
 			}
-			r.Gateway = a
-		case unix.RTA_VIA:
-			a, ok := viaAddr(v)
-			if !ok {
-				return false, errMalformed("RTA_VIA of %d bytes", len(v))
-			}
-			r.Gateway = a
 		case unix.RTA_PREFSRC:
 			a, ok := addrOf(v4, v)
 			if !ok {
@@ -338,10 +371,6 @@ func decodeRoute(payload []byte, r *Route) (ok bool, err error) {
 			}
 			r.NextHops = hops
 		}
-		if align4(l) >= len(attrs) {
-			break
-		}
-		attrs = attrs[align4(l):]
 	}
 	r.Dst = netip.PrefixFrom(dst, dstLen).Masked()
 	return true, nil
@@ -381,74 +410,51 @@ func viaAddr(v []byte) (netip.Addr, bool) {
 
 // metricMTU returns RTAX_MTU from a RTA_METRICS payload, 0 if absent.
 func metricMTU(v []byte) uint32 {
-	for len(v) >= attrHdrLen {
-		l, t := int(ne.Uint16(v)), ne.Uint16(v[2:])&0x3fff
-		if l < attrHdrLen || l > len(v) {
+	for len(v) > 0 {
+		t, mv, rest, ok := nextAttr(v)
+		if !ok {
 			return 0
 		}
-		if t == unix.RTAX_MTU && l >= attrHdrLen+4 {
-			return ne.Uint32(v[attrHdrLen:])
+		if t == unix.RTAX_MTU && len(mv) >= 4 {
+			return ne.Uint32(mv)
 		}
-		if align4(l) >= len(v) {
-			return 0
-		}
-		v = v[align4(l):]
+		v = rest
 	}
 	return 0
 }
 
-// decodeMultipath parses a RTA_MULTIPATH payload into a new slice.
+// decodeMultipath parses a RTA_MULTIPATH payload (struct rtnexthop
+// records) into a new slice.
 func decodeMultipath(v4 bool, v []byte) ([]NextHop, error) {
 	n := 0
-	for rest := v; len(rest) >= rtnhLen; {
-		l := int(ne.Uint16(rest))
-		if l < rtnhLen || l > len(rest) {
-			return nil, errMalformed("rtnexthop of length %d in %d bytes", l, len(rest))
+	for rest := v; len(rest) > 0; n++ {
+		var ok bool
+		if _, rest, ok = nextRecord(rest, rtnhLen); !ok {
+			return nil, errMalformed("rtnexthop in %d bytes", len(rest))
 		}
-		n++
-		if align4(l) >= len(rest) {
-			break
-		}
-		rest = rest[align4(l):]
 	}
 	if n == 0 {
 		return nil, nil
 	}
 	hops := make([]NextHop, 0, n)
-	for len(v) >= rtnhLen && len(hops) < n {
-		l := int(ne.Uint16(v))
-		h := NextHop{Flags: v[2], Weight: v[3], OIF: int32(ne.Uint32(v[4:]))}
-		attrs := v[rtnhLen:l]
-		for len(attrs) >= attrHdrLen {
-			al, t := int(ne.Uint16(attrs)), ne.Uint16(attrs[2:])&0x3fff
-			if al < attrHdrLen || al > len(attrs) {
-				return nil, errMalformed("next-hop attribute %d of length %d in %d bytes", t, al, len(attrs))
+	for len(v) > 0 {
+		rec, rest, _ := nextRecord(v, rtnhLen) // checked above
+		h := NextHop{Flags: rec[2], Weight: rec[3], OIF: int32(ne.Uint32(rec[4:]))}
+		for attrs := rec[rtnhLen:]; len(attrs) > 0; {
+			t, av, more, ok := nextAttr(attrs)
+			if !ok {
+				return nil, errMalformed("next-hop attribute %d in %d bytes", t, len(attrs))
 			}
-			av := attrs[attrHdrLen:al]
-			switch t {
-			case unix.RTA_GATEWAY:
-				a, ok := addrOf(v4, av)
-				if !ok {
-					return nil, errMalformed("next-hop RTA_GATEWAY of %d bytes", len(av))
+			attrs = more
+			if t == unix.RTA_GATEWAY || t == unix.RTA_VIA {
+				var err error
+				if h.Gateway, err = gateway(v4, t, av); err != nil {
+					return nil, fmt.Errorf("next hop: %w", err)
 				}
-				h.Gateway = a
-			case unix.RTA_VIA:
-				a, ok := viaAddr(av)
-				if !ok {
-					return nil, errMalformed("next-hop RTA_VIA of %d bytes", len(av))
-				}
-				h.Gateway = a
 			}
-			if align4(al) >= len(attrs) {
-				break
-			}
-			attrs = attrs[align4(al):]
 		}
 		hops = append(hops, h)
-		if align4(l) >= len(v) {
-			break
-		}
-		v = v[align4(l):]
+		v = rest
 	}
 	return hops, nil
 }

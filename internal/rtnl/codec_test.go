@@ -337,6 +337,8 @@ func TestDecodeRouteRejectsMalformed(t *testing.T) {
 		{"IPv6 gateway in RTA_GATEWAY of an IPv4 route", append(append([]byte(nil), good...), nl.NewRtAttr(unix.RTA_GATEWAY, v6Gw.AsSlice()).Serialize()...)},
 		{"RTA_VIA of unknown family", append(append([]byte(nil), good...), nl.NewRtAttr(unix.RTA_VIA, []byte{7, 0, 1, 2, 3, 4}).Serialize()...)},
 		{"rtnexthop longer than RTA_MULTIPATH", append(append([]byte(nil), good...), nl.NewRtAttr(unix.RTA_MULTIPATH, []byte{40, 0, 0, 0, 1, 0, 0, 0}).Serialize()...)},
+		{"3-byte next-hop gateway", append(append([]byte(nil), good...), nl.NewRtAttr(unix.RTA_MULTIPATH, []byte{16, 0, 0, 0, 1, 0, 0, 0, 7, 0, unix.RTA_GATEWAY, 0, 10, 0, 0, 0}).Serialize()...)},
+		{"truncated attribute at the end", append(append([]byte(nil), good...), 8, 0)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -410,6 +412,23 @@ func TestParseErrorExtendedAck(t *testing.T) {
 			assert.Equal(t, tc.code, code)
 			assert.Equal(t, tc.extra, msg)
 		})
+	}
+}
+
+func TestNextAttr(t *testing.T) {
+	two := append(nl.NewRtAttr(unix.RTA_OIF, []byte{1, 2, 3, 4}).Serialize(), nl.NewRtAttr(unix.RTA_DST|0x8000, []byte{9}).Serialize()...)
+	typ, v, rest, ok := nextAttr(two)
+	require.True(t, ok)
+	assert.Equal(t, uint16(unix.RTA_OIF), typ)
+	assert.Equal(t, []byte{1, 2, 3, 4}, v)
+	typ, v, rest, ok = nextAttr(rest)
+	require.True(t, ok)
+	assert.Equal(t, uint16(unix.RTA_DST), typ, "flags masked")
+	assert.Equal(t, []byte{9}, v, "the value without its padding")
+	assert.Nil(t, rest)
+	for _, bad := range [][]byte{nil, two[:3], {3, 0, 1, 0}, {9, 0, 1, 0, 0, 0, 0, 0}} {
+		_, _, _, ok := nextAttr(bad)
+		assert.False(t, ok, "% x", bad)
 	}
 }
 

@@ -217,13 +217,18 @@ func (s *routeStore) dump(h header, payload []byte) [][]byte {
 	family := payload[0]
 	var table uint32
 	var oif int32
-	for a := payload[rtmsgLen:]; len(a) >= 8; a = a[min(align4(int(ne.Uint16(a))), len(a)):] {
-		switch ne.Uint16(a[2:]) {
-		case unix.RTA_TABLE:
-			table = ne.Uint32(a[4:])
-		case unix.RTA_OIF:
-			oif = int32(ne.Uint32(a[4:]))
+	for a := payload[rtmsgLen:]; len(a) > 0; {
+		t, v, rest, ok := nextAttr(a)
+		if !ok || len(v) < 4 {
+			return [][]byte{ackMsg(h.seq, -int32(unix.EINVAL), "bad dump request")}
 		}
+		switch t {
+		case unix.RTA_TABLE:
+			table = ne.Uint32(v)
+		case unix.RTA_OIF:
+			oif = int32(ne.Uint32(v))
+		}
+		a = rest
 	}
 	var keys []routeKey
 	for k, r := range s.routes {
