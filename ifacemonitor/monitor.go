@@ -10,13 +10,13 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
-	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/internal/ifname"
 	"github.com/nodeplane/nodeplane/internal/nlutil"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -131,8 +131,7 @@ type Options struct {
 // Create it with New, run it with Start.
 type Monitor struct {
 	opts    Options
-	include []*regexp.Regexp
-	exclude []*regexp.Regexp
+	filter  ifname.Filter
 	resync  time.Duration // <= 0: off
 	damping time.Duration
 	kinds   nlutil.Kinds
@@ -208,13 +207,9 @@ func newMonitor(opts Options, kinds nlutil.Kinds) (*Monitor, error) {
 	if opts.ReceiveBufferSize < 0 {
 		return nil, fmt.Errorf("%w: negative ReceiveBufferSize %d", ErrInvalidOptions, opts.ReceiveBufferSize)
 	}
-	include, err := compileAll("Include", opts.Include)
+	filter, err := ifname.NewFilter(opts.Include, opts.Exclude)
 	if err != nil {
-		return nil, err
-	}
-	exclude, err := compileAll("Exclude", opts.Exclude)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	resync := opts.ResyncInterval
 	if resync == 0 {
@@ -228,8 +223,7 @@ func newMonitor(opts Options, kinds nlutil.Kinds) (*Monitor, error) {
 	opts.Exclude = slices.Clone(opts.Exclude)
 	return &Monitor{
 		opts:      opts,
-		include:   include,
-		exclude:   exclude,
+		filter:    filter,
 		resync:    resync,
 		damping:   opts.FlapDampingWindow,
 		kinds:     kinds,
@@ -242,26 +236,9 @@ func newMonitor(opts Options, kinds nlutil.Kinds) (*Monitor, error) {
 	}, nil
 }
 
-func compileAll(field string, patterns []string) ([]*regexp.Regexp, error) {
-	res := make([]*regexp.Regexp, 0, len(patterns))
-	for _, p := range patterns {
-		re, err := regexp.Compile(p)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s pattern %q: %w", ErrInvalidOptions, field, p, err)
-		}
-		res = append(res, re)
-	}
-	return res, nil
-}
-
 // Matches reports whether an interface called name is reported (it matches
 // Include, if any, and not Exclude).
-func (m *Monitor) Matches(name string) bool {
-	if len(m.include) > 0 && !slices.ContainsFunc(m.include, func(re *regexp.Regexp) bool { return re.MatchString(name) }) {
-		return false
-	}
-	return !slices.ContainsFunc(m.exclude, func(re *regexp.Regexp) bool { return re.MatchString(name) })
-}
+func (m *Monitor) Matches(name string) bool { return m.filter.Matches(name) }
 
 // Start subscribes to the namespace's events and starts the goroutine that
 // lists the kernel, reports what exists, calls OnInSync, and from then on

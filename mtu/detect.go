@@ -3,7 +3,8 @@ package mtu
 import (
 	"context"
 	"fmt"
-	"regexp"
+
+	"github.com/nodeplane/nodeplane/internal/ifname"
 )
 
 // FallbackMTU is the host MTU a Detector reports when no link qualifies:
@@ -114,8 +115,7 @@ type HostMTU struct {
 // and whose names match its Include patterns and none of its Exclude
 // patterns. It is safe for concurrent use.
 type Detector struct {
-	include     []*regexp.Regexp
-	exclude     []*regexp.Regexp
+	filter      ifname.Filter
 	includeDown bool
 	fallback    int
 	lister      LinkLister
@@ -136,62 +136,26 @@ func NewDetector(o DetectorOptions) (*Detector, error) {
 	if fallback < MinMTU || fallback > MaxMTU {
 		return nil, fmt.Errorf("%w: %w: Fallback %d is outside %d–%d", ErrInvalid, ErrInvalidMTU, o.Fallback, MinMTU, MaxMTU)
 	}
-	include, err := compileAll("Include", o.Include)
-	if err != nil {
-		return nil, err
-	}
 	excludes := o.Exclude
 	if excludes == nil {
 		excludes = defaultExclude
 	}
-	exclude, err := compileAll("Exclude", excludes)
+	filter, err := ifname.NewFilter(o.Include, excludes)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w: %w", ErrInvalid, ErrInvalidPattern, err)
 	}
 	return &Detector{
-		include:     include,
-		exclude:     exclude,
+		filter:      filter,
 		includeDown: o.IncludeDown,
 		fallback:    fallback,
 		lister:      o.Lister,
 	}, nil
 }
 
-func compileAll(field string, patterns []string) ([]*regexp.Regexp, error) {
-	res := make([]*regexp.Regexp, 0, len(patterns))
-	for _, p := range patterns {
-		re, err := regexp.Compile(p)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w: %s pattern %q: %w", ErrInvalid, ErrInvalidPattern, field, p, err)
-		}
-		res = append(res, re)
-	}
-	return res, nil
-}
-
 // Matches reports whether an interface called name is considered by the
 // Detector (matches Include and not Exclude), whatever its state. An agent
 // can use it to ignore link events that cannot change the host MTU.
-func (d *Detector) Matches(name string) bool {
-	if len(d.include) > 0 {
-		ok := false
-		for _, re := range d.include {
-			if re.MatchString(name) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	for _, re := range d.exclude {
-		if re.MatchString(name) {
-			return false
-		}
-	}
-	return true
-}
+func (d *Detector) Matches(name string) bool { return d.filter.Matches(name) }
 
 // Detect lists the links and returns the smallest MTU among those that
 // qualify. Ties go to the lexically smallest name, so the result does not

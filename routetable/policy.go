@@ -3,6 +3,8 @@ package routetable
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/nodeplane/nodeplane/internal/ifname"
 )
 
 // OwnershipPolicy decides which routes found in the Table's kernel table
@@ -34,15 +36,11 @@ type DefaultPolicy struct {
 
 // NewDefaultPolicy builds a DefaultPolicy from regular expressions.
 func NewDefaultPolicy(protocol uint8, patterns []string) (*DefaultPolicy, error) {
-	p := &DefaultPolicy{Protocol: protocol}
-	for _, s := range patterns {
-		re, err := regexp.Compile(s)
-		if err != nil {
-			return nil, fmt.Errorf("%w: interface pattern %q: %w", ErrInvalidOptions, s, err)
-		}
-		p.Interfaces = append(p.Interfaces, re)
+	res, err := ifname.Compile("interface", patterns)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	return p, nil
+	return &DefaultPolicy{Protocol: protocol, Interfaces: res}, nil
 }
 
 // RouteIsOurs implements OwnershipPolicy.
@@ -60,12 +58,7 @@ func (p *DefaultPolicy) matches(iface string) bool {
 	if iface == "" {
 		return false
 	}
-	for _, re := range p.Interfaces {
-		if re.MatchString(iface) {
-			return true
-		}
-	}
-	return false
+	return ifname.MatchAny(p.Interfaces, iface)
 }
 
 // ExclusivePolicy owns every route in the table: for a table dedicated to
