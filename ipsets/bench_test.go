@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/internal/benchutil"
 	"github.com/nodeplane/nodeplane/ipsets"
 )
 
@@ -44,13 +45,6 @@ func benchMembers(fam ipsets.Family, n int) []ipsets.Member {
 	return out
 }
 
-func heapAlloc() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
 func loaded(b *testing.B, fam ipsets.Family, r command.Runner, members []ipsets.Member) *ipsets.IPSets {
 	d, err := ipsets.New(ipsets.Options{Family: fam, Prefix: prefixOf(fam), Runner: r})
 	if err != nil {
@@ -74,9 +68,9 @@ func BenchmarkHeapPerMember(b *testing.B) {
 			var perMember float64
 			for b.Loop() {
 				members := benchMembers(fam, n)
-				before := heapAlloc()
+				before := benchutil.HeapInUse()
 				d := loaded(b, fam, nullKernel{}, members)
-				after := heapAlloc()
+				after := benchutil.HeapInUse()
 				runtime.KeepAlive(d)
 				runtime.KeepAlive(members)
 				perMember = float64(int64(after)-int64(before)) / n

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/nodeplane/nodeplane/internal/benchutil"
 	rt "github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/routetable/routetablefake"
 )
@@ -38,13 +39,6 @@ func benchTargets(n int) []rt.Target {
 	return out
 }
 
-func heapInUse() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
 // BenchmarkHeapPerRoute reports the heap a Table keeps per route once
 // 100k routes are programmed: the declared candidates, the desired winners
 // and the kernel view together.
@@ -53,7 +47,7 @@ func BenchmarkHeapPerRoute(b *testing.B) {
 	targets := benchTargets(n)
 	var perRoute float64
 	for b.Loop() {
-		before := heapInUse()
+		before := benchutil.HeapInUse()
 		tbl, err := rt.New(rt.Options{Kernel: sinkKernel{routetablefake.New()}, Family: rt.IPv4})
 		if err != nil {
 			b.Fatal(err)
@@ -64,7 +58,7 @@ func BenchmarkHeapPerRoute(b *testing.B) {
 		if _, err := tbl.Apply(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		after := heapInUse()
+		after := benchutil.HeapInUse()
 		if s := tbl.Stats(); s.InKernel != n || s.PendingUpdates != 0 {
 			b.Fatalf("not programmed: %+v", s)
 		}

@@ -16,8 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/nodeplane/nodeplane/internal/benchutil"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 )
 
@@ -242,27 +241,15 @@ func runTrial(ctx context.Context, v Variant) (sample, error) {
 		}
 	}
 	runtime.GC() // start each measured run from the same heap state
-	cpu0 := cpuTime()
+	cpu0 := benchutil.TotalCPU()
 	t0 := time.Now()
 	err = v.Run(ctx, env)
 	wall := time.Since(t0)
-	cpu := cpuTime() - cpu0
+	cpu := benchutil.TotalCPU() - cpu0
 	if err != nil {
 		return sample{}, err
 	}
 	return sample{wall: wall, cpu: cpu, metrics: env.metrics}, nil
-}
-
-// cpuTime is user+system time of this process and its reaped children.
-func cpuTime() time.Duration {
-	var total time.Duration
-	for _, who := range []int{unix.RUSAGE_SELF, unix.RUSAGE_CHILDREN} {
-		var ru unix.Rusage
-		if unix.Getrusage(who, &ru) == nil {
-			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
-	}
-	return total
 }
 
 func medianMS(ss []sample, f func(sample) time.Duration) float64 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/internal/benchutil"
 	"github.com/nodeplane/nodeplane/ipsets"
 )
 
@@ -224,12 +225,12 @@ func ipsetsHeap(n int) harness.Scenario {
 			Setup: func(_ context.Context, env *harness.Env) error { env.State = ipsetsMembers(n); return nil },
 			Run: func(ctx context.Context, env *harness.Env) error {
 				members := env.State.([]ipsets.Member)
-				before := harness.HeapInUse()
+				before := benchutil.HeapInUse()
 				d, err := ipsetsLoad(ctx, env, members)
 				if err != nil {
 					return err
 				}
-				after := harness.HeapInUse()
+				after := benchutil.HeapInUse()
 				runtime.KeepAlive(d)
 				runtime.KeepAlive(members)
 				env.Report("heapB/member", float64(int64(after)-int64(before))/float64(n))

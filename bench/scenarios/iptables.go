@@ -14,9 +14,9 @@ import (
 	"time"
 
 	goipt "github.com/coreos/go-iptables/iptables"
-	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/internal/benchutil"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 )
@@ -189,16 +189,17 @@ type usage struct {
 	self, kids time.Duration
 }
 
-func rusage(who int) time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(who, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+func startUsage() usage {
+	self, kids := benchutil.CPU()
+	return usage{start: time.Now(), self: self, kids: kids}
 }
 
-func startUsage() usage {
-	return usage{start: time.Now(), self: rusage(unix.RUSAGE_SELF), kids: rusage(unix.RUSAGE_CHILDREN)}
+// reportCPU records the CPU time of this process and of its children since
+// u started.
+func (u usage) reportCPU(env *harness.Env) {
+	self, kids := benchutil.CPU()
+	env.Report("self_cpu_ms", float64(self-u.self)/float64(time.Millisecond))
+	env.Report("child_cpu_ms", float64(kids-u.kids)/float64(time.Millisecond))
 }
 
 // report records where the time of a Run went, given the tables it used.
@@ -217,8 +218,7 @@ func (u usage) report(env *harness.Env, tables ...*iptables.Table) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	env.Report("bin_ms", ms(bin))
 	env.Report("go_ms", ms(wall-bin))
-	env.Report("self_cpu_ms", ms(rusage(unix.RUSAGE_SELF)-u.self))
-	env.Report("child_cpu_ms", ms(rusage(unix.RUSAGE_CHILDREN)-u.kids))
+	u.reportCPU(env)
 	env.Report("restores", float64(restores))
 	env.Report("saves", float64(saves))
 	env.Report("fast_reads", float64(fastReads))
@@ -400,8 +400,7 @@ func iptChangeOne(b iptables.Backend, n int) harness.Scenario {
 					bin := after.RestoreTime - before.RestoreTime
 					env.Report("bin_ms", float64(bin)/float64(time.Millisecond))
 					env.Report("go_ms", float64(wall-bin)/float64(time.Millisecond))
-					env.Report("self_cpu_ms", float64(rusage(unix.RUSAGE_SELF)-u.self)/float64(time.Millisecond))
-					env.Report("child_cpu_ms", float64(rusage(unix.RUSAGE_CHILDREN)-u.kids)/float64(time.Millisecond))
+					u.reportCPU(env)
 					return nil
 				},
 			},
@@ -521,12 +520,12 @@ func iptHeap(b iptables.Backend, n int) harness.Scenario {
 			},
 			Run: func(ctx context.Context, env *harness.Env) error {
 				st := env.State.(*iptState)
-				before := harness.HeapInUse()
+				before := benchutil.HeapInUse()
 				tbl, err := iptProgram(ctx, iptOptions(b, env), st.decl)
 				if err != nil {
 					return err
 				}
-				after := harness.HeapInUse()
+				after := benchutil.HeapInUse()
 				env.Report("heapB/rule", float64(int64(after)-int64(before))/float64(n+n/10))
 				// The same state declared again (kept as rendered) and one
 				// chain changed: the heap must stay where it was.
@@ -542,7 +541,7 @@ func iptHeap(b iptables.Backend, n int) harness.Scenario {
 				if _, err := tbl.Apply(ctx); err != nil {
 					return err
 				}
-				updated := harness.HeapInUse()
+				updated := benchutil.HeapInUse()
 				runtime.KeepAlive(tbl)
 				runtime.KeepAlive(st)
 				env.Report("heapB/rule_updated", float64(int64(updated)-int64(before))/float64(n+n/10))

@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/internal/benchutil"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -287,12 +288,12 @@ func rtblHeap(n int) harness.Scenario {
 			},
 			Run: func(ctx context.Context, env *harness.Env) error {
 				targets := env.State.([]routetable.Target)
-				before := harness.HeapInUse()
+				before := benchutil.HeapInUse()
 				st, err := rtblLoad(ctx, env, targets)
 				if err != nil {
 					return err
 				}
-				after := harness.HeapInUse()
+				after := benchutil.HeapInUse()
 				runtime.KeepAlive(st)
 				runtime.KeepAlive(targets)
 				env.Report("heapB/route", float64(int64(after)-int64(before))/float64(n))

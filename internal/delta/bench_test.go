@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
+
+	"github.com/nodeplane/nodeplane/internal/benchutil"
 )
 
 type benchRoute struct {
@@ -18,20 +20,13 @@ func benchPrefix(i int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
 }
 
-func heapInUse() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
 // heapPerKey reports the heap retained by what build returns, per key.
 func heapPerKey(b *testing.B, build func() any) {
 	var perKey float64
 	for b.Loop() {
-		before := heapInUse()
+		before := benchutil.HeapInUse()
 		x := build()
-		after := heapInUse()
+		after := benchutil.HeapInUse()
 		runtime.KeepAlive(x)
 		perKey = float64(int64(after)-int64(before)) / benchKeys
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeplane/nodeplane/internal/benchutil"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 )
 
@@ -56,18 +57,6 @@ func reportPerRoute(b *testing.B, n int, cpu time.Duration) {
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*n), "cpu-ns/route")
 }
 
-// cpuNow is the user+system time of this process and its reaped children.
-func cpuNow() time.Duration {
-	var total time.Duration
-	for _, who := range []int{unix.RUSAGE_SELF, unix.RUSAGE_CHILDREN} {
-		var ru unix.Rusage
-		if unix.Getrusage(who, &ru) == nil {
-			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
-	}
-	return total
-}
-
 // settle waits for the kernel's deferred work of earlier benchmarks (a
 // closed namespace's routes are freed asynchronously, under the rtnl lock)
 // so it is not billed to the next measurement.
@@ -94,11 +83,11 @@ func benchWrite(b *testing.B, n int, newWriter func(e *benchNS, c *Conn, ops []R
 	var cpu time.Duration
 	b.ResetTimer()
 	for range b.N {
-		c0 := cpuNow()
+		c0 := benchutil.TotalCPU()
 		if err := write(); err != nil {
 			b.Fatal(err)
 		}
-		cpu += cpuNow() - c0
+		cpu += benchutil.TotalCPU() - c0
 		b.StopTimer()
 		for i, err := range c.ApplyRoutes(context.Background(), dels) {
 			if err != nil {
@@ -170,11 +159,11 @@ func withDumpNS(b *testing.B, fn func(e *benchNS, c *Conn)) {
 		}
 	}
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchutil.TotalCPU()
 	for range b.N {
 		fn(e, c)
 	}
-	cpu := cpuNow() - c0
+	cpu := benchutil.TotalCPU() - c0
 	b.StopTimer()
 	reportPerRoute(b, dumpBenchN, cpu)
 }
