@@ -102,6 +102,28 @@ type rtblState struct {
 	kernel  *routetable.NetlinkKernel
 	table   *routetable.Table
 	targets []routetable.Target
+	// up is np-c's index (routetable/iface-up).
+	up int
+}
+
+// rtblLoader prepares a trial's namespace with a Table, which it returns.
+type rtblLoader func(ctx context.Context, env *harness.Env) (*rtblState, error)
+
+// keep is a Setup that loads and keeps the state for ours' Run.
+func (load rtblLoader) keep(ctx context.Context, env *harness.Env) error {
+	st, err := load(ctx, env)
+	env.State = st
+	return err
+}
+
+// closed is a Setup for peers and floors: it loads the same kernel state
+// and closes the Table's kernel handle.
+func (load rtblLoader) closed(ctx context.Context, env *harness.Env) error {
+	st, err := load(ctx, env)
+	if st != nil {
+		st.kernel.Close()
+	}
+	return err
 }
 
 // rtblLoad opens the kernel and applies targets with a new Table.
@@ -163,25 +185,30 @@ func rtblInitial(n int) harness.Scenario {
 	}
 }
 
+// rtblInSync returns a loader that programs n routes with a Table and lets
+// the kernel settle.
+func rtblInSync(n int) rtblLoader {
+	return func(ctx context.Context, env *harness.Env) (*rtblState, error) {
+		if _, err := rtblSetupLink(ctx, env, n); err != nil {
+			return nil, err
+		}
+		st, err := rtblLoad(ctx, env, rtblTargets(n))
+		if err != nil {
+			return nil, err
+		}
+		return st, rtblSleep(ctx, 250*time.Millisecond)
+	}
+}
+
 func rtblChangeOne(n int) harness.Scenario {
+	load := rtblInSync(n)
 	return harness.Scenario{
 		Name: "routetable/change-one/" + strconv.Itoa(n),
 		Size: 1,
 		Note: "one route's MTU changed with " + strconv.Itoa(n) + " routes in sync; compare ours across sizes (the floor is one netlink call)",
 		Variants: []harness.Variant{
 			{
-				Name: "nodeplane routetable", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					if _, err := rtblSetupLink(ctx, env, n); err != nil {
-						return err
-					}
-					st, err := rtblLoad(ctx, env, rtblTargets(n))
-					env.State = st
-					if err != nil {
-						return err
-					}
-					return rtblSleep(ctx, 250*time.Millisecond)
-				},
+				Name: "nodeplane routetable", Role: harness.Ours, Setup: load.keep,
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*rtblState)
 					defer st.kernel.Close()
@@ -201,19 +228,15 @@ func rtblChangeOne(n int) harness.Scenario {
 			{
 				Name: "netlink RouteReplace (one call)", Role: harness.Floor,
 				Setup: func(ctx context.Context, env *harness.Env) error {
-					oif, err := rtblSetupLink(ctx, env, n)
+					if err := load.closed(ctx, env); err != nil {
+						return err
+					}
+					l, err := env.NS.Handle().LinkByName(rtblLink)
 					if err != nil {
 						return err
 					}
-					st, err := rtblLoad(ctx, env, rtblTargets(n))
-					if err != nil {
-						return err
-					}
-					env.State = rtblNetlinkRoute(oif, routeDst(n/2), 1400)
-					if err := st.kernel.Close(); err != nil {
-						return err
-					}
-					return rtblSleep(ctx, 250*time.Millisecond)
+					env.State = rtblNetlinkRoute(l.Attrs().Index, routeDst(n/2), 1400)
+					return nil
 				},
 				Run: func(_ context.Context, env *harness.Env) error {
 					return env.NS.Handle().RouteReplace(env.State.(*netlink.Route))
@@ -224,23 +247,7 @@ func rtblChangeOne(n int) harness.Scenario {
 }
 
 func rtblNoopResync(n int) harness.Scenario {
-	load := func(ctx context.Context, env *harness.Env) (*rtblState, error) {
-		if _, err := rtblSetupLink(ctx, env, n); err != nil {
-			return nil, err
-		}
-		st, err := rtblLoad(ctx, env, rtblTargets(n))
-		if err != nil {
-			return nil, err
-		}
-		return st, rtblSleep(ctx, 250*time.Millisecond)
-	}
-	closing := func(ctx context.Context, env *harness.Env) error {
-		st, err := load(ctx, env)
-		if st != nil {
-			st.kernel.Close()
-		}
-		return err
-	}
+	load := rtblInSync(n)
 	check := routeCountCheck(n)
 	return harness.Scenario{
 		Name: "routetable/noop-resync/" + strconv.Itoa(n),
@@ -248,12 +255,7 @@ func rtblNoopResync(n int) harness.Scenario {
 		Note: "QueueResync + Apply with the kernel already in sync: one link list, one table dump, no writes",
 		Variants: []harness.Variant{
 			{
-				Name: "nodeplane routetable", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					st, err := load(ctx, env)
-					env.State = st
-					return err
-				},
+				Name: "nodeplane routetable", Role: harness.Ours, Setup: load.keep,
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*rtblState)
 					defer st.kernel.Close()
@@ -268,8 +270,8 @@ func rtblNoopResync(n int) harness.Scenario {
 					return check("resync", after.InKernel)
 				},
 			},
-			ipRouteShowFloor(rtblTable, "", closing, check),
-			routeListPeer(rtblTable, "", closing, check),
+			ipRouteShowFloor(rtblTable, "", load.closed, check),
+			routeListPeer(rtblTable, "", load.closed, check),
 		},
 	}
 }
@@ -306,63 +308,48 @@ func rtblHeap(n int) harness.Scenario {
 func rtblIfaceUp(n int) harness.Scenario {
 	// load programs both links' routes with a Table, takes np-c's carrier
 	// away (telling the Table, which keeps the routes), and gives it back.
-	load := func(ctx context.Context, env *harness.Env) (*rtblState, int, error) {
+	load := rtblLoader(func(ctx context.Context, env *harness.Env) (*rtblState, error) {
 		if _, err := rtblSetupLink(ctx, env, n); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		up, err := setupVeth(env, rtblUpLink, rtblUpPeer)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		st, err := rtblLoad(ctx, env, rtblTargets(n))
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		carrier := func(on bool) error {
-			peer, err := env.NS.Handle().LinkByName(rtblUpPeer)
-			if err == nil && on {
-				err = env.NS.Handle().LinkSetUp(peer)
-			} else if err == nil {
-				err = env.NS.Handle().LinkSetDown(peer)
-			}
-			if err == nil {
-				_, err = waitCarrier(env, rtblUpLink, on)
-			}
-			return err
-		}
-		upTargets := make([]routetable.Target, rtblUpRoutes)
-		for i := range upTargets {
-			upTargets[i] = routetable.Target{CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 200, 0, byte(i)}), 32)}
-		}
-		err = st.table.SetRoutes(1, rtblUpLink, upTargets)
-		if err == nil {
-			_, err = st.table.Apply(ctx)
-		}
-		if err == nil {
-			err = carrier(false)
-		}
-		if err == nil {
-			st.table.OnIfaceStateChanged(rtblUpLink, up, routetable.IfaceDown)
-			_, err = st.table.Apply(ctx)
-		}
-		if err == nil {
-			err = carrier(true)
-		}
-		if err == nil {
-			err = rtblSleep(ctx, 250*time.Millisecond)
-		}
-		if err != nil {
+		st.up = up
+		if err := rtblFlapUpLink(ctx, env, st); err != nil {
 			st.kernel.Close()
-			return nil, 0, err
+			return nil, err
 		}
-		return st, up, nil
-	}
-	closing := func(ctx context.Context, env *harness.Env) error {
-		st, _, err := load(ctx, env)
-		if st != nil {
-			st.kernel.Close()
+		return st, nil
+	})
+	// comesUp is ours' Run: np-c reported up, then Apply (after QueueResync
+	// when whole).
+	comesUp := func(whole bool) func(ctx context.Context, env *harness.Env) error {
+		return func(ctx context.Context, env *harness.Env) error {
+			st := env.State.(*rtblState)
+			defer st.kernel.Close()
+			before := st.table.Stats()
+			st.table.OnIfaceStateChanged(rtblUpLink, st.up, routetable.IfaceUp)
+			if whole {
+				st.table.QueueResync()
+			}
+			if _, err := st.table.Apply(ctx); err != nil {
+				return err
+			}
+			after := st.table.Stats()
+			env.Report("writes", float64(after.RouteWrites-before.RouteWrites))
+			env.Report("rescans", float64(after.Rescans-before.Rescans))
+			if after.InKernel != n+rtblUpRoutes || after.RouteWrites != before.RouteWrites ||
+				(!whole && (after.Rescans != before.Rescans+1 || after.Resyncs != before.Resyncs)) {
+				return fmt.Errorf("after np-c came up: %+v", after)
+			}
+			return nil
 		}
-		return err
 	}
 	check := routeCountCheck(rtblUpRoutes)
 	return harness.Scenario{
@@ -370,55 +357,50 @@ func rtblIfaceUp(n int) harness.Scenario {
 		Size: rtblUpRoutes,
 		Note: fmt.Sprintf("%d routes on np-a, %d on np-c, whose carrier came back: reading np-c's routes", n, rtblUpRoutes),
 		Variants: []harness.Variant{
-			{
-				Name: "nodeplane routetable", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					st, up, err := load(ctx, env)
-					env.State = rtblUpState{st, up}
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error {
-					s := env.State.(rtblUpState)
-					defer s.kernel.Close()
-					before := s.table.Stats()
-					s.table.OnIfaceStateChanged(rtblUpLink, s.up, routetable.IfaceUp)
-					if _, err := s.table.Apply(ctx); err != nil {
-						return err
-					}
-					after := s.table.Stats()
-					env.Report("writes", float64(after.RouteWrites-before.RouteWrites))
-					env.Report("rescans", float64(after.Rescans-before.Rescans))
-					if after.InKernel != n+rtblUpRoutes || after.Rescans != before.Rescans+1 || after.Resyncs != before.Resyncs {
-						return fmt.Errorf("not one interface read: %+v", after)
-					}
-					return nil
-				},
-			},
-			{
-				Name: "nodeplane routetable, whole table", Role: harness.Peer,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					st, up, err := load(ctx, env)
-					env.State = rtblUpState{st, up}
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error {
-					s := env.State.(rtblUpState)
-					defer s.kernel.Close()
-					s.table.OnIfaceStateChanged(rtblUpLink, s.up, routetable.IfaceUp)
-					s.table.QueueResync()
-					_, err := s.table.Apply(ctx)
-					return err
-				},
-			},
-			ipRouteShowFloor(rtblTable, rtblUpLink, closing, check),
-			routeListPeer(rtblTable, rtblUpLink, closing, check),
+			{Name: "nodeplane routetable", Role: harness.Ours, Setup: load.keep, Run: comesUp(false)},
+			{Name: "nodeplane routetable, whole table", Role: harness.Peer, Setup: load.keep, Run: comesUp(true)},
+			ipRouteShowFloor(rtblTable, rtblUpLink, load.closed, check),
+			routeListPeer(rtblTable, rtblUpLink, load.closed, check),
 		},
 	}
 }
 
-// rtblUpState is what ours keeps between Setup and Run in
-// routetable/iface-up: the loaded Table and np-c's index.
-type rtblUpState struct {
-	*rtblState
-	up int
+// rtblFlapUpLink gives st's Table rtblUpRoutes routes on np-c, takes np-c's
+// carrier away (telling the Table, which keeps the routes) and gives it
+// back, so that the next Apply finds np-c up again.
+func rtblFlapUpLink(ctx context.Context, env *harness.Env, st *rtblState) error {
+	h := env.NS.Handle()
+	carrier := func(on bool) error {
+		peer, err := h.LinkByName(rtblUpPeer)
+		if err == nil && on {
+			err = h.LinkSetUp(peer)
+		} else if err == nil {
+			err = h.LinkSetDown(peer)
+		}
+		if err == nil {
+			_, err = waitCarrier(env, rtblUpLink, on)
+		}
+		return err
+	}
+	targets := make([]routetable.Target, rtblUpRoutes)
+	for i := range targets {
+		targets[i] = routetable.Target{CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 200, 0, byte(i)}), 32)}
+	}
+	if err := st.table.SetRoutes(1, rtblUpLink, targets); err != nil {
+		return err
+	}
+	if _, err := st.table.Apply(ctx); err != nil {
+		return err
+	}
+	if err := carrier(false); err != nil {
+		return err
+	}
+	st.table.OnIfaceStateChanged(rtblUpLink, st.up, routetable.IfaceDown)
+	if _, err := st.table.Apply(ctx); err != nil {
+		return err
+	}
+	if err := carrier(true); err != nil {
+		return err
+	}
+	return rtblSleep(ctx, 250*time.Millisecond)
 }
