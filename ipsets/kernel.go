@@ -146,14 +146,8 @@ func isInUse(err error) bool    { return strings.Contains(stderrOf(err), msgInUs
 
 // lines calls fn for each line of out, without its newline.
 func lines(out []byte, fn func(line []byte) error) error {
-	for len(out) > 0 {
-		line := out
-		if i := bytes.IndexByte(out, '\n'); i >= 0 {
-			line, out = out[:i], out[i+1:]
-		} else {
-			out = nil
-		}
-		if err := fn(line); err != nil {
+	for line := range bytes.Lines(out) {
+		if err := fn(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
 			return err
 		}
 	}

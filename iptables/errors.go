@@ -108,14 +108,11 @@ func inputExcerpt(input []byte, line int) string {
 	}
 	var b strings.Builder
 	n := 0
-	for rest := input; len(rest) > 0 && n < last; {
-		n++
-		l := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			l, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = nil
+	for l := range bytes.Lines(input) {
+		if n++; n > last {
+			break
 		}
+		l = bytes.TrimSuffix(l, []byte{'\n'})
 		if n < first {
 			continue
 		}

@@ -234,13 +234,8 @@ func jumpTarget(args []byte) []byte {
 // countRules counts the rule lines of iptables-save output and reports
 // whether it declares one of the given chains (for backend detection).
 func countRules(out []byte, hints []string) (rules int, hint string) {
-	for len(out) > 0 {
-		line := out
-		if i := bytes.IndexByte(out, '\n'); i >= 0 {
-			line, out = out[:i], out[i+1:]
-		} else {
-			out = nil
-		}
+	for line := range bytes.Lines(out) {
+		line = bytes.TrimSuffix(line, []byte{'\n'})
 		switch {
 		case bytes.HasPrefix(line, []byte("-A ")):
 			rules++
