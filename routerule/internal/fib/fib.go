@@ -217,9 +217,6 @@ func FromRequest(r *netlink.Rule, create bool) (Rule, error) {
 		}
 	}
 	k.IIF, k.OIF = r.IifName, r.OifName
-	if r.Flow >= 0 {
-		k.Flow, k.HasFlow = uint32(r.Flow), true
-	}
 	k.TunID = uint64(r.TunID)
 	// The netlink library sends the suppressors only with a table in the
 	// header (1..255).
@@ -230,6 +227,17 @@ func FromRequest(r *netlink.Rule, create bool) (Rule, error) {
 		if r.SuppressIfgroup >= 0 {
 			k.SuppressIfgroup = r.SuppressIfgroup
 		}
+	}
+	k.setSelectors(r)
+	k.Protocol = r.Protocol
+	return k, nil
+}
+
+// setSelectors copies the realm, protocol, port and UID selectors of r,
+// which the kernel stores as given.
+func (k *Rule) setSelectors(r *netlink.Rule) {
+	if r.Flow >= 0 {
+		k.Flow, k.HasFlow = uint32(r.Flow), true
 	}
 	if r.IPProto > 0 {
 		k.IPProto = uint8(r.IPProto)
@@ -243,8 +251,6 @@ func FromRequest(r *netlink.Rule, create bool) (Rule, error) {
 	if r.UIDRange != nil {
 		k.UID = UIDRange{r.UIDRange.Start, r.UIDRange.End, true}
 	}
-	k.Protocol = r.Protocol
-	return k, nil
 }
 
 // FromDump returns the kernel rule behind r, a rule as netlink's RuleList
@@ -283,27 +289,13 @@ func FromDump(r netlink.Rule) Rule {
 	} else if r.Mark != 0 {
 		k.Mask = 0xffffffff
 	}
-	if r.Flow >= 0 {
-		k.Flow, k.HasFlow = uint32(r.Flow), true
-	}
 	if r.SuppressPrefixlen >= 0 {
 		k.SuppressPrefixlen = r.SuppressPrefixlen
 	}
 	if r.SuppressIfgroup >= 0 {
 		k.SuppressIfgroup = r.SuppressIfgroup
 	}
-	if r.IPProto > 0 {
-		k.IPProto = uint8(r.IPProto)
-	}
-	if r.Sport != nil {
-		k.Sport = PortRange{r.Sport.Start, r.Sport.End}
-	}
-	if r.Dport != nil {
-		k.Dport = PortRange{r.Dport.Start, r.Dport.End}
-	}
-	if r.UIDRange != nil {
-		k.UID = UIDRange{r.UIDRange.Start, r.UIDRange.End, true}
-	}
+	k.setSelectors(&r)
 	return k
 }
 
