@@ -8,14 +8,13 @@ import (
 	"maps"
 	"net"
 	"net/netip"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/internal/leakcheck"
 	"github.com/nodeplane/nodeplane/internal/nlutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -529,22 +528,6 @@ func (r *recorder) contractErrors() []string {
 // netlink library or the fake source is left.
 func requireNoLeaks(t *testing.T) {
 	t.Helper()
-	markers := []string{"ifacemonitor.(*run)", "ifacemonitor.(*fakeSource).forward", "nlutil.(*run)", "nlutil.forward", "vishvananda/netlink."}
-	var last string
-	ok := assert.Eventually(t, func() bool {
-		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		for _, g := range strings.Split(stacks, "\n\n") {
-			for _, m := range markers {
-				if strings.Contains(g, m) {
-					last = g
-					return false
-				}
-			}
-		}
-		return true
-	}, 10*time.Second, 5*time.Millisecond)
-	if !ok {
-		t.Errorf("leaked goroutine:\n%s", last)
-	}
+	leakcheck.NoGoroutines(t, 10*time.Second, "ifacemonitor.(*run)", "ifacemonitor.(*fakeSource).forward", "nlutil.(*run)",
+		"nlutil.forward", "vishvananda/netlink.")
 }

@@ -9,8 +9,6 @@ import (
 	"maps"
 	"net"
 	"net/netip"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ifacemonitor/ifacemonitorfake"
+	"github.com/nodeplane/nodeplane/internal/leakcheck"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -415,24 +414,7 @@ func TestStartSubscribeFailure(t *testing.T) {
 
 func requireNoLeaks(t *testing.T) {
 	t.Helper()
-	markers := []string{"ifacemonitor.(*run)", "ifacemonitorfake.(*Kernel).forward"}
-	var last string
-	ok := assert.Eventually(t, func() bool {
-		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		for _, g := range strings.Split(stacks, "\n\n") {
-			for _, m := range markers {
-				if strings.Contains(g, m) {
-					last = g
-					return false
-				}
-			}
-		}
-		return true
-	}, 10*time.Second, 5*time.Millisecond)
-	if !ok {
-		t.Errorf("leaked goroutine:\n%s", last)
-	}
+	leakcheck.NoGoroutines(t, 10*time.Second, "ifacemonitor.(*run)", "ifacemonitorfake.(*Kernel).forward")
 }
 
 // chanSource lists the fake kernel but takes its stream from the test.

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
+
+	"github.com/nodeplane/nodeplane/internal/leakcheck"
 )
 
 func linkNames(t *testing.T, ns *NS) []string {
@@ -232,14 +234,6 @@ func TestKernelTopologyNoLeaks(t *testing.T) {
 		require.NoError(t, err)
 	})
 
-	// Poll in this goroutine: require.Eventually would add goroutines of its own.
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > baseline {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines left, baseline %d:\n%s", n, baseline, buf[:runtime.Stack(buf, true)])
-	}
+	leakcheck.BackTo(t, 5*time.Second, baseline)
 	assert.Empty(t, threadsOutside(t, home))
 }

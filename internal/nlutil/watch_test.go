@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/internal/leakcheck"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -548,18 +549,10 @@ func TestNewWatcherValidates(t *testing.T) {
 	assert.Equal(t, DefaultMaxResubscribeBackoff, w.opts.MaxResubscribeBackoff)
 }
 
-// waitGoroutines waits until the goroutine count is back to base. (Not
-// assert.Eventually: it runs its condition on goroutines of its own.)
+// waitGoroutines waits until the goroutine count is back to base.
 func waitGoroutines(t *testing.T, base int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("goroutines leaked: %d > %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	leakcheck.BackTo(t, 5*time.Second, base)
 }
 
 func TestKindsString(t *testing.T) {
