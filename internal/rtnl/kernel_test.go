@@ -285,11 +285,16 @@ func TestKernelDumpInterfaceRoutes(t *testing.T) {
 		}})},
 	)
 	e.apply(t, ops)
+	counted := &countingTransport{transport: e.c.t}
+	e.c.t = counted
 	for _, strict := range []bool{true, false} {
 		e.c.strict = strict
 		for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+			counted.received = 0
 			full := e.ours(t, fam, 1000)
+			fullBytes := counted.received
 			for _, oif := range []int32{e.links.v0, e.links.v1} {
+				counted.received = 0
 				var want, got []Route
 				for _, r := range full {
 					if r.Uses(oif) {
@@ -307,9 +312,28 @@ func TestKernelDumpInterfaceRoutes(t *testing.T) {
 				assert.Less(t, len(got), len(full))
 				mp := slices.IndexFunc(got, func(r Route) bool { return len(r.NextHops) > 1 && r.Uses(e.links.v0) && r.Uses(e.links.v1) })
 				assert.GreaterOrEqual(t, mp, 0, "the multipath route over both links is in both dumps")
+				if strict && oif == e.links.v1 {
+					assert.Less(t, counted.received, fullBytes/2, "the kernel filters: only v1's routes are sent")
+				} else if !strict {
+					assert.Equal(t, fullBytes, counted.received, "without strict checking the kernel sends everything")
+				}
 			}
 		}
 	}
+}
+
+// countingTransport counts the bytes a Conn receives.
+type countingTransport struct {
+	transport
+	received int
+}
+
+func (c *countingTransport) recv(b []byte) (int, error) {
+	n, err := c.transport.recv(b)
+	if err == nil {
+		c.received += n
+	}
+	return n, err
 }
 
 func TestKernelPerOpErrors(t *testing.T) {
