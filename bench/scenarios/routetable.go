@@ -159,6 +159,16 @@ func rtblNetlinkRoute(oif int, dst netip.Prefix, mtu int) *netlink.Route {
 	}
 }
 
+// rtblEmpty is a Setup for ours that writes into an empty table: np-a and
+// the n targets to program.
+func rtblEmpty(n int) func(ctx context.Context, env *harness.Env) error {
+	return func(ctx context.Context, env *harness.Env) error {
+		_, err := rtblSetupLink(ctx, env, n)
+		env.State = rtblTargets(n)
+		return err
+	}
+}
+
 func rtblInitial(n int) harness.Scenario {
 	w := routeWrite{n: n, link: rtblLink, table: rtblTable, proto: int(routetable.DefaultProtocol),
 		setup: func(ctx context.Context, env *harness.Env) (int, error) { return rtblSetupLink(ctx, env, n) }}
@@ -169,11 +179,7 @@ func rtblInitial(n int) harness.Scenario {
 		Note: "ours includes New, SetRoutes, the link list and the initial dump; " + note,
 		Variants: append([]harness.Variant{{
 			Name: "nodeplane routetable", Role: harness.Ours,
-			Setup: func(ctx context.Context, env *harness.Env) error {
-				_, err := rtblSetupLink(ctx, env, n)
-				env.State = rtblTargets(n)
-				return err
-			},
+			Setup: rtblEmpty(n),
 			Run: func(ctx context.Context, env *harness.Env) error {
 				st, err := rtblLoad(ctx, env, env.State.([]routetable.Target))
 				if err != nil {
@@ -283,11 +289,7 @@ func rtblHeap(n int) harness.Scenario {
 		Note: "heapB/route: heap kept by a Table per applied route (candidates, winners, kernel view, netlink buffers); times include two forced GCs",
 		Variants: []harness.Variant{{
 			Name: "nodeplane routetable", Role: harness.Ours,
-			Setup: func(ctx context.Context, env *harness.Env) error {
-				_, err := rtblSetupLink(ctx, env, n)
-				env.State = rtblTargets(n)
-				return err
-			},
+			Setup: rtblEmpty(n),
 			Run: func(ctx context.Context, env *harness.Env) error {
 				targets := env.State.([]routetable.Target)
 				before := benchutil.HeapInUse()
