@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -68,6 +69,18 @@ type Resyncer interface {
 	QueueResync()
 }
 
+// Wakeable is an optional interface for drivers that learn of work from
+// outside the loop — for example interface state that an interface monitor
+// reports from its own goroutine. AddDriver calls SetWake once, before Run,
+// with a function that asks the loop for an apply pass (Loop.Wake). The
+// driver calls it after recording the new state; it never blocks and is
+// safe to call from any goroutine, at any time, any number of times (calls
+// that arrive while a pass is already wanted cost nothing).
+type Wakeable interface {
+	// SetWake gives the driver the function that wakes the loop.
+	SetWake(wake func())
+}
+
 // Named is an optional interface for managers and drivers: the loop uses
 // Name in logs and errors. Without it (and without WithName) the name is the
 // Go type, as printed by %T.
@@ -76,12 +89,72 @@ type Named interface {
 	Name() string
 }
 
-// ApplyResult is what a successful Apply reports besides its error.
+// ApplyResult is what an Apply reports besides its error. It is read when
+// Apply succeeds and when it fails only partly (an error wrapping
+// ErrPartial); otherwise it is ignored.
 type ApplyResult struct {
 	// RetryAfter, when positive, asks the loop to run another apply pass
-	// after this delay, for example because a grace period is running. Zero
-	// or negative means no request.
+	// after this delay, for example because a grace period is running or
+	// objects that failed are due for their next attempt. Zero or negative
+	// means no request.
 	RetryAfter time.Duration
+}
+
+// PartialError is the error of an Apply that wrote everything it could
+// while some objects failed: a route the kernel refused, a rule it
+// rejected, a set it could not create. It wraps ErrPartial and every
+// object's error, so errors.Is finds their sentinels too.
+//
+// A driver that returns it keeps the failed objects pending and retries
+// them on its own backoff, asking for the next attempt through
+// ApplyResult.RetryAfter. The loop reports the failure (Health.LastError,
+// Health.FailingObjects, Health.ObjectFailures and OnHealth) but does not
+// treat the driver as failed: it neither backs off nor forces a resync, so
+// one bad object never holds back the rest.
+type PartialError struct {
+	// Failed is how many objects failed in this Apply.
+	Failed int
+	// Errs are the objects' errors; a driver may keep only the first few.
+	Errs []error
+}
+
+// partialShown is how many object errors Error quotes.
+const partialShown = 3
+
+// Error counts the failed objects and quotes the first few errors.
+func (e *PartialError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d object(s) failed", e.Failed)
+	for i, err := range e.Errs {
+		if i == partialShown {
+			b.WriteString("; …")
+			break
+		}
+		fmt.Fprintf(&b, "; %v", err)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrPartial and the objects' errors.
+func (e *PartialError) Unwrap() []error { return append([]error{ErrPartial}, e.Errs...) }
+
+// Partial returns nil when errs is empty, else a *PartialError counting
+// failed objects (at least len(errs)) and keeping errs.
+func Partial(failed int, errs ...error) error {
+	if len(errs) == 0 && failed == 0 {
+		return nil
+	}
+	return &PartialError{Failed: max(failed, len(errs)), Errs: errs}
+}
+
+// failedObjects returns how many objects err reports as failed: the
+// PartialError's count, or 1.
+func failedObjects(err error) int {
+	var pe *PartialError
+	if errors.As(err, &pe) && pe.Failed > 0 {
+		return pe.Failed
+	}
+	return 1
 }
 
 // Phase orders the drivers within an apply pass. References must exist
@@ -191,6 +264,9 @@ var (
 	// ErrPanic is wrapped by the error the loop records when a manager,
 	// driver or callback panics. The concrete error is a *PanicError.
 	ErrPanic = errors.New("dataplane: panic")
+	// ErrPartial is wrapped by the error of an Apply that wrote everything
+	// it could while some objects failed; see PartialError.
+	ErrPartial = errors.New("dataplane: some objects were not written")
 )
 
 // PanicError is the error that replaces a panic in a manager or driver. It

@@ -45,17 +45,35 @@
 //
 // Once dirty, the loop waits Options.Coalesce for more messages before it
 // applies, so a burst costs one pass rather than one per batch. Passes are
-// throttled by a token bucket (Options.Throttle). A failed pass (an error or
-// a panic from a manager or driver) leaves the loop dirty, queues a full
-// resync on each driver that failed (and each failed manager that
-// implements Resyncer — the others are left alone), and is retried after an
-// exponential backoff (Options.Backoff) that resets on success; until then
-// no pass runs. The shortest RetryAfter of a pass schedules another pass.
-// Every driver gets QueueResync and a pass every Options.ResyncInterval
-// (jittered; per driver with WithResyncInterval) to repair drift.
+// throttled by a token bucket (Options.Throttle). The shortest RetryAfter of
+// a pass schedules another pass. Every driver gets QueueResync and a pass
+// every Options.ResyncInterval (jittered; per driver with
+// WithResyncInterval) to repair drift.
+//
+// A driver that learns of work outside the loop — interface state reported by
+// a monitor's callback, say — asks for a pass with Loop.Wake; a driver that
+// implements Wakeable is handed that function when it is registered.
+//
+// # Failures
+//
+// One bad object never holds back the rest. A driver that could not write
+// some objects (a route the kernel refuses, a rule it rejects) writes
+// everything else and returns an error wrapping ErrPartial (a
+// *PartialError): it keeps those objects pending and retries them on its own
+// backoff through RetryAfter. The loop reports them (Health.LastError,
+// FailingObjects, ObjectFailures) and carries on as after a success.
+//
+// A driver that fails as a whole (it cannot read the kernel, its binary is
+// missing) or panics is backed off on its own: the loop queues a full resync
+// on it and skips it in later passes until an exponential backoff
+// (Options.Backoff, reset by its next success) is over, while every other
+// driver and every new message are served at full speed. A failed manager is
+// called again at the next pass (and resynced first when it implements
+// Resyncer); the loop comes back for it after the same backoff.
 //
 // Health is reported through Options.OnHealth and Loop.Health; OnInSync is
-// called once, after the first fully successful pass. A panic in a manager,
+// called once, after the first successful pass (no manager or driver
+// failed; objects that failed on their own do not count). A panic in a manager,
 // a driver or a callback becomes a *PanicError (wrapping ErrPanic) in the
 // health report; the loop carries on. Run returns when its context ends,
 // after the pass in progress, if any, has returned.

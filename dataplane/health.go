@@ -8,23 +8,36 @@ type Health struct {
 	// Live is true while Run is running.
 	Live bool
 	// Ready is true once both in-sync markers have arrived and an apply
-	// pass has fully succeeded. It stays true across later failures, which
-	// ConsecutiveFailures and LastError report.
+	// pass has succeeded: no manager and no driver failed (objects that
+	// failed on their own, FailingObjects, do not count). It stays true
+	// across later failures, which ConsecutiveFailures and LastError report.
 	Ready bool
 	// DatastoreInSync and InterfacesInSync report which in-sync markers the
 	// loop has taken from its queue. Nothing is applied before both.
 	DatastoreInSync, InterfacesInSync bool
-	// LastApply is when the last fully successful apply pass finished; zero
+	// LastApply is when the last successful apply pass finished; zero
 	// before the first.
 	LastApply time.Time
-	// LastError is the most recent failure: the joined errors of a failed
-	// pass, or a manager's panic in OnUpdate. It is kept after later
-	// successes; compare LastErrorAt with LastApply.
+	// LastError is the most recent failure: the joined errors of a pass in
+	// which a manager or driver failed or some objects failed (a
+	// dataplane.PartialError), or a manager's panic in OnUpdate. It is kept
+	// after later successes; compare LastErrorAt with LastApply.
 	LastError error
 	// LastErrorAt is when LastError happened.
 	LastErrorAt time.Time
-	// ConsecutiveFailures counts failed passes since the last success.
+	// ConsecutiveFailures counts passes since the last success in which a
+	// manager or driver failed (or a driver waited out its backoff).
 	ConsecutiveFailures int
+	// FailingDrivers names the drivers that failed as a whole and wait out
+	// their backoff; the loop keeps applying the others.
+	FailingDrivers []string
+	// FailingObjects is how many objects the drivers reported as failed in
+	// their latest Apply (see PartialError); each driver retries them on
+	// its own backoff.
+	FailingObjects int
+	// ObjectFailures counts every object failure reported since Run
+	// started, retries included: a counter for metrics.
+	ObjectFailures uint64
 	// Applies counts apply passes, successful or not.
 	Applies uint64
 }

@@ -35,6 +35,8 @@ type Loop struct {
 	healthMu sync.Mutex
 	health   Health
 
+	wakeC chan struct{} // holds a token while a Wake is pending
+
 	// Set by tests only. testHookIdle is called from the loop's goroutine
 	// each time it is about to wait for an event, with whether no event is
 	// waiting and the last value taken from testPoke, a channel that wakes
@@ -48,15 +50,20 @@ type managerEntry struct {
 	name     string
 	resyncer Resyncer // nil unless m implements Resyncer
 	failed   bool     // in the current pass
+	failures int      // consecutive passes in which it failed
 }
 
 type driverEntry struct {
-	d       Driver
-	name    string
-	phase   Phase
-	deleter DeletionApplier // nil unless d implements DeletionApplier
-	resync  time.Duration   // <= 0: no periodic resync
-	failed  bool            // in the current pass
+	d        Driver
+	name     string
+	phase    Phase
+	deleter  DeletionApplier // nil unless d implements DeletionApplier
+	resync   time.Duration   // <= 0: no periodic resync
+	failed   bool            // failed as a whole in the current pass
+	skipped  bool            // skipped in the current pass: backing off
+	failures int             // consecutive applies in which it failed
+	retryAt  time.Time       // end of its backoff; zero when not failing
+	objects  int             // objects its latest applies reported as failed
 }
 
 // New returns a Loop configured by opts. It validates opts (zero fields take
@@ -66,7 +73,7 @@ func New(opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loop{opts: o, log: o.Logger, clk: o.Clock, q: newQueue(o.QueueSize)}, nil
+	return &Loop{opts: o, log: o.Logger, clk: o.Clock, q: newQueue(o.QueueSize), wakeC: make(chan struct{}, 1)}, nil
 }
 
 // AddManager registers m. Managers see every message in registration order,
@@ -137,10 +144,28 @@ func (l *Loop) AddDriver(d Driver, opts ...DriverOption) error {
 		}
 	}
 	del, _ := d.(DeletionApplier)
+	if w, ok := d.(Wakeable); ok {
+		if err := safeDo(func() { w.SetWake(l.Wake) }); err != nil {
+			return fmt.Errorf("dataplane: driver %s: SetWake: %w", cfg.name, err)
+		}
+	}
 	l.drivers = append(l.drivers, &driverEntry{
 		d: d, name: cfg.name, phase: phase, deleter: del, resync: cfg.resync,
 	})
 	return nil
+}
+
+// Wake asks the loop for an apply pass, as a new message would (after the
+// coalescing window, within the throttle, and only once both in-sync
+// markers have arrived). Drivers that learn of work outside the loop call
+// it, usually through Wakeable. It never blocks and may be called from any
+// goroutine, before, during and after Run; wakes that arrive while one is
+// pending merge into it.
+func (l *Loop) Wake() {
+	select {
+	case l.wakeC <- struct{}{}:
+	default:
+	}
 }
 
 // Send queues msg for the managers, waiting while the queue is full. It

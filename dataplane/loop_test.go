@@ -495,15 +495,19 @@ func TestRetryBackoff(t *testing.T) {
 	assert.Zero(t, same.resyncs.Load(), "healthy drivers are not")
 	assert.Less(t, rec.index("end bad"), rec.index("resync bad"))
 
-	// Waits double, capped at Max; new messages do not jump the queue.
+	// Waits double, capped at Max. New messages are served at once by
+	// the healthy drivers; the failed one waits out its backoff.
 	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		sameBefore, failsBefore := same.applies.Load(), h.loop.Health().ConsecutiveFailures
 		h.send(fmt.Sprint("msg", i))
+		assert.Equal(t, sameBefore+1, same.applies.Load(), "message %d waited for the failed driver", i)
+		assert.Equal(t, []string{"bad"}, h.loop.Health().FailingDrivers)
 		h.advance(wait - time.Millisecond)
 		require.EqualValues(t, i+1, bad.applies.Load(), "retry %d too early", i)
 		h.advance(time.Millisecond)
 		require.EqualValues(t, i+2, bad.applies.Load(), "retry %d missing", i)
 		assert.EqualValues(t, i+2, bad.resyncs.Load())
-		assert.Equal(t, i+2, h.loop.Health().ConsecutiveFailures)
+		assert.Equal(t, failsBefore+2, h.loop.Health().ConsecutiveFailures, "the skipping pass and the retry")
 	}
 	// The fifth failure waits 4s; then the queue is empty: success.
 	h.advance(4 * time.Second)
@@ -904,4 +908,149 @@ func TestNilContexts(t *testing.T) {
 	require.NoError(t, err)
 	//lint:ignore SA1012 nil contexts must not panic
 	require.NoError(t, l.Send(nil, "x"))
+}
+
+// One bad object never holds the loop back: a driver whose Apply reports
+// only objects that failed (ErrPartial) is not backed off, its RetryAfter
+// is honoured, new messages are served at once, and the failure is
+// reported through health and its counters.
+func TestPartialFailureDoesNotBackOff(t *testing.T) {
+	refused := errors.New("route refused")
+	h := newHarness(t, Options{
+		Backoff:  Backoff{Initial: 10 * time.Second, Max: 30 * time.Second},
+		Throttle: Throttle{Refill: -1},
+	})
+	rt := &fakeDriver{name: "routes", phase: PhaseRoutes}
+	other := &fakeDriver{name: "tables", phase: PhaseTables}
+	h.addDriver(rt)
+	h.addDriver(other)
+	partial := outcome{res: ApplyResult{RetryAfter: 2 * time.Second}, err: Partial(2, refused, refused)}
+	rt.queue(partial, partial, partial)
+	h.start()
+	h.openGates()
+	require.EqualValues(t, 1, rt.applies.Load())
+	hl := h.loop.Health()
+	assert.True(t, hl.Ready, "objects that failed on their own do not make the pass fail")
+	assert.Zero(t, hl.ConsecutiveFailures)
+	assert.Empty(t, hl.FailingDrivers)
+	assert.Equal(t, 2, hl.FailingObjects)
+	assert.EqualValues(t, 2, hl.ObjectFailures)
+	require.ErrorIs(t, hl.LastError, ErrPartial)
+	require.ErrorIs(t, hl.LastError, refused)
+	assert.Zero(t, rt.resyncs.Load(), "a partial failure forces no resync")
+	assert.EqualValues(t, 1, h.inSyncs.Load())
+
+	// A new message is applied at once, to both drivers.
+	h.send("m1")
+	assert.EqualValues(t, 2, rt.applies.Load())
+	assert.EqualValues(t, 2, other.applies.Load())
+	assert.EqualValues(t, 4, h.loop.Health().ObjectFailures)
+
+	// The driver's own retry request is honoured.
+	h.advance(2*time.Second - time.Millisecond)
+	assert.EqualValues(t, 2, rt.applies.Load())
+	h.advance(time.Millisecond)
+	assert.EqualValues(t, 3, rt.applies.Load())
+	assert.EqualValues(t, 6, h.loop.Health().ObjectFailures)
+
+	// Once the objects are written, the count drops to zero; the counter stays.
+	h.advance(2 * time.Second)
+	assert.EqualValues(t, 4, rt.applies.Load())
+	hl = h.loop.Health()
+	assert.Zero(t, hl.FailingObjects)
+	assert.EqualValues(t, 6, hl.ObjectFailures)
+}
+
+// A partial failure in ApplyDeletions counts the same way, and a driver
+// that fails as a whole in one of its two tasks is backed off.
+func TestPartialFailureInDeletions(t *testing.T) {
+	h := newHarness(t, Options{Backoff: Backoff{Initial: time.Second}, Throttle: Throttle{Refill: -1}})
+	d := &fakeDeleter{fakeDriver: fakeDriver{name: "sets", phase: PhaseIPSetsUpdate}}
+	h.addDriver(d)
+	d.delOut = []outcome{{err: Partial(1, errors.New("set in use"))}, {err: errors.New("ipset binary missing")}}
+	h.start()
+	h.openGates()
+	hl := h.loop.Health()
+	assert.Equal(t, 1, hl.FailingObjects)
+	assert.Empty(t, hl.FailingDrivers)
+	h.send("x")
+	hl = h.loop.Health()
+	assert.Equal(t, []string{"sets"}, hl.FailingDrivers)
+	assert.EqualValues(t, 1, d.resyncs.Load())
+	h.send("y")
+	assert.EqualValues(t, 2, d.applies.Load(), "backing off: skipped")
+	h.advance(time.Second)
+	assert.EqualValues(t, 3, d.applies.Load())
+	assert.Empty(t, h.loop.Health().FailingDrivers)
+}
+
+func TestPartialError(t *testing.T) {
+	assert.NoError(t, Partial(0))
+	a, b := errors.New("a"), errors.New("b")
+	err := Partial(5, a, b)
+	require.ErrorIs(t, err, ErrPartial)
+	require.ErrorIs(t, err, a)
+	require.ErrorIs(t, err, b)
+	assert.Equal(t, "5 object(s) failed; a; b", err.Error())
+	var pe *PartialError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 5, pe.Failed)
+	assert.Equal(t, 2, Partial(0, a, b).(*PartialError).Failed, "never fewer than the errors given")
+	many := Partial(4, a, a, a, a).Error()
+	assert.Equal(t, "4 object(s) failed; a; a; a; …", many)
+	assert.Equal(t, 1, failedObjects(a))
+	assert.Equal(t, 5, failedObjects(fmt.Errorf("wrapped: %w", err)))
+}
+
+// wakeDriver is a fakeDriver that implements Wakeable.
+type wakeDriver struct {
+	fakeDriver
+	wake func()
+}
+
+func (d *wakeDriver) SetWake(wake func()) { d.wake = wake }
+
+// A driver that learns of work outside the loop wakes it; the wake obeys
+// the in-sync gates and merges with other pending wakes.
+func TestWake(t *testing.T) {
+	h := newHarness(t, Options{Throttle: Throttle{Refill: -1}})
+	d := &wakeDriver{fakeDriver: fakeDriver{name: "routes", phase: PhaseRoutes}}
+	h.addDriver(d)
+	require.NotNil(t, d.wake, "AddDriver hands a Wakeable driver its wake function")
+	d.wake() // before Run: kept
+	h.start()
+	assert.Zero(t, d.applies.Load(), "nothing is applied before the in-sync markers")
+	h.openGates()
+	require.EqualValues(t, 1, d.applies.Load())
+
+	// From other goroutines, many times: at least one pass, never more
+	// than one per wake.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(d.wake)
+	}
+	wg.Wait()
+	h.settle(nil)
+	n := d.applies.Load()
+	assert.True(t, n >= 2 && n <= 9, "applies after 8 wakes: %d", n)
+
+	h.loop.Wake()
+	h.settle(nil)
+	assert.Equal(t, n+1, d.applies.Load())
+}
+
+// Wake honours the coalescing window like a message.
+func TestWakeCoalesces(t *testing.T) {
+	h := newHarness(t, Options{Coalesce: 50 * time.Millisecond, Throttle: Throttle{Refill: -1}})
+	d := &fakeDriver{name: "d", phase: PhaseRoutes}
+	h.addDriver(d)
+	h.start()
+	h.openGates()
+	h.advance(50 * time.Millisecond)
+	require.EqualValues(t, 1, d.applies.Load())
+	h.loop.Wake()
+	h.settle(nil)
+	assert.EqualValues(t, 1, d.applies.Load())
+	h.advance(50 * time.Millisecond)
+	assert.EqualValues(t, 2, d.applies.Load())
 }

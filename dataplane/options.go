@@ -73,7 +73,7 @@ type Options struct {
 	// fine).
 	OnHealth func(Health)
 	// OnInSync, if set, is called once, from the loop's goroutine, after the
-	// first fully successful apply pass (which comes after both in-sync
+	// first successful apply pass (which comes after both in-sync
 	// markers).
 	OnInSync func()
 }
@@ -88,9 +88,10 @@ type Throttle struct {
 	Refill time.Duration
 }
 
-// Backoff paces retries after failed passes: the k-th consecutive failure
-// waits Initial·2^(k-1), capped at Max. No pass runs, not even for new
-// messages, until the wait is over. A successful pass resets it.
+// Backoff paces the retries of a driver or manager that failed: its k-th
+// consecutive failure waits Initial·2^(k-1), capped at Max. A failed driver
+// is skipped until its wait is over; everything else is applied as usual.
+// Its next success resets it.
 type Backoff struct {
 	// Initial is the wait after the first failure. Zero means
 	// DefaultBackoffInitial.

@@ -26,9 +26,9 @@ type runner struct {
 	batch    []any
 
 	datastoreInSync, interfacesInSync bool
-	dirty                             bool // intent changed since the last successful pass
+	dirty                             bool // intent changed since the last pass, or a timer wants one
 	eligible                          bool // the coalescing window is over, or a timer wants a pass
-	failures                          int
+	failures                          int  // consecutive passes with a failed driver or manager
 	inSync                            bool // OnInSync has been called
 
 	// Deadlines; zero means unset.
@@ -48,6 +48,8 @@ type task struct {
 	deletions bool // call ApplyDeletions (after Apply when both)
 	res       ApplyResult
 	err       error
+	partial   bool // err reports only objects that failed (ErrPartial)
+	skipped   bool // the driver waits out its backoff
 }
 
 func newRunner(l *Loop, managers []*managerEntry, drivers []*driverEntry) *runner {
@@ -120,6 +122,8 @@ func (r *runner) run(ctx context.Context) error {
 			return nil
 		case <-r.l.q.ready:
 			r.receive()
+		case <-r.l.wakeC:
+			r.markDirty()
 		case <-r.wakeC():
 			r.wakeArmed = false
 		case r.lastPoke = <-r.l.testPoke:
@@ -128,8 +132,9 @@ func (r *runner) run(ctx context.Context) error {
 }
 
 // wantApply reports whether a pass should run now, throttle permitting.
+// A driver's backoff does not hold the loop: the pass skips that driver.
 func (r *runner) wantApply() bool {
-	return r.datastoreInSync && r.interfacesInSync && r.dirty && r.eligible && r.retryAt.IsZero()
+	return r.datastoreInSync && r.interfacesInSync && r.dirty && r.eligible
 }
 
 // receive takes a batch from the queue and gives it to every manager.
@@ -163,12 +168,7 @@ func (r *runner) receive() {
 		}
 	}
 	clear(r.batch) // drop references to the messages
-	r.dirty = true
-	if r.o.Coalesce < 0 {
-		r.eligible = true
-	} else if !r.eligible && r.windowAt.IsZero() {
-		r.windowAt = r.clk.Now().Add(r.o.Coalesce)
-	}
+	r.markDirty()
 	if err := errors.Join(errs...); err != nil || markers {
 		now := r.clk.Now()
 		r.report(r.l.updateHealth(func(h *Health) {
@@ -180,6 +180,17 @@ func (r *runner) receive() {
 	}
 }
 
+// markDirty records new intent: a pass follows once the coalescing window
+// is over.
+func (r *runner) markDirty() {
+	r.dirty = true
+	if r.o.Coalesce < 0 {
+		r.eligible = true
+	} else if !r.eligible && r.windowAt.IsZero() {
+		r.windowAt = r.clk.Now().Add(r.o.Coalesce)
+	}
+}
+
 // runDue acts on every deadline that has passed.
 func (r *runner) runDue(now time.Time) {
 	due := func(t time.Time) bool { return !t.IsZero() && !now.Before(t) }
@@ -187,7 +198,7 @@ func (r *runner) runDue(now time.Time) {
 		r.windowAt, r.eligible = time.Time{}, true
 	}
 	if due(r.retryAt) {
-		r.retryAt = time.Time{}
+		r.retryAt, r.dirty, r.eligible = time.Time{}, true, true
 	}
 	if due(r.reschedAt) {
 		r.reschedAt, r.dirty, r.eligible = time.Time{}, true, true
@@ -266,31 +277,50 @@ func (r *runner) wakeC() <-chan time.Time {
 }
 
 // pass runs one apply pass: every manager's CompleteDeferredWork, then the
-// drivers step by step.
+// drivers step by step. A driver waiting out its backoff is skipped; the
+// others are applied as usual.
 func (r *runner) pass(ctx context.Context) {
 	start := r.clk.Now()
 	r.dirty, r.eligible = false, false
-	r.windowAt, r.reschedAt, r.throttleAt = time.Time{}, time.Time{}, time.Time{}
+	r.windowAt, r.reschedAt, r.throttleAt, r.retryAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 
 	var errs []error
 	for _, me := range r.managers {
 		me.failed = false
 		if err := safeCall(me.m.CompleteDeferredWork); err != nil {
 			me.failed = true
+			me.failures++
 			errs = append(errs, fmt.Errorf("dataplane: manager %s: %w", me.name, err))
+		} else {
+			me.failures = 0
 		}
 	}
 	for _, e := range r.drivers {
 		e.failed = false
+		e.skipped = !e.retryAt.IsZero() && start.Before(e.retryAt)
+		if !e.skipped {
+			e.objects = 0
+		}
 	}
 	var retry time.Duration
+	var objectFailures uint64
 	for _, tasks := range r.stages {
 		runStage(ctx, tasks)
 		for _, t := range tasks {
+			if t.skipped {
+				continue
+			}
 			if t.err != nil {
-				t.e.failed = true
 				errs = append(errs, t.err)
-			} else if t.res.RetryAfter > 0 && (retry == 0 || t.res.RetryAfter < retry) {
+				if t.partial {
+					n := failedObjects(t.err)
+					t.e.objects += n
+					objectFailures += uint64(n)
+				} else {
+					t.e.failed = true
+				}
+			}
+			if t.res.RetryAfter > 0 && (retry == 0 || t.res.RetryAfter < retry) {
 				retry = t.res.RetryAfter
 			}
 		}
@@ -303,35 +333,43 @@ func (r *runner) pass(ctx context.Context) {
 		r.reschedAt = end.Add(retry)
 	}
 
+	// Each failed driver and manager backs off on its own; the loop comes
+	// back for the earliest of them, and new messages are served meanwhile.
+	failing, objects := r.settleFailures(end)
 	err := errors.Join(errs...)
 	if err != nil {
-		r.dirty, r.eligible = true, true
-		r.failures++
-		delay := backoffDelay(r.o.Backoff.Initial, r.o.Backoff.Max, r.failures)
-		r.retryAt = end.Add(delay)
-		r.forceResync()
-		r.log.Warn("dataplane apply failed", "error", err, "failures", r.failures, "retryIn", delay)
+		r.log.Warn("dataplane apply failed", "error", err, "failingDrivers", failing,
+			"failingObjects", objects, "retryIn", r.retryIn(end))
 		for _, e := range errs {
 			if st := stackOf(e); st != nil {
 				r.log.Error("dataplane: panic during apply", "error", e, "stack", string(st))
 			}
 		}
-		r.report(r.l.updateHealth(func(h *Health) {
-			h.Applies++
-			h.LastError, h.LastErrorAt = err, end
-			h.ConsecutiveFailures = r.failures
-		}))
-		return
 	}
-
-	r.failures, r.retryAt = 0, time.Time{}
-	r.log.Debug("dataplane apply done", "took", end.Sub(start), "retryAfter", retry)
+	ok := len(failing) == 0 && !r.anyManagerFailed()
+	if ok {
+		r.failures = 0
+	} else {
+		r.failures++
+	}
 	r.report(r.l.updateHealth(func(h *Health) {
 		h.Applies++
-		h.Ready = true
-		h.LastApply = end
-		h.ConsecutiveFailures = 0
+		h.FailingDrivers = failing
+		h.FailingObjects = objects
+		h.ObjectFailures += objectFailures
+		h.ConsecutiveFailures = r.failures
+		if err != nil {
+			h.LastError, h.LastErrorAt = err, end
+		}
+		if ok {
+			h.Ready = true
+			h.LastApply = end
+		}
 	}))
+	if !ok {
+		return
+	}
+	r.log.Debug("dataplane apply done", "took", end.Sub(start), "retryAfter", retry)
 	if !r.inSync {
 		r.inSync = true
 		r.log.Info("dataplane in sync", "took", end.Sub(start))
@@ -343,25 +381,65 @@ func (r *runner) pass(ctx context.Context) {
 	}
 }
 
-// forceResync queues a full resync on every driver and resyncable manager
-// that failed in the last pass.
-func (r *runner) forceResync() {
+// settleFailures updates every driver's and manager's backoff after a pass
+// that ended at end, queues a resync on what failed, arms the retry, and
+// returns the drivers still failing (failed now, or skipped while backing
+// off) and the objects the drivers report as failing.
+func (r *runner) settleFailures(end time.Time) (failing []string, objects int) {
 	for _, e := range r.drivers {
-		if !e.failed {
-			continue
+		switch {
+		case e.failed:
+			e.failures++
+			e.retryAt = end.Add(backoffDelay(r.o.Backoff.Initial, r.o.Backoff.Max, e.failures))
+			if err := safeDo(e.d.QueueResync); err != nil {
+				r.log.Error("dataplane: QueueResync panicked", "driver", e.name, "error", err)
+			}
+		case !e.skipped:
+			e.failures, e.retryAt = 0, time.Time{}
 		}
-		if err := safeDo(e.d.QueueResync); err != nil {
-			r.log.Error("dataplane: QueueResync panicked", "driver", e.name, "error", err)
+		if e.failures > 0 {
+			failing = append(failing, e.name)
+			r.considerRetry(e.retryAt)
 		}
+		objects += e.objects
 	}
 	for _, me := range r.managers {
-		if !me.failed || me.resyncer == nil {
+		if !me.failed {
+			continue
+		}
+		r.considerRetry(end.Add(backoffDelay(r.o.Backoff.Initial, r.o.Backoff.Max, me.failures)))
+		if me.resyncer == nil {
 			continue
 		}
 		if err := safeDo(me.resyncer.QueueResync); err != nil {
 			r.log.Error("dataplane: QueueResync panicked", "manager", me.name, "error", err)
 		}
 	}
+	return failing, objects
+}
+
+// considerRetry moves the retry deadline to at when that is earlier.
+func (r *runner) considerRetry(at time.Time) {
+	if r.retryAt.IsZero() || at.Before(r.retryAt) {
+		r.retryAt = at
+	}
+}
+
+// retryIn is how long until the retry deadline, for logs.
+func (r *runner) retryIn(now time.Time) time.Duration {
+	if r.retryAt.IsZero() {
+		return 0
+	}
+	return r.retryAt.Sub(now)
+}
+
+func (r *runner) anyManagerFailed() bool {
+	for _, me := range r.managers {
+		if me.failed {
+			return true
+		}
+	}
+	return false
 }
 
 // runStage runs the tasks of one step, in parallel when there are several,
@@ -383,25 +461,34 @@ func runStage(ctx context.Context, tasks []*task) {
 }
 
 func (t *task) run(ctx context.Context) {
-	t.res, t.err = ApplyResult{}, nil
-	var errs []error
-	if t.apply {
-		res, err := safeApply(ctx, t.e.d.Apply)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("dataplane: driver %s (%v): %w", t.e.name, t.e.phase, err))
-		} else {
-			t.res = res
-		}
+	t.res, t.err, t.partial = ApplyResult{}, nil, false
+	t.skipped = t.e.skipped
+	if t.skipped {
+		return
 	}
-	if t.deletions {
-		res, err := safeApply(ctx, t.e.deleter.ApplyDeletions)
+	var errs []error
+	partial := true
+	step := func(what string, apply func(context.Context) (ApplyResult, error)) {
+		res, err := safeApply(ctx, apply)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("dataplane: driver %s (deletions): %w", t.e.name, err))
-		} else if res.RetryAfter > 0 && (t.res.RetryAfter <= 0 || res.RetryAfter < t.res.RetryAfter) {
+			errs = append(errs, fmt.Errorf("dataplane: driver %s (%s): %w", t.e.name, what, err))
+			if !errors.Is(err, ErrPartial) {
+				partial = false
+				return
+			}
+		}
+		if res.RetryAfter > 0 && (t.res.RetryAfter <= 0 || res.RetryAfter < t.res.RetryAfter) {
 			t.res.RetryAfter = res.RetryAfter
 		}
 	}
+	if t.apply {
+		step(t.e.phase.String(), t.e.d.Apply)
+	}
+	if t.deletions {
+		step("deletions", t.e.deleter.ApplyDeletions)
+	}
 	t.err = errors.Join(errs...)
+	t.partial = t.err != nil && partial
 }
 
 // recordError stores err as the last error without failing a pass.
