@@ -38,15 +38,24 @@ type Local struct {
 // output. A failure to start, a non-zero exit or a cancelled context is
 // returned as *Error.
 func (l Local) Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+	return run(ctx, l.Env, (*exec.Cmd).Start, stdin, name, args)
+}
+
+// run runs name with args, starting the process with start, and reports a
+// failure as *Error.
+func run(ctx context.Context, env []string, start func(*exec.Cmd) error, stdin io.Reader, name string, args []string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdin = stdin
-	if l.Env != nil {
-		cmd.Env = l.Env
+	if env != nil {
+		cmd.Env = env
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	err := cmd.Run()
+	err := start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if err == nil {
 		return stdout.Bytes(), nil
 	}

@@ -2,6 +2,7 @@ package command_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -33,4 +34,13 @@ func ExampleError() {
 		fmt.Println(e.ExitCode, strings.TrimSpace(string(e.Stderr)))
 	}
 	// Output: 1 no such set
+}
+
+func ExampleNetNS() {
+	// A runner for binaries in another network namespace; FD is an open
+	// descriptor of it (here deliberately not one, so nothing runs).
+	r := command.NetNS{FD: -1}
+	_, err := r.Run(context.Background(), nil, "iptables-save")
+	fmt.Println(errors.Is(err, command.ErrNetNS))
+	// Output: true
 }

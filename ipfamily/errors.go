@@ -2,7 +2,7 @@ package ipfamily
 
 import "errors"
 
-// Errors returned by Check and CheckPrefix.
+// Errors returned by Check, CheckPrefix and CheckNet.
 var (
 	// ErrInvalidFamily: the Family is neither IPv4 nor IPv6.
 	ErrInvalidFamily = errors.New("ipfamily: invalid IP family")
@@ -11,4 +11,6 @@ var (
 	ErrInvalidAddress = errors.New("ipfamily: invalid address")
 	// ErrWrongFamily: the address is of the other family.
 	ErrWrongFamily = errors.New("ipfamily: address of the wrong family")
+	// ErrHostBits: a network prefix has bits set after its length.
+	ErrHostBits = errors.New("ipfamily: prefix has host bits set")
 )

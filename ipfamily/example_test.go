@@ -28,6 +28,16 @@ func ExampleFamily_CheckPrefix() {
 	// Output: <nil>
 }
 
+func ExampleFamily_CheckNet() {
+	fmt.Println(ipfamily.IPv4.CheckNet(netip.MustParsePrefix("10.0.0.0/24")))
+	fmt.Println(ipfamily.IPv4.CheckNet(netip.MustParsePrefix("10.0.0.1/24")))
+	fmt.Println(ipfamily.IPv6.CheckNet(netip.MustParsePrefix("fd00::1/64")))
+	// Output:
+	// <nil>
+	// ipfamily: prefix has host bits set: 10.0.0.1/24 (the network is 10.0.0.0/24)
+	// ipfamily: prefix has host bits set: fd00::1/64 (the network is fd00::/64)
+}
+
 func ExampleFamily_AF() {
 	for _, f := range ipfamily.All {
 		fmt.Println(f, f.AF(), f.Bits())

@@ -117,3 +117,18 @@ func (f Family) CheckPrefix(p netip.Prefix) error {
 	}
 	return nil
 }
+
+// CheckNet is CheckPrefix for a network prefix, such as a route
+// destination or a pool CIDR: besides the family, it refuses host bits set
+// after the prefix length (10.0.0.1/24, where the network is 10.0.0.0/24),
+// which the kernel would otherwise mask or store as written. The error
+// names the prefix and the network it stands for.
+func (f Family) CheckNet(p netip.Prefix) error {
+	if err := f.CheckPrefix(p); err != nil {
+		return err
+	}
+	if m := p.Masked(); m != p {
+		return fmt.Errorf("%w: %s (the network is %s)", ErrHostBits, p, m)
+	}
+	return nil
+}

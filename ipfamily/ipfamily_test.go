@@ -81,3 +81,30 @@ func TestCheck(t *testing.T) {
 	require.ErrorIs(t, IPv6.CheckPrefix(netip.Prefix{}), ErrInvalidAddress)
 	require.ErrorIs(t, Family(0).CheckPrefix(netip.Prefix{}), ErrInvalidFamily)
 }
+
+func TestCheckNet(t *testing.T) {
+	for _, tc := range []struct {
+		f    Family
+		p    string
+		want error
+	}{
+		{IPv4, "10.0.0.0/24", nil},
+		{IPv4, "10.0.0.1/32", nil},
+		{IPv4, "0.0.0.0/0", nil},
+		{IPv4, "10.0.0.1/24", ErrHostBits},
+		{IPv4, "10.0.0.1/0", ErrHostBits},
+		{IPv6, "fd00::/64", nil},
+		{IPv6, "fd00::1/64", ErrHostBits},
+		{IPv6, "10.0.0.0/24", ErrWrongFamily},
+		{IPv4, "fd00::/64", ErrWrongFamily},
+	} {
+		err := tc.f.CheckNet(netip.MustParsePrefix(tc.p))
+		if tc.want == nil {
+			require.NoError(t, err, tc.p)
+			continue
+		}
+		require.ErrorIs(t, err, tc.want, tc.p)
+		require.Contains(t, err.Error(), tc.p)
+	}
+	require.ErrorIs(t, IPv4.CheckNet(netip.Prefix{}), ErrInvalidAddress)
+}
