@@ -6,9 +6,13 @@
 //
 // # What it owns
 //
-// Only namespaces it creates itself, named npt-<pid>-<n> and bind-mounted in
-// /run/netns (so `ip netns exec` works while a test runs), and everything
-// inside them. It never changes the host namespace's links, routes, firewall
+// Only namespaces it creates itself, named npt-<pid>-<n>, and everything
+// inside them. They are bind-mounted in a directory of their own, NetnsDir
+// (/run/nodeplane-netns, a shared mount point as iproute2 makes /run/netns),
+// and linked from /run/netns, so `ip netns exec` works while a test runs.
+// They are not mounted in /run/netns itself: the first `ip netns add` on a
+// machine bind-mounts /run/netns over itself and would hide them. A mount
+// hidden all the same is still removed, from a private mount namespace. It never changes the host namespace's links, routes, firewall
 // or sysctls: links are created with a handle bound to a test namespace (veth
 // peers are created directly in their target namespace), sysctls are written
 // from a thread inside the namespace and only under net.*, and no test
@@ -27,14 +31,15 @@
 //
 // NewNS returns an *NS with `lo` up and registers its removal with
 // t.Cleanup: processes started in it are killed, its netlink handle is closed
-// and its bind mount removed, also when the test fails. NS.Handle is a
+// and its bind mount and link removed, also when the test fails. NS.Handle is a
 // netlink handle bound to it; NS.Do runs Go code on a thread inside it
 // (sockets created there stay there); NS.Exec and NS.ExecInput run a binary
 // inside it (iptables-restore, ipset, nft -f -) from such a thread, so the
 // mount namespace, /sys and bpffs stay as they are; NS.Start starts a
 // long-running process. NS.SetSysctl writes the namespace's own net.*
 // sysctls. The first NewNS of a process removes namespaces left by test
-// processes that died without cleaning up.
+// processes that died without cleaning up (only the harness's own names; one
+// it cannot remove is logged, never a failure).
 //
 // # Topologies
 //

@@ -21,9 +21,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NetnsDir is where named network namespaces are bind-mounted, as with
-// `ip netns add`.
-const NetnsDir = "/run/netns"
+// NetnsDir is where the harness bind-mounts the namespaces it creates: a
+// directory of its own, made a shared mount point before the first one, as
+// iproute2 does with /run/netns (an unmount there then also reaches the
+// copies other mount namespaces made meanwhile). It is not /run/netns itself:
+// the first `ip netns add` on a machine bind-mounts /run/netns over itself,
+// which would hide namespaces mounted there before and make them
+// unremovable. /run/netns only gets a symbolic link per namespace, so `ip
+// netns exec NAME` works.
+const NetnsDir = "/run/nodeplane-netns"
+
+// ipNetnsDir is iproute2's directory of named namespaces.
+const ipNetnsDir = "/run/netns"
+
+// maxStacked bounds how many mounts stacked on one path are unmounted.
+const maxStacked = 16
 
 // namePrefix starts the name of every namespace this package creates; the
 // full name is npt-<pid>-<sequence>, unique across concurrent test processes.
@@ -61,8 +73,9 @@ type NS struct {
 
 // NewNS creates a fresh named network namespace npt-<pid>-<n>, with only `lo`
 // in it, brought up, and registers its removal with t.Cleanup: processes
-// started in it are killed, the netlink handle is closed and the bind mount in
-// /run/netns is removed, whether the test passes or fails.
+// started in it are killed, the netlink handle is closed and its bind mount
+// in NetnsDir and its link in /run/netns are removed, whether the test passes
+// or fails.
 //
 // The calling goroutine's thread never enters the namespace. NewNS calls
 // RequireKernel first; the first call in a process also removes namespaces
@@ -106,14 +119,14 @@ func Open() (*NS, error) {
 	return newNS()
 }
 
-// newNS creates the namespace, its bind mount and its netlink handle. On
-// failure nothing is left behind.
+// newNS creates the namespace, its bind mount, its link in /run/netns and
+// its netlink handle. On failure nothing is left behind.
 func newNS() (*NS, error) {
 	name := fmt.Sprintf("%s%d-%d", namePrefix, os.Getpid(), nsSeq.Add(1))
 	ns := &NS{name: name, fd: netns.None(), procs: map[*Process]struct{}{}}
 	path := ns.Path()
-	if err := os.MkdirAll(NetnsDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", NetnsDir, err)
+	if err := prepareDirs(); err != nil {
+		return nil, err
 	}
 	enter := func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
@@ -149,6 +162,9 @@ func newNS() (*NS, error) {
 		if err != nil {
 			return fmt.Errorf("bring lo up: %w", err)
 		}
+		if err := os.Symlink(path, filepath.Join(ipNetnsDir, name)); err != nil {
+			return fmt.Errorf("link it into %s: %w", ipNetnsDir, err)
+		}
 		return nil
 	}
 	if err := inThread(enter, build); err != nil {
@@ -158,11 +174,11 @@ func newNS() (*NS, error) {
 	return ns, nil
 }
 
-// Name returns the namespace's name in /run/netns, so `ip netns exec NAME`
-// works while the test runs.
+// Name returns the namespace's name, also linked in /run/netns, so `ip netns
+// exec NAME` works while the test runs.
 func (ns *NS) Name() string { return ns.name }
 
-// Path returns the namespace's bind-mount path, /run/netns/NAME.
+// Path returns the namespace's bind-mount path, NetnsDir/NAME.
 func (ns *NS) Path() string { return filepath.Join(NetnsDir, ns.name) }
 
 // String returns the namespace's name.
@@ -313,8 +329,9 @@ func sysctlPath(key string) (string, error) {
 
 // Close removes the namespace: it kills the processes started in it (and any
 // other process found in it), closes the netlink handle and the namespace
-// descriptor and removes the bind mount. It is idempotent; NewNS registers it
-// with t.Cleanup, and tests call it early to simulate a namespace going away.
+// descriptor and removes the bind mount and the link in /run/netns. It is
+// idempotent; NewNS registers it with t.Cleanup, and tests call it early to
+// simulate a namespace going away.
 // Links whose peer is in another namespace (veth) disappear with it.
 func (ns *NS) Close() error {
 	ns.mu.Lock() // waits for any Do that is entering the namespace
@@ -342,7 +359,8 @@ func (ns *NS) Close() error {
 	return errors.Join(errs...)
 }
 
-// release closes the handle and descriptor and removes the bind mount.
+// release closes the handle and descriptor and removes the bind mount and
+// the link.
 func (ns *NS) release() error {
 	if ns.handle != nil {
 		closeHandle(ns.handle)
@@ -350,7 +368,7 @@ func (ns *NS) release() error {
 	if ns.fd.IsOpen() {
 		ns.fd.Close()
 	}
-	return deleteNamed(ns.name)
+	return removeNamed(ns.name)
 }
 
 // closeHandle closes h's sockets but leaves them in place: a Handle whose
@@ -363,17 +381,106 @@ func closeHandle(h *netlink.Handle) {
 	*h = keep
 }
 
-// deleteNamed unmounts and removes /run/netns/name; a missing mount or file is
-// not an error.
-func deleteNamed(name string) error {
-	path := filepath.Join(NetnsDir, name)
-	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount %s: %w", path, err)
+// prepareDirs creates NetnsDir and /run/netns and makes NetnsDir a shared
+// mount point, binding it over itself first if it is not one yet, as iproute2
+// does with /run/netns. An exclusive flock on the directory keeps concurrent
+// test processes from stacking two mounts on it.
+func prepareDirs() error {
+	for _, dir := range []string{NetnsDir, ipNetnsDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", path, err)
+	lock, err := os.Open(NetnsDir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", NetnsDir, err)
+	}
+	defer lock.Close() // releases the lock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", NetnsDir, err)
+	}
+	makeShared := func() error { return unix.Mount("", NetnsDir, "none", unix.MS_SHARED|unix.MS_REC, "") }
+	err = makeShared()
+	if errors.Is(err, unix.EINVAL) { // not a mount point yet
+		if err := unix.Mount(NetnsDir, NetnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind-mount %s over itself: %w", NetnsDir, err)
+		}
+		err = makeShared()
+	}
+	if err != nil {
+		return fmt.Errorf("make %s a shared mount point: %w", NetnsDir, err)
 	}
 	return nil
+}
+
+// removeNamed removes the namespace name: its link (or, from older harness
+// versions, its bind mount) in /run/netns and its bind mount in NetnsDir. A
+// missing file is not an error.
+func removeNamed(name string) error {
+	return errors.Join(
+		removeFile(filepath.Join(ipNetnsDir, name)),
+		removeFile(filepath.Join(NetnsDir, name)))
+}
+
+// removeFile unmounts everything mounted on path and removes it; a missing
+// path is not an error. If a mount on path hides under a later bind mount of
+// its directory (the file is then busy), the file is removed from a private
+// mount namespace where nothing covers it, and the kernel detaches the hidden
+// mount along with the file, in every mount namespace.
+func removeFile(path string) error {
+	if err := unmountAll(path); err != nil {
+		return err
+	}
+	err := os.Remove(path)
+	if errors.Is(err, unix.EBUSY) {
+		err = removeUncovered(path)
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// unmountAll lazily unmounts every mount stacked on path (never following a
+// symbolic link) until none is left.
+func unmountAll(path string) error {
+	for range maxStacked {
+		err := unix.Unmount(path, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			return nil // not (or no longer) a mount point
+		}
+		if err != nil {
+			return fmt.Errorf("unmount %s: %w", path, err)
+		}
+	}
+	return fmt.Errorf("unmount %s: still a mount point after %d unmounts", path, maxStacked)
+}
+
+// removeUncovered removes path from a thread in a private copy of the mount
+// namespace where everything stacked on its directory and on itself is
+// unmounted. The thread is never unlocked, so the Go runtime ends it.
+func removeUncovered(path string) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		done <- func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return fmt.Errorf("remove %s: unshare mount namespace: %w", path, err)
+			}
+			// Private first, so no unmount below propagates anywhere.
+			if err := unix.Mount("", "/", "none", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				return fmt.Errorf("remove %s: make mounts private: %w", path, err)
+			}
+			if err := unmountAll(filepath.Dir(path)); err != nil {
+				return err
+			}
+			if err := unmountAll(path); err != nil {
+				return err
+			}
+			return os.Remove(path)
+		}()
+	}()
+	return <-done
 }
 
 // killProcsIn SIGKILLs every process (other than this one) whose network
@@ -408,43 +515,64 @@ func killProcsIn(fd netns.NsHandle) error {
 	return errors.Join(errs...)
 }
 
-// sweepStale removes namespaces named npt-<pid>-<n> whose creating process no
-// longer exists (a test binary killed by a timeout runs no cleanups), killing
-// the processes still inside them; with includeSelf it also removes those
-// named with this process's PID. It returns the names it removed.
+// sweepStale removes namespaces named npt-<pid>-<n> (in NetnsDir, or in
+// /run/netns from older harness versions) whose creating process no longer
+// exists (a test binary killed by a timeout runs no cleanups), killing the
+// processes still inside them; with includeSelf it also removes those named
+// with this process's PID. Other names are never touched. It returns the
+// names it removed and an error naming each one it could not remove.
 func sweepStale(includeSelf bool) ([]string, error) {
-	entries, err := os.ReadDir(NetnsDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var removed []string
 	var errs []error
-	for _, e := range entries {
-		m := staleNames.FindStringSubmatch(e.Name())
-		if m == nil {
+	seen := map[string]bool{}
+	for _, dir := range []string{NetnsDir, ipNetnsDir} {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		pid, err := strconv.Atoi(m[1])
-		self := pid == os.Getpid()
-		if err != nil || (self && !includeSelf) || (!self && processAlive(pid)) {
-			continue
-		}
-		if fd, err := netns.GetFromName(e.Name()); err == nil {
-			if err := killProcsIn(fd); err != nil {
-				errs = append(errs, err)
-			}
-			fd.Close()
-		}
-		if err := deleteNamed(e.Name()); err != nil {
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, e.Name())
+		for _, e := range entries {
+			name := e.Name()
+			if seen[name] || !isStale(name, includeSelf) {
+				continue
+			}
+			seen[name] = true
+			if e.Type().IsRegular() {
+				if fd, err := netns.GetFromPath(filepath.Join(dir, name)); err == nil {
+					if err := killProcsIn(fd); err != nil {
+						errs = append(errs, fmt.Errorf("stale namespace %s: %w", name, err))
+					}
+					fd.Close()
+				}
+			}
+			if err := removeNamed(name); err != nil {
+				errs = append(errs, fmt.Errorf("stale namespace %s: %w", name, err))
+				continue
+			}
+			removed = append(removed, name)
+		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// isStale reports whether name is a harness namespace whose process is gone
+// (or, with includeSelf, is this one).
+func isStale(name string, includeSelf bool) bool {
+	m := staleNames.FindStringSubmatch(name)
+	if m == nil {
+		return false
+	}
+	pid, err := strconv.Atoi(m[1])
+	if err != nil {
+		return false
+	}
+	if pid == os.Getpid() {
+		return includeSelf
+	}
+	return !processAlive(pid)
 }
 
 // processAlive reports whether pid names a live (or zombie) process.

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,6 +72,31 @@ func processGone(pid int) bool {
 	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
+// assertGone checks that namespace name left no file in NetnsDir and no
+// link in /run/netns.
+func assertGone(t *testing.T, name string) {
+	t.Helper()
+	for _, path := range []string{filepath.Join(NetnsDir, name), filepath.Join(ipNetnsDir, name)} {
+		_, err := os.Lstat(path)
+		assert.ErrorIs(t, err, os.ErrNotExist, "%s left behind", path)
+	}
+}
+
+// mountsOn counts the mounts whose mount point is path in this process's
+// mount namespace.
+func mountsOn(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == path {
+			n++
+		}
+	}
+	return n
+}
+
 // sameNS reports whether the process pid is in the namespace behind h.
 func sameNS(t *testing.T, pid int, h netns.NsHandle) bool {
 	t.Helper()
@@ -87,6 +113,9 @@ func TestKernelNSIsolation(t *testing.T) {
 	require.True(t, strings.HasPrefix(ns.Name(), fmt.Sprintf("npt-%d-", os.Getpid())), ns.Name())
 	assert.Equal(t, filepath.Join(NetnsDir, ns.Name()), ns.Path())
 	assert.FileExists(t, ns.Path())
+	target, err := os.Readlink(filepath.Join(ipNetnsDir, ns.Name()))
+	require.NoError(t, err, "linked into /run/netns")
+	assert.Equal(t, ns.Path(), target)
 	assert.False(t, ns.NsHandle().Equal(home), "a fresh namespace, not the test's own")
 
 	links, err := ns.Handle().LinkList()
@@ -221,7 +250,7 @@ func TestKernelNSCleanup(t *testing.T) {
 		assert.True(t, sameNS(t, grandchild, ns.NsHandle()))
 	})
 
-	assert.NoFileExists(t, ns.Path(), "bind mount removed")
+	assertGone(t, ns.Name())
 	select {
 	case <-child.Done():
 	default:
@@ -258,7 +287,7 @@ func TestKernelNSEarlyClose(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, ns.Close())
-	assert.NoFileExists(t, ns.Path())
+	assertGone(t, ns.Name())
 	// The kernel destroys the namespace, and with it the veth pair, shortly
 	// after the last reference goes.
 	require.Eventually(t, func() bool {
@@ -368,6 +397,10 @@ func TestHelperProcess(t *testing.T) {
 	if mode == "" {
 		return
 	}
+	if mode == "overmount" {
+		helperOvermount(t)
+		return
+	}
 	home := currentNS(t)
 	ns := NewNS(t)
 	p, err := ns.Start(t.Context(), "sleep", "60")
@@ -407,13 +440,70 @@ func TestHelperProcess(t *testing.T) {
 	}
 }
 
+// helperOvermount runs in a private mount namespace of its own, started by
+// TestKernelCleanupAfterOvermount. It starts from a machine where nothing ran
+// yet (NetnsDir and /run/netns plain directories), creates namespaces, lets
+// the first `ip netns add` bind-mount /run/netns over itself and stacks such
+// a mount on NetnsDir too, then checks that closing the namespaces removes
+// their files and frees them.
+func helperOvermount(t *testing.T) {
+	sweepOnce.Do(func() {}) // the mounts here are copies: sweeping is the host's job
+	for _, dir := range []string{NetnsDir, ipNetnsDir} {
+		// Drop the copies of the host's mounts, and with them this mount
+		// namespace's references to other tests' namespaces.
+		require.NoError(t, unmountAll(dir))
+		entries, err := os.ReadDir(dir)
+		if err == nil {
+			for _, e := range entries {
+				require.NoError(t, unmountAll(filepath.Join(dir, e.Name())))
+			}
+		}
+	}
+	ctx := t.Context()
+	a, b := NewNS(t), NewNS(t)
+	fmt.Printf("NAMES=%s,%s\n", a.Name(), b.Name())
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a"}, PeerName: "b", PeerNamespace: netlink.NsFd(b.NsHandle())}
+	require.NoError(t, a.Handle().LinkAdd(veth))
+	_, err := a.Start(ctx, "sleep", "60")
+	require.NoError(t, err)
+
+	// Another process's first `ip netns add` (named so that a sweep removes
+	// it if this process dies before deleting it).
+	require.Zero(t, mountsOn(t, ipNetnsDir))
+	other := fmt.Sprintf("%s%d-0", namePrefix, os.Getpid())
+	out, err := exec.CommandContext(ctx, "ip", "netns", "add", other).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NotZero(t, mountsOn(t, ipNetnsDir), "ip netns add bind-mounted /run/netns over itself")
+	out, err = exec.CommandContext(ctx, "ip", "netns", "del", other).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	// The same done to the harness's own directory after its mount was made
+	// private: the namespaces' mounts there are hidden under the new one
+	// (were it still shared, the new mount would be its peer and unmounts
+	// would reach both).
+	require.NoError(t, unix.Mount("", NetnsDir, "none", unix.MS_PRIVATE|unix.MS_REC, ""))
+	require.NoError(t, unix.Mount(NetnsDir, NetnsDir, "none", unix.MS_BIND|unix.MS_REC, ""))
+
+	out, err = exec.CommandContext(ctx, "ip", "netns", "exec", a.Name(), "ip", "-o", "link", "show", "a").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	require.NoError(t, a.Close())
+	assertGone(t, a.Name())
+	// Nothing holds a's namespace any more: the kernel destroys it, and the
+	// veth pair with it.
+	require.Eventually(t, func() bool {
+		_, err := b.Handle().LinkByName("b")
+		return errors.As(err, new(netlink.LinkNotFoundError))
+	}, 10*time.Second, 20*time.Millisecond, "the closed namespace is still alive")
+	require.NoError(t, b.Close())
+	assertGone(t, b.Name())
+	fmt.Println("OVERMOUNT=ok")
+}
+
 // runHelper runs TestHelperProcess in a child process and returns the
 // namespace name and process ID it reported, and its output.
 func runHelper(t *testing.T, mode string) (string, int, []byte, error) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperProcess$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "NPT_HELPER="+mode, "GORACE=atexit_sleep_ms=0")
-	out, runErr := cmd.CombinedOutput()
+	out, runErr := helperCommand(t, mode).CombinedOutput()
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		var name string
@@ -426,12 +516,46 @@ func runHelper(t *testing.T, mode string) (string, int, []byte, error) {
 	return "", 0, nil, nil
 }
 
+// helperCommand returns the command that runs TestHelperProcess in mode.
+func helperCommand(t *testing.T, mode string) *exec.Cmd {
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperProcess$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "NPT_HELPER="+mode, "GORACE=atexit_sleep_ms=0")
+	return cmd
+}
+
+// TestKernelCleanupAfterOvermount checks that namespaces survive another
+// process's first `ip netns add`, which bind-mounts /run/netns over itself,
+// and even such a mount stacked on a private NetnsDir, which hides their
+// mounts: closing them still removes every file and frees them. It runs in a child process with a private mount
+// namespace, so the host's mounts are never changed.
+func TestKernelCleanupAfterOvermount(t *testing.T) {
+	RequireKernel(t)
+	RequireCommands(t, "ip")
+	cmd := helperCommand(t, "overmount")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // also makes its mounts private
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "OVERMOUNT=ok", "%s", out)
+	// Its files were removed for the host too.
+	var names string
+	for line := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "NAMES="); ok {
+			names = v
+		}
+	}
+	require.NotEmpty(t, names, "%s", out)
+	for name := range strings.SplitSeq(names, ",") {
+		assertGone(t, name)
+	}
+	assertGone(t, fmt.Sprintf("%s%d-0", namePrefix, cmd.Process.Pid))
+}
+
 func TestKernelPoisonedThreadIsDiscarded(t *testing.T) {
 	RequireKernel(t)
 	name, pid, out, err := runHelper(t, "poison")
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "POISON=discarded")
-	assert.NoFileExists(t, filepath.Join(NetnsDir, name))
+	assertGone(t, name)
 	assert.True(t, processGone(pid))
 }
 
@@ -440,7 +564,7 @@ func TestKernelCleanupAfterFailedTest(t *testing.T) {
 	name, pid, out, err := runHelper(t, "fail")
 	require.Error(t, err, "the helper test fails on purpose")
 	assert.Contains(t, string(out), "failing on purpose")
-	assert.NoFileExists(t, filepath.Join(NetnsDir, name), "failed test left its namespace")
+	assertGone(t, name)
 	assert.True(t, processGone(pid), "failed test left its process %d", pid)
 }
 
@@ -451,24 +575,38 @@ func TestKernelSweepAfterCrash(t *testing.T) {
 	var exitErr *exec.ExitError
 	require.ErrorAs(t, err, &exitErr)
 	require.Equal(t, 7, exitErr.ExitCode())
-	path := filepath.Join(NetnsDir, name)
-	t.Cleanup(func() { _ = deleteNamed(name) }) // in case the sweep below fails
+	t.Cleanup(func() { _ = removeNamed(name) }) // in case the sweep below fails
+
+	// Beside it: a name the harness never makes, and one of the dead
+	// process's names that cannot be removed (a directory with a file in it).
+	foreign := filepath.Join(NetnsDir, fmt.Sprintf("nptx-%d-1", pid))
+	require.NoError(t, os.WriteFile(foreign, nil, 0o444))
+	t.Cleanup(func() { _ = os.Remove(foreign) })
+	stuckName := fmt.Sprintf("%s%d-0", namePrefix, pid)
+	stuck := filepath.Join(NetnsDir, stuckName)
+	require.NoError(t, os.MkdirAll(filepath.Join(stuck, "x"), 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(stuck) })
 
 	removed, err := sweepStale(false)
-	require.NoError(t, err)
-	if _, statErr := os.Stat(path); !slices.Contains(removed, name) && errors.Is(statErr, os.ErrNotExist) {
+	// The stuck entry is reported (unless another test process's sweep saw
+	// it first), and does not stop the sweep.
+	if err != nil {
+		assert.Contains(t, err.Error(), stuckName)
+		assert.NotContains(t, err.Error(), name+":")
+	}
+	if _, statErr := os.Lstat(filepath.Join(NetnsDir, name)); !slices.Contains(removed, name) && errors.Is(statErr, os.ErrNotExist) {
 		// A test process of another package started meanwhile and swept it.
 		t.Logf("%s was swept by another process first", name)
 	} else {
 		assert.Contains(t, removed, name, "a crashed process's namespace is swept")
 	}
-	assert.NoFileExists(t, path)
+	assertGone(t, name)
+	assert.FileExists(t, foreign, "only the harness's names are swept")
 	assert.NotContains(t, removed, own.Name())
 	assert.FileExists(t, own.Path(), "a live process's namespace is never swept")
 	require.Eventually(t, func() bool { return processGone(pid) }, 5*time.Second, 10*time.Millisecond,
 		"process %d in the stale namespace survived", pid)
 
-	again, err := sweepStale(false)
-	require.NoError(t, err)
+	again, _ := sweepStale(false)
 	assert.NotContains(t, again, name)
 }
