@@ -1,0 +1,43 @@
+// Package kernel is nodeplane's one way to reach the Linux kernel: it opens
+// a network namespace once and gives every driver and monitor what it
+// needs there, in nodeplane's own types.
+//
+// # What it owns
+//
+// A Namespace owns the sockets and descriptors it opened for one network
+// namespace: a NETLINK_ROUTE socket for batched route, neighbour and FDB
+// writes and streaming dumps, a netlink handle for links, addresses, rules
+// and conntrack, and a duplicate of the namespace descriptor, through
+// which it runs binaries (Runner), sysctl reads and writes, and any other
+// work that must happen inside the namespace (Do: google/nftables, wgctrl,
+// BPF attachments). It keeps no kernel state of its own and has no opinion
+// about which objects are whose: ownership is the drivers' business.
+//
+// # How it is used
+//
+//	ns, err := kernel.Open("/run/netns/blue") // or kernel.OpenCurrent()
+//	if err != nil { … }
+//	defer ns.Close()
+//	tbl, err := routetable.New(routetable.Options{Kernel: ns, …})
+//	sets, err := ipsets.New(ipsets.Options{Runner: ns.Runner(), …})
+//
+// Drivers and monitors take the narrow interface they use (Routes, Links,
+// Rules, Neighbors, FDB, Sysctls, Conntrack, Events, Commands); a
+// *Namespace implements every one, and so does kernelfake.Namespace, an
+// in-memory namespace with kernel semantics for unit tests. Objects have
+// one type each — Link, Addr, Route, NextHop, Rule, Neighbor, FDBEntry —
+// and LinkState carries interface state between packages.
+//
+// Writes of many objects (ApplyRoutes, ApplyNeighbors, ApplyFDB) are
+// batched: many requests per sendmsg, acknowledgements drained in bulk, one
+// error per operation, so one refused object never hides the others.
+// Dumps retry when the kernel reports them interrupted by a concurrent
+// change, and subscriptions resubscribe and announce a Resync after an
+// overflow, so no watcher goes deaf.
+//
+// # What it never touches
+//
+// Nothing on its own: every change is a call its user made. It never falls
+// back to the process's namespace when a namespace is closed or invalid,
+// and never moves the calling goroutine's thread into another namespace.
+package kernel

@@ -1,0 +1,213 @@
+package kernel
+
+import (
+	"context"
+	"net"
+	"net/netip"
+
+	"github.com/nodeplane/nodeplane/command"
+)
+
+// The narrow interfaces below are what drivers and monitors take: each
+// names only what it uses, so that a test can hand it a
+// kernelfake.Namespace and a wrapper can count or break calls. A
+// *Namespace implements all of them for one network namespace. Every
+// method honours ctx; a nil ctx is context.Background().
+
+// Links reads and changes network interfaces.
+type Links interface {
+	// Links lists every interface.
+	Links(ctx context.Context) ([]Link, error)
+	// LinkByName returns the interface called name, or an error wrapping
+	// ErrNotFound.
+	LinkByName(ctx context.Context, name string) (Link, error)
+	// AddLink creates an interface of l.Kind (KindBridge, KindVeth,
+	// KindVXLAN, KindIPIP, KindWireGuard) with l's name, MTU, MAC and kind
+	// attributes, administratively down, and returns it as the kernel
+	// reports it. A taken name fails with an error wrapping ErrExists.
+	AddLink(ctx context.Context, l Link) (Link, error)
+	// DeleteLink deletes the interface with index (a veth takes its peer
+	// with it). A missing interface wraps ErrNotFound.
+	DeleteLink(ctx context.Context, index int) error
+	// SetLinkUp sets the interface administratively up or down.
+	SetLinkUp(ctx context.Context, index int, up bool) error
+	// SetLinkMTU sets the interface's MTU.
+	SetLinkMTU(ctx context.Context, index, mtu int) error
+	// SetLinkMAC sets the interface's link-layer address.
+	SetLinkMAC(ctx context.Context, index int, mac net.HardwareAddr) error
+}
+
+// Addrs reads and changes interface addresses.
+type Addrs interface {
+	// Addrs lists the addresses of family on every interface.
+	Addrs(ctx context.Context, family Family) ([]Addr, error)
+	// AddAddr assigns an address (with its prefix length) to an
+	// interface; one already assigned wraps ErrExists.
+	AddAddr(ctx context.Context, a Addr) error
+	// DeleteAddr removes an address from an interface; a missing one
+	// wraps ErrNotFound.
+	DeleteAddr(ctx context.Context, a Addr) error
+}
+
+// Routes reads and writes routes, batched: many writes per system call,
+// dumps decoded without an allocation per route.
+type Routes interface {
+	// DumpRoutes calls fn for every route of family in table (0: every
+	// table; cloned cache routes excluded). The *Route is only valid
+	// during the call. When the kernel interrupts the dump (a concurrent
+	// change) and the dump starts over, reset is called before fn sees the
+	// first route again. An error from fn ends the dump and is returned.
+	DumpRoutes(ctx context.Context, family Family, table uint32, fn func(*Route) error, reset func()) error
+	// DumpInterfaceRoutes is DumpRoutes limited to the routes that leave
+	// through the interface with index oif (> 0), as their interface or
+	// as one of their next hops; the kernel filters where it can.
+	DumpInterfaceRoutes(ctx context.Context, family Family, table uint32, oif int, fn func(*Route) error, reset func()) error
+	// ApplyRoutes performs ops in order and returns one error per op (nil
+	// for success). An invalid op fails alone, wrapping ErrInvalid, and is
+	// never sent; a refused one wraps the kernel's errno.
+	ApplyRoutes(ctx context.Context, ops []RouteOp) []error
+}
+
+// Rules reads and changes routing policy rules.
+type Rules interface {
+	// Rules lists the rules of family.
+	Rules(ctx context.Context, family Family) ([]Rule, error)
+	// AddRule adds a rule; an identical one fails with ErrExists.
+	AddRule(ctx context.Context, r Rule) error
+	// DeleteRule deletes the first rule that matches r's set fields, as
+	// the kernel does; none wraps ErrNotFound.
+	DeleteRule(ctx context.Context, r Rule) error
+}
+
+// Neighbors reads and writes neighbour (ARP and NDP) entries, batched.
+type Neighbors interface {
+	// Neighbors lists the entries of family on the interface with index
+	// linkIndex (0: every interface).
+	Neighbors(ctx context.Context, family Family, linkIndex int) ([]Neighbor, error)
+	// ApplyNeighbors performs ops in order and returns one error per op.
+	ApplyNeighbors(ctx context.Context, ops []NeighborOp) []error
+}
+
+// FDB reads and writes bridge forwarding-database entries (the remote
+// VTEPs of a VXLAN device), batched.
+type FDB interface {
+	// FDB lists the entries of the interface with index linkIndex.
+	FDB(ctx context.Context, linkIndex int) ([]FDBEntry, error)
+	// ApplyFDB performs ops in order and returns one error per op.
+	ApplyFDB(ctx context.Context, ops []FDBOp) []error
+}
+
+// Sysctls reads and writes the namespace's sysctls (net.* keys, which are
+// per namespace). Keys are written with dots or slashes:
+// "net.ipv4.ip_forward" or "net/ipv4/ip_forward"; an interface name in a
+// dotted key keeps its dots when it is written with slashes.
+type Sysctls interface {
+	// Sysctl returns the value, without its trailing newline. A missing
+	// key wraps ErrNotFound.
+	Sysctl(ctx context.Context, key string) (string, error)
+	// SetSysctl writes the value.
+	SetSysctl(ctx context.Context, key, value string) error
+}
+
+// Conntrack deletes connection-tracking entries.
+type Conntrack interface {
+	// DeleteConntrack deletes every entry of family in which one of addrs
+	// is the source or destination of either direction, and returns how
+	// many it deleted.
+	DeleteConntrack(ctx context.Context, family Family, addrs []netip.Addr) (int, error)
+}
+
+// Events streams link, address and route changes.
+type Events interface {
+	// Subscribe starts a stream of the kinds asked for. Its first event is
+	// a Resync; whenever events are lost (the receive buffer overflowed)
+	// it subscribes again and sends another Resync, whose Reason wraps
+	// ErrOverflow, so a consumer that lists again on every Resync never
+	// misses a change. The channel is closed once ctx has ended and
+	// everything Subscribe started has stopped.
+	Subscribe(ctx context.Context, kinds EventKinds) (<-chan Event, error)
+}
+
+// Commands runs the binaries some drivers still need (iptables-restore,
+// ipset) inside the namespace.
+type Commands interface {
+	// Runner returns a runner whose processes act on the namespace.
+	Runner() command.Runner
+}
+
+// Kernel is everything one network namespace offers. *Namespace and
+// kernelfake's Namespace implement it; drivers take the narrow
+// interfaces it is made of.
+type Kernel interface {
+	Links
+	Addrs
+	Routes
+	Rules
+	Neighbors
+	FDB
+	Sysctls
+	Conntrack
+	Events
+	Commands
+}
+
+// EventKinds selects what a subscription streams; combine with |.
+type EventKinds uint8
+
+const (
+	// EventLinks streams link changes.
+	EventLinks EventKinds = 1 << iota
+	// EventAddrs streams address changes.
+	EventAddrs
+	// EventRoutes streams route changes.
+	EventRoutes
+)
+
+// Event is one message of a subscription. Exactly one field is set.
+type Event struct {
+	// Link reports a new, changed or deleted link.
+	Link *LinkEvent
+	// Addr reports an added or removed address.
+	Addr *AddrEvent
+	// Route reports an added, replaced or deleted route.
+	Route *RouteEvent
+	// Resync says that the stream of Kinds (re)started and events may have
+	// been lost before it: list those kinds again.
+	Resync *Resync
+	// Err reports a failed attempt to subscribe, which is retried.
+	Err error
+}
+
+// LinkEvent is a link change.
+type LinkEvent struct {
+	// Link is the link as the kernel reports it (the last state when
+	// Deleted).
+	Link Link
+	// Deleted is true when the link is gone.
+	Deleted bool
+}
+
+// AddrEvent is an address change.
+type AddrEvent struct {
+	// Addr is the address.
+	Addr Addr
+	// Deleted is true when it was removed.
+	Deleted bool
+}
+
+// RouteEvent is a route change.
+type RouteEvent struct {
+	// Route is the route.
+	Route Route
+	// Deleted is true when it was deleted.
+	Deleted bool
+}
+
+// Resync is the notice that a stream (re)started.
+type Resync struct {
+	// Kinds are the kinds whose stream (re)started.
+	Kinds EventKinds
+	// Reason is nil for the first Resync and says why events were lost
+	// otherwise (wrapping ErrOverflow for a full receive buffer).
+	Reason error
+}
