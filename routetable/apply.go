@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -16,89 +15,25 @@ import (
 	"github.com/nodeplane/nodeplane/internal/delta"
 )
 
-// MaxReportedErrors is how many per-route errors an ApplyError keeps.
-const MaxReportedErrors = 16
-
-// RouteError is the failure of one route (or of the conntrack deletion it
-// waited for). It wraps a classification sentinel (ErrIfaceDown,
-// ErrIfaceGone, ErrRouteFailed, ErrForeignRoute or ErrConntrack) and the
-// cause (a unix.Errno from the kernel, usually).
-type RouteError struct {
-	// Key is the route.
-	Key RouteKey
-	// Op is the operation that failed (OpReplace or OpDelete).
-	Op OpKind
-	// Iface names the route's interface, when it has one.
-	Iface string
-	// Class is the classification sentinel.
-	Class error
-	// Err is the cause.
-	Err error
-}
-
-// Error describes the route, the operation and the cause.
-func (e *RouteError) Error() string {
-	s := fmt.Sprintf("%v: %s %v", e.Class, e.Op, e.Key)
-	if e.Iface != "" {
-		s += " dev " + e.Iface
-	}
-	return s + ": " + e.Err.Error()
-}
-
-// Unwrap returns the classification and the cause.
-func (e *RouteError) Unwrap() []error { return []error{e.Class, e.Err} }
-
-// ApplyError is what Apply returns when some writes failed. The failed
-// routes stay pending and are retried by the next Apply.
-type ApplyError struct {
-	// Failed is the number of routes that failed.
-	Failed int
-	// Errors are the first MaxReportedErrors route errors (*RouteError)
-	// and any other failure (conntrack, neighbours).
-	Errors []error
-}
-
-// Error summarises the failures.
-func (e *ApplyError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "routetable: %d route(s) failed", e.Failed)
-	for i, err := range e.Errors {
-		if i == 3 {
-			fmt.Fprintf(&b, "; …")
-			break
-		}
-		fmt.Fprintf(&b, "; %v", err)
-	}
-	return b.String()
-}
-
-// Unwrap returns the collected errors, so errors.Is finds their sentinels.
-func (e *ApplyError) Unwrap() []error { return e.Errors }
-
 // applyState collects the outcome of one Apply.
 type applyState struct {
+	now    time.Time
 	failed int
 	errs   []error
-	// flushFailed is set when a conntrack flush failed: the flush after
-	// the deletions does not try again in the same Apply.
-	flushFailed bool
+	// conntrackWait is set when routes wait for a conntrack deletion.
+	conntrackWait bool
 }
 
-func (s *applyState) routeErr(e *RouteError) {
+// fail records an object that failed, or waits for its next attempt.
+func (s *applyState) fail(err error) {
 	s.failed++
 	if len(s.errs) < MaxReportedErrors {
-		s.errs = append(s.errs, e)
-	}
-}
-
-func (s *applyState) other(err error) {
-	if len(s.errs) < MaxReportedErrors+4 {
 		s.errs = append(s.errs, err)
 	}
 }
 
 func (s *applyState) err() error {
-	if len(s.errs) == 0 {
+	if s.failed == 0 {
 		return nil
 	}
 	return &ApplyError{Failed: s.failed, Errors: s.errs}
@@ -108,12 +43,20 @@ func (s *applyState) err() error {
 // kernel table: deletes of our unwanted routes (after their grace period),
 // conntrack deletions for addresses whose route moves, replaces of routes
 // that are missing or differ, static neighbour entries. It re-reads the
-// table first on the first call, after QueueResync, after failures and
-// every RefreshInterval. It implements dataplane.Driver.
+// table first on the first call, after QueueResync and every
+// RefreshInterval, and after a failed read. It implements
+// dataplane.Driver.
 //
-// Failures are per route: the rest is still written, the failed routes
-// stay pending and the returned *ApplyError says what failed. RetryAfter
-// asks for the next call when a grace period or the refresh ends.
+// Failures are per object. An Apply that cannot read the kernel writes
+// nothing and returns an error wrapping ErrDump. Otherwise the rest is
+// written whatever failed: the failed objects stay pending, each retried
+// on its own backoff (from 100 ms, doubling up to 30 s; not on the passes
+// in between), and the returned *ApplyError, which wraps
+// dataplane.ErrPartial, says what failed or still waits. A new
+// declaration of a failed route (a change, a withdrawal) or its interface
+// coming up ends its backoff: the next Apply writes it. RetryAfter asks
+// for the next call when a retry is due, a grace period or the refresh
+// ends.
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -140,37 +83,74 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			return dataplane.ApplyResult{}, err
 		}
 	}
-	var st applyState
-	t.flushPending(ctx, &st)
+	st := applyState{now: now}
+	t.flushPending(ctx, now)
 	t.setNeighbors(ctx, &st)
-	t.applyDeletions(ctx, now, &st)
+	t.applyDeletions(ctx, &st)
 	t.applyUpdates(ctx, &st)
 	t.deleteNeighbors(ctx, &st)
-	t.flushPending(ctx, &st)
-	res := dataplane.ApplyResult{RetryAfter: t.retryAfter(now)}
+	t.flushPending(ctx, now)
 	if err := ctx.Err(); err != nil {
-		st.other(err)
+		return dataplane.ApplyResult{}, fmt.Errorf("%sapply interrupted: %w", prefix, err)
 	}
-	return res, st.err()
+	if (len(t.pendingFlush) > 0 || st.conntrackWait) && t.flush.err != nil {
+		st.fail(t.flush.err) // what the routes wait for
+	}
+	t.forgetRetries()
+	return dataplane.ApplyResult{RetryAfter: t.retryAfter(now)}, st.err()
 }
 
-// retryAfter is when Apply wants to run again: the end of the earliest
-// grace period, or the next refresh.
+// retryAfter is when Apply wants to run again: the earliest of the next
+// attempt of a failed object, the end of a grace period and the next
+// refresh.
 func (t *Table) retryAfter(now time.Time) time.Duration {
 	var next time.Duration
-	if t.opts.RefreshInterval > 0 {
-		next = max(t.opts.RefreshInterval-now.Sub(t.lastResync), time.Millisecond)
-	}
-	for _, first := range t.graceSeen {
-		d := first.Add(t.opts.GracePeriod).Sub(now)
-		if d <= 0 {
-			continue // expired: being deleted
-		}
-		if next == 0 || d < next {
+	consider := func(at time.Time) {
+		// Past times are being handled, or wait for something else (a
+		// failed route whose key a foreign route took).
+		if d := at.Sub(now); d > 0 && (next == 0 || d < next) {
 			next = d
 		}
 	}
+	if t.opts.RefreshInterval > 0 {
+		consider(t.lastResync.Add(max(t.opts.RefreshInterval, now.Sub(t.lastResync)+time.Millisecond)))
+	}
+	for _, first := range t.graceSeen {
+		consider(first.Add(t.opts.GracePeriod))
+	}
+	for _, r := range t.retries {
+		consider(r.due)
+	}
+	for _, r := range t.nbrRetries {
+		consider(r.due)
+	}
+	if len(t.pendingFlush) > 0 {
+		consider(t.flush.due)
+	}
 	return next
+}
+
+// forgetRetries drops the backoff of the routes and neighbour entries that
+// no longer wait to be written: they were written by someone else, or are
+// no longer wanted.
+func (t *Table) forgetRetries() {
+	for k := range t.retries {
+		if !pending(t.tr, k) {
+			delete(t.retries, k)
+		}
+	}
+	for k := range t.nbrRetries {
+		if !pending(t.nbrs, k) {
+			delete(t.nbrRetries, k)
+		}
+	}
+}
+
+// pending reports whether tr has a write of k to make.
+func pending[K comparable, V any](tr *delta.Tracker[K, V], k K) bool {
+	_, update := tr.PendingUpdates().Get(k)
+	_, deletion := tr.PendingDeletions().Get(k)
+	return update || deletion
 }
 
 // resync lists the links and re-reads the table (and, if any are in play,
@@ -393,11 +373,11 @@ func (t *Table) dumpNeighbors(ctx context.Context) error {
 func (t *Table) isHost(k rkey) bool { return int(k.bits) == t.opts.Family.Bits() }
 
 // applyDeletions deletes our routes that nobody wants, except those in
-// their grace period.
-func (t *Table) applyDeletions(ctx context.Context, now time.Time, st *applyState) {
+// their grace period and those waiting for their next attempt.
+func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 	var dels []update
 	t.tr.PendingDeletions().Iter(func(k rkey, v kroute) delta.IterAction {
-		if !t.held(k, v) && !t.graced(k, v, now) {
+		if !t.held(k, v) && !t.graced(k, v, st.now) && !t.waiting(k, st) {
 			dels = append(dels, update{k: k, v: v})
 		}
 		return delta.IterActionNoOp
@@ -426,15 +406,27 @@ func (t *Table) applyDeletions(ctx context.Context, now time.Time, st *applyStat
 		for i, d := range chunk {
 			k, err := d.k, resultOf(errs, i)
 			if err != nil && !errors.Is(err, syscall.ESRCH) {
-				st.routeErr(t.classify(k, OpDelete, d.v, err))
+				t.failed(k, OpDelete, d.v, err, st)
 				continue
 			}
+			delete(t.retries, k)
 			t.tr.Dataplane().Delete(k)
 			if t.isHost(k) && !t.opts.NoConntrackCleanup {
 				t.pendingFlush = append(t.pendingFlush, t.addrOf(k))
 			}
 		}
 	}
+}
+
+// waiting reports whether the route with key k failed and waits for its
+// next attempt; it reports the last failure again.
+func (t *Table) waiting(k rkey, st *applyState) bool {
+	r, ok := t.retries[k]
+	if ok && r.waiting(st.now) {
+		st.fail(r.err)
+		return true
+	}
+	return false
 }
 
 // held reports whether the kernel's route v for key k goes through an
@@ -494,7 +486,9 @@ type update struct {
 }
 
 // applyUpdates writes the routes that are missing or differ, after the
-// conntrack entries of addresses whose route moves are deleted.
+// conntrack entries of addresses whose route moves are deleted. Routes
+// whose key a foreign route holds, and routes waiting for their next
+// attempt, are not written.
 func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 	n := t.tr.PendingUpdates().Len()
 	if n == 0 {
@@ -511,14 +505,16 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 	}
 	t.tr.PendingUpdates().Iter(func(k rkey, v kroute) delta.IterAction {
 		if _, ok := t.foreign[k]; ok {
-			st.routeErr(&RouteError{Key: t.public(k), Op: OpReplace, Iface: t.nameOf(v.oif), Class: ErrForeignRoute,
+			st.fail(&RouteError{Key: t.public(k), Op: OpReplace, Iface: t.nameOf(v.oif), Class: ErrForeignRoute,
 				Err: errors.New("not overwritten; delete it or give ours another metric")})
+			return delta.IterActionNoOp
+		}
+		if t.waiting(k, st) {
 			return delta.IterActionNoOp
 		}
 		if t.isHost(k) && !t.opts.NoConntrackCleanup {
 			if _, waiting := flushing[t.addrOf(k)]; waiting {
-				st.routeErr(&RouteError{Key: t.public(k), Op: OpReplace, Iface: t.nameOf(v.oif), Class: ErrConntrack,
-					Err: errors.New("waiting for the conntrack entries of the old route to be deleted")})
+				t.waitConntrack(k, v, st)
 				return delta.IterActionNoOp
 			}
 			if old, ok := t.tr.Dataplane().Get(k); ok && old.owner() != v.owner() {
@@ -530,17 +526,14 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 		ups = append(ups, update{k: k, v: v})
 		return delta.IterActionNoOp
 	})
-	if len(moved) > 0 {
-		t.stats.ConntrackDeletions++
-		if _, err := t.opts.ConntrackDeleter.DeleteConntrack(ctx, t.opts.Family, moved); err != nil {
-			// Moved routes wait: their old flows must go first.
-			ups = slices.DeleteFunc(ups, func(u update) bool {
-				if u.moved {
-					st.routeErr(&RouteError{Key: t.public(u.k), Op: OpReplace, Iface: t.nameOf(u.v.oif), Class: ErrConntrack, Err: err})
-				}
-				return u.moved
-			})
-		}
+	if len(moved) > 0 && t.deleteConntrack(ctx, st.now, moved) != nil {
+		// Moved routes wait: their old flows must go first.
+		ups = slices.DeleteFunc(ups, func(u update) bool {
+			if u.moved {
+				t.waitConntrack(u.k, u.v, st)
+			}
+			return u.moved
+		})
 	}
 	// Direct and local routes first: routes via a gateway may need them.
 	slices.SortFunc(ups, func(a, b update) int { return cmp.Compare(b.v.scope, a.v.scope) })
@@ -557,19 +550,29 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 		t.stats.RouteWrites += uint64(len(ops))
 		for i, u := range chunk {
 			if err := resultOf(errs, i); err != nil {
-				st.routeErr(t.classify(u.k, OpReplace, u.v, err))
+				t.failed(u.k, OpReplace, u.v, err, st)
 				continue
 			}
+			delete(t.retries, u.k)
 			t.tr.Dataplane().Set(u.k, u.v)
 		}
 	}
 }
 
-// classify wraps a kernel error of one route with its class, and arranges
-// the follow-up: a link refresh for interface errors, a full resync for
-// the rest.
-func (t *Table) classify(k rkey, op OpKind, v kroute, err error) *RouteError {
-	e := &RouteError{Key: t.public(k), Op: op, Iface: t.nameOf(v.oif), Err: err}
+// waitConntrack reports the route k, v as waiting for the conntrack
+// entries of its address to be deleted.
+func (t *Table) waitConntrack(k rkey, v kroute, st *applyState) {
+	st.conntrackWait = true
+	st.fail(&RouteError{Key: t.public(k), Op: OpReplace, Iface: t.nameOf(v.oif), Class: ErrConntrack,
+		Err: errors.New("waiting for the conntrack entries of its address to be deleted")})
+}
+
+// failed records the kernel's refusal of one route write: it classifies
+// the error, backs the route off and arranges the follow-up (a link
+// refresh, for interface errors). A refusal says nothing against the
+// Table's view of the table, which is not re-read.
+func (t *Table) failed(k rkey, op OpKind, v kroute, err error, st *applyState) {
+	e := &RouteError{Key: t.public(k), Op: op, Iface: t.nameOf(v.oif), Class: ErrRouteFailed, Err: err}
 	switch {
 	case errors.Is(err, syscall.ENODEV):
 		e.Class = ErrIfaceGone
@@ -577,12 +580,12 @@ func (t *Table) classify(k rkey, op OpKind, v kroute, err error) *RouteError {
 	case errors.Is(err, syscall.ENETDOWN):
 		e.Class = ErrIfaceDown
 		t.linksStale = true
-	default:
-		e.Class = ErrRouteFailed
-		t.needResync = true
 	}
-	t.opts.Logger.Warn("routetable: route write failed", "table", t.Name(), "error", e)
-	return e
+	r := t.retries[k].failed(st.now, e)
+	t.retries[k] = r
+	st.fail(e)
+	t.opts.Logger.Warn("routetable: route write failed", "table", t.Name(), "error", e, "failures", r.failures,
+		"retry_in", r.due.Sub(st.now))
 }
 
 // nameOf names the interface with index oif, if known.
@@ -594,34 +597,46 @@ func (t *Table) nameOf(oif int32) string {
 }
 
 // flushPending deletes the conntrack entries of addresses whose routes
-// were deleted. Once it failed, it waits for the next Apply.
-func (t *Table) flushPending(ctx context.Context, st *applyState) {
-	if len(t.pendingFlush) == 0 || st.flushFailed || ctx.Err() != nil {
+// were deleted, unless a failed deletion waits for its next attempt.
+func (t *Table) flushPending(ctx context.Context, now time.Time) {
+	if len(t.pendingFlush) == 0 || ctx.Err() != nil {
 		return
+	}
+	if t.deleteConntrack(ctx, now, t.pendingFlush) == nil {
+		t.pendingFlush = nil
+	}
+}
+
+// deleteConntrack deletes the conntrack entries of addrs. Deletions share
+// one backoff: while it runs, it fails at once with the last error.
+func (t *Table) deleteConntrack(ctx context.Context, now time.Time, addrs []netip.Addr) error {
+	if t.flush.waiting(now) {
+		return t.flush.err
 	}
 	t.stats.ConntrackDeletions++
-	if _, err := t.opts.ConntrackDeleter.DeleteConntrack(ctx, t.opts.Family, t.pendingFlush); err != nil {
-		st.other(fmt.Errorf("%w: %d address(es): %w", ErrConntrack, len(t.pendingFlush), err))
-		st.flushFailed = true
-		return
+	if _, err := t.opts.ConntrackDeleter.DeleteConntrack(ctx, t.opts.Family, addrs); err != nil {
+		t.flush = t.flush.failed(now, fmt.Errorf("%w: %d address(es): %w", ErrConntrack, len(addrs), err))
+		return t.flush.err
 	}
-	t.pendingFlush = nil
+	t.flush = retry{}
+	return nil
 }
 
 // setNeighbors writes the static neighbour entries that are missing or
 // differ (before the routes that use them).
 func (t *Table) setNeighbors(ctx context.Context, st *applyState) {
 	t.nbrs.PendingUpdates().Iter(func(k nbrKey, mac [6]byte) delta.IterAction {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || t.nbrWaiting(k, st) {
 			return delta.IterActionNoOp
 		}
 		t.stats.NeighborWrites++
 		n := Neighbor{LinkIndex: int(k.oif), IP: k.ip, MAC: net.HardwareAddr(mac[:]), Permanent: true}
 		if err := t.opts.Kernel.SetNeighbor(ctx, n); err != nil {
-			st.other(fmt.Errorf("%w: %v dev %s: %w", ErrNeighbor, k.ip, t.nameOf(k.oif), err))
+			t.nbrFailed(k, fmt.Errorf("%w: %v dev %s: %w", ErrNeighbor, k.ip, t.nameOf(k.oif), err), st)
 			t.linksStale = true
 			return delta.IterActionNoOp
 		}
+		delete(t.nbrRetries, k)
 		return delta.IterActionUpdateDataplane
 	})
 }
@@ -630,17 +645,35 @@ func (t *Table) setNeighbors(ctx context.Context, st *applyState) {
 // (after the routes that used them).
 func (t *Table) deleteNeighbors(ctx context.Context, st *applyState) {
 	t.nbrs.PendingDeletions().Iter(func(k nbrKey, mac [6]byte) delta.IterAction {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || t.nbrWaiting(k, st) {
 			return delta.IterActionNoOp
 		}
 		t.stats.NeighborWrites++
 		n := Neighbor{LinkIndex: int(k.oif), IP: k.ip, MAC: net.HardwareAddr(mac[:]), Permanent: true}
 		if err := t.opts.Kernel.DeleteNeighbor(ctx, n); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENODEV) {
-			st.other(fmt.Errorf("%w: delete %v dev %s: %w", ErrNeighbor, k.ip, t.nameOf(k.oif), err))
+			t.nbrFailed(k, fmt.Errorf("%w: delete %v dev %s: %w", ErrNeighbor, k.ip, t.nameOf(k.oif), err), st)
 			return delta.IterActionNoOp
 		}
+		delete(t.nbrRetries, k)
 		return delta.IterActionUpdateDataplane
 	})
+}
+
+// nbrWaiting is waiting for a neighbour entry.
+func (t *Table) nbrWaiting(k nbrKey, st *applyState) bool {
+	r, ok := t.nbrRetries[k]
+	if ok && r.waiting(st.now) {
+		st.fail(r.err)
+		return true
+	}
+	return false
+}
+
+// nbrFailed records a failed neighbour write and backs the entry off.
+func (t *Table) nbrFailed(k nbrKey, err error, st *applyState) {
+	t.nbrRetries[k] = t.nbrRetries[k].failed(st.now, err)
+	st.fail(err)
+	t.opts.Logger.Warn("routetable: neighbour write failed", "table", t.Name(), "error", err)
 }
 
 // resultOf returns the result of op i; a Kernel that returned too few
@@ -649,5 +682,5 @@ func resultOf(errs []error, i int) error {
 	if i < len(errs) {
 		return errs[i]
 	}
-	return errors.New("routetable: no result from the kernel for this operation")
+	return errors.New("no result from the kernel for this operation")
 }

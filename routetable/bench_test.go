@@ -48,7 +48,7 @@ func BenchmarkHeapPerRoute(b *testing.B) {
 	var perRoute float64
 	for b.Loop() {
 		before := benchutil.HeapInUse()
-		tbl, err := rt.New(rt.Options{Kernel: sinkKernel{routetablefake.New()}, Family: rt.IPv4})
+		tbl, err := rt.New(rt.Options{Kernel: sinkKernel{routetablefake.New()}, Family: rt.IPv4, Table: rt.TableMain})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func BenchmarkNoopResync100k(b *testing.B) {
 // BenchmarkChangeOne100k changes one route of 100k and applies it.
 func BenchmarkChangeOne100k(b *testing.B) {
 	const n = 100_000
-	tbl, err := rt.New(rt.Options{Kernel: sinkKernel{routetablefake.New()}, Family: rt.IPv4})
+	tbl, err := rt.New(rt.Options{Kernel: sinkKernel{routetablefake.New()}, Family: rt.IPv4, Table: rt.TableMain})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,13 +25,15 @@
 //
 // # How it is used
 //
-// One Table per (table, family). Producers declare routes by route class
-// and interface:
+// One Table per (table, family), in a table of the agent's own or in the
+// main table; ExclusivePolicy (and any policy that owns the kernel's own
+// routes) is refused for the reserved tables 253 to 255. Producers declare
+// routes by route class and interface:
 //
 //	tbl, err := routetable.New(routetable.Options{
 //		Kernel:            kernel, // routetable.OpenKernel(ns), or a routetablefake.Kernel
 //		Family:            routetable.IPv4,
-//		Table:             254,
+//		Table:             routetable.TableMain, // required: 0 is refused
 //		InterfacePatterns: []string{`^np-`},
 //	})
 //	err = tbl.SetRoutes(classLocal, "np-1234", []routetable.Target{{CIDR: pod}})
@@ -47,7 +49,12 @@
 // MTU, metric, multipath next hops and destination MAC. Routes without an
 // interface (blackhole and the like, and multipath routes) are declared
 // under InterfaceNone. These calls validate their input and record intent
-// only: bad input is an error and changes nothing.
+// only: bad input is an error wrapping ErrInvalidTarget (or
+// ErrInvalidInterface, ErrDuplicateRoute) and changes nothing. Input the
+// kernel would store in another form is bad input too, so that what the
+// Table compares is what the kernel holds: a destination with host bits set
+// (10.0.0.1/24; the error names it), an MTU above MaxMTU (the kernel caps
+// it), an unspecified gateway or source.
 //
 // Several producers may want the same RouteKey (destination and metric):
 // the lowest RouteClass wins, and within a class the candidate on the
@@ -58,19 +65,27 @@
 //
 // A Table is a dataplane.Driver (phase PhaseRoutes): register it with a
 // dataplane.Loop, which calls Apply on every pass and QueueResync
-// periodically and after failures.
+// periodically and after a failed read. It is also a dataplane.Wakeable:
+// the loop hands it its wake function, and OnIfaceStateChanged, which is
+// called from outside the loop, wakes the loop.
 //
 // # Interfaces
 //
 // Routes name their interfaces; the Table maps names to indexes and
-// states. Wire ifacemonitor to it:
+// states. Wire ifacemonitor to it, and the Table and the monitor to the
+// loop:
 //
-//	OnLinkState: func(u ifacemonitor.LinkUpdate) {
-//		tbl.OnIfaceStateChanged(u.Name, u.Index, routetable.IfaceState(u.State))
-//	},
+//	err = loop.AddDriver(tbl) // the loop hands tbl its wake function
+//	mon, err := ifacemonitor.New(ifacemonitor.Options{
+//		Handle: h, Namespace: ns,
+//		OnLinkState: func(u ifacemonitor.LinkUpdate) {
+//			tbl.OnIfaceStateChanged(u.Name, u.Index, routetable.IfaceStateOf(u.State))
+//		},
+//		OnInSync: loop.InterfacesInSync,
+//	})
 //
-// OnIfaceStateChanged only queues the change (it never waits for an
-// Apply). Routes on an interface that does not exist yet, or is down, are
+// OnIfaceStateChanged only queues the change and wakes the loop (it never
+// waits for an Apply); the loop's next pass applies it. Routes on an interface that does not exist yet, or is down, are
 // held: kept in the Table, not written, and written when the interface
 // comes up. The kernel removes routes through an interface that goes down
 // or away, but keeps them (marked linkdown) when only its carrier goes;
@@ -91,16 +106,28 @@
 // many route messages per netlink send with the acknowledgements drained
 // in bulk (Options.BatchSize per Kernel.ApplyRoutes call). Deletes go out
 // first, then replaces, direct routes before routes via gateways.
-// Failures are per route: the others are still written, the failed ones
-// stay pending and are retried by the next Apply, and the returned
-// *ApplyError classifies each (*RouteError wrapping ErrIfaceDown,
-// ErrIfaceGone, or ErrRouteFailed). An interface error makes the next
-// Apply list the links first; any other makes it re-read the table.
+//
+// Failures are per object: one route the kernel keeps refusing (a gateway
+// reachable on no link) never holds back the others, nor the loop. The
+// others are still written in the same Apply; the failed ones stay
+// pending, each on its own exponential backoff (100 ms, doubling up to
+// 30 s), and are not tried again on the passes in between. Apply returns a
+// *ApplyError, which wraps dataplane.ErrPartial (so a dataplane.Loop
+// reports the failed objects in its Health and neither backs the Table off
+// nor forces a resync) and classifies each failure (*RouteError wrapping
+// ErrIfaceDown, ErrIfaceGone or ErrRouteFailed), and asks through
+// ApplyResult.RetryAfter for the earliest retry. A route stays reported
+// while it waits. Declaring a failed route anew (changing or withdrawing
+// it) or its interface coming up ends its backoff: the next Apply writes
+// it, or forgets it. Neighbour entries and conntrack deletions back off
+// the same way. An interface error makes the next Apply list the links
+// first; a refused route does not make it re-read the table.
 //
 // Apply re-reads the table (a streamed dump, restarted if the kernel
-// interrupts it) on its first call, after QueueResync, after failures and
-// every Options.RefreshInterval (asking for the next call through
-// ApplyResult.RetryAfter). A resync that finds the kernel as expected
+// interrupts it) on its first call, after QueueResync, after a failed read
+// and every Options.RefreshInterval (asking for the next call through
+// ApplyResult.RetryAfter). A failed read is an error of the whole Table
+// (wrapping ErrDump, not ErrPartial): nothing is written. A resync that finds the kernel as expected
 // writes nothing, and a new Table on a kernel that already holds its
 // routes (a restarted agent) writes nothing either.
 //

@@ -27,7 +27,7 @@ func ExampleOpenKernel() {
 		return
 	}
 	defer k.Close()
-	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, InterfacePatterns: []string{`^np-`}})
+	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain, InterfacePatterns: []string{`^np-`}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/routetable/routetablefake"
 )
@@ -49,7 +51,7 @@ const (
 // A Table on the fake kernel: declare, apply, look.
 func Example() {
 	k := exampleKernel()
-	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, InterfacePatterns: []string{`^np-`}})
+	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain, InterfacePatterns: []string{`^np-`}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -81,7 +83,7 @@ func Example() {
 func ExampleNew() {
 	_, err := routetable.New(routetable.Options{Kernel: routetablefake.New()})
 	fmt.Println(errors.Is(err, routetable.ErrInvalidOptions), err)
-	_, err = routetable.New(routetable.Options{Kernel: routetablefake.New(), Family: routetable.IPv6, InterfacePatterns: []string{"("}})
+	_, err = routetable.New(routetable.Options{Kernel: routetablefake.New(), Family: routetable.IPv6, Table: routetable.TableMain, InterfacePatterns: []string{"("}})
 	fmt.Println(errors.Is(err, routetable.ErrInvalidOptions))
 	tbl, err := routetable.New(routetable.Options{Kernel: routetablefake.New(), Family: routetable.IPv6, Table: 1000})
 	fmt.Println(tbl.Name(), tbl.Index(), tbl.Family(), tbl.Phase(), err)
@@ -95,7 +97,7 @@ func ExampleNew() {
 // input changes nothing.
 func ExampleTable_SetRoutes() {
 	k := exampleKernel()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
 	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{
 		{CIDR: netip.MustParsePrefix("10.0.1.0/24")},
 		{CIDR: netip.MustParsePrefix("10.0.2.0/24"), Metric: 100, MTU: 1400},
@@ -122,7 +124,7 @@ func ExampleTable_SetRoutes() {
 // withdraws, the other takes over with one replace.
 func ExampleTable_RouteUpdate() {
 	k := exampleKernel()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
 	_ = tbl.RouteUpdate(exTunnel, "np-b", routetable.Target{CIDR: podA, Gateway: netip.MustParseAddr("10.0.0.2")})
 	_ = tbl.RouteUpdate(exLocal, "np-a", routetable.Target{CIDR: podA})
 	_, _ = tbl.Apply(context.Background())
@@ -134,7 +136,7 @@ func ExampleTable_RouteUpdate() {
 // RouteRemove withdraws one route of a pair.
 func ExampleTable_RouteRemove() {
 	k := exampleKernel()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
 	_ = tbl.RouteUpdate(exTunnel, "np-b", routetable.Target{CIDR: podA})
 	_ = tbl.RouteUpdate(exLocal, "np-a", routetable.Target{CIDR: podA})
 	_, _ = tbl.Apply(context.Background())
@@ -153,7 +155,7 @@ func ExampleTable_RouteRemove() {
 // when the interface monitor reports it up.
 func ExampleTable_OnIfaceStateChanged() {
 	k := routetablefake.New()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
 	_ = tbl.SetRoutes(exLocal, "np-new", []routetable.Target{{CIDR: podA}})
 	_, _ = tbl.Apply(context.Background())
 	fmt.Println("before:", len(k.Routes(routetable.IPv4, 254)), "routes")
@@ -169,25 +171,31 @@ func ExampleTable_OnIfaceStateChanged() {
 }
 
 // Apply reports per-route failures, classified; the rest is written and
-// the failed route is retried by the next Apply.
+// the failed route is retried on its own backoff, when Apply asks for it.
 func ExampleTable_Apply() {
 	k := exampleKernel()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	clk := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain,
+		RefreshInterval: -1, Clock: clk})
 	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}, {CIDR: remote}})
 	k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Dst: podA, Err: syscall.ENETDOWN})
 
-	_, err := tbl.Apply(context.Background())
+	res, err := tbl.Apply(context.Background())
 	var ae *routetable.ApplyError
 	if errors.As(err, &ae) {
-		fmt.Println("failed:", ae.Failed, "interface down:", errors.Is(err, routetable.ErrIfaceDown))
+		fmt.Println("failed:", ae.Failed, "interface down:", errors.Is(err, routetable.ErrIfaceDown),
+			"partial:", errors.Is(err, dataplane.ErrPartial))
 	}
+	fmt.Println("call again in", res.RetryAfter)
 	show(k)
 
+	clk.Advance(res.RetryAfter)
 	_, err = tbl.Apply(context.Background())
 	fmt.Println("retry:", err)
 	show(k)
 	// Output:
-	// failed: 1 interface down: true
+	// failed: 1 interface down: true partial: true
+	// call again in 100ms
 	//   10.244.2.0/24 unicast dev np-a proto 78
 	// retry: <nil>
 	//   10.244.1.7/32 unicast dev np-a proto 78
@@ -198,7 +206,7 @@ func ExampleTable_Apply() {
 // changed behind the Table's back.
 func ExampleTable_QueueResync() {
 	k := exampleKernel()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
 	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}})
 	_, _ = tbl.Apply(context.Background())
 
@@ -221,7 +229,7 @@ func ExampleOptions_gracePeriod() {
 	_ = k.AddRoute(routetable.KernelRoute{Family: routetable.IPv4, Dst: podA, Type: routetable.RTNUnicast,
 		Protocol: 3, Scope: routetable.ScopeLink, OIF: a})
 	clk := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, InterfacePatterns: []string{`^np-`}, Clock: clk})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain, InterfacePatterns: []string{`^np-`}, Clock: clk})
 
 	res, _ := tbl.Apply(context.Background())
 	fmt.Println("kept:", len(k.Routes(routetable.IPv4, 254)), "call again in", res.RetryAfter)
@@ -260,20 +268,32 @@ func ExampleExclusivePolicy() {
 	// Output: 0 routes left in table 200
 }
 
-// Keys are normalised: host bits masked, IPv6 metric 0 is 1024.
+// Keys are normalised: IPv6 metric 0 is 1024, the kernel's default.
 func ExampleTarget_Key() {
-	fmt.Println(routetable.Target{CIDR: netip.MustParsePrefix("10.1.2.3/16"), Metric: 5}.Key())
-	fmt.Println(routetable.Target{CIDR: netip.MustParsePrefix("fd00::1/64")}.Key())
+	fmt.Println(routetable.Target{CIDR: netip.MustParsePrefix("10.1.0.0/16"), Metric: 5}.Key())
+	fmt.Println(routetable.Target{CIDR: netip.MustParsePrefix("fd00::/64")}.Key())
 	// Output:
 	// 10.1.0.0/16 metric 5
 	// fd00::/64 metric 1024
+}
+
+// A destination with host bits set is refused, as `ip route` refuses it;
+// the error names it, and matches both sentinels it speaks of.
+func ExampleTarget_hostBits() {
+	tbl, _ := routetable.New(routetable.Options{Kernel: exampleKernel(), Family: routetable.IPv4, Table: routetable.TableMain})
+	err := tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: netip.MustParsePrefix("10.0.0.1/24")}})
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, routetable.ErrInvalidTarget), errors.Is(err, ipfamily.ErrHostBits))
+	// Output:
+	// routetable: invalid target: 10.0.0.1/24: host bits set (the network is 10.0.0.0/24)
+	// true true
 }
 
 // A custom conntrack deleter, for example to count or to skip deletions.
 func ExampleConntrackDeleterFunc() {
 	k := exampleKernel()
 	var deleted []netip.Addr
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4,
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain,
 		ConntrackDeleter: routetable.ConntrackDeleterFunc(func(_ context.Context, _ routetable.Family, addrs []netip.Addr) (int, error) {
 			deleted = append(deleted, addrs...)
 			return 0, nil

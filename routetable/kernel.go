@@ -88,9 +88,15 @@ const (
 
 	// ProtoKernel is RTPROT_KERNEL: routes the kernel adds for addresses.
 	ProtoKernel uint8 = 2
+	// ProtoBoot is RTPROT_BOOT: routes added at boot or by hand (`ip
+	// route add` without a protocol).
+	ProtoBoot uint8 = 3
 
-	// TableMain is RT_TABLE_MAIN, the table a zero Options.Table means.
-	TableMain uint32 = 254
+	// TableDefault (RT_TABLE_DEFAULT), TableMain (RT_TABLE_MAIN) and
+	// TableLocal (RT_TABLE_LOCAL) are the kernel's reserved tables.
+	TableDefault uint32 = 253
+	TableMain    uint32 = 254
+	TableLocal   uint32 = 255
 )
 
 // KernelRoute is a route as the kernel holds it: what a dump reports and

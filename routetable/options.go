@@ -30,7 +30,12 @@ type Options struct {
 	Kernel Kernel
 	// Family is IPv4 or IPv6: one Table per family. Required.
 	Family Family
-	// Table is the kernel routing table; 0 means TableMain (254).
+	// Table is the kernel routing table: TableMain (254) or a table of
+	// the agent's own. Required: 0 is refused (the kernel would take it
+	// for the main table). An Ownership that owns routes the kernel or
+	// the system put there (ExclusivePolicy) is refused for the reserved
+	// tables TableDefault, TableMain and TableLocal (253 to 255), whose
+	// default, connected and local routes the host needs.
 	Table uint32
 	// Protocol is the route protocol written on every route and, with the
 	// default policy, the mark of ownership; 0 means DefaultProtocol.
@@ -82,7 +87,7 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("Family must be IPv4 or IPv6, not %v", o.Family)
 	}
 	if o.Table == 0 {
-		o.Table = TableMain
+		return bad("Table is required (TableMain, or a table of the agent's own): table 0 is not a table")
 	}
 	if o.Protocol == 0 {
 		o.Protocol = DefaultProtocol
@@ -98,6 +103,10 @@ func (o Options) withDefaults() (Options, error) {
 		o.Ownership = p
 	} else if len(o.InterfacePatterns) > 0 {
 		return bad("InterfacePatterns only apply to the default policy; give them to your Ownership instead")
+	}
+	if o.Table >= TableDefault && o.Table <= TableLocal && ownsSystemRoutes(o.Ownership) {
+		return bad("the policy owns routes the kernel and the system put in table %d (a reserved table): "+
+			"it would delete the host's default, connected or local routes; give the Table a table of its own", o.Table)
 	}
 	switch {
 	case o.GracePeriod == 0:

@@ -70,3 +70,17 @@ func (ExclusivePolicy) RouteIsOurs(*KernelRoute, string) bool { return true }
 
 // IfaceHasGracePeriod implements OwnershipPolicy: never.
 func (ExclusivePolicy) IfaceHasGracePeriod(string) bool { return false }
+
+// ownsSystemRoutes reports whether p claims routes the Table did not write
+// and that the host needs: the kernel's address routes (RTPROT_KERNEL) and
+// routes added at boot or by hand (RTPROT_BOOT), on an interface outside
+// any pattern. ExclusivePolicy does; DefaultPolicy does not (unless its
+// protocol is RTPROT_BOOT).
+func ownsSystemRoutes(p OwnershipPolicy) bool {
+	for _, proto := range []uint8{ProtoKernel, ProtoBoot} {
+		if p.RouteIsOurs(&KernelRoute{Type: RTNUnicast, Protocol: proto}, "") {
+			return true
+		}
+	}
+	return false
+}

@@ -2,6 +2,7 @@ package routetable_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -402,8 +404,10 @@ func (r *recorder) events() []string {
 }
 
 // converge applies until the Table reports success, as the dataplane loop
-// does (a failure queues a resync and is retried), then checks that the
-// Table is stable: a resync right after writes nothing.
+// does: after objects failed (dataplane.ErrPartial) it comes back when the
+// Table asks (the fake clock moves on by RetryAfter); after a failure of
+// the whole Table it queues a resync. Then it checks that the Table is
+// stable: a resync right after writes nothing.
 func (e *env) converge(t *testing.T, tbl *routetable.Table, f failure) {
 	t.Helper()
 	e.arm(f)
@@ -411,11 +415,16 @@ func (e *env) converge(t *testing.T, tbl *routetable.Table, f failure) {
 	ctx := context.Background()
 	var err error
 	for range 5 {
-		if _, err = tbl.Apply(ctx); err == nil {
+		var res dataplane.ApplyResult
+		if res, err = tbl.Apply(ctx); err == nil {
 			break
 		}
 		t.Logf("apply failed (retrying as the loop would): %v", err)
-		tbl.QueueResync()
+		if errors.Is(err, dataplane.ErrPartial) {
+			e.clock.Advance(res.RetryAfter)
+		} else {
+			tbl.QueueResync()
+		}
 	}
 	require.NoError(t, err, "no convergence")
 	e.disarm()

@@ -20,14 +20,20 @@ import (
 // RouteUpdate, RouteRemove) wait for an Apply in progress;
 // OnIfaceStateChanged and QueueResync never do: they queue their input for
 // the next Apply.
+//
+// A Table is a dataplane.Wakeable driver: registered with a
+// dataplane.Loop, OnIfaceStateChanged asks the loop for a pass, so routes
+// held for an interface are written as soon as it comes up.
 type Table struct {
 	opts Options
 
 	// evMu guards the queued input of OnIfaceStateChanged and QueueResync,
-	// so the interface monitor's callback never waits for an Apply.
+	// so the interface monitor's callback never waits for an Apply, and
+	// the loop's wake function.
 	evMu         sync.Mutex
 	events       []ifaceEvent
 	resyncQueued bool
+	wake         func()
 
 	mu sync.Mutex // guards everything below; held by Apply throughout
 
@@ -59,6 +65,13 @@ type Table struct {
 	// pendingFlush holds addresses of deleted routes whose conntrack
 	// entries still have to be deleted.
 	pendingFlush []netip.Addr
+
+	// retries and nbrRetries hold the backoff of the routes and neighbour
+	// entries whose last write failed, flush that of the conntrack
+	// deletions.
+	retries    map[rkey]retry
+	nbrRetries map[nbrKey]retry
+	flush      retry
 
 	needResync bool // next Apply dumps the table
 	linksStale bool // next Apply lists the links
@@ -288,6 +301,8 @@ func New(opts Options) (*Table, error) {
 		graceSeen:    map[rkey]time.Time{},
 		nbrs:         delta.NewComparable[nbrKey, [6]byte](),
 		nbrOf:        map[rkey]nbrKey{},
+		retries:      map[rkey]retry{},
+		nbrRetries:   map[nbrKey]retry{},
 		needResync:   true,
 		flushedIndex: map[int32]bool{},
 		rescan:       map[int32]struct{}{},
@@ -329,14 +344,25 @@ func (t *Table) QueueResync() {
 	t.evMu.Unlock()
 }
 
+// SetWake implements dataplane.Wakeable: a dataplane.Loop calls it when the
+// Table is registered, and OnIfaceStateChanged then calls wake, so that the
+// loop applies the change without waiting for its next periodic pass.
+func (t *Table) SetWake(wake func()) {
+	t.evMu.Lock()
+	t.wake = wake
+	t.evMu.Unlock()
+}
+
 // OnIfaceStateChanged tells the Table that interface name has index and
 // state, as ifacemonitor reports it (wire ifacemonitor's OnLinkState to it,
-// with IfaceState(u.State)). Routes declared on an interface are
+// with IfaceStateOf(u.State)). Routes declared on an interface are
 // programmed while it is up and withdrawn (the next candidate takes over)
 // while it is down or gone; a rename is the old name gone and the new name
 // up; a name that comes back with a new index gets its routes again on the
-// new index. The call only queues the change for the next Apply. Invalid
-// input (a bad name, a negative index, an unknown state) is ignored.
+// new index. The call queues the change for the next Apply and, when the
+// Table is registered with a dataplane.Loop, wakes the loop for it; it
+// never waits. Invalid input (a bad name, a negative index, an unknown
+// state) is ignored.
 func (t *Table) OnIfaceStateChanged(name string, index int, state IfaceState) {
 	if validIfaceName(name) != nil || index < 0 || int64(index) > int64(^uint32(0)>>1) || state > IfaceUp {
 		t.opts.Logger.Warn("routetable: ignoring invalid interface update", "iface", name, "index", index, "state", state)
@@ -344,7 +370,11 @@ func (t *Table) OnIfaceStateChanged(name string, index int, state IfaceState) {
 	}
 	t.evMu.Lock()
 	t.events = append(t.events, ifaceEvent{name: name, index: int32(index), state: state})
+	wake := t.wake
 	t.evMu.Unlock()
+	if wake != nil {
+		wake()
+	}
 }
 
 // SetRoutes replaces every route the pair (class, iface) wants with
@@ -415,13 +445,14 @@ func (t *Table) RouteUpdate(class RouteClass, iface string, target Target) error
 
 // RouteRemove withdraws the route with key from the routes the pair
 // (class, iface) wants. Removing a route the pair does not want does
-// nothing. The key is normalised as Target.Key does.
+// nothing. The key is checked as a Target's destination and normalised as
+// Target.Key does.
 func (t *Table) RouteRemove(class RouteClass, iface string, key RouteKey) error {
 	if err := validGroupIface(iface); err != nil {
 		return err
 	}
-	if !key.CIDR.IsValid() || !familyMatches(t.opts.Family, key.CIDR.Addr()) {
-		return fmt.Errorf("%w: %v is not an %v prefix", ErrInvalidTarget, key.CIDR, t.opts.Family)
+	if err := checkDest(t.opts.Family, key.CIDR); err != nil {
+		return err
 	}
 	k := keyOf(Target{CIDR: key.CIDR, Metric: key.Metric}.Key())
 	t.mu.Lock()
@@ -602,7 +633,9 @@ func (t *Table) countMultipath(k rkey, set candSet) {
 	}
 }
 
-// resolve recomputes k's winner and records it as desired.
+// resolve recomputes k's winner and records it as desired. A winner that
+// changes (another route, or none) ends the backoff of a failed write of
+// k: the next Apply writes the new declaration at once.
 func (t *Table) resolve(k rkey) {
 	set, ok := t.cands[k]
 	var best *cand
@@ -620,11 +653,18 @@ func (t *Table) resolve(k rkey) {
 		}
 	}
 	t.setNeighbor(k, best)
+	old, had := t.tr.Desired().Get(k)
 	if best == nil {
-		t.tr.Desired().Delete(k)
+		if had {
+			delete(t.retries, k)
+			t.tr.Desired().Delete(k)
+		}
 		return
 	}
-	t.tr.Desired().Set(k, bestForm)
+	if !had || !krouteEqual(old, bestForm) {
+		delete(t.retries, k)
+		t.tr.Desired().Set(k, bestForm)
+	}
 }
 
 // setNeighbor records the static neighbour k's winner wants, if any.
@@ -638,9 +678,13 @@ func (t *Table) setNeighbor(k rkey, best *cand) {
 	if had && (!wanted || old != want) {
 		t.nbrs.Desired().Delete(old)
 		delete(t.nbrOf, k)
+		delete(t.nbrRetries, old)
 	}
 	if wanted {
-		t.nbrs.Desired().Set(want, best.t.mac)
+		if mac, ok := t.nbrs.Desired().Get(want); !ok || mac != best.t.mac {
+			delete(t.nbrRetries, want)
+			t.nbrs.Desired().Set(want, best.t.mac)
+		}
 		t.nbrOf[k] = want
 	}
 }

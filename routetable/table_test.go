@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
 	rt "github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/routetable/routetablefake"
 )
@@ -35,7 +36,7 @@ func newFake(t *testing.T, fam rt.Family, names ...string) (*routetablefake.Kern
 		require.NoError(t, k.SetLinkUp(n, true))
 	}
 	clk := clock.NewFake(t0)
-	tbl, err := rt.New(rt.Options{Kernel: k, Family: fam, InterfacePatterns: []string{`^np-`}, Clock: clk})
+	tbl, err := rt.New(rt.Options{Kernel: k, Family: fam, Table: rt.TableMain, InterfacePatterns: []string{`^np-`}, Clock: clk})
 	require.NoError(t, err)
 	return k, tbl, clk
 }
@@ -61,7 +62,7 @@ func TestNewValidatesOptions(t *testing.T) {
 			assert.Nil(t, tbl)
 		})
 	}
-	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4})
+	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4, Table: rt.TableMain})
 	require.NoError(t, err)
 	assert.Equal(t, rt.TableMain, tbl.Index())
 	assert.Zero(t, k.Calls(routetablefake.CallDump)+k.Calls(routetablefake.CallLinks), "New does no I/O")
@@ -79,7 +80,13 @@ func TestTargetValidation(t *testing.T) {
 	}
 	tests := []tc{
 		{"device route", rt.IPv4, "np-a", rt.Target{CIDR: mustP("10.0.0.0/24")}, true},
-		{"host bits masked", rt.IPv4, "np-a", rt.Target{CIDR: mustP("10.0.0.7/24")}, true},
+		{"host bits", rt.IPv4, "np-a", rt.Target{CIDR: mustP("10.0.0.7/24")}, false},
+		{"host bits v6", rt.IPv6, "np-a", rt.Target{CIDR: mustP("fd00::1/64")}, false},
+		{"largest MTU", rt.IPv4, "np-a", rt.Target{CIDR: mustP("10.0.0.0/24"), MTU: rt.MaxMTU}, true},
+		{"MTU the kernel caps", rt.IPv4, "np-a", rt.Target{CIDR: mustP("10.0.0.0/24"), MTU: rt.MaxMTU + 1}, false},
+		{"unspecified gateway", rt.IPv4, "np-a", rt.Target{CIDR: mustP("10.0.0.0/24"), Gateway: mustA("0.0.0.0")}, false},
+		{"unspecified source", rt.IPv6, "np-a", rt.Target{CIDR: mustP("fd00::/64"), Src: mustA("::")}, false},
+		{"unspecified hop gateway", rt.IPv4, rt.InterfaceNone, rt.Target{CIDR: mustP("10.0.0.0/8"), NextHops: []rt.NextHop{{Iface: "np-a", Gateway: mustA("0.0.0.0")}}}, false},
 		{"gateway", rt.IPv6, "np-a", rt.Target{CIDR: mustP("fd00::/64"), Gateway: mustA("fd00:1::1")}, true},
 		{"local", rt.IPv4, "np-a", rt.Target{CIDR: mustP("10.0.0.1/32"), Type: rt.TargetLocal}, true},
 		{"blackhole", rt.IPv4, rt.InterfaceNone, rt.Target{CIDR: mustP("10.0.0.0/8"), Type: rt.TargetBlackhole}, true},
@@ -143,8 +150,8 @@ func TestInterfaceNameValidation(t *testing.T) {
 
 func TestDuplicateKeysRejected(t *testing.T) {
 	_, tbl, _ := newFake(t, rt.IPv6, "np-a")
-	err := tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("fd00::/64")}, {CIDR: mustP("fd00::1/64"), Metric: 1024}})
-	require.ErrorIs(t, err, rt.ErrDuplicateRoute, "metric 0 is 1024 and host bits are masked")
+	err := tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("fd00::/64")}, {CIDR: mustP("fd00::/64"), Metric: 1024}})
+	require.ErrorIs(t, err, rt.ErrDuplicateRoute, "metric 0 is 1024")
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("fd00::/64")}, {CIDR: mustP("fd00::/64"), Metric: 1}}))
 	assert.Equal(t, 2, tbl.Stats().Declared)
 }
@@ -184,7 +191,7 @@ func TestRefreshAndRetryAfter(t *testing.T) {
 
 	// Without a refresh interval, nothing is asked for.
 	k2 := routetablefake.New()
-	tbl2, err := rt.New(rt.Options{Kernel: k2, Family: rt.IPv4, RefreshInterval: -1, Clock: clk})
+	tbl2, err := rt.New(rt.Options{Kernel: k2, Family: rt.IPv4, Table: rt.TableMain, RefreshInterval: -1, Clock: clk})
 	require.NoError(t, err)
 	res, err = tbl2.Apply(ctx)
 	require.NoError(t, err)
@@ -207,7 +214,7 @@ func TestGracePeriodOptions(t *testing.T) {
 			require.NoError(t, k.SetLinkUp("np-a", true))
 			require.NoError(t, k.AddRoute(rt.KernelRoute{Family: rt.IPv4, Dst: mustP("10.0.0.1/32"), Type: rt.RTNUnicast, Protocol: 3, Scope: rt.ScopeLink, OIF: idx}))
 			clk := clock.NewFake(t0)
-			tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4, InterfacePatterns: []string{`^np-`}, GracePeriod: tc.grace, Clock: clk})
+			tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4, Table: rt.TableMain, InterfacePatterns: []string{`^np-`}, GracePeriod: tc.grace, Clock: clk})
 			require.NoError(t, err)
 			res, err := tbl.Apply(context.Background())
 			require.NoError(t, err)
@@ -237,7 +244,7 @@ func TestDumpFailuresWriteNothing(t *testing.T) {
 }
 
 func TestApplyErrors(t *testing.T) {
-	k, tbl, _ := newFake(t, rt.IPv4, "np-a")
+	k, tbl, clk := newFake(t, rt.IPv4, "np-a")
 	var targets []rt.Target
 	for i := range 40 {
 		targets = append(targets, rt.Target{CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 0}), 24)})
@@ -245,16 +252,20 @@ func TestApplyErrors(t *testing.T) {
 	require.NoError(t, tbl.SetRoutes(1, "np-a", targets))
 	k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Err: syscall.EINVAL, Times: 5})
 	k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Err: syscall.ENODEV, Times: 30})
-	_, err := tbl.Apply(context.Background())
+	res, err := tbl.Apply(context.Background())
 	var ae *rt.ApplyError
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, 35, ae.Failed)
 	assert.Len(t, ae.Errors, rt.MaxReportedErrors)
+	assert.ErrorIs(t, err, dataplane.ErrPartial, "the rest was written")
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe, "a dataplane.Loop counts the failed routes")
+	assert.Equal(t, 35, pe.Failed)
 	assert.ErrorIs(t, err, rt.ErrRouteFailed)
 	assert.ErrorIs(t, err, syscall.EINVAL)
 	assert.ErrorIs(t, err, rt.ErrIfaceGone)
 	assert.ErrorIs(t, err, syscall.ENODEV)
-	assert.Contains(t, err.Error(), "routetable: 35 route(s) failed")
+	assert.Contains(t, err.Error(), "routetable: 35 object(s) failed")
 	var re *rt.RouteError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, rt.OpReplace, re.Op)
@@ -262,7 +273,9 @@ func TestApplyErrors(t *testing.T) {
 	assert.Contains(t, re.Error(), "dev np-a")
 	assert.Equal(t, 5, tbl.Stats().InKernel)
 	assert.Equal(t, 35, tbl.Stats().PendingUpdates)
+	assert.Equal(t, 100*time.Millisecond, res.RetryAfter, "the failed routes' first retry")
 
+	clk.Advance(res.RetryAfter)
 	_, err = tbl.Apply(context.Background())
 	require.NoError(t, err, "retried")
 	assert.Equal(t, 40, tbl.Stats().InKernel)
@@ -270,29 +283,35 @@ func TestApplyErrors(t *testing.T) {
 }
 
 func TestNeighborFailures(t *testing.T) {
-	k, tbl, _ := newFake(t, rt.IPv4, "np-a")
+	k, tbl, clk := newFake(t, rt.IPv4, "np-a")
 	mac, _ := net.ParseMAC("02:00:00:00:00:01")
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("10.0.0.1/32"), DestMAC: mac}}))
 	k.Inject(routetablefake.Fault{Call: routetablefake.CallSetNeighbor})
-	_, err := tbl.Apply(context.Background())
+	res, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, rt.ErrNeighbor)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
 	assert.Empty(t, k.NeighborList(rt.IPv4))
+	_, err = tbl.Apply(context.Background())
+	require.ErrorIs(t, err, rt.ErrNeighbor, "still failing: waits for its retry")
+	assert.Equal(t, 1, k.Calls(routetablefake.CallSetNeighbor))
+	clk.Advance(res.RetryAfter)
 	_, err = tbl.Apply(context.Background())
 	require.NoError(t, err)
 	require.Len(t, k.NeighborList(rt.IPv4), 1)
 
 	require.NoError(t, tbl.SetRoutes(1, "np-a", nil))
 	k.Inject(routetablefake.Fault{Call: routetablefake.CallDeleteNeighbor})
-	_, err = tbl.Apply(context.Background())
+	res, err = tbl.Apply(context.Background())
 	require.ErrorIs(t, err, rt.ErrNeighbor)
 	assert.Len(t, k.NeighborList(rt.IPv4), 1)
+	clk.Advance(res.RetryAfter)
 	_, err = tbl.Apply(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, k.NeighborList(rt.IPv4))
 }
 
 func TestConntrackFailureHoldsTheMove(t *testing.T) {
-	k, tbl, _ := newFake(t, rt.IPv4, "np-a", "np-b")
+	k, tbl, clk := newFake(t, rt.IPv4, "np-a", "np-b")
 	host := rt.Target{CIDR: mustP("10.0.0.7/32")}
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{host}))
 	require.NoError(t, tbl.SetRoutes(2, "np-b", []rt.Target{host, {CIDR: mustP("10.0.1.0/24")}}))
@@ -303,7 +322,7 @@ func TestConntrackFailureHoldsTheMove(t *testing.T) {
 	require.NoError(t, tbl.SetRoutes(1, "np-a", nil))
 	require.NoError(t, tbl.RouteUpdate(2, "np-b", rt.Target{CIDR: mustP("10.0.2.0/24")}))
 	k.Inject(routetablefake.Fault{Call: routetablefake.CallConntrack})
-	_, err = tbl.Apply(context.Background())
+	res, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, rt.ErrConntrack)
 	a, _ := k.LinkIndex("np-a")
 	r, ok := k.Route(rt.IPv4, 0, host.CIDR, 0)
@@ -313,6 +332,7 @@ func TestConntrackFailureHoldsTheMove(t *testing.T) {
 	assert.True(t, ok, "other routes are written")
 	assert.Len(t, k.Flows(), 1)
 
+	clk.Advance(res.RetryAfter)
 	_, err = tbl.Apply(context.Background())
 	require.NoError(t, err)
 	r, _ = k.Route(rt.IPv4, 0, host.CIDR, 0)
@@ -322,7 +342,7 @@ func TestConntrackFailureHoldsTheMove(t *testing.T) {
 
 	// Without conntrack cleanup nothing is deleted.
 	k2 := routetablefake.New()
-	tbl2, err := rt.New(rt.Options{Kernel: k2, Family: rt.IPv4, NoConntrackCleanup: true})
+	tbl2, err := rt.New(rt.Options{Kernel: k2, Family: rt.IPv4, Table: rt.TableMain, NoConntrackCleanup: true})
 	require.NoError(t, err)
 	_, _ = k2.AddLink("np-a")
 	require.NoError(t, k2.SetLinkUp("np-a", true))
@@ -335,28 +355,38 @@ func TestConntrackFailureHoldsTheMove(t *testing.T) {
 	assert.Zero(t, k2.Calls(routetablefake.CallConntrack))
 }
 
-func TestFailedConntrackFlushIsTriedOncePerApply(t *testing.T) {
-	k, tbl, _ := newFake(t, rt.IPv4, "np-a")
+// A conntrack deletion that fails is tried again on its own backoff, not
+// on every Apply; the route deletion that needed it is not held up.
+func TestFailedConntrackFlushBacksOff(t *testing.T) {
+	k, tbl, clk := newFake(t, rt.IPv4, "np-a")
 	host := rt.Target{CIDR: mustP("10.0.0.7/32")}
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{host}))
 	_, err := tbl.Apply(context.Background())
 	require.NoError(t, err)
 	k.AddFlow(routetablefake.Flow{Family: rt.IPv4, Src: mustA("10.9.9.9"), Dst: mustA("10.0.0.7")})
 
-	// The deletion leaves a flush pending; it fails in this Apply and the
-	// next one, once in each.
+	// The deletion leaves a flush pending; it fails, waits 100 ms, fails
+	// again, waits 200 ms.
 	require.NoError(t, tbl.SetRoutes(1, "np-a", nil))
 	k.Inject(routetablefake.Fault{Call: routetablefake.CallConntrack, Times: 2})
-	for i := 1; i <= 2; i++ {
+	for _, step := range []struct {
+		advance time.Duration
+		calls   int
+	}{{0, 1}, {0, 0}, {100 * time.Millisecond, 1}, {199 * time.Millisecond, 0}} {
+		clk.Advance(step.advance)
 		before := k.Calls(routetablefake.CallConntrack)
-		_, err = tbl.Apply(context.Background())
+		res, err := tbl.Apply(context.Background())
 		require.ErrorIs(t, err, rt.ErrConntrack)
-		assert.Equal(t, 1, k.Calls(routetablefake.CallConntrack)-before, "Apply %d", i)
+		require.ErrorIs(t, err, dataplane.ErrPartial)
+		assert.Equal(t, step.calls, k.Calls(routetablefake.CallConntrack)-before, "after %v", step.advance)
+		assert.Positive(t, res.RetryAfter)
+		assert.LessOrEqual(t, res.RetryAfter, 200*time.Millisecond)
 		assert.Len(t, k.Flows(), 1)
 	}
 	_, ok := k.Route(rt.IPv4, 0, host.CIDR, 0)
 	assert.False(t, ok, "the route is deleted even though its flows are not")
 
+	clk.Advance(time.Millisecond)
 	_, err = tbl.Apply(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, k.Flows())
@@ -613,7 +643,7 @@ func TestErrorsWrapSentinels(t *testing.T) {
 	err := &rt.RouteError{Key: rt.RouteKey{CIDR: mustP("10.0.0.0/8")}, Op: rt.OpDelete, Class: rt.ErrRouteFailed, Err: syscall.EBUSY}
 	assert.ErrorIs(t, err, rt.ErrRouteFailed)
 	assert.ErrorIs(t, err, syscall.EBUSY)
-	assert.Equal(t, "routetable: route write failed: delete 10.0.0.0/8: device or resource busy", err.Error())
+	assert.Equal(t, "routetable: delete 10.0.0.0/8: route write failed: device or resource busy", err.Error())
 	ae := &rt.ApplyError{Failed: 1, Errors: []error{err, errors.New("b"), errors.New("c"), errors.New("d")}}
 	assert.Contains(t, ae.Error(), "; …")
 	assert.ErrorIs(t, ae, syscall.EBUSY)

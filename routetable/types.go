@@ -1,55 +1,14 @@
 package routetable
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 	"unicode"
 
+	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/ipfamily"
-)
-
-// Sentinel errors. Every error the package returns wraps one of them, so
-// callers can test with errors.Is.
-var (
-	// ErrInvalidOptions reports an Options value out of range.
-	ErrInvalidOptions = errors.New("routetable: invalid options")
-	// ErrInvalidTarget reports a Target that is malformed or does not fit
-	// its type, family or interface.
-	ErrInvalidTarget = errors.New("routetable: invalid target")
-	// ErrInvalidInterface reports an interface name the kernel would not
-	// accept (empty, longer than 15 bytes, or with '/', ':' or spaces).
-	ErrInvalidInterface = errors.New("routetable: invalid interface name")
-	// ErrDuplicateRoute reports two targets with the same RouteKey in one
-	// SetRoutes call.
-	ErrDuplicateRoute = errors.New("routetable: duplicate route")
-	// ErrIfaceDown classifies a route the kernel refused because its
-	// interface is down (ENETDOWN). The route stays pending and is
-	// retried.
-	ErrIfaceDown = errors.New("routetable: interface down")
-	// ErrIfaceGone classifies a route the kernel refused because its
-	// interface does not exist (ENODEV). The route stays pending and is
-	// retried.
-	ErrIfaceGone = errors.New("routetable: interface gone")
-	// ErrRouteFailed classifies any other failure to write one route. The
-	// route stays pending; the next Apply re-reads the table first.
-	ErrRouteFailed = errors.New("routetable: route write failed")
-	// ErrForeignRoute reports a desired route whose RouteKey is held by a
-	// route the Table does not own (another protocol on an interface
-	// outside its patterns). The Table never overwrites it: the desired
-	// route stays pending until the foreign route is gone.
-	ErrForeignRoute = errors.New("routetable: route key held by a foreign route")
-	// ErrConntrack reports a failed conntrack deletion. Routes whose
-	// address moved wait for it: they are written only after their
-	// address's conntrack entries are deleted.
-	ErrConntrack = errors.New("routetable: conntrack deletion failed")
-	// ErrNeighbor reports a failed static neighbour write.
-	ErrNeighbor = errors.New("routetable: neighbour write failed")
-	// ErrDump reports a failed read of the kernel's routes, links or
-	// neighbours.
-	ErrDump = errors.New("routetable: kernel dump failed")
 )
 
 // Family is IPv4 or IPv6: ipfamily.Family, shared by every nodeplane
@@ -169,21 +128,28 @@ type NextHop struct {
 	Onlink bool
 }
 
+// MaxMTU is the largest route MTU the kernel stores: it caps a larger one
+// at this value, so a Target asking for more is refused rather than
+// rewritten at every resync.
+const MaxMTU = 65520
+
 // Target is one route a producer wants.
 type Target struct {
-	// CIDR is the destination. A CIDR with host bits set is masked
-	// (10.0.0.7/24 is 10.0.0.0/24).
+	// CIDR is the destination, a network prefix: a CIDR with host bits
+	// set (10.0.0.7/24 for 10.0.0.0/24) is refused, as `ip route` refuses
+	// it.
 	CIDR netip.Prefix
 	// Type is the kind of route; the zero value is TargetUnicast.
 	Type TargetType
 	// Gateway is the next hop for TargetUnicast (optional) and
-	// TargetOnlink (required). Same family as CIDR.
+	// TargetOnlink (required). Same family as CIDR; not the unspecified
+	// address.
 	Gateway netip.Addr
 	// Src is the preferred source address for traffic to CIDR
-	// (optional). The kernel requires it to be one of the host's
-	// addresses.
+	// (optional; not the unspecified address). The kernel requires it to
+	// be one of the host's addresses.
 	Src netip.Addr
-	// MTU is the route's MTU; 0 leaves it unset.
+	// MTU is the route's MTU, up to MaxMTU; 0 leaves it unset.
 	MTU uint32
 	// Metric is the route's metric (its priority in the kernel); part of
 	// the RouteKey.
@@ -198,10 +164,10 @@ type Target struct {
 	DestMAC net.HardwareAddr
 }
 
-// Key returns the target's RouteKey as the Table stores it (the CIDR
-// masked; for IPv6, metric 0 as 1024).
+// Key returns the target's RouteKey as the Table stores it: for IPv6,
+// metric 0 as 1024.
 func (t Target) Key() RouteKey {
-	k := RouteKey{CIDR: t.CIDR.Masked(), Metric: t.Metric}
+	k := RouteKey{CIDR: t.CIDR, Metric: t.Metric}
 	if k.CIDR.Addr().Is6() && k.Metric == 0 {
 		k.Metric = ipv6DefaultMetric
 	}
@@ -213,8 +179,7 @@ func (t Target) Key() RouteKey {
 const ipv6DefaultMetric = 1024
 
 // IfaceState is an interface's state as the interface monitor reports it.
-// The values equal those of ifacemonitor.State, so
-// routetable.IfaceState(u.State) converts a monitor update.
+// IfaceStateOf converts an ifacemonitor.State.
 type IfaceState uint8
 
 const (
@@ -225,6 +190,10 @@ const (
 	IfaceDown
 	// IfaceUp means the interface is up and running.
 	IfaceUp
+
+	// ifaceStateInvalid is what IfaceStateOf makes of a state it does not
+	// know.
+	ifaceStateInvalid IfaceState = 255
 )
 
 // String returns "gone", "down" or "up".
@@ -267,28 +236,62 @@ func validGroupIface(name string) error {
 	return validIfaceName(name)
 }
 
+// invalidTarget returns an error wrapping ErrInvalidTarget (and the also
+// errors, whose text it does not repeat) that names the destination dst.
+func invalidTarget(dst netip.Prefix, also []error, format string, args ...any) error {
+	return errs.Also(fmt.Errorf("%w: %v: %s", ErrInvalidTarget, dst, fmt.Sprintf(format, args...)), also...)
+}
+
+// checkDest checks a route destination for a Table of family fam: a valid
+// network prefix of the family, without host bits (ipfamily's CheckNet).
+func checkDest(fam Family, dst netip.Prefix) error {
+	switch {
+	case !dst.IsValid():
+		return invalidTarget(dst, nil, "invalid CIDR")
+	case !familyMatches(fam, dst.Addr()) || dst.Addr().Zone() != "":
+		return invalidTarget(dst, nil, "not an %v prefix", fam)
+	}
+	if err := fam.CheckNet(dst); err != nil {
+		return invalidTarget(dst, []error{err}, "host bits set (the network is %v)", dst.Masked())
+	}
+	return nil
+}
+
+// checkAddr checks a gateway or source address of a target of family fam.
+func checkAddr(fam Family, what string, a netip.Addr) string {
+	switch {
+	case !familyMatches(fam, a) || a.Zone() != "":
+		return fmt.Sprintf("%s %v is not an %v address", what, a, fam)
+	case a.IsUnspecified():
+		return fmt.Sprintf("%s %v is the unspecified address", what, a)
+	}
+	return ""
+}
+
 // validate checks t for a Table of family fam, declared under iface, and
-// returns it normalised (CIDR masked, metric defaulted).
+// returns it normalised (IPv6 metric 0 as 1024).
 func (t Target) validate(fam Family, iface string) (Target, error) {
 	bad := func(format string, args ...any) (Target, error) {
-		return Target{}, fmt.Errorf("%w: %v: %s", ErrInvalidTarget, t.CIDR, fmt.Sprintf(format, args...))
+		return Target{}, invalidTarget(t.CIDR, nil, format, args...)
 	}
-	if !t.CIDR.IsValid() {
-		return bad("invalid CIDR")
-	}
-	if !familyMatches(fam, t.CIDR.Addr()) || t.CIDR.Addr().Zone() != "" {
-		return bad("not an %v prefix", fam)
+	if err := checkDest(fam, t.CIDR); err != nil {
+		return Target{}, err
 	}
 	if t.Type > TargetThrow {
 		return bad("unknown type %v", t.Type)
+	}
+	if t.MTU > MaxMTU {
+		return bad("MTU %d is above %d, the most the kernel stores", t.MTU, MaxMTU)
 	}
 	none := iface == InterfaceNone
 	for _, a := range [...]struct {
 		name string
 		addr netip.Addr
 	}{{"gateway", t.Gateway}, {"source", t.Src}} {
-		if a.addr.IsValid() && (!familyMatches(fam, a.addr) || a.addr.Zone() != "") {
-			return bad("%s %v is not an %v address", a.name, a.addr, fam)
+		if a.addr.IsValid() {
+			if problem := checkAddr(fam, a.name, a.addr); problem != "" {
+				return bad("%s", problem)
+			}
 		}
 	}
 	if len(t.DestMAC) != 0 {
@@ -320,10 +323,12 @@ func (t Target) validate(fam Family, iface string) (Target, error) {
 		seen := make(map[NextHop]bool, len(t.NextHops))
 		for i, nh := range t.NextHops {
 			if err := validIfaceName(nh.Iface); err != nil {
-				return bad("next hop %d: %v", i, err)
+				return Target{}, invalidTarget(t.CIDR, []error{ErrInvalidInterface}, "next hop %d: %s", i, bare(err))
 			}
-			if nh.Gateway.IsValid() && (!familyMatches(fam, nh.Gateway) || nh.Gateway.Zone() != "") {
-				return bad("next hop %d: gateway %v is not an %v address", i, nh.Gateway, fam)
+			if nh.Gateway.IsValid() {
+				if problem := checkAddr(fam, "gateway", nh.Gateway); problem != "" {
+					return bad("next hop %d: %s", i, problem)
+				}
 			}
 			if fam == IPv6 && !nh.Gateway.IsValid() {
 				return bad("next hop %d: IPv6 multipath next hops need a gateway", i)
@@ -352,7 +357,6 @@ func (t Target) validate(fam Family, iface string) (Target, error) {
 			}
 		}
 	}
-	t.CIDR = t.CIDR.Masked()
 	if fam == IPv6 && t.Metric == 0 {
 		t.Metric = ipv6DefaultMetric
 	}

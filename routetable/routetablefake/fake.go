@@ -421,6 +421,7 @@ func normalise(r routetable.KernelRoute) routetable.KernelRoute {
 		r.Table = routetable.TableMain
 	}
 	r.Flags &= routetable.FlagOnlink
+	r.MTU = min(r.MTU, routetable.MaxMTU) // the kernel caps it
 	r.NextHops = slices.Clone(r.NextHops)
 	for i := range r.NextHops {
 		r.NextHops[i].Flags &= uint8(routetable.FlagOnlink)
@@ -451,6 +452,15 @@ func keyOf(r *routetable.KernelRoute) routeKey {
 func (k *Kernel) check(r *routetable.KernelRoute) error {
 	if !r.Family.Valid() || !r.Dst.IsValid() || r.Dst.Masked() != r.Dst || (r.Family == routetable.IPv4) != r.Dst.Addr().Is4() {
 		return syscall.EINVAL
+	}
+	addrs := []netip.Addr{r.Gateway, r.PrefSrc}
+	for _, h := range r.NextHops {
+		addrs = append(addrs, h.Gateway)
+	}
+	for _, a := range addrs {
+		if a.IsValid() && a.IsUnspecified() {
+			return syscall.EINVAL // refused before it is sent (rtnl), or by the kernel
+		}
 	}
 	hasPath := r.OIF != 0 || r.Gateway.IsValid() || len(r.NextHops) > 0
 	switch r.Type {

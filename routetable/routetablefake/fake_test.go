@@ -94,6 +94,27 @@ func TestIPv6Normalised(t *testing.T) {
 	require.NoError(t, apply(k, rt.OpDelete, rt.KernelRoute{Family: rt.IPv6, Dst: p("fd01::/64"), Type: rt.RTNBlackhole, Priority: 1024, Scope: rt.ScopeNowhere}))
 }
 
+// The kernel caps a route's MTU at 65520 and stores the capped value; it
+// refuses an unspecified gateway or source. So does the fake.
+func TestNormalisedLikeTheKernel(t *testing.T) {
+	k, a, _ := setup(t)
+	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
+		dst := map[rt.Family]netip.Prefix{rt.IPv4: p("10.0.0.0/24"), rt.IPv6: p("fd00::/64")}[fam]
+		require.NoError(t, apply(k, rt.OpReplace, rt.KernelRoute{Family: fam, Dst: dst, Type: rt.RTNUnicast, Scope: rt.ScopeLink, OIF: a, MTU: 70000}))
+		r, ok := k.Route(fam, 0, dst, map[rt.Family]uint32{rt.IPv4: 0, rt.IPv6: 1024}[fam])
+		require.True(t, ok)
+		assert.Equal(t, uint32(rt.MaxMTU), r.MTU, "%v", fam)
+	}
+	for _, r := range []rt.KernelRoute{
+		{Gateway: netip.IPv4Unspecified()},
+		{PrefSrc: netip.IPv4Unspecified()},
+		{NextHops: []rt.KernelNextHop{{OIF: a, Gateway: netip.MustParseAddr("10.9.0.1")}, {OIF: a, Gateway: netip.IPv4Unspecified()}}},
+	} {
+		r.Family, r.Dst, r.Type, r.OIF = rt.IPv4, p("10.1.0.0/24"), rt.RTNUnicast, a
+		require.ErrorIs(t, apply(k, rt.OpReplace, r), syscall.EINVAL)
+	}
+}
+
 func TestLinkLifecycle(t *testing.T) {
 	k, a, _ := setup(t)
 	for _, r := range []rt.KernelRoute{

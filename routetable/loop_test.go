@@ -1,0 +1,71 @@
+package routetable_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	rt "github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/routetable/routetablefake"
+)
+
+var (
+	_ dataplane.Driver   = (*rt.Table)(nil)
+	_ dataplane.Wakeable = (*rt.Table)(nil)
+	_ dataplane.Named    = (*rt.Table)(nil)
+)
+
+// OnIfaceStateChanged, called from outside the loop (an interface
+// monitor's callback), wakes the loop it is registered with: routes held
+// for an interface are written when it comes up, not at the next periodic
+// resync (an hour away here).
+func TestInterfaceEventWakesTheLoop(t *testing.T) {
+	k := routetablefake.New()
+	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4, Table: rt.TableMain, InterfacePatterns: []string{`^np-`},
+		RefreshInterval: -1})
+	require.NoError(t, err)
+	require.NoError(t, tbl.SetRoutes(1, "np-new", []rt.Target{{CIDR: mustP("10.0.1.0/24")}}))
+
+	inSync := make(chan struct{})
+	loop, err := dataplane.New(dataplane.Options{ResyncInterval: time.Hour, OnInSync: func() { close(inSync) }})
+	require.NoError(t, err)
+	require.NoError(t, loop.AddDriver(tbl))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	loop.DatastoreInSync()
+	loop.InterfacesInSync()
+	<-inSync
+	require.Empty(t, k.Routes(rt.IPv4, 0), "held: no interface yet")
+	applies := loop.Health().Applies
+
+	idx, err := k.AddLink("np-new")
+	require.NoError(t, err)
+	require.NoError(t, k.SetLinkUp("np-new", true))
+	tbl.OnIfaceStateChanged("np-new", idx, rt.IfaceUp)
+	require.Eventually(t, func() bool { return len(k.Routes(rt.IPv4, 0)) == 1 }, 5*time.Second, time.Millisecond,
+		"the route is written by a pass the event asked for")
+	assert.Greater(t, loop.Health().Applies, applies)
+}
+
+// Without a loop, OnIfaceStateChanged wakes nobody; with one, every call
+// wakes it (a pass that finds nothing to do is cheap), and an invalid
+// update does not.
+func TestSetWake(t *testing.T) {
+	_, tbl, _ := newFake(t, rt.IPv4, "np-a")
+	tbl.OnIfaceStateChanged("np-a", 2, rt.IfaceUp) // no wake function: nothing to call
+	woken := 0
+	tbl.SetWake(func() { woken++ })
+	tbl.OnIfaceStateChanged("np-a", 2, rt.IfaceDown)
+	tbl.OnIfaceStateChanged("np-a", 2, rt.IfaceUp)
+	tbl.OnIfaceStateChanged("bad/name", 2, rt.IfaceUp)
+	assert.Equal(t, 2, woken)
+}
