@@ -57,7 +57,9 @@ func (r *Rules) owns(k fib.Rule) bool {
 
 // parse returns the canonical Rule for a kernel rule of ours, or false when
 // it uses attributes this package does not express (TOS, ports, UID range,
-// suppressors…) or is not valid as a Rule.
+// suppressors…) or is not valid as a Rule. The kernel keeps host bits in a
+// rule's prefixes (a rule added by hand) but matches as if they were
+// clear: such a rule is the one with clear host bits.
 func (r *Rules) parse(k fib.Rule) (Rule, bool) {
 	if k.Tos != 0 || k.HasFlow || k.TunID != 0 || k.IPProto != 0 || k.UID.Set ||
 		k.Sport != (fib.PortRange{}) || k.Dport != (fib.PortRange{}) ||
@@ -65,7 +67,7 @@ func (r *Rules) parse(k fib.Rule) (Rule, bool) {
 		return Rule{}, false
 	}
 	out := Rule{
-		Priority: k.Priority, Src: k.Src, Dst: k.Dst, Mark: k.Mark, Mask: k.Mask,
+		Priority: k.Priority, Src: k.Src.Masked(), Dst: k.Dst.Masked(), Mark: k.Mark, Mask: k.Mask,
 		Invert: k.Invert, IIF: k.IIF, OIF: k.OIF,
 	}
 	switch k.Action {
@@ -127,23 +129,49 @@ func describe(e *entry) string {
 
 // applyState collects what one Apply did.
 type applyState struct {
+	now                     time.Time
 	adds, deletes, rebuilds int
-	errs                    []error
-	// stale is set when a delete found its rule already gone.
+	// failed counts the rules that failed or wait for their next
+	// attempt; errs holds the first maxReported of their errors.
+	failed int
+	errs   []error
+	// stale is set when a write showed the model out of date (a rule to
+	// delete already gone, a rule to add already there).
 	stale bool
+	// seen holds the writes this Apply made or held back; the backoff of
+	// any other is forgotten.
+	seen map[write]bool
+}
+
+// maxReported is how many rule errors an Apply's error keeps.
+const maxReported = 16
+
+// fail records a rule that failed or waits for its next attempt.
+func (st *applyState) fail(err error) {
+	st.failed++
+	if len(st.errs) < maxReported {
+		st.errs = append(st.errs, err)
+	}
 }
 
 // Apply makes the kernel's rules at the owned priorities equal to the
 // desired set. It reads the kernel first on the first call, after QueueResync
-// or a failure, and every RefreshInterval; then it adds the missing rules
+// or a failed read, and every RefreshInterval; then it adds the missing rules
 // before deleting the unwanted ones (make before break) and replaces rules
 // whose Invert or goto target changed. When nothing changed and no read is
 // due it does no netlink I/O at all.
 //
-// Errors are per rule: a failing write does not stop the other priorities.
-// After any error the next Apply re-reads the kernel. The result's
-// RetryAfter is the time until the next periodic refresh (zero when it is
-// off), or shorter when the kernel changed under a write.
+// Failures are per rule. A failed read of the kernel writes nothing and
+// returns the error. Otherwise a rule the kernel refuses does not stop the
+// others, in its priority or another: they are written in the same Apply,
+// and the refused rule is tried again on its own backoff (from 100 ms,
+// doubling up to 30 s), not on the passes in between; declaring it anew or
+// withdrawing it ends the backoff. The error then wraps
+// dataplane.ErrPartial, so a dataplane.Loop reports the failed rules
+// without backing the instance off. The result's RetryAfter is the time
+// until the next periodic refresh (zero when it is off), or shorter when a
+// failed rule is due for another attempt or the kernel changed under a
+// write.
 func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		return dataplane.ApplyResult{}, errors.New("routerule: Apply with a nil context")
@@ -166,7 +194,7 @@ func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			return dataplane.ApplyResult{}, err
 		}
 	}
-	st := &applyState{}
+	st := &applyState{now: now, seen: map[write]bool{}}
 	r.converge(ctx, st)
 	r.compact()
 	if st.adds+st.deletes > 0 {
@@ -177,25 +205,43 @@ func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		r.opt.log.Log(ctx, level, "routerule: converged", "name", r.opt.name,
 			"added", st.adds, "deleted", st.deletes, "rebuilt_priorities", st.rebuilds, "after_kernel_read", resynced)
 	}
-	if len(st.errs) > 0 {
+	if err := ctx.Err(); err != nil {
 		r.resync = true
-		return dataplane.ApplyResult{}, fmt.Errorf("routerule: %s: %w", r.opt.name, errors.Join(st.errs...))
+		return dataplane.ApplyResult{}, fmt.Errorf("routerule: %s: %w", r.opt.name, err)
 	}
-	r.dirty = false
+	for w := range r.retries {
+		if !st.seen[w] {
+			delete(r.retries, w)
+		}
+	}
 	if st.stale {
 		r.resync = true
 	}
-	return r.result(now, st.stale), nil
+	res := r.result(now, st.stale)
+	if st.failed > 0 {
+		// Still dirty: the next Apply tries what is due.
+		return res, fmt.Errorf("routerule: %s: %w", r.opt.name, dataplane.Partial(st.failed, st.errs...))
+	}
+	r.dirty = false
+	return res, nil
 }
 
-// result is the ApplyResult of a successful Apply at now.
+// result is the ApplyResult of an Apply at now.
 func (r *Rules) result(now time.Time, soon bool) dataplane.ApplyResult {
 	var after time.Duration
-	if r.opt.refresh > 0 {
-		after = max(r.nextRefresh.Sub(now), time.Nanosecond)
+	consider := func(d time.Duration) {
+		if d > 0 && (after == 0 || d < after) {
+			after = d
+		}
 	}
-	if soon && (after == 0 || after > staleRetry) {
-		after = staleRetry
+	if r.opt.refresh > 0 {
+		consider(max(r.nextRefresh.Sub(now), time.Nanosecond))
+	}
+	if soon {
+		consider(staleRetry)
+	}
+	for _, rt := range r.retries {
+		consider(rt.due.Sub(now))
 	}
 	return dataplane.ApplyResult{RetryAfter: after}
 }
@@ -240,8 +286,7 @@ func (r *Rules) converge(ctx context.Context, st *applyState) {
 	}
 	slices.Sort(prios)
 	for _, p := range prios {
-		if err := ctx.Err(); err != nil {
-			st.errs = append(st.errs, err)
+		if ctx.Err() != nil {
 			return
 		}
 		wants := want[p]
@@ -267,7 +312,9 @@ func (r *Rules) present(p uint32) []*entry {
 // would make a delete hit another rule of ours, or refuse an add, it
 // rebuilds the group instead: every rule of ours at p is deleted in list
 // order (each delete then hits exactly its rule) and the desired ones are
-// added in an order the kernel accepts.
+// added in an order the kernel accepts. A rule the kernel refuses, or that
+// waits for its next attempt, is left as it is and the rest goes on; the
+// group stops only when the model proved out of date.
 func (r *Rules) syncGroup(ctx context.Context, p uint32, wants []Rule, st *applyState) {
 	kept := map[ruleKey]bool{}
 	var dels []*entry
@@ -283,7 +330,7 @@ func (r *Rules) syncGroup(ctx context.Context, p uint32, wants []Rule, st *apply
 	}
 	var adds, later []Rule
 	for _, w := range wants {
-		if !kept[w.key()] {
+		if !kept[w.key()] && !r.waiting(addOf(r.toNetlink(w)), st) {
 			adds = append(adds, w)
 		}
 	}
@@ -292,11 +339,12 @@ func (r *Rules) syncGroup(ctx context.Context, p uint32, wants []Rule, st *apply
 			later = append(later, w)
 			continue
 		}
-		if !r.add(ctx, w, st) {
-			return
-		}
+		r.add(ctx, w, st)
 	}
 	for _, e := range dels {
+		if r.waiting(deleteOf(e), st) {
+			continue
+		}
 		if len(r.victims(p, e)) > 0 {
 			r.rebuild(ctx, p, wants, st)
 			return
@@ -310,20 +358,23 @@ func (r *Rules) syncGroup(ctx context.Context, p uint32, wants []Rule, st *apply
 			r.rebuild(ctx, p, wants, st)
 			return
 		}
-		if !r.add(ctx, w, st) {
-			return
-		}
+		r.add(ctx, w, st)
 	}
 }
 
 // rebuild deletes every rule of ours at p, in list order, and adds wants.
+// A rule that waits for its next attempt stays as it is; when the kernel's
+// matching then makes the rest ambiguous, the group waits with it.
 func (r *Rules) rebuild(ctx context.Context, p uint32, wants []Rule, st *applyState) {
 	st.rebuilds++
 	r.opt.log.InfoContext(ctx, "routerule: rebuilding a priority: the kernel's wildcard matching makes an in-place change ambiguous",
 		"name", r.opt.name, "priority", p)
 	for _, e := range r.present(p) {
+		if r.waiting(deleteOf(e), st) {
+			continue
+		}
 		if len(r.victims(p, e)) > 0 {
-			st.errs = append(st.errs, fmt.Errorf("delete rule %s: an earlier rule of the same priority would be deleted instead", describe(e)))
+			st.fail(fmt.Errorf("delete rule %s: an earlier rule of the same priority would be deleted instead", describe(e)))
 			return
 		}
 		if !r.del(ctx, e, st) {
@@ -331,14 +382,23 @@ func (r *Rules) rebuild(ctx context.Context, p uint32, wants []Rule, st *applySt
 		}
 	}
 	for _, w := range wants {
+		if r.holds(p, w) {
+			continue // its delete failed: it is still there
+		}
+		if r.waiting(addOf(r.toNetlink(w)), st) {
+			continue
+		}
 		if r.blocked(p, w) {
-			st.errs = append(st.errs, fmt.Errorf("add rule %s: the kernel would refuse it as a duplicate", w))
-			return
+			st.fail(fmt.Errorf("add rule %s: the kernel would refuse it as a duplicate", w))
+			continue
 		}
-		if !r.add(ctx, w, st) {
-			return
-		}
+		r.add(ctx, w, st)
 	}
+}
+
+// holds reports whether w is one of our rules present at p.
+func (r *Rules) holds(p uint32, w Rule) bool {
+	return slices.ContainsFunc(r.present(p), func(e *entry) bool { return e.ok && e.rule == w })
 }
 
 // deleteRequest is the kernel's view of the delete request for e, with
@@ -388,27 +448,68 @@ func (r *Rules) blocked(p uint32, w Rule) bool {
 	return false
 }
 
-// add adds w to the kernel and the model. It reports whether the group
-// may go on.
-func (r *Rules) add(ctx context.Context, w Rule, st *applyState) bool {
-	n := r.toNetlink(w)
-	if err := r.opt.handle.RuleAdd(n); err != nil {
-		st.errs = append(st.errs, fmt.Errorf("add rule %s: %w", w, err))
-		return false
-	}
+// write identifies one write of a rule, for its backoff: an add of a
+// desired rule, or a delete of a rule in the kernel.
+type write struct {
+	k   fib.Rule
+	del bool
+}
+
+// addOf is the write that adds the rule n.
+func addOf(n *netlink.Rule) write {
 	k, err := fib.FromRequest(n, true)
 	if err != nil {
 		k = fib.Rule{} // cannot happen: toNetlink never mixes families
 	}
-	r.groups[w.Priority] = append(r.groups[w.Priority], &entry{k: k, rule: w, ok: true})
+	return write{k: k}
+}
+
+// deleteOf is the write that deletes e.
+func deleteOf(e *entry) write { return write{k: e.k, del: true} }
+
+// waiting reports whether w failed and waits for its next attempt; it
+// reports the last failure again.
+func (r *Rules) waiting(w write, st *applyState) bool {
+	st.seen[w] = true
+	b, ok := r.retries[w]
+	if ok && b.waiting(st.now) {
+		st.fail(b.err)
+		return true
+	}
+	return false
+}
+
+// failed records the kernel's refusal of w and backs it off.
+func (r *Rules) failed(w write, err error, st *applyState) {
+	b := r.retries[w].failed(st.now, err)
+	r.retries[w] = b
+	st.fail(err)
+	r.opt.log.Warn("routerule: rule write failed", "name", r.opt.name, "error", err, "failures", b.failures,
+		"retry_in", b.due.Sub(st.now))
+}
+
+// add adds w to the kernel and the model. A refusal is recorded and backs
+// w off.
+func (r *Rules) add(ctx context.Context, w Rule, st *applyState) {
+	n := r.toNetlink(w)
+	wr := addOf(n)
+	if err := r.opt.handle.RuleAdd(n); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			st.stale = true // a rule added behind our back: read it
+		}
+		r.failed(wr, fmt.Errorf("add rule %s: %w", w, err), st)
+		return
+	}
+	delete(r.retries, wr)
+	r.groups[w.Priority] = append(r.groups[w.Priority], &entry{k: wr.k, rule: w, ok: true})
 	st.adds++
 	r.opt.log.DebugContext(ctx, "routerule: added rule", "name", r.opt.name, "rule", w.String())
-	return true
 }
 
 // del deletes e from the kernel. A drop rule read from a dump has an
 // unknown action: each drop action is tried until one matches. It reports
-// whether the group may go on.
+// whether the group may go on: not when the rule was already gone (the
+// model is out of date). A refusal is recorded and backs e off.
 func (r *Rules) del(ctx context.Context, e *entry, st *applyState) bool {
 	actions := []uint8{e.k.Action}
 	if e.k.Action == fib.ActionUnknown {
@@ -419,6 +520,7 @@ func (r *Rules) del(ctx context.Context, e *entry, st *applyState) bool {
 		err := r.opt.handle.RuleDel(tmpl)
 		if err == nil {
 			e.gone = true
+			delete(r.retries, deleteOf(e))
 			st.deletes++
 			r.opt.log.DebugContext(ctx, "routerule: deleted rule", "name", r.opt.name, "rule", describe(e))
 			return true
@@ -435,10 +537,10 @@ func (r *Rules) del(ctx context.Context, e *entry, st *applyState) bool {
 				"name", r.opt.name, "rule", describe(e))
 			return false
 		}
-		st.errs = append(st.errs, fmt.Errorf("delete rule %s: %w", describe(e), err))
-		return false
+		r.failed(deleteOf(e), fmt.Errorf("delete rule %s: %w", describe(e), err), st)
+		return true
 	}
-	return false
+	return true
 }
 
 // compact drops deleted entries from the model.

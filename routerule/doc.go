@@ -28,17 +28,29 @@
 // and output interface, optionally inverted as a whole (`not`), and acts
 // with ActionLookup (a table), ActionGoto (a later priority) or
 // ActionBlackhole. These calls only validate and record intent: a malformed
-// rule, a rule of the other family, or one at a priority or table the
+// rule, a rule of the other family, a source or destination with host bits
+// set (10.1.2.3/16; the error names it), or one at a priority or table the
 // instance does not own is an error wrapping ErrInvalidRule, and nothing
-// changes.
+// changes. Error texts name the package once; errors.Is matches every
+// sentinel they speak of (ErrNotOwned and ErrInvalidRule, say).
 //
 // Apply (a dataplane.Driver, in PhaseRoutes) writes the difference with
 // RuleAdd and RuleDel. It reads the kernel (RuleList, retried when a dump is
-// interrupted) on its first call, after QueueResync or any failure, and every
-// RefreshInterval (90 s by default), so a rule that systemd-networkd or an
-// administrator deleted is added back at the next refresh. An Apply with
+// interrupted) on its first call, after QueueResync or a failed read, and
+// every RefreshInterval (90 s by default), so a rule that systemd-networkd or
+// an administrator deleted is added back at the next refresh. An Apply with
 // nothing changed and no read due does no netlink I/O. A restarted agent that
 // declares the same rules writes nothing.
+//
+// A rule the kernel refuses never holds back the others: they are written
+// in the same Apply, and the refused rule is tried again on its own
+// exponential backoff (100 ms, doubling up to 30 s), not on the passes in
+// between; declaring it anew or withdrawing it ends the backoff. Apply then
+// returns an error wrapping dataplane.ErrPartial and asks through
+// ApplyResult.RetryAfter for the next attempt, so a dataplane.Loop reports
+// the refused rules in its Health and goes on serving everything else. A
+// failed read of the kernel is an error of the whole instance: nothing is
+// written.
 //
 // # Kernel behaviour it handles
 //

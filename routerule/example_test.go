@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/routerule"
 	"github.com/nodeplane/nodeplane/routerule/routerulefake"
 )
@@ -193,14 +194,25 @@ func ExampleRules_Desired() {
 	rules := newExampleRules(routerulefake.New())
 	_ = rules.SetRule(routerule.Rule{
 		Priority: 100,
-		Src:      netip.MustParsePrefix("10.1.2.3/16"),
+		Src:      netip.MustParsePrefix("0.0.0.0/0"),
 		Mark:     0x4,
 		Action:   &routerule.ActionLookup{Table: 200},
 	})
 	d := rules.Desired()[0]
-	fmt.Println(d.Src, fmt.Sprintf("%#x", d.Mask), d.Action == routerule.ActionLookup{Table: 200})
+	fmt.Println(d.Src.IsValid(), fmt.Sprintf("%#x", d.Mask), d.Action == routerule.ActionLookup{Table: 200})
 	// Output:
-	// 10.1.0.0/16 0xffffffff true
+	// false 0xffffffff true
+}
+
+// A source or destination with host bits set is refused; the error names
+// it, and matches both sentinels it speaks of.
+func ExampleRule_hostBits() {
+	err := routerule.Rule{Priority: 100, Src: netip.MustParsePrefix("10.1.2.3/16"), Action: routerule.ActionBlackhole{}}.Validate()
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, routerule.ErrInvalidRule), errors.Is(err, ipfamily.ErrHostBits))
+	// Output:
+	// routerule: invalid rule: 100: from 10.1.2.3/16 blackhole: source 10.1.2.3/16 has host bits set (the network is 10.1.0.0/16)
+	// true true
 }
 
 // Validate checks a rule without an instance.

@@ -4,6 +4,8 @@ package routerule_test
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,4 +60,124 @@ func TestDrivenByTheLoop(t *testing.T) {
 	loop.InterfacesInSync()
 	require.Eventually(t, installed, 10*time.Second, time.Millisecond)
 	assert.GreaterOrEqual(t, k.Calls(routerulefake.OpAdd), 2, "the failed add was retried")
+}
+
+// declare is a message for declarer: a change to make to the rules.
+type declare func(*routerule.Rules) error
+
+// declarer is a manager that makes the changes it is sent and counts the
+// passes, so a test can tell in which pass a change was made.
+type declarer struct {
+	rules   *routerule.Rules
+	pending []declare
+	passes  int
+
+	mu     sync.Mutex
+	madeIn []int // the pass of each change, in order
+}
+
+// made returns the pass that made change i (0, 1… in the order sent), or
+// 0 if it is not made yet.
+func (d *declarer) made(i int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i < len(d.madeIn) {
+		return d.madeIn[i]
+	}
+	return 0
+}
+
+func (d *declarer) OnUpdate(msg any) {
+	if f, ok := msg.(declare); ok {
+		d.pending = append(d.pending, f)
+	}
+}
+
+func (d *declarer) CompleteDeferredWork() error {
+	d.passes++
+	for _, f := range d.pending {
+		if err := f(d.rules); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		d.madeIn = append(d.madeIn, d.passes)
+		d.mu.Unlock()
+	}
+	d.pending = nil
+	return nil
+}
+
+// A rule the kernel keeps refusing does not hold the loop back: the
+// instance is not backed off, a rule declared later is in the kernel after
+// the very pass that declared it, the refused rule is reported in Health
+// (and gone from it at the pass that withdraws it).
+func TestRefusedRuleDoesNotHoldTheLoop(t *testing.T) {
+	k := routerulefake.New()
+	bad := routerule.Rule{Priority: 100, Mark: 0x8, Action: routerule.ActionLookup{Table: 100}}
+	k.SetHook(func(op routerulefake.Op, _ int, r *netlink.Rule) error {
+		if op == routerulefake.OpAdd && r.Mark == 0x8 {
+			return syscall.EINVAL
+		}
+		return nil
+	})
+	rules, err := routerule.New(routerule.Options{Family: routerule.IPv4, Handle: k, Priorities: []uint32{100, 101}, Tables: []uint32{100}})
+	require.NoError(t, err)
+	d := &declarer{rules: rules}
+	var mu sync.Mutex
+	health := map[uint64]dataplane.Health{} // by pass
+	loop, err := dataplane.New(dataplane.Options{ResyncInterval: time.Hour, HealthInterval: -1, OnHealth: func(h dataplane.Health) {
+		mu.Lock()
+		health[h.Applies] = h
+		mu.Unlock()
+	}})
+	require.NoError(t, err)
+	require.NoError(t, loop.AddManager(d))
+	require.NoError(t, loop.AddDriver(rules))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	healthAt := func(pass int) dataplane.Health {
+		mu.Lock()
+		defer mu.Unlock()
+		return health[uint64(pass)]
+	}
+	sent := 0
+	// send sends a change and returns the pass that made it, once that
+	// pass is over.
+	send := func(f declare) int {
+		t.Helper()
+		require.NoError(t, loop.Send(ctx, f))
+		sent++
+		var pass int
+		require.Eventually(t, func() bool {
+			pass = d.made(sent - 1)
+			return pass > 0 && healthAt(pass).Applies == uint64(pass)
+		}, 10*time.Second, time.Millisecond)
+		return pass
+	}
+	loop.DatastoreInSync()
+	loop.InterfacesInSync()
+	pass := send(func(r *routerule.Rules) error { return r.SetRule(bad) })
+	h := healthAt(pass)
+	assert.ErrorIs(t, h.LastError, dataplane.ErrPartial)
+	assert.Empty(t, h.FailingDrivers, "a refused rule does not back the instance off")
+	assert.Equal(t, 1, h.FailingObjects)
+
+	// Let it fail a few more times, then declare a good rule: written in
+	// the pass that declares it.
+	require.Eventually(t, func() bool { return k.Calls(routerulefake.OpAdd) >= 4 }, 10*time.Second, time.Millisecond)
+	good := routerule.Rule{Priority: 101, Mark: 0x9, Action: routerule.ActionLookup{Table: 100}}
+	start := time.Now()
+	pass = send(func(r *routerule.Rules) error { return r.SetRule(good) })
+	t.Logf("a rule declared beside one refused %d times was written in %v", k.Calls(routerulefake.OpAdd)-1, time.Since(start))
+	assert.True(t, slices.ContainsFunc(k.Rules(netlink.FAMILY_V4), func(r netlink.Rule) bool { return r.Mark == 0x9 }))
+	assert.Equal(t, 1, healthAt(pass).FailingObjects)
+	assert.Empty(t, healthAt(pass).FailingDrivers)
+
+	pass = send(func(r *routerule.Rules) error { return r.RemoveRule(bad) })
+	assert.Zero(t, healthAt(pass).FailingObjects, "withdrawn: no longer failing, at once")
 }

@@ -3,13 +3,13 @@
 package routerule
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/netip"
 	"strconv"
 	"strings"
 
+	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
@@ -34,25 +34,6 @@ const (
 	TableMain uint32 = 254
 	// TableLocal is the "local" table (255) of local and broadcast routes.
 	TableLocal uint32 = 255
-)
-
-// Sentinel errors. Every error about bad input wraps ErrInvalidRule or
-// ErrInvalidOptions; errors from Apply wrap the netlink error.
-var (
-	// ErrInvalidOptions reports an Options value that New refuses.
-	ErrInvalidOptions = errors.New("routerule: invalid options")
-	// ErrInvalidRule reports a rule that is malformed, of the wrong family,
-	// outside the owned set or in conflict with another. Nothing is
-	// changed.
-	ErrInvalidRule = errors.New("routerule: invalid rule")
-	// ErrNotOwned reports a rule whose priority (or lookup table) is not
-	// owned by the Rules instance: it could never be recognised as ours in
-	// the kernel. It comes wrapped together with ErrInvalidRule.
-	ErrNotOwned = errors.New("routerule: rule not owned")
-	// ErrConflict reports two rules that the kernel cannot hold at once:
-	// they differ only in Invert or in the goto target. It comes wrapped
-	// together with ErrInvalidRule.
-	ErrConflict = errors.New("routerule: conflicting rules")
 )
 
 // Action is what a rule does with the packets it matches: one of
@@ -126,7 +107,8 @@ type Rule struct {
 	// priority up. It must be one of the instance's owned priorities.
 	Priority uint32
 	// Src matches the source address; the zero Prefix (or a /0) matches
-	// any. Host bits are cleared (10.1.2.3/8 is 10.0.0.0/8).
+	// any. A prefix with host bits set (10.1.2.3/8 for 10.0.0.0/8) is
+	// refused, as `ip route` refuses it for a route.
 	Src netip.Prefix
 	// Dst matches the destination address, like Src.
 	Dst netip.Prefix
@@ -226,18 +208,14 @@ func (r Rule) Validate() error {
 	return err
 }
 
-// ruleError wraps ErrInvalidRule (and extra sentinels) with the rule and a
-// reason.
+// ruleError wraps ErrInvalidRule, and the extra sentinels without
+// repeating their text, with the rule and a reason.
 func ruleError(r Rule, reason string, extra ...error) error {
-	if len(extra) > 0 {
-		return fmt.Errorf("%w: %w: %s: %s", ErrInvalidRule, extra[0], r, reason)
-	}
-	return fmt.Errorf("%w: %s: %s", ErrInvalidRule, r, reason)
+	return errs.Also(fmt.Errorf("%w: %s: %s", ErrInvalidRule, r, reason), extra...)
 }
 
-// canonical validates r and returns its canonical form: value actions,
-// masked prefixes, /0 as unset, the default mask filled in. fam 0 accepts
-// either family.
+// canonical validates r and returns its canonical form: value actions, /0
+// as unset, the default mask filled in. fam 0 accepts either family.
 func (r Rule) canonical(fam Family) (Rule, error) {
 	c := r
 	switch a := r.Action.(type) {
@@ -313,10 +291,11 @@ func (r Rule) canonical(fam Family) (Rule, error) {
 		if fam != 0 && pf != fam {
 			return Rule{}, ruleError(r, fmt.Sprintf("%s %s is not %s", side.name, p, fam))
 		}
+		if err := pf.CheckNet(p); err != nil {
+			return Rule{}, ruleError(r, fmt.Sprintf("%s %s has host bits set (the network is %s)", side.name, p, p.Masked()), err)
+		}
 		if p.Bits() == 0 {
 			*side.p = netip.Prefix{}
-		} else {
-			*side.p = p.Masked()
 		}
 	}
 

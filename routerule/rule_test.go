@@ -229,7 +229,7 @@ func TestSetRulesConflict(t *testing.T) {
 func TestDesiredIsCanonical(t *testing.T) {
 	r, _ := newFakeRules(t, routerule.IPv6)
 	require.NoError(t, r.SetRules([]routerule.Rule{
-		{Priority: 101, Src: netip.MustParsePrefix("fd00:1::5/64"), Dst: netip.MustParsePrefix("::/0"), Mark: 0x10, Action: &routerule.ActionLookup{Table: 100}},
+		{Priority: 101, Src: netip.MustParsePrefix("fd00:1::/64"), Dst: netip.MustParsePrefix("::/0"), Mark: 0x10, Action: &routerule.ActionLookup{Table: 100}},
 		{Priority: 100, Action: &routerule.ActionBlackhole{}},
 	}))
 	assert.Equal(t, []routerule.Rule{

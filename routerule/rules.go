@@ -31,6 +31,8 @@ type Rules struct {
 	nextRefresh time.Time
 	// groups holds our rules in the kernel, by priority, in kernel order.
 	groups map[uint32][]*entry
+	// retries holds the backoff of the writes the kernel refused.
+	retries map[write]retry
 }
 
 // New validates o and returns an instance with nothing desired. It does no
@@ -44,6 +46,7 @@ func New(o Options) (*Rules, error) {
 		opt:     v,
 		desired: map[ruleKey]Rule{},
 		groups:  map[uint32][]*entry{},
+		retries: map[write]retry{},
 		resync:  true,
 	}, nil
 }

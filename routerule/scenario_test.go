@@ -5,6 +5,7 @@ package routerule_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -18,6 +19,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/routerule"
 )
 
@@ -458,7 +461,8 @@ var scenarios = []scenario{
 	}},
 
 	{"FailedWriteConvergesOnRetry", func(t *testing.T, e env) {
-		r, c := newRules(t, e)
+		fc := clock.NewFake(time.Unix(1000, 0))
+		r, c := newRules(t, e, func(o *routerule.Options) { o.Clock = fc })
 		rules := allKinds(e)
 		require.NoError(t, r.SetRules(rules))
 		c.failAdd = func(n *netlink.Rule) error {
@@ -467,8 +471,9 @@ var scenarios = []scenario{
 			}
 			return nil
 		}
-		_, err := r.Apply(context.Background())
+		res, err := r.Apply(context.Background())
 		require.ErrorIs(t, err, syscall.ENOBUFS)
+		require.ErrorIs(t, err, dataplane.ErrPartial, "the rest was written")
 		// Other priorities were written regardless.
 		var others []string
 		for _, d := range r.Desired() {
@@ -481,22 +486,88 @@ var scenarios = []scenario{
 
 		c.failAdd = nil
 		c.calls()
+		_, err = r.Apply(context.Background())
+		require.ErrorIs(t, err, dataplane.ErrPartial)
+		lists, adds, dels := c.calls()
+		assert.Zero(t, lists+adds+dels, "the refused rules wait for their retry")
+
+		fc.Advance(res.RetryAfter)
 		apply(t, r)
-		lists, _, dels := c.calls()
-		assert.Equal(t, 1, lists, "after a failure the kernel is read again")
+		lists, adds, dels = c.calls()
+		assert.Zero(t, lists, "a refused rule says nothing against the model: no re-read")
+		assert.Equal(t, 4, adds)
 		assert.Zero(t, dels)
 		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
 	}},
 
+	{"RefusedRuleBacksOffAlone", func(t *testing.T, e env) {
+		// The kernel keeps refusing one rule: the others, at its priority
+		// and elsewhere, are written at once, and so is a rule declared
+		// later; the refused rule is retried on its own backoff, not on
+		// the passes in between, and withdrawing it ends its failure.
+		fc := clock.NewFake(time.Unix(1000, 0))
+		r, c := newRules(t, e, func(o *routerule.Options) { o.Clock = fc })
+		rules := allKinds(e)
+		refused := rules[4] // 101: fwmark 0x10 lookup 100
+		c.failAdd = func(n *netlink.Rule) error {
+			if n.Priority == 101 && n.Mark == 0x10 && n.Mask != nil && *n.Mask == math.MaxUint32 {
+				return syscall.EINVAL
+			}
+			return nil
+		}
+		require.NoError(t, r.SetRules(rules))
+		res, err := r.Apply(context.Background())
+		require.ErrorIs(t, err, dataplane.ErrPartial)
+		require.ErrorIs(t, err, syscall.EINVAL)
+		var pe *dataplane.PartialError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, 1, pe.Failed)
+		assert.Contains(t, err.Error(), refused.String())
+		assert.Equal(t, 100*time.Millisecond, res.RetryAfter)
+		var others []string
+		for _, d := range r.Desired() {
+			if d != (routerule.Rule{Priority: 101, Mark: 0x10, Mask: math.MaxUint32, Action: routerule.ActionLookup{Table: 100}}) {
+				others = append(others, fmtRule(d))
+			}
+		}
+		assert.ElementsMatch(t, others, kernelRules(t, e, ownedPrios...), "everything else is written")
+
+		later := routerule.Rule{Priority: 101, IIF: "lo", Action: routerule.ActionLookup{Table: 100}}
+		require.NoError(t, r.SetRule(later))
+		c.calls()
+		_, err = r.Apply(context.Background())
+		require.ErrorIs(t, err, dataplane.ErrPartial)
+		lists, adds, dels := c.calls()
+		assert.Equal(t, []int{0, 1, 0}, []int{lists, adds, dels}, "the new rule only: the refused one waits")
+		assert.Contains(t, kernelRules(t, e, 101), fmtRule(later))
+
+		fc.Advance(res.RetryAfter)
+		res, err = r.Apply(context.Background())
+		require.ErrorIs(t, err, dataplane.ErrPartial)
+		_, adds, _ = c.calls()
+		assert.Equal(t, 1, adds, "retried when due")
+		assert.Equal(t, 200*time.Millisecond, res.RetryAfter, "then backs off further")
+
+		require.NoError(t, r.RemoveRule(refused))
+		_, err = r.Apply(context.Background())
+		require.NoError(t, err, "withdrawn: no longer failing")
+		_, adds, _ = c.calls()
+		assert.Zero(t, adds)
+		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
+	}},
+
 	{"FailedDeleteConvergesOnRetry", func(t *testing.T, e env) {
-		r, c := newRules(t, e)
+		fc := clock.NewFake(time.Unix(1000, 0))
+		r, c := newRules(t, e, func(o *routerule.Options) { o.Clock = fc })
 		require.NoError(t, r.SetRules(allKinds(e)))
 		apply(t, r)
 		c.failDel = func(*netlink.Rule) error { return syscall.EBUSY }
 		require.NoError(t, r.SetRules(nil))
-		_, err := r.Apply(context.Background())
+		res, err := r.Apply(context.Background())
 		require.ErrorIs(t, err, syscall.EBUSY)
+		require.ErrorIs(t, err, dataplane.ErrPartial)
 		c.failDel = nil
+		fc.Advance(res.RetryAfter)
 		apply(t, r)
 		assert.Empty(t, kernelRules(t, e, ownedPrios...))
 	}},
@@ -544,15 +615,19 @@ var scenarios = []scenario{
 	}},
 
 	{"UnmaskedKernelRuleIsAdopted", func(t *testing.T, e env) {
-		// A rule added by hand with host bits in its source matches the
-		// same packets as the canonical one: adopted, then deleted
-		// correctly when no longer wanted.
+		// A rule added by hand with host bits in its source (the kernel
+		// keeps them) matches the same packets as the canonical one:
+		// adopted, then deleted correctly when no longer wanted. Declared
+		// with host bits, it is refused.
 		raw := e.pick("10.8.1.2/16", "fd00:8::1/64")
 		kernelAdd(t, e, 101, 100, func(r *netlink.Rule) {
 			r.Src = &net.IPNet{IP: raw.Addr().AsSlice(), Mask: net.CIDRMask(raw.Bits(), raw.Addr().BitLen())}
 		})
 		r, c := newRules(t, e)
-		require.NoError(t, r.SetRule(routerule.Rule{Priority: 101, Src: raw, Action: routerule.ActionLookup{Table: 100}}))
+		err := r.SetRule(routerule.Rule{Priority: 101, Src: raw, Action: routerule.ActionLookup{Table: 100}})
+		require.ErrorIs(t, err, routerule.ErrInvalidRule)
+		require.ErrorIs(t, err, ipfamily.ErrHostBits)
+		require.NoError(t, r.SetRule(routerule.Rule{Priority: 101, Src: raw.Masked(), Action: routerule.ActionLookup{Table: 100}}))
 		apply(t, r)
 		_, adds, dels := c.calls()
 		assert.Zero(t, adds+dels)

@@ -1,0 +1,27 @@
+//go:build linux
+
+package routerule
+
+import "errors"
+
+// Sentinel errors. Every error about bad input wraps ErrInvalidRule or
+// ErrInvalidOptions; errors from Apply wrap the netlink error, and
+// dataplane.ErrPartial when only some rules failed. An error's text names
+// the package once: an error that wraps two sentinels (ErrNotOwned inside
+// ErrInvalidRule, say) prints "routerule: " once and matches both.
+var (
+	// ErrInvalidOptions reports an Options value that New refuses.
+	ErrInvalidOptions = errors.New("routerule: invalid options")
+	// ErrInvalidRule reports a rule that is malformed, of the wrong family,
+	// outside the owned set or in conflict with another. Nothing is
+	// changed.
+	ErrInvalidRule = errors.New("routerule: invalid rule")
+	// ErrNotOwned reports a rule whose priority (or lookup table) is not
+	// owned by the Rules instance: it could never be recognised as ours in
+	// the kernel. It comes wrapped together with ErrInvalidRule.
+	ErrNotOwned = errors.New("routerule: rule not owned")
+	// ErrConflict reports two rules that the kernel cannot hold at once:
+	// they differ only in Invert or in the goto target. It comes wrapped
+	// together with ErrInvalidRule.
+	ErrConflict = errors.New("routerule: conflicting rules")
+)
