@@ -9,20 +9,31 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 STATICCHECK_VERSION=v0.8.2
-APT_PACKAGES=(iptables ipset nftables iproute2 conntrack iputils-ping)
-# Binaries the tests call, one per apt package above (same order).
-NEEDED_BINARIES=(iptables ipset nft ip conntrack ping)
+# gcc and libc6-dev: the race detector needs cgo, hence a C compiler and the C
+# library's headers (gcc only recommends libc6-dev).
+APT_PACKAGES=(iptables ipset nftables iproute2 conntrack iputils-ping gcc libc6-dev)
+# What the tests need from each apt package above (same order): a command, or
+# the absolute path of a file for a package without one.
+NEEDED=(iptables ipset nft ip conntrack ping gcc /usr/include/stdio.h)
 
 log() { printf '==> %s\n' "$*"; }
 
+# have NAME: NAME is a command in PATH or, if it starts with /, an existing file.
+have() {
+	case "$1" in
+	/*) [ -e "$1" ] ;;
+	*) command -v "$1" >/dev/null 2>&1 ;;
+	esac
+}
+
 install_packages() {
 	local missing=() i
-	for i in "${!NEEDED_BINARIES[@]}"; do
-		command -v "${NEEDED_BINARIES[$i]}" >/dev/null 2>&1 || missing+=("${APT_PACKAGES[$i]}")
+	for i in "${!NEEDED[@]}"; do
+		have "${NEEDED[$i]}" || missing+=("${APT_PACKAGES[$i]}")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
 	if [ "$(id -u)" -ne 0 ]; then
-		log "missing packages ${missing[*]} and not root: kernel tests will skip or fail"
+		log "missing packages ${missing[*]} and not root: kernel tests will skip or fail (and -race fails without gcc)"
 		return 0
 	fi
 	log "installing ${missing[*]}"
@@ -48,6 +59,8 @@ install_staticcheck() {
 }
 
 export PATH="$PATH:/usr/sbin:/sbin"
+# Go turns cgo off when it finds no C compiler; -race needs it on.
+export CGO_ENABLED=1
 install_packages
 install_staticcheck
 
