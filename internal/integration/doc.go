@@ -10,6 +10,13 @@
 // foreign kernel state beside ours survives, that real traffic follows the
 // rules, and that a restarted loop adopts what it finds and writes nothing.
 //
+// Others prove that one bad object never holds the loop back (a route the
+// kernel keeps refusing is retried on its own backoff while a route and a
+// rule declared after it reach the kernel in the very next pass), and that
+// ifacemonitor wired to a routetable Table as its documentation shows wakes
+// the loop, so that a re-created interface gets its routes back at once
+// rather than at the next periodic resync.
+//
 // # How it is used
 //
 // The package has no code of its own, only tests: run them as root with
