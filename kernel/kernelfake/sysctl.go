@@ -1,0 +1,221 @@
+package kernelfake
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"maps"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/kernel"
+)
+
+//go:embed sysctl_defaults.txt
+var sysctlDefaults string
+
+// defaultSysctls returns the sysctls of a fresh namespace, keyed by path
+// ("net/ipv4/ip_forward").
+func defaultSysctls() map[string]string {
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(sysctlDefaults))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		key, value, _ := strings.Cut(line, " = ")
+		out[strings.ReplaceAll(key, ".", "/")] = strings.TrimSuffix(value, " ")
+	}
+	return out
+}
+
+// Per-interface sysctl directories.
+var linkDirs = []string{"net/ipv4/conf", "net/ipv6/conf", "net/ipv4/neigh", "net/ipv6/neigh"}
+
+// linkKey returns the key of leaf in dir for the interface name.
+func linkKey(dir, name, leaf string) string { return dir + "/" + name + "/" + leaf }
+
+// addLinkSysctls creates l's per-interface sysctls: conf from the
+// family's "default" entries as they are now, neigh as lo's were at
+// creation, and IPv6's mtu from the link's. lo's own are in the defaults.
+func (s *state) addLinkSysctls(l *link) {
+	if _, ok := s.sysctls[linkKey("net/ipv4/conf", l.Name, "forwarding")]; ok {
+		return
+	}
+	fresh := defaultSysctls()
+	for k, v := range maps.Clone(s.sysctls) {
+		for _, dir := range linkDirs[:2] {
+			if leaf, ok := strings.CutPrefix(k, dir+"/default/"); ok {
+				s.sysctls[linkKey(dir, l.Name, leaf)] = v
+			}
+		}
+	}
+	for k, v := range fresh {
+		for _, dir := range linkDirs[2:] {
+			if leaf, ok := strings.CutPrefix(k, dir+"/lo/"); ok {
+				s.sysctls[linkKey(dir, l.Name, leaf)] = v
+			}
+		}
+	}
+	s.setLinkSysctl(l, "net/ipv6/conf", "mtu", itoa(l.MTU))
+}
+
+// removeLinkSysctls removes l's per-interface sysctls.
+func (s *state) removeLinkSysctls(l *link) {
+	for k := range s.sysctls {
+		for _, dir := range linkDirs {
+			if strings.HasPrefix(k, dir+"/"+l.Name+"/") {
+				delete(s.sysctls, k)
+			}
+		}
+	}
+}
+
+// setLinkSysctl sets one of l's sysctls if it exists.
+func (s *state) setLinkSysctl(l *link, dir, leaf, value string) {
+	k := linkKey(dir, l.Name, leaf)
+	if _, ok := s.sysctls[k]; ok {
+		s.sysctls[k] = value
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// intSysctl returns the integer value of the sysctl at path, 0 if it is
+// missing or not an integer.
+func (s *state) intSysctl(path string) int {
+	n, _ := strconv.Atoi(s.sysctls[path])
+	return n
+}
+
+// sysctlPath turns a key into a path: a key with a slash is split at the
+// slashes (its components keep their dots), one without at the dots. The
+// key must be under net, with no empty, "." or ".." component.
+func sysctlPath(key string) (string, error) {
+	if strings.HasPrefix(key, "/") || strings.ContainsRune(key, 0) {
+		return "", invalidf("sysctl %q: want a key such as net.ipv4.ip_forward", key)
+	}
+	sep := "."
+	if strings.Contains(key, "/") {
+		sep = "/"
+	}
+	parts := strings.Split(key, sep)
+	if len(parts) < 2 || parts[0] != "net" {
+		return "", invalidf("sysctl %q is not a per-namespace net.* key", key)
+	}
+	for _, p := range parts {
+		if p == "" || p == "." || p == ".." {
+			return "", invalidf("sysctl %q has an empty or relative component", key)
+		}
+	}
+	return strings.Join(parts, "/"), nil
+}
+
+// Sysctl implements kernel.Sysctls. The namespace holds the net.*
+// sysctls of a fresh namespace (this project's machines' values) and the
+// per-interface ones of its links; any other key wraps kernel.ErrNotFound
+// and ENOENT.
+func (ns *Namespace) Sysctl(ctx context.Context, key string) (string, error) {
+	unlock, err := ns.begin(ctx, OpSysctl)
+	defer unlock()
+	if err != nil {
+		return "", err
+	}
+	path, err := sysctlPath(key)
+	if err != nil {
+		return "", err
+	}
+	v, ok := ns.s.sysctls[path]
+	if !ok {
+		return "", errnof(syscall.ENOENT, "sysctl %q", key)
+	}
+	return v, nil
+}
+
+// SetSysctl implements kernel.Sysctls. An integer sysctl takes an integer
+// (surrounding white space allowed; anything else is EINVAL) and stores
+// it as the kernel prints it. Turning IPv4 forwarding on or off
+// (net.ipv4.ip_forward or net.ipv4.conf.all.forwarding) sets it on every
+// interface and on default, and all.accept_redirects to the opposite, as
+// the kernel does; net.ipv6.conf.all.forwarding likewise sets every
+// interface's and default's.
+func (ns *Namespace) SetSysctl(ctx context.Context, key, value string) error {
+	unlock, err := ns.begin(ctx, OpSetSysctl)
+	defer unlock()
+	if err != nil {
+		return err
+	}
+	path, err := sysctlPath(key)
+	if err != nil {
+		return err
+	}
+	if err := ns.refused(OpSetSysctl, Sysctl{Key: key, Value: value}); err != nil {
+		return err
+	}
+	s := ns.s
+	old, ok := s.sysctls[path]
+	if !ok {
+		return errnof(syscall.ENOENT, "sysctl %q", key)
+	}
+	stored, err := canonical(old, value)
+	if err != nil {
+		return errs.Also(errnof(syscall.EINVAL, "sysctl %q: value %q", key, value), kernel.ErrInvalid)
+	}
+	value = stored
+	s.sysctls[path] = value
+	switch path {
+	case "net/ipv4/ip_forward", "net/ipv4/conf/all/forwarding":
+		s.setEverywhere("net/ipv4/conf", "forwarding", value)
+		s.sysctls["net/ipv4/ip_forward"] = value
+		redirects := "1"
+		if value != "0" {
+			redirects = "0"
+		}
+		s.sysctls["net/ipv4/conf/all/accept_redirects"] = redirects
+	case "net/ipv6/conf/all/forwarding":
+		s.setEverywhere("net/ipv6/conf", "forwarding", value)
+	}
+	return nil
+}
+
+// setEverywhere sets leaf in dir for all, default and every interface.
+func (s *state) setEverywhere(dir, leaf, value string) {
+	for _, name := range []string{"all", "default"} {
+		s.sysctls[linkKey(dir, name, leaf)] = value
+	}
+	for _, l := range s.links {
+		s.setLinkSysctl(l, dir, leaf, value)
+	}
+}
+
+// canonical returns value as the kernel stores it for a sysctl whose
+// present value is old: integers (one or several, as in
+// ip_local_port_range) must stay integers.
+func canonical(old, value string) (string, error) {
+	oldFields := strings.Fields(old)
+	if len(oldFields) == 0 {
+		return strings.TrimSuffix(value, "\n"), nil
+	}
+	for _, f := range oldFields {
+		if _, err := strconv.Atoi(f); err != nil {
+			return strings.TrimSuffix(value, "\n"), nil
+		}
+	}
+	fields := strings.Fields(value)
+	if len(fields) == 0 || len(fields) > len(oldFields) {
+		return "", syscall.EINVAL
+	}
+	for i, f := range fields {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return "", syscall.EINVAL
+		}
+		fields[i] = strconv.Itoa(n)
+	}
+	return strings.Join(fields, "\t"), nil
+}
+
+var _ kernel.Sysctls = (*Namespace)(nil)
