@@ -23,7 +23,11 @@
 // included) is an error, and nothing changes. The supported types are
 // hash:ip, hash:net, hash:ip,port, hash:net,net and bitmap:port, for IPv4
 // and IPv6 (one IPSets per family). Members are canonical: 10.0.0.1/32 in a
-// hash:net is 10.0.0.1, and 10.1.2.3/8 is 10.0.0.0/8.
+// hash:net is 10.0.0.1. A prefix with host bits set (10.0.0.1/24) is an
+// error naming it (wrapping ipfamily.ErrHostBits), never silently masked,
+// and so is what the kernel would refuse, such as the unspecified address
+// in a hash:ip or hash:ip,port set. Errors start with "ipsets: " and
+// errors.Is matches every sentinel their text names.
 //
 // Register the IPSets with a dataplane.Loop: Apply runs in
 // PhaseIPSetsUpdate, before the rule writers, and ApplyDeletions in

@@ -35,7 +35,7 @@ func Example() {
 	}
 	err = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashNet}, []ipsets.Member{
 		ipsets.NetMember(netip.MustParsePrefix("10.0.0.1/32")),
-		ipsets.NetMember(netip.MustParsePrefix("192.168.7.9/16")),
+		ipsets.NetMember(netip.MustParsePrefix("192.168.0.0/16")),
 	})
 	if err != nil {
 		panic(err)
@@ -187,8 +187,8 @@ func ExampleIPSets_AddMembers() {
 	err = sets.AddMembers("s", []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
 	fmt.Println(err)
 	// Output:
-	// set "s", member 0: ipsets: wrong address family: fd00::1 is IPv6, the set is IPv4
-	// set "s", member 0: ipsets: invalid member: 10.0.0.0/8 does not fit a hash:ip set
+	// ipsets: wrong address family: fd00::1 is IPv6, the set is IPv4 (set "s", member 0)
+	// ipsets: invalid member: 10.0.0.0/8 does not fit a hash:ip set (set "s", member 0)
 }
 
 func ExampleIPSets_RemoveSet() {
@@ -248,12 +248,13 @@ func ExampleParseMember() {
 		t ipsets.SetType
 		s string
 	}{
-		{ipsets.HashNet, "10.1.2.3/16"},
+		{ipsets.HashNet, "10.1.0.0/16"},
 		{ipsets.HashNet, "10.0.0.1/32"},
 		{ipsets.HashIPPort, "fd00::1,80"},
 		{ipsets.HashNetNet, "10.0.0.0/8,192.168.0.0/16"},
 		{ipsets.BitmapPort, "8080"},
 		{ipsets.HashIP, "10.0.0.0/24"},
+		{ipsets.HashNet, "10.1.2.3/16"},
 	} {
 		m, err := ipsets.ParseMember(in.t, in.s)
 		fmt.Println(m, err)
@@ -265,6 +266,7 @@ func ExampleParseMember() {
 	// 10.0.0.0/8,192.168.0.0/16 <nil>
 	// 8080 <nil>
 	// invalid(zero Member) ipsets: invalid member: 10.0.0.0/24 does not fit a hash:ip set
+	// invalid(zero Member) ipsets: invalid member: 10.1.2.3/16 has host bits set (the network is 10.1.0.0/16) ("10.1.2.3/16")
 }
 
 func ExampleIPMember() {
@@ -279,10 +281,12 @@ func ExampleNetMember() {
 	a := ipsets.NetMember(netip.MustParsePrefix("10.0.0.1/32"))
 	b := ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))
 	fmt.Println(a, a == b)
-	fmt.Println(ipsets.NetMember(netip.MustParsePrefix("10.1.2.3/8")))
+	fmt.Println(ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8")))
+	fmt.Println(ipsets.NetMember(netip.MustParsePrefix("10.1.2.3/8")).Err())
 	// Output:
 	// 10.0.0.1 true
 	// 10.0.0.0/8
+	// ipsets: invalid member: 10.1.2.3/8 has host bits set (the network is 10.0.0.0/8)
 }
 
 func ExampleIPPortMember() {

@@ -11,6 +11,7 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/errs"
 )
 
 // Defaults of Options.
@@ -198,11 +199,13 @@ func (s *IPSets) QueueResync() {
 	s.namesResync = true
 }
 
-// checkMembers validates members against meta.
+// checkMembers validates members against meta. The error keeps check's
+// text (which starts with the package's sentinel) and sentinels, and says
+// which member of which set it is about.
 func checkMembers(meta *SetMetadata, members []Member) error {
 	for i, m := range members {
 		if err := check(meta, m); err != nil {
-			return fmt.Errorf("set %q, member %d: %w", meta.Name, i, err)
+			return errs.Also(fmt.Errorf("%v (set %q, member %d)", err, meta.Name, i), err)
 		}
 	}
 	return nil

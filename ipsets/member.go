@@ -8,6 +8,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // Protocol is the transport protocol of a hash:ip,port member, by its IP
@@ -54,10 +57,11 @@ func parseProtocol(s string) (Protocol, bool) {
 	return 0, false
 }
 
-// Member is one element of a set, in canonical form: prefixes are masked
-// (10.1.2.3/8 is 10.0.0.0/8) and a full-length prefix equals the bare
-// address (NetMember of 10.0.0.1/32 == IPMember of 10.0.0.1). Members are
-// comparable and can be map keys.
+// Member is one element of a set, in canonical form: a full-length prefix
+// equals the bare address (NetMember of 10.0.0.1/32 == IPMember of
+// 10.0.0.1). A prefix with host bits set (10.0.0.1/24) is not silently
+// masked: it makes an invalid Member. Members are comparable and can be
+// map keys.
 //
 // Build one with IPMember, NetMember, IPPortMember, NetNetMember,
 // PortMember or ParseMember. A constructor given bad input returns an
@@ -69,7 +73,7 @@ func parseProtocol(s string) (Protocol, bool) {
 type Member struct {
 	a, b  [16]byte // first and second address; IPv4 in the first 4 bytes
 	bitsA uint8    // prefix length of a; the reason code when invalid
-	bitsB uint8    // prefix length of b
+	bitsB uint8    // prefix length of b; of the prefix in a when invalid
 	proto Protocol // protocol of an address-and-port member
 	flags uint8
 	port  uint16
@@ -92,6 +96,7 @@ const (
 	reasonMixed
 	reasonProtocol
 	reasonSyntax
+	reasonHostBits // a and bitsB hold the prefix
 )
 
 var reasonText = [...]string{
@@ -102,6 +107,7 @@ var reasonText = [...]string{
 	reasonMixed:    "prefixes of different families",
 	reasonProtocol: "protocol must be tcp, udp or sctp",
 	reasonSyntax:   "syntax error",
+	reasonHostBits: "prefix has host bits set",
 }
 
 func invalid(reason uint8) Member { return Member{flags: flagInvalid, bitsA: reason} }
@@ -142,6 +148,9 @@ func IPMember(addr netip.Addr) Member {
 	return m
 }
 
+// prefixMember stores p in m (a when second is false, else b). It
+// returns the reason p is refused, or 0; a prefix with host bits set is
+// stored in m's invalid form, which names it.
 func prefixMember(m *Member, second bool, p netip.Prefix) uint8 {
 	if r := checkAddr(p.Addr()); r != 0 {
 		return r
@@ -149,17 +158,34 @@ func prefixMember(m *Member, second bool, p netip.Prefix) uint8 {
 	if !p.IsValid() {
 		return reasonPrefix
 	}
-	p = p.Masked()
+	if errors.Is(ipfamily.Of(p.Addr()).CheckNet(p), ipfamily.ErrHostBits) {
+		*m = Member{}
+		m.setAddr(false, p.Addr(), p.Bits())
+		m.flags |= flagInvalid
+		m.bitsA, m.bitsB = reasonHostBits, m.bitsA
+		return reasonHostBits
+	}
 	m.setAddr(second, p.Addr(), p.Bits())
 	return 0
 }
 
-// NetMember returns the member for a prefix (hash:net). The prefix is
-// masked; a full-length prefix is the same member as its address.
+// prefixOnly returns m, or the invalid member of reason r when m does not
+// already hold it.
+func prefixOnly(m Member, r uint8) Member {
+	if r == reasonHostBits {
+		return m
+	}
+	return invalid(r)
+}
+
+// NetMember returns the member for a prefix (hash:net); a full-length
+// prefix is the same member as its address. A prefix with host bits set
+// (10.0.0.1/24) gives an invalid member whose error names it and wraps
+// ipfamily.ErrHostBits.
 func NetMember(p netip.Prefix) Member {
 	m := Member{flags: flagAddr}
 	if r := prefixMember(&m, false, p); r != 0 {
-		return invalid(r)
+		return prefixOnly(m, r)
 	}
 	return m
 }
@@ -179,17 +205,18 @@ func IPPortMember(addr netip.Addr, proto Protocol, port uint16) Member {
 }
 
 // NetNetMember returns the member for a pair of prefixes of one family
-// (hash:net,net).
+// (hash:net,net). A prefix with host bits set gives an invalid member, as
+// with NetMember.
 func NetNetMember(first, second netip.Prefix) Member {
 	if first.Addr().Is4() != second.Addr().Is4() && first.IsValid() && second.IsValid() {
 		return invalid(reasonMixed)
 	}
 	m := Member{flags: flagAddr | flagSecond}
 	if r := prefixMember(&m, false, first); r != 0 {
-		return invalid(r)
+		return prefixOnly(m, r)
 	}
 	if r := prefixMember(&m, true, second); r != 0 {
-		return invalid(r)
+		return prefixOnly(m, r)
 	}
 	return m
 }
@@ -200,7 +227,9 @@ func PortMember(port uint16) Member { return Member{flags: flagPort, port: port}
 // Valid reports whether m was built from valid input.
 func (m Member) Valid() bool { return m.flags != 0 && m.flags&flagInvalid == 0 }
 
-// Err returns why m is invalid, wrapping ErrInvalidMember, or nil.
+// Err returns why m is invalid, wrapping ErrInvalidMember, or nil. For a
+// prefix with host bits set it names the prefix and also wraps
+// ipfamily.ErrHostBits.
 func (m Member) Err() error {
 	if m.Valid() {
 		return nil
@@ -208,6 +237,10 @@ func (m Member) Err() error {
 	r := m.bitsA
 	if m.flags == 0 || int(r) >= len(reasonText) {
 		r = reasonZero
+	}
+	if r == reasonHostBits {
+		p := netip.PrefixFrom(m.addr(false), int(m.bitsB))
+		return errs.Also(fmt.Errorf("%w: %s has host bits set (the network is %s)", ErrInvalidMember, p, p.Masked()), ipfamily.ErrHostBits)
 	}
 	return fmt.Errorf("%w: %s", ErrInvalidMember, reasonText[r])
 }
@@ -344,7 +377,8 @@ func (m Member) Compare(o Member) int {
 }
 
 // check reports whether m may be a member of a set described by meta
-// (normalized). The error wraps ErrInvalidMember or ErrWrongFamily.
+// (normalized). The error wraps ErrInvalidMember, or ErrWrongFamily and
+// ipfamily.ErrWrongFamily.
 func check(meta *SetMetadata, m Member) error {
 	if err := m.Err(); err != nil {
 		return err
@@ -362,7 +396,11 @@ func check(meta *SetMetadata, m Member) error {
 		return fmt.Errorf("%w: %v has no address (%s)", ErrInvalidMember, m, meta.Type)
 	}
 	if fam := familyOf(m); fam != meta.Family {
-		return fmt.Errorf("%w: %v is %v, the set is %v", ErrWrongFamily, m, fam, meta.Family)
+		return errs.Also(fmt.Errorf("%w: %v is %v, the set is %v", ErrWrongFamily, m, fam, meta.Family), ipfamily.ErrWrongFamily)
+	}
+	if (meta.Type == HashIP || meta.Type == HashIPPort) && m.Addr().IsUnspecified() {
+		// The kernel refuses a null element in these types.
+		return fmt.Errorf("%w: %v: the kernel cannot store the unspecified address in a %s set", ErrInvalidMember, m, meta.Type)
 	}
 	full := uint8(meta.Family.Bits())
 	shape := m.flags &^ flagV6
@@ -481,8 +519,11 @@ func parseMember[T text](t SetType, s T) (Member, bool) {
 		if !ok1 || !ok2 {
 			return Member{}, false
 		}
-		if !a.Valid() || !b.Valid() {
-			return invalid(reasonPrefix), true
+		switch {
+		case !a.Valid():
+			return a, true
+		case !b.Valid():
+			return b, true
 		}
 		return NetNetMember(a.Prefix(), b.Prefix()), true
 	case BitmapPort:

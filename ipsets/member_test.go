@@ -3,12 +3,14 @@ package ipsets_test
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 )
 
@@ -24,12 +26,12 @@ func TestMemberCanonicalForm(t *testing.T) {
 		{"v4 address", ipsets.IPMember(ma("10.0.0.1")), "10.0.0.1", ipsets.NetMember(mp("10.0.0.1/32"))},
 		{"v6 address", ipsets.IPMember(ma("fd00::1")), "fd00::1", ipsets.NetMember(mp("fd00::1/128"))},
 		{"v6 not compressed", ipsets.IPMember(ma("FD00:0:0::0001")), "fd00::1", ipsets.IPMember(ma("fd00::1"))},
-		{"prefix masked", ipsets.NetMember(mp("10.1.2.3/8")), "10.0.0.0/8", ipsets.NetMember(mp("10.0.0.0/8"))},
-		{"v6 prefix masked", ipsets.NetMember(mp("fd00:1:2::3/48")), "fd00:1:2::/48", ipsets.NetMember(mp("fd00:1:2::/48"))},
+		{"prefix", ipsets.NetMember(mp("10.0.0.0/8")), "10.0.0.0/8", ipsets.NetMember(netip.PrefixFrom(ma("10.0.0.0"), 8))},
+		{"v6 prefix", ipsets.NetMember(mp("fd00:1:2::/48")), "fd00:1:2::/48", ipsets.NetMember(mp("FD00:1:2:0::/48"))},
 		{"4in6 stays v6", ipsets.IPMember(ma("::ffff:10.0.0.1")), "::ffff:10.0.0.1", ipsets.NetMember(mp("::ffff:10.0.0.1/128"))},
 		{"ip port", ipsets.IPPortMember(ma("10.0.0.1"), ipsets.ProtocolUDP, 53), "10.0.0.1,udp:53", ipsets.IPPortMember(ma("10.0.0.1"), ipsets.ProtocolUDP, 53)},
 		{"v6 ip port", ipsets.IPPortMember(ma("fd00::1"), ipsets.ProtocolSCTP, 0), "fd00::1,sctp:0", ipsets.IPPortMember(ma("fd00::1"), ipsets.ProtocolSCTP, 0)},
-		{"net net", ipsets.NetNetMember(mp("10.1.2.3/8"), mp("192.168.1.1/32")), "10.0.0.0/8,192.168.1.1", ipsets.NetNetMember(mp("10.0.0.0/8"), mp("192.168.1.1/32"))},
+		{"net net", ipsets.NetNetMember(mp("10.0.0.0/8"), mp("192.168.1.1/32")), "10.0.0.0/8,192.168.1.1", ipsets.NetNetMember(mp("10.0.0.0/8"), ipsets.IPMember(ma("192.168.1.1")).Prefix())},
 		{"port", ipsets.PortMember(443), "443", ipsets.PortMember(443)},
 	}
 	for _, tc := range cases {
@@ -99,6 +101,47 @@ func TestInvalidMembers(t *testing.T) {
 	}
 }
 
+// A prefix with host bits set is an error that names it, never silently
+// masked (10.0.0.1/24 is not 10.0.0.0/24): from every constructor and
+// from ParseMember.
+func TestHostBitsAreAnError(t *testing.T) {
+	mp := netip.MustParsePrefix
+	cases := []struct {
+		name string
+		m    ipsets.Member
+		err  func() error
+		bad  string
+	}{
+		{name: "v4 net", m: ipsets.NetMember(mp("10.0.0.1/24")), bad: "10.0.0.1/24 has host bits set (the network is 10.0.0.0/24)"},
+		{name: "v6 net", m: ipsets.NetMember(mp("fd00::1/64")), bad: "fd00::1/64 has host bits set (the network is fd00::/64)"},
+		{name: "4in6 net", m: ipsets.NetMember(mp("::ffff:10.0.0.1/120")), bad: "::ffff:10.0.0.1/120 has host bits set (the network is ::ffff:10.0.0.0/120)"},
+		{name: "first of pair", m: ipsets.NetNetMember(mp("10.1.2.3/8"), mp("10.0.0.0/8")), bad: "10.1.2.3/8 has host bits"},
+		{name: "second of pair", m: ipsets.NetNetMember(mp("10.0.0.0/8"), mp("192.168.1.1/16")), bad: "192.168.1.1/16 has host bits"},
+		{name: "v6 second of pair", m: ipsets.NetNetMember(mp("fd00::/16"), mp("fd01::1/32")), bad: "fd01::1/32 has host bits"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.False(t, tc.m.Valid())
+			err := tc.m.Err()
+			require.ErrorIs(t, err, ipsets.ErrInvalidMember)
+			require.ErrorIs(t, err, ipfamily.ErrHostBits)
+			assert.Contains(t, err.Error(), tc.bad)
+			assert.True(t, strings.HasPrefix(err.Error(), "ipsets: "), err.Error())
+			assert.Equal(t, 1, strings.Count(err.Error(), "ipsets: "), err.Error())
+			assert.NotContains(t, err.Error(), "ipfamily:")
+		})
+	}
+	for _, in := range []struct {
+		typ ipsets.SetType
+		s   string
+	}{{ipsets.HashNet, "10.0.0.1/24"}, {ipsets.HashNet, "fd00::1/64"}, {ipsets.HashNetNet, "10.0.0.0/8,10.0.0.1/24"}} {
+		_, err := ipsets.ParseMember(in.typ, in.s)
+		require.ErrorIs(t, err, ipfamily.ErrHostBits, in.s)
+		require.ErrorIs(t, err, ipsets.ErrInvalidMember, in.s)
+		assert.Contains(t, err.Error(), "host bits set", in.s)
+	}
+}
+
 func TestParseMember(t *testing.T) {
 	cases := []struct {
 		typ  ipsets.SetType
@@ -116,7 +159,16 @@ func TestParseMember(t *testing.T) {
 		{ipsets.HashIP, "fe80::1%eth0", ""},
 		{ipsets.HashIP, "", ""},
 		{ipsets.HashIP, "host.example", ""},
-		{ipsets.HashNet, "10.1.2.3/16", "10.1.0.0/16"},
+		{ipsets.HashNet, "10.1.0.0/16", "10.1.0.0/16"},
+		{ipsets.HashNet, "10.1.2.3/16", ""},
+		{ipsets.HashNet, "fd00::1/64", ""},
+		{ipsets.HashNet, "::1.2.3.0/120", "::102:300/120"},
+		{ipsets.HashIP, "0.0.0.0", ""},
+		{ipsets.HashIP, "::", ""},
+		{ipsets.HashIP, "::ffff:0.0.0.0", "::ffff:0.0.0.0"},
+		{ipsets.HashNet, "0.0.0.0", "0.0.0.0"},
+		{ipsets.HashIPPort, "0.0.0.0,tcp:80", ""},
+		{ipsets.HashIPPort, "10.0.0.1,tcp:0", "10.0.0.1,tcp:0"},
 		{ipsets.HashNet, "10.0.0.1", "10.0.0.1"},
 		{ipsets.HashNet, "fd00::/64", "fd00::/64"},
 		{ipsets.HashNet, "10.0.0.0/0", ""},
@@ -137,6 +189,8 @@ func TestParseMember(t *testing.T) {
 		{ipsets.HashNetNet, "10.0.0.0/8,fd00::/8", ""},
 		{ipsets.HashNetNet, "10.0.0.0/8", ""},
 		{ipsets.HashNetNet, "10.0.0.0/0,10.0.0.0/8", ""},
+		{ipsets.HashNetNet, "10.0.0.1/8,10.0.0.0/8", ""},
+		{ipsets.HashNetNet, "10.0.0.0/8,10.0.0.1/8", ""},
 		{ipsets.BitmapPort, "80", "80"},
 		{ipsets.BitmapPort, "0", "0"},
 		{ipsets.BitmapPort, "65535", "65535"},

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 )
 
@@ -254,7 +255,7 @@ var typeCases = []typeCase{
 		initial: func(f ipsets.Family) []ipsets.Member {
 			return []ipsets.Member{
 				ipsets.NetMember(pfx(f, "10.0.0.1/32", "fd00::1/128")),
-				ipsets.NetMember(pfx(f, "10.1.2.3/16", "fd00:1:2::3/48")),
+				ipsets.NetMember(pfx(f, "10.1.0.0/16", "fd00:1:2::/48")),
 				ipsets.NetMember(pfx(f, "10.2.0.0/24", "fd00:2::/64")),
 			}
 		},
@@ -298,7 +299,7 @@ var typeCases = []typeCase{
 		typ: ipsets.HashNetNet,
 		initial: func(f ipsets.Family) []ipsets.Member {
 			return []ipsets.Member{
-				ipsets.NetNetMember(pfx(f, "10.0.0.0/8", "fd00::/16"), pfx(f, "192.168.1.1/16", "fd01::1/32")),
+				ipsets.NetNetMember(pfx(f, "10.0.0.0/8", "fd00::/16"), pfx(f, "192.168.0.0/16", "fd01::/32")),
 				ipsets.NetNetMember(pfx(f, "10.0.0.1/32", "fd00::1/128"), pfx(f, "10.0.0.2/32", "fd00::2/128")),
 			}
 		},
@@ -357,6 +358,7 @@ var scenarios = []struct {
 	{"UnsupportedTypeIsAnError", scenarioUnsupportedType},
 	{"ForeignHeaderReplaced", scenarioForeignHeader},
 	{"MissingSetsRepairedWithoutMemberRecheck", scenarioMissingSets},
+	{"HostBitsRejected", scenarioHostBits},
 }
 
 func scenarioEveryType(t *testing.T, e env) {
@@ -683,4 +685,44 @@ func scenarioMissingSets(t *testing.T, e env) {
 	}
 	ks, _ := e.read(t, "np6-c")
 	assert.NotContains(t, ks.members, "fd00::99", "the foreign member is found by a later recheck")
+}
+
+// scenarioHostBitsRejected: a prefix with host bits set is refused at the
+// API, naming it, and nothing is written.
+func scenarioHostBits(t *testing.T, e env) {
+	for _, fam := range families {
+		t.Run(fam.String(), func(t *testing.T) {
+			d, rec := newDriver(t, e, fam)
+			good := ipsets.NetMember(pfx(fam, "10.0.0.0/24", "fd00::/64"))
+			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "n", Type: ipsets.HashNet}, []ipsets.Member{good}))
+			apply(t, d)
+			before, _ := e.read(t, prefixOf(fam)+"n")
+			rec.reset()
+
+			bad := pfx(fam, "10.0.0.1/24", "fd00::1/64")
+			for _, call := range []func() error{
+				func() error {
+					return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "n", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(bad)})
+				},
+				func() error {
+					return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "other", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(bad)})
+				},
+				func() error { return d.AddMembers("n", []ipsets.Member{ipsets.NetMember(bad)}) },
+				func() error {
+					return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "nn", Type: ipsets.HashNetNet}, []ipsets.Member{ipsets.NetNetMember(good.Prefix(), bad)})
+				},
+			} {
+				err := call()
+				require.ErrorIs(t, err, ipfamily.ErrHostBits)
+				require.ErrorIs(t, err, ipsets.ErrInvalidMember)
+				assert.Contains(t, err.Error(), bad.String()+" has host bits set")
+			}
+			apply(t, d)
+			assert.Zero(t, rec.count("restore"), "nothing written")
+			after, _ := e.read(t, prefixOf(fam)+"n")
+			assert.Equal(t, before, after)
+			assert.NotContains(t, e.names(t), prefixOf(fam)+"other")
+			assert.NotContains(t, e.names(t), prefixOf(fam)+"nn")
+		})
+	}
 }

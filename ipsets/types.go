@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
@@ -160,7 +161,7 @@ func (m SetMetadata) normalize(f Family, prefix string) (SetMetadata, error) {
 		m.Family = f
 	}
 	if m.Family != f {
-		return m, fmt.Errorf("%w: set %q is %v, the driver is %v", ErrWrongFamily, m.Name, m.Family, f)
+		return m, errs.Also(fmt.Errorf("%w: set %q is %v, the driver is %v", ErrWrongFamily, m.Name, m.Family, f), ipfamily.ErrWrongFamily)
 	}
 	if m.Type == BitmapPort {
 		if m.MaxSize != 0 {

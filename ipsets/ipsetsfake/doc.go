@@ -7,13 +7,17 @@
 // `ipset restore` (create with or without -exist, add, del, swap,
 // destroy, flush, rename; -exist per line or for the whole input), `ipset
 // list -name`, `ipset list [-t] [NAME]`, `ipset save [NAME]`, `ipset list
-// -o save [NAME]`, and the same commands given as arguments (`ipset add
-// NAME MEMBER`, `ipset destroy NAME`, …) to simulate an administrator's
-// edits. Of the set options only family, maxelem, hashsize, range and
-// counters are emulated. Members are canonicalised as the kernel does (10.0.0.1/32 in a
-// hash:net is 10.0.0.1, "10.0.0.1,80" is TCP), and errors carry the real
-// binary's wording and exit status ("ipset v7.17: Error in line 3: Hash is
-// full, cannot add more elements"). A restore stops at its first failing
+// -o save [NAME]`, `ipset test NAME MEMBER`, and the same commands given
+// as arguments (`ipset add NAME MEMBER`, `ipset destroy NAME`, …) to
+// simulate an administrator's edits. Of the set options only family,
+// maxelem, hashsize, range and counters are emulated (bucketsize and
+// initval are accepted, so that the output of save restores). Members are
+// canonicalised as the binary and kernel do (10.0.0.1/32 in a hash:net is
+// 10.0.0.1, 10.0.0.1/24 is masked to 10.0.0.0/24, "10.0.0.1,80" is TCP,
+// an IPv4-compatible IPv6 address prints as ::a.b.c.d), the unspecified
+// address is refused in hash:ip and hash:ip,port sets, and errors carry the
+// real binary's wording and exit status ("ipset v7.17: Error in line 3:
+// Hash is full, cannot add more elements"). A restore stops at its first failing
 // line and keeps the lines before it, as the real one mostly does (the real
 // binary batches consecutive lines into one kernel message and can lose a
 // few just before the failing one); either way a caller must not assume a
@@ -32,7 +36,8 @@
 // # Failure injection and inspection
 //
 // FailNext fails the next N invocations of a subcommand; FailLine fails
-// every line containing a string until ClearFailures. Calls records every
+// every restore line or command line (`save NAME` included) containing a
+// string until ClearFailures. Calls records every
 // invocation with its arguments and input; Names, Members, Header and Save
 // show the state.
 //

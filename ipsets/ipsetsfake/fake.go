@@ -33,6 +33,12 @@ const (
 	MsgOutOfRange  = "Element is out of the range of the set"
 	MsgBadCIDR     = "The value of the CIDR parameter of the IP address is invalid"
 	MsgUnsupported = "Kernel error received: set type not supported"
+	// MsgNullElement is refused for the unspecified address in a hash:ip
+	// set.
+	MsgNullElement = "Null-valued element, cannot be stored in a hash type of set"
+	// MsgInvalidArgument is the kernel's refusal of the unspecified
+	// address in a hash:ip,port set.
+	MsgInvalidArgument = "Kernel error received: Invalid argument"
 	// MsgInjected is the default message of an injected failure.
 	MsgInjected = "Kernel error received: injected failure"
 )
@@ -247,7 +253,7 @@ func (s *set) sortedMembers() []string {
 	slices.SortFunc(ms, ipsets.Member.Compare)
 	out := make([]string, len(ms), len(ms)+len(s.raw))
 	for i, m := range ms {
-		out[i] = m.String()
+		out[i] = kernelText(s.typ, m)
 	}
 	raw := make([]string, 0, len(s.raw))
 	for r := range s.raw {
@@ -304,17 +310,22 @@ func (s *set) list(b *bytes.Buffer, terse bool) {
 }
 
 // cmdError is a failure of one command: its message, and the restore line
-// it happened on (0 outside a restore).
+// it happened on (0 outside a restore). A bare message is printed without
+// the "ipset vX: " prefix, as `ipset test` prints its answer.
 type cmdError struct {
 	msg  string
 	line int
 	exit int
+	bare bool
 }
 
 // Run runs an ipset command against the fake. name must be "ipset" (or a
 // path to it). Failures are *command.Error values with exit status 1 (2
 // for a usage error) and stderr worded as the real binary words it.
 func (k *Kernel) Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var input []byte
 	if stdin != nil {
 		var err error
@@ -328,6 +339,9 @@ func (k *Kernel) Run(ctx context.Context, stdin io.Reader, name string, args ...
 	var err error
 	if cerr != nil {
 		stderr := "ipset " + Version + ": "
+		if cerr.bare {
+			stderr = ""
+		}
 		if cerr.line > 0 {
 			stderr += "Error in line " + strconv.Itoa(cerr.line) + ": "
 		}
@@ -362,6 +376,11 @@ func (k *Kernel) run(ctx context.Context, name string, args []string, input []by
 			return nil, &cmdError{msg: f.stderr}
 		}
 	}
+	if args[0] != "restore" {
+		if err := k.failOn(strings.Join(args, " ")); err != nil {
+			return nil, err
+		}
+	}
 	var out bytes.Buffer
 	switch args[0] {
 	case "restore":
@@ -381,9 +400,6 @@ func (k *Kernel) run(ctx context.Context, name string, args []string, input []by
 		}
 		return k.saveCmd(&out, args[1:])
 	default:
-		if err := k.failOn(strings.Join(args, " ")); err != nil {
-			return nil, err
-		}
 		exist := false
 		var fields []string
 		for _, a := range args {
@@ -574,6 +590,22 @@ func (k *Kernel) exec(f []string, exist bool) *cmdError {
 			delete(s.members, m)
 		}
 		return nil
+	case "test", "-T", "t":
+		if len(f) != 3 {
+			return usage()
+		}
+		s := k.sets[f[1]]
+		if s == nil {
+			return &cmdError{msg: MsgNotExist}
+		}
+		m, err := s.parse(f[2])
+		if err != nil {
+			return err
+		}
+		if _, ok := s.members[m]; !ok {
+			return &cmdError{msg: f[2] + " is NOT in set " + f[1] + ".", bare: true}
+		}
+		return nil
 	case "destroy", "-X", "x":
 		switch len(f) {
 		case 1:
@@ -698,6 +730,12 @@ func (k *Kernel) create(name, typ string, opts []string, exist bool) *cmdError {
 			} else {
 				s.hashsize = int(n)
 			}
+		case (key == "bucketsize" || key == "initval") && t != ipsets.BitmapPort:
+			// Tuning of the hash that `ipset save` prints; the fake
+			// chooses its own.
+			if _, err := strconv.ParseUint(val, 0, 32); err != nil {
+				return &cmdError{msg: "Syntax error: '" + val + "' is invalid as number"}
+			}
 		case key == "range" && t == ipsets.BitmapPort:
 			lo, hi, ok := strings.Cut(val, "-")
 			a, err1 := strconv.ParseUint(lo, 10, 16)
@@ -729,11 +767,18 @@ func (k *Kernel) create(name, typ string, opts []string, exist bool) *cmdError {
 }
 
 // parse parses a member given to add or del, with the kernel's messages.
+// Like the ipset binary it masks the host bits of a prefix (10.0.0.1/24
+// is 10.0.0.0/24).
 func (s *set) parse(text string) (ipsets.Member, *cmdError) {
-	m, err := ipsets.ParseMember(s.typ, text)
+	m, err := ipsets.ParseMember(s.typ, masked(s.typ, text))
 	if err != nil {
-		if strings.Contains(text, "/0") {
+		switch {
+		case strings.Contains(text, "/0"):
 			return m, &cmdError{msg: MsgBadCIDR}
+		case s.typ == ipsets.HashIP && unspecified(text):
+			return m, &cmdError{msg: MsgNullElement}
+		case s.typ == ipsets.HashIPPort && unspecified(text[:max(0, strings.LastIndexByte(text, ','))]):
+			return m, &cmdError{msg: MsgInvalidArgument}
 		}
 		return m, &cmdError{msg: "Syntax error: cannot parse " + text + ": " + err.Error()}
 	}
@@ -751,6 +796,62 @@ func (s *set) parse(text string) (ipsets.Member, *cmdError) {
 		return m, &cmdError{msg: "Syntax error: cannot parse " + text + ": resolving to " + want + " address failed"}
 	}
 	return m, nil
+}
+
+// masked returns text with the host bits of its prefixes cleared, for the
+// types that hold prefixes.
+func masked(t ipsets.SetType, text string) string {
+	if t != ipsets.HashNet && t != ipsets.HashNetNet {
+		return text
+	}
+	parts := strings.Split(text, ",")
+	for i, part := range parts {
+		if p, err := netip.ParsePrefix(part); err == nil {
+			parts[i] = p.Masked().String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// unspecified reports whether text is 0.0.0.0 or :: (with or without a
+// full-length prefix).
+func unspecified(text string) bool {
+	text, _, _ = strings.Cut(text, "/")
+	a, err := netip.ParseAddr(text)
+	return err == nil && a.IsUnspecified()
+}
+
+// kernelText returns m as the kernel prints it in a set of type t: like
+// Member.String, but with an IPv4-compatible IPv6 address (::a.b.c.d) in
+// the dotted form glibc's inet_ntop uses.
+func kernelText(t ipsets.SetType, m ipsets.Member) string {
+	if !m.Is6() {
+		return m.String()
+	}
+	switch t {
+	case ipsets.HashIP, ipsets.HashNet:
+		return prefixText(m.Prefix())
+	case ipsets.HashIPPort:
+		return addrText(m.Addr()) + "," + m.Protocol().String() + ":" + strconv.Itoa(int(m.Port()))
+	case ipsets.HashNetNet:
+		return prefixText(m.Prefix()) + "," + prefixText(m.Second())
+	}
+	return m.String()
+}
+
+func prefixText(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return addrText(p.Addr())
+	}
+	return addrText(p.Addr()) + "/" + strconv.Itoa(p.Bits())
+}
+
+func addrText(a netip.Addr) string {
+	b := a.As16()
+	if a.Is6() && !a.Is4In6() && [12]byte(b[:12]) == [12]byte{} && (b[12] != 0 || b[13] != 0) {
+		return "::" + netip.AddrFrom4([4]byte(b[12:])).String()
+	}
+	return a.String()
 }
 
 // isRaw reports whether text is an entry of a hash:ip,port set with a

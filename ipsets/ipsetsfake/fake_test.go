@@ -58,6 +58,9 @@ func TestRestoreErrors(t *testing.T) {
 		{"wrong arguments", "add a\n", "Error in line 1: Syntax error: wrong number of arguments to add", 2},
 		{"long name", "create " + strings.Repeat("n", 32) + " hash:ip\n", "Error in line 1: Syntax error: setname '" + strings.Repeat("n", 32) + "' is longer than 31 characters", 2},
 		{"bad option", "create a hash:ip timeout 5\n", "Error in line 1: Syntax error: option timeout is not emulated by ipsetsfake", 2},
+		{"null v4", "create a hash:ip\nadd a 0.0.0.0\n", "Error in line 2: " + ipsetsfake.MsgNullElement, 1},
+		{"null v6", "create a hash:ip family inet6\nadd a ::\n", "Error in line 2: " + ipsetsfake.MsgNullElement, 1},
+		{"null ip,port", "create a hash:ip,port family inet6\nadd a ::,tcp:80\n", "Error in line 2: " + ipsetsfake.MsgInvalidArgument, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,13 +100,25 @@ add p 10.0.0.1,80
 add p 10.0.0.1,icmp:8/0
 create e hash:ip family inet6
 add e FD00::0001
+add e ::2:0
+add e ::ffff:1.2.3.4
+create m hash:net family inet6
+add m fd00::1/64
+add m ::1.2.3.4/120
+add m 0:0:0:0:0:0:0:1/128
+create z hash:net
+add z 0.0.0.0/32
 `))
 	got, _ := k.Members("n")
-	assert.Equal(t, []string{"10.0.0.0/8", "10.0.0.1"}, got)
+	assert.Equal(t, []string{"10.0.0.0/8", "10.0.0.1"}, got, "host bits are masked, as the binary does")
+	got, _ = k.Members("m")
+	assert.Equal(t, []string{"::1", "::1.2.3.0/120", "fd00::/64"}, got, "IPv4-compatible addresses print as glibc prints them")
+	got, _ = k.Members("z")
+	assert.Equal(t, []string{"0.0.0.0"}, got, "hash:net takes the unspecified address")
 	got, _ = k.Members("p")
 	assert.Equal(t, []string{"10.0.0.1,tcp:80", "10.0.0.1,icmp:8/0"}, got, "ICMP entries are kept as written")
 	got, _ = k.Members("e")
-	assert.Equal(t, []string{"fd00::1"}, got)
+	assert.Equal(t, []string{"::0.2.0.0", "::ffff:1.2.3.4", "fd00::1"}, got)
 	require.Error(t, restore(t, k, "add p 10.0.0.1,tcp:80\n"), "10.0.0.1,80 was TCP")
 	require.NoError(t, restore(t, k, "del p 10.0.0.1,icmp:8/0\n"))
 }
@@ -276,3 +291,32 @@ func TestReadError(t *testing.T) {
 type iotestErr struct{}
 
 func (iotestErr) Read([]byte) (int, error) { return 0, errors.New("read failed") }
+
+func TestTestCommand(t *testing.T) {
+	k := ipsetsfake.New()
+	require.NoError(t, restore(t, k, "create a hash:net\nadd a 10.0.0.0/8\n"))
+	require.NoError(t, k.Exec("test", "a", "10.0.0.0/8"))
+	err := k.Exec("test", "a", "10.0.0.1")
+	assert.Equal(t, "10.0.0.1 is NOT in set a.", stderr(t, err), "no version prefix, as the binary prints it")
+	var ce *command.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 1, ce.ExitCode)
+	assert.Equal(t, "ipset "+ipsetsfake.Version+": "+ipsetsfake.MsgNotExist, stderr(t, k.Exec("test", "nope", "10.0.0.1")))
+}
+
+// The output of save restores into an empty kernel as the same sets.
+func TestSaveRestores(t *testing.T) {
+	k := ipsetsfake.New()
+	require.NoError(t, restore(t, k, "create a hash:net family inet6 maxelem 7\nadd a fd00::/64\ncreate p bitmap:port range 1-9\nadd p 3\n"))
+	saved := k.Save()
+	again := ipsetsfake.New()
+	require.NoError(t, restore(t, again, saved))
+	assert.Equal(t, saved, again.Save())
+}
+
+func TestNilContext(t *testing.T) {
+	k := ipsetsfake.New()
+	//lint:ignore SA1012 a nil context is context.Background()
+	_, err := k.Run(nil, nil, "ipset", "list", "-name")
+	require.NoError(t, err)
+}
