@@ -93,8 +93,11 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if err := ctx.Err(); err != nil {
 		return dataplane.ApplyResult{}, fmt.Errorf("%sapply interrupted: %w", prefix, err)
 	}
-	if (len(t.pendingFlush) > 0 || st.conntrackWait) && t.flush.err != nil {
-		st.fail(t.flush.err) // what the routes wait for
+	switch {
+	case len(t.pendingFlush) == 0 && !st.conntrackWait:
+		t.flush = retry{} // nothing waits for a conntrack deletion
+	case t.flush.err != nil:
+		st.fail(t.flush.err)
 	}
 	t.forgetRetries()
 	return dataplane.ApplyResult{RetryAfter: t.retryAfter(now)}, st.err()
@@ -105,15 +108,15 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 // refresh.
 func (t *Table) retryAfter(now time.Time) time.Duration {
 	var next time.Duration
+	if t.opts.RefreshInterval > 0 {
+		next = max(t.opts.RefreshInterval-now.Sub(t.lastResync), time.Millisecond)
+	}
 	consider := func(at time.Time) {
 		// Past times are being handled, or wait for something else (a
 		// failed route whose key a foreign route took).
 		if d := at.Sub(now); d > 0 && (next == 0 || d < next) {
 			next = d
 		}
-	}
-	if t.opts.RefreshInterval > 0 {
-		consider(t.lastResync.Add(max(t.opts.RefreshInterval, now.Sub(t.lastResync)+time.Millisecond)))
 	}
 	for _, first := range t.graceSeen {
 		consider(first.Add(t.opts.GracePeriod))
@@ -124,9 +127,7 @@ func (t *Table) retryAfter(now time.Time) time.Duration {
 	for _, r := range t.nbrRetries {
 		consider(r.due)
 	}
-	if len(t.pendingFlush) > 0 {
-		consider(t.flush.due)
-	}
+	consider(t.flush.due)
 	return next
 }
 

@@ -10,10 +10,14 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
-// ErrInjected is the default error of an injected fault (wrapped with EIO).
+// ErrInjected is matched (with errors.Is) by the default error of an
+// injected fault, which also matches EIO and reads "injected failure
+// (input/output error)": a route call's error adds the package and the
+// operation once, as the fake's other errors do.
 var ErrInjected = errors.New("routetablefake: injected failure")
 
 // Call is a kind of Kernel call, for Inject and Calls.
@@ -186,7 +190,7 @@ func (k *Kernel) fault(c Call, dst netip.Prefix) *Fault {
 			}
 		}
 		if hit.Err == nil {
-			hit.Err = fmt.Errorf("%w: %w", ErrInjected, syscall.EIO)
+			hit.Err = errs.Also(fmt.Errorf("injected failure (%w)", syscall.EIO), ErrInjected)
 		}
 		return &hit
 	}

@@ -260,6 +260,8 @@ func TestFaults(t *testing.T) {
 		err := apply(k, rt.OpReplace, other)
 		assert.ErrorIs(t, err, routetablefake.ErrInjected)
 		assert.ErrorIs(t, err, syscall.EIO)
+		assert.Equal(t, "routetablefake: replace 10.9.0.0/24: injected failure (input/output error)", err.Error(),
+			"the package named once")
 	}
 	k.ClearFaults()
 	require.NoError(t, apply(k, rt.OpReplace, other))
