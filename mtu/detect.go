@@ -3,7 +3,9 @@ package mtu
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/internal/ifname"
 )
 
@@ -127,14 +129,14 @@ type Detector struct {
 // does no I/O.
 func NewDetector(o DetectorOptions) (*Detector, error) {
 	if o.Lister == nil {
-		return nil, fmt.Errorf("%w: DetectorOptions.Lister is required", ErrInvalid)
+		return nil, invalidf(ErrInvalid, "DetectorOptions.Lister is required")
 	}
 	fallback := o.Fallback
 	if fallback == 0 {
 		fallback = FallbackMTU
 	}
 	if fallback < MinMTU || fallback > MaxMTU {
-		return nil, fmt.Errorf("%w: %w: Fallback %d is outside %d–%d", ErrInvalid, ErrInvalidMTU, o.Fallback, MinMTU, MaxMTU)
+		return nil, invalidf(ErrInvalidMTU, "DetectorOptions.Fallback %d is outside %d–%d", o.Fallback, MinMTU, MaxMTU)
 	}
 	excludes := o.Exclude
 	if excludes == nil {
@@ -142,7 +144,7 @@ func NewDetector(o DetectorOptions) (*Detector, error) {
 	}
 	filter, err := ifname.NewFilter(o.Include, excludes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w: %w", ErrInvalid, ErrInvalidPattern, err)
+		return nil, invalidf(ErrInvalidPattern, "DetectorOptions.%w", err)
 	}
 	return &Detector{
 		filter:      filter,
@@ -161,13 +163,17 @@ func (d *Detector) Matches(name string) bool { return d.filter.Matches(name) }
 // qualify. Ties go to the lexically smallest name, so the result does not
 // depend on listing order. When none qualifies it returns the fallback
 // with FellBack set. A lister failure returns an error wrapping
-// ErrListLinks. A nil ctx is taken as context.Background().
+// ErrListLinks and the lister's error. A nil ctx is taken as
+// context.Background().
 func (d *Detector) Detect(ctx context.Context) (HostMTU, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	links, err := d.lister.Links(ctx)
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "mtu: ") { // NetlinkLister's errors name the package
+			return HostMTU{}, errs.Also(err, ErrListLinks)
+		}
 		return HostMTU{}, fmt.Errorf("%w: %w", ErrListLinks, err)
 	}
 	return d.pick(links), nil

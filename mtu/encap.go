@@ -75,10 +75,11 @@ func (e Encap) Overhead(ipv6 bool) int {
 // String returns e's name.
 func (e Encap) String() string { return e.Name }
 
-func (e Encap) validate() error {
+// validate checks e, an element of field's Encaps.
+func (e Encap) validate(field string) error {
 	if e.V4 < 0 || e.V6 < 0 || e.V4 > MaxMTU || e.V6 > MaxMTU {
-		return fmt.Errorf("%w: encapsulation %q: overheads must be between 0 and %d, got %d (IPv4) and %d (IPv6)",
-			ErrInvalid, e.Name, MaxMTU, e.V4, e.V6)
+		return invalidf(ErrInvalid, "%s.Encaps: encapsulation %q: overheads must be between 0 and %d, got %d (IPv4) and %d (IPv6)",
+			field, e.Name, MaxMTU, e.V4, e.V6)
 	}
 	return nil
 }
@@ -120,22 +121,22 @@ func (o PodMTUOptions) floor() int {
 }
 
 // validateStatic checks everything but HostMTU, which a Monitor supplies
-// later.
-func (o PodMTUOptions) validateStatic() error {
+// later. field names o in the errors.
+func (o PodMTUOptions) validateStatic(field string) error {
 	if o.Extra < 0 {
-		return fmt.Errorf("%w: Extra overhead must not be negative, got %d", ErrInvalid, o.Extra)
+		return invalidf(ErrInvalid, "%s.Extra overhead must not be negative, got %d", field, o.Extra)
 	}
 	for _, e := range o.Encaps {
-		if err := e.validate(); err != nil {
+		if err := e.validate(field); err != nil {
 			return err
 		}
 	}
 	if o.Override < 0 {
-		return fmt.Errorf("%w: %w: Override must not be negative, got %d", ErrInvalid, ErrInvalidMTU, o.Override)
+		return invalidf(ErrInvalidMTU, "%s.Override must not be negative, got %d", field, o.Override)
 	}
 	if o.Override > 0 && (o.Override < o.floor() || o.Override > MaxMTU) {
-		return fmt.Errorf("%w: %w: Override %d is outside %d–%d%s",
-			ErrInvalid, ErrInvalidMTU, o.Override, o.floor(), MaxMTU, o.familyNote())
+		return invalidf(ErrInvalidMTU, "%s.Override %d is outside %d–%d%s",
+			field, o.Override, o.floor(), MaxMTU, o.familyNote())
 	}
 	return nil
 }
@@ -158,14 +159,14 @@ func (o PodMTUOptions) familyNote() string {
 // (MinIPv6MTU with PodIPv6, MinPodMTUIPv4 otherwise) returns an error
 // wrapping ErrMTUTooSmall.
 func PodMTU(o PodMTUOptions) (int, error) {
-	if err := o.validateStatic(); err != nil {
+	if err := o.validateStatic("PodMTUOptions"); err != nil {
 		return 0, err
 	}
 	if o.Override > 0 {
 		return o.Override, nil
 	}
 	if o.HostMTU <= 0 {
-		return 0, fmt.Errorf("%w: HostMTU must be positive (or Override set), got %d", ErrInvalid, o.HostMTU)
+		return 0, invalidf(ErrInvalid, "PodMTUOptions.HostMTU must be positive (or Override set), got %d", o.HostMTU)
 	}
 	mtu := o.HostMTU - o.Extra
 	limitedBy := "the host MTU"

@@ -1,10 +1,17 @@
 package mtu
 
-import "errors"
+import (
+	"errors"
+	"fmt"
 
-// Sentinel errors. Every error returned by this package wraps one of them,
-// so callers can test with errors.Is; errors about bad input also wrap
-// ErrInvalid.
+	"github.com/nodeplane/nodeplane/internal/errs"
+)
+
+// Sentinel errors, for errors.Is. Every error about bad input wraps
+// ErrInvalid, together with ErrInvalidPattern or ErrInvalidMTU where one
+// applies; failures of the file system wrap the os error. An error's text
+// names the package once: one that matches ErrInvalid and ErrInvalidMTU
+// reads "mtu: invalid MTU: …".
 var (
 	// ErrInvalid is wrapped by every error about bad input: options,
 	// patterns, MTU values, paths.
@@ -25,3 +32,13 @@ var (
 	// been run.
 	ErrStarted = errors.New("mtu: monitor already started")
 )
+
+// invalidf returns an error about bad input: sentinel's text followed by
+// the formatted detail. It matches sentinel and ErrInvalid.
+func invalidf(sentinel error, format string, args ...any) error {
+	err := fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+	if sentinel == ErrInvalid {
+		return err
+	}
+	return errs.Also(err, ErrInvalid)
+}

@@ -2,7 +2,6 @@ package mtu
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 )
@@ -48,13 +47,14 @@ func (f *FakeLister) SetLinks(links ...Link) {
 }
 
 // SetMTU changes the MTU of the link called name, as `ip link set NAME mtu
-// MTU` would. It fails when there is no such link.
+// MTU` would. It fails, with an error wrapping ErrInvalid, when there is no
+// such link.
 func (f *FakeLister) SetMTU(name string, mtu int) error {
 	return f.update(name, func(l *Link) { l.MTU = mtu })
 }
 
-// SetUp changes whether the link called name is up. It fails when there is
-// no such link.
+// SetUp changes whether the link called name is up. It fails, with an error
+// wrapping ErrInvalid, when there is no such link.
 func (f *FakeLister) SetUp(name string, up bool) error {
 	return f.update(name, func(l *Link) { l.Up = up })
 }
@@ -68,7 +68,7 @@ func (f *FakeLister) update(name string, fn func(*Link)) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("mtu: fake lister: no link %q", name)
+	return invalidf(ErrInvalid, "fake lister: no link %q", name)
 }
 
 // SetError makes every later Links call fail with err, until it is called

@@ -52,12 +52,12 @@ func ReadFile(path string) (int, error) {
 		return 0, fmt.Errorf("mtu: read %s: %w", path, err)
 	}
 	if len(b) > maxFileSize {
-		return 0, fmt.Errorf("%w: %w: %s is longer than %d bytes", ErrInvalid, ErrInvalidMTU, path, maxFileSize)
+		return 0, invalidf(ErrInvalidMTU, "%s is longer than %d bytes", path, maxFileSize)
 	}
 	s := strings.TrimSpace(string(b))
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w: %s holds %q, not a number", ErrInvalid, ErrInvalidMTU, path, s)
+		return 0, invalidf(ErrInvalidMTU, "%s holds %q, not a number", path, s)
 	}
 	if err := checkFileMTU(v); err != nil {
 		return 0, fmt.Errorf("%w (in %s)", err, path)
@@ -67,7 +67,7 @@ func ReadFile(path string) (int, error) {
 
 func checkFileMTU(mtu int) error {
 	if mtu < MinMTU || mtu > MaxMTU {
-		return fmt.Errorf("%w: %w: %d is outside %d–%d", ErrInvalid, ErrInvalidMTU, mtu, MinMTU, MaxMTU)
+		return invalidf(ErrInvalidMTU, "%d is outside %d–%d", mtu, MinMTU, MaxMTU)
 	}
 	return nil
 }
@@ -104,11 +104,11 @@ func (ops fileOps) writeFile(path string, mtu int) (err error) {
 		return err
 	}
 	if path == "" {
-		return fmt.Errorf("%w: empty path", ErrInvalid)
+		return invalidf(ErrInvalid, "empty path")
 	}
 	dir, base := filepath.Split(path)
 	if base == "" || base == "." || base == ".." {
-		return fmt.Errorf("%w: path %q names no file", ErrInvalid, path)
+		return invalidf(ErrInvalid, "path %q names no file", path)
 	}
 	if dir == "" {
 		dir = "."
@@ -128,7 +128,7 @@ func (ops fileOps) writeFile(path string, mtu int) (err error) {
 		}
 		if !renamed {
 			if rerr := ops.remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				err = errors.Join(err, fmt.Errorf("mtu: remove temporary file %s: %w", tmp, rerr))
+				err = fmt.Errorf("%w (removing the temporary file failed too: %w)", err, rerr)
 			}
 		}
 	}()

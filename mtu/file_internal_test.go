@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -115,7 +116,7 @@ func TestWriteFileFailureKeepsOldFile(t *testing.T) {
 
 func TestWriteFileReportsFailedCleanup(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "mtu")
+	path := filepath.Join(dir, "value") // not "mtu": the path is in the text
 	boom, stuck := errors.New("rename failed"), errors.New("remove failed")
 	ops := osFiles
 	ops.rename = func(string, string) error { return boom }
@@ -123,5 +124,6 @@ func TestWriteFileReportsFailedCleanup(t *testing.T) {
 	err := ops.writeFile(path, 1400)
 	require.ErrorIs(t, err, boom)
 	require.ErrorIs(t, err, stuck)
+	assert.Equal(t, 1, strings.Count(err.Error(), "mtu: "), "one package prefix: %q", err)
 	assert.NoFileExists(t, path)
 }

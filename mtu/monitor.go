@@ -2,7 +2,6 @@ package mtu
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -90,14 +89,14 @@ type Monitor struct {
 // ErrInvalid. It does no I/O and starts no goroutines.
 func NewMonitor(o MonitorOptions) (*Monitor, error) {
 	if o.Detector == nil {
-		return nil, fmt.Errorf("%w: MonitorOptions.Detector is required", ErrInvalid)
+		return nil, invalidf(ErrInvalid, "MonitorOptions.Detector is required")
 	}
 	if o.PollInterval < 0 || o.RetryInterval < 0 {
-		return nil, fmt.Errorf("%w: intervals must not be negative, got PollInterval %v and RetryInterval %v",
-			ErrInvalid, o.PollInterval, o.RetryInterval)
+		return nil, invalidf(ErrInvalid, "MonitorOptions intervals must not be negative, got PollInterval %v and RetryInterval %v",
+			o.PollInterval, o.RetryInterval)
 	}
-	if err := o.PodMTU.validateStatic(); err != nil {
-		return nil, fmt.Errorf("MonitorOptions.PodMTU: %w", err)
+	if err := o.PodMTU.validateStatic("MonitorOptions.PodMTU"); err != nil {
+		return nil, err
 	}
 	poll := o.PollInterval
 	if poll == 0 {

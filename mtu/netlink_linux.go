@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/internal/nlutil"
 	"github.com/vishvananda/netlink"
 )
@@ -22,17 +23,19 @@ type NetlinkLister struct {
 	Handle *netlink.Handle
 }
 
-// Links lists every link in the handle's namespace.
+// Links lists every link in the handle's namespace. Its errors wrap
+// ErrListLinks, and ErrInvalid for a nil Handle. A nil ctx is taken as
+// context.Background().
 func (l NetlinkLister) Links(ctx context.Context) ([]Link, error) {
 	if l.Handle == nil {
-		return nil, fmt.Errorf("%w: NetlinkLister.Handle is nil", ErrInvalid)
+		return nil, errs.Also(invalidf(ErrInvalid, "NetlinkLister.Handle is nil"), ErrListLinks)
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	nls, err := nlutil.LinkList(ctx, l.Handle)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrListLinks, err)
 	}
 	links := make([]Link, 0, len(nls))
 	for _, nl := range nls {
