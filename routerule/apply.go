@@ -40,9 +40,12 @@ type entry struct {
 
 // owns reports whether a kernel rule is ours: at an owned priority, and a
 // lookup of an owned table, a goto, or a rule without a table (blackhole and
-// the other drop actions, which a dump does not tell apart).
+// the other drop actions, which a dump does not tell apart). The kernel's
+// own rules (protocol kernel: lookup local, main and default) never are,
+// whatever the priorities and tables owned: without them the host does not
+// route.
 func (r *Rules) owns(k fib.Rule) bool {
-	if k.Family != r.opt.nlFamily {
+	if k.Family != r.opt.nlFamily || k.Protocol == unix.RTPROT_KERNEL {
 		return false
 	}
 	if _, ok := r.opt.priorities[k.Priority]; !ok {

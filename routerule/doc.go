@@ -15,8 +15,10 @@
 //     unreachable, prohibit and nop rules apart, so any of them counts).
 //
 // Every other rule is foreign and never touched: rules at other priorities,
-// and lookup rules at an owned priority that target a table not in
-// Options.Tables. Do not let another agent put goto or drop rules at an
+// lookup rules at an owned priority that target a table not in
+// Options.Tables, and the kernel's own rules ("0: lookup local", "32766:
+// lookup main", "32767: lookup default", protocol kernel) whatever is
+// owned. Do not let another agent put goto or drop rules at an
 // owned priority. Rules of ours that are not desired are deleted, including
 // ones that use attributes this package does not express (TOS, ports, UID
 // ranges, suppressors).

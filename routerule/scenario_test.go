@@ -315,6 +315,25 @@ var scenarios = []scenario{
 		assert.Equal(t, foreign, kernelRules(t, e))
 	}},
 
+	{"KernelDefaultRulesNeverOurs", func(t *testing.T, e env) {
+		// Owning the priorities and tables of the kernel's own rules
+		// (lookup local, main, default) does not make them ours: without
+		// them the host does not route.
+		before := kernelRules(t, e)
+		require.NotEmpty(t, before)
+		r, _ := newRules(t, e, func(o *routerule.Options) {
+			o.Priorities = []uint32{0, 32766, 32767, 100}
+			o.Tables = []uint32{routerule.TableLocal, routerule.TableMain, routerule.TableDefault, 100}
+		})
+		mine := routerule.Rule{Priority: 100, Mark: 0x1, Mask: math.MaxUint32, Action: routerule.ActionLookup{Table: 100}}
+		require.NoError(t, r.SetRule(mine))
+		apply(t, r)
+		assert.Equal(t, slices.Concat(before[:1], []string{fmtRule(mine)}, before[1:]), kernelRules(t, e))
+		require.NoError(t, r.SetRules(nil))
+		apply(t, r)
+		assert.Equal(t, before, kernelRules(t, e))
+	}},
+
 	{"LeftoversOfOursAreDeleted", func(t *testing.T, e env) {
 		// Left by an earlier run: an undesired lookup of an owned table,
 		// a goto, a blackhole and a prohibit rule (which a dump cannot
