@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+
+	"github.com/nodeplane/nodeplane/internal/errs"
 )
 
 // Limits that iptables and the kernel put on actions.
@@ -120,8 +122,11 @@ func (w RejectWith) String() string {
 }
 
 // RejectAction drops the packet and answers with an error (-j REJECT
-// --reject-with …). iptables allows it only in the filter table's INPUT,
-// FORWARD and OUTPUT chains and chains called from them.
+// --reject-with …). The kernel allows it only in the filter table's INPUT,
+// FORWARD and OUTPUT chains and chains called from them: a Table refuses it
+// when declared in another table or built-in chain (an error matching
+// ErrInvalidRule), and the kernel refuses an owned chain holding it that
+// another built-in chain reaches (see ObjectError).
 type RejectAction struct {
 	// With is the reply; the zero value is port unreachable.
 	With RejectWith
@@ -148,6 +153,9 @@ func (a RejectAction) render(st *ruleRender, w *tokWriter) error {
 	}
 	if a.With == RejectTCPReset && (!st.protoCriterion || st.protoNum != ProtoTCP || st.protoNeg) {
 		return errRulef("reject with tcp-reset needs a tcp protocol criterion")
+	}
+	if err := st.allowed("REJECT", "filter", "INPUT", "FORWARD", "OUTPUT"); err != nil {
+		return err
 	}
 	_ = target(w, "-j", "REJECT")
 	w.lit("--reject-with")
@@ -215,20 +223,17 @@ var reservedTargets = map[string]bool{
 	"LED": true, "RATEEST": true, "CLUSTERIP": true,
 }
 
-// validateTargetChain checks the chain of a jump or goto.
+// validateTargetChain checks the chain of a jump or goto; the error
+// matches ErrInvalidRule and ErrInvalidChainName.
 func validateTargetChain(kind, chain string) error {
-	if err := ValidateChainName(chain); err != nil {
-		return errChainf(err, "%s target", kind)
+	p := chainNameProblem(chain)
+	if p == "" && reservedTargets[chain] {
+		p = fmt.Sprintf("%q is a built-in chain or a target, not a user chain", chain)
 	}
-	if reservedTargets[chain] {
-		return errChainf(ErrInvalidChainName, "%s target %q is a built-in chain or a target, not a user chain", kind, chain)
+	if p == "" {
+		return nil
 	}
-	return nil
-}
-
-// errChainf returns an error wrapping ErrInvalidRule and err.
-func errChainf(err error, format string, a ...any) error {
-	return fmt.Errorf("%w: %s: %w", ErrInvalidRule, fmt.Sprintf(format, a...), err)
+	return errs.Also(errRulef("%s target %s", kind, p), ErrInvalidChainName)
 }
 
 // SetMarkAction sets the packet's mark bits under Mask to Mark (-j MARK
@@ -277,7 +282,8 @@ type MasqueradeOptions struct {
 
 // MasqueradeAction translates the source address to the address of the
 // output interface (-j MASQUERADE [--to-ports A-B] [--random-fully]).
-// Only in the nat table's POSTROUTING chain.
+// Only in the nat table's POSTROUTING chain and chains called from it
+// (checked as for RejectAction).
 type MasqueradeAction struct {
 	// RandomFully randomises source ports fully.
 	RandomFully bool
@@ -297,6 +303,9 @@ func (a MasqueradeAction) iptablesArgs(v IPVersion) ([]string, error) { return a
 func (MasqueradeAction) JumpTarget() string { return "" }
 
 func (a MasqueradeAction) render(st *ruleRender, w *tokWriter) error {
+	if err := st.allowed("MASQUERADE", "nat", "POSTROUTING"); err != nil {
+		return err
+	}
 	ports, err := st.natPorts("masquerade", a.ToPorts)
 	if err != nil {
 		return err
@@ -324,7 +333,8 @@ type SNATOptions struct {
 
 // SNATAction translates the source address to To (-j SNAT --to-source
 // ADDR[:A-B] [--random-fully]; IPv6 with ports is [ADDR]:A-B). Only in the
-// nat table's POSTROUTING and INPUT chains.
+// nat table's POSTROUTING and INPUT chains and chains called from them
+// (checked as for RejectAction).
 type SNATAction struct {
 	// To is the new source address, of the rule's IP version.
 	To netip.Addr
@@ -346,6 +356,9 @@ func (a SNATAction) iptablesArgs(v IPVersion) ([]string, error) { return actionA
 func (SNATAction) JumpTarget() string { return "" }
 
 func (a SNATAction) render(st *ruleRender, w *tokWriter) error {
+	if err := st.allowed("SNAT", "nat", "POSTROUTING", "INPUT"); err != nil {
+		return err
+	}
 	ports, err := st.natTarget("SNAT", a.To, a.Ports)
 	if err != nil {
 		return err
@@ -361,7 +374,8 @@ func (a SNATAction) render(st *ruleRender, w *tokWriter) error {
 
 // DNATAction translates the destination address, and optionally port, to
 // To and Ports (-j DNAT --to-destination ADDR[:A-B]; IPv6 with ports is
-// [ADDR]:A-B). Only in the nat table's PREROUTING and OUTPUT chains.
+// [ADDR]:A-B). Only in the nat table's PREROUTING and OUTPUT chains and
+// chains called from them (checked as for RejectAction).
 type DNATAction struct {
 	// To is the new destination address, of the rule's IP version.
 	To netip.Addr
@@ -386,6 +400,9 @@ func (a DNATAction) iptablesArgs(v IPVersion) ([]string, error) { return actionA
 func (DNATAction) JumpTarget() string { return "" }
 
 func (a DNATAction) render(st *ruleRender, w *tokWriter) error {
+	if err := st.allowed("DNAT", "nat", "PREROUTING", "OUTPUT"); err != nil {
+		return err
+	}
 	ports, err := st.natTarget("DNAT", a.To, a.Ports)
 	if err != nil {
 		return err
@@ -527,7 +544,7 @@ func (a LogAction) render(_ *ruleRender, w *tokWriter) error {
 
 // NoTrackAction exempts the packet from connection tracking (-j CT
 // --notrack; the older NOTRACK target is deprecated). Only in the raw
-// table.
+// table: a Table of another table refuses it when declared.
 type NoTrackAction struct{}
 
 // NoTrack returns the action that exempts the packet from connection
@@ -539,7 +556,10 @@ func (a NoTrackAction) iptablesArgs(v IPVersion) ([]string, error) { return acti
 // JumpTarget returns "".
 func (NoTrackAction) JumpTarget() string { return "" }
 
-func (NoTrackAction) render(_ *ruleRender, w *tokWriter) error {
+func (NoTrackAction) render(st *ruleRender, w *tokWriter) error {
+	if err := st.allowed("CT --notrack", "raw"); err != nil {
+		return err
+	}
 	_ = target(w, "-j", "CT")
 	w.lit("--notrack")
 	return nil
@@ -615,7 +635,7 @@ func actionArgs(a actionRenderer, v IPVersion) ([]string, error) {
 		return nil, errRulef("unknown IP version %v", v)
 	}
 	var st ruleRender
-	st.reset(v)
+	st.reset(v, placement{})
 	var w tokWriter
 	if err := a.render(&st, &w); err != nil {
 		return nil, err

@@ -7,29 +7,52 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/dataplane"
 )
 
-// Sentinel errors of the table writer. Errors returned by Table, New and
-// DetectBackend wrap one of them (or one of the rule model's sentinels,
-// such as ErrInvalidRule), so callers can test with errors.Is.
+// Sentinel errors. Every error of the package starts with "iptables: "
+// once, then says what is wrong; errors.Is matches every sentinel the text
+// speaks of (a rule whose prefix is of the other IP version matches both
+// ErrInvalidRule and ErrWrongIPVersion).
 var (
+	// ErrInvalidRule is matched by every error about a malformed rule.
+	ErrInvalidRule = errors.New("iptables: invalid rule")
+	// ErrWrongIPVersion: the rule mentions an address or feature of the
+	// other IP version.
+	ErrWrongIPVersion = errors.New("iptables: rule does not fit the table's IP version")
+	// ErrInvalidChainName: empty, too long (MaxChainNameLength) or with
+	// characters iptables does not accept.
+	ErrInvalidChainName = errors.New("iptables: invalid chain name")
 	// ErrInvalidOptions reports an Options field out of range.
 	ErrInvalidOptions = errors.New("iptables: invalid options")
 	// ErrNotOwned reports a chain given to UpdateChain or RemoveChain whose
 	// name lacks the Table's ChainPrefix.
 	ErrNotOwned = errors.New("iptables: chain does not carry the table's prefix")
-	// ErrNotBuiltin reports a chain given to InsertOrAppendRules or
-	// AppendRules that is not a built-in chain of the Table's table.
+	// ErrNotBuiltin reports a chain given to InsertRules or AppendRules
+	// that is not a built-in chain of the Table's table.
 	ErrNotBuiltin = errors.New("iptables: not a built-in chain of this table")
+	// ErrDuplicateChain reports a chain named twice in one UpdateChains
+	// call.
+	ErrDuplicateChain = errors.New("iptables: chain given twice")
 	// ErrUnknownChain reports a programmed rule that jumps to a chain with
-	// the Table's prefix that was never declared with UpdateChain. Apply
-	// writes nothing while it stands.
+	// the Table's prefix that is not declared. Apply does not write the
+	// object holding that rule (see ObjectError) while it stands.
 	ErrUnknownChain = errors.New("iptables: jump to an undeclared owned chain")
 	// ErrChainLoop reports owned chains whose jumps form a loop, which the
-	// kernel refuses. Apply writes nothing while it stands.
+	// kernel refuses. Apply does not write the chain whose jump closes the
+	// loop while it stands.
 	ErrChainLoop = errors.New("iptables: owned chains jump in a loop")
+	// ErrRefused reports an object whose change the kernel (or the restore
+	// binary) refused: Apply wrote everything else and tries it again on
+	// its own backoff.
+	ErrRefused = errors.New("iptables: change refused by the kernel")
+	// ErrChainInUse reports an owned chain that is no longer wanted but
+	// that a foreign rule still jumps to: it is flushed and kept, and
+	// deleted by a later Apply once nothing jumps to it.
+	ErrChainInUse = errors.New("iptables: unwanted chain still referenced by a foreign rule")
 	// ErrSave reports a failure to read the kernel's tables.
 	ErrSave = errors.New("iptables: reading the table failed")
 	// ErrRestore reports a failed restore transaction; the error is a
@@ -42,6 +65,15 @@ var (
 	// binaries.
 	ErrNoBackend = errors.New("iptables: no iptables backend found")
 )
+
+// bare returns a sentinel's text without the package prefix, to quote it
+// inside another error of the package.
+func bare(sentinel error) string { return strings.TrimPrefix(sentinel.Error(), "iptables: ") }
+
+// errRulef returns an error matching ErrInvalidRule.
+func errRulef(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidRule, fmt.Sprintf(format, a...))
+}
 
 // RestoreError is a failed iptables-restore transaction: what was fed to
 // the binary and what it said. errors.Is(err, ErrRestore) holds, and
@@ -74,11 +106,7 @@ func (e *RestoreError) Error() string {
 	if e.Line > 0 {
 		fmt.Fprintf(&b, " (input line %d)", e.Line)
 	}
-	msg := strings.TrimSpace(string(e.Stderr))
-	if msg == "" && e.Err != nil {
-		msg = e.Err.Error()
-	}
-	if msg != "" {
+	if msg := e.message(); msg != "" {
 		fmt.Fprintf(&b, ": %s", msg)
 	}
 	if ex := inputExcerpt(e.Input, e.Line); ex != "" {
@@ -88,12 +116,33 @@ func (e *RestoreError) Error() string {
 	return b.String()
 }
 
+// message returns what the binary said (its standard error, else the
+// runner's error), on one line.
+func (e *RestoreError) message() string {
+	msg := strings.TrimSpace(string(e.Stderr))
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	}
+	return strings.Join(strings.Fields(msg), " ")
+}
+
 // Unwrap returns ErrRestore and the runner's error.
 func (e *RestoreError) Unwrap() []error {
 	if e.Err == nil {
 		return []error{ErrRestore}
 	}
 	return []error{ErrRestore, e.Err}
+}
+
+// inputLine returns line n (1-based) of input, or "".
+func inputLine(input []byte, n int) string {
+	i := 0
+	for l := range bytes.Lines(input) {
+		if i++; i == n {
+			return string(bytes.TrimSuffix(l, []byte{'\n'}))
+		}
+	}
+	return ""
 }
 
 // inputExcerpt returns numbered lines of input around line (1-based), or
@@ -160,3 +209,79 @@ func newRestoreError(argv []string, input, stdout []byte, err error) *RestoreErr
 	e.Line = failedLine(e.Stderr, e.Stdout, []byte(err.Error()))
 	return e
 }
+
+// ObjectError is one object of a Table that an Apply did not write: an
+// owned chain (its content, or its deletion), or our rules in a built-in
+// chain (named by the built-in chain). The kernel keeps its current
+// version of the object meanwhile; an owned chain refused before it ever
+// existed is created empty, so that the jumps to it stay valid.
+type ObjectError struct {
+	// Chain names the object: the owned chain, or the built-in chain
+	// whose rules of ours were not written.
+	Chain string
+	// Reason is the sentinel: ErrRefused, ErrChainInUse, ErrUnknownChain
+	// or ErrChainLoop.
+	Reason error
+	// Detail says what happened, without the package prefix.
+	Detail string
+	// Err is the underlying error (the *RestoreError of a refused change),
+	// or nil.
+	Err error
+	// RetryAt is when Apply tries the object again (the loop is asked to
+	// call it then through ApplyResult.RetryAfter); zero when only a new
+	// declaration can change the outcome (ErrUnknownChain, ErrChainLoop).
+	// A new declaration of the object also retries it at once.
+	RetryAt time.Time
+}
+
+// Error says which object failed and why, with the package prefix once.
+func (e *ObjectError) Error() string { return "iptables: " + e.text() }
+
+func (e *ObjectError) text() string {
+	return fmt.Sprintf("%s: %s: %s", e.Chain, bare(e.Reason), e.Detail)
+}
+
+// Unwrap returns the reason and the underlying error.
+func (e *ObjectError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Reason}
+	}
+	return []error{e.Reason, e.Err}
+}
+
+// PartialError is the error of an Apply that wrote everything it could
+// while some objects were not written. It wraps a *dataplane.PartialError
+// (so errors.Is(err, dataplane.ErrPartial) holds and a dataplane.Loop
+// treats the failure as the objects', not the Table's) and, through it,
+// every *ObjectError.
+type PartialError struct {
+	// Objects are the objects not written, by chain name.
+	Objects []*ObjectError
+	partial *dataplane.PartialError
+}
+
+// newPartialError returns nil for no objects.
+func newPartialError(objs []*ObjectError) error {
+	if len(objs) == 0 {
+		return nil
+	}
+	errs := make([]error, len(objs))
+	for i, o := range objs {
+		errs[i] = o
+	}
+	return &PartialError{Objects: objs, partial: &dataplane.PartialError{Failed: len(objs), Errs: errs}}
+}
+
+// Error counts the objects and says for each why it was not written.
+func (e *PartialError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "iptables: %d object(s) not written", len(e.Objects))
+	for _, o := range e.Objects {
+		b.WriteString("; ")
+		b.WriteString(o.text())
+	}
+	return b.String()
+}
+
+// Unwrap returns the dataplane.PartialError that holds the objects' errors.
+func (e *PartialError) Unwrap() error { return e.partial }

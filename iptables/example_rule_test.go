@@ -53,20 +53,26 @@ func ExampleRule_Validate() {
 	err = v4InV6.Validate(iptables.IPv6)
 	fmt.Println(errors.Is(err, iptables.ErrWrongIPVersion))
 	// Output:
-	// true criterion 0: invalid rule: port match without tcp/udp/sctp protocol
+	// true iptables: invalid rule: port match without tcp/udp/sctp protocol (criterion 0)
 	// true
 }
 
 func ExampleSourceNet() {
 	showRuleArgs(iptables.Rule{
 		Match: iptables.Match{
-			iptables.SourceNet(netip.MustParsePrefix("fd00::1/64")), // host bits are cleared
+			iptables.SourceNet(netip.MustParsePrefix("fd00::/64")),
 			iptables.NotDestNet(netip.MustParsePrefix("fd00:1::/64")),
 		},
 		Action: iptables.Return(),
 	}, iptables.IPv6)
+	// A prefix with host bits set is refused, not masked.
+	showRuleArgs(iptables.Rule{
+		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("fd00::1/64"))},
+		Action: iptables.Return(),
+	}, iptables.IPv6)
 	// Output:
 	// -s fd00::/64 ! -d fd00:1::/64 -j RETURN
+	// error: iptables: invalid rule: src prefix: ipfamily: prefix has host bits set: fd00::1/64 (the network is fd00::/64) (criterion 0)
 }
 
 func ExampleDestPorts() {
@@ -140,7 +146,7 @@ func ExampleICMPType() {
 	// Output:
 	// -p icmp -m icmp --icmp-type 8 -j ACCEPT
 	// -p ipv6-icmp -m icmp6 --icmpv6-type 1/4 -j ACCEPT
-	// error: criterion 0: invalid rule: rule does not fit the table's IP version: icmp type match in an IPv6 rule
+	// error: iptables: invalid rule: icmp type match in an IPv6 rule (criterion 0)
 }
 
 func ExampleReject() {
@@ -158,7 +164,7 @@ func ExampleJump() {
 	showRuleArgs(iptables.Rule{Action: iptables.Jump(strings.Repeat("X", 29))}, iptables.IPv4)
 	// Output:
 	// NP-FORWARD
-	// error: action: invalid rule: jump target: invalid chain name: "XXXXXXXXXXXXXXXXXXXXXXXXXXXXX" must be 1 to 28 characters
+	// error: iptables: invalid rule: jump target "XXXXXXXXXXXXXXXXXXXXXXXXXXXXX" must be 1 to 28 characters
 }
 
 func ExampleSetMaskedMark() {
@@ -168,7 +174,7 @@ func ExampleSetMaskedMark() {
 	// Output:
 	// -j MARK --set-xmark 0x4000/0xc000
 	// -j MARK --set-xmark 0x1/0xffffffff
-	// error: action: invalid rule: set mark: mark 0x1 has bits outside mask 0xc000
+	// error: iptables: invalid rule: set mark: mark 0x1 has bits outside mask 0xc000
 }
 
 func ExampleMasquerade() {

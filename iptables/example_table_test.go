@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 )
@@ -45,7 +48,7 @@ func ExampleTable_Apply() {
 		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
 		Action: iptables.Accept(),
 	}}})
-	_ = tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}})
+	_ = tbl.InsertRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}})
 	if _, err := tbl.Apply(context.Background()); err != nil {
 		panic(err)
 	}
@@ -91,7 +94,7 @@ func ExampleTable_UpdateChain() {
 	// COMMIT
 }
 
-func ExampleTable_InsertOrAppendRules() {
+func ExampleTable_InsertRules() {
 	k := iptablesfake.New()
 	// Another agent's rule is already in INPUT.
 	_ = k.Exec(iptables.BackendNFT, iptables.IPv4, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP")
@@ -100,7 +103,7 @@ func ExampleTable_InsertOrAppendRules() {
 		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
 		ChainPrefix: "np-", HashPrefix: "np_", Runner: k,
 	})
-	_ = tbl.InsertOrAppendRules("INPUT", []iptables.Rule{{
+	_ = tbl.InsertRules("INPUT", []iptables.Rule{{
 		Match:  iptables.Match{iptables.InInterface("lo")},
 		Action: iptables.Accept(),
 	}})
@@ -125,22 +128,39 @@ func ExampleDetectBackend() {
 	// Output: legacy hint chain KUBE-IPTABLES-HINT in legacy <nil>
 }
 
-func ExampleRestoreError() {
+// When the kernel refuses one object, Apply writes the others and reports
+// the refused one; it retries it on its own backoff.
+func ExamplePartialError() {
 	k := iptablesfake.New()
-	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "-j np-a"})
+	// The kernel will refuse our jump from OUTPUT, whatever we try.
+	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "-I OUTPUT"})
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	tbl, _ := iptables.New(iptables.Options{
 		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
-		ChainPrefix: "np-", Runner: k, MaxAttempts: 1,
+		ChainPrefix: "np-", Runner: k, Clock: clk, PostWriteRecheck: []time.Duration{},
 	})
 	_ = tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Accept()}}})
-	_ = tbl.InsertOrAppendRules("OUTPUT", []iptables.Rule{{Action: iptables.Jump("np-a")}})
-	_, err := tbl.Apply(context.Background())
+	_ = tbl.InsertRules("OUTPUT", []iptables.Rule{{Action: iptables.Jump("np-a")}})
+	_ = tbl.InsertRules("INPUT", []iptables.Rule{{Action: iptables.Jump("np-a")}})
+	res, err := tbl.Apply(context.Background())
 
+	var pe *iptables.PartialError
+	if errors.As(err, &pe) {
+		for _, o := range pe.Objects {
+			fmt.Println(o.Chain, errors.Is(o, iptables.ErrRefused), o.RetryAt.Sub(clk.Now()))
+		}
+	}
+	fmt.Println(errors.Is(err, dataplane.ErrPartial), res.RetryAfter)
 	var re *iptables.RestoreError
 	if errors.As(err, &re) {
 		fmt.Printf("line %d: %s", re.Line, re.Stderr)
 	}
-	// Output: line 4: iptables-nft-restore: line 4 failed
+	fmt.Println(len(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT")), len(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "OUTPUT")))
+	// Output:
+	// OUTPUT true 1s
+	// true 1s
+	// line 5: iptables-nft-restore: line 5 failed
+	// 1 0
 }
 
 func ExampleTable_QueueResync() {

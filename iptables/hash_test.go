@@ -104,7 +104,7 @@ func TestRuleRestoreTextAndCut(t *testing.T) {
 	for _, tc := range tests {
 		var st ruleRender
 		// Rendered after other text, as in a chain's buffer.
-		b, cut, err := tc.rule.appendRestore([]byte("prev"), IPv4, &st)
+		b, cut, err := tc.rule.appendRestore([]byte("prev"), IPv4, placement{}, &st)
 		require.NoError(t, err)
 		r := renderedRule{body: string(b[4:]), cut: cut}
 		assert.Equal(t, tc.body, r.body)
@@ -177,8 +177,6 @@ func TestParseBackend(t *testing.T) {
 	assert.Equal(t, "ip6tables-nft-save", BackendNFT.SaveCommand(IPv6))
 	assert.Equal(t, "iptables-legacy-restore", BackendLegacy.RestoreCommand(IPv4))
 	assert.Equal(t, "(none)", Backend("").String())
-	assert.Equal(t, "append", InsertModeAppend.String())
-	assert.Equal(t, "InsertMode(9)", InsertMode(9).String())
 	assert.Nil(t, BuiltinChains("bogus"))
 	assert.Equal(t, []string{"PREROUTING", "OUTPUT"}, BuiltinChains("raw"))
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/nodeplane/nodeplane/internal/errs"
 )
 
 // Direction says which side of a packet a criterion looks at: its source
@@ -50,10 +52,12 @@ const (
 )
 
 // NetMatch matches the packet's source or destination address against a
-// prefix (-s / -d). The prefix is canonicalised (host bits cleared) when
-// rendered and must be of the rule's IP version. A non-negated /0 prefix
-// matches every packet; iptables-save does not print it back. A negated /0
-// matches no packet and is an error.
+// prefix (-s / -d). The prefix must be of the rule's IP version and a
+// network: one with host bits set after its length (10.0.0.1/24) is an
+// error that names it (iptables would silently mask it to 10.0.0.0/24),
+// matching ErrInvalidRule and ipfamily.ErrHostBits. A non-negated /0
+// prefix matches every packet; iptables-save does not print it back. A
+// negated /0 matches no packet and is an error.
 type NetMatch struct {
 	// Prefix is the network to match. The zero Prefix is invalid.
 	Prefix netip.Prefix
@@ -87,6 +91,9 @@ func (m NetMatch) render(st *ruleRender) error {
 	if wrongVersion(st.v, m.Prefix.Addr()) {
 		return errVersionf("%s prefix %s in an %v rule", m.Dir, m.Prefix, st.v)
 	}
+	if err := st.v.CheckNet(m.Prefix); err != nil {
+		return fmt.Errorf("%w: %s prefix: %w", ErrInvalidRule, m.Dir, err)
+	}
 	if m.Negate && m.Prefix.Bits() == 0 {
 		return errRulef("negated %s prefix %v matches no packet", m.Dir, m.Prefix)
 	}
@@ -97,7 +104,7 @@ func (m NetMatch) render(st *ruleRender) error {
 	if slot.set {
 		return errRulef("more than one %s address criterion (match several prefixes with an IP set)", m.Dir)
 	}
-	*slot = netArg{set: true, neg: m.Negate, p: m.Prefix.Masked()}
+	*slot = netArg{set: true, neg: m.Negate, p: m.Prefix}
 	return nil
 }
 
@@ -340,7 +347,9 @@ func (m PortMatch) render(st *ruleRender) error {
 // (-o). Name is 1 to MaxInterfaceNameLength characters; a trailing "+"
 // matches every interface whose name starts with the rest ("+" alone
 // matches any interface). iptables refuses -i in OUTPUT and POSTROUTING and
-// -o in INPUT and PREROUTING; that is checked when the rule is written.
+// -o in INPUT and PREROUTING: a Table refuses such a rule in those
+// built-in chains when it is declared (in an owned chain the criterion is
+// accepted and never matches there).
 type IfaceMatch struct {
 	// Name is the interface name, optionally ending in "+".
 	Name string
@@ -369,8 +378,13 @@ func (m IfaceMatch) render(st *ruleRender) error {
 		return err
 	}
 	slot, what := &st.in, "input"
+	err := st.allowed("an input interface criterion (-i)", "", "PREROUTING", "INPUT", "FORWARD")
 	if m.Out {
 		slot, what = &st.out, "output"
+		err = st.allowed("an output interface criterion (-o)", "", "FORWARD", "OUTPUT", "POSTROUTING")
+	}
+	if err != nil {
+		return err
 	}
 	if slot.set {
 		return errRulef("more than one %s interface criterion", what)
@@ -655,8 +669,8 @@ func (t AddrType) String() string {
 // address (-m addrtype --src-type LOCAL). In IPv6 rules BROADCAST,
 // BLACKHOLE, PROHIBIT, THROW, NAT and XRESOLVE are ErrWrongIPVersion (the
 // kernel refuses them). LimitIfaceIn is allowed only in PREROUTING, INPUT
-// and FORWARD and LimitIfaceOut only in OUTPUT, POSTROUTING and FORWARD;
-// the kernel checks that when the rule is written.
+// and FORWARD and LimitIfaceOut only in OUTPUT, POSTROUTING and FORWARD
+// (and chains called from them), checked as for RejectAction.
 type AddrTypeMatch struct {
 	// Types is the set of address types; at least one.
 	Types AddrType
@@ -714,8 +728,10 @@ func (m AddrTypeMatch) render(st *ruleRender) error {
 	switch {
 	case m.LimitIfaceIn:
 		st.mods.lit("--limit-iface-in")
+		return st.allowed("--limit-iface-in", "", "PREROUTING", "INPUT", "FORWARD")
 	case m.LimitIfaceOut:
 		st.mods.lit("--limit-iface-out")
+		return st.allowed("--limit-iface-out", "", "FORWARD", "OUTPUT", "POSTROUTING")
 	}
 	return nil
 }
@@ -822,7 +838,7 @@ func criterionArgs(c Criterion, v IPVersion) ([]string, error) {
 		return nil, errRulef("unknown IP version %v", v)
 	}
 	var st ruleRender
-	st.reset(v)
+	st.reset(v, placement{})
 	if err := st.renderMatch(Match{c}); err != nil {
 		return nil, err
 	}
@@ -886,13 +902,8 @@ func writeFlags(w *tokWriter, f, known uint64, names []string, typ string) {
 	w.end(n)
 }
 
-// errRulef returns an error wrapping ErrInvalidRule.
-func errRulef(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidRule, fmt.Sprintf(format, a...))
-}
-
-// errVersionf returns an error wrapping ErrInvalidRule and
+// errVersionf returns an error matching ErrInvalidRule and
 // ErrWrongIPVersion.
 func errVersionf(format string, a ...any) error {
-	return fmt.Errorf("%w: %w: %s", ErrInvalidRule, ErrWrongIPVersion, fmt.Sprintf(format, a...))
+	return errs.Also(errRulef(format, a...), ErrWrongIPVersion)
 }

@@ -3,12 +3,15 @@ package iptables
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/vishvananda/netns"
+	"github.com/nodeplane/nodeplane/internal/errs"
 )
 
 // Backend selects which iptables implementation a Table writes through:
@@ -65,31 +68,6 @@ func binaryName(b Backend, v IPVersion, verb string) string {
 	return base + "-" + string(b) + "-" + verb
 }
 
-// InsertMode says where a Table puts the rules given to
-// InsertOrAppendRules in a built-in chain.
-type InsertMode uint8
-
-// The insert modes.
-const (
-	// InsertModeInsert (the default) puts our rules before every other
-	// rule of the chain, so they see packets first.
-	InsertModeInsert InsertMode = iota
-	// InsertModeAppend puts our rules after every foreign rule of the
-	// chain.
-	InsertModeAppend
-)
-
-// String returns "insert" or "append".
-func (m InsertMode) String() string {
-	switch m {
-	case InsertModeInsert:
-		return "insert"
-	case InsertModeAppend:
-		return "append"
-	}
-	return fmt.Sprintf("InsertMode(%d)", uint8(m))
-}
-
 // Defaults for the zero fields of Options.
 const (
 	// DefaultLockTimeout is how long the restore binary waits for the
@@ -98,12 +76,6 @@ const (
 	// DefaultRefreshInterval is how often Apply re-reads the kernel to
 	// repair drift when nothing else made it read.
 	DefaultRefreshInterval = 90 * time.Second
-	// DefaultMaxAttempts is how many save+restore rounds one Apply tries
-	// before it returns the error.
-	DefaultMaxAttempts = 3
-	// DefaultRetryBackoff is the pause before the second attempt; it
-	// doubles for each further attempt.
-	DefaultRetryBackoff = 10 * time.Millisecond
 	// MaxPrefixLength bounds ChainPrefix, so that chain names have room
 	// after it.
 	MaxPrefixLength = 20
@@ -158,14 +130,13 @@ type Options struct {
 	// with a trailing "-" replaced by ":" ("np-" → "np:"), or ChainPrefix
 	// followed by ":".
 	HashPrefix string
-	// InsertMode places InsertOrAppendRules rules in built-in chains: first
-	// (the default) or after the foreign rules.
-	InsertMode InsertMode
-	// Runner runs the save and restore binaries. Nil means command.Local{}
-	// (the process's network namespace). Apply calls it from a goroutine
-	// of its own for the save, so a Runner must not depend on the calling
-	// goroutine's OS thread (such as a thread moved into another network
-	// namespace): bind the runner to the namespace instead.
+	// Runner runs the save and restore binaries. Nil means
+	// command.NetNS{FD: Namespace} when Namespace is set, else
+	// command.Local{} (the process's network namespace). Apply calls it
+	// from a goroutine of its own for the save, so a Runner must not
+	// depend on the calling goroutine's OS thread (such as a thread moved
+	// into another network namespace): bind the runner to the namespace
+	// instead (command.NetNS).
 	Runner command.Runner
 	// Namespace is the network namespace whose tables the Table manages,
 	// as an open handle (such as netns.GetFromName's). When set, Apply
@@ -176,13 +147,18 @@ type Options struct {
 	// chain whose text the Table does not know (not declared now, not
 	// written or read by this Table before) it reads again with
 	// iptables-save, and it falls back to iptables-save on any error. The
-	// writes always go through Runner, so Runner and Namespace must point
-	// at the same namespace (command.Local{} with the handle of the
-	// process's own namespace, or a runner bound to the namespace of the
-	// handle). The Table does not close the handle; it must stay open
-	// while the Table is used. Zero (or netns.None(), negative) leaves it
-	// unset: every read runs iptables-save, as before. Descriptor 0,
-	// standard input, is never a namespace handle in practice.
+	// writes always go through Runner, so Runner and Namespace must name
+	// the same namespace. New checks it where it can tell, with one fstat
+	// per descriptor (the only system calls New makes): a Runner bound to
+	// a namespace (one with a NetNSFD() int method, such as command.NetNS)
+	// must be bound to this one, and command.Local, which runs the binaries
+	// in the process's namespace (/proc/self/ns/net), needs Namespace to be
+	// that one; otherwise New fails with ErrInvalidOptions. For any other
+	// Runner (a wrapper, a fake) the match is the caller's responsibility.
+	// The Table does not close the handle; it must stay open while the
+	// Table is used. Zero (or netns.None(), negative) leaves it unset:
+	// every read runs iptables-save. Descriptor 0, standard input, is never
+	// a namespace handle in practice.
 	Namespace netns.NsHandle
 	// LockTimeout is passed to the restore binary as -w (--wait), in
 	// whole seconds rounded up. Zero means DefaultLockTimeout; negative
@@ -198,18 +174,10 @@ type Options struct {
 	// delay after the previous check. Nil means DefaultPostWriteRecheck;
 	// an empty non-nil slice turns rechecks off. Entries must be positive.
 	PostWriteRecheck []time.Duration
-	// MaxAttempts bounds the save+restore rounds of one Apply (a failed
-	// restore is retried after a full re-read). Zero means
-	// DefaultMaxAttempts.
-	MaxAttempts int
-	// RetryBackoff is the pause before the second attempt, doubled for
-	// each further one. Zero means DefaultRetryBackoff; negative means no
-	// pause.
-	RetryBackoff time.Duration
 	// Logger receives the Table's logs. Nil discards them.
 	Logger *slog.Logger
-	// Clock is the time source for refresh, rechecks and backoff. Nil
-	// means clock.Real().
+	// Clock is the time source for refresh, rechecks and the retries of
+	// refused objects. Nil means clock.Real().
 	Clock clock.Clock
 }
 
@@ -233,10 +201,14 @@ func (o Options) withDefaults() (Options, error) {
 	if err := validateHashPrefix(o.HashPrefix); err != nil {
 		return o, err
 	}
-	if o.InsertMode > InsertModeAppend {
-		return o, fmt.Errorf("%w: insert mode %v", ErrInvalidOptions, o.InsertMode)
-	}
-	if o.Runner == nil {
+	switch {
+	case o.Namespace > 0 && o.Runner == nil:
+		o.Runner = command.NetNS{FD: int(o.Namespace)}
+	case o.Namespace > 0:
+		if err := o.checkNamespace(); err != nil {
+			return o, err
+		}
+	case o.Runner == nil:
 		o.Runner = command.Local{}
 	}
 	if o.LockTimeout == 0 {
@@ -254,15 +226,6 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	o.PostWriteRecheck = append([]time.Duration(nil), o.PostWriteRecheck...)
-	switch {
-	case o.MaxAttempts == 0:
-		o.MaxAttempts = DefaultMaxAttempts
-	case o.MaxAttempts < 0:
-		return o, fmt.Errorf("%w: MaxAttempts %d is negative", ErrInvalidOptions, o.MaxAttempts)
-	}
-	if o.RetryBackoff == 0 {
-		o.RetryBackoff = DefaultRetryBackoff
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -278,8 +241,8 @@ func validateChainPrefix(p string) error {
 	if len(p) > MaxPrefixLength {
 		return fmt.Errorf("%w: ChainPrefix %q longer than %d bytes", ErrInvalidOptions, p, MaxPrefixLength)
 	}
-	if err := ValidateChainName(p); err != nil {
-		return fmt.Errorf("%w: ChainPrefix: %w", ErrInvalidOptions, err)
+	if prob := chainNameProblem(p); prob != "" {
+		return errs.Also(fmt.Errorf("%w: ChainPrefix %s", ErrInvalidOptions, prob), ErrInvalidChainName)
 	}
 	for _, chains := range tableChains {
 		for _, c := range chains {
@@ -306,6 +269,35 @@ func validateHashPrefix(p string) error {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':' || c == '.') {
 			return fmt.Errorf("%w: HashPrefix %q contains %q (want letters, digits and _-:.)", ErrInvalidOptions, p, c)
 		}
+	}
+	return nil
+}
+
+// checkNamespace checks that the Runner runs the binaries in Namespace,
+// where it can tell (see Options.Namespace).
+func (o Options) checkNamespace() error {
+	var fd int
+	var where string
+	switch r := o.Runner.(type) {
+	case command.Local, *command.Local:
+		f, err := os.Open("/proc/self/ns/net")
+		if err != nil {
+			return fmt.Errorf("%w: Namespace with command.Local: %w", ErrInvalidOptions, err)
+		}
+		defer f.Close()
+		fd, where = int(f.Fd()), "the process's namespace, where command.Local runs the binaries"
+	case interface{ NetNSFD() int }:
+		fd = r.NetNSFD()
+		where = fmt.Sprintf("the namespace the Runner runs the binaries in (fd %d)", fd)
+	default:
+		return nil
+	}
+	same, err := command.SameNetNS(fd, int(o.Namespace))
+	if err != nil {
+		return fmt.Errorf("%w: comparing Namespace (fd %d) with the Runner's namespace: %w", ErrInvalidOptions, o.Namespace, err)
+	}
+	if !same {
+		return fmt.Errorf("%w: Namespace (fd %d) is not %s", ErrInvalidOptions, o.Namespace, where)
 	}
 	return nil
 }

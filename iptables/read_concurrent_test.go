@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 )
@@ -66,7 +67,7 @@ func TestApplyCancelledDuringConcurrentRead(t *testing.T) {
 			opts.Runner = s
 			tbl := newTable(t, opts)
 			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
-			require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-a")}))
+			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a")}))
 
 			ctx, cancel := context.WithCancel(context.Background())
 			type result struct {
@@ -110,7 +111,7 @@ func TestApplyCancelledDuringConcurrentRead(t *testing.T) {
 func TestApplyWithEndedContextRunsNothing(t *testing.T) {
 	k := iptablesfake.New()
 	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := tbl.Apply(ctx)
@@ -120,15 +121,18 @@ func TestApplyWithEndedContextRunsNothing(t *testing.T) {
 	assert.Zero(t, st.Saves+st.SaveErrors+st.Restores, "no binary counted")
 }
 
-func TestSaveFailureOfConcurrentReadIsRetried(t *testing.T) {
-	// The first read (started concurrently) fails; the retry reads again
-	// and writes.
+func TestSaveFailureOfConcurrentReadIsReturned(t *testing.T) {
+	// The first read (started concurrently) fails: Apply fails as a whole
+	// (the dataplane loop retries it with backoff) and writes nothing; the
+	// next Apply reads again and writes.
 	k := iptablesfake.New()
-	opts := fakeOpts(k)
-	opts.MaxAttempts = 2
-	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
 	k.FailNext(iptablesfake.OpSave, 1)
+	_, err := tbl.Apply(context.Background())
+	require.ErrorIs(t, err, iptables.ErrSave)
+	require.NotErrorIs(t, err, dataplane.ErrPartial)
+	assert.Zero(t, k.Count(iptablesfake.OpRestore))
 	apply(t, tbl)
 	assert.Equal(t, 2, k.Count(iptablesfake.OpSave))
 	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))

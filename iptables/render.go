@@ -3,6 +3,7 @@ package iptables
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -165,6 +166,10 @@ func splitTokens(text string) []string {
 // reused from rule to rule (reset), so rendering a chain allocates little.
 type ruleRender struct {
 	v IPVersion
+	// at is where the rule is declared, for the criteria and actions the
+	// kernel allows in some tables and chains only; zero for a rule
+	// rendered alone (Rule.Args).
+	at placement
 	// Header criteria, rendered first in this order (iptables-save's).
 	src, dst netArg
 	in, out  ifaceArg
@@ -218,10 +223,31 @@ type portArg struct {
 	r        PortRange
 }
 
-// reset prepares st for a rule of version v, keeping its buffers.
-func (st *ruleRender) reset(v IPVersion) {
+// placement is where a rule is declared: its table, and the built-in chain
+// it is in ("" for an owned chain, which the kernel checks against the
+// built-in chains that reach it only when the rule is written).
+type placement struct {
+	table, chain string
+}
+
+// reset prepares st for a rule of version v declared at at, keeping its
+// buffers.
+func (st *ruleRender) reset(v IPVersion, at placement) {
 	mods, crit := st.mods.b[:0], st.crit[:0]
-	*st = ruleRender{v: v, mods: tokWriter{b: mods, start: -1}, crit: crit}
+	*st = ruleRender{v: v, at: at, mods: tokWriter{b: mods, start: -1}, crit: crit}
+}
+
+// allowed checks what (a target or an option) against where the rule is
+// declared: the kernel accepts it only in table (any when "") and only in
+// the built-in chains chains (any when none), or in the chains they call.
+func (st *ruleRender) allowed(what, table string, chains ...string) error {
+	if table != "" && st.at.table != "" && st.at.table != table {
+		return errRulef("%s is allowed only in the %s table, not in %s", what, table, st.at.table)
+	}
+	if len(chains) > 0 && st.at.chain != "" && !slices.Contains(chains, st.at.chain) {
+		return errRulef("%s is not allowed in %s (only in %s)", what, st.at.chain, strings.Join(chains, ", "))
+	}
+	return nil
 }
 
 // renderMatch renders the criteria of m into st.
@@ -230,12 +256,12 @@ func (st *ruleRender) renderMatch(m Match) error {
 	for i, c := range m {
 		c, err := derefValue(c, "criterion")
 		if err != nil {
-			return fmt.Errorf("criterion %d: %w", i, err)
+			return fmt.Errorf("%w (criterion %d)", err, i)
 		}
 		st.crit = append(st.crit, c)
 		if p, ok := c.(ProtoMatch); ok {
 			if st.protoCriterion {
-				return fmt.Errorf("criterion %d: %w", i, errRulef("more than one protocol criterion"))
+				return errRulef("more than one protocol criterion (criterion %d)", i)
 			}
 			st.protoCriterion, st.protoNum, st.protoNeg = true, p.Proto, p.Negate
 		}
@@ -248,7 +274,7 @@ func (st *ruleRender) renderMatch(m Match) error {
 			err = writeArgs(&st.mods, c.iptablesArgs, st.v)
 		}
 		if err != nil {
-			return fmt.Errorf("criterion %d: %w", i, err)
+			return fmt.Errorf("%w (criterion %d)", err, i)
 		}
 	}
 	return nil
@@ -361,22 +387,24 @@ func writeProto(w *tokWriter, p Proto) {
 // needed): header criteria (-s, -d, -i, -o, -p), the other criteria in
 // order, the comments, then the action. It returns the grown dst and the
 // length of the header criteria's text (where the Table puts its hash
-// comment). st is working space. On error dst is returned unchanged.
-func (r Rule) appendRestore(dst []byte, v IPVersion, st *ruleRender) ([]byte, int, error) {
+// comment). Declared at a table and chain (at), it also checks the
+// targets and options the kernel allows only in some of them. st is
+// working space. On error dst is returned unchanged.
+func (r Rule) appendRestore(dst []byte, v IPVersion, at placement, st *ruleRender) ([]byte, int, error) {
 	if !v.Valid() {
-		return dst, 0, fmt.Errorf("%w: unknown IP version %v", ErrInvalidRule, v)
+		return dst, 0, errRulef("unknown IP version %v", v)
 	}
 	action, err := normalizeAction(r.Action)
 	if err != nil {
 		return dst, 0, err
 	}
-	st.reset(v)
+	st.reset(v, at)
 	if err := st.renderMatch(r.Match); err != nil {
 		return dst, 0, err
 	}
 	for i, c := range r.Comments {
 		if err := validateComment(c); err != nil {
-			return dst, 0, fmt.Errorf("comment %d: %w", i, err)
+			return dst, 0, fmt.Errorf("%w (comment %d)", err, i)
 		}
 	}
 	st.w = tokWriter{b: dst, start: len(dst)}
@@ -396,7 +424,7 @@ func (r Rule) appendRestore(dst []byte, v IPVersion, st *ruleRender) ([]byte, in
 	b := w.b
 	st.w = tokWriter{}
 	if err != nil {
-		return dst, 0, fmt.Errorf("action: %w", err)
+		return dst, 0, err
 	}
 	return b, cut, nil
 }

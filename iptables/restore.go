@@ -2,13 +2,55 @@ package iptables
 
 import (
 	"bytes"
+	"slices"
+	"sort"
 	"strconv"
 )
 
-// restoreWriter builds one restore transaction.
+// restoreWriter builds one restore transaction, noting which object each
+// line belongs to.
 type restoreWriter struct {
 	buf   bytes.Buffer
 	lines int
+	runs  []lineRun
+}
+
+// lineRun is a run of input lines that belong to one object: from input
+// line first (1-based, counting the table line) to the next run's first.
+// hold is what leaves those lines out of the next transaction.
+type lineRun struct {
+	first int
+	name  string
+	hold  hold
+}
+
+// hold is how much of an object's change a plan leaves out, keeping the
+// kernel's version: an object that failed waits for its retry, an object
+// whose declaration cannot be written, and every object but those tried
+// alone while looking for the one the kernel refused.
+type hold uint8
+
+// The holds, each leaving out more than the one before.
+const (
+	holdNone hold = iota
+	// holdDelete keeps an unwanted owned chain (flushed) instead of
+	// deleting it.
+	holdDelete
+	// holdContent keeps an owned chain's rules as they are (one that does
+	// not exist is created empty, so that jumps to it stay valid), our
+	// rules in a built-in chain as they are, an unwanted chain untouched.
+	holdContent
+	// holdAll leaves an object untouched: an owned chain is not even
+	// created.
+	holdAll
+)
+
+// own makes the next lines belong to the object name, left out by h.
+func (w *restoreWriter) own(name string, h hold) {
+	if n := len(w.runs); n > 0 && w.runs[n-1].name == name && w.runs[n-1].hold == h {
+		return
+	}
+	w.runs = append(w.runs, lineRun{first: w.lines + 2, name: name, hold: h})
 }
 
 // line writes one command line made of parts.
@@ -64,11 +106,60 @@ func (kt *kernelTable) apply(d kernelDelta) {
 	}
 }
 
-// plan computes the restore input that turns kt into the declared state,
-// given the owned chains to program, and how the kernel picture changes
-// once it succeeds. It returns a nil input when nothing differs. kt is not
-// modified. A full scope compares everything; a narrow one only what it
-// names (the result is the same when nothing else differs).
+// restorePlan is a restore transaction and what it does.
+type restorePlan struct {
+	// input is nil when nothing differs; lines counts its command lines.
+	input []byte
+	lines int
+	// delta is how the kernel picture changes once input is committed.
+	delta kernelDelta
+	// runs says which object each line of input belongs to.
+	runs []lineRun
+	// inUse are the unwanted owned chains kept (flushed) because foreign
+	// rules jump to them.
+	inUse []string
+}
+
+// owner returns the object input line n belongs to and the hold that
+// leaves the line out; "" for the table line and COMMIT.
+func (p *restorePlan) owner(n int) (string, hold) {
+	if n < 2 || n > p.lines+1 {
+		return "", holdNone
+	}
+	i := sort.Search(len(p.runs), func(i int) bool { return p.runs[i].first > n }) - 1
+	if i < 0 {
+		return "", holdNone
+	}
+	return p.runs[i].name, p.runs[i].hold
+}
+
+// objects returns, in input order, the owned chains to program and the
+// built-in chains with lines in input, restricted to set unless it is nil:
+// the objects to try alone when the kernel refuses the transaction without
+// naming a line. Unwanted chains are never tried alone (their deletion
+// waits for the jumps to them to go).
+func (p *restorePlan) objects(set []string, prog, builtin map[string]bool) []string {
+	var out []string
+	for i, r := range p.runs {
+		end := p.lines + 2
+		if i+1 < len(p.runs) {
+			end = p.runs[i+1].first
+		}
+		switch {
+		case end == r.first, !prog[r.name] && !builtin[r.name], slices.Contains(out, r.name):
+		case set == nil || slices.Contains(set, r.name):
+			out = append(out, r.name)
+		}
+	}
+	return out
+}
+
+// plan computes the restore transaction that turns kt into the declared
+// state, given the owned chains to program and what to hold back, and how
+// the kernel picture changes once it succeeds. It returns a nil input
+// when nothing differs. kt is not modified. A full scope compares
+// everything; a narrow one only what it names (the result is the same
+// when nothing else differs).
 //
 // The transaction is ordered so that every line is valid where it stands:
 // new chains are declared first (a declaration flushes an existing chain,
@@ -78,8 +169,8 @@ func (kt *kernelTable) apply(d kernelDelta) {
 // in built-in chains are deleted by their full text and inserted or
 // appended; unwanted owned chains are flushed and deleted last, once
 // nothing of ours refers to them.
-func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope) (input []byte, lines int, delta kernelDelta) {
-	delta.set = make(map[string]*kernelChain)
+func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, holds map[string]hold) *restorePlan {
+	p := &restorePlan{delta: kernelDelta{set: make(map[string]*kernelChain)}}
 	hp := t.opts.HashPrefix
 	names, hooks := scope.chains, scope.hooks
 	if scope.full {
@@ -104,7 +195,8 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope) (in
 
 	// New owned chains.
 	for _, name := range names {
-		if kt.chains[name] == nil {
+		if kt.chains[name] == nil && holds[name] < holdAll {
+			w.own(name, holdAll)
 			w.line(":", name, " - [0:0]")
 		}
 	}
@@ -112,17 +204,27 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope) (in
 	for _, name := range names {
 		d := t.desired[name]
 		kc := kt.chains[name]
+		switch holds[name] {
+		case holdAll:
+			continue
+		case holdContent:
+			if kc == nil {
+				p.delta.set[name] = &kernelChain{} // declared empty above
+			}
+			continue
+		}
+		w.own(name, holdContent)
 		if kc == nil {
 			for i, r := range d.rules {
 				w.rule("-A", name, 0, r, hp, d.hash(i))
 			}
-			delta.set[name] = &kernelChain{hashes: d.hashes}
+			p.delta.set[name] = &kernelChain{hashes: d.hashes}
 			continue
 		}
 		if kc.hashes == d.hashes {
 			continue
 		}
-		delta.set[name] = &kernelChain{hashes: d.hashes, foreignRefs: kc.foreignRefs}
+		p.delta.set[name] = &kernelChain{hashes: d.hashes, foreignRefs: kc.foreignRefs}
 		have, want := kc.rules(), d.len()
 		for i := 0; i < min(have, want); i++ {
 			if kc.hashes[i*HashLength:(i+1)*HashLength] != d.hash(i) {
@@ -139,125 +241,130 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope) (in
 
 	// Our rules in built-in chains.
 	for _, name := range hooks {
+		if holds[name] != holdNone {
+			continue
+		}
 		kc := kt.chains[name]
 		if kc == nil {
 			kc = &kernelChain{}
 		}
 		var front, back ruleList
 		if h := t.hooks[name]; h != nil {
-			if t.opts.InsertMode == InsertModeInsert {
-				front, back = h.insert, h.append
-			} else {
-				back = ruleList{
-					rules:  append(append([]renderedRule(nil), h.insert.rules...), h.append.rules...),
-					hashes: h.insert.hashes + h.append.hashes,
-				}
-			}
+			front, back = h.insert, h.append
 		}
+		w.own(name, holdContent)
 		if nk := t.planHook(w, name, kc, &front, &back); nk != kt.chains[name] {
-			delta.set[name] = nk
+			p.delta.set[name] = nk
 		}
 	}
 
-	// Owned chains in the kernel that are no longer wanted.
+	// Owned chains in the kernel that are no longer wanted: deleted, or
+	// flushed and kept while foreign rules jump to them (deleting them
+	// would fail the whole transaction).
 	if scope.full {
 		var gone []string
 		for _, name := range sortedKeys(kt.chains) {
 			kc := kt.chains[name]
-			if t.builtin[name] || prog[name] {
+			h := holds[name]
+			if t.builtin[name] || prog[name] || h >= holdContent {
 				continue
 			}
 			if kc.rules() > 0 {
+				w.own(name, holdAll)
 				w.line("-F ", name)
 			}
-			if kc.foreignRefs > 0 {
-				t.opts.Logger.Warn("keeping an unwanted chain (flushed) because foreign rules jump to it", "chain", name, "references", kc.foreignRefs)
+			if kc.foreignRefs > 0 || h == holdDelete {
+				if kc.foreignRefs > 0 && h == holdNone {
+					p.inUse = append(p.inUse, name)
+				}
 				if kc.rules() > 0 {
-					delta.set[name] = &kernelChain{foreignRefs: kc.foreignRefs}
+					p.delta.set[name] = &kernelChain{foreignRefs: kc.foreignRefs}
 				}
 				continue
 			}
 			gone = append(gone, name)
 		}
 		for _, name := range gone {
+			w.own(name, holdDelete)
 			w.line("-X ", name)
 		}
-		delta.gone = gone
+		p.delta.gone = gone
 	}
 
 	if w.lines == 0 {
-		return nil, 0, delta
+		return p
 	}
 	w.buf.WriteString("COMMIT\n")
-	return w.buf.Bytes(), w.lines, delta
+	p.input, p.lines, p.runs = w.buf.Bytes(), w.lines, w.runs
+	return p
 }
 
 // planHook writes the edits of one built-in chain: our rules must be front
 // (at the top, in order), then the foreign rules in their order, then back
-// (at the bottom, in order). Rules of ours already where they belong are
-// kept: a front rule in the leading run of our rules at its own index, a
-// back rule in the trailing run at its own offset from the run's first back
-// rule. Every other rule of ours is deleted by its full text, which is
-// immune to other writers moving rules; missing front rules are inserted at
-// their index, missing back rules inserted among or appended after the kept
-// ones. Foreign rules are never touched. It returns the chain as it will be
-// after the write (the same chain when nothing changes).
+// (at the bottom, in order). A rule's hash tells which rule of front or
+// back it is (hashes depend on the position in the group), so every rule
+// of ours already where it belongs is kept, with its counters: a front
+// rule in the leading run of our rules, a back rule in the trailing run,
+// each run in order. Every other rule of ours is deleted by its full text,
+// which is immune to other writers moving rules; the missing rules are
+// inserted at their place (or appended), so changing one rule rewrites
+// just that rule. Foreign rules are never touched. It returns the chain as
+// it will be after the write (the same chain when nothing changes).
 func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front, back *ruleList) *kernelChain {
 	n := kc.rules()
 	hp := t.opts.HashPrefix
-	keep := make([]bool, n)
+	keptFront := make(map[int]int, front.len()) // front index → kernel index
+	keptBack := make(map[int]int, back.len())   // back index → kernel index
+	kept := make([]bool, n)
 
 	// A hash of ours present twice (another writer copied a rule) makes
 	// deletion by text ambiguous: delete every copy and start over.
 	seen := make(map[string]bool, n)
 	dup := false
+	foreign := 0
 	for i := 0; i < n; i++ {
 		if h := kc.hash(i); h != "" {
 			dup = dup || seen[h]
 			seen[h] = true
-		}
-	}
-	foreign := 0
-	for i := 0; i < n; i++ {
-		if kc.hash(i) == "" {
+		} else {
 			foreign++
 		}
 	}
-	lastFront := -1
-	keptBack := -1 // highest back index kept
+	lastBack := -1 // highest back index kept
 	if !dup {
-		for i := 0; i < n && kc.hash(i) != ""; i++ {
-			if i < front.len() && kc.hash(i) == front.hash(i) {
-				keep[i] = true
-				lastFront = i
-			}
-		}
-		// The trailing run of our rules, after the kept front rules.
-		start := n
-		for start > lastFront+1 && kc.hash(start-1) != "" {
-			start--
+		inFront := make(map[string]int, front.len())
+		for k := 0; k < front.len(); k++ {
+			inFront[front.hash(k)] = k
 		}
 		inBack := make(map[string]int, back.len())
 		for j := 0; j < back.len(); j++ {
 			inBack[back.hash(j)] = j
 		}
-		for start < n {
-			if _, ok := inBack[kc.hash(start)]; ok {
+		// The leading run of our rules, up to the first back rule.
+		end, lastFront := 0, -1
+		for ; end < n && kc.hash(end) != ""; end++ {
+			if _, ok := inBack[kc.hash(end)]; ok {
 				break
 			}
-			start++
+			if k, ok := inFront[kc.hash(end)]; ok && k > lastFront {
+				keptFront[k], kept[end], lastFront = end, true, k
+			}
+		}
+		// The trailing run, after the leading one.
+		start := n
+		for start > end && kc.hash(start-1) != "" {
+			start--
 		}
 		for i := start; i < n; i++ {
-			if j := i - start; j < back.len() && kc.hash(i) == back.hash(j) {
-				keep[i] = true
-				keptBack = j
+			if j, ok := inBack[kc.hash(i)]; ok && j > lastBack {
+				keptBack[j], kept[i], lastBack = i, true, j
 			}
 		}
 	}
 
 	changed := false
 	for i := 0; i < n; i++ {
-		if !keep[i] && kc.hash(i) != "" {
+		if !kept[i] && kc.hash(i) != "" {
 			w.line("-D ", chain, " ", kc.texts[i])
 			changed = true
 		}
@@ -268,45 +375,38 @@ func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front,
 		hashes.WriteString(h)
 		texts = append(texts, text)
 	}
-	// Front: kept rules sit at their index once the others are deleted;
-	// insert the missing ones in order.
+	// Front: once the others are deleted, the kept rules are the first,
+	// in order; inserting the missing ones in order puts each at its
+	// index.
 	for k := 0; k < front.len(); k++ {
-		if k <= lastFront && keep[k] { // a kept front rule matches its index
-			add(front.hash(k), kc.texts[k])
+		h := front.hash(k)
+		if i, ok := keptFront[k]; ok {
+			add(h, kc.texts[i])
 			continue
 		}
-		text := front.rules[k].withHash(hp, front.hash(k))
-		w.rule("-I", chain, k+1, front.rules[k], hp, front.hash(k))
-		add(front.hash(k), text)
+		w.rule("-I", chain, k+1, front.rules[k], hp, h)
+		add(h, front.rules[k].withHash(hp, h))
 		changed = true
 	}
 	for i := 0; i < n; i++ {
 		if kc.hash(i) == "" {
-			hashes.Write(zeroHash[:])
-			texts = append(texts, "")
+			add(string(zeroHash[:]), "")
 		}
 	}
-	// Back: kept rules are at the end; missing ones before the last kept
-	// one are inserted at their place, the rest appended.
-	kept := make(map[string]string, back.len())
-	for i := 0; i < n; i++ {
-		if keep[i] && i > lastFront {
-			kept[kc.hash(i)] = kc.texts[i]
-		}
-	}
+	// Back: the kept rules are the last, in order; a missing one before
+	// the last kept one is inserted at its place, the others appended.
 	for j := 0; j < back.len(); j++ {
 		h := back.hash(j)
-		if text, ok := kept[h]; ok {
-			add(h, text)
+		if i, ok := keptBack[j]; ok {
+			add(h, kc.texts[i])
 			continue
 		}
-		text := back.rules[j].withHash(hp, h)
-		if j < keptBack {
+		if j < lastBack {
 			w.rule("-I", chain, front.len()+foreign+j+1, back.rules[j], hp, h)
 		} else {
 			w.rule("-A", chain, 0, back.rules[j], hp, h)
 		}
-		add(h, text)
+		add(h, back.rules[j].withHash(hp, h))
 		changed = true
 	}
 	if !changed {

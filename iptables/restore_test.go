@@ -76,8 +76,8 @@ func TestGoldenRestoreInput(t *testing.T) {
 				iptables.Chain{Name: "np-old", Rules: []iptables.Rule{acceptFrom("10.9.0.0/16")}},
 				iptables.Chain{Name: "np-unused", Rules: []iptables.Rule{acceptFrom("10.8.0.0/16")}},
 			))
-			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-fw")}))
-			require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-old")}))
+			require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{jump("np-fw")}))
+			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-old")}))
 			require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Action: iptables.Drop(), Comments: []string{"default deny"}}}))
 		}},
 		{"change-one-rule", func() {
@@ -88,13 +88,13 @@ func TestGoldenRestoreInput(t *testing.T) {
 		{"shrink-grow-rehook-remove", func() {
 			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-pods", Rules: pods[:1]}))
 			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{established, web, jump("np-pods"), acceptFrom("10.7.0.0/16")}}))
-			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.6.0.0/16"), jump("np-fw")}))
-			require.NoError(t, tbl.InsertOrAppendRules("INPUT", nil))
+			require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.6.0.0/16"), jump("np-fw")}))
+			require.NoError(t, tbl.InsertRules("INPUT", nil))
 			require.NoError(t, tbl.RemoveChain("np-old"))
 		}},
 		{"remove-everything", func() {
 			require.NoError(t, tbl.RemoveChains("np-fw", "np-pods", "np-unused"))
-			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", nil))
+			require.NoError(t, tbl.InsertRules("FORWARD", nil))
 			require.NoError(t, tbl.AppendRules("FORWARD", nil))
 		}},
 	}

@@ -1,7 +1,6 @@
 package iptables
 
 import (
-	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -18,18 +17,6 @@ const (
 	IPv4 = ipfamily.IPv4
 	// IPv6 selects ip6tables.
 	IPv6 = ipfamily.IPv6
-)
-
-// Sentinel errors of the rule model; every validation error wraps one.
-var (
-	// ErrInvalidRule is wrapped by every error about a malformed rule.
-	ErrInvalidRule = errors.New("invalid rule")
-	// ErrWrongIPVersion: the rule mentions an address or feature of the
-	// other IP version.
-	ErrWrongIPVersion = errors.New("rule does not fit the table's IP version")
-	// ErrInvalidChainName: empty, too long (MaxChainNameLength) or with
-	// characters iptables does not accept.
-	ErrInvalidChainName = errors.New("invalid chain name")
 )
 
 // MaxChainNameLength is the longest chain name iptables accepts.
@@ -102,7 +89,7 @@ type Action interface {
 func (r Rule) Args(v IPVersion) ([]string, error) {
 	sc := getScratch()
 	defer putScratch(sc)
-	b, _, err := r.appendRestore(sc.buf[:0], v, &sc.st)
+	b, _, err := r.appendRestore(sc.buf[:0], v, placement{}, &sc.st)
 	if err != nil {
 		return nil, err
 	}
@@ -115,30 +102,39 @@ func (r Rule) Args(v IPVersion) ([]string, error) {
 func (r Rule) Validate(v IPVersion) error {
 	sc := getScratch()
 	defer putScratch(sc)
-	_, _, err := r.appendRestore(sc.buf[:0], v, &sc.st)
+	_, _, err := r.appendRestore(sc.buf[:0], v, placement{}, &sc.st)
 	return err
 }
 
-// ValidateChainName checks a chain name against iptables' limits.
+// ValidateChainName checks a chain name against iptables' limits; the
+// error matches ErrInvalidChainName.
 func ValidateChainName(name string) error {
+	if p := chainNameProblem(name); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidChainName, p)
+	}
+	return nil
+}
+
+// chainNameProblem says what is wrong with a chain name, or "".
+func chainNameProblem(name string) string {
 	if name == "" || len(name) > MaxChainNameLength {
-		return fmt.Errorf("%w: %q must be 1 to %d characters", ErrInvalidChainName, name, MaxChainNameLength)
+		return fmt.Sprintf("%q must be 1 to %d characters", name, MaxChainNameLength)
 	}
 	if name[0] == '-' || name[0] == '!' {
-		return fmt.Errorf("%w: %q starts with %q", ErrInvalidChainName, name, name[0])
+		return fmt.Sprintf("%q starts with %q", name, name[0])
 	}
 	for _, r := range name {
 		if r <= ' ' || r > '~' || r == '"' || r == '\'' {
-			return fmt.Errorf("%w: %q contains %q", ErrInvalidChainName, name, r)
+			return fmt.Sprintf("%q contains %q", name, r)
 		}
 	}
-	return nil
+	return ""
 }
 
 // validateComment checks one comment of a rule.
 func validateComment(c string) error {
 	if c == "" {
-		return fmt.Errorf("%w: empty comment", ErrInvalidRule)
+		return errRulef("empty comment")
 	}
 	return validateText("comment", c, MaxCommentLength)
 }
@@ -149,19 +145,19 @@ func validateComment(c string) error {
 // input would need to escape and iptables-save prints back escaped.
 func validateText(what, s string, limit int) error {
 	if len(s) > limit {
-		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalidRule, what, len(s), limit)
+		return errRulef("%s is %d bytes, longer than %d", what, len(s), limit)
 	}
 	if !utf8.ValidString(s) {
-		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidRule, what, s)
+		return errRulef("%s %q is not valid UTF-8", what, s)
 	}
 	for _, r := range s {
 		switch {
 		case r == '\n' || r == '\r':
-			return fmt.Errorf("%w: %s %q contains a newline", ErrInvalidRule, what, s)
+			return errRulef("%s %q contains a newline", what, s)
 		case r == '"' || r == '\\':
-			return fmt.Errorf("%w: %s %q contains a double quote or a backslash", ErrInvalidRule, what, s)
+			return errRulef("%s %q contains a double quote or a backslash", what, s)
 		case r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			return fmt.Errorf("%w: %s %q contains a control character", ErrInvalidRule, what, s)
+			return errRulef("%s %q contains a control character", what, s)
 		}
 	}
 	return nil

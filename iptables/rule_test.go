@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // The -update flag regenerates testdata/rules/*.golden. It is registered
@@ -82,8 +84,8 @@ func rmGoldenCases() []rmCase {
 	m := func(c ...Criterion) Match { return c }
 	v4 := []rmCase{
 		{name: "accept all", table: "filter", chain: "INPUT", rule: Rule{Action: Accept()}, want: rmArgs("-j ACCEPT")},
-		{name: "source net canonicalised", table: "filter", chain: "INPUT",
-			rule: Rule{Match: m(SourceNet(rmPrefix("10.1.2.3/8"))), Action: Drop()},
+		{name: "source net", table: "filter", chain: "INPUT",
+			rule: Rule{Match: m(SourceNet(rmPrefix("10.0.0.0/8"))), Action: Drop()},
 			want: rmArgs("-s 10.0.0.0/8 -j DROP")},
 		{name: "not source net", table: "filter", chain: "INPUT",
 			rule: Rule{Match: m(NotSourceNet(rmPrefix("192.168.0.0/16"))), Action: Accept()},
@@ -303,8 +305,8 @@ func rmGoldenCases() []rmCase {
 			want: rmArgs("-p udp -m udp --dport 53 -m comment --comment no_conntrack_for_DNS -j CT --notrack")},
 	}
 	v6 := []rmCase{
-		{name: "source net canonicalised", table: "filter", chain: "INPUT",
-			rule: Rule{Match: m(SourceNet(rmPrefix("fd00::1/64"))), Action: Drop()},
+		{name: "source net", table: "filter", chain: "INPUT",
+			rule: Rule{Match: m(SourceNet(rmPrefix("fd00::/64"))), Action: Drop()},
 			want: rmArgs("-s fd00::/64 -j DROP")},
 		{name: "not dest host", table: "filter", chain: "INPUT",
 			rule: Rule{Match: m(NotDestNet(rmPrefix("fd01::1/128"))), Action: Accept()},
@@ -530,7 +532,7 @@ func TestRuleArgsErrors(t *testing.T) {
 		{"unknown version", 5, Rule{Action: Accept()}, nil, "unknown IP version"},
 		{"no action", IPv4, Rule{}, nil, "no action"},
 		{"nil action pointer", IPv4, Rule{Action: nilJump}, nil, "nil *iptables.JumpAction action"},
-		{"nil criterion", IPv4, Rule{Match: m(nil), Action: Accept()}, nil, "criterion 0: invalid rule: no criterion"},
+		{"nil criterion", IPv4, Rule{Match: m(nil), Action: Accept()}, nil, "no criterion (criterion 0)"},
 		{"nil criterion pointer", IPv4, Rule{Match: m(tcp, nilNet), Action: Accept()}, nil, "criterion 1"},
 		{"zero prefix", IPv4, Rule{Match: m(SourceNet(netip.Prefix{})), Action: Accept()}, nil, "invalid or zero prefix"},
 		{"bad prefix length", IPv4, Rule{Match: m(DestNet(netip.PrefixFrom(rmAddr("10.0.0.0"), 33))), Action: Accept()}, nil, "invalid or zero prefix"},
@@ -538,6 +540,8 @@ func TestRuleArgsErrors(t *testing.T) {
 		{"v4 prefix in v6 rule", IPv6, Rule{Match: m(SourceNet(rmPrefix("10.0.0.0/8"))), Action: Accept()}, ErrWrongIPVersion, "src prefix 10.0.0.0/8 in an IPv6 rule"},
 		{"v6 prefix in v4 rule", IPv4, Rule{Match: m(DestNet(rmPrefix("fd00::/8"))), Action: Accept()}, ErrWrongIPVersion, "in an IPv4 rule"},
 		{"mixed versions", IPv4, Rule{Match: m(SourceNet(rmPrefix("10.0.0.0/8")), DestNet(rmPrefix("fd00::/8"))), Action: Accept()}, ErrWrongIPVersion, "criterion 1"},
+		{"host bits", IPv4, Rule{Match: m(SourceNet(rmPrefix("10.0.0.1/24"))), Action: Accept()}, ipfamily.ErrHostBits, "10.0.0.1/24 (the network is 10.0.0.0/24)"},
+		{"host bits v6", IPv6, Rule{Match: m(NotDestNet(rmPrefix("fd00::1/64"))), Action: Accept()}, ipfamily.ErrHostBits, "dst prefix: ipfamily: prefix has host bits set: fd00::1/64"},
 		{"negated /0", IPv4, Rule{Match: m(NotSourceNet(rmPrefix("0.0.0.0/0"))), Action: Accept()}, nil, "matches no packet"},
 		{"two sources", IPv4, Rule{Match: m(SourceNet(rmPrefix("10.0.0.0/8")), SourceNet(rmPrefix("11.0.0.0/8"))), Action: Accept()}, nil, "more than one src address"},
 		{"two protocols", IPv4, Rule{Match: m(tcp, Protocol(ProtoUDP)), Action: Accept()}, nil, "more than one protocol"},
@@ -634,6 +638,8 @@ func TestRuleArgsErrors(t *testing.T) {
 				assert.NotErrorIs(t, err, ErrWrongIPVersion)
 			}
 			assert.Contains(t, err.Error(), tc.msg)
+			assert.True(t, strings.HasPrefix(err.Error(), "iptables: invalid rule: "), err.Error())
+			assert.Equal(t, 1, strings.Count(err.Error(), "iptables:"), err.Error())
 			assert.Equal(t, err, tc.rule.Validate(tc.v), "Validate returns the error of Args")
 		})
 	}
@@ -703,7 +709,7 @@ func TestStandaloneArgs(t *testing.T) {
 		got  func() ([]string, error)
 		want []string
 	}{
-		{"net", func() ([]string, error) { return NotDestNet(rmPrefix("10.0.0.9/24")).iptablesArgs(IPv4) }, rmArgs("! -d 10.0.0.0/24")},
+		{"net", func() ([]string, error) { return NotDestNet(rmPrefix("10.0.0.0/24")).iptablesArgs(IPv4) }, rmArgs("! -d 10.0.0.0/24")},
 		{"icmp", func() ([]string, error) { return ICMPv6Type(135).iptablesArgs(IPv6) }, rmArgs("-p ipv6-icmp -m icmp6 --icmpv6-type 135")},
 		{"mark", func() ([]string, error) { return MarkMatches(1, 3).iptablesArgs(IPv6) }, rmArgs("-m mark --mark 0x1/0x3")},
 		{"proto", func() ([]string, error) { return Protocol(200).iptablesArgs(IPv4) }, rmArgs("-p 200")},

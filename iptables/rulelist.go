@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/nodeplane/nodeplane/internal/errs"
 )
 
 // ruleList is a list of rules rendered for writing: an owned chain, or one
@@ -108,29 +110,27 @@ func putScratch(sc *renderScratch) {
 	scratchPool.Put(sc)
 }
 
-// renderList renders the rules of chain for version v into sc, checking
-// that the chains they jump to are valid and not built-in (builtin), and
-// returns the list's index in sc.lists.
-func (sc *renderScratch) renderList(chain string, rules []Rule, v IPVersion, builtin map[string]bool) (int, error) {
+// renderList renders the rules of chain, an owned chain or (at.chain set)
+// a built-in chain of at.table, for version v into sc, and returns the
+// list's index in sc.lists. A rule of a chain that jumps to that chain
+// itself is a loop, refused at once.
+func (sc *renderScratch) renderList(chain string, at placement, rules []Rule, v IPVersion) (int, error) {
 	ls := listSpan{textStart: len(sc.buf), rulesStart: len(sc.rules), targetStart: len(sc.targets)}
 	for i, r := range rules {
 		start := len(sc.buf)
-		b, cut, err := r.appendRestore(sc.buf, v, &sc.st)
+		b, cut, err := r.appendRestore(sc.buf, v, at, &sc.st)
 		if err != nil {
-			return 0, fmt.Errorf("chain %s rule %d: %w", chain, i+1, err)
+			return 0, fmt.Errorf("%w, in rule %d of chain %s", err, i+1, chain)
 		}
 		sc.buf = b
 		if target := r.Action.JumpTarget(); target != "" {
-			if err := ValidateChainName(target); err != nil {
-				return 0, fmt.Errorf("chain %s rule %d: %w", chain, i+1, err)
-			}
-			if builtin[target] {
-				return 0, fmt.Errorf("%w: chain %s rule %d jumps to the built-in chain %s", ErrInvalidRule, chain, i+1, target)
+			if target == chain {
+				return 0, errs.Also(errRulef("rule %d of chain %s jumps to its own chain", i+1, chain), ErrChainLoop)
 			}
 			sc.targets = append(sc.targets, target)
 		}
 		if b := sc.buf[start:]; bytes.IndexByte(b, '\n') >= 0 || bytes.IndexByte(b, '\r') >= 0 || bytes.IndexByte(b, 0) >= 0 {
-			return 0, fmt.Errorf("%w: chain %s rule %d renders a line break", ErrInvalidRule, chain, i+1)
+			return 0, errRulef("rule %d of chain %s renders a line break", i+1, chain)
 		}
 		sc.rules = append(sc.rules, ruleSpan{start: start, end: len(sc.buf), cut: cut})
 	}

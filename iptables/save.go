@@ -61,8 +61,11 @@ type parsedChain struct {
 }
 
 // parse reads iptables-save output and returns the owned and built-in
-// chains of p.table. It looks only at chain declarations, rule chains and
-// hash comments; rules are never parsed semantically.
+// chains of p.table. It looks only at chain declarations, the chain of each
+// rule, its hash comment and its jump target; rules are never parsed
+// semantically. A rule is split into arguments as iptables-restore splits
+// its input (see nextArg), and one whose quoted argument holds a newline
+// (a comment can) goes on over the next lines.
 func (p *saveParser) parse(r io.Reader) (*kernelTable, error) {
 	chains := map[string]*parsedChain{}
 	for _, c := range tableChains[p.table] {
@@ -70,10 +73,23 @@ func (p *saveParser) parse(r io.Reader) (*kernelTable, error) {
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), maxSaveLine)
+	sc.Split(scanLines)
 	inTable := false
 	var refs []string // owned chains jumped to by foreign rules
+	var cont []byte   // a rule whose quoted argument goes on on the next line
 	for sc.Scan() {
 		line := sc.Bytes()
+		if cont != nil {
+			cont = append(append(cont, '\n'), line...)
+			if len(cont) > maxSaveLine {
+				return nil, fmt.Errorf("%w: parsing iptables-save output: a rule longer than %d bytes", ErrSave, maxSaveLine)
+			}
+			if ref, open := p.rule(chains, cont); !open {
+				refs = appendRef(refs, ref)
+				cont = nil
+			}
+			continue
+		}
 		if len(line) == 0 {
 			continue
 		}
@@ -110,40 +126,18 @@ func (p *saveParser) parse(r io.Reader) (*kernelTable, error) {
 		if !inTable || !bytes.HasPrefix(line, []byte("-A ")) {
 			continue
 		}
-		name, args := line[3:], []byte(nil)
-		if sp := bytes.IndexByte(name, ' '); sp >= 0 {
-			name, args = name[:sp], name[sp+1:]
-		} // else a rule without arguments (no match, no target): it still counts
-
-		owned := p.owned(name)
-		kc := chains[string(name)] // no allocation: map lookup with a converted key
-		if kc == nil && owned {
-			kc = &parsedChain{}
-			chains[string(name)] = kc
+		ref, open := p.rule(chains, line)
+		if open {
+			cont = append([]byte(nil), line...)
+			continue
 		}
-		hash := p.findHash(args)
-		if kc != nil {
-			if hash != nil {
-				kc.hashes = append(kc.hashes, hash...)
-			} else {
-				kc.hashes = append(kc.hashes, zeroHash[:]...)
-			}
-		}
-		if kc != nil && !owned { // a built-in chain
-			text := ""
-			if hash != nil {
-				text = string(args)
-			}
-			kc.texts = append(kc.texts, text)
-		}
-		if !owned && hash == nil && bytes.Contains(args, []byte(p.chainPrefix)) {
-			if t := jumpTarget(args); t != nil && p.owned(t) {
-				refs = append(refs, string(t))
-			}
-		}
+		refs = appendRef(refs, ref)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%w: parsing iptables-save output: %w", ErrSave, err)
+	}
+	if cont != nil {
+		return nil, fmt.Errorf("%w: parsing iptables-save output: a quote left open at the end", ErrSave)
 	}
 	for _, r := range refs {
 		if kc := chains[r]; kc != nil {
@@ -165,70 +159,150 @@ func (p *saveParser) owned(name []byte) bool {
 	return bytes.HasPrefix(name, []byte(p.chainPrefix))
 }
 
-// findHash returns the hash of the first comment of args that is one of our
-// hash comments (--comment "<prefix><16 chars>" or unquoted), or nil.
-func (p *saveParser) findHash(args []byte) []byte {
-	const opt = "--comment "
-	for {
-		i := bytes.Index(args, []byte(opt))
-		if i < 0 {
-			return nil
-		}
-		args = args[i+len(opt):]
-		v := args
-		quoted := len(v) > 0 && v[0] == '"'
-		if quoted {
-			v = v[1:]
-		}
-		if !bytes.HasPrefix(v, []byte(p.hashPrefix)) {
-			continue
-		}
-		v = v[len(p.hashPrefix):]
-		if len(v) < HashLength {
-			continue
-		}
-		h := v[:HashLength]
-		ok := true
-		for _, c := range h {
-			if !hashChars[c] {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		end := v[HashLength:]
-		switch {
-		case quoted && len(end) > 0 && end[0] == '"':
-		case !quoted && (len(end) == 0 || end[0] == ' '):
-		default:
-			continue
-		}
-		return h
+// appendRef appends ref, the owned chain a foreign rule jumps to, when
+// there is one.
+func appendRef(refs []string, ref []byte) []string {
+	if ref == nil {
+		return refs
 	}
+	return append(refs, string(ref))
 }
 
-// jumpTarget returns the chain named by the -j or -g option of rule
-// arguments in iptables-save form, or nil.
-func jumpTarget(args []byte) []byte {
-	for _, opt := range []string{"-j ", "-g "} {
-		i := bytes.Index(args, []byte(" "+opt))
-		switch {
-		case i >= 0:
-			i += 1 + len(opt)
-		case bytes.HasPrefix(args, []byte(opt)):
-			i = len(opt)
-		default:
-			continue
+// rule records one "-A CHAIN args" line in chains: its hash (or none) in an
+// owned or built-in chain, its text in a built-in chain. It returns the
+// owned chain the rule jumps to when the rule is foreign (in a foreign
+// chain, or without our hash in a built-in chain), and reports a quote left
+// open (the rule goes on on the next line; nothing is recorded).
+func (p *saveParser) rule(chains map[string]*parsedChain, line []byte) (ref []byte, open bool) {
+	name, args := line[3:], []byte(nil)
+	if sp := bytes.IndexByte(name, ' '); sp >= 0 {
+		name, args = name[:sp], name[sp+1:]
+	} // else a rule without arguments (no match, no target): it still counts
+	owned := p.owned(name)
+	kc := chains[string(name)] // no allocation: map lookup with a converted key
+	var hash, target []byte
+	// Only a rule with a quote can leave one open, only one with
+	// "--comment" can carry our hash, and only one naming the prefix can
+	// jump to an owned chain: the others need no splitting.
+	if bytes.IndexByte(args, '"') >= 0 || bytes.Contains(args, []byte("--comment")) || bytes.Contains(args, []byte(p.chainPrefix)) {
+		hash, target, open = p.ruleArgs(args)
+		if open {
+			return nil, true
 		}
-		t := args[i:]
-		if j := bytes.IndexByte(t, ' '); j >= 0 {
-			t = t[:j]
-		}
-		return t
 	}
-	return nil
+	if kc == nil && owned {
+		kc = &parsedChain{}
+		chains[string(name)] = kc
+	}
+	if kc != nil {
+		if hash != nil {
+			kc.hashes = append(kc.hashes, hash...)
+		} else {
+			kc.hashes = append(kc.hashes, zeroHash[:]...)
+		}
+		if !owned { // a built-in chain
+			text := ""
+			if hash != nil {
+				text = string(args)
+			}
+			kc.texts = append(kc.texts, text)
+		}
+	}
+	if !owned && hash == nil && target != nil && p.owned(target) {
+		return target, false
+	}
+	return nil, false
+}
+
+// ruleArgs splits the arguments of a rule as iptables-restore would and
+// returns the hash of its first comment match whose text is exactly one of
+// our hash comments (`-m comment --comment TEXT`, TEXT one argument:
+// nothing else counts, not a hash inside a longer comment) and the chain
+// it jumps or goes to: iptables-save prints the target last, and a jump to
+// a chain takes no options, so that is a rule ending with "-j CHAIN" or
+// "-g CHAIN" (a "-j" inside a quoted comment is part of one argument).
+// open reports a quote left open at the end of args.
+func (p *saveParser) ruleArgs(args []byte) (hash, target []byte, open bool) {
+	var last [4][]byte // the last four arguments, the newest last
+	for rest := args; ; {
+		a, r, ok, o := nextArg(rest)
+		if o {
+			return nil, nil, true
+		}
+		if !ok {
+			break
+		}
+		rest = r
+		last = [4][]byte{last[1], last[2], last[3], a}
+		if hash == nil && string(last[0]) == "-m" && string(last[1]) == "comment" && string(last[2]) == "--comment" {
+			hash = p.ourHash(a)
+		}
+	}
+	if op := string(last[2]); op == "-j" || op == "-g" {
+		target = last[3]
+	}
+	return hash, target, false
+}
+
+// nextArg returns the first argument of s and what follows it, splitting
+// as iptables-restore (and every iptables binary reading a rule from a
+// line) does: blanks (space, tab, newline) separate arguments; a double
+// quote opens a quoted part, inside which a backslash takes the next byte
+// literally, and the closing quote ends the argument; outside quotes a
+// backslash is an ordinary byte. That is how iptables-save quotes and
+// escapes the text of comments and prefixes (xtables_save_string). arg is
+// s's memory unless unescaping had to build it. ok is false when s holds
+// no more arguments; open reports a quote still open at the end of s.
+func nextArg(s []byte) (arg, rest []byte, ok, open bool) {
+	i := 0
+	for i < len(s) && isBlank(s[i]) {
+		i++
+	}
+	if i == len(s) {
+		return nil, nil, false, false
+	}
+	start := i
+	for i < len(s) && !isBlank(s[i]) && s[i] != '"' {
+		i++
+	}
+	if i == len(s) || s[i] != '"' {
+		return s[start:i], s[i:], true, false
+	}
+	// A quoted argument; in the usual form (nothing before the quote, no
+	// backslash inside) it is a slice of s.
+	if j := bytes.IndexAny(s[i+1:], `"\`); start == i && j >= 0 && s[i+1+j] == '"' {
+		return s[i+1 : i+1+j], s[i+2+j:], true, false
+	}
+	buf := append([]byte(nil), s[start:i]...)
+	for i++; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && i+1 < len(s):
+			i++
+			buf = append(buf, s[i])
+		case c == '\\':
+			return nil, nil, false, true
+		case c == '"':
+			return buf, s[i+1:], true, false
+		default:
+			buf = append(buf, c)
+		}
+	}
+	return nil, nil, false, true
+}
+
+// isBlank reports whether iptables-restore separates arguments at c.
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
+
+// scanLines splits at newlines only: unlike bufio.ScanLines it keeps a
+// carriage return, which a quoted comment may hold.
+func scanLines(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
 
 // countRules counts the rule lines of iptables-save output and reports

@@ -102,8 +102,13 @@ func TestParseSaveLineTooLong(t *testing.T) {
 	require.ErrorIs(t, err, ErrSave)
 }
 
-func TestFindHash(t *testing.T) {
-	p := &saveParser{hashPrefix: "np:"}
+// TestRuleArgsHash checks which comments carry our hash: only a comment
+// argument that is exactly one of our hash comments, wherever it is and
+// however it is quoted; never a hash inside a longer comment (the
+// regression: "see --comment np:… here" was taken for ours and its rule
+// deleted).
+func TestRuleArgsHash(t *testing.T) {
+	p := &saveParser{chainPrefix: "np-", hashPrefix: "np:"}
 	tests := []struct {
 		args string
 		want string
@@ -111,31 +116,137 @@ func TestFindHash(t *testing.T) {
 		{`-m comment --comment "np:` + hA + `" -j ACCEPT`, hA},
 		{`-m comment --comment np:` + hA + ` -j ACCEPT`, hA},
 		{`-m comment --comment np:` + hA, hA},
-		{`-m comment --comment "np:` + hA, ""},             // unterminated quote
 		{`-m comment --comment "np:` + hA + `x" -j X`, ""}, // too long
 		{`-m comment --comment "np:` + hA[:10] + `=====" -j X`, ""},
 		{`-m comment --comment "xx:` + hA + `" -j ACCEPT`, ""},
 		{`-m comment --comment "a" -m comment --comment "np:` + hB + `"`, hB},
+		{`-m comment --comment "np:` + hA + `" -m comment --comment "np:` + hB + `"`, hA},
 		{`-j ACCEPT`, ""},
 		{``, ""},
+		// Our hash inside a longer comment is not ours.
+		{`-m comment --comment "see --comment np:` + hA + ` here" -j ACCEPT`, ""},
+		{`-m comment --comment "--comment np:` + hA + `" -j ACCEPT`, ""},
+		{`-m comment --comment "-m comment --comment np:` + hA + `" -j ACCEPT`, ""},
+		{`-m comment --comment "x \"np:` + hA + `\"" -j ACCEPT`, ""},
+		// An escaped quote or backslash does not end the comment.
+		{`-m comment --comment "a\" --comment np:` + hA + `" -j ACCEPT`, ""},
+		{`-m comment --comment "a\\" -m comment --comment "np:` + hB + `" -j ACCEPT`, hB},
+		// A comment "-m" (printed without quotes) before ours.
+		{`-m comment --comment -m -m comment --comment np:` + hB + ` -j ACCEPT`, hB},
+		// A hash in the text of another match is not a comment of ours.
+		{`-m string --string "np:` + hA + `" --algo bm -j ACCEPT`, ""},
+		{`-m comment --comment "np:` + hA + `"x -j ACCEPT`, ""}, // "np:…" then "x": two arguments, the comment is ours
 	}
+	tests[len(tests)-1].want = hA
 	for _, tc := range tests {
-		assert.Equal(t, tc.want, string(p.findHash([]byte(tc.args))), tc.args)
+		h, _, open := p.ruleArgs([]byte(tc.args))
+		assert.False(t, open, tc.args)
+		assert.Equal(t, tc.want, string(h), tc.args)
 	}
 }
 
-func TestSaveJumpTarget(t *testing.T) {
+// TestRuleArgsTarget checks the chain a rule jumps to: its last two
+// arguments, so that a "-j" inside a comment hides nothing (the
+// regression: a foreign jump to an owned chain went unseen, and deleting
+// the chain failed every Apply).
+func TestRuleArgsTarget(t *testing.T) {
+	p := &saveParser{chainPrefix: "np-", hashPrefix: "np:"}
 	tests := map[string]string{
-		"-j np-a":                       "np-a",
-		"-s 1.2.3.4/32 -j np-a":         "np-a",
-		"-g np-b":                       "np-b",
-		"-p tcp -m tcp --dport 1 -g np": "np",
-		"-m comment --comment x":        "",
-		"-j MARK --set-xmark 0x1/0x1":   "MARK",
+		"-j np-a":                                    "np-a",
+		"-s 1.2.3.4/32 -j np-a":                      "np-a",
+		"-g np-b":                                    "np-b",
+		"-p tcp -m tcp --dport 1 -g np":              "np",
+		"-m comment --comment x":                     "",
+		"-j MARK --set-xmark 0x1/0x1":                "",
+		`-m comment --comment "x -j ACCEPT" -j np-a`: "np-a",
+		`-m comment --comment " -j np-a" -j ACCEPT`:  "ACCEPT",
+		`-m comment --comment "-j np-a"`:             "",
+		`-m comment --comment -j -j np-a`:            "np-a",
+		`-m comment --comment -j`:                    "",
+		"-j\tnp-a":                                   "np-a",
 	}
 	for args, want := range tests {
-		assert.Equal(t, want, string(jumpTarget([]byte(args))), args)
+		_, target, open := p.ruleArgs([]byte(args))
+		assert.False(t, open, args)
+		assert.Equal(t, want, string(target), args)
 	}
+}
+
+// TestNextArg checks the splitting of a line into arguments against
+// iptables-restore's rules.
+func TestNextArg(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		open bool
+	}{
+		{"", nil, false},
+		{"  a  b\tc\nd ", []string{"a", "b", "c", "d"}, false},
+		{`"a b" c`, []string{"a b", "c"}, false},
+		{`""`, []string{""}, false},
+		{`"a\"b" "c\\d" "e\'f"`, []string{`a"b`, `c\d`, "e'f"}, false},
+		{`a\b`, []string{`a\b`}, false}, // no escapes outside quotes
+		{`ab"c d"e`, []string{"abc d", "e"}, false},
+		{`"a"b`, []string{"a", "b"}, false},
+		{"\"é ✓\t\"", []string{"é ✓\t"}, false},
+		{`a "b`, []string{"a"}, true},
+		{`"b\`, nil, true},
+		{`"x\"`, nil, true},
+	}
+	for _, tc := range tests {
+		var got []string
+		open := false
+		for rest := []byte(tc.in); ; {
+			a, r, ok, o := nextArg(rest)
+			if o {
+				open = true
+				break
+			}
+			if !ok {
+				break
+			}
+			got = append(got, string(a))
+			rest = r
+		}
+		assert.Equal(t, tc.want, got, tc.in)
+		assert.Equal(t, tc.open, open, tc.in)
+	}
+}
+
+// TestParseSaveHostileComments parses foreign rules whose comments hold
+// our hash, " -j " with an owned chain, quotes, backslashes and newlines:
+// none is taken for ours, every foreign jump to an owned chain counts, and
+// a comment with a newline does not make up a rule.
+func TestParseSaveHostileComments(t *testing.T) {
+	p := &saveParser{table: "filter", chainPrefix: "np-", hashPrefix: "np:"}
+	out := `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:np-a - [0:0]
+:np-b - [0:0]
+-A INPUT -m comment --comment "see --comment np:` + hA + ` here" -j ACCEPT
+-A INPUT -m comment --comment "x -j ACCEPT" -j np-a
+-A INPUT -m comment --comment "q\"uo\\te\'s -j np-b" -j DROP
+-A INPUT -m comment --comment "line
+-A np-b -m comment --comment \"np:` + hB + `\" -j ACCEPT
+COMMIT
+*filter" -j np-b
+-A INPUT -m comment --comment "np:` + hC + `" -j ACCEPT
+-A np-a -m comment --comment "np:` + hD + `" -j ACCEPT
+COMMIT
+`
+	kt, err := p.parse(strings.NewReader(out))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", "", "", "", hC}, hashesOf(kt.chains["INPUT"]))
+	assert.Equal(t, []string{"", "", "", "", `-m comment --comment "np:` + hC + `" -j ACCEPT`}, kt.chains["INPUT"].texts)
+	assert.Equal(t, 1, kt.chains["np-a"].foreignRefs)
+	assert.Equal(t, []string{hD}, hashesOf(kt.chains["np-a"]))
+	assert.Equal(t, 1, kt.chains["np-b"].foreignRefs)
+	assert.Zero(t, kt.chains["np-b"].rules(), "the rule in the comment is no rule")
+
+	_, err = p.parse(strings.NewReader("*filter\n-A INPUT -m comment --comment \"open\nCOMMIT\n"))
+	require.ErrorIs(t, err, ErrSave)
 }
 
 func TestCountRules(t *testing.T) {

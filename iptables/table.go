@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -16,9 +17,6 @@ import (
 
 // A Table is a driver of the dataplane loop.
 var _ dataplane.Driver = (*Table)(nil)
-
-// ErrDuplicateChain reports a chain named twice in one UpdateChains call.
-var ErrDuplicateChain = errors.New("iptables: chain given twice")
 
 // Chain is the full desired content of one owned chain.
 type Chain struct {
@@ -60,7 +58,9 @@ type Stats struct {
 // owned chains (those whose names carry the prefix) and our rules in the
 // built-in chains. Apply writes only the difference with what the kernel
 // holds, in one iptables-restore transaction, and never touches a rule or
-// chain that is not ours.
+// chain that is not ours. An object the kernel refuses (an owned chain, or
+// our rules in one built-in chain) is left out and retried on its own
+// backoff, so it never holds the others back (see ObjectError).
 //
 // A Table is safe for concurrent use; Apply holds its lock while it runs
 // the binaries.
@@ -84,18 +84,27 @@ type Table struct {
 	prevKernel *kernelTable
 	lastRead   time.Time
 	// synced says that kernel is the declared state as of the last plan
-	// (what it wrote, or found right), except for what changed since:
-	// changedChains and changedHooks, or anything when structChanged
-	// (jump targets, forced chains or the set of chains changed). Then
-	// prog (the programmed chains) still holds and only the changed
-	// chains need comparing. chainRules counts the rules of prog.
+	// (what it wrote, or found right, but for the objects held back),
+	// except for what changed since: changedChains and changedHooks, or
+	// anything when structChanged (jump targets, forced chains or the set
+	// of chains changed). Then prog (the programmed chains) and broken
+	// still hold and only the changed chains need comparing. chainRules
+	// counts the rules of prog.
 	synced        bool
 	structChanged bool
 	changedChains map[string]struct{}
 	changedHooks  map[string]struct{}
 	prog          map[string]bool
-	chainRules    int
-	planFully     bool // tests: never plan incrementally
+	// broken are the objects whose declaration cannot be written
+	// (ErrUnknownChain, ErrChainLoop), found with prog.
+	broken     map[string]*ObjectError
+	chainRules int
+	planFully  bool // tests: never plan incrementally
+
+	// failed are the objects an Apply could not write, by name: each
+	// keeps its kernel version until its retry is due or it is declared
+	// anew.
+	failed map[string]*failure
 
 	recheckAt  time.Time // zero: no recheck scheduled
 	recheckIdx int
@@ -104,14 +113,38 @@ type Table struct {
 	stats   Stats
 }
 
+// failure is an object that an Apply could not write: what is held back
+// (hold), why, and the delay before its next retry, which doubles with
+// each failure.
+type failure struct {
+	hold    hold
+	err     *ObjectError
+	backoff time.Duration
+}
+
+// Retry delays of an object Apply could not write: the first retry comes
+// refusedRetryMin after the failure, and each further failure doubles the
+// delay up to refusedRetryMax.
+const (
+	refusedRetryMin = time.Second
+	refusedRetryMax = 5 * time.Minute
+)
+
+// maxRounds bounds the restores of one Apply. A round that fails costs
+// one restore and either leaves an object out or halves the objects that
+// the culprit is searched in, so a few refused objects among thousands
+// take a few dozen rounds; past the bound Apply fails as a whole and the
+// next Apply goes on from there (the objects found stay left out).
+const maxRounds = 64
+
 // desiredChain is an owned chain rendered for writing.
 type desiredChain struct {
 	ruleList
 	force bool
 }
 
-// hookRules are our rules in one built-in chain: the InsertOrAppendRules
-// group and the AppendRules group.
+// hookRules are our rules in one built-in chain: the InsertRules group
+// at its top and the AppendRules group at its bottom.
 type hookRules struct {
 	insert, append ruleList
 }
@@ -126,10 +159,11 @@ type unhashedList struct {
 }
 
 // New validates opts and returns a Table with nothing declared. It does no
-// I/O: the first Apply reads the kernel, adopts the rules and chains that
-// already carry the prefixes and writes only what differs. Until
-// InsertOrAppendRules and AppendRules say otherwise, the Table wants none
-// of its rules in the built-in chains, so an Apply removes those a previous
+// I/O (but for the namespace check of Options.Namespace, one fstat per
+// descriptor): the first Apply reads the kernel, adopts the rules and
+// chains that already carry the prefixes and writes only what differs.
+// Until InsertRules and AppendRules say otherwise, the Table wants none of
+// its rules in the built-in chains, so an Apply removes those a previous
 // run left there.
 func New(opts Options) (*Table, error) {
 	o, err := opts.withDefaults()
@@ -147,6 +181,7 @@ func New(opts Options) (*Table, error) {
 
 		changedChains: map[string]struct{}{},
 		changedHooks:  map[string]struct{}{},
+		failed:        map[string]*failure{},
 	}
 	for _, c := range tableChains[o.Table] {
 		t.builtin[c] = true
@@ -180,11 +215,15 @@ func (t *Table) UpdateChain(c Chain) error { return t.UpdateChains(c) }
 
 // UpdateChains sets the full content of owned chains, replacing what was
 // declared for them before. Every name must carry the ChainPrefix and
-// every rule must render for the Table's IP version; otherwise nothing
-// changes and the error says which rule of which chain is wrong. The
-// kernel is written by the next Apply, and only if a programmed rule jumps
-// to the chain or it is forced. A chain declared with the same rules as
-// before is left as it is (its rendering and hashes are kept).
+// every rule must render for the Table's IP version and table (see
+// "Declaring and applying" in the package documentation for what is
+// refused here and what only Apply can find); otherwise nothing changes
+// and the error says which rule of which chain is wrong. The kernel is
+// written by the next Apply, and only if a programmed rule jumps to the
+// chain or it is forced. A chain declared with the same rules as before is
+// left as it is (its rendering and hashes are kept); a chain declared
+// differently is retried at once by the next Apply even if the kernel
+// refused its previous content.
 func (t *Table) UpdateChains(chains ...Chain) error {
 	sc := getScratch()
 	defer putScratch(sc)
@@ -212,7 +251,7 @@ func (t *Table) UpdateChains(chains ...Chain) error {
 			seen[c.Name] = struct{}{}
 		}
 		sc.resetLists()
-		if _, err := sc.renderList(c.Name, c.Rules, t.opts.IPVersion, t.builtin); err != nil {
+		if _, err := sc.renderList(c.Name, placement{table: t.opts.Table}, c.Rules, t.opts.IPVersion); err != nil {
 			return err
 		}
 		old := t.desired[c.Name]
@@ -230,11 +269,15 @@ func (t *Table) UpdateChains(chains ...Chain) error {
 	}
 	sc.changes = changes
 	for _, ch := range changes {
-		if old := t.desired[ch.name]; old == nil || old.force != ch.chain.force || !slices.Equal(old.targets, ch.chain.targets) {
+		old := t.desired[ch.name]
+		if old == nil || old.force != ch.chain.force || !slices.Equal(old.targets, ch.chain.targets) {
 			t.structChanged = true
+		} else if t.prog[ch.name] {
+			t.chainRules += ch.chain.len() - old.len()
 		}
 		t.changedChains[ch.name] = struct{}{}
 		t.desired[ch.name] = ch.chain
+		t.retryNow(ch.name)
 		if !ch.chain.hashed {
 			t.unhashed = append(t.unhashed, unhashedList{chain: ch.name, salt: saltNone, list: &ch.chain.ruleList, owner: ch.chain})
 		}
@@ -247,10 +290,11 @@ func (t *Table) UpdateChains(chains ...Chain) error {
 func (t *Table) RemoveChain(name string) error { return t.RemoveChains(name) }
 
 // RemoveChains forgets owned chains: the next Apply deletes them from the
-// kernel (after removing the jumps to them that we own). Names not declared
-// are ignored; a name without the prefix is an error and nothing changes.
-// A rule that still jumps to a removed chain makes Apply fail with
-// ErrUnknownChain.
+// kernel (after removing the jumps to them that we own; a chain a foreign
+// rule still jumps to is flushed and kept, see ErrChainInUse). Names not
+// declared are ignored; a name without the prefix is an error and nothing
+// changes. An object with a rule that still jumps to a removed chain is
+// not written while it does (ErrUnknownChain, see ObjectError).
 func (t *Table) RemoveChains(names ...string) error {
 	for _, n := range names {
 		if err := t.checkOwned(n); err != nil {
@@ -262,24 +306,27 @@ func (t *Table) RemoveChains(names ...string) error {
 	for _, n := range names {
 		if _, ok := t.desired[n]; ok {
 			delete(t.desired, n)
+			t.retryNow(n)
 			t.dirty, t.structChanged = true, true
 		}
 	}
 	return nil
 }
 
-// InsertOrAppendRules sets our rules in a built-in chain of the table
-// (such as FORWARD in filter), replacing those set before; nil or empty
-// removes them. With InsertModeInsert they go before every foreign rule,
-// with InsertModeAppend after them (but before the AppendRules rules).
-// Foreign rules of the chain are never touched, wherever they are.
-func (t *Table) InsertOrAppendRules(chain string, rules []Rule) error {
+// InsertRules sets our rules at the top of a built-in chain of the table
+// (such as FORWARD in filter), before every foreign rule, replacing those
+// set before; nil or empty removes them. Foreign rules of the chain are
+// never touched, wherever they are. A rule the table or chain does not
+// allow is refused here (see UpdateChains).
+func (t *Table) InsertRules(chain string, rules []Rule) error {
 	return t.setHook(chain, rules, false)
 }
 
-// AppendRules sets our rules at the very end of a built-in chain, after
-// every foreign rule and after the InsertOrAppendRules rules, replacing
-// those set before; nil or empty removes them.
+// AppendRules sets our rules at the bottom of a built-in chain, after every
+// foreign rule, replacing those set before; nil or empty removes them. A
+// chain can hold both groups: InsertRules ones at its top, AppendRules
+// ones at its bottom. Changing one rule of a group rewrites only that
+// rule; the others keep their place and their packet counters.
 func (t *Table) AppendRules(chain string, rules []Rule) error {
 	return t.setHook(chain, rules, true)
 }
@@ -296,7 +343,7 @@ func (t *Table) setHook(chain string, rules []Rule, appendGroup bool) error {
 	defer putScratch(sc)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, err := sc.renderList(chain, rules, t.opts.IPVersion, t.builtin); err != nil {
+	if _, err := sc.renderList(chain, placement{table: t.opts.Table, chain: chain}, rules, t.opts.IPVersion); err != nil {
 		return err
 	}
 	h := t.hooks[chain]
@@ -318,8 +365,20 @@ func (t *Table) setHook(chain string, rules []Rule, appendGroup bool) error {
 	t.changedHooks[chain] = struct{}{}
 	*cur = l
 	t.unhashed = append(t.unhashed, unhashedList{chain: chain, salt: salt, list: cur})
+	t.retryNow(chain)
 	t.dirty = true
 	return nil
+}
+
+// retryNow forgets that an object was not written, because it was
+// declared anew: the next Apply tries it at once, in a full plan (an
+// object held back may lie outside what an incremental plan looks at,
+// such as an unwanted chain).
+func (t *Table) retryNow(name string) {
+	if _, ok := t.failed[name]; ok {
+		delete(t.failed, name)
+		t.structChanged = true
+	}
 }
 
 // QueueResync makes the next Apply re-read the kernel and repair whatever
@@ -362,11 +421,15 @@ func (t *Table) hashDeclared() {
 // bookkeeping (lists to hash, changed chains) keeps room for once done.
 const keepBookkeeping = 256
 
-// programmed returns the owned chains to program: those reachable through
-// jumps from our built-in-chain rules, from forced chains and from foreign
-// rules in the kernel. A jump to an undeclared owned chain or a loop is an
-// error.
-func (t *Table) programmed(kt *kernelTable) (map[string]bool, error) {
+// programmed returns the owned chains to program — those reachable through
+// jumps from our rules in built-in chains, from forced chains and from
+// chains that foreign rules in the kernel jump to — and the objects whose
+// declaration cannot be written: our rules in a built-in chain, or an owned
+// chain, with a jump to an owned chain that is not declared
+// (ErrUnknownChain), and the owned chain whose jump closes a loop
+// (ErrChainLoop). Such a chain is still programmed (it keeps its kernel
+// content, see hold), and the chains it jumps to are too.
+func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*ObjectError) {
 	const (
 		unseen = iota
 		onPath
@@ -374,11 +437,25 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, error) {
 	)
 	state := make(map[string]int, len(t.desired))
 	prog := make(map[string]bool, len(t.desired))
+	broken := map[string]*ObjectError{}
+	breaks := func(name string, reason error, format string, a ...any) {
+		if broken[name] == nil {
+			broken[name] = &ObjectError{Chain: name, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+		}
+	}
+	owned := func(name string) bool { return strings.HasPrefix(name, t.opts.ChainPrefix) }
 	var roots []string
 	for _, chain := range sortedKeys(t.hooks) {
 		h := t.hooks[chain]
-		roots = append(roots, h.insert.targets...)
-		roots = append(roots, h.append.targets...)
+		for _, target := range slices.Concat(h.insert.targets, h.append.targets) {
+			switch {
+			case !owned(target):
+			case t.desired[target] == nil:
+				breaks(chain, ErrUnknownChain, "a rule of ours jumps to %s, which is not declared", target)
+			default:
+				roots = append(roots, target)
+			}
+		}
 	}
 	for _, name := range sortedKeys(t.desired) {
 		d := t.desired[name]
@@ -395,11 +472,8 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, error) {
 		next int // index of the next target to visit
 	}
 	for _, root := range roots {
-		if !strings.HasPrefix(root, t.opts.ChainPrefix) || state[root] == done {
+		if state[root] == done {
 			continue
-		}
-		if t.desired[root] == nil {
-			return nil, fmt.Errorf("%w: %s", ErrUnknownChain, root)
 		}
 		stack := []frame{{name: root}}
 		state[root] = onPath
@@ -414,34 +488,50 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, error) {
 			}
 			target := d.targets[top.next]
 			top.next++
-			if !strings.HasPrefix(target, t.opts.ChainPrefix) {
+			switch {
+			case !owned(target):
 				continue // a foreign chain: the kernel checks that it exists
-			}
-			switch state[target] {
-			case onPath:
-				return nil, fmt.Errorf("%w: %s jumps back to %s", ErrChainLoop, top.name, target)
-			case done:
+			case state[target] == onPath:
+				breaks(top.name, ErrChainLoop, "it jumps back to %s", target)
 				continue
-			}
-			if t.desired[target] == nil {
-				return nil, fmt.Errorf("%w: %s (jumped to from %s)", ErrUnknownChain, target, top.name)
+			case state[target] == done:
+				continue
+			case t.desired[target] == nil:
+				breaks(top.name, ErrUnknownChain, "it jumps to %s, which is not declared", target)
+				continue
 			}
 			state[target] = onPath
 			stack = append(stack, frame{name: target})
 		}
 	}
-	return prog, nil
+	return prog, broken
 }
 
 // Apply makes the kernel match the declared state. When nothing changed
-// since the last Apply and no refresh or recheck is due it returns at once
-// without running anything. Otherwise it reads the table if its picture of
-// the kernel is stale (first Apply, QueueResync, refresh interval, post-write
-// recheck, previous failure), computes the difference and writes it in one
-// iptables-restore --noflush transaction, or runs nothing when there is
-// nothing to write. A failed restore is retried after a full re-read, up to
-// MaxAttempts; the last error is returned (a *RestoreError for a failed
-// restore) and the next Apply starts with a re-read.
+// since the last Apply and no refresh, recheck or retry is due it returns
+// at once without running anything. Otherwise it reads the table if its
+// picture of the kernel is stale (first Apply, QueueResync, refresh
+// interval, post-write recheck, a retry due, previous failure), computes
+// the difference and writes it in one iptables-restore --noflush
+// transaction, or runs nothing when there is nothing to write.
+//
+// One object never holds back the others. When the restore binary
+// refuses a line, Apply reads the table again with iptables-save (the
+// picture may have been stale: another writer) and writes again; when it
+// still refuses one, Apply leaves out the object the line belongs to (an
+// owned chain, or our rules in one built-in chain: the kernel keeps its
+// current version) and writes the rest, until the transaction goes
+// through. When the binary blames no object's line (the legacy kernel
+// checks the rules when the table is committed), Apply finds the object by
+// writing halves of the changed objects alone. The objects left out, and
+// those whose declaration cannot be written (ErrUnknownChain,
+// ErrChainLoop), make Apply return a *PartialError (errors.Is(err,
+// dataplane.ErrPartial)); each is retried on its own backoff (see
+// ObjectError.RetryAt; RetryAfter asks the loop to come back then), or at
+// once when it is declared anew. Only a failure that belongs to no object
+// (the binary is missing, the table cannot be read, the lock wait timed
+// out) is returned as such, and the next Apply starts with a re-read; the
+// dataplane loop retries it with backoff.
 //
 // When it reads, it runs iptables-save (or the in-process read, see
 // Options.Namespace) in a goroutine while it hashes the rules declared
@@ -449,24 +539,29 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, error) {
 // always ended when Apply returns (cancelling ctx stops iptables-save
 // through the Runner).
 //
-// RetryAfter in the result is when the next refresh or recheck is due.
+// RetryAfter in the result is when the next refresh, recheck or retry is
+// due.
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.opts.Clock.Now()
 	recheck := false
-	if t.kernel != nil {
-		if t.opts.RefreshInterval > 0 && !now.Before(t.lastRead.Add(t.opts.RefreshInterval)) {
-			t.opts.Logger.Debug("refresh due: re-reading the table")
-			t.dropKernel()
-		}
+	if t.kernel != nil && t.opts.RefreshInterval > 0 && !now.Before(t.lastRead.Add(t.opts.RefreshInterval)) {
+		t.opts.Logger.Debug("refresh due: re-reading the table")
+		t.dropKernel()
 	}
 	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
 		recheck = true
 		t.dropKernel()
 	}
+	if t.retryDue(now) {
+		// Whether the kernel takes the object now depends on the kernel
+		// (a set, a foreign chain or a foreign reference): read it again.
+		t.opts.Logger.Debug("retry of refused objects due: re-reading the table")
+		t.dropKernel()
+	}
 	if t.kernel != nil && !t.dirty {
-		return t.result(now), nil
+		return t.result(now), t.partialError()
 	}
 	if err := ctx.Err(); err != nil {
 		return dataplane.ApplyResult{}, err
@@ -486,76 +581,248 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		}()
 	}
 	t.hashDeclared()
-
-	backoff := t.opts.RetryBackoff
-	var lastErr error
-	for attempt := 1; attempt <= t.opts.MaxAttempts; attempt++ {
-		if attempt > 1 && backoff > 0 {
-			if err := t.sleep(ctx, backoff); err != nil {
-				return dataplane.ApplyResult{}, err
-			}
-			backoff *= 2
-		}
-		if err := ctx.Err(); err != nil {
-			return dataplane.ApplyResult{}, err
-		}
-		if t.kernel == nil {
-			var kt *kernelTable
-			var err error
-			if reading != nil {
-				r := <-reading
-				reading = nil
-				kt, err = t.finishRead(ctx, r)
-			} else {
-				// A re-read after a failure uses iptables-save, whose
-				// texts of our rules are the kernel's own: a rule that
-				// carries one of our hashes but differs from ours (copied
-				// by another writer) can then still be deleted.
-				kt, err = t.finishRead(ctx, t.read(ctx, true))
-			}
-			if err != nil {
-				lastErr = err
-				t.opts.Logger.Warn("reading the table failed", "attempt", attempt, "error", err)
-				continue
-			}
-			t.kernel, t.lastRead = kt, t.opts.Clock.Now()
-			t.synced = false
-		}
-		prog, scope, chainRules, err := t.scope()
+	if reading != nil {
+		r := <-reading
+		reading = nil
+		kt, err := t.finishRead(ctx, r)
 		if err != nil {
 			return dataplane.ApplyResult{}, err
 		}
-		input, lines, delta := t.plan(t.kernel, prog, scope)
-		if input == nil {
-			t.dirty = false
-			t.planned(prog, chainRules)
-			if recheck {
-				t.advanceRecheck(t.opts.Clock.Now())
-			}
-			return t.result(t.opts.Clock.Now()), nil
-		}
-		if err := t.restore(ctx, input, lines); err != nil {
-			t.dropKernel()
-			lastErr = err
-			t.opts.Logger.Warn("restore failed; re-reading and retrying", "attempt", attempt, "error", err)
-			continue
-		}
-		t.kernel.apply(delta)
-		t.dirty = false
-		t.planned(prog, chainRules)
-		wrote := t.opts.Clock.Now()
+		t.kernel, t.lastRead, t.synced = kt, t.opts.Clock.Now(), false
+	}
+	wrote, err := t.write(ctx, now)
+	if err != nil {
+		t.dropKernel()
+		return dataplane.ApplyResult{}, err
+	}
+	end := t.opts.Clock.Now()
+	switch {
+	case wrote:
 		t.recheckIdx = 0
 		t.recheckAt = time.Time{}
 		if len(t.opts.PostWriteRecheck) > 0 {
-			t.recheckAt = wrote.Add(t.opts.PostWriteRecheck[0])
+			t.recheckAt = end.Add(t.opts.PostWriteRecheck[0])
 		}
 		if recheck {
-			t.opts.Logger.Info("repaired drift found by a post-write recheck", "lines", lines)
+			t.opts.Logger.Info("repaired drift found by a post-write recheck")
 		}
-		return t.result(wrote), nil
+	case recheck:
+		t.advanceRecheck(end)
 	}
-	t.dropKernel()
-	return dataplane.ApplyResult{}, lastErr
+	return t.result(end), t.partialError()
+}
+
+// write makes the kernel, pictured by t.kernel, match the declared state,
+// in rounds of one restore each (see Apply): it reports whether a restore
+// went through. An error is a failure of the Table as a whole.
+func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error) {
+	prog, broken, scope, chainRules := t.scope()
+	holds := t.holds(now, broken)
+	// probes are the sets of objects to write alone while looking for the
+	// one the kernel refuses without naming it, the next one last.
+	var probes [][]string
+	reread := false
+	for range maxRounds {
+		if err := ctx.Err(); err != nil {
+			return wrote, err
+		}
+		round := holds
+		if len(probes) > 0 {
+			round = t.probeHolds(holds, probes[len(probes)-1], prog)
+		}
+		p := t.plan(t.kernel, prog, scope, round)
+		err = nil
+		if p.input != nil {
+			err = t.restore(ctx, p.input, p.lines)
+			if err == nil {
+				t.kernel.apply(p.delta)
+				wrote = true
+			}
+		}
+		if err == nil {
+			if len(probes) > 0 {
+				probes = probes[:len(probes)-1]
+				continue
+			}
+			t.settle(prog, broken, holds, p.inUse, chainRules, now)
+			return wrote, nil
+		}
+		if ctx.Err() != nil {
+			return wrote, ctx.Err()
+		}
+		var re *RestoreError
+		if !errors.As(err, &re) || re.Line == 0 {
+			return wrote, err // not the kernel refusing a line: the binary failed as a whole
+		}
+		if !reread {
+			// The picture may be stale (another writer changed the
+			// table since it was read, or a fast read guessed a text):
+			// read it again with iptables-save and write everything
+			// once more.
+			t.opts.Logger.Info("restore failed; re-reading the table and writing again", "error", err)
+			reread, probes = true, nil
+			kt, err := t.save(ctx)
+			if err != nil {
+				return wrote, err
+			}
+			t.kernel, t.lastRead, t.synced = kt, t.opts.Clock.Now(), false
+			prog, broken, scope, chainRules = t.scope()
+			holds = t.holds(now, broken)
+			continue
+		}
+		name, h := p.owner(re.Line)
+		if name == "" {
+			// The binary blamed the transaction, not a line of an object:
+			// write halves of the objects tried alone until one fails
+			// alone.
+			var set []string
+			if len(probes) > 0 {
+				set = probes[len(probes)-1]
+				probes = probes[:len(probes)-1]
+			}
+			cands := p.objects(set, prog, t.builtin)
+			if len(cands) == 0 {
+				return wrote, err
+			}
+			if len(cands) > 1 {
+				probes = append(probes, cands[len(cands)/2:], cands[:len(cands)/2])
+				continue
+			}
+			name, h = cands[0], holdContent
+		}
+		if h <= holds[name] {
+			return wrote, err // leaving it out would change nothing
+		}
+		holds[name] = h
+		t.fail(name, h, ErrRefused, refusal(re), re, now)
+		probes = withoutObject(probes, name)
+	}
+	return wrote, err
+}
+
+// refusal describes a refused line for an ObjectError.
+func refusal(re *RestoreError) string {
+	if line := inputLine(re.Input, re.Line); line != "COMMIT" {
+		return fmt.Sprintf("input line %d (%s): %s", re.Line, line, re.message())
+	}
+	return "refused when the transaction was committed (found by writing it alone): " + re.message()
+}
+
+// withoutObject removes name from the probe sets, and the sets left empty.
+func withoutObject(probes [][]string, name string) [][]string {
+	out := probes[:0]
+	for _, set := range probes {
+		set = slices.DeleteFunc(set, func(s string) bool { return s == name })
+		if len(set) > 0 {
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
+// holds returns what the next plan holds back: the objects whose retry is
+// not due yet, and those whose declaration cannot be written.
+func (t *Table) holds(now time.Time, broken map[string]*ObjectError) map[string]hold {
+	h := make(map[string]hold, len(t.failed)+len(broken))
+	for name, f := range t.failed {
+		if now.Before(f.err.RetryAt) {
+			h[name] = f.hold
+		}
+	}
+	for name := range broken {
+		h[name] = max(h[name], holdContent)
+	}
+	return h
+}
+
+// probeHolds returns holds with every object but those of set held back
+// too: owned chains and our rules in built-in chains keep their kernel
+// version, and unwanted chains are left alone.
+func (t *Table) probeHolds(holds map[string]hold, set []string, prog map[string]bool) map[string]hold {
+	in := make(map[string]bool, len(set))
+	for _, name := range set {
+		in[name] = true
+	}
+	h := maps.Clone(holds)
+	for name := range t.kernel.chains {
+		if !in[name] && !prog[name] && !t.builtin[name] {
+			h[name] = holdAll
+		}
+	}
+	for _, names := range []map[string]bool{prog, t.builtin} {
+		for name := range names {
+			if !in[name] {
+				h[name] = max(h[name], holdContent)
+			}
+		}
+	}
+	return h
+}
+
+// fail records that an object was not written, for the reason given:
+// held back as hold says until a retry, after a delay that doubles with
+// each failure.
+func (t *Table) fail(name string, h hold, reason error, detail string, cause *RestoreError, now time.Time) {
+	f := t.failed[name]
+	if f == nil {
+		f = &failure{backoff: refusedRetryMin}
+		t.failed[name] = f
+	} else {
+		f.backoff = min(2*f.backoff, refusedRetryMax)
+	}
+	f.hold = h
+	f.err = &ObjectError{Chain: name, Reason: reason, Detail: detail, RetryAt: now.Add(f.backoff)}
+	if cause != nil {
+		// Keep what the binary said, not the whole input: Detail quotes
+		// the refused line.
+		c := *cause
+		c.Input = nil
+		f.err.Err = &c
+	}
+	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", f.err, "retryIn", f.backoff)
+}
+
+// settle records the outcome of an Apply whose last round went through:
+// the unwanted chains kept because foreign rules jump to them (inUse) are
+// failures, retried on their backoff with a re-read, and every other
+// failure that this Apply did not hold back is over.
+func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, holds map[string]hold, inUse []string, chainRules int, now time.Time) {
+	for _, name := range inUse {
+		t.fail(name, holdDelete, ErrChainInUse, "flushed and kept while foreign rules jump to it", nil, now)
+		holds[name] = holdDelete
+	}
+	for name := range t.failed {
+		if holds[name] == holdNone || broken[name] != nil {
+			delete(t.failed, name)
+		}
+	}
+	t.dirty = false
+	t.planned(prog, broken, chainRules)
+}
+
+// retryDue reports whether an object that was not written is due for a
+// retry.
+func (t *Table) retryDue(now time.Time) bool {
+	for _, f := range t.failed {
+		if !now.Before(f.err.RetryAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// partialError returns the *PartialError naming the objects not written,
+// or nil.
+func (t *Table) partialError() error {
+	objs := make([]*ObjectError, 0, len(t.failed)+len(t.broken))
+	for _, f := range t.failed {
+		objs = append(objs, f.err)
+	}
+	for _, e := range t.broken {
+		objs = append(objs, e)
+	}
+	slices.SortFunc(objs, func(a, b *ObjectError) int { return strings.Compare(a.Chain, b.Chain) })
+	return newPartialError(objs)
 }
 
 // readResult is the outcome of a read started by Apply. needTexts says
@@ -594,7 +861,7 @@ func (t *Table) advanceRecheck(now time.Time) {
 	}
 }
 
-// result reports when the next refresh or recheck is due.
+// result reports when the next refresh, recheck or retry is due.
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
 	var due time.Time
 	if t.opts.RefreshInterval > 0 {
@@ -603,27 +870,28 @@ func (t *Table) result(now time.Time) dataplane.ApplyResult {
 	if !t.recheckAt.IsZero() && (due.IsZero() || t.recheckAt.Before(due)) {
 		due = t.recheckAt
 	}
+	for _, f := range t.failed {
+		if due.IsZero() || f.err.RetryAt.Before(due) {
+			due = f.err.RetryAt
+		}
+	}
 	if due.IsZero() {
 		return dataplane.ApplyResult{}
 	}
 	return dataplane.ApplyResult{RetryAfter: max(due.Sub(now), time.Millisecond)}
 }
 
-// scope returns the programmed chains, what to plan and the number of
-// rules in the programmed chains. When the kernel picture is the declared
-// state but for a few changed chains (synced, nothing structural changed)
-// it plans just those, so a small change to a big table costs little; else
-// it computes the programmed chains and plans everything.
-func (t *Table) scope() (prog map[string]bool, scope planScope, chainRules int, err error) {
+// scope returns the programmed chains, the objects whose declaration
+// cannot be written, what to plan and the number of rules in the
+// programmed chains. When the kernel picture is the declared state but for
+// a few changed chains (synced, nothing structural changed) it plans just
+// those, so a small change to a big table costs little; else it computes
+// the programmed chains and plans everything.
+func (t *Table) scope() (prog map[string]bool, broken map[string]*ObjectError, scope planScope, chainRules int) {
 	if t.synced && !t.structChanged && t.prog != nil && !t.planFully {
-		chainRules = t.chainRules
 		for name := range t.changedChains {
-			if !t.prog[name] {
-				continue // not programmed, so not in the kernel either
-			}
-			scope.chains = append(scope.chains, name)
-			if kc := t.kernel.chains[name]; kc != nil {
-				chainRules += t.desired[name].len() - kc.rules()
+			if t.prog[name] { // else not programmed, so not in the kernel either
+				scope.chains = append(scope.chains, name)
 			}
 		}
 		slices.Sort(scope.chains)
@@ -632,23 +900,20 @@ func (t *Table) scope() (prog map[string]bool, scope planScope, chainRules int, 
 				scope.hooks = append(scope.hooks, name)
 			}
 		}
-		return t.prog, scope, chainRules, nil
+		return t.prog, t.broken, scope, t.chainRules
 	}
-	prog, err = t.programmed(t.kernel)
-	if err != nil {
-		return nil, planScope{}, 0, err
-	}
+	prog, broken = t.programmed(t.kernel)
 	for name := range prog {
 		chainRules += t.desired[name].len()
 	}
-	return prog, planScope{full: true}, chainRules, nil
+	return prog, broken, planScope{full: true}, chainRules
 }
 
-// planned records that the kernel picture is now the declared state, and
-// the programmed chain and rule counts.
-func (t *Table) planned(prog map[string]bool, chainRules int) {
+// planned records that the kernel picture is now the declared state (but
+// for the objects held back), and the programmed chain and rule counts.
+func (t *Table) planned(prog map[string]bool, broken map[string]*ObjectError, chainRules int) {
 	t.synced, t.structChanged = true, false
-	t.prog, t.chainRules = prog, chainRules
+	t.prog, t.broken, t.chainRules = prog, broken, chainRules
 	if len(t.changedChains) > keepBookkeeping {
 		t.changedChains = map[string]struct{}{} // clear would keep its room
 	} else {
@@ -662,18 +927,6 @@ func (t *Table) planned(prog map[string]bool, chainRules int) {
 	t.statsMu.Lock()
 	t.stats.Chains, t.stats.Rules = len(prog), rules
 	t.statsMu.Unlock()
-}
-
-// sleep waits d on the Table's clock, or until ctx is done.
-func (t *Table) sleep(ctx context.Context, d time.Duration) error {
-	timer := t.opts.Clock.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C():
-		return nil
-	}
 }
 
 // read reads the table: in process when Options.Namespace is set and not

@@ -45,7 +45,7 @@ func BenchmarkDeclare(b *testing.B) {
 		if err := tbl.UpdateChains(chains...); err != nil {
 			b.Fatal(err)
 		}
-		if err := tbl.InsertOrAppendRules("FORWARD", jumps); err != nil {
+		if err := tbl.InsertRules("FORWARD", jumps); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -59,14 +59,14 @@ func BenchmarkAdopt(b *testing.B) {
 	opts := iptables.Options{Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Runner: k, PostWriteRecheck: []time.Duration{}}
 	first, _ := iptables.New(opts)
 	_ = first.UpdateChains(chains...)
-	_ = first.InsertOrAppendRules("FORWARD", jumps)
+	_ = first.InsertRules("FORWARD", jumps)
 	if _, err := first.Apply(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
 		tbl, _ := iptables.New(opts)
 		_ = tbl.UpdateChains(chains...)
-		_ = tbl.InsertOrAppendRules("FORWARD", jumps)
+		_ = tbl.InsertRules("FORWARD", jumps)
 		if _, err := tbl.Apply(context.Background()); err != nil {
 			b.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func BenchmarkInitialApply(b *testing.B) {
 	for b.Loop() {
 		tbl, _ := iptables.New(opts)
 		_ = tbl.UpdateChains(chains...)
-		_ = tbl.InsertOrAppendRules("FORWARD", jumps)
+		_ = tbl.InsertRules("FORWARD", jumps)
 		if _, err := tbl.Apply(context.Background()); err != nil {
 			b.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func inSyncTable(b *testing.B, n int) (*iptables.Table, []iptables.Chain, []ipta
 	if err := tbl.UpdateChains(chains...); err != nil {
 		b.Fatal(err)
 	}
-	if err := tbl.InsertOrAppendRules("FORWARD", jumps); err != nil {
+	if err := tbl.InsertRules("FORWARD", jumps); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := tbl.Apply(context.Background()); err != nil {
@@ -162,7 +162,7 @@ func BenchmarkRedeclareUnchanged(b *testing.B) {
 		if err := tbl.UpdateChains(chains...); err != nil {
 			b.Fatal(err)
 		}
-		if err := tbl.InsertOrAppendRules("FORWARD", jumps); err != nil {
+		if err := tbl.InsertRules("FORWARD", jumps); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := tbl.Apply(context.Background()); err != nil {

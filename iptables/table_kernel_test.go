@@ -140,7 +140,7 @@ func declareSample(t *testing.T, tbl *iptables.Table, f flavour, variant int) {
 		iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{rule(1), rule(2 + variant), {Action: iptables.Jump("np-pods")}}},
 		iptables.Chain{Name: "np-pods", Rules: []iptables.Rule{rule(3), {Match: iptables.Match{iptables.InInterface("veth+")}, Action: iptables.Return()}}},
 	))
-	require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}}))
+	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}}))
 	require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Match: iptables.Match{iptables.OutInterface("eth9")}, Action: iptables.Drop()}}))
 }
 
@@ -319,7 +319,7 @@ func TestKernelFailedRestoreConverges(t *testing.T) {
 		declareSample(t, tbl, f, 0)
 		kernelApply(t, tbl)
 		// Unhooking deletes our FORWARD rule by its text — which is gone.
-		require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-pods")}}))
+		require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-pods")}}))
 		kernelApply(t, tbl)
 		st := tbl.Stats()
 		assert.Equal(t, 1, st.RestoreErrors, "the first attempt failed in the kernel")
@@ -403,7 +403,7 @@ func TestKernelPacketsFollowRules(t *testing.T) {
 		counted := iptables.Rule{Match: iptables.Match{iptables.ConntrackState(iptables.CTStateEstablished)}, Action: iptables.Accept()}
 		tbl := kernelTable(t, f, pod.NS, nil)
 		require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-in", Rules: []iptables.Rule{counted, tcpTo(port, iptables.Accept())}}))
-		require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{{Action: iptables.Jump("np-in")}}))
+		require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{{Action: iptables.Jump("np-in")}}))
 		kernelApply(t, tbl)
 		kerneltest.Require(t, dial)
 		before := settledCounters(t, pod.NS, f, "np-in")
@@ -426,7 +426,7 @@ func TestKernelPacketsFollowRules(t *testing.T) {
 		kerneltest.Require(t, dial)
 
 		// Dropping the pod's replies in its OUTPUT chain stops it too.
-		require.NoError(t, tbl.InsertOrAppendRules("OUTPUT", []iptables.Rule{{
+		require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{{
 			Match:  iptables.Match{iptables.Protocol(iptables.ProtoTCP), iptables.SourcePorts(iptables.Port(port))},
 			Action: iptables.Drop(),
 		}}))
@@ -484,7 +484,7 @@ func TestKernelFastReadKnowsOurTexts(t *testing.T) {
 		tbl := kernelTable(t, f, ns, nil)
 		declareSample(t, tbl, f, 0)
 		kernelApply(t, tbl)
-		require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{{Match: iptables.Match{iptables.InInterface("eth7")}, Action: iptables.Jump("np-fw")}}))
+		require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{{Match: iptables.Match{iptables.InInterface("eth7")}, Action: iptables.Jump("np-fw")}}))
 		require.NoError(t, tbl.AppendRules("FORWARD", nil))
 		tbl.QueueResync()
 		kernelApply(t, tbl)

@@ -22,8 +22,8 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// fakeOpts returns options for a filter/IPv4/nft table on k, without
-// rechecks or retry pauses (tests that need them set them).
+// fakeOpts returns options for a filter/IPv4/nft table on k, with a fake
+// clock and without rechecks (tests that need them set them).
 func fakeOpts(k *iptablesfake.Kernel) iptables.Options {
 	return iptables.Options{
 		Table:            "filter",
@@ -33,7 +33,6 @@ func fakeOpts(k *iptablesfake.Kernel) iptables.Options {
 		Runner:           k,
 		Clock:            clock.NewFake(t0),
 		PostWriteRecheck: []time.Duration{},
-		RetryBackoff:     -1,
 	}
 }
 
@@ -101,9 +100,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"hash prefix with quote", func(o *iptables.Options) { o.HashPrefix = `np"` }},
 		{"hash prefix with blank", func(o *iptables.Options) { o.HashPrefix = "n p:" }},
 		{"hash prefix too long", func(o *iptables.Options) { o.HashPrefix = strings.Repeat("h", iptables.MaxHashPrefixLength+1) }},
-		{"bad insert mode", func(o *iptables.Options) { o.InsertMode = 7 }},
 		{"non-positive recheck", func(o *iptables.Options) { o.PostWriteRecheck = []time.Duration{time.Second, 0} }},
-		{"negative attempts", func(o *iptables.Options) { o.MaxAttempts = -1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,8 +121,6 @@ func TestNewDefaults(t *testing.T) {
 	assert.Equal(t, iptables.DefaultLockTimeout, o.LockTimeout)
 	assert.Equal(t, iptables.DefaultRefreshInterval, o.RefreshInterval)
 	assert.Equal(t, iptables.DefaultPostWriteRecheck, o.PostWriteRecheck)
-	assert.Equal(t, iptables.DefaultMaxAttempts, o.MaxAttempts)
-	assert.Equal(t, iptables.InsertModeInsert, o.InsertMode)
 	assert.IsType(t, command.Local{}, o.Runner)
 	assert.Equal(t, "iptables-legacy-nat-v6", tbl.Name())
 	assert.Equal(t, dataplane.PhaseTables, tbl.Phase())
@@ -147,7 +142,7 @@ func TestProgramsOnlyReferencedChains(t *testing.T) {
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"),
 		"only the forced chain is programmed while nothing jumps to the others")
 
-	require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-top")}))
+	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{jump("np-top")}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-a", "np-forced", "np-top"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"))
 	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")))
@@ -157,7 +152,7 @@ func TestProgramsOnlyReferencedChains(t *testing.T) {
 	assert.Equal(t, 4, st.Rules)
 
 	// Unhooking removes the chains again, jump first.
-	require.NoError(t, tbl.InsertOrAppendRules("FORWARD", nil))
+	require.NoError(t, tbl.InsertRules("FORWARD", nil))
 	apply(t, tbl)
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"))
 	assert.Empty(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "FORWARD"))
@@ -184,7 +179,7 @@ func TestNoopApplyRunsNothing(t *testing.T) {
 	k := iptablesfake.New()
 	tbl := newTable(t, fakeOpts(k))
 	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-a")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a")}))
 	apply(t, tbl)
 	require.Equal(t, 1, k.Count(iptablesfake.OpRestore))
 	calls := k.Count(iptablesfake.OpAny)
@@ -192,7 +187,7 @@ func TestNoopApplyRunsNothing(t *testing.T) {
 	apply(t, tbl)
 	// Setting the same content again is not a change either.
 	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-a")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a")}))
 	apply(t, tbl)
 	assert.Equal(t, calls, k.Count(iptablesfake.OpAny), "a no-op Apply runs no binary at all")
 
@@ -208,8 +203,8 @@ func TestNoopApplyRunsNothing(t *testing.T) {
 }
 
 func TestRestartAdoptsWithoutWriting(t *testing.T) {
-	for _, mode := range []iptables.InsertMode{iptables.InsertModeInsert, iptables.InsertModeAppend} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, group := range []string{"insert", "append"} {
+		t.Run(group, func(t *testing.T) {
 			k := iptablesfake.New()
 			require.NoError(t, k.Exec(iptables.BackendNFT, iptables.IPv4, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 			declare := func(tbl *iptables.Table) {
@@ -217,11 +212,15 @@ func TestRestartAdoptsWithoutWriting(t *testing.T) {
 					iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("np-b")}},
 					iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}},
 				))
-				require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-fw")}))
-				require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Action: iptables.Drop()}}))
+				hook := []iptables.Rule{jump("np-fw")}
+				if group == "insert" {
+					require.NoError(t, tbl.InsertRules("FORWARD", hook))
+				} else {
+					hook = append(hook, iptables.Rule{Action: iptables.Drop()})
+				}
+				require.NoError(t, tbl.AppendRules("FORWARD", hook))
 			}
 			opts := fakeOpts(k)
-			opts.InsertMode = mode
 			first := newTable(t, opts)
 			declare(first)
 			apply(t, first)
@@ -287,24 +286,30 @@ func specs(rs []iptablesfake.Rule) []string {
 
 func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 	tests := []struct {
-		mode iptables.InsertMode
-		want []string
+		group string // where our rules other than the last DROP go
+		want  []string
 	}{
-		{iptables.InsertModeInsert, []string{"-j np-fw", "-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-j DROP"}},
-		{iptables.InsertModeAppend, []string{"-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-j np-fw", "-j DROP"}},
+		{"insert", []string{"-j np-fw", "-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-j DROP"}},
+		{"append", []string{"-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-j np-fw", "-j DROP"}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.mode.String(), func(t *testing.T) {
+		t.Run(tc.group, func(t *testing.T) {
 			k := iptablesfake.New()
 			b, v := iptables.BackendNFT, iptables.IPv4
 			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.2", "-j", "DROP"))
-			opts := fakeOpts(k)
-			opts.InsertMode = tc.mode
-			tbl := newTable(t, opts)
+			tbl := newTable(t, fakeOpts(k))
 			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
-			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-fw")}))
-			require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Action: iptables.Drop()}}))
+			// declare sets our rules: inserted, or appended before the DROP.
+			declare := func(rules ...iptables.Rule) {
+				if tc.group == "insert" {
+					require.NoError(t, tbl.InsertRules("FORWARD", rules))
+					require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Action: iptables.Drop()}}))
+					return
+				}
+				require.NoError(t, tbl.AppendRules("FORWARD", append(rules, iptables.Rule{Action: iptables.Drop()})))
+			}
+			declare(jump("np-fw"))
 			apply(t, tbl)
 			assert.Equal(t, tc.want, stripped(k.Rules(b, v, "filter", "FORWARD")))
 			foreign := func() []iptablesfake.Rule {
@@ -320,7 +325,7 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 			require.Len(t, before, 2)
 
 			// Change our rules: foreign ones keep their identity.
-			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.9.0.0/16"), jump("np-fw")}))
+			declare(acceptFrom("10.9.0.0/16"), jump("np-fw"))
 			apply(t, tbl)
 			assert.Equal(t, before, foreign())
 
@@ -334,7 +339,7 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 			got := stripped(k.Rules(b, v, "filter", "FORWARD"))
 			require.Len(t, got, 7)
 			assert.Equal(t, "-j DROP", got[6], "append rules stay last")
-			if tc.mode == iptables.InsertModeInsert {
+			if tc.group == "insert" {
 				assert.Equal(t, []string{"-s 10.9.0.0/16 -j ACCEPT", "-j np-fw"}, got[:2], "ours first again")
 			} else {
 				assert.Equal(t, []string{"-s 10.9.0.0/16 -j ACCEPT", "-j np-fw"}, got[4:6])
@@ -343,7 +348,7 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 			assert.Subset(t, foreign(), before)
 
 			// Removing all of ours leaves exactly the foreign rules.
-			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", nil))
+			require.NoError(t, tbl.InsertRules("FORWARD", nil))
 			require.NoError(t, tbl.AppendRules("FORWARD", nil))
 			apply(t, tbl)
 			assert.Equal(t, []string{"-s 192.0.2.3/32 -j ACCEPT", "-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-s 192.0.2.4/32 -j ACCEPT"},
@@ -361,7 +366,7 @@ func TestRemovesLeftoverChainsAndRules(t *testing.T) {
 		iptables.Chain{Name: "np-old", Rules: []iptables.Rule{jump("np-old2")}},
 		iptables.Chain{Name: "np-old2", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}},
 	))
-	require.NoError(t, old.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-old")}))
+	require.NoError(t, old.InsertRules("INPUT", []iptables.Rule{jump("np-old")}))
 	apply(t, old)
 	require.NoError(t, k.Exec(b, v, "-N", "KUBE-FOO"))
 	require.NoError(t, k.Exec(b, v, "-A", "KUBE-FOO", "-j", "ACCEPT"))
@@ -369,7 +374,7 @@ func TestRemovesLeftoverChainsAndRules(t *testing.T) {
 
 	tbl := newTable(t, fakeOpts(k))
 	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-new", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}}))
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-new")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-new")}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO", "np-new"}, k.Chains(b, v, "filter"))
 	assert.Equal(t, []string{"-j np-new", "-j KUBE-FOO"}, stripped(k.Rules(b, v, "filter", "INPUT")))
@@ -385,7 +390,9 @@ func TestRemovesLeftoverChainsAndRules(t *testing.T) {
 func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
 	k := iptablesfake.New()
 	b, v := iptables.BackendNFT, iptables.IPv4
-	tbl := newTable(t, fakeOpts(k))
+	opts := fakeOpts(k)
+	clk := opts.Clock.(*clock.Fake)
+	tbl := newTable(t, opts)
 	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
 	apply(t, tbl)
 	require.NoError(t, k.Exec(b, v, "-A", "OUTPUT", "-j", "np-a"))
@@ -397,15 +404,50 @@ func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
 	assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "np-a")))
 
 	// …and a removed chain that a foreign rule jumps to is flushed, not
-	// deleted (deleting it would fail the whole transaction).
+	// deleted (deleting it would fail the whole transaction); Apply says
+	// so, and comes back for it.
 	require.NoError(t, tbl.RemoveChain("np-a"))
-	apply(t, tbl)
+	res, err := tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+	assert.Equal(t, time.Second, res.RetryAfter)
 	assert.Contains(t, k.Chains(b, v, "filter"), "np-a")
 	assert.Empty(t, k.Rules(b, v, "filter", "np-a"))
 	assert.Equal(t, []string{"-j np-a"}, k.Rules(b, v, "filter", "OUTPUT"))
 	k.ResetCalls()
-	apply(t, tbl)
+	_, err = tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+	assert.Zero(t, k.Count(iptablesfake.OpAny), "nothing to do before the retry")
+
+	// Still referenced at the retry: kept, and the next retry is later.
+	clk.Advance(time.Second)
+	res, err = tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+	assert.Equal(t, 2*time.Second, res.RetryAfter)
 	assert.Zero(t, k.Count(iptablesfake.OpRestore))
+
+	// Once the foreign jump is gone, the retry deletes the chain.
+	require.NoError(t, k.Exec(b, v, "-D", "OUTPUT", "-j", "np-a"))
+	clk.Advance(2 * time.Second)
+	apply(t, tbl)
+	assert.NotContains(t, k.Chains(b, v, "filter"), "np-a")
+}
+
+// requireObjects checks that err is a partial failure naming exactly the
+// objects of want, each with its reason.
+func requireObjects(t *testing.T, err error, want map[string]error) *iptables.PartialError {
+	t.Helper()
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	var pe *iptables.PartialError
+	require.ErrorAs(t, err, &pe)
+	got := map[string]error{}
+	for _, o := range pe.Objects {
+		got[o.Chain] = o.Reason
+		require.ErrorIs(t, err, o.Reason)
+	}
+	require.Equal(t, want, got, "objects not written: %v", err)
+	require.True(t, strings.HasPrefix(err.Error(), "iptables: "), err.Error())
+	require.Equal(t, 1, strings.Count(err.Error(), "iptables:"), err.Error())
+	return pe
 }
 
 func TestDriftRepairedOnRefresh(t *testing.T) {
@@ -417,7 +459,7 @@ func TestDriftRepairedOnRefresh(t *testing.T) {
 	opts.RefreshInterval = time.Minute
 	tbl := newTable(t, opts)
 	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}}))
-	require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{jump("np-a")}))
+	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{jump("np-a")}))
 	res := apply(t, tbl)
 	assert.Equal(t, time.Minute, res.RetryAfter)
 	want := k.Save(b, v, "filter")
@@ -466,7 +508,7 @@ func TestPostWriteRechecksCatchAClobber(t *testing.T) {
 	opts.RefreshInterval = time.Hour
 	opts.PostWriteRecheck = []time.Duration{time.Second, 10 * time.Second}
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
 	res := apply(t, tbl)
 	assert.Equal(t, time.Second, res.RetryAfter, "first recheck soon after the write")
 
@@ -500,56 +542,39 @@ func TestPostWriteRechecksCatchAClobber(t *testing.T) {
 	assert.Zero(t, k.Count(iptablesfake.OpAny))
 }
 
-func TestRestoreFailureIsRetriedAfterReRead(t *testing.T) {
+// TestWholeRestoreFailureIsReturned: a restore that fails without naming
+// a line (the binary failed as a whole) is the Table's failure: Apply
+// returns it (the dataplane loop retries with backoff) and the next Apply
+// re-reads and converges.
+func TestWholeRestoreFailureIsReturned(t *testing.T) {
 	k := iptablesfake.New()
 	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
 	k.FailNext(iptablesfake.OpRestore, 1)
-	apply(t, tbl)
-	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"), 1)
-	st := tbl.Stats()
-	assert.Equal(t, 2, st.Restores)
-	assert.Equal(t, 1, st.RestoreErrors)
-	assert.Equal(t, 2, st.Saves, "the retry starts with a full re-read")
-}
-
-func TestRestoreFailureKeepsInputAndOutput(t *testing.T) {
-	k := iptablesfake.New()
-	opts := fakeOpts(k)
-	opts.MaxAttempts = 2
-	tbl := newTable(t, opts)
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.66.0.0/16")}}))
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-a")}))
-	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.66.0.0/16"})
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrRestore)
+	require.NotErrorIs(t, err, dataplane.ErrPartial)
 	var re *iptables.RestoreError
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, 4, re.Line)
-	assert.Contains(t, string(re.Input), "-A np-a -s 10.66.0.0/16")
-	assert.Contains(t, string(re.Stderr), "line 4 failed")
+	assert.Zero(t, re.Line)
 	assert.Equal(t, []string{"iptables-nft-restore", "-w", "5", "--noflush"}, re.Command)
 	var ce *command.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, 1, ce.ExitCode)
-	msg := err.Error()
-	assert.Contains(t, msg, "line 4 failed")
-	assert.Contains(t, msg, ">     4  -A np-a -s 10.66.0.0/16", "the message quotes the failing line")
-	assert.Equal(t, 2, tbl.Stats().RestoreErrors)
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"), "a failed transaction changes nothing")
+	assert.Contains(t, err.Error(), "injected failure")
+	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore), "no retry inside Apply: the loop owns it")
 
-	// Once the fault is gone the next Apply converges.
-	k.ClearFaults()
 	apply(t, tbl)
-	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a"), 2)
+	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"), 1)
+	st := tbl.Stats()
+	assert.Equal(t, [2]int{2, 1}, [2]int{st.Restores, st.RestoreErrors})
+	assert.Equal(t, 2, st.Saves, "the next Apply re-read")
 }
 
 func TestSaveFailure(t *testing.T) {
 	k := iptablesfake.New()
-	opts := fakeOpts(k)
-	opts.MaxAttempts = 1
-	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
 	k.FailNext(iptablesfake.OpSave, 1)
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrSave)
@@ -558,37 +583,10 @@ func TestSaveFailure(t *testing.T) {
 	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"), 1)
 }
 
-func TestBackoffBetweenAttemptsUsesTheClock(t *testing.T) {
-	k := iptablesfake.New()
-	opts := fakeOpts(k)
-	clk := clock.NewFake(t0)
-	opts.Clock = clk
-	opts.RetryBackoff = 100 * time.Millisecond
-	opts.MaxAttempts = 3
-	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
-	k.FailNext(iptablesfake.OpRestore, 2)
-	done := make(chan error, 1)
-	go func() { _, err := tbl.Apply(context.Background()); done <- err }()
-	for _, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
-		require.NoError(t, clk.BlockUntil(context.Background(), 1))
-		next, ok := clk.NextDeadline()
-		require.True(t, ok)
-		assert.Equal(t, d, next.Sub(clk.Now()))
-		clk.Advance(d)
-	}
-	require.NoError(t, <-done)
-	assert.Equal(t, 3, k.Count(iptablesfake.OpRestore))
-}
-
 func TestApplyStopsWhenContextEnds(t *testing.T) {
 	k := iptablesfake.New()
-	opts := fakeOpts(k)
-	opts.RetryBackoff = time.Hour
-	opts.Clock = clock.NewFake(t0)
-	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
-	k.FailNext(iptablesfake.OpRestore, 1)
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
 	ctx, cancel := context.WithCancel(context.Background())
 	k.OnCall(func(c iptablesfake.Call) {
 		if c.Op == iptablesfake.OpRestore {
@@ -603,12 +601,12 @@ func TestConcurrentWriterBetweenSaveAndRestore(t *testing.T) {
 	k := iptablesfake.New()
 	b, v := iptables.BackendNFT, iptables.IPv4
 	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 
 	// Between our save and our restore another agent deletes one of our
 	// rules (our delete-by-text fails) and inserts its own at the top.
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.2.0.0/16")}))
 	tbl.QueueResync()
 	k.OnCall(func(c iptablesfake.Call) {
 		if c.Op == iptablesfake.OpRestore {
@@ -626,7 +624,7 @@ func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
 	k := iptablesfake.New()
 	b, v := iptables.BackendNFT, iptables.IPv4
 	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 	// Someone re-appends a copy of our first rule (as restore --noflush of
 	// an old dump would).
@@ -638,22 +636,23 @@ func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
 	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
 }
 
-func TestInsertModeSwitch(t *testing.T) {
+// TestInsertAndAppendSwitch moves our rules from the top of a built-in
+// chain to its bottom and back, each by a new Table (as a restarted agent
+// that changed its mind): the foreign rule stays.
+func TestInsertAndAppendSwitch(t *testing.T) {
 	k := iptablesfake.New()
 	b, v := iptables.BackendNFT, iptables.IPv4
 	require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP"))
-	declare := func(mode iptables.InsertMode) {
-		opts := fakeOpts(k)
-		opts.InsertMode = mode
-		tbl := newTable(t, opts)
-		require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	declare := func(set func(*iptables.Table, string, []iptables.Rule) error) {
+		tbl := newTable(t, fakeOpts(k))
+		require.NoError(t, set(tbl, "INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
 		apply(t, tbl)
 	}
-	declare(iptables.InsertModeInsert)
+	declare((*iptables.Table).InsertRules)
 	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 192.0.2.1/32 -j DROP"}, stripped(k.Rules(b, v, "filter", "INPUT")))
-	declare(iptables.InsertModeAppend)
+	declare((*iptables.Table).AppendRules)
 	assert.Equal(t, []string{"-s 192.0.2.1/32 -j DROP", "-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
-	declare(iptables.InsertModeInsert)
+	declare((*iptables.Table).InsertRules)
 	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 192.0.2.1/32 -j DROP"}, stripped(k.Rules(b, v, "filter", "INPUT")))
 }
 
@@ -697,11 +696,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"duplicate chain", func() error { return tbl.UpdateChains(good, good) }, iptables.ErrDuplicateChain},
 		{"remove chain without prefix", func() error { return tbl.RemoveChains("np-a", "INPUT") }, iptables.ErrNotOwned},
 		{"hook on a chain of another table", func() error {
-			return tbl.InsertOrAppendRules("PREROUTING", []iptables.Rule{acceptFrom("10.0.0.0/8")})
+			return tbl.InsertRules("PREROUTING", []iptables.Rule{acceptFrom("10.0.0.0/8")})
 		}, iptables.ErrNotBuiltin},
 		{"hook on an owned chain", func() error { return tbl.AppendRules("np-a", []iptables.Rule{acceptFrom("10.0.0.0/8")}) }, iptables.ErrNotBuiltin},
 		{"bad hook rule", func() error {
-			return tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), {}})
+			return tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), {}})
 		}, iptables.ErrInvalidRule},
 	}
 	for _, tc := range tests {
@@ -715,52 +714,83 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 }
 
-func TestUnknownChainAndLoopWriteNothing(t *testing.T) {
+// TestUnknownChainAndLoopAreIsolated: a jump to an undeclared owned chain
+// or a loop (which only Apply can see: the target may be declared later)
+// holds back the object holding the jump, not the table; declaring what
+// is missing lets it through.
+func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
+	b, v := iptables.BackendNFT, iptables.IPv4
 	tests := []struct {
 		name   string
 		chains []iptables.Chain
-		want   error
+		held   map[string]error
+		fix    iptables.Chain
 	}{
-		{"jump to undeclared chain", []iptables.Chain{{Name: "np-a", Rules: []iptables.Rule{jump("np-missing")}}}, iptables.ErrUnknownChain},
+		{"jump to undeclared chain", []iptables.Chain{{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("np-missing")}}},
+			map[string]error{"np-a": iptables.ErrUnknownChain}, iptables.Chain{Name: "np-missing"}},
 		{"loop", []iptables.Chain{
 			{Name: "np-a", Rules: []iptables.Rule{jump("np-b")}},
 			{Name: "np-b", Rules: []iptables.Rule{jump("np-c")}},
-			{Name: "np-c", Rules: []iptables.Rule{jump("np-a")}},
-		}, iptables.ErrChainLoop},
-		{"self loop", []iptables.Chain{{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Goto("np-a")}}}}, iptables.ErrChainLoop},
+			{Name: "np-c", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("np-a")}},
+		}, map[string]error{"np-c": iptables.ErrChainLoop}, iptables.Chain{Name: "np-c", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			k := iptablesfake.New()
 			tbl := newTable(t, fakeOpts(k))
 			require.NoError(t, tbl.UpdateChains(tc.chains...))
-			require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("np-a")}))
-			_, err := tbl.Apply(context.Background())
-			require.ErrorIs(t, err, tc.want)
-			assert.Zero(t, k.Count(iptablesfake.OpRestore))
-			// Fixing the declaration lets the next Apply through.
-			require.NoError(t, tbl.InsertOrAppendRules("INPUT", nil))
+			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+			res, err := tbl.Apply(context.Background())
+			requireObjects(t, err, tc.held)
+			assert.Equal(t, iptables.DefaultRefreshInterval, res.RetryAfter, "no retry of its own: only a new declaration helps")
+			// Everything else is written; the held chain exists, empty,
+			// so that the jumps to it are valid.
+			assert.Equal(t, []string{"-j np-a"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+			assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "OUTPUT")))
+			for name := range tc.held {
+				assert.Contains(t, k.Chains(b, v, "filter"), name)
+				assert.Empty(t, k.Rules(b, v, "filter", name))
+			}
+			k.ResetCalls()
+			_, err = tbl.Apply(context.Background())
+			requireObjects(t, err, tc.held)
+			assert.Zero(t, k.Count(iptablesfake.OpAny))
+			// Declaring what was missing lets the held chain through.
+			require.NoError(t, tbl.UpdateChain(tc.fix))
 			apply(t, tbl)
+			tbl.QueueResync()
+			k.ResetCalls()
+			apply(t, tbl)
+			assert.Zero(t, k.Count(iptablesfake.OpRestore), "converged")
 		})
 	}
-	// An unreferenced loop is not programmed, so it is no error.
+	// A hook that jumps to an undeclared chain is held back the same way.
 	k := iptablesfake.New()
 	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.UpdateChains(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{jump("np-a")}}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("np-missing")}))
+	require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+	_, err := tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"INPUT": iptables.ErrUnknownChain})
+	assert.Empty(t, k.Rules(b, v, "filter", "INPUT"))
+	assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+
+	// An unreferenced loop is not programmed, so it is no error.
+	k = iptablesfake.New()
+	tbl = newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.UpdateChains(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{jump("np-b")}}, iptables.Chain{Name: "np-b", Rules: []iptables.Rule{jump("np-a")}}))
 	apply(t, tbl)
 	// Foreign chains may be jumped to; the kernel checks they exist.
-	require.NoError(t, k.Exec(iptables.BackendNFT, iptables.IPv4, "-N", "KUBE-X"))
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{jump("KUBE-X")}))
+	require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("KUBE-X")}))
 	apply(t, tbl)
-	assert.Equal(t, []string{"-j KUBE-X"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT")))
+	assert.Equal(t, []string{"-j KUBE-X"}, stripped(k.Rules(b, v, "filter", "INPUT")))
 }
 
 func TestIncompatibleTable(t *testing.T) {
 	k := iptablesfake.New()
 	require.NoError(t, k.SetIncompatible(iptables.BackendNFT, iptables.IPv4, "filter", true))
-	opts := fakeOpts(k)
-	opts.MaxAttempts = 1
-	tbl := newTable(t, opts)
+	tbl := newTable(t, fakeOpts(k))
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrIncompatible)
 	assert.Zero(t, k.Count(iptablesfake.OpRestore))
@@ -776,7 +806,7 @@ func TestTablesAreIndependent(t *testing.T) {
 				opts.Backend, opts.IPVersion, opts.Table = b, v, name
 				tbl := newTable(t, opts)
 				chain := iptables.BuiltinChains(name)[0]
-				require.NoError(t, tbl.InsertOrAppendRules(chain, []iptables.Rule{{Action: iptables.Return()}}))
+				require.NoError(t, tbl.InsertRules(chain, []iptables.Rule{{Action: iptables.Return()}}))
 				tables = append(tables, tbl)
 			}
 		}
@@ -818,7 +848,7 @@ func TestLockTimeoutArgument(t *testing.T) {
 		opts := fakeOpts(k)
 		opts.LockTimeout = tc.timeout
 		tbl := newTable(t, opts)
-		require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+		require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
 		apply(t, tbl)
 		calls := k.Calls()
 		assert.Equal(t, tc.want, calls[len(calls)-1].Args)
@@ -831,14 +861,14 @@ func TestCustomHashPrefix(t *testing.T) {
 	// Two agents with different prefixes share FORWARD without touching
 	// each other's rules (one inserts, one appends, so they agree on the
 	// order).
-	mk := func(chainPrefix, hashPrefix string, mode iptables.InsertMode) *iptables.Table {
+	mk := func(chainPrefix, hashPrefix string) *iptables.Table {
 		opts := fakeOpts(k)
-		opts.ChainPrefix, opts.HashPrefix, opts.InsertMode = chainPrefix, hashPrefix, mode
+		opts.ChainPrefix, opts.HashPrefix = chainPrefix, hashPrefix
 		return newTable(t, opts)
 	}
-	a, c := mk("aa-", "aa_x", iptables.InsertModeAppend), mk("cc-", "", iptables.InsertModeInsert)
-	require.NoError(t, a.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
-	require.NoError(t, c.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+	a, c := mk("aa-", "aa_x"), mk("cc-", "")
+	require.NoError(t, a.AppendRules("FORWARD", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, c.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
 	apply(t, a)
 	apply(t, c)
 	rules := k.Rules(b, v, "filter", "FORWARD")
@@ -858,17 +888,16 @@ func TestIPv6Table(t *testing.T) {
 	opts := fakeOpts(k)
 	opts.IPVersion = iptables.IPv6
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("2001:db8::/32")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("2001:db8::/32")}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"-s 2001:db8::/32 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv6, "filter", "INPUT")))
 	assert.Empty(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"))
-	require.ErrorIs(t, tbl.InsertOrAppendRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}), iptables.ErrWrongIPVersion)
+	require.ErrorIs(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}), iptables.ErrWrongIPVersion)
 }
 
 func TestUnknownRunnerErrorIsWrapped(t *testing.T) {
 	boom := errors.New("boom")
 	opts := fakeOpts(nil)
-	opts.MaxAttempts = 1
 	opts.Runner = command.RunnerFunc(func(context.Context, io.Reader, string, ...string) ([]byte, error) { return nil, boom })
 	tbl := newTable(t, opts)
 	_, err := tbl.Apply(context.Background())
@@ -901,14 +930,14 @@ func TestBuiltinChainEditsKeepUnchangedRules(t *testing.T) {
 			k := iptablesfake.New()
 			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 			tbl := newTable(t, fakeOpts(k))
-			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", tc.before))
+			require.NoError(t, tbl.InsertRules("FORWARD", tc.before))
 			require.NoError(t, tbl.AppendRules("FORWARD", tc.backBefore))
 			apply(t, tbl)
 			before := map[uint64]bool{}
 			for _, r := range k.ListRules(b, v, "filter", "FORWARD") {
 				before[r.Serial] = true
 			}
-			require.NoError(t, tbl.InsertOrAppendRules("FORWARD", tc.after))
+			require.NoError(t, tbl.InsertRules("FORWARD", tc.after))
 			require.NoError(t, tbl.AppendRules("FORWARD", tc.backAfter))
 			apply(t, tbl)
 			created := 0
@@ -947,7 +976,7 @@ func TestBuiltinChainRepairsStrayRules(t *testing.T) {
 	b, v := iptables.BackendNFT, iptables.IPv4
 	k := iptablesfake.New()
 	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
 	require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{acceptFrom("10.3.0.0/16"), acceptFrom("10.4.0.0/16")}))
 	apply(t, tbl)
 	want := k.Rules(b, v, "filter", "FORWARD")

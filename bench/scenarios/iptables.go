@@ -27,7 +27,7 @@ import (
 // comment), and FORWARD jumps to every chain (N/10 more rules).
 //
 //   - iptables/initial/<backend>/N: program everything into an empty
-//     table. Ours is New + UpdateChains + InsertOrAppendRules + Apply
+//     table. Ours is New + UpdateChains + InsertRules + Apply
 //     (one in-process read to adopt, one iptables-restore); the floor is one
 //     hand-written iptables-restore of exactly the same lines (rendered in
 //     Setup); the peer is github.com/coreos/go-iptables v0.8.0, NewChain
@@ -143,7 +143,7 @@ func iptProgram(ctx context.Context, o iptables.Options, d iptDecl) (*iptables.T
 	if err := tbl.UpdateChains(d.chains...); err != nil {
 		return nil, err
 	}
-	if err := tbl.InsertOrAppendRules("FORWARD", d.jumps); err != nil {
+	if err := tbl.InsertRules("FORWARD", d.jumps); err != nil {
 		return nil, err
 	}
 	_, err = tbl.Apply(ctx)
@@ -532,7 +532,7 @@ func iptHeap(b iptables.Backend, n int) harness.Scenario {
 				if err := tbl.UpdateChains(st.decl.chains...); err != nil {
 					return err
 				}
-				if err := tbl.InsertOrAppendRules("FORWARD", st.decl.jumps); err != nil {
+				if err := tbl.InsertRules("FORWARD", st.decl.jumps); err != nil {
 					return err
 				}
 				if err := tbl.UpdateChain(iptChanged(n)); err != nil {

@@ -76,7 +76,7 @@ func (m *policyManager) CompleteDeferredWork() error {
 		return nil
 	}
 	if !m.want.enabled {
-		if err := m.tbl.InsertOrAppendRules("INPUT", nil); err != nil {
+		if err := m.tbl.InsertRules("INPUT", nil); err != nil {
 			return err
 		}
 		if err := m.tbl.RemoveChain(chainName); err != nil {
@@ -110,7 +110,7 @@ func (m *policyManager) CompleteDeferredWork() error {
 	}}); err != nil {
 		return err
 	}
-	if err := m.tbl.InsertOrAppendRules("INPUT", []iptables.Rule{{Action: iptables.Jump(chainName)}}); err != nil {
+	if err := m.tbl.InsertRules("INPUT", []iptables.Rule{{Action: iptables.Jump(chainName)}}); err != nil {
 		return err
 	}
 	if err := m.routes.SetRoutes(routeClass, m.routeIface, []routetable.Target{{CIDR: m.routeCIDR}}); err != nil {

@@ -3,6 +3,8 @@ package iptablesfake_test
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,6 +28,10 @@ type step struct {
 	flush   bool // restore without --noflush
 	args    []string
 	wantErr bool
+	// line and nftLine, when set, are the input line a failing restore
+	// names, with the legacy and the nft binaries (nftLine 0: as line):
+	// the table writer leaves out the object that line belongs to.
+	line, nftLine int
 }
 
 // behaviourCase is a sequence of steps and the filter table it must leave.
@@ -53,6 +59,12 @@ func restoreStep(lines ...string) step {
 }
 
 func failing(s step) step { s.wantErr = true; return s }
+
+// failingAt is failing, naming the line each backend reports.
+func failingAt(s step, line, nftLine int) step {
+	s.wantErr, s.line, s.nftLine = true, line, nftLine
+	return s
+}
 
 func behaviourCases(v iptables.IPVersion) []behaviourCase {
 	a := addrsFor(v)
@@ -141,7 +153,7 @@ func behaviourCases(v iptables.IPVersion) []behaviourCase {
 		},
 		{
 			name:   "deleting a referenced chain fails",
-			steps:  []step{base, failing(restoreStep("-F np-a", "-X np-a"))},
+			steps:  []step{base, failingAt(restoreStep("-F np-a", "-X np-a"), 3, 3)},
 			chains: []string{"np-a"},
 			rules:  map[string][]string{"np-a": {"-s " + a.hostSave + " -j ACCEPT", "-s " + a.otherSave + " -j ACCEPT", "-j DROP"}, "FORWARD": {"-j np-a"}},
 		},
@@ -157,8 +169,11 @@ func behaviourCases(v iptables.IPVersion) []behaviourCase {
 			rules:  map[string][]string{"np-a": {"-j DROP"}},
 		},
 		{
-			name:  "a jump to a missing chain fails",
-			steps: []step{failing(restoreStep("-A FORWARD -j np-nope"))},
+			name: "a jump to a missing chain fails, at its line (legacy) or at COMMIT (nft)",
+			steps: []step{
+				failingAt(restoreStep("-A FORWARD -j ACCEPT", "-A FORWARD -j np-nope", "-A FORWARD -j DROP"), 3, 5),
+				failingAt(restoreStep(":np-a - [0:0]", "-A np-a -g np-nope"), 3, 4),
+			},
 			rules: map[string][]string{"FORWARD": nil},
 		},
 		{
@@ -169,7 +184,7 @@ func behaviourCases(v iptables.IPVersion) []behaviourCase {
 		},
 		{
 			name:   "deleting a rule that is not there fails",
-			steps:  []step{base, failing(restoreStep("-D np-a -s " + a.net + " -j DROP"))},
+			steps:  []step{base, failingAt(restoreStep("-D np-a -s "+a.net+" -j DROP"), 2, 2)},
 			chains: []string{"np-a"},
 			rules:  map[string][]string{"np-a": {"-s " + a.hostSave + " -j ACCEPT", "-s " + a.otherSave + " -j ACCEPT", "-j DROP"}},
 		},
@@ -247,6 +262,15 @@ func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v ipt
 		}
 		if s.wantErr {
 			require.Error(t, err, "step %d should fail", i+1)
+			want := s.line
+			if b == iptables.BackendNFT && s.nftLine != 0 {
+				want = s.nftLine
+			}
+			if want != 0 {
+				m := failedLineRE.FindStringSubmatch(err.Error())
+				require.NotNil(t, m, "step %d: no line in %q", i+1, err)
+				assert.Equal(t, strconv.Itoa(want), m[1]+m[2]+m[3], "step %d: the failing line in %q", i+1, err)
+			}
 		} else {
 			require.NoError(t, err, "step %d", i+1)
 		}
@@ -259,6 +283,10 @@ func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v ipt
 		assert.Equal(t, want, rules[chain], "rules of %s", chain)
 	}
 }
+
+// failedLineRE matches the ways the restore binaries name the failing
+// line.
+var failedLineRE = regexp.MustCompile(`line (\d+) failed|Error occurred at line: (\d+)|line (\d+): `)
 
 // parseDump returns the chains and rules of iptables-save output.
 func parseDump(out string) (chains []string, rules map[string][]string) {

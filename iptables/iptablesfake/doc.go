@@ -12,7 +12,10 @@
 // -D by index and by rule text, -C, -N, -X, -F, -P and -E, COMMIT atomicity
 // (a failing line aborts its whole transaction; transactions committed
 // before it stay), -X of a referenced or non-empty chain fails, jumps to
-// missing chains fail, and save output formatted like iptables-save with
+// missing chains fail (at their line with the legacy binaries, at COMMIT
+// with the nft ones, which resolve jumps when they commit; a failure names
+// its input line as the real binary does), and save output formatted like
+// iptables-save with
 // rules in their canonical form (header criteria first, addresses with
 // prefix lengths, implicit protocol matches made explicit, and so on for
 // the common matches and targets). Package tests run the same behaviour
@@ -24,7 +27,9 @@
 //
 //   - failure injection: FailNext, AddFault (per kind of call or binary, a
 //     number of times or until ClearFaults, or at the first restore line
-//     containing a text), SetIncompatible;
+//     containing a text, reported at that line or, as the legacy kernel
+//     reports a rule it refuses when the table is committed, at COMMIT),
+//     SetIncompatible;
 //   - inspection: Save, Chains, Rules, ListRules (with serial numbers that
 //     show whether a rule was rewritten), Calls and Count;
 //   - playing another agent: Exec and Restore change the tables without

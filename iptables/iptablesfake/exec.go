@@ -146,6 +146,12 @@ func (k *Kernel) restore(c Call, failAt int) error {
 	var cur *table
 	var key tableKey
 	inTable, skipping := false, false
+	// iptables-nft resolves jumps when it commits: a jump to a missing
+	// chain fails at the COMMIT line. The legacy binary fails at the rule.
+	var jumps *[]string
+	if c.Backend == iptables.BackendNFT {
+		jumps = new([]string)
+	}
 	lines := strings.Split(c.Stdin, "\n")
 	if n := len(lines); n > 0 && lines[n-1] == "" {
 		lines = lines[:n-1]
@@ -189,6 +195,14 @@ func (k *Kernel) restore(c Call, failAt int) error {
 			if !inTable {
 				return fail(n, fmt.Errorf("COMMIT outside a table"))
 			}
+			if jumps != nil {
+				for _, j := range *jumps {
+					if cur.chains[j] == nil {
+						return failure(c.Binary, c.Args, 2, "", fmt.Sprintf("%s v1.8.9 (nf_tables): Chain '%s' does not exist\nError occurred at line: %d\n", c.Binary, j, n))
+					}
+				}
+				*jumps = (*jumps)[:0]
+			}
 			if !skipping && !test {
 				k.tables[key] = cur
 			}
@@ -205,7 +219,7 @@ func (k *Kernel) restore(c Call, failAt int) error {
 			if err != nil {
 				return fail(n, err)
 			}
-			if err := k.apply(cur, c.IPVersion, args); err != nil {
+			if err := k.apply(cur, c.IPVersion, args, jumps); err != nil {
 				return fail(n, err)
 			}
 		}
@@ -278,7 +292,7 @@ func (k *Kernel) command(c Call) error {
 		return failure(c.Binary, c.Args, 3, "", fmt.Sprintf("%s: %v\n", c.Binary, err))
 	}
 	cp := t.clone()
-	if err := k.apply(cp, c.IPVersion, args); err != nil {
+	if err := k.apply(cp, c.IPVersion, args, nil); err != nil {
 		return failure(c.Binary, c.Args, 1, "", fmt.Sprintf("%s %s: %v\n", c.Binary, k.version, err))
 	}
 	k.tables[tableKey{c.Backend, c.IPVersion, name}] = cp
@@ -286,7 +300,9 @@ func (k *Kernel) command(c Call) error {
 }
 
 // apply runs one command (-A, -I, -R, -D, -C, -N, -X, -F, -P, -E, -Z) on t.
-func (k *Kernel) apply(t *table, v iptables.IPVersion, args []string) error {
+// With jumps set, a jump or goto to a chain that does not exist is
+// accepted and the chain noted there, for a check at COMMIT.
+func (k *Kernel) apply(t *table, v iptables.IPVersion, args []string, jumps *[]string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("no command specified")
 	}
@@ -301,7 +317,16 @@ func (k *Kernel) apply(t *table, v iptables.IPVersion, args []string) error {
 		}
 		return c, rest[0], nil
 	}
-	userChain := func(name string) bool { c := t.chains[name]; return c != nil && !c.builtin }
+	userChain := func(name string) bool {
+		if c := t.chains[name]; c != nil {
+			return !c.builtin
+		}
+		if jumps != nil && !standardTargets[name] && !extensionTargets[name] && iptables.ValidateChainName(name) == nil {
+			*jumps = append(*jumps, name)
+			return true
+		}
+		return false
+	}
 	parse := func(spec []string) (*rule, error) {
 		sp, err := canonical(spec, v, userChain)
 		if err != nil {

@@ -73,6 +73,12 @@ type Fault struct {
 	// not committed (earlier COMMITted ones are, as with the real binary).
 	// Calls without such a line do not count.
 	LineContains string
+	// AtCommit reports a LineContains failure at the COMMIT line of the
+	// transaction holding the line, as the legacy kernel does for a rule
+	// it refuses only when the whole table is committed (a target in a
+	// chain it does not allow, say): the binary names no line of the
+	// rule.
+	AtCommit bool
 	// Times is how many matching calls fail; zero means every matching
 	// call until ClearFaults.
 	Times int
@@ -281,10 +287,19 @@ func (k *Kernel) takeFault(c Call, base string, line *int) *fault {
 				continue
 			}
 			n := 0
-			for j, l := range strings.Split(c.Stdin, "\n") {
+			lines := strings.Split(c.Stdin, "\n")
+			for j, l := range lines {
 				if strings.Contains(l, f.LineContains) {
 					n = j + 1
 					break
+				}
+			}
+			if n > 0 && f.AtCommit {
+				for j := n; j < len(lines); j++ {
+					if lines[j] == "COMMIT" {
+						n = j + 1
+						break
+					}
 				}
 			}
 			if n == 0 {

@@ -1,0 +1,514 @@
+package iptables_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netns"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+)
+
+// hostileComment quotes one of our hash comments inside a longer one.
+const hostileComment = "see --comment np:AAAAAAAAAAAAAAAA here"
+
+// TestForeignRuleQuotingOurHashSurvives is the regression test of item 1:
+// a foreign rule whose comment merely contains one of our hash comments
+// was taken for ours (the save parser looked for `--comment np:…`
+// anywhere in the line) and deleted by the next Apply. Now a comment is
+// ours only when the whole argument is our hash comment.
+func TestForeignRuleQuotingOurHashSurvives(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			k := iptablesfake.New()
+			v := iptables.IPv4
+			for _, c := range []string{hostileComment, `"np:BBBBBBBBBBBBBBBB"`, "np:CCCCCCCCCCCCCCCC x", "-m comment --comment np:DDDDDDDDDDDDDDDD"} {
+				require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-m", "comment", "--comment", c, "-j", "ACCEPT"))
+			}
+			foreign := k.Rules(b, v, "filter", "INPUT")
+			opts := fakeOpts(k)
+			opts.Backend = b
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+			apply(t, tbl)
+			got := k.Rules(b, v, "filter", "INPUT")
+			require.Len(t, got, 5)
+			assert.Equal(t, foreign, got[1:], "the foreign rules are untouched")
+			require.NoError(t, tbl.InsertRules("INPUT", nil))
+			apply(t, tbl)
+			tbl.QueueResync()
+			k.ResetCalls()
+			apply(t, tbl)
+			assert.Zero(t, k.Count(iptablesfake.OpRestore))
+			assert.Equal(t, foreign, k.Rules(b, v, "filter", "INPUT"))
+		})
+	}
+}
+
+// TestForeignJumpBehindCommentKeepsChain is the regression test of item 2:
+// a foreign rule whose comment holds " -j " hid its real jump to one of
+// our chains (the parser took the first "-j" of the line), so when we
+// stopped using the chain we deleted it, the restore failed, and every
+// Apply failed while the foreign rule stood. Now the jump is seen: the
+// chain is flushed and kept, reported (ErrChainInUse) and retried on its
+// backoff, and deleted once the foreign rule is gone.
+func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			k := iptablesfake.New()
+			v := iptables.IPv4
+			opts := fakeOpts(k)
+			opts.Backend = b
+			clk := opts.Clock.(*clock.Fake)
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
+			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+			apply(t, tbl)
+			foreign := []string{"-A", "OUTPUT", "-m", "comment", "--comment", "x -j ACCEPT", "-j", "np-a"}
+			require.NoError(t, k.Exec(b, v, foreign...))
+
+			// Unwanted now: flushed and kept; the rest of the table is
+			// written.
+			require.NoError(t, tbl.RemoveChain("np-a"))
+			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.2.0.0/16")}))
+			tbl.QueueResync()
+			res, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+			assert.Equal(t, time.Second, res.RetryAfter)
+			assert.Zero(t, tbl.Stats().RestoreErrors, "nothing was refused: the reference was seen")
+			assert.Contains(t, k.Chains(b, v, "filter"), "np-a")
+			assert.Empty(t, k.Rules(b, v, "filter", "np-a"))
+			assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+			assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+
+			// The foreign rule goes; the retry deletes the chain.
+			foreign[0] = "-D"
+			require.NoError(t, k.Exec(b, v, foreign...))
+			clk.Advance(time.Second)
+			apply(t, tbl)
+			assert.NotContains(t, k.Chains(b, v, "filter"), "np-a")
+		})
+	}
+}
+
+// TestRefusedObjectIsLeftOut is the regression test of item 3: one
+// restore line the kernel refused failed the whole transaction, three
+// times, and blocked the table. Now the object the line belongs to is
+// left out (created empty when it did not exist, so the jumps to it stay
+// valid), the rest is written in the same Apply, and the object is
+// retried on its own backoff or at once when declared anew.
+func TestRefusedObjectIsLeftOut(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	opts := fakeOpts(k)
+	clk := opts.Clock.(*clock.Fake)
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.UpdateChains(
+		iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}},
+		iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("10.65.0.0/16"), acceptFrom("10.66.0.0/16")}},
+	))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a"), jump("np-b")}))
+	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.66.0.0/16"})
+
+	res, err := tbl.Apply(context.Background())
+	pe := requireObjects(t, err, map[string]error{"np-b": iptables.ErrRefused})
+	assert.Equal(t, time.Second, res.RetryAfter)
+	assert.Equal(t, clk.Now().Add(time.Second), pe.Objects[0].RetryAt)
+	assert.Contains(t, err.Error(), "np-b: change refused by the kernel: input line 6 (-A np-b -s 10.66.0.0/16")
+	var re *iptables.RestoreError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 6, re.Line)
+	assert.Contains(t, string(re.Stderr), "line 6 failed")
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "np-a")))
+	assert.Equal(t, []string{"-j np-a", "-j np-b"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Empty(t, k.Rules(b, v, "filter", "np-b"), "created empty: the jump to it is valid")
+	st := tbl.Stats()
+	assert.Equal(t, [3]int{3, 2, 2}, [3]int{st.Restores, st.RestoreErrors, st.Saves}, "a failure, a re-read and the same failure, then the rest")
+
+	// Not due: nothing runs, the failure is still reported.
+	k.ResetCalls()
+	_, err = tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-b": iptables.ErrRefused})
+	assert.Zero(t, k.Count(iptablesfake.OpAny))
+
+	// Due: re-read and tried again; refused again, the delay doubles.
+	clk.Advance(time.Second)
+	res, err = tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-b": iptables.ErrRefused})
+	assert.Equal(t, 2*time.Second, res.RetryAfter)
+	assert.Empty(t, k.Rules(b, v, "filter", "np-b"))
+
+	// A new declaration retries it at once; the kernel takes it now.
+	k.ClearFaults()
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("10.65.0.0/16"), acceptFrom("10.67.0.0/16")}}))
+	apply(t, tbl)
+	assert.Equal(t, []string{"-s 10.65.0.0/16 -j ACCEPT", "-s 10.67.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "np-b")))
+	tbl.QueueResync()
+	k.ResetCalls()
+	apply(t, tbl)
+	assert.Zero(t, k.Count(iptablesfake.OpRestore), "converged")
+}
+
+// TestRefusedHookKeepsItsKernelRules: when the kernel refuses a change to
+// our rules in a built-in chain, they stay as they were there; the other
+// built-in chains are written.
+func TestRefusedHookKeepsItsKernelRules(t *testing.T) {
+	k := iptablesfake.New()
+	b, v := iptables.BackendNFT, iptables.IPv4
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+	apply(t, tbl)
+	before := k.ListRules(b, v, "filter", "FORWARD")
+	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.9.0.0/16"})
+	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.9.0.0/16"), acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.AppendRules("INPUT", []iptables.Rule{acceptFrom("10.2.0.0/16")}))
+	_, err := tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"FORWARD": iptables.ErrRefused})
+	assert.Equal(t, before, k.ListRules(b, v, "filter", "FORWARD"))
+	assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+}
+
+// TestCommitTimeRefusalIsFoundByHalving: the legacy kernel checks rules
+// when the whole table is committed, and iptables-nft resolves jumps then:
+// the binary names the COMMIT line, no object's. Apply finds the object
+// by writing halves of the changed objects alone, and writes the rest.
+func TestCommitTimeRefusalIsFoundByHalving(t *testing.T) {
+	const chains = 16
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			k := iptablesfake.New()
+			v := iptables.IPv4
+			opts := fakeOpts(k)
+			opts.Backend = b
+			tbl := newTable(t, opts)
+			var jumps []iptables.Rule
+			for i := range chains {
+				name := fmt.Sprintf("np-c%02d", i)
+				require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: name, Rules: []iptables.Rule{acceptFrom(fmt.Sprintf("10.%d.0.0/16", i))}}))
+				jumps = append(jumps, jump(name))
+			}
+			require.NoError(t, tbl.InsertRules("INPUT", jumps))
+			k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.11.0.0/16", AtCommit: true})
+			_, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-c11": iptables.ErrRefused})
+			assert.Contains(t, err.Error(), "refused when the transaction was committed")
+			for i := range chains {
+				if i != 11 {
+					assert.Len(t, k.Rules(b, v, "filter", fmt.Sprintf("np-c%02d", i)), 1, "chain %d", i)
+				}
+			}
+			assert.Empty(t, k.Rules(b, v, "filter", "np-c11"))
+			assert.Len(t, k.Rules(b, v, "filter", "INPUT"), chains)
+			// 17 objects: two failures (before and after the re-read), then
+			// at most two restores per halving, then the rest.
+			assert.LessOrEqual(t, tbl.Stats().Restores, 2+2*5+1)
+		})
+	}
+}
+
+// TestJumpToMissingChainIsIsolated is the kernel-dependent part of item 4:
+// a jump to a chain that is neither ours nor built-in is accepted at
+// declaration (another agent may create it), and when the chain is
+// missing only the object holding the jump is held back: the legacy
+// binary names its line, iptables-nft fails at COMMIT (found by halving).
+// Once the chain exists, the retry writes it.
+func TestJumpToMissingChainIsIsolated(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			k := iptablesfake.New()
+			v := iptables.IPv4
+			opts := fakeOpts(k)
+			opts.Backend = b
+			clk := opts.Clock.(*clock.Fake)
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.UpdateChains(
+				iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("KUBE-MISSING")}},
+				iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}},
+			))
+			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a"), jump("np-b")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{{Action: iptables.Jump("KUBE-ALSO-MISSING")}}))
+			_, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
+			assert.Len(t, k.Rules(b, v, "filter", "np-b"), 1)
+			assert.Len(t, k.Rules(b, v, "filter", "INPUT"), 2)
+
+			require.NoError(t, k.Exec(b, v, "-N", "KUBE-MISSING"))
+			require.NoError(t, k.Exec(b, v, "-N", "KUBE-ALSO-MISSING"))
+			clk.Advance(time.Second)
+			apply(t, tbl)
+			assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-j KUBE-MISSING"}, stripped(k.Rules(b, v, "filter", "np-a")))
+			assert.Equal(t, []string{"-j KUBE-ALSO-MISSING"}, stripped(k.Rules(b, v, "filter", "OUTPUT")))
+		})
+	}
+}
+
+// TestDeclarationRefusesWhatTheTableKnows is the declaration part of item
+// 4: what the Table can tell without the kernel is refused when declared,
+// with nothing changed: a chain that jumps to itself, a target or option
+// the table or built-in chain does not allow. (A jump to an undeclared
+// owned chain is not: it may be declared later; Apply holds it back, see
+// TestUnknownChainAndLoopAreIsolated.)
+func TestDeclarationRefusesWhatTheTableKnows(t *testing.T) {
+	tcp := iptables.Protocol(iptables.ProtoTCP)
+	tests := []struct {
+		name, table string
+		call        func(*iptables.Table) error
+		is          []error
+		msg         string
+	}{
+		{"chain jumps to itself", "filter", func(tbl *iptables.Table) error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), {Action: iptables.Goto("np-a")}}})
+		}, []error{iptables.ErrInvalidRule, iptables.ErrChainLoop}, "rule 2 of chain np-a jumps to its own chain"},
+		{"masquerade in filter", "filter", func(tbl *iptables.Table) error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Masquerade(iptables.MasqueradeOptions{})}}})
+		}, []error{iptables.ErrInvalidRule}, "MASQUERADE is allowed only in the nat table, not in filter, in rule 1 of chain np-a"},
+		{"masquerade in nat PREROUTING", "nat", func(tbl *iptables.Table) error {
+			return tbl.AppendRules("PREROUTING", []iptables.Rule{{Action: iptables.Masquerade(iptables.MasqueradeOptions{})}})
+		}, []error{iptables.ErrInvalidRule}, "MASQUERADE is not allowed in PREROUTING (only in POSTROUTING)"},
+		{"dnat in POSTROUTING", "nat", func(tbl *iptables.Table) error {
+			return tbl.InsertRules("POSTROUTING", []iptables.Rule{{Match: iptables.Match{tcp}, Action: iptables.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}})
+		}, []error{iptables.ErrInvalidRule}, "DNAT is not allowed in POSTROUTING"},
+		{"snat in an owned chain of mangle", "mangle", func(tbl *iptables.Table) error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.SNAT(netip.MustParseAddr("10.0.0.1"), iptables.SNATOptions{})}}})
+		}, []error{iptables.ErrInvalidRule}, "SNAT is allowed only in the nat table"},
+		{"reject in nat", "nat", func(tbl *iptables.Table) error {
+			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Reject(iptables.RejectPortUnreachable)}}})
+		}, []error{iptables.ErrInvalidRule}, "REJECT is allowed only in the filter table"},
+		{"notrack in filter", "filter", func(tbl *iptables.Table) error {
+			return tbl.InsertRules("OUTPUT", []iptables.Rule{{Action: iptables.NoTrack()}})
+		}, []error{iptables.ErrInvalidRule}, "CT --notrack is allowed only in the raw table"},
+		{"-i in OUTPUT", "filter", func(tbl *iptables.Table) error {
+			return tbl.InsertRules("OUTPUT", []iptables.Rule{{Match: iptables.Match{iptables.InInterface("eth0")}, Action: iptables.Drop()}})
+		}, []error{iptables.ErrInvalidRule}, "input interface criterion (-i) is not allowed in OUTPUT"},
+		{"-o in PREROUTING", "raw", func(tbl *iptables.Table) error {
+			return tbl.AppendRules("PREROUTING", []iptables.Rule{{Match: iptables.Match{iptables.OutInterface("eth0")}, Action: iptables.Drop()}})
+		}, []error{iptables.ErrInvalidRule}, "(-o) is not allowed in PREROUTING"},
+		{"limit-iface-in in OUTPUT", "filter", func(tbl *iptables.Table) error {
+			return tbl.AppendRules("OUTPUT", []iptables.Rule{{Match: iptables.Match{iptables.AddrTypeMatch{Types: iptables.AddrTypeLocal, Dir: iptables.Dst, LimitIfaceIn: true}}, Action: iptables.Drop()}})
+		}, []error{iptables.ErrInvalidRule}, "--limit-iface-in is not allowed in OUTPUT"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := iptablesfake.New()
+			opts := fakeOpts(k)
+			opts.Table = tc.table
+			tbl := newTable(t, opts)
+			err := tc.call(tbl)
+			for _, is := range tc.is {
+				require.ErrorIs(t, err, is)
+			}
+			assert.Contains(t, err.Error(), tc.msg)
+			apply(t, tbl)
+			assert.Zero(t, k.Count(iptablesfake.OpRestore), "nothing declared, nothing written")
+		})
+	}
+	// What is allowed stays allowed: the same targets where they belong,
+	// and -i in an owned chain (the kernel accepts it there).
+	k := iptablesfake.New()
+	opts := fakeOpts(k)
+	opts.Table = "nat"
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.AppendRules("POSTROUTING", []iptables.Rule{{Action: iptables.Masquerade(iptables.MasqueradeOptions{})}}))
+	require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{{Match: iptables.Match{tcp}, Action: iptables.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}}))
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Match: iptables.Match{iptables.InInterface("eth0")}, Action: iptables.Masquerade(iptables.MasqueradeOptions{})}}}))
+	apply(t, tbl)
+}
+
+// TestChangingAnAppendedRuleRewritesOnlyIt is the regression test of item
+// 5: changing the first of our appended rules (after a foreign rule)
+// deleted and re-appended all of ours after it, resetting their counters.
+// Now each rule of ours is recognised by its hash wherever its run starts,
+// and only the changed rule is rewritten, at its place.
+func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
+	b, v := iptables.BackendNFT, iptables.IPv4
+	r := func(i int) iptables.Rule { return acceptFrom(fmt.Sprintf("10.%d.0.0/16", i)) }
+	for _, group := range []string{"insert", "append"} {
+		for _, changed := range []int{0, 2, 4} {
+			t.Run(fmt.Sprintf("%s/%d", group, changed), func(t *testing.T) {
+				k := iptablesfake.New()
+				require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+				tbl := newTable(t, fakeOpts(k))
+				set := tbl.InsertRules
+				if group == "append" {
+					set = tbl.AppendRules
+				}
+				rules := []iptables.Rule{r(0), r(1), r(2), r(3), r(4)}
+				require.NoError(t, set("FORWARD", rules))
+				apply(t, tbl)
+				before := k.ListRules(b, v, "filter", "FORWARD")
+
+				rules[changed] = r(9)
+				require.NoError(t, set("FORWARD", rules))
+				apply(t, tbl)
+				after := k.ListRules(b, v, "filter", "FORWARD")
+				require.Len(t, after, 6)
+				kept := 0
+				for i := range after {
+					if after[i].Serial == before[i].Serial {
+						kept++
+					}
+				}
+				assert.Equal(t, 5, kept, "every rule but the changed one keeps its identity (and counters)")
+				in := lastRestore(k)
+				assert.Equal(t, 1, strings.Count(in, "\n-D FORWARD "), in)
+				assert.Equal(t, 1, strings.Count(in, "\n-I FORWARD ")+strings.Count(in, "\n-A FORWARD "), in)
+				want := []string{"-s 192.0.2.1/32 -j DROP"}
+				for _, rule := range rules {
+					args, err := rule.Args(v)
+					require.NoError(t, err)
+					want = append(want, strings.Join(args, " "))
+				}
+				if group == "insert" {
+					want = append(want[1:], want[0])
+				}
+				assert.Equal(t, want, stripped(specs(after)))
+			})
+		}
+	}
+}
+
+// TestHostBitsAreRefused is the Table side of item 6: a prefix with host
+// bits set was masked silently; now it is an error naming it, and nothing
+// changes.
+func TestHostBitsAreRefused(t *testing.T) {
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	err := tbl.InsertRules("INPUT", []iptables.Rule{{Match: iptables.Match{iptables.DestNet(netip.MustParsePrefix("10.0.0.1/24"))}, Action: iptables.Accept()}})
+	require.ErrorIs(t, err, iptables.ErrInvalidRule)
+	require.ErrorIs(t, err, ipfamily.ErrHostBits)
+	assert.Contains(t, err.Error(), "10.0.0.1/24 (the network is 10.0.0.0/24)")
+	apply(t, tbl)
+	assert.Zero(t, k.Count(iptablesfake.OpRestore))
+}
+
+// TestErrorTexts is item 7: every error of a bad input starts with
+// "iptables: ", names the package once, matches every sentinel it speaks
+// of, and runs nothing.
+func TestErrorTexts(t *testing.T) {
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	tcp := iptables.Protocol(iptables.ProtoTCP)
+	rule := func(c ...iptables.Criterion) []iptables.Rule {
+		return []iptables.Rule{{Match: c, Action: iptables.Accept()}}
+	}
+	chain := func(rules []iptables.Rule) error {
+		return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: rules})
+	}
+	badOpts := func(mod func(*iptables.Options)) error {
+		o := fakeOpts(k)
+		mod(&o)
+		_, err := iptables.New(o)
+		return err
+	}
+	tests := []struct {
+		name string
+		err  error
+		is   []error
+	}{
+		{"host bits", chain(rule(iptables.SourceNet(netip.MustParsePrefix("10.1.2.3/8")))), []error{iptables.ErrInvalidRule, ipfamily.ErrHostBits}},
+		{"wrong version", chain(rule(iptables.SourceNet(netip.MustParsePrefix("fd00::/8")))), []error{iptables.ErrInvalidRule, iptables.ErrWrongIPVersion}},
+		{"ports without protocol", chain(rule(iptables.DestPorts(iptables.Port(80)))), []error{iptables.ErrInvalidRule}},
+		{"two protocols", chain(rule(tcp, iptables.Protocol(iptables.ProtoUDP))), []error{iptables.ErrInvalidRule}},
+		{"bad jump name", chain([]iptables.Rule{{Action: iptables.Jump("a b")}}), []error{iptables.ErrInvalidRule, iptables.ErrInvalidChainName}},
+		{"jump to a target name", chain([]iptables.Rule{{Action: iptables.Goto("MASQUERADE")}}), []error{iptables.ErrInvalidRule, iptables.ErrInvalidChainName}},
+		{"self jump", chain([]iptables.Rule{{Action: iptables.Jump("np-a")}}), []error{iptables.ErrInvalidRule, iptables.ErrChainLoop}},
+		{"bad comment", chain([]iptables.Rule{{Action: iptables.Accept(), Comments: []string{`"`}}}), []error{iptables.ErrInvalidRule}},
+		{"no action", chain([]iptables.Rule{{}}), []error{iptables.ErrInvalidRule}},
+		{"chain without prefix", tbl.UpdateChain(iptables.Chain{Name: "KUBE-X"}), []error{iptables.ErrNotOwned}},
+		{"chain name too long", tbl.UpdateChain(iptables.Chain{Name: "np-" + strings.Repeat("x", 30)}), []error{iptables.ErrInvalidChainName}},
+		{"chain given twice", tbl.UpdateChains(iptables.Chain{Name: "np-a"}, iptables.Chain{Name: "np-a"}), []error{iptables.ErrDuplicateChain}},
+		{"remove a foreign chain", tbl.RemoveChains("np-a", "INPUT"), []error{iptables.ErrNotOwned}},
+		{"rules in a chain of another table", tbl.InsertRules("PREROUTING", nil), []error{iptables.ErrNotBuiltin}},
+		{"rules in an owned chain", tbl.AppendRules("np-a", nil), []error{iptables.ErrNotBuiltin}},
+		{"bad hook rule", tbl.AppendRules("INPUT", rule(iptables.InInterface("a/b"))), []error{iptables.ErrInvalidRule}},
+		{"unknown table", badOpts(func(o *iptables.Options) { o.Table = "bogus" }), []error{iptables.ErrInvalidOptions}},
+		{"bad chain prefix", badOpts(func(o *iptables.Options) { o.ChainPrefix = "n p" }), []error{iptables.ErrInvalidOptions, iptables.ErrInvalidChainName}},
+		{"bad hash prefix", badOpts(func(o *iptables.Options) { o.HashPrefix = `x"` }), []error{iptables.ErrInvalidOptions}},
+		{"bad backend", func() error { _, err := iptables.ParseBackend("auto"); return err }(), []error{iptables.ErrInvalidOptions}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Error(t, tc.err)
+			text := tc.err.Error()
+			assert.True(t, strings.HasPrefix(text, "iptables: "), text)
+			assert.Equal(t, 1, strings.Count(text, "iptables:"), text)
+			for _, is := range tc.is {
+				assert.ErrorIs(t, tc.err, is)
+			}
+		})
+	}
+	assert.Zero(t, k.Count(iptablesfake.OpAny), "bad input runs nothing")
+	apply(t, tbl)
+	assert.Zero(t, k.Count(iptablesfake.OpRestore), "and leaves nothing to write")
+}
+
+// TestNamespaceAndRunner is item 8 without root: with Namespace set and no
+// Runner, the binaries run in that namespace (command.NetNS); a Runner
+// bound to another namespace, or command.Local with a namespace that is
+// not the process's, is refused.
+func TestNamespaceAndRunner(t *testing.T) {
+	self, err := os.Open("/proc/self/ns/net")
+	require.NoError(t, err)
+	defer self.Close()
+	other, err := os.Open(os.DevNull) // not a namespace: never the same as one
+	require.NoError(t, err)
+	defer other.Close()
+	ns := int(self.Fd())
+	opts := func(r command.Runner, nsFD int) iptables.Options {
+		o := fakeOpts(nil)
+		o.Runner, o.Namespace = r, netns.NsHandle(nsFD)
+		return o
+	}
+
+	tbl := newTable(t, opts(nil, ns))
+	assert.Equal(t, command.NetNS{FD: ns}, tbl.Options().Runner)
+	newTable(t, opts(command.NetNS{FD: ns}, ns))
+	newTable(t, opts(command.Local{}, ns))
+	newTable(t, opts(&command.Local{}, ns))
+	newTable(t, opts(iptablesfake.New(), int(other.Fd()))) // another Runner: the caller's responsibility
+
+	for name, o := range map[string]iptables.Options{
+		"runner bound elsewhere":  opts(command.NetNS{FD: int(other.Fd())}, ns),
+		"local elsewhere":         opts(command.Local{}, int(other.Fd())),
+		"namespace not open":      opts(command.NetNS{FD: ns}, 1<<20),
+		"runner fd not open":      opts(command.NetNS{FD: 1 << 20}, ns),
+		"pointer local elsewhere": opts(&command.Local{}, int(other.Fd())),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := iptables.New(o)
+			require.ErrorIs(t, err, iptables.ErrInvalidOptions)
+			assert.Equal(t, 1, strings.Count(err.Error(), "iptables:"), err.Error())
+		})
+	}
+}
+
+// TestPartialErrorContract: a refused object makes Apply return what a
+// dataplane.Loop expects of a partial failure (ErrPartial, the failed
+// count, RetryAfter for the object's retry), so that the loop does not
+// back the Table off.
+func TestPartialErrorContract(t *testing.T) {
+	k := iptablesfake.New()
+	tbl := newTable(t, fakeOpts(k))
+	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.66.0.0/16")}, ForceProgramming: true}))
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.66.0.0/16"})
+	res, err := tbl.Apply(context.Background())
+	require.True(t, errors.Is(err, dataplane.ErrPartial))
+	var dpe *dataplane.PartialError
+	require.ErrorAs(t, err, &dpe)
+	assert.Equal(t, 1, dpe.Failed)
+	assert.Equal(t, time.Second, res.RetryAfter, "the loop comes back for the retry")
+}
