@@ -174,7 +174,10 @@ type afterPass struct {
 func TestKernelRefusedRouteDoesNotHoldTheLoop(t *testing.T) {
 	kerneltest.RequireKernel(t)
 	for _, p := range plans {
-		t.Run(p.fam.String(), func(t *testing.T) { testRefusedRoute(t, p) })
+		t.Run(p.fam.String(), func(t *testing.T) {
+			t.Parallel() // each waits out the refused route's backoff
+			testRefusedRoute(t, p)
+		})
 	}
 }
 
