@@ -85,20 +85,20 @@
 //	})
 //
 // OnIfaceStateChanged only queues the change and wakes the loop (it never
-// waits for an Apply); the loop's next pass applies it. Routes on an interface that does not exist yet, or is down, are
-// held: kept in the Table, not written, and written when the interface
-// comes up. The kernel removes routes through an interface that goes down
-// or away, but keeps them (marked linkdown) when only its carrier goes;
-// the Table leaves such kept routes in place while the interface is down.
-// When an interface comes up, the next Apply re-reads the routes through
-// it (Kernel.DumpInterfaceRoutes; one read of the whole table instead when
+// waits for an Apply); the loop's next pass applies it. Routes on an
+// interface that does not exist yet, or is down, are held: kept in the
+// Table, not written, and written when the interface comes up. The kernel
+// removes routes through an interface that goes down or away, but keeps
+// them (marked linkdown) when only its carrier goes; the Table leaves such
+// kept routes in place while the interface is down. When an interface
+// comes up, the next Apply re-reads the routes through it
+// (Kernel.DumpInterfaceRoutes; one read of the whole table instead when
 // more than a few came up at once) and writes only what is missing or
 // differs, and a route someone else added to it meanwhile is found then,
 // not at the next refresh. A name that comes back with a new index gets
 // its routes on the new index. A rename is the old name gone and the new
-// name up. Every resync
-// also lists the links, so a Table without a monitor still learns the
-// interfaces at start and at every refresh.
+// name up. Every resync also lists the links, so a Table without a monitor
+// still learns the interfaces at start and at every refresh.
 //
 // # Apply
 //
@@ -127,9 +127,9 @@
 // interrupts it) on its first call, after QueueResync, after a failed read
 // and every Options.RefreshInterval (asking for the next call through
 // ApplyResult.RetryAfter). A failed read is an error of the whole Table
-// (wrapping ErrDump, not ErrPartial): nothing is written. A resync that finds the kernel as expected
-// writes nothing, and a new Table on a kernel that already holds its
-// routes (a restarted agent) writes nothing either.
+// (wrapping ErrDump, not ErrPartial): nothing is written. A resync that
+// finds the kernel as expected writes nothing, and a new Table on a kernel
+// that already holds its routes (a restarted agent) writes nothing either.
 //
 // Unwanted routes that someone else wrote (another protocol) on an
 // interface with a grace period (by default, the ones matching
