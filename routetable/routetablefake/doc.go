@@ -20,9 +20,11 @@
 // multipath route). A link that loses its carrier (SetLinkCarrier) keeps
 // its routes, marked linkdown, and accepts writes. TestKernelFakeMatchesKernel
 // in package routetable checks these against the real kernel, flags
-// included. IPv6 routes are stored as the kernel reports them:
-// metric 0 becomes 1024, the scope is universe, and blackhole-like routes
-// sit on lo. Gateway reachability and preferred-source checks are not
+// included. Routes are stored as the kernel reports them: an MTU above
+// 65520 is capped (routetable.MaxMTU); in IPv6, metric 0 becomes 1024, the
+// scope is universe, and blackhole-like routes sit on lo. A destination
+// with host bits set, or an unspecified gateway or source, is refused
+// (EINVAL). Gateway reachability and preferred-source checks are not
 // emulated.
 //
 // # Failure injection and inspection
@@ -32,8 +34,9 @@
 // midway as an interrupted kernel dump does. Calls counts every call by
 // kind; Routes, Route, Neighbors, Flows and LinkIndex show the state.
 // AddRoute, DeleteRoute, AddLink, SetLinkUp, SetLinkCarrier, RenameLink,
-// DeleteLink and AddFlow change it as an administrator or another agent would, without
-// counting as calls.
+// DeleteLink and AddFlow change it as an administrator or another agent
+// would, without counting as calls. An injected failure's default error
+// matches ErrInjected and EIO.
 //
 // The package owns nothing outside the Kernel value and touches no kernel
 // state. A Kernel is safe for concurrent use.
