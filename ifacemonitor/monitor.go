@@ -48,13 +48,6 @@ const (
 // reports what changed.
 const maxBatch = 1024
 
-var (
-	// ErrInvalidOptions is wrapped by New's errors about bad options.
-	ErrInvalidOptions = errors.New("ifacemonitor: invalid options")
-	// ErrAlreadyStarted is returned by a second call to Start.
-	ErrAlreadyStarted = errors.New("ifacemonitor: already started")
-)
-
 // Options configure a Monitor.
 type Options struct {
 	// Handle is the netlink handle the monitor lists links, addresses and
@@ -245,7 +238,9 @@ func (m *Monitor) Matches(name string) bool { return m.filter.Matches(name) }
 // reports every change. It returns at once; failures after that (a dump
 // that fails, a subscription that cannot be renewed) are logged, counted
 // in Stats and retried for as long as ctx lives. All callbacks are called
-// from that one goroutine, one at a time, in order.
+// from that one goroutine, one at a time, in order. A nil ctx is taken as
+// context.Background(). A failed subscription returns an error wrapping
+// ErrSubscribe and the cause.
 //
 // When ctx ends the monitor stops: no callback is called after the one in
 // progress returns, every socket is closed, and Done is closed once every
@@ -253,7 +248,7 @@ func (m *Monitor) Matches(name string) bool { return m.filter.Matches(name) }
 // a second Start returns ErrAlreadyStarted.
 func (m *Monitor) Start(ctx context.Context) error {
 	if ctx == nil {
-		return errors.New("ifacemonitor: nil context")
+		ctx = context.Background()
 	}
 	if !m.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
@@ -273,7 +268,7 @@ func (m *Monitor) Start(ctx context.Context) error {
 	}
 	if err != nil {
 		close(m.done)
-		return fmt.Errorf("ifacemonitor: subscribe: %w", err)
+		return fmt.Errorf("%w: %w", ErrSubscribe, err)
 	}
 	r := newRun(m, ctx, events, pub)
 	go r.loop()

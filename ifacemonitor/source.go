@@ -4,7 +4,6 @@ package ifacemonitor
 
 import (
 	"context"
-	"errors"
 
 	"github.com/nodeplane/nodeplane/internal/nlutil"
 	"github.com/vishvananda/netlink"
@@ -60,10 +59,6 @@ type Resync struct {
 	// Stats.Overflows as well as Stats.SubscriptionLosses.
 	Reason error
 }
-
-// ErrOverflow is the Resync.Reason (wrapped or not) of a Source that lost
-// events because its receive buffer was full, as the kernel's ENOBUFS.
-var ErrOverflow = errors.New("ifacemonitor: events lost: receive buffer overflow (ENOBUFS)")
 
 // source is where the monitor's events and listings come from when
 // Options.Source is nil: the kernel (netlinkSource) or, in the package's

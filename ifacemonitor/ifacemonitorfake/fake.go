@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -44,7 +46,8 @@ type Link struct {
 }
 
 // Kernel is an in-memory kernel of one network namespace and an
-// ifacemonitor.Source. Create it with New.
+// ifacemonitor.Source. Create it with New. Its methods take a nil context
+// as context.Background().
 type Kernel struct {
 	mu         sync.Mutex
 	lastIndex  int
@@ -304,15 +307,28 @@ func normKey(key ifacemonitor.RouteKey) ifacemonitor.RouteKey {
 	return normRoute(ifacemonitor.Route{Table: key.Table, Dst: key.Dst, Priority: key.Priority, TOS: key.TOS, LinkIndex: key.LinkIndex}).Key()
 }
 
+// checkDst refuses a route destination that is not a valid network
+// prefix: EINVAL, and ipfamily.ErrHostBits too for host bits set after the
+// prefix length, as the kernel refuses them.
+func checkDst(op string, dst netip.Prefix) error {
+	if !dst.IsValid() {
+		return errorf(op, unix.EINVAL, "invalid destination %v", dst)
+	}
+	if m := dst.Masked(); m != dst {
+		return errs.Also(errorf(op, unix.EINVAL, "destination %v has host bits set (the network is %v)", dst, m), ipfamily.ErrHostBits)
+	}
+	return nil
+}
+
 // AddRoute adds a route. Its key (after table 0 becomes main and an IPv6
 // metric of 0 becomes 1024) must be free (EEXIST); its destination must be
-// a valid, masked prefix and its gateway and source of the same family
-// (EINVAL); its output interfaces must exist (ENODEV) and be up
-// (ENETDOWN).
+// a valid network prefix (EINVAL, with ipfamily.ErrHostBits for host bits)
+// and its gateway and source of the same family (EINVAL); its output
+// interfaces must exist (ENODEV) and be up (ENETDOWN).
 func (k *Kernel) AddRoute(r ifacemonitor.Route) error {
 	const op = "add route"
-	if !r.Dst.IsValid() || r.Dst != r.Dst.Masked() {
-		return errorf(op, unix.EINVAL, "invalid destination %v", r.Dst)
+	if err := checkDst(op, r.Dst); err != nil {
+		return err
 	}
 	v6 := r.Dst.Addr().Is6()
 	addrs := []netip.Addr{r.Gw, r.Src}
@@ -350,8 +366,12 @@ func (k *Kernel) AddRoute(r ifacemonitor.Route) error {
 }
 
 // DelRoute deletes the route with the key (normalised as in AddRoute); a
-// missing one is ESRCH.
+// destination that is not a valid network prefix is refused as in AddRoute,
+// a missing route is ESRCH.
 func (k *Kernel) DelRoute(key ifacemonitor.RouteKey) error {
+	if err := checkDst("delete route", key.Dst); err != nil {
+		return err
+	}
 	key = normKey(key)
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -386,7 +406,7 @@ func (k *Kernel) flushRoutes(idx int) {
 func (k *Kernel) Overflow() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	reason := fmt.Errorf("ifacemonitorfake: %w: %w", ifacemonitor.ErrOverflow, unix.ENOBUFS)
+	reason := errs.Also(fmt.Errorf("ifacemonitorfake: events lost: receive buffer overflow: %w", unix.ENOBUFS), ifacemonitor.ErrOverflow)
 	for s := range k.subs {
 		s.gen++
 		s.queue = []ifacemonitor.Event{{Resync: &ifacemonitor.Resync{Reason: reason}}}
@@ -471,10 +491,11 @@ func (k *Kernel) sortedAddrs(idx int) []netip.Prefix {
 
 // Subscribe starts a stream whose first event is a Resync, followed by a
 // message for every change made after it. The channel is closed once ctx
-// has ended and the stream's goroutine has stopped.
+// has ended and the stream's goroutine has stopped. A nil ctx is taken as
+// context.Background(): that stream never ends.
 func (k *Kernel) Subscribe(ctx context.Context) (<-chan ifacemonitor.Event, error) {
 	if ctx == nil {
-		return nil, errorf("subscribe", unix.EINVAL, "nil context")
+		ctx = context.Background()
 	}
 	s := &subscription{
 		queue: []ifacemonitor.Event{{Resync: &ifacemonitor.Resync{}}},
@@ -562,10 +583,11 @@ func (k *Kernel) emitRoute(r ifacemonitor.Route, typ uint16) {
 }
 
 // listing returns ctx's error, or counts a listing and returns the injected
-// failure, if any; the caller holds k.mu.
+// failure, if any; a nil ctx is taken as context.Background(). The caller
+// holds k.mu.
 func (k *Kernel) listing(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
 	k.lists++
 	if len(k.fails) > 0 {
