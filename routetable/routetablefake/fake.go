@@ -3,7 +3,6 @@ package routetablefake
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -13,12 +12,6 @@ import (
 	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/routetable"
 )
-
-// ErrInjected is matched (with errors.Is) by the default error of an
-// injected fault, which also matches EIO and reads "injected failure
-// (input/output error)": a route call's error adds the package and the
-// operation once, as the fake's other errors do.
-var ErrInjected = errors.New("routetablefake: injected failure")
 
 // Call is a kind of Kernel call, for Inject and Calls.
 type Call uint8

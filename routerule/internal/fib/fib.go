@@ -1,7 +1,6 @@
 package fib
 
 import (
-	"errors"
 	"net"
 	"net/netip"
 
@@ -51,16 +50,6 @@ func IsDrop(a uint8) bool {
 	}
 	return false
 }
-
-// ErrFamilyMismatch is returned by FromRequest when the source and the
-// destination are of different families; the netlink library refuses such a
-// rule before sending it.
-var ErrFamilyMismatch = errors.New("source and destination ip are not the same IP family")
-
-// ErrPrefixLength is returned by FromRequest for a source or destination
-// prefix longer than its family's addresses; the kernel refuses such a rule
-// with EINVAL.
-var ErrPrefixLength = errors.New("prefix longer than the address")
 
 // PortRange is a port range match; the zero value is unset.
 type PortRange struct {
