@@ -33,7 +33,7 @@ type neighKey struct {
 // MAC keeps a list of remotes, which NLM_F_REPLACE replaces (EOPNOTSUPP
 // for the all-zeros and multicast MACs), NLM_F_APPEND extends (only for
 // those), NLM_F_EXCL refuses (EEXIST) and a delete shrinks (ENOENT when
-// absent).
+// the MAC has no entry; a remote it does not have is no error).
 type neighStore struct {
 	entries map[neighKey]neighMsg
 	// intr is how many of the next dumps are marked interrupted.
@@ -93,10 +93,10 @@ func (s *neighStore) handle(h header, payload []byte) [][]byte {
 			}
 			return ack(0)
 		}
-		if _, ok := s.entries[key]; !ok {
+		if len(same) == 0 {
 			return ack(unix.ENOENT)
 		}
-		delete(s.entries, key)
+		delete(s.entries, key) // a remote the MAC does not have: no change, no error
 	case len(same) > 0 && h.flags&unix.NLM_F_EXCL != 0:
 		return ack(unix.EEXIST)
 	case len(same) > 0 && h.flags&unix.NLM_F_REPLACE != 0 && flood:
@@ -364,7 +364,7 @@ func TestApplyFDB(t *testing.T) {
 		{Kind: OpReplace, Entry: entry(zero, 101)},
 		{Kind: OpDelete, Entry: entry(zero, 100)},
 		{Kind: OpAdd, Entry: entry(mac(1), 201)},
-		{Kind: OpDelete, Entry: entry(mac(2), 77)},
+		{Kind: OpDelete, Entry: entry(mac(70), 77)},
 		{Kind: OpDelete, Entry: FDBEntry{LinkIndex: 4, MAC: mac(3)}},
 		{Kind: OpReplace, Entry: FDBEntry{LinkIndex: 4, MAC: mac(3)[:5]}},
 	})
@@ -372,7 +372,7 @@ func TestApplyFDB(t *testing.T) {
 	assert.NoError(t, errs[1])
 	assert.NoError(t, errs[2])
 	assert.ErrorIs(t, errs[3], ErrExists)
-	assert.ErrorIs(t, errs[4], ErrNotFound)
+	assert.ErrorIs(t, errs[4], ErrNotFound, "no entry for the MAC")
 	assert.NoError(t, errs[5], "without a remote, the MAC's whole entry")
 	assert.ErrorIs(t, errs[6], ErrInvalid)
 	got, err = c.fdb(context.Background(), 4)
@@ -385,7 +385,7 @@ func TestApplyFDB(t *testing.T) {
 	assert.Contains(t, got, entry(zero, 102))
 	var oe *OpError
 	require.ErrorAs(t, errs[4], &oe)
-	assert.Equal(t, "kernel: delete fdb entry 02:00:00:00:00:02 dev 4 dst 192.0.2.77: no such file or directory", oe.Error())
+	assert.Equal(t, "kernel: delete fdb entry 02:00:00:00:00:46 dev 4 dst 192.0.2.77: no such file or directory", oe.Error())
 
 	none, err := c.fdb(context.Background(), 9)
 	require.NoError(t, err)
