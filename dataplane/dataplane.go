@@ -112,9 +112,13 @@ type ApplyResult struct {
 // treat the driver as failed: it neither backs off nor forces a resync, so
 // one bad object never holds back the rest.
 type PartialError struct {
-	// Failed is how many objects failed in this Apply.
+	// Failed is how many objects were tried in this Apply and failed.
 	Failed int
-	// Errs are the objects' errors; a driver may keep only the first few.
+	// Waiting is how many objects that failed before were not tried in
+	// this Apply because their retry is not due yet (see Retry).
+	Waiting int
+	// Errs are the errors of the failing objects, tried or waiting; a
+	// driver may keep only the first few.
 	Errs []error
 }
 
@@ -124,7 +128,7 @@ const partialShown = 3
 // Error counts the failed objects and quotes the first few errors.
 func (e *PartialError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d object(s) failed", e.Failed)
+	fmt.Fprintf(&b, "%d object(s) failed", e.Failed+e.Waiting)
 	for i, err := range e.Errs {
 		if i == partialShown {
 			b.WriteString("; …")
@@ -138,8 +142,10 @@ func (e *PartialError) Error() string {
 // Unwrap returns ErrPartial and the objects' errors.
 func (e *PartialError) Unwrap() []error { return append([]error{ErrPartial}, e.Errs...) }
 
-// Partial returns nil when errs is empty, else a *PartialError counting
-// failed objects (at least len(errs)) and keeping errs.
+// Partial returns nil when errs is empty and failed is 0, else a
+// *PartialError of failed objects tried in this Apply (at least
+// len(errs)) and keeping errs. Set Waiting on the result, or build the
+// PartialError directly, to report objects waiting for their retry.
 func Partial(failed int, errs ...error) error {
 	if len(errs) == 0 && failed == 0 {
 		return nil
@@ -147,14 +153,14 @@ func Partial(failed int, errs ...error) error {
 	return &PartialError{Failed: max(failed, len(errs)), Errs: errs}
 }
 
-// failedObjects returns how many objects err reports as failed: the
-// PartialError's count, or 1.
-func failedObjects(err error) int {
+// failedObjects returns how many objects err reports as tried and failed
+// and as waiting for their retry: the PartialError's counts, or one tried.
+func failedObjects(err error) (tried, waiting int) {
 	var pe *PartialError
-	if errors.As(err, &pe) && pe.Failed > 0 {
-		return pe.Failed
+	if errors.As(err, &pe) {
+		return pe.Failed, pe.Waiting
 	}
-	return 1
+	return 1, 0
 }
 
 // Phase orders the drivers within an apply pass. References must exist

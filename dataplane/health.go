@@ -31,12 +31,12 @@ type Health struct {
 	// FailingDrivers names the drivers that failed as a whole and wait out
 	// their backoff; the loop keeps applying the others.
 	FailingDrivers []string
-	// FailingObjects is how many objects the drivers reported as failed in
-	// their latest Apply (see PartialError); each driver retries them on
-	// its own backoff.
+	// FailingObjects is how many objects the drivers reported as failing
+	// in their latest Apply, tried or waiting for their retry (see
+	// PartialError); each driver retries them on its own backoff.
 	FailingObjects int
-	// ObjectFailures counts every object failure reported since Run
-	// started, retries included: a counter for metrics.
+	// ObjectFailures counts the failed attempts to write an object since
+	// Run started (PartialError.Failed summed): a counter for metrics.
 	ObjectFailures uint64
 	// Applies counts apply passes, successful or not.
 	Applies uint64

@@ -925,7 +925,7 @@ func TestPartialFailureDoesNotBackOff(t *testing.T) {
 	h.addDriver(rt)
 	h.addDriver(other)
 	partial := outcome{res: ApplyResult{RetryAfter: 2 * time.Second}, err: Partial(2, refused, refused)}
-	rt.queue(partial, partial, partial)
+	rt.queue(partial, partial)
 	h.start()
 	h.openGates()
 	require.EqualValues(t, 1, rt.applies.Load())
@@ -946,16 +946,23 @@ func TestPartialFailureDoesNotBackOff(t *testing.T) {
 	assert.EqualValues(t, 2, other.applies.Load())
 	assert.EqualValues(t, 4, h.loop.Health().ObjectFailures)
 
+	// Objects waiting for their retry count as failing, not as failures.
+	rt.queue(outcome{res: ApplyResult{RetryAfter: 2 * time.Second}, err: &PartialError{Waiting: 2, Errs: []error{refused}}}, partial)
+	h.send("m2")
+	assert.EqualValues(t, 3, rt.applies.Load())
+	assert.Equal(t, 2, h.loop.Health().FailingObjects)
+	assert.EqualValues(t, 4, h.loop.Health().ObjectFailures)
+
 	// The driver's own retry request is honoured.
 	h.advance(2*time.Second - time.Millisecond)
-	assert.EqualValues(t, 2, rt.applies.Load())
-	h.advance(time.Millisecond)
 	assert.EqualValues(t, 3, rt.applies.Load())
+	h.advance(time.Millisecond)
+	assert.EqualValues(t, 4, rt.applies.Load())
 	assert.EqualValues(t, 6, h.loop.Health().ObjectFailures)
 
 	// Once the objects are written, the count drops to zero; the counter stays.
 	h.advance(2 * time.Second)
-	assert.EqualValues(t, 4, rt.applies.Load())
+	assert.EqualValues(t, 5, rt.applies.Load())
 	hl = h.loop.Health()
 	assert.Zero(t, hl.FailingObjects)
 	assert.EqualValues(t, 6, hl.ObjectFailures)
@@ -998,8 +1005,12 @@ func TestPartialError(t *testing.T) {
 	assert.Equal(t, 2, Partial(0, a, b).(*PartialError).Failed, "never fewer than the errors given")
 	many := Partial(4, a, a, a, a).Error()
 	assert.Equal(t, "4 object(s) failed; a; a; a; …", many)
-	assert.Equal(t, 1, failedObjects(a))
-	assert.Equal(t, 5, failedObjects(fmt.Errorf("wrapped: %w", err)))
+	tried, waiting := failedObjects(a)
+	assert.Equal(t, [2]int{1, 0}, [2]int{tried, waiting})
+	pe.Waiting = 3
+	tried, waiting = failedObjects(fmt.Errorf("wrapped: %w", err))
+	assert.Equal(t, [2]int{5, 3}, [2]int{tried, waiting})
+	assert.Equal(t, "8 object(s) failed; a; b", err.Error())
 }
 
 // wakeDriver is a fakeDriver that implements Wakeable.

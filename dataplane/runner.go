@@ -313,9 +313,9 @@ func (r *runner) pass(ctx context.Context) {
 			if t.err != nil {
 				errs = append(errs, t.err)
 				if t.partial {
-					n := failedObjects(t.err)
-					t.e.objects += n
-					objectFailures += uint64(n)
+					tried, waiting := failedObjects(t.err)
+					t.e.objects += tried + waiting
+					objectFailures += uint64(tried)
 				} else {
 					t.e.failed = true
 				}
