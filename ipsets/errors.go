@@ -32,13 +32,14 @@ var (
 	ErrTooManyMembers = errors.New("ipsets: too many members")
 	// ErrUnknownSet reports a set name that is not in the desired state.
 	ErrUnknownSet = errors.New("ipsets: unknown set")
-	// ErrSetInUse reports a set whose type must change while a kernel
-	// component (an iptables rule) refers to it. The kernel can swap only
-	// sets of the same type and family, and cannot destroy a set in use, so
-	// the set keeps its old type and members until the reference goes.
+	// ErrSetInUse reports a set that a kernel component (an iptables rule)
+	// refers to while it must be destroyed: because it is no longer
+	// desired, or because its type must change (the kernel can swap only
+	// sets of the same type and family). The set stays as it is until the
+	// reference goes.
 	ErrSetInUse = errors.New("ipsets: set in use")
-	// ErrRestore reports a failed `ipset restore`. The concrete error is a
-	// *RestoreError.
+	// ErrRestore reports a failed `ipset restore`. A *RestoreError is in
+	// the error's tree.
 	ErrRestore = errors.New("ipsets: ipset restore failed")
 	// ErrCommand reports another failed ipset command (list, save,
 	// destroy).

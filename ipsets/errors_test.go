@@ -1,13 +1,19 @@
 package ipsets_test
 
 import (
+	"context"
+	"errors"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 )
@@ -118,4 +124,118 @@ func TestBadInputErrors(t *testing.T) {
 			assert.Zero(t, k.CountCalls("restore")-1, "nothing written after the bad input")
 		})
 	}
+}
+
+// TestPartialErrorText checks the error of an Apply in which several sets
+// failed: one prefix, every set named, every sentinel matched.
+func TestPartialErrorText(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv4)
+	k.SetUnsupported(ipsets.HashNetNet)
+	p := mp("10.0.0.0/8")
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "a", Type: ipsets.HashNetNet}, []ipsets.Member{ipsets.NetNetMember(p, p)}))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "b", Type: ipsets.HashNetNet}, nil))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "c", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(p)}))
+	_, err := d.Apply(context.Background())
+	requirePrefixedOnce(t, err, ipsets.ErrRestore)
+	assert.Contains(t, err.Error(), "2 object(s) failed; set np4-a: ipset restore failed: line 1 ")
+	assert.Contains(t, err.Error(), "; set np4-b: ipset restore failed: line 1 ")
+	assert.Contains(t, err.Error(), "set type not supported")
+	var rerr *ipsets.RestoreError
+	require.True(t, errors.As(err, &rerr))
+	members, _ := k.Members("np4-c")
+	assert.Equal(t, []string{"10.0.0.0/8"}, members, "the good set is written")
+}
+
+func mp(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// TestNilContext: a nil context is context.Background(), as in dataplane.
+func TestNilContext(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv6)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv6, 2)))
+	//lint:ignore SA1012 a nil context must not panic
+	_, err := d.Apply(nil)
+	require.NoError(t, err)
+	require.NoError(t, d.RemoveSet("s"))
+	//lint:ignore SA1012 a nil context must not panic
+	_, err = d.ApplyDeletions(nil)
+	require.NoError(t, err)
+	assert.Empty(t, k.Names())
+	//lint:ignore SA1012 the fake takes a nil context too
+	_, err = k.Run(nil, nil, "ipset", "list", "-name")
+	require.NoError(t, err)
+}
+
+// TestSetBackoff: a set that keeps failing waits twice as long after each
+// failure, up to MaxSetBackoff; a changed declaration is tried at once, an
+// identical one is not.
+func TestSetBackoff(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
+	k.FailLine("create np4-bad ", "Kernel error received: Cannot allocate memory")
+	meta := ipsets.SetMetadata{Name: "bad", Type: ipsets.HashIP}
+	require.NoError(t, d.AddOrReplaceSet(meta, manyIPs(ipsets.IPv4, 2)))
+	ctx := context.Background()
+	var waits []time.Duration
+	for i := range 12 {
+		if i > 0 {
+			clk.Advance(waits[i-1])
+		}
+		res, err := d.Apply(ctx)
+		require.ErrorIs(t, err, dataplane.ErrPartial)
+		waits = append(waits, res.RetryAfter)
+	}
+	r := ipsets.DefaultRetryInterval
+	assert.Equal(t, []time.Duration{r, 2 * r, 4 * r, 8 * r, 16 * r, 32 * r, 64 * r, 128 * r, 256 * r, 512 * r, ipsets.MaxSetBackoff, ipsets.MaxSetBackoff}, waits)
+
+	// The same declaration again does not reset the backoff.
+	k.ResetCalls()
+	require.NoError(t, d.AddOrReplaceSet(meta, manyIPs(ipsets.IPv4, 2)))
+	require.NoError(t, d.AddMembers("bad", manyIPs(ipsets.IPv4, 1)))
+	require.NoError(t, d.RemoveMembers("bad", manyIPs(ipsets.IPv4, 3)[2:]))
+	res, err := d.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	assert.Zero(t, k.CountCalls("restore"), "still waiting")
+	assert.Equal(t, ipsets.MaxSetBackoff, res.RetryAfter)
+
+	// A new member is a new declaration: tried at once, backoff from the start.
+	require.NoError(t, d.AddMembers("bad", manyIPs(ipsets.IPv4, 3)))
+	res, err = d.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	assert.Equal(t, 1, k.CountCalls("restore"))
+	assert.Equal(t, r, res.RetryAfter)
+
+	// Fixed: converges when due.
+	k.ClearFailures()
+	clk.Advance(r)
+	apply(t, d)
+	members, _ := k.Members("np4-bad")
+	assert.Len(t, members, 3)
+}
+
+// TestManyFailingSets: each Apply takes a bounded number of restores; sets
+// that failed wait on their own, so later Applies reach the rest, and a
+// good set is written once the bad ones have been set aside.
+func TestManyFailingSets(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
+	k.FailLine("create np4-bad", "")
+	for i := range 10 {
+		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "bad" + strconv.Itoa(i), Type: ipsets.HashIP}, nil))
+	}
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "good", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 1)))
+	ctx := context.Background()
+	_, err := d.Apply(ctx)
+	require.ErrorIs(t, err, ipsets.ErrRestore)
+	require.NotErrorIs(t, err, dataplane.ErrPartial, "too many sets failed in one Apply: not theirs alone")
+	assert.Equal(t, 8, k.CountCalls("restore"))
+
+	k.ResetCalls()
+	_, err = d.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 10, pe.Failed)
+	members, ok := k.Members("np4-good")
+	require.True(t, ok)
+	assert.Len(t, members, 1)
 }

@@ -7,7 +7,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
 )
@@ -64,7 +67,9 @@ func ExampleNew() {
 	// true
 }
 
-// Apply writes only the difference, in one ipset restore.
+// Apply writes only the difference, in one ipset restore: additions before
+// deletions, so that a member that stays is never missing. (When most of a
+// large set changes, it fills a new set and swaps it in instead.)
 func ExampleIPSets_Apply() {
 	k := ipsetsfake.New()
 	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
@@ -83,8 +88,8 @@ func ExampleIPSets_Apply() {
 	_, _ = sets.Apply(context.Background())
 	fmt.Println("restores when nothing changed:", k.CountCalls("restore")-before)
 	// Output:
-	// del np4-web 10.0.0.1,tcp:443 -exist
 	// add np4-web 10.0.0.3,tcp:443 -exist
+	// del np4-web 10.0.0.1,tcp:443 -exist
 	// restores when nothing changed: 0
 }
 
@@ -108,10 +113,13 @@ func ExampleIPSets_AddOrReplaceSet() {
 }
 
 // A set that a rule still references is destroyed only once the
-// reference is gone; meanwhile ApplyDeletions asks to be called again.
+// reference is gone. Meanwhile it fails on its own: the error wraps
+// dataplane.ErrPartial (the loop carries on) and ErrSetInUse, and
+// RetryAfter says when it is tried again.
 func ExampleIPSets_ApplyDeletions() {
 	k := ipsetsfake.New()
-	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	clk := clock.NewFake(time.Unix(0, 0))
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k, Clock: clk})
 	ctx := context.Background()
 	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "old", Type: ipsets.HashIP}, nil)
 	_, _ = sets.Apply(ctx)
@@ -119,14 +127,15 @@ func ExampleIPSets_ApplyDeletions() {
 
 	_ = sets.RemoveSet("old")
 	res, err := sets.ApplyDeletions(ctx)
-	fmt.Println(k.Names(), res.RetryAfter > 0, err)
+	fmt.Println(k.Names(), res.RetryAfter, errors.Is(err, dataplane.ErrPartial), errors.Is(err, ipsets.ErrSetInUse))
 
 	_ = k.SetReferences("np4-old", 0) // the rule writer dropped the rule
+	clk.Advance(res.RetryAfter)
 	res, err = sets.ApplyDeletions(ctx)
-	fmt.Println(k.Names(), res.RetryAfter > 0, err)
+	fmt.Println(k.Names(), res.RetryAfter, err)
 	// Output:
-	// [np4-old] true <nil>
-	// [] false <nil>
+	// [np4-old] 100ms true true
+	// [] 0s <nil>
 }
 
 // QueueResync makes the next Apply compare the kernel with the desired

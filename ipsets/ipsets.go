@@ -60,8 +60,9 @@ type Options struct {
 	// one set is read per Apply. Zero means DefaultResyncBudget.
 	ResyncBudget time.Duration
 	// RetryInterval is the ApplyResult.RetryAfter the driver returns while
-	// work remains: sets still to re-read, to destroy, or in use. Zero
-	// means DefaultRetryInterval.
+	// work remains (sets still to re-read or to destroy), and the first
+	// wait of a set that failed on its own, doubled at each failure in a
+	// row up to MaxSetBackoff. Zero means DefaultRetryInterval.
 	RetryInterval time.Duration
 	// OnMemberChange, when set, is called for every membership change
 	// written to the kernel, after the write succeeded, from the goroutine
@@ -118,8 +119,13 @@ type ipset struct {
 	// example an ICMP entry added by hand); they are deleted.
 	foreign []string
 	// tried orders the attempts to destroy an unwanted set, so that sets
-	// in use take turns with the others.
+	// that failed take turns with the others.
 	tried uint64
+	// fail is the set's failure while it fails on its own, else nil.
+	fail *failure
+	// unread is set while ipset cannot read the set: it is neither
+	// written nor destroyed until it is read.
+	unread bool
 }
 
 // New returns an IPSets for opts. It does no I/O: the first Apply reads the
@@ -214,7 +220,8 @@ func checkMembers(meta *SetMetadata, members []Member) error {
 // AddOrReplaceSet makes meta.Name a desired set holding exactly members
 // (duplicates are ignored). A change of MaxSize or Range of a set in the
 // kernel swaps a new, filled set in; a change of Type needs the set to be
-// unreferenced (see ErrSetInUse).
+// unreferenced (see ErrSetInUse). A set that failed is tried again at the
+// next Apply when this changes its declaration.
 func (s *IPSets) AddOrReplaceSet(meta SetMetadata, members []Member) error {
 	meta, err := meta.normalize(s.family, s.prefix)
 	if err != nil {
@@ -231,8 +238,11 @@ func (s *IPSets) AddOrReplaceSet(meta SetMetadata, members []Member) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set := s.entry(s.prefix + meta.Name)
+	changed := set.members.replaceDesired(members)
+	if changed || set.meta != meta || !set.wanted {
+		set.fail = nil // a new declaration is tried at once
+	}
 	set.meta, set.wanted = meta, true
-	set.members.replaceDesired(members)
 	return nil
 }
 
@@ -283,7 +293,9 @@ func (s *IPSets) AddMembers(name string, members []Member) error {
 		}
 	}
 	for _, m := range members {
-		d.want(m)
+		if d.want(m) {
+			set.fail = nil
+		}
 	}
 	return nil
 }
@@ -301,7 +313,9 @@ func (s *IPSets) RemoveMembers(name string, members []Member) error {
 		return err
 	}
 	for _, m := range members {
-		set.members.unwant(m)
+		if set.members.unwant(m) {
+			set.fail = nil
+		}
 	}
 	return nil
 }
@@ -318,7 +332,7 @@ func (s *IPSets) RemoveSet(name string) error {
 	if set == nil || !set.wanted {
 		return nil
 	}
-	set.wanted = false
+	set.wanted, set.fail = false, nil
 	set.meta = SetMetadata{}
 	set.members.clearDesired()
 	if set.kernel == nil {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,12 +259,18 @@ func TestMemberChangesReported(t *testing.T) {
 	}, got, "a destroyed set's members are reported removed")
 }
 
+// A line the kernel refuses fails its set alone: the error keeps the line
+// and ipset's message, the set waits for its backoff, and converges once
+// the kernel accepts it.
 func TestRestoreErrorKeepsContext(t *testing.T) {
-	d, k := newFake(t, ipsets.IPv4)
+	clk := clock.NewFake(time.Unix(0, 0))
+	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 10)))
 	k.FailLine("10.1.0.", "Kernel error received: no memory")
-	_, err := d.Apply(context.Background())
+	res, err := d.Apply(context.Background())
+	require.ErrorIs(t, err, dataplane.ErrPartial)
 	require.ErrorIs(t, err, ipsets.ErrRestore)
+	assert.Equal(t, ipsets.DefaultRetryInterval, res.RetryAfter)
 	var rerr *ipsets.RestoreError
 	require.ErrorAs(t, err, &rerr)
 	assert.Equal(t, 2, rerr.Line)
@@ -272,14 +280,18 @@ func TestRestoreErrorKeepsContext(t *testing.T) {
 	assert.Equal(t, 4, strings.Count(rerr.Input, "\n"), "lines 1-4 around line 2")
 	var ce *command.Error
 	assert.ErrorAs(t, err, &ce, "the runner's error is kept")
-	assert.Contains(t, err.Error(), "no memory")
+	assert.Regexp(t, `^ipsets: 1 object\(s\) failed; set np4-s: ipset restore failed: line 2 "add np4-s 10\.1\.0\.\d+": Kernel error received: no memory$`, err.Error())
 
-	// The next apply re-reads everything, then converges.
+	// Until it is due, the set is not tried again.
 	k.ClearFailures()
 	k.ResetCalls()
+	_, err = d.Apply(context.Background())
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	assert.Zero(t, k.CountCalls(""), "nothing run while the set waits")
+
+	clk.Advance(res.RetryAfter)
 	apply(t, d)
-	assert.Equal(t, 1, k.CountCalls("list"), "full resync lists the sets")
-	assert.Equal(t, 1, k.CountCalls("save"), "and reads the one owned set")
+	assert.Equal(t, 1, k.CountCalls("restore"))
 	got, _ := k.Members("np4-s")
 	assert.Len(t, got, 10)
 }
@@ -302,38 +314,97 @@ func TestRestoreErrorWithoutLine(t *testing.T) {
 	assert.Contains(t, err.Error(), "signal: killed")
 }
 
-func TestReadFailuresForceFullResync(t *testing.T) {
-	for _, sub := range []string{"list", "save"} {
-		t.Run(sub, func(t *testing.T) {
-			d, k := newFake(t, ipsets.IPv4)
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
-			apply(t, d)
-			d.QueueResync()
-			k.FailNext(1, sub, "")
-			_, err := d.Apply(context.Background())
-			require.ErrorIs(t, err, ipsets.ErrCommand)
-			res, err := d.ApplyDeletions(context.Background())
-			require.NoError(t, err, "deletions wait for the resync")
-			assert.Zero(t, res.RetryAfter)
-			k.ResetCalls()
-			apply(t, d)
-			assert.Equal(t, 1, k.CountCalls("save"), "the retry re-reads every owned set")
-			assert.Zero(t, k.CountCalls("restore"))
-		})
-	}
+func TestListFailureForcesFullResync(t *testing.T) {
+	d, k := newFake(t, ipsets.IPv4)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+	apply(t, d)
+	d.QueueResync()
+	k.FailNext(1, "list", "")
+	_, err := d.Apply(context.Background())
+	require.ErrorIs(t, err, ipsets.ErrCommand)
+	require.NotErrorIs(t, err, dataplane.ErrPartial, "the set list is the whole driver's")
+	res, err := d.ApplyDeletions(context.Background())
+	require.NoError(t, err, "deletions wait for the resync")
+	assert.Zero(t, res.RetryAfter)
+	k.ResetCalls()
+	apply(t, d)
+	assert.Equal(t, 1, k.CountCalls("save"), "the retry re-reads every owned set")
+	assert.Zero(t, k.CountCalls("restore"))
 }
 
-func TestDestroyFailureForcesResync(t *testing.T) {
-	d, k := newFake(t, ipsets.IPv4)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil))
-	apply(t, d)
-	require.NoError(t, d.RemoveSet("s"))
-	k.FailNext(1, "destroy", "")
-	_, err := d.Apply(context.Background())
+// A set ipset cannot read is neither written nor destroyed, and fails
+// alone: the other sets are read and written, and it is read again when
+// due.
+func TestUnreadableSetIsIsolated(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
+	require.NoError(t, k.Exec("create", "np4-bad", "hash:ip"))
+	require.NoError(t, k.Exec("create", "np4-stale", "hash:ip"))
+	k.FailLine("save np4-bad", "Kernel error received: Operation not permitted")
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "bad", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 1)))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "good", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 1)))
+	ctx := context.Background()
+	res, err := d.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	require.ErrorIs(t, err, ipsets.ErrCommand)
+	assert.Contains(t, err.Error(), "set np4-bad: ipset command failed: save np4-bad")
+	assert.Equal(t, ipsets.DefaultRetryInterval, res.RetryAfter)
+	_, err = d.ApplyDeletions(ctx)
 	require.NoError(t, err)
+	assert.Equal(t, []string{"np4-bad", "np4-good"}, k.Names(), "the other set is written, the leftover destroyed")
+	members, _ := k.Members("np4-bad")
+	assert.Empty(t, members, "the unreadable set is not written")
+
+	k.ClearFailures()
+	clk.Advance(res.RetryAfter)
+	apply(t, d)
+	members, _ = k.Members("np4-bad")
+	assert.Equal(t, []string{"10.1.0.0"}, members)
+}
+
+// A destroy that ipset refuses fails that set alone; one whose failure
+// belongs to no set (the runner itself failed) forces a full resync.
+func TestDestroyFailures(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	k := ipsetsfake.New()
+	var broken atomic.Bool
+	runner := command.RunnerFunc(func(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+		if broken.Load() && args[0] == "destroy" {
+			return nil, &command.Error{Argv: append([]string{name}, args...), ExitCode: -1, Err: errors.New("exec: no such file")}
+		}
+		return k.Run(ctx, stdin, name, args...)
+	})
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: runner, Clock: clk, MaxDestroysPerApply: 5})
+	require.NoError(t, err)
+	for _, n := range []string{"a", "b"} {
+		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: n, Type: ipsets.HashIP}, nil))
+	}
+	apply(t, d)
+	require.NoError(t, d.RemoveSet("a"))
+	require.NoError(t, d.RemoveSet("b"))
+	k.FailNext(1, "destroy", "")
+	res, err := d.ApplyDeletions(context.Background())
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	require.ErrorIs(t, err, ipsets.ErrCommand)
+	assert.Contains(t, err.Error(), "set np4-a: ")
+	assert.Equal(t, []string{"np4-a"}, k.Names(), "the other set is destroyed")
+	clk.Advance(res.RetryAfter)
+	res, err = d.ApplyDeletions(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, res.RetryAfter)
+	assert.Empty(t, k.Names())
+
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "c", Type: ipsets.HashIP}, nil))
+	apply(t, d)
+	require.NoError(t, d.RemoveSet("c"))
+	broken.Store(true)
 	_, err = d.ApplyDeletions(context.Background())
 	require.ErrorIs(t, err, ipsets.ErrCommand)
+	require.NotErrorIs(t, err, dataplane.ErrPartial)
+	broken.Store(false)
+	k.ResetCalls()
 	apply(t, d)
+	assert.Equal(t, 1, k.CountCalls("list"), "the failure forced a full resync")
 	assert.Empty(t, k.Names())
 
 	// A set destroyed by someone else meanwhile is simply gone.
@@ -341,7 +412,7 @@ func TestDestroyFailureForcesResync(t *testing.T) {
 	apply(t, d)
 	require.NoError(t, d.RemoveSet("s"))
 	require.NoError(t, k.Exec("destroy", "np4-s"))
-	res, err := d.ApplyDeletions(context.Background())
+	res, err = d.ApplyDeletions(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, res.RetryAfter)
 }
@@ -446,11 +517,14 @@ func TestTemporaryNameAvoidsKnownSets(t *testing.T) {
 	require.NoError(t, k.Exec("add", "np4-~0", "10.0.0.0/8"))
 	require.NoError(t, k.SetReferences("np4-~0", 1))
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 5}, nil))
-	apply(t, d)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 6}, nil))
 	_, err := d.Apply(context.Background())
 	require.NoError(t, err)
-	assert.Contains(t, k.Calls()[len(k.Calls())-1].Stdin, "swap np4-s np4-~1\n")
+	_, err = d.ApplyDeletions(context.Background())
+	require.ErrorIs(t, err, ipsets.ErrSetInUse, "the leftover is held")
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 6}, nil))
+	_, err = d.Apply(context.Background())
+	require.NoError(t, err)
+	assert.Contains(t, lastScript(k), "swap np4-s np4-~1\n")
 	members, _ := k.Members("np4-~0")
 	assert.Equal(t, []string{"10.0.0.0/8"}, members, "the leftover is untouched until it can be destroyed")
 }
@@ -536,3 +610,46 @@ func (r *ruleWriter) Apply(context.Context) (dataplane.ApplyResult, error) {
 }
 func (r *ruleWriter) QueueResync()           {}
 func (r *ruleWriter) Phase() dataplane.Phase { return dataplane.PhaseTables }
+
+// TestLoopCarriesOnPastABadSet runs the driver under a dataplane.Loop with
+// a set the kernel refuses: the loop counts it as a failing object, not a
+// failing driver, the other set is written, and the bad one is written by
+// the driver's own retries once the kernel takes it.
+func TestLoopCarriesOnPastABadSet(t *testing.T) {
+	k := ipsetsfake.New()
+	k.SetUnsupported(ipsets.HashNetNet)
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k, RetryInterval: time.Millisecond})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var last dataplane.Health
+	loop, err := dataplane.New(dataplane.Options{Coalesce: -1, OnHealth: func(h dataplane.Health) { mu.Lock(); last = h; mu.Unlock() }})
+	require.NoError(t, err)
+	require.NoError(t, loop.AddDriver(d))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	loop.DatastoreInSync()
+	loop.InterfacesInSync()
+
+	p := netip.MustParsePrefix("10.0.0.0/8")
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "nn", Type: ipsets.HashNetNet}, []ipsets.Member{ipsets.NetNetMember(p, p)}))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "good", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+	require.NoError(t, loop.Send(ctx, "kick"))
+	health := func() dataplane.Health { mu.Lock(); defer mu.Unlock(); return last }
+	require.Eventually(t, func() bool {
+		h := health()
+		return h.Ready && h.FailingObjects == 1 && slices.Contains(k.Names(), "np4-good")
+	}, 10*time.Second, time.Millisecond)
+	h := health()
+	assert.Empty(t, h.FailingDrivers, "the driver is not backed off")
+	require.ErrorIs(t, h.LastError, ipsets.ErrRestore)
+	assert.Contains(t, h.LastError.Error(), "set np4-nn: ")
+
+	k.SetUnsupported()
+	require.Eventually(t, func() bool {
+		return slices.Contains(k.Names(), "np4-nn") && health().FailingObjects == 0
+	}, 10*time.Second, time.Millisecond, "retried by the driver's own RetryAfter, without a new message")
+	cancel()
+	<-done
+}

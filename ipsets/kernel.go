@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nodeplane/nodeplane/command"
 )
@@ -185,12 +186,13 @@ func (s *IPSets) listNames(ctx context.Context) (map[string]struct{}, error) {
 
 // readSet re-reads one owned set (`ipset save NAME`) into its entry: the
 // header, and the members into the dataplane view. A set the kernel does
-// not have is recorded as missing.
-func (s *IPSets) readSet(ctx context.Context, kname string) error {
+// not have is recorded as missing. With report, the members the kernel
+// gained or lost since the last view are reported to OnMemberChange.
+func (s *IPSets) readSet(ctx context.Context, kname string, report bool) error {
 	out, err := s.run(ctx, nil, "save", kname)
 	if err != nil {
 		if isNotExist(err) {
-			s.markMissing(kname)
+			s.markMissing(kname, report)
 			return nil
 		}
 		return fmt.Errorf("%w: save %s: %w", ErrCommand, kname, err)
@@ -234,7 +236,11 @@ func (s *IPSets) readSet(ctx context.Context, kname string) error {
 			return nil
 		})
 	}
-	if err := set.members.replaceKernel(dump); err != nil {
+	var notify func(Member, bool)
+	if report && s.onChange != nil {
+		notify = func(m Member, added bool) { s.notify(set.name, m, added) }
+	}
+	if err := set.members.replaceKernel(dump, notify); err != nil {
 		return err
 	}
 	if h == nil {
@@ -244,11 +250,17 @@ func (s *IPSets) readSet(ctx context.Context, kname string) error {
 	return nil
 }
 
-// markMissing records that the kernel does not have kname.
-func (s *IPSets) markMissing(kname string) {
+// markMissing records that the kernel does not have kname, reporting its
+// members as removed with report.
+func (s *IPSets) markMissing(kname string, report bool) {
 	set := s.sets[kname]
 	if set == nil {
 		return
+	}
+	if report {
+		for m := range set.members.kernel() {
+			s.notify(set.name, m, false)
+		}
 	}
 	set.kernel, set.foreign = nil, nil
 	set.members.clearKernel()
@@ -283,18 +295,18 @@ func (s *IPSets) referenced(ctx context.Context, kname string) (int, error) {
 }
 
 // resyncAll re-reads every owned set.
-func (s *IPSets) resyncAll(ctx context.Context) error {
+func (s *IPSets) resyncAll(ctx context.Context, now time.Time) error {
 	names, err := s.listNames(ctx)
 	if err != nil {
 		return err
 	}
 	for kname := range s.sets {
 		if _, ok := names[kname]; !ok {
-			s.markMissing(kname)
+			s.markMissing(kname, false)
 		}
 	}
 	for kname := range names {
-		if err := s.readSet(ctx, kname); err != nil {
+		if err := s.read(ctx, kname, now, false); err != nil {
 			return err
 		}
 	}
@@ -305,7 +317,7 @@ func (s *IPSets) resyncAll(ctx context.Context) error {
 
 // resyncNames lists the kernel's owned sets, records missing and leftover
 // ones, and queues every owned set in the kernel for a member recheck.
-func (s *IPSets) resyncNames(ctx context.Context) error {
+func (s *IPSets) resyncNames(ctx context.Context, now time.Time) error {
 	names, err := s.listNames(ctx)
 	if err != nil {
 		return err
@@ -313,7 +325,7 @@ func (s *IPSets) resyncNames(ctx context.Context) error {
 	for kname, set := range s.sets {
 		if _, ok := names[kname]; !ok && set.kernel != nil {
 			s.log.Warn("ipsets: set missing from the kernel; recreating it", "set", kname)
-			s.markMissing(kname)
+			s.markMissing(kname, false)
 		}
 	}
 	for kname := range names {
@@ -321,7 +333,7 @@ func (s *IPSets) resyncNames(ctx context.Context) error {
 		if set.kernel == nil {
 			// A leftover we did not know: read it now, so that it is
 			// destroyed (or adopted) in this pass.
-			if err := s.readSet(ctx, kname); err != nil {
+			if err := s.read(ctx, kname, now, false); err != nil {
 				return err
 			}
 			continue
@@ -341,7 +353,7 @@ func (s *IPSets) queue(kname string) {
 
 // recheckSome re-reads queued sets until the budget is spent (at least
 // one).
-func (s *IPSets) recheckSome(ctx context.Context) error {
+func (s *IPSets) recheckSome(ctx context.Context, now time.Time) error {
 	if len(s.recheck) == 0 {
 		return nil
 	}
@@ -351,7 +363,7 @@ func (s *IPSets) recheckSome(ctx context.Context) error {
 		s.recheck = s.recheck[1:]
 		delete(s.queued, kname)
 		if set := s.sets[kname]; set != nil && set.kernel != nil {
-			if err := s.readSet(ctx, kname); err != nil {
+			if err := s.read(ctx, kname, now, false); err != nil {
 				return err
 			}
 		}

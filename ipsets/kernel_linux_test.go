@@ -2,8 +2,9 @@ package ipsets_test
 
 import (
 	"context"
-
+	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,4 +249,124 @@ func TestKernelApplyThenResyncWritesNothing(t *testing.T) {
 			runProperty(t, e, seed)
 		})
 	}
+}
+
+// roundIPs returns n members of fam that belong to round alone.
+func roundIPs(fam ipsets.Family, round, n int) []ipsets.Member {
+	out := make([]ipsets.Member, n)
+	for i := range n {
+		if fam == ipsets.IPv6 {
+			out[i] = ipsets.IPMember(netip.AddrFrom16([16]byte{0: 0xfd, 2: byte(round >> 8), 3: byte(round), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}))
+		} else {
+			out[i] = ipsets.IPMember(netip.AddrFrom4([4]byte{byte(10 + round>>8), byte(round), byte(i >> 8), byte(i)}))
+		}
+	}
+	return out
+}
+
+// TestKernelUpdatesNeverShrinkSet updates a large set many times — most of
+// it replaced (a swap), then a few members (in place), in turn — while a
+// poller in the namespace keeps asking the kernel whether a member that
+// stays desired is in the set (`ipset test`) and how many members the set
+// has (`ipset list -t`). The set's size is the same before and after every
+// update, so a rule matching it must never see it smaller, nor without the
+// kept member. (Every delete before every add, as the driver used to write
+// an update, left it nearly empty for most of the update.) It runs until
+// the poller has sampled the set in the middle of enough updates.
+func TestKernelUpdatesNeverShrinkSet(t *testing.T) {
+	kerneltest.RequireCommands(t, "ipset")
+	for _, fam := range families {
+		t.Run(fam.String(), func(t *testing.T) {
+			ns := kerneltest.NewNS(t)
+			d, rec := newDriver(t, env{runner: ns}, fam)
+			const n, nKept = 20000, 100
+			kept := roundIPs(fam, 0, nKept)
+			cur := append(slices.Clone(kept), roundIPs(fam, 1, n-nKept)...)
+			meta := ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}
+			require.NoError(t, d.AddOrReplaceSet(meta, cur))
+			apply(t, d)
+			kname := prefixOf(fam) + "s"
+			probe := kept[nKept/2].String()
+
+			ctx := context.Background()
+			var gen atomic.Int64 // odd while an Apply runs
+			var samples, during atomic.Int64
+			var mu sync.Mutex
+			var failures []string
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					g0 := gen.Load()
+					_, terr := ns.Exec(ctx, "ipset", "test", kname, probe)
+					out, lerr := ns.Exec(ctx, "ipset", "list", "-t", kname)
+					g1 := gen.Load()
+					var bad []string
+					if terr != nil {
+						bad = append(bad, "kept member: "+terr.Error())
+					}
+					switch {
+					case lerr != nil:
+						bad = append(bad, "list: "+lerr.Error())
+					case entriesOf(string(out)) < n:
+						bad = append(bad, "entries: "+strconv.Itoa(entriesOf(string(out))))
+					}
+					samples.Add(1)
+					if g0%2 == 1 || g1 != g0 {
+						during.Add(1)
+					}
+					if len(bad) > 0 {
+						mu.Lock()
+						if len(failures) < 10 {
+							failures = append(failures, fmt.Sprintf("update %d: %v", g0/2+1, bad))
+						}
+						mu.Unlock()
+					}
+				}
+			})
+			const wantDuring = 100
+			rec.reset()
+			round := 2
+			for ; during.Load() < wantDuring && round < 400; round++ {
+				if round%2 == 0 {
+					cur = append(slices.Clone(kept), roundIPs(fam, round, n-nKept)...)
+				} else {
+					cur = append(cur[:n-50:n-50], roundIPs(fam, round, 50)...)
+				}
+				require.NoError(t, d.AddOrReplaceSet(meta, cur))
+				gen.Add(1)
+				_, err := d.Apply(ctx)
+				gen.Add(1)
+				require.NoError(t, err)
+			}
+			close(stop)
+			wg.Wait()
+			updates := round - 2
+			t.Logf("%v: %d updates, %d samples, %d during an update", fam, updates, samples.Load(), during.Load())
+			require.GreaterOrEqual(t, during.Load(), int64(wantDuring), "the poller must sample the set during updates")
+			assert.Empty(t, failures, "a rule saw the set shrink or lose a kept member")
+			swaps := strings.Count(strings.Join(restores(rec), ""), "\nswap "+kname+" ")
+			assert.Equal(t, (updates+1)/2, swaps, "replacing most of the set swaps, a few members are changed in place")
+			ks, _ := env{runner: ns}.read(t, kname)
+			assert.Len(t, ks.members, n)
+		})
+	}
+}
+
+// entriesOf returns the "Number of entries" of `ipset list -t` output, or
+// -1.
+func entriesOf(out string) int {
+	for line := range strings.Lines(out) {
+		if v, ok := strings.CutPrefix(line, "Number of entries:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }

@@ -3,10 +3,10 @@ package ipsets_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 )
@@ -92,8 +94,9 @@ func (e env) names(t *testing.T) []string {
 }
 
 // recorder wraps a runner, records every call and can break the next
-// restore: it feeds the kernel the first half of the script followed by a
-// line that fails, so the failure happens mid-apply.
+// restore: it feeds the kernel the first half of the script and then fails
+// as a killed ipset would, naming no line, so the failure happens
+// mid-apply and belongs to no set.
 type recorder struct {
 	r      command.Runner
 	mu     sync.Mutex
@@ -121,7 +124,10 @@ func (r *recorder) Run(ctx context.Context, stdin io.Reader, name string, args .
 	if breakIt {
 		lines := strings.SplitAfter(string(in), "\n")
 		half := strings.Join(lines[:len(lines)/2], "")
-		in = []byte(half + "add nodeplane-no-such-set 10.0.0.1\n")
+		if _, err := r.r.Run(ctx, strings.NewReader(half), name, args...); err != nil {
+			return nil, err
+		}
+		return nil, &command.Error{Argv: append([]string{name}, args...), ExitCode: -1, Err: errors.New("signal: killed")}
 	}
 	var rd io.Reader
 	if stdin != nil {
@@ -358,6 +364,7 @@ var scenarios = []struct {
 	{"UnsupportedTypeIsAnError", scenarioUnsupportedType},
 	{"ForeignHeaderReplaced", scenarioForeignHeader},
 	{"MissingSetsRepairedWithoutMemberRecheck", scenarioMissingSets},
+	{"OneBadSetHoldsNoOtherBack", scenarioOneBadSet},
 	{"HostBitsRejected", scenarioHostBits},
 }
 
@@ -457,7 +464,8 @@ func scenarioSwapOnResize(t *testing.T, e env) {
 }
 
 func scenarioTypeChange(t *testing.T, e env) {
-	d, rec := newDriver(t, e, ipsets.IPv4)
+	clk := clock.NewFake(time.Unix(0, 0))
+	d, rec := newDriver(t, e, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
 	a := netip.MustParseAddr("10.0.0.1")
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "free", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(a)}))
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "held", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(a)}))
@@ -468,9 +476,11 @@ func scenarioTypeChange(t *testing.T, e env) {
 	net := ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "free", Type: ipsets.HashNet}, []ipsets.Member{net}))
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "held", Type: ipsets.HashNet}, []ipsets.Member{net}))
-	_, err := d.Apply(context.Background())
+	res, err := d.Apply(context.Background())
 	require.ErrorIs(t, err, ipsets.ErrSetInUse)
-	assert.Contains(t, err.Error(), "np4-held")
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	assert.Contains(t, err.Error(), "set np4-held: ")
+	assert.Equal(t, ipsets.DefaultRetryInterval, res.RetryAfter)
 
 	ks, _ := e.read(t, "np4-free")
 	assert.Equal(t, "hash:net", ks.typ, "an unreferenced set is recreated with its new type")
@@ -481,6 +491,7 @@ func scenarioTypeChange(t *testing.T, e env) {
 
 	release()
 	rec.reset()
+	clk.Advance(res.RetryAfter)
 	apply(t, d)
 	ks, _ = e.read(t, "np4-held")
 	assert.Equal(t, "hash:net", ks.typ, "recreated once the reference is gone")
@@ -536,11 +547,13 @@ func scenarioExternalEdits(t *testing.T, e env) {
 func scenarioDeferredDeletion(t *testing.T, e env) {
 	for _, fam := range families {
 		t.Run(fam.String(), func(t *testing.T) {
-			d, rec := newDriver(t, e, fam)
+			clk := clock.NewFake(time.Unix(0, 0))
+			d, rec := newDriver(t, e, fam, func(o *ipsets.Options) { o.Clock = clk })
 			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "held", Type: ipsets.HashNet}, manyIPs(fam, 2)))
 			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "other", Type: ipsets.HashIP}, manyIPs(fam, 2)))
 			apply(t, d)
 			release := e.reference(t, prefixOf(fam)+"held", fam, ipsets.HashNet)
+			defer release()
 			require.NoError(t, d.RemoveSet("held"))
 			require.NoError(t, d.RemoveSet("other"))
 			_, held := d.Members("held")
@@ -549,15 +562,24 @@ func scenarioDeferredDeletion(t *testing.T, e env) {
 			ctx := context.Background()
 			_, err := d.Apply(ctx)
 			require.NoError(t, err)
-			for range 3 {
+			var waits []time.Duration
+			for i := range 5 {
+				if i == 3 {
+					clk.Advance(ipsets.DefaultRetryInterval) // held is due again
+				}
 				res, err := d.ApplyDeletions(ctx)
-				require.NoError(t, err, "a set in use does not fail the loop")
-				assert.Positive(t, res.RetryAfter)
+				require.ErrorIs(t, err, dataplane.ErrPartial, "a set in use fails alone, not the driver")
+				require.ErrorIs(t, err, ipsets.ErrSetInUse)
+				assert.Contains(t, err.Error(), "set "+prefixOf(fam)+"held: ")
+				waits = append(waits, res.RetryAfter)
 			}
 			assert.Equal(t, []string{prefixOf(fam) + "held"}, e.names(t), "the set in use stays, the other is gone")
-			assert.Equal(t, 3, rec.count("destroy"), "the set in use took turns with the other")
+			r := ipsets.DefaultRetryInterval
+			assert.Equal(t, []time.Duration{r, r, r, 2 * r, 2 * r}, waits, "the set in use backs off on its own")
+			assert.Equal(t, 3, rec.count("destroy"), "held, then other while held waits, then held once due")
 
 			release()
+			clk.Advance(2 * r)
 			res, err := d.ApplyDeletions(ctx)
 			require.NoError(t, err)
 			assert.Zero(t, res.RetryAfter)
@@ -609,11 +631,12 @@ func scenarioFailureConverges(t *testing.T, e env) {
 	rec.break1 = true
 	_, err := d.Apply(context.Background())
 	require.ErrorIs(t, err, ipsets.ErrRestore)
+	require.NotErrorIs(t, err, dataplane.ErrPartial, "a killed restore is no set's failure")
 	var rerr *ipsets.RestoreError
 	require.ErrorAs(t, err, &rerr)
-	assert.Positive(t, rerr.Line)
-	assert.Contains(t, rerr.Input, "> "+strconv.Itoa(rerr.Line)+": ", "the failing line is marked")
-	assert.Contains(t, rerr.Stderr, "does not exist")
+	assert.Zero(t, rerr.Line)
+	assert.Contains(t, rerr.Input, "  1: create np4-a ", "the first lines are kept")
+	assert.Contains(t, err.Error(), "signal: killed")
 
 	apply(t, d)
 	for _, name := range []string{"np4-a", "np4-b"} {
@@ -634,9 +657,15 @@ func scenarioUnsupportedType(t *testing.T, e env) {
 	d, _ := newDriver(t, e, ipsets.IPv4)
 	p := netip.MustParsePrefix("10.0.0.0/8")
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "nn", Type: ipsets.HashNetNet}, []ipsets.Member{ipsets.NetNetMember(p, p)}))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "ok", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(p)}))
 	_, err := d.Apply(context.Background())
 	require.ErrorIs(t, err, ipsets.ErrRestore)
+	require.ErrorIs(t, err, dataplane.ErrPartial, "the set fails alone")
+	assert.Contains(t, err.Error(), "set np4-nn: ")
 	assert.Contains(t, err.Error(), "set type not supported")
+	ks, ok := e.read(t, "np4-ok")
+	require.True(t, ok, "the other set is written")
+	assert.Equal(t, []string{"10.0.0.0/8"}, ks.members)
 }
 
 func scenarioForeignHeader(t *testing.T, e env) {
@@ -685,6 +714,77 @@ func scenarioMissingSets(t *testing.T, e env) {
 	}
 	ks, _ := e.read(t, "np6-c")
 	assert.NotContains(t, ks.members, "fd00::99", "the foreign member is found by a later recheck")
+}
+
+// scenarioOneBadSet: sets the kernel refuses — one whose name a set of
+// another type took behind the driver's back, one a foreign member has
+// filled — fail alone. Everything else is written in the same Apply, the
+// error wraps dataplane.ErrPartial and names them, and each is retried on
+// its own backoff, or at once when its declaration changes.
+func scenarioOneBadSet(t *testing.T, e env) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	d, rec := newDriver(t, e, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
+	ips := manyIPs(ipsets.IPv4, 4)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "a", Type: ipsets.HashIP}, ips[:1]))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "full", Type: ipsets.HashIP, MaxSize: 2}, ips[:1]))
+	apply(t, d)
+	e.cli(t, "create", "np4-b", "hash:net", "family", "inet")
+	e.cli(t, "add", "np4-b", "192.0.2.0/24")
+	e.cli(t, "add", "np4-full", "192.0.2.9")
+
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "b", Type: ipsets.HashIP}, ips[:2]))
+	require.NoError(t, d.AddMembers("a", ips[1:3]))
+	require.NoError(t, d.AddMembers("full", ips[1:2]))
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "c", Type: ipsets.HashIP}, ips))
+	rec.reset()
+	ctx := context.Background()
+	res, err := d.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	require.ErrorIs(t, err, ipsets.ErrRestore)
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 2, pe.Failed)
+	text := err.Error()
+	assert.True(t, strings.HasPrefix(text, "ipsets: 2 object(s) failed; set np4-b: "), text)
+	assert.Equal(t, 1, strings.Count(text, "ipsets: "), text)
+	assert.Contains(t, text, "set with the same name already exists")
+	assert.Contains(t, text, "; set np4-full: ")
+	assert.Contains(t, text, "Hash is full")
+	assert.Equal(t, ipsets.DefaultRetryInterval, res.RetryAfter)
+	assert.LessOrEqual(t, rec.count("restore"), 3, "one restore, and one more after each failed set")
+
+	ks, _ := e.read(t, "np4-a")
+	assert.Len(t, ks.members, 3, "the good sets are written in the same Apply")
+	ks, _ = e.read(t, "np4-c")
+	assert.Len(t, ks.members, 4)
+	ks, _ = e.read(t, "np4-b")
+	assert.Equal(t, "hash:net", ks.typ, "the failed set is left alone")
+	assert.Equal(t, []string{"192.0.2.0/24"}, ks.members)
+
+	// Not due yet: nothing is tried, the failures are still reported.
+	rec.reset()
+	res, err = d.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	assert.Equal(t, ipsets.DefaultRetryInterval, res.RetryAfter)
+	assert.Zero(t, rec.count("restore"))
+
+	// A new declaration is tried at once; the other waits for its turn.
+	require.NoError(t, d.AddMembers("b", ips[2:3]))
+	res, err = d.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	assert.NotContains(t, err.Error(), "np4-b")
+	ks, _ = e.read(t, "np4-b")
+	assert.Equal(t, "hash:ip", ks.typ, "the unreferenced set is recreated with its declared type")
+	assert.Len(t, ks.members, 3)
+
+	clk.Advance(res.RetryAfter)
+	apply(t, d)
+	ks, _ = e.read(t, "np4-full")
+	assert.Equal(t, []string{"10.1.0.0", "10.1.0.1"}, ks.members, "the full set is swapped in without the foreign member")
+	rec.reset()
+	d.QueueResync()
+	apply(t, d)
+	assert.Zero(t, rec.count("restore"), "converged")
 }
 
 // scenarioHostBitsRejected: a prefix with host bits set is refused at the

@@ -40,60 +40,102 @@ func put(m *map[Member]struct{}, k Member) {
 	(*m)[k] = struct{}{}
 }
 
-// want makes m desired.
-func (s *memberSet) want(m Member) {
+// want makes m desired and reports whether it was not.
+func (s *memberSet) want(m Member) bool {
 	if _, ok := s.inSync[m]; ok {
-		return
+		return false
+	}
+	if _, ok := s.adds[m]; ok {
+		return false
 	}
 	if _, ok := s.dels[m]; ok {
 		delete(s.dels, m)
 		put(&s.inSync, m)
-		return
+		return true
 	}
 	put(&s.adds, m)
+	return true
 }
 
-// unwant makes m not desired.
-func (s *memberSet) unwant(m Member) {
+// unwant makes m not desired and reports whether it was.
+func (s *memberSet) unwant(m Member) bool {
 	if _, ok := s.inSync[m]; ok {
 		delete(s.inSync, m)
 		put(&s.dels, m)
-		return
+		return true
 	}
-	delete(s.adds, m)
+	if _, ok := s.adds[m]; ok {
+		delete(s.adds, m)
+		return true
+	}
+	return false
 }
 
-// replaceDesired makes members (duplicates allowed) the desired members.
-func (s *memberSet) replaceDesired(members []Member) {
+// replaceDesired makes members (duplicates allowed) the desired members
+// and reports whether that changed them.
+func (s *memberSet) replaceDesired(members []Member) bool {
+	before := s.desiredLen()
+	// fresh is set once a member that was not desired is seen: without
+	// one, and with as many members as before, nothing changed.
+	fresh := false
+	wasAdd := func(m Member) {
+		if !fresh {
+			_, ok := s.adds[m]
+			fresh = !ok
+		}
+	}
 	if s.kernelLen() == 0 {
-		s.adds = make(map[Member]struct{}, len(members))
+		adds := make(map[Member]struct{}, len(members))
 		for _, m := range members {
-			s.adds[m] = struct{}{}
+			wasAdd(m)
+			adds[m] = struct{}{}
 		}
-		s.inSync = nil
-		return
+		s.inSync, s.adds = nil, adds
+		return fresh || len(adds) != before
 	}
-	in := make(map[Member]struct{}, min(len(members), s.kernelLen()))
-	var adds, dels map[Member]struct{}
-	for _, m := range members {
-		_, inKernel := s.inSync[m]
-		if !inKernel {
-			_, inKernel = s.dels[m]
-		}
-		if inKernel {
-			in[m] = struct{}{}
-		} else {
-			put(&adds, m)
+	// Two passes, so that both maps are allocated at their final size:
+	// growing a map of 100k members costs more than looking them up.
+	inKernel := make([]bool, len(members))
+	nIn := 0
+	for i, m := range members {
+		if s.kernelHas(m) {
+			inKernel[i] = true
+			nIn++
 		}
 	}
-	for _, old := range [2]map[Member]struct{}{s.inSync, s.dels} {
-		for m := range old {
-			if _, ok := in[m]; !ok {
-				put(&dels, m)
-			}
+	in := make(map[Member]struct{}, nIn)
+	var adds map[Member]struct{}
+	if nIn < len(members) {
+		adds = make(map[Member]struct{}, len(members)-nIn)
+	}
+	for i, m := range members {
+		if !inKernel[i] {
+			wasAdd(m)
+			adds[m] = struct{}{}
+			continue
 		}
+		if !fresh {
+			_, ok := s.inSync[m]
+			fresh = !ok
+		}
+		in[m] = struct{}{}
+	}
+	// The kernel's members that are not kept are deleted: the old in-sync
+	// map (about to be dropped) less those kept, and the old deletes.
+	dels := s.inSync
+	for m := range in {
+		delete(dels, m)
+	}
+	for m := range s.dels {
+		if _, ok := in[m]; !ok {
+			put(&dels, m)
+		}
+	}
+	if len(dels) == 0 {
+		dels = nil
 	}
 	s.inSync, s.adds, s.dels = in, adds, dels
+	return fresh || len(in)+len(adds) != before
 }
 
 // clearDesired makes no member desired.
@@ -120,12 +162,25 @@ func (s *memberSet) clearKernel() {
 	s.inSync, s.dels = nil, nil
 }
 
-// replaceKernel replaces the kernel's members with those dump reports. On
-// error nothing changes.
-func (s *memberSet) replaceKernel(dump func(add func(Member)) error) error {
+// replaceKernel replaces the kernel's members with those dump reports.
+// When notify is not nil it is called for each member the kernel gained
+// (true) or lost (false) since the last view. On error nothing changes.
+func (s *memberSet) replaceKernel(dump func(add func(Member)) error, notify func(m Member, added bool)) error {
 	k := make(map[Member]struct{}, s.kernelLen())
 	if err := dump(func(m Member) { k[m] = struct{}{} }); err != nil {
 		return err
+	}
+	if notify != nil {
+		for m := range k {
+			if !s.kernelHas(m) {
+				notify(m, true)
+			}
+		}
+		for m := range s.kernel() {
+			if _, ok := k[m]; !ok {
+				notify(m, false)
+			}
+		}
 	}
 	var adds, dels map[Member]struct{}
 	for _, want := range [2]map[Member]struct{}{s.inSync, s.adds} {
@@ -148,6 +203,14 @@ func (s *memberSet) replaceKernel(dump func(add func(Member)) error) error {
 	return nil
 }
 
+func (s *memberSet) kernelHas(m Member) bool {
+	if _, ok := s.inSync[m]; ok {
+		return true
+	}
+	_, ok := s.dels[m]
+	return ok
+}
+
 // commit records that the kernel now holds the desired members, calling
 // notify (when not nil) for each member removed, then each added.
 func (s *memberSet) commit(notify func(m Member, added bool)) {
@@ -161,7 +224,11 @@ func (s *memberSet) commit(notify func(m Member, added bool)) {
 	}
 	switch {
 	case len(s.adds) == 0:
-	case len(s.inSync) == 0:
+	case len(s.inSync) < len(s.adds):
+		// Merge the smaller map into the larger.
+		for m := range s.inSync {
+			s.adds[m] = struct{}{}
+		}
 		s.inSync = s.adds
 	default:
 		for m := range s.adds {

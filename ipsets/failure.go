@@ -1,0 +1,122 @@
+package ipsets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/errs"
+)
+
+// MaxSetBackoff is the longest a set that keeps failing on its own waits
+// between two tries. The first retry comes after Options.RetryInterval,
+// and each failure in a row doubles the wait up to this bound.
+const MaxSetBackoff = time.Minute
+
+// failure is a set's failed attempts to be read, written or destroyed.
+type failure struct {
+	err     error     // the last failure, naming the set
+	n       int       // failures in a row
+	retryAt time.Time // when the set is tried again
+	destroy bool      // failed in ApplyDeletions, which reports it
+}
+
+// waiting reports whether set failed and its next try is not due at now.
+func (set *ipset) waiting(now time.Time) bool {
+	return set.fail != nil && now.Before(set.fail.retryAt)
+}
+
+// failed records that set failed with err, which says why without naming
+// the set, and schedules its next try.
+func (s *IPSets) failed(set *ipset, err error, destroy bool, now time.Time) {
+	f := set.fail
+	if f == nil || f.destroy != destroy {
+		f = &failure{destroy: destroy}
+		set.fail = f
+	}
+	f.n++
+	f.err = errs.Also(fmt.Errorf("set %s: %s", set.kname, strings.TrimPrefix(err.Error(), "ipsets: ")), err)
+	wait := s.retry
+	for i := 1; i < f.n && wait < MaxSetBackoff; i++ {
+		wait *= 2
+	}
+	f.retryAt = now.Add(min(wait, MaxSetBackoff))
+	s.log.Warn("ipsets: set failed; the others are written, it is retried later",
+		"set", set.kname, "retry_in", min(wait, MaxSetBackoff), "error", err)
+}
+
+// outcome completes res and returns the error of an Apply (destroy false)
+// or ApplyDeletions (destroy true): nil when no set of that kind is
+// failing, else one wrapping dataplane.ErrPartial that names each, with
+// res.RetryAfter no later than the first one's next try.
+func (s *IPSets) outcome(res dataplane.ApplyResult, destroy bool, now time.Time) (dataplane.ApplyResult, error) {
+	var failing []*ipset
+	for _, set := range s.sets {
+		if set.fail != nil && set.fail.destroy == destroy {
+			failing = append(failing, set)
+		}
+	}
+	if len(failing) == 0 {
+		return res, nil
+	}
+	slices.SortFunc(failing, func(a, b *ipset) int { return strings.Compare(a.kname, b.kname) })
+	errList := make([]error, len(failing))
+	for i, set := range failing {
+		errList[i] = set.fail.err
+		wait := set.fail.retryAt.Sub(now)
+		if wait <= 0 {
+			wait = s.retry
+		}
+		if res.RetryAfter <= 0 || wait < res.RetryAfter {
+			res.RetryAfter = wait
+		}
+	}
+	return res, fmt.Errorf("ipsets: %w", dataplane.Partial(len(errList), errList...))
+}
+
+// refused reports whether err is ipset's own failure exit (1, or 2 for a
+// usage error): the binary ran and refused what it was given, rather than
+// not running or being killed. The status is read from a *command.Error,
+// or from the *exec.ExitError that other runners wrap.
+func refused(err error) bool {
+	code := -1
+	var ce *command.Error
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ce):
+		code = ce.ExitCode
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	}
+	return code == 1 || code == 2
+}
+
+// read re-reads kname (see readSet). A failure of that set alone — ipset
+// refused to save it, or its output could not be parsed — is recorded on
+// the set, which is neither written nor destroyed until it has been read;
+// it is tried again after its backoff. Other failures are returned.
+func (s *IPSets) read(ctx context.Context, kname string, now time.Time, report bool) error {
+	if set := s.sets[kname]; set != nil && set.unread && set.waiting(now) {
+		return nil
+	}
+	err := s.readSet(ctx, kname, report)
+	if err == nil {
+		if set := s.sets[kname]; set != nil && set.unread {
+			set.unread, set.fail = false, nil
+		}
+		return nil
+	}
+	if !refused(err) && !errors.Is(err, ErrParse) {
+		return err
+	}
+	set := s.entry(kname)
+	set.unread = true
+	s.failed(set, err, false, now)
+	return nil
+}
