@@ -134,10 +134,11 @@ func describe(e *entry) string {
 type applyState struct {
 	now                     time.Time
 	adds, deletes, rebuilds int
-	// failed counts the rules that failed or wait for their next
-	// attempt; errs holds the first maxReported of their errors.
-	failed int
-	errs   []error
+	// failed counts the rules tried in this Apply that failed, waiting
+	// those that wait for their next attempt; errs holds the first
+	// maxReported of their errors.
+	failed, waiting int
+	errs            []error
 	// stale is set when a write showed the model out of date (a rule to
 	// delete already gone, a rule to add already there).
 	stale bool
@@ -149,9 +150,19 @@ type applyState struct {
 // maxReported is how many rule errors an Apply's error keeps.
 const maxReported = 16
 
-// fail records a rule that failed or waits for its next attempt.
+// fail records a rule that failed in this Apply.
 func (st *applyState) fail(err error) {
 	st.failed++
+	st.report(err)
+}
+
+// wait records a rule that failed before and waits for its next attempt.
+func (st *applyState) wait(err error) {
+	st.waiting++
+	st.report(err)
+}
+
+func (st *applyState) report(err error) {
 	if len(st.errs) < maxReported {
 		st.errs = append(st.errs, err)
 	}
@@ -221,9 +232,10 @@ func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		r.resync = true
 	}
 	res := r.result(now, st.stale)
-	if st.failed > 0 {
+	if st.failed+st.waiting > 0 {
 		// Still dirty: the next Apply tries what is due.
-		return res, fmt.Errorf("routerule: %s: %w", r.opt.name, dataplane.Partial(st.failed, st.errs...))
+		return res, fmt.Errorf("routerule: %s: %w", r.opt.name,
+			&dataplane.PartialError{Failed: st.failed, Waiting: st.waiting, Errs: st.errs})
 	}
 	r.dirty = false
 	return res, nil
@@ -244,7 +256,7 @@ func (r *Rules) result(now time.Time, soon bool) dataplane.ApplyResult {
 		consider(staleRetry)
 	}
 	for _, rt := range r.retries {
-		consider(rt.due.Sub(now))
+		consider(rt.Due.Sub(now))
 	}
 	return dataplane.ApplyResult{RetryAfter: after}
 }
@@ -475,8 +487,8 @@ func deleteOf(e *entry) write { return write{k: e.k, del: true} }
 func (r *Rules) waiting(w write, st *applyState) bool {
 	st.seen[w] = true
 	b, ok := r.retries[w]
-	if ok && b.waiting(st.now) {
-		st.fail(b.err)
+	if ok && b.Waiting(st.now) {
+		st.wait(b.Err)
 		return true
 	}
 	return false
@@ -484,11 +496,11 @@ func (r *Rules) waiting(w write, st *applyState) bool {
 
 // failed records the kernel's refusal of w and backs it off.
 func (r *Rules) failed(w write, err error, st *applyState) {
-	b := r.retries[w].failed(st.now, err)
+	b := r.retries[w].Failed(dataplane.Backoff{}, st.now, err)
 	r.retries[w] = b
 	st.fail(err)
-	r.opt.log.Warn("routerule: rule write failed", "name", r.opt.name, "error", err, "failures", b.failures,
-		"retry_in", b.due.Sub(st.now))
+	r.opt.log.Warn("routerule: rule write failed", "name", r.opt.name, "error", err, "failures", b.Failures,
+		"retry_in", b.Due.Sub(st.now))
 }
 
 // add adds w to the kernel and the model. A refusal is recorded and backs

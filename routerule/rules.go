@@ -32,7 +32,7 @@ type Rules struct {
 	// groups holds our rules in the kernel, by priority, in kernel order.
 	groups map[uint32][]*entry
 	// retries holds the backoff of the writes the kernel refused.
-	retries map[write]retry
+	retries map[write]dataplane.Retry
 }
 
 // New validates o and returns an instance with nothing desired. It does no
@@ -46,7 +46,7 @@ func New(o Options) (*Rules, error) {
 		opt:     v,
 		desired: map[ruleKey]Rule{},
 		groups:  map[uint32][]*entry{},
-		retries: map[write]retry{},
+		retries: map[write]dataplane.Retry{},
 		resync:  true,
 	}, nil
 }

@@ -17,26 +17,37 @@ import (
 
 // applyState collects the outcome of one Apply.
 type applyState struct {
-	now    time.Time
-	failed int
-	errs   []error
+	now     time.Time
+	failed  int // objects tried in this Apply that failed
+	waiting int // objects not tried: their retry is not due
+	errs    []error
 	// conntrackWait is set when routes wait for a conntrack deletion.
 	conntrackWait bool
 }
 
-// fail records an object that failed, or waits for its next attempt.
+// fail records an object that failed in this Apply.
 func (s *applyState) fail(err error) {
 	s.failed++
+	s.report(err)
+}
+
+// wait records an object that failed before and waits for its retry.
+func (s *applyState) wait(err error) {
+	s.waiting++
+	s.report(err)
+}
+
+func (s *applyState) report(err error) {
 	if len(s.errs) < MaxReportedErrors {
 		s.errs = append(s.errs, err)
 	}
 }
 
 func (s *applyState) err() error {
-	if s.failed == 0 {
+	if s.failed+s.waiting == 0 {
 		return nil
 	}
-	return &ApplyError{Failed: s.failed, Errors: s.errs}
+	return &ApplyError{Failed: s.failed, Waiting: s.waiting, Errors: s.errs}
 }
 
 // Apply writes the difference between the winners of every key and the
@@ -95,9 +106,9 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	switch {
 	case len(t.pendingFlush) == 0 && !st.conntrackWait:
-		t.flush = retry{} // nothing waits for a conntrack deletion
-	case t.flush.err != nil:
-		st.fail(t.flush.err)
+		t.flush = dataplane.Retry{} // nothing waits for a conntrack deletion
+	case t.flush.Err != nil:
+		st.wait(t.flush.Err)
 	}
 	t.forgetRetries()
 	return dataplane.ApplyResult{RetryAfter: t.retryAfter(now)}, st.err()
@@ -122,12 +133,12 @@ func (t *Table) retryAfter(now time.Time) time.Duration {
 		consider(first.Add(t.opts.GracePeriod))
 	}
 	for _, r := range t.retries {
-		consider(r.due)
+		consider(r.Due)
 	}
 	for _, r := range t.nbrRetries {
-		consider(r.due)
+		consider(r.Due)
 	}
-	consider(t.flush.due)
+	consider(t.flush.Due)
 	return next
 }
 
@@ -423,8 +434,8 @@ func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 // next attempt; it reports the last failure again.
 func (t *Table) waiting(k rkey, st *applyState) bool {
 	r, ok := t.retries[k]
-	if ok && r.waiting(st.now) {
-		st.fail(r.err)
+	if ok && r.Waiting(st.now) {
+		st.wait(r.Err)
 		return true
 	}
 	return false
@@ -582,11 +593,11 @@ func (t *Table) failed(k rkey, op OpKind, v kroute, err error, st *applyState) {
 		e.Class = ErrIfaceDown
 		t.linksStale = true
 	}
-	r := t.retries[k].failed(st.now, e)
+	r := t.retries[k].Failed(dataplane.Backoff{}, st.now, e)
 	t.retries[k] = r
 	st.fail(e)
-	t.opts.Logger.Warn("routetable: route write failed", "table", t.Name(), "error", e, "failures", r.failures,
-		"retry_in", r.due.Sub(st.now))
+	t.opts.Logger.Warn("routetable: route write failed", "table", t.Name(), "error", e, "failures", r.Failures,
+		"retry_in", r.Due.Sub(st.now))
 }
 
 // nameOf names the interface with index oif, if known.
@@ -611,15 +622,15 @@ func (t *Table) flushPending(ctx context.Context, now time.Time) {
 // deleteConntrack deletes the conntrack entries of addrs. Deletions share
 // one backoff: while it runs, it fails at once with the last error.
 func (t *Table) deleteConntrack(ctx context.Context, now time.Time, addrs []netip.Addr) error {
-	if t.flush.waiting(now) {
-		return t.flush.err
+	if t.flush.Waiting(now) {
+		return t.flush.Err
 	}
 	t.stats.ConntrackDeletions++
 	if _, err := t.opts.ConntrackDeleter.DeleteConntrack(ctx, t.opts.Family, addrs); err != nil {
-		t.flush = t.flush.failed(now, fmt.Errorf("%w: %d address(es): %w", ErrConntrack, len(addrs), err))
-		return t.flush.err
+		t.flush = t.flush.Failed(dataplane.Backoff{}, now, fmt.Errorf("%w: %d address(es): %w", ErrConntrack, len(addrs), err))
+		return t.flush.Err
 	}
-	t.flush = retry{}
+	t.flush = dataplane.Retry{}
 	return nil
 }
 
@@ -663,8 +674,8 @@ func (t *Table) deleteNeighbors(ctx context.Context, st *applyState) {
 // nbrWaiting is waiting for a neighbour entry.
 func (t *Table) nbrWaiting(k nbrKey, st *applyState) bool {
 	r, ok := t.nbrRetries[k]
-	if ok && r.waiting(st.now) {
-		st.fail(r.err)
+	if ok && r.Waiting(st.now) {
+		st.wait(r.Err)
 		return true
 	}
 	return false
@@ -672,7 +683,7 @@ func (t *Table) nbrWaiting(k nbrKey, st *applyState) bool {
 
 // nbrFailed records a failed neighbour write and backs the entry off.
 func (t *Table) nbrFailed(k nbrKey, err error, st *applyState) {
-	t.nbrRetries[k] = t.nbrRetries[k].failed(st.now, err)
+	t.nbrRetries[k] = t.nbrRetries[k].Failed(dataplane.Backoff{}, st.now, err)
 	st.fail(err)
 	t.opts.Logger.Warn("routetable: neighbour write failed", "table", t.Name(), "error", err)
 }

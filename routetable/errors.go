@@ -101,9 +101,12 @@ func (e *RouteError) Unwrap() []error { return []error{e.Class, e.Err} }
 // matches dataplane.ErrPartial and a dataplane.Loop counts the failed
 // objects without backing the Table off.
 type ApplyError struct {
-	// Failed is the number of objects that failed or wait for their next
-	// attempt.
+	// Failed is the number of objects that were tried in this Apply and
+	// failed.
 	Failed int
+	// Waiting is the number of objects that failed before and wait for
+	// their next attempt.
+	Waiting int
 	// Errors are the first MaxReportedErrors object errors (*RouteError
 	// for routes; errors wrapping ErrNeighbor or ErrConntrack for the
 	// rest).
@@ -113,7 +116,7 @@ type ApplyError struct {
 // Error summarises the failures.
 func (e *ApplyError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s%d object(s) failed", prefix, e.Failed)
+	fmt.Fprintf(&b, "%s%d object(s) failed", prefix, e.Failed+e.Waiting)
 	for i, err := range e.Errors {
 		if i == 3 {
 			fmt.Fprintf(&b, "; …")
@@ -128,5 +131,5 @@ func (e *ApplyError) Error() string {
 // dataplane.ErrPartial and the collected errors, so errors.Is finds their
 // sentinels.
 func (e *ApplyError) Unwrap() []error {
-	return []error{&dataplane.PartialError{Failed: e.Failed, Errs: e.Errors}}
+	return []error{&dataplane.PartialError{Failed: e.Failed, Waiting: e.Waiting, Errs: e.Errors}}
 }

@@ -69,9 +69,9 @@ type Table struct {
 	// retries and nbrRetries hold the backoff of the routes and neighbour
 	// entries whose last write failed, flush that of the conntrack
 	// deletions.
-	retries    map[rkey]retry
-	nbrRetries map[nbrKey]retry
-	flush      retry
+	retries    map[rkey]dataplane.Retry
+	nbrRetries map[nbrKey]dataplane.Retry
+	flush      dataplane.Retry
 
 	needResync bool // next Apply dumps the table
 	linksStale bool // next Apply lists the links
@@ -301,8 +301,8 @@ func New(opts Options) (*Table, error) {
 		graceSeen:    map[rkey]time.Time{},
 		nbrs:         delta.NewComparable[nbrKey, [6]byte](),
 		nbrOf:        map[rkey]nbrKey{},
-		retries:      map[rkey]retry{},
-		nbrRetries:   map[nbrKey]retry{},
+		retries:      map[rkey]dataplane.Retry{},
+		nbrRetries:   map[nbrKey]dataplane.Retry{},
 		needResync:   true,
 		flushedIndex: map[int32]bool{},
 		rescan:       map[int32]struct{}{},
