@@ -5,13 +5,15 @@
 // # What it owns
 //
 // A Namespace owns the sockets and descriptors it opened for one network
-// namespace: a NETLINK_ROUTE socket for batched route, neighbour and FDB
-// writes and streaming dumps, a netlink handle for links, addresses, rules
-// and conntrack, and a duplicate of the namespace descriptor, through
-// which it runs binaries (Runner), sysctl reads and writes, and any other
-// work that must happen inside the namespace (Do: google/nftables, wgctrl,
-// BPF attachments). It keeps no kernel state of its own and has no opinion
-// about which objects are whose: ownership is the drivers' business.
+// namespace: a NETLINK_ROUTE socket for batched route, neighbour, FDB and
+// rule writes and streaming dumps (its own codec), netlink-library handles
+// for links, addresses and conntrack, and a duplicate of the namespace
+// descriptor, through which it runs binaries (Runner), sysctl reads and
+// writes, and any other work that must happen inside the namespace (Do:
+// google/nftables, wgctrl, BPF attachments). Sockets are opened on first
+// use, each from a thread inside the namespace. It keeps no kernel state
+// of its own and has no opinion about which objects are whose: ownership
+// is the drivers' business.
 //
 // # How it is used
 //
@@ -30,14 +32,24 @@
 //
 // Writes of many objects (ApplyRoutes, ApplyNeighbors, ApplyFDB) are
 // batched: many requests per sendmsg, acknowledgements drained in bulk, one
-// error per operation, so one refused object never hides the others.
-// Dumps retry when the kernel reports them interrupted by a concurrent
-// change, and subscriptions resubscribe and announce a Resync after an
-// overflow, so no watcher goes deaf.
+// error per operation, so one refused object never hides the others. Bad
+// input is refused before anything is sent, with the same checks in the
+// fake (Route.Validate, Neighbor.Validate, FDBEntry.Validate,
+// Rule.Validate, Link.Validate, Addr.Validate). Dumps retry when the kernel
+// reports them interrupted by a concurrent change, and subscriptions
+// resubscribe and announce a Resync after an overflow, so no watcher goes
+// deaf. Kernel refusals keep their errno and carry the package's sentinel
+// where one applies (EEXIST is ErrExists; ENOENT, ESRCH, ENODEV and
+// EADDRNOTAVAIL are ErrNotFound; EOPNOTSUPP is ErrNotSupported).
+//
+// Namespaces are Linux-only: elsewhere the package builds, its pure checks
+// work, and Open fails with ErrNotSupported.
 //
 // # What it never touches
 //
 // Nothing on its own: every change is a call its user made. It never falls
-// back to the process's namespace when a namespace is closed or invalid,
-// and never moves the calling goroutine's thread into another namespace.
+// back to the process's namespace when a namespace is closed or invalid
+// (calls after Close fail with ErrClosed, and Close waits for the calls in
+// progress), and never moves the calling goroutine's thread into another
+// namespace.
 package kernel

@@ -38,9 +38,12 @@ var (
 )
 
 // OpError is the error of one operation of a batched write (ApplyRoutes,
-// ApplyNeighbors, ApplyFDB). Err is the kernel's unix.Errno when it
-// refused the operation (so errors.Is(err, unix.ENODEV) works), or wraps
-// ErrInvalid, ErrAckLost, ErrClosed or a context error.
+// ApplyNeighbors, ApplyFDB; AddRule and DeleteRule return one too). Err
+// wraps the kernel's unix.Errno when it refused the operation (so
+// errors.Is(err, unix.ENODEV) works), with ErrExists, ErrNotFound or
+// ErrNotSupported attached where one applies (see the package
+// documentation), or wraps ErrInvalid, ErrAckLost, ErrClosed or a context
+// error.
 type OpError struct {
 	// Op is the operation: "replace route", "delete neighbor"…
 	Op string

@@ -91,7 +91,9 @@ type Neighbors interface {
 // FDB reads and writes bridge forwarding-database entries (the remote
 // VTEPs of a VXLAN device), batched.
 type FDB interface {
-	// FDB lists the entries of the interface with index linkIndex.
+	// FDB lists the device's own entries (NTF_SELF: a VXLAN device's MACs,
+	// one entry per remote) of the interface with index linkIndex (0:
+	// every interface).
 	FDB(ctx context.Context, linkIndex int) ([]FDBEntry, error)
 	// ApplyFDB performs ops in order and returns one error per op.
 	ApplyFDB(ctx context.Context, ops []FDBOp) []error
@@ -99,8 +101,12 @@ type FDB interface {
 
 // Sysctls reads and writes the namespace's sysctls (net.* keys, which are
 // per namespace). Keys are written with dots or slashes:
-// "net.ipv4.ip_forward" or "net/ipv4/ip_forward"; an interface name in a
-// dotted key keeps its dots when it is written with slashes.
+// "net.ipv4.ip_forward" or "net/ipv4/ip_forward". A key with a slash is
+// split at slashes only, so an interface name keeps its dots there
+// ("net/ipv4/conf/eth0.100/rp_filter"); a key without one is split at
+// every dot ("net.ipv4.conf.eth0.100.rp_filter" names eth0/100, which does
+// not exist). Keys outside net, absolute paths and "." or ".." components
+// wrap ErrInvalid.
 type Sysctls interface {
 	// Sysctl returns the value, without its trailing newline. A missing
 	// key wraps ErrNotFound.

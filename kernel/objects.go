@@ -330,6 +330,7 @@ type Rule struct {
 	// Family is IPv4 or IPv6.
 	Family Family
 	// Priority orders the rules: the kernel tries them from the lowest up.
+	// 0 is not sent: an add lets the kernel choose, a delete matches any.
 	Priority uint32
 	// Action is RuleLookup, RuleGoto, RuleNop, RuleBlackhole,
 	// RuleUnreachable or RuleProhibit.
@@ -344,7 +345,8 @@ type Rule struct {
 	// Prefix matches any.
 	Src, Dst netip.Prefix
 	// Mark and Mask match the firewall mark: (mark & Mask) == Mark. Mask
-	// is 0 when the rule has no mark selector.
+	// is 0 when the rule has no mark selector; a Mark written without a
+	// Mask gets the kernel's full mask (0xffffffff), which dumps report.
 	Mark, Mask uint32
 	// IIF and OIF match the input and output interface names.
 	IIF, OIF string
@@ -359,7 +361,8 @@ type Rule struct {
 	// Protocol says who installed the rule (RTPROT_*), 0 for unspecified.
 	Protocol uint8
 	// SuppressPrefixLen suppresses lookup results with a prefix this long
-	// or shorter; -1 when unset.
+	// or shorter; -1 when unset. Mind the zero value: 0 is a real
+	// selector (suppress_prefixlength 0 hides the default route).
 	SuppressPrefixLen int
 	// SuppressIfGroup suppresses results through interfaces of this
 	// group; -1 when unset.
@@ -394,7 +397,8 @@ type Neighbor struct {
 	State uint16
 }
 
-// NeighborOp is one neighbour write (OpReplace or OpDelete).
+// NeighborOp is one neighbour write: OpReplace, OpAdd (fails with
+// ErrExists when the entry exists) or OpDelete.
 type NeighborOp struct {
 	// Kind is the operation.
 	Kind OpKind
@@ -414,11 +418,14 @@ type FDBEntry struct {
 	// Dst is the remote VTEP's underlay address; unset for a bridge port.
 	Dst netip.Addr
 	// Permanent is true for NUD_PERMANENT entries, the kind an agent
-	// writes.
+	// writes; an entry written with false is NUD_REACHABLE and ages out.
 	Permanent bool
 }
 
-// FDBOp is one FDB write (OpReplace or OpDelete).
+// FDBOp is one FDB write: OpReplace, OpAdd (fails with ErrExists when the
+// MAC has an entry) or OpDelete. OpReplace of a unicast MAC replaces its
+// remote; OpReplace of the all-zeros or a multicast MAC adds Dst to the
+// remotes the flooded frames go to (the kernel keeps a list for those).
 type FDBOp struct {
 	// Kind is the operation.
 	Kind OpKind
