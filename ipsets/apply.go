@@ -86,6 +86,7 @@ func (s *IPSets) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.pass++
 	now := s.clk.Now()
 	err := s.sync(ctx, now)
 	var steps []step
@@ -377,6 +378,7 @@ func (s *IPSets) ApplyDeletions(ctx context.Context) (dataplane.ApplyResult, err
 		// The kernel's state is unknown until Apply re-reads it.
 		return res, nil
 	}
+	s.pass++
 	now := s.clk.Now()
 	var doomed []*ipset
 	for _, set := range s.sets {

@@ -185,7 +185,12 @@ func TestSetBackoff(t *testing.T) {
 		waits = append(waits, res.RetryAfter)
 	}
 	r := ipsets.DefaultRetryInterval
-	assert.Equal(t, []time.Duration{r, 2 * r, 4 * r, 8 * r, 16 * r, 32 * r, 64 * r, 128 * r, 256 * r, 512 * r, ipsets.MaxSetBackoff, ipsets.MaxSetBackoff}, waits)
+	var want []time.Duration
+	for i := range 12 {
+		want = append(want, min(r<<i, ipsets.MaxSetBackoff))
+	}
+	assert.Equal(t, want, waits)
+	assert.Equal(t, ipsets.MaxSetBackoff, waits[11], "bounded")
 
 	// The same declaration again does not reset the backoff.
 	k.ResetCalls()
@@ -234,7 +239,9 @@ func TestManyFailingSets(t *testing.T) {
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
-	assert.Equal(t, 10, pe.Failed)
+	assert.Equal(t, 3, pe.Failed, "the sets tried in this Apply")
+	assert.Equal(t, 7, pe.Waiting, "the sets set aside by the first, waiting for their retry")
+	assert.True(t, strings.HasPrefix(err.Error(), "ipsets: 10 object(s) failed; "), err.Error())
 	members, ok := k.Members("np4-good")
 	require.True(t, ok)
 	assert.Len(t, members, 1)

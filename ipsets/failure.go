@@ -16,20 +16,20 @@ import (
 
 // MaxSetBackoff is the longest a set that keeps failing on its own waits
 // between two tries. The first retry comes after Options.RetryInterval,
-// and each failure in a row doubles the wait up to this bound.
-const MaxSetBackoff = time.Minute
+// and each failure in a row doubles the wait up to this bound (the loop's
+// own default bound for whole drivers).
+const MaxSetBackoff = dataplane.DefaultBackoffMax
 
 // failure is a set's failed attempts to be read, written or destroyed.
 type failure struct {
-	err     error     // the last failure, naming the set
-	n       int       // failures in a row
-	retryAt time.Time // when the set is tried again
-	destroy bool      // failed in ApplyDeletions, which reports it
+	dataplane.Retry        // Err names the set
+	destroy         bool   // failed in ApplyDeletions, which reports it
+	pass            uint64 // the Apply or ApplyDeletions of the last failure
 }
 
 // waiting reports whether set failed and its next try is not due at now.
 func (set *ipset) waiting(now time.Time) bool {
-	return set.fail != nil && now.Before(set.fail.retryAt)
+	return set.fail != nil && set.fail.Waiting(now)
 }
 
 // failed records that set failed with err, which says why without naming
@@ -40,21 +40,19 @@ func (s *IPSets) failed(set *ipset, err error, destroy bool, now time.Time) {
 		f = &failure{destroy: destroy}
 		set.fail = f
 	}
-	f.n++
-	f.err = errs.Also(fmt.Errorf("set %s: %s", set.kname, strings.TrimPrefix(err.Error(), "ipsets: ")), err)
-	wait := s.retry
-	for i := 1; i < f.n && wait < MaxSetBackoff; i++ {
-		wait *= 2
-	}
-	f.retryAt = now.Add(min(wait, MaxSetBackoff))
+	named := errs.Also(fmt.Errorf("set %s: %s", set.kname, strings.TrimPrefix(err.Error(), "ipsets: ")), err)
+	f.Retry = f.Failed(dataplane.Backoff{Initial: s.retry, Max: MaxSetBackoff}, now, named)
+	f.pass = s.pass
 	s.log.Warn("ipsets: set failed; the others are written, it is retried later",
-		"set", set.kname, "retry_in", min(wait, MaxSetBackoff), "error", err)
+		"set", set.kname, "retry_in", f.RetryAfter(now), "error", err)
 }
 
 // outcome completes res and returns the error of an Apply (destroy false)
 // or ApplyDeletions (destroy true): nil when no set of that kind is
-// failing, else one wrapping dataplane.ErrPartial that names each, with
-// res.RetryAfter no later than the first one's next try.
+// failing, else a *dataplane.PartialError (in an error that carries the
+// package's prefix) that names each, counting those tried in this call
+// apart from those waiting for their retry, with res.RetryAfter no later
+// than the first one's next try.
 func (s *IPSets) outcome(res dataplane.ApplyResult, destroy bool, now time.Time) (dataplane.ApplyResult, error) {
 	var failing []*ipset
 	for _, set := range s.sets {
@@ -66,18 +64,23 @@ func (s *IPSets) outcome(res dataplane.ApplyResult, destroy bool, now time.Time)
 		return res, nil
 	}
 	slices.SortFunc(failing, func(a, b *ipset) int { return strings.Compare(a.kname, b.kname) })
-	errList := make([]error, len(failing))
+	pe := &dataplane.PartialError{Errs: make([]error, len(failing))}
 	for i, set := range failing {
-		errList[i] = set.fail.err
-		wait := set.fail.retryAt.Sub(now)
-		if wait <= 0 {
-			wait = s.retry
+		pe.Errs[i] = set.fail.Err
+		if set.fail.pass == s.pass {
+			pe.Failed++
+		} else {
+			pe.Waiting++
+		}
+		wait := s.retry // due, but not tried in this call
+		if set.fail.Waiting(now) {
+			wait = set.fail.RetryAfter(now)
 		}
 		if res.RetryAfter <= 0 || wait < res.RetryAfter {
 			res.RetryAfter = wait
 		}
 	}
-	return res, fmt.Errorf("ipsets: %w", dataplane.Partial(len(errList), errList...))
+	return res, fmt.Errorf("ipsets: %w", pe)
 }
 
 // refused reports whether err is ipset's own failure exit (1, or 2 for a

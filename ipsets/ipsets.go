@@ -102,6 +102,9 @@ type IPSets struct {
 	queued  map[string]struct{}
 	// tries counts destroy attempts (see ipset.tried).
 	tries uint64
+	// pass counts the calls of Apply and ApplyDeletions, so that a
+	// failure knows the call it happened in.
+	pass uint64
 }
 
 // ipset is one set, as desired and as last seen in the kernel.

@@ -764,7 +764,8 @@ func scenarioOneBadSet(t *testing.T, e env) {
 	// Not due yet: nothing is tried, the failures are still reported.
 	rec.reset()
 	res, err = d.Apply(ctx)
-	require.ErrorIs(t, err, dataplane.ErrPartial)
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, dataplane.PartialError{Failed: 0, Waiting: 2, Errs: pe.Errs}, *pe)
 	assert.Equal(t, ipsets.DefaultRetryInterval, res.RetryAfter)
 	assert.Zero(t, rec.count("restore"))
 
