@@ -27,6 +27,10 @@ import (
 //   - ipsets/change1/N: add one member to a set of N members that is
 //     already in the kernel and in sync. Ours is AddMembers + Apply; the
 //     floor is a restore of the one add line; the peer one `ipset add`.
+//   - ipsets/replace/100000: replace all but 500 members of a set of 100k
+//     (ipsets_replace.go). Ours swaps a new set in; the peer is the
+//     in-place restore nodeplane wrote before (every del, then every add);
+//     the floor a hand-written restore that fills a new set and swaps it.
 //   - ipsets/heap/100000: the heap the driver keeps for a 100k-member set
 //     once applied (desired and kernel views), reported as heapB/member.
 const (
@@ -42,7 +46,7 @@ func init() {
 	for _, n := range []int{100, 1_000, 10_000, 100_000} {
 		harness.Register(ipsetsInitial(n))
 	}
-	harness.Register(ipsetsChange1(100), ipsetsChange1(100_000), ipsetsHeap(100_000))
+	harness.Register(ipsetsChange1(100), ipsetsChange1(100_000), ipsetsReplace(100_000), ipsetsHeap(100_000))
 }
 
 func ipsetsMembers(n int) []ipsets.Member {
