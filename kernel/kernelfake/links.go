@@ -184,8 +184,10 @@ func (ns *Namespace) Link(name string) (kernel.Link, bool) {
 // PeerNamespaceFD, in the namespace of the same machine with that FD. A
 // VXLAN device with a parent gets the parent's MTU less 50 (70 with an
 // IPv6 local address) and refuses a larger one; without a parent its MTU
-// is 1500. A tun device has no carrier until SetCarrier gives it one (no
-// process has it open).
+// is 1500. A bridge has no ports, and so no carrier once it is given an
+// address (here or with SetLinkMAC): the kernel recomputes an empty
+// bridge's carrier then, and only then. A tun device has no carrier until
+// SetCarrier gives it one (no process has it open).
 func (ns *Namespace) AddLink(ctx context.Context, l kernel.Link) (kernel.Link, error) {
 	unlock, err := ns.begin(ctx, OpAddLink)
 	defer unlock()
@@ -223,9 +225,6 @@ func (ns *Namespace) AddLink(ctx context.Context, l kernel.Link) (kernel.Link, e
 		return kernel.Link{}, err
 	}
 	l.MAC = slices.Clone(l.MAC)
-	if l.MAC == nil && etherKind(l.Kind) {
-		l.MAC = s.newMAC()
-	}
 	l.MasterIndex = 0
 	var peer *link
 	if v := l.Veth; v != nil {
@@ -237,7 +236,15 @@ func (ns *Namespace) AddLink(ctx context.Context, l kernel.Link) (kernel.Link, e
 		v := *l.VXLAN
 		l.VXLAN = &v
 	}
+	// A bridge given its address recomputes its carrier, which an empty
+	// bridge does not have; one that chose its own address keeps the
+	// carrier it was born with.
+	noCarrier := l.Kind == kernel.KindBridge && l.MAC != nil
+	if l.MAC == nil && etherKind(l.Kind) {
+		l.MAC = s.newMAC()
+	}
 	nl := s.newLink(l)
+	nl.noCarrier = noCarrier
 	if peer != nil {
 		nl.peer, peer.peer = peer, nl
 		nl.Veth = &kernel.Veth{PeerName: veth.PeerName}
@@ -253,7 +260,8 @@ func (s *state) newMAC() net.HardwareAddr {
 }
 
 // checkNewMTU fills in the default MTU of a new link and checks a given
-// one, as the kernel does.
+// one, as the kernel does: a VXLAN device clamps one above its parent's
+// MTU less its headroom (a later SetLinkMTU refuses it).
 func (s *state) checkNewMTU(l *kernel.Link) error {
 	lo, hi, def := minMTU, maxMTU, defaultMTU
 	if v := l.VXLAN; v != nil {
@@ -266,6 +274,9 @@ func (s *state) checkNewMTU(l *kernel.Link) error {
 	if l.MTU == 0 {
 		l.MTU = def
 		return nil
+	}
+	if l.VXLAN != nil && l.MTU > hi {
+		l.MTU = hi // a VXLAN device clamps what it is created with
 	}
 	if l.MTU < lo || l.MTU > hi {
 		return errnof(syscall.EINVAL, "add link %q: MTU %d outside %d-%d", l.Name, l.MTU, lo, hi)
@@ -414,7 +425,8 @@ func (ns *Namespace) SetLinkMTU(ctx context.Context, index, mtu int) error {
 
 // SetLinkMAC implements kernel.Links. A multicast or all-zero address
 // fails with EADDRNOTAVAIL; a device without an Ethernet address (lo,
-// tun) with EOPNOTSUPP.
+// tun) with EOPNOTSUPP. A bridge given a new address loses its carrier
+// (it has no ports), as in the kernel.
 func (ns *Namespace) SetLinkMAC(ctx context.Context, index int, mac net.HardwareAddr) error {
 	unlock, err := ns.begin(ctx, OpSetLinkMAC)
 	defer unlock()
@@ -443,6 +455,10 @@ func (ns *Namespace) SetLinkMAC(ctx context.Context, index int, mac net.Hardware
 	if !slices.Equal(l.MAC, mac) {
 		l.MAC = slices.Clone(mac)
 		ns.s.emitLink(l, false)
+		if l.Kind == kernel.KindBridge {
+			l.noCarrier = true // see AddLink
+			ns.s.carrierChanged(l)
+		}
 	}
 	return nil
 }

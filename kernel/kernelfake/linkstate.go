@@ -108,6 +108,13 @@ func (s *state) carrierChanged(l *link) {
 // of the addresses that waited for DAD.
 func (s *state) ready(l *link) {
 	l.ready = true
+	for _, r := range s.routes[kernel.IPv6] {
+		for i := range r.NextHops {
+			if r.NextHops[i].OIF == l.Index {
+				r.NextHops[i].Flags &^= kernel.FlagDead
+			}
+		}
+	}
 	if l.Kind == kernel.KindDevice || s.intSysctl(linkKey("net/ipv6/conf", l.Name, "disable_ipv6")) > 0 ||
 		s.intSysctl("net/ipv6/conf/all/disable_ipv6") > 0 {
 		return

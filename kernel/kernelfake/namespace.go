@@ -141,7 +141,7 @@ func newState(h *host, opts Options) *Namespace {
 // addLoopback creates lo and brings it up with its addresses, as a fresh
 // namespace does once lo is set up.
 func (s *state) addLoopback() {
-	lo := s.newLink(kernel.Link{Name: "lo", Kind: kernel.KindDevice, MTU: 65536, MAC: make([]byte, 6)})
+	lo := s.newLink(kernel.Link{Name: "lo", Kind: kernel.KindDevice, MTU: 65536})
 	s.setAdmin(lo, true)
 	s.addAddr(lo, netip.MustParsePrefix("127.0.0.1/8"))
 	s.addAddr(lo, netip.MustParsePrefix("::1/128"))

@@ -133,9 +133,10 @@ func (ns *Namespace) FDB(ctx context.Context, linkIndex int) ([]kernel.FDBEntry,
 // ApplyFDB implements kernel.FDB. OpReplace of an all-zero or multicast
 // MAC (the flood list of a VXLAN device) adds Dst to the MAC's remotes;
 // of a unicast MAC it replaces the MAC's first remote. OpAdd fails with
-// EEXIST when the MAC has an entry. OpDelete deletes the remote Dst of
-// the MAC, or all of its remotes when Dst is unset, and fails with ENOENT
-// when there is none. Entries that are not permanent go when their device
+// EEXIST when the MAC has an entry. On a VXLAN device a write needs a
+// Dst (EINVAL). OpDelete deletes the remote Dst of the MAC (nothing, with
+// success, when the MAC has no such remote), or all of its remotes when
+// Dst is unset, and fails with ENOENT when the MAC has no entry. Entries that are not permanent go when their device
 // goes down.
 func (ns *Namespace) ApplyFDB(ctx context.Context, ops []kernel.FDBOp) []error {
 	if ctx == nil {
@@ -177,24 +178,20 @@ func (ns *Namespace) applyFDB(op kernel.FDBOp) error {
 		return syscall.ENODEV
 	}
 	if !e.Dst.IsValid() && l.VXLAN != nil {
-		// A VXLAN device's remote defaults to the unspecified address of
-		// its family.
-		e.Dst = netip.IPv4Unspecified()
-		if l.VXLAN.Local.Is6() {
-			e.Dst = netip.IPv6Unspecified()
+		if op.Kind != kernel.OpDelete {
+			return syscall.EINVAL // a VXLAN entry needs a remote
 		}
+		e.Dst = netip.IPv4Unspecified()
 	}
 	sameMAC := func(x kernel.FDBEntry) bool { return x.LinkIndex == e.LinkIndex && slices.Equal(x.MAC, e.MAC) }
 	i := slices.IndexFunc(s.fdb, sameMAC)
 	switch {
+	case op.Kind == kernel.OpDelete && i < 0:
+		return syscall.ENOENT
 	case op.Kind == kernel.OpDelete:
-		n := len(s.fdb)
 		s.fdb = slices.DeleteFunc(s.fdb, func(x kernel.FDBEntry) bool {
 			return sameMAC(x) && (!op.Entry.Dst.IsValid() || x.Dst == e.Dst)
 		})
-		if len(s.fdb) == n {
-			return syscall.ENOENT
-		}
 		return nil
 	case i >= 0 && op.Kind == kernel.OpAdd:
 		return syscall.EEXIST

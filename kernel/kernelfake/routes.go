@@ -58,14 +58,19 @@ func exempt(r *kernel.Route) bool {
 	return r.Type == kernel.RTNLocal
 }
 
-// hopFlags returns the state flags of a path of r through l.
-func hopFlags(r *kernel.Route, l *link) uint32 {
+// hopFlags returns the state flags of a path of r through l, whose flags
+// were old. IPv6 keeps a path dead from its link going down until the
+// link is ready again (see ready), even while it is up without carrier.
+func hopFlags(r *kernel.Route, l *link, old uint32) uint32 {
 	switch {
 	case exempt(r):
 		return 0
 	case !l.AdminUp:
 		return stateFlags
 	case !l.Running:
+		if r.Family == kernel.IPv6 {
+			return kernel.FlagLinkdown | old&kernel.FlagDead
+		}
 		return kernel.FlagLinkdown
 	}
 	return 0
@@ -74,17 +79,15 @@ func hopFlags(r *kernel.Route, l *link) uint32 {
 // mark sets the state flags of r's paths from their links' states.
 func (s *state) mark(r *kernel.Route) {
 	if len(r.NextHops) == 0 {
-		r.Flags &^= stateFlags
 		if l := s.links[r.OIF]; l != nil && r.OIF != 0 {
-			r.Flags |= hopFlags(r, l)
+			r.Flags = r.Flags&^stateFlags | hopFlags(r, l, r.Flags)
 		}
 		return
 	}
 	for i := range r.NextHops {
 		h := &r.NextHops[i]
-		h.Flags &^= stateFlags
 		if l := s.links[h.OIF]; l != nil && h.OIF != 0 {
-			h.Flags |= hopFlags(r, l)
+			h.Flags = h.Flags&^stateFlags | hopFlags(r, l, h.Flags)
 		}
 	}
 }

@@ -1,0 +1,431 @@
+//go:build linux
+
+package kernelfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/kernel"
+)
+
+// side is one of the two namespaces TestKernelFakeMatchesKernel drives:
+// the real one or the fake.
+type side struct {
+	name string
+	k    kernel.Kernel
+	// addFlow creates a conntrack entry (UDP, unreplied).
+	addFlow func(t *testing.T, src, dst netip.Addr)
+}
+
+var bg = context.Background()
+
+// idx returns the index of the link called name (0 if none).
+func (s *side) idx(name string) int {
+	l, err := s.k.LinkByName(bg, name)
+	if err != nil {
+		return 0
+	}
+	return l.Index
+}
+
+// errClass names what err is for the comparison: the kernel package's
+// sentinels it wraps and its errno.
+func errClass(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var parts []string
+	for _, s := range []struct {
+		err  error
+		name string
+	}{{kernel.ErrInvalid, "Invalid"}, {kernel.ErrNotFound, "NotFound"}, {kernel.ErrExists, "Exists"}, {kernel.ErrNotSupported, "NotSupported"}} {
+		if errors.Is(err, s.err) {
+			parts = append(parts, s.name)
+		}
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		parts = append(parts, unix.ErrnoName(errno))
+	}
+	if len(parts) == 0 {
+		return "other: " + err.Error()
+	}
+	return strings.Join(parts, "+")
+}
+
+// observe renders everything both sides report, with interface names for
+// indexes, sorted where the order is not part of the contract.
+func (s *side) observe(t *testing.T, fdbLinks []string, sysctls []string) []string {
+	t.Helper()
+	links, err := s.k.Links(bg)
+	require.NoError(t, err, s.name)
+	names := map[int]string{}
+	var out []string
+	for _, l := range links {
+		names[l.Index] = l.Name
+	}
+	name := func(i int) string {
+		if n, ok := names[i]; ok {
+			return n
+		}
+		return fmt.Sprintf("#%d", i)
+	}
+	for _, l := range links {
+		m := "chosen by the kernel"
+		if l.MAC == nil || (len(l.MAC) == 6 && l.MAC[0] == 2 && l.MAC[1] == 0) {
+			m = l.MAC.String() // given by the script
+		}
+		line := fmt.Sprintf("link %s %s mtu %d up=%v running=%v mac=%s", l.Name, l.Kind, l.MTU, l.AdminUp, l.Running, m)
+		if v := l.VXLAN; v != nil {
+			line += fmt.Sprintf(" vni %d port %d parent %s", v.VNI, v.Port, name(v.ParentIndex))
+		}
+		out = append(out, line)
+	}
+	for _, fam := range []kernel.Family{kernel.IPv4, kernel.IPv6} {
+		addrs, err := s.k.Addrs(bg, fam)
+		require.NoError(t, err, s.name)
+		for _, a := range addrs {
+			out = append(out, fmt.Sprintf("addr %s %v", name(a.LinkIndex), a.Prefix))
+		}
+		require.NoError(t, s.k.DumpRoutes(bg, fam, 0, func(r *kernel.Route) error {
+			line := fmt.Sprintf("route %v table %d type %d %v tos %d proto %d scope %d metric %d mtu %d src %v",
+				fam, r.Table, r.Type, r.Dst, r.TOS, r.Protocol, r.Scope, r.Priority, r.MTU, r.PrefSrc)
+			hop := func(oif int, gw netip.Addr, flags uint32, weight uint8) string {
+				return fmt.Sprintf(" [dev %s via %v flags %#x weight %d]", name(oif), gw, flags, weight)
+			}
+			line += hop(r.OIF, r.Gateway, r.Flags, 0)
+			for _, h := range r.NextHops {
+				line += hop(h.OIF, h.Gateway, h.Flags, h.Weight)
+			}
+			out = append(out, line)
+			return nil
+		}, func() { t.Fatalf("%s: dump interrupted", s.name) }))
+		rules, err := s.k.Rules(bg, fam)
+		require.NoError(t, err, s.name)
+		for i, r := range rules {
+			out = append(out, fmt.Sprintf("rule %d %+v", i, r))
+		}
+		neighs, err := s.k.Neighbors(bg, fam, 0)
+		require.NoError(t, err, s.name)
+		for _, n := range neighs {
+			if n.IP.IsMulticast() && n.State == kernel.NUDNoARP {
+				continue // made by the kernel as it sends IGMP and MLD reports
+			}
+			out = append(out, fmt.Sprintf("neigh %s %v %v state %#x", name(n.LinkIndex), n.IP, n.MAC, n.State))
+		}
+	}
+	for _, l := range fdbLinks {
+		if i := s.idx(l); i != 0 {
+			entries, err := s.k.FDB(bg, i)
+			require.NoError(t, err, s.name)
+			for _, e := range entries {
+				out = append(out, fmt.Sprintf("fdb %s %v dst %v permanent %v", l, e.MAC, e.Dst, e.Permanent))
+			}
+		}
+	}
+	for _, key := range sysctls {
+		v, err := s.k.Sysctl(bg, key)
+		out = append(out, fmt.Sprintf("sysctl %s = %q %s", key, v, errClass(err)))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// minus returns the lines of a that b lacks.
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+var (
+	mac = func(s string) net.HardwareAddr { m, _ := net.ParseMAC(s); return m }
+	pfx = netip.MustParsePrefix
+	ip  = netip.MustParseAddr
+)
+
+// TestKernelFakeMatchesKernel runs one script, through kernel.Kernel, on a
+// real namespace and on a Namespace, and compares after every step the
+// errors of its calls and everything the two report: links (kinds, MTUs,
+// carrier), addresses (secondaries, link-local ones, IPv6 addresses
+// flushed or kept on down), routes of every table (the kernel's own, the
+// script's, multipath, onlink, linkdown and dead flags, IPv4 and IPv6
+// differences on down and delete), rules, neighbours, a VXLAN device's FDB,
+// sysctls and conntrack deletion. The kernel settles asynchronously
+// (carrier, link-local addresses), so its report is read again until it
+// matches or a generous deadline passes.
+func TestKernelFakeMatchesKernel(t *testing.T) {
+	nst := kerneltest.NewNS(t)
+	real, err := kernel.Open(nst.Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = real.Close() })
+	h := nst.Handle()
+	port := uint16(40000)
+	fake := New(Options{})
+	sides := []*side{
+		{name: "kernel", k: real, addFlow: func(t *testing.T, src, dst netip.Addr) {
+			port++
+			fam := netlink.InetFamily(unix.AF_INET)
+			flow := &netlink.ConntrackFlow{
+				FamilyType: unix.AF_INET,
+				Forward:    netlink.IPTuple{Protocol: unix.IPPROTO_UDP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), SrcPort: port, DstPort: 53},
+				Reverse:    netlink.IPTuple{Protocol: unix.IPPROTO_UDP, SrcIP: dst.AsSlice(), DstIP: src.AsSlice(), SrcPort: 53, DstPort: port},
+				TimeOut:    300,
+			}
+			require.NoError(t, h.ConntrackCreate(netlink.ConntrackTable, fam, flow))
+		}},
+		{name: "fake", k: fake, addFlow: func(_ *testing.T, src, dst netip.Addr) {
+			fake.AddFlow(Flow{Family: kernel.IPv4, Src: src, Dst: dst})
+		}},
+	}
+	fdbLinks := []string{"vx0"}
+	sysctls := []string{"net.ipv4.ip_forward", "net.ipv4.conf.all.forwarding", "net.ipv4.conf.default.forwarding",
+		"net.ipv4.conf.all.accept_redirects", "net.ipv4.conf.va.forwarding", "net.ipv4.conf.va.rp_filter",
+		"net.ipv6.conf.all.forwarding", "net.ipv6.conf.va.forwarding", "net.ipv6.conf.br0.mtu", "net.ipv6.conf.vx1.mtu",
+		"net.ipv6.conf.va.keep_addr_on_down", "net.ipv4.neigh.va.gc_stale_time", "net/ipv4/conf/va/rp_filter",
+		"net.ipv4.conf.vb.rp_filter", "net.ipv4.conf.lo.disable_policy", "net.ipv6.conf.lo.mtu", "net.core.somaxconn"}
+	step := func(what string, do func(s *side) []error) {
+		t.Helper()
+		var classes [2][]string
+		for i, s := range sides {
+			for _, err := range do(s) {
+				classes[i] = append(classes[i], errClass(err))
+			}
+		}
+		assert.Equal(t, classes[0], classes[1], "%s: errors, kernel (-) vs fake (+)", what)
+		want := sides[1].observe(t, fdbLinks, sysctls)
+		var got []string
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			got = sides[0].observe(t, fdbLinks, sysctls)
+			if slices.Equal(got, want) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("after %s:\nonly the kernel has:\n\t%s\nonly the fake has:\n\t%s\nthe fake:\n%s", what,
+				strings.Join(minus(got, want), "\n\t"), strings.Join(minus(want, got), "\n\t"), fake.Dump())
+		}
+	}
+	one := func(err error) []error { return []error{err} }
+	link := func(s *side, l kernel.Link) error { _, err := s.k.AddLink(bg, l); return err }
+	up := func(s *side, name string, up bool) error { return s.k.SetLinkUp(bg, s.idx(name), up) }
+	addr := func(s *side, name, p string) error {
+		return s.k.AddAddr(bg, kernel.Addr{LinkIndex: s.idx(name), Prefix: pfx(p)})
+	}
+	routes := func(s *side, ops ...kernel.RouteOp) []error { return s.k.ApplyRoutes(bg, ops) }
+	add := func(r kernel.Route) kernel.RouteOp { return kernel.RouteOp{Kind: kernel.OpAdd, Route: r} }
+	repl := func(r kernel.Route) kernel.RouteOp { return kernel.RouteOp{Kind: kernel.OpReplace, Route: r} }
+	del := func(r kernel.Route) kernel.RouteOp { return kernel.RouteOp{Kind: kernel.OpDelete, Route: r} }
+	v4 := func(dst string) kernel.Route {
+		return kernel.Route{Family: kernel.IPv4, Dst: pfx(dst), Type: kernel.RTNUnicast, Protocol: 99}
+	}
+	v6 := func(dst string) kernel.Route {
+		return kernel.Route{Family: kernel.IPv6, Dst: pfx(dst), Type: kernel.RTNUnicast, Protocol: 99}
+	}
+	with := func(r kernel.Route, f func(r *kernel.Route)) kernel.Route { f(&r); return r }
+
+	step("no DAD", func(s *side) []error {
+		return []error{s.k.SetSysctl(bg, "net.ipv6.conf.all.accept_dad", "0"), s.k.SetSysctl(bg, "net/ipv6/conf/default/accept_dad", "0")}
+	})
+	step("links", func(s *side) []error {
+		return []error{
+			link(s, kernel.Link{Name: "br0", Kind: kernel.KindBridge, MAC: mac("02:00:00:00:01:00")}),
+			link(s, kernel.Link{Name: "br0", Kind: kernel.KindBridge}),
+			link(s, kernel.Link{Name: "a/b", Kind: kernel.KindBridge}),
+			link(s, kernel.Link{Name: "0123456789abcdef", Kind: kernel.KindBridge}),
+			link(s, kernel.Link{Name: "ipip0", Kind: kernel.KindIPIP}),
+			link(s, kernel.Link{Name: "wg0", Kind: kernel.KindWireGuard}),
+			link(s, kernel.Link{Name: "va", Kind: kernel.KindVeth, MAC: mac("02:00:00:00:0a:00"), Veth: &kernel.Veth{PeerName: "vb"}}),
+			s.k.SetLinkMAC(bg, s.idx("vb"), mac("02:00:00:00:0b:00")),
+			s.k.SetLinkMAC(bg, s.idx("va"), mac("03:00:00:00:0a:00")),
+			link(s, kernel.Link{Name: "vx0", Kind: kernel.KindVXLAN, MAC: mac("02:00:00:00:0c:00"), VXLAN: &kernel.VXLAN{VNI: 100, Port: 4789}}),
+			s.k.SetLinkMTU(bg, s.idx("br0"), 9000),
+			link(s, kernel.Link{Name: "vx1", Kind: kernel.KindVXLAN, MAC: mac("02:00:00:00:0d:00"), VXLAN: &kernel.VXLAN{VNI: 101, Port: 4789, ParentIndex: s.idx("br0")}}),
+			link(s, kernel.Link{Name: "vx2", Kind: kernel.KindVXLAN, MTU: 8951, VXLAN: &kernel.VXLAN{VNI: 102, Port: 4789, ParentIndex: s.idx("br0")}}),
+			s.k.SetLinkMTU(bg, s.idx("vx1"), 8951),
+			s.k.SetLinkMTU(bg, s.idx("vx1"), 8900),
+			s.k.SetLinkMTU(bg, s.idx("br0"), 65536),
+			s.k.SetLinkMTU(bg, s.idx("br0"), 67),
+			link(s, kernel.Link{Name: "brd", Kind: kernel.KindBridge, MAC: mac("02:00:00:00:0e:00")}),
+			link(s, kernel.Link{Name: "br1", Kind: kernel.KindBridge}),
+			link(s, kernel.Link{Name: "br2", Kind: kernel.KindBridge}),
+			s.k.SetSysctl(bg, "net.ipv6.conf.br1.addr_gen_mode", "1"),
+			s.k.SetSysctl(bg, "net.ipv6.conf.br2.addr_gen_mode", "1"),
+			s.k.SetLinkMAC(bg, s.idx("br2"), mac("02:00:00:00:0f:00")),
+			s.k.DeleteLink(bg, 999),
+			s.k.SetLinkUp(bg, 999, true),
+			s.k.DeleteLink(bg, 1),
+		}
+	})
+	step("addresses on down links", func(s *side) []error {
+		return []error{
+			addr(s, "va", "10.1.0.1/24"), addr(s, "va", "10.1.0.2/24"), addr(s, "va", "fd00:1::1/64"),
+			addr(s, "br0", "10.2.0.1/24"), addr(s, "br0", "fd00:2::1/64"), addr(s, "br0", "10.3.0.1/32"),
+			addr(s, "br0", "10.4.0.1/31"), addr(s, "br0", "fd00:3::1/128"),
+			addr(s, "va", "10.1.0.1/24"), addr(s, "va", "fd00:1::1/128"),
+			s.k.DeleteAddr(bg, kernel.Addr{LinkIndex: s.idx("va"), Prefix: pfx("10.9.0.1/24")}),
+			s.k.DeleteAddr(bg, kernel.Addr{LinkIndex: s.idx("va"), Prefix: pfx("10.1.0.1/25")}),
+		}
+	})
+	step("up (va without carrier)", func(s *side) []error {
+		return []error{up(s, "br0", true), up(s, "va", true), up(s, "vx0", true), up(s, "vx1", true), up(s, "br1", true), up(s, "br2", true),
+			addr(s, "br1", "10.5.0.1/24"), addr(s, "br1", "fd00:5::1/64")}
+	})
+	step("vb up: va gets its carrier", func(s *side) []error { return one(up(s, "vb", true)) })
+	step("routes", func(s *side) []error {
+		va, br0 := s.idx("va"), s.idx("br0")
+		return routes(s,
+			add(with(v4("10.10.0.0/24"), func(r *kernel.Route) { r.OIF, r.Scope = va, kernel.ScopeLink })),
+			add(with(v4("10.10.0.0/24"), func(r *kernel.Route) { r.OIF, r.Scope = br0, kernel.ScopeLink })),
+			repl(with(v4("10.10.0.0/24"), func(r *kernel.Route) { r.OIF, r.Scope, r.MTU = va, kernel.ScopeLink, 65520 })),
+			add(with(v4("10.11.0.0/24"), func(r *kernel.Route) { r.Gateway = ip("10.1.0.5") })),
+			add(with(v4("10.12.0.0/24"), func(r *kernel.Route) { r.Gateway = ip("10.9.9.9") })),
+			add(with(v4("10.12.0.0/24"), func(r *kernel.Route) { r.Gateway, r.OIF = ip("10.9.9.9"), br0 })),
+			add(with(v4("10.12.0.0/24"), func(r *kernel.Route) { r.Gateway, r.OIF, r.Flags = ip("10.9.9.9"), va, kernel.FlagOnlink })),
+			add(with(v4("10.13.0.0/24"), func(r *kernel.Route) {
+				r.NextHops = []kernel.NextHop{{OIF: va, Gateway: ip("10.1.0.5")}, {OIF: br0, Gateway: ip("10.2.0.5"), Weight: 4}}
+			})),
+			add(with(v4("10.14.0.0/24"), func(r *kernel.Route) { r.Type = kernel.RTNBlackhole })),
+			add(with(v4("10.15.0.0/24"), func(r *kernel.Route) { r.OIF, r.Table, r.Priority = va, 100, 10 })),
+			add(with(v4("10.16.0.0/24"), func(r *kernel.Route) { r.OIF = s.idx("brd") })),
+			add(with(v4("10.16.0.0/24"), func(r *kernel.Route) { r.OIF = 999 })),
+			add(with(v4("10.16.0.1/24"), func(r *kernel.Route) { r.OIF = va })),
+			add(with(v4("10.16.0.0/24"), func(r *kernel.Route) { r.OIF, r.MTU = va, 70000 })),
+			add(with(v4("10.17.0.0/24"), func(r *kernel.Route) { r.OIF, r.PrefSrc = va, ip("10.1.0.2") })),
+			add(with(v4("10.18.0.0/24"), func(r *kernel.Route) { r.OIF, r.PrefSrc = va, ip("10.9.0.2") })),
+			add(with(v4("10.19.0.1/32"), func(r *kernel.Route) { r.Type, r.OIF, r.Scope, r.Table = kernel.RTNLocal, va, kernel.ScopeHost, 255 })),
+			del(v4("10.99.0.0/24")),
+			add(with(v6("fd10::/64"), func(r *kernel.Route) { r.OIF = va })),
+			add(with(v6("fd10::/64"), func(r *kernel.Route) { r.OIF = br0 })),
+			add(with(v6("fd10::/64"), func(r *kernel.Route) { r.OIF, r.Priority = br0, 100 })),
+			add(with(v6("fd11::/64"), func(r *kernel.Route) { r.Gateway = ip("fd00:1::5") })),
+			add(with(v6("fd12::/64"), func(r *kernel.Route) { r.Gateway = ip("fd99::1") })),
+			add(with(v6("fd12::/64"), func(r *kernel.Route) { r.Gateway, r.OIF, r.Flags = ip("fd99::1"), va, kernel.FlagOnlink })),
+			add(with(v6("fd13::/64"), func(r *kernel.Route) {
+				r.NextHops = []kernel.NextHop{{OIF: va, Gateway: ip("fe80::1")}, {OIF: br0, Gateway: ip("fe80::2")}}
+			})),
+			add(with(v6("fd14::/64"), func(r *kernel.Route) { r.Type, r.Protocol = kernel.RTNBlackhole, 0 })),
+			add(with(v6("fd15::/64"), func(r *kernel.Route) { r.OIF = s.idx("brd") })),
+			add(with(v6("fd16::/64"), func(r *kernel.Route) { r.Gateway, r.OIF = ip("fe80::1"), va })),
+			repl(with(v6("fd16::/64"), func(r *kernel.Route) { r.Gateway, r.OIF = ip("fe80::3"), br0 })),
+			del(v6("fd99::/64")),
+		)
+	})
+	step("vb down: va loses its carrier", func(s *side) []error {
+		return append([]error{up(s, "vb", false)},
+			routes(s, add(with(v4("10.20.0.0/24"), func(r *kernel.Route) { r.OIF, r.Scope = s.idx("va"), kernel.ScopeLink })))...)
+	})
+	step("vb up again", func(s *side) []error { return one(up(s, "vb", true)) })
+	step("br0 down", func(s *side) []error { return one(up(s, "br0", false)) })
+	step("br0 up", func(s *side) []error { return one(up(s, "br0", true)) })
+	step("va keeps its IPv6 addresses and goes down", func(s *side) []error {
+		return []error{s.k.SetSysctl(bg, "net.ipv6.conf.va.keep_addr_on_down", "1"), up(s, "va", false)}
+	})
+	step("va up", func(s *side) []error { return one(up(s, "va", true)) })
+	step("route deletes", func(s *side) []error {
+		return routes(s,
+			del(with(v4("10.10.0.0/24"), func(r *kernel.Route) { r.Protocol = 0 })),
+			del(with(v4("10.11.0.0/24"), func(r *kernel.Route) { r.Protocol, r.Priority = 0, 5 })),
+			del(with(v4("10.12.0.0/24"), func(r *kernel.Route) { r.Protocol, r.Type = 0, 0 })),
+			del(with(v4("10.15.0.0/24"), func(r *kernel.Route) { r.Table = 100 })),
+			del(with(v6("fd10::/64"), func(r *kernel.Route) { r.OIF, r.Priority = s.idx("br0"), 0 })),
+			del(with(v6("fd13::/64"), func(r *kernel.Route) { r.Gateway = ip("fe80::1") })),
+		)
+	})
+	step("rules", func(s *side) []error {
+		rule := func(fam kernel.Family, prio uint32, f func(r *kernel.Rule)) kernel.Rule {
+			r := kernel.Rule{Family: fam, Priority: prio, Action: kernel.RuleLookup, Table: 100, SuppressPrefixLen: -1, SuppressIfGroup: -1}
+			f(&r)
+			return r
+		}
+		nop := func(*kernel.Rule) {}
+		return []error{
+			s.k.AddRule(bg, rule(kernel.IPv4, 100, func(r *kernel.Rule) { r.Src = pfx("10.0.0.0/8") })),
+			s.k.AddRule(bg, rule(kernel.IPv4, 100, func(r *kernel.Rule) { r.Src = pfx("10.0.0.0/8") })),
+			s.k.AddRule(bg, rule(kernel.IPv4, 100, nop)),
+			s.k.AddRule(bg, rule(kernel.IPv4, 100, func(r *kernel.Rule) { r.Mark = 0x10 })),
+			s.k.AddRule(bg, rule(kernel.IPv4, 90, func(r *kernel.Rule) { r.Action, r.Table, r.Goto = kernel.RuleGoto, 0, 100 })),
+			s.k.AddRule(bg, rule(kernel.IPv4, 0, func(r *kernel.Rule) { r.Table = 200 })),
+			s.k.AddRule(bg, rule(kernel.IPv4, 110, func(r *kernel.Rule) { r.Action, r.Table = kernel.RuleBlackhole, 0 })),
+			s.k.AddRule(bg, rule(kernel.IPv4, 120, func(r *kernel.Rule) { r.Table, r.SuppressPrefixLen = kernel.TableMain, 0 })),
+			s.k.AddRule(bg, rule(kernel.IPv6, 100, func(r *kernel.Rule) { r.Dst, r.IIF = pfx("fd00::/8"), "va" })),
+			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Priority: 100, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
+			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Mark: 0x10, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
+			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Priority: 100}),
+			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv6, Priority: 4242, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
+		}
+	})
+	step("neighbours", func(s *side) []error {
+		va := s.idx("va")
+		n := func(kind kernel.OpKind, a string, state uint16) kernel.NeighborOp {
+			return kernel.NeighborOp{Kind: kind, Neighbor: kernel.Neighbor{LinkIndex: va, IP: ip(a), MAC: mac("02:00:00:00:99:01"), State: state}}
+		}
+		return s.k.ApplyNeighbors(bg, []kernel.NeighborOp{
+			n(kernel.OpReplace, "10.1.0.9", 0), n(kernel.OpReplace, "fd00:1::9", 0), n(kernel.OpReplace, "10.1.0.10", kernel.NUDReachable),
+			n(kernel.OpAdd, "10.1.0.9", 0), n(kernel.OpDelete, "10.1.0.99", 0),
+			{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{LinkIndex: 999, IP: ip("10.1.0.9"), MAC: mac("02:00:00:00:99:01")}},
+		})
+	})
+	step("vb down: va's reachable neighbour goes", func(s *side) []error { return one(up(s, "vb", false)) })
+	step("vb up, va down: its neighbours go", func(s *side) []error { return []error{up(s, "vb", true), up(s, "va", false), up(s, "va", true)} })
+	step("fdb", func(s *side) []error {
+		vx := s.idx("vx0")
+		e := func(kind kernel.OpKind, m, dst string, perm bool) kernel.FDBOp {
+			var d netip.Addr
+			if dst != "" {
+				d = ip(dst)
+			}
+			return kernel.FDBOp{Kind: kind, Entry: kernel.FDBEntry{LinkIndex: vx, MAC: mac(m), Dst: d, Permanent: perm}}
+		}
+		zero, uni := "00:00:00:00:00:00", "02:00:00:00:77:01"
+		return s.k.ApplyFDB(bg, []kernel.FDBOp{
+			e(kernel.OpReplace, zero, "192.0.2.1", true), e(kernel.OpReplace, zero, "192.0.2.2", true), e(kernel.OpReplace, zero, "192.0.2.2", true),
+			e(kernel.OpReplace, uni, "192.0.2.3", true), e(kernel.OpReplace, uni, "192.0.2.4", true),
+			e(kernel.OpAdd, uni, "192.0.2.5", true), e(kernel.OpDelete, zero, "192.0.2.1", false), e(kernel.OpDelete, zero, "192.0.2.9", false),
+			e(kernel.OpReplace, "02:00:00:00:77:02", "", true), e(kernel.OpReplace, "02:00:00:00:77:03", "192.0.2.6", false),
+			e(kernel.OpDelete, "02:00:00:00:77:09", "", false), e(kernel.OpDelete, uni, "", false), e(kernel.OpReplace, uni, "192.0.2.7", false),
+		})
+	})
+	step("vx0 down: its non-permanent FDB entries go", func(s *side) []error { return []error{up(s, "vx0", false), up(s, "vx0", true)} })
+	step("sysctls", func(s *side) []error {
+		return []error{
+			s.k.SetSysctl(bg, "net.ipv4.ip_forward", "1"),
+			s.k.SetSysctl(bg, "net.ipv4.conf.va.rp_filter", " 2\n"),
+			s.k.SetSysctl(bg, "net.ipv4.conf.va.rp_filter", "loose"),
+			s.k.SetSysctl(bg, "net.ipv4.nope", "1"),
+			s.k.SetSysctl(bg, "kernel.hostname", "x"),
+			s.k.SetSysctl(bg, "net..ipv4", "1"),
+		}
+	})
+	step("conntrack", func(s *side) []error {
+		s.addFlow(t, ip("10.1.0.1"), ip("10.1.0.50"))
+		s.addFlow(t, ip("10.1.0.51"), ip("10.1.0.1"))
+		s.addFlow(t, ip("10.1.0.52"), ip("10.1.0.53"))
+		n, err := s.k.DeleteConntrack(bg, kernel.IPv4, []netip.Addr{ip("10.1.0.1")})
+		assert.Equal(t, 2, n, s.name)
+		return one(err)
+	})
+	step("delete va (and vb with it)", func(s *side) []error { return one(s.k.DeleteLink(bg, s.idx("va"))) })
+	step("delete br0 (and vx1, its child)", func(s *side) []error { return one(s.k.DeleteLink(bg, s.idx("br0"))) })
+}
