@@ -370,3 +370,19 @@ func TestOpErrorFormat(t *testing.T) {
 	r.Table = 0
 	assert.Equal(t, "10.1.0.0/16 table 254", routeObject(&r), "table 0 is the main table")
 }
+
+// A Namespace that was not opened never reaches any namespace.
+func TestZeroNamespace(t *testing.T) {
+	var ns Namespace
+	_, err := ns.Links(context.Background())
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorIs(t, err, ErrClosed)
+	for _, err := range ns.ApplyRoutes(context.Background(), replaceOps(2, 100)) {
+		assert.ErrorIs(t, err, ErrClosed)
+	}
+	assert.ErrorIs(t, ns.Do(func() error { return nil }), ErrClosed)
+	_, err = ns.Runner().Run(context.Background(), nil, "true")
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.Equal(t, -1, ns.FD())
+	assert.NoError(t, ns.Close())
+}

@@ -188,3 +188,29 @@ func hostHas(t *testing.T, name string) bool {
 	_, err := net.InterfaceByName(name)
 	return err == nil
 }
+
+// countingTransport counts the bytes a conn receives and the request
+// messages it sends.
+type countingTransport struct {
+	transport
+	received int
+	sent     int
+}
+
+func (c *countingTransport) recv(b []byte) (int, error) {
+	n, err := c.transport.recv(b)
+	if err == nil {
+		c.received += n
+	}
+	return n, err
+}
+
+func (c *countingTransport) send(b []byte) error {
+	for buf := b; len(buf) > 0; c.sent++ {
+		var ok bool
+		if _, _, buf, ok = nextMessage(buf); !ok {
+			break
+		}
+	}
+	return c.transport.send(b)
+}

@@ -4,6 +4,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"strings"
@@ -297,4 +298,93 @@ func TestKernelNilContext(t *testing.T) {
 // bridge is a bridge with no ports, for the netlink library.
 func bridge(name string) *netlink.Bridge {
 	return &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
+}
+
+// Bad input is refused before anything is sent: the socket sees only the
+// valid operations.
+func TestKernelInvalidOpsNeverSent(t *testing.T) {
+	e := newKernelEnv(t)
+	ctx := context.Background()
+	c := e.conn(t)
+	counted := &countingTransport{transport: c.t}
+	c.t = counted
+	vx := addVXLAN(t, e.kns.Handle(), "np-vx", e.links.v0, testAddr4.Addr())
+
+	routes := genRoutes(true, 2, 100, e.links.v0)
+	bad := routes[0]
+	bad.Route.Dst = netip.MustParsePrefix("10.1.2.3/16")
+	errs := e.ns.ApplyRoutes(ctx, []RouteOp{routes[0], bad, {Kind: 9, Route: routes[1].Route}, routes[1]})
+	assert.Equal(t, []bool{false, true, true, false}, isInvalid(errs))
+	neighs := e.ns.ApplyNeighbors(ctx, []NeighborOp{
+		{Kind: OpReplace, Neighbor: Neighbor{LinkIndex: e.links.v0, IP: neighAddr(true, 1)}},
+		{Kind: OpReplace, Neighbor: Neighbor{LinkIndex: e.links.v0, IP: neighAddr(true, 2), MAC: mac(2)}},
+	})
+	assert.Equal(t, []bool{true, false}, isInvalid(neighs))
+	fdb := e.ns.ApplyFDB(ctx, []FDBOp{
+		{Kind: OpReplace, Entry: FDBEntry{LinkIndex: vx, MAC: mac(1)[:3]}},
+		{Kind: OpReplace, Entry: FDBEntry{LinkIndex: vx, MAC: mac(1), Dst: netip.MustParseAddr("192.0.2.1"), Permanent: true}},
+	})
+	assert.Equal(t, []bool{true, false}, isInvalid(fdb))
+	assert.ErrorIs(t, e.ns.AddRule(ctx, Rule{Family: IPv4, Action: RuleLookup}), ErrInvalid, "lookup without a table")
+	assert.Equal(t, 4, counted.sent, "two routes, one neighbour, one FDB entry, no rule")
+	for _, err := range append(append(errs, neighs...), fdb...) {
+		if err != nil {
+			var oe *OpError
+			assert.ErrorAs(t, err, &oe)
+		}
+	}
+}
+
+// isInvalid reports which errors wrap ErrInvalid (and that the others are
+// nil).
+func isInvalid(errs []error) []bool {
+	out := make([]bool, len(errs))
+	for i, err := range errs {
+		out[i] = errors.Is(err, ErrInvalid)
+		if err != nil && !out[i] {
+			panic(err)
+		}
+	}
+	return out
+}
+
+// Every method may be called from many goroutines at once.
+func TestKernelConcurrentCalls(t *testing.T) {
+	e := newKernelEnv(t)
+	ctx := context.Background()
+	const writers, n = 4, 500
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			ops := genRoutes(w%2 == 0, n, uint32(100+w), e.links.v0)
+			for i, err := range e.ns.ApplyRoutes(ctx, ops) {
+				assert.NoError(t, err, "writer %d op %d", w, i)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				_, err := e.ns.Neighbors(ctx, IPv4, 0)
+				assert.NoError(t, err)
+				_, err = e.ns.Links(ctx)
+				assert.NoError(t, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				_, err := e.ns.Sysctl(ctx, "net.ipv4.ip_forward")
+				assert.NoError(t, err)
+				err = e.ns.DumpRoutes(ctx, IPv6, 0, func(*Route) error { return nil }, nil)
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for w := range writers {
+		f := map[bool]Family{true: IPv4, false: IPv6}[w%2 == 0]
+		assert.Len(t, e.ours(t, f, uint32(100+w)), n)
+	}
 }

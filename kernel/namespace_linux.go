@@ -126,12 +126,19 @@ func (ns *Namespace) acquire(ctx context.Context) error {
 	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
+	if ns.idle == nil {
+		return errNotOpened
+	}
 	if ns.closed {
 		return ErrClosed
 	}
 	ns.users++
 	return nil
 }
+
+// errNotOpened is the error of a Namespace that was not opened (a zero
+// value): it has no descriptor, and never uses the process's namespace.
+var errNotOpened = errs.Also(invalid("Namespace not opened with Open, OpenFD or OpenCurrent"), ErrClosed)
 
 func (ns *Namespace) release() {
 	ns.mu.Lock()
@@ -148,7 +155,7 @@ func (ns *Namespace) release() {
 // or from a function given to Do.
 func (ns *Namespace) Close() error {
 	ns.mu.Lock()
-	if ns.closed {
+	if ns.closed || ns.idle == nil {
 		ns.mu.Unlock()
 		return nil
 	}
@@ -187,7 +194,7 @@ func closeHandle(h *netlink.Handle) {
 func (ns *Namespace) FD() int {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ns.closed {
+	if ns.closed || ns.idle == nil {
 		return -1
 	}
 	return ns.fd

@@ -210,20 +210,6 @@ func TestKernelRoutesDumpInterface(t *testing.T) {
 	}
 }
 
-// countingTransport counts the bytes a Conn receives.
-type countingTransport struct {
-	transport
-	received int
-}
-
-func (c *countingTransport) recv(b []byte) (int, error) {
-	n, err := c.transport.recv(b)
-	if err == nil {
-		c.received += n
-	}
-	return n, err
-}
-
 func TestKernelRoutesPerOpErrors(t *testing.T) {
 	e := newKernelEnv(t)
 	h := e.kns.Handle()
