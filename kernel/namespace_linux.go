@@ -28,10 +28,10 @@ import (
 // concurrent use; once Close has been called they fail with ErrClosed and
 // never reach any other namespace.
 //
-// The callbacks of DumpRoutes and DumpInterfaceRoutes, and the function
-// given to Do, may call other methods of the Namespace (but not the dump
-// methods from a dump callback, which holds the route socket, and not
-// Close).
+// The function given to Do may call the other methods (but not Close).
+// The callbacks of DumpRoutes and DumpInterfaceRoutes run while the route
+// socket is held: they may use links, addresses, sysctls and Do, but not
+// the methods that use that socket (routes, neighbours, FDB, rules).
 type Namespace struct {
 	mu     sync.Mutex
 	idle   *sync.Cond // signalled when users drops to 0
@@ -382,7 +382,8 @@ func orBackground(ctx context.Context) context.Context {
 // 4.20) and in userspace in any case; a table that does not exist is
 // empty. On an interrupted dump, reset (if not nil) is called and the dump
 // starts over, at most DumpAttempts times; then the error wraps
-// ErrDumpInterrupted. fn and reset must not call the dump methods of ns.
+// ErrDumpInterrupted. fn and reset must not call the route, neighbour,
+// FDB or rule methods of ns (they hold its route socket).
 func (ns *Namespace) DumpRoutes(ctx context.Context, family Family, table uint32, fn func(*Route) error, reset func()) error {
 	ctx = orBackground(ctx)
 	return ns.withConn(ctx, func(c *conn) error { return c.dumpRoutes(ctx, family, table, 0, fn, reset) })
