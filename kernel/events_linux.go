@@ -110,6 +110,9 @@ func eventKinds(k nlutil.Kinds) EventKinds {
 func eventOf(e *nlutil.Event) (Event, bool) {
 	switch {
 	case e.Link != nil:
+		if e.Link.Link == nil {
+			return Event{}, false
+		}
 		return Event{Link: &LinkEvent{Link: linkFromNetlink(e.Link.Link), Deleted: e.Link.Header.Type == unix.RTM_DELLINK}}, true
 	case e.Addr != nil:
 		a := Addr{LinkIndex: e.Addr.LinkIndex, Prefix: prefixOfIPNet(&e.Addr.LinkAddress)}

@@ -208,12 +208,16 @@ func (ns *Namespace) do(fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread() // this thread never changes namespace
-		if threadIn(ns.fd) {
-			done <- fn()
+		if !threadIn(ns.fd) {
+			runtime.UnlockOSThread()
+			done <- netnsutil.Do(netns.NsHandle(ns.fd), fn)
 			return
 		}
-		done <- netnsutil.Do(netns.NsHandle(ns.fd), fn)
+		err := fn()
+		if threadIn(ns.fd) {
+			runtime.UnlockOSThread()
+		} // else fn moved the thread: it stays locked and dies with this goroutine
+		done <- err
 	}()
 	return <-done
 }
