@@ -31,7 +31,9 @@ func (AcceptAction) JumpTarget() string { return "" }
 
 func (AcceptAction) render(_ *ruleRender, w *tokWriter) error { return target(w, "-j", "ACCEPT") }
 
-// DropAction drops the packet silently (-j DROP).
+// DropAction drops the packet silently (-j DROP). iptables refuses it in
+// the nat table, which is not meant for filtering; a Table of the nat
+// table refuses it when declared.
 type DropAction struct{}
 
 // Drop returns the action that drops the packet.
@@ -42,7 +44,12 @@ func (a DropAction) iptablesArgs(v IPVersion) ([]string, error) { return actionA
 // JumpTarget returns "".
 func (DropAction) JumpTarget() string { return "" }
 
-func (DropAction) render(_ *ruleRender, w *tokWriter) error { return target(w, "-j", "DROP") }
+func (DropAction) render(st *ruleRender, w *tokWriter) error {
+	if st.at.table == "nat" {
+		return errRulef("DROP is not allowed in the nat table, which is not for filtering")
+	}
+	return target(w, "-j", "DROP")
+}
 
 // ReturnAction returns from the current chain to the one that jumped to it
 // (-j RETURN); in a built-in chain it applies the chain's policy.

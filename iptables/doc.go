@@ -27,14 +27,14 @@
 //
 // # Declaring and applying
 //
-// New validates the options and does no I/O. UpdateChain / UpdateChains set
-// the full content of owned chains (each rule is validated for the table's
-// IP version; a bad rule is an error and nothing changes); RemoveChain
-// forgets one. InsertOrAppendRules puts our rules at the top of a built-in
-// chain (InsertModeInsert, the default) or after the foreign rules
-// (InsertModeAppend); AppendRules puts rules at the very end. An owned
-// chain is programmed only while one of those rules (or a chain they reach,
-// or a foreign rule in the kernel) jumps to it, or when it is forced.
+// New validates the options and does no I/O (see Options.Namespace for its
+// one check). UpdateChain / UpdateChains set the full content of owned
+// chains; RemoveChain forgets one. InsertRules puts our rules at the top
+// of a built-in chain, before every foreign rule; AppendRules puts them at
+// its bottom, after every foreign rule; a chain can hold both groups. An
+// owned chain is programmed only while one of those rules (or a chain they
+// reach, or a foreign rule in the kernel) jumps to it, or when it is
+// forced.
 //
 //	tbl, err := iptables.New(iptables.Options{
 //		Table:       "filter",
@@ -47,28 +47,72 @@
 //		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
 //		Action: iptables.Accept(),
 //	}}})
-//	err = tbl.InsertOrAppendRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}})
+//	err = tbl.InsertRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}})
 //	res, err := tbl.Apply(ctx) // res.RetryAfter: when to call Apply again
 //
+// What the Table can tell on its own is refused when declared, with an
+// error and nothing changed: a rule that does not render for the IP
+// version (a prefix of the other family, a prefix with host bits set such
+// as 10.0.0.1/24, a port without a protocol…), a chain name iptables does
+// not take, a jump to a built-in chain or to the chain itself, a target or
+// option that the table does not allow (DROP and REJECT in nat, MASQUERADE,
+// SNAT and DNAT outside nat, CT --notrack outside raw), or that the
+// built-in chain does not allow (MASQUERADE outside POSTROUTING, -i in
+// OUTPUT…). What depends on other declarations or on the kernel is found
+// by Apply and held back per object (see below): a jump to an owned chain
+// not declared (it may be declared later, in any order) or a loop of
+// owned chains, a jump to a foreign chain the table does not have, a set
+// the kernel does not have, a target an owned chain holds that a built-in
+// chain reaching it does not allow.
+//
 // Apply reads the table with iptables-save, or in process when
-// Options.Namespace is set (see below; hash comments and jumps only, rules
-// are never parsed), computes the difference and writes it in one
-// `iptables-restore -w <LockTimeout> --noflush` transaction: only changed
-// rules are replaced (-R), surplus ones deleted (-D) and new ones appended
-// (-A), so the packet counters of unchanged rules survive; new chains are
+// Options.Namespace is set (see below; hash comments, jumps and chain
+// names only, rules are never parsed), computes the difference and writes
+// it in one `iptables-restore -w <LockTimeout> --noflush` transaction:
+// only changed rules are replaced (-R), surplus ones deleted (-D) and new
+// ones appended (-A), so the packet counters of unchanged rules survive;
+// in a built-in chain a changed rule of ours is deleted by its text and
+// the new one inserted at its place, the others untouched. New chains are
 // declared before anything jumps to them and removed chains are deleted
-// after the jumps to them. When nothing differs it runs no restore at all,
-// and when nothing changed since the last Apply and no refresh is due it
-// runs nothing. Between reads it trusts what it wrote; the kernel is read
-// again on the first Apply (so a restarted agent adopts its rules and
+// after the jumps to them; a chain a foreign rule still jumps to is
+// flushed and kept (ErrChainInUse) and deleted by a later Apply once
+// nothing jumps to it. When nothing differs it runs no restore at all, and
+// when nothing changed since the last Apply and no refresh or retry is due
+// it runs nothing. Between reads it trusts what it wrote; the kernel is
+// read again on the first Apply (so a restarted agent adopts its rules and
 // writes nothing if they are right), after QueueResync, every
 // RefreshInterval, at the PostWriteRecheck delays after each write (which
-// catches another agent clobbering our rules right after us), and after a
-// failure. A failed restore is retried after a full re-read, MaxAttempts
-// times with backoff; the error (a *RestoreError) keeps the input, the
-// failing line and the binary's output. Stats counts saves, restores and
+// catches another agent clobbering our rules right after us), when a
+// retry is due, and after a failure. Stats counts saves, restores and
 // lines written.
 //
+// # One object never holds back the others
+//
+// The objects of a Table are its owned chains and, per built-in chain,
+// our rules in it. When the restore binary refuses a line, Apply reads the
+// table again with iptables-save (the picture may be stale: another writer
+// changed the table since it was read) and writes again; when a line is
+// still refused, Apply leaves out the object it belongs to, keeping the
+// kernel's version of it (an owned chain that did not exist is created
+// empty, so that the jumps to it stay valid), and writes the rest, in the
+// same Apply. When the binary names no line of an object (the legacy
+// kernel checks the rules only when the whole table is committed), Apply
+// finds the object by writing halves of the changed objects alone. An
+// object whose jump target the read showed missing is left out without a
+// write. Apply then returns a *PartialError (errors.Is(err,
+// dataplane.ErrPartial)) naming each object left out (an *ObjectError:
+// ErrRefused with the refused line and the binary's message,
+// ErrChainInUse, ErrUnknownChain, ErrChainLoop), and keeps returning it
+// while they stand. A refused object is tried again after a second, then
+// after a delay that doubles up to five minutes (ObjectError.RetryAt;
+// RetryAfter asks the loop to come back then), with a re-read, since what
+// changes the outcome is the kernel; a new declaration of the object tries
+// it at once. Only a failure that belongs to no object (the binary is
+// missing, the table cannot be read, the lock wait timed out, a failure
+// the binary reports without a line) is returned as such: the next Apply
+// starts with a re-read, and a dataplane.Loop retries the Table with
+// backoff.
+
 // # Cost
 //
 // Declaring renders each rule once, straight into the restore-input text
@@ -85,8 +129,8 @@
 //
 // Running iptables-save costs a millisecond or more, most of the price of
 // a small first Apply. With Options.Namespace set (a handle of the
-// namespace the Runner runs the binaries in), Apply reads the table
-// without it: through the xtables getsockopt interface of a raw socket
+// namespace the Runner runs the binaries in; with no Runner, the binaries
+// run there through command.NetNS), Apply reads the table without it: through the xtables getsockopt interface of a raw socket
 // opened in the namespace (legacy; the kernel hands out a consistent
 // snapshot, no lock is taken) or over nf_tables netlink (nft). It gets
 // exactly what the iptables-save parser gets (the chains, each rule's
@@ -114,18 +158,30 @@
 // kube-proxy and others writing at the same time.
 //
 // Binaries run through Options.Runner (a command.Runner): command.Local by
-// default, a runner bound to another network namespace, or the in-memory
-// fake of package iptablesfake in unit tests. The save runs on a goroutine
-// of Apply's own, so the runner, not the calling thread, decides the
-// network namespace.
+// default, command.NetNS for another network namespace (the default when
+// Options.Namespace is set), or the in-memory fake of package iptablesfake
+// in unit tests. The save runs on a goroutine of Apply's own, so the
+// runner, not the calling thread, decides the network namespace.
+//
+// # Reading iptables-save
+//
+// A rule line is split into arguments as iptables-restore splits its
+// input: blanks separate them, double quotes group them, and inside quotes
+// a backslash takes the next character (iptables-save quotes and escapes
+// comments and prefixes that way; a quoted newline continues the rule on
+// the next line). A rule is ours only when one of its comment matches has
+// exactly one of our hash comments as its text, and it jumps to a chain
+// when its last two arguments are "-j CHAIN" or "-g CHAIN" (iptables-save
+// prints the target last, and a jump to a chain takes no options): a
+// foreign comment that holds our hash or " -j np-x" fools neither.
 //
 // # Limits
 //
 // A Table manages the filter, nat, mangle and raw tables. Two agents that
-// both use InsertModeInsert in the same built-in chain will keep moving
-// their rules in front of each other's. A chain that a foreign rule still
-// jumps to is flushed instead of deleted (deleting it would fail the whole
-// transaction). The in-process nft read does not make every check of
+// both insert their rules at the top of the same built-in chain will keep
+// moving their rules in front of each other's. Hashes depend on the
+// position in the group, so inserting a rule at the top of a group
+// rewrites the rules after it. The in-process nft read does not make every check of
 // iptables-nft-save: a table the nft tool changed in ways iptables-nft
 // cannot show (which iptables-save reports as incompatible) may be read
 // without error when its rules use only expressions iptables-nft writes.

@@ -4,3 +4,7 @@ package iptables
 // after a read, instead of only what changed: the reference that the
 // incremental planning is checked against.
 func PlanFullyForTest(t *Table) { t.planFully = true }
+
+// RandomRuleForTest builds a rule and an IP version from fuzz input, as
+// FuzzRuleArgs does, for the fuzz tests of package iptables_test.
+func RandomRuleForTest(data []byte) (Rule, IPVersion) { return rmFuzzRule(data) }

@@ -33,11 +33,14 @@ func (p *saveParser) fromChains(in []fastChain) (kt *kernelTable, needTexts bool
 	for _, c := range tableChains[p.table] {
 		chains[c] = &parsedChain{}
 	}
+	exists := p.existence()
 	for _, c := range in {
 		if p.owned([]byte(c.name)) {
 			if _, ok := chains[c.name]; !ok {
 				chains[c.name] = &parsedChain{}
 			}
+		} else if _, ok := exists[c.name]; ok {
+			exists[c.name] = true
 		}
 	}
 	var refs []string
@@ -66,13 +69,7 @@ func (p *saveParser) fromChains(in []fastChain) (kt *kernelTable, needTexts bool
 			kc.foreignRefs++
 		}
 	}
-	kt = &kernelTable{chains: make(map[string]*kernelChain, len(chains))}
-	for name, pc := range chains {
-		kc := pc.kernelChain
-		kc.hashes = string(pc.hashes)
-		kt.chains[name] = &kc
-	}
-	return kt, needTexts
+	return p.picture(chains, exists), needTexts
 }
 
 // ourHash returns the hash of a comment that is exactly one of our hash
@@ -104,15 +101,15 @@ func cString(b []byte) []byte {
 // returns an error wrapping errFastRead when it cannot, or when one of our
 // rules in a built-in chain has a text the Table does not know; the caller
 // then reads with iptables-save.
-func (t *Table) fastReadTable(ctx context.Context) (*kernelTable, bool, error) {
+func (t *Table) fastReadTable(ctx context.Context, p *saveParser) (*kernelTable, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	chains, err := fastRead(t.opts.Namespace, t.opts.Backend, t.opts.IPVersion, t.opts.Table, &t.parser)
+	chains, err := fastRead(t.opts.Namespace, t.opts.Backend, t.opts.IPVersion, t.opts.Table, p)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", errFastRead, err)
 	}
-	kt, needTexts := t.parser.fromChains(chains)
+	kt, needTexts := p.fromChains(chains)
 	return kt, needTexts, nil
 }
 

@@ -128,7 +128,7 @@ func TestKernelFastReadMatchesSave(t *testing.T) {
 			t.Run(fmt.Sprintf("%s-%v", b, v), func(t *testing.T) {
 				ns := kerneltest.NewNS(t)
 				for _, table := range []string{"filter", "nat", "mangle", "raw"} {
-					p := &saveParser{table: table, chainPrefix: "np-", hashPrefix: "np:"}
+					p := &saveParser{table: table, chainPrefix: "np-", hashPrefix: "np:", foreign: []string{"KUBE-X", "KUBE-MISSING"}}
 					check := func(t *testing.T, populated bool) {
 						t.Helper()
 						out, err := ns.Exec(ctx, b.SaveCommand(v), "-t", table)
@@ -139,6 +139,9 @@ func TestKernelFastReadMatchesSave(t *testing.T) {
 						require.NoError(t, err)
 						got, needTexts := p.fromChains(chains)
 						assert.Equal(t, viewOf(t, want, false), viewOf(t, got, true), "save output:\n%s", out)
+						assert.Equal(t, want.exists, got.exists, "foreign chains")
+						assert.Equal(t, populated, want.exists["KUBE-X"])
+						assert.False(t, want.exists["KUBE-MISSING"])
 						hasOurs := false
 						for _, c := range tableChains[table] {
 							hasOurs = hasOurs || strings.Trim(want.chains[c].hashes, "\x00") != ""

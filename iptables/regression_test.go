@@ -221,10 +221,10 @@ func TestCommitTimeRefusalIsFoundByHalving(t *testing.T) {
 
 // TestJumpToMissingChainIsIsolated is the kernel-dependent part of item 4:
 // a jump to a chain that is neither ours nor built-in is accepted at
-// declaration (another agent may create it), and when the chain is
-// missing only the object holding the jump is held back: the legacy
-// binary names its line, iptables-nft fails at COMMIT (found by halving).
-// Once the chain exists, the retry writes it.
+// declaration (another agent may create it). The read tells the Table
+// whether the chain exists: when it does not, only the object holding the
+// jump is held back, without a failed write (iptables-nft would name only
+// the COMMIT line). Once the chain exists, the retry writes it.
 func TestJumpToMissingChainIsIsolated(t *testing.T) {
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 		t.Run(string(b), func(t *testing.T) {
@@ -251,6 +251,38 @@ func TestJumpToMissingChainIsIsolated(t *testing.T) {
 			apply(t, tbl)
 			assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-j KUBE-MISSING"}, stripped(k.Rules(b, v, "filter", "np-a")))
 			assert.Equal(t, []string{"-j KUBE-ALSO-MISSING"}, stripped(k.Rules(b, v, "filter", "OUTPUT")))
+		})
+	}
+}
+
+// TestForeignChainGoneBeforeWriteIsIsolated: the foreign chain is deleted
+// between the read and the write, so the kernel refuses the jump (legacy
+// at its line, iptables-nft at COMMIT): the re-read after the failure
+// shows the chain missing, and only the object holding the jump is held
+// back.
+func TestForeignChainGoneBeforeWriteIsIsolated(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			k := iptablesfake.New()
+			v := iptables.IPv4
+			require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
+			opts := fakeOpts(k)
+			opts.Backend = b
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("KUBE-X")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+			k.OnCall(func(c iptablesfake.Call) {
+				if c.Op == iptablesfake.OpRestore {
+					k.OnCall(nil)
+					require.NoError(t, k.Exec(b, v, "-X", "KUBE-X"))
+				}
+			})
+			_, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"INPUT": iptables.ErrRefused})
+			assert.Contains(t, err.Error(), "it jumps to KUBE-X, which the table does not have")
+			assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+			st := tbl.Stats()
+			assert.Equal(t, [3]int{2, 1, 2}, [3]int{st.Restores, st.RestoreErrors, st.Saves})
 		})
 	}
 }

@@ -40,6 +40,9 @@ func (c *kernelChain) hash(i int) string {
 // built-in chain, keyed by name.
 type kernelTable struct {
 	chains map[string]*kernelChain
+	// exists says, for each chain of saveParser.foreign, whether the
+	// table has it.
+	exists map[string]bool
 }
 
 var zeroHash [HashLength]byte
@@ -52,6 +55,9 @@ type saveParser struct {
 	table       string
 	chainPrefix string
 	hashPrefix  string
+	// foreign are chains neither owned nor built-in whose existence the
+	// read reports (kernelTable.exists): those our rules jump to.
+	foreign []string
 }
 
 // parsedChain accumulates one chain while parsing.
@@ -71,6 +77,7 @@ func (p *saveParser) parse(r io.Reader) (*kernelTable, error) {
 	for _, c := range tableChains[p.table] {
 		chains[c] = &parsedChain{}
 	}
+	exists := p.existence()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), maxSaveLine)
 	sc.Split(scanLines)
@@ -114,6 +121,8 @@ func (p *saveParser) parse(r io.Reader) (*kernelTable, error) {
 				if _, ok := chains[string(name)]; !ok {
 					chains[string(name)] = &parsedChain{}
 				}
+			} else if _, ok := exists[string(name)]; ok {
+				exists[string(name)] = true
 			}
 			continue
 		case '-':
@@ -144,13 +153,28 @@ func (p *saveParser) parse(r io.Reader) (*kernelTable, error) {
 			kc.foreignRefs++
 		}
 	}
-	kt := &kernelTable{chains: make(map[string]*kernelChain, len(chains))}
+	return p.picture(chains, exists), nil
+}
+
+// existence returns the map of kernelTable.exists, every chain missing
+// until a read finds it.
+func (p *saveParser) existence() map[string]bool {
+	exists := make(map[string]bool, len(p.foreign))
+	for _, name := range p.foreign {
+		exists[name] = false
+	}
+	return exists
+}
+
+// picture builds the kernel picture from the parsed chains.
+func (p *saveParser) picture(chains map[string]*parsedChain, exists map[string]bool) *kernelTable {
+	kt := &kernelTable{chains: make(map[string]*kernelChain, len(chains)), exists: exists}
 	for name, pc := range chains {
 		kc := pc.kernelChain
 		kc.hashes = string(pc.hashes)
 		kt.chains[name] = &kc
 	}
-	return kt, nil
+	return kt
 }
 
 // owned reports whether a chain name carries the prefix.

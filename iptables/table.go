@@ -573,7 +573,8 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	var reading chan readResult
 	if t.kernel == nil {
 		reading = make(chan readResult, 1)
-		go func() { reading <- t.read(ctx, false) }()
+		p := t.readParser()
+		go func() { reading <- t.read(ctx, p) }()
 		defer func() {
 			if reading != nil {
 				<-reading
@@ -618,6 +619,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error) {
 	prog, broken, scope, chainRules := t.scope()
 	holds := t.holds(now, broken)
+	t.refuseMissing(prog, scope, holds, now)
 	// probes are the sets of objects to write alone while looking for the
 	// one the kernel refuses without naming it, the next one last.
 	var probes [][]string
@@ -661,13 +663,14 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			// once more.
 			t.opts.Logger.Info("restore failed; re-reading the table and writing again", "error", err)
 			reread, probes = true, nil
-			kt, err := t.save(ctx)
+			kt, err := t.save(ctx, t.readParser())
 			if err != nil {
 				return wrote, err
 			}
 			t.kernel, t.lastRead, t.synced = kt, t.opts.Clock.Now(), false
 			prog, broken, scope, chainRules = t.scope()
 			holds = t.holds(now, broken)
+			t.refuseMissing(prog, scope, holds, now)
 			continue
 		}
 		name, h := p.owner(re.Line)
@@ -698,6 +701,39 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 		probes = withoutObject(probes, name)
 	}
 	return wrote, err
+}
+
+// refuseMissing leaves out the objects to plan that jump to a foreign
+// chain the table did not have when it was read, as refused without a
+// write (the legacy binary would name the line, but iptables-nft resolves
+// jumps at COMMIT and names no object), unless they are held back already.
+func (t *Table) refuseMissing(prog map[string]bool, scope planScope, holds map[string]hold, now time.Time) {
+	names, hooks := scope.chains, scope.hooks
+	if scope.full {
+		names, hooks = sortedKeys(prog), tableChains[t.opts.Table]
+	}
+	check := func(name string, lists ...*ruleList) {
+		if holds[name] != holdNone {
+			return
+		}
+		for _, l := range lists {
+			for _, target := range l.targets {
+				if exists, known := t.kernel.exists[target]; known && !exists {
+					holds[name] = holdContent
+					t.fail(name, holdContent, ErrRefused, "it jumps to "+target+", which the table does not have", nil, now)
+					return
+				}
+			}
+		}
+	}
+	for _, name := range names {
+		check(name, &t.desired[name].ruleList)
+	}
+	for _, name := range hooks {
+		if h := t.hooks[name]; h != nil {
+			check(name, &h.insert, &h.append)
+		}
+	}
 }
 
 // refusal describes a refused line for an ObjectError.
@@ -830,6 +866,7 @@ func (t *Table) partialError() error {
 // finishRead must find.
 type readResult struct {
 	kt              *kernelTable
+	p               *saveParser // the parser of the read, for a second one
 	fast, needTexts bool
 	err             error
 }
@@ -929,16 +966,15 @@ func (t *Table) planned(prog map[string]bool, broken map[string]*ObjectError, ch
 	t.statsMu.Unlock()
 }
 
-// read reads the table: in process when Options.Namespace is set and not
-// saveOnly (falling back to iptables-save if that fails), else with
-// iptables-save. It may
-// run on a goroutine of its own: it touches nothing of the Table but the
-// read-only options and the stats.
-func (t *Table) read(ctx context.Context, saveOnly bool) readResult {
-	if t.opts.Namespace > 0 && !saveOnly {
-		kt, needTexts, err := t.fastReadTable(ctx)
+// read reads the table with p: in process when Options.Namespace is set
+// (falling back to iptables-save if that fails), else with iptables-save.
+// It may run on a goroutine of its own: it touches nothing of the Table
+// but the read-only options and the stats.
+func (t *Table) read(ctx context.Context, p *saveParser) readResult {
+	if t.opts.Namespace > 0 {
+		kt, needTexts, err := t.fastReadTable(ctx, p)
 		if err == nil {
-			return readResult{kt: kt, fast: true, needTexts: needTexts}
+			return readResult{kt: kt, p: p, fast: true, needTexts: needTexts}
 		}
 		if ctx.Err() != nil {
 			return readResult{err: ctx.Err()}
@@ -948,8 +984,32 @@ func (t *Table) read(ctx context.Context, saveOnly bool) readResult {
 		t.stats.FastReadFallbacks++
 		t.statsMu.Unlock()
 	}
-	kt, err := t.save(ctx)
+	kt, err := t.save(ctx, p)
 	return readResult{kt: kt, err: err}
+}
+
+// readParser returns the parser for one read: it reports which of the
+// foreign chains our rules jump to exist. It needs the Table locked; the
+// read may then run on a goroutine of its own.
+func (t *Table) readParser() *saveParser {
+	p := t.parser
+	seen := map[string]bool{}
+	add := func(l *ruleList) {
+		for _, target := range l.targets {
+			if !strings.HasPrefix(target, t.opts.ChainPrefix) && !seen[target] {
+				seen[target] = true
+				p.foreign = append(p.foreign, target)
+			}
+		}
+	}
+	for _, d := range t.desired {
+		add(&d.ruleList)
+	}
+	for _, h := range t.hooks {
+		add(&h.insert)
+		add(&h.append)
+	}
+	return &p
 }
 
 // finishRead completes a read with the Table locked and the declared rules
@@ -970,11 +1030,11 @@ func (t *Table) finishRead(ctx context.Context, r readResult) (*kernelTable, err
 	t.statsMu.Lock()
 	t.stats.FastReadFallbacks++
 	t.statsMu.Unlock()
-	return t.save(ctx)
+	return t.save(ctx, r.p)
 }
 
-// save runs iptables-save for the table and parses it.
-func (t *Table) save(ctx context.Context) (*kernelTable, error) {
+// save runs iptables-save for the table and parses it with p.
+func (t *Table) save(ctx context.Context, p *saveParser) (*kernelTable, error) {
 	bin := t.opts.Backend.SaveCommand(t.opts.IPVersion)
 	start := t.opts.Clock.Now()
 	out, err := t.opts.Runner.Run(ctx, nil, bin, "-t", t.opts.Table)
@@ -989,7 +1049,7 @@ func (t *Table) save(ctx context.Context) (*kernelTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s -t %s: %w", ErrSave, bin, t.opts.Table, err)
 	}
-	kt, err := t.parser.parse(bytes.NewReader(out))
+	kt, err := p.parse(bytes.NewReader(out))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,239 @@
+//go:build linux
+
+package iptables_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netns"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/iptables"
+)
+
+// TestKernelForeignRuleQuotingOurHashSurvives is item 1 against the
+// kernel: foreign rules whose comments contain one of our hash comments
+// (quoted, escaped, spread over lines) are never taken for ours.
+func TestKernelForeignRuleQuotingOurHashSurvives(t *testing.T) {
+	forEachKernelFlavour(t, func(t *testing.T, f flavour) {
+		ns := kerneltest.NewNS(t)
+		for _, c := range []string{
+			hostileComment,
+			`"np:BBBBBBBBBBBBBBBB"`,
+			`q"uo\te's --comment np:CCCCCCCCCCCCCCCC`,
+			"line\n-A INPUT -m comment --comment np:DDDDDDDDDDDDDDDD -j ACCEPT",
+		} {
+			ipt(t, ns, f, "-A", "INPUT", "-m", "comment", "--comment", c, "-j", "ACCEPT")
+		}
+		_, before := dump(t, ns, f, "filter")
+		tbl := kernelTable(t, f, ns, nil)
+		require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom(f.net(1))}))
+		kernelApply(t, tbl)
+		require.NoError(t, tbl.InsertRules("INPUT", nil))
+		kernelApply(t, tbl)
+		tbl.QueueResync()
+		kernelApply(t, tbl)
+		_, after := dump(t, ns, f, "filter")
+		assert.Equal(t, before, after, "the foreign rules are untouched")
+		assert.Equal(t, 2, tbl.Stats().Restores)
+	})
+}
+
+// TestKernelForeignJumpBehindCommentKeepsChain is item 2 against the
+// kernel: a foreign jump to our chain behind a comment holding " -j " is
+// seen; the unwanted chain is flushed and kept, then deleted by the retry
+// once the foreign rule is gone. No restore fails.
+func TestKernelForeignJumpBehindCommentKeepsChain(t *testing.T) {
+	forEachKernelFlavour(t, func(t *testing.T, f flavour) {
+		ns := kerneltest.NewNS(t)
+		clk := clock.NewFake(t0)
+		tbl := kernelTable(t, f, ns, clk)
+		require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom(f.net(1))}, ForceProgramming: true}))
+		kernelApply(t, tbl)
+		foreign := []string{"-A", "OUTPUT", "-m", "comment", "--comment", "x -j ACCEPT", "-j", "np-a"}
+		ipt(t, ns, f, foreign...)
+
+		require.NoError(t, tbl.RemoveChain("np-a"))
+		tbl.QueueResync()
+		_, err := tbl.Apply(context.Background())
+		requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+		chains, rules := dump(t, ns, f, "filter")
+		assert.Contains(t, chains, "np-a")
+		assert.Empty(t, rules["np-a"])
+		assert.Zero(t, tbl.Stats().RestoreErrors)
+
+		foreign[0] = "-D"
+		ipt(t, ns, f, foreign...)
+		clk.Advance(time.Second)
+		kernelApply(t, tbl)
+		chains, _ = dump(t, ns, f, "filter")
+		assert.NotContains(t, chains, "np-a")
+		assert.Zero(t, tbl.Stats().RestoreErrors)
+	})
+}
+
+// TestKernelRefusalsAreIsolated is items 3 and 4 against the kernel: what
+// the kernel refuses (a set it does not have, a jump to a chain that does
+// not exist, an option allowed only in some built-in chains reached from
+// another) holds back only the object it belongs to — whether the binary
+// names the line or, as the legacy kernel does, only the COMMIT — and is
+// written by a retry once the kernel has what it needs.
+func TestKernelRefusalsAreIsolated(t *testing.T) {
+	kerneltest.RequireCommands(t, "ipset")
+	forEachKernelFlavour(t, func(t *testing.T, f flavour) {
+		ns := kerneltest.NewNS(t)
+		clk := clock.NewFake(t0)
+		tbl := kernelTable(t, f, ns, clk)
+		set := "np-missing-" + strings.ToLower(f.v.String())
+		limited := iptables.Rule{Match: iptables.Match{iptables.AddrTypeMatch{Types: iptables.AddrTypeLocal, Dir: iptables.Dst, LimitIfaceIn: true}}, Action: iptables.Return()}
+		require.NoError(t, tbl.UpdateChains(
+			iptables.Chain{Name: "np-good", Rules: []iptables.Rule{acceptFrom(f.net(1))}},
+			iptables.Chain{Name: "np-set", Rules: []iptables.Rule{acceptFrom(f.net(2)), {Match: iptables.Match{iptables.SourceIPSet(set)}, Action: iptables.Accept()}}},
+			iptables.Chain{Name: "np-jump", Rules: []iptables.Rule{acceptFrom(f.net(3)), {Action: iptables.Jump("KUBE-MISSING")}}},
+			iptables.Chain{Name: "np-lim", Rules: []iptables.Rule{limited}},
+		))
+		require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-good"), jump("np-set")}))
+		require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{jump("np-jump"), acceptFrom(f.net(4))}))
+		// --limit-iface-in in a chain OUTPUT reaches: the legacy kernel
+		// refuses it when the table is committed, naming no line (nft
+		// checks the option only in a built-in chain, and takes it).
+		require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{jump("np-lim")}))
+		refused := map[string]error{"np-set": iptables.ErrRefused, "np-jump": iptables.ErrRefused}
+		if f.b == iptables.BackendLegacy {
+			refused["OUTPUT"] = iptables.ErrRefused
+		}
+
+		res, err := tbl.Apply(context.Background())
+		requireObjects(t, err, refused)
+		assert.Equal(t, time.Second, res.RetryAfter)
+		chains, rules := dump(t, ns, f, "filter")
+		assert.Subset(t, chains, []string{"np-good", "np-set", "np-jump", "np-lim"}, "refused new chains exist, empty")
+		assert.Equal(t, []string{"-s " + f.net(1) + " -j ACCEPT"}, stripped(rules["np-good"]))
+		assert.Empty(t, rules["np-set"])
+		assert.Empty(t, rules["np-jump"])
+		assert.Equal(t, []string{"-j np-good", "-j np-set"}, stripped(rules["INPUT"]))
+		assert.Equal(t, []string{"-j np-jump", "-s " + f.net(4) + " -j ACCEPT"}, stripped(rules["FORWARD"]))
+		assert.Equal(t, f.b == iptables.BackendNFT, len(rules["OUTPUT"]) == 1)
+
+		// Nothing is due: nothing runs.
+		st := tbl.Stats()
+		_, err = tbl.Apply(context.Background())
+		requireObjects(t, err, refused)
+		assert.Equal(t, st, tbl.Stats())
+
+		// The kernel gets the set and the chain: the retry writes them.
+		family := map[iptables.IPVersion]string{iptables.IPv4: "inet", iptables.IPv6: "inet6"}[f.v]
+		_, err = ns.Exec(context.Background(), "ipset", "create", set, "hash:net", "family", family)
+		require.NoError(t, err)
+		ipt(t, ns, f, "-N", "KUBE-MISSING")
+		clk.Advance(time.Second)
+		res, err = tbl.Apply(context.Background())
+		delete(refused, "np-set")
+		delete(refused, "np-jump")
+		if f.b == iptables.BackendLegacy {
+			requireObjects(t, err, refused)
+			assert.Equal(t, 2*time.Second, res.RetryAfter)
+		} else {
+			require.NoError(t, err)
+		}
+		_, rules = dump(t, ns, f, "filter")
+		assert.Len(t, rules["np-set"], 2)
+		assert.Len(t, rules["np-jump"], 2)
+
+		// Without the option, the OUTPUT jump goes through at its retry.
+		require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-lim", Rules: []iptables.Rule{{Action: iptables.Return()}}}))
+		clk.Advance(2 * time.Second)
+		kernelApply(t, tbl)
+		_, rules = dump(t, ns, f, "filter")
+		assert.Equal(t, []string{"-j np-lim"}, stripped(rules["OUTPUT"]))
+		tbl.QueueResync()
+		restores := tbl.Stats().Restores
+		kernelApply(t, tbl)
+		assert.Equal(t, restores, tbl.Stats().Restores, "converged")
+	})
+}
+
+// TestKernelChangingAnAppendedRuleKeepsCounters is item 5 against the
+// kernel: changing one of our appended rules (after a foreign rule)
+// rewrites that rule alone; the others keep their packet counters.
+func TestKernelChangingAnAppendedRuleKeepsCounters(t *testing.T) {
+	forEachKernelFlavour(t, func(t *testing.T, f flavour) {
+		ns := kerneltest.NewNS(t)
+		lo := netip.MustParseAddr("127.0.0.1")
+		if f.v == iptables.IPv6 {
+			lo = netip.IPv6Loopback()
+		}
+		ipt(t, ns, f, "-A", "INPUT", "-s", f.net(9), "-j", "DROP")
+		tbl := kernelTable(t, f, ns, nil)
+		// Marks count the packets and let them go on to the next rule.
+		mark := func(m uint32) iptables.Rule {
+			return iptables.Rule{Match: iptables.Match{iptables.InInterface("lo")}, Action: iptables.SetMaskedMark(m, m)}
+		}
+		rules := []iptables.Rule{mark(1), mark(2), mark(4), mark(8)}
+		require.NoError(t, tbl.AppendRules("INPUT", rules))
+		kernelApply(t, tbl)
+		require.NoError(t, ns.Ping(context.Background(), lo))
+		before := counters(t, ns, f, "INPUT")
+		require.Len(t, before, 5)
+		for i, n := range before[1:] {
+			require.Positive(t, n, "rule %d counted the ping", i)
+		}
+
+		rules[0] = mark(16)
+		require.NoError(t, tbl.AppendRules("INPUT", rules))
+		kernelApply(t, tbl)
+		after := counters(t, ns, f, "INPUT")
+		require.Len(t, after, 5)
+		assert.Zero(t, after[1], "the changed rule is new")
+		assert.Equal(t, before[2:], after[2:], "the unchanged rules kept their counters")
+		_, dumped := dump(t, ns, f, "filter")
+		assert.Equal(t, "-s "+f.net(9)+" -j DROP", dumped["INPUT"][0])
+	})
+}
+
+// TestKernelNamespaceRunner is item 8 against the kernel: with Namespace
+// and no Runner, the binaries run in that namespace; a Runner bound to
+// another namespace is refused by New.
+func TestKernelNamespaceRunner(t *testing.T) {
+	kerneltest.RequireCommands(t, "iptables-nft-restore")
+	ns, other := kerneltest.NewNS(t), kerneltest.NewNS(t)
+	o := iptables.Options{
+		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-",
+		Namespace: ns.NsHandle(), PostWriteRecheck: []time.Duration{},
+	}
+	tbl, err := iptables.New(o)
+	require.NoError(t, err)
+	assert.Equal(t, command.NetNS{FD: int(ns.NsHandle())}, tbl.Options().Runner)
+	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	kernelApply(t, tbl)
+	f := flavour{b: iptables.BackendNFT, v: iptables.IPv4}
+	_, rules := dump(t, ns, f, "filter")
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(rules["INPUT"]))
+	_, rules = dump(t, other, f, "filter")
+	assert.Empty(t, rules["INPUT"], "nothing in the other namespace")
+	assert.Equal(t, 1, tbl.Stats().FastReads)
+
+	o.Runner = command.NetNS{FD: int(other.NsHandle())}
+	_, err = iptables.New(o)
+	require.ErrorIs(t, err, iptables.ErrInvalidOptions)
+	o.Runner = command.NetNS{FD: int(ns.NsHandle())}
+	_, err = iptables.New(o)
+	require.NoError(t, err)
+	o.Runner = command.Local{}
+	_, err = iptables.New(o)
+	require.ErrorIs(t, err, iptables.ErrInvalidOptions, "command.Local runs in the process's namespace, not ns")
+	self, err := netns.Get()
+	require.NoError(t, err)
+	defer self.Close()
+	o.Namespace = self
+	_, err = iptables.New(o)
+	require.NoError(t, err)
+}
