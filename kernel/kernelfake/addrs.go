@@ -130,6 +130,9 @@ func (ns *Namespace) AddAddr(ctx context.Context, a kernel.Addr) error {
 // DeleteAddr implements kernel.Addrs. Deleting a primary IPv4 address
 // deletes its secondaries too, unless promote_secondaries is set (on the
 // interface or on all), which promotes the first of them instead.
+// Deleting an interface's last IPv4 address disables IPv4 on it, as link
+// down does (host-scope routes included): the routes through it go, or
+// keep a dead next hop until it gets an address again or comes up.
 func (ns *Namespace) DeleteAddr(ctx context.Context, a kernel.Addr) error {
 	unlock, err := ns.begin(ctx, OpDeleteAddr)
 	defer unlock()
@@ -162,6 +165,9 @@ func (s *state) addAddr(l *link, p netip.Prefix) {
 		l.addrs = append(l.addrs, &addr{prefix: p})
 		s.emitAddr(l, p, false)
 		s.syncAddrRoutes4(l, before, true)
+		if l.AdminUp {
+			s.revive(l, kernel.IPv4)
+		}
 		return
 	}
 	a := &addr{prefix: p, tentative: !s.dadInstant(l) && !l.ready}
@@ -172,6 +178,7 @@ func (s *state) addAddr(l *link, p netip.Prefix) {
 	}
 	if !a.tentative {
 		s.addLocalRoute6(l, p)
+		s.syncAnycast(l)
 	}
 }
 
@@ -184,6 +191,7 @@ func (s *state) deleteAddr(l *link, x *addr) {
 		if !slices.ContainsFunc(l.addrs, func(a *addr) bool { return a.prefix.Masked() == x.prefix.Masked() }) {
 			s.removeAddrRoute(prefixRoute6(l, x.prefix), true)
 		}
+		s.syncAnycast(l)
 		return
 	}
 	before := s.addrRoutes4(l)
@@ -201,6 +209,11 @@ func (s *state) deleteAddr(l *link, x *addr) {
 	s.syncAddrRoutes4(l, before, true)
 	for _, a := range gone {
 		s.flushPrefSrc(a.prefix.Addr())
+	}
+	if !slices.ContainsFunc(l.addrs, func(a *addr) bool { return a.prefix.Addr().Is4() }) {
+		// The last IPv4 address went: IPv4 is disabled on l, and every
+		// path through it dies, host-scope ones included.
+		s.syncDown(l, kernel.IPv4, false, true)
 	}
 }
 
@@ -344,6 +357,33 @@ func (s *state) addAddrRoute(r *kernel.Route) {
 		}
 	}
 	s.insert(*r)
+}
+
+// syncAnycast adds and removes l's IPv6 anycast routes: while IPv6
+// forwarding is on for l, every address that has passed DAD, with a prefix
+// shorter than /127, makes its subnet-router anycast address (the prefix's
+// first address) a local anycast route.
+func (s *state) syncAnycast(l *link) {
+	var want []netip.Prefix
+	if s.intSysctl(linkKey("net/ipv6/conf", l.Name, "forwarding")) > 0 {
+		for _, a := range l.addrs {
+			m := a.prefix.Masked()
+			if a.prefix.Addr().Is6() && !a.tentative && a.prefix.Bits() < 127 && !m.Addr().IsUnspecified() {
+				want = append(want, netip.PrefixFrom(m.Addr(), 128))
+			}
+		}
+	}
+	route := func(dst netip.Prefix) *kernel.Route {
+		return &kernel.Route{Family: kernel.IPv6, Table: kernel.TableLocal, Type: rtnAnycast, Dst: dst, Protocol: kernel.ProtoKernel, OIF: l.Index}
+	}
+	for _, r := range slices.Clone(s.routes[kernel.IPv6]) {
+		if r.Type == rtnAnycast && r.OIF == l.Index && !slices.Contains(want, r.Dst) {
+			s.remove(r, true)
+		}
+	}
+	for _, dst := range want {
+		s.addAddrRoute(route(dst))
+	}
 }
 
 // dadInstant reports whether a new IPv6 address on l skips duplicate

@@ -424,8 +424,8 @@ func (ns *Namespace) SetLinkMTU(ctx context.Context, index, mtu int) error {
 }
 
 // SetLinkMAC implements kernel.Links. A multicast or all-zero address
-// fails with EADDRNOTAVAIL; a device without an Ethernet address (lo,
-// tun) with EOPNOTSUPP. A bridge given a new address loses its carrier
+// fails with EADDRNOTAVAIL; a tun device, which has no link-layer
+// address, with EOPNOTSUPP (lo takes one). A bridge given a new address loses its carrier
 // (it has no ports), as in the kernel.
 func (ns *Namespace) SetLinkMAC(ctx context.Context, index int, mac net.HardwareAddr) error {
 	unlock, err := ns.begin(ctx, OpSetLinkMAC)
@@ -443,7 +443,7 @@ func (ns *Namespace) SetLinkMAC(ctx context.Context, index int, mac net.Hardware
 	if err := ns.refused(OpSetLinkMAC, l.report()); err != nil {
 		return err
 	}
-	if !l.ether() {
+	if !l.ether() && l.Kind != kernel.KindDevice {
 		return errnof(syscall.EOPNOTSUPP, "set link %q MAC", l.Name)
 	}
 	if len(mac) != 6 {

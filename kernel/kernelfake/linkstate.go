@@ -36,6 +36,7 @@ func (s *state) setAdmin(l *link, up bool) {
 // the link runs, configures it.
 func (s *state) linkUp(l *link, before []kernel.Route) {
 	s.syncAddrRoutes4(l, before, true)
+	s.revive(l, kernel.IPv4)
 	s.markRoutes(l)
 	for _, a := range l.addrs {
 		if !a.prefix.Addr().Is6() {
@@ -51,6 +52,7 @@ func (s *state) linkUp(l *link, before []kernel.Route) {
 			s.addLocalRoute6(l, a.prefix)
 		}
 	}
+	s.syncAnycast(l)
 	if l.Running {
 		s.ready(l)
 	}
@@ -64,8 +66,8 @@ func (s *state) linkUp(l *link, before []kernel.Route) {
 func (s *state) linkDown(l *link) {
 	s.flushNeighbors(l, true)
 	s.flushFDB(l, false)
-	s.syncDown(l, kernel.IPv4, false)
-	s.syncDown(l, kernel.IPv6, false)
+	s.syncDown(l, kernel.IPv4, false, false)
+	s.syncDown(l, kernel.IPv6, false, false)
 	keep := s.keepAddrOnDown(l)
 	for _, a := range slices.Clone(l.addrs) {
 		ip := a.prefix.Addr()
@@ -108,13 +110,7 @@ func (s *state) carrierChanged(l *link) {
 // of the addresses that waited for DAD.
 func (s *state) ready(l *link) {
 	l.ready = true
-	for _, r := range s.routes[kernel.IPv6] {
-		for i := range r.NextHops {
-			if r.NextHops[i].OIF == l.Index {
-				r.NextHops[i].Flags &^= kernel.FlagDead
-			}
-		}
-	}
+	s.revive(l, kernel.IPv6)
 	if l.Kind == kernel.KindDevice || s.intSysctl(linkKey("net/ipv6/conf", l.Name, "disable_ipv6")) > 0 ||
 		s.intSysctl("net/ipv6/conf/all/disable_ipv6") > 0 {
 		return
@@ -130,6 +126,7 @@ func (s *state) ready(l *link) {
 			s.addLocalRoute6(l, a.prefix)
 		}
 	}
+	s.syncAnycast(l)
 }
 
 // eui64 returns l's EUI-64 link-local address: fe80::/64 with the MAC's
@@ -147,8 +144,8 @@ func eui64(l *link) (netip.Prefix, bool) {
 // every route through it (IPv4: the whole route; IPv6: the path), its
 // addresses, neighbours and FDB entries.
 func (s *state) unregister(l *link) {
-	s.syncDown(l, kernel.IPv4, true)
-	s.syncDown(l, kernel.IPv6, true)
+	s.syncDown(l, kernel.IPv4, true, false)
+	s.syncDown(l, kernel.IPv6, true, false)
 	for _, a := range slices.Clone(l.addrs) {
 		s.dropAddr(l, a)
 		if a.prefix.Addr().Is4() {

@@ -3,10 +3,8 @@
 package kernelfake
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -28,11 +26,13 @@ import (
 type side struct {
 	name string
 	k    kernel.Kernel
+	// peer is another namespace of the same machine, peerFD its
+	// descriptor for kernel.Veth.PeerNamespaceFD.
+	peer   kernel.Kernel
+	peerFD int
 	// addFlow creates a conntrack entry (UDP, unreplied).
 	addFlow func(t *testing.T, src, dst netip.Addr)
 }
-
-var bg = context.Background()
 
 // idx returns the index of the link called name (0 if none).
 func (s *side) idx(name string) int {
@@ -157,12 +157,6 @@ func minus(a, b []string) []string {
 	return out
 }
 
-var (
-	mac = func(s string) net.HardwareAddr { m, _ := net.ParseMAC(s); return m }
-	pfx = netip.MustParsePrefix
-	ip  = netip.MustParseAddr
-)
-
 // TestKernelFakeMatchesKernel runs one script, through kernel.Kernel, on a
 // real namespace and on a Namespace, and compares after every step the
 // errors of its calls and everything the two report: links (kinds, MTUs,
@@ -179,10 +173,14 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = real.Close() })
 	h := nst.Handle()
+	realPeer, err := kernel.Open(kerneltest.NewNS(t).Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = realPeer.Close() })
 	port := uint16(40000)
 	fake := New(Options{})
+	fakePeer := fake.NewNamespace(Options{Name: "peer"})
 	sides := []*side{
-		{name: "kernel", k: real, addFlow: func(t *testing.T, src, dst netip.Addr) {
+		{name: "kernel", k: real, peer: realPeer, peerFD: realPeer.FD(), addFlow: func(t *testing.T, src, dst netip.Addr) {
 			port++
 			fam := netlink.InetFamily(unix.AF_INET)
 			flow := &netlink.ConntrackFlow{
@@ -193,7 +191,7 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			}
 			require.NoError(t, h.ConntrackCreate(netlink.ConntrackTable, fam, flow))
 		}},
-		{name: "fake", k: fake, addFlow: func(_ *testing.T, src, dst netip.Addr) {
+		{name: "fake", k: fake, peer: fakePeer, peerFD: fakePeer.FD(), addFlow: func(_ *testing.T, src, dst netip.Addr) {
 			fake.AddFlow(Flow{Family: kernel.IPv4, Src: src, Dst: dst})
 		}},
 	}
@@ -212,11 +210,15 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			}
 		}
 		assert.Equal(t, classes[0], classes[1], "%s: errors, kernel (-) vs fake (+)", what)
-		want := sides[1].observe(t, fdbLinks, sysctls)
+		observe := func(s *side) []string {
+			peer := side{name: s.name + " peer", k: s.peer}
+			return append(s.observe(t, fdbLinks, sysctls), peer.observe(t, nil, []string{"net.ipv4.conf.pb.forwarding"})...)
+		}
+		want := observe(sides[1])
 		var got []string
 		deadline := time.Now().Add(15 * time.Second)
 		for {
-			got = sides[0].observe(t, fdbLinks, sysctls)
+			got = observe(sides[0])
 			if slices.Equal(got, want) || time.Now().After(deadline) {
 				break
 			}
@@ -426,6 +428,67 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 		assert.Equal(t, 2, n, s.name)
 		return one(err)
 	})
+	step("more links", func(s *side) []error {
+		return []error{
+			link(s, kernel.Link{Name: "pa", Kind: kernel.KindVeth, MAC: mac("02:00:00:00:1a:00"), Veth: &kernel.Veth{PeerName: "pb", PeerNamespaceFD: s.peerFD}}),
+			s.peer.SetLinkMAC(bg, (&side{k: s.peer}).idx("pb"), mac("02:00:00:00:1b:00")),
+			up(s, "pa", true), s.peer.SetLinkUp(bg, (&side{k: s.peer}).idx("pb"), true),
+			link(s, kernel.Link{Name: "tun0", Kind: kernel.KindTUN}),
+			s.k.SetLinkMTU(bg, 1, 0), s.k.SetLinkMTU(bg, 1, 70000), s.k.SetLinkMTU(bg, s.idx("vx0"), 65535),
+			s.k.SetLinkMAC(bg, 1, mac("02:00:00:00:01:01")),
+		}
+	})
+	step("secondaries", func(s *side) []error {
+		return []error{
+			addr(s, "br1", "10.5.0.2/24"), addr(s, "br1", "10.5.0.3/24"), addr(s, "br1", "fd00:5::2/64"),
+			s.k.SetSysctl(bg, "net.ipv4.conf.br1.promote_secondaries", "1"),
+			s.k.DeleteAddr(bg, kernel.Addr{LinkIndex: s.idx("br1"), Prefix: pfx("10.5.0.1/24")}),
+			s.k.DeleteAddr(bg, kernel.Addr{LinkIndex: s.idx("br1"), Prefix: pfx("fd00:5::1/64")}),
+			s.k.DeleteAddr(bg, kernel.Addr{LinkIndex: s.idx("va"), Prefix: pfx("10.1.0.1/24")}),
+			s.k.DeleteAddr(bg, kernel.Addr{LinkIndex: s.idx("va"), Prefix: pfx("fd00:1::1/128")}),
+		}
+	})
+	step("more routes", func(s *side) []error {
+		va, br1 := s.idx("va"), s.idx("br1")
+		return append(routes(s,
+			add(with(v4("10.1.0.0/24"), func(r *kernel.Route) { r.OIF, r.Scope = va, kernel.ScopeLink })),
+			add(with(v4("10.30.0.0/24"), func(r *kernel.Route) {
+				r.NextHops = []kernel.NextHop{{OIF: va, Gateway: ip("10.1.0.5")}, {OIF: br1, Gateway: ip("10.5.0.5")}}
+			})),
+			add(with(v6("fd30::/64"), func(r *kernel.Route) {
+				r.NextHops = []kernel.NextHop{{OIF: va, Gateway: ip("fe80::1")}, {OIF: br1, Gateway: ip("fe80::2")}}
+			})),
+			add(with(v6("fd31::/64"), func(r *kernel.Route) {
+				r.NextHops = []kernel.NextHop{{OIF: va, Gateway: ip("fe80::1")}, {OIF: br1, Gateway: ip("fe80::2")}}
+			})),
+			del(with(v6("fd31::/64"), func(r *kernel.Route) { r.OIF = br1 })),
+			add(with(v4("10.31.0.0/24"), func(r *kernel.Route) { r.Type, r.OIF = kernel.RTNLocal, va })),
+			add(with(v4("10.31.0.0/24"), func(r *kernel.Route) { r.Scope, r.Gateway = kernel.ScopeHost, ip("10.5.0.5") })),
+			add(with(v4("10.32.0.0/24"), func(r *kernel.Route) { r.Gateway, r.Table = ip("10.5.0.5"), 100 })),
+			add(with(v6("fd32::/64"), func(r *kernel.Route) { r.Gateway = ip("fd00:5::2") })),
+			add(with(v6("fd33::/64"), func(r *kernel.Route) { r.Gateway = ip("fe80::9") })),
+			add(with(v6("fd34::/64"), func(r *kernel.Route) { r.Gateway, r.OIF = ip("fd00:5::2"), br1 })),
+			add(with(v6("fd35::/64"), func(r *kernel.Route) { r.OIF, r.PrefSrc = br1, ip("fd00:5::2") })),
+			add(with(v6("fd36::/64"), func(r *kernel.Route) { r.OIF, r.PrefSrc = br1, ip("fd00:9::2") })),
+			add(with(v4("10.33.0.0/24"), func(r *kernel.Route) { r.Gateway = ip("10.4.0.0") })),
+			add(with(v4("10.34.0.0/24"), func(r *kernel.Route) { r.Gateway, r.TOS = ip("10.5.0.5"), 0x10 })),
+			add(with(v4("10.34.0.0/24"), func(r *kernel.Route) { r.Gateway = ip("10.5.0.6") })),
+			del(with(v4("10.34.0.0/24"), func(r *kernel.Route) { r.Protocol = 0 })),
+			del(with(v4("10.34.0.0/24"), func(r *kernel.Route) { r.Protocol = 0 })),
+		), s.k.AddRule(bg, kernel.Rule{Family: kernel.IPv6, Action: kernel.RuleLookup, Table: 7, Invert: true, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
+			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Action: kernel.RuleBlackhole, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
+			s.k.ApplyNeighbors(bg, []kernel.NeighborOp{{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{LinkIndex: s.idx("brd"), IP: ip("10.8.0.1"), MAC: mac("02:00:00:00:99:02")}}})[0],
+		)
+	})
 	step("delete va (and vb with it)", func(s *side) []error { return one(s.k.DeleteLink(bg, s.idx("va"))) })
 	step("delete br0 (and vx1, its child)", func(s *side) []error { return one(s.k.DeleteLink(bg, s.idx("br0"))) })
+	step("delete pb in the peer namespace (and pa with it)", func(s *side) []error {
+		return one(s.peer.DeleteLink(bg, (&side{k: s.peer}).idx("pb")))
+	})
+	step("IPv6 forwarding", func(s *side) []error { return one(s.k.SetSysctl(bg, "net.ipv6.conf.all.forwarding", "1")) })
+	step("anycast routes follow addresses and links", func(s *side) []error {
+		return []error{addr(s, "br1", "fd00:6::1/64"), addr(s, "br1", "fd00:6::2/64"), addr(s, "br1", "fd00:7::1/127"),
+			s.k.DeleteAddr(bg, kernel.Addr{LinkIndex: s.idx("br1"), Prefix: pfx("fd00:6::1/64")}),
+			up(s, "vx0", false), up(s, "vx0", true), s.k.SetSysctl(bg, "net.ipv6.conf.br1.forwarding", "0")}
+	})
 }

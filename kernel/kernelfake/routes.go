@@ -9,11 +9,13 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // Kernel numbers the kernel package does not name.
 const (
+	rtnAnycast   uint8 = 4
 	rtnMulticast uint8 = 5
 	protoBoot          = kernel.ProtoBoot
 	prioAddrconf       = 256  // IP6_RT_PRIO_ADDRCONF: IPv6 routes the kernel adds
@@ -50,30 +52,49 @@ func firstHop(r *kernel.Route) (int, netip.Addr) {
 
 // exempt reports whether r keeps no state flags and survives its link
 // going down: IPv4 host-scope routes (the local routes of addresses), and
-// IPv6 local routes for the flags.
+// IPv6 local and anycast routes for the flags.
 func exempt(r *kernel.Route) bool {
 	if r.Family == kernel.IPv4 {
 		return r.Scope == kernel.ScopeHost
 	}
-	return r.Type == kernel.RTNLocal
+	return r.Type == kernel.RTNLocal || r.Type == rtnAnycast
 }
 
 // hopFlags returns the state flags of a path of r through l, whose flags
-// were old. IPv6 keeps a path dead from its link going down until the
-// link is ready again (see ready), even while it is up without carrier.
+// were old. A dead path stays dead (with linkdown) until revive clears
+// it: IPv4 revives the paths through a link when it comes up or gets an
+// address, IPv6 when the link is ready again (see ready).
 func hopFlags(r *kernel.Route, l *link, old uint32) uint32 {
 	switch {
+	case old&kernel.FlagDead != 0:
+		return stateFlags
 	case exempt(r):
 		return 0
 	case !l.AdminUp:
 		return stateFlags
 	case !l.Running:
-		if r.Family == kernel.IPv6 {
-			return kernel.FlagLinkdown | old&kernel.FlagDead
-		}
 		return kernel.FlagLinkdown
 	}
 	return 0
+}
+
+// revive clears the dead flag of the paths of family through l and
+// updates their flags.
+func (s *state) revive(l *link, family kernel.Family) {
+	for _, r := range s.routes[family] {
+		if !r.Uses(l.Index) {
+			continue
+		}
+		if r.OIF == l.Index {
+			r.Flags &^= kernel.FlagDead
+		}
+		for i := range r.NextHops {
+			if r.NextHops[i].OIF == l.Index {
+				r.NextHops[i].Flags &^= kernel.FlagDead
+			}
+		}
+		s.mark(r)
+	}
 }
 
 // mark sets the state flags of r's paths from their links' states.
@@ -124,12 +145,19 @@ func (s *state) remove(r *kernel.Route, notify bool) {
 // through l as a dead one (IPv4 on unregister: the whole route goes; IPv6:
 // the path goes) and goes once every path is dead. The kernel announces
 // only the IPv6 deletions. IPv4 host-scope routes stay while l only goes
-// down.
-func (s *state) syncDown(l *link, fam kernel.Family, gone bool) {
+// down, unless force (l lost its last IPv4 address).
+func (s *state) syncDown(l *link, fam kernel.Family, gone, force bool) {
 	notify := fam == kernel.IPv6
 	for _, r := range slices.Clone(s.routes[fam]) {
-		if !r.Uses(l.Index) || (!gone && fam == kernel.IPv4 && exempt(r)) {
+		if !r.Uses(l.Index) || (!gone && !force && fam == kernel.IPv4 && exempt(r)) {
 			continue
+		}
+		if force {
+			for i := range r.NextHops {
+				if r.NextHops[i].OIF == l.Index {
+					r.NextHops[i].Flags |= stateFlags
+				}
+			}
 		}
 		if len(r.NextHops) == 0 || (gone && fam == kernel.IPv4) {
 			s.remove(r, notify)
@@ -431,48 +459,68 @@ func (s *state) hasAddr(a netip.Addr, l *link) bool {
 }
 
 // resolve checks that gw is on a connected route (through *oif, if set),
-// as the kernel's gateway lookup does: in r's table, then in the tables
-// of the default rules (local, main, default). It sets *oif to that
-// route's interface. No such route fails with ENETUNREACH (IPv4) or
-// EHOSTUNREACH (IPv6).
+// as the kernel's gateway check does, and sets *oif to that route's
+// interface. IPv4 looks in r's table (unless main), then through the
+// rules; a route via another gateway does not make gw connected. IPv6
+// looks in r's table, then through the rules, and fails with
+// EHOSTUNREACH whenever the result is not a connected route.
 func (s *state) resolve(r *kernel.Route, oif *int, gw netip.Addr) error {
-	fam := kernel.IPv4
-	unreach := syscall.ENETUNREACH
-	if gw.Is6() {
-		fam = kernel.IPv6
-	}
-	if r.Family == kernel.IPv6 {
-		unreach = syscall.EHOSTUNREACH
-	}
+	fam := ipfamily.Of(gw)
 	scope := max(r.Scope+1, kernel.ScopeLink)
-	for _, table := range []uint32{r.Table, kernel.TableLocal, kernel.TableMain, kernel.TableDefault} {
+	lookup := func(table uint32) *kernel.Route { return s.tableLookup(fam, table, gw, *oif, scope) }
+	if fam == kernel.IPv4 {
 		var best *kernel.Route
-		for _, x := range s.routes[fam] {
-			if x.Table != table || !x.Dst.Contains(gw) || (best != nil && best.Dst.Bits() >= x.Dst.Bits()) ||
-				(*oif != 0 && x.OIF != *oif) || len(x.NextHops) > 0 || x.OIF == 0 || x.Flags&kernel.FlagDead != 0 {
-				continue
-			}
-			if fam == kernel.IPv4 && x.Scope < scope {
-				continue // routes via a gateway do not make gw connected
-			}
-			best = x
+		if r.Table != kernel.TableMain {
+			best = lookup(r.Table)
 		}
 		if best == nil {
-			continue
-		}
-		switch {
-		case best.Type != kernel.RTNUnicast && best.Type != kernel.RTNLocal:
-			if fam == kernel.IPv4 {
-				return fmt.Errorf("gateway %s resolves to a route of type %d: %w", gw, best.Type, syscall.EINVAL)
+			var errno syscall.Errno
+			if best, errno = s.ruleLookup(fam, gw, *oif, lookup); errno != 0 {
+				return fmt.Errorf("gateway %s: %w", gw, errno)
 			}
-			return fmt.Errorf("gateway %s: %w", gw, unreach)
-		case best.Gateway.IsValid():
-			return fmt.Errorf("gateway %s is not directly connected: %w", gw, unreach)
 		}
-		*oif = best.OIF
+		if best.Type != kernel.RTNUnicast && best.Type != kernel.RTNLocal {
+			return fmt.Errorf("gateway %s resolves to a route of type %d: %w", gw, best.Type, syscall.EINVAL)
+		}
+		*oif, _ = firstHop(best)
 		return nil
 	}
-	return fmt.Errorf("no route to gateway %s: %w", gw, unreach)
+	connected := func(x *kernel.Route) bool {
+		if x == nil {
+			return false
+		}
+		_, g := firstHop(x)
+		return (x.Type == kernel.RTNUnicast || x.Type == kernel.RTNLocal) && !g.IsValid()
+	}
+	best := lookup(r.Table)
+	if !connected(best) {
+		best, _ = s.ruleLookup(fam, gw, *oif, lookup)
+	}
+	if !connected(best) {
+		return fmt.Errorf("no connected route to gateway %s: %w", gw, syscall.EHOSTUNREACH)
+	}
+	*oif, _ = firstHop(best)
+	return nil
+}
+
+// tableLookup returns the longest-prefix match for dst among the routes of
+// family in table, as a lookup for a gateway sees them: IPv4 skips routes
+// of a scope narrower than scope (routes via a gateway, blackholes), both
+// skip dead paths, and with oif set only routes through it count.
+func (s *state) tableLookup(family kernel.Family, table uint32, dst netip.Addr, oif int, scope uint8) *kernel.Route {
+	var best *kernel.Route
+	for _, x := range s.sorted(family, table) {
+		if !x.Dst.Contains(dst) || (best != nil && best.Dst.Bits() >= x.Dst.Bits()) ||
+			(family == kernel.IPv4 && x.Scope < scope) || (oif != 0 && !x.Uses(oif)) {
+			continue
+		}
+		if len(x.NextHops) == 0 && x.Flags&kernel.FlagDead != 0 ||
+			len(x.NextHops) > 0 && !slices.ContainsFunc(x.NextHops, func(h kernel.NextHop) bool { return h.Flags&kernel.FlagDead == 0 }) {
+			continue
+		}
+		best = x
+	}
+	return best
 }
 
 // deleteRoute deletes the first route that matches every field the

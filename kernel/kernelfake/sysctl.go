@@ -141,7 +141,8 @@ func (ns *Namespace) Sysctl(ctx context.Context, key string) (string, error) {
 // (net.ipv4.ip_forward or net.ipv4.conf.all.forwarding) sets it on every
 // interface and on default, and all.accept_redirects to the opposite, as
 // the kernel does; net.ipv6.conf.all.forwarding likewise sets every
-// interface's and default's.
+// interface's and default's. IPv6 forwarding on an interface gives its
+// addresses' subnet-router anycast addresses local anycast routes.
 func (ns *Namespace) SetSysctl(ctx context.Context, key, value string) error {
 	unlock, err := ns.begin(ctx, OpSetSysctl)
 	defer unlock()
@@ -177,6 +178,11 @@ func (ns *Namespace) SetSysctl(ctx context.Context, key, value string) error {
 		s.sysctls["net/ipv4/conf/all/accept_redirects"] = redirects
 	case "net/ipv6/conf/all/forwarding":
 		s.setEverywhere("net/ipv6/conf", "forwarding", value)
+	}
+	if strings.HasPrefix(path, "net/ipv6/conf/") && strings.HasSuffix(path, "/forwarding") {
+		for _, l := range s.sortedLinks() {
+			s.syncAnycast(l)
+		}
 	}
 	return nil
 }
