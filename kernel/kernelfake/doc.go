@@ -18,11 +18,14 @@
 //     machine (NewNamespace, FD). Names are checked as the kernel does; a
 //     taken one wraps kernel.ErrExists. Kinds outside Options.Kinds (by
 //     default ipip and wireguard, whose modules this project's machines
-//     lack) wrap kernel.ErrNotSupported. A bridge (which has no ports
-//     here) and a VXLAN device run as soon as they are up; a veth runs
-//     while both ends are up; a tun device (AddTUN) runs once SetCarrier
-//     gives it a carrier. A VXLAN device takes its parent's MTU less 50
-//     (70 with an IPv6 local address), refuses more, and goes with its
+//     lack) wrap kernel.ErrNotSupported. A VXLAN device runs as soon as
+//     it is up; a veth while both ends are up; a bridge (which has no
+//     ports here) runs when up if it chose its own MAC, but never once it
+//     was given one (at creation or with SetLinkMAC), since the kernel
+//     recomputes an empty bridge's carrier only then; a tun device
+//     (AddTUN) runs once SetCarrier gives it a carrier. A VXLAN device
+//     takes its parent's MTU less 50 (70 with an IPv6 local address),
+//     clamps a larger one at creation, refuses it later, and goes with its
 //     parent. Deleting a link deletes its veth peer, its addresses,
 //     routes, neighbours, FDB entries and per-interface sysctls.
 //   - Addresses and the routes the kernel adds for them. IPv4: a local
@@ -37,13 +40,18 @@
 //     when the link is ready (running since it came up) or when
 //     accept_dad is below 1. A link that becomes ready gets the
 //     ff00::/8 multicast route in table local and, with addr_gen_mode 0,
-//     its EUI-64 link-local address with the fe80::/64 route.
+//     its EUI-64 link-local address with the fe80::/64 route. With IPv6
+//     forwarding on, each address's subnet-router anycast address gets an
+//     anycast route in table local.
 //   - Link state. Down: IPv4 addresses stay with their local routes, the
 //     other IPv4 routes through the link go (a multipath route keeps a
 //     dead next hop until every one is dead); IPv6 drops every route
 //     through the link and its addresses, unless keep_addr_on_down keeps
 //     the global ones (which get their routes back when it comes up);
-//     neighbours and non-permanent FDB entries go. Without carrier: the
+//     neighbours and non-permanent FDB entries go. Losing its last IPv4
+//     address does to the link's IPv4 routes what going down does, host
+//     scope included. A dead next hop revives when its link comes up or
+//     gets an address (IPv4), or is ready again (IPv6). Without carrier: the
 //     routes through the link are flagged linkdown but stay, writes
 //     through it still work, and non-permanent neighbours go. Deleted:
 //     an IPv4 multipath route through it goes whole, an IPv6 one loses
@@ -59,12 +67,15 @@
 //     with the kernel's errno inside a *kernel.OpError: ENODEV for a
 //     missing link, ENETDOWN for a down one, ENETUNREACH (IPv4) or
 //     EHOSTUNREACH (IPv6) for a gateway on no connected route unless
-//     onlink, EINVAL for a bad scope or preferred source. OpDelete
+//     onlink (looked up in the route's table, then through the rules, so
+//     a blackhole rule makes it EINVAL), EINVAL for a bad scope, a local
+//     gateway or a preferred source that is not a local address. OpDelete
 //     deletes the first route whose fields match those the request sets
 //     (an IPv6 gateway deletes that next hop alone) or fails with ESRCH.
 //   - Rules (fib.go): one ordered list per family, the kernel's defaults
-//     at creation, adds after the rules of the same priority, EEXIST and
-//     delete matching as the kernel compares.
+//     at creation, adds after the rules of the same priority (priority 0:
+//     the kernel's choice), EEXIST and delete matching as the kernel
+//     compares, and the lookup walk that gateway checks use.
 //   - Neighbours and FDB entries, written in batches with one error per
 //     operation (ENODEV, EEXIST, ENOENT), listed by family and interface.
 //   - Sysctls: the net.* keys of a fresh namespace on this project's
@@ -85,9 +96,10 @@
 // neighbour and FDB entries, IPv6 being disabled below MTU 1280 or by
 // disable_ipv6 on a link that is already up, link-local address modes
 // other than EUI-64 and none, IPv6 addresses on lo other than ::1 getting
-// a prefix route, explicit IPv4 broadcast addresses, route caches and
-// policy routing lookups (gateways resolve through the given table and
-// the default rules' tables), and any sysctl outside net.
+// a prefix route, explicit IPv4 broadcast addresses, route caches,
+// packet-level lookups (only a gateway check's lookup is modelled: no
+// source, no mark, from lo), interface groups other than 0, the kernel's
+// multicast neighbour entries, and any sysctl outside net.
 //
 // # Failure injection and inspection
 //

@@ -62,7 +62,9 @@ var ErrInterrupted = errors.New("kernelfake: dump interrupted (restarted)")
 // Fail makes the next n calls of op fail with err, before anything is
 // checked or changed; n < 0 makes every call fail until ClearFailures. A
 // nil err means ErrInjected (with EIO); pass a syscall.Errno such as
-// syscall.ENODEV to mimic a kernel refusal. Failures queue: Fail(op, 1, a)
+// syscall.ENODEV to mimic a kernel refusal (it gets the sentinel
+// kernel.Namespace attaches: kernel.ErrNotFound for ENODEV). Failures
+// queue: Fail(op, 1, a)
 // then Fail(op, 1, b) fails the next call with a and the one after with
 // b. For the batched writes (ApplyRoutes, ApplyNeighbors, ApplyFDB) the
 // unit is one operation of a batch: its own error is the injected one,
@@ -93,7 +95,8 @@ func (ns *Namespace) ClearFailures() {
 
 // Refuse installs fn (nil removes it), which every write consults, after
 // validation and before it changes anything, with the object it writes; a
-// non-nil error refuses that object (for a batched write, that operation
+// non-nil error (wrapped, with the sentinel kernel.Namespace attaches to
+// an errno) refuses that object (for a batched write, that operation
 // alone), as a kernel that always refuses it would. The objects are:
 // kernel.Link for AddLink (as given) and for DeleteLink, SetLinkUp,
 // SetLinkMTU and SetLinkMAC (as it is); kernel.Addr for AddAddr and
@@ -151,9 +154,9 @@ func (ns *Namespace) enter(op Op) error {
 	s.calls[op]++
 	if q := s.fails[op]; len(q) > 0 {
 		s.fails[op] = q[1:]
-		return q[0]
+		return classify(q[0])
 	}
-	return s.always[op]
+	return classify(s.always[op])
 }
 
 // refused asks the refusal hook about obj. The caller holds the lock.
@@ -161,7 +164,10 @@ func (ns *Namespace) refused(op Op, obj any) error {
 	if ns.admin || ns.s.refuse == nil {
 		return nil
 	}
-	return ns.s.refuse(op, obj)
+	if err := ns.s.refuse(op, obj); err != nil {
+		return classify(fmt.Errorf("kernelfake: %s refused: %w", op, err))
+	}
+	return nil
 }
 
 // errnof returns an error with a formatted text that wraps errno, with
