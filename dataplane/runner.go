@@ -263,10 +263,10 @@ func (r *runner) arm(next time.Time, ok bool, now time.Time) {
 	r.wakeArmed, r.wakeAt = true, next
 }
 
-// quiet reports whether no event is waiting for the loop: the queue is empty
-// and the wake timer has not fired. Tests use it to know the loop is settled.
+// quiet reports whether no event is waiting for the loop: the queue is empty,
+// no Wake is pending and the wake timer has not fired. Tests use it to know the loop is settled.
 func (r *runner) quiet() bool {
-	return r.l.q.len() == 0 && len(r.l.testPoke) == 0 && (!r.wakeArmed || len(r.wake.C()) == 0)
+	return r.l.q.len() == 0 && len(r.l.testPoke) == 0 && len(r.l.wakeC) == 0 && (!r.wakeArmed || len(r.wake.C()) == 0)
 }
 
 func (r *runner) wakeC() <-chan time.Time {
