@@ -29,8 +29,10 @@ func (sub *subscription) signal() {
 // then carries an event for every change of the kinds asked for, in the
 // order of the changes, each change announced once the state shows it.
 // As the kernel does, it announces no deletion of the IPv4 routes that go
-// with an interface going down or away, and no change of a route's
-// linkdown or dead flags. Nothing is lost unless Overflow is called. The
+// with an interface going down or away (but the deletion of its
+// addresses' local routes when it goes away), no change of a route's
+// linkdown or dead flags, and, when an IPv6 multipath route loses a path,
+// the deletion of that path alone as a single-path route. Nothing is lost unless Overflow is called. The
 // channel is closed once ctx has ended and the stream's goroutine has
 // stopped.
 func (ns *Namespace) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {

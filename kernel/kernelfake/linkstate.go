@@ -144,13 +144,20 @@ func eui64(l *link) (netip.Prefix, bool) {
 // every route through it (IPv4: the whole route; IPv6: the path), its
 // addresses, neighbours and FDB entries.
 func (s *state) unregister(l *link) {
+	before := s.addrRoutes4(l)
+	for _, a := range slices.Clone(l.addrs) {
+		if a.prefix.Addr().Is4() {
+			s.dropAddr(l, a)
+		}
+	}
+	s.syncAddrRoutes4(l, before, true) // the kernel announces these
 	s.syncDown(l, kernel.IPv4, true, false)
 	s.syncDown(l, kernel.IPv6, true, false)
 	for _, a := range slices.Clone(l.addrs) {
 		s.dropAddr(l, a)
-		if a.prefix.Addr().Is4() {
-			s.flushPrefSrc(a.prefix.Addr())
-		}
+	}
+	for _, a := range before {
+		s.flushPrefSrc(a.PrefSrc)
 	}
 	s.flushNeighbors(l, true)
 	s.flushFDB(l, true)

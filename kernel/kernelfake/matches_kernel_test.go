@@ -3,11 +3,13 @@
 package kernelfake
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -146,6 +148,88 @@ func (s *side) observe(t *testing.T, fdbLinks []string, sysctls []string) []stri
 	return out
 }
 
+// mirror is what a consumer of an event stream knows: the state it built
+// from the events alone.
+type mirror struct {
+	mu     sync.Mutex
+	names  map[int]string       // every link name seen, by index
+	links  map[int]string       // the links, rendered
+	addrs  map[kernel.Addr]bool // the addresses
+	routes map[string]string    // the routes, rendered, by key
+	errs   []string             // Err events and unexpected Resyncs
+	done   chan struct{}
+}
+
+// follow starts a mirror of k's events, ending with ctx.
+func follow(ctx context.Context, t *testing.T, k kernel.Kernel) *mirror {
+	m := &mirror{names: map[int]string{}, links: map[int]string{}, addrs: map[kernel.Addr]bool{},
+		routes: map[string]string{}, done: make(chan struct{})}
+	events, err := k.Subscribe(ctx, kernel.EventLinks|kernel.EventAddrs|kernel.EventRoutes)
+	require.NoError(t, err)
+	go func() {
+		defer close(m.done)
+		first := true
+		for ev := range events {
+			m.apply(&ev, first)
+			first = false
+		}
+	}()
+	return m
+}
+
+func (m *mirror) apply(ev *kernel.Event, first bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case ev.Link != nil:
+		l := ev.Link.Link
+		m.names[l.Index] = l.Name
+		if ev.Link.Deleted {
+			delete(m.links, l.Index)
+			return
+		}
+		m.links[l.Index] = fmt.Sprintf("link %s %s mtu %d up=%v running=%v", l.Name, l.Kind, l.MTU, l.AdminUp, l.Running)
+	case ev.Addr != nil:
+		if ev.Addr.Deleted {
+			delete(m.addrs, ev.Addr.Addr)
+		} else {
+			m.addrs[ev.Addr.Addr] = true
+		}
+	case ev.Route != nil:
+		r := &ev.Route.Route
+		oif, gw := firstHop(r)
+		key := fmt.Sprintf("%v %d %d %v %d %d dev %d via %v", r.Family, r.Table, r.Type, r.Dst, r.TOS, r.Priority, oif, gw)
+		if ev.Route.Deleted {
+			delete(m.routes, key)
+		} else {
+			m.routes[key] = fmt.Sprintf("%s proto %d scope %d src %v hops %d", key, r.Protocol, r.Scope, r.PrefSrc, len(r.NextHops))
+		}
+	case ev.Resync != nil && !first:
+		m.errs = append(m.errs, fmt.Sprintf("resync %v", ev.Resync.Reason))
+	case ev.Err != nil:
+		m.errs = append(m.errs, ev.Err.Error())
+	}
+}
+
+// lines renders the mirror, with link names for indexes.
+func (m *mirror) lines() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, l := range m.links {
+		out = append(out, "mirror "+l)
+	}
+	for a := range m.addrs {
+		out = append(out, fmt.Sprintf("mirror addr %s %v", m.names[a.LinkIndex], a.Prefix))
+	}
+	for _, r := range m.routes {
+		out = append(out, "mirror route "+r)
+	}
+	out = append(out, m.errs...)
+	slices.Sort(out)
+	return out
+}
+
 // minus returns the lines of a that b lacks.
 func minus(a, b []string) []string {
 	var out []string
@@ -164,7 +248,9 @@ func minus(a, b []string) []string {
 // flushed or kept on down), routes of every table (the kernel's own, the
 // script's, multipath, onlink, linkdown and dead flags, IPv4 and IPv6
 // differences on down and delete), rules, neighbours, a VXLAN device's FDB,
-// sysctls and conntrack deletion. The kernel settles asynchronously
+// sysctls and conntrack deletion, and the state a consumer of each side's
+// event stream builds from the events alone (so the changes announced and
+// not announced match too). The kernel settles asynchronously
 // (carrier, link-local addresses), so its report is read again until it
 // matches or a generous deadline passes.
 func TestKernelFakeMatchesKernel(t *testing.T) {
@@ -195,6 +281,14 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			fake.AddFlow(Flow{Family: kernel.IPv4, Src: src, Dst: dst})
 		}},
 	}
+	evctx, stopEvents := context.WithCancel(bg)
+	mirrors := []*mirror{follow(evctx, t, real), follow(evctx, t, fake)}
+	t.Cleanup(func() {
+		stopEvents()
+		for _, m := range mirrors {
+			<-m.done
+		}
+	})
 	fdbLinks := []string{"vx0"}
 	sysctls := []string{"net.ipv4.ip_forward", "net.ipv4.conf.all.forwarding", "net.ipv4.conf.default.forwarding",
 		"net.ipv4.conf.all.accept_redirects", "net.ipv4.conf.va.forwarding", "net.ipv4.conf.va.rp_filter",
@@ -210,15 +304,16 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			}
 		}
 		assert.Equal(t, classes[0], classes[1], "%s: errors, kernel (-) vs fake (+)", what)
-		observe := func(s *side) []string {
+		observe := func(i int) []string {
+			s := sides[i]
 			peer := side{name: s.name + " peer", k: s.peer}
-			return append(s.observe(t, fdbLinks, sysctls), peer.observe(t, nil, []string{"net.ipv4.conf.pb.forwarding"})...)
+			out := append(s.observe(t, fdbLinks, sysctls), peer.observe(t, nil, []string{"net.ipv4.conf.pb.forwarding"})...)
+			return append(out, mirrors[i].lines()...)
 		}
-		want := observe(sides[1])
-		var got []string
+		var got, want []string
 		deadline := time.Now().Add(15 * time.Second)
 		for {
-			got = observe(sides[0])
+			got, want = observe(0), observe(1)
 			if slices.Equal(got, want) || time.Now().After(deadline) {
 				break
 			}

@@ -164,7 +164,15 @@ func (s *state) syncDown(l *link, fam kernel.Family, gone, force bool) {
 			continue
 		}
 		if gone {
-			r.NextHops = slices.DeleteFunc(r.NextHops, func(h kernel.NextHop) bool { return h.OIF == l.Index })
+			for _, h := range slices.Clone(r.NextHops) {
+				if h.OIF == l.Index {
+					s.dropHop(r, h)
+				}
+			}
+			if len(r.NextHops) == 0 {
+				s.mark(r) // one path left: a plain route now
+				continue
+			}
 		}
 		s.mark(r)
 		alive := slices.ContainsFunc(r.NextHops, func(h kernel.NextHop) bool { return h.Flags&kernel.FlagDead == 0 })
@@ -174,10 +182,23 @@ func (s *state) syncDown(l *link, fam kernel.Family, gone, force bool) {
 		case len(r.NextHops) == 1:
 			h := r.NextHops[0]
 			r.OIF, r.Gateway, r.Flags, r.NextHops = h.OIF, h.Gateway, h.Flags, nil
-			if notify {
-				s.emitRoute(r, false)
-			}
 		}
+	}
+}
+
+// dropHop removes the path h from the IPv6 multipath route r and
+// announces the deletion of that path alone, as the kernel does (it keeps
+// each path as a route of its own); the paths left are not announced. A
+// route left with one path becomes a plain one.
+func (s *state) dropHop(r *kernel.Route, h kernel.NextHop) {
+	i := slices.IndexFunc(r.NextHops, func(x kernel.NextHop) bool { return x.OIF == h.OIF && x.Gateway == h.Gateway })
+	r.NextHops = slices.Delete(r.NextHops, i, i+1)
+	gone := *r
+	gone.OIF, gone.Gateway, gone.Flags, gone.NextHops = h.OIF, h.Gateway, h.Flags, nil
+	s.emitRoute(&gone, true)
+	if len(r.NextHops) == 1 {
+		x := r.NextHops[0]
+		r.OIF, r.Gateway, r.Flags, r.NextHops = x.OIF, x.Gateway, x.Flags, nil
 	}
 }
 
@@ -534,17 +555,20 @@ func (s *state) deleteRoute(req kernel.Route) error {
 			continue
 		}
 		oif, gw := firstHop(&req)
-		if req.Family == kernel.IPv6 && gw.IsValid() && len(r.NextHops) > 0 {
-			// IPv6 deletes the one path with that gateway.
+		if req.Family == kernel.IPv6 && len(r.NextHops) > 0 {
 			i := slices.IndexFunc(r.NextHops, func(h kernel.NextHop) bool {
-				return h.Gateway == gw && (oif == 0 || h.OIF == oif)
+				return (!gw.IsValid() || h.Gateway == gw) && (oif == 0 || h.OIF == oif)
 			})
-			r.NextHops = slices.Delete(r.NextHops, i, i+1)
-			if len(r.NextHops) == 1 {
-				h := r.NextHops[0]
-				r.OIF, r.Gateway, r.Flags, r.NextHops = h.OIF, h.Gateway, h.Flags, nil
+			if gw.IsValid() {
+				s.dropHop(r, r.NextHops[i]) // IPv6 deletes the one path with that gateway
+				return nil
 			}
-			s.emitRoute(r, false)
+			// Without a gateway every path goes; the kernel announces them
+			// from the one that matched.
+			gone := cloneRoute(r)
+			gone.NextHops = append([]kernel.NextHop{gone.NextHops[i]}, slices.Delete(gone.NextHops, i, i+1)...)
+			s.remove(r, false)
+			s.emitRoute(&gone, true)
 			return nil
 		}
 		s.remove(r, true)
