@@ -586,4 +586,13 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			s.k.DeleteAddr(bg, kernel.Addr{LinkIndex: s.idx("br1"), Prefix: pfx("fd00:6::1/64")}),
 			up(s, "vx0", false), up(s, "vx0", true), s.k.SetSysctl(bg, "net.ipv6.conf.br1.forwarding", "0")}
 	})
+	step("duplicate address detection (the kernel takes a second, the fake none)", func(s *side) []error {
+		return []error{
+			s.k.SetSysctl(bg, "net.ipv6.conf.br1.accept_dad", "1"), addr(s, "br1", "fd00:8::1/64"),
+			s.k.SetSysctl(bg, "net.ipv6.conf.default.accept_dad", "1"),
+			link(s, kernel.Link{Name: "br3", Kind: kernel.KindBridge, MAC: mac("02:00:00:00:03:00")}),
+			s.k.SetSysctl(bg, "net.ipv6.conf.br3.addr_gen_mode", "1"),
+			addr(s, "br3", "fd00:9::1/64"), up(s, "br3", true),
+		}
+	})
 }
