@@ -224,8 +224,8 @@ type ObjectError struct {
 	Reason error
 	// Detail says what happened, without the package prefix.
 	Detail string
-	// Err is the underlying error (the *RestoreError of a refused change),
-	// or nil.
+	// Err is the *RestoreError of a refused line (without its Input:
+	// Detail quotes the line), or nil.
 	Err error
 	// RetryAt is when Apply tries the object again (the loop is asked to
 	// call it then through ApplyResult.RetryAfter); zero when only a new

@@ -2,7 +2,6 @@ package iptables
 
 import (
 	"bytes"
-	"slices"
 	"sort"
 	"strconv"
 )
@@ -139,17 +138,25 @@ func (p *restorePlan) owner(n int) (string, hold) {
 // naming a line. Unwanted chains are never tried alone (their deletion
 // waits for the jumps to them to go).
 func (p *restorePlan) objects(set []string, prog, builtin map[string]bool) []string {
+	var in map[string]bool
+	if set != nil {
+		in = make(map[string]bool, len(set))
+		for _, name := range set {
+			in[name] = true
+		}
+	}
+	seen := map[string]bool{}
 	var out []string
 	for i, r := range p.runs {
 		end := p.lines + 2
 		if i+1 < len(p.runs) {
 			end = p.runs[i+1].first
 		}
-		switch {
-		case end == r.first, !prog[r.name] && !builtin[r.name], slices.Contains(out, r.name):
-		case set == nil || slices.Contains(set, r.name):
-			out = append(out, r.name)
+		if end == r.first || seen[r.name] || !prog[r.name] && !builtin[r.name] || in != nil && !in[r.name] {
+			continue
 		}
+		seen[r.name] = true
+		out = append(out, r.name)
 	}
 	return out
 }

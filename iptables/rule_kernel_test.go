@@ -122,40 +122,18 @@ func rmSavedRules(ctx context.Context, t *testing.T, ns *kerneltest.NS, save, ta
 	return rules
 }
 
-// rmSaveTokens splits an iptables-save line into arguments: blanks
-// separate them, double quotes group them, and a backslash inside quotes
-// escapes the next character.
+// rmSaveTokens splits an iptables-save line into arguments, as the save
+// parser does (nextArg).
 func rmSaveTokens(line string) []string {
-	var (
-		out    []string
-		cur    strings.Builder
-		inTok  bool
-		quoted bool
-	)
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case quoted && c == '\\' && i+1 < len(line):
-			i++
-			cur.WriteByte(line[i])
-		case c == '"':
-			quoted = !quoted
-			inTok = true
-		case !quoted && (c == ' ' || c == '\t'):
-			if inTok {
-				out = append(out, cur.String())
-				cur.Reset()
-				inTok = false
-			}
-		default:
-			cur.WriteByte(c)
-			inTok = true
+	var out []string
+	for rest := []byte(line); ; {
+		a, r, ok, _ := nextArg(rest)
+		if !ok {
+			return out
 		}
+		out = append(out, string(a))
+		rest = r
 	}
-	if inTok {
-		out = append(out, cur.String())
-	}
-	return out
 }
 
 func TestSaveTokens(t *testing.T) {

@@ -205,14 +205,20 @@ func (p *saveParser) rule(chains map[string]*parsedChain, line []byte) (ref []by
 	owned := p.owned(name)
 	kc := chains[string(name)] // no allocation: map lookup with a converted key
 	var hash, target []byte
-	// Only a rule with a quote can leave one open, only one with
-	// "--comment" can carry our hash, and only one naming the prefix can
-	// jump to an owned chain: the others need no splitting.
-	if bytes.IndexByte(args, '"') >= 0 || bytes.Contains(args, []byte("--comment")) || bytes.Contains(args, []byte(p.chainPrefix)) {
+	// Splitting is needed where the hash is recorded (owned and built-in
+	// chains) and can be there ("--comment"), where a jump to an owned
+	// chain can be (the prefix), and to find whether a quote is left
+	// open. Without a backslash, every double quote opens or closes one:
+	// an odd count leaves one open.
+	switch quotes := bytes.Count(args, []byte{'"'}); {
+	case (kc != nil || owned) && bytes.Contains(args, []byte("--comment")), bytes.Contains(args, []byte(p.chainPrefix)),
+		quotes > 0 && bytes.IndexByte(args, '\\') >= 0:
 		hash, target, open = p.ruleArgs(args)
-		if open {
-			return nil, true
-		}
+	default:
+		open = quotes%2 == 1
+	}
+	if open {
+		return nil, true
 	}
 	if kc == nil && owned {
 		kc = &parsedChain{}
@@ -247,25 +253,35 @@ func (p *saveParser) rule(chains map[string]*parsedChain, line []byte) (ref []by
 // "-g CHAIN" (a "-j" inside a quoted comment is part of one argument).
 // open reports a quote left open at the end of args.
 func (p *saveParser) ruleArgs(args []byte) (hash, target []byte, open bool) {
-	var last [4][]byte // the last four arguments, the newest last
+	// comment counts how many of the last arguments are "-m", "comment",
+	// "--comment", in that order: at 3 this one is a comment's text.
+	comment, afterJump := 0, false
 	for rest := args; ; {
 		a, r, ok, o := nextArg(rest)
 		if o {
 			return nil, nil, true
 		}
 		if !ok {
-			break
+			return hash, target, false
 		}
 		rest = r
-		last = [4][]byte{last[1], last[2], last[3], a}
-		if hash == nil && string(last[0]) == "-m" && string(last[1]) == "comment" && string(last[2]) == "--comment" {
+		if comment == 3 && hash == nil {
 			hash = p.ourHash(a)
 		}
+		switch {
+		case string(a) == "-m":
+			comment = 1
+		case comment == 1 && string(a) == "comment", comment == 2 && string(a) == "--comment":
+			comment++
+		default:
+			comment = 0
+		}
+		target = nil
+		if afterJump {
+			target = a
+		}
+		afterJump = string(a) == "-j" || string(a) == "-g"
 	}
-	if op := string(last[2]); op == "-j" || op == "-g" {
-		target = last[3]
-	}
-	return hash, target, false
 }
 
 // nextArg returns the first argument of s and what follows it, splitting
@@ -279,14 +295,14 @@ func (p *saveParser) ruleArgs(args []byte) (hash, target []byte, open bool) {
 // no more arguments; open reports a quote still open at the end of s.
 func nextArg(s []byte) (arg, rest []byte, ok, open bool) {
 	i := 0
-	for i < len(s) && isBlank(s[i]) {
+	for i < len(s) && argClass[s[i]] == blank {
 		i++
 	}
 	if i == len(s) {
 		return nil, nil, false, false
 	}
 	start := i
-	for i < len(s) && !isBlank(s[i]) && s[i] != '"' {
+	for i < len(s) && argClass[s[i]] == plain {
 		i++
 	}
 	if i == len(s) || s[i] != '"' {
@@ -294,7 +310,7 @@ func nextArg(s []byte) (arg, rest []byte, ok, open bool) {
 	}
 	// A quoted argument; in the usual form (nothing before the quote, no
 	// backslash inside) it is a slice of s.
-	if j := bytes.IndexAny(s[i+1:], `"\`); start == i && j >= 0 && s[i+1+j] == '"' {
+	if j := bytes.IndexByte(s[i+1:], '"'); start == i && j >= 0 && bytes.IndexByte(s[i+1:i+1+j], '\\') < 0 {
 		return s[i+1 : i+1+j], s[i+2+j:], true, false
 	}
 	buf := append([]byte(nil), s[start:i]...)
@@ -314,8 +330,18 @@ func nextArg(s []byte) (arg, rest []byte, ok, open bool) {
 	return nil, nil, false, true
 }
 
-// isBlank reports whether iptables-restore separates arguments at c.
-func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
+// The classes of bytes for nextArg: the blanks that separate arguments,
+// the double quote, and every other byte.
+const (
+	plain = iota
+	blank
+	quote
+)
+
+var argClass = func() (c [256]uint8) {
+	c[' '], c['\t'], c['\n'], c['"'] = blank, blank, blank, quote
+	return c
+}()
 
 // scanLines splits at newlines only: unlike bufio.ScanLines it keeps a
 // carriage return, which a quoted comment may hold.

@@ -278,3 +278,28 @@ func FuzzParseSave(f *testing.F) {
 		}
 	})
 }
+
+// FuzzQuoteParity checks the shortcut rule takes for lines it does not
+// split: without a backslash, a line leaves a quote open exactly when it
+// holds an odd number of double quotes, as splitting it says.
+func FuzzQuoteParity(f *testing.F) {
+	f.Add(`-m comment --comment "a b" -j X`)
+	f.Add(`ab"c d"e "`)
+	f.Add(`"a\"b`)
+	f.Fuzz(func(t *testing.T, s string) {
+		open := false
+		for rest := []byte(s); ; {
+			_, r, ok, o := nextArg(rest)
+			if o {
+				open = true
+			}
+			if !ok {
+				break
+			}
+			rest = r
+		}
+		if !strings.Contains(s, `\`) && open != (strings.Count(s, `"`)%2 == 1) {
+			t.Fatalf("%q: split says open=%v, %d quotes", s, open, strings.Count(s, `"`))
+		}
+	})
+}
