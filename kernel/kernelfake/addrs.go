@@ -299,19 +299,10 @@ func (s *state) syncAddrRoutes4(l *link, before []kernel.Route, notify bool) {
 		}
 	}
 	for i := range after {
-		if !has(before, &after[i]) && !has(s.derefRoutes(kernel.IPv4), &after[i]) {
-			s.insert(after[i])
+		if !has(before, &after[i]) {
+			s.addAddrRoute(&after[i])
 		}
 	}
-}
-
-// derefRoutes returns copies of the stored routes of family.
-func (s *state) derefRoutes(family kernel.Family) []kernel.Route {
-	out := make([]kernel.Route, len(s.routes[family]))
-	for i, r := range s.routes[family] {
-		out[i] = *r
-	}
-	return out
 }
 
 // sameAddrRoute reports whether two routes are the same address route.
@@ -323,7 +314,7 @@ func sameAddrRoute(a, b *kernel.Route) bool {
 // removeAddrRoute removes the stored route that is the address route r,
 // if it is still there.
 func (s *state) removeAddrRoute(r *kernel.Route, notify bool) {
-	for _, x := range s.routes[r.Family] {
+	for _, x := range s.atDst(r.Family, r.Table, r.Dst) {
 		if sameAddrRoute(x, r) {
 			s.remove(x, notify)
 			return
@@ -351,7 +342,7 @@ func (s *state) addLocalRoute6(l *link, p netip.Prefix) {
 
 // addAddrRoute stores r unless it is there already.
 func (s *state) addAddrRoute(r *kernel.Route) {
-	for _, x := range s.routes[r.Family] {
+	for _, x := range s.atDst(r.Family, r.Table, r.Dst) {
 		if sameAddrRoute(x, r) {
 			return
 		}

@@ -183,8 +183,9 @@ func (ns *Namespace) Link(name string) (kernel.Link, bool) {
 // gets the lower index, as in the kernel), in this namespace or, with
 // PeerNamespaceFD, in the namespace of the same machine with that FD. A
 // VXLAN device with a parent gets the parent's MTU less 50 (70 with an
-// IPv6 local address) and refuses a larger one; without a parent its MTU
-// is 1500. A bridge has no ports, and so no carrier once it is given an
+// IPv6 local address), and is clamped to it when created with a larger
+// one; without a parent its MTU is 1500. A kind outside Options.Kinds
+// fails with an error wrapping kernel.ErrNotSupported and EOPNOTSUPP. A bridge has no ports, and so no carrier once it is given an
 // address (here or with SetLinkMAC): the kernel recomputes an empty
 // bridge's carrier then, and only then. A tun device has no carrier until
 // SetCarrier gives it one (no process has it open).
@@ -230,7 +231,6 @@ func (ns *Namespace) AddLink(ctx context.Context, l kernel.Link) (kernel.Link, e
 	if v := l.Veth; v != nil {
 		peer = peerNS.newLink(kernel.Link{Name: v.PeerName, Kind: kernel.KindVeth, MTU: l.MTU, MAC: peerNS.newMAC()})
 	}
-	veth := l.Veth
 	l.Veth = nil
 	if l.VXLAN != nil {
 		v := *l.VXLAN
@@ -247,7 +247,6 @@ func (ns *Namespace) AddLink(ctx context.Context, l kernel.Link) (kernel.Link, e
 	nl.noCarrier = noCarrier
 	if peer != nil {
 		nl.peer, peer.peer = peer, nl
-		nl.Veth = &kernel.Veth{PeerName: veth.PeerName}
 	}
 	return nl.report(), nil
 }

@@ -57,6 +57,7 @@ type state struct {
 	lastIndex int
 	macSeq    int
 	routes    map[kernel.Family][]*kernel.Route
+	byDst     map[dstKey][]*kernel.Route // the same routes, by destination
 	rules     map[kernel.Family][]kernel.Rule
 	neighs    []kernel.Neighbor
 	fdb       []kernel.FDBEntry
@@ -114,6 +115,7 @@ func newState(h *host, opts Options) *Namespace {
 		kinds:    map[string]bool{},
 		links:    map[int]*link{},
 		routes:   map[kernel.Family][]*kernel.Route{},
+		byDst:    map[dstKey][]*kernel.Route{},
 		rules:    defaultRules(),
 		sysctls:  defaultSysctls(),
 		subs:     map[*subscription]struct{}{},

@@ -124,17 +124,37 @@ func (s *state) markRoutes(l *link) {
 	}
 }
 
+// dstKey indexes the stored routes by family, table and destination.
+type dstKey struct {
+	family kernel.Family
+	table  uint32
+	dst    netip.Prefix
+}
+
+// atDst returns the stored routes of family in table to dst, in the order
+// they were added.
+func (s *state) atDst(family kernel.Family, table uint32, dst netip.Prefix) []*kernel.Route {
+	return s.byDst[dstKey{family, table, dst}]
+}
+
 // insert stores r (normalised, flags set) after the routes of its key and
 // announces it.
 func (s *state) insert(r kernel.Route) {
 	s.mark(&r)
 	s.routes[r.Family] = append(s.routes[r.Family], &r)
+	k := dstKey{r.Family, r.Table, r.Dst}
+	s.byDst[k] = append(s.byDst[k], &r)
 	s.emitRoute(&r, false)
 }
 
 // remove deletes the stored route r, announcing it if notify.
 func (s *state) remove(r *kernel.Route, notify bool) {
-	s.routes[r.Family] = slices.DeleteFunc(s.routes[r.Family], func(x *kernel.Route) bool { return x == r })
+	is := func(x *kernel.Route) bool { return x == r }
+	s.routes[r.Family] = slices.DeleteFunc(s.routes[r.Family], is)
+	k := dstKey{r.Family, r.Table, r.Dst}
+	if s.byDst[k] = slices.DeleteFunc(s.byDst[k], is); len(s.byDst[k]) == 0 {
+		delete(s.byDst, k)
+	}
 	if notify {
 		s.emitRoute(r, true)
 	}
@@ -321,8 +341,8 @@ func (s *state) writeRoute(kind kernel.OpKind, r kernel.Route) error {
 		return err
 	}
 	var same []*kernel.Route
-	for _, x := range s.routes[r.Family] {
-		if x.Table == r.Table && sameKey(x, &r) {
+	for _, x := range s.atDst(r.Family, r.Table, r.Dst) {
+		if sameKey(x, &r) {
 			same = append(same, x)
 		}
 	}
@@ -530,8 +550,9 @@ func (s *state) resolve(r *kernel.Route, oif *int, gw netip.Addr) error {
 // skip dead paths, and with oif set only routes through it count.
 func (s *state) tableLookup(family kernel.Family, table uint32, dst netip.Addr, oif int, scope uint8) *kernel.Route {
 	var best *kernel.Route
-	for _, x := range s.sorted(family, table) {
-		if !x.Dst.Contains(dst) || (best != nil && best.Dst.Bits() >= x.Dst.Bits()) ||
+	for _, x := range s.routes[family] {
+		if x.Table != table || !x.Dst.Contains(dst) || (best != nil && (best.Dst.Bits() > x.Dst.Bits() ||
+			best.Dst.Bits() == x.Dst.Bits() && best.Priority <= x.Priority)) ||
 			(family == kernel.IPv4 && x.Scope < scope) || (oif != 0 && !x.Uses(oif)) {
 			continue
 		}
@@ -550,8 +571,10 @@ func (s *state) deleteRoute(req kernel.Route) error {
 	if req.Table == 0 {
 		req.Table = kernel.TableMain
 	}
-	for _, r := range s.sorted(req.Family, req.Table) {
-		if r.Dst != req.Dst || !deleteMatches(&req, r) {
+	candidates := slices.Clone(s.atDst(req.Family, req.Table, req.Dst))
+	slices.SortStableFunc(candidates, compareRoutes)
+	for _, r := range candidates {
+		if !deleteMatches(&req, r) {
 			continue
 		}
 		oif, gw := firstHop(&req)

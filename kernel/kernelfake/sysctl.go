@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
@@ -16,10 +17,11 @@ import (
 //go:embed sysctl_defaults.txt
 var sysctlDefaults string
 
-// defaultSysctls returns the sysctls of a fresh namespace, keyed by path
-// ("net/ipv4/ip_forward").
-func defaultSysctls() map[string]string {
-	out := map[string]string{}
+// freshSysctls returns the sysctls of a fresh namespace, keyed by path
+// ("net/ipv4/ip_forward"), and the leaves of each per-interface directory
+// (those lo has); parsed once.
+var freshSysctls = sync.OnceValues(func() (map[string]string, map[string][]string) {
+	values, leaves := map[string]string{}, map[string][]string{}
 	sc := bufio.NewScanner(strings.NewReader(sysctlDefaults))
 	for sc.Scan() {
 		line := sc.Text()
@@ -27,9 +29,21 @@ func defaultSysctls() map[string]string {
 			continue
 		}
 		key, value, _ := strings.Cut(line, " = ")
-		out[strings.ReplaceAll(key, ".", "/")] = strings.TrimSuffix(value, " ")
+		path := strings.ReplaceAll(key, ".", "/")
+		values[path] = strings.TrimSuffix(value, " ")
+		for _, dir := range linkDirs {
+			if leaf, ok := strings.CutPrefix(path, dir+"/lo/"); ok {
+				leaves[dir] = append(leaves[dir], leaf)
+			}
+		}
 	}
-	return out
+	return values, leaves
+})
+
+// defaultSysctls returns a copy of the sysctls of a fresh namespace.
+func defaultSysctls() map[string]string {
+	values, _ := freshSysctls()
+	return maps.Clone(values)
 }
 
 // Per-interface sysctl directories.
@@ -39,23 +53,21 @@ var linkDirs = []string{"net/ipv4/conf", "net/ipv6/conf", "net/ipv4/neigh", "net
 func linkKey(dir, name, leaf string) string { return dir + "/" + name + "/" + leaf }
 
 // addLinkSysctls creates l's per-interface sysctls: conf from the
-// family's "default" entries as they are now, neigh as lo's were at
-// creation, and IPv6's mtu from the link's. lo's own are in the defaults.
+// family's "default" entries as they are now, neigh as lo's are in a
+// fresh namespace, and IPv6's mtu from the link's. lo's own are in the
+// defaults.
 func (s *state) addLinkSysctls(l *link) {
 	if _, ok := s.sysctls[linkKey("net/ipv4/conf", l.Name, "forwarding")]; ok {
 		return
 	}
-	fresh := defaultSysctls()
-	for k, v := range maps.Clone(s.sysctls) {
-		for _, dir := range linkDirs[:2] {
-			if leaf, ok := strings.CutPrefix(k, dir+"/default/"); ok {
-				s.sysctls[linkKey(dir, l.Name, leaf)] = v
-			}
+	fresh, leaves := freshSysctls()
+	for _, dir := range linkDirs {
+		from, src := linkKey(dir, "default", ""), s.sysctls
+		if strings.HasSuffix(dir, "neigh") {
+			from, src = linkKey(dir, "lo", ""), fresh
 		}
-	}
-	for k, v := range fresh {
-		for _, dir := range linkDirs[2:] {
-			if leaf, ok := strings.CutPrefix(k, dir+"/lo/"); ok {
+		for _, leaf := range leaves[dir] {
+			if v, ok := src[from+leaf]; ok {
 				s.sysctls[linkKey(dir, l.Name, leaf)] = v
 			}
 		}
@@ -65,11 +77,10 @@ func (s *state) addLinkSysctls(l *link) {
 
 // removeLinkSysctls removes l's per-interface sysctls.
 func (s *state) removeLinkSysctls(l *link) {
-	for k := range s.sysctls {
-		for _, dir := range linkDirs {
-			if strings.HasPrefix(k, dir+"/"+l.Name+"/") {
-				delete(s.sysctls, k)
-			}
+	_, leaves := freshSysctls()
+	for _, dir := range linkDirs {
+		for _, leaf := range leaves[dir] {
+			delete(s.sysctls, linkKey(dir, l.Name, leaf))
 		}
 	}
 }
