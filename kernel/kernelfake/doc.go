@@ -83,9 +83,11 @@
 //     and go with their link (copied from default); integer keys take
 //     integers; IPv4 and IPv6 forwarding propagate as in the kernel.
 //   - Conntrack: entries added with AddFlow, deleted by address.
-//   - Events: Subscribe streams a Resync, then every change in order;
-//     Overflow drops what is queued and sends a Resync wrapping
-//     kernel.ErrOverflow.
+//   - Events: Subscribe streams a Resync, then every change in order,
+//     announcing what the kernel announces (not the IPv4 routes that go
+//     with a link going down); Overflow drops what is queued and sends a
+//     Resync wrapping kernel.ErrOverflow; Fail(OpSubscribe, …) starts the
+//     stream with an Err event, a failed attempt that was retried.
 //   - Commands: Runner serves iptables*/ip6tables* from IPTables and ipset
 //     from IPSets; any other binary is missing.
 //

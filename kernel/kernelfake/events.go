@@ -34,16 +34,18 @@ func (sub *subscription) signal() {
 // linkdown or dead flags, and, when an IPv6 multipath route loses a path,
 // the deletion of that path alone as a single-path route. Nothing is lost unless Overflow is called. The
 // channel is closed once ctx has ended and the stream's goroutine has
-// stopped.
+// stopped. A failure injected with Fail(OpSubscribe, …) is a failed
+// attempt to subscribe, which the kernel package retries: the stream
+// starts with an Err event carrying it, then the Resync.
 func (ns *Namespace) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	unlock, err := ns.begin(ctx, OpSubscribe)
-	defer unlock()
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	defer ns.lock()()
+	injected := ns.enter(OpSubscribe)
 	if kinds == 0 || kinds&^(kernel.EventLinks|kernel.EventAddrs|kernel.EventRoutes) != 0 {
 		return nil, invalidf("event kinds 0x%x", uint8(kinds))
 	}
@@ -51,6 +53,9 @@ func (ns *Namespace) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-
 		kinds: kinds,
 		queue: []kernel.Event{{Resync: &kernel.Resync{Kinds: kinds}}},
 		wake:  make(chan struct{}, 1),
+	}
+	if injected != nil {
+		sub.queue = append([]kernel.Event{{Err: injected}}, sub.queue...)
 	}
 	ns.s.subs[sub] = struct{}{}
 	out := make(chan kernel.Event)

@@ -682,13 +682,17 @@ func TestSubscribe(t *testing.T) {
 	_, err = ns.Subscribe(ctx, 0)
 	assert.ErrorIs(t, err, kernel.ErrInvalid)
 	ns.Fail(OpSubscribe, 1, nil)
-	_, err = ns.Subscribe(ctx, kernel.EventLinks)
-	assert.ErrorIs(t, err, ErrInjected)
+	retried, err := ns.Subscribe(ctx, kernel.EventLinks)
+	require.NoError(t, err)
+	assert.ErrorIs(t, next(t, retried).Err, ErrInjected, "a failed attempt, retried")
+	assert.NotNil(t, next(t, retried).Resync)
 
 	cancel()
 	for range links { //nolint:revive // drain until closed
 	}
 	for range all { //nolint:revive // drain until closed
+	}
+	for range retried { //nolint:revive // drain until closed
 	}
 	leakcheck.NoGoroutines(t, 10*time.Second, "kernelfake.(*Namespace).forward")
 }
