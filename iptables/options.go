@@ -148,13 +148,17 @@ type Options struct {
 	// written or read by this Table before) it reads again with
 	// iptables-save, and it falls back to iptables-save on any error. The
 	// writes always go through Runner, so Runner and Namespace must name
-	// the same namespace. New checks it where it can tell, with one fstat
-	// per descriptor (the only system calls New makes): a Runner bound to
-	// a namespace (one with a NetNSFD() int method, such as command.NetNS)
-	// must be bound to this one, and command.Local, which runs the binaries
-	// in the process's namespace (/proc/self/ns/net), needs Namespace to be
-	// that one; otherwise New fails with ErrInvalidOptions. For any other
-	// Runner (a wrapper, a fake) the match is the caller's responsibility.
+	// the same namespace. New checks it where it can tell (the only system
+	// calls New makes: an fstat of each descriptor): a Runner bound to a
+	// namespace (one with a NetNSFD() int method, such as command.NetNS)
+	// must be bound to this one, and with command.Local Namespace must be
+	// the process's namespace (/proc/self/ns/net, opened for the check).
+	// command.Local starts the binaries from whatever thread runs Apply's
+	// goroutines, which share the process's namespace; the namespace of
+	// the thread that happens to call New (/proc/thread-self) would tell
+	// nothing about them, so it is not the one compared. Otherwise New
+	// fails with ErrInvalidOptions. For any other Runner (a wrapper, a
+	// fake) the match is the caller's responsibility.
 	// The Table does not close the handle; it must stay open while the
 	// Table is used. Zero (or netns.None(), negative) leaves it unset:
 	// every read runs iptables-save. Descriptor 0, standard input, is never

@@ -159,8 +159,7 @@ type unhashedList struct {
 }
 
 // New validates opts and returns a Table with nothing declared. It does no
-// I/O (but for the namespace check of Options.Namespace, one fstat per
-// descriptor): the first Apply reads the kernel, adopts the rules and
+// I/O (but for the namespace check of Options.Namespace): the first Apply reads the kernel, adopts the rules and
 // chains that already carry the prefixes and writes only what differs.
 // Until InsertRules and AppendRules say otherwise, the Table wants none of
 // its rules in the built-in chains, so an Apply removes those a previous

@@ -172,6 +172,15 @@ func TestFaults(t *testing.T) {
 	assert.Equal(t, "ip6tables-restore: line 6 failed\n", string(ce.Stderr))
 	assert.Equal(t, []string{"-j ACCEPT"}, k.Rules(legacy, v6, "filter", "INPUT"))
 
+	// At COMMIT: the failure names the transaction's COMMIT line, as the
+	// legacy kernel does for a rule it refuses when the table is
+	// committed; the transaction is not committed.
+	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "-j RETURN", AtCommit: true, Times: 1})
+	_, err = run(k, "*filter\n-A INPUT -j RETURN\n-A INPUT -j DROP\nCOMMIT\n", "ip6tables-legacy-restore", "--noflush")
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "ip6tables-restore: line 4 failed\n", string(ce.Stderr))
+	assert.Equal(t, []string{"-j ACCEPT"}, k.Rules(legacy, v6, "filter", "INPUT"))
+
 	// A restore without the line does not use the fault up.
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "np-bad", Times: 1, Stderr: "custom\n", ExitCode: 4})
 	_, err = run(k, "*filter\n-A INPUT -j DROP\nCOMMIT\n", "iptables-nft-restore", "--noflush")
