@@ -181,7 +181,7 @@ func TestKernelChangingAnAppendedRuleKeepsCounters(t *testing.T) {
 		require.NoError(t, tbl.AppendRules("INPUT", rules))
 		kernelApply(t, tbl)
 		require.NoError(t, ns.Ping(context.Background(), lo))
-		before := counters(t, ns, f, "INPUT")
+		before := settledCounters(t, ns, f, "INPUT")
 		require.Len(t, before, 5)
 		for i, n := range before[1:] {
 			require.Positive(t, n, "rule %d counted the ping", i)
