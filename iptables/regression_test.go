@@ -29,7 +29,8 @@ const hostileComment = "see --comment np:AAAAAAAAAAAAAAAA here"
 // a foreign rule whose comment merely contains one of our hash comments
 // was taken for ours (the save parser looked for `--comment np:…`
 // anywhere in the line) and deleted by the next Apply. Now a comment is
-// ours only when the whole argument is our hash comment.
+// ours only when the whole argument is our hash comment. (Run against the
+// code before the fix, the first Apply deleted the foreign rule.)
 func TestForeignRuleQuotingOurHashSurvives(t *testing.T) {
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 		t.Run(string(b), func(t *testing.T) {
@@ -64,7 +65,8 @@ func TestForeignRuleQuotingOurHashSurvives(t *testing.T) {
 // stopped using the chain we deleted it, the restore failed, and every
 // Apply failed while the foreign rule stood. Now the jump is seen: the
 // chain is flushed and kept, reported (ErrChainInUse) and retried on its
-// backoff, and deleted once the foreign rule is gone.
+// backoff, and deleted once the foreign rule is gone. (Before the fix the
+// Apply after RemoveChain failed with "chain np-a is referenced".)
 func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 		t.Run(string(b), func(t *testing.T) {
@@ -109,7 +111,8 @@ func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
 // times, and blocked the table. Now the object the line belongs to is
 // left out (created empty when it did not exist, so the jumps to it stay
 // valid), the rest is written in the same Apply, and the object is
-// retried on its own backoff or at once when declared anew.
+// retried on its own backoff or at once when declared anew. (Before the
+// fix Apply failed after three attempts and np-a was never written.)
 func TestRefusedObjectIsLeftOut(t *testing.T) {
 	k := iptablesfake.New()
 	b, v := iptables.BackendNFT, iptables.IPv4
@@ -363,7 +366,8 @@ func TestDeclarationRefusesWhatTheTableKnows(t *testing.T) {
 // 5: changing the first of our appended rules (after a foreign rule)
 // deleted and re-appended all of ours after it, resetting their counters.
 // Now each rule of ours is recognised by its hash wherever its run starts,
-// and only the changed rule is rewritten, at its place.
+// and only the changed rule is rewritten, at its place. (Before the fix,
+// changing the first appended rule kept 1 of the 4 rules' identities.)
 func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
 	b, v := iptables.BackendNFT, iptables.IPv4
 	r := func(i int) iptables.Rule { return acceptFrom(fmt.Sprintf("10.%d.0.0/16", i)) }
@@ -413,8 +417,8 @@ func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
 }
 
 // TestHostBitsAreRefused is the Table side of item 6: a prefix with host
-// bits set was masked silently; now it is an error naming it, and nothing
-// changes.
+// bits set was masked silently (before the fix Args returned no error);
+// now it is an error naming it, and nothing changes.
 func TestHostBitsAreRefused(t *testing.T) {
 	k := iptablesfake.New()
 	tbl := newTable(t, fakeOpts(k))
