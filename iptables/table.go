@@ -520,10 +520,11 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 // still refuses one, Apply leaves out the object the line belongs to (an
 // owned chain, or our rules in one built-in chain: the kernel keeps its
 // current version) and writes the rest, until the transaction goes
-// through (within 64 restores; past them Apply fails as a whole and
-// the next Apply goes on without the objects found). When the binary blames no object's line (the legacy kernel
-// checks the rules when the table is committed), Apply finds the object by
-// writing halves of the changed objects alone. The objects left out, and
+// through (within 64 restores; past them Apply fails as a whole and the
+// next Apply goes on without the objects found). When the binary blames
+// no object's line (the legacy kernel checks the rules when the table is
+// committed), Apply finds the object by writing halves of the changed
+// objects alone. The objects left out, and
 // those whose declaration cannot be written (ErrUnknownChain,
 // ErrChainLoop), make Apply return a *PartialError (errors.Is(err,
 // dataplane.ErrPartial)); each is retried on its own backoff (see
