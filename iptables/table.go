@@ -524,12 +524,11 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 // next Apply goes on without the objects found). When the binary blames
 // no object's line (the legacy kernel checks the rules when the table is
 // committed), Apply finds the object by writing halves of the changed
-// objects alone. The objects left out, and
-// those whose declaration cannot be written (ErrUnknownChain,
-// ErrChainLoop), make Apply return a *PartialError (errors.Is(err,
-// dataplane.ErrPartial)); each is retried on its own backoff (see
-// ObjectError.RetryAt; RetryAfter asks the loop to come back then), or at
-// once when it is declared anew. Only a failure that belongs to no object
+// objects alone. The objects left out, and those whose declaration
+// cannot be written (ErrUnknownChain, ErrChainLoop), make Apply return a
+// *PartialError (errors.Is(err, dataplane.ErrPartial)); each is retried
+// on its own backoff (see ObjectError.RetryAt; RetryAfter asks the loop to
+// come back then), or at once when it is declared anew. Only a failure that belongs to no object
 // (the binary is missing, the table cannot be read, the lock wait timed
 // out) is returned as such, and the next Apply starts with a re-read; the
 // dataplane loop retries it with backoff.
