@@ -260,8 +260,9 @@ type PartialError struct {
 	partial *dataplane.PartialError
 }
 
-// newPartialError returns nil for no objects.
-func newPartialError(objs []*ObjectError) error {
+// newPartialError returns nil for no objects; waiting of them were not
+// tried because their retry is not due.
+func newPartialError(objs []*ObjectError, waiting int) error {
 	if len(objs) == 0 {
 		return nil
 	}
@@ -269,7 +270,7 @@ func newPartialError(objs []*ObjectError) error {
 	for i, o := range objs {
 		errs[i] = o
 	}
-	return &PartialError{Objects: objs, partial: &dataplane.PartialError{Failed: len(objs), Errs: errs}}
+	return &PartialError{Objects: objs, partial: &dataplane.PartialError{Failed: len(objs) - waiting, Waiting: waiting, Errs: errs}}
 }
 
 // Error counts the objects and says for each why it was not written.

@@ -546,5 +546,12 @@ func TestPartialErrorContract(t *testing.T) {
 	var dpe *dataplane.PartialError
 	require.ErrorAs(t, err, &dpe)
 	assert.Equal(t, 1, dpe.Failed)
+	assert.Zero(t, dpe.Waiting)
 	assert.Equal(t, time.Second, res.RetryAfter, "the loop comes back for the retry")
+
+	// Before its retry is due the object is reported as waiting, not as a
+	// fresh failure, so the loop's failure counter counts attempts.
+	_, err = tbl.Apply(context.Background())
+	require.ErrorAs(t, err, &dpe)
+	assert.Equal(t, [2]int{0, 1}, [2]int{dpe.Failed, dpe.Waiting})
 }

@@ -105,6 +105,9 @@ type Table struct {
 	// keeps its kernel version until its retry is due or it is declared
 	// anew.
 	failed map[string]*failure
+	// applies counts Apply calls, so that a failure knows whether the
+	// current Apply tried it.
+	applies uint64
 
 	recheckAt  time.Time // zero: no recheck scheduled
 	recheckIdx int
@@ -114,21 +117,18 @@ type Table struct {
 }
 
 // failure is an object that an Apply could not write: what is held back
-// (hold), why, and the delay before its next retry, which doubles with
-// each failure.
+// (hold), why, its backoff, and the Apply that last tried it.
 type failure struct {
-	hold    hold
-	err     *ObjectError
-	backoff time.Duration
+	hold  hold
+	err   *ObjectError
+	retry dataplane.Retry
+	apply uint64
 }
 
-// Retry delays of an object Apply could not write: the first retry comes
-// refusedRetryMin after the failure, and each further failure doubles the
-// delay up to refusedRetryMax.
-const (
-	refusedRetryMin = time.Second
-	refusedRetryMax = 5 * time.Minute
-)
+// objectBackoff paces the retries of an object Apply could not write: the
+// first retry comes a second after the failure, and each further failure
+// doubles the delay up to five minutes.
+var objectBackoff = dataplane.Backoff{Initial: time.Second, Max: 5 * time.Minute}
 
 // maxRounds bounds the restores of one Apply. A round that fails costs
 // one restore and either leaves an object out or halves the objects that
@@ -544,6 +544,7 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.applies++
 	now := t.opts.Clock.Now()
 	recheck := false
 	if t.kernel != nil && t.opts.RefreshInterval > 0 && !now.Before(t.lastRead.Add(t.opts.RefreshInterval)) {
@@ -801,13 +802,12 @@ func (t *Table) probeHolds(holds map[string]hold, set []string, prog map[string]
 func (t *Table) fail(name string, h hold, reason error, detail string, cause *RestoreError, now time.Time) {
 	f := t.failed[name]
 	if f == nil {
-		f = &failure{backoff: refusedRetryMin}
+		f = &failure{}
 		t.failed[name] = f
-	} else {
-		f.backoff = min(2*f.backoff, refusedRetryMax)
 	}
-	f.hold = h
-	f.err = &ObjectError{Chain: name, Reason: reason, Detail: detail, RetryAt: now.Add(f.backoff)}
+	f.hold, f.apply = h, t.applies
+	f.retry = f.retry.Failed(objectBackoff, now, reason)
+	f.err = &ObjectError{Chain: name, Reason: reason, Detail: detail, RetryAt: f.retry.Due}
 	if cause != nil {
 		// Keep what the binary said, not the whole input: Detail quotes
 		// the refused line.
@@ -815,7 +815,7 @@ func (t *Table) fail(name string, h hold, reason error, detail string, cause *Re
 		c.Input = nil
 		f.err.Err = &c
 	}
-	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", f.err, "retryIn", f.backoff)
+	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", f.err, "retryIn", f.retry.Due.Sub(now))
 }
 
 // settle records the outcome of an Apply whose last round went through:
@@ -848,17 +848,23 @@ func (t *Table) retryDue(now time.Time) bool {
 }
 
 // partialError returns the *PartialError naming the objects not written,
-// or nil.
+// or nil. The objects this Apply tried (and the broken ones, which every
+// plan checks again) count as failed, the others as waiting for their
+// retry.
 func (t *Table) partialError() error {
 	objs := make([]*ObjectError, 0, len(t.failed)+len(t.broken))
+	waiting := 0
 	for _, f := range t.failed {
 		objs = append(objs, f.err)
+		if f.apply != t.applies {
+			waiting++
+		}
 	}
 	for _, e := range t.broken {
 		objs = append(objs, e)
 	}
 	slices.SortFunc(objs, func(a, b *ObjectError) int { return strings.Compare(a.Chain, b.Chain) })
-	return newPartialError(objs)
+	return newPartialError(objs, waiting)
 }
 
 // readResult is the outcome of a read started by Apply. needTexts says
