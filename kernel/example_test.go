@@ -194,7 +194,7 @@ func ExampleNeighbor_Validate() {
 // real selector).
 func ExampleRule_Validate() {
 	r := kernel.Rule{Family: kernel.IPv4, Priority: 100, Action: kernel.RuleLookup, Table: 200,
-		SuppressPrefixLen: -1, SuppressIfGroup: -1}
+		}
 	fmt.Println(r.Validate())
 	r.Action, r.Goto = kernel.RuleGoto, 50
 	fmt.Println(r.Validate())

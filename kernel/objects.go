@@ -324,6 +324,16 @@ type UIDRange struct {
 	Set bool
 }
 
+// Suppressor is a rule's optional suppress_prefixlength or
+// suppress_ifgroup. The zero value is unset, so a Rule literal that does
+// not mention it has none (a value of 0 is a real selector).
+type Suppressor struct {
+	// Value is the prefix length or interface group.
+	Value int
+	// Set reports whether the rule has this suppressor at all.
+	Set bool
+}
+
 // Rule is one routing policy rule as the kernel holds it. Zero selector
 // fields match everything.
 type Rule struct {
@@ -360,13 +370,13 @@ type Rule struct {
 	UID UIDRange
 	// Protocol says who installed the rule (RTPROT_*), 0 for unspecified.
 	Protocol uint8
-	// SuppressPrefixLen suppresses lookup results with a prefix this long
-	// or shorter; -1 when unset. Mind the zero value: 0 is a real
-	// selector (suppress_prefixlength 0 hides the default route).
-	SuppressPrefixLen int
-	// SuppressIfGroup suppresses results through interfaces of this
-	// group; -1 when unset.
-	SuppressIfGroup int
+	// SuppressPrefixLen, when set, suppresses lookup results with a prefix
+	// this long or shorter (suppress_prefixlength 0 hides the default
+	// route).
+	SuppressPrefixLen Suppressor
+	// SuppressIfGroup, when set, suppresses results through interfaces of
+	// this group.
+	SuppressIfGroup Suppressor
 	// Realm is the IPv4 realm (flow class); 0 when unset.
 	Realm uint32
 	// TunID matches the tunnel ID, 0 for any.

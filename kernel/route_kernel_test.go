@@ -203,7 +203,10 @@ func TestKernelRoutesDumpInterface(t *testing.T) {
 				if strict && oif == e.links.v1 {
 					assert.Less(t, counted.received, fullBytes/2, "the kernel filters: only v1's routes are sent")
 				} else if !strict {
-					assert.Equal(t, fullBytes, counted.received, "without strict checking the kernel sends everything")
+					// Every table is sent; routes the kernel adds elsewhere
+					// meanwhile (IPv6 addresses finishing DAD) change the
+					// total a little.
+					assert.InEpsilon(t, fullBytes, counted.received, 0.25, "without strict checking the kernel sends everything")
 				}
 			}
 		}

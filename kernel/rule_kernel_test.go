@@ -36,8 +36,8 @@ func TestKernelRules(t *testing.T) {
 			}
 		}
 		// The kernel's own rules, with their actions.
-		assert.Contains(t, got, Rule{Family: f, Priority: 0, Action: RuleLookup, Table: TableLocal, SuppressPrefixLen: -1, SuppressIfGroup: -1, Protocol: ProtoKernel})
-		assert.Contains(t, got, Rule{Family: f, Priority: 32766, Action: RuleLookup, Table: TableMain, SuppressPrefixLen: -1, SuppressIfGroup: -1, Protocol: ProtoKernel})
+		assert.Contains(t, got, Rule{Family: f, Priority: 0, Action: RuleLookup, Table: TableLocal, Protocol: ProtoKernel})
+		assert.Contains(t, got, Rule{Family: f, Priority: 32766, Action: RuleLookup, Table: TableMain, Protocol: ProtoKernel})
 
 		// The netlink library sees the same rules, in the same order (it
 		// cannot tell their actions).
@@ -63,7 +63,7 @@ func TestKernelRules(t *testing.T) {
 		assert.ErrorIs(t, e.ns.DeleteRule(ctx, r), ErrNotFound, name)
 	}
 	require.NoError(t, e.ns.AddRule(ctx, rule(IPv6, 300, 9)))
-	require.NoError(t, e.ns.DeleteRule(ctx, Rule{Family: IPv6, Priority: 300, SuppressPrefixLen: -1, SuppressIfGroup: -1}), "priority alone")
+	require.NoError(t, e.ns.DeleteRule(ctx, Rule{Family: IPv6, Priority: 300}), "priority alone")
 	for _, f := range []Family{IPv4, IPv6} {
 		got, err := e.ns.Rules(ctx, f)
 		require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestKernelRules(t *testing.T) {
 	}
 
 	// Bad input is refused before anything is sent.
-	assert.ErrorIs(t, e.ns.AddRule(ctx, Rule{Family: IPv4, Action: RuleLookup, SuppressPrefixLen: -1, SuppressIfGroup: -1}), ErrInvalid)
+	assert.ErrorIs(t, e.ns.AddRule(ctx, Rule{Family: IPv4, Action: RuleLookup}), ErrInvalid)
 	assert.ErrorIs(t, e.ns.DeleteRule(ctx, Rule{}), ErrInvalid)
 	_, err := e.ns.Rules(ctx, 0)
 	assert.ErrorIs(t, err, ErrInvalid)

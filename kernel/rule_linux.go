@@ -58,7 +58,7 @@ func ruleObject(r *Rule) string {
 // request for r. Zero fields are left out, so that a delete matches any
 // value there; Priority 0 is left out too (an add then lets the kernel
 // choose a priority), SuppressPrefixLen and SuppressIfGroup are sent when
-// not -1, and the mark mask only when not 0 (a mark without a mask gets
+// set, and the mark mask only when not 0 (a mark without a mask gets
 // the kernel's full mask).
 func appendRuleMsg(b []byte, kind OpKind, seq uint32, r *Rule) []byte {
 	start := len(b)
@@ -104,11 +104,11 @@ func appendRuleMsg(b []byte, kind OpKind, seq uint32, r *Rule) []byte {
 	if r.Action == RuleGoto && r.Goto != 0 {
 		b = appendAttrU32(b, unix.FRA_GOTO, r.Goto)
 	}
-	if r.SuppressPrefixLen >= 0 {
-		b = appendAttrU32(b, unix.FRA_SUPPRESS_PREFIXLEN, uint32(r.SuppressPrefixLen))
+	if r.SuppressPrefixLen.Set {
+		b = appendAttrU32(b, unix.FRA_SUPPRESS_PREFIXLEN, uint32(r.SuppressPrefixLen.Value))
 	}
-	if r.SuppressIfGroup >= 0 {
-		b = appendAttrU32(b, unix.FRA_SUPPRESS_IFGROUP, uint32(r.SuppressIfGroup))
+	if r.SuppressIfGroup.Set {
+		b = appendAttrU32(b, unix.FRA_SUPPRESS_IFGROUP, uint32(r.SuppressIfGroup.Value))
 	}
 	if r.Realm != 0 {
 		b = appendAttrU32(b, unix.FRA_FLOW, r.Realm)
@@ -176,8 +176,6 @@ func decodeRule(payload []byte, r *Rule) (ok bool, err error) {
 		Table:             uint32(payload[4]),
 		Action:            payload[7],
 		Invert:            ne.Uint32(payload[8:])&unix.FIB_RULE_INVERT != 0,
-		SuppressPrefixLen: -1,
-		SuppressIfGroup:   -1,
 	}
 	dstLen, srcLen := int(payload[1]), int(payload[2])
 	if dstLen > f.Bits() || srcLen > f.Bits() {
@@ -222,9 +220,9 @@ func decodeRule(payload []byte, r *Rule) (ok bool, err error) {
 		case unix.FRA_GOTO:
 			r.Goto = u32("FRA_GOTO", v)
 		case unix.FRA_SUPPRESS_PREFIXLEN:
-			r.SuppressPrefixLen = int(int32(u32("FRA_SUPPRESS_PREFIXLEN", v)))
+			r.SuppressPrefixLen = suppressor(int32(u32("FRA_SUPPRESS_PREFIXLEN", v)))
 		case unix.FRA_SUPPRESS_IFGROUP:
-			r.SuppressIfGroup = int(int32(u32("FRA_SUPPRESS_IFGROUP", v)))
+			r.SuppressIfGroup = suppressor(int32(u32("FRA_SUPPRESS_IFGROUP", v)))
 		case unix.FRA_FLOW:
 			r.Realm = u32("FRA_FLOW", v)
 		case unix.FRA_TUN_ID:
@@ -261,13 +259,16 @@ func decodeRule(payload []byte, r *Rule) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if r.SuppressPrefixLen < -1 {
-		r.SuppressPrefixLen = -1
-	}
-	if r.SuppressIfGroup < -1 {
-		r.SuppressIfGroup = -1
-	}
 	return true, nil
+}
+
+// suppressor decodes a dumped suppressor: the kernel reports -1 (or any
+// negative value) for none.
+func suppressor(v int32) Suppressor {
+	if v < 0 {
+		return Suppressor{}
+	}
+	return Suppressor{Value: int(v), Set: true}
 }
 
 // cString returns the string of a NUL-terminated attribute.

@@ -16,7 +16,7 @@ import (
 
 // rule returns a lookup rule of family f with no selector.
 func rule(f Family, prio, table uint32) Rule {
-	return Rule{Family: f, Priority: prio, Action: RuleLookup, Table: table, SuppressPrefixLen: -1, SuppressIfGroup: -1}
+	return Rule{Family: f, Priority: prio, Action: RuleLookup, Table: table}
 }
 
 func ruleCases() map[string]Rule {
@@ -35,13 +35,13 @@ func ruleCases() map[string]Rule {
 		"invert tos proto":        with(rule(IPv4, 106, 7), func(r *Rule) { r.Invert, r.TOS, r.IPProto, r.Protocol = true, 0x10, 6, 80 }),
 		"ports":                   with(rule(IPv4, 107, 7), func(r *Rule) { r.SrcPorts, r.DstPorts = PortRange{1000, 2000}, PortRange{53, 53} }),
 		"uid":                     with(rule(IPv6, 108, 7), func(r *Rule) { r.UID = UIDRange{Start: 1000, End: 1999, Set: true} }),
-		"suppress":                with(rule(IPv4, 109, 254), func(r *Rule) { r.SuppressPrefixLen, r.SuppressIfGroup = 0, 3 }),
+		"suppress":                with(rule(IPv4, 109, 254), func(r *Rule) { r.SuppressPrefixLen, r.SuppressIfGroup = Suppressor{Set: true}, Suppressor{Value: 3, Set: true} }),
 		"realm tunid":             with(rule(IPv4, 110, 7), func(r *Rule) { r.Realm, r.TunID = 0x10002, 0x0102030405060708 }),
-		"goto":                    {Family: IPv4, Priority: 111, Action: RuleGoto, Goto: 200, SuppressPrefixLen: -1, SuppressIfGroup: -1},
-		"blackhole":               {Family: IPv6, Priority: 112, Action: RuleBlackhole, SuppressPrefixLen: -1, SuppressIfGroup: -1},
-		"nop":                     {Family: IPv4, Priority: 113, Action: RuleNop, SuppressPrefixLen: -1, SuppressIfGroup: -1},
-		"prohibit":                {Family: IPv4, Priority: 114, Action: RuleProhibit, SuppressPrefixLen: -1, SuppressIfGroup: -1},
-		"unreachable":             {Family: IPv6, Priority: 115, Action: RuleUnreachable, SuppressPrefixLen: -1, SuppressIfGroup: -1},
+		"goto":                    {Family: IPv4, Priority: 111, Action: RuleGoto, Goto: 200},
+		"blackhole":               {Family: IPv6, Priority: 112, Action: RuleBlackhole},
+		"nop":                     {Family: IPv4, Priority: 113, Action: RuleNop},
+		"prohibit":                {Family: IPv4, Priority: 114, Action: RuleProhibit},
+		"unreachable":             {Family: IPv6, Priority: 115, Action: RuleUnreachable},
 	}
 }
 
@@ -100,8 +100,8 @@ func checkRuleWithNL(t *testing.T, payload []byte, r *Rule) {
 	u32(unix.FRA_FWMARK, r.Mark, r.Mark != 0)
 	u32(unix.FRA_FWMASK, r.Mask, r.Mask != 0)
 	u32(unix.FRA_GOTO, r.Goto, r.Action == RuleGoto)
-	u32(unix.FRA_SUPPRESS_PREFIXLEN, uint32(r.SuppressPrefixLen), r.SuppressPrefixLen >= 0)
-	u32(unix.FRA_SUPPRESS_IFGROUP, uint32(r.SuppressIfGroup), r.SuppressIfGroup >= 0)
+	u32(unix.FRA_SUPPRESS_PREFIXLEN, uint32(r.SuppressPrefixLen.Value), r.SuppressPrefixLen.Set)
+	u32(unix.FRA_SUPPRESS_IFGROUP, uint32(r.SuppressIfGroup.Value), r.SuppressIfGroup.Set)
 	u32(unix.FRA_FLOW, r.Realm, r.Realm != 0)
 	if r.Src.IsValid() {
 		assert.Equal(t, r.Src.Addr().AsSlice(), attrs[unix.FRA_SRC].Value)
@@ -202,7 +202,7 @@ func TestRulesDumpAndWrites(t *testing.T) {
 	err = c.writeRule(context.Background(), OpAdd, &r)
 	assert.ErrorIs(t, err, ErrExists)
 	assert.EqualError(t, err, "kernel: add rule IPv4 priority 7 table 8: file exists")
-	err = c.writeRule(context.Background(), OpDelete, &Rule{Family: IPv6, Priority: 9, SuppressPrefixLen: -1, SuppressIfGroup: -1})
+	err = c.writeRule(context.Background(), OpDelete, &Rule{Family: IPv6, Priority: 9})
 	assert.ErrorIs(t, err, ErrNotFound)
 	bad := rule(IPv4, 7, 0)
 	assert.ErrorIs(t, c.writeRule(context.Background(), OpAdd, &bad), ErrInvalid)

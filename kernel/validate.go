@@ -338,11 +338,11 @@ func (r *Rule) check(kind OpKind) error {
 	if r.UID.Set && r.UID.Start > r.UID.End {
 		return invalid("UID range %d-%d", r.UID.Start, r.UID.End)
 	}
-	if r.SuppressPrefixLen < -1 || r.SuppressPrefixLen > r.Family.Bits() {
-		return invalid("suppress prefix length %d (want -1 for none, or 0 to %d)", r.SuppressPrefixLen, r.Family.Bits())
+	if p := r.SuppressPrefixLen; p.Set && (p.Value < 0 || p.Value > r.Family.Bits()) {
+		return invalid("suppress prefix length %d (want 0 to %d)", p.Value, r.Family.Bits())
 	}
-	if r.SuppressIfGroup < -1 {
-		return invalid("suppress interface group %d (want -1 for none)", r.SuppressIfGroup)
+	if g := r.SuppressIfGroup; g.Set && g.Value < 0 {
+		return invalid("suppress interface group %d (want 0 or more)", g.Value)
 	}
 	if r.Realm != 0 && r.Family != IPv4 {
 		return invalid("a realm is an IPv4 selector")

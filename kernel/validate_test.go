@@ -111,7 +111,7 @@ func TestNeighborAndFDBValidate(t *testing.T) {
 }
 
 func TestRuleValidate(t *testing.T) {
-	good := Rule{Family: IPv4, Priority: 100, Action: RuleLookup, Table: 200, SuppressPrefixLen: -1, SuppressIfGroup: -1}
+	good := Rule{Family: IPv4, Priority: 100, Action: RuleLookup, Table: 200}
 	require.NoError(t, good.Validate())
 	for name, f := range map[string]func(*Rule){
 		"no family":          func(r *Rule) { r.Family = 0 },
@@ -123,11 +123,11 @@ func TestRuleValidate(t *testing.T) {
 		"port range":         func(r *Rule) { r.DstPorts = PortRange{Start: 10, End: 5} },
 		"port 0":             func(r *Rule) { r.SrcPorts = PortRange{End: 5} },
 		"uid range":          func(r *Rule) { r.UID = UIDRange{Start: 5, End: 1, Set: true} },
-		"suppress too long":  func(r *Rule) { r.SuppressPrefixLen = 33 },
-		"suppress -2":        func(r *Rule) { r.SuppressPrefixLen = -2 },
-		"ifgroup -2":         func(r *Rule) { r.SuppressIfGroup = -2 },
+		"suppress too long":  func(r *Rule) { r.SuppressPrefixLen = Suppressor{Value: 33, Set: true} },
+		"suppress -2":        func(r *Rule) { r.SuppressPrefixLen = Suppressor{Value: -2, Set: true} },
+		"ifgroup -2":         func(r *Rule) { r.SuppressIfGroup = Suppressor{Value: -2, Set: true} },
 		"realm on v6":        func(r *Rule) { r.Family, r.Realm = IPv6, 5 },
-		"zero suppress zero": func(r *Rule) { r.SuppressPrefixLen, r.SuppressIfGroup = 0, -5 },
+		"zero suppress zero": func(r *Rule) { r.SuppressIfGroup = Suppressor{Value: -5, Set: true} },
 	} {
 		r := good
 		f(&r)

@@ -436,7 +436,7 @@ func TestCarrierLossMarksRoutesLinkdown(t *testing.T) {
 
 func TestRules(t *testing.T) {
 	ns := New(Options{})
-	rule := kernel.Rule{Family: kernel.IPv4, Priority: 100, Action: kernel.RuleLookup, Table: 100, Src: pfx("10.0.0.0/8"), SuppressPrefixLen: -1, SuppressIfGroup: -1}
+	rule := kernel.Rule{Family: kernel.IPv4, Priority: 100, Action: kernel.RuleLookup, Table: 100, Src: pfx("10.0.0.0/8")}
 	require.NoError(t, ns.AddRule(bg, rule))
 	assert.ErrorIs(t, ns.AddRule(bg, rule), kernel.ErrExists)
 	wide := rule
@@ -451,10 +451,10 @@ func TestRules(t *testing.T) {
 	assert.Equal(t, uint32(99), rules[1].Priority, "priority 0: one less than the second rule's, as the kernel chooses")
 	assert.Equal(t, uint32(0xffffffff), rules[1].Mask, "a mark without a mask")
 	assert.ErrorIs(t, ns.AddRule(bg, kernel.Rule{Family: kernel.IPv4, Action: kernel.RuleLookup}), kernel.ErrInvalid)
-	require.NoError(t, ns.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Table: 100, SuppressPrefixLen: -1, SuppressIfGroup: -1}))
+	require.NoError(t, ns.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Table: 100}))
 	rules, _ = ns.Rules(bg, kernel.IPv4)
 	assert.Equal(t, uint32(100), rules[1].Priority, "the first match (priority 99) went")
-	assert.ErrorIs(t, ns.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Priority: 4242, SuppressPrefixLen: -1, SuppressIfGroup: -1}), kernel.ErrNotFound)
+	assert.ErrorIs(t, ns.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Priority: 4242}), kernel.ErrNotFound)
 }
 
 func TestNeighborsAndFDB(t *testing.T) {

@@ -38,7 +38,7 @@ import (
 func defaultRules() map[kernel.Family][]kernel.Rule {
 	rule := func(fam kernel.Family, prio, table uint32) kernel.Rule {
 		return kernel.Rule{Family: fam, Priority: prio, Action: kernel.RuleLookup, Table: table,
-			Protocol: kernel.ProtoKernel, SuppressPrefixLen: -1, SuppressIfGroup: -1}
+			Protocol: kernel.ProtoKernel}
 	}
 	return map[kernel.Family][]kernel.Rule{
 		kernel.IPv4: {rule(kernel.IPv4, 0, kernel.TableLocal), rule(kernel.IPv4, 32766, kernel.TableMain), rule(kernel.IPv4, 32767, kernel.TableDefault)},
@@ -93,8 +93,8 @@ func ruleDeleteMatches(req, r *kernel.Rule) bool {
 		(req.OIF == "" || req.OIF == r.OIF) &&
 		(req.Mark == 0 || req.Mark == r.Mark) &&
 		(req.Mask == 0 || req.Mask == r.Mask) &&
-		(req.SuppressIfGroup == -1 || req.SuppressIfGroup == r.SuppressIfGroup) &&
-		(req.SuppressPrefixLen == -1 || req.SuppressPrefixLen == r.SuppressPrefixLen) &&
+		(!req.SuppressIfGroup.Set || req.SuppressIfGroup == r.SuppressIfGroup) &&
+		(!req.SuppressPrefixLen.Set || req.SuppressPrefixLen == r.SuppressPrefixLen) &&
 		(req.TunID == 0 || req.TunID == r.TunID) &&
 		(!req.UID.Set || req.UID == r.UID) &&
 		(req.IPProto == 0 || req.IPProto == r.IPProto) &&
@@ -173,5 +173,6 @@ func (s *state) ruleMatches(r *kernel.Rule, dst netip.Addr, oif int) bool {
 // prefix is no longer than suppress_prefixlength, or its interface is in
 // suppress_ifgroup (every interface here is in group 0).
 func suppressed(r *kernel.Rule, res *kernel.Route) bool {
-	return res.Dst.Bits() <= r.SuppressPrefixLen || r.SuppressIfGroup == 0
+	return (r.SuppressPrefixLen.Set && res.Dst.Bits() <= r.SuppressPrefixLen.Value) ||
+		(r.SuppressIfGroup.Set && r.SuppressIfGroup.Value == 0)
 }

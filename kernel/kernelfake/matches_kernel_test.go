@@ -452,7 +452,7 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 	})
 	step("rules", func(s *side) []error {
 		rule := func(fam kernel.Family, prio uint32, f func(r *kernel.Rule)) kernel.Rule {
-			r := kernel.Rule{Family: fam, Priority: prio, Action: kernel.RuleLookup, Table: 100, SuppressPrefixLen: -1, SuppressIfGroup: -1}
+			r := kernel.Rule{Family: fam, Priority: prio, Action: kernel.RuleLookup, Table: 100}
 			f(&r)
 			return r
 		}
@@ -465,12 +465,12 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			s.k.AddRule(bg, rule(kernel.IPv4, 90, func(r *kernel.Rule) { r.Action, r.Table, r.Goto = kernel.RuleGoto, 0, 100 })),
 			s.k.AddRule(bg, rule(kernel.IPv4, 0, func(r *kernel.Rule) { r.Table = 200 })),
 			s.k.AddRule(bg, rule(kernel.IPv4, 110, func(r *kernel.Rule) { r.Action, r.Table = kernel.RuleBlackhole, 0 })),
-			s.k.AddRule(bg, rule(kernel.IPv4, 120, func(r *kernel.Rule) { r.Table, r.SuppressPrefixLen = kernel.TableMain, 0 })),
+			s.k.AddRule(bg, rule(kernel.IPv4, 120, func(r *kernel.Rule) { r.Table, r.SuppressPrefixLen = kernel.TableMain, kernel.Suppressor{Set: true} })),
 			s.k.AddRule(bg, rule(kernel.IPv6, 100, func(r *kernel.Rule) { r.Dst, r.IIF = pfx("fd00::/8"), "va" })),
-			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Priority: 100, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
-			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Mark: 0x10, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
 			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Priority: 100}),
-			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv6, Priority: 4242, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
+			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Mark: 0x10}),
+			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Priority: 100}),
+			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv6, Priority: 4242}),
 		}
 	})
 	step("neighbours", func(s *side) []error {
@@ -570,8 +570,8 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			add(with(v4("10.34.0.0/24"), func(r *kernel.Route) { r.Gateway = ip("10.5.0.6") })),
 			del(with(v4("10.34.0.0/24"), func(r *kernel.Route) { r.Protocol = 0 })),
 			del(with(v4("10.34.0.0/24"), func(r *kernel.Route) { r.Protocol = 0 })),
-		), s.k.AddRule(bg, kernel.Rule{Family: kernel.IPv6, Action: kernel.RuleLookup, Table: 7, Invert: true, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
-			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Action: kernel.RuleBlackhole, SuppressPrefixLen: -1, SuppressIfGroup: -1}),
+		), s.k.AddRule(bg, kernel.Rule{Family: kernel.IPv6, Action: kernel.RuleLookup, Table: 7, Invert: true}),
+			s.k.DeleteRule(bg, kernel.Rule{Family: kernel.IPv4, Action: kernel.RuleBlackhole}),
 			s.k.ApplyNeighbors(bg, []kernel.NeighborOp{{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{LinkIndex: s.idx("brd"), IP: ip("10.8.0.1"), MAC: mac("02:00:00:00:99:02")}}})[0],
 		)
 	})
