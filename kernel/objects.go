@@ -147,6 +147,8 @@ const (
 	RTNUnicast     uint8 = 1
 	RTNLocal       uint8 = 2
 	RTNBroadcast   uint8 = 3
+	RTNAnycast     uint8 = 4
+	RTNMulticast   uint8 = 5
 	RTNBlackhole   uint8 = 6
 	RTNUnreachable uint8 = 7
 	RTNProhibit    uint8 = 8

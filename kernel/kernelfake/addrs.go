@@ -365,10 +365,10 @@ func (s *state) syncAnycast(l *link) {
 		}
 	}
 	route := func(dst netip.Prefix) *kernel.Route {
-		return &kernel.Route{Family: kernel.IPv6, Table: kernel.TableLocal, Type: rtnAnycast, Dst: dst, Protocol: kernel.ProtoKernel, OIF: l.Index}
+		return &kernel.Route{Family: kernel.IPv6, Table: kernel.TableLocal, Type: kernel.RTNAnycast, Dst: dst, Protocol: kernel.ProtoKernel, OIF: l.Index}
 	}
 	for _, r := range slices.Clone(s.routes[kernel.IPv6]) {
-		if r.Type == rtnAnycast && r.OIF == l.Index && !slices.Contains(want, r.Dst) {
+		if r.Type == kernel.RTNAnycast && r.OIF == l.Index && !slices.Contains(want, r.Dst) {
 			s.remove(r, true)
 		}
 	}

@@ -125,7 +125,7 @@ func typeName(t uint8) string {
 		return "local"
 	case kernel.RTNBroadcast:
 		return "broadcast"
-	case rtnMulticast:
+	case kernel.RTNMulticast:
 		return "multicast"
 	case kernel.RTNBlackhole:
 		return "blackhole"

@@ -115,7 +115,7 @@ func (s *state) ready(l *link) {
 		s.intSysctl("net/ipv6/conf/all/disable_ipv6") > 0 {
 		return
 	}
-	s.addAddrRoute(&kernel.Route{Family: kernel.IPv6, Table: kernel.TableLocal, Type: rtnMulticast,
+	s.addAddrRoute(&kernel.Route{Family: kernel.IPv6, Table: kernel.TableLocal, Type: kernel.RTNMulticast,
 		Dst: netip.MustParsePrefix("ff00::/8"), Protocol: kernel.ProtoKernel, Priority: prioAddrconf, OIF: l.Index})
 	if ll, ok := eui64(l); ok && s.intSysctl(linkKey("net/ipv6/conf", l.Name, "addr_gen_mode")) == 0 && l.find(ll) == nil {
 		s.addAddr(l, ll)

@@ -15,12 +15,10 @@ import (
 
 // Kernel numbers the kernel package does not name.
 const (
-	rtnAnycast   uint8 = 4
-	rtnMulticast uint8 = 5
-	protoBoot          = kernel.ProtoBoot
-	prioAddrconf       = 256  // IP6_RT_PRIO_ADDRCONF: IPv6 routes the kernel adds
-	prioUser6          = 1024 // IP6_RT_PRIO_USER: an IPv6 metric of 0
-	stateFlags         = kernel.FlagDead | kernel.FlagLinkdown
+	protoBoot    = kernel.ProtoBoot
+	prioAddrconf = 256  // IP6_RT_PRIO_ADDRCONF: IPv6 routes the kernel adds
+	prioUser6    = 1024 // IP6_RT_PRIO_USER: an IPv6 metric of 0
+	stateFlags   = kernel.FlagDead | kernel.FlagLinkdown
 )
 
 // cloneRoute returns a copy of r that shares nothing with it.
@@ -57,7 +55,7 @@ func exempt(r *kernel.Route) bool {
 	if r.Family == kernel.IPv4 {
 		return r.Scope == kernel.ScopeHost
 	}
-	return r.Type == kernel.RTNLocal || r.Type == rtnAnycast
+	return r.Type == kernel.RTNLocal || r.Type == kernel.RTNAnycast
 }
 
 // hopFlags returns the state flags of a path of r through l, whose flags
