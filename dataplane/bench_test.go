@@ -17,7 +17,7 @@ type countManager struct {
 }
 
 func (m *countManager) OnUpdate(any) { m.updates.Add(1) }
-func (m *countManager) CompleteDeferredWork() error {
+func (m *countManager) CompleteDeferredWork(context.Context) error {
 	m.seen.Store(m.updates.Load())
 	return nil
 }

@@ -23,9 +23,11 @@ type Manager interface {
 	// CompleteDeferredWork turns the intent recorded since the last call into
 	// desired state on the manager's drivers. It runs at the start of every
 	// apply pass, for every manager, in registration order, so it should
-	// return at once when nothing is dirty. An error fails the pass: the
-	// manager keeps its pending state and is called again on the retry.
-	CompleteDeferredWork() error
+	// return at once when nothing is dirty. ctx is the loop's: a manager
+	// that does I/O here (see Resyncer) returns promptly when it ends. An
+	// error marks the manager failed: it keeps its pending state and is
+	// called again at the next pass.
+	CompleteDeferredWork(ctx context.Context) error
 }
 
 // Driver owns one slice of kernel state and converges it to the desired

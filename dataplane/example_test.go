@@ -37,7 +37,7 @@ func (m *routeManager) OnUpdate(msg any) {
 	// Other types are somebody else's.
 }
 
-func (m *routeManager) CompleteDeferredWork() error {
+func (m *routeManager) CompleteDeferredWork(context.Context) error {
 	if !m.dirty {
 		return nil
 	}

@@ -77,7 +77,7 @@ func (m *fakeManager) OnUpdate(msg any) {
 	}
 }
 
-func (m *fakeManager) CompleteDeferredWork() error {
+func (m *fakeManager) CompleteDeferredWork(context.Context) error {
 	m.cdws.Add(1)
 	m.rec.add("cdw %s", m.name)
 	m.mu.Lock()

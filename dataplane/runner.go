@@ -287,7 +287,7 @@ func (r *runner) pass(ctx context.Context) {
 	var errs []error
 	for _, me := range r.managers {
 		me.failed = false
-		if err := safeCall(me.m.CompleteDeferredWork); err != nil {
+		if err := safeCall(func() error { return me.m.CompleteDeferredWork(ctx) }); err != nil {
 			me.failed = true
 			me.failures++
 			errs = append(errs, fmt.Errorf("dataplane: manager %s: %w", me.name, err))

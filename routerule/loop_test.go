@@ -93,7 +93,7 @@ func (d *declarer) OnUpdate(msg any) {
 	}
 }
 
-func (d *declarer) CompleteDeferredWork() error {
+func (d *declarer) CompleteDeferredWork(context.Context) error {
 	d.passes++
 	for _, f := range d.pending {
 		if err := f(d.rules); err != nil {

@@ -71,7 +71,7 @@ func (m *policyManager) OnUpdate(msg any) {
 	}
 }
 
-func (m *policyManager) CompleteDeferredWork() error {
+func (m *policyManager) CompleteDeferredWork(context.Context) error {
 	if !m.dirty {
 		return nil
 	}

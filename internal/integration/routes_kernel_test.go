@@ -108,7 +108,7 @@ func (c *changer) OnUpdate(msg any) {
 	}
 }
 
-func (c *changer) CompleteDeferredWork() error {
+func (c *changer) CompleteDeferredWork(context.Context) error {
 	c.passes++
 	for _, f := range c.pending {
 		if err := f(); err != nil {
