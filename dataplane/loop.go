@@ -87,7 +87,7 @@ func (l *Loop) AddManager(m Manager) error {
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
 	if l.started {
-		return ErrStarted
+		return ErrAlreadyStarted
 	}
 	name := nameOf(m)
 	for _, e := range l.managers {
@@ -136,7 +136,7 @@ func (l *Loop) AddDriver(d Driver, opts ...DriverOption) error {
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
 	if l.started {
-		return ErrStarted
+		return ErrAlreadyStarted
 	}
 	for _, e := range l.drivers {
 		if sameObject(e.d, d) {
@@ -225,7 +225,7 @@ func (l *Loop) Health() Health {
 // goroutines it starts are those that run a phase's drivers in parallel, and
 // it waits for them, so nothing is left running when it returns. A pass in
 // progress when ctx ends is waited for: drivers get ctx and should return
-// promptly. A Loop runs once: calling Run again returns ErrStarted.
+// promptly. A Loop runs once: calling Run again returns ErrAlreadyStarted.
 func (l *Loop) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -233,7 +233,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.regMu.Lock()
 	if l.started {
 		l.regMu.Unlock()
-		return ErrStarted
+		return ErrAlreadyStarted
 	}
 	l.started = true
 	r := newRunner(l, l.managers, l.drivers)

@@ -116,11 +116,11 @@ func TestRegistrationErrors(t *testing.T) {
 func TestRunOnceAndNoRegistrationAfterRun(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start()
-	assert.ErrorIs(t, h.loop.Run(context.Background()), ErrStarted)
-	assert.ErrorIs(t, h.loop.AddManager(&fakeManager{}), ErrStarted)
-	assert.ErrorIs(t, h.loop.AddDriver(&fakeDriver{phase: PhaseRoutes}), ErrStarted)
+	assert.ErrorIs(t, h.loop.Run(context.Background()), ErrAlreadyStarted)
+	assert.ErrorIs(t, h.loop.AddManager(&fakeManager{}), ErrAlreadyStarted)
+	assert.ErrorIs(t, h.loop.AddDriver(&fakeDriver{phase: PhaseRoutes}), ErrAlreadyStarted)
 	h.stop()
-	assert.ErrorIs(t, h.loop.Run(context.Background()), ErrStarted, "a stopped loop does not run again")
+	assert.ErrorIs(t, h.loop.Run(context.Background()), ErrAlreadyStarted, "a stopped loop does not run again")
 }
 
 func TestNames(t *testing.T) {
