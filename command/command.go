@@ -83,10 +83,17 @@ type Error struct {
 	Err error
 }
 
-// Error describes the command, its exit status and its standard error.
+// maxQuoted caps how much standard error Error quotes.
+const maxQuoted = 4096
+
+// Error describes the command, how it ended and its standard error
+// (trimmed, and cut after 4 KiB).
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s: %v", strings.Join(e.Argv, " "), e.Err)
 	if s := strings.TrimSpace(string(e.Stderr)); s != "" {
+		if len(s) > maxQuoted {
+			s = s[:maxQuoted] + "…"
+		}
 		msg += ": " + s
 	}
 	return msg

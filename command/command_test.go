@@ -60,3 +60,12 @@ func TestRunnerFunc(t *testing.T) {
 	require.EqualError(t, err, "boom")
 	require.Equal(t, []string{"ipset", "list"}, got)
 }
+
+func TestErrorQuotesStderrCapped(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	e := &Error{Argv: []string{"ipset", "restore"}, ExitCode: 1, Stderr: []byte("  " + long + "\n"), Err: errors.New("exit status 1")}
+	msg := e.Error()
+	if !strings.HasPrefix(msg, "ipset restore: exit status 1: xxx") || !strings.HasSuffix(msg, "…") || strings.Contains(msg, long) {
+		t.Fatalf("message not capped: %.80q… (%d bytes)", msg, len(msg))
+	}
+}

@@ -77,24 +77,6 @@ func ExampleStack() {
 	// ipv6 false true
 }
 
-func ExampleExecError() {
-	err := error(&kerneltest.ExecError{
-		NS:       "npt-100-1",
-		Argv:     []string{"/usr/sbin/ipset", "list", "nope"},
-		ExitCode: 1,
-		Stderr:   []byte("ipset v7.17: The set with the given name does not exist\n"),
-		Err:      errors.New("exit status 1"),
-	})
-	var ee *kerneltest.ExecError
-	if errors.As(err, &ee) {
-		fmt.Println(ee.ExitCode)
-	}
-	fmt.Println(err)
-	// Output:
-	// 1
-	// kerneltest: "/usr/sbin/ipset list nope" in netns npt-100-1: exit status 1: ipset v7.17: The set with the given name does not exist
-}
-
 // A kernel test with one namespace: program it with netlink and the usual
 // tools, then look at the result. (Examples cannot receive a *testing.T, so
 // this one only compiles; the test body is what a TestKernel… looks like.)

@@ -3,6 +3,8 @@
 package kerneltest
 
 import (
+	"github.com/nodeplane/nodeplane/command"
+
 	"bytes"
 	"context"
 	"errors"
@@ -24,50 +26,13 @@ var sbinDirs = []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"}
 // grandchildren after the process itself exited or was killed.
 const waitDelay = 2 * time.Second
 
-// maxErrOutput caps how much stderr an ExecError message quotes.
-const maxErrOutput = 4096
-
-// ExecError describes a command that could not be started or did not exit
-// with status 0. errors.As finds it in the errors of Exec, ExecInput and
-// Process.Wait.
-type ExecError struct {
-	// NS is the name of the namespace the command ran in.
-	NS string
-	// Argv is the command line, resolved binary path first.
-	Argv []string
-	// ExitCode is the exit status, or -1 if the command was not started or
-	// was ended by a signal.
-	ExitCode int
-	// Stderr is what the command wrote to standard error.
-	Stderr []byte
-	// Err is the underlying error (*exec.ExitError, a start error or a
-	// context error).
-	Err error
-}
-
-// Error returns the command, namespace, exit status and the command's
-// standard error (trimmed and capped).
-func (e *ExecError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "kerneltest: %q in netns %s: %v", strings.Join(e.Argv, " "), e.NS, e.Err)
-	if msg := strings.TrimSpace(string(e.Stderr)); msg != "" {
-		if len(msg) > maxErrOutput {
-			msg = msg[:maxErrOutput] + "…"
-		}
-		fmt.Fprintf(&b, ": %s", msg)
-	}
-	return b.String()
-}
-
-// Unwrap returns the underlying error.
-func (e *ExecError) Unwrap() error { return e.Err }
-
 // Exec runs a binary inside the namespace and returns its standard output.
 // The process is started from a thread inside the namespace, so it shares the
 // test's mount namespace (bpffs and /sys stay as they are, unlike with `ip
 // netns exec`; /sys/class/net shows the original namespace). name is looked
 // up in PATH, then in /usr/sbin, /sbin, /usr/bin and /bin. LC_ALL=C is set.
-// A failure is an *ExecError carrying stderr and the exit code; ctx
+// A failure is a *command.Error carrying stderr and the exit code, its Err
+// naming the namespace; ctx
 // cancellation kills the process.
 func (ns *NS) Exec(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return ns.ExecInput(ctx, nil, name, args...)
@@ -95,7 +60,7 @@ func (ns *NS) ExecInput(ctx context.Context, stdin io.Reader, name string, args 
 func (ns *NS) command(ctx context.Context, name string, args []string) (*exec.Cmd, error) {
 	path, err := lookPath(name)
 	if err != nil {
-		return nil, &ExecError{NS: ns.name, Argv: append([]string{name}, args...), ExitCode: -1, Err: err}
+		return nil, &command.Error{Argv: append([]string{name}, args...), ExitCode: -1, Err: ns.inNS(err)}
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
@@ -104,12 +69,17 @@ func (ns *NS) command(ctx context.Context, name string, args []string) (*exec.Cm
 }
 
 // execError wraps err from starting or waiting for cmd.
-func (ns *NS) execError(cmd *exec.Cmd, err error, stderr []byte) *ExecError {
+func (ns *NS) execError(cmd *exec.Cmd, err error, stderr []byte) *command.Error {
 	code := -1
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()
 	}
-	return &ExecError{NS: ns.name, Argv: cmd.Args, ExitCode: code, Stderr: bytes.Clone(stderr), Err: err}
+	return &command.Error{Argv: cmd.Args, ExitCode: code, Stderr: bytes.Clone(stderr), Err: ns.inNS(err)}
+}
+
+// inNS names the namespace in a command's error.
+func (ns *NS) inNS(err error) error {
+	return fmt.Errorf("in netns %s: %w", ns.name, err)
 }
 
 // lookPath finds name in PATH or the sbin directories; a name containing a
@@ -195,7 +165,7 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Wait blocks until the process exits and returns nil for exit status 0,
-// else an *ExecError (a killed process reports "signal: killed").
+// else a *command.Error (a killed process reports "signal: killed").
 func (p *Process) Wait() error {
 	<-p.done
 	return p.err

@@ -3,6 +3,8 @@
 package kerneltest
 
 import (
+	"github.com/nodeplane/nodeplane/command"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -256,7 +258,7 @@ func TestKernelNSCleanup(t *testing.T) {
 	default:
 		t.Fatal("started process still running after cleanup")
 	}
-	var ee *ExecError
+	var ee *command.Error
 	require.ErrorAs(t, child.Wait(), &ee)
 	assert.Equal(t, -1, ee.ExitCode, "killed by a signal")
 	require.Eventually(t, func() bool { return processGone(grandchild) }, 5*time.Second, 10*time.Millisecond, "grandchild %d survived", grandchild)
@@ -342,11 +344,11 @@ func TestKernelExec(t *testing.T) {
 
 	// Failures carry stderr and the exit code.
 	_, err = ns.Exec(ctx, "ip", "link", "show", "dev", "npt-none")
-	var ee *ExecError
+	var ee *command.Error
 	require.ErrorAs(t, err, &ee)
 	assert.NotZero(t, ee.ExitCode)
 	assert.NotEqual(t, -1, ee.ExitCode)
-	assert.Equal(t, ns.Name(), ee.NS)
+	assert.Contains(t, ee.Err.Error(), "in netns "+ns.Name())
 	assert.NotEmpty(t, ee.Stderr)
 	assert.Contains(t, err.Error(), strings.TrimSpace(string(ee.Stderr)))
 
@@ -360,7 +362,7 @@ func TestKernelProcessLifecycle(t *testing.T) {
 	p, err := ns.Start(t.Context(), "sh", "-c", "echo out; echo err >&2; exit 3")
 	require.NoError(t, err)
 	err = p.Wait()
-	var ee *ExecError
+	var ee *command.Error
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, 3, ee.ExitCode)
 	assert.Equal(t, "out\n", string(p.Stdout()))

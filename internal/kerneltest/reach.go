@@ -3,6 +3,8 @@
 package kerneltest
 
 import (
+	"github.com/nodeplane/nodeplane/command"
+
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -50,7 +52,7 @@ func (ns *NS) Ping(ctx context.Context, to netip.Addr) error {
 	if err == nil {
 		return nil
 	}
-	if ee := (*ExecError)(nil); errors.As(err, &ee) && pingUnreachable(ee.ExitCode, ee.Stderr) {
+	if ee := (*command.Error)(nil); errors.As(err, &ee) && pingUnreachable(ee.ExitCode, ee.Stderr) {
 		return fmt.Errorf("%w: ping %s from netns %s: %w", ErrUnreachable, to, ns.name, err)
 	}
 	return fmt.Errorf("ping %s from netns %s: %w", to, ns.name, err)

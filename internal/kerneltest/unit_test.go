@@ -299,46 +299,6 @@ func TestEventually(t *testing.T) {
 	}
 }
 
-func TestExecErrorMessage(t *testing.T) {
-	long := strings.Repeat("x", maxErrOutput+100)
-	tests := []struct {
-		name     string
-		err      *ExecError
-		contains []string
-		excludes string
-	}{
-		{
-			name:     "exit status with stderr",
-			err:      &ExecError{NS: "npt-1-2", Argv: []string{"/usr/sbin/iptables", "-S", "NOPE"}, ExitCode: 1, Stderr: []byte("iptables: No chain\n"), Err: errors.New("exit status 1")},
-			contains: []string{`"/usr/sbin/iptables -S NOPE"`, "netns npt-1-2", "exit status 1", ": iptables: No chain"},
-		},
-		{
-			name:     "no stderr",
-			err:      &ExecError{NS: "n", Argv: []string{"true"}, ExitCode: -1, Err: exec.ErrNotFound},
-			contains: []string{"executable file not found"},
-			excludes: ": :",
-		},
-		{
-			name:     "long stderr is capped",
-			err:      &ExecError{NS: "n", Argv: []string{"x"}, Stderr: []byte(long), Err: errors.New("exit status 2")},
-			contains: []string{"…"},
-			excludes: long,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			msg := tt.err.Error()
-			for _, s := range tt.contains {
-				assert.Contains(t, msg, s)
-			}
-			if tt.excludes != "" {
-				assert.NotContains(t, msg, tt.excludes)
-			}
-			assert.ErrorIs(t, tt.err, tt.err.Err)
-		})
-	}
-}
-
 func TestLookPath(t *testing.T) {
 	tests := []struct {
 		name    string
