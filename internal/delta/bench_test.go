@@ -69,17 +69,6 @@ func BenchmarkHeapPerKeyNaiveTwoMaps(b *testing.B) {
 	})
 }
 
-func BenchmarkHeapPerKeySetInSync(b *testing.B) {
-	heapPerKey(b, func() any {
-		s := NewSet[netip.Addr]()
-		for i := range benchKeys {
-			s.Desired().Add(benchPrefix(i).Addr())
-			s.Dataplane().Add(benchPrefix(i).Addr())
-		}
-		return s
-	})
-}
-
 func BenchmarkDesiredSet(b *testing.B) {
 	tr := NewComparable[netip.Prefix, benchRoute]()
 	i := 0
@@ -89,9 +78,9 @@ func BenchmarkDesiredSet(b *testing.B) {
 	}
 }
 
-// A periodic resync that finds nothing changed: the cost of ReplaceAll over
-// 100k keys.
-func BenchmarkReplaceAllNoChange100k(b *testing.B) {
+// A periodic resync that finds nothing changed: the cost of ReplaceAllIter
+// over 100k keys.
+func BenchmarkReplaceAllIterNoChange100k(b *testing.B) {
 	tr := NewComparable[netip.Prefix, benchRoute]()
 	dump := make(map[netip.Prefix]benchRoute, benchKeys)
 	for i := range benchKeys {
@@ -99,17 +88,34 @@ func BenchmarkReplaceAllNoChange100k(b *testing.B) {
 		tr.Desired().Set(benchPrefix(i), r)
 		dump[benchPrefix(i)] = r
 	}
-	tr.Dataplane().ReplaceAll(dump)
+	replay := func(add func(netip.Prefix, benchRoute)) error {
+		for k, v := range dump {
+			add(k, v)
+		}
+		return nil
+	}
+	if err := tr.Dataplane().ReplaceAllIter(replay); err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
-		tr.Dataplane().ReplaceAll(dump)
+		if err := tr.Dataplane().ReplaceAllIter(replay); err != nil {
+			b.Fatal(err)
+		}
 	}
 	if !tr.InSync() {
 		b.Fatal("not in sync")
 	}
 }
 
-// Programming 100k pending routes 256 per batch.
-func BenchmarkIterBatched100k(b *testing.B) {
+// programAll records every pending update as programmed.
+func programAll(tr *Tracker[netip.Prefix, benchRoute]) {
+	tr.PendingUpdates().Iter(func(netip.Prefix, benchRoute) IterAction {
+		return IterActionUpdateDataplane
+	})
+}
+
+// Programming 100k pending routes.
+func BenchmarkPendingUpdatesIter100k(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		tr := NewComparable[netip.Prefix, benchRoute]()
@@ -117,11 +123,9 @@ func BenchmarkIterBatched100k(b *testing.B) {
 			tr.Desired().Set(benchPrefix(i), benchRoute{Dev: "eth0", Metric: i})
 		}
 		b.StartTimer()
-		err := tr.PendingUpdates().IterBatched(256, func(batch []Entry[netip.Prefix, benchRoute]) (int, error) {
-			return len(batch), nil
-		})
-		if err != nil || !tr.InSync() {
-			b.Fatal("not programmed", err)
+		programAll(tr)
+		if !tr.InSync() {
+			b.Fatal("not programmed")
 		}
 	}
 }
@@ -134,9 +138,7 @@ func BenchmarkHeapPerKeyAfterProgramming(b *testing.B) {
 		for i := range benchKeys {
 			tr.Desired().Set(benchPrefix(i), benchRoute{Dev: "eth0", Metric: i})
 		}
-		_ = tr.PendingUpdates().IterBatched(256, func(batch []Entry[netip.Prefix, benchRoute]) (int, error) {
-			return len(batch), nil
-		})
+		programAll(tr)
 		return tr
 	})
 }

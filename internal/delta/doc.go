@@ -10,18 +10,16 @@
 //   - PendingDeletions: keys present in the dataplane but not desired.
 //
 // A driver records intent with Desired().Set/Delete (no I/O), loads the
-// kernel's state with Dataplane().ReplaceAll after a dump (a resync), then
-// walks PendingDeletions and PendingUpdates, programming each key and
+// kernel's state with Dataplane().ReplaceAllIter from a dump (a resync),
+// then walks PendingDeletions and PendingUpdates, programming each key and
 // returning IterActionUpdateDataplane to record that the dataplane now holds
-// it. IterBatched does the same a batch at a time for drivers that send
-// many objects per netlink or syscall batch. SetTracker is the variant for
-// sets, where only membership matters.
+// it.
 //
 // Memory: a key that is in sync is stored once, in a single map entry; a key
 // with a pending update whose dataplane value is stale is stored twice. No
 // other per-key allocation is made, except the temporary set of seen keys
-// that a ReplaceAll builds. Pending maps that drain after holding many keys
-// (a first full sync) are dropped, so their memory is returned.
+// that a ReplaceAllIter builds. Pending maps that drain after holding many
+// keys (a first full sync) are dropped, so their memory is returned.
 //
 // Values are stored as given and may be shared between views: when desired
 // and dataplane agree, Dataplane().Get returns the desired value. Never

@@ -26,12 +26,25 @@ func Example() {
 	tr.Desired().Set(p("10.0.2.0/24"), route{Dev: "eth1"})
 	tr.Desired().Set(p("10.0.3.0/24"), route{Dev: "eth0"})
 
-	// What a dump of the kernel found.
-	tr.Dataplane().ReplaceAll(map[netip.Prefix]route{
-		p("10.0.1.0/24"):    {Dev: "eth0"},              // already right
-		p("10.0.2.0/24"):    {Dev: "eth0"},              // wrong device
-		p("192.168.0.0/16"): {Dev: "eth9", Metric: 100}, // not ours any more
+	// What a dump of the kernel found, fed in as the dump reports it.
+	found := []struct {
+		dst netip.Prefix
+		r   route
+	}{
+		{p("10.0.1.0/24"), route{Dev: "eth0"}},                 // already right
+		{p("10.0.2.0/24"), route{Dev: "eth0"}},                 // wrong device
+		{p("192.168.0.0/16"), route{Dev: "eth9", Metric: 100}}, // not ours any more
+	}
+	err := tr.Dataplane().ReplaceAllIter(func(add func(netip.Prefix, route)) error {
+		for _, f := range found {
+			add(f.dst, f.r)
+		}
+		return nil // a dump error would leave the dataplane view unpruned
 	})
+	if err != nil {
+		fmt.Println("dump:", err)
+		return
+	}
 
 	var ops []string
 	tr.PendingDeletions().Iter(func(dst netip.Prefix, r route) delta.IterAction {
@@ -68,24 +81,6 @@ func ExampleNew() {
 	// rewrite set-a with [10.0.0.1 10.0.0.2]
 }
 
-// IterBatched hands pending work to the driver a batch at a time; the driver
-// says how many entries of each batch the kernel accepted.
-func ExamplePendingUpdates_IterBatched() {
-	tr := delta.NewComparable[int, string]()
-	for i := range 5 {
-		tr.Desired().Set(i, fmt.Sprint("value-", i))
-	}
-	batches := 0
-	err := tr.PendingUpdates().IterBatched(2, func(batch []delta.Entry[int, string]) (int, error) {
-		batches++
-		// Send the batch to the kernel here; all were accepted.
-		return len(batch), nil
-	})
-	fmt.Println("err:", err, "batches:", batches, "pending:", tr.PendingUpdates().Len())
-	// Output:
-	// err: <nil> batches: 3 pending: 0
-}
-
 // ReplaceAllIter feeds a dump straight into the dataplane view; a failed
 // dump removes nothing.
 func ExampleDataplane_ReplaceAllIter() {
@@ -99,27 +94,4 @@ func ExampleDataplane_ReplaceAllIter() {
 	fmt.Println(err, tr.PendingUpdates().Len(), tr.PendingDeletions().Len())
 	// Output:
 	// <nil> 0 1
-}
-
-// A SetTracker tracks membership only, for example the members of an IP set.
-func ExampleSetTracker() {
-	s := delta.NewSet[netip.Addr]()
-	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
-	s.Desired().Add(a)
-	s.Desired().Add(b)
-	s.Dataplane().ReplaceAll(slices.Values([]netip.Addr{b, c}))
-
-	s.PendingDeletions().Iter(func(m netip.Addr) delta.IterAction {
-		fmt.Println("del", m)
-		return delta.IterActionUpdateDataplane
-	})
-	s.PendingAdds().Iter(func(m netip.Addr) delta.IterAction {
-		fmt.Println("add", m)
-		return delta.IterActionUpdateDataplane
-	})
-	fmt.Println("in sync:", s.InSync())
-	// Output:
-	// del 10.0.0.3
-	// add 10.0.0.1
-	// in sync: true
 }

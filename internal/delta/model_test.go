@@ -68,7 +68,7 @@ func (s *byteSource) done() bool { return s.i >= len(s.b) }
 
 var errInjected = errors.New("injected")
 
-const numOps = 11
+const numOps = 8
 
 // step applies one operation chosen by src to both tr and m and returns a
 // description for failure messages.
@@ -95,21 +95,12 @@ func step(t testing.TB, tr *Tracker[int, int], m *model, src *byteSource) string
 		tr.Dataplane().Delete(k)
 		delete(m.dataplane, k)
 		return fmt.Sprintf("Dataplane.Delete(%d)", k)
-	case 4:
-		tr.Desired().DeleteAll()
-		clear(m.desired)
-		return "Desired.DeleteAll"
-	case 5:
-		fresh := map[int]int{}
-		for range src.next(modelKeys + 1) {
-			fresh[src.next(modelKeys)] = src.next(modelValues)
-		}
-		tr.Dataplane().ReplaceAll(fresh)
-		m.dataplane = maps.Clone(fresh)
-		return fmt.Sprintf("Dataplane.ReplaceAll(%v)", fresh)
-	case 6:
-		// A dump that fails part way: what was seen is recorded, nothing
-		// is removed.
+	case 4, 5:
+		// A dump of the kernel, possibly reporting a key twice (the later
+		// value wins). A successful dump (4) removes the keys it did not
+		// report; a dump that fails part way (5) records what it saw and
+		// removes nothing.
+		fail := op == 5
 		var seen [][2]int
 		for range src.next(modelKeys + 1) {
 			seen = append(seen, [2]int{src.next(modelKeys), src.next(modelValues)})
@@ -120,15 +111,23 @@ func step(t testing.TB, tr *Tracker[int, int], m *model, src *byteSource) string
 				add(kv[0], kv[1])
 			}
 			leaked = add
-			return errInjected
+			if fail {
+				return errInjected
+			}
+			return nil
 		})
-		require.ErrorIs(t, err, errInjected)
 		leaked(0, 99) // must be ignored: the dump has returned
+		if fail {
+			require.ErrorIs(t, err, errInjected)
+		} else {
+			require.NoError(t, err)
+			clear(m.dataplane)
+		}
 		for _, kv := range seen {
 			m.dataplane[kv[0]] = kv[1]
 		}
-		return fmt.Sprintf("Dataplane.ReplaceAllIter(failing, %v)", seen)
-	case 7:
+		return fmt.Sprintf("Dataplane.ReplaceAllIter(fail=%v, %v)", fail, seen)
+	case 6:
 		want := m.pendingUpdates()
 		visited := map[int]bool{}
 		tr.PendingUpdates().Iter(func(k, v int) IterAction {
@@ -143,7 +142,7 @@ func step(t testing.TB, tr *Tracker[int, int], m *model, src *byteSource) string
 		})
 		require.Len(t, visited, len(want))
 		return "PendingUpdates.Iter"
-	case 8:
+	case 7:
 		want := m.pendingDeletions()
 		visited := map[int]bool{}
 		tr.PendingDeletions().Iter(func(k, v int) IterAction {
@@ -158,52 +157,6 @@ func step(t testing.TB, tr *Tracker[int, int], m *model, src *byteSource) string
 		})
 		require.Len(t, visited, len(want))
 		return "PendingDeletions.Iter"
-	case 9, 10:
-		updates := op == 9
-		want := m.pendingDeletions()
-		view := tr.PendingDeletions().IterBatched
-		if updates {
-			want = m.pendingUpdates()
-			view = tr.PendingUpdates().IterBatched
-		}
-		n := 1 + src.next(4)
-		failAt := src.next(4) // 0 = never fail
-		calls := 0
-		visited := map[int]bool{}
-		err := view(n, func(batch []Entry[int, int]) (int, error) {
-			calls++
-			require.NotEmpty(t, batch)
-			require.LessOrEqual(t, len(batch), n)
-			for _, e := range batch {
-				require.False(t, visited[e.Key], "key %d in two batches", e.Key)
-				visited[e.Key] = true
-				require.Equal(t, want[e.Key], e.Value)
-			}
-			if src.next(2) == 1 { // successes need not come first in the kernel
-				for i, j := 0, len(batch)-1; i < j; i, j = i+1, j-1 {
-					batch[i], batch[j] = batch[j], batch[i]
-				}
-			}
-			done := src.next(len(batch) + 1)
-			for _, e := range batch[:done] {
-				if updates {
-					m.dataplane[e.Key] = m.desired[e.Key]
-				} else {
-					delete(m.dataplane, e.Key)
-				}
-			}
-			if calls == failAt {
-				return done, errInjected
-			}
-			return done, nil
-		})
-		if failAt > 0 && calls == failAt {
-			require.ErrorIs(t, err, errInjected)
-		} else {
-			require.NoError(t, err)
-			require.Len(t, visited, len(want))
-		}
-		return fmt.Sprintf("IterBatched(updates=%v, n=%d, failAt=%d)", updates, n, failAt)
 	}
 	panic("unreachable")
 }
@@ -282,9 +235,9 @@ func TestTrackerMatchesModel(t *testing.T) {
 }
 
 func FuzzTracker(f *testing.F) {
-	f.Add([]byte{0, 1, 2, 2, 1, 2, 7, 1})
-	f.Add([]byte{2, 3, 1, 0, 3, 1, 4, 5, 3, 3, 1, 4, 2, 8, 1})
-	f.Add([]byte{0, 1, 1, 0, 2, 1, 9, 1, 0, 1, 1, 10, 0, 2, 0, 6, 2, 1, 1, 9})
+	f.Add([]byte{0, 1, 2, 2, 1, 2, 6, 1})
+	f.Add([]byte{2, 3, 1, 0, 3, 1, 1, 5, 3, 3, 1, 4, 2, 7, 1})
+	f.Add([]byte{0, 1, 1, 0, 2, 1, 4, 3, 1, 2, 2, 0, 1, 0, 6, 1, 7, 1, 5, 1, 3, 0, 1, 1})
 	f.Fuzz(func(t *testing.T, program []byte) {
 		runProgram(t, program)
 	})
@@ -304,9 +257,14 @@ func TestStoresShrinkAfterBulkChanges(t *testing.T) {
 
 	// A resync that finds everything programmed drains updates.
 	dump := maps.Clone(mdl.desired)
-	tr.Dataplane().ReplaceAll(dump)
+	require.NoError(t, tr.Dataplane().ReplaceAllIter(func(add func(int, int)) error {
+		for k, v := range dump {
+			add(k, v)
+		}
+		return nil
+	}))
 	mdl.dataplane = maps.Clone(dump)
-	checkModel(t, tr, mdl, "ReplaceAll")
+	checkModel(t, tr, mdl, "ReplaceAllIter")
 	assert.Nil(t, tr.updates.m, "drained update map is dropped")
 
 	// Every value changes in the kernel: updates and stale fill up, then a
@@ -325,18 +283,20 @@ func TestStoresShrinkAfterBulkChanges(t *testing.T) {
 	assert.Nil(t, tr.updates.m)
 	assert.Nil(t, tr.stale.m)
 
-	// DeleteAll moves everything to deletions; batched deletion drains it.
-	tr.Desired().DeleteAll()
-	clear(mdl.desired)
-	checkModel(t, tr, mdl, "DeleteAll")
-	assert.NotNil(t, tr.inSync.m, "in-sync map kept for a rebuild")
-	require.NoError(t, tr.PendingDeletions().IterBatched(100, func(b []Entry[int, int]) (int, error) {
-		for _, e := range b {
-			delete(mdl.dataplane, e.Key)
-		}
-		return len(b), nil
-	}))
-	checkModel(t, tr, mdl, "PendingDeletions.IterBatched")
+	// Nothing is desired any more: in-sync drains into deletions, then a
+	// deletion pass drains those.
+	for k := range n {
+		tr.Desired().Delete(k)
+		delete(mdl.desired, k)
+	}
+	checkModel(t, tr, mdl, "Desired.Delete of every key")
+	assert.Nil(t, tr.inSync.m, "drained in-sync map is dropped")
+	require.Len(t, tr.deletions.m, n)
+	tr.PendingDeletions().Iter(func(k, _ int) IterAction {
+		delete(mdl.dataplane, k)
+		return IterActionUpdateDataplane
+	})
+	checkModel(t, tr, mdl, "PendingDeletions.Iter")
 	assert.Nil(t, tr.deletions.m)
 
 	// The tracker still works after its maps were dropped.

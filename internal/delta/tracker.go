@@ -33,25 +33,8 @@ func (a IterAction) String() string {
 	}
 }
 
-// Sentinel errors returned by the Tracker's batch and resync helpers.
-var (
-	// ErrInvalidBatchSize is returned by IterBatched for a batch size < 1.
-	ErrInvalidBatchSize = errors.New("delta: batch size must be at least 1")
-	// ErrNilFunc is returned when a required callback is nil.
-	ErrNilFunc = errors.New("delta: callback must not be nil")
-	// ErrInvalidCount is returned by IterBatched when the callback reports
-	// more programmed entries than the batch held, or a negative number.
-	ErrInvalidCount = errors.New("delta: callback reported an invalid programmed count")
-)
-
-// Entry is one key and its value, as handed to IterBatched callbacks.
-type Entry[K comparable, V any] struct {
-	// Key is the tracked key.
-	Key K
-	// Value is the desired value for a pending update, or the dataplane
-	// value for a pending deletion.
-	Value V
-}
+// ErrNilFunc is returned when a required callback is nil.
+var ErrNilFunc = errors.New("delta: callback must not be nil")
 
 // Tracker records desired and dataplane state for keys of type K with values
 // of type V and maintains the pending updates and deletions between them.
@@ -115,15 +98,6 @@ func (s *store[K, V]) del(k K) {
 	if len(s.m) == 0 && s.peak >= shrinkMin {
 		s.m, s.peak = nil, 0
 	}
-}
-
-// reset empties s, keeping its memory when keep is true.
-func (s *store[K, V]) reset(keep bool) {
-	if keep || s.peak < shrinkMin {
-		clear(s.m)
-		return
-	}
-	s.m, s.peak = nil, 0
 }
 
 // New returns an empty Tracker that compares values with equal. A nil equal
@@ -281,23 +255,6 @@ func (d Desired[K, V]) Set(k K, v V) { d.t.setDesired(k, v) }
 // nothing.
 func (d Desired[K, V]) Delete(k K) { d.t.deleteDesired(k) }
 
-// DeleteAll records that nothing is desired: every key in the dataplane
-// becomes a pending deletion. A driver that rebuilds its desired state from
-// scratch calls DeleteAll and then Set for everything it wants; keys set
-// back to their dataplane value are in sync again.
-func (d Desired[K, V]) DeleteAll() {
-	t := d.t
-	for k, v := range t.inSync.m {
-		t.deletions.put(k, v)
-	}
-	for k, v := range t.stale.m {
-		t.deletions.put(k, v)
-	}
-	t.inSync.reset(true) // a rebuild usually refills it
-	t.updates.reset(false)
-	t.stale.reset(false)
-}
-
 // Len returns the number of desired keys.
 func (d Desired[K, V]) Len() int { return len(d.t.inSync.m) + len(d.t.updates.m) }
 
@@ -359,19 +316,6 @@ func (d Dataplane[K, V]) All() iter.Seq2[K, V] {
 			}
 		}
 	}
-}
-
-// ReplaceAll replaces the whole dataplane view with m, a fresh dump of the
-// kernel, and recomputes what is pending. Keys whose value did not change
-// are not touched. m is only read.
-func (d Dataplane[K, V]) ReplaceAll(m map[K]V) {
-	// The callback cannot fail, so neither can ReplaceAllIter.
-	_ = d.ReplaceAllIter(func(add func(K, V)) error {
-		for k, v := range m {
-			add(k, v)
-		}
-		return nil
-	})
 }
 
 // ReplaceAllIter replaces the whole dataplane view with what dump reports.
@@ -447,26 +391,6 @@ func (p PendingUpdates[K, V]) Iter(fn func(k K, v V) IterAction) {
 	}
 }
 
-// IterBatched hands the pending updates to send in batches of at most n
-// entries. send programs the batch and returns how many entries, from the
-// start of the batch, are now in the kernel; those are recorded in the
-// dataplane view. If the successes are not a prefix, send may reorder the
-// batch in place so that they come first. Entries not counted stay pending.
-//
-// When send returns an error, the counted entries are still recorded,
-// iteration stops and the error is returned as is. The batch slice is
-// reused between calls: send must not keep it, nor modify the tracker.
-func (p PendingUpdates[K, V]) IterBatched(n int, send func(batch []Entry[K, V]) (programmed int, err error)) error {
-	if send == nil {
-		return ErrNilFunc
-	}
-	return iterBatched(p.t.updates.m, n, makeEntry[K, V], entryKey[K, V], send, func(k K) {
-		if v, ok := p.t.updates.get(k); ok {
-			p.t.markUpdated(k, v)
-		}
-	})
-}
-
 // PendingDeletions is the view of keys in the dataplane that are not
 // desired. Obtain it with Tracker.PendingDeletions.
 type PendingDeletions[K comparable, V any] struct{ t *Tracker[K, V] }
@@ -492,60 +416,4 @@ func (p PendingDeletions[K, V]) Iter(fn func(k K, v V) IterAction) {
 			p.t.deletions.del(k)
 		}
 	}
-}
-
-// IterBatched hands the pending deletions, with their dataplane values, to
-// send in batches of at most n entries. send deletes the batch from the
-// kernel and returns how many entries, from the start of the batch, are
-// gone; those are removed from the dataplane view. The rules of
-// PendingUpdates.IterBatched apply.
-func (p PendingDeletions[K, V]) IterBatched(n int, send func(batch []Entry[K, V]) (programmed int, err error)) error {
-	if send == nil {
-		return ErrNilFunc
-	}
-	return iterBatched(p.t.deletions.m, n, makeEntry[K, V], entryKey[K, V], send, func(k K) {
-		p.t.deletions.del(k)
-	})
-}
-
-func makeEntry[K comparable, V any](k K, v V) Entry[K, V] { return Entry[K, V]{Key: k, Value: v} }
-func entryKey[K comparable, V any](e Entry[K, V]) K       { return e.Key }
-
-// iterBatched walks m, collecting up to n elements made by mk, hands each
-// batch to send and calls mark for the key of every element send counted.
-// mark may delete the key from m (deleting visited keys during a range is
-// safe).
-func iterBatched[K comparable, V, E any](m map[K]V, n int, mk func(K, V) E, key func(E) K,
-	send func([]E) (int, error), mark func(K)) error {
-	if n < 1 {
-		return fmt.Errorf("%w: got %d", ErrInvalidBatchSize, n)
-	}
-	if len(m) == 0 {
-		return nil
-	}
-	batch := make([]E, 0, min(n, len(m)))
-	flush := func() error {
-		done, err := send(batch)
-		if done < 0 || done > len(batch) {
-			return fmt.Errorf("%w: %d for a batch of %d", ErrInvalidCount, done, len(batch))
-		}
-		for _, e := range batch[:done] {
-			mark(key(e))
-		}
-		clear(batch) // drop references so the GC is not held up
-		batch = batch[:0]
-		return err
-	}
-	for k, v := range m {
-		batch = append(batch, mk(k, v))
-		if len(batch) == n {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if len(batch) > 0 {
-		return flush()
-	}
-	return nil
 }

@@ -3,7 +3,6 @@ package delta
 import (
 	"errors"
 	"maps"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,30 +27,43 @@ func snapshot(tr *Tracker[string, int]) state {
 
 type m = map[string]int
 
+// replaceAll loads dump into tr's dataplane view through ReplaceAllIter, as
+// a driver does after a successful kernel dump.
+func replaceAll[K comparable, V any](tb testing.TB, tr *Tracker[K, V], dump map[K]V) {
+	tb.Helper()
+	err := tr.Dataplane().ReplaceAllIter(func(add func(K, V)) error {
+		for k, v := range dump {
+			add(k, v)
+		}
+		return nil
+	})
+	require.NoError(tb, err)
+}
+
 func TestTrackerTransitions(t *testing.T) {
 	tests := []struct {
 		name string
-		ops  func(tr *Tracker[string, int])
+		ops  func(t testing.TB, tr *Tracker[string, int])
 		want state
 	}{
 		{
 			name: "empty",
-			ops:  func(*Tracker[string, int]) {},
+			ops:  func(testing.TB, *Tracker[string, int]) {},
 			want: state{m{}, m{}, m{}, m{}},
 		},
 		{
 			name: "desired only is a pending update",
-			ops:  func(tr *Tracker[string, int]) { tr.Desired().Set("a", 1) },
+			ops:  func(_ testing.TB, tr *Tracker[string, int]) { tr.Desired().Set("a", 1) },
 			want: state{m{"a": 1}, m{}, m{"a": 1}, m{}},
 		},
 		{
 			name: "dataplane only is a pending deletion",
-			ops:  func(tr *Tracker[string, int]) { tr.Dataplane().Set("a", 1) },
+			ops:  func(_ testing.TB, tr *Tracker[string, int]) { tr.Dataplane().Set("a", 1) },
 			want: state{m{}, m{"a": 1}, m{}, m{"a": 1}},
 		},
 		{
 			name: "equal values are in sync",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("a", 1)
 				tr.Dataplane().Set("a", 1)
 			},
@@ -59,7 +71,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "dataplane first then equal desired is in sync",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Dataplane().Set("a", 1)
 				tr.Desired().Set("a", 1)
 			},
@@ -67,7 +79,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "different values are a pending update",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("a", 1)
 				tr.Dataplane().Set("a", 2)
 			},
@@ -75,7 +87,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "desired changed back to the dataplane value is in sync",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Dataplane().Set("a", 2)
 				tr.Desired().Set("a", 1)
 				tr.Desired().Set("a", 2)
@@ -84,7 +96,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "in sync key changed in the dataplane",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("a", 1)
 				tr.Dataplane().Set("a", 1)
 				tr.Dataplane().Set("a", 3)
@@ -93,7 +105,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "in sync key deleted from the dataplane",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("a", 1)
 				tr.Dataplane().Set("a", 1)
 				tr.Dataplane().Delete("a")
@@ -102,7 +114,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "in sync key no longer desired",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("a", 1)
 				tr.Dataplane().Set("a", 1)
 				tr.Desired().Delete("a")
@@ -111,7 +123,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "stale key no longer desired keeps its dataplane value",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("a", 1)
 				tr.Dataplane().Set("a", 2)
 				tr.Desired().Delete("a")
@@ -120,7 +132,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "pending deletion desired again",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Dataplane().Set("a", 2)
 				tr.Desired().Set("a", 5)
 			},
@@ -128,7 +140,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "dataplane catches up with a pending update",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("a", 1)
 				tr.Dataplane().Set("a", 2)
 				tr.Dataplane().Set("a", 1)
@@ -137,7 +149,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "stale value removed from the dataplane",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("a", 1)
 				tr.Dataplane().Set("a", 2)
 				tr.Dataplane().Delete("a")
@@ -146,7 +158,7 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "pending deletion done externally",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Dataplane().Set("a", 1)
 				tr.Dataplane().Delete("a")
 			},
@@ -154,51 +166,55 @@ func TestTrackerTransitions(t *testing.T) {
 		},
 		{
 			name: "deleting absent keys does nothing",
-			ops: func(tr *Tracker[string, int]) {
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Delete("x")
 				tr.Dataplane().Delete("y")
 			},
 			want: state{m{}, m{}, m{}, m{}},
 		},
 		{
-			name: "DeleteAll then rebuild keeps matching keys in sync",
-			ops: func(tr *Tracker[string, int]) {
+			name: "deleting every desired key then rebuilding keeps matching keys in sync",
+			ops: func(_ testing.TB, tr *Tracker[string, int]) {
 				for k, v := range (m{"a": 1, "b": 2, "c": 3}) {
 					tr.Desired().Set(k, v)
 					tr.Dataplane().Set(k, v)
 				}
 				tr.Dataplane().Set("c", 9)
 				tr.Desired().Set("d", 4)
-				tr.Desired().DeleteAll()
+				for _, k := range []string{"a", "b", "c", "d"} {
+					tr.Desired().Delete(k)
+				}
 				tr.Desired().Set("a", 1)
 				tr.Desired().Set("b", 7)
 			},
 			want: state{m{"a": 1, "b": 7}, m{"a": 1, "b": 2, "c": 9}, m{"b": 7}, m{"c": 9}},
 		},
 		{
-			name: "ReplaceAll recomputes everything",
-			ops: func(tr *Tracker[string, int]) {
+			name: "ReplaceAllIter recomputes everything",
+			ops: func(t testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("same", 1)
 				tr.Desired().Set("changed", 1)
 				tr.Desired().Set("missing", 1)
+				tr.Desired().Set("stale", 1)
 				tr.Dataplane().Set("missing", 1)
+				tr.Dataplane().Set("stale", 2)
 				tr.Dataplane().Set("gone", 1)
-				tr.Dataplane().ReplaceAll(m{"same": 1, "changed": 2, "extra": 3})
+				replaceAll(t, tr, m{"same": 1, "changed": 2, "extra": 3})
 			},
 			want: state{
-				desired:   m{"same": 1, "changed": 1, "missing": 1},
+				desired:   m{"same": 1, "changed": 1, "missing": 1, "stale": 1},
 				dataplane: m{"same": 1, "changed": 2, "extra": 3},
-				updates:   m{"changed": 1, "missing": 1},
+				updates:   m{"changed": 1, "missing": 1, "stale": 1},
 				deletions: m{"extra": 3},
 			},
 		},
 		{
-			name: "ReplaceAll with nothing empties the dataplane",
-			ops: func(tr *Tracker[string, int]) {
+			name: "ReplaceAllIter with an empty dump empties the dataplane",
+			ops: func(t testing.TB, tr *Tracker[string, int]) {
 				tr.Desired().Set("a", 1)
 				tr.Dataplane().Set("a", 1)
 				tr.Dataplane().Set("b", 1)
-				tr.Dataplane().ReplaceAll(nil)
+				replaceAll(t, tr, nil)
 			},
 			want: state{m{"a": 1}, m{}, m{"a": 1}, m{}},
 		},
@@ -206,7 +222,7 @@ func TestTrackerTransitions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := NewComparable[string, int]()
-			tc.ops(tr)
+			tc.ops(t, tr)
 			got := snapshot(tr)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, len(tc.want.desired), tr.Desired().Len())
@@ -307,6 +323,27 @@ func TestReplaceAllIter(t *testing.T) {
 		require.ErrorIs(t, err, boom)
 		assert.Equal(t, m{"kept": 1, "other": 1, "new": 5}, maps.Collect(tr.Dataplane().All()))
 	})
+	t.Run("add after the dump returned is ignored", func(t *testing.T) {
+		tr := NewComparable[string, int]()
+		var leaked func(string, int)
+		err := tr.Dataplane().ReplaceAllIter(func(add func(string, int)) error {
+			add("a", 1)
+			leaked = add
+			return nil
+		})
+		require.NoError(t, err)
+		leaked("b", 2)
+		leaked("a", 3)
+		assert.Equal(t, m{"a": 1}, maps.Collect(tr.Dataplane().All()))
+	})
+	t.Run("a failed dump keeps unreported stale values", func(t *testing.T) {
+		tr := NewComparable[string, int]()
+		tr.Desired().Set("a", 1)
+		tr.Dataplane().Set("a", 2)
+		err := tr.Dataplane().ReplaceAllIter(func(func(string, int)) error { return errors.New("dump failed") })
+		require.Error(t, err)
+		assert.Equal(t, state{m{"a": 1}, m{"a": 2}, m{"a": 1}, m{}}, snapshot(tr))
+	})
 	t.Run("nil dump is an error and changes nothing", func(t *testing.T) {
 		tr := NewComparable[string, int]()
 		tr.Dataplane().Set("a", 1)
@@ -315,171 +352,28 @@ func TestReplaceAllIter(t *testing.T) {
 	})
 }
 
-func TestIterBatched(t *testing.T) {
-	newTracker := func() *Tracker[int, int] {
-		tr := NewComparable[int, int]()
-		for k := range 10 {
-			tr.Desired().Set(k, k*10)
-			tr.Dataplane().Set(100+k, k)
-		}
-		return tr
-	}
-	boom := errors.New("netlink batch failed")
-
-	tests := []struct {
-		name      string
-		n         int
-		send      func(calls int, batch []Entry[int, int]) (int, error)
-		wantErr   error
-		wantCalls int
-		wantLeft  int // pending after the call
-	}{
-		{
-			name:      "all succeed in batches of 3",
-			n:         3,
-			send:      func(_ int, b []Entry[int, int]) (int, error) { return len(b), nil },
-			wantCalls: 4,
-		},
-		{
-			name:      "batch larger than pending",
-			n:         100,
-			send:      func(_ int, b []Entry[int, int]) (int, error) { return len(b), nil },
-			wantCalls: 1,
-		},
-		{
-			name:      "partial success continues",
-			n:         4,
-			send:      func(_ int, b []Entry[int, int]) (int, error) { return len(b) / 2, nil },
-			wantCalls: 3,
-			wantLeft:  10 - (2 + 2 + 1),
-		},
-		{
-			name: "error stops after recording the prefix",
-			n:    4,
-			send: func(calls int, b []Entry[int, int]) (int, error) {
-				if calls == 2 {
-					return 1, boom
-				}
-				return len(b), nil
-			},
-			wantErr:   boom,
-			wantCalls: 2,
-			wantLeft:  10 - 5,
-		},
-		{
-			name:      "count above batch size is rejected",
-			n:         4,
-			send:      func(_ int, b []Entry[int, int]) (int, error) { return len(b) + 1, nil },
-			wantErr:   ErrInvalidCount,
-			wantCalls: 1,
-			wantLeft:  10,
-		},
-		{
-			name:      "negative count is rejected",
-			n:         4,
-			send:      func(int, []Entry[int, int]) (int, error) { return -1, nil },
-			wantErr:   ErrInvalidCount,
-			wantCalls: 1,
-			wantLeft:  10,
-		},
-		{
-			name:     "zero batch size",
-			n:        0,
-			send:     func(_ int, b []Entry[int, int]) (int, error) { return len(b), nil },
-			wantErr:  ErrInvalidBatchSize,
-			wantLeft: 10,
-		},
-	}
-	for _, tc := range tests {
-		for _, kind := range []string{"updates", "deletions"} {
-			t.Run(tc.name+"/"+kind, func(t *testing.T) {
-				tr := newTracker()
-				pending := tr.PendingUpdates().Len
-				iter := tr.PendingUpdates().IterBatched
-				if kind == "deletions" {
-					pending = tr.PendingDeletions().Len
-					iter = tr.PendingDeletions().IterBatched
-				}
-				calls := 0
-				err := iter(tc.n, func(b []Entry[int, int]) (int, error) {
-					calls++
-					require.LessOrEqual(t, len(b), tc.n)
-					return tc.send(calls, b)
-				})
-				if tc.wantErr != nil {
-					require.ErrorIs(t, err, tc.wantErr)
-				} else {
-					require.NoError(t, err)
-				}
-				assert.Equal(t, tc.wantCalls, calls)
-				assert.Equal(t, tc.wantLeft, pending())
-				// Both views stay consistent with each other.
-				assert.Equal(t, 10, tr.Desired().Len())
-				if kind == "updates" {
-					assert.Equal(t, 10+(10-tc.wantLeft), tr.Dataplane().Len())
-				} else {
-					assert.Equal(t, tc.wantLeft, tr.Dataplane().Len())
-				}
-			})
-		}
-	}
-}
-
-func TestIterBatchedMarksReorderedSuccesses(t *testing.T) {
-	tr := NewComparable[int, int]()
-	for k := range 4 {
-		tr.Desired().Set(k, k)
-	}
-	// The "kernel" accepts only even keys; the callback moves them first.
-	err := tr.PendingUpdates().IterBatched(4, func(b []Entry[int, int]) (int, error) {
-		slices.SortFunc(b, func(x, y Entry[int, int]) int { return x.Key%2 - y.Key%2 })
-		ok := 0
-		for _, e := range b {
-			if e.Key%2 == 0 {
-				ok++
-			}
-		}
-		return ok, nil
-	})
-	require.NoError(t, err)
-	assert.Equal(t, map[int]int{0: 0, 2: 2}, maps.Collect(tr.Dataplane().All()))
-	_, ok := tr.PendingUpdates().Get(1)
-	assert.True(t, ok)
-	_, ok = tr.PendingUpdates().Get(2)
-	assert.False(t, ok)
-}
-
-func TestIterBatchedNilSend(t *testing.T) {
-	tr := NewComparable[int, int]()
-	tr.Desired().Set(1, 1)
-	require.ErrorIs(t, tr.PendingUpdates().IterBatched(1, nil), ErrNilFunc)
-	require.ErrorIs(t, tr.PendingDeletions().IterBatched(1, nil), ErrNilFunc)
-	assert.Equal(t, 1, tr.PendingUpdates().Len())
-}
-
-func TestIterBatchedEmptyDoesNotCall(t *testing.T) {
-	tr := NewComparable[int, int]()
-	called := false
-	err := tr.PendingUpdates().IterBatched(8, func([]Entry[int, int]) (int, error) { called = true; return 0, nil })
-	require.NoError(t, err)
-	assert.False(t, called)
-}
-
 func TestAllStopsEarly(t *testing.T) {
 	tr := NewComparable[int, int]()
 	for k := range 10 {
 		tr.Desired().Set(k, k)
-		tr.Dataplane().Set(k+5, k)
+		tr.Dataplane().Set(k+5, k+5) // 5..9 in sync, 10..14 stale or deleted
 	}
+	tr.Dataplane().Set(0, 1) // a stale value
 	for _, seq := range []func(func(int, int) bool){tr.Desired().All(), tr.Dataplane().All()} {
-		n := 0
+		total := 0
 		for range seq {
-			n++
-			if n == 3 {
-				break
-			}
+			total++
 		}
-		assert.Equal(t, 3, n)
+		for stop := 1; stop <= total; stop++ {
+			n := 0
+			for range seq {
+				n++
+				if n == stop {
+					break
+				}
+			}
+			assert.Equal(t, stop, n)
+		}
 	}
 }
 
