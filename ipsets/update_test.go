@@ -1,8 +1,11 @@
 package ipsets_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
@@ -125,56 +129,162 @@ func TestUpdateNeverShrinksBelowOldAndNew(t *testing.T) {
 	}
 }
 
+// failRestoreAt returns a runner that passes every command to k, except
+// that the next restore (while *at is not 0) fails at its line *at: that
+// line is armed with k.FailLine for the one restore (ClearFailures
+// follows it), so the fake refuses it as the kernel refuses an add. The
+// lines before it stay written, and the rest are not run. The driver
+// writes a set's adds in map order, so which member a line adds is not
+// known in advance, only where the restore stops.
+func failRestoreAt(k *ipsetsfake.Kernel, at *int) command.Runner {
+	return command.RunnerFunc(func(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+		if *at == 0 || len(args) == 0 || args[0] != "restore" {
+			return k.Run(ctx, stdin, name, args...)
+		}
+		in, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, err
+		}
+		lines := strings.Split(string(in), "\n")
+		if *at <= len(lines) && lines[*at-1] != "" {
+			k.FailLine(lines[*at-1], "")
+			defer k.ClearFailures()
+		}
+		*at = 0
+		return k.Run(ctx, bytes.NewReader(in), name, args...)
+	})
+}
+
+// addedOn returns the members that lines first to last (1-based) of
+// script add; each of them must be an add of a hash:ip member.
+func addedOn(t *testing.T, script string, first, last int) []ipsets.Member {
+	t.Helper()
+	lines := strings.Split(script, "\n")
+	require.GreaterOrEqual(t, len(lines), last, "script %q", script)
+	var out []ipsets.Member
+	for _, line := range lines[first-1 : last] {
+		f := strings.Fields(line)
+		require.True(t, len(f) >= 3 && f[0] == "add", "line %q", line)
+		m, err := ipsets.ParseMember(ipsets.HashIP, f[2])
+		require.NoError(t, err)
+		out = append(out, m)
+	}
+	return out
+}
+
+func added(set string, ms []ipsets.Member) []ipsets.MemberChange {
+	out := make([]ipsets.MemberChange, len(ms))
+	for i, m := range ms {
+		out[i] = ipsets.MemberChange{Set: set, Member: m, Added: true}
+	}
+	return out
+}
+
+func memberTexts(ms []ipsets.Member) []string {
+	ms = slices.Clone(ms)
+	slices.SortFunc(ms, ipsets.Member.Compare)
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.String()
+	}
+	return out
+}
+
+// failedUpdate adds ms[1:] to a set holding ms[0] in a restore that fails
+// at line at, then retries it. It checks that the adds written before the
+// failing line are read back and reported, the failing one and those
+// after it once the retry writes them: each member once, and the driver's
+// view of the kernel is the kernel's (nothing is left to write).
+func failedUpdate(t *testing.T, ms []ipsets.Member, at int) (*ipsets.IPSets, *ipsetsfake.Kernel, *clock.Fake, *[]ipsets.MemberChange) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(0, 0))
+	got := new([]ipsets.MemberChange)
+	k := ipsetsfake.New()
+	failAt := 0
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: failRestoreAt(k, &failAt), Clock: clk,
+		OnMemberChange: func(c ipsets.MemberChange) { *got = append(*got, c) }})
+	require.NoError(t, err)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 10}, ms[:1]))
+	apply(t, d)
+	*got = nil
+
+	require.NoError(t, d.AddMembers("s", ms[1:]))
+	k.ResetCalls()
+	failAt = at
+	res, err := d.Apply(context.Background())
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	require.Equal(t, 1, k.CountCalls("restore"), "the failed set waits for its retry")
+	script := k.Calls()[0].Stdin
+	require.Equal(t, len(ms)-1, strings.Count(script, "\n"), "one add per new member: %q", script)
+	written := addedOn(t, script, 1, at-1)
+	rest := addedOn(t, script, at, len(ms)-1)
+	kernel, _ := k.Members("np4-s")
+	require.Equal(t, memberTexts(append(slices.Clone(ms[:1]), written...)), kernel, "the restore stopped at line %d", at)
+	assert.ElementsMatch(t, added("s", written), *got, "the adds before line %d are reported", at)
+	first := slices.Clone(*got)
+
+	clk.Advance(res.RetryAfter)
+	*got = nil
+	k.ResetCalls()
+	apply(t, d)
+	assert.ElementsMatch(t, added("s", rest), *got, "the retry reports the adds it wrote")
+	assert.ElementsMatch(t, added("s", ms[1:]), append(first, *got...), "each change is reported once")
+	require.Equal(t, 1, k.CountCalls("restore"))
+	retry := lastScript(k)
+	assert.ElementsMatch(t, rest, addedOn(t, retry, 1, strings.Count(retry, "\n")),
+		"the retry writes the failing line and those after it, nothing more")
+	kernel, _ = k.Members("np4-s")
+	require.Equal(t, memberTexts(ms), kernel)
+
+	// The driver's view is the kernel's: re-reading it finds nothing to
+	// write or report.
+	d.QueueResync()
+	*got = nil
+	k.ResetCalls()
+	apply(t, d)
+	assert.Zero(t, k.CountCalls("restore"))
+	assert.Empty(t, *got)
+	return d, k, clk, got
+}
+
 // TestFailedRestoreReportsWhatItWrote: the member changes a failed restore
 // wrote before it stopped are read back and reported, the rest once
 // written; a temporary set a failed swap left behind is destroyed without
 // being reported, and the next swap takes another name meanwhile.
+//
+// The adds of an update come in map order, so the restore is made to fail
+// at a given line rather than at a given member's add: failing at ms[3]'s
+// add wrote two, one or no adds before it, depending on the order.
 func TestFailedRestoreReportsWhatItWrote(t *testing.T) {
-	clk := clock.NewFake(time.Unix(0, 0))
-	var got []ipsets.MemberChange
-	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) {
-		o.Clock = clk
-		o.OnMemberChange = func(c ipsets.MemberChange) { got = append(got, c) }
-	})
 	ms := ipRange(1, 0, 4)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 10}, ms[:1]))
-	apply(t, d)
-	got = nil
-
+	for _, at := range []int{1, 2} {
+		t.Run("line "+strconv.Itoa(at), func(t *testing.T) { failedUpdate(t, ms, at) })
+	}
 	// The third line of the update fails: two adds were written.
-	require.NoError(t, d.AddMembers("s", ms[1:]))
-	k.FailLine("add np4-s "+ms[3].String(), "")
-	res, err := d.Apply(context.Background())
-	require.ErrorIs(t, err, dataplane.ErrPartial)
-	assert.ElementsMatch(t, []ipsets.MemberChange{{Set: "s", Member: ms[1], Added: true}, {Set: "s", Member: ms[2], Added: true}}, got)
-	k.ClearFailures()
-	clk.Advance(res.RetryAfter)
-	got = nil
-	apply(t, d)
-	assert.Equal(t, []ipsets.MemberChange{{Set: "s", Member: ms[3], Added: true}}, got)
+	d, k, clk, got := failedUpdate(t, ms, 3)
 
 	// A swap whose temporary set cannot be destroyed: the set itself is
 	// written (nothing left to retry), the leftover waits for its destroy.
-	got = nil
+	*got = nil
 	k.FailLine("destroy np4-~0", "")
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 20}, ms[:2]))
-	_, err = d.Apply(context.Background())
+	_, err := d.Apply(context.Background())
 	require.NoError(t, err, "the set was written before the failing line")
-	assert.ElementsMatch(t, []ipsets.MemberChange{{Set: "s", Member: ms[2], Added: false}, {Set: "s", Member: ms[3], Added: false}}, got)
+	assert.ElementsMatch(t, []ipsets.MemberChange{{Set: "s", Member: ms[2], Added: false}, {Set: "s", Member: ms[3], Added: false}}, *got)
 	assert.Contains(t, k.Names(), "np4-~0")
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 30}, ms[:2]))
 	_, err = d.Apply(context.Background())
 	require.NoError(t, err)
 	assert.Contains(t, lastScript(k), "swap np4-s np4-~1\n", "the leftover's name is taken")
-	res, err = d.ApplyDeletions(context.Background())
+	res, err := d.ApplyDeletions(context.Background())
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	assert.Contains(t, err.Error(), "set np4-~0: ")
 	k.ClearFailures()
 	clk.Advance(res.RetryAfter)
-	got = nil
+	*got = nil
 	res, err = d.ApplyDeletions(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, res.RetryAfter)
 	assert.Equal(t, []string{"np4-s"}, k.Names())
-	assert.Empty(t, got, "a temporary set's members are not reported")
+	assert.Empty(t, *got, "a temporary set's members are not reported")
 }

@@ -144,7 +144,7 @@ func (k *Kernel) FailNext(n int, sub, stderr string) {
 // FailLine makes every command line (of a restore script, or a command
 // given as arguments) that contains substr fail with msg (MsgInjected when
 // empty), until ClearFailures. A restore stops at that line; the lines
-// before it stay applied.
+// before it stay applied, as when the kernel refuses a line.
 func (k *Kernel) FailLine(substr, msg string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -496,7 +496,11 @@ func (k *Kernel) selected(target []string) ([]*set, *cmdError) {
 }
 
 // restore runs a restore script line by line; it stops at the first
-// failing line, leaving the earlier lines applied.
+// failing line, leaving the earlier lines applied. That is what ipset
+// 7.17 does when the kernel refuses a line. A line refused in user space
+// (a syntax error, a set that does not exist) also loses the lines the
+// binary had not yet sent: it sends the adds (or deletes) of consecutive
+// lines on one set in batches. The fake keeps those lines.
 func (k *Kernel) restore(input []byte, exist bool) *cmdError {
 	sc := bufio.NewScanner(bytes.NewReader(input))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
