@@ -1,6 +1,7 @@
 // Package ifname compiles interface-name patterns and matches names against
 // them, for the packages that let their callers choose interfaces by regular
-// expression (ifacemonitor, mtu, routetable).
+// expression (ifacemonitor, mtu, routetable), and holds the one check of an
+// interface name against the kernel's rules (Valid).
 //
 // Compile turns a list of patterns into regular expressions, with an error
 // that names the option and the bad pattern; callers wrap it with their own
