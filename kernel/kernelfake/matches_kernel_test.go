@@ -596,3 +596,129 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 		}
 	})
 }
+
+// ruleStep is one rule write of TestKernelFakeRulesMatchKernel and the
+// outcome the kernel gives it.
+type ruleStep struct {
+	name string
+	add  bool // AddRule, else DeleteRule
+	rule kernel.Rule
+	want string // errClass of the kernel's answer
+}
+
+// ruleSteps exercise how the kernel compares rules on add (EEXIST) and
+// matches them on delete (the first rule, in list order, that matches every
+// field the request sets), the behaviours internal/fib models for the fake
+// and for the routerule driver. The expected outcomes were observed on
+// kernel 6.18.
+func ruleSteps() []ruleStep {
+	v4, v6 := kernel.IPv4, kernel.IPv6
+	mk := func(fam kernel.Family, prio, table uint32, mods ...func(*kernel.Rule)) kernel.Rule {
+		r := kernel.Rule{Family: fam, Priority: prio, Table: table}
+		if table != 0 {
+			r.Action = kernel.RuleLookup
+		}
+		for _, m := range mods {
+			m(&r)
+		}
+		return r
+	}
+	src := func(s string) func(*kernel.Rule) { return func(r *kernel.Rule) { r.Src = pfx(s) } }
+	dst := func(s string) func(*kernel.Rule) { return func(r *kernel.Rule) { r.Dst = pfx(s) } }
+	mark := func(m, mask uint32) func(*kernel.Rule) { return func(r *kernel.Rule) { r.Mark, r.Mask = m, mask } }
+	action := func(a uint8) func(*kernel.Rule) { return func(r *kernel.Rule) { r.Action = a } }
+	goTo := func(p uint32) func(*kernel.Rule) {
+		return func(r *kernel.Rule) { r.Action, r.Goto = kernel.RuleGoto, p }
+	}
+	iif := func(n string) func(*kernel.Rule) { return func(r *kernel.Rule) { r.IIF = n } }
+	proto := func(p uint8) func(*kernel.Rule) { return func(r *kernel.Rule) { r.Protocol = p } }
+	invert := func(r *kernel.Rule) { r.Invert = true }
+	ports := func(r *kernel.Rule) { r.IPProto, r.DstPorts = 6, kernel.PortRange{Start: 80, End: 80} }
+	const (
+		ok     = "ok"
+		exists = "Exists+EEXIST"
+		absent = "NotFound+ENOENT"
+	)
+	return []ruleStep{
+		{"lookup", true, mk(v4, 100, 100), ok},
+		{"exact duplicate", true, mk(v4, 100, 100), exists},
+		{"narrower after catch-all", true, mk(v4, 100, 100, src("10.0.0.0/8")), ok},
+		{"narrower first", true, mk(v4, 200, 100, src("10.0.0.0/8")), ok},
+		{"catch-all after narrower is a duplicate", true, mk(v4, 200, 100), exists},
+		{"destination does not block a source", true, mk(v4, 200, 100, dst("10.0.0.0/8")), ok},
+		{"inverted mark", true, mk(v4, 100, 100, mark(1, 1), invert), ok},
+		{"invert is not compared", true, mk(v4, 100, 100, mark(1, 1)), exists},
+		{"goto", true, mk(v4, 100, 0, goTo(300)), ok},
+		{"goto target is not compared", true, mk(v4, 100, 0, goTo(400)), exists},
+		{"blackhole", true, mk(v4, 100, 0, action(kernel.RuleBlackhole)), ok},
+		{"prohibit beside blackhole", true, mk(v4, 100, 0, action(kernel.RuleProhibit)), ok},
+		{"unreachable", true, mk(v4, 100, 0, action(kernel.RuleUnreachable)), ok},
+		{"nop", true, mk(v4, 100, 0, action(kernel.RuleNop)), ok},
+		{"mark 0 with mask", true, mk(v4, 70, 100, mark(0, 4)), ok},
+		{"mark with the same mask", true, mk(v4, 70, 100, mark(4, 4)), ok},
+		{"default mask equals full mask", true, mk(v4, 70, 100, mark(4, 0)), ok},
+		{"explicit full mask is a duplicate", true, mk(v4, 70, 100, mark(4, 0xffffffff)), exists},
+		{"iif", true, mk(v4, 60, 100, iif("lo")), ok},
+		{"no iif after iif", true, mk(v4, 60, 100), ok},
+		{"protocol is compared", true, mk(v4, 60, 100, proto(99)), ok},
+		{"ports and ip proto", true, mk(v4, 80, 100, ports), ok},
+		{"default priority", true, mk(v4, 0, 555), ok},
+		{"source with host bits kept", true, mk(v4, 90, 100, src("10.1.2.3/16")), ok},
+
+		{"delete hits the first match: iif lo", false, mk(v4, 60, 100), ok},
+		{"delete with protocol", false, mk(v4, 60, 100, proto(99)), ok},
+		{"delete the blackhole only", false, mk(v4, 100, 0, action(kernel.RuleBlackhole)), ok},
+		{"delete goto by another target", false, mk(v4, 100, 0, goTo(999)), ok},
+		{"delete without invert hits the inverted rule", false, mk(v4, 100, 100, mark(1, 1)), ok},
+		{"delete mark 0/4 wildcards the mark", false, mk(v4, 70, 100, mark(0, 4)), ok},
+		{"delete catch-all template hits the narrower rule first", false, mk(v4, 200, 100), ok},
+		{"delete missing", false, mk(v4, 777, 5), absent},
+		{"delete wrong action", false, mk(v4, 100, 0, action(kernel.RuleBlackhole)), absent},
+		{"delete any action hits the first", false, mk(v4, 100, 0), ok},
+		{"delete by ports", false, mk(v4, 80, 100, ports), ok},
+		{"delete by the host bits kept", false, mk(v4, 90, 100, src("10.1.2.3/16")), ok},
+
+		{"v6 lookup", true, mk(v6, 100, 100, src("fd00::/64")), ok},
+		{"v6 catch-all after narrower", true, mk(v6, 100, 100), exists},
+		{"v6 destination", true, mk(v6, 100, 100, dst("fd00:1::/64")), ok},
+		{"v6 blackhole", true, mk(v6, 101, 0, action(kernel.RuleBlackhole), mark(2, 0)), ok},
+		{"v6 delete", false, mk(v6, 100, 100, dst("fd00:1::/64")), ok},
+		{"v6 delete blackhole as prohibit", false, mk(v6, 101, 0, action(kernel.RuleProhibit)), absent},
+		{"v6 delete blackhole by its mark", false, mk(v6, 0, 0, mark(2, 0)), ok},
+	}
+}
+
+// TestKernelFakeRulesMatchKernel runs ruleSteps on a fresh real namespace
+// and on a fresh Namespace and requires, after every step, the same outcome
+// (the one the kernel is documented to give) and the same rules of both
+// families, in the same order.
+func TestKernelFakeRulesMatchKernel(t *testing.T) {
+	real, err := kernel.Open(kerneltest.NewNS(t).Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = real.Close() })
+	sides := []kernel.Kernel{real, New(Options{})}
+	dump := func(k kernel.Kernel) []string {
+		var out []string
+		for _, fam := range []kernel.Family{kernel.IPv4, kernel.IPv6} {
+			rules, err := k.Rules(bg, fam)
+			require.NoError(t, err)
+			for _, r := range rules {
+				out = append(out, fmt.Sprintf("%+v", r))
+			}
+		}
+		return out
+	}
+	for _, s := range ruleSteps() {
+		var got [2]string
+		for i, k := range sides {
+			if s.add {
+				got[i] = errClass(k.AddRule(bg, s.rule))
+			} else {
+				got[i] = errClass(k.DeleteRule(bg, s.rule))
+			}
+		}
+		assert.Equal(t, s.want, got[0], "step %q: the kernel's answer differs from the documented one", s.name)
+		assert.Equal(t, got[0], got[1], "step %q: kernel vs fake", s.name)
+		assert.Equal(t, dump(sides[0]), dump(sides[1]), "step %q: rules, kernel (-) vs fake (+)", s.name)
+	}
+}
