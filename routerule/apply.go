@@ -1,5 +1,3 @@
-//go:build linux
-
 package routerule
 
 import (
@@ -8,28 +6,23 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/nlutil"
-	"github.com/nodeplane/nodeplane/routerule/internal/fib"
+	"github.com/nodeplane/nodeplane/internal/fib"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // staleRetry is the RetryAfter that Apply asks for when a write showed that
 // its view of the kernel was out of date (a rule to delete was already
-// gone): the next Apply re-reads the kernel.
+// gone, a rule to add already there): the next Apply re-reads the kernel.
 const staleRetry = time.Second
 
 // entry is one of our rules in the kernel.
 type entry struct {
-	// k is the rule as the kernel holds it (action unknown for drop rules
-	// read from a dump).
-	k fib.Rule
+	// k is the rule as the kernel holds it (fib.Stored form, as dumped).
+	k kernel.Rule
 	// rule is its canonical form, when ok: a rule this package can
 	// express. Other rules of ours are deleted.
 	rule Rule
@@ -39,19 +32,18 @@ type entry struct {
 }
 
 // owns reports whether a kernel rule is ours: at an owned priority, and a
-// lookup of an owned table, a goto, or a rule without a table (blackhole and
-// the other drop actions, which a dump does not tell apart). The kernel's
-// own rules (protocol kernel: lookup local, main and default) never are,
-// whatever the priorities and tables owned: without them the host does not
-// route.
-func (r *Rules) owns(k fib.Rule) bool {
-	if k.Family != r.opt.nlFamily || k.Protocol == unix.RTPROT_KERNEL {
+// lookup of an owned table, or any other action (goto, blackhole,
+// unreachable, prohibit, nop). The kernel's own rules (protocol kernel:
+// lookup local, main and default) never are, whatever the priorities and
+// tables owned: without them the host does not route.
+func (r *Rules) owns(k *kernel.Rule) bool {
+	if k.Family != r.opt.family || k.Protocol == kernel.ProtoKernel {
 		return false
 	}
 	if _, ok := r.opt.priorities[k.Priority]; !ok {
 		return false
 	}
-	if k.Action == fib.ActionToTable {
+	if k.Action == kernel.RuleLookup {
 		_, ok := r.opt.tables[k.Table]
 		return ok
 	}
@@ -59,14 +51,15 @@ func (r *Rules) owns(k fib.Rule) bool {
 }
 
 // parse returns the canonical Rule for a kernel rule of ours, or false when
-// it uses attributes this package does not express (TOS, ports, UID range,
-// suppressors…) or is not valid as a Rule. The kernel keeps host bits in a
-// rule's prefixes (a rule added by hand) but matches as if they were
-// clear: such a rule is the one with clear host bits.
-func (r *Rules) parse(k fib.Rule) (Rule, bool) {
-	if k.Tos != 0 || k.HasFlow || k.TunID != 0 || k.IPProto != 0 || k.UID.Set ||
-		k.Sport != (fib.PortRange{}) || k.Dport != (fib.PortRange{}) ||
-		k.SuppressPrefixlen != -1 || k.SuppressIfgroup != -1 {
+// it uses attributes or actions this package does not express (TOS, realm,
+// ports, UID range, suppressors, nop, unreachable, prohibit…) or is not
+// valid as a Rule. The kernel keeps host bits in a rule's prefixes (a rule
+// added by hand) but matches as if they were clear: such a rule is the one
+// with clear host bits.
+func (r *Rules) parse(k *kernel.Rule) (Rule, bool) {
+	if k.TOS != 0 || k.Realm != 0 || k.TunID != 0 || k.IPProto != 0 || k.UID.Set ||
+		k.SrcPorts != (kernel.PortRange{}) || k.DstPorts != (kernel.PortRange{}) ||
+		k.SuppressPrefixLen.Set || k.SuppressIfGroup.Set {
 		return Rule{}, false
 	}
 	out := Rule{
@@ -74,11 +67,11 @@ func (r *Rules) parse(k fib.Rule) (Rule, bool) {
 		Invert: k.Invert, IIF: k.IIF, OIF: k.OIF,
 	}
 	switch k.Action {
-	case fib.ActionToTable:
+	case kernel.RuleLookup:
 		out.Action = ActionLookup{Table: k.Table}
-	case fib.ActionGoto:
-		out.Action = ActionGoto{Priority: k.Target}
-	case fib.ActionBlackhole, fib.ActionUnknown:
+	case kernel.RuleGoto:
+		out.Action = ActionGoto{Priority: k.Goto}
+	case kernel.RuleBlackhole:
 		out.Action = ActionBlackhole{}
 	default:
 		return Rule{}, false
@@ -90,35 +83,22 @@ func (r *Rules) parse(k fib.Rule) (Rule, bool) {
 	return c, true
 }
 
-// toNetlink returns the netlink request that adds a canonical rule.
-func (r *Rules) toNetlink(rule Rule) *netlink.Rule {
-	n := netlink.NewRule()
-	n.Family = r.opt.nlFamily
-	n.Priority = int(rule.Priority)
-	if rule.Src.IsValid() {
-		n.Src = &net.IPNet{IP: rule.Src.Addr().AsSlice(), Mask: net.CIDRMask(rule.Src.Bits(), rule.Src.Addr().BitLen())}
+// toKernel returns the kernel rule that a canonical rule is, in the form
+// the kernel stores it (fib.Stored).
+func (r *Rules) toKernel(rule Rule) kernel.Rule {
+	k := kernel.Rule{
+		Family: r.opt.family, Priority: rule.Priority, Src: rule.Src, Dst: rule.Dst,
+		Mark: rule.Mark, Mask: rule.Mask, Invert: rule.Invert, IIF: rule.IIF, OIF: rule.OIF,
 	}
-	if rule.Dst.IsValid() {
-		n.Dst = &net.IPNet{IP: rule.Dst.Addr().AsSlice(), Mask: net.CIDRMask(rule.Dst.Bits(), rule.Dst.Addr().BitLen())}
-	}
-	n.Mark = rule.Mark
-	if rule.Mark != 0 || rule.Mask != 0 {
-		m := rule.Mask
-		n.Mask = &m
-	}
-	n.Invert = rule.Invert
-	n.IifName, n.OifName = rule.IIF, rule.OIF
 	switch a := rule.Action.(type) {
 	case ActionLookup:
-		n.Table = int(a.Table)
-		n.Type = fib.ActionToTable
+		k.Action, k.Table = kernel.RuleLookup, a.Table
 	case ActionGoto:
-		n.Goto = int(a.Priority)
-		n.Type = fib.ActionGoto
+		k.Action, k.Goto = kernel.RuleGoto, a.Priority
 	case ActionBlackhole:
-		n.Type = fib.ActionBlackhole
+		k.Action = kernel.RuleBlackhole
 	}
-	return n
+	return fib.Stored(k)
 }
 
 // describe names a kernel entry for logs and errors.
@@ -126,8 +106,7 @@ func describe(e *entry) string {
 	if e.ok {
 		return e.rule.String()
 	}
-	d := e.k.Dump()
-	return fmt.Sprintf("%d: %v (attributes routerule does not manage)", e.k.Priority, d)
+	return fmt.Sprintf("%d: %+v (attributes routerule does not manage)", e.k.Priority, e.k)
 }
 
 // applyState collects what one Apply did.
@@ -169,11 +148,11 @@ func (st *applyState) report(err error) {
 }
 
 // Apply makes the kernel's rules at the owned priorities equal to the
-// desired set. It reads the kernel first on the first call, after QueueResync
-// or a failed read, and every RefreshInterval; then it adds the missing rules
+// desired set. It reads the kernel first on the first call, after
+// QueueResync and after a failed read; then it adds the missing rules
 // before deleting the unwanted ones (make before break) and replaces rules
 // whose Invert or goto target changed. When nothing changed and no read is
-// due it does no netlink I/O at all.
+// due it does no I/O at all. A nil ctx is context.Background().
 //
 // Failures are per rule. A failed read of the kernel writes nothing and
 // returns the error. Otherwise a rule the kernel refuses does not stop the
@@ -182,29 +161,27 @@ func (st *applyState) report(err error) {
 // doubling up to 30 s), not on the passes in between; declaring it anew or
 // withdrawing it ends the backoff. The error then wraps
 // dataplane.ErrPartial, so a dataplane.Loop reports the failed rules
-// without backing the instance off. The result's RetryAfter is the time
-// until the next periodic refresh (zero when it is off), or shorter when a
-// failed rule is due for another attempt or the kernel changed under a
-// write.
+// without backing the instance off. The result's RetryAfter asks for the
+// next call when a failed rule is due for another attempt, or soon when
+// the kernel changed under a write; it is zero otherwise (periodic resync
+// is the caller's: a dataplane.Loop calls QueueResync every
+// ResyncInterval).
 func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
-		return dataplane.ApplyResult{}, errors.New("routerule: Apply with a nil context")
+		ctx = context.Background()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return dataplane.ApplyResult{}, err
+		return dataplane.ApplyResult{}, fmt.Errorf("routerule: %s: %w", r.opt.name, err)
 	}
 	now := r.opt.clk.Now()
-	if r.opt.refresh > 0 && r.synced && !now.Before(r.nextRefresh) {
-		r.resync = true
-	}
 	if !r.resync && !r.dirty {
 		return r.result(now, false), nil
 	}
 	resynced := r.resync
 	if r.resync {
-		if err := r.load(ctx, now); err != nil {
+		if err := r.load(ctx); err != nil {
 			return dataplane.ApplyResult{}, err
 		}
 	}
@@ -241,16 +218,14 @@ func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	return res, nil
 }
 
-// result is the ApplyResult of an Apply at now.
+// result is the ApplyResult of an Apply at now: the earliest retry due,
+// or staleRetry when soon.
 func (r *Rules) result(now time.Time, soon bool) dataplane.ApplyResult {
 	var after time.Duration
 	consider := func(d time.Duration) {
 		if d > 0 && (after == 0 || d < after) {
 			after = d
 		}
-	}
-	if r.opt.refresh > 0 {
-		consider(max(r.nextRefresh.Sub(now), time.Nanosecond))
 	}
 	if soon {
 		consider(staleRetry)
@@ -261,29 +236,25 @@ func (r *Rules) result(now time.Time, soon bool) dataplane.ApplyResult {
 	return dataplane.ApplyResult{RetryAfter: after}
 }
 
-// load dumps the kernel's rules of our family and rebuilds the model of our
-// rules from it.
-func (r *Rules) load(ctx context.Context, now time.Time) error {
-	dump, err := nlutil.RetryDump(ctx, nlutil.DefaultDumpAttempts, func() ([]netlink.Rule, error) {
-		return r.opt.handle.RuleList(r.opt.nlFamily)
-	})
+// load reads the kernel's rules of our family and rebuilds the model of
+// our rules from it.
+func (r *Rules) load(ctx context.Context) error {
+	dump, err := r.opt.kernel.Rules(ctx, r.opt.family)
 	if err != nil {
 		return fmt.Errorf("routerule: %s: list rules: %w", r.opt.name, err)
 	}
 	groups := map[uint32][]*entry{}
-	for _, raw := range dump {
-		k := fib.FromDump(raw)
-		if !r.owns(k) {
+	for i := range dump {
+		k := fib.Stored(dump[i])
+		if !r.owns(&k) {
 			continue
 		}
 		e := &entry{k: k}
-		e.rule, e.ok = r.parse(k)
+		e.rule, e.ok = r.parse(&k)
 		groups[k.Priority] = append(groups[k.Priority], e)
 	}
 	r.groups = groups
 	r.resync = false
-	r.synced = true
-	r.nextRefresh = now.Add(r.opt.refresh)
 	return nil
 }
 
@@ -345,7 +316,7 @@ func (r *Rules) syncGroup(ctx context.Context, p uint32, wants []Rule, st *apply
 	}
 	var adds, later []Rule
 	for _, w := range wants {
-		if !kept[w.key()] && !r.waiting(addOf(r.toNetlink(w)), st) {
+		if !kept[w.key()] && !r.waiting(r.addOf(w), st) {
 			adds = append(adds, w)
 		}
 	}
@@ -400,7 +371,7 @@ func (r *Rules) rebuild(ctx context.Context, p uint32, wants []Rule, st *applySt
 		if r.holds(p, w) {
 			continue // its delete failed: it is still there
 		}
-		if r.waiting(addOf(r.toNetlink(w)), st) {
+		if r.waiting(r.addOf(w), st) {
 			continue
 		}
 		if r.blocked(p, w) {
@@ -416,32 +387,16 @@ func (r *Rules) holds(p uint32, w Rule) bool {
 	return slices.ContainsFunc(r.present(p), func(e *entry) bool { return e.ok && e.rule == w })
 }
 
-// deleteRequest is the kernel's view of the delete request for e, with
-// action a.
-func deleteRequest(e *entry, a uint8) (*netlink.Rule, fib.Rule) {
-	tmpl := e.k.Dump()
-	if a != fib.ActionGoto {
-		tmpl.Type = a
-	}
-	req, err := fib.FromRequest(&tmpl, false)
-	if err != nil {
-		// Dump never mixes families, so this cannot happen.
-		req = e.k
-	}
-	req.Action = a
-	return &tmpl, req
-}
-
 // victims returns the present rules before e in its group that the
-// kernel would delete instead of e.
+// kernel would delete instead of e: a delete request is e's rule, whose
+// unset fields match anything.
 func (r *Rules) victims(p uint32, e *entry) []*entry {
-	_, req := deleteRequest(e, e.k.Action)
 	var out []*entry
 	for _, v := range r.groups[p] {
 		if v == e {
 			break
 		}
-		if !v.gone && fib.DeleteMatches(req, v.k) {
+		if !v.gone && fib.DeleteMatches(&e.k, &v.k) {
 			out = append(out, v)
 		}
 	}
@@ -451,12 +406,9 @@ func (r *Rules) victims(p uint32, e *entry) []*entry {
 // blocked reports whether the kernel would refuse to add w because of a
 // present rule at p.
 func (r *Rules) blocked(p uint32, w Rule) bool {
-	req, err := fib.FromRequest(r.toNetlink(w), true)
-	if err != nil {
-		return false
-	}
+	req := r.toKernel(w)
 	for _, e := range r.groups[p] {
-		if !e.gone && fib.Exists(req, e.k) {
+		if !e.gone && fib.Exists(&req, &e.k) {
 			return true
 		}
 	}
@@ -466,18 +418,12 @@ func (r *Rules) blocked(p uint32, w Rule) bool {
 // write identifies one write of a rule, for its backoff: an add of a
 // desired rule, or a delete of a rule in the kernel.
 type write struct {
-	k   fib.Rule
+	k   kernel.Rule
 	del bool
 }
 
-// addOf is the write that adds the rule n.
-func addOf(n *netlink.Rule) write {
-	k, err := fib.FromRequest(n, true)
-	if err != nil {
-		k = fib.Rule{} // cannot happen: toNetlink never mixes families
-	}
-	return write{k: k}
-}
+// addOf is the write that adds the rule w.
+func (r *Rules) addOf(w Rule) write { return write{k: r.toKernel(w)} }
 
 // deleteOf is the write that deletes e.
 func deleteOf(e *entry) write { return write{k: e.k, del: true} }
@@ -506,10 +452,9 @@ func (r *Rules) failed(w write, err error, st *applyState) {
 // add adds w to the kernel and the model. A refusal is recorded and backs
 // w off.
 func (r *Rules) add(ctx context.Context, w Rule, st *applyState) {
-	n := r.toNetlink(w)
-	wr := addOf(n)
-	if err := r.opt.handle.RuleAdd(n); err != nil {
-		if errors.Is(err, unix.EEXIST) {
+	wr := r.addOf(w)
+	if err := r.opt.kernel.AddRule(ctx, wr.k); err != nil {
+		if errors.Is(err, kernel.ErrExists) {
 			st.stale = true // a rule added behind our back: read it
 		}
 		r.failed(wr, fmt.Errorf("add rule %s: %w", w, err), st)
@@ -521,40 +466,28 @@ func (r *Rules) add(ctx context.Context, w Rule, st *applyState) {
 	r.opt.log.DebugContext(ctx, "routerule: added rule", "name", r.opt.name, "rule", w.String())
 }
 
-// del deletes e from the kernel. A drop rule read from a dump has an
-// unknown action: each drop action is tried until one matches. It reports
+// del deletes e from the kernel, with e's rule as the request. It reports
 // whether the group may go on: not when the rule was already gone (the
 // model is out of date). A refusal is recorded and backs e off.
 func (r *Rules) del(ctx context.Context, e *entry, st *applyState) bool {
-	actions := []uint8{e.k.Action}
-	if e.k.Action == fib.ActionUnknown {
-		actions = fib.DropActions
-	}
-	for i, a := range actions {
-		tmpl, _ := deleteRequest(e, a)
-		err := r.opt.handle.RuleDel(tmpl)
-		if err == nil {
-			e.gone = true
-			delete(r.retries, deleteOf(e))
-			st.deletes++
-			r.opt.log.DebugContext(ctx, "routerule: deleted rule", "name", r.opt.name, "rule", describe(e))
-			return true
-		}
-		if errors.Is(err, unix.ENOENT) {
-			if i < len(actions)-1 {
-				continue
-			}
-			// Already gone: the model is out of date. Stop this group
-			// and read the kernel again soon.
-			e.gone = true
-			st.stale = true
-			r.opt.log.InfoContext(ctx, "routerule: rule to delete was already gone; re-reading the kernel",
-				"name", r.opt.name, "rule", describe(e))
-			return false
-		}
-		r.failed(deleteOf(e), fmt.Errorf("delete rule %s: %w", describe(e), err), st)
+	err := r.opt.kernel.DeleteRule(ctx, e.k)
+	switch {
+	case err == nil:
+		e.gone = true
+		delete(r.retries, deleteOf(e))
+		st.deletes++
+		r.opt.log.DebugContext(ctx, "routerule: deleted rule", "name", r.opt.name, "rule", describe(e))
 		return true
+	case errors.Is(err, kernel.ErrNotFound):
+		// Already gone: the model is out of date. Stop this group and
+		// read the kernel again soon.
+		e.gone = true
+		st.stale = true
+		r.opt.log.InfoContext(ctx, "routerule: rule to delete was already gone; re-reading the kernel",
+			"name", r.opt.name, "rule", describe(e))
+		return false
 	}
+	r.failed(deleteOf(e), fmt.Errorf("delete rule %s: %w", describe(e), err), st)
 	return true
 }
 

@@ -7,9 +7,9 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routerule"
-	"github.com/nodeplane/nodeplane/routerule/routerulefake"
 )
 
 // benchRules returns n IPv4 rules spread over prios priorities (each rule a
@@ -31,8 +31,8 @@ func benchRules(n, prios int) ([]routerule.Rule, []uint32) {
 	return rules, owned
 }
 
-func benchNew(b *testing.B, h routerule.Netlink, owned []uint32) *routerule.Rules {
-	r, err := routerule.New(routerule.Options{Family: routerule.IPv4, Handle: h, Priorities: owned, Tables: []uint32{100}})
+func benchNew(b *testing.B, k kernel.Rules, owned []uint32) *routerule.Rules {
+	r, err := routerule.New(routerule.Options{Family: routerule.IPv4, Kernel: k, Priorities: owned, Tables: []uint32{100}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func benchApply(b *testing.B, r *routerule.Rules) {
 	}
 }
 
-// BenchmarkApply1kRules programs 1000 rules into an empty fake kernel:
+// BenchmarkApply1kRules programs 1000 rules into a fresh fake namespace:
 // validation, one dump and 1000 adds (the fake's cost included).
 func BenchmarkApply1kRules(b *testing.B) {
 	for _, prios := range []int{10, 1} {
@@ -53,7 +53,7 @@ func BenchmarkApply1kRules(b *testing.B) {
 			rules, owned := benchRules(1000, prios)
 			b.ReportAllocs()
 			for b.Loop() {
-				r := benchNew(b, routerulefake.NewEmpty(), owned)
+				r := benchNew(b, kernelfake.New(kernelfake.Options{}), owned)
 				if err := r.SetRules(rules); err != nil {
 					b.Fatal(err)
 				}
@@ -63,32 +63,31 @@ func BenchmarkApply1kRules(b *testing.B) {
 	}
 }
 
-// BenchmarkNoOpApply is an Apply with nothing changed and no refresh due
-// over 1000 programmed rules: no netlink I/O.
+// BenchmarkNoOpApply is an Apply with nothing changed and no resync queued
+// over 1000 programmed rules: no kernel I/O.
 func BenchmarkNoOpApply(b *testing.B) {
 	rules, owned := benchRules(1000, 10)
-	k := routerulefake.NewEmpty()
+	k := kernelfake.New(kernelfake.Options{})
 	r := benchNew(b, k, owned)
 	if err := r.SetRules(rules); err != nil {
 		b.Fatal(err)
 	}
 	benchApply(b, r)
-	k.ResetCalls()
+	k.ResetCounts()
 	b.ReportAllocs()
 	for b.Loop() {
 		benchApply(b, r)
 	}
-	if k.Calls(routerulefake.OpList)+k.Writes() != 0 {
-		b.Fatal("a no-op Apply touched netlink")
+	if k.Calls(kernelfake.OpRules)+k.Writes() != 0 {
+		b.Fatal("a no-op Apply touched the kernel")
 	}
 }
 
 // BenchmarkKernelApply1kRules programs 1000 rules into a real namespace
 // (timed), then removes them (not timed).
 func BenchmarkKernelApply1kRules(b *testing.B) {
-	ns := kerneltest.NewNS(b)
 	rules, owned := benchRules(1000, 10)
-	r := benchNew(b, ns.Handle(), owned)
+	r := benchNew(b, openKernel(b), owned)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := r.SetRules(rules); err != nil {
@@ -107,9 +106,8 @@ func BenchmarkKernelApply1kRules(b *testing.B) {
 // BenchmarkKernelResync1kRules re-reads a namespace holding 1000 of our
 // rules that match the desired set: one dump, no writes.
 func BenchmarkKernelResync1kRules(b *testing.B) {
-	ns := kerneltest.NewNS(b)
 	rules, owned := benchRules(1000, 10)
-	r := benchNew(b, ns.Handle(), owned)
+	r := benchNew(b, openKernel(b), owned)
 	if err := r.SetRules(rules); err != nil {
 		b.Fatal(err)
 	}

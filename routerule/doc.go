@@ -1,18 +1,15 @@
-//go:build linux
-
 // Package routerule keeps a network namespace's routing policy rules (`ip
 // rule`) equal to a declared set, for one address family: the rules that
 // send marked, sourced or interface-bound traffic to a dedicated route table.
 //
 // # What it owns
 //
-// A *Rules owns, in the namespace its netlink handle is bound to, the rules
-// of its family whose priority is one of Options.Priorities and that
+// A *Rules owns, in the namespace its Options.Kernel reaches, the rules of
+// its family whose priority is one of Options.Priorities and that
 //
 //   - look up one of Options.Tables, or
-//   - jump (goto) anywhere, or
-//   - have no table (blackhole; the kernel's dump does not tell blackhole,
-//     unreachable, prohibit and nop rules apart, so any of them counts).
+//   - do anything but a lookup: jump (goto) anywhere, or drop (blackhole,
+//     unreachable, prohibit), or nothing (nop).
 //
 // Every other rule is foreign and never touched: rules at other priorities,
 // lookup rules at an owned priority that target a table not in
@@ -20,10 +17,23 @@
 // lookup main", "32767: lookup default", protocol kernel) whatever is
 // owned. Do not let another agent put goto or drop rules at an
 // owned priority. Rules of ours that are not desired are deleted, including
-// ones that use attributes this package does not express (TOS, ports, UID
-// ranges, suppressors).
+// ones that use attributes or actions this package does not express (TOS,
+// ports, UID ranges, suppressors; unreachable, prohibit, nop).
 //
 // # How it is used
+//
+// Open the namespace once with package kernel and give the instance its
+// rules (kernel.Rules; in tests, a kernelfake.Namespace):
+//
+//	ns, err := kernel.Open("/run/netns/blue") // or kernel.OpenCurrent()
+//	if err != nil { … }
+//	defer ns.Close()
+//	rules, err := routerule.New(routerule.Options{
+//		Family:     routerule.IPv4,
+//		Kernel:     ns,
+//		Priorities: []uint32{100},
+//		Tables:     []uint32{200},
+//	})
 //
 // Declare rules with SetRule, RemoveRule or SetRules. A Rule matches on
 // source and destination prefix (net/netip), firewall mark and mask, input
@@ -37,12 +47,14 @@
 // sentinel they speak of (ErrNotOwned and ErrInvalidRule, say).
 //
 // Apply (a dataplane.Driver, in PhaseRoutes) writes the difference with
-// RuleAdd and RuleDel. It reads the kernel (RuleList, retried when a dump is
-// interrupted) on its first call, after QueueResync or a failed read, and
-// every RefreshInterval (90 s by default), so a rule that systemd-networkd or
-// an administrator deleted is added back at the next refresh. An Apply with
-// nothing changed and no read due does no netlink I/O. A restarted agent that
-// declares the same rules writes nothing.
+// Kernel.AddRule and Kernel.DeleteRule. It reads the kernel's rules on its
+// first call, after QueueResync and after a failed read, so a rule that
+// systemd-networkd or an administrator deleted is added back at the next
+// resync: a dataplane.Loop calls QueueResync every Options.ResyncInterval;
+// a Rules used without a loop resyncs when its user calls QueueResync. An
+// Apply with nothing changed and no read due does no I/O. A restarted agent
+// that declares the same rules writes nothing. A nil context is
+// context.Background().
 //
 // A rule the kernel refuses never holds back the others: they are written
 // in the same Apply, and the refused rule is tried again on its own
@@ -76,12 +88,13 @@
 // # What it never touches
 //
 // Foreign rules (see above), routes and route tables (package routetable
-// manages those), links, and any namespace other than the handle's. It
-// never falls back to the calling thread's namespace: a nil or zero
-// *netlink.Handle is refused.
+// manages those), links, and any namespace other than its Kernel's. New
+// does no I/O and starts no goroutine; neither does a Rules.
 //
 // # Testing
 //
-// Package routerulefake is an in-memory kernel with the same matching
-// behaviour and failure injection; pass it as Options.Handle.
+// A kernelfake.Namespace holds rules with the kernel's matching behaviour
+// (the model is shared with this package, and proven against the kernel
+// by kernelfake's differential tests), with failure injection (Fail,
+// Refuse) and call counting (Calls); pass it as Options.Kernel.
 package routerule

@@ -1,11 +1,10 @@
-//go:build linux
-
 package routerule
 
 import "errors"
 
 // Sentinel errors. Every error about bad input wraps ErrInvalidRule or
-// ErrInvalidOptions; errors from Apply wrap the netlink error, and
+// ErrInvalidOptions; errors from Apply wrap the kernel's error
+// (a *kernel.OpError with its errno), and
 // dataplane.ErrPartial when only some rules failed. An error's text names
 // the package once: an error that wraps two sentinels (ErrNotOwned inside
 // ErrInvalidRule, say) prints "routerule: " once and matches both.

@@ -1,5 +1,3 @@
-//go:build linux
-
 package routerule_test
 
 import (
@@ -8,39 +6,61 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routerule"
-	"github.com/nodeplane/nodeplane/routerule/routerulefake"
 )
 
-// printKernel prints the fake kernel's IPv4 rules the way `ip rule` would.
-func printKernel(k *routerulefake.Kernel) {
-	for _, r := range k.Rules(netlink.FAMILY_V4) {
+// printKernel prints the fake namespace's IPv4 rules the way `ip rule`
+// would (roughly).
+func printKernel(ns *kernelfake.Namespace) {
+	rules, _ := ns.Admin().Rules(context.Background(), kernel.IPv4)
+	for _, r := range rules {
 		from := "all"
-		if r.Src != nil {
+		if r.Src.IsValid() {
 			from = r.Src.String()
 		}
-		switch {
-		case r.Goto > 0:
+		switch r.Action {
+		case kernel.RuleGoto:
 			fmt.Printf("%d: from %s goto %d\n", r.Priority, from, r.Goto)
-		case r.Table > 0:
+		case kernel.RuleLookup:
 			fmt.Printf("%d: from %s lookup %d\n", r.Priority, from, r.Table)
 		default:
-			fmt.Printf("%d: from %s type %d\n", r.Priority, from, r.Type)
+			fmt.Printf("%d: from %s action %d\n", r.Priority, from, r.Action)
 		}
 	}
 }
 
-// The whole cycle against the fake kernel: declare, apply, and apply again
-// with nothing to do. In an agent, Handle is a *netlink.Handle bound to the
-// node's namespace and a dataplane.Loop calls Apply.
+// The one way to reach a namespace: open it with package kernel and give
+// the instance its rules. This example only compiles: it needs root and an
+// existing namespace.
+func Example_namespace() {
+	ns, err := kernel.Open("/run/netns/blue") // or kernel.OpenCurrent()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ns.Close()
+	rules, err := routerule.New(routerule.Options{Family: routerule.IPv4, Kernel: ns, Priorities: []uint32{100}, Tables: []uint32{200}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = rules.SetRule(routerule.Rule{Priority: 100, Mark: 0x8, Action: routerule.ActionLookup{Table: 200}})
+	if _, err := rules.Apply(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+}
+
+// The whole cycle against a fake namespace: declare, apply, and apply
+// again with nothing to do. In an agent, Kernel is a *kernel.Namespace
+// opened on the node's namespace and a dataplane.Loop calls Apply.
 func Example() {
-	kernel := routerulefake.New()
+	ns := kernelfake.New(kernelfake.Options{})
 	rules, err := routerule.New(routerule.Options{
 		Family:     routerule.IPv4,
-		Handle:     kernel,
+		Kernel:     ns,
 		Priorities: []uint32{100},
 		Tables:     []uint32{200},
 	})
@@ -58,28 +78,28 @@ func Example() {
 	if _, err := rules.Apply(context.Background()); err != nil {
 		panic(err)
 	}
-	printKernel(kernel)
+	printKernel(ns)
 
-	kernel.ResetCalls()
+	ns.ResetCounts()
 	if _, err := rules.Apply(context.Background()); err != nil {
 		panic(err)
 	}
-	fmt.Println("netlink calls of a no-op apply:", kernel.Calls(routerulefake.OpList)+kernel.Writes())
+	fmt.Println("kernel calls of a no-op apply:", ns.Calls(kernelfake.OpRules)+ns.Writes())
 	// Output:
 	// 0: from all lookup 255
 	// 100: from 10.244.1.0/24 lookup 200
 	// 32766: from all lookup 254
 	// 32767: from all lookup 253
-	// netlink calls of a no-op apply: 0
+	// kernel calls of a no-op apply: 0
 }
 
-// New validates the options and does no I/O; a nil handle is refused.
+// New validates the options and does no I/O; a missing Kernel is refused.
 func ExampleNew() {
 	_, err := routerule.New(routerule.Options{Family: routerule.IPv6, Priorities: []uint32{100}})
 	fmt.Println(errors.Is(err, routerule.ErrInvalidOptions))
 
 	rules, err := routerule.New(routerule.Options{
-		Family: routerule.IPv6, Handle: routerulefake.New(), Priorities: []uint32{100},
+		Family: routerule.IPv6, Kernel: kernelfake.New(kernelfake.Options{}), Priorities: []uint32{100},
 	})
 	fmt.Println(rules.Name(), rules.Family(), rules.Phase(), err)
 	// Output:
@@ -87,10 +107,10 @@ func ExampleNew() {
 	// routerule-v6 IPv6 routes <nil>
 }
 
-func newExampleRules(k *routerulefake.Kernel) *routerule.Rules {
+func newExampleRules(k kernel.Rules) *routerule.Rules {
 	rules, err := routerule.New(routerule.Options{
-		Family: routerule.IPv4, Handle: k,
-		Priorities: []uint32{100, 101}, Tables: []uint32{200, routerule.TableMain},
+		Family: routerule.IPv4, Kernel: k,
+		Priorities: []uint32{100, 101}, Tables: []uint32{200, kernel.TableMain},
 	})
 	if err != nil {
 		panic(err)
@@ -101,10 +121,10 @@ func newExampleRules(k *routerulefake.Kernel) *routerule.Rules {
 // SetRules replaces the whole desired set; rules outside the owned
 // priorities and tables are refused and nothing changes.
 func ExampleRules_SetRules() {
-	rules := newExampleRules(routerulefake.New())
+	rules := newExampleRules(kernelfake.New(kernelfake.Options{}))
 	err := rules.SetRules([]routerule.Rule{
 		{Priority: 100, Mark: 0x10, Mask: 0x10, Action: routerule.ActionLookup{Table: 200}},
-		{Priority: 101, Action: routerule.ActionLookup{Table: routerule.TableMain}},
+		{Priority: 101, Action: routerule.ActionLookup{Table: kernel.TableMain}},
 	})
 	fmt.Println(err)
 	err = rules.SetRules([]routerule.Rule{{Priority: 7, Action: routerule.ActionBlackhole{}}})
@@ -122,7 +142,7 @@ func ExampleRules_SetRules() {
 // SetRule adds a rule, or replaces the one the kernel would consider the
 // same (equal but for Invert or the goto target).
 func ExampleRules_SetRule() {
-	rules := newExampleRules(routerulefake.New())
+	rules := newExampleRules(kernelfake.New(kernelfake.Options{}))
 	r := routerule.Rule{Priority: 100, Mark: 0x1, Mask: 0x1, Action: routerule.ActionLookup{Table: 200}}
 	_ = rules.SetRule(r)
 	r.Invert = true
@@ -134,64 +154,81 @@ func ExampleRules_SetRule() {
 
 // RemoveRule removes a desired rule; the next Apply deletes it.
 func ExampleRules_RemoveRule() {
-	kernel := routerulefake.NewEmpty()
-	rules := newExampleRules(kernel)
+	ns := kernelfake.New(kernelfake.Options{})
+	rules := newExampleRules(ns)
 	r := routerule.Rule{Priority: 100, Dst: netip.MustParsePrefix("192.0.2.0/24"), Action: routerule.ActionBlackhole{}}
 	_ = rules.SetRule(r)
 	_, _ = rules.Apply(context.Background())
-	fmt.Println(len(kernel.Rules(netlink.FAMILY_V4)))
+	printKernel(ns)
 	_ = rules.RemoveRule(r)
 	_, _ = rules.Apply(context.Background())
-	fmt.Println(len(kernel.Rules(netlink.FAMILY_V4)))
+	fmt.Println("removed:")
+	printKernel(ns)
 	// Output:
-	// 1
-	// 0
+	// 0: from all lookup 255
+	// 100: from all action 6
+	// 32766: from all lookup 254
+	// 32767: from all lookup 253
+	// removed:
+	// 0: from all lookup 255
+	// 32766: from all lookup 254
+	// 32767: from all lookup 253
 }
 
 // Apply writes only the difference; foreign rules (here a lookup of table
 // 300 at an owned priority) are never touched.
 func ExampleRules_Apply() {
-	kernel := routerulefake.NewEmpty()
-	foreign := netlink.NewRule()
-	foreign.Priority, foreign.Table = 100, 300
-	_ = kernel.RuleAdd(foreign)
+	ns := kernelfake.New(kernelfake.Options{})
+	_ = ns.Admin().AddRule(context.Background(), kernel.Rule{Family: kernel.IPv4, Priority: 100, Action: kernel.RuleLookup, Table: 300})
 
-	rules := newExampleRules(kernel)
+	rules := newExampleRules(ns)
 	_ = rules.SetRule(routerule.Rule{Priority: 100, Action: routerule.ActionGoto{Priority: 101}})
 	res, err := rules.Apply(context.Background())
 	fmt.Println(res.RetryAfter, err)
-	printKernel(kernel)
+	printKernel(ns)
 	// Output:
-	// 1m30s <nil>
+	// 0s <nil>
+	// 0: from all lookup 255
 	// 100: from all lookup 300
 	// 100: from all goto 101
+	// 32766: from all lookup 254
+	// 32767: from all lookup 253
 }
 
 // QueueResync makes the next Apply re-read the kernel, so a rule deleted
-// behind its back (by systemd-networkd, say) is added again.
+// behind its back (by systemd-networkd, say) is added again. A
+// dataplane.Loop calls it every ResyncInterval; without a loop, call it
+// yourself.
 func ExampleRules_QueueResync() {
-	kernel := routerulefake.NewEmpty()
-	rules := newExampleRules(kernel)
+	ns := kernelfake.New(kernelfake.Options{})
+	rules := newExampleRules(ns)
 	_ = rules.SetRule(routerule.Rule{Priority: 101, Action: routerule.ActionLookup{Table: 200}})
 	_, _ = rules.Apply(context.Background())
 
-	gone := netlink.NewRule()
-	gone.Priority, gone.Table = 101, 200
-	_ = kernel.RuleDel(gone)
+	_ = ns.Admin().DeleteRule(context.Background(), kernel.Rule{Family: kernel.IPv4, Priority: 101, Table: 200})
 	_, _ = rules.Apply(context.Background()) // trusts its model: nothing to do
-	fmt.Println(len(kernel.Rules(netlink.FAMILY_V4)))
+	fmt.Println("deleted by hand:")
+	printKernel(ns)
 
 	rules.QueueResync()
 	_, _ = rules.Apply(context.Background())
-	printKernel(kernel)
+	fmt.Println("after a resync:")
+	printKernel(ns)
 	// Output:
-	// 0
+	// deleted by hand:
+	// 0: from all lookup 255
+	// 32766: from all lookup 254
+	// 32767: from all lookup 253
+	// after a resync:
+	// 0: from all lookup 255
 	// 101: from all lookup 200
+	// 32766: from all lookup 254
+	// 32767: from all lookup 253
 }
 
 // Desired returns the canonical form of the desired rules.
 func ExampleRules_Desired() {
-	rules := newExampleRules(routerulefake.New())
+	rules := newExampleRules(kernelfake.New(kernelfake.Options{}))
 	_ = rules.SetRule(routerule.Rule{
 		Priority: 100,
 		Src:      netip.MustParsePrefix("0.0.0.0/0"),
@@ -232,7 +269,7 @@ func ExampleRule_String() {
 		Mask:     0xf0,
 		Invert:   true,
 		IIF:      "eth0",
-		Action:   routerule.ActionLookup{Table: routerule.TableMain},
+		Action:   routerule.ActionLookup{Table: kernel.TableMain},
 	})
 	// Output:
 	// 100: not from fd00:1::/64 fwmark 0x10/0xf0 iif eth0 lookup main

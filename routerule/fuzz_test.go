@@ -1,5 +1,3 @@
-//go:build linux
-
 package routerule_test
 
 import (
@@ -10,8 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routerule"
-	"github.com/nodeplane/nodeplane/routerule/routerulefake"
 )
 
 // prefixFrom builds a prefix from fuzz bytes: 4 bytes IPv4, 16 bytes IPv6,
@@ -25,7 +24,7 @@ func prefixFrom(b []byte, bits uint8) netip.Prefix {
 }
 
 // FuzzRule feeds arbitrary rules through validation, String, SetRule and
-// Apply on the fake kernel: nothing may panic, and a rule that SetRule
+// Apply on a fake namespace: nothing may panic, and a rule that SetRule
 // accepts must end up in the kernel exactly once, in canonical form, with a
 // second Apply doing no I/O.
 func FuzzRule(f *testing.F) {
@@ -53,8 +52,8 @@ func FuzzRule(f *testing.F) {
 		if rule.Src.Addr().Is6() || rule.Dst.Addr().Is6() {
 			fam = routerule.IPv6
 		}
-		k := routerulefake.New()
-		r, err := routerule.New(routerule.Options{Family: fam, Handle: k, Priorities: []uint32{prio}, Tables: []uint32{max(arg, 1)}})
+		k := kernelfake.New(kernelfake.Options{})
+		r, err := routerule.New(routerule.Options{Family: fam, Kernel: k, Priorities: []uint32{max(prio, 1)}, Tables: []uint32{max(arg, 1)}})
 		require.NoError(t, err)
 		if err := r.SetRule(rule); err != nil {
 			require.ErrorIs(t, err, routerule.ErrInvalidRule)
@@ -66,15 +65,17 @@ func FuzzRule(f *testing.F) {
 		desired := r.Desired()
 		require.Len(t, desired, 1)
 		var got []string
-		for _, kr := range k.Rules(0) {
-			if uint32(kr.Priority) == prio && kr.Protocol == 0 {
+		rules, err := k.Admin().Rules(context.Background(), fam)
+		require.NoError(t, err)
+		for _, kr := range rules {
+			if kr.Priority == prio && kr.Protocol != kernel.ProtoKernel {
 				got = append(got, fmtKernel(kr))
 			}
 		}
 		assert.Equal(t, []string{fmtRule(desired[0])}, got)
-		k.ResetCalls()
+		k.ResetCounts()
 		_, err = r.Apply(context.Background())
 		require.NoError(t, err)
-		assert.Zero(t, k.Calls(routerulefake.OpList)+k.Writes())
+		assert.Zero(t, k.Calls(kernelfake.OpRules)+k.Writes())
 	})
 }

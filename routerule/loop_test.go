@@ -1,5 +1,3 @@
-//go:build linux
-
 package routerule_test
 
 import (
@@ -12,29 +10,29 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routerule"
-	"github.com/nodeplane/nodeplane/routerule/routerulefake"
 )
 
 var (
-	_ dataplane.Driver  = (*routerule.Rules)(nil)
-	_ dataplane.Named   = (*routerule.Rules)(nil)
-	_ routerule.Netlink = (*netlink.Handle)(nil)
-	_ routerule.Netlink = (*routerulefake.Kernel)(nil)
+	_ dataplane.Driver = (*routerule.Rules)(nil)
+	_ dataplane.Named  = (*routerule.Rules)(nil)
+	_ kernel.Rules     = (*kernel.Namespace)(nil)
+	_ kernel.Rules     = (*kernelfake.Namespace)(nil)
 )
 
 // TestDrivenByTheLoop registers Rules with a dataplane.Loop: nothing is
 // written before the loop is in sync, the desired rule is written after,
 // and a failed write is retried by the loop until it converges.
 func TestDrivenByTheLoop(t *testing.T) {
-	k := routerulefake.New()
-	rules, err := routerule.New(routerule.Options{Family: routerule.IPv4, Handle: k, Priorities: []uint32{100}, Tables: []uint32{100}})
+	k := kernelfake.New(kernelfake.Options{})
+	rules, err := routerule.New(routerule.Options{Family: routerule.IPv4, Kernel: k, Priorities: []uint32{100}, Tables: []uint32{100}})
 	require.NoError(t, err)
 	require.NoError(t, rules.SetRule(routerule.Rule{Priority: 100, Mark: 0x8, Action: routerule.ActionLookup{Table: 100}}))
-	k.FailNext(routerulefake.OpAdd, 1, syscall.ENOBUFS)
+	k.Fail(kernelfake.OpAddRule, 1, syscall.ENOBUFS)
 
 	loop, err := dataplane.New(dataplane.Options{Backoff: dataplane.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
 	require.NoError(t, err)
@@ -48,18 +46,15 @@ func TestDrivenByTheLoop(t *testing.T) {
 	}()
 
 	installed := func() bool {
-		for _, r := range k.Rules(netlink.FAMILY_V4) {
-			if r.Priority == 100 && r.Mark == 0x8 && r.Table == 100 {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(fakeRules(t, k), func(r kernel.Rule) bool {
+			return r.Priority == 100 && r.Mark == 0x8 && r.Table == 100
+		})
 	}
-	assert.Zero(t, k.Calls(routerulefake.OpList)+k.Writes(), "no kernel access before the loop is in sync")
+	assert.Zero(t, k.Calls(kernelfake.OpRules)+k.Writes(), "no kernel access before the loop is in sync")
 	loop.DatastoreInSync()
 	loop.InterfacesInSync()
 	require.Eventually(t, installed, 10*time.Second, time.Millisecond)
-	assert.GreaterOrEqual(t, k.Calls(routerulefake.OpAdd), 2, "the failed add was retried")
+	assert.GreaterOrEqual(t, k.Calls(kernelfake.OpAddRule), 2, "the failed add was retried")
 }
 
 // declare is a message for declarer: a change to make to the rules.
@@ -112,15 +107,15 @@ func (d *declarer) CompleteDeferredWork(context.Context) error {
 // the very pass that declared it, the refused rule is reported in Health
 // (and gone from it at the pass that withdraws it).
 func TestRefusedRuleDoesNotHoldTheLoop(t *testing.T) {
-	k := routerulefake.New()
+	k := kernelfake.New(kernelfake.Options{})
 	bad := routerule.Rule{Priority: 100, Mark: 0x8, Action: routerule.ActionLookup{Table: 100}}
-	k.SetHook(func(op routerulefake.Op, _ int, r *netlink.Rule) error {
-		if op == routerulefake.OpAdd && r.Mark == 0x8 {
+	k.Refuse(func(op kernelfake.Op, obj any) error {
+		if r, ok := obj.(kernel.Rule); ok && op == kernelfake.OpAddRule && r.Mark == 0x8 {
 			return syscall.EINVAL
 		}
 		return nil
 	})
-	rules, err := routerule.New(routerule.Options{Family: routerule.IPv4, Handle: k, Priorities: []uint32{100, 101}, Tables: []uint32{100}})
+	rules, err := routerule.New(routerule.Options{Family: routerule.IPv4, Kernel: k, Priorities: []uint32{100, 101}, Tables: []uint32{100}})
 	require.NoError(t, err)
 	d := &declarer{rules: rules}
 	var mu sync.Mutex
@@ -169,15 +164,24 @@ func TestRefusedRuleDoesNotHoldTheLoop(t *testing.T) {
 
 	// Let it fail a few more times, then declare a good rule: written in
 	// the pass that declares it.
-	require.Eventually(t, func() bool { return k.Calls(routerulefake.OpAdd) >= 4 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return k.Calls(kernelfake.OpAddRule) >= 4 }, 10*time.Second, time.Millisecond)
 	good := routerule.Rule{Priority: 101, Mark: 0x9, Action: routerule.ActionLookup{Table: 100}}
 	start := time.Now()
 	pass = send(func(r *routerule.Rules) error { return r.SetRule(good) })
-	t.Logf("a rule declared beside one refused %d times was written in %v", k.Calls(routerulefake.OpAdd)-1, time.Since(start))
-	assert.True(t, slices.ContainsFunc(k.Rules(netlink.FAMILY_V4), func(r netlink.Rule) bool { return r.Mark == 0x9 }))
+	t.Logf("a rule declared beside one refused %d times was written in %v", k.Calls(kernelfake.OpAddRule)-1, time.Since(start))
+	assert.True(t, slices.ContainsFunc(fakeRules(t, k), func(r kernel.Rule) bool { return r.Mark == 0x9 }))
 	assert.Equal(t, 1, healthAt(pass).FailingObjects)
 	assert.Empty(t, healthAt(pass).FailingDrivers)
 
 	pass = send(func(r *routerule.Rules) error { return r.RemoveRule(bad) })
 	assert.Zero(t, healthAt(pass).FailingObjects, "withdrawn: no longer failing, at once")
+}
+
+// fakeRules returns the IPv4 rules of a fake namespace, read without being
+// counted.
+func fakeRules(t *testing.T, k *kernelfake.Namespace) []kernel.Rule {
+	t.Helper()
+	rules, err := k.Admin().Rules(context.Background(), kernel.IPv4)
+	require.NoError(t, err)
+	return rules
 }

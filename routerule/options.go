@@ -1,64 +1,38 @@
-//go:build linux
-
 package routerule
 
 import (
 	"fmt"
 	"log/slog"
-	"math"
+	"reflect"
 	"slices"
-	"time"
-
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// DefaultRefreshInterval is how often, by default, Apply re-reads the
-// kernel's rules to repair drift (rules deleted by systemd-networkd or by
-// hand).
-const DefaultRefreshInterval = 90 * time.Second
-
-// Netlink is the part of *netlink.Handle that Rules uses. Pass a handle
-// bound to the target namespace (netlink.NewHandleAt), or a fake such as
-// routerulefake.Kernel in tests.
-type Netlink interface {
-	// RuleList dumps the rules of a family; it may return
-	// netlink.ErrDumpInterrupted, and Rules then lists again.
-	RuleList(family int) ([]netlink.Rule, error)
-	// RuleAdd adds a rule (NLM_F_CREATE|NLM_F_EXCL).
-	RuleAdd(rule *netlink.Rule) error
-	// RuleDel deletes the first rule that matches.
-	RuleDel(rule *netlink.Rule) error
-}
-
-// Options configure a Rules instance. Family, Handle and Priorities are
+// Options configure a Rules instance. Family, Kernel and Priorities are
 // required.
 type Options struct {
 	// Family is IPv4 or IPv6: one instance per family.
 	Family Family
-	// Handle reaches the kernel: a *netlink.Handle bound to the target
-	// namespace, or a fake. It is required; a nil handle, or a zero
-	// netlink.Handle (which would silently use the calling thread's
-	// namespace), is refused.
-	Handle Netlink
+	// Kernel reaches the namespace's rules: a *kernel.Namespace opened on
+	// the target namespace (kernel.Open, kernel.OpenCurrent), or a
+	// kernelfake.Namespace in tests. It is required.
+	Kernel kernel.Rules
 	// Priorities are the rule priorities this instance owns. At least one
-	// is required. See the package documentation for what owning means.
+	// is required, and 0 is refused (a rule is never written at priority
+	// 0: the kernel would choose one). See the package documentation for
+	// what owning means.
 	Priorities []uint32
 	// Tables are the route tables that lookup rules at the owned
-	// priorities must target to be ours. Table 0 is refused; TableMain and
-	// the other well-known tables are allowed. May be empty when every
-	// rule is a goto or a blackhole.
+	// priorities must target to be ours. Table 0 is refused;
+	// kernel.TableMain and the other reserved tables are allowed. May be
+	// empty when every rule is a goto or a blackhole.
 	Tables []uint32
-	// RefreshInterval is how often Apply re-reads the kernel even when
-	// nothing changed: zero means DefaultRefreshInterval, a negative value
-	// turns the periodic refresh off (QueueResync still works).
-	RefreshInterval time.Duration
 	// Logger receives debug logs of every write and info logs of repaired
 	// drift; nil discards them.
 	Logger *slog.Logger
-	// Clock drives the refresh; nil is the real clock.
+	// Clock times the backoff of refused writes; nil is the real clock.
 	Clock clock.Clock
 	// Name is returned by Name, for the loop's logs; empty means
 	// "routerule-v4" or "routerule-v6".
@@ -68,11 +42,9 @@ type Options struct {
 // options is the validated form of Options.
 type options struct {
 	family     Family
-	nlFamily   int
-	handle     Netlink
+	kernel     kernel.Rules
 	priorities map[uint32]struct{}
 	tables     map[uint32]struct{}
-	refresh    time.Duration
 	log        *slog.Logger
 	clk        clock.Clock
 	name       string
@@ -82,35 +54,31 @@ func optionsError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 }
 
+// isNil reports whether k is nil or a nil pointer in an interface.
+func isNil(k any) bool {
+	if k == nil {
+		return true
+	}
+	v := reflect.ValueOf(k)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 func (o Options) validate() (options, error) {
-	v := options{family: o.Family, refresh: o.RefreshInterval, name: o.Name}
-	switch o.Family {
-	case IPv4:
-		v.nlFamily = netlink.FAMILY_V4
-	case IPv6:
-		v.nlFamily = netlink.FAMILY_V6
-	default:
+	v := options{family: o.Family, name: o.Name}
+	if !o.Family.Valid() {
 		return options{}, optionsError("family must be IPv4 or IPv6, got %v", o.Family)
 	}
-	switch h := o.Handle.(type) {
-	case nil:
-		return options{}, optionsError("Handle is required (a netlink handle bound to the target namespace)")
-	case *netlink.Handle:
-		if h == nil {
-			return options{}, optionsError("Handle is a nil *netlink.Handle")
-		}
-		if !h.SupportsNetlinkFamily(unix.NETLINK_ROUTE) {
-			return options{}, optionsError("Handle has no NETLINK_ROUTE socket (a zero netlink.Handle would use the calling thread's namespace); create it with netlink.NewHandleAt")
-		}
+	if isNil(o.Kernel) {
+		return options{}, optionsError("Kernel is required (kernel.Open of the target namespace, or a kernelfake.Namespace)")
 	}
-	v.handle = o.Handle
+	v.kernel = o.Kernel
 	if len(o.Priorities) == 0 {
 		return options{}, optionsError("at least one owned priority is required")
 	}
 	v.priorities = make(map[uint32]struct{}, len(o.Priorities))
 	for _, p := range o.Priorities {
-		if uint64(p) > math.MaxInt {
-			return options{}, optionsError("priority %d does not fit the netlink library's int on this platform", p)
+		if p == 0 {
+			return options{}, optionsError("priority 0 cannot be owned: a rule written without a priority gets one the kernel chooses")
 		}
 		v.priorities[p] = struct{}{}
 	}
@@ -119,13 +87,7 @@ func (o Options) validate() (options, error) {
 		if t == 0 {
 			return options{}, optionsError("table 0 is not a route table")
 		}
-		if uint64(t) > math.MaxInt {
-			return options{}, optionsError("table %d does not fit the netlink library's int on this platform", t)
-		}
 		v.tables[t] = struct{}{}
-	}
-	if v.refresh == 0 {
-		v.refresh = DefaultRefreshInterval
 	}
 	v.log = o.Logger
 	if v.log == nil {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routerule"
-	"github.com/nodeplane/nodeplane/routerule/routerulefake"
 )
 
 // pick returns one of xs at random.
@@ -118,7 +118,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	for _, fam := range []routerule.Family{routerule.IPv4, routerule.IPv6} {
 		for seed := range uint64(20) {
 			t.Run(fmt.Sprintf("%v/%d", fam, seed), func(t *testing.T) {
-				declared := resyncWritesNothing(t, env{kern: routerulefake.New(), fam: fam}, seed, 200)
+				declared := resyncWritesNothing(t, env{kern: kernelfake.New(kernelfake.Options{}), fam: fam}, seed, 200)
 				assert.Greater(t, declared, 50)
 			})
 		}
@@ -132,8 +132,7 @@ func TestKernelResyncWritesNothing(t *testing.T) {
 	for _, fam := range []routerule.Family{routerule.IPv4, routerule.IPv6} {
 		for _, seed := range []uint64{1, 2} {
 			t.Run(fmt.Sprintf("%v/%d", fam, seed), func(t *testing.T) {
-				ns := kerneltest.NewNS(t)
-				declared := resyncWritesNothing(t, env{kern: ns.Handle(), fam: fam}, seed, 300)
+				declared := resyncWritesNothing(t, env{kern: openKernel(t), fam: fam}, seed, 300)
 				assert.Greater(t, declared, 50)
 			})
 		}

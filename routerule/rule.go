@@ -1,5 +1,3 @@
-//go:build linux
-
 package routerule
 
 import (
@@ -10,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/ifname"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // Family is the address family of a Rules instance and its rules: one
@@ -24,16 +24,6 @@ const (
 	IPv4 = ipfamily.IPv4
 	// IPv6 is the inet6 family (`ip -6 rule`).
 	IPv6 = ipfamily.IPv6
-)
-
-// Well-known route tables, for ActionLookup and Options.Tables.
-const (
-	// TableDefault is the "default" table (253).
-	TableDefault uint32 = 253
-	// TableMain is the "main" table (254), where routes go by default.
-	TableMain uint32 = 254
-	// TableLocal is the "local" table (255) of local and broadcast routes.
-	TableLocal uint32 = 255
 )
 
 // Action is what a rule does with the packets it matches: one of
@@ -56,19 +46,20 @@ const (
 // ActionLookup looks the packet up in route table Table; when that table has
 // no route for it, the kernel goes on with the next rule.
 type ActionLookup struct {
-	// Table is the route table, 1 to 2^32-1 (TableMain, TableLocal and
-	// TableDefault included). 0 is not a table.
+	// Table is the route table, 1 to 2^32-1 (kernel.TableMain,
+	// kernel.TableLocal and kernel.TableDefault included). 0 is not a
+	// table.
 	Table uint32
 }
 
 // String returns "lookup N" ("lookup main" for the well-known tables).
 func (a ActionLookup) String() string {
 	switch a.Table {
-	case TableMain:
+	case kernel.TableMain:
 		return "lookup main"
-	case TableLocal:
+	case kernel.TableLocal:
 		return "lookup local"
-	case TableDefault:
+	case kernel.TableDefault:
 		return "lookup default"
 	}
 	return "lookup " + strconv.FormatUint(uint64(a.Table), 10)
@@ -250,19 +241,13 @@ func (r Rule) canonical(fam Family) (Rule, error) {
 		if a.Table == 0 {
 			return Rule{}, ruleError(r, "table 0 is not a route table")
 		}
-		if uint64(a.Table) > math.MaxInt {
-			return Rule{}, ruleError(r, "table does not fit the netlink library's int on this platform")
-		}
 	case ActionGoto:
 		if a.Priority <= r.Priority {
 			return Rule{}, ruleError(r, "goto target must be greater than the rule's priority (the kernel only jumps forward)")
 		}
-		if uint64(a.Priority) > math.MaxInt {
-			return Rule{}, ruleError(r, "goto target does not fit the netlink library's int on this platform")
-		}
 	}
-	if uint64(r.Priority) > math.MaxInt {
-		return Rule{}, ruleError(r, "priority does not fit the netlink library's int on this platform")
+	if r.Priority == 0 {
+		return Rule{}, ruleError(r, "priority 0 cannot be written (the kernel would choose a priority)")
 	}
 
 	var famSeen Family
@@ -278,7 +263,7 @@ func (r Rule) canonical(fam Family) (Rule, error) {
 			return Rule{}, ruleError(r, "invalid "+side.name+" prefix")
 		}
 		if p.Addr().Is4In6() {
-			return Rule{}, ruleError(r, side.name+" is an IPv4-mapped IPv6 prefix, which the netlink library would send as IPv4")
+			return Rule{}, ruleError(r, side.name+" is an IPv4-mapped IPv6 prefix: write IPv4 prefixes in their own form")
 		}
 		pf := IPv4
 		if p.Addr().Is6() {
@@ -307,7 +292,7 @@ func (r Rule) canonical(fam Family) (Rule, error) {
 	}
 	for _, side := range []struct{ name, v string }{{"iif", c.IIF}, {"oif", c.OIF}} {
 		if err := checkIfName(side.v); err != nil {
-			return Rule{}, ruleError(r, side.name+" "+err.Error())
+			return Rule{}, ruleError(r, side.name+": "+err.Error())
 		}
 	}
 	if c.Invert && !c.Src.IsValid() && !c.Dst.IsValid() && c.Mask == 0 && c.IIF == "" && c.OIF == "" {
@@ -316,23 +301,13 @@ func (r Rule) canonical(fam Family) (Rule, error) {
 	return c, nil
 }
 
-// maxIfName is the longest interface name the kernel accepts (IFNAMSIZ-1).
-const maxIfName = 15
-
-// checkIfName applies the kernel's rules for interface names; empty is
-// fine (no match).
+// checkIfName applies the kernel's rules for interface names
+// (ifname.Valid); empty is fine (no match).
 func checkIfName(name string) error {
-	switch {
-	case name == "":
+	if name == "" {
 		return nil
-	case len(name) > maxIfName:
-		return fmt.Errorf("name %q is longer than %d bytes", name, maxIfName)
-	case name == "." || name == "..":
-		return fmt.Errorf("name %q is not a valid interface name", name)
-	case strings.ContainsAny(name, "/: \t\n\r\v\f\x00"):
-		return fmt.Errorf("name %q contains a character interface names cannot hold", name)
 	}
-	return nil
+	return ifname.Valid(name)
 }
 
 // ruleKey is the kernel's identity of a rule: what it compares to refuse a

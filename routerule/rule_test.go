@@ -1,5 +1,3 @@
-//go:build linux
-
 package routerule_test
 
 import (
@@ -12,11 +10,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routerule"
-	"github.com/nodeplane/nodeplane/routerule/routerulefake"
 )
 
 var (
@@ -40,13 +38,15 @@ func TestRuleValidate(t *testing.T) {
 		wantErr string // empty: valid
 	}{
 		{"lookup", routerule.Rule{Priority: 10, Src: v4Src, Action: lookup(100)}, ""},
-		{"lookup main", routerule.Rule{Priority: 10, Action: lookup(routerule.TableMain)}, ""},
+		{"lookup main", routerule.Rule{Priority: 10, Action: lookup(kernel.TableMain)}, ""},
 		{"pointer action", routerule.Rule{Priority: 10, Action: &routerule.ActionGoto{Priority: 11}}, ""},
 		{"blackhole", routerule.Rule{Priority: 10, Dst: v6Src, Action: routerule.ActionBlackhole{}}, ""},
 		{"mask without mark", routerule.Rule{Priority: 10, Mask: 0x4, Action: lookup(1)}, ""},
 		{"inverted mark", routerule.Rule{Priority: 10, Mark: 1, Mask: 1, Invert: true, Action: lookup(1)}, ""},
 		{"15-byte interface", routerule.Rule{Priority: 10, IIF: strings.Repeat("a", 15), Action: lookup(1)}, ""},
 		{"max values", routerule.Rule{Priority: math.MaxUint32 - 1, Action: routerule.ActionGoto{Priority: math.MaxUint32}}, ""},
+
+		{"priority 0", routerule.Rule{Action: lookup(1)}, "priority 0"},
 
 		{"no action", routerule.Rule{Priority: 10}, "no action"},
 		{"nil lookup pointer", routerule.Rule{Priority: 10, Action: (*routerule.ActionLookup)(nil)}, "nil *ActionLookup"},
@@ -63,9 +63,9 @@ func TestRuleValidate(t *testing.T) {
 		{"invert without match", routerule.Rule{Priority: 10, Invert: true, Action: lookup(1)}, "Invert without any match"},
 		{"invert with only /0", routerule.Rule{Priority: 10, Invert: true, Src: netip.MustParsePrefix("0.0.0.0/0"), Action: lookup(1)}, "Invert without any match"},
 		{"long iif", routerule.Rule{Priority: 10, IIF: strings.Repeat("a", 16), Action: lookup(1)}, "longer than 15"},
-		{"slash in oif", routerule.Rule{Priority: 10, OIF: "a/b", Action: lookup(1)}, "cannot hold"},
-		{"space in iif", routerule.Rule{Priority: 10, IIF: "a b", Action: lookup(1)}, "cannot hold"},
-		{"dot oif", routerule.Rule{Priority: 10, OIF: "..", Action: lookup(1)}, "not a valid interface name"},
+		{"slash in oif", routerule.Rule{Priority: 10, OIF: "a/b", Action: lookup(1)}, `oif: interface name "a/b" contains '/'`},
+		{"space in iif", routerule.Rule{Priority: 10, IIF: "a b", Action: lookup(1)}, `contains ' '`},
+		{"dot oif", routerule.Rule{Priority: 10, OIF: "..", Action: lookup(1)}, `interface name ".." is not a valid name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,10 +86,10 @@ func TestRuleString(t *testing.T) {
 		want string
 	}{
 		{routerule.Rule{Priority: 5, Action: lookup(100)}, "5: from all lookup 100"},
-		{routerule.Rule{Priority: 5, Src: v4Src, Dst: netip.MustParsePrefix("10.2.0.0/16"), Action: lookup(routerule.TableMain)},
+		{routerule.Rule{Priority: 5, Src: v4Src, Dst: netip.MustParsePrefix("10.2.0.0/16"), Action: lookup(kernel.TableMain)},
 			"5: from 10.1.0.0/16 to 10.2.0.0/16 lookup main"},
-		{routerule.Rule{Priority: 5, Mark: 0x10, Action: lookup(routerule.TableLocal)}, "5: from all fwmark 0x10 lookup local"},
-		{routerule.Rule{Priority: 5, Mark: 0x10, Mask: 0xff, Action: lookup(routerule.TableDefault)}, "5: from all fwmark 0x10/0xff lookup default"},
+		{routerule.Rule{Priority: 5, Mark: 0x10, Action: lookup(kernel.TableLocal)}, "5: from all fwmark 0x10 lookup local"},
+		{routerule.Rule{Priority: 5, Mark: 0x10, Mask: 0xff, Action: lookup(kernel.TableDefault)}, "5: from all fwmark 0x10/0xff lookup default"},
 		{routerule.Rule{Priority: 5, Mask: 0x4, Invert: true, IIF: "eth0", OIF: "eth1", Action: routerule.ActionBlackhole{}},
 			"5: not from all fwmark 0/0x4 iif eth0 oif eth1 blackhole"},
 		{routerule.Rule{Priority: 5, IIF: "a b", Action: routerule.ActionBlackhole{}}, `5: from all iif "a b" blackhole`},
@@ -115,8 +115,8 @@ func TestFamily(t *testing.T) {
 }
 
 func TestNewOptions(t *testing.T) {
-	fake := routerulefake.New()
-	good := routerule.Options{Family: routerule.IPv4, Handle: fake, Priorities: []uint32{100}, Tables: []uint32{100}}
+	fake := kernelfake.New(kernelfake.Options{})
+	good := routerule.Options{Family: routerule.IPv4, Kernel: fake, Priorities: []uint32{100}, Tables: []uint32{100}}
 	tests := []struct {
 		name    string
 		mod     func(*routerule.Options)
@@ -124,13 +124,14 @@ func TestNewOptions(t *testing.T) {
 	}{
 		{"valid", func(*routerule.Options) {}, ""},
 		{"no tables", func(o *routerule.Options) { o.Tables = nil }, ""},
-		{"main table", func(o *routerule.Options) { o.Tables = []uint32{routerule.TableMain} }, ""},
+		{"main table", func(o *routerule.Options) { o.Tables = []uint32{kernel.TableMain} }, ""},
 		{"no family", func(o *routerule.Options) { o.Family = 0 }, "family"},
 		{"bad family", func(o *routerule.Options) { o.Family = 5 }, "family"},
-		{"no handle", func(o *routerule.Options) { o.Handle = nil }, "Handle is required"},
-		{"nil *netlink.Handle", func(o *routerule.Options) { o.Handle = (*netlink.Handle)(nil) }, "nil *netlink.Handle"},
-		{"zero netlink.Handle", func(o *routerule.Options) { o.Handle = &netlink.Handle{} }, "NETLINK_ROUTE"},
+		{"no kernel", func(o *routerule.Options) { o.Kernel = nil }, "Kernel is required"},
+		{"nil *kernel.Namespace", func(o *routerule.Options) { o.Kernel = (*kernel.Namespace)(nil) }, "Kernel is required"},
+		{"nil *kernelfake.Namespace", func(o *routerule.Options) { o.Kernel = (*kernelfake.Namespace)(nil) }, "Kernel is required"},
 		{"no priorities", func(o *routerule.Options) { o.Priorities = nil }, "priority"},
+		{"priority 0", func(o *routerule.Options) { o.Priorities = []uint32{100, 0} }, "priority 0"},
 		{"table 0", func(o *routerule.Options) { o.Tables = []uint32{100, 0} }, "table 0"},
 	}
 	for _, tt := range tests {
@@ -148,7 +149,7 @@ func TestNewOptions(t *testing.T) {
 			assert.Nil(t, r)
 		})
 	}
-	assert.Zero(t, fake.Calls(routerulefake.OpList)+fake.Writes(), "New does no I/O")
+	assert.Zero(t, fake.Calls(kernelfake.OpRules)+fake.Writes(), "New does no I/O")
 }
 
 func TestNameFamilyPhase(t *testing.T) {
@@ -157,7 +158,7 @@ func TestNameFamilyPhase(t *testing.T) {
 		name string
 		want string
 	}{{routerule.IPv4, "", "routerule-v4"}, {routerule.IPv6, "", "routerule-v6"}, {routerule.IPv4, "policy", "policy"}} {
-		r, err := routerule.New(routerule.Options{Family: tt.fam, Handle: routerulefake.New(), Priorities: []uint32{1}, Name: tt.name})
+		r, err := routerule.New(routerule.Options{Family: tt.fam, Kernel: kernelfake.New(kernelfake.Options{}), Priorities: []uint32{1}, Name: tt.name})
 		require.NoError(t, err)
 		assert.Equal(t, tt.want, r.Name())
 		assert.Equal(t, tt.fam, r.Family())
@@ -165,10 +166,12 @@ func TestNameFamilyPhase(t *testing.T) {
 	}
 }
 
-func newFakeRules(t *testing.T, fam routerule.Family) (*routerule.Rules, *routerulefake.Kernel) {
+// newFakeRules returns a Rules of family fam owning priorities 100 and 101
+// and table 100, on a fake namespace.
+func newFakeRules(t *testing.T, fam routerule.Family) (*routerule.Rules, *kernelfake.Namespace) {
 	t.Helper()
-	k := routerulefake.New()
-	r, err := routerule.New(routerule.Options{Family: fam, Handle: k, Priorities: []uint32{100, 101}, Tables: []uint32{100}})
+	k := kernelfake.New(kernelfake.Options{})
+	r, err := routerule.New(routerule.Options{Family: fam, Kernel: k, Priorities: []uint32{100, 101}, Tables: []uint32{100}})
 	require.NoError(t, err)
 	return r, k
 }
@@ -200,7 +203,7 @@ func TestSetRuleRejectsWithoutChange(t *testing.T) {
 				}
 				assert.Equal(t, before, r.Desired())
 			}
-			assert.Zero(t, k.Calls(routerulefake.OpList)+k.Writes())
+			assert.Zero(t, k.Calls(kernelfake.OpRules)+k.Writes())
 		})
 	}
 }
@@ -241,49 +244,60 @@ func TestDesiredIsCanonical(t *testing.T) {
 	assert.Len(t, r.Desired(), 2)
 }
 
+// A nil context is context.Background(); a cancelled one is refused before
+// any I/O.
 func TestApplyNilAndCancelledContext(t *testing.T) {
 	r, k := newFakeRules(t, routerule.IPv4)
 	require.NoError(t, r.SetRule(routerule.Rule{Priority: 100, Action: lookup(100)}))
-	//lint:ignore SA1012 checking that a nil context is refused, not a panic
-	_, err := r.Apply(nil)
-	require.Error(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = r.Apply(ctx)
+	_, err := r.Apply(ctx)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Zero(t, k.Calls(routerulefake.OpList)+k.Writes())
+	assert.Zero(t, k.Calls(kernelfake.OpRules)+k.Writes())
+	//lint:ignore SA1012 a nil context is the input under test
+	_, err = r.Apply(nil) //nolint:staticcheck
+	require.NoError(t, err)
+	assert.Equal(t, 1, k.Writes())
 }
 
-func TestRefreshOffReturnsNoRetry(t *testing.T) {
-	k := routerulefake.New()
-	r, err := routerule.New(routerule.Options{Family: routerule.IPv4, Handle: k, Priorities: []uint32{100}, RefreshInterval: -1})
-	require.NoError(t, err)
+// Periodic resync is the loop's: Apply asks for no call of its own when
+// nothing failed.
+func TestNoRetryWhenNothingFailed(t *testing.T) {
+	r, _ := newFakeRules(t, routerule.IPv4)
+	require.NoError(t, r.SetRule(routerule.Rule{Priority: 100, Action: lookup(100)}))
 	res, err := r.Apply(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, res.RetryAfter)
-
-	r2, err := routerule.New(routerule.Options{Family: routerule.IPv4, Handle: k, Priorities: []uint32{100}})
-	require.NoError(t, err)
-	res, err = r2.Apply(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, routerule.DefaultRefreshInterval, res.RetryAfter)
 }
 
-func TestDropRulesOfEveryKindAreOurs(t *testing.T) {
-	// A dump cannot tell the drop actions apart, so a leftover unreachable,
-	// prohibit or nop rule at an owned priority is deleted too (each drop
-	// action is tried in turn).
-	for _, typ := range []uint8{6, 7, 8, 3} {
-		r, k := newFakeRules(t, routerule.IPv4)
-		n := netlink.NewRule()
-		n.Family, n.Priority, n.Type = netlink.FAMILY_V4, 100, typ
-		require.NoError(t, k.RuleAdd(n))
+// Rules of ours that this package cannot express (unreachable, prohibit and
+// nop rules, or attributes such as a TOS) are deleted; a blackhole rule is
+// ours to keep when desired.
+func TestInexpressibleRulesOfOursAreDeleted(t *testing.T) {
+	for _, k := range []kernel.Rule{
+		{Action: kernel.RuleUnreachable}, {Action: kernel.RuleProhibit}, {Action: kernel.RuleNop},
+		{Action: kernel.RuleLookup, Table: 100, TOS: 0x10},
+		{Action: kernel.RuleLookup, Table: 100, SuppressPrefixLen: kernel.Suppressor{Set: true}},
+		{Action: kernel.RuleBlackhole, DstPorts: kernel.PortRange{Start: 80, End: 80}, IPProto: 6},
+	} {
+		r, ns := newFakeRules(t, routerule.IPv4)
+		k.Family, k.Priority = kernel.IPv4, 100
+		require.NoError(t, ns.Admin().AddRule(context.Background(), k))
 		_, err := r.Apply(context.Background())
 		require.NoError(t, err)
-		for _, kr := range k.Rules(netlink.FAMILY_V4) {
-			assert.NotEqual(t, 100, kr.Priority, "type %d", typ)
+		rules, err := ns.Admin().Rules(context.Background(), kernel.IPv4)
+		require.NoError(t, err)
+		for _, kr := range rules {
+			assert.NotEqual(t, uint32(100), kr.Priority, "%+v", k)
 		}
 	}
+	r, ns := newFakeRules(t, routerule.IPv4)
+	require.NoError(t, ns.Admin().AddRule(context.Background(), kernel.Rule{Family: kernel.IPv4, Priority: 100, Action: kernel.RuleBlackhole}))
+	require.NoError(t, r.SetRule(routerule.Rule{Priority: 100, Action: routerule.ActionBlackhole{}}))
+	ns.ResetCounts()
+	_, err := r.Apply(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, ns.Writes(), "the blackhole rule found is the one desired")
 }
 
 func TestConcurrentUse(t *testing.T) {
@@ -309,7 +323,9 @@ func TestConcurrentUse(t *testing.T) {
 	_, err := r.Apply(context.Background())
 	require.NoError(t, err)
 	var got []uint32
-	for _, kr := range k.Rules(netlink.FAMILY_V4) {
+	rules, err := k.Admin().Rules(context.Background(), kernel.IPv4)
+	require.NoError(t, err)
+	for _, kr := range rules {
 		if kr.Priority == 100 {
 			got = append(got, kr.Mark)
 		}

@@ -1,5 +1,3 @@
-//go:build linux
-
 package routerule
 
 import (
@@ -8,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
 )
@@ -26,9 +23,6 @@ type Rules struct {
 	dirty bool
 	// resync makes the next Apply dump the kernel before writing.
 	resync bool
-	// synced is set once a dump succeeded: groups is a model of the kernel.
-	synced      bool
-	nextRefresh time.Time
 	// groups holds our rules in the kernel, by priority, in kernel order.
 	groups map[uint32][]*entry
 	// retries holds the backoff of the writes the kernel refused.
@@ -168,7 +162,9 @@ func sortRules(rules []Rule) {
 }
 
 // QueueResync makes the next Apply re-read the kernel's rules before
-// writing, repairing rules deleted or changed behind its back.
+// writing, repairing rules deleted or changed behind its back. A
+// dataplane.Loop calls it every Options.ResyncInterval; a Rules used on its
+// own has no periodic resync unless its user calls QueueResync.
 func (r *Rules) QueueResync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,12 +1,10 @@
-//go:build linux
-
 package routerule_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -16,29 +14,22 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routerule"
 )
 
-// env is where a scenario runs: the fake kernel in unit tests, a fresh
-// network namespace in kernel tests. Every scenario runs against both, for
-// both families.
+// env is where a scenario runs: a fake namespace (kernelfake) in unit
+// tests, a fresh network namespace in kernel tests. Every scenario runs
+// against both, for both families.
 type env struct {
-	// kern reaches the kernel directly, as an administrator or another
+	// kern reaches the namespace directly, as an administrator or another
 	// agent would (not counted).
-	kern routerule.Netlink
+	kern kernel.Rules
 	fam  routerule.Family
-}
-
-func (e env) nlFamily() int {
-	if e.fam == routerule.IPv6 {
-		return netlink.FAMILY_V6
-	}
-	return netlink.FAMILY_V4
 }
 
 // pick returns the prefix for the env's family.
@@ -49,18 +40,18 @@ func (e env) pick(v4, v6 string) netip.Prefix {
 	return netip.MustParsePrefix(v4)
 }
 
-// counter wraps a Netlink, counts the calls of the Rules under test and
-// injects failures.
+// counter wraps a kernel.Rules, counts the calls of the Rules under test
+// and injects failures.
 type counter struct {
-	inner routerule.Netlink
+	inner kernel.Rules
 
 	mu                sync.Mutex
 	lists, adds, dels int
 	failList          []error
-	failAdd, failDel  func(r *netlink.Rule) error
+	failAdd, failDel  func(r *kernel.Rule) error
 }
 
-func (c *counter) RuleList(family int) ([]netlink.Rule, error) {
+func (c *counter) Rules(ctx context.Context, family kernel.Family) ([]kernel.Rule, error) {
 	c.mu.Lock()
 	c.lists++
 	var inject error
@@ -68,37 +59,36 @@ func (c *counter) RuleList(family int) ([]netlink.Rule, error) {
 		inject, c.failList = c.failList[0], c.failList[1:]
 	}
 	c.mu.Unlock()
-	rules, err := c.inner.RuleList(family)
 	if inject != nil {
-		return rules, inject
+		return nil, inject
 	}
-	return rules, err
+	return c.inner.Rules(ctx, family)
 }
 
-func (c *counter) RuleAdd(r *netlink.Rule) error {
+func (c *counter) AddRule(ctx context.Context, r kernel.Rule) error {
 	c.mu.Lock()
 	c.adds++
 	fail := c.failAdd
 	c.mu.Unlock()
 	if fail != nil {
-		if err := fail(r); err != nil {
+		if err := fail(&r); err != nil {
 			return err
 		}
 	}
-	return c.inner.RuleAdd(r)
+	return c.inner.AddRule(ctx, r)
 }
 
-func (c *counter) RuleDel(r *netlink.Rule) error {
+func (c *counter) DeleteRule(ctx context.Context, r kernel.Rule) error {
 	c.mu.Lock()
 	c.dels++
 	fail := c.failDel
 	c.mu.Unlock()
 	if fail != nil {
-		if err := fail(r); err != nil {
+		if err := fail(&r); err != nil {
 			return err
 		}
 	}
-	return c.inner.RuleDel(r)
+	return c.inner.DeleteRule(ctx, r)
 }
 
 // calls returns (lists, adds, deletes) and resets the counts.
@@ -113,14 +103,14 @@ func (c *counter) calls() (int, int, int) {
 // Owned priorities and tables of every scenario.
 var (
 	ownedPrios  = []uint32{100, 101, 102, 103, 104, 105}
-	ownedTables = []uint32{100, 101, routerule.TableMain}
+	ownedTables = []uint32{100, 101, kernel.TableMain}
 )
 
 // newRules returns a Rules over a counter around e's kernel.
 func newRules(t *testing.T, e env, mod ...func(*routerule.Options)) (*routerule.Rules, *counter) {
 	t.Helper()
 	c := &counter{inner: e.kern}
-	o := routerule.Options{Family: e.fam, Handle: c, Priorities: ownedPrios, Tables: ownedTables}
+	o := routerule.Options{Family: e.fam, Kernel: c, Priorities: ownedPrios, Tables: ownedTables}
 	for _, m := range mod {
 		m(&o)
 	}
@@ -156,21 +146,14 @@ func allKinds(e env) []routerule.Rule {
 		{Priority: 102, IIF: "lo", OIF: "lo", Invert: true, Action: routerule.ActionLookup{Table: 101}},
 		{Priority: 103, Src: src, Action: routerule.ActionGoto{Priority: 105}},
 		{Priority: 104, Dst: dst, Action: routerule.ActionBlackhole{}},
-		{Priority: 104, Mark: 0x20, IIF: "lo", Action: routerule.ActionLookup{Table: routerule.TableMain}},
+		{Priority: 104, Mark: 0x20, IIF: "lo", Action: routerule.ActionLookup{Table: kernel.TableMain}},
 		{Priority: 105, Action: routerule.ActionLookup{Table: 100}},
 	}
 }
 
 // fmtRule formats a canonical desired rule the way fmtKernel formats a
-// dumped one, so the two can be compared. A dump does not say which drop
-// action a rule has: both print "drop".
+// dumped one, so the two can be compared.
 func fmtRule(r routerule.Rule) string {
-	pfx := func(p netip.Prefix) string {
-		if !p.IsValid() {
-			return "all"
-		}
-		return p.String()
-	}
 	var action string
 	switch a := r.Action.(type) {
 	case routerule.ActionLookup:
@@ -178,43 +161,49 @@ func fmtRule(r routerule.Rule) string {
 	case routerule.ActionGoto:
 		action = fmt.Sprintf("goto %d", a.Priority)
 	case routerule.ActionBlackhole:
-		action = "drop"
+		action = "blackhole"
 	}
-	return fmt.Sprintf("%d not=%v from=%s to=%s fwmark=%#x/%#x iif=%q oif=%q %s",
-		r.Priority, r.Invert, pfx(r.Src), pfx(r.Dst), r.Mark, r.Mask, r.IIF, r.OIF, action)
+	return fmtLine(r.Priority, r.Invert, r.Src, r.Dst, r.Mark, r.Mask, r.IIF, r.OIF, action)
 }
 
-func fmtKernel(r netlink.Rule) string {
-	pfx := func(n *net.IPNet) string {
-		if n == nil {
+func fmtLine(prio uint32, invert bool, src, dst netip.Prefix, mark, mask uint32, iif, oif, action string) string {
+	pfx := func(p netip.Prefix) string {
+		if !p.IsValid() {
 			return "all"
 		}
-		return netip.MustParsePrefix(n.String()).String()
-	}
-	var mask uint32
-	if r.Mask != nil {
-		mask = *r.Mask
-	}
-	action := "drop"
-	switch {
-	case r.Goto > 0:
-		action = fmt.Sprintf("goto %d", r.Goto)
-	case r.Table > 0:
-		action = fmt.Sprintf("lookup %d", r.Table)
+		return p.String()
 	}
 	return fmt.Sprintf("%d not=%v from=%s to=%s fwmark=%#x/%#x iif=%q oif=%q %s",
-		r.Priority, r.Invert, pfx(r.Src), pfx(r.Dst), r.Mark, mask, r.IifName, r.OifName, action)
+		prio, invert, pfx(src), pfx(dst), mark, mask, iif, oif, action)
+}
+
+// fmtKernel formats a dumped rule; attributes routerule does not express
+// are appended.
+func fmtKernel(r kernel.Rule) string {
+	action := map[uint8]string{kernel.RuleBlackhole: "blackhole", kernel.RuleUnreachable: "unreachable",
+		kernel.RuleProhibit: "prohibit", kernel.RuleNop: "nop"}[r.Action]
+	switch r.Action {
+	case kernel.RuleLookup:
+		action = fmt.Sprintf("lookup %d", r.Table)
+	case kernel.RuleGoto:
+		action = fmt.Sprintf("goto %d", r.Goto)
+	}
+	s := fmtLine(r.Priority, r.Invert, r.Src, r.Dst, r.Mark, r.Mask, r.IIF, r.OIF, action)
+	if r.IPProto != 0 || r.DstPorts != (kernel.PortRange{}) || r.Protocol != 0 {
+		s += fmt.Sprintf(" ipproto %d dport %v proto %d", r.IPProto, r.DstPorts, r.Protocol)
+	}
+	return s
 }
 
 // kernelRules returns the kernel's rules of e's family at prios (all when
 // none given), formatted, in kernel order.
 func kernelRules(t *testing.T, e env, prios ...uint32) []string {
 	t.Helper()
-	rules, err := e.kern.RuleList(e.nlFamily())
+	rules, err := e.kern.Rules(context.Background(), e.fam)
 	require.NoError(t, err)
 	var out []string
 	for _, r := range rules {
-		if len(prios) == 0 || slices.Contains(prios, uint32(r.Priority)) {
+		if len(prios) == 0 || slices.Contains(prios, r.Priority) {
 			out = append(out, fmtKernel(r))
 		}
 	}
@@ -230,22 +219,22 @@ func expect(r *routerule.Rules) []string {
 	return out
 }
 
-// kernelAdd adds a rule behind the Rules' back.
-func kernelAdd(t *testing.T, e env, prio, table int, mod func(*netlink.Rule)) *netlink.Rule {
+// kernelAdd adds a rule behind the Rules' back: a lookup of table (or, with
+// table 0, whatever mod makes it).
+func kernelAdd(t *testing.T, e env, prio, table uint32, mod func(*kernel.Rule)) {
 	t.Helper()
-	r := netlink.NewRule()
-	r.Family = e.nlFamily()
-	r.Priority = prio
-	r.Table = table
+	r := kernel.Rule{Family: e.fam, Priority: prio, Action: kernel.RuleLookup, Table: table}
 	if mod != nil {
-		mod(r)
+		mod(&r)
 	}
-	require.NoError(t, e.kern.RuleAdd(r), "adding %v", r)
-	return r
+	require.NoError(t, e.kern.AddRule(context.Background(), r), "adding %+v", r)
 }
 
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+// kernelDel deletes a rule behind the Rules' back.
+func kernelDel(t *testing.T, e env, r kernel.Rule) {
+	t.Helper()
+	r.Family = e.fam
+	require.NoError(t, e.kern.DeleteRule(context.Background(), r), "deleting %+v", r)
 }
 
 type scenario struct {
@@ -291,10 +280,10 @@ var scenarios = []scenario{
 		// Same priority, foreign table; our table at a foreign priority;
 		// a foreign goto and a foreign drop rule at other priorities.
 		kernelAdd(t, e, 100, 200, nil)
-		kernelAdd(t, e, 100, 200, func(r *netlink.Rule) { r.Src = ipNet(src) })
+		kernelAdd(t, e, 100, 200, func(r *kernel.Rule) { r.Src = src })
 		kernelAdd(t, e, 300, 100, nil)
-		kernelAdd(t, e, 99, 0, func(r *netlink.Rule) { r.Goto = 300 })
-		kernelAdd(t, e, 98, 0, func(r *netlink.Rule) { r.Type = syscall.RTN_BLACKHOLE })
+		kernelAdd(t, e, 99, 0, func(r *kernel.Rule) { r.Action, r.Table, r.Goto = kernel.RuleGoto, 0, 300 })
+		kernelAdd(t, e, 98, 0, func(r *kernel.Rule) { r.Action, r.Table = kernel.RuleBlackhole, 0 })
 		foreign := kernelRules(t, e)
 
 		r, _ := newRules(t, e)
@@ -317,13 +306,14 @@ var scenarios = []scenario{
 
 	{"KernelDefaultRulesNeverOurs", func(t *testing.T, e env) {
 		// Owning the priorities and tables of the kernel's own rules
-		// (lookup local, main, default) does not make them ours: without
-		// them the host does not route.
+		// (lookup main, default; priority 0, lookup local's, cannot be
+		// owned) does not make them ours: without them the host does not
+		// route.
 		before := kernelRules(t, e)
 		require.NotEmpty(t, before)
 		r, _ := newRules(t, e, func(o *routerule.Options) {
-			o.Priorities = []uint32{0, 32766, 32767, 100}
-			o.Tables = []uint32{routerule.TableLocal, routerule.TableMain, routerule.TableDefault, 100}
+			o.Priorities = []uint32{32766, 32767, 100}
+			o.Tables = []uint32{kernel.TableLocal, kernel.TableMain, kernel.TableDefault, 100}
 		})
 		mine := routerule.Rule{Priority: 100, Mark: 0x1, Mask: math.MaxUint32, Action: routerule.ActionLookup{Table: 100}}
 		require.NoError(t, r.SetRule(mine))
@@ -336,15 +326,17 @@ var scenarios = []scenario{
 
 	{"LeftoversOfOursAreDeleted", func(t *testing.T, e env) {
 		// Left by an earlier run: an undesired lookup of an owned table,
-		// a goto, a blackhole and a prohibit rule (which a dump cannot
-		// tell from a blackhole), and a rule with attributes routerule
-		// does not express.
+		// a goto, a blackhole and a prohibit rule (an action routerule
+		// does not write), and rules with attributes routerule does not
+		// express.
 		kernelAdd(t, e, 100, 100, nil)
-		kernelAdd(t, e, 101, 0, func(r *netlink.Rule) { r.Goto = 200 })
-		kernelAdd(t, e, 102, 0, func(r *netlink.Rule) { r.Type = syscall.RTN_BLACKHOLE })
-		kernelAdd(t, e, 103, 0, func(r *netlink.Rule) { r.Type = syscall.RTN_PROHIBIT })
-		kernelAdd(t, e, 104, 101, func(r *netlink.Rule) { r.IPProto = syscall.IPPROTO_TCP })
-		kernelAdd(t, e, 105, 100, func(r *netlink.Rule) { r.Dport = netlink.NewRulePortRange(80, 80) })
+		kernelAdd(t, e, 101, 0, func(r *kernel.Rule) { r.Action, r.Goto = kernel.RuleGoto, 200 })
+		kernelAdd(t, e, 102, 0, func(r *kernel.Rule) { r.Action = kernel.RuleBlackhole })
+		kernelAdd(t, e, 103, 0, func(r *kernel.Rule) { r.Action = kernel.RuleProhibit })
+		kernelAdd(t, e, 104, 101, func(r *kernel.Rule) { r.IPProto = syscall.IPPROTO_TCP })
+		kernelAdd(t, e, 105, 100, func(r *kernel.Rule) {
+			r.IPProto, r.DstPorts = syscall.IPPROTO_TCP, kernel.PortRange{Start: 80, End: 80}
+		})
 		keep := routerule.Rule{Priority: 100, Mark: 0x1, Action: routerule.ActionLookup{Table: 100}}
 
 		r, _ := newRules(t, e)
@@ -362,19 +354,9 @@ var scenarios = []scenario{
 
 		// systemd-networkd deletes two of our rules.
 		for _, i := range []int{0, 7} {
-			del := netlink.NewRule()
-			del.Family = e.nlFamily()
-			del.Priority = int(rules[i].Priority)
-			del.Src, del.Mark, del.Invert = nil, rules[i].Mark, rules[i].Invert
-			if rules[i].Src.IsValid() {
-				del.Src = ipNet(rules[i].Src)
-			}
-			if rules[i].Mask != 0 {
-				m := rules[i].Mask
-				del.Mask = &m
-			}
-			del.Table = int(rules[i].Action.(routerule.ActionLookup).Table)
-			require.NoError(t, e.kern.RuleDel(del))
+			kernelDel(t, e, kernel.Rule{Priority: rules[i].Priority, Src: rules[i].Src, Mark: rules[i].Mark,
+				Mask: rules[i].Mask, Invert: rules[i].Invert, Action: kernel.RuleLookup,
+				Table: rules[i].Action.(routerule.ActionLookup).Table})
 		}
 		c.calls()
 		apply(t, r)
@@ -388,33 +370,6 @@ var scenarios = []scenario{
 		assert.Equal(t, 2, adds)
 		assert.Zero(t, dels)
 		assert.ElementsMatch(t, want, kernelRules(t, e))
-	}},
-
-	{"PeriodicRefreshOnTheClock", func(t *testing.T, e env) {
-		fc := clock.NewFake(time.Unix(1000, 0))
-		const every = 30 * time.Second
-		r, c := newRules(t, e, func(o *routerule.Options) { o.Clock, o.RefreshInterval = fc, every })
-		rule := routerule.Rule{Priority: 101, Src: e.pick("10.4.0.0/16", "fd00:4::/64"), Action: routerule.ActionLookup{Table: 101}}
-		require.NoError(t, r.SetRule(rule))
-		assert.Equal(t, every, apply(t, r))
-		want := kernelRules(t, e)
-
-		del := netlink.NewRule()
-		del.Family, del.Priority, del.Table, del.Src = e.nlFamily(), 101, 101, ipNet(rule.Src)
-		require.NoError(t, e.kern.RuleDel(del))
-		c.calls()
-
-		fc.Advance(every / 3)
-		assert.Equal(t, every-every/3, apply(t, r))
-		lists, adds, dels := c.calls()
-		assert.Zero(t, lists+adds+dels)
-
-		fc.Advance(every - every/3)
-		assert.Equal(t, every, apply(t, r))
-		lists, adds, _ = c.calls()
-		assert.Equal(t, 1, lists)
-		assert.Equal(t, 1, adds)
-		assert.Equal(t, want, kernelRules(t, e))
 	}},
 
 	{"InvertAndGotoTargetReplace", func(t *testing.T, e env) {
@@ -484,7 +439,7 @@ var scenarios = []scenario{
 		r, c := newRules(t, e, func(o *routerule.Options) { o.Clock = fc })
 		rules := allKinds(e)
 		require.NoError(t, r.SetRules(rules))
-		c.failAdd = func(n *netlink.Rule) error {
+		c.failAdd = func(n *kernel.Rule) error {
 			if n.Priority == 102 {
 				return syscall.ENOBUFS
 			}
@@ -528,8 +483,8 @@ var scenarios = []scenario{
 		r, c := newRules(t, e, func(o *routerule.Options) { o.Clock = fc })
 		rules := allKinds(e)
 		refused := rules[4] // 101: fwmark 0x10 lookup 100
-		c.failAdd = func(n *netlink.Rule) error {
-			if n.Priority == 101 && n.Mark == 0x10 && n.Mask != nil && *n.Mask == math.MaxUint32 {
+		c.failAdd = func(n *kernel.Rule) error {
+			if n.Priority == 101 && n.Mark == 0x10 && n.Mask == math.MaxUint32 {
 				return syscall.EINVAL
 			}
 			return nil
@@ -580,7 +535,7 @@ var scenarios = []scenario{
 		r, c := newRules(t, e, func(o *routerule.Options) { o.Clock = fc })
 		require.NoError(t, r.SetRules(allKinds(e)))
 		apply(t, r)
-		c.failDel = func(*netlink.Rule) error { return syscall.EBUSY }
+		c.failDel = func(*kernel.Rule) error { return syscall.EBUSY }
 		require.NoError(t, r.SetRules(nil))
 		res, err := r.Apply(context.Background())
 		require.ErrorIs(t, err, syscall.EBUSY)
@@ -591,13 +546,21 @@ var scenarios = []scenario{
 		assert.Empty(t, kernelRules(t, e, ownedPrios...))
 	}},
 
-	{"InterruptedDumpIsRetried", func(t *testing.T, e env) {
+	{"InterruptedDumpWritesNothing", func(t *testing.T, e env) {
+		// The kernel package retries an interrupted dump; one that stays
+		// interrupted is a failed read: nothing is written, and the next
+		// Apply reads again.
 		r, c := newRules(t, e)
-		c.failList = []error{netlink.ErrDumpInterrupted, netlink.ErrDumpInterrupted}
+		c.failList = []error{fmt.Errorf("injected: %w", kernel.ErrDumpInterrupted)}
 		require.NoError(t, r.SetRules(allKinds(e)))
+		_, err := r.Apply(context.Background())
+		require.ErrorIs(t, err, kernel.ErrDumpInterrupted)
+		require.False(t, errors.Is(err, dataplane.ErrPartial), "a failed read is an error of the whole instance")
+		_, adds, dels := c.calls()
+		assert.Zero(t, adds+dels)
 		apply(t, r)
 		lists, _, _ := c.calls()
-		assert.Equal(t, 3, lists)
+		assert.Equal(t, 1, lists)
 		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
 	}},
 
@@ -614,13 +577,11 @@ var scenarios = []scenario{
 	}},
 
 	{"RuleAlreadyGoneAsksForAQuickResync", func(t *testing.T, e env) {
-		r, c := newRules(t, e, func(o *routerule.Options) { o.RefreshInterval = -1 })
+		r, c := newRules(t, e)
 		rule := routerule.Rule{Priority: 103, IIF: "lo", Action: routerule.ActionLookup{Table: 100}}
 		require.NoError(t, r.SetRule(rule))
-		assert.Zero(t, apply(t, r), "no refresh, no retry")
-		del := netlink.NewRule()
-		del.Family, del.Priority, del.Table, del.IifName = e.nlFamily(), 103, 100, "lo"
-		require.NoError(t, e.kern.RuleDel(del))
+		assert.Zero(t, apply(t, r), "nothing failed: no retry")
+		kernelDel(t, e, kernel.Rule{Priority: 103, Action: kernel.RuleLookup, Table: 100, IIF: "lo"})
 
 		require.NoError(t, r.RemoveRule(rule))
 		retry := apply(t, r)
@@ -639,9 +600,7 @@ var scenarios = []scenario{
 		// adopted, then deleted correctly when no longer wanted. Declared
 		// with host bits, it is refused.
 		raw := e.pick("10.8.1.2/16", "fd00:8::1/64")
-		kernelAdd(t, e, 101, 100, func(r *netlink.Rule) {
-			r.Src = &net.IPNet{IP: raw.Addr().AsSlice(), Mask: net.CIDRMask(raw.Bits(), raw.Addr().BitLen())}
-		})
+		kernelAdd(t, e, 101, 100, func(r *kernel.Rule) { r.Src = raw })
 		r, c := newRules(t, e)
 		err := r.SetRule(routerule.Rule{Priority: 101, Src: raw, Action: routerule.ActionLookup{Table: 100}})
 		require.ErrorIs(t, err, routerule.ErrInvalidRule)

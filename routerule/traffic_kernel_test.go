@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routerule"
 )
 
@@ -31,6 +32,9 @@ func TestKernelTrafficFollowsRules(t *testing.T) {
 	a, b := host.Pods[0], host.Pods[1]
 	const table = 100
 	const mark = 0x10
+	ns, err := kernel.Open(host.NS.Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ns.Close() })
 
 	for _, fam := range []routerule.Family{routerule.IPv4, routerule.IPv6} {
 		t.Run(fam.String(), func(t *testing.T) {
@@ -52,8 +56,8 @@ func TestKernelTrafficFollowsRules(t *testing.T) {
 			require.NoError(t, err)
 
 			rules, err := routerule.New(routerule.Options{
-				Family: fam, Handle: host.NS.Handle(),
-				Priorities: []uint32{100, 101, 102}, Tables: []uint32{table, routerule.TableMain},
+				Family: fam, Kernel: ns,
+				Priorities: []uint32{100, 101, 102}, Tables: []uint32{table, kernel.TableMain},
 			})
 			require.NoError(t, err)
 			set := func(rs ...routerule.Rule) {
@@ -101,7 +105,7 @@ func TestKernelTrafficFollowsRules(t *testing.T) {
 				{"goto skips the catch-all for A", []routerule.Rule{
 					{Priority: 100, Src: fromA, Action: routerule.ActionGoto{Priority: 102}},
 					{Priority: 101, Action: toTable},
-					{Priority: 102, Action: routerule.ActionLookup{Table: routerule.TableMain}},
+					{Priority: 102, Action: routerule.ActionLookup{Table: kernel.TableMain}},
 				}, false},
 				{"goto without a rule at its target is ignored", []routerule.Rule{
 					{Priority: 100, Src: fromA, Action: routerule.ActionGoto{Priority: 102}},
