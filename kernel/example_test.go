@@ -193,8 +193,7 @@ func ExampleNeighbor_Validate() {
 // A Rule's unset suppressors are -1, not 0 (suppress_prefixlength 0 is a
 // real selector).
 func ExampleRule_Validate() {
-	r := kernel.Rule{Family: kernel.IPv4, Priority: 100, Action: kernel.RuleLookup, Table: 200,
-		}
+	r := kernel.Rule{Family: kernel.IPv4, Priority: 100, Action: kernel.RuleLookup, Table: 200}
 	fmt.Println(r.Validate())
 	r.Action, r.Goto = kernel.RuleGoto, 50
 	fmt.Println(r.Validate())

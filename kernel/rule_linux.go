@@ -171,11 +171,11 @@ func decodeRule(payload []byte, r *Rule) (ok bool, err error) {
 		return false, nil
 	}
 	*r = Rule{
-		Family:            f,
-		TOS:               payload[3],
-		Table:             uint32(payload[4]),
-		Action:            payload[7],
-		Invert:            ne.Uint32(payload[8:])&unix.FIB_RULE_INVERT != 0,
+		Family: f,
+		TOS:    payload[3],
+		Table:  uint32(payload[4]),
+		Action: payload[7],
+		Invert: ne.Uint32(payload[8:])&unix.FIB_RULE_INVERT != 0,
 	}
 	dstLen, srcLen := int(payload[1]), int(payload[2])
 	if dstLen > f.Bits() || srcLen > f.Bits() {

@@ -35,13 +35,15 @@ func ruleCases() map[string]Rule {
 		"invert tos proto":        with(rule(IPv4, 106, 7), func(r *Rule) { r.Invert, r.TOS, r.IPProto, r.Protocol = true, 0x10, 6, 80 }),
 		"ports":                   with(rule(IPv4, 107, 7), func(r *Rule) { r.SrcPorts, r.DstPorts = PortRange{1000, 2000}, PortRange{53, 53} }),
 		"uid":                     with(rule(IPv6, 108, 7), func(r *Rule) { r.UID = UIDRange{Start: 1000, End: 1999, Set: true} }),
-		"suppress":                with(rule(IPv4, 109, 254), func(r *Rule) { r.SuppressPrefixLen, r.SuppressIfGroup = Suppressor{Set: true}, Suppressor{Value: 3, Set: true} }),
-		"realm tunid":             with(rule(IPv4, 110, 7), func(r *Rule) { r.Realm, r.TunID = 0x10002, 0x0102030405060708 }),
-		"goto":                    {Family: IPv4, Priority: 111, Action: RuleGoto, Goto: 200},
-		"blackhole":               {Family: IPv6, Priority: 112, Action: RuleBlackhole},
-		"nop":                     {Family: IPv4, Priority: 113, Action: RuleNop},
-		"prohibit":                {Family: IPv4, Priority: 114, Action: RuleProhibit},
-		"unreachable":             {Family: IPv6, Priority: 115, Action: RuleUnreachable},
+		"suppress": with(rule(IPv4, 109, 254), func(r *Rule) {
+			r.SuppressPrefixLen, r.SuppressIfGroup = Suppressor{Set: true}, Suppressor{Value: 3, Set: true}
+		}),
+		"realm tunid": with(rule(IPv4, 110, 7), func(r *Rule) { r.Realm, r.TunID = 0x10002, 0x0102030405060708 }),
+		"goto":        {Family: IPv4, Priority: 111, Action: RuleGoto, Goto: 200},
+		"blackhole":   {Family: IPv6, Priority: 112, Action: RuleBlackhole},
+		"nop":         {Family: IPv4, Priority: 113, Action: RuleNop},
+		"prohibit":    {Family: IPv4, Priority: 114, Action: RuleProhibit},
+		"unreachable": {Family: IPv6, Priority: 115, Action: RuleUnreachable},
 	}
 }
 
