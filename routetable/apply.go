@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/delta"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // applyState collects the outcome of one Apply.
@@ -54,9 +55,9 @@ func (s *applyState) err() error {
 // kernel table: deletes of our unwanted routes (after their grace period),
 // conntrack deletions for addresses whose route moves, replaces of routes
 // that are missing or differ, static neighbour entries. It re-reads the
-// table first on the first call, after QueueResync and every
-// RefreshInterval, and after a failed read. It implements
-// dataplane.Driver.
+// table first on the first call, after QueueResync and after a failed
+// read. It implements dataplane.Driver. A nil ctx is
+// context.Background().
 //
 // Failures are per object. An Apply that cannot read the kernel writes
 // nothing and returns an error wrapping ErrDump. Otherwise the rest is
@@ -66,8 +67,9 @@ func (s *applyState) err() error {
 // dataplane.ErrPartial, says what failed or still waits. A new
 // declaration of a failed route (a change, a withdrawal) or its interface
 // coming up ends its backoff: the next Apply writes it. RetryAfter asks
-// for the next call when a retry is due, a grace period or the refresh
-// ends.
+// for the next call when a retry is due or a grace period ends; it is zero
+// when nothing waits (periodic resync is the caller's: a dataplane.Loop
+// calls QueueResync every ResyncInterval).
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -76,14 +78,10 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	defer t.mu.Unlock()
 	t.drainEvents()
 	now := t.opts.Clock.Now()
-	if t.opts.RefreshInterval > 0 && !t.lastResync.IsZero() && now.Sub(t.lastResync) >= t.opts.RefreshInterval {
-		t.needResync = true
-	}
 	if t.needResync {
 		if err := t.resync(ctx); err != nil {
 			return dataplane.ApplyResult{}, err
 		}
-		t.lastResync = now
 	} else {
 		if t.linksStale {
 			if err := t.listLinks(ctx); err != nil {
@@ -115,13 +113,9 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 }
 
 // retryAfter is when Apply wants to run again: the earliest of the next
-// attempt of a failed object, the end of a grace period and the next
-// refresh.
+// attempt of a failed object and the end of a grace period; 0 for none.
 func (t *Table) retryAfter(now time.Time) time.Duration {
 	var next time.Duration
-	if t.opts.RefreshInterval > 0 {
-		next = max(t.opts.RefreshInterval-now.Sub(t.lastResync), time.Millisecond)
-	}
 	consider := func(at time.Time) {
 		// Past times are being handled, or wait for something else (a
 		// failed route whose key a foreign route took).
@@ -191,7 +185,7 @@ func (t *Table) dumpRoutes(ctx context.Context) error {
 	clear(t.foreign)
 	keys := make([]rkey, 0, t.tr.Dataplane().Len()+16)
 	changed := false
-	err := t.opts.Kernel.DumpRoutes(ctx, fam, table, func(r *KernelRoute) error {
+	err := t.opts.Kernel.DumpRoutes(ctx, fam, table, func(r *kernel.Route) error {
 		k, v, ours, ok := t.dumped(r)
 		if !ok {
 			return nil
@@ -252,7 +246,7 @@ func (t *Table) hideForeign() {
 // dumped converts a dumped route to its key and compared form, and says
 // whether it is ours; ok is false for a route the Table ignores (another
 // family or table, or a route with a TOS).
-func (t *Table) dumped(r *KernelRoute) (k rkey, v kroute, ours, ok bool) {
+func (t *Table) dumped(r *kernel.Route) (k rkey, v kroute, ours, ok bool) {
 	if r.Family != t.opts.Family || r.Table != t.opts.Table {
 		return k, v, false, false
 	}
@@ -306,7 +300,7 @@ func (t *Table) dumpIface(ctx context.Context, idx int32) error {
 		ours bool
 	}
 	var routes []seen
-	err := t.opts.Kernel.DumpInterfaceRoutes(ctx, t.opts.Family, t.opts.Table, int(idx), func(r *KernelRoute) error {
+	err := t.opts.Kernel.DumpInterfaceRoutes(ctx, t.opts.Family, t.opts.Table, int(idx), func(r *kernel.Route) error {
 		if k, v, ours, ok := t.dumped(r); ok && v.uses(idx) {
 			routes = append(routes, seen{k: k, v: v, ours: ours})
 		}
@@ -357,7 +351,7 @@ func (t *Table) dumpNeighbors(ctx context.Context) error {
 	if t.nbrs.Desired().Len() == 0 && t.nbrs.Dataplane().Len() == 0 {
 		return nil
 	}
-	ns, err := t.opts.Kernel.Neighbors(ctx, t.opts.Family)
+	ns, err := t.opts.Kernel.Neighbors(ctx, t.opts.Family, 0)
 	if err != nil {
 		return fmt.Errorf("%w: neighbours: %w", ErrDump, err)
 	}
@@ -371,7 +365,7 @@ func (t *Table) dumpNeighbors(ctx context.Context) error {
 	return t.nbrs.Dataplane().ReplaceAllIter(func(add func(nbrKey, [6]byte)) error {
 		for _, n := range ns {
 			k := nbrKey{ip: n.IP, oif: int32(n.LinkIndex)}
-			if !n.Permanent || len(n.MAC) != 6 || !known(k) {
+			if n.State&kernel.NUDPermanent == 0 || len(n.MAC) != 6 || !known(k) {
 				continue
 			}
 			add(k, [6]byte(n.MAC))
@@ -404,7 +398,7 @@ func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 	}
 	// Routes through a gateway first: they may depend on the direct ones.
 	slices.SortFunc(dels, func(a, b update) int { return cmp.Compare(a.v.scope, b.v.scope) })
-	ops := make([]RouteOp, 0, min(len(dels), t.opts.BatchSize))
+	ops := make([]kernel.RouteOp, 0, min(len(dels), t.opts.BatchSize))
 	for chunk := range slices.Chunk(dels, t.opts.BatchSize) {
 		if ctx.Err() != nil {
 			return
@@ -418,7 +412,7 @@ func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 		for i, d := range chunk {
 			k, err := d.k, resultOf(errs, i)
 			if err != nil && !errors.Is(err, syscall.ESRCH) {
-				t.failed(k, OpDelete, d.v, err, st)
+				t.failed(k, kernel.OpDelete, d.v, err, st)
 				continue
 			}
 			delete(t.retries, k)
@@ -517,7 +511,7 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 	}
 	t.tr.PendingUpdates().Iter(func(k rkey, v kroute) delta.IterAction {
 		if _, ok := t.foreign[k]; ok {
-			st.fail(&RouteError{Key: t.public(k), Op: OpReplace, Iface: t.nameOf(v.oif), Class: ErrForeignRoute,
+			st.fail(&RouteError{Key: t.public(k), Op: kernel.OpReplace, Iface: t.nameOf(v.oif), Class: ErrForeignRoute,
 				Err: errors.New("not overwritten; delete it or give ours another metric")})
 			return delta.IterActionNoOp
 		}
@@ -549,20 +543,20 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 	}
 	// Direct and local routes first: routes via a gateway may need them.
 	slices.SortFunc(ups, func(a, b update) int { return cmp.Compare(b.v.scope, a.v.scope) })
-	ops := make([]RouteOp, 0, min(len(ups), t.opts.BatchSize))
+	ops := make([]kernel.RouteOp, 0, min(len(ups), t.opts.BatchSize))
 	for chunk := range slices.Chunk(ups, t.opts.BatchSize) {
 		if ctx.Err() != nil {
 			return
 		}
 		ops = ops[:0]
 		for _, u := range chunk {
-			ops = append(ops, RouteOp{Kind: OpReplace, Route: t.toKernel(u.k, u.v)})
+			ops = append(ops, kernel.RouteOp{Kind: kernel.OpReplace, Route: t.toKernel(u.k, u.v)})
 		}
 		errs := t.opts.Kernel.ApplyRoutes(ctx, ops)
 		t.stats.RouteWrites += uint64(len(ops))
 		for i, u := range chunk {
 			if err := resultOf(errs, i); err != nil {
-				t.failed(u.k, OpReplace, u.v, err, st)
+				t.failed(u.k, kernel.OpReplace, u.v, err, st)
 				continue
 			}
 			delete(t.retries, u.k)
@@ -575,7 +569,7 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 // entries of its address to be deleted.
 func (t *Table) waitConntrack(k rkey, v kroute, st *applyState) {
 	st.conntrackWait = true
-	st.fail(&RouteError{Key: t.public(k), Op: OpReplace, Iface: t.nameOf(v.oif), Class: ErrConntrack,
+	st.fail(&RouteError{Key: t.public(k), Op: kernel.OpReplace, Iface: t.nameOf(v.oif), Class: ErrConntrack,
 		Err: errors.New("waiting for the conntrack entries of its address to be deleted")})
 }
 
@@ -583,7 +577,7 @@ func (t *Table) waitConntrack(k rkey, v kroute, st *applyState) {
 // the error, backs the route off and arranges the follow-up (a link
 // refresh, for interface errors). A refusal says nothing against the
 // Table's view of the table, which is not re-read.
-func (t *Table) failed(k rkey, op OpKind, v kroute, err error, st *applyState) {
+func (t *Table) failed(k rkey, op kernel.OpKind, v kroute, err error, st *applyState) {
 	e := &RouteError{Key: t.public(k), Op: op, Iface: t.nameOf(v.oif), Class: ErrRouteFailed, Err: err}
 	switch {
 	case errors.Is(err, syscall.ENODEV):
@@ -626,7 +620,7 @@ func (t *Table) deleteConntrack(ctx context.Context, now time.Time, addrs []neti
 		return t.flush.Err
 	}
 	t.stats.ConntrackDeletions++
-	if _, err := t.opts.ConntrackDeleter.DeleteConntrack(ctx, t.opts.Family, addrs); err != nil {
+	if _, err := t.opts.Kernel.DeleteConntrack(ctx, t.opts.Family, addrs); err != nil {
 		t.flush = t.flush.Failed(dataplane.Backoff{}, now, fmt.Errorf("%w: %d address(es): %w", ErrConntrack, len(addrs), err))
 		return t.flush.Err
 	}
@@ -634,41 +628,71 @@ func (t *Table) deleteConntrack(ctx context.Context, now time.Time, addrs []neti
 	return nil
 }
 
+// nbrWrite is one neighbour write of a batch.
+type nbrWrite struct {
+	k   nbrKey
+	mac [6]byte
+}
+
 // setNeighbors writes the static neighbour entries that are missing or
-// differ (before the routes that use them).
+// differ (before the routes that use them), in one batch.
 func (t *Table) setNeighbors(ctx context.Context, st *applyState) {
-	t.nbrs.PendingUpdates().Iter(func(k nbrKey, mac [6]byte) delta.IterAction {
-		if ctx.Err() != nil || t.nbrWaiting(k, st) {
-			return delta.IterActionNoOp
-		}
-		t.stats.NeighborWrites++
-		n := Neighbor{LinkIndex: int(k.oif), IP: k.ip, MAC: net.HardwareAddr(mac[:]), Permanent: true}
-		if err := t.opts.Kernel.SetNeighbor(ctx, n); err != nil {
-			t.nbrFailed(k, fmt.Errorf("%w: %v dev %s: %w", ErrNeighbor, k.ip, t.nameOf(k.oif), err), st)
-			t.linksStale = true
-			return delta.IterActionNoOp
-		}
-		delete(t.nbrRetries, k)
-		return delta.IterActionUpdateDataplane
-	})
+	t.writeNeighbors(ctx, st, kernel.OpReplace, t.nbrs.PendingUpdates().Iter)
 }
 
 // deleteNeighbors deletes the static neighbour entries no longer wanted
-// (after the routes that used them).
+// (after the routes that used them), in one batch. An entry already gone,
+// or whose interface is, counts as deleted.
 func (t *Table) deleteNeighbors(ctx context.Context, st *applyState) {
-	t.nbrs.PendingDeletions().Iter(func(k nbrKey, mac [6]byte) delta.IterAction {
-		if ctx.Err() != nil || t.nbrWaiting(k, st) {
-			return delta.IterActionNoOp
+	t.writeNeighbors(ctx, st, kernel.OpDelete, t.nbrs.PendingDeletions().Iter)
+}
+
+// writeNeighbors writes the pending neighbour entries that iter lists with
+// kind, except those waiting for their next attempt.
+func (t *Table) writeNeighbors(ctx context.Context, st *applyState, kind kernel.OpKind, iter func(func(nbrKey, [6]byte) delta.IterAction)) {
+	if ctx.Err() != nil {
+		return
+	}
+	var writes []nbrWrite
+	iter(func(k nbrKey, mac [6]byte) delta.IterAction {
+		if !t.nbrWaiting(k, st) {
+			writes = append(writes, nbrWrite{k: k, mac: mac})
 		}
-		t.stats.NeighborWrites++
-		n := Neighbor{LinkIndex: int(k.oif), IP: k.ip, MAC: net.HardwareAddr(mac[:]), Permanent: true}
-		if err := t.opts.Kernel.DeleteNeighbor(ctx, n); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENODEV) {
-			t.nbrFailed(k, fmt.Errorf("%w: delete %v dev %s: %w", ErrNeighbor, k.ip, t.nameOf(k.oif), err), st)
-			return delta.IterActionNoOp
-		}
-		delete(t.nbrRetries, k)
-		return delta.IterActionUpdateDataplane
+		return delta.IterActionNoOp
 	})
+	if len(writes) == 0 {
+		return
+	}
+	ops := make([]kernel.NeighborOp, len(writes))
+	for i, w := range writes {
+		ops[i] = kernel.NeighborOp{Kind: kind, Neighbor: kernel.Neighbor{LinkIndex: int(w.k.oif), IP: w.k.ip,
+			MAC: net.HardwareAddr(w.mac[:]), State: kernel.NUDPermanent}}
+	}
+	errs := t.opts.Kernel.ApplyNeighbors(ctx, ops)
+	t.stats.NeighborWrites += uint64(len(ops))
+	for i, w := range writes {
+		err := resultOf(errs, i)
+		if kind == kernel.OpDelete && (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENODEV)) {
+			err = nil
+		}
+		if err != nil {
+			what := ""
+			if kind == kernel.OpDelete {
+				what = "delete "
+			}
+			t.nbrFailed(w.k, fmt.Errorf("%w: %s%v dev %s: %w", ErrNeighbor, what, w.k.ip, t.nameOf(w.k.oif), err), st)
+			if kind != kernel.OpDelete {
+				t.linksStale = true
+			}
+			continue
+		}
+		delete(t.nbrRetries, w.k)
+		if kind == kernel.OpDelete {
+			t.nbrs.Dataplane().Delete(w.k)
+		} else {
+			t.nbrs.Dataplane().Set(w.k, w.mac)
+		}
+	}
 }
 
 // nbrWaiting is waiting for a neighbour entry.

@@ -7,28 +7,29 @@ import (
 	"testing"
 
 	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	rt "github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/routetable/routetablefake"
 )
 
-// sinkKernel accepts every write and dumps nothing, so that a benchmark
-// measures the Table's own heap, not a fake kernel's.
-type sinkKernel struct{ *routetablefake.Kernel }
+// sinkKernel accepts every route write and dumps nothing, so that a
+// benchmark measures the Table's own heap, not a fake namespace's.
+type sinkKernel struct{ *kernelfake.Namespace }
 
-func (sinkKernel) DumpRoutes(context.Context, rt.Family, uint32, func(*rt.KernelRoute) error, func()) error {
+func (sinkKernel) DumpRoutes(context.Context, kernel.Family, uint32, func(*kernel.Route) error, func()) error {
 	return nil
 }
 
-func (sinkKernel) DumpInterfaceRoutes(context.Context, rt.Family, uint32, int, func(*rt.KernelRoute) error, func()) error {
+func (sinkKernel) DumpInterfaceRoutes(context.Context, kernel.Family, uint32, int, func(*kernel.Route) error, func()) error {
 	return nil
 }
 
-func (sinkKernel) ApplyRoutes(_ context.Context, ops []rt.RouteOp) []error {
+func (sinkKernel) ApplyRoutes(_ context.Context, ops []kernel.RouteOp) []error {
 	return make([]error, len(ops))
 }
 
-func (sinkKernel) Links(context.Context) ([]rt.Link, error) {
-	return []rt.Link{{Name: "lo", Index: 1, Up: true}, {Name: "np-a", Index: 2, Up: true}}, nil
+func (sinkKernel) Links(context.Context) ([]kernel.Link, error) {
+	return []kernel.Link{{Name: "lo", Index: 1, AdminUp: true, Running: true}, {Name: "np-a", Index: 2, AdminUp: true, Running: true}}, nil
 }
 
 func benchTargets(n int) []rt.Target {
@@ -48,7 +49,7 @@ func BenchmarkHeapPerRoute(b *testing.B) {
 	var perRoute float64
 	for b.Loop() {
 		before := benchutil.HeapInUse()
-		tbl, err := rt.New(rt.Options{Kernel: sinkKernel{routetablefake.New()}, Family: rt.IPv4, Table: rt.TableMain})
+		tbl, err := rt.New(rt.Options{Kernel: sinkKernel{kernelfake.New(kernelfake.Options{})}, Family: rt.IPv4, Table: kernel.TableMain})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -69,16 +70,11 @@ func BenchmarkHeapPerRoute(b *testing.B) {
 }
 
 // BenchmarkNoopResync100k is a periodic resync that finds nothing to do:
-// one dump of 100k routes from the fake, no writes.
+// one dump of 100k routes from a fake namespace, no writes.
 func BenchmarkNoopResync100k(b *testing.B) {
 	const n = 100_000
-	k := routetablefake.New()
-	if _, err := k.AddLink("np-a"); err != nil {
-		b.Fatal(err)
-	}
-	if err := k.SetLinkUp("np-a", true); err != nil {
-		b.Fatal(err)
-	}
+	k := newNS(b)
+	addLink(b, k, "np-a", 1)
 	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4, Table: 1000})
 	if err != nil {
 		b.Fatal(err)
@@ -90,7 +86,7 @@ func BenchmarkNoopResync100k(b *testing.B) {
 	if _, err := tbl.Apply(ctx); err != nil {
 		b.Fatal(err)
 	}
-	k.ResetCalls()
+	k.ResetCounts()
 	for b.Loop() {
 		tbl.QueueResync()
 		if _, err := tbl.Apply(ctx); err != nil {
@@ -105,7 +101,7 @@ func BenchmarkNoopResync100k(b *testing.B) {
 // BenchmarkChangeOne100k changes one route of 100k and applies it.
 func BenchmarkChangeOne100k(b *testing.B) {
 	const n = 100_000
-	tbl, err := rt.New(rt.Options{Kernel: sinkKernel{routetablefake.New()}, Family: rt.IPv4, Table: rt.TableMain})
+	tbl, err := rt.New(rt.Options{Kernel: sinkKernel{kernelfake.New(kernelfake.Options{})}, Family: rt.IPv4, Table: kernel.TableMain})
 	if err != nil {
 		b.Fatal(err)
 	}

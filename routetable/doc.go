@@ -25,15 +25,20 @@
 //
 // # How it is used
 //
-// One Table per (table, family), in a table of the agent's own or in the
-// main table; ExclusivePolicy (and any policy that owns the kernel's own
-// routes) is refused for the reserved tables 253 to 255. Producers declare
-// routes by route class and interface:
+// Open the namespace once with package kernel and give the Table its
+// Kernel (in tests, a kernelfake.Namespace). One Table per (table, family),
+// in a table of the agent's own or in the main table; ExclusivePolicy (and
+// any policy that owns the kernel's own routes) is refused for the
+// reserved tables 253 to 255. Producers declare routes by route class and
+// interface:
 //
+//	ns, err := kernel.Open("/run/netns/blue") // or kernel.OpenCurrent()
+//	if err != nil { … }
+//	defer ns.Close()
 //	tbl, err := routetable.New(routetable.Options{
-//		Kernel:            kernel, // routetable.OpenKernel(ns), or a routetablefake.Kernel
+//		Kernel:            ns,
 //		Family:            routetable.IPv4,
-//		Table:             routetable.TableMain, // required: 0 is refused
+//		Table:             kernel.TableMain, // required: 0 is refused
 //		InterfacePatterns: []string{`^np-`},
 //	})
 //	err = tbl.SetRoutes(classLocal, "np-1234", []routetable.Target{{CIDR: pod}})
@@ -64,10 +69,12 @@
 // (OpReplace), so there is no moment without a route.
 //
 // A Table is a dataplane.Driver (phase PhaseRoutes): register it with a
-// dataplane.Loop, which calls Apply on every pass and QueueResync
-// periodically and after a failed read. It is also a dataplane.Wakeable:
-// the loop hands it its wake function, and OnIfaceStateChanged, which is
-// called from outside the loop, wakes the loop.
+// dataplane.Loop, which calls Apply on every pass and QueueResync every
+// Options.ResyncInterval and after a failed read. A Table used without a
+// loop re-reads the kernel only when its user calls QueueResync. It is
+// also a dataplane.Wakeable: the loop hands it its wake function, and
+// OnIfaceStateChanged, which is called from outside the loop, wakes the
+// loop. A nil context is context.Background().
 //
 // # Interfaces
 //
@@ -77,9 +84,9 @@
 //
 //	err = loop.AddDriver(tbl) // the loop hands tbl its wake function
 //	mon, err := ifacemonitor.New(ifacemonitor.Options{
-//		Handle: h, Namespace: ns,
+//		Kernel: ns,
 //		OnLinkState: func(u ifacemonitor.LinkUpdate) {
-//			tbl.OnIfaceStateChanged(u.Name, u.Index, routetable.IfaceStateOf(u.State))
+//			tbl.OnIfaceStateChanged(u.Name, u.Index, u.State) // a kernel.LinkState
 //		},
 //		OnInSync: loop.InterfacesInSync,
 //	})
@@ -95,17 +102,18 @@
 // (Kernel.DumpInterfaceRoutes; one read of the whole table instead when
 // more than a few came up at once) and writes only what is missing or
 // differs, and a route someone else added to it meanwhile is found then,
-// not at the next refresh. A name that comes back with a new index gets
+// not at the next resync. A name that comes back with a new index gets
 // its routes on the new index. A rename is the old name gone and the new
 // name up. Every resync also lists the links, so a Table without a monitor
-// still learns the interfaces at start and at every refresh.
+// still learns the interfaces at start and at every resync.
 //
 // # Apply
 //
 // Apply writes only the difference between the winners and the kernel,
 // many route messages per netlink send with the acknowledgements drained
-// in bulk (Options.BatchSize per Kernel.ApplyRoutes call). Deletes go out
-// first, then replaces, direct routes before routes via gateways.
+// in bulk (Options.BatchSize per Kernel.ApplyRoutes call; package kernel
+// batches them). Deletes go out first, then replaces, direct routes before
+// routes via gateways; neighbour entries are written in one batch.
 //
 // Failures are per object: one route the kernel keeps refusing (a gateway
 // reachable on no link) never holds back the others, nor the loop. The
@@ -124,9 +132,8 @@
 // first; a refused route does not make it re-read the table.
 //
 // Apply re-reads the table (a streamed dump, restarted if the kernel
-// interrupts it) on its first call, after QueueResync, after a failed read
-// and every Options.RefreshInterval (asking for the next call through
-// ApplyResult.RetryAfter). A failed read is an error of the whole Table
+// interrupts it) on its first call, after QueueResync and after a failed
+// read. A failed read is an error of the whole Table
 // (wrapping ErrDump, not ErrPartial): nothing is written. A resync that
 // finds the kernel as expected writes nothing, and a new Table on a kernel
 // that already holds its routes (a restarted agent) writes nothing either.
@@ -140,10 +147,10 @@
 // once.
 //
 // When the interface of a host route (/32, /128) changes, or the route
-// disappears, the address's conntrack entries are deleted through netlink
-// (Options.ConntrackDeleter, by default the Kernel's, which uses
-// ConntrackDeleteFilters, not the conntrack binary), and a moved route is
-// written only after that; if the deletion fails, the route waits.
+// disappears, the address's conntrack entries are deleted through the
+// Kernel (kernel.Namespace uses netlink, not the conntrack binary; wrap the
+// Kernel to replace it), and a moved route is written only after that; if
+// the deletion fails, the route waits.
 //
 // # Memory
 //
@@ -153,15 +160,18 @@
 //
 // # Tests
 //
-// Package routetablefake is an in-memory kernel with kernel semantics
-// (EEXIST, ENODEV, ENETDOWN, routes vanishing with their interface, dumps,
-// conntrack flows, neighbours) and failure injection, for this package's
-// tests and for its users'.
+// A kernelfake.Namespace is an in-memory namespace with the kernel's
+// semantics (EEXIST, ENODEV, ENETDOWN, unreachable gateways, routes
+// vanishing with their interface or kept linkdown without carrier, dumps,
+// conntrack flows, neighbours), proven against the kernel by its
+// differential test, with failure injection (Fail, Refuse) and call
+// counting (Calls, Writes): pass it as Options.Kernel, in this package's
+// tests and in its users'.
 //
 // # What it never touches
 //
 // Foreign routes (see above), routes of other tables and families, links,
 // addresses, rules, and neighbour entries it did not write. New does no
-// I/O and starts no goroutines; the Table starts none at all. The real
-// Kernel (OpenKernel) is Linux-only.
+// I/O and starts no goroutines; the Table starts none at all. The package
+// builds everywhere; a real namespace (kernel.Open) is Linux-only.
 package routetable

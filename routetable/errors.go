@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // Sentinel errors. Every error the package returns wraps one of them, so
@@ -20,7 +21,8 @@ var (
 	// another form (host bits set, an MTU above MaxMTU).
 	ErrInvalidTarget = errors.New("routetable: invalid target")
 	// ErrInvalidInterface reports an interface name the kernel would not
-	// accept (empty, longer than 15 bytes, or with '/', ':' or spaces).
+	// accept (empty, longer than 15 bytes, ".", "..", or with '/', ':',
+	// NUL or white space), as the kernel's dev_valid_name checks it.
 	ErrInvalidInterface = errors.New("routetable: invalid interface name")
 	// ErrDuplicateRoute reports two targets with the same RouteKey in one
 	// SetRoutes call.
@@ -65,12 +67,13 @@ const MaxReportedErrors = 16
 // RouteError is the failure of one route (or of the conntrack deletion it
 // waited for). It wraps a classification sentinel (ErrIfaceDown,
 // ErrIfaceGone, ErrRouteFailed, ErrForeignRoute or ErrConntrack) and the
-// cause (a unix.Errno from the kernel, usually).
+// cause (a *kernel.OpError wrapping the kernel's errno, usually).
 type RouteError struct {
 	// Key is the route.
 	Key RouteKey
-	// Op is the operation that failed (OpReplace or OpDelete).
-	Op OpKind
+	// Op is the operation that failed (kernel.OpReplace or
+	// kernel.OpDelete).
+	Op kernel.OpKind
 	// Iface names the route's interface, when it has one.
 	Iface string
 	// Class is the classification sentinel.

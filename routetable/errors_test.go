@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	rt "github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/routetable/routetablefake"
 )
 
 // Bad input is refused with an error whose text names the package once and
@@ -25,7 +26,7 @@ func TestBadInputErrors(t *testing.T) {
 	require.NoError(t, err)
 	writes, declared := k.Writes(), tbl.Stats().Declared
 
-	fake := routetablefake.New()
+	fake := kernelfake.New(kernelfake.Options{})
 	for _, tc := range []struct {
 		name string
 		call func() error
@@ -41,10 +42,10 @@ func TestBadInputErrors(t *testing.T) {
 		{"next hop interface", func() error {
 			return tbl.RouteUpdate(1, rt.InterfaceNone, rt.Target{CIDR: mustP("10.0.2.0/24"),
 				NextHops: []rt.NextHop{{Iface: "np-a"}, {Iface: "a-name-that-is-too-long"}}})
-		}, []error{rt.ErrInvalidTarget, rt.ErrInvalidInterface}, `next hop 1: invalid interface name: "a-name-that-is-too-long"`},
+		}, []error{rt.ErrInvalidTarget, rt.ErrInvalidInterface}, `next hop 1: invalid interface name: interface name "a-name-that-is-too-long" is longer than 15 bytes`},
 		{"interface", func() error {
 			return tbl.SetRoutes(1, "np:a", nil)
-		}, []error{rt.ErrInvalidInterface}, `"np:a"`},
+		}, []error{rt.ErrInvalidInterface}, `interface name "np:a" contains ':'`},
 		{"MTU above the kernel's", func() error {
 			return tbl.RouteUpdate(1, "np-a", rt.Target{CIDR: mustP("10.0.2.0/24"), MTU: 65521})
 		}, []error{rt.ErrInvalidTarget}, "MTU 65521 is above 65520"},
@@ -62,7 +63,7 @@ func TestBadInputErrors(t *testing.T) {
 			return err
 		}, []error{rt.ErrInvalidOptions}, "table 0"},
 		{"exclusive main table", func() error {
-			_, err := rt.New(rt.Options{Kernel: fake, Family: rt.IPv4, Table: rt.TableMain, Ownership: rt.ExclusivePolicy{}})
+			_, err := rt.New(rt.Options{Kernel: fake, Family: rt.IPv4, Table: kernel.TableMain, Ownership: rt.ExclusivePolicy{}})
 			return err
 		}, []error{rt.ErrInvalidOptions}, "table 254"},
 		{"pattern", func() error {
@@ -87,7 +88,7 @@ func TestBadInputErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, writes, k.Writes(), "nothing written")
 	assert.Equal(t, declared, tbl.Stats().Declared, "nothing recorded")
-	assert.Zero(t, fake.Writes()+fake.Calls(routetablefake.CallDump)+fake.Calls(routetablefake.CallLinks))
+	assert.Zero(t, fake.Writes()+fake.Calls(kernelfake.OpDumpRoutes)+fake.Calls(kernelfake.OpLinks))
 }
 
 // Table 0 is refused whatever the policy: the kernel takes it for the
@@ -96,8 +97,8 @@ func TestBadInputErrors(t *testing.T) {
 // default, connected and local routes the host needs; elsewhere it is
 // fine, and so is the default policy in the main table.
 func TestNewRefusesTableZeroAndReservedExclusive(t *testing.T) {
-	k := routetablefake.New()
-	claimAll, err := rt.NewDefaultPolicy(rt.ProtoBoot, nil) // owns every route added by hand or at boot
+	k := kernelfake.New(kernelfake.Options{})
+	claimAll, err := rt.NewDefaultPolicy(kernel.ProtoBoot, nil) // owns every route added by hand or at boot
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		table  uint32
@@ -106,13 +107,13 @@ func TestNewRefusesTableZeroAndReservedExclusive(t *testing.T) {
 	}{
 		{0, nil, false},
 		{0, rt.ExclusivePolicy{}, false},
-		{rt.TableDefault, rt.ExclusivePolicy{}, false},
-		{rt.TableMain, rt.ExclusivePolicy{}, false},
-		{rt.TableLocal, rt.ExclusivePolicy{}, false},
-		{rt.TableMain, &rt.ExclusivePolicy{}, false},
-		{rt.TableMain, claimAll, false},
-		{rt.TableMain, nil, true},
-		{rt.TableLocal, nil, true},
+		{kernel.TableDefault, rt.ExclusivePolicy{}, false},
+		{kernel.TableMain, rt.ExclusivePolicy{}, false},
+		{kernel.TableLocal, rt.ExclusivePolicy{}, false},
+		{kernel.TableMain, &rt.ExclusivePolicy{}, false},
+		{kernel.TableMain, claimAll, false},
+		{kernel.TableMain, nil, true},
+		{kernel.TableLocal, nil, true},
 		{252, rt.ExclusivePolicy{}, true},
 		{1000, rt.ExclusivePolicy{}, true},
 	} {
@@ -125,5 +126,5 @@ func TestNewRefusesTableZeroAndReservedExclusive(t *testing.T) {
 		require.ErrorIs(t, err, rt.ErrInvalidOptions, "table %d %T", tc.table, tc.policy)
 		assert.Nil(t, tbl)
 	}
-	assert.Zero(t, k.Writes()+k.Calls(routetablefake.CallDump), "New does no I/O")
+	assert.Zero(t, k.Writes()+k.Calls(kernelfake.OpDumpRoutes), "New does no I/O")
 }

@@ -11,30 +11,45 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/routetable/routetablefake"
 )
 
-// exampleKernel returns a fake kernel with interfaces np-a and np-b, up.
-func exampleKernel() *routetablefake.Kernel {
-	k := routetablefake.New()
-	for _, name := range []string{"np-a", "np-b"} {
-		_, _ = k.AddLink(name)
-		_ = k.SetLinkUp(name, true)
-	}
-	return k
+// exampleKernel returns a fake namespace with interfaces np-a and np-b (veth
+// pairs, up, with 192.168.1.1/24 and 192.168.2.1/24).
+func exampleKernel() *kernelfake.Namespace {
+	ns := kernelfake.New(kernelfake.Options{})
+	exampleLink(ns, "np-a", 1)
+	exampleLink(ns, "np-b", 2)
+	return ns
 }
 
-// show prints the routes of table 254 of the fake, as `ip route` would
-// (roughly).
-func show(k *routetablefake.Kernel) {
+// exampleLink creates interface name, as a CNI plugin would: a veth pair
+// with 192.168.n.1/24, both ends up. It returns its index.
+func exampleLink(ns *kernelfake.Namespace, name string, n int) int {
+	admin := ns.Admin() // changes the namespace behind the Table's back
+	ctx := context.Background()
+	l, _ := admin.AddLink(ctx, kernel.Link{Name: name, Kind: kernel.KindVeth, Veth: &kernel.Veth{PeerName: "x" + name}})
+	_ = admin.AddAddr(ctx, kernel.Addr{LinkIndex: l.Index, Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, byte(n), 1}), 24)})
+	peer, _ := admin.LinkByName(ctx, "x"+name)
+	_ = admin.SetLinkUp(ctx, peer.Index, true)
+	_ = admin.SetLinkUp(ctx, l.Index, true)
+	return l.Index
+}
+
+// show prints the routes of table 254 of the fake namespace, as `ip route`
+// would (roughly), except the kernel's own address routes.
+func show(k *kernelfake.Namespace) {
 	names := map[int]string{}
-	links, _ := k.Links(context.Background())
+	links, _ := k.Admin().Links(context.Background())
 	for _, l := range links {
 		names[l.Index] = l.Name
 	}
-	for _, r := range k.Routes(routetable.IPv4, 254) {
-		fmt.Println(" ", formatRoute(&r, names))
+	for _, r := range k.Routes(routetable.IPv4, kernel.TableMain) {
+		if r.Protocol != kernel.ProtoKernel {
+			fmt.Println(" ", formatRoute(&r, names))
+		}
 	}
 }
 
@@ -48,10 +63,31 @@ const (
 	exTunnel routetable.RouteClass = 20
 )
 
-// A Table on the fake kernel: declare, apply, look.
+// The one way to reach a namespace: open it with package kernel and give
+// the Table its Kernel. This example only compiles: it needs root and an
+// existing namespace.
+func Example_namespace() {
+	ns, err := kernel.Open("/run/netns/blue") // or kernel.OpenCurrent()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ns.Close()
+	tbl, err := routetable.New(routetable.Options{Kernel: ns, Family: routetable.IPv4, Table: kernel.TableMain, InterfacePatterns: []string{`^np-`}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}})
+	if _, err := tbl.Apply(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+}
+
+// A Table on a fake namespace: declare, apply, look.
 func Example() {
 	k := exampleKernel()
-	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain, InterfacePatterns: []string{`^np-`}})
+	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain, InterfacePatterns: []string{`^np-`}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -67,7 +103,7 @@ func Example() {
 	fmt.Println("writes:", k.Writes())
 
 	// A resync that finds everything in place writes nothing.
-	k.ResetCalls()
+	k.ResetCounts()
 	tbl.QueueResync()
 	_, _ = tbl.Apply(context.Background())
 	fmt.Println("writes after a resync:", k.Writes())
@@ -81,11 +117,12 @@ func Example() {
 
 // New validates the options and does no I/O.
 func ExampleNew() {
-	_, err := routetable.New(routetable.Options{Kernel: routetablefake.New()})
+	ns := kernelfake.New(kernelfake.Options{})
+	_, err := routetable.New(routetable.Options{Kernel: ns})
 	fmt.Println(errors.Is(err, routetable.ErrInvalidOptions), err)
-	_, err = routetable.New(routetable.Options{Kernel: routetablefake.New(), Family: routetable.IPv6, Table: routetable.TableMain, InterfacePatterns: []string{"("}})
+	_, err = routetable.New(routetable.Options{Kernel: ns, Family: routetable.IPv6, Table: kernel.TableMain, InterfacePatterns: []string{"("}})
 	fmt.Println(errors.Is(err, routetable.ErrInvalidOptions))
-	tbl, err := routetable.New(routetable.Options{Kernel: routetablefake.New(), Family: routetable.IPv6, Table: 1000})
+	tbl, err := routetable.New(routetable.Options{Kernel: ns, Family: routetable.IPv6, Table: 1000})
 	fmt.Println(tbl.Name(), tbl.Index(), tbl.Family(), tbl.Phase(), err)
 	// Output:
 	// true routetable: invalid options: Family must be IPv4 or IPv6, not Family(0)
@@ -97,7 +134,7 @@ func ExampleNew() {
 // input changes nothing.
 func ExampleTable_SetRoutes() {
 	k := exampleKernel()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain})
 	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{
 		{CIDR: netip.MustParsePrefix("10.0.1.0/24")},
 		{CIDR: netip.MustParsePrefix("10.0.2.0/24"), Metric: 100, MTU: 1400},
@@ -124,7 +161,7 @@ func ExampleTable_SetRoutes() {
 // withdraws, the other takes over with one replace.
 func ExampleTable_RouteUpdate() {
 	k := exampleKernel()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain})
 	_ = tbl.RouteUpdate(exTunnel, "np-b", routetable.Target{CIDR: podA, Gateway: netip.MustParseAddr("10.0.0.2")})
 	_ = tbl.RouteUpdate(exLocal, "np-a", routetable.Target{CIDR: podA})
 	_, _ = tbl.Apply(context.Background())
@@ -136,33 +173,32 @@ func ExampleTable_RouteUpdate() {
 // RouteRemove withdraws one route of a pair.
 func ExampleTable_RouteRemove() {
 	k := exampleKernel()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain})
 	_ = tbl.RouteUpdate(exTunnel, "np-b", routetable.Target{CIDR: podA})
 	_ = tbl.RouteUpdate(exLocal, "np-a", routetable.Target{CIDR: podA})
 	_, _ = tbl.Apply(context.Background())
 
-	k.ResetCalls()
+	k.ResetCounts()
 	_ = tbl.RouteRemove(exLocal, "np-a", routetable.RouteKey{CIDR: podA})
 	_, _ = tbl.Apply(context.Background())
 	show(k)
-	fmt.Println("replaces:", k.Calls(routetablefake.CallReplace), "deletes:", k.Calls(routetablefake.CallDelete))
+	fmt.Println("route writes:", k.Calls(kernelfake.OpApplyRoutes)) // one replace, no delete
 	// Output:
 	//   10.244.1.7/32 unicast dev np-b proto 78
-	// replaces: 1 deletes: 0
+	// route writes: 1
 }
 
 // Routes for an interface that does not exist yet are held, and written
 // when the interface monitor reports it up.
 func ExampleTable_OnIfaceStateChanged() {
-	k := routetablefake.New()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
+	k := kernelfake.New(kernelfake.Options{})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain})
 	_ = tbl.SetRoutes(exLocal, "np-new", []routetable.Target{{CIDR: podA}})
 	_, _ = tbl.Apply(context.Background())
-	fmt.Println("before:", len(k.Routes(routetable.IPv4, 254)), "routes")
+	fmt.Println("before:", len(k.Routes(routetable.IPv4, kernel.TableMain)), "routes")
 
-	idx, _ := k.AddLink("np-new") // the CNI plugin creates the veth…
-	_ = k.SetLinkUp("np-new", true)
-	tbl.OnIfaceStateChanged("np-new", idx, routetable.IfaceUp) // …and ifacemonitor reports it
+	idx := exampleLink(k, "np-new", 1)                    // the CNI plugin creates the veth…
+	tbl.OnIfaceStateChanged("np-new", idx, kernel.LinkUp) // …and ifacemonitor reports it
 	_, _ = tbl.Apply(context.Background())
 	show(k)
 	// Output:
@@ -175,10 +211,16 @@ func ExampleTable_OnIfaceStateChanged() {
 func ExampleTable_Apply() {
 	k := exampleKernel()
 	clk := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain,
-		RefreshInterval: -1, Clock: clk})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain, Clock: clk})
 	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}, {CIDR: remote}})
-	k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Dst: podA, Err: syscall.ENETDOWN})
+	refused := false // the kernel refuses podA's route once
+	k.Refuse(func(_ kernelfake.Op, obj any) error {
+		if op, ok := obj.(kernel.RouteOp); ok && op.Route.Dst == podA && !refused {
+			refused = true
+			return syscall.ENETDOWN
+		}
+		return nil
+	})
 
 	res, err := tbl.Apply(context.Background())
 	var ae *routetable.ApplyError
@@ -203,21 +245,22 @@ func ExampleTable_Apply() {
 }
 
 // QueueResync makes the next Apply re-read the table, repairing what
-// changed behind the Table's back.
+// changed behind the Table's back. A dataplane.Loop calls it every
+// ResyncInterval; without a loop, call it yourself.
 func ExampleTable_QueueResync() {
 	k := exampleKernel()
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain})
 	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}})
 	_, _ = tbl.Apply(context.Background())
 
-	_ = k.DeleteRoute(routetable.KernelRoute{Family: routetable.IPv4, Dst: podA, Scope: routetable.ScopeNowhere})
-	fmt.Println("deleted by hand:", len(k.Routes(routetable.IPv4, 254)), "routes")
+	_ = k.Admin().ApplyRoutes(context.Background(), []kernel.RouteOp{{Kind: kernel.OpDelete, Route: kernel.Route{Family: kernel.IPv4, Dst: podA}}})
+	fmt.Println("deleted by hand:", podA, "gone")
 
 	tbl.QueueResync()
 	_, _ = tbl.Apply(context.Background())
 	show(k)
 	// Output:
-	// deleted by hand: 0 routes
+	// deleted by hand: 10.244.1.7/32 gone
 	//   10.244.1.7/32 unicast dev np-a proto 78
 }
 
@@ -225,20 +268,23 @@ func ExampleTable_QueueResync() {
 // the grace period, then deleted.
 func ExampleOptions_gracePeriod() {
 	k := exampleKernel()
-	a, _ := k.LinkIndex("np-a")
-	_ = k.AddRoute(routetable.KernelRoute{Family: routetable.IPv4, Dst: podA, Type: routetable.RTNUnicast,
-		Protocol: 3, Scope: routetable.ScopeLink, OIF: a})
+	a, _ := k.Link("np-a")
+	_ = k.Admin().ApplyRoutes(context.Background(), []kernel.RouteOp{{Kind: kernel.OpAdd, Route: kernel.Route{Family: kernel.IPv4,
+		Dst: podA, Type: kernel.RTNUnicast, Protocol: 3, Scope: kernel.ScopeLink, OIF: a.Index}}})
 	clk := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain, InterfacePatterns: []string{`^np-`}, Clock: clk})
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain, InterfacePatterns: []string{`^np-`}, Clock: clk})
 
 	res, _ := tbl.Apply(context.Background())
-	fmt.Println("kept:", len(k.Routes(routetable.IPv4, 254)), "call again in", res.RetryAfter)
+	fmt.Println("call again in", res.RetryAfter)
+	show(k)
 	clk.Advance(res.RetryAfter)
 	_, _ = tbl.Apply(context.Background())
-	fmt.Println("after the grace period:", len(k.Routes(routetable.IPv4, 254)))
+	fmt.Println("after the grace period:")
+	show(k)
 	// Output:
-	// kept: 1 call again in 10s
-	// after the grace period: 0
+	// call again in 10s
+	//   10.244.1.7/32 unicast dev np-a proto 3
+	// after the grace period:
 }
 
 // The default policy: our protocol, or our interfaces (but never the
@@ -248,8 +294,8 @@ func ExampleNewDefaultPolicy() {
 	for _, c := range []struct {
 		proto uint8
 		iface string
-	}{{routetable.DefaultProtocol, "eth0"}, {3, "np-1"}, {routetable.ProtoKernel, "np-1"}, {3, "eth0"}} {
-		fmt.Println(c.proto, c.iface, p.RouteIsOurs(&routetable.KernelRoute{Protocol: c.proto}, c.iface))
+	}{{routetable.DefaultProtocol, "eth0"}, {3, "np-1"}, {kernel.ProtoKernel, "np-1"}, {3, "eth0"}} {
+		fmt.Println(c.proto, c.iface, p.RouteIsOurs(&kernel.Route{Protocol: c.proto}, c.iface))
 	}
 	// Output:
 	// 78 eth0 true
@@ -261,7 +307,8 @@ func ExampleNewDefaultPolicy() {
 // ExclusivePolicy owns a whole table dedicated to the Table.
 func ExampleExclusivePolicy() {
 	k := exampleKernel()
-	_ = k.AddRoute(routetable.KernelRoute{Family: routetable.IPv4, Table: 200, Dst: remote, Type: routetable.RTNBlackhole, Protocol: 4})
+	_ = k.Admin().ApplyRoutes(context.Background(), []kernel.RouteOp{{Kind: kernel.OpAdd, Route: kernel.Route{Family: kernel.IPv4,
+		Table: 200, Dst: remote, Type: kernel.RTNBlackhole, Protocol: 4}}})
 	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: 200, Ownership: routetable.ExclusivePolicy{}})
 	_, _ = tbl.Apply(context.Background())
 	fmt.Println(len(k.Routes(routetable.IPv4, 200)), "routes left in table 200")
@@ -280,7 +327,7 @@ func ExampleTarget_Key() {
 // A destination with host bits set is refused, as `ip route` refuses it;
 // the error names it, and matches both sentinels it speaks of.
 func ExampleTarget_hostBits() {
-	tbl, _ := routetable.New(routetable.Options{Kernel: exampleKernel(), Family: routetable.IPv4, Table: routetable.TableMain})
+	tbl, _ := routetable.New(routetable.Options{Kernel: exampleKernel(), Family: routetable.IPv4, Table: kernel.TableMain})
 	err := tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: netip.MustParsePrefix("10.0.0.1/24")}})
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, routetable.ErrInvalidTarget), errors.Is(err, ipfamily.ErrHostBits))
@@ -289,20 +336,29 @@ func ExampleTarget_hostBits() {
 	// true true
 }
 
-// A custom conntrack deleter, for example to count or to skip deletions.
-func ExampleConntrackDeleterFunc() {
-	k := exampleKernel()
-	var deleted []netip.Addr
-	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: routetable.TableMain,
-		ConntrackDeleter: routetable.ConntrackDeleterFunc(func(_ context.Context, _ routetable.Family, addrs []netip.Addr) (int, error) {
-			deleted = append(deleted, addrs...)
-			return 0, nil
-		})})
+// recordingConntrack is a Kernel whose conntrack deletion is replaced (to
+// count deletions, say, or skip them): it records the addresses and
+// deletes nothing. Everything else is the embedded Kernel's.
+type recordingConntrack struct {
+	routetable.Kernel
+	deleted []netip.Addr
+}
+
+func (k *recordingConntrack) DeleteConntrack(_ context.Context, _ kernel.Family, addrs []netip.Addr) (int, error) {
+	k.deleted = append(k.deleted, addrs...)
+	return 0, nil
+}
+
+// A Kernel is an interface: wrap one to count, break or replace a part of
+// it, here the conntrack deletion of an address whose route moves.
+func ExampleKernel() {
+	k := &recordingConntrack{Kernel: exampleKernel()}
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain})
 	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}})
 	_, _ = tbl.Apply(context.Background())
 	_ = tbl.SetRoutes(exLocal, "np-b", []routetable.Target{{CIDR: podA}}) // the pod's address moves
 	_ = tbl.SetRoutes(exLocal, "np-a", nil)
 	_, _ = tbl.Apply(context.Background())
-	fmt.Println(deleted)
+	fmt.Println(k.deleted)
 	// Output: [10.244.1.7]
 }

@@ -8,82 +8,83 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	rt "github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/routetable/routetablefake"
 )
 
-// fakeEnv is the scenario environment backed by routetablefake. Faults are
-// injected with the fake's own Inject.
-func fakeEnv(fam rt.Family, table uint32) *env {
-	k := routetablefake.New()
-	e := &env{fam: fam, table: table, kernel: &recorder{k: k}, fake: true, clock: clock.NewFake(t0)}
+// fakeEnv is the scenario environment on a fake namespace. Faults are
+// injected with the namespace's own Fail and Refuse; the env changes it
+// through its Admin view, which is neither counted nor failed.
+func fakeEnv(t *testing.T, fam rt.Family, table uint32) *env {
+	t.Helper()
+	ns := kernelfake.New(kernelfake.Options{})
+	e := newEnv(t, fam, table, ns, ns.Admin())
+	e.fake = true
 	e.arm = func(f failure) {
 		switch f {
 		case failFirstWrite:
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace})
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallDelete})
+			ns.Fail(kernelfake.OpApplyRoutes, 1, nil)
 		case failENODEV:
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Err: syscall.ENODEV})
+			ns.Fail(kernelfake.OpApplyRoutes, 1, syscall.ENODEV)
 		case failENETDOWN:
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Err: syscall.ENETDOWN})
+			ns.Fail(kernelfake.OpApplyRoutes, 1, syscall.ENETDOWN)
 		case failInterrupted:
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallDump, Interrupt: true})
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallDumpInterface, Interrupt: true})
+			ns.Fail(kernelfake.OpDumpRoutes, 1, kernelfake.ErrInterrupted)
+			ns.Fail(kernelfake.OpDumpInterfaceRoutes, 1, kernelfake.ErrInterrupted)
 		case failDumpError:
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallDump})
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallDumpInterface})
+			ns.Fail(kernelfake.OpDumpRoutes, 1, nil)
+			ns.Fail(kernelfake.OpDumpInterfaceRoutes, 1, nil)
 		case failLinks:
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallLinks})
+			ns.Fail(kernelfake.OpLinks, 1, nil)
 		case failConntrack:
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallConntrack})
+			ns.Fail(kernelfake.OpDeleteConntrack, 1, nil)
 		case failDeleteFailed:
-			k.Inject(routetablefake.Fault{Call: routetablefake.CallDelete, Err: syscall.EBUSY})
+			refused := false
+			ns.Refuse(func(_ kernelfake.Op, obj any) error {
+				if op, ok := obj.(kernel.RouteOp); ok && op.Kind == kernel.OpDelete && !refused {
+					refused = true
+					return syscall.EBUSY
+				}
+				return nil
+			})
 		}
 	}
-	e.disarm = k.ClearFaults
-	n := 0
-	e.addLink = func(t *testing.T, name string) int {
+	e.disarm = ns.ClearFailures
+	e.waitRunning = func(t *testing.T, name string, on bool) {
 		t.Helper()
-		idx, err := k.AddLink(name)
-		require.NoError(t, err)
-		require.NoError(t, k.SetLinkUp(name, true))
-		n++
-		return idx
+		l, ok := ns.Link(name)
+		require.True(t, ok, name)
+		require.Equal(t, on, l.Running, "%s: running", name)
 	}
-	e.setUp = func(t *testing.T, name string, up bool) { t.Helper(); require.NoError(t, k.SetLinkUp(name, up)) }
-	e.setCarrier = func(t *testing.T, name string, on bool) { t.Helper(); require.NoError(t, k.SetLinkCarrier(name, on)) }
-	e.deleteLink = func(t *testing.T, name string) { t.Helper(); require.NoError(t, k.DeleteLink(name)) }
+	// The fake does not rename links: the old one goes, a new one (with a
+	// new index) comes, which is what a Table sees of a rename anyway.
 	e.renameLink = func(t *testing.T, name, newName string) {
 		t.Helper()
-		require.NoError(t, k.SetLinkUp(name, false))
-		require.NoError(t, k.RenameLink(name, newName))
-		require.NoError(t, k.SetLinkUp(newName, true))
+		e.deleteLink(t, name)
+		e.addLink(t, newName)
 	}
-	e.addRoute = func(t *testing.T, r rt.KernelRoute) { t.Helper(); require.NoError(t, k.AddRoute(r)) }
-	e.deleteRoute = func(t *testing.T, r rt.KernelRoute) { t.Helper(); require.NoError(t, k.DeleteRoute(r)) }
 	e.addFlow = func(_ *testing.T, src, dst netip.Addr) {
-		k.AddFlow(routetablefake.Flow{Family: fam, Src: src, Dst: dst})
+		ns.AddFlow(kernelfake.Flow{Family: fam, Src: src, Dst: dst})
 	}
 	e.flows = func(*testing.T) []string {
 		var out []string
-		for _, f := range k.Flows() {
+		for _, f := range ns.Flows() {
 			out = append(out, fmt.Sprintf("%v %v", f.Src, f.Dst))
 		}
 		return out
 	}
-	e.neighbors = func(*testing.T) []rt.Neighbor { return k.NeighborList(fam) }
 	return e
 }
 
-// TestScenarios runs the scenario suite against the fake kernel, for both
+// TestScenarios runs the scenario suite against a fake namespace, for both
 // families, once per failure kind.
 func TestScenarios(t *testing.T) {
 	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
 		for _, f := range allFailures {
 			t.Run(fmt.Sprintf("%v/%s", fam, f), func(t *testing.T) {
 				for _, sc := range scenarios {
-					t.Run(sc.name, func(t *testing.T) { sc.run(t, fakeEnv(fam, 1000), f) })
+					t.Run(sc.name, func(t *testing.T) { sc.run(t, fakeEnv(t, fam, 1000), f) })
 				}
 			})
 		}
@@ -93,6 +94,6 @@ func TestScenarios(t *testing.T) {
 // TestScenariosMainTable runs the suite once in the main table.
 func TestScenariosMainTable(t *testing.T) {
 	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) { sc.run(t, fakeEnv(rt.IPv4, rt.TableMain), failNone) })
+		t.Run(sc.name, func(t *testing.T) { sc.run(t, fakeEnv(t, rt.IPv4, kernel.TableMain), failNone) })
 	}
 }

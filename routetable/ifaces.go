@@ -3,6 +3,8 @@ package routetable
 import (
 	"maps"
 	"slices"
+
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // drainEvents applies the queued interface changes and resync request.
@@ -26,23 +28,23 @@ func (t *Table) drainEvents() {
 // re-resolves the keys that depend on it. Routes through an index that
 // went down or away are dropped from the dataplane view (the kernel
 // removes them); forgetFlushed does that once per batch of changes.
-func (t *Table) ifaceChanged(name string, index int32, state IfaceState) {
+func (t *Table) ifaceChanged(name string, index int32, state kernel.LinkState) {
 	rec := t.recs[name]
 	if rec == nil {
-		if state == IfaceGone {
+		if state == kernel.LinkGone {
 			return
 		}
 		rec = &ifaceRec{name: name}
 		t.recs[name] = rec
 	}
-	if state == IfaceGone {
+	if state == kernel.LinkGone {
 		index = 0
 	}
 	if rec.index == index && rec.state == state {
 		return
 	}
 	oldIndex, wasUp := rec.index, rec.up()
-	if oldIndex != 0 && (oldIndex != index || state != IfaceUp) {
+	if oldIndex != 0 && (oldIndex != index || state != kernel.LinkUp) {
 		// Down or away: the kernel removed the routes through it.
 		t.flushedIndex[oldIndex] = t.flushedIndex[oldIndex] || oldIndex != index
 	}
@@ -54,7 +56,7 @@ func (t *Table) ifaceChanged(name string, index int32, state IfaceState) {
 		if other := t.byIndex[index]; other != nil && other != rec {
 			// The index was renamed to this name before we heard the
 			// old name was gone.
-			t.ifaceChanged(other.name, 0, IfaceGone)
+			t.ifaceChanged(other.name, 0, kernel.LinkGone)
 		}
 		t.byIndex[index] = rec
 	}
@@ -97,7 +99,7 @@ func (t *Table) forgetFlushed() {
 	for k, v := range t.tr.Dataplane().All() {
 		deleted, ok := t.flushedIndex[v.oif]
 		// IPv4 keeps local routes through an interface that is down.
-		if ok && v.oif != 0 && (deleted || v.typ != RTNLocal || t.opts.Family == IPv6) {
+		if ok && v.oif != 0 && (deleted || v.typ != kernel.RTNLocal || t.opts.Family == IPv6) {
 			flushed = append(flushed, k)
 		}
 	}
@@ -122,22 +124,19 @@ func (t *Table) forgetFlushed() {
 }
 
 // refreshLinks updates the interface table from a full list of links.
-func (t *Table) refreshLinks(links []Link) {
+func (t *Table) refreshLinks(links []kernel.Link) {
 	present := make(map[string]struct{}, len(links))
-	for _, l := range links {
-		if validIfaceName(l.Name) != nil || l.Index <= 0 {
+	for i := range links {
+		l := &links[i]
+		if validIfaceName(l.Name) != nil || l.Index <= 0 || int64(l.Index) > int64(^uint32(0)>>1) {
 			continue
 		}
 		present[l.Name] = struct{}{}
-		state := IfaceDown
-		if l.Up {
-			state = IfaceUp
-		}
-		t.ifaceChanged(l.Name, int32(l.Index), state)
+		t.ifaceChanged(l.Name, int32(l.Index), l.State())
 	}
 	for _, name := range slices.Collect(maps.Keys(t.recs)) {
 		if _, ok := present[name]; !ok {
-			t.ifaceChanged(name, 0, IfaceGone)
+			t.ifaceChanged(name, 0, kernel.LinkGone)
 		}
 	}
 	t.forgetFlushed()

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/kernel"
 	rt "github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/routetable/routetablefake"
 )
 
 var (
@@ -24,9 +24,8 @@ var (
 // for an interface are written when it comes up, not at the next periodic
 // resync (an hour away here).
 func TestInterfaceEventWakesTheLoop(t *testing.T) {
-	k := routetablefake.New()
-	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4, Table: rt.TableMain, InterfacePatterns: []string{`^np-`},
-		RefreshInterval: -1})
+	k := newNS(t)
+	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4, Table: kernel.TableMain, InterfacePatterns: []string{`^np-`}})
 	require.NoError(t, err)
 	require.NoError(t, tbl.SetRoutes(1, "np-new", []rt.Target{{CIDR: mustP("10.0.1.0/24")}}))
 
@@ -44,14 +43,12 @@ func TestInterfaceEventWakesTheLoop(t *testing.T) {
 	loop.DatastoreInSync()
 	loop.InterfacesInSync()
 	<-inSync
-	require.Empty(t, k.Routes(rt.IPv4, 0), "held: no interface yet")
+	require.Empty(t, routes(k, rt.IPv4), "held: no interface yet")
 	applies := loop.Health().Applies
 
-	idx, err := k.AddLink("np-new")
-	require.NoError(t, err)
-	require.NoError(t, k.SetLinkUp("np-new", true))
-	tbl.OnIfaceStateChanged("np-new", idx, rt.IfaceUp)
-	require.Eventually(t, func() bool { return len(k.Routes(rt.IPv4, 0)) == 1 }, 5*time.Second, time.Millisecond,
+	idx := addLink(t, k, "np-new", 1)
+	tbl.OnIfaceStateChanged("np-new", idx, kernel.LinkUp)
+	require.Eventually(t, func() bool { return len(routes(k, rt.IPv4)) == 1 }, 5*time.Second, time.Millisecond,
 		"the route is written by a pass the event asked for")
 	assert.Greater(t, loop.Health().Applies, applies)
 }
@@ -61,11 +58,11 @@ func TestInterfaceEventWakesTheLoop(t *testing.T) {
 // update does not.
 func TestSetWake(t *testing.T) {
 	_, tbl, _ := newFake(t, rt.IPv4, "np-a")
-	tbl.OnIfaceStateChanged("np-a", 2, rt.IfaceUp) // no wake function: nothing to call
+	tbl.OnIfaceStateChanged("np-a", 3, kernel.LinkUp) // no wake function: nothing to call
 	woken := 0
 	tbl.SetWake(func() { woken++ })
-	tbl.OnIfaceStateChanged("np-a", 2, rt.IfaceDown)
-	tbl.OnIfaceStateChanged("np-a", 2, rt.IfaceUp)
-	tbl.OnIfaceStateChanged("bad/name", 2, rt.IfaceUp)
+	tbl.OnIfaceStateChanged("np-a", 3, kernel.LinkDown)
+	tbl.OnIfaceStateChanged("np-a", 3, kernel.LinkUp)
+	tbl.OnIfaceStateChanged("bad/name", 3, kernel.LinkUp)
 	assert.Equal(t, 2, woken)
 }

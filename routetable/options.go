@@ -3,9 +3,11 @@ package routetable
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // DefaultProtocol is the route protocol a Table writes when Options.Protocol
@@ -19,27 +21,25 @@ const DefaultProtocol uint8 = 0x4e
 // Options.GracePeriod is 0.
 const DefaultGracePeriod = 10 * time.Second
 
-// DefaultRefreshInterval is how often a Table re-reads its kernel table on
-// its own, when Options.RefreshInterval is 0.
-const DefaultRefreshInterval = 90 * time.Second
-
 // Options configure a Table.
 type Options struct {
-	// Kernel is the netlink the Table reads and writes: OpenKernel for
-	// the real kernel, routetablefake for tests. Required.
+	// Kernel is the namespace the Table reads and writes: a
+	// *kernel.Namespace (kernel.Open of the target namespace), or a
+	// kernelfake.Namespace in tests. Required.
 	Kernel Kernel
 	// Family is IPv4 or IPv6: one Table per family. Required.
 	Family Family
-	// Table is the kernel routing table: TableMain (254) or a table of
-	// the agent's own. Required: 0 is refused (the kernel would take it
-	// for the main table). An Ownership that owns routes the kernel or
-	// the system put there (ExclusivePolicy) is refused for the reserved
-	// tables TableDefault, TableMain and TableLocal (253 to 255), whose
-	// default, connected and local routes the host needs.
+	// Table is the kernel routing table: kernel.TableMain (254) or a
+	// table of the agent's own. Required: 0 is refused (the kernel would
+	// take it for the main table). An Ownership that owns routes the
+	// kernel or the system put there (ExclusivePolicy) is refused for the
+	// reserved tables kernel.TableDefault, kernel.TableMain and
+	// kernel.TableLocal (253 to 255), whose default, connected and local
+	// routes the host needs.
 	Table uint32
 	// Protocol is the route protocol written on every route and, with the
 	// default policy, the mark of ownership; 0 means DefaultProtocol.
-	// RTPROT_KERNEL (2) is refused.
+	// kernel.ProtoKernel (RTPROT_KERNEL, 2) is refused.
 	Protocol uint8
 	// InterfacePatterns are regular expressions (such as `^np-`): with
 	// the default policy, routes on interfaces whose names match are ours
@@ -53,13 +53,6 @@ type Options struct {
 	// DefaultGracePeriod, negative means none. The grace period ends early
 	// once the interface has desired routes.
 	GracePeriod time.Duration
-	// RefreshInterval is how often Apply re-reads the kernel table on its
-	// own (it asks to be called again through ApplyResult.RetryAfter); 0
-	// means DefaultRefreshInterval, negative means never (a
-	// dataplane.Loop resyncs every driver periodically anyway).
-	RefreshInterval time.Duration
-	// ConntrackDeleter replaces the Kernel's conntrack deletion.
-	ConntrackDeleter ConntrackDeleter
 	// NoConntrackCleanup turns off the deletion of conntrack entries of
 	// addresses whose route moves or disappears (for a table that is an
 	// overlay on top of the main routes).
@@ -69,8 +62,8 @@ type Options struct {
 	BatchSize int
 	// Logger receives debug and warning logs; nil discards them.
 	Logger *slog.Logger
-	// Clock is the time source of the grace period and the refresh; nil
-	// means clock.Real().
+	// Clock is the time source of the grace period and of the backoff of
+	// failed writes; nil means clock.Real().
 	Clock clock.Clock
 }
 
@@ -80,19 +73,19 @@ func (o Options) withDefaults() (Options, error) {
 	bad := func(format string, args ...any) (Options, error) {
 		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 	}
-	if o.Kernel == nil {
-		return bad("Kernel is required (OpenKernel, or a fake)")
+	if isNil(o.Kernel) {
+		return bad("Kernel is required (kernel.Open of the target namespace, or a kernelfake.Namespace)")
 	}
 	if !o.Family.Valid() {
 		return bad("Family must be IPv4 or IPv6, not %v", o.Family)
 	}
 	if o.Table == 0 {
-		return bad("Table is required (TableMain, or a table of the agent's own): table 0 is not a table")
+		return bad("Table is required (kernel.TableMain, or a table of the agent's own): table 0 is not a table")
 	}
 	if o.Protocol == 0 {
 		o.Protocol = DefaultProtocol
 	}
-	if o.Protocol == ProtoKernel {
+	if o.Protocol == kernel.ProtoKernel {
 		return bad("protocol %d is the kernel's own (RTPROT_KERNEL)", o.Protocol)
 	}
 	if o.Ownership == nil {
@@ -104,7 +97,7 @@ func (o Options) withDefaults() (Options, error) {
 	} else if len(o.InterfacePatterns) > 0 {
 		return bad("InterfacePatterns only apply to the default policy; give them to your Ownership instead")
 	}
-	if o.Table >= TableDefault && o.Table <= TableLocal && ownsSystemRoutes(o.Ownership) {
+	if o.Table >= kernel.TableDefault && o.Table <= kernel.TableLocal && ownsSystemRoutes(o.Ownership) {
 		return bad("the policy owns routes the kernel and the system put in table %d (a reserved table): "+
 			"it would delete the host's default, connected or local routes; give the Table a table of its own", o.Table)
 	}
@@ -114,24 +107,24 @@ func (o Options) withDefaults() (Options, error) {
 	case o.GracePeriod < 0:
 		o.GracePeriod = 0
 	}
-	switch {
-	case o.RefreshInterval == 0:
-		o.RefreshInterval = DefaultRefreshInterval
-	case o.RefreshInterval < 0:
-		o.RefreshInterval = 0
-	}
 	if o.BatchSize < 0 {
 		return bad("negative BatchSize %d", o.BatchSize)
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = defaultBatchSize
 	}
-	if o.ConntrackDeleter == nil {
-		o.ConntrackDeleter = o.Kernel
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Clock = clock.OrReal(o.Clock)
 	return o, nil
+}
+
+// isNil reports whether k is nil or a nil pointer in an interface.
+func isNil(k any) bool {
+	if k == nil {
+		return true
+	}
+	v := reflect.ValueOf(k)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

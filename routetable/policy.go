@@ -5,6 +5,7 @@ import (
 	"regexp"
 
 	"github.com/nodeplane/nodeplane/internal/ifname"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // OwnershipPolicy decides which routes found in the Table's kernel table
@@ -15,7 +16,7 @@ type OwnershipPolicy interface {
 	// RouteIsOurs reports whether r, a route found in the table, belongs
 	// to the Table. iface is the name of r's output interface ("" when it
 	// has none or is unknown; for multipath routes, the first next hop's).
-	RouteIsOurs(r *KernelRoute, iface string) bool
+	RouteIsOurs(r *kernel.Route, iface string) bool
 	// IfaceHasGracePeriod reports whether a route of ours on iface that
 	// nobody wants is left in place for the grace period before it is
 	// deleted (another component, such as a CNI plugin, may have added it
@@ -44,11 +45,11 @@ func NewDefaultPolicy(protocol uint8, patterns []string) (*DefaultPolicy, error)
 }
 
 // RouteIsOurs implements OwnershipPolicy.
-func (p *DefaultPolicy) RouteIsOurs(r *KernelRoute, iface string) bool {
+func (p *DefaultPolicy) RouteIsOurs(r *kernel.Route, iface string) bool {
 	if r.Protocol == p.Protocol {
 		return true
 	}
-	return r.Protocol != ProtoKernel && p.matches(iface)
+	return r.Protocol != kernel.ProtoKernel && p.matches(iface)
 }
 
 // IfaceHasGracePeriod implements OwnershipPolicy.
@@ -66,7 +67,7 @@ func (p *DefaultPolicy) matches(iface string) bool {
 type ExclusivePolicy struct{}
 
 // RouteIsOurs implements OwnershipPolicy: every route is ours.
-func (ExclusivePolicy) RouteIsOurs(*KernelRoute, string) bool { return true }
+func (ExclusivePolicy) RouteIsOurs(*kernel.Route, string) bool { return true }
 
 // IfaceHasGracePeriod implements OwnershipPolicy: never.
 func (ExclusivePolicy) IfaceHasGracePeriod(string) bool { return false }
@@ -77,8 +78,8 @@ func (ExclusivePolicy) IfaceHasGracePeriod(string) bool { return false }
 // any pattern. ExclusivePolicy does; DefaultPolicy does not (unless its
 // protocol is RTPROT_BOOT).
 func ownsSystemRoutes(p OwnershipPolicy) bool {
-	for _, proto := range []uint8{ProtoKernel, ProtoBoot} {
-		if p.RouteIsOurs(&KernelRoute{Type: RTNUnicast, Protocol: proto}, "") {
+	for _, proto := range []uint8{kernel.ProtoKernel, kernel.ProtoBoot} {
+		if p.RouteIsOurs(&kernel.Route{Type: kernel.RTNUnicast, Protocol: proto}, "") {
 			return true
 		}
 	}

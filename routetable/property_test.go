@@ -147,7 +147,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
 		for seed := range uint64(20) {
 			t.Run(fmt.Sprintf("%v/%d", fam, seed), func(t *testing.T) {
-				written := resyncWritesNothing(t, fakeEnv(fam, 1000), seed, 300)
+				written := resyncWritesNothing(t, fakeEnv(t, fam, 1000), seed, 300)
 				assert.Greater(t, written, 100)
 			})
 		}

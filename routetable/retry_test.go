@@ -11,16 +11,17 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	rt "github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/routetable/routetablefake"
 )
 
 // newRecorded is newFake with the Table's calls recorded.
-func newRecorded(t *testing.T, names ...string) (*routetablefake.Kernel, *recorder, *rt.Table, *clock.Fake) {
+func newRecorded(t *testing.T, names ...string) (*kernelfake.Namespace, *recorder, *rt.Table, *clock.Fake) {
 	t.Helper()
 	k, _, clk := newFake(t, rt.IPv4, names...)
 	rec := &recorder{k: k}
-	tbl, err := rt.New(rt.Options{Kernel: rec, Family: rt.IPv4, Table: rt.TableMain, InterfacePatterns: []string{`^np-`}, Clock: clk})
+	tbl, err := rt.New(rt.Options{Kernel: rec, Family: rt.IPv4, Table: kernel.TableMain, InterfacePatterns: []string{`^np-`}, Clock: clk})
 	require.NoError(t, err)
 	return k, rec, tbl, clk
 }
@@ -36,15 +37,15 @@ func (r *recorder) replaces(dst string) int {
 	return n
 }
 
-// A route the kernel keeps refusing is retried on its own backoff and
-// reported as a partial failure; every other route is written at once, and
-// passes in between do not try it again. A new declaration of it ends the
-// backoff, and withdrawing it takes effect at the next Apply.
+// A route the kernel keeps refusing (its gateway is on no link) is retried
+// on its own backoff and reported as a partial failure; every other route
+// is written at once, and passes in between do not try it again. A new
+// declaration of it ends the backoff, and withdrawing it takes effect at
+// the next Apply.
 func TestRefusedRouteBacksOffAlone(t *testing.T) {
 	k, rec, tbl, clk := newRecorded(t, "np-a")
 	ctx := context.Background()
 	bad := rt.Target{CIDR: mustP("10.9.0.0/24"), Gateway: mustA("192.0.2.1")}
-	k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Dst: bad.CIDR, Err: syscall.ENETUNREACH, Times: -1})
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{bad, {CIDR: mustP("10.0.1.0/24")}}))
 
 	res, err := tbl.Apply(ctx)
@@ -53,7 +54,7 @@ func TestRefusedRouteBacksOffAlone(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ENETUNREACH)
 	assert.Contains(t, err.Error(), "10.9.0.0/24")
 	assert.Equal(t, 100*time.Millisecond, res.RetryAfter, "the refused route's first retry")
-	_, ok := k.Route(rt.IPv4, 0, mustP("10.0.1.0/24"), 0)
+	_, ok := route(k, rt.IPv4, mustP("10.0.1.0/24"))
 	assert.True(t, ok, "the other route is written in the same Apply")
 
 	// A valid route declared afterwards is written by the very next
@@ -62,7 +63,7 @@ func TestRefusedRouteBacksOffAlone(t *testing.T) {
 	require.NoError(t, tbl.RouteUpdate(1, "np-a", rt.Target{CIDR: mustP("10.0.2.0/24")}))
 	res, err = tbl.Apply(ctx)
 	require.ErrorIs(t, err, dataplane.ErrPartial)
-	_, ok = k.Route(rt.IPv4, 0, mustP("10.0.2.0/24"), 0)
+	_, ok = route(k, rt.IPv4, mustP("10.0.2.0/24"))
 	assert.True(t, ok)
 	assert.Equal(t, 1, rec.replaces("10.9.0.0/24"), "not retried on an unrelated pass")
 	assert.Equal(t, 100*time.Millisecond, res.RetryAfter)
@@ -89,7 +90,7 @@ func TestRefusedRouteBacksOffAlone(t *testing.T) {
 	require.NoError(t, tbl.RouteRemove(1, "np-a", bad.Key()))
 	res, err = tbl.Apply(ctx)
 	require.NoError(t, err)
-	assert.Greater(t, res.RetryAfter, time.Minute, "no retry left to ask for: only the refresh")
+	assert.Zero(t, res.RetryAfter, "no retry left to ask for")
 	assert.Equal(t, 3, rec.replaces("10.9.0.0/24"))
 	assert.Zero(t, tbl.Stats().PendingUpdates)
 }
@@ -105,24 +106,33 @@ func TestWithdrawnFailedRouteDeletedAtOnce(t *testing.T) {
 	_, err := tbl.Apply(ctx)
 	require.NoError(t, err)
 
-	k.Inject(routetablefake.Fault{Call: routetablefake.CallReplace, Dst: r.CIDR, Err: syscall.EINVAL, Times: -1})
+	refuseRoutes(k, kernel.OpReplace, r.CIDR, syscall.EINVAL, -1)
 	r.MTU = 1400
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{r}))
 	_, err = tbl.Apply(ctx)
 	require.ErrorIs(t, err, rt.ErrRouteFailed)
 
-	k.Inject(routetablefake.Fault{Call: routetablefake.CallDelete, Dst: r.CIDR, Err: syscall.EBUSY})
+	deletes := 0
+	k.Refuse(func(_ kernelfake.Op, obj any) error {
+		if op, ok := obj.(kernel.RouteOp); ok && op.Kind == kernel.OpDelete && op.Route.Dst == r.CIDR {
+			if deletes++; deletes == 1 {
+				return syscall.EBUSY
+			}
+		}
+		return nil
+	})
 	require.NoError(t, tbl.SetRoutes(1, "np-a", nil))
 	res, err := tbl.Apply(ctx)
 	require.ErrorIs(t, err, syscall.EBUSY, "the delete went out at once")
-	assert.Equal(t, 1, k.Calls(routetablefake.CallDelete))
+	assert.Equal(t, 1, deletes)
 	_, err = tbl.Apply(ctx)
 	require.ErrorIs(t, err, dataplane.ErrPartial)
-	assert.Equal(t, 1, k.Calls(routetablefake.CallDelete), "the failed delete waits for its retry")
+	assert.Equal(t, 1, deletes, "the failed delete waits for its retry")
 	clk.Advance(res.RetryAfter)
 	_, err = tbl.Apply(ctx)
 	require.NoError(t, err)
-	assert.Empty(t, k.Routes(rt.IPv4, 0))
+	assert.Equal(t, 2, deletes)
+	assert.Empty(t, routes(k, rt.IPv4))
 }
 
 // A route refused because its interface was down is written as soon as
@@ -130,22 +140,22 @@ func TestWithdrawnFailedRouteDeletedAtOnce(t *testing.T) {
 func TestIfaceUpEndsTheBackoff(t *testing.T) {
 	k, tbl, _ := newFake(t, rt.IPv4, "np-a")
 	ctx := context.Background()
-	idx, _ := k.LinkIndex("np-a")
+	idx := index(t, k, "np-a")
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("10.0.1.0/24")}}))
 	_, err := tbl.Apply(ctx)
 	require.NoError(t, err)
 
 	// Down and up again before the monitor said so: the write fails.
-	require.NoError(t, k.SetLinkUp("np-a", false))
+	setUp(t, k, "np-a", false)
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("10.0.1.0/24"), MTU: 1400}}))
 	_, err = tbl.Apply(ctx)
 	require.ErrorIs(t, err, rt.ErrIfaceDown)
-	require.NoError(t, k.SetLinkUp("np-a", true))
-	tbl.OnIfaceStateChanged("np-a", idx, rt.IfaceDown)
-	tbl.OnIfaceStateChanged("np-a", idx, rt.IfaceUp)
+	setUp(t, k, "np-a", true)
+	tbl.OnIfaceStateChanged("np-a", idx, kernel.LinkDown)
+	tbl.OnIfaceStateChanged("np-a", idx, kernel.LinkUp)
 	_, err = tbl.Apply(ctx)
 	require.NoError(t, err)
-	r, ok := k.Route(rt.IPv4, 0, mustP("10.0.1.0/24"), 0)
+	r, ok := route(k, rt.IPv4, mustP("10.0.1.0/24"))
 	require.True(t, ok)
 	assert.Equal(t, uint32(1400), r.MTU)
 }

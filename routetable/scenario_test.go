@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -17,12 +18,15 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
-// The scenario suite: every scenario runs against the fake kernel (once
-// per failure kind and family) and against the real kernel in a fresh
-// namespace (once per family).
+// The scenario suite: every scenario runs against a fake namespace
+// (kernelfake; once per failure kind and family) and against the real
+// kernel in a fresh namespace (per family and table, with and without the
+// faults that hit route writes and dumps), both reached the one way, as a
+// kernel.Kernel.
 
 // failure is a kind of fault armed before every convergence step.
 type failure string
@@ -42,42 +46,132 @@ const (
 var allFailures = []failure{failNone, failFirstWrite, failENODEV, failENETDOWN, failInterrupted, failDumpError,
 	failLinks, failConntrack, failDeleteFailed}
 
-// env is where a scenario runs.
+// env is where a scenario runs: a fake namespace (kernelfake) or a fresh
+// network namespace of the kernel, both reached through kernel.Kernel.
 type env struct {
 	fam   routetable.Family
 	table uint32
-	// kernel is the Table's kernel, behind a recorder.
+	// k is the namespace as an administrator or another agent reaches it:
+	// its calls are neither counted nor failed.
+	k kernel.Kernel
+	// kernel is the Table's Kernel (the namespace), behind a recorder.
 	kernel *recorder
-	// fake is set when the kernel is the fake (for its own inspection).
+	// fake is set when the namespace is a kernelfake.Namespace.
 	fake bool
 	// arm injects a fault of the given kind into the next calls.
 	arm func(f failure)
 	// disarm removes any fault left.
 	disarm func()
-	// addLink creates an interface, up, with the link's addresses
-	// (linkAddr) so gateways and sources on it are valid; returns its
-	// index.
-	addLink func(t *testing.T, name string) int
-	// setUp brings an interface up or down.
-	setUp func(t *testing.T, name string, up bool)
-	// setCarrier gives an interface (which stays up) its carrier or takes
-	// it away; waits until the kernel shows the change.
-	setCarrier func(t *testing.T, name string, carrier bool)
-	// deleteLink deletes an interface.
-	deleteLink func(t *testing.T, name string)
-	// renameLink renames an interface.
+	// waitRunning waits until the kernel reports the link's carrier as
+	// on (the kernel sets it asynchronously after a veth pair comes up).
+	waitRunning func(t *testing.T, name string, on bool)
+	// renameLink renames an interface, which the kernel does only while
+	// it is down, and brings it up again.
 	renameLink func(t *testing.T, name, newName string)
-	// addRoute adds a route as another agent would.
-	addRoute func(t *testing.T, r routetable.KernelRoute)
-	// deleteRoute deletes a route as an administrator would.
-	deleteRoute func(t *testing.T, r routetable.KernelRoute)
 	// flows and addFlow inspect and create conntrack entries (the fake's,
 	// or the kernel's through ctnetlink).
 	addFlow func(t *testing.T, src, dst netip.Addr)
 	flows   func(t *testing.T) []string
-	// neighbors lists the neighbour entries of the family.
-	neighbors func(t *testing.T) []routetable.Neighbor
-	clock     *clock.Fake
+	clock   *clock.Fake
+	// links counts the links created, peers names each link's veth peer
+	// by index.
+	links int
+	peers map[int]string
+}
+
+// newEnv returns an env on k, whose admin view is admin, with the
+// sysctls every scenario wants: no duplicate address detection (addresses
+// are usable at once) and IPv6 addresses kept on down, as hosts with
+// static addresses do (else a link going down takes the gateways'
+// subnets with it).
+func newEnv(t *testing.T, fam routetable.Family, table uint32, k, admin kernel.Kernel) *env {
+	t.Helper()
+	for _, key := range []string{"net.ipv6.conf.all.accept_dad", "net.ipv6.conf.default.accept_dad"} {
+		require.NoError(t, admin.SetSysctl(context.Background(), key, "0"))
+	}
+	require.NoError(t, admin.SetSysctl(context.Background(), "net.ipv6.conf.all.keep_addr_on_down", "1"))
+	return &env{fam: fam, table: table, k: admin, kernel: &recorder{k: k}, clock: clock.NewFake(t0), peers: map[int]string{}}
+}
+
+// addLink creates an interface (a veth pair), up, with the link's address
+// (linkAddr) so gateways and sources on it are valid; returns its index.
+func (e *env) addLink(t *testing.T, name string) int {
+	t.Helper()
+	ctx := context.Background()
+	e.links++
+	peer := fmt.Sprintf("peer%d", e.links)
+	l, err := e.k.AddLink(ctx, kernel.Link{Name: name, Kind: kernel.KindVeth, Veth: &kernel.Veth{PeerName: peer}})
+	require.NoError(t, err)
+	require.NoError(t, e.k.AddAddr(ctx, kernel.Addr{LinkIndex: l.Index, Prefix: e.pfx(linkAddr(e.links))}))
+	require.NoError(t, e.k.SetLinkUp(ctx, e.index(t, peer), true))
+	require.NoError(t, e.k.SetLinkUp(ctx, l.Index, true))
+	e.waitRunning(t, name, true)
+	e.waitLocal(t, e.pfx(linkAddr(e.links)).Addr())
+	e.peers[l.Index] = peer
+	return l.Index
+}
+
+// waitLocal waits until the address a is usable as a source: its local
+// route is in table local. (An IPv6 address is tentative until duplicate
+// address detection has run, which even without DAD takes the kernel a
+// moment after the link comes up; the fake does it at once.)
+func (e *env) waitLocal(t *testing.T, a netip.Addr) {
+	t.Helper()
+	host := netip.PrefixFrom(a, a.BitLen())
+	require.Eventually(t, func() bool {
+		found := false
+		err := e.k.DumpRoutes(context.Background(), e.fam, kernel.TableLocal, func(r *kernel.Route) error {
+			found = found || (r.Dst == host && r.Type == kernel.RTNLocal)
+			return nil
+		}, func() { found = false })
+		return err == nil && found
+	}, 5*time.Second, time.Millisecond, "%v never became usable", a)
+}
+
+// setUp brings an interface up (and waits for its carrier) or down.
+func (e *env) setUp(t *testing.T, name string, up bool) {
+	t.Helper()
+	require.NoError(t, e.k.SetLinkUp(context.Background(), e.index(t, name), up))
+	if up {
+		e.waitRunning(t, name, true)
+	}
+}
+
+// setCarrier gives an interface (which stays up) its carrier or takes it
+// away, through its veth peer, and waits until the kernel shows it.
+func (e *env) setCarrier(t *testing.T, name string, on bool) {
+	t.Helper()
+	require.NoError(t, e.k.SetLinkUp(context.Background(), e.index(t, e.peers[e.index(t, name)]), on))
+	e.waitRunning(t, name, on)
+}
+
+// deleteLink deletes an interface (and its peer).
+func (e *env) deleteLink(t *testing.T, name string) {
+	t.Helper()
+	require.NoError(t, e.k.DeleteLink(context.Background(), e.index(t, name)))
+}
+
+// addRoute adds a route as another agent would.
+func (e *env) addRoute(t *testing.T, r kernel.Route) { t.Helper(); e.writeRoute(t, kernel.OpAdd, r) }
+
+// deleteRoute deletes a route as an administrator would.
+func (e *env) deleteRoute(t *testing.T, r kernel.Route) {
+	t.Helper()
+	e.writeRoute(t, kernel.OpDelete, r)
+}
+
+func (e *env) writeRoute(t *testing.T, kind kernel.OpKind, r kernel.Route) {
+	t.Helper()
+	errs := e.k.ApplyRoutes(context.Background(), []kernel.RouteOp{{Kind: kind, Route: r}})
+	require.NoError(t, errs[0], "%v %v", kind, r.Dst)
+}
+
+// neighbors lists the neighbour entries of the family.
+func (e *env) neighbors(t *testing.T) []kernel.Neighbor {
+	t.Helper()
+	ns, err := e.k.Neighbors(context.Background(), e.fam, 0)
+	require.NoError(t, err)
+	return ns
 }
 
 // pfx maps an IPv4 prefix of the scenario's plan to the env's family:
@@ -131,29 +225,8 @@ func (e *env) routes(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	names := e.linkNames(t)
-	err := e.kernel.k.DumpRoutes(context.Background(), e.fam, e.table, func(r *routetable.KernelRoute) error {
+	err := e.k.DumpRoutes(context.Background(), e.fam, e.table, func(r *kernel.Route) error {
 		out = append(out, formatRoute(r, names))
-		return nil
-	}, func() { out = nil })
-	require.NoError(t, err)
-	slices.Sort(out)
-	return out
-}
-
-// detailed is routes with what formatRoute leaves out: the scope and the
-// flags of the route and of its next hops (in formatRoute's order).
-func (e *env) detailed(t *testing.T) []string {
-	t.Helper()
-	var out []string
-	names := e.linkNames(t)
-	err := e.kernel.k.DumpRoutes(context.Background(), e.fam, e.table, func(r *routetable.KernelRoute) error {
-		line := fmt.Sprintf("%s scope %d flags %#x", formatRoute(r, names), r.Scope, r.Flags)
-		hops := slices.Clone(r.NextHops)
-		slices.SortFunc(hops, func(a, b routetable.KernelNextHop) int { return a.Gateway.Compare(b.Gateway) })
-		for _, h := range hops {
-			line += fmt.Sprintf(" hop-flags %#x", h.Flags)
-		}
-		out = append(out, line)
 		return nil
 	}, func() { out = nil })
 	require.NoError(t, err)
@@ -174,7 +247,7 @@ func (e *env) ours(t *testing.T) []string {
 
 func (e *env) linkNames(t *testing.T) map[int]string {
 	t.Helper()
-	links, err := e.kernel.k.Links(context.Background())
+	links, err := e.k.Links(context.Background())
 	require.NoError(t, err)
 	names := map[int]string{}
 	for _, l := range links {
@@ -197,20 +270,21 @@ func (e *env) index(t *testing.T, name string) int {
 // formatRoute renders a route compactly: "DST [metric M] TYPE [via GW]
 // [dev NAME] [src S] [mtu N] [onlink] [nexthop …] proto P". IPv6 metric
 // 1024 and IPv4 metric 0 are left out.
-func formatRoute(r *routetable.KernelRoute, names map[int]string) string {
+func formatRoute(r *kernel.Route, names map[int]string) string {
 	var b strings.Builder
 	b.WriteString(r.Dst.String())
 	if !(r.Priority == 0 || (r.Family == routetable.IPv6 && r.Priority == 1024)) {
 		fmt.Fprintf(&b, " metric %d", r.Priority)
 	}
-	typ := map[uint8]string{routetable.RTNUnicast: "unicast", routetable.RTNLocal: "local",
-		routetable.RTNBlackhole: "blackhole", routetable.RTNUnreachable: "unreachable",
-		routetable.RTNProhibit: "prohibit", routetable.RTNThrow: "throw"}[r.Type]
+	typ := map[uint8]string{kernel.RTNUnicast: "unicast", kernel.RTNLocal: "local",
+		kernel.RTNBlackhole: "blackhole", kernel.RTNUnreachable: "unreachable",
+		kernel.RTNProhibit: "prohibit", kernel.RTNThrow: "throw", kernel.RTNBroadcast: "broadcast",
+		kernel.RTNAnycast: "anycast", kernel.RTNMulticast: "multicast"}[r.Type]
 	b.WriteString(" " + typ)
 	if r.Gateway.IsValid() {
 		b.WriteString(" via " + r.Gateway.String())
 	}
-	if r.OIF != 0 && (r.Type == routetable.RTNUnicast || r.Type == routetable.RTNLocal) {
+	if r.OIF != 0 && (r.Type == kernel.RTNUnicast || r.Type == kernel.RTNLocal) {
 		b.WriteString(" dev " + names[r.OIF])
 	}
 	if r.PrefSrc.IsValid() {
@@ -219,14 +293,14 @@ func formatRoute(r *routetable.KernelRoute, names map[int]string) string {
 	if r.MTU != 0 {
 		fmt.Fprintf(&b, " mtu %d", r.MTU)
 	}
-	if r.Flags&routetable.FlagOnlink != 0 {
+	if r.Flags&kernel.FlagOnlink != 0 {
 		b.WriteString(" onlink")
 	}
 	hops := slices.Clone(r.NextHops)
-	slices.SortFunc(hops, func(a, b routetable.KernelNextHop) int { return a.Gateway.Compare(b.Gateway) })
+	slices.SortFunc(hops, func(a, b kernel.NextHop) int { return a.Gateway.Compare(b.Gateway) })
 	for _, h := range hops {
 		fmt.Fprintf(&b, " nexthop via %v dev %s weight %d", h.Gateway, names[h.OIF], int(h.Weight)+1)
-		if uint32(h.Flags)&routetable.FlagOnlink != 0 {
+		if h.Flags&kernel.FlagOnlink != 0 {
 			b.WriteString(" onlink")
 		}
 	}
@@ -249,26 +323,26 @@ type recorder struct {
 	faultHit bool
 }
 
-func (r *recorder) DumpRoutes(ctx context.Context, fam routetable.Family, table uint32, fn func(*routetable.KernelRoute) error, reset func()) error {
+func (r *recorder) DumpRoutes(ctx context.Context, fam kernel.Family, table uint32, fn func(*kernel.Route) error, reset func()) error {
 	r.mu.Lock()
 	r.dumps++
 	r.mu.Unlock()
-	return r.dump(func(fn func(*routetable.KernelRoute) error, reset func()) error {
+	return r.dump(func(fn func(*kernel.Route) error, reset func()) error {
 		return r.k.DumpRoutes(ctx, fam, table, fn, reset)
 	}, fn, reset)
 }
 
-func (r *recorder) DumpInterfaceRoutes(ctx context.Context, fam routetable.Family, table uint32, oif int, fn func(*routetable.KernelRoute) error, reset func()) error {
+func (r *recorder) DumpInterfaceRoutes(ctx context.Context, fam kernel.Family, table uint32, oif int, fn func(*kernel.Route) error, reset func()) error {
 	r.mu.Lock()
 	r.rescans++
 	r.mu.Unlock()
-	return r.dump(func(fn func(*routetable.KernelRoute) error, reset func()) error {
+	return r.dump(func(fn func(*kernel.Route) error, reset func()) error {
 		return r.k.DumpInterfaceRoutes(ctx, fam, table, oif, fn, reset)
 	}, fn, reset)
 }
 
 // dump runs one dump of the kernel, with the armed dump fault if any.
-func (r *recorder) dump(dump func(fn func(*routetable.KernelRoute) error, reset func()) error, fn func(*routetable.KernelRoute) error, reset func()) error {
+func (r *recorder) dump(dump func(fn func(*kernel.Route) error, reset func()) error, fn func(*kernel.Route) error, reset func()) error {
 	r.mu.Lock()
 	f := r.takeFault(failInterrupted, failDumpError)
 	r.mu.Unlock()
@@ -276,8 +350,8 @@ func (r *recorder) dump(dump func(fn func(*routetable.KernelRoute) error, reset 
 		return dump(fn, reset)
 	}
 	// Report half the routes, then fail or start over.
-	var all []routetable.KernelRoute
-	if err := dump(func(kr *routetable.KernelRoute) error {
+	var all []kernel.Route
+	if err := dump(func(kr *kernel.Route) error {
 		c := *kr
 		c.NextHops = slices.Clone(kr.NextHops)
 		all = append(all, c)
@@ -312,7 +386,7 @@ func (r *recorder) takeFault(kinds ...failure) failure {
 	return r.fault
 }
 
-func (r *recorder) ApplyRoutes(ctx context.Context, ops []routetable.RouteOp) []error {
+func (r *recorder) ApplyRoutes(ctx context.Context, ops []kernel.RouteOp) []error {
 	r.mu.Lock()
 	r.writes += len(ops)
 	for _, op := range ops {
@@ -328,7 +402,7 @@ func (r *recorder) ApplyRoutes(ctx context.Context, ops []routetable.RouteOp) []
 	case failENETDOWN:
 		injected, first = syscall.ENETDOWN, 0
 	case failDeleteFailed:
-		first = slices.IndexFunc(ops, func(op routetable.RouteOp) bool { return op.Kind == routetable.OpDelete })
+		first = slices.IndexFunc(ops, func(op kernel.RouteOp) bool { return op.Kind == kernel.OpDelete })
 		injected = syscall.EBUSY
 		if first < 0 {
 			r.faultHit = false // no delete in this batch: keep it armed
@@ -344,7 +418,7 @@ func (r *recorder) ApplyRoutes(ctx context.Context, ops []routetable.RouteOp) []
 	return errs
 }
 
-func (r *recorder) Links(ctx context.Context) ([]routetable.Link, error) {
+func (r *recorder) Links(ctx context.Context) ([]kernel.Link, error) {
 	r.mu.Lock()
 	f := r.takeFault(failLinks)
 	r.mu.Unlock()
@@ -354,19 +428,39 @@ func (r *recorder) Links(ctx context.Context) ([]routetable.Link, error) {
 	return r.k.Links(ctx)
 }
 
-func (r *recorder) Neighbors(ctx context.Context, fam routetable.Family) ([]routetable.Neighbor, error) {
-	return r.k.Neighbors(ctx, fam)
+func (r *recorder) LinkByName(ctx context.Context, name string) (kernel.Link, error) {
+	return r.k.LinkByName(ctx, name)
 }
 
-func (r *recorder) SetNeighbor(ctx context.Context, n routetable.Neighbor) error {
-	return r.k.SetNeighbor(ctx, n)
+func (r *recorder) AddLink(ctx context.Context, l kernel.Link) (kernel.Link, error) {
+	return r.k.AddLink(ctx, l)
 }
 
-func (r *recorder) DeleteNeighbor(ctx context.Context, n routetable.Neighbor) error {
-	return r.k.DeleteNeighbor(ctx, n)
+func (r *recorder) DeleteLink(ctx context.Context, index int) error {
+	return r.k.DeleteLink(ctx, index)
 }
 
-func (r *recorder) DeleteConntrack(ctx context.Context, fam routetable.Family, addrs []netip.Addr) (int, error) {
+func (r *recorder) SetLinkUp(ctx context.Context, index int, up bool) error {
+	return r.k.SetLinkUp(ctx, index, up)
+}
+
+func (r *recorder) SetLinkMTU(ctx context.Context, index, mtu int) error {
+	return r.k.SetLinkMTU(ctx, index, mtu)
+}
+
+func (r *recorder) SetLinkMAC(ctx context.Context, index int, mac net.HardwareAddr) error {
+	return r.k.SetLinkMAC(ctx, index, mac)
+}
+
+func (r *recorder) Neighbors(ctx context.Context, fam kernel.Family, linkIndex int) ([]kernel.Neighbor, error) {
+	return r.k.Neighbors(ctx, fam, linkIndex)
+}
+
+func (r *recorder) ApplyNeighbors(ctx context.Context, ops []kernel.NeighborOp) []error {
+	return r.k.ApplyNeighbors(ctx, ops)
+}
+
+func (r *recorder) DeleteConntrack(ctx context.Context, fam kernel.Family, addrs []netip.Addr) (int, error) {
 	r.mu.Lock()
 	f := r.takeFault(failConntrack)
 	for _, a := range addrs {
@@ -449,11 +543,11 @@ type scenario struct {
 	run  func(t *testing.T, e *env, f failure)
 }
 
-// up tells tbl about every link of the env as the interface monitor would.
-func (e *env) tell(t *testing.T, tbl *routetable.Table, name string, state routetable.IfaceState) {
+// tell tells tbl about a link of the env as the interface monitor would.
+func (e *env) tell(t *testing.T, tbl *routetable.Table, name string, state kernel.LinkState) {
 	t.Helper()
 	idx := 0
-	if state != routetable.IfaceGone {
+	if state != kernel.LinkGone {
 		idx = e.index(t, name)
 	}
 	tbl.OnIfaceStateChanged(name, idx, state)

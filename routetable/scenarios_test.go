@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/kernel"
 	rt "github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -55,7 +56,7 @@ var scenarios = []scenario{
 func scenarioAllTypes(t *testing.T, e *env, f failure) {
 	e.addLink(t, "np-a")
 	tbl := e.newTable(t, rt.Options{})
-	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.tell(t, tbl, "np-a", kernel.LinkUp)
 	onlinkGW := e.ip("10.200.0.1")
 	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{
 		{CIDR: e.pfx("10.0.1.0/24")},
@@ -107,9 +108,9 @@ func scenarioForeign(t *testing.T, e *env, f failure) {
 	e.addLink(t, "np-a")
 	fx := e.addLink(t, "fx0") // not ours: outside the pattern
 	before := e.routes(t)     // what the kernel put there (address routes)
-	foreign := []rt.KernelRoute{
-		{Family: e.fam, Table: e.table, Dst: e.pfx("10.1.1.0/24"), Type: rt.RTNUnicast, Protocol: 4, Scope: rt.ScopeLink, OIF: fx},
-		{Family: e.fam, Table: e.table, Dst: e.pfx("10.1.2.0/24"), Type: rt.RTNBlackhole, Protocol: 3},
+	foreign := []kernel.Route{
+		{Family: e.fam, Table: e.table, Dst: e.pfx("10.1.1.0/24"), Type: kernel.RTNUnicast, Protocol: 4, Scope: kernel.ScopeLink, OIF: fx},
+		{Family: e.fam, Table: e.table, Dst: e.pfx("10.1.2.0/24"), Type: kernel.RTNBlackhole, Protocol: 3},
 	}
 	for _, r := range foreign {
 		e.addRoute(t, r)
@@ -141,7 +142,7 @@ func scenarioForeign(t *testing.T, e *env, f failure) {
 
 func scenarioForeignConflict(t *testing.T, e *env, f failure) {
 	e.addLink(t, "np-a")
-	foreign := rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.1.2.0/24"), Type: rt.RTNBlackhole, Protocol: 4}
+	foreign := kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.1.2.0/24"), Type: kernel.RTNBlackhole, Protocol: 4}
 	e.addRoute(t, foreign)
 	tbl := e.newTable(t, rt.Options{})
 	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: e.pfx("10.1.2.0/24")}, {CIDR: e.pfx("10.0.1.0/24")}}))
@@ -159,14 +160,14 @@ func scenarioForeignConflict(t *testing.T, e *env, f failure) {
 
 func scenarioOtherTable(t *testing.T, e *env, f failure) {
 	idx := e.addLink(t, "np-a")
-	other := rt.KernelRoute{Family: e.fam, Table: e.table + 1, Dst: e.pfx("10.0.1.0/24"), Type: rt.RTNUnicast,
-		Protocol: rt.DefaultProtocol, Scope: rt.ScopeLink, OIF: idx}
+	other := kernel.Route{Family: e.fam, Table: e.table + 1, Dst: e.pfx("10.0.1.0/24"), Type: kernel.RTNUnicast,
+		Protocol: rt.DefaultProtocol, Scope: kernel.ScopeLink, OIF: idx}
 	e.addRoute(t, other)
 	tbl := e.newTable(t, rt.Options{})
 	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", []rt.Target{{CIDR: e.pfx("10.0.2.0/24")}}))
 	e.converge(t, tbl, f)
 	var n int
-	require.NoError(t, e.kernel.k.DumpRoutes(context.Background(), e.fam, e.table+1, func(r *rt.KernelRoute) error {
+	require.NoError(t, e.k.DumpRoutes(context.Background(), e.fam, e.table+1, func(r *kernel.Route) error {
 		if r.Dst == other.Dst {
 			n++
 		}
@@ -187,11 +188,11 @@ func scenarioRepair(t *testing.T, e *env, f failure) {
 	require.Len(t, want, 2)
 
 	// Deleted behind our back, another changed, one of ours added.
-	e.deleteRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.1.0/24"), Scope: rt.ScopeNowhere})
-	e.deleteRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.2.0/24"), Scope: rt.ScopeNowhere})
-	e.addRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.2.0/24"), Type: rt.RTNUnicast,
-		Protocol: rt.DefaultProtocol, Scope: rt.ScopeLink, OIF: a, MTU: 1300})
-	e.addRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.3.0/24"), Type: rt.RTNBlackhole,
+	e.deleteRoute(t, kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.1.0/24")})
+	e.deleteRoute(t, kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.2.0/24")})
+	e.addRoute(t, kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.2.0/24"), Type: kernel.RTNUnicast,
+		Protocol: rt.DefaultProtocol, Scope: kernel.ScopeLink, OIF: a, MTU: 1300})
+	e.addRoute(t, kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.3.0/24"), Type: kernel.RTNBlackhole,
 		Protocol: rt.DefaultProtocol})
 	require.NotEqual(t, want, e.ours(t))
 
@@ -231,11 +232,11 @@ func scenarioClasses(t *testing.T, e *env, f failure) {
 
 	// Down takes a candidate out: the next one takes over.
 	e.setUp(t, "np-c", false)
-	e.tell(t, tbl, "np-c", rt.IfaceDown)
+	e.tell(t, tbl, "np-c", kernel.LinkDown)
 	e.converge(t, tbl, f)
 	assert.Contains(t, e.ours(t), e.line("10.0.8.0/24", "unicast dev np-a"))
 	e.setUp(t, "np-c", true)
-	e.tell(t, tbl, "np-c", rt.IfaceUp)
+	e.tell(t, tbl, "np-c", kernel.LinkUp)
 	e.converge(t, tbl, f)
 	assert.Contains(t, e.ours(t), e.line("10.0.8.0/24", "unicast dev np-c"))
 
@@ -263,13 +264,13 @@ func scenarioDownUp(t *testing.T, e *env, f failure) {
 	assert.Equal(t, up, e.ours(t))
 
 	e.setUp(t, "np-a", false) // the kernel drops the routes through it
-	e.tell(t, tbl, "np-a", rt.IfaceDown)
+	e.tell(t, tbl, "np-a", kernel.LinkDown)
 	e.converge(t, tbl, f)
 	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast via "+e.gw(2).String()+" dev np-b")}, e.ours(t),
 		"held routes are not written; the fallback takes over")
 
 	e.setUp(t, "np-a", true)
-	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.tell(t, tbl, "np-a", kernel.LinkUp)
 	if f == failNone {
 		e.kernel.resetCounts()
 		require.NoError(t, applyOnce(t, tbl))
@@ -300,7 +301,7 @@ func scenarioCarrier(t *testing.T, e *env, f failure) {
 	require.Equal(t, all, e.ours(t))
 
 	e.setCarrier(t, "np-a", false)
-	e.tell(t, tbl, "np-a", rt.IfaceDown)
+	e.tell(t, tbl, "np-a", kernel.LinkDown)
 	e.converge(t, tbl, f)
 	assert.Equal(t, all, e.ours(t), "the kernel keeps them, and so does the Table")
 	assert.Equal(t, 3, tbl.Stats().InKernel)
@@ -317,12 +318,12 @@ func scenarioCarrier(t *testing.T, e *env, f failure) {
 	e.converge(t, tbl, f)
 	assert.Equal(t, all[:2], e.ours(t), "held while the interface is down")
 	other := e.line("10.0.3.0/24", "unicast dev np-a proto 3")
-	e.addRoute(t, rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.3.0/24"), Type: rt.RTNUnicast, Protocol: 3,
-		Scope: rt.ScopeLink, OIF: a})
+	e.addRoute(t, kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.3.0/24"), Type: kernel.RTNUnicast, Protocol: 3,
+		Scope: kernel.ScopeLink, OIF: a})
 	require.Contains(t, e.routes(t), other)
 
 	e.setCarrier(t, "np-a", true)
-	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.tell(t, tbl, "np-a", kernel.LinkUp)
 	if f == failNone {
 		e.kernel.resetCounts()
 		require.NoError(t, applyOnce(t, tbl))
@@ -345,7 +346,7 @@ func scenarioHeld(t *testing.T, e *env, f failure) {
 	assert.Zero(t, tbl.Stats().Desired)
 
 	e.addLink(t, "np-c")
-	e.tell(t, tbl, "np-c", rt.IfaceUp)
+	e.tell(t, tbl, "np-c", kernel.LinkUp)
 	e.converge(t, tbl, f)
 	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast dev np-c")}, e.ours(t))
 }
@@ -358,16 +359,16 @@ func scenarioRecreate(t *testing.T, e *env, f failure) {
 	require.Len(t, e.ours(t), 2)
 
 	e.deleteLink(t, "np-a")
-	e.tell(t, tbl, "np-a", rt.IfaceGone)
+	e.tell(t, tbl, "np-a", kernel.LinkGone)
 	e.converge(t, tbl, f)
 	assert.Empty(t, e.ours(t))
 
 	idx := e.addLink(t, "np-a")
 	require.NotEqual(t, old, idx)
-	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.tell(t, tbl, "np-a", kernel.LinkUp)
 	e.converge(t, tbl, f)
 	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast dev np-a"), e.line("10.0.1.9/32", "unicast dev np-a")}, e.ours(t))
-	require.NoError(t, e.kernel.k.DumpRoutes(context.Background(), e.fam, e.table, func(r *rt.KernelRoute) error {
+	require.NoError(t, e.k.DumpRoutes(context.Background(), e.fam, e.table, func(r *kernel.Route) error {
 		if r.Protocol == rt.DefaultProtocol {
 			assert.Equal(t, idx, r.OIF, "on the new index")
 		}
@@ -383,8 +384,8 @@ func scenarioRename(t *testing.T, e *env, f failure) {
 
 	// The kernel renames only a link that is down, so its routes go.
 	e.renameLink(t, "np-a", "np-r")
-	e.tell(t, tbl, "np-a", rt.IfaceGone)
-	e.tell(t, tbl, "np-r", rt.IfaceUp)
+	e.tell(t, tbl, "np-a", kernel.LinkGone)
+	e.tell(t, tbl, "np-r", kernel.LinkUp)
 	e.converge(t, tbl, f)
 	assert.Empty(t, e.ours(t), "the old name's routes are held, not written on the renamed link")
 
@@ -394,7 +395,7 @@ func scenarioRename(t *testing.T, e *env, f failure) {
 
 	// A new link takes the old name: its routes come back.
 	e.addLink(t, "np-a")
-	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.tell(t, tbl, "np-a", kernel.LinkUp)
 	e.converge(t, tbl, f)
 	assert.Equal(t, []string{e.line("10.0.1.0/24", "unicast dev np-a"), e.line("10.0.2.0/24", "unicast dev np-r")}, e.ours(t))
 }
@@ -403,9 +404,9 @@ func scenarioGrace(t *testing.T, e *env, f failure) {
 	a := e.addLink(t, "np-a")
 	b := e.addLink(t, "np-b")
 	tbl := e.newTable(t, rt.Options{})
-	cni := func(dst string, oif int) rt.KernelRoute {
-		return rt.KernelRoute{Family: e.fam, Table: e.table, Dst: e.pfx(dst), Type: rt.RTNUnicast, Protocol: 3,
-			Scope: rt.ScopeLink, OIF: oif}
+	cni := func(dst string, oif int) kernel.Route {
+		return kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx(dst), Type: kernel.RTNUnicast, Protocol: 3,
+			Scope: kernel.ScopeLink, OIF: oif}
 	}
 	e.addRoute(t, cni("10.0.1.7/32", a)) // a CNI plugin's route, before we know the pod
 	e.converge(t, tbl, f)
@@ -496,12 +497,12 @@ func scenarioMultipath(t *testing.T, e *env, f failure) {
 	assert.Equal(t, []string{both}, e.ours(t))
 
 	e.setUp(t, "np-a", false)
-	e.tell(t, tbl, "np-a", rt.IfaceDown)
+	e.tell(t, tbl, "np-a", kernel.LinkDown)
 	e.converge(t, tbl, f)
 	assert.Equal(t, []string{e.line("10.0.3.0/24", fmt.Sprintf("unicast via %v dev np-b", e.gw(2)))}, e.ours(t))
 
 	e.setUp(t, "np-a", true)
-	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.tell(t, tbl, "np-a", kernel.LinkUp)
 	e.converge(t, tbl, f)
 	assert.Equal(t, []string{both}, e.ours(t))
 
@@ -520,7 +521,7 @@ func scenarioNeighbors(t *testing.T, e *env, f failure) {
 		var out []string
 		for _, n := range e.neighbors(t) {
 			if n.IP == pod.Addr() {
-				out = append(out, fmt.Sprintf("%d %v %v %v", n.LinkIndex, n.IP, n.MAC, n.Permanent))
+				out = append(out, fmt.Sprintf("%d %v %v %v", n.LinkIndex, n.IP, n.MAC, n.State&kernel.NUDPermanent != 0))
 			}
 		}
 		return out
@@ -536,10 +537,10 @@ func scenarioNeighbors(t *testing.T, e *env, f failure) {
 
 	// Down flushes it; up brings it back.
 	e.setUp(t, "np-a", false)
-	e.tell(t, tbl, "np-a", rt.IfaceDown)
+	e.tell(t, tbl, "np-a", kernel.LinkDown)
 	e.converge(t, tbl, f)
 	e.setUp(t, "np-a", true)
-	e.tell(t, tbl, "np-a", rt.IfaceUp)
+	e.tell(t, tbl, "np-a", kernel.LinkUp)
 	e.converge(t, tbl, f)
 	assert.Equal(t, []string{fmt.Sprintf("%d %v %v true", a, pod.Addr(), mac2)}, ours())
 
@@ -595,7 +596,7 @@ func scenarioAdoption(t *testing.T, e *env, f failure) {
 
 	// Monitor events that arrive later change nothing either.
 	for _, name := range []string{"np-a", "np-b", "lo"} {
-		e.tell(t, second, name, rt.IfaceUp)
+		e.tell(t, second, name, kernel.LinkUp)
 	}
 	require.NoError(t, applyOnce(t, second))
 	writes, _ = e.kernel.counts()

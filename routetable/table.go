@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/delta"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // Table keeps the routes it owns in one kernel routing table, for one IP
@@ -75,7 +76,6 @@ type Table struct {
 
 	needResync bool // next Apply dumps the table
 	linksStale bool // next Apply lists the links
-	lastResync time.Time
 	stats      Stats
 	// flushedIndex holds indexes whose routes the kernel removed since
 	// the last forgetFlushed: true when the interface is gone, false when
@@ -90,21 +90,21 @@ type Table struct {
 type ifaceEvent struct {
 	name  string
 	index int32
-	state IfaceState
+	state kernel.LinkState
 }
 
 // ifaceRec is what the Table knows about one interface name.
 type ifaceRec struct {
 	name  string
 	index int32 // 0 when gone or never seen
-	state IfaceState
+	state kernel.LinkState
 	// classes lists the classes that declared routes on this interface.
 	classes []RouteClass
 	// hops counts multipath next hops that name this interface.
 	hops int
 }
 
-func (r *ifaceRec) up() bool { return r.state == IfaceUp && r.index > 0 }
+func (r *ifaceRec) up() bool { return r.state == kernel.LinkUp && r.index > 0 }
 
 // groupKey identifies a (class, interface) pair; iface is nil for
 // InterfaceNone.
@@ -337,7 +337,10 @@ func (t *Table) Stats() Stats {
 }
 
 // QueueResync makes the next Apply re-read the kernel table (and the
-// interfaces) before it writes. It implements dataplane.Driver.
+// interfaces) before it writes. It implements dataplane.Driver: a
+// dataplane.Loop calls it every Options.ResyncInterval, which repairs what
+// changed behind the Table's back; a Table used without a loop re-reads
+// only when its user calls QueueResync.
 func (t *Table) QueueResync() {
 	t.evMu.Lock()
 	t.resyncQueued = true
@@ -354,8 +357,9 @@ func (t *Table) SetWake(wake func()) {
 }
 
 // OnIfaceStateChanged tells the Table that interface name has index and
-// state, as ifacemonitor reports it (wire ifacemonitor's OnLinkState to it,
-// with IfaceStateOf(u.State)). Routes declared on an interface are
+// state, as ifacemonitor reports it (wire ifacemonitor's OnLinkState to it:
+// tbl.OnIfaceStateChanged(u.Name, u.Index, u.State)). Routes declared on an
+// interface are
 // programmed while it is up and withdrawn (the next candidate takes over)
 // while it is down or gone; a rename is the old name gone and the new name
 // up; a name that comes back with a new index gets its routes again on the
@@ -363,8 +367,8 @@ func (t *Table) SetWake(wake func()) {
 // Table is registered with a dataplane.Loop, wakes the loop for it; it
 // never waits. Invalid input (a bad name, a negative index, an unknown
 // state) is ignored.
-func (t *Table) OnIfaceStateChanged(name string, index int, state IfaceState) {
-	if validIfaceName(name) != nil || index < 0 || int64(index) > int64(^uint32(0)>>1) || state > IfaceUp {
+func (t *Table) OnIfaceStateChanged(name string, index int, state kernel.LinkState) {
+	if validIfaceName(name) != nil || index < 0 || int64(index) > int64(^uint32(0)>>1) || state > kernel.LinkUp {
 		t.opts.Logger.Warn("routetable: ignoring invalid interface update", "iface", name, "index", index, "state", state)
 		return
 	}
@@ -490,7 +494,7 @@ func (t *Table) recFor(name string) *ifaceRec {
 
 // releaseRec forgets r once nothing refers to it and it is gone.
 func (t *Table) releaseRec(r *ifaceRec) {
-	if r == nil || r.state != IfaceGone || len(r.classes) > 0 || r.hops > 0 {
+	if r == nil || r.state != kernel.LinkGone || len(r.classes) > 0 || r.hops > 0 {
 		return
 	}
 	if t.recs[r.name] == r {
@@ -693,7 +697,7 @@ func (t *Table) setNeighbor(k rkey, best *cand) {
 // whether c can be programmed now (its interface, or one of its next hops'
 // interfaces, is up).
 func (t *Table) kernelForm(c *cand) (kroute, bool) {
-	r := kroute{gw: c.t.gw, src: c.t.src, mtu: c.t.mtu, proto: t.opts.Protocol, typ: RTNUnicast}
+	r := kroute{gw: c.t.gw, src: c.t.src, mtu: c.t.mtu, proto: t.opts.Protocol, typ: kernel.RTNUnicast}
 	if c.iface != nil {
 		if !c.iface.up() {
 			return r, false
@@ -720,74 +724,74 @@ func (t *Table) kernelForm(c *cand) (kroute, bool) {
 			}
 		}
 		if r.gw.IsValid() || r.hops != nil {
-			r.scope = ScopeUniverse
+			r.scope = kernel.ScopeUniverse
 		} else {
-			r.scope = ScopeLink
+			r.scope = kernel.ScopeLink
 		}
 	case TargetOnlink:
-		r.onlink, r.scope = true, ScopeUniverse
+		r.onlink, r.scope = true, kernel.ScopeUniverse
 	case TargetLocal:
-		r.typ, r.scope = RTNLocal, ScopeHost
+		r.typ, r.scope = kernel.RTNLocal, kernel.ScopeHost
 	case TargetBlackhole:
-		r.typ = RTNBlackhole
+		r.typ = kernel.RTNBlackhole
 	case TargetUnreachable:
-		r.typ = RTNUnreachable
+		r.typ = kernel.RTNUnreachable
 	case TargetProhibit:
-		r.typ = RTNProhibit
+		r.typ = kernel.RTNProhibit
 	case TargetThrow:
-		r.typ = RTNThrow
+		r.typ = kernel.RTNThrow
 	}
 	if t.opts.Family == IPv6 {
-		r.scope = ScopeUniverse // the kernel reports every IPv6 route so
+		r.scope = kernel.ScopeUniverse // the kernel reports every IPv6 route so
 	}
 	return r, true
 }
 
 // fromKernel converts a dumped route to its key and compared form, and says
 // whether it can be one of ours at all (routes with a TOS never are).
-func (t *Table) fromKernel(r *KernelRoute) (rkey, kroute, bool) {
+func (t *Table) fromKernel(r *kernel.Route) (rkey, kroute, bool) {
 	k := keyOf(RouteKey{CIDR: r.Dst.Masked(), Metric: r.Priority})
 	v := kroute{gw: r.Gateway, src: r.PrefSrc, mtu: r.MTU, oif: int32(r.OIF), typ: r.Type, scope: r.Scope,
-		proto: r.Protocol, onlink: r.Flags&FlagOnlink != 0}
+		proto: r.Protocol, onlink: r.Flags&kernel.FlagOnlink != 0}
 	switch r.Type {
-	case RTNBlackhole, RTNUnreachable, RTNProhibit, RTNThrow:
+	case kernel.RTNBlackhole, kernel.RTNUnreachable, kernel.RTNProhibit, kernel.RTNThrow:
 		v.oif = 0 // IPv6 reports them on lo
 	}
 	switch len(r.NextHops) {
 	case 0:
 	case 1:
 		h := r.NextHops[0]
-		v.oif, v.gw, v.onlink = int32(h.OIF), h.Gateway, uint32(h.Flags)&FlagOnlink != 0
+		v.oif, v.gw, v.onlink = int32(h.OIF), h.Gateway, h.Flags&kernel.FlagOnlink != 0
 	default:
 		hops := make([]khop, len(r.NextHops))
 		for i, h := range r.NextHops {
-			hops[i] = khop{gw: h.Gateway, oif: int32(h.OIF), weight: h.Weight, onlink: uint32(h.Flags)&FlagOnlink != 0}
+			hops[i] = khop{gw: h.Gateway, oif: int32(h.OIF), weight: h.Weight, onlink: h.Flags&kernel.FlagOnlink != 0}
 		}
 		slices.SortFunc(hops, compareKhop)
 		v.hops = &hops
 		v.oif = 0
 	}
 	if t.opts.Family == IPv6 {
-		v.scope = ScopeUniverse
+		v.scope = kernel.ScopeUniverse
 	}
 	return k, v, r.TOS == 0
 }
 
 // toKernel builds the route to write for key k.
-func (t *Table) toKernel(k rkey, v kroute) KernelRoute {
-	r := KernelRoute{
+func (t *Table) toKernel(k rkey, v kroute) kernel.Route {
+	r := kernel.Route{
 		Family: t.opts.Family, Table: t.opts.Table, Dst: t.prefixOf(k), Type: v.typ, Protocol: v.proto, Scope: v.scope,
 		Priority: k.metric, OIF: int(v.oif), Gateway: v.gw, PrefSrc: v.src, MTU: v.mtu,
 	}
 	if v.onlink {
-		r.Flags = FlagOnlink
+		r.Flags = kernel.FlagOnlink
 	}
 	if v.hops != nil {
-		r.NextHops = make([]KernelNextHop, len(*v.hops))
+		r.NextHops = make([]kernel.NextHop, len(*v.hops))
 		for i, h := range *v.hops {
-			nh := KernelNextHop{OIF: int(h.oif), Gateway: h.gw, Weight: h.weight}
+			nh := kernel.NextHop{OIF: int(h.oif), Gateway: h.gw, Weight: h.weight}
 			if h.onlink {
-				nh.Flags = uint8(FlagOnlink)
+				nh.Flags = kernel.FlagOnlink
 			}
 			r.NextHops[i] = nh
 		}
@@ -798,16 +802,16 @@ func (t *Table) toKernel(k rkey, v kroute) KernelRoute {
 // deleteOp builds the delete of the route v that holds key k: its type,
 // protocol and interface must match (so that a route that took its place
 // in the meantime is not deleted), any scope.
-func (t *Table) deleteOp(k rkey, v kroute) RouteOp {
-	return RouteOp{Kind: OpDelete, Route: KernelRoute{
-		Family: t.opts.Family, Table: t.opts.Table, Dst: t.prefixOf(k), Priority: k.metric, Scope: ScopeNowhere,
+func (t *Table) deleteOp(k rkey, v kroute) kernel.RouteOp {
+	return kernel.RouteOp{Kind: kernel.OpDelete, Route: kernel.Route{
+		Family: t.opts.Family, Table: t.opts.Table, Dst: t.prefixOf(k), Priority: k.metric,
 		Type: v.typ, Protocol: v.proto, OIF: int(v.owner()),
 	}}
 }
 
 // ifaceName names the interface a kernel route leaves through, for the
 // ownership policy.
-func (t *Table) ifaceName(r *KernelRoute) string {
+func (t *Table) ifaceName(r *kernel.Route) string {
 	oif := r.OIF
 	if oif == 0 && len(r.NextHops) > 0 {
 		oif = r.NextHops[0].OIF

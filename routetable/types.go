@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
-	"unicode"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/ifname"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// Family is IPv4 or IPv6: ipfamily.Family, shared by every nodeplane
-// package. Family.AF gives the kernel's number for netlink.
+// Family is IPv4 or IPv6: ipfamily.Family (kernel.Family), shared by every
+// nodeplane package.
 type Family = ipfamily.Family
 
 // The address families.
@@ -128,10 +128,10 @@ type NextHop struct {
 	Onlink bool
 }
 
-// MaxMTU is the largest route MTU the kernel stores: it caps a larger one
-// at this value, so a Target asking for more is refused rather than
-// rewritten at every resync.
-const MaxMTU = 65520
+// MaxMTU is the largest route MTU the kernel stores (kernel.MaxRouteMTU):
+// it caps a larger one at this value, so a Target asking for more is
+// refused rather than rewritten at every resync.
+const MaxMTU = kernel.MaxRouteMTU
 
 // Target is one route a producer wants.
 type Target struct {
@@ -178,52 +178,11 @@ func (t Target) Key() RouteKey {
 // metric 0.
 const ipv6DefaultMetric = 1024
 
-// IfaceState is an interface's state as the interface monitor reports it.
-// IfaceStateOf converts an ifacemonitor.State.
-type IfaceState uint8
-
-const (
-	// IfaceGone means the interface no longer exists under this name.
-	IfaceGone IfaceState = iota
-	// IfaceDown means the interface exists but is not up (administratively
-	// down or without carrier).
-	IfaceDown
-	// IfaceUp means the interface is up and running.
-	IfaceUp
-
-	// ifaceStateInvalid is what IfaceStateOf makes of a state it does not
-	// know.
-	ifaceStateInvalid IfaceState = 255
-)
-
-// String returns "gone", "down" or "up".
-func (s IfaceState) String() string {
-	switch s {
-	case IfaceGone:
-		return "gone"
-	case IfaceDown:
-		return "down"
-	case IfaceUp:
-		return "up"
-	}
-	return fmt.Sprintf("IfaceState(%d)", uint8(s))
-}
-
-// maxIfaceName is the longest interface name the kernel accepts.
-const maxIfaceName = 15
-
 // validIfaceName reports whether the kernel would accept name for an
-// interface (dev_valid_name).
+// interface (dev_valid_name), with an error wrapping ErrInvalidInterface.
 func validIfaceName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidInterface)
-	case len(name) > maxIfaceName:
-		return fmt.Errorf("%w: %q is longer than %d bytes", ErrInvalidInterface, name, maxIfaceName)
-	case name == "." || name == "..":
-		return fmt.Errorf("%w: %q", ErrInvalidInterface, name)
-	case strings.ContainsFunc(name, func(r rune) bool { return r == '/' || r == ':' || r == 0 || unicode.IsSpace(r) }):
-		return fmt.Errorf("%w: %q contains '/', ':', NUL or white space", ErrInvalidInterface, name)
+	if err := ifname.Valid(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInterface, err)
 	}
 	return nil
 }

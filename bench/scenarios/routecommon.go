@@ -17,7 +17,7 @@ import (
 	"github.com/nodeplane/nodeplane/bench/harness"
 )
 
-// Helpers shared by the routes (internal/rtnl) and routetable scenarios.
+// Helpers shared by the routes (package kernel) and routetable scenarios.
 
 // routeDst is the i-th benchmark destination, 10.x.y.z/32.
 func routeDst(i int) netip.Prefix {

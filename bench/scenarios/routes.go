@@ -10,27 +10,28 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nodeplane/nodeplane/bench/harness"
-	"github.com/nodeplane/nodeplane/internal/rtnl"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// The routes scenarios measure the rtnetlink route layer (internal/rtnl)
-// that the routetable driver writes and reads through. N IPv4 /32 device
-// routes (`10.x.y.z/32 dev v0 table 100 proto 80 scope link`, as in
-// research/floors.md) on a veth v0 (peer v1, both up) created by Setup in
-// the trial's namespace.
+// The routes scenarios measure the batched route layer of package kernel
+// (its own rtnetlink codec) that the routetable driver writes and reads
+// through. N IPv4 /32 device routes (`10.x.y.z/32 dev v0 table 100 proto
+// 80 scope link`, as in research/floors.md) on a veth v0 (peer v1, both
+// up) created by Setup in the trial's namespace. Ours opens the namespace
+// with kernel.Open in Run, so its figures include opening the socket.
 //
 //   - routes/initial/N: program N routes into an empty table. Ours is
-//     rtnl.ApplyRoutes (many requests per sendmsg, acks drained in bulk);
+//     kernel.Namespace.ApplyRoutes (many requests per sendmsg, acks
+//     drained in bulk);
 //     the peer is one vishvananda/netlink RouteReplace per route, in
 //     process (what Felix does: one request and one ack per route); the
 //     floor is one hand-written `ip -batch` of `route add` lines; peer2 is
 //     one `ip route add` exec per route (capped at 1k).
-//   - routes/dump/N: read a table of N routes. Ours is rtnl.DumpRoutes
-//     (streamed, parsed in place, counted); the floor is `ip route show
-//     table 100` (output captured); the peer is netlink RouteListFiltered.
+//   - routes/dump/N: read a table of N routes. Ours is
+//     kernel.Namespace.DumpRoutes (streamed, parsed in place, counted); the
+//     floor is `ip route show table 100` (output captured); the peer is
+//     netlink RouteListFiltered.
 const (
 	routesTable = 100
 	routesProto = 80
@@ -91,27 +92,27 @@ func routesQuiesce(ctx context.Context) error {
 	return nil // still busy: measure anyway
 }
 
-// routesOps returns the N routes as rtnl operations.
-func routesOps(n int, oif int32) []rtnl.RouteOp {
-	ops := make([]rtnl.RouteOp, n)
+// routesOps returns the N routes as kernel operations.
+func routesOps(n int, oif int32) []kernel.RouteOp {
+	ops := make([]kernel.RouteOp, n)
 	for i := range ops {
-		ops[i] = rtnl.RouteOp{Kind: rtnl.OpReplace, Route: rtnl.Route{
-			Family: unix.AF_INET, Table: routesTable, Dst: routeDst(i), Type: unix.RTN_UNICAST,
-			Protocol: routesProto, Scope: unix.RT_SCOPE_LINK, OIF: oif,
+		ops[i] = kernel.RouteOp{Kind: kernel.OpReplace, Route: kernel.Route{
+			Family: kernel.IPv4, Table: routesTable, Dst: routeDst(i), Type: kernel.RTNUnicast,
+			Protocol: routesProto, Scope: kernel.ScopeLink, OIF: int(oif),
 		}}
 	}
 	return ops
 }
 
-// routesApply programs ops through a new rtnl.Conn in the trial's
-// namespace.
-func routesApply(ctx context.Context, env *harness.Env, ops []rtnl.RouteOp) error {
-	c, err := rtnl.Open(env.NS.NsHandle())
+// routesApply programs ops through a kernel.Namespace opened on the
+// trial's namespace.
+func routesApply(ctx context.Context, env *harness.Env, ops []kernel.RouteOp) error {
+	ns, err := kernel.Open(env.NS.Path())
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	for i, err := range c.ApplyRoutes(ctx, ops) {
+	defer ns.Close()
+	for i, err := range ns.ApplyRoutes(ctx, ops) {
 		if err != nil {
 			return fmt.Errorf("route %d: %w", i, err)
 		}
@@ -131,14 +132,14 @@ func routesInitial(n int) harness.Scenario {
 		Size: n,
 		Note: note,
 		Variants: append([]harness.Variant{{
-			Name: "rtnl ApplyRoutes", Role: harness.Ours,
+			Name: "kernel ApplyRoutes", Role: harness.Ours,
 			Setup: func(ctx context.Context, env *harness.Env) error {
 				oif, err := routesSetupLink(ctx, env)
 				env.State = routesOps(n, oif)
 				return err
 			},
 			Run: func(ctx context.Context, env *harness.Env) error {
-				return routesApply(ctx, env, env.State.([]rtnl.RouteOp))
+				return routesApply(ctx, env, env.State.([]kernel.RouteOp))
 			},
 		}}, peers...),
 	}
@@ -162,15 +163,15 @@ func routesDump(n int) harness.Scenario {
 		Note: "read back a table of " + strconv.Itoa(n) + " routes (of a namespace holding nothing else but lo and a veth pair)",
 		Variants: []harness.Variant{
 			{
-				Name: "rtnl DumpRoutes", Role: harness.Ours, Setup: setup,
+				Name: "kernel DumpRoutes", Role: harness.Ours, Setup: setup,
 				Run: func(ctx context.Context, env *harness.Env) error {
-					c, err := rtnl.Open(env.NS.NsHandle())
+					ns, err := kernel.Open(env.NS.Path())
 					if err != nil {
 						return err
 					}
-					defer c.Close()
+					defer ns.Close()
 					count := 0
-					err = c.DumpRoutes(ctx, unix.AF_INET, routesTable, func(*rtnl.Route) error { count++; return nil }, func() { count = 0 })
+					err = ns.DumpRoutes(ctx, kernel.IPv4, routesTable, func(*kernel.Route) error { count++; return nil }, func() { count = 0 })
 					if err != nil {
 						return err
 					}

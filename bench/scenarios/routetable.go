@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/bench/harness"
 	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -99,7 +100,7 @@ func rtblSleep(ctx context.Context, d time.Duration) error {
 
 // rtblState is what ours keeps between Setup and Run.
 type rtblState struct {
-	kernel  *routetable.NetlinkKernel
+	kernel  *kernel.Namespace
 	table   *routetable.Table
 	targets []routetable.Target
 	// up is np-c's index (routetable/iface-up).
@@ -117,7 +118,7 @@ func (load rtblLoader) keep(ctx context.Context, env *harness.Env) error {
 }
 
 // closed is a Setup for peers and floors: it loads the same kernel state
-// and closes the Table's kernel handle.
+// and closes the Table's namespace.
 func (load rtblLoader) closed(ctx context.Context, env *harness.Env) error {
 	st, err := load(ctx, env)
 	if st != nil {
@@ -126,9 +127,10 @@ func (load rtblLoader) closed(ctx context.Context, env *harness.Env) error {
 	return err
 }
 
-// rtblLoad opens the kernel and applies targets with a new Table.
+// rtblLoad opens the namespace (kernel.Open) and applies targets with a
+// new Table.
 func rtblLoad(ctx context.Context, env *harness.Env, targets []routetable.Target) (*rtblState, error) {
-	k, err := routetable.OpenKernel(env.NS.NsHandle())
+	k, err := kernel.Open(env.NS.Path())
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +338,7 @@ func rtblIfaceUp(n int) harness.Scenario {
 			st := env.State.(*rtblState)
 			defer st.kernel.Close()
 			before := st.table.Stats()
-			st.table.OnIfaceStateChanged(rtblUpLink, st.up, routetable.IfaceUp)
+			st.table.OnIfaceStateChanged(rtblUpLink, st.up, kernel.LinkUp)
 			if whole {
 				st.table.QueueResync()
 			}
@@ -397,7 +399,7 @@ func rtblFlapUpLink(ctx context.Context, env *harness.Env, st *rtblState) error 
 	if err := carrier(false); err != nil {
 		return err
 	}
-	st.table.OnIfaceStateChanged(rtblUpLink, st.up, routetable.IfaceDown)
+	st.table.OnIfaceStateChanged(rtblUpLink, st.up, kernel.LinkDown)
 	if _, err := st.table.Apply(ctx); err != nil {
 		return err
 	}

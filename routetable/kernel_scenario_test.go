@@ -15,106 +15,48 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/kernel"
 	rt "github.com/nodeplane/nodeplane/routetable"
 )
 
-// kernelEnv is the scenario environment in a fresh network namespace.
-// Interfaces are veth pairs (this kernel has no dummy links); faults are
-// injected by the recorder in front of the real kernel.
+// kernelEnv is the scenario environment in a fresh network namespace,
+// opened with kernel.Open. Interfaces are veth pairs (this kernel has no
+// dummy links); faults are injected by the recorder in front of the
+// namespace.
 func kernelEnv(t *testing.T, fam rt.Family, table uint32) *env {
 	t.Helper()
-	ns := kerneltest.NewNS(t)
-	// IPv6 flushes a link's global addresses when it goes down, and with
-	// them the gateways' subnets; keep them, as hosts with static
-	// addresses do.
-	require.NoError(t, ns.SetSysctl("net.ipv6.conf.all.keep_addr_on_down", "1"))
-	k, err := rt.OpenKernel(ns.NsHandle())
+	nst := kerneltest.NewNS(t)
+	ns, err := kernel.Open(nst.Path())
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = k.Close() })
-	rec := &recorder{k: k}
-	e := &env{fam: fam, table: table, kernel: rec, clock: clock.NewFake(t0)}
+	t.Cleanup(func() { _ = ns.Close() })
+	e := newEnv(t, fam, table, ns, ns)
+	rec := e.kernel
 	e.arm = func(f failure) {
 		rec.mu.Lock()
 		rec.fault, rec.faultHit = f, false
 		rec.mu.Unlock()
 	}
 	e.disarm = func() { e.arm(failNone) }
-	h := ns.Handle()
-	link := func(t *testing.T, name string) netlink.Link {
+	// The kernel sets a veth's carrier asynchronously once both ends are
+	// up; the interface monitor would report it up only then.
+	e.waitRunning = func(t *testing.T, name string, on bool) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			l, err := ns.LinkByName(context.Background(), name)
+			return err == nil && l.Running == on
+		}, 5*time.Second, time.Millisecond, "%s: carrier never became %v", name, on)
+	}
+	h := nst.Handle()
+	e.renameLink = func(t *testing.T, name, newName string) {
 		t.Helper()
 		l, err := h.LinkByName(name)
 		require.NoError(t, err)
-		return l
-	}
-	// running waits until the link has carrier (the kernel sets it
-	// asynchronously after a veth pair comes up), as the interface monitor
-	// would report it up only then.
-	carrier := func(t *testing.T, name string, on bool) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			l, err := h.LinkByName(name)
-			return err == nil && (l.Attrs().Flags&net.FlagRunning != 0) == on
-		}, 5*time.Second, time.Millisecond, "%s: carrier never became %v", name, on)
-	}
-	running := func(t *testing.T, name string) { t.Helper(); carrier(t, name, true) }
-	n := 0
-	peers := map[int]string{} // by index: a rename keeps the peer
-	e.addLink = func(t *testing.T, name string) int {
-		t.Helper()
-		n++
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: fmt.Sprintf("peer%d", n)}
-		require.NoError(t, h.LinkAdd(veth))
-		l := link(t, name)
-		addr := e.pfx(linkAddr(n))
-		a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(addr.Bits(), addr.Addr().BitLen())}}
-		if fam == rt.IPv6 {
-			a.Flags = unix.IFA_F_NODAD
-		}
-		require.NoError(t, h.AddrAdd(l, a))
-		require.NoError(t, h.LinkSetUp(link(t, veth.PeerName)))
-		require.NoError(t, h.LinkSetUp(l))
-		running(t, name)
-		peers[l.Attrs().Index] = veth.PeerName
-		return l.Attrs().Index
-	}
-	// The carrier of a veth is its peer being up.
-	e.setCarrier = func(t *testing.T, name string, on bool) {
-		t.Helper()
-		peer := link(t, peers[link(t, name).Attrs().Index])
-		if on {
-			require.NoError(t, h.LinkSetUp(peer))
-		} else {
-			require.NoError(t, h.LinkSetDown(peer))
-		}
-		carrier(t, name, on)
-	}
-	e.setUp = func(t *testing.T, name string, up bool) {
-		t.Helper()
-		if up {
-			require.NoError(t, h.LinkSetUp(link(t, name)))
-			running(t, name)
-		} else {
-			require.NoError(t, h.LinkSetDown(link(t, name)))
-		}
-	}
-	e.deleteLink = func(t *testing.T, name string) { t.Helper(); require.NoError(t, h.LinkDel(link(t, name))) }
-	e.renameLink = func(t *testing.T, name, newName string) {
-		t.Helper()
-		l := link(t, name)
 		require.NoError(t, h.LinkSetDown(l))
 		require.NoError(t, h.LinkSetName(l, newName))
 		require.NoError(t, h.LinkSetUp(l))
-		running(t, newName)
+		e.waitRunning(t, newName, true)
 	}
-	write := func(t *testing.T, kind rt.OpKind, r rt.KernelRoute) {
-		t.Helper()
-		errs := k.ApplyRoutes(context.Background(), []rt.RouteOp{{Kind: kind, Route: r}})
-		require.NoError(t, errs[0], "%v %v", kind, r.Dst)
-	}
-	e.addRoute = func(t *testing.T, r rt.KernelRoute) { t.Helper(); write(t, rt.OpAdd, r) }
-	e.deleteRoute = func(t *testing.T, r rt.KernelRoute) { t.Helper(); write(t, rt.OpDelete, r) }
 	// Conntrack entries created through ctnetlink (UDP, unreplied), so the
 	// scenario checks the real deletion; TestKernelConntrackOfMovedIPDeleted
 	// does it with real traffic.
@@ -145,11 +87,6 @@ func kernelEnv(t *testing.T, fam rt.Family, table uint32) *env {
 		}
 		return out
 	}
-	e.neighbors = func(t *testing.T) []rt.Neighbor {
-		ns, err := k.Neighbors(context.Background(), fam)
-		require.NoError(t, err)
-		return ns
-	}
 	return e
 }
 
@@ -159,9 +96,9 @@ func kernelEnv(t *testing.T, fam rt.Family, table uint32) *env {
 func TestKernelScenarios(t *testing.T) {
 	kerneltest.RequireKernel(t)
 	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
-		for _, table := range []uint32{1000, rt.TableMain} {
+		for _, table := range []uint32{1000, kernel.TableMain} {
 			for _, f := range allFailures {
-				if table == rt.TableMain && f != failNone {
+				if table == kernel.TableMain && f != failNone {
 					continue
 				}
 				t.Run(fmt.Sprintf("%v/table%d/%s", fam, table, f), func(t *testing.T) {
@@ -204,10 +141,10 @@ func TestKernelConntrackOfMovedIPDeleted(t *testing.T) {
 			_, err := host.NS.Exec(ctx, ipt, "-A", "FORWARD", "-m", "conntrack", "--ctstate", "NEW,ESTABLISHED,RELATED", "-j", "ACCEPT")
 			require.NoError(t, err)
 
-			k, err := rt.OpenKernel(host.NS.NsHandle())
+			k, err := kernel.Open(host.NS.Path())
 			require.NoError(t, err)
 			defer k.Close()
-			tbl, err := rt.New(rt.Options{Kernel: k, Family: fam, Table: rt.TableMain, InterfacePatterns: []string{"^np-"}})
+			tbl, err := rt.New(rt.Options{Kernel: k, Family: fam, Table: kernel.TableMain, InterfacePatterns: []string{"^np-"}})
 			require.NoError(t, err)
 			host1 := netip.PrefixFrom(addr(p1), addr(p1).BitLen())
 			host2 := netip.PrefixFrom(addr(p2), addr(p2).BitLen())
@@ -268,73 +205,6 @@ func flowsWith(t *testing.T, ns *kerneltest.NS, fam rt.Family, a, b netip.Addr) 
 		}
 	}
 	return withA, withB
-}
-
-// TestKernelFakeMatchesKernel makes the same link and route changes on
-// routetablefake and on the real kernel and compares the table after each
-// step, flags and scopes included: routes going with their interface,
-// kept (linkdown) through a lost carrier and written through one,
-// multipath next hops marked dead and revived, and the IPv4/IPv6
-// difference when a multipath route's link is deleted.
-func TestKernelFakeMatchesKernel(t *testing.T) {
-	kerneltest.RequireKernel(t)
-	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
-		t.Run(fam.String(), func(t *testing.T) {
-			envs := []*env{fakeEnv(fam, 1000), kernelEnv(t, fam, 1000)}
-			each := func(do func(e *env)) {
-				for _, e := range envs {
-					do(e)
-				}
-			}
-			compare := func(step string) {
-				t.Helper()
-				fake, kernel := envs[0].detailed(t), envs[1].detailed(t)
-				require.NotEmpty(t, kernel, step)
-				assert.Equal(t, kernel, fake, "after %s: kernel (-) vs fake (+)", step)
-			}
-			idx := map[*env][2]int{}
-			each(func(e *env) { idx[e] = [2]int{e.addLink(t, "np-a"), e.addLink(t, "np-b")} })
-			route := func(e *env, dst string, r rt.KernelRoute) rt.KernelRoute {
-				r.Family, r.Table, r.Dst, r.Protocol = e.fam, e.table, e.pfx(dst), rt.DefaultProtocol
-				if r.Type == 0 {
-					r.Type = rt.RTNUnicast
-				}
-				return r
-			}
-			each(func(e *env) {
-				a, b := idx[e][0], idx[e][1]
-				e.addRoute(t, route(e, "10.0.1.0/24", rt.KernelRoute{OIF: a, Scope: rt.ScopeLink}))
-				e.addRoute(t, route(e, "10.0.2.0/24", rt.KernelRoute{OIF: a, Gateway: e.gw(1)}))
-				e.addRoute(t, route(e, "10.0.3.0/24", rt.KernelRoute{OIF: b, Scope: rt.ScopeLink}))
-				e.addRoute(t, route(e, "10.0.4.0/24", rt.KernelRoute{NextHops: []rt.KernelNextHop{
-					{OIF: a, Gateway: e.gw(1)}, {OIF: b, Gateway: e.gw(2)},
-				}}))
-				e.addRoute(t, route(e, "10.0.5.0/24", rt.KernelRoute{Type: rt.RTNBlackhole}))
-				// Above what the kernel stores: capped.
-				e.addRoute(t, route(e, "10.0.8.0/24", rt.KernelRoute{OIF: a, Scope: rt.ScopeLink, MTU: 70000}))
-				if fam == rt.IPv4 {
-					e.addRoute(t, route(e, "10.0.6.1/32", rt.KernelRoute{Type: rt.RTNLocal, OIF: a, Scope: rt.ScopeHost}))
-				}
-			})
-			compare("writing")
-			each(func(e *env) { e.setCarrier(t, "np-a", false) })
-			compare("np-a lost its carrier")
-			each(func(e *env) {
-				e.addRoute(t, route(e, "10.0.7.0/24", rt.KernelRoute{OIF: idx[e][0], Scope: rt.ScopeLink}))
-			})
-			compare("a write through np-a without carrier")
-			each(func(e *env) { e.setCarrier(t, "np-a", true) })
-			compare("np-a got its carrier back")
-			each(func(e *env) { e.setUp(t, "np-b", false) })
-			compare("np-b down")
-			each(func(e *env) { e.setUp(t, "np-b", true) })
-			compare("np-b up")
-			each(func(e *env) { e.deleteLink(t, "np-b") })
-			compare("np-b deleted")
-			each(func(e *env) { e.setUp(t, "np-a", false) })
-			compare("np-a down")
-		})
-	}
 }
 
 // TestKernelResyncWritesNothing is TestResyncWritesNothing against the
