@@ -20,6 +20,7 @@ import (
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routerule"
 	"github.com/nodeplane/nodeplane/routetable"
 )
@@ -134,19 +135,19 @@ func (c *changer) made(i int) int {
 
 // countingKernel counts the route writes per destination.
 type countingKernel struct {
-	*routetable.NetlinkKernel
+	routetable.Kernel
 
 	mu     sync.Mutex
 	writes map[netip.Prefix]int
 }
 
-func (k *countingKernel) ApplyRoutes(ctx context.Context, ops []routetable.RouteOp) []error {
+func (k *countingKernel) ApplyRoutes(ctx context.Context, ops []kernel.RouteOp) []error {
 	k.mu.Lock()
 	for _, op := range ops {
 		k.writes[op.Route.Dst]++
 	}
 	k.mu.Unlock()
-	return k.NetlinkKernel.ApplyRoutes(ctx, ops)
+	return k.Kernel.ApplyRoutes(ctx, ops)
 }
 
 func (k *countingKernel) count(dst netip.Prefix) int {
@@ -185,13 +186,14 @@ func testRefusedRoute(t *testing.T, p plan) {
 	ns := kerneltest.NewNS(t)
 	require.NoError(t, ns.SetSysctl("net.ipv6.conf.all.keep_addr_on_down", "1"))
 	addVeth(t, ns, "np-a", p.linkAddr)
-	nk, err := routetable.OpenKernel(ns.NsHandle())
+	// One kernel.Namespace serves both drivers.
+	kns, err := kernel.Open(ns.Path())
 	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, nk.Close()) })
-	k := &countingKernel{NetlinkKernel: nk, writes: map[netip.Prefix]int{}}
+	t.Cleanup(func() { assert.NoError(t, kns.Close()) })
+	k := &countingKernel{Kernel: kns, writes: map[netip.Prefix]int{}}
 	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: p.fam, Table: routeTable, InterfacePatterns: []string{`^np-`}})
 	require.NoError(t, err)
-	rules, err := routerule.New(routerule.Options{Family: p.fam, Handle: ns.Handle(), Priorities: []uint32{100}, Tables: []uint32{routeTable}})
+	rules, err := routerule.New(routerule.Options{Family: p.fam, Kernel: kns, Priorities: []uint32{100}, Tables: []uint32{routeTable}})
 	require.NoError(t, err)
 
 	c := &changer{}
@@ -298,7 +300,7 @@ func TestKernelInterfaceMonitorWakesTheLoop(t *testing.T) {
 func testMonitorWiring(t *testing.T, p plan) {
 	ns := kerneltest.NewNS(t)
 	addVeth(t, ns, "np-a", p.linkAddr)
-	k, err := routetable.OpenKernel(ns.NsHandle())
+	k, err := kernel.Open(ns.Path())
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, k.Close()) })
 	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: p.fam, Table: routeTable, InterfacePatterns: []string{`^np-`}})
@@ -312,15 +314,14 @@ func testMonitorWiring(t *testing.T, p plan) {
 	var mu sync.Mutex
 	var upAt time.Time // when the monitor last reported np-a up
 	mon, err := ifacemonitor.New(ifacemonitor.Options{
-		Handle:    ns.Handle(),
-		Namespace: ns.NsHandle(),
+		Kernel: k,
 		OnLinkState: func(u ifacemonitor.LinkUpdate) {
-			if u.Name == "np-a" && u.State == ifacemonitor.StateUp {
+			if u.Name == "np-a" && u.State == kernel.LinkUp {
 				mu.Lock()
 				upAt = time.Now()
 				mu.Unlock()
 			}
-			tbl.OnIfaceStateChanged(u.Name, u.Index, routetable.IfaceStateOf(u.State))
+			tbl.OnIfaceStateChanged(u.Name, u.Index, u.State)
 		},
 		OnInSync: loop.InterfacesInSync,
 	})
@@ -329,11 +330,12 @@ func testMonitorWiring(t *testing.T, p plan) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()
-	require.NoError(t, mon.Start(ctx))
+	monDone := make(chan error, 1)
+	go func() { monDone <- mon.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		assert.NoError(t, <-done)
-		<-mon.Done()
+		<-monDone
 	})
 	loop.DatastoreInSync()
 	routed := func() bool { return hasRoute(t, ns, p.fam, routeTable, p.good) }
