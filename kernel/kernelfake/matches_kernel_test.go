@@ -556,6 +556,13 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			add(with(v6("fd31::/64"), func(r *kernel.Route) {
 				r.NextHops = []kernel.NextHop{{OIF: va, Gateway: ip("fe80::1")}, {OIF: br1, Gateway: ip("fe80::2")}}
 			})),
+			// From routetable's differential test: an IPv6 MTU above what
+			// the kernel stores is capped, and an IPv6 multipath route
+			// via global gateways and weights.
+			add(with(v6("fd37::/64"), func(r *kernel.Route) { r.OIF, r.MTU = br1, 70000 })),
+			add(with(v6("fd38::/64"), func(r *kernel.Route) {
+				r.NextHops = []kernel.NextHop{{OIF: br1, Gateway: ip("fd00:5::5")}, {OIF: va, Gateway: ip("fe80::1"), Weight: 2}}
+			})),
 			del(with(v6("fd31::/64"), func(r *kernel.Route) { r.OIF = br1 })),
 			add(with(v4("10.31.0.0/24"), func(r *kernel.Route) { r.Type, r.OIF = kernel.RTNLocal, va })),
 			add(with(v4("10.31.0.0/24"), func(r *kernel.Route) { r.Scope, r.Gateway = kernel.ScopeHost, ip("10.5.0.5") })),
