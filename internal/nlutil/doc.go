@@ -18,7 +18,9 @@
 // A Watcher subscribes to link, address, route and neighbour events of one
 // namespace with a large socket receive buffer (8 MiB by default, forced
 // past net.core.rmem_max when the process has CAP_NET_ADMIN) and merges them
-// into one channel of Events. When a subscription ends (ENOBUFS because the
+// into one channel of Events (leaving out the link messages of the
+// AF_BRIDGE family, which are about bridge ports: a port leaving its bridge
+// sends an RTM_DELLINK that is no deletion). When a subscription ends (ENOBUFS because the
 // kernel dropped events, a socket error, a closed channel) the Watcher
 // renews it and sends a Resync whose Reason says what happened; when
 // subscribing fails it sends an Err event and retries with backoff on the

@@ -389,3 +389,48 @@ func TestKernelWatchStopsOnCancel(t *testing.T) {
 	}
 	waitGoroutines(t, base)
 }
+
+// A port joining and leaving a bridge makes the kernel send link messages
+// of the AF_BRIDGE family, among them an RTM_DELLINK when the port leaves;
+// the stream leaves them out, so no consumer takes the port for deleted.
+func TestKernelWatchLeavesOutBridgePortMessages(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ns := kerneltest.NewNS(t)
+	h := ns.Handle()
+	nsh := ns.NsHandle()
+	br := addBridge(t, h, "np-br")
+	require.NoError(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "np-port"}, PeerName: "np-peer"}))
+	port, err := h.LinkByName("np-port")
+	require.NoError(t, err)
+
+	w, err := NewWatcher(WatchOptions{Kinds: Links, Namespace: &nsh})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := w.Start(ctx)
+	require.NoError(t, err)
+	first := waitFor(t, events, 10*time.Second, "first resync", func(ev Event) bool { return ev.Resync != nil || ev.Err != nil })
+	require.NoError(t, first.Err)
+
+	require.NoError(t, h.LinkSetMaster(port, br))
+	require.NoError(t, h.LinkSetNoMaster(port))
+	// Events of one socket arrive in order: the marker comes last.
+	addBridge(t, h, "np-marker")
+	var seen []string
+	waitFor(t, events, 10*time.Second, "the marker", func(ev Event) bool {
+		if ev.Link != nil {
+			seen = append(seen, fmt.Sprintf("%s type=%d family=%d", ev.Link.Attrs().Name, ev.Link.Header.Type, ev.Link.Family))
+		}
+		return isLink("np-marker", unix.RTM_NEWLINK)(ev)
+	})
+	assert.NotEmpty(t, seen, "the port's own messages are streamed")
+	for _, s := range seen {
+		assert.NotContains(t, s, fmt.Sprintf("family=%d", unix.AF_BRIDGE))
+		assert.NotContains(t, s, fmt.Sprintf("np-port type=%d", unix.RTM_DELLINK))
+	}
+
+	cancel()
+	for range events {
+	}
+	waitGoroutines(t, base)
+}

@@ -539,28 +539,28 @@ func netlinkSubscribe(kind Kinds, done <-chan struct{}, cfg subConfig, onErr fun
 			Namespace: cfg.namespace, ErrorCallback: onErr,
 			ReceiveBufferSize: cfg.rcvbuf, ReceiveBufferForceSize: cfg.force,
 		})
-		return forward(ch, done, err, func(u *netlink.LinkUpdate) Event { return Event{Link: u} })
+		return forward(ch, done, err, wrapLink)
 	case Addrs:
 		ch := make(chan netlink.AddrUpdate, subChanSize)
 		err := netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
 			Namespace: cfg.namespace, ErrorCallback: onErr,
 			ReceiveBufferSize: cfg.rcvbuf, ReceiveBufferForceSize: cfg.force,
 		})
-		return forward(ch, done, err, func(u *netlink.AddrUpdate) Event { return Event{Addr: u} })
+		return forward(ch, done, err, func(u *netlink.AddrUpdate) (Event, bool) { return Event{Addr: u}, true })
 	case Routes:
 		ch := make(chan netlink.RouteUpdate, subChanSize)
 		err := netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
 			Namespace: cfg.namespace, ErrorCallback: onErr,
 			ReceiveBufferSize: cfg.rcvbuf, ReceiveBufferForceSize: cfg.force,
 		})
-		return forward(ch, done, err, func(u *netlink.RouteUpdate) Event { return Event{Route: u} })
+		return forward(ch, done, err, func(u *netlink.RouteUpdate) (Event, bool) { return Event{Route: u}, true })
 	case Neighs:
 		ch := make(chan netlink.NeighUpdate, subChanSize)
 		err := netlink.NeighSubscribeWithOptions(ch, done, netlink.NeighSubscribeOptions{
 			Namespace: cfg.namespace, ErrorCallback: onErr,
 			ReceiveBufferSize: cfg.rcvbuf, ReceiveBufferForceSize: cfg.force,
 		})
-		return forward(ch, done, err, func(u *netlink.NeighUpdate) Event { return Event{Neigh: u} })
+		return forward(ch, done, err, func(u *netlink.NeighUpdate) (Event, bool) { return Event{Neigh: u}, true })
 	}
 	return nil, fmt.Errorf("%w: unknown kind %s", ErrInvalidArgument, kind)
 }
@@ -568,15 +568,26 @@ func netlinkSubscribe(kind Kinds, done <-chan struct{}, cfg subConfig, onErr fun
 // subChanSize is the buffer between netlink's receive goroutine and ours.
 const subChanSize = 16
 
-// forward turns netlink's typed channel into an Event channel. netlink's
-// goroutine closes ch once its socket fails or is closed (done), and blocks
-// on every send, so ch is drained to the end; after done, updates are
-// dropped.
+// wrapLink wraps a link update, except one of the AF_BRIDGE family: the
+// kernel sends those to the link group about a bridge port's state, and
+// its RTM_DELLINK when a port leaves its bridge means nothing about the
+// link itself, which a consumer would take for a deletion.
+func wrapLink(u *netlink.LinkUpdate) (Event, bool) {
+	if u.Family == unix.AF_BRIDGE {
+		return Event{}, false
+	}
+	return Event{Link: u}, true
+}
+
+// forward turns netlink's typed channel into an Event channel, leaving out
+// the updates wrap refuses. netlink's goroutine closes ch once its socket
+// fails or is closed (done), and blocks on every send, so ch is drained to
+// the end; after done, updates are dropped.
 //
 // netlink v1.3.1 starts a goroutine that closes the socket when done is
 // closed before it can fail on a later step; on error the caller closes
 // done to end it.
-func forward[T any](ch <-chan T, done <-chan struct{}, err error, wrap func(*T) Event) (<-chan Event, error) {
+func forward[T any](ch <-chan T, done <-chan struct{}, err error, wrap func(*T) (Event, bool)) (<-chan Event, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -584,8 +595,12 @@ func forward[T any](ch <-chan T, done <-chan struct{}, err error, wrap func(*T) 
 	go func() {
 		defer close(out)
 		for u := range ch {
+			ev, ok := wrap(&u)
+			if !ok {
+				continue
+			}
 			select {
-			case out <- wrap(&u):
+			case out <- ev:
 			case <-done:
 			}
 		}

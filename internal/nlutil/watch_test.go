@@ -581,3 +581,18 @@ func TestLostReasonKeepsTheCause(t *testing.T) {
 	assert.Contains(t, r.Error(), "routes")
 	assert.Contains(t, r.Error(), cause.Error())
 }
+
+// Link messages of the AF_BRIDGE family are about bridge ports: the
+// stream leaves them out, so a port leaving its bridge (an AF_BRIDGE
+// RTM_DELLINK) never reads as the link's deletion.
+func TestWrapLinkLeavesOutBridgePortMessages(t *testing.T) {
+	port := &netlink.LinkUpdate{Header: unix.NlMsghdr{Type: unix.RTM_DELLINK}}
+	port.Family = unix.AF_BRIDGE
+	_, ok := wrapLink(port)
+	assert.False(t, ok)
+
+	link := &netlink.LinkUpdate{Header: unix.NlMsghdr{Type: unix.RTM_DELLINK}}
+	ev, ok := wrapLink(link)
+	require.True(t, ok)
+	assert.Same(t, link, ev.Link)
+}
