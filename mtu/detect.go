@@ -3,40 +3,16 @@ package mtu
 import (
 	"context"
 	"fmt"
-	"strings"
+	"reflect"
 
-	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/internal/ifname"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // FallbackMTU is the host MTU a Detector reports when no link qualifies:
 // 1460, the smallest MTU in common use among clouds, so a pod MTU derived
 // from it fits almost anywhere.
 const FallbackMTU = 1460
-
-// Link is what a Detector needs to know about one network interface.
-type Link struct {
-	// Name is the interface name, matched against the patterns.
-	Name string
-	// Index is the kernel's interface index.
-	Index int
-	// MTU is the interface's MTU.
-	MTU int
-	// Up reports that the link is administratively up and operational
-	// (the kernel's IFF_UP and IFF_RUNNING flags: operational state up, or
-	// unknown for devices that do not track a carrier).
-	Up bool
-	// Type is the kernel's link kind ("device", "veth", "bridge",
-	// "vxlan"…), for information only.
-	Type string
-}
-
-// LinkLister lists the links of one network namespace. NetlinkLister is
-// the kernel implementation (Linux only) and FakeLister the one for tests.
-type LinkLister interface {
-	// Links returns every link. It should honour ctx's cancellation.
-	Links(ctx context.Context) ([]Link, error)
-}
 
 // defaultExclude is the list behind DefaultExclude.
 var defaultExclude = []string{
@@ -70,27 +46,35 @@ var defaultExclude = []string{
 	`^kube-dummy-if`, // kube-router dummy
 }
 
-// DefaultExclude returns the Exclude patterns a Detector uses when
-// DetectorOptions.Exclude is nil: loopback, veths, and the tunnels,
-// bridges and helper devices that node agents (Calico, Flannel, Cilium,
-// Antrea, Weave, kube-proxy, kube-router, nodeplane agents using the np-
-// prefix), container runtimes (docker0, br-…, cni0), libvirt and VPNs
-// create. They are not the node's uplinks, and their MTUs (a tunnel's is
-// already reduced; lo's is 65536) would give a wrong host MTU. The result
-// is a fresh copy: append to it to extend the defaults.
+// DefaultExclude returns the Exclude patterns a node agent's Detector
+// wants unless it names its uplinks with Include: loopback, veths, and the
+// tunnels, bridges and helper devices that node agents (Calico, Flannel,
+// Cilium, Antrea, Weave, kube-proxy, kube-router, nodeplane agents using
+// the np- prefix), container runtimes (docker0, br-…, cni0), libvirt and
+// VPNs create. They are not the node's uplinks, and their MTUs (a pod
+// veth's is the pod MTU; a tunnel's is already reduced) would give a wrong
+// host MTU. The result is a fresh copy: append to it to extend the list.
 func DefaultExclude() []string {
 	return append([]string(nil), defaultExclude...)
 }
 
 // DetectorOptions configure a Detector.
 type DetectorOptions struct {
+	// Kernel lists the links of the namespace whose host MTU is wanted: a
+	// *kernel.Namespace (kernel.Open, kernel.OpenCurrent) or, in tests, a
+	// *kernelfake.Namespace. Required: there is no fallback to the
+	// process's namespace. The Detector only calls Links.
+	Kernel kernel.Links
 	// Include are regular expressions (Go syntax, unanchored unless the
 	// pattern anchors itself) of the interface names to consider. A link
-	// qualifies when it matches at least one. Empty means every name.
+	// qualifies when it matches at least one. Empty includes every name.
 	Include []string
 	// Exclude are regular expressions of interface names to skip even when
-	// they match Include. nil means DefaultExclude(); an empty non-nil slice
-	// excludes nothing.
+	// they match Include. Empty excludes none: Include and Exclude mean
+	// what they mean in ifacemonitor, and nothing is filtered by default.
+	// A node agent that does not name its uplinks with Include passes
+	// DefaultExclude() (extended as it needs), or the pod veths and tunnels
+	// would make the host MTU the pod MTU.
 	Exclude []string
 	// IncludeDown considers links that are not up too. By default only up
 	// links count: a link that is down carries no traffic, and its MTU
@@ -99,8 +83,6 @@ type DetectorOptions struct {
 	// Fallback is the MTU reported when no link qualifies; zero means
 	// FallbackMTU (1460). It must be between MinMTU and MaxMTU.
 	Fallback int
-	// Lister lists the links. Required.
-	Lister LinkLister
 }
 
 // HostMTU is the result of a detection.
@@ -120,16 +102,16 @@ type Detector struct {
 	filter      ifname.Filter
 	includeDown bool
 	fallback    int
-	lister      LinkLister
+	k           kernel.Links
 }
 
 // NewDetector validates o and returns a Detector. It fails, with an error
-// wrapping ErrInvalid (and ErrInvalidPattern for a bad pattern), when a
-// pattern does not compile, Fallback is out of range or Lister is nil. It
-// does no I/O.
+// wrapping ErrInvalidOptions (and ErrInvalidPattern for a bad pattern,
+// ErrInvalidMTU for a Fallback out of range), when Kernel is nil, a
+// pattern does not compile or Fallback is out of range. It does no I/O.
 func NewDetector(o DetectorOptions) (*Detector, error) {
-	if o.Lister == nil {
-		return nil, invalidf(ErrInvalid, "DetectorOptions.Lister is required")
+	if o.Kernel == nil || isNilPointer(o.Kernel) {
+		return nil, invalidf(ErrInvalidOptions, "DetectorOptions.Kernel is required (the namespace to list: kernel.Open, kernel.OpenCurrent, or a kernelfake.Namespace)")
 	}
 	fallback := o.Fallback
 	if fallback == 0 {
@@ -138,11 +120,7 @@ func NewDetector(o DetectorOptions) (*Detector, error) {
 	if fallback < MinMTU || fallback > MaxMTU {
 		return nil, invalidf(ErrInvalidMTU, "DetectorOptions.Fallback %d is outside %d–%d", o.Fallback, MinMTU, MaxMTU)
 	}
-	excludes := o.Exclude
-	if excludes == nil {
-		excludes = defaultExclude
-	}
-	filter, err := ifname.NewFilter(o.Include, excludes)
+	filter, err := ifname.NewFilter(o.Include, o.Exclude)
 	if err != nil {
 		return nil, invalidf(ErrInvalidPattern, "DetectorOptions.%w", err)
 	}
@@ -150,8 +128,15 @@ func NewDetector(o DetectorOptions) (*Detector, error) {
 		filter:      filter,
 		includeDown: o.IncludeDown,
 		fallback:    fallback,
-		lister:      o.Lister,
+		k:           o.Kernel,
 	}, nil
+}
+
+// isNilPointer reports whether v holds a nil pointer, which would fail on
+// the first call instead of in the constructor.
+func isNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 // Matches reports whether an interface called name is considered by the
@@ -160,30 +145,29 @@ func NewDetector(o DetectorOptions) (*Detector, error) {
 func (d *Detector) Matches(name string) bool { return d.filter.Matches(name) }
 
 // Detect lists the links and returns the smallest MTU among those that
-// qualify. Ties go to the lexically smallest name, so the result does not
-// depend on listing order. When none qualifies it returns the fallback
-// with FellBack set. A lister failure returns an error wrapping
-// ErrListLinks and the lister's error. A nil ctx is taken as
-// context.Background().
+// qualify: up (kernel.LinkUp: administratively up and operational, unless
+// IncludeDown), with a positive MTU, matching Include and not Exclude.
+// Ties go to the lexically smallest name, so the result does not depend on
+// listing order. When none qualifies it returns the fallback with FellBack
+// set. A listing failure returns an error wrapping ErrListLinks and the
+// Kernel's error. A nil ctx is taken as context.Background().
 func (d *Detector) Detect(ctx context.Context) (HostMTU, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	links, err := d.lister.Links(ctx)
+	links, err := d.k.Links(ctx)
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "mtu: ") { // NetlinkLister's errors name the package
-			return HostMTU{}, errs.Also(err, ErrListLinks)
-		}
 		return HostMTU{}, fmt.Errorf("%w: %w", ErrListLinks, err)
 	}
 	return d.pick(links), nil
 }
 
 // pick chooses the host MTU among links.
-func (d *Detector) pick(links []Link) HostMTU {
+func (d *Detector) pick(links []kernel.Link) HostMTU {
 	best := HostMTU{MTU: d.fallback, FellBack: true}
-	for _, l := range links {
-		if l.MTU <= 0 || (!l.Up && !d.includeDown) || !d.Matches(l.Name) {
+	for i := range links {
+		l := &links[i]
+		if l.MTU <= 0 || (l.State() != kernel.LinkUp && !d.includeDown) || !d.Matches(l.Name) {
 			continue
 		}
 		if best.FellBack || l.MTU < best.MTU || (l.MTU == best.MTU && l.Name < best.Interface) {

@@ -10,41 +10,49 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/mtu"
 )
 
 // nodeLinks is a typical node: two uplinks, loopback, pod veths and the
-// devices of agents and runtimes, all up.
-func nodeLinks() []mtu.Link {
-	return []mtu.Link{
-		{Name: "lo", Index: 1, MTU: 65536, Up: true, Type: "device"},
-		{Name: "eth0", Index: 2, MTU: 9001, Up: true, Type: "device"},
-		{Name: "ens5", Index: 3, MTU: 1500, Up: true, Type: "device"},
-		{Name: "vethab12", Index: 4, MTU: 1450, Up: true, Type: "veth"},
-		{Name: "cali1234", Index: 5, MTU: 1440, Up: true, Type: "veth"},
-		{Name: "vxlan.calico", Index: 6, MTU: 1450, Up: true, Type: "vxlan"},
-		{Name: "tunl0", Index: 7, MTU: 1480, Up: true, Type: "ipip"},
-		{Name: "wireguard.cali", Index: 8, MTU: 1440, Up: true, Type: "wireguard"},
-		{Name: "docker0", Index: 9, MTU: 1500, Up: true, Type: "bridge"},
-		{Name: "kube-ipvs0", Index: 10, MTU: 1500, Up: true, Type: "dummy"},
-		{Name: "cilium_host", Index: 11, MTU: 1400, Up: true, Type: "veth"},
-		{Name: "tailscale0", Index: 12, MTU: 1280, Up: true, Type: "tun"},
-		{Name: "np-vxlan", Index: 13, MTU: 1400, Up: true, Type: "vxlan"},
+// devices of agents and runtimes, all up. (In the fake they are all veths:
+// the Detector goes by name, state and MTU.)
+func nodeLinks() []mtu.TestLink {
+	return []mtu.TestLink{
+		{Name: "lo", MTU: 65536, Up: true},
+		{Name: "eth0", MTU: 9001, Up: true},
+		{Name: "ens5", MTU: 1500, Up: true},
+		{Name: "vethab12", MTU: 1450, Up: true},
+		{Name: "cali1234", MTU: 1440, Up: true},
+		{Name: "vxlan.calico", MTU: 1450, Up: true},
+		{Name: "tunl0", MTU: 1480, Up: true},
+		{Name: "wireguard.cali", MTU: 1440, Up: true},
+		{Name: "docker0", MTU: 1500, Up: true},
+		{Name: "kube-ipvs0", MTU: 1500, Up: true},
+		{Name: "cilium_host", MTU: 1400, Up: true},
+		{Name: "tailscale0", MTU: 1280, Up: true},
+		{Name: "np-vxlan", MTU: 1400, Up: true},
 	}
 }
 
 func TestDetect(t *testing.T) {
+	defaults := mtu.DetectorOptions{Exclude: mtu.DefaultExclude()}
 	tests := []struct {
-		name      string
-		links     []mtu.Link
-		opts      mtu.DetectorOptions
-		want      mtu.HostMTU
-		wantCalls int
+		name  string
+		links []mtu.TestLink
+		opts  mtu.DetectorOptions
+		want  mtu.HostMTU
 	}{
 		{
 			name:  "default excludes leave the uplinks",
 			links: nodeLinks(),
+			opts:  defaults,
 			want:  mtu.HostMTU{MTU: 1500, Interface: "ens5"},
+		},
+		{
+			name:  "no filter: every link counts, pod veths and tunnels included",
+			links: nodeLinks(),
+			want:  mtu.HostMTU{MTU: 1280, Interface: "tailscale0"},
 		},
 		{
 			name:  "include narrows",
@@ -55,7 +63,7 @@ func TestDetect(t *testing.T) {
 		{
 			name:  "several includes are alternatives",
 			links: nodeLinks(),
-			opts:  mtu.DetectorOptions{Include: []string{"^eth", "^docker"}, Exclude: []string{}},
+			opts:  mtu.DetectorOptions{Include: []string{"^eth", "^docker"}},
 			want:  mtu.HostMTU{MTU: 1500, Interface: "docker0"},
 		},
 		{
@@ -84,7 +92,7 @@ func TestDetect(t *testing.T) {
 		},
 		{
 			name: "down links are ignored",
-			links: []mtu.Link{
+			links: []mtu.TestLink{
 				{Name: "eth0", MTU: 1500, Up: true},
 				{Name: "eth1", MTU: 1280, Up: false},
 			},
@@ -92,7 +100,7 @@ func TestDetect(t *testing.T) {
 		},
 		{
 			name: "down links count with IncludeDown",
-			links: []mtu.Link{
+			links: []mtu.TestLink{
 				{Name: "eth0", MTU: 1500, Up: true},
 				{Name: "eth1", MTU: 1280, Up: false},
 			},
@@ -101,17 +109,12 @@ func TestDetect(t *testing.T) {
 		},
 		{
 			name: "ties go to the smallest name",
-			links: []mtu.Link{
+			links: []mtu.TestLink{
 				{Name: "eth2", MTU: 1500, Up: true},
 				{Name: "eth0", MTU: 1500, Up: true},
 				{Name: "eth1", MTU: 1500, Up: true},
 			},
 			want: mtu.HostMTU{MTU: 1500, Interface: "eth0"},
-		},
-		{
-			name:  "links with no MTU are ignored",
-			links: []mtu.Link{{Name: "eth0", MTU: 0, Up: true}, {Name: "eth1", MTU: -5, Up: true}, {Name: "eth2", MTU: 1500, Up: true}},
-			want:  mtu.HostMTU{MTU: 1500, Interface: "eth2"},
 		},
 		{
 			name:  "nothing matches",
@@ -121,31 +124,35 @@ func TestDetect(t *testing.T) {
 		},
 		{
 			name: "nothing matches, custom fallback",
-			opts: mtu.DetectorOptions{Fallback: 1500},
+			opts: mtu.DetectorOptions{Exclude: []string{"^lo$"}, Fallback: 1500},
 			want: mtu.HostMTU{MTU: 1500, FellBack: true},
 		},
 		{
 			name:  "only excluded links",
-			links: []mtu.Link{{Name: "lo", MTU: 65536, Up: true}, {Name: "veth1", MTU: 1500, Up: true}},
+			links: []mtu.TestLink{{Name: "lo", MTU: 65536, Up: true}, {Name: "veth1", MTU: 1500, Up: true}},
+			opts:  defaults,
 			want:  mtu.HostMTU{MTU: mtu.FallbackMTU, FellBack: true},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			lister := mtu.NewFakeLister(tc.links...)
-			tc.opts.Lister = lister
+			ns := mtu.FakeNode(t, tc.links...)
+			tc.opts.Kernel = ns
 			d, err := mtu.NewDetector(tc.opts)
 			require.NoError(t, err)
-			assert.Zero(t, lister.Calls(), "NewDetector does no I/O")
+			assert.Zero(t, ns.Calls(kernelfake.OpLinks), "NewDetector does no I/O")
 			got, err := d.Detect(context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
-			assert.Equal(t, 1, lister.Calls())
+			assert.Equal(t, 1, ns.Calls(kernelfake.OpLinks))
+			assert.Zero(t, ns.Writes(), "the Detector only reads")
 
-			// The order of the listing does not matter.
+			// The order of the links does not matter.
 			reversed := slices.Clone(tc.links)
 			slices.Reverse(reversed)
-			lister.SetLinks(reversed...)
+			d, err = mtu.NewDetector(mtu.DetectorOptions{Kernel: mtu.FakeNode(t, reversed...), Include: tc.opts.Include,
+				Exclude: tc.opts.Exclude, IncludeDown: tc.opts.IncludeDown, Fallback: tc.opts.Fallback})
+			require.NoError(t, err)
 			again, err := d.Detect(context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, got, again)
@@ -154,7 +161,7 @@ func TestDetect(t *testing.T) {
 }
 
 func TestDetectorMatches(t *testing.T) {
-	d, err := mtu.NewDetector(mtu.DetectorOptions{Include: []string{"^eth", "^ens"}, Lister: mtu.NewFakeLister()})
+	d, err := mtu.NewDetector(mtu.DetectorOptions{Include: []string{"^eth", "^ens"}, Kernel: mtu.FakeNode(t)})
 	require.NoError(t, err)
 	for _, name := range []string{"eth0", "ens5"} {
 		assert.True(t, d.Matches(name), name)
@@ -163,7 +170,7 @@ func TestDetectorMatches(t *testing.T) {
 		assert.False(t, d.Matches(name), name)
 	}
 
-	all, err := mtu.NewDetector(mtu.DetectorOptions{Lister: mtu.NewFakeLister()})
+	all, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: mtu.FakeNode(t), Exclude: mtu.DefaultExclude()})
 	require.NoError(t, err)
 	for _, name := range []string{"eth0", "bond0", "br0", "enp3s0f1", "eth0.100"} {
 		assert.True(t, all.Matches(name), name)
@@ -183,18 +190,19 @@ func TestDefaultExcludeIsACopy(t *testing.T) {
 }
 
 func TestNewDetectorErrors(t *testing.T) {
-	lister := mtu.NewFakeLister()
+	ns := mtu.FakeNode(t)
 	tests := []struct {
 		name    string
 		opts    mtu.DetectorOptions
 		wantErr []error
 	}{
-		{"no lister", mtu.DetectorOptions{}, []error{mtu.ErrInvalid}},
-		{"bad include", mtu.DetectorOptions{Lister: lister, Include: []string{"^eth("}}, []error{mtu.ErrInvalid, mtu.ErrInvalidPattern}},
-		{"bad exclude", mtu.DetectorOptions{Lister: lister, Exclude: []string{"^lo$", "[z-a]"}}, []error{mtu.ErrInvalid, mtu.ErrInvalidPattern}},
-		{"negative fallback", mtu.DetectorOptions{Lister: lister, Fallback: -1}, []error{mtu.ErrInvalid, mtu.ErrInvalidMTU}},
-		{"tiny fallback", mtu.DetectorOptions{Lister: lister, Fallback: mtu.MinMTU - 1}, []error{mtu.ErrInvalid, mtu.ErrInvalidMTU}},
-		{"huge fallback", mtu.DetectorOptions{Lister: lister, Fallback: mtu.MaxMTU + 1}, []error{mtu.ErrInvalid, mtu.ErrInvalidMTU}},
+		{"no kernel", mtu.DetectorOptions{}, []error{mtu.ErrInvalidOptions}},
+		{"nil namespace", mtu.DetectorOptions{Kernel: (*kernelfake.Namespace)(nil)}, []error{mtu.ErrInvalidOptions}},
+		{"bad include", mtu.DetectorOptions{Kernel: ns, Include: []string{"^eth("}}, []error{mtu.ErrInvalidOptions, mtu.ErrInvalidPattern}},
+		{"bad exclude", mtu.DetectorOptions{Kernel: ns, Exclude: []string{"^lo$", "[z-a]"}}, []error{mtu.ErrInvalidOptions, mtu.ErrInvalidPattern}},
+		{"negative fallback", mtu.DetectorOptions{Kernel: ns, Fallback: -1}, []error{mtu.ErrInvalidOptions, mtu.ErrInvalidMTU}},
+		{"tiny fallback", mtu.DetectorOptions{Kernel: ns, Fallback: mtu.MinMTU - 1}, []error{mtu.ErrInvalidOptions, mtu.ErrInvalidMTU}},
+		{"huge fallback", mtu.DetectorOptions{Kernel: ns, Fallback: mtu.MaxMTU + 1}, []error{mtu.ErrInvalidOptions, mtu.ErrInvalidMTU}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,25 +213,24 @@ func TestNewDetectorErrors(t *testing.T) {
 			}
 		})
 	}
-	assert.Zero(t, lister.Calls())
+	assert.Zero(t, ns.Calls(kernelfake.OpLinks))
 
-	_, err := mtu.NewDetector(mtu.DetectorOptions{Lister: lister, Include: []string{"ok", "^eth("}})
+	_, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Include: []string{"ok", "^eth("}})
 	assert.Contains(t, err.Error(), `"^eth("`, "the error names the bad pattern")
 }
 
-func TestDetectListerFailure(t *testing.T) {
-	lister := mtu.NewFakeLister(mtu.Link{Name: "eth0", MTU: 1500, Up: true})
-	d, err := mtu.NewDetector(mtu.DetectorOptions{Lister: lister})
+func TestDetectListFailure(t *testing.T) {
+	ns := mtu.FakeNode(t, mtu.TestLink{Name: "eth0", MTU: 1500, Up: true})
+	d, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Include: []string{"^eth"}})
 	require.NoError(t, err)
 
 	boom := errors.New("netlink exploded")
-	lister.SetError(boom)
+	ns.Fail(kernelfake.OpLinks, 1, boom)
 	got, err := d.Detect(context.Background())
 	require.ErrorIs(t, err, mtu.ErrListLinks)
 	require.ErrorIs(t, err, boom)
 	assert.Zero(t, got)
 
-	lister.SetError(nil)
 	got, err = d.Detect(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 1500, got.MTU)
@@ -232,6 +239,7 @@ func TestDetectListerFailure(t *testing.T) {
 	cancel()
 	_, err = d.Detect(ctx)
 	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, mtu.ErrListLinks)
 
 	//lint:ignore SA1012 a nil context is documented to mean Background
 	got, err = d.Detect(nil)
@@ -239,39 +247,17 @@ func TestDetectListerFailure(t *testing.T) {
 	assert.Equal(t, 1500, got.MTU)
 }
 
-func TestFakeLister(t *testing.T) {
-	f := mtu.NewFakeLister(mtu.Link{Name: "eth0", MTU: 1500})
-	require.NoError(t, f.SetMTU("eth0", 9000))
-	require.NoError(t, f.SetUp("eth0", true))
-	require.Error(t, f.SetMTU("eth9", 1))
-	require.Error(t, f.SetUp("eth9", true))
-	links, err := f.Links(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, []mtu.Link{{Name: "eth0", MTU: 9000, Up: true}}, links)
-	links[0].MTU = 1 // a copy
-	links, err = f.Links(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, 9000, links[0].MTU)
-	assert.Equal(t, 2, f.Calls())
-
-	var zero mtu.FakeLister
-	links, err = zero.Links(context.Background())
-	require.NoError(t, err)
-	assert.Empty(t, links)
-}
-
 func BenchmarkDetect1000Links(b *testing.B) {
-	links := make([]mtu.Link, 0, 1000)
+	links := make([]mtu.TestLink, 0, 1000)
 	prefixes := []string{"veth", "cali", "eth", "ens", "vxlan", "br-", "tunl", "lxc"}
 	for i := range 1000 {
-		links = append(links, mtu.Link{
-			Name:  fmt.Sprintf("%s%d", prefixes[i%len(prefixes)], i),
-			Index: i + 1,
-			MTU:   1400 + i%200,
-			Up:    i%10 != 0,
+		links = append(links, mtu.TestLink{
+			Name: fmt.Sprintf("%s%d", prefixes[i%len(prefixes)], i),
+			MTU:  1400 + i%200,
+			Up:   i%10 != 0,
 		})
 	}
-	d, err := mtu.NewDetector(mtu.DetectorOptions{Lister: mtu.NewFakeLister(links...)})
+	d, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: mtu.FakeNode(b, links...), Exclude: mtu.DefaultExclude()})
 	if err != nil {
 		b.Fatal(err)
 	}

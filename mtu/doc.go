@@ -5,8 +5,9 @@
 //
 // # What it owns
 //
-// Nothing in the kernel. The package only reads links (through a
-// LinkLister) and writes the one file a caller names in WriteFile. It never
+// Nothing in the kernel. The package only reads links (through the
+// kernel.Links it is given) and writes the one file a caller names in
+// WriteFile. It never
 // sets an MTU on any device, never restarts anything and never logs except
 // through the Monitor's injected logger; applying a new MTU to tunnel
 // devices, routes and the CNI file is the agent's decision.
@@ -31,16 +32,27 @@
 //
 // # Host MTU detection
 //
-// A Detector lists the links through a LinkLister (NetlinkLister on Linux,
-// FakeLister in tests) and returns the smallest MTU among the links that are
-// up, match one of its Include patterns and match none of its Exclude
-// patterns. The default Include matches every name; the default Exclude
-// (DefaultExclude) skips loopback, pod veths and the tunnels, bridges and
-// helper devices that node agents and container runtimes create, so what
-// remains is the node's uplinks. When nothing is left the Detector returns
-// FallbackMTU (1460, the smallest MTU common among clouds) with FellBack set.
-// Down links are ignored: an unplugged or unconfigured NIC says nothing
-// about the path packets take.
+// A Detector lists the links of one namespace through the kernel.Links it
+// is given (a *kernel.Namespace; a *kernelfake.Namespace in tests) and
+// returns the smallest MTU among the links that are up (kernel.LinkUp),
+// match one of its Include patterns and match none of its Exclude
+// patterns:
+//
+//	ns, err := kernel.OpenCurrent() // or kernel.Open("/run/netns/NAME")
+//	if err != nil { … }
+//	det, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Exclude: mtu.DefaultExclude()})
+//	host, err := det.Detect(ctx) // host.MTU, host.Interface
+//
+// Include and Exclude mean what they mean in ifacemonitor: an empty Include
+// includes every name, an empty Exclude excludes none, and nothing is
+// filtered by default. DefaultExclude lists loopback, pod veths and the
+// tunnels, bridges and helper devices that node agents and container
+// runtimes create, so that what remains is the node's uplinks; a node agent
+// passes it (extended as it needs) unless it names its uplinks with
+// Include. When nothing is left the Detector returns FallbackMTU (1460, the
+// smallest MTU common among clouds) with FellBack set. Down links are
+// ignored: an unplugged or unconfigured NIC says nothing about the path
+// packets take.
 //
 // # The CNI file
 //
@@ -67,5 +79,8 @@
 //
 // Constructors (NewDetector, NewMonitor) validate their options, do no I/O
 // and start no goroutines. Every error wraps one of the package's sentinel
-// errors; every error about bad input wraps ErrInvalid.
+// errors (or, for a WriteFile path that names no file, fs.ErrInvalid);
+// every error about bad options wraps ErrInvalidOptions. A nil context is
+// context.Background(). The package builds everywhere; a real namespace
+// is Linux-only (kernel.Open).
 package mtu

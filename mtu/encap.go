@@ -78,7 +78,7 @@ func (e Encap) String() string { return e.Name }
 // validate checks e, an element of field's Encaps.
 func (e Encap) validate(field string) error {
 	if e.V4 < 0 || e.V6 < 0 || e.V4 > MaxMTU || e.V6 > MaxMTU {
-		return invalidf(ErrInvalid, "%s.Encaps: encapsulation %q: overheads must be between 0 and %d, got %d (IPv4) and %d (IPv6)",
+		return invalidf(ErrInvalidOptions, "%s.Encaps: encapsulation %q: overheads must be between 0 and %d, got %d (IPv4) and %d (IPv6)",
 			field, e.Name, MaxMTU, e.V4, e.V6)
 	}
 	return nil
@@ -124,7 +124,7 @@ func (o PodMTUOptions) floor() int {
 // later. field names o in the errors.
 func (o PodMTUOptions) validateStatic(field string) error {
 	if o.Extra < 0 {
-		return invalidf(ErrInvalid, "%s.Extra overhead must not be negative, got %d", field, o.Extra)
+		return invalidf(ErrInvalidOptions, "%s.Extra overhead must not be negative, got %d", field, o.Extra)
 	}
 	for _, e := range o.Encaps {
 		if err := e.validate(field); err != nil {
@@ -155,7 +155,7 @@ func (o PodMTUOptions) familyNote() string {
 //
 // Bad options (a negative or missing HostMTU, a negative Extra, Override or
 // encapsulation overhead, an Override out of range) return an error
-// wrapping ErrInvalid. A result below the floor of the pods' IP families
+// wrapping ErrInvalidOptions (and ErrInvalidMTU for the Override). A result below the floor of the pods' IP families
 // (MinIPv6MTU with PodIPv6, MinPodMTUIPv4 otherwise) returns an error
 // wrapping ErrMTUTooSmall.
 func PodMTU(o PodMTUOptions) (int, error) {
@@ -166,7 +166,7 @@ func PodMTU(o PodMTUOptions) (int, error) {
 		return o.Override, nil
 	}
 	if o.HostMTU <= 0 {
-		return 0, invalidf(ErrInvalid, "PodMTUOptions.HostMTU must be positive (or Override set), got %d", o.HostMTU)
+		return 0, invalidf(ErrInvalidOptions, "PodMTUOptions.HostMTU must be positive (or Override set), got %d", o.HostMTU)
 	}
 	mtu := o.HostMTU - o.Extra
 	limitedBy := "the host MTU"

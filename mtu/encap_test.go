@@ -75,16 +75,16 @@ func TestPodMTUErrors(t *testing.T) {
 		wantErr error
 		also    error
 	}{
-		{"missing host MTU", mtu.PodMTUOptions{}, mtu.ErrInvalid, nil},
-		{"negative host MTU", mtu.PodMTUOptions{HostMTU: -1}, mtu.ErrInvalid, nil},
-		{"negative extra", mtu.PodMTUOptions{HostMTU: 1500, Extra: -1}, mtu.ErrInvalid, nil},
-		{"negative override", mtu.PodMTUOptions{HostMTU: 1500, Override: -1}, mtu.ErrInvalid, mtu.ErrInvalidMTU},
-		{"override below ipv4 floor", mtu.PodMTUOptions{HostMTU: 1500, Override: mtu.MinPodMTUIPv4 - 1}, mtu.ErrInvalid, mtu.ErrInvalidMTU},
-		{"override below ipv6 minimum", mtu.PodMTUOptions{HostMTU: 1500, Override: 1279, PodIPv6: true}, mtu.ErrInvalid, mtu.ErrInvalidMTU},
-		{"override above max", mtu.PodMTUOptions{Override: mtu.MaxMTU + 1}, mtu.ErrInvalid, mtu.ErrInvalidMTU},
-		{"negative v4 overhead", mtu.PodMTUOptions{HostMTU: 1500, Encaps: []mtu.Encap{{Name: "bad", V4: -1}}}, mtu.ErrInvalid, nil},
-		{"negative v6 overhead", mtu.PodMTUOptions{HostMTU: 1500, Encaps: []mtu.Encap{{Name: "bad", V6: -1}}}, mtu.ErrInvalid, nil},
-		{"huge overhead", mtu.PodMTUOptions{HostMTU: 1500, Encaps: []mtu.Encap{{Name: "bad", V4: mtu.MaxMTU + 1}}}, mtu.ErrInvalid, nil},
+		{"missing host MTU", mtu.PodMTUOptions{}, mtu.ErrInvalidOptions, nil},
+		{"negative host MTU", mtu.PodMTUOptions{HostMTU: -1}, mtu.ErrInvalidOptions, nil},
+		{"negative extra", mtu.PodMTUOptions{HostMTU: 1500, Extra: -1}, mtu.ErrInvalidOptions, nil},
+		{"negative override", mtu.PodMTUOptions{HostMTU: 1500, Override: -1}, mtu.ErrInvalidOptions, mtu.ErrInvalidMTU},
+		{"override below ipv4 floor", mtu.PodMTUOptions{HostMTU: 1500, Override: mtu.MinPodMTUIPv4 - 1}, mtu.ErrInvalidOptions, mtu.ErrInvalidMTU},
+		{"override below ipv6 minimum", mtu.PodMTUOptions{HostMTU: 1500, Override: 1279, PodIPv6: true}, mtu.ErrInvalidOptions, mtu.ErrInvalidMTU},
+		{"override above max", mtu.PodMTUOptions{Override: mtu.MaxMTU + 1}, mtu.ErrInvalidOptions, mtu.ErrInvalidMTU},
+		{"negative v4 overhead", mtu.PodMTUOptions{HostMTU: 1500, Encaps: []mtu.Encap{{Name: "bad", V4: -1}}}, mtu.ErrInvalidOptions, nil},
+		{"negative v6 overhead", mtu.PodMTUOptions{HostMTU: 1500, Encaps: []mtu.Encap{{Name: "bad", V6: -1}}}, mtu.ErrInvalidOptions, nil},
+		{"huge overhead", mtu.PodMTUOptions{HostMTU: 1500, Encaps: []mtu.Encap{{Name: "bad", V4: mtu.MaxMTU + 1}}}, mtu.ErrInvalidOptions, nil},
 		{"ipv6 pods below 1280", mtu.PodMTUOptions{HostMTU: mtu.MinIPv6MTU + mtu.VXLANOverheadV4 - 1, Encaps: []mtu.Encap{mtu.VXLAN}, PodIPv6: true}, mtu.ErrMTUTooSmall, nil},
 		{"ipv6 pods, host below 1280", mtu.PodMTUOptions{HostMTU: 1200, PodIPv6: true}, mtu.ErrMTUTooSmall, nil},
 		{"ipv4 pods below floor", mtu.PodMTUOptions{HostMTU: 600, Encaps: []mtu.Encap{mtu.WireGuard}}, mtu.ErrMTUTooSmall, nil},
@@ -99,7 +99,7 @@ func TestPodMTUErrors(t *testing.T) {
 			}
 			assert.Zero(t, got)
 			if tc.wantErr == mtu.ErrMTUTooSmall {
-				assert.NotErrorIs(t, err, mtu.ErrInvalid, "a too-small result is not bad input")
+				assert.NotErrorIs(t, err, mtu.ErrInvalidOptions, "a too-small result is not bad input")
 			}
 		})
 	}

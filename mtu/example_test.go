@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/mtu"
 )
 
@@ -57,17 +59,33 @@ func ExampleEncap_Overhead() {
 	// geneve 58
 }
 
+// addLink adds a link called name with mtu to the fake namespace ns, up or
+// down; a bridge without ports stands in for a NIC.
+func addLink(ns *kernelfake.Namespace, name string, mtuValue int, up bool) int {
+	ctx := context.Background()
+	l, err := ns.AddLink(ctx, kernel.Link{Name: name, Kind: kernel.KindBridge, MTU: mtuValue})
+	if err != nil {
+		panic(err)
+	}
+	if up {
+		if err := ns.SetLinkUp(ctx, l.Index, true); err != nil {
+			panic(err)
+		}
+	}
+	return l.Index
+}
+
 func ExampleNewDetector() {
-	// On a node, use mtu.NetlinkLister{Handle: h}; here a fake.
-	links := mtu.NewFakeLister(
-		mtu.Link{Name: "lo", MTU: 65536, Up: true},
-		mtu.Link{Name: "eth0", MTU: 9001, Up: true},
-		mtu.Link{Name: "ens5", MTU: 1500, Up: true},
-		mtu.Link{Name: "eth1", MTU: 1280, Up: false}, // down: ignored
-		mtu.Link{Name: "vxlan.calico", MTU: 1450, Up: true},
-		mtu.Link{Name: "veth1a2b", MTU: 1450, Up: true},
-	)
-	det, err := mtu.NewDetector(mtu.DetectorOptions{Lister: links})
+	// On a node: ns, err := kernel.OpenCurrent(); here a fake namespace.
+	ns := kernelfake.New(kernelfake.Options{}) // with lo, MTU 65536
+	addLink(ns, "eth0", 9001, true)
+	addLink(ns, "ens5", 1500, true)
+	addLink(ns, "eth1", 1280, false) // down: ignored
+	addLink(ns, "vxlan.calico", 1450, true)
+	addLink(ns, "veth1a2b", 1450, true)
+
+	// The uplinks: everything but what DefaultExclude names.
+	det, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Exclude: mtu.DefaultExclude()})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -76,27 +94,50 @@ func ExampleNewDetector() {
 	fmt.Printf("%+v %v\n", host, err)
 
 	// Only the eth interfaces.
-	det, _ = mtu.NewDetector(mtu.DetectorOptions{Include: []string{"^eth"}, Lister: links})
+	det, _ = mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Include: []string{"^eth"}})
+	host, _ = det.Detect(context.Background())
+	fmt.Printf("%+v\n", host)
+
+	// No filter: every link counts, the pod veth and the tunnel too.
+	det, _ = mtu.NewDetector(mtu.DetectorOptions{Kernel: ns})
 	host, _ = det.Detect(context.Background())
 	fmt.Printf("%+v\n", host)
 
 	// Nothing qualifies: the fallback.
-	det, _ = mtu.NewDetector(mtu.DetectorOptions{Include: []string{"^bond"}, Lister: links})
+	det, _ = mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Include: []string{"^bond"}})
 	host, _ = det.Detect(context.Background())
 	fmt.Printf("%+v\n", host)
 
 	// A bad pattern is rejected at construction.
-	_, err = mtu.NewDetector(mtu.DetectorOptions{Include: []string{"^eth("}, Lister: links})
-	fmt.Println(errors.Is(err, mtu.ErrInvalidPattern))
+	_, err = mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Include: []string{"^eth("}})
+	fmt.Println(errors.Is(err, mtu.ErrInvalidPattern), errors.Is(err, mtu.ErrInvalidOptions))
 	// Output:
 	// {MTU:1500 Interface:ens5 FellBack:false} <nil>
 	// {MTU:9001 Interface:eth0 FellBack:false}
+	// {MTU:1450 Interface:veth1a2b FellBack:false}
 	// {MTU:1460 Interface: FellBack:true}
-	// true
+	// true true
+}
+
+// A listing that fails is an error wrapping ErrListLinks and the cause;
+// the fake namespace injects one here.
+func ExampleDetector_Detect() {
+	ns := kernelfake.New(kernelfake.Options{})
+	addLink(ns, "eth0", 1500, true)
+	det, _ := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Include: []string{"^eth"}})
+	host, err := det.Detect(context.Background())
+	fmt.Println(host.MTU, err)
+
+	ns.Fail(kernelfake.OpLinks, 1, kernel.ErrClosed)
+	_, err = det.Detect(context.Background())
+	fmt.Println(errors.Is(err, mtu.ErrListLinks), errors.Is(err, kernel.ErrClosed))
+	// Output:
+	// 1500 <nil>
+	// true true
 }
 
 func ExampleDetector_Matches() {
-	det, _ := mtu.NewDetector(mtu.DetectorOptions{Lister: mtu.NewFakeLister()})
+	det, _ := mtu.NewDetector(mtu.DetectorOptions{Kernel: kernelfake.New(kernelfake.Options{}), Exclude: mtu.DefaultExclude()})
 	for _, name := range []string{"eth0", "bond0", "lo", "veth12", "tunl0", "docker0"} {
 		fmt.Println(name, det.Matches(name))
 	}
@@ -110,15 +151,11 @@ func ExampleDetector_Matches() {
 }
 
 func ExampleDefaultExclude() {
+	ns := kernelfake.New(kernelfake.Options{})
+	addLink(ns, "eth0", 1500, true)
+	addLink(ns, "storage0", 1400, true)
 	// Keep the defaults and also skip a storage network.
-	exclude := append(mtu.DefaultExclude(), "^storage")
-	det, _ := mtu.NewDetector(mtu.DetectorOptions{
-		Exclude: exclude,
-		Lister: mtu.NewFakeLister(
-			mtu.Link{Name: "eth0", MTU: 1500, Up: true},
-			mtu.Link{Name: "storage0", MTU: 1400, Up: true},
-		),
-	})
+	det, _ := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Exclude: append(mtu.DefaultExclude(), "^storage")})
 	host, _ := det.Detect(context.Background())
 	fmt.Println(host.MTU, host.Interface)
 	// Output:
@@ -164,25 +201,10 @@ func ExampleReadFile() {
 	// 1440 <nil>
 }
 
-func ExampleNewFakeLister() {
-	links := mtu.NewFakeLister(mtu.Link{Name: "eth0", MTU: 1500, Up: true})
-	det, _ := mtu.NewDetector(mtu.DetectorOptions{Lister: links})
-
-	_ = links.SetMTU("eth0", 9000)
-	host, _ := det.Detect(context.Background())
-	fmt.Println(host.MTU)
-
-	links.SetError(errors.New("injected"))
-	_, err := det.Detect(context.Background())
-	fmt.Println(errors.Is(err, mtu.ErrListLinks), links.Calls())
-	// Output:
-	// 9000
-	// true 2
-}
-
 func ExampleNewMonitor() {
-	links := mtu.NewFakeLister(mtu.Link{Name: "eth0", MTU: 1500, Up: true})
-	det, _ := mtu.NewDetector(mtu.DetectorOptions{Lister: links})
+	ns := kernelfake.New(kernelfake.Options{})
+	eth0 := addLink(ns, "eth0", 1500, true)
+	det, _ := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Exclude: mtu.DefaultExclude()})
 
 	changes := make(chan string, 10)
 	m, err := mtu.NewMonitor(mtu.MonitorOptions{
@@ -204,7 +226,7 @@ func ExampleNewMonitor() {
 	fmt.Println(<-changes) // the initial values
 
 	// The interface monitor sees eth0's MTU change and triggers.
-	_ = links.SetMTU("eth0", 9000)
+	_ = ns.SetLinkMTU(ctx, eth0, 9000)
 	m.Trigger()
 	fmt.Println(<-changes)
 

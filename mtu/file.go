@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,7 +30,9 @@ const maxFileSize = 64
 // WriteFile returns nil. Missing parent directories are created (0755).
 //
 // mtu must be between MinMTU and MaxMTU (else an error wrapping
-// ErrInvalidMTU). On any failure before the rename the old file is left
+// ErrInvalidMTU), and path must name a file (else, for an empty path or
+// one ending in a separator, an error wrapping fs.ErrInvalid); nothing is
+// written then. On any failure before the rename the old file is left
 // untouched and the temporary file removed; if only the final directory
 // fsync fails, the new file is in place and the error says it may not be
 // durable.
@@ -52,12 +55,12 @@ func ReadFile(path string) (int, error) {
 		return 0, fmt.Errorf("mtu: read %s: %w", path, err)
 	}
 	if len(b) > maxFileSize {
-		return 0, invalidf(ErrInvalidMTU, "%s is longer than %d bytes", path, maxFileSize)
+		return 0, mtuErrorf("%s is longer than %d bytes", path, maxFileSize)
 	}
 	s := strings.TrimSpace(string(b))
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, invalidf(ErrInvalidMTU, "%s holds %q, not a number", path, s)
+		return 0, mtuErrorf("%s holds %q, not a number", path, s)
 	}
 	if err := checkFileMTU(v); err != nil {
 		return 0, fmt.Errorf("%w (in %s)", err, path)
@@ -67,7 +70,7 @@ func ReadFile(path string) (int, error) {
 
 func checkFileMTU(mtu int) error {
 	if mtu < MinMTU || mtu > MaxMTU {
-		return invalidf(ErrInvalidMTU, "%d is outside %d–%d", mtu, MinMTU, MaxMTU)
+		return mtuErrorf("%d is outside %d–%d", mtu, MinMTU, MaxMTU)
 	}
 	return nil
 }
@@ -104,11 +107,11 @@ func (ops fileOps) writeFile(path string, mtu int) (err error) {
 		return err
 	}
 	if path == "" {
-		return invalidf(ErrInvalid, "empty path")
+		return fmt.Errorf("mtu: write: empty path: %w", fs.ErrInvalid)
 	}
 	dir, base := filepath.Split(path)
 	if base == "" || base == "." || base == ".." {
-		return invalidf(ErrInvalid, "path %q names no file", path)
+		return fmt.Errorf("mtu: write %s: the path names no file: %w", path, fs.ErrInvalid)
 	}
 	if dir == "" {
 		dir = "."

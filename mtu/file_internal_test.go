@@ -97,7 +97,7 @@ func TestWriteFileFailureKeepsOldFile(t *testing.T) {
 
 			err := ops.writeFile(path, 1400)
 			require.ErrorIs(t, err, boom)
-			assert.NotErrorIs(t, err, ErrInvalid)
+			assert.NotErrorIs(t, err, ErrInvalidMTU)
 
 			b, rerr := os.ReadFile(path)
 			require.NoError(t, rerr)

@@ -50,7 +50,7 @@ func TestWriteFileUnwritableDirLeavesOldFile(t *testing.T) {
 
 	err := mtu.WriteFile(path, 1400)
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, mtu.ErrInvalid)
+	assert.NotErrorIs(t, err, mtu.ErrInvalidMTU)
 	got, rerr := mtu.ReadFile(path)
 	require.NoError(t, rerr)
 	assert.Equal(t, 1500, got, "the old file is intact")

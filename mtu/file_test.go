@@ -1,6 +1,7 @@
 package mtu_test
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,14 +76,14 @@ func TestWriteFileBadInput(t *testing.T) {
 		{"negative", existing, -1450, mtu.ErrInvalidMTU},
 		{"below IPv4 minimum", existing, mtu.MinMTU - 1, mtu.ErrInvalidMTU},
 		{"above maximum", existing, mtu.MaxMTU + 1, mtu.ErrInvalidMTU},
-		{"empty path", "", 1450, mtu.ErrInvalid},
-		{"directory path", dir + string(filepath.Separator), 1450, mtu.ErrInvalid},
+		{"empty path", "", 1450, fs.ErrInvalid},
+		{"directory path", dir + string(filepath.Separator), 1450, fs.ErrInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := mtu.WriteFile(tc.path, tc.mtu)
 			require.ErrorIs(t, err, tc.wantErr)
-			require.ErrorIs(t, err, mtu.ErrInvalid)
+			require.NotErrorIs(t, err, mtu.ErrInvalidOptions, "an argument, not an option")
 			b, rerr := os.ReadFile(existing)
 			require.NoError(t, rerr)
 			assert.Equal(t, "1500", string(b), "nothing changed")
@@ -100,7 +101,8 @@ func TestWriteFileOntoDirectoryFails(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(target, "keep"), []byte("x"), 0o644))
 	err := mtu.WriteFile(target, 1450)
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, mtu.ErrInvalid, "an I/O failure is not bad input")
+	assert.NotErrorIs(t, err, mtu.ErrInvalidMTU, "an I/O failure is not bad input")
+	assert.NotErrorIs(t, err, fs.ErrInvalid)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "the temporary file is removed")
@@ -133,7 +135,7 @@ func TestReadFile(t *testing.T) {
 			got, err := mtu.ReadFile(path)
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
-				require.ErrorIs(t, err, mtu.ErrInvalid)
+				require.NotErrorIs(t, err, mtu.ErrInvalidOptions, "a file, not an option")
 				assert.Zero(t, got)
 				return
 			}

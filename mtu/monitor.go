@@ -86,13 +86,13 @@ type Monitor struct {
 
 // NewMonitor validates o and returns a Monitor. Bad options (no Detector,
 // negative intervals, invalid PodMTU options) return an error wrapping
-// ErrInvalid. It does no I/O and starts no goroutines.
+// ErrInvalidOptions. It does no I/O and starts no goroutines.
 func NewMonitor(o MonitorOptions) (*Monitor, error) {
 	if o.Detector == nil {
-		return nil, invalidf(ErrInvalid, "MonitorOptions.Detector is required")
+		return nil, invalidf(ErrInvalidOptions, "MonitorOptions.Detector is required")
 	}
 	if o.PollInterval < 0 || o.RetryInterval < 0 {
-		return nil, invalidf(ErrInvalid, "MonitorOptions intervals must not be negative, got PollInterval %v and RetryInterval %v",
+		return nil, invalidf(ErrInvalidOptions, "MonitorOptions intervals must not be negative, got PollInterval %v and RetryInterval %v",
 			o.PollInterval, o.RetryInterval)
 	}
 	if err := o.PodMTU.validateStatic("MonitorOptions.PodMTU"); err != nil {
@@ -147,7 +147,8 @@ func (m *Monitor) Current() (Result, bool) {
 // done; then it returns nil. It blocks and starts no goroutine. A failed
 // detection or pod MTU computation is logged, keeps the last values and is
 // retried after RetryInterval (or sooner on Trigger). A Monitor runs once:
-// calling Run again returns ErrStarted.
+// calling Run again returns ErrAlreadyStarted. A nil ctx is taken as
+// context.Background().
 func (m *Monitor) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -155,7 +156,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started {
 		m.mu.Unlock()
-		return ErrStarted
+		return ErrAlreadyStarted
 	}
 	m.started = true
 	m.mu.Unlock()

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
 
 // guard bounds every wait of these tests, so a bug fails the test instead of
@@ -41,12 +43,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// monitorHarness runs a Monitor on a fake clock and fake links and tells the
-// test each time the Monitor is idle.
+// monitorHarness runs a Monitor on a fake clock and a fake namespace and
+// tells the test each time the Monitor is idle.
 type monitorHarness struct {
 	t       *testing.T
 	clk     *clock.Fake
-	lister  *FakeLister
+	ns      *kernelfake.Namespace
 	m       *Monitor
 	idle    chan struct{}
 	changes chan change
@@ -55,17 +57,18 @@ type monitorHarness struct {
 	done    chan error
 }
 
-func newMonitorHarness(t *testing.T, lister LinkLister, fake *FakeLister, opts MonitorOptions) *monitorHarness {
+// newMonitorHarness lists the links through k, which is ns or wraps it.
+func newMonitorHarness(t *testing.T, k kernel.Links, ns *kernelfake.Namespace, opts MonitorOptions) *monitorHarness {
 	t.Helper()
 	h := &monitorHarness{
 		t:       t,
 		clk:     clock.NewFake(epoch),
-		lister:  fake,
+		ns:      ns,
 		idle:    make(chan struct{}, 100),
 		changes: make(chan change, 100),
 		logs:    &syncBuffer{},
 	}
-	det, err := NewDetector(DetectorOptions{Include: []string{"^eth"}, Lister: lister})
+	det, err := NewDetector(DetectorOptions{Include: []string{"^eth"}, Kernel: k})
 	require.NoError(t, err)
 	opts.Detector = det
 	opts.Clock = h.clk
@@ -134,20 +137,23 @@ func vxlanOpts() MonitorOptions {
 	return MonitorOptions{PodMTU: PodMTUOptions{Encaps: []Encap{VXLAN}}, PollInterval: time.Minute, RetryInterval: 10 * time.Second}
 }
 
-func twoUplinks() *FakeLister {
-	return NewFakeLister(
-		Link{Name: "eth0", MTU: 9000, Up: true},
-		Link{Name: "eth1", MTU: 1500, Up: true},
-		Link{Name: "veth0", MTU: 1000, Up: true},
+func twoUplinks(t *testing.T) *kernelfake.Namespace {
+	return FakeNode(t,
+		TestLink{Name: "eth0", MTU: 9000, Up: true},
+		TestLink{Name: "eth1", MTU: 1500, Up: true},
+		TestLink{Name: "veth0", MTU: 1000, Up: true},
 	)
 }
 
+// listings is how many times the Monitor listed the links.
+func listings(ns *kernelfake.Namespace) int { return ns.Calls(kernelfake.OpLinks) }
+
 func TestMonitorReportsInitialValues(t *testing.T) {
-	fake := twoUplinks()
+	fake := twoUplinks(t)
 	h := newMonitorHarness(t, fake, fake, vxlanOpts())
 	_, ok := h.m.Current()
 	assert.False(t, ok, "nothing before Run")
-	assert.Zero(t, fake.Calls(), "NewMonitor does no I/O")
+	assert.Zero(t, listings(fake), "NewMonitor does no I/O")
 
 	h.start()
 	h.waitIdle()
@@ -164,13 +170,13 @@ func TestMonitorReportsInitialValues(t *testing.T) {
 }
 
 func TestMonitorTriggerReportsChanges(t *testing.T) {
-	fake := twoUplinks()
+	fake := twoUplinks(t)
 	h := newMonitorHarness(t, fake, fake, vxlanOpts())
 	h.start()
 	h.waitIdle()
 	first := h.nextChange().cur
 
-	require.NoError(t, fake.SetMTU("eth1", 1450))
+	SetTestMTU(t, fake, "eth1", 1450)
 	h.m.Trigger()
 	h.waitIdle()
 	c := h.nextChange()
@@ -181,18 +187,18 @@ func TestMonitorTriggerReportsChanges(t *testing.T) {
 	h.m.Trigger()
 	h.waitIdle()
 	h.noChange()
-	assert.Equal(t, 3, fake.Calls())
+	assert.Equal(t, 3, listings(fake))
 
 	// Raising the other uplink does not change the minimum.
-	require.NoError(t, fake.SetMTU("eth0", 1500))
+	SetTestMTU(t, fake, "eth0", 1500)
 	h.m.Trigger()
 	h.waitIdle()
 	h.noChange()
 
 	// The minimum moves to another link with the same MTU: not a change
 	// of values, but Current follows.
-	require.NoError(t, fake.SetMTU("eth0", 1450))
-	require.NoError(t, fake.SetMTU("eth1", 9000))
+	SetTestMTU(t, fake, "eth0", 1450)
+	SetTestMTU(t, fake, "eth1", 9000)
 	h.m.Trigger()
 	h.waitIdle()
 	h.noChange()
@@ -200,7 +206,7 @@ func TestMonitorTriggerReportsChanges(t *testing.T) {
 	assert.Equal(t, "eth0", cur.Host.Interface)
 
 	// A link going down removes it from the minimum.
-	require.NoError(t, fake.SetUp("eth0", false))
+	SetTestUp(t, fake, "eth0", false)
 	h.m.Trigger()
 	h.waitIdle()
 	c = h.nextChange()
@@ -210,20 +216,20 @@ func TestMonitorTriggerReportsChanges(t *testing.T) {
 }
 
 func TestMonitorPollsAsBackstop(t *testing.T) {
-	fake := twoUplinks()
+	fake := twoUplinks(t)
 	h := newMonitorHarness(t, fake, fake, vxlanOpts())
 	h.start()
 	h.waitIdle()
 	h.nextChange()
 
-	require.NoError(t, fake.SetMTU("eth1", 1400))
+	SetTestMTU(t, fake, "eth1", 1400)
 	h.clk.Advance(time.Minute - time.Nanosecond)
 	select {
 	case <-h.idle:
 		t.Fatal("detected before the poll interval")
 	default:
 	}
-	assert.Equal(t, 1, fake.Calls())
+	assert.Equal(t, 1, listings(fake))
 	h.clk.Advance(time.Nanosecond)
 	h.waitIdle()
 	c := h.nextChange()
@@ -241,26 +247,27 @@ func TestMonitorPollsAsBackstop(t *testing.T) {
 	h.noChange()
 }
 
-// gatedLister blocks every Links call until the test releases it.
-type gatedLister struct {
-	*FakeLister
+// gatedLinks is a fake namespace whose every Links call blocks until the
+// test releases it.
+type gatedLinks struct {
+	*kernelfake.Namespace
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (g gatedLister) Links(ctx context.Context) ([]Link, error) {
+func (g gatedLinks) Links(ctx context.Context) ([]kernel.Link, error) {
 	g.entered <- struct{}{}
 	select {
 	case <-g.release:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return g.FakeLister.Links(ctx)
+	return g.Namespace.Links(ctx)
 }
 
 func TestMonitorCoalescesTriggers(t *testing.T) {
-	fake := twoUplinks()
-	g := gatedLister{FakeLister: fake, entered: make(chan struct{}, 10), release: make(chan struct{})}
+	fake := twoUplinks(t)
+	g := gatedLinks{Namespace: fake, entered: make(chan struct{}, 10), release: make(chan struct{})}
 	h := newMonitorHarness(t, g, fake, vxlanOpts())
 	h.m.Trigger()
 	h.m.Trigger() // before Run: kept, coalesced
@@ -282,7 +289,7 @@ func TestMonitorCoalescesTriggers(t *testing.T) {
 	}
 	pass() // start of Run
 	pass() // the triggers from before Run, as one
-	assert.Equal(t, 2, fake.Calls())
+	assert.Equal(t, 2, listings(fake))
 
 	h.m.Trigger()
 	<-g.entered // a detection is running
@@ -292,21 +299,21 @@ func TestMonitorCoalescesTriggers(t *testing.T) {
 	g.release <- struct{}{}
 	h.waitIdle()
 	pass() // the 50 triggers during the detection, as one
-	assert.Equal(t, 4, fake.Calls())
+	assert.Equal(t, 4, listings(fake))
 	assert.Empty(t, h.m.trigger, "no trigger pending")
 	assert.Empty(t, g.entered, "no further detection")
 	assert.Len(t, h.changes, 1, "one report: the values never changed")
 }
 
 func TestMonitorKeepsLastValueOnErrorAndRetries(t *testing.T) {
-	fake := twoUplinks()
+	fake := twoUplinks(t)
 	h := newMonitorHarness(t, fake, fake, vxlanOpts())
 	h.start()
 	h.waitIdle()
 	good := h.nextChange().cur
 
-	fake.SetError(errors.New("netlink: no buffer space"))
-	require.NoError(t, fake.SetMTU("eth1", 1400))
+	fake.Fail(kernelfake.OpLinks, -1, errors.New("netlink: no buffer space"))
+	SetTestMTU(t, fake, "eth1", 1400)
 	h.m.Trigger()
 	h.waitIdle()
 	h.noChange()
@@ -321,10 +328,10 @@ func TestMonitorKeepsLastValueOnErrorAndRetries(t *testing.T) {
 	// Still failing: retried again.
 	h.clk.Advance(10 * time.Second)
 	h.waitIdle()
-	assert.Equal(t, 3, fake.Calls())
+	assert.Equal(t, 3, listings(fake))
 	h.noChange()
 
-	fake.SetError(nil)
+	fake.ClearFailures()
 	h.clk.Advance(10 * time.Second)
 	h.waitIdle()
 	c := h.nextChange()
@@ -335,7 +342,7 @@ func TestMonitorKeepsLastValueOnErrorAndRetries(t *testing.T) {
 }
 
 func TestMonitorPodMTUErrorKeepsLastValue(t *testing.T) {
-	fake := twoUplinks()
+	fake := twoUplinks(t)
 	opts := vxlanOpts()
 	opts.PodMTU.PodIPv6 = true
 	h := newMonitorHarness(t, fake, fake, opts)
@@ -343,7 +350,7 @@ func TestMonitorPodMTUErrorKeepsLastValue(t *testing.T) {
 	h.waitIdle()
 	good := h.nextChange().cur
 
-	require.NoError(t, fake.SetMTU("eth1", 1300)) // 1300-50 < 1280
+	SetTestMTU(t, fake, "eth1", 1300) // 1300-50 < 1280
 	h.m.Trigger()
 	h.waitIdle()
 	h.noChange()
@@ -353,7 +360,7 @@ func TestMonitorPodMTUErrorKeepsLastValue(t *testing.T) {
 }
 
 func TestMonitorReportsFallback(t *testing.T) {
-	fake := NewFakeLister(Link{Name: "eth0", MTU: 1500, Up: false})
+	fake := FakeNode(t, TestLink{Name: "eth0", MTU: 1500, Up: false})
 	h := newMonitorHarness(t, fake, fake, MonitorOptions{})
 	h.start()
 	h.waitIdle()
@@ -363,7 +370,7 @@ func TestMonitorReportsFallback(t *testing.T) {
 	next, _ := h.clk.NextDeadline()
 	assert.Equal(t, epoch.Add(DefaultPollInterval), next, "default poll interval")
 
-	require.NoError(t, fake.SetUp("eth0", true))
+	SetTestUp(t, fake, "eth0", true)
 	h.m.Trigger()
 	h.waitIdle()
 	c = h.nextChange()
@@ -372,7 +379,7 @@ func TestMonitorReportsFallback(t *testing.T) {
 }
 
 func TestMonitorStopsOnCancel(t *testing.T) {
-	fake := twoUplinks()
+	fake := twoUplinks(t)
 	h := newMonitorHarness(t, fake, fake, vxlanOpts())
 	h.start()
 	h.waitIdle()
@@ -380,12 +387,12 @@ func TestMonitorStopsOnCancel(t *testing.T) {
 	h.stop()
 	assert.Zero(t, h.clk.Waiters(), "the timer is stopped")
 	h.m.Trigger() // after Run: harmless
-	assert.ErrorIs(t, h.m.Run(context.Background()), ErrStarted)
+	assert.ErrorIs(t, h.m.Run(context.Background()), ErrAlreadyStarted)
 }
 
 func TestMonitorCancelDuringDetection(t *testing.T) {
-	fake := twoUplinks()
-	g := gatedLister{FakeLister: fake, entered: make(chan struct{}, 10), release: make(chan struct{})}
+	fake := twoUplinks(t)
+	g := gatedLinks{Namespace: fake, entered: make(chan struct{}, 10), release: make(chan struct{})}
 	h := newMonitorHarness(t, g, fake, vxlanOpts())
 	h.start()
 	<-g.entered
@@ -396,16 +403,16 @@ func TestMonitorCancelDuringDetection(t *testing.T) {
 }
 
 func TestMonitorRunTwice(t *testing.T) {
-	fake := twoUplinks()
+	fake := twoUplinks(t)
 	h := newMonitorHarness(t, fake, fake, vxlanOpts())
 	h.start()
 	h.waitIdle()
-	assert.ErrorIs(t, h.m.Run(context.Background()), ErrStarted)
+	assert.ErrorIs(t, h.m.Run(context.Background()), ErrAlreadyStarted)
 }
 
 func TestMonitorRetryCappedAtPoll(t *testing.T) {
-	fake := twoUplinks()
-	fake.SetError(errors.New("down"))
+	fake := twoUplinks(t)
+	fake.Fail(kernelfake.OpLinks, -1, errors.New("down"))
 	h := newMonitorHarness(t, fake, fake, MonitorOptions{PollInterval: time.Second, RetryInterval: time.Hour})
 	h.start()
 	h.waitIdle()
@@ -414,8 +421,8 @@ func TestMonitorRetryCappedAtPoll(t *testing.T) {
 }
 
 func TestMonitorNilOnChange(t *testing.T) {
-	fake := twoUplinks()
-	det, err := NewDetector(DetectorOptions{Lister: fake})
+	fake := twoUplinks(t)
+	det, err := NewDetector(DetectorOptions{Kernel: fake, Exclude: DefaultExclude()})
 	require.NoError(t, err)
 	clk := clock.NewFake(epoch)
 	m, err := NewMonitor(MonitorOptions{Detector: det, Clock: clk})
@@ -434,7 +441,7 @@ func TestMonitorNilOnChange(t *testing.T) {
 }
 
 func TestNewMonitorErrors(t *testing.T) {
-	det, err := NewDetector(DetectorOptions{Lister: NewFakeLister()})
+	det, err := NewDetector(DetectorOptions{Kernel: FakeNode(t)})
 	require.NoError(t, err)
 	tests := []struct {
 		name string
@@ -451,14 +458,14 @@ func TestNewMonitorErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := NewMonitor(tc.opts)
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, ErrInvalidOptions)
 			assert.Nil(t, m)
 		})
 	}
 }
 
 func TestMonitorCopiesEncaps(t *testing.T) {
-	fake := twoUplinks()
+	fake := twoUplinks(t)
 	opts := vxlanOpts()
 	encaps := []Encap{VXLAN}
 	opts.PodMTU.Encaps = encaps
@@ -470,7 +477,7 @@ func TestMonitorCopiesEncaps(t *testing.T) {
 }
 
 func TestMonitorWarnsAboutOverrideAboveHost(t *testing.T) {
-	fake := twoUplinks()
+	fake := twoUplinks(t)
 	opts := vxlanOpts()
 	opts.PodMTU.Override = 9000
 	h := newMonitorHarness(t, fake, fake, opts)
