@@ -1,5 +1,3 @@
-//go:build linux
-
 package ifacemonitor
 
 import (
@@ -12,59 +10,54 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/internal/nlutil"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+	"github.com/nodeplane/nodeplane/kernel"
 )
-
-// benchSource hands the benchmark's events straight to the monitor.
-type benchSource struct {
-	ch   chan nlutil.Event
-	dump []netlink.Addr
-}
-
-func (s *benchSource) subscribe(context.Context) (<-chan nlutil.Event, error) { return s.ch, nil }
-func (s *benchSource) links(context.Context) ([]netlink.Link, error) {
-	var ls []netlink.Link
-	for i := range benchLinks {
-		ls = append(ls, benchLink(i, 1500).netlink())
-	}
-	return ls, nil
-}
-func (s *benchSource) addrs(context.Context) ([]netlink.Addr, error)   { return s.dump, nil }
-func (s *benchSource) routes(context.Context) ([]netlink.Route, error) { return nil, nil }
 
 const benchLinks = 16
 
-func benchLink(i, mtu int) fakeLink {
-	return fakeLink{index: 10 + i, name: fmt.Sprintf("veth%d", i), adminUp: true, carrier: true, mtu: mtu, kind: "veth"}
+// benchKernel is a fake namespace with benchLinks bridges, whose stream
+// carries the benchmark's events alone (scripted).
+func benchKernel(b *testing.B) (*testKernel, []kernel.Link) {
+	b.Helper()
+	ns := newFake(b)
+	var links []kernel.Link
+	for i := range benchLinks {
+		l, err := ns.AddLink(bg, kernel.Link{Name: fmt.Sprintf("br%d", i), Kind: kernel.KindBridge})
+		if err != nil {
+			b.Fatal(err)
+		}
+		links = append(links, l)
+	}
+	k := newTestKernel(ns)
+	k.scripted = true
+	return k, links
 }
 
-// startBench starts a monitor on a benchSource and waits for in-sync; the
-// returned stop cancels it and waits until it has stopped.
-func startBench(b *testing.B, src *benchSource, opts Options) (*Monitor, func()) {
+// startBench runs a monitor on k and waits for in-sync; the returned stop
+// cancels it and waits until Run has returned.
+func startBench(b *testing.B, k *testKernel, opts Options) (*Monitor, func()) {
 	b.Helper()
+	opts.Kernel = k
 	opts.ResyncInterval = -1
 	// A clock that stands still: re-lists take no time on it, so they are
 	// never spaced out, and no timer fires.
 	opts.Clock = clock.NewFake(epoch)
-	m, err := newMonitor(opts, nlutil.Links|nlutil.Addrs)
+	m, err := New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	m.src = src
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := m.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	src.ch <- nlutil.Event{Resync: &nlutil.Resync{Kinds: nlutil.Links | nlutil.Addrs}}
+	ctx, cancel := context.WithCancel(bg)
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(ctx) }()
+	k.inject <- kernel.Event{Resync: &kernel.Resync{Kinds: kernel.EventLinks | kernel.EventAddrs}}
 	for !m.Stats().InSync {
 		time.Sleep(time.Millisecond)
 	}
 	return m, func() {
 		cancel()
-		close(src.ch)
-		<-m.Done()
+		if err := <-errc; err != nil {
+			b.Error(err)
+		}
 	}
 }
 
@@ -74,23 +67,26 @@ func startBench(b *testing.B, src *benchSource, opts Options) (*Monitor, func())
 // so the monitor applies them in batches and reports each batch once;
 // "each-reported" waits for every event's callback before sending the next.
 func BenchmarkEvents(b *testing.B) {
-	var cycle []nlutil.Event
-	for phase, add := range []bool{true, false} {
-		for j := range benchLinks * 32 {
-			link := j % benchLinks
-			p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(link), byte(j / benchLinks), 1}), 24)
-			cycle = append(cycle, addrEvent(10+link, p, add))
-			if j%64 == 0 { // a different link each time, so each is a change
-				cycle = append(cycle, linkEvent(benchLink(j/64, 1400+100*phase), unix.RTM_NEWLINK))
-			}
-		}
-	}
 	for _, each := range []bool{false, true} {
 		name := "burst"
 		if each {
 			name = "each-reported"
 		}
 		b.Run(name, func(b *testing.B) {
+			k, links := benchKernel(b)
+			var cycle []kernel.Event
+			for phase, add := range []bool{true, false} {
+				for j := range benchLinks * 32 {
+					l := j % benchLinks
+					p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(l), byte(j / benchLinks), 1}), 24)
+					cycle = append(cycle, kernel.Event{Addr: &kernel.AddrEvent{Addr: kernel.Addr{LinkIndex: links[l].Index, Prefix: p}, Deleted: !add}})
+					if j%64 == 0 { // a different link each time, so each is a change
+						ch := links[j/64]
+						ch.MTU = 1400 + 100*phase
+						cycle = append(cycle, kernel.Event{Link: &kernel.LinkEvent{Link: ch}})
+					}
+				}
+			}
 			reported := make(chan struct{}, 1)
 			barrier := make(chan struct{}, 1)
 			callbacks := 0
@@ -103,8 +99,7 @@ func BenchmarkEvents(b *testing.B) {
 					}
 				}
 			}
-			src := &benchSource{ch: make(chan nlutil.Event, 4096)}
-			_, stop := startBench(b, src, Options{
+			_, stop := startBench(b, k, Options{
 				OnLinkState: func(u LinkUpdate) {
 					if u.Name == "barrier" {
 						barrier <- struct{}{}
@@ -120,12 +115,12 @@ func BenchmarkEvents(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				src.ch <- cycle[i%len(cycle)]
+				k.inject <- cycle[i%len(cycle)]
 				if each {
 					<-reported
 				}
 			}
-			src.ch <- linkEvent(fakeLink{index: 9999 + b.N, name: "barrier", kind: "veth"}, unix.RTM_NEWLINK)
+			k.inject <- kernel.Event{Link: &kernel.LinkEvent{Link: kernel.Link{Index: 9999 + b.N, Name: "barrier", Kind: kernel.KindBridge}}}
 			<-barrier
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
@@ -134,33 +129,45 @@ func BenchmarkEvents(b *testing.B) {
 	}
 }
 
-// BenchmarkResync measures a re-list after an overflow: diffing a dump of
-// n addresses (1% of them changed) against the view and reporting the
-// difference. The kernel's own dump time is not included (see the
-// TestKernelOverflowConverges log for the end-to-end figure).
+// BenchmarkResync measures a re-list after an overflow: diffing a listing
+// of n addresses (1% of them changed since the last one) against the view
+// and reporting the difference. The fake's listing is included; the
+// kernel's is not (see the TestKernelOverflowConverges log for the
+// end-to-end figure).
 func BenchmarkResync(b *testing.B) {
 	for _, n := range []int{1000, 20000} {
 		b.Run(fmt.Sprintf("addrs=%d", n), func(b *testing.B) {
-			dumps := [2][]netlink.Addr{}
-			for v := range dumps {
-				for i := range n {
-					last := byte(1)
-					if i%100 == 0 {
-						last = byte(1 + v) // the 1% that changes between dumps
-					}
-					p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), last}), 32)
-					dumps[v] = append(dumps[v], netlink.Addr{IPNet: ipNet(p), LinkIndex: 10 + i%benchLinks})
+			k, links := benchKernel(b)
+			admin := k.Admin()
+			addr := func(i, v int) kernel.Addr {
+				last := byte(1)
+				if i%100 == 0 {
+					last = byte(1 + v) // the 1% that changes between listings
+				}
+				return kernel.Addr{LinkIndex: links[i%benchLinks].Index, Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), last}), 32)}
+			}
+			for i := range n {
+				if err := admin.AddAddr(bg, addr(i, 0)); err != nil {
+					b.Fatal(err)
 				}
 			}
-			src := &benchSource{ch: make(chan nlutil.Event, 16), dump: dumps[0]}
-			m, stop := startBench(b, src, Options{})
+			m, stop := startBench(b, k, Options{})
 			defer stop()
-			overflow := fmt.Errorf("%w: %w", nlutil.ErrSubscriptionLost, nlutil.ErrOverflow)
+			overflow := fmt.Errorf("%w", kernel.ErrOverflow)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				src.dump = dumps[(i+1)%2] // read by the monitor only while it re-lists
-				src.ch <- nlutil.Event{Resync: &nlutil.Resync{Kinds: nlutil.Addrs, Reason: overflow}}
+				b.StopTimer()
+				for j := 0; j < n; j += 100 { // flip the 1%
+					if err := admin.DeleteAddr(bg, addr(j, i%2)); err != nil {
+						b.Fatal(err)
+					}
+					if err := admin.AddAddr(bg, addr(j, (i+1)%2)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				k.inject <- kernel.Event{Resync: &kernel.Resync{Kinds: kernel.EventAddrs, Reason: overflow}}
 				for m.Stats().Relists < uint64(i+2) {
 					runtime.Gosched()
 				}

@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package ifacemonitor tells a node agent which interfaces exist in one
 // network namespace, whether they are up, their MTUs and addresses (and,
 // optionally, the namespace's routes), and keeps telling it: a monitor that
@@ -8,36 +6,47 @@
 //
 // # How it is used
 //
-//	m, err := ifacemonitor.New(ifacemonitor.Options{
-//		Handle:    h,  // netlink handle bound to the namespace
-//		Namespace: ns, // the same namespace, for the subscriptions
-//		Exclude:   []string{`^kube-ipvs0$`},
-//		OnLinkState: func(u ifacemonitor.LinkUpdate) { mtuMonitor.Trigger() },
-//		OnAddrs:     func(name string, addrs []netip.Prefix) { /* … */ },
-//		OnInSync:    loop.InterfacesInSync,
-//	})
-//	err = m.Start(ctx) // cancel ctx to stop; <-m.Done() waits for it
+// The namespace is opened once with package kernel and given to the
+// monitor as its one kernel option:
 //
-// Start subscribes to link and address events (and route events with
+//	ns, err := kernel.Open("/run/netns/blue") // or kernel.OpenCurrent()
+//	if err != nil { … }
+//	defer ns.Close()
+//	m, err := ifacemonitor.New(ifacemonitor.Options{
+//		Kernel:      ns,
+//		Exclude:     []string{`^kube-ipvs0$`},
+//		OnLinkState: func(u ifacemonitor.LinkUpdate) {
+//			tbl.OnIfaceStateChanged(u.Name, u.Index, u.State) // a routetable.Table
+//			mtuMonitor.Trigger()
+//		},
+//		OnAddrs:  func(name string, addrs []netip.Prefix) { /* … */ },
+//		OnInSync: loop.InterfacesInSync,
+//	})
+//	go func() { errc <- m.Run(ctx) }() // returns once ctx ends
+//
+// Run subscribes to link and address events (and route events with
 // WatchRoutes), lists what exists, reports it through the callbacks and then
-// calls OnInSync, once. From then on it reports every change.
+// calls OnInSync, once. From then on it reports every change, until its
+// context ends. Options.Kernel is anything that implements Kernel: a
+// *kernel.Namespace for a real namespace, a *kernelfake.Namespace in tests.
 //
 // # Callbacks
 //
-// All callbacks are called from one goroutine, one at a time, in order;
+// All callbacks are called from Run's goroutine, one at a time, in order;
 // they must not block for long (hand work to another goroutine), because
 // events queue up in the kernel meanwhile, and an overflow costs a full
 // re-list. Every callback may be nil. A panicking callback is recovered,
 // logged and counted in Stats; the monitor carries on.
 //
 //   - OnLinkState(LinkUpdate) reports a new interface, a change of its
-//     state, MTU or type, and an interface that is gone (StateGone).
+//     state, MTU or kind, and an interface that is gone (kernel.LinkGone).
 //   - OnAddrs(name, addrs) reports the full sorted set of an interface's
 //     addresses, with their prefix lengths as netip.Prefix (use Addr() for
 //     the bare IP), whenever it changes, and nil when the interface is gone.
 //     Addresses of links that are down are reported too.
 //   - OnRoute(RouteUpdate) reports new, changed and removed routes, of every
-//     table and both families, when WatchRoutes is set.
+//     table and both families, as kernel.Route values, when WatchRoutes is
+//     set.
 //   - OnInSync is called once, after the first complete listing has been
 //     reported. An agent wires it to dataplane.Loop.InterfacesInSync.
 //
@@ -46,11 +55,12 @@
 //
 // # Up and down
 //
-// An interface is StateUp when it is administratively up (IFF_UP) and
-// operational (IFF_RUNNING: operational state up, or unknown for devices
-// without a carrier, such as lo), the same rule as the mtu package's. A
-// link that is set up but has no carrier (a veth whose peer is down) is
-// StateDown.
+// An interface's state is kernel.Link.State's: kernel.LinkUp when it is
+// administratively up (IFF_UP) and operational (IFF_RUNNING: operational
+// state up, or unknown for devices without a carrier, such as lo), else
+// kernel.LinkDown. A link that is set up but has no carrier (a veth whose
+// peer is down) is down. The same type carries the state on to
+// routetable.Table.OnIfaceStateChanged, with no conversion.
 //
 // With FlapDampingWindow set, a change from up to down is held back for the
 // window: if the interface comes back up within it, neither change is
@@ -60,8 +70,10 @@
 //
 // # Names
 //
-// Include and Exclude filter interfaces by name (regular expressions). The
-// consumer may key interfaces by name: the monitor never reports two
+// Include and Exclude filter interfaces by name (regular expressions,
+// unanchored). An empty Include includes every name and an empty Exclude
+// excludes none: nothing is filtered by default, here as in package mtu.
+// The consumer may key interfaces by name: the monitor never reports two
 // interfaces under one name at once.
 //
 //   - A rename is reported as the old name gone (OnAddrs(old, nil) first,
@@ -73,59 +85,62 @@
 //
 // # Never deaf
 //
-// The subscriptions come from nlutil.Watcher: a large receive buffer, and
-// after an overflow (ENOBUFS), a closed socket or any subscription error,
-// a renewed subscription and a Resync notice. On every Resync, and every
-// ResyncInterval (default 90 s), the monitor lists the kernel again and
-// compares the listing with what it has reported, so it reports exactly the
-// differences: after recovery the consumer's view equals the kernel's, with
-// nothing lost. Events that arrive after a listing but are older than it
-// are applied too; they may briefly show a past state, which the events
-// that follow them correct, and they never make two interfaces share a
-// name.
+// The subscription is the Kernel's (kernel.Events): a large receive
+// buffer, and after an overflow (ENOBUFS), a closed socket or any
+// subscription error, a renewed subscription and a Resync notice. On every
+// Resync, and every ResyncInterval (default 90 s), the monitor lists the
+// kernel again and compares the listing with what it has reported, so it
+// reports exactly the differences: after recovery the consumer's view
+// equals the kernel's, with nothing lost. Events that arrive after a
+// listing but are older than it are applied too; they may briefly show a
+// past state, which the events that follow them correct, and they never
+// make two interfaces share a name.
 //
 // An overflow storm (tens of thousands of changes at once) costs bounded
-// work: a subscription that keeps dying is renewed after a short backoff
-// (at most a second), and a re-list starts no sooner than twice the
-// previous one's duration (at most a second) after it ended, so re-listing
-// takes about a third of the monitor's time at most; the view converges
-// shortly after the storm.
-// A dump the kernel keeps interrupting is retried after 100 ms; other dump
-// failures back off up to 5 s. Stats counts overflows, losses, re-lists
-// and failures; Snapshot returns a copy of the reported view.
+// work: a re-list starts no sooner than twice the previous one's duration
+// (at most a second) after it ended, so re-listing takes about a third of
+// the monitor's time at most, and the view converges shortly after the
+// storm. A dump the kernel keeps interrupting is retried after 100 ms;
+// other listing failures back off up to 5 s. Stats counts overflows,
+// losses, re-lists and failures; Snapshot returns a copy of the reported
+// view.
 //
-// Routes are keyed by RouteKey (table, destination, metric, TOS, output
-// interface). IPv4 routes that the kernel drops without a notification (when
-// their interface goes down or away) are found by a route re-list that
-// such link changes trigger. Routes appended with NLM_F_APPEND that differ
-// only in their gateway are collapsed into one.
+// # Routes
+//
+// With WatchRoutes, routes are reported as the kernel's dumps show them,
+// told apart by table, destination, metric, TOS, type and first hop
+// (routes of one destination and metric may coexist through different
+// links). The kernel does not announce everything, and the monitor
+// re-lists the routes when it has not: when a link goes down or away, or
+// loses its last IPv4 address (its IPv4 routes go silently), and when an
+// event does not say what it replaced (a route replaced through another
+// next hop, a path dropped from an IPv6 multipath route). A route's state
+// flags (linkdown, dead) change without a notification, so the reported
+// Flags keep only kernel.WritableFlags; ask the link's state instead.
 //
 // # Testing without root
 //
-// Options.Source replaces the kernel with any Source: a stream of netlink
-// messages (Event) and listings. Package ifacemonitorfake has one, an
-// in-memory kernel whose events and listings stay consistent as the
-// kernel's do, with the kernel's side effects (IPv6 addresses and routes
-// going away with a link that goes down, IPv4 routes vanishing silently),
-// Overflow to drop pending events as ENOBUFS does, and FailNextList for
-// failed dumps. A downstream agent sets it as Options.Source, with a
+// Options.Kernel takes a kernelfake.Namespace, an in-memory namespace with
+// the kernel's semantics and events (IPv6 addresses and routes going away
+// with a link that goes down, IPv4 routes vanishing silently), Overflow to
+// drop pending events as ENOBUFS does, and Fail(kernelfake.OpLinks, …) for
+// failed listings. A downstream agent gives one to the monitor, with a
 // clock.Fake as Options.Clock, and tests how its callbacks react to links
 // and addresses coming and going:
 //
-//	k := ifacemonitorfake.New()
-//	_, _ = k.AddLink("eth0", "veth", 1500)
-//	_ = k.SetUp("eth0")
-//	m, _ := ifacemonitor.New(ifacemonitor.Options{Source: k, Clock: fakeClock, OnLinkState: agent.OnLink})
-//	_ = m.Start(ctx) // agent.OnLink sees eth0 up
-//	_ = k.SetDown("eth0") // then eth0 down
+//	ns := kernelfake.New(kernelfake.Options{})
+//	m, _ := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, Clock: fakeClock, OnLinkState: agent.OnLink})
+//	go m.Run(ctx)                                          // agent.OnLink sees lo up
+//	br, _ := ns.AddLink(ctx, kernel.Link{Name: "br0", Kind: kernel.KindBridge}) // then br0 down
+//	_ = ns.SetLinkUp(ctx, br.Index, true)                  // then br0 up
 //
 // # What it never touches
 //
-// The monitor owns no kernel object. It only reads: dumps through the caller's handle and multicast
-// subscriptions in the caller's namespace. It never changes a link, an
-// address or a route, never closes the handle or the namespace descriptor,
-// and never falls back to the process's namespace (with Options.Source it
-// touches no kernel state at all). New does no I/O and
-// starts no goroutines; Start's goroutines stop with its context, and Done
-// is closed once they all have. The package is Linux-only.
+// The monitor owns no kernel object. It only reads: listings and the event
+// subscription of the Kernel it is given. It never changes a link, an
+// address or a route, never closes the Kernel, and never falls back to the
+// process's namespace. New does no I/O and starts no goroutines; Run's
+// goroutines (the subscription's) stop with its context and have ended
+// when it returns. A nil context is context.Background(). The package
+// builds everywhere; a real namespace is Linux-only (kernel.Open).
 package ifacemonitor

@@ -1,5 +1,3 @@
-//go:build linux
-
 package ifacemonitor
 
 import "errors"
@@ -8,14 +6,11 @@ import "errors"
 var (
 	// ErrInvalidOptions is wrapped by New's errors about bad options.
 	ErrInvalidOptions = errors.New("ifacemonitor: invalid options")
-	// ErrAlreadyStarted is returned by a second call to Start.
+	// ErrAlreadyStarted is returned by a second call to Run.
 	ErrAlreadyStarted = errors.New("ifacemonitor: already started")
-	// ErrSubscribe is wrapped, together with the cause, by Start's error
-	// when the subscription to the namespace's events (or to the Source's
-	// stream) fails.
+	// ErrSubscribe is wrapped by Run's error when the subscription to the
+	// namespace's events fails (together with the Kernel's error), or when
+	// its stream ends before Run's context does (the namespace was
+	// closed under the monitor).
 	ErrSubscribe = errors.New("ifacemonitor: subscribe failed")
-	// ErrOverflow is the Resync.Reason (wrapped or not) of a Source that
-	// lost events because its receive buffer was full, as the kernel's
-	// ENOBUFS.
-	ErrOverflow = errors.New("ifacemonitor: events lost: receive buffer overflow (ENOBUFS)")
 )

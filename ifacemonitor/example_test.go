@@ -1,5 +1,3 @@
-//go:build linux
-
 package ifacemonitor_test
 
 import (
@@ -12,53 +10,36 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/mtu"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 )
 
-// New checks the options before anything runs: a handle and a namespace
-// are required, and every pattern must compile.
+// New checks the options before anything runs: a Kernel is required, and
+// every pattern must compile.
 func ExampleNew() {
 	_, err := ifacemonitor.New(ifacemonitor.Options{})
 	fmt.Println(errors.Is(err, ifacemonitor.ErrInvalidOptions))
 
-	self, err := netns.Get() // the caller's own namespace
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer self.Close()
-	_, err = ifacemonitor.New(ifacemonitor.Options{Handle: &netlink.Handle{}, Namespace: self, Exclude: []string{"kube-ipvs0("}})
-	fmt.Println(errors.Is(err, ifacemonitor.ErrInvalidOptions))
+	ns := kernelfake.New(kernelfake.Options{})
+	_, err = ifacemonitor.New(ifacemonitor.Options{Kernel: ns, Exclude: []string{"kube-ipvs0("}})
+	fmt.Println(err)
 	// Output:
 	// true
-	// true
+	// ifacemonitor: invalid options: Exclude pattern "kube-ipvs0(": error parsing regexp: missing closing ): `kube-ipvs0(`
 }
 
-// A monitor on the process's own namespace, which it only reads: wait for
-// the first listing, look at the view, stop.
-func ExampleMonitor_Start() {
-	self, err := netns.Get()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer self.Close()
-	h, err := netlink.NewHandleAt(self)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-
+// A monitor on a fake namespace: Run blocks, so it runs in a goroutine;
+// OnInSync says when the first listing has been reported. Then every
+// change is reported as it happens.
+func ExampleMonitor_Run() {
+	ns := kernelfake.New(kernelfake.Options{})
+	updates := make(chan ifacemonitor.LinkUpdate, 16)
 	inSync := make(chan struct{})
 	m, err := ifacemonitor.New(ifacemonitor.Options{
-		Handle:    h,
-		Namespace: self,
-		Include:   []string{"^lo$"},
-		OnInSync:  func() { close(inSync) },
+		Kernel:      ns,
+		OnLinkState: func(u ifacemonitor.LinkUpdate) { updates <- u },
+		OnInSync:    func() { close(inSync) },
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -66,48 +47,66 @@ func ExampleMonitor_Start() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := m.Start(ctx); err != nil {
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(ctx) }()
+	<-inSync
+	lo, _ := m.Snapshot().Interface("lo")
+	fmt.Println("in sync; lo:", lo.State, lo.Addrs)
+	show := func() { u := <-updates; fmt.Println(u.Name, u.Kind, u.State) }
+	show() // lo
+
+	br, err := ns.AddLink(ctx, kernel.Link{Name: "br0", Kind: kernel.KindBridge})
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	select {
-	case <-inSync:
-	case <-time.After(10 * time.Second):
-		fmt.Println("not in sync")
+	show()
+	if err := ns.SetLinkUp(ctx, br.Index, true); err != nil {
+		fmt.Println(err)
+		return
 	}
-	lo, ok := m.Snapshot().Interface("lo")
-	fmt.Println("lo:", ok, lo.State, lo.Addrs[0])
-	fmt.Println("in sync:", m.Stats().InSync)
+	show()
+	if err := ns.SetLinkUp(ctx, br.Index, false); err != nil {
+		fmt.Println(err)
+		return
+	}
+	show()
+	if err := ns.DeleteLink(ctx, br.Index); err != nil {
+		fmt.Println(err)
+		return
+	}
+	show()
+
 	cancel()
-	<-m.Done() // every goroutine has ended
+	fmt.Println("Run:", <-errc) // every goroutine has ended
 	// Output:
-	// lo: true up 127.0.0.1/8
-	// in sync: true
+	// in sync; lo: up [127.0.0.1/8 ::1/128]
+	// lo device up
+	// br0 bridge down
+	// br0 bridge up
+	// br0 bridge down
+	// br0 bridge gone
+	// Run: <nil>
 }
 
-// How an agent wires the monitor: link changes make the MTU monitor look
-// again, and the first complete listing releases the dataplane loop, which
-// applies nothing before the interfaces are known. The namespace is the
-// agent's own; it needs no root to run, but it is not run here.
+// How an agent wires the monitor to the namespace it manages: link changes
+// make the MTU monitor look again, and the first complete listing releases
+// the dataplane loop, which applies nothing before the interfaces are
+// known. The namespace is the agent's own; it is not run here.
 func Example_agentWiring() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	self, err := netns.Get()
+	ns, err := kernel.OpenCurrent() // or kernel.Open("/run/netns/NAME")
 	if err != nil {
 		panic(err)
 	}
-	defer self.Close()
-	h, err := netlink.NewHandleAt(self)
-	if err != nil {
-		panic(err)
-	}
-	defer h.Close()
+	defer ns.Close()
 
 	loop, err := dataplane.New(dataplane.Options{})
 	if err != nil {
 		panic(err)
 	}
-	det, err := mtu.NewDetector(mtu.DetectorOptions{Lister: mtu.NetlinkLister{Handle: h}})
+	det, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Exclude: mtu.DefaultExclude()})
 	if err != nil {
 		panic(err)
 	}
@@ -121,13 +120,13 @@ func Example_agentWiring() {
 	}
 
 	mon, err := ifacemonitor.New(ifacemonitor.Options{
-		Handle:            h,
-		Namespace:         self,
+		Kernel:            ns,
 		Exclude:           []string{`^kube-ipvs0$`},
 		FlapDampingWindow: 100 * time.Millisecond,
 		OnLinkState: func(u ifacemonitor.LinkUpdate) {
 			mtuMonitor.Trigger() // never blocks
-			// An agent also hands u to its managers, e.g. loop.TrySend(u).
+			// An agent also hands u to its managers, e.g. loop.TrySend(u),
+			// and u.State to routetable's OnIfaceStateChanged as it is.
 		},
 		OnAddrs: func(name string, addrs []netip.Prefix) {
 			// Hand the new set to the managers that need it, without
@@ -141,24 +140,19 @@ func Example_agentWiring() {
 
 	go func() { _ = mtuMonitor.Run(ctx) }()
 	go func() { _ = loop.Run(ctx) }()
-	if err := mon.Start(ctx); err != nil {
-		panic(err)
-	}
+	go func() {
+		if err := mon.Run(ctx); err != nil {
+			slog.Error("interface monitor stopped", "err", err)
+		}
+	}()
 	// … the agent runs until ctx is cancelled.
 }
 
 func ExampleMonitor_Matches() {
-	self, err := netns.Get()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer self.Close()
 	m, err := ifacemonitor.New(ifacemonitor.Options{
-		Handle:    &netlink.Handle{}, // not used until Start
-		Namespace: self,
-		Include:   []string{"^eth", "^ens"},
-		Exclude:   []string{"^eth9$"},
+		Kernel:  kernelfake.New(kernelfake.Options{}), // not used until Run
+		Include: []string{"^eth", "^ens"},
+		Exclude: []string{"^eth9$"},
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -174,44 +168,31 @@ func ExampleMonitor_Matches() {
 	// veth1 false
 }
 
-func ExampleState_String() {
-	fmt.Println(ifacemonitor.StateUp, ifacemonitor.StateDown, ifacemonitor.StateGone)
-	// Output:
-	// up down gone
-}
-
-// Address lists come sorted in this order.
-func ExampleSortPrefixes() {
-	ps := []netip.Prefix{
-		netip.MustParsePrefix("fd00::1/64"),
-		netip.MustParsePrefix("10.0.0.1/32"),
-		netip.MustParsePrefix("10.0.0.1/24"),
+// A consumer keeps routes by destination and first hop: an update of the
+// same route replaces it, Gone removes it.
+func ExampleRouteUpdate() {
+	type key struct {
+		table uint32
+		dst   netip.Prefix
+		oif   int
 	}
-	ifacemonitor.SortPrefixes(ps)
-	fmt.Println(ps)
-	// Output:
-	// [10.0.0.1/24 10.0.0.1/32 fd00::1/64]
-}
-
-// A consumer keeps routes by key: an update with the same key replaces the
-// route, Gone removes it.
-func ExampleRoute_Key() {
-	routes := map[ifacemonitor.RouteKey]ifacemonitor.Route{}
+	routes := map[key]kernel.Route{}
 	apply := func(u ifacemonitor.RouteUpdate) {
+		k := key{u.Route.Table, u.Route.Dst, u.Route.OIF}
 		if u.Gone {
-			delete(routes, u.Route.Key())
+			delete(routes, k)
 			return
 		}
-		routes[u.Route.Key()] = u.Route
+		routes[k] = u.Route
 	}
-	r := ifacemonitor.Route{Table: unix.RT_TABLE_MAIN, Dst: netip.MustParsePrefix("10.2.0.0/16"), LinkIndex: 3}
+	r := kernel.Route{Family: kernel.IPv4, Table: kernel.TableMain, Dst: netip.MustParsePrefix("10.2.0.0/16"), OIF: 3}
 	apply(ifacemonitor.RouteUpdate{Route: r})
-	r.Gw = netip.MustParseAddr("10.0.0.1")
+	r.Protocol = kernel.ProtoBoot
 	apply(ifacemonitor.RouteUpdate{Route: r})
-	fmt.Println(len(routes), routes[r.Key()].Gw)
+	fmt.Println(len(routes), routes[key{kernel.TableMain, r.Dst, 3}].Protocol)
 	apply(ifacemonitor.RouteUpdate{Route: r, Gone: true})
 	fmt.Println(len(routes))
 	// Output:
-	// 1 10.0.0.1
+	// 1 3
 	// 0
 }

@@ -1,234 +1,270 @@
-//go:build linux
-
 package ifacemonitor
 
 import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/internal/leakcheck"
-	"github.com/nodeplane/nodeplane/internal/nlutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/internal/leakcheck"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
 
-var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+var (
+	epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	bg    = context.Background()
+)
 
-// fakeLink is a link of the fake kernel.
-type fakeLink struct {
-	index   int
-	name    string
-	adminUp bool
-	carrier bool // with adminUp: IFF_RUNNING
-	mtu     int
-	kind    string // "veth", "bridge" or "device"
+// barrierName is a link every harness creates and hides from the monitor:
+// changing its MTU puts a known event at the end of the fake's queue, so a
+// test can wait until the monitor has applied everything before it.
+const barrierName = "np-barrier"
+
+// testKernel is a kernelfake namespace whose event stream the test
+// controls: pause holds the stream back (events queue in the fake, where
+// Overflow drops them, as a socket's buffer does), inject adds events of
+// the test's own, and each listing call can take cost on a fake clock.
+// With scripted set, the stream carries the injected events alone.
+type testKernel struct {
+	*kernelfake.Namespace
+	scripted bool
+
+	pauseC, resumeC chan struct{}
+	inject          chan kernel.Event
+
+	costMu sync.Mutex
+	cost   time.Duration
+	clk    *clock.Fake
+
+	mu        sync.Mutex
+	forwarded uint64         // link, address and route events delivered
+	barriers  map[int]uint64 // barrier MTU → forwarded once its event was delivered
+	subscribe int            // Subscribe calls
 }
 
-func (l fakeLink) netlink() netlink.Link {
-	attrs := netlink.LinkAttrs{Index: l.index, Name: l.name, MTU: l.mtu}
-	if l.adminUp {
-		attrs.Flags |= net.FlagUp
-		if l.carrier {
-			attrs.Flags |= net.FlagRunning
+func newTestKernel(ns *kernelfake.Namespace) *testKernel {
+	return &testKernel{
+		Namespace: ns,
+		pauseC:    make(chan struct{}),
+		resumeC:   make(chan struct{}),
+		inject:    make(chan kernel.Event),
+		barriers:  map[int]uint64{},
+	}
+}
+
+// Subscribe forwards the fake's stream (or, scripted, the injected events
+// alone) through the test's gate.
+func (k *testKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {
+	k.mu.Lock()
+	k.subscribe++
+	k.mu.Unlock()
+	var in <-chan kernel.Event
+	if !k.scripted {
+		var err error
+		if in, err = k.Namespace.Subscribe(ctx, kinds); err != nil {
+			return nil, err
 		}
 	}
-	switch l.kind {
-	case "veth":
-		return &netlink.Veth{LinkAttrs: attrs}
-	case "bridge":
-		return &netlink.Bridge{LinkAttrs: attrs}
-	}
-	return &netlink.Device{LinkAttrs: attrs}
-}
-
-func (l fakeLink) up() bool { return l.adminUp && l.carrier }
-
-// fakeSource is a scripted kernel: tests change its links, addresses and
-// routes with or without sending the matching event (a lost event), send
-// Resync notices, and make dumps fail.
-type fakeSource struct {
-	mu       sync.Mutex
-	linkTab  map[int]fakeLink
-	addrTab  map[int]map[netip.Prefix]struct{}
-	routeTab map[RouteKey]netlink.Route
-	failures map[string][]error // per kind ("links", "addrs", "routes"): errors for the next dumps
-	lists    map[string]int
-	in       chan nlutil.Event
-	// cost, with clk, is how long each dump takes on the fake clock.
-	cost time.Duration
-	clk  *clock.Fake
-}
-
-func newFakeSource() *fakeSource {
-	return &fakeSource{
-		linkTab:  map[int]fakeLink{},
-		addrTab:  map[int]map[netip.Prefix]struct{}{},
-		routeTab: map[RouteKey]netlink.Route{},
-		failures: map[string][]error{},
-		lists:    map[string]int{},
-		in:       make(chan nlutil.Event),
-	}
-}
-
-func (f *fakeSource) subscribe(ctx context.Context) (<-chan nlutil.Event, error) {
-	out := make(chan nlutil.Event)
-	go f.forward(ctx, out)
+	out := make(chan kernel.Event)
+	go k.forward(ctx, in, out)
 	return out, nil
 }
 
-// forward passes the test's events on until ctx ends, then closes out.
-func (f *fakeSource) forward(ctx context.Context, out chan<- nlutil.Event) {
+func (k *testKernel) forward(ctx context.Context, in <-chan kernel.Event, out chan<- kernel.Event) {
 	defer close(out)
+	defer func() {
+		if in != nil {
+			for range in { // closed once the fake's stream has stopped
+			}
+		}
+	}()
 	for {
+		var ev kernel.Event
 		select {
 		case <-ctx.Done():
 			return
-		case ev := <-f.in:
+		case e, ok := <-in:
+			if !ok {
+				in = nil
+				return
+			}
+			ev = e
+		case ev = <-k.inject:
+		case <-k.pauseC:
 			select {
-			case out <- ev:
+			case <-k.resumeC:
+				continue
 			case <-ctx.Done():
 				return
 			}
 		}
-	}
-}
-
-func (f *fakeSource) dump(kind string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.clk != nil {
-		f.clk.Advance(f.cost)
-	}
-	f.lists[kind]++
-	if q := f.failures[kind]; len(q) > 0 {
-		f.failures[kind] = q[1:]
-		return q[0]
-	}
-	return nil
-}
-
-func (f *fakeSource) linkList() []netlink.Link {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []netlink.Link
-	for _, idx := range slices.Sorted(maps.Keys(f.linkTab)) {
-		out = append(out, f.linkTab[idx].netlink())
-	}
-	return out
-}
-
-func (f *fakeSource) links(context.Context) ([]netlink.Link, error) {
-	if err := f.dump("links"); err != nil {
-		return nil, err
-	}
-	return f.linkList(), nil
-}
-
-func (f *fakeSource) addrs(context.Context) ([]netlink.Addr, error) {
-	if err := f.dump("addrs"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []netlink.Addr
-	for idx, set := range f.addrTab {
-		for p := range set {
-			out = append(out, netlink.Addr{IPNet: ipNet(p), LinkIndex: idx})
+		select {
+		case out <- ev:
+		case <-ctx.Done():
+			return
+		}
+		if ev.Link != nil || ev.Addr != nil || ev.Route != nil {
+			k.mu.Lock()
+			k.forwarded++
+			if ev.Link != nil && ev.Link.Link.Name == barrierName {
+				k.barriers[ev.Link.Link.MTU] = k.forwarded
+			}
+			k.mu.Unlock()
 		}
 	}
-	return out, nil
 }
 
-func (f *fakeSource) routes(context.Context) ([]netlink.Route, error) {
-	if err := f.dump("routes"); err != nil {
-		return nil, err
+// pause returns once the stream is held back: nothing more is delivered
+// until resume.
+func (k *testKernel) pause(t *testing.T) {
+	t.Helper()
+	select {
+	case k.pauseC <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not pause")
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Collect(maps.Values(f.routeTab)), nil
 }
 
-func (f *fakeSource) failNext(kind string, errs ...error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failures[kind] = append(f.failures[kind], errs...)
-}
-
-func (f *fakeSource) listCount(kind string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.lists[kind]
-}
-
-func ipNet(p netip.Prefix) *net.IPNet {
-	bits := 32
-	if p.Addr().Is6() {
-		bits = 128
+func (k *testKernel) resume(t *testing.T) {
+	t.Helper()
+	select {
+	case k.resumeC <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not resume")
 	}
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), bits)}
 }
 
-func linkEvent(l fakeLink, typ uint16) nlutil.Event {
-	return nlutil.Event{Link: &netlink.LinkUpdate{Header: unix.NlMsghdr{Type: typ}, Link: l.netlink()}}
+// send injects ev into the stream.
+func (k *testKernel) send(t *testing.T, ev kernel.Event) {
+	t.Helper()
+	select {
+	case k.inject <- ev:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the stream did not take %+v", ev)
+	}
 }
 
-func addrEvent(idx int, p netip.Prefix, add bool) nlutil.Event {
-	return nlutil.Event{Addr: &netlink.AddrUpdate{LinkAddress: *ipNet(p), LinkIndex: idx, NewAddr: add}}
+func (k *testKernel) setCost(clk *clock.Fake, cost time.Duration) {
+	k.costMu.Lock()
+	defer k.costMu.Unlock()
+	k.clk, k.cost = clk, cost
 }
 
-// harness runs a Monitor on a fakeSource with a fake clock and records the
+func (k *testKernel) spend() {
+	k.costMu.Lock()
+	defer k.costMu.Unlock()
+	if k.clk != nil {
+		k.clk.Advance(k.cost)
+	}
+}
+
+func (k *testKernel) Links(ctx context.Context) ([]kernel.Link, error) {
+	k.spend()
+	return k.Namespace.Links(ctx)
+}
+
+func (k *testKernel) Addrs(ctx context.Context, family kernel.Family) ([]kernel.Addr, error) {
+	k.spend()
+	return k.Namespace.Addrs(ctx, family)
+}
+
+func (k *testKernel) DumpRoutes(ctx context.Context, family kernel.Family, table uint32, fn func(*kernel.Route) error, reset func()) error {
+	k.spend()
+	return k.Namespace.DumpRoutes(ctx, family, table, fn, reset)
+}
+
+// newFake returns a fake namespace set up as the tests want it: no
+// automatic IPv6 link-local addresses, and IPv6 addresses kept while a
+// link is down, so the addresses a test sees are the ones it added.
+func newFake(t testing.TB) *kernelfake.Namespace {
+	t.Helper()
+	ns := kernelfake.New(kernelfake.Options{})
+	a := ns.Admin()
+	for _, kv := range [][2]string{
+		{"net.ipv6.conf.default.addr_gen_mode", "1"},
+		{"net.ipv6.conf.all.keep_addr_on_down", "1"},
+		{"net.ipv6.conf.default.keep_addr_on_down", "1"},
+	} {
+		require.NoError(t, a.SetSysctl(bg, kv[0], kv[1]))
+	}
+	return ns
+}
+
+// harness runs a Monitor on a testKernel with a fake clock and records the
 // callbacks.
 type harness struct {
-	t    *testing.T
-	src  *fakeSource
-	clk  *clock.Fake
-	mon  *Monitor
-	rec  *recorder
-	sent uint64 // link/addr/route events sent
-	ctx  context.Context
-	stop context.CancelFunc
+	t       *testing.T
+	ns      *kernelfake.Namespace // the fake, for inspection
+	admin   *kernelfake.Namespace // its admin view, for changes
+	peer    *kernelfake.Namespace // a second namespace, for veth peers
+	k       *testKernel
+	clk     *clock.Fake
+	mon     *Monitor
+	rec     *recorder
+	barrier int // index of the barrier link
+	seq     int // last barrier MTU
+	stop    context.CancelFunc
+	errc    chan error
 }
 
 // newHarness builds the monitor; opts' callbacks are replaced by the
-// recorder's. The fake kernel starts empty; call start after filling it.
+// recorder's, and the barrier link is excluded. Fill the fake through
+// h.admin, then call start.
 func newHarness(t *testing.T, opts Options) *harness {
 	t.Helper()
-	clk := clock.NewFake(epoch)
+	ns := newFake(t)
+	h := &harness{t: t, ns: ns, admin: ns.Admin(), peer: ns.NewNamespace(kernelfake.Options{Name: "peer"}),
+		k: newTestKernel(ns), clk: clock.NewFake(epoch), rec: newRecorder(), seq: 1000}
+	br, err := h.admin.AddLink(bg, kernel.Link{Name: barrierName, Kind: kernel.KindBridge})
+	require.NoError(t, err)
+	h.barrier = br.Index
 	if opts.Clock == nil {
-		opts.Clock = clk
+		opts.Clock = h.clk
 	}
 	if opts.ResyncInterval == 0 {
 		opts.ResyncInterval = -1 // tests that want it set it
 	}
-	rec := newRecorder()
-	rec.hook(&opts)
-	kinds := nlutil.Links | nlutil.Addrs
-	if opts.WatchRoutes {
-		kinds |= nlutil.Routes
-	}
-	mon, err := newMonitor(opts, kinds)
+	opts.Exclude = append(slices.Clone(opts.Exclude), "^"+barrierName+"$")
+	opts.Kernel = h.k
+	h.rec.hook(&opts)
+	h.mon, err = New(opts)
 	require.NoError(t, err)
-	src := newFakeSource()
-	mon.src = src
-	return &harness{t: t, src: src, clk: clk, mon: mon, rec: rec}
+	return h
 }
 
-// start starts the monitor, sends the first Resync and waits for in-sync.
+// start runs the monitor and waits for in-sync.
 func (h *harness) start() {
 	h.t.Helper()
 	h.startNoSync()
-	h.resync(nil)
 	h.waitInSync()
+}
+
+func (h *harness) startNoSync() {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(bg)
+	h.stop = cancel
+	h.errc = make(chan error, 1)
+	go func() { h.errc <- h.mon.Run(ctx) }()
+	h.t.Cleanup(func() {
+		h.stop()
+		select {
+		case err := <-h.errc:
+			assert.NoError(h.t, err, "Run's result")
+		case <-time.After(10 * time.Second):
+			h.t.Error("Run did not return")
+		}
+		requireNoLeaks(h.t)
+	})
 }
 
 // waitInSync waits until OnInSync has been called and has returned.
@@ -237,128 +273,175 @@ func (h *harness) waitInSync() {
 	require.Eventually(h.t, h.rec.inSync, 10*time.Second, time.Millisecond, "OnInSync")
 }
 
-func (h *harness) startNoSync() {
-	h.t.Helper()
-	h.ctx, h.stop = context.WithCancel(context.Background())
-	require.NoError(h.t, h.mon.Start(h.ctx))
-	h.t.Cleanup(func() {
-		h.stop()
-		<-h.mon.Done()
-		requireNoLeaks(h.t)
-	})
-}
-
-func (h *harness) send(ev nlutil.Event) {
-	h.t.Helper()
-	if ev.Link != nil || ev.Addr != nil || ev.Route != nil {
-		h.sent++
-	}
-	select {
-	case h.src.in <- ev:
-	case <-time.After(10 * time.Second):
-		h.t.Fatalf("monitor did not take event %+v", ev)
-	}
-}
-
-// resync sends a Resync for every watched kind and waits until the
-// monitor has re-listed.
-func (h *harness) resync(reason error) {
-	h.t.Helper()
-	before := h.mon.Stats().Relists
-	h.send(nlutil.Event{Resync: &nlutil.Resync{Kinds: h.mon.kinds, Reason: reason}})
-	h.waitStats("re-listed", func(s Stats) bool { return s.Relists > before })
-}
-
-// sync waits until the monitor has applied and reported every event sent.
+// sync waits until the monitor has applied and reported every event the
+// fake has queued so far: it changes the barrier's MTU and waits for the
+// monitor to have applied that event.
 func (h *harness) sync() {
 	h.t.Helper()
-	h.waitStats(fmt.Sprintf("%d events applied", h.sent), func(s Stats) bool { return s.Events >= h.sent })
+	h.seq++
+	require.NoError(h.t, h.admin.SetLinkMTU(bg, h.barrier, h.seq))
+	var n uint64
+	require.Eventually(h.t, func() bool {
+		h.k.mu.Lock()
+		defer h.k.mu.Unlock()
+		var ok bool
+		n, ok = h.k.barriers[h.seq]
+		return ok
+	}, 10*time.Second, time.Millisecond, "barrier %d delivered", h.seq)
+	h.waitStats(fmt.Sprintf("%d events applied", n), func(s Stats) bool { return s.Events >= n })
+}
+
+// lose makes the changes of do while the stream is held back, then drops
+// their events with an overflow, and waits until the monitor has re-listed
+// and reported.
+func (h *harness) lose(do func()) {
+	h.t.Helper()
+	before := h.mon.Stats()
+	h.k.pause(h.t)
+	do()
+	h.ns.Overflow()
+	h.k.resume(h.t)
+	h.waitStats("re-listed after the overflow", func(s Stats) bool {
+		return s.Overflows > before.Overflows && s.Relists > before.Relists
+	})
+	h.sync()
 }
 
 func (h *harness) waitStats(what string, ok func(Stats) bool) {
 	h.t.Helper()
-	require.Eventually(h.t, func() bool { return ok(h.mon.Stats()) }, 10*time.Second, time.Millisecond, "waiting for: %s; stats %+v", what, h.mon.Stats())
+	require.Eventually(h.t, func() bool { return ok(h.mon.Stats()) }, 10*time.Second, time.Millisecond,
+		"waiting for: %s; stats %+v", what, h.mon.Stats())
 }
 
-// setLink changes a link of the fake kernel, sending the event if emit.
-func (h *harness) setLink(l fakeLink, emit bool) {
-	h.src.mu.Lock()
-	h.src.linkTab[l.index] = l
-	h.src.mu.Unlock()
-	if emit {
-		h.send(linkEvent(l, unix.RTM_NEWLINK))
+// addVeth creates name, a veth whose peer (called name+"p") is in h.peer so
+// that the monitor does not see it; name runs once it and its peer are
+// both up.
+func (h *harness) addVeth(name string, mtu int, up, peerUp bool) int {
+	h.t.Helper()
+	l, err := h.admin.AddLink(bg, kernel.Link{Name: name, Kind: kernel.KindVeth, MTU: mtu,
+		Veth: &kernel.Veth{PeerName: name + "p", PeerNamespaceFD: h.peer.FD()}})
+	require.NoError(h.t, err)
+	if peerUp {
+		h.setPeerUp(name, true)
 	}
+	if up {
+		require.NoError(h.t, h.admin.SetLinkUp(bg, l.Index, true))
+	}
+	return l.Index
 }
 
-// delLink deletes a link and its addresses from the fake kernel.
-func (h *harness) delLink(idx int, emit bool) {
-	h.src.mu.Lock()
-	l := h.src.linkTab[idx]
-	delete(h.src.linkTab, idx)
-	addrs := h.src.addrTab[idx]
-	delete(h.src.addrTab, idx)
-	h.src.mu.Unlock()
-	if emit {
-		for p := range addrs {
-			h.send(addrEvent(idx, p, false))
-		}
-		h.send(linkEvent(l, unix.RTM_DELLINK))
-	}
+// setPeerUp sets the peer of the veth name up or down: the carrier of name.
+func (h *harness) setPeerUp(name string, up bool) {
+	h.t.Helper()
+	p, ok := h.peer.Link(name + "p")
+	require.True(h.t, ok, "peer of %s", name)
+	require.NoError(h.t, h.peer.Admin().SetLinkUp(bg, p.Index, up))
 }
 
-func (h *harness) addAddr(idx int, s string, emit bool) {
-	p := netip.MustParsePrefix(s)
-	h.src.mu.Lock()
-	if h.src.addrTab[idx] == nil {
-		h.src.addrTab[idx] = map[netip.Prefix]struct{}{}
-	}
-	h.src.addrTab[idx][p] = struct{}{}
-	h.src.mu.Unlock()
-	if emit {
-		h.send(addrEvent(idx, p, true))
-	}
+func (h *harness) index(name string) int {
+	h.t.Helper()
+	l, ok := h.ns.Link(name)
+	require.True(h.t, ok, "link %s", name)
+	return l.Index
 }
 
-func (h *harness) delAddr(idx int, s string, emit bool) {
-	p := netip.MustParsePrefix(s)
-	h.src.mu.Lock()
-	delete(h.src.addrTab[idx], p)
-	h.src.mu.Unlock()
-	if emit {
-		h.send(addrEvent(idx, p, false))
-	}
+func (h *harness) setUp(name string, up bool) {
+	h.t.Helper()
+	require.NoError(h.t, h.admin.SetLinkUp(bg, h.index(name), up))
 }
 
-// kernelView is what the fake kernel holds, as a View would show it.
-func (h *harness) kernelView() map[string]Interface {
-	h.src.mu.Lock()
-	defer h.src.mu.Unlock()
+func (h *harness) setMTU(name string, mtu int) {
+	h.t.Helper()
+	require.NoError(h.t, h.admin.SetLinkMTU(bg, h.index(name), mtu))
+}
+
+func (h *harness) delLink(name string) {
+	h.t.Helper()
+	require.NoError(h.t, h.admin.DeleteLink(bg, h.index(name)))
+}
+
+func (h *harness) addAddr(name, p string) {
+	h.t.Helper()
+	require.NoError(h.t, h.admin.AddAddr(bg, kernel.Addr{LinkIndex: h.index(name), Prefix: netip.MustParsePrefix(p)}))
+}
+
+func (h *harness) delAddr(name, p string) {
+	h.t.Helper()
+	require.NoError(h.t, h.admin.DeleteAddr(bg, kernel.Addr{LinkIndex: h.index(name), Prefix: netip.MustParsePrefix(p)}))
+}
+
+// kernelView is what the fake holds, as the monitor should report it.
+func kernelView(t testing.TB, k Kernel, m *Monitor) map[string]Interface {
+	t.Helper()
+	links, err := k.Links(bg)
+	require.NoError(t, err)
 	out := map[string]Interface{}
-	for idx, l := range h.src.linkTab {
-		if !h.mon.Matches(l.name) {
+	byIdx := map[int]string{}
+	for _, l := range links {
+		if !m.Matches(l.Name) {
 			continue
 		}
-		st := StateDown
-		if l.up() {
-			st = StateUp
+		out[l.Name] = Interface{Name: l.Name, Index: l.Index, State: l.State(), MTU: l.MTU, Kind: l.Kind}
+		byIdx[l.Index] = l.Name
+	}
+	for _, fam := range []kernel.Family{kernel.IPv4, kernel.IPv6} {
+		as, err := k.Addrs(bg, fam)
+		require.NoError(t, err)
+		for _, a := range as {
+			if n, ok := byIdx[a.LinkIndex]; ok {
+				i := out[n]
+				i.Addrs = append(i.Addrs, a.Prefix)
+				out[n] = i
+			}
 		}
-		var addrs []netip.Prefix
-		for p := range h.src.addrTab[idx] {
-			addrs = append(addrs, p)
+	}
+	for n, i := range out {
+		slices.SortFunc(i.Addrs, comparePrefixes)
+		out[n] = i
+	}
+	return out
+}
+
+// kernelRoutes lists every route of both families as the monitor should
+// report them.
+func kernelRoutes(t testing.TB, k Kernel) map[routeKey]kernel.Route {
+	t.Helper()
+	out := map[routeKey]kernel.Route{}
+	for _, fam := range []kernel.Family{kernel.IPv4, kernel.IPv6} {
+		var rs []kernel.Route
+		require.NoError(t, k.DumpRoutes(bg, fam, 0, func(r *kernel.Route) error { rs = append(rs, *r); return nil }, func() { rs = nil }))
+		for i := range rs {
+			if r, ok := normRoute(&rs[i]); ok {
+				out[keyOf(&r)] = r
+			}
 		}
-		SortPrefixes(addrs)
-		out[l.name] = Interface{Name: l.name, Index: idx, State: st, MTU: l.mtu, Type: l.netlink().Type(), Addrs: addrs}
+	}
+	return out
+}
+
+func snapshotRoutes(m *Monitor) map[routeKey]kernel.Route {
+	out := map[routeKey]kernel.Route{}
+	for _, r := range m.Snapshot().Routes {
+		out[keyOf(&r)] = r
 	}
 	return out
 }
 
 // requireConverged checks that the recorder's view, the monitor's Snapshot
-// and the fake kernel agree.
+// and the fake agree.
 func (h *harness) requireConverged() {
 	h.t.Helper()
-	want := h.kernelView()
+	want := kernelView(h.t, h.ns.Admin(), h.mon)
 	assert.Equal(h.t, want, h.rec.view(), "consumer's view")
 	assert.Equal(h.t, want, viewMap(h.mon.Snapshot()), "Snapshot")
+	assert.Empty(h.t, h.rec.contractErrors())
+}
+
+func (h *harness) requireRoutesConverged() {
+	h.t.Helper()
+	want := kernelRoutes(h.t, h.ns.Admin())
+	assert.Equal(h.t, want, h.rec.routeView(), "consumer's routes")
+	assert.Equal(h.t, want, snapshotRoutes(h.mon), "Snapshot routes")
 }
 
 func viewMap(v View) map[string]Interface {
@@ -377,19 +460,19 @@ type recorder struct {
 	mu     sync.Mutex
 	lines  []string
 	ifaces map[string]Interface
-	routes map[RouteKey]Route
+	routes map[routeKey]kernel.Route
 	errs   []string
 	synced bool // OnInSync has returned
+}
+
+func newRecorder() *recorder {
+	return &recorder{ifaces: map[string]Interface{}, routes: map[routeKey]kernel.Route{}}
 }
 
 func (r *recorder) inSync() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.synced
-}
-
-func newRecorder() *recorder {
-	return &recorder{ifaces: map[string]Interface{}, routes: map[RouteKey]Route{}}
 }
 
 func (r *recorder) hook(opts *Options) {
@@ -411,15 +494,11 @@ func (r *recorder) add(line string) {
 }
 
 func linkLine(u LinkUpdate) string {
-	s := fmt.Sprintf("link %s #%d %s mtu=%d %s", u.Name, u.Index, u.State, u.MTU, u.Type)
+	s := fmt.Sprintf("link %s #%d %s mtu=%d %s", u.Name, u.Index, u.State, u.MTU, u.Kind)
 	if u.OldName != "" {
 		s += " from=" + u.OldName
 	}
 	return s
-}
-
-func addrsLine(name string, addrs []netip.Prefix) string {
-	return fmt.Sprintf("addrs %s %v", name, addrs)
 }
 
 func (r *recorder) onLink(u LinkUpdate) {
@@ -427,7 +506,7 @@ func (r *recorder) onLink(u LinkUpdate) {
 	defer r.mu.Unlock()
 	r.lines = append(r.lines, linkLine(u))
 	cur, had := r.ifaces[u.Name]
-	if u.State == StateGone {
+	if u.State == kernel.LinkGone {
 		if !had || cur.Index != u.Index {
 			r.errs = append(r.errs, fmt.Sprintf("gone for unknown %s #%d", u.Name, u.Index))
 		}
@@ -447,37 +526,50 @@ func (r *recorder) onLink(u LinkUpdate) {
 			r.errs = append(r.errs, fmt.Sprintf("#%d reported as %s while still known as %s", u.Index, u.Name, n))
 		}
 	}
-	cur.Name, cur.Index, cur.State, cur.MTU, cur.Type = u.Name, u.Index, u.State, u.MTU, u.Type
+	cur.Name, cur.Index, cur.State, cur.MTU, cur.Kind = u.Name, u.Index, u.State, u.MTU, u.Kind
 	r.ifaces[u.Name] = cur
 }
 
 func (r *recorder) onAddrs(name string, addrs []netip.Prefix) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lines = append(r.lines, addrsLine(name, addrs))
+	r.lines = append(r.lines, fmt.Sprintf("addrs %s %v", name, addrs))
 	cur, ok := r.ifaces[name]
 	if !ok {
 		r.errs = append(r.errs, "addresses for unknown "+name)
 		return
 	}
-	if !slices.IsSortedFunc(addrs, ComparePrefixes) {
+	if !slices.IsSortedFunc(addrs, comparePrefixes) {
 		r.errs = append(r.errs, "unsorted addresses for "+name)
 	}
 	cur.Addrs = addrs
 	r.ifaces[name] = cur
 }
 
-func (r *recorder) onRoute(u RouteUpdate) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func routeLine(u RouteUpdate) string {
 	sign := "+"
 	if u.Gone {
 		sign = "-"
-		delete(r.routes, u.Route.Key())
-	} else {
-		r.routes[u.Route.Key()] = u.Route
 	}
-	r.lines = append(r.lines, fmt.Sprintf("route %s table=%d %s dev=%d", sign, u.Route.Table, u.Route.Dst, u.Route.LinkIndex))
+	s := fmt.Sprintf("route %s table=%d %s dev=%d", sign, u.Route.Table, u.Route.Dst, u.Route.OIF)
+	if u.Route.Gateway.IsValid() {
+		s += " via " + u.Route.Gateway.String()
+	}
+	if n := len(u.Route.NextHops); n > 0 {
+		s += fmt.Sprintf(" hops=%d", n)
+	}
+	return s
+}
+
+func (r *recorder) onRoute(u RouteUpdate) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u.Gone {
+		delete(r.routes, keyOf(&u.Route))
+	} else {
+		r.routes[keyOf(&u.Route)] = u.Route
+	}
+	r.lines = append(r.lines, routeLine(u))
 }
 
 // take returns the lines recorded since the last take.
@@ -486,6 +578,18 @@ func (r *recorder) take() []string {
 	defer r.mu.Unlock()
 	out := r.lines
 	r.lines = nil
+	return out
+}
+
+// takeMatching returns the lines recorded since the last take that contain
+// sub, and drops the others.
+func (r *recorder) takeMatching(sub string) []string {
+	var out []string
+	for _, l := range r.take() {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
 	return out
 }
 
@@ -512,7 +616,7 @@ func (r *recorder) routeCount() int {
 	return len(r.routes)
 }
 
-func (r *recorder) routeView() map[RouteKey]Route {
+func (r *recorder) routeView() map[routeKey]kernel.Route {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return maps.Clone(r.routes)
@@ -524,10 +628,10 @@ func (r *recorder) contractErrors() []string {
 	return slices.Clone(r.errs)
 }
 
-// requireNoLeaks checks that no goroutine of the monitor, the watcher, the
-// netlink library or the fake source is left.
-func requireNoLeaks(t *testing.T) {
+// requireNoLeaks checks that no goroutine of the monitor, the test's
+// stream, the fake or the kernel's subscription is left.
+func requireNoLeaks(t testing.TB) {
 	t.Helper()
-	leakcheck.NoGoroutines(t, 10*time.Second, "ifacemonitor.(*run)", "ifacemonitor.(*fakeSource).forward", "nlutil.(*run)",
-		"nlutil.forward", "vishvananda/netlink.")
+	leakcheck.NoGoroutines(t, 10*time.Second, "ifacemonitor.(*Monitor).Run", "ifacemonitor.(*testKernel).forward",
+		"kernelfake.(*Namespace).forward", "kernel.(*Namespace).Subscribe", "nlutil.(*run)", "nlutil.forward", "vishvananda/netlink.")
 }

@@ -1,5 +1,3 @@
-//go:build linux
-
 package ifacemonitor
 
 import (
@@ -9,11 +7,10 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/internal/nlutil"
-	"github.com/vishvananda/netlink"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// run is the state of a started Monitor, owned by its loop goroutine: the
+// run is the state of a running Monitor, owned by Run's goroutine: the
 // model of the kernel (every link, hidden ones included, with its
 // addresses, and the routes) and the timers. The reported view lives in the
 // Monitor, guarded by its mutex for Snapshot; only this goroutine writes
@@ -21,13 +18,12 @@ import (
 type run struct {
 	m      *Monitor
 	ctx    context.Context
-	events <-chan nlutil.Event // from the internal source; nil with Options.Source
-	pub    <-chan Event        // from Options.Source; nil without it
+	events <-chan kernel.Event
 	model
 
-	subscribed nlutil.Kinds // kinds whose subscription is live
-	want       nlutil.Kinds // kinds to re-list
-	listed     nlutil.Kinds // kinds listed at least once since subscribing
+	subscribed kernel.EventKinds // kinds whose subscription is live
+	want       kernel.EventKinds // kinds to re-list
+	listed     kernel.EventKinds // kinds listed at least once since subscribing
 
 	resyncT clock.Timer // periodic re-list; nil when off
 	retryT  clock.Timer // armed after a failed re-list
@@ -42,26 +38,14 @@ type run struct {
 	inSync bool
 }
 
-func newRun(m *Monitor, ctx context.Context, events <-chan nlutil.Event, pub <-chan Event) *run {
-	return &run{m: m, ctx: ctx, events: events, pub: pub, model: newModel(), backoff: relistBackoffMin}
+func newRun(m *Monitor, ctx context.Context, events <-chan kernel.Event) *run {
+	return &run{m: m, ctx: ctx, events: events, model: newModel(), backoff: relistBackoffMin}
 }
 
-// loop runs until ctx ends: it takes an event or a timer, applies whatever
-// else is already queued (up to maxBatch events), re-lists what needs it,
-// then reports the differences.
-func (r *run) loop() {
-	defer close(r.m.done)
-	defer func() {
-		// The source closes its stream once it has stopped.
-		if r.events != nil {
-			for range r.events {
-			}
-		}
-		if r.pub != nil {
-			for range r.pub {
-			}
-		}
-	}()
+// loop runs until ctx ends (nil) or the stream does (an error): it takes an
+// event or a timer, applies whatever else is already queued (up to
+// maxBatch events), re-lists what needs it, then reports the differences.
+func (r *run) loop() error {
 	defer r.stopTimers()
 	if r.m.resync > 0 {
 		r.resyncT = r.m.clk.NewTimer(r.m.resync)
@@ -69,22 +53,14 @@ func (r *run) loop() {
 	for {
 		select {
 		case <-r.ctx.Done():
-			return
+			return nil
 		case ev, ok := <-r.events:
 			if !ok {
-				return
+				return r.ended()
 			}
-			r.handle(ev)
+			r.handle(&ev)
 			if !r.drain() {
-				return
-			}
-		case ev, ok := <-r.pub:
-			if !ok {
-				return
-			}
-			r.handlePub(ev)
-			if !r.drain() {
-				return
+				return r.ended()
 			}
 		case <-timerC(r.retryT):
 			r.retryT = nil
@@ -101,6 +77,16 @@ func (r *run) loop() {
 		r.flush()
 		r.publishStats()
 	}
+}
+
+// ended is loop's result when the stream is closed: nil if ctx ended
+// meanwhile, an error otherwise.
+func (r *run) ended() error {
+	if r.ctx.Err() != nil {
+		return nil
+	}
+	r.m.log.Error("ifacemonitor: the event stream ended; stopping")
+	return fmt.Errorf("%w: %w", ErrSubscribe, errStreamEnded)
 }
 
 func timerC(t clock.Timer) <-chan time.Time {
@@ -127,12 +113,7 @@ func (r *run) drain() bool {
 			if !ok {
 				return false
 			}
-			r.handle(ev)
-		case ev, ok := <-r.pub:
-			if !ok {
-				return false
-			}
-			r.handlePub(ev)
+			r.handle(&ev)
 		default:
 			return true
 		}
@@ -140,39 +121,29 @@ func (r *run) drain() bool {
 	return true
 }
 
-// handlePub applies one event of Options.Source: its Resync covers every
-// kind the monitor watches.
-func (r *run) handlePub(ev Event) {
-	e := nlutil.Event{Link: ev.Link, Addr: ev.Addr, Route: ev.Route, Err: ev.Err}
-	if ev.Resync != nil {
-		e.Resync = &nlutil.Resync{Kinds: r.m.kinds, Reason: ev.Resync.Reason}
-	}
-	r.handle(e)
-}
-
 // handle applies one event to the model.
-func (r *run) handle(ev nlutil.Event) {
+func (r *run) handle(ev *kernel.Event) {
 	switch {
 	case ev.Link != nil:
 		r.stats.Events++
-		r.applyLinkUpdate(ev.Link, r.m.clk.Now())
+		r.applyLinkEvent(ev.Link, r.m.clk.Now())
 	case ev.Addr != nil:
 		r.stats.Events++
-		r.applyAddrUpdate(ev.Addr)
+		r.applyAddrEvent(ev.Addr)
 	case ev.Route != nil:
-		if r.m.kinds&nlutil.Routes != 0 {
+		if r.m.kinds&kernel.EventRoutes != 0 {
 			r.stats.Events++
-			r.applyRouteUpdate(ev.Route)
+			r.applyRouteEvent(ev.Route)
 		}
 	case ev.Resync != nil:
 		r.stats.Resyncs++
 		kinds := ev.Resync.Kinds & r.m.kinds
 		if reason := ev.Resync.Reason; reason != nil {
 			r.stats.SubscriptionLosses++
-			if errors.Is(reason, nlutil.ErrOverflow) || errors.Is(reason, ErrOverflow) {
+			if errors.Is(reason, kernel.ErrOverflow) {
 				r.stats.Overflows++
 			}
-			r.m.log.Warn("ifacemonitor: subscription renewed after a loss; re-listing", "kinds", kinds.String(), "reason", reason)
+			r.m.log.Warn("ifacemonitor: subscription renewed after a loss; re-listing", "kinds", kindNames(kinds), "reason", reason)
 		}
 		r.subscribed |= kinds
 		r.want |= kinds
@@ -182,7 +153,27 @@ func (r *run) handle(ev nlutil.Event) {
 	}
 }
 
-// relist dumps every kind that needs it and folds the result into the
+// kindNames names kinds for the log.
+func kindNames(k kernel.EventKinds) string {
+	s := ""
+	for _, n := range []struct {
+		k    kernel.EventKinds
+		name string
+	}{{kernel.EventLinks, "links"}, {kernel.EventAddrs, "addrs"}, {kernel.EventRoutes, "routes"}} {
+		if k&n.k != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += n.name
+		}
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// relist lists every kind that needs it and folds the result into the
 // model. A failure leaves the kind wanted and arms the retry timer.
 func (r *run) relist() {
 	if r.want == 0 || r.retryT != nil || r.ctx.Err() != nil {
@@ -200,37 +191,37 @@ func (r *run) relist() {
 	defer func() {
 		end := r.m.clk.Now()
 		r.relistAt = end.Add(min(relistSpacing*end.Sub(now), maxRelistSpacing))
-		r.m.log.Debug("ifacemonitor: re-listed", "took", end.Sub(now), "still_wanted", r.want.String())
+		r.m.log.Debug("ifacemonitor: re-listed", "took", end.Sub(now), "still_wanted", kindNames(r.want))
 	}()
 	var errs []error
-	// Links first: addresses of links the link dump has not seen wait as
-	// orphans for their link's event. Reading r.want at each step picks up
-	// a route re-list that the link dump asks for.
-	if r.want&nlutil.Links != 0 {
-		if ls, err := r.m.listLinks(r.ctx); err != nil {
+	// Links first: addresses of links the link listing has not seen wait
+	// as orphans for their link's event. Reading r.want at each step picks
+	// up a route re-list that the link listing asks for.
+	if r.want&kernel.EventLinks != 0 {
+		if ls, err := r.m.k.Links(r.ctx); err != nil {
 			errs = append(errs, err)
 		} else {
 			r.applyLinkList(ls, r.m.clk.Now())
-			r.want &^= nlutil.Links
-			r.listed |= nlutil.Links
+			r.want &^= kernel.EventLinks
+			r.listed |= kernel.EventLinks
 		}
 	}
-	if r.want&nlutil.Addrs != 0 {
-		if as, err := r.m.listAddrs(r.ctx); err != nil {
+	if r.want&kernel.EventAddrs != 0 {
+		if as, err := r.listAddrs(); err != nil {
 			errs = append(errs, err)
 		} else {
 			r.applyAddrList(as)
-			r.want &^= nlutil.Addrs
-			r.listed |= nlutil.Addrs
+			r.want &^= kernel.EventAddrs
+			r.listed |= kernel.EventAddrs
 		}
 	}
-	if r.want&nlutil.Routes != 0 {
-		if rs, err := r.m.listRoutes(r.ctx); err != nil {
+	if r.want&kernel.EventRoutes != 0 {
+		if rs, err := r.listRoutes(); err != nil {
 			errs = append(errs, err)
 		} else {
 			r.applyRouteList(rs)
-			r.want &^= nlutil.Routes
-			r.listed |= nlutil.Routes
+			r.want &^= kernel.EventRoutes
+			r.listed |= kernel.EventRoutes
 		}
 	}
 	if len(errs) > 0 {
@@ -240,14 +231,14 @@ func (r *run) relist() {
 		err := errors.Join(errs...)
 		r.stats.RelistErrors++
 		wait := r.backoff
-		if errors.Is(err, netlink.ErrDumpInterrupted) {
-			// The kernel is busy changing what we dump, not broken: try
+		if errors.Is(err, kernel.ErrDumpInterrupted) {
+			// The kernel is busy changing what we list, not broken: try
 			// again soon, so the view converges soon after a burst ends.
 			wait = relistBackoffMin
 		} else {
 			r.backoff = min(2*r.backoff, relistBackoffMax)
 		}
-		r.m.log.Warn("ifacemonitor: re-list failed; retrying", "kinds", r.want.String(), "retry_in", wait, "err", err)
+		r.m.log.Warn("ifacemonitor: re-list failed; retrying", "kinds", kindNames(r.want), "retry_in", wait, "err", err)
 		r.retryT = r.m.clk.NewTimer(wait)
 		return
 	}
@@ -256,6 +247,34 @@ func (r *run) relist() {
 	if all && r.resyncT != nil {
 		r.resyncT.Reset(r.m.resync)
 	}
+}
+
+// listAddrs lists the addresses of both families.
+func (r *run) listAddrs() ([]kernel.Addr, error) {
+	v4, err := r.m.k.Addrs(r.ctx, kernel.IPv4)
+	if err != nil {
+		return nil, err
+	}
+	v6, err := r.m.k.Addrs(r.ctx, kernel.IPv6)
+	if err != nil {
+		return nil, err
+	}
+	return append(v4, v6...), nil
+}
+
+// listRoutes lists the routes of every table of both families.
+func (r *run) listRoutes() ([]kernel.Route, error) {
+	var out []kernel.Route
+	for _, fam := range []kernel.Family{kernel.IPv4, kernel.IPv6} {
+		start := len(out)
+		err := r.m.k.DumpRoutes(r.ctx, fam, 0,
+			func(rt *kernel.Route) error { out = append(out, *rt); return nil },
+			func() { out = out[:start] })
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // flush reports what changed, arms the damping timer and reports in-sync
@@ -321,25 +340,4 @@ func (r *run) call(name string, f func()) {
 		}
 	}()
 	f()
-}
-
-// applyLinkUpdate applies a link event. Messages of the AF_BRIDGE family
-// describe bridge-port state, not the link: an RTM_DELLINK of that family
-// means a port left its bridge, not that the link was deleted.
-func (r *run) applyLinkUpdate(u *netlink.LinkUpdate, now time.Time) {
-	if u.IfInfomsg.Family == afBridge {
-		return
-	}
-	switch u.Header.Type {
-	case rtmDelLink:
-		idx := int(u.IfInfomsg.Index)
-		if u.Link != nil && u.Link.Attrs() != nil && u.Link.Attrs().Index > 0 {
-			idx = u.Link.Attrs().Index
-		}
-		r.removeLink(idx)
-	case rtmNewLink:
-		if li, ok := linkInfoFrom(u.Link); ok {
-			r.upsertLink(li, now)
-		}
-	}
 }

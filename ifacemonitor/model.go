@@ -1,5 +1,3 @@
-//go:build linux
-
 package ifacemonitor
 
 import (
@@ -8,16 +6,33 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nodeplane/nodeplane/internal/nlutil"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
-const (
-	afBridge   = unix.AF_BRIDGE
-	rtmNewLink = unix.RTM_NEWLINK
-	rtmDelLink = unix.RTM_DELLINK
-)
+// linkInfo is what the monitor keeps of a kernel link.
+type linkInfo struct {
+	index   int
+	name    string
+	up      bool // kernel.LinkUp: admin up and running
+	adminUp bool
+	mtu     int
+	kind    string
+}
+
+// linkInfoOf converts a kernel link; false for one without an index.
+func linkInfoOf(l *kernel.Link) (linkInfo, bool) {
+	if l.Index <= 0 {
+		return linkInfo{}, false
+	}
+	return linkInfo{
+		index:   l.Index,
+		name:    l.Name,
+		up:      l.State() == kernel.LinkUp,
+		adminUp: l.AdminUp,
+		mtu:     l.MTU,
+		kind:    l.Kind,
+	}, true
+}
 
 // link is one kernel link in the model.
 type link struct {
@@ -26,19 +41,6 @@ type link struct {
 	addrs      map[netip.Prefix]struct{}
 	addrsDirty bool      // addrs changed since they were last compared with the report
 	downSince  time.Time // when it went from up to down; zero while up
-}
-
-// routeSlot is what the kernel replaces on NLM_F_REPLACE: the key without
-// the output interface.
-type routeSlot struct {
-	table    int
-	dst      netip.Prefix
-	priority int
-	tos      int
-}
-
-func slotOf(k RouteKey) routeSlot {
-	return routeSlot{table: k.Table, dst: k.Dst, priority: k.Priority, tos: k.TOS}
 }
 
 // model is the monitor's picture of the kernel, updated by events and
@@ -50,9 +52,9 @@ type model struct {
 	dirty   map[int]struct{} // link indexes to compare with the report
 	damped  map[int]time.Time
 
-	routes      map[RouteKey]Route
-	slots       map[routeSlot]map[int]struct{}
-	dirtyRoutes map[RouteKey]struct{}
+	routes      map[routeKey]kernel.Route
+	slots       map[routeSlot]map[routeKey]struct{}
+	dirtyRoutes map[routeKey]struct{}
 }
 
 func newModel() model {
@@ -62,9 +64,9 @@ func newModel() model {
 		orphans:     map[int]map[netip.Prefix]struct{}{},
 		dirty:       map[int]struct{}{},
 		damped:      map[int]time.Time{},
-		routes:      map[RouteKey]Route{},
-		slots:       map[routeSlot]map[int]struct{}{},
-		dirtyRoutes: map[RouteKey]struct{}{},
+		routes:      map[routeKey]kernel.Route{},
+		slots:       map[routeSlot]map[routeKey]struct{}{},
+		dirtyRoutes: map[routeKey]struct{}{},
 	}
 }
 
@@ -100,7 +102,7 @@ func (r *run) upsertLink(li linkInfo, now time.Time) {
 		r.dirty[li.index] = struct{}{}
 		return
 	}
-	changed := l.mtu != li.mtu || l.typ != li.typ
+	changed := l.mtu != li.mtu || l.kind != li.kind
 	if l.name != li.name {
 		r.delName(l)
 		l.name = li.name
@@ -119,7 +121,7 @@ func (r *run) upsertLink(li linkInfo, now time.Time) {
 		changed = true
 	}
 	if l.adminUp && !li.adminUp {
-		r.routesFlushedSilently()
+		r.relistRoutes()
 	}
 	l.linkInfo = li
 	if changed {
@@ -138,20 +140,21 @@ func (r *run) removeLink(index int) {
 	delete(r.links, index)
 	delete(r.damped, index)
 	r.dirty[index] = struct{}{}
-	r.routesFlushedSilently()
+	r.relistRoutes()
 }
 
-// routesFlushedSilently asks for a route re-list: when a link goes down or
-// away, the kernel drops its IPv4 routes without a notification.
-func (r *run) routesFlushedSilently() {
-	r.want |= r.subscribed & nlutil.Routes
+// relistRoutes asks for a route re-list: when a link goes down or away, or
+// loses its last IPv4 address, the kernel drops its IPv4 routes without a
+// notification; and some route events do not say what they replaced.
+func (r *run) relistRoutes() {
+	r.want |= r.subscribed & kernel.EventRoutes
 }
 
 // applyLinkList replaces the model's links with a dump.
-func (r *run) applyLinkList(ls []netlink.Link, now time.Time) {
+func (r *run) applyLinkList(ls []kernel.Link, now time.Time) {
 	seen := make(map[int]struct{}, len(ls))
-	for _, nl := range ls {
-		li, ok := linkInfoFrom(nl)
+	for i := range ls {
+		li, ok := linkInfoOf(&ls[i])
 		if !ok {
 			continue
 		}
@@ -165,38 +168,52 @@ func (r *run) applyLinkList(ls []netlink.Link, now time.Time) {
 	}
 }
 
-// applyAddrUpdate applies an address event. An address of a link the model
-// does not know yet (its link event comes through another socket and may
-// come later) is kept as an orphan until the link appears.
-func (r *run) applyAddrUpdate(u *netlink.AddrUpdate) {
-	p, ok := prefixFrom(u.LinkAddress)
-	if !ok || u.LinkIndex <= 0 {
+// applyLinkEvent applies a link event.
+func (r *run) applyLinkEvent(e *kernel.LinkEvent, now time.Time) {
+	if e.Deleted {
+		r.removeLink(e.Link.Index)
 		return
 	}
-	l := r.links[u.LinkIndex]
+	if li, ok := linkInfoOf(&e.Link); ok {
+		r.upsertLink(li, now)
+	}
+}
+
+// applyAddrEvent applies an address event. An address of a link the model
+// does not know yet (its link event may come later, after a re-list) is
+// kept as an orphan until the link appears.
+func (r *run) applyAddrEvent(e *kernel.AddrEvent) {
+	p, idx, add := e.Addr.Prefix, e.Addr.LinkIndex, !e.Deleted
+	if !p.IsValid() || idx <= 0 {
+		return
+	}
+	l := r.links[idx]
 	var set map[netip.Prefix]struct{}
 	if l != nil {
 		set = l.addrs
 	} else {
-		set = r.orphans[u.LinkIndex]
+		set = r.orphans[idx]
 		if set == nil {
-			if !u.NewAddr {
+			if !add {
 				return
 			}
 			set = map[netip.Prefix]struct{}{}
-			r.orphans[u.LinkIndex] = set
+			r.orphans[idx] = set
 		}
 	}
 	_, had := set[p]
-	if had == u.NewAddr {
+	if had == add {
 		return
 	}
-	if u.NewAddr {
+	if add {
 		set[p] = struct{}{}
 	} else {
 		delete(set, p)
 		if l == nil && len(set) == 0 {
-			delete(r.orphans, u.LinkIndex)
+			delete(r.orphans, idx)
+		}
+		if l != nil && p.Addr().Is4() && !hasIPv4(set) {
+			r.relistRoutes() // the link's IPv4 routes went silently
 		}
 	}
 	if l != nil {
@@ -205,15 +222,21 @@ func (r *run) applyAddrUpdate(u *netlink.AddrUpdate) {
 	}
 }
 
-// applyAddrList replaces every link's addresses with a dump.
-func (r *run) applyAddrList(as []netlink.Addr) {
+// hasIPv4 reports whether set holds an IPv4 address.
+func hasIPv4(set map[netip.Prefix]struct{}) bool {
+	for p := range set {
+		if p.Addr().Is4() {
+			return true
+		}
+	}
+	return false
+}
+
+// applyAddrList replaces every link's addresses with a listing.
+func (r *run) applyAddrList(as []kernel.Addr) {
 	byIdx := map[int]map[netip.Prefix]struct{}{}
 	for _, a := range as {
-		if a.IPNet == nil || a.LinkIndex <= 0 {
-			continue
-		}
-		p, ok := prefixFrom(*a.IPNet)
-		if !ok {
+		if !a.Prefix.IsValid() || a.LinkIndex <= 0 {
 			continue
 		}
 		set := byIdx[a.LinkIndex]
@@ -221,13 +244,16 @@ func (r *run) applyAddrList(as []netlink.Addr) {
 			set = map[netip.Prefix]struct{}{}
 			byIdx[a.LinkIndex] = set
 		}
-		set[p] = struct{}{}
+		set[a.Prefix] = struct{}{}
 	}
 	for idx, l := range r.links {
 		want := byIdx[idx]
 		delete(byIdx, idx)
 		if maps.Equal(l.addrs, want) {
 			continue
+		}
+		if hasIPv4(l.addrs) && !hasIPv4(want) {
+			r.relistRoutes()
 		}
 		if want == nil {
 			want = map[netip.Prefix]struct{}{}
@@ -237,80 +263,6 @@ func (r *run) applyAddrList(as []netlink.Addr) {
 		r.dirty[idx] = struct{}{}
 	}
 	r.orphans = byIdx
-}
-
-// applyRouteUpdate applies a route event.
-func (r *run) applyRouteUpdate(u *netlink.RouteUpdate) {
-	rt, ok := routeFrom(u.Route)
-	if !ok {
-		return
-	}
-	k := rt.Key()
-	switch u.Type {
-	case unix.RTM_NEWROUTE:
-		if u.NlFlags&unix.NLM_F_REPLACE != 0 {
-			for li := range r.slots[slotOf(k)] {
-				if li != k.LinkIndex {
-					old := k
-					old.LinkIndex = li
-					r.delRoute(old)
-				}
-			}
-		}
-		if old, ok := r.routes[k]; ok && old.Equal(rt) {
-			return
-		}
-		r.setRoute(rt)
-	case unix.RTM_DELROUTE:
-		r.delRoute(k)
-	}
-}
-
-func (r *run) setRoute(rt Route) {
-	k := rt.Key()
-	r.routes[k] = rt
-	s := r.slots[slotOf(k)]
-	if s == nil {
-		s = map[int]struct{}{}
-		r.slots[slotOf(k)] = s
-	}
-	s[k.LinkIndex] = struct{}{}
-	r.dirtyRoutes[k] = struct{}{}
-}
-
-func (r *run) delRoute(k RouteKey) {
-	if _, ok := r.routes[k]; !ok {
-		return
-	}
-	delete(r.routes, k)
-	if s := r.slots[slotOf(k)]; s != nil {
-		delete(s, k.LinkIndex)
-		if len(s) == 0 {
-			delete(r.slots, slotOf(k))
-		}
-	}
-	r.dirtyRoutes[k] = struct{}{}
-}
-
-// applyRouteList replaces the model's routes with a dump.
-func (r *run) applyRouteList(rs []netlink.Route) {
-	want := make(map[RouteKey]Route, len(rs))
-	for _, nr := range rs {
-		if rt, ok := routeFrom(nr); ok {
-			want[rt.Key()] = rt
-		}
-	}
-	for k := range r.routes {
-		if _, ok := want[k]; !ok {
-			r.delRoute(k)
-		}
-	}
-	for k, rt := range want {
-		if old, ok := r.routes[k]; ok && old.Equal(rt) {
-			continue
-		}
-		r.setRoute(rt)
-	}
 }
 
 // dampDue marks the links whose held-back down report is due.
@@ -349,18 +301,18 @@ func (r *run) pick(name string) *link {
 // stateOf is the state to report for l, which is or will be reported under
 // the name of rep (nil if none): down is held back while the damping window
 // of a link reported up runs.
-func (r *run) stateOf(l *link, rep *Interface, now time.Time) State {
+func (r *run) stateOf(l *link, rep *Interface, now time.Time) kernel.LinkState {
 	if l.up {
-		return StateUp
+		return kernel.LinkUp
 	}
-	if r.m.damping > 0 && rep != nil && rep.Index == l.index && rep.State == StateUp && !l.downSince.IsZero() {
+	if r.m.damping > 0 && rep != nil && rep.Index == l.index && rep.State == kernel.LinkUp && !l.downSince.IsZero() {
 		if due := l.downSince.Add(r.m.damping); now.Before(due) {
 			r.damped[l.index] = due
-			return StateUp
+			return kernel.LinkUp
 		}
 	}
 	delete(r.damped, l.index)
-	return StateDown
+	return kernel.LinkDown
 }
 
 func sortedAddrs(l *link) []netip.Prefix {
@@ -368,7 +320,7 @@ func sortedAddrs(l *link) []netip.Prefix {
 		return nil
 	}
 	ps := slices.Collect(maps.Keys(l.addrs))
-	SortPrefixes(ps)
+	slices.SortFunc(ps, comparePrefixes)
 	return ps
 }
 
@@ -425,23 +377,23 @@ func (r *run) reconcileLinks(now time.Time) {
 				r.reportGone(r.m.rep[other])
 				removed[l.index] = other
 			}
-			iface := &Interface{Name: n, Index: l.index, State: state, MTU: l.mtu, Type: l.typ, Addrs: sortedAddrs(l)}
+			iface := &Interface{Name: n, Index: l.index, State: state, MTU: l.mtu, Kind: l.kind, Addrs: sortedAddrs(l)}
 			l.addrsDirty = false
 			r.m.mu.Lock()
 			r.m.rep[n] = iface
 			r.m.repByIdx[l.index] = n
 			r.m.mu.Unlock()
-			r.reportLink(LinkUpdate{Name: n, Index: l.index, State: state, MTU: l.mtu, Type: l.typ, OldName: removed[l.index]})
+			r.reportLink(LinkUpdate{Name: n, Index: l.index, State: state, MTU: l.mtu, Kind: l.kind, OldName: removed[l.index]})
 			if len(iface.Addrs) > 0 {
 				r.reportAddrs(n, iface.Addrs)
 			}
 			continue
 		}
-		if state != rep.State || l.mtu != rep.MTU || l.typ != rep.Type {
+		if state != rep.State || l.mtu != rep.MTU || l.kind != rep.Kind {
 			r.m.mu.Lock()
-			rep.State, rep.MTU, rep.Type = state, l.mtu, l.typ
+			rep.State, rep.MTU, rep.Kind = state, l.mtu, l.kind
 			r.m.mu.Unlock()
-			r.reportLink(LinkUpdate{Name: n, Index: l.index, State: state, MTU: l.mtu, Type: l.typ})
+			r.reportLink(LinkUpdate{Name: n, Index: l.index, State: state, MTU: l.mtu, Kind: l.kind})
 		}
 		if l.addrsDirty {
 			l.addrsDirty = false
@@ -465,11 +417,11 @@ func (r *run) reportGone(rep *Interface) {
 	if len(rep.Addrs) > 0 {
 		r.reportAddrs(rep.Name, nil)
 	}
-	r.reportLink(LinkUpdate{Name: rep.Name, Index: rep.Index, State: StateGone, MTU: rep.MTU, Type: rep.Type})
+	r.reportLink(LinkUpdate{Name: rep.Name, Index: rep.Index, State: kernel.LinkGone, MTU: rep.MTU, Kind: rep.Kind})
 }
 
 func (r *run) reportLink(u LinkUpdate) {
-	r.m.log.Debug("ifacemonitor: link", "name", u.Name, "index", u.Index, "state", u.State.String(), "mtu", u.MTU, "old_name", u.OldName)
+	r.m.log.Debug("ifacemonitor: link", "name", u.Name, "index", u.Index, "state", u.State.String(), "mtu", u.MTU, "kind", u.Kind, "old_name", u.OldName)
 	if f := r.m.opts.OnLinkState; f != nil {
 		r.call("OnLinkState", func() { f(u) })
 	}
@@ -480,37 +432,5 @@ func (r *run) reportAddrs(name string, addrs []netip.Prefix) {
 	if f := r.m.opts.OnAddrs; f != nil {
 		c := slices.Clone(addrs)
 		r.call("OnAddrs", func() { f(name, c) })
-	}
-}
-
-// reconcileRoutes reports the routes that changed since the last report.
-func (r *run) reconcileRoutes() {
-	if len(r.dirtyRoutes) == 0 {
-		return
-	}
-	keys := slices.SortedFunc(maps.Keys(r.dirtyRoutes), CompareRouteKeys)
-	clear(r.dirtyRoutes)
-	for _, k := range keys {
-		cur, ok := r.routes[k]
-		old, had := r.m.repRoutes[k]
-		var u RouteUpdate
-		switch {
-		case !ok && had:
-			r.m.mu.Lock()
-			delete(r.m.repRoutes, k)
-			r.m.mu.Unlock()
-			u = RouteUpdate{Route: old, Gone: true}
-		case ok && (!had || !old.Equal(cur)):
-			r.m.mu.Lock()
-			r.m.repRoutes[k] = cur
-			r.m.mu.Unlock()
-			u = RouteUpdate{Route: cur}
-		default:
-			continue
-		}
-		if f := r.m.opts.OnRoute; f != nil {
-			u.Route.Nexthops = slices.Clone(u.Route.Nexthops)
-			r.call("OnRoute", func() { f(u) })
-		}
 	}
 }

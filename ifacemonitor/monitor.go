@@ -1,5 +1,3 @@
-//go:build linux
-
 package ifacemonitor
 
 import (
@@ -10,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,16 +16,14 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/internal/ifname"
-	"github.com/nodeplane/nodeplane/internal/nlutil"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // DefaultResyncInterval is the period of the full re-list that backs up
-// the subscriptions when Options.ResyncInterval is zero.
+// the subscription when Options.ResyncInterval is zero.
 const DefaultResyncInterval = 90 * time.Second
 
-// Re-list retry backoff: after a failed dump the monitor waits
+// Re-list retry backoff: after a failed listing the monitor waits
 // relistBackoffMin, doubling up to relistBackoffMax, and starts again from
 // relistBackoffMin after a success.
 const (
@@ -48,32 +45,36 @@ const (
 // reports what changed.
 const maxBatch = 1024
 
+// Kernel is what a Monitor needs of one network namespace: its event
+// stream, and listings of its links, addresses and (with
+// Options.WatchRoutes) routes. *kernel.Namespace implements it for a real
+// namespace, *kernelfake.Namespace for tests. The monitor only reads: it
+// calls Subscribe, Links, Addrs and DumpRoutes, never a method that
+// changes the kernel.
+type Kernel interface {
+	kernel.Events
+	kernel.Links
+	kernel.Addrs
+	kernel.Routes
+}
+
 // Options configure a Monitor.
 type Options struct {
-	// Handle is the netlink handle the monitor lists links, addresses and
-	// routes with, bound to the namespace to watch (netlink.NewHandleAt).
-	// Required unless Source is set: there is no fallback to the process's
-	// namespace. The monitor never closes it; the caller keeps it open
-	// while the monitor runs.
-	Handle *netlink.Handle
-	// Namespace is the same network namespace as an open file descriptor
-	// (netns.GetFromName, netns.Get for the caller's own); the
-	// subscriptions are made in it. Required unless Source is set; the
-	// caller keeps it open while the monitor runs.
-	Namespace netns.NsHandle
-
-	// Source, when set, replaces the kernel: the monitor takes its events
-	// and listings from it (ifacemonitorfake.Kernel in tests), and Handle,
-	// Namespace and ReceiveBufferSize must be left unset. Nil means the
-	// kernel, through Handle and Namespace.
-	Source Source
+	// Kernel is the network namespace to watch: a *kernel.Namespace
+	// (kernel.Open, kernel.OpenCurrent) or, in tests, a
+	// *kernelfake.Namespace. Required: there is no fallback to the
+	// process's namespace. The monitor never closes it; the caller keeps it
+	// open while the monitor runs.
+	Kernel Kernel
 
 	// Include, if not empty, limits the reported interfaces to those whose
-	// name matches at least one of these regular expressions.
+	// name matches at least one of these regular expressions; empty
+	// includes every name.
 	Include []string
 	// Exclude drops interfaces whose name matches any of these regular
-	// expressions (for example `^kube-ipvs0$`). An invalid expression in
-	// either list is an error in New.
+	// expressions (for example `^kube-ipvs0$`); empty excludes nothing.
+	// An invalid expression in either list is an error in New. The mtu
+	// package's Detector reads the two lists the same way.
 	Exclude []string
 
 	// WatchRoutes also mirrors the namespace's routes (all tables, IPv4 and
@@ -81,7 +82,7 @@ type Options struct {
 	WatchRoutes bool
 
 	// ResyncInterval is the period of a full re-list that repairs anything
-	// the subscriptions missed without noticing. Zero means
+	// the subscription missed without noticing. Zero means
 	// DefaultResyncInterval; negative disables it.
 	ResyncInterval time.Duration
 	// FlapDampingWindow, when positive, holds back the report of an
@@ -89,21 +90,16 @@ type Options struct {
 	// within the window, neither change is reported. Zero disables
 	// damping; negative is an error.
 	FlapDampingWindow time.Duration
-	// ReceiveBufferSize is the receive buffer of each subscription socket,
-	// in bytes, forced past net.core.rmem_max when the process has
-	// CAP_NET_ADMIN. Zero means nlutil.DefaultReceiveBufferSize (8 MiB);
-	// negative is an error.
-	ReceiveBufferSize int
 
-	// Logger receives warnings (lost subscriptions, failed dumps, callback
-	// panics) and debug messages; nil discards them.
+	// Logger receives warnings (lost subscriptions, failed listings,
+	// callback panics) and debug messages; nil discards them.
 	Logger *slog.Logger
-	// Clock drives the periodic re-list, the re-list retries, the flap
-	// damping window and the subscription retries; nil means clock.Real().
+	// Clock drives the periodic re-list, the re-list retries and the flap
+	// damping window; nil means clock.Real().
 	Clock clock.Clock
 
 	// OnLinkState is called for every new interface, every change of an
-	// interface's state, MTU, type or name, and every interface that is
+	// interface's state, MTU, kind or name, and every interface that is
 	// gone. May be nil.
 	OnLinkState func(LinkUpdate)
 	// OnAddrs is called with the full, sorted set of an interface's
@@ -121,88 +117,42 @@ type Options struct {
 
 // Monitor watches the links and addresses (and optionally routes) of one
 // network namespace and reports them through the callbacks of its Options.
-// Create it with New, run it with Start.
+// Create it with New, run it with Run.
 type Monitor struct {
 	opts    Options
+	k       Kernel
 	filter  ifname.Filter
 	resync  time.Duration // <= 0: off
 	damping time.Duration
-	kinds   nlutil.Kinds
+	kinds   kernel.EventKinds
 	clk     clock.Clock
 	log     *slog.Logger
-	src     source // the kernel, when pub is nil
-	pub     Source // Options.Source
 
 	started atomic.Bool
-	done    chan struct{}
 
 	mu        sync.Mutex // guards the reported view and the stats
 	rep       map[string]*Interface
 	repByIdx  map[int]string
-	repRoutes map[RouteKey]Route
+	repRoutes map[routeKey]kernel.Route
 	stats     Stats
 }
 
 // New validates opts and returns a Monitor. It does no I/O and starts no
 // goroutines. Bad options return an error wrapping ErrInvalidOptions.
 func New(opts Options) (*Monitor, error) {
-	kinds := nlutil.Links | nlutil.Addrs
-	if opts.WatchRoutes {
-		kinds |= nlutil.Routes
+	if isNil(opts.Kernel) {
+		return nil, fmt.Errorf("%w: Kernel is required (the namespace to watch: kernel.Open, kernel.OpenCurrent, or a kernelfake.Namespace)", ErrInvalidOptions)
 	}
-	if opts.Source != nil {
-		if opts.Handle != nil || opts.Namespace > 0 || opts.ReceiveBufferSize != 0 {
-			return nil, fmt.Errorf("%w: Source replaces the kernel: Handle, Namespace and ReceiveBufferSize must be unset", ErrInvalidOptions)
-		}
-		m, err := newMonitor(opts, kinds)
-		if err != nil {
-			return nil, err
-		}
-		m.pub = opts.Source
-		return m, nil
-	}
-	if opts.Handle == nil {
-		return nil, fmt.Errorf("%w: Handle is required (a netlink handle bound to the namespace to watch)", ErrInvalidOptions)
-	}
-	// The zero NsHandle is file descriptor 0 (stdin), never a namespace
-	// the caller meant.
-	if opts.Namespace <= 0 {
-		return nil, fmt.Errorf("%w: Namespace is required (an open namespace handle, e.g. netns.Get() for the current one), got %d",
-			ErrInvalidOptions, int(opts.Namespace))
-	}
-	m, err := newMonitor(opts, kinds)
-	if err != nil {
-		return nil, err
-	}
-	ns := opts.Namespace
-	w, err := nlutil.NewWatcher(nlutil.WatchOptions{
-		Kinds:             kinds,
-		Namespace:         &ns,
-		ReceiveBufferSize: opts.ReceiveBufferSize,
-		// nlutil renews an overflowed subscription at once (an overflow is
-		// load, not a broken socket); re-lists are spaced by the monitor.
-		Logger: m.log,
-		Clock:  m.clk,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
-	}
-	m.src = &netlinkSource{h: opts.Handle, w: w}
-	return m, nil
-}
-
-// newMonitor validates everything but the kernel-facing options and builds
-// a Monitor without a source.
-func newMonitor(opts Options, kinds nlutil.Kinds) (*Monitor, error) {
 	if opts.FlapDampingWindow < 0 {
 		return nil, fmt.Errorf("%w: negative FlapDampingWindow %v", ErrInvalidOptions, opts.FlapDampingWindow)
-	}
-	if opts.ReceiveBufferSize < 0 {
-		return nil, fmt.Errorf("%w: negative ReceiveBufferSize %d", ErrInvalidOptions, opts.ReceiveBufferSize)
 	}
 	filter, err := ifname.NewFilter(opts.Include, opts.Exclude)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	kinds := kernel.EventLinks | kernel.EventAddrs
+	if opts.WatchRoutes {
+		kinds |= kernel.EventRoutes
 	}
 	resync := opts.ResyncInterval
 	if resync == 0 {
@@ -216,69 +166,79 @@ func newMonitor(opts Options, kinds nlutil.Kinds) (*Monitor, error) {
 	opts.Exclude = slices.Clone(opts.Exclude)
 	return &Monitor{
 		opts:      opts,
+		k:         opts.Kernel,
 		filter:    filter,
 		resync:    resync,
 		damping:   opts.FlapDampingWindow,
 		kinds:     kinds,
 		clk:       clock.OrReal(opts.Clock),
 		log:       log,
-		done:      make(chan struct{}),
 		rep:       map[string]*Interface{},
 		repByIdx:  map[int]string{},
-		repRoutes: map[RouteKey]Route{},
+		repRoutes: map[routeKey]kernel.Route{},
 	}, nil
+}
+
+// isNil reports whether k is nil or a nil pointer, which would fail on the
+// first call instead of in New.
+func isNil(k Kernel) bool {
+	if k == nil {
+		return true
+	}
+	v := reflect.ValueOf(k)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Matches reports whether an interface called name is reported (it matches
 // Include, if any, and not Exclude).
 func (m *Monitor) Matches(name string) bool { return m.filter.Matches(name) }
 
-// Start subscribes to the namespace's events and starts the goroutine that
-// lists the kernel, reports what exists, calls OnInSync, and from then on
-// reports every change. It returns at once; failures after that (a dump
-// that fails, a subscription that cannot be renewed) are logged, counted
-// in Stats and retried for as long as ctx lives. All callbacks are called
-// from that one goroutine, one at a time, in order. A nil ctx is taken as
-// context.Background(). A failed subscription returns an error wrapping
-// ErrSubscribe and the cause.
+// Run subscribes to the namespace's events, lists what exists, reports it
+// through the callbacks, calls OnInSync, and from then on reports every
+// change, until ctx ends. It blocks: start it in a goroutine, and use
+// OnInSync (or Stats().InSync) to learn when the first listing has been
+// reported:
 //
-// When ctx ends the monitor stops: no callback is called after the one in
-// progress returns, every socket is closed, and Done is closed once every
-// goroutine the monitor started has ended. A Monitor can be started once;
-// a second Start returns ErrAlreadyStarted.
-func (m *Monitor) Start(ctx context.Context) error {
+//	inSync := make(chan struct{})
+//	opts.OnInSync = func() { close(inSync) }
+//	m, err := ifacemonitor.New(opts)
+//	…
+//	errc := make(chan error, 1)
+//	go func() { errc <- m.Run(ctx) }()
+//	<-inSync // or give up when errc delivers first
+//
+// All callbacks are called from Run's goroutine, one at a time, in order.
+// Failures after the subscription (a listing that fails, a subscription
+// the Kernel has to renew) are logged, counted in Stats and retried for as
+// long as ctx lives. A nil ctx is taken as context.Background().
+//
+// When ctx ends Run returns nil, once no callback is running any more and
+// every goroutine it started (the Kernel's subscription included) has
+// ended. It returns an error wrapping ErrSubscribe when the subscription
+// fails or its stream ends first (the namespace was closed). A Monitor
+// runs once: a second Run returns ErrAlreadyStarted.
+func (m *Monitor) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	if !m.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
 	}
-	var (
-		events <-chan nlutil.Event
-		pub    <-chan Event
-		err    error
-	)
-	if m.pub != nil {
-		pub, err = m.pub.Subscribe(ctx)
-		if err == nil && pub == nil {
-			err = errors.New("the Source returned no channel")
-		}
-	} else {
-		events, err = m.src.subscribe(ctx)
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := m.k.Subscribe(ctx, m.kinds)
 	if err != nil {
-		close(m.done)
 		return fmt.Errorf("%w: %w", ErrSubscribe, err)
 	}
-	r := newRun(m, ctx, events, pub)
-	go r.loop()
-	return nil
+	if events == nil {
+		return fmt.Errorf("%w: the Kernel returned no event stream", ErrSubscribe)
+	}
+	err = newRun(m, ctx, events).loop()
+	cancel()
+	for range events { // closed once the subscription has stopped
+	}
+	return err
 }
-
-// Done returns a channel that is closed when a started monitor has stopped
-// and all its goroutines have ended. It is never closed for a monitor that
-// was not started.
-func (m *Monitor) Done() <-chan struct{} { return m.done }
 
 // Snapshot returns a copy of the monitor's reported view: every interface
 // and route the callbacks have reported and not reported gone. Safe to
@@ -294,12 +254,10 @@ func (m *Monitor) Snapshot() View {
 	}
 	slices.SortFunc(v.Interfaces, func(a, b Interface) int { return cmp.Compare(a.Name, b.Name) })
 	if len(m.repRoutes) > 0 {
-		keys := slices.SortedFunc(maps.Keys(m.repRoutes), CompareRouteKeys)
-		v.Routes = make([]Route, 0, len(keys))
+		keys := slices.SortedFunc(maps.Keys(m.repRoutes), compareRouteKeys)
+		v.Routes = make([]kernel.Route, 0, len(keys))
 		for _, k := range keys {
-			r := m.repRoutes[k]
-			r.Nexthops = slices.Clone(r.Nexthops)
-			v.Routes = append(v.Routes, r)
+			v.Routes = append(v.Routes, cloneRoute(m.repRoutes[k]))
 		}
 	}
 	return v
@@ -317,3 +275,7 @@ func (m *Monitor) updateStats(f func(*Stats)) {
 	f(&m.stats)
 	m.mu.Unlock()
 }
+
+// errStreamEnded is Run's error when the Kernel closes the stream before
+// ctx ends.
+var errStreamEnded = errors.New("the event stream ended before the context")

@@ -1,5 +1,3 @@
-//go:build linux
-
 package ifacemonitor
 
 import (
@@ -8,46 +6,38 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nodeplane/nodeplane/internal/nlutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
 
 func TestNewValidates(t *testing.T) {
-	self, err := netns.Get()
-	require.NoError(t, err)
-	defer self.Close()
-	valid := func() Options { return Options{Handle: &netlink.Handle{}, Namespace: self} }
+	ns := kernelfake.New(kernelfake.Options{})
 	tests := []struct {
-		name   string
-		modify func(*Options)
-		want   string // substring of the error; empty means valid
+		name string
+		opts Options
+		want string // substring of the error; empty means valid
 	}{
-		{name: "valid", modify: func(*Options) {}},
-		{name: "valid with everything", modify: func(o *Options) {
-			o.Include, o.Exclude = []string{"^eth"}, []string{"^kube-ipvs0$"}
-			o.WatchRoutes, o.ResyncInterval, o.FlapDampingWindow, o.ReceiveBufferSize = true, -1, time.Second, 1<<20
-		}},
-		{name: "nil handle", modify: func(o *Options) { o.Handle = nil }, want: "Handle is required"},
-		{name: "zero namespace", modify: func(o *Options) { o.Namespace = 0 }, want: "Namespace is required"},
-		{name: "closed namespace", modify: func(o *Options) { o.Namespace = netns.None() }, want: "Namespace is required"},
-		{name: "bad include", modify: func(o *Options) { o.Include = []string{"eth("} }, want: `Include pattern "eth("`},
-		{name: "bad exclude", modify: func(o *Options) { o.Exclude = []string{"ok", "[z-a]"} }, want: `Exclude pattern "[z-a]"`},
-		{name: "negative damping", modify: func(o *Options) { o.FlapDampingWindow = -time.Second }, want: "FlapDampingWindow"},
-		{name: "negative buffer", modify: func(o *Options) { o.ReceiveBufferSize = -1 }, want: "ReceiveBufferSize"},
+		{name: "valid", opts: Options{Kernel: ns}},
+		{name: "valid with everything", opts: Options{Kernel: ns, Include: []string{"^eth"}, Exclude: []string{"^kube-ipvs0$"},
+			WatchRoutes: true, ResyncInterval: -1, FlapDampingWindow: time.Second}},
+		{name: "no kernel", opts: Options{}, want: "Kernel is required"},
+		{name: "nil namespace", opts: Options{Kernel: (*kernel.Namespace)(nil)}, want: "Kernel is required"},
+		{name: "nil fake", opts: Options{Kernel: (*kernelfake.Namespace)(nil)}, want: "Kernel is required"},
+		{name: "bad include", opts: Options{Kernel: ns, Include: []string{"eth("}}, want: `Include pattern "eth("`},
+		{name: "bad exclude", opts: Options{Kernel: ns, Exclude: []string{"ok", "[z-a]"}}, want: `Exclude pattern "[z-a]"`},
+		{name: "negative damping", opts: Options{Kernel: ns, FlapDampingWindow: -time.Second}, want: "negative FlapDampingWindow -1s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o := valid()
-			tc.modify(&o)
-			m, err := New(o)
+			m, err := New(tc.opts)
 			if tc.want == "" {
 				require.NoError(t, err)
 				require.NotNil(t, m)
@@ -55,9 +45,12 @@ func TestNewValidates(t *testing.T) {
 			}
 			require.ErrorIs(t, err, ErrInvalidOptions)
 			assert.Contains(t, err.Error(), tc.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "ifacemonitor: invalid options: "), err.Error())
+			assert.Equal(t, 1, strings.Count(err.Error(), "ifacemonitor: "), "one package prefix: %q", err)
 			assert.Nil(t, m)
 		})
 	}
+	assert.Zero(t, ns.Calls(kernelfake.OpLinks)+ns.Calls(kernelfake.OpSubscribe), "New does no I/O")
 }
 
 func TestMatches(t *testing.T) {
@@ -73,40 +66,44 @@ func TestMatches(t *testing.T) {
 		{exclude: []string{"^kube-ipvs0$"}, name: "kube-ipvs0", want: false},
 		{exclude: []string{"^kube-ipvs0$"}, name: "kube-ipvs00", want: true},
 		{include: []string{"^eth"}, exclude: []string{"^eth1$"}, name: "eth1", want: false},
+		{include: []string{}, exclude: []string{}, name: "lo", want: true},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%v-%v-%s", tc.include, tc.exclude, tc.name), func(t *testing.T) {
-			m, err := newMonitor(Options{Include: tc.include, Exclude: tc.exclude}, nlutil.Links)
+			m, err := New(Options{Kernel: kernelfake.New(kernelfake.Options{}), Include: tc.include, Exclude: tc.exclude})
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, m.Matches(tc.name))
 		})
 	}
 }
 
-func TestStartTwice(t *testing.T) {
+func TestRunTwice(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start()
-	assert.ErrorIs(t, h.mon.Start(context.Background()), ErrAlreadyStarted)
+	err := h.mon.Run(bg)
+	assert.ErrorIs(t, err, ErrAlreadyStarted)
+	assert.Equal(t, "ifacemonitor: already started", err.Error())
 }
 
-// loopback, eth0 (admin up, no carrier) and an excluded link.
+// fillBasic adds eth0 (admin up, no carrier) and kube-ipvs0 (up) to the
+// fake, which has lo already.
 func fillBasic(h *harness) {
-	h.setLink(fakeLink{index: 1, name: "lo", adminUp: true, carrier: true, mtu: 65536, kind: "device"}, false)
-	h.addAddr(1, "127.0.0.1/8", false)
-	h.addAddr(1, "::1/128", false)
-	h.setLink(fakeLink{index: 2, name: "eth0", adminUp: true, mtu: 1500, kind: "veth"}, false)
-	h.addAddr(2, "fd00::2/64", false)
-	h.addAddr(2, "10.0.0.2/24", false)
-	h.setLink(fakeLink{index: 3, name: "kube-ipvs0", adminUp: true, carrier: true, mtu: 1500, kind: "bridge"}, false)
-	h.addAddr(3, "10.96.0.1/32", false)
+	h.addVeth("eth0", 1500, true, false)
+	h.addAddr("eth0", "fd00::2/64")
+	h.addAddr("eth0", "10.0.0.2/24")
+	br, err := h.admin.AddLink(bg, kernel.Link{Name: "kube-ipvs0", Kind: kernel.KindBridge})
+	require.NoError(h.t, err)
+	require.NoError(h.t, h.admin.SetLinkUp(bg, br.Index, true))
+	h.addAddr("kube-ipvs0", "10.96.0.1/32")
 }
 
 func TestInitialListingThenInSync(t *testing.T) {
 	h := newHarness(t, Options{Exclude: []string{"^kube-ipvs0$"}})
 	fillBasic(h)
 	h.start()
+	eth0 := h.index("eth0")
 	assert.Equal(t, []string{
-		"link eth0 #2 down mtu=1500 veth",
+		fmt.Sprintf("link eth0 #%d down mtu=1500 veth", eth0),
 		"addrs eth0 [10.0.0.2/24 fd00::2/64]",
 		"link lo #1 up mtu=65536 device",
 		"addrs lo [127.0.0.1/8 ::1/128]",
@@ -118,234 +115,119 @@ func TestInitialListingThenInSync(t *testing.T) {
 	assert.Equal(t, uint64(1), s.Resyncs)
 	assert.Equal(t, uint64(1), s.Relists)
 	assert.Zero(t, s.Overflows)
+	assert.Equal(t, 1, h.ns.Calls(kernelfake.OpSubscribe))
+	assert.Equal(t, 1, h.ns.Calls(kernelfake.OpLinks))
+	assert.Equal(t, 2, h.ns.Calls(kernelfake.OpAddrs), "one listing per family")
+	assert.Zero(t, h.ns.Calls(kernelfake.OpDumpRoutes), "no routes without WatchRoutes")
+	assert.Zero(t, h.ns.Writes(), "the monitor only reads")
 }
 
-// In-sync needs every kind subscribed and listed; nothing is listed before
-// its subscription exists.
-func TestInSyncWaitsForEverySubscription(t *testing.T) {
-	h := newHarness(t, Options{})
-	fillBasic(h)
-	h.startNoSync()
-	h.send(nlutil.Event{Err: fmt.Errorf("%w: addrs: EPERM", nlutil.ErrSubscribe)})
-	h.waitStats("subscribe error counted", func(s Stats) bool { return s.SubscribeErrors == 1 })
-	assert.Zero(t, h.src.listCount("links"))
-	assert.Zero(t, h.src.listCount("addrs"))
-
-	h.send(nlutil.Event{Resync: &nlutil.Resync{Kinds: nlutil.Links}})
-	h.waitStats("links listed", func(s Stats) bool { return s.Relists == 1 })
-	assert.Equal(t, 1, h.src.listCount("links"))
-	assert.Zero(t, h.src.listCount("addrs"))
-	assert.False(t, h.mon.Stats().InSync)
-	assert.NotContains(t, h.rec.take(), "in-sync")
-
-	h.send(nlutil.Event{Resync: &nlutil.Resync{Kinds: nlutil.Addrs}})
-	h.waitInSync()
-	lines := h.rec.take()
-	require.NotEmpty(t, lines)
-	assert.Equal(t, "in-sync", lines[len(lines)-1])
-	h.requireConverged()
-}
-
+// step is one change of a scripted test and the lines it reports.
 type step struct {
 	name string
 	do   func(h *harness)
 	want []string
 }
 
-func runSteps(t *testing.T, h *harness, steps []step) {
-	t.Helper()
-	for _, s := range steps {
-		s.do(h)
-		h.sync()
-		assert.Equal(t, s.want, h.rec.take(), "step %q", s.name)
-		h.requireConverged()
-	}
-	assert.Empty(t, h.rec.contractErrors())
-}
-
 func TestLinkAndAddressEvents(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.start()
 	h.rec.take()
-	veth0 := fakeLink{index: 10, name: "veth0", mtu: 1500, kind: "veth"}
-	veth1 := fakeLink{index: 11, name: "veth1", mtu: 1500, kind: "veth"}
-	runSteps(t, h, []step{
-		{"new veth", func(h *harness) { h.setLink(veth0, true) }, []string{"link veth0 #10 down mtu=1500 veth"}},
-		{"admin up without carrier is still down", func(h *harness) {
-			veth0.adminUp = true
-			h.setLink(veth0, true)
-		}, nil},
-		{"carrier makes it up", func(h *harness) {
-			veth0.carrier = true
-			h.setLink(veth0, true)
-		}, []string{"link veth0 #10 up mtu=1500 veth"}},
-		{"repeated event", func(h *harness) { h.setLink(veth0, true) }, nil},
-		{"MTU change", func(h *harness) {
-			veth0.mtu = 9000
-			h.setLink(veth0, true)
-		}, []string{"link veth0 #10 up mtu=9000 veth"}},
-		{"IPv4 address", func(h *harness) { h.addAddr(10, "10.1.0.1/24", true) }, []string{"addrs veth0 [10.1.0.1/24]"}},
-		{"IPv6 address", func(h *harness) { h.addAddr(10, "fd00:1::1/64", true) }, []string{"addrs veth0 [10.1.0.1/24 fd00:1::1/64]"}},
-		{"same address, other prefix length", func(h *harness) { h.addAddr(10, "10.1.0.1/32", true) },
+	var v int
+	steps := []step{
+		{"new veth", func(h *harness) { v = h.addVeth("veth0", 1500, false, false) }, []string{"link veth0 #V down mtu=1500 veth"}},
+		{"admin up without carrier is still down", func(h *harness) { h.setUp("veth0", true) }, nil},
+		{"carrier makes it up", func(h *harness) { h.setPeerUp("veth0", true) }, []string{"link veth0 #V up mtu=1500 veth"}},
+		{"repeated state", func(h *harness) { h.setUp("veth0", true) }, nil},
+		{"MTU change", func(h *harness) { h.setMTU("veth0", 9000) }, []string{"link veth0 #V up mtu=9000 veth"}},
+		{"IPv4 address", func(h *harness) { h.addAddr("veth0", "10.1.0.1/24") }, []string{"addrs veth0 [10.1.0.1/24]"}},
+		{"IPv6 address", func(h *harness) { h.addAddr("veth0", "fd00:1::1/64") }, []string{"addrs veth0 [10.1.0.1/24 fd00:1::1/64]"}},
+		{"same address, other prefix length", func(h *harness) { h.addAddr("veth0", "10.1.0.1/32") },
 			[]string{"addrs veth0 [10.1.0.1/24 10.1.0.1/32 fd00:1::1/64]"}},
-		{"repeated address event", func(h *harness) { h.addAddr(10, "10.1.0.1/32", true) }, nil},
-		{"remove one prefix length", func(h *harness) { h.delAddr(10, "10.1.0.1/24", true) },
+		{"remove one prefix length", func(h *harness) { h.delAddr("veth0", "10.1.0.1/24") },
 			[]string{"addrs veth0 [10.1.0.1/32 fd00:1::1/64]"}},
-		{"remove the other", func(h *harness) { h.delAddr(10, "10.1.0.1/32", true) }, []string{"addrs veth0 [fd00:1::1/64]"}},
-		{"admin down", func(h *harness) {
-			veth0.adminUp = false
-			h.setLink(veth0, true)
-		}, []string{"link veth0 #10 down mtu=9000 veth"}},
-		{"address before its link", func(h *harness) {
-			h.addAddr(11, "10.2.0.1/32", true)
-			h.setLink(veth1, true)
-		}, []string{"link veth1 #11 down mtu=1500 veth", "addrs veth1 [10.2.0.1/32]"}},
-		{"bridge-port DELLINK is not a deletion", func(h *harness) {
-			ev := linkEvent(veth1, unix.RTM_DELLINK)
-			ev.Link.IfInfomsg = *nl.NewIfInfomsg(unix.AF_BRIDGE)
-			h.send(ev)
-		}, nil},
-		{"delete", func(h *harness) { h.delLink(11, true) }, []string{"addrs veth1 []", "link veth1 #11 gone mtu=1500 veth"}},
-		{"late address of a deleted link", func(h *harness) {
-			h.send(addrEvent(11, netip.MustParsePrefix("10.2.0.1/32"), false))
-		}, nil},
-	})
-}
-
-func TestRenames(t *testing.T) {
-	h := newHarness(t, Options{Exclude: []string{"^kube-ipvs0$"}})
-	l := fakeLink{index: 10, name: "veth0", adminUp: true, carrier: true, mtu: 1500, kind: "veth"}
-	h.setLink(l, false)
-	h.addAddr(10, "10.1.0.1/24", false)
-	h.start()
-	h.rec.take()
-	runSteps(t, h, []step{
-		{"down before the rename", func(h *harness) {
-			l.adminUp = false
-			h.setLink(l, true)
-		}, []string{"link veth0 #10 down mtu=1500 veth"}},
-		{"rename", func(h *harness) {
-			l.name = "eth1"
-			h.setLink(l, true)
-		}, []string{
-			"addrs veth0 []",
-			"link veth0 #10 gone mtu=1500 veth",
-			"link eth1 #10 down mtu=1500 veth from=veth0",
-			"addrs eth1 [10.1.0.1/24]",
-		}},
-		{"rename to an excluded name", func(h *harness) {
-			l.name = "kube-ipvs0"
-			h.setLink(l, true)
-		}, []string{"addrs eth1 []", "link eth1 #10 gone mtu=1500 veth"}},
-		{"address change while excluded", func(h *harness) { h.addAddr(10, "10.1.0.2/24", true) }, nil},
-		{"rename out of the exclusion", func(h *harness) {
-			l.name = "eth2"
-			h.setLink(l, true)
-		}, []string{"link eth2 #10 down mtu=1500 veth", "addrs eth2 [10.1.0.1/24 10.1.0.2/24]"}},
-	})
+		{"remove the other", func(h *harness) { h.delAddr("veth0", "10.1.0.1/32") }, []string{"addrs veth0 [fd00:1::1/64]"}},
+		{"admin down", func(h *harness) { h.setUp("veth0", false) }, []string{"link veth0 #V down mtu=9000 veth"}},
+		{"delete", func(h *harness) { h.delLink("veth0") }, []string{"addrs veth0 []", "link veth0 #V gone mtu=9000 veth"}},
+	}
+	for _, s := range steps {
+		s.do(h)
+		h.sync()
+		var want []string
+		for _, l := range s.want {
+			want = append(want, strings.ReplaceAll(l, "#V", fmt.Sprintf("#%d", v)))
+		}
+		assert.Equal(t, want, h.rec.take(), "step %q", s.name)
+		h.requireConverged()
+	}
+	assert.Empty(t, h.rec.contractErrors())
+	assert.Zero(t, h.mon.Stats().Overflows)
+	assert.Equal(t, 1, h.ns.Calls(kernelfake.OpLinks), "events alone, no re-list")
 }
 
 func TestDeleteAndRecreateSameName(t *testing.T) {
 	h := newHarness(t, Options{})
-	old := fakeLink{index: 10, name: "veth0", adminUp: true, carrier: true, mtu: 1500, kind: "veth"}
-	h.setLink(old, false)
+	old := h.addVeth("veth0", 1500, true, true)
 	h.start()
 	h.rec.take()
-	recreated := fakeLink{index: 12, name: "veth0", mtu: 1400, kind: "veth"}
-	runSteps(t, h, []step{
-		{"delete and recreate", func(h *harness) {
-			h.delLink(10, true)
-			h.setLink(recreated, true)
-		}, []string{"link veth0 #10 gone mtu=1500 veth", "link veth0 #12 down mtu=1400 veth"}},
-		{"both unseen, then a resync", func(h *harness) {
-			h.delLink(12, false)
-			h.setLink(fakeLink{index: 13, name: "veth0", mtu: 1400, kind: "veth"}, false)
-			h.resync(fmt.Errorf("lost: %w", nlutil.ErrSubscriptionLost))
-		}, []string{"link veth0 #12 gone mtu=1400 veth", "link veth0 #13 down mtu=1400 veth"}},
+
+	h.delLink("veth0")
+	recreated := h.addVeth("veth0", 1400, false, false)
+	h.sync()
+	assert.Equal(t, []string{
+		fmt.Sprintf("link veth0 #%d gone mtu=1500 veth", old),
+		fmt.Sprintf("link veth0 #%d down mtu=1400 veth", recreated),
+	}, h.rec.take())
+	h.requireConverged()
+
+	// Both changes unseen: the re-list finds them.
+	var third int
+	h.lose(func() {
+		h.delLink("veth0")
+		third = h.addVeth("veth0", 1400, false, false)
 	})
+	assert.Equal(t, []string{
+		fmt.Sprintf("link veth0 #%d gone mtu=1400 veth", recreated),
+		fmt.Sprintf("link veth0 #%d down mtu=1400 veth", third),
+	}, h.rec.take())
+	h.requireConverged()
+	assert.Empty(t, h.rec.contractErrors())
 }
 
 func TestResyncReportsOnlyTheDifferences(t *testing.T) {
 	h := newHarness(t, Options{})
 	fillBasic(h)
-	h.setLink(fakeLink{index: 11, name: "veth1", mtu: 1500, kind: "veth"}, false)
+	veth1 := h.addVeth("veth1", 1500, false, false)
 	h.start()
 	h.rec.take()
 
-	// Changes whose events are lost.
-	h.delAddr(2, "fd00::2/64", false)
-	h.addAddr(2, "fd00::3/64", false)
-	h.delLink(11, false)
-	h.setLink(fakeLink{index: 12, name: "veth2", mtu: 1500, kind: "veth"}, false)
-	h.setLink(fakeLink{index: 1, name: "lo", adminUp: true, carrier: true, mtu: 1280, kind: "device"}, false)
-
-	overflow := fmt.Errorf("%w: %w", nlutil.ErrSubscriptionLost, nlutil.ErrOverflow)
-	h.resync(overflow)
+	var veth2 int
+	h.lose(func() {
+		h.delAddr("eth0", "fd00::2/64")
+		h.addAddr("eth0", "fd00::3/64")
+		h.delLink("veth1")
+		veth2 = h.addVeth("veth2", 1500, false, false)
+		h.setMTU("lo", 1280)
+	})
 	assert.Equal(t, []string{
-		"link veth1 #11 gone mtu=1500 veth",
+		fmt.Sprintf("link veth1 #%d gone mtu=1500 veth", veth1),
 		"addrs eth0 [10.0.0.2/24 fd00::3/64]",
 		"link lo #1 up mtu=1280 device",
-		"link veth2 #12 down mtu=1500 veth",
+		fmt.Sprintf("link veth2 #%d down mtu=1500 veth", veth2),
 	}, h.rec.take())
 	h.requireConverged()
 
-	h.resync(fmt.Errorf("closed: %w", nlutil.ErrSubscriptionLost))
+	// A subscription lost for another reason than an overflow.
+	before := h.mon.Stats().Relists
+	h.k.send(t, kernel.Event{Resync: &kernel.Resync{Kinds: kernel.EventLinks | kernel.EventAddrs, Reason: errors.New("socket closed")}})
+	h.waitStats("re-listed", func(s Stats) bool { return s.Relists > before })
+	h.sync()
 	assert.Empty(t, h.rec.take(), "nothing changed")
 	s := h.mon.Stats()
 	assert.Equal(t, uint64(3), s.Resyncs)
 	assert.Equal(t, uint64(2), s.SubscriptionLosses)
 	assert.Equal(t, uint64(1), s.Overflows)
 	assert.Equal(t, uint64(3), s.Relists)
-}
-
-// Two links swap names while events are lost: a consumer keyed by name
-// sees both names released before either is taken again.
-func TestResyncNameSwap(t *testing.T) {
-	h := newHarness(t, Options{})
-	a := fakeLink{index: 1, name: "a", adminUp: true, carrier: true, mtu: 1500, kind: "veth"}
-	b := fakeLink{index: 2, name: "b", mtu: 1500, kind: "veth"}
-	h.setLink(a, false)
-	h.setLink(b, false)
-	h.addAddr(1, "10.0.0.1/32", false)
-	h.start()
-	h.rec.take()
-	a.name, b.name = "b", "a"
-	h.setLink(a, false)
-	h.setLink(b, false)
-	h.resync(nil)
-	assert.Equal(t, []string{
-		"addrs a []",
-		"link a #1 gone mtu=1500 veth",
-		"link b #2 gone mtu=1500 veth",
-		"link a #2 down mtu=1500 veth from=b",
-		"link b #1 up mtu=1500 veth from=a",
-		"addrs b [10.0.0.1/32]",
-	}, h.rec.take())
-	h.requireConverged()
-	assert.Empty(t, h.rec.contractErrors())
-}
-
-// After a re-list, events older than the listing replay; the consumer's
-// view never holds two interfaces under one name and ends equal to the
-// kernel's.
-func TestStaleEventsAfterRelist(t *testing.T) {
-	h := newHarness(t, Options{})
-	five := fakeLink{index: 5, name: "y", mtu: 1500, kind: "veth"}
-	six := fakeLink{index: 6, name: "x", mtu: 1500, kind: "veth"}
-	h.setLink(five, false)
-	h.setLink(six, false)
-	h.start()
-	h.rec.take()
-	// The history the listing already shows: 5 was "x", was renamed
-	// "y", then 6 was created as "x".
-	staleFive := five
-	staleFive.name = "x"
-	h.send(linkEvent(staleFive, unix.RTM_NEWLINK))
-	h.send(linkEvent(five, unix.RTM_NEWLINK))
-	h.send(linkEvent(six, unix.RTM_NEWLINK))
-	h.sync()
-	h.requireConverged()
-	assert.Empty(t, h.rec.contractErrors())
 }
 
 func TestPeriodicResync(t *testing.T) {
@@ -357,7 +239,10 @@ func TestPeriodicResync(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, 90*time.Second, next.Sub(h.clk.Now()))
 
-	h.addAddr(2, "10.0.0.3/24", false) // lost
+	// The event is held back; the periodic re-list finds the change
+	// first, and the late event changes nothing.
+	h.k.pause(t)
+	h.addAddr("eth0", "10.0.0.3/24")
 	h.clk.Advance(90 * time.Second)
 	h.waitStats("periodic re-list", func(s Stats) bool { return s.PeriodicRelists == 1 && s.Relists == 2 })
 	assert.Equal(t, []string{"addrs eth0 [10.0.0.2/24 10.0.0.3/24 fd00::2/64]"}, h.rec.take())
@@ -365,10 +250,13 @@ func TestPeriodicResync(t *testing.T) {
 	next, ok = h.clk.NextDeadline()
 	require.True(t, ok)
 	assert.Equal(t, 90*time.Second, next.Sub(h.clk.Now()), "re-armed after the re-list")
+	h.k.resume(t)
+	h.sync()
+	assert.Empty(t, h.rec.take())
 
 	// A Resync-driven full re-list postpones the periodic one.
 	h.clk.Advance(30 * time.Second)
-	h.resync(nil)
+	h.lose(func() {})
 	next, ok = h.clk.NextDeadline()
 	require.True(t, ok)
 	assert.Equal(t, 90*time.Second, next.Sub(h.clk.Now()))
@@ -380,21 +268,20 @@ func TestRelistRetriesWithBackoff(t *testing.T) {
 		err   error
 		waits []time.Duration
 	}{
-		{"other errors back off", errors.New("EBADF"), []time.Duration{relistBackoffMin, 2 * relistBackoffMin, 4 * relistBackoffMin}},
-		{"interrupted dumps retry soon", fmt.Errorf("nlutil: list links: %w", netlink.ErrDumpInterrupted), []time.Duration{relistBackoffMin, relistBackoffMin, relistBackoffMin}},
+		{"other errors back off", nil, []time.Duration{relistBackoffMin, 2 * relistBackoffMin, 4 * relistBackoffMin}},
+		{"interrupted dumps retry soon", fmt.Errorf("list links: %w", kernel.ErrDumpInterrupted),
+			[]time.Duration{relistBackoffMin, relistBackoffMin, relistBackoffMin}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Options{})
 			fillBasic(h)
-			for range tc.waits {
-				h.src.failNext("links", tc.err)
-			}
+			h.ns.Fail(kernelfake.OpLinks, len(tc.waits), tc.err)
 			h.startNoSync()
-			h.send(nlutil.Event{Resync: &nlutil.Resync{Kinds: h.mon.kinds}})
 			for i, wait := range tc.waits {
 				h.waitStats("failed re-list", func(s Stats) bool { return s.RelistErrors == uint64(i+1) })
 				assert.False(t, h.mon.Stats().InSync)
+				assert.Empty(t, h.rec.view(), "nothing reported before the links are listed")
 				require.NoError(t, h.clk.BlockUntil(context.Background(), 1))
 				next, ok := h.clk.NextDeadline()
 				require.True(t, ok)
@@ -402,8 +289,8 @@ func TestRelistRetriesWithBackoff(t *testing.T) {
 				h.clk.Advance(wait)
 			}
 			h.waitInSync()
-			assert.Equal(t, len(tc.waits)+1, h.src.listCount("links"))
-			assert.Equal(t, 1, h.src.listCount("addrs"), "the address dump succeeded the first time")
+			assert.Equal(t, len(tc.waits)+1, h.ns.Calls(kernelfake.OpLinks))
+			assert.Equal(t, 2, h.ns.Calls(kernelfake.OpAddrs), "the address listings succeeded the first time")
 			lines := h.rec.take()
 			require.NotEmpty(t, lines)
 			assert.Equal(t, "in-sync", lines[len(lines)-1])
@@ -417,23 +304,24 @@ func TestRelistRetriesWithBackoff(t *testing.T) {
 func TestRelistSpacing(t *testing.T) {
 	tests := []struct {
 		name string
-		cost time.Duration // per dump; a full re-list makes two
+		cost time.Duration // per listing call; a full re-list makes three
 		wait time.Duration
 	}{
-		{"twice the duration", 100 * time.Millisecond, relistSpacing * 2 * 100 * time.Millisecond},
+		{"twice the duration", 100 * time.Millisecond, relistSpacing * 3 * 100 * time.Millisecond},
 		{"capped", 2 * time.Second, maxRelistSpacing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Options{})
 			fillBasic(h)
-			h.src.cost, h.src.clk = tc.cost, h.clk
+			h.k.setCost(h.clk, tc.cost)
 			h.start()
 			h.rec.take()
 
-			h.addAddr(2, "10.0.0.9/24", false)
-			overflow := fmt.Errorf("%w: %w", nlutil.ErrSubscriptionLost, nlutil.ErrOverflow)
-			h.send(nlutil.Event{Resync: &nlutil.Resync{Kinds: h.mon.kinds, Reason: overflow}})
+			h.k.pause(t)
+			h.addAddr("eth0", "10.0.0.9/24")
+			h.ns.Overflow()
+			h.k.resume(t)
 			h.waitStats("resync seen", func(s Stats) bool { return s.Overflows == 1 })
 			require.NoError(t, h.clk.BlockUntil(context.Background(), 1))
 			next, ok := h.clk.NextDeadline()
@@ -452,9 +340,6 @@ func TestRelistSpacing(t *testing.T) {
 
 func TestFlapDamping(t *testing.T) {
 	const window = 5 * time.Second
-	up := fakeLink{index: 10, name: "veth0", adminUp: true, carrier: true, mtu: 1500, kind: "veth"}
-	down := up
-	down.carrier = false
 	tests := []struct {
 		name  string
 		run   func(h *harness) // after the start with veth0 up
@@ -463,60 +348,60 @@ func TestFlapDamping(t *testing.T) {
 		{
 			name: "a short flap reports nothing",
 			run: func(h *harness) {
-				h.setLink(down, true)
+				h.setPeerUp("veth0", false)
 				h.sync()
 				h.clk.Advance(window / 2)
-				h.setLink(up, true)
+				h.setPeerUp("veth0", true)
 				h.sync()
 			},
 		},
 		{
 			name: "a down that lasts is reported when the window ends",
 			run: func(h *harness) {
-				h.setLink(down, true)
+				h.setPeerUp("veth0", false)
 				h.sync()
 			},
-			final: []string{"link veth0 #10 down mtu=1500 veth"},
+			final: []string{"link veth0 #V down mtu=1500 veth"},
 		},
 		{
 			name: "gone is not delayed",
 			run: func(h *harness) {
-				h.setLink(down, true)
-				h.delLink(10, true)
+				h.setPeerUp("veth0", false)
+				h.delLink("veth0")
 				h.sync()
-				assert.Equal(t, []string{"link veth0 #10 gone mtu=1500 veth"}, h.rec.take())
+				assert.Equal(h.t, []string{fmt.Sprintf("link veth0 #%d gone mtu=1500 veth", h.barrier+1)}, h.rec.take())
 			},
 		},
 		{
 			name: "other changes are reported at once, as up",
 			run: func(h *harness) {
-				d := down
-				d.mtu = 9000
-				h.setLink(d, true)
+				h.setPeerUp("veth0", false)
+				h.setMTU("veth0", 9000)
 				h.sync()
-				assert.Equal(t, []string{"link veth0 #10 up mtu=9000 veth"}, h.rec.take())
+				assert.Equal(h.t, []string{fmt.Sprintf("link veth0 #%d up mtu=9000 veth", h.barrier+1)}, h.rec.take())
 			},
-			final: []string{"link veth0 #10 down mtu=9000 veth"},
+			final: []string{"link veth0 #V down mtu=9000 veth"},
 		},
 		{
 			name: "a second down restarts the window",
 			run: func(h *harness) {
-				h.setLink(down, true)
+				h.setPeerUp("veth0", false)
 				h.sync()
 				h.clk.Advance(window - time.Second)
-				h.setLink(up, true)
-				h.setLink(down, true)
+				h.setPeerUp("veth0", true)
+				h.setPeerUp("veth0", false)
 				h.sync()
 				h.clk.Advance(time.Second) // the first window's end
 				h.sync()
 			},
-			final: []string{"link veth0 #10 down mtu=1500 veth"},
+			final: []string{"link veth0 #V down mtu=1500 veth"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Options{FlapDampingWindow: window})
-			h.setLink(up, false)
+			v := h.addVeth("veth0", 1500, true, true)
+			require.Equal(t, h.barrier+1, v)
 			h.start()
 			h.rec.take()
 			tc.run(h)
@@ -527,7 +412,11 @@ func TestFlapDamping(t *testing.T) {
 				h.waitStats("held-back report", func(s Stats) bool { return s.Batches > before })
 			}
 			h.sync()
-			assert.Equal(t, tc.final, h.rec.take())
+			var final []string
+			for _, l := range tc.final {
+				final = append(final, strings.ReplaceAll(l, "#V", fmt.Sprintf("#%d", v)))
+			}
+			assert.Equal(t, final, h.rec.take())
 			h.requireConverged()
 			assert.Zero(t, h.clk.Waiters(), "no timer left")
 		})
@@ -540,118 +429,120 @@ func TestFlapDampingNeverDelaysUpOrNew(t *testing.T) {
 	h := newHarness(t, Options{FlapDampingWindow: time.Minute})
 	h.start()
 	h.rec.take()
-	l := fakeLink{index: 10, name: "veth0", mtu: 1500, kind: "veth"}
-	runSteps(t, h, []step{
-		{"new and down", func(h *harness) { h.setLink(l, true) }, []string{"link veth0 #10 down mtu=1500 veth"}},
-		{"up", func(h *harness) {
-			l.adminUp, l.carrier = true, true
-			h.setLink(l, true)
-		}, []string{"link veth0 #10 up mtu=1500 veth"}},
-	})
+	v := h.addVeth("veth0", 1500, false, false)
+	h.sync()
+	assert.Equal(t, []string{fmt.Sprintf("link veth0 #%d down mtu=1500 veth", v)}, h.rec.take())
+	h.setPeerUp("veth0", true)
+	h.setUp("veth0", true)
+	h.sync()
+	assert.Equal(t, []string{fmt.Sprintf("link veth0 #%d up mtu=1500 veth", v)}, h.rec.take())
+	h.requireConverged()
 }
 
-func routeEvent(r netlink.Route, typ uint16, flags uint16) nlutil.Event {
-	return nlutil.Event{Route: &netlink.RouteUpdate{Type: typ, NlFlags: flags, Route: r}}
+func route4(table uint32, dst string, oif int) kernel.Route {
+	return kernel.Route{Family: kernel.IPv4, Table: table, Dst: netip.MustParsePrefix(dst), Type: kernel.RTNUnicast,
+		Protocol: 99, Scope: kernel.ScopeLink, OIF: oif}
 }
 
-func nlRoute(table int, dst string, dev int) netlink.Route {
-	p := netip.MustParsePrefix(dst)
-	family := unix.AF_INET
-	if p.Addr().Is6() {
-		family = unix.AF_INET6
-	}
-	return netlink.Route{Family: family, Table: table, Dst: ipNet(p), LinkIndex: dev, Type: unix.RTN_UNICAST, Scope: netlink.SCOPE_LINK}
+func route6(table uint32, dst string, oif int) kernel.Route {
+	return kernel.Route{Family: kernel.IPv6, Table: table, Dst: netip.MustParsePrefix(dst), Type: kernel.RTNUnicast,
+		Protocol: 99, OIF: oif, Priority: 1024}
 }
 
-func (h *harness) setRoute(r netlink.Route, emit bool, flags uint16) {
-	rt, ok := routeFrom(r)
-	require.True(h.t, ok)
-	h.src.mu.Lock()
-	h.src.routeTab[rt.Key()] = r
-	h.src.mu.Unlock()
-	if emit {
-		h.send(routeEvent(r, unix.RTM_NEWROUTE, flags))
-	}
-}
-
-func (h *harness) delRoute(r netlink.Route, emit bool) {
-	rt, ok := routeFrom(r)
-	require.True(h.t, ok)
-	h.src.mu.Lock()
-	delete(h.src.routeTab, rt.Key())
-	h.src.mu.Unlock()
-	if emit {
-		h.send(routeEvent(r, unix.RTM_DELROUTE, 0))
-	}
-}
-
-func (h *harness) requireRoutesConverged() {
+func (h *harness) routes(ops ...kernel.RouteOp) {
 	h.t.Helper()
-	h.src.mu.Lock()
-	want := map[RouteKey]Route{}
-	for _, r := range h.src.routeTab {
-		rt, ok := routeFrom(r)
-		require.True(h.t, ok)
-		want[rt.Key()] = rt
+	for i, err := range h.admin.ApplyRoutes(bg, ops) {
+		require.NoError(h.t, err, "op %d: %+v", i, ops[i])
 	}
-	h.src.mu.Unlock()
-	assert.Equal(h.t, want, h.rec.routeView(), "consumer's routes")
-	got := map[RouteKey]Route{}
-	for _, r := range h.mon.Snapshot().Routes {
-		got[r.Key()] = r
-	}
-	assert.Equal(h.t, want, got, "Snapshot routes")
 }
+
+func replace(r kernel.Route) kernel.RouteOp { return kernel.RouteOp{Kind: kernel.OpReplace, Route: r} }
+func del(r kernel.Route) kernel.RouteOp     { return kernel.RouteOp{Kind: kernel.OpDelete, Route: r} }
 
 func TestRoutes(t *testing.T) {
 	h := newHarness(t, Options{WatchRoutes: true})
-	veth := fakeLink{index: 10, name: "veth0", adminUp: true, carrier: true, mtu: 1500, kind: "veth"}
-	h.setLink(veth, false)
-	h.setLink(fakeLink{index: 11, name: "veth1", adminUp: true, carrier: true, mtu: 1500, kind: "veth"}, false)
-	h.setRoute(nlRoute(unix.RT_TABLE_MAIN, "10.1.0.0/24", 10), false, 0)
-	h.setRoute(nlRoute(unix.RT_TABLE_MAIN, "fd00:1::/64", 10), false, 0)
+	v0 := h.addVeth("veth0", 1500, true, true)
+	v1 := h.addVeth("veth1", 1500, true, true)
+	h.addAddr("veth0", "10.0.0.1/24")
+	h.addAddr("veth1", "10.0.1.1/24")
+	h.routes(replace(route4(100, "10.1.0.0/24", v0)), replace(route6(100, "fd00:1::/64", v0)))
 	h.start()
+	lines := h.rec.takeMatching("table=100")
 	assert.Equal(t, []string{
-		"link veth0 #10 up mtu=1500 veth",
-		"link veth1 #11 up mtu=1500 veth",
-		"route + table=254 10.1.0.0/24 dev=10",
-		"route + table=254 fd00:1::/64 dev=10",
-		"in-sync",
-	}, h.rec.take())
+		fmt.Sprintf("route + table=100 10.1.0.0/24 dev=%d", v0),
+		fmt.Sprintf("route + table=100 fd00:1::/64 dev=%d", v0),
+	}, lines)
+	h.requireRoutesConverged()
+	dumps := h.ns.Calls(kernelfake.OpDumpRoutes)
+	assert.Equal(t, 2, dumps, "one dump per family")
+
+	moved := route4(100, "10.2.0.0/16", v1)
+	static := moved
+	static.Protocol = 4
+	steps := []struct {
+		name   string
+		do     func()
+		want   []string
+		relist bool // the step needs a route re-list
+	}{
+		{"add", func() { h.routes(replace(route4(100, "10.2.0.0/16", v0))) },
+			[]string{fmt.Sprintf("route + table=100 10.2.0.0/16 dev=%d", v0)}, false},
+		{"replace moves it to another link: the kernel announces only the new route", func() { h.routes(replace(moved)) },
+			[]string{fmt.Sprintf("route - table=100 10.2.0.0/16 dev=%d", v0), fmt.Sprintf("route + table=100 10.2.0.0/16 dev=%d", v1)}, true},
+		{"attribute change", func() { h.routes(replace(static)) },
+			[]string{fmt.Sprintf("route + table=100 10.2.0.0/16 dev=%d", v1)}, false},
+		{"delete", func() { h.routes(del(route6(100, "fd00:1::/64", v0))) },
+			[]string{fmt.Sprintf("route - table=100 fd00:1::/64 dev=%d", v0)}, false},
+		{"admin down drops IPv4 routes silently; a route re-list finds it", func() { h.setUp("veth0", false) },
+			[]string{fmt.Sprintf("route - table=100 10.1.0.0/24 dev=%d", v0)}, true},
+		{"losing the last IPv4 address drops them too", func() { h.delAddr("veth1", "10.0.1.1/24") },
+			[]string{fmt.Sprintf("route - table=100 10.2.0.0/16 dev=%d", v1)}, true},
+	}
+	for _, s := range steps {
+		s.do()
+		h.sync()
+		assert.Equal(t, s.want, h.rec.takeMatching("table=100"), "step %q", s.name)
+		h.requireRoutesConverged()
+		now := h.ns.Calls(kernelfake.OpDumpRoutes)
+		if s.relist {
+			assert.Equal(t, dumps+2, now, "step %q: one re-list", s.name)
+		} else {
+			assert.Equal(t, dumps, now, "step %q: no re-list", s.name)
+		}
+		dumps = now
+	}
+	h.requireConverged()
+	assert.Empty(t, h.rec.contractErrors())
+}
+
+// An IPv6 multipath route that loses a path with its link: the kernel
+// announces the deletion of that path alone, and the monitor re-lists to
+// learn what is left.
+func TestRoutesIPv6MultipathLosesAPath(t *testing.T) {
+	h := newHarness(t, Options{WatchRoutes: true})
+	v0 := h.addVeth("veth0", 1500, true, true)
+	v1 := h.addVeth("veth1", 1500, true, true)
+	h.addAddr("veth0", "fd00:a::1/64")
+	h.addAddr("veth1", "fd00:b::1/64")
+	mp := kernel.Route{Family: kernel.IPv6, Table: 100, Dst: netip.MustParsePrefix("fd99::/64"), Type: kernel.RTNUnicast,
+		Protocol: 99, Priority: 1024, NextHops: []kernel.NextHop{
+			{OIF: v0, Gateway: netip.MustParseAddr("fd00:a::2")},
+			{OIF: v1, Gateway: netip.MustParseAddr("fd00:b::2")},
+		}}
+	h.start()
+	h.rec.take()
+	h.routes(replace(mp))
+	h.sync()
+	assert.Equal(t, []string{"route + table=100 fd99::/64 dev=0 hops=2"}, h.rec.takeMatching("table=100"))
 	h.requireRoutesConverged()
 
-	routeSteps := []step{
-		{"add", func(h *harness) { h.setRoute(nlRoute(100, "10.2.0.0/16", 10), true, unix.NLM_F_CREATE) },
-			[]string{"route + table=100 10.2.0.0/16 dev=10"}},
-		{"replace moves it to another link", func(h *harness) {
-			h.delRoute(nlRoute(100, "10.2.0.0/16", 10), false)
-			h.setRoute(nlRoute(100, "10.2.0.0/16", 11), true, unix.NLM_F_REPLACE)
-		}, []string{"route - table=100 10.2.0.0/16 dev=10", "route + table=100 10.2.0.0/16 dev=11"}},
-		{"attribute change", func(h *harness) {
-			r := nlRoute(100, "10.2.0.0/16", 11)
-			r.Protocol = unix.RTPROT_STATIC
-			h.setRoute(r, true, unix.NLM_F_REPLACE)
-		}, []string{"route + table=100 10.2.0.0/16 dev=11"}},
-		{"cloned routes are ignored", func(h *harness) {
-			r := nlRoute(unix.RT_TABLE_MAIN, "fd00:9::1/128", 10)
-			r.Flags = unix.RTM_F_CLONED
-			h.send(routeEvent(r, unix.RTM_NEWROUTE, 0))
-		}, nil},
-		{"delete", func(h *harness) { h.delRoute(nlRoute(unix.RT_TABLE_MAIN, "fd00:1::/64", 10), true) },
-			[]string{"route - table=254 fd00:1::/64 dev=10"}},
-		{"admin down flushes IPv4 routes silently; a route re-list finds it", func(h *harness) {
-			h.delRoute(nlRoute(unix.RT_TABLE_MAIN, "10.1.0.0/24", 10), false)
-			veth.adminUp = false
-			h.setLink(veth, true)
-		}, []string{"link veth0 #10 down mtu=1500 veth", "route - table=254 10.1.0.0/24 dev=10"}},
-	}
-	for _, s := range routeSteps {
-		s.do(h)
-		h.sync()
-		assert.Equal(t, s.want, h.rec.take(), "step %q", s.name)
-		h.requireRoutesConverged()
-	}
-	assert.Equal(t, 2, h.src.listCount("routes"), "one re-list after the admin down")
+	h.delLink("veth1")
+	h.sync()
+	assert.Equal(t, []string{
+		"route - table=100 fd99::/64 dev=0 hops=2",
+		fmt.Sprintf("route + table=100 fd99::/64 dev=%d via fd00:a::2", v0),
+	}, h.rec.takeMatching("table=100"))
+	h.requireRoutesConverged()
 }
 
 func TestCallbackPanicIsRecovered(t *testing.T) {
@@ -663,10 +554,11 @@ func TestCallbackPanicIsRecovered(t *testing.T) {
 		h.rec.onLink(u)
 	}
 	h.start()
-	h.setLink(fakeLink{index: 10, name: "boom", mtu: 1500, kind: "veth"}, true)
-	h.setLink(fakeLink{index: 11, name: "fine", mtu: 1500, kind: "veth"}, true)
+	h.addVeth("boom", 1500, false, false)
+	fine := h.addVeth("fine", 1500, false, false)
 	h.sync()
-	assert.Equal(t, []string{"in-sync", "link fine #11 down mtu=1500 veth"}, h.rec.take())
+	assert.Equal(t, []string{"link lo #1 up mtu=65536 device", "addrs lo [127.0.0.1/8 ::1/128]", "in-sync",
+		fmt.Sprintf("link fine #%d down mtu=1500 veth", fine)}, h.rec.take())
 	assert.Equal(t, uint64(1), h.mon.Stats().CallbackPanics)
 	_, ok := h.mon.Snapshot().Interface("boom")
 	assert.True(t, ok, "the monitor counts boom as reported")
@@ -674,14 +566,16 @@ func TestCallbackPanicIsRecovered(t *testing.T) {
 
 func TestStopsOnCancel(t *testing.T) {
 	h := newHarness(t, Options{ResyncInterval: time.Minute, FlapDampingWindow: time.Second})
-	h.setLink(fakeLink{index: 10, name: "veth0", adminUp: true, carrier: true, mtu: 1500, kind: "veth"}, false)
+	h.addVeth("veth0", 1500, true, true)
 	h.start()
-	h.setLink(fakeLink{index: 10, name: "veth0", mtu: 1500, kind: "veth"}, true)
+	h.setPeerUp("veth0", false)
 	h.sync()
 	require.Equal(t, 2, h.clk.Waiters(), "resync and damping timers armed")
 	h.stop()
 	select {
-	case <-h.mon.Done():
+	case err := <-h.errc:
+		require.NoError(t, err)
+		h.errc <- nil // for the cleanup
 	case <-time.After(10 * time.Second):
 		t.Fatal("monitor did not stop")
 	}
@@ -689,93 +583,239 @@ func TestStopsOnCancel(t *testing.T) {
 	requireNoLeaks(t)
 }
 
-// A random history of changes, a fifth of whose events are lost, with
-// occasional overflows: after a final resync the consumer's view equals the
-// kernel's, and the name contract held throughout.
+// A failed attempt to subscribe, which the Kernel retries, is counted and
+// logged; the monitor goes on.
+func TestSubscribeErrorEventIsCounted(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.ns.Fail(kernelfake.OpSubscribe, 1, syscall.EPERM)
+	h.start()
+	assert.Equal(t, uint64(1), h.mon.Stats().SubscribeErrors)
+	h.requireConverged()
+}
+
+// A random history of changes, a fifth of them made while the stream is
+// held back and then lost to an overflow: after a final overflow the
+// consumer's view equals the kernel's, and the name contract held
+// throughout. (The fake has no renames: TestKernelRandomHistory and the
+// model tests cover them.)
 func TestRandomHistoryConverges(t *testing.T) {
-	for seed := uint64(1); seed <= 8; seed++ {
+	for seed := uint64(1); seed <= 6; seed++ {
 		for _, damping := range []time.Duration{0, time.Second} {
 			t.Run(fmt.Sprintf("seed=%d/damping=%v", seed, damping), func(t *testing.T) {
-				h := newHarness(t, Options{Exclude: []string{"^hidden"}, FlapDampingWindow: damping})
+				h := newHarness(t, Options{Exclude: []string{"^hidden"}, FlapDampingWindow: damping, WatchRoutes: seed%2 == 0})
 				h.start()
 				rnd := rand.New(rand.NewPCG(seed, 42))
 				names := []string{"a", "b", "c", "d", "hidden0", "hidden1"}
-				nextIdx := 2
-				used := func(name string) bool {
-					h.src.mu.Lock()
-					defer h.src.mu.Unlock()
-					for _, l := range h.src.linkTab {
-						if l.name == name {
-							return true
+				exists := func(name string) bool { _, ok := h.ns.Link(name); return ok }
+				some := func() (string, bool) {
+					var ns []string
+					for _, n := range names {
+						if exists(n) {
+							ns = append(ns, n)
 						}
 					}
-					return false
-				}
-				someLink := func() (fakeLink, bool) {
-					h.src.mu.Lock()
-					defer h.src.mu.Unlock()
-					for _, l := range h.src.linkTab { // random enough
-						return l, true
+					if len(ns) == 0 {
+						return "", false
 					}
-					return fakeLink{}, false
+					return ns[rnd.IntN(len(ns))], true
 				}
-				for range 400 {
-					emit := rnd.IntN(5) != 0
+				change := func() {
 					switch op := rnd.IntN(8); {
 					case op == 0:
-						if n := names[rnd.IntN(len(names))]; !used(n) {
-							h.setLink(fakeLink{index: nextIdx, name: n, mtu: 1500, kind: "veth"}, emit)
-							nextIdx++
+						if n := names[rnd.IntN(len(names))]; !exists(n) {
+							h.addVeth(n, 1500, rnd.IntN(2) == 0, rnd.IntN(2) == 0)
 						}
 					case op == 1:
-						if l, ok := someLink(); ok {
-							h.delLink(l.index, emit)
+						if n, ok := some(); ok {
+							h.delLink(n)
 						}
 					case op == 2:
-						if l, ok := someLink(); ok {
-							if n := names[rnd.IntN(len(names))]; !used(n) {
-								l.name = n
-								h.setLink(l, emit)
-							}
+						if n, ok := some(); ok {
+							h.setUp(n, rnd.IntN(2) == 0)
 						}
 					case op == 3:
-						if l, ok := someLink(); ok {
-							l.adminUp, l.carrier = rnd.IntN(2) == 0, rnd.IntN(2) == 0
-							h.setLink(l, emit)
+						if n, ok := some(); ok {
+							h.setPeerUp(n, rnd.IntN(2) == 0)
 						}
 					case op == 4:
-						if l, ok := someLink(); ok {
-							l.mtu = 1400 + rnd.IntN(3)*100
-							h.setLink(l, emit)
+						if n, ok := some(); ok {
+							h.setMTU(n, 1400+rnd.IntN(3)*100)
 						}
 					case op == 5 || op == 6:
-						if l, ok := someLink(); ok {
-							a := fmt.Sprintf("10.0.%d.%d/24", l.index%256, rnd.IntN(4))
+						if n, ok := some(); ok {
+							p := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.%d/24", h.index(n)%256, rnd.IntN(2), 1+rnd.IntN(3)))
+							if rnd.IntN(2) == 0 {
+								p = netip.MustParsePrefix(fmt.Sprintf("fd00:%x::%x/64", h.index(n), 1+rnd.IntN(3)))
+							}
+							a := kernel.Addr{LinkIndex: h.index(n), Prefix: p}
 							if op == 5 {
-								h.addAddr(l.index, a, emit)
+								_ = h.admin.AddAddr(bg, a) // may exist already
 							} else {
-								h.delAddr(l.index, a, emit)
+								_ = h.admin.DeleteAddr(bg, a) // may be missing
 							}
 						}
-					case op == 7 && rnd.IntN(4) == 0:
-						h.resync(fmt.Errorf("%w: %w", nlutil.ErrSubscriptionLost, nlutil.ErrOverflow))
+					case op == 7:
+						if n, ok := some(); ok {
+							r := route4(100, fmt.Sprintf("10.200.%d.0/24", rnd.IntN(4)), h.index(n))
+							if rnd.IntN(2) == 0 {
+								_ = h.admin.ApplyRoutes(bg, []kernel.RouteOp{replace(r)}) // refused on a down link
+							} else {
+								_ = h.admin.ApplyRoutes(bg, []kernel.RouteOp{del(r)})
+							}
+						}
+					}
+				}
+				for range 80 {
+					if rnd.IntN(5) == 0 {
+						h.lose(func() {
+							for range 1 + rnd.IntN(5) {
+								change()
+							}
+						})
+					} else {
+						change()
 					}
 					if damping > 0 && rnd.IntN(10) == 0 {
 						h.sync()
 						h.clk.Advance(time.Duration(rnd.IntN(1500)) * time.Millisecond)
 					}
 				}
-				h.resync(fmt.Errorf("%w: %w", nlutil.ErrSubscriptionLost, nlutil.ErrOverflow))
+				h.lose(func() {})
 				if damping > 0 {
 					h.clk.Advance(damping)
 					require.Eventually(t, func() bool {
-						want := h.kernelView()
+						want := kernelView(t, h.ns.Admin(), h.mon)
 						return assert.ObjectsAreEqual(want, viewMap(h.mon.Snapshot())) && assert.ObjectsAreEqual(want, h.rec.view())
 					}, 10*time.Second, time.Millisecond, "held-back reports made")
 				}
 				h.requireConverged()
-				assert.Empty(t, h.rec.contractErrors())
+				if h.mon.opts.WatchRoutes {
+					h.requireRoutesConverged()
+				}
 			})
 		}
+	}
+}
+
+// Malformed events are ignored or counted, never a panic.
+func TestMalformedEvents(t *testing.T) {
+	h := newHarness(t, Options{WatchRoutes: true})
+	h.addVeth("eth0", 1500, false, false)
+	h.start()
+	bad := []kernel.Event{
+		{},
+		{Link: &kernel.LinkEvent{}},
+		{Link: &kernel.LinkEvent{Deleted: true}},
+		{Link: &kernel.LinkEvent{Link: kernel.Link{Index: -3, Name: "x"}}},
+		{Addr: &kernel.AddrEvent{Addr: kernel.Addr{LinkIndex: 1}}},
+		{Addr: &kernel.AddrEvent{Addr: kernel.Addr{LinkIndex: -1, Prefix: netip.MustParsePrefix("10.0.0.1/32")}}},
+		{Route: &kernel.RouteEvent{}},
+		{Route: &kernel.RouteEvent{Route: kernel.Route{Family: kernel.IPv4, Dst: netip.MustParsePrefix("fd00::/64")}}},
+		{Route: &kernel.RouteEvent{Route: kernel.Route{Family: 7, Dst: netip.MustParsePrefix("10.0.0.0/8")}}},
+		{Route: &kernel.RouteEvent{Deleted: true, Route: kernel.Route{Family: kernel.IPv6, Dst: netip.MustParsePrefix("fd00::/64")}}},
+		{Err: errors.New("subscribe failed")},
+		{Resync: &kernel.Resync{}},
+	}
+	for _, ev := range bad {
+		h.k.send(t, ev)
+	}
+	h.sync()
+	h.requireConverged()
+	h.requireRoutesConverged()
+	s := h.mon.Stats()
+	assert.Equal(t, uint64(1), s.SubscribeErrors)
+	assert.Zero(t, s.CallbackPanics)
+	assert.Empty(t, h.rec.contractErrors())
+}
+
+// failingKernel is a fake whose Subscribe fails, or returns stream.
+type failingKernel struct {
+	*kernelfake.Namespace
+	err    error
+	stream chan kernel.Event
+	ctx    chan context.Context
+}
+
+func (k *failingKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {
+	if k.ctx != nil {
+		k.ctx <- ctx
+	}
+	if k.err != nil {
+		return nil, k.err
+	}
+	if k.stream == nil {
+		return nil, nil // a broken Kernel
+	}
+	return k.stream, nil
+}
+
+// Run's errors name the package once and match the sentinels they speak
+// of.
+func TestRunErrors(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	for _, tc := range []struct {
+		name string
+		k    *failingKernel
+		text string
+		is   []error
+	}{
+		{"subscription refused", &failingKernel{Namespace: ns, err: fmt.Errorf("kernel: subscribe: %w", syscall.EPERM)},
+			"ifacemonitor: subscribe failed: kernel: subscribe: operation not permitted", []error{ErrSubscribe, syscall.EPERM}},
+		{"no stream", &failingKernel{Namespace: ns}, "ifacemonitor: subscribe failed: the Kernel returned no event stream", []error{ErrSubscribe}},
+		{"stream ends", &failingKernel{Namespace: ns, stream: closedStream()},
+			"ifacemonitor: subscribe failed: the event stream ended before the context", []error{ErrSubscribe}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(Options{Kernel: tc.k})
+			require.NoError(t, err)
+			err = m.Run(bg)
+			require.Error(t, err)
+			assert.Equal(t, tc.text, err.Error())
+			for _, s := range tc.is {
+				assert.ErrorIs(t, err, s)
+			}
+			assert.False(t, errors.Is(err, ErrInvalidOptions))
+			assert.ErrorIs(t, m.Run(bg), ErrAlreadyStarted)
+		})
+	}
+}
+
+func closedStream() chan kernel.Event {
+	ch := make(chan kernel.Event, 1)
+	ch <- kernel.Event{Resync: &kernel.Resync{Kinds: kernel.EventLinks | kernel.EventAddrs}}
+	close(ch)
+	return ch
+}
+
+// Run with a nil ctx runs as with context.Background(), without a panic.
+func TestRunNilContext(t *testing.T) {
+	ns := newFake(t)
+	stream := make(chan kernel.Event)
+	k := &failingKernel{Namespace: ns, stream: stream, ctx: make(chan context.Context, 1)}
+	links := make(chan string, 4)
+	m, err := New(Options{Kernel: k, OnLinkState: func(u LinkUpdate) { links <- u.Name }})
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	//lint:ignore SA1012 a nil context is documented to mean Background
+	go func() { errc <- m.Run(nil) }()
+	select {
+	case ctx := <-k.ctx:
+		assert.NotNil(t, ctx, "the Kernel got a context")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not subscribe")
+	}
+	stream <- kernel.Event{Resync: &kernel.Resync{Kinds: kernel.EventLinks | kernel.EventAddrs}}
+	select {
+	case name := <-links:
+		assert.Equal(t, "lo", name)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the monitor reported nothing")
+	}
+	close(stream)
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, ErrSubscribe, "the stream ended, the context did not")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return when its stream ended")
 	}
 }
