@@ -1,25 +1,26 @@
 //go:build linux
 
-// Package nlutil holds the netlink hygiene every nodeplane driver and
-// monitor shares, written once: dumps that survive concurrent changes, and
-// event subscriptions that never go silently dead.
+// Package nlutil holds the netlink hygiene behind package kernel's
+// netlink-library paths, written once: dumps that survive concurrent
+// changes, and event subscriptions that never go silently dead. Drivers
+// and monitors reach it through package kernel, not directly.
 //
 // # Dumps
 //
 // The kernel marks a dump that raced with a change (NLM_F_DUMP_INTR); the
 // netlink library reports it as an error matching netlink.ErrDumpInterrupted,
-// with a result that may be inconsistent. RetryDump repeats such a dump a few
-// times with a short pause and returns other errors at once. LinkList,
-// AddrList, RouteListFiltered, RuleList and NeighList wrap it for a
-// *netlink.Handle bound to the caller's namespace.
+// with a result that may be inconsistent. LinkList and AddrList repeat such
+// a dump a few times (DefaultDumpAttempts) with a short pause and return
+// other errors at once, for a *netlink.Handle bound to the caller's
+// namespace.
 //
 // # Subscriptions
 //
-// A Watcher subscribes to link, address, route and neighbour events of one
-// namespace with a large socket receive buffer (8 MiB by default, forced
-// past net.core.rmem_max when the process has CAP_NET_ADMIN) and merges them
-// into one channel of Events (leaving out the link messages of the
-// AF_BRIDGE family, which are about bridge ports: a port leaving its bridge
+// A Watcher subscribes to link, address and route events of one namespace
+// with a large socket receive buffer (8 MiB by default, forced past
+// net.core.rmem_max when the process has CAP_NET_ADMIN) and merges them
+// into one channel of Events, leaving out the link messages of the
+// AF_BRIDGE family, which are about bridge ports (a port leaving its bridge
 // sends an RTM_DELLINK that is no deletion). When a subscription ends (ENOBUFS because the
 // kernel dropped events, a socket error, a closed channel) the Watcher
 // renews it and sends a Resync whose Reason says what happened; when

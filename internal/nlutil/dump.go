@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// DefaultDumpAttempts is how many times the typed list helpers try a dump
+// DefaultDumpAttempts is how many times LinkList and AddrList try a dump
 // that the kernel reports as interrupted before giving up.
 const DefaultDumpAttempts = 5
 
@@ -32,22 +32,18 @@ var (
 	ErrInvalidArgument = errors.New("nlutil: invalid argument")
 )
 
-// RetryDump calls fn, a netlink dump, until it returns a result that the
+// retryDump calls fn, a netlink dump, until it returns a result that the
 // kernel did not mark as interrupted (NLM_F_DUMP_INTR, reported by netlink
 // as an error matching netlink.ErrDumpInterrupted), at most attempts times,
-// pausing briefly between attempts.
+// pausing briefly (on clk) between attempts.
 //
 // Any other error is returned at once, as is. After attempts interrupted
-// dumps, RetryDump returns the last (possibly inconsistent or nil) result
+// dumps, retryDump returns the last (possibly inconsistent or nil) result
 // with an error that wraps netlink.ErrDumpInterrupted; callers that check
 // the error never use such a result. If ctx ends first, the error wraps
 // ctx.Err() (and netlink.ErrDumpInterrupted when a dump had been
-// interrupted). attempts < 1 or a nil fn is an error wrapping
+// interrupted). attempts < 1, a nil fn or a nil ctx is an error wrapping
 // ErrInvalidArgument, and fn is not called.
-func RetryDump[T any](ctx context.Context, attempts int, fn func() ([]T, error)) ([]T, error) {
-	return retryDump(ctx, clock.Real(), attempts, fn)
-}
-
 func retryDump[T any](ctx context.Context, clk clock.Clock, attempts int, fn func() ([]T, error)) ([]T, error) {
 	if attempts < 1 {
 		return nil, fmt.Errorf("%w: dump attempts must be at least 1, got %d", ErrInvalidArgument, attempts)
@@ -86,7 +82,7 @@ func LinkList(ctx context.Context, h *netlink.Handle) ([]netlink.Link, error) {
 	if h == nil {
 		return nil, ErrNilHandle
 	}
-	res, err := RetryDump(ctx, DefaultDumpAttempts, h.LinkList)
+	res, err := retryDump(ctx, clock.Real(), DefaultDumpAttempts, h.LinkList)
 	if err != nil {
 		return res, fmt.Errorf("nlutil: list links: %w", err)
 	}
@@ -100,69 +96,11 @@ func AddrList(ctx context.Context, h *netlink.Handle, link netlink.Link, family 
 	if h == nil {
 		return nil, ErrNilHandle
 	}
-	res, err := RetryDump(ctx, DefaultDumpAttempts, func() ([]netlink.Addr, error) {
+	res, err := retryDump(ctx, clock.Real(), DefaultDumpAttempts, func() ([]netlink.Addr, error) {
 		return h.AddrList(link, family)
 	})
 	if err != nil {
 		return res, fmt.Errorf("nlutil: list addresses: %w", err)
-	}
-	return res, nil
-}
-
-// RouteListFiltered lists the routes of the given family in h's namespace
-// that match filter on the fields selected by filterMask (netlink.RT_FILTER_*;
-// a nil filter or zero mask lists the whole main table), retrying
-// interrupted dumps. To list every table, set filter.Table to
-// unix.RT_TABLE_UNSPEC and include netlink.RT_FILTER_TABLE in the mask.
-// netlink may write to filter (it fills in a nil Dst).
-func RouteListFiltered(ctx context.Context, h *netlink.Handle, family int, filter *netlink.Route, filterMask uint64) ([]netlink.Route, error) {
-	if h == nil {
-		return nil, ErrNilHandle
-	}
-	if filter == nil {
-		// netlink v1.3.1 dereferences a nil filter; an empty one with no
-		// mask bits filters nothing.
-		filter, filterMask = &netlink.Route{}, 0
-	}
-	res, err := RetryDump(ctx, DefaultDumpAttempts, func() ([]netlink.Route, error) {
-		return h.RouteListFiltered(family, filter, filterMask)
-	})
-	if err != nil {
-		return res, fmt.Errorf("nlutil: list routes: %w", err)
-	}
-	return res, nil
-}
-
-// RuleList lists the routing policy rules of the given family in h's
-// namespace, retrying interrupted dumps.
-func RuleList(ctx context.Context, h *netlink.Handle, family int) ([]netlink.Rule, error) {
-	if h == nil {
-		return nil, ErrNilHandle
-	}
-	res, err := RetryDump(ctx, DefaultDumpAttempts, func() ([]netlink.Rule, error) {
-		return h.RuleList(family)
-	})
-	if err != nil {
-		return res, fmt.Errorf("nlutil: list rules: %w", err)
-	}
-	return res, nil
-}
-
-// NeighList lists the neighbour entries of the link with index linkIndex (0
-// for all links) of the given family in h's namespace, retrying interrupted
-// dumps. Use family unix.AF_BRIDGE for bridge and VXLAN FDB entries.
-func NeighList(ctx context.Context, h *netlink.Handle, linkIndex, family int) ([]netlink.Neigh, error) {
-	if h == nil {
-		return nil, ErrNilHandle
-	}
-	if linkIndex < 0 {
-		return nil, fmt.Errorf("%w: negative link index %d", ErrInvalidArgument, linkIndex)
-	}
-	res, err := RetryDump(ctx, DefaultDumpAttempts, func() ([]netlink.Neigh, error) {
-		return h.NeighList(linkIndex, family)
-	})
-	if err != nil {
-		return res, fmt.Errorf("nlutil: list neighbours: %w", err)
 	}
 	return res, nil
 }

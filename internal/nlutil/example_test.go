@@ -13,23 +13,6 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// RetryDump repeats a dump the kernel marked as interrupted by a concurrent
-// change; other errors end it at once.
-func ExampleRetryDump() {
-	attempt := 0
-	dump := func() ([]string, error) {
-		attempt++
-		if attempt == 1 {
-			return []string{"eth0"}, netlink.ErrDumpInterrupted // partial
-		}
-		return []string{"eth0", "eth1"}, nil
-	}
-	links, err := nlutil.RetryDump(context.Background(), nlutil.DefaultDumpAttempts, dump)
-	fmt.Println(links, err, "after", attempt, "attempts")
-	// Output:
-	// [eth0 eth1] <nil> after 2 attempts
-}
-
 // The list helpers take a handle bound to the namespace to read.
 func ExampleLinkList() {
 	ns, err := netns.GetFromName("example") // needs root and an existing namespace

@@ -29,13 +29,11 @@ const (
 	Addrs
 	// Routes are IPv4 and IPv6 route changes, in every table.
 	Routes
-	// Neighs are neighbour (ARP, NDP, FDB) changes.
-	Neighs
 
-	allKinds = Links | Addrs | Routes | Neighs
+	allKinds = Links | Addrs | Routes
 )
 
-var kindNames = [...]string{"links", "addrs", "routes", "neighs"}
+var kindNames = [...]string{"links", "addrs", "routes"}
 
 // String returns the kinds' names joined by "|", e.g. "links|addrs".
 func (k Kinds) String() string {
@@ -134,8 +132,6 @@ type Event struct {
 	Addr *netlink.AddrUpdate
 	// Route is a route change.
 	Route *netlink.RouteUpdate
-	// Neigh is a neighbour change.
-	Neigh *netlink.NeighUpdate
 	// Resync says that subscriptions were (re)established: list the kernel
 	// state of Resync.Kinds now.
 	Resync *Resync
@@ -143,22 +139,6 @@ type Event struct {
 	// the Watcher retries with backoff and sends a Resync once it
 	// succeeds.
 	Err error
-}
-
-// Kind returns the kind of the change the event carries, or 0 for Resync
-// and Err events.
-func (e Event) Kind() Kinds {
-	switch {
-	case e.Link != nil:
-		return Links
-	case e.Addr != nil:
-		return Addrs
-	case e.Route != nil:
-		return Routes
-	case e.Neigh != nil:
-		return Neighs
-	}
-	return 0
 }
 
 // Resync tells the consumer that the subscriptions for Kinds are live and
@@ -346,8 +326,6 @@ func (r *run) loop() {
 			from = 1
 		case ev, ok = <-r.recv(2):
 			from = 2
-		case ev, ok = <-r.recv(3):
-			from = 3
 		}
 		if ok {
 			if !r.send(ev) {
@@ -554,13 +532,6 @@ func netlinkSubscribe(kind Kinds, done <-chan struct{}, cfg subConfig, onErr fun
 			ReceiveBufferSize: cfg.rcvbuf, ReceiveBufferForceSize: cfg.force,
 		})
 		return forward(ch, done, err, func(u *netlink.RouteUpdate) (Event, bool) { return Event{Route: u}, true })
-	case Neighs:
-		ch := make(chan netlink.NeighUpdate, subChanSize)
-		err := netlink.NeighSubscribeWithOptions(ch, done, netlink.NeighSubscribeOptions{
-			Namespace: cfg.namespace, ErrorCallback: onErr,
-			ReceiveBufferSize: cfg.rcvbuf, ReceiveBufferForceSize: cfg.force,
-		})
-		return forward(ch, done, err, func(u *netlink.NeighUpdate) (Event, bool) { return Event{Neigh: u}, true })
 	}
 	return nil, fmt.Errorf("%w: unknown kind %s", ErrInvalidArgument, kind)
 }

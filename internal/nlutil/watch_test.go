@@ -221,30 +221,26 @@ func TestWatcherFirstResyncThenEvents(t *testing.T) {
 	ns, err := netns.Get() // any open handle; the fake kernel only passes it on
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Close() })
-	h := startWatcher(t, WatchOptions{Kinds: Links | Addrs | Routes | Neighs, Namespace: &ns})
+	h := startWatcher(t, WatchOptions{Kinds: Links | Addrs | Routes, Namespace: &ns})
 	rs := h.nextResync(t)
-	assert.Equal(t, Links|Addrs|Routes|Neighs, rs.Kinds)
+	assert.Equal(t, Links|Addrs|Routes, rs.Kinds)
 	assert.NoError(t, rs.Reason)
 
 	h.kernel.waitSub(t, Links, 0).push(t, linkEvent("br0"))
 	ev := h.next(t)
 	require.NotNil(t, ev.Link)
 	assert.Equal(t, "br0", ev.Link.Attrs().Name)
-	assert.Equal(t, Links, ev.Kind())
 
 	h.kernel.waitSub(t, Addrs, 0).push(t, Event{Addr: &netlink.AddrUpdate{LinkIndex: 7, NewAddr: true}})
 	ev = h.next(t)
 	require.NotNil(t, ev.Addr)
 	assert.Equal(t, 7, ev.Addr.LinkIndex)
-	assert.Equal(t, Addrs, ev.Kind())
 
 	h.kernel.waitSub(t, Routes, 0).push(t, Event{Route: &netlink.RouteUpdate{Type: unix.RTM_NEWROUTE}})
-	assert.Equal(t, Routes, h.next(t).Kind())
-	h.kernel.waitSub(t, Neighs, 0).push(t, Event{Neigh: &netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH}})
-	assert.Equal(t, Neighs, h.next(t).Kind())
+	assert.NotNil(t, h.next(t).Route)
 
 	// Options reach the subscription.
-	for _, kind := range []Kinds{Links, Addrs, Routes, Neighs} {
+	for _, kind := range []Kinds{Links, Addrs, Routes} {
 		calls := h.kernel.callsFor(kind)
 		require.Len(t, calls, 1)
 		require.NotNil(t, calls[0].cfg.namespace)
@@ -445,9 +441,9 @@ func TestWatcherIgnoresNonFatalCallbackErrors(t *testing.T) {
 func TestWatcherStopsCleanly(t *testing.T) {
 	t.Run("while idle", func(t *testing.T) {
 		base := runtime.NumGoroutine()
-		h := startWatcher(t, WatchOptions{Kinds: Links | Addrs | Routes | Neighs})
+		h := startWatcher(t, WatchOptions{Kinds: Links | Addrs | Routes})
 		h.nextResync(t)
-		assert.Equal(t, int32(4), h.kernel.running.Load())
+		assert.Equal(t, int32(3), h.kernel.running.Load())
 		h.cancel()
 		for range h.events {
 		}
@@ -557,21 +553,15 @@ func waitGoroutines(t *testing.T, base int) {
 
 func TestKindsString(t *testing.T) {
 	tests := map[Kinds]string{
-		0:                               "none",
-		Links:                           "links",
-		Links | Neighs:                  "links|neighs",
-		Addrs | Routes | 1<<7:           "addrs|routes|0x80",
-		Links | Addrs | Routes | Neighs: "links|addrs|routes|neighs",
+		0:                      "none",
+		Links:                  "links",
+		Links | Routes:         "links|routes",
+		Addrs | Routes | 1<<7:  "addrs|routes|0x80",
+		Links | Addrs | Routes: "links|addrs|routes",
 	}
 	for k, want := range tests {
 		assert.Equal(t, want, k.String())
 	}
-}
-
-func TestEventKind(t *testing.T) {
-	assert.Equal(t, Kinds(0), Event{Resync: &Resync{}}.Kind())
-	assert.Equal(t, Kinds(0), Event{Err: errors.New("x")}.Kind())
-	assert.Equal(t, Links, linkEvent("x").Kind())
 }
 
 func TestLostReasonKeepsTheCause(t *testing.T) {
