@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // HintChains are the chains whose presence tells DetectBackend which
@@ -22,7 +24,7 @@ type Detection struct {
 	// Hint is the hint chain found (see HintChains), or "".
 	Hint string
 	// LegacyRules and NFTRules are the rules found in every table of
-	// both IP versions of each backend.
+	// both IP families of each backend.
 	LegacyRules, NFTRules int
 	// LegacyAvailable and NFTAvailable report whether at least one save
 	// binary of the backend ran.
@@ -39,16 +41,15 @@ type Detection struct {
 //  3. a tie, including an empty node, chooses nft, the default of current
 //     distributions.
 //
-// It runs ip[6]tables-nft-save and ip[6]tables-legacy-save without -t
-// through runner (nil means command.Local{}); without -t the legacy binary
-// lists only tables that already exist, so detection loads no kernel module
-// and creates no table. A backend whose binaries are missing or fail is
-// skipped; when neither ran the error wraps ErrNoBackend. It writes
-// nothing.
-func DetectBackend(ctx context.Context, runner command.Runner) (Backend, Detection, error) {
-	if runner == nil {
-		runner = command.Local{}
-	}
+// It runs ip[6]tables-nft-save and ip[6]tables-legacy-save without -t in
+// the namespace of k (nil: the process's namespace, as Options.Kernel);
+// without -t the legacy binary lists only tables that already exist, so
+// detection loads no kernel module and creates no table. A backend whose
+// binaries are missing or fail is skipped; when neither ran the error wraps
+// ErrNoBackend. It writes nothing. A nil ctx is context.Background().
+func DetectBackend(ctx context.Context, k kernel.Commands) (Backend, Detection, error) {
+	ctx = orBackground(ctx)
+	runner := runnerOf(k)
 	type probe struct {
 		rules     int
 		hint      string
@@ -57,7 +58,7 @@ func DetectBackend(ctx context.Context, runner command.Runner) (Backend, Detecti
 	}
 	run := func(b Backend) probe {
 		var p probe
-		for _, v := range []IPVersion{IPv4, IPv6} {
+		for _, v := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			bin := b.SaveCommand(v)
 			out, err := runner.Run(ctx, nil, bin)
 			if err != nil {
@@ -104,4 +105,20 @@ func DetectBackend(ctx context.Context, runner command.Runner) (Backend, Detecti
 		d.Backend, d.Reason = BackendNFT, fmt.Sprintf("as many rules in both (%d): nft by default", nft.rules)
 	}
 	return d.Backend, d, nil
+}
+
+// runnerOf returns the runner of k, or command.Local for nil.
+func runnerOf(k kernel.Commands) command.Runner {
+	if k == nil {
+		return command.Local{}
+	}
+	return k.Runner()
+}
+
+// orBackground returns ctx, or context.Background() for nil.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }

@@ -11,21 +11,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
 
 func TestDetectBackend(t *testing.T) {
 	type rule struct {
 		b     iptables.Backend
-		v     iptables.IPVersion
+		v     ipfamily.Family
 		table string
 		args  []string
 	}
 	hint := func(b iptables.Backend) rule {
-		return rule{b, iptables.IPv4, "mangle", []string{"-N", "KUBE-IPTABLES-HINT"}}
+		return rule{b, ipfamily.IPv4, "mangle", []string{"-N", "KUBE-IPTABLES-HINT"}}
 	}
-	add := func(b iptables.Backend, v iptables.IPVersion) rule {
+	add := func(b iptables.Backend, v ipfamily.Family) rule {
 		return rule{b, v, "filter", []string{"-A", "INPUT", "-j", "ACCEPT"}}
 	}
 	tests := []struct {
@@ -36,18 +38,18 @@ func TestDetectBackend(t *testing.T) {
 		reason  string
 	}{
 		{"empty node", nil, "", iptables.BackendNFT, "as many rules in both (0)"},
-		{"nft hint wins over legacy rules", []rule{hint(iptables.BackendNFT), add(iptables.BackendLegacy, iptables.IPv4), add(iptables.BackendLegacy, iptables.IPv6)}, "", iptables.BackendNFT, "hint chain KUBE-IPTABLES-HINT in nft"},
-		{"legacy hint", []rule{hint(iptables.BackendLegacy), add(iptables.BackendNFT, iptables.IPv4)}, "", iptables.BackendLegacy, "hint chain KUBE-IPTABLES-HINT in legacy"},
-		{"canary chain", []rule{{iptables.BackendLegacy, iptables.IPv6, "mangle", []string{"-N", "KUBE-KUBELET-CANARY"}}}, "", iptables.BackendLegacy, "hint chain KUBE-KUBELET-CANARY in legacy"},
-		{"more legacy rules, counting IPv6", []rule{add(iptables.BackendNFT, iptables.IPv4), add(iptables.BackendLegacy, iptables.IPv6), add(iptables.BackendLegacy, iptables.IPv4)}, "", iptables.BackendLegacy, "more rules in legacy (2) than in nft (1)"},
-		{"more nft rules", []rule{add(iptables.BackendNFT, iptables.IPv4), add(iptables.BackendNFT, iptables.IPv6), add(iptables.BackendLegacy, iptables.IPv4)}, "", iptables.BackendNFT, "more rules in nft (2) than in legacy (1)"},
-		{"tie", []rule{add(iptables.BackendNFT, iptables.IPv4), add(iptables.BackendLegacy, iptables.IPv4)}, "", iptables.BackendNFT, "as many rules in both (1)"},
-		{"only legacy installed", []rule{add(iptables.BackendNFT, iptables.IPv4)}, "-nft-", iptables.BackendLegacy, "only the legacy binaries ran"},
-		{"only nft installed", []rule{add(iptables.BackendLegacy, iptables.IPv4)}, "-legacy-", iptables.BackendNFT, "only the nft binaries ran"},
+		{"nft hint wins over legacy rules", []rule{hint(iptables.BackendNFT), add(iptables.BackendLegacy, ipfamily.IPv4), add(iptables.BackendLegacy, ipfamily.IPv6)}, "", iptables.BackendNFT, "hint chain KUBE-IPTABLES-HINT in nft"},
+		{"legacy hint", []rule{hint(iptables.BackendLegacy), add(iptables.BackendNFT, ipfamily.IPv4)}, "", iptables.BackendLegacy, "hint chain KUBE-IPTABLES-HINT in legacy"},
+		{"canary chain", []rule{{iptables.BackendLegacy, ipfamily.IPv6, "mangle", []string{"-N", "KUBE-KUBELET-CANARY"}}}, "", iptables.BackendLegacy, "hint chain KUBE-KUBELET-CANARY in legacy"},
+		{"more legacy rules, counting IPv6", []rule{add(iptables.BackendNFT, ipfamily.IPv4), add(iptables.BackendLegacy, ipfamily.IPv6), add(iptables.BackendLegacy, ipfamily.IPv4)}, "", iptables.BackendLegacy, "more rules in legacy (2) than in nft (1)"},
+		{"more nft rules", []rule{add(iptables.BackendNFT, ipfamily.IPv4), add(iptables.BackendNFT, ipfamily.IPv6), add(iptables.BackendLegacy, ipfamily.IPv4)}, "", iptables.BackendNFT, "more rules in nft (2) than in legacy (1)"},
+		{"tie", []rule{add(iptables.BackendNFT, ipfamily.IPv4), add(iptables.BackendLegacy, ipfamily.IPv4)}, "", iptables.BackendNFT, "as many rules in both (1)"},
+		{"only legacy installed", []rule{add(iptables.BackendNFT, ipfamily.IPv4)}, "-nft-", iptables.BackendLegacy, "only the legacy binaries ran"},
+		{"only nft installed", []rule{add(iptables.BackendLegacy, ipfamily.IPv4)}, "-legacy-", iptables.BackendNFT, "only the nft binaries ran"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k := iptablesfake.New()
+			ns, k := newFake()
 			for _, r := range tc.rules {
 				require.NoError(t, k.Exec(r.b, r.v, append([]string{"-t", r.table}, r.args...)...))
 			}
@@ -55,9 +57,9 @@ func TestDetectBackend(t *testing.T) {
 				if tc.missing != "" && strings.Contains(name, tc.missing) {
 					return nil, &command.Error{Argv: []string{name}, ExitCode: -1, Err: exec.ErrNotFound}
 				}
-				return k.Run(ctx, stdin, name, args...)
+				return ns.Runner().Run(ctx, stdin, name, args...)
 			})
-			got, d, err := iptables.DetectBackend(context.Background(), runner)
+			got, d, err := iptables.DetectBackend(context.Background(), commands(runner))
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.want, d.Backend)
@@ -74,7 +76,7 @@ func TestDetectBackendNoBinaries(t *testing.T) {
 	runner := command.RunnerFunc(func(context.Context, io.Reader, string, ...string) ([]byte, error) {
 		return nil, exec.ErrNotFound
 	})
-	_, d, err := iptables.DetectBackend(context.Background(), runner)
+	_, d, err := iptables.DetectBackend(context.Background(), commands(runner))
 	require.ErrorIs(t, err, iptables.ErrNoBackend)
 	require.ErrorIs(t, err, exec.ErrNotFound)
 	assert.False(t, d.LegacyAvailable)
@@ -84,6 +86,6 @@ func TestDetectBackendNoBinaries(t *testing.T) {
 func TestDetectBackendCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, _, err := iptables.DetectBackend(ctx, iptablesfake.New())
+	_, _, err := iptables.DetectBackend(ctx, kernelfake.New(kernelfake.Options{}))
 	require.ErrorIs(t, err, context.Canceled)
 }

@@ -1,7 +1,8 @@
-// Package iptables writes iptables rules declaratively: a typed rule model
-// (Rule, Match, Action) and a Table that keeps one table of one IP version
-// (for example the IPv4 filter table) in the state its owner declares,
-// through iptables-restore, with the legacy or the nft backend.
+// Package iptables is the iptables writer of the rule model of package
+// netfilter: a Table keeps one table of one IP family (for example the IPv4
+// filter table) in the state its owner declares, through iptables-restore,
+// with the legacy or the nft backend. *Table implements netfilter.Table, the
+// interface managers take.
 //
 // # What a Table owns
 //
@@ -27,47 +28,49 @@
 //
 // # Declaring and applying
 //
-// New validates the options and does no I/O (see Options.Namespace for its
-// one check). UpdateChain / UpdateChains set the full content of owned
-// chains; RemoveChain forgets one. InsertRules puts our rules at the top
-// of a built-in chain, before every foreign rule; AppendRules puts them at
-// its bottom, after every foreign rule; a chain can hold both groups. An
-// owned chain is programmed only while one of those rules (or a chain they
-// reach, or a foreign rule in the kernel) jumps to it, or when it is
-// forced.
+// New validates the options and does no I/O. SetChains sets the full
+// content of owned chains; RemoveChains forgets them. InsertRules puts our
+// rules at the top of a built-in chain (a netfilter.Hook), before every
+// foreign rule; AppendRules puts them at its bottom, after every foreign
+// rule; a chain can hold both groups. An owned chain is programmed only
+// while one of those rules (or a chain they reach, or a foreign rule in
+// the kernel) jumps to it, or when it is forced.
 //
+//	ns, err := kernel.Open("/run/netns/pod1") // or leave Kernel nil: this namespace
+//	...
 //	tbl, err := iptables.New(iptables.Options{
 //		Table:       "filter",
-//		IPVersion:   iptables.IPv4,
+//		Family:      ipfamily.IPv4,
 //		Backend:     iptables.BackendNFT, // or DetectBackend
 //		ChainPrefix: "np-",
+//		Kernel:      ns,
 //	})
 //	...
-//	err = tbl.UpdateChain(iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{{
-//		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
-//		Action: iptables.Accept(),
+//	err = tbl.SetChains(netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{{
+//		Matches: []netfilter.Match{netfilter.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
+//		Action:  netfilter.Accept(),
 //	}}})
-//	err = tbl.InsertRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}})
+//	err = tbl.InsertRules(netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
 //	res, err := tbl.Apply(ctx) // res.RetryAfter: when to call Apply again
 //
 // What the Table can tell on its own is refused when declared, with an
-// error and nothing changed: a rule that does not render for the IP
-// version (a prefix of the other family, a prefix with host bits set such
-// as 10.0.0.1/24, a port without a protocol…), a chain name iptables does
+// error and nothing changed: a rule that netfilter.Rule.Validate refuses
+// (a prefix of the other family, a prefix with host bits set such as
+// 10.0.0.1/24, a port without a protocol…), a rule past a limit of
+// iptables (MaxCommentLength, MaxMultiPorts…), a chain name iptables does
 // not take, a jump to a built-in chain or to the chain itself, a target or
-// option that the table does not allow (DROP and REJECT in nat, MASQUERADE,
-// SNAT and DNAT outside nat, CT --notrack outside raw), or that the
-// built-in chain does not allow (MASQUERADE outside POSTROUTING, -i in
-// OUTPUT…). What depends on other declarations or on the kernel is found
-// by Apply and held back per object (see below): a jump to an owned chain
-// not declared (it may be declared later, in any order) or a loop of
+// option that the table does not allow (DROP in nat, REJECT outside
+// filter, MASQUERADE, SNAT and DNAT outside nat, NoTrack outside raw), or
+// that the built-in chain does not allow (MASQUERADE outside POSTROUTING,
+// -i in OUTPUT…). What depends on other declarations or on the kernel is
+// found by Apply and held back per object (see below): a jump to an owned
+// chain not declared (it may be declared later, in any order) or a loop of
 // owned chains, a jump to a foreign chain the table does not have, a set
 // the kernel does not have, a target an owned chain holds that a built-in
 // chain reaching it does not allow.
 //
-// Apply reads the table with iptables-save, or in process when
-// Options.Namespace is set (see below; hash comments, jumps and chain
-// names only, rules are never parsed), computes the difference and writes
+// Apply reads the table with iptables-save (hash comments, jumps and chain
+// names only: rules are never parsed), computes the difference and writes
 // it in one `iptables-restore -w <LockTimeout> --noflush` transaction:
 // only changed rules are replaced (-R), surplus ones deleted (-D) and new
 // ones appended (-A), so the packet counters of unchanged rules survive;
@@ -77,78 +80,46 @@
 // after the jumps to them; a chain a foreign rule still jumps to is
 // flushed and kept (ErrChainInUse) and deleted by a later Apply once
 // nothing jumps to it. When nothing differs it runs no restore at all, and
-// when nothing changed since the last Apply and no refresh or retry is due
-// it runs nothing. Between reads it trusts what it wrote; the kernel is
-// read again on the first Apply (so a restarted agent adopts its rules and
-// writes nothing if they are right), after QueueResync, every
-// RefreshInterval, at the PostWriteRecheck delays after each write (which
-// catches another agent clobbering our rules right after us), when a
-// retry is due, and after a failure. Stats counts saves, restores and
+// when nothing changed since the last Apply and no recheck or retry is
+// due it runs nothing. Between reads it trusts what it wrote; the kernel
+// is read again on the first Apply (so a restarted agent adopts its rules
+// and writes nothing if they are right), after QueueResync (which a
+// dataplane.Loop calls every ResyncInterval; a standalone user calls it
+// to repair drift), at the PostWriteRecheck delays after each write
+// (which catches another agent clobbering our rules right after us), when
+// a retry is due, and after a failure. Stats counts saves, restores and
 // lines written.
+//
+// A Table is a dataplane.Driver (Apply, QueueResync, Phase); Apply's
+// RetryAfter asks the loop to come back for the next recheck or retry.
 //
 // # One object never holds back the others
 //
 // The objects of a Table are its owned chains and, per built-in chain,
 // our rules in it. When the restore binary refuses a line, Apply reads the
-// table again with iptables-save (the picture may be stale: another writer
-// changed the table since it was read) and writes again; when a line is
-// still refused, Apply leaves out the object it belongs to, keeping the
-// kernel's version of it (an owned chain that did not exist is created
-// empty, so that the jumps to it stay valid), and writes the rest, in the
-// same Apply. When the binary names no line of an object (the legacy
-// kernel checks the rules only when the whole table is committed), Apply
-// finds the object by writing halves of the changed objects alone. An
-// object whose jump target the read showed missing is left out without a
-// write. Apply then returns a *PartialError (errors.Is(err,
-// dataplane.ErrPartial)) naming each object left out (an *ObjectError:
-// ErrRefused with the refused line and the binary's message,
-// ErrChainInUse, ErrUnknownChain, ErrChainLoop), and keeps returning it
-// while they stand. A refused object is tried again after a second, then
-// after a delay that doubles up to five minutes (ObjectError.RetryAt;
-// RetryAfter asks the loop to come back then), with a re-read, since what
-// changes the outcome is the kernel; a new declaration of the object tries
-// it at once. Only a failure that belongs to no object (the binary is
-// missing, the table cannot be read, the lock wait timed out, a failure
-// the binary reports without a line) is returned as such: the next Apply
-// starts with a re-read, and a dataplane.Loop retries the Table with
-// backoff.
-
-// # Cost
+// table again (the picture may be stale: another writer changed the table
+// since it was read) and writes again; when a line is still refused, Apply
+// leaves out the object it belongs to, keeping the kernel's version of it
+// (an owned chain that did not exist is created empty, so that the jumps
+// to it stay valid), and writes the rest, in the same Apply. When the
+// binary names no line of an object (the legacy kernel checks the rules
+// only when the whole table is committed), Apply finds the object by
+// writing halves of the changed objects alone. An object whose jump target
+// the read showed missing is left out without a write. Apply then returns
+// a *PartialError (errors.Is(err, dataplane.ErrPartial)) naming each
+// object left out (an *ObjectError: ErrRefused with the refused line and
+// the binary's message, ErrChainInUse, ErrUnknownChain, ErrChainLoop), and
+// keeps returning it while they stand. A refused object is tried again
+// after a second, then after a delay that doubles up to five minutes
+// (ObjectError.RetryAt; RetryAfter asks the loop to come back then), with
+// a re-read, since what changes the outcome is the kernel; a new
+// declaration of the object tries it at once. Only a failure that belongs
+// to no object (the binary is missing, the table cannot be read, the lock
+// wait timed out, a failure the binary reports without a line) is returned
+// as such: the next Apply starts with a re-read, and a dataplane.Loop
+// retries the Table with backoff.
 //
-// Declaring renders each rule once, straight into the restore-input text
-// kept for its chain (one string per chain, not per rule). Declaring a
-// chain again with the same rules renders and compares it, and changes
-// nothing: no allocation, no hashing, nothing for Apply to do. Hashes are
-// computed by Apply, while its iptables-save runs (in a goroutine that
-// Apply always waits for). Between reads, when only some chains or
-// built-in-chain groups changed and no jump target, forced chain or chain
-// set did, Apply compares and writes just those, so changing one rule of
-// a big table costs little more than the one restore line.
-//
-// # Reading in process
-//
-// Running iptables-save costs a millisecond or more, most of the price of
-// a small first Apply. With Options.Namespace set (a handle of the
-// namespace the Runner runs the binaries in; with no Runner, the binaries
-// run there through command.NetNS), Apply reads the table without it: through the xtables getsockopt interface of a raw socket
-// opened in the namespace (legacy; the kernel hands out a consistent
-// snapshot, no lock is taken) or over nf_tables netlink (nft). It gets
-// exactly what the iptables-save parser gets (the chains, each rule's
-// hash or none, the foreign jumps to owned chains) except the text of
-// our rules in built-in chains, which deleting them needs: those texts
-// come from what the Table declared or wrote or read earlier, and when
-// one is unknown (a rule left by another declaration, such as a previous
-// run's), that Apply reads again with iptables-save. Any error of the
-// in-process read falls back to iptables-save too, and so does the re-read
-// after a failed restore (a rule that carries one of our hashes but is not
-// ours, copied by another writer, can only be deleted by the kernel's own
-// text). Stats counts FastReads and FastReadFallbacks.
-//
-// A Table is a dataplane.Driver (Apply, QueueResync, Phase), so a
-// dataplane.Loop can drive it; Apply's RetryAfter asks the loop to come back
-// for the next refresh or recheck.
-//
-// # Backends
+// # Backends and namespaces
 //
 // Options.Backend picks ip[6]tables-legacy-save/-restore or
 // ip[6]tables-nft-save/-restore (iptables 1.8.3 or later). DetectBackend
@@ -157,11 +128,11 @@
 // xtables lock (legacy only) up to LockTimeout, so the Table coexists with
 // kube-proxy and others writing at the same time.
 //
-// Binaries run through Options.Runner (a command.Runner): command.Local by
-// default, command.NetNS for another network namespace (the default when
-// Options.Namespace is set), or the in-memory fake of package iptablesfake
-// in unit tests. The save runs on a goroutine of Apply's own, so the
-// runner, not the calling thread, decides the network namespace.
+// Options.Kernel is the one way to target a network namespace: the
+// binaries run through its Runner (a *kernel.Namespace starts them inside
+// its namespace). Unit tests hand the Table a kernelfake.Namespace, whose
+// Runner serves the binaries from the in-memory kernel of package
+// iptablesfake.
 //
 // # Reading iptables-save
 //
@@ -181,8 +152,5 @@
 // both insert their rules at the top of the same built-in chain will keep
 // moving their rules in front of each other's. Hashes depend on the
 // position in the group, so inserting a rule at the top of a group
-// rewrites the rules after it. The in-process nft read does not make every check of
-// iptables-nft-save: a table the nft tool changed in ways iptables-nft
-// cannot show (which iptables-save reports as incompatible) may be read
-// without error when its rules use only expressions iptables-nft writes.
+// rewrites the rules after it.
 package iptables

@@ -15,26 +15,20 @@ import (
 
 // Sentinel errors. Every error of the package starts with "iptables: "
 // once, then says what is wrong; errors.Is matches every sentinel the text
-// speaks of (a rule whose prefix is of the other IP version matches both
-// ErrInvalidRule and ErrWrongIPVersion).
+// speaks of. A rule the Table refuses matches the sentinels of package
+// netfilter: netfilter.ErrInvalidRule, and netfilter.ErrWrongFamily or
+// netfilter.ErrInvalidChainName where that is the cause; a chain name the
+// Table refuses matches netfilter.ErrInvalidChainName.
 var (
-	// ErrInvalidRule is matched by every error about a malformed rule.
-	ErrInvalidRule = errors.New("iptables: invalid rule")
-	// ErrWrongIPVersion: the rule mentions an address or feature of the
-	// other IP version.
-	ErrWrongIPVersion = errors.New("iptables: rule does not fit the table's IP version")
-	// ErrInvalidChainName: empty, too long (MaxChainNameLength) or with
-	// characters iptables does not accept.
-	ErrInvalidChainName = errors.New("iptables: invalid chain name")
 	// ErrInvalidOptions reports an Options field out of range.
 	ErrInvalidOptions = errors.New("iptables: invalid options")
-	// ErrNotOwned reports a chain given to UpdateChain or RemoveChain whose
+	// ErrNotOwned reports a chain given to SetChains or RemoveChains whose
 	// name lacks the Table's ChainPrefix.
 	ErrNotOwned = errors.New("iptables: chain does not carry the table's prefix")
-	// ErrNotBuiltin reports a chain given to InsertRules or AppendRules
+	// ErrNotBuiltin reports a hook given to InsertRules or AppendRules
 	// that is not a built-in chain of the Table's table.
 	ErrNotBuiltin = errors.New("iptables: not a built-in chain of this table")
-	// ErrDuplicateChain reports a chain named twice in one UpdateChains
+	// ErrDuplicateChain reports a chain named twice in one SetChains
 	// call.
 	ErrDuplicateChain = errors.New("iptables: chain given twice")
 	// ErrUnknownChain reports a programmed rule that jumps to a chain with
@@ -69,11 +63,6 @@ var (
 // bare returns a sentinel's text without the package prefix, to quote it
 // inside another error of the package.
 func bare(sentinel error) string { return strings.TrimPrefix(sentinel.Error(), "iptables: ") }
-
-// errRulef returns an error matching ErrInvalidRule.
-func errRulef(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidRule, fmt.Sprintf(format, a...))
-}
 
 // RestoreError is a failed iptables-restore transaction: what was fed to
 // the binary and what it said. errors.Is(err, ErrRestore) holds, and

@@ -1,17 +1,18 @@
 package iptables_test
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
-// showRuleArgs renders r for v and prints the arguments, or the error.
-func showRuleArgs(r iptables.Rule, v iptables.IPVersion) {
-	args, err := r.Args(v)
+// showRuleArgs renders r for f and prints the arguments, or the error.
+func showRuleArgs(r netfilter.Rule, f ipfamily.Family) {
+	args, err := iptables.RuleArgs(r, f)
 	if err != nil {
 		fmt.Println("error:", err)
 		return
@@ -19,17 +20,17 @@ func showRuleArgs(r iptables.Rule, v iptables.IPVersion) {
 	fmt.Println(strings.Join(args, " "))
 }
 
-func ExampleRule_Args() {
-	r := iptables.Rule{
-		Match: iptables.Match{
-			iptables.Protocol(iptables.ProtoTCP),
-			iptables.DestPorts(iptables.Port(443)),
-			iptables.SourceNet(netip.MustParsePrefix("10.0.0.0/8")),
+func ExampleRuleArgs() {
+	r := netfilter.Rule{
+		Matches: []netfilter.Match{
+			netfilter.Protocol(netfilter.ProtoTCP),
+			netfilter.DestPorts(netfilter.Port(443)),
+			netfilter.SourceNet(netip.MustParsePrefix("10.0.0.0/8")),
 		},
-		Action:   iptables.Accept(),
+		Action:   netfilter.Accept(),
 		Comments: []string{"web"},
 	}
-	args, err := r.Args(iptables.IPv4)
+	args, err := iptables.RuleArgs(r, ipfamily.IPv4)
 	if err != nil {
 		panic(err)
 	}
@@ -38,204 +39,81 @@ func ExampleRule_Args() {
 	// ["-s" "10.0.0.0/8" "-p" "tcp" "-m" "tcp" "--dport" "443" "-m" "comment" "--comment" "web" "-j" "ACCEPT"]
 }
 
-func ExampleRule_Validate() {
-	portsWithoutProtocol := iptables.Rule{
-		Match:  iptables.Match{iptables.DestPorts(iptables.Port(53))},
-		Action: iptables.Accept(),
+// How each criterion and action of the rule model renders.
+func ExampleRuleArgs_model() {
+	tcp, udp := netfilter.Protocol(netfilter.ProtoTCP), netfilter.Protocol(netfilter.ProtoUDP)
+	v6 := []netfilter.Rule{
+		{Matches: []netfilter.Match{
+			netfilter.SourceNet(netip.MustParsePrefix("fd00::/64")),
+			netfilter.Not(netfilter.DestNet(netip.MustParsePrefix("fd00:1::/64"))),
+		}, Action: netfilter.Return()},
+		{Matches: []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateEstablished, netfilter.CTStateRelated)}, Action: netfilter.Accept()},
+		{Matches: []netfilter.Match{netfilter.ICMPv6TypeCode(1, 4)}, Action: netfilter.Accept()},
+		{Action: netfilter.Reject(netfilter.RejectPortUnreachable)},
+		{Matches: []netfilter.Match{udp}, Action: netfilter.ActionSNAT{
+			To: netip.MustParseAddr("2001:db8::1"), Ports: netfilter.Ports(20000, 29999), RandomFully: true}},
+		{Matches: []netfilter.Match{tcp, netfilter.DestNet(netip.MustParsePrefix("fd00:96::10/128")), netfilter.DestPorts(netfilter.Port(80))},
+			Action: netfilter.DNAT(netip.MustParseAddrPort("[fd00:10::7]:8080"))},
+		{Action: netfilter.ActionNFLOG{Group: 2, Prefix: "np", Size: 80}},
 	}
-	err := portsWithoutProtocol.Validate(iptables.IPv4)
-	fmt.Println(errors.Is(err, iptables.ErrInvalidRule), err)
-
-	v4InV6 := iptables.Rule{
-		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
-		Action: iptables.Drop(),
+	for _, r := range v6 {
+		showRuleArgs(r, ipfamily.IPv6)
 	}
-	err = v4InV6.Validate(iptables.IPv6)
-	fmt.Println(errors.Is(err, iptables.ErrWrongIPVersion))
-	// Output:
-	// true iptables: invalid rule: port match without tcp/udp/sctp protocol (criterion 0)
-	// true
-}
-
-func ExampleSourceNet() {
-	showRuleArgs(iptables.Rule{
-		Match: iptables.Match{
-			iptables.SourceNet(netip.MustParsePrefix("fd00::/64")),
-			iptables.NotDestNet(netip.MustParsePrefix("fd00:1::/64")),
-		},
-		Action: iptables.Return(),
-	}, iptables.IPv6)
-	// A prefix with host bits set is refused, not masked.
-	showRuleArgs(iptables.Rule{
-		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("fd00::1/64"))},
-		Action: iptables.Return(),
-	}, iptables.IPv6)
+	v4 := []netfilter.Rule{
+		{Matches: []netfilter.Match{udp, netfilter.Not(netfilter.SourcePorts(netfilter.Port(53))),
+			netfilter.DestPorts(netfilter.Port(53), netfilter.Ports(5353, 5355))}, Action: netfilter.Drop()},
+		{Matches: []netfilter.Match{netfilter.InInterface("cali+"), netfilter.Not(netfilter.OutInterface("eth0"))}, Action: netfilter.Accept()},
+		{Matches: []netfilter.Match{netfilter.Mark(0x10000, 0x10000)}, Action: netfilter.ClearMark(0x10000)},
+		{Matches: []netfilter.Match{netfilter.Not(netfilter.SourceIPSet("np-trusted")),
+			netfilter.IPSet("np-services", netfilter.Dst, netfilter.Dst)}, Action: netfilter.Jump("NP-SERVICES")},
+		{Matches: []netfilter.Match{netfilter.MatchAddrType{Types: netfilter.AddrTypeLocal, Dir: netfilter.Dst, LimitIfaceIn: true}},
+			Action: netfilter.Goto("NP-FROM-HOST")},
+		{Matches: []netfilter.Match{netfilter.ICMPType(8)}, Action: netfilter.Accept()},
+		{Matches: []netfilter.Match{tcp}, Action: netfilter.Reject(netfilter.RejectTCPReset)},
+		{Action: netfilter.SetMaskedMark(0x4000, 0xc000)},
+		{Matches: []netfilter.Match{netfilter.Not(netfilter.OutInterface("cali+"))}, Action: netfilter.ActionMasquerade{RandomFully: true}},
+		{Action: netfilter.DNAT(netip.AddrPortFrom(netip.MustParseAddr("10.0.0.7"), 0))},
+		{Action: netfilter.ActionLog{Prefix: "np drop: ", Level: netfilter.LogLevelInfo}},
+		{Matches: []netfilter.Match{udp, netfilter.DestPorts(netfilter.Port(53))}, Action: netfilter.NoTrack()},
+	}
+	for _, r := range v4 {
+		showRuleArgs(r, ipfamily.IPv4)
+	}
 	// Output:
 	// -s fd00::/64 ! -d fd00:1::/64 -j RETURN
-	// error: iptables: invalid rule: src prefix: ipfamily: prefix has host bits set: fd00::1/64 (the network is fd00::/64) (criterion 0)
-}
-
-func ExampleDestPorts() {
-	showRuleArgs(iptables.Rule{
-		Match: iptables.Match{
-			iptables.Protocol(iptables.ProtoUDP),
-			iptables.NotSourcePorts(iptables.Port(53)),
-			iptables.DestPorts(iptables.Port(53), iptables.Ports(5353, 5355)),
-		},
-		Action: iptables.Drop(),
-	}, iptables.IPv4)
-	// Output:
-	// -p udp -m udp ! --sport 53 -m multiport --dports 53,5353:5355 -j DROP
-}
-
-func ExampleInInterface() {
-	showRuleArgs(iptables.Rule{
-		Match:  iptables.Match{iptables.InInterface("cali+"), iptables.NotOutInterface("eth0")},
-		Action: iptables.Accept(),
-	}, iptables.IPv4)
-	// Output:
-	// -i cali+ ! -o eth0 -j ACCEPT
-}
-
-func ExampleMarkMatches() {
-	showRuleArgs(iptables.Rule{
-		Match:  iptables.Match{iptables.MarkMatches(0x10000, 0x10000)},
-		Action: iptables.ClearMark(0x10000),
-	}, iptables.IPv4)
-	// Output:
-	// -m mark --mark 0x10000/0x10000 -j MARK --set-xmark 0x0/0x10000
-}
-
-func ExampleIPSetMatch() {
-	showRuleArgs(iptables.Rule{
-		Match: iptables.Match{
-			iptables.NotSourceIPSet("np-trusted"),
-			// A hash:ip,port set of destination address and port.
-			iptables.IPSetMatch("np-services", iptables.Dst, iptables.Dst),
-		},
-		Action: iptables.Jump("NP-SERVICES"),
-	}, iptables.IPv4)
-	// Output:
-	// -m set ! --match-set np-trusted src -m set --match-set np-services dst,dst -j NP-SERVICES
-}
-
-func ExampleConntrackState() {
-	showRuleArgs(iptables.Rule{
-		Match:  iptables.Match{iptables.ConntrackState(iptables.CTStateEstablished, iptables.CTStateRelated)},
-		Action: iptables.Accept(),
-	}, iptables.IPv6)
-	// Output:
 	// -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
-}
-
-func ExampleAddrTypeMatch() {
-	showRuleArgs(iptables.Rule{
-		Match: iptables.Match{
-			iptables.AddrTypeMatch{Types: iptables.AddrTypeLocal, Dir: iptables.Dst, LimitIfaceIn: true},
-		},
-		Action: iptables.Goto("NP-FROM-HOST"),
-	}, iptables.IPv4)
-	// Output:
-	// -m addrtype --dst-type LOCAL --limit-iface-in -g NP-FROM-HOST
-}
-
-func ExampleICMPType() {
-	showRuleArgs(iptables.Rule{Match: iptables.Match{iptables.ICMPType(8)}, Action: iptables.Accept()}, iptables.IPv4)
-	showRuleArgs(iptables.Rule{Match: iptables.Match{iptables.ICMPv6TypeCode(1, 4)}, Action: iptables.Accept()}, iptables.IPv6)
-	showRuleArgs(iptables.Rule{Match: iptables.Match{iptables.ICMPType(8)}, Action: iptables.Accept()}, iptables.IPv6)
-	// Output:
-	// -p icmp -m icmp --icmp-type 8 -j ACCEPT
 	// -p ipv6-icmp -m icmp6 --icmpv6-type 1/4 -j ACCEPT
-	// error: iptables: invalid rule: icmp type match in an IPv6 rule (criterion 0)
-}
-
-func ExampleReject() {
-	tcp := iptables.Match{iptables.Protocol(iptables.ProtoTCP)}
-	showRuleArgs(iptables.Rule{Action: iptables.Reject(iptables.RejectPortUnreachable)}, iptables.IPv6)
-	showRuleArgs(iptables.Rule{Match: tcp, Action: iptables.Reject(iptables.RejectTCPReset)}, iptables.IPv4)
-	// Output:
 	// -j REJECT --reject-with icmp6-port-unreachable
-	// -p tcp -j REJECT --reject-with tcp-reset
-}
-
-func ExampleJump() {
-	a := iptables.Jump("NP-FORWARD")
-	fmt.Println(a.JumpTarget())
-	showRuleArgs(iptables.Rule{Action: iptables.Jump(strings.Repeat("X", 29))}, iptables.IPv4)
-	// Output:
-	// NP-FORWARD
-	// error: iptables: invalid rule: jump target "XXXXXXXXXXXXXXXXXXXXXXXXXXXXX" must be 1 to 28 characters
-}
-
-func ExampleSetMaskedMark() {
-	showRuleArgs(iptables.Rule{Action: iptables.SetMaskedMark(0x4000, 0xc000)}, iptables.IPv4)
-	showRuleArgs(iptables.Rule{Action: iptables.SetMark(0x1)}, iptables.IPv4)
-	showRuleArgs(iptables.Rule{Action: iptables.SetMaskedMark(0x1, 0xc000)}, iptables.IPv4)
-	// Output:
-	// -j MARK --set-xmark 0x4000/0xc000
-	// -j MARK --set-xmark 0x1/0xffffffff
-	// error: iptables: invalid rule: set mark: mark 0x1 has bits outside mask 0xc000
-}
-
-func ExampleMasquerade() {
-	showRuleArgs(iptables.Rule{
-		Match:  iptables.Match{iptables.NotOutInterface("cali+")},
-		Action: iptables.Masquerade(iptables.MasqueradeOptions{RandomFully: true}),
-	}, iptables.IPv4)
-	// Output:
-	// ! -o cali+ -j MASQUERADE --random-fully
-}
-
-func ExampleSNAT() {
-	showRuleArgs(iptables.Rule{
-		Match: iptables.Match{iptables.Protocol(iptables.ProtoUDP)},
-		Action: iptables.SNAT(netip.MustParseAddr("2001:db8::1"),
-			iptables.SNATOptions{Ports: iptables.Ports(20000, 29999), RandomFully: true}),
-	}, iptables.IPv6)
-	// Output:
 	// -p udp -j SNAT --to-source [2001:db8::1]:20000-29999 --random-fully
-}
-
-func ExampleDNAT() {
-	showRuleArgs(iptables.Rule{
-		Match: iptables.Match{
-			iptables.Protocol(iptables.ProtoTCP),
-			iptables.DestNet(netip.MustParsePrefix("fd00:96::10/128")),
-			iptables.DestPorts(iptables.Port(80)),
-		},
-		Action: iptables.DNAT(netip.MustParseAddrPort("[fd00:10::7]:8080")),
-	}, iptables.IPv6)
-	showRuleArgs(iptables.Rule{
-		Action: iptables.DNAT(netip.AddrPortFrom(netip.MustParseAddr("10.0.0.7"), 0)),
-	}, iptables.IPv4)
-	// Output:
 	// -d fd00:96::10/128 -p tcp -m tcp --dport 80 -j DNAT --to-destination [fd00:10::7]:8080
-	// -j DNAT --to-destination 10.0.0.7
-}
-
-func ExampleLog() {
-	r := iptables.Rule{
-		Action: iptables.Log(iptables.LogOptions{Prefix: "np drop: ", Level: iptables.LogLevelInfo}),
-	}
-	args, err := r.Args(iptables.IPv4)
-	fmt.Printf("%q %v\n", args, err)
-	// Output:
-	// ["-j" "LOG" "--log-prefix" "np drop: " "--log-level" "6"] <nil>
-}
-
-func ExampleNFLOG() {
-	showRuleArgs(iptables.Rule{
-		Action: iptables.NFLOG(iptables.NFLOGOptions{Group: 2, Prefix: "np", Size: 80}),
-	}, iptables.IPv6)
-	// Output:
 	// -j NFLOG --nflog-prefix np --nflog-group 2 --nflog-size 80
+	// -p udp -m udp ! --sport 53 -m multiport --dports 53,5353:5355 -j DROP
+	// -i cali+ ! -o eth0 -j ACCEPT
+	// -m mark --mark 0x10000/0x10000 -j MARK --set-xmark 0x0/0x10000
+	// -m set ! --match-set np-trusted src -m set --match-set np-services dst,dst -j NP-SERVICES
+	// -m addrtype --dst-type LOCAL --limit-iface-in -g NP-FROM-HOST
+	// -p icmp -m icmp --icmp-type 8 -j ACCEPT
+	// -p tcp -j REJECT --reject-with tcp-reset
+	// -j MARK --set-xmark 0x4000/0xc000
+	// ! -o cali+ -j MASQUERADE --random-fully
+	// -j DNAT --to-destination 10.0.0.7
+	// -j LOG --log-prefix np drop:  --log-level 6
+	// -p udp -m udp --dport 53 -j CT --notrack
 }
 
-func ExampleNoTrack() {
-	showRuleArgs(iptables.Rule{
-		Match:  iptables.Match{iptables.Protocol(iptables.ProtoUDP), iptables.DestPorts(iptables.Port(53))},
-		Action: iptables.NoTrack(),
-	}, iptables.IPv4)
+// A rule the model refuses, or that iptables cannot take, is an error
+// under the package's prefix that matches netfilter.ErrInvalidRule.
+func ExampleRuleArgs_refused() {
+	showRuleArgs(netfilter.Rule{
+		Matches: []netfilter.Match{netfilter.SourceNet(netip.MustParsePrefix("fd00::1/64"))},
+		Action:  netfilter.Return(),
+	}, ipfamily.IPv6)
+	showRuleArgs(netfilter.Rule{Matches: []netfilter.Match{netfilter.ICMPType(8)}, Action: netfilter.Accept()}, ipfamily.IPv6)
+	showRuleArgs(netfilter.Rule{Action: netfilter.Jump(strings.Repeat("X", 29))}, ipfamily.IPv4)
+	showRuleArgs(netfilter.Rule{Action: netfilter.Log(strings.Repeat("x", 30))}, ipfamily.IPv4)
 	// Output:
-	// -p udp -m udp --dport 53 -j CT --notrack
+	// error: iptables: invalid rule: src prefix: ipfamily: prefix has host bits set: fd00::1/64 (the network is fd00::/64) (criterion 0)
+	// error: iptables: invalid rule: icmp type match in an IPv6 rule (criterion 0)
+	// error: iptables: invalid rule: jump target "XXXXXXXXXXXXXXXXXXXXXXXXXXXXX" must be 1 to 28 characters
+	// error: iptables: invalid rule: log prefix is 30 bytes, longer than 29
 }

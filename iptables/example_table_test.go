@@ -9,8 +9,11 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // lastInput prints the input of the last restore the fake served.
@@ -21,17 +24,17 @@ func lastInput(k *iptablesfake.Kernel) {
 func ExampleNew() {
 	tbl, err := iptables.New(iptables.Options{
 		Table:       "filter",
-		IPVersion:   iptables.IPv4,
+		Family:      ipfamily.IPv4,
 		Backend:     iptables.BackendNFT,
 		ChainPrefix: "np-",
-		Runner:      iptablesfake.New(), // nil runs the real binaries
+		Kernel:      kernelfake.New(kernelfake.Options{}), // nil: the binaries of this namespace
 	})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(tbl.Name(), tbl.Options().HashPrefix)
 
-	_, err = iptables.New(iptables.Options{Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT})
+	_, err = iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT})
 	fmt.Println(errors.Is(err, iptables.ErrInvalidOptions))
 	// Output:
 	// iptables-nft-filter-v4 np:
@@ -39,16 +42,16 @@ func ExampleNew() {
 }
 
 func ExampleTable_Apply() {
-	k := iptablesfake.New()
+	ns, k := newFake()
 	tbl, _ := iptables.New(iptables.Options{
-		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
-		ChainPrefix: "np-", Runner: k,
+		Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT,
+		ChainPrefix: "np-", Kernel: ns,
 	})
-	_ = tbl.UpdateChain(iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{{
-		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
-		Action: iptables.Accept(),
+	_ = tbl.SetChains(netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{{
+		Matches: []netfilter.Match{netfilter.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
+		Action:  netfilter.Accept(),
 	}}})
-	_ = tbl.InsertRules("FORWARD", []iptables.Rule{{Action: iptables.Jump("np-fw")}})
+	_ = tbl.InsertRules("FORWARD", []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
 	if _, err := tbl.Apply(context.Background()); err != nil {
 		panic(err)
 	}
@@ -67,23 +70,23 @@ func ExampleTable_Apply() {
 	// saves 1 restores 1 chains 1 rules 2
 }
 
-func ExampleTable_UpdateChain() {
-	k := iptablesfake.New()
+func ExampleTable_SetChains() {
+	ns, k := newFake()
 	tbl, _ := iptables.New(iptables.Options{
-		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendLegacy,
-		ChainPrefix: "np-", Runner: k,
+		Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendLegacy,
+		ChainPrefix: "np-", Kernel: ns,
 	})
-	from := func(cidr string) iptables.Rule {
-		return iptables.Rule{Match: iptables.Match{iptables.SourceNet(netip.MustParsePrefix(cidr))}, Action: iptables.Accept()}
+	from := func(cidr string) netfilter.Rule {
+		return netfilter.Rule{Matches: []netfilter.Match{netfilter.SourceNet(netip.MustParsePrefix(cidr))}, Action: netfilter.Accept()}
 	}
-	_ = tbl.UpdateChain(iptables.Chain{Name: "np-a", ForceProgramming: true, Rules: []iptables.Rule{
+	_ = tbl.SetChains(netfilter.Chain{Name: "np-a", ForceProgramming: true, Rules: []netfilter.Rule{
 		from("10.0.0.0/24"), from("10.0.1.0/24"), from("10.0.2.0/24"),
 	}})
 	_, _ = tbl.Apply(context.Background())
 
 	// Changing one rule replaces just that rule: the others keep their
 	// packet counters.
-	_ = tbl.UpdateChain(iptables.Chain{Name: "np-a", ForceProgramming: true, Rules: []iptables.Rule{
+	_ = tbl.SetChains(netfilter.Chain{Name: "np-a", ForceProgramming: true, Rules: []netfilter.Rule{
 		from("10.0.0.0/24"), from("10.9.9.0/24"), from("10.0.2.0/24"),
 	}})
 	_, _ = tbl.Apply(context.Background())
@@ -95,21 +98,21 @@ func ExampleTable_UpdateChain() {
 }
 
 func ExampleTable_InsertRules() {
-	k := iptablesfake.New()
+	ns, k := newFake()
 	// Another agent's rule is already in INPUT.
-	_ = k.Exec(iptables.BackendNFT, iptables.IPv4, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP")
+	_ = k.Exec(iptables.BackendNFT, ipfamily.IPv4, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP")
 
 	tbl, _ := iptables.New(iptables.Options{
-		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
-		ChainPrefix: "np-", HashPrefix: "np_", Runner: k,
+		Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT,
+		ChainPrefix: "np-", HashPrefix: "np_", Kernel: ns,
 	})
-	_ = tbl.InsertRules("INPUT", []iptables.Rule{{
-		Match:  iptables.Match{iptables.InInterface("lo")},
-		Action: iptables.Accept(),
+	_ = tbl.InsertRules("INPUT", []netfilter.Rule{{
+		Matches: []netfilter.Match{netfilter.InInterface("lo")},
+		Action:  netfilter.Accept(),
 	}})
-	_ = tbl.AppendRules("INPUT", []iptables.Rule{{Action: iptables.Drop()}})
+	_ = tbl.AppendRules("INPUT", []netfilter.Rule{{Action: netfilter.Drop()}})
 	_, _ = tbl.Apply(context.Background())
-	for _, r := range k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT") {
+	for _, r := range k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT") {
 		fmt.Println(r)
 	}
 	// Output:
@@ -119,11 +122,11 @@ func ExampleTable_InsertRules() {
 }
 
 func ExampleDetectBackend() {
-	k := iptablesfake.New()
+	ns, k := newFake()
 	// kubelet left its hint chain in the legacy mangle table.
-	_ = k.Exec(iptables.BackendLegacy, iptables.IPv4, "-t", "mangle", "-N", "KUBE-IPTABLES-HINT")
+	_ = k.Exec(iptables.BackendLegacy, ipfamily.IPv4, "-t", "mangle", "-N", "KUBE-IPTABLES-HINT")
 
-	b, d, err := iptables.DetectBackend(context.Background(), k)
+	b, d, err := iptables.DetectBackend(context.Background(), ns)
 	fmt.Println(b, d.Reason, err)
 	// Output: legacy hint chain KUBE-IPTABLES-HINT in legacy <nil>
 }
@@ -131,17 +134,17 @@ func ExampleDetectBackend() {
 // When the kernel refuses one object, Apply writes the others and reports
 // the refused one; it retries it on its own backoff.
 func ExamplePartialError() {
-	k := iptablesfake.New()
+	ns, k := newFake()
 	// The kernel will refuse our jump from OUTPUT, whatever we try.
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "-I OUTPUT"})
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	tbl, _ := iptables.New(iptables.Options{
-		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
-		ChainPrefix: "np-", Runner: k, Clock: clk, PostWriteRecheck: []time.Duration{},
+		Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT,
+		ChainPrefix: "np-", Kernel: ns, Clock: clk, PostWriteRecheck: []time.Duration{},
 	})
-	_ = tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Accept()}}})
-	_ = tbl.InsertRules("OUTPUT", []iptables.Rule{{Action: iptables.Jump("np-a")}})
-	_ = tbl.InsertRules("INPUT", []iptables.Rule{{Action: iptables.Jump("np-a")}})
+	_ = tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Accept()}}})
+	_ = tbl.InsertRules("OUTPUT", []netfilter.Rule{{Action: netfilter.Jump("np-a")}})
+	_ = tbl.InsertRules("INPUT", []netfilter.Rule{{Action: netfilter.Jump("np-a")}})
 	res, err := tbl.Apply(context.Background())
 
 	var pe *iptables.PartialError
@@ -155,7 +158,7 @@ func ExamplePartialError() {
 	if errors.As(err, &re) {
 		fmt.Printf("line %d: %s", re.Line, re.Stderr)
 	}
-	fmt.Println(len(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT")), len(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "OUTPUT")))
+	fmt.Println(len(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT")), len(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "OUTPUT")))
 	// Output:
 	// OUTPUT true 1s
 	// true 1s
@@ -164,29 +167,30 @@ func ExamplePartialError() {
 }
 
 func ExampleTable_QueueResync() {
-	k := iptablesfake.New()
+	ns, k := newFake()
 	tbl, _ := iptables.New(iptables.Options{
-		Table: "nat", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT,
-		ChainPrefix: "np-", Runner: k,
+		Table: "nat", Family: ipfamily.IPv4, Backend: iptables.BackendNFT,
+		ChainPrefix: "np-", Kernel: ns,
 	})
-	_ = tbl.AppendRules("POSTROUTING", []iptables.Rule{{
-		Match:  iptables.Match{iptables.SourceNet(netip.MustParsePrefix("10.244.0.0/16"))},
-		Action: iptables.Masquerade(iptables.MasqueradeOptions{RandomFully: true}),
+	_ = tbl.AppendRules("POSTROUTING", []netfilter.Rule{{
+		Matches: []netfilter.Match{netfilter.SourceNet(netip.MustParsePrefix("10.244.0.0/16"))},
+		Action:  netfilter.ActionMasquerade{RandomFully: true},
 	}})
 	_, _ = tbl.Apply(context.Background())
 
 	// Someone flushes POSTROUTING behind our back.
-	_ = k.Exec(iptables.BackendNFT, iptables.IPv4, "-t", "nat", "-F", "POSTROUTING")
+	_ = k.Exec(iptables.BackendNFT, ipfamily.IPv4, "-t", "nat", "-F", "POSTROUTING")
 
-	// The periodic refresh (or the loop's resync) re-reads and repairs it.
+	// A resync (a dataplane.Loop queues one every ResyncInterval) re-reads
+	// and repairs it.
 	tbl.QueueResync()
 	_, _ = tbl.Apply(context.Background())
-	fmt.Println(len(k.Rules(iptables.BackendNFT, iptables.IPv4, "nat", "POSTROUTING")), tbl.Stats().Restores)
+	fmt.Println(len(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "nat", "POSTROUTING")), tbl.Stats().Restores)
 	// Output: 1 2
 }
 
 func ExampleParseBackend() {
 	b, err := iptables.ParseBackend("legacy")
-	fmt.Println(b, b.RestoreCommand(iptables.IPv6), err)
+	fmt.Println(b, b.RestoreCommand(ipfamily.IPv6), err)
 	// Output: legacy ip6tables-legacy-restore <nil>
 }

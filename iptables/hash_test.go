@@ -8,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 func TestRuleHashDependsOnEverything(t *testing.T) {
@@ -87,29 +90,29 @@ func TestRuleRestoreTextAndCut(t *testing.T) {
 	// criteria (-s, -d, -i, -o, -p) end at cut, where the Table puts its
 	// hash comment.
 	tests := []struct {
-		rule     Rule
+		rule     netfilter.Rule
 		body     string
 		withHash string
 	}{
-		{Rule{Action: Accept()}, "-j ACCEPT", `-m comment --comment "np:H" -j ACCEPT`},
-		{Rule{Match: Match{DestPorts(Port(80)), Protocol(ProtoTCP), SourceNet(netip.MustParsePrefix("10.0.0.0/8"))}, Action: Accept()},
+		{netfilter.Rule{Action: netfilter.Accept()}, "-j ACCEPT", `-m comment --comment "np:H" -j ACCEPT`},
+		{netfilter.Rule{Matches: []netfilter.Match{netfilter.DestPorts(netfilter.Port(80)), netfilter.Protocol(netfilter.ProtoTCP), netfilter.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))}, Action: netfilter.Accept()},
 			"-s 10.0.0.0/8 -p tcp -m tcp --dport 80 -j ACCEPT",
 			`-s 10.0.0.0/8 -p tcp -m comment --comment "np:H" -m tcp --dport 80 -j ACCEPT`},
-		{Rule{Match: Match{NotInInterface("eth0")}, Action: Drop()}, "! -i eth0 -j DROP", `! -i eth0 -m comment --comment "np:H" -j DROP`},
-		{Rule{Action: Accept(), Comments: []string{"two words"}},
+		{netfilter.Rule{Matches: []netfilter.Match{netfilter.Not(netfilter.InInterface("eth0"))}, Action: netfilter.Drop()}, "! -i eth0 -j DROP", `! -i eth0 -m comment --comment "np:H" -j DROP`},
+		{netfilter.Rule{Action: netfilter.Accept(), Comments: []string{"two words"}},
 			`-m comment --comment "two words" -j ACCEPT`,
 			`-m comment --comment "np:H" -m comment --comment "two words" -j ACCEPT`},
-		{Rule{Action: Log(LogOptions{Prefix: "it's "})}, `-j LOG --log-prefix "it's "`, `-m comment --comment "np:H" -j LOG --log-prefix "it's "`},
+		{netfilter.Rule{Action: netfilter.ActionLog{Prefix: "it's "}}, `-j LOG --log-prefix "it's "`, `-m comment --comment "np:H" -j LOG --log-prefix "it's "`},
 	}
 	for _, tc := range tests {
 		var st ruleRender
 		// Rendered after other text, as in a chain's buffer.
-		b, cut, err := tc.rule.appendRestore([]byte("prev"), IPv4, placement{}, &st)
+		b, cut, err := appendRestore([]byte("prev"), tc.rule, ipfamily.IPv4, placement{}, &st)
 		require.NoError(t, err)
 		r := renderedRule{body: string(b[4:]), cut: cut}
 		assert.Equal(t, tc.body, r.body)
 		assert.Equal(t, tc.withHash, r.withHash("np:", "H"))
-		args, err := tc.rule.Args(IPv4)
+		args, err := RuleArgs(tc.rule, ipfamily.IPv4)
 		require.NoError(t, err)
 		assert.Equal(t, args, splitTokens(r.body), "Args is the restore text split")
 	}
@@ -174,9 +177,7 @@ func TestParseBackend(t *testing.T) {
 	}
 	_, err := ParseBackend("auto")
 	require.ErrorIs(t, err, ErrInvalidOptions)
-	assert.Equal(t, "ip6tables-nft-save", BackendNFT.SaveCommand(IPv6))
-	assert.Equal(t, "iptables-legacy-restore", BackendLegacy.RestoreCommand(IPv4))
+	assert.Equal(t, "ip6tables-nft-save", BackendNFT.SaveCommand(ipfamily.IPv6))
+	assert.Equal(t, "iptables-legacy-restore", BackendLegacy.RestoreCommand(ipfamily.IPv4))
 	assert.Equal(t, "(none)", Backend("").String())
-	assert.Nil(t, BuiltinChains("bogus"))
-	assert.Equal(t, []string{"PREROUTING", "OUTPUT"}, BuiltinChains("raw"))
 }

@@ -3,15 +3,14 @@ package iptables
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // Backend selects which iptables implementation a Table writes through:
@@ -52,17 +51,17 @@ func ParseBackend(s string) (Backend, error) {
 	return "", fmt.Errorf("%w: unknown backend %q (want %q or %q)", ErrInvalidOptions, s, BackendLegacy, BackendNFT)
 }
 
-// SaveCommand returns the name of the binary that dumps tables of version v
+// SaveCommand returns the name of the binary that dumps tables of family f
 // with backend b, such as "ip6tables-nft-save".
-func (b Backend) SaveCommand(v IPVersion) string { return binaryName(b, v, "save") }
+func (b Backend) SaveCommand(f ipfamily.Family) string { return binaryName(b, f, "save") }
 
 // RestoreCommand returns the name of the binary that loads tables of
-// version v with backend b, such as "iptables-legacy-restore".
-func (b Backend) RestoreCommand(v IPVersion) string { return binaryName(b, v, "restore") }
+// family f with backend b, such as "iptables-legacy-restore".
+func (b Backend) RestoreCommand(f ipfamily.Family) string { return binaryName(b, f, "restore") }
 
-func binaryName(b Backend, v IPVersion, verb string) string {
+func binaryName(b Backend, f ipfamily.Family, verb string) string {
 	base := "iptables"
-	if v == IPv6 {
+	if f == ipfamily.IPv6 {
 		base = "ip6tables"
 	}
 	return base + "-" + string(b) + "-" + verb
@@ -73,9 +72,6 @@ const (
 	// DefaultLockTimeout is how long the restore binary waits for the
 	// xtables lock (its --wait option).
 	DefaultLockTimeout = 5 * time.Second
-	// DefaultRefreshInterval is how often Apply re-reads the kernel to
-	// repair drift when nothing else made it read.
-	DefaultRefreshInterval = 90 * time.Second
 	// MaxPrefixLength bounds ChainPrefix, so that chain names have room
 	// after it.
 	MaxPrefixLength = 20
@@ -97,31 +93,20 @@ var tableChains = map[string][]string{
 	"raw":    {"PREROUTING", "OUTPUT"},
 }
 
-// BuiltinChains returns the built-in chains of table ("filter", "nat",
-// "mangle" or "raw") in the order iptables-save prints them, or nil for an
-// unknown table.
-func BuiltinChains(table string) []string {
-	c := tableChains[table]
-	if c == nil {
-		return nil
-	}
-	return append([]string(nil), c...)
-}
-
-// Options configures a Table. Table, IPVersion, Backend and ChainPrefix are
+// Options configures a Table. Table, Family, Backend and ChainPrefix are
 // required; every other zero field takes the default named after it.
 type Options struct {
 	// Table is the iptables table: "filter", "nat", "mangle" or "raw".
 	Table string
-	// IPVersion is IPv4 (iptables) or IPv6 (ip6tables).
-	IPVersion IPVersion
+	// Family is IPv4 (iptables) or IPv6 (ip6tables).
+	Family ipfamily.Family
 	// Backend is BackendLegacy or BackendNFT (see DetectBackend).
 	Backend Backend
 	// ChainPrefix marks the chains the Table owns, e.g. "np-". Every chain
-	// given to UpdateChain must start with it, and every chain in the
-	// kernel that starts with it and is not wanted is deleted. It must be
-	// a valid start of a chain name, at most MaxPrefixLength bytes, and
-	// must not be the start of a built-in chain's name.
+	// given to SetChains must start with it, and every chain in the kernel
+	// that starts with it and is not wanted is deleted. It must be a valid
+	// start of a chain name, at most MaxPrefixLength bytes, and must not
+	// be the start of a built-in chain's name.
 	ChainPrefix string
 	// HashPrefix starts the hash comment of every rule the Table writes
 	// ("np:" gives `-m comment --comment "np:Ab3…"`); it is how the Table
@@ -130,58 +115,31 @@ type Options struct {
 	// with a trailing "-" replaced by ":" ("np-" → "np:"), or ChainPrefix
 	// followed by ":".
 	HashPrefix string
-	// Runner runs the save and restore binaries. Nil means
-	// command.NetNS{FD: Namespace} when Namespace is set, else
-	// command.Local{} (the process's network namespace). Apply calls it
-	// from a goroutine of its own for the save, so a Runner must not
-	// depend on the calling goroutine's OS thread (such as a thread moved
-	// into another network namespace): bind the runner to the namespace
-	// instead (command.NetNS).
-	Runner command.Runner
-	// Namespace is the network namespace whose tables the Table manages,
-	// as an open handle (such as netns.GetFromName's). When set, Apply
-	// reads the table in process instead of running iptables-save: with
-	// the xtables getsockopt interface for BackendLegacy, over nf_tables
-	// netlink for BackendNFT. That read sees only chain names, hash
-	// comments and jumps, so when it finds one of our rules in a built-in
-	// chain whose text the Table does not know (not declared now, not
-	// written or read by this Table before) it reads again with
-	// iptables-save, and it falls back to iptables-save on any error. The
-	// writes always go through Runner, so Runner and Namespace must name
-	// the same namespace. New checks it where it can tell (the only system
-	// calls New makes: an fstat of each descriptor): a Runner bound to a
-	// namespace (one with a NetNSFD() int method, such as command.NetNS)
-	// must be bound to this one, and with command.Local Namespace must be
-	// the process's namespace (/proc/self/ns/net, opened for the check).
-	// command.Local starts the binaries from whatever thread runs Apply's
-	// goroutines, which share the process's namespace; the namespace of
-	// the thread that happens to call New (/proc/thread-self) would tell
-	// nothing about them, so it is not the one compared. Otherwise New
-	// fails with ErrInvalidOptions. For any other Runner (a wrapper, a
-	// fake) the match is the caller's responsibility.
-	// The Table does not close the handle; it must stay open while the
-	// Table is used. Zero (or netns.None(), negative) leaves it unset:
-	// every read runs iptables-save. Descriptor 0, standard input, is never
-	// a namespace handle in practice.
-	Namespace netns.NsHandle
+	// Kernel is the network namespace whose table the Table manages: its
+	// Runner runs iptables-save and iptables-restore there. A
+	// *kernel.Namespace (kernel.Open, kernel.OpenCurrent) or, in tests, a
+	// kernelfake.Namespace, whose Runner serves the binaries from an
+	// in-memory kernel. Nil means the process's network namespace: the
+	// binaries run as command.Local runs them. The Table runs the save on
+	// a goroutine of its own, so the runner, not the calling thread,
+	// decides the namespace.
+	Kernel kernel.Commands
 	// LockTimeout is passed to the restore binary as -w (--wait), in
 	// whole seconds rounded up. Zero means DefaultLockTimeout; negative
 	// means -w without a timeout (wait for ever). Only the legacy backend
 	// takes the xtables lock; the nft binaries accept and ignore it.
 	LockTimeout time.Duration
-	// RefreshInterval is how often Apply re-reads the kernel to find and
-	// repair drift. Zero means DefaultRefreshInterval; negative turns
-	// periodic refresh off (QueueResync still works).
-	RefreshInterval time.Duration
 	// PostWriteRecheck schedules re-reads after each write, to catch
 	// another agent clobbering our rules right after us: each entry is the
 	// delay after the previous check. Nil means DefaultPostWriteRecheck;
 	// an empty non-nil slice turns rechecks off. Entries must be positive.
+	// Periodic re-reads are not the Table's: a dataplane.Loop calls
+	// QueueResync every ResyncInterval, and a standalone user calls it.
 	PostWriteRecheck []time.Duration
 	// Logger receives the Table's logs. Nil discards them.
 	Logger *slog.Logger
-	// Clock is the time source for refresh, rechecks and the retries of
-	// refused objects. Nil means clock.Real().
+	// Clock is the time source for rechecks and the retries of refused
+	// objects. Nil means clock.Real().
 	Clock clock.Clock
 }
 
@@ -190,8 +148,8 @@ func (o Options) withDefaults() (Options, error) {
 	if tableChains[o.Table] == nil {
 		return o, fmt.Errorf("%w: unknown table %q (want filter, nat, mangle or raw)", ErrInvalidOptions, o.Table)
 	}
-	if !o.IPVersion.Valid() {
-		return o, fmt.Errorf("%w: IP version %v", ErrInvalidOptions, o.IPVersion)
+	if !o.Family.Valid() {
+		return o, fmt.Errorf("%w: IP family %v", ErrInvalidOptions, o.Family)
 	}
 	if !o.Backend.Valid() {
 		return o, fmt.Errorf("%w: backend %q (want %q or %q; see DetectBackend)", ErrInvalidOptions, string(o.Backend), BackendLegacy, BackendNFT)
@@ -205,21 +163,8 @@ func (o Options) withDefaults() (Options, error) {
 	if err := validateHashPrefix(o.HashPrefix); err != nil {
 		return o, err
 	}
-	switch {
-	case o.Namespace > 0 && o.Runner == nil:
-		o.Runner = command.NetNS{FD: int(o.Namespace)}
-	case o.Namespace > 0:
-		if err := o.checkNamespace(); err != nil {
-			return o, err
-		}
-	case o.Runner == nil:
-		o.Runner = command.Local{}
-	}
 	if o.LockTimeout == 0 {
 		o.LockTimeout = DefaultLockTimeout
-	}
-	if o.RefreshInterval == 0 {
-		o.RefreshInterval = DefaultRefreshInterval
 	}
 	if o.PostWriteRecheck == nil {
 		o.PostWriteRecheck = DefaultPostWriteRecheck
@@ -245,8 +190,9 @@ func validateChainPrefix(p string) error {
 	if len(p) > MaxPrefixLength {
 		return fmt.Errorf("%w: ChainPrefix %q longer than %d bytes", ErrInvalidOptions, p, MaxPrefixLength)
 	}
-	if prob := chainNameProblem(p); prob != "" {
-		return errs.Also(fmt.Errorf("%w: ChainPrefix %s", ErrInvalidOptions, prob), ErrInvalidChainName)
+	if err := netfilter.ValidateChainName(p); err != nil {
+		text := strings.TrimPrefix(err.Error(), netfilter.ErrInvalidChainName.Error()+": ")
+		return errs.Also(fmt.Errorf("%w: ChainPrefix %s", ErrInvalidOptions, text), err)
 	}
 	for _, chains := range tableChains {
 		for _, c := range chains {
@@ -273,35 +219,6 @@ func validateHashPrefix(p string) error {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':' || c == '.') {
 			return fmt.Errorf("%w: HashPrefix %q contains %q (want letters, digits and _-:.)", ErrInvalidOptions, p, c)
 		}
-	}
-	return nil
-}
-
-// checkNamespace checks that the Runner runs the binaries in Namespace,
-// where it can tell (see Options.Namespace).
-func (o Options) checkNamespace() error {
-	var fd int
-	var where string
-	switch r := o.Runner.(type) {
-	case command.Local, *command.Local:
-		f, err := os.Open("/proc/self/ns/net")
-		if err != nil {
-			return fmt.Errorf("%w: Namespace with command.Local: %w", ErrInvalidOptions, err)
-		}
-		defer f.Close()
-		fd, where = int(f.Fd()), "the process's namespace, where command.Local runs the binaries"
-	case interface{ NetNSFD() int }:
-		fd = r.NetNSFD()
-		where = fmt.Sprintf("the namespace the Runner runs the binaries in (fd %d)", fd)
-	default:
-		return nil
-	}
-	same, err := command.SameNetNS(fd, int(o.Namespace))
-	if err != nil {
-		return fmt.Errorf("%w: comparing Namespace (fd %d) with the Runner's namespace: %w", ErrInvalidOptions, o.Namespace, err)
-	}
-	if !same {
-		return fmt.Errorf("%w: Namespace (fd %d) is not %s", ErrInvalidOptions, o.Namespace, where)
 	}
 	return nil
 }

@@ -8,8 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // TestIncrementalPlanMatchesFullPlan drives two Tables through the same
@@ -31,16 +33,16 @@ func TestIncrementalPlanMatchesFullPlan(t *testing.T) {
 // randomly declared hooks AppendRules groups rather than InsertRules ones.
 func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 	rng := rand.New(rand.NewSource(seed))
-	b, v := iptables.BackendNFT, iptables.IPv4
+	b, v := iptables.BackendNFT, ipfamily.IPv4
 	type side struct {
 		k   *iptablesfake.Kernel
 		tbl *iptables.Table
 	}
 	var sides [2]side
 	for i := range sides {
-		k := iptablesfake.New()
+		ns, k := newFake()
 		require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1/32", "-j", "DROP"))
-		tbl := newTable(t, fakeOpts(k))
+		tbl := newTable(t, fakeOpts(ns))
 		if i == 1 {
 			iptables.PlanFullyForTest(tbl)
 		}
@@ -49,8 +51,8 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 	names := []string{"np-a", "np-b", "np-c", "np-d", "np-e", "np-f"}
 	// randRules returns rules for chain i: accepts, and jumps only to
 	// chains after it (no loops), sometimes to an undeclared one.
-	randRules := func(i int) []iptables.Rule {
-		rules := make([]iptables.Rule, rng.Intn(5))
+	randRules := func(i int) []netfilter.Rule {
+		rules := make([]netfilter.Rule, rng.Intn(5))
 		for j := range rules {
 			switch {
 			case i+1 < len(names) && rng.Intn(4) == 0:
@@ -61,8 +63,8 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 		}
 		return rules
 	}
-	randJumps := func() []iptables.Rule {
-		rules := make([]iptables.Rule, rng.Intn(4))
+	randJumps := func() []netfilter.Rule {
+		rules := make([]netfilter.Rule, rng.Intn(4))
 		for j := range rules {
 			if rng.Intn(3) == 0 {
 				rules[j] = acceptFrom(fmt.Sprintf("10.9.%d.0/24", rng.Intn(4)))
@@ -73,27 +75,27 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 		return rules
 	}
 	// declared mirrors what was declared, for content-only changes.
-	declared := map[string][]iptables.Rule{}
+	declared := map[string][]netfilter.Rule{}
 	// recontent keeps the jumps of rules and replaces the other rules.
-	recontent := func(rules []iptables.Rule) []iptables.Rule {
-		out := make([]iptables.Rule, len(rules))
+	recontent := func(rules []netfilter.Rule) []netfilter.Rule {
+		out := make([]netfilter.Rule, len(rules))
 		for j, r := range rules {
 			out[j] = r
-			if r.Action.JumpTarget() == "" {
+			if r.JumpTarget() == "" {
 				out[j] = acceptFrom(fmt.Sprintf("10.%d.%d.0/24", rng.Intn(3), rng.Intn(6)))
 			}
 		}
 		return out
 	}
-	var all []iptables.Chain
+	var all []netfilter.Chain
 	for i, n := range names {
 		declared[n] = randRules(i)
-		all = append(all, iptables.Chain{Name: n, Rules: declared[n]})
+		all = append(all, netfilter.Chain{Name: n, Rules: declared[n]})
 	}
 	for _, s := range sides {
-		require.NoError(t, s.tbl.UpdateChains(all...))
+		require.NoError(t, s.tbl.SetChains(all...))
 	}
-	hookRules := map[string][]iptables.Rule{}
+	hookRules := map[netfilter.Hook][]netfilter.Rule{}
 	setHook := (*iptables.Table).InsertRules
 	if appendGroup {
 		setHook = (*iptables.Table).AppendRules
@@ -103,41 +105,41 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 		switch op := rng.Intn(14); {
 		case op >= 10:
 			// Content-only changes: same jumps, other rules.
-			var chains []iptables.Chain
+			var chains []netfilter.Chain
 			for _, n := range names {
 				if rules, ok := declared[n]; ok && rng.Intn(3) == 0 {
 					declared[n] = recontent(rules)
-					chains = append(chains, iptables.Chain{Name: n, Rules: declared[n]})
+					chains = append(chains, netfilter.Chain{Name: n, Rules: declared[n]})
 				}
 			}
-			hook := []string{"FORWARD", "INPUT"}[rng.Intn(2)]
+			hook := []netfilter.Hook{netfilter.HookForward, netfilter.HookInput}[rng.Intn(2)]
 			hr := recontent(hookRules[hook])
 			hookRules[hook] = hr
 			do = func(s side) error {
-				if err := s.tbl.UpdateChains(chains...); err != nil {
+				if err := s.tbl.SetChains(chains...); err != nil {
 					return err
 				}
 				return setHook(s.tbl, hook, hr)
 			}
 		case op < 4:
-			var chains []iptables.Chain
+			var chains []netfilter.Chain
 			for i, n := range names {
 				if rng.Intn(3) == 0 {
 					declared[n] = randRules(i)
-					chains = append(chains, iptables.Chain{Name: n, Rules: declared[n], ForceProgramming: rng.Intn(6) == 0})
+					chains = append(chains, netfilter.Chain{Name: n, Rules: declared[n], ForceProgramming: rng.Intn(6) == 0})
 				}
 			}
-			do = func(s side) error { return s.tbl.UpdateChains(chains...) }
+			do = func(s side) error { return s.tbl.SetChains(chains...) }
 		case op == 4:
 			n := names[rng.Intn(len(names))]
 			delete(declared, n)
-			do = func(s side) error { return s.tbl.RemoveChain(n) }
+			do = func(s side) error { return s.tbl.RemoveChains(n) }
 		case op == 5:
-			chain, rules := []string{"FORWARD", "INPUT"}[rng.Intn(2)], randJumps()
+			chain, rules := []netfilter.Hook{netfilter.HookForward, netfilter.HookInput}[rng.Intn(2)], randJumps()
 			hookRules[chain] = rules
 			do = func(s side) error { return setHook(s.tbl, chain, rules) }
 		case op == 6:
-			chain, rules := []string{"FORWARD", "OUTPUT"}[rng.Intn(2)], randJumps()
+			chain, rules := []netfilter.Hook{netfilter.HookForward, netfilter.HookOutput}[rng.Intn(2)], randJumps()
 			do = func(s side) error { return s.tbl.AppendRules(chain, rules) }
 		case op == 7:
 			// Another agent: a foreign rule, a foreign jump to one of our

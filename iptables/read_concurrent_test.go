@@ -12,8 +12,10 @@ import (
 
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // slowSave wraps the fake kernel k: a save signals started, then waits for
@@ -61,13 +63,13 @@ func TestApplyCancelledDuringConcurrentRead(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k := iptablesfake.New()
+			ns, k := newFake()
 			s := newSlowSave(k, tc.honorCtx)
-			opts := fakeOpts(k)
-			opts.Runner = s
+			opts := fakeOpts(ns)
+			opts.Kernel = commands(s)
 			tbl := newTable(t, opts)
-			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
-			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a")}))
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a")}))
 
 			ctx, cancel := context.WithCancel(context.Background())
 			type result struct {
@@ -94,7 +96,7 @@ func TestApplyCancelledDuringConcurrentRead(t *testing.T) {
 			require.ErrorIs(t, r.err, context.Canceled)
 			assert.True(t, r.joinedOK, "the read had returned when Apply returned")
 			assert.Zero(t, k.Count(iptablesfake.OpRestore), "nothing written")
-			assert.Empty(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"))
+			assert.Empty(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"))
 
 			// A later Apply converges.
 			if tc.honorCtx {
@@ -102,16 +104,16 @@ func TestApplyCancelledDuringConcurrentRead(t *testing.T) {
 			}
 			s.started = make(chan struct{}, 1)
 			apply(t, tbl)
-			assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"), 1)
-			assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a"), 1)
+			assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
+			assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a"), 1)
 		})
 	}
 }
 
 func TestApplyWithEndedContextRunsNothing(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := tbl.Apply(ctx)
@@ -125,9 +127,9 @@ func TestSaveFailureOfConcurrentReadIsReturned(t *testing.T) {
 	// The first read (started concurrently) fails: Apply fails as a whole
 	// (the dataplane loop retries it with backoff) and writes nothing; the
 	// next Apply reads again and writes.
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	k.FailNext(iptablesfake.OpSave, 1)
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrSave)
@@ -138,5 +140,5 @@ func TestSaveFailureOfConcurrentReadIsReturned(t *testing.T) {
 	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
 	st := tbl.Stats()
 	assert.Equal(t, [2]int{2, 1}, [2]int{st.Saves, st.SaveErrors})
-	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"), 1)
+	assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
 }

@@ -11,12 +11,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netns"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // TestKernelForeignRuleQuotingOurHashSurvives is item 1 against the
@@ -35,7 +35,7 @@ func TestKernelForeignRuleQuotingOurHashSurvives(t *testing.T) {
 		}
 		_, before := dump(t, ns, f, "filter")
 		tbl := kernelTable(t, f, ns, nil)
-		require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom(f.net(1))}))
+		require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom(f.net(1))}))
 		kernelApply(t, tbl)
 		require.NoError(t, tbl.InsertRules("INPUT", nil))
 		kernelApply(t, tbl)
@@ -56,12 +56,12 @@ func TestKernelForeignJumpBehindCommentKeepsChain(t *testing.T) {
 		ns := kerneltest.NewNS(t)
 		clk := clock.NewFake(t0)
 		tbl := kernelTable(t, f, ns, clk)
-		require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom(f.net(1))}, ForceProgramming: true}))
+		require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom(f.net(1))}, ForceProgramming: true}))
 		kernelApply(t, tbl)
 		foreign := []string{"-A", "OUTPUT", "-m", "comment", "--comment", "x -j ACCEPT", "-j", "np-a"}
 		ipt(t, ns, f, foreign...)
 
-		require.NoError(t, tbl.RemoveChain("np-a"))
+		require.NoError(t, tbl.RemoveChains("np-a"))
 		tbl.QueueResync()
 		_, err := tbl.Apply(context.Background())
 		requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
@@ -93,19 +93,19 @@ func TestKernelRefusalsAreIsolated(t *testing.T) {
 		clk := clock.NewFake(t0)
 		tbl := kernelTable(t, f, ns, clk)
 		set := "np-missing-" + strings.ToLower(f.v.String())
-		limited := iptables.Rule{Match: iptables.Match{iptables.AddrTypeMatch{Types: iptables.AddrTypeLocal, Dir: iptables.Dst, LimitIfaceIn: true}}, Action: iptables.Return()}
-		require.NoError(t, tbl.UpdateChains(
-			iptables.Chain{Name: "np-good", Rules: []iptables.Rule{acceptFrom(f.net(1))}},
-			iptables.Chain{Name: "np-set", Rules: []iptables.Rule{acceptFrom(f.net(2)), {Match: iptables.Match{iptables.SourceIPSet(set)}, Action: iptables.Accept()}}},
-			iptables.Chain{Name: "np-jump", Rules: []iptables.Rule{acceptFrom(f.net(3)), {Action: iptables.Jump("KUBE-MISSING")}}},
-			iptables.Chain{Name: "np-lim", Rules: []iptables.Rule{limited}},
+		limited := netfilter.Rule{Matches: []netfilter.Match{netfilter.MatchAddrType{Types: netfilter.AddrTypeLocal, Dir: netfilter.Dst, LimitIfaceIn: true}}, Action: netfilter.Return()}
+		require.NoError(t, tbl.SetChains(
+			netfilter.Chain{Name: "np-good", Rules: []netfilter.Rule{acceptFrom(f.net(1))}},
+			netfilter.Chain{Name: "np-set", Rules: []netfilter.Rule{acceptFrom(f.net(2)), {Matches: []netfilter.Match{netfilter.SourceIPSet(set)}, Action: netfilter.Accept()}}},
+			netfilter.Chain{Name: "np-jump", Rules: []netfilter.Rule{acceptFrom(f.net(3)), {Action: netfilter.Jump("KUBE-MISSING")}}},
+			netfilter.Chain{Name: "np-lim", Rules: []netfilter.Rule{limited}},
 		))
-		require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-good"), jump("np-set")}))
-		require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{jump("np-jump"), acceptFrom(f.net(4))}))
+		require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-good"), jump("np-set")}))
+		require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("np-jump"), acceptFrom(f.net(4))}))
 		// --limit-iface-in in a chain OUTPUT reaches: the legacy kernel
 		// refuses it when the table is committed, naming no line (nft
 		// checks the option only in a built-in chain, and takes it).
-		require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{jump("np-lim")}))
+		require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{jump("np-lim")}))
 		refused := map[string]error{"np-set": iptables.ErrRefused, "np-jump": iptables.ErrRefused}
 		if f.b == iptables.BackendLegacy {
 			refused["OUTPUT"] = iptables.ErrRefused
@@ -130,7 +130,7 @@ func TestKernelRefusalsAreIsolated(t *testing.T) {
 		assert.Equal(t, st, tbl.Stats())
 
 		// The kernel gets the set and the chain: the retry writes them.
-		family := map[iptables.IPVersion]string{iptables.IPv4: "inet", iptables.IPv6: "inet6"}[f.v]
+		family := map[ipfamily.Family]string{ipfamily.IPv4: "inet", ipfamily.IPv6: "inet6"}[f.v]
 		_, err = ns.Exec(context.Background(), "ipset", "create", set, "hash:net", "family", family)
 		require.NoError(t, err)
 		ipt(t, ns, f, "-N", "KUBE-MISSING")
@@ -149,7 +149,7 @@ func TestKernelRefusalsAreIsolated(t *testing.T) {
 		assert.Len(t, rules["np-jump"], 2)
 
 		// Without the option, the OUTPUT jump goes through at its retry.
-		require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-lim", Rules: []iptables.Rule{{Action: iptables.Return()}}}))
+		require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-lim", Rules: []netfilter.Rule{{Action: netfilter.Return()}}}))
 		clk.Advance(2 * time.Second)
 		kernelApply(t, tbl)
 		_, rules = dump(t, ns, f, "filter")
@@ -168,16 +168,16 @@ func TestKernelChangingAnAppendedRuleKeepsCounters(t *testing.T) {
 	forEachKernelFlavour(t, func(t *testing.T, f flavour) {
 		ns := kerneltest.NewNS(t)
 		lo := netip.MustParseAddr("127.0.0.1")
-		if f.v == iptables.IPv6 {
+		if f.v == ipfamily.IPv6 {
 			lo = netip.IPv6Loopback()
 		}
 		ipt(t, ns, f, "-A", "INPUT", "-s", f.net(9), "-j", "DROP")
 		tbl := kernelTable(t, f, ns, nil)
 		// Marks count the packets and let them go on to the next rule.
-		mark := func(m uint32) iptables.Rule {
-			return iptables.Rule{Match: iptables.Match{iptables.InInterface("lo")}, Action: iptables.SetMaskedMark(m, m)}
+		mark := func(m uint32) netfilter.Rule {
+			return netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface("lo")}, Action: netfilter.SetMaskedMark(m, m)}
 		}
-		rules := []iptables.Rule{mark(1), mark(2), mark(4), mark(8)}
+		rules := []netfilter.Rule{mark(1), mark(2), mark(4), mark(8)}
 		require.NoError(t, tbl.AppendRules("INPUT", rules))
 		kernelApply(t, tbl)
 		require.NoError(t, ns.Ping(context.Background(), lo))
@@ -199,41 +199,34 @@ func TestKernelChangingAnAppendedRuleKeepsCounters(t *testing.T) {
 	})
 }
 
-// TestKernelNamespaceRunner is item 8 against the kernel: with Namespace
-// and no Runner, the binaries run in that namespace; a Runner bound to
-// another namespace is refused by New.
-func TestKernelNamespaceRunner(t *testing.T) {
+// TestKernelNamespace is item 8 against the kernel, with the one kernel
+// option: a Table given a kernel.Namespace reads and writes that
+// namespace and no other, without a second handle to agree with it.
+func TestKernelNamespace(t *testing.T) {
 	kerneltest.RequireCommands(t, "iptables-nft-restore")
 	ns, other := kerneltest.NewNS(t), kerneltest.NewNS(t)
-	o := iptables.Options{
-		Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-",
-		Namespace: ns.NsHandle(), PostWriteRecheck: []time.Duration{},
-	}
-	tbl, err := iptables.New(o)
+	tbl, err := iptables.New(iptables.Options{
+		Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-",
+		Kernel: iptables.OpenKernelForTest(t, ns), PostWriteRecheck: []time.Duration{},
+	})
 	require.NoError(t, err)
-	assert.Equal(t, command.NetNS{FD: int(ns.NsHandle())}, tbl.Options().Runner)
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	kernelApply(t, tbl)
-	f := flavour{b: iptables.BackendNFT, v: iptables.IPv4}
+	f := flavour{b: iptables.BackendNFT, v: ipfamily.IPv4}
 	_, rules := dump(t, ns, f, "filter")
 	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(rules["INPUT"]))
 	_, rules = dump(t, other, f, "filter")
 	assert.Empty(t, rules["INPUT"], "nothing in the other namespace")
-	assert.Equal(t, 1, tbl.Stats().FastReads)
 
-	o.Runner = command.NetNS{FD: int(other.NsHandle())}
-	_, err = iptables.New(o)
-	require.ErrorIs(t, err, iptables.ErrInvalidOptions)
-	o.Runner = command.NetNS{FD: int(ns.NsHandle())}
-	_, err = iptables.New(o)
+	// Another Table on the other namespace adopts nothing of ns's.
+	tbl2, err := iptables.New(iptables.Options{
+		Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-",
+		Kernel: iptables.OpenKernelForTest(t, other), PostWriteRecheck: []time.Duration{},
+	})
 	require.NoError(t, err)
-	o.Runner = command.Local{}
-	_, err = iptables.New(o)
-	require.ErrorIs(t, err, iptables.ErrInvalidOptions, "command.Local runs in the process's namespace, not ns")
-	self, err := netns.Get()
-	require.NoError(t, err)
-	defer self.Close()
-	o.Namespace = self
-	_, err = iptables.New(o)
-	require.NoError(t, err)
+	kernelApply(t, tbl2)
+	assert.Zero(t, tbl2.Stats().Restores, "nothing of ours there, nothing to remove")
+	tbl.QueueResync()
+	kernelApply(t, tbl)
+	assert.Equal(t, 1, tbl.Stats().Restores, "ns is as we left it")
 }

@@ -5,21 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netns"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // hostileComment quotes one of our hash comments inside a longer one.
@@ -34,16 +33,16 @@ const hostileComment = "see --comment np:AAAAAAAAAAAAAAAA here"
 func TestForeignRuleQuotingOurHashSurvives(t *testing.T) {
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 		t.Run(string(b), func(t *testing.T) {
-			k := iptablesfake.New()
-			v := iptables.IPv4
+			ns, k := newFake()
+			v := ipfamily.IPv4
 			for _, c := range []string{hostileComment, `"np:BBBBBBBBBBBBBBBB"`, "np:CCCCCCCCCCCCCCCC x", "-m comment --comment np:DDDDDDDDDDDDDDDD"} {
 				require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-m", "comment", "--comment", c, "-j", "ACCEPT"))
 			}
 			foreign := k.Rules(b, v, "filter", "INPUT")
-			opts := fakeOpts(k)
+			opts := fakeOpts(ns)
 			opts.Backend = b
 			tbl := newTable(t, opts)
-			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 			apply(t, tbl)
 			got := k.Rules(b, v, "filter", "INPUT")
 			require.Len(t, got, 5)
@@ -70,22 +69,22 @@ func TestForeignRuleQuotingOurHashSurvives(t *testing.T) {
 func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 		t.Run(string(b), func(t *testing.T) {
-			k := iptablesfake.New()
-			v := iptables.IPv4
-			opts := fakeOpts(k)
+			ns, k := newFake()
+			v := ipfamily.IPv4
+			opts := fakeOpts(ns)
 			opts.Backend = b
 			clk := opts.Clock.(*clock.Fake)
 			tbl := newTable(t, opts)
-			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
-			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 			apply(t, tbl)
 			foreign := []string{"-A", "OUTPUT", "-m", "comment", "--comment", "x -j ACCEPT", "-j", "np-a"}
 			require.NoError(t, k.Exec(b, v, foreign...))
 
 			// Unwanted now: flushed and kept; the rest of the table is
 			// written.
-			require.NoError(t, tbl.RemoveChain("np-a"))
-			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.2.0.0/16")}))
+			require.NoError(t, tbl.RemoveChains("np-a"))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
 			tbl.QueueResync()
 			res, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
@@ -114,16 +113,16 @@ func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
 // retried on its own backoff or at once when declared anew. (Before the
 // fix Apply failed after three attempts and np-a was never written.)
 func TestRefusedObjectIsLeftOut(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
-	opts := fakeOpts(k)
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	opts := fakeOpts(ns)
 	clk := opts.Clock.(*clock.Fake)
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.UpdateChains(
-		iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}},
-		iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("10.65.0.0/16"), acceptFrom("10.66.0.0/16")}},
+	require.NoError(t, tbl.SetChains(
+		netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
+		netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{acceptFrom("10.65.0.0/16"), acceptFrom("10.66.0.0/16")}},
 	))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a"), jump("np-b")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("np-b")}))
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.66.0.0/16"})
 
 	res, err := tbl.Apply(context.Background())
@@ -156,7 +155,7 @@ func TestRefusedObjectIsLeftOut(t *testing.T) {
 
 	// A new declaration retries it at once; the kernel takes it now.
 	k.ClearFaults()
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("10.65.0.0/16"), acceptFrom("10.67.0.0/16")}}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{acceptFrom("10.65.0.0/16"), acceptFrom("10.67.0.0/16")}}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"-s 10.65.0.0/16 -j ACCEPT", "-s 10.67.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "np-b")))
 	tbl.QueueResync()
@@ -169,15 +168,15 @@ func TestRefusedObjectIsLeftOut(t *testing.T) {
 // our rules in a built-in chain, they stay as they were there; the other
 // built-in chains are written.
 func TestRefusedHookKeepsItsKernelRules(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 	before := k.ListRules(b, v, "filter", "FORWARD")
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.9.0.0/16"})
-	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.9.0.0/16"), acceptFrom("10.1.0.0/16")}))
-	require.NoError(t, tbl.AppendRules("INPUT", []iptables.Rule{acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.9.0.0/16"), acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.AppendRules("INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
 	_, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"FORWARD": iptables.ErrRefused})
 	assert.Equal(t, before, k.ListRules(b, v, "filter", "FORWARD"))
@@ -192,15 +191,15 @@ func TestCommitTimeRefusalIsFoundByHalving(t *testing.T) {
 	const chains = 16
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 		t.Run(string(b), func(t *testing.T) {
-			k := iptablesfake.New()
-			v := iptables.IPv4
-			opts := fakeOpts(k)
+			ns, k := newFake()
+			v := ipfamily.IPv4
+			opts := fakeOpts(ns)
 			opts.Backend = b
 			tbl := newTable(t, opts)
-			var jumps []iptables.Rule
+			var jumps []netfilter.Rule
 			for i := range chains {
 				name := fmt.Sprintf("np-c%02d", i)
-				require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: name, Rules: []iptables.Rule{acceptFrom(fmt.Sprintf("10.%d.0.0/16", i))}}))
+				require.NoError(t, tbl.SetChains(netfilter.Chain{Name: name, Rules: []netfilter.Rule{acceptFrom(fmt.Sprintf("10.%d.0.0/16", i))}}))
 				jumps = append(jumps, jump(name))
 			}
 			require.NoError(t, tbl.InsertRules("INPUT", jumps))
@@ -231,18 +230,18 @@ func TestCommitTimeRefusalIsFoundByHalving(t *testing.T) {
 func TestJumpToMissingChainIsIsolated(t *testing.T) {
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 		t.Run(string(b), func(t *testing.T) {
-			k := iptablesfake.New()
-			v := iptables.IPv4
-			opts := fakeOpts(k)
+			ns, k := newFake()
+			v := ipfamily.IPv4
+			opts := fakeOpts(ns)
 			opts.Backend = b
 			clk := opts.Clock.(*clock.Fake)
 			tbl := newTable(t, opts)
-			require.NoError(t, tbl.UpdateChains(
-				iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("KUBE-MISSING")}},
-				iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}},
+			require.NoError(t, tbl.SetChains(
+				netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"), jump("KUBE-MISSING")}},
+				netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}},
 			))
-			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a"), jump("np-b")}))
-			require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{{Action: iptables.Jump("KUBE-ALSO-MISSING")}}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("np-b")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{{Action: netfilter.Jump("KUBE-ALSO-MISSING")}}))
 			_, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
 			assert.Len(t, k.Rules(b, v, "filter", "np-b"), 1)
@@ -266,14 +265,14 @@ func TestJumpToMissingChainIsIsolated(t *testing.T) {
 func TestForeignChainGoneBeforeWriteIsIsolated(t *testing.T) {
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 		t.Run(string(b), func(t *testing.T) {
-			k := iptablesfake.New()
-			v := iptables.IPv4
+			ns, k := newFake()
+			v := ipfamily.IPv4
 			require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
-			opts := fakeOpts(k)
+			opts := fakeOpts(ns)
 			opts.Backend = b
 			tbl := newTable(t, opts)
-			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("KUBE-X")}))
-			require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("KUBE-X")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 			k.OnCall(func(c iptablesfake.Call) {
 				if c.Op == iptablesfake.OpRestore {
 					k.OnCall(nil)
@@ -297,7 +296,7 @@ func TestForeignChainGoneBeforeWriteIsIsolated(t *testing.T) {
 // owned chain is not: it may be declared later; Apply holds it back, see
 // TestUnknownChainAndLoopAreIsolated.)
 func TestDeclarationRefusesWhatTheTableKnows(t *testing.T) {
-	tcp := iptables.Protocol(iptables.ProtoTCP)
+	tcp := netfilter.Protocol(netfilter.ProtoTCP)
 	tests := []struct {
 		name, table string
 		call        func(*iptables.Table) error
@@ -305,40 +304,40 @@ func TestDeclarationRefusesWhatTheTableKnows(t *testing.T) {
 		msg         string
 	}{
 		{"chain jumps to itself", "filter", func(tbl *iptables.Table) error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), {Action: iptables.Goto("np-a")}}})
-		}, []error{iptables.ErrInvalidRule, iptables.ErrChainLoop}, "rule 2 of chain np-a jumps to its own chain"},
+			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"), {Action: netfilter.Goto("np-a")}}})
+		}, []error{netfilter.ErrInvalidRule, iptables.ErrChainLoop}, "rule 2 of chain np-a jumps to its own chain"},
 		{"masquerade in filter", "filter", func(tbl *iptables.Table) error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Masquerade(iptables.MasqueradeOptions{})}}})
-		}, []error{iptables.ErrInvalidRule}, "MASQUERADE is allowed only in the nat table, not in filter, in rule 1 of chain np-a"},
+			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.ActionMasquerade{}}}})
+		}, []error{netfilter.ErrInvalidRule}, "MASQUERADE is allowed only in the nat table, not in filter, in rule 1 of chain np-a"},
 		{"masquerade in nat PREROUTING", "nat", func(tbl *iptables.Table) error {
-			return tbl.AppendRules("PREROUTING", []iptables.Rule{{Action: iptables.Masquerade(iptables.MasqueradeOptions{})}})
-		}, []error{iptables.ErrInvalidRule}, "MASQUERADE is not allowed in PREROUTING (only in POSTROUTING)"},
+			return tbl.AppendRules("PREROUTING", []netfilter.Rule{{Action: netfilter.ActionMasquerade{}}})
+		}, []error{netfilter.ErrInvalidRule}, "MASQUERADE is not allowed in PREROUTING (only in POSTROUTING)"},
 		{"dnat in POSTROUTING", "nat", func(tbl *iptables.Table) error {
-			return tbl.InsertRules("POSTROUTING", []iptables.Rule{{Match: iptables.Match{tcp}, Action: iptables.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}})
-		}, []error{iptables.ErrInvalidRule}, "DNAT is not allowed in POSTROUTING"},
+			return tbl.InsertRules("POSTROUTING", []netfilter.Rule{{Matches: []netfilter.Match{tcp}, Action: netfilter.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}})
+		}, []error{netfilter.ErrInvalidRule}, "DNAT is not allowed in POSTROUTING"},
 		{"snat in an owned chain of mangle", "mangle", func(tbl *iptables.Table) error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.SNAT(netip.MustParseAddr("10.0.0.1"), iptables.SNATOptions{})}}})
-		}, []error{iptables.ErrInvalidRule}, "SNAT is allowed only in the nat table"},
+			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.ActionSNAT{To: netip.MustParseAddr("10.0.0.1")}}}})
+		}, []error{netfilter.ErrInvalidRule}, "SNAT is allowed only in the nat table"},
 		{"reject in nat", "nat", func(tbl *iptables.Table) error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Reject(iptables.RejectPortUnreachable)}}})
-		}, []error{iptables.ErrInvalidRule}, "REJECT is allowed only in the filter table"},
+			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Reject(netfilter.RejectPortUnreachable)}}})
+		}, []error{netfilter.ErrInvalidRule}, "REJECT is allowed only in the filter table"},
 		{"notrack in filter", "filter", func(tbl *iptables.Table) error {
-			return tbl.InsertRules("OUTPUT", []iptables.Rule{{Action: iptables.NoTrack()}})
-		}, []error{iptables.ErrInvalidRule}, "CT --notrack is allowed only in the raw table"},
+			return tbl.InsertRules("OUTPUT", []netfilter.Rule{{Action: netfilter.NoTrack()}})
+		}, []error{netfilter.ErrInvalidRule}, "CT --notrack is allowed only in the raw table"},
 		{"-i in OUTPUT", "filter", func(tbl *iptables.Table) error {
-			return tbl.InsertRules("OUTPUT", []iptables.Rule{{Match: iptables.Match{iptables.InInterface("eth0")}, Action: iptables.Drop()}})
-		}, []error{iptables.ErrInvalidRule}, "input interface criterion (-i) is not allowed in OUTPUT"},
+			return tbl.InsertRules("OUTPUT", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.InInterface("eth0")}, Action: netfilter.Drop()}})
+		}, []error{netfilter.ErrInvalidRule}, "input interface criterion (-i) is not allowed in OUTPUT"},
 		{"-o in PREROUTING", "raw", func(tbl *iptables.Table) error {
-			return tbl.AppendRules("PREROUTING", []iptables.Rule{{Match: iptables.Match{iptables.OutInterface("eth0")}, Action: iptables.Drop()}})
-		}, []error{iptables.ErrInvalidRule}, "(-o) is not allowed in PREROUTING"},
+			return tbl.AppendRules("PREROUTING", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.OutInterface("eth0")}, Action: netfilter.Drop()}})
+		}, []error{netfilter.ErrInvalidRule}, "(-o) is not allowed in PREROUTING"},
 		{"limit-iface-in in OUTPUT", "filter", func(tbl *iptables.Table) error {
-			return tbl.AppendRules("OUTPUT", []iptables.Rule{{Match: iptables.Match{iptables.AddrTypeMatch{Types: iptables.AddrTypeLocal, Dir: iptables.Dst, LimitIfaceIn: true}}, Action: iptables.Drop()}})
-		}, []error{iptables.ErrInvalidRule}, "--limit-iface-in is not allowed in OUTPUT"},
+			return tbl.AppendRules("OUTPUT", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.MatchAddrType{Types: netfilter.AddrTypeLocal, Dir: netfilter.Dst, LimitIfaceIn: true}}, Action: netfilter.Drop()}})
+		}, []error{netfilter.ErrInvalidRule}, "--limit-iface-in is not allowed in OUTPUT"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k := iptablesfake.New()
-			opts := fakeOpts(k)
+			ns, k := newFake()
+			opts := fakeOpts(ns)
 			opts.Table = tc.table
 			tbl := newTable(t, opts)
 			err := tc.call(tbl)
@@ -352,13 +351,13 @@ func TestDeclarationRefusesWhatTheTableKnows(t *testing.T) {
 	}
 	// What is allowed stays allowed: the same targets where they belong,
 	// and -i in an owned chain (the kernel accepts it there).
-	k := iptablesfake.New()
-	opts := fakeOpts(k)
+	ns, _ := newFake()
+	opts := fakeOpts(ns)
 	opts.Table = "nat"
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.AppendRules("POSTROUTING", []iptables.Rule{{Action: iptables.Masquerade(iptables.MasqueradeOptions{})}}))
-	require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{{Match: iptables.Match{tcp}, Action: iptables.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}}))
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Match: iptables.Match{iptables.InInterface("eth0")}, Action: iptables.Masquerade(iptables.MasqueradeOptions{})}}}))
+	require.NoError(t, tbl.AppendRules("POSTROUTING", []netfilter.Rule{{Action: netfilter.ActionMasquerade{}}}))
+	require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{{Matches: []netfilter.Match{tcp}, Action: netfilter.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Matches: []netfilter.Match{netfilter.InInterface("eth0")}, Action: netfilter.ActionMasquerade{}}}}))
 	apply(t, tbl)
 }
 
@@ -369,19 +368,19 @@ func TestDeclarationRefusesWhatTheTableKnows(t *testing.T) {
 // and only the changed rule is rewritten, at its place. (Before the fix,
 // changing the first appended rule kept 1 of the 4 rules' identities.)
 func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
-	b, v := iptables.BackendNFT, iptables.IPv4
-	r := func(i int) iptables.Rule { return acceptFrom(fmt.Sprintf("10.%d.0.0/16", i)) }
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	r := func(i int) netfilter.Rule { return acceptFrom(fmt.Sprintf("10.%d.0.0/16", i)) }
 	for _, group := range []string{"insert", "append"} {
 		for _, changed := range []int{0, 2, 4} {
 			t.Run(fmt.Sprintf("%s/%d", group, changed), func(t *testing.T) {
-				k := iptablesfake.New()
+				ns, k := newFake()
 				require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
-				tbl := newTable(t, fakeOpts(k))
+				tbl := newTable(t, fakeOpts(ns))
 				set := tbl.InsertRules
 				if group == "append" {
 					set = tbl.AppendRules
 				}
-				rules := []iptables.Rule{r(0), r(1), r(2), r(3), r(4)}
+				rules := []netfilter.Rule{r(0), r(1), r(2), r(3), r(4)}
 				require.NoError(t, set("FORWARD", rules))
 				apply(t, tbl)
 				before := k.ListRules(b, v, "filter", "FORWARD")
@@ -403,7 +402,7 @@ func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
 				assert.Equal(t, 1, strings.Count(in, "\n-I FORWARD ")+strings.Count(in, "\n-A FORWARD "), in)
 				want := []string{"-s 192.0.2.1/32 -j DROP"}
 				for _, rule := range rules {
-					args, err := rule.Args(v)
+					args, err := iptables.RuleArgs(rule, v)
 					require.NoError(t, err)
 					want = append(want, strings.Join(args, " "))
 				}
@@ -420,10 +419,10 @@ func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
 // bits set was masked silently (before the fix Args returned no error);
 // now it is an error naming it, and nothing changes.
 func TestHostBitsAreRefused(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	err := tbl.InsertRules("INPUT", []iptables.Rule{{Match: iptables.Match{iptables.DestNet(netip.MustParsePrefix("10.0.0.1/24"))}, Action: iptables.Accept()}})
-	require.ErrorIs(t, err, iptables.ErrInvalidRule)
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	err := tbl.InsertRules("INPUT", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.DestNet(netip.MustParsePrefix("10.0.0.1/24"))}, Action: netfilter.Accept()}})
+	require.ErrorIs(t, err, netfilter.ErrInvalidRule)
 	require.ErrorIs(t, err, ipfamily.ErrHostBits)
 	assert.Contains(t, err.Error(), "10.0.0.1/24 (the network is 10.0.0.0/24)")
 	apply(t, tbl)
@@ -434,17 +433,17 @@ func TestHostBitsAreRefused(t *testing.T) {
 // "iptables: ", names the package once, matches every sentinel it speaks
 // of, and runs nothing.
 func TestErrorTexts(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	tcp := iptables.Protocol(iptables.ProtoTCP)
-	rule := func(c ...iptables.Criterion) []iptables.Rule {
-		return []iptables.Rule{{Match: c, Action: iptables.Accept()}}
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	tcp := netfilter.Protocol(netfilter.ProtoTCP)
+	rule := func(c ...netfilter.Match) []netfilter.Rule {
+		return []netfilter.Rule{{Matches: c, Action: netfilter.Accept()}}
 	}
-	chain := func(rules []iptables.Rule) error {
-		return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: rules})
+	chain := func(rules []netfilter.Rule) error {
+		return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: rules})
 	}
 	badOpts := func(mod func(*iptables.Options)) error {
-		o := fakeOpts(k)
+		o := fakeOpts(ns)
 		mod(&o)
 		_, err := iptables.New(o)
 		return err
@@ -454,24 +453,24 @@ func TestErrorTexts(t *testing.T) {
 		err  error
 		is   []error
 	}{
-		{"host bits", chain(rule(iptables.SourceNet(netip.MustParsePrefix("10.1.2.3/8")))), []error{iptables.ErrInvalidRule, ipfamily.ErrHostBits}},
-		{"wrong version", chain(rule(iptables.SourceNet(netip.MustParsePrefix("fd00::/8")))), []error{iptables.ErrInvalidRule, iptables.ErrWrongIPVersion}},
-		{"ports without protocol", chain(rule(iptables.DestPorts(iptables.Port(80)))), []error{iptables.ErrInvalidRule}},
-		{"two protocols", chain(rule(tcp, iptables.Protocol(iptables.ProtoUDP))), []error{iptables.ErrInvalidRule}},
-		{"bad jump name", chain([]iptables.Rule{{Action: iptables.Jump("a b")}}), []error{iptables.ErrInvalidRule, iptables.ErrInvalidChainName}},
-		{"jump to a target name", chain([]iptables.Rule{{Action: iptables.Goto("MASQUERADE")}}), []error{iptables.ErrInvalidRule, iptables.ErrInvalidChainName}},
-		{"self jump", chain([]iptables.Rule{{Action: iptables.Jump("np-a")}}), []error{iptables.ErrInvalidRule, iptables.ErrChainLoop}},
-		{"bad comment", chain([]iptables.Rule{{Action: iptables.Accept(), Comments: []string{`"`}}}), []error{iptables.ErrInvalidRule}},
-		{"no action", chain([]iptables.Rule{{}}), []error{iptables.ErrInvalidRule}},
-		{"chain without prefix", tbl.UpdateChain(iptables.Chain{Name: "KUBE-X"}), []error{iptables.ErrNotOwned}},
-		{"chain name too long", tbl.UpdateChain(iptables.Chain{Name: "np-" + strings.Repeat("x", 30)}), []error{iptables.ErrInvalidChainName}},
-		{"chain given twice", tbl.UpdateChains(iptables.Chain{Name: "np-a"}, iptables.Chain{Name: "np-a"}), []error{iptables.ErrDuplicateChain}},
+		{"host bits", chain(rule(netfilter.SourceNet(netip.MustParsePrefix("10.1.2.3/8")))), []error{netfilter.ErrInvalidRule, ipfamily.ErrHostBits}},
+		{"wrong version", chain(rule(netfilter.SourceNet(netip.MustParsePrefix("fd00::/8")))), []error{netfilter.ErrInvalidRule, netfilter.ErrWrongFamily}},
+		{"ports without protocol", chain(rule(netfilter.DestPorts(netfilter.Port(80)))), []error{netfilter.ErrInvalidRule}},
+		{"two protocols", chain(rule(tcp, netfilter.Protocol(netfilter.ProtoUDP))), []error{netfilter.ErrInvalidRule}},
+		{"bad jump name", chain([]netfilter.Rule{{Action: netfilter.Jump("a b")}}), []error{netfilter.ErrInvalidRule, netfilter.ErrInvalidChainName}},
+		{"jump to a target name", chain([]netfilter.Rule{{Action: netfilter.Goto("MASQUERADE")}}), []error{netfilter.ErrInvalidRule, netfilter.ErrInvalidChainName}},
+		{"self jump", chain([]netfilter.Rule{{Action: netfilter.Jump("np-a")}}), []error{netfilter.ErrInvalidRule, iptables.ErrChainLoop}},
+		{"bad comment", chain([]netfilter.Rule{{Action: netfilter.Accept(), Comments: []string{`"`}}}), []error{netfilter.ErrInvalidRule}},
+		{"no action", chain([]netfilter.Rule{{}}), []error{netfilter.ErrInvalidRule}},
+		{"chain without prefix", tbl.SetChains(netfilter.Chain{Name: "KUBE-X"}), []error{iptables.ErrNotOwned}},
+		{"chain name too long", tbl.SetChains(netfilter.Chain{Name: "np-" + strings.Repeat("x", 30)}), []error{netfilter.ErrInvalidChainName}},
+		{"chain given twice", tbl.SetChains(netfilter.Chain{Name: "np-a"}, netfilter.Chain{Name: "np-a"}), []error{iptables.ErrDuplicateChain}},
 		{"remove a foreign chain", tbl.RemoveChains("np-a", "INPUT"), []error{iptables.ErrNotOwned}},
 		{"rules in a chain of another table", tbl.InsertRules("PREROUTING", nil), []error{iptables.ErrNotBuiltin}},
 		{"rules in an owned chain", tbl.AppendRules("np-a", nil), []error{iptables.ErrNotBuiltin}},
-		{"bad hook rule", tbl.AppendRules("INPUT", rule(iptables.InInterface("a/b"))), []error{iptables.ErrInvalidRule}},
+		{"bad hook rule", tbl.AppendRules("INPUT", rule(netfilter.InInterface("a/b"))), []error{netfilter.ErrInvalidRule}},
 		{"unknown table", badOpts(func(o *iptables.Options) { o.Table = "bogus" }), []error{iptables.ErrInvalidOptions}},
-		{"bad chain prefix", badOpts(func(o *iptables.Options) { o.ChainPrefix = "n p" }), []error{iptables.ErrInvalidOptions, iptables.ErrInvalidChainName}},
+		{"bad chain prefix", badOpts(func(o *iptables.Options) { o.ChainPrefix = "n p" }), []error{iptables.ErrInvalidOptions, netfilter.ErrInvalidChainName}},
 		{"bad hash prefix", badOpts(func(o *iptables.Options) { o.HashPrefix = `x"` }), []error{iptables.ErrInvalidOptions}},
 		{"bad backend", func() error { _, err := iptables.ParseBackend("auto"); return err }(), []error{iptables.ErrInvalidOptions}},
 	}
@@ -491,44 +490,34 @@ func TestErrorTexts(t *testing.T) {
 	assert.Zero(t, k.Count(iptablesfake.OpRestore), "and leaves nothing to write")
 }
 
-// TestNamespaceAndRunner is item 8 without root: with Namespace set and no
-// Runner, the binaries run in that namespace (command.NetNS); a Runner
-// bound to another namespace, or command.Local with a namespace that is
-// not the process's, is refused.
-func TestNamespaceAndRunner(t *testing.T) {
-	self, err := os.Open("/proc/self/ns/net")
-	require.NoError(t, err)
-	defer self.Close()
-	other, err := os.Open(os.DevNull) // not a namespace: never the same as one
-	require.NoError(t, err)
-	defer other.Close()
-	ns := int(self.Fd())
-	opts := func(r command.Runner, nsFD int) iptables.Options {
-		o := fakeOpts(nil)
-		o.Runner, o.Namespace = r, netns.NsHandle(nsFD)
-		return o
-	}
+// TestOptionsKernel is item 8 after the one kernel option: a Table reaches
+// its namespace only through Options.Kernel, whose Runner runs both the
+// save and the restore, so there is no second handle that could name
+// another namespace. Nil means the process's namespace.
+func TestOptionsKernel(t *testing.T) {
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	apply(t, tbl)
+	assert.Equal(t, 2, ns.Calls(kernelfake.OpRun), "the save and the restore ran through the Kernel's runner")
+	assert.Equal(t, 1, k.Count(iptablesfake.OpSave))
+	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
 
-	tbl := newTable(t, opts(nil, ns))
-	assert.Equal(t, command.NetNS{FD: ns}, tbl.Options().Runner)
-	newTable(t, opts(command.NetNS{FD: ns}, ns))
-	newTable(t, opts(command.Local{}, ns))
-	newTable(t, opts(&command.Local{}, ns))
-	newTable(t, opts(iptablesfake.New(), int(other.Fd()))) // another Runner: the caller's responsibility
+	// A failure of the Kernel's runner is the Table's failure, and the
+	// next Apply reads again.
+	ns.Fail(kernelfake.OpRun, 1, nil)
+	tbl.QueueResync()
+	_, err := tbl.Apply(context.Background())
+	require.ErrorIs(t, err, iptables.ErrSave)
+	require.ErrorIs(t, err, kernelfake.ErrInjected)
+	assert.Equal(t, 1, strings.Count(err.Error(), "iptables:"), err.Error())
+	apply(t, tbl)
 
-	for name, o := range map[string]iptables.Options{
-		"runner bound elsewhere":  opts(command.NetNS{FD: int(other.Fd())}, ns),
-		"local elsewhere":         opts(command.Local{}, int(other.Fd())),
-		"namespace not open":      opts(command.NetNS{FD: ns}, 1<<20),
-		"runner fd not open":      opts(command.NetNS{FD: 1 << 20}, ns),
-		"pointer local elsewhere": opts(&command.Local{}, int(other.Fd())),
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := iptables.New(o)
-			require.ErrorIs(t, err, iptables.ErrInvalidOptions)
-			assert.Equal(t, 1, strings.Count(err.Error(), "iptables:"), err.Error())
-		})
-	}
+	// Without a Kernel the Table works on the process's namespace; New
+	// runs nothing to find out.
+	o := fakeOpts(nil)
+	tbl = newTable(t, o)
+	assert.Nil(t, tbl.Options().Kernel)
 }
 
 // TestPartialErrorContract: a refused object makes Apply return what a
@@ -536,10 +525,10 @@ func TestNamespaceAndRunner(t *testing.T) {
 // count, RetryAfter for the object's retry), so that the loop does not
 // back the Table off.
 func TestPartialErrorContract(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.66.0.0/16")}, ForceProgramming: true}))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.66.0.0/16")}, ForceProgramming: true}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.66.0.0/16"})
 	res, err := tbl.Apply(context.Background())
 	require.True(t, errors.Is(err, dataplane.ErrPartial))

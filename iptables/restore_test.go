@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 var update = flag.Bool("update-restore", false, "rewrite the golden files in testdata/restore")
@@ -44,53 +46,53 @@ func golden(t *testing.T, name, got string) {
 // sequence of changes: what is declared, replaced, deleted and in which
 // order.
 func TestGoldenRestoreInput(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendLegacy, iptables.IPv4
+	ns, k := newFake()
+	b, v := iptables.BackendLegacy, ipfamily.IPv4
 	require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
-	opts := fakeOpts(k)
+	opts := fakeOpts(ns)
 	opts.Backend = b
 	tbl := newTable(t, opts)
-	web := iptables.Rule{
-		Match: iptables.Match{
-			iptables.DestNet(netip.MustParsePrefix("10.244.1.0/24")),
-			iptables.Protocol(iptables.ProtoTCP),
-			iptables.DestPorts(iptables.Port(80), iptables.Port(443)),
+	web := netfilter.Rule{
+		Matches: []netfilter.Match{
+			netfilter.DestNet(netip.MustParsePrefix("10.244.1.0/24")),
+			netfilter.Protocol(netfilter.ProtoTCP),
+			netfilter.DestPorts(netfilter.Port(80), netfilter.Port(443)),
 		},
-		Action:   iptables.Accept(),
+		Action:   netfilter.Accept(),
 		Comments: []string{"web traffic"},
 	}
-	established := iptables.Rule{Match: iptables.Match{iptables.ConntrackState(iptables.CTStateEstablished, iptables.CTStateRelated)}, Action: iptables.Accept()}
-	pods := []iptables.Rule{
-		{Match: iptables.Match{iptables.InInterface("veth+"), iptables.MarkMatches(0x100, 0x100)}, Action: iptables.Return()},
+	established := netfilter.Rule{Matches: []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateEstablished, netfilter.CTStateRelated)}, Action: netfilter.Accept()}
+	pods := []netfilter.Rule{
+		{Matches: []netfilter.Match{netfilter.InInterface("veth+"), netfilter.Mark(0x100, 0x100)}, Action: netfilter.Return()},
 		acceptFrom("10.244.0.0/16"),
-		{Action: iptables.Drop()},
+		{Action: netfilter.Drop()},
 	}
 	steps := []struct {
 		name   string
 		change func()
 	}{
 		{"initial", func() {
-			require.NoError(t, tbl.UpdateChains(
-				iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{established, web, jump("np-pods")}},
-				iptables.Chain{Name: "np-pods", Rules: pods},
-				iptables.Chain{Name: "np-old", Rules: []iptables.Rule{acceptFrom("10.9.0.0/16")}},
-				iptables.Chain{Name: "np-unused", Rules: []iptables.Rule{acceptFrom("10.8.0.0/16")}},
+			require.NoError(t, tbl.SetChains(
+				netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{established, web, jump("np-pods")}},
+				netfilter.Chain{Name: "np-pods", Rules: pods},
+				netfilter.Chain{Name: "np-old", Rules: []netfilter.Rule{acceptFrom("10.9.0.0/16")}},
+				netfilter.Chain{Name: "np-unused", Rules: []netfilter.Rule{acceptFrom("10.8.0.0/16")}},
 			))
-			require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{jump("np-fw")}))
-			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-old")}))
-			require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Action: iptables.Drop(), Comments: []string{"default deny"}}}))
+			require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("np-fw")}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-old")}))
+			require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{{Action: netfilter.Drop(), Comments: []string{"default deny"}}}))
 		}},
 		{"change-one-rule", func() {
-			changed := append([]iptables.Rule(nil), pods...)
+			changed := append([]netfilter.Rule(nil), pods...)
 			changed[1] = acceptFrom("10.245.0.0/16")
-			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-pods", Rules: changed}))
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-pods", Rules: changed}))
 		}},
 		{"shrink-grow-rehook-remove", func() {
-			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-pods", Rules: pods[:1]}))
-			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{established, web, jump("np-pods"), acceptFrom("10.7.0.0/16")}}))
-			require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.6.0.0/16"), jump("np-fw")}))
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-pods", Rules: pods[:1]}))
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{established, web, jump("np-pods"), acceptFrom("10.7.0.0/16")}}))
+			require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.6.0.0/16"), jump("np-fw")}))
 			require.NoError(t, tbl.InsertRules("INPUT", nil))
-			require.NoError(t, tbl.RemoveChain("np-old"))
+			require.NoError(t, tbl.RemoveChains("np-old"))
 		}},
 		{"remove-everything", func() {
 			require.NoError(t, tbl.RemoveChains("np-fw", "np-pods", "np-unused"))

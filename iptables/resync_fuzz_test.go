@@ -9,6 +9,7 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // FuzzResyncWritesNothing is the property of item 6 on the fake: for any
@@ -27,26 +28,32 @@ func FuzzResyncWritesNothing(f *testing.F) {
 	f.Add([]byte("\x00\x03\x01\x06\x12np:abc\x01\x02\x0c\x06\x09\x01\x10\x0a\x07prefix "), uint8(4))
 	f.Add([]byte("\x01\x01\x00\x02\x03\x01\x06\x03\x00\x00\x00\x00\xff\xff\x01\x07\x00\x01\x00\x00\x00\x00\x00\x00\x0a\x0cit's a log\x05"), uint8(9))
 	tables := []string{"filter", "nat", "mangle", "raw"}
+	hooks := map[string][]netfilter.Hook{
+		"filter": {netfilter.HookInput, netfilter.HookForward, netfilter.HookOutput},
+		"nat":    {netfilter.HookPrerouting, netfilter.HookInput, netfilter.HookOutput, netfilter.HookPostrouting},
+		"mangle": {netfilter.HookPrerouting, netfilter.HookInput, netfilter.HookForward, netfilter.HookOutput, netfilter.HookPostrouting},
+		"raw":    {netfilter.HookPrerouting, netfilter.HookOutput},
+	}
 	f.Fuzz(func(t *testing.T, data []byte, where uint8) {
 		r, v := iptables.RandomRuleForTest(data)
 		if !v.Valid() {
 			return
 		}
 		table := tables[where%4]
-		builtin := iptables.BuiltinChains(table)
+		builtin := hooks[table]
 		hook := builtin[int(where/4)%len(builtin)]
-		k := iptablesfake.New()
-		opts := fakeOpts(k)
-		opts.IPVersion, opts.Table = v, table
+		ns, k := newFake()
+		opts := fakeOpts(ns)
+		opts.Family, opts.Table = v, table
 		tbl := newTable(t, opts)
-		chainErr := tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{r, r}, ForceProgramming: true})
-		hookErr := tbl.AppendRules(hook, []iptables.Rule{r, {Action: iptables.Accept()}})
+		chainErr := tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{r, r}, ForceProgramming: true})
+		hookErr := tbl.AppendRules(hook, []netfilter.Rule{r, {Action: netfilter.Accept()}})
 		if chainErr != nil && hookErr != nil {
 			return
 		}
 		ctx := context.Background()
 		_, err := tbl.Apply(ctx)
-		if r.Action.JumpTarget() == "" {
+		if r.JumpTarget() == "" {
 			require.NoError(t, err, "the fake takes every rule the Table accepts")
 		} else if err != nil {
 			require.ErrorIs(t, err, dataplane.ErrPartial)
@@ -57,9 +64,9 @@ func FuzzResyncWritesNothing(f *testing.F) {
 		require.Equal(t, restores, k.Count(iptablesfake.OpRestore), "a resync wrote:\n%s", lastRestore(k))
 
 		require.NoError(t, tbl.AppendRules(hook, nil))
-		require.NoError(t, tbl.RemoveChain("np-a"))
+		require.NoError(t, tbl.RemoveChains("np-a"))
 		apply(t, tbl)
-		require.Empty(t, k.Rules(opts.Backend, v, table, hook))
+		require.Empty(t, k.Rules(opts.Backend, v, table, string(hook)))
 		require.NotContains(t, k.Chains(opts.Backend, v, table), "np-a")
 	})
 }

@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // rmFuzzBytes hands out fuzz input piece by piece; past the end it gives
@@ -22,11 +25,13 @@ func (f *rmFuzzBytes) byte() byte {
 	return c
 }
 
-func (f *rmFuzzBytes) bool() bool      { return f.byte()&1 == 1 }
-func (f *rmFuzzBytes) u16() uint16     { return uint16(f.byte())<<8 | uint16(f.byte()) }
-func (f *rmFuzzBytes) u32() uint32     { return uint32(f.u16())<<16 | uint32(f.u16()) }
-func (f *rmFuzzBytes) dir() Direction  { return Direction(f.byte() % 4) }
-func (f *rmFuzzBytes) port() PortRange { return PortRange{First: f.u16(), Last: f.u16()} }
+func (f *rmFuzzBytes) bool() bool               { return f.byte()&1 == 1 }
+func (f *rmFuzzBytes) u16() uint16              { return uint16(f.byte())<<8 | uint16(f.byte()) }
+func (f *rmFuzzBytes) u32() uint32              { return uint32(f.u16())<<16 | uint32(f.u16()) }
+func (f *rmFuzzBytes) dir() netfilter.Direction { return netfilter.Direction(f.byte() % 4) }
+func (f *rmFuzzBytes) port() netfilter.PortRange {
+	return netfilter.PortRange{First: f.u16(), Last: f.u16()}
+}
 
 // str returns a short string of arbitrary bytes (often invalid for the
 // field it goes to).
@@ -66,78 +71,78 @@ func (f *rmFuzzBytes) addr() netip.Addr {
 	return netip.MustParseAddr("fe80::1%eth0")
 }
 
-func (f *rmFuzzBytes) criterion() Criterion {
+func (f *rmFuzzBytes) criterion() netfilter.Match {
 	switch f.byte() % 12 {
 	case 0:
-		return NetMatch{Prefix: netip.PrefixFrom(f.addr(), int(f.byte()%140)), Dir: f.dir(), Negate: f.bool()}
+		return netfilter.MatchNet{Prefix: netip.PrefixFrom(f.addr(), int(f.byte()%140)), Dir: f.dir(), Negate: f.bool()}
 	case 1:
-		return ProtoMatch{Proto: Proto(f.byte()), Negate: f.bool()}
+		return netfilter.MatchProto{Proto: netfilter.Proto(f.byte()), Negate: f.bool()}
 	case 2:
-		return ProtoMatch{Proto: []Proto{ProtoTCP, ProtoUDP, ProtoSCTP, ProtoICMP, ProtoICMPv6}[f.byte()%5]}
+		return netfilter.MatchProto{Proto: []netfilter.Proto{netfilter.ProtoTCP, netfilter.ProtoUDP, netfilter.ProtoSCTP, netfilter.ProtoICMP, netfilter.ProtoICMPv6}[f.byte()%5]}
 	case 3:
-		ranges := make([]PortRange, f.byte()%18)
+		ranges := make([]netfilter.PortRange, f.byte()%18)
 		for i := range ranges {
 			ranges[i] = f.port()
 		}
-		return PortMatch{Dir: f.dir(), Ranges: ranges, Negate: f.bool()}
+		return netfilter.MatchPorts{Dir: f.dir(), Ranges: ranges, Negate: f.bool()}
 	case 4:
-		return IfaceMatch{Name: f.name(), Out: f.bool(), Negate: f.bool()}
+		return netfilter.MatchIface{Name: f.name(), Out: f.bool(), Negate: f.bool()}
 	case 5:
-		return MarkMatch{Mark: f.u32(), Mask: f.u32(), Negate: f.bool()}
+		return netfilter.MatchMark{Mark: f.u32(), Mask: f.u32(), Negate: f.bool()}
 	case 6:
-		dims := make([]Direction, f.byte()%8)
+		dims := make([]netfilter.Direction, f.byte()%8)
 		for i := range dims {
 			dims[i] = f.dir()
 		}
-		return SetMatch{Name: f.name(), Dims: dims, Negate: f.bool()}
+		return netfilter.MatchSet{Name: f.name(), Dims: dims, Negate: f.bool()}
 	case 7:
-		return ConntrackMatch{States: CTState(f.u16()), Negate: f.bool()}
+		return netfilter.MatchConntrack{States: netfilter.CTState(f.u16()), Negate: f.bool()}
 	case 8:
-		return AddrTypeMatch{Types: AddrType(f.u16()), Dir: f.dir(), Negate: f.bool(), LimitIfaceIn: f.bool(), LimitIfaceOut: f.bool()}
+		return netfilter.MatchAddrType{Types: netfilter.AddrType(f.u16()), Dir: f.dir(), Negate: f.bool(), LimitIfaceIn: f.bool(), LimitIfaceOut: f.bool()}
 	case 9:
-		return ICMPMatch{Version: IPVersion(f.byte() % 8), Type: f.byte(), Code: f.byte(), HasCode: f.bool(), Negate: f.bool()}
+		return netfilter.MatchICMP{Family: ipfamily.Family(f.byte() % 8), Type: f.byte(), Code: f.byte(), HasCode: f.bool(), Negate: f.bool()}
 	case 10:
-		var p *NetMatch
+		var p *netfilter.MatchNet
 		if f.bool() {
-			p = &NetMatch{Prefix: netip.PrefixFrom(f.addr(), int(f.byte()%140)), Dir: f.dir()}
+			p = &netfilter.MatchNet{Prefix: netip.PrefixFrom(f.addr(), int(f.byte()%140)), Dir: f.dir()}
 		}
 		return p
 	}
 	return nil
 }
 
-func (f *rmFuzzBytes) action() Action {
+func (f *rmFuzzBytes) action() netfilter.Action {
 	switch f.byte() % 15 {
 	case 0:
-		return Accept()
+		return netfilter.Accept()
 	case 1:
-		return Drop()
+		return netfilter.Drop()
 	case 2:
-		return Return()
+		return netfilter.Return()
 	case 3:
-		return Reject(RejectWith(f.byte() % 16))
+		return netfilter.Reject(netfilter.RejectWith(f.byte() % 16))
 	case 4:
-		return Jump(f.name())
+		return netfilter.Jump(f.name())
 	case 5:
-		return Goto(f.name())
+		return netfilter.Goto(f.name())
 	case 6:
-		return SetMarkAction{Mark: f.u32(), Mask: f.u32()}
+		return netfilter.ActionSetMark{Mark: f.u32(), Mask: f.u32()}
 	case 7:
-		return Masquerade(MasqueradeOptions{RandomFully: f.bool(), ToPorts: f.port()})
+		return netfilter.ActionMasquerade{RandomFully: f.bool(), ToPorts: f.port()}
 	case 8:
-		return SNAT(f.addr(), SNATOptions{RandomFully: f.bool(), Ports: f.port()})
+		return netfilter.ActionSNAT{To: f.addr(), RandomFully: f.bool(), Ports: f.port()}
 	case 9:
-		return DNATAction{To: f.addr(), Ports: f.port()}
+		return netfilter.ActionDNAT{To: f.addr(), Ports: f.port()}
 	case 10:
-		return Log(LogOptions{Prefix: f.str(), Level: LogLevel(f.byte() % 12)})
+		return netfilter.ActionLog{Prefix: f.str(), Level: netfilter.LogLevel(f.byte() % 12)}
 	case 11:
-		return NoTrack()
+		return netfilter.NoTrack()
 	case 12:
-		return NFLOG(NFLOGOptions{Group: f.u16(), Prefix: f.str(), Size: f.u32()})
+		return netfilter.ActionNFLOG{Group: f.u16(), Prefix: f.str(), Size: f.u32()}
 	case 13:
-		var p *GotoAction
+		var p *netfilter.ActionGoto
 		if f.bool() {
-			p = &GotoAction{Chain: f.name()}
+			p = &netfilter.ActionGoto{Chain: f.name()}
 		}
 		return p
 	}
@@ -145,15 +150,15 @@ func (f *rmFuzzBytes) action() Action {
 }
 
 // rmFuzzRule builds a rule of up to 7 criteria and 2 comments from data.
-func rmFuzzRule(data []byte) (Rule, IPVersion) {
+func rmFuzzRule(data []byte) (netfilter.Rule, ipfamily.Family) {
 	f := &rmFuzzBytes{b: data}
-	v := IPVersion(f.byte() % 8)
+	v := ipfamily.Family(f.byte() % 8)
 	if f.byte()%4 != 0 {
-		v = []IPVersion{IPv4, IPv6}[f.byte()%2]
+		v = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}[f.byte()%2]
 	}
-	var r Rule
+	var r netfilter.Rule
 	for n := f.byte() % 8; n > 0; n-- {
-		r.Match = append(r.Match, f.criterion())
+		r.Matches = append(r.Matches, f.criterion())
 	}
 	r.Action = f.action()
 	for n := f.byte() % 3; n > 0; n-- {
@@ -170,12 +175,12 @@ func FuzzRuleArgs(f *testing.F) {
 	f.Add([]byte("\x00\x03\x01\x06\x12np:abc\x01\x02\x0c\x06\x09\x01\x10\x0a\x07prefix "))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, v := rmFuzzRule(data)
-		args, err := r.Args(v)
-		again, err2 := r.Args(v)
+		args, err := RuleArgs(r, v)
+		again, err2 := RuleArgs(r, v)
 		assert.Equal(t, args, again, "deterministic")
 		assert.Equal(t, err, err2, "deterministic")
 		if err != nil {
-			require.ErrorIs(t, err, ErrInvalidRule)
+			require.ErrorIs(t, err, netfilter.ErrInvalidRule)
 			require.Nil(t, args)
 			return
 		}
@@ -186,7 +191,7 @@ func FuzzRuleArgs(f *testing.F) {
 		}
 		// The action comes last: where it renders alone, the rule ends
 		// with that rendering.
-		if alone, err := r.Action.iptablesArgs(v); err == nil {
+		if alone, err := RuleArgs(netfilter.Rule{Action: r.Action}, v); err == nil {
 			require.Equal(t, alone, args[len(args)-len(alone):])
 		}
 		require.NoError(t, r.Validate(v))

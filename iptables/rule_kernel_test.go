@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // rmBuiltinChains are the built-in chains of each table the golden rules
@@ -29,12 +30,12 @@ var rmBuiltinChains = map[string][]string{
 // TestKernelGoldenRules feeds the golden files to iptables-restore of both
 // backends and both IP versions in a fresh namespace: every rule must be
 // accepted in its table and chain, iptables-save must print it back as
-// Rule.Args rendered it (unless the case says why not), and `-D CHAIN
+// RuleArgs rendered it (unless the case says why not), and `-D CHAIN
 // <same args>` must delete every one of them again.
 func TestKernelGoldenRules(t *testing.T) {
-	prefixes := map[IPVersion]string{IPv4: "iptables", IPv6: "ip6tables"}
+	prefixes := map[ipfamily.Family]string{ipfamily.IPv4: "iptables", ipfamily.IPv6: "ip6tables"}
 	for _, backend := range []string{"legacy", "nft"} {
-		for _, v := range []IPVersion{IPv4, IPv6} {
+		for _, v := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			restore := prefixes[v] + "-" + backend + "-restore"
 			save := prefixes[v] + "-" + backend + "-save"
 			t.Run(backend+"/"+v.String(), func(t *testing.T) {
@@ -43,7 +44,7 @@ func TestKernelGoldenRules(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 
-				family := map[IPVersion]string{IPv4: "inet", IPv6: "inet6"}[v]
+				family := map[ipfamily.Family]string{ipfamily.IPv4: "inet", ipfamily.IPv6: "inet6"}[v]
 				for _, set := range rmSetNames[v] {
 					_, err := ns.Exec(ctx, "ipset", "create", set[0], set[1], "family", family)
 					require.NoError(t, err)
@@ -75,7 +76,7 @@ func TestKernelGoldenRules(t *testing.T) {
 							continue
 						}
 						for i, tc := range cases {
-							args, err := tc.rule.Args(v)
+							args, err := RuleArgs(tc.rule, v)
 							require.NoError(t, err)
 							if tc.saveDiffers != "" {
 								continue

@@ -7,7 +7,20 @@ import (
 	"sync"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
+
+// What declaring costs: each rule is rendered once, straight into the
+// restore-input text kept for its chain (one string per chain, not per
+// rule). Declaring a chain again with the same rules renders and compares
+// it, and changes nothing: no allocation, no hashing, nothing for Apply to
+// do. Hashes are computed by Apply, while its iptables-save runs (in a
+// goroutine that Apply always waits for). Between reads, when only some
+// chains or built-in-chain groups changed and no jump target, forced
+// chain or chain set did, Apply compares and writes just those, so
+// changing one rule of a big table costs little more than the one restore
+// line.
 
 // ruleList is a list of rules rendered for writing: an owned chain, or one
 // group of our rules in a built-in chain.
@@ -49,12 +62,12 @@ type renderScratch struct {
 	targets []string
 	// lists are the lists rendered, in order.
 	lists []listSpan
-	// changes and seen are working space of UpdateChains.
+	// changes and seen are working space of SetChains.
 	changes []chainChange
 	seen    map[string]struct{}
 }
 
-// chainChange is a chain that UpdateChains replaces.
+// chainChange is a chain that SetChains replaces.
 type chainChange struct {
 	name  string
 	chain *desiredChain
@@ -74,7 +87,7 @@ type listSpan struct {
 
 // maxPooledScratch, maxPooledChanges and maxPooledSeen bound what a pooled
 // scratch keeps: the text of one list (usually one chain), and the changed
-// chains and the names seen by one UpdateChains.
+// chains and the names seen by one SetChains.
 const (
 	maxPooledScratch = 1 << 20
 	maxPooledChanges = 1 << 12
@@ -114,16 +127,16 @@ func putScratch(sc *renderScratch) {
 // a built-in chain of at.table, for version v into sc, and returns the
 // list's index in sc.lists. A rule of a chain that jumps to that chain
 // itself is a loop, refused at once.
-func (sc *renderScratch) renderList(chain string, at placement, rules []Rule, v IPVersion) (int, error) {
+func (sc *renderScratch) renderList(chain string, at placement, rules []netfilter.Rule, v ipfamily.Family) (int, error) {
 	ls := listSpan{textStart: len(sc.buf), rulesStart: len(sc.rules), targetStart: len(sc.targets)}
 	for i, r := range rules {
 		start := len(sc.buf)
-		b, cut, err := r.appendRestore(sc.buf, v, at, &sc.st)
+		b, cut, err := appendRestore(sc.buf, r, v, at, &sc.st)
 		if err != nil {
 			return 0, fmt.Errorf("%w, in rule %d of chain %s", err, i+1, chain)
 		}
 		sc.buf = b
-		if target := r.Action.JumpTarget(); target != "" {
+		if target := r.JumpTarget(); target != "" {
 			if target == chain {
 				return 0, errs.Also(errRulef("rule %d of chain %s jumps to its own chain", i+1, chain), ErrChainLoop)
 			}

@@ -377,3 +377,18 @@ func countRules(out []byte, hints []string) (rules int, hint string) {
 	}
 	return rules, hint
 }
+
+// ourHash returns the hash of a comment that is exactly one of our hash
+// comments (HashPrefix and HashLength hash characters), or nil.
+func (p *saveParser) ourHash(comment []byte) []byte {
+	if len(comment) != len(p.hashPrefix)+HashLength || !strings.HasPrefix(string(comment), p.hashPrefix) {
+		return nil
+	}
+	h := comment[len(p.hashPrefix):]
+	for _, c := range h {
+		if !hashChars[c] {
+			return nil
+		}
+	}
+	return h
+}

@@ -12,33 +12,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
-// A Table is a driver of the dataplane loop.
-var _ dataplane.Driver = (*Table)(nil)
-
-// Chain is the full desired content of one owned chain.
-type Chain struct {
-	// Name must start with the Table's ChainPrefix.
-	Name string
-	// Rules are the chain's rules, in order.
-	Rules []Rule
-	// ForceProgramming programs the chain even when no programmed rule
-	// jumps to it (by default such a chain is left out of the kernel).
-	ForceProgramming bool
-}
+// A Table is the rule table of the rule model, and so a driver of the
+// dataplane loop.
+var _ netfilter.Table = (*Table)(nil)
 
 // Stats counts a Table's work since New. Kernel tests use it to prove that a
 // no-op Apply writes nothing.
 type Stats struct {
 	// Saves and SaveErrors count iptables-save runs and failed ones.
 	Saves, SaveErrors int
-	// FastReads counts reads done in process (see Options.Namespace)
-	// and used; FastReadFallbacks counts those that could not be used
-	// (an error, or a rule of ours in a built-in chain whose text the
-	// Table does not know), each followed by an iptables-save.
-	FastReads, FastReadFallbacks int
 	// Restores and RestoreErrors count iptables-restore runs and failed
 	// ones. A no-op Apply adds nothing.
 	Restores, RestoreErrors int
@@ -53,7 +40,7 @@ type Stats struct {
 	Chains, Rules int
 }
 
-// Table keeps one iptables table of one IP version (for example the IPv4
+// Table keeps one iptables table of one IP family (for example the IPv4
 // filter table) in the state its owner declares: the full content of the
 // owned chains (those whose names carry the prefix) and our rules in the
 // built-in chains. Apply writes only the difference with what the kernel
@@ -67,6 +54,7 @@ type Stats struct {
 type Table struct {
 	opts    Options
 	name    string
+	runner  command.Runner
 	parser  saveParser
 	builtin map[string]bool
 
@@ -79,10 +67,6 @@ type Table struct {
 	unhashed []unhashedList
 
 	kernel *kernelTable // nil: read the kernel on the next Apply
-	// prevKernel holds the built-in chains of the last picture dropped,
-	// kept for the texts of our rules, which a fast read cannot see.
-	prevKernel *kernelTable
-	lastRead   time.Time
 	// synced says that kernel is the declared state as of the last plan
 	// (what it wrote, or found right, but for the objects held back),
 	// except for what changed since: changedChains and changedHooks, or
@@ -159,8 +143,8 @@ type unhashedList struct {
 }
 
 // New validates opts and returns a Table with nothing declared. It does no
-// I/O (but for the namespace check of Options.Namespace): the first Apply reads the kernel, adopts the rules and
-// chains that already carry the prefixes and writes only what differs.
+// I/O: the first Apply reads the kernel, adopts the rules and chains that
+// already carry the prefixes and writes only what differs.
 // Until InsertRules and AppendRules say otherwise, the Table wants none of
 // its rules in the built-in chains, so an Apply removes those a previous
 // run left there.
@@ -171,7 +155,8 @@ func New(opts Options) (*Table, error) {
 	}
 	t := &Table{
 		opts:    o,
-		name:    fmt.Sprintf("iptables-%s-%s-v%d", o.Backend, o.Table, uint8(o.IPVersion)),
+		name:    fmt.Sprintf("iptables-%s-%s-v%d", o.Backend, o.Table, uint8(o.Family)),
+		runner:  runnerOf(o.Kernel),
 		parser:  saveParser{table: o.Table, chainPrefix: o.ChainPrefix, hashPrefix: o.HashPrefix},
 		builtin: map[string]bool{},
 		desired: map[string]*desiredChain{},
@@ -209,12 +194,9 @@ func (t *Table) Stats() Stats {
 	return t.stats
 }
 
-// UpdateChain sets the full content of an owned chain; see UpdateChains.
-func (t *Table) UpdateChain(c Chain) error { return t.UpdateChains(c) }
-
-// UpdateChains sets the full content of owned chains, replacing what was
+// SetChains sets the full content of owned chains, replacing what was
 // declared for them before. Every name must carry the ChainPrefix and
-// every rule must render for the Table's IP version and table (see
+// every rule must render for the Table's IP family and table (see
 // "Declaring and applying" in the package documentation for what is
 // refused here and what only Apply can find); otherwise nothing changes
 // and the error says which rule of which chain is wrong. The kernel is
@@ -223,7 +205,7 @@ func (t *Table) UpdateChain(c Chain) error { return t.UpdateChains(c) }
 // left as it is (its rendering and hashes are kept); a chain declared
 // differently is retried at once by the next Apply even if the kernel
 // refused its previous content.
-func (t *Table) UpdateChains(chains ...Chain) error {
+func (t *Table) SetChains(chains ...netfilter.Chain) error {
 	sc := getScratch()
 	defer putScratch(sc)
 	var seen map[string]struct{}
@@ -250,7 +232,7 @@ func (t *Table) UpdateChains(chains ...Chain) error {
 			seen[c.Name] = struct{}{}
 		}
 		sc.resetLists()
-		if _, err := sc.renderList(c.Name, placement{table: t.opts.Table}, c.Rules, t.opts.IPVersion); err != nil {
+		if _, err := sc.renderList(c.Name, placement{table: t.opts.Table}, c.Rules, t.opts.Family); err != nil {
 			return err
 		}
 		old := t.desired[c.Name]
@@ -285,9 +267,6 @@ func (t *Table) UpdateChains(chains ...Chain) error {
 	return nil
 }
 
-// RemoveChain forgets an owned chain; see RemoveChains.
-func (t *Table) RemoveChain(name string) error { return t.RemoveChains(name) }
-
 // RemoveChains forgets owned chains: the next Apply deletes them from the
 // kernel (after removing the jumps to them that we own; a chain a foreign
 // rule still jumps to is flushed and kept, see ErrChainInUse). Names not
@@ -312,25 +291,25 @@ func (t *Table) RemoveChains(names ...string) error {
 	return nil
 }
 
-// InsertRules sets our rules at the top of a built-in chain of the table
-// (such as FORWARD in filter), before every foreign rule, replacing those
-// set before; nil or empty removes them. Foreign rules of the chain are
-// never touched, wherever they are. A rule the table or chain does not
-// allow is refused here (see UpdateChains).
-func (t *Table) InsertRules(chain string, rules []Rule) error {
-	return t.setHook(chain, rules, false)
+// InsertRules sets our rules at the top of the built-in chain hook of the
+// table (such as FORWARD in filter), before every foreign rule, replacing
+// those set before; nil or empty removes them. Foreign rules of the chain
+// are never touched, wherever they are. A rule the table or chain does
+// not allow is refused here (see SetChains).
+func (t *Table) InsertRules(hook netfilter.Hook, rules []netfilter.Rule) error {
+	return t.setHook(string(hook), rules, false)
 }
 
-// AppendRules sets our rules at the bottom of a built-in chain, after every
-// foreign rule, replacing those set before; nil or empty removes them. A
-// chain can hold both groups: InsertRules ones at its top, AppendRules
-// ones at its bottom. Changing one rule of a group rewrites only that
-// rule; the others keep their place and their packet counters.
-func (t *Table) AppendRules(chain string, rules []Rule) error {
-	return t.setHook(chain, rules, true)
+// AppendRules sets our rules at the bottom of the built-in chain hook,
+// after every foreign rule, replacing those set before; nil or empty
+// removes them. A chain can hold both groups: InsertRules ones at its top,
+// AppendRules ones at its bottom. Changing one rule of a group rewrites
+// only that rule; the others keep their place and their packet counters.
+func (t *Table) AppendRules(hook netfilter.Hook, rules []netfilter.Rule) error {
+	return t.setHook(string(hook), rules, true)
 }
 
-func (t *Table) setHook(chain string, rules []Rule, appendGroup bool) error {
+func (t *Table) setHook(chain string, rules []netfilter.Rule, appendGroup bool) error {
 	if !t.builtin[chain] {
 		return fmt.Errorf("%w: %q is not one of %s's built-in chains %v", ErrNotBuiltin, chain, t.opts.Table, tableChains[t.opts.Table])
 	}
@@ -342,7 +321,7 @@ func (t *Table) setHook(chain string, rules []Rule, appendGroup bool) error {
 	defer putScratch(sc)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, err := sc.renderList(chain, placement{table: t.opts.Table, chain: chain}, rules, t.opts.IPVersion); err != nil {
+	if _, err := sc.renderList(chain, placement{table: t.opts.Table, chain: chain}, rules, t.opts.Family); err != nil {
 		return err
 	}
 	h := t.hooks[chain]
@@ -381,7 +360,10 @@ func (t *Table) retryNow(name string) {
 }
 
 // QueueResync makes the next Apply re-read the kernel and repair whatever
-// differs, instead of trusting what the Table wrote last.
+// differs, instead of trusting what the Table wrote last. A dataplane.Loop
+// calls it every ResyncInterval and after a failed Apply; a Table used
+// without a loop repairs drift only when its user calls it (or at a
+// post-write recheck).
 func (t *Table) QueueResync() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -390,8 +372,8 @@ func (t *Table) QueueResync() {
 
 // checkOwned validates an owned chain name.
 func (t *Table) checkOwned(name string) error {
-	if err := ValidateChainName(name); err != nil {
-		return err
+	if err := netfilter.ValidateChainName(name); err != nil {
+		return quoted(err)
 	}
 	if !strings.HasPrefix(name, t.opts.ChainPrefix) {
 		return fmt.Errorf("%w: %q does not start with %q", ErrNotOwned, name, t.opts.ChainPrefix)
@@ -507,10 +489,10 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 }
 
 // Apply makes the kernel match the declared state. When nothing changed
-// since the last Apply and no refresh, recheck or retry is due it returns
-// at once without running anything. Otherwise it reads the table if its
-// picture of the kernel is stale (first Apply, QueueResync, refresh
-// interval, post-write recheck, a retry due, previous failure), computes
+// since the last Apply and no recheck or retry is due it returns at once
+// without running anything. Otherwise it reads the table if its picture of
+// the kernel is stale (first Apply, QueueResync, post-write recheck, a
+// retry due, previous failure), computes
 // the difference and writes it in one iptables-restore --noflush
 // transaction, or runs nothing when there is nothing to write.
 //
@@ -533,24 +515,19 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 // out) is returned as such, and the next Apply starts with a re-read; the
 // dataplane loop retries it with backoff.
 //
-// When it reads, it runs iptables-save (or the in-process read, see
-// Options.Namespace) in a goroutine while it hashes the rules declared
-// since the last Apply, and waits for it before comparing; the read has
-// always ended when Apply returns (cancelling ctx stops iptables-save
-// through the Runner).
+// When it reads, it runs iptables-save in a goroutine while it hashes the
+// rules declared since the last Apply, and waits for it before comparing;
+// the read has always ended when Apply returns (cancelling ctx stops
+// iptables-save through the runner). A nil ctx is context.Background().
 //
-// RetryAfter in the result is when the next refresh, recheck or retry is
-// due.
+// RetryAfter in the result is when the next recheck or retry is due.
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
+	ctx = orBackground(ctx)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.applies++
 	now := t.opts.Clock.Now()
 	recheck := false
-	if t.kernel != nil && t.opts.RefreshInterval > 0 && !now.Before(t.lastRead.Add(t.opts.RefreshInterval)) {
-		t.opts.Logger.Debug("refresh due: re-reading the table")
-		t.dropKernel()
-	}
 	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
 		recheck = true
 		t.dropKernel()
@@ -575,7 +552,10 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if t.kernel == nil {
 		reading = make(chan readResult, 1)
 		p := t.readParser()
-		go func() { reading <- t.read(ctx, p) }()
+		go func() {
+			kt, err := t.save(ctx, p)
+			reading <- readResult{kt, err}
+		}()
 		defer func() {
 			if reading != nil {
 				<-reading
@@ -586,11 +566,10 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if reading != nil {
 		r := <-reading
 		reading = nil
-		kt, err := t.finishRead(ctx, r)
-		if err != nil {
-			return dataplane.ApplyResult{}, err
+		if r.err != nil {
+			return dataplane.ApplyResult{}, r.err
 		}
-		t.kernel, t.lastRead, t.synced = kt, t.opts.Clock.Now(), false
+		t.kernel, t.synced = r.kt, false
 	}
 	wrote, err := t.write(ctx, now)
 	if err != nil {
@@ -659,16 +638,15 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 		}
 		if !reread {
 			// The picture may be stale (another writer changed the
-			// table since it was read, or a fast read guessed a text):
-			// read it again with iptables-save and write everything
-			// once more.
+			// table since it was read): read it again and write
+			// everything once more.
 			t.opts.Logger.Info("restore failed; re-reading the table and writing again", "error", err)
 			reread, probes = true, nil
 			kt, err := t.save(ctx, t.readParser())
 			if err != nil {
 				return wrote, err
 			}
-			t.kernel, t.lastRead, t.synced = kt, t.opts.Clock.Now(), false
+			t.kernel, t.synced = kt, false
 			prog, broken, scope, chainRules = t.scope()
 			holds = t.holds(now, broken)
 			t.refuseMissing(prog, scope, holds, now)
@@ -867,31 +845,14 @@ func (t *Table) partialError() error {
 	return newPartialError(objs, waiting)
 }
 
-// readResult is the outcome of a read started by Apply. needTexts says
-// that a fast read found rules of ours in built-in chains, whose texts
-// finishRead must find.
+// readResult is the outcome of a read started by Apply.
 type readResult struct {
-	kt              *kernelTable
-	p               *saveParser // the parser of the read, for a second one
-	fast, needTexts bool
-	err             error
+	kt  *kernelTable
+	err error
 }
 
 // dropKernel forgets the kernel picture, so that the next Apply reads.
-// With Options.Namespace set it keeps the picture's built-in chains, whose
-// texts of our rules a fast read cannot see (see knownTexts).
-func (t *Table) dropKernel() {
-	if t.kernel != nil && t.opts.Namespace > 0 {
-		prev := &kernelTable{chains: make(map[string]*kernelChain, len(t.builtin))}
-		for name := range t.builtin {
-			if kc := t.kernel.chains[name]; kc != nil {
-				prev.chains[name] = kc
-			}
-		}
-		t.prevKernel = prev
-	}
-	t.kernel = nil
-}
+func (t *Table) dropKernel() { t.kernel = nil }
 
 // advanceRecheck moves to the next post-write recheck after one found
 // nothing to repair.
@@ -904,15 +865,9 @@ func (t *Table) advanceRecheck(now time.Time) {
 	}
 }
 
-// result reports when the next refresh, recheck or retry is due.
+// result reports when the next recheck or retry is due.
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
-	var due time.Time
-	if t.opts.RefreshInterval > 0 {
-		due = t.lastRead.Add(t.opts.RefreshInterval)
-	}
-	if !t.recheckAt.IsZero() && (due.IsZero() || t.recheckAt.Before(due)) {
-		due = t.recheckAt
-	}
+	due := t.recheckAt
 	for _, f := range t.failed {
 		if due.IsZero() || f.err.RetryAt.Before(due) {
 			due = f.err.RetryAt
@@ -972,28 +927,6 @@ func (t *Table) planned(prog map[string]bool, broken map[string]*ObjectError, ch
 	t.statsMu.Unlock()
 }
 
-// read reads the table with p: in process when Options.Namespace is set
-// (falling back to iptables-save if that fails), else with iptables-save.
-// It may run on a goroutine of its own: it touches nothing of the Table
-// but the read-only options and the stats.
-func (t *Table) read(ctx context.Context, p *saveParser) readResult {
-	if t.opts.Namespace > 0 {
-		kt, needTexts, err := t.fastReadTable(ctx, p)
-		if err == nil {
-			return readResult{kt: kt, p: p, fast: true, needTexts: needTexts}
-		}
-		if ctx.Err() != nil {
-			return readResult{err: ctx.Err()}
-		}
-		t.opts.Logger.Debug("fast read failed; reading with iptables-save", "error", err)
-		t.statsMu.Lock()
-		t.stats.FastReadFallbacks++
-		t.statsMu.Unlock()
-	}
-	kt, err := t.save(ctx, p)
-	return readResult{kt: kt, err: err}
-}
-
 // readParser returns the parser for one read: it reports which of the
 // foreign chains our rules jump to exist. It needs the Table locked; the
 // read may then run on a goroutine of its own.
@@ -1018,32 +951,11 @@ func (t *Table) readParser() *saveParser {
 	return &p
 }
 
-// finishRead completes a read with the Table locked and the declared rules
-// hashed: the texts of our rules in built-in chains that a fast read found
-// come from what the Table knows, and when one is unknown the table is
-// read again with iptables-save.
-func (t *Table) finishRead(ctx context.Context, r readResult) (*kernelTable, error) {
-	if r.err != nil || !r.fast {
-		return r.kt, r.err
-	}
-	if !r.needTexts || t.knownTexts(r.kt) {
-		t.statsMu.Lock()
-		t.stats.FastReads++
-		t.statsMu.Unlock()
-		return r.kt, nil
-	}
-	t.opts.Logger.Debug("fast read found a rule of ours whose text is unknown; reading with iptables-save")
-	t.statsMu.Lock()
-	t.stats.FastReadFallbacks++
-	t.statsMu.Unlock()
-	return t.save(ctx, r.p)
-}
-
 // save runs iptables-save for the table and parses it with p.
 func (t *Table) save(ctx context.Context, p *saveParser) (*kernelTable, error) {
-	bin := t.opts.Backend.SaveCommand(t.opts.IPVersion)
+	bin := t.opts.Backend.SaveCommand(t.opts.Family)
 	start := t.opts.Clock.Now()
-	out, err := t.opts.Runner.Run(ctx, nil, bin, "-t", t.opts.Table)
+	out, err := t.runner.Run(ctx, nil, bin, "-t", t.opts.Table)
 	elapsed := t.opts.Clock.Since(start)
 	t.statsMu.Lock()
 	t.stats.Saves++
@@ -1064,10 +976,10 @@ func (t *Table) save(ctx context.Context, p *saveParser) (*kernelTable, error) {
 
 // restore runs iptables-restore --noflush with input.
 func (t *Table) restore(ctx context.Context, input []byte, lines int) error {
-	bin := t.opts.Backend.RestoreCommand(t.opts.IPVersion)
+	bin := t.opts.Backend.RestoreCommand(t.opts.Family)
 	args := append(t.opts.lockArgs(), "--noflush")
 	start := t.opts.Clock.Now()
-	out, err := t.opts.Runner.Run(ctx, bytes.NewReader(input), bin, args...)
+	out, err := t.runner.Run(ctx, bytes.NewReader(input), bin, args...)
 	elapsed := t.opts.Clock.Since(start)
 	t.statsMu.Lock()
 	t.stats.Restores++

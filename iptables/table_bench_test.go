@@ -9,30 +9,33 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // benchDecl declares n rules in chains of 10 and a FORWARD jump to each.
-func benchDecl(n int) ([]iptables.Chain, []iptables.Rule) {
-	var chains []iptables.Chain
-	var jumps []iptables.Rule
+func benchDecl(n int) ([]netfilter.Chain, []netfilter.Rule) {
+	var chains []netfilter.Chain
+	var jumps []netfilter.Rule
 	for c := 0; c < n/10; c++ {
 		name := fmt.Sprintf("np-%04d", c)
-		rules := make([]iptables.Rule, 10)
+		rules := make([]netfilter.Rule, 10)
 		for j := range rules {
 			k := c*10 + j + 1
-			rules[j] = iptables.Rule{
-				Match: iptables.Match{
-					iptables.SourceNet(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(k >> 16), byte(k >> 8), byte(k)}), 32)),
-					iptables.Protocol(iptables.ProtoTCP),
-					iptables.DestPorts(iptables.Port(uint16(1000 + j))),
+			rules[j] = netfilter.Rule{
+				Matches: []netfilter.Match{
+					netfilter.SourceNet(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(k >> 16), byte(k >> 8), byte(k)}), 32)),
+					netfilter.Protocol(netfilter.ProtoTCP),
+					netfilter.DestPorts(netfilter.Port(uint16(1000 + j))),
 				},
-				Action: iptables.Accept(),
+				Action: netfilter.Accept(),
 			}
 		}
-		chains = append(chains, iptables.Chain{Name: name, Rules: rules})
-		jumps = append(jumps, iptables.Rule{Action: iptables.Jump(name)})
+		chains = append(chains, netfilter.Chain{Name: name, Rules: rules})
+		jumps = append(jumps, netfilter.Rule{Action: netfilter.Jump(name)})
 	}
 	return chains, jumps
 }
@@ -41,8 +44,8 @@ func benchDecl(n int) ([]iptables.Chain, []iptables.Rule) {
 func BenchmarkDeclare(b *testing.B) {
 	chains, jumps := benchDecl(10_000)
 	for b.Loop() {
-		tbl, _ := iptables.New(iptables.Options{Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Runner: iptablesfake.New()})
-		if err := tbl.UpdateChains(chains...); err != nil {
+		tbl, _ := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: kernelfake.New(kernelfake.Options{})})
+		if err := tbl.SetChains(chains...); err != nil {
 			b.Fatal(err)
 		}
 		if err := tbl.InsertRules("FORWARD", jumps); err != nil {
@@ -55,17 +58,17 @@ func BenchmarkDeclare(b *testing.B) {
 // already right: declare, read, parse, diff (the fake's save included).
 func BenchmarkAdopt(b *testing.B) {
 	chains, jumps := benchDecl(10_000)
-	k := iptablesfake.New()
-	opts := iptables.Options{Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Runner: k, PostWriteRecheck: []time.Duration{}}
+	ns, _ := newFake()
+	opts := iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns, PostWriteRecheck: []time.Duration{}}
 	first, _ := iptables.New(opts)
-	_ = first.UpdateChains(chains...)
+	_ = first.SetChains(chains...)
 	_ = first.InsertRules("FORWARD", jumps)
 	if _, err := first.Apply(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
 		tbl, _ := iptables.New(opts)
-		_ = tbl.UpdateChains(chains...)
+		_ = tbl.SetChains(chains...)
 		_ = tbl.InsertRules("FORWARD", jumps)
 		if _, err := tbl.Apply(context.Background()); err != nil {
 			b.Fatal(err)
@@ -87,10 +90,10 @@ var emptyKernel = command.RunnerFunc(func(_ context.Context, stdin io.Reader, na
 // an empty table: declare, read, diff and render the restore input.
 func BenchmarkInitialApply(b *testing.B) {
 	chains, jumps := benchDecl(10_000)
-	opts := iptables.Options{Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Runner: emptyKernel, PostWriteRecheck: []time.Duration{}}
+	opts := iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: commands(emptyKernel), PostWriteRecheck: []time.Duration{}}
 	for b.Loop() {
 		tbl, _ := iptables.New(opts)
-		_ = tbl.UpdateChains(chains...)
+		_ = tbl.SetChains(chains...)
 		_ = tbl.InsertRules("FORWARD", jumps)
 		if _, err := tbl.Apply(context.Background()); err != nil {
 			b.Fatal(err)
@@ -99,9 +102,9 @@ func BenchmarkInitialApply(b *testing.B) {
 }
 
 // inSyncTable returns a Table that has programmed benchDecl(n) into a fake
-// kernel and trusts it (no rechecks, no refresh). Once programmed, the
+// kernel and trusts it (no rechecks). Once programmed, the
 // kernel swallows restores, so that benchmarks measure the Table alone.
-func inSyncTable(b *testing.B, n int) (*iptables.Table, []iptables.Chain, []iptables.Rule) {
+func inSyncTable(b *testing.B, n int) (*iptables.Table, []netfilter.Chain, []netfilter.Rule) {
 	b.Helper()
 	chains, jumps := benchDecl(n)
 	k := iptablesfake.New()
@@ -114,11 +117,11 @@ func inSyncTable(b *testing.B, n int) (*iptables.Table, []iptables.Chain, []ipta
 		return k.Run(ctx, stdin, name, args...)
 	})
 	defer func() { swallow = true }()
-	tbl, err := iptables.New(iptables.Options{Table: "filter", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Runner: r, PostWriteRecheck: []time.Duration{}})
+	tbl, err := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: commands(r), PostWriteRecheck: []time.Duration{}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := tbl.UpdateChains(chains...); err != nil {
+	if err := tbl.SetChains(chains...); err != nil {
 		b.Fatal(err)
 	}
 	if err := tbl.InsertRules("FORWARD", jumps); err != nil {
@@ -135,12 +138,12 @@ func inSyncTable(b *testing.B, n int) (*iptables.Table, []iptables.Chain, []ipta
 func BenchmarkChangeOne(b *testing.B) {
 	tbl, chains, _ := inSyncTable(b, 10_000)
 	base := chains[len(chains)/2]
-	changed := iptables.Chain{Name: base.Name, Rules: append([]iptables.Rule(nil), base.Rules...)}
-	changed.Rules[4] = iptables.Rule{Action: iptables.Drop()}
-	versions := [2]iptables.Chain{changed, base}
+	changed := netfilter.Chain{Name: base.Name, Rules: append([]netfilter.Rule(nil), base.Rules...)}
+	changed.Rules[4] = netfilter.Rule{Action: netfilter.Drop()}
+	versions := [2]netfilter.Chain{changed, base}
 	i := 0
 	for b.Loop() {
-		if err := tbl.UpdateChain(versions[i%2]); err != nil {
+		if err := tbl.SetChains(versions[i%2]); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := tbl.Apply(context.Background()); err != nil {
@@ -159,7 +162,7 @@ func BenchmarkChangeOne(b *testing.B) {
 func BenchmarkRedeclareUnchanged(b *testing.B) {
 	tbl, chains, jumps := inSyncTable(b, 10_000)
 	for b.Loop() {
-		if err := tbl.UpdateChains(chains...); err != nil {
+		if err := tbl.SetChains(chains...); err != nil {
 			b.Fatal(err)
 		}
 		if err := tbl.InsertRules("FORWARD", jumps); err != nil {

@@ -16,21 +16,24 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // fakeOpts returns options for a filter/IPv4/nft table on k, with a fake
 // clock and without rechecks (tests that need them set them).
-func fakeOpts(k *iptablesfake.Kernel) iptables.Options {
+func fakeOpts(k kernel.Commands) iptables.Options {
 	return iptables.Options{
 		Table:            "filter",
-		IPVersion:        iptables.IPv4,
+		Family:           ipfamily.IPv4,
 		Backend:          iptables.BackendNFT,
 		ChainPrefix:      "np-",
-		Runner:           k,
+		Kernel:           k,
 		Clock:            clock.NewFake(t0),
 		PostWriteRecheck: []time.Duration{},
 	}
@@ -50,14 +53,14 @@ func apply(t *testing.T, tbl *iptables.Table) dataplane.ApplyResult {
 	return res
 }
 
-func src(cidr string) iptables.Criterion { return iptables.SourceNet(netip.MustParsePrefix(cidr)) }
+func src(cidr string) netfilter.Match { return netfilter.SourceNet(netip.MustParsePrefix(cidr)) }
 
 // acceptFrom is a rule accepting packets from cidr.
-func acceptFrom(cidr string) iptables.Rule {
-	return iptables.Rule{Match: iptables.Match{src(cidr)}, Action: iptables.Accept()}
+func acceptFrom(cidr string) netfilter.Rule {
+	return netfilter.Rule{Matches: []netfilter.Match{src(cidr)}, Action: netfilter.Accept()}
 }
 
-func jump(chain string) iptables.Rule { return iptables.Rule{Action: iptables.Jump(chain)} }
+func jump(chain string) netfilter.Rule { return netfilter.Rule{Action: netfilter.Jump(chain)} }
 
 // ours reports whether a rule spec carries the default hash comment.
 func ours(spec string) bool { return strings.Contains(spec, `--comment "np:`) }
@@ -81,15 +84,15 @@ func stripped(specs []string) []string {
 }
 
 func TestNewValidatesOptions(t *testing.T) {
-	k := iptablesfake.New()
-	valid := fakeOpts(k)
+	ns, k := newFake()
+	valid := fakeOpts(ns)
 	tests := []struct {
 		name string
 		mod  func(o *iptables.Options)
 	}{
 		{"unknown table", func(o *iptables.Options) { o.Table = "bogus" }},
 		{"empty table", func(o *iptables.Options) { o.Table = "" }},
-		{"bad IP version", func(o *iptables.Options) { o.IPVersion = 5 }},
+		{"bad IP family", func(o *iptables.Options) { o.Family = 5 }},
 		{"no backend", func(o *iptables.Options) { o.Backend = "" }},
 		{"unknown backend", func(o *iptables.Options) { o.Backend = "auto" }},
 		{"no prefix", func(o *iptables.Options) { o.ChainPrefix = "" }},
@@ -115,38 +118,37 @@ func TestNewValidatesOptions(t *testing.T) {
 }
 
 func TestNewDefaults(t *testing.T) {
-	tbl := newTable(t, iptables.Options{Table: "nat", IPVersion: iptables.IPv6, Backend: iptables.BackendLegacy, ChainPrefix: "cali-"})
+	tbl := newTable(t, iptables.Options{Table: "nat", Family: ipfamily.IPv6, Backend: iptables.BackendLegacy, ChainPrefix: "cali-"})
 	o := tbl.Options()
 	assert.Equal(t, "cali:", o.HashPrefix)
 	assert.Equal(t, iptables.DefaultLockTimeout, o.LockTimeout)
-	assert.Equal(t, iptables.DefaultRefreshInterval, o.RefreshInterval)
 	assert.Equal(t, iptables.DefaultPostWriteRecheck, o.PostWriteRecheck)
-	assert.IsType(t, command.Local{}, o.Runner)
+	assert.Nil(t, o.Kernel, "nil: the process's namespace")
 	assert.Equal(t, "iptables-legacy-nat-v6", tbl.Name())
 	assert.Equal(t, dataplane.PhaseTables, tbl.Phase())
 
-	tbl = newTable(t, iptables.Options{Table: "raw", IPVersion: iptables.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "kr"})
+	tbl = newTable(t, iptables.Options{Table: "raw", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "kr"})
 	assert.Equal(t, "kr:", tbl.Options().HashPrefix)
 }
 
 func TestProgramsOnlyReferencedChains(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.UpdateChains(
-		iptables.Chain{Name: "np-top", Rules: []iptables.Rule{jump("np-a")}},
-		iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}},
-		iptables.Chain{Name: "np-unused", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}},
-		iptables.Chain{Name: "np-forced", Rules: []iptables.Rule{acceptFrom("10.2.0.0/16")}, ForceProgramming: true},
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.SetChains(
+		netfilter.Chain{Name: "np-top", Rules: []netfilter.Rule{jump("np-a")}},
+		netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
+		netfilter.Chain{Name: "np-unused", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}},
+		netfilter.Chain{Name: "np-forced", Rules: []netfilter.Rule{acceptFrom("10.2.0.0/16")}, ForceProgramming: true},
 	))
 	apply(t, tbl)
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"),
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, ipfamily.IPv4, "filter"),
 		"only the forced chain is programmed while nothing jumps to the others")
 
-	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{jump("np-top")}))
+	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("np-top")}))
 	apply(t, tbl)
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-a", "np-forced", "np-top"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"))
-	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")))
-	assert.Equal(t, []string{"-j np-top"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "FORWARD")))
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-a", "np-forced", "np-top"}, k.Chains(iptables.BackendNFT, ipfamily.IPv4, "filter"))
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")))
+	assert.Equal(t, []string{"-j np-top"}, stripped(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD")))
 	st := tbl.Stats()
 	assert.Equal(t, 3, st.Chains)
 	assert.Equal(t, 4, st.Rules)
@@ -154,17 +156,17 @@ func TestProgramsOnlyReferencedChains(t *testing.T) {
 	// Unhooking removes the chains again, jump first.
 	require.NoError(t, tbl.InsertRules("FORWARD", nil))
 	apply(t, tbl)
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, iptables.IPv4, "filter"))
-	assert.Empty(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "FORWARD"))
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, ipfamily.IPv4, "filter"))
+	assert.Empty(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD"))
 }
 
 func TestEveryRuleCarriesAPositionalHash(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
 	same := acceptFrom("10.0.0.0/8")
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{same, same}, ForceProgramming: true}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{same, same}, ForceProgramming: true}))
 	apply(t, tbl)
-	rules := k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")
+	rules := k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")
 	require.Len(t, rules, 2)
 	for _, r := range rules {
 		assert.True(t, ours(r), r)
@@ -176,18 +178,18 @@ func TestEveryRuleCarriesAPositionalHash(t *testing.T) {
 }
 
 func TestNoopApplyRunsNothing(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a")}))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a")}))
 	apply(t, tbl)
 	require.Equal(t, 1, k.Count(iptablesfake.OpRestore))
 	calls := k.Count(iptablesfake.OpAny)
 
 	apply(t, tbl)
 	// Setting the same content again is not a change either.
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a")}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a")}))
 	apply(t, tbl)
 	assert.Equal(t, calls, k.Count(iptablesfake.OpAny), "a no-op Apply runs no binary at all")
 
@@ -205,26 +207,26 @@ func TestNoopApplyRunsNothing(t *testing.T) {
 func TestRestartAdoptsWithoutWriting(t *testing.T) {
 	for _, group := range []string{"insert", "append"} {
 		t.Run(group, func(t *testing.T) {
-			k := iptablesfake.New()
-			require.NoError(t, k.Exec(iptables.BackendNFT, iptables.IPv4, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+			ns, k := newFake()
+			require.NoError(t, k.Exec(iptables.BackendNFT, ipfamily.IPv4, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 			declare := func(tbl *iptables.Table) {
-				require.NoError(t, tbl.UpdateChains(
-					iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("np-b")}},
-					iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}},
+				require.NoError(t, tbl.SetChains(
+					netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"), jump("np-b")}},
+					netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}},
 				))
-				hook := []iptables.Rule{jump("np-fw")}
+				hook := []netfilter.Rule{jump("np-fw")}
 				if group == "insert" {
 					require.NoError(t, tbl.InsertRules("FORWARD", hook))
 				} else {
-					hook = append(hook, iptables.Rule{Action: iptables.Drop()})
+					hook = append(hook, netfilter.Rule{Action: netfilter.Drop()})
 				}
 				require.NoError(t, tbl.AppendRules("FORWARD", hook))
 			}
-			opts := fakeOpts(k)
+			opts := fakeOpts(ns)
 			first := newTable(t, opts)
 			declare(first)
 			apply(t, first)
-			before := k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "FORWARD")
+			before := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD")
 			k.ResetCalls()
 
 			second := newTable(t, opts)
@@ -232,27 +234,27 @@ func TestRestartAdoptsWithoutWriting(t *testing.T) {
 			apply(t, second)
 			assert.Equal(t, 0, k.Count(iptablesfake.OpRestore), "a restarted table adopts identical state without writing")
 			assert.Equal(t, 1, k.Count(iptablesfake.OpSave))
-			assert.Equal(t, before, k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "FORWARD"))
+			assert.Equal(t, before, k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD"))
 		})
 	}
 }
 
 func TestChangingOneRuleReplacesOnlyThatRule(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	var rules []iptables.Rule
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	var rules []netfilter.Rule
 	for i := range 10 {
 		rules = append(rules, acceptFrom(fmt.Sprintf("10.0.%d.0/24", i)))
 	}
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: rules, ForceProgramming: true}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: rules, ForceProgramming: true}))
 	apply(t, tbl)
-	before := k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")
+	before := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")
 
-	changed := append([]iptables.Rule(nil), rules...)
+	changed := append([]netfilter.Rule(nil), rules...)
 	changed[9] = acceptFrom("10.9.9.0/24")
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: changed, ForceProgramming: true}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: changed, ForceProgramming: true}))
 	apply(t, tbl)
-	after := k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")
+	after := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")
 	require.Len(t, after, 10)
 	for i := range 9 {
 		assert.Equal(t, before[i], after[i], "rule %d is unchanged and keeps its identity (counters)", i)
@@ -266,12 +268,12 @@ func TestChangingOneRuleReplacesOnlyThatRule(t *testing.T) {
 	assert.Equal(t, 3, strings.Count(last.Stdin, "\n"), "only *filter, the replacement and COMMIT: %q", last.Stdin)
 
 	// Shrinking deletes from the end; growing appends.
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: rules[:7], ForceProgramming: true}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: rules[:7], ForceProgramming: true}))
 	apply(t, tbl)
-	assert.Equal(t, before[:7], k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a"))
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: rules, ForceProgramming: true}))
+	assert.Equal(t, before[:7], k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a"))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: rules, ForceProgramming: true}))
 	apply(t, tbl)
-	got := k.ListRules(iptables.BackendNFT, iptables.IPv4, "filter", "np-a")
+	got := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")
 	assert.Equal(t, before[:7], got[:7])
 	assert.Equal(t, stripped(specs(before)), stripped(specs(got)))
 }
@@ -294,20 +296,20 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.group, func(t *testing.T) {
-			k := iptablesfake.New()
-			b, v := iptables.BackendNFT, iptables.IPv4
+			ns, k := newFake()
+			b, v := iptables.BackendNFT, ipfamily.IPv4
 			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.2", "-j", "DROP"))
-			tbl := newTable(t, fakeOpts(k))
-			require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-fw", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}))
+			tbl := newTable(t, fakeOpts(ns))
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
 			// declare sets our rules: inserted, or appended before the DROP.
-			declare := func(rules ...iptables.Rule) {
+			declare := func(rules ...netfilter.Rule) {
 				if tc.group == "insert" {
 					require.NoError(t, tbl.InsertRules("FORWARD", rules))
-					require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{{Action: iptables.Drop()}}))
+					require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{{Action: netfilter.Drop()}}))
 					return
 				}
-				require.NoError(t, tbl.AppendRules("FORWARD", append(rules, iptables.Rule{Action: iptables.Drop()})))
+				require.NoError(t, tbl.AppendRules("FORWARD", append(rules, netfilter.Rule{Action: netfilter.Drop()})))
 			}
 			declare(jump("np-fw"))
 			apply(t, tbl)
@@ -358,47 +360,47 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 }
 
 func TestRemovesLeftoverChainsAndRules(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
 	// A previous run left chains and a hook; a foreign chain sits beside.
-	old := newTable(t, fakeOpts(k))
-	require.NoError(t, old.UpdateChains(
-		iptables.Chain{Name: "np-old", Rules: []iptables.Rule{jump("np-old2")}},
-		iptables.Chain{Name: "np-old2", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}},
+	old := newTable(t, fakeOpts(ns))
+	require.NoError(t, old.SetChains(
+		netfilter.Chain{Name: "np-old", Rules: []netfilter.Rule{jump("np-old2")}},
+		netfilter.Chain{Name: "np-old2", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
 	))
-	require.NoError(t, old.InsertRules("INPUT", []iptables.Rule{jump("np-old")}))
+	require.NoError(t, old.InsertRules("INPUT", []netfilter.Rule{jump("np-old")}))
 	apply(t, old)
 	require.NoError(t, k.Exec(b, v, "-N", "KUBE-FOO"))
 	require.NoError(t, k.Exec(b, v, "-A", "KUBE-FOO", "-j", "ACCEPT"))
 	require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-j", "KUBE-FOO"))
 
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-new", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}}))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-new")}))
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-new", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-new")}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO", "np-new"}, k.Chains(b, v, "filter"))
 	assert.Equal(t, []string{"-j np-new", "-j KUBE-FOO"}, stripped(k.Rules(b, v, "filter", "INPUT")))
 	assert.Equal(t, []string{"-j ACCEPT"}, k.Rules(b, v, "filter", "KUBE-FOO"))
 
 	// Chains and hooks all gone when nothing is declared.
-	empty := newTable(t, fakeOpts(k))
+	empty := newTable(t, fakeOpts(ns))
 	apply(t, empty)
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO"}, k.Chains(b, v, "filter"))
 	assert.Equal(t, []string{"-j KUBE-FOO"}, k.Rules(b, v, "filter", "INPUT"))
 }
 
 func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
-	opts := fakeOpts(k)
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	opts := fakeOpts(ns)
 	clk := opts.Clock.(*clock.Fake)
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
 	apply(t, tbl)
 	require.NoError(t, k.Exec(b, v, "-A", "OUTPUT", "-j", "np-a"))
 
 	// A foreign jump keeps a declared chain programmed even unforced…
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.1.0.0/16")}}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}}))
 	tbl.QueueResync()
 	apply(t, tbl)
 	assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "np-a")))
@@ -406,7 +408,7 @@ func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
 	// …and a removed chain that a foreign rule jumps to is flushed, not
 	// deleted (deleting it would fail the whole transaction); Apply says
 	// so, and comes back for it.
-	require.NoError(t, tbl.RemoveChain("np-a"))
+	require.NoError(t, tbl.RemoveChains("np-a"))
 	res, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
 	assert.Equal(t, time.Second, res.RetryAfter)
@@ -450,18 +452,20 @@ func requireObjects(t *testing.T, err error, want map[string]error) *iptables.Pa
 	return pe
 }
 
-func TestDriftRepairedOnRefresh(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
-	opts := fakeOpts(k)
+// TestDriftRepairedOnResync: between reads a Table trusts what it wrote,
+// whatever the time (periodic resync is the loop's: Apply asks for no
+// refresh); QueueResync makes the next Apply re-read and repair.
+func TestDriftRepairedOnResync(t *testing.T) {
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	opts := fakeOpts(ns)
 	clk := clock.NewFake(t0)
 	opts.Clock = clk
-	opts.RefreshInterval = time.Minute
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}}))
-	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{jump("np-a")}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}}))
+	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("np-a")}))
 	res := apply(t, tbl)
-	assert.Equal(t, time.Minute, res.RetryAfter)
+	assert.Zero(t, res.RetryAfter, "no periodic refresh of its own")
 	want := k.Save(b, v, "filter")
 
 	drifts := []struct {
@@ -484,14 +488,14 @@ func TestDriftRepairedOnRefresh(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			d.drift()
 			require.NotEqual(t, want, k.Save(b, v, "filter"))
-			// Not yet due: nothing runs.
+			// Without a resync nothing runs, however long it has been.
 			k.ResetCalls()
-			clk.Advance(30 * time.Second)
+			clk.Advance(time.Hour)
 			res := apply(t, tbl)
-			assert.Equal(t, 30*time.Second, res.RetryAfter)
+			assert.Zero(t, res.RetryAfter)
 			assert.Zero(t, k.Count(iptablesfake.OpAny))
-			// Due: re-read and repair.
-			clk.Advance(30 * time.Second)
+			// A resync re-reads and repairs.
+			tbl.QueueResync()
 			apply(t, tbl)
 			assert.Equal(t, want, k.Save(b, v, "filter"))
 			assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
@@ -500,15 +504,14 @@ func TestDriftRepairedOnRefresh(t *testing.T) {
 }
 
 func TestPostWriteRechecksCatchAClobber(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
-	opts := fakeOpts(k)
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	opts := fakeOpts(ns)
 	clk := clock.NewFake(t0)
 	opts.Clock = clk
-	opts.RefreshInterval = time.Hour
 	opts.PostWriteRecheck = []time.Duration{time.Second, 10 * time.Second}
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	res := apply(t, tbl)
 	assert.Equal(t, time.Second, res.RetryAfter, "first recheck soon after the write")
 
@@ -528,17 +531,17 @@ func TestPostWriteRechecksCatchAClobber(t *testing.T) {
 	assert.Len(t, k.Rules(b, v, "filter", "INPUT"), 1)
 	assert.Equal(t, time.Second, res.RetryAfter)
 
-	// After the last recheck only the refresh remains, an interval after
-	// that last read.
+	// After the last recheck nothing is due: periodic resync is the
+	// loop's.
 	clk.Advance(time.Second)
 	apply(t, tbl)
 	clk.Advance(10 * time.Second)
 	res = apply(t, tbl)
-	assert.Equal(t, time.Hour, res.RetryAfter)
-	clk.Advance(time.Hour - time.Second)
+	assert.Zero(t, res.RetryAfter)
+	clk.Advance(time.Hour)
 	k.ResetCalls()
 	res = apply(t, tbl)
-	assert.Equal(t, time.Second, res.RetryAfter)
+	assert.Zero(t, res.RetryAfter)
 	assert.Zero(t, k.Count(iptablesfake.OpAny))
 }
 
@@ -547,9 +550,9 @@ func TestPostWriteRechecksCatchAClobber(t *testing.T) {
 // returns it (the dataplane loop retries with backoff) and the next Apply
 // re-reads and converges.
 func TestWholeRestoreFailureIsReturned(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	k.FailNext(iptablesfake.OpRestore, 1)
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrRestore)
@@ -565,28 +568,28 @@ func TestWholeRestoreFailureIsReturned(t *testing.T) {
 	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore), "no retry inside Apply: the loop owns it")
 
 	apply(t, tbl)
-	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"), 1)
+	assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
 	st := tbl.Stats()
 	assert.Equal(t, [2]int{2, 1}, [2]int{st.Restores, st.RestoreErrors})
 	assert.Equal(t, 2, st.Saves, "the next Apply re-read")
 }
 
 func TestSaveFailure(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	k.FailNext(iptablesfake.OpSave, 1)
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrSave)
 	assert.Zero(t, k.Count(iptablesfake.OpRestore))
 	apply(t, tbl)
-	assert.Len(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"), 1)
+	assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
 }
 
 func TestApplyStopsWhenContextEnds(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	ctx, cancel := context.WithCancel(context.Background())
 	k.OnCall(func(c iptablesfake.Call) {
 		if c.Op == iptablesfake.OpRestore {
@@ -598,15 +601,15 @@ func TestApplyStopsWhenContextEnds(t *testing.T) {
 }
 
 func TestConcurrentWriterBetweenSaveAndRestore(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 
 	// Between our save and our restore another agent deletes one of our
 	// rules (our delete-by-text fails) and inserts its own at the top.
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
 	tbl.QueueResync()
 	k.OnCall(func(c iptablesfake.Call) {
 		if c.Op == iptablesfake.OpRestore {
@@ -621,10 +624,10 @@ func TestConcurrentWriterBetweenSaveAndRestore(t *testing.T) {
 }
 
 func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 	// Someone re-appends a copy of our first rule (as restore --noflush of
 	// an old dump would).
@@ -640,12 +643,12 @@ func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
 // chain to its bottom and back, each by a new Table (as a restarted agent
 // that changed its mind): the foreign rule stays.
 func TestInsertAndAppendSwitch(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
 	require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP"))
-	declare := func(set func(*iptables.Table, string, []iptables.Rule) error) {
-		tbl := newTable(t, fakeOpts(k))
-		require.NoError(t, set(tbl, "INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+	declare := func(set func(*iptables.Table, netfilter.Hook, []netfilter.Rule) error) {
+		tbl := newTable(t, fakeOpts(ns))
+		require.NoError(t, set(tbl, "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 		apply(t, tbl)
 	}
 	declare((*iptables.Table).InsertRules)
@@ -657,12 +660,12 @@ func TestInsertAndAppendSwitch(t *testing.T) {
 }
 
 func TestBadInputChangesNothing(t *testing.T) {
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	good := iptables.Chain{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}
-	require.NoError(t, tbl.UpdateChain(good))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	good := netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}
+	require.NoError(t, tbl.SetChains(good))
 	apply(t, tbl)
-	saved := k.Save(iptables.BackendNFT, iptables.IPv4, "filter")
+	saved := k.Save(iptables.BackendNFT, ipfamily.IPv4, "filter")
 	k.ResetCalls()
 
 	tests := []struct {
@@ -670,38 +673,38 @@ func TestBadInputChangesNothing(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"chain without prefix", func() error { return tbl.UpdateChain(iptables.Chain{Name: "other"}) }, iptables.ErrNotOwned},
+		{"chain without prefix", func() error { return tbl.SetChains(netfilter.Chain{Name: "other"}) }, iptables.ErrNotOwned},
 		{"chain name too long", func() error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-" + strings.Repeat("x", iptables.MaxChainNameLength)})
-		}, iptables.ErrInvalidChainName},
-		{"chain name with blank", func() error { return tbl.UpdateChain(iptables.Chain{Name: "np-a b"}) }, iptables.ErrInvalidChainName},
+			return tbl.SetChains(netfilter.Chain{Name: "np-" + strings.Repeat("x", netfilter.MaxChainNameLength)})
+		}, netfilter.ErrInvalidChainName},
+		{"chain name with blank", func() error { return tbl.SetChains(netfilter.Chain{Name: "np-a b"}) }, netfilter.ErrInvalidChainName},
 		{"IPv6 rule in an IPv4 table", func() error {
-			return tbl.UpdateChains(good, iptables.Chain{Name: "np-b", Rules: []iptables.Rule{acceptFrom("2001:db8::/32")}})
-		}, iptables.ErrWrongIPVersion},
+			return tbl.SetChains(good, netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{acceptFrom("2001:db8::/32")}})
+		}, netfilter.ErrWrongFamily},
 		{"rule without action", func() error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Match: iptables.Match{src("10.0.0.0/8")}}}})
-		}, iptables.ErrInvalidRule},
+			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Matches: []netfilter.Match{src("10.0.0.0/8")}}}})
+		}, netfilter.ErrInvalidRule},
 		{"nil criterion", func() error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Match: iptables.Match{nil}, Action: iptables.Accept()}}})
-		}, iptables.ErrInvalidRule},
+			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Matches: []netfilter.Match{nil}, Action: netfilter.Accept()}}})
+		}, netfilter.ErrInvalidRule},
 		{"comment with newline", func() error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{{Action: iptables.Accept(), Comments: []string{"a\nb"}}}})
-		}, iptables.ErrInvalidRule},
+			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Accept(), Comments: []string{"a\nb"}}}})
+		}, netfilter.ErrInvalidRule},
 		{"jump to invalid name", func() error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{jump("bad name")}})
-		}, iptables.ErrInvalidChainName},
+			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{jump("bad name")}})
+		}, netfilter.ErrInvalidChainName},
 		{"jump to built-in chain", func() error {
-			return tbl.UpdateChain(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{jump("INPUT")}})
-		}, iptables.ErrInvalidRule},
-		{"duplicate chain", func() error { return tbl.UpdateChains(good, good) }, iptables.ErrDuplicateChain},
+			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{jump("INPUT")}})
+		}, netfilter.ErrInvalidRule},
+		{"duplicate chain", func() error { return tbl.SetChains(good, good) }, iptables.ErrDuplicateChain},
 		{"remove chain without prefix", func() error { return tbl.RemoveChains("np-a", "INPUT") }, iptables.ErrNotOwned},
 		{"hook on a chain of another table", func() error {
-			return tbl.InsertRules("PREROUTING", []iptables.Rule{acceptFrom("10.0.0.0/8")})
+			return tbl.InsertRules("PREROUTING", []netfilter.Rule{acceptFrom("10.0.0.0/8")})
 		}, iptables.ErrNotBuiltin},
-		{"hook on an owned chain", func() error { return tbl.AppendRules("np-a", []iptables.Rule{acceptFrom("10.0.0.0/8")}) }, iptables.ErrNotBuiltin},
+		{"hook on an owned chain", func() error { return tbl.AppendRules("np-a", []netfilter.Rule{acceptFrom("10.0.0.0/8")}) }, iptables.ErrNotBuiltin},
 		{"bad hook rule", func() error {
-			return tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), {}})
-		}, iptables.ErrInvalidRule},
+			return tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), {}})
+		}, netfilter.ErrInvalidRule},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -709,7 +712,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			require.ErrorIs(t, err, tc.want)
 			apply(t, tbl)
 			assert.Zero(t, k.Count(iptablesfake.OpAny), "nothing changed, so nothing runs")
-			assert.Equal(t, saved, k.Save(iptables.BackendNFT, iptables.IPv4, "filter"))
+			assert.Equal(t, saved, k.Save(iptables.BackendNFT, ipfamily.IPv4, "filter"))
 		})
 	}
 }
@@ -719,31 +722,31 @@ func TestBadInputChangesNothing(t *testing.T) {
 // holds back the object holding the jump, not the table; declaring what
 // is missing lets it through.
 func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
-	b, v := iptables.BackendNFT, iptables.IPv4
+	b, v := iptables.BackendNFT, ipfamily.IPv4
 	tests := []struct {
 		name   string
-		chains []iptables.Chain
+		chains []netfilter.Chain
 		held   map[string]error
-		fix    iptables.Chain
+		fix    netfilter.Chain
 	}{
-		{"jump to undeclared chain", []iptables.Chain{{Name: "np-a", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("np-missing")}}},
-			map[string]error{"np-a": iptables.ErrUnknownChain}, iptables.Chain{Name: "np-missing"}},
-		{"loop", []iptables.Chain{
-			{Name: "np-a", Rules: []iptables.Rule{jump("np-b")}},
-			{Name: "np-b", Rules: []iptables.Rule{jump("np-c")}},
-			{Name: "np-c", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("np-a")}},
-		}, map[string]error{"np-c": iptables.ErrChainLoop}, iptables.Chain{Name: "np-c", Rules: []iptables.Rule{acceptFrom("10.0.0.0/8")}}},
+		{"jump to undeclared chain", []netfilter.Chain{{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"), jump("np-missing")}}},
+			map[string]error{"np-a": iptables.ErrUnknownChain}, netfilter.Chain{Name: "np-missing"}},
+		{"loop", []netfilter.Chain{
+			{Name: "np-a", Rules: []netfilter.Rule{jump("np-b")}},
+			{Name: "np-b", Rules: []netfilter.Rule{jump("np-c")}},
+			{Name: "np-c", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"), jump("np-a")}},
+		}, map[string]error{"np-c": iptables.ErrChainLoop}, netfilter.Chain{Name: "np-c", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k := iptablesfake.New()
-			tbl := newTable(t, fakeOpts(k))
-			require.NoError(t, tbl.UpdateChains(tc.chains...))
-			require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("np-a")}))
-			require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+			ns, k := newFake()
+			tbl := newTable(t, fakeOpts(ns))
+			require.NoError(t, tbl.SetChains(tc.chains...))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 			res, err := tbl.Apply(context.Background())
 			requireObjects(t, err, tc.held)
-			assert.Equal(t, iptables.DefaultRefreshInterval, res.RetryAfter, "no retry of its own: only a new declaration helps")
+			assert.Zero(t, res.RetryAfter, "no retry of its own: only a new declaration helps")
 			// Everything else is written; the held chain exists, empty,
 			// so that the jumps to it are valid.
 			assert.Equal(t, []string{"-j np-a"}, stripped(k.Rules(b, v, "filter", "INPUT")))
@@ -757,7 +760,7 @@ func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
 			requireObjects(t, err, tc.held)
 			assert.Zero(t, k.Count(iptablesfake.OpAny))
 			// Declaring what was missing lets the held chain through.
-			require.NoError(t, tbl.UpdateChain(tc.fix))
+			require.NoError(t, tbl.SetChains(tc.fix))
 			apply(t, tbl)
 			tbl.QueueResync()
 			k.ResetCalls()
@@ -766,47 +769,51 @@ func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
 		})
 	}
 	// A hook that jumps to an undeclared chain is held back the same way.
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8"), jump("np-missing")}))
-	require.NoError(t, tbl.InsertRules("OUTPUT", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), jump("np-missing")}))
+	require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	_, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"INPUT": iptables.ErrUnknownChain})
 	assert.Empty(t, k.Rules(b, v, "filter", "INPUT"))
 	assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
 
 	// An unreferenced loop is not programmed, so it is no error.
-	k = iptablesfake.New()
-	tbl = newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.UpdateChains(iptables.Chain{Name: "np-a", Rules: []iptables.Rule{jump("np-b")}}, iptables.Chain{Name: "np-b", Rules: []iptables.Rule{jump("np-a")}}))
+	ns, k = newFake()
+	tbl = newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{jump("np-b")}}, netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{jump("np-a")}}))
 	apply(t, tbl)
 	// Foreign chains may be jumped to; the kernel checks they exist.
 	require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{jump("KUBE-X")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("KUBE-X")}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"-j KUBE-X"}, stripped(k.Rules(b, v, "filter", "INPUT")))
 }
 
 func TestIncompatibleTable(t *testing.T) {
-	k := iptablesfake.New()
-	require.NoError(t, k.SetIncompatible(iptables.BackendNFT, iptables.IPv4, "filter", true))
-	tbl := newTable(t, fakeOpts(k))
+	ns, k := newFake()
+	require.NoError(t, k.SetIncompatible(iptables.BackendNFT, ipfamily.IPv4, "filter", true))
+	tbl := newTable(t, fakeOpts(ns))
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrIncompatible)
 	assert.Zero(t, k.Count(iptablesfake.OpRestore))
 }
 
+// firstHook is the first built-in chain of each table.
+var firstHook = map[string]netfilter.Hook{"filter": netfilter.HookInput, "nat": netfilter.HookPrerouting,
+	"mangle": netfilter.HookPrerouting, "raw": netfilter.HookPrerouting}
+
 func TestTablesAreIndependent(t *testing.T) {
-	k := iptablesfake.New()
+	ns, k := newFake()
 	var tables []*iptables.Table
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
-		for _, v := range []iptables.IPVersion{iptables.IPv4, iptables.IPv6} {
+		for _, v := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			for _, name := range []string{"filter", "nat", "mangle", "raw"} {
-				opts := fakeOpts(k)
-				opts.Backend, opts.IPVersion, opts.Table = b, v, name
+				opts := fakeOpts(ns)
+				opts.Backend, opts.Family, opts.Table = b, v, name
 				tbl := newTable(t, opts)
-				chain := iptables.BuiltinChains(name)[0]
-				require.NoError(t, tbl.InsertRules(chain, []iptables.Rule{{Action: iptables.Return()}}))
+				chain := firstHook[name]
+				require.NoError(t, tbl.InsertRules(chain, []netfilter.Rule{{Action: netfilter.Return()}}))
 				tables = append(tables, tbl)
 			}
 		}
@@ -815,10 +822,10 @@ func TestTablesAreIndependent(t *testing.T) {
 		apply(t, tbl)
 	}
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
-		for _, v := range []iptables.IPVersion{iptables.IPv4, iptables.IPv6} {
+		for _, v := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			for _, name := range []string{"filter", "nat", "mangle", "raw"} {
-				chain := iptables.BuiltinChains(name)[0]
-				assert.Equal(t, []string{"-j RETURN"}, stripped(k.Rules(b, v, name, chain)), "%s %v %s", b, v, name)
+				chain := firstHook[name]
+				assert.Equal(t, []string{"-j RETURN"}, stripped(k.Rules(b, v, name, string(chain))), "%s %v %s", b, v, name)
 			}
 		}
 	}
@@ -844,11 +851,11 @@ func TestLockTimeoutArgument(t *testing.T) {
 		{-1, []string{"-w", "--noflush"}},
 	}
 	for _, tc := range tests {
-		k := iptablesfake.New()
-		opts := fakeOpts(k)
+		ns, k := newFake()
+		opts := fakeOpts(ns)
 		opts.LockTimeout = tc.timeout
 		tbl := newTable(t, opts)
-		require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
+		require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 		apply(t, tbl)
 		calls := k.Calls()
 		assert.Equal(t, tc.want, calls[len(calls)-1].Args)
@@ -856,19 +863,19 @@ func TestLockTimeoutArgument(t *testing.T) {
 }
 
 func TestCustomHashPrefix(t *testing.T) {
-	k := iptablesfake.New()
-	b, v := iptables.BackendNFT, iptables.IPv4
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
 	// Two agents with different prefixes share FORWARD without touching
 	// each other's rules (one inserts, one appends, so they agree on the
 	// order).
 	mk := func(chainPrefix, hashPrefix string) *iptables.Table {
-		opts := fakeOpts(k)
+		opts := fakeOpts(ns)
 		opts.ChainPrefix, opts.HashPrefix = chainPrefix, hashPrefix
 		return newTable(t, opts)
 	}
 	a, c := mk("aa-", "aa_x"), mk("cc-", "")
-	require.NoError(t, a.AppendRules("FORWARD", []iptables.Rule{acceptFrom("10.0.0.0/8")}))
-	require.NoError(t, c.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, a.AppendRules("FORWARD", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, c.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	apply(t, a)
 	apply(t, c)
 	rules := k.Rules(b, v, "filter", "FORWARD")
@@ -884,21 +891,21 @@ func TestCustomHashPrefix(t *testing.T) {
 }
 
 func TestIPv6Table(t *testing.T) {
-	k := iptablesfake.New()
-	opts := fakeOpts(k)
-	opts.IPVersion = iptables.IPv6
+	ns, k := newFake()
+	opts := fakeOpts(ns)
+	opts.Family = ipfamily.IPv6
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("2001:db8::/32")}))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("2001:db8::/32")}))
 	apply(t, tbl)
-	assert.Equal(t, []string{"-s 2001:db8::/32 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, iptables.IPv6, "filter", "INPUT")))
-	assert.Empty(t, k.Rules(iptables.BackendNFT, iptables.IPv4, "filter", "INPUT"))
-	require.ErrorIs(t, tbl.InsertRules("INPUT", []iptables.Rule{acceptFrom("10.0.0.0/8")}), iptables.ErrWrongIPVersion)
+	assert.Equal(t, []string{"-s 2001:db8::/32 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, ipfamily.IPv6, "filter", "INPUT")))
+	assert.Empty(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"))
+	require.ErrorIs(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}), netfilter.ErrWrongFamily)
 }
 
 func TestUnknownRunnerErrorIsWrapped(t *testing.T) {
 	boom := errors.New("boom")
 	opts := fakeOpts(nil)
-	opts.Runner = command.RunnerFunc(func(context.Context, io.Reader, string, ...string) ([]byte, error) { return nil, boom })
+	opts.Kernel = commands(command.RunnerFunc(func(context.Context, io.Reader, string, ...string) ([]byte, error) { return nil, boom }))
 	tbl := newTable(t, opts)
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, boom)
@@ -909,27 +916,27 @@ func TestUnknownRunnerErrorIsWrapped(t *testing.T) {
 // a built-in chain rewrites only what changed: the rules around a changed
 // one keep their identity (and counters), foreign rules are never touched.
 func TestBuiltinChainEditsKeepUnchangedRules(t *testing.T) {
-	b, v := iptables.BackendNFT, iptables.IPv4
-	r := func(i int) iptables.Rule { return acceptFrom(fmt.Sprintf("10.%d.0.0/16", i)) }
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	r := func(i int) netfilter.Rule { return acceptFrom(fmt.Sprintf("10.%d.0.0/16", i)) }
 	tests := []struct {
 		name          string
-		before, after []iptables.Rule // front group
-		backBefore    []iptables.Rule
-		backAfter     []iptables.Rule
+		before, after []netfilter.Rule // front group
+		backBefore    []netfilter.Rule
+		backAfter     []netfilter.Rule
 		rewritten     int // our rules created by the second apply
 	}{
-		{"change the middle front rule", []iptables.Rule{r(1), r(2), r(3)}, []iptables.Rule{r(1), r(9), r(3)}, nil, nil, 1},
-		{"grow the front", []iptables.Rule{r(1), r(2)}, []iptables.Rule{r(1), r(2), r(3)}, nil, nil, 1},
-		{"shrink the front", []iptables.Rule{r(1), r(2), r(3)}, []iptables.Rule{r(1), r(2)}, nil, nil, 0},
-		{"change the middle back rule", nil, nil, []iptables.Rule{r(1), r(2), r(3)}, []iptables.Rule{r(1), r(9), r(3)}, 1},
-		{"grow the back", nil, nil, []iptables.Rule{r(1), r(2)}, []iptables.Rule{r(1), r(2), r(3)}, 1},
-		{"change front and back", []iptables.Rule{r(1), r(2)}, []iptables.Rule{r(5), r(2)}, []iptables.Rule{r(3), r(4)}, []iptables.Rule{r(3), r(6)}, 2},
+		{"change the middle front rule", []netfilter.Rule{r(1), r(2), r(3)}, []netfilter.Rule{r(1), r(9), r(3)}, nil, nil, 1},
+		{"grow the front", []netfilter.Rule{r(1), r(2)}, []netfilter.Rule{r(1), r(2), r(3)}, nil, nil, 1},
+		{"shrink the front", []netfilter.Rule{r(1), r(2), r(3)}, []netfilter.Rule{r(1), r(2)}, nil, nil, 0},
+		{"change the middle back rule", nil, nil, []netfilter.Rule{r(1), r(2), r(3)}, []netfilter.Rule{r(1), r(9), r(3)}, 1},
+		{"grow the back", nil, nil, []netfilter.Rule{r(1), r(2)}, []netfilter.Rule{r(1), r(2), r(3)}, 1},
+		{"change front and back", []netfilter.Rule{r(1), r(2)}, []netfilter.Rule{r(5), r(2)}, []netfilter.Rule{r(3), r(4)}, []netfilter.Rule{r(3), r(6)}, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k := iptablesfake.New()
+			ns, k := newFake()
 			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
-			tbl := newTable(t, fakeOpts(k))
+			tbl := newTable(t, fakeOpts(ns))
 			require.NoError(t, tbl.InsertRules("FORWARD", tc.before))
 			require.NoError(t, tbl.AppendRules("FORWARD", tc.backBefore))
 			apply(t, tbl)
@@ -951,13 +958,13 @@ func TestBuiltinChainEditsKeepUnchangedRules(t *testing.T) {
 			// The result is what a fresh table writes from scratch.
 			var want []string
 			for _, r := range tc.after {
-				args, err := r.Args(v)
+				args, err := iptables.RuleArgs(r, v)
 				require.NoError(t, err)
 				want = append(want, strings.Join(args, " "))
 			}
 			want = append(want, "-s 192.0.2.1/32 -j DROP")
 			for _, r := range tc.backAfter {
-				args, err := r.Args(v)
+				args, err := iptables.RuleArgs(r, v)
 				require.NoError(t, err)
 				want = append(want, strings.Join(args, " "))
 			}
@@ -973,20 +980,20 @@ func TestBuiltinChainEditsKeepUnchangedRules(t *testing.T) {
 // TestBuiltinChainRepairsStrayRules puts stale and misplaced rules of ours
 // into a built-in chain; one Apply deletes or moves exactly those.
 func TestBuiltinChainRepairsStrayRules(t *testing.T) {
-	b, v := iptables.BackendNFT, iptables.IPv4
-	k := iptablesfake.New()
-	tbl := newTable(t, fakeOpts(k))
-	require.NoError(t, tbl.InsertRules("FORWARD", []iptables.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
-	require.NoError(t, tbl.AppendRules("FORWARD", []iptables.Rule{acceptFrom("10.3.0.0/16"), acceptFrom("10.4.0.0/16")}))
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	ns, k := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{acceptFrom("10.3.0.0/16"), acceptFrom("10.4.0.0/16")}))
 	apply(t, tbl)
 	want := k.Rules(b, v, "filter", "FORWARD")
 
 	// A stale rule of ours from an old declaration (rendered through a
 	// throwaway fake), put in the middle and in the trailing run, and a
 	// foreign rule between our front rules.
-	k2 := iptablesfake.New()
-	old := newTable(t, fakeOpts(k2))
-	require.NoError(t, old.AppendRules("FORWARD", []iptables.Rule{acceptFrom("10.9.0.0/16")}))
+	ns2, k2 := newFake()
+	old := newTable(t, fakeOpts(ns2))
+	require.NoError(t, old.AppendRules("FORWARD", []netfilter.Rule{acceptFrom("10.9.0.0/16")}))
 	apply(t, old)
 	stale := k2.Rules(b, v, "filter", "FORWARD")[0]
 	require.NoError(t, k.Restore(b, v, "*filter\n-I FORWARD 2 -j ACCEPT\n-I FORWARD 4 "+stale+"\n-A FORWARD "+stale+"\nCOMMIT\n", true))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 )
@@ -47,8 +48,8 @@ type addrs struct {
 	host, hostSave, net, netSave, other, otherSave string
 }
 
-func addrsFor(v iptables.IPVersion) addrs {
-	if v == iptables.IPv6 {
+func addrsFor(v ipfamily.Family) addrs {
+	if v == ipfamily.IPv6 {
 		return addrs{"2001:db8::1", "2001:db8::1/128", "2001:db8:1::5/48", "2001:db8:1::/48", "2001:db8::2", "2001:db8::2/128"}
 	}
 	return addrs{"192.0.2.1", "192.0.2.1/32", "10.1.2.3/8", "10.0.0.0/8", "192.0.2.2", "192.0.2.2/32"}
@@ -66,10 +67,10 @@ func failingAt(s step, line, nftLine int) step {
 	return s
 }
 
-func behaviourCases(v iptables.IPVersion) []behaviourCase {
+func behaviourCases(v ipfamily.Family) []behaviourCase {
 	a := addrsFor(v)
 	reject := "icmp-port-unreachable"
-	if v == iptables.IPv6 {
+	if v == ipfamily.IPv6 {
 		reject = "icmp6-port-unreachable"
 	}
 	base := restoreStep(
@@ -242,11 +243,11 @@ func behaviourCases(v iptables.IPVersion) []behaviourCase {
 
 // runBehaviour runs one case through runner (the fake or a namespace) with
 // the binaries of backend b and version v, and checks its expectations.
-func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v iptables.IPVersion, tc behaviourCase) {
+func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v ipfamily.Family, tc behaviourCase) {
 	t.Helper()
 	ctx := context.Background()
 	cmd := "iptables-" + string(b)
-	if v == iptables.IPv6 {
+	if v == ipfamily.IPv6 {
 		cmd = "ip6tables-" + string(b)
 	}
 	for i, s := range tc.steps {
@@ -303,16 +304,16 @@ func parseDump(out string) (chains []string, rules map[string][]string) {
 	return chains, rules
 }
 
-func forEachFlavour(t *testing.T, fn func(t *testing.T, b iptables.Backend, v iptables.IPVersion)) {
+func forEachFlavour(t *testing.T, fn func(t *testing.T, b iptables.Backend, v ipfamily.Family)) {
 	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
-		for _, v := range []iptables.IPVersion{iptables.IPv4, iptables.IPv6} {
+		for _, v := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			t.Run(fmt.Sprintf("%s-%v", b, v), func(t *testing.T) { fn(t, b, v) })
 		}
 	}
 }
 
 func TestFakeBehaviour(t *testing.T) {
-	forEachFlavour(t, func(t *testing.T, b iptables.Backend, v iptables.IPVersion) {
+	forEachFlavour(t, func(t *testing.T, b iptables.Backend, v ipfamily.Family) {
 		for _, tc := range behaviourCases(v) {
 			t.Run(tc.name, func(t *testing.T) {
 				runBehaviour(t, iptablesfake.New(), b, v, tc)

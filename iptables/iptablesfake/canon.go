@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // spec is a rule in canonical form: the arguments after "-A CHAIN", as
@@ -124,7 +124,7 @@ var quotedOptions = map[string]bool{"--comment": true, "--log-prefix": true, "--
 // normalised, REJECT's default made explicit. Anything it does not know is
 // kept as given. It checks the target: -j needs a built-in target, a known
 // extension or an existing chain; -g an existing chain.
-func canonical(args []string, v iptables.IPVersion, chainExists func(string) bool) (spec, error) {
+func canonical(args []string, v ipfamily.Family, chainExists func(string) bool) (spec, error) {
 	type headerItem struct {
 		neg   bool
 		value string
@@ -280,7 +280,7 @@ func isOptionStart(rest []string, i int) bool {
 }
 
 // canonicalValues normalises the values of one match option.
-func canonicalValues(match, opt string, vals []string, v iptables.IPVersion) []string {
+func canonicalValues(match, opt string, vals []string, v ipfamily.Family) []string {
 	switch {
 	case opt == "--ctstate" && len(vals) == 1:
 		states := strings.Split(strings.ToUpper(vals[0]), ",")
@@ -308,7 +308,7 @@ func stateRank(s string) int {
 }
 
 // canonicalTarget normalises "-j TARGET opts…" (tail starts at TARGET).
-func canonicalTarget(tail []string, isGoto bool, v iptables.IPVersion, chainExists func(string) bool) ([]string, error) {
+func canonicalTarget(tail []string, isGoto bool, v ipfamily.Family, chainExists func(string) bool) ([]string, error) {
 	name := tail[0]
 	opts := append([]string(nil), tail[1:]...)
 	switch {
@@ -342,7 +342,7 @@ func canonicalTarget(tail []string, isGoto bool, v iptables.IPVersion, chainExis
 		}
 	case "REJECT":
 		if len(opts) == 0 {
-			if v == iptables.IPv6 {
+			if v == ipfamily.IPv6 {
 				opts = []string{"--reject-with", "icmp6-port-unreachable"}
 			} else {
 				opts = []string{"--reject-with", "icmp-port-unreachable"}
@@ -374,7 +374,7 @@ func hexMark(s string, full bool) string {
 
 // parseNet parses an address or prefix for -s/-d and prints it as
 // iptables-save does: the network address with its prefix length.
-func parseNet(s string, v iptables.IPVersion) (string, error) {
+func parseNet(s string, v ipfamily.Family) (string, error) {
 	var p netip.Prefix
 	if strings.Contains(s, "/") {
 		var err error
@@ -388,7 +388,7 @@ func parseNet(s string, v iptables.IPVersion) (string, error) {
 		}
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
-	if p.Addr().Is4() != (v == iptables.IPv4) || p.Addr().Is4In6() {
+	if p.Addr().Is4() != (v == ipfamily.IPv4) || p.Addr().Is4In6() {
 		return "", fmt.Errorf("host/network `%s' is not an %v address", s, v)
 	}
 	return p.Masked().String(), nil

@@ -1,6 +1,9 @@
 // Package iptablesfake is an in-memory kernel for the iptables binaries, for
-// unit tests of code that writes iptables rules through a command.Runner,
-// such as iptables.Table and the managers built on it.
+// unit tests of code that writes iptables rules, such as iptables.Table and
+// the managers built on it. Tests reach it through kernelfake.Namespace:
+// its Runner, the Kernel a Table takes, serves the iptables binaries from
+// the namespace's *Kernel (kernelfake.Namespace.IPTables), which tests
+// inspect and break with the methods below.
 //
 // A *Kernel implements command.Runner and serves
 // ip[6]tables-{legacy,nft}-save, ip[6]tables-{legacy,nft}-restore and single

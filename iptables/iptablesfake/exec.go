@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // fixedDate stands in for the time stamps iptables-save prints, so that
@@ -41,34 +43,34 @@ func (k *Kernel) save(c Call) ([]byte, error) {
 	var buf bytes.Buffer
 	if c.Backend == iptables.BackendNFT {
 		for _, name := range allTables {
-			if k.tables[tableKey{iptables.BackendLegacy, c.IPVersion, name}] != nil {
-				fmt.Fprintf(&buf, "# Warning: %s-legacy tables present, use %s-legacy-save to see them\n", tableFamily(c.IPVersion), tableFamily(c.IPVersion))
+			if k.tables[tableKey{iptables.BackendLegacy, c.Family, name}] != nil {
+				fmt.Fprintf(&buf, "# Warning: %s-legacy tables present, use %s-legacy-save to see them\n", tableFamily(c.Family), tableFamily(c.Family))
 				break
 			}
 		}
 	}
 	if only != "" {
-		t, err := k.get(tableKey{c.Backend, c.IPVersion, only})
+		t, err := k.get(tableKey{c.Backend, c.Family, only})
 		if err != nil {
 			return nil, failure(c.Binary, c.Args, 1, "", fmt.Sprintf("%s: %v\n", c.Binary, err))
 		}
-		k.writeTableCounters(&buf, c.Backend, c.IPVersion, only, t, counters)
+		k.writeTableCounters(&buf, c.Backend, c.Family, only, t, counters)
 		return buf.Bytes(), nil
 	}
 	for _, name := range allTables {
-		if t := k.tables[tableKey{c.Backend, c.IPVersion, name}]; t != nil {
-			k.writeTableCounters(&buf, c.Backend, c.IPVersion, name, t, counters)
+		if t := k.tables[tableKey{c.Backend, c.Family, name}]; t != nil {
+			k.writeTableCounters(&buf, c.Backend, c.Family, name, t, counters)
 		}
 	}
 	return buf.Bytes(), nil
 }
 
-func (k *Kernel) writeTable(buf *bytes.Buffer, b iptables.Backend, v iptables.IPVersion, name string, t *table) {
+func (k *Kernel) writeTable(buf *bytes.Buffer, b iptables.Backend, v ipfamily.Family, name string, t *table) {
 	k.writeTableCounters(buf, b, v, name, t, false)
 }
 
 // writeTableCounters prints one table as iptables-save does.
-func (k *Kernel) writeTableCounters(buf *bytes.Buffer, b iptables.Backend, v iptables.IPVersion, name string, t *table, counters bool) {
+func (k *Kernel) writeTableCounters(buf *bytes.Buffer, b iptables.Backend, v ipfamily.Family, name string, t *table, counters bool) {
 	if t.incompatible {
 		fmt.Fprintf(buf, "# Table `%s' is incompatible, use 'nft' tool.\n", name)
 		return
@@ -176,7 +178,7 @@ func (k *Kernel) restore(c Call, failAt int) error {
 				skipping = true
 				continue
 			}
-			key = tableKey{c.Backend, c.IPVersion, name}
+			key = tableKey{c.Backend, c.Family, name}
 			t, err := k.get(key)
 			if err != nil {
 				return fail(n, err)
@@ -219,7 +221,7 @@ func (k *Kernel) restore(c Call, failAt int) error {
 			if err != nil {
 				return fail(n, err)
 			}
-			if err := k.apply(cur, c.IPVersion, args, jumps); err != nil {
+			if err := k.apply(cur, c.Family, args, jumps); err != nil {
 				return fail(n, err)
 			}
 		}
@@ -237,7 +239,7 @@ func declare(t *table, decl string, noflush bool) error {
 		return fmt.Errorf("malformed chain declaration %q", decl)
 	}
 	name, policy := f[0], f[1]
-	if err := iptables.ValidateChainName(name); err != nil {
+	if err := netfilter.ValidateChainName(name); err != nil {
 		return err
 	}
 	if c := t.chains[name]; c != nil && c.builtin {
@@ -287,22 +289,22 @@ func (k *Kernel) command(c Call) error {
 			args = append(args, a)
 		}
 	}
-	t, err := k.get(tableKey{c.Backend, c.IPVersion, name})
+	t, err := k.get(tableKey{c.Backend, c.Family, name})
 	if err != nil {
 		return failure(c.Binary, c.Args, 3, "", fmt.Sprintf("%s: %v\n", c.Binary, err))
 	}
 	cp := t.clone()
-	if err := k.apply(cp, c.IPVersion, args, nil); err != nil {
+	if err := k.apply(cp, c.Family, args, nil); err != nil {
 		return failure(c.Binary, c.Args, 1, "", fmt.Sprintf("%s %s: %v\n", c.Binary, k.version, err))
 	}
-	k.tables[tableKey{c.Backend, c.IPVersion, name}] = cp
+	k.tables[tableKey{c.Backend, c.Family, name}] = cp
 	return nil
 }
 
 // apply runs one command (-A, -I, -R, -D, -C, -N, -X, -F, -P, -E, -Z) on t.
 // With jumps set, a jump or goto to a chain that does not exist is
 // accepted and the chain noted there, for a check at COMMIT.
-func (k *Kernel) apply(t *table, v iptables.IPVersion, args []string, jumps *[]string) error {
+func (k *Kernel) apply(t *table, v ipfamily.Family, args []string, jumps *[]string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("no command specified")
 	}
@@ -321,7 +323,7 @@ func (k *Kernel) apply(t *table, v iptables.IPVersion, args []string, jumps *[]s
 		if c := t.chains[name]; c != nil {
 			return !c.builtin
 		}
-		if jumps != nil && !standardTargets[name] && !extensionTargets[name] && iptables.ValidateChainName(name) == nil {
+		if jumps != nil && !standardTargets[name] && !extensionTargets[name] && netfilter.ValidateChainName(name) == nil {
 			*jumps = append(*jumps, name)
 			return true
 		}
@@ -422,7 +424,7 @@ func (k *Kernel) apply(t *table, v iptables.IPVersion, args []string, jumps *[]s
 		if len(rest) != 1 {
 			return fmt.Errorf("-N requires one chain name")
 		}
-		if err := iptables.ValidateChainName(rest[0]); err != nil {
+		if err := netfilter.ValidateChainName(rest[0]); err != nil {
 			return err
 		}
 		if t.chains[rest[0]] != nil {
@@ -483,7 +485,7 @@ func (k *Kernel) apply(t *table, v iptables.IPVersion, args []string, jumps *[]s
 		if c == nil || c.builtin {
 			return fmt.Errorf("chain '%s' does not exist or is built in", rest[0])
 		}
-		if err := iptables.ValidateChainName(rest[1]); err != nil {
+		if err := netfilter.ValidateChainName(rest[1]); err != nil {
 			return err
 		}
 		if t.chains[rest[1]] != nil {

@@ -3,15 +3,16 @@ package iptablesfake
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 )
 
@@ -52,11 +53,11 @@ type Call struct {
 	Args   []string
 	// Stdin is what was fed to it (restore input).
 	Stdin string
-	// Op, Backend and IPVersion classify the binary; Op is OpAny for a
+	// Op, Backend and Family classify the binary; Op is OpAny for a
 	// binary the fake does not know.
-	Op        Op
-	Backend   iptables.Backend
-	IPVersion iptables.IPVersion
+	Op      Op
+	Backend iptables.Backend
+	Family  ipfamily.Family
 	// Err is what the call returned.
 	Err error
 }
@@ -97,7 +98,7 @@ type fault struct {
 // tableKey names one table of one backend and IP version.
 type tableKey struct {
 	backend iptables.Backend
-	v       iptables.IPVersion
+	v       ipfamily.Family
 	name    string
 }
 
@@ -149,14 +150,14 @@ func New() *Kernel {
 var binaryRE = regexp.MustCompile(`^(?:.*/)?(ip6?tables)(-legacy|-nft)?(-save|-restore)?$`)
 
 // classify returns what a binary name is.
-func classify(name string) (op Op, b iptables.Backend, v iptables.IPVersion, ok bool) {
+func classify(name string) (op Op, b iptables.Backend, v ipfamily.Family, ok bool) {
 	m := binaryRE.FindStringSubmatch(name)
 	if m == nil {
 		return OpAny, "", 0, false
 	}
-	v = iptables.IPv4
+	v = ipfamily.IPv4
 	if m[1] == "ip6tables" {
-		v = iptables.IPv6
+		v = ipfamily.IPv6
 	}
 	b = iptables.BackendNFT
 	if m[2] == "-legacy" {
@@ -173,12 +174,15 @@ func classify(name string) (op Op, b iptables.Backend, v iptables.IPVersion, ok 
 	return op, b, v, true
 }
 
-// Run serves one binary run: it implements command.Runner, so a Kernel can
-// be given to iptables.Options.Runner and iptables.DetectBackend. A failure
+// Run serves one binary run: it implements command.Runner, which
+// kernelfake.Namespace's Runner calls for the iptables binaries. A failure
 // is a *command.Error with the exit status and the standard error the real
 // binary would print (for the errors the fake models). An unknown binary
-// fails as not found.
+// fails as not found. A nil ctx is context.Background().
 func (k *Kernel) Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	call := Call{Binary: name, Args: slices.Clone(args)}
 	if stdin != nil {
 		b, err := io.ReadAll(stdin)
@@ -188,7 +192,7 @@ func (k *Kernel) Run(ctx context.Context, stdin io.Reader, name string, args ...
 		call.Stdin = string(b)
 	}
 	op, b, v, ok := classify(name)
-	call.Op, call.Backend, call.IPVersion = op, b, v
+	call.Op, call.Backend, call.Family = op, b, v
 	k.mu.Lock()
 	hook := k.onCall
 	k.mu.Unlock()
@@ -204,7 +208,7 @@ func (k *Kernel) Run(ctx context.Context, stdin io.Reader, name string, args ...
 	var err error
 	switch {
 	case !ok:
-		err = &command.Error{Argv: argv(name, args), ExitCode: -1, Err: fmt.Errorf("exec: %q: %w", name, errNotFound)}
+		err = &command.Error{Argv: argv(name, args), ExitCode: -1, Err: &exec.Error{Name: name, Err: exec.ErrNotFound}}
 	default:
 		out, err = k.serve(call)
 	}
@@ -212,9 +216,6 @@ func (k *Kernel) Run(ctx context.Context, stdin io.Reader, name string, args ...
 	k.record(call)
 	return out, err
 }
-
-// errNotFound mirrors exec.ErrNotFound's text for unknown binaries.
-var errNotFound = errors.New("executable file not found in $PATH")
 
 func (k *Kernel) record(c Call) {
 	k.mu.Lock()
@@ -321,7 +322,7 @@ func (k *Kernel) takeFault(c Call, base string, line *int) *fault {
 // restoreProgram is the name the restore binary uses in its messages.
 func restoreProgram(c Call) string {
 	name := "iptables"
-	if c.IPVersion == iptables.IPv6 {
+	if c.Family == ipfamily.IPv6 {
 		name = "ip6tables"
 	}
 	if c.Backend == iptables.BackendNFT {
@@ -408,7 +409,7 @@ type Rule struct {
 // Save returns what ip[6]tables-<backend>-save -t name prints for the table
 // (a table that does not exist yet is shown empty, as the real binary
 // does).
-func (k *Kernel) Save(b iptables.Backend, v iptables.IPVersion, name string) string {
+func (k *Kernel) Save(b iptables.Backend, v ipfamily.Family, name string) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var buf bytes.Buffer
@@ -423,7 +424,7 @@ func (k *Kernel) Save(b iptables.Backend, v iptables.IPVersion, name string) str
 // Chains returns the chains of a table in the order iptables-save prints
 // them (built-in chains, then the others by name), or nil when the table
 // does not exist.
-func (k *Kernel) Chains(b iptables.Backend, v iptables.IPVersion, name string) []string {
+func (k *Kernel) Chains(b iptables.Backend, v ipfamily.Family, name string) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	t := k.peek(tableKey{b, v, name})
@@ -435,7 +436,7 @@ func (k *Kernel) Chains(b iptables.Backend, v iptables.IPVersion, name string) [
 
 // Rules returns the rules of a chain as iptables-save prints them (after
 // "-A CHAIN "), or nil when the chain does not exist.
-func (k *Kernel) Rules(b iptables.Backend, v iptables.IPVersion, table, chain string) []string {
+func (k *Kernel) Rules(b iptables.Backend, v ipfamily.Family, table, chain string) []string {
 	var out []string
 	for _, r := range k.ListRules(b, v, table, chain) {
 		out = append(out, r.Spec)
@@ -445,7 +446,7 @@ func (k *Kernel) Rules(b iptables.Backend, v iptables.IPVersion, table, chain st
 
 // ListRules returns the rules of a chain with their serials, or nil when the
 // chain does not exist.
-func (k *Kernel) ListRules(b iptables.Backend, v iptables.IPVersion, table, chain string) []Rule {
+func (k *Kernel) ListRules(b iptables.Backend, v ipfamily.Family, table, chain string) []Rule {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	t := k.peek(tableKey{b, v, table})
@@ -464,29 +465,29 @@ func (k *Kernel) ListRules(b iptables.Backend, v iptables.IPVersion, table, chai
 // "POSTROUTING", "1", "-j", "MASQUERADE"), without recording a call or
 // checking faults: it is how tests play another agent. The supported
 // commands are -A, -I, -R, -D, -C, -N, -X, -F, -P and -E.
-func (k *Kernel) Exec(b iptables.Backend, v iptables.IPVersion, args ...string) error {
+func (k *Kernel) Exec(b iptables.Backend, v ipfamily.Family, args ...string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.command(Call{Binary: binaryFor(b, v, ""), Args: args, Op: OpCommand, Backend: b, IPVersion: v})
+	return k.command(Call{Binary: binaryFor(b, v, ""), Args: args, Op: OpCommand, Backend: b, Family: v})
 }
 
 // Restore feeds input to the fake as ip[6]tables-<backend>-restore would
 // (with --noflush when noflush is set), without recording a call or
 // checking faults.
-func (k *Kernel) Restore(b iptables.Backend, v iptables.IPVersion, input string, noflush bool) error {
+func (k *Kernel) Restore(b iptables.Backend, v ipfamily.Family, input string, noflush bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var args []string
 	if noflush {
 		args = []string{"--noflush"}
 	}
-	return k.restore(Call{Binary: binaryFor(b, v, "-restore"), Args: args, Stdin: input, Op: OpRestore, Backend: b, IPVersion: v}, 0)
+	return k.restore(Call{Binary: binaryFor(b, v, "-restore"), Args: args, Stdin: input, Op: OpRestore, Backend: b, Family: v}, 0)
 }
 
 // SetIncompatible marks a table as holding native nftables rules that
 // iptables-nft cannot show: its save prints only the
 // "# Table `NAME' is incompatible, use 'nft' tool." line. false clears it.
-func (k *Kernel) SetIncompatible(b iptables.Backend, v iptables.IPVersion, name string, incompatible bool) error {
+func (k *Kernel) SetIncompatible(b iptables.Backend, v ipfamily.Family, name string, incompatible bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	t, err := k.get(tableKey{b, v, name})
@@ -497,9 +498,9 @@ func (k *Kernel) SetIncompatible(b iptables.Backend, v iptables.IPVersion, name 
 	return nil
 }
 
-func binaryFor(b iptables.Backend, v iptables.IPVersion, suffix string) string {
+func binaryFor(b iptables.Backend, v ipfamily.Family, suffix string) string {
 	name := "iptables-"
-	if v == iptables.IPv6 {
+	if v == ipfamily.IPv6 {
 		name = "ip6tables-"
 	}
 	return name + string(b) + suffix
@@ -513,7 +514,7 @@ func (k *Kernel) get(key tableKey) (*table, error) {
 	if t := k.tables[key]; t != nil {
 		return t, nil
 	}
-	if iptables.BuiltinChains(key.name) == nil && key.name != "security" {
+	if builtins(key.name) == nil {
 		return nil, fmt.Errorf("can't initialize %s table `%s': Table does not exist (do you need to insmod?)", tableFamily(key.v), key.name)
 	}
 	t := newTable(key.name)
@@ -521,20 +522,25 @@ func (k *Kernel) get(key tableKey) (*table, error) {
 	return t, nil
 }
 
-func tableFamily(v iptables.IPVersion) string {
-	if v == iptables.IPv6 {
+func tableFamily(v ipfamily.Family) string {
+	if v == ipfamily.IPv6 {
 		return "ip6tables"
 	}
 	return "iptables"
 }
 
-// builtins returns a table's built-in chains.
-func builtins(name string) []string {
-	if name == "security" {
-		return []string{"INPUT", "FORWARD", "OUTPUT"}
-	}
-	return iptables.BuiltinChains(name)
+// builtinChains are the built-in chains of each table the fake knows, in
+// the order iptables-save prints them.
+var builtinChains = map[string][]string{
+	"filter":   {"INPUT", "FORWARD", "OUTPUT"},
+	"nat":      {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
+	"mangle":   {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
+	"raw":      {"PREROUTING", "OUTPUT"},
+	"security": {"INPUT", "FORWARD", "OUTPUT"},
 }
+
+// builtins returns a table's built-in chains, nil for an unknown table.
+func builtins(name string) []string { return builtinChains[name] }
 
 func newTable(name string) *table {
 	t := &table{chains: map[string]*chain{}}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 )
@@ -18,8 +19,8 @@ import (
 const (
 	nft    = iptables.BackendNFT
 	legacy = iptables.BackendLegacy
-	v4     = iptables.IPv4
-	v6     = iptables.IPv6
+	v4     = ipfamily.IPv4
+	v6     = ipfamily.IPv6
 )
 
 func run(k *iptablesfake.Kernel, stdin, name string, args ...string) (string, error) {
@@ -210,7 +211,7 @@ func TestCallsAndOnCall(t *testing.T) {
 		seen = append(seen, c.Binary)
 		// The hook may change the kernel: it runs outside the lock.
 		if c.Op == iptablesfake.OpSave {
-			require.NoError(t, k.Exec(c.Backend, c.IPVersion, "-A", "INPUT", "-j", "DROP"))
+			require.NoError(t, k.Exec(c.Backend, c.Family, "-A", "INPUT", "-j", "DROP"))
 		}
 	})
 	out, err := run(k, "", "iptables-nft-save", "-t", "filter")
@@ -229,7 +230,7 @@ func TestCallsAndOnCall(t *testing.T) {
 	assert.Equal(t, "*filter\nCOMMIT\n", calls[1].Stdin)
 	assert.Equal(t, []string{"-w", "5", "--noflush"}, calls[1].Args)
 	assert.Equal(t, iptablesfake.OpCommand, calls[2].Op)
-	assert.Equal(t, v6, calls[2].IPVersion)
+	assert.Equal(t, v6, calls[2].Family)
 	assert.Equal(t, 1, k.Count(iptablesfake.OpSave))
 	assert.Equal(t, 3, k.Count(iptablesfake.OpAny))
 	k.OnCall(nil)
@@ -272,7 +273,7 @@ func TestIncompatibleTable(t *testing.T) {
 
 func TestCanonicalForms(t *testing.T) {
 	tests := []struct {
-		v    iptables.IPVersion
+		v    ipfamily.Family
 		in   string
 		want string
 	}{
