@@ -1,6 +1,6 @@
 //go:build linux
 
-package netnsutil
+package netnsutil_test
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/netnsutil"
 )
 
 func TestKernelDoRunsInsideAndLeavesCallerAlone(t *testing.T) {
@@ -20,7 +21,7 @@ func TestKernelDoRunsInsideAndLeavesCallerAlone(t *testing.T) {
 
 	var inside netns.NsHandle
 	boom := errors.New("boom")
-	err = Do(ns.NsHandle(), func() error {
+	err = netnsutil.Do(ns.NsHandle(), func() error {
 		cur, err := netns.Get()
 		if err != nil {
 			return err
@@ -41,7 +42,7 @@ func TestKernelDoRunsInsideAndLeavesCallerAlone(t *testing.T) {
 func TestDoRejectsHandlesThatAreNotOpen(t *testing.T) {
 	called := false
 	fn := func() error { called = true; return nil }
-	require.ErrorIs(t, Do(netns.None(), fn), ErrNotOpen)
-	require.ErrorIs(t, Do(netns.NsHandle(0), fn), ErrNotOpen)
+	require.ErrorIs(t, netnsutil.Do(netns.None(), fn), netnsutil.ErrNotOpen)
+	require.ErrorIs(t, netnsutil.Do(netns.NsHandle(0), fn), netnsutil.ErrNotOpen)
 	require.False(t, called)
 }
