@@ -23,6 +23,8 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -53,7 +55,7 @@ type policy struct {
 // and a route in a dedicated table. Disabled, it wants none of them.
 type policyManager struct {
 	sets   *ipsets.IPSets
-	tbl    *iptables.Table
+	tbl    netfilter.Table
 	routes *routetable.Table
 
 	port       uint16
@@ -79,7 +81,7 @@ func (m *policyManager) CompleteDeferredWork(context.Context) error {
 		if err := m.tbl.InsertRules("INPUT", nil); err != nil {
 			return err
 		}
-		if err := m.tbl.RemoveChain(chainName); err != nil {
+		if err := m.tbl.RemoveChains(chainName); err != nil {
 			return err
 		}
 		if err := m.sets.RemoveSet(setName); err != nil {
@@ -102,15 +104,15 @@ func (m *policyManager) CompleteDeferredWork(context.Context) error {
 	if err != nil {
 		return err
 	}
-	port := iptables.DestPorts(iptables.Port(m.port))
-	tcp := iptables.Protocol(iptables.ProtoTCP)
-	if err := m.tbl.UpdateChain(iptables.Chain{Name: chainName, Rules: []iptables.Rule{
-		{Match: iptables.Match{tcp, port, iptables.SourceIPSet(kname)}, Action: iptables.Accept()},
-		{Match: iptables.Match{tcp, port}, Action: iptables.Drop()},
+	port := netfilter.DestPorts(netfilter.Port(m.port))
+	tcp := netfilter.Protocol(netfilter.ProtoTCP)
+	if err := m.tbl.SetChains(netfilter.Chain{Name: chainName, Rules: []netfilter.Rule{
+		{Matches: []netfilter.Match{tcp, port, netfilter.SourceIPSet(kname)}, Action: netfilter.Accept()},
+		{Matches: []netfilter.Match{tcp, port}, Action: netfilter.Drop()},
 	}}); err != nil {
 		return err
 	}
-	if err := m.tbl.InsertRules("INPUT", []iptables.Rule{{Action: iptables.Jump(chainName)}}); err != nil {
+	if err := m.tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump(chainName)}}); err != nil {
 		return err
 	}
 	if err := m.routes.SetRoutes(routeClass, m.routeIface, []routetable.Target{{CIDR: m.routeCIDR}}); err != nil {
@@ -152,6 +154,9 @@ func (r *recorder) Run(ctx context.Context, stdin io.Reader, name string, args .
 	return out, err
 }
 
+// Runner makes the recorder a kernel.Commands, the Kernel of a Table.
+func (r *recorder) Runner() command.Runner { return r }
+
 // since returns the calls logged from index from on, and the log's length.
 func (r *recorder) since(from int) ([]call, int) {
 	r.mu.Lock()
@@ -162,7 +167,7 @@ func (r *recorder) since(from int) ([]call, int) {
 // family holds what differs between the IPv4 and IPv6 runs.
 type family struct {
 	fam        ipfamily.Family
-	ipv        iptables.IPVersion
+	ipv        ipfamily.Family
 	stack      kerneltest.Stack
 	ipFlag     string // for ip(8)
 	ipsetFam   string // for ipset(8)
@@ -173,13 +178,13 @@ type family struct {
 
 var families = []family{
 	{
-		fam: ipfamily.IPv4, ipv: iptables.IPv4, stack: kerneltest.IPv4Only,
+		fam: ipfamily.IPv4, ipv: ipfamily.IPv4, stack: kerneltest.IPv4Only,
 		ipFlag: "-4", ipsetFam: "inet", xtables: "iptables-nft",
 		ourRoute:   netip.MustParsePrefix("192.0.2.0/24"),
 		theirRoute: netip.MustParsePrefix("198.51.100.0/24"),
 	},
 	{
-		fam: ipfamily.IPv6, ipv: iptables.IPv6, stack: kerneltest.IPv6Only,
+		fam: ipfamily.IPv6, ipv: ipfamily.IPv6, stack: kerneltest.IPv6Only,
 		ipFlag: "-6", ipsetFam: "inet6", xtables: "ip6tables-nft",
 		ourRoute:   netip.MustParsePrefix("2001:db8:1::/64"),
 		theirRoute: netip.MustParsePrefix("2001:db8:f::/64"),
@@ -221,7 +226,7 @@ type env struct {
 // runs at cleanup.
 func startAgent(t *testing.T, e *env, msg policy) *agent {
 	t.Helper()
-	k, err := routetable.OpenKernel(e.host.NS.NsHandle())
+	k, err := kernel.Open(e.host.NS.Path())
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, k.Close()) })
 
@@ -229,7 +234,7 @@ func startAgent(t *testing.T, e *env, msg policy) *agent {
 	a.sets, err = ipsets.New(ipsets.Options{Family: e.f.fam, Prefix: setPrefix, Runner: e.rec})
 	require.NoError(t, err)
 	a.tbl, err = iptables.New(iptables.Options{
-		Table: "filter", IPVersion: e.f.ipv, Backend: iptables.BackendNFT, ChainPrefix: chainPrefix, Runner: e.rec,
+		Table: "filter", Family: e.f.ipv, Backend: iptables.BackendNFT, ChainPrefix: chainPrefix, Kernel: e.rec,
 	})
 	require.NoError(t, err)
 	a.routes, err = routetable.New(routetable.Options{Kernel: k, Family: e.f.fam, Table: routeTable})
