@@ -10,9 +10,11 @@ import (
 	"strings"
 )
 
-// Runner runs one binary to completion. stdin may be nil. It returns the
-// standard output; a failure (including a non-zero exit) is an error, which
-// for Local is an *Error.
+// Runner runs one binary to completion. stdin may be nil, and so may ctx
+// (context.Background()). It returns the standard output; a failure
+// (including a non-zero exit) is an error, which should be an *Error, as
+// it is for Local, NetNS and the fakes nodeplane ships: drivers read the
+// exit status and standard error from it.
 type Runner interface {
 	// Run runs name with args to completion and returns its standard output.
 	Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error)
@@ -42,8 +44,11 @@ func (l Local) Run(ctx context.Context, stdin io.Reader, name string, args ...st
 }
 
 // run runs name with args, starting the process with start, and reports a
-// failure as *Error.
+// failure as *Error. A nil ctx is context.Background().
 func run(ctx context.Context, env []string, start func(*exec.Cmd) error, stdin io.Reader, name string, args []string) ([]byte, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdin = stdin
 	if env != nil {

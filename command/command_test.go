@@ -69,3 +69,14 @@ func TestErrorQuotesStderrCapped(t *testing.T) {
 		t.Fatalf("message not capped: %.80q… (%d bytes)", msg, len(msg))
 	}
 }
+
+// A nil context is context.Background(), never a panic.
+func TestLocalRunNilContext(t *testing.T) {
+	//lint:ignore SA1012 a nil context must not panic
+	out, err := Local{}.Run(nil, nil, "echo", "ok")
+	require.NoError(t, err)
+	require.Equal(t, "ok\n", string(out))
+	//lint:ignore SA1012 a nil context must not panic
+	_, err = NetNS{FD: -1}.Run(nil, nil, "true")
+	require.ErrorIs(t, err, ErrNetNS)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/nodeplane/nodeplane/command"
@@ -43,4 +44,27 @@ func ExampleNetNS() {
 	_, err := r.Run(context.Background(), nil, "iptables-save")
 	fmt.Println(errors.Is(err, command.ErrNetNS))
 	// Output: true
+}
+
+// A driver wraps a failed restore in its own sentinel; errors.As finds the
+// RestoreError, which says which line failed and quotes the input there.
+func ExampleRestoreError() {
+	errRestore := errors.New("mydriver: restore failed")
+	input := []byte("create a hash:ip\nadd a 10.0.0.1\nadd a 10.0.0.2\n")
+	_, err := command.Local{}.Run(context.Background(), nil, "sh", "-c", "echo 'Error in line 2: Hash is full' >&2; exit 1")
+	err = fmt.Errorf("%w: %w", errRestore,
+		command.NewRestoreError([]string{"ipset", "restore"}, input, nil, err, regexp.MustCompile(`Error in line (\d+):`)))
+
+	var re *command.RestoreError
+	if errors.As(err, &re) {
+		fmt.Printf("%d %q\n", re.Line, re.FailedLine())
+	}
+	fmt.Println(err)
+	// Output:
+	// 2 "add a 10.0.0.1"
+	// mydriver: restore failed: ipset restore (input line 2): Error in line 2: Hash is full
+	// input:
+	//       1  create a hash:ip
+	// >     2  add a 10.0.0.1
+	//       3  add a 10.0.0.2
 }
