@@ -1,11 +1,9 @@
 package iptables
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,8 +47,9 @@ var (
 	ErrChainInUse = errors.New("iptables: unwanted chain still referenced by a foreign rule")
 	// ErrSave reports a failure to read the kernel's tables.
 	ErrSave = errors.New("iptables: reading the table failed")
-	// ErrRestore reports a failed restore transaction; the error is a
-	// *RestoreError, which keeps the input and the binary's output.
+	// ErrRestore reports a failed restore transaction; a
+	// *command.RestoreError in the error's tree keeps the input, the
+	// failing line and the binary's output.
 	ErrRestore = errors.New("iptables: restore failed")
 	// ErrIncompatible reports a table that iptables-nft-save cannot show
 	// because it holds native nftables rules.
@@ -64,139 +63,20 @@ var (
 // inside another error of the package.
 func bare(sentinel error) string { return strings.TrimPrefix(sentinel.Error(), "iptables: ") }
 
-// RestoreError is a failed iptables-restore transaction: what was fed to
-// the binary and what it said. errors.Is(err, ErrRestore) holds, and
-// errors.As finds the runner's own error (a *command.Error for
-// command.Local) through Unwrap.
-type RestoreError struct {
-	// Command is the binary and its arguments.
-	Command []string
-	// Input is the complete restore input.
-	Input []byte
-	// Line is the 1-based line of Input the binary reported as failing,
-	// or 0 when it did not say.
-	Line int
-	// Stdout and Stderr are the binary's output, when the runner reports
-	// them (command.Local does).
-	Stdout, Stderr []byte
-	// Err is the runner's error.
-	Err error
-}
-
-// excerptContext is how many lines either side of the failing one Error
-// quotes.
-const excerptContext = 3
-
-// Error names the command and the failing line, quotes the binary's
-// standard error and the input around the failing line (or its start).
-func (e *RestoreError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%v: %s", ErrRestore, strings.Join(e.Command, " "))
-	if e.Line > 0 {
-		fmt.Fprintf(&b, " (input line %d)", e.Line)
-	}
-	if msg := e.message(); msg != "" {
-		fmt.Fprintf(&b, ": %s", msg)
-	}
-	if ex := inputExcerpt(e.Input, e.Line); ex != "" {
-		b.WriteString("\ninput:\n")
-		b.WriteString(ex)
-	}
-	return b.String()
-}
-
-// message returns what the binary said (its standard error, else the
-// runner's error), on one line.
-func (e *RestoreError) message() string {
-	msg := strings.TrimSpace(string(e.Stderr))
-	if msg == "" && e.Err != nil {
-		msg = e.Err.Error()
-	}
-	return strings.Join(strings.Fields(msg), " ")
-}
-
-// Unwrap returns ErrRestore and the runner's error.
-func (e *RestoreError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{ErrRestore}
-	}
-	return []error{ErrRestore, e.Err}
-}
-
-// inputLine returns line n (1-based) of input, or "".
-func inputLine(input []byte, n int) string {
-	i := 0
-	for l := range bytes.Lines(input) {
-		if i++; i == n {
-			return string(bytes.TrimSuffix(l, []byte{'\n'}))
-		}
-	}
-	return ""
-}
-
-// inputExcerpt returns numbered lines of input around line (1-based), or
-// the first lines when line is 0.
-func inputExcerpt(input []byte, line int) string {
-	if len(input) == 0 {
-		return ""
-	}
-	first, last := 1, 2*excerptContext+1
-	if line > 0 {
-		first, last = max(1, line-excerptContext), line+excerptContext
-	}
-	var b strings.Builder
-	n := 0
-	for l := range bytes.Lines(input) {
-		if n++; n > last {
-			break
-		}
-		l = bytes.TrimSuffix(l, []byte{'\n'})
-		if n < first {
-			continue
-		}
-		mark := "  "
-		if n == line {
-			mark = "> "
-		}
-		fmt.Fprintf(&b, "%s%5d  %s\n", mark, n, l)
-	}
-	return b.String()
-}
-
 // failedLineRE matches the ways iptables-restore names the failing line:
 // "line 3 failed", "Error occurred at line: 3", "line 3: CHAIN_DEL failed".
 var failedLineRE = regexp.MustCompile(`(?:line (\d+) failed|Error occurred at line: (\d+)|line (\d+): )`)
 
-// failedLine extracts the failing line number from the binary's output.
-func failedLine(outputs ...[]byte) int {
-	for _, out := range outputs {
-		m := failedLineRE.FindSubmatch(out)
-		if m == nil {
-			continue
-		}
-		for _, g := range m[1:] {
-			if len(g) > 0 {
-				if n, err := strconv.Atoi(string(g)); err == nil {
-					return n
-				}
-			}
-		}
-	}
-	return 0
+// newRestoreError returns the error of a failed restore of input by argv:
+// ErrRestore and the *command.RestoreError that keeps the input, the
+// failing line and the binary's output.
+func newRestoreError(argv []string, input, stdout []byte, err error) error {
+	return restoreError(command.NewRestoreError(argv, input, stdout, err, failedLineRE))
 }
 
-// newRestoreError builds the error for a failed restore.
-func newRestoreError(argv []string, input, stdout []byte, err error) *RestoreError {
-	e := &RestoreError{Command: argv, Input: input, Stdout: stdout, Err: err}
-	var ce *command.Error
-	if errors.As(err, &ce) {
-		e.Stderr = ce.Stderr
-		if len(e.Stdout) == 0 {
-			e.Stdout = ce.Stdout
-		}
-	}
-	e.Line = failedLine(e.Stderr, e.Stdout, []byte(err.Error()))
-	return e
+// restoreError wraps re in ErrRestore.
+func restoreError(re *command.RestoreError) error {
+	return fmt.Errorf("%w: %w", ErrRestore, re)
 }
 
 // ObjectError is one object of a Table that an Apply did not write: an
@@ -213,8 +93,9 @@ type ObjectError struct {
 	Reason error
 	// Detail says what happened, without the package prefix.
 	Detail string
-	// Err is the *RestoreError of a refused line (without its Input:
-	// Detail quotes the line), or nil.
+	// Err is the error of a refused line (ErrRestore and a
+	// *command.RestoreError without its Input: Detail quotes the line),
+	// or nil.
 	Err error
 	// RetryAt is when Apply tries the object again (the loop is asked to
 	// call it then through ApplyResult.RetryAfter); zero when only a new

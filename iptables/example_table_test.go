@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
@@ -154,7 +155,7 @@ func ExamplePartialError() {
 		}
 	}
 	fmt.Println(errors.Is(err, dataplane.ErrPartial), res.RetryAfter)
-	var re *iptables.RestoreError
+	var re *command.RestoreError
 	if errors.As(err, &re) {
 		fmt.Printf("line %d: %s", re.Line, re.Stderr)
 	}

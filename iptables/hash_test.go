@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -130,22 +131,26 @@ func TestRestoreErrorMessage(t *testing.T) {
 	}
 	input.WriteString("COMMIT\n")
 	cause := errors.New("exit status 1")
-	e := newRestoreError([]string{"iptables-nft-restore", "--noflush"}, []byte(input.String()), nil, errWithText{cause, "iptables-nft-restore: line 10 failed: Bad rule"})
+	err := newRestoreError([]string{"iptables-nft-restore", "--noflush"}, []byte(input.String()), nil, errWithText{cause, "iptables-nft-restore: line 10 failed: Bad rule"})
+	var e *command.RestoreError
+	require.ErrorAs(t, err, &e)
 	assert.Equal(t, 10, e.Line)
-	msg := e.Error()
-	assert.Contains(t, msg, "input line 10")
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "iptables: restore failed: iptables-nft-restore --noflush (input line 10): "), msg)
+	assert.Equal(t, 1, strings.Count(msg, "iptables: "), msg)
 	assert.Contains(t, msg, ">    10  -A np-a -j ACCEPT")
 	assert.Contains(t, msg, "      7  -A np-a")
 	assert.Contains(t, msg, "     13  -A np-a")
 	assert.NotContains(t, msg, "      6  ")
 	assert.NotContains(t, msg, "     14  ")
-	assert.ErrorIs(t, e, ErrRestore)
-	assert.ErrorIs(t, e, cause)
+	assert.ErrorIs(t, err, ErrRestore)
+	assert.ErrorIs(t, err, cause)
 
 	// Without a line number the excerpt is the start of the input.
-	e = newRestoreError([]string{"x"}, []byte(input.String()), nil, cause)
+	err = newRestoreError([]string{"x"}, []byte(input.String()), nil, cause)
+	require.ErrorAs(t, err, &e)
 	assert.Zero(t, e.Line)
-	assert.Contains(t, e.Error(), "      1  *filter")
+	assert.Contains(t, err.Error(), "      1  *filter")
 }
 
 type errWithText struct {
@@ -165,7 +170,8 @@ func TestFailedLine(t *testing.T) {
 		"something else": 0,
 	}
 	for out, want := range tests {
-		assert.Equal(t, want, failedLine([]byte(out)), out)
+		e := command.NewRestoreError([]string{"iptables-restore"}, nil, nil, &command.Error{Stderr: []byte(out), Err: errors.New("exit status 1")}, failedLineRE)
+		assert.Equal(t, want, e.Line, out)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
@@ -130,7 +131,7 @@ func TestRefusedObjectIsLeftOut(t *testing.T) {
 	assert.Equal(t, time.Second, res.RetryAfter)
 	assert.Equal(t, clk.Now().Add(time.Second), pe.Objects[0].RetryAt)
 	assert.Contains(t, err.Error(), "np-b: change refused by the kernel: input line 6 (-A np-b -s 10.66.0.0/16")
-	var re *iptables.RestoreError
+	var re *command.RestoreError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 6, re.Line)
 	assert.Contains(t, string(re.Stderr), "line 6 failed")

@@ -632,7 +632,7 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 		if ctx.Err() != nil {
 			return wrote, ctx.Err()
 		}
-		var re *RestoreError
+		var re *command.RestoreError
 		if !errors.As(err, &re) || re.Line == 0 {
 			return wrote, err // not the kernel refusing a line: the binary failed as a whole
 		}
@@ -716,11 +716,11 @@ func (t *Table) refuseMissing(prog map[string]bool, scope planScope, holds map[s
 }
 
 // refusal describes a refused line for an ObjectError.
-func refusal(re *RestoreError) string {
-	if line := inputLine(re.Input, re.Line); line != "COMMIT" {
-		return fmt.Sprintf("input line %d (%s): %s", re.Line, line, re.message())
+func refusal(re *command.RestoreError) string {
+	if line := re.FailedLine(); line != "COMMIT" {
+		return fmt.Sprintf("input line %d (%s): %s", re.Line, line, re.Message())
 	}
-	return "refused when the transaction was committed (found by writing it alone): " + re.message()
+	return "refused when the transaction was committed (found by writing it alone): " + re.Message()
 }
 
 // withoutObject removes name from the probe sets, and the sets left empty.
@@ -777,7 +777,7 @@ func (t *Table) probeHolds(holds map[string]hold, set []string, prog map[string]
 // fail records that an object was not written, for the reason given:
 // held back as hold says until a retry, after a delay that doubles with
 // each failure.
-func (t *Table) fail(name string, h hold, reason error, detail string, cause *RestoreError, now time.Time) {
+func (t *Table) fail(name string, h hold, reason error, detail string, cause *command.RestoreError, now time.Time) {
 	f := t.failed[name]
 	if f == nil {
 		f = &failure{}
@@ -791,7 +791,7 @@ func (t *Table) fail(name string, h hold, reason error, detail string, cause *Re
 		// the refused line.
 		c := *cause
 		c.Input = nil
-		f.err.Err = &c
+		f.err.Err = restoreError(&c)
 	}
 	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", f.err, "retryIn", f.retry.Due.Sub(now))
 }

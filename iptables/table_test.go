@@ -557,10 +557,10 @@ func TestWholeRestoreFailureIsReturned(t *testing.T) {
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrRestore)
 	require.NotErrorIs(t, err, dataplane.ErrPartial)
-	var re *iptables.RestoreError
+	var re *command.RestoreError
 	require.ErrorAs(t, err, &re)
 	assert.Zero(t, re.Line)
-	assert.Equal(t, []string{"iptables-nft-restore", "-w", "5", "--noflush"}, re.Command)
+	assert.Equal(t, []string{"iptables-nft-restore", "-w", "5", "--noflush"}, re.Argv)
 	var ce *command.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, 1, ce.ExitCode)
