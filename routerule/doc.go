@@ -50,11 +50,11 @@
 // Kernel.AddRule and Kernel.DeleteRule. It reads the kernel's rules on its
 // first call, after QueueResync and after a failed read, so a rule that
 // systemd-networkd or an administrator deleted is added back at the next
-// resync: a dataplane.Loop calls QueueResync every Options.ResyncInterval;
-// a Rules used without a loop resyncs when its user calls QueueResync. An
-// Apply with nothing changed and no read due does no I/O. A restarted agent
-// that declares the same rules writes nothing. A nil context is
-// context.Background().
+// resync: a dataplane.Loop calls QueueResync every
+// dataplane.Options.ResyncInterval; a Rules used without a loop resyncs
+// when its user calls QueueResync. An Apply with nothing changed and no
+// read due does no I/O. A restarted agent that declares the same rules
+// writes nothing. A nil context is context.Background().
 //
 // A rule the kernel refuses never holds back the others: they are written
 // in the same Apply, and the refused rule is tried again on its own

@@ -163,8 +163,8 @@ func sortRules(rules []Rule) {
 
 // QueueResync makes the next Apply re-read the kernel's rules before
 // writing, repairing rules deleted or changed behind its back. A
-// dataplane.Loop calls it every Options.ResyncInterval; a Rules used on its
-// own has no periodic resync unless its user calls QueueResync.
+// dataplane.Loop calls it every dataplane.Options.ResyncInterval; a Rules
+// used on its own has no periodic resync unless its user calls QueueResync.
 func (r *Rules) QueueResync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

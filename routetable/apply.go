@@ -69,7 +69,7 @@ func (s *applyState) err() error {
 // coming up ends its backoff: the next Apply writes it. RetryAfter asks
 // for the next call when a retry is due or a grace period ends; it is zero
 // when nothing waits (periodic resync is the caller's: a dataplane.Loop
-// calls QueueResync every ResyncInterval).
+// calls QueueResync every dataplane.Options.ResyncInterval).
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		ctx = context.Background()

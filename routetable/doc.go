@@ -66,13 +66,13 @@
 // interface with the highest index, so the choice is deterministic. Only
 // candidates whose interfaces are up take part: when the winner goes away,
 // the next candidate's route replaces it in place in the same Apply
-// (OpReplace), so there is no moment without a route.
+// (kernel.OpReplace), so there is no moment without a route.
 //
 // A Table is a dataplane.Driver (phase PhaseRoutes): register it with a
 // dataplane.Loop, which calls Apply on every pass and QueueResync every
-// Options.ResyncInterval and after a failed read. A Table used without a
-// loop re-reads the kernel only when its user calls QueueResync. It is
-// also a dataplane.Wakeable: the loop hands it its wake function, and
+// dataplane.Options.ResyncInterval and after a failed read. A Table used
+// without a loop re-reads the kernel only when its user calls QueueResync.
+// It is also a dataplane.Wakeable: the loop hands it its wake function, and
 // OnIfaceStateChanged, which is called from outside the loop, wakes the
 // loop. A nil context is context.Background().
 //

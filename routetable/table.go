@@ -338,9 +338,9 @@ func (t *Table) Stats() Stats {
 
 // QueueResync makes the next Apply re-read the kernel table (and the
 // interfaces) before it writes. It implements dataplane.Driver: a
-// dataplane.Loop calls it every Options.ResyncInterval, which repairs what
-// changed behind the Table's back; a Table used without a loop re-reads
-// only when its user calls QueueResync.
+// dataplane.Loop calls it every dataplane.Options.ResyncInterval, which
+// repairs what changed behind the Table's back; a Table used without a loop
+// re-reads only when its user calls QueueResync.
 func (t *Table) QueueResync() {
 	t.evMu.Lock()
 	t.resyncQueued = true
