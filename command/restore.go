@@ -87,7 +87,7 @@ func (e *RestoreError) Error() string {
 	}
 	if ex := e.Excerpt(); ex != "" {
 		b.WriteString("\ninput:\n")
-		b.WriteString(ex)
+		b.WriteString(strings.TrimSuffix(ex, "\n"))
 	}
 	return b.String()
 }
