@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"iter"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,21 +93,21 @@ func (s *IPSets) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	for round := 1; err == nil && len(steps) > 0; round++ {
 		script, ends, temp := s.script(steps)
-		_, rerr := s.run(ctx, bytes.NewReader(script), "restore")
+		out, rerr := s.run(ctx, bytes.NewReader(script), "restore")
 		if rerr == nil {
 			s.commit(steps)
 			break
 		}
-		e := newRestoreError(script, rerr)
+		e := newRestoreError(script, out, rerr)
 		i := blame(ends, e)
 		if i < 0 || round == maxRestoresPerApply {
 			s.log.Warn("ipsets: ipset restore failed; re-reading the kernel on the next apply",
-				"line", e.Line, "error", strings.TrimSpace(e.Stderr))
-			err = e
+				"line", e.Line, "error", e.Message())
+			err = restoreError(e)
 			break
 		}
 		set := steps[i].set
-		s.failed(set, errs.Also(fmt.Errorf("%w: line %d %q: %s", ErrRestore, e.Line, lineAt(script, e.Line), ipsetMessage(e.Stderr)), e), false, now)
+		s.failed(set, errs.Also(fmt.Errorf("%w: line %d %q: %s", ErrRestore, e.Line, e.FailedLine(), ipsetMessage(e.Message())), e), false, now)
 		// The lines before the failing one were written, or some of them:
 		// read back what they touched, then write the rest again.
 		if err = s.reread(ctx, steps[:i+1], temp, now); err == nil {
@@ -130,7 +128,7 @@ func (s *IPSets) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 // blame returns the index of the step whose lines (ends holds each step's
 // last line) include the line e failed on, or -1 when the failure is not
 // one line's: ipset named no line, or did not exit with its own status.
-func blame(ends []int, e *RestoreError) int {
+func blame(ends []int, e *command.RestoreError) int {
 	if e.Line <= 0 || !refused(e.Err) {
 		return -1
 	}
@@ -156,33 +154,6 @@ func (s *IPSets) reread(ctx context.Context, steps []step, temp string, now time
 		return nil
 	}
 	return s.read(ctx, temp, now, false)
-}
-
-// sync re-reads the kernel as far as needed.
-func (s *IPSets) sync(ctx context.Context, now time.Time) error {
-	switch {
-	case s.fullResync:
-		if err := s.resyncAll(ctx, now); err != nil {
-			return err
-		}
-		s.fullResync, s.namesResync = false, false
-	case s.namesResync:
-		if err := s.resyncNames(ctx, now); err != nil {
-			return err
-		}
-		s.namesResync = false
-	}
-	if err := s.recheckSome(ctx, now); err != nil {
-		return err
-	}
-	for kname, set := range s.sets {
-		if set.unread && !set.waiting(now) {
-			if err := s.read(ctx, kname, now, false); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // plan decides what to do with every desired set that is not waiting for
@@ -418,67 +389,4 @@ func (s *IPSets) ApplyDeletions(ctx context.Context) (dataplane.ApplyResult, err
 		s.log.Debug("ipsets: set destroyed", "set", set.kname)
 	}
 	return s.outcome(res, true, now)
-}
-
-var errorLine = regexp.MustCompile(`Error in line (\d+):`)
-
-// newRestoreError builds the error of a failed restore of script.
-func newRestoreError(script []byte, err error) *RestoreError {
-	e := &RestoreError{Err: err, Stderr: stderrOf(err)}
-	var ce *command.Error
-	if errors.As(err, &ce) {
-		e.Stdout = string(ce.Stdout)
-	}
-	if m := errorLine.FindStringSubmatch(e.Stderr); m != nil {
-		e.Line, _ = strconv.Atoi(m[1])
-	}
-	first, last := 1, 5
-	if e.Line > 0 {
-		first, last = max(1, e.Line-2), e.Line+2
-	}
-	var b strings.Builder
-	n := 0
-	_ = lines(script, func(line []byte) error {
-		n++
-		if n >= first && n <= last {
-			marker := "  "
-			if n == e.Line {
-				marker = "> "
-			}
-			fmt.Fprintf(&b, "%s%d: %s\n", marker, n, line)
-		}
-		if n > last {
-			return errStop
-		}
-		return nil
-	})
-	e.Input = b.String()
-	return e
-}
-
-var errStop = errors.New("stop")
-
-// lineAt returns line n (1-based) of script.
-func lineAt(script []byte, n int) string {
-	var out string
-	_ = lines(script, func(line []byte) error {
-		if n--; n == 0 {
-			out = string(line)
-			return errStop
-		}
-		return nil
-	})
-	return out
-}
-
-var ipsetPrefix = regexp.MustCompile(`ipset v[0-9.]+: (Error in line \d+: )?`)
-
-// ipsetMessage returns what ipset said, without its version and line
-// number (and whatever a runner wrote before them).
-func ipsetMessage(stderr string) string {
-	stderr = strings.TrimSpace(stderr)
-	if loc := ipsetPrefix.FindStringIndex(stderr); loc != nil {
-		return stderr[loc[1]:]
-	}
-	return stderr
 }

@@ -46,7 +46,7 @@ func benchMembers(fam ipsets.Family, n int) []ipsets.Member {
 }
 
 func loaded(b *testing.B, fam ipsets.Family, r command.Runner, members []ipsets.Member) *ipsets.IPSets {
-	d, err := ipsets.New(ipsets.Options{Family: fam, Prefix: prefixOf(fam), Runner: r})
+	d, err := ipsets.New(ipsets.Options{Family: fam, Prefix: prefixOf(fam), Kernel: commands(r)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,15 +4,23 @@
 //
 // # What it owns
 //
-// One *IPSets owns, in one network namespace (the one its command.Runner
-// runs ipset in), every set whose name starts with its Prefix, for one
-// address family. It creates, fills, swaps and destroys those sets and
+// One *IPSets owns, in one network namespace (the one its Kernel option
+// names), every set whose name starts with its Prefix, for one address
+// family. It creates, fills, swaps and destroys those sets and
 // nothing else: a set without the prefix is never changed, flushed or
 // destroyed, and its members are never read. Sets of ours that are not
 // desired (left over by an earlier run, or created by hand with our
 // prefix) are destroyed.
 //
 // # How it is used
+//
+//	ns, err := kernel.Open("/run/netns/pod1") // or leave Kernel nil: this namespace
+//	...
+//	sets, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
+//	...
+//	err = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashNet}, members)
+//	name, err := sets.KernelName("allow") // np4-allow: -m set --match-set np4-allow src
+//	res, err := sets.Apply(ctx)           // in a dataplane.Loop, the loop calls it
 //
 // Declare sets with the Sets methods (AddOrReplaceSet, AddMembers,
 // RemoveMembers, RemoveSet) using typed members built from net/netip
@@ -31,7 +39,8 @@
 //
 // Register the IPSets with a dataplane.Loop: Apply runs in
 // PhaseIPSetsUpdate, before the rule writers, and ApplyDeletions in
-// PhaseIPSetsDelete, after them. Apply writes every creation and member
+// PhaseIPSetsDelete, after them; a nil context is context.Background().
+// Apply writes every creation and member
 // change of a pass in one `ipset restore` (create … -exist, add, del), and
 // does nothing when nothing changed. A member that stays desired is never
 // missing from a set, not for a moment: a set whose members change a
@@ -65,7 +74,7 @@
 // MaxSetBackoff, reset when its declaration changes. Meanwhile Apply (or
 // ApplyDeletions, for destroys) returns an error wrapping
 // dataplane.ErrPartial that names each failing set and wraps its causes
-// (ErrRestore and a *RestoreError, ErrSetInUse, ErrCommand), and sets
+// (ErrRestore and a *command.RestoreError, ErrSetInUse, ErrCommand), and sets
 // ApplyResult.RetryAfter to the first retry, so a dataplane.Loop carries
 // on. Only failures that belong to no set — ipset missing or killed, the
 // set list unreadable — fail the driver as a whole.
@@ -83,10 +92,10 @@
 // Apply reads, and at least one is); members added or removed with the
 // ipset CLI are repaired.
 //
-// A failed `ipset restore` that belongs to no set returns a *RestoreError
-// (wrapping ErrRestore) that keeps the failing line, an excerpt of the
-// input, and the command's output; the next Apply re-reads the kernel
-// before writing again.
+// A failed `ipset restore` that belongs to no set returns ErrRestore
+// wrapping a *command.RestoreError, which keeps the input, the failing
+// line (Excerpt quotes the input around it) and the command's output; the
+// next Apply re-reads the kernel before writing again.
 //
 // OnMemberChange reports every membership change written, for mirrors of
 // the sets such as BPF maps, including those a failed restore wrote before
@@ -100,10 +109,15 @@
 // Reading `ipset save` output parses it in place, without a string per
 // member.
 //
-// # Backends
+// # Backends and namespaces
 //
 // Sets is the interface a manager should hold: *IPSets implements it with
 // ipset, and a native nftables backend can implement it with nft sets.
-// Package ipsetsfake is an in-memory ipset kernel (a command.Runner) for
-// tests, with failure injection.
+//
+// Options.Kernel is the one way to target a network namespace: ipset runs
+// through its Runner (a *kernel.Namespace starts it inside its namespace;
+// nil runs it as command.Local does, in the process's namespace). Unit
+// tests hand the IPSets a kernelfake.Namespace, whose Runner serves ipset
+// from the in-memory ipset kernel of package ipsetsfake
+// (kernelfake.Namespace.IPSets), with failure injection.
 package ipsets

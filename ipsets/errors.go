@@ -1,13 +1,10 @@
 package ipsets
 
-import (
-	"errors"
-	"fmt"
-	"strings"
-)
+import "errors"
 
-// Sentinel errors. Every error the package returns wraps one of them, so
-// callers can test with errors.Is.
+// Sentinel errors. Every error the package returns starts with "ipsets: "
+// once and wraps one of them, so callers can test with errors.Is; it
+// matches every sentinel its text speaks of.
 var (
 	// ErrInvalidOptions reports an Options value out of range.
 	ErrInvalidOptions = errors.New("ipsets: invalid options")
@@ -38,8 +35,9 @@ var (
 	// sets of the same type and family). The set stays as it is until the
 	// reference goes.
 	ErrSetInUse = errors.New("ipsets: set in use")
-	// ErrRestore reports a failed `ipset restore`. A *RestoreError is in
-	// the error's tree.
+	// ErrRestore reports a failed `ipset restore`. A
+	// *command.RestoreError in the error's tree keeps the input, the
+	// failing line and what ipset said.
 	ErrRestore = errors.New("ipsets: ipset restore failed")
 	// ErrCommand reports another failed ipset command (list, save,
 	// destroy).
@@ -47,44 +45,3 @@ var (
 	// ErrParse reports ipset output the package could not read.
 	ErrParse = errors.New("ipsets: cannot parse ipset output")
 )
-
-// RestoreError is a failed `ipset restore`: which input line failed, the
-// input around it, and what the command printed. It wraps ErrRestore and
-// the runner's error.
-type RestoreError struct {
-	// Line is the 1-based input line ipset reported ("Error in line N"),
-	// or 0 when it named none.
-	Line int
-	// Input is an excerpt of the input: a few lines around Line, or the
-	// first lines when Line is 0. Each line is prefixed with its number.
-	Input string
-	// Stdout and Stderr are what the command printed.
-	Stdout, Stderr string
-	// Err is the runner's error.
-	Err error
-}
-
-// Error names the failing line and repeats ipset's message.
-func (e *RestoreError) Error() string {
-	var b strings.Builder
-	b.WriteString(ErrRestore.Error())
-	if msg := strings.TrimSpace(e.Stderr); msg != "" {
-		b.WriteString(": ")
-		b.WriteString(msg)
-	} else if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	if e.Input != "" {
-		fmt.Fprintf(&b, "; input:\n%s", e.Input)
-	}
-	return b.String()
-}
-
-// Unwrap returns ErrRestore and the runner's error.
-func (e *RestoreError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{ErrRestore}
-	}
-	return []error{ErrRestore, e.Err}
-}

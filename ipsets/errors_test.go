@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
@@ -140,8 +141,9 @@ func TestPartialErrorText(t *testing.T) {
 	assert.Contains(t, err.Error(), "2 object(s) failed; set np4-a: ipset restore failed: line 1 ")
 	assert.Contains(t, err.Error(), "; set np4-b: ipset restore failed: line 1 ")
 	assert.Contains(t, err.Error(), "set type not supported")
-	var rerr *ipsets.RestoreError
+	var rerr *command.RestoreError
 	require.True(t, errors.As(err, &rerr))
+	assert.Equal(t, 1, rerr.Line)
 	members, _ := k.Members("np4-c")
 	assert.Equal(t, []string{"10.0.0.0/8"}, members, "the good set is written")
 }

@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
 
 // lastScript returns the input of the last restore the fake ran, with the
@@ -27,12 +30,14 @@ func lastScript(k *ipsetsfake.Kernel) string {
 	return ""
 }
 
-// A driver keeps the kernel's sets equal to what was declared. Here it runs
-// against the in-memory fake kernel; in an agent, Runner is left nil (the
-// ipset binary of the agent's namespace) and a dataplane.Loop calls Apply.
+// A driver keeps the kernel's sets equal to what was declared. Here its
+// Kernel is an in-memory namespace (kernelfake), whose Runner serves ipset
+// from a fake; in an agent it is the namespace kernel.Open returned (or
+// nil: the agent's own namespace), and a dataplane.Loop calls Apply.
 func Example() {
-	k := ipsetsfake.New()
-	sets, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
+	sets, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
 	if err != nil {
 		panic(err)
 	}
@@ -56,6 +61,28 @@ func Example() {
 	// add np4-allow 192.168.0.0/16
 }
 
+// A driver manages the sets of the namespace it is given: open the
+// namespace once with package kernel and hand the *kernel.Namespace to
+// every driver as its Kernel (nil manages the process's own namespace).
+func ExampleNew_namespace() {
+	ns, err := kernel.Open("/run/netns/pod1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ns.Close()
+	sets, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashNet},
+		[]ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
+	if _, err := sets.Apply(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+}
+
 func ExampleNew() {
 	sets, err := ipsets.New(ipsets.Options{Family: ipsets.IPv6, Prefix: "np6-"})
 	fmt.Println(sets.Name(), sets.Prefix(), sets.Family(), sets.Phase(), err)
@@ -71,8 +98,9 @@ func ExampleNew() {
 // deletions, so that a member that stays is never missing. (When most of a
 // large set changes, it fills a new set and swaps it in instead.)
 func ExampleIPSets_Apply() {
-	k := ipsetsfake.New()
-	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
 	web := func(last byte) ipsets.Member {
 		return ipsets.IPPortMember(netip.AddrFrom4([4]byte{10, 0, 0, last}), ipsets.ProtocolTCP, 443)
 	}
@@ -96,8 +124,9 @@ func ExampleIPSets_Apply() {
 // A change of size is written into a temporary set that is swapped in, so
 // rules matching the set never see it missing or half filled.
 func ExampleIPSets_AddOrReplaceSet() {
-	k := ipsetsfake.New()
-	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
 	a := ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))
 	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 1000}, []ipsets.Member{a})
 	_, _ = sets.Apply(context.Background())
@@ -117,9 +146,10 @@ func ExampleIPSets_AddOrReplaceSet() {
 // dataplane.ErrPartial (the loop carries on) and ErrSetInUse, and
 // RetryAfter says when it is tried again.
 func ExampleIPSets_ApplyDeletions() {
-	k := ipsetsfake.New()
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
 	clk := clock.NewFake(time.Unix(0, 0))
-	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k, Clock: clk})
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns, Clock: clk})
 	ctx := context.Background()
 	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "old", Type: ipsets.HashIP}, nil)
 	_, _ = sets.Apply(ctx)
@@ -141,8 +171,9 @@ func ExampleIPSets_ApplyDeletions() {
 // QueueResync makes the next Apply compare the kernel with the desired
 // state and repair what was changed behind the driver's back.
 func ExampleIPSets_QueueResync() {
-	k := ipsetsfake.New()
-	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
 	ctx := context.Background()
 	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP},
 		[]ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))})
@@ -211,7 +242,7 @@ func ExampleIPSets_RemoveSet() {
 func ExampleOptions_onMemberChange() {
 	var log []string
 	sets, _ := ipsets.New(ipsets.Options{
-		Family: ipsets.IPv4, Prefix: "np4-", Runner: ipsetsfake.New(),
+		Family: ipsets.IPv4, Prefix: "np4-", Kernel: kernelfake.New(kernelfake.Options{}),
 		OnMemberChange: func(c ipsets.MemberChange) {
 			log = append(log, fmt.Sprintf("%s %v added=%v", c.Set, c.Member, c.Added))
 		},
@@ -229,26 +260,30 @@ func ExampleOptions_onMemberChange() {
 	// p 22 added=false
 }
 
-// A failed restore keeps the failing line and ipset's message; the next
-// Apply re-reads the kernel and converges.
-func ExampleRestoreError() {
-	k := ipsetsfake.New()
-	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k})
+// A failed restore that belongs to no set is ErrRestore wrapping a
+// command.RestoreError, which keeps the input, the failing line and
+// ipset's message; the next Apply re-reads the kernel and converges.
+func ExampleIPSets_Apply_restoreError() {
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
+	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
 	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP},
 		[]ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))})
 	k.FailNext(1, "restore", "Kernel error received: Cannot allocate memory")
 	_, err := sets.Apply(context.Background())
-	var rerr *ipsets.RestoreError
+	var rerr *command.RestoreError
 	if errors.As(err, &rerr) {
-		fmt.Println(strings.TrimSpace(rerr.Stderr))
-		fmt.Print(rerr.Input)
+		fmt.Println(errors.Is(err, ipsets.ErrRestore), rerr.Line)
 	}
+	fmt.Println(err)
 	_, err = sets.Apply(context.Background())
 	fmt.Println(err, k.Names())
 	// Output:
-	// ipset v7.17: Kernel error received: Cannot allocate memory
-	//   1: create np4-s hash:ip family inet maxelem 1048576 -exist
-	//   2: add np4-s 10.0.0.1
+	// true 0
+	// ipsets: ipset restore failed: ipset restore: ipset v7.17: Kernel error received: Cannot allocate memory
+	// input:
+	//       1  create np4-s hash:ip family inet maxelem 1048576 -exist
+	//       2  add np4-s 10.0.0.1
 	// <nil> [np4-s]
 }
 

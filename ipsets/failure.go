@@ -1,15 +1,11 @@
 package ipsets
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
 )
@@ -81,45 +77,4 @@ func (s *IPSets) outcome(res dataplane.ApplyResult, destroy bool, now time.Time)
 		}
 	}
 	return res, fmt.Errorf("ipsets: %w", pe)
-}
-
-// refused reports whether err is ipset's own failure exit (1, or 2 for a
-// usage error): the binary ran and refused what it was given, rather than
-// not running or being killed. The status is read from a *command.Error,
-// or from the *exec.ExitError that other runners wrap.
-func refused(err error) bool {
-	code := -1
-	var ce *command.Error
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ce):
-		code = ce.ExitCode
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	}
-	return code == 1 || code == 2
-}
-
-// read re-reads kname (see readSet). A failure of that set alone — ipset
-// refused to save it, or its output could not be parsed — is recorded on
-// the set, which is neither written nor destroyed until it has been read;
-// it is tried again after its backoff. Other failures are returned.
-func (s *IPSets) read(ctx context.Context, kname string, now time.Time, report bool) error {
-	if set := s.sets[kname]; set != nil && set.unread && set.waiting(now) {
-		return nil
-	}
-	err := s.readSet(ctx, kname, report)
-	if err == nil {
-		if set := s.sets[kname]; set != nil && set.unread {
-			set.unread, set.fail = false, nil
-		}
-		return nil
-	}
-	if !refused(err) && !errors.Is(err, ErrParse) {
-		return err
-	}
-	set := s.entry(kname)
-	set.unread = true
-	s.failed(set, err, false, now)
-	return nil
 }

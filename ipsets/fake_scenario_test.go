@@ -6,18 +6,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/ipsets"
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
 
-// fakeEnv is the scenario environment backed by ipsetsfake, with
-// hash:net,net supported or not.
+// fakeEnv is the scenario environment of a kernelfake namespace, whose
+// Runner serves ipset from its ipsetsfake kernel, with hash:net,net
+// supported or not.
 func fakeEnv(netnet bool) env {
-	k := ipsetsfake.New()
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
 	if !netnet {
 		k.SetUnsupported(ipsets.HashNetNet)
 	}
 	return env{
-		runner: k,
+		kernel: ns,
 		reference: func(t *testing.T, kname string, _ ipsets.Family, _ ipsets.SetType) func() {
 			require.NoError(t, k.SetReferences(kname, 1))
 			return func() { _ = k.SetReferences(kname, 0) }

@@ -12,6 +12,7 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // Defaults of Options.
@@ -33,7 +34,8 @@ const (
 	MaxPrefixLength = MaxNameLength - 5
 )
 
-// Options configures an IPSets.
+// Options configures an IPSets. Family and Prefix are required; every
+// other zero field takes the default its comment names.
 type Options struct {
 	// Family is the address family of every set of the driver; required.
 	Family Family
@@ -44,9 +46,13 @@ type Options struct {
 	// prefixes of two drivers in one network namespace must not be
 	// prefixes of each other (use "np4-" and "np6-", not "np" and "np6").
 	Prefix string
-	// Runner runs the ipset binary; nil means command.Local{}. A runner
-	// bound to another network namespace manages that namespace's sets.
-	Runner command.Runner
+	// Kernel is the network namespace whose sets the IPSets manages: its
+	// Runner runs the ipset binary there. A *kernel.Namespace
+	// (kernel.Open, kernel.OpenCurrent) or, in tests, a
+	// kernelfake.Namespace, whose Runner serves the binary from an
+	// in-memory kernel. Nil means the process's network namespace: the
+	// binary runs as command.Local runs it.
+	Kernel kernel.Commands
 	// Logger receives debug and warning messages; nil discards them.
 	Logger *slog.Logger
 	// Clock measures the resync budget; nil means clock.Real().
@@ -146,7 +152,7 @@ func New(opts Options) (*IPSets, error) {
 	s := &IPSets{
 		family:      opts.Family,
 		prefix:      opts.Prefix,
-		runner:      opts.Runner,
+		runner:      runnerOf(opts.Kernel),
 		log:         opts.Logger,
 		clk:         clock.OrReal(opts.Clock),
 		maxDestroys: opts.MaxDestroysPerApply,
@@ -156,9 +162,6 @@ func New(opts Options) (*IPSets, error) {
 		sets:        map[string]*ipset{},
 		fullResync:  true,
 		queued:      map[string]struct{}{},
-	}
-	if s.runner == nil {
-		s.runner = command.Local{}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -173,6 +176,14 @@ func New(opts Options) (*IPSets, error) {
 		s.retry = DefaultRetryInterval
 	}
 	return s, nil
+}
+
+// runnerOf returns the runner of k, or command.Local for nil.
+func runnerOf(k kernel.Commands) command.Runner {
+	if k == nil {
+		return command.Local{}
+	}
+	return k.Runner()
 }
 
 // Name returns "ipsets-" and the prefix, for the loop's logs.

@@ -20,19 +20,32 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
 
+// newFake returns a driver of family fam on a fresh kernelfake namespace,
+// and the ipset fake its Runner serves ipset from.
 func newFake(t *testing.T, fam ipsets.Family, opts ...func(*ipsets.Options)) (*ipsets.IPSets, *ipsetsfake.Kernel) {
 	t.Helper()
-	k := ipsetsfake.New()
-	o := ipsets.Options{Family: fam, Prefix: prefixOf(fam), Runner: k}
+	ns := kernelfake.New(kernelfake.Options{})
+	o := ipsets.Options{Family: fam, Prefix: prefixOf(fam), Kernel: ns}
 	for _, f := range opts {
 		f(&o)
 	}
 	d, err := ipsets.New(o)
 	require.NoError(t, err)
-	return d, k
+	return d, ns.IPSets()
 }
+
+// runnerKernel is a kernel.Commands of a runner of the test's own (one
+// that fails or slows down calls).
+type runnerKernel struct{ r command.Runner }
+
+func (k runnerKernel) Runner() command.Runner { return k.r }
+
+// commands returns r as a driver's Kernel.
+func commands(r command.Runner) kernel.Commands { return runnerKernel{r} }
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	cases := []struct {
@@ -271,13 +284,15 @@ func TestRestoreErrorKeepsContext(t *testing.T) {
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	require.ErrorIs(t, err, ipsets.ErrRestore)
 	assert.Equal(t, ipsets.DefaultRetryInterval, res.RetryAfter)
-	var rerr *ipsets.RestoreError
+	var rerr *command.RestoreError
 	require.ErrorAs(t, err, &rerr)
 	assert.Equal(t, 2, rerr.Line)
-	assert.Contains(t, rerr.Stderr, "Error in line 2: Kernel error received: no memory")
-	assert.Contains(t, rerr.Input, "  1: create np4-s hash:ip")
-	assert.Contains(t, rerr.Input, "> 2: add np4-s 10.1.0.")
-	assert.Equal(t, 4, strings.Count(rerr.Input, "\n"), "lines 1-4 around line 2")
+	assert.Equal(t, []string{"ipset", "restore"}, rerr.Argv)
+	assert.Contains(t, string(rerr.Stderr), "Error in line 2: Kernel error received: no memory")
+	assert.Contains(t, rerr.FailedLine(), "add np4-s 10.1.0.")
+	assert.Contains(t, rerr.Excerpt(), "      1  create np4-s hash:ip")
+	assert.Contains(t, rerr.Excerpt(), ">     2  add np4-s 10.1.0.")
+	assert.Equal(t, 5, strings.Count(rerr.Excerpt(), "\n"), "lines 1-5 around line 2")
 	var ce *command.Error
 	assert.ErrorAs(t, err, &ce, "the runner's error is kept")
 	assert.Regexp(t, `^ipsets: 1 object\(s\) failed; set np4-s: ipset restore failed: line 2 "add np4-s 10\.1\.0\.\d+": Kernel error received: no memory$`, err.Error())
@@ -303,15 +318,19 @@ func TestRestoreErrorWithoutLine(t *testing.T) {
 		}
 		return nil, nil
 	})
-	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: fail})
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: commands(fail)})
 	require.NoError(t, err)
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 10)))
 	_, err = d.Apply(context.Background())
-	var rerr *ipsets.RestoreError
+	require.ErrorIs(t, err, ipsets.ErrRestore)
+	var rerr *command.RestoreError
 	require.ErrorAs(t, err, &rerr)
 	assert.Zero(t, rerr.Line)
-	assert.Equal(t, 5, strings.Count(rerr.Input, "\n"), "the first lines")
-	assert.Contains(t, err.Error(), "signal: killed")
+	assert.Equal(t, "partial", string(rerr.Stdout))
+	assert.Equal(t, 7, strings.Count(rerr.Excerpt(), "\n"), "the first lines")
+	text := err.Error()
+	assert.True(t, strings.HasPrefix(text, "ipsets: ipset restore failed: ipset restore: signal: killed\ninput:\n      1  create np4-s "), text)
+	assert.Equal(t, 1, strings.Count(text, "ipsets: "), text)
 }
 
 func TestListFailureForcesFullResync(t *testing.T) {
@@ -366,15 +385,16 @@ func TestUnreadableSetIsIsolated(t *testing.T) {
 // belongs to no set (the runner itself failed) forces a full resync.
 func TestDestroyFailures(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
-	k := ipsetsfake.New()
+	ns := kernelfake.New(kernelfake.Options{})
+	k, r := ns.IPSets(), ns.Runner()
 	var broken atomic.Bool
 	runner := command.RunnerFunc(func(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
 		if broken.Load() && args[0] == "destroy" {
 			return nil, &command.Error{Argv: append([]string{name}, args...), ExitCode: -1, Err: errors.New("exec: no such file")}
 		}
-		return k.Run(ctx, stdin, name, args...)
+		return r.Run(ctx, stdin, name, args...)
 	})
-	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: runner, Clock: clk, MaxDestroysPerApply: 5})
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: commands(runner), Clock: clk, MaxDestroysPerApply: 5})
 	require.NoError(t, err)
 	for _, n := range []string{"a", "b"} {
 		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: n, Type: ipsets.HashIP}, nil))
@@ -463,11 +483,12 @@ func (c clockRunner) Run(ctx context.Context, stdin io.Reader, name string, args
 }
 
 func TestResyncBudgetBoundsRechecks(t *testing.T) {
-	k := ipsetsfake.New()
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
 	clk := clock.NewFake(time.Unix(0, 0))
 	d, err := ipsets.New(ipsets.Options{
 		Family: ipsets.IPv4, Prefix: "np4-", Clock: clk, ResyncBudget: 100 * time.Millisecond,
-		Runner: clockRunner{r: k, clk: clk, per: 40 * time.Millisecond},
+		Kernel: commands(clockRunner{r: ns.Runner(), clk: clk, per: 40 * time.Millisecond}),
 	})
 	require.NoError(t, err)
 	for i := range 7 {
@@ -543,9 +564,7 @@ func TestApplyHonoursContext(t *testing.T) {
 // before the (fake) rule writer runs and destroyed only after it dropped
 // its reference.
 func TestWithLoop(t *testing.T) {
-	k := ipsetsfake.New()
-	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k, RetryInterval: time.Millisecond})
-	require.NoError(t, err)
+	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.RetryInterval = time.Millisecond })
 	rules := &ruleWriter{k: k}
 	loop, err := dataplane.New(dataplane.Options{Coalesce: -1})
 	require.NoError(t, err)
@@ -616,10 +635,8 @@ func (r *ruleWriter) Phase() dataplane.Phase { return dataplane.PhaseTables }
 // failing driver, the other set is written, and the bad one is written by
 // the driver's own retries once the kernel takes it.
 func TestLoopCarriesOnPastABadSet(t *testing.T) {
-	k := ipsetsfake.New()
+	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.RetryInterval = time.Millisecond })
 	k.SetUnsupported(ipsets.HashNetNet)
-	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: k, RetryInterval: time.Millisecond})
-	require.NoError(t, err)
 	var mu sync.Mutex
 	var last dataplane.Health
 	loop, err := dataplane.New(dataplane.Options{Coalesce: -1, OnHealth: func(h dataplane.Health) { mu.Lock(); last = h; mu.Unlock() }})

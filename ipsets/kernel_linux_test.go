@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 func iptablesFor(fam ipsets.Family) string {
@@ -26,9 +27,19 @@ func iptablesFor(fam ipsets.Family) string {
 	return "iptables"
 }
 
-// kernelEnv is the scenario environment of a fresh network namespace: ipset
-// runs inside it, and a reference is an iptables (ip6tables) rule matching
-// the set.
+// openKernel opens the test namespace ns as the Kernel of a driver: the
+// one way a driver reaches a namespace. It is closed when the test ends.
+func openKernel(t *testing.T, ns *kerneltest.NS) *kernel.Namespace {
+	t.Helper()
+	k, err := kernel.Open(ns.Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, k.Close()) })
+	return k
+}
+
+// kernelEnv is the scenario environment of a fresh network namespace,
+// opened with kernel.Open: ipset runs inside it, and a reference is an
+// iptables (ip6tables) rule matching the set.
 func kernelEnv(t *testing.T) env {
 	kerneltest.RequireCommands(t, "ipset", "iptables", "ip6tables")
 	ns := kerneltest.NewNS(t)
@@ -42,7 +53,7 @@ func kernelEnv(t *testing.T) env {
 		require.Contains(t, err.Error(), "set type not supported", "probing hash:net,net")
 	}
 	return env{
-		runner: ns,
+		kernel: openKernel(t, ns),
 		reference: func(t *testing.T, kname string, fam ipsets.Family, _ ipsets.SetType) func() {
 			rule := []string{"INPUT", "-m", "set", "--match-set", kname, "src", "-j", "ACCEPT"}
 			_, err := ns.Exec(ctx, iptablesFor(fam), append([]string{"-w", "-A"}, rule...)...)
@@ -84,7 +95,7 @@ func TestKernelSwapUnderTraffic(t *testing.T) {
 			server, _ := host.NS.ListenTCP(t, netip.AddrPortFrom(serverAddr, 0))
 			port := strconv.Itoa(int(server.Port()))
 
-			d, rec := newDriver(t, env{runner: host.NS}, fam)
+			d, rec := newDriver(t, env{kernel: openKernel(t, host.NS)}, fam)
 			filler := manyIPs(fam, 6000)
 			members := append([]ipsets.Member{ipsets.IPMember(client)}, filler...)
 			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashIP, MaxSize: 10000}, members))
@@ -192,8 +203,8 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 		"create w hash:ip family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x12345678\nadd w 10.0.0.1\n",
 	}
 	for i, script := range scripts {
-		kout, kerr := ke.runner.Run(ctx, strings.NewReader(script), "ipset", "restore")
-		fout, ferr := fe.runner.Run(ctx, strings.NewReader(script), "ipset", "restore")
+		kout, kerr := ke.ipset(ctx, strings.NewReader(script), "restore")
+		fout, ferr := fe.ipset(ctx, strings.NewReader(script), "restore")
 		assert.Equal(t, string(kout), string(fout), "script %d stdout", i)
 		assert.Equal(t, kerr == nil, ferr == nil, "script %d: kernel %v, fake %v", i, kerr, ferr)
 		if kerr != nil && ferr != nil {
@@ -202,8 +213,8 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"test", "a", "10.0.0.1"}, {"test", "a", "10.9.9.9"}, {"test", "nope", "10.0.0.1"}, {"test", "n", "10.0.0.0/8"}} {
-		_, kerr := ke.runner.Run(ctx, nil, "ipset", args...)
-		_, ferr := fe.runner.Run(ctx, nil, "ipset", args...)
+		_, kerr := ke.ipset(ctx, nil, args...)
+		_, ferr := fe.ipset(ctx, nil, args...)
 		assert.Equal(t, kerr == nil, ferr == nil, "%v: kernel %v, fake %v", args, kerr, ferr)
 		if kerr != nil && ferr != nil {
 			tail := func(err error) string {
@@ -278,7 +289,8 @@ func TestKernelUpdatesNeverShrinkSet(t *testing.T) {
 	for _, fam := range families {
 		t.Run(fam.String(), func(t *testing.T) {
 			ns := kerneltest.NewNS(t)
-			d, rec := newDriver(t, env{runner: ns}, fam)
+			e := env{kernel: openKernel(t, ns)}
+			d, rec := newDriver(t, e, fam)
 			const n, nKept = 20000, 100
 			kept := roundIPs(fam, 0, nKept)
 			cur := append(slices.Clone(kept), roundIPs(fam, 1, n-nKept)...)
@@ -352,7 +364,7 @@ func TestKernelUpdatesNeverShrinkSet(t *testing.T) {
 			assert.Empty(t, failures, "a rule saw the set shrink or lose a kept member")
 			swaps := strings.Count(strings.Join(restores(rec), ""), "\nswap "+kname+" ")
 			assert.Equal(t, (updates+1)/2, swaps, "replacing most of the set swaps, a few members are changed in place")
-			ks, _ := env{runner: ns}.read(t, kname)
+			ks, _ := e.read(t, kname)
 			assert.Len(t, ks.members, n)
 		})
 	}

@@ -20,13 +20,15 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// env is where a scenario runs: the fake kernel in unit tests, a fresh
-// network namespace in kernel tests. Every scenario runs against both.
+// env is where a scenario runs: a kernelfake namespace in unit tests, a
+// fresh network namespace opened with kernel.Open in kernel tests. Every
+// scenario runs against both.
 type env struct {
-	// runner runs ipset there.
-	runner command.Runner
+	// kernel is the namespace, as a driver is given it.
+	kernel kernel.Commands
 	// reference makes a kernel component (an iptables rule, or the fake's
 	// reference count) hold the set; the returned func releases it.
 	reference func(t *testing.T, kname string, fam ipsets.Family, typ ipsets.SetType) (release func())
@@ -34,10 +36,15 @@ type env struct {
 	netnet bool
 }
 
+// ipset runs ipset with args in the namespace.
+func (e env) ipset(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
+	return e.kernel.Runner().Run(ctx, stdin, "ipset", args...)
+}
+
 // cli runs one ipset command as an administrator would.
 func (e env) cli(t *testing.T, args ...string) {
 	t.Helper()
-	_, err := e.runner.Run(context.Background(), nil, "ipset", args...)
+	_, err := e.ipset(context.Background(), nil, args...)
 	require.NoError(t, err, "ipset %v", args)
 }
 
@@ -52,7 +59,7 @@ type kset struct {
 
 func (e env) read(t *testing.T, kname string) (kset, bool) {
 	t.Helper()
-	out, err := e.runner.Run(context.Background(), nil, "ipset", "save", kname)
+	out, err := e.ipset(context.Background(), nil, "save", kname)
 	if err != nil {
 		require.Contains(t, err.Error(), "does not exist")
 		return kset{}, false
@@ -86,17 +93,18 @@ func (e env) read(t *testing.T, kname string) (kset, bool) {
 
 func (e env) names(t *testing.T) []string {
 	t.Helper()
-	out, err := e.runner.Run(context.Background(), nil, "ipset", "list", "-name")
+	out, err := e.ipset(context.Background(), nil, "list", "-name")
 	require.NoError(t, err)
 	names := strings.Fields(string(out))
 	slices.Sort(names)
 	return names
 }
 
-// recorder wraps a runner, records every call and can break the next
-// restore: it feeds the kernel the first half of the script and then fails
-// as a killed ipset would, naming no line, so the failure happens
-// mid-apply and belongs to no set.
+// recorder is a namespace (kernel.Commands) whose runner wraps another
+// namespace's: it records every call and can break the next restore: it
+// feeds the kernel the first half of the script and then fails as a
+// killed ipset would, naming no line, so the failure happens mid-apply and
+// belongs to no set.
 type recorder struct {
 	r      command.Runner
 	mu     sync.Mutex
@@ -108,6 +116,9 @@ type recCall struct {
 	args  []string
 	stdin string
 }
+
+// Runner returns the recorder itself.
+func (r *recorder) Runner() command.Runner { return r }
 
 func (r *recorder) Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
 	var in []byte
@@ -169,8 +180,8 @@ func (r *recorder) reset() {
 // e, behind a recorder.
 func newDriver(t *testing.T, e env, fam ipsets.Family, opts ...func(*ipsets.Options)) (*ipsets.IPSets, *recorder) {
 	t.Helper()
-	rec := &recorder{r: e.runner}
-	o := ipsets.Options{Family: fam, Prefix: prefixOf(fam), Runner: rec}
+	rec := &recorder{r: e.kernel.Runner()}
+	o := ipsets.Options{Family: fam, Prefix: prefixOf(fam), Kernel: rec}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -632,10 +643,11 @@ func scenarioFailureConverges(t *testing.T, e env) {
 	_, err := d.Apply(context.Background())
 	require.ErrorIs(t, err, ipsets.ErrRestore)
 	require.NotErrorIs(t, err, dataplane.ErrPartial, "a killed restore is no set's failure")
-	var rerr *ipsets.RestoreError
+	var rerr *command.RestoreError
 	require.ErrorAs(t, err, &rerr)
 	assert.Zero(t, rerr.Line)
-	assert.Contains(t, rerr.Input, "  1: create np4-a ", "the first lines are kept")
+	assert.Contains(t, rerr.Excerpt(), "      1  create np4-a ", "the first lines are quoted")
+	assert.True(t, strings.HasPrefix(err.Error(), "ipsets: ipset restore failed: ipset restore: "), err.Error())
 	assert.Contains(t, err.Error(), "signal: killed")
 
 	apply(t, d)
@@ -681,7 +693,7 @@ func scenarioForeignHeader(t *testing.T, e env) {
 	assert.Contains(t, rec.last("restore"), "swap np4-x np4-~0\n")
 	ks, _ := e.read(t, "np4-x")
 	assert.Equal(t, []string{"10.0.0.1", "10.0.0.3"}, ks.members)
-	out, err := e.runner.Run(context.Background(), nil, "ipset", "save", "np4-x")
+	out, err := e.ipset(context.Background(), nil, "save", "np4-x")
 	require.NoError(t, err)
 	assert.NotContains(t, string(out), "counters")
 	rec.reset()

@@ -19,6 +19,7 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
 
 // parseEntries reads the "Number of entries" of `ipset list -t` output.
@@ -129,17 +130,18 @@ func TestUpdateNeverShrinksBelowOldAndNew(t *testing.T) {
 	}
 }
 
-// failRestoreAt returns a runner that passes every command to k, except
+// failRestoreAt returns a runner that passes every command to ns's, except
 // that the next restore (while *at is not 0) fails at its line *at: that
-// line is armed with k.FailLine for the one restore (ClearFailures
-// follows it), so the fake refuses it as the kernel refuses an add. The
-// lines before it stay written, and the rest are not run. The driver
-// writes a set's adds in map order, so which member a line adds is not
-// known in advance, only where the restore stops.
-func failRestoreAt(k *ipsetsfake.Kernel, at *int) command.Runner {
+// line is armed with FailLine on ns's ipset fake for the one restore
+// (ClearFailures follows it), so the fake refuses it as the kernel
+// refuses an add. The lines before it stay written, and the rest are not
+// run. The driver writes a set's adds in map order, so which member a
+// line adds is not known in advance, only where the restore stops.
+func failRestoreAt(ns *kernelfake.Namespace, at *int) command.Runner {
+	k, r := ns.IPSets(), ns.Runner()
 	return command.RunnerFunc(func(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
 		if *at == 0 || len(args) == 0 || args[0] != "restore" {
-			return k.Run(ctx, stdin, name, args...)
+			return r.Run(ctx, stdin, name, args...)
 		}
 		in, err := io.ReadAll(stdin)
 		if err != nil {
@@ -151,7 +153,7 @@ func failRestoreAt(k *ipsetsfake.Kernel, at *int) command.Runner {
 			defer k.ClearFailures()
 		}
 		*at = 0
-		return k.Run(ctx, bytes.NewReader(in), name, args...)
+		return r.Run(ctx, bytes.NewReader(in), name, args...)
 	})
 }
 
@@ -199,9 +201,10 @@ func failedUpdate(t *testing.T, ms []ipsets.Member, at int) (*ipsets.IPSets, *ip
 	t.Helper()
 	clk := clock.NewFake(time.Unix(0, 0))
 	got := new([]ipsets.MemberChange)
-	k := ipsetsfake.New()
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
 	failAt := 0
-	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Runner: failRestoreAt(k, &failAt), Clock: clk,
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: commands(failRestoreAt(ns, &failAt)), Clock: clk,
 		OnMemberChange: func(c ipsets.MemberChange) { *got = append(*got, c) }})
 	require.NoError(t, err)
 	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 10}, ms[:1]))

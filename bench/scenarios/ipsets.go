@@ -14,6 +14,7 @@ import (
 	"github.com/nodeplane/nodeplane/bench/harness"
 	"github.com/nodeplane/nodeplane/internal/benchutil"
 	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // The ipsets scenarios:
@@ -33,6 +34,9 @@ import (
 //     the floor a hand-written restore that fills a new set and swaps it.
 //   - ipsets/heap/100000: the heap the driver keeps for a 100k-member set
 //     once applied (desired and kernel views), reported as heapB/member.
+//
+// Ours reaches the trial's namespace through a kernel.Namespace (the one
+// kernel option), opened in Setup and closed by Run.
 const (
 	ipsetsPrefix = "np4-"
 	ipsetsName   = "bench"
@@ -68,15 +72,49 @@ func ipsetsScript(members []ipsets.Member) []byte {
 	return b.Bytes()
 }
 
-func ipsetsDriver(env *harness.Env) (*ipsets.IPSets, error) {
-	return ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: ipsetsPrefix, Runner: env.NS})
-}
-
 var ipsetsMeta = ipsets.SetMetadata{Name: ipsetsName, Type: ipsets.HashIP}
 
-// ipsetsLoad declares members and applies them with a new driver.
-func ipsetsLoad(ctx context.Context, env *harness.Env, members []ipsets.Member) (*ipsets.IPSets, error) {
-	d, err := ipsetsDriver(env)
+// ipsetsOurs is what an ours variant's Setup hands to its Run: the trial's
+// namespace (closed by Run), and the driver or the members to load.
+type ipsetsOurs struct {
+	k       *kernel.Namespace
+	d       *ipsets.IPSets
+	members []ipsets.Member
+}
+
+// ipsetsOpen opens the trial's namespace for ours, with members to load.
+func ipsetsOpen(env *harness.Env, members []ipsets.Member) error {
+	k, err := kernel.Open(env.NS.Path())
+	if err != nil {
+		return err
+	}
+	env.State = &ipsetsOurs{k: k, members: members}
+	return nil
+}
+
+// ipsetsOpenLoaded opens the trial's namespace for ours and loads members
+// with a new driver, which Run then changes; settle follows.
+func ipsetsOpenLoaded(ctx context.Context, env *harness.Env, members []ipsets.Member) error {
+	if err := ipsetsOpen(env, nil); err != nil {
+		return err
+	}
+	o := env.State.(*ipsetsOurs)
+	d, err := ipsetsLoad(ctx, o.k, members)
+	if err != nil {
+		o.k.Close()
+		return err
+	}
+	o.d = d
+	if err := settle(ctx); err != nil {
+		o.k.Close()
+		return err
+	}
+	return nil
+}
+
+// ipsetsLoad declares members and applies them with a new driver on k.
+func ipsetsLoad(ctx context.Context, k kernel.Commands, members []ipsets.Member) (*ipsets.IPSets, error) {
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: ipsetsPrefix, Kernel: k})
 	if err != nil {
 		return nil, err
 	}
@@ -100,9 +138,11 @@ func ipsetsInitial(n int) harness.Scenario {
 		Variants: []harness.Variant{
 			{
 				Name: "nodeplane ipsets", Role: harness.Ours,
-				Setup: func(_ context.Context, env *harness.Env) error { env.State = ipsetsMembers(n); return nil },
+				Setup: func(_ context.Context, env *harness.Env) error { return ipsetsOpen(env, ipsetsMembers(n)) },
 				Run: func(ctx context.Context, env *harness.Env) error {
-					_, err := ipsetsLoad(ctx, env, env.State.([]ipsets.Member))
+					o := env.State.(*ipsetsOurs)
+					defer o.k.Close()
+					_, err := ipsetsLoad(ctx, o.k, o.members)
 					return err
 				},
 			},
@@ -184,19 +224,15 @@ func ipsetsChange1(n int) harness.Scenario {
 			{
 				Name: "nodeplane ipsets", Role: harness.Ours,
 				Setup: func(ctx context.Context, env *harness.Env) error {
-					d, err := ipsetsLoad(ctx, env, ipsetsMembers(n))
-					env.State = d
-					if err != nil {
-						return err
-					}
-					return settle(ctx)
+					return ipsetsOpenLoaded(ctx, env, ipsetsMembers(n))
 				},
 				Run: func(ctx context.Context, env *harness.Env) error {
-					d := env.State.(*ipsets.IPSets)
-					if err := d.AddMembers(ipsetsName, []ipsets.Member{ipsets.IPMember(netip.MustParseAddr(ipsetsExtra))}); err != nil {
+					o := env.State.(*ipsetsOurs)
+					defer o.k.Close()
+					if err := o.d.AddMembers(ipsetsName, []ipsets.Member{ipsets.IPMember(netip.MustParseAddr(ipsetsExtra))}); err != nil {
 						return err
 					}
-					_, err := d.Apply(ctx)
+					_, err := o.d.Apply(ctx)
 					return err
 				},
 			},
@@ -226,11 +262,13 @@ func ipsetsHeap(n int) harness.Scenario {
 		Note: "heapB/member: heap kept by the driver per member of an applied set (desired + kernel views); times include two forced GCs",
 		Variants: []harness.Variant{{
 			Name: "nodeplane ipsets", Role: harness.Ours,
-			Setup: func(_ context.Context, env *harness.Env) error { env.State = ipsetsMembers(n); return nil },
+			Setup: func(_ context.Context, env *harness.Env) error { return ipsetsOpen(env, ipsetsMembers(n)) },
 			Run: func(ctx context.Context, env *harness.Env) error {
-				members := env.State.([]ipsets.Member)
+				o := env.State.(*ipsetsOurs)
+				defer o.k.Close()
+				members := o.members
 				before := benchutil.HeapInUse()
-				d, err := ipsetsLoad(ctx, env, members)
+				d, err := ipsetsLoad(ctx, o.k, members)
 				if err != nil {
 					return err
 				}

@@ -70,10 +70,6 @@ func ipsetsReplace(n int) harness.Scenario {
 			return settle(ctx)
 		}
 	}
-	type ours struct {
-		d    *ipsets.IPSets
-		next []ipsets.Member
-	}
 	return harness.Scenario{
 		Name: "ipsets/replace/" + strconv.Itoa(n),
 		Size: n - ipsetsKept,
@@ -82,16 +78,16 @@ func ipsetsReplace(n int) harness.Scenario {
 			{
 				Name: "nodeplane ipsets", Role: harness.Ours,
 				Setup: func(ctx context.Context, env *harness.Env) error {
-					d, err := ipsetsLoad(ctx, env, ipsetsMembers(n))
-					env.State = ours{d: d, next: ipsetsReplacement(n)}
-					if err != nil {
+					if err := ipsetsOpenLoaded(ctx, env, ipsetsMembers(n)); err != nil {
 						return err
 					}
-					return settle(ctx)
+					env.State.(*ipsetsOurs).members = ipsetsReplacement(n)
+					return nil
 				},
 				Run: func(ctx context.Context, env *harness.Env) error {
-					o := env.State.(ours)
-					if err := o.d.AddOrReplaceSet(ipsetsMeta, o.next); err != nil {
+					o := env.State.(*ipsetsOurs)
+					defer o.k.Close()
+					if err := o.d.AddOrReplaceSet(ipsetsMeta, o.members); err != nil {
 						return err
 					}
 					_, err := o.d.Apply(ctx)

@@ -231,7 +231,7 @@ func startAgent(t *testing.T, e *env, msg policy) *agent {
 	t.Cleanup(func() { assert.NoError(t, k.Close()) })
 
 	a := &agent{inSync: make(chan struct{})}
-	a.sets, err = ipsets.New(ipsets.Options{Family: e.f.fam, Prefix: setPrefix, Runner: e.rec})
+	a.sets, err = ipsets.New(ipsets.Options{Family: e.f.fam, Prefix: setPrefix, Kernel: e.rec})
 	require.NoError(t, err)
 	a.tbl, err = iptables.New(iptables.Options{
 		Table: "filter", Family: e.f.ipv, Backend: iptables.BackendNFT, ChainPrefix: chainPrefix, Kernel: e.rec,

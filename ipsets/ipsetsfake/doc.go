@@ -2,6 +2,12 @@
 // command.Runner that understands the ipset commands the ipsets driver
 // runs, and behaves like the real binary and kernel for them.
 //
+// A driver reaches it as it reaches the real binary, through the runner of
+// its namespace: kernelfake.Namespace's Runner serves ipset from the
+// Kernel that kernelfake.Namespace.IPSets returns, so a test hands the
+// driver the fake namespace and inspects or breaks the sets here. A
+// Kernel alone serves focused tests of the fake itself.
+//
 // # What it emulates
 //
 // `ipset restore` (create with or without -exist, add, del, swap,

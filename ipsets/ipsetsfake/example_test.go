@@ -8,8 +8,8 @@ import (
 	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
 )
 
-// The fake is a command.Runner: hand it to a driver as its Runner, or run
-// ipset commands on it directly.
+// The fake is a command.Runner: kernelfake.Namespace's Runner serves ipset
+// from it, and a test can run ipset commands on it directly.
 func ExampleNew() {
 	k := ipsetsfake.New()
 	script := "create np4-a hash:net family inet\nadd np4-a 10.1.2.3/16\nadd np4-a 10.0.0.1/32\n"

@@ -10,10 +10,10 @@ import "iter"
 //   - adds: desired, not in the kernel;
 //   - dels: in the kernel, not desired.
 //
-// It is internal/delta's SetTracker specialised for large sets: maps are
-// sized up front when the final size is known, a fresh set's pending map
-// becomes its in-sync map without copying once written, and an emptied
-// large map is dropped rather than kept (Go maps never shrink).
+// It is built for large sets: maps are sized up front when the final size
+// is known, a fresh set's pending map becomes its in-sync map without
+// copying once written, and an emptied large map is dropped rather than
+// kept (Go maps never shrink).
 type memberSet struct {
 	inSync, adds, dels map[Member]struct{}
 }

@@ -5,166 +5,63 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/nodeplane/nodeplane/command"
 )
 
-// header is what the driver compares of a kernel set: the parts it sets.
-type header struct {
-	typ     SetType // possibly a type the package does not support
-	family  Family  // zero for bitmap:port or an unknown family
-	maxSize int     // maxelem of a hash set
-	rng     PortRange
-	// extra is set when the kernel set has options the driver never sets
-	// (timeout, counters, comment, …): such a set is replaced.
-	extra bool
-}
+// This file reads the kernel's sets: the full re-read at start and after
+// a failure, the listing of set names a periodic resync starts with, and
+// the member rechecks it queues, a budget's worth per Apply.
 
-// headerOf returns the header the driver creates for meta (normalized).
-func headerOf(meta *SetMetadata) header {
-	if meta.Type.hasFamily() {
-		return header{typ: meta.Type, family: meta.Family, maxSize: meta.MaxSize}
-	}
-	return header{typ: meta.Type, rng: meta.Range}
-}
-
-// swappable reports whether the kernel can swap a set of header k with one
-// of header w: the type and family must match.
-func swappable(k, w header) bool { return k.typ == w.typ && k.family == w.family }
-
-// appendCreate appends the create line for kname with header h.
-func appendCreate(b []byte, kname string, h header, exist bool) []byte {
-	b = append(b, "create "...)
-	b = append(b, kname...)
-	b = append(b, ' ')
-	b = append(b, h.typ...)
-	if h.typ.hasFamily() {
-		b = append(b, " family "...)
-		b = append(b, FamilyName(h.family)...)
-		b = append(b, " maxelem "...)
-		b = strconv.AppendInt(b, int64(h.maxSize), 10)
-	} else {
-		b = append(b, " range "...)
-		b = append(b, h.rng.String()...)
-	}
-	if exist {
-		b = append(b, " -exist"...)
-	}
-	return append(b, '\n')
-}
-
-// parseHeader parses the fields after "create NAME" of a save line.
-func parseHeader(fields [][]byte) header {
-	var h header
-	if len(fields) == 0 {
-		h.extra = true
-		return h
-	}
-	h.typ = SetType(fields[0])
-	if h.typ.hasFamily() {
-		h.maxSize = 65536 // the kernel's default, shown unless set
-	}
-	for i := 1; i < len(fields); i++ {
-		key := string(fields[i])
-		var val string
-		hasVal := false
-		switch key {
-		case "family", "hashsize", "maxelem", "bucketsize", "initval", "range", "timeout", "netmask", "bitmask", "markmask":
-			if i+1 < len(fields) {
-				val, hasVal = string(fields[i+1]), true
-				i++
-			}
-		}
-		switch key {
-		case "hashsize", "bucketsize", "initval":
-			// Chosen and grown by the kernel.
-		case "family":
-			switch val {
-			case "inet":
-				h.family = IPv4
-			case "inet6":
-				h.family = IPv6
-			default:
-				h.extra = true
-			}
-		case "maxelem":
-			n, err := strconv.Atoi(val)
-			if err != nil || !hasVal {
-				h.extra = true
-			}
-			h.maxSize = n
-		case "range":
-			r, ok := parseRange(val)
-			if !ok {
-				h.extra = true
-			}
-			h.rng = r
-		default:
-			h.extra = true
-		}
-	}
-	return h
-}
-
-func parseRange(s string) (PortRange, bool) {
-	i := strings.IndexByte(s, '-')
-	if i < 0 {
-		return PortRange{}, false
-	}
-	a, ok1 := parsePort(s[:i])
-	b, ok2 := parsePort(s[i+1:])
-	return PortRange{a, b}, ok1 && ok2 && a <= b
-}
-
-// run runs the ipset binary.
-func (s *IPSets) run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
-	return s.runner.Run(ctx, stdin, "ipset", args...)
-}
-
-// stderrOf returns the standard error of a failed command when the runner
-// kept it, else the error's text (which, for the runners nodeplane ships,
-// quotes it).
-func stderrOf(err error) string {
-	var ce *command.Error
-	if errors.As(err, &ce) {
-		return string(ce.Stderr)
-	}
-	return err.Error()
-}
-
-// Substrings of ipset's messages the driver acts on.
-const (
-	msgNotExist = "does not exist"
-	msgInUse    = "in use by a kernel component"
-)
-
-func isNotExist(err error) bool { return strings.Contains(stderrOf(err), msgNotExist) }
-func isInUse(err error) bool    { return strings.Contains(stderrOf(err), msgInUse) }
-
-// lines calls fn for each line of out, without its newline.
-func lines(out []byte, fn func(line []byte) error) error {
-	for line := range bytes.Lines(out) {
-		if err := fn(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
+// sync re-reads the kernel as far as needed.
+func (s *IPSets) sync(ctx context.Context, now time.Time) error {
+	switch {
+	case s.fullResync:
+		if err := s.resyncAll(ctx, now); err != nil {
 			return err
+		}
+		s.fullResync, s.namesResync = false, false
+	case s.namesResync:
+		if err := s.resyncNames(ctx, now); err != nil {
+			return err
+		}
+		s.namesResync = false
+	}
+	if err := s.recheckSome(ctx, now); err != nil {
+		return err
+	}
+	for kname, set := range s.sets {
+		if set.unread && !set.waiting(now) {
+			if err := s.read(ctx, kname, now, false); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// nextField returns the first space-separated field of b and the rest.
-func nextField(b []byte) (field, rest []byte) {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r') {
-		b = b[1:]
+// read re-reads kname (see readSet). A failure of that set alone — ipset
+// refused to save it, or its output could not be parsed — is recorded on
+// the set, which is neither written nor destroyed until it has been read;
+// it is tried again after its backoff. Other failures are returned.
+func (s *IPSets) read(ctx context.Context, kname string, now time.Time, report bool) error {
+	if set := s.sets[kname]; set != nil && set.unread && set.waiting(now) {
+		return nil
 	}
-	i := 0
-	for i < len(b) && b[i] != ' ' && b[i] != '\t' && b[i] != '\r' {
-		i++
+	err := s.readSet(ctx, kname, report)
+	if err == nil {
+		if set := s.sets[kname]; set != nil && set.unread {
+			set.unread, set.fail = false, nil
+		}
+		return nil
 	}
-	return b[:i], b[i:]
+	if !refused(err) && !errors.Is(err, ErrParse) {
+		return err
+	}
+	set := s.entry(kname)
+	set.unread = true
+	s.failed(set, err, false, now)
+	return nil
 }
 
 // listNames returns the owned kernel set names (`ipset list -name`).
