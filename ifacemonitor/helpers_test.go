@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,10 +35,14 @@ const barrierName = "np-barrier"
 // controls: pause holds the stream back (events queue in the fake, where
 // Overflow drops them, as a socket's buffer does), inject adds events of
 // the test's own, and each listing call can take cost on a fake clock.
-// With scripted set, the stream carries the injected events alone.
+// With scripted set, the stream is script, which the test fills (and which
+// is closed when the subscription's context ends: nothing may be sent
+// then), and addrs (if set) replaces the fake's address listing:
+// benchmarks measure the monitor, not the fake.
 type testKernel struct {
 	*kernelfake.Namespace
 	scripted bool
+	addrs    atomic.Pointer[[2][]kernel.Addr] // by family: IPv4, IPv6
 
 	pauseC, resumeC chan struct{}
 	inject          chan kernel.Event
@@ -50,6 +55,7 @@ type testKernel struct {
 	forwarded uint64         // link, address and route events delivered
 	barriers  map[int]uint64 // barrier MTU → forwarded once its event was delivered
 	subscribe int            // Subscribe calls
+	script    chan kernel.Event
 }
 
 func newTestKernel(ns *kernelfake.Namespace) *testKernel {
@@ -66,26 +72,37 @@ func newTestKernel(ns *kernelfake.Namespace) *testKernel {
 // alone) through the test's gate.
 func (k *testKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.subscribe++
-	k.mu.Unlock()
-	var in <-chan kernel.Event
-	if !k.scripted {
-		var err error
-		if in, err = k.Namespace.Subscribe(ctx, kinds); err != nil {
-			return nil, err
-		}
+	if k.scripted {
+		ch := make(chan kernel.Event, 4096)
+		k.script = ch
+		go func() {
+			<-ctx.Done()
+			close(ch)
+		}()
+		return ch, nil
+	}
+	in, err := k.Namespace.Subscribe(ctx, kinds)
+	if err != nil {
+		return nil, err
 	}
 	out := make(chan kernel.Event)
 	go k.forward(ctx, in, out)
 	return out, nil
 }
 
+// stream returns the scripted stream once Subscribe has made it.
+func (k *testKernel) stream() chan<- kernel.Event {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.script
+}
+
 func (k *testKernel) forward(ctx context.Context, in <-chan kernel.Event, out chan<- kernel.Event) {
 	defer close(out)
 	defer func() {
-		if in != nil {
-			for range in { // closed once the fake's stream has stopped
-			}
+		for range in { // closed once the fake's stream has stopped
 		}
 	}()
 	for {
@@ -95,7 +112,6 @@ func (k *testKernel) forward(ctx context.Context, in <-chan kernel.Event, out ch
 			return
 		case e, ok := <-in:
 			if !ok {
-				in = nil
 				return
 			}
 			ev = e
@@ -175,6 +191,12 @@ func (k *testKernel) Links(ctx context.Context) ([]kernel.Link, error) {
 
 func (k *testKernel) Addrs(ctx context.Context, family kernel.Family) ([]kernel.Addr, error) {
 	k.spend()
+	if as := k.addrs.Load(); as != nil {
+		if family == kernel.IPv4 {
+			return as[0], nil
+		}
+		return as[1], nil
+	}
 	return k.Namespace.Addrs(ctx, family)
 }
 
