@@ -6,8 +6,6 @@ package benchutil
 import (
 	"runtime"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // HeapInUse returns the live heap after a full garbage collection. Take it
@@ -21,24 +19,8 @@ func HeapInUse() uint64 {
 	return ms.HeapAlloc
 }
 
-// CPU returns the user+system time used so far by this process (self) and
-// by its children that have been waited for (children): the binaries a
-// driver runs count in children, the kernel work of this process's system
-// calls in self.
-func CPU() (self, children time.Duration) {
-	return rusage(unix.RUSAGE_SELF), rusage(unix.RUSAGE_CHILDREN)
-}
-
 // TotalCPU is the sum of CPU's two figures.
 func TotalCPU() time.Duration {
 	self, children := CPU()
 	return self + children
-}
-
-func rusage(who int) time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(who, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
