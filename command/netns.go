@@ -16,8 +16,9 @@ var ErrNetNS = errors.New("command: cannot run in the network namespace")
 // calling goroutine's thread never moves, and the process keeps the
 // caller's mount namespace (unlike `ip netns exec`, /sys is not remounted).
 //
-// Drivers that also reach the namespace over netlink check that their
-// handle and their NetNS runner name the same namespace (SameNetNS).
+// Drivers get one through kernel.Namespace.Runner, which also keeps the
+// descriptor open while a process starts; SameNetNS tells whether two
+// descriptors name the same namespace.
 type NetNS struct {
 	// FD is an open descriptor of the namespace: /run/netns/NAME,
 	// /proc/PID/ns/net, or a netns.NsHandle. The caller owns it and keeps
@@ -33,7 +34,3 @@ type NetNS struct {
 func (n NetNS) Run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
 	return run(ctx, n.Env, n.start, stdin, name, args)
 }
-
-// NetNSFD returns the namespace descriptor, so that a driver can check that
-// its runner and its other handles name the same namespace.
-func (n NetNS) NetNSFD() int { return n.FD }

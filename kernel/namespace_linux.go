@@ -264,10 +264,6 @@ func (r nsRunner) Run(ctx context.Context, stdin io.Reader, name string, args ..
 	return command.NetNS{FD: r.ns.fd}.Run(ctx, stdin, name, args...)
 }
 
-// NetNSFD returns the namespace descriptor (-1 once closed), so that a
-// driver can compare it with its other handles (command.SameNetNS).
-func (r nsRunner) NetNSFD() int { return r.ns.FD() }
-
 // NFTables returns a google/nftables connection to the namespace. It is a
 // lasting connection: its socket is opened now, inside the namespace, and
 // keeps working there after ns is closed; release it with CloseLasting.
