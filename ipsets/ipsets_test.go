@@ -670,3 +670,34 @@ func TestLoopCarriesOnPastABadSet(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A runner that fails without ipset's own exit status (here the fake
+// namespace's injected failure: a *command.Error with ExitCode -1) is no
+// set's failure: the restore fails the Apply as a whole, and the next
+// Apply re-reads the kernel and converges.
+func TestRunnerFailureIsTheDrivers(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	k := ns.IPSets()
+	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
+	require.NoError(t, err)
+	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+	apply(t, d)
+
+	require.NoError(t, d.AddMembers("s", manyIPs(ipsets.IPv4, 3)))
+	before := ns.Calls(kernelfake.OpRun)
+	ns.Fail(kernelfake.OpRun, 1, nil)
+	_, err = d.Apply(context.Background())
+	require.ErrorIs(t, err, ipsets.ErrRestore)
+	require.ErrorIs(t, err, kernelfake.ErrInjected)
+	require.NotErrorIs(t, err, dataplane.ErrPartial)
+	var ce *command.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, -1, ce.ExitCode)
+	assert.Equal(t, 1, ns.Calls(kernelfake.OpRun)-before, "one restore, not retried within the Apply")
+
+	k.ResetCalls()
+	apply(t, d)
+	assert.Equal(t, 1, k.CountCalls("list"), "the failure forced a full resync")
+	got, _ := k.Members("np4-s")
+	assert.Len(t, got, 3)
+}
