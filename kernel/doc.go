@@ -21,7 +21,7 @@
 //	if err != nil { … }
 //	defer ns.Close()
 //	tbl, err := routetable.New(routetable.Options{Kernel: ns, …})
-//	sets, err := ipsets.New(ipsets.Options{Runner: ns.Runner(), …})
+//	sets, err := ipsets.New(ipsets.Options{Kernel: ns, …})
 //
 // Drivers and monitors take the narrow interface they use (Routes, Links,
 // Rules, Neighbors, FDB, Sysctls, Conntrack, Events, Commands); a
