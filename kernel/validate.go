@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"github.com/nodeplane/nodeplane/internal/ifname"
+
 	"fmt"
 	"net/netip"
 	"strings"
@@ -260,21 +262,11 @@ func (e *FDBEntry) floods() bool {
 	return true
 }
 
-// maxIfNameLen is the longest interface name (IFNAMSIZ - 1).
-const maxIfNameLen = 15
-
 // checkIfName validates an interface name as the kernel's dev_valid_name
 // does.
 func checkIfName(what, name string) error {
-	switch {
-	case name == "":
-		return invalid("empty %s name", what)
-	case len(name) > maxIfNameLen:
-		return invalid("%s name %q is longer than %d bytes", what, name, maxIfNameLen)
-	case name == "." || name == "..":
-		return invalid("%s name %q", what, name)
-	case strings.ContainsAny(name, "/: \t\n\v\f\r\x00"):
-		return invalid("%s name %q contains '/', ':' or white space", what, name)
+	if err := ifname.Valid(name); err != nil {
+		return invalid("%s: %v", what, err)
 	}
 	return nil
 }

@@ -1,12 +1,13 @@
 package kernelfake
 
 import (
+	"github.com/nodeplane/nodeplane/internal/ifname"
+
 	"cmp"
 	"context"
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/nodeplane/nodeplane/kernel"
@@ -301,8 +302,8 @@ func (ns *Namespace) AddTUN(name string) (kernel.Link, error) {
 // checkName validates an interface name as the kernel's dev_valid_name
 // does.
 func checkName(name string) error {
-	if name == "" || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n\v\f\r\x00") {
-		return invalidf("invalid interface name %q", name)
+	if err := ifname.Valid(name); err != nil {
+		return invalidf("%v", err)
 	}
 	return nil
 }
