@@ -21,7 +21,7 @@ import (
 // "net/ipv4/conf/eth0.100/rp_filter"); anything outside net/ or escaping
 // it wraps ErrInvalid, a missing key ErrNotFound.
 func (ns *Namespace) Sysctl(ctx context.Context, key string) (string, error) {
-	path, err := sysctlPath(key)
+	path, err := SysctlPath(key)
 	if err != nil {
 		return "", err
 	}
@@ -31,7 +31,7 @@ func (ns *Namespace) Sysctl(ctx context.Context, key string) (string, error) {
 	defer ns.release()
 	var value string
 	err = ns.do(func() error {
-		b, err := os.ReadFile(path)
+		b, err := os.ReadFile("/proc/sys/" + path)
 		if err != nil {
 			return classify(fmt.Errorf("kernel: read sysctl %s: %w", key, err))
 		}
@@ -45,7 +45,7 @@ func (ns *Namespace) Sysctl(ctx context.Context, key string) (string, error) {
 // it; the key is as for Sysctl. A value the kernel refuses (EINVAL) wraps
 // ErrInvalid.
 func (ns *Namespace) SetSysctl(ctx context.Context, key, value string) error {
-	path, err := sysctlPath(key)
+	path, err := SysctlPath(key)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (ns *Namespace) SetSysctl(ctx context.Context, key, value string) error {
 	}
 	defer ns.release()
 	return ns.do(func() error {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		f, err := os.OpenFile("/proc/sys/"+path, os.O_WRONLY, 0)
 		if err == nil {
 			_, err = f.WriteString(value)
 			if cerr := f.Close(); err == nil {

@@ -438,7 +438,8 @@ func (a *Addr) Validate() error {
 	return nil
 }
 
-// sysctlPath maps a sysctl key to its path under /proc/sys.
+// SysctlPath maps a sysctl key to its path under /proc/sys, such as
+// "net/ipv4/ip_forward", or an error wrapping ErrInvalid.
 //
 // The rule: a key that contains a slash is written with slashes, and its
 // components are taken literally, dots included
@@ -449,7 +450,7 @@ func (a *Addr) Validate() error {
 // means net/ipv4/conf/eth0/100/rp_filter, which does not exist. The key
 // must be under net (whose entries are per namespace), must not start with
 // a slash, and no component may be empty, "." or "..".
-func sysctlPath(key string) (string, error) {
+func SysctlPath(key string) (string, error) {
 	if strings.HasPrefix(key, "/") {
 		return "", invalid("sysctl %q: an absolute path (want a key such as net.ipv4.ip_forward)", key)
 	}
@@ -469,7 +470,7 @@ func sysctlPath(key string) (string, error) {
 			return "", invalid("sysctl %q has an empty or relative component", key)
 		}
 	}
-	return "/proc/sys/" + strings.Join(parts, "/"), nil
+	return strings.Join(parts, "/"), nil
 }
 
 // checkEventKinds refuses an empty or unknown set of event kinds.

@@ -186,13 +186,13 @@ func TestLinkAndAddrValidate(t *testing.T) {
 
 func TestSysctlPath(t *testing.T) {
 	for key, want := range map[string]string{
-		"net.ipv4.ip_forward":                 "/proc/sys/net/ipv4/ip_forward",
-		"net/ipv4/ip_forward":                 "/proc/sys/net/ipv4/ip_forward",
-		"net/ipv4/conf/eth0.100/rp_filter":    "/proc/sys/net/ipv4/conf/eth0.100/rp_filter",
-		"net.ipv4.conf.eth0.100.rp_filter":    "/proc/sys/net/ipv4/conf/eth0/100/rp_filter", // dots always separate
-		"net.ipv6.conf.all.keep_addr_on_down": "/proc/sys/net/ipv6/conf/all/keep_addr_on_down",
+		"net.ipv4.ip_forward":                 "net/ipv4/ip_forward",
+		"net/ipv4/ip_forward":                 "net/ipv4/ip_forward",
+		"net/ipv4/conf/eth0.100/rp_filter":    "net/ipv4/conf/eth0.100/rp_filter",
+		"net.ipv4.conf.eth0.100.rp_filter":    "net/ipv4/conf/eth0/100/rp_filter", // dots always separate
+		"net.ipv6.conf.all.keep_addr_on_down": "net/ipv6/conf/all/keep_addr_on_down",
 	} {
-		got, err := sysctlPath(key)
+		got, err := SysctlPath(key)
 		require.NoError(t, err, key)
 		assert.Equal(t, want, got, key)
 	}
@@ -200,7 +200,7 @@ func TestSysctlPath(t *testing.T) {
 		"", "net", "kernel.hostname", "/proc/sys/net/ipv4/ip_forward", "/net/ipv4/ip_forward",
 		"net/../kernel/hostname", "net..ipv4", "net/ipv4/", "net/./ipv4", "net.ipv4.ip_forward\x00", "vm/swappiness",
 	} {
-		_, err := sysctlPath(key)
+		_, err := SysctlPath(key)
 		assert.ErrorIs(t, err, ErrInvalid, "%q", key)
 	}
 }

@@ -102,29 +102,6 @@ func (s *state) intSysctl(path string) int {
 	return n
 }
 
-// sysctlPath turns a key into a path: a key with a slash is split at the
-// slashes (its components keep their dots), one without at the dots. The
-// key must be under net, with no empty, "." or ".." component.
-func sysctlPath(key string) (string, error) {
-	if strings.HasPrefix(key, "/") || strings.ContainsRune(key, 0) {
-		return "", invalidf("sysctl %q: want a key such as net.ipv4.ip_forward", key)
-	}
-	sep := "."
-	if strings.Contains(key, "/") {
-		sep = "/"
-	}
-	parts := strings.Split(key, sep)
-	if len(parts) < 2 || parts[0] != "net" {
-		return "", invalidf("sysctl %q is not a per-namespace net.* key", key)
-	}
-	for _, p := range parts {
-		if p == "" || p == "." || p == ".." {
-			return "", invalidf("sysctl %q has an empty or relative component", key)
-		}
-	}
-	return strings.Join(parts, "/"), nil
-}
-
 // Sysctl implements kernel.Sysctls. The namespace holds the net.*
 // sysctls of a fresh namespace (this project's machines' values) and the
 // per-interface ones of its links; any other key wraps kernel.ErrNotFound
@@ -135,7 +112,7 @@ func (ns *Namespace) Sysctl(ctx context.Context, key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	path, err := sysctlPath(key)
+	path, err := kernel.SysctlPath(key)
 	if err != nil {
 		return "", err
 	}
@@ -160,7 +137,7 @@ func (ns *Namespace) SetSysctl(ctx context.Context, key, value string) error {
 	if err != nil {
 		return err
 	}
-	path, err := sysctlPath(key)
+	path, err := kernel.SysctlPath(key)
 	if err != nil {
 		return err
 	}
