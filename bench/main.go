@@ -18,7 +18,7 @@ import (
 	"os/signal"
 	"regexp"
 
-	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/bench/internal/harness"
 	_ "github.com/nodeplane/nodeplane/bench/scenarios"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/bench/internal/harness"
 	"github.com/nodeplane/nodeplane/internal/benchutil"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/bench/internal/harness"
 )
 
 // Helpers shared by the routes (package kernel) and routetable scenarios.

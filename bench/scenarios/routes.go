@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/bench/internal/harness"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/bench/internal/harness"
 )
 
 // Every registered scenario must be runnable and comparable: a unique

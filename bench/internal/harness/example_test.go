@@ -5,7 +5,7 @@ package harness_test
 import (
 	"context"
 
-	"github.com/nodeplane/nodeplane/bench/harness"
+	"github.com/nodeplane/nodeplane/bench/internal/harness"
 )
 
 // A scenario compares ours with the floor; each trial runs in its own
