@@ -1,0 +1,141 @@
+package wireguard
+
+import (
+	"bytes"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// devCache is the Manager's view of the device: what it read at the last
+// resync and wrote since.
+type devCache struct {
+	priv       PrivateKey
+	listenPort int
+	fwmark     uint32
+	peers      map[PublicKey]*cachedPeer
+}
+
+type cachedPeer struct {
+	endpoint  netip.AddrPort
+	keepalive time.Duration
+	allowed   []netip.Prefix // sorted
+}
+
+func newCache(st DeviceState) *devCache {
+	c := &devCache{priv: st.PrivateKey, listenPort: st.ListenPort, fwmark: st.FirewallMark,
+		peers: make(map[PublicKey]*cachedPeer, len(st.Peers))}
+	for _, p := range st.Peers {
+		c.peers[p.PublicKey] = &cachedPeer{endpoint: unmapAddrPort(p.Endpoint), keepalive: p.PersistentKeepalive,
+			allowed: sortPrefixes(slices.Clone(p.AllowedIPs))}
+	}
+	return c
+}
+
+func unmapAddrPort(ap netip.AddrPort) netip.AddrPort {
+	if !ap.IsValid() {
+		return ap
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+func compareKeys(a, b PublicKey) int { return bytes.Compare(a[:], b[:]) }
+
+// diffPeers returns the peer writes that turn have into want: removals
+// first, then changes of existing peers (only what differs), then new
+// peers; each group ordered by key.
+func diffPeers(want map[PublicKey]*peerSpec, have map[PublicKey]*cachedPeer, keepalive time.Duration) []PeerConfig {
+	var removes, updates, adds []PeerConfig
+	for k := range have {
+		if want[k] == nil {
+			removes = append(removes, PeerConfig{PublicKey: k, Remove: true})
+		}
+	}
+	for k, w := range want {
+		h := have[k]
+		if h == nil {
+			ka := keepalive
+			adds = append(adds, PeerConfig{PublicKey: k, Endpoint: w.endpoint, PersistentKeepalive: &ka,
+				ReplaceAllowedIPs: true, AllowedIPs: slices.Clone(w.allowed)})
+			continue
+		}
+		pc := PeerConfig{PublicKey: k, UpdateOnly: true}
+		changed := false
+		if h.endpoint != w.endpoint {
+			pc.Endpoint, changed = w.endpoint, true
+		}
+		if h.keepalive != keepalive {
+			ka := keepalive
+			pc.PersistentKeepalive, changed = &ka, true
+		}
+		if !slices.Equal(h.allowed, w.allowed) {
+			pc.ReplaceAllowedIPs, pc.AllowedIPs, changed = true, slices.Clone(w.allowed), true
+		}
+		if changed {
+			updates = append(updates, pc)
+		}
+	}
+	byKey := func(a, b PeerConfig) int { return compareKeys(a.PublicKey, b.PublicKey) }
+	slices.SortFunc(removes, byKey)
+	slices.SortFunc(updates, byKey)
+	slices.SortFunc(adds, byKey)
+	return append(append(removes, updates...), adds...)
+}
+
+// apply records in the cache what a successful write of peers did, with
+// WireGuard's semantics: an allowed IP given to one peer leaves any other.
+func (c *devCache) apply(peers []PeerConfig) {
+	for i := range peers {
+		pc := &peers[i]
+		if pc.Remove {
+			delete(c.peers, pc.PublicKey)
+			continue
+		}
+		p := c.peers[pc.PublicKey]
+		if p == nil {
+			if pc.UpdateOnly {
+				continue
+			}
+			p = &cachedPeer{}
+			c.peers[pc.PublicKey] = p
+		}
+		if pc.Endpoint.IsValid() {
+			p.endpoint = pc.Endpoint
+		}
+		if pc.PersistentKeepalive != nil {
+			p.keepalive = *pc.PersistentKeepalive
+		}
+		if pc.ReplaceAllowedIPs {
+			p.allowed = nil
+		}
+		if len(pc.AllowedIPs) == 0 {
+			continue
+		}
+		moved := make(map[netip.Prefix]bool, len(pc.AllowedIPs))
+		for _, a := range pc.AllowedIPs {
+			moved[a.Masked()] = true
+		}
+		for k, o := range c.peers {
+			if k == pc.PublicKey {
+				continue
+			}
+			if slices.ContainsFunc(o.allowed, func(a netip.Prefix) bool { return moved[a] }) {
+				o.allowed = slices.DeleteFunc(o.allowed, func(a netip.Prefix) bool { return moved[a] })
+			}
+		}
+		p.allowed = sortPrefixes(append(p.allowed, pc.AllowedIPs...))
+	}
+}
+
+// chunk splits peers into slices of at most n.
+func chunk(peers []PeerConfig, n int) [][]PeerConfig {
+	var out [][]PeerConfig
+	for len(peers) > n {
+		out = append(out, peers[:n])
+		peers = peers[n:]
+	}
+	if len(peers) > 0 {
+		out = append(out, peers)
+	}
+	return out
+}

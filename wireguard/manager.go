@@ -1,0 +1,613 @@
+package wireguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/routerule"
+	"github.com/nodeplane/nodeplane/routetable"
+)
+
+// Route classes of the Manager's table.
+const (
+	classPeers routetable.RouteClass = 10
+	classThrow routetable.RouteClass = 20
+)
+
+// Manager keeps one family's WireGuard encryption in step with the cluster:
+// the device, its key and peers, the routing table and the rule. It is a
+// dataplane.Manager (OnUpdate, CompleteDeferredWork) and a dataplane.Driver
+// (Apply, QueueResync, Phase): register it with both AddManager and
+// AddDriver, or call OnUpdate and Apply yourself. See the package
+// documentation.
+type Manager struct {
+	cfg   config
+	table *routetable.Table
+	rules *routerule.Rules
+	rule  routerule.Rule
+
+	mu      sync.Mutex
+	closed  bool
+	nodes   map[string]PeerUpdate
+	enabled bool
+	rotate  bool
+	dirty   bool
+	want    *desired
+	// routesDirty says the table's declared routes need refreshing.
+	routesDirty bool
+
+	dev        Device
+	mode       Mode
+	modeReason string
+	linkIndex  int
+	cache      *devCache
+	resync     bool
+
+	key       PrivateKey
+	published PublicKey
+	ruleSet   bool
+	ruleUp    bool
+	sysctlOK  bool
+}
+
+// New validates opts and returns a Manager. It does no I/O and starts no
+// goroutine: the first Apply reads the kernel and makes the device.
+func New(opts Options) (*Manager, error) {
+	cfg, err := opts.config()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.KernelProvider == nil || cfg.UserspaceProvider == nil {
+		doer, ok := cfg.Kernel.(Doer)
+		switch {
+		case ok:
+			if cfg.KernelProvider == nil {
+				cfg.KernelProvider = NewKernelProvider(KernelProviderOptions{Links: cfg.Kernel, Doer: doer})
+			}
+			if cfg.UserspaceProvider == nil {
+				cfg.UserspaceProvider = NewUserspaceProvider(UserspaceProviderOptions{Links: cfg.Kernel, Doer: doer, Logger: cfg.Logger})
+			}
+		case cfg.Mode != ModeUserspace && cfg.KernelProvider == nil || cfg.Mode != ModeKernel && cfg.UserspaceProvider == nil:
+			return nil, fmt.Errorf("%w: Kernel cannot run work inside its namespace (no Do): give the providers", ErrInvalidOptions)
+		}
+	}
+	fam := routetable.IPv4
+	if cfg.Family == ipfamily.IPv6 {
+		fam = routetable.IPv6
+	}
+	tbl, err := routetable.New(routetable.Options{Kernel: cfg.Kernel, Family: fam, Table: cfg.Table,
+		Ownership: routetable.ExclusivePolicy{}, NoConntrackCleanup: true, GracePeriod: -1,
+		Logger: cfg.Logger, Clock: cfg.Clock})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	rules, err := routerule.New(routerule.Options{Family: fam, Kernel: cfg.Kernel,
+		Priorities: []uint32{cfg.RulePriority}, Tables: []uint32{cfg.Table}, Logger: cfg.Logger, Clock: cfg.Clock,
+		Name: "wireguard-rule-" + fam.String()})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return &Manager{
+		cfg: cfg, table: tbl, rules: rules,
+		rule: routerule.Rule{Priority: cfg.RulePriority, Mark: cfg.FirewallMark, Mask: cfg.FirewallMark, Invert: true,
+			Action: routerule.ActionLookup{Table: cfg.Table}},
+		nodes: map[string]PeerUpdate{}, enabled: !cfg.Disabled, dirty: true, routesDirty: true,
+	}, nil
+}
+
+// Name returns "wireguard-ipv4" or "wireguard-ipv6", for the loop's logs.
+func (m *Manager) Name() string { return "wireguard-" + m.cfg.Family.String() }
+
+// Phase implements dataplane.Driver: the device, its routes and the rule are
+// written in dataplane.PhaseRoutes, in that order, by one Apply.
+func (m *Manager) Phase() dataplane.Phase { return dataplane.PhaseRoutes }
+
+// OnUpdate records a message: PeerUpdate, PeerRemove, RotateKey or
+// SetEnabled (also by pointer); it ignores every other type. It does no I/O.
+// An invalid PeerUpdate (PeerUpdate.Validate) is logged and dropped, and
+// the node's earlier state stays.
+func (m *Manager) OnUpdate(msg any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch u := msg.(type) {
+	case PeerUpdate:
+		m.peerUpdate(u)
+	case *PeerUpdate:
+		if u != nil {
+			m.peerUpdate(*u)
+		}
+	case PeerRemove:
+		m.peerRemove(u.Node)
+	case *PeerRemove:
+		if u != nil {
+			m.peerRemove(u.Node)
+		}
+	case RotateKey, *RotateKey:
+		m.rotate = true
+	case SetEnabled:
+		m.setEnabled(u.Enabled)
+	case *SetEnabled:
+		if u != nil {
+			m.setEnabled(u.Enabled)
+		}
+	}
+}
+
+func (m *Manager) peerUpdate(u PeerUpdate) {
+	if err := u.Validate(); err != nil {
+		m.cfg.Logger.Warn("wireguard: dropping invalid peer update", "err", err)
+		return
+	}
+	if u.Node == m.cfg.NodeName && u.Node != "" {
+		return
+	}
+	u.CIDRs = slices.Clone(u.CIDRs)
+	m.nodes[u.Node] = u
+	m.dirty = true
+}
+
+func (m *Manager) peerRemove(node string) {
+	if _, ok := m.nodes[node]; ok {
+		delete(m.nodes, node)
+		m.dirty = true
+	}
+}
+
+func (m *Manager) setEnabled(on bool) {
+	if m.enabled != on {
+		m.enabled = on
+		m.dirty, m.routesDirty = true, true
+		m.ruleSet = false
+	}
+}
+
+// CompleteDeferredWork implements dataplane.Manager: it computes the peers,
+// routes and throws the recorded updates ask for. It does no I/O; Apply
+// writes them.
+func (m *Manager) CompleteDeferredWork(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recompute()
+	return nil
+}
+
+func (m *Manager) recompute() {
+	if !m.dirty && m.want != nil {
+		return
+	}
+	m.want = computeDesired(&m.cfg, m.nodes, m.key.publicIfSet())
+	m.dirty, m.routesDirty = false, true
+}
+
+func (k PrivateKey) publicIfSet() PublicKey {
+	if k.IsZero() {
+		return PublicKey{}
+	}
+	return k.Public()
+}
+
+// QueueResync implements dataplane.Driver: the next Apply re-reads the
+// device, its link, the table and the rules.
+func (m *Manager) QueueResync() {
+	m.mu.Lock()
+	m.resync = true
+	m.sysctlOK = false
+	m.mu.Unlock()
+	m.table.QueueResync()
+	m.rules.QueueResync()
+}
+
+// Apply implements dataplane.Driver. Enabled, it makes or adopts the device
+// (choosing the provider), sets its MTU and brings it up, loads or creates
+// the private key (publishing the public key), writes the device settings
+// and the peers that differ (in chunks of Options.PeerChunk), writes the
+// table's routes and throws, and, once the device and routes are ready,
+// the rule. Disabled, it removes the rule, then the routes, then the
+// device. A nil ctx is context.Background().
+func (m *Manager) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return dataplane.ApplyResult{}, ErrClosed
+	}
+	m.recompute()
+	if !m.enabled {
+		return m.applyDisabled(ctx)
+	}
+	if err := m.ensureDevice(ctx); err != nil {
+		return dataplane.ApplyResult{}, err
+	}
+	if err := m.ensureConfig(ctx); err != nil {
+		m.resync = true
+		return dataplane.ApplyResult{}, err
+	}
+	if m.cfg.EncryptHostTraffic && m.cfg.Family == ipfamily.IPv4 && !m.sysctlOK {
+		// Replies to encrypted host traffic come back through the device
+		// while the packets that left carried the mark: the reverse-path
+		// check must take the mark into account.
+		if err := m.cfg.Kernel.SetSysctl(ctx, "net.ipv4.conf.all.src_valid_mark", "1"); err != nil {
+			return dataplane.ApplyResult{}, fmt.Errorf("wireguard: src_valid_mark: %w", err)
+		}
+		m.sysctlOK = true
+	}
+	if m.routesDirty {
+		if err := m.declareRoutes(); err != nil {
+			return dataplane.ApplyResult{}, err
+		}
+	}
+	res, err := m.table.Apply(ctx)
+	ready := err == nil && m.routesReady()
+	if err != nil && !errors.Is(err, dataplane.ErrPartial) {
+		return res, err
+	}
+	if ready && !m.ruleSet {
+		if rerr := m.rules.SetRule(m.rule); rerr != nil {
+			return res, rerr
+		}
+		m.ruleSet = true
+	}
+	if m.ruleSet {
+		rres, rerr := m.rules.Apply(ctx)
+		m.ruleUp = rerr == nil
+		res = minRetry(res, rres)
+		err = errors.Join(err, rerr)
+	}
+	return res, err
+}
+
+func minRetry(a, b dataplane.ApplyResult) dataplane.ApplyResult {
+	if b.RetryAfter > 0 && (a.RetryAfter <= 0 || b.RetryAfter < a.RetryAfter) {
+		return b
+	}
+	return a
+}
+
+func (m *Manager) routesReady() bool {
+	s := m.table.Stats()
+	return s.PendingUpdates == 0 && s.PendingDeletions == 0 && s.Desired == s.Declared
+}
+
+func (m *Manager) declareRoutes() error {
+	targets := make([]routetable.Target, len(m.want.routes))
+	for i, p := range m.want.routes {
+		targets[i] = routetable.Target{CIDR: p}
+	}
+	throws := make([]routetable.Target, len(m.want.throws))
+	for i, p := range m.want.throws {
+		throws[i] = routetable.Target{CIDR: p, Type: routetable.TargetThrow}
+	}
+	if err := m.table.SetRoutes(classPeers, m.cfg.InterfaceName, targets); err != nil {
+		return err
+	}
+	if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, throws); err != nil {
+		return err
+	}
+	m.routesDirty = false
+	return nil
+}
+
+// applyDisabled removes the rule, then the routes, then the device, each
+// step only once the one before succeeded.
+func (m *Manager) applyDisabled(ctx context.Context) (dataplane.ApplyResult, error) {
+	m.ruleSet = false
+	if err := m.rules.SetRules(nil); err != nil {
+		return dataplane.ApplyResult{}, err
+	}
+	if res, err := m.rules.Apply(ctx); err != nil {
+		return res, err
+	}
+	m.ruleUp = false
+	if m.routesDirty {
+		if err := m.table.SetRoutes(classPeers, m.cfg.InterfaceName, nil); err != nil {
+			return dataplane.ApplyResult{}, err
+		}
+		if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, nil); err != nil {
+			return dataplane.ApplyResult{}, err
+		}
+		m.routesDirty = false
+	}
+	if res, err := m.table.Apply(ctx); err != nil {
+		return res, err
+	}
+	if m.dev != nil {
+		if err := m.dev.Delete(ctx); err != nil {
+			return dataplane.ApplyResult{}, fmt.Errorf("%w: deleting %s: %w", ErrDevice, m.cfg.InterfaceName, err)
+		}
+		m.dev, m.cache = nil, nil
+		return dataplane.ApplyResult{}, nil
+	}
+	// A device left by an earlier run: a kernel one is deleted; a
+	// userspace one died with its process.
+	l, err := m.cfg.Kernel.LinkByName(ctx, m.cfg.InterfaceName)
+	switch {
+	case errors.Is(err, kernel.ErrNotFound):
+		return dataplane.ApplyResult{}, nil
+	case err != nil:
+		return dataplane.ApplyResult{}, err
+	case l.Kind == kernel.KindWireGuard:
+		if err := m.cfg.Kernel.DeleteLink(ctx, l.Index); err != nil && !errors.Is(err, kernel.ErrNotFound) {
+			return dataplane.ApplyResult{}, err
+		}
+	}
+	return dataplane.ApplyResult{}, nil
+}
+
+// ensureDevice opens the device if the Manager has none (or it vanished),
+// sets its MTU and brings it up.
+func (m *Manager) ensureDevice(ctx context.Context) error {
+	l, err := m.cfg.Kernel.LinkByName(ctx, m.cfg.InterfaceName)
+	if err != nil && !errors.Is(err, kernel.ErrNotFound) {
+		return err
+	}
+	exists := err == nil
+	if m.dev != nil && (!exists || l.Index != m.linkIndex) {
+		// Deleted (or replaced) behind our back: start again.
+		m.cfg.Logger.Warn("wireguard: device vanished, making it again", "device", m.cfg.InterfaceName)
+		_ = m.dev.Close()
+		m.dev, m.cache = nil, nil
+	}
+	if m.dev == nil {
+		if err := m.openDevice(ctx, l, exists); err != nil {
+			return err
+		}
+		if l, err = m.cfg.Kernel.LinkByName(ctx, m.cfg.InterfaceName); err != nil {
+			return fmt.Errorf("%w: %s made but not found: %w", ErrDevice, m.cfg.InterfaceName, err)
+		}
+		m.linkIndex = l.Index
+		m.resync = true
+		m.table.QueueResync()
+	}
+	if l.MTU != m.cfg.mtu {
+		if err := m.cfg.Kernel.SetLinkMTU(ctx, l.Index, m.cfg.mtu); err != nil {
+			return fmt.Errorf("%w: MTU of %s: %w", ErrDevice, l.Name, err)
+		}
+	}
+	if !l.AdminUp {
+		if err := m.cfg.Kernel.SetLinkUp(ctx, l.Index, true); err != nil {
+			return fmt.Errorf("%w: bringing %s up: %w", ErrDevice, l.Name, err)
+		}
+		if l, err = m.cfg.Kernel.LinkByName(ctx, m.cfg.InterfaceName); err != nil {
+			return err
+		}
+	}
+	m.table.OnIfaceStateChanged(l.Name, l.Index, l.State())
+	return nil
+}
+
+func (m *Manager) openDevice(ctx context.Context, l kernel.Link, exists bool) error {
+	spec := DeviceSpec{Name: m.cfg.InterfaceName, MTU: m.cfg.mtu}
+	try := func(p Provider, reason string) error {
+		if p == nil {
+			return fmt.Errorf("%w: no provider given", ErrNotSupported)
+		}
+		dev, err := p.Open(ctx, spec)
+		if err != nil {
+			return err
+		}
+		m.dev, m.mode, m.modeReason = dev, p.Mode(), reason
+		m.cfg.Logger.Info("wireguard: device ready", "device", spec.Name, "mode", p.Mode().String(), "reason", reason)
+		return nil
+	}
+	switch m.cfg.Mode {
+	case ModeKernel:
+		return try(m.cfg.KernelProvider, "mode kernel asked for")
+	case ModeUserspace:
+		return try(m.cfg.UserspaceProvider, "mode userspace asked for")
+	}
+	if exists {
+		switch l.Kind {
+		case kernel.KindWireGuard:
+			return try(m.cfg.KernelProvider, "adopted the kernel device")
+		case kernel.KindTUN:
+			return try(m.cfg.UserspaceProvider, "a tun device of that name exists")
+		default:
+			return fmt.Errorf("%w: %s is a %s link", ErrForeignDevice, l.Name, l.Kind)
+		}
+	}
+	kerr := try(m.cfg.KernelProvider, "the kernel has WireGuard")
+	if kerr == nil {
+		return nil
+	}
+	if !errors.Is(kerr, ErrNotSupported) {
+		return kerr
+	}
+	uerr := try(m.cfg.UserspaceProvider, "kernel provider: "+kerr.Error())
+	if uerr != nil {
+		return fmt.Errorf("%w: kernel: %w; userspace: %w", ErrNoProvider, kerr, uerr)
+	}
+	return nil
+}
+
+// ensureConfig reads the device when due, settles the key and writes the
+// settings and peers that differ.
+func (m *Manager) ensureConfig(ctx context.Context) error {
+	if m.resync || m.cache == nil {
+		st, err := m.dev.State(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: reading %s: %w", ErrDevice, m.cfg.InterfaceName, err)
+		}
+		m.cache = newCache(st)
+		m.resync = false
+	}
+	if err := m.ensureKey(); err != nil {
+		return err
+	}
+	var set DeviceConfig
+	if m.cache.priv != m.key {
+		k := m.key
+		set.PrivateKey = &k
+	}
+	if m.cache.listenPort != m.cfg.ListenPort {
+		p := m.cfg.ListenPort
+		set.ListenPort = &p
+	}
+	if m.cache.fwmark != m.cfg.FirewallMark {
+		f := m.cfg.FirewallMark
+		set.FirewallMark = &f
+	}
+	if set.PrivateKey != nil || set.ListenPort != nil || set.FirewallMark != nil {
+		if err := m.dev.Configure(ctx, set); err != nil {
+			return fmt.Errorf("%w: settings of %s: %w", ErrDevice, m.cfg.InterfaceName, err)
+		}
+		m.cache.priv, m.cache.listenPort, m.cache.fwmark = m.key, m.cfg.ListenPort, m.cfg.FirewallMark
+	}
+	if pub := m.key.Public(); pub != m.published {
+		m.cfg.Logger.Info("wireguard: public key", "device", m.cfg.InterfaceName, "public_key", pub.String())
+		if m.cfg.OnPublicKey != nil {
+			m.cfg.OnPublicKey(pub)
+		}
+		m.published = pub
+	}
+	ops := diffPeers(m.want.peers, m.cache.peers, m.cfg.keepalive())
+	for _, c := range chunk(ops, m.cfg.PeerChunk) {
+		if err := m.dev.Configure(ctx, DeviceConfig{Peers: c}); err != nil {
+			return fmt.Errorf("%w: peers of %s: %w", ErrDevice, m.cfg.InterfaceName, err)
+		}
+		m.cache.apply(c)
+	}
+	return nil
+}
+
+// ensureKey loads the key file (once), making a key when there is none, and
+// rotates the key when asked.
+func (m *Manager) ensureKey() error {
+	if m.key.IsZero() {
+		k, err := ReadKeyFile(m.cfg.KeyFile)
+		switch {
+		case err == nil:
+			if fi, serr := os.Stat(m.cfg.KeyFile); serr == nil && fi.Mode().Perm()&^KeyFileMode != 0 {
+				m.cfg.Logger.Warn("wireguard: key file readable by others, tightening it", "path", m.cfg.KeyFile, "mode", fi.Mode().Perm().String())
+				if cerr := os.Chmod(m.cfg.KeyFile, KeyFileMode); cerr != nil {
+					return fmt.Errorf("%w: %w", ErrKeyFile, cerr)
+				}
+			}
+		case isNotExist(err):
+			if k = m.cache.priv; k.IsZero() {
+				if k, err = GeneratePrivateKey(); err != nil {
+					return err
+				}
+				m.cfg.Logger.Info("wireguard: generated a private key", "path", m.cfg.KeyFile)
+			} else {
+				m.cfg.Logger.Info("wireguard: keeping the device's private key", "path", m.cfg.KeyFile)
+			}
+			if err := WriteKeyFile(m.cfg.KeyFile, k); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+		m.key = k
+		m.dirty = true // our own key takes part in conflicts
+	}
+	if m.rotate {
+		k, err := GeneratePrivateKey()
+		if err != nil {
+			return err
+		}
+		if err := WriteKeyFile(m.cfg.KeyFile, k); err != nil {
+			return err
+		}
+		m.cfg.Logger.Info("wireguard: rotated the private key", "path", m.cfg.KeyFile)
+		m.key, m.rotate, m.dirty = k, false, true
+	}
+	m.recompute()
+	return nil
+}
+
+// Status returns what the Manager knows about itself.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := Status{Enabled: m.enabled, Mode: m.mode, ModeReason: m.modeReason, Device: m.cfg.InterfaceName,
+		PublicKey: m.published, RuleInstalled: m.ruleUp}
+	if m.want != nil {
+		s.Peers = len(m.want.peers)
+		s.NotPeers = slices.Clone(m.want.notPeers)
+		for _, c := range m.want.conflicts {
+			s.Conflicts = append(s.Conflicts, Conflict{PublicKey: c.PublicKey, Nodes: slices.Clone(c.Nodes)})
+		}
+	}
+	return s
+}
+
+// PeerStats reads the device's peers' counters, gives each to
+// Options.Metrics (if set) and returns them, ordered by node name. A
+// Manager without a device returns none.
+func (m *Manager) PeerStats(ctx context.Context) ([]PeerStats, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	m.mu.Lock()
+	dev, want := m.dev, m.want
+	m.mu.Unlock()
+	if dev == nil {
+		return nil, nil
+	}
+	st, err := dev.State(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading %s: %w", ErrDevice, m.cfg.InterfaceName, err)
+	}
+	out := make([]PeerStats, 0, len(st.Peers))
+	for _, p := range st.Peers {
+		ps := PeerStats{PublicKey: p.PublicKey, LastHandshake: p.LastHandshake, ReceiveBytes: p.ReceiveBytes, TransmitBytes: p.TransmitBytes}
+		if want != nil {
+			if w := want.peers[p.PublicKey]; w != nil {
+				ps.Node = w.node
+			}
+		}
+		out = append(out, ps)
+	}
+	slices.SortFunc(out, func(a, b PeerStats) int {
+		if a.Node != b.Node {
+			if a.Node < b.Node {
+				return -1
+			}
+			return 1
+		}
+		return compareKeys(a.PublicKey, b.PublicKey)
+	})
+	if m.cfg.Metrics != nil {
+		for _, ps := range out {
+			m.cfg.Metrics.ObservePeer(ps)
+		}
+	}
+	return out, nil
+}
+
+// Close releases the device handle: a userspace device stops (its
+// goroutines, TUN interface and control socket go), a kernel device stays
+// for the next run to adopt. Routes and the rule stay too: a restarted
+// Manager adopts them and writes only the difference (use SetEnabled to
+// remove everything). Close is idempotent; later calls of Apply fail with
+// ErrClosed.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	if m.dev == nil {
+		return nil
+	}
+	err := m.dev.Close()
+	m.dev = nil
+	return err
+}
+
+// Run blocks until ctx ends, then closes the Manager (see Close), so the
+// userspace device lives exactly as long as the agent's context.
+func (m *Manager) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return m.Close()
+}
