@@ -2,7 +2,8 @@
 // drives them: it batches typed messages for the managers, then applies the
 // drivers in a fixed phase order, and owns the policy around that — in-sync
 // gating, coalescing, throttling, retry with backoff, periodic resync,
-// health and in-sync reporting.
+// health and in-sync reporting, a standby mode for instances that are not
+// the leader, and metrics.
 //
 // # Contracts
 //
@@ -77,6 +78,31 @@
 // a driver or a callback becomes a *PanicError (wrapping ErrPanic) in the
 // health report; the loop carries on. Run returns when its context ends,
 // after the pass in progress, if any, has returned.
+//
+// # Standby
+//
+// An agent that runs several instances and elects a leader keeps the
+// others inactive (Options.Inactive, Loop.SetActive(false)). An inactive
+// loop takes messages and gives them to its managers as usual and, past the
+// in-sync gate, runs standby passes: CompleteDeferredWork of every manager
+// except those that write to the kernel themselves (the Resyncers), so the
+// drivers hold the complete desired state. It applies no driver and calls no
+// Resyncer, so it writes nothing. SetActive(true) turns it active without a
+// restart: it queues a resync on every driver and Resyncer (another instance
+// may have changed the kernel meanwhile) and runs an apply pass at once.
+// SetActive(false) takes effect after the pass in progress; Health.Active
+// says which mode the loop is in.
+//
+// # Metrics
+//
+// Options.Metrics receives the loop's measurements through the small
+// Metrics interface, which an agent backs with Prometheus or anything else
+// (the package imports no metrics library): every driver Apply and
+// ApplyDeletions with its duration and outcome (succeeded, partial with the
+// objects that failed, failed), every manager's CompleteDeferredWork, every
+// pass, the input queue's depth, and every resync the loop asks for and why
+// (periodic, after a failure, on activation). It is called from the loop's
+// goroutine only.
 //
 // # Concurrency
 //

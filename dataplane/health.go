@@ -7,6 +7,11 @@ import "time"
 type Health struct {
 	// Live is true while Run is running.
 	Live bool
+	// Active is true while the loop writes to the kernel: it is false
+	// while the loop is inactive (Options.Inactive, Loop.SetActive), and
+	// changes once the loop has taken the change, after the pass in
+	// progress, if any.
+	Active bool
 	// Ready is true once both in-sync markers have arrived and an apply
 	// pass has succeeded: no manager and no driver failed (objects that
 	// failed on their own, FailingObjects, do not count). It stays true

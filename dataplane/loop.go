@@ -37,6 +37,9 @@ type Loop struct {
 
 	wakeC chan struct{} // holds a token while a Wake is pending
 
+	active  atomic.Bool   // what SetActive asked for last
+	activeC chan struct{} // holds a token while a SetActive is pending
+
 	// Set by tests only. testHookIdle is called from the loop's goroutine
 	// each time it is about to wait for an event, with whether no event is
 	// waiting and the last value taken from testPoke, a channel that wakes
@@ -73,7 +76,10 @@ func New(opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loop{opts: o, log: o.Logger, clk: o.Clock, q: newQueue(o.QueueSize), wakeC: make(chan struct{}, 1)}, nil
+	l := &Loop{opts: o, log: o.Logger, clk: o.Clock, q: newQueue(o.QueueSize),
+		wakeC: make(chan struct{}, 1), activeC: make(chan struct{}, 1)}
+	l.active.Store(!o.Inactive)
+	return l, nil
 }
 
 // AddManager registers m. Managers see every message in registration order,
@@ -167,6 +173,34 @@ func (l *Loop) Wake() {
 	default:
 	}
 }
+
+// SetActive makes the loop active (it applies its drivers and writes to the
+// kernel) or inactive (a standby instance: managers get every message and
+// run, but nothing is written). An agent that elects a leader calls it when
+// it gains or loses leadership; no restart is needed either way.
+//
+// Becoming active, the loop queues a resync on every driver and on every
+// manager that implements Resyncer, since another instance may have changed
+// the kernel meanwhile, and runs an apply pass at once (once both in-sync
+// markers have arrived). Becoming inactive takes effect after the pass in
+// progress, if any: from then on no Apply, ApplyDeletions or
+// CompleteDeferredWork of a Resyncer is called. Health.Active says when the
+// loop has taken the change.
+//
+// It never blocks and may be called from any goroutine, before, during and
+// after Run; calls that arrive while the loop is busy merge, and the last one
+// wins.
+func (l *Loop) SetActive(active bool) {
+	l.active.Store(active)
+	select {
+	case l.activeC <- struct{}{}:
+	default:
+	}
+}
+
+// Active reports what SetActive (or Options.Inactive) asked for last.
+// Health.Active reports what the loop is doing.
+func (l *Loop) Active() bool { return l.active.Load() }
 
 // Send queues msg for the managers, waiting while the queue is full. It
 // returns ctx's error if ctx ends first, ErrStopped once Run has returned,

@@ -76,6 +76,16 @@ type Options struct {
 	// first successful apply pass (which comes after both in-sync
 	// markers).
 	OnInSync func()
+
+	// Inactive starts the loop inactive, as a standby instance that is not
+	// the leader: managers get every message and run, but no driver is
+	// applied and no manager that writes to the kernel itself (a Resyncer)
+	// is called, so nothing is written until Loop.SetActive(true). The
+	// zero value starts it active.
+	Inactive bool
+	// Metrics, if set, receives the loop's measurements (see Metrics).
+	// Nil records nothing.
+	Metrics Metrics
 }
 
 // Throttle is a token bucket on apply passes: it holds up to Burst passes

@@ -26,6 +26,7 @@ type runner struct {
 	batch    []any
 
 	datastoreInSync, interfacesInSync bool
+	active                            bool // writes to the kernel (see Loop.SetActive)
 	dirty                             bool // intent changed since the last pass, or a timer wants one
 	eligible                          bool // the coalescing window is over, or a timer wants a pass
 	failures                          int  // consecutive passes with a failed driver or manager
@@ -50,6 +51,7 @@ type task struct {
 	err       error
 	partial   bool // err reports only objects that failed (ErrPartial)
 	skipped   bool // the driver waits out its backoff
+	steps     []DriverApply
 }
 
 func newRunner(l *Loop, managers []*managerEntry, drivers []*driverEntry) *runner {
@@ -84,8 +86,9 @@ func (r *runner) run(ctx context.Context) error {
 	if r.o.OnHealth != nil && r.o.HealthInterval > 0 {
 		r.healthAt = now.Add(r.o.HealthInterval)
 	}
-	r.log.Debug("dataplane loop starting", "managers", len(r.managers), "drivers", len(r.drivers))
-	r.report(r.l.updateHealth(func(h *Health) { h.Live = true }))
+	r.active = r.l.active.Load()
+	r.log.Debug("dataplane loop starting", "managers", len(r.managers), "drivers", len(r.drivers), "active", r.active)
+	r.report(r.l.updateHealth(func(h *Health) { h.Live, h.Active = true, r.active }))
 	defer func() {
 		r.l.q.stop()
 		if r.wake != nil {
@@ -99,6 +102,7 @@ func (r *runner) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		r.syncActive()
 		now := r.clk.Now()
 		r.runDue(now)
 		if r.wantApply() {
@@ -124,6 +128,7 @@ func (r *runner) run(ctx context.Context) error {
 			r.receive()
 		case <-r.l.wakeC:
 			r.markDirty()
+		case <-r.l.activeC:
 		case <-r.wakeC():
 			r.wakeArmed = false
 		case r.lastPoke = <-r.l.testPoke:
@@ -137,8 +142,61 @@ func (r *runner) wantApply() bool {
 	return r.datastoreInSync && r.interfacesInSync && r.dirty && r.eligible
 }
 
+// syncActive takes a change SetActive asked for. Becoming active, it
+// queues a resync on every driver and Resyncer manager and asks for a pass
+// at once.
+func (r *runner) syncActive() {
+	want := r.l.active.Load()
+	if want == r.active {
+		return
+	}
+	r.active = want
+	if want {
+		r.log.Info("dataplane: active: applying drivers")
+		for _, e := range r.drivers {
+			r.queueResync(e.name, false, ResyncActivated, e.d.QueueResync)
+		}
+		for _, me := range r.managers {
+			if me.resyncer != nil {
+				r.queueResync(me.name, true, ResyncActivated, me.resyncer.QueueResync)
+			}
+		}
+		r.dirty, r.eligible = true, true
+	} else {
+		r.log.Info("dataplane: inactive: nothing is written until active again")
+	}
+	r.report(r.l.updateHealth(func(h *Health) { h.Active = want }))
+}
+
+// queueResync calls a driver's or manager's QueueResync and reports it.
+func (r *runner) queueResync(name string, manager bool, why ResyncReason, f func()) {
+	if err := safeDo(f); err != nil {
+		kind := "driver"
+		if manager {
+			kind = "manager"
+		}
+		r.recordError(fmt.Errorf("dataplane: %s %s QueueResync: %w", kind, name, err))
+	}
+	r.metric(func(m Metrics) { m.Resynced(ResyncEvent{Name: name, Manager: manager, Reason: why}) })
+}
+
+// metric hands one measurement to Options.Metrics, if set.
+func (r *runner) metric(f func(Metrics)) {
+	m := r.o.Metrics
+	if m == nil {
+		return
+	}
+	if err := safeDo(func() { f(m) }); err != nil {
+		r.log.Error("dataplane: Metrics panicked", "error", err)
+	}
+}
+
 // receive takes a batch from the queue and gives it to every manager.
 func (r *runner) receive() {
+	if r.o.Metrics != nil {
+		n := r.l.q.len()
+		r.metric(func(m Metrics) { m.QueueDepth(n) })
+	}
 	r.batch = r.l.q.drain(r.batch, r.o.MaxBatch)
 	if len(r.batch) == 0 {
 		return
@@ -211,11 +269,12 @@ func (r *runner) runDue(now time.Time) {
 			continue
 		}
 		r.resyncAt[i] = now.Add(jittered(e.resync, r.o.ResyncJitter, r.o.Rand))
+		if !r.active {
+			continue // activation resyncs every driver anyway
+		}
 		r.dirty, r.eligible = true, true
 		r.log.Debug("dataplane: periodic resync", "driver", e.name)
-		if err := safeDo(e.d.QueueResync); err != nil {
-			r.recordError(fmt.Errorf("dataplane: driver %s QueueResync: %w", e.name, err))
-		}
+		r.queueResync(e.name, false, ResyncPeriodic, e.d.QueueResync)
 	}
 	if due(r.healthAt) {
 		r.healthAt = now.Add(r.o.HealthInterval)
@@ -266,7 +325,8 @@ func (r *runner) arm(next time.Time, ok bool, now time.Time) {
 // quiet reports whether no event is waiting for the loop: the queue is empty,
 // no Wake is pending and the wake timer has not fired. Tests use it to know the loop is settled.
 func (r *runner) quiet() bool {
-	return r.l.q.len() == 0 && len(r.l.testPoke) == 0 && len(r.l.wakeC) == 0 && (!r.wakeArmed || len(r.wake.C()) == 0)
+	return r.l.q.len() == 0 && len(r.l.testPoke) == 0 && len(r.l.wakeC) == 0 && len(r.l.activeC) == 0 &&
+		(!r.wakeArmed || len(r.wake.C()) == 0)
 }
 
 func (r *runner) wakeC() <-chan time.Time {
@@ -280,21 +340,15 @@ func (r *runner) wakeC() <-chan time.Time {
 // drivers step by step. A driver waiting out its backoff is skipped; the
 // others are applied as usual.
 func (r *runner) pass(ctx context.Context) {
+	if !r.active {
+		r.standbyPass(ctx)
+		return
+	}
 	start := r.clk.Now()
 	r.dirty, r.eligible = false, false
 	r.windowAt, r.reschedAt, r.throttleAt, r.retryAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 
-	var errs []error
-	for _, me := range r.managers {
-		me.failed = false
-		if err := safeCall(func() error { return me.m.CompleteDeferredWork(ctx) }); err != nil {
-			me.failed = true
-			me.failures++
-			errs = append(errs, fmt.Errorf("dataplane: manager %s: %w", me.name, err))
-		} else {
-			me.failures = 0
-		}
-	}
+	errs := r.completeManagers(ctx, false)
 	for _, e := range r.drivers {
 		e.failed = false
 		e.skipped = !e.retryAt.IsZero() && start.Before(e.retryAt)
@@ -305,10 +359,13 @@ func (r *runner) pass(ctx context.Context) {
 	var retry time.Duration
 	var objectFailures uint64
 	for _, tasks := range r.stages {
-		runStage(ctx, tasks)
+		runStage(ctx, tasks, r.clk)
 		for _, t := range tasks {
 			if t.skipped {
 				continue
+			}
+			for _, st := range t.steps {
+				r.metric(func(m Metrics) { m.DriverApplied(st) })
 			}
 			if t.err != nil {
 				errs = append(errs, t.err)
@@ -352,6 +409,7 @@ func (r *runner) pass(ctx context.Context) {
 	} else {
 		r.failures++
 	}
+	r.passMetrics(end.Sub(start), true, ok, err)
 	r.report(r.l.updateHealth(func(h *Health) {
 		h.Applies++
 		h.FailingDrivers = failing
@@ -381,6 +439,77 @@ func (r *runner) pass(ctx context.Context) {
 	}
 }
 
+// completeManagers calls CompleteDeferredWork on every manager, except, in
+// a standby pass, those that write to the kernel themselves (Resyncers),
+// and returns their errors.
+func (r *runner) completeManagers(ctx context.Context, standby bool) []error {
+	var errs []error
+	for _, me := range r.managers {
+		me.failed = false
+		if standby && me.resyncer != nil {
+			continue
+		}
+		start := r.clk.Now()
+		err := safeCall(func() error { return me.m.CompleteDeferredWork(ctx) })
+		took := r.clk.Now().Sub(start)
+		if err != nil {
+			me.failed = true
+			me.failures++
+			err = fmt.Errorf("dataplane: manager %s: %w", me.name, err)
+			errs = append(errs, err)
+		} else {
+			me.failures = 0
+		}
+		r.metric(func(m Metrics) {
+			m.ManagerCompleted(ManagerWork{Manager: me.name, Duration: took, Outcome: outcomeOf(err, false), Err: err})
+		})
+	}
+	return errs
+}
+
+// standbyPass is the pass of an inactive loop: the managers turn their
+// intent into desired state on their drivers, which are not applied, and
+// managers that write to the kernel themselves are not called. Failed
+// managers are retried after their backoff, as in an apply pass.
+func (r *runner) standbyPass(ctx context.Context) {
+	start := r.clk.Now()
+	r.dirty, r.eligible = false, false
+	r.windowAt, r.reschedAt, r.throttleAt, r.retryAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	errs := r.completeManagers(ctx, true)
+	end := r.clk.Now()
+	if ctx.Err() != nil {
+		return
+	}
+	err := errors.Join(errs...)
+	for _, me := range r.managers {
+		if me.failed {
+			r.considerRetry(end.Add(backoffDelay(r.o.Backoff.Initial, r.o.Backoff.Max, me.failures)))
+		}
+	}
+	if err != nil {
+		r.log.Warn("dataplane standby pass failed", "error", err, "retryIn", r.retryIn(end))
+		r.report(r.l.updateHealth(func(h *Health) { h.LastError, h.LastErrorAt = err, end }))
+	}
+	r.passMetrics(end.Sub(start), false, err == nil, err)
+}
+
+// passMetrics reports a pass and the queue depth after it.
+func (r *runner) passMetrics(took time.Duration, active, ok bool, err error) {
+	if r.o.Metrics == nil {
+		return
+	}
+	out := OutcomeSucceeded
+	switch {
+	case !ok:
+		out = OutcomeFailed
+	case err != nil:
+		out = OutcomePartial
+	}
+	r.metric(func(m Metrics) { m.PassCompleted(PassStats{Duration: took, Active: active, Outcome: out}) })
+	n := r.l.q.len()
+	r.metric(func(m Metrics) { m.QueueDepth(n) })
+}
+
 // settleFailures updates every driver's and manager's backoff after a pass
 // that ended at end, queues a resync on what failed, arms the retry, and
 // returns the drivers still failing (failed now, or skipped while backing
@@ -391,9 +520,7 @@ func (r *runner) settleFailures(end time.Time) (failing []string, objects int) {
 		case e.failed:
 			e.failures++
 			e.retryAt = end.Add(backoffDelay(r.o.Backoff.Initial, r.o.Backoff.Max, e.failures))
-			if err := safeDo(e.d.QueueResync); err != nil {
-				r.log.Error("dataplane: QueueResync panicked", "driver", e.name, "error", err)
-			}
+			r.queueResync(e.name, false, ResyncAfterFailure, e.d.QueueResync)
 		case !e.skipped:
 			e.failures, e.retryAt = 0, time.Time{}
 		}
@@ -411,9 +538,7 @@ func (r *runner) settleFailures(end time.Time) (failing []string, objects int) {
 		if me.resyncer == nil {
 			continue
 		}
-		if err := safeDo(me.resyncer.QueueResync); err != nil {
-			r.log.Error("dataplane: QueueResync panicked", "manager", me.name, "error", err)
-		}
+		r.queueResync(me.name, true, ResyncAfterFailure, me.resyncer.QueueResync)
 	}
 	return failing, objects
 }
@@ -444,35 +569,47 @@ func (r *runner) anyManagerFailed() bool {
 
 // runStage runs the tasks of one step, in parallel when there are several,
 // and returns when all are done.
-func runStage(ctx context.Context, tasks []*task) {
+func runStage(ctx context.Context, tasks []*task, clk clock.Clock) {
 	switch len(tasks) {
 	case 0:
 		return
 	case 1:
-		tasks[0].run(ctx)
+		tasks[0].run(ctx, clk)
 		return
 	}
 	var wg sync.WaitGroup
 	for _, t := range tasks[1:] {
-		wg.Go(func() { t.run(ctx) })
+		wg.Go(func() { t.run(ctx, clk) })
 	}
-	tasks[0].run(ctx)
+	tasks[0].run(ctx, clk)
 	wg.Wait()
 }
 
-func (t *task) run(ctx context.Context) {
+func (t *task) run(ctx context.Context, clk clock.Clock) {
 	t.res, t.err, t.partial = ApplyResult{}, nil, false
+	t.steps = t.steps[:0]
 	t.skipped = t.e.skipped
 	if t.skipped {
 		return
 	}
 	var errs []error
 	partial := true
-	step := func(what string, apply func(context.Context) (ApplyResult, error)) {
+	step := func(what string, deletions bool, apply func(context.Context) (ApplyResult, error)) {
+		start := clk.Now()
 		res, err := safeApply(ctx, apply)
+		m := DriverApply{Driver: t.e.name, Phase: t.e.phase, Deletions: deletions, Duration: clk.Now().Sub(start), Err: err}
+		if deletions {
+			m.Phase = PhaseIPSetsDelete
+		}
+		isPartial := err != nil && errors.Is(err, ErrPartial)
+		m.Outcome = outcomeOf(err, isPartial)
+		if isPartial {
+			m.FailedObjects, _ = failedObjects(err)
+		}
+		t.steps = append(t.steps, m)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("dataplane: driver %s (%s): %w", t.e.name, what, err))
-			if !errors.Is(err, ErrPartial) {
+			if !isPartial {
 				partial = false
 				return
 			}
@@ -482,10 +619,10 @@ func (t *task) run(ctx context.Context) {
 		}
 	}
 	if t.apply {
-		step(t.e.phase.String(), t.e.d.Apply)
+		step(t.e.phase.String(), false, t.e.d.Apply)
 	}
 	if t.deletions {
-		step("deletions", t.e.deleter.ApplyDeletions)
+		step("deletions", true, t.e.deleter.ApplyDeletions)
 	}
 	t.err = errors.Join(errs...)
 	t.partial = t.err != nil && partial
