@@ -62,8 +62,11 @@ type DeletionApplier interface {
 }
 
 // Resyncer is an optional interface for managers that write to the kernel
-// themselves in CompleteDeferredWork. When such a manager fails, the loop
-// calls QueueResync before the retry, as it does for a failed driver.
+// themselves in CompleteDeferredWork (sysctls, say), and the mark the loop
+// knows them by. When such a manager fails, the loop calls QueueResync
+// before the retry, as it does for a failed driver. An inactive loop (see
+// Loop.SetActive) does not call its CompleteDeferredWork at all, since that
+// would write, and calls QueueResync when it becomes active.
 type Resyncer interface {
 	// QueueResync makes the next CompleteDeferredWork re-read the kernel.
 	QueueResync()
