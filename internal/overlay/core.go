@@ -1,0 +1,241 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/mtu"
+)
+
+// CoreOptions configure a Core; the managers validate them first.
+type CoreOptions struct {
+	// Family is the family of the underlay, the tunnel and the blocks.
+	Family ipfamily.Family
+	// NodeName is this node's name: its blocks get blackholes, its
+	// underlay address makes the tunnel's local end.
+	NodeName string
+	// Kernel lists the host's links and addresses.
+	Kernel HostKernel
+	// Routes receives the routes.
+	Routes RouteSink
+	// Classes are the route classes.
+	Classes Classes
+	// Mode says how remote blocks are routed.
+	Mode Mode
+	// Device is the tunnel device's name.
+	Device string
+	// Encap is the encapsulation, for the device MTU.
+	Encap mtu.Encap
+	// MTU fixes the device MTU; 0 derives it from the host MTU.
+	MTU int
+	// Sets, SetName and Extra make the node-address set; nil Sets for
+	// none.
+	Sets    SetSink
+	SetName string
+	Extra   []netip.Prefix
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Local is what Sync knows of this node when it asks for the device.
+type Local struct {
+	// Underlay is this node's underlay address (invalid when unknown).
+	Underlay netip.Addr
+	// Parent is the link holding Underlay (Index 0 when none does).
+	Parent kernel.Link
+	// MTU is the device MTU: CoreOptions.MTU, or the host MTU less the
+	// overhead, or the parent's MTU less it; 0 when none is known.
+	MTU int
+	// Host is the host view Sync read.
+	Host *Host
+}
+
+// Core is the state a manager shares between vxlan and ipip: nodes,
+// blocks, the host view, the route calculation and the node-address set.
+// Its setters are called from the loop's goroutine (OnUpdate); the
+// notification methods (OnLinkUpdate, OnAddrs) from any goroutine.
+type Core struct {
+	opts    CoreOptions
+	routes  *Routes
+	members *Members
+	log     *slog.Logger
+
+	underlay map[string]netip.Addr
+	hostMTU  int
+
+	mu        sync.Mutex // guards the fields below, which notifications read
+	host      *Host
+	hostDirty bool
+	local     netip.Addr
+	parent    string
+}
+
+// NewCore returns a Core; it does no I/O.
+func NewCore(o CoreOptions) *Core {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Core{
+		opts:      o,
+		routes:    NewRoutes(o.Routes, o.Classes, o.Mode, o.NodeName, o.Device),
+		members:   NewMembers(o.Sets, o.SetName, o.Extra),
+		log:       log,
+		underlay:  map[string]netip.Addr{},
+		hostDirty: true,
+	}
+}
+
+// Routes returns the route calculation.
+func (c *Core) Routes() *Routes { return c.routes }
+
+// Members returns the node-address set.
+func (c *Core) Members() *Members { return c.members }
+
+// SetNode records a node's underlay address and tunnel gateway.
+func (c *Core) SetNode(name string, n Node) {
+	if old, ok := c.underlay[name]; !ok || old != n.Underlay {
+		if ok {
+			c.members.Remove(old)
+		}
+		c.members.Add(n.Underlay)
+		c.underlay[name] = n.Underlay
+	}
+	if name == c.opts.NodeName {
+		c.mu.Lock()
+		if c.local != n.Underlay {
+			c.local = n.Underlay
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.routes.SetNode(name, n)
+}
+
+// RemoveNode forgets a node.
+func (c *Core) RemoveNode(name string) {
+	if old, ok := c.underlay[name]; ok {
+		c.members.Remove(old)
+		delete(c.underlay, name)
+	}
+	if name == c.opts.NodeName {
+		c.mu.Lock()
+		c.local = netip.Addr{}
+		c.mu.Unlock()
+		return
+	}
+	c.routes.RemoveNode(name)
+}
+
+// SetHostMTU records the host MTU a monitor reported.
+func (c *Core) SetHostMTU(m int) { c.hostMTU = m }
+
+// MarkHostDirty makes the next Sync read the host's links and addresses
+// again.
+func (c *Core) MarkHostDirty() {
+	c.mu.Lock()
+	c.hostDirty = true
+	c.mu.Unlock()
+}
+
+// OnLinkState reports whether a link change can change the host view: a
+// link holding a subnet or this node's address goes away or changes
+// index, or the parent changes MTU. It then marks the host dirty.
+func (c *Core) OnLinkState(name string, index int, state kernel.LinkState, mtu int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hostDirty || c.host == nil {
+		return false
+	}
+	l, known := c.host.Link(name)
+	relevant := name == c.parent || len(c.host.SubnetsOf(name)) > 0
+	if !relevant {
+		return false
+	}
+	if !known || state == kernel.LinkGone || l.Index != index || (name == c.parent && l.MTU != mtu) {
+		c.hostDirty = true
+		return true
+	}
+	return false
+}
+
+// OnAddrs reports whether an interface's new addresses can change the
+// host view (its subnets, or whether it holds this node's underlay
+// address), and then marks the host dirty.
+func (c *Core) OnAddrs(name string, addrs []netip.Prefix) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hostDirty || c.host == nil || name == c.opts.Device {
+		return false
+	}
+	holds := false
+	for _, p := range addrs {
+		holds = holds || (c.local.IsValid() && p.Addr() == c.local)
+	}
+	if !slices.Equal(IfaceSubnets(c.opts.Family, addrs), c.host.SubnetsOf(name)) || holds != (name == c.parent) {
+		c.hostDirty = true
+		return true
+	}
+	return false
+}
+
+// Sync reads the host view when it is dirty, works out this node's tunnel
+// end and asks device for the device (device returns whether the tunnel
+// is up for routes), then declares the routes and set members whose
+// inputs changed. A failed read of the host is returned and read again at
+// the next Sync; nothing is declared then.
+func (c *Core) Sync(ctx context.Context, device func(Local) bool) error {
+	c.mu.Lock()
+	dirty, host, local := c.hostDirty, c.host, c.local
+	c.mu.Unlock()
+	if dirty {
+		h, err := ReadHost(ctx, c.opts.Kernel, c.opts.Family, func(name string) bool { return name == c.opts.Device })
+		if err != nil {
+			return err
+		}
+		host = h
+	}
+	l := Local{Underlay: local, Host: host}
+	if p, ok := host.Holder(local); ok {
+		l.Parent = p
+	}
+	switch overhead := c.opts.Encap.Overhead(c.opts.Family == ipfamily.IPv6); {
+	case c.opts.MTU > 0:
+		l.MTU = c.opts.MTU
+	case c.hostMTU > 0:
+		l.MTU = c.hostMTU - overhead
+	case l.Parent.MTU > 0:
+		l.MTU = l.Parent.MTU - overhead
+	}
+	c.mu.Lock()
+	c.host, c.parent = host, l.Parent.Name
+	if dirty {
+		c.hostDirty = false
+	}
+	c.mu.Unlock()
+	up := device(l)
+	mtu := uint32(0)
+	if up && l.MTU > 0 {
+		mtu = uint32(l.MTU)
+	}
+	c.routes.SetHost(host)
+	c.routes.SetTunnel(up, mtu)
+	var errs []error
+	if err := c.routes.Flush(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.members.Flush(); err != nil {
+		errs = append(errs, fmt.Errorf("node address set: %w", err))
+	}
+	if c.routes.Count(NoRoute) > 0 {
+		c.log.Debug("overlay: blocks without a route", "count", c.routes.Count(NoRoute), "mode", c.opts.Mode.String())
+	}
+	return errors.Join(errs...)
+}

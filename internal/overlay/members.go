@@ -1,0 +1,125 @@
+package overlay
+
+import (
+	"net/netip"
+
+	"github.com/nodeplane/nodeplane/ipsets"
+)
+
+// SetSink is where the node-address set is declared: an ipsets.Sets.
+type SetSink interface {
+	AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error
+	AddMembers(name string, members []ipsets.Member) error
+	RemoveMembers(name string, members []ipsets.Member) error
+}
+
+// Members keeps one hash:net set equal to the node underlay addresses plus
+// fixed extra prefixes, declaring only the changes after the first Flush.
+// A member wanted twice (two nodes with one address, or an address that is
+// also an extra prefix) stays until neither wants it.
+type Members struct {
+	sink    SetSink
+	name    string
+	refs    map[ipsets.Member]int
+	add     map[ipsets.Member]struct{}
+	del     map[ipsets.Member]struct{}
+	created bool
+}
+
+// NewMembers returns the set name on sink holding extra. A nil sink makes
+// every method a no-op.
+func NewMembers(sink SetSink, name string, extra []netip.Prefix) *Members {
+	m := &Members{sink: sink, name: name, refs: map[ipsets.Member]int{}, add: map[ipsets.Member]struct{}{}, del: map[ipsets.Member]struct{}{}}
+	for _, p := range extra {
+		m.ref(ipsets.NetMember(p), 1)
+	}
+	return m
+}
+
+// Add counts one more want of addr.
+func (m *Members) Add(addr netip.Addr) {
+	if addr.IsValid() {
+		m.ref(ipsets.IPMember(addr), 1)
+	}
+}
+
+// Remove counts one want of addr less.
+func (m *Members) Remove(addr netip.Addr) {
+	if addr.IsValid() {
+		m.ref(ipsets.IPMember(addr), -1)
+	}
+}
+
+func (m *Members) ref(mem ipsets.Member, d int) {
+	if m == nil || m.sink == nil {
+		return
+	}
+	n := m.refs[mem] + d
+	switch {
+	case n <= 0 && m.refs[mem] > 0:
+		delete(m.refs, mem)
+		if _, ok := m.add[mem]; ok {
+			delete(m.add, mem)
+		} else {
+			m.del[mem] = struct{}{}
+		}
+	case n > 0 && m.refs[mem] == 0:
+		m.refs[mem] = n
+		if _, ok := m.del[mem]; ok {
+			delete(m.del, mem)
+		} else {
+			m.add[mem] = struct{}{}
+		}
+	case n > 0:
+		m.refs[mem] = n
+	}
+}
+
+// Len returns the number of members.
+func (m *Members) Len() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.refs)
+}
+
+// Flush declares the set (whole, the first time) and then its changes.
+func (m *Members) Flush() error {
+	if m == nil || m.sink == nil {
+		return nil
+	}
+	if !m.created {
+		all := make([]ipsets.Member, 0, len(m.refs))
+		for mem := range m.refs {
+			all = append(all, mem)
+		}
+		if err := m.sink.AddOrReplaceSet(ipsets.SetMetadata{Name: m.name, Type: ipsets.HashNet}, all); err != nil {
+			return err
+		}
+		m.created = true
+		clear(m.add)
+		clear(m.del)
+		return nil
+	}
+	if len(m.add) > 0 {
+		if err := m.sink.AddMembers(m.name, keys(m.add)); err != nil {
+			return err
+		}
+		clear(m.add)
+	}
+	if len(m.del) > 0 {
+		if err := m.sink.RemoveMembers(m.name, keys(m.del)); err != nil {
+			return err
+		}
+		clear(m.del)
+	}
+	return nil
+}
+
+func keys[K comparable](m map[K]struct{}) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,302 @@
+package overlay
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/nodeplane/nodeplane/routetable"
+)
+
+// Mode says how remote blocks are routed.
+type Mode uint8
+
+const (
+	// Tunnel routes every remote block through the tunnel device.
+	Tunnel Mode = iota
+	// CrossSubnet routes the blocks of nodes on one of the host's subnets
+	// directly (via the node's underlay address on that subnet's
+	// interface) and the others through the tunnel.
+	CrossSubnet
+	// Direct routes the blocks of nodes on one of the host's subnets
+	// directly and the others not at all: a flat network without a
+	// tunnel.
+	Direct
+)
+
+// String returns "tunnel", "cross-subnet" or "direct".
+func (m Mode) String() string {
+	switch m {
+	case Tunnel:
+		return "tunnel"
+	case CrossSubnet:
+		return "cross-subnet"
+	case Direct:
+		return "direct"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// Classes are the route classes a manager declares its routes under.
+type Classes struct {
+	// Tunnel is the class of remote blocks through the tunnel device.
+	Tunnel routetable.RouteClass
+	// Direct is the class of remote blocks via a same-subnet node's
+	// underlay address.
+	Direct routetable.RouteClass
+	// Blackhole is the class of the blackholes of the node's own blocks.
+	Blackhole routetable.RouteClass
+}
+
+// RouteSink is where routes are declared: a *routetable.Table.
+type RouteSink interface {
+	RouteUpdate(class routetable.RouteClass, iface string, target routetable.Target) error
+	RouteRemove(class routetable.RouteClass, iface string, key routetable.RouteKey) error
+}
+
+// Node is what the route calculation knows of a node.
+type Node struct {
+	// Underlay is the node's underlay address of the family; invalid when
+	// unknown.
+	Underlay netip.Addr
+	// Gateway is the next hop of the node's blocks through the tunnel
+	// (its tunnel address for VXLAN, its underlay address for IPIP);
+	// invalid when the node has none, and then its blocks have no tunnel
+	// route.
+	Gateway netip.Addr
+}
+
+// RouteKind is how one block is routed.
+type RouteKind uint8
+
+const (
+	// NoRoute: the block has no route (its node is unknown, or neither
+	// direct nor tunnel routing can reach it).
+	NoRoute RouteKind = iota
+	// TunnelRoute: via the node's gateway, onlink, on the tunnel device.
+	TunnelRoute
+	// DirectRoute: via the node's underlay address on the interface of its
+	// subnet.
+	DirectRoute
+	// Blackhole: the node's own block.
+	Blackhole
+)
+
+// decl is one declared route.
+type decl struct {
+	kind   RouteKind
+	class  routetable.RouteClass
+	iface  string
+	target routetable.Target
+}
+
+func (d decl) equal(o decl) bool {
+	return d.kind == o.kind && d.class == o.class && d.iface == o.iface && d.target.CIDR == o.target.CIDR &&
+		d.target.Type == o.target.Type && d.target.Gateway == o.target.Gateway && d.target.MTU == o.target.MTU
+}
+
+// Routes computes the routes of blocks and declares them on a RouteSink,
+// incrementally: only blocks whose node, owner, subnet or tunnel changed
+// are looked at again on Flush.
+type Routes struct {
+	sink    RouteSink
+	classes Classes
+	mode    Mode
+	local   string
+	device  string
+
+	host      *Host
+	tunnelOK  bool
+	tunnelMTU uint32
+
+	nodes    map[string]Node
+	blocks   map[netip.Prefix]string
+	byNode   map[string]map[netip.Prefix]struct{}
+	declared map[netip.Prefix]decl
+	dirty    map[netip.Prefix]struct{}
+	all      bool
+	counts   [4]int
+}
+
+// NewRoutes returns a route calculation for the node called local, whose
+// tunnel device is device, declaring on sink.
+func NewRoutes(sink RouteSink, classes Classes, mode Mode, local, device string) *Routes {
+	return &Routes{
+		sink: sink, classes: classes, mode: mode, local: local, device: device,
+		nodes:    map[string]Node{},
+		blocks:   map[netip.Prefix]string{},
+		byNode:   map[string]map[netip.Prefix]struct{}{},
+		declared: map[netip.Prefix]decl{},
+		dirty:    map[netip.Prefix]struct{}{},
+	}
+}
+
+// SetNode records what is known of a node.
+func (r *Routes) SetNode(name string, n Node) {
+	if old, ok := r.nodes[name]; ok && old == n {
+		return
+	}
+	r.nodes[name] = n
+	r.markNode(name)
+}
+
+// RemoveNode forgets a node: its blocks lose their routes (they stay
+// known and get routes again when it comes back).
+func (r *Routes) RemoveNode(name string) {
+	if _, ok := r.nodes[name]; !ok {
+		return
+	}
+	delete(r.nodes, name)
+	r.markNode(name)
+}
+
+func (r *Routes) markNode(name string) {
+	for b := range r.byNode[name] {
+		r.dirty[b] = struct{}{}
+	}
+}
+
+// SetBlock records that block belongs to node.
+func (r *Routes) SetBlock(block netip.Prefix, node string) {
+	if old, ok := r.blocks[block]; ok {
+		if old == node {
+			return
+		}
+		r.unindex(block, old)
+	}
+	r.blocks[block] = node
+	set := r.byNode[node]
+	if set == nil {
+		set = map[netip.Prefix]struct{}{}
+		r.byNode[node] = set
+	}
+	set[block] = struct{}{}
+	r.dirty[block] = struct{}{}
+}
+
+// RemoveBlock forgets a block and its route.
+func (r *Routes) RemoveBlock(block netip.Prefix) {
+	old, ok := r.blocks[block]
+	if !ok {
+		return
+	}
+	r.unindex(block, old)
+	delete(r.blocks, block)
+	r.dirty[block] = struct{}{}
+}
+
+func (r *Routes) unindex(block netip.Prefix, node string) {
+	if set := r.byNode[node]; set != nil {
+		delete(set, block)
+		if len(set) == 0 {
+			delete(r.byNode, node)
+		}
+	}
+}
+
+// SetHost records the host view; when its subnets differ from the last
+// one's, every block is looked at again.
+func (r *Routes) SetHost(h *Host) {
+	if !r.host.SameSubnets(h) || r.host == nil {
+		r.all = true
+	}
+	r.host = h
+}
+
+// SetTunnel says whether the tunnel device is wanted (tunnel routes are
+// declared only then) and the MTU of its routes (0 for none).
+func (r *Routes) SetTunnel(ok bool, mtu uint32) {
+	if ok != r.tunnelOK || mtu != r.tunnelMTU {
+		r.all = true
+	}
+	r.tunnelOK, r.tunnelMTU = ok, mtu
+}
+
+// Kind returns how block is routed at the last Flush.
+func (r *Routes) Kind(block netip.Prefix) RouteKind { return r.declared[block].kind }
+
+// Count returns how many blocks are routed as kind at the last Flush.
+func (r *Routes) Count(kind RouteKind) int {
+	if kind == NoRoute {
+		return len(r.blocks) - r.counts[TunnelRoute] - r.counts[DirectRoute] - r.counts[Blackhole]
+	}
+	return r.counts[kind]
+}
+
+// Pending reports whether Flush has work.
+func (r *Routes) Pending() bool { return r.all || len(r.dirty) > 0 }
+
+// want computes the route of block.
+func (r *Routes) want(block netip.Prefix) (decl, bool) {
+	owner, ok := r.blocks[block]
+	if !ok {
+		return decl{}, false
+	}
+	if owner == r.local {
+		return decl{kind: Blackhole, class: r.classes.Blackhole, iface: routetable.InterfaceNone,
+			target: routetable.Target{CIDR: block, Type: routetable.TargetBlackhole}}, true
+	}
+	n, ok := r.nodes[owner]
+	if !ok {
+		return decl{}, false
+	}
+	if r.mode != Tunnel && n.Underlay.IsValid() {
+		if s, ok := r.host.SubnetOf(n.Underlay); ok {
+			return decl{kind: DirectRoute, class: r.classes.Direct, iface: s.Iface,
+				target: routetable.Target{CIDR: block, Gateway: n.Underlay}}, true
+		}
+	}
+	if r.mode != Direct && r.tunnelOK && n.Gateway.IsValid() {
+		return decl{kind: TunnelRoute, class: r.classes.Tunnel, iface: r.device,
+			target: routetable.Target{CIDR: block, Type: routetable.TargetOnlink, Gateway: n.Gateway, MTU: r.tunnelMTU}}, true
+	}
+	return decl{}, false
+}
+
+// Flush declares the routes of every block looked at again since the last
+// Flush. A block whose route changes kind (a node moving between subnets)
+// has its old route withdrawn and its new one declared under the same key,
+// so the table replaces it in one write. Errors (the sink refusing a
+// route) are joined; the other blocks are declared all the same.
+func (r *Routes) Flush() error {
+	var errs []error
+	visit := func(block netip.Prefix) {
+		old, had := r.declared[block]
+		now, has := r.want(block)
+		if had == has && (!had || old.equal(now)) {
+			return
+		}
+		if had && (!has || old.class != now.class || old.iface != now.iface) {
+			if err := r.sink.RouteRemove(old.class, old.iface, old.target.Key()); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if had {
+			r.counts[old.kind]--
+			delete(r.declared, block)
+		}
+		if has {
+			if err := r.sink.RouteUpdate(now.class, now.iface, now.target); err != nil {
+				errs = append(errs, fmt.Errorf("route %s: %w", block, err))
+				return
+			}
+			r.declared[block] = now
+			r.counts[now.kind]++
+		}
+	}
+	if r.all {
+		for block := range r.declared {
+			visit(block)
+		}
+		for block := range r.blocks {
+			visit(block)
+		}
+	} else {
+		for block := range r.dirty {
+			visit(block)
+		}
+	}
+	r.all = false
+	clear(r.dirty)
+	return errors.Join(errs...)
+}

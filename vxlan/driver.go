@@ -1,0 +1,748 @@
+package vxlan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/overlay"
+	"github.com/nodeplane/nodeplane/kernel"
+)
+
+// Defaults of a Device and of the device names.
+const (
+	// DefaultVNI is the VXLAN network identifier of a Device whose VNI is 0.
+	DefaultVNI = 4096
+	// DefaultPort is the UDP port of a Device whose Port is 0 (IANA's).
+	DefaultPort = 4789
+	// DefaultDeviceV4 and DefaultDeviceV6 are the device names of the two
+	// families when none is given. They match mtu.DefaultExclude (^np-),
+	// so the host MTU never comes from the tunnel.
+	DefaultDeviceV4 = "np-vxlan"
+	DefaultDeviceV6 = "np-vxlan6"
+	// MaxVNI is the largest VXLAN network identifier (24 bits).
+	MaxVNI = 1<<24 - 1
+)
+
+// DriverKernel is what a Driver needs of one network namespace: its links
+// and addresses (the device, its parent, its tunnel address), and its
+// neighbour and FDB entries, written in batches. A *kernel.Namespace and a
+// kernelfake.Namespace implement it.
+type DriverKernel interface {
+	kernel.Links
+	kernel.Addrs
+	kernel.Neighbors
+	kernel.FDB
+}
+
+// DriverOptions configure a Driver.
+type DriverOptions struct {
+	// Kernel is the namespace. Required.
+	Kernel DriverKernel
+	// Family is the family of the device, its tunnel and underlay
+	// addresses and its entries. Required.
+	Family Family
+	// Name is the device's name: the Driver's identity. It owns the link
+	// of that name and every permanent neighbour and FDB entry on it.
+	// Empty means DefaultDeviceV4 or DefaultDeviceV6.
+	Name string
+	// OnDevice, when set, is called from Apply after every check of the
+	// device with its index and state (kernel.LinkGone once deleted): wire
+	// it to routetable.Table.OnIfaceStateChanged so that routes through
+	// the device are written in the same pass, on its current index.
+	OnDevice func(name string, index int, state kernel.LinkState)
+	// Clock paces the retries; nil means clock.Real().
+	Clock clock.Clock
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+}
+
+type mac [6]byte
+
+func macOf(hw net.HardwareAddr) (m mac) {
+	copy(m[:], hw)
+	return m
+}
+
+// remote is a Remote as the Driver keeps it.
+type remote struct {
+	ip       netip.Addr
+	mac      mac
+	underlay netip.Addr
+}
+
+// neighEntry and fdbRemote are the kernel's entries as last read or
+// written.
+type neighEntry struct {
+	mac   mac
+	state uint16
+}
+
+type fdbRemote struct {
+	dst  netip.Addr
+	perm bool
+}
+
+// DriverStats are counters and sizes of a Driver.
+type DriverStats struct {
+	// Remotes is the number of remote VTEPs declared.
+	Remotes int
+	// DeviceIndex is the device's index as last seen; 0 when there is
+	// none.
+	DeviceIndex int
+	// DeviceCreations counts creations and re-creations of the device.
+	DeviceCreations uint64
+	// DeviceWrites counts changes of the device (creation, MTU, MAC,
+	// address, up, deletion).
+	DeviceWrites uint64
+	// NeighborWrites and FDBWrites count the entry operations sent,
+	// successful or not.
+	NeighborWrites, FDBWrites uint64
+	// Resyncs counts full reads of the device and its entries.
+	Resyncs uint64
+}
+
+// Driver keeps one VXLAN device, and the neighbour and FDB entries of the
+// remote VTEPs on it, equal to what was declared. It is a dataplane.Driver
+// of PhaseTunnelL2 (before the routes through the device) and a
+// dataplane.Wakeable. See the package documentation.
+type Driver struct {
+	opts DriverOptions
+	clk  clock.Clock
+	log  *slog.Logger
+
+	wake    atomic.Pointer[func()]
+	recheck atomic.Bool // the device changed behind our back
+	index   atomic.Int64
+	onSync  func() // called by QueueResync (the Manager's host view)
+
+	mu         sync.Mutex
+	dev        *Device
+	devDirty   bool
+	remotes    map[string]remote
+	neighOwner map[netip.Addr][]string
+	fdbOwner   map[mac][]string
+	dirtyNeigh map[netip.Addr]struct{}
+	dirtyFDB   map[mac]struct{}
+
+	resync    bool
+	have      kernel.Link
+	haveNeigh map[netip.Addr]neighEntry
+	haveFDB   map[mac][]fdbRemote
+
+	devRetry   overlay.Retries[struct{}]
+	neighRetry overlay.Retries[netip.Addr]
+	fdbRetry   overlay.Retries[mac]
+	stats      DriverStats
+}
+
+// NewDriver returns a Driver that wants no device and no entries until
+// told otherwise. It validates opts and does no I/O.
+func NewDriver(opts DriverOptions) (*Driver, error) {
+	if opts.Kernel == nil {
+		return nil, fmt.Errorf("%w: no Kernel", ErrInvalidOptions)
+	}
+	if !opts.Family.Valid() {
+		return nil, fmt.Errorf("%w: family %v", ErrInvalidOptions, opts.Family)
+	}
+	if opts.Name == "" {
+		opts.Name = DefaultDeviceV4
+		if opts.Family == IPv6 {
+			opts.Name = DefaultDeviceV6
+		}
+	}
+	if err := overlay.CheckIfName(opts.Name); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{
+		opts: opts, clk: clock.OrReal(opts.Clock), log: log,
+		devDirty:   true,
+		remotes:    map[string]remote{},
+		neighOwner: map[netip.Addr][]string{},
+		fdbOwner:   map[mac][]string{},
+		dirtyNeigh: map[netip.Addr]struct{}{},
+		dirtyFDB:   map[mac]struct{}{},
+		resync:     true,
+		haveNeigh:  map[netip.Addr]neighEntry{},
+		haveFDB:    map[mac][]fdbRemote{},
+	}, nil
+}
+
+// Name returns "vxlan-" and the device name, for the loop's logs.
+func (d *Driver) Name() string { return "vxlan-" + d.opts.Name }
+
+// Device returns the device's name.
+func (d *Driver) Device() string { return d.opts.Name }
+
+// Phase implements dataplane.Driver: PhaseTunnelL2.
+func (d *Driver) Phase() dataplane.Phase { return dataplane.PhaseTunnelL2 }
+
+// SetWake implements dataplane.Wakeable.
+func (d *Driver) SetWake(wake func()) { d.wake.Store(&wake) }
+
+func (d *Driver) wakeLoop() {
+	if w := d.wake.Load(); w != nil {
+		(*w)()
+	}
+}
+
+// QueueResync implements dataplane.Driver: the next Apply reads the device,
+// its neighbour and its FDB entries again and repairs what differs.
+func (d *Driver) QueueResync() {
+	d.mu.Lock()
+	d.resync = true
+	d.mu.Unlock()
+	if d.onSync != nil {
+		d.onSync()
+	}
+}
+
+// OnLinkState tells the Driver about a link, as ifacemonitor reports it:
+// when the device is gone, down or has another index than the Driver
+// knows, the next Apply checks it (and re-creates it) and the loop is
+// woken. Other links are ignored. It never waits and may be called from
+// any goroutine.
+func (d *Driver) OnLinkState(name string, index int, state kernel.LinkState) {
+	if name != d.opts.Name {
+		return
+	}
+	if state != kernel.LinkUp || int64(index) != d.index.Load() {
+		d.recheck.Store(true)
+		d.wakeLoop()
+	}
+}
+
+// SetDevice declares the device; nil declares none (the Driver deletes
+// it, with everything on it). A bad device is an error wrapping
+// ErrInvalidInput, and nothing changes.
+func (d *Driver) SetDevice(dev *Device) error {
+	var c *Device
+	if dev != nil {
+		cp := *dev
+		cp.MAC = slices.Clone(dev.MAC)
+		if cp.VNI == 0 {
+			cp.VNI = DefaultVNI
+		}
+		if cp.Port == 0 {
+			cp.Port = DefaultPort
+		}
+		if err := d.checkDevice(&cp); err != nil {
+			return err
+		}
+		c = &cp
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sameDevice(d.dev, c) {
+		return nil
+	}
+	d.dev = c
+	d.devDirty = true
+	d.devRetry.Clear(struct{}{})
+	return nil
+}
+
+func sameDevice(a, b *Device) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.VNI == b.VNI && a.Port == b.Port && a.Local == b.Local && slices.Equal(a.MAC, b.MAC) &&
+		a.Address == b.Address && a.MTU == b.MTU
+}
+
+func (d *Driver) checkDevice(dev *Device) error {
+	f := d.opts.Family
+	switch {
+	case dev.VNI > MaxVNI:
+		return invalidf("device %s: VNI %d above %d", d.opts.Name, dev.VNI, MaxVNI)
+	case dev.MTU < 0 || (dev.MTU > 0 && dev.MTU < 68) || dev.MTU > 65535:
+		return invalidf("device %s: MTU %d", d.opts.Name, dev.MTU)
+	}
+	if err := overlay.CheckHost(f, dev.Local); err != nil {
+		return invalidf("device %s: local address: %v", d.opts.Name, err)
+	}
+	if dev.MAC != nil {
+		if err := overlay.CheckMAC(dev.MAC); err != nil {
+			return invalidf("device %s: %v", d.opts.Name, err)
+		}
+	}
+	if dev.Address.IsValid() {
+		if err := overlay.CheckHost(f, dev.Address); err != nil {
+			return invalidf("device %s: tunnel address: %v", d.opts.Name, err)
+		}
+	}
+	return nil
+}
+
+// SetRemote declares the remote VTEP of node (replacing what was declared
+// for it). Two nodes declaring one tunnel address or one MAC conflict: the
+// entry goes to the node whose name sorts first, and to the other once it
+// is gone. A bad remote is an error wrapping ErrInvalidInput, and nothing
+// changes.
+func (d *Driver) SetRemote(node string, r Remote) error {
+	f := d.opts.Family
+	if err := overlay.CheckName(node); err != nil {
+		return invalidf("remote: %v", err)
+	}
+	if err := overlay.CheckHost(f, r.TunnelIP); err != nil {
+		return invalidf("remote %s: tunnel address: %v", node, err)
+	}
+	if err := overlay.CheckMAC(r.MAC); err != nil {
+		return invalidf("remote %s: %v", node, err)
+	}
+	if err := overlay.CheckHost(f, r.Underlay); err != nil {
+		return invalidf("remote %s: underlay address: %v", node, err)
+	}
+	n := remote{ip: r.TunnelIP, mac: macOf(r.MAC), underlay: r.Underlay}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old, had := d.remotes[node]
+	if had && old == n {
+		return nil
+	}
+	if had {
+		d.release(node, old)
+	}
+	d.remotes[node] = n
+	d.neighOwner[n.ip] = insertSorted(d.neighOwner[n.ip], node)
+	d.fdbOwner[n.mac] = insertSorted(d.fdbOwner[n.mac], node)
+	d.touch(n)
+	return nil
+}
+
+// RemoveRemote withdraws node's remote VTEP; removing one not declared does
+// nothing.
+func (d *Driver) RemoveRemote(node string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old, ok := d.remotes[node]; ok {
+		d.release(node, old)
+		delete(d.remotes, node)
+	}
+}
+
+func (d *Driver) release(node string, r remote) {
+	if o := removeSorted(d.neighOwner[r.ip], node); len(o) > 0 {
+		d.neighOwner[r.ip] = o
+	} else {
+		delete(d.neighOwner, r.ip)
+	}
+	if o := removeSorted(d.fdbOwner[r.mac], node); len(o) > 0 {
+		d.fdbOwner[r.mac] = o
+	} else {
+		delete(d.fdbOwner, r.mac)
+	}
+	d.touch(r)
+}
+
+// touch marks r's keys for the next Apply and ends their backoff: they
+// were declared anew.
+func (d *Driver) touch(r remote) {
+	d.dirtyNeigh[r.ip] = struct{}{}
+	d.dirtyFDB[r.mac] = struct{}{}
+	d.neighRetry.Clear(r.ip)
+	d.fdbRetry.Clear(r.mac)
+}
+
+func insertSorted(s []string, v string) []string {
+	i, found := slices.BinarySearch(s, v)
+	if found {
+		return s
+	}
+	return slices.Insert(s, i, v)
+}
+
+func removeSorted(s []string, v string) []string {
+	if i, found := slices.BinarySearch(s, v); found {
+		return slices.Delete(s, i, i+1)
+	}
+	return s
+}
+
+// wantNeigh and wantFDB return what the kernel should hold for a key.
+func (d *Driver) wantNeigh(ip netip.Addr) (mac, bool) {
+	o := d.neighOwner[ip]
+	if len(o) == 0 {
+		return mac{}, false
+	}
+	return d.remotes[o[0]].mac, true
+}
+
+func (d *Driver) wantFDB(m mac) (netip.Addr, bool) {
+	o := d.fdbOwner[m]
+	if len(o) == 0 {
+		return netip.Addr{}, false
+	}
+	return d.remotes[o[0]].underlay, true
+}
+
+// Stats returns the Driver's counters.
+func (d *Driver) Stats() DriverStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.stats
+	s.Remotes = len(d.remotes)
+	s.DeviceIndex = d.have.Index
+	return s
+}
+
+// Apply implements dataplane.Driver. On the first call and after
+// QueueResync it reads the device and its neighbour and FDB entries. It
+// then ensures the device (created, re-created for a new VNI, port, local
+// address or parent, otherwise changed in place), and writes the
+// neighbour and FDB entries that differ, each kind in one batch. A failure
+// to read the kernel fails the Apply as a whole (ErrRead). A device or an
+// entry the kernel refuses fails alone: it is retried on its own backoff
+// and reported in a *dataplane.PartialError, with RetryAfter set, while
+// everything else is written.
+func (d *Driver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.clk.Now()
+	if d.recheck.Swap(false) {
+		d.devDirty = true
+	}
+	if d.resync {
+		if err := d.read(ctx); err != nil {
+			return dataplane.ApplyResult{}, err
+		}
+	}
+	triedDev := false
+	if d.devDirty && !d.devRetry.Waiting(struct{}{}, now) {
+		triedDev = true
+		if err := d.ensureDevice(ctx); err != nil {
+			d.devRetry.Fail(struct{}{}, now, err)
+			d.resync = true // read what the failed attempt left
+		} else {
+			d.devRetry.Clear(struct{}{})
+			d.devDirty = false
+		}
+	}
+	tried := d.writeEntries(ctx, now)
+	return d.report(now, triedDev, tried)
+}
+
+// read reads the device and its entries.
+func (d *Driver) read(ctx context.Context) error {
+	d.stats.Resyncs++
+	l, err := d.opts.Kernel.LinkByName(ctx, d.opts.Name)
+	switch {
+	case errors.Is(err, kernel.ErrNotFound):
+		l = kernel.Link{}
+	case err != nil:
+		return errs.Also(fmt.Errorf("%w: device %s: %w", ErrRead, d.opts.Name, err))
+	}
+	clear(d.haveNeigh)
+	clear(d.haveFDB)
+	if l.Index > 0 && l.Kind == kernel.KindVXLAN {
+		ns, err := d.opts.Kernel.Neighbors(ctx, d.opts.Family, l.Index)
+		if err != nil {
+			return fmt.Errorf("%w: neighbours of %s: %w", ErrRead, d.opts.Name, err)
+		}
+		for _, n := range ns {
+			if n.LinkIndex == l.Index && len(n.MAC) == 6 {
+				d.haveNeigh[n.IP] = neighEntry{mac: macOf(n.MAC), state: n.State}
+			}
+		}
+		fdb, err := d.opts.Kernel.FDB(ctx, l.Index)
+		if err != nil {
+			return fmt.Errorf("%w: FDB of %s: %w", ErrRead, d.opts.Name, err)
+		}
+		for _, e := range fdb {
+			if e.LinkIndex == l.Index && len(e.MAC) == 6 {
+				m := macOf(e.MAC)
+				d.haveFDB[m] = append(d.haveFDB[m], fdbRemote{dst: e.Dst, perm: e.Permanent})
+			}
+		}
+	}
+	d.setHave(l)
+	d.devDirty = true
+	d.dirtyAll()
+	d.resync = false
+	return nil
+}
+
+// dirtyAll marks every key wanted or held for the next write.
+func (d *Driver) dirtyAll() {
+	for ip := range d.neighOwner {
+		d.dirtyNeigh[ip] = struct{}{}
+	}
+	for ip := range d.haveNeigh {
+		d.dirtyNeigh[ip] = struct{}{}
+	}
+	for m := range d.fdbOwner {
+		d.dirtyFDB[m] = struct{}{}
+	}
+	for m := range d.haveFDB {
+		d.dirtyFDB[m] = struct{}{}
+	}
+}
+
+func (d *Driver) setHave(l kernel.Link) {
+	d.have = l
+	d.index.Store(int64(l.Index))
+}
+
+// ensureDevice makes the device what is declared, or deletes it.
+func (d *Driver) ensureDevice(ctx context.Context) error {
+	k, name := d.opts.Kernel, d.opts.Name
+	if d.dev == nil {
+		n, err := overlay.RemoveDevice(ctx, k, name, d.opts.Family, nil)
+		d.stats.DeviceWrites += uint64(n)
+		if err != nil {
+			return errs.Also(fmt.Errorf("%w: %s: %w", ErrDevice, name, err))
+		}
+		if d.have.Index > 0 {
+			d.log.Debug("vxlan: device deleted", "device", name)
+		}
+		d.setHave(kernel.Link{})
+		clear(d.haveNeigh)
+		clear(d.haveFDB)
+		d.notify(name, 0, kernel.LinkGone)
+		return nil
+	}
+	parent, err := d.parentOf(ctx, d.dev.Local)
+	if err != nil {
+		return err
+	}
+	want := &kernel.VXLAN{VNI: d.dev.VNI, Port: d.dev.Port, ParentIndex: parent, Local: d.dev.Local}
+	spec := &overlay.DeviceSpec{
+		Link:   kernel.Link{Name: name, Kind: kernel.KindVXLAN, MTU: d.dev.MTU, MAC: d.dev.MAC, VXLAN: want},
+		Family: d.opts.Family,
+		Compatible: func(have *kernel.Link) bool {
+			v := have.VXLAN
+			return v != nil && v.VNI == want.VNI && v.Port == want.Port && v.ParentIndex == want.ParentIndex &&
+				v.Local == want.Local && !v.Learning
+		},
+	}
+	if d.dev.Address.IsValid() {
+		spec.Addr = netip.PrefixFrom(d.dev.Address, d.dev.Address.BitLen())
+	}
+	res, err := overlay.EnsureDevice(ctx, k, spec)
+	d.stats.DeviceWrites += uint64(res.Writes)
+	if res.Created {
+		d.stats.DeviceCreations++
+	}
+	if res.Created || res.Link.Index != d.have.Index {
+		// Whatever was on the old device went with it.
+		clear(d.haveNeigh)
+		clear(d.haveFDB)
+		d.dirtyAll()
+	}
+	if err != nil {
+		d.setHave(kernel.Link{})
+		return errs.Also(fmt.Errorf("%w: %s: %w", ErrDevice, name, err))
+	}
+	if res.Created {
+		d.log.Debug("vxlan: device created", "device", name, "index", res.Link.Index, "vni", want.VNI, "parent", parent)
+	}
+	d.setHave(res.Link)
+	d.notify(name, res.Link.Index, res.Link.State())
+	return nil
+}
+
+func (d *Driver) notify(name string, index int, state kernel.LinkState) {
+	if d.opts.OnDevice != nil {
+		d.opts.OnDevice(name, index, state)
+	}
+}
+
+// parentOf returns the index of the interface that holds local.
+func (d *Driver) parentOf(ctx context.Context, local netip.Addr) (int, error) {
+	addrs, err := d.opts.Kernel.Addrs(ctx, d.opts.Family)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: parent of %s: %w", ErrDevice, d.opts.Name, local, err)
+	}
+	for _, a := range addrs {
+		if a.Prefix.Addr() == local {
+			return a.LinkIndex, nil
+		}
+	}
+	return 0, errs.Also(fmt.Errorf("%w: %s: %s is on no interface", ErrNoParent, d.opts.Name, local), ErrDevice)
+}
+
+// writeEntries writes the dirty neighbour and FDB entries that are not
+// waiting for their retry, and returns the keys it tried.
+func (d *Driver) writeEntries(ctx context.Context, now time.Time) triedKeys {
+	var tried triedKeys
+	if d.dev == nil || d.have.Index == 0 || d.devDirty {
+		return tried // no device (yet): the entries wait for it
+	}
+	idx := d.have.Index
+	// FDB first: a neighbour entry is only useful once its MAC leads
+	// somewhere.
+	var fops []kernel.FDBOp
+	var fkeys []mac
+	for m := range d.dirtyFDB {
+		if d.fdbRetry.Waiting(m, now) {
+			continue
+		}
+		ops := d.fdbOps(idx, m)
+		if len(ops) == 0 {
+			delete(d.dirtyFDB, m)
+			d.fdbRetry.Clear(m)
+			continue
+		}
+		for range ops {
+			fkeys = append(fkeys, m)
+		}
+		fops = append(fops, ops...)
+	}
+	if len(fops) > 0 {
+		tried.fdb = map[mac]bool{}
+		d.stats.FDBWrites += uint64(len(fops))
+		errs := d.opts.Kernel.ApplyFDB(ctx, fops)
+		failed := map[mac]error{}
+		for i, err := range errs {
+			if err != nil && !(fops[i].Kind == kernel.OpDelete && errors.Is(err, kernel.ErrNotFound)) {
+				if _, ok := failed[fkeys[i]]; !ok {
+					failed[fkeys[i]] = err
+				}
+			}
+		}
+		for _, m := range fkeys {
+			if tried.fdb[m] {
+				continue
+			}
+			tried.fdb[m] = true
+			if err := failed[m]; err != nil {
+				// What the kernel holds is unknown: the same writes are
+				// made again at the retry (replaces are idempotent,
+				// deletes of what is gone succeed).
+				d.fdbRetry.Fail(m, now, fmt.Errorf("%w: %s: %w", ErrFDB, net.HardwareAddr(m[:]), err))
+				continue
+			}
+			d.fdbRetry.Clear(m)
+			delete(d.dirtyFDB, m)
+			if dst, ok := d.wantFDB(m); ok {
+				d.haveFDB[m] = []fdbRemote{{dst: dst, perm: true}}
+			} else {
+				delete(d.haveFDB, m)
+			}
+		}
+	}
+	var nops []kernel.NeighborOp
+	for ip := range d.dirtyNeigh {
+		if d.neighRetry.Waiting(ip, now) {
+			continue
+		}
+		op, ok := d.neighOp(idx, ip)
+		if !ok {
+			delete(d.dirtyNeigh, ip)
+			d.neighRetry.Clear(ip)
+			continue
+		}
+		nops = append(nops, op)
+	}
+	if len(nops) > 0 {
+		tried.neigh = make(map[netip.Addr]bool, len(nops))
+		d.stats.NeighborWrites += uint64(len(nops))
+		for i, err := range d.opts.Kernel.ApplyNeighbors(ctx, nops) {
+			op := &nops[i]
+			ip := op.Neighbor.IP
+			tried.neigh[ip] = true
+			if err != nil && !(op.Kind == kernel.OpDelete && errors.Is(err, kernel.ErrNotFound)) {
+				d.neighRetry.Fail(ip, now, fmt.Errorf("%w: %s: %w", ErrNeighbor, ip, err))
+				continue
+			}
+			d.neighRetry.Clear(ip)
+			delete(d.dirtyNeigh, ip)
+			if op.Kind == kernel.OpDelete {
+				delete(d.haveNeigh, ip)
+			} else {
+				d.haveNeigh[ip] = neighEntry{mac: macOf(op.Neighbor.MAC), state: kernel.NUDPermanent}
+			}
+		}
+	}
+	return tried
+}
+
+// fdbOps returns the writes that make the MAC's entry what is wanted: one
+// remote, permanent. A replace of a unicast MAC replaces its first remote
+// in place, so a remote that moves is never missing.
+func (d *Driver) fdbOps(idx int, m mac) []kernel.FDBOp {
+	have := d.haveFDB[m]
+	hw := net.HardwareAddr(slices.Clone(m[:]))
+	dst, want := d.wantFDB(m)
+	if !want {
+		if len(have) == 0 {
+			return nil
+		}
+		return []kernel.FDBOp{{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw}}}
+	}
+	if len(have) == 1 && have[0].dst == dst && have[0].perm {
+		return nil
+	}
+	var ops []kernel.FDBOp
+	present, perm := false, false
+	for _, r := range have {
+		if r.dst == dst {
+			present, perm = true, r.perm
+		}
+	}
+	if !present || !perm {
+		ops = append(ops, kernel.FDBOp{Kind: kernel.OpReplace, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw, Dst: dst, Permanent: true}})
+	}
+	for i, r := range have {
+		if r.dst == dst || (!present && i == 0) || !r.dst.IsValid() {
+			continue // the one kept, or the one the replace took over
+		}
+		ops = append(ops, kernel.FDBOp{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw, Dst: r.dst}})
+	}
+	return ops
+}
+
+// neighOp returns the write that makes the kernel's entry for ip what is
+// wanted, if any. Entries that are not permanent and that nobody wants
+// are the kernel's own (resolution attempts), not ours.
+func (d *Driver) neighOp(idx int, ip netip.Addr) (kernel.NeighborOp, bool) {
+	have, held := d.haveNeigh[ip]
+	m, want := d.wantNeigh(ip)
+	switch {
+	case want && held && have.mac == m && have.state&kernel.NUDPermanent != 0:
+		return kernel.NeighborOp{}, false
+	case want:
+		return kernel.NeighborOp{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{
+			LinkIndex: idx, IP: ip, MAC: net.HardwareAddr(slices.Clone(m[:])), State: kernel.NUDPermanent}}, true
+	case held && have.state&kernel.NUDPermanent != 0:
+		return kernel.NeighborOp{Kind: kernel.OpDelete, Neighbor: kernel.Neighbor{LinkIndex: idx, IP: ip}}, true
+	}
+	return kernel.NeighborOp{}, false
+}
+
+// triedKeys are the entries an Apply tried to write.
+type triedKeys struct {
+	neigh map[netip.Addr]bool
+	fdb   map[mac]bool
+}
+
+// report turns the failing objects into the Apply's outcome: a
+// *dataplane.PartialError (tried and failed, or waiting) with RetryAfter
+// set to the first retry due, or nothing.
+func (d *Driver) report(now time.Time, triedDev bool, t triedKeys) (dataplane.ApplyResult, error) {
+	pe := &dataplane.PartialError{}
+	after := d.devRetry.Collect(pe, now, map[struct{}]bool{{}: triedDev})
+	after = overlay.MinAfter(after, d.fdbRetry.Collect(pe, now, t.fdb))
+	after = overlay.MinAfter(after, d.neighRetry.Collect(pe, now, t.neigh))
+	if pe.Failed+pe.Waiting == 0 {
+		return dataplane.ApplyResult{}, nil
+	}
+	return dataplane.ApplyResult{RetryAfter: after}, pe
+}
