@@ -1,0 +1,641 @@
+package wireguard_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/wireguard"
+	"github.com/nodeplane/nodeplane/wireguard/wireguardfake"
+)
+
+const (
+	testTable = 7
+	testMark  = 0x100000
+)
+
+var pfx = netip.MustParsePrefix
+
+// env is one fake node: a namespace, its WireGuard and a key file.
+type env struct {
+	t       *testing.T
+	ns      *kernelfake.Namespace
+	wg      *wireguardfake.Kernel
+	keyFile string
+	mu      sync.Mutex
+	pubs    []wireguard.PublicKey
+}
+
+// newEnv makes a fake node; withKernelWG gives its kernel the wireguard
+// link kind (else only the userspace provider works, as on this project's
+// machines).
+func newEnv(t *testing.T, withKernelWG bool) *env {
+	kinds := kernelfake.DefaultKinds()
+	if withKernelWG {
+		kinds = append(kinds, kernel.KindWireGuard)
+	}
+	ns := kernelfake.New(kernelfake.Options{Kinds: kinds})
+	return &env{t: t, ns: ns, wg: wireguardfake.New(ns), keyFile: filepath.Join(t.TempDir(), "wg.key")}
+}
+
+func (e *env) options(family ipfamily.Family) wireguard.Options {
+	return wireguard.Options{
+		Family: family, Kernel: e.ns, FirewallMark: testMark, Table: testTable, HostMTU: 1500, KeyFile: e.keyFile,
+		KernelProvider:    wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: e.ns, NewClient: e.wg.NewClient}),
+		UserspaceProvider: e.wg.Provider(),
+		OnPublicKey: func(k wireguard.PublicKey) {
+			e.mu.Lock()
+			e.pubs = append(e.pubs, k)
+			e.mu.Unlock()
+		},
+		NodeName: "self",
+	}
+}
+
+func (e *env) manager(o wireguard.Options) *wireguard.Manager {
+	m, err := wireguard.New(o)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func (e *env) apply(m *wireguard.Manager) {
+	e.t.Helper()
+	require.NoError(e.t, m.CompleteDeferredWork(context.Background()))
+	_, err := m.Apply(context.Background())
+	require.NoError(e.t, err, "%s", e.ns.Dump())
+}
+
+func pubKey(t *testing.T) wireguard.PublicKey {
+	k, err := wireguard.GeneratePrivateKey()
+	require.NoError(t, err)
+	return k.Public()
+}
+
+func node(i int, key wireguard.PublicKey) wireguard.PeerUpdate {
+	return wireguard.PeerUpdate{
+		Node: "node" + string(rune('a'+i%26)) + itoa(i), PublicKey: key,
+		Endpoint: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 0),
+		CIDRs:    []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)},
+	}
+}
+
+func itoa(i int) string {
+	s := ""
+	for {
+		s = string(rune('0'+i%10)) + s
+		if i /= 10; i == 0 {
+			return s
+		}
+	}
+}
+
+func (e *env) routes() map[netip.Prefix]uint8 {
+	out := map[netip.Prefix]uint8{}
+	for _, r := range e.ns.Routes(kernel.IPv4, testTable) {
+		out[r.Dst] = r.Type
+	}
+	return out
+}
+
+func (e *env) rules(family kernel.Family) []kernel.Rule {
+	rs, err := e.ns.Admin().Rules(context.Background(), family)
+	require.NoError(e.t, err)
+	var out []kernel.Rule
+	for _, r := range rs {
+		if r.Table == testTable {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestManagerKernelProviderOnFakes(t *testing.T) {
+	e := newEnv(t, true)
+	m := e.manager(e.options(ipfamily.IPv4))
+	k1, k2 := pubKey(t), pubKey(t)
+	m.OnUpdate(node(1, k1))
+	m.OnUpdate(&wireguard.PeerUpdate{Node: "b", PublicKey: k2, Endpoint: netip.MustParseAddrPort("198.18.0.9:4000"),
+		CIDRs: []netip.Prefix{pfx("10.9.0.0/24"), pfx("fd00::/64")}, TunnelAddr: netip.MustParseAddr("10.99.0.9")})
+	e.apply(m)
+
+	st := m.Status()
+	assert.Equal(t, wireguard.ModeKernel, st.Mode)
+	assert.Equal(t, "wg-np", st.Device)
+	assert.Equal(t, 2, st.Peers)
+	assert.True(t, st.RuleInstalled)
+
+	l, ok := e.ns.Link("wg-np")
+	require.True(t, ok)
+	assert.Equal(t, kernel.KindWireGuard, l.Kind)
+	assert.Equal(t, 1440, l.MTU)
+	assert.True(t, l.AdminUp)
+
+	// The key: made, kept 0600, published once, on the device.
+	fi, err := os.Stat(e.keyFile)
+	require.NoError(t, err)
+	assert.Equal(t, wireguard.KeyFileMode, fi.Mode().Perm())
+	priv, err := wireguard.ReadKeyFile(e.keyFile)
+	require.NoError(t, err)
+	assert.Equal(t, []wireguard.PublicKey{priv.Public()}, e.pubs)
+	assert.Equal(t, priv.Public(), st.PublicKey)
+	dev, ok := e.wg.State("wg-np")
+	require.True(t, ok)
+	assert.Equal(t, priv, dev.PrivateKey)
+	assert.Equal(t, wireguard.DefaultListenPort, dev.ListenPort)
+	assert.Equal(t, uint32(testMark), dev.FirewallMark)
+	require.Len(t, dev.Peers, 2)
+	for _, p := range dev.Peers {
+		if p.PublicKey == k2 {
+			assert.Equal(t, netip.MustParseAddrPort("198.18.0.9:4000"), p.Endpoint)
+			assert.ElementsMatch(t, []netip.Prefix{pfx("10.9.0.0/24"), pfx("10.99.0.9/32")}, p.AllowedIPs)
+		} else {
+			assert.Equal(t, netip.MustParseAddrPort("198.18.0.1:51820"), p.Endpoint)
+		}
+	}
+	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNUnicast, pfx("10.9.0.0/24"): kernel.RTNUnicast,
+		pfx("10.99.0.9/32"): kernel.RTNUnicast}, e.routes())
+	rs := e.rules(kernel.IPv4)
+	require.Len(t, rs, 1)
+	assert.Equal(t, kernel.Rule{Family: kernel.IPv4, Priority: wireguard.DefaultRulePriority, Action: kernel.RuleLookup,
+		Table: testTable, Invert: true, Mark: testMark, Mask: testMark}, rs[0])
+
+	// Nothing changed: nothing written, to the device or the kernel.
+	e.wg.ResetLog()
+	e.ns.ResetCounts()
+	e.apply(m)
+	m.QueueResync()
+	e.apply(m)
+	assert.Empty(t, e.wg.Log())
+	assert.Zero(t, e.ns.Writes())
+}
+
+func TestManagerFallsBackToUserspaceAndSaysWhy(t *testing.T) {
+	e := newEnv(t, false) // this project's machines: no wireguard module
+	m := e.manager(e.options(ipfamily.IPv4))
+	e.apply(m)
+	st := m.Status()
+	assert.Equal(t, wireguard.ModeUserspace, st.Mode)
+	assert.Contains(t, st.ModeReason, "no WireGuard module")
+	l, ok := e.ns.Link("wg-np")
+	require.True(t, ok)
+	assert.Equal(t, kernel.KindTUN, l.Kind)
+	assert.Equal(t, kernel.LinkUp, l.State())
+
+	// The userspace device lives as long as its Manager.
+	require.NoError(t, m.Close())
+	_, ok = e.ns.Link("wg-np")
+	assert.False(t, ok)
+	_, err := m.Apply(context.Background())
+	assert.ErrorIs(t, err, wireguard.ErrClosed)
+}
+
+func TestManagerModeOverride(t *testing.T) {
+	e := newEnv(t, true)
+	o := e.options(ipfamily.IPv4)
+	o.Mode = wireguard.ModeUserspace
+	m := e.manager(o)
+	e.apply(m)
+	assert.Equal(t, wireguard.ModeUserspace, m.Status().Mode)
+
+	e2 := newEnv(t, false)
+	o = e2.options(ipfamily.IPv4)
+	o.Mode = wireguard.ModeKernel
+	m = e2.manager(o)
+	_, err := m.Apply(context.Background())
+	assert.ErrorIs(t, err, wireguard.ErrNotSupported)
+	_, ok := e2.ns.Link("wg-np")
+	assert.False(t, ok)
+	assert.Empty(t, e2.rules(kernel.IPv4))
+}
+
+func TestManagerPeersAreDiffedAndChunked(t *testing.T) {
+	e := newEnv(t, true)
+	o := e.options(ipfamily.IPv4)
+	o.PeerChunk = 100
+	m := e.manager(o)
+	keys := make([]wireguard.PublicKey, 250)
+	for i := range keys {
+		keys[i] = pubKey(t)
+		m.OnUpdate(node(i+1, keys[i]))
+	}
+	e.apply(m)
+	var peerWrites []int
+	for _, w := range e.wg.Log() {
+		assert.False(t, w.Config.ReplacePeers)
+		if len(w.Config.Peers) > 0 {
+			peerWrites = append(peerWrites, len(w.Config.Peers))
+		}
+	}
+	assert.Equal(t, []int{100, 100, 50}, peerWrites)
+
+	// One node's CIDRs change: one write, one peer, only its allowed IPs.
+	e.wg.ResetLog()
+	u := node(7, keys[6])
+	u.CIDRs = append(u.CIDRs, pfx("10.200.0.0/16"))
+	m.OnUpdate(u)
+	e.apply(m)
+	log := e.wg.Log()
+	require.Len(t, log, 1)
+	require.Len(t, log[0].Config.Peers, 1)
+	p := log[0].Config.Peers[0]
+	assert.Equal(t, keys[6], p.PublicKey)
+	assert.True(t, p.UpdateOnly && p.ReplaceAllowedIPs)
+	assert.False(t, p.Endpoint.IsValid())
+	assert.Contains(t, e.routes(), pfx("10.200.0.0/16"))
+
+	// An endpoint moves: only the endpoint.
+	e.wg.ResetLog()
+	u.Endpoint = netip.MustParseAddrPort("198.18.99.1:51820")
+	m.OnUpdate(u)
+	e.apply(m)
+	log = e.wg.Log()
+	require.Len(t, log, 1)
+	require.Len(t, log[0].Config.Peers, 1)
+	assert.Equal(t, u.Endpoint, log[0].Config.Peers[0].Endpoint)
+	assert.Empty(t, log[0].Config.Peers[0].AllowedIPs)
+
+	// A node goes: one removal, its routes go.
+	e.wg.ResetLog()
+	m.OnUpdate(wireguard.PeerRemove{Node: u.Node})
+	e.apply(m)
+	log = e.wg.Log()
+	require.Len(t, log, 1)
+	assert.Equal(t, []wireguard.PeerConfig{{PublicKey: keys[6], Remove: true}}, log[0].Config.Peers)
+	assert.NotContains(t, e.routes(), pfx("10.200.0.0/16"))
+	assert.Equal(t, 249, m.Status().Peers)
+}
+
+func TestManagerDuplicateKeysAndMissingKeysMakeNoPeer(t *testing.T) {
+	e := newEnv(t, true)
+	m := e.manager(e.options(ipfamily.IPv4))
+	shared, k3 := pubKey(t), pubKey(t)
+	m.OnUpdate(node(1, shared))
+	m.OnUpdate(node(2, shared))
+	m.OnUpdate(node(3, k3))
+	m.OnUpdate(node(4, wireguard.PublicKey{})) // no key yet
+	noEndpoint := node(5, pubKey(t))
+	noEndpoint.Endpoint = netip.AddrPort{}
+	m.OnUpdate(noEndpoint)
+	e.apply(m)
+
+	st := m.Status()
+	assert.Equal(t, 1, st.Peers)
+	assert.Equal(t, []string{node(1, shared).Node, node(2, shared).Node, node(4, shared).Node, noEndpoint.Node}, st.NotPeers)
+	require.Len(t, st.Conflicts, 1)
+	assert.Equal(t, shared, st.Conflicts[0].PublicKey)
+	assert.Equal(t, []string{node(1, shared).Node, node(2, shared).Node}, st.Conflicts[0].Nodes)
+	dev, _ := e.wg.State("wg-np")
+	require.Len(t, dev.Peers, 1)
+	assert.Equal(t, k3, dev.Peers[0].PublicKey)
+	// Not-peers' traffic falls back to the main table.
+	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNThrow, pfx("10.0.2.0/24"): kernel.RTNThrow,
+		pfx("10.0.3.0/24"): kernel.RTNUnicast, pfx("10.0.4.0/24"): kernel.RTNThrow, pfx("10.0.5.0/24"): kernel.RTNThrow}, e.routes())
+
+	// Our own key claimed by a node: that node gets no peer.
+	priv, err := wireguard.ReadKeyFile(e.keyFile)
+	require.NoError(t, err)
+	m.OnUpdate(node(6, priv.Public()))
+	// The conflict resolves: node 2 gets a key of its own.
+	m.OnUpdate(node(2, pubKey(t)))
+	e.apply(m)
+	st = m.Status()
+	assert.Equal(t, 3, st.Peers)
+	require.Len(t, st.Conflicts, 1)
+	assert.Equal(t, []string{"", node(6, shared).Node}, st.Conflicts[0].Nodes)
+	assert.Equal(t, kernel.RTNUnicast, e.routes()[pfx("10.0.2.0/24")])
+	assert.Equal(t, kernel.RTNThrow, e.routes()[pfx("10.0.6.0/24")])
+}
+
+func TestManagerAddsTheRuleOnlyOnceDeviceAndRoutesAreReady(t *testing.T) {
+	e := newEnv(t, true)
+	clk := clock.NewFake(testTime)
+	o := e.options(ipfamily.IPv4)
+	o.Clock = clk
+	m := e.manager(o)
+	m.OnUpdate(node(1, pubKey(t)))
+
+	// The device refuses its configuration: no routes, no rule.
+	e.wg.Fail(wireguardfake.OpConfigure, 1, nil)
+	_, err := m.Apply(context.Background())
+	assert.ErrorIs(t, err, wireguard.ErrDevice)
+	assert.Empty(t, e.routes())
+	assert.Empty(t, e.rules(kernel.IPv4))
+
+	// A route is refused: the others are written, the rule is not.
+	e.ns.Fail(kernelfake.OpApplyRoutes, 1, nil)
+	_, err = m.Apply(context.Background())
+	require.Error(t, err)
+	assert.Empty(t, e.rules(kernel.IPv4))
+
+	// Everything ready (the route's retry is due): the rule comes.
+	clk.Advance(time.Minute)
+	e.apply(m)
+	assert.Len(t, e.routes(), 1)
+	assert.Len(t, e.rules(kernel.IPv4), 1)
+}
+
+// orderKernel records the order of the removals a disable makes.
+type orderKernel struct {
+	*kernelfake.Namespace
+	mu  sync.Mutex
+	ops []string
+}
+
+func (k *orderKernel) note(s string) {
+	k.mu.Lock()
+	k.ops = append(k.ops, s)
+	k.mu.Unlock()
+}
+
+func (k *orderKernel) DeleteRule(ctx context.Context, r kernel.Rule) error {
+	k.note("rule")
+	return k.Namespace.DeleteRule(ctx, r)
+}
+
+func (k *orderKernel) ApplyRoutes(ctx context.Context, ops []kernel.RouteOp) []error {
+	for _, op := range ops {
+		if op.Kind == kernel.OpDelete {
+			k.note("route")
+		}
+	}
+	return k.Namespace.ApplyRoutes(ctx, ops)
+}
+
+func (k *orderKernel) DeleteLink(ctx context.Context, index int) error {
+	k.note("device")
+	return k.Namespace.DeleteLink(ctx, index)
+}
+
+func TestManagerDisableRemovesRuleThenRoutesThenDevice(t *testing.T) {
+	e := newEnv(t, true)
+	ok := &orderKernel{Namespace: e.ns}
+	o := e.options(ipfamily.IPv4)
+	o.Kernel = ok
+	o.KernelProvider = wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: ok, NewClient: e.wg.NewClient})
+	m := e.manager(o)
+	m.OnUpdate(node(1, pubKey(t)))
+	m.OnUpdate(node(2, wireguard.PublicKey{}))
+	e.apply(m)
+	require.Len(t, e.routes(), 2)
+	require.Empty(t, ok.ops)
+
+	m.OnUpdate(wireguard.SetEnabled{Enabled: false})
+	e.apply(m)
+	assert.Equal(t, []string{"rule", "route", "route", "device"}, ok.ops)
+	assert.Empty(t, e.routes())
+	assert.Empty(t, e.rules(kernel.IPv4))
+	_, found := e.ns.Link("wg-np")
+	assert.False(t, found)
+	assert.False(t, m.Status().Enabled)
+
+	// A new Manager that starts disabled removes what an earlier run left.
+	m2 := e.manager(e.options(ipfamily.IPv4))
+	e.apply(m2)
+	require.Len(t, e.rules(kernel.IPv4), 1)
+	o = e.options(ipfamily.IPv4)
+	o.Disabled = true
+	m3 := e.manager(o)
+	e.apply(m3)
+	assert.Empty(t, e.rules(kernel.IPv4))
+	_, found = e.ns.Link("wg-np")
+	assert.False(t, found)
+}
+
+func TestManagerRestartAdoptsAndWritesNothing(t *testing.T) {
+	e := newEnv(t, true)
+	m := e.manager(e.options(ipfamily.IPv4))
+	for i := 1; i <= 20; i++ {
+		m.OnUpdate(node(i, pubKey(t)))
+	}
+	m.OnUpdate(node(21, wireguard.PublicKey{}))
+	e.apply(m)
+	pub := m.Status().PublicKey
+	require.NoError(t, m.Close())
+	_, ok := e.ns.Link("wg-np")
+	require.True(t, ok, "a kernel device outlives its Manager")
+
+	e.wg.ResetLog()
+	e.ns.ResetCounts()
+	m2 := e.manager(e.options(ipfamily.IPv4))
+	// The same updates, as the agent's control plane replays them.
+	dev, _ := e.wg.State("wg-np")
+	for i := 1; i <= 21; i++ {
+		u := node(i, wireguard.PublicKey{})
+		for _, p := range dev.Peers {
+			if p.Endpoint.Addr() == u.Endpoint.Addr() {
+				u.PublicKey = p.PublicKey
+			}
+		}
+		m2.OnUpdate(u)
+	}
+	e.apply(m2)
+	assert.Equal(t, pub, m2.Status().PublicKey)
+	assert.Empty(t, e.wg.Log())
+	assert.Zero(t, e.ns.Writes())
+	assert.True(t, m2.Status().RuleInstalled)
+
+	// A key file lost while the device kept its key: the device's key is
+	// kept and written back to the file.
+	require.NoError(t, m2.Close())
+	require.NoError(t, os.Remove(e.keyFile))
+	m3 := e.manager(e.options(ipfamily.IPv4))
+	e.apply(m3)
+	assert.Equal(t, pub, m3.Status().PublicKey)
+	priv, err := wireguard.ReadKeyFile(e.keyFile)
+	require.NoError(t, err)
+	assert.Equal(t, pub, priv.Public())
+}
+
+func TestManagerRotatesTheKey(t *testing.T) {
+	e := newEnv(t, true)
+	m := e.manager(e.options(ipfamily.IPv4))
+	e.apply(m)
+	old := m.Status().PublicKey
+	m.OnUpdate(wireguard.RotateKey{})
+	e.apply(m)
+	cur := m.Status().PublicKey
+	assert.NotEqual(t, old, cur)
+	assert.Equal(t, []wireguard.PublicKey{old, cur}, e.pubs)
+	priv, err := wireguard.ReadKeyFile(e.keyFile)
+	require.NoError(t, err)
+	assert.Equal(t, cur, priv.Public())
+	dev, _ := e.wg.State("wg-np")
+	assert.Equal(t, priv, dev.PrivateKey)
+}
+
+func TestManagerTightensAKeyFileReadableByOthers(t *testing.T) {
+	e := newEnv(t, true)
+	k, err := wireguard.GeneratePrivateKey()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(e.keyFile, []byte(k.Base64()+"\n"), 0o644))
+	m := e.manager(e.options(ipfamily.IPv4))
+	e.apply(m)
+	fi, err := os.Stat(e.keyFile)
+	require.NoError(t, err)
+	assert.Equal(t, wireguard.KeyFileMode, fi.Mode().Perm())
+	assert.Equal(t, k.Public(), m.Status().PublicKey)
+
+	require.NoError(t, os.WriteFile(e.keyFile, []byte("garbage"), 0o600))
+	m2 := e.manager(e.options(ipfamily.IPv4))
+	_, err = m2.Apply(context.Background())
+	assert.ErrorIs(t, err, wireguard.ErrKeyFile)
+	assert.ErrorIs(t, err, wireguard.ErrInvalidKey)
+}
+
+func TestManagerNeverLogsThePrivateKey(t *testing.T) {
+	e := newEnv(t, false)
+	var buf bytes.Buffer
+	o := e.options(ipfamily.IPv4)
+	o.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m := e.manager(o)
+	m.OnUpdate(node(1, pubKey(t)))
+	e.apply(m)
+	m.OnUpdate(wireguard.RotateKey{})
+	e.apply(m)
+	priv, err := wireguard.ReadKeyFile(e.keyFile)
+	require.NoError(t, err)
+	require.NotEmpty(t, buf.String())
+	assert.NotContains(t, buf.String(), priv.Base64())
+	assert.Contains(t, buf.String(), priv.Public().String())
+	for _, s := range []string{priv.String(), strings.TrimSpace(sprint(priv))} {
+		assert.Equal(t, "(redacted)", s)
+	}
+}
+
+func TestManagerHostEncryptionAndIPv6(t *testing.T) {
+	e := newEnv(t, true)
+	o := e.options(ipfamily.IPv6)
+	o.EncryptHostTraffic = true
+	m := e.manager(o)
+	k := pubKey(t)
+	m.OnUpdate(wireguard.PeerUpdate{Node: "b", PublicKey: k, Endpoint: netip.MustParseAddrPort("[fd00:198:18::2]:0"),
+		CIDRs: []netip.Prefix{pfx("10.0.2.0/24"), pfx("fd00:10:244:2::/64")}})
+	m.OnUpdate(wireguard.PeerUpdate{Node: "c", Endpoint: netip.MustParseAddrPort("[fd00:198:18::3]:0"),
+		CIDRs: []netip.Prefix{pfx("fd00:10:244:3::/64")}})
+	e.apply(m)
+	assert.Equal(t, "wg-np-v6", m.Status().Device)
+	l, _ := e.ns.Link("wg-np-v6")
+	assert.Equal(t, 1420, l.MTU)
+	dev, _ := e.wg.State("wg-np-v6")
+	assert.Equal(t, wireguard.DefaultListenPortV6, dev.ListenPort)
+	require.Len(t, dev.Peers, 1)
+	assert.Equal(t, netip.MustParseAddrPort("[fd00:198:18::2]:51821"), dev.Peers[0].Endpoint)
+	assert.ElementsMatch(t, []netip.Prefix{pfx("fd00:10:244:2::/64"), pfx("fd00:198:18::2/128")}, dev.Peers[0].AllowedIPs)
+	got := map[netip.Prefix]uint8{}
+	for _, r := range e.ns.Routes(kernel.IPv6, testTable) {
+		got[r.Dst] = r.Type
+	}
+	assert.Equal(t, map[netip.Prefix]uint8{pfx("fd00:10:244:2::/64"): kernel.RTNUnicast, pfx("fd00:198:18::2/128"): kernel.RTNUnicast,
+		pfx("fd00:10:244:3::/64"): kernel.RTNThrow, pfx("fd00:198:18::3/128"): kernel.RTNThrow}, got)
+	assert.Len(t, e.rules(kernel.IPv6), 1)
+	assert.Empty(t, e.rules(kernel.IPv4))
+
+	// IPv4 host encryption asks for src_valid_mark.
+	o4 := e.options(ipfamily.IPv4)
+	o4.EncryptHostTraffic = true
+	m4 := e.manager(o4)
+	e.apply(m4)
+	v, err := e.ns.Sysctl(context.Background(), "net.ipv4.conf.all.src_valid_mark")
+	require.NoError(t, err)
+	assert.Equal(t, "1", v)
+}
+
+type metrics struct{ got []wireguard.PeerStats }
+
+func (m *metrics) ObservePeer(s wireguard.PeerStats) { m.got = append(m.got, s) }
+
+func TestManagerPeerStatsFeedMetrics(t *testing.T) {
+	e := newEnv(t, true)
+	var ms metrics
+	o := e.options(ipfamily.IPv4)
+	o.Metrics = &ms
+	m := e.manager(o)
+	st, err := m.PeerStats(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, st)
+	k := pubKey(t)
+	m.OnUpdate(node(1, k))
+	e.apply(m)
+	require.True(t, e.wg.SetPeerStats("wg-np", k, testTime, 100, 200))
+	st, err = m.PeerStats(context.Background())
+	require.NoError(t, err)
+	want := []wireguard.PeerStats{{Node: node(1, k).Node, PublicKey: k, LastHandshake: testTime, ReceiveBytes: 100, TransmitBytes: 200}}
+	assert.Equal(t, want, st)
+	assert.Equal(t, want, ms.got)
+}
+
+func TestManagerRecreatesADeviceDeletedBehindItsBack(t *testing.T) {
+	e := newEnv(t, true)
+	m := e.manager(e.options(ipfamily.IPv4))
+	m.OnUpdate(node(1, pubKey(t)))
+	e.apply(m)
+	l, _ := e.ns.Link("wg-np")
+	require.NoError(t, e.ns.Admin().DeleteLink(context.Background(), l.Index))
+	m.QueueResync()
+	e.apply(m)
+	dev, ok := e.wg.State("wg-np")
+	require.True(t, ok)
+	assert.Len(t, dev.Peers, 1)
+	assert.Len(t, e.routes(), 1)
+}
+
+func TestManagerDropsInvalidUpdates(t *testing.T) {
+	e := newEnv(t, true)
+	m := e.manager(e.options(ipfamily.IPv4))
+	for _, u := range []wireguard.PeerUpdate{
+		{},
+		{Node: "x", CIDRs: []netip.Prefix{pfx("10.0.0.1/24")}},
+		{Node: "x", Endpoint: netip.MustParseAddrPort("0.0.0.0:1")},
+	} {
+		assert.ErrorIs(t, u.Validate(), wireguard.ErrInvalidUpdate)
+		m.OnUpdate(u)
+	}
+	m.OnUpdate("a message of another package")
+	m.OnUpdate(node(1, pubKey(t)))
+	e.apply(m)
+	assert.Equal(t, 1, m.Status().Peers)
+	assert.Empty(t, m.Status().NotPeers)
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	e := newEnv(t, true)
+	good := e.options(ipfamily.IPv4)
+	for name, f := range map[string]func(o *wireguard.Options){
+		"family":    func(o *wireguard.Options) { o.Family = 0 },
+		"kernel":    func(o *wireguard.Options) { o.Kernel = nil },
+		"mark":      func(o *wireguard.Options) { o.FirewallMark = 0 },
+		"table":     func(o *wireguard.Options) { o.Table = 0 },
+		"main":      func(o *wireguard.Options) { o.Table = kernel.TableMain },
+		"mtu":       func(o *wireguard.Options) { o.HostMTU = 0 },
+		"small mtu": func(o *wireguard.Options) { o.MTU = 500 },
+		"v6 mtu":    func(o *wireguard.Options) { o.Family, o.HostMTU = ipfamily.IPv6, 1300 },
+		"key file":  func(o *wireguard.Options) { o.KeyFile = "" },
+		"name":      func(o *wireguard.Options) { o.InterfaceName = "a/b" },
+		"port":      func(o *wireguard.Options) { o.ListenPort = 70000 },
+		"mode":      func(o *wireguard.Options) { o.Mode = 9 },
+		"chunk":     func(o *wireguard.Options) { o.PeerChunk = -1 },
+		"providers": func(o *wireguard.Options) { o.KernelProvider, o.UserspaceProvider = nil, nil },
+	} {
+		o := good
+		f(&o)
+		_, err := wireguard.New(o)
+		assert.ErrorIs(t, err, wireguard.ErrInvalidOptions, name)
+	}
+	_, err := wireguard.New(good)
+	assert.NoError(t, err)
+}
