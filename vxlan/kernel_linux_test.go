@@ -196,3 +196,131 @@ func TestKernelVXLAN(t *testing.T) {
 		kerneltest.Require(t, kerneltest.PingCheck(h1.Pods[0].NS, h2.Pods[0].IPv4))
 	})
 }
+
+// TestKernelVXLANRestart: an agent restarted during a continuous ping
+// (10 ms interval, v4 and v6) loses at most the packets of one refresh
+// interval, and the new agent writes nothing: the kernel already holds
+// what it wants.
+func TestKernelVXLANRestart(t *testing.T) {
+	kerneltest.RequireKernel(t)
+	kerneltest.RequireCommands(t, "ping", "ipset")
+	tp := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 2, PodsPerHost: 1})
+	msgs := clusterMsgs(tp)
+	a1 := startAgent(t, tp.Hosts[0], vxlan.Always, bothFams, msgs)
+	startAgent(t, tp.Hosts[1], vxlan.Always, bothFams, msgs)
+	from, to := tp.Hosts[0].Pods[0], tp.Hosts[1].Pods[0]
+	for _, addr := range to.Addrs() {
+		kerneltest.Eventually(t, 10*time.Second, kerneltest.PingCheck(from.NS, addr))
+	}
+	const count = 300 // 3 s at 10 ms
+	ctx := context.Background()
+	var pings []*kerneltest.Process
+	for _, addr := range to.Addrs() {
+		fam := "-4"
+		if addr.Is6() {
+			fam = "-6"
+		}
+		p, err := from.NS.Start(ctx, "ping", fam, "-n", "-q", "-i", "0.01", "-c", fmt.Sprint(count), "-W", "1", addr.String())
+		require.NoError(t, err)
+		pings = append(pings, p)
+	}
+	time.Sleep(300 * time.Millisecond)
+	a1.stop()
+	a2 := startAgent(t, tp.Hosts[0], vxlan.Always, bothFams, msgs)
+	time.Sleep(3 * kresync) // a few refreshes of the new agent
+	for _, p := range pings {
+		<-p.Done()
+		sent, lost, err := pingLoss(p.Stdout())
+		require.NoError(t, err, "%s", p.Stdout())
+		t.Logf("%d sent, %d lost", sent, lost)
+		require.Equal(t, count, sent)
+		require.LessOrEqual(t, lost, int(kresync/(10*time.Millisecond)), "lost more than one refresh interval's packets")
+	}
+	require.Zero(t, a2.count.Writes(), "the restarted agent wrote: %v", a2.count.Log())
+}
+
+// TestKernelVXLANCrossSubnet: hosts 1 and 2 share an underlay subnet,
+// host 3 is on another one behind a router. In cross-subnet mode host 1
+// routes host 2's pods directly and host 3's through VXLAN, which the
+// device's counters prove. Host 3 moving into the first subnet switches
+// host 1's route to its block with one replace, no delete.
+func TestKernelVXLANCrossSubnet(t *testing.T) {
+	kerneltest.RequireKernel(t)
+	kerneltest.RequireCommands(t, "ping", "ipset", "ip")
+	tp := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 3, PodsPerHost: 1, Stack: kerneltest.IPv4Only})
+	h1, h2, h3 := tp.Hosts[0], tp.Hosts[1], tp.Hosts[2]
+	ctx := context.Background()
+	ip := func(ns *kerneltest.NS, args ...string) {
+		t.Helper()
+		_, err := ns.Exec(ctx, "ip", args...)
+		require.NoError(t, err, "ip %v", args)
+	}
+	// The switch routes between 198.18.0.0/24 and 198.18.1.0/24.
+	ip(tp.Switch, "addr", "add", "198.18.0.254/24", "dev", kerneltest.BridgeName)
+	ip(tp.Switch, "addr", "add", "198.18.1.254/24", "dev", kerneltest.BridgeName)
+	require.NoError(t, tp.Switch.SetSysctl("net.ipv4.ip_forward", "1"))
+	ip(h3.NS, "addr", "del", "198.18.0.3/24", "dev", h3.UnderlayIf)
+	ip(h3.NS, "addr", "add", "198.18.1.3/24", "dev", h3.UnderlayIf)
+	ip(h3.NS, "route", "add", "198.18.0.0/24", "via", "198.18.1.254")
+	for _, h := range []*kerneltest.Host{h1, h2} {
+		ip(h.NS, "route", "add", "198.18.1.0/24", "via", "198.18.0.254")
+	}
+	v3 := kernelVTEP(h3)
+	v3.UnderlayV4 = netip.MustParseAddr("198.18.1.3")
+	msgs := []any{kernelVTEP(h1), kernelVTEP(h2), v3}
+	for _, h := range tp.Hosts {
+		msgs = append(msgs, vxlan.BlockUpdate{CIDR: h.PodCIDRv4, Node: h.Name})
+	}
+	fams := []vxlan.Family{vxlan.IPv4}
+	agents := []*agent{}
+	for _, h := range tp.Hosts {
+		agents = append(agents, startAgent(t, h, vxlan.CrossSubnet, fams, msgs))
+	}
+	routes, err := h1.NS.Exec(ctx, "ip", "route", "show", "proto", "78")
+	require.NoError(t, err)
+	require.Contains(t, string(routes), fmt.Sprintf("%s via %s dev eth0", h2.PodCIDRv4, h2.UnderlayIPv4.Addr()))
+	require.Contains(t, string(routes), fmt.Sprintf("%s via %s dev %s onlink", h3.PodCIDRv4, v3.TunnelV4, vxlan.DefaultDeviceV4))
+
+	// pingPath pings n times and returns how many packets the tunnel sent.
+	pingPath := func(to netip.Addr) uint64 {
+		t.Helper()
+		kerneltest.Eventually(t, 10*time.Second, kerneltest.PingCheck(h1.Pods[0].NS, to))
+		before := txPackets(t, h1, vxlan.DefaultDeviceV4)
+		_, err := h1.Pods[0].NS.Exec(ctx, "ping", "-4", "-n", "-q", "-c", "20", "-i", "0.01", to.String())
+		require.NoError(t, err)
+		return txPackets(t, h1, vxlan.DefaultDeviceV4) - before
+	}
+	require.Less(t, pingPath(h2.Pods[0].IPv4), uint64(10), "same-subnet traffic must not use the tunnel")
+	require.GreaterOrEqual(t, pingPath(h3.Pods[0].IPv4), uint64(20), "cross-subnet traffic must use the tunnel")
+
+	// Host 3 moves into host 1's subnet.
+	ip(h3.NS, "route", "del", "198.18.0.0/24")
+	ip(h3.NS, "addr", "add", "198.18.0.3/24", "dev", h3.UnderlayIf)
+	ip(h3.NS, "addr", "del", "198.18.1.3/24", "dev", h3.UnderlayIf)
+	agents[0].count.Reset()
+	for _, a := range agents {
+		a.send(kernelVTEP(h3))
+	}
+	want := fmt.Sprintf("%s via %s dev eth0", h3.PodCIDRv4, h3.UnderlayIPv4.Addr())
+	eventually(t, 10*time.Second, func() error {
+		out, err := h1.NS.Exec(ctx, "ip", "route", "show", h3.PodCIDRv4.String())
+		if err != nil || !strings.Contains(string(out), want) {
+			return fmt.Errorf("route to %s: %s (%v)", h3.PodCIDRv4, out, err)
+		}
+		return nil
+	})
+	replaces, deletes := 0, 0
+	for _, w := range agents[0].count.Log() {
+		if strings.Contains(w, "route "+h3.PodCIDRv4.String()) {
+			switch {
+			case strings.HasPrefix(w, "replace"):
+				replaces++
+			case strings.HasPrefix(w, "delete"):
+				deletes++
+			}
+		}
+	}
+	require.Equal(t, 1, replaces, "writes: %v", agents[0].count.Log())
+	require.Zero(t, deletes, "writes: %v", agents[0].count.Log())
+	require.Less(t, pingPath(h3.Pods[0].IPv4), uint64(10), "host 3 is now reached directly")
+}
