@@ -190,7 +190,7 @@ func TestManagerFallsBackToUserspaceAndSaysWhy(t *testing.T) {
 	e.apply(m)
 	st := m.Status()
 	assert.Equal(t, wireguard.ModeUserspace, st.Mode)
-	assert.Contains(t, st.ModeReason, "no WireGuard module")
+	assert.Contains(t, st.ModeReason, "not supported")
 	l, ok := e.ns.Link("wg-np")
 	require.True(t, ok)
 	assert.Equal(t, kernel.KindTUN, l.Kind)

@@ -82,7 +82,7 @@ func (p *kernelProvider) Open(ctx context.Context, spec DeviceSpec) (Device, err
 	case errors.Is(err, kernel.ErrNotFound):
 		l, err = p.o.Links.AddLink(ctx, kernel.Link{Name: spec.Name, Kind: kernel.KindWireGuard, MTU: spec.MTU})
 		if errors.Is(err, kernel.ErrNotSupported) {
-			return nil, fmt.Errorf("%w: the kernel has no WireGuard module: %w", ErrNotSupported, err)
+			return nil, fmt.Errorf("%w: %w", ErrNotSupported, err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: creating %s: %w", ErrDevice, spec.Name, err)

@@ -1,0 +1,524 @@
+//go:build linux
+
+package wireguard_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+	"golang.zx2c4.com/wireguard/wgctrl"
+
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/leakcheck"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/wireguard"
+)
+
+// Kernel tests run the real providers in namespaces of their own. This
+// machine's kernel has no WireGuard module: the kernel provider's test says
+// so, and the Manager falls back to the embedded userspace device.
+//
+// Userspace devices serve their control socket in /var/run/wireguard, one
+// directory for every namespace of the machine, so every device gets a
+// name of its own: "wgt", the process ID, a counter.
+
+var devCounter atomic.Int32
+
+func uniqueName(t *testing.T) string {
+	n := fmt.Sprintf("wgt%d-%d", os.Getpid()%100000, devCounter.Add(1))
+	require.LessOrEqual(t, len(n), 15)
+	return n
+}
+
+func TestKernelKernelProviderDetectsTheMissingModule(t *testing.T) {
+	host := kerneltest.NewNS(t)
+	k, err := kernel.Open(host.Path())
+	require.NoError(t, err)
+	defer k.Close()
+	p := wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: k, Doer: k})
+	dev, err := p.Open(context.Background(), wireguard.DeviceSpec{Name: "wg-np", MTU: 1420})
+	if errors.Is(err, wireguard.ErrNotSupported) {
+		t.Logf("this kernel has no WireGuard module (%v): the kernel provider is covered on fakes; the userspace provider runs below", err)
+		assert.ErrorIs(t, err, kernel.ErrNotSupported)
+		_, lerr := k.LinkByName(context.Background(), "wg-np")
+		assert.ErrorIs(t, lerr, kernel.ErrNotFound, "a refused device leaves no link")
+		return
+	}
+	require.NoError(t, err)
+	t.Log("this kernel has WireGuard: the kernel provider made a device")
+	st, err := dev.State(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "wg-np", st.Name)
+	require.NoError(t, dev.Delete(context.Background()))
+}
+
+// wgNode is one host of the test cluster with its Managers.
+type wgNode struct {
+	c       *wgCluster
+	host    *kerneltest.Host
+	k       *kernel.Namespace
+	keyFile string
+	names   map[ipfamily.Family]string
+	mgr     map[ipfamily.Family]*wireguard.Manager
+	mu      sync.Mutex
+	pub     map[ipfamily.Family]wireguard.PublicKey
+}
+
+type wgCluster struct {
+	t     *testing.T
+	topo  *kerneltest.Topology
+	nodes []*wgNode
+}
+
+const kTable, kMark = 100, 0x100000
+
+// newWGCluster builds hosts with pods, opens each host's namespace and
+// starts an IPv4 and an IPv6 Manager on each, every host knowing every
+// other's key.
+func newWGCluster(t *testing.T, hosts int) *wgCluster {
+	topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: hosts, PodsPerHost: 1})
+	c := &wgCluster{t: t, topo: topo}
+	// Registered before the Managers' Close, so it runs after them.
+	t.Cleanup(func() {
+		leakcheck.NoGoroutines(t, 10*time.Second, "golang.zx2c4.com/wireguard/device.", "golang.zx2c4.com/wireguard/tun.",
+			"golang.zx2c4.com/wireguard/ipc.", "wireguard.(*userDevice)")
+		matches, _ := filepath.Glob("/var/run/wireguard/wgt*")
+		for _, m := range matches {
+			for _, n := range c.nodes {
+				for _, name := range n.names {
+					assert.NotEqual(t, "/var/run/wireguard/"+name+".sock", m, "control socket left behind")
+				}
+			}
+		}
+	})
+	for _, h := range topo.Hosts {
+		k, err := kernel.Open(h.NS.Path())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = k.Close() })
+		n := &wgNode{c: c, host: h, k: k, keyFile: filepath.Join(t.TempDir(), "wg.key"),
+			names: map[ipfamily.Family]string{ipfamily.IPv4: uniqueName(t), ipfamily.IPv6: uniqueName(t)},
+			mgr:   map[ipfamily.Family]*wireguard.Manager{}, pub: map[ipfamily.Family]wireguard.PublicKey{}}
+		c.nodes = append(c.nodes, n)
+		for _, f := range ipfamily.All {
+			n.start(f)
+		}
+	}
+	c.mesh()
+	return c
+}
+
+func (n *wgNode) options(f ipfamily.Family) wireguard.Options {
+	return wireguard.Options{Family: f, Kernel: n.k, InterfaceName: n.names[f], FirewallMark: kMark, Table: kTable,
+		HostMTU: 1500, KeyFile: n.keyFile, NodeName: n.host.Name,
+		OnPublicKey: func(k wireguard.PublicKey) {
+			n.mu.Lock()
+			n.pub[f] = k
+			n.mu.Unlock()
+		}}
+}
+
+// start makes (or remakes) the host's Manager of family f and applies it.
+func (n *wgNode) start(f ipfamily.Family) {
+	t := n.c.t
+	m, err := wireguard.New(n.options(f))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	n.mgr[f] = m
+	n.apply(f)
+	st := m.Status()
+	require.Equal(t, wireguard.ModeUserspace, st.Mode, "this machine has no WireGuard module")
+	t.Logf("%s %s: provider %s (%s)", n.host.Name, f, st.Mode, st.ModeReason)
+}
+
+func (n *wgNode) apply(f ipfamily.Family) {
+	t := n.c.t
+	t.Helper()
+	m := n.mgr[f]
+	require.NoError(t, m.CompleteDeferredWork(context.Background()))
+	_, err := m.Apply(context.Background())
+	require.NoError(t, err)
+}
+
+func (n *wgNode) publicKey(f ipfamily.Family) wireguard.PublicKey {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pub[f]
+}
+
+// update is what the control plane tells the others about n.
+func (n *wgNode) update(f ipfamily.Family) wireguard.PeerUpdate {
+	u := wireguard.PeerUpdate{Node: n.host.Name, PublicKey: n.publicKey(f)}
+	if f == ipfamily.IPv4 {
+		u.Endpoint = netip.AddrPortFrom(n.host.UnderlayIPv4.Addr(), 0)
+		u.CIDRs = []netip.Prefix{n.host.PodCIDRv4}
+	} else {
+		u.Endpoint = netip.AddrPortFrom(n.host.UnderlayIPv6.Addr(), 0)
+		u.CIDRs = []netip.Prefix{n.host.PodCIDRv6}
+	}
+	return u
+}
+
+// mesh tells every node about every other and applies.
+func (c *wgCluster) mesh() {
+	for _, n := range c.nodes {
+		for _, f := range ipfamily.All {
+			for _, o := range c.nodes {
+				if o != n {
+					n.mgr[f].OnUpdate(o.update(f))
+				}
+			}
+			n.apply(f)
+		}
+	}
+}
+
+func pod(n *wgNode) *kerneltest.Pod { return n.host.Pods[0] }
+
+// deviceViaControlSocket reads a device the way `wg show` does: wgctrl
+// through /var/run/wireguard/NAME.sock.
+func deviceViaControlSocket(t *testing.T, name string) (peers int, port int) {
+	c, err := wgctrl.New()
+	require.NoError(t, err)
+	defer c.Close()
+	d, err := c.Device(name)
+	require.NoError(t, err)
+	return len(d.Peers), d.ListenPort
+}
+
+// capture reads every frame on an interface of a namespace through an
+// AF_PACKET socket made inside it, until stop is called.
+type capture struct {
+	fd     int
+	mu     sync.Mutex
+	frames [][]byte
+	done   chan struct{}
+}
+
+func startCapture(t *testing.T, ns *kerneltest.NS, ifname string) *capture {
+	c := &capture{done: make(chan struct{})}
+	proto := int(htons(unix.ETH_P_ALL))
+	require.NoError(t, ns.Do(func() error {
+		l, err := ns.Handle().LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
+		if err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: l.Attrs().Index}); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		tv := unix.NsecToTimeval((100 * time.Millisecond).Nanoseconds())
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		c.fd = fd
+		return nil
+	}))
+	go func() {
+		defer close(c.done)
+		buf := make([]byte, 65536)
+		for {
+			select {
+			case <-c.stopC():
+				return
+			default:
+			}
+			n, _, err := unix.Recvfrom(c.fd, buf, 0)
+			if err != nil {
+				continue
+			}
+			c.mu.Lock()
+			c.frames = append(c.frames, bytes.Clone(buf[:n]))
+			c.mu.Unlock()
+		}
+	}()
+	t.Cleanup(c.stop)
+	return c
+}
+
+var stopOnce sync.Map
+
+func (c *capture) stopC() chan struct{} {
+	ch, _ := stopOnce.LoadOrStore(c, make(chan struct{}))
+	return ch.(chan struct{})
+}
+
+func (c *capture) stop() {
+	ch := c.stopC()
+	select {
+	case <-ch:
+		return
+	default:
+		close(ch)
+	}
+	<-c.done
+	unix.Close(c.fd)
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// packet is the IP layer of a captured frame.
+type packet struct {
+	src, dst         netip.Addr
+	proto            uint8
+	srcPort, dstPort uint16
+	payload          []byte
+}
+
+func (c *capture) packets() []packet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []packet
+	for _, f := range c.frames {
+		if len(f) < 14 {
+			continue
+		}
+		var p packet
+		ip := f[14:]
+		switch binary.BigEndian.Uint16(f[12:14]) {
+		case unix.ETH_P_IP:
+			if len(ip) < 20 {
+				continue
+			}
+			hl := int(ip[0]&0xf) * 4
+			p.src, p.dst, p.proto = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20])), ip[9]
+			p.payload = ip[min(hl, len(ip)):]
+		case unix.ETH_P_IPV6:
+			if len(ip) < 40 {
+				continue
+			}
+			p.src, p.dst, p.proto = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40])), ip[6]
+			p.payload = ip[40:]
+		default:
+			continue
+		}
+		if p.proto == unix.IPPROTO_UDP && len(p.payload) >= 8 {
+			p.srcPort, p.dstPort = binary.BigEndian.Uint16(p.payload[0:2]), binary.BigEndian.Uint16(p.payload[2:4])
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+var podNets = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/48")}
+
+func isPodAddr(a netip.Addr) bool {
+	for _, p := range podNets {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// pingPattern is put in every echo request of pingWithPattern, so a
+// plaintext copy on the underlay would show.
+const pingPattern = "c0ffee15dec0de42"
+
+func pingWithPattern(ctx context.Context, from *kerneltest.NS, to netip.Addr) error {
+	_, err := from.Exec(ctx, "ping", "-c", "3", "-i", "0.2", "-W", "2", "-p", pingPattern, to.String())
+	return err
+}
+
+func TestKernelUserspaceTunnelEncryptsPodTraffic(t *testing.T) {
+	kerneltest.RequireCommands(t, "ping")
+	c := newWGCluster(t, 3)
+	ctx := context.Background()
+	h1, h2, h3 := c.nodes[0], c.nodes[1], c.nodes[2]
+
+	// The device answers on its control socket, as `wg show` needs.
+	peers, port := deviceViaControlSocket(t, h1.names[ipfamily.IPv4])
+	assert.Equal(t, 2, peers)
+	assert.Equal(t, wireguard.DefaultListenPort, port)
+
+	// The rule is in place, with the table.
+	rules, err := h1.k.Rules(ctx, kernel.IPv4)
+	require.NoError(t, err)
+	found := false
+	for _, r := range rules {
+		found = found || r.Table == kTable && r.Invert && r.Mark == kMark && r.Priority == wireguard.DefaultRulePriority
+	}
+	assert.True(t, found, "rule not fwmark %#x lookup %d", kMark, kTable)
+
+	cap := startCapture(t, h1.host.NS, kerneltest.UnderlayIf)
+	pattern, _ := hexDecode(pingPattern)
+	for _, dst := range []*wgNode{h2, h3} {
+		for _, a := range pod(dst).Addrs() {
+			kerneltest.Eventually(t, 15*time.Second, kerneltest.Check{
+				Name: fmt.Sprintf("%s -> %s", pod(h1).Name, a),
+				Run:  func(ctx context.Context) error { return pingWithPattern(ctx, pod(h1).NS, a) },
+			})
+		}
+	}
+	// And the other way, from host 2's pod to host 1's and host 3's.
+	for _, a := range append(pod(h1).Addrs(), pod(h3).Addrs()...) {
+		kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(pod(h2).NS, a))
+	}
+	cap.stop()
+
+	var udp, plain int
+	for _, p := range cap.packets() {
+		if isPodAddr(p.src) || isPodAddr(p.dst) {
+			plain++
+			t.Errorf("plaintext pod packet on the underlay: %s -> %s proto %d", p.src, p.dst, p.proto)
+		}
+		if bytes.Contains(p.payload, pattern) {
+			t.Errorf("the ping payload crossed the underlay in clear: %s -> %s", p.src, p.dst)
+		}
+		if p.proto == unix.IPPROTO_UDP && (p.dstPort == wireguard.DefaultListenPort || p.srcPort == wireguard.DefaultListenPort ||
+			p.dstPort == wireguard.DefaultListenPortV6 || p.srcPort == wireguard.DefaultListenPortV6) {
+			udp++
+		}
+	}
+	t.Logf("underlay of %s: %d WireGuard UDP packets, %d plaintext pod packets", h1.host.Name, udp, plain)
+	assert.Positive(t, udp)
+
+	// Per-peer counters.
+	stats, err := h1.mgr[ipfamily.IPv4].PeerStats(ctx)
+	require.NoError(t, err)
+	require.Len(t, stats, 2)
+	for _, s := range stats {
+		assert.False(t, s.LastHandshake.IsZero(), "%s", s.Node)
+		assert.Positive(t, s.TransmitBytes)
+		assert.Positive(t, s.ReceiveBytes)
+	}
+	assert.Equal(t, []string{h2.host.Name, h3.host.Name}, []string{stats[0].Node, stats[1].Node})
+}
+
+func TestKernelUserspacePeerRemovalDuplicateKeysAndRotation(t *testing.T) {
+	kerneltest.RequireCommands(t, "ping")
+	c := newWGCluster(t, 3)
+	h1, h2, h3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	v4 := ipfamily.IPv4
+	p1 := pod(h1).NS
+	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h2).IPv4))
+	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h3).IPv4))
+
+	// A removed peer's traffic stops; the others' goes on.
+	h1.mgr[v4].OnUpdate(wireguard.PeerRemove{Node: h3.host.Name})
+	h1.apply(v4)
+	kerneltest.Eventually(t, 10*time.Second, kerneltest.Not(kerneltest.PingCheck(p1, pod(h3).IPv4)))
+	kerneltest.Require(t, kerneltest.PingCheck(p1, pod(h2).IPv4))
+	peers, _ := deviceViaControlSocket(t, h1.names[v4])
+	assert.Equal(t, 1, peers)
+	h1.mgr[v4].OnUpdate(h3.update(v4))
+	h1.apply(v4)
+	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h3).IPv4))
+
+	// Two nodes claim one key: neither is a peer.
+	dup := h2.update(v4)
+	dup.PublicKey = h3.publicKey(v4)
+	h1.mgr[v4].OnUpdate(dup)
+	h1.apply(v4)
+	st := h1.mgr[v4].Status()
+	require.Len(t, st.Conflicts, 1)
+	assert.Equal(t, []string{h2.host.Name, h3.host.Name}, st.Conflicts[0].Nodes)
+	peers, _ = deviceViaControlSocket(t, h1.names[v4])
+	assert.Zero(t, peers)
+	kerneltest.Eventually(t, 10*time.Second, kerneltest.Not(kerneltest.PingCheck(p1, pod(h2).IPv4)))
+	kerneltest.Eventually(t, 10*time.Second, kerneltest.Not(kerneltest.PingCheck(p1, pod(h3).IPv4)))
+	h1.mgr[v4].OnUpdate(h2.update(v4))
+	h1.apply(v4)
+	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h2).IPv4))
+	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h3).IPv4))
+
+	// Key rotation: a new key, published; once the others have it,
+	// traffic flows again.
+	old := h1.publicKey(v4)
+	h1.mgr[v4].OnUpdate(wireguard.RotateKey{})
+	h1.apply(v4)
+	cur := h1.publicKey(v4)
+	require.NotEqual(t, old, cur)
+	for _, o := range []*wgNode{h2, h3} {
+		o.mgr[v4].OnUpdate(h1.update(v4))
+		o.apply(v4)
+	}
+	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h2).IPv4))
+	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(pod(h3).NS, pod(h1).IPv4))
+}
+
+var replyRE = regexp.MustCompile(`(?m)^\d+ bytes from `)
+
+func TestKernelUserspaceRestartKeepsKeyAndPingSurvives(t *testing.T) {
+	kerneltest.RequireCommands(t, "ping")
+	c := newWGCluster(t, 2)
+	h1, h2 := c.nodes[0], c.nodes[1]
+	v4 := ipfamily.IPv4
+	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(pod(h1).NS, pod(h2).IPv4))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ping, err := pod(h1).NS.Start(ctx, "ping", "-i", "0.2", "-W", "1", pod(h2).IPv4.String())
+	require.NoError(t, err)
+	defer func() { _ = ping.Stop() }()
+	replies := func() int { return len(replyRE.FindAll(ping.Stdout(), -1)) }
+	waitReplies := func(n int) {
+		deadline := time.Now().Add(30 * time.Second)
+		for replies() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d ping replies, want %d; ping says:\n%s%s", replies(), n, ping.Stdout(), ping.Stderr())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitReplies(3)
+
+	// The agent restarts: its userspace device goes with it and comes back;
+	// the rule and throw routes stay; the key is the same, so the other
+	// node needs no change.
+	pub := h1.publicKey(v4)
+	require.NoError(t, h1.mgr[v4].Close())
+	h1.pub[v4] = wireguard.PublicKey{}
+	h1.start(v4)
+	for _, o := range c.nodes[1:] {
+		h1.mgr[v4].OnUpdate(o.update(v4))
+	}
+	h1.apply(v4)
+	assert.Equal(t, pub, h1.publicKey(v4))
+	assert.Equal(t, pub, h1.mgr[v4].Status().PublicKey)
+	before := replies()
+	waitReplies(before + 5)
+	select {
+	case <-ping.Done():
+		t.Fatalf("ping ended: %s", ping.Stderr())
+	default:
+	}
+	t.Logf("ping: %d replies before the restart, %d after", before, replies()-before)
+}
+
+func hexDecode(s string) ([]byte, error) {
+	b := make([]byte, len(s)/2)
+	for i := range b {
+		var v byte
+		for _, ch := range s[2*i : 2*i+2] {
+			v <<= 4
+			switch {
+			case ch >= '0' && ch <= '9':
+				v |= byte(ch - '0')
+			case ch >= 'a' && ch <= 'f':
+				v |= byte(ch - 'a' + 10)
+			}
+		}
+		b[i] = v
+	}
+	return b, nil
+}
