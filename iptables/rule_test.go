@@ -489,6 +489,12 @@ func TestRuleArgsGoldenFile(t *testing.T) {
 	}
 }
 
+// unsupported are the constructs of the rule model that iptables lacks,
+// each with a valid rule's action using it.
+var unsupported = map[string]netfilter.Action{
+	"netfilter.ActionVerdictMap": netfilter.VerdictMap("np-svc", netfilter.Dst, netfilter.Dst),
+}
+
 func TestRuleGoldenCasesCoverEveryType(t *testing.T) {
 	seen := map[string]map[ipfamily.Family]bool{}
 	note := func(x any, v ipfamily.Family) {
@@ -505,8 +511,13 @@ func TestRuleGoldenCasesCoverEveryType(t *testing.T) {
 		note(tc.rule.Action, tc.v)
 	}
 	types := modelTypes(t)
-	require.Len(t, types, 22, "the criteria and actions of package netfilter")
+	require.Len(t, types, 23, "the criteria and actions of package netfilter")
 	for _, name := range types {
+		if unsupported[name] != nil {
+			_, err := RuleArgs(netfilter.Rule{Action: unsupported[name]}, ipfamily.IPv4)
+			assert.ErrorIs(t, err, netfilter.ErrUnsupported, "%s: a construct iptables lacks is refused", name)
+			continue
+		}
 		assert.True(t, seen[name][ipfamily.IPv4], "%s has no IPv4 golden case", name)
 		if name != "netfilter.ActionAccept" && name != "netfilter.ActionDrop" && name != "netfilter.ActionReturn" {
 			assert.True(t, seen[name][ipfamily.IPv6], "%s has no IPv6 golden case", name)

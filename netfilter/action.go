@@ -9,9 +9,9 @@ import (
 // set is closed: the package's Action* types (ActionAccept, ActionDrop,
 // ActionReturn, ActionReject, ActionJump, ActionGoto, ActionSetMark,
 // ActionMasquerade, ActionSNAT, ActionDNAT, ActionLog, ActionNoTrack,
-// ActionNFLOG) are its only implementations, built by constructors such
-// as Accept and Jump or as literals. Pass the values: Validate refuses a
-// pointer to one.
+// ActionNFLOG, ActionVerdictMap) are its only implementations, built by
+// constructors such as Accept and Jump or as literals. Pass the values:
+// Validate refuses a pointer to one.
 type Action interface {
 	// action marks the package's actions.
 	action()
@@ -273,6 +273,32 @@ type ActionNFLOG struct {
 // group.
 func NFLOG(group uint16) Action { return ActionNFLOG{Group: group} }
 
+// ActionVerdictMap looks the packet up in a verdict map, a construct of
+// nftables alone, and applies the verdict it finds there (accept, drop,
+// return, or a jump or goto to a chain); a packet whose key is not in the
+// map goes on with the next rule. The key is built as for MatchSet: Dims
+// gives, for each dimension of the map's key that has a side (an address,
+// a port, an interface), which side of the packet it is taken from. It
+// dispatches in one lookup however many entries the map holds (as
+// kube-proxy's nftables mode does with VIP . protocol . port → goto a
+// service chain). The map must exist, with the rule's IP family, when the
+// rule is written. Backends without verdict maps refuse it with
+// ErrUnsupported (iptables does).
+type ActionVerdictMap struct {
+	// Map is the verdict map's name, with the rules of MatchSet's Name.
+	Map string
+	// Dims has one direction per key dimension used, 1 to
+	// MaxIPSetDimensions of them.
+	Dims []Direction
+}
+
+// VerdictMap returns the action that dispatches the packet through the
+// verdict map name, taking each dimension of its key from the side dims
+// gives.
+func VerdictMap(name string, dims ...Direction) Action {
+	return ActionVerdictMap{Map: name, Dims: dims}
+}
+
 func (ActionAccept) action()     {}
 func (ActionDrop) action()       {}
 func (ActionReturn) action()     {}
@@ -286,3 +312,4 @@ func (ActionDNAT) action()       {}
 func (ActionLog) action()        {}
 func (ActionNoTrack) action()    {}
 func (ActionNFLOG) action()      {}
+func (ActionVerdictMap) action() {}

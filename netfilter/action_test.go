@@ -32,6 +32,7 @@ func TestActionConstructors(t *testing.T) {
 		{netfilter.Log("p"), netfilter.ActionLog{Prefix: "p"}},
 		{netfilter.NoTrack(), netfilter.ActionNoTrack{}},
 		{netfilter.NFLOG(3), netfilter.ActionNFLOG{Group: 3}},
+		{netfilter.VerdictMap("m", netfilter.Dst, netfilter.Dst), netfilter.ActionVerdictMap{Map: "m", Dims: []netfilter.Direction{netfilter.Dst, netfilter.Dst}}},
 	}
 	for _, tc := range tests {
 		assert.Equal(t, tc.want, tc.got)
@@ -73,7 +74,7 @@ func TestJumpTarget(t *testing.T) {
 	for _, a := range []netfilter.Action{nil, netfilter.Accept(), netfilter.Drop(), netfilter.Return(), netfilter.Reject(0),
 		netfilter.SetMark(1), netfilter.ClearMark(1), netfilter.SetMaskedMark(1, 1), netfilter.Masquerade(),
 		netfilter.SNAT(netip.MustParseAddr("1.1.1.1")), netfilter.DNAT(netip.AddrPort{}), netfilter.Log(""),
-		netfilter.NoTrack(), netfilter.NFLOG(0), &netfilter.ActionJump{Chain: "C"}} {
+		netfilter.NoTrack(), netfilter.NFLOG(0), netfilter.VerdictMap("m", netfilter.Dst), &netfilter.ActionJump{Chain: "C"}} {
 		assert.Empty(t, netfilter.Rule{Action: a}.JumpTarget(), "%T", a)
 	}
 }

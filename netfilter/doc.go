@@ -10,13 +10,15 @@
 // MatchConntrack, MatchAddrType, MatchICMP) and the Action* types
 // (ActionAccept, ActionDrop, ActionReturn, ActionReject, ActionJump,
 // ActionGoto, ActionSetMark, ActionMasquerade, ActionSNAT, ActionDNAT,
-// ActionLog, ActionNoTrack, ActionNFLOG). Their exported fields are all
-// there is to them; constructors (SourceNet, Protocol, DestPorts, Not,
-// Accept, Jump, DNAT, …) build the common ones. A backend renders each by a
-// type switch whose default case reports an error matching ErrUnsupported,
-// so that a value it does not know (one added here later) is refused when
-// declared, never rendered wrong; a backend's tests find every type by
-// their marker methods (match, action) and check that each renders.
+// ActionLog, ActionNoTrack, ActionNFLOG, and ActionVerdictMap, which only
+// nftables renders). Their exported fields are all there is to them;
+// constructors (SourceNet, Protocol, DestPorts, Not, Accept, Jump, DNAT, …)
+// build the common ones. A backend renders each by a type switch whose
+// default case reports an error matching ErrUnsupported, so that a value
+// it does not know (one added here later) is refused when declared, never
+// rendered wrong; a backend's tests find every type by their marker
+// methods (match, action) and check that each renders, or is refused with
+// ErrUnsupported where the backend lacks the construct.
 //
 // Rule.Validate checks what is true whatever the backend: the family of
 // every address, prefixes that are networks (10.0.0.1/24 is an error, not

@@ -231,25 +231,28 @@ func checkMark(what string, mark, mask uint32) error {
 	return nil
 }
 
-func checkSet(m MatchSet) error {
-	name := m.Name
+func checkSet(m MatchSet) error { return checkSetRef("IP set", "IP set match", m.Name, m.Dims) }
+
+// checkSetRef checks the name and dimensions of the IP set of a MatchSet,
+// or of the verdict map of an ActionVerdictMap (what, used as ref).
+func checkSetRef(what, ref, name string, dims []Direction) error {
 	if name == "" || len(name) > MaxIPSetNameLength {
-		return errRulef("IP set name %q must be 1 to %d characters", name, MaxIPSetNameLength)
+		return errRulef("%s name %q must be 1 to %d characters", what, name, MaxIPSetNameLength)
 	}
 	if name[0] == '-' || name[0] == '!' {
-		return errRulef("IP set name %q starts with %q", name, name[0])
+		return errRulef("%s name %q starts with %q", what, name, name[0])
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c <= ' ' || c > '~' || c == '"' || c == '\'' || c == '\\' {
-			return errRulef("IP set name %q contains %q", name, c)
+			return errRulef("%s name %q contains %q", what, name, c)
 		}
 	}
-	if len(m.Dims) == 0 || len(m.Dims) > MaxIPSetDimensions {
-		return errRulef("IP set match %q has %d dimensions, want 1 to %d", m.Name, len(m.Dims), MaxIPSetDimensions)
+	if len(dims) == 0 || len(dims) > MaxIPSetDimensions {
+		return errRulef("%s %q has %d dimensions, want 1 to %d", ref, name, len(dims), MaxIPSetDimensions)
 	}
-	for i, d := range m.Dims {
+	for i, d := range dims {
 		if !d.valid() {
-			return errRulef("IP set match %q: dimension %d has %v", m.Name, i+1, d)
+			return errRulef("%s %q: dimension %d has %v", ref, name, i+1, d)
 		}
 	}
 	return nil
@@ -317,6 +320,8 @@ func (v *validator) action(a Action) error {
 		return nil
 	case ActionNFLOG:
 		return checkText("NFLOG prefix", a.Prefix)
+	case ActionVerdictMap:
+		return checkSetRef("verdict map", "verdict map", a.Map, a.Dims)
 	}
 	return errRulef("action is a %T, not one of the Action values of package netfilter", a)
 }

@@ -122,6 +122,10 @@ func TestValidateErrors(t *testing.T) {
 		{"log prefix newline", ipfamily.IPv4, netfilter.Rule{Action: netfilter.ActionLog{Prefix: "a\n"}}, nil, "newline"},
 		{"log level unknown", ipfamily.IPv4, netfilter.Rule{Action: netfilter.ActionLog{Level: 9}}, nil, "unknown log level"},
 		{"nflog prefix quote", ipfamily.IPv6, netfilter.Rule{Action: netfilter.ActionNFLOG{Prefix: `"`}}, nil, "double quote"},
+		{"verdict map without name", ipfamily.IPv4, netfilter.Rule{Action: netfilter.VerdictMap("", netfilter.Dst)}, nil, "verdict map name \"\" must be 1 to 31"},
+		{"verdict map name with quote", ipfamily.IPv4, netfilter.Rule{Action: netfilter.VerdictMap("a'b", netfilter.Dst)}, nil, "verdict map name"},
+		{"verdict map without dimensions", ipfamily.IPv6, netfilter.Rule{Action: netfilter.VerdictMap("m")}, nil, "verdict map \"m\" has 0 dimensions"},
+		{"verdict map bad dimension", ipfamily.IPv4, netfilter.Rule{Action: netfilter.VerdictMap("m", 0)}, nil, "dimension 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,6 +176,7 @@ func everyType(f ipfamily.Family) []netfilter.Rule {
 		{Action: netfilter.ActionLog{Prefix: "np: ", Level: netfilter.LogLevelInfo}},
 		{Action: netfilter.NoTrack()},
 		{Action: netfilter.ActionNFLOG{Group: 2, Prefix: "np", Size: 128}},
+		{Action: netfilter.VerdictMap("svc", netfilter.Dst, netfilter.Dst)},
 	}
 }
 
