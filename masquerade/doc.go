@@ -1,0 +1,59 @@
+// Package masquerade is the node manager for outgoing NAT of pod traffic:
+// traffic from a pool that masquerades to anything outside every pool
+// leaves the node with the address of the interface it leaves by, while
+// traffic between pools keeps its pod addresses.
+//
+// # What it owns
+//
+// Through the drivers it is given, one Manager per IP family declares:
+//
+//   - two ip sets (hash:net) in its Sets driver: every pool (AllPoolsSet,
+//     "all-pools" by default) and the pools that masquerade
+//     (MasqPoolsSet, "masq-pools");
+//   - one chain in its nat Table, Options.Chain, holding one rule:
+//     from a masquerading pool, to a destination in no pool, MASQUERADE
+//     with --random-fully (Options.NoRandomFully leaves it out for old
+//     kernels and iptables);
+//   - the jump to that chain from POSTROUTING: at its top (JumpInsert, the
+//     default), at its bottom (JumpAppend) or nowhere (JumpNone, for an
+//     agent that jumps from chains of its own).
+//
+// # How it is used
+//
+// Build the family's drivers, the Manager on them, and register all three
+// with the loop; then send the pools as messages:
+//
+//	sets, _ := ipsets.New(ipsets.Options{Family: ipfamily.IPv4, Prefix: "np4-", Kernel: ns})
+//	nat, _ := iptables.New(iptables.Options{Table: "nat", Family: ipfamily.IPv4,
+//		Backend: iptables.BackendNFT, ChainPrefix: "npm-", Kernel: ns})
+//	m, _ := masquerade.New(masquerade.Options{Family: ipfamily.IPv4, Sets: sets, Table: nat, Chain: "npm-masq"})
+//	_ = loop.AddManager(m)
+//	_ = loop.AddDriver(sets)
+//	_ = loop.AddDriver(nat)
+//	_ = loop.Send(ctx, masquerade.PoolUpdate{ID: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true})
+//
+// Both families' managers can be given every message: each takes the pools
+// of its own family. Messages are PoolUpdate (declare or change a pool, by
+// ID) and PoolRemove. A malformed one (no ID, a CIDR with host bits set)
+// changes nothing and is reported once, by the next CompleteDeferredWork,
+// with an error wrapping ErrInvalidPool; PoolUpdate.Validate checks a
+// message before it is sent.
+//
+// The Manager takes a netfilter.Table, not a backend: it works on the
+// iptables writer (legacy or nft) and on any other writer of the rule model.
+// Table.InsertRules and AppendRules replace what was set before at a hook,
+// so give the Manager a Table of its own, or JumpNone when it shares one;
+// two Tables that both insert at the top of POSTROUTING keep moving in front
+// of each other, so give at most one of them JumpInsert.
+//
+// CompleteDeferredWork only declares desired state on the drivers: the loop
+// applies them (sets before the rule that uses them) and they write only
+// the difference. The Manager does no I/O of its own and is never a
+// dataplane.Resyncer: an inactive loop runs it and writes nothing.
+//
+// # What it never touches
+//
+// Anything but what it declares on its drivers; the drivers' ownership
+// rules (set prefix, chain prefix and hash comments) keep everything else
+// out of reach. It starts no goroutine.
+package masquerade

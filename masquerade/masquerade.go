@@ -1,0 +1,326 @@
+package masquerade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/netfilter"
+)
+
+// Default names of the two sets, without the ip set driver's prefix.
+const (
+	DefaultAllPoolsSet  = "all-pools"
+	DefaultMasqPoolsSet = "masq-pools"
+)
+
+// PoolUpdate declares one IP pool, or changes it: the range pods take
+// addresses from. A manager takes the pools of its family and forgets a
+// pool whose CIDR moves to the other family.
+type PoolUpdate struct {
+	// ID names the pool; required. A later update with the same ID
+	// replaces the pool.
+	ID string
+	// CIDR is the pool's range, a network (10.244.0.0/16, not
+	// 10.244.0.1/16).
+	CIDR netip.Prefix
+	// Masquerade makes traffic from the pool to destinations outside every
+	// pool leave with the address of the interface it leaves by.
+	Masquerade bool
+}
+
+// Validate reports whether u is well formed: an ID and a network CIDR.
+// The error wraps ErrInvalidPool.
+func (u PoolUpdate) Validate() error {
+	if u.ID == "" {
+		return fmt.Errorf("%w: empty ID", ErrInvalidPool)
+	}
+	f := ipfamily.Of(u.CIDR.Addr())
+	if !u.CIDR.IsValid() || !f.Valid() {
+		return fmt.Errorf("%w: pool %q: no valid CIDR", ErrInvalidPool, u.ID)
+	}
+	if err := f.CheckNet(u.CIDR); err != nil {
+		return errs.Also(fmt.Errorf("%w: pool %q: %s has host bits set (the network is %s)",
+			ErrInvalidPool, u.ID, u.CIDR, u.CIDR.Masked()), err)
+	}
+	return nil
+}
+
+// PoolRemove withdraws the pool with ID. Removing a pool that is not
+// declared does nothing.
+type PoolRemove struct {
+	// ID names the pool; required.
+	ID string
+}
+
+// Jump says where a Manager puts the jump to its chain.
+type Jump uint8
+
+const (
+	// JumpInsert puts it at the top of POSTROUTING, before every foreign
+	// rule (Table.InsertRules). The zero value.
+	JumpInsert Jump = iota
+	// JumpAppend puts it at the bottom of POSTROUTING, after every foreign
+	// rule (Table.AppendRules).
+	JumpAppend
+	// JumpNone puts it nowhere: the caller jumps to Options.Chain from a
+	// chain of its own, in the order it chooses.
+	JumpNone
+)
+
+// Options configure a Manager. Family, Sets, Table and Chain are required.
+type Options struct {
+	// Family is IPv4 or IPv6: one Manager per family.
+	Family ipfamily.Family
+	// Sets is the family's ip set driver (an *ipsets.IPSets); the Manager
+	// declares its two sets there.
+	Sets ipsets.Sets
+	// Table is the family's nat table (an *iptables.Table of the "nat"
+	// table, or any other netfilter.Table writer of source NAT); the
+	// Manager declares Chain there and, unless Jump is JumpNone, its jump
+	// from POSTROUTING. Table.InsertRules and AppendRules replace what was
+	// set before at a hook: give the Manager a Table of its own (its own
+	// chain prefix), or use JumpNone when the Table is shared.
+	Table netfilter.Table
+	// Chain is the Manager's chain; it must carry the Table's chain prefix
+	// (such as "np-masq" for a Table owning "np-").
+	Chain string
+	// Jump says where the jump to Chain goes; see Jump.
+	Jump Jump
+	// AllPoolsSet and MasqPoolsSet name the sets of every pool and of the
+	// pools that masquerade, without the set driver's prefix. Empty means
+	// DefaultAllPoolsSet and DefaultMasqPoolsSet.
+	AllPoolsSet, MasqPoolsSet string
+	// NoRandomFully leaves out --random-fully (source ports chosen fully at
+	// random, which avoids port collisions between masqueraded flows) for
+	// kernels before 3.14 and iptables before 1.6.2, which lack it.
+	NoRandomFully bool
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+	// Name is returned by Name, for the loop's logs; empty means
+	// "masquerade-v4" or "masquerade-v6".
+	Name string
+}
+
+// Manager keeps the pool sets and the masquerade rule of one IP family.
+// It is a dataplane.Manager: register it with the loop together with its
+// Sets and Table drivers. Its methods are called from the loop's goroutine
+// only.
+type Manager struct {
+	o               Options
+	log             *slog.Logger
+	allSet, masqSet string // kernel names
+	pools           map[string]PoolUpdate
+	dirty           bool // the sets must be declared again
+	chainDone       bool // chain and jump declared
+	invalid         []error
+}
+
+// New validates opts and returns a Manager with no pools. It does no I/O.
+func New(opts Options) (*Manager, error) {
+	bad := func(format string, args ...any) (*Manager, error) {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !opts.Family.Valid():
+		return bad("invalid Family %v", opts.Family)
+	case isNil(opts.Sets):
+		return bad("Sets is required")
+	case opts.Sets.Family() != opts.Family:
+		return bad("Sets is of family %v, not %v", opts.Sets.Family(), opts.Family)
+	case isNil(opts.Table):
+		return bad("Table is required")
+	case opts.Jump > JumpNone:
+		return bad("unknown Jump %d", opts.Jump)
+	}
+	if err := netfilter.ValidateChainName(opts.Chain); err != nil {
+		return nil, errs.Also(fmt.Errorf("%w: Chain: %s", ErrInvalidOptions, detail(err)), err)
+	}
+	if opts.AllPoolsSet == "" {
+		opts.AllPoolsSet = DefaultAllPoolsSet
+	}
+	if opts.MasqPoolsSet == "" {
+		opts.MasqPoolsSet = DefaultMasqPoolsSet
+	}
+	if opts.AllPoolsSet == opts.MasqPoolsSet {
+		return bad("AllPoolsSet and MasqPoolsSet are both %q", opts.AllPoolsSet)
+	}
+	m := &Manager{o: opts, pools: map[string]PoolUpdate{}, dirty: true}
+	var err error
+	if m.allSet, err = opts.Sets.KernelName(opts.AllPoolsSet); err != nil {
+		return nil, errs.Also(fmt.Errorf("%w: AllPoolsSet: %s", ErrInvalidOptions, detail(err)), err)
+	}
+	if m.masqSet, err = opts.Sets.KernelName(opts.MasqPoolsSet); err != nil {
+		return nil, errs.Also(fmt.Errorf("%w: MasqPoolsSet: %s", ErrInvalidOptions, detail(err)), err)
+	}
+	m.log = opts.Logger
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.o.Name == "" {
+		m.o.Name = "masquerade-v" + fmt.Sprint(int(opts.Family))
+	}
+	return m, nil
+}
+
+// Name returns the Manager's name for the loop's logs.
+func (m *Manager) Name() string { return m.o.Name }
+
+// AllPoolsSet returns the kernel name of the set of every pool of the
+// family, for rules of the caller's own (such as floating IPs that must
+// not be translated towards pods).
+func (m *Manager) AllPoolsSet() string { return m.allSet }
+
+// MasqPoolsSet returns the kernel name of the set of the pools that
+// masquerade.
+func (m *Manager) MasqPoolsSet() string { return m.masqSet }
+
+// Rule returns the one rule of Chain: packets from a masquerading pool to
+// anything outside every pool are masqueraded.
+func (m *Manager) Rule() netfilter.Rule {
+	return netfilter.Rule{
+		Matches: []netfilter.Match{
+			netfilter.SourceIPSet(m.masqSet),
+			netfilter.Not(netfilter.DestIPSet(m.allSet)),
+		},
+		Action:   netfilter.ActionMasquerade{RandomFully: !m.o.NoRandomFully},
+		Comments: []string{"masquerade from pools to outside the pools"},
+	}
+}
+
+// OnUpdate records PoolUpdate and PoolRemove messages; it ignores every
+// other type. An invalid message changes nothing: the next
+// CompleteDeferredWork reports it once.
+func (m *Manager) OnUpdate(msg any) {
+	switch msg := msg.(type) {
+	case PoolUpdate:
+		if err := msg.Validate(); err != nil {
+			m.invalid = append(m.invalid, err)
+			return
+		}
+		old, had := m.pools[msg.ID]
+		if ipfamily.Of(msg.CIDR.Addr()) != m.o.Family {
+			if had {
+				delete(m.pools, msg.ID)
+				m.dirty = true
+			}
+			return
+		}
+		if !had || old != msg {
+			m.pools[msg.ID] = msg
+			m.dirty = true
+		}
+	case PoolRemove:
+		if msg.ID == "" {
+			m.invalid = append(m.invalid, fmt.Errorf("%w: remove with an empty ID", ErrInvalidPool))
+			return
+		}
+		if _, had := m.pools[msg.ID]; had {
+			delete(m.pools, msg.ID)
+			m.dirty = true
+		}
+	}
+}
+
+// CompleteDeferredWork declares the two sets (every pool, the pools that
+// masquerade), the chain with its one rule (Rule) and the jump to it, on the
+// drivers; it returns at once when nothing changed. It does no I/O. Invalid
+// messages received since the last call are reported here, once, in an
+// error wrapping ErrInvalidPool; they changed nothing.
+func (m *Manager) CompleteDeferredWork(context.Context) error {
+	invalid := m.invalid
+	m.invalid = nil
+	if err := m.declare(); err != nil {
+		return errors.Join(append(invalid, err)...)
+	}
+	return errors.Join(invalid...)
+}
+
+func (m *Manager) declare() error {
+	if m.dirty {
+		var all, masq []ipsets.Member
+		for _, p := range m.sortedPools() {
+			all = append(all, ipsets.NetMember(p.CIDR))
+			if p.Masquerade {
+				masq = append(masq, ipsets.NetMember(p.CIDR))
+			}
+		}
+		if err := m.o.Sets.AddOrReplaceSet(ipsets.SetMetadata{Name: m.o.AllPoolsSet, Type: ipsets.HashNet}, all); err != nil {
+			return err
+		}
+		if err := m.o.Sets.AddOrReplaceSet(ipsets.SetMetadata{Name: m.o.MasqPoolsSet, Type: ipsets.HashNet}, masq); err != nil {
+			return err
+		}
+		m.log.Debug("masquerade: pools declared", "pools", len(all), "masquerading", len(masq))
+		m.dirty = false
+	}
+	if m.chainDone {
+		return nil
+	}
+	if err := m.o.Table.SetChains(netfilter.Chain{Name: m.o.Chain, Rules: []netfilter.Rule{m.Rule()}}); err != nil {
+		return err
+	}
+	jump := []netfilter.Rule{{Action: netfilter.Jump(m.o.Chain)}}
+	switch m.o.Jump {
+	case JumpInsert:
+		if err := m.o.Table.InsertRules(netfilter.HookPostrouting, jump); err != nil {
+			return err
+		}
+	case JumpAppend:
+		if err := m.o.Table.AppendRules(netfilter.HookPostrouting, jump); err != nil {
+			return err
+		}
+	}
+	m.chainDone = true
+	return nil
+}
+
+// Pools returns the declared pools of the Manager's family, by ID.
+func (m *Manager) Pools() []PoolUpdate { return m.sortedPools() }
+
+func (m *Manager) sortedPools() []PoolUpdate {
+	out := make([]PoolUpdate, 0, len(m.pools))
+	for _, p := range m.pools {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b PoolUpdate) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+var _ dataplane.Manager = (*Manager)(nil)
+
+// isNil reports whether v is nil or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// detail returns err's text without the "package: " prefix it starts with,
+// for quoting it under this package's prefix.
+func detail(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
+		return s[i+2:]
+	}
+	return s
+}
