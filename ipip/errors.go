@@ -1,0 +1,22 @@
+package ipip
+
+import "errors"
+
+// Sentinel errors. Every error the package returns wraps one of them, so
+// callers can test with errors.Is; its text names the package once.
+var (
+	// ErrInvalidOptions reports an Options or DriverOptions value out of
+	// range.
+	ErrInvalidOptions = errors.New("ipip: invalid options")
+	// ErrInvalidInput reports a message or device that is malformed or not
+	// IPv4. Nothing changes.
+	ErrInvalidInput = errors.New("ipip: invalid input")
+	// ErrDevice reports that the IPIP device could not be created or
+	// changed — on a kernel without the ipip module, always (wrapping
+	// kernel.ErrNotSupported). The driver retries it on its own backoff;
+	// the direct routes and blackholes do not depend on it.
+	ErrDevice = errors.New("ipip: device not in sync")
+	// ErrRead reports a failed read of the kernel (the host's links and
+	// addresses): the manager fails as a whole and reads again next time.
+	ErrRead = errors.New("ipip: kernel read failed")
+)
