@@ -71,13 +71,12 @@ type Driver struct {
 	index   atomic.Int64
 	onSync  func()
 
-	mu     sync.Mutex
-	dev    *Device
-	dirty  bool
-	retry  overlay.Retries[struct{}]
-	have   kernel.Link
-	stats  DriverStats
-
+	mu    sync.Mutex
+	dev   *Device
+	dirty bool
+	retry overlay.Retries[struct{}]
+	have  kernel.Link
+	stats DriverStats
 }
 
 // NewDriver returns a Driver that wants no device until told otherwise. It
