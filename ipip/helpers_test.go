@@ -170,3 +170,5 @@ func fakeHost(t testing.TB, withIPIP bool) *kernelfake.Namespace {
 }
 
 func newClock() *clock.Fake { return clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
+
+func netipFrom4(a [4]byte) netip.Addr { return netip.AddrFrom4(a) }
