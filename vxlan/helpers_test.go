@@ -289,3 +289,15 @@ func hasLine(lines []string, sub string) bool {
 	}
 	return false
 }
+
+// restartOn replaces the Manager, Table and sets with new ones on k (a
+// wrapper of the world's namespace).
+func (w *world) restartOn(k vxlan.Kernel) {
+	w.t.Helper()
+	var err error
+	w.tbl, err = routetable.New(routetable.Options{Kernel: k.(routetable.Kernel), Family: w.fam, Table: kernel.TableMain, Clock: w.clk})
+	require.NoError(w.t, err)
+	w.opts.Kernel, w.opts.Routes = k, w.tbl
+	w.m, err = vxlan.New(w.opts)
+	require.NoError(w.t, err)
+}

@@ -1,0 +1,384 @@
+package vxlan_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/vxlan"
+)
+
+func cluster(w *world, nodes ...int) {
+	for _, n := range nodes {
+		w.send(vtep(n), vxlan.BlockUpdate{CIDR: block(w.fam, n), Node: nodeName(n)})
+	}
+}
+
+// TestMTULive: a host MTU change reported by the mtu monitor (as a
+// message) reaches the device and the routes through it without a restart;
+// a fixed Options.MTU wins over it.
+func TestMTULive(t *testing.T) {
+	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
+		w := newWorld(t, fam, nil)
+		cluster(w, 1, 2)
+		w.converge()
+		over := mtu.VXLAN.Overhead(fam == vxlan.IPv6)
+		dev, _ := w.ns.Link(w.m.Driver().Device())
+		require.Equal(t, 1500-over, dev.MTU, "the parent's MTU less the overhead")
+		index := dev.Index
+		w.send(mtu.Result{Host: mtu.HostMTU{MTU: 1400, Interface: "eth0"}, PodMTU: 1400 - over})
+		w.converge()
+		dev, _ = w.ns.Link(w.m.Driver().Device())
+		require.Equal(t, 1400-over, dev.MTU)
+		require.Equal(t, index, dev.Index, "changed in place")
+		require.True(t, hasLine(w.routes(), "mtu "+itoa(1400-over)), "%v", w.routes())
+
+		f := newWorld(t, fam, func(o *vxlan.Options) { o.MTU = 1300 })
+		cluster(f, 1, 2)
+		f.send(mtu.Result{Host: mtu.HostMTU{MTU: 1400}})
+		f.converge()
+		dev, _ = f.ns.Link(f.m.Driver().Device())
+		require.Equal(t, 1300, dev.MTU)
+	})
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestDeviceInPlaceAndRecreate: a new MAC or tunnel address changes the
+// device in place; a new VNI or port re-creates it, and its entries are
+// written again on the new one.
+func TestDeviceInPlaceAndRecreate(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, nil)
+	cluster(w, 1, 2)
+	w.converge()
+	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
+	v := vtep(1)
+	v.MACV4 = net.HardwareAddr{0x02, 0xcc, 0, 0, 0, 1}
+	v.TunnelV4 = netip.MustParseAddr("10.244.1.251")
+	w.send(v)
+	w.converge()
+	now, _ := w.ns.Link(vxlan.DefaultDeviceV4)
+	require.Equal(t, dev.Index, now.Index)
+	require.Equal(t, v.MACV4, now.MAC)
+	require.Contains(t, prefixStrings(w.ns.LinkAddrs(vxlan.DefaultDeviceV4)), "10.244.1.251/32")
+	require.NotContains(t, prefixStrings(w.ns.LinkAddrs(vxlan.DefaultDeviceV4)), "10.244.1.250/32")
+
+	r := newWorld(t, vxlan.IPv4, func(o *vxlan.Options) { o.VNI = 7 })
+	r.ns = w.ns // same namespace, another VNI: a restarted agent with new config
+	r.tbl, r.sets = w.tbl, w.sets
+	r.opts.Kernel, r.opts.Routes, r.opts.Sets = w.ns, w.tbl, w.sets
+	var err error
+	r.m, err = vxlan.New(r.opts)
+	require.NoError(t, err)
+	cluster(r, 1, 2)
+	r.converge()
+	again, _ := w.ns.Link(vxlan.DefaultDeviceV4)
+	require.NotEqual(t, dev.Index, again.Index, "a new VNI re-creates the device")
+	require.Equal(t, uint32(7), again.VXLAN.VNI)
+	require.Equal(t, wantL2(vxlan.IPv4, 2), r.l2(), "entries rewritten on the new device")
+	require.Contains(t, r.routes(), "10.244.2.0/24 via 10.244.2.250 dev np-vxlan onlink mtu 1450")
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
+}
+
+// TestExternalChangesRepaired: the device deleted behind the manager comes
+// back when the interface monitor reports it (no resync needed); entries
+// and an MTU changed behind its back are repaired at the next resync.
+func TestExternalChangesRepaired(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, nil)
+	cluster(w, 1, 2, 3)
+	w.converge()
+	admin := w.ns.Admin()
+	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
+	require.NoError(t, admin.DeleteLink(bg, dev.Index))
+	w.m.OnLinkUpdate(ifacemonitor.LinkUpdate{Name: vxlan.DefaultDeviceV4, Index: dev.Index, State: kernel.LinkGone})
+	w.converge()
+	back, ok := w.ns.Link(vxlan.DefaultDeviceV4)
+	require.True(t, ok)
+	require.NotEqual(t, dev.Index, back.Index)
+	require.Equal(t, wantL2(vxlan.IPv4, 2, 3), w.l2())
+	require.Contains(t, w.routes(), "10.244.2.0/24 via 10.244.2.250 dev np-vxlan onlink mtu 1450")
+
+	errs := admin.ApplyFDB(bg, []kernel.FDBOp{{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: back.Index, MAC: nodeMAC(vxlan.IPv4, 2)}}})
+	require.NoError(t, errors.Join(errs...))
+	errs = admin.ApplyNeighbors(bg, []kernel.NeighborOp{{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{LinkIndex: back.Index, IP: tunnelIP(vxlan.IPv4, 3), MAC: net.HardwareAddr{2, 9, 9, 9, 9, 9}}}})
+	require.NoError(t, errors.Join(errs...))
+	require.NoError(t, admin.SetLinkMTU(bg, back.Index, 1300))
+	w.converge()
+	require.NotEqual(t, wantL2(vxlan.IPv4, 2, 3), w.l2(), "nothing repaired before a resync")
+	w.m.Driver().QueueResync()
+	w.converge()
+	require.Equal(t, wantL2(vxlan.IPv4, 2, 3), w.l2())
+	now, _ := w.ns.Link(vxlan.DefaultDeviceV4)
+	require.Equal(t, 1450, now.MTU)
+}
+
+// callCounter counts the batched calls, to prove entries are batched.
+type callCounter struct {
+	*kernelfake.Namespace
+	neighCalls, fdbCalls int
+}
+
+func (c *callCounter) ApplyNeighbors(ctx context.Context, ops []kernel.NeighborOp) []error {
+	c.neighCalls++
+	return c.Namespace.ApplyNeighbors(ctx, ops)
+}
+
+func (c *callCounter) ApplyFDB(ctx context.Context, ops []kernel.FDBOp) []error {
+	c.fdbCalls++
+	return c.Namespace.ApplyFDB(ctx, ops)
+}
+
+// TestEntriesBatched: 200 remote VTEPs cost one neighbour batch and one
+// FDB batch, not a call per entry.
+func TestEntriesBatched(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, nil)
+	cc := &callCounter{Namespace: w.ns}
+	d, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: cc, Family: vxlan.IPv4})
+	require.NoError(t, err)
+	require.NoError(t, d.SetDevice(&vxlan.Device{Local: underlay(vxlan.IPv4, 1), MAC: nodeMAC(vxlan.IPv4, 1), Address: tunnelIP(vxlan.IPv4, 1)}))
+	for n := 2; n <= 201; n++ {
+		require.NoError(t, d.SetRemote(nodeName(n), vxlan.Remote{TunnelIP: tunnelIP(vxlan.IPv4, n), MAC: nodeMAC(vxlan.IPv4, n), Underlay: underlay(vxlan.IPv4, n)}))
+	}
+	_, err = d.Apply(bg)
+	require.NoError(t, err)
+	require.Equal(t, 1, cc.neighCalls)
+	require.Equal(t, 1, cc.fdbCalls)
+	require.Equal(t, uint64(200), d.Stats().NeighborWrites)
+	// Nothing changed: nothing sent.
+	_, err = d.Apply(bg)
+	require.NoError(t, err)
+	require.Equal(t, 1, cc.neighCalls)
+}
+
+// TestOneBadEntry: an FDB entry and a neighbour the kernel refuses fail
+// alone (a PartialError with RetryAfter), the others are written, and the
+// refused ones converge once the kernel takes them.
+func TestOneBadEntry(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, nil)
+	bad := nodeMAC(vxlan.IPv4, 3)
+	badIP := tunnelIP(vxlan.IPv4, 4)
+	w.ns.Refuse(func(_ kernelfake.Op, obj any) error {
+		switch o := obj.(type) {
+		case kernel.FDBOp:
+			if o.Entry.MAC.String() == bad.String() {
+				return syscall.EBUSY
+			}
+		case kernel.NeighborOp:
+			if o.Neighbor.IP == badIP {
+				return syscall.EBUSY
+			}
+		}
+		return nil
+	})
+	cluster(w, 1, 2, 3, 4, 5)
+	after, err := w.pass()
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	require.ErrorIs(t, err, vxlan.ErrFDB)
+	require.ErrorIs(t, err, vxlan.ErrNeighbor)
+	var pe *dataplane.PartialError
+	require.True(t, errors.As(err, &pe))
+	require.Equal(t, 2, pe.Failed)
+	require.Positive(t, after)
+	l2 := w.l2()
+	require.True(t, hasLine(l2, nodeMAC(vxlan.IPv4, 5).String()), "%v", l2)
+	require.True(t, hasLine(l2, tunnelIP(vxlan.IPv4, 2).String()+" "), "%v", l2)
+	// Before the retry is due nothing is tried; it waits.
+	_, err = w.pass()
+	require.True(t, errors.As(err, &pe))
+	require.Equal(t, 2, pe.Waiting)
+	w.ns.Refuse(nil)
+	w.converge()
+	require.Equal(t, wantL2(vxlan.IPv4, 2, 3, 4, 5), w.l2())
+}
+
+// TestCrossSubnetOneReplace: a node moving between subnets switches its
+// block's route from the tunnel to the direct path and back, each with one
+// route replace and no delete.
+func TestCrossSubnetOneReplace(t *testing.T) {
+	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
+		w := newWorld(t, fam, func(o *vxlan.Options) { o.Mode = vxlan.CrossSubnet })
+		count := overlaytest.Wrap(w.ns)
+		w.restartOn(count)
+		far := vtep(3)
+		farAddr := underlay(fam, 3)
+		if fam == vxlan.IPv6 {
+			farAddr = netip.MustParseAddr("fd00:198:19::3")
+			far.UnderlayV6 = farAddr
+		} else {
+			farAddr = netip.MustParseAddr("198.18.1.3")
+			far.UnderlayV4 = farAddr
+		}
+		cluster(w, 1, 2)
+		w.send(far, vxlan.BlockUpdate{CIDR: block(fam, 3), Node: nodeName(3)})
+		w.converge()
+		require.Contains(t, w.routes(), block(fam, 2).String()+" via "+underlay(fam, 2).String()+" dev eth0")
+		require.True(t, hasLine(w.routes(), block(fam, 3).String()+" via "+tunnelIP(fam, 3).String()), "%v", w.routes())
+		st := w.m.Stats()
+		require.Equal(t, 1, st.DirectRoutes)
+		require.Equal(t, 1, st.TunnelRoutes)
+		for _, step := range []vxlan.VTEP{vtep(3), far} {
+			count.Reset()
+			w.send(step)
+			w.converge()
+			n := 0
+			for _, l := range count.Log() {
+				if strings.Contains(l, "route "+block(fam, 3).String()) {
+					require.True(t, strings.HasPrefix(l, "replace"), "%v", count.Log())
+					n++
+				}
+			}
+			require.Equal(t, 1, n, "%v", count.Log())
+		}
+	})
+}
+
+// TestHostAddressesNotified: a new address on eth0 (reported through
+// OnAddrs) makes nodes of its subnet same-subnet at the next pass.
+func TestHostAddressesNotified(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, func(o *vxlan.Options) { o.Mode = vxlan.CrossSubnet })
+	far := vtep(3)
+	far.UnderlayV4 = netip.MustParseAddr("198.18.1.3")
+	cluster(w, 1)
+	w.send(far, vxlan.BlockUpdate{CIDR: block(vxlan.IPv4, 3), Node: nodeName(3)})
+	w.converge()
+	require.Equal(t, 1, w.m.Stats().TunnelRoutes)
+	eth0, _ := w.ns.Link("eth0")
+	require.NoError(t, w.ns.Admin().AddAddr(bg, kernel.Addr{LinkIndex: eth0.Index, Prefix: netip.MustParsePrefix("198.18.1.1/24")}))
+	w.m.OnAddrs("eth0", w.ns.LinkAddrs("eth0"))
+	w.converge()
+	require.Equal(t, 1, w.m.Stats().DirectRoutes)
+	require.Contains(t, w.routes(), "10.244.3.0/24 via 198.18.1.3 dev eth0")
+}
+
+// TestConflictingRemotes: two nodes claiming one MAC: the entry goes to
+// the node whose name sorts first, and to the other once it is gone.
+func TestConflictingRemotes(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, nil)
+	cluster(w, 1, 2)
+	twin := vtep(3)
+	twin.MACV4 = nodeMAC(vxlan.IPv4, 2)
+	w.send(twin)
+	w.converge()
+	require.True(t, hasLine(w.l2(), "fdb "+nodeMAC(vxlan.IPv4, 2).String()+" dst "+underlay(vxlan.IPv4, 2).String()), "%v", w.l2())
+	w.send(vxlan.VTEPRemove{Node: nodeName(2)})
+	w.converge()
+	require.True(t, hasLine(w.l2(), "fdb "+nodeMAC(vxlan.IPv4, 2).String()+" dst "+underlay(vxlan.IPv4, 3).String()), "%v", w.l2())
+}
+
+// TestBadInputRejected: invalid messages change nothing and are counted;
+// invalid options are errors of New.
+func TestBadInputRejected(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, nil)
+	cluster(w, 1, 2)
+	w.converge()
+	before := w.ns.Dump()
+	bad := []any{
+		vxlan.VTEP{},
+		vxlan.VTEP{Node: "x", UnderlayV4: netip.MustParseAddr("fd00::1")},
+		vxlan.VTEP{Node: "x", UnderlayV4: netip.MustParseAddr("224.0.0.1")},
+		vxlan.VTEP{Node: "x", MACV4: net.HardwareAddr{1, 0, 0, 0, 0, 1}},
+		vxlan.VTEP{Node: "x", MACV4: net.HardwareAddr{0, 0, 0, 0, 0, 0}},
+		vxlan.VTEPRemove{},
+		vxlan.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.9.1/24"), Node: "x"},
+		vxlan.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.9.0/24")},
+		vxlan.BlockRemove{},
+	}
+	for _, m := range bad {
+		w.send(m)
+	}
+	w.converge()
+	require.Equal(t, before, w.ns.Dump())
+	st := w.m.Stats()
+	require.Equal(t, len(bad), st.Rejected)
+	require.ErrorIs(t, st.LastRejected, vxlan.ErrInvalidInput)
+	err := (&vxlan.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.9.1/24"), Node: "x"}).Validate()
+	require.ErrorContains(t, err, "10.244.9.0/24")
+
+	for name, o := range map[string]vxlan.Options{
+		"no node":        {Family: vxlan.IPv4, Kernel: w.ns, Routes: w.tbl},
+		"no kernel":      {Family: vxlan.IPv4, NodeName: "n", Routes: w.tbl},
+		"no routes":      {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns},
+		"wrong family":   {Family: vxlan.IPv6, NodeName: "n", Kernel: w.ns, Routes: w.tbl},
+		"vni":            {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, VNI: 1 << 24},
+		"mtu":            {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, MTU: 20},
+		"classes":        {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Classes: vxlan.Classes{Tunnel: 1, Direct: 1, Blackhole: 2}},
+		"extra":          {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, ExtraCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/8")}},
+		"device name":    {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Device: "a/b"},
+		"mode":           {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Mode: 9},
+		"invalid family": {NodeName: "n", Kernel: w.ns, Routes: w.tbl},
+	} {
+		_, err := vxlan.New(o)
+		require.ErrorIs(t, err, vxlan.ErrInvalidOptions, name)
+	}
+	d := w.m.Driver()
+	require.ErrorIs(t, d.SetDevice(&vxlan.Device{}), vxlan.ErrInvalidInput)
+	require.ErrorIs(t, d.SetDevice(&vxlan.Device{Local: underlay(vxlan.IPv4, 1), VNI: 1 << 24}), vxlan.ErrInvalidInput)
+	require.ErrorIs(t, d.SetRemote("", vxlan.Remote{}), vxlan.ErrInvalidInput)
+	require.ErrorIs(t, d.SetRemote("n", vxlan.Remote{TunnelIP: tunnelIP(vxlan.IPv6, 2), MAC: nodeMAC(vxlan.IPv4, 2), Underlay: underlay(vxlan.IPv4, 2)}), vxlan.ErrInvalidInput)
+	w.converge()
+	require.Equal(t, before, w.ns.Dump())
+}
+
+// TestDisabledAndNever: a disabled manager (or one in Never mode) removes
+// the device an earlier run left; Never routes same-subnet nodes directly.
+func TestDisabledAndNever(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, nil)
+	cluster(w, 1, 2)
+	w.converge()
+	_, ok := w.ns.Link(vxlan.DefaultDeviceV4)
+	require.True(t, ok)
+	w.opts.Mode = vxlan.Never
+	w.restart()
+	cluster(w, 1, 2)
+	w.converge()
+	_, ok = w.ns.Link(vxlan.DefaultDeviceV4)
+	require.False(t, ok)
+	require.ElementsMatch(t, []string{"10.244.2.0/24 via 198.18.0.2 dev eth0", "blackhole 10.244.1.0/24"}, w.routes())
+
+	w.opts.Mode = vxlan.Always
+	w.restart()
+	cluster(w, 1, 2)
+	w.converge()
+	w.opts.Disabled = true
+	w.restart()
+	w.converge()
+	_, ok = w.ns.Link(vxlan.DefaultDeviceV4)
+	require.False(t, ok)
+}
+
+// TestKernelReadFailure: a failed read of the host fails the manager as a
+// whole (the loop retries it); one of the device's entries fails the
+// driver as a whole; both converge afterwards.
+func TestKernelReadFailure(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, nil)
+	cluster(w, 1, 2)
+	w.ns.Fail(kernelfake.OpAddrs, 1, nil)
+	_, err := w.pass()
+	require.ErrorIs(t, err, vxlan.ErrRead)
+	w.ns.Fail(kernelfake.OpLinkByName, 1, nil)
+	_, err = w.pass()
+	require.ErrorIs(t, err, vxlan.ErrRead)
+	require.NotErrorIs(t, err, dataplane.ErrPartial)
+	w.converge()
+	require.Equal(t, wantL2(vxlan.IPv4, 2), w.l2())
+}
