@@ -251,3 +251,43 @@ func (r countingRunner) Run(ctx context.Context, stdin io.Reader, name string, a
 	r.c.mu.Unlock()
 	return r.c.Next.Runner().Run(ctx, stdin, name, args...)
 }
+
+// Forwarded returns how many packets of family f the namespace ns has
+// forwarded (the kernel's ForwDatagrams, Ip6OutForwDatagrams), counted
+// after the forward hook: a packet dropped there is not counted.
+func Forwarded(t testing.TB, ns *kerneltest.NS, f ipfamily.Family) uint64 {
+	t.Helper()
+	file, key := "/proc/net/snmp", "ForwDatagrams"
+	if f == ipfamily.IPv6 {
+		file, key = "/proc/net/snmp6", "Ip6OutForwDatagrams"
+	}
+	out, err := ns.Exec(context.Background(), "cat", file) // the process lives in ns
+	require.NoError(t, err)
+	lines := strings.Split(string(out), "\n")
+	if f == ipfamily.IPv6 {
+		for _, l := range lines {
+			if fields := strings.Fields(l); len(fields) == 2 && fields[0] == key {
+				n, err := strconv.ParseUint(fields[1], 10, 64)
+				require.NoError(t, err)
+				return n
+			}
+		}
+		t.Fatalf("no %s in %s", key, file)
+	}
+	// "Ip: Forwarding DefaultTTL InReceives …" then "Ip: 1 64 …".
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "Ip:" || len(values) != len(names) {
+			continue
+		}
+		for j, name := range names {
+			if name == key {
+				n, err := strconv.ParseUint(values[j], 10, 64)
+				require.NoError(t, err)
+				return n
+			}
+		}
+	}
+	t.Fatalf("no %s in %s", key, file)
+	return 0
+}

@@ -1,0 +1,240 @@
+package serviceloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/netfilter"
+)
+
+// ServiceCIDRs is the full set of service ranges of the cluster: the
+// cluster IP range, and any external or load-balancer ranges that the node
+// only ever reaches through a service proxy. Each message replaces the one
+// before; a manager takes the prefixes of its own family.
+type ServiceCIDRs struct {
+	// CIDRs are the ranges, networks of either family (10.96.0.0/12, not
+	// 10.96.0.1/12).
+	CIDRs []netip.Prefix
+}
+
+// Validate reports whether every prefix is a valid network. The error
+// wraps ErrInvalidCIDR and names the first bad prefix.
+func (s ServiceCIDRs) Validate() error {
+	for _, p := range s.CIDRs {
+		f := ipfamily.Of(p.Addr())
+		if !p.IsValid() || !f.Valid() {
+			return fmt.Errorf("%w: %v is not a valid prefix", ErrInvalidCIDR, p)
+		}
+		if err := f.CheckNet(p); err != nil {
+			return errs.Also(fmt.Errorf("%w: %s has host bits set (the network is %s)", ErrInvalidCIDR, p, p.Masked()), err)
+		}
+	}
+	return nil
+}
+
+// Verdict is what happens to a looped packet.
+type Verdict uint8
+
+const (
+	// Drop drops it silently. The zero value.
+	Drop Verdict = iota
+	// Reject drops it and answers the sender with ICMP administratively
+	// prohibited, so a client fails at once instead of timing out.
+	Reject
+)
+
+// Jump says where a Manager puts the jump to its chain.
+type Jump uint8
+
+const (
+	// JumpInsert puts it at the top of FORWARD, before every foreign rule
+	// (Table.InsertRules). The zero value.
+	JumpInsert Jump = iota
+	// JumpAppend puts it at the bottom of FORWARD, after every foreign
+	// rule (Table.AppendRules).
+	JumpAppend
+	// JumpNone puts it nowhere: the caller jumps to Options.Chain from a
+	// chain of its own.
+	JumpNone
+)
+
+// Options configure a Manager. Family, Table and Chain are required.
+type Options struct {
+	// Family is IPv4 or IPv6: one Manager per family.
+	Family ipfamily.Family
+	// Table is the family's filter table (an *iptables.Table of the
+	// "filter" table, or another netfilter.Table writer); the Manager
+	// declares Chain there and, unless Jump is JumpNone, its jump from
+	// FORWARD. Table.InsertRules and AppendRules replace what was set
+	// before at a hook: give the Manager a Table of its own, or use
+	// JumpNone when the Table is shared.
+	Table netfilter.Table
+	// Chain is the Manager's chain; it must carry the Table's chain prefix.
+	Chain string
+	// Jump says where the jump to Chain goes; see Jump.
+	Jump Jump
+	// Verdict is what happens to a packet to a service range in the
+	// forward path; the zero value is Drop.
+	Verdict Verdict
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+	// Name is returned by Name, for the loop's logs; empty means
+	// "serviceloop-v4" or "serviceloop-v6".
+	Name string
+}
+
+// Manager keeps the rules that stop service traffic looping, for one IP
+// family. It is a dataplane.Manager: register it with the loop together
+// with its Table. Its methods are called from the loop's goroutine only.
+type Manager struct {
+	o        Options
+	log      *slog.Logger
+	cidrs    []netip.Prefix // of the family, sorted, unique
+	dirty    bool
+	jumpDone bool
+	invalid  []error
+}
+
+// New validates opts and returns a Manager with no service range: its
+// chain is empty until the first ServiceCIDRs. It does no I/O.
+func New(opts Options) (*Manager, error) {
+	bad := func(format string, args ...any) (*Manager, error) {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !opts.Family.Valid():
+		return bad("invalid Family %v", opts.Family)
+	case isNil(opts.Table):
+		return bad("Table is required")
+	case opts.Jump > JumpNone:
+		return bad("unknown Jump %d", opts.Jump)
+	case opts.Verdict > Reject:
+		return bad("unknown Verdict %d", opts.Verdict)
+	}
+	if err := netfilter.ValidateChainName(opts.Chain); err != nil {
+		return nil, errs.Also(fmt.Errorf("%w: Chain: %s", ErrInvalidOptions, detail(err)), err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Name == "" {
+		opts.Name = fmt.Sprintf("serviceloop-v%d", int(opts.Family))
+	}
+	return &Manager{o: opts, log: log, dirty: true}, nil
+}
+
+// Name returns the Manager's name for the loop's logs.
+func (m *Manager) Name() string { return m.o.Name }
+
+// CIDRs returns the service ranges of the Manager's family, sorted.
+func (m *Manager) CIDRs() []netip.Prefix { return slices.Clone(m.cidrs) }
+
+// Rules returns the rules of Chain: one per service range, matching packets
+// to it, with the Verdict.
+func (m *Manager) Rules() []netfilter.Rule {
+	var action netfilter.Action = netfilter.Drop()
+	if m.o.Verdict == Reject {
+		action = netfilter.Reject(netfilter.RejectAdminProhibited)
+	}
+	rules := make([]netfilter.Rule, 0, len(m.cidrs))
+	for _, p := range m.cidrs {
+		rules = append(rules, netfilter.Rule{
+			Matches:  []netfilter.Match{netfilter.DestNet(p)},
+			Action:   action,
+			Comments: []string{"service range reached the forward path unhandled"},
+		})
+	}
+	return rules
+}
+
+// OnUpdate records ServiceCIDRs messages; it ignores every other type. An
+// invalid message changes nothing: the next CompleteDeferredWork reports
+// it once.
+func (m *Manager) OnUpdate(msg any) {
+	s, ok := msg.(ServiceCIDRs)
+	if !ok {
+		return
+	}
+	if err := s.Validate(); err != nil {
+		m.invalid = append(m.invalid, err)
+		return
+	}
+	var mine []netip.Prefix
+	for _, p := range s.CIDRs {
+		if ipfamily.Of(p.Addr()) == m.o.Family {
+			mine = append(mine, p)
+		}
+	}
+	slices.SortFunc(mine, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	mine = slices.Compact(mine)
+	if !slices.Equal(mine, m.cidrs) {
+		m.cidrs, m.dirty = mine, true
+	}
+}
+
+// CompleteDeferredWork declares the chain (Rules) and the jump to it from
+// FORWARD on the Table; it returns at once when nothing changed. It does no
+// I/O. Invalid messages received since the last call are reported here,
+// once, in an error wrapping ErrInvalidCIDR; they changed nothing.
+func (m *Manager) CompleteDeferredWork(context.Context) error {
+	invalid := m.invalid
+	m.invalid = nil
+	if m.dirty {
+		if err := m.o.Table.SetChains(netfilter.Chain{Name: m.o.Chain, Rules: m.Rules()}); err != nil {
+			return errors.Join(append(invalid, err)...)
+		}
+		m.log.Debug("serviceloop: chain declared", "ranges", len(m.cidrs))
+		m.dirty = false
+	}
+	if !m.jumpDone {
+		jump := []netfilter.Rule{{Action: netfilter.Jump(m.o.Chain)}}
+		var err error
+		switch m.o.Jump {
+		case JumpInsert:
+			err = m.o.Table.InsertRules(netfilter.HookForward, jump)
+		case JumpAppend:
+			err = m.o.Table.AppendRules(netfilter.HookForward, jump)
+		}
+		if err != nil {
+			return errors.Join(append(invalid, err)...)
+		}
+		m.jumpDone = true
+	}
+	return errors.Join(invalid...)
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// detail returns err's text without the "package: " prefix it starts with,
+// for quoting it under this package's prefix.
+func detail(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
+		return s[i+2:]
+	}
+	return s
+}
+
+var _ dataplane.Manager = (*Manager)(nil)

@@ -1,0 +1,175 @@
+package serviceloop_test
+
+import (
+	"context"
+	"net/netip"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/managertest"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/serviceloop"
+)
+
+type rig struct {
+	t      *testing.T
+	ns     *kernelfake.Namespace
+	f      ipfamily.Family
+	filter *iptables.Table
+	m      *serviceloop.Manager
+}
+
+func newRig(t *testing.T, ns *kernelfake.Namespace, f ipfamily.Family, mutate func(*serviceloop.Options)) *rig {
+	t.Helper()
+	filter, err := iptables.New(iptables.Options{Table: "filter", Family: f, Backend: iptables.BackendNFT,
+		ChainPrefix: "nps-", Kernel: ns, PostWriteRecheck: []time.Duration{}})
+	require.NoError(t, err)
+	opts := serviceloop.Options{Family: f, Table: filter, Chain: "nps-loop"}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	m, err := serviceloop.New(opts)
+	require.NoError(t, err)
+	return &rig{t: t, ns: ns, f: f, filter: filter, m: m}
+}
+
+func (r *rig) pass(msgs ...any) error {
+	for _, msg := range msgs {
+		r.m.OnUpdate(msg)
+	}
+	_, err := managertest.Pass(context.Background(), []dataplane.Manager{r.m}, r.filter)
+	return err
+}
+
+func (r *rig) rules(chain string) []string {
+	return r.ns.IPTables().Rules(iptables.BackendNFT, r.f, "filter", chain)
+}
+
+var svc = serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{
+	netip.MustParsePrefix("10.96.0.0/12"),
+	netip.MustParsePrefix("fd00:96::/112"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("10.96.0.0/12"), // twice
+}}
+
+func TestRulesPerFamily(t *testing.T) {
+	for _, f := range ipfamily.All {
+		t.Run(f.String(), func(t *testing.T) {
+			r := newRig(t, kernelfake.New(kernelfake.Options{}), f, nil)
+			require.NoError(t, r.pass(svc))
+			want := []string{
+				`-d 10.96.0.0/12 -m comment --comment "service range reached the forward path unhandled" -j DROP`,
+				`-d 192.0.2.0/24 -m comment --comment "service range reached the forward path unhandled" -j DROP`,
+			}
+			if f == ipfamily.IPv6 {
+				want = []string{`-d fd00:96::/112 -m comment --comment "service range reached the forward path unhandled" -j DROP`}
+			}
+			got := r.rules("nps-loop")
+			require.Len(t, got, len(want))
+			for i := range want {
+				assert.Equal(t, want[i], unhashed(got[i]))
+			}
+			fwd := r.rules("FORWARD")
+			require.Len(t, fwd, 1)
+			assert.True(t, strings.HasSuffix(fwd[0], "-j nps-loop"))
+
+			// The same ranges again, in another order: nothing is written.
+			calls := len(r.ns.IPTables().Calls())
+			require.NoError(t, r.pass(serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{svc.CIDRs[2], svc.CIDRs[1], svc.CIDRs[0]}}))
+			assert.Len(t, r.ns.IPTables().Calls(), calls)
+		})
+	}
+}
+
+func TestChangesRejectAndEmpty(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	r := newRig(t, ns, ipfamily.IPv4, func(o *serviceloop.Options) { o.Verdict = serviceloop.Reject; o.Jump = serviceloop.JumpAppend })
+	require.NoError(t, ns.IPTables().Exec(iptables.BackendNFT, ipfamily.IPv4, "-A", "FORWARD", "-i", "eth9", "-j", "ACCEPT"))
+	require.NoError(t, r.pass(svc))
+	got := r.rules("nps-loop")
+	require.Len(t, got, 2)
+	assert.True(t, strings.HasSuffix(got[0], "-j REJECT --reject-with icmp-admin-prohibited"), got[0])
+	fwd := r.rules("FORWARD")
+	require.Len(t, fwd, 2)
+	assert.Equal(t, "-i eth9 -j ACCEPT", fwd[0], "appended after the foreign rule")
+
+	require.NoError(t, r.pass(serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.100.0.0/16")}}))
+	got = r.rules("nps-loop")
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], "-d 10.100.0.0/16")
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.100.0.0/16")}, r.m.CIDRs())
+
+	require.NoError(t, r.pass(serviceloop.ServiceCIDRs{}))
+	assert.Empty(t, r.rules("nps-loop"), "no range: an empty chain, still jumped to")
+	assert.Len(t, r.rules("FORWARD"), 2)
+}
+
+func TestInvalidMessageChangesNothing(t *testing.T) {
+	r := newRig(t, kernelfake.New(kernelfake.Options{}), ipfamily.IPv4, nil)
+	require.NoError(t, r.pass(svc))
+	r.m.OnUpdate(serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("10.96.0.1/12")}})
+	err := r.m.CompleteDeferredWork(context.Background())
+	require.ErrorIs(t, err, serviceloop.ErrInvalidCIDR)
+	require.ErrorIs(t, err, ipfamily.ErrHostBits)
+	assert.Equal(t, "serviceloop: invalid service CIDR: 10.96.0.1/12 has host bits set (the network is 10.96.0.0/12)", err.Error())
+	require.NoError(t, r.m.CompleteDeferredWork(context.Background()), "reported once")
+	require.NoError(t, r.pass())
+	assert.Len(t, r.rules("nps-loop"), 2)
+	require.ErrorIs(t, serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{{}}}.Validate(), serviceloop.ErrInvalidCIDR)
+}
+
+func TestOptions(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	filter, err := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "nps-", Kernel: ns})
+	require.NoError(t, err)
+	good := serviceloop.Options{Family: ipfamily.IPv4, Table: filter, Chain: "nps-loop"}
+	var nilTable *iptables.Table
+	for name, mutate := range map[string]func(*serviceloop.Options){
+		"no family":   func(o *serviceloop.Options) { o.Family = 9 },
+		"no table":    func(o *serviceloop.Options) { o.Table = nil },
+		"nil table":   func(o *serviceloop.Options) { o.Table = nilTable },
+		"no chain":    func(o *serviceloop.Options) { o.Chain = "" },
+		"bad jump":    func(o *serviceloop.Options) { o.Jump = 3 },
+		"bad verdict": func(o *serviceloop.Options) { o.Verdict = 2 },
+	} {
+		o := good
+		mutate(&o)
+		_, err := serviceloop.New(o)
+		require.ErrorIs(t, err, serviceloop.ErrInvalidOptions, name)
+		assert.Equal(t, 1, strings.Count(err.Error(), "serviceloop: "), err.Error())
+		assert.NotContains(t, err.Error(), "netfilter: ")
+	}
+	m, err := serviceloop.New(good)
+	require.NoError(t, err)
+	assert.Equal(t, "serviceloop-v4", m.Name())
+}
+
+// JumpNone leaves the jump to the caller; the chain is programmed once
+// something jumps to it.
+func TestJumpNone(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	r := newRig(t, ns, ipfamily.IPv6, func(o *serviceloop.Options) { o.Jump = serviceloop.JumpNone })
+	require.NoError(t, r.pass(svc))
+	assert.Empty(t, r.rules("FORWARD"))
+	assert.Nil(t, r.rules("nps-loop"), "not programmed until something jumps to it")
+	require.NoError(t, r.filter.InsertRules(netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("nps-loop")}}))
+	require.NoError(t, r.pass())
+	assert.Len(t, r.rules("nps-loop"), 1)
+}
+
+// unhashed drops the Table's hash comment from a rule as iptables-save
+// prints it.
+func unhashed(rule string) string {
+	return hashComment.ReplaceAllString(rule, "")
+}
+
+var hashComment = regexp.MustCompile(`-m comment --comment "nps:[A-Za-z0-9_-]{16}" `)
