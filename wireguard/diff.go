@@ -45,34 +45,45 @@ func compareKeys(a, b PublicKey) int { return bytes.Compare(a[:], b[:]) }
 // first, then changes of existing peers (only what differs), then new
 // peers; each group ordered by key.
 func diffPeers(want map[PublicKey]*peerSpec, have map[PublicKey]*cachedPeer, keepalive time.Duration) []PeerConfig {
-	var removes, updates, adds []PeerConfig
-	for k := range have {
-		if want[k] == nil {
-			removes = append(removes, PeerConfig{PublicKey: k, Remove: true})
-		}
+	keys := make(map[PublicKey]struct{}, len(want)+len(have))
+	for k := range want {
+		keys[k] = struct{}{}
 	}
-	for k, w := range want {
-		h := have[k]
-		if h == nil {
+	for k := range have {
+		keys[k] = struct{}{}
+	}
+	return diffKeys(keys, want, have, keepalive)
+}
+
+// diffKeys is diffPeers limited to keys.
+func diffKeys(keys map[PublicKey]struct{}, want map[PublicKey]*peerSpec, have map[PublicKey]*cachedPeer, keepalive time.Duration) []PeerConfig {
+	var removes, updates, adds []PeerConfig
+	for k := range keys {
+		w, h := want[k], have[k]
+		switch {
+		case w == nil && h == nil:
+		case w == nil:
+			removes = append(removes, PeerConfig{PublicKey: k, Remove: true})
+		case h == nil:
 			ka := keepalive
 			adds = append(adds, PeerConfig{PublicKey: k, Endpoint: w.endpoint, PersistentKeepalive: &ka,
 				ReplaceAllowedIPs: true, AllowedIPs: slices.Clone(w.allowed)})
-			continue
-		}
-		pc := PeerConfig{PublicKey: k, UpdateOnly: true}
-		changed := false
-		if h.endpoint != w.endpoint {
-			pc.Endpoint, changed = w.endpoint, true
-		}
-		if h.keepalive != keepalive {
-			ka := keepalive
-			pc.PersistentKeepalive, changed = &ka, true
-		}
-		if !slices.Equal(h.allowed, w.allowed) {
-			pc.ReplaceAllowedIPs, pc.AllowedIPs, changed = true, slices.Clone(w.allowed), true
-		}
-		if changed {
-			updates = append(updates, pc)
+		default:
+			pc := PeerConfig{PublicKey: k, UpdateOnly: true}
+			changed := false
+			if h.endpoint != w.endpoint {
+				pc.Endpoint, changed = w.endpoint, true
+			}
+			if h.keepalive != keepalive {
+				ka := keepalive
+				pc.PersistentKeepalive, changed = &ka, true
+			}
+			if !slices.Equal(h.allowed, w.allowed) {
+				pc.ReplaceAllowedIPs, pc.AllowedIPs, changed = true, slices.Clone(w.allowed), true
+			}
+			if changed {
+				updates = append(updates, pc)
+			}
 		}
 	}
 	byKey := func(a, b PeerConfig) int { return compareKeys(a.PublicKey, b.PublicKey) }

@@ -35,13 +35,15 @@ type Manager struct {
 
 	mu      sync.Mutex
 	closed  bool
-	nodes   map[string]PeerUpdate
+	in      *intent
 	enabled bool
 	rotate  bool
-	dirty   bool
-	want    *desired
-	// routesDirty says the table's declared routes need refreshing.
-	routesDirty bool
+	// redeclare says the table must be told every route again (at start,
+	// after a disable); otherwise only the intent's dirty prefixes.
+	redeclare bool
+	// fullDiff says the device was re-read: compare every peer, not only
+	// the intent's dirty keys.
+	fullDiff bool
 
 	dev        Device
 	mode       Mode
@@ -94,12 +96,14 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	return &Manager{
+	m := &Manager{
 		cfg: cfg, table: tbl, rules: rules,
 		rule: routerule.Rule{Priority: cfg.RulePriority, Mark: cfg.FirewallMark, Mask: cfg.FirewallMark, Invert: true,
 			Action: routerule.ActionLookup{Table: cfg.Table}},
-		nodes: map[string]PeerUpdate{}, enabled: !cfg.Disabled, dirty: true, routesDirty: true,
-	}, nil
+		enabled: !cfg.Disabled, redeclare: true,
+	}
+	m.in = newIntent(&m.cfg)
+	return m, nil
 }
 
 // Name returns "wireguard-ipv4" or "wireguard-ipv6", for the loop's logs.
@@ -149,49 +153,28 @@ func (m *Manager) peerUpdate(u PeerUpdate) {
 		return
 	}
 	u.CIDRs = slices.Clone(u.CIDRs)
-	m.nodes[u.Node] = u
-	m.dirty = true
+	m.in.set(u.Node, &u)
 }
 
 func (m *Manager) peerRemove(node string) {
-	if _, ok := m.nodes[node]; ok {
-		delete(m.nodes, node)
-		m.dirty = true
+	if _, ok := m.in.nodes[node]; ok {
+		m.in.set(node, nil)
 	}
 }
 
 func (m *Manager) setEnabled(on bool) {
 	if m.enabled != on {
 		m.enabled = on
-		m.dirty, m.routesDirty = true, true
+		m.redeclare = true
 		m.ruleSet = false
 	}
 }
 
-// CompleteDeferredWork implements dataplane.Manager: it computes the peers,
-// routes and throws the recorded updates ask for. It does no I/O; Apply
+// CompleteDeferredWork implements dataplane.Manager. OnUpdate already
+// keeps the peers, routes and throws up to date, one node at a time (a
+// change costs what it touches), so there is nothing left to do: Apply
 // writes them.
-func (m *Manager) CompleteDeferredWork(context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.recompute()
-	return nil
-}
-
-func (m *Manager) recompute() {
-	if !m.dirty && m.want != nil {
-		return
-	}
-	m.want = computeDesired(&m.cfg, m.nodes, m.key.publicIfSet())
-	m.dirty, m.routesDirty = false, true
-}
-
-func (k PrivateKey) publicIfSet() PublicKey {
-	if k.IsZero() {
-		return PublicKey{}
-	}
-	return k.Public()
-}
+func (m *Manager) CompleteDeferredWork(context.Context) error { return nil }
 
 // QueueResync implements dataplane.Driver: the next Apply re-reads the
 // device, its link, the table and the rules.
@@ -220,7 +203,6 @@ func (m *Manager) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if m.closed {
 		return dataplane.ApplyResult{}, ErrClosed
 	}
-	m.recompute()
 	if !m.enabled {
 		return m.applyDisabled(ctx)
 	}
@@ -240,10 +222,8 @@ func (m *Manager) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		}
 		m.sysctlOK = true
 	}
-	if m.routesDirty {
-		if err := m.declareRoutes(); err != nil {
-			return dataplane.ApplyResult{}, err
-		}
+	if err := m.declareRoutes(); err != nil {
+		return dataplane.ApplyResult{}, err
 	}
 	res, err := m.table.Apply(ctx)
 	ready := err == nil && m.routesReady()
@@ -277,22 +257,50 @@ func (m *Manager) routesReady() bool {
 	return s.PendingUpdates == 0 && s.PendingDeletions == 0 && s.Desired == s.Declared
 }
 
+// declareRoutes tells the table the routes that changed: a prefix won by
+// a peer goes through the device, one only not-peers list is thrown back
+// to the main table. After a start or a disable it declares them all.
 func (m *Manager) declareRoutes() error {
-	targets := make([]routetable.Target, len(m.want.routes))
-	for i, p := range m.want.routes {
-		targets[i] = routetable.Target{CIDR: p}
+	in := m.in
+	if m.redeclare {
+		var targets, throws []routetable.Target
+		for p, w := range in.winner {
+			if w != "" {
+				targets = append(targets, routetable.Target{CIDR: p})
+			} else {
+				throws = append(throws, routetable.Target{CIDR: p, Type: routetable.TargetThrow})
+			}
+		}
+		if err := m.table.SetRoutes(classPeers, m.cfg.InterfaceName, targets); err != nil {
+			return err
+		}
+		if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, throws); err != nil {
+			return err
+		}
+		m.redeclare = false
+		clear(in.dirtyPrefixes)
+		return nil
 	}
-	throws := make([]routetable.Target, len(m.want.throws))
-	for i, p := range m.want.throws {
-		throws[i] = routetable.Target{CIDR: p, Type: routetable.TargetThrow}
+	for p := range in.dirtyPrefixes {
+		key := routetable.RouteKey{CIDR: p}
+		w, routed := in.winner[p]
+		var err error
+		switch {
+		case routed && w != "":
+			err = errors.Join(m.table.RouteRemove(classThrow, routetable.InterfaceNone, key),
+				m.table.RouteUpdate(classPeers, m.cfg.InterfaceName, routetable.Target{CIDR: p}))
+		case routed:
+			err = errors.Join(m.table.RouteRemove(classPeers, m.cfg.InterfaceName, key),
+				m.table.RouteUpdate(classThrow, routetable.InterfaceNone, routetable.Target{CIDR: p, Type: routetable.TargetThrow}))
+		default:
+			err = errors.Join(m.table.RouteRemove(classPeers, m.cfg.InterfaceName, key),
+				m.table.RouteRemove(classThrow, routetable.InterfaceNone, key))
+		}
+		if err != nil {
+			return err
+		}
+		delete(in.dirtyPrefixes, p)
 	}
-	if err := m.table.SetRoutes(classPeers, m.cfg.InterfaceName, targets); err != nil {
-		return err
-	}
-	if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, throws); err != nil {
-		return err
-	}
-	m.routesDirty = false
 	return nil
 }
 
@@ -307,15 +315,13 @@ func (m *Manager) applyDisabled(ctx context.Context) (dataplane.ApplyResult, err
 		return res, err
 	}
 	m.ruleUp = false
-	if m.routesDirty {
-		if err := m.table.SetRoutes(classPeers, m.cfg.InterfaceName, nil); err != nil {
-			return dataplane.ApplyResult{}, err
-		}
-		if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, nil); err != nil {
-			return dataplane.ApplyResult{}, err
-		}
-		m.routesDirty = false
+	if err := m.table.SetRoutes(classPeers, m.cfg.InterfaceName, nil); err != nil {
+		return dataplane.ApplyResult{}, err
 	}
+	if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, nil); err != nil {
+		return dataplane.ApplyResult{}, err
+	}
+	m.redeclare = true
 	if res, err := m.table.Apply(ctx); err != nil {
 		return res, err
 	}
@@ -437,7 +443,7 @@ func (m *Manager) ensureConfig(ctx context.Context) error {
 			return fmt.Errorf("%w: reading %s: %w", ErrDevice, m.cfg.InterfaceName, err)
 		}
 		m.cache = newCache(st)
-		m.resync = false
+		m.resync, m.fullDiff = false, true
 	}
 	if err := m.ensureKey(); err != nil {
 		return err
@@ -468,13 +474,20 @@ func (m *Manager) ensureConfig(ctx context.Context) error {
 		}
 		m.published = pub
 	}
-	ops := diffPeers(m.want.peers, m.cache.peers, m.cfg.keepalive())
+	var ops []PeerConfig
+	if m.fullDiff {
+		ops = diffPeers(m.in.peers, m.cache.peers, m.cfg.keepalive())
+	} else {
+		ops = diffKeys(m.in.dirtyKeys, m.in.peers, m.cache.peers, m.cfg.keepalive())
+	}
 	for _, c := range chunk(ops, m.cfg.PeerChunk) {
 		if err := m.dev.Configure(ctx, DeviceConfig{Peers: c}); err != nil {
 			return fmt.Errorf("%w: peers of %s: %w", ErrDevice, m.cfg.InterfaceName, err)
 		}
 		m.cache.apply(c)
 	}
+	clear(m.in.dirtyKeys)
+	m.fullDiff = false
 	return nil
 }
 
@@ -507,7 +520,7 @@ func (m *Manager) ensureKey() error {
 			return err
 		}
 		m.key = k
-		m.dirty = true // our own key takes part in conflicts
+		m.in.setSelf(k.Public()) // our own key takes part in conflicts
 	}
 	if m.rotate {
 		k, err := GeneratePrivateKey()
@@ -518,9 +531,9 @@ func (m *Manager) ensureKey() error {
 			return err
 		}
 		m.cfg.Logger.Info("wireguard: rotated the private key", "path", m.cfg.KeyFile)
-		m.key, m.rotate, m.dirty = k, false, true
+		m.key, m.rotate = k, false
+		m.in.setSelf(k.Public())
 	}
-	m.recompute()
 	return nil
 }
 
@@ -530,13 +543,9 @@ func (m *Manager) Status() Status {
 	defer m.mu.Unlock()
 	s := Status{Enabled: m.enabled, Mode: m.mode, ModeReason: m.modeReason, Device: m.cfg.InterfaceName,
 		PublicKey: m.published, RuleInstalled: m.ruleUp}
-	if m.want != nil {
-		s.Peers = len(m.want.peers)
-		s.NotPeers = slices.Clone(m.want.notPeers)
-		for _, c := range m.want.conflicts {
-			s.Conflicts = append(s.Conflicts, Conflict{PublicKey: c.PublicKey, Nodes: slices.Clone(c.Nodes)})
-		}
-	}
+	s.Peers = len(m.in.peers)
+	s.NotPeers = m.in.notPeers()
+	s.Conflicts = m.in.conflicts()
 	return s
 }
 
@@ -548,7 +557,11 @@ func (m *Manager) PeerStats(ctx context.Context) ([]PeerStats, error) {
 		ctx = context.Background()
 	}
 	m.mu.Lock()
-	dev, want := m.dev, m.want
+	dev := m.dev
+	nodeOf := make(map[PublicKey]string, len(m.in.peers))
+	for k, p := range m.in.peers {
+		nodeOf[k] = p.node
+	}
 	m.mu.Unlock()
 	if dev == nil {
 		return nil, nil
@@ -560,11 +573,7 @@ func (m *Manager) PeerStats(ctx context.Context) ([]PeerStats, error) {
 	out := make([]PeerStats, 0, len(st.Peers))
 	for _, p := range st.Peers {
 		ps := PeerStats{PublicKey: p.PublicKey, LastHandshake: p.LastHandshake, ReceiveBytes: p.ReceiveBytes, TransmitBytes: p.TransmitBytes}
-		if want != nil {
-			if w := want.peers[p.PublicKey]; w != nil {
-				ps.Node = w.node
-			}
-		}
+		ps.Node = nodeOf[p.PublicKey]
 		out = append(out, ps)
 	}
 	slices.SortFunc(out, func(a, b PeerStats) int {
