@@ -1,6 +1,7 @@
 package wireguard_test
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -8,3 +9,5 @@ import (
 var testTime = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 func sprint(v any) string { return fmt.Sprintf("%v %s %#v %x", v, v, v, v)[:10] }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

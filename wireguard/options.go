@@ -45,6 +45,7 @@ type Kernel interface {
 // implements it. When Options.Kernel is a Doer, the Manager builds the real
 // providers from it.
 type Doer interface {
+	// Do runs fn on a thread inside the namespace and returns its error.
 	Do(fn func() error) error
 }
 

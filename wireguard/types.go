@@ -248,4 +248,3 @@ type Status struct {
 	// RuleInstalled reports whether the routing rule is in place.
 	RuleInstalled bool
 }
-

@@ -1,0 +1,556 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/nodeplane/nodeplane/bench/internal/harness"
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/wireguard"
+)
+
+// The wireguard scenarios run the userspace device (this machine's kernel
+// has no WireGuard module), each trial in a fresh namespace with a device
+// of its own name, its control socket in /var/run/wireguard.
+//
+//   - wireguard/peers-initial/N: N nodes' keys, endpoints and pod CIDRs
+//     reach a Manager whose device exists with no peers: ours is
+//     OnUpdate for each, then one Apply (the peers in chunks of
+//     wireguard.DefaultPeerChunk, plus N routes in the table and the
+//     rule). The floor is one wgctrl ConfigureDevice with all N peers,
+//     through the control socket; the peer is one `wg set` exec per peer
+//     (capped at 1k).
+//   - wireguard/change-one/N: with N peers configured and in sync, one
+//     node's CIDRs change: ours writes that peer alone (and its route).
+//     The floor is one ConfigureDevice of that peer; the peer is the
+//     naive replace-all (ReplacePeers with all N), which blips every
+//     tunnel. Compare ours across sizes.
+//   - wireguard/tcp-throughput/MB: one TCP stream of MB megabytes between
+//     two namespaces, through the userspace tunnel (ours) and over the
+//     plain veth under it (floor), so users know what the fallback costs;
+//     "MB/s" is reported.
+//
+// A userspace device lives in this process and the harness has no
+// teardown, so what a trial leaves (devices, Managers, the second
+// namespace) is closed at the next wireguard Setup, unmeasured, and by
+// the last one's process exit.
+func init() {
+	harness.Register(wgInitial(100), wgInitial(1_000), wgChangeOne(10), wgChangeOne(1_000), wgThroughput(256))
+}
+
+var (
+	wgPendingMu sync.Mutex
+	wgPending   []func()
+	wgCounter   atomic.Int32
+)
+
+// wgLater queues f for the next wgCleanup.
+func wgLater(f func()) {
+	wgPendingMu.Lock()
+	wgPending = append(wgPending, f)
+	wgPendingMu.Unlock()
+}
+
+// wgCleanup closes what earlier trials left, newest first.
+func wgCleanup() {
+	wgPendingMu.Lock()
+	fs := wgPending
+	wgPending = nil
+	wgPendingMu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}
+
+func wgName() string { return fmt.Sprintf("wgb%d-%d", os.Getpid()%100000, wgCounter.Add(1)) }
+
+const (
+	wgTable = 100
+	wgMark  = 0x100000
+)
+
+// wgNodes returns n nodes with random keys, each with a /24 and an endpoint.
+func wgNodes(n int) []wireguard.PeerUpdate {
+	out := make([]wireguard.PeerUpdate, n)
+	for i := range out {
+		var k wireguard.PublicKey
+		_, _ = rand.Read(k[:])
+		out[i] = wireguard.PeerUpdate{
+			Node: "node-" + strconv.Itoa(i), PublicKey: k,
+			Endpoint: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 51820),
+			CIDRs:    []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)},
+		}
+	}
+	return out
+}
+
+func wgPeerConfig(u wireguard.PeerUpdate) wgtypes.PeerConfig {
+	pc := wgtypes.PeerConfig{PublicKey: wgtypes.Key(u.PublicKey), Endpoint: net.UDPAddrFromAddrPort(u.Endpoint), ReplaceAllowedIPs: true}
+	for _, c := range u.CIDRs {
+		pc.AllowedIPs = append(pc.AllowedIPs, net.IPNet{IP: c.Addr().AsSlice(), Mask: net.CIDRMask(c.Bits(), 32)})
+	}
+	return pc
+}
+
+// wgManagerState is ours' state: a Manager on the trial's namespace.
+type wgManagerState struct {
+	k     *kernel.Namespace
+	m     *wireguard.Manager
+	nodes []wireguard.PeerUpdate
+}
+
+// wgManager opens the trial's namespace and applies a Manager with the
+// given nodes.
+func wgManager(ctx context.Context, env *harness.Env, nodes []wireguard.PeerUpdate) (*wgManagerState, error) {
+	wgCleanup()
+	k, err := kernel.Open(env.NS.Path())
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "wgbench")
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
+	m, err := wireguard.New(wireguard.Options{Family: ipfamily.IPv4, Kernel: k, InterfaceName: wgName(), FirewallMark: wgMark,
+		Table: wgTable, HostMTU: 1500, KeyFile: dir + "/wg.key", Mode: wireguard.ModeUserspace})
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
+	wgLater(func() { m.Close(); k.Close(); os.RemoveAll(dir) })
+	for _, u := range nodes {
+		m.OnUpdate(u)
+	}
+	if err := wgApply(ctx, m); err != nil {
+		return nil, err
+	}
+	return &wgManagerState{k: k, m: m, nodes: nodes}, nil
+}
+
+func wgApply(ctx context.Context, m *wireguard.Manager) error {
+	if err := m.CompleteDeferredWork(ctx); err != nil {
+		return err
+	}
+	_, err := m.Apply(ctx)
+	return err
+}
+
+// wgDeviceState is the floor's and peer's state: a bare userspace device
+// serving its control socket, and a wgctrl client.
+type wgDeviceState struct {
+	name   string
+	client *wgctrl.Client
+}
+
+// wgDevice makes a userspace device with a key and port, up, and opens a
+// wgctrl client; peers, if any, are configured in one call.
+func wgDevice(ctx context.Context, env *harness.Env, peers []wireguard.PeerUpdate) (*wgDeviceState, error) {
+	wgCleanup()
+	k, err := kernel.Open(env.NS.Path())
+	if err != nil {
+		return nil, err
+	}
+	name := wgName()
+	dev, err := wireguard.NewUserspaceProvider(wireguard.UserspaceProviderOptions{Links: k, Doer: k}).Open(ctx, wireguard.DeviceSpec{Name: name, MTU: 1440})
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
+	var client *wgctrl.Client
+	wgLater(func() {
+		if client != nil {
+			client.Close()
+		}
+		dev.Close()
+		k.Close()
+	})
+	priv, err := wireguard.GeneratePrivateKey()
+	if err != nil {
+		return nil, err
+	}
+	port, mark := 51820, uint32(wgMark)
+	if err := dev.Configure(ctx, wireguard.DeviceConfig{PrivateKey: &priv, ListenPort: &port, FirewallMark: &mark}); err != nil {
+		return nil, err
+	}
+	l, err := k.LinkByName(ctx, name)
+	if err == nil {
+		err = k.SetLinkUp(ctx, l.Index, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := env.NS.Do(func() (err error) { client, err = wgctrl.New(); return err }); err != nil {
+		return nil, err
+	}
+	st := &wgDeviceState{name: name, client: client}
+	if len(peers) > 0 {
+		cfg := wgtypes.Config{}
+		for _, u := range peers {
+			cfg.Peers = append(cfg.Peers, wgPeerConfig(u))
+		}
+		if err := client.ConfigureDevice(name, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+var wgToolsOnce sync.Once
+var wgToolsErr error
+
+// wgTools makes sure `wg` is there, installing wireguard-tools without its
+// recommendations (which would pull a kernel image) when it is missing.
+func wgTools() error {
+	wgToolsOnce.Do(func() {
+		if _, err := exec.LookPath("wg"); err == nil {
+			return
+		}
+		out, err := exec.Command("sh", "-c", "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wireguard-tools || "+
+			"(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wireguard-tools)").CombinedOutput()
+		if err != nil {
+			wgToolsErr = fmt.Errorf("installing wireguard-tools: %w: %s", err, out)
+		}
+	})
+	return wgToolsErr
+}
+
+func wgInitial(n int) harness.Scenario {
+	nodes := wgNodes(n)
+	variants := []harness.Variant{
+		{
+			Name: "nodeplane wireguard", Role: harness.Ours,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				st, err := wgManager(ctx, env, nil)
+				env.State = st
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				st := env.State.(*wgManagerState)
+				for _, u := range nodes {
+					st.m.OnUpdate(u)
+				}
+				if err := wgApply(ctx, st.m); err != nil {
+					return err
+				}
+				if p := st.m.Status().Peers; p != n {
+					return fmt.Errorf("%d peers, want %d", p, n)
+				}
+				return nil
+			},
+		},
+		{
+			Name: "wgctrl ConfigureDevice (all peers, one call)", Role: harness.Floor,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				st, err := wgDevice(ctx, env, nil)
+				env.State = st
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				st := env.State.(*wgDeviceState)
+				cfg := wgtypes.Config{}
+				for _, u := range nodes {
+					cfg.Peers = append(cfg.Peers, wgPeerConfig(u))
+				}
+				if err := st.client.ConfigureDevice(st.name, cfg); err != nil {
+					return err
+				}
+				return nil
+			},
+		},
+	}
+	note := "ours also writes N routes to its table and the rule; the floor only configures the device"
+	if n <= 1_000 {
+		variants = append(variants, harness.Variant{
+			Name: "wg set per peer (exec)", Role: harness.Peer,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				if err := wgTools(); err != nil {
+					return err
+				}
+				st, err := wgDevice(ctx, env, nil)
+				env.State = st
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				st := env.State.(*wgDeviceState)
+				for _, u := range nodes {
+					if _, err := env.NS.Exec(ctx, "wg", "set", st.name, "peer", u.PublicKey.String(), "endpoint", u.Endpoint.String(),
+						"allowed-ips", u.CIDRs[0].String()); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		})
+	}
+	return harness.Scenario{Name: "wireguard/peers-initial/" + strconv.Itoa(n), Size: n, Note: note, Variants: variants}
+}
+
+func wgChangeOne(n int) harness.Scenario {
+	nodes := wgNodes(n)
+	changed := nodes[n/2]
+	changed.CIDRs = append(append([]netip.Prefix(nil), changed.CIDRs...), netip.MustParsePrefix("10.250.0.0/24"))
+	return harness.Scenario{
+		Name: "wireguard/change-one/" + strconv.Itoa(n), Size: n,
+		Note: "one node's CIDRs change with N peers in sync; ours also replaces its route",
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane wireguard", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					st, err := wgManager(ctx, env, nodes)
+					env.State = st
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					st := env.State.(*wgManagerState)
+					st.m.OnUpdate(changed)
+					return wgApply(ctx, st.m)
+				},
+			},
+			{
+				Name: "wgctrl ConfigureDevice (the changed peer)", Role: harness.Floor,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					st, err := wgDevice(ctx, env, nodes)
+					env.State = st
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					st := env.State.(*wgDeviceState)
+					pc := wgPeerConfig(changed)
+					pc.UpdateOnly = true
+					return st.client.ConfigureDevice(st.name, wgtypes.Config{Peers: []wgtypes.PeerConfig{pc}})
+				},
+			},
+			{
+				Name: "wgctrl ReplacePeers (all peers)", Role: harness.Peer,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					st, err := wgDevice(ctx, env, nodes)
+					env.State = st
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					st := env.State.(*wgDeviceState)
+					cfg := wgtypes.Config{ReplacePeers: true}
+					for i, u := range nodes {
+						if i == n/2 {
+							u = changed
+						}
+						cfg.Peers = append(cfg.Peers, wgPeerConfig(u))
+					}
+					return st.client.ConfigureDevice(st.name, cfg)
+				},
+			},
+		},
+	}
+}
+
+// wgPair is the throughput scenario's state: the trial's namespace (a) and
+// a second one (b), joined by a veth, with the server's address in b.
+type wgPair struct {
+	a, b     *kerneltest.NS
+	src, dst netip.Addr
+	received chan int64
+	ln       net.Listener
+}
+
+const wgPortTCP = 5201
+
+// wgSetupPair joins the trial's namespace to a new one with a veth
+// (198.18.0.1/24 – 198.18.0.2/24); with tunnel, each side also runs a
+// Manager and owns a /32 on lo (10.99.1.1, 10.99.2.1) that the other
+// routes through the tunnel.
+func wgSetupPair(ctx context.Context, env *harness.Env, tunnel bool) (*wgPair, error) {
+	wgCleanup()
+	b, err := kerneltest.Open()
+	if err != nil {
+		return nil, err
+	}
+	wgLater(func() { b.Close() })
+	ka, err := kernel.Open(env.NS.Path())
+	if err != nil {
+		return nil, err
+	}
+	wgLater(func() { ka.Close() })
+	kb, err := kernel.Open(b.Path())
+	if err != nil {
+		return nil, err
+	}
+	wgLater(func() { kb.Close() })
+	if _, err := ka.AddLink(ctx, kernel.Link{Name: "eth0", Kind: kernel.KindVeth, Veth: &kernel.Veth{PeerName: "eth0", PeerNamespaceFD: kb.FD()}}); err != nil {
+		return nil, err
+	}
+	under := [2]netip.Prefix{netip.MustParsePrefix("198.18.0.1/24"), netip.MustParsePrefix("198.18.0.2/24")}
+	loops := [2]netip.Prefix{netip.MustParsePrefix("10.99.1.1/32"), netip.MustParsePrefix("10.99.2.1/32")}
+	for i, k := range []*kernel.Namespace{ka, kb} {
+		l, err := k.LinkByName(ctx, "eth0")
+		if err != nil {
+			return nil, err
+		}
+		if err := k.AddAddr(ctx, kernel.Addr{LinkIndex: l.Index, Prefix: under[i]}); err != nil {
+			return nil, err
+		}
+		if err := k.SetLinkUp(ctx, l.Index, true); err != nil {
+			return nil, err
+		}
+		if tunnel {
+			lo, err := k.LinkByName(ctx, "lo")
+			if err != nil {
+				return nil, err
+			}
+			if err := k.AddAddr(ctx, kernel.Addr{LinkIndex: lo.Index, Prefix: loops[i]}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	p := &wgPair{a: env.NS, b: b, src: under[0].Addr(), dst: under[1].Addr(), received: make(chan int64, 1)}
+	if tunnel {
+		p.src, p.dst = loops[0].Addr(), loops[1].Addr()
+		dir, err := os.MkdirTemp("", "wgbench")
+		if err != nil {
+			return nil, err
+		}
+		wgLater(func() { os.RemoveAll(dir) })
+		var ms [2]*wireguard.Manager
+		var pubs [2]wireguard.PublicKey
+		for i, k := range []*kernel.Namespace{ka, kb} {
+			m, err := wireguard.New(wireguard.Options{Family: ipfamily.IPv4, Kernel: k, InterfaceName: wgName(), FirewallMark: wgMark,
+				Table: wgTable, HostMTU: 1500, KeyFile: fmt.Sprintf("%s/%d.key", dir, i), Mode: wireguard.ModeUserspace,
+				OnPublicKey: func(pk wireguard.PublicKey) { pubs[i] = pk }})
+			if err != nil {
+				return nil, err
+			}
+			wgLater(func() { m.Close() })
+			if err := wgApply(ctx, m); err != nil {
+				return nil, err
+			}
+			ms[i] = m
+		}
+		for i, m := range ms {
+			o := 1 - i
+			m.OnUpdate(wireguard.PeerUpdate{Node: "n" + strconv.Itoa(o), PublicKey: pubs[o], Endpoint: netip.AddrPortFrom(under[o].Addr(), 0),
+				CIDRs: []netip.Prefix{loops[o].Masked()}})
+			if err := wgApply(ctx, m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// The server: accept one connection, count what it reads, answer one
+	// byte at EOF.
+	if err := b.Do(func() (err error) {
+		p.ln, err = net.Listen("tcp4", netip.AddrPortFrom(p.dst, wgPortTCP).String())
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	wgLater(func() { p.ln.Close() })
+	go func() {
+		c, err := p.ln.Accept()
+		if err != nil {
+			p.received <- -1
+			return
+		}
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		_, _ = c.Write([]byte{1})
+		p.received <- n
+	}()
+	// Warm up the path (neighbour resolution, the tunnel's handshake).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := env.NS.Do(func() error {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.src.AsSlice()}, Timeout: time.Second}
+			c, err := d.DialContext(ctx, "tcp4", netip.AddrPortFrom(p.dst, 9).String())
+			if c != nil {
+				c.Close()
+			}
+			return err
+		})
+		if errors.Is(err, syscall.ECONNREFUSED) || err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("path %s -> %s never came up: %w", p.src, p.dst, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return p, nil
+}
+
+// send streams mb megabytes from a to b over one TCP connection.
+func (p *wgPair) send(ctx context.Context, env *harness.Env, mb int) error {
+	var c net.Conn
+	if err := p.a.Do(func() (err error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.src.AsSlice()}, Timeout: 5 * time.Second}
+		c, err = d.DialContext(ctx, "tcp4", netip.AddrPortFrom(p.dst, wgPortTCP).String())
+		return err
+	}); err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, 128<<10)
+	_, _ = rand.Read(buf)
+	t0 := time.Now()
+	total := int64(mb) << 20
+	for sent := int64(0); sent < total; sent += int64(len(buf)) {
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		return err
+	}
+	if _, err := c.Read(make([]byte, 1)); err != nil {
+		return err
+	}
+	if got := <-p.received; got != total {
+		return fmt.Errorf("server read %d bytes, want %d", got, total)
+	}
+	env.Report("MB/s", float64(mb)/time.Since(t0).Seconds())
+	return nil
+}
+
+func wgThroughput(mb int) harness.Scenario {
+	return harness.Scenario{
+		Name: "wireguard/tcp-throughput/" + strconv.Itoa(mb), Size: mb,
+		Note: "one TCP stream of N MB between two namespaces; ratio = what the userspace tunnel costs against the bare veth",
+		Variants: []harness.Variant{
+			{
+				Name: "userspace WireGuard tunnel", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					p, err := wgSetupPair(ctx, env, true)
+					env.State = p
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error { return env.State.(*wgPair).send(ctx, env, mb) },
+			},
+			{
+				Name: "plain veth", Role: harness.Floor,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					p, err := wgSetupPair(ctx, env, false)
+					env.State = p
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error { return env.State.(*wgPair).send(ctx, env, mb) },
+			},
+		},
+	}
+}

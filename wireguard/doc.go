@@ -1,0 +1,113 @@
+// Package wireguard encrypts pod traffic between nodes with WireGuard: one
+// Manager per IP family keeps a WireGuard device, its key and its peers,
+// a routing table and one rule in step with what the cluster's control plane
+// says about the other nodes. Where the kernel has a WireGuard module the
+// device is a kernel link; where it has none (this project's machines, many
+// hardened or minimal kernels) the same Manager runs an embedded userspace
+// WireGuard (golang.zx2c4.com/wireguard) over a TUN device instead of giving
+// up.
+//
+// # What it owns
+//
+// In the namespace its Options.Kernel reaches, a Manager owns:
+//
+//   - the device named Options.InterfaceName (default wg-np, wg-np-v6 for
+//     IPv6): its MTU (the host's less 60, or 80 for IPv6), admin state,
+//     private key, listen port (51820, 51821 for IPv6), firewall mark and
+//     peers. Peers it did not configure are removed.
+//   - the whole routing table Options.Table (from idalloc): a route through
+//     the device for every prefix a peer carries, and a throw route for the
+//     prefixes of nodes that are not peers yet, so their traffic falls back
+//     to the main table (routetable, ExclusivePolicy).
+//   - one rule at Options.RulePriority (99): "not fwmark M/M lookup
+//     Table", M being Options.FirewallMark (from markbits). The device's
+//     own encrypted packets carry M and skip the table, so they leave
+//     through the underlay (routerule).
+//   - the private key file Options.KeyFile: mode 0600, replaced atomically.
+//
+// # How it is used
+//
+//	ns, err := kernel.OpenCurrent() // or kernel.Open("/run/netns/NAME")
+//	layout, err := markbits.NewLayout(markbits.LayoutOptions{WireGuard: true})
+//	table, err := tables.Grab() // an idalloc.IndexAllocator
+//	wg, err := wireguard.New(wireguard.Options{
+//		Family: ipfamily.IPv4, Kernel: ns,
+//		FirewallMark: layout.WireGuard, Table: table,
+//		HostMTU: host.MTU, // mtu.Detector
+//		KeyFile: "/var/lib/agent/wireguard.key",
+//		NodeName: self,
+//		OnPublicKey: func(k wireguard.PublicKey) { publish(self, k) },
+//	})
+//	go wg.Run(ctx)        // the userspace device lives as long as ctx
+//	loop.AddManager(wg)   // OnUpdate, CompleteDeferredWork
+//	loop.AddDriver(wg)    // Apply, QueueResync (PhaseRoutes)
+//	loop.Send(ctx, wireguard.PeerUpdate{Node: "n2", PublicKey: k2,
+//		Endpoint: netip.AddrPortFrom(n2IP, 0), CIDRs: n2PodCIDRs})
+//
+// Messages (OnUpdate; also usable without a dataplane.Loop, then call
+// Apply yourself): PeerUpdate says what a node offers (key, endpoint, pod
+// CIDRs, an optional tunnel address); PeerRemove withdraws it; RotateKey
+// asks for a new key; SetEnabled turns encryption off and on.
+//
+// Apply does, in this order, each step only once the one before
+// succeeded: make or adopt the device (choosing the provider), set its MTU
+// and bring it up; load the key (or make one, or keep the device's when the
+// file is gone) and publish the public key; write the device settings and
+// the peers that differ, in chunks of Options.PeerChunk; write the routes
+// and throws that differ; and, once the device and every route are in
+// place, the rule. Disabled, it removes the rule, then the routes, then the
+// device.
+//
+// Peers are diffed, never replaced wholesale (a replace-all blips every
+// tunnel): a new node is one added peer, a changed node one update of what
+// changed (endpoint, allowed IPs, keepalive), a removed node one removal.
+// The Manager keeps its intent one node at a time, so a change costs what
+// it touches, whatever the cluster's size. A node with no key, no endpoint
+// of the family, or a key another node (or this one) also claims is not a
+// peer (Status reports the conflicts), and its prefixes get throw routes.
+//
+// # Providers
+//
+// ModeAuto (the default) adopts the device it finds (a kernel wireguard
+// link; a tun of that name belongs to a running process and is refused),
+// else asks the kernel provider and, if the kernel answers that it has no
+// WireGuard module, the userspace provider; Options.Mode forces one.
+// Status reports the choice and why.
+//
+//   - Kernel (NewKernelProvider): a link of type wireguard made with
+//     kernel.Links.AddLink, configured with wgctrl's netlink client opened
+//     inside the namespace (kernel.Namespace.Do). The device outlives the
+//     agent: a restarted Manager adopts it, its key and peers, and writes
+//     only the difference.
+//   - Userspace (NewUserspaceProvider): the embedded implementation over a
+//     TUN device made on a thread inside the namespace; its UDP sockets
+//     and MTU queries are made inside it too, whichever goroutine needs
+//     them. It is configured in process and serves the standard control
+//     socket /var/run/wireguard/NAME.sock, so `wg show NAME` and wgctrl
+//     work on it. That directory is one for the whole machine, not per
+//     namespace: devices in different namespaces need different names. The
+//     device lives as long as its Manager (Close, or Run's context) and
+//     stops cleanly with it; a restarted Manager makes it again with the
+//     same key, and the rule and throw routes it left are adopted.
+//
+// Package wireguardfake has an in-memory WireGuard (a wgctrl-style client
+// for the kernel provider, a userspace-style provider) for unit tests on a
+// kernelfake.Namespace.
+//
+// # Status and metrics
+//
+// Status tells the provider, the public key, the peers, the nodes that are
+// not peers and the key conflicts. PeerStats reads each peer's last
+// handshake and byte counters and hands them to Options.Metrics.
+//
+// # What it never touches
+//
+// Other links, other tables' routes, rules at other priorities or for other
+// tables, and any namespace but its Kernel's. It never logs or prints a
+// private key (PrivateKey's String, Format and LogValue say "(redacted)"),
+// never loads kernel modules, and never replaces every peer at once. New
+// does no I/O and starts no goroutine; the userspace device's goroutines
+// are started by Apply and stopped by Close. Host-to-host encryption
+// (Options.EncryptHostTraffic) also sets net.ipv4.conf.all.src_valid_mark.
+// The package builds everywhere; the userspace provider is Linux-only.
+package wireguard
