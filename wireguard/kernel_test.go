@@ -359,6 +359,19 @@ func TestKernelUserspaceTunnelEncryptsPodTraffic(t *testing.T) {
 	}
 	assert.True(t, found, "rule not fwmark %#x lookup %d", kMark, kTable)
 
+	// The device's UDP sockets live in the host's namespace, whichever
+	// goroutine brought the device up.
+	require.NoError(t, h1.host.NS.Do(func() error {
+		for _, f := range []string{"/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			assert.Contains(t, string(b), fmt.Sprintf(":%04X ", wireguard.DefaultListenPort), f)
+		}
+		return nil
+	}))
+
 	cap := startCapture(t, h1.host.NS, kerneltest.UnderlayIf)
 	pattern, _ := hexDecode(pingPattern)
 	for _, dst := range []*wgNode{h2, h3} {
