@@ -1,0 +1,369 @@
+package floatingips
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/netfilter"
+)
+
+// NAT is one floating IP of an endpoint: traffic to Floating goes to
+// Internal, and Internal's traffic leaves as Floating.
+type NAT struct {
+	// Floating is the address the world uses.
+	Floating netip.Addr
+	// Internal is the endpoint's own address, of the same family.
+	Internal netip.Addr
+}
+
+// EndpointUpdate declares the floating IPs of one endpoint (a pod),
+// replacing those declared before under its ID.
+type EndpointUpdate struct {
+	// ID names the endpoint; required.
+	ID string
+	// NATs are its floating IPs, of either family; each Manager takes its
+	// own family's. Empty withdraws them all.
+	NATs []NAT
+}
+
+// Validate reports whether u is well formed: an ID, and NATs whose two
+// addresses are valid, of one family, and different. The error wraps
+// ErrInvalidEndpoint.
+func (u EndpointUpdate) Validate() error {
+	if u.ID == "" {
+		return fmt.Errorf("%w: empty ID", ErrInvalidEndpoint)
+	}
+	for _, n := range u.NATs {
+		ff, fi := ipfamily.Of(n.Floating), ipfamily.Of(n.Internal)
+		switch {
+		case !ff.Valid() || !fi.Valid():
+			return fmt.Errorf("%w: endpoint %q: invalid address in %v -> %v", ErrInvalidEndpoint, u.ID, n.Floating, n.Internal)
+		case ff != fi:
+			return errs.Also(fmt.Errorf("%w: endpoint %q: %v and %v are of different families", ErrInvalidEndpoint, u.ID, n.Floating, n.Internal),
+				ipfamily.ErrWrongFamily)
+		case n.Floating == n.Internal:
+			return fmt.Errorf("%w: endpoint %q: floating IP %v is the internal address", ErrInvalidEndpoint, u.ID, n.Floating)
+		case n.Floating.IsUnspecified() || n.Internal.IsUnspecified() || n.Floating.IsMulticast() || n.Internal.IsMulticast():
+			return fmt.Errorf("%w: endpoint %q: %v -> %v: not a unicast address", ErrInvalidEndpoint, u.ID, n.Floating, n.Internal)
+		}
+	}
+	return nil
+}
+
+// EndpointRemove withdraws every floating IP of the endpoint with ID.
+type EndpointRemove struct {
+	// ID names the endpoint; required.
+	ID string
+}
+
+// Jump says where a Manager puts the jumps to its chains.
+type Jump uint8
+
+const (
+	// JumpInsert puts them at the top of PREROUTING and OUTPUT (the DNAT
+	// chain) and POSTROUTING (the SNAT chain), before every foreign rule.
+	// The zero value.
+	JumpInsert Jump = iota
+	// JumpAppend puts them at the bottom of those hooks, after every
+	// foreign rule.
+	JumpAppend
+	// JumpNone puts them nowhere: the caller jumps to DNATChain and
+	// SNATChain from chains of its own.
+	JumpNone
+)
+
+// Options configure a Manager. Family, Table, DNATChain and SNATChain are
+// required.
+type Options struct {
+	// Family is IPv4 or IPv6: one Manager per family.
+	Family ipfamily.Family
+	// Table is the family's nat table (an *iptables.Table of the "nat"
+	// table, or another netfilter.Table writer). Table.InsertRules and
+	// AppendRules replace what was set before at a hook: give the Manager
+	// a Table of its own, or use JumpNone when the Table is shared.
+	Table netfilter.Table
+	// DNATChain and SNATChain are the Manager's two chains; they must
+	// carry the Table's chain prefix.
+	DNATChain, SNATChain string
+	// Jump says where the jumps to the chains go; see Jump.
+	Jump Jump
+	// OutboundSNAT also translates the source of every connection an
+	// endpoint opens (not only of those to its own floating IP) to its
+	// floating IP: a full 1:1 NAT. Connections to the destinations in
+	// NoSNATSet keep the endpoint's address.
+	OutboundSNAT bool
+	// NoSNATSet, with OutboundSNAT, is the kernel name of an ip set of
+	// destinations that are not translated, typically the set of every
+	// pod pool (masquerade.Manager.AllPoolsSet), so that pod-to-pod traffic
+	// keeps pod addresses. Empty translates towards every destination.
+	NoSNATSet string
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+	// Name is returned by Name, for the loop's logs; empty means
+	// "floatingips-v4" or "floatingips-v6".
+	Name string
+}
+
+// Manager keeps the 1:1 NAT rules of the floating IPs of one IP family.
+// It is a dataplane.Manager: register it with the loop together with its
+// Table. Its methods are called from the loop's goroutine only.
+type Manager struct {
+	o         Options
+	log       *slog.Logger
+	endpoints map[string][]NAT // of the family, sorted
+	dirty     bool
+	jumpsDone bool
+	invalid   []error
+}
+
+// New validates opts and returns a Manager with no floating IP. It does no
+// I/O.
+func New(opts Options) (*Manager, error) {
+	bad := func(format string, args ...any) (*Manager, error) {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !opts.Family.Valid():
+		return bad("invalid Family %v", opts.Family)
+	case isNil(opts.Table):
+		return bad("Table is required")
+	case opts.Jump > JumpNone:
+		return bad("unknown Jump %d", opts.Jump)
+	case opts.DNATChain == opts.SNATChain:
+		return bad("DNATChain and SNATChain are both %q", opts.DNATChain)
+	case opts.NoSNATSet != "" && !opts.OutboundSNAT:
+		return bad("NoSNATSet without OutboundSNAT")
+	}
+	for _, c := range []struct{ field, name string }{{"DNATChain", opts.DNATChain}, {"SNATChain", opts.SNATChain}} {
+		if err := netfilter.ValidateChainName(c.name); err != nil {
+			return nil, errs.Also(fmt.Errorf("%w: %s: %s", ErrInvalidOptions, c.field, detail(err)), err)
+		}
+	}
+	if opts.NoSNATSet != "" {
+		// The rule model checks set names; a rule with it must validate.
+		r := netfilter.Rule{Matches: []netfilter.Match{netfilter.DestIPSet(opts.NoSNATSet)}, Action: netfilter.Accept()}
+		if err := r.Validate(opts.Family); err != nil {
+			return nil, errs.Also(fmt.Errorf("%w: NoSNATSet: %s", ErrInvalidOptions, detail(err)), err)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Name == "" {
+		opts.Name = fmt.Sprintf("floatingips-v%d", int(opts.Family))
+	}
+	return &Manager{o: opts, log: log, endpoints: map[string][]NAT{}, dirty: true}, nil
+}
+
+// Name returns the Manager's name for the loop's logs.
+func (m *Manager) Name() string { return m.o.Name }
+
+// OnUpdate records EndpointUpdate and EndpointRemove messages; it ignores
+// every other type. An invalid message changes nothing: the next
+// CompleteDeferredWork reports it once.
+func (m *Manager) OnUpdate(msg any) {
+	switch msg := msg.(type) {
+	case EndpointUpdate:
+		if err := msg.Validate(); err != nil {
+			m.invalid = append(m.invalid, err)
+			return
+		}
+		var mine []NAT
+		for _, n := range msg.NATs {
+			if ipfamily.Of(n.Floating) == m.o.Family {
+				mine = append(mine, n)
+			}
+		}
+		slices.SortFunc(mine, compareNAT)
+		mine = slices.Compact(mine)
+		old, had := m.endpoints[msg.ID]
+		switch {
+		case len(mine) == 0 && had:
+			delete(m.endpoints, msg.ID)
+			m.dirty = true
+		case len(mine) > 0 && !slices.Equal(old, mine):
+			m.endpoints[msg.ID] = mine
+			m.dirty = true
+		}
+	case EndpointRemove:
+		if msg.ID == "" {
+			m.invalid = append(m.invalid, fmt.Errorf("%w: remove with an empty ID", ErrInvalidEndpoint))
+			return
+		}
+		if _, had := m.endpoints[msg.ID]; had {
+			delete(m.endpoints, msg.ID)
+			m.dirty = true
+		}
+	}
+}
+
+func compareNAT(a, b NAT) int {
+	if c := a.Floating.Compare(b.Floating); c != 0 {
+		return c
+	}
+	return a.Internal.Compare(b.Internal)
+}
+
+// NATs returns the floating IPs in force, by endpoint ID then floating IP,
+// and the conflicts left out (errors wrapping ErrConflict). A floating IP
+// or an internal address claimed by two endpoints (or twice by one) goes
+// to the first, by ID and then by floating IP.
+func (m *Manager) NATs() (nats []EndpointNAT, conflicts []error) {
+	ids := make([]string, 0, len(m.endpoints))
+	for id := range m.endpoints {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	floating := map[netip.Addr]string{}
+	internal := map[netip.Addr]string{}
+	for _, id := range ids {
+		for _, n := range m.endpoints[id] {
+			if by, taken := floating[n.Floating]; taken {
+				conflicts = append(conflicts, fmt.Errorf("%w: floating IP %v of endpoint %q is endpoint %q's", ErrConflict, n.Floating, id, by))
+				continue
+			}
+			if by, taken := internal[n.Internal]; taken {
+				conflicts = append(conflicts, fmt.Errorf("%w: internal address %v of endpoint %q already has a floating IP (endpoint %q)", ErrConflict, n.Internal, id, by))
+				continue
+			}
+			floating[n.Floating], internal[n.Internal] = id, id
+			nats = append(nats, EndpointNAT{ID: id, NAT: n})
+		}
+	}
+	return nats, conflicts
+}
+
+// EndpointNAT is one floating IP in force and its endpoint.
+type EndpointNAT struct {
+	// ID is the endpoint's.
+	ID string
+	// NAT is the translation.
+	NAT NAT
+}
+
+// Chains returns the two chains the Manager declares for the floating IPs
+// in force (see NATs):
+//
+//   - DNATChain, jumped to from PREROUTING and OUTPUT: to Floating, DNAT to
+//     Internal, so the world and the host itself reach the endpoint;
+//   - SNATChain, jumped to from POSTROUTING: from Internal to Internal,
+//     SNAT to Floating (an endpoint reaching itself through its floating
+//     IP, which it would otherwise see come from its own address and
+//     drop); and with OutboundSNAT, from Internal (to anything outside
+//     NoSNATSet), SNAT to Floating.
+//
+// Replies need no rule: connection tracking translates them back, so a
+// reply to a connection made to the floating IP leaves from the floating
+// IP.
+func (m *Manager) Chains() (dnat, snat netfilter.Chain) {
+	nats, _ := m.NATs()
+	dnat.Name, snat.Name = m.o.DNATChain, m.o.SNATChain
+	host := func(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+	for _, en := range nats {
+		n, comment := en.NAT, []string{"floating IP of " + en.ID}
+		dnat.Rules = append(dnat.Rules, netfilter.Rule{
+			Matches:  []netfilter.Match{netfilter.DestNet(host(n.Floating))},
+			Action:   netfilter.DNAT(netip.AddrPortFrom(n.Internal, 0)),
+			Comments: comment,
+		})
+		snat.Rules = append(snat.Rules, netfilter.Rule{
+			Matches:  []netfilter.Match{netfilter.SourceNet(host(n.Internal)), netfilter.DestNet(host(n.Internal))},
+			Action:   netfilter.SNAT(n.Floating),
+			Comments: comment,
+		})
+		if m.o.OutboundSNAT {
+			out := netfilter.Rule{
+				Matches:  []netfilter.Match{netfilter.SourceNet(host(n.Internal))},
+				Action:   netfilter.SNAT(n.Floating),
+				Comments: comment,
+			}
+			if m.o.NoSNATSet != "" {
+				out.Matches = append(out.Matches, netfilter.Not(netfilter.DestIPSet(m.o.NoSNATSet)))
+			}
+			snat.Rules = append(snat.Rules, out)
+		}
+	}
+	return dnat, snat
+}
+
+// CompleteDeferredWork declares the two chains (Chains) and the jumps to
+// them on the Table; it returns at once when nothing changed. It does no
+// I/O. Invalid messages received since the last call are reported here,
+// once, in an error wrapping ErrInvalidEndpoint, and so are, after each
+// change, the conflicts that stand (ErrConflict): the conflicting NATs are
+// left out, the rest is declared.
+func (m *Manager) CompleteDeferredWork(context.Context) error {
+	errs := m.invalid
+	m.invalid = nil
+	if m.dirty {
+		_, conflicts := m.NATs()
+		dnat, snat := m.Chains()
+		if err := m.o.Table.SetChains(dnat, snat); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		m.log.Debug("floatingips: chains declared", "dnat", len(dnat.Rules), "snat", len(snat.Rules))
+		m.dirty = false
+		errs = append(errs, conflicts...)
+	}
+	if !m.jumpsDone {
+		if err := m.declareJumps(); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		m.jumpsDone = true
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) declareJumps() error {
+	set := m.o.Table.InsertRules
+	switch m.o.Jump {
+	case JumpNone:
+		return nil
+	case JumpAppend:
+		set = m.o.Table.AppendRules
+	}
+	for _, h := range []struct {
+		hook  netfilter.Hook
+		chain string
+	}{
+		{netfilter.HookPrerouting, m.o.DNATChain},
+		{netfilter.HookOutput, m.o.DNATChain},
+		{netfilter.HookPostrouting, m.o.SNATChain},
+	} {
+		if err := set(h.hook, []netfilter.Rule{{Action: netfilter.Jump(h.chain)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// detail returns err's text without the "package: " prefix it starts with,
+// for quoting it under this package's prefix.
+func detail(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
+		return s[i+2:]
+	}
+	return s
+}
+
+var _ dataplane.Manager = (*Manager)(nil)

@@ -1,0 +1,179 @@
+package floatingips_test
+
+import (
+	"context"
+	"net/netip"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/floatingips"
+	"github.com/nodeplane/nodeplane/internal/managertest"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+)
+
+type rig struct {
+	t   *testing.T
+	ns  *kernelfake.Namespace
+	f   ipfamily.Family
+	nat *iptables.Table
+	m   *floatingips.Manager
+}
+
+func newRig(t *testing.T, f ipfamily.Family, mutate func(*floatingips.Options)) *rig {
+	t.Helper()
+	ns := kernelfake.New(kernelfake.Options{})
+	nat, err := iptables.New(iptables.Options{Table: "nat", Family: f, Backend: iptables.BackendNFT,
+		ChainPrefix: "npf-", Kernel: ns, PostWriteRecheck: []time.Duration{}})
+	require.NoError(t, err)
+	opts := floatingips.Options{Family: f, Table: nat, DNATChain: "npf-dnat", SNATChain: "npf-snat"}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	m, err := floatingips.New(opts)
+	require.NoError(t, err)
+	return &rig{t: t, ns: ns, f: f, nat: nat, m: m}
+}
+
+func (r *rig) pass(msgs ...any) error {
+	for _, msg := range msgs {
+		r.m.OnUpdate(msg)
+	}
+	_, err := managertest.Pass(context.Background(), []dataplane.Manager{r.m}, r.nat)
+	return err
+}
+
+func (r *rig) rules(chain string) []string {
+	var out []string
+	for _, l := range r.ns.IPTables().Rules(iptables.BackendNFT, r.f, "nat", chain) {
+		out = append(out, hashComment.ReplaceAllString(l, ""))
+	}
+	return out
+}
+
+var hashComment = regexp.MustCompile(`-m comment --comment "npf:[A-Za-z0-9_-]{16}" `)
+
+func nat(floating, internal string) floatingips.NAT {
+	return floatingips.NAT{Floating: netip.MustParseAddr(floating), Internal: netip.MustParseAddr(internal)}
+}
+
+func TestChainsAndJumps(t *testing.T) {
+	r := newRig(t, ipfamily.IPv4, nil)
+	require.NoError(t, r.pass(
+		floatingips.EndpointUpdate{ID: "ns/web", NATs: []floatingips.NAT{
+			nat("198.51.100.10", "10.244.1.5"), nat("2001:db8:f::10", "fd00:10:244:1::5")}},
+	))
+	assert.Equal(t, []string{
+		`-d 198.51.100.10/32 -m comment --comment "floating IP of ns/web" -j DNAT --to-destination 10.244.1.5`,
+	}, r.rules("npf-dnat"))
+	assert.Equal(t, []string{
+		`-s 10.244.1.5/32 -d 10.244.1.5/32 -m comment --comment "floating IP of ns/web" -j SNAT --to-source 198.51.100.10`,
+	}, r.rules("npf-snat"))
+	for hook, chain := range map[string]string{"PREROUTING": "npf-dnat", "OUTPUT": "npf-dnat", "POSTROUTING": "npf-snat"} {
+		assert.Equal(t, []string{"-j " + chain}, r.rules(hook), hook)
+	}
+	// Nothing changed: nothing run.
+	calls := len(r.ns.IPTables().Calls())
+	require.NoError(t, r.pass(floatingips.EndpointUpdate{ID: "ns/web", NATs: []floatingips.NAT{
+		nat("2001:db8:f::10", "fd00:10:244:1::5"), nat("198.51.100.10", "10.244.1.5")}}))
+	assert.Len(t, r.ns.IPTables().Calls(), calls)
+
+	// Removed: empty chains, jumps stay.
+	require.NoError(t, r.pass(floatingips.EndpointRemove{ID: "ns/web"}))
+	assert.Empty(t, r.rules("npf-dnat"))
+	assert.Empty(t, r.rules("npf-snat"))
+	assert.Len(t, r.rules("PREROUTING"), 1)
+}
+
+func TestOutboundSNATIPv6(t *testing.T) {
+	r := newRig(t, ipfamily.IPv6, func(o *floatingips.Options) {
+		o.OutboundSNAT, o.NoSNATSet, o.Jump = true, "np6-all-pools", floatingips.JumpAppend
+	})
+	require.NoError(t, r.ns.IPSets().Exec("create", "np6-all-pools", "hash:net", "family", "inet6"))
+	require.NoError(t, r.pass(floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("2001:db8:f::10", "fd00:10:244:1::5")}}))
+	assert.Equal(t, []string{
+		`-s fd00:10:244:1::5/128 -d fd00:10:244:1::5/128 -m comment --comment "floating IP of a" -j SNAT --to-source 2001:db8:f::10`,
+		`-s fd00:10:244:1::5/128 -m set ! --match-set np6-all-pools dst -m comment --comment "floating IP of a" -j SNAT --to-source 2001:db8:f::10`,
+	}, r.rules("npf-snat"))
+	assert.Equal(t, []string{
+		`-d 2001:db8:f::10/128 -m comment --comment "floating IP of a" -j DNAT --to-destination fd00:10:244:1::5`,
+	}, r.rules("npf-dnat"))
+	assert.Equal(t, "floatingips-v6", r.m.Name())
+}
+
+func TestConflicts(t *testing.T) {
+	r := newRig(t, ipfamily.IPv4, nil)
+	err := r.pass(
+		floatingips.EndpointUpdate{ID: "b", NATs: []floatingips.NAT{nat("198.51.100.10", "10.244.1.6"), nat("198.51.100.11", "10.244.1.5")}},
+		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "10.244.1.5")}},
+	)
+	require.ErrorIs(t, err, floatingips.ErrConflict)
+	assert.Contains(t, err.Error(), `floating IP 198.51.100.10 of endpoint "b" is endpoint "a"'s`)
+	assert.Contains(t, err.Error(), `internal address 10.244.1.5 of endpoint "b" already has a floating IP (endpoint "a")`)
+	nats, conflicts := r.m.NATs()
+	assert.Equal(t, []floatingips.EndpointNAT{{ID: "a", NAT: nat("198.51.100.10", "10.244.1.5")}}, nats)
+	assert.Len(t, conflicts, 2)
+	assert.Len(t, r.rules("npf-dnat"), 1)
+
+	// The first claimant goes: b takes the floating IP.
+	require.NoError(t, r.pass(floatingips.EndpointRemove{ID: "a"}))
+	dnat := r.rules("npf-dnat")
+	require.Len(t, dnat, 2)
+	assert.Contains(t, dnat[0], "-d 198.51.100.10/32")
+	assert.Contains(t, dnat[0], "--to-destination 10.244.1.6")
+}
+
+func TestInvalidMessagesChangeNothing(t *testing.T) {
+	r := newRig(t, ipfamily.IPv4, nil)
+	require.NoError(t, r.pass(floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "10.244.1.5")}}))
+	for _, msg := range []any{
+		floatingips.EndpointUpdate{NATs: []floatingips.NAT{nat("198.51.100.10", "10.244.1.5")}},
+		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "fd00::5")}},
+		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "198.51.100.10")}},
+		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{{Floating: netip.MustParseAddr("198.51.100.10")}}},
+		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("0.0.0.0", "10.244.1.5")}},
+		floatingips.EndpointRemove{},
+	} {
+		r.m.OnUpdate(msg)
+		err := r.m.CompleteDeferredWork(context.Background())
+		require.ErrorIs(t, err, floatingips.ErrInvalidEndpoint, "%+v", msg)
+		assert.Equal(t, 1, strings.Count(err.Error(), "floatingips: "), err.Error())
+		require.NoError(t, r.m.CompleteDeferredWork(context.Background()))
+		require.NoError(t, r.pass())
+		assert.Len(t, r.rules("npf-dnat"), 1)
+	}
+	require.ErrorIs(t, floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "fd00::5")}}.Validate(), ipfamily.ErrWrongFamily)
+}
+
+func TestOptions(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	nat, err := iptables.New(iptables.Options{Table: "nat", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "npf-", Kernel: ns})
+	require.NoError(t, err)
+	good := floatingips.Options{Family: ipfamily.IPv4, Table: nat, DNATChain: "npf-dnat", SNATChain: "npf-snat"}
+	var nilTable *iptables.Table
+	for name, mutate := range map[string]func(*floatingips.Options){
+		"no family":        func(o *floatingips.Options) { o.Family = 0 },
+		"no table":         func(o *floatingips.Options) { o.Table = nil },
+		"nil table":        func(o *floatingips.Options) { o.Table = nilTable },
+		"same chains":      func(o *floatingips.Options) { o.SNATChain = o.DNATChain },
+		"no dnat chain":    func(o *floatingips.Options) { o.DNATChain = "" },
+		"bad snat chain":   func(o *floatingips.Options) { o.SNATChain = "!x" },
+		"bad jump":         func(o *floatingips.Options) { o.Jump = 5 },
+		"set without snat": func(o *floatingips.Options) { o.NoSNATSet = "np4-x" },
+		"bad set":          func(o *floatingips.Options) { o.OutboundSNAT, o.NoSNATSet = true, "a\"b" },
+	} {
+		o := good
+		mutate(&o)
+		_, err := floatingips.New(o)
+		require.ErrorIs(t, err, floatingips.ErrInvalidOptions, name)
+		assert.Equal(t, 1, strings.Count(err.Error(), "floatingips: "), err.Error())
+		assert.NotContains(t, err.Error(), "netfilter: ")
+	}
+}
