@@ -1,0 +1,532 @@
+package nftables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+)
+
+// maxRounds bounds the transactions one Apply sends after refusals: each
+// refused round leaves out the objects the kernel named, so a few refused
+// objects among thousands take a few rounds; past the bound Apply fails as
+// a whole and the next Apply goes on from there.
+const maxRounds = 64
+
+// Apply makes the kernel match the declared state. When nothing changed
+// since the last Apply and no recheck or retry is due it returns at once
+// without a system call. Otherwise it reads the table if it has no picture
+// of it (first Apply, after a failure, or when QueueResync or a recheck
+// found the ruleset generation changed), computes the difference and
+// writes it in one netlink transaction (set elements past
+// ElementsPerTransaction in further ones), or writes nothing when nothing
+// differs.
+//
+// One object never holds back the others: when the kernel refuses a
+// request, Apply leaves out the object it belongs to (a chain keeps its
+// kernel rules, and is created empty if it did not exist; a set or element
+// its kernel version) and writes the rest, in the same Apply. The objects
+// left out, and those whose declaration cannot be written (ErrUnknownChain,
+// ErrChainLoop), make Apply return a *PartialError (errors.Is(err,
+// dataplane.ErrPartial)); each is retried on its own backoff (see
+// ObjectError.RetryAt; RetryAfter asks the loop to come back then), or at
+// once when it is declared anew. A failure that belongs to no object (the
+// socket, the read, a refusal the kernel does not attribute) is returned as
+// such and the next Apply reads the table again; after RebuildAfter of
+// them in a row, the next Apply rebuilds the table in one transaction. A
+// nil ctx is context.Background().
+func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.applies++
+	now := t.opts.Clock.Now()
+	recheck := false
+	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
+		recheck, t.verify = true, true
+	}
+	if t.retryDue(now) {
+		t.verify = true
+	}
+	if t.kern != nil && !t.dirty && !t.verify {
+		return t.result(now), t.partialError()
+	}
+	if err := ctx.Err(); err != nil {
+		return dataplane.ApplyResult{}, err
+	}
+	s, err := t.socket()
+	if err != nil {
+		return dataplane.ApplyResult{}, t.wholeFailure(err)
+	}
+	wrote, err := t.apply(ctx, s, now)
+	if err != nil {
+		return dataplane.ApplyResult{}, t.wholeFailure(err)
+	}
+	t.wholeFailures = 0
+	end := t.opts.Clock.Now()
+	switch {
+	case wrote:
+		t.recheckIdx = 0
+		t.recheckAt = time.Time{}
+		if len(t.opts.PostWriteRecheck) > 0 {
+			t.recheckAt = end.Add(t.opts.PostWriteRecheck[0])
+		}
+		if recheck {
+			t.opts.Logger.Info("repaired drift found by a post-write recheck")
+		}
+	case recheck:
+		t.recheckIdx++
+		if t.recheckIdx < len(t.opts.PostWriteRecheck) {
+			t.recheckAt = end.Add(t.opts.PostWriteRecheck[t.recheckIdx])
+		} else {
+			t.recheckAt = time.Time{}
+		}
+	}
+	return t.result(end), t.partialError()
+}
+
+// wholeFailure records a failure of the Table as a whole: the next Apply
+// reads the table again.
+func (t *Table) wholeFailure(err error) error {
+	t.kern, t.synced = nil, false
+	t.wholeFailures++
+	if !errors.Is(err, ErrRead) && !errors.Is(err, ErrWrite) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", ErrWrite, err)
+	}
+	t.opts.Logger.Warn("apply failed", "error", err, "inARow", t.wholeFailures)
+	return err
+}
+
+// apply reads the kernel when needed and writes the difference; wrote
+// reports a committed transaction.
+func (t *Table) apply(ctx context.Context, s Socket, now time.Time) (wrote bool, err error) {
+	if t.kern != nil && t.verify {
+		gen, err := t.genID(s)
+		if err != nil {
+			t.dropSocket()
+			return false, fmt.Errorf("%w: %w", ErrRead, err)
+		}
+		if !t.kern.genOK || gen != t.kern.gen {
+			t.opts.Logger.Debug("ruleset changed since the table was last read", "gen", gen)
+			t.kern = nil
+		}
+	}
+	t.verify = false
+	if t.kern == nil {
+		k, err := t.read(s)
+		if err != nil {
+			t.dropSocket()
+			return false, err
+		}
+		t.kern, t.synced = k, false
+	}
+	rebuild := t.opts.RebuildAfter > 0 && t.wholeFailures >= t.opts.RebuildAfter
+	if !t.dirty && t.synced && !rebuild && !t.retryDue(now) {
+		return false, nil
+	}
+	return t.write(ctx, s, now, rebuild)
+}
+
+// write plans and sends rounds until one commits.
+func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool) (wrote bool, err error) {
+	if rebuild {
+		t.opts.Logger.Warn("rebuilding the table in one transaction", "failuresInARow", t.wholeFailures)
+		t.statsMu.Lock()
+		t.stats.Rebuilds++
+		t.statsMu.Unlock()
+	}
+	full := !t.synced || t.structChanged || rebuild || t.retryDue(now)
+	prog, broken := t.prog, t.broken
+	if full || prog == nil {
+		prog, broken = t.programmed()
+		full = true
+	}
+	holds := t.holds(now, broken)
+	probe := map[string]bool{}
+	for range maxRounds {
+		if err := ctx.Err(); err != nil {
+			return wrote, err
+		}
+		k := t.kern
+		if rebuild {
+			k = newKstate()
+		}
+		p := &planner{t: t, s: s, k: k, holds: holds, probe: probe, prog: prog, full: full, rebuild: rebuild, now: now}
+		main, extra, err := p.plan()
+		if err != nil {
+			return wrote, err
+		}
+		if main.empty() && len(extra) == 0 {
+			t.settle(prog, broken, holds)
+			return wrote, nil
+		}
+		refused, err := t.commit(s, main, k, holds, probe, now)
+		if err != nil {
+			return wrote, err
+		}
+		if refused {
+			continue
+		}
+		wrote = true
+		if rebuild {
+			t.kern = k
+			rebuild = false
+		}
+		for len(extra) > 0 {
+			x := extra[0]
+			refused, err := t.commit(s, x, t.kern, holds, probe, now)
+			if err != nil {
+				return wrote, err
+			}
+			if refused {
+				// Plan the remaining additions again, without the refused
+				// elements.
+				p := &planner{t: t, s: s, k: t.kern, holds: holds, probe: probe, prog: prog, full: full, now: now}
+				var err error
+				if main, extra, err = p.plan(); err != nil {
+					return wrote, err
+				}
+				if !main.empty() {
+					extra = append([]*txn{main}, extra...)
+				}
+				continue
+			}
+			extra = extra[1:]
+		}
+		t.settle(prog, broken, holds)
+		return wrote, nil
+	}
+	return wrote, fmt.Errorf("%w: still refused after %d transactions", ErrWrite, maxRounds)
+}
+
+// commit sends one transaction. When the kernel commits it, the picture k
+// is updated; when it refuses objects, they are recorded in holds (or in
+// probe, to be written one by one) and refused is true.
+func (t *Table) commit(s Socket, x *txn, k *kstate, holds map[string]hold, probe map[string]bool, now time.Time) (refused bool, err error) {
+	gen0, err := t.genID(s)
+	if err != nil {
+		t.dropSocket()
+		return false, fmt.Errorf("%w: %w", ErrWrite, err)
+	}
+	start := t.opts.Clock.Now()
+	errs, lost, err := t.send(s, x)
+	elapsed := t.opts.Clock.Since(start)
+	t.statsMu.Lock()
+	t.stats.Transactions++
+	t.stats.WriteTime += elapsed
+	if err != nil || len(errs) > 0 || lost {
+		t.stats.TransactionErrors++
+	}
+	t.statsMu.Unlock()
+	if err != nil {
+		t.dropSocket()
+		return false, fmt.Errorf("%w: %w", ErrWrite, err)
+	}
+	gen1, err := t.genID(s)
+	if err != nil {
+		t.dropSocket()
+		return false, fmt.Errorf("%w: %w", ErrWrite, err)
+	}
+	if len(errs) == 0 && !lost {
+		for _, f := range x.post {
+			f(k)
+		}
+		k.gen, k.genOK = gen1, gen1 == gen0+1
+		t.statsMu.Lock()
+		t.stats.Messages += len(x.msgs)
+		t.stats.Bytes += x.w.Len()
+		t.statsMu.Unlock()
+		t.opts.Logger.Debug("wrote the table", "requests", len(x.msgs), "bytes", x.w.Len(), "elements", x.elems, "duration", elapsed)
+		return false, nil
+	}
+	if gen1 != gen0 && len(errs) == 0 {
+		// The answers were lost but a transaction committed: ours or
+		// another's. Read again.
+		return false, fmt.Errorf("%w: the kernel's answers were lost (receive queue overflow)", ErrWrite)
+	}
+	found := false
+	for _, e := range errs {
+		if t.blame(x, e, holds, probe, now) {
+			found = true
+		}
+	}
+	if !found {
+		desc := "refused as a whole"
+		if len(errs) > 0 {
+			desc = fmt.Sprintf("refused (%v)", kernelErr(errs[0].errno))
+		}
+		return false, fmt.Errorf("%w: %s without naming a request of ours", ErrWrite, desc)
+	}
+	return true, nil
+}
+
+// blame finds the object a refusal belongs to and holds it back (or, for
+// an element request the kernel did not point into, probes its elements
+// one by one). It reports whether it changed what the next round writes.
+func (t *Table) blame(x *txn, e txErr, holds map[string]hold, probe map[string]bool, now time.Time) bool {
+	if e.msg < 0 || e.msg >= len(x.msgs) {
+		return false
+	}
+	m := &x.msgs[e.msg]
+	cause := kernelErr(e.errno)
+	if e.text != "" {
+		cause = fmt.Errorf("%w (%s)", cause, e.text)
+	}
+	if len(m.elems) > 0 {
+		if e.offset != 0 {
+			for i := len(m.elems) - 1; i >= 0; i-- {
+				if uint32(m.elems[i].off) <= e.offset {
+					return t.hold(m.elems[i].obj, holdContent, cause, holds, now)
+				}
+			}
+		}
+		if len(m.elems) == 1 {
+			return t.hold(m.elems[0].obj, holdContent, cause, holds, now)
+		}
+		changed := false
+		for _, r := range m.elems {
+			if !probe[r.obj] {
+				probe[r.obj] = true
+				changed = true
+			}
+		}
+		return changed
+	}
+	if m.obj == "table" || m.obj == "" {
+		return false
+	}
+	return t.hold(m.obj, m.h, cause, holds, now)
+}
+
+// hold records that an object is held back after the kernel refused it.
+func (t *Table) hold(obj string, h hold, cause error, holds map[string]hold, now time.Time) bool {
+	if holds[obj] >= h {
+		return false
+	}
+	holds[obj] = h
+	what := "its change was refused"
+	if h == holdDelete {
+		what = "its deletion was refused"
+	}
+	t.fail(obj, h, ErrRefused, fmt.Sprintf("%s: %v", what, cause), cause, now)
+	return true
+}
+
+// fail records that an object was not written: held back as h until a
+// retry, after a delay that doubles with each failure.
+func (t *Table) fail(obj string, h hold, reason error, detail string, cause error, now time.Time) {
+	f := t.failed[obj]
+	if f == nil {
+		f = &failure{}
+		t.failed[obj] = f
+	}
+	f.hold, f.apply = h, t.applies
+	f.retry = f.retry.Failed(objectBackoff, now, reason)
+	kind, name := t.objName(obj)
+	f.err = &ObjectError{Kind: kind, Name: name, Reason: reason, Detail: detail, Err: cause, RetryAt: f.retry.Due}
+	t.opts.Logger.Warn("object not written; retrying it later", "object", string(kind)+" "+name, "error", f.err, "retryIn", f.retry.Due.Sub(now))
+}
+
+// holds returns what the next plan holds back: the objects whose retry is
+// not due yet, and those whose declaration cannot be written.
+func (t *Table) holds(now time.Time, broken map[string]*ObjectError) map[string]hold {
+	h := make(map[string]hold, len(t.failed)+len(broken))
+	for obj, f := range t.failed {
+		if now.Before(f.err.RetryAt) {
+			h[obj] = f.hold
+		}
+	}
+	for obj := range broken {
+		h[obj] = max(h[obj], holdContent)
+	}
+	return h
+}
+
+// settle records the outcome of an Apply whose last round committed (or
+// had nothing to write): every failure this Apply did not hold back is
+// over, and the picture is the declared state but for the objects held.
+func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, holds map[string]hold) {
+	for obj := range t.failed {
+		if holds[obj] == holdNone || broken[obj] != nil {
+			delete(t.failed, obj)
+		}
+	}
+	t.dirty, t.synced, t.structChanged = false, true, false
+	t.prog, t.broken = prog, broken
+	clear(t.changedChains)
+	clear(t.changedSets)
+	for _, s := range t.sets {
+		s.changed, s.all = nil, false
+	}
+	chains, rules, elems := 0, 0, 0
+	for name := range prog {
+		if c := t.chains[name]; c != nil {
+			chains++
+			rules += len(c.rules)
+		}
+	}
+	for _, s := range t.sets {
+		elems += len(s.written())
+	}
+	t.statsMu.Lock()
+	t.stats.Chains, t.stats.Rules, t.stats.Sets, t.stats.Elements = chains, rules, len(t.sets), elems
+	t.statsMu.Unlock()
+}
+
+// retryDue reports whether an object that was not written is due for a
+// retry.
+func (t *Table) retryDue(now time.Time) bool {
+	for _, f := range t.failed {
+		if !now.Before(f.err.RetryAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// partialError returns the *PartialError naming the objects not written,
+// or nil.
+func (t *Table) partialError() error {
+	objs := make([]*ObjectError, 0, len(t.failed)+len(t.broken))
+	waiting := 0
+	for obj, f := range t.failed {
+		if t.broken[obj] != nil {
+			continue
+		}
+		objs = append(objs, f.err)
+		if f.apply != t.applies {
+			waiting++
+		}
+	}
+	for _, e := range t.broken {
+		objs = append(objs, e)
+	}
+	slices.SortFunc(objs, func(a, b *ObjectError) int {
+		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return newPartialError(objs, waiting)
+}
+
+// result reports when the next recheck or retry is due.
+func (t *Table) result(now time.Time) dataplane.ApplyResult {
+	due := t.recheckAt
+	for _, f := range t.failed {
+		if f.err.RetryAt.IsZero() {
+			continue
+		}
+		if due.IsZero() || f.err.RetryAt.Before(due) {
+			due = f.err.RetryAt
+		}
+	}
+	if due.IsZero() {
+		return dataplane.ApplyResult{}
+	}
+	return dataplane.ApplyResult{RetryAfter: max(due.Sub(now), time.Millisecond)}
+}
+
+// programmed returns the chains to program — the base chains, the chains
+// reached from them through jumps and verdict maps, the forced chains and
+// those verdict-map elements jump to — and the objects whose declaration
+// cannot be written: a chain with a jump to a chain not declared
+// (ErrUnknownChain) or whose jump closes a loop (ErrChainLoop), and a
+// verdict-map element that jumps to a chain not declared. Such a chain is
+// still programmed (it keeps its kernel content).
+func (t *Table) programmed() (map[string]bool, map[string]*ObjectError) {
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	prog := make(map[string]bool, len(t.chains))
+	broken := map[string]*ObjectError{}
+	breaks := func(obj string, reason error, format string, a ...any) {
+		if broken[obj] == nil {
+			kind, name := t.objName(obj)
+			broken[obj] = &ObjectError{Kind: kind, Name: name, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+		}
+	}
+	regular := func(name string) bool {
+		c := t.chains[name]
+		return c != nil && c.base == nil
+	}
+	// The chains each verdict map's elements jump to.
+	vmapTargets := map[string][]string{}
+	for _, name := range sortedKeys(t.sets) {
+		s := t.sets[name]
+		if !s.spec.verdict {
+			continue
+		}
+		w := s.written()
+		for _, k := range sortedKeys(w) {
+			c := verdictChain(w[k])
+			if c == "" {
+				continue
+			}
+			if !regular(c) {
+				breaks(objElem(name, k), ErrUnknownChain, "it jumps to %s, which the table does not declare", c)
+				continue
+			}
+			vmapTargets[name] = append(vmapTargets[name], c)
+		}
+	}
+	state := make(map[string]int, len(t.chains))
+	var visit func(name string)
+	visit = func(name string) {
+		state[name] = onPath
+		prog[name] = true
+		c := t.chains[name]
+		edges := func(target string) {
+			switch {
+			case !regular(target):
+				breaks(objChain(name), ErrUnknownChain, "it jumps to %s, which the table does not declare", target)
+			case state[target] == onPath:
+				breaks(objChain(name), ErrChainLoop, "its jump to %s closes a loop", target)
+			case state[target] == unseen:
+				visit(target)
+			}
+		}
+		for i := range c.rules {
+			if r := &c.rules[i]; r.target != "" {
+				edges(r.target)
+			} else if r.vmap != "" {
+				for _, target := range vmapTargets[r.vmap] {
+					edges(target)
+				}
+			}
+		}
+		state[name] = done
+	}
+	var roots []string
+	for _, name := range sortedKeys(t.chains) {
+		if c := t.chains[name]; c.base != nil || c.force {
+			roots = append(roots, name)
+		}
+	}
+	for _, name := range sortedKeys(t.vmapTargets) {
+		if regular(name) {
+			roots = append(roots, name)
+		}
+	}
+	for _, name := range roots {
+		if state[name] == unseen {
+			visit(name)
+		}
+	}
+	return prog, broken
+}
+
+// isNotFound reports a kernel ENOENT.
+func isNotFound(err error) bool { return errors.Is(err, syscall.ENOENT) }
+
+var _ = nfnl.MsgNewTable

@@ -1,0 +1,234 @@
+package nftables
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+)
+
+// recvBufSize is the receive buffer: a dump datagram is at most 32 KiB.
+const recvBufSize = 128 << 10
+
+// errInterrupted reports a dump that a concurrent change interrupted.
+var errInterrupted = errors.New("dump interrupted by a concurrent change")
+
+// nextSeq returns a fresh sequence number.
+func (t *Table) nextSeq() uint32 {
+	t.seq++
+	if t.seq == 0 {
+		t.seq = 1
+	}
+	return t.seq
+}
+
+// rbuf returns the receive buffer.
+func (t *Table) rbuf() []byte {
+	if t.buf == nil {
+		t.buf = make([]byte, recvBufSize)
+	}
+	return t.buf
+}
+
+// kernelErr converts a netlink error code to an error.
+func kernelErr(errno int32) error { return syscall.Errno(-errno) }
+
+// drain discards what is queued on the socket (answers of an exchange
+// that failed halfway).
+func (t *Table) drain(s Socket) {
+	buf := t.rbuf()
+	for range 1024 {
+		if n, err := s.Receive(buf, false); n == 0 && err == nil {
+			return
+		}
+	}
+}
+
+// request sends one request and calls fn with each answer of its sequence
+// number until the end: NLMSG_DONE for a dump, the one reply otherwise.
+// An NLMSG_ERROR answer with an errno is returned as the errno.
+func (t *Table) request(s Socket, typ, flags uint16, attrs func(w *nfnl.Writer), fn func(m *nfnl.Msg) error) error {
+	seq := t.nextSeq()
+	var w nfnl.Writer
+	st := w.Begin(nfnl.Type(typ), nfnl.FlagRequest|flags, seq, t.fam, 0)
+	if attrs != nil {
+		attrs(&w)
+	}
+	w.End(st)
+	if err := s.Send(w.B); err != nil {
+		return err
+	}
+	dump := flags&nfnl.FlagDump == nfnl.FlagDump
+	buf := t.rbuf()
+	intr := false
+	for {
+		n, err := s.Receive(buf, true)
+		if err != nil {
+			t.drain(s)
+			return err
+		}
+		done := false
+		err = nfnl.ForEachMsg(buf[:n], func(m *nfnl.Msg) error {
+			if m.Seq != seq || done {
+				return nil // an answer to an earlier exchange
+			}
+			switch m.Type {
+			case nfnl.MsgDone:
+				done = true
+				return nil
+			case nfnl.MsgError:
+				e, err := nfnl.ParseError(m.Flags, m.Data)
+				if err != nil {
+					return err
+				}
+				done = true
+				if e.Errno != 0 {
+					return kernelErr(e.Errno)
+				}
+				return nil
+			}
+			if m.Flags&nfnl.FlagDumpIntr != 0 {
+				intr = true
+			}
+			if !dump {
+				done = true
+			}
+			return fn(m)
+		})
+		if err != nil {
+			t.drain(s)
+			return err
+		}
+		if done {
+			if intr {
+				return errInterrupted
+			}
+			return nil
+		}
+	}
+}
+
+// genID asks the kernel for its ruleset generation, which every committed
+// transaction of any table changes.
+func (t *Table) genID(s Socket) (uint32, error) {
+	t.statsMu.Lock()
+	t.stats.GenChecks++
+	t.statsMu.Unlock()
+	var gen uint32
+	err := t.request(s, nfnl.MsgGetGen, 0, nil, func(m *nfnl.Msg) error {
+		var err error
+		gen, err = nfnl.ParseGen(m.Data)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ruleset generation: %w", err)
+	}
+	return gen, nil
+}
+
+// txn is one transaction being built: the batch and, per message, what it
+// belongs to.
+type txn struct {
+	w    nfnl.Writer
+	msgs []txMsg
+	// elems counts the elements it adds.
+	elems int
+	// post updates the kernel picture once the kernel committed it.
+	post []func(k *kstate)
+}
+
+// txMsg is one request of a transaction.
+type txMsg struct {
+	start int
+	// obj is the object the request belongs to, and h what to hold of it
+	// if the kernel refuses it.
+	obj string
+	h   hold
+	// elems are the elements of an element request: offset in the message
+	// (from its header) and object key, in order.
+	elems []elemRef
+}
+
+type elemRef struct {
+	off int
+	obj string
+}
+
+// begin starts a request of the transaction for obj.
+func (x *txn) begin(fam uint8, typ, flags uint16, obj string, h hold) int {
+	start := x.w.Begin(nfnl.Type(typ), nfnl.FlagRequest|flags, 0, fam, 0)
+	x.msgs = append(x.msgs, txMsg{start: start, obj: obj, h: h})
+	return start
+}
+
+// empty reports whether the transaction holds no request.
+func (x *txn) empty() bool { return len(x.msgs) == 0 }
+
+// txErr is the kernel's refusal of one request of a transaction.
+type txErr struct {
+	msg    int // index in txn.msgs
+	errno  int32
+	offset uint32
+	text   string
+}
+
+// send sends the transaction as one batch and returns the kernel's
+// refusals: none when it committed. lost reports refusals that did not fit
+// in the socket's queue (more may exist than those returned). The batch is
+// processed before Send returns, so the answers are read without waiting.
+func (t *Table) send(s Socket, x *txn) (errs []txErr, lost bool, err error) {
+	seq0 := t.nextSeq()
+	var w nfnl.Writer
+	w.B = make([]byte, 0, x.w.Len()+2*(nfnl.HdrLen+nfnl.GenLen))
+	st := w.Begin(nfnl.BatchBegin, nfnl.FlagRequest, seq0, 0, nfnl.SubsysNFTables)
+	w.End(st)
+	first := t.seq + 1
+	for i := range x.msgs {
+		end := x.w.Len()
+		if i+1 < len(x.msgs) {
+			end = x.msgs[i+1].start
+		}
+		m := x.w.B[x.msgs[i].start:end]
+		nfnl.PutSeq(m, t.nextSeq())
+		w.Raw(m)
+	}
+	st = w.Begin(nfnl.BatchEnd, nfnl.FlagRequest, t.nextSeq(), 0, nfnl.SubsysNFTables)
+	w.End(st)
+	if err := s.Send(w.B); err != nil {
+		return nil, false, err
+	}
+	buf := t.rbuf()
+	for {
+		n, rerr := s.Receive(buf, false)
+		if rerr != nil {
+			if errors.Is(rerr, syscall.ENOBUFS) {
+				lost = true
+				continue
+			}
+			return errs, lost, rerr
+		}
+		if n == 0 {
+			break
+		}
+		perr := nfnl.ForEachMsg(buf[:n], func(m *nfnl.Msg) error {
+			if m.Type != nfnl.MsgError {
+				return nil
+			}
+			e, err := nfnl.ParseError(m.Flags, m.Data)
+			if err != nil || e.Errno == 0 {
+				return err
+			}
+			idx := int(e.Seq) - int(first)
+			if e.Seq < first || idx >= len(x.msgs) {
+				idx = -1 // the batch itself
+			}
+			errs = append(errs, txErr{msg: idx, errno: e.Errno, offset: e.Offset, text: e.Text})
+			return nil
+		})
+		if perr != nil {
+			return errs, lost, perr
+		}
+	}
+	return errs, lost, nil
+}
