@@ -268,7 +268,9 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 // validateTableName checks a table name (Options.Name, RemoveTable).
 func validateTableName(name string) error {

@@ -221,7 +221,9 @@ type Msg struct {
 
 // IsNFT reports whether m is an nf_tables message (or a batch marker),
 // which carries an nfgenmsg.
-func (m *Msg) IsNFT() bool { return m.Type>>8 == SubsysNFTables || m.Type == BatchBegin || m.Type == BatchEnd }
+func (m *Msg) IsNFT() bool {
+	return m.Type>>8 == SubsysNFTables || m.Type == BatchBegin || m.Type == BatchEnd
+}
 
 // ForEachMsg calls fn for each message of datagram b, in order, stopping
 // at fn's first error. The messages' slices point into b.

@@ -16,10 +16,10 @@ const (
 	MsgError = 0x2
 	MsgDone  = 0x3
 
-	FlagRequest = 0x1
-	FlagMulti   = 0x2
-	FlagAck     = 0x4
-	FlagEcho    = 0x8
+	FlagRequest  = 0x1
+	FlagMulti    = 0x2
+	FlagAck      = 0x4
+	FlagEcho     = 0x8
 	FlagDumpIntr = 0x10
 	// New-request flags.
 	FlagReplace = 0x100
@@ -48,27 +48,27 @@ const (
 
 // NFT_MSG_* message types (without the subsystem byte).
 const (
-	MsgNewTable     = 0
-	MsgGetTable     = 1
-	MsgDelTable     = 2
-	MsgNewChain     = 3
-	MsgGetChain     = 4
-	MsgDelChain     = 5
-	MsgNewRule      = 6
-	MsgGetRule      = 7
-	MsgDelRule      = 8
-	MsgNewSet       = 9
-	MsgGetSet       = 10
-	MsgDelSet       = 11
-	MsgNewSetElem   = 12
-	MsgGetSetElem   = 13
-	MsgDelSetElem   = 14
-	MsgNewGen       = 15
-	MsgGetGen       = 16
-	MsgDestroyTable = 26
-	MsgDestroyChain = 27
-	MsgDestroyRule  = 28
-	MsgDestroySet   = 29
+	MsgNewTable       = 0
+	MsgGetTable       = 1
+	MsgDelTable       = 2
+	MsgNewChain       = 3
+	MsgGetChain       = 4
+	MsgDelChain       = 5
+	MsgNewRule        = 6
+	MsgGetRule        = 7
+	MsgDelRule        = 8
+	MsgNewSet         = 9
+	MsgGetSet         = 10
+	MsgDelSet         = 11
+	MsgNewSetElem     = 12
+	MsgGetSetElem     = 13
+	MsgDelSetElem     = 14
+	MsgNewGen         = 15
+	MsgGetGen         = 16
+	MsgDestroyTable   = 26
+	MsgDestroyChain   = 27
+	MsgDestroyRule    = 28
+	MsgDestroySet     = 29
 	MsgDestroySetElem = 30
 )
 
