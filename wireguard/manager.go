@@ -46,6 +46,7 @@ type Manager struct {
 	fullDiff bool
 
 	dev        Device
+	told       kernel.Link // the device's link as the table last heard of it
 	mode       Mode
 	modeReason string
 	linkIndex  int
@@ -53,6 +54,7 @@ type Manager struct {
 	resync     bool
 
 	key       PrivateKey
+	pub       PublicKey // key's
 	published PublicKey
 	ruleSet   bool
 	ruleUp    bool
@@ -386,7 +388,10 @@ func (m *Manager) ensureDevice(ctx context.Context) error {
 			return err
 		}
 	}
-	m.table.OnIfaceStateChanged(l.Name, l.Index, l.State())
+	if l.Index != m.told.Index || l.State() != m.told.State() {
+		m.table.OnIfaceStateChanged(l.Name, l.Index, l.State())
+		m.told = l
+	}
 	return nil
 }
 
@@ -467,7 +472,7 @@ func (m *Manager) ensureConfig(ctx context.Context) error {
 		}
 		m.cache.priv, m.cache.listenPort, m.cache.fwmark = m.key, m.cfg.ListenPort, m.cfg.FirewallMark
 	}
-	if pub := m.key.Public(); pub != m.published {
+	if pub := m.pub; pub != m.published {
 		m.cfg.Logger.Info("wireguard: public key", "device", m.cfg.InterfaceName, "public_key", pub.String())
 		if m.cfg.OnPublicKey != nil {
 			m.cfg.OnPublicKey(pub)
@@ -519,8 +524,8 @@ func (m *Manager) ensureKey() error {
 		default:
 			return err
 		}
-		m.key = k
-		m.in.setSelf(k.Public()) // our own key takes part in conflicts
+		m.key, m.pub = k, k.Public()
+		m.in.setSelf(m.pub) // our own key takes part in conflicts
 	}
 	if m.rotate {
 		k, err := GeneratePrivateKey()
@@ -531,8 +536,8 @@ func (m *Manager) ensureKey() error {
 			return err
 		}
 		m.cfg.Logger.Info("wireguard: rotated the private key", "path", m.cfg.KeyFile)
-		m.key, m.rotate = k, false
-		m.in.setSelf(k.Public())
+		m.key, m.pub, m.rotate = k, k.Public(), false
+		m.in.setSelf(m.pub)
 	}
 	return nil
 }

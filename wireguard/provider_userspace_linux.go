@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 
@@ -39,9 +40,12 @@ func (p *userspaceProvider) Open(ctx context.Context, spec DeviceSpec) (Device, 
 		return nil, fmt.Errorf("%w: creating the TUN device %s: %w", ErrDevice, spec.Name, err)
 	}
 	log := p.o.Logger.With("device", spec.Name)
-	logger := &device.Logger{
-		Verbosef: func(f string, a ...any) { log.Debug("wireguard-go: " + fmt.Sprintf(f, a...)) },
-		Errorf:   func(f string, a ...any) { log.Warn("wireguard-go: " + fmt.Sprintf(f, a...)) },
+	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: device.DiscardLogf}
+	if log.Enabled(ctx, slog.LevelDebug) {
+		logger.Verbosef = func(f string, a ...any) { log.Debug("wireguard-go: " + fmt.Sprintf(f, a...)) }
+	}
+	if log.Enabled(ctx, slog.LevelWarn) {
+		logger.Errorf = func(f string, a ...any) { log.Warn("wireguard-go: " + fmt.Sprintf(f, a...)) }
 	}
 	d := &userDevice{name: spec.Name, conns: map[net.Conn]struct{}{}}
 	d.dev = device.NewDevice(&nsTUN{Device: td, do: p.o.Doer.Do}, &nsBind{Bind: conn.NewDefaultBind(), do: p.o.Doer.Do}, logger)

@@ -70,7 +70,9 @@ func wgLater(f func()) {
 	wgPendingMu.Unlock()
 }
 
-// wgCleanup closes what earlier trials left, newest first.
+// wgCleanup closes what earlier trials left, newest first, then gives the
+// kernel time to free their namespaces: it does that asynchronously, under
+// the rtnl lock that every route and link write of the next trial takes.
 func wgCleanup() {
 	wgPendingMu.Lock()
 	fs := wgPending
@@ -79,6 +81,7 @@ func wgCleanup() {
 	for i := len(fs) - 1; i >= 0; i-- {
 		fs[i]()
 	}
+	time.Sleep(300 * time.Millisecond)
 }
 
 func wgName() string { return fmt.Sprintf("wgb%d-%d", os.Getpid()%100000, wgCounter.Add(1)) }
