@@ -1,0 +1,7 @@
+//go:build unix
+
+package sysctls
+
+import "syscall"
+
+var errEINVAL error = syscall.EINVAL

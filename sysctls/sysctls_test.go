@@ -1,0 +1,292 @@
+package sysctls_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/sysctls"
+)
+
+var ctx = context.Background()
+
+// counting wraps a kernel.Sysctls and records its calls.
+type counting struct {
+	next kernel.Sysctls
+	mu   sync.Mutex
+	gets []string
+	sets []string
+}
+
+func (c *counting) Sysctl(ctx context.Context, key string) (string, error) {
+	c.mu.Lock()
+	c.gets = append(c.gets, key)
+	c.mu.Unlock()
+	return c.next.Sysctl(ctx, key)
+}
+
+func (c *counting) SetSysctl(ctx context.Context, key, value string) error {
+	c.mu.Lock()
+	c.sets = append(c.sets, key+"="+value)
+	c.mu.Unlock()
+	return c.next.SetSysctl(ctx, key, value)
+}
+
+func (c *counting) reset() (gets, sets []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gets, sets, c.gets, c.sets = c.gets, c.sets, nil, nil
+	return gets, sets
+}
+
+// hostDir makes a /proc/sys stand-in holding the machine-wide keys.
+func hostDir(t *testing.T, bpf string) sysctls.ProcSys {
+	t.Helper()
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "kernel"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "kernel", "unprivileged_bpf_disabled"), []byte(bpf+"\n"), 0o644))
+	return sysctls.ProcSys{Root: root}
+}
+
+func outcomes(r sysctls.Report) map[string]string {
+	out := map[string]string{}
+	for _, res := range r.Results {
+		out[res.Setting.Key] = res.String()
+	}
+	return out
+}
+
+func TestDefaultsOnAFreshNamespace(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	require.NoError(t, ns.SetSysctl(ctx, "net.ipv4.conf.all.rp_filter", "1"))
+	k := &counting{next: ns}
+	host := hostDir(t, "0")
+	m, err := sysctls.New(sysctls.Options{Kernel: k, Host: host})
+	require.NoError(t, err)
+	rep := m.Check(ctx)
+	assert.Equal(t, map[string]string{
+		"net.ipv4.ip_forward":              "net.ipv4.ip_forward: changed 0 -> 1",
+		"net.ipv4.conf.all.rp_filter":      "net.ipv4.conf.all.rp_filter: changed 1 -> 2",
+		"net.ipv6.conf.all.forwarding":     "net.ipv6.conf.all.forwarding: changed 0 -> 1",
+		"kernel.unprivileged_bpf_disabled": "kernel.unprivileged_bpf_disabled: changed 0 -> 2",
+	}, outcomes(rep))
+	require.NoError(t, rep.Err())
+	assert.Len(t, rep.Changed(), 4)
+	assert.Empty(t, rep.Failed())
+	v, _ := ns.Sysctl(ctx, "net.ipv4.ip_forward")
+	assert.Equal(t, "1", v)
+	b, err := host.Sysctl(ctx, "kernel.unprivileged_bpf_disabled")
+	require.NoError(t, err)
+	assert.Equal(t, "2", b)
+
+	// Everything right now: read, nothing written.
+	k.reset()
+	rep = m.Check(ctx)
+	gets, sets := k.reset()
+	assert.Empty(t, sets)
+	assert.Len(t, gets, 3)
+	assert.Empty(t, rep.Changed())
+	assert.Len(t, rep.Results, 4)
+	for _, r := range rep.Results {
+		assert.Equal(t, sysctls.Kept, r.Outcome, r.String())
+		assert.Equal(t, r.Was, r.Now)
+	}
+}
+
+func TestAcceptableValuesAreLeftAlone(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	require.NoError(t, ns.SetSysctl(ctx, "net.ipv4.ip_forward", "1"))
+	require.NoError(t, ns.SetSysctl(ctx, "net.ipv4.conf.all.rp_filter", "0"))
+	k := &counting{next: ns}
+	m, err := sysctls.New(sysctls.Options{Kernel: k, Host: hostDir(t, "1"), Settings: sysctls.Defaults(ipfamily.IPv4)})
+	require.NoError(t, err)
+	rep := m.Check(ctx)
+	_, sets := k.reset()
+	assert.Empty(t, sets)
+	assert.Equal(t, map[string]string{
+		"net.ipv4.ip_forward":              "net.ipv4.ip_forward: kept 1",
+		"net.ipv4.conf.all.rp_filter":      "net.ipv4.conf.all.rp_filter: kept 0",
+		"kernel.unprivileged_bpf_disabled": "kernel.unprivileged_bpf_disabled: kept 1",
+	}, outcomes(rep))
+}
+
+func TestWhatCannotBeApplied(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	var reports []sysctls.Report
+	m, err := sysctls.New(sysctls.Options{
+		Kernel: ns,
+		Settings: []sysctls.Setting{
+			{Key: "net.ipv4.ip_forward", Value: "1"},
+			{Key: "kernel.unprivileged_bpf_disabled", Value: "2", Accept: []string{"1"}},
+			{Key: "net.ipv4.no_such_key", Value: "1"},
+		},
+		OnReport: func(r sysctls.Report) { reports = append(reports, r) },
+	})
+	require.NoError(t, err)
+	require.NoError(t, m.CompleteDeferredWork(ctx), "nothing required failed")
+	require.Len(t, reports, 1)
+	failed := reports[0].Failed()
+	require.Len(t, failed, 2)
+	assert.ErrorIs(t, failed[0].Err, sysctls.ErrNoHostAccess)
+	assert.ErrorIs(t, failed[0].Err, sysctls.ErrNotApplied)
+	assert.Equal(t, "kernel.unprivileged_bpf_disabled: failed: no access to machine-wide sysctls", failed[0].String())
+	assert.ErrorIs(t, failed[1].Err, kernel.ErrNotFound)
+	assert.Equal(t, 1, strings.Count(failed[1].Err.Error(), "sysctls: "), failed[1].Err.Error())
+	assert.NotContains(t, failed[1].Err.Error(), "kernel: ")
+
+	// Read-only host: the value is read and the write refused.
+	m, err = sysctls.New(sysctls.Options{Kernel: ns, Host: sysctls.ReadOnly(hostDir(t, "0")),
+		Settings: []sysctls.Setting{{Key: "kernel.unprivileged_bpf_disabled", Value: "2", Accept: []string{"1"}}}})
+	require.NoError(t, err)
+	rep := m.Check(ctx)
+	require.Len(t, rep.Failed(), 1)
+	assert.ErrorIs(t, rep.Failed()[0].Err, sysctls.ErrReadOnly)
+	assert.Equal(t, "0", rep.Failed()[0].Was)
+}
+
+// A Required setting that fails fails CompleteDeferredWork; the loop
+// resyncs and retries, and it converges once the kernel takes it.
+func TestRequiredFailureFailsTheManager(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	refused := errors.New("refused by policy")
+	ns.Refuse(func(op kernelfake.Op, obj any) error {
+		if s, ok := obj.(kernelfake.Sysctl); ok && s.Key == "net.ipv4.ip_forward" {
+			return refused
+		}
+		return nil
+	})
+	m, err := sysctls.New(sysctls.Options{Kernel: ns, Settings: sysctls.Defaults(ipfamily.IPv4)[:1], RecheckInterval: -1})
+	require.NoError(t, err)
+	err = m.CompleteDeferredWork(ctx)
+	require.ErrorIs(t, err, sysctls.ErrNotApplied)
+	require.ErrorIs(t, err, refused)
+	require.NoError(t, m.CompleteDeferredWork(ctx), "no check is due: nothing is read")
+	ns.Refuse(nil)
+	m.QueueResync() // as the loop does after a failure
+	require.NoError(t, m.CompleteDeferredWork(ctx))
+	v, _ := ns.Sysctl(ctx, "net.ipv4.ip_forward")
+	assert.Equal(t, "1", v)
+}
+
+// ignoring accepts writes and keeps its value, as a kernel that clamps one.
+type ignoring struct{ kernel.Sysctls }
+
+func (ignoring) SetSysctl(context.Context, string, string) error { return nil }
+
+func TestReadBackMismatch(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	m, err := sysctls.New(sysctls.Options{Kernel: ignoring{ns}, Settings: []sysctls.Setting{{Key: "net.ipv4.ip_forward", Value: "1", Required: true}}})
+	require.NoError(t, err)
+	rep := m.Check(ctx)
+	require.Len(t, rep.Failed(), 1)
+	assert.Contains(t, rep.Failed()[0].Err.Error(), `wrote "1", read back "0"`)
+	require.ErrorIs(t, rep.Err(), sysctls.ErrNotApplied)
+}
+
+func TestRecheckSchedule(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	k := &counting{next: ns}
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	var reports int
+	m, err := sysctls.New(sysctls.Options{Kernel: k, Clock: clk, RecheckInterval: time.Minute,
+		Settings: sysctls.Defaults(ipfamily.IPv4)[:1], OnReport: func(sysctls.Report) { reports++ }})
+	require.NoError(t, err)
+	require.NoError(t, m.CompleteDeferredWork(ctx))
+	gets, sets := k.reset()
+	assert.Len(t, gets, 2)
+	assert.Equal(t, []string{"net.ipv4.ip_forward=1"}, sets)
+	assert.Equal(t, 1, reports)
+
+	require.NoError(t, m.CompleteDeferredWork(ctx))
+	gets, _ = k.reset()
+	assert.Empty(t, gets, "not due")
+
+	// Drift behind the agent's back, repaired at the recheck.
+	require.NoError(t, ns.SetSysctl(ctx, "net.ipv4.ip_forward", "0"))
+	clk.Advance(time.Minute - time.Nanosecond)
+	require.NoError(t, m.CompleteDeferredWork(ctx))
+	gets, _ = k.reset()
+	assert.Empty(t, gets)
+	clk.Advance(time.Nanosecond)
+	require.NoError(t, m.CompleteDeferredWork(ctx))
+	_, sets = k.reset()
+	assert.Equal(t, []string{"net.ipv4.ip_forward=1"}, sets)
+	assert.Equal(t, 2, reports)
+
+	// A check that changes nothing reports nothing.
+	m.QueueResync()
+	require.NoError(t, m.CompleteDeferredWork(ctx))
+	gets, sets = k.reset()
+	assert.Len(t, gets, 1)
+	assert.Empty(t, sets)
+	assert.Equal(t, 2, reports)
+}
+
+func TestOptions(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	var nilNS *kernelfake.Namespace
+	for name, o := range map[string]sysctls.Options{
+		"no kernel":   {},
+		"nil kernel":  {Kernel: nilNS},
+		"empty key":   {Kernel: ns, Settings: []sysctls.Setting{{Value: "1"}}},
+		"one part":    {Kernel: ns, Settings: []sysctls.Setting{{Key: "net", Value: "1"}}},
+		"dotdot":      {Kernel: ns, Settings: []sysctls.Setting{{Key: "net/../kernel/x", Value: "1"}}},
+		"absolute":    {Kernel: ns, Settings: []sysctls.Setting{{Key: "/proc/sys/net/ipv4/ip_forward", Value: "1"}}},
+		"twice":       {Kernel: ns, Settings: []sysctls.Setting{{Key: "net.ipv4.ip_forward", Value: "1"}, {Key: "net/ipv4/ip_forward", Value: "1"}}},
+		"empty value": {Kernel: ns, Settings: []sysctls.Setting{{Key: "net.ipv4.ip_forward"}}},
+		"newline":     {Kernel: ns, Settings: []sysctls.Setting{{Key: "net.ipv4.ip_forward", Value: "1\n"}}},
+	} {
+		_, err := sysctls.New(o)
+		require.ErrorIs(t, err, sysctls.ErrInvalidOptions, name)
+		assert.Equal(t, 1, strings.Count(err.Error(), "sysctls: "), err.Error())
+	}
+	var nilHost *kernelfake.Namespace
+	m, err := sysctls.New(sysctls.Options{Kernel: ns, Host: nilHost, Settings: []sysctls.Setting{}})
+	require.NoError(t, err)
+	assert.Empty(t, m.Settings())
+	assert.Empty(t, m.Check(ctx).Results)
+	assert.Equal(t, "sysctls", m.Name())
+	m.OnUpdate("ignored")
+}
+
+func TestProcSys(t *testing.T) {
+	p := hostDir(t, "0")
+	_, err := p.Sysctl(ctx, "net.ipv4.ip_forward")
+	require.ErrorIs(t, err, kernel.ErrInvalid, "net.* keys are a namespace's")
+	require.ErrorIs(t, p.SetSysctl(ctx, "kernel/../../etc/passwd", "x"), kernel.ErrInvalid)
+	_, err = p.Sysctl(ctx, "kernel.no_such")
+	require.ErrorIs(t, err, kernel.ErrNotFound)
+	require.ErrorIs(t, p.SetSysctl(ctx, "kernel.no_such", "1"), kernel.ErrNotFound, "a sysctl is never created")
+	require.NoError(t, p.SetSysctl(ctx, "kernel/unprivileged_bpf_disabled", "1"))
+	v, err := p.Sysctl(ctx, "kernel.unprivileged_bpf_disabled")
+	require.NoError(t, err)
+	assert.Equal(t, "1", v)
+	ro := sysctls.ReadOnly(p)
+	require.ErrorIs(t, ro.SetSysctl(ctx, "kernel.unprivileged_bpf_disabled", "0"), sysctls.ErrReadOnly)
+	v, _ = ro.Sysctl(ctx, "kernel.unprivileged_bpf_disabled")
+	assert.Equal(t, "1", v)
+}
+
+func TestStrings(t *testing.T) {
+	assert.Equal(t, "kept", sysctls.Kept.String())
+	assert.Equal(t, "changed", sysctls.Changed.String())
+	assert.Equal(t, "failed", sysctls.Failed.String())
+	assert.Equal(t, "unknown", sysctls.Outcome(0).String())
+	r := sysctls.Report{Results: []sysctls.Result{
+		{Setting: sysctls.Setting{Key: "a.b"}, Was: "1", Now: "1", Outcome: sysctls.Kept},
+		{Setting: sysctls.Setting{Key: "a.c"}, Was: "0", Now: "1", Outcome: sysctls.Changed},
+	}}
+	assert.Equal(t, "a.b: kept 1\na.c: changed 0 -> 1", r.String())
+}
