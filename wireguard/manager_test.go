@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
@@ -638,4 +639,36 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 	_, err := wireguard.New(good)
 	assert.NoError(t, err)
+}
+
+// The Manager in a dataplane.Loop: registered as a manager and a driver,
+// it programs the node once both in-sync markers have arrived.
+func TestManagerInALoop(t *testing.T) {
+	e := newEnv(t, false)
+	m := e.manager(e.options(ipfamily.IPv4))
+	inSync := make(chan struct{})
+	loop, err := dataplane.New(dataplane.Options{OnInSync: func() { close(inSync) }})
+	require.NoError(t, err)
+	require.NoError(t, loop.AddManager(m))
+	require.NoError(t, loop.AddDriver(m))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- loop.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	require.NoError(t, loop.Send(ctx, node(1, pubKey(t))))
+	require.NoError(t, loop.Send(ctx, node(2, wireguard.PublicKey{})))
+	loop.DatastoreInSync()
+	loop.InterfacesInSync()
+	select {
+	case <-inSync:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("never in sync: %+v", loop.Health())
+	}
+	st := m.Status()
+	assert.Equal(t, 1, st.Peers)
+	assert.True(t, st.RuleInstalled)
+	assert.Len(t, e.routes(), 2)
 }
