@@ -471,6 +471,40 @@ func TestKernelUserspacePeerRemovalDuplicateKeysAndRotation(t *testing.T) {
 
 var replyRE = regexp.MustCompile(`(?m)^\d+ bytes from `)
 
+// countingKernel counts the rule and route writes a Manager makes.
+type countingKernel struct {
+	*kernel.Namespace
+	mu                          sync.Mutex
+	ruleWrites, adds, deletions int
+}
+
+func (k *countingKernel) AddRule(ctx context.Context, r kernel.Rule) error {
+	k.mu.Lock()
+	k.ruleWrites++
+	k.mu.Unlock()
+	return k.Namespace.AddRule(ctx, r)
+}
+
+func (k *countingKernel) DeleteRule(ctx context.Context, r kernel.Rule) error {
+	k.mu.Lock()
+	k.ruleWrites++
+	k.mu.Unlock()
+	return k.Namespace.DeleteRule(ctx, r)
+}
+
+func (k *countingKernel) ApplyRoutes(ctx context.Context, ops []kernel.RouteOp) []error {
+	k.mu.Lock()
+	for _, op := range ops {
+		if op.Kind == kernel.OpDelete {
+			k.deletions++
+		} else {
+			k.adds++
+		}
+	}
+	k.mu.Unlock()
+	return k.Namespace.ApplyRoutes(ctx, ops)
+}
+
 func TestKernelUserspaceRestartKeepsKeyAndPingSurvives(t *testing.T) {
 	kerneltest.RequireCommands(t, "ping")
 	c := newWGCluster(t, 2)
@@ -501,11 +535,23 @@ func TestKernelUserspaceRestartKeepsKeyAndPingSurvives(t *testing.T) {
 	pub := h1.publicKey(v4)
 	require.NoError(t, h1.mgr[v4].Close())
 	h1.pub[v4] = wireguard.PublicKey{}
-	h1.start(v4)
+	ck := &countingKernel{Namespace: h1.k}
+	o := h1.options(v4)
+	o.Kernel = ck
+	m, err := wireguard.New(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	h1.mgr[v4] = m
 	for _, o := range c.nodes[1:] {
-		h1.mgr[v4].OnUpdate(o.update(v4))
+		m.OnUpdate(o.update(v4))
 	}
 	h1.apply(v4)
+	// Written: the device (it died with the old Manager) and the one route
+	// through it; the rule was adopted as it was.
+	assert.Equal(t, wireguard.ModeUserspace, m.Status().Mode)
+	assert.Zero(t, ck.ruleWrites, "rule writes")
+	assert.Equal(t, 1, ck.adds, "route writes")
+	assert.Zero(t, ck.deletions, "route deletions")
 	assert.Equal(t, pub, h1.publicKey(v4))
 	assert.Equal(t, pub, h1.mgr[v4].Status().PublicKey)
 	before := replies()
@@ -534,4 +580,56 @@ func hexDecode(s string) ([]byte, error) {
 		b[i] = v
 	}
 	return b, nil
+}
+
+func TestKernelUserspaceHostToHostEncryption(t *testing.T) {
+	kerneltest.RequireCommands(t, "ping")
+	topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 2, Stack: kerneltest.IPv4Only})
+	t.Cleanup(func() {
+		leakcheck.NoGoroutines(t, 10*time.Second, "golang.zx2c4.com/wireguard/device.", "wireguard.(*userDevice)")
+	})
+	var mgrs []*wireguard.Manager
+	pubs := make([]wireguard.PublicKey, 2)
+	for i, h := range topo.Hosts {
+		k, err := kernel.Open(h.NS.Path())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = k.Close() })
+		m, err := wireguard.New(wireguard.Options{Family: ipfamily.IPv4, Kernel: k, InterfaceName: uniqueName(t), FirewallMark: kMark,
+			Table: kTable, HostMTU: 1500, KeyFile: filepath.Join(t.TempDir(), "wg.key"), EncryptHostTraffic: true,
+			OnPublicKey: func(pk wireguard.PublicKey) { pubs[i] = pk }})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Close() })
+		_, err = m.Apply(context.Background())
+		require.NoError(t, err)
+		mgrs = append(mgrs, m)
+	}
+	for i, m := range mgrs {
+		o := topo.Hosts[1-i]
+		m.OnUpdate(wireguard.PeerUpdate{Node: o.Name, PublicKey: pubs[1-i], Endpoint: netip.AddrPortFrom(o.UnderlayIPv4.Addr(), 0)})
+		_, err := m.Apply(context.Background())
+		require.NoError(t, err)
+	}
+	v, err := topo.Hosts[0].NS.Sysctl("net.ipv4.conf.all.src_valid_mark")
+	require.NoError(t, err)
+	assert.Equal(t, "1", v)
+
+	cap := startCapture(t, topo.Hosts[0].NS, kerneltest.UnderlayIf)
+	pattern, _ := hexDecode(pingPattern)
+	dst := topo.Hosts[1].UnderlayIPv4.Addr()
+	kerneltest.Eventually(t, 15*time.Second, kerneltest.Check{Name: "host1 -> host2 underlay",
+		Run: func(ctx context.Context) error { return pingWithPattern(ctx, topo.Hosts[0].NS, dst) }})
+	cap.stop()
+	udp := 0
+	for _, p := range cap.packets() {
+		if p.proto == unix.IPPROTO_ICMP {
+			t.Errorf("host-to-host ICMP in clear: %s -> %s", p.src, p.dst)
+		}
+		if bytes.Contains(p.payload, pattern) {
+			t.Errorf("the ping payload crossed the underlay in clear")
+		}
+		if p.proto == unix.IPPROTO_UDP && (p.dstPort == wireguard.DefaultListenPort || p.srcPort == wireguard.DefaultListenPort) {
+			udp++
+		}
+	}
+	assert.Positive(t, udp)
 }
