@@ -366,6 +366,20 @@ func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, hol
 	for _, s := range t.sets {
 		s.changed, s.all = nil, false
 	}
+	// Elements held back stay to look at in the next plans, which are
+	// incremental.
+	for _, held := range []map[string]hold{holds} {
+		for obj := range held {
+			if set, key, ok := elemOfObj(obj); ok {
+				if s := t.sets[set]; s != nil {
+					if s.changed == nil {
+						s.changed = map[string]struct{}{}
+					}
+					s.changed[key] = struct{}{}
+				}
+			}
+		}
+	}
 	chains, rules, elems := 0, 0, 0
 	for name := range prog {
 		if c := t.chains[name]; c != nil {

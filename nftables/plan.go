@@ -79,6 +79,8 @@ func (p *planner) plan() (main *txn, extra []*txn, err error) {
 	p.elemMsgs(main, nfnl.MsgNewSetElem, adds[:first])
 	main.elems = first
 	main.appendTx(&p.newRules)
+	// Structural updates first: the element updates need their sets.
+	main.post = append(p.post, main.post...)
 	for i := first; i < len(adds); i += per {
 		x := &txn{}
 		chunk := adds[i:min(i+per, len(adds))]
@@ -86,7 +88,6 @@ func (p *planner) plan() (main *txn, extra []*txn, err error) {
 		x.elems = len(chunk)
 		extra = append(extra, x)
 	}
-	main.post = p.post
 	return main, extra, nil
 }
 
@@ -98,6 +99,7 @@ func (x *txn) appendTx(y *txn) {
 		m.start += base
 		x.msgs = append(x.msgs, m)
 	}
+	x.post = append(x.post, y.post...)
 }
 
 // setNames returns the sets to plan, in order.
@@ -205,11 +207,6 @@ func (p *planner) set(name string) {
 	if len(dels) > 0 {
 		sortElems(dels)
 		p.elemMsgs(&p.delElems, nfnl.MsgDelSetElem, dels)
-		p.post = append(p.post, func(k *kstate) {
-			for _, e := range dels {
-				delete(k.sets[name].elems, e.key)
-			}
-		})
 	}
 	sortElems(p.adds[addFrom:])
 }
@@ -228,11 +225,28 @@ func (p *planner) delSet(name string, h hold) {
 }
 
 // elemMsgs writes element requests for es (of one or more sets, grouped),
-// as few as fit, one element per request for those being probed.
+// as few as fit, one element per request for those being probed, and the
+// picture's update for when they commit.
 func (p *planner) elemMsgs(x *txn, typ uint16, es []elemAdd) {
 	flags := uint16(0)
-	if typ == nfnl.MsgNewSetElem {
+	add := typ == nfnl.MsgNewSetElem
+	if add {
 		flags = nfnl.FlagCreate
+	}
+	if len(es) > 0 {
+		x.post = append(x.post, func(k *kstate) {
+			for i := range es {
+				e := &es[i]
+				s := k.sets[e.set]
+				switch {
+				case s == nil:
+				case add:
+					s.elems[e.key] = e.data
+				default:
+					delete(s.elems, e.key)
+				}
+			}
+		})
 	}
 	for i := 0; i < len(es); {
 		set := es[i].set

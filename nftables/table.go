@@ -585,3 +585,12 @@ func objSet(name string) string   { return "s\x00" + name }
 func objElem(set, key string) string {
 	return "e\x00" + set + "\x00" + key
 }
+
+// elemOfObj returns the set and key of an element's object key.
+func elemOfObj(obj string) (set, key string, ok bool) {
+	rest, ok := strings.CutPrefix(obj, "e\x00")
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "\x00")
+}

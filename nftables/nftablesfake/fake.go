@@ -1,0 +1,799 @@
+package nftablesfake
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/nodeplane/nodeplane/nftables"
+	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+)
+
+// ErrNoNamespace is what Namespace.Do returns: the fake has no network
+// namespace to run code in.
+var ErrNoNamespace = errors.New("nftablesfake: no real network namespace to run code in")
+
+// Namespace is an in-memory nf_tables of one network namespace, for tests:
+// it implements nftables.Kernel and nftables.SocketOpener and answers a
+// Table's netlink conversation as the kernel does. It is safe for
+// concurrent use.
+type Namespace struct {
+	mu  sync.Mutex
+	st  *state
+	gen uint32
+	// tableHandle and hgen allocate handles as the kernel does: tables from
+	// one counter, everything in a table from the table's own, never given
+	// back when a transaction aborts.
+	tableHandle uint64
+	hgen        map[uint64]uint64
+
+	failTx    int
+	failTxErr syscall.Errno
+	failDumps int
+	refuse    func(Request) syscall.Errno
+
+	transactions, committed, requests, dumps int
+	queueLimit                               int
+}
+
+// New returns an empty namespace: no tables.
+func New() *Namespace {
+	return &Namespace{st: newState(), hgen: map[uint64]uint64{}, gen: 1, queueLimit: 4 << 20}
+}
+
+var (
+	_ nftables.Kernel       = (*Namespace)(nil)
+	_ nftables.SocketOpener = (*Namespace)(nil)
+)
+
+// Do returns ErrNoNamespace: the fake has no namespace to run fn in.
+// Tables reach it through OpenNFTablesSocket.
+func (n *Namespace) Do(fn func() error) error { return ErrNoNamespace }
+
+// OpenNFTablesSocket returns a socket to the fake's nf_tables.
+func (n *Namespace) OpenNFTablesSocket() (nftables.Socket, error) {
+	return &socket{n: n}, nil
+}
+
+// Request describes one request of a transaction (or one element of an
+// element request) to a Refuse hook.
+type Request struct {
+	// Op is the request: "newtable", "deltable", "newchain", "delchain",
+	// "newrule", "delrule", "newset", "delset", "newsetelem" or
+	// "delsetelem".
+	Op string
+	// Family is the table's family (2 for ip, 10 for ip6).
+	Family uint8
+	// Table, Chain and Set name what the request is about, where it has
+	// them.
+	Table, Chain, Set string
+	// Comment is a new rule's comment (its user data).
+	Comment string
+	// Key is an element's key (element requests are asked about one
+	// element at a time).
+	Key []byte
+}
+
+// Refuse makes every request (and every element of an element request)
+// for which fn returns an errno fail with it, as the kernel refuses what
+// it does not take; the transaction then aborts as a whole, and the
+// refusal names the request (and the element). Nil removes the hook.
+func (n *Namespace) Refuse(fn func(Request) syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.refuse = fn
+}
+
+// FailTransactions makes the next count transactions fail as a whole with
+// errno (EIO when 0), the failure naming no request of the transaction.
+func (n *Namespace) FailTransactions(count int, errno syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if errno == 0 {
+		errno = syscall.EIO
+	}
+	n.failTx, n.failTxErr = count, errno
+}
+
+// FailDumps makes the next count dump requests fail with EIO.
+func (n *Namespace) FailDumps(count int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.failDumps = count
+}
+
+// Counts says how many transactions were sent, how many the fake
+// committed, how many requests they carried (committed or not) and how
+// many dumps were asked for, since New or ResetCounts.
+func (n *Namespace) Counts() (transactions, committed, requests, dumps int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.transactions, n.committed, n.requests, n.dumps
+}
+
+// ResetCounts sets the counts to zero.
+func (n *Namespace) ResetCounts() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.transactions, n.committed, n.requests, n.dumps = 0, 0, 0, 0
+}
+
+// Generation returns the ruleset generation: it grows by one with every
+// committed transaction (and every Admin change).
+func (n *Namespace) Generation() uint32 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gen
+}
+
+// socket is a fake NETLINK_NETFILTER socket.
+type socket struct {
+	n        *Namespace
+	mu       sync.Mutex
+	queue    [][]byte
+	queued   int
+	overflow bool
+	closed   bool
+}
+
+func (s *socket) Send(b []byte) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("nftablesfake: send on a closed socket: %w", syscall.EBADF)
+	}
+	out, err := s.n.serve(b)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range out {
+		if s.queued+len(d) > s.n.limit() {
+			s.overflow = true
+			continue
+		}
+		s.queue = append(s.queue, d)
+		s.queued += len(d)
+	}
+	return nil
+}
+
+func (n *Namespace) limit() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.queueLimit
+}
+
+// SetQueueLimit sets how many bytes of answers a socket queues before the
+// rest are lost (the receive queue overflows: the next Receive fails with
+// ENOBUFS). The default is 4 MiB.
+func (n *Namespace) SetQueueLimit(bytes int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.queueLimit = bytes
+}
+
+func (s *socket) Receive(b []byte, block bool) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.overflow {
+		s.overflow = false
+		return 0, fmt.Errorf("nftablesfake: answers lost: %w", syscall.ENOBUFS)
+	}
+	if len(s.queue) == 0 {
+		if block {
+			return 0, fmt.Errorf("nftablesfake: receive would block for ever: %w", syscall.EAGAIN)
+		}
+		return 0, nil
+	}
+	d := s.queue[0]
+	s.queue = s.queue[1:]
+	s.queued -= len(d)
+	if len(d) > len(b) {
+		return 0, fmt.Errorf("nftablesfake: datagram of %d bytes truncated to %d", len(d), len(b))
+	}
+	return copy(b, d), nil
+}
+
+func (s *socket) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// maxDatagram is how much a dump packs into one datagram.
+const maxDatagram = 32 << 10
+
+// serve processes one datagram and returns the datagrams of answers.
+func (n *Namespace) serve(b []byte) ([][]byte, error) {
+	var msgs []nfnl.Msg
+	if err := nfnl.ForEachMsg(b, func(m *nfnl.Msg) error {
+		msgs = append(msgs, *m)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("nftablesfake: %w", err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out [][]byte
+	var w nfnl.Writer
+	for i := 0; i < len(msgs); i++ {
+		m := &msgs[i]
+		if m.Type == nfnl.BatchBegin {
+			j := i + 1
+			for j < len(msgs) && msgs[j].Type != nfnl.BatchEnd {
+				j++
+			}
+			if j == len(msgs) {
+				return nil, fmt.Errorf("nftablesfake: batch without end")
+			}
+			w.Reset()
+			n.transaction(&w, m, msgs[i+1:j])
+			if w.Len() > 0 {
+				out = append(out, slices.Clone(w.B))
+			}
+			i = j
+			continue
+		}
+		out = append(out, n.query(m)...)
+	}
+	return out, nil
+}
+
+// txState is a transaction in progress.
+type txState struct {
+	st      *state
+	setIDs  map[uint32]string // per table: IDs of new sets
+	ruleIDs map[uint32]*rule
+	chainOf map[*rule]*chain
+}
+
+// transaction processes one batch; refusals are appended to w.
+func (n *Namespace) transaction(w *nfnl.Writer, begin *nfnl.Msg, reqs []nfnl.Msg) {
+	n.transactions++
+	n.requests += len(reqs)
+	if n.failTx > 0 {
+		n.failTx--
+		w.AppendError(begin.Raw, 0, -int32(n.failTxErr), 0)
+		return
+	}
+	tx := &txState{st: n.st.clone(), setIDs: map[uint32]string{}, ruleIDs: map[uint32]*rule{}}
+	failed := false
+	for i := range reqs {
+		m := &reqs[i]
+		errno, off := n.apply(tx, m)
+		if errno != 0 {
+			failed = true
+			w.AppendError(m.Raw, 0, -int32(errno), off)
+		}
+	}
+	if failed || len(reqs) == 0 {
+		return
+	}
+	n.st = tx.st
+	n.gen++
+	n.committed++
+}
+
+// hgenNext allocates a handle in the table with handle th.
+func (n *Namespace) hgenNext(th uint64) uint64 {
+	n.hgen[th]++
+	return n.hgen[th]
+}
+
+func (n *Namespace) refused(r Request) syscall.Errno {
+	if n.refuse == nil {
+		return 0
+	}
+	return n.refuse(r)
+}
+
+// apply applies one request to the transaction's state and returns the
+// kernel's errno and, for an element, the offset of its attribute.
+func (n *Namespace) apply(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
+	op := m.Type & 0xff
+	if m.Type>>8 != nfnl.SubsysNFTables {
+		return syscall.EINVAL, 0
+	}
+	switch op {
+	case nfnl.MsgNewTable:
+		tb, err := nfnl.ParseTable(m.Data)
+		if err != nil || tb.Name == "" {
+			return syscall.EINVAL, 0
+		}
+		if e := n.refused(Request{Op: "newtable", Family: m.Family, Table: tb.Name}); e != 0 {
+			return e, 0
+		}
+		k := tkey{m.Family, tb.Name}
+		if t := tx.st.tables[k]; t != nil {
+			if m.Flags&nfnl.FlagExcl != 0 {
+				return syscall.EEXIST, 0
+			}
+			t.flags = tb.Flags
+			return 0, 0
+		}
+		n.tableHandle++
+		tx.st.tables[k] = &table{name: tb.Name, family: m.Family, flags: tb.Flags, handle: n.tableHandle}
+		tx.st.order = append(tx.st.order, k)
+		return 0, 0
+	case nfnl.MsgDelTable, nfnl.MsgDestroyTable:
+		tb, err := nfnl.ParseTable(m.Data)
+		if err != nil {
+			return syscall.EINVAL, 0
+		}
+		if e := n.refused(Request{Op: "deltable", Family: m.Family, Table: tb.Name}); e != 0 {
+			return e, 0
+		}
+		k := tkey{m.Family, tb.Name}
+		if tx.st.tables[k] == nil {
+			if op == nfnl.MsgDestroyTable {
+				return 0, 0
+			}
+			return syscall.ENOENT, 0
+		}
+		delete(tx.st.tables, k)
+		tx.st.order = slices.DeleteFunc(tx.st.order, func(x tkey) bool { return x == k })
+		return 0, 0
+	case nfnl.MsgNewChain:
+		return n.newChain(tx, m)
+	case nfnl.MsgDelChain, nfnl.MsgDestroyChain:
+		return n.delChain(tx, m, op == nfnl.MsgDestroyChain)
+	case nfnl.MsgNewRule:
+		return n.newRule(tx, m)
+	case nfnl.MsgDelRule, nfnl.MsgDestroyRule:
+		return n.delRule(tx, m, op == nfnl.MsgDestroyRule)
+	case nfnl.MsgNewSet:
+		return n.newSet(tx, m)
+	case nfnl.MsgDelSet, nfnl.MsgDestroySet:
+		return n.delSet(tx, m, op == nfnl.MsgDestroySet)
+	case nfnl.MsgNewSetElem, nfnl.MsgDelSetElem, nfnl.MsgDestroySetElem:
+		return n.setElems(tx, m, op == nfnl.MsgNewSetElem, op == nfnl.MsgDestroySetElem)
+	}
+	return syscall.EOPNOTSUPP, 0
+}
+
+func (n *Namespace) newChain(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
+	c, err := nfnl.ParseChain(m.Data)
+	if err != nil || c.Name == "" || len(c.Name) >= nfnl.NameMaxLen {
+		return syscall.EINVAL, 0
+	}
+	t := tx.st.tables[tkey{m.Family, c.Table}]
+	if t == nil {
+		return syscall.ENOENT, 0
+	}
+	if e := n.refused(Request{Op: "newchain", Family: m.Family, Table: c.Table, Chain: c.Name}); e != 0 {
+		return e, 0
+	}
+	if old := t.chain(c.Name); old != nil {
+		if m.Flags&nfnl.FlagExcl != 0 {
+			return syscall.EEXIST, 0
+		}
+		if c.Hook != nil && (old.hook == nil || *old.hook != *c.Hook) {
+			return syscall.EEXIST, 0
+		}
+		if c.Policy != nil {
+			if old.hook == nil {
+				return syscall.EOPNOTSUPP, 0
+			}
+			if *c.Policy > nfnl.PolicyAccept {
+				return syscall.EINVAL, 0
+			}
+			old.policy = *c.Policy
+		}
+		return 0, 0
+	}
+	nc := &chain{name: c.Name, handle: n.hgenNext(t.handle)}
+	if c.Hook != nil {
+		typ := c.Type
+		if typ == "" {
+			typ = "filter"
+		}
+		if c.Hook.Num > nfnl.HookPostrouting {
+			return syscall.EOPNOTSUPP, 0
+		}
+		if e := hookOK(typ, c.Hook.Num, c.Hook.Priority); e != 0 {
+			return e, 0
+		}
+		h := *c.Hook
+		nc.hook, nc.typ, nc.policy = &h, typ, nfnl.PolicyAccept
+		if c.Policy != nil {
+			if *c.Policy > nfnl.PolicyAccept {
+				return syscall.EINVAL, 0
+			}
+			nc.policy = *c.Policy
+		}
+	} else if c.Policy != nil {
+		return syscall.EOPNOTSUPP, 0
+	}
+	t.chains = append(t.chains, nc)
+	return 0, 0
+}
+
+func (n *Namespace) delChain(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Errno, uint32) {
+	c, err := nfnl.ParseChain(m.Data)
+	if err != nil {
+		return syscall.EINVAL, 0
+	}
+	t := tx.st.tables[tkey{m.Family, c.Table}]
+	if t == nil {
+		return syscall.ENOENT, 0
+	}
+	i := slices.IndexFunc(t.chains, func(x *chain) bool { return x.name == c.Name || c.Name == "" && x.handle == c.Handle })
+	if i < 0 {
+		if destroy {
+			return 0, 0
+		}
+		return syscall.ENOENT, 0
+	}
+	ch := t.chains[i]
+	if e := n.refused(Request{Op: "delchain", Family: m.Family, Table: c.Table, Chain: ch.name}); e != 0 {
+		return e, 0
+	}
+	for len(ch.rules) > 0 {
+		t.removeRule(ch, len(ch.rules)-1)
+	}
+	if t.chainUse(ch.name) > 0 {
+		return syscall.EBUSY, 0
+	}
+	t.chains = slices.Delete(t.chains, i, i+1)
+	return 0, 0
+}
+
+// exprRefs returns the chains a rule's verdicts jump to and the sets it
+// looks up (by name, and by ID for sets of the transaction).
+func exprRefs(exprs []byte) (jumps, sets []string, ids []uint32, err error) {
+	err = nfnl.WalkExprs(exprs, func(name string, data []byte) error {
+		switch name {
+		case "immediate":
+			v, ok, err := nfnl.ImmediateVerdict(data)
+			if err != nil {
+				return err
+			}
+			if ok && (v.Code == nfnl.VerdictJump || v.Code == nfnl.VerdictGoto) {
+				jumps = append(jumps, v.Chain)
+			}
+		case "lookup":
+			l, err := nfnl.ParseLookup(data)
+			if err != nil {
+				return err
+			}
+			if l.SetID != 0 && strings.Contains(l.Set, "%d") {
+				ids = append(ids, l.SetID)
+			} else {
+				sets = append(sets, l.Set)
+			}
+		}
+		return nil
+	})
+	return jumps, sets, ids, err
+}
+
+// reaches reports whether chain from leads to chain to through jumps and
+// verdict maps (from itself included).
+func reaches(t *table, from, to string, seen map[string]bool) bool {
+	if from == to {
+		return true
+	}
+	if seen[from] {
+		return false
+	}
+	seen[from] = true
+	c := t.chain(from)
+	if c == nil {
+		return false
+	}
+	for _, r := range c.rules {
+		for _, j := range r.jumps {
+			if reaches(t, j, to, seen) {
+				return true
+			}
+		}
+		for _, sname := range r.sets {
+			if s := t.set(sname); s != nil {
+				for _, e := range s.elems {
+					if e.verdict != nil && e.verdict.Chain != "" && reaches(t, e.verdict.Chain, to, seen) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (n *Namespace) newRule(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
+	r, err := nfnl.ParseRule(m.Data)
+	if err != nil {
+		return syscall.EINVAL, 0
+	}
+	t := tx.st.tables[tkey{m.Family, r.Table}]
+	if t == nil {
+		return syscall.ENOENT, 0
+	}
+	c := t.chain(r.Chain)
+	if c == nil {
+		return syscall.ENOENT, 0
+	}
+	if len(r.UserData) > nfnl.UserDataMaxLen {
+		return syscall.EINVAL, 0
+	}
+	nr := &rule{exprs: slices.Clone(r.Exprs), udata: slices.Clone(r.UserData)}
+	if e := n.refused(Request{Op: "newrule", Family: m.Family, Table: r.Table, Chain: r.Chain, Comment: nr.comment()}); e != 0 {
+		return e, 0
+	}
+	jumps, sets, ids, err := exprRefs(r.Exprs)
+	if err != nil {
+		return syscall.EINVAL, 0
+	}
+	for _, j := range jumps {
+		tc := t.chain(j)
+		switch {
+		case tc == nil:
+			return syscall.ENOENT, 0
+		case tc.hook != nil:
+			return syscall.EOPNOTSUPP, 0
+		case reaches(t, j, c.name, map[string]bool{}):
+			return syscall.ELOOP, 0
+		}
+	}
+	for _, s := range sets {
+		if t.set(s) == nil {
+			return syscall.ENOENT, 0
+		}
+	}
+	for _, id := range ids {
+		name, ok := tx.setIDs[id]
+		if !ok || t.set(name) == nil {
+			return syscall.ENOENT, 0
+		}
+		nr.anon = append(nr.anon, name)
+	}
+	nr.jumps, nr.sets = jumps, sets
+	at := -1 // insert before index at; -1: decided below
+	switch {
+	case r.Position != 0:
+		i := slices.IndexFunc(c.rules, func(x *rule) bool { return x.handle == r.Position })
+		if i < 0 {
+			return syscall.ENOENT, 0
+		}
+		at = i
+		if m.Flags&nfnl.FlagAppend != 0 {
+			at = i + 1
+		}
+	case r.PositionID != 0:
+		pr := tx.ruleIDs[r.PositionID]
+		i := slices.Index(c.rules, pr)
+		if pr == nil || i < 0 {
+			return syscall.ENOENT, 0
+		}
+		at = i
+		if m.Flags&nfnl.FlagAppend != 0 {
+			at = i + 1
+		}
+	case m.Flags&nfnl.FlagAppend != 0:
+		at = len(c.rules)
+	default:
+		at = 0
+	}
+	nr.handle = n.hgenNext(t.handle)
+	c.rules = slices.Insert(c.rules, at, nr)
+	if r.ID != 0 {
+		tx.ruleIDs[r.ID] = nr
+	}
+	return 0, 0
+}
+
+func (n *Namespace) delRule(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Errno, uint32) {
+	r, err := nfnl.ParseRule(m.Data)
+	if err != nil {
+		return syscall.EINVAL, 0
+	}
+	t := tx.st.tables[tkey{m.Family, r.Table}]
+	if t == nil {
+		return syscall.ENOENT, 0
+	}
+	if e := n.refused(Request{Op: "delrule", Family: m.Family, Table: r.Table, Chain: r.Chain}); e != 0 {
+		return e, 0
+	}
+	var chains []*chain
+	if r.Chain != "" {
+		c := t.chain(r.Chain)
+		if c == nil {
+			return syscall.ENOENT, 0
+		}
+		chains = []*chain{c}
+	} else {
+		chains = t.chains
+	}
+	if r.Handle == 0 {
+		for _, c := range chains {
+			for len(c.rules) > 0 {
+				t.removeRule(c, len(c.rules)-1)
+			}
+		}
+		return 0, 0
+	}
+	for _, c := range chains {
+		if i := slices.IndexFunc(c.rules, func(x *rule) bool { return x.handle == r.Handle }); i >= 0 {
+			t.removeRule(c, i)
+			return 0, 0
+		}
+	}
+	if destroy {
+		return 0, 0
+	}
+	return syscall.ENOENT, 0
+}
+
+func (n *Namespace) newSet(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
+	s, err := nfnl.ParseSet(m.Data)
+	if err != nil || s.Name == "" || s.KeyLen == 0 || s.ID == 0 {
+		return syscall.EINVAL, 0
+	}
+	t := tx.st.tables[tkey{m.Family, s.Table}]
+	if t == nil {
+		return syscall.ENOENT, 0
+	}
+	if s.KeyLen > nfnl.MaxKeyLen || len(s.Fields) > 1 != (s.Flags&nfnl.SetConcat != 0) {
+		return syscall.EINVAL, 0
+	}
+	if len(s.Fields) > 1 {
+		regs := 0
+		for _, f := range s.Fields {
+			regs += (int(f) + nfnl.RegSize - 1) / nfnl.RegSize
+		}
+		if regs*nfnl.RegSize != int(s.KeyLen) {
+			return syscall.EINVAL, 0
+		}
+	}
+	if (s.Flags&nfnl.SetMap != 0) != (s.DataType != 0) {
+		return syscall.EINVAL, 0
+	}
+	if e := n.refused(Request{Op: "newset", Family: m.Family, Table: s.Table, Set: s.Name}); e != 0 {
+		return e, 0
+	}
+	anon := s.Flags&nfnl.SetAnonymous != 0
+	if strings.Contains(s.Name, "%d") {
+		for i := 0; ; i++ {
+			name := strings.Replace(s.Name, "%d", strconv.Itoa(i), 1)
+			if t.set(name) == nil {
+				s.Name = name
+				break
+			}
+		}
+	} else if old := t.set(s.Name); old != nil {
+		if m.Flags&nfnl.FlagExcl != 0 || !sameShape(&old.nl, &s) {
+			return syscall.EEXIST, 0
+		}
+		tx.setIDs[s.ID] = s.Name
+		return 0, 0
+	}
+	s.UserData = nil
+	s.Handle = n.hgenNext(t.handle)
+	s.Fields = slices.Clone(s.Fields)
+	t.sets = append(t.sets, &set{name: s.Name, handle: s.Handle, nl: s, anon: anon, elems: map[string]*elem{}})
+	tx.setIDs[s.ID] = s.Name
+	return 0, 0
+}
+
+func (n *Namespace) delSet(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Errno, uint32) {
+	s, err := nfnl.ParseSet(m.Data)
+	if err != nil {
+		return syscall.EINVAL, 0
+	}
+	t := tx.st.tables[tkey{m.Family, s.Table}]
+	if t == nil {
+		return syscall.ENOENT, 0
+	}
+	i := slices.IndexFunc(t.sets, func(x *set) bool { return x.name == s.Name })
+	if i < 0 {
+		if destroy {
+			return 0, 0
+		}
+		return syscall.ENOENT, 0
+	}
+	if e := n.refused(Request{Op: "delset", Family: m.Family, Table: s.Table, Set: s.Name}); e != 0 {
+		return e, 0
+	}
+	if t.setUse(s.Name) > 0 {
+		return syscall.EBUSY, 0
+	}
+	t.sets = slices.Delete(t.sets, i, i+1)
+	return 0, 0
+}
+
+func (n *Namespace) setElems(tx *txState, m *nfnl.Msg, add, destroy bool) (syscall.Errno, uint32) {
+	l, err := nfnl.ParseElemList(m.Data, nfnl.HdrLen+nfnl.GenLen)
+	if err != nil {
+		return syscall.EINVAL, 0
+	}
+	t := tx.st.tables[tkey{m.Family, l.Table}]
+	if t == nil {
+		return syscall.ENOENT, 0
+	}
+	name := l.Set
+	if id, ok := tx.setIDs[l.SetID]; ok && l.SetID != 0 && (name == "" || strings.Contains(name, "%d")) {
+		name = id
+	}
+	s := t.set(name)
+	if s == nil {
+		return syscall.ENOENT, 0
+	}
+	op := "delsetelem"
+	if add {
+		op = "newsetelem"
+	}
+	var errno syscall.Errno
+	var off uint32
+	_ = l.ForEachElem(func(e *nfnl.Elem) error {
+		fail := func(x syscall.Errno) error {
+			errno, off = x, uint32(e.Offset)
+			return errStop
+		}
+		if len(e.Key) != int(s.nl.KeyLen) || e.KeyEnd != nil && len(e.KeyEnd) != int(s.nl.KeyLen) {
+			return fail(syscall.EINVAL)
+		}
+		if x := n.refused(Request{Op: op, Family: m.Family, Table: l.Table, Set: name, Key: slices.Clone(e.Key)}); x != 0 {
+			return fail(x)
+		}
+		k := ekey(e)
+		old := s.elems[k]
+		if !add {
+			if old == nil {
+				if destroy {
+					return nil
+				}
+				return fail(syscall.ENOENT)
+			}
+			delete(s.elems, k)
+			return nil
+		}
+		isMap := s.nl.Flags&nfnl.SetMap != 0
+		end := e.Flags&nfnl.ElemIntervalEnd != 0
+		if isMap && !end && e.Verdict == nil && e.Data == nil || !isMap && (e.Verdict != nil || e.Data != nil) {
+			return fail(syscall.EINVAL)
+		}
+		ne := &elem{key: slices.Clone(e.Key), keyEnd: slices.Clone(e.KeyEnd), flags: e.Flags, data: slices.Clone(e.Data)}
+		if e.Verdict != nil {
+			v := *e.Verdict
+			ne.verdict = &v
+			if v.Code == nfnl.VerdictJump || v.Code == nfnl.VerdictGoto {
+				tc := t.chain(v.Chain)
+				switch {
+				case tc == nil:
+					return fail(syscall.ENOENT)
+				case tc.hook != nil:
+					return fail(syscall.EOPNOTSUPP)
+				}
+			}
+		}
+		if old != nil {
+			if m.Flags&nfnl.FlagExcl != 0 || !sameElemData(old, ne) {
+				return fail(syscall.EEXIST)
+			}
+			return nil
+		}
+		s.elems[k] = ne
+		return nil
+	})
+	return errno, off
+}
+
+var errStop = errors.New("stop")
+
+func sameElemData(a, b *elem) bool {
+	if (a.verdict == nil) != (b.verdict == nil) {
+		return false
+	}
+	if a.verdict != nil && *a.verdict != *b.verdict {
+		return false
+	}
+	return string(a.data) == string(b.data)
+}
