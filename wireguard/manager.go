@@ -56,6 +56,7 @@ type Manager struct {
 	key       PrivateKey
 	pub       PublicKey // key's
 	published PublicKey
+	toPublish *PublicKey // to hand to OnPublicKey once Apply lets go of the lock
 	ruleSet   bool
 	ruleUp    bool
 	sysctlOK  bool
@@ -201,7 +202,17 @@ func (m *Manager) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		ctx = context.Background()
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	res, err := m.apply(ctx)
+	publish := m.toPublish
+	m.toPublish = nil
+	m.mu.Unlock()
+	if publish != nil && m.cfg.OnPublicKey != nil {
+		m.cfg.OnPublicKey(*publish) // outside the lock: it may call the Manager
+	}
+	return res, err
+}
+
+func (m *Manager) apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if m.closed {
 		return dataplane.ApplyResult{}, ErrClosed
 	}
@@ -474,9 +485,7 @@ func (m *Manager) ensureConfig(ctx context.Context) error {
 	}
 	if pub := m.pub; pub != m.published {
 		m.cfg.Logger.Info("wireguard: public key", "device", m.cfg.InterfaceName, "public_key", pub.String())
-		if m.cfg.OnPublicKey != nil {
-			m.cfg.OnPublicKey(pub)
-		}
+		m.toPublish = &pub
 		m.published = pub
 	}
 	var ops []PeerConfig

@@ -94,7 +94,8 @@ type Options struct {
 	KeyFile string
 	// OnPublicKey, if set, is called with this node's public key when it is
 	// first known and whenever it changes (key rotation), for the agent to
-	// publish to the other nodes. It is called from Apply.
+	// publish to the other nodes. It is called from Apply, once the device
+	// has the key, outside the Manager's lock (it may call the Manager).
 	OnPublicKey func(PublicKey)
 	// NodeName is this node's name: updates for it are ignored.
 	NodeName string
