@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -671,4 +672,39 @@ func TestManagerInALoop(t *testing.T) {
 	assert.Equal(t, 1, st.Peers)
 	assert.True(t, st.RuleInstalled)
 	assert.Len(t, e.routes(), 2)
+}
+
+// Drift made behind the Manager's back is repaired at the next resync:
+// a peer removed, a foreign peer added, the port and MTU changed, the
+// rule deleted.
+func TestManagerRepairsDrift(t *testing.T) {
+	e := newEnv(t, true)
+	m := e.manager(e.options(ipfamily.IPv4))
+	k1, k2 := pubKey(t), pubKey(t)
+	m.OnUpdate(node(1, k1))
+	m.OnUpdate(node(2, k2))
+	e.apply(m)
+
+	other, err := e.wg.NewClient()
+	require.NoError(t, err)
+	port := 4242
+	foreign := pubKey(t)
+	require.NoError(t, other.ConfigureDevice("wg-np", wgtypes.Config{ListenPort: &port, Peers: []wgtypes.PeerConfig{
+		{PublicKey: wgtypes.Key(k1), Remove: true}, {PublicKey: wgtypes.Key(foreign)}}}))
+	l, _ := e.ns.Link("wg-np")
+	require.NoError(t, e.ns.Admin().SetLinkMTU(context.Background(), l.Index, 1300))
+	require.NoError(t, e.ns.Admin().DeleteRule(context.Background(), e.rules(kernel.IPv4)[0]))
+
+	m.QueueResync()
+	e.apply(m)
+	dev, _ := e.wg.State("wg-np")
+	assert.Equal(t, wireguard.DefaultListenPort, dev.ListenPort)
+	keys := []wireguard.PublicKey{}
+	for _, p := range dev.Peers {
+		keys = append(keys, p.PublicKey)
+	}
+	assert.ElementsMatch(t, []wireguard.PublicKey{k1, k2}, keys)
+	l, _ = e.ns.Link("wg-np")
+	assert.Equal(t, 1440, l.MTU)
+	assert.Len(t, e.rules(kernel.IPv4), 1)
 }
