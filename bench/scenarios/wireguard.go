@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,9 @@ import (
 //     The floor is one ConfigureDevice of that peer; the peer is the
 //     naive replace-all (ReplacePeers with all N), which blips every
 //     tunnel. Compare ours across sizes.
+//   - wireguard/heap/N: the heap a Manager keeps per peer once N peers are
+//     applied: its intent alone (after OnUpdate), and everything (intent,
+//     device view, route table and the userspace device's own peers).
 //   - wireguard/tcp-throughput/MB: one TCP stream of MB megabytes between
 //     two namespaces, through the userspace tunnel (ours) and over the
 //     plain veth under it (floor), so users know what the fallback costs;
@@ -54,7 +58,7 @@ import (
 // namespace) is closed at the next wireguard Setup, unmeasured, and by
 // the last one's process exit.
 func init() {
-	harness.Register(wgInitial(100), wgInitial(1_000), wgChangeOne(10), wgChangeOne(1_000), wgThroughput(256))
+	harness.Register(wgInitial(100), wgInitial(1_000), wgChangeOne(10), wgChangeOne(1_000), wgHeap(1_000), wgThroughput(256))
 }
 
 var (
@@ -363,6 +367,43 @@ func wgChangeOne(n int) harness.Scenario {
 				},
 			},
 		},
+	}
+}
+
+func wgHeap(n int) harness.Scenario {
+	nodes := wgNodes(n)
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	return harness.Scenario{
+		Name: "wireguard/heap/" + strconv.Itoa(n), Size: n,
+		Note: "heap per peer: the Manager's intent, and all of it with the userspace device's own peers",
+		Variants: []harness.Variant{{
+			Name: "nodeplane wireguard", Role: harness.Ours,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				st, err := wgManager(ctx, env, nil)
+				env.State = st
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				st := env.State.(*wgManagerState)
+				h0 := heap()
+				for _, u := range nodes {
+					st.m.OnUpdate(u)
+				}
+				h1 := heap()
+				if err := wgApply(ctx, st.m); err != nil {
+					return err
+				}
+				h2 := heap()
+				env.Report("intent B/peer", float64(h1-h0)/float64(n))
+				env.Report("total B/peer", float64(h2-h0)/float64(n))
+				return nil
+			},
+		}},
 	}
 }
 
