@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,60 @@ type fdbRemote struct {
 	perm bool
 }
 
+// fdbHave is a MAC's remotes in the kernel: almost always one, so it is
+// held inline.
+type fdbHave struct {
+	one  fdbRemote
+	more []fdbRemote
+}
+
+func (h fdbHave) list() []fdbRemote { return append([]fdbRemote{h.one}, h.more...) }
+
+// vtep is a declared remote VTEP.
+type vtep struct {
+	node string
+	r    remote
+}
+
+// claim is who declared one key (a tunnel address or a MAC): first is the
+// node whose name sorts first, which the kernel entry is for; more are the
+// others, sorted, waiting for it to go.
+type claim struct {
+	first *vtep
+	more  []*vtep
+}
+
+func (c claim) add(v *vtep) claim {
+	switch {
+	case c.first == nil:
+		c.first = v
+	case v.node < c.first.node:
+		c.more = insertVTEP(c.more, c.first)
+		c.first = v
+	default:
+		c.more = insertVTEP(c.more, v)
+	}
+	return c
+}
+
+func (c claim) remove(node string) claim {
+	if c.first != nil && c.first.node == node {
+		if len(c.more) == 0 {
+			return claim{}
+		}
+		return claim{first: c.more[0], more: c.more[1:]}
+	}
+	if i, ok := slices.BinarySearchFunc(c.more, node, func(v *vtep, n string) int { return strings.Compare(v.node, n) }); ok {
+		c.more = slices.Delete(slices.Clone(c.more), i, i+1)
+	}
+	return c
+}
+
+func insertVTEP(s []*vtep, v *vtep) []*vtep {
+	i, _ := slices.BinarySearchFunc(s, v.node, func(x *vtep, n string) int { return strings.Compare(x.node, n) })
+	return slices.Insert(slices.Clone(s), i, v)
+}
+
 // DriverStats are counters and sizes of a Driver.
 type DriverStats struct {
 	// Remotes is the number of remote VTEPs declared.
@@ -129,16 +184,19 @@ type Driver struct {
 	mu         sync.Mutex
 	dev        *Device
 	devDirty   bool
-	remotes    map[string]remote
-	neighOwner map[netip.Addr][]string
-	fdbOwner   map[mac][]string
+	remotes    map[string]*vtep
+	neighOwner map[netip.Addr]claim
+	fdbOwner   map[mac]claim
 	dirtyNeigh map[netip.Addr]struct{}
 	dirtyFDB   map[mac]struct{}
+	// allDirty stands for every key wanted or held being dirty (after a
+	// read or a new device), without listing them in the dirty maps.
+	allDirty bool
 
 	resync    bool
 	have      kernel.Link
 	haveNeigh map[netip.Addr]neighEntry
-	haveFDB   map[mac][]fdbRemote
+	haveFDB   map[mac]fdbHave
 
 	devRetry   overlay.Retries[struct{}]
 	neighRetry overlay.Retries[netip.Addr]
@@ -171,14 +229,14 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 	return &Driver{
 		opts: opts, clk: clock.OrReal(opts.Clock), log: log,
 		devDirty:   true,
-		remotes:    map[string]remote{},
-		neighOwner: map[netip.Addr][]string{},
-		fdbOwner:   map[mac][]string{},
+		remotes:    map[string]*vtep{},
+		neighOwner: map[netip.Addr]claim{},
+		fdbOwner:   map[mac]claim{},
 		dirtyNeigh: map[netip.Addr]struct{}{},
 		dirtyFDB:   map[mac]struct{}{},
 		resync:     true,
 		haveNeigh:  map[netip.Addr]neighEntry{},
-		haveFDB:    map[mac][]fdbRemote{},
+		haveFDB:    map[mac]fdbHave{},
 	}, nil
 }
 
@@ -311,15 +369,16 @@ func (d *Driver) SetRemote(node string, r Remote) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old, had := d.remotes[node]
-	if had && old == n {
+	if had && old.r == n {
 		return nil
 	}
 	if had {
-		d.release(node, old)
+		d.release(node, old.r)
 	}
-	d.remotes[node] = n
-	d.neighOwner[n.ip] = insertSorted(d.neighOwner[n.ip], node)
-	d.fdbOwner[n.mac] = insertSorted(d.fdbOwner[n.mac], node)
+	v := &vtep{node: node, r: n}
+	d.remotes[node] = v
+	d.neighOwner[n.ip] = d.neighOwner[n.ip].add(v)
+	d.fdbOwner[n.mac] = d.fdbOwner[n.mac].add(v)
 	d.touch(n)
 	return nil
 }
@@ -330,19 +389,19 @@ func (d *Driver) RemoveRemote(node string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if old, ok := d.remotes[node]; ok {
-		d.release(node, old)
+		d.release(node, old.r)
 		delete(d.remotes, node)
 	}
 }
 
 func (d *Driver) release(node string, r remote) {
-	if o := removeSorted(d.neighOwner[r.ip], node); len(o) > 0 {
-		d.neighOwner[r.ip] = o
+	if c := d.neighOwner[r.ip].remove(node); c.first != nil {
+		d.neighOwner[r.ip] = c
 	} else {
 		delete(d.neighOwner, r.ip)
 	}
-	if o := removeSorted(d.fdbOwner[r.mac], node); len(o) > 0 {
-		d.fdbOwner[r.mac] = o
+	if c := d.fdbOwner[r.mac].remove(node); c.first != nil {
+		d.fdbOwner[r.mac] = c
 	} else {
 		delete(d.fdbOwner, r.mac)
 	}
@@ -352,42 +411,30 @@ func (d *Driver) release(node string, r remote) {
 // touch marks r's keys for the next Apply and ends their backoff: they
 // were declared anew.
 func (d *Driver) touch(r remote) {
-	d.dirtyNeigh[r.ip] = struct{}{}
-	d.dirtyFDB[r.mac] = struct{}{}
+	if !d.resync && !d.allDirty { // else every key is looked at anyway
+		d.dirtyNeigh[r.ip] = struct{}{}
+		d.dirtyFDB[r.mac] = struct{}{}
+	}
 	d.neighRetry.Clear(r.ip)
 	d.fdbRetry.Clear(r.mac)
 }
 
-func insertSorted(s []string, v string) []string {
-	i, found := slices.BinarySearch(s, v)
-	if found {
-		return s
-	}
-	return slices.Insert(s, i, v)
-}
-
-func removeSorted(s []string, v string) []string {
-	if i, found := slices.BinarySearch(s, v); found {
-		return slices.Delete(s, i, i+1)
-	}
-	return s
-}
 
 // wantNeigh and wantFDB return what the kernel should hold for a key.
 func (d *Driver) wantNeigh(ip netip.Addr) (mac, bool) {
-	o := d.neighOwner[ip]
-	if len(o) == 0 {
+	c, ok := d.neighOwner[ip]
+	if !ok {
 		return mac{}, false
 	}
-	return d.remotes[o[0]].mac, true
+	return c.first.r.mac, true
 }
 
 func (d *Driver) wantFDB(m mac) (netip.Addr, bool) {
-	o := d.fdbOwner[m]
-	if len(o) == 0 {
+	c, ok := d.fdbOwner[m]
+	if !ok {
 		return netip.Addr{}, false
 	}
-	return d.remotes[o[0]].underlay, true
+	return c.first.r.underlay, true
 }
 
 // Stats returns the Driver's counters.
@@ -468,7 +515,13 @@ func (d *Driver) read(ctx context.Context) error {
 		for _, e := range fdb {
 			if e.LinkIndex == l.Index && len(e.MAC) == 6 {
 				m := macOf(e.MAC)
-				d.haveFDB[m] = append(d.haveFDB[m], fdbRemote{dst: e.Dst, perm: e.Permanent})
+				r := fdbRemote{dst: e.Dst, perm: e.Permanent}
+				if h, ok := d.haveFDB[m]; ok {
+					h.more = append(h.more, r)
+					d.haveFDB[m] = h
+				} else {
+					d.haveFDB[m] = fdbHave{one: r}
+				}
 			}
 		}
 	}
@@ -480,18 +533,54 @@ func (d *Driver) read(ctx context.Context) error {
 }
 
 // dirtyAll marks every key wanted or held for the next write.
-func (d *Driver) dirtyAll() {
-	for ip := range d.neighOwner {
-		d.dirtyNeigh[ip] = struct{}{}
-	}
-	for ip := range d.haveNeigh {
-		d.dirtyNeigh[ip] = struct{}{}
+func (d *Driver) dirtyAll() { d.allDirty = true }
+
+// eachDirtyFDB and eachDirtyNeigh call fn for every dirty key.
+func (d *Driver) eachDirtyFDB(fn func(mac)) {
+	if !d.allDirty {
+		for m := range d.dirtyFDB {
+			fn(m)
+		}
+		return
 	}
 	for m := range d.fdbOwner {
-		d.dirtyFDB[m] = struct{}{}
+		fn(m)
 	}
 	for m := range d.haveFDB {
-		d.dirtyFDB[m] = struct{}{}
+		if _, ok := d.fdbOwner[m]; !ok {
+			fn(m)
+		}
+	}
+	for m := range d.dirtyFDB { // keys no longer wanted nor held
+		if _, ok := d.fdbOwner[m]; !ok {
+			if _, ok := d.haveFDB[m]; !ok {
+				fn(m)
+			}
+		}
+	}
+}
+
+func (d *Driver) eachDirtyNeigh(fn func(netip.Addr)) {
+	if !d.allDirty {
+		for ip := range d.dirtyNeigh {
+			fn(ip)
+		}
+		return
+	}
+	for ip := range d.neighOwner {
+		fn(ip)
+	}
+	for ip := range d.haveNeigh {
+		if _, ok := d.neighOwner[ip]; !ok {
+			fn(ip)
+		}
+	}
+	for ip := range d.dirtyNeigh {
+		if _, ok := d.neighOwner[ip]; !ok {
+			if _, ok := d.haveNeigh[ip]; !ok {
+				fn(ip)
+			}
+		}
 	}
 }
 
@@ -579,86 +668,101 @@ func (d *Driver) parentOf(ctx context.Context, local netip.Addr) (int, error) {
 }
 
 // writeEntries writes the dirty neighbour and FDB entries that are not
-// waiting for their retry, and returns the keys it tried.
+// waiting for their retry, and returns the keys that failed now.
 func (d *Driver) writeEntries(ctx context.Context, now time.Time) triedKeys {
 	var tried triedKeys
 	if d.dev == nil || d.have.Index == 0 || d.devDirty {
 		return tried // no device (yet): the entries wait for it
 	}
 	idx := d.have.Index
+	// One slab holds the MACs of every operation of this Apply.
+	n := len(d.dirtyFDB) + len(d.dirtyNeigh)
+	if d.allDirty {
+		n += len(d.fdbOwner) + len(d.haveFDB) + len(d.neighOwner) + len(d.haveNeigh)
+	}
+	slab := make([]byte, 0, 6*n)
+	hw := func(m mac) net.HardwareAddr {
+		slab = append(slab, m[:]...)
+		return net.HardwareAddr(slab[len(slab)-6 : len(slab) : len(slab)])
+	}
 	// FDB first: a neighbour entry is only useful once its MAC leads
 	// somewhere.
-	var fops []kernel.FDBOp
-	var fkeys []mac
-	for m := range d.dirtyFDB {
+	fops := make([]kernel.FDBOp, 0, n/2)
+	fkeys := make([]mac, 0, n/2)
+	d.eachDirtyFDB(func(m mac) {
 		if d.fdbRetry.Waiting(m, now) {
-			continue
+			d.dirtyFDB[m] = struct{}{}
+			return
 		}
-		ops := d.fdbOps(idx, m)
-		if len(ops) == 0 {
+		n := len(fops)
+		fops = d.fdbOps(fops, idx, m, hw)
+		if len(fops) == n {
 			delete(d.dirtyFDB, m)
 			d.fdbRetry.Clear(m)
-			continue
+			return
 		}
-		for range ops {
+		for range len(fops) - n {
 			fkeys = append(fkeys, m)
 		}
-		fops = append(fops, ops...)
-	}
+	})
 	if len(fops) > 0 {
-		tried.fdb = map[mac]bool{}
 		d.stats.FDBWrites += uint64(len(fops))
 		errs := d.opts.Kernel.ApplyFDB(ctx, fops)
-		failed := map[mac]error{}
 		for i, err := range errs {
 			if err != nil && !(fops[i].Kind == kernel.OpDelete && errors.Is(err, kernel.ErrNotFound)) {
-				if _, ok := failed[fkeys[i]]; !ok {
-					failed[fkeys[i]] = err
+				m := fkeys[i]
+				if tried.fdb == nil {
+					tried.fdb = map[mac]bool{}
+				}
+				if !tried.fdb[m] {
+					tried.fdb[m] = true
+					d.dirtyFDB[m] = struct{}{}
+					// What the kernel holds is unknown: the same writes
+					// are made again at the retry (replaces are
+					// idempotent, deletes of what is gone succeed).
+					d.fdbRetry.Fail(m, now, fmt.Errorf("%w: %s: %w", ErrFDB, net.HardwareAddr(m[:]), err))
 				}
 			}
 		}
-		for _, m := range fkeys {
-			if tried.fdb[m] {
-				continue
-			}
-			tried.fdb[m] = true
-			if err := failed[m]; err != nil {
-				// What the kernel holds is unknown: the same writes are
-				// made again at the retry (replaces are idempotent,
-				// deletes of what is gone succeed).
-				d.fdbRetry.Fail(m, now, fmt.Errorf("%w: %s: %w", ErrFDB, net.HardwareAddr(m[:]), err))
+		for i, m := range fkeys {
+			if tried.fdb[m] || (i > 0 && fkeys[i-1] == m) {
 				continue
 			}
 			d.fdbRetry.Clear(m)
 			delete(d.dirtyFDB, m)
 			if dst, ok := d.wantFDB(m); ok {
-				d.haveFDB[m] = []fdbRemote{{dst: dst, perm: true}}
+				d.haveFDB[m] = fdbHave{one: fdbRemote{dst: dst, perm: true}}
 			} else {
 				delete(d.haveFDB, m)
 			}
 		}
 	}
-	var nops []kernel.NeighborOp
-	for ip := range d.dirtyNeigh {
+	nops := make([]kernel.NeighborOp, 0, n/2)
+	d.eachDirtyNeigh(func(ip netip.Addr) {
 		if d.neighRetry.Waiting(ip, now) {
-			continue
+			d.dirtyNeigh[ip] = struct{}{}
+			return
 		}
-		op, ok := d.neighOp(idx, ip)
+		op, ok := d.neighOp(idx, ip, hw)
 		if !ok {
 			delete(d.dirtyNeigh, ip)
 			d.neighRetry.Clear(ip)
-			continue
+			return
 		}
 		nops = append(nops, op)
-	}
+	})
+	d.allDirty = false
 	if len(nops) > 0 {
-		tried.neigh = make(map[netip.Addr]bool, len(nops))
 		d.stats.NeighborWrites += uint64(len(nops))
 		for i, err := range d.opts.Kernel.ApplyNeighbors(ctx, nops) {
 			op := &nops[i]
 			ip := op.Neighbor.IP
-			tried.neigh[ip] = true
 			if err != nil && !(op.Kind == kernel.OpDelete && errors.Is(err, kernel.ErrNotFound)) {
+				if tried.neigh == nil {
+					tried.neigh = map[netip.Addr]bool{}
+				}
+				tried.neigh[ip] = true
+				d.dirtyNeigh[ip] = struct{}{}
 				d.neighRetry.Fail(ip, now, fmt.Errorf("%w: %s: %w", ErrNeighbor, ip, err))
 				continue
 			}
@@ -674,23 +778,25 @@ func (d *Driver) writeEntries(ctx context.Context, now time.Time) triedKeys {
 	return tried
 }
 
-// fdbOps returns the writes that make the MAC's entry what is wanted: one
+// fdbOps appends the writes that make the MAC's entry what is wanted: one
 // remote, permanent. A replace of a unicast MAC replaces its first remote
 // in place, so a remote that moves is never missing.
-func (d *Driver) fdbOps(idx int, m mac) []kernel.FDBOp {
-	have := d.haveFDB[m]
-	hw := net.HardwareAddr(slices.Clone(m[:]))
+func (d *Driver) fdbOps(ops []kernel.FDBOp, idx int, m mac, hw func(mac) net.HardwareAddr) []kernel.FDBOp {
+	h, held := d.haveFDB[m]
 	dst, want := d.wantFDB(m)
 	if !want {
-		if len(have) == 0 {
-			return nil
+		if !held {
+			return ops
 		}
-		return []kernel.FDBOp{{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw}}}
+		return append(ops, kernel.FDBOp{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw(m)}})
 	}
-	if len(have) == 1 && have[0].dst == dst && have[0].perm {
-		return nil
+	if held && len(h.more) == 0 && h.one.dst == dst && h.one.perm {
+		return ops
 	}
-	var ops []kernel.FDBOp
+	if !held {
+		return append(ops, kernel.FDBOp{Kind: kernel.OpReplace, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw(m), Dst: dst, Permanent: true}})
+	}
+	have := h.list()
 	present, perm := false, false
 	for _, r := range have {
 		if r.dst == dst {
@@ -698,13 +804,13 @@ func (d *Driver) fdbOps(idx int, m mac) []kernel.FDBOp {
 		}
 	}
 	if !present || !perm {
-		ops = append(ops, kernel.FDBOp{Kind: kernel.OpReplace, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw, Dst: dst, Permanent: true}})
+		ops = append(ops, kernel.FDBOp{Kind: kernel.OpReplace, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw(m), Dst: dst, Permanent: true}})
 	}
 	for i, r := range have {
 		if r.dst == dst || (!present && i == 0) || !r.dst.IsValid() {
 			continue // the one kept, or the one the replace took over
 		}
-		ops = append(ops, kernel.FDBOp{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw, Dst: r.dst}})
+		ops = append(ops, kernel.FDBOp{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw(m), Dst: r.dst}})
 	}
 	return ops
 }
@@ -712,7 +818,7 @@ func (d *Driver) fdbOps(idx int, m mac) []kernel.FDBOp {
 // neighOp returns the write that makes the kernel's entry for ip what is
 // wanted, if any. Entries that are not permanent and that nobody wants
 // are the kernel's own (resolution attempts), not ours.
-func (d *Driver) neighOp(idx int, ip netip.Addr) (kernel.NeighborOp, bool) {
+func (d *Driver) neighOp(idx int, ip netip.Addr, hw func(mac) net.HardwareAddr) (kernel.NeighborOp, bool) {
 	have, held := d.haveNeigh[ip]
 	m, want := d.wantNeigh(ip)
 	switch {
@@ -720,7 +826,7 @@ func (d *Driver) neighOp(idx int, ip netip.Addr) (kernel.NeighborOp, bool) {
 		return kernel.NeighborOp{}, false
 	case want:
 		return kernel.NeighborOp{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{
-			LinkIndex: idx, IP: ip, MAC: net.HardwareAddr(slices.Clone(m[:])), State: kernel.NUDPermanent}}, true
+			LinkIndex: idx, IP: ip, MAC: hw(m), State: kernel.NUDPermanent}}, true
 	case held && have.state&kernel.NUDPermanent != 0:
 		return kernel.NeighborOp{Kind: kernel.OpDelete, Neighbor: kernel.Neighbor{LinkIndex: idx, IP: ip}}, true
 	}

@@ -1,0 +1,381 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"strconv"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/bench/internal/harness"
+	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/vxlan"
+)
+
+// The vxlan scenarios measure the VXLAN overlay: remote VTEPs (a permanent
+// neighbour entry tunnel IP → MAC and an FDB entry MAC → underlay IP each)
+// on a device np-vxlan (VNI 4096, port 4789) whose parent is a veth up0
+// (peer up1, both up) holding 198.18.0.1/16, made by Setup in the trial's
+// namespace with vxlan.Driver.
+//
+//   - vxlan/entries/N: program N remote VTEPs on the existing device. Ours
+//     is a new vxlan.Driver's first Apply on a kernel.Namespace opened in
+//     Run (it reads the device, its neighbours, FDB and addresses, then
+//     writes the 2N entries in one neighbour and one FDB batch). The peer
+//     is one vishvananda/netlink NeighSet per entry, in process (what Felix
+//     does); the floor is one hand-written `ip -batch` of `neigh replace`
+//     lines plus one `bridge -batch` of `fdb replace` lines; peer2 is one
+//     `ip neigh replace` and one `bridge fdb replace` exec per VTEP (capped
+//     at 1k).
+//   - vxlan/add-one/N: with N nodes (VTEP and block each) in sync in a
+//     vxlan.Manager, its Driver and a main-table routetable.Table, one more
+//     node and block arrive and one pass applies them (CompleteDeferredWork,
+//     the Driver's Apply, the Table's Apply; no ip set, whose cost is the
+//     ipsets driver's). Compare ours across sizes; the floor is the three
+//     netlink calls the new node needs (two NeighSet, one RouteReplace).
+//   - vxlan/heap/N: the heap a Manager, its Driver and the route Table keep
+//     per node once N nodes are applied.
+const (
+	vxDev      = "np-vxlan"
+	vxParent   = "up0"
+	vxParentPr = "up1"
+)
+
+var vxLocal = netip.MustParseAddr("198.18.0.1")
+
+func init() {
+	for _, n := range []int{1_000, 10_000} {
+		harness.Register(vxlanEntries(n))
+	}
+	harness.Register(vxlanAddOne(10), vxlanAddOne(10_000), vxlanHeap(10_000))
+}
+
+// vxRemote is the i-th benchmark VTEP (i from 0): underlay 198.18.x.y
+// (never .0.1), MAC 02:00:00:xx:xx:xx, and tunnel address 10.x.y.1 of its
+// block vxBlock(i).
+func vxRemote(i int) (node string, r vxlan.Remote, block netip.Prefix) {
+	j := i + 2
+	r.Underlay = netip.AddrFrom4([4]byte{198, 18 + byte(j>>16), byte(j >> 8), byte(j)})
+	block = vxBlock(i)
+	b := block.Addr().As4()
+	b[3] = 1
+	r.TunnelIP = netip.AddrFrom4(b)
+	r.MAC = net.HardwareAddr{0x02, 0, 0, byte(j >> 16), byte(j >> 8), byte(j)}
+	return fmt.Sprintf("node%d", j), r, block
+}
+
+// vxBlock returns the i-th block (10.x.y.0/24, x.y from i).
+func vxBlock(i int) netip.Prefix {
+	j := i + 2
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(j >> 8), byte(j), 0}), 24)
+}
+
+var vxLocalDevice = vxlan.Device{Local: vxLocal, MAC: net.HardwareAddr{0x02, 0xee, 0, 0, 0, 1}, Address: netip.MustParseAddr("10.255.255.250")}
+
+// vxSetup makes the parent and the device (with vxlan.Driver, no
+// remotes) and returns the device's index.
+func vxSetup(ctx context.Context, env *harness.Env) (int, error) {
+	idx, err := setupVeth(env, vxParent, vxParentPr)
+	if err != nil {
+		return 0, err
+	}
+	l, err := env.NS.Handle().LinkByIndex(idx)
+	if err != nil {
+		return 0, err
+	}
+	if err := env.NS.Handle().AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: vxLocal.AsSlice(), Mask: net.CIDRMask(16, 32)}}); err != nil {
+		return 0, err
+	}
+	k, err := kernel.Open(env.NS.Path())
+	if err != nil {
+		return 0, err
+	}
+	defer k.Close()
+	d, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: k, Family: vxlan.IPv4, Name: vxDev})
+	if err != nil {
+		return 0, err
+	}
+	dev := vxLocalDevice
+	if err := d.SetDevice(&dev); err != nil {
+		return 0, err
+	}
+	if _, err := d.Apply(ctx); err != nil {
+		return 0, err
+	}
+	return d.Stats().DeviceIndex, routesQuiesce(ctx)
+}
+
+func vxlanEntries(n int) harness.Scenario {
+	setup := func(ctx context.Context, env *harness.Env) error {
+		idx, err := vxSetup(ctx, env)
+		env.State = idx
+		return err
+	}
+	neighLine := func(i int) []string {
+		_, r, _ := vxRemote(i)
+		return []string{"neigh", "replace", r.TunnelIP.String(), "lladdr", r.MAC.String(), "dev", vxDev, "nud", "permanent"}
+	}
+	fdbLine := func(i int) []string {
+		_, r, _ := vxRemote(i)
+		return []string{"fdb", "replace", r.MAC.String(), "dev", vxDev, "dst", r.Underlay.String(), "self", "permanent"}
+	}
+	vs := []harness.Variant{
+		{
+			Name: "vxlan Driver (batched)", Role: harness.Ours, Setup: setup,
+			Run: func(ctx context.Context, env *harness.Env) error {
+				k, err := kernel.Open(env.NS.Path())
+				if err != nil {
+					return err
+				}
+				defer k.Close()
+				d, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: k, Family: vxlan.IPv4, Name: vxDev})
+				if err != nil {
+					return err
+				}
+				dev := vxLocalDevice
+				if err := d.SetDevice(&dev); err != nil {
+					return err
+				}
+				for i := range n {
+					node, r, _ := vxRemote(i)
+					if err := d.SetRemote(node, r); err != nil {
+						return err
+					}
+				}
+				if _, err := d.Apply(ctx); err != nil {
+					return err
+				}
+				if st := d.Stats(); st.NeighborWrites != uint64(n) || st.FDBWrites != uint64(n) || st.DeviceWrites != 0 {
+					return fmt.Errorf("unexpected writes: %+v", st)
+				}
+				return nil
+			},
+		},
+		{
+			Name: "netlink NeighSet per entry", Role: harness.Peer, Setup: setup,
+			Run: func(_ context.Context, env *harness.Env) error {
+				h, idx := env.NS.Handle(), env.State.(int)
+				for i := range n {
+					_, r, _ := vxRemote(i)
+					if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
+						State: netlink.NUD_PERMANENT, IP: r.Underlay.AsSlice(), HardwareAddr: r.MAC}); err != nil {
+						return err
+					}
+					if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4,
+						State: netlink.NUD_PERMANENT, IP: r.TunnelIP.AsSlice(), HardwareAddr: r.MAC}); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Name: "ip -batch + bridge -batch", Role: harness.Floor,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				err := setup(ctx, env)
+				var ip, br bytes.Buffer
+				for i := range n {
+					fmt.Fprintln(&ip, joinArgs(neighLine(i)))
+					fmt.Fprintln(&br, joinArgs(fdbLine(i)))
+				}
+				env.State = [2][]byte{ip.Bytes(), br.Bytes()}
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				in := env.State.([2][]byte)
+				if _, err := env.NS.ExecInput(ctx, bytes.NewReader(in[1]), "bridge", "-batch", "-"); err != nil {
+					return err
+				}
+				_, err := env.NS.ExecInput(ctx, bytes.NewReader(in[0]), "ip", "-batch", "-")
+				return err
+			},
+		},
+	}
+	note := "peers: netlink NeighSet per entry in process (Felix), and one `ip neigh` + one `bridge fdb` exec per VTEP"
+	if n > routeExecCap {
+		note = fmt.Sprintf("peer2 (one `ip neigh replace` and one `bridge fdb replace` exec per VTEP) capped at %d VTEPs", routeExecCap)
+	} else {
+		vs = append(vs, harness.Variant{
+			Name: "ip neigh + bridge fdb per VTEP (exec)", Role: harness.Peer, Setup: setup,
+			Run: func(ctx context.Context, env *harness.Env) error {
+				for i := range n {
+					if _, err := env.NS.Exec(ctx, "bridge", fdbLine(i)...); err != nil {
+						return err
+					}
+					if _, err := env.NS.Exec(ctx, "ip", neighLine(i)...); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		})
+	}
+	return harness.Scenario{Name: "vxlan/entries/" + strconv.Itoa(n), Size: n, Note: note, Variants: vs}
+}
+
+func joinArgs(a []string) string {
+	var b bytes.Buffer
+	for i, s := range a {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// vxStack is a Manager with its Driver and route Table on a trial's
+// namespace.
+type vxStack struct {
+	k   *kernel.Namespace
+	tbl *routetable.Table
+	m   *vxlan.Manager
+}
+
+// vxLoad applies n nodes with a new stack.
+func vxLoad(ctx context.Context, env *harness.Env, n int) (*vxStack, error) {
+	k, err := kernel.Open(env.NS.Path())
+	if err != nil {
+		return nil, err
+	}
+	st := &vxStack{k: k}
+	st.tbl, err = routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain})
+	if err == nil {
+		st.m, err = vxlan.New(vxlan.Options{Family: vxlan.IPv4, NodeName: "local", Kernel: k, Routes: st.tbl, Device: vxDev})
+	}
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
+	st.m.OnUpdate(vxlan.VTEP{Node: "local", UnderlayV4: vxLocal, TunnelV4: vxLocalDevice.Address, MACV4: vxLocalDevice.MAC})
+	for i := range n {
+		st.addNode(i)
+	}
+	return st, st.pass(ctx)
+}
+
+func (st *vxStack) addNode(i int) {
+	node, r, _ := vxRemote(i)
+	st.m.OnUpdate(vxlan.VTEP{Node: node, UnderlayV4: r.Underlay, TunnelV4: r.TunnelIP, MACV4: r.MAC})
+	st.m.OnUpdate(vxlan.BlockUpdate{CIDR: vxBlock(i), Node: node})
+}
+
+// pass applies as a loop pass does (PhaseTunnelL2, then PhaseRoutes),
+// twice if the first asks for it.
+func (st *vxStack) pass(ctx context.Context) error {
+	if err := st.m.CompleteDeferredWork(ctx); err != nil {
+		return err
+	}
+	if _, err := st.m.Driver().Apply(ctx); err != nil {
+		return err
+	}
+	_, err := st.tbl.Apply(ctx)
+	return err
+}
+
+func vxlanAddOne(n int) harness.Scenario {
+	return harness.Scenario{
+		Name: "vxlan/add-one/" + strconv.Itoa(n),
+		Size: 1,
+		Note: "one node (VTEP and block) added with " + strconv.Itoa(n) + " in sync, applied in one pass; compare ours across sizes (the floor is the three netlink calls it needs)",
+		Variants: []harness.Variant{
+			{
+				Name: "vxlan Manager + Driver + Table", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					if _, err := vxSetup(ctx, env); err != nil {
+						return err
+					}
+					st, err := vxLoad(ctx, env, n)
+					env.State = st
+					if err != nil {
+						return err
+					}
+					return routesQuiesce(ctx)
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					st := env.State.(*vxStack)
+					defer st.k.Close()
+					before, routesBefore := st.m.Stats().Driver, st.tbl.Stats().RouteWrites
+					st.addNode(n)
+					if err := st.pass(ctx); err != nil {
+						return err
+					}
+					after := st.m.Stats().Driver
+					env.Report("entry-writes", float64(after.NeighborWrites+after.FDBWrites-before.NeighborWrites-before.FDBWrites))
+					env.Report("route-writes", float64(st.tbl.Stats().RouteWrites-routesBefore))
+					return nil
+				},
+			},
+			{
+				Name: "netlink: 2 NeighSet + RouteReplace", Role: harness.Floor,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					idx, err := vxSetup(ctx, env)
+					if err != nil {
+						return err
+					}
+					st, err := vxLoad(ctx, env, n)
+					if err != nil {
+						return err
+					}
+					st.k.Close()
+					env.State = idx
+					return routesQuiesce(ctx)
+				},
+				Run: func(_ context.Context, env *harness.Env) error {
+					h, idx := env.NS.Handle(), env.State.(int)
+					_, r, _ := vxRemote(n)
+					if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
+						State: netlink.NUD_PERMANENT, IP: r.Underlay.AsSlice(), HardwareAddr: r.MAC}); err != nil {
+						return err
+					}
+					if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4,
+						State: netlink.NUD_PERMANENT, IP: r.TunnelIP.AsSlice(), HardwareAddr: r.MAC}); err != nil {
+						return err
+					}
+					b := vxBlock(n)
+					return h.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: &net.IPNet{IP: b.Addr().AsSlice(), Mask: net.CIDRMask(24, 32)},
+						Gw: r.TunnelIP.AsSlice(), Flags: int(netlink.FLAG_ONLINK), Protocol: netlink.RouteProtocol(routetable.DefaultProtocol)})
+				},
+			},
+		},
+	}
+}
+
+func vxlanHeap(n int) harness.Scenario {
+	return harness.Scenario{
+		Name: "vxlan/heap/" + strconv.Itoa(n),
+		Size: n,
+		Note: "heapB/node: heap kept by a Manager, its Driver and the route Table per applied node (VTEP and block); times include two forced GCs",
+		Variants: []harness.Variant{{
+			Name: "vxlan Manager + Driver + Table", Role: harness.Ours,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				_, err := vxSetup(ctx, env)
+				return err
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				before := benchutil.HeapInUse()
+				st, err := vxLoad(ctx, env, n)
+				if err != nil {
+					return err
+				}
+				after := benchutil.HeapInUse()
+				runtime.KeepAlive(st)
+				env.Report("heapB/node", float64(int64(after)-int64(before))/float64(n))
+				if s := st.m.Stats(); s.TunnelRoutes != n {
+					return errors.Join(st.k.Close(), fmt.Errorf("%d tunnel routes, want %d", s.TunnelRoutes, n))
+				}
+				return st.k.Close()
+			},
+		}},
+	}
+}
