@@ -419,7 +419,6 @@ func (d *Driver) touch(r remote) {
 	d.fdbRetry.Clear(r.mac)
 }
 
-
 // wantNeigh and wantFDB return what the kernel should hold for a key.
 func (d *Driver) wantNeigh(ip netip.Addr) (mac, bool) {
 	c, ok := d.neighOwner[ip]
