@@ -1,0 +1,71 @@
+// Package endpoints is the node manager for local workload endpoints: the
+// host side of each pod's interface, its routes, its static neighbours and
+// its per-interface sysctls, kept right as interfaces come, go, flap and
+// are re-created, with a status per endpoint.
+//
+// # What it owns
+//
+// For each endpoint of its IP family (EndpointUpdate: an ID, the host-side
+// interface's name, the pod's addresses and MAC), one Manager:
+//
+//   - declares, on the route table it is given, a route to each address
+//     through the interface (scope link), in its RouteClass, and with
+//     Options.StaticNeighbors a permanent neighbour entry for each host
+//     address (ARP or NDP), so the host never resolves the pod. The table
+//     holds the routes while the interface is missing or down and writes
+//     them when it comes (back) up;
+//   - sets the interface's sysctls (DefaultSysctls: forwarding, strict
+//     rp_filter, proxy_arp and proxy_delay for IPv4; forwarding, proxy_ndp
+//     and accept_ra off for IPv6) through kernel.Sysctls, reading each
+//     first and writing only what differs — when the interface appears,
+//     comes up, or is re-created (a new index has the kernel's defaults
+//     again), and at every resync;
+//   - reports a Status per endpoint through Options.OnStatus whenever it
+//     changes: StateProgrammed (interface up, sysctls set, routes written),
+//     StateInterfaceMissing, StateInterfaceDown (routes held), or
+//     StateError with the cause (an invalid endpoint, a sysctl or a route
+//     the kernel refused; both are retried on their own backoff).
+//
+// # How it is used
+//
+// Build the family's route table, the Manager on it, and register the
+// Manager and its RouteDriver (not the table: RouteDriver applies the table
+// and tells the Manager what was written). Feed it the interface monitor's
+// link updates as messages; the Manager passes them on to the table, which
+// needs no wiring of its own (wiring it too is harmless):
+//
+//	routes, _ := routetable.New(routetable.Options{Kernel: ns, Family: ipfamily.IPv4,
+//		Table: kernel.TableMain, InterfacePatterns: []string{`^cali`}})
+//	m, _ := endpoints.New(endpoints.Options{Family: ipfamily.IPv4, Kernel: ns, Routes: routes,
+//		StaticNeighbors: true, OnStatus: report})
+//	_ = loop.AddManager(m)
+//	_ = loop.AddDriver(m.RouteDriver())
+//	mon, _ := ifacemonitor.New(ifacemonitor.Options{Kernel: ns,
+//		OnLinkState: func(u ifacemonitor.LinkUpdate) { _ = loop.Send(ctx, u) },
+//		OnInSync:    loop.InterfacesInSync})
+//	_ = loop.Send(ctx, endpoints.EndpointUpdate{ID: "default/web-0", Iface: "cali1234",
+//		Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32")}, MAC: podMAC})
+//
+// Both families' managers can be given every message; each takes its own
+// family's addresses, and an endpoint with none of them is not its. A
+// malformed endpoint (no ID, an interface name the kernel refuses, an
+// address with host bits set, a bad MAC) changes nothing: its status is
+// StateError and the next CompleteDeferredWork reports it once, wrapping
+// ErrInvalidEndpoint. EndpointUpdate.Validate checks a message before it is
+// sent.
+//
+// OnUpdate does no I/O. CompleteDeferredWork lists the interfaces on its
+// first call and after QueueResync (the Manager is a dataplane.Resyncer,
+// since it writes sysctls itself), declares routes and sets sysctls; an
+// inactive loop does not call it, so a standby agent writes nothing.
+//
+// # What it never touches
+//
+// Interfaces themselves (it never creates, deletes, renames or sets one
+// up), their addresses, sysctls other than Options.Sysctls of the
+// endpoints' interfaces, and routes other than its own class's in its
+// table, whose ownership rules (route protocol, interface patterns) keep
+// everything else out of reach. A removed endpoint's routes and neighbours
+// go; its interface's sysctls stay, as the interface usually goes with the
+// pod. It starts no goroutine.
+package endpoints

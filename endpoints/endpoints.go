@@ -1,0 +1,587 @@
+package endpoints
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/routetable"
+)
+
+// Kernel is what a Manager needs of the namespace: its interfaces, to list
+// them at start and after a resync, and its sysctls, to set the
+// per-interface ones. A *kernel.Namespace implements it, and so does a
+// kernelfake.Namespace.
+type Kernel interface {
+	kernel.Links
+	kernel.Sysctls
+}
+
+// Options configure a Manager. Family, Kernel and Routes are required.
+type Options struct {
+	// Family is IPv4 or IPv6: one Manager per family.
+	Family ipfamily.Family
+	// Kernel is the namespace: a *kernel.Namespace, or a
+	// kernelfake.Namespace in tests.
+	Kernel Kernel
+	// Routes is the family's route table (usually the main table) where
+	// the Manager declares a route per endpoint address through the
+	// endpoint's interface. Register RouteDriver with the loop in its
+	// place, so that statuses say whether the routes were written.
+	Routes *routetable.Table
+	// RouteClass is the class of the Manager's routes in Routes. The zero
+	// value is the lowest class, which wins over every other producer of
+	// the same destination: a local workload's route should.
+	RouteClass routetable.RouteClass
+	// StaticNeighbors also programs a permanent neighbour entry (ARP or
+	// NDP) for each host address of an endpoint with a MAC, so the host
+	// never has to resolve it.
+	StaticNeighbors bool
+	// Sysctls are the per-interface sysctls every endpoint's interface
+	// must hold. Nil means DefaultSysctls(Family); an empty non-nil slice
+	// sets none.
+	Sysctls []Sysctl
+	// OnStatus, if set, receives every change of an endpoint's Status. It
+	// is called from the loop's goroutine, or from the goroutine that
+	// applies RouteDriver, never concurrently, and must be quick and not
+	// call Send on the loop (TrySend is fine).
+	OnStatus func(Status)
+	// Backoff paces the retries of a sysctl that failed; zero fields take
+	// the dataplane defaults.
+	Backoff dataplane.Backoff
+	// Clock times those retries; nil means clock.Real().
+	Clock clock.Clock
+	// Logger receives debug logs and warnings; nil discards them.
+	Logger *slog.Logger
+	// Name is returned by Name, for the loop's logs; empty means
+	// "endpoints-v4" or "endpoints-v6".
+	Name string
+}
+
+// endpoint is one endpoint of the Manager's family.
+type endpoint struct {
+	u        EndpointUpdate // Addrs of the family only, sorted
+	routesOK bool           // an Apply since the routes were declared named no failure of them
+	routeErr error          // the failure it named
+}
+
+// link is what the Manager knows of an interface.
+type link struct {
+	index int
+	state kernel.LinkState
+}
+
+// iface is the per-interface work of the endpoints on it.
+type iface struct {
+	ids        map[string]struct{} // the endpoints on it
+	configured int                 // the link index whose sysctls were checked; 0 none
+	retry      dataplane.Retry
+	err        error // the last sysctl failure, or nil
+	missing    bool  // the last sysctl read found no such interface
+}
+
+// Manager programs the local workload endpoints of one IP family: their
+// routes and static neighbours (through its route table) and their
+// interfaces' sysctls (itself). It is a dataplane.Manager and, since it
+// writes sysctls in CompleteDeferredWork, a dataplane.Resyncer. Its methods
+// are called from the loop's goroutine only, except RouteDriver's, which
+// the loop calls as a driver's.
+type Manager struct {
+	o        Options
+	log      *slog.Logger
+	clk      clock.Clock
+	sysctls  []Sysctl
+	eps      map[string]*endpoint
+	invalid  map[string]error // IDs whose last message was invalid
+	report   []error          // invalid messages, reported once
+	links    map[string]link
+	ifaces   map[string]*iface
+	dirty    map[string]bool // interfaces whose routes must be declared again
+	list     bool            // list the links at the next CompleteDeferredWork
+	recheck  bool            // check every interface's sysctls again
+	statuses map[string]Status
+	driver   *routeDriver
+}
+
+// New validates opts and returns a Manager with no endpoint. It does no
+// I/O: the first CompleteDeferredWork lists the interfaces.
+func New(opts Options) (*Manager, error) {
+	bad := func(format string, args ...any) (*Manager, error) {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !opts.Family.Valid():
+		return bad("invalid Family %v", opts.Family)
+	case isNil(opts.Kernel):
+		return bad("Kernel is required")
+	case opts.Routes == nil:
+		return bad("Routes is required")
+	case opts.Routes.Family() != opts.Family:
+		return bad("Routes is of family %v, not %v", opts.Routes.Family(), opts.Family)
+	case opts.Backoff.Initial < 0 || opts.Backoff.Max < 0:
+		return bad("negative Backoff")
+	}
+	sysctls := opts.Sysctls
+	if sysctls == nil {
+		sysctls = DefaultSysctls(opts.Family)
+	}
+	for i, s := range sysctls {
+		if s.Name == "" || s.Value == "" || strings.ContainsAny(s.Name, "/.\x00") || strings.ContainsAny(s.Value, "\n\x00") {
+			return bad("Sysctls[%d] %q = %q: want a leaf name and a one-line value", i, s.Name, s.Value)
+		}
+		if s.Dir != "" && s.Dir != "conf" && s.Dir != "neigh" {
+			return bad("Sysctls[%d] %s: Dir %q is neither conf nor neigh", i, s.Name, s.Dir)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Name == "" {
+		opts.Name = fmt.Sprintf("endpoints-v%d", int(opts.Family))
+	}
+	m := &Manager{
+		o: opts, log: log, clk: clock.OrReal(opts.Clock), sysctls: slices.Clone(sysctls),
+		eps: map[string]*endpoint{}, invalid: map[string]error{}, links: map[string]link{},
+		ifaces: map[string]*iface{}, dirty: map[string]bool{}, list: true, statuses: map[string]Status{},
+	}
+	m.driver = &routeDriver{m: m}
+	return m, nil
+}
+
+// Name returns the Manager's name for the loop's logs.
+func (m *Manager) Name() string { return m.o.Name }
+
+// Statuses returns the last status reported for every endpoint, by ID.
+func (m *Manager) Statuses() []Status {
+	out := make([]Status, 0, len(m.statuses))
+	for _, s := range m.statuses {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// OnUpdate records EndpointUpdate, EndpointRemove and
+// ifacemonitor.LinkUpdate messages; it ignores every other type. It does no
+// I/O: interface states are also passed to the route table
+// (Routes.OnIfaceStateChanged), which only queues them. An invalid
+// endpoint message changes nothing: the endpoint's status becomes
+// StateError and the next CompleteDeferredWork reports it once.
+func (m *Manager) OnUpdate(msg any) {
+	switch msg := msg.(type) {
+	case EndpointUpdate:
+		m.update(msg)
+	case EndpointRemove:
+		if msg.ID == "" {
+			m.report = append(m.report, fmt.Errorf("%w: remove with an empty ID", ErrInvalidEndpoint))
+			return
+		}
+		delete(m.invalid, msg.ID)
+		m.remove(msg.ID)
+	case ifacemonitor.LinkUpdate:
+		m.setLink(msg.Name, msg.Index, msg.State)
+	}
+}
+
+func (m *Manager) update(u EndpointUpdate) {
+	if err := u.Validate(); err != nil {
+		m.report = append(m.report, err)
+		if u.ID != "" {
+			m.invalid[u.ID] = err
+		}
+		return
+	}
+	delete(m.invalid, u.ID)
+	var addrs []netip.Prefix
+	for _, p := range u.Addrs {
+		if ipfamily.Of(p.Addr()) == m.o.Family {
+			addrs = append(addrs, p)
+		}
+	}
+	if len(addrs) == 0 {
+		m.remove(u.ID) // none of ours: another family's endpoint
+		return
+	}
+	slices.SortFunc(addrs, comparePrefix)
+	addrs = slices.Compact(addrs)
+	u.Addrs, u.MAC = addrs, slices.Clone(u.MAC)
+	old := m.eps[u.ID]
+	if old != nil && old.u.Iface == u.Iface && slices.Equal(old.u.Addrs, addrs) && slices.Equal(old.u.MAC, u.MAC) {
+		return
+	}
+	if old != nil && old.u.Iface != u.Iface {
+		m.dirty[old.u.Iface] = true
+		delete(m.ifaces[old.u.Iface].ids, u.ID)
+	}
+	m.eps[u.ID] = &endpoint{u: u}
+	m.dirty[u.Iface] = true
+	ifc := m.ifaces[u.Iface]
+	if ifc == nil {
+		ifc = &iface{ids: map[string]struct{}{}}
+		m.ifaces[u.Iface] = ifc
+	}
+	ifc.ids[u.ID] = struct{}{}
+}
+
+func (m *Manager) remove(id string) {
+	e := m.eps[id]
+	delete(m.statuses, id)
+	if e == nil {
+		return
+	}
+	delete(m.eps, id)
+	delete(m.ifaces[e.u.Iface].ids, id)
+	m.dirty[e.u.Iface] = true
+}
+
+// setLink records an interface's state and passes it to the route table.
+func (m *Manager) setLink(name string, index int, state kernel.LinkState) {
+	old, had := m.links[name]
+	if state == kernel.LinkGone {
+		delete(m.links, name)
+	} else {
+		m.links[name] = link{index: index, state: state}
+	}
+	m.o.Routes.OnIfaceStateChanged(name, index, state)
+	if had && old.index == index && old.state == state {
+		return
+	}
+	ifc := m.ifaces[name]
+	if ifc != nil {
+		// Routes through the interface are written again (the kernel drops
+		// them when it goes down or away): wait for the next Apply to say
+		// so.
+		for id := range ifc.ids {
+			e := m.eps[id]
+			e.routesOK, e.routeErr = false, nil
+		}
+		if state == kernel.LinkGone || old.index != index {
+			ifc.configured = 0 // a new interface has the kernel's defaults
+		}
+		if state == kernel.LinkUp && old.state != kernel.LinkUp {
+			ifc.configured = 0 // check again as it comes (back) up
+		}
+		ifc.retry, ifc.missing = dataplane.Retry{}, false
+	}
+}
+
+// QueueResync makes the next CompleteDeferredWork list the interfaces
+// again and check every interface's sysctls. It implements
+// dataplane.Resyncer: the loop calls it after the Manager failed and when
+// it becomes active.
+func (m *Manager) QueueResync() { m.list, m.recheck = true, true }
+
+// CompleteDeferredWork lists the interfaces when due (first call,
+// QueueResync), declares the routes of endpoints that changed on the route
+// table, checks the sysctls of interfaces that appeared, came up or were
+// re-created (writing only values that differ), and reports the statuses
+// that changed. A sysctl that fails is the endpoint's error (StateError),
+// retried on its own backoff; the error returned is only a failed listing
+// of the interfaces, a route declaration the table refused, or the invalid
+// messages received since the last call (once).
+func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
+	errs := m.report
+	m.report = nil
+	if m.list {
+		if err := m.listLinks(ctx); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		m.list = false
+	}
+	if err := m.declareRoutes(); err != nil {
+		errs = append(errs, err)
+	}
+	m.applySysctls(ctx)
+	m.recheck = false
+	m.publish()
+	return errors.Join(errs...)
+}
+
+func (m *Manager) listLinks(ctx context.Context) error {
+	links, err := m.o.Kernel.Links(ctx)
+	if err != nil {
+		return errs.Also(fmt.Errorf("%w: %s", ErrLinks, detail(err)), err)
+	}
+	seen := map[string]bool{}
+	for _, l := range links {
+		seen[l.Name] = true
+		m.setLink(l.Name, l.Index, l.State())
+	}
+	for name, l := range m.links {
+		if !seen[name] {
+			m.setLink(name, l.index, kernel.LinkGone)
+		}
+	}
+	return nil
+}
+
+// declareRoutes sets the routes of every interface whose endpoints changed.
+func (m *Manager) declareRoutes() error {
+	var errs []error
+	for _, name := range sortedKeys(m.dirty) {
+		var targets []routetable.Target
+		seen := map[netip.Prefix]bool{}
+		for _, id := range m.idsOn(name) {
+			e := m.eps[id]
+			e.routesOK, e.routeErr = false, nil
+			for _, p := range e.u.Addrs {
+				if seen[p] {
+					continue // two endpoints of one interface with one address
+				}
+				seen[p] = true
+				t := routetable.Target{CIDR: p}
+				if m.o.StaticNeighbors && len(e.u.MAC) == 6 && p.IsSingleIP() {
+					t.DestMAC = e.u.MAC
+				}
+				targets = append(targets, t)
+			}
+		}
+		if err := m.o.Routes.SetRoutes(m.o.RouteClass, name, targets); err != nil {
+			errs = append(errs, err)
+			continue // declared again at the next call
+		}
+		delete(m.dirty, name)
+		if ifc := m.ifaces[name]; ifc != nil && len(ifc.ids) == 0 {
+			delete(m.ifaces, name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// idsOn returns the IDs of the endpoints on interface name, sorted.
+func (m *Manager) idsOn(name string) []string {
+	ifc := m.ifaces[name]
+	if ifc == nil {
+		return nil
+	}
+	return sortedKeys(ifc.ids)
+}
+
+// applySysctls checks the sysctls of every interface of an endpoint that
+// exists and is due.
+func (m *Manager) applySysctls(ctx context.Context) {
+	now := m.clk.Now()
+	for _, name := range sortedKeys(m.ifaces) {
+		ifc := m.ifaces[name]
+		l, ok := m.links[name]
+		if !ok || len(ifc.ids) == 0 || (ifc.configured == l.index && !m.recheck) {
+			continue
+		}
+		if ifc.retry.Waiting(now) && !m.recheck {
+			continue
+		}
+		err := m.setSysctls(ctx, name)
+		switch {
+		case err == nil:
+			ifc.configured, ifc.retry, ifc.err, ifc.missing = l.index, dataplane.Retry{}, nil, false
+		case errors.Is(err, kernel.ErrNotFound):
+			// Gone under us; its LinkUpdate follows. Try again soon.
+			ifc.configured, ifc.err, ifc.missing = 0, nil, true
+			ifc.retry = ifc.retry.Failed(m.o.Backoff, now, err)
+		default:
+			ifc.configured, ifc.err, ifc.missing = 0, err, false
+			ifc.retry = ifc.retry.Failed(m.o.Backoff, now, err)
+			m.log.Warn("endpoints: interface sysctls not applied", "iface", name, "error", err)
+		}
+	}
+}
+
+// setSysctls reads every per-interface sysctl of name and writes those that
+// differ.
+func (m *Manager) setSysctls(ctx context.Context, name string) error {
+	for _, s := range m.sysctls {
+		key := s.key(m.o.Family, name)
+		v, err := m.o.Kernel.Sysctl(ctx, key)
+		if err == nil && v == s.Value {
+			continue
+		}
+		if err == nil {
+			err = m.o.Kernel.SetSysctl(ctx, key, s.Value)
+			if err == nil {
+				m.log.Debug("endpoints: sysctl set", "key", key, "was", v, "now", s.Value)
+				continue
+			}
+		}
+		return errs.Also(fmt.Errorf("%w: %s: %s", ErrSysctl, key, detail(err)), err)
+	}
+	return nil
+}
+
+// retryAfter is how long until the first sysctl retry is due, or 0.
+func (m *Manager) retryAfter(now time.Time) time.Duration {
+	var d time.Duration
+	for name, ifc := range m.ifaces {
+		if _, ok := m.links[name]; !ok {
+			continue
+		}
+		if r := ifc.retry.RetryAfter(now); r > 0 && (d == 0 || r < d) {
+			d = r
+		}
+	}
+	return d
+}
+
+// afterRoutes takes the outcome of the route table's Apply.
+func (m *Manager) afterRoutes(err error) {
+	if err != nil && !errors.Is(err, dataplane.ErrPartial) {
+		return // the table failed as a whole: it tells nothing of our routes
+	}
+	byKey := map[netip.Prefix][]*endpoint{}
+	for _, e := range m.eps {
+		for _, p := range e.u.Addrs {
+			byKey[p] = append(byKey[p], e)
+		}
+	}
+	failed := map[*endpoint]error{}
+	complete := true
+	var ae *routetable.ApplyError
+	if errors.As(err, &ae) {
+		var named int
+		for _, oe := range ae.Errors {
+			var re *routetable.RouteError
+			if !errors.As(oe, &re) {
+				continue // neighbour or conntrack failures name no route
+			}
+			named++
+			for _, e := range byKey[re.Key.CIDR] {
+				if re.Iface == "" || re.Iface == e.u.Iface {
+					failed[e] = re
+				}
+			}
+		}
+		complete = ae.Failed+ae.Waiting <= len(ae.Errors)
+	}
+	for _, e := range m.eps {
+		switch ferr, bad := failed[e]; {
+		case bad:
+			e.routesOK, e.routeErr = false, ferr
+		case complete:
+			e.routesOK, e.routeErr = true, nil
+		}
+		// Not named in a truncated list: keep what was known.
+	}
+	m.publish()
+}
+
+// status computes the status of endpoint id.
+func (m *Manager) status(id string) (Status, bool) {
+	if err, bad := m.invalid[id]; bad {
+		st := Status{ID: id, Family: m.o.Family, State: StateError, Err: err}
+		if e := m.eps[id]; e != nil {
+			st.Iface = e.u.Iface
+		}
+		return st, true
+	}
+	e := m.eps[id]
+	if e == nil {
+		return Status{}, false
+	}
+	st := Status{ID: id, Iface: e.u.Iface, Family: m.o.Family}
+	l, ok := m.links[e.u.Iface]
+	ifc := m.ifaces[e.u.Iface]
+	switch {
+	case !ok || (ifc != nil && ifc.missing):
+		st.State = StateInterfaceMissing
+	case ifc != nil && ifc.err != nil:
+		st.State, st.Err = StateError, ifc.err
+	case e.routeErr != nil && errors.Is(e.routeErr, routetable.ErrIfaceGone):
+		st.State = StateInterfaceMissing
+	case l.state != kernel.LinkUp || (e.routeErr != nil && errors.Is(e.routeErr, routetable.ErrIfaceDown)):
+		st.State = StateInterfaceDown
+	case e.routeErr != nil:
+		st.State, st.Err = StateError, errs.Also(fmt.Errorf("%w: %s", ErrRoute, detail(e.routeErr)), e.routeErr)
+	case ifc == nil || ifc.configured != l.index || !e.routesOK:
+		return Status{}, false // not known yet: the next Apply tells
+	default:
+		st.State = StateProgrammed
+	}
+	return st, true
+}
+
+// publish reports every status that changed.
+func (m *Manager) publish() {
+	ids := make([]string, 0, len(m.eps)+len(m.invalid))
+	for id := range m.eps {
+		ids = append(ids, id)
+	}
+	for id := range m.invalid {
+		if m.eps[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		st, ok := m.status(id)
+		if !ok {
+			continue
+		}
+		if old, had := m.statuses[id]; had && old.State == st.State && old.Iface == st.Iface && sameErr(old.Err, st.Err) {
+			continue
+		}
+		m.statuses[id] = st
+		m.log.Debug("endpoints: status", "status", st.String())
+		if cb := m.o.OnStatus; cb != nil {
+			cb(st)
+		}
+	}
+}
+
+func sameErr(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Error() == b.Error()
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// detail returns err's text without the "package: " prefix it starts with,
+// for quoting it under this package's prefix.
+func detail(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
+		return s[i+2:]
+	}
+	return s
+}
+
+var (
+	_ dataplane.Manager  = (*Manager)(nil)
+	_ dataplane.Resyncer = (*Manager)(nil)
+)
