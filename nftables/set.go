@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
@@ -539,12 +540,12 @@ func encodeVerdict(a netfilter.Action) (string, error) {
 		return verdictData(nfnl.VerdictReturn, ""), nil
 	case netfilter.ActionJump:
 		if err := netfilter.ValidateChainName(a.Chain); err != nil {
-			return "", quoted(err)
+			return "", errs.Also(fmt.Errorf("jump to %s", strings.TrimPrefix(err.Error(), "netfilter: ")), netfilter.ErrInvalidChainName)
 		}
 		return verdictData(nfnl.VerdictJump, a.Chain), nil
 	case netfilter.ActionGoto:
 		if err := netfilter.ValidateChainName(a.Chain); err != nil {
-			return "", quoted(err)
+			return "", errs.Also(fmt.Errorf("goto %s", strings.TrimPrefix(err.Error(), "netfilter: ")), netfilter.ErrInvalidChainName)
 		}
 		return verdictData(nfnl.VerdictGoto, a.Chain), nil
 	case nil:

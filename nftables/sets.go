@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 
@@ -42,7 +43,7 @@ func (t *Table) SetSets(sets ...Set) error {
 		}
 		d := &setDecl{spec: sp, elems: make(map[string]string, len(s.Elements))}
 		for j, e := range s.Elements {
-			k, data, err := t.encodeElement(&sp, s.Name, e)
+			k, data, err := t.encodeElement(&sp, s.Name, e, false)
 			if err != nil {
 				return fmt.Errorf("%w (element %d)", err, j)
 			}
@@ -102,13 +103,15 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// encodeElement validates an element for a set and encodes it.
-func (t *Table) encodeElement(sp *setSpec, set string, e Element) (key, data string, err error) {
+// encodeElement validates an element for a set and encodes it; keyOnly
+// ignores the verdict (an element to delete).
+func (t *Table) encodeElement(sp *setSpec, set string, e Element, keyOnly bool) (key, data string, err error) {
 	b, err := sp.encodeKey(nil, e.Key)
 	if err != nil {
 		return "", "", t.elemErr(set, e, err)
 	}
 	switch {
+	case keyOnly:
 	case sp.verdict:
 		data, err = encodeVerdict(e.Verdict)
 		if err != nil {
@@ -129,24 +132,13 @@ func (t *Table) elemErr(set string, e Element, err error) error {
 		b = append(b, v.String()...)
 	}
 	out := fmt.Errorf("%w %s %s: %s", ErrInvalidElement, set, b, err)
-	if isWrongFamily(err) {
-		return errs.Also(out, netfilter.ErrWrongFamily)
-	}
-	return out
-}
-
-func isWrongFamily(err error) bool {
-	for err != nil {
-		if err == netfilter.ErrWrongFamily {
-			return true
+	var also []error
+	for _, s := range []error{netfilter.ErrWrongFamily, netfilter.ErrInvalidChainName} {
+		if errors.Is(err, s) {
+			also = append(also, s)
 		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		err = u.Unwrap()
 	}
-	return false
+	return errs.Also(out, also...)
 }
 
 // canonicalize computes the written elements of a one-field interval set.
@@ -269,10 +261,7 @@ func (t *Table) changeElements(set string, elems []Element, add bool) error {
 	type kv struct{ k, d string }
 	enc := make([]kv, 0, len(elems))
 	for i, e := range elems {
-		if !add && d.spec.verdict && e.Verdict == nil {
-			e.Verdict = netfilter.Accept() // only the key counts
-		}
-		k, data, err := t.encodeElement(&d.spec, set, e)
+		k, data, err := t.encodeElement(&d.spec, set, e, !add)
 		if err != nil {
 			return fmt.Errorf("%w (element %d)", err, i)
 		}

@@ -3,6 +3,7 @@ package nftablesfake
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,7 +253,18 @@ type txState struct {
 	st      *state
 	setIDs  map[uint32]string // per table: IDs of new sets
 	ruleIDs map[uint32]*rule
-	chainOf map[*rule]*chain
+	// mutated: the transaction changes something (the kernel commits, and
+	// the generation moves, only then).
+	mutated bool
+	req     int
+	// anon are the anonymous sets it created, with the request that did.
+	anon []anonNew
+}
+
+type anonNew struct {
+	table tkey
+	name  string
+	req   int
 }
 
 // transaction processes one batch; refusals are appended to w.
@@ -265,16 +277,34 @@ func (n *Namespace) transaction(w *nfnl.Writer, begin *nfnl.Msg, reqs []nfnl.Msg
 		return
 	}
 	tx := &txState{st: n.st.clone(), setIDs: map[uint32]string{}, ruleIDs: map[uint32]*rule{}}
-	failed := false
+	failed, loop := false, false
+	hgen0 := maps.Clone(n.hgen)
 	for i := range reqs {
 		m := &reqs[i]
+		tx.req = i
 		errno, off := n.apply(tx, m)
 		if errno != 0 {
 			failed = true
+			loop = loop || errno == syscall.EMLINK
 			w.AppendError(m.Raw, 0, -int32(errno), off)
 		}
 	}
-	if failed || len(reqs) == 0 {
+	if loop {
+		// The kernel finds a loop when it validates the transaction, then
+		// processes it again to find the rule that closes it: every handle
+		// the batch took, it takes twice.
+		for th, h := range n.hgen {
+			n.hgen[th] = h + (h - hgen0[th])
+		}
+	}
+	// An anonymous set no rule of the transaction binds is refused.
+	for _, a := range tx.anon {
+		if t := tx.st.tables[a.table]; t != nil && t.set(a.name) != nil && t.setUse(a.name) == 0 {
+			failed = true
+			w.AppendError(reqs[a.req].Raw, 0, -int32(syscall.EINVAL), 0)
+		}
+	}
+	if failed || !tx.mutated {
 		return
 	}
 	n.st = tx.st
@@ -316,9 +346,12 @@ func (n *Namespace) apply(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 			if m.Flags&nfnl.FlagExcl != 0 {
 				return syscall.EEXIST, 0
 			}
-			t.flags = tb.Flags
+			if t.flags != tb.Flags {
+				t.flags, tx.mutated = tb.Flags, true
+			}
 			return 0, 0
 		}
+		tx.mutated = true
 		n.tableHandle++
 		tx.st.tables[k] = &table{name: tb.Name, family: m.Family, flags: tb.Flags, handle: n.tableHandle}
 		tx.st.order = append(tx.st.order, k)
@@ -340,6 +373,7 @@ func (n *Namespace) apply(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 		}
 		delete(tx.st.tables, k)
 		tx.st.order = slices.DeleteFunc(tx.st.order, func(x tkey) bool { return x == k })
+		tx.mutated = true
 		return 0, 0
 	case nfnl.MsgNewChain:
 		return n.newChain(tx, m)
@@ -387,9 +421,10 @@ func (n *Namespace) newChain(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 			}
 			old.policy = *c.Policy
 		}
+		tx.mutated = true // the kernel commits an update even when nothing changes
 		return 0, 0
 	}
-	nc := &chain{name: c.Name, handle: n.hgenNext(t.handle)}
+	nc := &chain{name: c.Name}
 	if c.Hook != nil {
 		typ := c.Type
 		if typ == "" {
@@ -412,7 +447,9 @@ func (n *Namespace) newChain(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 	} else if c.Policy != nil {
 		return syscall.EOPNOTSUPP, 0
 	}
+	nc.handle = n.hgenNext(t.handle)
 	t.chains = append(t.chains, nc)
+	tx.mutated = true
 	return 0, 0
 }
 
@@ -443,6 +480,7 @@ func (n *Namespace) delChain(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Er
 		return syscall.EBUSY, 0
 	}
 	t.chains = slices.Delete(t.chains, i, i+1)
+	tx.mutated = true
 	return 0, 0
 }
 
@@ -521,10 +559,12 @@ func (n *Namespace) newRule(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 	if c == nil {
 		return syscall.ENOENT, 0
 	}
+	// The kernel gives the rule its handle here: a rule refused from now on
+	// has used one.
+	nr := &rule{handle: n.hgenNext(t.handle), exprs: slices.Clone(r.Exprs), udata: slices.Clone(r.UserData)}
 	if len(r.UserData) > nfnl.UserDataMaxLen {
 		return syscall.EINVAL, 0
 	}
-	nr := &rule{exprs: slices.Clone(r.Exprs), udata: slices.Clone(r.UserData)}
 	if e := n.refused(Request{Op: "newrule", Family: m.Family, Table: r.Table, Chain: r.Chain, Comment: nr.comment()}); e != 0 {
 		return e, 0
 	}
@@ -540,7 +580,7 @@ func (n *Namespace) newRule(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 		case tc.hook != nil:
 			return syscall.EOPNOTSUPP, 0
 		case reaches(t, j, c.name, map[string]bool{}):
-			return syscall.ELOOP, 0
+			return syscall.EMLINK, 0
 		}
 	}
 	for _, s := range sets {
@@ -582,11 +622,11 @@ func (n *Namespace) newRule(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 	default:
 		at = 0
 	}
-	nr.handle = n.hgenNext(t.handle)
 	c.rules = slices.Insert(c.rules, at, nr)
 	if r.ID != 0 {
 		tx.ruleIDs[r.ID] = nr
 	}
+	tx.mutated = true
 	return 0, 0
 }
 
@@ -616,6 +656,7 @@ func (n *Namespace) delRule(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Err
 		for _, c := range chains {
 			for len(c.rules) > 0 {
 				t.removeRule(c, len(c.rules)-1)
+				tx.mutated = true
 			}
 		}
 		return 0, 0
@@ -623,6 +664,7 @@ func (n *Namespace) delRule(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Err
 	for _, c := range chains {
 		if i := slices.IndexFunc(c.rules, func(x *rule) bool { return x.handle == r.Handle }); i >= 0 {
 			t.removeRule(c, i)
+			tx.mutated = true
 			return 0, 0
 		}
 	}
@@ -673,6 +715,7 @@ func (n *Namespace) newSet(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 			return syscall.EEXIST, 0
 		}
 		tx.setIDs[s.ID] = s.Name
+		tx.mutated = true // an update, even when nothing changes
 		return 0, 0
 	}
 	s.UserData = nil
@@ -680,6 +723,10 @@ func (n *Namespace) newSet(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 	s.Fields = slices.Clone(s.Fields)
 	t.sets = append(t.sets, &set{name: s.Name, handle: s.Handle, nl: s, anon: anon, elems: map[string]*elem{}})
 	tx.setIDs[s.ID] = s.Name
+	if anon {
+		tx.anon = append(tx.anon, anonNew{table: tkey{m.Family, s.Table}, name: s.Name, req: tx.req})
+	}
+	tx.mutated = true
 	return 0, 0
 }
 
@@ -706,6 +753,7 @@ func (n *Namespace) delSet(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Errn
 		return syscall.EBUSY, 0
 	}
 	t.sets = slices.Delete(t.sets, i, i+1)
+	tx.mutated = true
 	return 0, 0
 }
 
@@ -753,6 +801,7 @@ func (n *Namespace) setElems(tx *txState, m *nfnl.Msg, add, destroy bool) (sysca
 				return fail(syscall.ENOENT)
 			}
 			delete(s.elems, k)
+			tx.mutated = true
 			return nil
 		}
 		isMap := s.nl.Flags&nfnl.SetMap != 0
@@ -781,6 +830,7 @@ func (n *Namespace) setElems(tx *txState, m *nfnl.Msg, add, destroy bool) (sysca
 			return nil
 		}
 		s.elems[k] = ne
+		tx.mutated = true
 		return nil
 	})
 	return errno, off

@@ -103,7 +103,7 @@ func (n *Namespace) query(m *nfnl.Msg) [][]byte {
 		for _, t := range tables("") {
 			for _, c := range t.chains {
 				st := d.begin(nfnl.MsgNewChain, t.family, resID)
-				nc := nfnl.Chain{Table: t.name, Name: c.name, Handle: c.handle, Hook: c.hook, Type: c.typ, Use: uint32(t.chainUse(c.name))}
+				nc := nfnl.Chain{Table: t.name, Name: c.name, Handle: c.handle, Hook: c.hook, Type: c.typ, Use: uint32(t.chainUse(c.name) + len(c.rules))}
 				if c.hook != nil {
 					p := c.policy
 					nc.Policy, nc.Flags = &p, nfnl.ChainFlagBase
@@ -118,14 +118,8 @@ func (n *Namespace) query(m *nfnl.Msg) [][]byte {
 		if err != nil || !dump {
 			return errorAnswer(m, syscall.EOPNOTSUPP)
 		}
-		ts := tables(r.Table)
-		if r.Table != "" && len(ts) == 0 {
-			return errorAnswer(m, syscall.ENOENT)
-		}
-		for _, t := range ts {
-			if r.Chain != "" && t.chain(r.Chain) == nil {
-				return errorAnswer(m, syscall.ENOENT)
-			}
+		// A filter naming no table or chain dumps nothing, as the kernel.
+		for _, t := range tables(r.Table) {
 			for _, c := range t.chains {
 				if r.Chain != "" && c.name != r.Chain {
 					continue
