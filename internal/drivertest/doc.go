@@ -45,7 +45,10 @@
 // logs the writes that reach the kernel (netlink writes and runs of
 // binaries that write) and fails the next ones on request, so the same
 // checks hold on the fake and on the kernel. It is usable on its own, in a
-// driver's own tests.
+// driver's own tests. Routes, Rules, PermanentNeighbors (with FormatRoute
+// and FormatRule), Exec, SameLines and WaitFor keep a Subject short: they
+// render kernel objects one line each, with every attribute, run what an
+// administrator would, and wait for what the kernel does asynchronously.
 //
 // # What it never touches
 //
