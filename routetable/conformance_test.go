@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/internal/drivertest"
@@ -65,8 +64,14 @@ func (v confVariant) gw(n int) netip.Addr { return v.ip(fmt.Sprintf("10.99.%d.2"
 
 var confMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x42}
 
-// confTargets is the representative state, by (class, interface).
-func (v confVariant) targets() map[string][]rt.Target {
+// confPair is what SetRoutes replaces at once: a class and an interface.
+type confPair struct {
+	class rt.RouteClass
+	iface string
+}
+
+// targets is the representative state, by (class, interface).
+func (v confVariant) targets() map[confPair][]rt.Target {
 	var podsA, podsB []rt.Target
 	for i := range 12 {
 		t := rt.Target{CIDR: v.pfx(fmt.Sprintf("10.244.1.%d/32", i+1))}
@@ -84,14 +89,14 @@ func (v confVariant) targets() map[string][]rt.Target {
 		rt.Target{CIDR: v.pfx("10.51.0.0/16"), Src: v.ip("10.99.2.1"), MTU: 1400, Metric: 50},
 		rt.Target{CIDR: v.pfx("10.52.0.0/16"), Type: rt.TargetOnlink, Gateway: v.ip("192.168.7.1")},
 	)
-	return map[string][]rt.Target{
-		"10/np-a": podsA,
-		"10/np-b": podsB,
-		"10/eth-x": {
+	return map[confPair][]rt.Target{
+		{10, "np-a"}: podsA,
+		{10, "np-b"}: podsB,
+		{10, "eth-x"}: {
 			{CIDR: v.pfx("10.70.0.0/16")},
 			{CIDR: v.pfx("10.71.0.0/16"), Gateway: v.gw(3), Metric: 20},
 		},
-		"20/" + rt.InterfaceNone: {
+		{20, rt.InterfaceNone}: {
 			{CIDR: v.pfx("10.60.0.0/16"), Type: rt.TargetBlackhole},
 			{CIDR: v.pfx("10.61.0.0/16"), Type: rt.TargetUnreachable},
 			{CIDR: v.pfx("10.62.0.0/16"), Type: rt.TargetProhibit, Metric: 3},
@@ -99,14 +104,6 @@ func (v confVariant) targets() map[string][]rt.Target {
 			{CIDR: v.pfx("10.64.0.0/16"), NextHops: []rt.NextHop{{Iface: "np-a", Gateway: v.gw(1)}, {Iface: "np-b", Gateway: v.gw(2), Weight: 3}}},
 		},
 	}
-}
-
-// confKey splits a key of targets into class and interface.
-func confKey(key string) (rt.RouteClass, string) {
-	class, iface, _ := strings.Cut(key, "/")
-	var c int
-	fmt.Sscan(class, &c)
-	return rt.RouteClass(c), iface
 }
 
 var confSubject = drivertest.Subject[*rt.Table, confVariant]{
@@ -117,8 +114,7 @@ var confSubject = drivertest.Subject[*rt.Table, confVariant]{
 	},
 	Declare: func(tbl *rt.Table, v confVariant) error {
 		for key, targets := range v.targets() {
-			class, iface := confKey(key)
-			if err := tbl.SetRoutes(class, iface, targets); err != nil {
+			if err := tbl.SetRoutes(key.class, key.iface, targets); err != nil {
 				return err
 			}
 		}
@@ -126,44 +122,31 @@ var confSubject = drivertest.Subject[*rt.Table, confVariant]{
 	},
 	Withdraw: func(tbl *rt.Table, v confVariant) error {
 		for key := range v.targets() {
-			class, iface := confKey(key)
-			if err := tbl.SetRoutes(class, iface, nil); err != nil {
+			if err := tbl.SetRoutes(key.class, key.iface, nil); err != nil {
 				return err
 			}
 		}
 		return nil
 	},
 	Check: func(t testing.TB, k kernel.Kernel, v confVariant) {
-		var want []string
-		var neigh []string
+		var want, neigh, got []string
 		for key, targets := range v.targets() {
-			_, iface := confKey(key)
 			for _, tg := range targets {
-				want = append(want, v.expect(iface, tg))
+				want = append(want, v.expect(key.iface, tg))
 				if tg.DestMAC != nil {
-					neigh = append(neigh, fmt.Sprintf("neigh %v dev %s lladdr %v permanent", tg.CIDR.Addr(), iface, tg.DestMAC))
+					neigh = append(neigh, fmt.Sprintf("neigh %v dev %s lladdr %v", tg.CIDR.Addr(), key.iface, tg.DestMAC))
 				}
 			}
 		}
-		var got []string
-		for _, line := range confDump(t, k, v) {
-			// Ours: in our table, with our protocol, without TOS.
-			rest, ok := strings.CutPrefix(line, fmt.Sprintf("table %d ", v.table))
-			if ok && strings.HasSuffix(rest, fmt.Sprintf(" proto %d", rt.DefaultProtocol)) && !strings.Contains(rest, " tos ") {
-				got = append(got, strings.TrimSuffix(rest, fmt.Sprintf(" proto %d", rt.DefaultProtocol)))
+		for _, r := range drivertest.Routes(t, k, v.fam, v.table) {
+			if strings.Contains(r, fmt.Sprintf(" proto %d ", rt.DefaultProtocol)) && !strings.Contains(r, " tos ") {
+				got = append(got, r)
 			}
 		}
-		slices.Sort(want)
-		slices.Sort(got)
-		if !slices.Equal(want, got) {
-			t.Errorf("our routes:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
-		}
-		dump := confDump(t, k, v)
-		for _, n := range neigh {
-			if !slices.Contains(dump, n) {
-				t.Errorf("missing %s", n)
-			}
-		}
+		drivertest.SameLines(t, "our routes", got, want)
+		drivertest.SameLines(t, "our neighbour entries", slices.DeleteFunc(drivertest.PermanentNeighbors(t, k, v.fam), func(n string) bool {
+			return !strings.Contains(n, " lladdr "+confMAC.String())
+		}), neigh)
 	},
 	Dump: confDump,
 	Foreign: func(t testing.TB, k kernel.Kernel, v confVariant, at drivertest.Stage) {
@@ -285,10 +268,10 @@ var confSubject = drivertest.Subject[*rt.Table, confVariant]{
 			return tbl.RouteUpdate(10, "np-a", rt.Target{CIDR: v.pfx("10.244.9.0/24"), NextHops: []rt.NextHop{{Iface: "np-a", Gateway: v.gw(1)}}})
 		}},
 		{Name: "duplicate route", Declare: func(tbl *rt.Table, v confVariant) error {
-			return tbl.SetRoutes(10, "np-a", append(v.targets()["10/np-a"], rt.Target{CIDR: v.pfx("10.244.1.1/32")}))
+			return tbl.SetRoutes(10, "np-a", append(v.targets()[confPair{10, "np-a"}], rt.Target{CIDR: v.pfx("10.244.1.1/32")}))
 		}},
 		{Name: "good targets with a bad one", Declare: func(tbl *rt.Table, v confVariant) error {
-			return tbl.SetRoutes(10, "np-b", append(v.targets()["10/np-b"][:2:2], rt.Target{CIDR: v.pfx("10.244.9.0/24"), MTU: rt.MaxMTU + 1}))
+			return tbl.SetRoutes(10, "np-b", append(v.targets()[confPair{10, "np-b"}][:2:2], rt.Target{CIDR: v.pfx("10.244.9.0/24"), MTU: rt.MaxMTU + 1}))
 		}},
 		{Name: "removing an invalid key", Declare: func(tbl *rt.Table, v confVariant) error {
 			return tbl.RouteRemove(10, "np-a", rt.RouteKey{CIDR: netip.PrefixFrom(v.ip("10.244.1.1"), v.pfx("10.0.0.0/24").Bits())})
@@ -304,109 +287,38 @@ func (v confVariant) metric(m uint32) uint32 {
 	return m
 }
 
-// expect renders a declared target as confDump renders the route the
-// Table writes for it (without table and protocol).
+// expect renders a declared target as drivertest.FormatRoute renders the
+// route the Table writes for it.
 func (v confVariant) expect(iface string, tg rt.Target) string {
-	typ := map[rt.TargetType]string{rt.TargetUnicast: "unicast", rt.TargetOnlink: "unicast", rt.TargetLocal: "local",
-		rt.TargetBlackhole: "blackhole", rt.TargetUnreachable: "unreachable", rt.TargetProhibit: "prohibit", rt.TargetThrow: "throw"}[tg.Type]
-	s := fmt.Sprintf("%v metric %d %s", tg.CIDR, v.metric(tg.Metric), typ)
-	if tg.Gateway.IsValid() {
-		s += " via " + tg.Gateway.String()
+	typ := map[rt.TargetType]uint8{rt.TargetUnicast: kernel.RTNUnicast, rt.TargetOnlink: kernel.RTNUnicast, rt.TargetLocal: kernel.RTNLocal,
+		rt.TargetBlackhole: kernel.RTNBlackhole, rt.TargetUnreachable: kernel.RTNUnreachable, rt.TargetProhibit: kernel.RTNProhibit, rt.TargetThrow: kernel.RTNThrow}[tg.Type]
+	r := kernel.Route{Table: v.table, Dst: tg.CIDR, Priority: v.metric(tg.Metric), Type: typ, Gateway: tg.Gateway, PrefSrc: tg.Src,
+		MTU: tg.MTU, Protocol: rt.DefaultProtocol}
+	names := map[int]string{1: iface}
+	if iface != rt.InterfaceNone {
+		r.OIF = 1
 	}
-	if iface != rt.InterfaceNone && (tg.Type == rt.TargetUnicast || tg.Type == rt.TargetOnlink || tg.Type == rt.TargetLocal) {
-		s += " dev " + iface
-	}
-	if tg.Src.IsValid() {
-		s += " src " + tg.Src.String()
-	}
-	if tg.MTU != 0 {
-		s += fmt.Sprintf(" mtu %d", tg.MTU)
+	switch {
+	case v.fam == rt.IPv6:
+	case tg.Type == rt.TargetLocal:
+		r.Scope = kernel.ScopeHost
+	case tg.Type == rt.TargetUnicast && !tg.Gateway.IsValid() && tg.NextHops == nil:
+		r.Scope = kernel.ScopeLink
 	}
 	if tg.Type == rt.TargetOnlink {
-		s += " onlink"
+		r.Flags = kernel.FlagOnlink
 	}
-	hops := slices.Clone(tg.NextHops)
-	slices.SortFunc(hops, func(a, b rt.NextHop) int { return a.Gateway.Compare(b.Gateway) })
-	for _, h := range hops {
-		s += fmt.Sprintf(" nexthop via %v dev %s weight %d", h.Gateway, h.Iface, max(h.Weight, 1))
+	for i, h := range tg.NextHops {
+		names[i+2] = h.Iface
+		r.NextHops = append(r.NextHops, kernel.NextHop{OIF: i + 2, Gateway: h.Gateway, Weight: max(h.Weight, 1) - 1})
 	}
-	return s
+	return drivertest.FormatRoute(&r, names)
 }
 
-// confDump renders the routes of v's family in every table but local
-// (whose routes for link-local addresses differ from namespace to
-// namespace), then the permanent neighbour entries.
+// confDump renders the routes of v's family in every table but local,
+// then the permanent neighbour entries.
 func confDump(t testing.TB, k kernel.Kernel, v confVariant) []string {
-	ctx := context.Background()
-	links, err := k.Links(ctx)
-	if err != nil {
-		t.Fatalf("listing links: %v", err)
-	}
-	names := map[int]string{}
-	for _, l := range links {
-		names[l.Index] = l.Name
-	}
-	var out []string
-	err = k.DumpRoutes(ctx, v.fam, 0, func(r *kernel.Route) error {
-		if r.Table != kernel.TableLocal {
-			out = append(out, confRoute(r, names))
-		}
-		return nil
-	}, func() { out = nil })
-	if err != nil {
-		t.Fatalf("dumping routes: %v", err)
-	}
-	neighbors, err := k.Neighbors(ctx, v.fam, 0)
-	if err != nil {
-		t.Fatalf("listing neighbours: %v", err)
-	}
-	for _, n := range neighbors {
-		if n.State&kernel.NUDPermanent != 0 {
-			out = append(out, fmt.Sprintf("neigh %v dev %s lladdr %v permanent", n.IP, names[n.LinkIndex], n.MAC))
-		}
-	}
-	return out
-}
-
-// confRoute renders a route: "table T DST metric M TYPE [tos X] [via GW]
-// [dev NAME] [src S] [mtu N] [onlink] [linkdown] [nexthop …] proto P".
-func confRoute(r *kernel.Route, names map[int]string) string {
-	typ := map[uint8]string{kernel.RTNUnicast: "unicast", kernel.RTNLocal: "local", kernel.RTNBlackhole: "blackhole",
-		kernel.RTNUnreachable: "unreachable", kernel.RTNProhibit: "prohibit", kernel.RTNThrow: "throw",
-		kernel.RTNBroadcast: "broadcast", kernel.RTNAnycast: "anycast", kernel.RTNMulticast: "multicast"}[r.Type]
-	var b strings.Builder
-	fmt.Fprintf(&b, "table %d %v metric %d %s", r.Table, r.Dst, r.Priority, typ)
-	if r.TOS != 0 {
-		fmt.Fprintf(&b, " tos %#x", r.TOS)
-	}
-	if r.Gateway.IsValid() {
-		b.WriteString(" via " + r.Gateway.String())
-	}
-	if r.OIF != 0 && (r.Type == kernel.RTNUnicast || r.Type == kernel.RTNLocal) {
-		b.WriteString(" dev " + names[r.OIF])
-	}
-	if r.PrefSrc.IsValid() {
-		b.WriteString(" src " + r.PrefSrc.String())
-	}
-	if r.MTU != 0 {
-		fmt.Fprintf(&b, " mtu %d", r.MTU)
-	}
-	if r.Flags&kernel.FlagOnlink != 0 {
-		b.WriteString(" onlink")
-	}
-	if r.Flags&kernel.FlagLinkdown != 0 {
-		b.WriteString(" linkdown")
-	}
-	hops := slices.Clone(r.NextHops)
-	slices.SortFunc(hops, func(a, b kernel.NextHop) int { return a.Gateway.Compare(b.Gateway) })
-	for _, h := range hops {
-		fmt.Fprintf(&b, " nexthop via %v dev %s weight %d", h.Gateway, names[h.OIF], int(h.Weight)+1)
-		if h.Flags&kernel.FlagOnlink != 0 {
-			b.WriteString(" onlink")
-		}
-	}
-	fmt.Fprintf(&b, " proto %d", r.Protocol)
-	return b.String()
+	return append(drivertest.Routes(t, k, v.fam), drivertest.PermanentNeighbors(t, k, v.fam)...)
 }
 
 // confSetup creates the interfaces, each a veth pair with an address,
@@ -440,7 +352,7 @@ func confSetup(t testing.TB, k kernel.Kernel, v confVariant) {
 			}
 		}
 	}
-	confWait(t, "interfaces running and addresses usable", func() bool {
+	drivertest.WaitFor(t, "interfaces running and addresses usable", func() bool {
 		for i, name := range confLinks {
 			l, err := k.LinkByName(ctx, name)
 			if err != nil || !l.Running {
@@ -458,17 +370,6 @@ func confSetup(t testing.TB, k kernel.Kernel, v confVariant) {
 		}
 		return true
 	})
-}
-
-// confWait waits until cond holds: the kernel does some things
-// asynchronously (a veth's carrier). The bound is generous; a test ends as
-// soon as cond holds.
-func confWait(t testing.TB, what string, cond func() bool) {
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: gave up", what)
-		}
-	}
 }
 
 // confIndex returns the index of the link called name.
