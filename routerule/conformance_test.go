@@ -2,7 +2,6 @@ package routerule_test
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -68,28 +67,21 @@ var confSubject = drivertest.Subject[*routerule.Rules, routerule.Family]{
 	Check: func(t testing.TB, k kernel.Kernel, fam routerule.Family) {
 		var want, got []string
 		for _, r := range confRules(fam) {
-			want = append(want, confKernelForm(fam, r))
+			want = append(want, drivertest.FormatRule(confKernelForm(fam, r)))
 		}
-		for _, r := range confKernelRules(t, k, fam) {
-			ours := slices.Contains(confPrios, r.Priority) && r.Protocol != kernel.ProtoKernel &&
-				(r.Action != kernel.RuleLookup || slices.Contains(confTables, r.Table))
-			if ours {
-				got = append(got, confFormat(r))
+		rules, err := k.Rules(context.Background(), fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rules {
+			if slices.Contains(confPrios, r.Priority) && r.Protocol != kernel.ProtoKernel &&
+				(r.Action != kernel.RuleLookup || slices.Contains(confTables, r.Table)) {
+				got = append(got, drivertest.FormatRule(r))
 			}
 		}
-		slices.Sort(want)
-		slices.Sort(got)
-		if !slices.Equal(want, got) {
-			t.Errorf("our rules:\n%v\nwant:\n%v", got, want)
-		}
+		drivertest.SameLines(t, "our rules", got, want)
 	},
-	Dump: func(t testing.TB, k kernel.Kernel, fam routerule.Family) []string {
-		var out []string
-		for _, r := range confKernelRules(t, k, fam) {
-			out = append(out, fmt.Sprintf("%s proto=%d", confFormat(r), r.Protocol))
-		}
-		return out
-	},
+	Dump: func(t testing.TB, k kernel.Kernel, fam routerule.Family) []string { return drivertest.Rules(t, k, fam) },
 	Foreign: func(t testing.TB, k kernel.Kernel, fam routerule.Family, at drivertest.Stage) {
 		lookup := func(prio, table uint32) kernel.Rule {
 			return kernel.Rule{Family: fam, Priority: prio, Action: kernel.RuleLookup, Table: table}
@@ -187,18 +179,8 @@ var confSubject = drivertest.Subject[*routerule.Rules, routerule.Family]{
 	},
 }
 
-// confKernelRules lists the kernel's rules of fam.
-func confKernelRules(t testing.TB, k kernel.Kernel, fam routerule.Family) []kernel.Rule {
-	rules, err := k.Rules(context.Background(), fam)
-	if err != nil {
-		t.Fatalf("listing rules: %v", err)
-	}
-	return rules
-}
-
-// confKernelForm formats a declared rule as confFormat formats the kernel
-// rule it becomes.
-func confKernelForm(fam routerule.Family, r routerule.Rule) string {
+// confKernelForm returns the kernel rule a declared rule becomes.
+func confKernelForm(fam routerule.Family, r routerule.Rule) kernel.Rule {
 	k := kernel.Rule{Family: fam, Priority: r.Priority, Src: r.Src, Dst: r.Dst, Mark: r.Mark, Mask: r.Mask,
 		Invert: r.Invert, IIF: r.IIF, OIF: r.OIF}
 	if k.Mark != 0 && k.Mask == 0 {
@@ -212,23 +194,5 @@ func confKernelForm(fam routerule.Family, r routerule.Rule) string {
 	case routerule.ActionBlackhole:
 		k.Action = kernel.RuleBlackhole
 	}
-	return confFormat(k)
-}
-
-// confFormat formats the attributes of a kernel rule that routerule
-// expresses, and says so when it has others.
-func confFormat(r kernel.Rule) string {
-	s := fmt.Sprintf("%d not=%v from=%v to=%v fwmark=%#x/%#x iif=%q oif=%q action=%d", r.Priority, r.Invert,
-		r.Src, r.Dst, r.Mark, r.Mask, r.IIF, r.OIF, r.Action)
-	switch r.Action {
-	case kernel.RuleLookup:
-		s += fmt.Sprintf(" table=%d", r.Table)
-	case kernel.RuleGoto:
-		s += fmt.Sprintf(" goto=%d", r.Goto)
-	}
-	if r.TOS != 0 || r.IPProto != 0 || r.SrcPorts != (kernel.PortRange{}) || r.DstPorts != (kernel.PortRange{}) ||
-		r.UID.Set || r.SuppressPrefixLen.Set || r.SuppressIfGroup.Set || r.Realm != 0 || r.TunID != 0 {
-		s += fmt.Sprintf(" and more: %+v", r)
-	}
-	return s
+	return k
 }
