@@ -1,7 +1,6 @@
 package iptables_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -165,12 +164,8 @@ var confSubject = drivertest.Subject[*iptables.Table, confVariant]{
 		}
 	},
 	Dump: func(t testing.TB, k kernel.Kernel, c confVariant) []string {
-		out, err := k.Runner().Run(context.Background(), nil, c.b.SaveCommand(c.v), "-t", "filter")
-		if err != nil {
-			t.Fatalf("%s: %v", c.b.SaveCommand(c.v), err)
-		}
 		var lines []string
-		for _, l := range strings.Split(string(out), "\n") {
+		for _, l := range strings.Split(drivertest.Exec(t, k, c.b.SaveCommand(c.v), "-t", "filter"), "\n") {
 			switch {
 			case strings.HasPrefix(l, "-A "):
 				lines = append(lines, l)
@@ -277,21 +272,15 @@ func confRun(t testing.TB, k kernel.Kernel, c confVariant, cmds ...[]string) {
 		bin = "ip6tables-" + string(c.b)
 	}
 	for _, cmd := range cmds {
-		if _, err := k.Runner().Run(context.Background(), nil, bin, append([]string{"-w", "5", "-t", "filter"}, cmd...)...); err != nil {
-			t.Fatalf("%s %v: %v", bin, cmd, err)
-		}
+		drivertest.Exec(t, k, bin, append([]string{"-w", "5", "-t", "filter"}, cmd...)...)
 	}
 }
 
 // confSave returns the rules of every chain of the filter table, as
 // iptables-save prints them without "-A CHAIN", by chain.
 func confSave(t testing.TB, k kernel.Kernel, c confVariant) map[string][]string {
-	out, err := k.Runner().Run(context.Background(), nil, c.b.SaveCommand(c.v), "-t", "filter")
-	if err != nil {
-		t.Fatalf("%s: %v", c.b.SaveCommand(c.v), err)
-	}
 	chains := map[string][]string{}
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(drivertest.Exec(t, k, c.b.SaveCommand(c.v), "-t", "filter"), "\n") {
 		if name, ok := strings.CutPrefix(l, ":"); ok {
 			chains[strings.Fields(name)[0]] = nil
 		}
