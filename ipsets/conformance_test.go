@@ -1,7 +1,6 @@
 package ipsets_test
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -143,11 +142,7 @@ var confSubject = drivertest.Subject[*ipsets.IPSets, confVariant]{
 			}
 			got = append(got, line)
 		}
-		slices.Sort(want)
-		slices.Sort(got)
-		if !slices.Equal(want, got) {
-			t.Errorf("our sets:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
-		}
+		drivertest.SameLines(t, "our sets and members", got, want)
 	},
 	Dump: confDump,
 	Foreign: func(t testing.TB, k kernel.Kernel, c confVariant, at drivertest.Stage) {
@@ -255,16 +250,13 @@ var confInitval = regexp.MustCompile(` initval 0x[0-9a-f]+`)
 // the random hash seed, then its members sorted (a hash set lists them in
 // the seed's order).
 func confDump(t testing.TB, k kernel.Kernel, _ confVariant) []string {
-	out, err := k.Runner().Run(context.Background(), nil, "ipset", "save")
-	if err != nil {
-		t.Fatalf("ipset save: %v", err)
-	}
+	out := drivertest.Exec(t, k, "ipset", "save")
 	var lines, members []string
 	flush := func() {
 		slices.Sort(members)
 		lines, members = append(lines, members...), nil
 	}
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		switch {
 		case strings.HasPrefix(l, "create "):
 			flush()
@@ -280,8 +272,6 @@ func confDump(t testing.TB, k kernel.Kernel, _ confVariant) []string {
 // confRun runs ipset commands, as an administrator would.
 func confRun(t testing.TB, k kernel.Kernel, cmds ...[]string) {
 	for _, cmd := range cmds {
-		if _, err := k.Runner().Run(context.Background(), nil, "ipset", cmd...); err != nil {
-			t.Fatalf("ipset %v: %v", cmd, err)
-		}
+		drivertest.Exec(t, k, "ipset", cmd...)
 	}
 }
