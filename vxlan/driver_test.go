@@ -220,13 +220,10 @@ func TestCrossSubnetOneReplace(t *testing.T) {
 		count := overlaytest.Wrap(w.ns)
 		w.restartOn(count)
 		far := vtep(3)
-		farAddr := underlay(fam, 3)
 		if fam == vxlan.IPv6 {
-			farAddr = netip.MustParseAddr("fd00:198:19::3")
-			far.UnderlayV6 = farAddr
+			far.UnderlayV6 = netip.MustParseAddr("fd00:198:19::3")
 		} else {
-			farAddr = netip.MustParseAddr("198.18.1.3")
-			far.UnderlayV4 = farAddr
+			far.UnderlayV4 = netip.MustParseAddr("198.18.1.3")
 		}
 		cluster(w, 1, 2)
 		w.send(far, vxlan.BlockUpdate{CIDR: block(fam, 3), Node: nodeName(3)})

@@ -2,7 +2,6 @@ package vxlan_test
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 
@@ -124,10 +123,4 @@ func TestInputSequences(t *testing.T) {
 		w.converge()
 		require.Zero(t, w.ns.Writes(), w.ns.Dump())
 	})
-}
-
-func sortedCopy(s []string) []string {
-	c := append([]string(nil), s...)
-	sort.Strings(c)
-	return c
 }

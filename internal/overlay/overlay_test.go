@@ -1,0 +1,151 @@
+package overlay
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/routetable"
+)
+
+// sink records the declarations.
+type sink struct{ log []string }
+
+func (s *sink) RouteUpdate(c routetable.RouteClass, iface string, t routetable.Target) error {
+	s.log = append(s.log, fmt.Sprintf("update %d %s %s %v %s %d", c, iface, t.CIDR, t.Type, t.Gateway, t.MTU))
+	return nil
+}
+
+func (s *sink) RouteRemove(c routetable.RouteClass, iface string, k routetable.RouteKey) error {
+	s.log = append(s.log, fmt.Sprintf("remove %d %s %s", c, iface, k.CIDR))
+	return nil
+}
+
+var classes = Classes{Tunnel: 1, Direct: 2, Blackhole: 3}
+
+func host() *Host {
+	links := []kernel.Link{{Index: 1, Name: "lo"}, {Index: 2, Name: "eth0", MTU: 1500}, {Index: 3, Name: "dev0"}, {Index: 4, Name: "eth1"}}
+	addrs := []kernel.Addr{
+		{LinkIndex: 1, Prefix: netip.MustParsePrefix("127.0.0.1/8")},
+		{LinkIndex: 2, Prefix: netip.MustParsePrefix("192.0.2.1/24")},
+		{LinkIndex: 4, Prefix: netip.MustParsePrefix("192.0.2.129/25")},
+		{LinkIndex: 3, Prefix: netip.MustParsePrefix("10.0.0.0/8")}, // the device: skipped
+		{LinkIndex: 2, Prefix: netip.MustParsePrefix("10.9.9.9/32")},
+	}
+	return NewHost(ipfamily.IPv4, links, addrs, func(n string) bool { return n == "dev0" })
+}
+
+func TestHost(t *testing.T) {
+	h := host()
+	s, ok := h.SubnetOf(netip.MustParseAddr("192.0.2.200"))
+	require.True(t, ok)
+	require.Equal(t, "eth1", s.Iface, "longest prefix")
+	s, ok = h.SubnetOf(netip.MustParseAddr("192.0.2.7"))
+	require.True(t, ok)
+	require.Equal(t, "eth0", s.Iface)
+	_, ok = h.SubnetOf(netip.MustParseAddr("10.1.1.1"))
+	require.False(t, ok, "the device's prefix is no subnet")
+	_, ok = h.SubnetOf(netip.MustParseAddr("10.9.9.9"))
+	require.False(t, ok, "a full-length prefix is no subnet")
+	l, ok := h.Holder(netip.MustParseAddr("192.0.2.1"))
+	require.True(t, ok)
+	require.Equal(t, "eth0", l.Name)
+	require.True(t, h.SameSubnets(host()))
+	require.Equal(t, h.SubnetsOf("eth0"), IfaceSubnets(ipfamily.IPv4, []netip.Prefix{netip.MustParsePrefix("192.0.2.1/24"), netip.MustParsePrefix("10.9.9.9/32"), netip.MustParsePrefix("fe80::1/64")}))
+}
+
+func TestRoutesIncremental(t *testing.T) {
+	s := &sink{}
+	r := NewRoutes(s, classes, CrossSubnet, "me", "dev0")
+	r.SetHost(host())
+	r.SetTunnel(true, 1450)
+	near, far := Node{Underlay: netip.MustParseAddr("192.0.2.7"), Gateway: netip.MustParseAddr("10.1.0.1")}, Node{Underlay: netip.MustParseAddr("198.51.100.7"), Gateway: netip.MustParseAddr("10.1.0.1")}
+	r.SetNode("n1", near)
+	r.SetBlock(netip.MustParsePrefix("10.1.0.0/24"), "n1")
+	r.SetBlock(netip.MustParsePrefix("10.2.0.0/24"), "me")
+	r.SetBlock(netip.MustParsePrefix("10.3.0.0/24"), "unknown")
+	require.NoError(t, r.Flush())
+	require.ElementsMatch(t, []string{
+		"update 2 eth0 10.1.0.0/24 unicast 192.0.2.7 0",
+		"update 3 :none 10.2.0.0/24 blackhole invalid IP 0",
+	}, s.log)
+	require.Equal(t, 1, r.Count(NoRoute))
+
+	// Nothing dirty: nothing declared.
+	s.log = nil
+	require.NoError(t, r.Flush())
+	require.Empty(t, s.log)
+
+	// The node moves off the subnet: withdrawn from the direct pair,
+	// declared on the tunnel's, under the same key.
+	r.SetNode("n1", far)
+	require.NoError(t, r.Flush())
+	require.Equal(t, []string{"remove 2 eth0 10.1.0.0/24", "update 1 dev0 10.1.0.0/24 onlink 10.1.0.1 1450"}, s.log)
+	require.Equal(t, TunnelRoute, r.Kind(netip.MustParsePrefix("10.1.0.0/24")))
+
+	// The tunnel goes (no local VTEP): the block has no route.
+	s.log = nil
+	r.SetTunnel(false, 0)
+	require.NoError(t, r.Flush())
+	require.Equal(t, []string{"remove 1 dev0 10.1.0.0/24"}, s.log)
+
+	// Direct mode never uses the tunnel.
+	d := NewRoutes(&sink{}, classes, Direct, "me", "dev0")
+	d.SetHost(host())
+	d.SetTunnel(true, 1450)
+	d.SetNode("n1", far)
+	d.SetBlock(netip.MustParsePrefix("10.1.0.0/24"), "n1")
+	require.NoError(t, d.Flush())
+	require.Equal(t, NoRoute, d.Kind(netip.MustParsePrefix("10.1.0.0/24")))
+}
+
+type setSink struct{ log []string }
+
+func (s *setSink) AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error {
+	s.log = append(s.log, fmt.Sprintf("set %s %d", meta.Name, len(members)))
+	return nil
+}
+
+func (s *setSink) AddMembers(name string, members []ipsets.Member) error {
+	for _, m := range members {
+		s.log = append(s.log, "add "+m.String())
+	}
+	return nil
+}
+
+func (s *setSink) RemoveMembers(name string, members []ipsets.Member) error {
+	for _, m := range members {
+		s.log = append(s.log, "del "+m.String())
+	}
+	return nil
+}
+
+func TestMembers(t *testing.T) {
+	s := &setSink{}
+	m := NewMembers(s, "nodes", []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")})
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	m.Add(a)
+	require.NoError(t, m.Flush())
+	require.Equal(t, []string{"set nodes 2"}, s.log)
+	s.log = nil
+	m.Add(a) // a second node with the same address
+	m.Add(b)
+	m.Remove(a)
+	require.NoError(t, m.Flush())
+	require.Equal(t, []string{"add 192.0.2.2"}, s.log)
+	s.log = nil
+	m.Remove(a)
+	m.Add(a)
+	m.Remove(a)
+	require.NoError(t, m.Flush())
+	require.Equal(t, []string{"del 192.0.2.1"}, s.log)
+	require.Equal(t, 2, m.Len())
+	var none *Members
+	none.Add(a)
+	require.NoError(t, none.Flush())
+}
