@@ -14,6 +14,9 @@ type devCache struct {
 	listenPort int
 	fwmark     uint32
 	peers      map[PublicKey]*cachedPeer
+	// owner is the peer each allowed IP belongs to (WireGuard gives one
+	// to a single peer).
+	owner map[netip.Prefix]PublicKey
 }
 
 type cachedPeer struct {
@@ -24,10 +27,14 @@ type cachedPeer struct {
 
 func newCache(st DeviceState) *devCache {
 	c := &devCache{priv: st.PrivateKey, listenPort: st.ListenPort, fwmark: st.FirewallMark,
-		peers: make(map[PublicKey]*cachedPeer, len(st.Peers))}
+		peers: make(map[PublicKey]*cachedPeer, len(st.Peers)), owner: map[netip.Prefix]PublicKey{}}
 	for _, p := range st.Peers {
-		c.peers[p.PublicKey] = &cachedPeer{endpoint: unmapAddrPort(p.Endpoint), keepalive: p.PersistentKeepalive,
+		cp := &cachedPeer{endpoint: unmapAddrPort(p.Endpoint), keepalive: p.PersistentKeepalive,
 			allowed: sortPrefixes(slices.Clone(p.AllowedIPs))}
+		c.peers[p.PublicKey] = cp
+		for _, a := range cp.allowed {
+			c.owner[a] = p.PublicKey
+		}
 	}
 	return c
 }
@@ -96,13 +103,24 @@ func diffKeys(keys map[PublicKey]struct{}, want map[PublicKey]*peerSpec, have ma
 // apply records in the cache what a successful write of peers did, with
 // WireGuard's semantics: an allowed IP given to one peer leaves any other.
 func (c *devCache) apply(peers []PeerConfig) {
+	if c.owner == nil {
+		c.owner = map[netip.Prefix]PublicKey{}
+		for k, p := range c.peers {
+			for _, a := range p.allowed {
+				c.owner[a] = k
+			}
+		}
+	}
 	for i := range peers {
 		pc := &peers[i]
+		p := c.peers[pc.PublicKey]
 		if pc.Remove {
-			delete(c.peers, pc.PublicKey)
+			if p != nil {
+				c.disown(pc.PublicKey, p.allowed)
+				delete(c.peers, pc.PublicKey)
+			}
 			continue
 		}
-		p := c.peers[pc.PublicKey]
 		if p == nil {
 			if pc.UpdateOnly {
 				continue
@@ -117,24 +135,32 @@ func (c *devCache) apply(peers []PeerConfig) {
 			p.keepalive = *pc.PersistentKeepalive
 		}
 		if pc.ReplaceAllowedIPs {
+			c.disown(pc.PublicKey, p.allowed)
 			p.allowed = nil
 		}
 		if len(pc.AllowedIPs) == 0 {
 			continue
 		}
-		moved := make(map[netip.Prefix]bool, len(pc.AllowedIPs))
 		for _, a := range pc.AllowedIPs {
-			moved[a.Masked()] = true
-		}
-		for k, o := range c.peers {
-			if k == pc.PublicKey {
-				continue
+			a = a.Masked()
+			if prev, ok := c.owner[a]; ok && prev != pc.PublicKey {
+				if o := c.peers[prev]; o != nil {
+					o.allowed = slices.DeleteFunc(o.allowed, func(b netip.Prefix) bool { return b == a })
+				}
 			}
-			if slices.ContainsFunc(o.allowed, func(a netip.Prefix) bool { return moved[a] }) {
-				o.allowed = slices.DeleteFunc(o.allowed, func(a netip.Prefix) bool { return moved[a] })
-			}
+			c.owner[a] = pc.PublicKey
+			p.allowed = append(p.allowed, a)
 		}
-		p.allowed = sortPrefixes(append(p.allowed, pc.AllowedIPs...))
+		p.allowed = sortPrefixes(p.allowed)
+	}
+}
+
+// disown forgets that k holds prefixes.
+func (c *devCache) disown(k PublicKey, prefixes []netip.Prefix) {
+	for _, a := range prefixes {
+		if c.owner[a] == k {
+			delete(c.owner, a)
+		}
 	}
 }
 

@@ -38,8 +38,9 @@ import (
 //     OnUpdate for each, then one Apply (the peers in chunks of
 //     wireguard.DefaultPeerChunk, plus N routes in the table and the
 //     rule). The floor is one wgctrl ConfigureDevice with all N peers,
-//     through the control socket; the peer is one `wg set` exec per peer
-//     (capped at 1k).
+//     through the control socket; a second floor reaches the same state as
+//     ours by hand (that call, the N routes in one netlink batch, the
+//     rule); the peer is one `wg set` exec per peer (capped at 1k).
 //   - wireguard/change-one/N: with N peers configured and in sync, one
 //     node's CIDRs change: ours writes that peer alone (and its route).
 //     The floor is one ConfigureDevice of that peer; the peer is the
@@ -167,6 +168,8 @@ func wgApply(ctx context.Context, m *wireguard.Manager) error {
 type wgDeviceState struct {
 	name   string
 	client *wgctrl.Client
+	k      *kernel.Namespace
+	index  int
 }
 
 // wgDevice makes a userspace device with a key and port, up, and opens a
@@ -209,7 +212,7 @@ func wgDevice(ctx context.Context, env *harness.Env, peers []wireguard.PeerUpdat
 	if err := env.NS.Do(func() (err error) { client, err = wgctrl.New(); return err }); err != nil {
 		return nil, err
 	}
-	st := &wgDeviceState{name: name, client: client}
+	st := &wgDeviceState{name: name, client: client, k: k, index: l.Index}
 	if len(peers) > 0 {
 		cfg := wgtypes.Config{}
 		for _, u := range peers {
@@ -285,7 +288,33 @@ func wgInitial(n int) harness.Scenario {
 			},
 		},
 	}
-	note := "ours also writes N routes to its table and the rule; the floor only configures the device"
+	variants = append(variants, harness.Variant{
+		Name: "ConfigureDevice + routes in one netlink batch + rule", Role: harness.Floor,
+		Setup: func(ctx context.Context, env *harness.Env) error {
+			st, err := wgDevice(ctx, env, nil)
+			env.State = st
+			return err
+		},
+		Run: func(ctx context.Context, env *harness.Env) error {
+			st := env.State.(*wgDeviceState)
+			cfg := wgtypes.Config{}
+			ops := make([]kernel.RouteOp, 0, len(nodes))
+			for _, u := range nodes {
+				cfg.Peers = append(cfg.Peers, wgPeerConfig(u))
+				ops = append(ops, kernel.RouteOp{Kind: kernel.OpReplace, Route: kernel.Route{Family: kernel.IPv4, Table: wgTable,
+					Dst: u.CIDRs[0], Type: kernel.RTNUnicast, Protocol: 0x4e, Scope: kernel.ScopeLink, OIF: st.index}})
+			}
+			if err := st.client.ConfigureDevice(st.name, cfg); err != nil {
+				return err
+			}
+			if err := errors.Join(st.k.ApplyRoutes(ctx, ops)...); err != nil {
+				return err
+			}
+			return st.k.AddRule(ctx, kernel.Rule{Family: kernel.IPv4, Priority: wireguard.DefaultRulePriority, Action: kernel.RuleLookup,
+				Table: wgTable, Invert: true, Mark: wgMark, Mask: wgMark})
+		},
+	})
+	note := "ours also writes N routes to its table and the rule: the first floor only configures the device (the issue's floor), the second reaches the same state by hand"
 	if n <= 1_000 {
 		variants = append(variants, harness.Variant{
 			Name: "wg set per peer (exec)", Role: harness.Peer,
