@@ -55,7 +55,9 @@ type Options struct {
 	// Family is IPv4 or IPv6: one Manager, device and table per family.
 	Family ipfamily.Family
 	// Kernel is the node's namespace: a *kernel.Namespace, or a
-	// kernelfake.Namespace in tests (then give the providers).
+	// kernelfake.Namespace in tests (then give the providers). A userspace
+	// device opens its sockets through it for as long as it runs: close
+	// the Manager before the namespace.
 	Kernel Kernel
 	// Mode chooses the provider; ModeAuto (the zero value) prefers the
 	// kernel and falls back to userspace.
