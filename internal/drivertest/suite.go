@@ -43,17 +43,18 @@ var failureCounts = []int{1, 3}
 //   - FailureConverges/<injector>-<n>: with the next n writes failing (by
 //     each of the environment's injectors), applying as the loop does
 //     converges to Declare's state, and then to nothing after Withdraw.
-//   - BadInputRejected: every BadInput errors and writes nothing, on a
-//     fresh instance and on a programmed one, whose state stays.
+//   - BadInputRejected: every BadInput errors and writes nothing, neither
+//     when declared nor at the next apply, on a fresh instance and on a
+//     programmed one, whose state stays.
 //   - Removal: Withdraw removes every object of ours and nothing else,
 //     and so does a new instance that declares nothing.
 //
 // Every apply keeps the loop contract: an error wrapping
 // dataplane.ErrPartial has a positive RetryAfter and a
-// *dataplane.PartialError, and comes only when some write failed; a
-// failure of the whole driver (any other error) comes only when some
-// write failed, and never when only object writes (routes, rules, links…)
-// did. Applies are made as a dataplane.Loop makes them: Apply, then
+// *dataplane.PartialError, whose objects failed in this apply only when
+// some write of it failed (the others wait for their retry); a failure of
+// the whole driver (any other error) comes only when some write failed,
+// and never when only object writes (routes, rules, links…) did. Applies are made as a dataplane.Loop makes them: Apply, then
 // ApplyDeletions for a dataplane.DeletionApplier; after a partial failure
 // the suite moves the fake clock by RetryAfter, after a whole failure it
 // calls QueueResync. A panic in a driver fails the check, and so does a
@@ -555,9 +556,13 @@ func (ss *session[D, V]) refuseAll(d D) {
 	ss.t.Helper()
 	for i, b := range ss.s.BadInputs {
 		var err error
+		writes := ss.e.rec.Writes()
 		ss.protect(fmt.Sprintf("bad input %d (%s)", i, b.Name), func() { err = b.Declare(d, ss.v) })
 		if err == nil {
 			ss.fail("bad input is refused", []string{b.Name}, "bad input %d (%s) accepted", i, b.Name)
+		}
+		if w := ss.e.rec.Writes() - writes; w > 0 {
+			ss.fail("bad input writes nothing", []string{b.Name}, "bad input %d (%s) wrote %d times", i, b.Name, w)
 		}
 	}
 }
