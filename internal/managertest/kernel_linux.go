@@ -18,9 +18,11 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/nftables"
 )
 
 // Backend is one writer of the rule model that the managers' kernel tests
@@ -35,17 +37,59 @@ type Backend struct {
 	// NewTable returns a Table of the named table ("filter" or "nat") and
 	// family in the namespace k, owning the chains that start with prefix.
 	NewTable func(t testing.TB, k *kernel.Namespace, table string, f ipfamily.Family, prefix string) netfilter.Table
+	// Sets returns the set driver whose sets the rules of tbl match
+	// (netfilter.MatchSet): the kernel's ip sets through package ipsets
+	// (named with prefix, run through cmds) for iptables, the Table's own
+	// nftables sets (NFTSets) for nftables.
+	Sets func(t testing.TB, cmds kernel.Commands, tbl netfilter.Table, f ipfamily.Family, prefix string) ipsets.Sets
 	// Dump returns the backend's view of a table of family f in ns, for
 	// logs and for checking how a rule was rendered.
 	Dump func(t testing.TB, ns *kerneltest.NS, table string, f ipfamily.Family) string
 }
 
 // Backends returns every netfilter.Table writer the managers are tested
-// on. The nftables writer joins with one entry here once it lands.
+// on: iptables (legacy and nft) and the native nftables writer. A new
+// writer joins with one entry here.
 func Backends() []Backend {
 	return []Backend{
 		iptablesBackend(iptables.BackendLegacy),
 		iptablesBackend(iptables.BackendNFT),
+		nftablesBackend(),
+	}
+}
+
+// nftablesBackend is package nftables' Table: each Table owns an nftables
+// table of its own, named after its chain prefix and role ("npm-nat").
+func nftablesBackend() Backend {
+	name := func(table, prefix string) string { return prefix + table }
+	return Backend{
+		Name:     "nftables",
+		Commands: []string{"nft"},
+		NewTable: func(t testing.TB, k *kernel.Namespace, table string, f ipfamily.Family, prefix string) netfilter.Table {
+			t.Helper()
+			tbl, err := nftables.New(nftables.Options{Name: name(table, prefix), Family: f, Role: nftables.Role(table), ChainPrefix: prefix, Kernel: k})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = tbl.Close() })
+			return tbl
+		},
+		Sets: func(t testing.TB, _ kernel.Commands, tbl netfilter.Table, f ipfamily.Family, _ string) ipsets.Sets {
+			t.Helper()
+			nt, ok := tbl.(*nftables.Table)
+			require.True(t, ok, "the sets of an nftables backend are a Table's")
+			return NewNFTSets(nt, f)
+		},
+		Dump: func(t testing.TB, ns *kerneltest.NS, table string, f ipfamily.Family) string {
+			t.Helper()
+			fam := "ip"
+			if f == ipfamily.IPv6 {
+				fam = "ip6"
+			}
+			// Every table of the family: which one holds the manager's
+			// chains depends on its prefix.
+			out, err := ns.Exec(context.Background(), "nft", "list", "ruleset", fam)
+			require.NoError(t, err)
+			return string(out)
+		},
 	}
 }
 
@@ -61,6 +105,12 @@ func iptablesBackend(b iptables.Backend) Backend {
 			tbl, err := iptables.New(iptables.Options{Table: table, Family: f, Backend: b, ChainPrefix: prefix, Kernel: k})
 			require.NoError(t, err)
 			return tbl
+		},
+		Sets: func(t testing.TB, cmds kernel.Commands, _ netfilter.Table, f ipfamily.Family, prefix string) ipsets.Sets {
+			t.Helper()
+			sets, err := ipsets.New(ipsets.Options{Family: f, Prefix: prefix, Kernel: cmds})
+			require.NoError(t, err)
+			return sets
 		},
 		Dump: func(t testing.TB, ns *kerneltest.NS, table string, f ipfamily.Family) string {
 			t.Helper()
