@@ -8,8 +8,11 @@ import (
 
 // SetSink is where the node-address set is declared: an ipsets.Sets.
 type SetSink interface {
+	// AddOrReplaceSet declares the whole set.
 	AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error
+	// AddMembers declares more members.
 	AddMembers(name string, members []ipsets.Member) error
+	// RemoveMembers withdraws members.
 	RemoveMembers(name string, members []ipsets.Member) error
 }
 

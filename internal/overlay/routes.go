@@ -50,7 +50,9 @@ type Classes struct {
 
 // RouteSink is where routes are declared: a *routetable.Table.
 type RouteSink interface {
+	// RouteUpdate declares one route of a (class, interface) pair.
 	RouteUpdate(class routetable.RouteClass, iface string, target routetable.Target) error
+	// RouteRemove withdraws one route of a (class, interface) pair.
 	RouteRemove(class routetable.RouteClass, iface string, key routetable.RouteKey) error
 }
 
