@@ -12,7 +12,9 @@
 //     kernel's semantics, for unit tests.
 //   - dataplane: the Manager and Driver contracts and the Loop that batches
 //     updates, gates on in-sync, applies drivers in a fixed phase order,
-//     owns periodic resync, and isolates failures per object and per driver.
+//     owns periodic resync, and isolates failures per object and per driver;
+//     a standby mode for instances that are not the leader, and metrics
+//     through a small interface.
 //   - netfilter: the packet-filter rule model and the Table interface
 //     managers take; iptables is its xtables writer, which owns prefixed
 //     chains and hash-commented rules, never anything foreign.
@@ -25,6 +27,13 @@
 //     re-lists and diffs after every netlink overflow, so it never goes deaf.
 //   - mtu: encapsulation overheads, host and pod MTU, the CNI MTU file, and a
 //     monitor that re-detects on link changes.
+//   - node managers, one small package each, over the drivers above and on
+//     any netfilter.Table writer: endpoints (workload interfaces: routes,
+//     static neighbours, per-interface sysctls, a status per endpoint),
+//     masquerade (outgoing NAT of pod pools), hostips (an ip set of the
+//     host's addresses), floatingips (1:1 NAT), serviceloop (service
+//     traffic that would loop is dropped), sysctls (the kernel's static
+//     configuration).
 //   - markbits, idalloc: mark bits from a 32-bit mask and the standard agent
 //     layout; route-table indices and stable string→uint64 IDs.
 //   - clock, command, ipfamily: the injectable time source, the runner of
