@@ -455,3 +455,31 @@ func TestStrings(t *testing.T) {
 	assert.Equal(t, "a (np1, IPv4): programmed", endpoints.Status{ID: "a", Iface: "np1", Family: ipfamily.IPv4, State: endpoints.StateProgrammed}.String())
 	assert.Equal(t, "a (np1, IPv6): error: x", endpoints.Status{ID: "a", Iface: "np1", Family: ipfamily.IPv6, State: endpoints.StateError, Err: errors.New("x")}.String())
 }
+
+// A restarted agent — a new Manager and table on a programmed namespace —
+// writes nothing and reports the endpoint programmed.
+func TestRestartWritesNothing(t *testing.T) {
+	for _, f := range ipfamily.All {
+		t.Run(f.String(), func(t *testing.T) {
+			r := newRig(t, f, nil)
+			r.veth("np1")
+			ep := endpoints.EndpointUpdate{ID: "a", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}, MAC: podMAC}
+			_, _, err := r.pass(ep)
+			require.NoError(t, err)
+			writes := r.ns.Writes()
+
+			again := newRig(t, f, nil)
+			again.ns = r.ns
+			again.routes, err = routetable.New(routetable.Options{Kernel: r.ns, Family: f, Table: kernel.TableMain,
+				InterfacePatterns: []string{`^np`}, Clock: again.clk})
+			require.NoError(t, err)
+			again.m, err = endpoints.New(endpoints.Options{Family: f, Kernel: r.ns, Routes: again.routes, StaticNeighbors: true,
+				Clock: again.clk, OnStatus: func(s endpoints.Status) { again.statuses = append(again.statuses, s) }})
+			require.NoError(t, err)
+			sts, _, err := again.pass(ep)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"a programmed"}, states(sts))
+			assert.Equal(t, writes, r.ns.Writes(), "routes, neighbours and sysctls adopted as they are")
+		})
+	}
+}
