@@ -774,6 +774,14 @@ func (d *Driver) writeEntries(ctx context.Context, now time.Time) triedKeys {
 			}
 		}
 	}
+	// Iterating a map costs its capacity: once the dirty keys are written,
+	// start afresh rather than walk a map sized for the first load.
+	if len(d.dirtyFDB) == 0 {
+		d.dirtyFDB = map[mac]struct{}{}
+	}
+	if len(d.dirtyNeigh) == 0 {
+		d.dirtyNeigh = map[netip.Addr]struct{}{}
+	}
 	return tried
 }
 

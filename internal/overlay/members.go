@@ -100,21 +100,20 @@ func (m *Members) Flush() error {
 			return err
 		}
 		m.created = true
-		clear(m.add)
-		clear(m.del)
+		m.add, m.del = map[ipsets.Member]struct{}{}, map[ipsets.Member]struct{}{} // fresh: see Routes.Flush
 		return nil
 	}
 	if len(m.add) > 0 {
 		if err := m.sink.AddMembers(m.name, keys(m.add)); err != nil {
 			return err
 		}
-		clear(m.add)
+		m.add = map[ipsets.Member]struct{}{}
 	}
 	if len(m.del) > 0 {
 		if err := m.sink.RemoveMembers(m.name, keys(m.del)); err != nil {
 			return err
 		}
-		clear(m.del)
+		m.del = map[ipsets.Member]struct{}{}
 	}
 	return nil
 }

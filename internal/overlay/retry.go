@@ -40,7 +40,15 @@ func (r *Retries[K]) Fail(k K, now time.Time, err error) {
 
 // Clear forgets k's failures: it succeeded, or it is no longer wanted or
 // was declared anew.
-func (r *Retries[K]) Clear(k K) { delete(r.m, k) }
+func (r *Retries[K]) Clear(k K) {
+	if len(r.m) == 0 {
+		return
+	}
+	delete(r.m, k)
+	if len(r.m) == 0 {
+		r.m = nil // iterating a map costs its capacity: start afresh
+	}
+}
 
 // Len returns the number of failing objects.
 func (r *Retries[K]) Len() int { return len(r.m) }

@@ -299,6 +299,8 @@ func (r *Routes) Flush() error {
 		}
 	}
 	r.all = false
-	clear(r.dirty)
+	// A fresh map rather than clear: iterating a map costs its capacity,
+	// and after the first load that would be every block.
+	r.dirty = map[netip.Prefix]struct{}{}
 	return errors.Join(errs...)
 }
