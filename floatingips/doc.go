@@ -48,7 +48,9 @@
 // iptables writer (legacy or nft) and on any other writer of the rule
 // model. It does not route the floating IPs to the node (that is the
 // network's, or a route's, business) and does not assign them to any
-// interface. CompleteDeferredWork only declares desired state; the loop
+// interface. The node routes its own connections before OUTPUT translates
+// them, so it reaches a floating IP only with a route towards it (its
+// default route will do). CompleteDeferredWork only declares desired state; the loop
 // applies the Table, which writes only the difference. The Manager does no
 // I/O of its own and is never a dataplane.Resyncer: an inactive loop runs
 // it and writes nothing.

@@ -101,10 +101,12 @@ type Options struct {
 	// floating IP: a full 1:1 NAT. Connections to the destinations in
 	// NoSNATSet keep the endpoint's address.
 	OutboundSNAT bool
-	// NoSNATSet, with OutboundSNAT, is the kernel name of an ip set of
-	// destinations that are not translated, typically the set of every
-	// pod pool (masquerade.Manager.AllPoolsSet), so that pod-to-pod traffic
-	// keeps pod addresses. Empty translates towards every destination.
+	// NoSNATSet, with OutboundSNAT, is the name of a set of destinations
+	// that are not translated, typically the set of every pod pool
+	// (masquerade.Manager.AllPoolsSet), so that pod-to-pod traffic keeps
+	// pod addresses: a kernel ip set for iptables, a set of the same
+	// nftables table for a native nftables Table. Empty translates towards
+	// every destination.
 	NoSNATSet string
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger

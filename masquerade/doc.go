@@ -41,6 +41,10 @@
 //
 // The Manager takes a netfilter.Table, not a backend: it works on the
 // iptables writer (legacy or nft) and on any other writer of the rule model.
+// Its rule matches its sets by name, so Sets must hold the sets that Table's
+// rules match: the kernel's ip sets (an *ipsets.IPSets) for iptables; for a
+// native nftables Table, whose rules match the sets of its own nftables
+// table, a Sets over that same Table.
 // Table.InsertRules and AppendRules replace what was set before at a hook,
 // so give the Manager a Table of its own, or JumpNone when it shares one;
 // two Tables that both insert at the top of POSTROUTING keep moving in front
