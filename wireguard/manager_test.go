@@ -3,6 +3,7 @@ package wireguard_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -516,6 +517,13 @@ func TestManagerNeverLogsThePrivateKey(t *testing.T) {
 	assert.Contains(t, buf.String(), priv.Public().String())
 	for _, s := range []string{priv.String(), strings.TrimSpace(sprint(priv))} {
 		assert.Equal(t, "(redacted)", s)
+	}
+	// Nor inside a struct, with any verb.
+	st := wireguard.DeviceState{PrivateKey: priv}
+	for _, f := range []string{"%v", "%+v", "%#v", "%x", "%s"} {
+		out := fmt.Sprintf(f, st)
+		assert.NotContains(t, out, priv.Base64(), f)
+		assert.NotContains(t, out, fmt.Sprintf("%x", [32]byte(priv)), f)
 	}
 }
 
