@@ -1,0 +1,639 @@
+// Package agent is the reference node agent assembled from nodeplane: a
+// dataplane.Loop driving route tables, ip sets, an overlay (VXLAN by default;
+// IPIP, cross-subnet or direct routing by option), optional WireGuard
+// encryption and the routes to local pods, fed by an interface monitor, an
+// MTU monitor and a datastore, with health, readiness, Prometheus metrics and
+// a status document on a local HTTP endpoint.
+//
+// Run assembles and runs it until its context ends and leaves the dataplane
+// in place (a restarted agent adopts it and writes nothing); Cleanup removes
+// everything the agent owns.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/idalloc"
+	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/ipip"
+	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/markbits"
+	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/vxlan"
+	"github.com/nodeplane/nodeplane/wireguard"
+)
+
+// Overlay says how pods on different nodes reach each other.
+type Overlay string
+
+// The overlays.
+const (
+	// OverlayVXLAN sends every remote block through the VXLAN device.
+	OverlayVXLAN Overlay = "vxlan"
+	// OverlayVXLANCrossSubnet routes nodes on a shared subnet directly and
+	// the others through VXLAN.
+	OverlayVXLANCrossSubnet Overlay = "vxlan-cross-subnet"
+	// OverlayIPIP sends every remote IPv4 block through the IPIP device
+	// (where the kernel has the ipip module).
+	OverlayIPIP Overlay = "ipip"
+	// OverlayIPIPCrossSubnet routes nodes on a shared subnet directly and
+	// the others through IPIP.
+	OverlayIPIPCrossSubnet Overlay = "ipip-cross-subnet"
+	// OverlayDirect encapsulates nothing: nodes on a shared subnet are
+	// routed directly (a flat L2 network).
+	OverlayDirect Overlay = "direct"
+)
+
+// Overlays lists the valid overlays.
+var Overlays = []Overlay{OverlayVXLAN, OverlayVXLANCrossSubnet, OverlayIPIP, OverlayIPIPCrossSubnet, OverlayDirect}
+
+// Ownership: the names that mark what the agent owns in the kernel.
+const (
+	// SetPrefixV4 and SetPrefixV6 start the names of the agent's ip sets.
+	SetPrefixV4 = "np4-"
+	SetPrefixV6 = "np6-"
+	// DefaultWireGuardInterface is the WireGuard device's default name.
+	DefaultWireGuardInterface = "wg-np"
+	// DefaultListen is the default address of the local HTTP endpoint.
+	DefaultListen = "127.0.0.1:9765"
+	// MTUFileName is the file in the state directory that holds the pod
+	// MTU, for the CNI plugin.
+	MTUFileName = "mtu"
+	// KeyFileName is the file in the state directory that holds the
+	// WireGuard private key.
+	KeyFileName = "wireguard.key"
+)
+
+// Config configures an agent. NodeName, Datastore (for Run) and StateDir are
+// required; every other zero field takes the default its comment names.
+type Config struct {
+	// NodeName is this node's name in the datastore.
+	NodeName string
+	// Datastore is where the cluster comes from.
+	Datastore datastore.Datastore
+	// NetNS is the network namespace to program (a path such as
+	// /run/netns/node1); empty means the agent's own.
+	NetNS string
+	// Listen is the local HTTP endpoint (health, readiness, metrics,
+	// status); empty means DefaultListen, "-" none.
+	Listen string
+	// StateDir holds the pod MTU file and the WireGuard key.
+	StateDir string
+	// Overlay is OverlayVXLAN when empty.
+	Overlay Overlay
+	// IPv6 also programs the IPv6 dataplane (a second route table, set
+	// driver and overlay manager).
+	IPv6 bool
+	// VXLANVNI and VXLANPort are the VXLAN device's; 0 means the vxlan
+	// package's defaults (4096, 4789).
+	VXLANVNI  uint32
+	VXLANPort uint16
+	// WireGuard encrypts pod traffic between nodes. Off, the agent removes
+	// what an earlier run with it on left.
+	WireGuard bool
+	// WireGuardInterface is the device's name; empty means
+	// DefaultWireGuardInterface. A userspace device's control socket is
+	// one per machine: agents in several namespaces of one machine need
+	// several names.
+	WireGuardInterface string
+	// WireGuardMode chooses the kernel or the userspace implementation
+	// (ModeAuto: the kernel's when it has the module).
+	WireGuardMode wireguard.Mode
+	// PodInterfacePrefix starts the names of the pods' host-side
+	// interfaces; empty means datastore.PodInterfacePrefix ("npv").
+	PodInterfacePrefix string
+	// ResyncInterval is how often every driver re-reads the kernel and
+	// repairs drift; zero means dataplane.DefaultResyncInterval.
+	ResyncInterval time.Duration
+	// Logger receives the agent's structured logs; nil discards them.
+	Logger *slog.Logger
+	// Registry receives the agent's metrics (and the Go and process
+	// collectors); nil means a new registry.
+	Registry *prometheus.Registry
+}
+
+func (c *Config) defaults() error {
+	if c.NodeName == "" {
+		return errors.New("agent: a node name is required")
+	}
+	if c.StateDir == "" {
+		return errors.New("agent: a state directory is required")
+	}
+	if c.Overlay == "" {
+		c.Overlay = OverlayVXLAN
+	}
+	valid := false
+	for _, o := range Overlays {
+		valid = valid || o == c.Overlay
+	}
+	if !valid {
+		return fmt.Errorf("agent: unknown overlay %q (want one of %v)", c.Overlay, Overlays)
+	}
+	if c.IPv6 && c.ipip() {
+		return fmt.Errorf("agent: overlay %s is IPv4 only", c.Overlay)
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.WireGuardInterface == "" {
+		c.WireGuardInterface = DefaultWireGuardInterface
+	}
+	if c.PodInterfacePrefix == "" {
+		c.PodInterfacePrefix = datastore.PodInterfacePrefix
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	return nil
+}
+
+func (c *Config) ipip() bool { return c.Overlay == OverlayIPIP || c.Overlay == OverlayIPIPCrossSubnet }
+
+func (c *Config) families() []ipfamily.Family {
+	if c.IPv6 {
+		return []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
+	}
+	return []ipfamily.Family{ipfamily.IPv4}
+}
+
+// encaps are the encapsulations the pod MTU must leave room for.
+func (c *Config) encaps() []mtu.Encap {
+	var e []mtu.Encap
+	switch c.Overlay {
+	case OverlayVXLAN, OverlayVXLANCrossSubnet:
+		e = append(e, mtu.VXLAN)
+	case OverlayIPIP, OverlayIPIPCrossSubnet:
+		e = append(e, mtu.IPIP)
+	}
+	if c.WireGuard {
+		e = append(e, mtu.WireGuard)
+	}
+	return e
+}
+
+func (c *Config) wgInterface(fam ipfamily.Family) string {
+	if fam == ipfamily.IPv6 {
+		n := c.WireGuardInterface + "-v6"
+		if len(n) > 15 {
+			n = n[:12] + "-v6"
+		}
+		return n
+	}
+	return c.WireGuardInterface
+}
+
+// overlayManager is what the vxlan and ipip managers have in common.
+type overlayManager interface {
+	dataplane.Manager
+	OnLinkUpdate(ifacemonitor.LinkUpdate)
+	OnAddrs(name string, addrs []netip.Prefix)
+}
+
+// plane is the assembled dataplane: the loop and what the monitors feed.
+type plane struct {
+	loop     *dataplane.Loop
+	tables   map[ipfamily.Family]*routetable.Table
+	overlays []overlayManager
+	wg       []*wireguard.Manager
+	wgTable  uint32
+	devices  map[string]string // device name → kind, for the status
+}
+
+// build assembles the loop on ns. With cleanup, every manager is disabled
+// and nothing is declared, so the drivers delete exactly what is ours.
+func build(ns *kernel.Namespace, cfg *Config, opts dataplane.Options, hostMTU int, cleanup bool, onKey func(wireguard.PublicKey)) (*plane, error) {
+	log := cfg.Logger
+	loop, err := dataplane.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &plane{loop: loop, tables: map[ipfamily.Family]*routetable.Table{}, devices: map[string]string{}}
+	// Mark bits and a routing table for WireGuard, allocated the same way at
+	// every start so that a restarted agent finds its own.
+	layout, err := markbits.NewLayout(markbits.LayoutOptions{WireGuard: true, Reserved: map[string]uint32{"kube-proxy": markbits.KubeProxyMarks}})
+	if err != nil {
+		return nil, err
+	}
+	tables, err := idalloc.NewIndexAllocator(idalloc.IndexOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if p.wgTable, err = tables.Grab(); err != nil {
+		return nil, err
+	}
+	add := func(m dataplane.Manager, drivers ...dataplane.Driver) error {
+		if m != nil {
+			if err := loop.AddManager(m); err != nil {
+				return err
+			}
+		}
+		for _, d := range drivers {
+			if err := loop.AddDriver(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	families := cfg.families()
+	if cleanup {
+		families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
+	}
+	for _, fam := range families {
+		topts := routetable.Options{Kernel: ns, Family: fam, Table: kernel.TableMain,
+			InterfacePatterns: []string{"^" + regexp.QuoteMeta(cfg.PodInterfacePrefix)},
+			Logger:            log.With("component", "routetable", "family", fam.String())}
+		if cleanup {
+			// Only what carries our protocol: a pod route the CNI plugin
+			// wrote is not ours to delete.
+			topts.InterfacePatterns, topts.GracePeriod = nil, -1
+		}
+		tbl, err := routetable.New(topts)
+		if err != nil {
+			return nil, err
+		}
+		p.tables[fam] = tbl
+		prefix := SetPrefixV4
+		if fam == ipfamily.IPv6 {
+			prefix = SetPrefixV6
+		}
+		sets, err := ipsets.New(ipsets.Options{Family: fam, Prefix: prefix, Kernel: ns, Logger: log.With("component", "ipsets", "family", fam.String())})
+		if err != nil {
+			return nil, err
+		}
+		// The overlay.
+		var ov overlayManager
+		var ovDriver dataplane.Driver
+		switch {
+		case cfg.ipip() && fam == ipfamily.IPv4 && !cleanup:
+			mode := ipip.Always
+			if cfg.Overlay == OverlayIPIPCrossSubnet {
+				mode = ipip.CrossSubnet
+			}
+			m, err := ipip.New(ipip.Options{NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Mode: mode, Sets: sets,
+				Logger: log.With("component", "ipip")})
+			if err != nil {
+				return nil, err
+			}
+			ov, ovDriver = m, m.Driver()
+			p.devices[ipip.DefaultDevice] = "ipip"
+		default:
+			mode := vxlan.Always
+			switch cfg.Overlay {
+			case OverlayVXLANCrossSubnet:
+				mode = vxlan.CrossSubnet
+			case OverlayDirect:
+				mode = vxlan.Never
+			}
+			m, err := vxlan.New(vxlan.Options{Family: fam, NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Sets: sets,
+				Mode: mode, VNI: cfg.VXLANVNI, Port: cfg.VXLANPort, Disabled: cleanup || cfg.ipip(),
+				Logger: log.With("component", "vxlan", "family", fam.String())})
+			if err != nil {
+				return nil, err
+			}
+			ov, ovDriver = m, m.Driver()
+			p.devices[m.Driver().Device()] = "vxlan"
+		}
+		p.overlays = append(p.overlays, ov)
+		if err := add(ov, ovDriver, tbl, sets); err != nil {
+			return nil, err
+		}
+		// WireGuard: always registered, disabled when off, so that turning
+		// it off removes what a run with it on left.
+		port := wireguard.DefaultListenPort
+		if fam == ipfamily.IPv6 {
+			port = wireguard.DefaultListenPortV6
+		}
+		wopts := wireguard.Options{Family: fam, Kernel: ns, Mode: cfg.WireGuardMode,
+			InterfaceName: cfg.wgInterface(fam), ListenPort: port, FirewallMark: layout.WireGuard,
+			HostMTU: hostMTU, Table: p.wgTable, KeyFile: filepath.Join(cfg.StateDir, KeyFileName),
+			NodeName: cfg.NodeName, Disabled: cleanup || !cfg.WireGuard,
+			Logger: log.With("component", "wireguard", "family", fam.String())}
+		if fam == ipfamily.IPv4 && onKey != nil {
+			wopts.OnPublicKey = onKey
+		}
+		if fam == ipfamily.IPv6 {
+			wopts.KeyFile = filepath.Join(cfg.StateDir, "wireguard-v6.key")
+		}
+		wg, err := wireguard.New(wopts)
+		if err != nil {
+			return nil, err
+		}
+		p.wg = append(p.wg, wg)
+		p.devices[cfg.wgInterface(fam)] = "wireguard"
+		if err := add(wg, wg); err != nil {
+			return nil, err
+		}
+	}
+	if !cleanup {
+		if err := add(newPodRoutes(p.tables)); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Agent is a running reference agent; see Run.
+type Agent struct {
+	cfg     Config
+	ns      *kernel.Namespace
+	plane   *plane
+	metrics *Metrics
+	started time.Time
+
+	mu       sync.Mutex
+	health   dataplane.Health
+	cluster  datastore.Cluster
+	synced   bool
+	mtu      mtu.Result
+	lastErrs []string
+}
+
+// Run assembles the agent and runs it until ctx ends. It returns once every
+// goroutine it started has stopped; the dataplane stays as it was (a
+// userspace WireGuard device lives in the process and goes with it).
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	if cfg.Datastore == nil {
+		return errors.New("agent: a datastore is required")
+	}
+	log := cfg.Logger
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("agent: state directory: %w", err)
+	}
+	ns, err := openNS(cfg.NetNS)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	a := &Agent{cfg: cfg, ns: ns, started: time.Now()}
+
+	// Static kernel configuration: a node forwards.
+	if err := ns.SetSysctl(ctx, "net.ipv4.ip_forward", "1"); err != nil {
+		return fmt.Errorf("agent: enable IPv4 forwarding: %w", err)
+	}
+	if cfg.IPv6 {
+		if err := ns.SetSysctl(ctx, "net.ipv6.conf.all.forwarding", "1"); err != nil {
+			return fmt.Errorf("agent: enable IPv6 forwarding: %w", err)
+		}
+	}
+	// The host MTU, once now (WireGuard's device needs it at construction)
+	// and then by the monitor.
+	exclude := append(mtu.DefaultExclude(), "^"+regexp.QuoteMeta(cfg.PodInterfacePrefix), "^"+regexp.QuoteMeta(cfg.WireGuardInterface))
+	det, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Exclude: exclude})
+	if err != nil {
+		return err
+	}
+	host, err := det.Detect(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("host MTU", "mtu", host.MTU, "interface", host.Interface, "fellBack", host.FellBack)
+
+	if a.metrics, err = NewMetrics(cfg.Registry); err != nil {
+		return err
+	}
+	if err := cfg.Registry.Register(collectors.NewGoCollector()); err != nil {
+		return err
+	}
+	if err := cfg.Registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return err
+	}
+	keys := make(chan wireguard.PublicKey, 1)
+	onKey := func(k wireguard.PublicKey) { // from the loop's goroutine: never wait
+		select {
+		case <-keys:
+		default:
+		}
+		keys <- k
+	}
+	lopts := dataplane.Options{Logger: log.With("component", "loop"), ResyncInterval: cfg.ResyncInterval,
+		Metrics: a.metrics, OnHealth: a.onHealth,
+		OnInSync: func() { log.Info("dataplane in sync: first apply done", "since_start", time.Since(a.started).Round(time.Millisecond)) }}
+	a.plane, err = build(ns, &cfg, lopts, host.MTU, false, onKey)
+	if err != nil {
+		return err
+	}
+	loop := a.plane.loop
+
+	mtuMon, err := mtu.NewMonitor(mtu.MonitorOptions{Detector: det, Logger: log.With("component", "mtu"),
+		PodMTU: mtu.PodMTUOptions{Encaps: cfg.encaps(), PodIPv6: cfg.IPv6},
+		OnChange: func(_, cur mtu.Result) {
+			a.mu.Lock()
+			a.mtu = cur
+			a.mu.Unlock()
+			if err := mtu.WriteFile(filepath.Join(cfg.StateDir, MTUFileName), cur.PodMTU); err != nil {
+				log.Warn("pod MTU file not written", "err", err)
+			}
+			_ = loop.Send(ctx, cur) // the overlay devices follow the host MTU
+		}})
+	if err != nil {
+		return err
+	}
+	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, Logger: log.With("component", "ifacemonitor"),
+		OnLinkState: func(u ifacemonitor.LinkUpdate) {
+			for _, t := range a.plane.tables {
+				t.OnIfaceStateChanged(u.Name, u.Index, u.State)
+			}
+			for _, o := range a.plane.overlays {
+				o.OnLinkUpdate(u)
+			}
+			if det.Matches(u.Name) {
+				mtuMon.Trigger()
+			}
+		},
+		OnAddrs: func(name string, addrs []netip.Prefix) {
+			for _, o := range a.plane.overlays {
+				o.OnAddrs(name, addrs)
+			}
+		},
+		OnInSync: loop.InterfacesInSync,
+	})
+	if err != nil {
+		return err
+	}
+
+	var srv *http.Server
+	var lis net.Listener
+	if cfg.Listen != "-" {
+		if lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("agent: listen: %w", err)
+		}
+		srv = &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	goRun := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				log.Error("component failed; stopping", "component", name, "err", err)
+				cancel(fmt.Errorf("%s: %w", name, err))
+			}
+		}()
+	}
+	goRun("loop", loop.Run)
+	goRun("ifacemonitor", mon.Run)
+	goRun("mtu", mtuMon.Run)
+	for _, w := range a.plane.wg {
+		goRun(w.Name(), w.Run)
+	}
+	goRun("publisher", func(ctx context.Context) error { a.publish(ctx, keys); return nil })
+	goRun("datastore", func(ctx context.Context) error {
+		tr := newTranslator(cfg.NodeName, cfg.ipip())
+		return cfg.Datastore.Watch(ctx, func(c datastore.Cluster) { a.onCluster(ctx, tr, c) })
+	})
+	if srv != nil {
+		goRun("http", func(ctx context.Context) error {
+			go func() { <-ctx.Done(); _ = srv.Close() }()
+			if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	log.Info("agent started", "node", cfg.NodeName, "overlay", cfg.Overlay, "wireguard", cfg.WireGuard,
+		"ipv6", cfg.IPv6, "listen", cfg.Listen, "netns", cfg.NetNS)
+	<-ctx.Done()
+	cause := context.Cause(ctx)
+	cancel(nil)
+	wg.Wait()
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	log.Info("agent stopped; the dataplane stays as it is")
+	return nil
+}
+
+func openNS(path string) (*kernel.Namespace, error) {
+	if path == "" {
+		return kernel.OpenCurrent()
+	}
+	return kernel.Open(path)
+}
+
+// onCluster turns a new cluster into messages for the loop. It is called from
+// the datastore's goroutine.
+func (a *Agent) onCluster(ctx context.Context, tr *translator, c datastore.Cluster) {
+	log := a.cfg.Logger
+	if _, ok := c.Node(a.cfg.NodeName); !ok {
+		log.Warn("this node is not in the datastore: no tunnel device, no blackholes", "node", a.cfg.NodeName)
+	}
+	msgs := tr.messages(c)
+	for _, m := range msgs {
+		if err := a.plane.loop.Send(ctx, m); err != nil {
+			return
+		}
+	}
+	local := 0
+	for _, p := range c.Pods {
+		if p.Node == a.cfg.NodeName {
+			local++
+		}
+	}
+	a.metrics.cluster(len(c.Nodes), local, len(c.Services))
+	a.mu.Lock()
+	first := !a.synced
+	a.cluster, a.synced = c, true
+	a.mu.Unlock()
+	log.Info("cluster update", "messages", len(msgs), "nodes", len(c.Nodes), "localPods", local, "services", len(c.Services))
+	if first {
+		a.plane.loop.DatastoreInSync()
+		if self, ok := c.Node(a.cfg.NodeName); ok && !a.cfg.ipip() && a.cfg.Overlay != OverlayDirect {
+			v := vtepOf(self)
+			a.publishInfo(ctx, datastore.NodeInfo{Name: a.cfg.NodeName, VTEPMAC: v.MACV4, VTEPMACV6: v.MACV6})
+		}
+	}
+}
+
+// publish publishes the WireGuard public keys the managers report.
+func (a *Agent) publish(ctx context.Context, keys <-chan wireguard.PublicKey) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case k := <-keys:
+			a.publishInfo(ctx, datastore.NodeInfo{Name: a.cfg.NodeName, WireGuardKey: k})
+		}
+	}
+}
+
+func (a *Agent) publishInfo(ctx context.Context, info datastore.NodeInfo) {
+	if err := a.cfg.Datastore.Publish(ctx, info); err != nil && ctx.Err() == nil {
+		a.cfg.Logger.Warn("publish failed", "err", err)
+		a.noteError(err)
+	}
+}
+
+func (a *Agent) noteError(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lastErrs = append(a.lastErrs, time.Now().UTC().Format(time.RFC3339)+" "+err.Error())
+	if len(a.lastErrs) > 10 {
+		a.lastErrs = a.lastErrs[len(a.lastErrs)-10:]
+	}
+}
+
+// onHealth is the loop's health callback: quick, from the loop's goroutine.
+func (a *Agent) onHealth(h dataplane.Health) {
+	a.metrics.health(h)
+	a.mu.Lock()
+	a.health = h
+	a.mu.Unlock()
+}
+
+// handler serves the local endpoint.
+func (a *Agent) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		a.mu.Lock()
+		live := a.health.Live
+		a.mu.Unlock()
+		if !live {
+			http.Error(w, "dataplane loop not running", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		a.mu.Lock()
+		h := a.health
+		a.mu.Unlock()
+		if !h.Ready {
+			http.Error(w, fmt.Sprintf("not ready: datastore in sync %v, interfaces in sync %v, applies %d, last error: %v",
+				h.DatastoreInSync, h.InterfacesInSync, h.Applies, h.LastError), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{Registry: a.cfg.Registry}))
+	mux.HandleFunc("GET /status", a.serveStatus)
+	return mux
+}

@@ -1,0 +1,139 @@
+package agent
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/wireguard"
+)
+
+// Metrics backs dataplane.Metrics (and wireguard.Metrics) with Prometheus
+// collectors, all named nodeplane_agent_*. Register it once with Register.
+type Metrics struct {
+	dataplane.NopMetrics
+
+	driverApply    *prometheus.HistogramVec
+	failedObjects  *prometheus.CounterVec
+	managerWork    *prometheus.HistogramVec
+	passes         *prometheus.HistogramVec
+	queueDepth     prometheus.Gauge
+	resyncs        *prometheus.CounterVec
+	ready          prometheus.Gauge
+	consecFailures prometheus.Gauge
+	failingObjects prometheus.Gauge
+	nodes          prometheus.Gauge
+	localPods      prometheus.Gauge
+	services       prometheus.Gauge
+	wgRx, wgTx     *prometheus.GaugeVec
+	wgHandshake    *prometheus.GaugeVec
+}
+
+var _ dataplane.Metrics = (*Metrics)(nil)
+var _ wireguard.Metrics = (*Metrics)(nil)
+
+// NewMetrics returns the agent's collectors, registered on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	const ns = "nodeplane_agent"
+	buckets := prometheus.ExponentialBuckets(0.0001, 4, 10) // 100 µs … 26 s
+	m := &Metrics{
+		driverApply: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "driver_apply_seconds",
+			Help: "Duration of each driver Apply (deletions=true: ApplyDeletions), by outcome.", Buckets: buckets},
+			[]string{"driver", "phase", "deletions", "outcome"}),
+		failedObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "driver_failed_objects_total",
+			Help: "Objects a driver tried to write and the kernel refused."}, []string{"driver"}),
+		managerWork: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "manager_work_seconds",
+			Help: "Duration of each manager's CompleteDeferredWork, by outcome.", Buckets: buckets},
+			[]string{"manager", "outcome"}),
+		passes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "pass_seconds",
+			Help: "Duration of each pass of the dataplane loop, by outcome (active=false: standby).", Buckets: buckets},
+			[]string{"active", "outcome"}),
+		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "queue_depth",
+			Help: "Messages waiting in the dataplane loop's input queue."}),
+		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "resyncs_total",
+			Help: "Resyncs the loop asked of a driver or manager, by reason."}, []string{"name", "reason"}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "ready",
+			Help: "1 once the dataplane has been programmed after both in-sync markers."}),
+		consecFailures: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "consecutive_failed_passes",
+			Help: "Passes since the last success in which a manager or driver failed."}),
+		failingObjects: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "failing_objects",
+			Help: "Objects the drivers report as failing, waiting for their retry."}),
+		nodes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "nodes",
+			Help: "Nodes in the datastore, this one included."}),
+		localPods: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "local_pods",
+			Help: "Pods of this node in the datastore."}),
+		services: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "services",
+			Help: "Services in the datastore."}),
+		wgRx: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "wireguard_peer_receive_bytes",
+			Help: "Bytes received from each WireGuard peer."}, []string{"peer"}),
+		wgTx: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "wireguard_peer_transmit_bytes",
+			Help: "Bytes sent to each WireGuard peer."}, []string{"peer"}),
+		wgHandshake: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "wireguard_peer_last_handshake_seconds",
+			Help: "Unix time of each WireGuard peer's last handshake."}, []string{"peer"}),
+	}
+	for _, c := range []prometheus.Collector{m.driverApply, m.failedObjects, m.managerWork, m.passes, m.queueDepth,
+		m.resyncs, m.ready, m.consecFailures, m.failingObjects, m.nodes, m.localPods, m.services, m.wgRx, m.wgTx, m.wgHandshake} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// DriverApplied implements dataplane.Metrics.
+func (m *Metrics) DriverApplied(a dataplane.DriverApply) {
+	m.driverApply.WithLabelValues(a.Driver, a.Phase.String(), strconv.FormatBool(a.Deletions), a.Outcome.String()).Observe(a.Duration.Seconds())
+	if a.FailedObjects > 0 {
+		m.failedObjects.WithLabelValues(a.Driver).Add(float64(a.FailedObjects))
+	}
+}
+
+// ManagerCompleted implements dataplane.Metrics.
+func (m *Metrics) ManagerCompleted(w dataplane.ManagerWork) {
+	m.managerWork.WithLabelValues(w.Manager, w.Outcome.String()).Observe(w.Duration.Seconds())
+}
+
+// PassCompleted implements dataplane.Metrics.
+func (m *Metrics) PassCompleted(p dataplane.PassStats) {
+	m.passes.WithLabelValues(strconv.FormatBool(p.Active), p.Outcome.String()).Observe(p.Duration.Seconds())
+}
+
+// QueueDepth implements dataplane.Metrics.
+func (m *Metrics) QueueDepth(n int) { m.queueDepth.Set(float64(n)) }
+
+// Resynced implements dataplane.Metrics.
+func (m *Metrics) Resynced(e dataplane.ResyncEvent) {
+	m.resyncs.WithLabelValues(e.Name, e.Reason.String()).Inc()
+}
+
+// ObservePeer implements wireguard.Metrics.
+func (m *Metrics) ObservePeer(s wireguard.PeerStats) {
+	peer := s.Node
+	if peer == "" {
+		peer = s.PublicKey.String()
+	}
+	m.wgRx.WithLabelValues(peer).Set(float64(s.ReceiveBytes))
+	m.wgTx.WithLabelValues(peer).Set(float64(s.TransmitBytes))
+	if !s.LastHandshake.IsZero() {
+		m.wgHandshake.WithLabelValues(peer).Set(float64(s.LastHandshake.Unix()))
+	}
+}
+
+// health records the loop's health in the gauges.
+func (m *Metrics) health(h dataplane.Health) {
+	if h.Ready {
+		m.ready.Set(1)
+	} else {
+		m.ready.Set(0)
+	}
+	m.consecFailures.Set(float64(h.ConsecutiveFailures))
+	m.failingObjects.Set(float64(h.FailingObjects))
+}
+
+// cluster records the datastore's sizes.
+func (m *Metrics) cluster(nodes, localPods, services int) {
+	m.nodes.Set(float64(nodes))
+	m.localPods.Set(float64(localPods))
+	m.services.Set(float64(services))
+}

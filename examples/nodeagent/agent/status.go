@@ -1,0 +1,322 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/routetable"
+)
+
+// Status is the agent's state as its local endpoint serves it (GET /status)
+// and the status command prints it.
+type Status struct {
+	// Node and Overlay are the agent's configuration.
+	Node    string `json:"node"`
+	Overlay string `json:"overlay"`
+	// WireGuard is whether encryption is on.
+	WireGuard bool `json:"wireguard"`
+	// StartedAt is when the agent started.
+	StartedAt time.Time `json:"startedAt"`
+	// Live, Ready and the in-sync markers are the loop's health.
+	Live             bool `json:"live"`
+	Ready            bool `json:"ready"`
+	DatastoreInSync  bool `json:"datastoreInSync"`
+	InterfacesInSync bool `json:"interfacesInSync"`
+	// LastApply is when the last successful apply pass ended.
+	LastApply time.Time `json:"lastApply,omitzero"`
+	// Applies counts apply passes.
+	Applies uint64 `json:"applies"`
+	// LastError and LastErrorAt are the loop's most recent failure.
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// ConsecutiveFailures, FailingDrivers and FailingObjects say what is
+	// failing now.
+	ConsecutiveFailures int      `json:"consecutiveFailures"`
+	FailingDrivers      []string `json:"failingDrivers,omitempty"`
+	FailingObjects      int      `json:"failingObjects"`
+	// HostMTU, HostMTUInterface and PodMTU are the MTU monitor's.
+	HostMTU          int    `json:"hostMTU"`
+	HostMTUInterface string `json:"hostMTUInterface,omitempty"`
+	PodMTU           int    `json:"podMTU"`
+	// Nodes are the cluster's nodes as the datastore has them.
+	Nodes []NodeStatus `json:"nodes"`
+	// LocalPods are this node's pods.
+	LocalPods []PodStatus `json:"localPods"`
+	// Routes are the routes the agent owns in the kernel (main table and
+	// the WireGuard table), read when the status was asked for.
+	Routes []RouteStatus `json:"routes"`
+	// RoutesError is why Routes could not be read, if so.
+	RoutesError string `json:"routesError,omitempty"`
+	// Services counts the datastore's services; ServicesNote says what
+	// the agent does with them.
+	Services     int    `json:"services"`
+	ServicesNote string `json:"servicesNote,omitempty"`
+	// WireGuardDevices are the WireGuard managers' reports.
+	WireGuardDevices []WireGuardStatus `json:"wireguardDevices,omitempty"`
+	// Errors are the agent's own recent errors (publishing, say).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// NodeStatus is one node as the agent sees it.
+type NodeStatus struct {
+	Name      string   `json:"name"`
+	Self      bool     `json:"self,omitempty"`
+	Underlay  string   `json:"underlay"`
+	PodCIDRs  []string `json:"podCIDRs"`
+	TunnelIP  string   `json:"tunnelIP,omitempty"`
+	VTEPMAC   string   `json:"vtepMAC,omitempty"`
+	WireGuard string   `json:"wireguardKey,omitempty"`
+}
+
+// PodStatus is one local pod.
+type PodStatus struct {
+	Name      string   `json:"name"`
+	Interface string   `json:"interface"`
+	IPs       []string `json:"ips"`
+	// Interface state: up, down or missing.
+	State string `json:"state"`
+}
+
+// RouteStatus is one route the agent owns.
+type RouteStatus struct {
+	Destination string `json:"destination"`
+	Via         string `json:"via,omitempty"`
+	Device      string `json:"device,omitempty"`
+	Table       uint32 `json:"table"`
+	// Kind is what the route is for: local pod, vxlan, ipip, wireguard,
+	// direct, blackhole.
+	Kind string `json:"kind"`
+}
+
+// WireGuardStatus is one WireGuard manager's state.
+type WireGuardStatus struct {
+	Device        string   `json:"device"`
+	Enabled       bool     `json:"enabled"`
+	Mode          string   `json:"mode"`
+	ModeReason    string   `json:"modeReason,omitempty"`
+	PublicKey     string   `json:"publicKey,omitempty"`
+	Peers         int      `json:"peers"`
+	NotPeers      []string `json:"notPeers,omitempty"`
+	RuleInstalled bool     `json:"ruleInstalled"`
+}
+
+// status gathers the agent's Status; it reads the kernel's routes.
+func (a *Agent) status(ctx context.Context) Status {
+	a.mu.Lock()
+	h, c, m := a.health, a.cluster, a.mtu
+	errs := slices.Clone(a.lastErrs)
+	a.mu.Unlock()
+	s := Status{Node: a.cfg.NodeName, Overlay: string(a.cfg.Overlay), WireGuard: a.cfg.WireGuard, StartedAt: a.started,
+		Live: h.Live, Ready: h.Ready, DatastoreInSync: h.DatastoreInSync, InterfacesInSync: h.InterfacesInSync,
+		LastApply: h.LastApply, Applies: h.Applies, LastErrorAt: h.LastErrorAt, ConsecutiveFailures: h.ConsecutiveFailures,
+		FailingDrivers: h.FailingDrivers, FailingObjects: h.FailingObjects,
+		HostMTU: m.Host.MTU, HostMTUInterface: m.Host.Interface, PodMTU: m.PodMTU,
+		Services: len(c.Services), ServicesNote: "not load-balanced: this build has no service proxy yet", Errors: errs}
+	if h.LastError != nil {
+		s.LastError = h.LastError.Error()
+	}
+	for _, n := range c.Nodes {
+		v := vtepOf(n)
+		ns := NodeStatus{Name: n.Name, Self: n.Name == a.cfg.NodeName, WireGuard: n.WireGuardPublicKey}
+		if n.UnderlayIPv4.IsValid() {
+			ns.Underlay = n.UnderlayIPv4.String()
+		}
+		if n.UnderlayIPv6.IsValid() {
+			ns.Underlay = strings.TrimPrefix(ns.Underlay+","+n.UnderlayIPv6.String(), ",")
+		}
+		for _, p := range n.PodCIDRs {
+			ns.PodCIDRs = append(ns.PodCIDRs, p.String())
+		}
+		if v.TunnelV4.IsValid() {
+			ns.TunnelIP, ns.VTEPMAC = v.TunnelV4.String(), v.MACV4.String()
+		}
+		s.Nodes = append(s.Nodes, ns)
+	}
+	links, lerr := a.ns.Links(ctx)
+	byIndex, byName := map[int]kernel.Link{}, map[string]kernel.Link{}
+	for _, l := range links {
+		byIndex[l.Index], byName[l.Name] = l, l
+	}
+	for _, p := range c.Pods {
+		if p.Node != a.cfg.NodeName {
+			continue
+		}
+		ps := PodStatus{Name: p.Key(), Interface: p.HostInterface(), State: "missing"}
+		for _, ip := range p.IPs {
+			ps.IPs = append(ps.IPs, ip.String())
+		}
+		if l, ok := byName[ps.Interface]; ok {
+			ps.State = l.State().String()
+		}
+		s.LocalPods = append(s.LocalPods, ps)
+	}
+	for _, w := range a.plane.wg {
+		st := w.Status()
+		ws := WireGuardStatus{Device: st.Device, Enabled: st.Enabled, Mode: st.Mode.String(), ModeReason: st.ModeReason,
+			Peers: st.Peers, NotPeers: st.NotPeers, RuleInstalled: st.RuleInstalled}
+		if !st.PublicKey.IsZero() {
+			ws.PublicKey = st.PublicKey.String()
+		}
+		s.WireGuardDevices = append(s.WireGuardDevices, ws)
+	}
+	if lerr != nil {
+		s.RoutesError = lerr.Error()
+		return s
+	}
+	for fam := range a.plane.tables {
+		for _, table := range []uint32{kernel.TableMain, a.plane.wgTable} {
+			err := a.ns.DumpRoutes(ctx, fam, table, func(r *kernel.Route) error {
+				if rs, ok := a.routeStatus(r, byIndex); ok {
+					s.Routes = append(s.Routes, rs)
+				}
+				return nil
+			}, func() { s.Routes = slices.DeleteFunc(s.Routes, func(rs RouteStatus) bool { return rs.Table == table }) })
+			if err != nil {
+				s.RoutesError = err.Error()
+			}
+		}
+	}
+	slices.SortFunc(s.Routes, func(x, y RouteStatus) int {
+		if x.Table != y.Table {
+			return int(x.Table) - int(y.Table)
+		}
+		px, _ := netip.ParsePrefix(x.Destination)
+		py, _ := netip.ParsePrefix(y.Destination)
+		if c := px.Addr().Compare(py.Addr()); c != 0 {
+			return c
+		}
+		return px.Bits() - py.Bits()
+	})
+	return s
+}
+
+// routeStatus describes a route of ours; ok is false for a foreign one.
+func (a *Agent) routeStatus(r *kernel.Route, links map[int]kernel.Link) (RouteStatus, bool) {
+	dev := links[r.OIF].Name
+	ours := r.Protocol == routetable.DefaultProtocol || r.Table == a.plane.wgTable ||
+		(strings.HasPrefix(dev, a.cfg.PodInterfacePrefix) && r.Protocol != kernel.ProtoKernel)
+	if !ours {
+		return RouteStatus{}, false
+	}
+	rs := RouteStatus{Destination: r.Dst.String(), Device: dev, Table: r.Table}
+	if r.Gateway.IsValid() {
+		rs.Via = r.Gateway.String()
+	}
+	switch {
+	case r.Type == kernel.RTNBlackhole:
+		rs.Kind = "blackhole (own block)"
+	case r.Type == kernel.RTNThrow:
+		rs.Kind = "throw (not a peer)"
+	case strings.HasPrefix(dev, a.cfg.PodInterfacePrefix):
+		rs.Kind = "local pod"
+	case a.plane.devices[dev] != "":
+		rs.Kind = a.plane.devices[dev]
+	case rs.Via != "":
+		rs.Kind = "direct"
+	default:
+		rs.Kind = "other"
+	}
+	return rs, true
+}
+
+func (a *Agent) serveStatus(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(a.status(ctx))
+}
+
+// WriteTable prints s as a table for people: the agent's health, the nodes,
+// the local pods, the routes, WireGuard and the services.
+func WriteTable(out io.Writer, s Status, now time.Time) error {
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	ago := func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return now.Sub(t).Round(time.Millisecond).String() + " ago"
+	}
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	fmt.Fprintf(w, "node %s\toverlay %s\twireguard %s\tup %s\n", s.Node, s.Overlay, yes(s.WireGuard), now.Sub(s.StartedAt).Round(time.Second))
+	fmt.Fprintf(w, "ready %s\tlast apply %s\tapplies %d\tpod MTU %d (host %d, %s)\n", yes(s.Ready), ago(s.LastApply), s.Applies, s.PodMTU, s.HostMTU, s.HostMTUInterface)
+	errs := "none"
+	if s.LastError != "" {
+		errs = fmt.Sprintf("%s (%s)", s.LastError, ago(s.LastErrorAt))
+	}
+	fmt.Fprintf(w, "errors\t%s; failing now: %d passes, %d objects, drivers %v\n", errs, s.ConsecutiveFailures, s.FailingObjects, s.FailingDrivers)
+	for _, e := range s.Errors {
+		fmt.Fprintf(w, "agent error\t%s\n", e)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "NODE\tUNDERLAY\tPOD CIDRS\tTUNNEL IP\tVTEP MAC\tWIREGUARD KEY")
+	for _, n := range s.Nodes {
+		name := n.Name
+		if n.Self {
+			name += " (self)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", name, dash(n.Underlay), dash(strings.Join(n.PodCIDRs, ",")), dash(n.TunnelIP), dash(n.VTEPMAC), dash(short(n.WireGuard)))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "LOCAL POD\tINTERFACE\tIPS\tSTATE")
+	for _, p := range s.LocalPods {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Interface, strings.Join(p.IPs, ","), p.State)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "ROUTE\tVIA\tDEVICE\tTABLE\tKIND")
+	for _, r := range s.Routes {
+		table := fmt.Sprint(r.Table)
+		if r.Table == kernel.TableMain {
+			table = "main"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Destination, dash(r.Via), dash(r.Device), table, r.Kind)
+	}
+	if s.RoutesError != "" {
+		fmt.Fprintf(w, "routes not read: %s\n", s.RoutesError)
+	}
+	for _, g := range s.WireGuardDevices {
+		if !g.Enabled {
+			continue
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "wireguard %s\tmode %s\tpeers %d\trule %s\tkey %s\n", g.Device, g.Mode, g.Peers, yes(g.RuleInstalled), dash(short(g.PublicKey)))
+		if len(g.NotPeers) > 0 {
+			fmt.Fprintf(w, "  not peers\t%s\n", strings.Join(g.NotPeers, ","))
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "services %d\t%s\n", s.Services, s.ServicesNote)
+	return w.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func short(key string) string {
+	if len(key) > 12 {
+		return key[:10] + "…"
+	}
+	return key
+}
+
+var _ = ipfamily.IPv4

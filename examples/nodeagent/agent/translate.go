@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"net"
+	"net/netip"
+	"reflect"
+	"slices"
+
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/ipip"
+	"github.com/nodeplane/nodeplane/vxlan"
+	"github.com/nodeplane/nodeplane/wireguard"
+)
+
+// translator turns successive Cluster snapshots into the typed messages the
+// managers take: for each node, its tunnel endpoint, its blocks and its
+// WireGuard peer; for each local pod, its routes; for each pool, a masquerade
+// pool. It remembers what it sent and sends only what changed, removals
+// included.
+type translator struct {
+	self  string
+	ipip  bool
+	nodes map[string]nodeMsgs
+	pods  map[string]PodUpdate
+	pools map[string]datastore.Pool
+}
+
+// nodeMsgs is what one node contributes.
+type nodeMsgs struct {
+	vtep   vxlan.VTEP
+	ipip   ipip.Node
+	blocks []netip.Prefix
+	peer   wireguard.PeerUpdate
+}
+
+func newTranslator(self string, useIPIP bool) *translator {
+	return &translator{self: self, ipip: useIPIP, nodes: map[string]nodeMsgs{},
+		pods: map[string]PodUpdate{}, pools: map[string]datastore.Pool{}}
+}
+
+// vtepOf returns node n's VXLAN endpoint: its underlay addresses, the first
+// address of its pod CIDR of each family as the tunnel address, and the MACs
+// it published (or DefaultVTEPMAC).
+func vtepOf(n datastore.Node) vxlan.VTEP {
+	v := vxlan.VTEP{Node: n.Name, UnderlayV4: n.UnderlayIPv4, UnderlayV6: n.UnderlayIPv6}
+	for _, c := range n.PodCIDRs {
+		switch {
+		case c.Addr().Is4() && !v.TunnelV4.IsValid():
+			v.TunnelV4 = datastore.TunnelAddr(c)
+		case c.Addr().Is6() && !v.TunnelV6.IsValid():
+			v.TunnelV6 = datastore.TunnelAddr(c)
+		}
+	}
+	if v.TunnelV4.IsValid() && v.UnderlayV4.IsValid() {
+		v.MACV4 = macOr(n.VTEPMAC, datastore.DefaultVTEPMAC(n.Name, 4))
+	} else {
+		v.TunnelV4 = netip.Addr{}
+	}
+	if v.TunnelV6.IsValid() && v.UnderlayV6.IsValid() {
+		v.MACV6 = macOr(n.VTEPMACV6, datastore.DefaultVTEPMAC(n.Name, 6))
+	} else {
+		v.TunnelV6 = netip.Addr{}
+	}
+	return v
+}
+
+func macOr(m datastore.MAC, def net.HardwareAddr) net.HardwareAddr {
+	if len(m) > 0 {
+		return net.HardwareAddr(m)
+	}
+	return def
+}
+
+func (t *translator) nodeMsgs(n datastore.Node) nodeMsgs {
+	m := nodeMsgs{vtep: vtepOf(n), blocks: slices.Clone(n.PodCIDRs)}
+	m.ipip = ipip.Node{Name: n.Name, Underlay: n.UnderlayIPv4, TunnelAddr: m.vtep.TunnelV4}
+	m.peer = wireguard.PeerUpdate{Node: n.Name, CIDRs: slices.Clone(n.PodCIDRs)}
+	if k, err := wireguard.ParsePublicKey(n.WireGuardPublicKey); err == nil {
+		m.peer.PublicKey = k
+	}
+	if n.UnderlayIPv4.IsValid() {
+		m.peer.Endpoint = netip.AddrPortFrom(n.UnderlayIPv4, 0)
+	}
+	return m
+}
+
+// messages returns the messages that take the managers from the previous
+// cluster to c, removals first.
+func (t *translator) messages(c datastore.Cluster) []any {
+	var out []any
+	seen := map[string]bool{}
+	for _, n := range c.Nodes {
+		seen[n.Name] = true
+	}
+	// Removals: pods, then blocks, then nodes (references before targets).
+	for key, p := range t.pods {
+		if still := findPod(c, key); still == nil || still.Node != t.self {
+			out = append(out, PodRemove{Key: key})
+			delete(t.pods, key)
+			_ = p
+		}
+	}
+	for name, old := range t.nodes {
+		if seen[name] {
+			continue
+		}
+		for _, b := range old.blocks {
+			out = append(out, t.blockRemove(b))
+		}
+		out = append(out, t.nodeRemove(name), wireguard.PeerRemove{Node: name})
+		delete(t.nodes, name)
+	}
+	for name, p := range t.pools {
+		if !slices.ContainsFunc(c.Pools, func(q datastore.Pool) bool { return q.Name == name }) {
+			out = append(out, poolRemove(name))
+			delete(t.pools, name)
+			_ = p
+		}
+	}
+	// Updates.
+	for _, p := range c.Pools {
+		if old, ok := t.pools[p.Name]; !ok || old != p {
+			out = append(out, poolUpdate(p))
+			t.pools[p.Name] = p
+		}
+	}
+	for _, n := range c.Nodes {
+		m := t.nodeMsgs(n)
+		old, had := t.nodes[n.Name]
+		if !had || !reflect.DeepEqual(old.vtep, m.vtep) || old.ipip != m.ipip {
+			out = append(out, t.nodeUpdate(m))
+		}
+		for _, b := range old.blocks {
+			if !slices.Contains(m.blocks, b) {
+				out = append(out, t.blockRemove(b))
+			}
+		}
+		for _, b := range m.blocks {
+			if !had || !slices.Contains(old.blocks, b) {
+				out = append(out, t.blockUpdate(b, n.Name))
+			}
+		}
+		if !had || !reflect.DeepEqual(old.peer, m.peer) {
+			out = append(out, m.peer)
+		}
+		t.nodes[n.Name] = m
+	}
+	for _, p := range c.Pods {
+		if p.Node != t.self {
+			continue
+		}
+		u := PodUpdate{Key: p.Key(), Interface: p.HostInterface(), IPs: slices.Clone(p.IPs)}
+		if old, ok := t.pods[u.Key]; !ok || !reflect.DeepEqual(old, u) {
+			out = append(out, u)
+			t.pods[u.Key] = u
+		}
+	}
+	return out
+}
+
+func findPod(c datastore.Cluster, key string) *datastore.Pod {
+	for i := range c.Pods {
+		if c.Pods[i].Key() == key {
+			return &c.Pods[i]
+		}
+	}
+	return nil
+}
+
+func (t *translator) nodeUpdate(m nodeMsgs) any {
+	if t.ipip {
+		return m.ipip
+	}
+	return m.vtep
+}
+
+func (t *translator) nodeRemove(name string) any {
+	if t.ipip {
+		return ipip.NodeRemove{Name: name}
+	}
+	return vxlan.VTEPRemove{Node: name}
+}
+
+func (t *translator) blockUpdate(b netip.Prefix, node string) any {
+	if t.ipip && b.Addr().Is4() {
+		return ipip.BlockUpdate{CIDR: b, Node: node}
+	}
+	return vxlan.BlockUpdate{CIDR: b, Node: node}
+}
+
+func (t *translator) blockRemove(b netip.Prefix) any {
+	if t.ipip && b.Addr().Is4() {
+		return ipip.BlockRemove{CIDR: b}
+	}
+	return vxlan.BlockRemove{CIDR: b}
+}
+
+// PoolUpdate is the agent's message for an IP pool; the masquerade manager
+// takes it once that package has landed.
+type PoolUpdate struct {
+	// Pool is the pool.
+	Pool datastore.Pool
+}
+
+// PoolRemove withdraws the pool called Name.
+type PoolRemove struct {
+	// Name is the pool's name.
+	Name string
+}
+
+func poolUpdate(p datastore.Pool) any { return PoolUpdate{Pool: p} }
+
+func poolRemove(name string) any { return PoolRemove{Name: name} }

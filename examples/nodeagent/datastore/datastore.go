@@ -1,0 +1,315 @@
+// Package datastore is the reference node agent's view of the cluster: the
+// nodes with their underlay addresses, pod CIDRs and published tunnel details,
+// the pods, the IP pools and the services, and the interface through which
+// the agent learns them.
+//
+// Two implementations exist: File, a YAML file watched for changes (no server
+// needed; the demo uses it), and package kubernetes, which reads Nodes, Pods,
+// Services and EndpointSlices through client-go. Both deliver the whole
+// Cluster on every change; the agent works out the difference.
+package datastore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/nodeplane/nodeplane/wireguard"
+)
+
+// ErrInvalid is wrapped by every error about a Cluster that does not hold
+// together: a missing name, a CIDR with host bits set, a pod on no known node.
+var ErrInvalid = errors.New("datastore: invalid cluster")
+
+// Datastore is where an agent learns the cluster and tells it about itself.
+type Datastore interface {
+	// Watch calls update with the complete Cluster, first once it has read
+	// everything (the agent's in-sync point) and then whenever something
+	// changes, until ctx ends; then it returns nil. update is called from
+	// one goroutine, one call at a time, and may keep the Cluster. An error
+	// before the first update (the source cannot be read) is returned.
+	Watch(ctx context.Context, update func(Cluster)) error
+	// Publish records what this node tells the others: its VTEP MACs and
+	// WireGuard public key. Fields left zero are not changed.
+	Publish(ctx context.Context, info NodeInfo) error
+}
+
+// NodeInfo is what a node publishes about itself.
+type NodeInfo struct {
+	// Name is the node's name.
+	Name string
+	// VTEPMAC and VTEPMACV6 are the MACs of the node's VXLAN devices.
+	VTEPMAC, VTEPMACV6 net.HardwareAddr
+	// WireGuardKey is the node's WireGuard public key (zero: unchanged).
+	WireGuardKey wireguard.PublicKey
+}
+
+// Cluster is everything the agent needs to know about the cluster.
+type Cluster struct {
+	// Nodes are the cluster's nodes, this one included.
+	Nodes []Node `json:"nodes"`
+	// Pods are the cluster's pods; the agent routes those of its own node.
+	Pods []Pod `json:"pods,omitempty"`
+	// Pools are the ranges pods take their addresses from.
+	Pools []Pool `json:"pools,omitempty"`
+	// Services are the cluster's services with their endpoints.
+	Services []Service `json:"services,omitempty"`
+}
+
+// Node is one node of the cluster.
+type Node struct {
+	// Name is the node's name. Required, unique.
+	Name string `json:"name"`
+	// UnderlayIPv4 and UnderlayIPv6 are the node's addresses on the
+	// network between nodes: where its tunnels end.
+	UnderlayIPv4 netip.Addr `json:"underlayIPv4,omitzero"`
+	UnderlayIPv6 netip.Addr `json:"underlayIPv6,omitzero"`
+	// PodCIDRs are the blocks the node's pods take their addresses from.
+	PodCIDRs []netip.Prefix `json:"podCIDRs,omitempty"`
+	// VTEPMAC and VTEPMACV6 are the MACs of the node's VXLAN devices, as
+	// it published them; empty means DefaultVTEPMAC of the node's name.
+	VTEPMAC   MAC `json:"vtepMAC,omitempty"`
+	VTEPMACV6 MAC `json:"vtepMACv6,omitempty"`
+	// WireGuardPublicKey is the node's WireGuard public key (base64), as
+	// it published it; empty for none yet.
+	WireGuardPublicKey string `json:"wireguardPublicKey,omitempty"`
+}
+
+// Pod is one pod: where it runs, its host-side interface and its addresses.
+type Pod struct {
+	// Namespace and Name identify the pod.
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Node is where the pod runs.
+	Node string `json:"node"`
+	// Interface is the host side of the pod's veth; empty means
+	// PodInterface(Namespace, Name), the name the CNI plugin gives it.
+	Interface string `json:"interface,omitempty"`
+	// IPs are the pod's addresses.
+	IPs []netip.Addr `json:"ips"`
+}
+
+// Key returns "namespace/name" (or "name" in no namespace).
+func (p Pod) Key() string {
+	if p.Namespace == "" {
+		return p.Name
+	}
+	return p.Namespace + "/" + p.Name
+}
+
+// Pool is an IP pool: a range pods take addresses from.
+type Pool struct {
+	// Name identifies the pool.
+	Name string `json:"name"`
+	// CIDR is the range.
+	CIDR netip.Prefix `json:"cidr"`
+	// Masquerade makes pod traffic to destinations outside every pool leave
+	// with the node's address.
+	Masquerade bool `json:"masquerade,omitempty"`
+}
+
+// Service is a Kubernetes-style service and its endpoints.
+type Service struct {
+	// Namespace and Name identify the service.
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Type is ClusterIP (the default), NodePort or LoadBalancer.
+	Type string `json:"type,omitempty"`
+	// ClusterIPs are the service's virtual addresses.
+	ClusterIPs []netip.Addr `json:"clusterIPs,omitempty"`
+	// Ports are the service's ports.
+	Ports []ServicePort `json:"ports,omitempty"`
+	// Endpoints are the backends.
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+}
+
+// ServicePort is one port of a service.
+type ServicePort struct {
+	// Name names the port (may be empty for a single port).
+	Name string `json:"name,omitempty"`
+	// Protocol is TCP (the default), UDP or SCTP.
+	Protocol string `json:"protocol,omitempty"`
+	// Port is the service port on the cluster IPs.
+	Port uint16 `json:"port"`
+	// NodePort is the port on every node's addresses (0: none).
+	NodePort uint16 `json:"nodePort,omitempty"`
+	// TargetPort is the backends' port; 0 means Port.
+	TargetPort uint16 `json:"targetPort,omitempty"`
+}
+
+// Endpoint is one backend of a service.
+type Endpoint struct {
+	// IP is the backend's address.
+	IP netip.Addr `json:"ip"`
+	// Node is where the backend runs, when known.
+	Node string `json:"node,omitempty"`
+	// NotReady marks a backend that must not get new connections.
+	NotReady bool `json:"notReady,omitempty"`
+}
+
+// MAC is a hardware address with a text form ("02:4e:50:00:00:01").
+type MAC net.HardwareAddr
+
+// MarshalText implements encoding.TextMarshaler.
+func (m MAC) MarshalText() ([]byte, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return []byte(net.HardwareAddr(m).String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler: a 6-byte unicast MAC,
+// or empty for none.
+func (m *MAC) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*m = nil
+		return nil
+	}
+	hw, err := net.ParseMAC(string(b))
+	if err != nil || len(hw) != 6 || hw[0]&1 != 0 {
+		return fmt.Errorf("%w: %q is not a 6-byte unicast MAC", ErrInvalid, b)
+	}
+	*m = MAC(hw)
+	return nil
+}
+
+// String returns the MAC's text form, or "" for none.
+func (m MAC) String() string {
+	if len(m) == 0 {
+		return ""
+	}
+	return net.HardwareAddr(m).String()
+}
+
+// PodInterfacePrefix starts the name of every pod's host-side interface made
+// by the CNI convention of PodInterface.
+const PodInterfacePrefix = "npv"
+
+// PodInterface returns the host-side interface name the CNI plugin gives the
+// pod namespace/name: "npv" and 11 hex digits of the SHA-256 of
+// "namespace/name" (14 characters, under the kernel's 15). Agents and plugins
+// compute it alike, so neither has to tell the other.
+func PodInterface(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return PodInterfacePrefix + hex.EncodeToString(sum[:])[:11]
+}
+
+// DefaultVTEPMAC returns the MAC a node's VXLAN device takes when the
+// datastore has none for it: locally administered, derived from the node's
+// name and the family (4 or 6), so every agent computes the same one.
+func DefaultVTEPMAC(node string, family int) net.HardwareAddr {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("nodeplane-vtep/%d/%s", family, node)))
+	return net.HardwareAddr{0x02, 0x4e, sum[0], sum[1], sum[2], sum[3]}
+}
+
+// TunnelAddr returns the address of a node's tunnel device in a pod CIDR: the
+// CIDR's first address (10.244.1.0 for 10.244.1.0/24), which IPAM never gives
+// to a pod.
+func TunnelAddr(cidr netip.Prefix) netip.Addr {
+	return cidr.Masked().Addr()
+}
+
+// HostInterface returns the pod's host-side interface name: Interface, or
+// PodInterface of its namespace and name.
+func (p Pod) HostInterface() string {
+	if p.Interface != "" {
+		return p.Interface
+	}
+	return PodInterface(p.Namespace, p.Name)
+}
+
+// Node returns the node called name.
+func (c *Cluster) Node(name string) (Node, bool) {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// Validate reports, with an error wrapping ErrInvalid, what does not hold
+// together: a node without a name or listed twice, a CIDR with host bits set,
+// a bad WireGuard key, a pod without a name or node or addresses, a service
+// without a name.
+func (c *Cluster) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
+	}
+	nodes := map[string]bool{}
+	for i, n := range c.Nodes {
+		switch {
+		case n.Name == "":
+			bad("node %d has no name", i)
+			continue
+		case nodes[n.Name]:
+			bad("node %q is listed twice", n.Name)
+		}
+		nodes[n.Name] = true
+		if n.UnderlayIPv4.IsValid() && !n.UnderlayIPv4.Is4() {
+			bad("node %q: underlayIPv4 %s is not IPv4", n.Name, n.UnderlayIPv4)
+		}
+		if n.UnderlayIPv6.IsValid() && (!n.UnderlayIPv6.Is6() || n.UnderlayIPv6.Is4In6()) {
+			bad("node %q: underlayIPv6 %s is not IPv6", n.Name, n.UnderlayIPv6)
+		}
+		for _, p := range n.PodCIDRs {
+			if !p.IsValid() || p.Masked() != p {
+				bad("node %q: pod CIDR %s is not a network (%s?)", n.Name, p, p.Masked())
+			}
+		}
+		if n.WireGuardPublicKey != "" {
+			if _, err := wireguard.ParsePublicKey(n.WireGuardPublicKey); err != nil {
+				bad("node %q: wireguardPublicKey: %v", n.Name, err)
+			}
+		}
+	}
+	pods := map[string]bool{}
+	for i, p := range c.Pods {
+		switch {
+		case p.Name == "":
+			bad("pod %d has no name", i)
+			continue
+		case pods[p.Key()]:
+			bad("pod %q is listed twice", p.Key())
+		case p.Node == "":
+			bad("pod %q has no node", p.Key())
+		case len(p.IPs) == 0:
+			bad("pod %q has no IPs", p.Key())
+		}
+		pods[p.Key()] = true
+		for _, ip := range p.IPs {
+			if !ip.IsValid() || ip.IsUnspecified() {
+				bad("pod %q: IP %s is not an address", p.Key(), ip)
+			}
+		}
+	}
+	for i, p := range c.Pools {
+		if p.Name == "" || !p.CIDR.IsValid() || p.CIDR.Masked() != p.CIDR {
+			bad("pool %d (%q): needs a name and a network CIDR, got %s", i, p.Name, p.CIDR)
+		}
+	}
+	for i, s := range c.Services {
+		if s.Name == "" {
+			bad("service %d has no name", i)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Normalize sorts the Cluster's lists (nodes, pods, pools, services by name)
+// so that two equal clusters compare equal.
+func (c *Cluster) Normalize() {
+	slices.SortFunc(c.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(c.Pods, func(a, b Pod) int { return strings.Compare(a.Key(), b.Key()) })
+	slices.SortFunc(c.Pools, func(a, b Pool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(c.Services, func(a, b Service) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+}

@@ -1,0 +1,383 @@
+// Package kubernetes is the reference agent's datastore on a Kubernetes
+// cluster, through client-go: Nodes give the underlay addresses (their
+// InternalIPs), the pod CIDRs (spec.podCIDRs) and what each agent published
+// as annotations (VTEP MACs, WireGuard public key); Pods on this node give
+// the local workloads; Services and EndpointSlices give the services. The
+// agent publishes its own VTEP MACs and WireGuard key back onto its Node.
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"reflect"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+)
+
+// The annotations the agents publish on their Nodes.
+const (
+	AnnotationVTEPMAC      = "nodeplane.io/vxlan-mac"
+	AnnotationVTEPMACV6    = "nodeplane.io/vxlan-mac-v6"
+	AnnotationWireGuardKey = "nodeplane.io/wireguard-public-key"
+)
+
+// DefaultDebounce is how long the Datastore waits after a change for more
+// before it delivers the cluster, so a burst of events costs one update.
+const DefaultDebounce = 100 * time.Millisecond
+
+// Options configure a Datastore.
+type Options struct {
+	// Client is the API client: kubernetes.NewForConfig of a rest config,
+	// or k8s.io/client-go/kubernetes/fake in tests. Required.
+	Client k8s.Interface
+	// NodeName is this node: only its pods are read. Required.
+	NodeName string
+	// Pools are the pod IP pools; empty means one pool per node pod CIDR,
+	// each masquerading.
+	Pools []datastore.Pool
+	// Resync is the informers' resync period; zero means none.
+	Resync time.Duration
+	// Debounce is DefaultDebounce when zero.
+	Debounce time.Duration
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Datastore implements datastore.Datastore on the Kubernetes API.
+type Datastore struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New validates opts and returns a Datastore. It does no I/O.
+func New(opts Options) (*Datastore, error) {
+	if opts.Client == nil || opts.NodeName == "" {
+		return nil, errors.New("kubernetes datastore: Client and NodeName are required")
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Datastore{opts: opts, log: log}, nil
+}
+
+// Watch implements datastore.Datastore: it starts informers on Nodes, this
+// node's Pods, Services and EndpointSlices, waits for their caches and then
+// delivers the cluster, and again after every change (debounced).
+func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	all := informers.NewSharedInformerFactory(d.opts.Client, d.opts.Resync)
+	local := informers.NewSharedInformerFactoryWithOptions(d.opts.Client, d.opts.Resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", d.opts.NodeName).String()
+		}))
+	nodes := all.Core().V1().Nodes()
+	services := all.Core().V1().Services()
+	slices := all.Discovery().V1().EndpointSlices()
+	pods := local.Core().V1().Pods()
+
+	changed := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{nodes.Informer(), services.Informer(), slices.Informer(), pods.Informer()} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return fmt.Errorf("kubernetes datastore: %w", err)
+		}
+	}
+	all.Start(ctx.Done())
+	local.Start(ctx.Done())
+	defer all.Shutdown()
+	defer local.Shutdown()
+	for typ, ok := range all.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("kubernetes datastore: %v cache not synced: %w", typ, context.Cause(ctx))
+		}
+	}
+	for typ, ok := range local.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("kubernetes datastore: %v cache not synced: %w", typ, context.Cause(ctx))
+		}
+	}
+	build := func() (datastore.Cluster, error) {
+		ns, err := nodes.Lister().List(labels.Everything())
+		if err != nil {
+			return datastore.Cluster{}, err
+		}
+		ps, err := pods.Lister().List(labels.Everything())
+		if err != nil {
+			return datastore.Cluster{}, err
+		}
+		ss, err := services.Lister().List(labels.Everything())
+		if err != nil {
+			return datastore.Cluster{}, err
+		}
+		es, err := slices.Lister().List(labels.Everything())
+		if err != nil {
+			return datastore.Cluster{}, err
+		}
+		return d.cluster(ns, ps, ss, es), nil
+	}
+	var last *datastore.Cluster
+	deliver := func() {
+		c, err := build()
+		if err != nil {
+			d.log.Warn("kubernetes datastore: listing the caches failed", "err", err)
+			return
+		}
+		if last != nil && reflect.DeepEqual(*last, c) {
+			return
+		}
+		last = &c
+		update(c)
+	}
+	// Drain the notifications of the initial listing: the first delivery
+	// below covers them.
+	select {
+	case <-changed:
+	default:
+	}
+	deliver()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+		t := time.NewTimer(d.opts.Debounce)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		select {
+		case <-changed:
+		default:
+		}
+		deliver()
+	}
+}
+
+// cluster converts the API objects into a datastore.Cluster.
+func (d *Datastore) cluster(nodes []*corev1.Node, pods []*corev1.Pod, services []*corev1.Service, slices []*discoveryv1.EndpointSlice) datastore.Cluster {
+	var c datastore.Cluster
+	for _, n := range nodes {
+		c.Nodes = append(c.Nodes, d.node(n))
+	}
+	for _, p := range pods {
+		if pod, ok := podOf(p); ok {
+			c.Pods = append(c.Pods, pod)
+		}
+	}
+	c.Pools = append(c.Pools, d.opts.Pools...)
+	if len(d.opts.Pools) == 0 {
+		for _, n := range c.Nodes {
+			for i, cidr := range n.PodCIDRs {
+				c.Pools = append(c.Pools, datastore.Pool{Name: fmt.Sprintf("node-%s-%d", n.Name, i), CIDR: cidr, Masquerade: true})
+			}
+		}
+	}
+	bySvc := map[types.NamespacedName][]*discoveryv1.EndpointSlice{}
+	for _, s := range slices {
+		name := s.Labels[discoveryv1.LabelServiceName]
+		if name == "" {
+			continue
+		}
+		k := types.NamespacedName{Namespace: s.Namespace, Name: name}
+		bySvc[k] = append(bySvc[k], s)
+	}
+	for _, s := range services {
+		if svc, ok := serviceOf(s, bySvc[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}]); ok {
+			c.Services = append(c.Services, svc)
+		}
+	}
+	// Drop what does not validate, object by object, rather than the
+	// whole cluster for one bad Node.
+	c = d.valid(c)
+	c.Normalize()
+	return c
+}
+
+// valid keeps the objects of c that validate on their own.
+func (d *Datastore) valid(c datastore.Cluster) datastore.Cluster {
+	var out datastore.Cluster
+	for _, n := range c.Nodes {
+		one := datastore.Cluster{Nodes: []datastore.Node{n}}
+		if err := one.Validate(); err != nil {
+			d.log.Warn("kubernetes datastore: node ignored", "node", n.Name, "err", err)
+			continue
+		}
+		out.Nodes = append(out.Nodes, n)
+	}
+	for _, p := range c.Pods {
+		if err := (&datastore.Cluster{Pods: []datastore.Pod{p}}).Validate(); err == nil {
+			out.Pods = append(out.Pods, p)
+		}
+	}
+	for _, p := range c.Pools {
+		if err := (&datastore.Cluster{Pools: []datastore.Pool{p}}).Validate(); err == nil {
+			out.Pools = append(out.Pools, p)
+		}
+	}
+	out.Services = c.Services
+	return out
+}
+
+func (d *Datastore) node(n *corev1.Node) datastore.Node {
+	out := datastore.Node{Name: n.Name}
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		ip, err := netip.ParseAddr(a.Address)
+		if err != nil {
+			continue
+		}
+		switch {
+		case ip.Is4() && !out.UnderlayIPv4.IsValid():
+			out.UnderlayIPv4 = ip
+		case ip.Is6() && !ip.Is4In6() && !out.UnderlayIPv6.IsValid():
+			out.UnderlayIPv6 = ip
+		}
+	}
+	cidrs := n.Spec.PodCIDRs
+	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
+		cidrs = []string{n.Spec.PodCIDR}
+	}
+	for _, s := range cidrs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out.PodCIDRs = append(out.PodCIDRs, p)
+		}
+	}
+	if mac, err := net.ParseMAC(n.Annotations[AnnotationVTEPMAC]); err == nil && len(mac) == 6 {
+		out.VTEPMAC = datastore.MAC(mac)
+	}
+	if mac, err := net.ParseMAC(n.Annotations[AnnotationVTEPMACV6]); err == nil && len(mac) == 6 {
+		out.VTEPMACV6 = datastore.MAC(mac)
+	}
+	out.WireGuardPublicKey = n.Annotations[AnnotationWireGuardKey]
+	return out
+}
+
+// podOf converts a pod with addresses that runs in its own network namespace.
+func podOf(p *corev1.Pod) (datastore.Pod, bool) {
+	if p.Spec.HostNetwork || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return datastore.Pod{}, false
+	}
+	out := datastore.Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}
+	ips := p.Status.PodIPs
+	if len(ips) == 0 && p.Status.PodIP != "" {
+		ips = []corev1.PodIP{{IP: p.Status.PodIP}}
+	}
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			out.IPs = append(out.IPs, a)
+		}
+	}
+	return out, len(out.IPs) > 0
+}
+
+// serviceOf converts a service with a cluster IP and its endpoint slices.
+func serviceOf(s *corev1.Service, slices []*discoveryv1.EndpointSlice) (datastore.Service, bool) {
+	if s.Spec.Type == corev1.ServiceTypeExternalName {
+		return datastore.Service{}, false
+	}
+	out := datastore.Service{Namespace: s.Namespace, Name: s.Name, Type: string(s.Spec.Type)}
+	ips := s.Spec.ClusterIPs
+	if len(ips) == 0 && s.Spec.ClusterIP != "" {
+		ips = []string{s.Spec.ClusterIP}
+	}
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			out.ClusterIPs = append(out.ClusterIPs, a)
+		}
+	}
+	if len(out.ClusterIPs) == 0 { // headless: nothing to load-balance
+		return datastore.Service{}, false
+	}
+	for _, p := range s.Spec.Ports {
+		sp := datastore.ServicePort{Name: p.Name, Protocol: string(p.Protocol), Port: uint16(p.Port), NodePort: uint16(p.NodePort)}
+		if p.TargetPort.IntVal > 0 {
+			sp.TargetPort = uint16(p.TargetPort.IntVal)
+		}
+		out.Ports = append(out.Ports, sp)
+	}
+	seen := map[netip.Addr]bool{}
+	for _, es := range slices {
+		for _, e := range es.Endpoints {
+			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+			node := ""
+			if e.NodeName != nil {
+				node = *e.NodeName
+			}
+			for _, a := range e.Addresses {
+				ip, err := netip.ParseAddr(a)
+				if err != nil || seen[ip] {
+					continue
+				}
+				seen[ip] = true
+				out.Endpoints = append(out.Endpoints, datastore.Endpoint{IP: ip, Node: node, NotReady: !ready})
+			}
+		}
+	}
+	return out, true
+}
+
+// Publish implements datastore.Datastore: it sets this node's annotations
+// (those of info's non-zero fields) with one merge patch.
+func (d *Datastore) Publish(ctx context.Context, info datastore.NodeInfo) error {
+	ann := map[string]string{}
+	if len(info.VTEPMAC) > 0 {
+		ann[AnnotationVTEPMAC] = info.VTEPMAC.String()
+	}
+	if len(info.VTEPMACV6) > 0 {
+		ann[AnnotationVTEPMACV6] = info.VTEPMACV6.String()
+	}
+	if !info.WireGuardKey.IsZero() {
+		ann[AnnotationWireGuardKey] = info.WireGuardKey.String()
+	}
+	if len(ann) == 0 {
+		return nil
+	}
+	name := info.Name
+	if name == "" {
+		name = d.opts.NodeName
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return err
+	}
+	if _, err := d.opts.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("kubernetes datastore: publish on node %s: %w", name, err)
+	}
+	return nil
+}

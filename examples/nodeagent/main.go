@@ -1,0 +1,243 @@
+// Command nodeagent is nodeplane's reference node agent: it programs one
+// node's dataplane (routes to its pods, a VXLAN overlay to the other nodes,
+// optional WireGuard encryption) from a cluster file or the Kubernetes API.
+//
+//	nodeagent run --node NAME --datastore file:cluster.yaml   # or --datastore kubernetes
+//	nodeagent status                                          # the node's dataplane as a table
+//	nodeagent cleanup                                         # remove everything the agent made
+//
+// See README.md beside this file.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodeplane/nodeplane/examples/nodeagent/agent"
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore/kubernetes"
+	"github.com/nodeplane/nodeplane/wireguard"
+)
+
+const usage = `nodeagent — nodeplane's reference node agent
+
+Usage:
+  nodeagent run     [flags]   program this node's dataplane until SIGINT/SIGTERM
+  nodeagent status  [flags]   print the running agent's dataplane state as a table
+  nodeagent cleanup [flags]   remove everything the agent put in the kernel
+
+Run "nodeagent COMMAND -h" for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = runCmd(ctx, os.Args[2:])
+	case "status":
+		err = statusCmd(ctx, os.Args[2:], os.Stdout)
+	case "cleanup":
+		err = cleanupCmd(ctx, os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "nodeagent: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "nodeagent:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// common are the flags run and cleanup share: what the agent owns.
+type common struct {
+	node, netns, stateDir, overlay, wgIface, podPrefix, logLevel, logFormat string
+	ipv6                                                                    bool
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&c.node, "node", host, "this node's name in the datastore")
+	fs.StringVar(&c.netns, "netns", "", "network namespace to program (a path such as /run/netns/node1); empty: the agent's own")
+	fs.StringVar(&c.stateDir, "state-dir", "/var/lib/nodeplane-agent", "directory of the pod MTU file and the WireGuard key")
+	fs.StringVar(&c.overlay, "overlay", string(agent.OverlayVXLAN), "vxlan, vxlan-cross-subnet, ipip, ipip-cross-subnet or direct")
+	fs.StringVar(&c.wgIface, "wireguard-interface", agent.DefaultWireGuardInterface, "WireGuard device name (unique per machine for userspace devices)")
+	fs.StringVar(&c.podPrefix, "pod-interface-prefix", datastore.PodInterfacePrefix, "prefix of the pods' host-side interfaces")
+	fs.BoolVar(&c.ipv6, "ipv6", false, "program IPv6 too (dual stack)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+}
+
+func (c *common) config() (agent.Config, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return agent.Config{}, err
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch c.logFormat {
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, hopts)
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, hopts)
+	default:
+		return agent.Config{}, fmt.Errorf("unknown log format %q", c.logFormat)
+	}
+	return agent.Config{NodeName: c.node, NetNS: c.netns, StateDir: c.stateDir, Overlay: agent.Overlay(c.overlay),
+		WireGuardInterface: c.wgIface, PodInterfacePrefix: c.podPrefix, IPv6: c.ipv6,
+		Logger: slog.New(h).With("node", c.node)}, nil
+}
+
+func runCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	ds := fs.String("datastore", "file:/etc/nodeplane/cluster.yaml", `"file:PATH" (a YAML cluster file, watched) or "kubernetes"`)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for --datastore kubernetes; empty: in-cluster, then $KUBECONFIG")
+	pools := fs.String("pools", "", "comma-separated pod IP pools (CIDRs) for --datastore kubernetes; empty: each node's pod CIDRs")
+	listen := fs.String("listen", agent.DefaultListen, `local HTTP endpoint: /healthz /readyz /metrics /status ("-": none)`)
+	wg := fs.Bool("wireguard", false, "encrypt pod traffic between nodes with WireGuard")
+	wgMode := fs.String("wireguard-mode", "auto", "auto (kernel module, else userspace), kernel or userspace")
+	vni := fs.Uint("vxlan-vni", 0, "VXLAN network identifier (0: 4096)")
+	port := fs.Uint("vxlan-port", 0, "VXLAN UDP port (0: 4789)")
+	resync := fs.Duration("resync-interval", 0, "how often every driver re-reads the kernel and repairs drift (0: 90s)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	cfg.Listen, cfg.WireGuard, cfg.ResyncInterval = *listen, *wg, *resync
+	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)
+	switch *wgMode {
+	case "auto":
+		cfg.WireGuardMode = wireguard.ModeAuto
+	case "kernel":
+		cfg.WireGuardMode = wireguard.ModeKernel
+	case "userspace":
+		cfg.WireGuardMode = wireguard.ModeUserspace
+	default:
+		return fmt.Errorf("unknown --wireguard-mode %q", *wgMode)
+	}
+	switch {
+	case strings.HasPrefix(*ds, "file:"):
+		cfg.Datastore = &datastore.File{Path: strings.TrimPrefix(*ds, "file:"), Logger: cfg.Logger.With("component", "datastore")}
+	case *ds == "kubernetes":
+		rc, err := restConfig(*kubeconfig)
+		if err != nil {
+			return err
+		}
+		client, err := k8s.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		var ps []datastore.Pool
+		for i, s := range strings.FieldsFunc(*pools, func(r rune) bool { return r == ',' }) {
+			p, err := netip.ParsePrefix(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("--pools: %w", err)
+			}
+			ps = append(ps, datastore.Pool{Name: fmt.Sprintf("pool-%d", i), CIDR: p, Masquerade: true})
+		}
+		cfg.Datastore, err = kubernetes.New(kubernetes.Options{Client: client, NodeName: cfg.NodeName, Pools: ps,
+			Logger: cfg.Logger.With("component", "datastore")})
+		if err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf(`--datastore must be "file:PATH" or "kubernetes", not %q`, *ds)
+	}
+	return agent.Run(ctx, cfg)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		if rc, err := rest.InClusterConfig(); err == nil {
+			return rc, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+}
+
+func statusCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	addr := fs.String("addr", agent.DefaultListen, "the agent's local endpoint")
+	asJSON := fs.Bool("json", false, "print the status document as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+"/status", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("is the agent running? %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	if *asJSON {
+		_, err = out.Write(body)
+		return err
+	}
+	var s agent.Status
+	if err := json.Unmarshal(body, &s); err != nil {
+		return err
+	}
+	return agent.WriteTable(out, s, time.Now())
+}
+
+func cleanupCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	if err := agent.Cleanup(ctx, cfg); err != nil {
+		return err
+	}
+	fmt.Println("nodeagent: removed the agent's devices, routes, rules and ip sets")
+	return nil
+}
