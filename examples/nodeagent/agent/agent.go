@@ -433,7 +433,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	lopts := dataplane.Options{Logger: log.With("component", "loop"), ResyncInterval: cfg.ResyncInterval,
 		Metrics: a.metrics, OnHealth: a.onHealth,
-		OnInSync: func() { log.Info("dataplane in sync: first apply done", "since_start", time.Since(a.started).Round(time.Millisecond)) }}
+		OnInSync: func() {
+			log.Info("dataplane in sync: first apply done", "since_start", time.Since(a.started).Round(time.Millisecond))
+		}}
 	a.plane, err = build(ns, &cfg, lopts, host.MTU, false, onKey)
 	if err != nil {
 		return err
