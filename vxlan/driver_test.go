@@ -379,3 +379,15 @@ func TestKernelReadFailure(t *testing.T) {
 	w.converge()
 	require.Equal(t, wantL2(vxlan.IPv4, 2), w.l2())
 }
+
+// TestMTUCappedByParent: a host MTU above what the parent carries (a
+// jumbo uplink elsewhere) gives the device the parent's MTU less the
+// overhead, which the kernel accepts, not an MTU it refuses.
+func TestMTUCappedByParent(t *testing.T) {
+	w := newWorld(t, vxlan.IPv4, nil)
+	cluster(w, 1, 2)
+	w.send(mtu.Result{Host: mtu.HostMTU{MTU: 9000}})
+	w.converge()
+	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
+	require.Equal(t, 1450, dev.MTU)
+}

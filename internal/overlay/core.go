@@ -51,7 +51,8 @@ type Local struct {
 	// Parent is the link holding Underlay (Index 0 when none does).
 	Parent kernel.Link
 	// MTU is the device MTU: CoreOptions.MTU, or the host MTU less the
-	// overhead, or the parent's MTU less it; 0 when none is known.
+	// overhead, or the parent's MTU less it, and never more than the
+	// parent's MTU less it; 0 when none is known.
 	MTU int
 	// Host is the host view Sync read.
 	Host *Host
@@ -206,13 +207,20 @@ func (c *Core) Sync(ctx context.Context, device func(Local) bool) error {
 	if p, ok := host.Holder(local); ok {
 		l.Parent = p
 	}
-	switch overhead := c.opts.Encap.Overhead(c.opts.Family == ipfamily.IPv6); {
+	overhead := c.opts.Encap.Overhead(c.opts.Family == ipfamily.IPv6)
+	switch {
 	case c.opts.MTU > 0:
 		l.MTU = c.opts.MTU
 	case c.hostMTU > 0:
 		l.MTU = c.hostMTU - overhead
 	case l.Parent.MTU > 0:
 		l.MTU = l.Parent.MTU - overhead
+	}
+	if most := l.Parent.MTU - overhead; l.Parent.MTU > 0 && l.MTU > most {
+		// The kernel refuses a VXLAN MTU above this, and an IPIP packet
+		// this large would not leave the parent unfragmented.
+		c.log.Debug("overlay: device MTU capped by the parent's", "mtu", l.MTU, "parent", l.Parent.Name, "cap", most)
+		l.MTU = most
 	}
 	c.mu.Lock()
 	c.host, c.parent = host, l.Parent.Name
