@@ -4,9 +4,12 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -139,6 +142,89 @@ func TestKernelNeighbors(t *testing.T) {
 	assert.True(t, slices.ContainsFunc(got6, func(n Neighbor) bool { return n.IP == neighAddr(false, 5003) }))
 	_, err = e.ns.Neighbors(ctx, 0, 0)
 	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+// ipNeighProtocols lists the protocols of the permanent neighbour entries
+// of family on v0 as iproute2 shows them (an independent decoder of
+// NDA_PROTOCOL), by address ("" for none).
+func ipNeighProtocols(t *testing.T, e *kernelEnv, f Family) map[netip.Addr]string {
+	t.Helper()
+	out, err := e.kns.Exec(context.Background(), "ip", "-N", "-j", "-"+strings.TrimPrefix(f.String(), "IPv"), "neigh", "show", "dev", "v0", "nud", "permanent")
+	require.NoError(t, err)
+	var entries []struct {
+		Dst      string `json:"dst"`
+		Protocol string `json:"protocol"`
+	}
+	require.NoError(t, json.Unmarshal(out, &entries), "%s", out)
+	m := map[netip.Addr]string{}
+	for _, en := range entries {
+		m[netip.MustParseAddr(en.Dst)] = en.Protocol
+	}
+	return m
+}
+
+// TestKernelNeighborProtocol checks the ownership mark drivers rely on:
+// NDA_PROTOCOL written with Protocol comes back in dumps (and iproute2
+// shows it), an entry written without one reports 0, a replace without a
+// protocol keeps the entry's, a replace with another changes it, an add
+// of an existing entry changes nothing, and an entry iproute2 wrote with a
+// protocol is read with it.
+func TestKernelNeighborProtocol(t *testing.T) {
+	e := newKernelEnv(t)
+	ctx := context.Background()
+	for _, v4 := range []bool{true, false} {
+		f := IPv6
+		if v4 {
+			f = IPv4
+		}
+		n := func(i int, proto uint8) Neighbor {
+			return Neighbor{LinkIndex: e.links.v0, IP: neighAddr(v4, i), MAC: mac(i), Protocol: proto}
+		}
+		for i, err := range e.ns.ApplyNeighbors(ctx, []NeighborOp{
+			{Kind: OpReplace, Neighbor: n(1, 78)},
+			{Kind: OpReplace, Neighbor: n(2, 0)},
+			{Kind: OpReplace, Neighbor: n(3, 78)},
+			{Kind: OpReplace, Neighbor: n(4, 78)},
+			{Kind: OpReplace, Neighbor: n(5, 78)},
+		}) {
+			require.NoError(t, err, "%v op %d", f, i)
+		}
+		moved := n(3, 0)
+		moved.MAC = mac(300)
+		errs := e.ns.ApplyNeighbors(ctx, []NeighborOp{
+			{Kind: OpReplace, Neighbor: moved},   // keeps 78
+			{Kind: OpReplace, Neighbor: n(4, 4)}, // becomes 4
+			{Kind: OpAdd, Neighbor: n(5, 9)},     // exists: unchanged
+		})
+		assert.NoError(t, errs[0])
+		assert.NoError(t, errs[1])
+		assert.ErrorIs(t, errs[2], ErrExists)
+		cmd := []string{"ip", "-" + strings.TrimPrefix(f.String(), "IPv"), "neigh", "replace", neighAddr(v4, 6).String(),
+			"lladdr", mac(6).String(), "dev", "v0", "nud", "permanent", "protocol", "12"}
+		_, err := e.kns.Exec(ctx, cmd[0], cmd[1:]...)
+		require.NoError(t, err)
+
+		got, err := e.ns.Neighbors(ctx, f, e.links.v0)
+		require.NoError(t, err)
+		protos := map[netip.Addr]uint8{}
+		for _, g := range got {
+			if g.State&NUDPermanent != 0 {
+				protos[g.IP] = g.Protocol
+			}
+		}
+		want := map[netip.Addr]uint8{neighAddr(v4, 1): 78, neighAddr(v4, 2): 0, neighAddr(v4, 3): 78, neighAddr(v4, 4): 4,
+			neighAddr(v4, 5): 78, neighAddr(v4, 6): 12}
+		assert.Equal(t, want, protos, "%v", f)
+		assert.Contains(t, got, Neighbor{LinkIndex: e.links.v0, IP: moved.IP, MAC: moved.MAC, State: NUDPermanent, Protocol: 78})
+		shown := map[netip.Addr]string{}
+		for a, p := range want {
+			shown[a] = ""
+			if p != 0 {
+				shown[a] = strconv.Itoa(int(p))
+			}
+		}
+		assert.Equal(t, shown, ipNeighProtocols(t, e, f), "iproute2 sees the same protocols")
+	}
 }
 
 // fdbOracle lists a device's own FDB entries with the netlink library.

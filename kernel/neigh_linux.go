@@ -18,7 +18,13 @@ import (
 // RTM_DELNEIGH: a struct ndmsg and NDA_* attributes); an FDB entry is a
 // neighbour of family AF_BRIDGE.
 
-// neighborCodec is how applyOps writes neighbours.
+// ndaProtocol is NDA_PROTOCOL (Linux 5.0), which golang.org/x/sys/unix
+// lacks: a u8, who installed the entry. The kernel reports it in dumps
+// when it is not 0, and a write without it keeps an entry's protocol.
+const ndaProtocol = 12
+
+// neighborCodec is how applyOps writes neighbours: NDA_PROTOCOL is sent
+// when Protocol is set (not on a delete, which keys on the address).
 var neighborCodec = &opCodec[NeighborOp]{
 	check: func(op *NeighborOp) error {
 		if err := checkKind(op.Kind); err != nil {
@@ -29,10 +35,11 @@ var neighborCodec = &opCodec[NeighborOp]{
 	encode: func(b []byte, seq uint32, op *NeighborOp) []byte {
 		n := &op.Neighbor
 		var state uint16
+		var proto uint8
 		if op.Kind != OpDelete {
-			state = n.state()
+			state, proto = n.state(), n.Protocol
 		}
-		return appendNeighMsg(b, op.Kind, writeFlags(op.Kind), seq, uint8(ipfamily.Of(n.IP).AF()), n.LinkIndex, state, 0, n.IP, n.MAC)
+		return appendNeighMsg(b, op.Kind, writeFlags(op.Kind), seq, uint8(ipfamily.Of(n.IP).AF()), n.LinkIndex, state, 0, n.IP, n.MAC, proto)
 	},
 	describe: func(op *NeighborOp) (string, string) {
 		return op.Kind.String() + " neighbor", fmt.Sprintf("%s dev %d", op.Neighbor.IP, op.Neighbor.LinkIndex)
@@ -66,7 +73,7 @@ var fdbCodec = &opCodec[FDBOp]{
 		default:
 			state = NUDReachable
 		}
-		return appendNeighMsg(b, op.Kind, flags, seq, unix.AF_BRIDGE, e.LinkIndex, state, unix.NTF_SELF, e.Dst, e.MAC)
+		return appendNeighMsg(b, op.Kind, flags, seq, unix.AF_BRIDGE, e.LinkIndex, state, unix.NTF_SELF, e.Dst, e.MAC, 0)
 	},
 	describe: func(op *FDBOp) (string, string) {
 		e := &op.Entry
@@ -80,8 +87,9 @@ var fdbCodec = &opCodec[FDBOp]{
 
 // appendNeighMsg appends one RTM_NEWNEIGH (RTM_DELNEIGH for OpDelete)
 // request: NDA_DST when dst is valid, NDA_LLADDR when lladdr is set and
-// the op is not a delete of a neighbour (an FDB delete keys on it).
-func appendNeighMsg(b []byte, kind OpKind, flags uint16, seq uint32, family uint8, ifindex int, state uint16, ntf uint8, dst netip.Addr, lladdr []byte) []byte {
+// the op is not a delete of a neighbour (an FDB delete keys on it),
+// NDA_PROTOCOL when proto is not 0.
+func appendNeighMsg(b []byte, kind OpKind, flags uint16, seq uint32, family uint8, ifindex int, state uint16, ntf uint8, dst netip.Addr, lladdr []byte, proto uint8) []byte {
 	start := len(b)
 	typ := uint16(unix.RTM_NEWNEIGH)
 	if kind == OpDelete {
@@ -97,6 +105,9 @@ func appendNeighMsg(b []byte, kind OpKind, flags uint16, seq uint32, family uint
 	}
 	if len(lladdr) > 0 && (kind != OpDelete || family == unix.AF_BRIDGE) {
 		b = appendAttrBytes(b, unix.NDA_LLADDR, lladdr)
+	}
+	if proto != 0 {
+		b = appendAttrU8(b, ndaProtocol, proto)
 	}
 	return finishMsg(b, start)
 }
@@ -129,6 +140,7 @@ type neighMsg struct {
 	flags   uint8
 	dst     netip.Addr
 	lladdr  []byte
+	proto   uint8 // NDA_PROTOCOL, 0 when absent
 }
 
 // decodeNeigh parses an RTM_NEWNEIGH payload (ndmsg and attributes) into
@@ -161,6 +173,11 @@ func decodeNeigh(payload []byte, m *neighMsg) error {
 				return errMalformed("NDA_LLADDR of %d bytes", len(v))
 			}
 			m.lladdr = v
+		case ndaProtocol:
+			if len(v) < 1 {
+				return errMalformed("NDA_PROTOCOL of %d bytes", len(v))
+			}
+			m.proto = v[0]
 		}
 	}
 	return nil
@@ -209,7 +226,7 @@ func (c *conn) neighbors(ctx context.Context, f Family, linkIndex int) ([]Neighb
 		if m.family != af || (linkIndex != 0 && m.ifindex != linkIndex) || !f.Contains(m.dst) {
 			return nil
 		}
-		out = append(out, Neighbor{LinkIndex: m.ifindex, IP: m.dst, MAC: hwAddr(m.lladdr), State: m.state})
+		out = append(out, Neighbor{LinkIndex: m.ifindex, IP: m.dst, MAC: hwAddr(m.lladdr), State: m.state, Protocol: m.proto})
 		return nil
 	}, func() { out = out[:0] })
 	return out, err

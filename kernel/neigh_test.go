@@ -73,6 +73,9 @@ func (s *neighStore) handle(h header, payload []byte) [][]byte {
 		case exists && h.flags&unix.NLM_F_REPLACE == 0:
 			return ack(unix.EEXIST)
 		default:
+			if m.proto == 0 { // a write without NDA_PROTOCOL keeps it
+				m.proto = s.entries[key].proto
+			}
 			s.entries[key] = m
 		}
 		return ack(0)
@@ -145,7 +148,7 @@ func (s *neighStore) dump(h header, payload []byte) [][]byte {
 		flags = unix.NLM_F_DUMP_INTR
 	}
 	msg := func(m neighMsg, f uint16) []byte {
-		b := appendNeighMsg(nil, OpReplace, 0, h.seq, m.family, m.ifindex, m.state, m.flags, m.dst, m.lladdr)
+		b := appendNeighMsg(nil, OpReplace, 0, h.seq, m.family, m.ifindex, m.state, m.flags, m.dst, m.lladdr, m.proto)
 		ne.PutUint16(b[6:], unix.NLM_F_MULTI|f)
 		return b
 	}
@@ -444,6 +447,7 @@ func TestDecodeNeighRejectsMalformed(t *testing.T) {
 		"3-byte address":         append(append([]byte(nil), good[:ndmsgLen]...), 7, 0, unix.NDA_DST, 0, 1, 2, 3, 0),
 		"attribute past the end": append(append([]byte(nil), good[:ndmsgLen]...), 40, 0, unix.NDA_DST, 0),
 		"33-byte lladdr":         appendAttrBytes(append([]byte(nil), good[:ndmsgLen]...), unix.NDA_LLADDR, make([]byte, 33)),
+		"empty NDA_PROTOCOL":     appendAttrBytes(append([]byte(nil), good[:ndmsgLen]...), ndaProtocol, nil),
 	} {
 		var m neighMsg
 		assert.ErrorIs(t, decodeNeigh(payload, &m), ErrMalformed, name)
@@ -458,6 +462,7 @@ func TestDecodeNeighRejectsMalformed(t *testing.T) {
 // accepted entry has a valid address of its family.
 func FuzzDecodeNeigh(f *testing.F) {
 	f.Add(neighborCodec.encode(nil, 1, &NeighborOp{Kind: OpReplace, Neighbor: neighbor(false, 1, 3)})[hdrLen:])
+	f.Add(neighborCodec.encode(nil, 1, &NeighborOp{Kind: OpReplace, Neighbor: withProto(neighbor(false, 2, 3), 78)})[hdrLen:])
 	f.Add(fdbCodec.encode(nil, 1, &FDBOp{Kind: OpReplace, Entry: FDBEntry{LinkIndex: 2, MAC: mac(3), Dst: netip.MustParseAddr("10.0.0.1")}})[hdrLen:])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, payload []byte) {
@@ -489,4 +494,87 @@ func FuzzDecodeNeigh(f *testing.F) {
 		}
 		_ = fmt.Sprint(ns, fdb)
 	})
+}
+
+func withProto(n Neighbor, proto uint8) Neighbor {
+	n.Protocol = proto
+	return n
+}
+
+// neighAttrs returns the attributes of a neighbour message payload by type.
+func neighAttrs(t *testing.T, payload []byte) map[uint16][]byte {
+	t.Helper()
+	out := map[uint16][]byte{}
+	for a := payload[ndmsgLen:]; len(a) > 0; {
+		typ, v, rest, ok := nextAttr(a)
+		require.True(t, ok)
+		out[typ] = v
+		a = rest
+	}
+	return out
+}
+
+// TestNeighborProtocolCodec checks NDA_PROTOCOL: written (one byte) with a
+// set Protocol on a replace or an add, never on a delete nor with 0, and
+// read back into Protocol.
+func TestNeighborProtocolCodec(t *testing.T) {
+	assert.Equal(t, netlink.NDA_PROTOCOL, ndaProtocol, "the netlink library's number")
+	n := withProto(neighbor(true, 1, 3), 78)
+	for _, kind := range []OpKind{OpReplace, OpAdd, OpDelete} {
+		msg := neighborCodec.encode(nil, 1, &NeighborOp{Kind: kind, Neighbor: n})
+		_, payload, _, ok := nextMessage(msg)
+		require.True(t, ok)
+		v, has := neighAttrs(t, payload)[ndaProtocol]
+		if kind == OpDelete {
+			assert.False(t, has, "a delete keys on the address")
+			continue
+		}
+		assert.Equal(t, []byte{78}, v, "%v", kind)
+		var m neighMsg
+		require.NoError(t, decodeNeigh(payload, &m))
+		assert.Equal(t, uint8(78), m.proto)
+		got, err := netlink.NeighDeserialize(payload)
+		require.NoError(t, err, "the netlink library still parses it")
+		assert.Equal(t, n.MAC, got.HardwareAddr)
+	}
+	msg := neighborCodec.encode(nil, 1, &NeighborOp{Kind: OpReplace, Neighbor: neighbor(true, 1, 3)})
+	_, payload, _, _ := nextMessage(msg)
+	assert.NotContains(t, neighAttrs(t, payload), uint16(ndaProtocol), "no protocol: no attribute")
+	var m neighMsg
+	require.NoError(t, decodeNeigh(payload, &m))
+	assert.Zero(t, m.proto)
+	msg = fdbCodec.encode(nil, 1, &FDBOp{Kind: OpReplace, Entry: FDBEntry{LinkIndex: 2, MAC: mac(3), Dst: netip.MustParseAddr("10.0.0.1")}})
+	_, payload, _, _ = nextMessage(msg)
+	assert.NotContains(t, neighAttrs(t, payload), uint16(ndaProtocol))
+}
+
+// TestNeighborProtocolDump writes entries with and without a protocol and
+// reads them back: the dump reports each one's, and a write without one
+// keeps the entry's (as the kernel does).
+func TestNeighborProtocolDump(t *testing.T) {
+	s := newNeighStore()
+	c := fakeConn(s.kernel())
+	ops := []NeighborOp{
+		{Kind: OpReplace, Neighbor: withProto(neighbor(true, 1, 3), 78)},
+		{Kind: OpReplace, Neighbor: neighbor(true, 2, 3)},
+		{Kind: OpReplace, Neighbor: withProto(neighbor(true, 3, 3), 4)},
+		{Kind: OpReplace, Neighbor: withProto(neighbor(false, 1, 3), 78)},
+	}
+	for i, err := range c.applyNeighbors(context.Background(), ops) {
+		require.NoError(t, err, "op %d", i)
+	}
+	perm := func(n Neighbor) Neighbor { n.State = NUDPermanent; return n }
+	got, err := c.neighbors(context.Background(), IPv4, 0)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []Neighbor{perm(ops[0].Neighbor), perm(ops[1].Neighbor), perm(ops[2].Neighbor)}, got)
+	got, err = c.neighbors(context.Background(), IPv6, 3)
+	require.NoError(t, err)
+	assert.Equal(t, []Neighbor{perm(ops[3].Neighbor)}, got)
+
+	moved := neighbor(true, 1, 3)
+	moved.MAC = mac(99)
+	require.NoError(t, c.applyNeighbors(context.Background(), []NeighborOp{{Kind: OpReplace, Neighbor: moved}})[0])
+	got, err = c.neighbors(context.Background(), IPv4, 3)
+	require.NoError(t, err)
+	assert.Contains(t, got, perm(withProto(moved, 78)), "a replace without a protocol keeps the entry's")
 }

@@ -407,6 +407,10 @@ type Neighbor struct {
 	MAC net.HardwareAddr
 	// State is the NUD state; writes use NUDPermanent when it is 0.
 	State uint16
+	// Protocol says who installed the entry (NDA_PROTOCOL, Linux 5.0 and
+	// later), 0 for unset; drivers use it as an ownership mark. A write
+	// with 0 leaves the protocol of an existing entry as it is.
+	Protocol uint8
 }
 
 // NeighborOp is one neighbour write: OpReplace, OpAdd (fails with

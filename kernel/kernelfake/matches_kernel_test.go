@@ -128,7 +128,7 @@ func (s *side) observe(t *testing.T, fdbLinks []string, sysctls []string) []stri
 			if n.IP.IsMulticast() && n.State == kernel.NUDNoARP {
 				continue // made by the kernel as it sends IGMP and MLD reports
 			}
-			out = append(out, fmt.Sprintf("neigh %s %v %v state %#x", name(n.LinkIndex), n.IP, n.MAC, n.State))
+			out = append(out, fmt.Sprintf("neigh %s %v %v state %#x proto %d", name(n.LinkIndex), n.IP, n.MAC, n.State, n.Protocol))
 		}
 	}
 	for _, l := range fdbLinks {
@@ -482,6 +482,21 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			n(kernel.OpReplace, "10.1.0.9", 0), n(kernel.OpReplace, "fd00:1::9", 0), n(kernel.OpReplace, "10.1.0.10", kernel.NUDReachable),
 			n(kernel.OpAdd, "10.1.0.9", 0), n(kernel.OpDelete, "10.1.0.99", 0),
 			{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{LinkIndex: 999, IP: ip("10.1.0.9"), MAC: mac("02:00:00:00:99:01")}},
+		})
+	})
+	step("neighbour protocols: set, kept by a replace without one, changed by a replace with another", func(s *side) []error {
+		va := s.idx("va")
+		n := func(kind kernel.OpKind, a, m string, proto uint8) kernel.NeighborOp {
+			return kernel.NeighborOp{Kind: kind, Neighbor: kernel.Neighbor{LinkIndex: va, IP: ip(a), MAC: mac(m), Protocol: proto}}
+		}
+		return s.k.ApplyNeighbors(bg, []kernel.NeighborOp{
+			n(kernel.OpReplace, "10.1.0.11", "02:00:00:00:99:11", 78), n(kernel.OpReplace, "fd00:1::11", "02:00:00:00:99:11", 78),
+			n(kernel.OpReplace, "10.1.0.9", "02:00:00:00:99:01", 78), // had none
+			n(kernel.OpReplace, "10.1.0.11", "02:00:00:00:99:12", 0), // keeps 78
+			n(kernel.OpReplace, "fd00:1::11", "02:00:00:00:99:11", 4),
+			n(kernel.OpAdd, "fd00:1::9", "02:00:00:00:99:01", 9), // exists: unchanged
+			n(kernel.OpReplace, "10.1.0.12", "02:00:00:00:99:13", 0),
+			n(kernel.OpDelete, "10.1.0.12", "", 78),
 		})
 	})
 	step("vb down: va's reachable neighbour goes", func(s *side) []error { return one(up(s, "vb", false)) })

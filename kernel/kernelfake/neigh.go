@@ -40,8 +40,10 @@ func (ns *Namespace) Neighbors(ctx context.Context, family kernel.Family, linkIn
 // ApplyNeighbors implements kernel.Neighbors: OpReplace creates or
 // replaces the entry of (LinkIndex, IP), OpAdd fails with EEXIST when it
 // exists, OpDelete fails with ENOENT when it does not; a missing interface
-// fails with ENODEV. Entries go when their interface goes down (all) or
-// loses its carrier (all but permanent ones).
+// fails with ENODEV. Entries keep the Protocol they were written with,
+// which dumps report; a replace with Protocol 0 keeps the entry's (the
+// kernel keeps it when NDA_PROTOCOL is left out). Entries go when their
+// interface goes down (all) or loses its carrier (all but permanent ones).
 func (ns *Namespace) ApplyNeighbors(ctx context.Context, ops []kernel.NeighborOp) []error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -98,6 +100,9 @@ func (ns *Namespace) applyNeighbor(op kernel.NeighborOp) error {
 	case i >= 0 && op.Kind == kernel.OpAdd:
 		return syscall.EEXIST
 	case i >= 0:
+		if n.Protocol == 0 {
+			n.Protocol = s.neighs[i].Protocol
+		}
 		s.neighs[i] = n
 	default:
 		s.neighs = append(s.neighs, n)
