@@ -49,12 +49,12 @@ type Scenario struct {
 	results []result
 	// statusTable is node1's `nodeagent status` before its cleanup.
 	statusTable string
-	figures [][2]string
-	step    int
-	steps   int
-	file    string
-	cluster datastore.Cluster
-	mu      sync.Mutex
+	figures     [][2]string
+	step        int
+	steps       int
+	file        string
+	cluster     datastore.Cluster
+	mu          sync.Mutex
 }
 
 type node struct {
