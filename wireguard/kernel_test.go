@@ -203,14 +203,16 @@ func deviceViaControlSocket(t *testing.T, name string) (peers int, port int) {
 // capture reads every frame on an interface of a namespace through an
 // AF_PACKET socket made inside it, until stop is called.
 type capture struct {
-	fd     int
-	mu     sync.Mutex
-	frames [][]byte
-	done   chan struct{}
+	fd       int
+	mu       sync.Mutex
+	frames   [][]byte
+	quit     chan struct{}
+	quitOnce sync.Once
+	done     chan struct{}
 }
 
 func startCapture(t *testing.T, ns *kerneltest.NS, ifname string) *capture {
-	c := &capture{done: make(chan struct{})}
+	c := &capture{quit: make(chan struct{}), done: make(chan struct{})}
 	proto := int(htons(unix.ETH_P_ALL))
 	require.NoError(t, ns.Do(func() error {
 		l, err := ns.Handle().LinkByName(ifname)
@@ -238,7 +240,7 @@ func startCapture(t *testing.T, ns *kerneltest.NS, ifname string) *capture {
 		buf := make([]byte, 65536)
 		for {
 			select {
-			case <-c.stopC():
+			case <-c.quit:
 				return
 			default:
 			}
@@ -255,23 +257,12 @@ func startCapture(t *testing.T, ns *kerneltest.NS, ifname string) *capture {
 	return c
 }
 
-var stopOnce sync.Map
-
-func (c *capture) stopC() chan struct{} {
-	ch, _ := stopOnce.LoadOrStore(c, make(chan struct{}))
-	return ch.(chan struct{})
-}
-
 func (c *capture) stop() {
-	ch := c.stopC()
-	select {
-	case <-ch:
-		return
-	default:
-		close(ch)
-	}
-	<-c.done
-	unix.Close(c.fd)
+	c.quitOnce.Do(func() {
+		close(c.quit)
+		<-c.done
+		unix.Close(c.fd)
+	})
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
