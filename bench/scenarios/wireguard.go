@@ -12,8 +12,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -79,6 +81,7 @@ func wgLater(f func()) {
 // kernel time to free their namespaces: it does that asynchronously, under
 // the rtnl lock that every route and link write of the next trial takes.
 func wgCleanup() {
+	wgSweepOnce.Do(wgSweep)
 	wgPendingMu.Lock()
 	fs := wgPending
 	wgPending = nil
@@ -87,6 +90,25 @@ func wgCleanup() {
 		fs[i]()
 	}
 	time.Sleep(300 * time.Millisecond)
+}
+
+var wgSweepOnce sync.Once
+
+// wgSweep removes the control sockets that earlier bench processes left
+// (their last trial's devices lived until the process exited): only this
+// command's names, wgb<pid>-<n>, and only when that process is gone.
+func wgSweep() {
+	paths, _ := filepath.Glob("/var/run/wireguard/wgb*-*.sock")
+	for _, p := range paths {
+		pid, err := strconv.Atoi(strings.TrimPrefix(strings.SplitN(filepath.Base(p), "-", 2)[0], "wgb"))
+		if err != nil || pid == os.Getpid()%100000 {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			continue // still running (or a wrapped pid that is: keep it)
+		}
+		_ = os.Remove(p)
+	}
 }
 
 func wgName() string { return fmt.Sprintf("wgb%d-%d", os.Getpid()%100000, wgCounter.Add(1)) }
