@@ -29,7 +29,7 @@ type planner struct {
 
 	// Requests by step, in the order the transaction carries them:
 	// references exist before they are used and go after what uses them.
-	table, delRules, delElems, flush, delChains, delSets, newSets, newChains, newRules txn
+	table, delRules, delElems, flush, delSets, delChains, newSets, newChains, newRules txn
 	adds                                                                               []elemAdd
 	post                                                                               []func(k *kstate)
 }
@@ -70,7 +70,9 @@ func (p *planner) plan() (main *txn, extra []*txn, err error) {
 		}
 	}
 	main = &txn{}
-	for _, x := range []*txn{&p.table, &p.delRules, &p.delElems, &p.flush, &p.delChains, &p.delSets, &p.newSets, &p.newChains} {
+	// Sets go after the rules that use them and before the chains their
+	// elements jump to.
+	for _, x := range []*txn{&p.table, &p.delRules, &p.delElems, &p.flush, &p.delSets, &p.delChains, &p.newSets, &p.newChains} {
 		main.appendTx(x)
 	}
 	per := t.opts.ElementsPerTransaction

@@ -649,6 +649,7 @@ const (
 	rejectICMP        = 0
 	rejectTCPReset    = 1
 	natRandomFully    = 0x10
+	natProtoSpecified = 0x2
 	masqFlags         = 1
 	masqRegProtoMin   = 2
 	masqRegProtoMax   = 3
@@ -712,8 +713,15 @@ func (rd *renderer) action(a netfilter.Action, proto *netfilter.MatchProto) erro
 			rd.add(&expr.Immediate{Register: reg1, Data: be16(a.ToPorts.First)}, &expr.Immediate{Register: reg2, Data: be16(a.ToPorts.Last)})
 		}
 		rd.raw("masq", func(w *nfnl.Writer) {
+			var flags uint32
 			if a.RandomFully {
-				w.U32(masqFlags, natRandomFully)
+				flags |= natRandomFully
+			}
+			if ports {
+				flags |= natProtoSpecified // the kernel uses the ports only with it
+			}
+			if flags != 0 {
+				w.U32(masqFlags, flags)
 			}
 			if ports {
 				w.U32(masqRegProtoMin, reg1)
