@@ -86,13 +86,13 @@ func single(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) 
 type probe uint8
 
 const (
-	tcpForward probe = iota // client → server:port, through FORWARD
-	tcpOther                // client → server:other
-	tcpInput                // client → host:port (INPUT)
-	tcpOutput               // host → server:port (OUTPUT)
-	tcpVIP                  // client → vip:vipPort (translated by the host)
-	udpForward              // client → server:udpPort
-	pingForward             // client pings server
+	tcpForward  probe = iota // client → server:port, through FORWARD
+	tcpOther                 // client → server:other
+	tcpInput                 // client → host:port (INPUT)
+	tcpOutput                // host → server:port (OUTPUT)
+	tcpVIP                   // client → vip:vipPort (translated by the host)
+	udpForward               // client → server:udpPort
+	pingForward              // client pings server
 )
 
 // decl is what a case declares on one table: a role's rules at a hook, and
@@ -613,7 +613,7 @@ func runCase(t *testing.T, b backend, e *env, c tcase) outcome {
 				b.clearSet(t, e, nil, s)
 			}
 		}
-	_, _ = e.k.DeleteConntrack(ctx, e.f, []netip.Addr{e.clientAddr, e.serverAddr, e.hostAddr, e.vip})
+		_, _ = e.k.DeleteConntrack(ctx, e.f, []netip.Addr{e.clientAddr, e.serverAddr, e.hostAddr, e.vip})
 	}()
 	for _, s := range sets {
 		if b.isNFT || s.ipset != "" {
