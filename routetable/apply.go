@@ -346,9 +346,16 @@ func (t *Table) listLinks(ctx context.Context) error {
 	return nil
 }
 
-// dumpNeighbors re-reads the neighbour entries the Table wants or wrote.
+// dumpNeighbors re-reads the static neighbour entries that are ours: the
+// permanent entries of the family that carry the Table's protocol (its
+// writes mark them with it) and that it wants or wrote, or that are on an
+// interface it may own neighbours on (claimsNeighborsOn), so that a
+// restarted Table deletes those an earlier run wrote and nobody wants any
+// more. An entry without the protocol is never ours: one the Table wants
+// is written again (with the mark), any other is left alone. It reads
+// nothing when the Table has no entries and may own none.
 func (t *Table) dumpNeighbors(ctx context.Context) error {
-	if t.nbrs.Desired().Len() == 0 && t.nbrs.Dataplane().Len() == 0 {
+	if t.nbrs.Desired().Len() == 0 && t.nbrs.Dataplane().Len() == 0 && !t.mayOwnNeighbors() {
 		return nil
 	}
 	ns, err := t.opts.Kernel.Neighbors(ctx, t.opts.Family, 0)
@@ -365,13 +372,49 @@ func (t *Table) dumpNeighbors(ctx context.Context) error {
 	return t.nbrs.Dataplane().ReplaceAllIter(func(add func(nbrKey, [6]byte)) error {
 		for _, n := range ns {
 			k := nbrKey{ip: n.IP, oif: int32(n.LinkIndex)}
-			if n.State&kernel.NUDPermanent == 0 || len(n.MAC) != 6 || !known(k) {
+			if n.State&kernel.NUDPermanent == 0 || len(n.MAC) != 6 || n.Protocol != t.opts.Protocol {
 				continue
+			}
+			if !known(k) && !t.claimsNeighborsOn(k.oif) {
+				continue // another Table's with the same protocol, maybe
 			}
 			add(k, [6]byte(n.MAC))
 		}
 		return nil
 	})
+}
+
+// claimsNeighborsOn reports whether the static neighbour entries with the
+// Table's protocol on interface idx are its own even when it neither wants
+// nor wrote them: whether the policy claims the routes through the
+// interface whatever their protocol (with DefaultPolicy, an interface
+// whose name matches InterfacePatterns). A policy that claims the routes
+// the system put in its table (ExclusivePolicy) owns that table, not
+// interfaces: it claims none, so a Table of its own beside another of the
+// family never deletes the other's entries.
+func (t *Table) claimsNeighborsOn(idx int32) bool {
+	rec := t.byIndex[idx]
+	if rec == nil || ownsSystemRoutes(t.opts.Ownership) {
+		return false
+	}
+	other := kernel.ProtoBoot // someone else's protocol
+	if t.opts.Protocol == other {
+		other = 4 // RTPROT_STATIC
+	}
+	r := kernel.Route{Family: t.opts.Family, Table: t.opts.Table, Type: kernel.RTNUnicast, Protocol: other,
+		Scope: kernel.ScopeLink, OIF: int(idx)}
+	return t.opts.Ownership.RouteIsOurs(&r, rec.name)
+}
+
+// mayOwnNeighbors reports whether some present interface is one the Table
+// claims the neighbour entries with its protocol of.
+func (t *Table) mayOwnNeighbors() bool {
+	for idx := range t.byIndex {
+		if t.claimsNeighborsOn(idx) {
+			return true
+		}
+	}
+	return false
 }
 
 // isHost reports whether k is a host route, whose address's conntrack
@@ -666,7 +709,7 @@ func (t *Table) writeNeighbors(ctx context.Context, st *applyState, kind kernel.
 	ops := make([]kernel.NeighborOp, len(writes))
 	for i, w := range writes {
 		ops[i] = kernel.NeighborOp{Kind: kind, Neighbor: kernel.Neighbor{LinkIndex: int(w.k.oif), IP: w.k.ip,
-			MAC: net.HardwareAddr(w.mac[:]), State: kernel.NUDPermanent}}
+			MAC: net.HardwareAddr(w.mac[:]), State: kernel.NUDPermanent, Protocol: t.opts.Protocol}}
 	}
 	errs := t.opts.Kernel.ApplyNeighbors(ctx, ops)
 	t.stats.NeighborWrites += uint64(len(ops))

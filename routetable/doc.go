@@ -19,9 +19,15 @@
 // writes carries its protocol, so a restarted agent recognises them.
 //
 // Static neighbour entries (ARP or NDP, NUD_PERMANENT) are written for
-// targets with a DestMAC and deleted when no longer wanted; conntrack
-// entries are deleted for addresses whose host route moves or disappears.
-// Nothing else is touched: no link, address or rule.
+// targets with a DestMAC, marked with the Table's protocol (NDA_PROTOCOL,
+// Linux 5.0 and later), and deleted when no longer wanted. The ones with
+// its protocol on interfaces whose routes its policy claims whatever their
+// protocol (with the default policy, those matching InterfacePatterns)
+// are its own even after a restart, so those of targets withdrawn while
+// the agent was down go too. An entry without its protocol is never
+// deleted (one where the Table wants an entry is replaced by its own).
+// Conntrack entries are deleted for addresses whose host route
+// moves or disappears. Nothing else is touched: no link, address or rule.
 //
 // # How it is used
 //
@@ -171,7 +177,9 @@
 // # What it never touches
 //
 // Foreign routes (see above), routes of other tables and families, links,
-// addresses, rules, and neighbour entries it did not write. New does no
+// addresses, rules, and the neighbour entries it does not want that lack
+// its protocol, or carry it on an interface its policy does not claim and
+// it did not write them on. New does no
 // I/O and starts no goroutines; the Table starts none at all. The package
 // builds everywhere; a real namespace (kernel.Open) is Linux-only.
 package routetable

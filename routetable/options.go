@@ -37,9 +37,10 @@ type Options struct {
 	// kernel.TableLocal (253 to 255), whose default, connected and local
 	// routes the host needs.
 	Table uint32
-	// Protocol is the route protocol written on every route and, with the
-	// default policy, the mark of ownership; 0 means DefaultProtocol.
-	// kernel.ProtoKernel (RTPROT_KERNEL, 2) is refused.
+	// Protocol is the route protocol written on every route and static
+	// neighbour entry and, with the default policy, the mark of ownership;
+	// 0 means DefaultProtocol. kernel.ProtoKernel (RTPROT_KERNEL, 2) is
+	// refused.
 	Protocol uint8
 	// InterfacePatterns are regular expressions (such as `^np-`): with
 	// the default policy, routes on interfaces whose names match are ours

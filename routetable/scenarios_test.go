@@ -48,6 +48,7 @@ var scenarios = []scenario{
 	{"ConntrackOnMove", scenarioConntrack},
 	{"Multipath", scenarioMultipath},
 	{"StaticNeighbors", scenarioNeighbors},
+	{"StaticNeighborsAfterRestart", scenarioNeighborsRestart},
 	{"RestartAdoption", scenarioAdoption},
 	{"DeltasAndMetrics", scenarioDeltas},
 	{"BadInputChangesNothing", scenarioBadInput},
@@ -548,6 +549,80 @@ func scenarioNeighbors(t *testing.T, e *env, f failure) {
 	e.converge(t, tbl, f)
 	assert.Empty(t, ours())
 	assert.Empty(t, e.ours(t))
+}
+
+// scenarioNeighborsRestart: the static neighbour entries carry the
+// Table's protocol, so a restarted Table deletes those of targets
+// withdrawn while it was down (on interfaces its policy claims), adopts
+// the others, marks an entry it wants that has no protocol, and leaves
+// alone every entry without its protocol, those with its protocol on an
+// interface outside its patterns (another Table's, maybe), and, as a Table
+// with ExclusivePolicy in a table of its own, every entry it did not write.
+func scenarioNeighborsRestart(t *testing.T, e *env, f failure) {
+	a := e.addLink(t, "np-a")
+	fx := e.addLink(t, "fx0") // outside the pattern
+	mac := func(i byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, i} }
+	pod := func(i int) netip.Prefix { return e.pfx(fmt.Sprintf("10.0.1.%d/32", i)) }
+	type entry struct {
+		link  int
+		ip    netip.Addr
+		mac   net.HardwareAddr
+		proto uint8
+	}
+	static := func() []entry {
+		var out []entry
+		for _, n := range e.neighbors(t) {
+			if n.State&kernel.NUDPermanent != 0 {
+				out = append(out, entry{n.LinkIndex, n.IP, n.MAC, n.Protocol})
+			}
+		}
+		return out
+	}
+	ours := func(i int) entry { return entry{a, pod(i).Addr(), mac(byte(i)), rt.DefaultProtocol} }
+	foreign := []entry{
+		{a, e.ip("10.0.1.77"), mac(77), 0},                   // no protocol, on our interface
+		{a, e.ip("10.0.1.78"), mac(78), 4},                   // another protocol
+		{fx, e.ip("10.0.2.79"), mac(79), rt.DefaultProtocol}, // ours, outside the pattern
+		{a, pod(5).Addr(), mac(5), 0},                        // what an agent without the mark wrote
+	}
+	for _, n := range foreign {
+		require.NoError(t, e.k.ApplyNeighbors(context.Background(), []kernel.NeighborOp{{Kind: kernel.OpAdd,
+			Neighbor: kernel.Neighbor{LinkIndex: n.link, IP: n.ip, MAC: n.mac, Protocol: n.proto}}})[0])
+	}
+	declare := func(tbl *rt.Table, pods ...int) {
+		var targets []rt.Target
+		for _, i := range pods {
+			targets = append(targets, rt.Target{CIDR: pod(i), DestMAC: mac(byte(i))})
+		}
+		require.NoError(t, tbl.SetRoutes(classLocal, "np-a", targets))
+		e.tell(t, tbl, "np-a", kernel.LinkUp)
+	}
+
+	first := e.newTable(t, rt.Options{})
+	declare(first, 1, 2, 3)
+	e.converge(t, first, f)
+	assert.ElementsMatch(t, append(slices.Clone(foreign), ours(1), ours(2), ours(3)), static())
+
+	// A Table of its own (ExclusivePolicy) beside it declares nothing and
+	// deletes nothing.
+	other := e.newTable(t, rt.Options{Table: 1234, Ownership: rt.ExclusivePolicy{}})
+	e.converge(t, other, f)
+	assert.ElementsMatch(t, append(slices.Clone(foreign), ours(1), ours(2), ours(3)), static())
+
+	// Restarted without pod 2 and with pod 5: pod 2's entry goes, pod 5's
+	// is marked, pod 1's and 3's are adopted as they are.
+	second := e.newTable(t, rt.Options{})
+	declare(second, 1, 3, 5)
+	e.converge(t, second, f)
+	assert.ElementsMatch(t, append(slices.Clone(foreign[:3]), ours(1), ours(3), ours(5)), static())
+	if f == failNone {
+		assert.Equal(t, uint64(2), second.Stats().NeighborWrites, "pod 2 deleted, pod 5 marked: %v", e.kernel.events())
+	}
+
+	// Restarted with nothing declared: all of ours go, nothing else.
+	third := e.newTable(t, rt.Options{})
+	e.converge(t, third, f)
+	assert.ElementsMatch(t, foreign[:3], static())
 }
 
 // allTypes declares one route of every kind on tbl (links np-a, np-b).

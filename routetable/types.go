@@ -160,7 +160,8 @@ type Target struct {
 	NextHops []NextHop
 	// DestMAC, when set on a host route (/32 or /128) with an interface,
 	// also programs a permanent neighbour entry (ARP or NDP) for the
-	// destination address with this MAC on the interface.
+	// destination address with this MAC on the interface, with the
+	// Table's protocol.
 	DestMAC net.HardwareAddr
 }
 
