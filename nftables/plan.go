@@ -49,6 +49,17 @@ type elemAdd struct {
 // updates to make once they commit are in main.post.
 func (p *planner) plan() (main *txn, extra []*txn, err error) {
 	t := p.t
+	if len(t.sets) == 0 && len(p.prog) == 0 {
+		// Nothing is to be in the table: it goes (or is not made).
+		main = &txn{}
+		if p.k.table || p.rebuild {
+			st := main.begin(t.fam, nfnl.MsgDestroyTable, 0, "table", holdNone)
+			main.w.Str(nfnl.TableName, t.opts.Name)
+			main.w.End(st)
+			main.post = append(main.post, func(k *kstate) { *k = *newKstate() })
+		}
+		return main, nil, nil
+	}
 	if p.rebuild {
 		p.table.begin(t.fam, nfnl.MsgDestroyTable, 0, "table", holdNone)
 		p.table.w.Str(nfnl.TableName, t.opts.Name)

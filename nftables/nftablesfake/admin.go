@@ -14,9 +14,9 @@ import (
 // Families of tables, as the Admin and inspection methods take them.
 const (
 	// IPv4 is the ip family.
-	IPv4 = nfnl.FamilyIPv4
+	IPv4 uint8 = nfnl.FamilyIPv4
 	// IPv6 is the ip6 family.
-	IPv6 = nfnl.FamilyIPv6
+	IPv6 uint8 = nfnl.FamilyIPv6
 )
 
 // Rule is a rule as Rules shows it.

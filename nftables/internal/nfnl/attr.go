@@ -320,3 +320,6 @@ func (w *Writer) AppendError(req []byte, pid uint32, errno int32, offset uint32)
 
 // PutSeq sets the sequence number of the message at the start of m.
 func PutSeq(m []byte, seq uint32) { ne.PutUint32(m[8:], seq) }
+
+// IsBatch reports whether datagram b starts with a batch.
+func IsBatch(b []byte) bool { return len(b) >= HdrLen && ne.Uint16(b[4:]) == BatchBegin }
