@@ -3,3 +3,9 @@
 # Runs every check and test of every module (installs missing tools first).
 test:
 	./scripts/test.sh
+
+.PHONY: demo
+# The one-command demo (needs root): three nodes in network namespaces, one
+# reference agent each, checks printed step by step; everything removed after.
+demo:
+	./scripts/demo.sh
