@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/mtu"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
 
@@ -51,7 +52,8 @@ func reachAll(t *testing.T, tp *kerneltest.Topology) {
 // reach each other across hosts over VXLAN, v4 and v6, ping and TCP; the
 // tunnel carries it (its counters move); external deletions of an FDB
 // entry, a neighbour and a route are repaired at the next refresh; the
-// device deleted under the running agent comes back; a node removal
+// device deleted under the running agent comes back; a host MTU change
+// reaches the devices and their routes without a restart; a node removal
 // removes its routes, neighbours and FDB entries.
 func TestKernelVXLAN(t *testing.T) {
 	kerneltest.RequireKernel(t)
@@ -154,6 +156,29 @@ func TestKernelVXLAN(t *testing.T) {
 			kerneltest.Eventually(t, 10*time.Second, kerneltest.PingCheck(h1.Pods[0].NS, to))
 			kerneltest.Eventually(t, 10*time.Second, kerneltest.PingCheck(h3.Pods[1].NS, to))
 		}
+	})
+
+	t.Run("host-MTU-applied-live", func(t *testing.T) {
+		agents[0].send(mtu.Result{Host: mtu.HostMTU{MTU: 1400, Interface: "eth0"}})
+		ctx := context.Background()
+		eventually(t, 10*time.Second, func() error {
+			for fam, want := range map[vxlan.Family]int{vxlan.IPv4: 1350, vxlan.IPv6: 1330} {
+				l, err := h1.NS.Handle().LinkByName(devName(fam))
+				if err != nil {
+					return err
+				}
+				if l.Attrs().MTU != want {
+					return fmt.Errorf("%s: MTU %d, want %d", devName(fam), l.Attrs().MTU, want)
+				}
+			}
+			out, err := h1.NS.Exec(ctx, "ip", "route", "show", h2.PodCIDRv4.String())
+			if err != nil || !strings.Contains(string(out), "mtu 1350") {
+				return fmt.Errorf("route %s: %s (%v)", h2.PodCIDRv4, out, err)
+			}
+			return nil
+		})
+		kerneltest.Require(t, kerneltest.PingCheck(h1.Pods[0].NS, h2.Pods[0].IPv4))
+		kerneltest.Require(t, kerneltest.PingCheck(h1.Pods[0].NS, h2.Pods[0].IPv6))
 	})
 
 	t.Run("node-removal", func(t *testing.T) {
