@@ -252,8 +252,19 @@ func (t *Table) commit(s Socket, x *txn, k *kstate, holds map[string]hold, probe
 		// another's. Read again.
 		return false, fmt.Errorf("%w: the kernel's answers were lost (receive queue overflow)", ErrWrite)
 	}
-	found := false
+	// The kernel names the element at fault exactly. A request it refused
+	// may be innocent: when the kernel finds, validating the transaction,
+	// that a chain holds what its hook does not allow, it blames each
+	// request it validates after, so only the first refused request of a
+	// round is held back; the next round tells about the others.
+	found, request := false, false
 	for _, e := range errs {
+		if e.msg >= 0 && e.msg < len(x.msgs) && len(x.msgs[e.msg].elems) == 0 {
+			if request {
+				continue
+			}
+			request = true
+		}
 		if t.blame(x, e, holds, probe, now) {
 			found = true
 		}

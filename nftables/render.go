@@ -258,8 +258,12 @@ func (rd *renderer) match(m netfilter.Match, proto *netfilter.MatchProto, all []
 		if bits == 0 {
 			return nil // matches every packet (a negated /0 is invalid)
 		}
-		off, _ := rd.addrOffset(c.Dir)
-		n := uint32((bits + 7) / 8)
+		// As nft encodes a prefix, so that nft shows it as one: the bytes
+		// of a byte-aligned prefix, else the whole address under a mask.
+		off, n := rd.addrOffset(c.Dir)
+		if bits%8 == 0 {
+			n = uint32(bits / 8)
+		}
 		rd.add(&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n})
 		want := c.Prefix.Addr().AsSlice()[:n]
 		if bits%8 != 0 {
