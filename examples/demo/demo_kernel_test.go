@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +67,7 @@ func TestKernelDemo(t *testing.T) {
 	bin := filepath.Join(dir, "nodeagent")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go command, to build the agent: %v", err)
 	}
 	build := exec.Command(goBin, "build", "-o", bin, "../nodeagent")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
 )
@@ -69,30 +68,42 @@ type Status struct {
 
 // NodeStatus is one node as the agent sees it.
 type NodeStatus struct {
-	Name      string   `json:"name"`
-	Self      bool     `json:"self,omitempty"`
-	Underlay  string   `json:"underlay"`
-	PodCIDRs  []string `json:"podCIDRs"`
-	TunnelIP  string   `json:"tunnelIP,omitempty"`
-	VTEPMAC   string   `json:"vtepMAC,omitempty"`
-	WireGuard string   `json:"wireguardKey,omitempty"`
+	// Name is the node's name; Self marks this node.
+	Name string `json:"name"`
+	Self bool   `json:"self,omitempty"`
+	// Underlay are its underlay addresses, comma-separated.
+	Underlay string `json:"underlay"`
+	// PodCIDRs are its blocks.
+	PodCIDRs []string `json:"podCIDRs"`
+	// TunnelIP and VTEPMAC are its IPv4 VXLAN endpoint's.
+	TunnelIP string `json:"tunnelIP,omitempty"`
+	VTEPMAC  string `json:"vtepMAC,omitempty"`
+	// WireGuard is its WireGuard public key, if published.
+	WireGuard string `json:"wireguardKey,omitempty"`
 }
 
 // PodStatus is one local pod.
 type PodStatus struct {
-	Name      string   `json:"name"`
-	Interface string   `json:"interface"`
-	IPs       []string `json:"ips"`
-	// Interface state: up, down or missing.
+	// Name is "namespace/name".
+	Name string `json:"name"`
+	// Interface is its host-side interface.
+	Interface string `json:"interface"`
+	// IPs are its addresses.
+	IPs []string `json:"ips"`
+	// State is the interface's: up, down or missing.
 	State string `json:"state"`
 }
 
 // RouteStatus is one route the agent owns.
 type RouteStatus struct {
+	// Destination is the route's prefix.
 	Destination string `json:"destination"`
-	Via         string `json:"via,omitempty"`
-	Device      string `json:"device,omitempty"`
-	Table       uint32 `json:"table"`
+	// Via is its gateway, if any.
+	Via string `json:"via,omitempty"`
+	// Device is its output interface, if any.
+	Device string `json:"device,omitempty"`
+	// Table is its routing table.
+	Table uint32 `json:"table"`
 	// Kind is what the route is for: local pod, vxlan, ipip, wireguard,
 	// direct, blackhole.
 	Kind string `json:"kind"`
@@ -100,14 +111,21 @@ type RouteStatus struct {
 
 // WireGuardStatus is one WireGuard manager's state.
 type WireGuardStatus struct {
-	Device        string   `json:"device"`
-	Enabled       bool     `json:"enabled"`
-	Mode          string   `json:"mode"`
-	ModeReason    string   `json:"modeReason,omitempty"`
-	PublicKey     string   `json:"publicKey,omitempty"`
-	Peers         int      `json:"peers"`
-	NotPeers      []string `json:"notPeers,omitempty"`
-	RuleInstalled bool     `json:"ruleInstalled"`
+	// Device is the interface name.
+	Device string `json:"device"`
+	// Enabled is whether encryption is on.
+	Enabled bool `json:"enabled"`
+	// Mode is the provider in use (kernel or userspace), and ModeReason
+	// why.
+	Mode       string `json:"mode"`
+	ModeReason string `json:"modeReason,omitempty"`
+	// PublicKey is this node's key.
+	PublicKey string `json:"publicKey,omitempty"`
+	// Peers counts the nodes that are peers; NotPeers names the others.
+	Peers    int      `json:"peers"`
+	NotPeers []string `json:"notPeers,omitempty"`
+	// RuleInstalled is whether the routing rule is in place.
+	RuleInstalled bool `json:"ruleInstalled"`
 }
 
 // status gathers the agent's Status; it reads the kernel's routes.
@@ -319,4 +337,3 @@ func short(key string) string {
 	return key
 }
 
-var _ = ipfamily.IPv4
