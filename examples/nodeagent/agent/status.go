@@ -336,4 +336,3 @@ func short(key string) string {
 	}
 	return key
 }
-
