@@ -80,7 +80,7 @@ type Options struct {
 
 // Stats are a Manager's counters and sizes.
 type Stats struct {
-	// Nodes is the number of nodes known.
+	// Nodes is the number of nodes with an underlay address.
 	Nodes int
 	// Blocks is the number of blocks.
 	Blocks int
@@ -107,7 +107,7 @@ type Manager struct {
 	driver *Driver
 	log    *slog.Logger
 
-	nodes    map[string]Node
+	local    *Node // this node's
 	rejected int
 	lastRej  error
 }
@@ -155,7 +155,7 @@ func New(opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{opts: opts, log: log, nodes: map[string]Node{}}
+	m := &Manager{opts: opts, log: log}
 	var err error
 	m.driver, err = NewDriver(DriverOptions{Kernel: opts.Kernel, Name: opts.Device, OnDevice: m.onDevice, Clock: opts.Clock, Logger: log})
 	if err != nil {
@@ -267,7 +267,10 @@ func (m *Manager) onNode(n *Node) {
 		m.reject(err)
 		return
 	}
-	m.nodes[n.Name] = *n
+	if n.Name == m.opts.NodeName {
+		c := *n
+		m.local = &c
+	}
 	if !n.Underlay.IsValid() {
 		m.core.RemoveNode(n.Name)
 		return
@@ -281,7 +284,9 @@ func (m *Manager) onNodeRemove(r *NodeRemove) {
 		m.reject(err)
 		return
 	}
-	delete(m.nodes, r.Name)
+	if r.Name == m.opts.NodeName {
+		m.local = nil
+	}
 	m.core.RemoveNode(r.Name)
 }
 
@@ -320,8 +325,8 @@ func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
 }
 
 func (m *Manager) device(l overlay.Local) bool {
-	n, ok := m.nodes[m.opts.NodeName]
-	if !ok || m.opts.Mode == Never || !n.Underlay.IsValid() {
+	n := m.local
+	if n == nil || m.opts.Mode == Never || !n.Underlay.IsValid() {
 		_ = m.driver.SetDevice(nil)
 		return false
 	}
@@ -336,7 +341,7 @@ func (m *Manager) device(l overlay.Local) bool {
 func (m *Manager) Stats() Stats {
 	r := m.core.Routes()
 	return Stats{
-		Nodes: len(m.nodes), Blocks: r.Count(overlay.NoRoute) + r.Count(overlay.TunnelRoute) + r.Count(overlay.DirectRoute) + r.Count(overlay.Blackhole),
+		Nodes: m.core.Nodes(), Blocks: r.Count(overlay.NoRoute) + r.Count(overlay.TunnelRoute) + r.Count(overlay.DirectRoute) + r.Count(overlay.Blackhole),
 		TunnelRoutes: r.Count(overlay.TunnelRoute), DirectRoutes: r.Count(overlay.DirectRoute),
 		Blackholes: r.Count(overlay.Blackhole), Unrouted: r.Count(overlay.NoRoute),
 		SetMembers: m.core.Members().Len(), Rejected: m.rejected, LastRejected: m.lastRej,

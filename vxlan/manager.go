@@ -117,7 +117,7 @@ type Manager struct {
 	driver *Driver
 	log    *slog.Logger
 
-	vteps    map[string]VTEP
+	local    *VTEP // this node's VTEP
 	rejected int
 	lastRej  error
 }
@@ -171,7 +171,7 @@ func New(opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{opts: opts, log: log, vteps: map[string]VTEP{}}
+	m := &Manager{opts: opts, log: log}
 	var err error
 	m.driver, err = NewDriver(DriverOptions{Kernel: opts.Kernel, Family: opts.Family, Name: opts.Device,
 		OnDevice: m.onDevice, Clock: opts.Clock, Logger: log})
@@ -296,7 +296,9 @@ func (m *Manager) onVTEP(v *VTEP) {
 	}
 	c := *v
 	c.MACV4, c.MACV6 = slices.Clone(v.MACV4), slices.Clone(v.MACV6)
-	m.vteps[v.Node] = c
+	if v.Node == m.opts.NodeName {
+		m.local = &c
+	}
 	underlay, tunnel, mac := m.family(&c)
 	if !underlay.IsValid() {
 		m.removeNode(v.Node)
@@ -328,7 +330,9 @@ func (m *Manager) onVTEPRemove(r *VTEPRemove) {
 		m.reject(err)
 		return
 	}
-	delete(m.vteps, r.Node)
+	if r.Node == m.opts.NodeName {
+		m.local = nil
+	}
 	m.removeNode(r.Node)
 }
 
@@ -375,12 +379,11 @@ func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
 // device declares the device from this node's VTEP and reports whether
 // tunnel routes can be declared.
 func (m *Manager) device(l overlay.Local) bool {
-	v, ok := m.vteps[m.opts.NodeName]
-	if !ok || m.opts.Mode == Never {
+	if m.local == nil || m.opts.Mode == Never {
 		_ = m.driver.SetDevice(nil)
 		return false
 	}
-	underlay, tunnel, mac := m.family(&v)
+	underlay, tunnel, mac := m.family(m.local)
 	if !underlay.IsValid() || !tunnel.IsValid() || mac == nil {
 		_ = m.driver.SetDevice(nil)
 		return false
@@ -397,7 +400,7 @@ func (m *Manager) device(l overlay.Local) bool {
 func (m *Manager) Stats() Stats {
 	r := m.core.Routes()
 	return Stats{
-		Nodes: len(m.vteps), Blocks: r.Count(overlay.NoRoute) + r.Count(overlay.TunnelRoute) + r.Count(overlay.DirectRoute) + r.Count(overlay.Blackhole),
+		Nodes: m.core.Nodes(), Blocks: r.Count(overlay.NoRoute) + r.Count(overlay.TunnelRoute) + r.Count(overlay.DirectRoute) + r.Count(overlay.Blackhole),
 		TunnelRoutes: r.Count(overlay.TunnelRoute), DirectRoutes: r.Count(overlay.DirectRoute),
 		Blackholes: r.Count(overlay.Blackhole), Unrouted: r.Count(overlay.NoRoute),
 		SetMembers: m.core.Members().Len(), Rejected: m.rejected, LastRejected: m.lastRej,

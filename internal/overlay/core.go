@@ -135,6 +135,9 @@ func (c *Core) RemoveNode(name string) {
 	c.routes.RemoveNode(name)
 }
 
+// Nodes returns the number of nodes with an underlay address.
+func (c *Core) Nodes() int { return len(c.underlay) }
+
 // SetHostMTU records the host MTU a monitor reported.
 func (c *Core) SetHostMTU(m int) { c.hostMTU = m }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/nodeplane/nodeplane/routetable"
 )
@@ -84,17 +85,26 @@ const (
 	Blackhole
 )
 
-// decl is one declared route.
+// decl is one declared route, kept small (no routetable.Target: the
+// target is rebuilt from it): the block is its map key, the interface
+// name is shared (the device's, a subnet's, InterfaceNone).
 type decl struct {
-	kind   RouteKind
-	class  routetable.RouteClass
-	iface  string
-	target routetable.Target
+	kind    RouteKind
+	class   routetable.RouteClass
+	mtu     uint32
+	iface   string
+	gateway netip.Addr
 }
 
-func (d decl) equal(o decl) bool {
-	return d.kind == o.kind && d.class == o.class && d.iface == o.iface && d.target.CIDR == o.target.CIDR &&
-		d.target.Type == o.target.Type && d.target.Gateway == o.target.Gateway && d.target.MTU == o.target.MTU
+// target returns the routetable.Target of block.
+func (d decl) target(block netip.Prefix) routetable.Target {
+	switch d.kind {
+	case Blackhole:
+		return routetable.Target{CIDR: block, Type: routetable.TargetBlackhole}
+	case TunnelRoute:
+		return routetable.Target{CIDR: block, Type: routetable.TargetOnlink, Gateway: d.gateway, MTU: d.mtu}
+	}
+	return routetable.Target{CIDR: block, Gateway: d.gateway}
 }
 
 // Routes computes the routes of blocks and declares them on a RouteSink,
@@ -113,7 +123,7 @@ type Routes struct {
 
 	nodes    map[string]Node
 	blocks   map[netip.Prefix]string
-	byNode   map[string]map[netip.Prefix]struct{}
+	byNode   map[string][]netip.Prefix
 	declared map[netip.Prefix]decl
 	dirty    map[netip.Prefix]struct{}
 	all      bool
@@ -127,7 +137,7 @@ func NewRoutes(sink RouteSink, classes Classes, mode Mode, local, device string)
 		sink: sink, classes: classes, mode: mode, local: local, device: device,
 		nodes:    map[string]Node{},
 		blocks:   map[netip.Prefix]string{},
-		byNode:   map[string]map[netip.Prefix]struct{}{},
+		byNode:   map[string][]netip.Prefix{},
 		declared: map[netip.Prefix]decl{},
 		dirty:    map[netip.Prefix]struct{}{},
 	}
@@ -153,7 +163,7 @@ func (r *Routes) RemoveNode(name string) {
 }
 
 func (r *Routes) markNode(name string) {
-	for b := range r.byNode[name] {
+	for _, b := range r.byNode[name] {
 		r.dirty[b] = struct{}{}
 	}
 }
@@ -167,12 +177,7 @@ func (r *Routes) SetBlock(block netip.Prefix, node string) {
 		r.unindex(block, old)
 	}
 	r.blocks[block] = node
-	set := r.byNode[node]
-	if set == nil {
-		set = map[netip.Prefix]struct{}{}
-		r.byNode[node] = set
-	}
-	set[block] = struct{}{}
+	r.byNode[node] = append(r.byNode[node], block)
 	r.dirty[block] = struct{}{}
 }
 
@@ -188,11 +193,14 @@ func (r *Routes) RemoveBlock(block netip.Prefix) {
 }
 
 func (r *Routes) unindex(block netip.Prefix, node string) {
-	if set := r.byNode[node]; set != nil {
-		delete(set, block)
-		if len(set) == 0 {
-			delete(r.byNode, node)
-		}
+	bs := r.byNode[node]
+	if i := slices.Index(bs, block); i >= 0 {
+		bs = slices.Delete(bs, i, i+1)
+	}
+	if len(bs) == 0 {
+		delete(r.byNode, node)
+	} else {
+		r.byNode[node] = bs
 	}
 }
 
@@ -235,8 +243,7 @@ func (r *Routes) want(block netip.Prefix) (decl, bool) {
 		return decl{}, false
 	}
 	if owner == r.local {
-		return decl{kind: Blackhole, class: r.classes.Blackhole, iface: routetable.InterfaceNone,
-			target: routetable.Target{CIDR: block, Type: routetable.TargetBlackhole}}, true
+		return decl{kind: Blackhole, class: r.classes.Blackhole, iface: routetable.InterfaceNone}, true
 	}
 	n, ok := r.nodes[owner]
 	if !ok {
@@ -244,13 +251,11 @@ func (r *Routes) want(block netip.Prefix) (decl, bool) {
 	}
 	if r.mode != Tunnel && n.Underlay.IsValid() {
 		if s, ok := r.host.SubnetOf(n.Underlay); ok {
-			return decl{kind: DirectRoute, class: r.classes.Direct, iface: s.Iface,
-				target: routetable.Target{CIDR: block, Gateway: n.Underlay}}, true
+			return decl{kind: DirectRoute, class: r.classes.Direct, iface: s.Iface, gateway: n.Underlay}, true
 		}
 	}
 	if r.mode != Direct && r.tunnelOK && n.Gateway.IsValid() {
-		return decl{kind: TunnelRoute, class: r.classes.Tunnel, iface: r.device,
-			target: routetable.Target{CIDR: block, Type: routetable.TargetOnlink, Gateway: n.Gateway, MTU: r.tunnelMTU}}, true
+		return decl{kind: TunnelRoute, class: r.classes.Tunnel, iface: r.device, gateway: n.Gateway, mtu: r.tunnelMTU}, true
 	}
 	return decl{}, false
 }
@@ -265,11 +270,11 @@ func (r *Routes) Flush() error {
 	visit := func(block netip.Prefix) {
 		old, had := r.declared[block]
 		now, has := r.want(block)
-		if had == has && (!had || old.equal(now)) {
+		if had == has && (!had || old == now) {
 			return
 		}
 		if had && (!has || old.class != now.class || old.iface != now.iface) {
-			if err := r.sink.RouteRemove(old.class, old.iface, old.target.Key()); err != nil {
+			if err := r.sink.RouteRemove(old.class, old.iface, old.target(block).Key()); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -278,7 +283,7 @@ func (r *Routes) Flush() error {
 			delete(r.declared, block)
 		}
 		if has {
-			if err := r.sink.RouteUpdate(now.class, now.iface, now.target); err != nil {
+			if err := r.sink.RouteUpdate(now.class, now.iface, now.target(block)); err != nil {
 				errs = append(errs, fmt.Errorf("route %s: %w", block, err))
 				return
 			}
