@@ -252,10 +252,7 @@ func confDump(t testing.TB, k kernel.Kernel, v confVariant) []string {
 			out = append(out, fmt.Sprintf("addr %s dev %s", a.Prefix, names[a.LinkIndex]))
 		}
 	}
-	var entries []string
-	for _, n := range drivertest.PermanentNeighbors(t, k, v.fam) {
-		entries = append(entries, n)
-	}
+	entries := drivertest.PermanentNeighbors(t, k, v.fam)
 	fdb, err := k.FDB(ctx, 0)
 	if err != nil {
 		t.Fatalf("FDB: %v", err)
