@@ -196,9 +196,3 @@ func pingLoss(out []byte) (sent, lost int, err error) {
 	return s, s - r, nil
 }
 
-func devName(fam vxlan.Family) string {
-	if fam == vxlan.IPv6 {
-		return vxlan.DefaultDeviceV6
-	}
-	return vxlan.DefaultDeviceV4
-}

@@ -301,3 +301,10 @@ func (w *world) restartOn(k vxlan.Kernel) {
 	w.m, err = vxlan.New(w.opts)
 	require.NoError(w.t, err)
 }
+
+func devName(fam vxlan.Family) string {
+	if fam == vxlan.IPv6 {
+		return vxlan.DefaultDeviceV6
+	}
+	return vxlan.DefaultDeviceV4
+}
