@@ -51,7 +51,7 @@ func (p *planner) plan() (main *txn, extra []*txn, err error) {
 	t := p.t
 	if len(t.sets) == 0 && len(p.prog) == 0 {
 		// Nothing is to be in the table: it goes (or is not made).
-		main = &txn{}
+		main = newTxn(64)
 		if p.k.table || p.rebuild {
 			st := main.begin(t.fam, nfnl.MsgDestroyTable, 0, "table", holdNone)
 			main.w.Str(nfnl.TableName, t.opts.Name)
@@ -80,28 +80,42 @@ func (p *planner) plan() (main *txn, extra []*txn, err error) {
 			return nil, nil, err
 		}
 	}
-	main = &txn{}
 	// Sets go after the rules that use them and before the chains their
 	// elements jump to.
-	for _, x := range []*txn{&p.table, &p.delRules, &p.delElems, &p.flush, &p.delSets, &p.delChains, &p.newSets, &p.newChains} {
-		main.appendTx(x)
-	}
+	steps := []*txn{&p.table, &p.delRules, &p.delElems, &p.flush, &p.delSets, &p.delChains, &p.newSets, &p.newChains}
 	per := t.opts.ElementsPerTransaction
 	adds := p.adds
 	first := min(len(adds), per)
+	size := p.newRules.w.Len() + elemsSize(adds[:first])
+	for _, x := range steps {
+		size += x.w.Len()
+	}
+	main = newTxn(size)
+	for _, x := range steps {
+		main.appendTx(x)
+	}
 	p.elemMsgs(main, nfnl.MsgNewSetElem, adds[:first])
 	main.elems = first
 	main.appendTx(&p.newRules)
 	// Structural updates first: the element updates need their sets.
 	main.post = append(p.post, main.post...)
 	for i := first; i < len(adds); i += per {
-		x := &txn{}
 		chunk := adds[i:min(i+per, len(adds))]
+		x := newTxn(elemsSize(chunk))
 		p.elemMsgs(x, nfnl.MsgNewSetElem, chunk)
 		x.elems = len(chunk)
 		extra = append(extra, x)
 	}
 	return main, extra, nil
+}
+
+// elemsSize estimates the bytes of element requests for es.
+func elemsSize(es []elemAdd) int {
+	if len(es) == 0 {
+		return 0
+	}
+	per := 2*es[0].spec.klen + 48
+	return len(es)*per + (len(es)/512+1)*64
 }
 
 // appendTx appends y's requests to x.

@@ -130,8 +130,11 @@ func (t *Table) genID(s Socket) (uint32, error) {
 // txn is one transaction being built: the batch and, per message, what it
 // belongs to.
 type txn struct {
-	w    nfnl.Writer
-	msgs []txMsg
+	// w holds the requests; when framed, after room for the batch's
+	// beginning, so that it is sent without a copy.
+	framed bool
+	w      nfnl.Writer
+	msgs   []txMsg
 	// elems counts the elements it adds.
 	elems int
 	// post updates the kernel picture once the kernel committed it.
@@ -153,6 +156,17 @@ type txMsg struct {
 type elemRef struct {
 	off int
 	obj string
+}
+
+// frameLen is the length of a batch marker.
+const frameLen = nfnl.HdrLen + nfnl.GenLen
+
+// newTxn returns a framed transaction with room for about size bytes of
+// requests.
+func newTxn(size int) *txn {
+	x := &txn{framed: true}
+	x.w.B = make([]byte, frameLen, frameLen+size+frameLen)
+	return x
 }
 
 // begin starts a request of the transaction for obj.
@@ -178,24 +192,25 @@ type txErr struct {
 // in the socket's queue (more may exist than those returned). The batch is
 // processed before Send returns, so the answers are read without waiting.
 func (t *Table) send(s Socket, x *txn) (errs []txErr, lost bool, err error) {
-	seq0 := t.nextSeq()
-	var w nfnl.Writer
-	w.B = make([]byte, 0, x.w.Len()+2*(nfnl.HdrLen+nfnl.GenLen))
-	st := w.Begin(nfnl.BatchBegin, nfnl.FlagRequest, seq0, 0, nfnl.SubsysNFTables)
-	w.End(st)
+	if !x.framed {
+		y := newTxn(x.w.Len())
+		y.appendTx(x)
+		x = y
+	}
+	var marker nfnl.Writer
+	st := marker.Begin(nfnl.BatchBegin, nfnl.FlagRequest, t.nextSeq(), 0, nfnl.SubsysNFTables)
+	marker.End(st)
+	copy(x.w.B, marker.B)
 	first := t.seq + 1
 	for i := range x.msgs {
-		end := x.w.Len()
-		if i+1 < len(x.msgs) {
-			end = x.msgs[i+1].start
-		}
-		m := x.w.B[x.msgs[i].start:end]
-		nfnl.PutSeq(m, t.nextSeq())
-		w.Raw(m)
+		nfnl.PutSeq(x.w.B[x.msgs[i].start:], t.nextSeq())
 	}
-	st = w.Begin(nfnl.BatchEnd, nfnl.FlagRequest, t.nextSeq(), 0, nfnl.SubsysNFTables)
-	w.End(st)
-	if err := s.Send(w.B); err != nil {
+	n := x.w.Len()
+	st = x.w.Begin(nfnl.BatchEnd, nfnl.FlagRequest, t.nextSeq(), 0, nfnl.SubsysNFTables)
+	x.w.End(st)
+	err = s.Send(x.w.B)
+	x.w.Truncate(n)
+	if err != nil {
 		return nil, false, err
 	}
 	buf := t.rbuf()

@@ -1,0 +1,819 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/bench/internal/harness"
+	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/nftables"
+)
+
+// The nftables scenarios (IPv4). Ours is a package nftables Table on the
+// trial's namespace (kernel.Open in Setup); the peer is the nft binary as
+// knftables drives it (`nft -f -` of a transaction in nft syntax, what
+// kube-proxy's nftables mode runs), and, where the issue asks, iptables-nft
+// and one `nft add element` exec per element; the floor is the very
+// netlink transaction ours sent, captured in a scratch namespace and
+// replayed from a fresh socket: the kernel's own cost.
+//
+//   - nftables/initial/N: N rules in N/10 regular chains of 10 (`ip saddr
+//     A tcp dport P accept` and our comment) plus N/10 jumps from the
+//     FORWARD base chain, into an empty namespace. Ours is New, SetChains,
+//     InsertRules and Apply (with its first read); the peer `nft -f` of
+//     the same table as `nft list` prints it.
+//   - nftables/kube-proxy/N: a kube-proxy-style NAT table of N services:
+//     a verdict map VIP . proto . port → goto the service's chain, each
+//     chain two rules (mark for masquerade, DNAT to an endpoint), and the
+//     PREROUTING dispatch through the map. One transaction for ours; the
+//     peer `nft -f` of the same table.
+//   - nftables/change-rule/N: one rule of one chain changes in the table
+//     of initial/N, in sync. Ours is SetChains and Apply (no read); the
+//     peer `nft -f` of the knftables way (flush the chain, add its rules
+//     again); the second peer iptables-nft-restore --noflush of the same
+//     change (one -R line) on an iptables-nft table of N rules.
+//   - nftables/change-service/N: one service is added to the table of
+//     kube-proxy/N. Ours is SetChains and AddElements and Apply; the peer
+//     `nft -f` of the knftables way (add chain, flush it, add its rules, add
+//     the map element), which makes nft read the table's chains first.
+//   - nftables/element/N: one address is added to a set of N. Ours is
+//     AddElements and Apply; the peer one `nft add element` exec.
+//   - nftables/elements/N: a set of N addresses is loaded. Ours is SetSets
+//     and Apply (elements past ElementsPerTransaction go in further
+//     transactions); the floor one hand-built transaction holding them all;
+//     the peer one `nft add element` exec per element (only at 1000).
+//   - nftables/heap/…: the heap a Table keeps per rule and per element once
+//     applied.
+//
+// Ours reports where its time goes: kernel_ms is wall time inside
+// sendmsg of our transactions (the kernel validates and commits a batch
+// before sendmsg returns), read_ms in reads of the table, go_ms the rest
+// (rendering, hashing, planning, encoding); kernel_ms/floor is the
+// kernel's share that no writer skips.
+const nftTable = "np"
+
+func init() {
+	for _, n := range []int{100, 1_000, 10_000} {
+		harness.Register(nftInitial(n))
+	}
+	for _, n := range []int{100, 1_000, 10_000} {
+		harness.Register(nftKubeProxy(n))
+	}
+	for _, n := range []int{100, 1_000, 10_000} {
+		harness.Register(nftChangeRule(n))
+	}
+	for _, n := range []int{100, 1_000, 10_000} {
+		harness.Register(nftChangeService(n))
+	}
+	for _, n := range []int{100, 10_000, 100_000} {
+		harness.Register(nftElement(n))
+	}
+	for _, n := range []int{1_000, 100_000} {
+		harness.Register(nftElements(n))
+	}
+	harness.Register(nftHeap("rules", 10_000), nftHeap("elements", 100_000))
+}
+
+// nftDecl is a declared state.
+type nftDecl struct {
+	role   nftables.Role
+	sets   []nftables.Set
+	chains []netfilter.Chain
+	hook   netfilter.Hook
+	jumps  []netfilter.Rule
+}
+
+func (d nftDecl) options(k nftables.Kernel) nftables.Options {
+	return nftables.Options{Name: nftTable, Family: iptFamily, Role: d.role, Kernel: k, PostWriteRecheck: []time.Duration{}}
+}
+
+// program declares d on a new Table and applies it.
+func (d nftDecl) program(ctx context.Context, k nftables.Kernel) (*nftables.Table, error) {
+	tbl, err := nftables.New(d.options(k))
+	if err != nil {
+		return nil, err
+	}
+	if err := d.declare(tbl); err != nil {
+		return nil, err
+	}
+	_, err = tbl.Apply(ctx)
+	return tbl, err
+}
+
+func (d nftDecl) declare(tbl *nftables.Table) error {
+	if len(d.sets) > 0 {
+		if err := tbl.SetSets(d.sets...); err != nil {
+			return err
+		}
+	}
+	if err := tbl.SetChains(d.chains...); err != nil {
+		return err
+	}
+	if d.hook != "" {
+		return tbl.InsertRules(d.hook, d.jumps)
+	}
+	return nil
+}
+
+// nftRules is the state of initial/N: iptables' scenario's, in nftables.
+func nftRules(n int) nftDecl {
+	d := iptDeclare(n)
+	return nftDecl{role: nftables.Filter, chains: d.chains, hook: netfilter.HookForward, jumps: d.jumps}
+}
+
+// nftService returns service i: its chain and its map element.
+func nftService(i int) (netfilter.Chain, nftables.Element) {
+	vip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
+	ep := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})
+	name := fmt.Sprintf("svc-%05d", i)
+	tcp := netfilter.Protocol(netfilter.ProtoTCP)
+	ch := netfilter.Chain{Name: name, Rules: []netfilter.Rule{
+		{Matches: []netfilter.Match{tcp}, Action: netfilter.SetMaskedMark(0x4000, 0x4000)},
+		{Matches: []netfilter.Match{tcp}, Action: netfilter.DNAT(netip.AddrPortFrom(ep, 8080))},
+	}}
+	el := nftables.Element{Key: []nftables.Value{nftables.Addr(vip), nftables.Proto(netfilter.ProtoTCP), nftables.Port(80)}, Verdict: netfilter.Goto(name)}
+	return ch, el
+}
+
+// nftServices is the state of kube-proxy/N.
+func nftServices(n int) nftDecl {
+	vm := nftables.Set{Name: "service-ips", Key: []nftables.KeyType{nftables.TypeAddr, nftables.TypeProto, nftables.TypePort}, Verdict: true}
+	d := nftDecl{role: nftables.NAT, hook: netfilter.HookPrerouting,
+		jumps: []netfilter.Rule{{Action: netfilter.VerdictMap("service-ips", netfilter.Dst, netfilter.Dst)}}}
+	for i := range n {
+		ch, el := nftService(i)
+		d.chains = append(d.chains, ch)
+		vm.Elements = append(vm.Elements, el)
+	}
+	d.sets = []nftables.Set{vm}
+	return d
+}
+
+// nftSet is a set of n addresses, used by a rule.
+func nftSet(n int) nftDecl {
+	s := nftables.Set{Name: "addrs", Key: []nftables.KeyType{nftables.TypeAddr}}
+	for i := range n {
+		s.Elements = append(s.Elements, nftables.Elem(nftables.Addr(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))))
+	}
+	return nftDecl{role: nftables.Filter, sets: []nftables.Set{s}, hook: netfilter.HookForward,
+		jumps: []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("addrs")}, Action: netfilter.Accept()}}}
+}
+
+// nftElem is the element element/N adds.
+var nftElem = nftables.Elem(nftables.Addr(netip.MustParseAddr("192.0.2.1")))
+
+// Capture: the transactions a Table sends, and the nft text of a table,
+// made once per state in a scratch namespace.
+
+// capSocket is a NETLINK_NETFILTER socket that keeps the batches it sends.
+type capSocket struct {
+	fd   int
+	keep *[][]byte
+}
+
+// openNetfilterSocket opens a socket inside ns (nil: ours).
+func openNetfilterSocket(ns *kerneltest.NS) (int, error) {
+	fd := -1
+	open := func() (err error) {
+		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		return err
+	}
+	if err := ns.Do(open); err != nil {
+		return -1, err
+	}
+	for _, o := range [][2]int{{unix.SOL_NETLINK, unix.NETLINK_EXT_ACK}, {unix.SOL_NETLINK, unix.NETLINK_CAP_ACK}} {
+		_ = unix.SetsockoptInt(fd, o[0], o[1], 1)
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+func (s *capSocket) Send(b []byte) error {
+	if len(b) > 5 && b[4] == 0x10 && b[5] == 0 && s.keep != nil { // a batch
+		*s.keep = append(*s.keep, bytes.Clone(b))
+	}
+	if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, len(b)+4096); err != nil {
+		return err
+	}
+	return unix.Sendto(s.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+}
+
+func (s *capSocket) Receive(b []byte, block bool) (int, error) {
+	flags := 0
+	if !block {
+		flags = unix.MSG_DONTWAIT
+	}
+	for {
+		n, _, err := unix.Recvfrom(s.fd, b, flags)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case !block && errors.Is(err, unix.EAGAIN):
+			return 0, nil
+		}
+		return n, err
+	}
+}
+
+func (s *capSocket) Close() error { return unix.Close(s.fd) }
+
+// capKernel gives a Table capturing sockets into ns.
+type capKernel struct {
+	ns   *kerneltest.NS
+	keep *[][]byte
+}
+
+func (c capKernel) Do(fn func() error) error { return c.ns.Do(fn) }
+
+func (c capKernel) OpenNFTablesSocket() (nftables.Socket, error) {
+	fd, err := openNetfilterSocket(c.ns)
+	if err != nil {
+		return nil, err
+	}
+	return &capSocket{fd: fd, keep: c.keep}, nil
+}
+
+// captured is what a state's capture holds: the batches of the first
+// Apply, of a change after it, and the nft text of the table before and
+// after the change.
+type captured struct {
+	initial, change   [][]byte
+	text, changedText string
+	err               error
+}
+
+var (
+	capMu    sync.Mutex
+	captures = map[string]*captured{}
+)
+
+// capture programs d in a scratch namespace and then applies change,
+// capturing the transactions and the table's text, once per key.
+func capture(key string, d nftDecl, change func(*nftables.Table) error) (*captured, error) {
+	capMu.Lock()
+	defer capMu.Unlock()
+	if c := captures[key]; c != nil {
+		return c, c.err
+	}
+	c := &captured{}
+	captures[key] = c
+	c.err = func() error {
+		ns, err := kerneltest.Open()
+		if err != nil {
+			return err
+		}
+		defer ns.Close()
+		var batches [][]byte
+		tbl, err := d.program(context.Background(), capKernel{ns: ns, keep: &batches})
+		if err != nil {
+			return err
+		}
+		defer tbl.Close()
+		c.initial, batches = batches, nil
+		out, err := ns.Exec(context.Background(), "nft", "list", "table", "ip", nftTable)
+		if err != nil {
+			return err
+		}
+		c.text = string(out)
+		if change == nil {
+			return nil
+		}
+		if err := change(tbl); err != nil {
+			return err
+		}
+		if _, err := tbl.Apply(context.Background()); err != nil {
+			return err
+		}
+		c.change = batches
+		out, err = ns.Exec(context.Background(), "nft", "list", "table", "ip", nftTable)
+		c.changedText = string(out)
+		return err
+	}()
+	return c, c.err
+}
+
+// replay sends captured batches from a fresh socket in the trial's
+// namespace and fails on any refusal: the kernel's cost of them.
+func replay(env *harness.Env, batches [][]byte) error {
+	fd, err := openNetfilterSocket(env.NS)
+	if err != nil {
+		return err
+	}
+	s := &capSocket{fd: fd}
+	defer s.Close()
+	buf := make([]byte, 64<<10)
+	for _, b := range batches {
+		if err := s.Send(b); err != nil {
+			return err
+		}
+		if n, _ := s.Receive(buf, false); n > 0 {
+			return fmt.Errorf("replayed transaction refused (%d bytes of answers)", n)
+		}
+	}
+	return nil
+}
+
+// nftFile runs `nft -f -` with input in the trial's namespace.
+func nftFile(ctx context.Context, env *harness.Env, input string) error {
+	_, err := env.NS.Run(ctx, strings.NewReader(input), "nft", "-f", "-")
+	return err
+}
+
+// nftState is what ours' Setup hands to its Run.
+type nftState struct {
+	k    *kernel.Namespace
+	tbl  *nftables.Table
+	decl nftDecl
+}
+
+// openOurs opens the trial's namespace for ours, and, when pre is set,
+// programs it.
+func openOurs(ctx context.Context, env *harness.Env, d nftDecl, pre bool) error {
+	k, err := kernel.Open(env.NS.Path())
+	if err != nil {
+		return err
+	}
+	st := &nftState{k: k, decl: d}
+	env.State = st
+	if pre {
+		if st.tbl, err = d.program(ctx, k); err != nil {
+			return err
+		}
+		return iptSettle(ctx)
+	}
+	return nil
+}
+
+// reportNFT records where the time of ours went, from the Table's stats
+// (before: its stats when the measured work started).
+func reportNFT(env *harness.Env, u usage, tbl *nftables.Table, before nftables.Stats) {
+	wall := time.Since(u.start)
+	st := tbl.Stats()
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	kern, read := st.WriteTime-before.WriteTime, st.ReadTime-before.ReadTime
+	env.Report("kernel_ms", ms(kern))
+	env.Report("read_ms", ms(read))
+	env.Report("go_ms", ms(wall-kern-read))
+	env.Report("transactions", float64(st.Transactions-before.Transactions))
+	u.reportCPU(env)
+}
+
+// closeOurs closes ours' Table and namespace.
+func closeOurs(env *harness.Env) {
+	st := env.State.(*nftState)
+	if st.tbl != nil {
+		_ = st.tbl.Close()
+	}
+	_ = st.k.Close()
+}
+
+// floorVariant replays the captured batches of a state (initial or the
+// change, after programming the initial ones in Setup).
+func floorVariant(key string, d nftDecl, change func(*nftables.Table) error) harness.Variant {
+	return harness.Variant{
+		Name: "netlink transaction (hand-built, replayed)", Role: harness.Floor,
+		Setup: func(ctx context.Context, env *harness.Env) error {
+			c, err := capture(key, d, change)
+			if err != nil {
+				return err
+			}
+			if change == nil {
+				env.State = c.initial
+				return nil
+			}
+			if err := replay(env, c.initial); err != nil {
+				return err
+			}
+			env.State = c.change
+			return iptSettle(ctx)
+		},
+		Run: func(_ context.Context, env *harness.Env) error { return replay(env, env.State.([][]byte)) },
+	}
+}
+
+func nftInitial(n int) harness.Scenario {
+	d := nftRules(n)
+	key := fmt.Sprintf("rules/%d", n)
+	return harness.Scenario{
+		Name: fmt.Sprintf("nftables/initial/%d", n),
+		Size: n + n/10,
+		Note: fmt.Sprintf("%d rules in %d chains of 10 plus %d jumps from FORWARD; ours includes declaring (rendering, hashing) and the first read", n, n/10, n/10),
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane nftables", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, false) },
+				Run: func(ctx context.Context, env *harness.Env) error {
+					defer closeOurs(env)
+					st := env.State.(*nftState)
+					u := startUsage()
+					tbl, err := d.program(ctx, st.k)
+					if err != nil {
+						return err
+					}
+					st.tbl = tbl
+					reportNFT(env, u, tbl, nftables.Stats{})
+					return nil
+				},
+			},
+			{
+				Name: "nft -f (knftables)", Role: harness.Peer,
+				Setup: func(_ context.Context, env *harness.Env) error {
+					c, err := capture(key, d, nil)
+					env.State = c.text
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error { return nftFile(ctx, env, env.State.(string)) },
+			},
+			floorVariant(key, d, nil),
+		},
+	}
+}
+
+func nftKubeProxy(n int) harness.Scenario {
+	d := nftServices(n)
+	key := fmt.Sprintf("services/%d", n)
+	s := harness.Scenario{
+		Name: fmt.Sprintf("nftables/kube-proxy/%d", n),
+		Size: n,
+		Note: fmt.Sprintf("%d services: a verdict map VIP . tcp . 80 → goto a chain of 2 rules (mark, DNAT) each, dispatched from PREROUTING; one transaction (sets, chains, elements, then the rules that reach them)", n),
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane nftables", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, false) },
+				Run: func(ctx context.Context, env *harness.Env) error {
+					defer closeOurs(env)
+					st := env.State.(*nftState)
+					u := startUsage()
+					tbl, err := d.program(ctx, st.k)
+					if err != nil {
+						return err
+					}
+					st.tbl = tbl
+					reportNFT(env, u, tbl, nftables.Stats{})
+					return nil
+				},
+			},
+			{
+				Name: "nft -f (knftables)", Role: harness.Peer,
+				Setup: func(_ context.Context, env *harness.Env) error {
+					c, err := capture(key, d, nil)
+					env.State = c.text
+					return err
+				},
+				Run: func(ctx context.Context, env *harness.Env) error { return nftFile(ctx, env, env.State.(string)) },
+			},
+			floorVariant(key, d, nil),
+		},
+	}
+	if n >= 10_000 {
+		s.Trials = 1
+		s.Note += "; one trial (nft -f takes about a minute)"
+	}
+	return s
+}
+
+// nftChangedChain is the chain change-rule sets: rule 5 of the chain in the
+// middle differs.
+func nftChangedChain(n int) netfilter.Chain { return iptChanged(n) }
+
+// knftChain renders the knftables way of setting a chain's rules: flush
+// it and add them all, from `nft list` of the changed table.
+func knftChain(text, chain string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flush chain ip %s %s\n", nftTable, chain)
+	in := false
+	for _, line := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case t == "chain "+chain+" {":
+			in = true
+		case in && t == "}":
+			return b.String()
+		case in && t != "":
+			fmt.Fprintf(&b, "add rule ip %s %s %s\n", nftTable, chain, t)
+		}
+	}
+	return b.String()
+}
+
+func nftChangeRule(n int) harness.Scenario {
+	d := nftRules(n)
+	changed := nftChangedChain(n)
+	change := func(tbl *nftables.Table) error { return tbl.SetChains(changed) }
+	key := fmt.Sprintf("rules/%d/change", n)
+	return harness.Scenario{
+		Name: fmt.Sprintf("nftables/change-rule/%d", n),
+		Size: 1,
+		Note: fmt.Sprintf("rule %d of chain %s changes in a table of %d rules in sync; the change adds no jump", iptChangeRule, changed.Name, n+n/10),
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane nftables", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, true) },
+				Run: func(ctx context.Context, env *harness.Env) error {
+					defer closeOurs(env)
+					st := env.State.(*nftState)
+					before := st.tbl.Stats()
+					u := startUsage()
+					if err := change(st.tbl); err != nil {
+						return err
+					}
+					if _, err := st.tbl.Apply(ctx); err != nil {
+						return err
+					}
+					reportNFT(env, u, st.tbl, before)
+					if after := st.tbl.Stats(); after.Transactions-before.Transactions != 1 || after.Messages-before.Messages != 2 {
+						return fmt.Errorf("change-rule wrote %d transactions of %d requests, want 1 of 2", after.Transactions-before.Transactions, after.Messages-before.Messages)
+					}
+					return nil
+				},
+			},
+			{
+				Name: "nft -f flush+add (knftables)", Role: harness.Peer,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					c, err := capture(key, d, change)
+					if err != nil {
+						return err
+					}
+					if err := nftFile(ctx, env, c.text); err != nil {
+						return err
+					}
+					env.State = knftChain(c.changedText, changed.Name)
+					return iptSettle(ctx)
+				},
+				Run: func(ctx context.Context, env *harness.Env) error { return nftFile(ctx, env, env.State.(string)) },
+			},
+			{
+				Name: "iptables-nft-restore -R", Role: harness.Peer,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					in, change, err := iptRendered(iptables.BackendNFT, n)
+					if err != nil {
+						return err
+					}
+					if err := iptRestore(ctx, env, iptables.BackendNFT, in); err != nil {
+						return err
+					}
+					env.State = change
+					return iptSettle(ctx)
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					return iptRestore(ctx, env, iptables.BackendNFT, env.State.([]byte))
+				},
+			},
+			floorVariant(key, d, change),
+		},
+	}
+}
+
+// knftService renders the knftables way of adding a service: its chain
+// (add, flush, rules) and its map element.
+func knftService(text, chain, element string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "add chain ip %s %s\n", nftTable, chain)
+	b.WriteString(knftChain(text, chain))
+	fmt.Fprintf(&b, "add element ip %s service-ips { %s }\n", nftTable, element)
+	return b.String()
+}
+
+func nftChangeService(n int) harness.Scenario {
+	d := nftServices(n)
+	ch, el := nftService(n)
+	change := func(tbl *nftables.Table) error {
+		if err := tbl.SetChains(ch); err != nil {
+			return err
+		}
+		return tbl.AddElements("service-ips", el)
+	}
+	key := fmt.Sprintf("services/%d/change", n)
+	vip := netip.AddrFrom4([4]byte{10, 96, byte(n >> 8), byte(n)})
+	s := harness.Scenario{
+		Name: fmt.Sprintf("nftables/change-service/%d", n),
+		Size: 1,
+		Note: fmt.Sprintf("one service added (its chain of 2 rules, its map element: a new goto, so the kernel validates the jump graph) to a kube-proxy-style table of %d", n),
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane nftables", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, true) },
+				Run: func(ctx context.Context, env *harness.Env) error {
+					defer closeOurs(env)
+					st := env.State.(*nftState)
+					before := st.tbl.Stats()
+					u := startUsage()
+					if err := change(st.tbl); err != nil {
+						return err
+					}
+					if _, err := st.tbl.Apply(ctx); err != nil {
+						return err
+					}
+					reportNFT(env, u, st.tbl, before)
+					if tx := st.tbl.Stats().Transactions - before.Transactions; tx != 1 {
+						return fmt.Errorf("change-service wrote %d transactions, want 1", tx)
+					}
+					return nil
+				},
+			},
+			{
+				Name: "nft -f add chain+element (knftables)", Role: harness.Peer,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					c, err := capture(key, d, change)
+					if err != nil {
+						return err
+					}
+					if err := nftFile(ctx, env, c.text); err != nil {
+						return err
+					}
+					env.State = knftService(c.changedText, ch.Name, vip.String()+" . tcp . 80 : goto "+ch.Name)
+					return iptSettle(ctx)
+				},
+				Run: func(ctx context.Context, env *harness.Env) error { return nftFile(ctx, env, env.State.(string)) },
+			},
+			floorVariant(key, d, change),
+		},
+	}
+	if n >= 10_000 {
+		s.Trials = 3
+	}
+	return s
+}
+
+func nftElement(n int) harness.Scenario {
+	d := nftSet(n)
+	change := func(tbl *nftables.Table) error { return tbl.AddElements("addrs", nftElem) }
+	key := fmt.Sprintf("set/%d/change", n)
+	return harness.Scenario{
+		Name: fmt.Sprintf("nftables/element/%d", n),
+		Size: 1,
+		Note: fmt.Sprintf("one address added to a set of %d in sync", n),
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane nftables", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, true) },
+				Run: func(ctx context.Context, env *harness.Env) error {
+					defer closeOurs(env)
+					st := env.State.(*nftState)
+					before := st.tbl.Stats()
+					u := startUsage()
+					if err := change(st.tbl); err != nil {
+						return err
+					}
+					if _, err := st.tbl.Apply(ctx); err != nil {
+						return err
+					}
+					env.Report("us", float64(time.Since(u.start))/float64(time.Microsecond))
+					reportNFT(env, u, st.tbl, before)
+					return nil
+				},
+			},
+			{
+				Name: "nft add element (exec)", Role: harness.Peer,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					c, err := capture(key, d, change)
+					if err != nil {
+						return err
+					}
+					return replay(env, c.initial)
+				},
+				Run: func(ctx context.Context, env *harness.Env) error {
+					_, err := env.NS.Run(ctx, nil, "nft", "add", "element", "ip", nftTable, "addrs", "{", "192.0.2.1", "}")
+					return err
+				},
+			},
+			floorVariant(key, d, change),
+		},
+	}
+}
+
+// nftPeerElementsCap bounds the one-exec-per-element peer.
+const nftPeerElementsCap = 1_000
+
+func nftElements(n int) harness.Scenario {
+	d := nftSet(n)
+	key := fmt.Sprintf("set/%d", n)
+	s := harness.Scenario{
+		Name: fmt.Sprintf("nftables/elements/%d", n),
+		Size: n,
+		Note: fmt.Sprintf("a set of %d addresses and the rule using it, into an empty namespace; ours adds %d elements per transaction (floor: all in one)", n, nftables.DefaultElementsPerTransaction),
+		Variants: []harness.Variant{
+			{
+				Name: "nodeplane nftables", Role: harness.Ours,
+				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, false) },
+				Run: func(ctx context.Context, env *harness.Env) error {
+					defer closeOurs(env)
+					st := env.State.(*nftState)
+					u := startUsage()
+					tbl, err := d.program(ctx, st.k)
+					if err != nil {
+						return err
+					}
+					st.tbl = tbl
+					reportNFT(env, u, tbl, nftables.Stats{})
+					return nil
+				},
+			},
+			{
+				Name: "one netlink transaction (hand-built)", Role: harness.Floor,
+				Setup: func(_ context.Context, env *harness.Env) error {
+					c, err := capture(key, d, nil)
+					if err != nil {
+						return err
+					}
+					env.State = []([]byte){oneBatch(c.initial)}
+					return nil
+				},
+				Run: func(_ context.Context, env *harness.Env) error { return replay(env, env.State.([][]byte)) },
+			},
+		},
+	}
+	if n <= nftPeerElementsCap {
+		s.Variants = append(s.Variants, harness.Variant{
+			Name: "nft add element (exec per element)", Role: harness.Peer,
+			Setup: func(ctx context.Context, env *harness.Env) error {
+				return nftFile(ctx, env, fmt.Sprintf("table ip %s { set addrs { type ipv4_addr; }; }", nftTable))
+			},
+			Run: func(ctx context.Context, env *harness.Env) error {
+				for i := range n {
+					a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+					if _, err := env.NS.Run(ctx, nil, "nft", "add", "element", "ip", nftTable, "addrs", "{", a.String(), "}"); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		})
+	} else {
+		s.Note += fmt.Sprintf("; the exec-per-element peer runs at %d only (see nftables/elements/%d)", nftPeerElementsCap, nftPeerElementsCap)
+	}
+	return s
+}
+
+// oneBatch merges transactions into one: the requests of all between the
+// first's begin and the last's end.
+func oneBatch(batches [][]byte) []byte {
+	const marker = 20
+	if len(batches) == 1 {
+		return batches[0]
+	}
+	var out []byte
+	out = append(out, batches[0][:marker]...)
+	for _, b := range batches {
+		out = append(out, b[marker:len(b)-marker]...)
+	}
+	return append(out, batches[len(batches)-1][len(batches[len(batches)-1])-marker:]...)
+}
+
+func nftHeap(what string, n int) harness.Scenario {
+	d := nftRules(n)
+	unit := "rule"
+	size := n + n/10
+	if what == "elements" {
+		d, unit, size = nftSet(n), "element", n
+	}
+	return harness.Scenario{
+		Name: fmt.Sprintf("nftables/heap/%s/%d", what, n),
+		Size: size,
+		Note: fmt.Sprintf("heapB/%s: the heap a Table keeps per %s (declared and kernel views) once applied, the declared values excluded", unit, unit),
+		Variants: []harness.Variant{{
+			Name: "nodeplane nftables", Role: harness.Ours,
+			Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, false) },
+			Run: func(ctx context.Context, env *harness.Env) error {
+				defer closeOurs(env)
+				st := env.State.(*nftState)
+				runtime.GC()
+				base := benchutil.HeapInUse()
+				tbl, err := nftables.New(d.options(st.k))
+				if err != nil {
+					return err
+				}
+				st.tbl = tbl
+				if err := d.declare(tbl); err != nil {
+					return err
+				}
+				if _, err := tbl.Apply(ctx); err != nil {
+					return err
+				}
+				runtime.GC()
+				env.Report("heapB/"+unit, float64(benchutil.HeapInUse()-base)/float64(size))
+				runtime.KeepAlive(tbl)
+				return nil
+			},
+		}},
+	}
+}
