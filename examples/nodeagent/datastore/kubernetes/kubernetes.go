@@ -194,6 +194,9 @@ func (d *Datastore) cluster(nodes []*corev1.Node, pods []*corev1.Pod, services [
 		c.Nodes = append(c.Nodes, d.node(n))
 	}
 	for _, p := range pods {
+		if p.Spec.NodeName != d.opts.NodeName { // the field selector's job; kept for clients that ignore it
+			continue
+		}
 		if pod, ok := podOf(p); ok {
 			c.Pods = append(c.Pods, pod)
 		}

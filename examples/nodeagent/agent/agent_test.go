@@ -1,0 +1,214 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/ipip"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/vxlan"
+	"github.com/nodeplane/nodeplane/wireguard"
+)
+
+func testCluster(nodes int) datastore.Cluster {
+	var c datastore.Cluster
+	for i := 1; i <= nodes; i++ {
+		name := fmt.Sprintf("node%d", i)
+		c.Nodes = append(c.Nodes, datastore.Node{Name: name, UnderlayIPv4: netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}),
+			PodCIDRs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i), 0}), 24)}})
+		c.Pods = append(c.Pods, datastore.Pod{Namespace: "demo", Name: fmt.Sprintf("pod%d", i), Node: name,
+			IPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 244, byte(i), 10})}})
+	}
+	c.Pools = []datastore.Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true}}
+	return c
+}
+
+func count[T any](msgs []any) int {
+	n := 0
+	for _, m := range msgs {
+		if _, ok := m.(T); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func TestTranslator(t *testing.T) {
+	tr := newTranslator("node1", false)
+	msgs := tr.messages(testCluster(3))
+	if count[vxlan.VTEP](msgs) != 3 || count[vxlan.BlockUpdate](msgs) != 3 || count[wireguard.PeerUpdate](msgs) != 3 ||
+		count[PodUpdate](msgs) != 1 || count[PoolUpdate](msgs) != 1 {
+		t.Fatalf("first snapshot: %#v", msgs)
+	}
+	for _, m := range msgs {
+		if v, ok := m.(vxlan.VTEP); ok {
+			if err := v.Validate(); err != nil {
+				t.Errorf("%v", err)
+			}
+			if v.Node == "node2" && (v.TunnelV4 != netip.MustParseAddr("10.244.2.0") || v.MACV4.String() != datastore.DefaultVTEPMAC("node2", 4).String()) {
+				t.Errorf("node2's VTEP = %+v", v)
+			}
+		}
+		if p, ok := m.(PodUpdate); ok && (p.Key != "demo/pod1" || p.Interface != datastore.PodInterface("demo", "pod1")) {
+			t.Errorf("pod update = %+v", p)
+		}
+	}
+	// The same cluster again: nothing.
+	if msgs := tr.messages(testCluster(3)); len(msgs) != 0 {
+		t.Errorf("unchanged cluster gave %#v", msgs)
+	}
+	// node3 gone: its block, its VTEP and its peer go, removals only.
+	msgs = tr.messages(testCluster(2))
+	if count[vxlan.BlockRemove](msgs) != 1 || count[vxlan.VTEPRemove](msgs) != 1 || count[wireguard.PeerRemove](msgs) != 1 || len(msgs) != 3 {
+		t.Errorf("node removal gave %#v", msgs)
+	}
+	// A published MAC changes node2's VTEP alone.
+	c := testCluster(2)
+	c.Nodes[1].VTEPMAC = datastore.MAC{0x02, 0, 0, 0, 0, 9}
+	if msgs := tr.messages(c); len(msgs) != 1 || count[vxlan.VTEP](msgs) != 1 {
+		t.Errorf("MAC change gave %#v", msgs)
+	}
+	// The local pod moves away: its routes go.
+	c.Pods[0].Node = "node2"
+	if msgs := tr.messages(c); count[PodRemove](msgs) != 1 {
+		t.Errorf("pod moved: %#v", msgs)
+	}
+}
+
+func TestTranslatorIPIP(t *testing.T) {
+	msgs := newTranslator("node1", true).messages(testCluster(2))
+	if count[ipip.Node](msgs) != 2 || count[ipip.BlockUpdate](msgs) != 2 || count[vxlan.VTEP](msgs) != 0 {
+		t.Errorf("ipip messages: %#v", msgs)
+	}
+}
+
+// TestPodRoutes: the local pods' routes land in the route table (on the
+// fake kernel) on their interfaces, and go with the pod.
+func TestPodRoutes(t *testing.T) {
+	ctx := context.Background()
+	k := kernelfake.New(kernelfake.Options{})
+	veth, err := k.AddLink(ctx, kernel.Link{Name: "npv0123456789a", Kind: kernel.KindBridge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.SetLinkUp(ctx, veth.Index, true); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: ipfamily.IPv4, Table: kernel.TableMain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPodRoutes(map[ipfamily.Family]*routetable.Table{ipfamily.IPv4: tbl})
+	ip := netip.MustParseAddr("10.244.1.10")
+	p.OnUpdate(PodUpdate{Key: "demo/a", Interface: "npv0123456789a", IPs: []netip.Addr{ip, netip.MustParseAddr("fd00::a")}})
+	p.OnUpdate("ignored")
+	if err := p.CompleteDeferredWork(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Apply(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dump := func() []kernel.Route {
+		var rs []kernel.Route
+		if err := k.DumpRoutes(ctx, ipfamily.IPv4, kernel.TableMain, func(r *kernel.Route) error {
+			if r.Protocol == routetable.DefaultProtocol {
+				rs = append(rs, *r)
+			}
+			return nil
+		}, func() { rs = nil }); err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	if rs := dump(); len(rs) != 1 || rs[0].Dst != netip.PrefixFrom(ip, 32) || rs[0].OIF != veth.Index {
+		t.Fatalf("routes = %+v", rs)
+	}
+	p.OnUpdate(PodRemove{Key: "demo/a"})
+	if err := p.CompleteDeferredWork(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Apply(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rs := dump(); len(rs) != 0 {
+		t.Fatalf("routes after removal = %+v", rs)
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := Status{Node: "node1", Overlay: "vxlan", StartedAt: now.Add(-time.Minute), Ready: true, LastApply: now.Add(-2 * time.Second),
+		Applies: 7, PodMTU: 1450, HostMTU: 1500, HostMTUInterface: "eth0",
+		Nodes: []NodeStatus{{Name: "node1", Self: true, Underlay: "198.18.0.1", PodCIDRs: []string{"10.244.1.0/24"}, TunnelIP: "10.244.1.0", VTEPMAC: "02:4e:aa:bb:cc:dd"}},
+		LocalPods: []PodStatus{{Name: "demo/pod1a", Interface: "npv0123", IPs: []string{"10.244.1.10"}, State: "up"}},
+		Routes: []RouteStatus{{Destination: "10.244.2.0/24", Via: "10.244.2.0", Device: "np-vxlan", Table: kernel.TableMain, Kind: "vxlan"}},
+		Services: 1, ServicesNote: "not load-balanced"}
+	var b bytes.Buffer
+	if err := WriteTable(&b, s, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"node node1", "ready yes", "last apply 2s ago", "node1 (self)", "demo/pod1a", "10.244.2.0/24", "np-vxlan", "main", "services 1"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.DriverApplied(dataplane.DriverApply{Driver: "routetable-ipv4-254", Phase: dataplane.PhaseRoutes, Outcome: dataplane.OutcomePartial, FailedObjects: 2, Duration: time.Millisecond})
+	m.ManagerCompleted(dataplane.ManagerWork{Manager: "pod-routes", Outcome: dataplane.OutcomeSucceeded})
+	m.PassCompleted(dataplane.PassStats{Active: true, Outcome: dataplane.OutcomeSucceeded})
+	m.QueueDepth(3)
+	m.Resynced(dataplane.ResyncEvent{Name: "ipsets", Reason: dataplane.ResyncPeriodic})
+	m.health(dataplane.Health{Ready: true, FailingObjects: 2})
+	m.ObservePeer(wireguard.PeerStats{Node: "node2", ReceiveBytes: 10, TransmitBytes: 20, LastHandshake: time.Unix(100, 0)})
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range families {
+		got[f.GetName()] = true
+	}
+	for _, want := range []string{"nodeplane_agent_driver_apply_seconds", "nodeplane_agent_driver_failed_objects_total",
+		"nodeplane_agent_queue_depth", "nodeplane_agent_resyncs_total", "nodeplane_agent_ready", "nodeplane_agent_wireguard_peer_transmit_bytes"} {
+		if !got[want] {
+			t.Errorf("metric %s missing (have %v)", want, got)
+		}
+	}
+	if _, err := NewMetrics(reg); err == nil {
+		t.Error("registering twice succeeded")
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	for _, c := range []Config{{}, {NodeName: "a"}, {NodeName: "a", StateDir: "/x", Overlay: "gre"}, {NodeName: "a", StateDir: "/x", Overlay: OverlayIPIP, IPv6: true}} {
+		if err := c.defaults(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	c := Config{NodeName: "a", StateDir: "/x", WireGuardInterface: "wg-a-very-long"}
+	if err := c.defaults(); err != nil || c.Overlay != OverlayVXLAN || c.Listen != DefaultListen {
+		t.Errorf("defaults: %+v %v", c, err)
+	}
+	if n := c.wgInterface(ipfamily.IPv6); len(n) > 15 {
+		t.Errorf("IPv6 WireGuard interface %q too long", n)
+	}
+}

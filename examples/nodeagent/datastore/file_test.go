@@ -1,0 +1,152 @@
+package datastore_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+)
+
+const sample = `
+nodes:
+- name: node2
+  underlayIPv4: 198.18.0.2
+  podCIDRs: [10.244.2.0/24]
+- name: node1
+  underlayIPv4: 198.18.0.1
+  podCIDRs: [10.244.1.0/24, "fd00:10:244:1::/64"]
+  vtepMAC: "02:4e:00:00:00:01"
+pods:
+- {namespace: demo, name: web, node: node1, ips: [10.244.1.10]}
+pools:
+- {name: default, cidr: 10.244.0.0/16, masquerade: true}
+services:
+- name: echo
+  namespace: demo
+  clusterIPs: [10.96.0.10]
+  ports: [{port: 80, targetPort: 8080}]
+  endpoints: [{ip: 10.244.1.10, node: node1}]
+`
+
+func TestParse(t *testing.T) {
+	c, err := datastore.Parse([]byte(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Nodes) != 2 || c.Nodes[0].Name != "node1" {
+		t.Fatalf("nodes not parsed or not sorted: %+v", c.Nodes)
+	}
+	n := c.Nodes[0]
+	if n.UnderlayIPv4 != netip.MustParseAddr("198.18.0.1") || len(n.PodCIDRs) != 2 || n.VTEPMAC.String() != "02:4e:00:00:00:01" {
+		t.Errorf("node1 = %+v", n)
+	}
+	if p := c.Pods[0]; p.Key() != "demo/web" || p.HostInterface() != datastore.PodInterface("demo", "web") {
+		t.Errorf("pod = %+v", p)
+	}
+	if len(c.Services) != 1 || c.Services[0].Ports[0].TargetPort != 8080 || !c.Pools[0].Masquerade {
+		t.Errorf("services/pools = %+v %+v", c.Services, c.Pools)
+	}
+	// It round-trips.
+	b, err := datastore.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := datastore.Parse(b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if len(again.Nodes) != 2 || again.Nodes[0].VTEPMAC.String() != n.VTEPMAC.String() {
+		t.Errorf("round trip: %+v", again.Nodes)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for name, doc := range map[string]string{
+		"host bits":     "nodes: [{name: a, podCIDRs: [10.244.1.1/24]}]",
+		"unknown field": "nodes: [{name: a, podCIDR: 10.244.1.0/24}]",
+		"duplicate":     "nodes: [{name: a}, {name: a}]",
+		"no name":       "nodes: [{underlayIPv4: 1.2.3.4}]",
+		"bad mac":       "nodes: [{name: a, vtepMAC: '01:00:5e:00:00:01'}]",
+		"bad key":       "nodes: [{name: a, wireguardPublicKey: nope}]",
+		"pod no ips":    "nodes: [{name: a}]\npods: [{name: p, node: a}]",
+		"v6 as v4":      "nodes: [{name: a, underlayIPv4: 'fd00::1'}]",
+	} {
+		if _, err := datastore.Parse([]byte(doc)); !errors.Is(err, datastore.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	a := datastore.PodInterface("default", "a-very-long-pod-name-indeed-0123456789")
+	if len(a) > 15 || !strings.HasPrefix(a, datastore.PodInterfacePrefix) || a != datastore.PodInterface("default", "a-very-long-pod-name-indeed-0123456789") {
+		t.Errorf("PodInterface = %q", a)
+	}
+	m := datastore.DefaultVTEPMAC("node1", 4)
+	if len(m) != 6 || m[0]&1 != 0 || m[0]&2 == 0 || m.String() == datastore.DefaultVTEPMAC("node2", 4).String() {
+		t.Errorf("DefaultVTEPMAC = %v", m)
+	}
+	if got := datastore.TunnelAddr(netip.MustParsePrefix("10.244.3.0/24")); got != netip.MustParseAddr("10.244.3.0") {
+		t.Errorf("TunnelAddr = %v", got)
+	}
+}
+
+// TestFileWatch: the first update is the file's content, an atomic
+// replacement is delivered, a bad edit is ignored and the last good state
+// kept, and Watch returns nil when its context ends.
+func TestFileWatch(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(path, []byte(sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &datastore.File{Path: path, PollInterval: 200 * time.Millisecond}
+	updates := make(chan datastore.Cluster, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Watch(ctx, func(c datastore.Cluster) { updates <- c }) }()
+	next := func() datastore.Cluster {
+		t.Helper()
+		select {
+		case c := <-updates:
+			return c
+		case err := <-done:
+			t.Fatalf("Watch returned %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("no update")
+		}
+		return datastore.Cluster{}
+	}
+	if c := next(); len(c.Nodes) != 2 {
+		t.Fatalf("first update: %+v", c)
+	}
+	// A bad edit: no update; then a good one.
+	if err := os.WriteFile(path, []byte("nodes: [{name: a, podCIDRs: [bad]}]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := datastore.Parse([]byte(sample))
+	c.Nodes = c.Nodes[:1]
+	if err := datastore.WriteFile(path, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); len(got.Nodes) != 1 || got.Nodes[0].Name != "node1" {
+		t.Fatalf("after the edit: %+v", got.Nodes)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+}
+
+func TestFileWatchMissingFile(t *testing.T) {
+	f := &datastore.File{Path: filepath.Join(t.TempDir(), "none.yaml")}
+	if err := f.Watch(context.Background(), func(datastore.Cluster) { t.Error("update without a file") }); err == nil {
+		t.Fatal("Watch of a missing file succeeded")
+	}
+}
