@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
 
 // maxRounds bounds the transactions one Apply sends after refusals: each
@@ -553,5 +552,3 @@ func (t *Table) programmed() (map[string]bool, map[string]*ObjectError) {
 
 // isNotFound reports a kernel ENOENT.
 func isNotFound(err error) bool { return errors.Is(err, syscall.ENOENT) }
-
-var _ = nfnl.MsgNewTable

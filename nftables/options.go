@@ -55,13 +55,12 @@ const (
 // made), its appended rules (-90, 110) after it; mangle (-160, -140) and
 // raw (-310, -290) run before both, and raw before conntrack (-200).
 const (
-	PriorityRaw      = -300
-	PriorityMangle   = -150
-	PriorityDNAT     = -100
-	PriorityFilter   = 0
-	PrioritySNAT     = 100
-	PriorityOffset   = 10
-	priorityConntrck = -200
+	PriorityRaw    = -300
+	PriorityMangle = -150
+	PriorityDNAT   = -100
+	PriorityFilter = 0
+	PrioritySNAT   = 100
+	PriorityOffset = 10
 )
 
 // roleHooks are the hooks each role offers, in packet-path order.

@@ -562,24 +562,6 @@ func verdictChain(d string) string {
 	return ""
 }
 
-// formatVerdict formats an encoded verdict.
-func formatVerdict(d string) string {
-	v := decodeVerdict(d)
-	switch v.Code {
-	case nfnl.VerdictAccept:
-		return "accept"
-	case nfnl.VerdictDrop:
-		return "drop"
-	case nfnl.VerdictReturn:
-		return "return"
-	case nfnl.VerdictJump:
-		return "jump " + v.Chain
-	case nfnl.VerdictGoto:
-		return "goto " + v.Chain
-	}
-	return fmt.Sprintf("verdict %d", v.Code)
-}
-
 // keyRange is one element of a one-field interval set: first and last
 // keys (included) and the data.
 type keyRange struct {

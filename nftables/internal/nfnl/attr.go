@@ -20,6 +20,7 @@ func align(n int) int { return (n + AttrAlign - 1) &^ (AttrAlign - 1) }
 // Writer appends netlink messages to B. The zero Writer is ready to use;
 // Reset keeps B's room.
 type Writer struct {
+	// B holds what was written.
 	B []byte
 }
 

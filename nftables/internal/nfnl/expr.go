@@ -57,12 +57,15 @@ func ImmediateVerdict(data []byte) (Verdict, bool, error) {
 
 // Lookup is what a lookup expression refers to.
 type Lookup struct {
-	Set     string
-	SetID   uint32
-	Sreg    uint32
-	Dreg    uint32
-	HasDreg bool
-	Flags   uint32
+	// Set names the set looked up; SetID one of the same transaction.
+	Set   string
+	SetID uint32
+	// Sreg is the first register of the key, Dreg where a map's data goes
+	// (when HasDreg).
+	Sreg, Dreg uint32
+	HasDreg    bool
+	// Flags are NFT_LOOKUP_F_* (inverted lookup).
+	Flags uint32
 }
 
 // ParseLookup parses a lookup expression's data.

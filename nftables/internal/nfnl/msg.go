@@ -6,10 +6,14 @@ import (
 
 // Table is an nf_tables table.
 type Table struct {
-	Name   string
-	Flags  uint32
+	// Name is the table's name.
+	Name string
+	// Flags are NFT_TABLE_F_* (dormant, owner…).
+	Flags uint32
+	// Handle is the kernel's handle of the table (dumps only).
 	Handle uint64
-	Use    uint32
+	// Use is the table's use count (dumps only).
+	Use uint32
 }
 
 // Append appends t's attributes: name and flags, and in a dump reply
@@ -51,21 +55,28 @@ func wrap(what string, err error) error {
 
 // Hook is a base chain's hook.
 type Hook struct {
-	Num      uint32
+	// Num is the hook (NF_INET_*).
+	Num uint32
+	// Priority orders the base chains of a hook.
 	Priority int32
 }
 
 // Chain is an nf_tables chain; Hook is set for a base chain.
 type Chain struct {
-	Table  string
-	Name   string
+	// Table and Name name the chain.
+	Table, Name string
+	// Handle is the kernel's handle of the chain.
 	Handle uint64
+	// Hook, Policy and Type are a base chain's.
 	Hook   *Hook
 	Policy *uint32
 	Type   string
-	Use    uint32
-	Flags  uint32
-	ID     uint32
+	// Use counts the references to the chain and its rules (dumps only).
+	Use uint32
+	// Flags are NFT_CHAIN_* flags (dumps only).
+	Flags uint32
+	// ID names a chain created in the same transaction.
+	ID uint32
 }
 
 // Append appends c's attributes; a dump reply (full) also carries its
@@ -145,15 +156,22 @@ func ParseChain(b []byte) (Chain, error) {
 // Rule is an nf_tables rule. Exprs is the payload of NFTA_RULE_EXPRESSIONS
 // (a list of NFTA_LIST_ELEM), kept encoded.
 type Rule struct {
-	Table      string
-	Chain      string
-	Handle     uint64
-	Position   uint64
-	ID         uint32
-	PositionID uint32
-	ChainID    uint32
-	Exprs      []byte
-	UserData   []byte
+	// Table and Chain name where the rule is.
+	Table, Chain string
+	// Handle is the rule's handle.
+	Handle uint64
+	// Position is the handle of the rule a new rule goes after (with
+	// NLM_F_APPEND) or before.
+	Position uint64
+	// ID names a rule of a transaction; PositionID is the ID of the rule
+	// of the same transaction a new rule goes after or before.
+	ID, PositionID uint32
+	// ChainID names a chain of the same transaction.
+	ChainID uint32
+	// Exprs is the payload of NFTA_RULE_EXPRESSIONS.
+	Exprs []byte
+	// UserData is the rule's user data (its comment).
+	UserData []byte
 }
 
 // Append appends r's attributes.
@@ -219,15 +237,18 @@ func ParseRule(b []byte) (Rule, error) {
 
 // Set is an nf_tables set or map.
 type Set struct {
-	Table    string
-	Name     string
-	Flags    uint32
-	KeyType  uint32
-	KeyLen   uint32
-	DataType uint32
-	DataLen  uint32
-	ID       uint32
-	Handle   uint64
+	// Table and Name name the set.
+	Table, Name string
+	// Flags are NFT_SET_* flags.
+	Flags uint32
+	// KeyType and KeyLen are the key's datatype and length.
+	KeyType, KeyLen uint32
+	// DataType and DataLen are a map's data's.
+	DataType, DataLen uint32
+	// ID names a set of the same transaction.
+	ID uint32
+	// Handle is the kernel's handle of the set.
+	Handle uint64
 	// Fields are the lengths of a concatenation's fields (NFTA_SET_DESC_CONCAT).
 	Fields []uint32
 	// Size is NFTA_SET_DESC_SIZE (0: none).
@@ -334,16 +355,21 @@ func ParseSet(b []byte) (Set, error) {
 
 // Verdict is the data of a verdict map element (or a rule's verdict).
 type Verdict struct {
-	Code  int32
+	// Code is the verdict (NF_ACCEPT, NFT_JUMP…).
+	Code int32
+	// Chain is a jump's or goto's chain.
 	Chain string
 }
 
 // Elem is one set element. Key, KeyEnd and Data point into the message
 // they were parsed from.
 type Elem struct {
-	Key     []byte
-	KeyEnd  []byte
-	Flags   uint32
+	// Key is the element's key; KeyEnd the end of its range in a set of
+	// concatenated ranges.
+	Key, KeyEnd []byte
+	// Flags are NFT_SET_ELEM_* flags (the end of a range).
+	Flags uint32
+	// Data is a data map's value, Verdict a verdict map's.
 	Data    []byte
 	Verdict *Verdict
 	// Offset is where the element's NFTA_LIST_ELEM starts in its message
@@ -387,9 +413,9 @@ func (w *Writer) AppendElem(e *Elem) {
 // ElemList is the header of a set element message: its table and set
 // (by name, or by ID for a set of the same transaction).
 type ElemList struct {
-	Table string
-	Set   string
-	SetID uint32
+	// Table and Set name the set; SetID one of the same transaction.
+	Table, Set string
+	SetID      uint32
 	// Elems is the payload of NFTA_SET_ELEM_LIST_ELEMENTS, and ElemsOffset
 	// where it starts in the message (from the message header).
 	Elems       []byte

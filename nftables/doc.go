@@ -1,0 +1,158 @@
+// Package nftables is the native nftables writer of the rule model of
+// package netfilter: a Table keeps one nftables table of one IP family (ip
+// or ip6), named by its owner, in the state its owner declares, over
+// netlink — no nft binary at run time. *Table implements netfilter.Table,
+// the interface managers take, exactly as *iptables.Table does, so that a
+// manager written once runs on either backend; and it adds what only
+// nftables has: named sets (addresses, address . protocol . port
+// concatenations, ranges of addresses and ports) and verdict maps that
+// dispatch in one lookup.
+//
+// # What a Table owns
+//
+// The table Options.Name in the family of Options.Family, and everything
+// in it: chains, rules and sets that were not declared are deleted, and a
+// Table with nothing to program deletes the table. It recognises its rules
+// by their user data — a comment made of Options.HashPrefix and a
+// 16-character hash of the rule, the rule's own comments after it — never
+// by their position; a rule without our hash in our table (someone's
+// addition) is deleted.
+//
+// Options.Role decides where the table's base chains sit: the role of one
+// of iptables' tables (Filter, NAT, Mangle, Raw), its hooks, chain types
+// and priorities. A hook's InsertRules rules go in the base chain
+// BaseChain(hook, false) ("INPUT-insert"), PriorityOffset below the
+// priority of iptables' table of that role; its AppendRules rules in
+// BaseChain(hook, true) ("INPUT-append"), PriorityOffset above:
+//
+//	role    hooks                                    type              insert  append
+//	raw     PREROUTING OUTPUT                        filter            -310    -290
+//	mangle  all five                                 filter (OUTPUT:   -160    -140
+//	                                                 route)
+//	nat     PREROUTING OUTPUT (destination NAT)      nat               -110    -90
+//	nat     INPUT POSTROUTING (source NAT)           nat               90      110
+//	filter  INPUT FORWARD OUTPUT                     filter            -10     10
+//
+// Why these: our inserted rules run before iptables' rules of the same
+// place (iptables-legacy and iptables-nft both sit at -300, -150, -100,
+// 100 and 0) and our appended rules after them, as inside iptables'
+// built-in chain; kube-proxy's nftables mode filters at -110 and, after its
+// DNAT at -100, at -90, so a filter Table runs after kube-proxy has
+// translated service addresses, as iptables' filter table does; NAT
+// chains run in priority order and a connection keeps the first NAT
+// binding made, so a nat Table's inserted rules translate before
+// kube-proxy's and its appended rules after them; raw runs before
+// conntrack (-200). Unlike iptables' chains, base chains do not end the
+// packet's journey when they accept it: a packet one of our chains
+// accepts still meets every later base chain of the hook (a drop is final
+// everywhere). SetPolicy sets the policy of a hook's AppendRules chain.
+//
+// # Declaring and applying
+//
+// New validates the options and does no I/O. SetChains sets the full
+// content of regular chains and RemoveChains forgets them; InsertRules and
+// AppendRules set our rules at a hook; SetSets declares sets and verdict
+// maps with their content, AddElements and DeleteElements change their
+// elements, RemoveSets forgets them. Rules use sets with netfilter.MatchSet
+// and verdict maps with netfilter.ActionVerdictMap; a set must be declared
+// before the rules that use it.
+//
+//	ns, err := kernel.Open("/run/netns/pod1") // or leave Kernel nil: this namespace
+//	...
+//	tbl, err := nftables.New(nftables.Options{Name: "np-nat", Family: ipfamily.IPv4, Role: nftables.NAT, Kernel: ns})
+//	...
+//	err = tbl.SetSets(nftables.Set{Name: "services", Verdict: true,
+//		Key:      []nftables.KeyType{nftables.TypeAddr, nftables.TypeProto, nftables.TypePort},
+//		Elements: []nftables.Element{{Key: []nftables.Value{nftables.Addr(vip), nftables.Proto(netfilter.ProtoTCP), nftables.Port(80)},
+//			Verdict: netfilter.Goto("svc-web")}}})
+//	err = tbl.SetChains(netfilter.Chain{Name: "svc-web", Rules: []netfilter.Rule{{
+//		Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP)}, Action: netfilter.DNAT(backend)}}})
+//	err = tbl.InsertRules(netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("services", netfilter.Dst, netfilter.Dst)}})
+//	res, err := tbl.Apply(ctx) // res.RetryAfter: when to call Apply again
+//
+// What the Table can tell on its own is refused when declared, with an
+// error and nothing changed: a rule netfilter.Rule.Validate refuses, a
+// rule past a limit of nftables (MaxCommentLength, MaxLogPrefixLength), a
+// set or verdict map the Table does not declare, a construct its role or
+// hook does not take (DROP in nat, REJECT outside filter's INPUT, FORWARD
+// and OUTPUT, NAT outside nat, NoTrack outside raw, an input interface at
+// OUTPUT…), a chain name without ChainPrefix, a set of the wrong shape, an
+// element of the other family. What depends on other declarations or on
+// the kernel is found by Apply and held back per object (see below): a
+// jump to a chain not declared, a loop of chains, what the kernel refuses.
+//
+// A regular chain is programmed only while a programmed rule or a
+// verdict-map element jumps to it, or when it is forced.
+//
+// Apply reads the table over netlink on its first call — chains, rules
+// (handles and user data only: expressions are never parsed back), sets
+// and elements, consistently (the ruleset generation is the same before and
+// after) — computes the difference and writes it in one netlink batch
+// transaction, which the kernel commits whole or not at all: only the
+// chains, rules, sets and elements that differ. In a chain, the rules that
+// stand in the declared order stay, with their counters; the others are
+// deleted and the missing ones inserted at their places. References come
+// before what uses them and go after it. Set elements are the one thing
+// split: those past ElementsPerTransaction go in further transactions, so
+// that a set of a hundred thousand elements loads in bounded messages.
+// When nothing changed since the last Apply it makes no system call at
+// all; when nothing differs it writes nothing. Between reads it trusts
+// what it wrote: QueueResync (which a dataplane.Loop calls every
+// ResyncInterval) and the PostWriteRecheck delays make the next Apply ask
+// the kernel for its ruleset generation, and read the table again only if
+// the generation moved. A restarted agent's Table adopts its table and
+// writes nothing when the declared state is the one in the kernel.
+//
+// # One object never holds back the others
+//
+// The kernel answers a refused request with an errno, and the Table's
+// socket asks for the offset of the attribute at fault, so that a refusal
+// names its object: a chain (its rules, creation or deletion), a set, or
+// one element. Apply leaves that object out — a chain keeps its kernel
+// rules, and is created empty if it did not exist, so that jumps to it stay
+// valid; an element or set keeps its kernel version — and sends the rest
+// again, in the same Apply. It then returns a *PartialError
+// (errors.Is(err, dataplane.ErrPartial)) naming each object left out (an
+// *ObjectError: ErrRefused with the kernel's errno, ErrUnknownChain,
+// ErrChainLoop); each is retried after a second, then after a delay that
+// doubles up to five minutes, or at once when declared anew. A failure of
+// the Table as a whole (the socket, a read, a refusal the kernel does not
+// attribute) is returned as such and the next Apply reads the table again;
+// after Options.RebuildAfter of them in a row, the next Apply deletes the
+// table and writes it whole in one transaction, so that the base chains
+// are never missing.
+//
+// # Switching backend
+//
+// A node changes backend with one option of its agent. Moving to this
+// package, call RemoveIPTablesLeftovers once with the iptables Tables'
+// ChainPrefix: it removes their chains and hash-commented rules from both
+// iptables backends. Moving back to package iptables, call RemoveTable for
+// each table this package owned.
+//
+// # Namespaces and tests
+//
+// Options.Kernel is the namespace: a *kernel.Namespace opens the Table's
+// netfilter socket inside it (kernel.Namespace.Do) once; Close releases
+// it. Unit tests hand the Table an nftablesfake.Namespace, which serves the
+// same netlink conversation from memory.
+//
+// # What it never touches
+//
+// Any other table: kube-proxy's, iptables-nft's, firewalld's, anyone's —
+// not even our table's name in the other family. It runs no binary and
+// loads no module of its own accord (the kernel loads what the rules use).
+//
+// # Limits
+//
+// One Table per table: two Tables (two roles, two agents) on one name
+// would delete each other's work. The inet family is not offered: the rule
+// model is per IP family (one Table per family, as every driver here).
+// Maps with data other than verdicts are not offered (no action of the
+// rule model would use them). In a set of one field, overlapping and
+// adjacent elements merge into ranges, as nft's auto-merge does; in a set
+// of concatenated ranges, overlapping elements are refused by the kernel,
+// one by one. The package builds everywhere, but rules are rendered (with
+// github.com/google/nftables/expr, which builds on Linux only) on Linux
+// only: elsewhere declaring a rule fails with netfilter.ErrUnsupported.
+package nftables
