@@ -21,7 +21,7 @@ func requireKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root")
 	}
-	for _, c := range []string{"ip", "ping", "ipset"} {
+	for _, c := range []string{"ip", "ping", "ipset", "iptables"} {
 		if _, err := exec.LookPath(c); err != nil {
 			missing = append(missing, c)
 		}

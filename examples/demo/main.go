@@ -1,13 +1,14 @@
 // Command demo is nodeplane's one-command demo (make demo): three "nodes"
 // (network namespaces on a bridge underlay) with two "pods" each, one
 // reference agent per node on a cluster file, and checks printed step by
-// step: pod↔pod over VXLAN, over WireGuard, an agent restart during a ping,
-// a node removed from the file, the cleanup command. It removes everything it
+// step: pod↔pod over VXLAN, over WireGuard, pod egress masquerade, an agent
+// restart during a ping, a node removed from the file, the cleanup command. It removes everything it
 // made, also on Ctrl-C or failure, and exits non-zero if a check fails.
 //
 //	sudo go run ./demo --agent PATH-TO-nodeagent
 //
-// It needs root, iproute2, ping and ipset; scripts/demo.sh installs them.
+// It needs root, iproute2, ping, ipset and iptables (conntrack to show the
+// masquerade's translation); scripts/demo.sh installs them.
 package main
 
 import (
@@ -34,7 +35,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "demo: --agent is required (make demo builds it)")
 		os.Exit(2)
 	}
-	for _, c := range []string{"ip", "ping", "ipset"} {
+	for _, c := range []string{"ip", "ping", "ipset", "iptables"} {
 		if _, err := exec.LookPath(c); err != nil {
 			fmt.Fprintf(os.Stderr, "demo: %s not found (scripts/demo.sh installs it)\n", c)
 			os.Exit(2)

@@ -140,6 +140,7 @@ func (s *Scenario) Run(ctx context.Context) (err error) {
 		{"pod↔pod across nodes over VXLAN (every pair)", s.checkVXLAN},
 		{"the same over WireGuard (agents restarted with --wireguard)", s.checkWireGuard},
 		{"WireGuard off again: rule and device gone, VXLAN carries the pods", s.checkWireGuardOff},
+		{"pod egress masqueraded to the node's address; pod to pod keeps the pod's", s.checkMasquerade},
 		{"agent restarted during a 10 ms ping loses at most one refresh", s.checkRestart},
 		{"idle agents: memory and CPU", s.measureIdle},
 		{"a node removed from the file loses its routes on the others", s.checkNodeRemoved},
@@ -622,6 +623,39 @@ func (s *Scenario) checkWireGuardOff(ctx context.Context) (string, error) {
 	return fmt.Sprintf("no WireGuard rule or device left; %d pod pairs answer over VXLAN", pairs), nil
 }
 
+func (s *Scenario) checkMasquerade(ctx context.Context) (string, error) {
+	n := s.nodes[0]
+	p, other := n.pods[0], s.nodes[1].pods[0]
+	// The external host has no route to the pods: its reply comes back
+	// only if the node translated the pod's address to its own.
+	if err := eventually(ctx, 10*time.Second, func() error { return ping(ctx, p.ns, s.extIP) }); err != nil {
+		return "", fmt.Errorf("%s → external host %s: %w", p.name, s.extIP, err)
+	}
+	if err := ping(ctx, p.ns, other.ip); err != nil {
+		return "", fmt.Errorf("%s → %s: %w", p.name, other.name, err)
+	}
+	if _, err := exec.LookPath("conntrack"); err != nil {
+		return fmt.Sprintf("%s reaches the external host %s, which has no route to the pods (install conntrack to see the translation)", p.name, s.extIP), nil
+	}
+	// conntrack shows it: the reply to the external host's packets goes to
+	// the node's address; the reply from the other pod to the pod's.
+	out, err := inNS(ctx, n.ns, "conntrack", "-L", "-p", "icmp", "-s", p.ip.String(), "-d", s.extIP.String())
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(out, fmt.Sprintf("src=%s dst=%s ", s.extIP, n.underlay)) {
+		return "", fmt.Errorf("no translation to %s in %s's conntrack: %s", n.underlay, n.name, out)
+	}
+	out, err = inNS(ctx, n.ns, "conntrack", "-L", "-p", "icmp", "-s", p.ip.String(), "-d", other.ip.String())
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(out, fmt.Sprintf("src=%s dst=%s ", other.ip, p.ip)) {
+		return "", fmt.Errorf("pod-to-pod traffic translated in %s's conntrack: %s", n.name, out)
+	}
+	return fmt.Sprintf("%s → external %s leaves as %s (conntrack); %s → %s keeps %s", p.name, s.extIP, n.underlay, p.name, other.name, p.ip), nil
+}
+
 func (s *Scenario) checkRestart(ctx context.Context) (string, error) {
 	from, to := s.nodes[0].pods[0], s.nodes[1].pods[0]
 	victim := s.nodes[1]
@@ -753,6 +787,9 @@ func (s *Scenario) checkCleanup(ctx context.Context) (string, error) {
 		return "", err
 	}
 	// What the agent left (it leaves the dataplane working when stopped).
+	if err := ping(ctx, n.pods[0].ns, s.extIP); err != nil {
+		return "", fmt.Errorf("the stopped agent's dataplane does not work: %w", err)
+	}
 	leftRoutes, err := run(ctx, "ip", "-n", n.ns, "route", "show", "proto", "78")
 	if err != nil {
 		return "", err
@@ -773,6 +810,14 @@ func (s *Scenario) checkCleanup(ctx context.Context) (string, error) {
 	if out, err := inNS(ctx, n.ns, "ipset", "list", "-n"); err != nil || strings.Contains(out, agent.SetPrefixV4) {
 		problems = append(problems, fmt.Sprintf("ip sets: %s %v", out, err))
 	}
+	for _, save := range []string{"iptables-legacy-save", "iptables-nft-save"} {
+		if _, err := exec.LookPath(save); err != nil {
+			continue
+		}
+		if out, err := inNS(ctx, n.ns, save, "-t", "nat"); err != nil || strings.Contains(out, agent.ChainPrefix) {
+			problems = append(problems, fmt.Sprintf("%s: %s %v", save, out, err))
+		}
+	}
 	if len(problems) > 0 {
 		return "", errors.New(strings.Join(problems, "; "))
 	}
@@ -780,7 +825,7 @@ func (s *Scenario) checkCleanup(ctx context.Context) (string, error) {
 	if _, err := run(ctx, "ip", "-n", n.ns, "link", "show", "dev", n.pods[0].hostIf); err != nil {
 		return "", fmt.Errorf("cleanup removed a pod interface: %w", err)
 	}
-	return fmt.Sprintf("on %s: no np-vxlan, no route with proto 78, no np4- ip set; pod interfaces untouched", n.name), nil
+	return fmt.Sprintf("on %s: no np-vxlan, no route with proto 78, no np4- ip set, no npm- chain; pod interfaces untouched", n.name), nil
 }
 
 // teardown stops every agent and deletes every namespace the demo made.

@@ -1,6 +1,7 @@
 // Command nodeagent is nodeplane's reference node agent: it programs one
 // node's dataplane (routes to its pods, a VXLAN overlay to the other nodes,
-// optional WireGuard encryption) from a cluster file or the Kubernetes API.
+// pod egress masquerade, optional WireGuard encryption) from a cluster file or
+// the Kubernetes API.
 //
 //	nodeagent run --node NAME --datastore file:cluster.yaml   # or --datastore kubernetes
 //	nodeagent status                                          # the node's dataplane as a table
@@ -32,6 +33,7 @@ import (
 	"github.com/nodeplane/nodeplane/examples/nodeagent/agent"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore/kubernetes"
+	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
@@ -122,6 +124,8 @@ func runCmd(ctx context.Context, args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for --datastore kubernetes; empty: in-cluster, then $KUBECONFIG")
 	pools := fs.String("pools", "", "comma-separated pod IP pools (CIDRs) for --datastore kubernetes; empty: each node's pod CIDRs")
 	listen := fs.String("listen", agent.DefaultListen, `local HTTP endpoint: /healthz /readyz /metrics /status ("-": none)`)
+	masq := fs.Bool("masquerade", true, "masquerade pod traffic leaving the pools (pools with masquerade: true)")
+	backend := fs.String("iptables-backend", "auto", "iptables backend of the masquerade rules: auto (the one the node uses), legacy or nft")
 	wg := fs.Bool("wireguard", false, "encrypt pod traffic between nodes with WireGuard")
 	wgMode := fs.String("wireguard-mode", "auto", "auto (kernel module, else userspace), kernel or userspace")
 	vni := fs.Uint("vxlan-vni", 0, "VXLAN network identifier (0: 4096)")
@@ -136,6 +140,12 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	cfg.Listen, cfg.WireGuard, cfg.ResyncInterval = *listen, *wg, *resync
 	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)
+	cfg.NoMasquerade = !*masq
+	if *backend != "auto" {
+		if cfg.IPTablesBackend, err = iptables.ParseBackend(*backend); err != nil {
+			return err
+		}
+	}
 	switch *wgMode {
 	case "auto":
 		cfg.WireGuardMode = wireguard.ModeAuto

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sync"
@@ -35,8 +36,10 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/markbits"
+	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/mtu"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
@@ -74,6 +77,10 @@ const (
 	SetPrefixV6 = "np6-"
 	// DefaultWireGuardInterface is the WireGuard device's default name.
 	DefaultWireGuardInterface = "wg-np"
+	// ChainPrefix starts the names of the agent's iptables chains.
+	ChainPrefix = "npm-"
+	// MasqueradeChain is the masquerade manager's chain.
+	MasqueradeChain = ChainPrefix + "masq"
 	// DefaultListen is the default address of the local HTTP endpoint.
 	DefaultListen = "127.0.0.1:9765"
 	// MTUFileName is the file in the state directory that holds the pod
@@ -119,6 +126,13 @@ type Config struct {
 	// WireGuardMode chooses the kernel or the userspace implementation
 	// (ModeAuto: the kernel's when it has the module).
 	WireGuardMode wireguard.Mode
+	// NoMasquerade turns pod egress masquerade off (the pools' Masquerade
+	// flags then do nothing); off, the agent removes its rules.
+	NoMasquerade bool
+	// IPTablesBackend is the iptables backend of the masquerade rules:
+	// iptables.BackendLegacy or BackendNFT; empty detects the one the node
+	// uses (iptables.DetectBackend).
+	IPTablesBackend iptables.Backend
 	// PodInterfacePrefix starts the names of the pods' host-side
 	// interfaces; empty means datastore.PodInterfacePrefix ("npv").
 	PodInterfacePrefix string
@@ -220,11 +234,12 @@ type plane struct {
 	wg       []*wireguard.Manager
 	wgTable  uint32
 	devices  map[string]string // device name → kind, for the status
+	backend  iptables.Backend
 }
 
 // build assembles the loop on ns. With cleanup, every manager is disabled
 // and nothing is declared, so the drivers delete exactly what is ours.
-func build(ns *kernel.Namespace, cfg *Config, opts dataplane.Options, hostMTU int, cleanup bool, onKey func(wireguard.PublicKey)) (*plane, error) {
+func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplane.Options, hostMTU int, cleanup bool, onKey func(wireguard.PublicKey)) (*plane, error) {
 	log := cfg.Logger
 	loop, err := dataplane.New(opts)
 	if err != nil {
@@ -261,6 +276,29 @@ func build(ns *kernel.Namespace, cfg *Config, opts dataplane.Options, hostMTU in
 	if cleanup {
 		families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
+	// The iptables backends of the masquerade rules: the configured or
+	// detected one; for a cleanup, every one whose binaries are here.
+	var backends []iptables.Backend
+	switch {
+	case cleanup:
+		for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+			if _, err := exec.LookPath(b.RestoreCommand(ipfamily.IPv4)); err == nil {
+				backends = append(backends, b)
+			}
+		}
+	case cfg.IPTablesBackend != "":
+		backends = []iptables.Backend{cfg.IPTablesBackend}
+	default:
+		b, det, err := iptables.DetectBackend(ctx, ns)
+		if err != nil {
+			return nil, fmt.Errorf("agent: iptables backend: %w", err)
+		}
+		log.Info("iptables backend", "backend", b, "reason", det.Reason)
+		backends = []iptables.Backend{b}
+	}
+	if len(backends) > 0 {
+		p.backend = backends[0]
+	}
 	for _, fam := range families {
 		topts := routetable.Options{Kernel: ns, Family: fam, Table: kernel.TableMain,
 			InterfacePatterns: []string{"^" + regexp.QuoteMeta(cfg.PodInterfacePrefix)},
@@ -279,7 +317,11 @@ func build(ns *kernel.Namespace, cfg *Config, opts dataplane.Options, hostMTU in
 		if fam == ipfamily.IPv6 {
 			prefix = SetPrefixV6
 		}
-		sets, err := ipsets.New(ipsets.Options{Family: fam, Prefix: prefix, Kernel: ns, Logger: log.With("component", "ipsets", "family", fam.String())})
+		sopts := ipsets.Options{Family: fam, Prefix: prefix, Kernel: ns, Logger: log.With("component", "ipsets", "family", fam.String())}
+		if cleanup {
+			sopts.MaxDestroysPerApply = 1 << 20 // every set of ours in the one pass
+		}
+		sets, err := ipsets.New(sopts)
 		if err != nil {
 			return nil, err
 		}
@@ -319,6 +361,25 @@ func build(ns *kernel.Namespace, cfg *Config, opts dataplane.Options, hostMTU in
 		p.overlays = append(p.overlays, ov)
 		if err := add(ov, ovDriver, tbl, sets); err != nil {
 			return nil, err
+		}
+		// Pod egress masquerade: a nat table of our own per backend, with
+		// the masquerade manager on it (none: the table removes our rules).
+		for _, b := range backends {
+			nat, err := iptables.New(iptables.Options{Table: "nat", Family: fam, Backend: b, ChainPrefix: ChainPrefix, Kernel: ns,
+				Logger: log.With("component", "iptables", "family", fam.String(), "backend", b.String())})
+			if err != nil {
+				return nil, err
+			}
+			var m dataplane.Manager
+			if !cleanup && !cfg.NoMasquerade {
+				if m, err = masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
+					Logger: log.With("component", "masquerade", "family", fam.String())}); err != nil {
+					return nil, err
+				}
+			}
+			if err := add(m, nat); err != nil {
+				return nil, err
+			}
 		}
 		// WireGuard: always registered, disabled when off, so that turning
 		// it off removes what a run with it on left.
@@ -436,7 +497,7 @@ func Run(ctx context.Context, cfg Config) error {
 		OnInSync: func() {
 			log.Info("dataplane in sync: first apply done", "since_start", time.Since(a.started).Round(time.Millisecond))
 		}}
-	a.plane, err = build(ns, &cfg, lopts, host.MTU, false, onKey)
+	a.plane, err = build(ctx, ns, &cfg, lopts, host.MTU, false, onKey)
 	if err != nil {
 		return err
 	}
@@ -522,6 +583,7 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 	}
 	log.Info("agent started", "node", cfg.NodeName, "overlay", cfg.Overlay, "wireguard", cfg.WireGuard,
+		"masquerade", !cfg.NoMasquerade, "iptables", a.plane.backend,
 		"ipv6", cfg.IPv6, "listen", cfg.Listen, "netns", cfg.NetNS)
 	<-ctx.Done()
 	cause := context.Cause(ctx)

@@ -17,6 +17,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
@@ -49,7 +50,7 @@ func TestTranslator(t *testing.T) {
 	tr := newTranslator("node1", false)
 	msgs := tr.messages(testCluster(3))
 	if count[vxlan.VTEP](msgs) != 3 || count[vxlan.BlockUpdate](msgs) != 3 || count[wireguard.PeerUpdate](msgs) != 3 ||
-		count[PodUpdate](msgs) != 1 || count[PoolUpdate](msgs) != 1 {
+		count[PodUpdate](msgs) != 1 || count[masquerade.PoolUpdate](msgs) != 1 {
 		t.Fatalf("first snapshot: %#v", msgs)
 	}
 	for _, m := range msgs {

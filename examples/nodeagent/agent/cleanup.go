@@ -14,7 +14,9 @@ import (
 
 // Cleanup removes everything an agent with cfg's ownership put in the
 // kernel: its VXLAN devices, its WireGuard rule, table and device, the routes
-// carrying its route protocol (main table), its ip sets, and the pod MTU file.
+// carrying its route protocol (main table), its iptables chains (prefix
+// npm-, legacy and nft) and the rules that jump to them, its ip sets, and the
+// pod MTU file.
 // It builds the same drivers as Run with every manager disabled and nothing
 // declared, and applies them once: their ownership rules make them delete
 // exactly what is ours and nothing foreign. Stop the agent first. The
@@ -43,7 +45,7 @@ func Cleanup(ctx context.Context, cfg Config) error {
 			}
 			healthc <- h
 		}}
-	p, err := build(ns, &cfg, opts, mtu.FallbackMTU, true, nil)
+	p, err := build(ctx, ns, &cfg, opts, mtu.FallbackMTU, true, nil)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ type Status struct {
 	Overlay string `json:"overlay"`
 	// WireGuard is whether encryption is on.
 	WireGuard bool `json:"wireguard"`
+	// Masquerade is the iptables backend of the masquerade rules, or "off".
+	Masquerade string `json:"masquerade"`
 	// StartedAt is when the agent started.
 	StartedAt time.Time `json:"startedAt"`
 	// Live, Ready and the in-sync markers are the loop's health.
@@ -134,12 +136,15 @@ func (a *Agent) status(ctx context.Context) Status {
 	h, c, m := a.health, a.cluster, a.mtu
 	errs := slices.Clone(a.lastErrs)
 	a.mu.Unlock()
-	s := Status{Node: a.cfg.NodeName, Overlay: string(a.cfg.Overlay), WireGuard: a.cfg.WireGuard, StartedAt: a.started,
+	s := Status{Node: a.cfg.NodeName, Overlay: string(a.cfg.Overlay), WireGuard: a.cfg.WireGuard, Masquerade: "iptables-" + a.plane.backend.String(), StartedAt: a.started,
 		Live: h.Live, Ready: h.Ready, DatastoreInSync: h.DatastoreInSync, InterfacesInSync: h.InterfacesInSync,
 		LastApply: h.LastApply, Applies: h.Applies, LastErrorAt: h.LastErrorAt, ConsecutiveFailures: h.ConsecutiveFailures,
 		FailingDrivers: h.FailingDrivers, FailingObjects: h.FailingObjects,
 		HostMTU: m.Host.MTU, HostMTUInterface: m.Host.Interface, PodMTU: m.PodMTU,
 		Services: len(c.Services), ServicesNote: "not load-balanced: this build has no service proxy yet", Errors: errs}
+	if a.cfg.NoMasquerade {
+		s.Masquerade = "off"
+	}
 	if h.LastError != nil {
 		s.LastError = h.LastError.Error()
 	}
@@ -272,7 +277,7 @@ func WriteTable(out io.Writer, s Status, now time.Time) error {
 		}
 		return "no"
 	}
-	fmt.Fprintf(w, "node %s\toverlay %s\twireguard %s\tup %s\n", s.Node, s.Overlay, yes(s.WireGuard), now.Sub(s.StartedAt).Round(time.Second))
+	fmt.Fprintf(w, "node %s\toverlay %s\twireguard %s\tmasquerade %s\tup %s\n", s.Node, s.Overlay, yes(s.WireGuard), dash(s.Masquerade), now.Sub(s.StartedAt).Round(time.Second))
 	fmt.Fprintf(w, "ready %s\tlast apply %s\tapplies %d\tpod MTU %d (host %d, %s)\n", yes(s.Ready), ago(s.LastApply), s.Applies, s.PodMTU, s.HostMTU, s.HostMTUInterface)
 	errs := "none"
 	if s.LastError != "" {

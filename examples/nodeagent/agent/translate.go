@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/ipip"
+	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
@@ -195,19 +196,8 @@ func (t *translator) blockRemove(b netip.Prefix) any {
 	return vxlan.BlockRemove{CIDR: b}
 }
 
-// PoolUpdate is the agent's message for an IP pool; the masquerade manager
-// takes it once that package has landed.
-type PoolUpdate struct {
-	// Pool is the pool.
-	Pool datastore.Pool
+func poolUpdate(p datastore.Pool) any {
+	return masquerade.PoolUpdate{ID: p.Name, CIDR: p.CIDR, Masquerade: p.Masquerade}
 }
 
-// PoolRemove withdraws the pool called Name.
-type PoolRemove struct {
-	// Name is the pool's name.
-	Name string
-}
-
-func poolUpdate(p datastore.Pool) any { return PoolUpdate{Pool: p} }
-
-func poolRemove(name string) any { return PoolRemove{Name: name} }
+func poolRemove(name string) any { return masquerade.PoolRemove{ID: name} }
