@@ -82,10 +82,9 @@ type renderer struct {
 	counters bool
 	sets     setLookup
 	// working state of one rule
-	b    nfnl.Writer
-	err  error
-	r    rendered
-	mark uint32 // bits of the conntrack criterion's states
+	b   nfnl.Writer
+	err error
+	r   rendered
 }
 
 // ruleHash is the 16-character hash of a rendered rule: its expressions

@@ -63,7 +63,7 @@ func (rd *renderer) render(r netfilter.Rule, hashPrefix string, salt int) (rende
 		}
 	}
 	for i, m := range r.Matches {
-		if err := rd.match(m, proto, r.Matches); err != nil {
+		if err := rd.match(m, proto); err != nil {
 			return rendered{}, fmt.Errorf("%w (criterion %d)", err, i)
 		}
 	}
@@ -131,7 +131,7 @@ func (rd *renderer) addrOffset(d netfilter.Direction) (off, n uint32) {
 }
 
 // match renders one criterion of a valid rule.
-func (rd *renderer) match(m netfilter.Match, proto *netfilter.MatchProto, all []netfilter.Match) error {
+func (rd *renderer) match(m netfilter.Match, proto *netfilter.MatchProto) error {
 	switch c := m.(type) {
 	case netfilter.MatchNet:
 		bits := c.Prefix.Bits()
@@ -175,7 +175,7 @@ func (rd *renderer) match(m netfilter.Match, proto *netfilter.MatchProto, all []
 		if sp == nil || sp.verdict {
 			return fmt.Errorf("%w %q: the table declares no such set (declare it with SetSets before the rules using it)", ErrUnknownSet, c.Name)
 		}
-		if err := rd.lookup(c.Name, sp, c.Dims, proto, all, "set"); err != nil {
+		if err := rd.lookup(c.Name, sp, c.Dims, proto, "set"); err != nil {
 			return err
 		}
 		rd.r.sets = append(rd.r.sets, c.Name)
@@ -259,7 +259,7 @@ func (rd *renderer) namedLookup(name string, sreg uint32, negate, verdict bool) 
 
 // lookup loads a set's key from the packet into the registers from
 // NFT_REG32_00 on, each field from the side dims gives.
-func (rd *renderer) lookup(name string, sp *setSpec, dims []netfilter.Direction, proto *netfilter.MatchProto, all []netfilter.Match, what string) error {
+func (rd *renderer) lookup(name string, sp *setSpec, dims []netfilter.Direction, proto *netfilter.MatchProto, what string) error {
 	sided := 0
 	hasProto := false
 	for _, t := range sp.fields {
@@ -272,7 +272,6 @@ func (rd *renderer) lookup(name string, sp *setSpec, dims []netfilter.Direction,
 	if len(dims) != sided && !full {
 		return errRulef("%s %q has %d fields, %d of them with a side, but the rule gives %d dimensions", what, name, len(sp.fields), sided, len(dims))
 	}
-	_ = all
 	portOK := hasProto || proto != nil && !proto.Negate &&
 		(proto.Proto == netfilter.ProtoTCP || proto.Proto == netfilter.ProtoUDP || proto.Proto == netfilter.ProtoSCTP)
 	reg := uint32(reg32_00)
@@ -603,7 +602,7 @@ func (rd *renderer) action(a netfilter.Action, proto *netfilter.MatchProto) erro
 		if sp == nil || !sp.verdict {
 			return fmt.Errorf("%w %q: the table declares no such verdict map (declare it with SetSets before the rules using it)", ErrUnknownSet, a.Map)
 		}
-		if err := rd.lookup(a.Map, sp, a.Dims, proto, nil, "verdict map"); err != nil {
+		if err := rd.lookup(a.Map, sp, a.Dims, proto, "verdict map"); err != nil {
 			return err
 		}
 		rd.r.vmap = a.Map
