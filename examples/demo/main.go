@@ -26,6 +26,8 @@ import (
 func main() {
 	agentBin := flag.String("agent", "", "path to the nodeagent binary (required)")
 	resync := flag.Duration("resync", 10*time.Second, "the agents' refresh interval")
+	idle := flag.Duration("idle-window", 5*time.Second, "how long the agents' idle CPU is measured")
+	services := flag.Int("services", 1, "services in the cluster file (to measure the agents with many)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "demo: needs root (it creates network namespaces): run `sudo make demo`")
@@ -43,7 +45,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	s := &Scenario{Agent: *agentBin, Out: os.Stdout, Resync: *resync}
+	s := &Scenario{Agent: *agentBin, Out: os.Stdout, Resync: *resync, Services: *services, IdleWindow: *idle}
 	err := s.Run(ctx)
 	switch {
 	case err == nil:

@@ -40,6 +40,12 @@ type Scenario struct {
 	Resync time.Duration
 	// Nodes is the number of nodes; zero means 3.
 	Nodes int
+	// IdleWindow is how long idle CPU is measured; zero means 5 s.
+	IdleWindow time.Duration
+	// Services is the number of services in the cluster file (each with
+	// every pod as a backend); zero means 1. The agent reads them; nothing
+	// load-balances them until the service proxy lands.
+	Services int
 
 	prefix  string
 	nodes   []*node
@@ -116,6 +122,9 @@ func (s *Scenario) Run(ctx context.Context) (err error) {
 	}
 	if s.Nodes == 0 {
 		s.Nodes = 3
+	}
+	if s.Services == 0 {
+		s.Services = 1
 	}
 	s.prefix = fmt.Sprintf("%s%d-", NamePrefix, os.Getpid())
 	sweepLeftovers(ctx, s.Out)
@@ -328,6 +337,14 @@ func (s *Scenario) clusterFile(nodes []*node) datastore.Cluster {
 		}
 	}
 	c.Services = []datastore.Service{svc}
+	for i := 1; i < s.Services; i++ {
+		more := svc
+		more.Name = fmt.Sprintf("svc-%d", i)
+		more.Type = "ClusterIP"
+		more.ClusterIPs = []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(1 + i/250), byte(1 + i%250)})}
+		more.Ports = []datastore.ServicePort{{Protocol: "TCP", Port: 80, TargetPort: 8080}}
+		c.Services = append(c.Services, more)
+	}
 	c.Normalize()
 	return c
 }
@@ -440,12 +457,17 @@ func (s *Scenario) startAll(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%s → %s: %w", a.name, b.name, err)
 	}
 	var ready []string
+	var programmed time.Duration
 	for _, n := range s.nodes {
 		if err := s.waitReady(ctx, n); err != nil {
 			return "", err
 		}
 		ready = append(ready, n.name)
+		if st, err := s.status(ctx, n); err == nil && !st.InSyncAt.IsZero() {
+			programmed = max(programmed, st.InSyncAt.Sub(st.StartedAt))
+		}
 	}
+	s.figure("agent process start → dataplane programmed (first apply; slowest node)", programmed.Round(time.Millisecond).String())
 	s.figure("agent start → first cross-node pod ping", "≤ "+first.Round(time.Millisecond).String()+" (the successful ping's send time; probes every ~100 ms)")
 	return fmt.Sprintf("%s ready; first %s → %s ping %v after start", strings.Join(ready, ", "), a.name, b.name, first.Round(time.Millisecond)), nil
 }
@@ -698,7 +720,10 @@ func (s *Scenario) checkRestart(ctx context.Context) (string, error) {
 }
 
 func (s *Scenario) measureIdle(ctx context.Context) (string, error) {
-	const window = 5 * time.Second
+	window := s.IdleWindow
+	if window <= 0 {
+		window = 5 * time.Second
+	}
 	type sample struct {
 		rss uint64
 		cpu time.Duration
@@ -728,8 +753,8 @@ func (s *Scenario) measureIdle(ctx context.Context) (string, error) {
 		parts = append(parts, fmt.Sprintf("%s %.1f MiB %.2f%%", n.name, float64(rss)/(1<<20), pct))
 		maxRSS, maxCPU = max(maxRSS, rss), max(maxCPU, pct)
 	}
-	s.figure("agent RSS (largest of the nodes)", fmt.Sprintf("%.1f MiB", float64(maxRSS)/(1<<20)))
-	s.figure(fmt.Sprintf("agent idle CPU over %v (largest; refresh every %v; 1 service, no proxy)", window, s.Resync), fmt.Sprintf("%.2f%% of one core", maxCPU))
+	s.figure(fmt.Sprintf("agent RSS (largest of the nodes; %d services in the file)", s.Services), fmt.Sprintf("%.1f MiB", float64(maxRSS)/(1<<20)))
+	s.figure(fmt.Sprintf("agent idle CPU over %v (largest; refresh every %v; %d services read, no proxy yet)", window, s.Resync, s.Services), fmt.Sprintf("%.2f%% of one core", maxCPU))
 	return strings.Join(parts, "; "), nil
 }
 

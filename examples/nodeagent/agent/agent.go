@@ -428,6 +428,7 @@ type Agent struct {
 	health   dataplane.Health
 	cluster  datastore.Cluster
 	synced   bool
+	inSyncAt time.Time
 	mtu      mtu.Result
 	lastErrs []string
 }
@@ -495,7 +496,11 @@ func Run(ctx context.Context, cfg Config) error {
 	lopts := dataplane.Options{Logger: log.With("component", "loop"), ResyncInterval: cfg.ResyncInterval,
 		Metrics: a.metrics, OnHealth: a.onHealth,
 		OnInSync: func() {
-			log.Info("dataplane in sync: first apply done", "since_start", time.Since(a.started).Round(time.Millisecond))
+			now := time.Now()
+			a.mu.Lock()
+			a.inSyncAt = now
+			a.mu.Unlock()
+			log.Info("dataplane in sync: first apply done", "since_start", now.Sub(a.started).Round(time.Millisecond))
 		}}
 	a.plane, err = build(ctx, ns, &cfg, lopts, host.MTU, false, onKey)
 	if err != nil {

@@ -33,6 +33,9 @@ type Status struct {
 	Ready            bool `json:"ready"`
 	DatastoreInSync  bool `json:"datastoreInSync"`
 	InterfacesInSync bool `json:"interfacesInSync"`
+	// InSyncAt is when the first successful apply pass ended: the
+	// dataplane was programmed.
+	InSyncAt time.Time `json:"inSyncAt,omitzero"`
 	// LastApply is when the last successful apply pass ended.
 	LastApply time.Time `json:"lastApply,omitzero"`
 	// Applies counts apply passes.
@@ -133,12 +136,12 @@ type WireGuardStatus struct {
 // status gathers the agent's Status; it reads the kernel's routes.
 func (a *Agent) status(ctx context.Context) Status {
 	a.mu.Lock()
-	h, c, m := a.health, a.cluster, a.mtu
+	h, c, m, inSync := a.health, a.cluster, a.mtu, a.inSyncAt
 	errs := slices.Clone(a.lastErrs)
 	a.mu.Unlock()
 	s := Status{Node: a.cfg.NodeName, Overlay: string(a.cfg.Overlay), WireGuard: a.cfg.WireGuard, Masquerade: "iptables-" + a.plane.backend.String(), StartedAt: a.started,
 		Live: h.Live, Ready: h.Ready, DatastoreInSync: h.DatastoreInSync, InterfacesInSync: h.InterfacesInSync,
-		LastApply: h.LastApply, Applies: h.Applies, LastErrorAt: h.LastErrorAt, ConsecutiveFailures: h.ConsecutiveFailures,
+		InSyncAt: inSync, LastApply: h.LastApply, Applies: h.Applies, LastErrorAt: h.LastErrorAt, ConsecutiveFailures: h.ConsecutiveFailures,
 		FailingDrivers: h.FailingDrivers, FailingObjects: h.FailingObjects,
 		HostMTU: m.Host.MTU, HostMTUInterface: m.Host.Interface, PodMTU: m.PodMTU,
 		Services: len(c.Services), ServicesNote: "not load-balanced: this build has no service proxy yet", Errors: errs}

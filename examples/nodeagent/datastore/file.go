@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -35,7 +36,27 @@ type File struct {
 	// Logger receives warnings about bad edits; nil discards them.
 	Logger *slog.Logger
 
-	last Cluster
+	last  Cluster
+	stamp fileStamp
+}
+
+// fileStamp tells whether a file may have changed without reading it.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+	ino  uint64
+}
+
+func stampOf(path string) fileStamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}
+	}
+	st := fileStamp{mod: fi.ModTime(), size: fi.Size()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = sys.Ino
+	}
+	return st
 }
 
 // Load reads and validates a cluster file.
@@ -101,6 +122,7 @@ func (f *File) Watch(ctx context.Context, update func(Cluster)) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	f.stamp = stampOf(f.Path)
 	first, err := Load(f.Path)
 	if err != nil {
 		return err
@@ -143,7 +165,11 @@ func (f *File) Watch(ctx context.Context, update func(Cluster)) error {
 			}
 			log.Warn("file watcher error; polling meanwhile", "path", f.Path, "err", err)
 		case <-ticker.C:
-			f.reload(log, update)
+			// The backstop reads the file only when its size, time or
+			// inode changed: an idle agent parses nothing.
+			if st := stampOf(f.Path); st != f.stamp {
+				f.reload(log, update)
+			}
 		case <-debounce:
 			debounce = nil
 			f.reload(log, update)
@@ -152,6 +178,7 @@ func (f *File) Watch(ctx context.Context, update func(Cluster)) error {
 }
 
 func (f *File) reload(log *slog.Logger, update func(Cluster)) {
+	f.stamp = stampOf(f.Path)
 	c, err := Load(f.Path)
 	if err != nil {
 		log.Warn("cluster file not loaded; keeping the last good state", "path", f.Path, "err", err)
