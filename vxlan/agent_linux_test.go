@@ -195,4 +195,3 @@ func pingLoss(out []byte) (sent, lost int, err error) {
 	r, _ := strconv.Atoi(string(m[2]))
 	return s, s - r, nil
 }
-
