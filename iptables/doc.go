@@ -69,8 +69,9 @@
 // the kernel does not have, a target an owned chain holds that a built-in
 // chain reaching it does not allow.
 //
-// Apply reads the table with iptables-save (hash comments, jumps and chain
-// names only: rules are never parsed), computes the difference and writes
+// Apply reads the table, in process or with iptables-save (see
+// Options.Kernel; hash comments, jumps and chain names only: rules are
+// never parsed), computes the difference and writes
 // it in one `iptables-restore -w <LockTimeout> --noflush` transaction:
 // only changed rules are replaced (-R), surplus ones deleted (-D) and new
 // ones appended (-A), so the packet counters of unchanged rules survive;
@@ -130,7 +131,7 @@
 //
 // Options.Kernel is the one way to target a network namespace: the
 // binaries run through its Runner (a *kernel.Namespace starts them inside
-// its namespace). Unit tests hand the Table a kernelfake.Namespace, whose
+// its namespace), and the in-process read through its Do. Unit tests hand the Table a kernelfake.Namespace, whose
 // Runner serves the binaries from the in-memory kernel of package
 // iptablesfake.
 //
@@ -144,7 +145,9 @@
 // exactly one of our hash comments as its text, and it jumps to a chain
 // when its last two arguments are "-j CHAIN" or "-g CHAIN" (iptables-save
 // prints the target last, and a jump to a chain takes no options): a
-// foreign comment that holds our hash or " -j np-x" fools neither.
+// foreign comment that holds our hash or " -j np-x" fools neither. The
+// in-process read takes the same comment texts and jump targets from the
+// kernel's rules, so both reads see the same rules as ours.
 //
 // # Limits
 //

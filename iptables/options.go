@@ -122,7 +122,11 @@ type Options struct {
 	// in-memory kernel. Nil means the process's network namespace: the
 	// binaries run as command.Local runs them. The Table runs the save on
 	// a goroutine of its own, so the runner, not the calling thread,
-	// decides the namespace.
+	// decides the namespace. When Kernel is nil or also has a Do method
+	// (a *kernel.Namespace has), Apply reads the table in process instead
+	// of running iptables-save, which it then runs only when that read
+	// fails or to learn the text of a rule of ours it must delete from a
+	// built-in chain.
 	Kernel kernel.Commands
 	// LockTimeout is passed to the restore binary as -w (--wait), in
 	// whole seconds rounded up. Zero means DefaultLockTimeout; negative

@@ -12,6 +12,8 @@ type restoreWriter struct {
 	buf   bytes.Buffer
 	lines int
 	runs  []lineRun
+	// needsSave: see restorePlan.
+	needsSave bool
 }
 
 // lineRun is a run of input lines that belong to one object: from input
@@ -117,6 +119,10 @@ type restorePlan struct {
 	// inUse are the unwanted owned chains kept (flushed) because foreign
 	// rules jump to them.
 	inUse []string
+	// needsSave says that input deletes a rule of ours in a built-in chain
+	// whose text the picture lacks (an in-process read cannot see it):
+	// input must not be written; read with iptables-save and plan again.
+	needsSave bool
 }
 
 // owner returns the object input line n belongs to and the hold that
@@ -302,7 +308,7 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 		return p
 	}
 	w.buf.WriteString("COMMIT\n")
-	p.input, p.lines, p.runs = w.buf.Bytes(), w.lines, w.runs
+	p.input, p.lines, p.runs, p.needsSave = w.buf.Bytes(), w.lines, w.runs, w.needsSave
 	return p
 }
 
@@ -372,6 +378,7 @@ func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front,
 	changed := false
 	for i := 0; i < n; i++ {
 		if !kept[i] && kc.hash(i) != "" {
+			w.needsSave = w.needsSave || kc.texts[i] == ""
 			w.line("-D ", chain, " ", kc.texts[i])
 			changed = true
 		}

@@ -69,6 +69,7 @@ func TestKernelGoldenRulesResyncWritesNothing(t *testing.T) {
 					_, err = tbl.Apply(ctx)
 					require.NoError(t, err, table)
 					assert.Equal(t, 1, tbl.Stats().Restores, "%s: the resync wrote", table)
+					assert.Zero(t, tbl.Stats().Saves, "%s: every rule read in process", table)
 
 					for chain := range cases[table] {
 						require.NoError(t, tbl.AppendRules(netfilter.Hook(chain), nil))
@@ -80,6 +81,9 @@ func TestKernelGoldenRulesResyncWritesNothing(t *testing.T) {
 					out, err := ns.Exec(ctx, b.SaveCommand(v), "-t", table)
 					require.NoError(t, err)
 					assert.NotContains(t, string(out), "np-", "%s: everything of ours is gone", table)
+					if len(cases[table]) > 0 {
+						assert.Equal(t, 1, tbl.Stats().Saves, "%s: the texts of our rules in built-in chains", table)
+					}
 				}
 			})
 		}
@@ -127,10 +131,11 @@ func TestKernelRandomRulesResyncWritesNothing(t *testing.T) {
 					} else {
 						require.NoError(t, err)
 					}
-					restores := tbl.Stats().Restores
+					st := tbl.Stats()
 					tbl.QueueResync()
 					_, _ = tbl.Apply(ctx)
-					assert.Equal(t, restores, tbl.Stats().Restores, "%s: the resync wrote", table)
+					assert.Equal(t, st.Restores, tbl.Stats().Restores, "%s: the resync wrote", table)
+					assert.Equal(t, st.Saves, tbl.Stats().Saves, "%s: every rule read in process", table)
 				}
 			})
 		}

@@ -55,6 +55,7 @@ type Table struct {
 	opts    Options
 	name    string
 	runner  command.Runner
+	inNS    func(func() error) error // nil: no in-process read
 	parser  saveParser
 	builtin map[string]bool
 
@@ -157,6 +158,7 @@ func New(opts Options) (*Table, error) {
 		opts:    o,
 		name:    fmt.Sprintf("iptables-%s-%s-v%d", o.Backend, o.Table, uint8(o.Family)),
 		runner:  runnerOf(o.Kernel),
+		inNS:    inNamespace(o.Kernel),
 		parser:  saveParser{table: o.Table, chainPrefix: o.ChainPrefix, hashPrefix: o.HashPrefix},
 		builtin: map[string]bool{},
 		desired: map[string]*desiredChain{},
@@ -515,10 +517,11 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 // out) is returned as such, and the next Apply starts with a re-read; the
 // dataplane loop retries it with backoff.
 //
-// When it reads, it runs iptables-save in a goroutine while it hashes the
-// rules declared since the last Apply, and waits for it before comparing;
-// the read has always ended when Apply returns (cancelling ctx stops
-// iptables-save through the runner). A nil ctx is context.Background().
+// When it reads (see Options.Kernel), it does so in a goroutine while it
+// hashes the rules declared since the last Apply, and waits for the read
+// before comparing; the read has always ended when Apply returns
+// (cancelling ctx stops iptables-save through the runner). A nil ctx is
+// context.Background().
 //
 // RetryAfter in the result is when the next recheck or retry is due.
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
@@ -553,7 +556,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		reading = make(chan readResult, 1)
 		p := t.readParser()
 		go func() {
-			kt, err := t.save(ctx, p)
+			kt, err := t.read(ctx, p)
 			reading <- readResult{kt, err}
 		}()
 		defer func() {
@@ -600,6 +603,18 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 	prog, broken, scope, chainRules := t.scope()
 	holds := t.holds(now, broken)
 	t.refuseMissing(prog, scope, holds, now)
+	// save reads the table with iptables-save and starts planning afresh.
+	save := func() error {
+		kt, err := t.save(ctx, t.readParser())
+		if err != nil {
+			return err
+		}
+		t.kernel, t.synced = kt, false
+		prog, broken, scope, chainRules = t.scope()
+		holds = t.holds(now, broken)
+		t.refuseMissing(prog, scope, holds, now)
+		return nil
+	}
 	// probes are the sets of objects to write alone while looking for the
 	// one the kernel refuses without naming it, the next one last.
 	var probes [][]string
@@ -613,6 +628,13 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			round = t.probeHolds(holds, probes[len(probes)-1], prog)
 		}
 		p := t.plan(t.kernel, prog, scope, round)
+		if p.needsSave {
+			// Once read with iptables-save the picture has every text.
+			if err := save(); err != nil {
+				return wrote, err
+			}
+			continue
+		}
 		err = nil
 		if p.input != nil {
 			err = t.restore(ctx, p.input, p.lines)
@@ -642,14 +664,9 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			// everything once more.
 			t.opts.Logger.Info("restore failed; re-reading the table and writing again", "error", err)
 			reread, probes = true, nil
-			kt, err := t.save(ctx, t.readParser())
-			if err != nil {
+			if err := save(); err != nil {
 				return wrote, err
 			}
-			t.kernel, t.synced = kt, false
-			prog, broken, scope, chainRules = t.scope()
-			holds = t.holds(now, broken)
-			t.refuseMissing(prog, scope, holds, now)
 			continue
 		}
 		name, h := p.owner(re.Line)

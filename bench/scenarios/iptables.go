@@ -31,7 +31,7 @@ import (
 //
 //   - iptables/initial/<backend>/N: program everything into an empty
 //     table. Ours is New + SetChains + InsertRules + Apply
-//     (one iptables-save to adopt, one iptables-restore); the floor is one
+//     (one in-process read to adopt, one iptables-restore); the floor is one
 //     hand-written iptables-restore of exactly the same lines (rendered in
 //     Setup); the peer is github.com/coreos/go-iptables v0.8.0, NewChain
 //     and one Append exec per rule, as agents built on it do (capped).
@@ -40,23 +40,19 @@ import (
 //     (no read: the Table trusts its last write); the floor is a restore of
 //     the one `-R` line; the peer one go-iptables Replace exec.
 //   - iptables/noop/<backend>/10000: nothing changed. Ours is a restarted
-//     agent: a new Table declares the same state and applies (one
-//     iptables-save and zero restores), then applies again (runs nothing,
-//     reported as again_*); the floor is that iptables-save alone.
+//     agent: a new Table declares the same state and applies (one read, in
+//     process, and zero restores), then applies again (runs nothing,
+//     reported as again_*); the floor is one iptables-save.
 //   - iptables/heap/nft/10000: heap the Table keeps per programmed rule
 //     (heapB/rule), and again after the whole state was declared again
 //     unchanged and one chain changed and was applied
 //     (heapB/rule_updated): the kept rendering must not grow it.
 //
 // Ours reaches the trial's namespace through a kernel.Namespace (the one
-// kernel option), opened in Setup and closed by Run, and reads with
-// iptables-save. An in-process reader (xtables getsockopt for legacy,
-// nf_tables netlink for nft) was measured here against it before it was
-// removed: a restart at 10k rules took 34-50 ms against 69-97 ms on
-// legacy and 130-171 ms against 190-240 ms on nft (the same CPU: the nft
-// read burnt in Go what iptables-nft-save burns in C), and a first Apply
-// on an empty table 0.3-2.5 ms less. ~700 lines and a fallback path for
-// at most a third of a read on the default backend did not pay.
+// kernel option), opened in Setup and closed by Run, so it reads the table
+// in process (xtables getsockopt for legacy, nf_tables netlink for nft):
+// saves=0. Reading with iptables-save instead (as ours did for a while)
+// took a restart at 10k legacy rules from 32-40 to 75-85 ms of CPU.
 //
 // Ours reports where its time goes: bin_ms is wall time inside the save and
 // restore binaries (for legacy that includes the kernel replacing the whole
@@ -250,7 +246,7 @@ func iptInitial(b iptables.Backend, n int) harness.Scenario {
 	s := harness.Scenario{
 		Name: fmt.Sprintf("iptables/initial/%s/%d", b, n),
 		Size: n + n/10,
-		Note: fmt.Sprintf("%d rules in %d chains of 10 plus %d FORWARD jumps; ours includes the initial read of the table (iptables-save)", n, n/10, n/10),
+		Note: fmt.Sprintf("%d rules in %d chains of 10 plus %d FORWARD jumps; ours includes the initial read of the table (in process)", n, n/10, n/10),
 		Variants: []harness.Variant{
 			{
 				Name: "nodeplane iptables", Role: harness.Ours,
