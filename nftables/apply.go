@@ -142,11 +142,58 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 		t.stats.Rebuilds++
 		t.statsMu.Unlock()
 	}
-	full := !t.synced || t.structChanged || rebuild || t.retryDue(now)
+	// A full plan looks at every chain and set; otherwise only at what
+	// changed: the chains declared anew, those whose programmed status
+	// changed, or whose declaration became (un)writable.
+	full := !t.synced || rebuild || t.retryDue(now) || t.prog == nil
 	prog, broken := t.prog, t.broken
-	if full || prog == nil {
+	var added []string // chains newly programmed, when known
+	known := false
+	switch {
+	case !full && t.structChanged && t.additive:
+		var ok bool
+		if prog, broken, added, ok = t.programmedMore(); ok {
+			known = true
+		} else {
+			prog, broken = t.programmed()
+		}
+	case full || t.structChanged:
 		prog, broken = t.programmed()
-		full = true
+	default:
+		known = true
+	}
+	var scope map[string]bool
+	if !full {
+		scope = make(map[string]bool, len(t.changedChains)+len(added))
+		for n := range t.changedChains {
+			scope[n] = true
+		}
+		for _, n := range added {
+			scope[n] = true
+		}
+		if !known {
+			// What is programmed, and what cannot be written, changed
+			// anywhere: compare.
+			for n := range prog {
+				if !t.prog[n] {
+					scope[n] = true
+				}
+			}
+			for n := range t.prog {
+				if !prog[n] {
+					scope[n] = true
+				}
+			}
+			for _, pair := range [][2]map[string]*ObjectError{{broken, t.broken}, {t.broken, broken}} {
+				for obj := range pair[0] {
+					if pair[1][obj] == nil {
+						if kind, name := t.objName(obj); kind == KindChain {
+							scope[name] = true
+						}
+					}
+				}
+			}
+		}
 	}
 	holds := t.holds(now, broken)
 	probe := map[string]bool{}
@@ -158,7 +205,7 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 		if rebuild {
 			k = newKstate()
 		}
-		p := &planner{t: t, s: s, k: k, holds: holds, probe: probe, prog: prog, full: full, rebuild: rebuild, now: now}
+		p := &planner{t: t, s: s, k: k, holds: holds, probe: probe, prog: prog, full: full, scope: scope, rebuild: rebuild, now: now}
 		main, extra, err := p.plan()
 		if err != nil {
 			return wrote, err
@@ -188,7 +235,7 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 			if refused {
 				// Plan the remaining additions again, without the refused
 				// elements.
-				p := &planner{t: t, s: s, k: t.kern, holds: holds, probe: probe, prog: prog, full: full, now: now}
+				p := &planner{t: t, s: s, k: t.kern, holds: holds, probe: probe, prog: prog, full: full, scope: scope, now: now}
 				var err error
 				if main, extra, err = p.plan(); err != nil {
 					return wrote, err
@@ -294,17 +341,17 @@ func (t *Table) blame(x *txn, e txErr, holds map[string]hold, probe map[string]b
 		if e.offset != 0 {
 			for i := len(m.elems) - 1; i >= 0; i-- {
 				if uint32(m.elems[i].off) <= e.offset {
-					return t.hold(m.elems[i].obj, holdContent, cause, holds, now)
+					return t.hold(m.elems[i].obj(), holdContent, cause, holds, now)
 				}
 			}
 		}
 		if len(m.elems) == 1 {
-			return t.hold(m.elems[0].obj, holdContent, cause, holds, now)
+			return t.hold(m.elems[0].obj(), holdContent, cause, holds, now)
 		}
 		changed := false
 		for _, r := range m.elems {
-			if !probe[r.obj] {
-				probe[r.obj] = true
+			if obj := r.obj(); !probe[obj] {
+				probe[obj] = true
 				changed = true
 			}
 		}
@@ -486,14 +533,13 @@ func (t *Table) programmed() (map[string]bool, map[string]*ObjectError) {
 	}
 	// The chains each verdict map's elements jump to.
 	vmapTargets := map[string][]string{}
-	for _, name := range sortedKeys(t.sets) {
-		s := t.sets[name]
+	for name, s := range t.sets {
 		if !s.spec.verdict {
 			continue
 		}
 		w := s.written()
-		for _, k := range sortedKeys(w) {
-			c := verdictChain(w[k])
+		for k, d := range w {
+			c := verdictChain(d)
 			if c == "" {
 				continue
 			}
@@ -537,8 +583,8 @@ func (t *Table) programmed() (map[string]bool, map[string]*ObjectError) {
 			roots = append(roots, name)
 		}
 	}
-	for _, name := range sortedKeys(t.vmapTargets) {
-		if regular(name) {
+	for name := range t.vmapTargets {
+		if regular(name) && !t.chains[name].force {
 			roots = append(roots, name)
 		}
 	}
@@ -548,6 +594,60 @@ func (t *Table) programmed() (map[string]bool, map[string]*ObjectError) {
 		}
 	}
 	return prog, broken
+}
+
+// programmedMore extends the programmed chains of the last plan with those
+// the new roots reach, when every structural change since was additive; ok
+// is false when it cannot tell (a new root or chain that is not a plain
+// chain of ours, a chain that dispatches through a verdict map, objects
+// that could not be written before), and the whole table must be walked.
+// No loop can close through the chains programmed before: their jumps did
+// not change.
+func (t *Table) programmedMore() (prog map[string]bool, broken map[string]*ObjectError, added []string, ok bool) {
+	if len(t.broken) > 0 {
+		return nil, nil, nil, false
+	}
+	prog = t.prog
+	defer func() {
+		if !ok {
+			for _, n := range added {
+				delete(prog, n)
+			}
+		}
+	}()
+	onPath := map[string]bool{}
+	var visit func(name string) bool
+	visit = func(name string) bool {
+		c := t.chains[name]
+		if c == nil {
+			return false
+		}
+		prog[name], onPath[name] = true, true
+		added = append(added, name)
+		for i := range c.rules {
+			r := &c.rules[i]
+			if r.vmap != "" {
+				return false
+			}
+			if r.target == "" || prog[r.target] && !onPath[r.target] {
+				continue
+			}
+			if tc := t.chains[r.target]; tc == nil || tc.base != nil || onPath[r.target] || !visit(r.target) {
+				return false
+			}
+		}
+		delete(onPath, name)
+		return true
+	}
+	for root := range t.newRoots {
+		if prog[root] {
+			continue
+		}
+		if !visit(root) {
+			return nil, nil, nil, false
+		}
+	}
+	return prog, map[string]*ObjectError{}, added, true
 }
 
 // isNotFound reports a kernel ENOENT.

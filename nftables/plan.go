@@ -17,13 +17,15 @@ const maxElemPayload = 60 << 10
 
 // planner builds the transactions of one round of an Apply.
 type planner struct {
-	t       *Table
-	s       Socket
-	k       *kstate
-	holds   map[string]hold
-	probe   map[string]bool
-	prog    map[string]bool
-	full    bool
+	t     *Table
+	s     Socket
+	k     *kstate
+	holds map[string]hold
+	probe map[string]bool
+	prog  map[string]bool
+	full  bool
+	// scope are the chains to plan when not full.
+	scope   map[string]bool
 	rebuild bool
 	now     time.Time
 
@@ -158,9 +160,7 @@ func (p *planner) chainNames() []string {
 			names[n] = true
 		}
 	} else {
-		for n := range p.t.changedChains {
-			names[n] = true
-		}
+		names = p.scope
 	}
 	return sortedKeys(names)
 }
@@ -199,22 +199,21 @@ func (p *planner) set(name string) {
 	}
 	written := d.written()
 	var dels []elemAdd
-	addFrom := len(p.adds)
 	check := func(key string) {
-		if p.holds[objElem(name, key)] != holdNone {
+		if len(p.holds) > 0 && p.holds[objElem(name, key)] != holdNone {
 			return
 		}
 		want, wok := written[key]
 		have, hok := ks.elems[key]
-		switch {
-		case wok && hok && want == have:
-		case hok && wok:
-			dels = append(dels, elemAdd{set: name, spec: &d.spec, key: key, data: have, probe: p.probe[objElem(name, key)]})
-			fallthrough
-		case wok:
-			p.adds = append(p.adds, elemAdd{set: name, spec: &d.spec, key: key, data: want, probe: p.probe[objElem(name, key)]})
-		default:
-			dels = append(dels, elemAdd{set: name, spec: &d.spec, key: key, data: have, probe: p.probe[objElem(name, key)]})
+		if wok && hok && want == have {
+			return
+		}
+		probe := len(p.probe) > 0 && p.probe[objElem(name, key)]
+		if hok {
+			dels = append(dels, elemAdd{set: name, spec: &d.spec, key: key, data: have, probe: probe})
+		}
+		if wok {
+			p.adds = append(p.adds, elemAdd{set: name, spec: &d.spec, key: key, data: want, probe: probe})
 		}
 	}
 	if all {
@@ -232,14 +231,8 @@ func (p *planner) set(name string) {
 		}
 	}
 	if len(dels) > 0 {
-		sortElems(dels)
 		p.elemMsgs(&p.delElems, nfnl.MsgDelSetElem, dels)
 	}
-	sortElems(p.adds[addFrom:])
-}
-
-func sortElems(es []elemAdd) {
-	sort.Slice(es, func(i, j int) bool { return es[i].key < es[j].key })
 }
 
 // delSet deletes a set.
@@ -288,10 +281,8 @@ func (p *planner) elemMsgs(x *txn, typ uint16, es []elemAdd) {
 				break
 			}
 			off := x.w.Len() - start
-			for _, ke := range kernelElems(e.key, e.spec.klen, e.spec.interval, e.spec.concat(), e.data) {
-				x.w.AppendElem(&ke)
-			}
-			m.elems = append(m.elems, elemRef{off: off, obj: objElem(set, e.key)})
+			appendKernelElems(&x.w, e.key, e.spec.klen, e.spec.interval, e.spec.concat(), e.data)
+			m.elems = append(m.elems, elemRef{off: off, set: set, key: e.key})
 			if e.probe {
 				i++
 				break

@@ -160,6 +160,26 @@ func (rd *renderer) anonSet(keyType uint32, keyLen int, interval bool, elems map
 	rd.r.anon = append(rd.r.anon, anonSet{keyType: keyType, keyLen: uint32(keyLen), interval: interval, elems: w.B})
 }
 
+// appendKernelElems appends the kernel elements of one encoded element, as
+// kernelElems returns them, without allocating for a set of single keys.
+func appendKernelElems(w *nfnl.Writer, k string, klen int, interval, concat bool, data string) {
+	var v *nfnl.Verdict
+	if data != "" {
+		d := decodeVerdict(data)
+		v = &d
+	}
+	switch {
+	case !interval:
+		w.AppendElemString(k, "", 0, v)
+	case concat:
+		w.AppendElemString(k[:klen], k[klen:], 0, v)
+	default:
+		for _, e := range kernelElems(k, klen, interval, concat, data) {
+			w.AppendElem(&e)
+		}
+	}
+}
+
 // kernelElems returns the kernel elements of one encoded element: the key,
 // or for a one-field interval set the first key and, unless the range
 // ends at the top, the key after the last with the interval-end flag; for

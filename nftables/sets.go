@@ -66,7 +66,7 @@ func (t *Table) SetSets(sets ...Set) error {
 		ch.d.all = true
 		t.sets[ch.name] = ch.d
 		t.countTargets(ch.d.written(), 1)
-		t.structChanged = true
+		t.structural(old == nil, "")
 		t.setChanged(ch.name)
 	}
 	return nil
@@ -209,8 +209,14 @@ func (t *Table) countTargets(elems map[string]string, delta int) {
 		} else {
 			t.vmapTargets[c] = n
 		}
-		if n == 0 || n == delta {
-			t.structChanged = true
+		switch {
+		case t.chains[c] == nil || t.chains[c].base != nil:
+			// An element that cannot be written comes or goes.
+			t.structural(false, "")
+		case n == 0:
+			t.structural(false, "")
+		case n == delta:
+			t.structural(true, c)
 		}
 	}
 }
@@ -230,7 +236,7 @@ func (t *Table) RemoveSets(names ...string) error {
 		if d, ok := t.sets[n]; ok {
 			t.countTargets(d.written(), -1)
 			delete(t.sets, n)
-			t.structChanged = true
+			t.structural(false, "")
 			t.setChanged(n)
 		}
 	}

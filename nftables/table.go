@@ -97,6 +97,12 @@ type Table struct {
 	// or removed, jump targets, forced chains, sets, verdict-map targets);
 	// the next plan looks at everything.
 	structChanged bool
+	// additive: every structural change since the last plan only added to
+	// what is programmed (new chains, new roots: forced chains, base
+	// chains, chains a verdict map started jumping to); the next plan then
+	// walks from newRoots only instead of the whole table.
+	additive      bool
+	newRoots      map[string]bool
 	changedChains map[string]struct{}
 	changedSets   map[string]struct{}
 
@@ -211,6 +217,7 @@ func New(opts Options) (*Table, error) {
 		structChanged: true,
 		changedChains: map[string]struct{}{},
 		changedSets:   map[string]struct{}{},
+		newRoots:      map[string]bool{},
 		failed:        map[string]*failure{},
 	}
 	for _, h := range roleHooks[o.Role] {
@@ -398,13 +405,38 @@ func (t *Table) SetChains(chains ...netfilter.Chain) error {
 	}
 	for _, ch := range changes {
 		old := t.chains[ch.name]
-		if old == nil || old.force != ch.d.force || !sameTargets(old.rules, ch.d.rules) {
-			t.structChanged = true
+		switch {
+		case old == nil:
+			_, vmaps := targets(ch.d.rules)
+			root := ""
+			if ch.d.force {
+				root = ch.name
+			} else if t.vmapTargets[ch.name] > 0 {
+				root = ch.name // a map element jumped to it before it was declared
+			}
+			t.structural(len(vmaps) == 0, root)
+		case old.force != ch.d.force || !sameTargets(old.rules, ch.d.rules):
+			t.structural(false, "")
 		}
 		t.chains[ch.name] = ch.d
 		t.chainChanged(ch.name)
 	}
 	return nil
+}
+
+// structural records a change to what is programmed: additive with the
+// chain that became a root ("" for none), or not.
+func (t *Table) structural(additive bool, root string) {
+	if !t.structChanged {
+		t.structChanged, t.additive = true, true
+		clear(t.newRoots)
+	}
+	if !additive {
+		t.additive = false
+	}
+	if root != "" && t.additive {
+		t.newRoots[root] = true
+	}
 }
 
 // chainChanged records that a chain's declaration changed.
@@ -430,7 +462,7 @@ func (t *Table) RemoveChains(names ...string) error {
 	for _, n := range names {
 		if _, ok := t.chains[n]; ok {
 			delete(t.chains, n)
-			t.structChanged = true
+			t.structural(false, "")
 			t.chainChanged(n)
 		}
 	}
@@ -548,10 +580,14 @@ func (t *Table) putBase(name string, d *chainDecl) {
 			return
 		}
 		delete(t.chains, name)
-		t.structChanged = true
+		t.structural(false, "")
 	} else {
-		if old == nil || !sameTargets(old.rules, d.rules) {
-			t.structChanged = true
+		_, vmaps := targets(d.rules)
+		switch {
+		case old == nil:
+			t.structural(len(vmaps) == 0, name)
+		case !sameTargets(old.rules, d.rules):
+			t.structural(false, "")
 		}
 		t.chains[name] = d
 	}
@@ -563,7 +599,7 @@ func (t *Table) putBase(name string, d *chainDecl) {
 func (t *Table) retryNow(key string) {
 	if _, ok := t.failed[key]; ok {
 		delete(t.failed, key)
-		t.structChanged = true
+		t.structural(false, "")
 	}
 }
 

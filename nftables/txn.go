@@ -154,9 +154,12 @@ type txMsg struct {
 }
 
 type elemRef struct {
-	off int
-	obj string
+	off      int
+	set, key string
 }
+
+// obj is the element's object key.
+func (r elemRef) obj() string { return objElem(r.set, r.key) }
 
 // frameLen is the length of a batch marker.
 const frameLen = nfnl.HdrLen + nfnl.GenLen

@@ -311,15 +311,19 @@ func capture(key string, d nftDecl, change func(*nftables.Table) error) (*captur
 	return c, c.err
 }
 
-// replay sends captured batches from a fresh socket in the trial's
-// namespace and fails on any refusal: the kernel's cost of them.
+// replay sends captured batches from a socket in the trial's namespace
+// (opened by Setup: see replaySocket) and fails on any refusal: the
+// kernel's cost of them.
 func replay(env *harness.Env, batches [][]byte) error {
-	fd, err := openNetfilterSocket(env.NS)
+	s, err := replaySocket(env)
 	if err != nil {
 		return err
 	}
-	s := &capSocket{fd: fd}
-	defer s.Close()
+	return s.replay(batches)
+}
+
+// replay sends batches and fails on any refusal.
+func (s *capSocket) replay(batches [][]byte) error {
 	buf := make([]byte, 64<<10)
 	for _, b := range batches {
 		if err := s.Send(b); err != nil {
@@ -330,6 +334,25 @@ func replay(env *harness.Env, batches [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// replayState is what a floor's Setup hands to its Run: the socket and the
+// batches.
+type replayState struct {
+	s       *capSocket
+	batches [][]byte
+}
+
+// replaySocket opens a socket in the trial's namespace, closed after the
+// Run (see closeOurs).
+func replaySocket(env *harness.Env) (*capSocket, error) {
+	fd, err := openNetfilterSocket(env.NS)
+	if err != nil {
+		return nil, err
+	}
+	s := &capSocket{fd: fd}
+	later(func() { _ = s.Close() })
+	return s, nil
 }
 
 // nftFile runs `nft -f -` with input in the trial's namespace.
@@ -348,6 +371,7 @@ type nftState struct {
 // openOurs opens the trial's namespace for ours, and, when pre is set,
 // programs it.
 func openOurs(ctx context.Context, env *harness.Env, d nftDecl, pre bool) error {
+	runLater()
 	k, err := kernel.Open(env.NS.Path())
 	if err != nil {
 		return err
@@ -377,13 +401,41 @@ func reportNFT(env *harness.Env, u usage, tbl *nftables.Table, before nftables.S
 	u.reportCPU(env)
 }
 
-// closeOurs closes ours' Table and namespace.
+// closeOurs closes ours' Table and namespace, after the measured Run: an
+// agent keeps its socket, and closing a netfilter socket that committed
+// waits for the kernel to release what the transaction replaced (an RCU
+// grace period), which a long-lived writer never pays in its applies.
 func closeOurs(env *harness.Env) {
 	st := env.State.(*nftState)
-	if st.tbl != nil {
-		_ = st.tbl.Close()
+	later(func() {
+		if st.tbl != nil {
+			_ = st.tbl.Close()
+		}
+		_ = st.k.Close()
+	})
+}
+
+var (
+	laterMu sync.Mutex
+	laters  []func()
+)
+
+// later defers fn to the next Setup of a scenario of this file.
+func later(fn func()) {
+	laterMu.Lock()
+	defer laterMu.Unlock()
+	laters = append(laters, fn)
+}
+
+// runLater runs what later deferred.
+func runLater() {
+	laterMu.Lock()
+	fns := laters
+	laters = nil
+	laterMu.Unlock()
+	for _, fn := range fns {
+		fn()
 	}
-	_ = st.k.Close()
 }
 
 // floorVariant replays the captured batches of a state (initial or the
@@ -396,17 +448,25 @@ func floorVariant(key string, d nftDecl, change func(*nftables.Table) error) har
 			if err != nil {
 				return err
 			}
-			if change == nil {
-				env.State = c.initial
-				return nil
+			runLater()
+			batches := c.initial
+			if change != nil {
+				if err := replay(env, c.initial); err != nil {
+					return err
+				}
+				batches = c.change
+				if err := iptSettle(ctx); err != nil {
+					return err
+				}
 			}
-			if err := replay(env, c.initial); err != nil {
-				return err
-			}
-			env.State = c.change
-			return iptSettle(ctx)
+			s, err := replaySocket(env)
+			env.State = &replayState{s: s, batches: batches}
+			return err
 		},
-		Run: func(_ context.Context, env *harness.Env) error { return replay(env, env.State.([][]byte)) },
+		Run: func(_ context.Context, env *harness.Env) error {
+			st := env.State.(*replayState)
+			return st.s.replay(st.batches)
+		},
 	}
 }
 
@@ -735,10 +795,15 @@ func nftElements(n int) harness.Scenario {
 					if err != nil {
 						return err
 					}
-					env.State = []([]byte){oneBatch(c.initial)}
-					return nil
+					runLater()
+					s, err := replaySocket(env)
+					env.State = &replayState{s: s, batches: [][]byte{oneBatch(c.initial)}}
+					return err
 				},
-				Run: func(_ context.Context, env *harness.Env) error { return replay(env, env.State.([][]byte)) },
+				Run: func(_ context.Context, env *harness.Env) error {
+					st := env.State.(*replayState)
+					return st.s.replay(st.batches)
+				},
 			},
 		},
 	}

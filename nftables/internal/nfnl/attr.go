@@ -98,6 +98,12 @@ func (w *Writer) Bytes(t uint16, v []byte) {
 	copy(w.B[p:], v)
 }
 
+// BytesString appends a binary attribute held in a string.
+func (w *Writer) BytesString(t uint16, v string) {
+	p := w.attr(t, len(v))
+	copy(w.B[p:], v)
+}
+
 // Raw appends bytes that are already attributes (aligned).
 func (w *Writer) Raw(v []byte) { w.B = append(w.B, v...) }
 

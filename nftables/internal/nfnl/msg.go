@@ -410,6 +410,34 @@ func (w *Writer) AppendElem(e *Elem) {
 	w.Close(n)
 }
 
+// AppendElemString is AppendElem for a key (and key end, when not "")
+// held in strings, without allocating.
+func (w *Writer) AppendElemString(key, keyEnd string, flags uint32, verdict *Verdict) {
+	n := w.Open(ListElem)
+	if flags != 0 {
+		w.U32(ElemFlags, flags)
+	}
+	k := w.Open(ElemKey)
+	w.BytesString(DataValue, key)
+	w.Close(k)
+	if keyEnd != "" {
+		k := w.Open(ElemKeyEnd)
+		w.BytesString(DataValue, keyEnd)
+		w.Close(k)
+	}
+	if verdict != nil {
+		d := w.Open(ElemData)
+		v := w.Open(DataVerdict)
+		w.U32(VerdictCode, uint32(verdict.Code))
+		if verdict.Chain != "" {
+			w.Str(VerdictChain, verdict.Chain)
+		}
+		w.Close(v)
+		w.Close(d)
+	}
+	w.Close(n)
+}
+
 // ElemList is the header of a set element message: its table and set
 // (by name, or by ID for a set of the same transaction).
 type ElemList struct {

@@ -1,0 +1,137 @@
+//go:build linux
+
+package nftables_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/nftables"
+	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+)
+
+// nullKernel is a kernel that takes every transaction and holds nothing:
+// the Table's own cost, without the kernel's.
+type nullKernel struct{}
+
+func (nullKernel) Do(fn func() error) error                     { return fn() }
+func (nullKernel) OpenNFTablesSocket() (nftables.Socket, error) { return &nullSocket{}, nil }
+
+type nullSocket struct {
+	gen uint32
+	q   [][]byte
+}
+
+func (s *nullSocket) Send(b []byte) error {
+	return nfnl.ForEachMsg(b, func(m *nfnl.Msg) error {
+		var w nfnl.Writer
+		switch m.Type {
+		case nfnl.BatchEnd:
+			s.gen++
+			return nil
+		case nfnl.Type(nfnl.MsgGetGen):
+			st := w.Begin(nfnl.Type(nfnl.MsgNewGen), 0, m.Seq, 0, 0)
+			w.U32(nfnl.GenID, s.gen)
+			w.End(st)
+		case nfnl.Type(nfnl.MsgGetTable):
+			w.AppendError(m.Raw, 0, -2, 0) // ENOENT
+		default:
+			return nil
+		}
+		s.q = append(s.q, w.B)
+		return nil
+	})
+}
+
+func (s *nullSocket) Receive(b []byte, block bool) (int, error) {
+	if len(s.q) == 0 {
+		return 0, nil
+	}
+	n := copy(b, s.q[0])
+	s.q = s.q[1:]
+	return n, nil
+}
+
+func (s *nullSocket) Close() error { return nil }
+
+// services declares a kube-proxy-style table of n services on tbl.
+func services(tbl *nftables.Table, from, n int) error {
+	vm := nftables.Set{Name: "service-ips", Key: svcKey, Verdict: true}
+	var chains []netfilter.Chain
+	var elems []nftables.Element
+	for i := from; i < from+n; i++ {
+		vip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
+		name := fmt.Sprintf("svc-%05d", i)
+		chains = append(chains, netfilter.Chain{Name: name, Rules: []netfilter.Rule{
+			{Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP)}, Action: netfilter.SetMaskedMark(0x4000, 0x4000)},
+			{Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP)}, Action: netfilter.DNAT(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}), 8080))},
+		}})
+		elems = append(elems, svcElem(vip.String(), 80, name))
+	}
+	if from == 0 {
+		vm.Elements = elems
+		if err := tbl.SetSets(vm); err != nil {
+			return err
+		}
+	} else if err := tbl.AddElements("service-ips", elems...); err != nil {
+		return err
+	}
+	if err := tbl.SetChains(chains...); err != nil {
+		return err
+	}
+	return tbl.InsertRules(netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("service-ips", netfilter.Dst, netfilter.Dst)}})
+}
+
+func natTable(b *testing.B) *nftables.Table {
+	tbl, err := nftables.New(nftables.Options{Name: "kp", Family: ipfamily.IPv4, Role: nftables.NAT, Kernel: nullKernel{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tbl
+}
+
+// BenchmarkAddService is the Table's cost of adding one service to a
+// table of 10k (the kernel's excluded).
+func BenchmarkAddService(b *testing.B) {
+	tbl := natTable(b)
+	if err := services(tbl, 0, 10_000); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tbl.Apply(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	i := 10_000
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := services(tbl, i, 1); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tbl.Apply(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkLoadElements is the Table's cost of loading a set of 100k
+// addresses (the kernel's excluded).
+func BenchmarkLoadElements(b *testing.B) {
+	s := nftables.Set{Name: "addrs", Key: []nftables.KeyType{nftables.TypeAddr}}
+	for i := range 100_000 {
+		s.Elements = append(s.Elements, nftables.Elem(nftables.Addr(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tbl, _ := nftables.New(nftables.Options{Name: "np", Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: nullKernel{}})
+		if err := tbl.SetSets(s); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tbl.Apply(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
