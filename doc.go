@@ -17,7 +17,9 @@
 //     through a small interface.
 //   - netfilter: the packet-filter rule model and the Table interface
 //     managers take; iptables is its xtables writer, which owns prefixed
-//     chains and hash-commented rules, never anything foreign.
+//     chains and hash-commented rules, never anything foreign; nftables is
+//     its native nftables writer over netlink, which owns one table per
+//     family and adds named sets, concatenations and verdict maps.
 //   - ipsets: declarative IP sets written through ipset restore.
 //   - routetable: declarative routes of one table and family, owned by
 //     protocol and interface patterns, with route classes, held routes for
@@ -25,6 +27,10 @@
 //   - routerule: declarative policy-routing rules owned by priority and table.
 //   - ifacemonitor: reports links, addresses and routes of a namespace, and
 //     re-lists and diffs after every netlink overflow, so it never goes deaf.
+//   - vxlan, ipip: overlays to the other nodes (the tunnel device, its FDB
+//     and neighbours, routes to every node's pod blocks, always or only
+//     across subnets); wireguard: encryption between nodes, with a kernel
+//     or an embedded userspace device.
 //   - mtu: encapsulation overheads, host and pod MTU, the CNI MTU file, and a
 //     monitor that re-detects on link changes.
 //   - node managers, one small package each, over the drivers above and on
