@@ -72,7 +72,8 @@
 //     gateway or a preferred source that is not a local address. OpDelete
 //     deletes the first route whose fields match those the request sets
 //     (an IPv6 gateway deletes that next hop alone) or fails with ESRCH.
-//   - Rules (fib.go): one ordered list per family, the kernel's defaults
+//   - Rules (fib.go, over the rule semantics in internal/fib that the
+//     routerule driver shares): one ordered list per family, the kernel's defaults
 //     at creation, adds after the rules of the same priority (priority 0:
 //     the kernel's choice), EEXIST and delete matching as the kernel
 //     compares, and the lookup walk that gateway checks use.

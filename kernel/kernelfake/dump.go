@@ -60,7 +60,11 @@ func (ns *Namespace) Dump() string {
 		}
 	}
 	for _, n := range s.neighs {
-		fmt.Fprintf(&b, "neigh %v dev %s lladdr %v nud %#x\n", n.IP, s.linkName(n.LinkIndex), n.MAC, n.State)
+		fmt.Fprintf(&b, "neigh %v dev %s lladdr %v nud %#x", n.IP, s.linkName(n.LinkIndex), n.MAC, n.State)
+		if n.Protocol != 0 {
+			fmt.Fprintf(&b, " proto %d", n.Protocol)
+		}
+		b.WriteString("\n")
 	}
 	for _, e := range s.fdb {
 		fmt.Fprintf(&b, "fdb %v dev %s dst %v permanent %v\n", e.MAC, s.linkName(e.LinkIndex), e.Dst, e.Permanent)

@@ -778,3 +778,15 @@ func TestDumpShowsEverything(t *testing.T) {
 	}
 	assert.Equal(t, "kernelfake test", ns.String())
 }
+
+func TestDumpShowsNeighbourProtocol(t *testing.T) {
+	ns := New(Options{})
+	a, _ := upVeth(t, ns)
+	require.NoError(t, ns.ApplyNeighbors(bg, []kernel.NeighborOp{
+		{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{LinkIndex: a, IP: ip("10.0.0.2"), MAC: mac("02:00:00:00:00:02"), Protocol: 78}},
+		{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{LinkIndex: a, IP: ip("10.0.0.3"), MAC: mac("02:00:00:00:00:03")}},
+	})[0])
+	dump := ns.Dump()
+	assert.Contains(t, dump, "neigh 10.0.0.2 dev a lladdr 02:00:00:00:00:02 nud 0x80 proto 78\n")
+	assert.Contains(t, dump, "neigh 10.0.0.3 dev a lladdr 02:00:00:00:00:03 nud 0x80\n", "no protocol, none shown")
+}
