@@ -44,7 +44,15 @@
 // Its rule matches its sets by name, so Sets must hold the sets that Table's
 // rules match: the kernel's ip sets (an *ipsets.IPSets) for iptables; for a
 // native nftables Table, whose rules match the sets of its own nftables
-// table, a Sets over that same Table.
+// table, an *nftables.IPSets made on that same Table, which writes the sets
+// in the Table's transaction:
+//
+//	nat, _ := nftables.New(nftables.Options{Name: "npm-nat", Family: ipfamily.IPv4, Role: nftables.NAT,
+//		ChainPrefix: "npm-", Kernel: ns})
+//	sets, _ := nftables.NewIPSets(nat, nftables.IPSetsOptions{})
+//	m, _ := masquerade.New(masquerade.Options{Family: ipfamily.IPv4, Sets: sets, Table: nat, Chain: "npm-masq"})
+//
+// and register the Manager, sets and nat with the loop as above.
 // Table.InsertRules and AppendRules replace what was set before at a hook,
 // so give the Manager a Table of its own, or JumpNone when it shares one;
 // two Tables that both insert at the top of POSTROUTING keep moving in front

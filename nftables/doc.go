@@ -6,7 +6,8 @@
 // manager written once runs on either backend; and it adds what only
 // nftables has: named sets (addresses, address . protocol . port
 // concatenations, ranges of addresses and ports) and verdict maps that
-// dispatch in one lookup.
+// dispatch in one lookup. IPSets is the ipsets.Sets over a Table's sets,
+// which the node managers take for the sets their rules match.
 //
 // # What a Table owns
 //
@@ -121,6 +122,34 @@
 // after Options.RebuildAfter of them in a row, the next Apply deletes the
 // table and writes it whole in one transaction, so that the base chains
 // are never missing.
+//
+// # Sets for the node managers: IPSets
+//
+// The node managers (masquerade, hostips, the overlays…) declare their sets
+// on an ipsets.Sets and match them in rules by its KernelName. On this
+// backend the rules match the sets of their own table, so the Sets is an
+// *IPSets, made on the Table that holds the rules: NewIPSets(tbl,
+// IPSetsOptions{Prefix: "np4-"}). It implements ipsets.Sets, validating as
+// package ipsets does (a bad name, an unknown type, a member of the other
+// family or of the wrong shape is refused with the same ipsets sentinels
+// and changes nothing), and declares each set on the Table at once, so
+// that sets and the rules that use them are written in one transaction and
+// members change element by element:
+//
+//	nat, _ := nftables.New(nftables.Options{Name: "npm-nat", Family: ipfamily.IPv4, Role: nftables.NAT, ChainPrefix: "npm-", Kernel: ns})
+//	sets, _ := nftables.NewIPSets(nat, nftables.IPSetsOptions{})
+//	m, _ := masquerade.New(masquerade.Options{Family: ipfamily.IPv4, Sets: sets, Table: nat, Chain: "npm-masq"})
+//	_ = loop.AddManager(m)
+//	_ = loop.AddDriver(sets) // removes the sets whose rules are gone
+//	_ = loop.AddDriver(nat)  // writes sets and rules
+//
+// It holds hash:ip (a set of addresses), hash:net (an interval set of
+// prefixes), hash:ip,port (address . protocol . port) and bitmap:port (ports;
+// a rule matching it needs a tcp, udp or sctp protocol criterion), in
+// either family; hash:net,net is refused (ipsets.ErrUnknownType), since the
+// kernel's sets of concatenated ranges refuse the overlapping pairs an ip
+// set holds. A set that the Table's rules still use when it is removed
+// waits until they stop using it (see IPSets.RemoveSet).
 //
 // # Switching backend
 //

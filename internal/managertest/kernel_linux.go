@@ -40,7 +40,7 @@ type Backend struct {
 	// Sets returns the set driver whose sets the rules of tbl match
 	// (netfilter.MatchSet): the kernel's ip sets through package ipsets
 	// (named with prefix, run through cmds) for iptables, the Table's own
-	// nftables sets (NFTSets) for nftables.
+	// nftables sets (an *nftables.IPSets, named with prefix) for nftables.
 	Sets func(t testing.TB, cmds kernel.Commands, tbl netfilter.Table, f ipfamily.Family, prefix string) ipsets.Sets
 	// Dump returns the backend's view of a table of family f in ns, for
 	// logs and for checking how a rule was rendered.
@@ -72,11 +72,14 @@ func nftablesBackend() Backend {
 			t.Cleanup(func() { _ = tbl.Close() })
 			return tbl
 		},
-		Sets: func(t testing.TB, _ kernel.Commands, tbl netfilter.Table, f ipfamily.Family, _ string) ipsets.Sets {
+		Sets: func(t testing.TB, _ kernel.Commands, tbl netfilter.Table, f ipfamily.Family, prefix string) ipsets.Sets {
 			t.Helper()
 			nt, ok := tbl.(*nftables.Table)
 			require.True(t, ok, "the sets of an nftables backend are a Table's")
-			return NewNFTSets(nt, f)
+			require.Equal(t, f, nt.Options().Family)
+			sets, err := nftables.NewIPSets(nt, nftables.IPSetsOptions{Prefix: prefix})
+			require.NoError(t, err)
+			return sets
 		},
 		Dump: func(t testing.TB, ns *kerneltest.NS, table string, f ipfamily.Family) string {
 			t.Helper()

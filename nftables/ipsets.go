@@ -1,0 +1,545 @@
+package nftables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/netfilter"
+)
+
+// IPSetsOptions configures an IPSets. The zero value is the default: sets
+// named as given.
+type IPSetsOptions struct {
+	// Prefix starts the nftables name of every set (see KernelName), as
+	// ipsets.Options.Prefix does for the kernel's ip sets: it keeps the
+	// sets apart from those the Table's owner declares with SetSets and
+	// from those of another IPSets on the same Table. Letters, digits and
+	// "_.:-", not starting with "-"; with the set's name, at most
+	// ipsets.MaxNameLength bytes. Empty means no prefix.
+	Prefix string
+}
+
+// IPSets is the ipsets.Sets of a Table: the node managers' sets (hash:ip,
+// hash:net, hash:ip,port and bitmap:port) as named nftables sets of the
+// Table's own table, where its rules match them with netfilter.MatchSet
+// (a native nftables table looks up its own sets, not the kernel's ip
+// sets). Give a manager the IPSets and the Table it was made on, and it
+// runs on nftables as it runs on iptables with an *ipsets.IPSets.
+//
+// The mutating methods validate as package ipsets does (the same input is
+// refused, with the same sentinels) and declare the sets on the Table at
+// once (Table.SetSets, AddElements, DeleteElements), so that the rules
+// declared next can use them and the Table's Apply writes sets and rules
+// in one transaction, only what changed. Members change element by
+// element: adding one member to a set of a hundred thousand writes one
+// element. The Table reads and repairs the sets with the rest of its
+// table, so QueueResync does nothing; Apply and ApplyDeletions do no I/O:
+// they remove the sets whose removal had to wait until the Table's rules
+// stopped using them (see RemoveSet).
+//
+// An IPSets is safe for concurrent use.
+type IPSets struct {
+	tbl    *Table
+	family ipfamily.Family
+	prefix string
+
+	mu sync.Mutex
+	// sets are the desired sets, by unprefixed name.
+	sets map[string]*nftIPSet
+	// removing are the kernel names of sets no longer desired that the
+	// Table still declares because its rules use them.
+	removing map[string]bool
+}
+
+// nftIPSet is one desired set.
+type nftIPSet struct {
+	meta    ipsets.SetMetadata // normalized
+	members map[ipsets.Member]struct{}
+}
+
+var (
+	_ ipsets.Sets     = (*IPSets)(nil)
+	_ dataplane.Named = (*IPSets)(nil)
+)
+
+// NewIPSets returns the IPSets of tbl, of tbl's IP family, with nothing
+// declared. It validates opts and does no I/O.
+func NewIPSets(tbl *Table, opts IPSetsOptions) (*IPSets, error) {
+	if tbl == nil {
+		return nil, fmt.Errorf("%w: NewIPSets needs a Table", ErrInvalidOptions)
+	}
+	if p := opts.Prefix; p != "" {
+		if !validIPSetName(p) {
+			return nil, errs.Also(fmt.Errorf("%w: IPSets prefix %q (use ASCII letters, digits and \"_.:-\", not starting with \"-\")", ErrInvalidOptions, p), ipsets.ErrInvalidName)
+		}
+		if len(p) >= ipsets.MaxNameLength {
+			return nil, errs.Also(fmt.Errorf("%w: IPSets prefix %q leaves no room for a set name (%d bytes in all)", ErrInvalidOptions, p, ipsets.MaxNameLength), ipsets.ErrNameTooLong)
+		}
+	}
+	return &IPSets{tbl: tbl, family: tbl.opts.Family, prefix: opts.Prefix,
+		sets: map[string]*nftIPSet{}, removing: map[string]bool{}}, nil
+}
+
+// Name returns the Table's name and "-sets", such as
+// "nftables-ip-np-nat-sets", for the loop's logs.
+func (s *IPSets) Name() string { return s.tbl.Name() + "-sets" }
+
+// Table returns the Table that holds the sets.
+func (s *IPSets) Table() *Table { return s.tbl }
+
+// Prefix returns the prefix of the sets' nftables names.
+func (s *IPSets) Prefix() string { return s.prefix }
+
+// Family returns the Table's IP family, that of every set.
+func (s *IPSets) Family() ipfamily.Family { return s.family }
+
+// Phase returns dataplane.PhaseIPSetsUpdate, as every ip set driver's.
+func (s *IPSets) Phase() dataplane.Phase { return dataplane.PhaseIPSetsUpdate }
+
+// KernelName returns Prefix + name, the name of the nftables set, for
+// rules (netfilter.SourceIPSet(name) and the like). It fails, as
+// AddOrReplaceSet does, for an invalid or too long name.
+func (s *IPSets) KernelName(name string) (string, error) {
+	if err := s.checkName(name); err != nil {
+		return "", err
+	}
+	return s.prefix + name, nil
+}
+
+// AddOrReplaceSet makes meta.Name a desired set holding exactly members
+// (duplicates are ignored) and declares it on the Table: the next
+// Table.Apply writes only the elements that changed. The set's Type
+// decides its nftables shape: hash:ip a set of addresses, hash:net an
+// interval set of prefixes, hash:ip,port a set of address . protocol .
+// port (matched with netfilter.IPSet(name, side, side)), bitmap:port a set
+// of ports (a rule matching it needs a tcp, udp or sctp protocol
+// criterion). hash:net,net is refused (ErrUnknownType): the kernel's sets
+// of concatenated ranges refuse overlapping pairs, which an ip set holds.
+// MaxSize bounds the members as in package ipsets; nothing of it reaches
+// the kernel. A change of Type while the Table's rules use the set is
+// refused (ipsets.ErrSetInUse and ErrSetInUse): change the rules first.
+// Bad input is an error and nothing changes.
+func (s *IPSets) AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error {
+	meta, err := s.normalize(meta)
+	if err != nil {
+		return err
+	}
+	if err := checkMembers(&meta, members); err != nil {
+		return err
+	}
+	uniq := make(map[ipsets.Member]struct{}, len(members))
+	for _, m := range members {
+		uniq[m] = struct{}{}
+	}
+	if meta.Type != ipsets.BitmapPort && len(uniq) > meta.MaxSize {
+		return errs.Also(fmt.Errorf("nftables: %s: set %q has %d members, MaxSize is %d", errBare(ipsets.ErrTooManyMembers), meta.Name, len(uniq), meta.MaxSize), ipsets.ErrTooManyMembers)
+	}
+	kname := s.prefix + meta.Name
+	set := Set{Name: kname, Key: keyOf(meta.Type), Interval: meta.Type == ipsets.HashNet, Elements: make([]Element, 0, len(uniq))}
+	for m := range uniq {
+		set.Elements = append(set.Elements, elementOf(meta.Type, m))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sets[meta.Name] == nil && !s.removing[kname] && s.tbl.declaresSet(kname) {
+		return fmt.Errorf("%w: set %s is declared on the Table by someone else (SetSets, or another IPSets without a prefix of its own)", ErrDuplicate, kname)
+	}
+	if err := s.tbl.SetSets(set); err != nil {
+		return tableErr(err)
+	}
+	delete(s.removing, kname)
+	s.sets[meta.Name] = &nftIPSet{meta: meta, members: uniq}
+	return nil
+}
+
+// AddMembers adds members to the desired set name, and their elements to
+// the Table's set: the next Table.Apply writes only them.
+func (s *IPSets) AddMembers(name string, members []ipsets.Member) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set, err := s.wanted(name)
+	if err != nil {
+		return err
+	}
+	if err := checkMembers(&set.meta, members); err != nil {
+		return err
+	}
+	var added map[ipsets.Member]struct{}
+	var elems []Element
+	for _, m := range members {
+		if _, ok := set.members[m]; ok {
+			continue
+		}
+		if _, ok := added[m]; ok {
+			continue
+		}
+		if added == nil {
+			added = map[ipsets.Member]struct{}{}
+		}
+		added[m] = struct{}{}
+		elems = append(elems, elementOf(set.meta.Type, m))
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	if n := len(set.members) + len(added); set.meta.Type != ipsets.BitmapPort && n > set.meta.MaxSize {
+		return errs.Also(fmt.Errorf("nftables: %s: set %q would have %d members, MaxSize is %d", errBare(ipsets.ErrTooManyMembers), name, n, set.meta.MaxSize), ipsets.ErrTooManyMembers)
+	}
+	if err := s.tbl.AddElements(s.prefix+name, elems...); err != nil {
+		return tableErr(err)
+	}
+	for m := range added {
+		set.members[m] = struct{}{}
+	}
+	return nil
+}
+
+// RemoveMembers removes members from the desired set name, and their
+// elements from the Table's set. Members not in the set are ignored, but
+// every member must be valid for the set.
+func (s *IPSets) RemoveMembers(name string, members []ipsets.Member) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set, err := s.wanted(name)
+	if err != nil {
+		return err
+	}
+	if err := checkMembers(&set.meta, members); err != nil {
+		return err
+	}
+	var gone []ipsets.Member
+	var elems []Element
+	for _, m := range members {
+		if _, ok := set.members[m]; ok && !slices.Contains(gone, m) {
+			gone = append(gone, m)
+			elems = append(elems, elementOf(set.meta.Type, m))
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := s.tbl.DeleteElements(s.prefix+name, elems...); err != nil {
+		return tableErr(err)
+	}
+	for _, m := range gone {
+		delete(set.members, m)
+	}
+	return nil
+}
+
+// RemoveSet makes name no longer desired and removes it from the Table,
+// whose next Apply deletes it in the same transaction as the rules that
+// stop using it. While the Table's declared rules still use the set, it
+// stays declared on the Table (with its elements) and the removal waits:
+// Apply and ApplyDeletions, which the loop calls in every pass after the
+// managers have declared their rules, remove it once no rule uses it.
+// Removing a set that is not desired does nothing.
+func (s *IPSets) RemoveSet(name string) error {
+	if err := s.checkName(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sets[name] == nil {
+		return nil
+	}
+	kname := s.prefix + name
+	if err := s.tbl.RemoveSets(kname); err != nil {
+		if !errors.Is(err, ErrSetInUse) {
+			return tableErr(err)
+		}
+		s.removing[kname] = true
+	}
+	delete(s.sets, name)
+	return nil
+}
+
+// Members returns the desired members of name, sorted with
+// ipsets.Member.Compare, and whether name is a desired set.
+func (s *IPSets) Members(name string) ([]ipsets.Member, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set := s.sets[name]
+	if set == nil {
+		return nil, false
+	}
+	out := make([]ipsets.Member, 0, len(set.members))
+	for m := range set.members {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, ipsets.Member.Compare)
+	return out, true
+}
+
+// Metadata returns the desired metadata of name, with defaults filled in
+// (Family, MaxSize, Range), and whether name is a desired set.
+func (s *IPSets) Metadata(name string) (ipsets.SetMetadata, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set := s.sets[name]
+	if set == nil {
+		return ipsets.SetMetadata{}, false
+	}
+	return set.meta, true
+}
+
+// Names returns the names of the desired sets, sorted.
+func (s *IPSets) Names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.sets))
+	for n := range s.sets {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Apply removes from the Table the sets whose removal waited for its rules
+// (see RemoveSet) and that no declared rule uses any more, so that the
+// Table's Apply, later in the same pass, deletes them. It does no I/O:
+// the Table writes the sets. The sets still in use are reported by
+// ApplyDeletions.
+func (s *IPSets) Apply(context.Context) (dataplane.ApplyResult, error) {
+	s.removeWaiting()
+	return dataplane.ApplyResult{}, nil
+}
+
+// ApplyDeletions tries the waiting removals again (see Apply) and returns
+// a dataplane.PartialError naming each set that the Table's declared rules
+// still use (ipsets.ErrSetInUse and ErrSetInUse). It does no I/O.
+func (s *IPSets) ApplyDeletions(context.Context) (dataplane.ApplyResult, error) {
+	return dataplane.ApplyResult{}, s.removeWaiting()
+}
+
+// removeWaiting removes the waiting sets that no rule uses any more.
+func (s *IPSets) removeWaiting() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.removing) == 0 {
+		return nil
+	}
+	var errl []error
+	for _, kname := range sortedKeys(s.removing) {
+		err := s.tbl.RemoveSets(kname)
+		if err != nil {
+			errl = append(errl, tableErr(err))
+			continue
+		}
+		delete(s.removing, kname)
+	}
+	return dataplane.Partial(len(errl), errl...)
+}
+
+// QueueResync does nothing: the Table reads its sets with the rest of its
+// table (Table.QueueResync).
+func (s *IPSets) QueueResync() {}
+
+// declaresSet reports whether the Table declares set name.
+func (t *Table) declaresSet(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sets[name] != nil
+}
+
+// wanted returns the desired set name, or an error.
+func (s *IPSets) wanted(name string) (*nftIPSet, error) {
+	if err := s.checkName(name); err != nil {
+		return nil, err
+	}
+	set := s.sets[name]
+	if set == nil {
+		return nil, errs.Also(fmt.Errorf("%w %q: not a desired set of the IPSets", ErrUnknownSet, name), ipsets.ErrUnknownSet)
+	}
+	return set, nil
+}
+
+// errBare returns a sentinel of package ipsets without its prefix, for the
+// text of an error of ours that matches it.
+func errBare(sentinel error) string { return strings.TrimPrefix(sentinel.Error(), "ipsets: ") }
+
+// tableErr adds to an error of the Table the sentinel of package ipsets it
+// stands for, for callers that hold an ipsets.Sets.
+func tableErr(err error) error {
+	switch {
+	case errors.Is(err, ErrSetInUse):
+		return errs.Also(err, ipsets.ErrSetInUse)
+	case errors.Is(err, ErrInvalidElement):
+		return errs.Also(err, ipsets.ErrInvalidMember)
+	}
+	return err
+}
+
+// validIPSetName reports whether s is made of the characters package ipsets
+// allows in a set name and does not start with "-" (a set name in a rule
+// cannot).
+func validIPSetName(s string) bool {
+	if s == "" || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(isAlnum(c) || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkName validates an unprefixed set name as package ipsets does.
+func (s *IPSets) checkName(name string) error {
+	if !validIPSetName(s.prefix+name) || name == "" || !validIPSetName("x"+name) {
+		return errs.Also(fmt.Errorf("nftables: %s: %q (use ASCII letters, digits and \"_.:-\"; the set's nftables name %q must not start with \"-\")",
+			errBare(ipsets.ErrInvalidName), name, s.prefix+name), ipsets.ErrInvalidName, ErrInvalidSet)
+	}
+	if n := len(s.prefix) + len(name); n > ipsets.MaxNameLength {
+		return errs.Also(fmt.Errorf("nftables: %s: %q is %d bytes with prefix %q, nftables set names in rules take %d",
+			errBare(ipsets.ErrNameTooLong), s.prefix+name, n, s.prefix, ipsets.MaxNameLength), ipsets.ErrNameTooLong, ErrInvalidSet)
+	}
+	return nil
+}
+
+// normalize validates meta as package ipsets does and fills its defaults
+// in: Family, MaxSize for hash types, Range for bitmap:port.
+func (s *IPSets) normalize(m ipsets.SetMetadata) (ipsets.SetMetadata, error) {
+	if err := s.checkName(m.Name); err != nil {
+		return m, err
+	}
+	switch m.Type {
+	case ipsets.HashIP, ipsets.HashNet, ipsets.HashIPPort, ipsets.BitmapPort:
+	case ipsets.HashNetNet:
+		return m, errs.Also(fmt.Errorf("nftables: %s: %q (set %q): nftables sets of concatenated ranges refuse overlapping pairs, which an ip set of this type holds",
+			errBare(ipsets.ErrUnknownType), string(m.Type), m.Name), ipsets.ErrUnknownType, ErrInvalidSet)
+	default:
+		return m, errs.Also(fmt.Errorf("nftables: %s: %q (set %q; IPSets holds %s, %s, %s and %s)",
+			errBare(ipsets.ErrUnknownType), string(m.Type), m.Name, ipsets.HashIP, ipsets.HashNet, ipsets.HashIPPort, ipsets.BitmapPort), ipsets.ErrUnknownType, ErrInvalidSet)
+	}
+	if m.Family == 0 {
+		m.Family = s.family
+	}
+	if m.Family != s.family {
+		return m, errs.Also(fmt.Errorf("nftables: %s: set %q is %v, the Table is %v", errBare(ipsets.ErrWrongFamily), m.Name, m.Family, s.family),
+			ipsets.ErrWrongFamily, ipfamily.ErrWrongFamily, ErrInvalidSet)
+	}
+	bad := func(format string, a ...any) error {
+		return errs.Also(fmt.Errorf("nftables: %s: set %q: "+format, append([]any{errBare(ipsets.ErrInvalidMetadata), m.Name}, a...)...), ipsets.ErrInvalidMetadata, ErrInvalidSet)
+	}
+	if m.Type == ipsets.BitmapPort {
+		if m.MaxSize != 0 {
+			return m, bad("MaxSize must be zero for bitmap:port (its size is its Range)")
+		}
+		if m.Range.First > m.Range.Last {
+			return m, bad("port range %v is empty", m.Range)
+		}
+		if m.Range == (ipsets.PortRange{}) {
+			m.Range = ipsets.PortRange{First: 0, Last: math.MaxUint16}
+		}
+		return m, nil
+	}
+	if m.Range != (ipsets.PortRange{}) {
+		return m, bad("Range applies to bitmap:port only")
+	}
+	switch {
+	case m.MaxSize == 0:
+		m.MaxSize = ipsets.DefaultMaxSize
+	case m.MaxSize < 0 || uint64(m.MaxSize) > math.MaxUint32:
+		return m, bad("MaxSize %d out of range 1-%d", m.MaxSize, uint64(math.MaxUint32))
+	}
+	return m, nil
+}
+
+// checkMembers validates members for a set of meta (normalized) as package
+// ipsets does; the error says which member of which set.
+func checkMembers(meta *ipsets.SetMetadata, members []ipsets.Member) error {
+	for i, m := range members {
+		if err := checkMember(meta, m); err != nil {
+			text := strings.TrimPrefix(err.Error(), "ipsets: ")
+			return errs.Also(fmt.Errorf("%w %s: member %d: %s", ErrInvalidElement, meta.Name, i, text), err)
+		}
+	}
+	return nil
+}
+
+// checkMember reports whether m may be a member of a set of meta, with
+// the errors (and sentinels) of package ipsets.
+func checkMember(meta *ipsets.SetMetadata, m ipsets.Member) error {
+	if err := m.Err(); err != nil {
+		return err
+	}
+	if meta.Type == ipsets.BitmapPort {
+		if m.Addr().IsValid() || m.Protocol() != 0 {
+			return fmt.Errorf("%w: %v is not a port (bitmap:port)", ipsets.ErrInvalidMember, m)
+		}
+		if !meta.Range.Contains(m.Port()) {
+			return fmt.Errorf("%w: port %d is outside the set's range %v", ipsets.ErrInvalidMember, m.Port(), meta.Range)
+		}
+		return nil
+	}
+	a := m.Addr()
+	if !a.IsValid() {
+		return fmt.Errorf("%w: %v has no address (%s)", ipsets.ErrInvalidMember, m, meta.Type)
+	}
+	fam := ipfamily.IPv4
+	if m.Is6() {
+		fam = ipfamily.IPv6
+	}
+	if fam != meta.Family {
+		return errs.Also(fmt.Errorf("%w: %v is %v, the set is %v", ipsets.ErrWrongFamily, m, fam, meta.Family), ipfamily.ErrWrongFamily, netfilter.ErrWrongFamily)
+	}
+	if (meta.Type == ipsets.HashIP || meta.Type == ipsets.HashIPPort) && a.IsUnspecified() {
+		// ipset refuses it: refused here too, so that a manager behaves
+		// the same on either backend.
+		return fmt.Errorf("%w: %v: the kernel cannot store the unspecified address in a %s set", ipsets.ErrInvalidMember, m, meta.Type)
+	}
+	bits, second := m.Prefix().Bits(), m.Second().IsValid()
+	ok := false
+	switch meta.Type {
+	case ipsets.HashIP:
+		ok = !second && m.Protocol() == 0 && bits == a.BitLen()
+	case ipsets.HashNet:
+		ok = !second && m.Protocol() == 0 && bits > 0
+	case ipsets.HashIPPort:
+		ok = !second && m.Protocol().Valid() && bits == a.BitLen()
+	}
+	if !ok {
+		why := ""
+		if bits == 0 || second && m.Second().Bits() == 0 {
+			why = " (the kernel rejects a /0 prefix: split it in two halves)"
+		}
+		return fmt.Errorf("%w: %v does not fit a %s set%s", ipsets.ErrInvalidMember, m, meta.Type, why)
+	}
+	return nil
+}
+
+// keyOf is the nftables key of a set of type t.
+func keyOf(t ipsets.SetType) []KeyType {
+	switch t {
+	case ipsets.HashIPPort:
+		return []KeyType{TypeAddr, TypeProto, TypePort}
+	case ipsets.BitmapPort:
+		return []KeyType{TypePort}
+	}
+	return []KeyType{TypeAddr}
+}
+
+// elementOf is the element of member m (valid for t) in a set of type t.
+func elementOf(t ipsets.SetType, m ipsets.Member) Element {
+	switch t {
+	case ipsets.HashNet:
+		return Elem(Prefix(m.Prefix()))
+	case ipsets.HashIPPort:
+		return Elem(Addr(m.Addr()), Proto(netfilter.Proto(m.Protocol())), Port(m.Port()))
+	case ipsets.BitmapPort:
+		return Elem(Port(m.Port()))
+	}
+	return Elem(Addr(m.Addr()))
+}
