@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -14,7 +14,7 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
-	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
@@ -118,42 +118,26 @@ type Manager struct {
 // New validates opts and returns a Manager with no endpoint. It does no
 // I/O: the first CompleteDeferredWork lists the interfaces.
 func New(opts Options) (*Manager, error) {
-	bad := func(format string, args ...any) (*Manager, error) {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case !opts.Family.Valid():
-		return bad("invalid Family %v", opts.Family)
-	case isNil(opts.Kernel):
-		return bad("Kernel is required")
-	case opts.Routes == nil:
-		return bad("Routes is required")
-	case opts.Routes.Family() != opts.Family:
-		return bad("Routes is of family %v, not %v", opts.Routes.Family(), opts.Family)
-	case opts.Backoff.Initial < 0 || opts.Backoff.Max < 0:
-		return bad("negative Backoff")
-	}
+	c := managerutil.Check{Sentinel: ErrInvalidOptions}
+	c.Family(opts.Family)
+	c.Required("Kernel", opts.Kernel)
+	c.Driver("Routes", opts.Routes, opts.Family)
+	c.Refuse(opts.Backoff.Initial < 0 || opts.Backoff.Max < 0, "negative Backoff")
 	sysctls := opts.Sysctls
 	if sysctls == nil {
 		sysctls = DefaultSysctls(opts.Family)
 	}
 	for i, s := range sysctls {
-		if s.Name == "" || s.Value == "" || strings.ContainsAny(s.Name, "/.\x00") || strings.ContainsAny(s.Value, "\n\x00") {
-			return bad("Sysctls[%d] %q = %q: want a leaf name and a one-line value", i, s.Name, s.Value)
-		}
-		if s.Dir != "" && s.Dir != "conf" && s.Dir != "neigh" {
-			return bad("Sysctls[%d] %s: Dir %q is neither conf nor neigh", i, s.Name, s.Dir)
-		}
+		c.Refuse(s.Name == "" || s.Value == "" || strings.ContainsAny(s.Name, "/.\x00") || strings.ContainsAny(s.Value, "\n\x00"),
+			"Sysctls[%d] %q = %q: want a leaf name and a one-line value", i, s.Name, s.Value)
+		c.Refuse(s.Dir != "" && s.Dir != "conf" && s.Dir != "neigh", "Sysctls[%d] %s: Dir %q is neither conf nor neigh", i, s.Name, s.Dir)
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if err := c.Err(); err != nil {
+		return nil, err
 	}
-	if opts.Name == "" {
-		opts.Name = fmt.Sprintf("endpoints-v%d", int(opts.Family))
-	}
+	opts.Name = managerutil.Name(opts.Name, "endpoints", opts.Family)
 	m := &Manager{
-		o: opts, log: log, clk: clock.OrReal(opts.Clock), sysctls: slices.Clone(sysctls),
+		o: opts, log: managerutil.Logger(opts.Logger), clk: clock.OrReal(opts.Clock), sysctls: slices.Clone(sysctls),
 		eps: map[string]*endpoint{}, invalid: map[string]error{}, links: map[string]link{},
 		ifaces: map[string]*iface{}, dirty: map[string]bool{}, list: true, statuses: map[string]Status{},
 	}
@@ -166,12 +150,7 @@ func (m *Manager) Name() string { return m.o.Name }
 
 // Statuses returns the last status reported for every endpoint, by ID.
 func (m *Manager) Statuses() []Status {
-	out := make([]Status, 0, len(m.statuses))
-	for _, s := range m.statuses {
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.ID, b.ID) })
-	return out
+	return managerutil.SortedValues(m.statuses, func(a, b Status) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // OnUpdate records EndpointUpdate, EndpointRemove and
@@ -215,7 +194,7 @@ func (m *Manager) update(u EndpointUpdate) {
 		m.remove(u.ID) // none of ours: another family's endpoint
 		return
 	}
-	slices.SortFunc(addrs, comparePrefix)
+	slices.SortFunc(addrs, netip.Prefix.Compare)
 	addrs = slices.Compact(addrs)
 	u.Addrs, u.MAC = addrs, slices.Clone(u.MAC)
 	old := m.eps[u.ID]
@@ -313,7 +292,7 @@ func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
 func (m *Manager) listLinks(ctx context.Context) error {
 	links, err := m.o.Kernel.Links(ctx)
 	if err != nil {
-		return errs.Also(fmt.Errorf("%w: %s", ErrLinks, detail(err)), err)
+		return managerutil.Quote(ErrLinks, err)
 	}
 	seen := map[string]bool{}
 	for _, l := range links {
@@ -331,7 +310,7 @@ func (m *Manager) listLinks(ctx context.Context) error {
 // declareRoutes sets the routes of every interface whose endpoints changed.
 func (m *Manager) declareRoutes() error {
 	var errs []error
-	for _, name := range sortedKeys(m.dirty) {
+	for _, name := range slices.Sorted(maps.Keys(m.dirty)) {
 		var targets []routetable.Target
 		seen := map[netip.Prefix]bool{}
 		for _, id := range m.idsOn(name) {
@@ -367,14 +346,14 @@ func (m *Manager) idsOn(name string) []string {
 	if ifc == nil {
 		return nil
 	}
-	return sortedKeys(ifc.ids)
+	return slices.Sorted(maps.Keys(ifc.ids))
 }
 
 // applySysctls checks the sysctls of every interface of an endpoint that
 // exists and is due.
 func (m *Manager) applySysctls(ctx context.Context) {
 	now := m.clk.Now()
-	for _, name := range sortedKeys(m.ifaces) {
+	for _, name := range slices.Sorted(maps.Keys(m.ifaces)) {
 		ifc := m.ifaces[name]
 		l, ok := m.links[name]
 		if !ok || len(ifc.ids) == 0 || (ifc.configured == l.index && !m.recheck) {
@@ -415,7 +394,7 @@ func (m *Manager) setSysctls(ctx context.Context, name string) error {
 				continue
 			}
 		}
-		return errs.Also(fmt.Errorf("%w: %s: %s", ErrSysctl, key, detail(err)), err)
+		return managerutil.Quote(ErrSysctl, err, key)
 	}
 	return nil
 }
@@ -502,7 +481,7 @@ func (m *Manager) status(id string) (Status, bool) {
 	case l.state != kernel.LinkUp || (e.routeErr != nil && errors.Is(e.routeErr, routetable.ErrIfaceDown)):
 		st.State = StateInterfaceDown
 	case e.routeErr != nil:
-		st.State, st.Err = StateError, errs.Also(fmt.Errorf("%w: %s", ErrRoute, detail(e.routeErr)), e.routeErr)
+		st.State, st.Err = StateError, managerutil.Quote(ErrRoute, e.routeErr)
 	case ifc == nil || ifc.configured != l.index || !e.routesOK:
 		return Status{}, false // not known yet: the next Apply tells
 	default:
@@ -544,41 +523,6 @@ func sameErr(a, b error) bool {
 		return a == b
 	}
 	return a.Error() == b.Error()
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// isNil reports whether v is nil or a nil pointer in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
-// detail returns err's text without the "package: " prefix it starts with,
-// for quoting it under this package's prefix.
-func detail(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
-		return s[i+2:]
-	}
-	return s
 }
 
 var (

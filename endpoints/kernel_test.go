@@ -26,10 +26,6 @@ import (
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
-// converge bounds every wait; a bound on a hung test, not a timing
-// assertion.
-const converge = 30 * time.Second
-
 var (
 	gatewayMAC = net.HardwareAddr{0xee, 0xee, 0xee, 0xee, 0xee, 0xee}
 	podEthMAC  = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x05}
@@ -99,10 +95,10 @@ func (l *statusLog) state(f ipfamily.Family) endpoints.State {
 }
 
 // waitFor polls cond until it holds, failing the test with what() after
-// converge.
+// managertest.Converge.
 func waitFor(t *testing.T, what func() string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(converge)
+	deadline := time.Now().Add(managertest.Converge)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out: %s", what())
@@ -146,16 +142,11 @@ func TestKernelEndpointRoutesComeBack(t *testing.T) {
 		managers, drivers = append(managers, m), append(drivers, m.RouteDriver())
 	}
 	loop := managertest.StartLoop(t, dataplane.Options{}, managers, drivers...)
-	mon, err := ifacemonitor.New(ifacemonitor.Options{
+	managertest.RunMonitor(t, ifacemonitor.Options{
 		Kernel:      k,
 		OnLinkState: func(u ifacemonitor.LinkUpdate) { _ = loop.Send(ctx, u) },
 		OnInSync:    loop.InterfacesInSync,
 	})
-	require.NoError(t, err)
-	monCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mon.Run(monCtx) }()
-	t.Cleanup(func() { stop(); <-done })
 
 	managertest.Send(t, loop, endpoints.EndpointUpdate{ID: "default/pod1", Iface: "npveth1",
 		Addrs: []netip.Prefix{podV4, podV6}, MAC: podEthMAC})
@@ -215,8 +206,8 @@ func TestKernelEndpointRoutesComeBack(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, want, v, "%s: %s", round, key)
 		}
-		kerneltest.Eventually(t, converge, kerneltest.PingCheck(host, podV4.Addr()))
-		kerneltest.Eventually(t, converge, kerneltest.PingCheck(host, podV6.Addr()))
+		kerneltest.Eventually(t, managertest.Converge, kerneltest.PingCheck(host, podV4.Addr()))
+		kerneltest.Eventually(t, managertest.Converge, kerneltest.PingCheck(host, podV6.Addr()))
 		return l.Index
 	}
 

@@ -2,16 +2,14 @@ package floatingips
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"reflect"
 	"slices"
-	"strings"
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -124,47 +122,32 @@ type Manager struct {
 	endpoints map[string][]NAT // of the family, sorted
 	dirty     bool
 	jumpsDone bool
-	invalid   []error
+	invalid   managerutil.Rejected
 }
 
 // New validates opts and returns a Manager with no floating IP. It does no
 // I/O.
 func New(opts Options) (*Manager, error) {
-	bad := func(format string, args ...any) (*Manager, error) {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case !opts.Family.Valid():
-		return bad("invalid Family %v", opts.Family)
-	case isNil(opts.Table):
-		return bad("Table is required")
-	case opts.Jump > JumpNone:
-		return bad("unknown Jump %d", opts.Jump)
-	case opts.DNATChain == opts.SNATChain:
-		return bad("DNATChain and SNATChain are both %q", opts.DNATChain)
-	case opts.NoSNATSet != "" && !opts.OutboundSNAT:
-		return bad("NoSNATSet without OutboundSNAT")
-	}
-	for _, c := range []struct{ field, name string }{{"DNATChain", opts.DNATChain}, {"SNATChain", opts.SNATChain}} {
-		if err := netfilter.ValidateChainName(c.name); err != nil {
-			return nil, errs.Also(fmt.Errorf("%w: %s: %s", ErrInvalidOptions, c.field, detail(err)), err)
-		}
+	c := managerutil.Check{Sentinel: ErrInvalidOptions}
+	c.Family(opts.Family)
+	c.Required("Table", opts.Table)
+	c.Jump(managerutil.Placement(opts.Jump))
+	c.Refuse(opts.DNATChain == opts.SNATChain, "DNATChain and SNATChain are both %q", opts.DNATChain)
+	c.Refuse(opts.NoSNATSet != "" && !opts.OutboundSNAT, "NoSNATSet without OutboundSNAT")
+	c.Chain("DNATChain", opts.DNATChain)
+	c.Chain("SNATChain", opts.SNATChain)
+	if err := c.Err(); err != nil {
+		return nil, err
 	}
 	if opts.NoSNATSet != "" {
 		// The rule model checks set names; a rule with it must validate.
 		r := netfilter.Rule{Matches: []netfilter.Match{netfilter.DestIPSet(opts.NoSNATSet)}, Action: netfilter.Accept()}
 		if err := r.Validate(opts.Family); err != nil {
-			return nil, errs.Also(fmt.Errorf("%w: NoSNATSet: %s", ErrInvalidOptions, detail(err)), err)
+			return nil, managerutil.Quote(ErrInvalidOptions, err, "NoSNATSet")
 		}
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Name == "" {
-		opts.Name = fmt.Sprintf("floatingips-v%d", int(opts.Family))
-	}
-	return &Manager{o: opts, log: log, endpoints: map[string][]NAT{}, dirty: true}, nil
+	opts.Name = managerutil.Name(opts.Name, "floatingips", opts.Family)
+	return &Manager{o: opts, log: managerutil.Logger(opts.Logger), endpoints: map[string][]NAT{}, dirty: true}, nil
 }
 
 // Name returns the Manager's name for the loop's logs.
@@ -177,7 +160,7 @@ func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
 	case EndpointUpdate:
 		if err := msg.Validate(); err != nil {
-			m.invalid = append(m.invalid, err)
+			m.invalid.Add(err)
 			return
 		}
 		var mine []NAT
@@ -188,18 +171,12 @@ func (m *Manager) OnUpdate(msg any) {
 		}
 		slices.SortFunc(mine, compareNAT)
 		mine = slices.Compact(mine)
-		old, had := m.endpoints[msg.ID]
-		switch {
-		case len(mine) == 0 && had:
-			delete(m.endpoints, msg.ID)
-			m.dirty = true
-		case len(mine) > 0 && !slices.Equal(old, mine):
-			m.endpoints[msg.ID] = mine
+		if managerutil.SetList(m.endpoints, msg.ID, mine) {
 			m.dirty = true
 		}
 	case EndpointRemove:
 		if msg.ID == "" {
-			m.invalid = append(m.invalid, fmt.Errorf("%w: remove with an empty ID", ErrInvalidEndpoint))
+			m.invalid.Add(fmt.Errorf("%w: remove with an empty ID", ErrInvalidEndpoint))
 			return
 		}
 		if _, had := m.endpoints[msg.ID]; had {
@@ -305,67 +282,35 @@ func (m *Manager) Chains() (dnat, snat netfilter.Chain) {
 // change, the conflicts that stand (ErrConflict): the conflicting NATs are
 // left out, the rest is declared.
 func (m *Manager) CompleteDeferredWork(context.Context) error {
-	errs := m.invalid
-	m.invalid = nil
+	conflicts, err := m.declare()
+	return m.invalid.Report(append(conflicts, err)...)
+}
+
+// declare declares the chains when they changed, and the jumps to them
+// once; it returns the conflicts that stand after a change.
+func (m *Manager) declare() ([]error, error) {
+	var conflicts []error
 	if m.dirty {
-		_, conflicts := m.NATs()
+		_, standing := m.NATs()
 		dnat, snat := m.Chains()
 		if err := m.o.Table.SetChains(dnat, snat); err != nil {
-			return errors.Join(append(errs, err)...)
+			return nil, err
 		}
 		m.log.Debug("floatingips: chains declared", "dnat", len(dnat.Rules), "snat", len(snat.Rules))
 		m.dirty = false
-		errs = append(errs, conflicts...)
+		conflicts = standing
 	}
 	if !m.jumpsDone {
-		if err := m.declareJumps(); err != nil {
-			return errors.Join(append(errs, err)...)
+		if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump),
+			managerutil.HookJump{Hook: netfilter.HookPrerouting, Chain: m.o.DNATChain},
+			managerutil.HookJump{Hook: netfilter.HookOutput, Chain: m.o.DNATChain},
+			managerutil.HookJump{Hook: netfilter.HookPostrouting, Chain: m.o.SNATChain},
+		); err != nil {
+			return conflicts, err
 		}
 		m.jumpsDone = true
 	}
-	return errors.Join(errs...)
-}
-
-func (m *Manager) declareJumps() error {
-	set := m.o.Table.InsertRules
-	switch m.o.Jump {
-	case JumpNone:
-		return nil
-	case JumpAppend:
-		set = m.o.Table.AppendRules
-	}
-	for _, h := range []struct {
-		hook  netfilter.Hook
-		chain string
-	}{
-		{netfilter.HookPrerouting, m.o.DNATChain},
-		{netfilter.HookOutput, m.o.DNATChain},
-		{netfilter.HookPostrouting, m.o.SNATChain},
-	} {
-		if err := set(h.hook, []netfilter.Rule{{Action: netfilter.Jump(h.chain)}}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// isNil reports whether v is nil or a nil pointer in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
-// detail returns err's text without the "package: " prefix it starts with,
-// for quoting it under this package's prefix.
-func detail(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
-		return s[i+2:]
-	}
-	return s
+	return conflicts, nil
 }
 
 var _ dataplane.Manager = (*Manager)(nil)

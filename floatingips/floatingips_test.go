@@ -6,12 +6,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/floatingips"
 	"github.com/nodeplane/nodeplane/internal/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -30,25 +28,12 @@ type rig struct {
 func newRig(t *testing.T, f ipfamily.Family, mutate func(*floatingips.Options)) *rig {
 	t.Helper()
 	ns := kernelfake.New(kernelfake.Options{})
-	nat, err := iptables.New(iptables.Options{Table: "nat", Family: f, Backend: iptables.BackendNFT,
-		ChainPrefix: "npf-", Kernel: ns, PostWriteRecheck: []time.Duration{}})
-	require.NoError(t, err)
-	opts := floatingips.Options{Family: f, Table: nat, DNATChain: "npf-dnat", SNATChain: "npf-snat"}
-	if mutate != nil {
-		mutate(&opts)
-	}
-	m, err := floatingips.New(opts)
-	require.NoError(t, err)
+	nat := managertest.FakeTable(t, ns, "nat", f, "npf-")
+	m := managertest.NewManager(t, floatingips.New, floatingips.Options{Family: f, Table: nat, DNATChain: "npf-dnat", SNATChain: "npf-snat"}, mutate)
 	return &rig{t: t, ns: ns, f: f, nat: nat, m: m}
 }
 
-func (r *rig) pass(msgs ...any) error {
-	for _, msg := range msgs {
-		r.m.OnUpdate(msg)
-	}
-	_, err := managertest.Pass(context.Background(), []dataplane.Manager{r.m}, r.nat)
-	return err
-}
+func (r *rig) pass(msgs ...any) error { return managertest.UpdatePass(r.m, msgs, r.nat) }
 
 func (r *rig) rules(chain string) []string {
 	var out []string
@@ -154,8 +139,7 @@ func TestInvalidMessagesChangeNothing(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
-	nat, err := iptables.New(iptables.Options{Table: "nat", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "npf-", Kernel: ns})
-	require.NoError(t, err)
+	nat := managertest.FakeTable(t, ns, "nat", ipfamily.IPv4, "npf-")
 	good := floatingips.Options{Family: ipfamily.IPv4, Table: nat, DNATChain: "npf-dnat", SNATChain: "npf-snat"}
 	var nilTable *iptables.Table
 	for name, mutate := range map[string]func(*floatingips.Options){

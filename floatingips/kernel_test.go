@@ -6,7 +6,6 @@ import (
 	"context"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,19 +16,6 @@ import (
 	"github.com/nodeplane/nodeplane/internal/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 )
-
-// converge bounds every wait; a bound on a hung test, not a timing
-// assertion.
-const converge = 30 * time.Second
-
-func pick(f ipfamily.Family, addrs ...netip.Addr) netip.Addr {
-	for _, a := range addrs {
-		if ipfamily.Of(a) == f {
-			return a
-		}
-	}
-	return netip.Addr{}
-}
 
 // TestKernelFloatingIP gives a pod of host1 a floating IP that host2
 // routes to host1: host2 connects to the floating IP and reaches the pod
@@ -47,8 +33,8 @@ func TestKernelFloatingIP(t *testing.T) {
 			})
 			host1, host2 := topo.Hosts[0], topo.Hosts[1]
 			pod := host1.Pods[0]
-			podIP := pick(f, pod.Addrs()...)
-			host1IP, host2IP := pick(f, host1.UnderlayAddrs()...), pick(f, host2.UnderlayAddrs()...)
+			podIP := managertest.Pick(f, pod.Addrs()...)
+			host1IP, host2IP := managertest.Pick(f, host1.UnderlayAddrs()...), managertest.Pick(f, host2.UnderlayAddrs()...)
 			floating, ip := netip.MustParseAddr("198.51.100.10"), []string{"ip"}
 			if f == ipfamily.IPv6 {
 				floating, ip = netip.MustParseAddr("2001:db8:f::10"), []string{"ip", "-6"}
@@ -75,7 +61,7 @@ func TestKernelFloatingIP(t *testing.T) {
 
 			// In: host2 → floating IP reaches the pod; the replies leave
 			// from the floating IP (TCP would not complete otherwise).
-			kerneltest.Eventually(t, converge, fromHost2)
+			kerneltest.Eventually(t, managertest.Converge, fromHost2)
 			t.Logf("%s nat table on host1:\n%s", b.Name, b.Dump(t, host1.NS, "nat", f))
 			flows := managertest.Conntrack(t, host1.NS, f, "-p", "tcp", "--orig-dst", floating.String())
 			require.NotEmpty(t, flows)
@@ -120,7 +106,7 @@ func TestKernelFloatingIP(t *testing.T) {
 
 			// Withdrawn: host2 no longer reaches the pod.
 			managertest.Send(t, loop, floatingips.EndpointRemove{ID: "pod1"})
-			kerneltest.Eventually(t, converge, kerneltest.Not(kerneltest.TCPCheck(host2.NS, viaFloating)))
+			kerneltest.Eventually(t, managertest.Converge, kerneltest.Not(kerneltest.TCPCheck(host2.NS, viaFloating)))
 		})
 	})
 }

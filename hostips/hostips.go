@@ -2,17 +2,14 @@ package hostips
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"reflect"
 	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 )
@@ -89,45 +86,32 @@ type Manager struct {
 	exclude []*regexp.Regexp
 	ifaces  map[string][]netip.Addr // interface → its addresses of the family, kept
 	dirty   bool
-	invalid []error
+	invalid managerutil.Rejected
 }
 
 // New validates opts and returns a Manager whose set is empty until the
 // first InterfaceAddrs. It does no I/O.
 func New(opts Options) (*Manager, error) {
-	bad := func(format string, args ...any) (*Manager, error) {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case !opts.Family.Valid():
-		return bad("invalid Family %v", opts.Family)
-	case isNil(opts.Sets):
-		return bad("Sets is required")
-	case opts.Sets.Family() != opts.Family:
-		return bad("Sets is of family %v, not %v", opts.Sets.Family(), opts.Family)
-	}
+	c := managerutil.Check{Sentinel: ErrInvalidOptions}
+	c.Family(opts.Family)
+	c.Driver("Sets", opts.Sets, opts.Family)
 	if opts.SetName == "" {
 		opts.SetName = DefaultSetName
 	}
-	kname, err := opts.Sets.KernelName(opts.SetName)
-	if err != nil {
-		return nil, errs.Also(fmt.Errorf("%w: SetName: %s", ErrInvalidOptions, detail(err)), err)
+	kname := c.KernelName("SetName", opts.Sets, opts.SetName)
+	if err := c.Err(); err != nil {
+		return nil, err
 	}
 	m := &Manager{o: opts, kname: kname, ifaces: map[string][]netip.Addr{}, dirty: true}
 	for _, e := range opts.Exclude {
 		re, err := regexp.Compile(e)
 		if err != nil {
-			return bad("Exclude %q: %v", e, err)
+			return nil, managerutil.Invalid(ErrInvalidOptions, "Exclude %q: %v", e, err)
 		}
 		m.exclude = append(m.exclude, re)
 	}
-	m.log = opts.Logger
-	if m.log == nil {
-		m.log = slog.New(slog.DiscardHandler)
-	}
-	if m.o.Name == "" {
-		m.o.Name = fmt.Sprintf("hostips-v%d", int(opts.Family))
-	}
+	m.log = managerutil.Logger(opts.Logger)
+	m.o.Name = managerutil.Name(opts.Name, "hostips", opts.Family)
 	return m, nil
 }
 
@@ -158,7 +142,7 @@ func (m *Manager) OnUpdate(msg any) {
 		return
 	}
 	if err := u.Validate(); err != nil {
-		m.invalid = append(m.invalid, err)
+		m.invalid.Add(err)
 		return
 	}
 	var keep []netip.Addr
@@ -173,13 +157,7 @@ func (m *Manager) OnUpdate(msg any) {
 		slices.SortFunc(keep, netip.Addr.Compare)
 		keep = slices.Compact(keep)
 	}
-	old, had := m.ifaces[u.Name]
-	switch {
-	case len(keep) == 0 && had:
-		delete(m.ifaces, u.Name)
-		m.dirty = true
-	case len(keep) > 0 && !slices.Equal(old, keep):
-		m.ifaces[u.Name] = keep
+	if managerutil.SetList(m.ifaces, u.Name, keep) {
 		m.dirty = true
 	}
 }
@@ -198,40 +176,25 @@ func (m *Manager) excluded(name string) bool {
 // Invalid messages received since the last call are reported here, once,
 // in an error wrapping ErrInvalidMessage; they changed nothing.
 func (m *Manager) CompleteDeferredWork(context.Context) error {
-	invalid := m.invalid
-	m.invalid = nil
-	if m.dirty {
-		addrs := m.Addrs()
-		members := make([]ipsets.Member, len(addrs))
-		for i, a := range addrs {
-			members[i] = ipsets.IPMember(a)
-		}
-		if err := m.o.Sets.AddOrReplaceSet(ipsets.SetMetadata{Name: m.o.SetName, Type: ipsets.HashIP}, members); err != nil {
-			return errors.Join(append(invalid, err)...)
-		}
-		m.log.Debug("hostips: set declared", "addresses", len(members))
-		m.dirty = false
-	}
-	return errors.Join(invalid...)
+	return m.invalid.Report(m.declare())
 }
 
-// isNil reports whether v is nil or a nil pointer in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
+// declare declares the set when its addresses changed.
+func (m *Manager) declare() error {
+	if !m.dirty {
+		return nil
 	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
-// detail returns err's text without the "package: " prefix it starts with,
-// for quoting it under this package's prefix.
-func detail(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
-		return s[i+2:]
+	addrs := m.Addrs()
+	members := make([]ipsets.Member, len(addrs))
+	for i, a := range addrs {
+		members[i] = ipsets.IPMember(a)
 	}
-	return s
+	if err := m.o.Sets.AddOrReplaceSet(ipsets.SetMetadata{Name: m.o.SetName, Type: ipsets.HashIP}, members); err != nil {
+		return err
+	}
+	m.log.Debug("hostips: set declared", "addresses", len(members))
+	m.dirty = false
+	return nil
 }
 
 var _ dataplane.Manager = (*Manager)(nil)

@@ -2,6 +2,7 @@ package hostips_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -9,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/hostips"
 	"github.com/nodeplane/nodeplane/internal/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -27,28 +27,14 @@ type rig struct {
 func newRig(t *testing.T, f ipfamily.Family, mutate func(*hostips.Options)) *rig {
 	t.Helper()
 	ns := kernelfake.New(kernelfake.Options{})
-	prefix := "np4-"
-	if f == ipfamily.IPv6 {
-		prefix = "np6-"
-	}
-	sets, err := ipsets.New(ipsets.Options{Family: f, Prefix: prefix, Kernel: ns})
-	require.NoError(t, err)
-	opts := hostips.Options{Family: f, Sets: sets}
-	if mutate != nil {
-		mutate(&opts)
-	}
-	m, err := hostips.New(opts)
-	require.NoError(t, err)
+	sets := managertest.FakeSets(t, ns, f, fmt.Sprintf("np%d-", f))
+	m := managertest.NewManager(t, hostips.New, hostips.Options{Family: f, Sets: sets}, mutate)
 	return &rig{t: t, ns: ns, sets: sets, m: m}
 }
 
 func (r *rig) pass(msgs ...any) []string {
 	r.t.Helper()
-	for _, msg := range msgs {
-		r.m.OnUpdate(msg)
-	}
-	_, err := managertest.Pass(context.Background(), []dataplane.Manager{r.m}, r.sets)
-	require.NoError(r.t, err)
+	require.NoError(r.t, managertest.UpdatePass(r.m, msgs, r.sets))
 	members, ok := r.ns.IPSets().Members(r.m.SetName())
 	require.True(r.t, ok)
 	return members
@@ -115,8 +101,7 @@ func TestInvalidMessageChangesNothing(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
-	sets, err := ipsets.New(ipsets.Options{Family: ipfamily.IPv4, Prefix: "np4-", Kernel: ns})
-	require.NoError(t, err)
+	sets := managertest.FakeSets(t, ns, ipfamily.IPv4, "np4-")
 	good := hostips.Options{Family: ipfamily.IPv4, Sets: sets}
 	var nilSets *ipsets.IPSets
 	for name, mutate := range map[string]func(*hostips.Options){

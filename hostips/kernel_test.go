@@ -22,10 +22,6 @@ import (
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// converge bounds every wait; a bound on a hung test, not a timing
-// assertion.
-const converge = 30 * time.Second
-
 // members reads a set's members with `ipset save`.
 func members(t *testing.T, ns *kerneltest.NS, set string) []string {
 	t.Helper()
@@ -67,23 +63,18 @@ func TestKernelHostIPsFollowAddresses(t *testing.T) {
 	}
 	loop := managertest.StartLoop(t, dataplane.Options{}, managers, drivers...)
 	loop.DatastoreInSync()
-	mon, err := ifacemonitor.New(ifacemonitor.Options{
+	managertest.RunMonitor(t, ifacemonitor.Options{
 		Kernel: k,
 		OnAddrs: func(name string, addrs []netip.Prefix) {
 			_ = loop.Send(ctx, hostips.InterfaceAddrs{Name: name, Addrs: addrs})
 		},
 		OnInSync: loop.InterfacesInSync,
 	})
-	require.NoError(t, err)
-	monCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mon.Run(monCtx) }()
-	t.Cleanup(func() { stop(); <-done })
 
 	expect := func(f ipfamily.Family, want ...string) {
 		t.Helper()
 		slices.Sort(want)
-		deadline := time.Now().Add(converge)
+		deadline := time.Now().Add(managertest.Converge)
 		for {
 			got := members(t, ns, sets[f])
 			if slices.Equal(got, want) {
@@ -121,7 +112,7 @@ func TestKernelHostIPsFollowAddresses(t *testing.T) {
 	addr(skip, "2001:db8::99/64")
 	// Wait for the kernel's link-local address on the veth, so that its
 	// absence from the set means something.
-	deadline := time.Now().Add(converge)
+	deadline := time.Now().Add(managertest.Converge)
 	for !hasLinkLocal(t, k, eth.Index) {
 		require.True(t, time.Now().Before(deadline), "no link-local address on %s", eth.Name)
 		time.Sleep(20 * time.Millisecond)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,20 +16,6 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/masquerade"
 )
-
-// converge bounds every wait for the loop and the kernel; it is a bound on
-// a hung test, not a timing assertion.
-const converge = 30 * time.Second
-
-// family returns the address of f among addrs.
-func family(f ipfamily.Family, addrs ...netip.Addr) netip.Addr {
-	for _, a := range addrs {
-		if ipfamily.Of(a) == f {
-			return a
-		}
-	}
-	return netip.Addr{}
-}
 
 // TestKernelMasquerade runs the Manager on host1 of two hosts joined by a
 // veth: a pod's connection to host2 (outside every pool, and with no route
@@ -46,9 +31,9 @@ func TestKernelMasquerade(t *testing.T) {
 			})
 			host1, host2 := topo.Hosts[0], topo.Hosts[1]
 			pod, pod2 := host1.Pods[0], host2.Pods[0]
-			podIP := family(f, pod.Addrs()...)
-			host1IP := family(f, host1.UnderlayAddrs()...)
-			host2IP := family(f, host2.UnderlayAddrs()...)
+			podIP := managertest.Pick(f, pod.Addrs()...)
+			host1IP := managertest.Pick(f, host1.UnderlayAddrs()...)
+			host2IP := managertest.Pick(f, host2.UnderlayAddrs()...)
 			pool1, pool2 := host1.PodCIDRv4, host2.PodCIDRv4
 			if f == ipfamily.IPv6 {
 				pool1, pool2 = host1.PodCIDRv6, host2.PodCIDRv6
@@ -71,7 +56,7 @@ func TestKernelMasquerade(t *testing.T) {
 			managertest.InSync(loop)
 
 			// A real flow from the pod to outside the pools is masqueraded.
-			kerneltest.Eventually(t, converge, toServer)
+			kerneltest.Eventually(t, managertest.Converge, toServer)
 			rules := b.Dump(t, host1.NS, "nat", f)
 			t.Logf("%s nat table on host1:\n%s", b.Name, rules)
 			assert.Regexp(t, "random-fully|fully-random", rules)
@@ -88,9 +73,9 @@ func TestKernelMasquerade(t *testing.T) {
 
 			// To a pod of another pool, the source stays the pod's.
 			require.NoError(t, topo.AddPodRoutesViaUnderlay())
-			pod2IP := family(f, pod2.Addrs()...)
+			pod2IP := managertest.Pick(f, pod2.Addrs()...)
 			podServer, _ := pod2.NS.ListenTCP(t, netip.AddrPortFrom(pod2IP, 0))
-			kerneltest.Eventually(t, converge, kerneltest.TCPCheck(pod.NS, podServer))
+			kerneltest.Eventually(t, managertest.Converge, kerneltest.TCPCheck(pod.NS, podServer))
 			flows = managertest.Conntrack(t, host1.NS, f, "-p", "tcp", "--orig-src", podIP.String(), "--orig-dst", pod2IP.String())
 			require.NotEmpty(t, flows)
 			for _, fl := range flows {

@@ -2,16 +2,14 @@ package masquerade
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/netfilter"
@@ -122,53 +120,32 @@ type Manager struct {
 	pools           map[string]PoolUpdate
 	dirty           bool // the sets must be declared again
 	chainDone       bool // chain and jump declared
-	invalid         []error
+	invalid         managerutil.Rejected
 }
 
 // New validates opts and returns a Manager with no pools. It does no I/O.
 func New(opts Options) (*Manager, error) {
-	bad := func(format string, args ...any) (*Manager, error) {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case !opts.Family.Valid():
-		return bad("invalid Family %v", opts.Family)
-	case isNil(opts.Sets):
-		return bad("Sets is required")
-	case opts.Sets.Family() != opts.Family:
-		return bad("Sets is of family %v, not %v", opts.Sets.Family(), opts.Family)
-	case isNil(opts.Table):
-		return bad("Table is required")
-	case opts.Jump > JumpNone:
-		return bad("unknown Jump %d", opts.Jump)
-	}
-	if err := netfilter.ValidateChainName(opts.Chain); err != nil {
-		return nil, errs.Also(fmt.Errorf("%w: Chain: %s", ErrInvalidOptions, detail(err)), err)
-	}
+	c := managerutil.Check{Sentinel: ErrInvalidOptions}
+	c.Family(opts.Family)
+	c.Driver("Sets", opts.Sets, opts.Family)
+	c.Required("Table", opts.Table)
+	c.Jump(managerutil.Placement(opts.Jump))
+	c.Chain("Chain", opts.Chain)
 	if opts.AllPoolsSet == "" {
 		opts.AllPoolsSet = DefaultAllPoolsSet
 	}
 	if opts.MasqPoolsSet == "" {
 		opts.MasqPoolsSet = DefaultMasqPoolsSet
 	}
-	if opts.AllPoolsSet == opts.MasqPoolsSet {
-		return bad("AllPoolsSet and MasqPoolsSet are both %q", opts.AllPoolsSet)
-	}
+	c.Refuse(opts.AllPoolsSet == opts.MasqPoolsSet, "AllPoolsSet and MasqPoolsSet are both %q", opts.AllPoolsSet)
 	m := &Manager{o: opts, pools: map[string]PoolUpdate{}, dirty: true}
-	var err error
-	if m.allSet, err = opts.Sets.KernelName(opts.AllPoolsSet); err != nil {
-		return nil, errs.Also(fmt.Errorf("%w: AllPoolsSet: %s", ErrInvalidOptions, detail(err)), err)
+	m.allSet = c.KernelName("AllPoolsSet", opts.Sets, opts.AllPoolsSet)
+	m.masqSet = c.KernelName("MasqPoolsSet", opts.Sets, opts.MasqPoolsSet)
+	if err := c.Err(); err != nil {
+		return nil, err
 	}
-	if m.masqSet, err = opts.Sets.KernelName(opts.MasqPoolsSet); err != nil {
-		return nil, errs.Also(fmt.Errorf("%w: MasqPoolsSet: %s", ErrInvalidOptions, detail(err)), err)
-	}
-	m.log = opts.Logger
-	if m.log == nil {
-		m.log = slog.New(slog.DiscardHandler)
-	}
-	if m.o.Name == "" {
-		m.o.Name = "masquerade-v" + fmt.Sprint(int(opts.Family))
-	}
+	m.log = managerutil.Logger(opts.Logger)
+	m.o.Name = managerutil.Name(opts.Name, "masquerade", opts.Family)
 	return m, nil
 }
 
@@ -204,7 +181,7 @@ func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
 	case PoolUpdate:
 		if err := msg.Validate(); err != nil {
-			m.invalid = append(m.invalid, err)
+			m.invalid.Add(err)
 			return
 		}
 		old, had := m.pools[msg.ID]
@@ -221,7 +198,7 @@ func (m *Manager) OnUpdate(msg any) {
 		}
 	case PoolRemove:
 		if msg.ID == "" {
-			m.invalid = append(m.invalid, fmt.Errorf("%w: remove with an empty ID", ErrInvalidPool))
+			m.invalid.Add(fmt.Errorf("%w: remove with an empty ID", ErrInvalidPool))
 			return
 		}
 		if _, had := m.pools[msg.ID]; had {
@@ -237,12 +214,7 @@ func (m *Manager) OnUpdate(msg any) {
 // messages received since the last call are reported here, once, in an
 // error wrapping ErrInvalidPool; they changed nothing.
 func (m *Manager) CompleteDeferredWork(context.Context) error {
-	invalid := m.invalid
-	m.invalid = nil
-	if err := m.declare(); err != nil {
-		return errors.Join(append(invalid, err)...)
-	}
-	return errors.Join(invalid...)
+	return m.invalid.Report(m.declare())
 }
 
 func (m *Manager) declare() error {
@@ -269,16 +241,9 @@ func (m *Manager) declare() error {
 	if err := m.o.Table.SetChains(netfilter.Chain{Name: m.o.Chain, Rules: []netfilter.Rule{m.Rule()}}); err != nil {
 		return err
 	}
-	jump := []netfilter.Rule{{Action: netfilter.Jump(m.o.Chain)}}
-	switch m.o.Jump {
-	case JumpInsert:
-		if err := m.o.Table.InsertRules(netfilter.HookPostrouting, jump); err != nil {
-			return err
-		}
-	case JumpAppend:
-		if err := m.o.Table.AppendRules(netfilter.HookPostrouting, jump); err != nil {
-			return err
-		}
+	if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump),
+		managerutil.HookJump{Hook: netfilter.HookPostrouting, Chain: m.o.Chain}); err != nil {
+		return err
 	}
 	m.chainDone = true
 	return nil
@@ -288,39 +253,7 @@ func (m *Manager) declare() error {
 func (m *Manager) Pools() []PoolUpdate { return m.sortedPools() }
 
 func (m *Manager) sortedPools() []PoolUpdate {
-	out := make([]PoolUpdate, 0, len(m.pools))
-	for _, p := range m.pools {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b PoolUpdate) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
-	return out
+	return managerutil.SortedValues(m.pools, func(a, b PoolUpdate) int { return strings.Compare(a.ID, b.ID) })
 }
 
 var _ dataplane.Manager = (*Manager)(nil)
-
-// isNil reports whether v is nil or a nil pointer in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
-// detail returns err's text without the "package: " prefix it starts with,
-// for quoting it under this package's prefix.
-func detail(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
-		return s[i+2:]
-	}
-	return s
-}

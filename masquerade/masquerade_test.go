@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,25 +39,13 @@ func newRig(t *testing.T, f ipfamily.Family, mutate func(*masquerade.Options)) *
 
 func newRigOn(t *testing.T, ns *kernelfake.Namespace, f ipfamily.Family, mutate func(*masquerade.Options)) *rig {
 	t.Helper()
-	sets, err := ipsets.New(ipsets.Options{Family: f, Prefix: fmt.Sprintf("np%d-", f), Kernel: ns})
-	require.NoError(t, err)
-	nat, err := iptables.New(iptables.Options{Table: "nat", Family: f, Backend: iptables.BackendNFT,
-		ChainPrefix: "npm-", Kernel: ns, PostWriteRecheck: []time.Duration{}})
-	require.NoError(t, err)
-	opts := masquerade.Options{Family: f, Sets: sets, Table: nat, Chain: "npm-masq"}
-	if mutate != nil {
-		mutate(&opts)
-	}
-	m, err := masquerade.New(opts)
-	require.NoError(t, err)
+	sets := managertest.FakeSets(t, ns, f, fmt.Sprintf("np%d-", f))
+	nat := managertest.FakeTable(t, ns, "nat", f, "npm-")
+	m := managertest.NewManager(t, masquerade.New, masquerade.Options{Family: f, Sets: sets, Table: nat, Chain: "npm-masq"}, mutate)
 	return &rig{t: t, ns: ns, f: f, sets: sets, nat: nat, m: m}
 }
 
-func (r *rig) send(msgs ...any) {
-	for _, msg := range msgs {
-		r.m.OnUpdate(msg)
-	}
-}
+func (r *rig) send(msgs ...any) { managertest.Update(r.m, msgs...) }
 
 func (r *rig) pass() error {
 	r.t.Helper()
@@ -170,10 +157,8 @@ func TestInvalidMessagesChangeNothing(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
-	sets4, err := ipsets.New(ipsets.Options{Family: ipfamily.IPv4, Prefix: "np4-", Kernel: ns})
-	require.NoError(t, err)
-	nat, err := iptables.New(iptables.Options{Table: "nat", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "npm-", Kernel: ns})
-	require.NoError(t, err)
+	sets4 := managertest.FakeSets(t, ns, ipfamily.IPv4, "np4-")
+	nat := managertest.FakeTable(t, ns, "nat", ipfamily.IPv4, "npm-")
 	good := masquerade.Options{Family: ipfamily.IPv4, Sets: sets4, Table: nat, Chain: "npm-masq"}
 	var nilSets *ipsets.IPSets
 	for name, mutate := range map[string]func(*masquerade.Options){

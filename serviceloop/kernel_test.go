@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,19 +17,6 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/serviceloop"
 )
-
-// converge bounds every wait for the loop; a bound on a hung test, not a
-// timing assertion.
-const converge = 30 * time.Second
-
-func pick(f ipfamily.Family, addrs ...netip.Addr) netip.Addr {
-	for _, a := range addrs {
-		if ipfamily.Of(a) == f {
-			return a
-		}
-	}
-	return netip.Addr{}
-}
 
 // TestKernelServiceLoopDropped builds a real loop — host1 routes the
 // service range to host2, which routes it back — and shows that a pod's
@@ -48,8 +34,8 @@ func TestKernelServiceLoopDropped(t *testing.T) {
 			host1, host2 := topo.Hosts[0], topo.Hosts[1]
 			pod, pod2 := host1.Pods[0], host1.Pods[1]
 			require.NoError(t, topo.AddPodRoutesViaUnderlay())
-			host1IP, host2IP := pick(f, host1.UnderlayAddrs()...), pick(f, host2.UnderlayAddrs()...)
-			pod2IP := pick(f, pod2.Addrs()...)
+			host1IP, host2IP := managertest.Pick(f, host1.UnderlayAddrs()...), managertest.Pick(f, host2.UnderlayAddrs()...)
+			pod2IP := managertest.Pick(f, pod2.Addrs()...)
 			svcCIDR := netip.MustParsePrefix("10.96.0.0/16")
 			svcIP, handledIP := netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("10.96.0.20")
 			ip, ipt := []string{"ip"}, "iptables-nft"
@@ -87,7 +73,7 @@ func TestKernelServiceLoopDropped(t *testing.T) {
 			managertest.Send(t, loop, serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{
 				netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:96::/112")}})
 			managertest.InSync(loop)
-			managertest.WaitReady(t, loop, converge)
+			managertest.WaitReady(t, loop, managertest.Converge)
 			t.Logf("%s filter table on host1:\n%s", b.Name, b.Dump(t, host1.NS, "filter", f))
 
 			before1, before2 := managertest.Forwarded(t, host1.NS, f), managertest.Forwarded(t, host2.NS, f)

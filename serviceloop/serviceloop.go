@@ -2,16 +2,14 @@ package serviceloop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"reflect"
 	"slices"
-	"strings"
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -101,36 +99,23 @@ type Manager struct {
 	cidrs    []netip.Prefix // of the family, sorted, unique
 	dirty    bool
 	jumpDone bool
-	invalid  []error
+	invalid  managerutil.Rejected
 }
 
 // New validates opts and returns a Manager with no service range: its
 // chain is empty until the first ServiceCIDRs. It does no I/O.
 func New(opts Options) (*Manager, error) {
-	bad := func(format string, args ...any) (*Manager, error) {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	c := managerutil.Check{Sentinel: ErrInvalidOptions}
+	c.Family(opts.Family)
+	c.Required("Table", opts.Table)
+	c.Jump(managerutil.Placement(opts.Jump))
+	c.Refuse(opts.Verdict > Reject, "unknown Verdict %d", opts.Verdict)
+	c.Chain("Chain", opts.Chain)
+	if err := c.Err(); err != nil {
+		return nil, err
 	}
-	switch {
-	case !opts.Family.Valid():
-		return bad("invalid Family %v", opts.Family)
-	case isNil(opts.Table):
-		return bad("Table is required")
-	case opts.Jump > JumpNone:
-		return bad("unknown Jump %d", opts.Jump)
-	case opts.Verdict > Reject:
-		return bad("unknown Verdict %d", opts.Verdict)
-	}
-	if err := netfilter.ValidateChainName(opts.Chain); err != nil {
-		return nil, errs.Also(fmt.Errorf("%w: Chain: %s", ErrInvalidOptions, detail(err)), err)
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Name == "" {
-		opts.Name = fmt.Sprintf("serviceloop-v%d", int(opts.Family))
-	}
-	return &Manager{o: opts, log: log, dirty: true}, nil
+	opts.Name = managerutil.Name(opts.Name, "serviceloop", opts.Family)
+	return &Manager{o: opts, log: managerutil.Logger(opts.Logger), dirty: true}, nil
 }
 
 // Name returns the Manager's name for the loop's logs.
@@ -166,7 +151,7 @@ func (m *Manager) OnUpdate(msg any) {
 		return
 	}
 	if err := s.Validate(); err != nil {
-		m.invalid = append(m.invalid, err)
+		m.invalid.Add(err)
 		return
 	}
 	var mine []netip.Prefix
@@ -175,12 +160,7 @@ func (m *Manager) OnUpdate(msg any) {
 			mine = append(mine, p)
 		}
 	}
-	slices.SortFunc(mine, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
+	slices.SortFunc(mine, netip.Prefix.Compare)
 	mine = slices.Compact(mine)
 	if !slices.Equal(mine, m.cidrs) {
 		m.cidrs, m.dirty = mine, true
@@ -192,49 +172,27 @@ func (m *Manager) OnUpdate(msg any) {
 // I/O. Invalid messages received since the last call are reported here,
 // once, in an error wrapping ErrInvalidCIDR; they changed nothing.
 func (m *Manager) CompleteDeferredWork(context.Context) error {
-	invalid := m.invalid
-	m.invalid = nil
+	return m.invalid.Report(m.declare())
+}
+
+// declare declares the chain when the ranges changed, and the jump to it
+// once.
+func (m *Manager) declare() error {
 	if m.dirty {
 		if err := m.o.Table.SetChains(netfilter.Chain{Name: m.o.Chain, Rules: m.Rules()}); err != nil {
-			return errors.Join(append(invalid, err)...)
+			return err
 		}
 		m.log.Debug("serviceloop: chain declared", "ranges", len(m.cidrs))
 		m.dirty = false
 	}
 	if !m.jumpDone {
-		jump := []netfilter.Rule{{Action: netfilter.Jump(m.o.Chain)}}
-		var err error
-		switch m.o.Jump {
-		case JumpInsert:
-			err = m.o.Table.InsertRules(netfilter.HookForward, jump)
-		case JumpAppend:
-			err = m.o.Table.AppendRules(netfilter.HookForward, jump)
-		}
-		if err != nil {
-			return errors.Join(append(invalid, err)...)
+		if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump),
+			managerutil.HookJump{Hook: netfilter.HookForward, Chain: m.o.Chain}); err != nil {
+			return err
 		}
 		m.jumpDone = true
 	}
-	return errors.Join(invalid...)
-}
-
-// isNil reports whether v is nil or a nil pointer in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
-// detail returns err's text without the "package: " prefix it starts with,
-// for quoting it under this package's prefix.
-func detail(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
-		return s[i+2:]
-	}
-	return s
+	return nil
 }
 
 var _ dataplane.Manager = (*Manager)(nil)

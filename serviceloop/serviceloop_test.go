@@ -6,12 +6,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
@@ -30,25 +28,12 @@ type rig struct {
 
 func newRig(t *testing.T, ns *kernelfake.Namespace, f ipfamily.Family, mutate func(*serviceloop.Options)) *rig {
 	t.Helper()
-	filter, err := iptables.New(iptables.Options{Table: "filter", Family: f, Backend: iptables.BackendNFT,
-		ChainPrefix: "nps-", Kernel: ns, PostWriteRecheck: []time.Duration{}})
-	require.NoError(t, err)
-	opts := serviceloop.Options{Family: f, Table: filter, Chain: "nps-loop"}
-	if mutate != nil {
-		mutate(&opts)
-	}
-	m, err := serviceloop.New(opts)
-	require.NoError(t, err)
+	filter := managertest.FakeTable(t, ns, "filter", f, "nps-")
+	m := managertest.NewManager(t, serviceloop.New, serviceloop.Options{Family: f, Table: filter, Chain: "nps-loop"}, mutate)
 	return &rig{t: t, ns: ns, f: f, filter: filter, m: m}
 }
 
-func (r *rig) pass(msgs ...any) error {
-	for _, msg := range msgs {
-		r.m.OnUpdate(msg)
-	}
-	_, err := managertest.Pass(context.Background(), []dataplane.Manager{r.m}, r.filter)
-	return err
-}
+func (r *rig) pass(msgs ...any) error { return managertest.UpdatePass(r.m, msgs, r.filter) }
 
 func (r *rig) rules(chain string) []string {
 	return r.ns.IPTables().Rules(iptables.BackendNFT, r.f, "filter", chain)
@@ -129,8 +114,7 @@ func TestInvalidMessageChangesNothing(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
-	filter, err := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "nps-", Kernel: ns})
-	require.NoError(t, err)
+	filter := managertest.FakeTable(t, ns, "filter", ipfamily.IPv4, "nps-")
 	good := serviceloop.Options{Family: ipfamily.IPv4, Table: filter, Chain: "nps-loop"}
 	var nilTable *iptables.Table
 	for name, mutate := range map[string]func(*serviceloop.Options){

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
@@ -109,7 +108,7 @@ func (r Result) String() string {
 	case Changed:
 		return fmt.Sprintf("%s: changed %s -> %s", r.Setting.Key, r.Was, r.Now)
 	}
-	return fmt.Sprintf("%s: failed: %s", r.Setting.Key, strings.TrimPrefix(detail(r.Err), detail(ErrNotApplied)+": "+r.Setting.Key+": "))
+	return fmt.Sprintf("%s: failed: %s", r.Setting.Key, strings.TrimPrefix(managerutil.Detail(r.Err), managerutil.Detail(ErrNotApplied)+": "+r.Setting.Key+": "))
 }
 
 // Report is the outcome of one check of every setting, in the order of
@@ -172,12 +171,12 @@ type Manager struct {
 // New validates opts and returns a Manager. It does no I/O.
 func New(opts Options) (*Manager, error) {
 	bad := func(format string, args ...any) (*Manager, error) {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+		return nil, managerutil.Invalid(ErrInvalidOptions, format, args...)
 	}
-	if isNil(opts.Kernel) {
+	if managerutil.IsNil(opts.Kernel) {
 		return bad("Kernel is required")
 	}
-	if isNil(opts.Host) {
+	if managerutil.IsNil(opts.Host) {
 		opts.Host = nil
 	}
 	settings := opts.Settings
@@ -201,14 +200,10 @@ func New(opts Options) (*Manager, error) {
 	if opts.RecheckInterval == 0 {
 		opts.RecheckInterval = DefaultRecheckInterval
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	if opts.Name == "" {
 		opts.Name = "sysctls"
 	}
-	return &Manager{o: opts, log: log, clk: clock.OrReal(opts.Clock), settings: append([]Setting(nil), settings...)}, nil
+	return &Manager{o: opts, log: managerutil.Logger(opts.Logger), clk: clock.OrReal(opts.Clock), settings: append([]Setting(nil), settings...)}, nil
 }
 
 // Name returns the Manager's name for the loop's logs.
@@ -279,7 +274,7 @@ func (m *Manager) check(ctx context.Context, s Setting) Result {
 	res := Result{Setting: s}
 	fail := func(err error) Result {
 		res.Outcome = Failed
-		res.Err = errs.Also(fmt.Errorf("%w: %s: %s", ErrNotApplied, s.Key, detail(err)), err)
+		res.Err = managerutil.Quote(ErrNotApplied, err, s.Key)
 		return res
 	}
 	k := m.o.Kernel
@@ -313,26 +308,7 @@ func (m *Manager) check(ctx context.Context, s Setting) Result {
 	return res
 }
 
-// isNil reports whether v is nil or a nil pointer in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
 var (
 	_ dataplane.Manager  = (*Manager)(nil)
 	_ dataplane.Resyncer = (*Manager)(nil)
 )
-
-// detail returns err's text without the "package: " prefix it starts with,
-// for quoting it under this package's prefix.
-func detail(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, ": "); i > 0 && !strings.ContainsAny(s[:i], " \t") {
-		return s[i+2:]
-	}
-	return s
-}
