@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -64,38 +63,22 @@ type DriverStats struct {
 type Driver struct {
 	opts DriverOptions
 	clk  clock.Clock
-	log  *slog.Logger
-
-	wake    atomic.Pointer[func()]
-	recheck atomic.Bool
-	index   atomic.Int64
-	onSync  func()
+	dev  *overlay.DeviceDriver[Device] // the device, its backoff and counters
 
 	mu    sync.Mutex
-	dev   *Device
-	dirty bool
-	retry overlay.Retries[struct{}]
-	have  kernel.Link
 	stats DriverStats
 }
 
 // NewDriver returns a Driver that wants no device until told otherwise. It
 // validates opts and does no I/O.
 func NewDriver(opts DriverOptions) (*Driver, error) {
-	if opts.Kernel == nil {
-		return nil, fmt.Errorf("%w: no Kernel", ErrInvalidOptions)
+	dev, err := overlay.NewDeviceDriver[Device](overlay.DeviceDriverOptions{Kernel: opts.Kernel, Family: ipfamily.IPv4,
+		Name: opts.Name, DefaultName: DefaultDevice, OnDevice: opts.OnDevice, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	if opts.Name == "" {
-		opts.Name = DefaultDevice
-	}
-	if err := overlay.CheckIfName(opts.Name); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Driver{opts: opts, clk: clock.OrReal(opts.Clock), log: log, dirty: true}, nil
+	opts.Name = dev.Name
+	return &Driver{opts: opts, clk: clock.OrReal(opts.Clock), dev: dev}, nil
 }
 
 // Name returns "ipip-" and the device name, for the loop's logs.
@@ -108,23 +91,15 @@ func (d *Driver) Device() string { return d.opts.Name }
 func (d *Driver) Phase() dataplane.Phase { return dataplane.PhaseTunnelL2 }
 
 // SetWake implements dataplane.Wakeable.
-func (d *Driver) SetWake(wake func()) { d.wake.Store(&wake) }
-
-func (d *Driver) wakeLoop() {
-	if w := d.wake.Load(); w != nil {
-		(*w)()
-	}
-}
+func (d *Driver) SetWake(wake func()) { d.dev.SetWake(wake) }
 
 // QueueResync implements dataplane.Driver: the next Apply checks the
 // device again.
 func (d *Driver) QueueResync() {
 	d.mu.Lock()
-	d.dirty = true
+	d.dev.MarkDirty()
 	d.mu.Unlock()
-	if d.onSync != nil {
-		d.onSync()
-	}
+	d.dev.Resync()
 }
 
 // OnLinkState tells the Driver about a link, as ifacemonitor reports it:
@@ -132,13 +107,7 @@ func (d *Driver) QueueResync() {
 // knows, the next Apply checks it and the loop is woken. It never waits
 // and may be called from any goroutine.
 func (d *Driver) OnLinkState(name string, index int, state kernel.LinkState) {
-	if name != d.opts.Name {
-		return
-	}
-	if state != kernel.LinkUp || int64(index) != d.index.Load() {
-		d.recheck.Store(true)
-		d.wakeLoop()
-	}
+	d.dev.OnLinkState(name, index, state)
 }
 
 // SetDevice declares the device; nil declares none (the Driver deletes
@@ -157,18 +126,14 @@ func (d *Driver) SetDevice(dev *Device) error {
 				return invalidf("device %s: tunnel address: %v", d.opts.Name, err)
 			}
 		}
-		if cp.MTU < 0 || (cp.MTU > 0 && cp.MTU < 68) || cp.MTU > 65535 {
+		if !overlay.ValidMTU(cp.MTU) {
 			return invalidf("device %s: MTU %d", d.opts.Name, cp.MTU)
 		}
 		c = &cp
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if (d.dev == nil && c == nil) || (d.dev != nil && c != nil && *d.dev == *c) {
-		return nil
-	}
-	d.dev, d.dirty = c, true
-	d.retry.Clear(struct{}{})
+	d.dev.Declare(c, func(a, b *Device) bool { return *a == *b })
 	return nil
 }
 
@@ -177,7 +142,8 @@ func (d *Driver) Stats() DriverStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.stats
-	s.DeviceIndex = d.have.Index
+	ds := d.dev.Stats()
+	s.DeviceIndex, s.DeviceCreations, s.DeviceWrites = ds.Index, ds.Creations, ds.Writes
 	return s
 }
 
@@ -198,74 +164,43 @@ func (d *Driver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.clk.Now()
-	if d.recheck.Swap(false) {
-		d.dirty = true
-	}
-	tried := false
-	if d.dirty && !d.retry.Waiting(struct{}{}, now) {
-		tried = true
-		if err := d.ensure(ctx); err != nil {
-			d.stats.Failures++
-			d.retry.Fail(struct{}{}, now, err)
-		} else {
-			d.retry.Clear(struct{}{})
-			d.dirty = false
-		}
+	d.dev.Recheck()
+	tried, err := d.dev.Apply(now, func() error { return d.ensure(ctx) })
+	if err != nil {
+		d.stats.Failures++
 	}
 	pe := &dataplane.PartialError{}
-	after := d.retry.Collect(pe, now, map[struct{}]bool{{}: tried})
-	if pe.Failed+pe.Waiting == 0 {
-		return dataplane.ApplyResult{}, nil
-	}
-	return dataplane.ApplyResult{RetryAfter: after}, pe
+	return overlay.Outcome(pe, d.dev.Collect(pe, now, tried))
 }
 
 func (d *Driver) ensure(ctx context.Context) error {
-	k, name := d.opts.Kernel, d.opts.Name
-	if d.dev == nil {
-		n, err := overlay.RemoveDevice(ctx, k, name, ipfamily.IPv4, func(have *kernel.Link) bool {
+	name, dev := d.opts.Name, d.dev.Want()
+	if dev == nil {
+		err := d.dev.Remove(ctx, func(have *kernel.Link) bool {
 			return d.fallback() && have.Kind == kernel.KindIPIP
 		})
-		d.stats.DeviceWrites += uint64(n)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrDevice, name, err)
-		}
-		d.have = kernel.Link{}
-		d.index.Store(0)
-		if d.opts.OnDevice != nil {
-			d.opts.OnDevice(name, 0, kernel.LinkGone)
 		}
 		return nil
 	}
 	tun := &kernel.IPTunnel{}
 	if !d.fallback() {
-		tun.Local = d.dev.Local
+		tun.Local = dev.Local
 	}
 	spec := &overlay.DeviceSpec{
-		Link:   kernel.Link{Name: name, Kind: kernel.KindIPIP, MTU: d.dev.MTU, IPTunnel: tun},
+		Link:   kernel.Link{Name: name, Kind: kernel.KindIPIP, MTU: dev.MTU, IPTunnel: tun},
 		Family: ipfamily.IPv4,
 		Compatible: func(have *kernel.Link) bool {
 			t := have.IPTunnel
 			return t != nil && !t.Remote.IsValid() && (d.fallback() || t.Local == tun.Local)
 		},
 	}
-	if d.dev.Address.IsValid() {
-		spec.Addr = netip.PrefixFrom(d.dev.Address, 32)
+	if dev.Address.IsValid() {
+		spec.Addr = netip.PrefixFrom(dev.Address, 32)
 	}
-	res, err := overlay.EnsureDevice(ctx, k, spec)
-	d.stats.DeviceWrites += uint64(res.Writes)
-	if res.Created {
-		d.stats.DeviceCreations++
-	}
-	if err != nil {
-		d.have = kernel.Link{}
-		d.index.Store(0)
+	if _, err := d.dev.Ensure(ctx, spec); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrDevice, name, err)
-	}
-	d.have = res.Link
-	d.index.Store(int64(res.Link.Index))
-	if d.opts.OnDevice != nil {
-		d.opts.OnDevice(name, res.Link.Index, res.Link.State())
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package ipip_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -12,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -75,42 +74,14 @@ func (s *stack) send(msgs ...any) {
 
 // pass runs one apply pass: the manager, then the drivers phase by phase.
 func (s *stack) pass() (time.Duration, error) {
-	var errs []error
-	var after time.Duration
-	note := func(r dataplane.ApplyResult, err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if r.RetryAfter > 0 && (after == 0 || r.RetryAfter < after) {
-			after = r.RetryAfter
-		}
-	}
-	if err := s.m.CompleteDeferredWork(bg); err != nil {
-		return 0, err
-	}
-	note(s.sets.Apply(bg))
-	note(s.m.Driver().Apply(bg))
-	note(s.tbl.Apply(bg))
-	note(s.sets.ApplyDeletions(bg))
-	return after, errors.Join(errs...)
+	return overlaytest.Pass(bg, s.m, s.sets.Apply, s.m.Driver().Apply, s.tbl.Apply, s.sets.ApplyDeletions)
 }
 
 // converge runs passes, moving the clock by each RetryAfter, until one
 // succeeds with nothing to retry, and returns the last pass's error when
 // passes keep failing (a device the kernel refuses), after some.
 func (s *stack) converge() error {
-	var err error
-	var after time.Duration
-	for i := 0; i < 20; i++ {
-		after, err = s.pass()
-		if err == nil && after == 0 {
-			return nil
-		}
-		if after == 0 {
-			after = time.Second
-		}
-		s.clk.Advance(after)
-	}
+	_, err := overlaytest.Converge(s.clk, 20, s.pass)
 	return err
 }
 
@@ -127,22 +98,7 @@ func routes(t testing.TB, k kernel.Kernel) []string {
 		if r.Protocol == kernel.ProtoKernel || r.Type == kernel.RTNLocal || r.Type == kernel.RTNBroadcast {
 			return nil
 		}
-		s := r.Dst.String()
-		if r.Type == kernel.RTNBlackhole {
-			s = "blackhole " + s
-		} else {
-			if r.Gateway.IsValid() {
-				s += " via " + r.Gateway.String()
-			}
-			s += " dev " + names[r.OIF]
-		}
-		if r.Flags&kernel.FlagOnlink != 0 {
-			s += " onlink"
-		}
-		if r.MTU > 0 {
-			s += fmt.Sprintf(" mtu %d", r.MTU)
-		}
-		out = append(out, s)
+		out = append(out, overlaytest.RouteLine(r, names))
 		return nil
 	}, func() { out = out[:0] })
 	require.NoError(t, err)
@@ -158,15 +114,7 @@ func fakeHost(t testing.TB, withIPIP bool) *kernelfake.Namespace {
 	if withIPIP {
 		o.Kinds = append(kernelfake.DefaultKinds(), kernel.KindIPIP)
 	}
-	ns := kernelfake.New(o)
-	admin := ns.Admin()
-	l, err := admin.AddLink(bg, kernel.Link{Name: "eth0", Kind: kernel.KindVeth, Veth: &kernel.Veth{PeerName: "peer0"}})
-	require.NoError(t, err)
-	peer, _ := admin.LinkByName(bg, "peer0")
-	require.NoError(t, admin.SetLinkUp(bg, peer.Index, true))
-	require.NoError(t, admin.SetLinkUp(bg, l.Index, true))
-	require.NoError(t, admin.AddAddr(bg, kernel.Addr{LinkIndex: l.Index, Prefix: netip.MustParsePrefix("198.18.0.1/24")}))
-	return ns
+	return overlaytest.FakeHost(t, o, netip.MustParsePrefix("198.18.0.1/24"))
 }
 
 func newClock() *clock.Fake { return clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }

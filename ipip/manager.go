@@ -2,10 +2,8 @@ package ipip
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -103,76 +101,35 @@ type Stats struct {
 // package documentation.
 type Manager struct {
 	opts   Options
-	core   *overlay.Core
+	base   *overlay.Manager[Device]
 	driver *Driver
-	log    *slog.Logger
 
-	local    *Node // this node's
-	rejected int
-	lastRej  error
+	local *Node // this node's
 }
 
 // New returns a Manager and its Driver. It validates opts and does no I/O.
 func New(opts Options) (*Manager, error) {
-	if opts.NodeName == "" {
-		return nil, fmt.Errorf("%w: no NodeName", ErrInvalidOptions)
+	o := overlay.ManagerOptions{
+		Name: "ipip", ErrInvalidOptions: ErrInvalidOptions, ErrRead: ErrRead, Only: "IPIP is IPv4 only",
+		Family: ipfamily.IPv4, NodeName: opts.NodeName, Kernel: opts.Kernel, Routes: opts.Routes, Mode: overlay.Mode(opts.Mode),
+		Encap: mtu.IPIP, MTU: opts.MTU, Classes: overlay.Classes(opts.Classes), DefaultClasses: overlay.Classes(DefaultClasses),
+		Sets: opts.Sets, SetName: opts.SetName, DefaultSetName: DefaultSetName, Extra: opts.ExtraCIDRs,
+		Disabled: opts.Disabled, Logger: opts.Logger,
 	}
-	if opts.Kernel == nil {
-		return nil, fmt.Errorf("%w: no Kernel", ErrInvalidOptions)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	if opts.Mode > Never {
-		return nil, fmt.Errorf("%w: mode %v", ErrInvalidOptions, opts.Mode)
-	}
-	if !opts.Disabled {
-		if opts.Routes == nil {
-			return nil, fmt.Errorf("%w: no Routes", ErrInvalidOptions)
-		}
-		if opts.Routes.Family() != ipfamily.IPv4 {
-			return nil, fmt.Errorf("%w: an %v route table (IPIP is IPv4 only)", ErrInvalidOptions, opts.Routes.Family())
-		}
-	}
-	if opts.MTU < 0 || (opts.MTU > 0 && opts.MTU < 68) || opts.MTU > 65535 {
-		return nil, fmt.Errorf("%w: MTU %d", ErrInvalidOptions, opts.MTU)
-	}
-	if opts.Classes == (Classes{}) {
-		opts.Classes = DefaultClasses
-	}
-	if c := opts.Classes; c.Tunnel == c.Direct || c.Tunnel == c.Blackhole || c.Direct == c.Blackhole {
-		return nil, fmt.Errorf("%w: classes %+v are not distinct", ErrInvalidOptions, c)
-	}
-	if opts.SetName == "" {
-		opts.SetName = DefaultSetName
-	}
-	if opts.Sets != nil && opts.Sets.Family() != ipfamily.IPv4 {
-		return nil, fmt.Errorf("%w: an %v set backend (IPIP is IPv4 only)", ErrInvalidOptions, opts.Sets.Family())
-	}
-	for _, p := range opts.ExtraCIDRs {
-		if err := ipfamily.IPv4.CheckNet(p); err != nil {
-			return nil, fmt.Errorf("%w: extra CIDR: %w", ErrInvalidOptions, err)
-		}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	m := &Manager{opts: opts, log: log}
+	m := &Manager{opts: opts}
 	var err error
-	m.driver, err = NewDriver(DriverOptions{Kernel: opts.Kernel, Name: opts.Device, OnDevice: m.onDevice, Clock: opts.Clock, Logger: log})
+	m.driver, err = NewDriver(DriverOptions{Kernel: opts.Kernel, Name: opts.Device, OnDevice: overlay.DeviceNotifier(o.Routes),
+		Clock: opts.Clock, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
-	m.opts.Device = m.driver.Device()
-	co := overlay.CoreOptions{
-		Family: ipfamily.IPv4, NodeName: opts.NodeName, Kernel: opts.Kernel, Routes: opts.Routes,
-		Classes: overlay.Classes{Tunnel: opts.Classes.Tunnel, Direct: opts.Classes.Direct, Blackhole: opts.Classes.Blackhole},
-		Mode:    opts.Mode.overlay(), Device: m.opts.Device, Encap: mtu.IPIP, MTU: opts.MTU,
-		SetName: opts.SetName, Extra: slices.Clone(opts.ExtraCIDRs), Logger: log,
-	}
-	if opts.Sets != nil {
-		co.Sets = opts.Sets
-	}
-	m.core = overlay.NewCore(co)
-	m.driver.onSync = m.core.MarkHostDirty
+	m.base = overlay.NewManager(o, overlay.ManagerDriver[Device]{
+		Device: m.driver.dev, Set: m.driver.SetDevice, Want: m.wantDevice,
+		Handlers: []func(any) bool{overlay.On(m.onNode), overlay.On(m.onNodeRemove), overlay.On(m.onBlock), overlay.On(m.onBlockRemove)},
+	})
 	return m, nil
 }
 
@@ -183,88 +140,31 @@ func (m *Manager) Driver() *Driver { return m.driver }
 // Name returns "ipip-manager", for the loop's logs.
 func (m *Manager) Name() string { return "ipip-manager" }
 
-func (m *Manager) onDevice(name string, index int, state kernel.LinkState) {
-	if m.opts.Routes != nil {
-		m.opts.Routes.OnIfaceStateChanged(name, index, state)
-	}
-}
-
 // OnLinkUpdate tells the Manager about a link, as ifacemonitor reports it
 // (wire Options.OnLinkState to it): a change of the device makes the
 // Driver check it; a change of an interface holding a subnet or the local
 // address makes the next pass read the host again. It never waits and may
 // be called from any goroutine.
-func (m *Manager) OnLinkUpdate(u ifacemonitor.LinkUpdate) {
-	m.driver.OnLinkState(u.Name, u.Index, u.State)
-	if m.core.OnLinkState(u.Name, u.Index, u.State, u.MTU) {
-		m.driver.wakeLoop()
-	}
-}
+func (m *Manager) OnLinkUpdate(u ifacemonitor.LinkUpdate) { m.base.OnLinkUpdate(u) }
 
 // OnAddrs tells the Manager an interface's addresses, as ifacemonitor
 // reports them (wire Options.OnAddrs to it). It never waits and may be
 // called from any goroutine.
-func (m *Manager) OnAddrs(name string, addrs []netip.Prefix) {
-	if m.core.OnAddrs(name, addrs) {
-		m.driver.wakeLoop()
-	}
-}
+func (m *Manager) OnAddrs(name string, addrs []netip.Prefix) { m.base.OnAddrs(name, addrs) }
 
 // QueueResync implements dataplane.Resyncer: the next CompleteDeferredWork
 // reads the host's links and addresses again.
-func (m *Manager) QueueResync() { m.core.MarkHostDirty() }
-
-func (m *Manager) reject(err error) {
-	m.rejected++
-	m.lastRej = err
-	m.log.Warn("ipip: message rejected", "err", err)
-}
+func (m *Manager) QueueResync() { m.base.QueueResync() }
 
 // OnUpdate implements dataplane.Manager: it records Node, NodeRemove,
 // BlockUpdate, BlockRemove and mtu.Result messages (values or pointers)
 // and ignores the rest. An invalid message is rejected (counted in Stats,
 // logged) and changes nothing. It does no I/O.
-func (m *Manager) OnUpdate(msg any) {
-	if m.opts.Disabled {
-		return
-	}
-	switch v := msg.(type) {
-	case Node:
-		m.onNode(&v)
-	case *Node:
-		if v != nil {
-			m.onNode(v)
-		}
-	case NodeRemove:
-		m.onNodeRemove(&v)
-	case *NodeRemove:
-		if v != nil {
-			m.onNodeRemove(v)
-		}
-	case BlockUpdate:
-		m.onBlock(&v)
-	case *BlockUpdate:
-		if v != nil {
-			m.onBlock(v)
-		}
-	case BlockRemove:
-		m.onBlockRemove(&v)
-	case *BlockRemove:
-		if v != nil {
-			m.onBlockRemove(v)
-		}
-	case mtu.Result:
-		m.core.SetHostMTU(v.Host.MTU)
-	case *mtu.Result:
-		if v != nil {
-			m.core.SetHostMTU(v.Host.MTU)
-		}
-	}
-}
+func (m *Manager) OnUpdate(msg any) { m.base.OnUpdate(msg) }
 
 func (m *Manager) onNode(n *Node) {
 	if err := n.Validate(); err != nil {
-		m.reject(err)
+		m.base.Reject(err)
 		return
 	}
 	if n.Name == m.opts.NodeName {
@@ -272,39 +172,27 @@ func (m *Manager) onNode(n *Node) {
 		m.local = &c
 	}
 	if !n.Underlay.IsValid() {
-		m.core.RemoveNode(n.Name)
+		m.base.Core().RemoveNode(n.Name)
 		return
 	}
 	// IPIP's next hop is the node's underlay address itself.
-	m.core.SetNode(n.Name, overlay.Node{Underlay: n.Underlay, Gateway: n.Underlay})
+	m.base.Core().SetNode(n.Name, overlay.Node{Underlay: n.Underlay, Gateway: n.Underlay})
 }
 
 func (m *Manager) onNodeRemove(r *NodeRemove) {
 	if err := r.Validate(); err != nil {
-		m.reject(err)
+		m.base.Reject(err)
 		return
 	}
 	if r.Name == m.opts.NodeName {
 		m.local = nil
 	}
-	m.core.RemoveNode(r.Name)
+	m.base.Core().RemoveNode(r.Name)
 }
 
-func (m *Manager) onBlock(b *BlockUpdate) {
-	if err := b.Validate(); err != nil {
-		m.reject(err)
-		return
-	}
-	m.core.Routes().SetBlock(b.CIDR, b.Node)
-}
+func (m *Manager) onBlock(b *BlockUpdate) { m.base.OnBlock(b.CIDR, b.Node, b.Validate()) }
 
-func (m *Manager) onBlockRemove(b *BlockRemove) {
-	if err := b.Validate(); err != nil {
-		m.reject(err)
-		return
-	}
-	m.core.Routes().RemoveBlock(b.CIDR)
-}
+func (m *Manager) onBlockRemove(b *BlockRemove) { m.base.OnBlockRemove(b.CIDR, b.Validate()) }
 
 // CompleteDeferredWork implements dataplane.Manager: it reads the host's
 // links and addresses when they may have changed, declares the device on
@@ -312,41 +200,24 @@ func (m *Manager) onBlockRemove(b *BlockRemove) {
 // changed. Failing to read the host is an error wrapping ErrRead; nothing
 // is declared then.
 func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if m.opts.Disabled {
-		return m.driver.SetDevice(nil)
-	}
-	if err := m.core.Sync(ctx, m.device); err != nil {
-		return fmt.Errorf("%w: %w", ErrRead, err)
+	return m.base.CompleteDeferredWork(ctx)
+}
+
+// wantDevice returns the device this node's Node message asks for: nil
+// until it has an underlay address.
+func (m *Manager) wantDevice(l overlay.Local) *Device {
+	if n := m.local; n != nil && n.Underlay.IsValid() {
+		return &Device{Local: n.Underlay, Address: n.TunnelAddr, MTU: l.MTU}
 	}
 	return nil
 }
 
-func (m *Manager) device(l overlay.Local) bool {
-	n := m.local
-	if n == nil || m.opts.Mode == Never || !n.Underlay.IsValid() {
-		_ = m.driver.SetDevice(nil)
-		return false
-	}
-	if err := m.driver.SetDevice(&Device{Local: n.Underlay, Address: n.TunnelAddr, MTU: l.MTU}); err != nil {
-		m.log.Warn("ipip: device refused", "err", err)
-		return false
-	}
-	return true
-}
-
 // Stats returns the Manager's counters.
 func (m *Manager) Stats() Stats {
-	r := m.core.Routes()
-	return Stats{
-		Nodes: m.core.Nodes(), Blocks: r.Count(overlay.NoRoute) + r.Count(overlay.TunnelRoute) + r.Count(overlay.DirectRoute) + r.Count(overlay.Blackhole),
-		TunnelRoutes: r.Count(overlay.TunnelRoute), DirectRoutes: r.Count(overlay.DirectRoute),
-		Blackholes: r.Count(overlay.Blackhole), Unrouted: r.Count(overlay.NoRoute),
-		SetMembers: m.core.Members().Len(), Rejected: m.rejected, LastRejected: m.lastRej,
-		Driver: m.driver.Stats(),
-	}
+	s := m.base.Stats()
+	return Stats{Nodes: s.Nodes, Blocks: s.Blocks, TunnelRoutes: s.TunnelRoutes, DirectRoutes: s.DirectRoutes,
+		Blackholes: s.Blackholes, Unrouted: s.Unrouted, SetMembers: s.SetMembers, Rejected: s.Rejected,
+		LastRejected: s.LastRejected, Driver: m.driver.Stats()}
 }
 
 var _ dataplane.Manager = (*Manager)(nil)

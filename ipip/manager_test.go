@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
@@ -120,3 +121,7 @@ func prefixes[P interface{ String() string }](ps []P) []string {
 	}
 	return out
 }
+
+// TestMode: a Mode is the shared route calculation's mode, value for
+// value (the Manager converts it), and names itself.
+func TestMode(t *testing.T) { overlaytest.CheckModes(t, ipip.Always, ipip.CrossSubnet, ipip.Never) }

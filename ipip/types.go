@@ -85,11 +85,8 @@ func (b *BlockUpdate) Validate() error {
 	if b == nil {
 		return invalidf("nil block")
 	}
-	if err := ipfamily.IPv4.CheckNet(b.CIDR); err != nil {
-		return invalidf("block %s: %v", b.CIDR, err)
-	}
-	if b.Node == "" {
-		return invalidf("block %s without a node", b.CIDR)
+	if err := overlay.CheckBlockUpdate(ipfamily.IPv4, b.CIDR, b.Node); err != nil {
+		return invalidf("%v", err)
 	}
 	return nil
 }
@@ -123,27 +120,7 @@ const (
 )
 
 // String returns "always", "cross-subnet" or "never".
-func (m Mode) String() string {
-	switch m {
-	case Always:
-		return "always"
-	case CrossSubnet:
-		return "cross-subnet"
-	case Never:
-		return "never"
-	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
-}
-
-func (m Mode) overlay() overlay.Mode {
-	switch m {
-	case CrossSubnet:
-		return overlay.CrossSubnet
-	case Never:
-		return overlay.Direct
-	}
-	return overlay.Tunnel
-}
+func (m Mode) String() string { return overlay.Mode(m).OptionName() }
 
 // Classes are the route classes a Manager declares its routes under (see
 // routetable.RouteClass); give each producer sharing a Table its own. The

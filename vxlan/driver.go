@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
@@ -174,16 +173,9 @@ type DriverStats struct {
 type Driver struct {
 	opts DriverOptions
 	clk  clock.Clock
-	log  *slog.Logger
-
-	wake    atomic.Pointer[func()]
-	recheck atomic.Bool // the device changed behind our back
-	index   atomic.Int64
-	onSync  func() // called by QueueResync (the Manager's host view)
+	dev  *overlay.DeviceDriver[Device] // the device, its backoff and counters
 
 	mu         sync.Mutex
-	dev        *Device
-	devDirty   bool
 	remotes    map[string]*vtep
 	neighOwner map[netip.Addr]claim
 	fdbOwner   map[mac]claim
@@ -194,11 +186,9 @@ type Driver struct {
 	allDirty bool
 
 	resync    bool
-	have      kernel.Link
 	haveNeigh map[netip.Addr]neighEntry
 	haveFDB   map[mac]fdbHave
 
-	devRetry   overlay.Retries[struct{}]
 	neighRetry overlay.Retries[netip.Addr]
 	fdbRetry   overlay.Retries[mac]
 	stats      DriverStats
@@ -207,28 +197,18 @@ type Driver struct {
 // NewDriver returns a Driver that wants no device and no entries until
 // told otherwise. It validates opts and does no I/O.
 func NewDriver(opts DriverOptions) (*Driver, error) {
-	if opts.Kernel == nil {
-		return nil, fmt.Errorf("%w: no Kernel", ErrInvalidOptions)
+	def := DefaultDeviceV4
+	if opts.Family == IPv6 {
+		def = DefaultDeviceV6
 	}
-	if !opts.Family.Valid() {
-		return nil, fmt.Errorf("%w: family %v", ErrInvalidOptions, opts.Family)
+	dev, err := overlay.NewDeviceDriver[Device](overlay.DeviceDriverOptions{Kernel: opts.Kernel, Family: opts.Family,
+		Name: opts.Name, DefaultName: def, OnDevice: opts.OnDevice, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	if opts.Name == "" {
-		opts.Name = DefaultDeviceV4
-		if opts.Family == IPv6 {
-			opts.Name = DefaultDeviceV6
-		}
-	}
-	if err := overlay.CheckIfName(opts.Name); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	opts.Name = dev.Name
 	return &Driver{
-		opts: opts, clk: clock.OrReal(opts.Clock), log: log,
-		devDirty:   true,
+		opts: opts, clk: clock.OrReal(opts.Clock), dev: dev,
 		remotes:    map[string]*vtep{},
 		neighOwner: map[netip.Addr]claim{},
 		fdbOwner:   map[mac]claim{},
@@ -250,13 +230,7 @@ func (d *Driver) Device() string { return d.opts.Name }
 func (d *Driver) Phase() dataplane.Phase { return dataplane.PhaseTunnelL2 }
 
 // SetWake implements dataplane.Wakeable.
-func (d *Driver) SetWake(wake func()) { d.wake.Store(&wake) }
-
-func (d *Driver) wakeLoop() {
-	if w := d.wake.Load(); w != nil {
-		(*w)()
-	}
-}
+func (d *Driver) SetWake(wake func()) { d.dev.SetWake(wake) }
 
 // QueueResync implements dataplane.Driver: the next Apply reads the device,
 // its neighbour and its FDB entries again and repairs what differs.
@@ -264,9 +238,7 @@ func (d *Driver) QueueResync() {
 	d.mu.Lock()
 	d.resync = true
 	d.mu.Unlock()
-	if d.onSync != nil {
-		d.onSync()
-	}
+	d.dev.Resync()
 }
 
 // OnLinkState tells the Driver about a link, as ifacemonitor reports it:
@@ -275,13 +247,7 @@ func (d *Driver) QueueResync() {
 // woken. Other links are ignored. It never waits and may be called from
 // any goroutine.
 func (d *Driver) OnLinkState(name string, index int, state kernel.LinkState) {
-	if name != d.opts.Name {
-		return
-	}
-	if state != kernel.LinkUp || int64(index) != d.index.Load() {
-		d.recheck.Store(true)
-		d.wakeLoop()
-	}
+	d.dev.OnLinkState(name, index, state)
 }
 
 // SetDevice declares the device; nil declares none (the Driver deletes
@@ -305,19 +271,11 @@ func (d *Driver) SetDevice(dev *Device) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if sameDevice(d.dev, c) {
-		return nil
-	}
-	d.dev = c
-	d.devDirty = true
-	d.devRetry.Clear(struct{}{})
+	d.dev.Declare(c, sameDevice)
 	return nil
 }
 
 func sameDevice(a, b *Device) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
 	return a.VNI == b.VNI && a.Port == b.Port && a.Local == b.Local && slices.Equal(a.MAC, b.MAC) &&
 		a.Address == b.Address && a.MTU == b.MTU
 }
@@ -327,7 +285,7 @@ func (d *Driver) checkDevice(dev *Device) error {
 	switch {
 	case dev.VNI > MaxVNI:
 		return invalidf("device %s: VNI %d above %d", d.opts.Name, dev.VNI, MaxVNI)
-	case dev.MTU < 0 || (dev.MTU > 0 && dev.MTU < 68) || dev.MTU > 65535:
+	case !overlay.ValidMTU(dev.MTU):
 		return invalidf("device %s: MTU %d", d.opts.Name, dev.MTU)
 	}
 	if err := overlay.CheckHost(f, dev.Local); err != nil {
@@ -441,8 +399,8 @@ func (d *Driver) Stats() DriverStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.stats
-	s.Remotes = len(d.remotes)
-	s.DeviceIndex = d.have.Index
+	ds := d.dev.Stats()
+	s.Remotes, s.DeviceIndex, s.DeviceCreations, s.DeviceWrites = len(d.remotes), ds.Index, ds.Creations, ds.Writes
 	return s
 }
 
@@ -462,24 +420,15 @@ func (d *Driver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.clk.Now()
-	if d.recheck.Swap(false) {
-		d.devDirty = true
-	}
+	d.dev.Recheck()
 	if d.resync {
 		if err := d.read(ctx); err != nil {
 			return dataplane.ApplyResult{}, err
 		}
 	}
-	triedDev := false
-	if d.devDirty && !d.devRetry.Waiting(struct{}{}, now) {
-		triedDev = true
-		if err := d.ensureDevice(ctx); err != nil {
-			d.devRetry.Fail(struct{}{}, now, err)
-			d.resync = true // read what the failed attempt left
-		} else {
-			d.devRetry.Clear(struct{}{})
-			d.devDirty = false
-		}
+	triedDev, err := d.dev.Apply(now, func() error { return d.ensureDevice(ctx) })
+	if err != nil {
+		d.resync = true // read what the failed attempt left
 	}
 	tried := d.writeEntries(ctx, now)
 	return d.report(now, triedDev, tried)
@@ -524,8 +473,8 @@ func (d *Driver) read(ctx context.Context) error {
 			}
 		}
 	}
-	d.setHave(l)
-	d.devDirty = true
+	d.dev.SetLink(l)
+	d.dev.MarkDirty()
 	d.dirtyAll()
 	d.resync = false
 	return nil
@@ -583,36 +532,28 @@ func (d *Driver) eachDirtyNeigh(fn func(netip.Addr)) {
 	}
 }
 
-func (d *Driver) setHave(l kernel.Link) {
-	d.have = l
-	d.index.Store(int64(l.Index))
-}
-
 // ensureDevice makes the device what is declared, or deletes it.
 func (d *Driver) ensureDevice(ctx context.Context) error {
-	k, name := d.opts.Kernel, d.opts.Name
-	if d.dev == nil {
-		n, err := overlay.RemoveDevice(ctx, k, name, d.opts.Family, nil)
-		d.stats.DeviceWrites += uint64(n)
-		if err != nil {
+	name, dev := d.opts.Name, d.dev.Want()
+	if dev == nil {
+		had := d.dev.Link().Index > 0
+		if err := d.dev.Remove(ctx, nil); err != nil {
 			return errs.Also(fmt.Errorf("%w: %s: %w", ErrDevice, name, err))
 		}
-		if d.have.Index > 0 {
-			d.log.Debug("vxlan: device deleted", "device", name)
+		if had {
+			d.dev.Log.Debug("vxlan: device deleted", "device", name)
 		}
-		d.setHave(kernel.Link{})
 		clear(d.haveNeigh)
 		clear(d.haveFDB)
-		d.notify(name, 0, kernel.LinkGone)
 		return nil
 	}
-	parent, err := d.parentOf(ctx, d.dev.Local)
+	parent, err := d.parentOf(ctx, dev.Local)
 	if err != nil {
 		return err
 	}
-	want := &kernel.VXLAN{VNI: d.dev.VNI, Port: d.dev.Port, ParentIndex: parent, Local: d.dev.Local}
+	want := &kernel.VXLAN{VNI: dev.VNI, Port: dev.Port, ParentIndex: parent, Local: dev.Local}
 	spec := &overlay.DeviceSpec{
-		Link:   kernel.Link{Name: name, Kind: kernel.KindVXLAN, MTU: d.dev.MTU, MAC: d.dev.MAC, VXLAN: want},
+		Link:   kernel.Link{Name: name, Kind: kernel.KindVXLAN, MTU: dev.MTU, MAC: dev.MAC, VXLAN: want},
 		Family: d.opts.Family,
 		Compatible: func(have *kernel.Link) bool {
 			v := have.VXLAN
@@ -620,36 +561,24 @@ func (d *Driver) ensureDevice(ctx context.Context) error {
 				v.Local == want.Local && !v.Learning
 		},
 	}
-	if d.dev.Address.IsValid() {
-		spec.Addr = netip.PrefixFrom(d.dev.Address, d.dev.Address.BitLen())
+	if dev.Address.IsValid() {
+		spec.Addr = netip.PrefixFrom(dev.Address, dev.Address.BitLen())
 	}
-	res, err := overlay.EnsureDevice(ctx, k, spec)
-	d.stats.DeviceWrites += uint64(res.Writes)
-	if res.Created {
-		d.stats.DeviceCreations++
-	}
-	if res.Created || res.Link.Index != d.have.Index {
+	old := d.dev.Link().Index
+	res, err := d.dev.Ensure(ctx, spec)
+	if res.Created || res.Link.Index != old {
 		// Whatever was on the old device went with it.
 		clear(d.haveNeigh)
 		clear(d.haveFDB)
 		d.dirtyAll()
 	}
 	if err != nil {
-		d.setHave(kernel.Link{})
 		return errs.Also(fmt.Errorf("%w: %s: %w", ErrDevice, name, err))
 	}
 	if res.Created {
-		d.log.Debug("vxlan: device created", "device", name, "index", res.Link.Index, "vni", want.VNI, "parent", parent)
+		d.dev.Log.Debug("vxlan: device created", "device", name, "index", res.Link.Index, "vni", want.VNI, "parent", parent)
 	}
-	d.setHave(res.Link)
-	d.notify(name, res.Link.Index, res.Link.State())
 	return nil
-}
-
-func (d *Driver) notify(name string, index int, state kernel.LinkState) {
-	if d.opts.OnDevice != nil {
-		d.opts.OnDevice(name, index, state)
-	}
 }
 
 // parentOf returns the index of the interface that holds local.
@@ -670,10 +599,10 @@ func (d *Driver) parentOf(ctx context.Context, local netip.Addr) (int, error) {
 // waiting for their retry, and returns the keys that failed now.
 func (d *Driver) writeEntries(ctx context.Context, now time.Time) triedKeys {
 	var tried triedKeys
-	if d.dev == nil || d.have.Index == 0 || d.devDirty {
+	if d.dev.Want() == nil || d.dev.Link().Index == 0 || d.dev.Dirty() {
 		return tried // no device (yet): the entries wait for it
 	}
-	idx := d.have.Index
+	idx := d.dev.Link().Index
 	// One slab holds the MACs of every operation of this Apply.
 	n := len(d.dirtyFDB) + len(d.dirtyNeigh)
 	if d.allDirty {
@@ -851,11 +780,8 @@ type triedKeys struct {
 // set to the first retry due, or nothing.
 func (d *Driver) report(now time.Time, triedDev bool, t triedKeys) (dataplane.ApplyResult, error) {
 	pe := &dataplane.PartialError{}
-	after := d.devRetry.Collect(pe, now, map[struct{}]bool{{}: triedDev})
+	after := d.dev.Collect(pe, now, triedDev)
 	after = overlay.MinAfter(after, d.fdbRetry.Collect(pe, now, t.fdb))
 	after = overlay.MinAfter(after, d.neighRetry.Collect(pe, now, t.neigh))
-	if pe.Failed+pe.Waiting == 0 {
-		return dataplane.ApplyResult{}, nil
-	}
-	return dataplane.ApplyResult{RetryAfter: after}, pe
+	return overlay.Outcome(pe, after)
 }

@@ -2,7 +2,6 @@ package vxlan_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -15,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
@@ -91,21 +90,10 @@ func vtep(n int) vxlan.VTEP {
 
 func newWorld(t *testing.T, fam vxlan.Family, tune func(*vxlan.Options)) *world {
 	t.Helper()
-	ns := kernelfake.New(kernelfake.Options{Name: "node1"})
+	ns := overlaytest.FakeHost(t, kernelfake.Options{Name: "node1"},
+		netip.PrefixFrom(underlay(vxlan.IPv4, 1), 24), netip.PrefixFrom(underlay(vxlan.IPv6, 1), 64))
 	w := &world{t: t, fam: fam, ns: ns, clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	admin := ns.Admin()
-	l, err := admin.AddLink(bg, kernel.Link{Name: "eth0", Kind: kernel.KindVeth, Veth: &kernel.Veth{PeerName: "peer0"}})
-	require.NoError(t, err)
-	peer, _ := admin.LinkByName(bg, "peer0")
-	require.NoError(t, admin.SetLinkUp(bg, peer.Index, true))
-	require.NoError(t, admin.SetLinkUp(bg, l.Index, true))
-	for _, f := range []vxlan.Family{vxlan.IPv4, vxlan.IPv6} {
-		bits := 24
-		if f == vxlan.IPv6 {
-			bits = 64
-		}
-		require.NoError(t, admin.AddAddr(bg, kernel.Addr{LinkIndex: l.Index, Prefix: netip.PrefixFrom(underlay(f, 1), bits)}))
-	}
+	var err error
 	w.tbl, err = routetable.New(routetable.Options{Kernel: ns, Family: fam, Table: kernel.TableMain, Clock: w.clk})
 	require.NoError(t, err)
 	prefix := "np4-"
@@ -151,42 +139,17 @@ func (w *world) send(msgs ...any) {
 // drivers phase by phase. It returns the shortest RetryAfter and the
 // joined errors.
 func (w *world) pass() (time.Duration, error) {
-	var errs []error
-	var after time.Duration
-	note := func(r dataplane.ApplyResult, err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if r.RetryAfter > 0 && (after == 0 || r.RetryAfter < after) {
-			after = r.RetryAfter
-		}
-	}
-	if err := w.m.CompleteDeferredWork(bg); err != nil {
-		return 0, err
-	}
-	note(w.sets.Apply(bg))
-	note(w.m.Driver().Apply(bg))
-	note(w.tbl.Apply(bg))
-	note(w.sets.ApplyDeletions(bg))
-	return after, errors.Join(errs...)
+	return overlaytest.Pass(bg, w.m, w.sets.Apply, w.m.Driver().Apply, w.tbl.Apply, w.sets.ApplyDeletions)
 }
 
 // converge runs passes, moving the clock by each RetryAfter, until one
 // succeeds with nothing to retry.
 func (w *world) converge() {
 	w.t.Helper()
-	for i := 0; i < 50; i++ {
-		after, err := w.pass()
-		if err == nil && after == 0 {
-			return
-		}
-		if after == 0 {
-			after = time.Second
-		}
-		w.clk.Advance(after)
+	if ok, _ := overlaytest.Converge(w.clk, 50, w.pass); !ok {
+		_, err := w.pass()
+		w.t.Fatalf("no convergence after 50 passes: %v\n%s", err, w.ns.Dump())
 	}
-	_, err := w.pass()
-	w.t.Fatalf("no convergence after 50 passes: %v\n%s", err, w.ns.Dump())
 }
 
 // routes renders the routes of the main table that are not the kernel's,
@@ -201,23 +164,7 @@ func (w *world) routes() []string {
 		if r.Protocol == kernel.ProtoKernel || r.Protocol == 0 || r.Type == kernel.RTNLocal || r.Dst.Addr().IsMulticast() || r.Dst.Addr().IsLinkLocalUnicast() {
 			continue
 		}
-		s := r.Dst.String()
-		switch {
-		case r.Type == kernel.RTNBlackhole:
-			s = "blackhole " + s
-		case r.Gateway.IsValid():
-			s += " via " + r.Gateway.String()
-		}
-		if r.OIF > 0 && r.Type != kernel.RTNBlackhole {
-			s += " dev " + names[r.OIF]
-		}
-		if r.Flags&kernel.FlagOnlink != 0 {
-			s += " onlink"
-		}
-		if r.MTU > 0 {
-			s += fmt.Sprintf(" mtu %d", r.MTU)
-		}
-		out = append(out, s)
+		out = append(out, overlaytest.RouteLine(&r, names))
 	}
 	sort.Strings(out)
 	return out

@@ -113,83 +113,41 @@ type Stats struct {
 // (through Options.Sets). See the package documentation.
 type Manager struct {
 	opts   Options
-	core   *overlay.Core
+	base   *overlay.Manager[Device]
 	driver *Driver
-	log    *slog.Logger
 
-	local    *VTEP // this node's VTEP
-	rejected int
-	lastRej  error
+	local *VTEP // this node's VTEP
 }
 
 // New returns a Manager and its Driver. It validates opts and does no I/O.
 func New(opts Options) (*Manager, error) {
-	if opts.NodeName == "" {
-		return nil, fmt.Errorf("%w: no NodeName", ErrInvalidOptions)
+	o := overlay.ManagerOptions{
+		Name: "vxlan", ErrInvalidOptions: ErrInvalidOptions, ErrRead: ErrRead,
+		Family: opts.Family, NodeName: opts.NodeName, Kernel: opts.Kernel, Routes: opts.Routes, Mode: overlay.Mode(opts.Mode),
+		Check: func() error {
+			if opts.VNI > MaxVNI {
+				return fmt.Errorf("VNI %d above %d", opts.VNI, MaxVNI)
+			}
+			return nil
+		},
+		Encap: mtu.VXLAN, MTU: opts.MTU, Classes: overlay.Classes(opts.Classes), DefaultClasses: overlay.Classes(DefaultClasses),
+		Sets: opts.Sets, SetName: opts.SetName, DefaultSetName: DefaultSetName, Extra: opts.ExtraCIDRs,
+		Disabled: opts.Disabled, Logger: opts.Logger,
 	}
-	if opts.Kernel == nil {
-		return nil, fmt.Errorf("%w: no Kernel", ErrInvalidOptions)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	if !opts.Family.Valid() {
-		return nil, fmt.Errorf("%w: family %v", ErrInvalidOptions, opts.Family)
-	}
-	if opts.Mode > Never {
-		return nil, fmt.Errorf("%w: mode %v", ErrInvalidOptions, opts.Mode)
-	}
-	if !opts.Disabled {
-		if opts.Routes == nil {
-			return nil, fmt.Errorf("%w: no Routes", ErrInvalidOptions)
-		}
-		if opts.Routes.Family() != opts.Family {
-			return nil, fmt.Errorf("%w: an %v route table for an %v manager", ErrInvalidOptions, opts.Routes.Family(), opts.Family)
-		}
-	}
-	if opts.VNI > MaxVNI {
-		return nil, fmt.Errorf("%w: VNI %d above %d", ErrInvalidOptions, opts.VNI, MaxVNI)
-	}
-	if opts.MTU < 0 || (opts.MTU > 0 && opts.MTU < 68) || opts.MTU > 65535 {
-		return nil, fmt.Errorf("%w: MTU %d", ErrInvalidOptions, opts.MTU)
-	}
-	if opts.Classes == (Classes{}) {
-		opts.Classes = DefaultClasses
-	}
-	if c := opts.Classes; c.Tunnel == c.Direct || c.Tunnel == c.Blackhole || c.Direct == c.Blackhole {
-		return nil, fmt.Errorf("%w: classes %+v are not distinct", ErrInvalidOptions, c)
-	}
-	if opts.SetName == "" {
-		opts.SetName = DefaultSetName
-	}
-	if opts.Sets != nil && opts.Sets.Family() != opts.Family {
-		return nil, fmt.Errorf("%w: an %v set backend for an %v manager", ErrInvalidOptions, opts.Sets.Family(), opts.Family)
-	}
-	for _, p := range opts.ExtraCIDRs {
-		if err := opts.Family.CheckNet(p); err != nil {
-			return nil, fmt.Errorf("%w: extra CIDR: %w", ErrInvalidOptions, err)
-		}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	m := &Manager{opts: opts, log: log}
+	m := &Manager{opts: opts}
 	var err error
 	m.driver, err = NewDriver(DriverOptions{Kernel: opts.Kernel, Family: opts.Family, Name: opts.Device,
-		OnDevice: m.onDevice, Clock: opts.Clock, Logger: log})
+		OnDevice: overlay.DeviceNotifier(o.Routes), Clock: opts.Clock, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
-	m.opts.Device = m.driver.Device()
-	co := overlay.CoreOptions{
-		Family: opts.Family, NodeName: opts.NodeName, Kernel: opts.Kernel, Routes: opts.Routes,
-		Classes: overlay.Classes{Tunnel: opts.Classes.Tunnel, Direct: opts.Classes.Direct, Blackhole: opts.Classes.Blackhole},
-		Mode:    opts.Mode.overlay(), Device: m.opts.Device, Encap: mtu.VXLAN, MTU: opts.MTU,
-		SetName: opts.SetName, Extra: slices.Clone(opts.ExtraCIDRs), Logger: log,
-	}
-	if opts.Sets != nil {
-		co.Sets = opts.Sets
-	}
-	m.core = overlay.NewCore(co)
-	m.driver.onSync = m.core.MarkHostDirty
+	m.base = overlay.NewManager(o, overlay.ManagerDriver[Device]{
+		Device: m.driver.dev, Set: m.driver.SetDevice, Want: m.wantDevice,
+		Handlers: []func(any) bool{overlay.On(m.onVTEP), overlay.On(m.onVTEPRemove), overlay.On(m.onBlock), overlay.On(m.onBlockRemove)},
+	})
 	return m, nil
 }
 
@@ -200,86 +158,29 @@ func (m *Manager) Driver() *Driver { return m.driver }
 // Name returns "vxlan-manager-" and the family, for the loop's logs.
 func (m *Manager) Name() string { return "vxlan-manager-" + m.opts.Family.String() }
 
-func (m *Manager) onDevice(name string, index int, state kernel.LinkState) {
-	if m.opts.Routes != nil {
-		m.opts.Routes.OnIfaceStateChanged(name, index, state)
-	}
-}
-
 // OnLinkUpdate tells the Manager about a link, as ifacemonitor reports it
 // (wire Options.OnLinkState to it). A change of the device makes the
 // Driver check it; a change of an interface holding a subnet or the local
 // address makes the next pass read the host's addresses again. It never
 // waits and may be called from any goroutine.
-func (m *Manager) OnLinkUpdate(u ifacemonitor.LinkUpdate) {
-	m.driver.OnLinkState(u.Name, u.Index, u.State)
-	if m.core.OnLinkState(u.Name, u.Index, u.State, u.MTU) {
-		m.driver.wakeLoop()
-	}
-}
+func (m *Manager) OnLinkUpdate(u ifacemonitor.LinkUpdate) { m.base.OnLinkUpdate(u) }
 
 // OnAddrs tells the Manager an interface's addresses, as ifacemonitor
 // reports them (wire Options.OnAddrs to it): a change of its subnets, or of
 // whether it holds this node's underlay address, makes the next pass read
 // the host again and route same-subnet nodes accordingly. It never waits
 // and may be called from any goroutine.
-func (m *Manager) OnAddrs(name string, addrs []netip.Prefix) {
-	if m.core.OnAddrs(name, addrs) {
-		m.driver.wakeLoop()
-	}
-}
+func (m *Manager) OnAddrs(name string, addrs []netip.Prefix) { m.base.OnAddrs(name, addrs) }
 
 // QueueResync implements dataplane.Resyncer: the next CompleteDeferredWork
 // reads the host's links and addresses again.
-func (m *Manager) QueueResync() { m.core.MarkHostDirty() }
-
-func (m *Manager) reject(err error) {
-	m.rejected++
-	m.lastRej = err
-	m.log.Warn("vxlan: message rejected", "err", err)
-}
+func (m *Manager) QueueResync() { m.base.QueueResync() }
 
 // OnUpdate implements dataplane.Manager: it records VTEP, VTEPRemove,
 // BlockUpdate, BlockRemove and mtu.Result messages (values or pointers)
 // and ignores the rest. An invalid message is rejected (counted in Stats,
 // logged) and changes nothing. It does no I/O.
-func (m *Manager) OnUpdate(msg any) {
-	if m.opts.Disabled {
-		return
-	}
-	switch v := msg.(type) {
-	case VTEP:
-		m.onVTEP(&v)
-	case *VTEP:
-		if v != nil {
-			m.onVTEP(v)
-		}
-	case VTEPRemove:
-		m.onVTEPRemove(&v)
-	case *VTEPRemove:
-		if v != nil {
-			m.onVTEPRemove(v)
-		}
-	case BlockUpdate:
-		m.onBlock(&v)
-	case *BlockUpdate:
-		if v != nil {
-			m.onBlock(v)
-		}
-	case BlockRemove:
-		m.onBlockRemove(&v)
-	case *BlockRemove:
-		if v != nil {
-			m.onBlockRemove(v)
-		}
-	case mtu.Result:
-		m.core.SetHostMTU(v.Host.MTU)
-	case *mtu.Result:
-		if v != nil {
-			m.core.SetHostMTU(v.Host.MTU)
-		}
-	}
-}
+func (m *Manager) OnUpdate(msg any) { m.base.OnUpdate(msg) }
 
 // family returns the fields of v of the Manager's family.
 func (m *Manager) family(v *VTEP) (underlay, tunnel netip.Addr, mac []byte) {
@@ -291,7 +192,7 @@ func (m *Manager) family(v *VTEP) (underlay, tunnel netip.Addr, mac []byte) {
 
 func (m *Manager) onVTEP(v *VTEP) {
 	if err := v.Validate(); err != nil {
-		m.reject(err)
+		m.base.Reject(err)
 		return
 	}
 	c := *v
@@ -308,7 +209,7 @@ func (m *Manager) onVTEP(v *VTEP) {
 	if tunnel.IsValid() && mac != nil {
 		n.Gateway = tunnel
 	}
-	m.core.SetNode(v.Node, n)
+	m.base.Core().SetNode(v.Node, n)
 	if v.Node == m.opts.NodeName {
 		return
 	}
@@ -321,13 +222,13 @@ func (m *Manager) onVTEP(v *VTEP) {
 }
 
 func (m *Manager) removeNode(node string) {
-	m.core.RemoveNode(node)
+	m.base.Core().RemoveNode(node)
 	m.driver.RemoveRemote(node)
 }
 
 func (m *Manager) onVTEPRemove(r *VTEPRemove) {
 	if err := r.Validate(); err != nil {
-		m.reject(err)
+		m.base.Reject(err)
 		return
 	}
 	if r.Node == m.opts.NodeName {
@@ -336,25 +237,9 @@ func (m *Manager) onVTEPRemove(r *VTEPRemove) {
 	m.removeNode(r.Node)
 }
 
-func (m *Manager) onBlock(b *BlockUpdate) {
-	if err := b.Validate(); err != nil {
-		m.reject(err)
-		return
-	}
-	if m.opts.Family.ContainsPrefix(b.CIDR) {
-		m.core.Routes().SetBlock(b.CIDR, b.Node)
-	}
-}
+func (m *Manager) onBlock(b *BlockUpdate) { m.base.OnBlock(b.CIDR, b.Node, b.Validate()) }
 
-func (m *Manager) onBlockRemove(b *BlockRemove) {
-	if err := b.Validate(); err != nil {
-		m.reject(err)
-		return
-	}
-	if m.opts.Family.ContainsPrefix(b.CIDR) {
-		m.core.Routes().RemoveBlock(b.CIDR)
-	}
-}
+func (m *Manager) onBlockRemove(b *BlockRemove) { m.base.OnBlockRemove(b.CIDR, b.Validate()) }
 
 // CompleteDeferredWork implements dataplane.Manager: it reads the host's
 // links and addresses when they may have changed (first call, QueueResync,
@@ -363,49 +248,28 @@ func (m *Manager) onBlockRemove(b *BlockRemove) {
 // host is an error wrapping ErrRead (the loop calls it again); nothing is
 // declared then.
 func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if m.opts.Disabled {
-		return m.driver.SetDevice(nil)
-	}
-	err := m.core.Sync(ctx, m.device)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrRead, err)
-	}
-	return nil
+	return m.base.CompleteDeferredWork(ctx)
 }
 
-// device declares the device from this node's VTEP and reports whether
-// tunnel routes can be declared.
-func (m *Manager) device(l overlay.Local) bool {
-	if m.local == nil || m.opts.Mode == Never {
-		_ = m.driver.SetDevice(nil)
-		return false
+// wantDevice returns the device this node's VTEP asks for: nil until it
+// has an underlay address, a tunnel address and a MAC of the family.
+func (m *Manager) wantDevice(l overlay.Local) *Device {
+	if m.local == nil {
+		return nil
 	}
 	underlay, tunnel, mac := m.family(m.local)
 	if !underlay.IsValid() || !tunnel.IsValid() || mac == nil {
-		_ = m.driver.SetDevice(nil)
-		return false
+		return nil
 	}
-	err := m.driver.SetDevice(&Device{VNI: m.opts.VNI, Port: m.opts.Port, Local: underlay, MAC: mac, Address: tunnel, MTU: l.MTU})
-	if err != nil {
-		m.log.Warn("vxlan: device refused", "err", err)
-		return false
-	}
-	return true
+	return &Device{VNI: m.opts.VNI, Port: m.opts.Port, Local: underlay, MAC: mac, Address: tunnel, MTU: l.MTU}
 }
 
 // Stats returns the Manager's counters.
 func (m *Manager) Stats() Stats {
-	r := m.core.Routes()
-	return Stats{
-		Nodes: m.core.Nodes(), Blocks: r.Count(overlay.NoRoute) + r.Count(overlay.TunnelRoute) + r.Count(overlay.DirectRoute) + r.Count(overlay.Blackhole),
-		TunnelRoutes: r.Count(overlay.TunnelRoute), DirectRoutes: r.Count(overlay.DirectRoute),
-		Blackholes: r.Count(overlay.Blackhole), Unrouted: r.Count(overlay.NoRoute),
-		SetMembers: m.core.Members().Len(), Rejected: m.rejected, LastRejected: m.lastRej,
-		Driver: m.driver.Stats(),
-	}
+	s := m.base.Stats()
+	return Stats{Nodes: s.Nodes, Blocks: s.Blocks, TunnelRoutes: s.TunnelRoutes, DirectRoutes: s.DirectRoutes,
+		Blackholes: s.Blackholes, Unrouted: s.Unrouted, SetMembers: s.SetMembers, Rejected: s.Rejected,
+		LastRejected: s.LastRejected, Driver: m.driver.Stats()}
 }
 
 var _ dataplane.Manager = (*Manager)(nil)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
 
@@ -124,3 +125,7 @@ func TestInputSequences(t *testing.T) {
 		require.Zero(t, w.ns.Writes(), w.ns.Dump())
 	})
 }
+
+// TestMode: a Mode is the shared route calculation's mode, value for
+// value (the Manager converts it), and names itself.
+func TestMode(t *testing.T) { overlaytest.CheckModes(t, vxlan.Always, vxlan.CrossSubnet, vxlan.Never) }

@@ -122,11 +122,8 @@ func (b *BlockUpdate) Validate() error {
 	if b == nil {
 		return invalidf("nil block")
 	}
-	if err := ipfamily.Of(b.CIDR.Addr()).CheckNet(b.CIDR); err != nil || !b.CIDR.IsValid() {
-		return invalidf("block %s: %v", b.CIDR, err)
-	}
-	if b.Node == "" {
-		return invalidf("block %s without a node", b.CIDR)
+	if err := overlay.CheckBlockUpdate(ipfamily.Of(b.CIDR.Addr()), b.CIDR, b.Node); err != nil {
+		return invalidf("%v", err)
 	}
 	return nil
 }
@@ -162,27 +159,7 @@ const (
 )
 
 // String returns "always", "cross-subnet" or "never".
-func (m Mode) String() string {
-	switch m {
-	case Always:
-		return "always"
-	case CrossSubnet:
-		return "cross-subnet"
-	case Never:
-		return "never"
-	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
-}
-
-func (m Mode) overlay() overlay.Mode {
-	switch m {
-	case CrossSubnet:
-		return overlay.CrossSubnet
-	case Never:
-		return overlay.Direct
-	}
-	return overlay.Tunnel
-}
+func (m Mode) String() string { return overlay.Mode(m).OptionName() }
 
 // Device is the VXLAN device a Driver keeps: one per family.
 type Device struct {

@@ -44,6 +44,23 @@ func CheckBlock(family ipfamily.Family, p netip.Prefix) error {
 	return family.CheckNet(p)
 }
 
+// CheckBlockUpdate returns why a message giving block to node is
+// malformed: block is not a network prefix of family (see CheckBlock), or
+// node is empty.
+func CheckBlockUpdate(family ipfamily.Family, block netip.Prefix, node string) error {
+	if err := CheckBlock(family, block); err != nil {
+		return fmt.Errorf("block %s: %v", block, err)
+	}
+	if node == "" {
+		return fmt.Errorf("block %s without a node", block)
+	}
+	return nil
+}
+
+// ValidMTU reports whether m can be a tunnel device's MTU option: 0 (none
+// fixed) or 68 to 65535.
+func ValidMTU(m int) bool { return m == 0 || (m >= 68 && m <= 65535) }
+
 // CheckName returns why name cannot be a node name: it must not be empty.
 func CheckName(name string) error {
 	if name == "" {

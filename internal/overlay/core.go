@@ -14,7 +14,8 @@ import (
 	"github.com/nodeplane/nodeplane/mtu"
 )
 
-// CoreOptions configure a Core; the managers validate them first.
+// CoreOptions configure a Core; NewManager makes them from options that
+// ManagerOptions.Validate accepted.
 type CoreOptions struct {
 	// Family is the family of the underlay, the tunnel and the blocks.
 	Family ipfamily.Family

@@ -4,7 +4,10 @@
 // (remote blocks through the tunnel or directly on the same subnet,
 // blackholes for the node's own blocks) declared incrementally on a
 // routetable.Table, the node-address ip set, the tunnel device
-// reconciliation, and the per-object retry bookkeeping of the drivers.
+// reconciliation, and the per-object retry bookkeeping of the drivers;
+// above these, the options' validation, message dispatch, notifications
+// and counters of a manager (Manager) and the device half of a driver
+// (DeviceDriver), which the packages' public types wrap.
 //
 // # What it owns
 //
@@ -15,8 +18,11 @@
 //
 // # How it is used
 //
-// A manager embeds a Core, feeds it nodes, blocks and host MTUs from its
-// typed messages (OnUpdate: no I/O), and calls Sync from
+// A package's Manager checks its options with ManagerOptions.Validate and
+// keeps a Manager, which keeps a Core; its Driver keeps a DeviceDriver,
+// which the Manager's notifications and resyncs reach. The Manager feeds
+// the Core nodes, blocks and host MTUs from the package's typed messages
+// (OnUpdate, through the package's handlers: no I/O), and calls Sync from
 // CompleteDeferredWork: Sync re-reads the host's links and addresses only
 // when told they changed (MarkHostDirty) and declares only the routes and
 // members whose inputs changed, so adding one node at 10k costs what it

@@ -80,3 +80,13 @@ func MinAfter(a, b time.Duration) time.Duration {
 	}
 	return a
 }
+
+// Outcome returns an Apply's result from the failing objects pe collected:
+// pe with RetryAfter set to after when any fails or waits, and otherwise
+// nothing.
+func Outcome(pe *dataplane.PartialError, after time.Duration) (dataplane.ApplyResult, error) {
+	if pe.Failed+pe.Waiting == 0 {
+		return dataplane.ApplyResult{}, nil
+	}
+	return dataplane.ApplyResult{RetryAfter: after}, pe
+}

@@ -9,7 +9,9 @@ import (
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
-// Mode says how remote blocks are routed.
+// Mode says how remote blocks are routed. The managers' own Mode types
+// (vxlan.Mode, ipip.Mode) convert to it value for value: Always is Tunnel,
+// CrossSubnet is CrossSubnet, Never is Direct.
 type Mode uint8
 
 const (
@@ -26,14 +28,19 @@ const (
 )
 
 // String returns "tunnel", "cross-subnet" or "direct".
-func (m Mode) String() string {
-	switch m {
-	case Tunnel:
-		return "tunnel"
-	case CrossSubnet:
-		return "cross-subnet"
-	case Direct:
-		return "direct"
+func (m Mode) String() string { return m.name("tunnel", "cross-subnet", "direct") }
+
+// Valid reports whether m is Tunnel, CrossSubnet or Direct.
+func (m Mode) Valid() bool { return m <= Direct }
+
+// OptionName returns the name the managers' Mode types give m: "always",
+// "cross-subnet" or "never" (Mode(n) for another value).
+func (m Mode) OptionName() string { return m.name("always", "cross-subnet", "never") }
+
+// name returns the name of m among names, one per mode in order.
+func (m Mode) name(names ...string) string {
+	if int(m) < len(names) {
+		return names[m]
 	}
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }

@@ -1,7 +1,9 @@
 // Package overlaytest holds test helpers of the overlay managers (vxlan,
 // ipip): a kernel wrapper that counts and logs the writes a manager and its
 // drivers make, so a test can prove that a restarted agent writes nothing
-// and that a node moving between subnets costs one route replace.
+// and that a node moving between subnets costs one route replace; the fake
+// host of their unit tests; and one apply pass of a manager's stack, run
+// until it converges on a fake clock.
 package overlaytest
 
 import (
