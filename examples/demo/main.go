@@ -1,14 +1,17 @@
 // Command demo is nodeplane's one-command demo (make demo): three "nodes"
 // (network namespaces on a bridge underlay) with two "pods" each, one
 // reference agent per node on a cluster file, and checks printed step by
-// step: pod↔pod over VXLAN, over WireGuard, pod egress masquerade, an agent
-// restart during a ping, a node removed from the file, the cleanup command. It removes everything it
-// made, also on Ctrl-C or failure, and exits non-zero if a check fails.
+// step: pod↔pod over VXLAN, over WireGuard, pod egress masquerade on iptables
+// and then on native nftables (the agents switched with --netfilter
+// nftables), an agent restart during a ping, a node removed from the file,
+// the cleanup command. It removes everything it made, also on Ctrl-C or
+// failure, and exits non-zero if a check fails.
 //
 //	sudo go run ./demo --agent PATH-TO-nodeagent
 //
 // It needs root, iproute2, ping, ipset and iptables (conntrack to show the
-// masquerade's translation); scripts/demo.sh installs them.
+// masquerade's translation); scripts/demo.sh installs them. Where nft is
+// installed, it also lists the agents' nftables table.
 package main
 
 import (

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/agent"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
@@ -75,6 +76,9 @@ type node struct {
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	started  time.Time
+	// flags are the extra flags of the agent's last start: a restart
+	// keeps them.
+	flags []string
 }
 
 type pod struct {
@@ -150,6 +154,7 @@ func (s *Scenario) Run(ctx context.Context) (err error) {
 		{"the same over WireGuard (agents restarted with --wireguard)", s.checkWireGuard},
 		{"WireGuard off again: rule and device gone, VXLAN carries the pods", s.checkWireGuardOff},
 		{"pod egress masqueraded to the node's address; pod to pod keeps the pod's", s.checkMasquerade},
+		{"the same on native nftables (agents restarted with --netfilter nftables); no npm- chain left in iptables", s.checkNFTables},
 		{"agent restarted during a 10 ms ping loses at most one refresh", s.checkRestart},
 		{"idle agents: memory and CPU", s.measureIdle},
 		{"a node removed from the file loses its routes on the others", s.checkNodeRemoved},
@@ -369,7 +374,7 @@ func (s *Scenario) start(n *node, extra ...string) error {
 		logf.Close()
 		return err
 	}
-	n.cmd, n.exited = cmd, make(chan struct{})
+	n.cmd, n.exited, n.flags = cmd, make(chan struct{}), extra
 	go func(c *exec.Cmd, done chan struct{}) {
 		_ = c.Wait()
 		logf.Close()
@@ -646,8 +651,24 @@ func (s *Scenario) checkWireGuardOff(ctx context.Context) (string, error) {
 }
 
 func (s *Scenario) checkMasquerade(ctx context.Context) (string, error) {
+	return s.verifyMasquerade(ctx)
+}
+
+// verifyMasquerade checks on node1 that a pod reaches the external host,
+// which has no route to the pods, and that conntrack shows the pod's
+// address translated to the node's; pod to pod keeps the pod's address.
+// It first forgets the flows of an earlier check, so that what conntrack
+// shows is the translation of the rules in place now.
+func (s *Scenario) verifyMasquerade(ctx context.Context) (string, error) {
 	n := s.nodes[0]
 	p, other := n.pods[0], s.nodes[1].pods[0]
+	_, haveConntrack := exec.LookPath("conntrack")
+	if haveConntrack == nil {
+		for _, dst := range []netip.Addr{s.extIP, other.ip} {
+			// Exit status 1 when there was nothing to forget.
+			_, _ = inNS(ctx, n.ns, "conntrack", "-D", "-p", "icmp", "-s", p.ip.String(), "-d", dst.String())
+		}
+	}
 	// The external host has no route to the pods: its reply comes back
 	// only if the node translated the pod's address to its own.
 	if err := eventually(ctx, 10*time.Second, func() error { return ping(ctx, p.ns, s.extIP) }); err != nil {
@@ -656,7 +677,7 @@ func (s *Scenario) checkMasquerade(ctx context.Context) (string, error) {
 	if err := ping(ctx, p.ns, other.ip); err != nil {
 		return "", fmt.Errorf("%s → %s: %w", p.name, other.name, err)
 	}
-	if _, err := exec.LookPath("conntrack"); err != nil {
+	if haveConntrack != nil {
 		return fmt.Sprintf("%s reaches the external host %s, which has no route to the pods (install conntrack to see the translation)", p.name, s.extIP), nil
 	}
 	// conntrack shows it: the reply to the external host's packets goes to
@@ -678,6 +699,73 @@ func (s *Scenario) checkMasquerade(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%s → external %s leaves as %s (conntrack); %s → %s keeps %s", p.name, s.extIP, n.underlay, p.name, other.name, p.ip), nil
 }
 
+// iptablesSaves are the save commands of both iptables backends that are
+// installed.
+func iptablesSaves() []string {
+	var out []string
+	for _, save := range []string{"iptables-legacy-save", "iptables-nft-save"} {
+		if _, err := exec.LookPath(save); err == nil {
+			out = append(out, save)
+		}
+	}
+	return out
+}
+
+// checkNFTables restarts every agent on the nftables backend: the agents
+// remove their iptables chains (both backends) and program the masquerade
+// in a table of their own, its sets inside it.
+func (s *Scenario) checkNFTables(ctx context.Context) (string, error) {
+	if err := s.restartAll(ctx, "--netfilter", "nftables"); err != nil {
+		return "", err
+	}
+	_, haveNFT := exec.LookPath("nft")
+	for _, n := range s.nodes {
+		if err := eventually(ctx, 20*time.Second, func() error {
+			st, err := s.status(ctx, n)
+			if err != nil {
+				return err
+			}
+			if st.Masquerade != string(agent.NetfilterNFTables) {
+				return fmt.Errorf("%s: status says masquerade %q", n.name, st.Masquerade)
+			}
+			for _, save := range iptablesSaves() {
+				out, err := inNS(ctx, n.ns, save)
+				if err != nil {
+					return err
+				}
+				if strings.Contains(out, agent.ChainPrefix) {
+					return fmt.Errorf("%s: %s still holds %s chains:\n%s", n.name, save, agent.ChainPrefix, out)
+				}
+			}
+			if haveNFT != nil {
+				return nil
+			}
+			out, err := inNS(ctx, n.ns, "nft", "list", "table", "ip", agent.NFTablesTable)
+			if err != nil {
+				return err
+			}
+			for _, want := range []string{"set " + masquerade.DefaultAllPoolsSet + " {", "set " + masquerade.DefaultMasqPoolsSet + " {",
+				"10.244.0.0/16", "ip saddr @" + masquerade.DefaultMasqPoolsSet + " ip daddr != @" + masquerade.DefaultAllPoolsSet, "masquerade"} {
+				if !strings.Contains(out, want) {
+					return fmt.Errorf("%s: table ip %s lacks %q:\n%s", n.name, agent.NFTablesTable, want, out)
+				}
+			}
+			return nil
+		}); err != nil {
+			return "", err
+		}
+	}
+	detail, err := s.verifyMasquerade(ctx)
+	if err != nil {
+		return "", err
+	}
+	where := fmt.Sprintf("table ip %s (sets %s, %s) on %d nodes", agent.NFTablesTable, masquerade.DefaultAllPoolsSet, masquerade.DefaultMasqPoolsSet, len(s.nodes))
+	if haveNFT != nil {
+		where = fmt.Sprintf("status masquerade nftables on %d nodes (install nft to list the table)", len(s.nodes))
+	}
+	return fmt.Sprintf("%s; %s; no %s chain in %s", where, detail, agent.ChainPrefix, strings.Join(iptablesSaves(), ", ")), nil
+}
+
 func (s *Scenario) checkRestart(ctx context.Context) (string, error) {
 	from, to := s.nodes[0].pods[0], s.nodes[1].pods[0]
 	victim := s.nodes[1]
@@ -696,7 +784,7 @@ func (s *Scenario) checkRestart(ctx context.Context) (string, error) {
 	if err := s.stop(victim); err != nil {
 		return "", err
 	}
-	if err := s.start(victim); err != nil {
+	if err := s.start(victim, victim.flags...); err != nil {
 		return "", err
 	}
 	if err := s.waitReady(ctx, victim); err != nil {
@@ -835,13 +923,18 @@ func (s *Scenario) checkCleanup(ctx context.Context) (string, error) {
 	if out, err := inNS(ctx, n.ns, "ipset", "list", "-n"); err != nil || strings.Contains(out, agent.SetPrefixV4) {
 		problems = append(problems, fmt.Sprintf("ip sets: %s %v", out, err))
 	}
-	for _, save := range []string{"iptables-legacy-save", "iptables-nft-save"} {
-		if _, err := exec.LookPath(save); err != nil {
-			continue
-		}
+	for _, save := range iptablesSaves() {
 		if out, err := inNS(ctx, n.ns, save, "-t", "nat"); err != nil || strings.Contains(out, agent.ChainPrefix) {
 			problems = append(problems, fmt.Sprintf("%s: %s %v", save, out, err))
 		}
+	}
+	nftNote := "no nftables table of ours"
+	if _, err := exec.LookPath("nft"); err == nil {
+		if out, err := inNS(ctx, n.ns, "nft", "list", "tables"); err != nil || strings.Contains(out, agent.NFTablesTable) {
+			problems = append(problems, fmt.Sprintf("nft list tables: %s %v", out, err))
+		}
+	} else {
+		nftNote = "(install nft to check the nftables table)"
 	}
 	if len(problems) > 0 {
 		return "", errors.New(strings.Join(problems, "; "))
@@ -850,7 +943,7 @@ func (s *Scenario) checkCleanup(ctx context.Context) (string, error) {
 	if _, err := run(ctx, "ip", "-n", n.ns, "link", "show", "dev", n.pods[0].hostIf); err != nil {
 		return "", fmt.Errorf("cleanup removed a pod interface: %w", err)
 	}
-	return fmt.Sprintf("on %s: no np-vxlan, no route with proto 78, no np4- ip set, no npm- chain; pod interfaces untouched", n.name), nil
+	return fmt.Sprintf("on %s: no np-vxlan, no route with proto 78, no np4- ip set, no npm- chain, %s; pod interfaces untouched", n.name, nftNote), nil
 }
 
 // teardown stops every agent and deletes every namespace the demo made.

@@ -1,7 +1,7 @@
 // Command nodeagent is nodeplane's reference node agent: it programs one
 // node's dataplane (routes to its pods, a VXLAN overlay to the other nodes,
-// pod egress masquerade, optional WireGuard encryption) from a cluster file or
-// the Kubernetes API.
+// pod egress masquerade on iptables or native nftables, optional WireGuard
+// encryption) from a cluster file or the Kubernetes API.
 //
 //	nodeagent run --node NAME --datastore file:cluster.yaml   # or --datastore kubernetes
 //	nodeagent status                                          # the node's dataplane as a table
@@ -125,7 +125,8 @@ func runCmd(ctx context.Context, args []string) error {
 	pools := fs.String("pools", "", "comma-separated pod IP pools (CIDRs) for --datastore kubernetes; empty: each node's pod CIDRs")
 	listen := fs.String("listen", agent.DefaultListen, `local HTTP endpoint: /healthz /readyz /metrics /status ("-": none)`)
 	masq := fs.Bool("masquerade", true, "masquerade pod traffic leaving the pools (pools with masquerade: true)")
-	backend := fs.String("iptables-backend", "auto", "iptables backend of the masquerade rules: auto (the one the node uses), legacy or nft")
+	netfilter := fs.String("netfilter", string(agent.NetfilterAuto), "netfilter backend of the masquerade rules: auto (the iptables backend the node uses), iptables-legacy, iptables-nft or nftables")
+	backend := fs.String("iptables-backend", "auto", "older form of --netfilter: auto, legacy (iptables-legacy) or nft (iptables-nft)")
 	wg := fs.Bool("wireguard", false, "encrypt pod traffic between nodes with WireGuard")
 	wgMode := fs.String("wireguard-mode", "auto", "auto (kernel module, else userspace), kernel or userspace")
 	vni := fs.Uint("vxlan-vni", 0, "VXLAN network identifier (0: 4096)")
@@ -141,6 +142,7 @@ func runCmd(ctx context.Context, args []string) error {
 	cfg.Listen, cfg.WireGuard, cfg.ResyncInterval = *listen, *wg, *resync
 	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)
 	cfg.NoMasquerade = !*masq
+	cfg.Netfilter = agent.Netfilter(*netfilter)
 	if *backend != "auto" {
 		if cfg.IPTablesBackend, err = iptables.ParseBackend(*backend); err != nil {
 			return err
@@ -248,6 +250,6 @@ func cleanupCmd(ctx context.Context, args []string) error {
 	if err := agent.Cleanup(ctx, cfg); err != nil {
 		return err
 	}
-	fmt.Println("nodeagent: removed the agent's devices, routes, rules and ip sets")
+	fmt.Println("nodeagent: removed the agent's devices, routes, rules, iptables chains, nftables tables and ip sets")
 	return nil
 }

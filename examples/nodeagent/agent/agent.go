@@ -41,6 +41,7 @@ import (
 	"github.com/nodeplane/nodeplane/markbits"
 	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/nftables"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
@@ -129,9 +130,16 @@ type Config struct {
 	// NoMasquerade turns pod egress masquerade off (the pools' Masquerade
 	// flags then do nothing); off, the agent removes its rules.
 	NoMasquerade bool
-	// IPTablesBackend is the iptables backend of the masquerade rules:
-	// iptables.BackendLegacy or BackendNFT; empty detects the one the node
-	// uses (iptables.DetectBackend).
+	// Netfilter is the netfilter backend of the masquerade rules:
+	// NetfilterIPTablesLegacy, NetfilterIPTablesNFT or NetfilterNFTables;
+	// empty or NetfilterAuto detects the iptables backend the node uses
+	// (iptables.DetectBackend). At start the agent removes what an earlier
+	// run left on the other backends.
+	Netfilter Netfilter
+	// IPTablesBackend is the older way to choose an iptables backend:
+	// iptables.BackendLegacy or BackendNFT mean Netfilter
+	// NetfilterIPTablesLegacy or NetfilterIPTablesNFT (a Netfilter that
+	// says otherwise is an error); empty leaves the choice to Netfilter.
 	IPTablesBackend iptables.Backend
 	// PodInterfacePrefix starts the names of the pods' host-side
 	// interfaces; empty means datastore.PodInterfacePrefix ("npv").
@@ -165,6 +173,9 @@ func (c *Config) defaults() error {
 	}
 	if c.IPv6 && c.ipip() {
 		return fmt.Errorf("agent: overlay %s is IPv4 only", c.Overlay)
+	}
+	if err := c.resolveNetfilter(); err != nil {
+		return err
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
@@ -234,7 +245,18 @@ type plane struct {
 	wg       []*wireguard.Manager
 	wgTable  uint32
 	devices  map[string]string // device name → kind, for the status
-	backend  iptables.Backend
+	// netfilter is the backend of the masquerade rules (resolved: never
+	// NetfilterAuto; empty for a cleanup).
+	netfilter Netfilter
+	// nftTables are the nftables Tables, whose sockets close releases.
+	nftTables []*nftables.Table
+}
+
+// close releases the nftables Tables' sockets.
+func (p *plane) close() {
+	for _, t := range p.nftTables {
+		_ = t.Close()
+	}
 }
 
 // build assembles the loop on ns. With cleanup, every manager is disabled
@@ -276,28 +298,27 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 	if cleanup {
 		families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
-	// The iptables backends of the masquerade rules: the configured or
-	// detected one; for a cleanup, every one whose binaries are here.
+	// The netfilter backends of the masquerade rules: the configured or
+	// detected one; for a cleanup, nftables and every iptables backend
+	// whose binaries are here.
 	var backends []iptables.Backend
-	switch {
-	case cleanup:
+	nft := false
+	if cleanup {
 		for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
 			if _, err := exec.LookPath(b.RestoreCommand(ipfamily.IPv4)); err == nil {
 				backends = append(backends, b)
 			}
 		}
-	case cfg.IPTablesBackend != "":
-		backends = []iptables.Backend{cfg.IPTablesBackend}
-	default:
-		b, det, err := iptables.DetectBackend(ctx, ns)
-		if err != nil {
-			return nil, fmt.Errorf("agent: iptables backend: %w", err)
+		nft = true
+	} else {
+		if p.netfilter, err = detectNetfilter(ctx, ns, cfg); err != nil {
+			return nil, err
 		}
-		log.Info("iptables backend", "backend", b, "reason", det.Reason)
-		backends = []iptables.Backend{b}
-	}
-	if len(backends) > 0 {
-		p.backend = backends[0]
+		if b, ok := p.netfilter.iptablesBackend(); ok {
+			backends = []iptables.Backend{b}
+		} else {
+			nft = true
+		}
 	}
 	for _, fam := range families {
 		topts := routetable.Options{Kernel: ns, Family: fam, Table: kernel.TableMain,
@@ -378,6 +399,32 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 				}
 			}
 			if err := add(m, nat); err != nil {
+				return nil, err
+			}
+		}
+		// On nftables: a table of our own (none declared: the table goes),
+		// the masquerade sets inside it.
+		if nft {
+			nat, err := nftables.New(nftables.Options{Name: NFTablesTable, Family: fam, Role: nftables.NAT, ChainPrefix: ChainPrefix,
+				Kernel: ns, Logger: log.With("component", "nftables", "family", fam.String())})
+			if err != nil {
+				return nil, err
+			}
+			p.nftTables = append(p.nftTables, nat)
+			var m dataplane.Manager
+			drivers := []dataplane.Driver{nat}
+			if !cleanup && !cfg.NoMasquerade {
+				sets, err := nftables.NewIPSets(nat, nftables.IPSetsOptions{})
+				if err != nil {
+					return nil, err
+				}
+				if m, err = masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
+					Logger: log.With("component", "masquerade", "family", fam.String())}); err != nil {
+					return nil, err
+				}
+				drivers = append(drivers, sets)
+			}
+			if err := add(m, drivers...); err != nil {
 				return nil, err
 			}
 		}
@@ -506,7 +553,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	defer a.plane.close()
 	loop := a.plane.loop
+	// Switching backend leaves nothing of the other ones.
+	if err := removeOtherBackends(ctx, ns, a.plane.netfilter, log); err != nil {
+		log.Warn("what another netfilter backend holds of ours was not all removed", "err", err)
+		a.noteError(err)
+	}
 
 	mtuMon, err := mtu.NewMonitor(mtu.MonitorOptions{Detector: det, Logger: log.With("component", "mtu"),
 		PodMTU: mtu.PodMTUOptions{Encaps: cfg.encaps(), PodIPv6: cfg.IPv6},
@@ -588,7 +641,7 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 	}
 	log.Info("agent started", "node", cfg.NodeName, "overlay", cfg.Overlay, "wireguard", cfg.WireGuard,
-		"masquerade", !cfg.NoMasquerade, "iptables", a.plane.backend,
+		"masquerade", !cfg.NoMasquerade, "netfilter", a.plane.netfilter,
 		"ipv6", cfg.IPv6, "listen", cfg.Listen, "netns", cfg.NetNS)
 	<-ctx.Done()
 	cause := context.Cause(ctx)

@@ -15,6 +15,7 @@ import (
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipip"
+	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/masquerade"
@@ -211,5 +212,53 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if n := c.wgInterface(ipfamily.IPv6); len(n) > 15 {
 		t.Errorf("IPv6 WireGuard interface %q too long", n)
+	}
+}
+
+func TestConfigNetfilter(t *testing.T) {
+	base := Config{NodeName: "a", StateDir: "/x"}
+	for _, tc := range []struct {
+		nf   Netfilter
+		ipt  iptables.Backend
+		want Netfilter
+	}{
+		{"", "", NetfilterAuto},
+		{NetfilterAuto, "", NetfilterAuto},
+		{NetfilterNFTables, "", NetfilterNFTables},
+		{NetfilterIPTablesLegacy, "", NetfilterIPTablesLegacy},
+		{"", iptables.BackendNFT, NetfilterIPTablesNFT},
+		{NetfilterAuto, iptables.BackendLegacy, NetfilterIPTablesLegacy},
+		{NetfilterIPTablesNFT, iptables.BackendNFT, NetfilterIPTablesNFT},
+	} {
+		c := base
+		c.Netfilter, c.IPTablesBackend = tc.nf, tc.ipt
+		if err := c.defaults(); err != nil || c.Netfilter != tc.want {
+			t.Errorf("Netfilter %q, IPTablesBackend %q: got %q, %v; want %q", tc.nf, tc.ipt, c.Netfilter, err, tc.want)
+		}
+		if b, ok := c.Netfilter.iptablesBackend(); ok != (tc.want == NetfilterIPTablesLegacy || tc.want == NetfilterIPTablesNFT) ||
+			ok && netfilterOf(b) != tc.want {
+			t.Errorf("%q: iptables backend %q, %v", tc.want, b, ok)
+		}
+	}
+	for _, tc := range []struct {
+		nf  Netfilter
+		ipt iptables.Backend
+	}{{"pf", ""}, {"iptables", ""}, {NetfilterNFTables, iptables.BackendNFT}, {NetfilterIPTablesLegacy, iptables.BackendNFT}, {"", "ebtables"}} {
+		c := base
+		c.Netfilter, c.IPTablesBackend = tc.nf, tc.ipt
+		if err := c.defaults(); err == nil {
+			t.Errorf("Netfilter %q, IPTablesBackend %q accepted", tc.nf, tc.ipt)
+		}
+	}
+}
+
+func TestWriteTableShowsTheNetfilterBackend(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	if err := WriteTable(&b, Status{Node: "node1", Overlay: "vxlan", Masquerade: string(NetfilterNFTables), StartedAt: now}, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "masquerade nftables") {
+		t.Errorf("table lacks the backend:\n%s", b.String())
 	}
 }

@@ -15,8 +15,9 @@ import (
 // Cleanup removes everything an agent with cfg's ownership put in the
 // kernel: its VXLAN devices, its WireGuard rule, table and device, the routes
 // carrying its route protocol (main table), its iptables chains (prefix
-// npm-, legacy and nft) and the rules that jump to them, its ip sets, and the
-// pod MTU file.
+// npm-, legacy and nft) and the rules that jump to them, its nftables tables
+// (NFTablesTable, ip and ip6, with their sets), its ip sets, and the pod MTU
+// file.
 // It builds the same drivers as Run with every manager disabled and nothing
 // declared, and applies them once: their ownership rules make them delete
 // exactly what is ours and nothing foreign. Stop the agent first. The
@@ -49,6 +50,7 @@ func Cleanup(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	defer p.close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	p.loop.DatastoreInSync()

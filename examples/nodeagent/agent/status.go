@@ -24,7 +24,8 @@ type Status struct {
 	Overlay string `json:"overlay"`
 	// WireGuard is whether encryption is on.
 	WireGuard bool `json:"wireguard"`
-	// Masquerade is the iptables backend of the masquerade rules, or "off".
+	// Masquerade is the netfilter backend of the masquerade rules
+	// ("iptables-legacy", "iptables-nft" or "nftables"), or "off".
 	Masquerade string `json:"masquerade"`
 	// StartedAt is when the agent started.
 	StartedAt time.Time `json:"startedAt"`
@@ -139,7 +140,7 @@ func (a *Agent) status(ctx context.Context) Status {
 	h, c, m, inSync := a.health, a.cluster, a.mtu, a.inSyncAt
 	errs := slices.Clone(a.lastErrs)
 	a.mu.Unlock()
-	s := Status{Node: a.cfg.NodeName, Overlay: string(a.cfg.Overlay), WireGuard: a.cfg.WireGuard, Masquerade: "iptables-" + a.plane.backend.String(), StartedAt: a.started,
+	s := Status{Node: a.cfg.NodeName, Overlay: string(a.cfg.Overlay), WireGuard: a.cfg.WireGuard, Masquerade: string(a.plane.netfilter), StartedAt: a.started,
 		Live: h.Live, Ready: h.Ready, DatastoreInSync: h.DatastoreInSync, InterfacesInSync: h.InterfacesInSync,
 		InSyncAt: inSync, LastApply: h.LastApply, Applies: h.Applies, LastErrorAt: h.LastErrorAt, ConsecutiveFailures: h.ConsecutiveFailures,
 		FailingDrivers: h.FailingDrivers, FailingObjects: h.FailingObjects,

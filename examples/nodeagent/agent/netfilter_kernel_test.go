@@ -1,0 +1,165 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+)
+
+// requireKernel skips a test that needs root and commands, and fails it
+// instead under CI=true or NODEPLANE_REQUIRE_KERNEL, so CI cannot pass by
+// skipping.
+func requireKernel(t *testing.T, commands ...string) {
+	t.Helper()
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root")
+	}
+	for _, c := range commands {
+		if _, err := exec.LookPath(c); err != nil {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := "kernel test needs " + strings.Join(missing, ", ")
+	if os.Getenv("CI") == "true" || os.Getenv("NODEPLANE_REQUIRE_KERNEL") == "1" || os.Getenv("NODEPLANE_REQUIRE_KERNEL") == "true" {
+		t.Fatal(msg + " (CI=true or NODEPLANE_REQUIRE_KERNEL: a skip is a failure)")
+	}
+	t.Skip(msg)
+}
+
+// netnsFor makes a network namespace with an underlay interface (a veth
+// whose peer stays in the namespace), deleted when the test ends.
+func netnsFor(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("npagent-%d-%d", os.Getpid(), time.Now().UnixNano()%100000)
+	sh := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	sh("netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", name).Run() })
+	sh("-n", name, "link", "set", "lo", "up")
+	sh("-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p")
+	sh("-n", name, "addr", "add", "198.18.0.1/24", "dev", "eth0")
+	sh("-n", name, "link", "set", "eth0p", "up")
+	sh("-n", name, "link", "set", "eth0", "up")
+	return name
+}
+
+// TestKernelNetfilterSwitch runs the agent in a fresh namespace on each
+// netfilter backend in turn — nftables, iptables-nft, iptables-legacy,
+// nftables again — and checks after each start that the masquerade rule is
+// on that backend alone: switching leaves nothing of the one before (its
+// nftables table, its npm- chains). The cleanup then removes everything.
+func TestKernelNetfilterSwitch(t *testing.T) {
+	requireKernel(t, "ip", "nft", "ipset", "iptables-nft-save", "iptables-legacy-save", "iptables-nft-restore", "iptables-legacy-restore")
+	ns := netnsFor(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cluster.yaml")
+	c := datastore.Cluster{
+		Nodes: []datastore.Node{{Name: "node1", UnderlayIPv4: netip.MustParseAddr("198.18.0.1"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}}},
+		Pools: []datastore.Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true}},
+	}
+	c.Normalize()
+	if err := datastore.WriteFile(file, c); err != nil {
+		t.Fatal(err)
+	}
+	in := func(args ...string) (string, error) {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out), nil
+	}
+	// where says which backends hold the masquerade rule (and the nftables
+	// table, or a chain of ours). An error can be a race with the agent
+	// (the table listed, then gone before it is read): ask again.
+	where := func() (map[Netfilter]bool, error) {
+		out := map[Netfilter]bool{}
+		s, err := in("nft", "list", "tables")
+		if err != nil {
+			return nil, err
+		}
+		if strings.Contains(s, "table ip "+NFTablesTable) {
+			if s, err = in("nft", "list", "table", "ip", NFTablesTable); err != nil {
+				return nil, err
+			}
+			out[NetfilterNFTables] = strings.Contains(s, "masquerade")
+		}
+		for nf, save := range map[Netfilter]string{NetfilterIPTablesNFT: "iptables-nft-save", NetfilterIPTablesLegacy: "iptables-legacy-save"} {
+			s, err := in(save)
+			if err != nil {
+				return nil, err
+			}
+			if strings.Contains(s, ChainPrefix) {
+				out[nf] = strings.Contains(s, "-A "+MasqueradeChain) && strings.Contains(s, "MASQUERADE")
+			}
+		}
+		return out, nil
+	}
+	cfg := func(nf Netfilter) Config {
+		return Config{NodeName: "node1", NetNS: "/run/netns/" + ns, Listen: "-", StateDir: dir, Overlay: OverlayDirect,
+			Netfilter: nf, WireGuardInterface: fmt.Sprintf("wgt%d", os.Getpid()%100000)}
+	}
+	for _, nf := range []Netfilter{NetfilterNFTables, NetfilterIPTablesNFT, NetfilterIPTablesLegacy, NetfilterNFTables} {
+		t.Run(string(nf), func(t *testing.T) {
+			cf := cfg(nf)
+			cf.Datastore = &datastore.File{Path: file}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Run(ctx, cf) }()
+			deadline := time.Now().Add(30 * time.Second)
+			want := map[Netfilter]bool{nf: true}
+			for {
+				got, err := where()
+				if err == nil && fmt.Sprint(got) == fmt.Sprint(want) {
+					break
+				}
+				select {
+				case err := <-done:
+					cancel()
+					t.Fatalf("the agent stopped: %v", err)
+				default:
+				}
+				if time.Now().After(deadline) {
+					cancel()
+					<-done
+					t.Fatalf("on %s: the masquerade rule is on %v (%v), want %v", nf, got, err, want)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			// A stopped agent leaves its dataplane as it is.
+			if got, err := where(); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("after the agent stopped: %v (%v), want %v", got, err, want)
+			}
+		})
+	}
+	if err := Cleanup(context.Background(), cfg("")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := where(); err != nil || len(got) != 0 {
+		t.Errorf("after the cleanup: %v (%v)", got, err)
+	}
+	if s, err := in("ipset", "list", "-n"); err != nil || strings.Contains(s, SetPrefixV4) {
+		t.Errorf("ip sets after the cleanup: %s (%v)", s, err)
+	}
+}
