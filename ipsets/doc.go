@@ -112,7 +112,8 @@
 // # Backends and namespaces
 //
 // Sets is the interface a manager should hold: *IPSets implements it with
-// ipset, and a native nftables backend can implement it with nft sets.
+// ipset (for rules of package iptables), and *nftables.IPSets with sets of
+// one nftables table (for the rules of that table).
 //
 // Options.Kernel is the one way to target a network namespace: ipset runs
 // through its Runner (a *kernel.Namespace starts it inside its namespace;

@@ -4,9 +4,8 @@ import "github.com/nodeplane/nodeplane/dataplane"
 
 // Sets is the declarative surface of a set backend: the desired sets of one
 // address family, and a dataplane driver that converges the kernel to them.
-// *IPSets implements it with the ipset tool; a native nftables backend can
-// implement it with nft sets, so managers written against Sets work with
-// either.
+// *IPSets implements it with the ipset tool, *nftables.IPSets with the sets
+// of one nftables table, so managers written against Sets work with either.
 //
 // Names are unprefixed: the backend adds its own prefix (or table) and
 // touches only what carries it. The mutating methods record intent only;

@@ -6,7 +6,7 @@
 # Ctrl-C or failure; the host's links, routes and firewall are not touched.
 #
 # It needs root; on a fresh Debian machine it installs what is missing
-# (iproute2, ping, ipset, iptables, conntrack), builds the agent and runs the demo.
+# (iproute2, ping, ipset, iptables, conntrack, nftables), builds the agent and runs the demo.
 # Extra arguments go to the demo (examples/demo), e.g. --resync 5s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +23,7 @@ fi
 export PATH="$PATH:/usr/sbin:/sbin"
 
 # What the demo uses: command → Debian package.
-declare -A NEEDED=([ip]=iproute2 [ping]=iputils-ping [ipset]=ipset [iptables]=iptables [conntrack]=conntrack)
+declare -A NEEDED=([ip]=iproute2 [ping]=iputils-ping [ipset]=ipset [iptables]=iptables [conntrack]=conntrack [nft]=nftables)
 missing=()
 for c in "${!NEEDED[@]}"; do
 	command -v "$c" >/dev/null 2>&1 || missing+=("${NEEDED[$c]}")
