@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"runtime"
 	"strconv"
-	"time"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
 	"github.com/nodeplane/nodeplane/internal/benchutil"
@@ -152,9 +151,7 @@ func ipsetsInitial(n int) harness.Scenario {
 					env.State = ipsetsScript(ipsetsMembers(n))
 					return nil
 				},
-				Run: func(ctx context.Context, env *harness.Env) error {
-					return ipsetsRestore(ctx, env, env.State.([]byte))
-				},
+				Run: ipsetsRestoreState,
 			},
 		},
 	}
@@ -195,27 +192,27 @@ func ipsetsInitial(n int) harness.Scenario {
 // ipsetsExtra is the member the change1 scenarios add.
 const ipsetsExtra = "192.0.2.1"
 
-// ipsetsSettle is how long a change1 Setup waits after loading the set, so
-// that the kernel's deferred work (hash resizes, RCU frees, the previous
-// trial's namespace teardown) is not billed to the measured change.
-const ipsetsSettle = 250 * time.Millisecond
-
-func settle(ctx context.Context) error {
-	select {
-	case <-time.After(ipsetsSettle):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func ipsetsChange1(n int) harness.Scenario {
-	loadByRestore := func(ctx context.Context, env *harness.Env) error {
+// ipsetsLoadThen is a Setup for floors and peers: it loads the set of n
+// members by a hand-written restore, hands state(n) to Run (when state is
+// set) and settles.
+func ipsetsLoadThen(n int, state func(int) []byte) setupFunc {
+	return func(ctx context.Context, env *harness.Env) error {
 		if err := ipsetsRestore(ctx, env, ipsetsScript(ipsetsMembers(n))); err != nil {
 			return err
 		}
+		if state != nil {
+			env.State = state(n)
+		}
 		return settle(ctx)
 	}
+}
+
+// ipsetsRestoreState is a Run that restores the input Setup handed it.
+func ipsetsRestoreState(ctx context.Context, env *harness.Env) error {
+	return ipsetsRestore(ctx, env, env.State.([]byte))
+}
+
+func ipsetsChange1(n int) harness.Scenario {
 	return harness.Scenario{
 		Name: "ipsets/change1/" + strconv.Itoa(n),
 		Size: 1,
@@ -238,14 +235,14 @@ func ipsetsChange1(n int) harness.Scenario {
 			},
 			{
 				Name: "ipset restore (hand-written)", Role: harness.Floor,
-				Setup: loadByRestore,
+				Setup: ipsetsLoadThen(n, nil),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					return ipsetsRestore(ctx, env, []byte("add "+ipsetsKernel+" "+ipsetsExtra+"\n"))
 				},
 			},
 			{
 				Name: "ipset add (exec)", Role: harness.Peer,
-				Setup: loadByRestore,
+				Setup: ipsetsLoadThen(n, nil),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					_, err := env.NS.Run(ctx, nil, "ipset", "add", ipsetsKernel, ipsetsExtra)
 					return err
@@ -272,10 +269,9 @@ func ipsetsHeap(n int) harness.Scenario {
 				if err != nil {
 					return err
 				}
-				after := benchutil.HeapInUse()
+				env.Report("heapB/member", heapPer(before, n))
 				runtime.KeepAlive(d)
 				runtime.KeepAlive(members)
-				env.Report("heapB/member", float64(int64(after)-int64(before))/float64(n))
 				return nil
 			},
 		}},

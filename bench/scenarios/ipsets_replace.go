@@ -61,15 +61,6 @@ func ipsetsSwapScript(n int) []byte {
 // add, in place: the set is nearly empty in between); the floor one
 // hand-written restore that fills a new set and swaps it in.
 func ipsetsReplace(n int) harness.Scenario {
-	loadThen := func(script func(int) []byte) func(context.Context, *harness.Env) error {
-		return func(ctx context.Context, env *harness.Env) error {
-			if err := ipsetsRestore(ctx, env, ipsetsScript(ipsetsMembers(n))); err != nil {
-				return err
-			}
-			env.State = script(n)
-			return settle(ctx)
-		}
-	}
 	return harness.Scenario{
 		Name: "ipsets/replace/" + strconv.Itoa(n),
 		Size: n - ipsetsKept,
@@ -96,17 +87,13 @@ func ipsetsReplace(n int) harness.Scenario {
 			},
 			{
 				Name: "ipset restore del then add (in place)", Role: harness.Peer,
-				Setup: loadThen(ipsetsInPlace),
-				Run: func(ctx context.Context, env *harness.Env) error {
-					return ipsetsRestore(ctx, env, env.State.([]byte))
-				},
+				Setup: ipsetsLoadThen(n, ipsetsInPlace),
+				Run:   ipsetsRestoreState,
 			},
 			{
 				Name: "ipset restore swap (hand-written)", Role: harness.Floor,
-				Setup: loadThen(ipsetsSwapScript),
-				Run: func(ctx context.Context, env *harness.Env) error {
-					return ipsetsRestore(ctx, env, env.State.([]byte))
-				},
+				Setup: ipsetsLoadThen(n, ipsetsSwapScript),
+				Run:   ipsetsRestoreState,
 			},
 		},
 	}

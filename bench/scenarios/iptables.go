@@ -225,9 +225,8 @@ func (u usage) report(env *harness.Env, tables ...*iptables.Table) {
 		restores += st.Restores
 		saves += st.Saves
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	env.Report("bin_ms", ms(bin))
-	env.Report("go_ms", ms(wall-bin))
+	env.Report("bin_ms", millis(bin))
+	env.Report("go_ms", millis(wall-bin))
 	u.reportCPU(env)
 	env.Report("restores", float64(restores))
 	env.Report("saves", float64(saves))
@@ -242,6 +241,68 @@ type iptState struct {
 	specs [][]string // peer: per rule, chain then rulespec
 }
 
+// iptOpen opens the trial's namespace for ours, whose Run declares decl
+// (and closes the namespace).
+func iptOpen(env *harness.Env, decl iptDecl) (*iptState, error) {
+	k, err := kernel.Open(env.NS.Path())
+	st := &iptState{k: k, decl: decl}
+	env.State = st
+	return st, err
+}
+
+// iptProgramOurs is ours' measured programming: a new Table declares what
+// iptOpen was given and applies it, and u.report records where the time
+// went. The namespace stays open for the Run to close.
+func iptProgramOurs(ctx context.Context, env *harness.Env, b iptables.Backend) (*iptables.Table, error) {
+	st := env.State.(*iptState)
+	u := startUsage()
+	tbl, err := iptProgram(ctx, iptOptions(b, st.k), st.decl)
+	if err != nil {
+		return nil, err
+	}
+	u.report(env, tbl)
+	return tbl, nil
+}
+
+// iptOpenProgrammed is iptOpen after which a Table (st.tbl, for Run to
+// change) applies programmed there; settle follows.
+func iptOpenProgrammed(ctx context.Context, env *harness.Env, b iptables.Backend, decl, programmed iptDecl) error {
+	st, err := iptOpen(env, decl)
+	if err != nil {
+		return err
+	}
+	if st.tbl, err = iptProgram(ctx, iptOptions(b, st.k), programmed); err != nil {
+		return err
+	}
+	return settle(ctx)
+}
+
+// iptLoadByRestore loads the table of n rules in the trial's namespace by a
+// hand-written restore and settles; it returns the restore input of the
+// change-one change.
+func iptLoadByRestore(ctx context.Context, env *harness.Env, b iptables.Backend, n int) ([]byte, error) {
+	in, change, err := iptRendered(b, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := iptRestore(ctx, env, b, in); err != nil {
+		return nil, err
+	}
+	return change, settle(ctx)
+}
+
+// iptRestoreChange is the hand-written change-one change on the table of n
+// rules, loaded by a restore: one restore of the `-R` line.
+func iptRestoreChange(name string, role harness.Role, b iptables.Backend, n int) harness.Variant {
+	return harness.Variant{
+		Name: name, Role: role,
+		Setup: keep(func(ctx context.Context, env *harness.Env) ([]byte, error) { return iptLoadByRestore(ctx, env, b, n) }),
+		Run: func(ctx context.Context, env *harness.Env) error {
+			return iptRestore(ctx, env, b, env.State.([]byte))
+		},
+	}
+}
+
 func iptInitial(b iptables.Backend, n int) harness.Scenario {
 	s := harness.Scenario{
 		Name: fmt.Sprintf("iptables/initial/%s/%d", b, n),
@@ -251,20 +312,13 @@ func iptInitial(b iptables.Backend, n int) harness.Scenario {
 			{
 				Name: "nodeplane iptables", Role: harness.Ours,
 				Setup: func(_ context.Context, env *harness.Env) error {
-					k, err := kernel.Open(env.NS.Path())
-					env.State = &iptState{k: k, decl: iptDeclare(n)}
+					_, err := iptOpen(env, iptDeclare(n))
 					return err
 				},
 				Run: func(ctx context.Context, env *harness.Env) error {
-					st := env.State.(*iptState)
-					defer st.k.Close()
-					u := startUsage()
-					tbl, err := iptProgram(ctx, iptOptions(b, st.k), st.decl)
-					if err != nil {
-						return err
-					}
-					u.report(env, tbl)
-					return nil
+					defer env.State.(*iptState).k.Close()
+					_, err := iptProgramOurs(ctx, env, b)
+					return err
 				},
 			},
 			{
@@ -355,28 +409,7 @@ func iptPeer(env *harness.Env, b iptables.Backend) (*goipt.IPTables, error) {
 	return ipt, err
 }
 
-// iptSettle waits after loading a table, so that deferred kernel work is
-// not billed to the measured change.
-func iptSettle(ctx context.Context) error {
-	select {
-	case <-time.After(250 * time.Millisecond):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func iptChangeOne(b iptables.Backend, n int) harness.Scenario {
-	loadByRestore := func(ctx context.Context, env *harness.Env) ([]byte, error) {
-		in, change, err := iptRendered(b, n)
-		if err != nil {
-			return nil, err
-		}
-		if err := iptRestore(ctx, env, b, in); err != nil {
-			return nil, err
-		}
-		return change, iptSettle(ctx)
-	}
 	return harness.Scenario{
 		Name: fmt.Sprintf("iptables/change-one/%s/%d", b, n),
 		Size: 1,
@@ -385,16 +418,7 @@ func iptChangeOne(b iptables.Backend, n int) harness.Scenario {
 			{
 				Name: "nodeplane iptables", Role: harness.Ours,
 				Setup: func(ctx context.Context, env *harness.Env) error {
-					k, err := kernel.Open(env.NS.Path())
-					if err != nil {
-						return err
-					}
-					st := &iptState{k: k, decl: iptDecl{chains: []netfilter.Chain{iptChanged(n)}}}
-					env.State = st
-					if st.tbl, err = iptProgram(ctx, iptOptions(b, k), iptDeclare(n)); err != nil {
-						return err
-					}
-					return iptSettle(ctx)
+					return iptOpenProgrammed(ctx, env, b, iptDecl{chains: []netfilter.Chain{iptChanged(n)}}, iptDeclare(n))
 				},
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*iptState)
@@ -414,27 +438,17 @@ func iptChangeOne(b iptables.Backend, n int) harness.Scenario {
 					}
 					wall := time.Since(u.start)
 					bin := after.RestoreTime - before.RestoreTime
-					env.Report("bin_ms", float64(bin)/float64(time.Millisecond))
-					env.Report("go_ms", float64(wall-bin)/float64(time.Millisecond))
+					env.Report("bin_ms", millis(bin))
+					env.Report("go_ms", millis(wall-bin))
 					u.reportCPU(env)
 					return nil
 				},
 			},
-			{
-				Name: "iptables-restore -R (hand-written)", Role: harness.Floor,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					change, err := loadByRestore(ctx, env)
-					env.State = change
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error {
-					return iptRestore(ctx, env, b, env.State.([]byte))
-				},
-			},
+			iptRestoreChange("iptables-restore -R (hand-written)", harness.Floor, b, n),
 			{
 				Name: "go-iptables Replace (exec)", Role: harness.Peer,
 				Setup: func(ctx context.Context, env *harness.Env) error {
-					change, err := loadByRestore(ctx, env)
+					change, err := iptLoadByRestore(ctx, env, b, n)
 					if err != nil {
 						return err
 					}
@@ -463,18 +477,6 @@ func iptChangeOne(b iptables.Backend, n int) harness.Scenario {
 }
 
 func iptNoop(b iptables.Backend, n int) harness.Scenario {
-	program := func(ctx context.Context, env *harness.Env) error {
-		k, err := kernel.Open(env.NS.Path())
-		if err != nil {
-			return err
-		}
-		st := &iptState{k: k, decl: iptDeclare(n)}
-		env.State = st
-		if st.tbl, err = iptProgram(ctx, iptOptions(b, k), st.decl); err != nil {
-			return err
-		}
-		return iptSettle(ctx)
-	}
 	return harness.Scenario{
 		Name: fmt.Sprintf("iptables/noop/%s/%d", b, n),
 		Size: n + n/10,
@@ -482,16 +484,16 @@ func iptNoop(b iptables.Backend, n int) harness.Scenario {
 		Variants: []harness.Variant{
 			{
 				Name: "nodeplane iptables (restart)", Role: harness.Ours,
-				Setup: program,
+				Setup: func(ctx context.Context, env *harness.Env) error {
+					d := iptDeclare(n)
+					return iptOpenProgrammed(ctx, env, b, d, d)
+				},
 				Run: func(ctx context.Context, env *harness.Env) error {
-					state := env.State.(*iptState)
-					defer state.k.Close()
-					u := startUsage()
-					tbl, err := iptProgram(ctx, iptOptions(b, state.k), state.decl)
+					defer env.State.(*iptState).k.Close()
+					tbl, err := iptProgramOurs(ctx, env, b)
 					if err != nil {
 						return err
 					}
-					u.report(env, tbl)
 					st := tbl.Stats()
 					if st.Restores != 0 {
 						return fmt.Errorf("a restart on an in-sync table ran %d restores", st.Restores)
@@ -502,7 +504,7 @@ func iptNoop(b iptables.Backend, n int) harness.Scenario {
 					if _, err := tbl.Apply(ctx); err != nil {
 						return err
 					}
-					env.Report("again_us", float64(time.Since(t0))/float64(time.Microsecond))
+					env.Report("again_us", micros(time.Since(t0)))
 					again := tbl.Stats()
 					env.Report("again_runs", float64(again.Restores+again.Saves-st.Restores-st.Saves))
 					return nil
@@ -511,14 +513,8 @@ func iptNoop(b iptables.Backend, n int) harness.Scenario {
 			{
 				Name: "iptables-save (the read)", Role: harness.Floor,
 				Setup: func(ctx context.Context, env *harness.Env) error {
-					in, _, err := iptRendered(b, n)
-					if err != nil {
-						return err
-					}
-					if err := iptRestore(ctx, env, b, in); err != nil {
-						return err
-					}
-					return iptSettle(ctx)
+					_, err := iptLoadByRestore(ctx, env, b, n)
+					return err
 				},
 				Run: func(ctx context.Context, env *harness.Env) error {
 					_, err := env.NS.Run(ctx, nil, b.SaveCommand(iptFamily), "-t", "filter")
@@ -537,8 +533,7 @@ func iptHeap(b iptables.Backend, n int) harness.Scenario {
 		Variants: []harness.Variant{{
 			Name: "nodeplane iptables", Role: harness.Ours,
 			Setup: func(_ context.Context, env *harness.Env) error {
-				k, err := kernel.Open(env.NS.Path())
-				env.State = &iptState{k: k, decl: iptDeclare(n)}
+				_, err := iptOpen(env, iptDeclare(n))
 				return err
 			},
 			Run: func(ctx context.Context, env *harness.Env) error {
@@ -549,8 +544,7 @@ func iptHeap(b iptables.Backend, n int) harness.Scenario {
 				if err != nil {
 					return err
 				}
-				after := benchutil.HeapInUse()
-				env.Report("heapB/rule", float64(int64(after)-int64(before))/float64(n+n/10))
+				env.Report("heapB/rule", heapPer(before, n+n/10))
 				// The same state declared again (kept as rendered) and one
 				// chain changed: the heap must stay where it was.
 				if err := tbl.SetChains(st.decl.chains...); err != nil {
@@ -565,10 +559,9 @@ func iptHeap(b iptables.Backend, n int) harness.Scenario {
 				if _, err := tbl.Apply(ctx); err != nil {
 					return err
 				}
-				updated := benchutil.HeapInUse()
+				env.Report("heapB/rule_updated", heapPer(before, n+n/10))
 				runtime.KeepAlive(tbl)
 				runtime.KeepAlive(st)
-				env.Report("heapB/rule_updated", float64(int64(updated)-int64(before))/float64(n+n/10))
 				return nil
 			},
 		}},

@@ -351,7 +351,7 @@ func replaySocket(env *harness.Env) (*capSocket, error) {
 		return nil, err
 	}
 	s := &capSocket{fd: fd}
-	later(func() { _ = s.Close() })
+	nftLeft.add(func() { _ = s.Close() })
 	return s, nil
 }
 
@@ -371,7 +371,7 @@ type nftState struct {
 // openOurs opens the trial's namespace for ours, and, when pre is set,
 // programs it.
 func openOurs(ctx context.Context, env *harness.Env, d nftDecl, pre bool) error {
-	runLater()
+	nftLeft.run()
 	k, err := kernel.Open(env.NS.Path())
 	if err != nil {
 		return err
@@ -382,7 +382,7 @@ func openOurs(ctx context.Context, env *harness.Env, d nftDecl, pre bool) error 
 		if st.tbl, err = d.program(ctx, k); err != nil {
 			return err
 		}
-		return iptSettle(ctx)
+		return settle(ctx)
 	}
 	return nil
 }
@@ -392,11 +392,10 @@ func openOurs(ctx context.Context, env *harness.Env, d nftDecl, pre bool) error 
 func reportNFT(env *harness.Env, u usage, tbl *nftables.Table, before nftables.Stats) {
 	wall := time.Since(u.start)
 	st := tbl.Stats()
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	kern, read := st.WriteTime-before.WriteTime, st.ReadTime-before.ReadTime
-	env.Report("kernel_ms", ms(kern))
-	env.Report("read_ms", ms(read))
-	env.Report("go_ms", ms(wall-kern-read))
+	env.Report("kernel_ms", millis(kern))
+	env.Report("read_ms", millis(read))
+	env.Report("go_ms", millis(wall-kern-read))
 	env.Report("transactions", float64(st.Transactions-before.Transactions))
 	u.reportCPU(env)
 }
@@ -407,7 +406,7 @@ func reportNFT(env *harness.Env, u usage, tbl *nftables.Table, before nftables.S
 // grace period), which a long-lived writer never pays in its applies.
 func closeOurs(env *harness.Env) {
 	st := env.State.(*nftState)
-	later(func() {
+	nftLeft.add(func() {
 		if st.tbl != nil {
 			_ = st.tbl.Close()
 		}
@@ -415,49 +414,41 @@ func closeOurs(env *harness.Env) {
 	})
 }
 
-var (
-	laterMu sync.Mutex
-	laters  []func()
-)
-
-// later defers fn to the next Setup of a scenario of this file.
-func later(fn func()) {
-	laterMu.Lock()
-	defer laterMu.Unlock()
-	laters = append(laters, fn)
-}
-
-// runLater runs what later deferred.
-func runLater() {
-	laterMu.Lock()
-	fns := laters
-	laters = nil
-	laterMu.Unlock()
-	for _, fn := range fns {
-		fn()
-	}
-}
+// nftLeft is what the nftables trials left open (ours' Table and
+// namespace, the floors' sockets), closed at the next Setup of a scenario
+// of this file.
+var nftLeft closers
 
 // floorVariant replays the captured batches of a state (initial or the
 // change, after programming the initial ones in Setup).
 func floorVariant(key string, d nftDecl, change func(*nftables.Table) error) harness.Variant {
+	return replayFloor("netlink transaction (hand-built, replayed)", key, d, change, false)
+}
+
+// replayFloor is a floor named name that replays the batches captured for
+// d under key: the initial ones, or with change those of the change after
+// replaying the initial ones in Setup; merged into one with merge.
+func replayFloor(name, key string, d nftDecl, change func(*nftables.Table) error, merge bool) harness.Variant {
 	return harness.Variant{
-		Name: "netlink transaction (hand-built, replayed)", Role: harness.Floor,
+		Name: name, Role: harness.Floor,
 		Setup: func(ctx context.Context, env *harness.Env) error {
 			c, err := capture(key, d, change)
 			if err != nil {
 				return err
 			}
-			runLater()
+			nftLeft.run()
 			batches := c.initial
 			if change != nil {
 				if err := replay(env, c.initial); err != nil {
 					return err
 				}
 				batches = c.change
-				if err := iptSettle(ctx); err != nil {
+				if err := settle(ctx); err != nil {
 					return err
 				}
+			}
+			if merge {
+				batches = [][]byte{oneBatch(batches)}
 			}
 			s, err := replaySocket(env)
 			env.State = &replayState{s: s, batches: batches}
@@ -470,80 +461,115 @@ func floorVariant(key string, d nftDecl, change func(*nftables.Table) error) har
 	}
 }
 
-func nftInitial(n int) harness.Scenario {
-	d := nftRules(n)
-	key := fmt.Sprintf("rules/%d", n)
-	return harness.Scenario{
-		Name: fmt.Sprintf("nftables/initial/%d", n),
-		Size: n + n/10,
-		Note: fmt.Sprintf("%d rules in %d chains of 10 plus %d jumps from FORWARD; ours includes declaring (rendering, hashing) and the first read", n, n/10, n/10),
-		Variants: []harness.Variant{
-			{
-				Name: "nodeplane nftables", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, false) },
-				Run: func(ctx context.Context, env *harness.Env) error {
-					defer closeOurs(env)
-					st := env.State.(*nftState)
-					u := startUsage()
-					tbl, err := d.program(ctx, st.k)
-					if err != nil {
-						return err
-					}
-					st.tbl = tbl
-					reportNFT(env, u, tbl, nftables.Stats{})
-					return nil
-				},
-			},
-			{
-				Name: "nft -f (knftables)", Role: harness.Peer,
-				Setup: func(_ context.Context, env *harness.Env) error {
-					c, err := capture(key, d, nil)
-					env.State = c.text
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error { return nftFile(ctx, env, env.State.(string)) },
-			},
-			floorVariant(key, d, nil),
+// nftProgramOurs is ours loading d into an empty namespace: a new Table
+// declares d and applies it.
+func nftProgramOurs(d nftDecl) harness.Variant {
+	return harness.Variant{
+		Name: "nodeplane nftables", Role: harness.Ours,
+		Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, false) },
+		Run: func(ctx context.Context, env *harness.Env) error {
+			defer closeOurs(env)
+			st := env.State.(*nftState)
+			u := startUsage()
+			tbl, err := d.program(ctx, st.k)
+			if err != nil {
+				return err
+			}
+			st.tbl = tbl
+			reportNFT(env, u, tbl, nftables.Stats{})
+			return nil
 		},
 	}
 }
 
-func nftKubeProxy(n int) harness.Scenario {
-	d := nftServices(n)
-	key := fmt.Sprintf("services/%d", n)
-	s := harness.Scenario{
-		Name: fmt.Sprintf("nftables/kube-proxy/%d", n),
-		Size: n,
-		Note: fmt.Sprintf("%d services: a verdict map VIP . tcp . 80 → goto a chain of 2 rules (mark, DNAT) each, dispatched from PREROUTING; one transaction (sets, chains, elements, then the rules that reach them)", n),
-		Variants: []harness.Variant{
-			{
-				Name: "nodeplane nftables", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, false) },
-				Run: func(ctx context.Context, env *harness.Env) error {
-					defer closeOurs(env)
-					st := env.State.(*nftState)
-					u := startUsage()
-					tbl, err := d.program(ctx, st.k)
-					if err != nil {
-						return err
-					}
-					st.tbl = tbl
-					reportNFT(env, u, tbl, nftables.Stats{})
-					return nil
-				},
-			},
-			{
-				Name: "nft -f (knftables)", Role: harness.Peer,
-				Setup: func(_ context.Context, env *harness.Env) error {
-					c, err := capture(key, d, nil)
-					env.State = c.text
+// nftChangeOurs is ours applying change to the Table that programmed d in
+// Setup. after, when set, runs right after the Apply (u and before: the
+// usage and the Table's stats when the Run started) and may fail the Run.
+func nftChangeOurs(d nftDecl, change func(*nftables.Table) error, after func(env *harness.Env, u usage, tbl *nftables.Table, before nftables.Stats) error) harness.Variant {
+	return harness.Variant{
+		Name: "nodeplane nftables", Role: harness.Ours,
+		Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, true) },
+		Run: func(ctx context.Context, env *harness.Env) error {
+			defer closeOurs(env)
+			st := env.State.(*nftState)
+			before := st.tbl.Stats()
+			u := startUsage()
+			if err := change(st.tbl); err != nil {
+				return err
+			}
+			if _, err := st.tbl.Apply(ctx); err != nil {
+				return err
+			}
+			if after != nil {
+				if err := after(env, u, st.tbl, before); err != nil {
 					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error { return nftFile(ctx, env, env.State.(string)) },
-			},
-			floorVariant(key, d, nil),
+				}
+			}
+			reportNFT(env, u, st.tbl, before)
+			return nil
 		},
 	}
+}
+
+// nftFileState is a peer's Run: `nft -f` of the text Setup handed it.
+func nftFileState(ctx context.Context, env *harness.Env) error {
+	return nftFile(ctx, env, env.State.(string))
+}
+
+// nftTextPeer is `nft -f` of d's table as `nft list` prints it, into an
+// empty namespace.
+func nftTextPeer(key string, d nftDecl) harness.Variant {
+	return harness.Variant{
+		Name: "nft -f (knftables)", Role: harness.Peer,
+		Setup: func(_ context.Context, env *harness.Env) error {
+			c, err := capture(key, d, nil)
+			env.State = c.text
+			return err
+		},
+		Run: nftFileState,
+	}
+}
+
+// nftKnftPeer is `nft -f` of a change the knftables way, on d's table
+// loaded by `nft -f`: render makes the input from the changed table's text.
+func nftKnftPeer(name, key string, d nftDecl, change func(*nftables.Table) error, render func(changedText string) string) harness.Variant {
+	return harness.Variant{
+		Name: name, Role: harness.Peer,
+		Setup: func(ctx context.Context, env *harness.Env) error {
+			c, err := capture(key, d, change)
+			if err != nil {
+				return err
+			}
+			if err := nftFile(ctx, env, c.text); err != nil {
+				return err
+			}
+			env.State = render(c.changedText)
+			return settle(ctx)
+		},
+		Run: nftFileState,
+	}
+}
+
+// nftLoad is a scenario that loads d (captured under key) into an empty
+// namespace: ours, `nft -f` of the same table, and the replayed
+// transaction.
+func nftLoad(name string, size int, note, key string, d nftDecl) harness.Scenario {
+	return harness.Scenario{
+		Name: name, Size: size, Note: note,
+		Variants: []harness.Variant{nftProgramOurs(d), nftTextPeer(key, d), floorVariant(key, d, nil)},
+	}
+}
+
+func nftInitial(n int) harness.Scenario {
+	return nftLoad(fmt.Sprintf("nftables/initial/%d", n), n+n/10,
+		fmt.Sprintf("%d rules in %d chains of 10 plus %d jumps from FORWARD; ours includes declaring (rendering, hashing) and the first read", n, n/10, n/10),
+		fmt.Sprintf("rules/%d", n), nftRules(n))
+}
+
+func nftKubeProxy(n int) harness.Scenario {
+	s := nftLoad(fmt.Sprintf("nftables/kube-proxy/%d", n), n,
+		fmt.Sprintf("%d services: a verdict map VIP . tcp . 80 → goto a chain of 2 rules (mark, DNAT) each, dispatched from PREROUTING; one transaction (sets, chains, elements, then the rules that reach them)", n),
+		fmt.Sprintf("services/%d", n), nftServices(n))
 	if n >= 10_000 {
 		s.Trials = 1
 		s.Note += "; one trial (nft -f takes about a minute)"
@@ -585,59 +611,14 @@ func nftChangeRule(n int) harness.Scenario {
 		Size: 1,
 		Note: fmt.Sprintf("rule %d of chain %s changes in a table of %d rules in sync; the change adds no jump", iptChangeRule, changed.Name, n+n/10),
 		Variants: []harness.Variant{
-			{
-				Name: "nodeplane nftables", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, true) },
-				Run: func(ctx context.Context, env *harness.Env) error {
-					defer closeOurs(env)
-					st := env.State.(*nftState)
-					before := st.tbl.Stats()
-					u := startUsage()
-					if err := change(st.tbl); err != nil {
-						return err
-					}
-					if _, err := st.tbl.Apply(ctx); err != nil {
-						return err
-					}
-					reportNFT(env, u, st.tbl, before)
-					if after := st.tbl.Stats(); after.Transactions-before.Transactions != 1 || after.Messages-before.Messages != 2 {
-						return fmt.Errorf("change-rule wrote %d transactions of %d requests, want 1 of 2", after.Transactions-before.Transactions, after.Messages-before.Messages)
-					}
-					return nil
-				},
-			},
-			{
-				Name: "nft -f flush+add (knftables)", Role: harness.Peer,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					c, err := capture(key, d, change)
-					if err != nil {
-						return err
-					}
-					if err := nftFile(ctx, env, c.text); err != nil {
-						return err
-					}
-					env.State = knftChain(c.changedText, changed.Name)
-					return iptSettle(ctx)
-				},
-				Run: func(ctx context.Context, env *harness.Env) error { return nftFile(ctx, env, env.State.(string)) },
-			},
-			{
-				Name: "iptables-nft-restore -R", Role: harness.Peer,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					in, change, err := iptRendered(iptables.BackendNFT, n)
-					if err != nil {
-						return err
-					}
-					if err := iptRestore(ctx, env, iptables.BackendNFT, in); err != nil {
-						return err
-					}
-					env.State = change
-					return iptSettle(ctx)
-				},
-				Run: func(ctx context.Context, env *harness.Env) error {
-					return iptRestore(ctx, env, iptables.BackendNFT, env.State.([]byte))
-				},
-			},
+			nftChangeOurs(d, change, func(_ *harness.Env, _ usage, tbl *nftables.Table, before nftables.Stats) error {
+				if after := tbl.Stats(); after.Transactions-before.Transactions != 1 || after.Messages-before.Messages != 2 {
+					return fmt.Errorf("change-rule wrote %d transactions of %d requests, want 1 of 2", after.Transactions-before.Transactions, after.Messages-before.Messages)
+				}
+				return nil
+			}),
+			nftKnftPeer("nft -f flush+add (knftables)", key, d, change, func(text string) string { return knftChain(text, changed.Name) }),
+			iptRestoreChange("iptables-nft-restore -R", harness.Peer, iptables.BackendNFT, n),
 			floorVariant(key, d, change),
 		},
 	}
@@ -669,42 +650,15 @@ func nftChangeService(n int) harness.Scenario {
 		Size: 1,
 		Note: fmt.Sprintf("one service added (its chain of 2 rules, its map element: a new goto, so the kernel validates the jump graph) to a kube-proxy-style table of %d", n),
 		Variants: []harness.Variant{
-			{
-				Name: "nodeplane nftables", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, true) },
-				Run: func(ctx context.Context, env *harness.Env) error {
-					defer closeOurs(env)
-					st := env.State.(*nftState)
-					before := st.tbl.Stats()
-					u := startUsage()
-					if err := change(st.tbl); err != nil {
-						return err
-					}
-					if _, err := st.tbl.Apply(ctx); err != nil {
-						return err
-					}
-					reportNFT(env, u, st.tbl, before)
-					if tx := st.tbl.Stats().Transactions - before.Transactions; tx != 1 {
-						return fmt.Errorf("change-service wrote %d transactions, want 1", tx)
-					}
-					return nil
-				},
-			},
-			{
-				Name: "nft -f add chain+element (knftables)", Role: harness.Peer,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					c, err := capture(key, d, change)
-					if err != nil {
-						return err
-					}
-					if err := nftFile(ctx, env, c.text); err != nil {
-						return err
-					}
-					env.State = knftService(c.changedText, ch.Name, vip.String()+" . tcp . 80 : goto "+ch.Name)
-					return iptSettle(ctx)
-				},
-				Run: func(ctx context.Context, env *harness.Env) error { return nftFile(ctx, env, env.State.(string)) },
-			},
+			nftChangeOurs(d, change, func(_ *harness.Env, _ usage, tbl *nftables.Table, before nftables.Stats) error {
+				if tx := tbl.Stats().Transactions - before.Transactions; tx != 1 {
+					return fmt.Errorf("change-service wrote %d transactions, want 1", tx)
+				}
+				return nil
+			}),
+			nftKnftPeer("nft -f add chain+element (knftables)", key, d, change, func(text string) string {
+				return knftService(text, ch.Name, vip.String()+" . tcp . 80 : goto "+ch.Name)
+			}),
 			floorVariant(key, d, change),
 		},
 	}
@@ -723,25 +677,10 @@ func nftElement(n int) harness.Scenario {
 		Size: 1,
 		Note: fmt.Sprintf("one address added to a set of %d in sync", n),
 		Variants: []harness.Variant{
-			{
-				Name: "nodeplane nftables", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, true) },
-				Run: func(ctx context.Context, env *harness.Env) error {
-					defer closeOurs(env)
-					st := env.State.(*nftState)
-					before := st.tbl.Stats()
-					u := startUsage()
-					if err := change(st.tbl); err != nil {
-						return err
-					}
-					if _, err := st.tbl.Apply(ctx); err != nil {
-						return err
-					}
-					env.Report("us", float64(time.Since(u.start))/float64(time.Microsecond))
-					reportNFT(env, u, st.tbl, before)
-					return nil
-				},
-			},
+			nftChangeOurs(d, change, func(env *harness.Env, u usage, _ *nftables.Table, _ nftables.Stats) error {
+				env.Report("us", micros(time.Since(u.start)))
+				return nil
+			}),
 			{
 				Name: "nft add element (exec)", Role: harness.Peer,
 				Setup: func(ctx context.Context, env *harness.Env) error {
@@ -772,39 +711,8 @@ func nftElements(n int) harness.Scenario {
 		Size: n,
 		Note: fmt.Sprintf("a set of %d addresses and the rule using it, into an empty namespace; ours adds %d elements per transaction (floor: all in one)", n, nftables.DefaultElementsPerTransaction),
 		Variants: []harness.Variant{
-			{
-				Name: "nodeplane nftables", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, false) },
-				Run: func(ctx context.Context, env *harness.Env) error {
-					defer closeOurs(env)
-					st := env.State.(*nftState)
-					u := startUsage()
-					tbl, err := d.program(ctx, st.k)
-					if err != nil {
-						return err
-					}
-					st.tbl = tbl
-					reportNFT(env, u, tbl, nftables.Stats{})
-					return nil
-				},
-			},
-			{
-				Name: "one netlink transaction (hand-built)", Role: harness.Floor,
-				Setup: func(_ context.Context, env *harness.Env) error {
-					c, err := capture(key, d, nil)
-					if err != nil {
-						return err
-					}
-					runLater()
-					s, err := replaySocket(env)
-					env.State = &replayState{s: s, batches: [][]byte{oneBatch(c.initial)}}
-					return err
-				},
-				Run: func(_ context.Context, env *harness.Env) error {
-					st := env.State.(*replayState)
-					return st.s.replay(st.batches)
-				},
-			},
+			nftProgramOurs(d),
+			replayFloor("one netlink transaction (hand-built)", key, d, nil, true),
 		},
 	}
 	if n <= nftPeerElementsCap {

@@ -17,7 +17,8 @@ import (
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
 )
 
-// Helpers shared by the routes (package kernel) and routetable scenarios.
+// Helpers shared by the routes (package kernel), routetable and vxlan
+// scenarios.
 
 // routeDst is the i-th benchmark destination, 10.x.y.z/32.
 func routeDst(i int) netip.Prefix {

@@ -83,19 +83,10 @@ func rtblSetupLink(ctx context.Context, env *harness.Env, n int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := rtblSleep(ctx, 200*time.Millisecond+time.Duration(n)*5*time.Microsecond); err != nil {
+	if err := pause(ctx, 200*time.Millisecond+time.Duration(n)*5*time.Microsecond); err != nil {
 		return 0, err
 	}
 	return idx, nil
-}
-
-func rtblSleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // rtblState is what ours keeps between Setup and Run.
@@ -109,13 +100,6 @@ type rtblState struct {
 
 // rtblLoader prepares a trial's namespace with a Table, which it returns.
 type rtblLoader func(ctx context.Context, env *harness.Env) (*rtblState, error)
-
-// keep is a Setup that loads and keeps the state for ours' Run.
-func (load rtblLoader) keep(ctx context.Context, env *harness.Env) error {
-	st, err := load(ctx, env)
-	env.State = st
-	return err
-}
 
 // closed is a Setup for peers and floors: it loads the same kernel state
 // and closes the Table's namespace.
@@ -158,6 +142,30 @@ func rtblNetlinkRoute(oif int, dst netip.Prefix, mtu int) *netlink.Route {
 	return &netlink.Route{
 		LinkIndex: oif, Table: rtblTable, Protocol: netlink.RouteProtocol(routetable.DefaultProtocol),
 		Scope: netlink.SCOPE_LINK, MTU: mtu, Dst: &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), 32)},
+	}
+}
+
+// rtblApplyRun is a Run of ours on the Table that Setup kept: prep, then
+// Apply; it reports the route writes ("writes"), then done (when set)
+// reports and checks more from the Table's stats before and after. It
+// closes the namespace.
+func rtblApplyRun(prep func(st *rtblState) error, done func(env *harness.Env, before, after routetable.Stats) error) func(context.Context, *harness.Env) error {
+	return func(ctx context.Context, env *harness.Env) error {
+		st := env.State.(*rtblState)
+		defer st.kernel.Close()
+		before := st.table.Stats()
+		if err := prep(st); err != nil {
+			return err
+		}
+		if _, err := st.table.Apply(ctx); err != nil {
+			return err
+		}
+		after := st.table.Stats()
+		env.Report("writes", float64(after.RouteWrites-before.RouteWrites))
+		if done == nil {
+			return nil
+		}
+		return done(env, before, after)
 	}
 }
 
@@ -204,7 +212,7 @@ func rtblInSync(n int) rtblLoader {
 		if err != nil {
 			return nil, err
 		}
-		return st, rtblSleep(ctx, 250*time.Millisecond)
+		return st, settle(ctx)
 	}
 }
 
@@ -216,22 +224,12 @@ func rtblChangeOne(n int) harness.Scenario {
 		Note: "one route's MTU changed with " + strconv.Itoa(n) + " routes in sync; compare ours across sizes (the floor is one netlink call)",
 		Variants: []harness.Variant{
 			{
-				Name: "nodeplane routetable", Role: harness.Ours, Setup: load.keep,
-				Run: func(ctx context.Context, env *harness.Env) error {
-					st := env.State.(*rtblState)
-					defer st.kernel.Close()
+				Name: "nodeplane routetable", Role: harness.Ours, Setup: keep(load),
+				Run: rtblApplyRun(func(st *rtblState) error {
 					tg := st.targets[n/2]
 					tg.MTU = 1400
-					before := st.table.Stats().RouteWrites
-					if err := st.table.RouteUpdate(1, rtblLink, tg); err != nil {
-						return err
-					}
-					if _, err := st.table.Apply(ctx); err != nil {
-						return err
-					}
-					env.Report("writes", float64(st.table.Stats().RouteWrites-before))
-					return nil
-				},
+					return st.table.RouteUpdate(1, rtblLink, tg)
+				}, nil),
 			},
 			{
 				Name: "netlink RouteReplace (one call)", Role: harness.Floor,
@@ -263,20 +261,14 @@ func rtblNoopResync(n int) harness.Scenario {
 		Note: "QueueResync + Apply with the kernel already in sync: one link list, one table dump, no writes",
 		Variants: []harness.Variant{
 			{
-				Name: "nodeplane routetable", Role: harness.Ours, Setup: load.keep,
-				Run: func(ctx context.Context, env *harness.Env) error {
-					st := env.State.(*rtblState)
-					defer st.kernel.Close()
-					before := st.table.Stats()
+				Name: "nodeplane routetable", Role: harness.Ours, Setup: keep(load),
+				Run: rtblApplyRun(func(st *rtblState) error {
 					st.table.QueueResync()
-					if _, err := st.table.Apply(ctx); err != nil {
-						return err
-					}
-					after := st.table.Stats()
-					env.Report("writes", float64(after.RouteWrites-before.RouteWrites))
+					return nil
+				}, func(env *harness.Env, before, after routetable.Stats) error {
 					env.Report("dumps", float64(after.Resyncs-before.Resyncs))
 					return check("resync", after.InKernel)
-				},
+				}),
 			},
 			ipRouteShowFloor(rtblTable, "", load.closed, check),
 			routeListPeer(rtblTable, "", load.closed, check),
@@ -299,10 +291,9 @@ func rtblHeap(n int) harness.Scenario {
 				if err != nil {
 					return err
 				}
-				after := benchutil.HeapInUse()
+				env.Report("heapB/route", heapPer(before, n))
 				runtime.KeepAlive(st)
 				runtime.KeepAlive(targets)
-				env.Report("heapB/route", float64(int64(after)-int64(before))/float64(n))
 				return st.kernel.Close()
 			},
 		}},
@@ -334,26 +325,20 @@ func rtblIfaceUp(n int) harness.Scenario {
 	// comesUp is ours' Run: np-c reported up, then Apply (after QueueResync
 	// when whole).
 	comesUp := func(whole bool) func(ctx context.Context, env *harness.Env) error {
-		return func(ctx context.Context, env *harness.Env) error {
-			st := env.State.(*rtblState)
-			defer st.kernel.Close()
-			before := st.table.Stats()
+		return rtblApplyRun(func(st *rtblState) error {
 			st.table.OnIfaceStateChanged(rtblUpLink, st.up, kernel.LinkUp)
 			if whole {
 				st.table.QueueResync()
 			}
-			if _, err := st.table.Apply(ctx); err != nil {
-				return err
-			}
-			after := st.table.Stats()
-			env.Report("writes", float64(after.RouteWrites-before.RouteWrites))
+			return nil
+		}, func(env *harness.Env, before, after routetable.Stats) error {
 			env.Report("rescans", float64(after.Rescans-before.Rescans))
 			if after.InKernel != n+rtblUpRoutes || after.RouteWrites != before.RouteWrites ||
 				(!whole && (after.Rescans != before.Rescans+1 || after.Resyncs != before.Resyncs)) {
 				return fmt.Errorf("after np-c came up: %+v", after)
 			}
 			return nil
-		}
+		})
 	}
 	check := routeCountCheck(rtblUpRoutes)
 	return harness.Scenario{
@@ -361,8 +346,8 @@ func rtblIfaceUp(n int) harness.Scenario {
 		Size: rtblUpRoutes,
 		Note: fmt.Sprintf("%d routes on np-a, %d on np-c, whose carrier came back: reading np-c's routes", n, rtblUpRoutes),
 		Variants: []harness.Variant{
-			{Name: "nodeplane routetable", Role: harness.Ours, Setup: load.keep, Run: comesUp(false)},
-			{Name: "nodeplane routetable, whole table", Role: harness.Peer, Setup: load.keep, Run: comesUp(true)},
+			{Name: "nodeplane routetable", Role: harness.Ours, Setup: keep(load), Run: comesUp(false)},
+			{Name: "nodeplane routetable, whole table", Role: harness.Peer, Setup: keep(load), Run: comesUp(true)},
 			ipRouteShowFloor(rtblTable, rtblUpLink, load.closed, check),
 			routeListPeer(rtblTable, rtblUpLink, load.closed, check),
 		},
@@ -406,5 +391,5 @@ func rtblFlapUpLink(ctx context.Context, env *harness.Env, st *rtblState) error 
 	if err := carrier(true); err != nil {
 		return err
 	}
-	return rtblSleep(ctx, 250*time.Millisecond)
+	return settle(ctx)
 }

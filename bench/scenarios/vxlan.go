@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -88,6 +89,30 @@ func vxBlock(i int) netip.Prefix {
 
 var vxLocalDevice = vxlan.Device{Local: vxLocal, MAC: net.HardwareAddr{0x02, 0xee, 0, 0, 0, 1}, Address: netip.MustParseAddr("10.255.255.250")}
 
+// vxDriver returns a new vxlan.Driver on k for the device.
+func vxDriver(k *kernel.Namespace) (*vxlan.Driver, error) {
+	d, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: k, Family: vxlan.IPv4, Name: vxDev})
+	if err != nil {
+		return nil, err
+	}
+	dev := vxLocalDevice
+	if err := d.SetDevice(&dev); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// vxSetEntries writes remote r's FDB entry and then its neighbour entry on
+// the device (index idx) with vishvananda/netlink, one NeighSet each.
+func vxSetEntries(h *netlink.Handle, idx int, r vxlan.Remote) error {
+	if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
+		State: netlink.NUD_PERMANENT, IP: r.Underlay.AsSlice(), HardwareAddr: r.MAC}); err != nil {
+		return err
+	}
+	return h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4,
+		State: netlink.NUD_PERMANENT, IP: r.TunnelIP.AsSlice(), HardwareAddr: r.MAC})
+}
+
 // vxSetup makes the parent and the device (with vxlan.Driver, no
 // remotes) and returns the device's index.
 func vxSetup(ctx context.Context, env *harness.Env) (int, error) {
@@ -107,12 +132,8 @@ func vxSetup(ctx context.Context, env *harness.Env) (int, error) {
 		return 0, err
 	}
 	defer k.Close()
-	d, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: k, Family: vxlan.IPv4, Name: vxDev})
+	d, err := vxDriver(k)
 	if err != nil {
-		return 0, err
-	}
-	dev := vxLocalDevice
-	if err := d.SetDevice(&dev); err != nil {
 		return 0, err
 	}
 	if _, err := d.Apply(ctx); err != nil {
@@ -122,11 +143,7 @@ func vxSetup(ctx context.Context, env *harness.Env) (int, error) {
 }
 
 func vxlanEntries(n int) harness.Scenario {
-	setup := func(ctx context.Context, env *harness.Env) error {
-		idx, err := vxSetup(ctx, env)
-		env.State = idx
-		return err
-	}
+	setup := keep(vxSetup)
 	neighLine := func(i int) []string {
 		_, r, _ := vxRemote(i)
 		return []string{"neigh", "replace", r.TunnelIP.String(), "lladdr", r.MAC.String(), "dev", vxDev, "nud", "permanent"}
@@ -144,12 +161,8 @@ func vxlanEntries(n int) harness.Scenario {
 					return err
 				}
 				defer k.Close()
-				d, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: k, Family: vxlan.IPv4, Name: vxDev})
+				d, err := vxDriver(k)
 				if err != nil {
-					return err
-				}
-				dev := vxLocalDevice
-				if err := d.SetDevice(&dev); err != nil {
 					return err
 				}
 				for i := range n {
@@ -173,12 +186,7 @@ func vxlanEntries(n int) harness.Scenario {
 				h, idx := env.NS.Handle(), env.State.(int)
 				for i := range n {
 					_, r, _ := vxRemote(i)
-					if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
-						State: netlink.NUD_PERMANENT, IP: r.Underlay.AsSlice(), HardwareAddr: r.MAC}); err != nil {
-						return err
-					}
-					if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4,
-						State: netlink.NUD_PERMANENT, IP: r.TunnelIP.AsSlice(), HardwareAddr: r.MAC}); err != nil {
+					if err := vxSetEntries(h, idx, r); err != nil {
 						return err
 					}
 				}
@@ -191,8 +199,8 @@ func vxlanEntries(n int) harness.Scenario {
 				err := setup(ctx, env)
 				var ip, br bytes.Buffer
 				for i := range n {
-					fmt.Fprintln(&ip, joinArgs(neighLine(i)))
-					fmt.Fprintln(&br, joinArgs(fdbLine(i)))
+					fmt.Fprintln(&ip, strings.Join(neighLine(i), " "))
+					fmt.Fprintln(&br, strings.Join(fdbLine(i), " "))
 				}
 				env.State = [2][]byte{ip.Bytes(), br.Bytes()}
 				return err
@@ -229,17 +237,6 @@ func vxlanEntries(n int) harness.Scenario {
 	return harness.Scenario{Name: "vxlan/entries/" + strconv.Itoa(n), Size: n, Note: note, Variants: vs}
 }
 
-func joinArgs(a []string) string {
-	var b bytes.Buffer
-	for i, s := range a {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(s)
-	}
-	return b.String()
-}
-
 // vxStack is a Manager with its Driver and route Table on a trial's
 // namespace.
 type vxStack struct {
@@ -270,6 +267,29 @@ func vxLoad(ctx context.Context, env *harness.Env, n int) (*vxStack, error) {
 	return st, st.pass(ctx)
 }
 
+// vxLoaded is add-one's Setup: the device, and n nodes applied with a new
+// stack; keep hands the stack to Run, else its namespace is closed and Run
+// gets the device's index. The machine settles (routesQuiesce) last.
+func vxLoaded(n int, keep bool) setupFunc {
+	return func(ctx context.Context, env *harness.Env) error {
+		idx, err := vxSetup(ctx, env)
+		if err != nil {
+			return err
+		}
+		st, err := vxLoad(ctx, env, n)
+		if err != nil {
+			return err
+		}
+		if keep {
+			env.State = st
+		} else {
+			st.k.Close()
+			env.State = idx
+		}
+		return routesQuiesce(ctx)
+	}
+}
+
 func (st *vxStack) addNode(i int) {
 	node, r, _ := vxRemote(i)
 	st.m.OnUpdate(vxlan.VTEP{Node: node, UnderlayV4: r.Underlay, TunnelV4: r.TunnelIP, MACV4: r.MAC})
@@ -297,17 +317,7 @@ func vxlanAddOne(n int) harness.Scenario {
 		Variants: []harness.Variant{
 			{
 				Name: "vxlan Manager + Driver + Table", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					if _, err := vxSetup(ctx, env); err != nil {
-						return err
-					}
-					st, err := vxLoad(ctx, env, n)
-					env.State = st
-					if err != nil {
-						return err
-					}
-					return routesQuiesce(ctx)
-				},
+				Setup: vxLoaded(n, true),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*vxStack)
 					defer st.k.Close()
@@ -334,28 +344,11 @@ func vxlanAddOne(n int) harness.Scenario {
 			},
 			{
 				Name: "netlink: 2 NeighSet + RouteReplace", Role: harness.Floor,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					idx, err := vxSetup(ctx, env)
-					if err != nil {
-						return err
-					}
-					st, err := vxLoad(ctx, env, n)
-					if err != nil {
-						return err
-					}
-					st.k.Close()
-					env.State = idx
-					return routesQuiesce(ctx)
-				},
+				Setup: vxLoaded(n, false),
 				Run: func(_ context.Context, env *harness.Env) error {
 					h, idx := env.NS.Handle(), env.State.(int)
 					_, r, _ := vxRemote(n)
-					if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
-						State: netlink.NUD_PERMANENT, IP: r.Underlay.AsSlice(), HardwareAddr: r.MAC}); err != nil {
-						return err
-					}
-					if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4,
-						State: netlink.NUD_PERMANENT, IP: r.TunnelIP.AsSlice(), HardwareAddr: r.MAC}); err != nil {
+					if err := vxSetEntries(h, idx, r); err != nil {
 						return err
 					}
 					b := vxBlock(n)
@@ -384,9 +377,8 @@ func vxlanHeap(n int) harness.Scenario {
 				if err != nil {
 					return err
 				}
-				after := benchutil.HeapInUse()
+				env.Report("heapB/node", heapPer(before, n))
 				runtime.KeepAlive(st)
-				env.Report("heapB/node", float64(int64(after)-int64(before))/float64(n))
 				if s := st.m.Stats(); s.TunnelRoutes != n {
 					return errors.Join(st.k.Close(), fmt.Errorf("%d tunnel routes, want %d", s.TunnelRoutes, n))
 				}

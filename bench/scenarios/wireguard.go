@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
+	"github.com/nodeplane/nodeplane/internal/benchutil"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -65,31 +65,32 @@ func init() {
 }
 
 var (
-	wgPendingMu sync.Mutex
-	wgPending   []func()
-	wgCounter   atomic.Int32
+	// wgLeft is what the wireguard trials left open, closed by the next
+	// wgCleanup.
+	wgLeft    closers
+	wgCounter atomic.Int32
 )
-
-// wgLater queues f for the next wgCleanup.
-func wgLater(f func()) {
-	wgPendingMu.Lock()
-	wgPending = append(wgPending, f)
-	wgPendingMu.Unlock()
-}
 
 // wgCleanup closes what earlier trials left, newest first, then gives the
 // kernel time to free their namespaces: it does that asynchronously, under
 // the rtnl lock that every route and link write of the next trial takes.
 func wgCleanup() {
 	wgSweepOnce.Do(wgSweep)
-	wgPendingMu.Lock()
-	fs := wgPending
-	wgPending = nil
-	wgPendingMu.Unlock()
-	for i := len(fs) - 1; i >= 0; i-- {
-		fs[i]()
-	}
+	wgLeft.run()
 	time.Sleep(300 * time.Millisecond)
+}
+
+// wgOpen cleans up after earlier trials (wgCleanup) and opens the trial's
+// namespace.
+func wgOpen(env *harness.Env) (*kernel.Namespace, error) {
+	wgCleanup()
+	return kernel.Open(env.NS.Path())
+}
+
+// wgOptions are a userspace Manager's options on k, its key in keyFile.
+func wgOptions(k *kernel.Namespace, keyFile string) wireguard.Options {
+	return wireguard.Options{Family: ipfamily.IPv4, Kernel: k, InterfaceName: wgName(), FirewallMark: wgMark,
+		Table: wgTable, HostMTU: 1500, KeyFile: keyFile, Mode: wireguard.ModeUserspace}
 }
 
 var wgSweepOnce sync.Once
@@ -141,6 +142,15 @@ func wgPeerConfig(u wireguard.PeerUpdate) wgtypes.PeerConfig {
 	return pc
 }
 
+// wgPeerConfigs returns the peers' configs.
+func wgPeerConfigs(peers []wireguard.PeerUpdate) []wgtypes.PeerConfig {
+	var out []wgtypes.PeerConfig
+	for _, u := range peers {
+		out = append(out, wgPeerConfig(u))
+	}
+	return out
+}
+
 // wgManagerState is ours' state: a Manager on the trial's namespace.
 type wgManagerState struct {
 	k     *kernel.Namespace
@@ -151,8 +161,7 @@ type wgManagerState struct {
 // wgManager opens the trial's namespace and applies a Manager with the
 // given nodes.
 func wgManager(ctx context.Context, env *harness.Env, nodes []wireguard.PeerUpdate) (*wgManagerState, error) {
-	wgCleanup()
-	k, err := kernel.Open(env.NS.Path())
+	k, err := wgOpen(env)
 	if err != nil {
 		return nil, err
 	}
@@ -161,13 +170,12 @@ func wgManager(ctx context.Context, env *harness.Env, nodes []wireguard.PeerUpda
 		k.Close()
 		return nil, err
 	}
-	m, err := wireguard.New(wireguard.Options{Family: ipfamily.IPv4, Kernel: k, InterfaceName: wgName(), FirewallMark: wgMark,
-		Table: wgTable, HostMTU: 1500, KeyFile: dir + "/wg.key", Mode: wireguard.ModeUserspace})
+	m, err := wireguard.New(wgOptions(k, dir+"/wg.key"))
 	if err != nil {
 		k.Close()
 		return nil, err
 	}
-	wgLater(func() { m.Close(); k.Close(); os.RemoveAll(dir) })
+	wgLeft.add(func() { m.Close(); k.Close(); os.RemoveAll(dir) })
 	for _, u := range nodes {
 		m.OnUpdate(u)
 	}
@@ -175,6 +183,13 @@ func wgManager(ctx context.Context, env *harness.Env, nodes []wireguard.PeerUpda
 		return nil, err
 	}
 	return &wgManagerState{k: k, m: m, nodes: nodes}, nil
+}
+
+// wgManagerSetup is ours' Setup: a Manager applied with nodes.
+func wgManagerSetup(nodes []wireguard.PeerUpdate) setupFunc {
+	return keep(func(ctx context.Context, env *harness.Env) (*wgManagerState, error) {
+		return wgManager(ctx, env, nodes)
+	})
 }
 
 func wgApply(ctx context.Context, m *wireguard.Manager) error {
@@ -197,8 +212,7 @@ type wgDeviceState struct {
 // wgDevice makes a userspace device with a key and port, up, and opens a
 // wgctrl client; peers, if any, are configured in one call.
 func wgDevice(ctx context.Context, env *harness.Env, peers []wireguard.PeerUpdate) (*wgDeviceState, error) {
-	wgCleanup()
-	k, err := kernel.Open(env.NS.Path())
+	k, err := wgOpen(env)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +223,7 @@ func wgDevice(ctx context.Context, env *harness.Env, peers []wireguard.PeerUpdat
 		return nil, err
 	}
 	var client *wgctrl.Client
-	wgLater(func() {
+	wgLeft.add(func() {
 		if client != nil {
 			client.Close()
 		}
@@ -236,15 +250,16 @@ func wgDevice(ctx context.Context, env *harness.Env, peers []wireguard.PeerUpdat
 	}
 	st := &wgDeviceState{name: name, client: client, k: k, index: l.Index}
 	if len(peers) > 0 {
-		cfg := wgtypes.Config{}
-		for _, u := range peers {
-			cfg.Peers = append(cfg.Peers, wgPeerConfig(u))
-		}
-		if err := client.ConfigureDevice(name, cfg); err != nil {
+		if err := client.ConfigureDevice(name, wgtypes.Config{Peers: wgPeerConfigs(peers)}); err != nil {
 			return nil, err
 		}
 	}
 	return st, nil
+}
+
+// wgDeviceSetup is the floors' and peers' Setup: a device with peers.
+func wgDeviceSetup(peers []wireguard.PeerUpdate) setupFunc {
+	return keep(func(ctx context.Context, env *harness.Env) (*wgDeviceState, error) { return wgDevice(ctx, env, peers) })
 }
 
 var wgToolsOnce sync.Once
@@ -271,11 +286,7 @@ func wgInitial(n int) harness.Scenario {
 	variants := []harness.Variant{
 		{
 			Name: "nodeplane wireguard", Role: harness.Ours,
-			Setup: func(ctx context.Context, env *harness.Env) error {
-				st, err := wgManager(ctx, env, nil)
-				env.State = st
-				return err
-			},
+			Setup: wgManagerSetup(nil),
 			Run: func(ctx context.Context, env *harness.Env) error {
 				st := env.State.(*wgManagerState)
 				for _, u := range nodes {
@@ -292,31 +303,16 @@ func wgInitial(n int) harness.Scenario {
 		},
 		{
 			Name: "wgctrl ConfigureDevice (all peers, one call)", Role: harness.Floor,
-			Setup: func(ctx context.Context, env *harness.Env) error {
-				st, err := wgDevice(ctx, env, nil)
-				env.State = st
-				return err
-			},
+			Setup: wgDeviceSetup(nil),
 			Run: func(ctx context.Context, env *harness.Env) error {
 				st := env.State.(*wgDeviceState)
-				cfg := wgtypes.Config{}
-				for _, u := range nodes {
-					cfg.Peers = append(cfg.Peers, wgPeerConfig(u))
-				}
-				if err := st.client.ConfigureDevice(st.name, cfg); err != nil {
-					return err
-				}
-				return nil
+				return st.client.ConfigureDevice(st.name, wgtypes.Config{Peers: wgPeerConfigs(nodes)})
 			},
 		},
 	}
 	variants = append(variants, harness.Variant{
 		Name: "ConfigureDevice + routes in one netlink batch + rule", Role: harness.Floor,
-		Setup: func(ctx context.Context, env *harness.Env) error {
-			st, err := wgDevice(ctx, env, nil)
-			env.State = st
-			return err
-		},
+		Setup: wgDeviceSetup(nil),
 		Run: func(ctx context.Context, env *harness.Env) error {
 			st := env.State.(*wgDeviceState)
 			cfg := wgtypes.Config{}
@@ -344,9 +340,7 @@ func wgInitial(n int) harness.Scenario {
 				if err := wgTools(); err != nil {
 					return err
 				}
-				st, err := wgDevice(ctx, env, nil)
-				env.State = st
-				return err
+				return wgDeviceSetup(nil)(ctx, env)
 			},
 			Run: func(ctx context.Context, env *harness.Env) error {
 				st := env.State.(*wgDeviceState)
@@ -373,11 +367,7 @@ func wgChangeOne(n int) harness.Scenario {
 		Variants: []harness.Variant{
 			{
 				Name: "nodeplane wireguard", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					st, err := wgManager(ctx, env, nodes)
-					env.State = st
-					return err
-				},
+				Setup: wgManagerSetup(nodes),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*wgManagerState)
 					st.m.OnUpdate(changed)
@@ -386,11 +376,7 @@ func wgChangeOne(n int) harness.Scenario {
 			},
 			{
 				Name: "wgctrl ConfigureDevice (the changed peer)", Role: harness.Floor,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					st, err := wgDevice(ctx, env, nodes)
-					env.State = st
-					return err
-				},
+				Setup: wgDeviceSetup(nodes),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*wgDeviceState)
 					pc := wgPeerConfig(changed)
@@ -400,11 +386,7 @@ func wgChangeOne(n int) harness.Scenario {
 			},
 			{
 				Name: "wgctrl ReplacePeers (all peers)", Role: harness.Peer,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					st, err := wgDevice(ctx, env, nodes)
-					env.State = st
-					return err
-				},
+				Setup: wgDeviceSetup(nodes),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*wgDeviceState)
 					cfg := wgtypes.Config{ReplacePeers: true}
@@ -423,33 +405,23 @@ func wgChangeOne(n int) harness.Scenario {
 
 func wgHeap(n int) harness.Scenario {
 	nodes := wgNodes(n)
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
 	return harness.Scenario{
 		Name: "wireguard/heap/" + strconv.Itoa(n), Size: n,
 		Note: "heap per peer: the Manager's intent, and all of it with the userspace device's own peers",
 		Variants: []harness.Variant{{
 			Name: "nodeplane wireguard", Role: harness.Ours,
-			Setup: func(ctx context.Context, env *harness.Env) error {
-				st, err := wgManager(ctx, env, nil)
-				env.State = st
-				return err
-			},
+			Setup: wgManagerSetup(nil),
 			Run: func(ctx context.Context, env *harness.Env) error {
 				st := env.State.(*wgManagerState)
-				h0 := heap()
+				h0 := benchutil.HeapInUse()
 				for _, u := range nodes {
 					st.m.OnUpdate(u)
 				}
-				h1 := heap()
+				h1 := benchutil.HeapInUse()
 				if err := wgApply(ctx, st.m); err != nil {
 					return err
 				}
-				h2 := heap()
+				h2 := benchutil.HeapInUse()
 				env.Report("intent B/peer", float64(h1-h0)/float64(n))
 				env.Report("total B/peer", float64(h2-h0)/float64(n))
 				return nil
@@ -479,17 +451,17 @@ func wgSetupPair(ctx context.Context, env *harness.Env, tunnel bool) (*wgPair, e
 	if err != nil {
 		return nil, err
 	}
-	wgLater(func() { b.Close() })
+	wgLeft.add(func() { b.Close() })
 	ka, err := kernel.Open(env.NS.Path())
 	if err != nil {
 		return nil, err
 	}
-	wgLater(func() { ka.Close() })
+	wgLeft.add(func() { ka.Close() })
 	kb, err := kernel.Open(b.Path())
 	if err != nil {
 		return nil, err
 	}
-	wgLater(func() { kb.Close() })
+	wgLeft.add(func() { kb.Close() })
 	if _, err := ka.AddLink(ctx, kernel.Link{Name: "eth0", Kind: kernel.KindVeth, Veth: &kernel.Veth{PeerName: "eth0", PeerNamespaceFD: kb.FD()}}); err != nil {
 		return nil, err
 	}
@@ -523,17 +495,17 @@ func wgSetupPair(ctx context.Context, env *harness.Env, tunnel bool) (*wgPair, e
 		if err != nil {
 			return nil, err
 		}
-		wgLater(func() { os.RemoveAll(dir) })
+		wgLeft.add(func() { os.RemoveAll(dir) })
 		var ms [2]*wireguard.Manager
 		var pubs [2]wireguard.PublicKey
 		for i, k := range []*kernel.Namespace{ka, kb} {
-			m, err := wireguard.New(wireguard.Options{Family: ipfamily.IPv4, Kernel: k, InterfaceName: wgName(), FirewallMark: wgMark,
-				Table: wgTable, HostMTU: 1500, KeyFile: fmt.Sprintf("%s/%d.key", dir, i), Mode: wireguard.ModeUserspace,
-				OnPublicKey: func(pk wireguard.PublicKey) { pubs[i] = pk }})
+			o := wgOptions(k, fmt.Sprintf("%s/%d.key", dir, i))
+			o.OnPublicKey = func(pk wireguard.PublicKey) { pubs[i] = pk }
+			m, err := wireguard.New(o)
 			if err != nil {
 				return nil, err
 			}
-			wgLater(func() { m.Close() })
+			wgLeft.add(func() { m.Close() })
 			if err := wgApply(ctx, m); err != nil {
 				return nil, err
 			}
@@ -556,7 +528,7 @@ func wgSetupPair(ctx context.Context, env *harness.Env, tunnel bool) (*wgPair, e
 	}); err != nil {
 		return nil, err
 	}
-	wgLater(func() { p.ln.Close() })
+	wgLeft.add(func() { p.ln.Close() })
 	go func() {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -624,28 +596,18 @@ func (p *wgPair) send(ctx context.Context, env *harness.Env, mb int) error {
 }
 
 func wgThroughput(mb int) harness.Scenario {
+	// stream sends mb megabytes over a pair set up with or without the
+	// tunnel.
+	stream := func(name string, role harness.Role, tunnel bool) harness.Variant {
+		return harness.Variant{
+			Name: name, Role: role,
+			Setup: keep(func(ctx context.Context, env *harness.Env) (*wgPair, error) { return wgSetupPair(ctx, env, tunnel) }),
+			Run:   func(ctx context.Context, env *harness.Env) error { return env.State.(*wgPair).send(ctx, env, mb) },
+		}
+	}
 	return harness.Scenario{
 		Name: "wireguard/tcp-throughput/" + strconv.Itoa(mb), Size: mb,
-		Note: "one TCP stream of N MB between two namespaces; ratio = what the userspace tunnel costs against the bare veth",
-		Variants: []harness.Variant{
-			{
-				Name: "userspace WireGuard tunnel", Role: harness.Ours,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					p, err := wgSetupPair(ctx, env, true)
-					env.State = p
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error { return env.State.(*wgPair).send(ctx, env, mb) },
-			},
-			{
-				Name: "plain veth", Role: harness.Floor,
-				Setup: func(ctx context.Context, env *harness.Env) error {
-					p, err := wgSetupPair(ctx, env, false)
-					env.State = p
-					return err
-				},
-				Run: func(ctx context.Context, env *harness.Env) error { return env.State.(*wgPair).send(ctx, env, mb) },
-			},
-		},
+		Note:     "one TCP stream of N MB between two namespaces; ratio = what the userspace tunnel costs against the bare veth",
+		Variants: []harness.Variant{stream("userspace WireGuard tunnel", harness.Ours, true), stream("plain veth", harness.Floor, false)},
 	}
 }
