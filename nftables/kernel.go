@@ -26,7 +26,8 @@ type Socket interface {
 	// is a receive queue that overflowed (the error wraps
 	// syscall.ENOBUFS; the datagrams still queued follow).
 	Receive(b []byte, block bool) (int, error)
-	// Close releases the socket.
+	// Close releases the socket. A Table calls it once per socket (on
+	// Close, after a failure, or when it is collected without Close).
 	Close() error
 }
 

@@ -122,11 +122,14 @@ type Table struct {
 	recheckAt  time.Time
 	recheckIdx int
 
-	sock   Socket
-	sockMu sync.Mutex // guards sock against Close during Apply
-	buf    []byte
-	seq    uint32
-	ids    uint32
+	sock Socket
+	// sockCleanup closes sock if the Table is collected without Close;
+	// Close stops it, so that a socket is closed once.
+	sockCleanup runtime.Cleanup
+	sockMu      sync.Mutex // guards sock against Close during Apply
+	buf         []byte
+	seq         uint32
+	ids         uint32
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -256,6 +259,10 @@ func (t *Table) Close() error {
 	if t.sock == nil {
 		return nil
 	}
+	// Closed here, the socket must not be closed again when the Table is
+	// collected: a Socket of a SocketOpener may close a bare descriptor
+	// number, which by then names another file.
+	t.sockCleanup.Stop()
 	err := t.sock.Close()
 	t.sock = nil
 	return err
@@ -274,7 +281,7 @@ func (t *Table) socket() (Socket, error) {
 	}
 	t.sock = s
 	// A Table dropped without Close releases its socket when collected.
-	runtime.AddCleanup(t, func(s Socket) { _ = s.Close() }, s)
+	t.sockCleanup = runtime.AddCleanup(t, func(s Socket) { _ = s.Close() }, s)
 	return s, nil
 }
 
