@@ -24,8 +24,10 @@ const maxRounds = 64
 // of it (first Apply, after a failure, or when QueueResync or a recheck
 // found the ruleset generation changed), computes the difference and
 // writes it in one netlink transaction (set elements past
-// ElementsPerTransaction in further ones), or writes nothing when nothing
-// differs.
+// ElementsPerTransaction in further ones, each encoded while the kernel
+// processes the one before), or writes nothing when nothing differs. It
+// returns once every transaction is committed or refused, or after the one
+// in flight when ctx is cancelled.
 //
 // One object never holds back the others: when the kernel refuses a
 // request, Apply leaves out the object it belongs to (a chain keeps its
@@ -197,103 +199,156 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 	}
 	holds := t.holds(now, broken)
 	probe := map[string]bool{}
-	for range maxRounds {
+	k := t.kern
+	if rebuild {
+		k = newKstate()
+	}
+	for rounds := 0; ; {
 		if err := ctx.Err(); err != nil {
 			return wrote, err
 		}
-		k := t.kern
-		if rebuild {
-			k = newKstate()
-		}
 		p := &planner{t: t, s: s, k: k, holds: holds, probe: probe, prog: prog, full: full, scope: scope, rebuild: rebuild, now: now}
-		main, extra, err := p.plan()
+		main, chunks, err := p.plan()
 		if err != nil {
 			return wrote, err
 		}
-		if main.empty() && len(extra) == 0 {
+		if main.empty() && len(chunks) == 0 {
 			t.settle(prog, broken, holds)
 			return wrote, nil
 		}
-		refused, err := t.commit(s, main, k, holds, probe, now)
+		refused, err := t.commitAll(ctx, s, p, main, chunks, holds, probe, now, func() {
+			wrote = true
+			if rebuild {
+				t.kern = k
+				rebuild = false
+			}
+		})
 		if err != nil {
 			return wrote, err
 		}
-		if refused {
-			continue
+		if !refused {
+			t.settle(prog, broken, holds)
+			return wrote, nil
 		}
-		wrote = true
-		if rebuild {
-			t.kern = k
-			rebuild = false
-		}
-		for len(extra) > 0 {
-			x := extra[0]
-			refused, err := t.commit(s, x, t.kern, holds, probe, now)
-			if err != nil {
-				return wrote, err
+		// Plan again without what the kernel refused: the whole round
+		// while the main transaction is refused, the remaining element
+		// additions after it committed (each refusal holds back or probes
+		// more elements).
+		if !wrote {
+			if rounds++; rounds == maxRounds {
+				return wrote, fmt.Errorf("%w: still refused after %d transactions", ErrWrite, maxRounds)
 			}
-			if refused {
-				// Plan the remaining additions again, without the refused
-				// elements.
-				p := &planner{t: t, s: s, k: t.kern, holds: holds, probe: probe, prog: prog, full: full, scope: scope, now: now}
-				var err error
-				if main, extra, err = p.plan(); err != nil {
-					return wrote, err
-				}
-				if !main.empty() {
-					extra = append([]*txn{main}, extra...)
-				}
-				continue
-			}
-			extra = extra[1:]
 		}
-		t.settle(prog, broken, holds)
-		return wrote, nil
 	}
-	return wrote, fmt.Errorf("%w: still refused after %d transactions", ErrWrite, maxRounds)
 }
 
-// commit sends one transaction. When the kernel commits it, the picture k
-// is updated; when it refuses objects, they are recorded in holds (or in
-// probe, to be written one by one) and refused is true.
-func (t *Table) commit(s Socket, x *txn, k *kstate, holds map[string]hold, probe map[string]bool, now time.Time) (refused bool, err error) {
-	gen0, err := t.genID(s)
-	if err != nil {
-		t.dropSocket()
-		return false, fmt.Errorf("%w: %w", ErrWrite, err)
+// commitAll commits x, then a transaction for each chunk of element
+// additions, in order, until one is refused (refused is true: the objects
+// to leave out are in holds and probe) or fails. committed is called after
+// each transaction the kernel committed.
+//
+// The kernel processes a transaction inside sendmsg, which runs on another
+// goroutine while this one updates the kernel picture with the
+// transaction before and encodes the next: the Go work of a large load
+// overlaps the kernel's. One transaction is in flight at a time, and
+// commitAll returns after it, with the picture updated with every
+// committed transaction.
+func (t *Table) commitAll(ctx context.Context, s Socket, p *planner, x *txn, chunks [][]elemAdd, holds map[string]hold, probe map[string]bool, now time.Time, committed func()) (refused bool, err error) {
+	k := p.k
+	var done *txn // committed, not yet in the picture
+	update := func() {
+		if done != nil {
+			for _, f := range done.post {
+				f(k)
+			}
+			done = nil
+		}
+	}
+	defer update()
+	for i := 0; ; i++ {
+		sent := make(chan sendResult, 1)
+		if done == nil && i == len(chunks) {
+			sent <- t.transmit(s, x) // nothing to do meanwhile
+		} else {
+			go func(x *txn) { sent <- t.transmit(s, x) }(x)
+		}
+		update()
+		var next *txn
+		if i < len(chunks) && ctx.Err() == nil {
+			next = p.elemTxn(chunks[i])
+		}
+		r := <-sent
+		if refused, err := t.conclude(x, r, k, holds, probe, now); err != nil || refused {
+			return refused, err
+		}
+		committed()
+		done = x
+		if i == len(chunks) {
+			return false, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		x = next
+	}
+}
+
+// sendResult is the outcome of transmitting a transaction.
+type sendResult struct {
+	// gen0 and gen1 are the ruleset generations before and after.
+	gen0, gen1 uint32
+	errs       []txErr
+	lost       bool
+	err        error
+	elapsed    time.Duration
+}
+
+// transmit sends one transaction between two reads of the ruleset
+// generation and collects the kernel's answers. It uses only the socket,
+// the sequence numbers, the receive buffer and the stats, so that it runs
+// on a goroutine of its own while the caller works on the next
+// transaction.
+func (t *Table) transmit(s Socket, x *txn) (r sendResult) {
+	if r.gen0, r.err = t.genID(s); r.err != nil {
+		return r
 	}
 	start := t.opts.Clock.Now()
-	errs, lost, err := t.send(s, x)
-	elapsed := t.opts.Clock.Since(start)
+	r.errs, r.lost, r.err = t.send(s, x)
+	r.elapsed = t.opts.Clock.Since(start)
 	t.statsMu.Lock()
 	t.stats.Transactions++
-	t.stats.WriteTime += elapsed
-	if err != nil || len(errs) > 0 || lost {
+	t.stats.WriteTime += r.elapsed
+	if r.err != nil || len(r.errs) > 0 || r.lost {
 		t.stats.TransactionErrors++
 	}
 	t.statsMu.Unlock()
-	if err != nil {
-		t.dropSocket()
-		return false, fmt.Errorf("%w: %w", ErrWrite, err)
+	if r.err != nil {
+		return r
 	}
-	gen1, err := t.genID(s)
-	if err != nil {
+	r.gen1, r.err = t.genID(s)
+	return r
+}
+
+// conclude takes the outcome of transmitting x. When the kernel committed
+// it, it records the picture's generation (the caller applies x.post to
+// k); when the kernel refused objects, they are recorded in holds (or in
+// probe, to be written one by one) and refused is true.
+func (t *Table) conclude(x *txn, r sendResult, k *kstate, holds map[string]hold, probe map[string]bool, now time.Time) (refused bool, err error) {
+	if r.err != nil {
 		t.dropSocket()
-		return false, fmt.Errorf("%w: %w", ErrWrite, err)
+		return false, fmt.Errorf("%w: %w", ErrWrite, r.err)
 	}
-	if len(errs) == 0 && !lost {
-		for _, f := range x.post {
-			f(k)
-		}
-		k.gen, k.genOK = gen1, gen1 == gen0+1
+	errs := r.errs
+	if len(errs) == 0 && !r.lost {
+		k.gen, k.genOK = r.gen1, r.gen1 == r.gen0+1
 		t.statsMu.Lock()
 		t.stats.Messages += len(x.msgs)
 		t.stats.Bytes += x.w.Len()
 		t.statsMu.Unlock()
-		t.opts.Logger.Debug("wrote the table", "requests", len(x.msgs), "bytes", x.w.Len(), "elements", x.elems, "duration", elapsed)
+		t.opts.Logger.Debug("wrote the table", "requests", len(x.msgs), "bytes", x.w.Len(), "elements", x.elems, "duration", r.elapsed)
 		return false, nil
 	}
-	if gen1 != gen0 && len(errs) == 0 {
+	if r.gen1 != r.gen0 && len(errs) == 0 {
 		// The answers were lost but a transaction committed: ours or
 		// another's. Read again.
 		return false, fmt.Errorf("%w: the kernel's answers were lost (receive queue overflow)", ErrWrite)
@@ -340,7 +395,7 @@ func (t *Table) blame(x *txn, e txErr, holds map[string]hold, probe map[string]b
 	if len(m.elems) > 0 {
 		if e.offset != 0 {
 			for i := len(m.elems) - 1; i >= 0; i-- {
-				if uint32(m.elems[i].off) <= e.offset {
+				if m.offs[i] <= e.offset {
 					return t.hold(m.elems[i].obj(), holdContent, cause, holds, now)
 				}
 			}
@@ -349,8 +404,8 @@ func (t *Table) blame(x *txn, e txErr, holds map[string]hold, probe map[string]b
 			return t.hold(m.elems[0].obj(), holdContent, cause, holds, now)
 		}
 		changed := false
-		for _, r := range m.elems {
-			if obj := r.obj(); !probe[obj] {
+		for i := range m.elems {
+			if obj := m.elems[i].obj(); !probe[obj] {
 				probe[obj] = true
 				changed = true
 			}

@@ -95,7 +95,9 @@
 // deleted and the missing ones inserted at their places. References come
 // before what uses them and go after it. Set elements are the one thing
 // split: those past ElementsPerTransaction go in further transactions, so
-// that a set of a hundred thousand elements loads in bounded messages.
+// that a set of a hundred thousand elements loads in bounded messages, one
+// transaction at a time, the Table encoding the next while the kernel
+// processes one (a cancelled context stops Apply between two of them).
 // When nothing changed since the last Apply it makes no system call at
 // all; when nothing differs it writes nothing. Between reads it trusts
 // what it wrote: QueueResync (which a dataplane.Loop calls every

@@ -23,13 +23,13 @@ func PendingAfterRead(t *Table) (int, error) {
 	prog, broken := t.programmed()
 	now := t.opts.Clock.Now()
 	p := &planner{t: t, s: s, k: k, holds: t.holds(now, broken), probe: map[string]bool{}, prog: prog, full: true, now: now}
-	main, extra, err := p.plan()
+	main, chunks, err := p.plan()
 	if err != nil {
 		return 0, err
 	}
 	n := len(main.msgs)
-	for _, x := range extra {
-		n += len(x.msgs)
+	for _, c := range chunks {
+		n += len(p.elemTxn(c).msgs)
 	}
 	if len(broken) > 0 {
 		return n, fmt.Errorf("objects that cannot be written: %v", broken)

@@ -36,7 +36,7 @@ type planner struct {
 	post                                                                               []func(k *kstate)
 }
 
-// elemAdd is one element to add.
+// elemAdd is one element to add (or delete).
 type elemAdd struct {
 	set   string
 	spec  *setSpec
@@ -45,11 +45,16 @@ type elemAdd struct {
 	probe bool
 }
 
+// obj is the element's object key.
+func (e *elemAdd) obj() string { return objElem(e.set, e.key) }
+
 // plan computes the transactions that make the kernel match the declared
 // state: the main one and, when the element additions exceed a
-// transaction's share, more of element additions only. Kernel picture
+// transaction's share, the element additions of the further ones, in
+// chunks of ElementsPerTransaction that elemTxn encodes (the writer
+// encodes each while the kernel processes the one before). Kernel picture
 // updates to make once they commit are in main.post.
-func (p *planner) plan() (main *txn, extra []*txn, err error) {
+func (p *planner) plan() (main *txn, chunks [][]elemAdd, err error) {
 	t := p.t
 	if len(t.sets) == 0 && len(p.prog) == 0 {
 		// Nothing is to be in the table: it goes (or is not made).
@@ -88,7 +93,7 @@ func (p *planner) plan() (main *txn, extra []*txn, err error) {
 	per := t.opts.ElementsPerTransaction
 	adds := p.adds
 	first := min(len(adds), per)
-	size := p.newRules.w.Len() + elemsSize(adds[:first])
+	size := p.newRules.w.Len() + p.elemsSize(adds[:first])
 	for _, x := range steps {
 		size += x.w.Len()
 	}
@@ -102,22 +107,62 @@ func (p *planner) plan() (main *txn, extra []*txn, err error) {
 	// Structural updates first: the element updates need their sets.
 	main.post = append(p.post, main.post...)
 	for i := first; i < len(adds); i += per {
-		chunk := adds[i:min(i+per, len(adds))]
-		x := newTxn(elemsSize(chunk))
-		p.elemMsgs(x, nfnl.MsgNewSetElem, chunk)
-		x.elems = len(chunk)
-		extra = append(extra, x)
+		chunks = append(chunks, adds[i:min(i+per, len(adds))])
 	}
-	return main, extra, nil
+	return main, chunks, nil
 }
 
-// elemsSize estimates the bytes of element requests for es.
-func elemsSize(es []elemAdd) int {
-	if len(es) == 0 {
-		return 0
+// elemTxn returns a transaction adding the elements of chunk.
+func (p *planner) elemTxn(chunk []elemAdd) *txn {
+	x := newTxn(p.elemsSize(chunk))
+	p.elemMsgs(x, nfnl.MsgNewSetElem, chunk)
+	x.elems = len(chunk)
+	return x
+}
+
+// elemsSize bounds the bytes of the element requests elemMsgs writes for
+// es, so that their buffer is allocated once.
+func (p *planner) elemsSize(es []elemAdd) int {
+	n, msgs := 0, 1
+	for i := range es {
+		e := &es[i]
+		n += elemSize(e)
+		switch {
+		case e.probe:
+			msgs += 2 // its own request, and a new one after it
+		case i > 0 && e.set != es[i-1].set:
+			msgs++
+		}
 	}
-	per := 2*es[0].spec.klen + 48
-	return len(es)*per + (len(es)/512+1)*64
+	msgs += n / maxElemPayload
+	// Per request: header, table, set (at most 31 characters) and the
+	// elements' nest.
+	over := nfnl.HdrLen + nfnl.GenLen + attrLen(len(p.t.opts.Name)+1) + attrLen(32) + 4
+	return n + msgs*over
+}
+
+// attrLen is the length of an attribute of n bytes of payload.
+func attrLen(n int) int { return (4 + n + 3) &^ 3 }
+
+// elemSize is the length of the kernel elements appendKernelElems writes
+// for e.
+func elemSize(e *elemAdd) int {
+	sp := e.spec
+	key := 4 + attrLen(sp.klen) // the key's nest and value
+	n := 4 + key                // the element's nest
+	switch {
+	case sp.interval && sp.concat():
+		n += key // the key's end
+	case sp.interval:
+		n = 2 * (n + attrLen(4)) // the first key and the end, with flags
+	}
+	if e.data != "" {
+		n += 4 + 4 + attrLen(4) // data and verdict nests, code
+		if c := verdictChain(e.data); c != "" {
+			n += attrLen(len(c) + 1)
+		}
+	}
+	return n
 }
 
 // appendTx appends y's requests to x.
@@ -187,23 +232,24 @@ func (p *planner) set(name string) {
 		p.delSet(name, holdContent)
 		ks = nil
 	}
+	written := d.written()
 	if ks == nil {
 		nl := d.spec.nl(t.opts.Name, name)
 		nl.ID = t.nextID() // the kernel wants one for every new set
 		st := p.newSets.begin(t.fam, nfnl.MsgNewSet, nfnl.FlagCreate, obj, holdContent)
 		nl.Append(&p.newSets.w, false)
 		p.newSets.w.End(st)
-		p.post = append(p.post, func(k *kstate) { k.sets[name] = &kset{nl: nl, elems: map[string]string{}} })
-		ks = &kset{elems: map[string]string{}}
+		n := len(written) // the elements it will hold, so that its map does not grow
+		p.post = append(p.post, func(k *kstate) { k.sets[name] = &kset{nl: nl, elems: make(map[string]string, n)} })
+		ks = &kset{}
 		all = true
 	}
-	written := d.written()
 	var dels []elemAdd
-	check := func(key string) {
+	// check plans key, whose declared data is want when wok.
+	check := func(key, want string, wok bool) {
 		if len(p.holds) > 0 && p.holds[objElem(name, key)] != holdNone {
 			return
 		}
-		want, wok := written[key]
 		have, hok := ks.elems[key]
 		if wok && hok && want == have {
 			return
@@ -217,17 +263,21 @@ func (p *planner) set(name string) {
 		}
 	}
 	if all {
-		for key := range written {
-			check(key)
+		if len(ks.elems) == 0 {
+			p.adds = slices.Grow(p.adds, len(written))
+		}
+		for key, want := range written {
+			check(key, want, true)
 		}
 		for key := range ks.elems {
 			if _, ok := written[key]; !ok {
-				check(key)
+				check(key, "", false)
 			}
 		}
 	} else {
 		for key := range d.changed {
-			check(key)
+			want, wok := written[key]
+			check(key, want, wok)
 		}
 	}
 	if len(dels) > 0 {
@@ -255,9 +305,12 @@ func (p *planner) elemMsgs(x *txn, typ uint16, es []elemAdd) {
 	}
 	if len(es) > 0 {
 		x.post = append(x.post, func(k *kstate) {
+			var s *kset
 			for i := range es {
 				e := &es[i]
-				s := k.sets[e.set]
+				if i == 0 || e.set != es[i-1].set {
+					s = k.sets[e.set]
+				}
 				switch {
 				case s == nil:
 				case add:
@@ -268,21 +321,20 @@ func (p *planner) elemMsgs(x *txn, typ uint16, es []elemAdd) {
 			}
 		})
 	}
+	offs := make([]uint32, len(es)) // the elements' offsets, of all requests
 	for i := 0; i < len(es); {
-		set := es[i].set
+		first, set := i, es[i].set
 		start := x.begin(p.t.fam, typ, flags, "", holdContent)
-		m := &x.msgs[len(x.msgs)-1]
 		l := nfnl.ElemList{Table: p.t.opts.Name, Set: set}
 		l.AppendHeader(&x.w)
 		n := x.w.Open(nfnl.ElemListElems)
 		for ; i < len(es) && es[i].set == set && x.w.NestLen(n) < maxElemPayload; i++ {
 			e := &es[i]
-			if e.probe && len(m.elems) > 0 {
+			if e.probe && i > first {
 				break
 			}
-			off := x.w.Len() - start
+			offs[i] = uint32(x.w.Len() - start)
 			appendKernelElems(&x.w, e.key, e.spec.klen, e.spec.interval, e.spec.concat(), e.data)
-			m.elems = append(m.elems, elemRef{off: off, set: set, key: e.key})
 			if e.probe {
 				i++
 				break
@@ -290,6 +342,8 @@ func (p *planner) elemMsgs(x *txn, typ uint16, es []elemAdd) {
 		}
 		x.w.Close(n)
 		x.w.End(start)
+		m := &x.msgs[len(x.msgs)-1]
+		m.elems, m.offs = es[first:i:i], offs[first:i:i]
 	}
 }
 

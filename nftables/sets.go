@@ -42,8 +42,10 @@ func (t *Table) SetSets(sets ...Set) error {
 			}
 		}
 		d := &setDecl{spec: sp, elems: make(map[string]string, len(s.Elements))}
+		var buf []byte
 		for j, e := range s.Elements {
-			k, data, err := t.encodeElement(&sp, s.Name, e, false)
+			var k, data string
+			k, data, buf, err = t.encodeElement(&sp, s.Name, e, false, buf[:0])
 			if err != nil {
 				return fmt.Errorf("%w (element %d)", err, j)
 			}
@@ -60,12 +62,14 @@ func (t *Table) SetSets(sets ...Set) error {
 			t.updateElements(ch.name, old, ch.d.elems, ch.d.canon)
 			continue
 		}
-		if old != nil {
+		if old != nil && old.spec.verdict {
 			t.countTargets(old.written(), -1)
 		}
 		ch.d.all = true
 		t.sets[ch.name] = ch.d
-		t.countTargets(ch.d.written(), 1)
+		if ch.d.spec.verdict {
+			t.countTargets(ch.d.written(), 1)
+		}
 		t.structural(old == nil, "")
 		t.setChanged(ch.name)
 	}
@@ -104,23 +108,24 @@ func contains(list []string, s string) bool {
 }
 
 // encodeElement validates an element for a set and encodes it; keyOnly
-// ignores the verdict (an element to delete).
-func (t *Table) encodeElement(sp *setSpec, set string, e Element, keyOnly bool) (key, data string, err error) {
-	b, err := sp.encodeKey(nil, e.Key)
+// ignores the verdict (an element to delete). The key is encoded in buf
+// (returned for the next element): the key string is its one allocation.
+func (t *Table) encodeElement(sp *setSpec, set string, e Element, keyOnly bool, buf []byte) (key, data string, _ []byte, err error) {
+	buf, err = sp.encodeKey(buf, e.Key)
 	if err != nil {
-		return "", "", t.elemErr(set, e, err)
+		return "", "", buf, t.elemErr(set, e, err)
 	}
 	switch {
 	case keyOnly:
 	case sp.verdict:
 		data, err = encodeVerdict(e.Verdict)
 		if err != nil {
-			return "", "", t.elemErr(set, e, err)
+			return "", "", buf, t.elemErr(set, e, err)
 		}
 	case e.Verdict != nil:
-		return "", "", t.elemErr(set, e, fmt.Errorf("a verdict in a set that is not a verdict map"))
+		return "", "", buf, t.elemErr(set, e, fmt.Errorf("a verdict in a set that is not a verdict map"))
 	}
-	return string(b), data, nil
+	return string(buf), data, buf, nil
 }
 
 func (t *Table) elemErr(set string, e Element, err error) error {
@@ -266,8 +271,11 @@ func (t *Table) changeElements(set string, elems []Element, add bool) error {
 	}
 	type kv struct{ k, d string }
 	enc := make([]kv, 0, len(elems))
+	var buf []byte
 	for i, e := range elems {
-		k, data, err := t.encodeElement(&d.spec, set, e, !add)
+		var k, data string
+		var err error
+		k, data, buf, err = t.encodeElement(&d.spec, set, e, !add, buf[:0])
 		if err != nil {
 			return fmt.Errorf("%w (element %d)", err, i)
 		}

@@ -148,18 +148,11 @@ type txMsg struct {
 	// if the kernel refuses it.
 	obj string
 	h   hold
-	// elems are the elements of an element request: offset in the message
-	// (from its header) and object key, in order.
-	elems []elemRef
+	// elems are the elements of an element request, in order, and offs
+	// their offsets in the message (from its header).
+	elems []elemAdd
+	offs  []uint32
 }
-
-type elemRef struct {
-	off      int
-	set, key string
-}
-
-// obj is the element's object key.
-func (r elemRef) obj() string { return objElem(r.set, r.key) }
 
 // frameLen is the length of a batch marker.
 const frameLen = nfnl.HdrLen + nfnl.GenLen
