@@ -166,30 +166,9 @@ func (s *IPSets) AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Membe
 func (s *IPSets) AddMembers(name string, members []ipsets.Member) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	set, err := s.wanted(name)
-	if err != nil {
+	set, added, elems, err := s.changes(name, members, false)
+	if err != nil || len(added) == 0 {
 		return err
-	}
-	if err := checkMembers(&set.meta, members); err != nil {
-		return err
-	}
-	var added map[ipsets.Member]struct{}
-	var elems []Element
-	for _, m := range members {
-		if _, ok := set.members[m]; ok {
-			continue
-		}
-		if _, ok := added[m]; ok {
-			continue
-		}
-		if added == nil {
-			added = map[ipsets.Member]struct{}{}
-		}
-		added[m] = struct{}{}
-		elems = append(elems, elementOf(set.meta.Type, m))
-	}
-	if len(added) == 0 {
-		return nil
 	}
 	if n := len(set.members) + len(added); set.meta.Type != ipsets.BitmapPort && n > set.meta.MaxSize {
 		return errs.Also(fmt.Errorf("nftables: %s: set %q would have %d members, MaxSize is %d", errBare(ipsets.ErrTooManyMembers), name, n, set.meta.MaxSize), ipsets.ErrTooManyMembers)
@@ -197,7 +176,7 @@ func (s *IPSets) AddMembers(name string, members []ipsets.Member) error {
 	if err := s.tbl.AddElements(s.prefix+name, elems...); err != nil {
 		return tableErr(err)
 	}
-	for m := range added {
+	for _, m := range added {
 		set.members[m] = struct{}{}
 	}
 	return nil
@@ -209,23 +188,9 @@ func (s *IPSets) AddMembers(name string, members []ipsets.Member) error {
 func (s *IPSets) RemoveMembers(name string, members []ipsets.Member) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	set, err := s.wanted(name)
-	if err != nil {
+	set, gone, elems, err := s.changes(name, members, true)
+	if err != nil || len(gone) == 0 {
 		return err
-	}
-	if err := checkMembers(&set.meta, members); err != nil {
-		return err
-	}
-	var gone []ipsets.Member
-	var elems []Element
-	for _, m := range members {
-		if _, ok := set.members[m]; ok && !slices.Contains(gone, m) {
-			gone = append(gone, m)
-			elems = append(elems, elementOf(set.meta.Type, m))
-		}
-	}
-	if len(gone) == 0 {
-		return nil
 	}
 	if err := s.tbl.DeleteElements(s.prefix+name, elems...); err != nil {
 		return tableErr(err)
@@ -234,6 +199,38 @@ func (s *IPSets) RemoveMembers(name string, members []ipsets.Member) error {
 		delete(set.members, m)
 	}
 	return nil
+}
+
+// changes returns the desired set name and, of members (checked for it),
+// each distinct one that is in the set (in) or not (!in), with its
+// element: the members an addition (!in) or removal (in) changes. The
+// caller holds the lock.
+func (s *IPSets) changes(name string, members []ipsets.Member, in bool) (*nftIPSet, []ipsets.Member, []Element, error) {
+	set, err := s.wanted(name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := checkMembers(&set.meta, members); err != nil {
+		return nil, nil, nil, err
+	}
+	var picked []ipsets.Member
+	var elems []Element
+	var seen map[ipsets.Member]struct{}
+	for _, m := range members {
+		if _, ok := set.members[m]; ok != in {
+			continue
+		}
+		if _, ok := seen[m]; ok {
+			continue
+		}
+		if seen == nil {
+			seen = map[ipsets.Member]struct{}{}
+		}
+		seen[m] = struct{}{}
+		picked = append(picked, m)
+		elems = append(elems, elementOf(set.meta.Type, m))
+	}
+	return set, picked, elems, nil
 }
 
 // RemoveSet makes name no longer desired and removes it from the Table,

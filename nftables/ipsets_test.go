@@ -96,12 +96,13 @@ func TestIPSetsTypes(t *testing.T) {
 				require.NoError(t, err)
 				return k
 			}
-			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "fw", Rules: []netfilter.Rule{
+			fw := netfilter.Chain{Name: "fw", Rules: []netfilter.Rule{
 				{Matches: []netfilter.Match{netfilter.SourceIPSet(name("hosts"))}, Action: netfilter.Accept()},
 				{Matches: []netfilter.Match{netfilter.Not(netfilter.DestIPSet(name("nets")))}, Action: netfilter.Drop()},
 				{Matches: []netfilter.Match{netfilter.IPSet(name("svcs"), netfilter.Dst, netfilter.Dst)}, Action: netfilter.Accept()},
 				{Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP), netfilter.DestIPSet(name("ports"))}, Action: netfilter.Accept()},
-			}}))
+			}}
+			require.NoError(t, tbl.SetChains(fw))
 			require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("fw")}))
 			_, err := managertest.Pass(context.Background(), nil, sets, tbl)
 			require.NoError(t, err)
@@ -156,12 +157,7 @@ func TestIPSetsTypes(t *testing.T) {
 				members, _ := sets.Members(n)
 				require.NoError(t, sets2.AddOrReplaceSet(meta, members))
 			}
-			require.NoError(t, again.SetChains(netfilter.Chain{Name: "fw", Rules: []netfilter.Rule{
-				{Matches: []netfilter.Match{netfilter.SourceIPSet(name("hosts"))}, Action: netfilter.Accept()},
-				{Matches: []netfilter.Match{netfilter.Not(netfilter.DestIPSet(name("nets")))}, Action: netfilter.Drop()},
-				{Matches: []netfilter.Match{netfilter.IPSet(name("svcs"), netfilter.Dst, netfilter.Dst)}, Action: netfilter.Accept()},
-				{Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP), netfilter.DestIPSet(name("ports"))}, Action: netfilter.Accept()},
-			}}))
+			require.NoError(t, again.SetChains(fw))
 			require.NoError(t, again.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("fw")}))
 			_, err = managertest.Pass(context.Background(), nil, sets2, again)
 			require.NoError(t, err)

@@ -76,7 +76,7 @@ func familyName(f uint8) string {
 func (n *Namespace) Chains(family uint8, table string) []Chain {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	t := n.st.tables[tkey{family, table}]
+	t := n.st.table(family, table)
 	if t == nil {
 		return nil
 	}
@@ -98,7 +98,7 @@ func (n *Namespace) Chains(family uint8, table string) []Chain {
 func (n *Namespace) Sets(family uint8, table string) []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	t := n.st.tables[tkey{family, table}]
+	t := n.st.table(family, table)
 	if t == nil {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (n *Namespace) Sets(family uint8, table string) []string {
 func (n *Namespace) Elements(family uint8, table, set string) []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	t := n.st.tables[tkey{family, table}]
+	t := n.st.table(family, table)
 	if t == nil {
 		return nil
 	}
@@ -297,7 +297,7 @@ func (a Admin) change(fn func(s *state) error) error {
 }
 
 func (a Admin) table(s *state, family uint8, name string) (*table, error) {
-	t := s.tables[tkey{family, name}]
+	t := s.table(family, name)
 	if t == nil {
 		return nil, fmt.Errorf("nftablesfake: no table %s %s: %w", familyName(family), name, syscall.ENOENT)
 	}
@@ -307,11 +307,8 @@ func (a Admin) table(s *state, family uint8, name string) (*table, error) {
 // AddTable creates a table (another agent's) if it does not exist.
 func (a Admin) AddTable(family uint8, name string) error {
 	return a.change(func(s *state) error {
-		k := tkey{family, name}
-		if s.tables[k] == nil {
-			a.n.tableHandle++
-			s.tables[k] = &table{name: name, family: family, handle: a.n.tableHandle}
-			s.order = append(s.order, k)
+		if s.table(family, name) == nil {
+			a.n.addTable(s, family, name, 0)
 		}
 		return nil
 	})
@@ -320,12 +317,10 @@ func (a Admin) AddTable(family uint8, name string) error {
 // DeleteTable deletes a table and everything in it.
 func (a Admin) DeleteTable(family uint8, name string) error {
 	return a.change(func(s *state) error {
-		k := tkey{family, name}
-		if s.tables[k] == nil {
-			return fmt.Errorf("nftablesfake: no table %s %s: %w", familyName(family), name, syscall.ENOENT)
+		if _, err := a.table(s, family, name); err != nil {
+			return err
 		}
-		delete(s.tables, k)
-		s.order = slices.DeleteFunc(s.order, func(x tkey) bool { return x == k })
+		s.deleteTable(tkey{family, name})
 		return nil
 	})
 }
@@ -369,14 +364,9 @@ func (a Admin) DeleteChain(family uint8, table, name string) error {
 		if i < 0 {
 			return fmt.Errorf("nftablesfake: no chain %s: %w", name, syscall.ENOENT)
 		}
-		c := t.chains[i]
-		for len(c.rules) > 0 {
-			t.removeRule(c, len(c.rules)-1)
+		if e := t.deleteChain(i); e != 0 {
+			return fmt.Errorf("nftablesfake: chain %s in use: %w", name, e)
 		}
-		if t.chainUse(name) > 0 {
-			return fmt.Errorf("nftablesfake: chain %s in use: %w", name, syscall.EBUSY)
-		}
-		t.chains = slices.Delete(t.chains, i, i+1)
 		return nil
 	})
 }
@@ -394,25 +384,39 @@ func (a Admin) AddRule(family uint8, table, chain, comment string) error {
 			return fmt.Errorf("nftablesfake: no chain %s: %w", chain, syscall.ENOENT)
 		}
 		var w nfnl.Writer
-		n := w.Open(nfnl.ListElem)
-		w.Str(nfnl.ExprName, "immediate")
-		d := w.Open(nfnl.ExprData)
-		w.U32(nfnl.ImmediateDreg, nfnl.RegVerdict)
-		data := w.Open(nfnl.ImmediateData)
-		v := w.Open(nfnl.DataVerdict)
-		w.U32(nfnl.VerdictCode, uint32(nfnl.VerdictAccept))
-		w.Close(v)
-		w.Close(data)
-		w.Close(d)
-		w.Close(n)
+		appendVerdictExpr(&w, nfnl.VerdictAccept, "")
 		var udata []byte
 		if comment != "" {
-			udata = append([]byte{0, byte(len(comment) + 1)}, comment...)
-			udata = append(udata, 0)
+			udata = commentData(comment)
 		}
 		c.rules = append(c.rules, &rule{handle: a.n.hgenNext(t.handle), exprs: w.B, udata: udata})
 		return nil
 	})
+}
+
+// appendVerdictExpr appends an immediate expression that sets the verdict
+// code (jumping or going to chain, for a jump or goto).
+func appendVerdictExpr(w *nfnl.Writer, code int32, chain string) {
+	n := w.Open(nfnl.ListElem)
+	w.Str(nfnl.ExprName, "immediate")
+	d := w.Open(nfnl.ExprData)
+	w.U32(nfnl.ImmediateDreg, nfnl.RegVerdict)
+	data := w.Open(nfnl.ImmediateData)
+	v := w.Open(nfnl.DataVerdict)
+	w.U32(nfnl.VerdictCode, uint32(code))
+	if chain != "" {
+		w.Str(nfnl.VerdictChain, chain)
+	}
+	w.Close(v)
+	w.Close(data)
+	w.Close(d)
+	w.Close(n)
+}
+
+// commentData is a rule's user data holding comment, as nft writes it.
+func commentData(comment string) []byte {
+	udata := append([]byte{0, byte(len(comment) + 1)}, comment...)
+	return append(udata, 0)
 }
 
 // DeleteRule deletes the rule at index i (0-based) of a chain.
@@ -467,10 +471,9 @@ func (a Admin) DeleteSet(family uint8, table, name string) error {
 		if i < 0 {
 			return fmt.Errorf("nftablesfake: no set %s: %w", name, syscall.ENOENT)
 		}
-		if t.setUse(name) > 0 {
-			return fmt.Errorf("nftablesfake: set %s in use: %w", name, syscall.EBUSY)
+		if e := t.deleteSet(i); e != 0 {
+			return fmt.Errorf("nftablesfake: set %s in use: %w", name, e)
 		}
-		t.sets = slices.Delete(t.sets, i, i+1)
 		return nil
 	})
 }

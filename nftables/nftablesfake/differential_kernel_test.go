@@ -337,28 +337,13 @@ func ruleExprs(code int32, chain string, sets ...string) []byte {
 		w.Close(d)
 		w.Close(n)
 	}
-	n := w.Open(nfnl.ListElem)
-	w.Str(nfnl.ExprName, "immediate")
-	d := w.Open(nfnl.ExprData)
-	w.U32(nfnl.ImmediateDreg, nfnl.RegVerdict)
-	data := w.Open(nfnl.ImmediateData)
-	v := w.Open(nfnl.DataVerdict)
-	w.U32(nfnl.VerdictCode, uint32(code))
-	if chain != "" {
-		w.Str(nfnl.VerdictChain, chain)
-	}
-	w.Close(v)
-	w.Close(data)
-	w.Close(d)
-	w.Close(n)
+	nftablesfake.AppendVerdictExpr(&w, code, chain)
 	return w.B
 }
 
 func newRule(chain string, exprs []byte, comment string, position uint64, flags uint16) req {
 	return req{nfnl.MsgNewRule, nfnl.FlagCreate | flags, fam, func(w *nfnl.Writer) {
-		udata := append([]byte{0, byte(len(comment) + 1)}, comment...)
-		udata = append(udata, 0)
-		(&nfnl.Rule{Table: "t", Chain: chain, Exprs: exprs, UserData: udata, Position: position}).Append(w)
+		(&nfnl.Rule{Table: "t", Chain: chain, Exprs: exprs, UserData: nftablesfake.CommentData(comment), Position: position}).Append(w)
 	}}
 }
 

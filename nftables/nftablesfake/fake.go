@@ -318,6 +318,15 @@ func (n *Namespace) hgenNext(th uint64) uint64 {
 	return n.hgen[th]
 }
 
+// missing is the errno of deleting what does not exist: none for a
+// destroy request, ENOENT for a delete.
+func missing(destroy bool) syscall.Errno {
+	if destroy {
+		return 0
+	}
+	return syscall.ENOENT
+}
+
 func (n *Namespace) refused(r Request) syscall.Errno {
 	if n.refuse == nil {
 		return 0
@@ -341,8 +350,7 @@ func (n *Namespace) apply(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 		if e := n.refused(Request{Op: "newtable", Family: m.Family, Table: tb.Name}); e != 0 {
 			return e, 0
 		}
-		k := tkey{m.Family, tb.Name}
-		if t := tx.st.tables[k]; t != nil {
+		if t := tx.st.table(m.Family, tb.Name); t != nil {
 			if m.Flags&nfnl.FlagExcl != 0 {
 				return syscall.EEXIST, 0
 			}
@@ -352,9 +360,7 @@ func (n *Namespace) apply(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 			return 0, 0
 		}
 		tx.mutated = true
-		n.tableHandle++
-		tx.st.tables[k] = &table{name: tb.Name, family: m.Family, flags: tb.Flags, handle: n.tableHandle}
-		tx.st.order = append(tx.st.order, k)
+		n.addTable(tx.st, m.Family, tb.Name, tb.Flags)
 		return 0, 0
 	case nfnl.MsgDelTable, nfnl.MsgDestroyTable:
 		tb, err := nfnl.ParseTable(m.Data)
@@ -364,15 +370,10 @@ func (n *Namespace) apply(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 		if e := n.refused(Request{Op: "deltable", Family: m.Family, Table: tb.Name}); e != 0 {
 			return e, 0
 		}
-		k := tkey{m.Family, tb.Name}
-		if tx.st.tables[k] == nil {
-			if op == nfnl.MsgDestroyTable {
-				return 0, 0
-			}
-			return syscall.ENOENT, 0
+		if tx.st.table(m.Family, tb.Name) == nil {
+			return missing(op == nfnl.MsgDestroyTable), 0
 		}
-		delete(tx.st.tables, k)
-		tx.st.order = slices.DeleteFunc(tx.st.order, func(x tkey) bool { return x == k })
+		tx.st.deleteTable(tkey{m.Family, tb.Name})
 		tx.mutated = true
 		return 0, 0
 	case nfnl.MsgNewChain:
@@ -398,7 +399,7 @@ func (n *Namespace) newChain(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 	if err != nil || c.Name == "" || len(c.Name) >= nfnl.NameMaxLen {
 		return syscall.EINVAL, 0
 	}
-	t := tx.st.tables[tkey{m.Family, c.Table}]
+	t := tx.st.table(m.Family, c.Table)
 	if t == nil {
 		return syscall.ENOENT, 0
 	}
@@ -412,13 +413,10 @@ func (n *Namespace) newChain(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 		if c.Hook != nil && (old.hook == nil || *old.hook != *c.Hook) {
 			return syscall.EEXIST, 0
 		}
+		if e := policyOK(c.Policy, old.hook != nil); e != 0 {
+			return e, 0
+		}
 		if c.Policy != nil {
-			if old.hook == nil {
-				return syscall.EOPNOTSUPP, 0
-			}
-			if *c.Policy > nfnl.PolicyAccept {
-				return syscall.EINVAL, 0
-			}
 			old.policy = *c.Policy
 		}
 		tx.mutated = true // the kernel commits an update even when nothing changes
@@ -438,14 +436,12 @@ func (n *Namespace) newChain(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 		}
 		h := *c.Hook
 		nc.hook, nc.typ, nc.policy = &h, typ, nfnl.PolicyAccept
-		if c.Policy != nil {
-			if *c.Policy > nfnl.PolicyAccept {
-				return syscall.EINVAL, 0
-			}
-			nc.policy = *c.Policy
-		}
-	} else if c.Policy != nil {
-		return syscall.EOPNOTSUPP, 0
+	}
+	if e := policyOK(c.Policy, c.Hook != nil); e != 0 {
+		return e, 0
+	}
+	if c.Policy != nil {
+		nc.policy = *c.Policy
 	}
 	nc.handle = n.hgenNext(t.handle)
 	t.chains = append(t.chains, nc)
@@ -458,28 +454,20 @@ func (n *Namespace) delChain(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Er
 	if err != nil {
 		return syscall.EINVAL, 0
 	}
-	t := tx.st.tables[tkey{m.Family, c.Table}]
+	t := tx.st.table(m.Family, c.Table)
 	if t == nil {
 		return syscall.ENOENT, 0
 	}
 	i := slices.IndexFunc(t.chains, func(x *chain) bool { return x.name == c.Name || c.Name == "" && x.handle == c.Handle })
 	if i < 0 {
-		if destroy {
-			return 0, 0
-		}
-		return syscall.ENOENT, 0
+		return missing(destroy), 0
 	}
-	ch := t.chains[i]
-	if e := n.refused(Request{Op: "delchain", Family: m.Family, Table: c.Table, Chain: ch.name}); e != 0 {
+	if e := n.refused(Request{Op: "delchain", Family: m.Family, Table: c.Table, Chain: t.chains[i].name}); e != 0 {
 		return e, 0
 	}
-	for len(ch.rules) > 0 {
-		t.removeRule(ch, len(ch.rules)-1)
+	if e := t.deleteChain(i); e != 0 {
+		return e, 0
 	}
-	if t.chainUse(ch.name) > 0 {
-		return syscall.EBUSY, 0
-	}
-	t.chains = slices.Delete(t.chains, i, i+1)
 	tx.mutated = true
 	return 0, 0
 }
@@ -551,7 +539,7 @@ func (n *Namespace) newRule(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 	if err != nil {
 		return syscall.EINVAL, 0
 	}
-	t := tx.st.tables[tkey{m.Family, r.Table}]
+	t := tx.st.table(m.Family, r.Table)
 	if t == nil {
 		return syscall.ENOENT, 0
 	}
@@ -573,13 +561,10 @@ func (n *Namespace) newRule(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 		return syscall.EINVAL, 0
 	}
 	for _, j := range jumps {
-		tc := t.chain(j)
-		switch {
-		case tc == nil:
-			return syscall.ENOENT, 0
-		case tc.hook != nil:
-			return syscall.EOPNOTSUPP, 0
-		case reaches(t, j, c.name, map[string]bool{}):
+		if e := t.jumpTarget(j); e != 0 {
+			return e, 0
+		}
+		if reaches(t, j, c.name, map[string]bool{}) {
 			return syscall.EMLINK, 0
 		}
 	}
@@ -596,31 +581,18 @@ func (n *Namespace) newRule(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 		nr.anon = append(nr.anon, name)
 	}
 	nr.jumps, nr.sets = jumps, sets
-	at := -1 // insert before index at; -1: decided below
+	after := m.Flags&nfnl.FlagAppend != 0
+	at := 0 // insert before index at
 	switch {
-	case r.Position != 0:
-		i := slices.IndexFunc(c.rules, func(x *rule) bool { return x.handle == r.Position })
-		if i < 0 {
+	case r.Position != 0 || r.PositionID != 0:
+		if at = tx.position(c, &r); at < 0 {
 			return syscall.ENOENT, 0
 		}
-		at = i
-		if m.Flags&nfnl.FlagAppend != 0 {
-			at = i + 1
+		if after {
+			at++
 		}
-	case r.PositionID != 0:
-		pr := tx.ruleIDs[r.PositionID]
-		i := slices.Index(c.rules, pr)
-		if pr == nil || i < 0 {
-			return syscall.ENOENT, 0
-		}
-		at = i
-		if m.Flags&nfnl.FlagAppend != 0 {
-			at = i + 1
-		}
-	case m.Flags&nfnl.FlagAppend != 0:
+	case after:
 		at = len(c.rules)
-	default:
-		at = 0
 	}
 	c.rules = slices.Insert(c.rules, at, nr)
 	if r.ID != 0 {
@@ -630,12 +602,26 @@ func (n *Namespace) newRule(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 	return 0, 0
 }
 
+// position returns the index in c of the rule a new rule r goes next to:
+// the one with handle r.Position, or else the transaction's rule with ID
+// r.PositionID; -1 when c has no such rule.
+func (tx *txState) position(c *chain, r *nfnl.Rule) int {
+	if r.Position != 0 {
+		return slices.IndexFunc(c.rules, func(x *rule) bool { return x.handle == r.Position })
+	}
+	pr := tx.ruleIDs[r.PositionID]
+	if pr == nil {
+		return -1
+	}
+	return slices.Index(c.rules, pr)
+}
+
 func (n *Namespace) delRule(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Errno, uint32) {
 	r, err := nfnl.ParseRule(m.Data)
 	if err != nil {
 		return syscall.EINVAL, 0
 	}
-	t := tx.st.tables[tkey{m.Family, r.Table}]
+	t := tx.st.table(m.Family, r.Table)
 	if t == nil {
 		return syscall.ENOENT, 0
 	}
@@ -668,10 +654,7 @@ func (n *Namespace) delRule(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Err
 			return 0, 0
 		}
 	}
-	if destroy {
-		return 0, 0
-	}
-	return syscall.ENOENT, 0
+	return missing(destroy), 0
 }
 
 func (n *Namespace) newSet(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
@@ -679,7 +662,7 @@ func (n *Namespace) newSet(tx *txState, m *nfnl.Msg) (syscall.Errno, uint32) {
 	if err != nil || s.Name == "" || s.KeyLen == 0 || s.ID == 0 {
 		return syscall.EINVAL, 0
 	}
-	t := tx.st.tables[tkey{m.Family, s.Table}]
+	t := tx.st.table(m.Family, s.Table)
 	if t == nil {
 		return syscall.ENOENT, 0
 	}
@@ -735,24 +718,20 @@ func (n *Namespace) delSet(tx *txState, m *nfnl.Msg, destroy bool) (syscall.Errn
 	if err != nil {
 		return syscall.EINVAL, 0
 	}
-	t := tx.st.tables[tkey{m.Family, s.Table}]
+	t := tx.st.table(m.Family, s.Table)
 	if t == nil {
 		return syscall.ENOENT, 0
 	}
 	i := slices.IndexFunc(t.sets, func(x *set) bool { return x.name == s.Name })
 	if i < 0 {
-		if destroy {
-			return 0, 0
-		}
-		return syscall.ENOENT, 0
+		return missing(destroy), 0
 	}
 	if e := n.refused(Request{Op: "delset", Family: m.Family, Table: s.Table, Set: s.Name}); e != 0 {
 		return e, 0
 	}
-	if t.setUse(s.Name) > 0 {
-		return syscall.EBUSY, 0
+	if e := t.deleteSet(i); e != 0 {
+		return e, 0
 	}
-	t.sets = slices.Delete(t.sets, i, i+1)
 	tx.mutated = true
 	return 0, 0
 }
@@ -762,7 +741,7 @@ func (n *Namespace) setElems(tx *txState, m *nfnl.Msg, add, destroy bool) (sysca
 	if err != nil {
 		return syscall.EINVAL, 0
 	}
-	t := tx.st.tables[tkey{m.Family, l.Table}]
+	t := tx.st.table(m.Family, l.Table)
 	if t == nil {
 		return syscall.ENOENT, 0
 	}
@@ -814,12 +793,8 @@ func (n *Namespace) setElems(tx *txState, m *nfnl.Msg, add, destroy bool) (sysca
 			v := *e.Verdict
 			ne.verdict = &v
 			if v.Code == nfnl.VerdictJump || v.Code == nfnl.VerdictGoto {
-				tc := t.chain(v.Chain)
-				switch {
-				case tc == nil:
-					return fail(syscall.ENOENT)
-				case tc.hook != nil:
-					return fail(syscall.EOPNOTSUPP)
+				if x := t.jumpTarget(v.Chain); x != 0 {
+					return fail(x)
 				}
 			}
 		}

@@ -108,6 +108,24 @@ func (t *table) clone() *table {
 	return &c
 }
 
+// table returns the table family name, or nil.
+func (s *state) table(family uint8, name string) *table { return s.tables[tkey{family, name}] }
+
+// addTable creates table family name in s with the namespace's next table
+// handle.
+func (n *Namespace) addTable(s *state, family uint8, name string, flags uint32) {
+	n.tableHandle++
+	k := tkey{family, name}
+	s.tables[k] = &table{name: name, family: family, flags: flags, handle: n.tableHandle}
+	s.order = append(s.order, k)
+}
+
+// deleteTable deletes table k and everything in it.
+func (s *state) deleteTable(k tkey) {
+	delete(s.tables, k)
+	s.order = slices.DeleteFunc(s.order, func(x tkey) bool { return x == k })
+}
+
 func (t *table) chain(name string) *chain {
 	for _, c := range t.chains {
 		if c.name == name {
@@ -179,6 +197,41 @@ func (t *table) removeRule(c *chain, i int) {
 	}
 }
 
+// deleteChain flushes chain i, then deletes it unless something still
+// jumps to it (EBUSY; the chain is left flushed).
+func (t *table) deleteChain(i int) syscall.Errno {
+	c := t.chains[i]
+	for len(c.rules) > 0 {
+		t.removeRule(c, len(c.rules)-1)
+	}
+	if t.chainUse(c.name) > 0 {
+		return syscall.EBUSY
+	}
+	t.chains = slices.Delete(t.chains, i, i+1)
+	return 0
+}
+
+// deleteSet deletes set i unless a rule looks it up (EBUSY).
+func (t *table) deleteSet(i int) syscall.Errno {
+	if t.setUse(t.sets[i].name) > 0 {
+		return syscall.EBUSY
+	}
+	t.sets = slices.Delete(t.sets, i, i+1)
+	return 0
+}
+
+// jumpTarget reports whether a verdict may jump or go to chain name: it
+// must exist (ENOENT) and be a regular chain (EOPNOTSUPP).
+func (t *table) jumpTarget(name string) syscall.Errno {
+	switch c := t.chain(name); {
+	case c == nil:
+		return syscall.ENOENT
+	case c.hook != nil:
+		return syscall.EOPNOTSUPP
+	}
+	return 0
+}
+
 // comment returns a rule's comment (from its user data), or "".
 func (r *rule) comment() string {
 	c, _ := userdata.GetString(r.udata, userdata.TypeComment)
@@ -206,6 +259,20 @@ func hookOK(typ string, num uint32, prio int32) syscall.Errno {
 		return 0
 	}
 	return syscall.ENOENT
+}
+
+// policyOK checks a chain request's policy (nil when it has none) for a
+// base chain (base) or a regular one, which takes none (EOPNOTSUPP).
+func policyOK(policy *uint32, base bool) syscall.Errno {
+	switch {
+	case policy == nil:
+		return 0
+	case !base:
+		return syscall.EOPNOTSUPP
+	case *policy > nfnl.PolicyAccept:
+		return syscall.EINVAL
+	}
+	return 0
 }
 
 // sameShape reports whether a new set's attributes match an existing one.

@@ -1,0 +1,7 @@
+package nftablesfake
+
+// What the external tests share with the fake's own encoding.
+var (
+	AppendVerdictExpr = appendVerdictExpr
+	CommentData       = commentData
+)
