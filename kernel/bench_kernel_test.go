@@ -114,6 +114,25 @@ func firstErr(errs []error) error {
 	return nil
 }
 
+// batch returns a write of ops in one batch through apply (one of the
+// Namespace's batched writes).
+func batch[T any](apply func(context.Context, []T) []error, ops []T) func() error {
+	return func() error { return firstErr(apply(context.Background(), ops)) }
+}
+
+// oneByOne returns the peer's write: call (a netlink-library call) once
+// per object.
+func oneByOne[T any](objs []T, call func(T) error) func() error {
+	return func() error {
+		for _, o := range objs {
+			if err := call(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // deletes returns the OpDelete of every op.
 func deletes[T any](ops []T, del func(T) T) []T {
 	out := make([]T, len(ops))
@@ -130,10 +149,7 @@ func routeDeletes(ops []RouteOp) []RouteOp {
 func benchApplyRoutes(b *testing.B, n int) {
 	benchWrite(b, "route", n, func(e *benchNS) (func() error, func() error) {
 		ops := genRoutes(true, n, benchTable, e.links.v0)
-		dels := routeDeletes(ops)
-		ctx := context.Background()
-		return func() error { return firstErr(e.ns.ApplyRoutes(ctx, ops)) },
-			func() error { return firstErr(e.ns.ApplyRoutes(ctx, dels)) }
+		return batch(e.ns.ApplyRoutes, ops), batch(e.ns.ApplyRoutes, routeDeletes(ops))
 	})
 }
 
@@ -144,21 +160,11 @@ func BenchmarkApplyRoutes10k(b *testing.B) { benchApplyRoutes(b, 10_000) }
 func benchRouteReplaceLoop(b *testing.B, n int) {
 	benchWrite(b, "route", n, func(e *benchNS) (func() error, func() error) {
 		ops := genRoutes(true, n, benchTable, e.links.v0)
-		dels := routeDeletes(ops)
 		routes := make([]*netlink.Route, len(ops))
 		for i := range ops {
 			routes[i] = netlinkRoute(&ops[i].Route)
 		}
-		h := e.kns.Handle()
-		return func() error {
-				for _, r := range routes {
-					if err := h.RouteReplace(r); err != nil {
-						return err
-					}
-				}
-				return nil
-			},
-			func() error { return firstErr(e.ns.ApplyRoutes(context.Background(), dels)) }
+		return oneByOne(routes, e.kns.Handle().RouteReplace), batch(e.ns.ApplyRoutes, routeDeletes(ops))
 	})
 }
 
@@ -183,10 +189,7 @@ func BenchmarkApplyNeighbors10k(b *testing.B) {
 	const n = 10_000
 	benchWrite(b, "neigh", n, func(e *benchNS) (func() error, func() error) {
 		ops := benchNeighbors(e, n)
-		dels := neighborDeletes(ops)
-		ctx := context.Background()
-		return func() error { return firstErr(e.ns.ApplyNeighbors(ctx, ops)) },
-			func() error { return firstErr(e.ns.ApplyNeighbors(ctx, dels)) }
+		return batch(e.ns.ApplyNeighbors, ops), batch(e.ns.ApplyNeighbors, neighborDeletes(ops))
 	})
 }
 
@@ -195,22 +198,12 @@ func BenchmarkNetlinkNeighSetLoop10k(b *testing.B) {
 	const n = 10_000
 	benchWrite(b, "neigh", n, func(e *benchNS) (func() error, func() error) {
 		ops := benchNeighbors(e, n)
-		dels := neighborDeletes(ops)
 		neighs := make([]*netlink.Neigh, n)
 		for i, op := range ops {
 			neighs[i] = &netlink.Neigh{LinkIndex: op.Neighbor.LinkIndex, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
 				IP: op.Neighbor.IP.AsSlice(), HardwareAddr: op.Neighbor.MAC}
 		}
-		h := e.kns.Handle()
-		return func() error {
-				for _, nb := range neighs {
-					if err := h.NeighSet(nb); err != nil {
-						return err
-					}
-				}
-				return nil
-			},
-			func() error { return firstErr(e.ns.ApplyNeighbors(context.Background(), dels)) }
+		return oneByOne(neighs, e.kns.Handle().NeighSet), batch(e.ns.ApplyNeighbors, neighborDeletes(ops))
 	})
 }
 
@@ -234,10 +227,7 @@ func BenchmarkApplyFDB10k(b *testing.B) {
 	const n = 10_000
 	benchWrite(b, "fdb", n, func(e *benchNS) (func() error, func() error) {
 		ops := benchFDB(b, e, n)
-		dels := fdbDeletes(ops)
-		ctx := context.Background()
-		return func() error { return firstErr(e.ns.ApplyFDB(ctx, ops)) },
-			func() error { return firstErr(e.ns.ApplyFDB(ctx, dels)) }
+		return batch(e.ns.ApplyFDB, ops), batch(e.ns.ApplyFDB, fdbDeletes(ops))
 	})
 }
 
@@ -247,22 +237,12 @@ func BenchmarkNetlinkFDBNeighSetLoop10k(b *testing.B) {
 	const n = 10_000
 	benchWrite(b, "fdb", n, func(e *benchNS) (func() error, func() error) {
 		ops := benchFDB(b, e, n)
-		dels := fdbDeletes(ops)
 		neighs := make([]*netlink.Neigh, n)
 		for i, op := range ops {
 			neighs[i] = &netlink.Neigh{LinkIndex: op.Entry.LinkIndex, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
 				State: netlink.NUD_PERMANENT, IP: op.Entry.Dst.AsSlice(), HardwareAddr: net.HardwareAddr(op.Entry.MAC)}
 		}
-		h := e.kns.Handle()
-		return func() error {
-				for _, nb := range neighs {
-					if err := h.NeighSet(nb); err != nil {
-						return err
-					}
-				}
-				return nil
-			},
-			func() error { return firstErr(e.ns.ApplyFDB(context.Background(), dels)) }
+		return oneByOne(neighs, e.kns.Handle().NeighSet), batch(e.ns.ApplyFDB, fdbDeletes(ops))
 	})
 }
 

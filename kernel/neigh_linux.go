@@ -91,11 +91,7 @@ var fdbCodec = &opCodec[FDBOp]{
 // NDA_PROTOCOL when proto is not 0.
 func appendNeighMsg(b []byte, kind OpKind, flags uint16, seq uint32, family uint8, ifindex int, state uint16, ntf uint8, dst netip.Addr, lladdr []byte, proto uint8) []byte {
 	start := len(b)
-	typ := uint16(unix.RTM_NEWNEIGH)
-	if kind == OpDelete {
-		typ = unix.RTM_DELNEIGH
-	}
-	b = appendHeader(b, typ, flags, seq)
+	b = appendWriteHeader(b, kind, unix.RTM_NEWNEIGH, unix.RTM_DELNEIGH, flags, seq)
 	b = append(b, family, 0, 0, 0)
 	b = ne.AppendUint32(b, uint32(int32(ifindex)))
 	b = ne.AppendUint16(b, state)
@@ -210,24 +206,11 @@ func (c *conn) neighbors(ctx context.Context, f Family, linkIndex int) ([]Neighb
 	if linkIndex < 0 {
 		return nil, invalid("neighbour dump: interface index %d", linkIndex)
 	}
-	af := uint8(f.AF())
 	var out []Neighbor
-	var m neighMsg
-	err := c.dump(ctx, &dumpRequest{
-		what:  fmt.Sprintf("%s neighbour dump", f),
-		reply: unix.RTM_NEWNEIGH,
-		encode: func(b []byte, seq uint32, strict bool) []byte {
-			return appendNeighDumpRequest(b, seq, af, linkIndex, strict)
-		},
-	}, func(payload []byte) error {
-		if err := decodeNeigh(payload, &m); err != nil {
-			return err
+	err := c.dumpNeighs(ctx, fmt.Sprintf("%s neighbour dump", f), uint8(f.AF()), linkIndex, func(m *neighMsg) {
+		if f.Contains(m.dst) {
+			out = append(out, Neighbor{LinkIndex: m.ifindex, IP: m.dst, MAC: hwAddr(m.lladdr), State: m.state, Protocol: m.proto})
 		}
-		if m.family != af || (linkIndex != 0 && m.ifindex != linkIndex) || !f.Contains(m.dst) {
-			return nil
-		}
-		out = append(out, Neighbor{LinkIndex: m.ifindex, IP: m.dst, MAC: hwAddr(m.lladdr), State: m.state, Protocol: m.proto})
-		return nil
 	}, func() { out = out[:0] })
 	return out, err
 }
@@ -241,23 +224,33 @@ func (c *conn) fdb(ctx context.Context, linkIndex int) ([]FDBEntry, error) {
 		return nil, invalid("FDB dump: interface index %d", linkIndex)
 	}
 	var out []FDBEntry
+	err := c.dumpNeighs(ctx, "FDB dump", unix.AF_BRIDGE, linkIndex, func(m *neighMsg) {
+		if m.flags&unix.NTF_SELF != 0 && len(m.lladdr) == ethAddrLen {
+			out = append(out, FDBEntry{LinkIndex: m.ifindex, MAC: hwAddr(m.lladdr), Dst: m.dst, Permanent: m.state&NUDPermanent != 0})
+		}
+	}, func() { out = out[:0] })
+	return out, err
+}
+
+// dumpNeighs dumps the entries of family af (those of the interface with
+// index linkIndex, 0: every interface) and calls fn with each; what names
+// the dump in errors, and reset is dump's. m is reused: fn copies what it
+// keeps.
+func (c *conn) dumpNeighs(ctx context.Context, what string, af uint8, linkIndex int, fn func(m *neighMsg), reset func()) error {
 	var m neighMsg
-	err := c.dump(ctx, &dumpRequest{
-		what:  "FDB dump",
+	return c.dump(ctx, &dumpRequest{
+		what:  what,
 		reply: unix.RTM_NEWNEIGH,
 		encode: func(b []byte, seq uint32, strict bool) []byte {
-			return appendNeighDumpRequest(b, seq, unix.AF_BRIDGE, linkIndex, strict)
+			return appendNeighDumpRequest(b, seq, af, linkIndex, strict)
 		},
 	}, func(payload []byte) error {
 		if err := decodeNeigh(payload, &m); err != nil {
 			return err
 		}
-		if m.family != unix.AF_BRIDGE || m.flags&unix.NTF_SELF == 0 || len(m.lladdr) != ethAddrLen ||
-			(linkIndex != 0 && m.ifindex != linkIndex) {
-			return nil
+		if m.family == af && (linkIndex == 0 || m.ifindex == linkIndex) {
+			fn(&m)
 		}
-		out = append(out, FDBEntry{LinkIndex: m.ifindex, MAC: hwAddr(m.lladdr), Dst: m.dst, Permanent: m.state&NUDPermanent != 0})
 		return nil
-	}, func() { out = out[:0] })
-	return out, err
+	}, reset)
 }

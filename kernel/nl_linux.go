@@ -36,6 +36,15 @@ func appendHeader(b []byte, typ, flags uint16, seq uint32) []byte {
 	return ne.AppendUint32(b, 0) // port ID: the kernel fills it in
 }
 
+// appendWriteHeader appends the nlmsghdr of a write of kind: a message of
+// type typ, or delTyp for OpDelete.
+func appendWriteHeader(b []byte, kind OpKind, typ, delTyp, flags uint16, seq uint32) []byte {
+	if kind == OpDelete {
+		typ = delTyp
+	}
+	return appendHeader(b, typ, flags, seq)
+}
+
 // finishMsg writes the length of the message that starts at b[start:].
 func finishMsg(b []byte, start int) []byte {
 	ne.PutUint32(b[start:], uint32(len(b)-start))
@@ -210,6 +219,18 @@ func attrU32(name string, v []byte) (uint32, error) {
 // errMalformed returns an error wrapping ErrMalformed.
 func errMalformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// headerFamily checks that a message payload (what names the message)
+// holds its hdrLen-byte header, whose first byte is the address family
+// (struct rtmsg, fib_rule_hdr), and returns the family; ok is false, with
+// a nil error, for a family other than IPv4 and IPv6.
+func headerFamily(payload []byte, hdrLen int, what string) (f Family, ok bool, err error) {
+	if len(payload) < hdrLen {
+		return 0, false, errMalformed("%s message of %d bytes", what, len(payload))
+	}
+	f, ok = familyOfAF(payload[0])
+	return f, ok, nil
 }
 
 // familyOfAF returns the Family of an address-family byte.

@@ -44,11 +44,7 @@ func appendGateway(b []byte, f Family, gw netip.Addr) []byte {
 // caller) with sequence number seq.
 func appendRouteMsg(b []byte, kind OpKind, seq uint32, r *Route) []byte {
 	start := len(b)
-	typ := uint16(unix.RTM_NEWROUTE)
-	if kind == OpDelete {
-		typ = unix.RTM_DELROUTE
-	}
-	b = appendHeader(b, typ, writeFlags(kind), seq)
+	b = appendWriteHeader(b, kind, unix.RTM_NEWROUTE, unix.RTM_DELROUTE, writeFlags(kind), seq)
 
 	table := r.Table
 	if table == 0 {
@@ -153,12 +149,9 @@ func gateway(f Family, typ uint16, v []byte) (netip.Addr, error) {
 // overwriting every field. Only a multipath route allocates (its NextHops).
 // ok is false, with a nil error, for a family other than IPv4 and IPv6.
 func decodeRoute(payload []byte, r *Route) (ok bool, err error) {
-	if len(payload) < rtmsgLen {
-		return false, errMalformed("route message of %d bytes", len(payload))
-	}
-	f, ok := familyOfAF(payload[0])
+	f, ok, err := headerFamily(payload, rtmsgLen, "route")
 	if !ok {
-		return false, nil
+		return false, err
 	}
 	*r = Route{
 		Family:   f,

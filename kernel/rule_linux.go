@@ -62,11 +62,7 @@ func ruleObject(r *Rule) string {
 // the kernel's full mask).
 func appendRuleMsg(b []byte, kind OpKind, seq uint32, r *Rule) []byte {
 	start := len(b)
-	typ := uint16(unix.RTM_NEWRULE)
-	if kind == OpDelete {
-		typ = unix.RTM_DELRULE
-	}
-	b = appendHeader(b, typ, writeFlags(kind), seq)
+	b = appendWriteHeader(b, kind, unix.RTM_NEWRULE, unix.RTM_DELRULE, writeFlags(kind), seq)
 	table := uint8(unix.RT_TABLE_UNSPEC)
 	if r.Table < 256 {
 		table = uint8(r.Table)
@@ -163,12 +159,9 @@ func appendRuleDumpRequest(b []byte, seq uint32, af uint8) []byte {
 // into r, overwriting every field. ok is false, with a nil error, for a
 // family other than IPv4 and IPv6.
 func decodeRule(payload []byte, r *Rule) (ok bool, err error) {
-	if len(payload) < fibRuleLen {
-		return false, errMalformed("rule message of %d bytes", len(payload))
-	}
-	f, ok := familyOfAF(payload[0])
+	f, ok, err := headerFamily(payload, fibRuleLen, "rule")
 	if !ok {
-		return false, nil
+		return false, err
 	}
 	*r = Rule{
 		Family: f,

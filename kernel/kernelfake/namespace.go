@@ -190,6 +190,32 @@ func (ns *Namespace) begin(ctx context.Context, op Op) (unlock func(), err error
 	return unlock, ctx.Err()
 }
 
+// applyEach performs a batched write as kernel.Namespace does, under the
+// lock: each of ops counts as a call of op (an injected error fails it)
+// and checks ctx, then apply performs it. An operation fails alone, with a
+// *kernel.OpError whose Op and Object describe gives.
+func applyEach[T any](ns *Namespace, ctx context.Context, op Op, ops []T, apply func(*T) error, describe func(*T) (op, object string)) []error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	defer ns.lock()()
+	errs := make([]error, len(ops))
+	for i := range ops {
+		err := ns.enter(op)
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err == nil {
+			err = apply(&ops[i])
+		}
+		if err != nil {
+			name, obj := describe(&ops[i])
+			errs[i] = &kernel.OpError{Op: name, Object: obj, Err: classify(err)}
+		}
+	}
+	return errs
+}
+
 // Flow is one conntrack entry: the original direction's addresses and,
 // when set, the reply direction's (unset means the reverse of the
 // original, an entry without NAT).

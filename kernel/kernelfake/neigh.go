@@ -45,28 +45,12 @@ func (ns *Namespace) Neighbors(ctx context.Context, family kernel.Family, linkIn
 // kernel keeps it when NDA_PROTOCOL is left out). Entries go when their
 // interface goes down (all) or loses its carrier (all but permanent ones).
 func (ns *Namespace) ApplyNeighbors(ctx context.Context, ops []kernel.NeighborOp) []error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	defer ns.lock()()
-	errs := make([]error, len(ops))
-	for i, op := range ops {
-		err := ns.enter(OpApplyNeighbors)
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err == nil {
-			err = ns.applyNeighbor(op)
-		}
-		if err != nil {
-			errs[i] = &kernel.OpError{Op: op.Kind.String() + " neighbor",
-				Object: fmt.Sprintf("%s dev %d", op.Neighbor.IP, op.Neighbor.LinkIndex), Err: classify(err)}
-		}
-	}
-	return errs
+	return applyEach(ns, ctx, OpApplyNeighbors, ops, ns.applyNeighbor, func(op *kernel.NeighborOp) (string, string) {
+		return opName(op.Kind, "neighbor"), fmt.Sprintf("%s dev %d", op.Neighbor.IP, op.Neighbor.LinkIndex)
+	})
 }
 
-func (ns *Namespace) applyNeighbor(op kernel.NeighborOp) error {
+func (ns *Namespace) applyNeighbor(op *kernel.NeighborOp) error {
 	n := op.Neighbor
 	n.MAC = slices.Clone(n.MAC)
 	switch op.Kind {
@@ -144,28 +128,12 @@ func (ns *Namespace) FDB(ctx context.Context, linkIndex int) ([]kernel.FDBEntry,
 // Dst is unset, and fails with ENOENT when the MAC has no entry. Entries that are not permanent go when their device
 // goes down.
 func (ns *Namespace) ApplyFDB(ctx context.Context, ops []kernel.FDBOp) []error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	defer ns.lock()()
-	errs := make([]error, len(ops))
-	for i, op := range ops {
-		err := ns.enter(OpApplyFDB)
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err == nil {
-			err = ns.applyFDB(op)
-		}
-		if err != nil {
-			errs[i] = &kernel.OpError{Op: op.Kind.String() + " fdb",
-				Object: fmt.Sprintf("%v dst %v dev %d", op.Entry.MAC, op.Entry.Dst, op.Entry.LinkIndex), Err: classify(err)}
-		}
-	}
-	return errs
+	return applyEach(ns, ctx, OpApplyFDB, ops, ns.applyFDB, func(op *kernel.FDBOp) (string, string) {
+		return opName(op.Kind, "fdb"), fmt.Sprintf("%v dst %v dev %d", op.Entry.MAC, op.Entry.Dst, op.Entry.LinkIndex)
+	})
 }
 
-func (ns *Namespace) applyFDB(op kernel.FDBOp) error {
+func (ns *Namespace) applyFDB(op *kernel.FDBOp) error {
 	e := op.Entry
 	e.MAC = slices.Clone(e.MAC)
 	if op.Kind != kernel.OpReplace && op.Kind != kernel.OpAdd && op.Kind != kernel.OpDelete {

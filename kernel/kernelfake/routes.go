@@ -272,25 +272,9 @@ func routeObject(r *kernel.Route) string {
 // kernel.Route.Validate, then checked against the namespace's links and
 // routes, and fails alone with a *kernel.OpError.
 func (ns *Namespace) ApplyRoutes(ctx context.Context, ops []kernel.RouteOp) []error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	defer ns.lock()()
-	errs := make([]error, len(ops))
-	for i := range ops {
-		op := &ops[i]
-		err := ns.enter(OpApplyRoutes)
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err == nil {
-			err = ns.applyRoute(op)
-		}
-		if err != nil {
-			errs[i] = &kernel.OpError{Op: opName(op.Kind, "route"), Object: routeObject(&op.Route), Err: classify(err)}
-		}
-	}
-	return errs
+	return applyEach(ns, ctx, OpApplyRoutes, ops, ns.applyRoute, func(op *kernel.RouteOp) (string, string) {
+		return opName(op.Kind, "route"), routeObject(&op.Route)
+	})
 }
 
 // applyRoute performs one route operation. The caller holds the lock.
