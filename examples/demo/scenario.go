@@ -513,30 +513,78 @@ func (s *Scenario) counters(ctx context.Context, link func(*node) string) (map[*
 func vxlanDev(*node) string { return "np-vxlan" }
 func wgDev(n *node) string  { return n.wgIface }
 
+// traffic is one device of every node: its packet counter read before
+// and after pinging.
+type traffic struct {
+	before, after map[*node]uint64
+}
+
 // moved checks that every node's counter grew by at least min.
-func moved(before, after map[*node]uint64, min uint64, what string) error {
-	for n, b := range before {
-		if after[n] < b+min {
-			return fmt.Errorf("%s on %s sent %d packets, want ≥ %d", what, n.name, after[n]-b, min)
+func (t traffic) moved(min uint64, what string) error {
+	for n, b := range t.before {
+		if t.after[n] < b+min {
+			return fmt.Errorf("%s on %s sent %d packets, want ≥ %d", what, n.name, t.after[n]-b, min)
+		}
+	}
+	return nil
+}
+
+// sent is how many packets the nodes' devices sent in all.
+func (t traffic) sent() uint64 {
+	var sum uint64
+	for n, b := range t.before {
+		sum += t.after[n] - b
+	}
+	return sum
+}
+
+// countedPairs pings every pair (allPairs) between two readings of each
+// node's counter of every device devs names, and returns the pairs that
+// answer and each device's traffic.
+func (s *Scenario) countedPairs(ctx context.Context, devs ...func(*node) string) (int, []traffic, error) {
+	t := make([]traffic, len(devs))
+	var err error
+	for i, dev := range devs {
+		if t[i].before, err = s.counters(ctx, dev); err != nil {
+			return 0, nil, err
+		}
+	}
+	pairs, err := s.allPairs(ctx, 10*time.Second)
+	if err != nil {
+		return 0, nil, err
+	}
+	for i, dev := range devs {
+		if t[i].after, err = s.counters(ctx, dev); err != nil {
+			return 0, nil, err
+		}
+	}
+	return pairs, t, nil
+}
+
+// pairsOverVXLAN pings every pair and checks that every node's np-vxlan
+// device carried them; it returns the pairs that answer.
+func (s *Scenario) pairsOverVXLAN(ctx context.Context) (int, error) {
+	pairs, t, err := s.countedPairs(ctx, vxlanDev)
+	if err != nil {
+		return 0, err
+	}
+	return pairs, t[0].moved(4, "np-vxlan")
+}
+
+// eventuallyOn waits, node by node, until check succeeds on each of
+// nodes, for up to timeout each.
+func eventuallyOn(ctx context.Context, nodes []*node, timeout time.Duration, check func(n *node) error) error {
+	for _, n := range nodes {
+		if err := eventually(ctx, timeout, func() error { return check(n) }); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 func (s *Scenario) checkVXLAN(ctx context.Context) (string, error) {
-	before, err := s.counters(ctx, vxlanDev)
+	n, err := s.pairsOverVXLAN(ctx)
 	if err != nil {
-		return "", err
-	}
-	n, err := s.allPairs(ctx, 10*time.Second)
-	if err != nil {
-		return "", err
-	}
-	after, err := s.counters(ctx, vxlanDev)
-	if err != nil {
-		return "", err
-	}
-	if err := moved(before, after, 4, "np-vxlan"); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%d pod pairs answer; every node's np-vxlan device carried them", n), nil
@@ -565,86 +613,51 @@ func (s *Scenario) checkWireGuard(ctx context.Context) (string, error) {
 		return "", err
 	}
 	// Every agent has every other node as a peer.
-	for _, n := range s.nodes {
-		if err := eventually(ctx, 20*time.Second, func() error {
-			st, err := s.status(ctx, n)
-			if err != nil {
-				return err
-			}
-			for _, w := range st.WireGuardDevices {
-				if w.Enabled && w.Peers == len(s.nodes)-1 && w.RuleInstalled {
-					return nil
-				}
-			}
-			return fmt.Errorf("%s: WireGuard not ready: %+v", n.name, st.WireGuardDevices)
-		}); err != nil {
-			return "", err
+	if err := eventuallyOn(ctx, s.nodes, 20*time.Second, func(n *node) error {
+		st, err := s.status(ctx, n)
+		if err != nil {
+			return err
 		}
+		for _, w := range st.WireGuardDevices {
+			if w.Enabled && w.Peers == len(s.nodes)-1 && w.RuleInstalled {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s: WireGuard not ready: %+v", n.name, st.WireGuardDevices)
+	}); err != nil {
+		return "", err
 	}
-	wgBefore, err := s.counters(ctx, wgDev)
+	pairs, t, err := s.countedPairs(ctx, wgDev, vxlanDev)
 	if err != nil {
 		return "", err
 	}
-	vxBefore, err := s.counters(ctx, vxlanDev)
-	if err != nil {
+	if err := t[0].moved(4, "the WireGuard device"); err != nil {
 		return "", err
 	}
-	pairs, err := s.allPairs(ctx, 10*time.Second)
-	if err != nil {
-		return "", err
-	}
-	wgAfter, err := s.counters(ctx, wgDev)
-	if err != nil {
-		return "", err
-	}
-	vxAfter, err := s.counters(ctx, vxlanDev)
-	if err != nil {
-		return "", err
-	}
-	if err := moved(wgBefore, wgAfter, 4, "the WireGuard device"); err != nil {
-		return "", err
-	}
-	var vx uint64
-	for n := range vxBefore {
-		vx += vxAfter[n] - vxBefore[n]
-	}
-	return fmt.Sprintf("%d pod pairs answer through the WireGuard devices (userspace); np-vxlan carried %d packets meanwhile", pairs, vx), nil
+	return fmt.Sprintf("%d pod pairs answer through the WireGuard devices (userspace); np-vxlan carried %d packets meanwhile", pairs, t[1].sent()), nil
 }
 
 func (s *Scenario) checkWireGuardOff(ctx context.Context) (string, error) {
 	if err := s.restartAll(ctx); err != nil {
 		return "", err
 	}
-	for _, n := range s.nodes {
-		if err := eventually(ctx, 20*time.Second, func() error {
-			out, err := run(ctx, "ip", "-n", n.ns, "rule", "show", "priority", strconv.Itoa(wireguard.DefaultRulePriority))
-			if err != nil {
-				return err
-			}
-			if strings.TrimSpace(out) != "" {
-				return fmt.Errorf("%s still has the WireGuard rule: %s", n.name, out)
-			}
-			if _, err := run(ctx, "ip", "-n", n.ns, "link", "show", "dev", n.wgIface); err == nil {
-				return fmt.Errorf("%s still has %s", n.name, n.wgIface)
-			}
-			return nil
-		}); err != nil {
-			return "", err
+	if err := eventuallyOn(ctx, s.nodes, 20*time.Second, func(n *node) error {
+		out, err := run(ctx, "ip", "-n", n.ns, "rule", "show", "priority", strconv.Itoa(wireguard.DefaultRulePriority))
+		if err != nil {
+			return err
 		}
-	}
-	before, err := s.counters(ctx, vxlanDev)
-	if err != nil {
+		if strings.TrimSpace(out) != "" {
+			return fmt.Errorf("%s still has the WireGuard rule: %s", n.name, out)
+		}
+		if _, err := run(ctx, "ip", "-n", n.ns, "link", "show", "dev", n.wgIface); err == nil {
+			return fmt.Errorf("%s still has %s", n.name, n.wgIface)
+		}
+		return nil
+	}); err != nil {
 		return "", err
 	}
-	pairs, err := s.allPairs(ctx, 10*time.Second)
+	pairs, err := s.pairsOverVXLAN(ctx)
 	if err != nil {
-		return "", err
-	}
-	after, err := s.counters(ctx, vxlanDev)
-	if err != nil {
-		return "", err
-	}
-	if err := moved(before, after, 4, "np-vxlan"); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("no WireGuard rule or device left; %d pod pairs answer over VXLAN", pairs), nil
@@ -719,41 +732,39 @@ func (s *Scenario) checkNFTables(ctx context.Context) (string, error) {
 		return "", err
 	}
 	_, haveNFT := exec.LookPath("nft")
-	for _, n := range s.nodes {
-		if err := eventually(ctx, 20*time.Second, func() error {
-			st, err := s.status(ctx, n)
-			if err != nil {
-				return err
-			}
-			if st.Masquerade != string(agent.NetfilterNFTables) {
-				return fmt.Errorf("%s: status says masquerade %q", n.name, st.Masquerade)
-			}
-			for _, save := range iptablesSaves() {
-				out, err := inNS(ctx, n.ns, save)
-				if err != nil {
-					return err
-				}
-				if strings.Contains(out, agent.ChainPrefix) {
-					return fmt.Errorf("%s: %s still holds %s chains:\n%s", n.name, save, agent.ChainPrefix, out)
-				}
-			}
-			if haveNFT != nil {
-				return nil
-			}
-			out, err := inNS(ctx, n.ns, "nft", "list", "table", "ip", agent.NFTablesTable)
-			if err != nil {
-				return err
-			}
-			for _, want := range []string{"set " + masquerade.DefaultAllPoolsSet + " {", "set " + masquerade.DefaultMasqPoolsSet + " {",
-				"10.244.0.0/16", "ip saddr @" + masquerade.DefaultMasqPoolsSet + " ip daddr != @" + masquerade.DefaultAllPoolsSet, "masquerade"} {
-				if !strings.Contains(out, want) {
-					return fmt.Errorf("%s: table ip %s lacks %q:\n%s", n.name, agent.NFTablesTable, want, out)
-				}
-			}
-			return nil
-		}); err != nil {
-			return "", err
+	if err := eventuallyOn(ctx, s.nodes, 20*time.Second, func(n *node) error {
+		st, err := s.status(ctx, n)
+		if err != nil {
+			return err
 		}
+		if st.Masquerade != string(agent.NetfilterNFTables) {
+			return fmt.Errorf("%s: status says masquerade %q", n.name, st.Masquerade)
+		}
+		for _, save := range iptablesSaves() {
+			out, err := inNS(ctx, n.ns, save)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(out, agent.ChainPrefix) {
+				return fmt.Errorf("%s: %s still holds %s chains:\n%s", n.name, save, agent.ChainPrefix, out)
+			}
+		}
+		if haveNFT != nil {
+			return nil
+		}
+		out, err := inNS(ctx, n.ns, "nft", "list", "table", "ip", agent.NFTablesTable)
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{"set " + masquerade.DefaultAllPoolsSet + " {", "set " + masquerade.DefaultMasqPoolsSet + " {",
+			"10.244.0.0/16", "ip saddr @" + masquerade.DefaultMasqPoolsSet + " ip daddr != @" + masquerade.DefaultAllPoolsSet, "masquerade"} {
+			if !strings.Contains(out, want) {
+				return fmt.Errorf("%s: table ip %s lacks %q:\n%s", n.name, agent.NFTablesTable, want, out)
+			}
+		}
+		return nil
+	}); err != nil {
+		return "", err
 	}
 	detail, err := s.verifyMasquerade(ctx)
 	if err != nil {
@@ -863,19 +874,17 @@ func (s *Scenario) checkNodeRemoved(ctx context.Context) (string, error) {
 		return "", err
 	}
 	edited := time.Now()
-	for _, n := range rest {
-		if err := eventually(ctx, 20*time.Second, func() error {
-			r, err := routes(ctx, n.ns, gone.podCIDR)
-			if err != nil {
-				return err
-			}
-			if len(r) > 0 {
-				return fmt.Errorf("%s still routes %s: %s", n.name, gone.podCIDR, r[0])
-			}
-			return nil
-		}); err != nil {
-			return "", err
+	if err := eventuallyOn(ctx, rest, 20*time.Second, func(n *node) error {
+		r, err := routes(ctx, n.ns, gone.podCIDR)
+		if err != nil {
+			return err
 		}
+		if len(r) > 0 {
+			return fmt.Errorf("%s still routes %s: %s", n.name, gone.podCIDR, r[0])
+		}
+		return nil
+	}); err != nil {
+		return "", err
 	}
 	took := time.Since(edited)
 	if err := ping(ctx, rest[0].pods[0].ns, gone.pods[0].ip); err == nil {
