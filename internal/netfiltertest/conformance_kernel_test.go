@@ -729,6 +729,10 @@ func dialTCP(from *kerneltest.NS, to netip.AddrPort, timeout time.Duration) (net
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
+	// Close with a reset: a closing handshake would leave the client
+	// sending (and retransmitting) its FIN and ACKs to this port after the
+	// probe, where the next case's rules would count them.
+	_ = conn.(*net.TCPConn).SetLinger(0)
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(timeout))
 	b, err := io.ReadAll(conn)
