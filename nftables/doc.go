@@ -183,7 +183,13 @@
 // rule model would use them). In a set of one field, overlapping and
 // adjacent elements merge into ranges, as nft's auto-merge does; in a set
 // of concatenated ranges, overlapping elements are refused by the kernel,
-// one by one. The package builds everywhere, but rules are rendered (with
+// one by one. The kernel checks an element against those written before
+// it only, by whether its first or last key falls in one of them; the
+// Table writes them in the order of their first keys, so that which
+// element of an overlapping pair is refused does not vary from one Apply
+// to the next: the later one, if a key of it falls in the other (always
+// when the other contains it; an overlap that neither key of the later
+// element falls in goes unnoticed). The package builds everywhere, but rules are rendered (with
 // github.com/google/nftables/expr, which builds on Linux only) on Linux
 // only: elsewhere declaring a rule fails with netfilter.ErrUnsupported.
 package nftables

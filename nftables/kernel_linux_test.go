@@ -517,3 +517,60 @@ func TestKernelElementsInSeveralTransactions(t *testing.T) {
 	assert.Zero(t, again.Stats().Transactions, "all there")
 	assert.Equal(t, 5500, again.Stats().Elements)
 }
+
+// TestKernelOverlappingRangesRefusedAlike: which element of an overlapping
+// pair of concatenated ranges the kernel refuses depends on the order they
+// are written in (it checks the later one's first and last keys against
+// the earlier); the Table writes them in the order of their keys, so that
+// it is the same element in every set, however the set's maps order them:
+// the one starting inside the other, and the one the other contains.
+func TestKernelOverlappingRangesRefusedAlike(t *testing.T) {
+	e := newKenv(t)
+	tbl := newTable(t, kopts(e, ipfamily.IPv4))
+	const sets = 16 // each holding its elements in an order of its own
+	var decl []nftables.Set
+	var refused []string
+	type elem struct {
+		e    nftables.Element
+		text string
+	}
+	var kept []elem
+	for i := range sets {
+		el := func(p string, lo, hi uint16) elem {
+			r, text := nftables.PortRange(netfilter.Ports(lo, hi)), fmt.Sprintf("%s . %d-%d", p, lo, hi)
+			if lo == hi {
+				r, text = nftables.Port(lo), fmt.Sprintf("%s . %d", p, lo)
+			}
+			return elem{nftables.Elem(nftables.Prefix(pfx(p)), r), text}
+		}
+		first := el(fmt.Sprintf("10.%d.0.0/16", i), 80, 90)
+		startsInside := el(fmt.Sprintf("10.%d.1.0/24", i), 85, 95)
+		outer := el(fmt.Sprintf("172.16.%d.0/24", i), 1000, 2000)
+		inside := el(fmt.Sprintf("172.16.%d.128/25", i), 1500, 1500)
+		s := nftables.Set{Name: fmt.Sprintf("r%d", i), Key: []nftables.KeyType{nftables.TypeAddr, nftables.TypePort}, Interval: true}
+		all := []elem{startsInside, inside, first, outer}
+		if i%2 == 1 {
+			slices.Reverse(all)
+		}
+		for _, x := range all {
+			s.Elements = append(s.Elements, x.e)
+		}
+		decl = append(decl, s)
+		refused = append(refused, "element "+s.Name+" "+startsInside.text, "element "+s.Name+" "+inside.text)
+		kept = append(kept, first, outer)
+	}
+	require.NoError(t, tbl.SetSets(decl...))
+	_, err := tbl.Apply(context.Background())
+	var pe *nftables.PartialError
+	require.ErrorAs(t, err, &pe, "%v", err)
+	var names []string
+	for _, o := range pe.Objects {
+		assert.ErrorIs(t, o, nftables.ErrRefused)
+		names = append(names, string(o.Kind)+" "+o.Name)
+	}
+	assert.ElementsMatch(t, refused, names)
+	out := strings.Join(strings.Fields(e.nft(t, "list", "table", "ip", "np")), " ")
+	for _, x := range kept {
+		assert.Contains(t, out, x.text)
+	}
+}

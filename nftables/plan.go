@@ -262,6 +262,7 @@ func (p *planner) set(name string) {
 			p.adds = append(p.adds, elemAdd{set: name, spec: &d.spec, key: key, data: want, probe: probe})
 		}
 	}
+	first := len(p.adds)
 	if all {
 		if len(ks.elems) == 0 {
 			p.adds = slices.Grow(p.adds, len(written))
@@ -279,6 +280,16 @@ func (p *planner) set(name string) {
 			want, wok := written[key]
 			check(key, want, wok)
 		}
+	}
+	if d.spec.interval && d.spec.concat() {
+		// The kernel checks a new element of concatenated ranges against
+		// those before it only, by whether its first or last key falls in
+		// one: which element of an overlapping pair is refused, if any,
+		// depends on their order, which the maps above draw at random. In
+		// the order of their keys (first keys, field by field) the outcome
+		// is the same every time, and an element contained in another
+		// comes after it, so that it is the one refused.
+		slices.SortFunc(p.adds[first:], func(a, b elemAdd) int { return strings.Compare(a.key, b.key) })
 	}
 	if len(dels) > 0 {
 		p.elemMsgs(&p.delElems, nfnl.MsgDelSetElem, dels)
