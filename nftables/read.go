@@ -166,20 +166,48 @@ func (t *Table) stable(s Socket, k *kstate, gen0 uint32) (*kstate, error) {
 	return k, nil
 }
 
+// errRepeated reports a dump of a set's elements that sent some of them
+// twice, and so left as many out.
+var errRepeated = fmt.Errorf("%w (elements of a set came twice: the kernel resized its hash table during the dump)", errInterrupted)
+
 // readElements reads a set's elements, encoded as the Table encodes
 // declared ones.
+//
+// The kernel sends a large set in several parts, each resuming its walk of
+// the set by skipping as many elements as the parts before sent. A hash
+// set's walk changes order when the kernel resizes its table, which it
+// does in a worker some time after elements were added (on a busy machine,
+// long after the transaction): a dump across a resize sends some elements
+// twice and leaves as many out, and the ruleset generation does not
+// change. Sending every element once tells that none was left out, so a
+// dump that repeats one is read again.
 func (t *Table) readElements(s Socket, st *nfnl.Set) (map[string]string, error) {
+	for attempt := 1; ; attempt++ {
+		elems, repeated, err := t.dumpElements(s, st)
+		if err != nil || !repeated {
+			return elems, err
+		}
+		if attempt == readAttempts {
+			return nil, errRepeated
+		}
+	}
+}
+
+// dumpElements dumps a set's elements once; repeated reports elements sent
+// twice (and so others left out).
+func (t *Table) dumpElements(s Socket, st *nfnl.Set) (elems map[string]string, repeated bool, err error) {
 	klen := int(st.KeyLen)
 	interval := st.Flags&nfnl.SetInterval != 0
 	concat := len(st.Fields) > 1
-	elems := map[string]string{}
+	elems = map[string]string{}
 	type bound struct {
 		key  string
 		end  bool
 		data string
 	}
 	var bounds []bound
-	err := t.request(s, nfnl.MsgGetSetElem, nfnl.FlagDump, func(w *nfnl.Writer) {
+	sent := 0 // elements sent into elems
+	err = t.request(s, nfnl.MsgGetSetElem, nfnl.FlagDump, func(w *nfnl.Writer) {
 		w.Str(nfnl.ElemListTable, st.Table)
 		w.Str(nfnl.ElemListSet, st.Name)
 	}, func(m *nfnl.Msg) error {
@@ -202,8 +230,10 @@ func (t *Table) readElements(s Socket, st *nfnl.Set) (map[string]string, error) 
 			switch {
 			case !interval:
 				elems[key] = data
+				sent++
 			case concat:
 				elems[key+string(e.KeyEnd)] = data
+				sent++
 			default:
 				bounds = append(bounds, bound{key: key, end: e.Flags&nfnl.ElemIntervalEnd != 0, data: data})
 			}
@@ -211,7 +241,10 @@ func (t *Table) readElements(s Socket, st *nfnl.Set) (map[string]string, error) 
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if sent != len(elems) {
+		return nil, true, nil
 	}
 	// A one-field interval set lists each range as its first key and, unless
 	// it runs to the top, the key after its last, flagged as an end.
@@ -227,6 +260,11 @@ func (t *Table) readElements(s Socket, st *nfnl.Set) (map[string]string, error) 
 		}
 		return 1
 	})
+	for i := 1; i < len(bounds); i++ {
+		if bounds[i].key == bounds[i-1].key && bounds[i].end == bounds[i-1].end {
+			return nil, true, nil
+		}
+	}
 	for i := 0; i < len(bounds); i++ {
 		b := bounds[i]
 		if b.end {
@@ -239,7 +277,7 @@ func (t *Table) readElements(s Socket, st *nfnl.Set) (map[string]string, error) 
 		}
 		elems[b.key+string(hi)] = b.data
 	}
-	return elems, nil
+	return elems, false, nil
 }
 
 // decremented returns s-1 as a big-endian number.
