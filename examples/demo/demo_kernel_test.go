@@ -10,31 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// requireKernel skips a test that needs root and the demo's commands, and
-// fails it instead under CI=true or NODEPLANE_REQUIRE_KERNEL=1, so CI cannot
-// pass by skipping.
-func requireKernel(t *testing.T) {
-	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	for _, c := range []string{"ip", "ping", "ipset", "iptables"} {
-		if _, err := exec.LookPath(c); err != nil {
-			missing = append(missing, c)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := "kernel test needs " + strings.Join(missing, ", ")
-	if os.Getenv("CI") == "true" || os.Getenv("NODEPLANE_REQUIRE_KERNEL") == "1" || os.Getenv("NODEPLANE_REQUIRE_KERNEL") == "true" {
-		t.Fatal(msg + " (CI=true or NODEPLANE_REQUIRE_KERNEL: a skip is a failure)")
-	}
-	t.Skip(msg)
-}
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+)
 
 // testWriter hands complete lines to t.Log.
 type testWriter struct {
@@ -62,7 +40,8 @@ func (w *testWriter) Write(p []byte) (int, error) {
 // scenario deletes its namespaces and stops its agents whatever happens;
 // t.TempDir removes its files.
 func TestKernelDemo(t *testing.T) {
-	requireKernel(t)
+	kerneltest.RequireKernel(t)
+	kerneltest.RequireCommands(t, "ip", "ping", "ipset", "iptables", "nft", "conntrack")
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "nodeagent")
 	goBin, err := exec.LookPath("go")

@@ -7,58 +7,31 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
 )
 
-// requireKernel skips a test that needs root and commands, and fails it
-// instead under CI=true or NODEPLANE_REQUIRE_KERNEL, so CI cannot pass by
-// skipping.
-func requireKernel(t *testing.T, commands ...string) {
+// newNode makes a fresh namespace (the harness removes it when the test
+// ends) with an underlay interface: a veth whose peer stays inside.
+func newNode(t *testing.T) *kerneltest.NS {
 	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	for _, c := range commands {
-		if _, err := exec.LookPath(c); err != nil {
-			missing = append(missing, c)
+	ns := kerneltest.NewNS(t)
+	for _, args := range [][]string{
+		{"link", "add", "eth0", "type", "veth", "peer", "name", "eth0p"},
+		{"addr", "add", "198.18.0.1/24", "dev", "eth0"},
+		{"link", "set", "eth0p", "up"},
+		{"link", "set", "eth0", "up"},
+	} {
+		if _, err := ns.Exec(context.Background(), "ip", args...); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := "kernel test needs " + strings.Join(missing, ", ")
-	if os.Getenv("CI") == "true" || os.Getenv("NODEPLANE_REQUIRE_KERNEL") == "1" || os.Getenv("NODEPLANE_REQUIRE_KERNEL") == "true" {
-		t.Fatal(msg + " (CI=true or NODEPLANE_REQUIRE_KERNEL: a skip is a failure)")
-	}
-	t.Skip(msg)
-}
-
-// netnsFor makes a network namespace with an underlay interface (a veth
-// whose peer stays in the namespace), deleted when the test ends.
-func netnsFor(t *testing.T) string {
-	t.Helper()
-	name := fmt.Sprintf("npagent-%d-%d", os.Getpid(), time.Now().UnixNano()%100000)
-	sh := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	sh("netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", name).Run() })
-	sh("-n", name, "link", "set", "lo", "up")
-	sh("-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p")
-	sh("-n", name, "addr", "add", "198.18.0.1/24", "dev", "eth0")
-	sh("-n", name, "link", "set", "eth0p", "up")
-	sh("-n", name, "link", "set", "eth0", "up")
-	return name
+	return ns
 }
 
 // TestKernelNetfilterSwitch runs the agent in a fresh namespace on each
@@ -67,8 +40,8 @@ func netnsFor(t *testing.T) string {
 // on that backend alone: switching leaves nothing of the one before (its
 // nftables table, its npm- chains). The cleanup then removes everything.
 func TestKernelNetfilterSwitch(t *testing.T) {
-	requireKernel(t, "ip", "nft", "ipset", "iptables-nft-save", "iptables-legacy-save", "iptables-nft-restore", "iptables-legacy-restore")
-	ns := netnsFor(t)
+	kerneltest.RequireCommands(t, "ip", "nft", "ipset", "iptables-nft-save", "iptables-legacy-save", "iptables-nft-restore", "iptables-legacy-restore")
+	ns := newNode(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "cluster.yaml")
 	c := datastore.Cluster{
@@ -80,11 +53,8 @@ func TestKernelNetfilterSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := func(args ...string) (string, error) {
-		out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)
-		}
-		return string(out), nil
+		out, err := ns.Exec(context.Background(), args[0], args[1:]...)
+		return string(out), err
 	}
 	// where says which backends hold the masquerade rule (and the nftables
 	// table, or a chain of ours). An error can be a race with the agent
@@ -113,7 +83,7 @@ func TestKernelNetfilterSwitch(t *testing.T) {
 		return out, nil
 	}
 	cfg := func(nf Netfilter) Config {
-		return Config{NodeName: "node1", NetNS: "/run/netns/" + ns, Listen: "-", StateDir: dir, Overlay: OverlayDirect,
+		return Config{NodeName: "node1", NetNS: ns.Path(), Listen: "-", StateDir: dir, Overlay: OverlayDirect,
 			Netfilter: nf, WireGuardInterface: fmt.Sprintf("wgt%d", os.Getpid()%100000)}
 	}
 	for _, nf := range []Netfilter{NetfilterNFTables, NetfilterIPTablesNFT, NetfilterIPTablesLegacy, NetfilterNFTables} {
