@@ -76,7 +76,7 @@ const (
 	// after it.
 	MaxPrefixLength = 20
 	// MaxHashPrefixLength bounds HashPrefix.
-	MaxHashPrefixLength = 32
+	MaxHashPrefixLength = netfilter.MaxHashPrefixLength
 )
 
 // DefaultPostWriteRecheck is the schedule of re-reads after a write, used
@@ -162,7 +162,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, err
 	}
 	if o.HashPrefix == "" {
-		o.HashPrefix = strings.TrimSuffix(o.ChainPrefix, "-") + ":"
+		o.HashPrefix = netfilter.HashPrefixFor(o.ChainPrefix)
 	}
 	if err := validateHashPrefix(o.HashPrefix); err != nil {
 		return o, err
@@ -215,14 +215,9 @@ func validateChainPrefix(p string) error {
 
 // validateHashPrefix checks Options.HashPrefix.
 func validateHashPrefix(p string) error {
-	if len(p) > MaxHashPrefixLength {
-		return fmt.Errorf("%w: HashPrefix %q longer than %d bytes", ErrInvalidOptions, p, MaxHashPrefixLength)
-	}
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':' || c == '.') {
-			return fmt.Errorf("%w: HashPrefix %q contains %q (want letters, digits and _-:.)", ErrInvalidOptions, p, c)
-		}
+	if err := netfilter.ValidateHashPrefix(p); err != nil {
+		text := strings.TrimPrefix(err.Error(), netfilter.ErrInvalidHashPrefix.Error()+": ")
+		return errs.Also(fmt.Errorf("%w: HashPrefix %s", ErrInvalidOptions, text), err)
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ var (
 	// characters a backend does not take, or the name of a built-in chain
 	// or target.
 	ErrInvalidChainName = errors.New("netfilter: invalid chain name")
+	// ErrInvalidHashPrefix: a hash prefix too long or with characters a
+	// rule comment cannot hold (ValidateHashPrefix).
+	ErrInvalidHashPrefix = errors.New("netfilter: invalid hash prefix")
 	// ErrUnsupported is matched by the error of a backend that cannot
 	// render a criterion or action of a valid rule.
 	ErrUnsupported = errors.New("netfilter: not supported by this backend")

@@ -14,6 +14,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
 
@@ -89,7 +90,7 @@ func RemoveIPTablesLeftovers(ctx context.Context, k kernel.Commands, chainPrefix
 		return fmt.Errorf("%w: the iptables ChainPrefix is required", ErrInvalidOptions)
 	}
 	if hashPrefix == "" {
-		hashPrefix = strings.TrimSuffix(chainPrefix, "-") + ":"
+		hashPrefix = netfilter.HashPrefixFor(chainPrefix)
 	}
 	var runner command.Runner = command.Local{}
 	if k != nil {

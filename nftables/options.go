@@ -133,7 +133,7 @@ const (
 	// MaxPrefixLength bounds ChainPrefix.
 	MaxPrefixLength = 20
 	// MaxHashPrefixLength bounds HashPrefix.
-	MaxHashPrefixLength = 32
+	MaxHashPrefixLength = netfilter.MaxHashPrefixLength
 	// DefaultHashPrefix is the HashPrefix of a Table without ChainPrefix.
 	DefaultHashPrefix = "np:"
 	// DefaultRebuildAfter is RebuildAfter's default.
@@ -231,16 +231,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.HashPrefix == "" {
 		o.HashPrefix = DefaultHashPrefix
 		if o.ChainPrefix != "" {
-			o.HashPrefix = strings.TrimSuffix(o.ChainPrefix, "-") + ":"
+			o.HashPrefix = netfilter.HashPrefixFor(o.ChainPrefix)
 		}
 	}
-	if len(o.HashPrefix) > MaxHashPrefixLength {
-		return o, fmt.Errorf("%w: HashPrefix %q longer than %d bytes", ErrInvalidOptions, o.HashPrefix, MaxHashPrefixLength)
-	}
-	for i := 0; i < len(o.HashPrefix); i++ {
-		if c := o.HashPrefix[i]; !(isAlnum(c) || c == '_' || c == '-' || c == ':' || c == '.') {
-			return o, fmt.Errorf("%w: HashPrefix %q contains %q (want letters, digits and _-:.)", ErrInvalidOptions, o.HashPrefix, c)
-		}
+	if err := netfilter.ValidateHashPrefix(o.HashPrefix); err != nil {
+		text := strings.TrimPrefix(err.Error(), netfilter.ErrInvalidHashPrefix.Error()+": ")
+		return o, errs.Also(fmt.Errorf("%w: HashPrefix %s", ErrInvalidOptions, text), err)
 	}
 	if o.PostWriteRecheck == nil {
 		o.PostWriteRecheck = DefaultPostWriteRecheck
