@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/objfail"
 )
 
 // Sentinel errors. Every error of the package starts with "iptables: "
@@ -136,11 +137,7 @@ func newPartialError(objs []*ObjectError, waiting int) error {
 	if len(objs) == 0 {
 		return nil
 	}
-	errs := make([]error, len(objs))
-	for i, o := range objs {
-		errs[i] = o
-	}
-	return &PartialError{Objects: objs, partial: &dataplane.PartialError{Failed: len(objs) - waiting, Waiting: waiting, Errs: errs}}
+	return &PartialError{Objects: objs, partial: objfail.Partial(objs, waiting)}
 }
 
 // Error counts the objects and says for each why it was not written.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/objfail"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -89,7 +90,7 @@ type Table struct {
 	// failed are the objects an Apply could not write, by name: each
 	// keeps its kernel version until its retry is due or it is declared
 	// anew.
-	failed map[string]*failure
+	failed objfail.Set[hold, *ObjectError]
 	// applies counts Apply calls, so that a failure knows whether the
 	// current Apply tried it.
 	applies uint64
@@ -99,15 +100,6 @@ type Table struct {
 
 	statsMu sync.Mutex
 	stats   Stats
-}
-
-// failure is an object that an Apply could not write: what is held back
-// (hold), why, its backoff, and the Apply that last tried it.
-type failure struct {
-	hold  hold
-	err   *ObjectError
-	retry dataplane.Retry
-	apply uint64
 }
 
 // objectBackoff paces the retries of an object Apply could not write: the
@@ -167,7 +159,7 @@ func New(opts Options) (*Table, error) {
 
 		changedChains: map[string]struct{}{},
 		changedHooks:  map[string]struct{}{},
-		failed:        map[string]*failure{},
+		failed:        objfail.Set[hold, *ObjectError]{},
 	}
 	for _, c := range tableChains[o.Table] {
 		t.builtin[c] = true
@@ -757,8 +749,8 @@ func withoutObject(probes [][]string, name string) [][]string {
 func (t *Table) holds(now time.Time, broken map[string]*ObjectError) map[string]hold {
 	h := make(map[string]hold, len(t.failed)+len(broken))
 	for name, f := range t.failed {
-		if now.Before(f.err.RetryAt) {
-			h[name] = f.hold
+		if now.Before(f.Err.RetryAt) {
+			h[name] = f.Hold
 		}
 	}
 	for name := range broken {
@@ -795,22 +787,16 @@ func (t *Table) probeHolds(holds map[string]hold, set []string, prog map[string]
 // held back as hold says until a retry, after a delay that doubles with
 // each failure.
 func (t *Table) fail(name string, h hold, reason error, detail string, cause *command.RestoreError, now time.Time) {
-	f := t.failed[name]
-	if f == nil {
-		f = &failure{}
-		t.failed[name] = f
-	}
-	f.hold, f.apply = h, t.applies
-	f.retry = f.retry.Failed(objectBackoff, now, reason)
-	f.err = &ObjectError{Chain: name, Reason: reason, Detail: detail, RetryAt: f.retry.Due}
+	f := t.failed.Fail(name, h, t.applies, objectBackoff, now, reason)
+	f.Err = &ObjectError{Chain: name, Reason: reason, Detail: detail, RetryAt: f.Retry.Due}
 	if cause != nil {
 		// Keep what the binary said, not the whole input: Detail quotes
 		// the refused line.
 		c := *cause
 		c.Input = nil
-		f.err.Err = restoreError(&c)
+		f.Err.Err = restoreError(&c)
 	}
-	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", f.err, "retryIn", f.retry.Due.Sub(now))
+	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", f.Err, "retryIn", f.Retry.Due.Sub(now))
 }
 
 // settle records the outcome of an Apply whose last round went through:
@@ -833,31 +819,14 @@ func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, hol
 
 // retryDue reports whether an object that was not written is due for a
 // retry.
-func (t *Table) retryDue(now time.Time) bool {
-	for _, f := range t.failed {
-		if !now.Before(f.err.RetryAt) {
-			return true
-		}
-	}
-	return false
-}
+func (t *Table) retryDue(now time.Time) bool { return t.failed.Due(now) }
 
 // partialError returns the *PartialError naming the objects not written,
 // or nil. The objects this Apply tried (and the broken ones, which every
 // plan checks again) count as failed, the others as waiting for their
-// retry.
+// retry. An object both failed and broken is listed twice.
 func (t *Table) partialError() error {
-	objs := make([]*ObjectError, 0, len(t.failed)+len(t.broken))
-	waiting := 0
-	for _, f := range t.failed {
-		objs = append(objs, f.err)
-		if f.apply != t.applies {
-			waiting++
-		}
-	}
-	for _, e := range t.broken {
-		objs = append(objs, e)
-	}
+	objs, waiting := t.failed.Errors(t.broken, t.applies, nil)
 	slices.SortFunc(objs, func(a, b *ObjectError) int { return strings.Compare(a.Chain, b.Chain) })
 	return newPartialError(objs, waiting)
 }
@@ -886,8 +855,8 @@ func (t *Table) advanceRecheck(now time.Time) {
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
 	due := t.recheckAt
 	for _, f := range t.failed {
-		if due.IsZero() || f.err.RetryAt.Before(due) {
-			due = f.err.RetryAt
+		if due.IsZero() || f.Err.RetryAt.Before(due) {
+			due = f.Err.RetryAt
 		}
 	}
 	if due.IsZero() {

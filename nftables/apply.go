@@ -435,16 +435,10 @@ func (t *Table) hold(obj string, h hold, cause error, holds map[string]hold, now
 // fail records that an object was not written: held back as h until a
 // retry, after a delay that doubles with each failure.
 func (t *Table) fail(obj string, h hold, reason error, detail string, cause error, now time.Time) {
-	f := t.failed[obj]
-	if f == nil {
-		f = &failure{}
-		t.failed[obj] = f
-	}
-	f.hold, f.apply = h, t.applies
-	f.retry = f.retry.Failed(objectBackoff, now, reason)
+	f := t.failed.Fail(obj, h, t.applies, objectBackoff, now, reason)
 	kind, name := t.objName(obj)
-	f.err = &ObjectError{Kind: kind, Name: name, Reason: reason, Detail: detail, Err: cause, RetryAt: f.retry.Due}
-	t.opts.Logger.Warn("object not written; retrying it later", "object", string(kind)+" "+name, "error", f.err, "retryIn", f.retry.Due.Sub(now))
+	f.Err = &ObjectError{Kind: kind, Name: name, Reason: reason, Detail: detail, Err: cause, RetryAt: f.Retry.Due}
+	t.opts.Logger.Warn("object not written; retrying it later", "object", string(kind)+" "+name, "error", f.Err, "retryIn", f.Retry.Due.Sub(now))
 }
 
 // holds returns what the next plan holds back: the objects whose retry is
@@ -452,8 +446,8 @@ func (t *Table) fail(obj string, h hold, reason error, detail string, cause erro
 func (t *Table) holds(now time.Time, broken map[string]*ObjectError) map[string]hold {
 	h := make(map[string]hold, len(t.failed)+len(broken))
 	for obj, f := range t.failed {
-		if now.Before(f.err.RetryAt) {
-			h[obj] = f.hold
+		if now.Before(f.Err.RetryAt) {
+			h[obj] = f.Hold
 		}
 	}
 	for obj := range broken {
@@ -509,32 +503,14 @@ func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, hol
 
 // retryDue reports whether an object that was not written is due for a
 // retry.
-func (t *Table) retryDue(now time.Time) bool {
-	for _, f := range t.failed {
-		if !now.Before(f.err.RetryAt) {
-			return true
-		}
-	}
-	return false
-}
+func (t *Table) retryDue(now time.Time) bool { return t.failed.Due(now) }
 
 // partialError returns the *PartialError naming the objects not written,
-// or nil.
+// or nil. The objects this Apply tried (and the broken ones, which every
+// plan checks again) count as failed, the others as waiting for their
+// retry; an object both failed and broken is listed once, as broken.
 func (t *Table) partialError() error {
-	objs := make([]*ObjectError, 0, len(t.failed)+len(t.broken))
-	waiting := 0
-	for obj, f := range t.failed {
-		if t.broken[obj] != nil {
-			continue
-		}
-		objs = append(objs, f.err)
-		if f.apply != t.applies {
-			waiting++
-		}
-	}
-	for _, e := range t.broken {
-		objs = append(objs, e)
-	}
+	objs, waiting := t.failed.Errors(t.broken, t.applies, func(obj string) bool { return t.broken[obj] != nil })
 	slices.SortFunc(objs, func(a, b *ObjectError) int {
 		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
 			return c
@@ -548,11 +524,11 @@ func (t *Table) partialError() error {
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
 	due := t.recheckAt
 	for _, f := range t.failed {
-		if f.err.RetryAt.IsZero() {
+		if f.Err.RetryAt.IsZero() {
 			continue
 		}
-		if due.IsZero() || f.err.RetryAt.Before(due) {
-			due = f.err.RetryAt
+		if due.IsZero() || f.Err.RetryAt.Before(due) {
+			due = f.Err.RetryAt
 		}
 	}
 	if due.IsZero() {

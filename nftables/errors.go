@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/objfail"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -149,11 +150,7 @@ func newPartialError(objs []*ObjectError, waiting int) error {
 	if len(objs) == 0 {
 		return nil
 	}
-	errl := make([]error, len(objs))
-	for i, o := range objs {
-		errl[i] = o
-	}
-	return &PartialError{Objects: objs, partial: &dataplane.PartialError{Failed: len(objs) - waiting, Waiting: waiting, Errs: errl}}
+	return &PartialError{Objects: objs, partial: objfail.Partial(objs, waiting)}
 }
 
 // Error counts the objects and says for the first few why they were not

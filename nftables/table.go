@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/objfail"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
@@ -115,7 +116,7 @@ type Table struct {
 	prog   map[string]bool
 	broken map[string]*ObjectError
 
-	failed        map[string]*failure
+	failed        objfail.Set[hold, *ObjectError]
 	applies       uint64
 	wholeFailures int
 
@@ -175,15 +176,6 @@ func (s *setDecl) written() map[string]string {
 	return s.elems
 }
 
-// failure is an object that an Apply could not write: what is held back,
-// why, its backoff, and the Apply that last tried it.
-type failure struct {
-	hold  hold
-	err   *ObjectError
-	retry dataplane.Retry
-	apply uint64
-}
-
 // hold is what is held back of an object.
 type hold uint8
 
@@ -221,7 +213,7 @@ func New(opts Options) (*Table, error) {
 		changedChains: map[string]struct{}{},
 		changedSets:   map[string]struct{}{},
 		newRoots:      map[string]bool{},
-		failed:        map[string]*failure{},
+		failed:        objfail.Set[hold, *ObjectError]{},
 	}
 	for _, h := range roleHooks[o.Role] {
 		t.hooks[h] = true
