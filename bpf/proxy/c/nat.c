@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// nodeplane's service NAT: a tc program pair that replaces kube-proxy's
+// DNAT for cluster IPs, node ports and external IPs.
+//
+//   np_ingress_pod   ingress of a pod's host-side veth (packets leaving a pod)
+//   np_ingress_host  ingress of a host interface (packets from other nodes)
+//   np_egress        egress of both: puts the frontend back on replies
+//
+// The two ingress programs pick a backend for a new connection, remember the
+// choice in np_ct (a forward entry for the client's direction, a reverse
+// entry for the backend's replies) and rewrite the destination. np_egress
+// finds the reverse entry of a reply and rewrites its source. All headers
+// are read with bpf_skb_load_bytes into the stack and written back with
+// bpf_skb_store_bytes, so non-linear skbs work and the verifier needs no
+// packet bounds proofs. The map layouts are in nat.h.
+
+#include <stddef.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "nat.h"
+
+char __license[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct np_fe_key);
+	__type(value, struct np_fe_val);
+	__uint(max_entries, 65536);
+} np_fe SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct np_be_key);
+	__type(value, struct np_be_val);
+	__uint(max_entries, 262144);
+} np_be SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct np_ct_key);
+	__type(value, struct np_ct_val);
+	__uint(max_entries, 131072);
+} np_ct SEC(".maps");
+
+// Set by the loader (CollectionSpec.Variables): the mark bits that make
+// netfilter masquerade a connection sent to a backend on another node.
+// masq_mark == 0 turns masquerading off.
+volatile const __u32 masq_mark = 0;
+volatile const __u32 masq_mask = 0;
+
+#define NP_L3_OFF ETH_HLEN
+#define NP_TCP_CSUM_OFF 16 // offsetof(struct tcphdr, check)
+#define NP_UDP_CSUM_OFF 6  // offsetof(struct udphdr, check)
+#define NP_TCP_FLAGS_OFF 13
+#define NP_TCP_SYN 0x02
+#define NP_TCP_ACK 0x10
+#define NP_IPV4_FRAG_OFFSET 0x1fff
+
+// BPF_F_IPV6 for bpf_l4_csum_replace (Linux 6.16+): tells the helper that a
+// size-0 pseudo-header update is IPv6, so it keeps skb->csum right on
+// CHECKSUM_COMPLETE skbs. Older headers lack it, and older kernels reject it
+// with -EINVAL, in which case the update is made again without it.
+#define NP_F_IPV6 (1ULL << 7)
+
+// What the programs need to know about a packet once it is parsed.
+struct np_pkt {
+	struct np_ct_key key; // the packet's own tuple, addresses as 16 bytes
+	__u32 l4_off;         // offset of the TCP/UDP header
+	__u32 csum_off;       // offset of the TCP/UDP checksum
+	__u8 v6;              // IPv6 (else IPv4)
+	__u8 tcp_flags;       // TCP flags byte, 0 for UDP
+};
+
+// np_parse reads the Ethernet, IP and TCP/UDP headers. It returns 0 for a
+// packet the programs handle and -1 for one to pass untouched: not IP, a
+// non-first IPv4 fragment, an IPv6 packet with extension headers, a
+// protocol other than TCP and UDP, or a truncated packet.
+static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
+{
+	__be16 eth_proto;
+	__u8 proto;
+
+	__builtin_memset(p, 0, sizeof(*p));
+	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &eth_proto, sizeof(eth_proto)) < 0)
+		return -1;
+
+	if (eth_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr ip;
+
+		if (bpf_skb_load_bytes(skb, NP_L3_OFF, &ip, sizeof(ip)) < 0)
+			return -1;
+		if (ip.version != 4 || ip.ihl < 5)
+			return -1;
+		// Only the first fragment carries the ports.
+		if (ip.frag_off & bpf_htons(NP_IPV4_FRAG_OFFSET))
+			return -1;
+		proto = ip.protocol;
+		p->l4_off = NP_L3_OFF + ip.ihl * 4;
+		// ::ffff:a.b.c.d
+		p->key.src[10] = 0xff;
+		p->key.src[11] = 0xff;
+		p->key.dst[10] = 0xff;
+		p->key.dst[11] = 0xff;
+		__builtin_memcpy(&p->key.src[12], &ip.saddr, 4);
+		__builtin_memcpy(&p->key.dst[12], &ip.daddr, 4);
+	} else if (eth_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr ip6;
+
+		if (bpf_skb_load_bytes(skb, NP_L3_OFF, &ip6, sizeof(ip6)) < 0)
+			return -1;
+		if (ip6.version != 6)
+			return -1;
+		// No extension headers: the next header must be TCP or UDP.
+		proto = ip6.nexthdr;
+		p->l4_off = NP_L3_OFF + sizeof(ip6);
+		p->v6 = 1;
+		__builtin_memcpy(p->key.src, &ip6.saddr, 16);
+		__builtin_memcpy(p->key.dst, &ip6.daddr, 16);
+	} else {
+		return -1;
+	}
+
+	if (proto == IPPROTO_TCP) {
+		p->csum_off = p->l4_off + NP_TCP_CSUM_OFF;
+		if (bpf_skb_load_bytes(skb, p->l4_off + NP_TCP_FLAGS_OFF, &p->tcp_flags, 1) < 0)
+			return -1;
+	} else if (proto == IPPROTO_UDP) {
+		p->csum_off = p->l4_off + NP_UDP_CSUM_OFF;
+	} else {
+		return -1;
+	}
+	// Source and destination port are the first four bytes of both headers.
+	if (bpf_skb_load_bytes(skb, p->l4_off, &p->key.sport, 4) < 0)
+		return -1;
+	p->key.proto = proto;
+	return 0;
+}
+
+// np_addr_eq compares two 16-byte addresses.
+static __always_inline int np_addr_eq(const __u8 *a, const __u8 *b)
+{
+	__u64 a0, a1, b0, b1;
+
+	__builtin_memcpy(&a0, a, 8);
+	__builtin_memcpy(&a1, a + 8, 8);
+	__builtin_memcpy(&b0, b, 8);
+	__builtin_memcpy(&b1, b + 8, 8);
+	return a0 == b0 && a1 == b1;
+}
+
+// np_is_v4mapped tells whether a 16-byte address is ::ffff:a.b.c.d.
+static __always_inline int np_is_v4mapped(const __u8 *a)
+{
+	__u64 hi;
+	__u32 mid;
+
+	__builtin_memcpy(&hi, a, 8);
+	__builtin_memcpy(&mid, a + 8, 4);
+	return hi == 0 && mid == bpf_htonl(0x0000ffff);
+}
+
+// np_rewrite replaces the packet's destination (dst != 0) or source address
+// and port with addr/port, fixing the IPv4 header checksum and the TCP/UDP
+// checksum (whose pseudo header covers the addresses). The checksum helpers
+// also do the right thing on CHECKSUM_PARTIAL skbs, where the L4 checksum
+// field only holds the pseudo-header sum. For UDP, BPF_F_MARK_MANGLED_0
+// leaves a zero (absent) checksum zero and turns a computed zero into 0xffff.
+// Returns 0, or -1 when a helper failed.
+static __always_inline int np_rewrite(struct __sk_buff *skb, const struct np_pkt *p, int dst,
+				      const __u8 *addr, __be16 port)
+{
+	__u64 mangled = p->key.proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	const __u8 *old_addr = dst ? p->key.dst : p->key.src;
+	__be16 old_port = dst ? p->key.dport : p->key.sport;
+	__u32 port_off = p->l4_off + (dst ? 2 : 0);
+
+	if (!p->v6) {
+		__u32 addr_off = NP_L3_OFF + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
+		__be32 from, to;
+
+		__builtin_memcpy(&from, old_addr + 12, 4);
+		__builtin_memcpy(&to, addr + 12, 4);
+		if (from != to) {
+			if (bpf_l4_csum_replace(skb, p->csum_off, from, to, BPF_F_PSEUDO_HDR | mangled | sizeof(to)) < 0)
+				return -1;
+			if (bpf_l3_csum_replace(skb, NP_L3_OFF + offsetof(struct iphdr, check), from, to, sizeof(to)) < 0)
+				return -1;
+			if (bpf_skb_store_bytes(skb, addr_off, &to, sizeof(to), 0) < 0)
+				return -1;
+		}
+	} else if (!np_addr_eq(old_addr, addr)) {
+		__u32 addr_off = NP_L3_OFF + (dst ? offsetof(struct ipv6hdr, daddr) : offsetof(struct ipv6hdr, saddr));
+		__u8 from[16], to[16];
+		__s64 diff;
+
+		// Stack copies: bpf_csum_diff takes writable memory.
+		__builtin_memcpy(from, old_addr, 16);
+		__builtin_memcpy(to, addr, 16);
+		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
+		if (diff < 0)
+			return -1;
+		if (bpf_l4_csum_replace(skb, p->csum_off, 0, diff, BPF_F_PSEUDO_HDR | NP_F_IPV6 | mangled) < 0 &&
+		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, BPF_F_PSEUDO_HDR | mangled) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, addr_off, to, 16, 0) < 0)
+			return -1;
+	}
+
+	if (old_port != port) {
+		if (bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, port_off, &port, sizeof(port), 0) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+// np_set_masq marks the packet for netfilter's masquerade rule.
+static __always_inline void np_set_masq(struct __sk_buff *skb)
+{
+	skb->mark = (skb->mark & ~masq_mask) | masq_mark;
+}
+
+// np_forward is the forward NAT of both ingress programs. from_host selects
+// the host interface's rules: externalTrafficPolicy Local and masquerading
+// of connections sent to a backend on another node.
+static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
+{
+	struct np_pkt p;
+	struct np_ct_val *ct;
+	struct np_fe_key fk = {};
+	struct np_fe_val *fe;
+	struct np_be_key bk = {};
+	struct np_be_val *be;
+	struct np_be_val backend;
+	__u64 now;
+	__u32 count, local_count, ordinal;
+	int masq;
+
+	if (np_parse(skb, &p) < 0)
+		return TC_ACT_UNSPEC;
+	now = bpf_ktime_get_ns();
+
+	// A known connection keeps its backend as long as the backend is still
+	// in np_be at the same ordinal. A bare SYN starts a new connection (a
+	// reused client port) and picks afresh.
+	ct = bpf_map_lookup_elem(&np_ct, &p.key);
+	if (ct && !(ct->flags & NP_CT_REVERSE) &&
+	    !(p.key.proto == IPPROTO_TCP && (p.tcp_flags & (NP_TCP_SYN | NP_TCP_ACK)) == NP_TCP_SYN)) {
+		bk.svc_id = ct->svc_id;
+		bk.ordinal = ct->ordinal;
+		be = bpf_map_lookup_elem(&np_be, &bk);
+		if (be && be->port == ct->port && np_addr_eq(be->addr, ct->addr)) {
+			ct->last_seen = now;
+			masq = (ct->flags & NP_CT_MASQ) != 0;
+			__builtin_memcpy(&backend, be, sizeof(backend));
+			goto dnat;
+		}
+	}
+
+	// A new connection (or one whose backend went away): is the
+	// destination a service frontend?
+	__builtin_memcpy(fk.addr, p.key.dst, 16);
+	fk.port = p.key.dport;
+	fk.proto = p.key.proto;
+	fe = bpf_map_lookup_elem(&np_fe, &fk);
+	if (!fe)
+		return TC_ACT_UNSPEC;
+	count = fe->count;
+	local_count = fe->local_count;
+	if (count == 0)
+		return TC_ACT_SHOT; // no ready backend
+
+	if (from_host && (fe->flags & NP_FE_EXTERNAL_LOCAL)) {
+		if (local_count == 0)
+			return TC_ACT_SHOT;
+		ordinal = bpf_get_prandom_u32() % local_count;
+	} else {
+		ordinal = bpf_get_prandom_u32() % count;
+	}
+	// Traffic from outside sent to another node must come back through
+	// this node: netfilter masquerades it when it sees the mark.
+	masq = from_host && ordinal >= local_count && masq_mark != 0;
+
+	bk.svc_id = fe->svc_id;
+	bk.ordinal = ordinal;
+	be = bpf_map_lookup_elem(&np_be, &bk);
+	if (!be)
+		return TC_ACT_SHOT;
+	__builtin_memcpy(&backend, be, sizeof(backend));
+
+	// Remember the choice for the rest of the connection...
+	{
+		struct np_ct_val fwd = {};
+
+		__builtin_memcpy(fwd.addr, backend.addr, 16);
+		fwd.port = backend.port;
+		fwd.svc_id = bk.svc_id;
+		fwd.ordinal = ordinal;
+		fwd.flags = masq ? NP_CT_MASQ : 0;
+		fwd.last_seen = now;
+		bpf_map_update_elem(&np_ct, &p.key, &fwd, BPF_ANY);
+	}
+	// ...and how to undo it on the backend's replies.
+	{
+		struct np_ct_key rkey = {};
+		struct np_ct_val rev = {};
+
+		__builtin_memcpy(rkey.src, backend.addr, 16);
+		__builtin_memcpy(rkey.dst, p.key.src, 16);
+		rkey.sport = backend.port;
+		rkey.dport = p.key.sport;
+		rkey.proto = p.key.proto;
+		__builtin_memcpy(rev.addr, p.key.dst, 16);
+		rev.port = p.key.dport;
+		rev.flags = NP_CT_REVERSE | (masq ? NP_CT_MASQ : 0);
+		rev.last_seen = now;
+		bpf_map_update_elem(&np_ct, &rkey, &rev, BPF_ANY);
+	}
+
+dnat:
+	// A backend of the other family cannot be reached by rewriting
+	// addresses: the service is misconfigured, drop rather than mangle.
+	if (np_is_v4mapped(backend.addr) == p.v6)
+		return TC_ACT_SHOT;
+	if (np_rewrite(skb, &p, 1, backend.addr, backend.port) < 0)
+		return TC_ACT_SHOT;
+	if (masq)
+		np_set_masq(skb);
+	return TC_ACT_UNSPEC;
+}
+
+SEC("tc")
+int np_ingress_pod(struct __sk_buff *skb)
+{
+	return np_forward(skb, 0);
+}
+
+SEC("tc")
+int np_ingress_host(struct __sk_buff *skb)
+{
+	return np_forward(skb, 1);
+}
+
+// np_egress puts the frontend back as the source of a backend's reply.
+SEC("tc")
+int np_egress(struct __sk_buff *skb)
+{
+	struct np_pkt p;
+	struct np_ct_val *ct;
+	__u8 addr[16];
+	__be16 port;
+
+	if (np_parse(skb, &p) < 0)
+		return TC_ACT_UNSPEC;
+	ct = bpf_map_lookup_elem(&np_ct, &p.key);
+	if (!ct || !(ct->flags & NP_CT_REVERSE))
+		return TC_ACT_UNSPEC;
+	ct->last_seen = bpf_ktime_get_ns();
+	__builtin_memcpy(addr, ct->addr, 16);
+	port = ct->port;
+	if (np_is_v4mapped(addr) == p.v6)
+		return TC_ACT_SHOT;
+	if (np_rewrite(skb, &p, 0, addr, port) < 0)
+		return TC_ACT_SHOT;
+	return TC_ACT_UNSPEC;
+}
