@@ -1,0 +1,86 @@
+//go:build linux
+
+package maps_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/nodeplane/nodeplane/bpf/maps"
+	"github.com/nodeplane/nodeplane/dataplane"
+)
+
+// A Spec is checked before anything is created; the error names the
+// field.
+func ExampleSpec_Validate() {
+	spec := maps.Spec{Name: "np_backends", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 65536}
+	fmt.Println(spec.Validate())
+	spec.Name = "np-backends"
+	fmt.Println(spec.Validate())
+	// Output:
+	// <nil>
+	// maps: invalid spec: Name "np-backends": byte '-' is not one of [A-Za-z0-9_.]
+}
+
+// Open reuses the map pinned under /sys/fs/bpf when it has the Spec's
+// shape (a restarted agent finds its entries), and creates and pins a new
+// one otherwise. This example only compiles: it needs root and bpffs.
+func ExampleOpen() {
+	m, err := maps.Open("/sys/fs/bpf/nodeplane", maps.Spec{
+		Name: "np_backends", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 65536,
+	})
+	if err != nil {
+		fmt.Println(err) // errors.Is(err, maps.ErrNotBPFFS) without bpffs
+		return
+	}
+	defer m.Close()
+	fmt.Println(m.Type(), m.MaxEntries())
+}
+
+// A Sync keeps the map equal to the desired set: the first Apply reads the
+// map and writes the difference, later ones write only what changed. This
+// example only compiles: it needs root and bpffs.
+func ExampleNewSync() {
+	type svcKey struct {
+		Addr  uint32
+		Port  uint16
+		Proto uint8
+		Pad   uint8 // no implicit padding
+	}
+	type backend struct{ ID, Weight uint32 }
+
+	m, err := maps.Open("/sys/fs/bpf/nodeplane", maps.Spec{
+		Name: "np_backends", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 65536,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	s, err := maps.NewSync[svcKey, backend](m, maps.SyncOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	// On restart, what the map already holds (to keep backend IDs stable).
+	adopted, err := s.Kernel(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(len(adopted), "entries adopted")
+
+	s.Set(svcKey{Addr: 0x0a600001, Port: 443, Proto: 6}, backend{ID: 1, Weight: 1})
+	err = s.Apply(ctx)
+	var pe *dataplane.PartialError
+	if errors.As(err, &pe) {
+		// Some entries failed (map full?): they are retried at the next
+		// Apply; the others are written.
+		fmt.Println(pe.Failed, "entries pending:", err)
+	}
+	fmt.Printf("%+v\n", s.Stats())
+}

@@ -1,0 +1,463 @@
+//go:build linux
+
+package maps
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+)
+
+// DefaultBatchSize is the number of entries per batch syscall when
+// SyncOptions.BatchSize is 0.
+const DefaultBatchSize = 4096
+
+// MaxReportedErrors is how many entry errors a PartialError from Apply
+// keeps; its Failed count covers them all.
+const MaxReportedErrors = 16
+
+// SyncOptions configures a Sync. The zero value is the default.
+type SyncOptions struct {
+	// Name names the map in logs and errors; by default the map's own
+	// name (as the kernel reported it when the map was opened).
+	Name string
+	// Logger receives debug records of reads and writes; nil discards.
+	Logger *slog.Logger
+	// BatchSize is the number of entries per batch syscall (lookup,
+	// update, delete); 0 means DefaultBatchSize.
+	BatchSize int
+}
+
+// Stats are a Sync's cumulative counters.
+type Stats struct {
+	// Reads counts full reads of the map.
+	Reads int
+	// Updated counts entries written.
+	Updated int
+	// Deleted counts entries deleted (including ones already gone).
+	Deleted int
+	// Syscalls counts map syscalls: batch and single lookups, updates,
+	// deletes and next-key calls.
+	Syscalls int
+}
+
+// Sync keeps one map's entries equal to a desired set, writing only the
+// difference. It owns the whole map: entries that are not desired, whoever
+// wrote them, are deleted.
+//
+// K and V are fixed-size types that cilium/ebpf marshals in native byte
+// order: integers, arrays and structs of fixed-size fields without
+// implicit padding (add explicit padding fields), whose sizes equal the
+// map's key and value sizes.
+//
+// A Sync is not safe for concurrent use: call it from one goroutine (a
+// dataplane.Loop calls its drivers from one).
+type Sync[K comparable, V comparable] struct {
+	m     *ebpf.Map
+	name  string
+	log   *slog.Logger
+	batch int
+
+	desired map[K]V
+	// kernel is what the map holds: as last read, then changed only by
+	// what was written successfully.
+	kernel map[K]V
+	// dirty holds the keys whose desired and kernel entries may differ;
+	// failed keys stay in it until they succeed.
+	dirty map[K]struct{}
+	// read is false until the first read and after QueueResync.
+	read bool
+
+	noBatchLookup, noBatchUpdate, noBatchDelete bool
+	stats                                       Stats
+}
+
+// NewSync returns a Sync of m, with an empty desired set. It checks that K
+// and V fit m and does no I/O. The caller keeps ownership of m (the Sync
+// never closes it).
+func NewSync[K comparable, V comparable](m *ebpf.Map, opts SyncOptions) (*Sync[K, V], error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil map", ErrInvalidOptions)
+	}
+	if opts.BatchSize < 0 {
+		return nil, fmt.Errorf("%w: BatchSize %d is negative", ErrInvalidOptions, opts.BatchSize)
+	}
+	switch m.Type() {
+	case ebpf.PerCPUHash, ebpf.PerCPUArray, ebpf.LRUCPUHash, ebpf.PerCPUCGroupStorage:
+		return nil, fmt.Errorf("%w: %v maps hold one value per CPU", ErrInvalidOptions, m.Type())
+	}
+	var k K
+	var v V
+	if err := checkSize("key", binary.Size(k), int(unsafe.Sizeof(k)), m.KeySize()); err != nil {
+		return nil, err
+	}
+	if err := checkSize("value", binary.Size(v), int(unsafe.Sizeof(v)), m.ValueSize()); err != nil {
+		return nil, err
+	}
+	s := &Sync[K, V]{
+		m:       m,
+		name:    opts.Name,
+		log:     opts.Logger,
+		batch:   opts.BatchSize,
+		desired: map[K]V{},
+		kernel:  map[K]V{},
+		dirty:   map[K]struct{}{},
+	}
+	if s.name == "" {
+		s.name = mapName(m)
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.batch == 0 {
+		s.batch = DefaultBatchSize
+	}
+	return s, nil
+}
+
+// checkSize checks a key or value type: binary.Size (-1 when the type has
+// no fixed size) must equal its size in memory (larger with implicit
+// padding) and the map's.
+func checkSize(what string, encoded, inMemory int, mapSize uint32) error {
+	switch {
+	case encoded < 0:
+		return fmt.Errorf("%w: the %s type has no fixed size", ErrInvalidOptions, what)
+	case encoded != inMemory:
+		return fmt.Errorf("%w: the %s type has implicit padding (%d bytes in memory, %d encoded)", ErrInvalidOptions, what, inMemory, encoded)
+	case encoded != int(mapSize):
+		return fmt.Errorf("%w: the %s type is %d bytes, the map's %ss %d", ErrInvalidOptions, what, encoded, what, mapSize)
+	}
+	return nil
+}
+
+// mapName returns the name the map was opened with, from its String form
+// "Type(name)#fd", or that whole form when it carries no name.
+func mapName(m *ebpf.Map) string {
+	s := m.String()
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open >= 0 && end > open+1 {
+		return s[open+1 : end]
+	}
+	return s
+}
+
+// Set makes v the desired value of k. It does no I/O.
+func (s *Sync[K, V]) Set(k K, v V) {
+	if old, ok := s.desired[k]; ok && old == v {
+		return
+	}
+	s.desired[k] = v
+	s.dirty[k] = struct{}{}
+}
+
+// Delete removes k from the desired set: the next Apply deletes it from
+// the map. It does no I/O.
+func (s *Sync[K, V]) Delete(k K) {
+	if _, ok := s.desired[k]; !ok {
+		return
+	}
+	delete(s.desired, k)
+	s.dirty[k] = struct{}{}
+}
+
+// Desired returns the desired value of k and whether k is desired.
+func (s *Sync[K, V]) Desired(k K) (V, bool) {
+	v, ok := s.desired[k]
+	return v, ok
+}
+
+// DesiredLen returns the number of desired entries.
+func (s *Sync[K, V]) DesiredLen() int { return len(s.desired) }
+
+// ReplaceDesired makes a copy of entries the whole desired set. Only the
+// keys whose desired value changed are looked at by the next Apply. It
+// does no I/O.
+func (s *Sync[K, V]) ReplaceDesired(entries map[K]V) {
+	for k, old := range s.desired {
+		if v, ok := entries[k]; !ok || v != old {
+			s.dirty[k] = struct{}{}
+		}
+	}
+	for k := range entries {
+		if _, ok := s.desired[k]; !ok {
+			s.dirty[k] = struct{}{}
+		}
+	}
+	s.desired = maps.Clone(entries)
+	if s.desired == nil {
+		s.desired = map[K]V{}
+	}
+}
+
+// QueueResync makes the next Kernel, ApplyUpdates or ApplyDeletions read
+// the whole map again, so changes made behind the Sync's back (an entry
+// deleted or overwritten by someone else) are found and repaired.
+func (s *Sync[K, V]) QueueResync() { s.read = false }
+
+// Stats returns the cumulative counters.
+func (s *Sync[K, V]) Stats() Stats { return s.stats }
+
+// Kernel returns the map's entries as last read and then written by the
+// Sync, reading the map first when it was never read or after
+// QueueResync. The result is a copy the caller may keep. A restarted
+// agent uses it to adopt the state it left behind. A nil context means
+// context.Background().
+func (s *Sync[K, V]) Kernel(ctx context.Context) (map[K]V, error) {
+	if err := s.ensureRead(ctx); err != nil {
+		return nil, err
+	}
+	return maps.Clone(s.kernel), nil
+}
+
+// Apply writes the difference between the desired set and the map:
+// ApplyUpdates, then ApplyDeletions. Entries that fail are reported
+// together in one *dataplane.PartialError.
+func (s *Sync[K, V]) Apply(ctx context.Context) error {
+	errU := s.ApplyUpdates(ctx)
+	var pu *dataplane.PartialError
+	if errU != nil && !errors.As(errU, &pu) {
+		return errU
+	}
+	errD := s.ApplyDeletions(ctx)
+	var pd *dataplane.PartialError
+	switch {
+	case errD != nil && !errors.As(errD, &pd):
+		return errD
+	case pu == nil:
+		return errD
+	case pd == nil:
+		return errU
+	}
+	errs := append(pu.Errs[:len(pu.Errs):len(pu.Errs)], pd.Errs...)
+	if len(errs) > MaxReportedErrors {
+		errs = errs[:MaxReportedErrors]
+	}
+	return &dataplane.PartialError{Failed: pu.Failed + pd.Failed, Errs: errs}
+}
+
+// ApplyUpdates writes the desired entries that are missing from the map
+// or differ there, BatchSize per batch syscall, reading the map first when
+// needed (first call, after QueueResync). Entries the map refuses (E2BIG
+// when it is full, say) stay pending for the next call, which tries them
+// again; the others are written all the same, and the error is a
+// *dataplane.PartialError whose errors wrap ErrEntry and name each key. A
+// failed read wraps ErrRead and writes nothing. With nothing changed it
+// makes no syscall. A nil context means context.Background().
+func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := s.ensureRead(ctx); err != nil {
+		return err
+	}
+	var keys []K
+	var vals []V
+	for k := range s.dirty {
+		v, want := s.desired[k]
+		kv, has := s.kernel[k]
+		switch {
+		case !want:
+			if !has {
+				delete(s.dirty, k)
+			}
+		case has && kv == v:
+			delete(s.dirty, k)
+		default:
+			keys = append(keys, k)
+			vals = append(vals, v)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	var f failures
+	for i := 0; i < len(keys); i += s.batch {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		j := min(i+s.batch, len(keys))
+		s.update(keys[i:j], vals[i:j], &f)
+	}
+	s.log.Debug("maps: updated entries", "map", s.name, "updated", len(keys)-f.failed, "failed", f.failed)
+	return f.err()
+}
+
+// ApplyDeletions deletes the map's entries that are not desired, BatchSize
+// per batch syscall, reading the map first when needed. A key already gone
+// counts as deleted. Failures are reported as by ApplyUpdates. With
+// nothing changed it makes no syscall. A nil context means
+// context.Background().
+func (s *Sync[K, V]) ApplyDeletions(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := s.ensureRead(ctx); err != nil {
+		return err
+	}
+	var keys []K
+	for k := range s.dirty {
+		if _, want := s.desired[k]; want {
+			continue
+		}
+		if _, has := s.kernel[k]; has {
+			keys = append(keys, k)
+		} else {
+			delete(s.dirty, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	var f failures
+	for i := 0; i < len(keys); i += s.batch {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.remove(keys[i:min(i+s.batch, len(keys))], &f)
+	}
+	s.log.Debug("maps: deleted entries", "map", s.name, "deleted", len(keys)-f.failed, "failed", f.failed)
+	return f.err()
+}
+
+// failures collects the entry errors of one ApplyUpdates or ApplyDeletions.
+type failures struct {
+	failed int
+	errs   []error
+}
+
+func (f *failures) add(err error) {
+	f.failed++
+	if len(f.errs) < MaxReportedErrors {
+		f.errs = append(f.errs, err)
+	}
+}
+
+func (f *failures) err() error {
+	if f.failed == 0 {
+		return nil
+	}
+	return &dataplane.PartialError{Failed: f.failed, Errs: f.errs}
+}
+
+// entryError is the failure of op on key k, wrapping ErrEntry and cause.
+func (s *Sync[K, V]) entryError(op string, k K, cause error) error {
+	b, _ := binary.Append(nil, binary.NativeEndian, k)
+	return fmt.Errorf("%w: map %s: %s key %x: %w", ErrEntry, s.name, op, b, cause)
+}
+
+// update writes one chunk: one batch syscall when the kernel takes it
+// whole; when it fails, the entries the kernel reports as written are
+// kept and the rest are written one by one, so one bad entry never holds
+// back the others.
+func (s *Sync[K, V]) update(keys []K, vals []V, f *failures) {
+	done := 0
+	if !s.noBatchUpdate {
+		s.stats.Syscalls++
+		n, err := s.m.BatchUpdate(keys, vals, nil)
+		switch {
+		case err == nil:
+			n = len(keys)
+		case errors.Is(err, ebpf.ErrNotSupported):
+			s.noBatchUpdate = true
+			n = 0
+		default:
+			n = max(0, min(n, len(keys)))
+			s.log.Debug("maps: batch update failed, writing the rest one by one", "map", s.name, "written", n, "of", len(keys), "error", err)
+		}
+		for i := range n {
+			s.wrote(keys[i], vals[i])
+		}
+		done = n
+	}
+	for i := done; i < len(keys); i++ {
+		s.stats.Syscalls++
+		if err := s.m.Update(keys[i], vals[i], ebpf.UpdateAny); err != nil {
+			f.add(s.entryError("update", keys[i], err))
+			continue
+		}
+		s.wrote(keys[i], vals[i])
+	}
+}
+
+func (s *Sync[K, V]) wrote(k K, v V) {
+	s.kernel[k] = v
+	delete(s.dirty, k)
+	s.stats.Updated++
+}
+
+// remove deletes one chunk, as update writes one.
+func (s *Sync[K, V]) remove(keys []K, f *failures) {
+	done := 0
+	if !s.noBatchDelete {
+		s.stats.Syscalls++
+		n, err := s.m.BatchDelete(keys, nil)
+		switch {
+		case err == nil:
+			n = len(keys)
+		case errors.Is(err, ebpf.ErrNotSupported):
+			s.noBatchDelete = true
+			n = 0
+		default:
+			// Usually a key already gone (ENOENT) stopped the batch.
+			n = max(0, min(n, len(keys)))
+		}
+		for i := range n {
+			s.deleted(keys[i])
+		}
+		done = n
+	}
+	for i := done; i < len(keys); i++ {
+		s.stats.Syscalls++
+		if err := s.m.Delete(keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			f.add(s.entryError("delete", keys[i], err))
+			continue
+		}
+		s.deleted(keys[i])
+	}
+}
+
+func (s *Sync[K, V]) deleted(k K) {
+	delete(s.kernel, k)
+	delete(s.dirty, k)
+	s.stats.Deleted++
+}
+
+// ensureRead reads the map when it was never read or after QueueResync,
+// and then marks every key whose desired and kernel entries differ.
+func (s *Sync[K, V]) ensureRead(ctx context.Context) error {
+	if s.read {
+		return nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	got, err := s.readAll(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: map %s: %w", ErrRead, s.name, err)
+	}
+	s.stats.Reads++
+	s.kernel = got
+	s.read = true
+	s.dirty = map[K]struct{}{}
+	for k, v := range s.desired {
+		if kv, ok := got[k]; !ok || kv != v {
+			s.dirty[k] = struct{}{}
+		}
+	}
+	for k := range got {
+		if _, ok := s.desired[k]; !ok {
+			s.dirty[k] = struct{}{}
+		}
+	}
+	s.log.Debug("maps: read map", "map", s.name, "entries", len(got), "differing", len(s.dirty))
+	return nil
+}

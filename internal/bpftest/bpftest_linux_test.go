@@ -1,0 +1,33 @@
+//go:build linux
+
+package bpftest_test
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/internal/bpftest"
+)
+
+func TestKernelDir(t *testing.T) {
+	var dir string
+	t.Run("mount", func(t *testing.T) {
+		dir = bpftest.Dir(t)
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		if uint32(st.Type) != uint32(unix.BPF_FS_MAGIC) {
+			t.Fatalf("%s: magic %#x, want bpffs", dir, st.Type)
+		}
+	})
+	if t.Skipped() || dir == "" {
+		return
+	}
+	// After the subtest the mount is gone and so is the directory.
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && uint32(st.Type) == uint32(unix.BPF_FS_MAGIC) {
+		t.Fatalf("%s is still a bpffs after the test", dir)
+	}
+}
