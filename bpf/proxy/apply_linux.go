@@ -1,0 +1,609 @@
+//go:build linux
+
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/nodeplane/nodeplane/bpf/maps"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/idalloc"
+)
+
+// Map names, pinned in Options.PinDir; the attachments are pinned in its
+// linksDir.
+const (
+	feMapName = "np_fe"
+	beMapName = "np_be"
+	ctMapName = "np_ct"
+	linksDir  = "links"
+)
+
+// The programs' names in the object.
+const (
+	progIngressPod  = "np_ingress_pod"
+	progIngressHost = "np_ingress_host"
+	progEgress      = "np_egress"
+)
+
+// kstate is the kernel side of a Proxy: the maps, the loaded programs and
+// the attachments.
+type kstate struct {
+	fe, be, ct *ebpf.Map
+	feSync     *maps.Sync[feKey, feVal]
+	beSync     *maps.Sync[beKey, beVal]
+	progs      map[string]*ebpf.Program
+	ids        *idalloc.IndexAllocator
+	adopted    map[feKey]uint32 // service IDs found in the frontend map at start
+	adoptedOK  bool
+	unclaimed  map[uint32]bool // adopted IDs no service has claimed yet
+
+	attached  map[string]*attachment // by interface name
+	attachErr map[string]error
+	swept     bool // stale attachment pins removed
+}
+
+// attachment is the two TCX links of one interface.
+type attachment struct {
+	index   int
+	host    bool
+	ingress link.Link
+	egress  link.Link
+}
+
+func (k *kstate) attachedNames() []string {
+	names := make([]string, 0, len(k.attached))
+	for n := range k.attached {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (k *kstate) attachErrors() []string {
+	var out []string
+	for n, err := range k.attachErr {
+		out = append(out, fmt.Sprintf("interface %s: %v", n, err))
+	}
+	return out
+}
+
+// open opens (or creates) the pinned maps and loads the program on them.
+func (p *Proxy) open() (*kstate, error) {
+	k := &kstate{attached: map[string]*attachment{}, attachErr: map[string]error{}, adopted: map[feKey]uint32{}, unclaimed: map[uint32]bool{}}
+	fail := func(err error) (*kstate, error) {
+		k.close()
+		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	var err error
+	if k.fe, err = maps.Open(p.o.PinDir, maps.Spec{Name: feMapName, Type: ebpf.Hash, KeySize: feKeySize,
+		ValueSize: feValSize, MaxEntries: p.o.Frontends, Flags: 0}); err != nil {
+		return fail(err)
+	}
+	if k.be, err = maps.Open(p.o.PinDir, maps.Spec{Name: beMapName, Type: ebpf.Hash, KeySize: beKeySize,
+		ValueSize: beValSize, MaxEntries: p.o.Backends}); err != nil {
+		return fail(err)
+	}
+	if k.ct, err = maps.Open(p.o.PinDir, maps.Spec{Name: ctMapName, Type: ebpf.LRUHash, KeySize: ctKeySize,
+		ValueSize: ctValSize, MaxEntries: p.o.Connections}); err != nil {
+		return fail(err)
+	}
+	if k.feSync, err = maps.NewSync[feKey, feVal](k.fe, maps.SyncOptions{Name: p.o.Name + " frontends", Logger: p.log}); err != nil {
+		return fail(err)
+	}
+	if k.beSync, err = maps.NewSync[beKey, beVal](k.be, maps.SyncOptions{Name: p.o.Name + " backends", Logger: p.log}); err != nil {
+		return fail(err)
+	}
+	spec, err := loadNat()
+	if err != nil {
+		return fail(err)
+	}
+	for name, v := range map[string]uint32{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask} {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fail(fmt.Errorf("the program has no variable %s", name))
+		}
+		if err := vs.Set(v); err != nil {
+			return fail(fmt.Errorf("setting %s: %w", name, err))
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
+		MapReplacements: map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct},
+	})
+	if err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return fail(fmt.Errorf("%w: %w", ErrNotSupported, err))
+		}
+		return fail(err)
+	}
+	k.progs = map[string]*ebpf.Program{}
+	for _, n := range []string{progIngressPod, progIngressHost, progEgress} {
+		prog := coll.Programs[n]
+		if prog == nil {
+			coll.Close()
+			return fail(fmt.Errorf("the object has no program %s", n))
+		}
+		k.progs[n] = prog
+		delete(coll.Programs, n)
+	}
+	coll.Close() // the maps are ours (replacements) and the programs were taken out
+	ids, err := idalloc.NewIndexAllocator(idalloc.IndexOptions{Ranges: []idalloc.Range{{Min: 1, Max: math.MaxUint32 - 1}}, NoDefaultExclusions: true})
+	if err != nil {
+		return fail(err)
+	}
+	k.ids = ids
+	return k, nil
+}
+
+// close releases the file descriptors; pins keep the maps and attachments.
+func (k *kstate) close() {
+	for _, a := range k.attached {
+		a.close()
+	}
+	for _, prog := range k.progs {
+		_ = prog.Close()
+	}
+	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct} {
+		if m != nil {
+			_ = m.Close()
+		}
+	}
+}
+
+func (a *attachment) close() {
+	for _, l := range []link.Link{a.ingress, a.egress} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+}
+
+// Apply implements dataplane.Driver: it turns the changed services into
+// map entries and writes the difference (stale frontends first, then
+// backends, then new frontends, then unused backends, so a frontend never
+// points at a missing backend), and keeps the programs attached to the
+// interfaces that exist.
+func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.k == nil {
+		k, err := p.open()
+		if err != nil {
+			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w", p.o.Name, err)
+		}
+		p.k = k
+	}
+	k := p.k
+	if p.resync {
+		p.resync = false
+		k.feSync.QueueResync()
+		k.beSync.QueueResync()
+		k.swept = false
+		for name := range k.attached {
+			k.attachErr[name] = nil
+			delete(k.attachErr, name)
+		}
+		p.recheckAttachments()
+	}
+	if !k.adoptedOK {
+		cur, err := k.feSync.Kernel(ctx)
+		if err != nil {
+			return dataplane.ApplyResult{}, fmt.Errorf("%s: reading the frontends: %w", p.o.Name, err)
+		}
+		// Every ID found is held back until the services that had it claim
+		// it (declare releases the rest), so a new service never takes an
+		// ID an existing one is about to claim back.
+		for key, v := range cur {
+			k.adopted[key] = v.SvcID
+			if !k.unclaimed[v.SvcID] && k.ids.Contains(v.SvcID) && k.ids.Reserve(v.SvcID) == nil {
+				k.unclaimed[v.SvcID] = true
+			}
+		}
+		k.adoptedOK = true
+	}
+	p.declare()
+
+	var errs []error
+	steps := []func(context.Context) error{k.feSync.ApplyDeletions, k.beSync.ApplyUpdates, k.feSync.ApplyUpdates, k.beSync.ApplyDeletions}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := p.attachAll(); err != nil {
+		errs = append(errs, err)
+	}
+	return p.result(errs)
+}
+
+// result folds the step errors: object-level failures (entries,
+// interfaces) make a PartialError and a retry, anything else fails the
+// driver.
+func (p *Proxy) result(errs []error) (dataplane.ApplyResult, error) {
+	if len(errs) == 0 {
+		p.retry = dataplane.Retry{}
+		return dataplane.ApplyResult{}, nil
+	}
+	var objs []error
+	failed := 0
+	for _, err := range errs {
+		var pe *dataplane.PartialError
+		switch {
+		case errors.As(err, &pe):
+			objs = append(objs, pe.Errs...)
+			failed += pe.Failed
+		case errors.Is(err, ErrAttach):
+			objs = append(objs, err)
+			failed++
+		default:
+			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w", p.o.Name, errors.Join(errs...))
+		}
+	}
+	now := p.o.Clock.Now()
+	p.retry = p.retry.Failed(dataplane.Backoff{}, now, objs[0])
+	return dataplane.ApplyResult{RetryAfter: p.retry.RetryAfter(now)}, &dataplane.PartialError{Failed: failed, Errs: objs}
+}
+
+// declare turns the dirty services into desired map entries.
+func (p *Proxy) declare() {
+	if len(p.dirty) == 0 {
+		return
+	}
+	owners := p.frontendOwners()
+	freed := p.declareNames(p.takeDirty(), owners)
+	if freed {
+		// A service refused for a conflict may fit now that another let go
+		// of frontends: try those once more.
+		for n, s := range p.services {
+			if errors.Is(s.err, ErrFrontendConflict) {
+				p.dirty[n] = true
+			}
+		}
+		p.declareNames(p.takeDirty(), owners)
+	}
+	k := p.k
+	for id := range k.unclaimed {
+		// IDs found in the map that no service claimed on the first pass.
+		_ = k.ids.Release(id)
+	}
+	clear(k.unclaimed)
+}
+
+// takeDirty returns the dirty service names, sorted, and clears them.
+func (p *Proxy) takeDirty() []string {
+	names := make([]string, 0, len(p.dirty))
+	for n := range p.dirty {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	clear(p.dirty)
+	return names
+}
+
+// declareNames re-declares the named services and says whether any of them
+// let go of a frontend.
+func (p *Proxy) declareNames(names []string, owners map[feKey]string) (freed bool) {
+	for _, n := range names {
+		s := p.services[n]
+		if s == nil {
+			continue
+		}
+		before := slices.Clone(s.fes)
+		p.withdraw(s, owners)
+		if s.removed {
+			p.releaseIDs(s)
+			delete(p.services, n)
+			freed = freed || len(before) > 0
+			continue
+		}
+		p.write(n, s, owners)
+		for _, f := range before {
+			if !slices.Contains(s.fes, f) {
+				freed = true
+			}
+		}
+	}
+	return freed
+}
+
+// frontendOwners maps every written frontend to its service.
+func (p *Proxy) frontendOwners() map[feKey]string {
+	owners := map[feKey]string{}
+	for n, s := range p.services {
+		for _, f := range s.fes {
+			owners[f] = n
+		}
+	}
+	return owners
+}
+
+// withdraw removes service s's entries from the desired state.
+func (p *Proxy) withdraw(s *svc, owners map[feKey]string) {
+	for _, f := range s.fes {
+		p.k.feSync.Delete(f)
+		delete(owners, f)
+	}
+	for _, b := range s.bes {
+		p.k.beSync.Delete(b)
+	}
+	s.fes, s.bes, s.err = nil, nil, nil
+}
+
+// write declares service s's entries, unless one of its frontends is held
+// by another service.
+func (p *Proxy) write(name string, s *svc, owners map[feKey]string) {
+	e := build(s.s, p.nodeAddrs)
+	for _, f := range e.frontends {
+		if o, held := owners[f.key]; held && o != name {
+			s.err = fmt.Errorf("%w: service %q: %v is service %q's", ErrFrontendConflict, name, f.key, o)
+			return
+		}
+	}
+	k := p.k
+	for _, fam := range []int{4, 6} {
+		var fes []frontend
+		for _, f := range e.frontends {
+			if f.fam == fam {
+				fes = append(fes, f)
+			}
+		}
+		bes := e.backends[fam]
+		if len(fes) == 0 {
+			if id, ok := s.ids[fam]; ok {
+				_ = k.ids.Release(id)
+				delete(s.ids, fam)
+			}
+			continue
+		}
+		id, err := p.idFor(s, fam, fes)
+		if err != nil {
+			p.withdraw(s, owners)
+			s.err = err
+			return
+		}
+		for _, f := range fes {
+			k.feSync.Set(f.key, feVal{SvcID: id, Count: uint32(len(bes)), LocalCount: e.local[fam], Flags: f.flags})
+			s.fes = append(s.fes, f.key)
+			owners[f.key] = name
+		}
+		for i, b := range bes {
+			key := beKey{SvcID: id, Ordinal: uint32(i)}
+			k.beSync.Set(key, b)
+			s.bes = append(s.bes, key)
+		}
+	}
+}
+
+// idFor returns the service ID of s for one family: the one it has, the
+// one its frontends had in the map before a restart (when no other service
+// claimed it first), or a new one.
+func (p *Proxy) idFor(s *svc, fam int, fes []frontend) (uint32, error) {
+	k := p.k
+	if id, ok := s.ids[fam]; ok {
+		return id, nil
+	}
+	for _, f := range fes {
+		if id, ok := k.adopted[f.key]; ok && k.unclaimed[id] {
+			delete(k.unclaimed, id)
+			s.ids[fam] = id
+			return id, nil
+		}
+	}
+	id, err := k.ids.Grab()
+	if err != nil {
+		return 0, fmt.Errorf("%w: service %q: no free service ID: %w", ErrInvalidService, s.s.Name, err)
+	}
+	s.ids[fam] = id
+	return id, nil
+}
+
+func (p *Proxy) releaseIDs(s *svc) {
+	for fam, id := range s.ids {
+		_ = p.k.ids.Release(id)
+		delete(s.ids, fam)
+	}
+}
+
+// linkPin is where the attachment of one direction of interface name is
+// pinned.
+func (p *Proxy) linkPin(name, dir string) string {
+	return filepath.Join(p.o.PinDir, linksDir, dir+"_"+name)
+}
+
+// recheckAttachments forgets the attachments so the next attachAll checks
+// each against its pin and the interface's index again.
+func (p *Proxy) recheckAttachments() {
+	for name, a := range p.k.attached {
+		a.close()
+		delete(p.k.attached, name)
+	}
+}
+
+// attachAll attaches the programs to every wanted interface that exists
+// and detaches them from the ones that went away. One interface's failure
+// does not hold back the others.
+func (p *Proxy) attachAll() error {
+	k := p.k
+	if err := os.MkdirAll(filepath.Join(p.o.PinDir, linksDir), 0o700); err != nil {
+		return fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	var errs []error
+	for name, a := range k.attached {
+		if l, ok := p.links[name]; ok && l.index == a.index && l.host == a.host {
+			continue
+		}
+		a.close()
+		delete(k.attached, name)
+		if _, ok := p.links[name]; !ok {
+			p.unpin(name)
+		}
+	}
+	names := make([]string, 0, len(p.links))
+	for n := range p.links {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if _, ok := k.attached[name]; ok {
+			continue
+		}
+		l := p.links[name]
+		a, err := p.attach(name, l)
+		if err != nil {
+			k.attachErr[name] = err
+			errs = append(errs, fmt.Errorf("%w: interface %s: %w", ErrAttach, name, err))
+			continue
+		}
+		delete(k.attachErr, name)
+		k.attached[name] = a
+	}
+	if !k.swept {
+		// Pins of interfaces that are no longer wanted (renamed, gone while
+		// no agent ran, or no longer matching the options) are detached.
+		entries, err := os.ReadDir(filepath.Join(p.o.PinDir, linksDir))
+		if err == nil {
+			for _, e := range entries {
+				_, name, _ := strings.Cut(e.Name(), "_")
+				if _, ok := p.links[name]; !ok {
+					_ = os.Remove(filepath.Join(p.o.PinDir, linksDir, e.Name()))
+				}
+			}
+			k.swept = true
+		}
+	}
+	for name := range k.attachErr {
+		if _, ok := p.links[name]; !ok {
+			delete(k.attachErr, name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Proxy) unpin(name string) {
+	for _, dir := range []string{"ingress", "egress"} {
+		_ = os.Remove(p.linkPin(name, dir))
+	}
+}
+
+// attach attaches the ingress and egress programs to interface name,
+// reusing pinned attachments on the same interface (their program is
+// replaced in place, so traffic never passes untranslated).
+func (p *Proxy) attach(name string, l iface) (*attachment, error) {
+	k := p.k
+	ingress := k.progs[progIngressPod]
+	if l.host {
+		ingress = k.progs[progIngressHost]
+	}
+	a := &attachment{index: l.index, host: l.host}
+	var err error
+	if a.ingress, err = p.attachOne(name, l.index, "ingress", ebpf.AttachTCXIngress, ingress); err != nil {
+		return nil, err
+	}
+	if a.egress, err = p.attachOne(name, l.index, "egress", ebpf.AttachTCXEgress, k.progs[progEgress]); err != nil {
+		a.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (p *Proxy) attachOne(name string, index int, dir string, typ ebpf.AttachType, prog *ebpf.Program) (link.Link, error) {
+	pin := p.linkPin(name, dir)
+	if old, err := link.LoadPinnedLink(pin, nil); err == nil {
+		info, ierr := old.Info()
+		if ierr == nil {
+			if tcx := info.TCX(); tcx != nil && int(tcx.Ifindex) == index && ebpf.AttachType(tcx.AttachType) == typ {
+				if err := old.Update(prog); err == nil {
+					return old, nil
+				}
+			}
+		}
+		_ = old.Unpin()
+		_ = old.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		_ = os.Remove(pin)
+	}
+	var l link.Link
+	err := p.o.Kernel.Do(func() error {
+		var err error
+		l, err = link.AttachTCX(link.TCXOptions{Interface: index, Program: prog, Attach: typ})
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return nil, fmt.Errorf("%w: TCX: %w", ErrNotSupported, err)
+		}
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if err := l.Pin(pin); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("pinning the %s attachment: %w", dir, err)
+	}
+	return l, nil
+}
+
+// Close releases the Proxy's file descriptors and leaves the dataplane
+// working: the maps and attachments stay pinned, so services keep being
+// translated until a new Proxy on the same PinDir takes over (and adopts
+// them) or Cleanup removes them.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.k != nil {
+		p.k.close()
+		p.k = nil
+	}
+	return nil
+}
+
+// Cleanup detaches the programs from every interface and removes the
+// maps: everything in Options.PinDir that the Proxy made. It works on a
+// Proxy that never applied (after a restart, say) and leaves anything else
+// in PinDir alone.
+func (p *Proxy) Cleanup(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.k != nil {
+		p.k.close()
+		p.k = nil
+	}
+	var errs []error
+	dir := filepath.Join(p.o.PinDir, linksDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "ingress_") || strings.HasPrefix(e.Name(), "egress_") {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	_ = os.Remove(dir) // only when empty
+	for _, n := range []string{feMapName, beMapName, ctMapName} {
+		if err := maps.Remove(p.o.PinDir, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for n, s := range p.services {
+		s.fes, s.bes, s.ids = nil, nil, map[int]uint32{}
+		p.dirty[n] = true
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s: cleanup: %w", p.o.Name, errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// The maps shared by nodeplane's service NAT program and its Go side
+// (bpf/proxy/layout.go). Every address is 16 bytes: an IPv6 address as it
+// is, an IPv4 address as an IPv4-mapped IPv6 address (::ffff:a.b.c.d), so
+// one map serves both families. Ports are in network byte order. Every
+// struct is packed by hand (explicit pad fields, no compiler padding) and
+// its size is checked against the Go side by a test.
+
+#ifndef NODEPLANE_NAT_H
+#define NODEPLANE_NAT_H
+
+#include <linux/types.h>
+
+// A service frontend: a cluster IP, a node address with a node port, an
+// external IP. Key of the frontend map.
+struct np_fe_key {
+	__u8 addr[16];
+	__be16 port;
+	__u8 proto; // IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP
+	__u8 pad;
+}; // 20 bytes
+
+// np_fe_val.flags
+#define NP_FE_EXTERNAL_LOCAL 0x1 // traffic from a host interface uses local backends only
+#define NP_FE_NODEPORT 0x2       // frontend is a node address (reached from outside)
+
+// What a frontend leads to: the service ID and its backends. Backends
+// 0..local_count-1 run on this node, local_count..count-1 elsewhere.
+// count == 0: the service has no ready backend and its packets are dropped.
+struct np_fe_val {
+	__u32 svc_id;
+	__u32 count;
+	__u32 local_count;
+	__u32 flags;
+}; // 16 bytes
+
+// Key of the backend map: backend number ordinal of service svc_id.
+struct np_be_key {
+	__u32 svc_id;
+	__u32 ordinal;
+}; // 8 bytes
+
+struct np_be_val {
+	__u8 addr[16];
+	__be16 port;
+	__u16 pad;
+}; // 20 bytes
+
+// A connection tracked by the program, in the connection tracking map
+// (LRU). A forward entry is keyed by the client's packet as it arrived
+// (client -> frontend) and holds the backend chosen for it; a reverse entry
+// is keyed by the backend's reply (backend -> client) and holds the
+// frontend to put back as the reply's source.
+struct np_ct_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 pad[3];
+}; // 40 bytes
+
+// np_ct_val.flags
+#define NP_CT_REVERSE 0x1 // a reverse entry
+#define NP_CT_MASQ 0x2    // the connection is masqueraded by netfilter (mark set)
+
+struct np_ct_val {
+	__u8 addr[16];  // forward: the backend; reverse: the frontend
+	__be16 port;    // forward: the backend port; reverse: the frontend port
+	__u16 pad;
+	__u32 svc_id;   // forward: the service, to check the backend still exists
+	__u32 ordinal;  // forward: the backend's ordinal
+	__u32 flags;
+	__u64 last_seen; // bpf_ktime_get_ns() of the last packet
+}; // 40 bytes
+
+#endif

@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// The Go mirrors of the map entries in c/nat.h. Field order and sizes are
+// the C structs' exactly (checked against the program's BTF by
+// TestKernelProgLayout); ports are kept in network byte order as the
+// program reads them from packets, which is why they are [2]byte here.
+
+// feKey is a frontend: an address, a port and a protocol.
+type feKey struct {
+	Addr  [16]byte
+	Port  [2]byte
+	Proto uint8
+	Pad   uint8
+}
+
+// Frontend flags (np_fe_val.flags).
+const (
+	feExternalLocal uint32 = 0x1
+	feNodePort      uint32 = 0x2
+)
+
+// feVal leads a frontend to its service's backends: 0..LocalCount-1 run on
+// this node, LocalCount..Count-1 elsewhere.
+type feVal struct {
+	SvcID      uint32
+	Count      uint32
+	LocalCount uint32
+	Flags      uint32
+}
+
+// beKey is backend number Ordinal of service SvcID.
+type beKey struct {
+	SvcID   uint32
+	Ordinal uint32
+}
+
+// beVal is a backend's address and port.
+type beVal struct {
+	Addr [16]byte
+	Port [2]byte
+	Pad  uint16
+}
+
+// ctKey and ctVal are the program's connection tracking entries; the Go
+// side only reads and deletes them.
+type ctKey struct {
+	Src   [16]byte
+	Dst   [16]byte
+	Sport [2]byte
+	Dport [2]byte
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type ctVal struct {
+	Addr     [16]byte
+	Port     [2]byte
+	Pad      uint16
+	SvcID    uint32
+	Ordinal  uint32
+	Flags    uint32
+	LastSeen uint64
+}
+
+// Connection tracking flags (np_ct_val.flags).
+const (
+	ctReverse uint32 = 0x1
+	ctMasq    uint32 = 0x2
+)
+
+// Sizes of the C structs, in bytes.
+const (
+	feKeySize = 20
+	feValSize = 16
+	beKeySize = 8
+	beValSize = 20
+	ctKeySize = 40
+	ctValSize = 40
+)
+
+// addr16 is a as the maps hold it: IPv6 as it is, IPv4 mapped into IPv6.
+func addr16(a netip.Addr) [16]byte {
+	return a.As16() // for an IPv4 address, the IPv4-mapped form
+}
+
+// fromAddr16 reverses addr16.
+func fromAddr16(b [16]byte) netip.Addr { return netip.AddrFrom16(b).Unmap() }
+
+// port16 is port in network byte order.
+func port16(p uint16) [2]byte {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], p)
+	return b
+}
+
+// fromPort16 reverses port16.
+func fromPort16(b [2]byte) uint16 { return binary.BigEndian.Uint16(b[:]) }

@@ -1,0 +1,345 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/internal/ifname"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
+)
+
+// Kernel is what the Proxy needs of a network namespace: running the
+// attachment of its programs inside it. *kernel.Namespace implements it.
+type Kernel interface {
+	// Do runs fn on a thread inside the namespace.
+	Do(fn func() error) error
+}
+
+// Default map sizes (entries).
+const (
+	DefaultFrontends   = 65536
+	DefaultBackends    = 262144
+	DefaultConnections = 131072
+)
+
+// Options configure a Proxy. The zero value of each field is its
+// documented default; Kernel and PinDir are required.
+type Options struct {
+	// Name is used in logs and errors; default "bpf-proxy".
+	Name string
+	// Kernel is the namespace whose interfaces the programs are attached
+	// to.
+	Kernel Kernel
+	// PinDir is a directory on a bpffs that holds the Proxy's maps and
+	// attachments (their pins keep them working while no agent runs). One
+	// Proxy per directory; it owns everything in it.
+	PinDir string
+	// HostInterfaces are the node's interfaces that traffic from other
+	// hosts arrives on (the underlay). NodePorts and external IPs are
+	// served there.
+	HostInterfaces []string
+	// PodInterfacePrefixes name the host side of pod interfaces: an
+	// interface whose name starts with one of them is a pod's, and
+	// connections its pod opens to a service are translated there.
+	PodInterfacePrefixes []string
+	// MasqueradeMark and MasqueradeMask: when MasqueradeMark is not zero,
+	// a connection from another host to a NodePort or external IP that is
+	// sent to a backend on another node carries this mark (in the bits of
+	// MasqueradeMask), and the agent masquerades marked packets in
+	// netfilter (see MasqueradeRule) so the reply comes back through this
+	// node. Zero: no mark; give such services ExternalTrafficLocal.
+	MasqueradeMark, MasqueradeMask uint32
+	// Frontends, Backends and Connections size the maps; zero means
+	// DefaultFrontends, DefaultBackends and DefaultConnections. A map of
+	// another size found pinned is replaced (the connection map's entries
+	// are then lost, so established connections re-pick a backend).
+	Frontends, Backends, Connections uint32
+	// Logger receives the Proxy's logs; nil discards them.
+	Logger *slog.Logger
+	// Clock times the retries of entries and interfaces that failed; nil
+	// means the real clock.
+	Clock clock.Clock
+}
+
+// ServiceUpdate declares or replaces a service, by name.
+type ServiceUpdate struct{ Service Service }
+
+// ServiceRemove removes a service by name; an unknown name is no error.
+type ServiceRemove struct{ Name string }
+
+// NodeAddrsUpdate gives the node's own addresses, the ones NodePorts
+// answer on. Each message replaces the previous list.
+type NodeAddrsUpdate struct{ Addrs []netip.Addr }
+
+// Status is a snapshot of what the Proxy has programmed.
+type Status struct {
+	// Services is the number of services written; Frontends and Backends
+	// count their map entries.
+	Services, Frontends, Backends int
+	// Interfaces are the interfaces the programs are attached to.
+	Interfaces []string
+	// Errors are the services and interfaces that are not programmed, and
+	// why.
+	Errors []string
+}
+
+// svc is one service as the Proxy tracks it.
+type svc struct {
+	s   Service
+	ids map[int]uint32 // by family, once allocated
+	// written are the map keys the service has in the desired state.
+	fes     []feKey
+	bes     []beKey
+	err     error // why it is not written (conflict)
+	removed bool  // a ServiceRemove came: the next Apply withdraws it
+}
+
+// link is an interface as the interface monitor reported it.
+type iface struct {
+	index int
+	host  bool // a host interface, else a pod's
+}
+
+// Proxy is the BPF service proxy: a dataplane.Manager that takes services
+// as messages and a dataplane.Driver that writes them into the maps of its
+// NAT program and keeps the program attached to the host and pod
+// interfaces. Use New; register it with the loop as both.
+type Proxy struct {
+	o   Options
+	log *slog.Logger
+
+	mu sync.Mutex // guards everything below; Status reads it from other goroutines
+
+	services  map[string]*svc
+	dirty     map[string]bool
+	report    []error // invalid messages, for the next CompleteDeferredWork
+	invalid   map[string]error
+	nodeAddrs []netip.Addr
+	links     map[string]iface
+	wake      func()
+
+	retry  dataplane.Retry // of the entries and interfaces that failed
+	k      *kstate         // the kernel side: maps, program, attachments (nil until the first Apply)
+	resync bool
+}
+
+// New validates opts and returns a Proxy. It does no I/O.
+func New(opts Options) (*Proxy, error) {
+	o := opts
+	if o.Name == "" {
+		o.Name = "bpf-proxy"
+	}
+	if o.Kernel == nil {
+		return nil, fmt.Errorf("%w: no Kernel", ErrInvalidOptions)
+	}
+	if o.PinDir == "" || !filepath.IsAbs(o.PinDir) {
+		return nil, fmt.Errorf("%w: PinDir %q is not an absolute path", ErrInvalidOptions, o.PinDir)
+	}
+	o.PinDir = filepath.Clean(o.PinDir)
+	for _, n := range o.HostInterfaces {
+		if err := ifname.Valid(n); err != nil {
+			return nil, fmt.Errorf("%w: host interface: %w", ErrInvalidOptions, err)
+		}
+	}
+	for _, p := range o.PodInterfacePrefixes {
+		if p == "" || len(p) > 15 || strings.ContainsAny(p, "/: \t\n\x00") {
+			return nil, fmt.Errorf("%w: pod interface prefix %q", ErrInvalidOptions, p)
+		}
+	}
+	if o.MasqueradeMark&^o.MasqueradeMask != 0 || (o.MasqueradeMark == 0) != (o.MasqueradeMask == 0) {
+		return nil, fmt.Errorf("%w: MasqueradeMark %#x must be non-zero and within MasqueradeMask %#x (or both zero)",
+			ErrInvalidOptions, o.MasqueradeMark, o.MasqueradeMask)
+	}
+	o.Frontends = orDefault(o.Frontends, DefaultFrontends)
+	o.Backends = orDefault(o.Backends, DefaultBackends)
+	o.Connections = orDefault(o.Connections, DefaultConnections)
+	o.Clock = clock.OrReal(o.Clock)
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Proxy{o: o, log: log, services: map[string]*svc{}, dirty: map[string]bool{},
+		invalid: map[string]error{}, links: map[string]iface{}}, nil
+}
+
+func orDefault(v, d uint32) uint32 {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+// Name returns Options.Name.
+func (p *Proxy) Name() string { return p.o.Name }
+
+// Phase places the Proxy with the tables: its maps refer to nothing the
+// other drivers write.
+func (p *Proxy) Phase() dataplane.Phase { return dataplane.PhaseTables }
+
+// SetWake implements dataplane.Wakeable.
+func (p *Proxy) SetWake(wake func()) {
+	p.mu.Lock()
+	p.wake = wake
+	p.mu.Unlock()
+}
+
+// MasqueradeRule is the netfilter rule an agent puts in its nat table's
+// POSTROUTING (or a chain it jumps to from there) when it sets
+// Options.MasqueradeMark: masquerade the packets the program marked. ok is
+// false without a mark.
+func (p *Proxy) MasqueradeRule() (r netfilter.Rule, ok bool) {
+	if p.o.MasqueradeMark == 0 {
+		return netfilter.Rule{}, false
+	}
+	return netfilter.Rule{
+		Matches:  []netfilter.Match{netfilter.Mark(p.o.MasqueradeMark, p.o.MasqueradeMask)},
+		Action:   netfilter.Masquerade(),
+		Comments: []string{"bpf-proxy: service traffic to a backend on another node"},
+	}, true
+}
+
+// OnUpdate records a message: ServiceUpdate, ServiceRemove,
+// NodeAddrsUpdate, and ifacemonitor.LinkUpdate for the interfaces the
+// programs go on. Others are ignored. A malformed message changes nothing
+// and is reported by the next CompleteDeferredWork.
+func (p *Proxy) OnUpdate(msg any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch m := msg.(type) {
+	case ServiceUpdate:
+		s := m.Service
+		if err := s.Validate(); err != nil {
+			p.report = append(p.report, err)
+			if s.Name != "" {
+				p.invalid[s.Name] = err
+			}
+			return
+		}
+		delete(p.invalid, s.Name)
+		s.ClusterIPs, s.ExternalIPs, s.Backends = slices.Clone(s.ClusterIPs), slices.Clone(s.ExternalIPs), slices.Clone(s.Backends)
+		old := p.services[s.Name]
+		if old == nil {
+			old = &svc{ids: map[int]uint32{}}
+			p.services[s.Name] = old
+		}
+		old.s, old.removed = s, false
+		p.dirty[s.Name] = true
+	case ServiceRemove:
+		if m.Name == "" {
+			p.report = append(p.report, fmt.Errorf("%w: remove with an empty name", ErrInvalidService))
+			return
+		}
+		delete(p.invalid, m.Name)
+		if s, ok := p.services[m.Name]; ok {
+			s.removed = true
+			p.dirty[m.Name] = true
+		}
+	case NodeAddrsUpdate:
+		var addrs []netip.Addr
+		for _, a := range m.Addrs {
+			if err := checkFrontendAddr(a); err != nil {
+				p.report = append(p.report, fmt.Errorf("%w: node address: %w", ErrInvalidService, err))
+				return
+			}
+			addrs = append(addrs, a)
+		}
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		addrs = slices.Compact(addrs)
+		if slices.Equal(addrs, p.nodeAddrs) {
+			return
+		}
+		p.nodeAddrs = addrs
+		for name, s := range p.services {
+			if s.s.NodePort != 0 {
+				p.dirty[name] = true
+			}
+		}
+	case ifacemonitor.LinkUpdate:
+		host, ok := p.wanted(m.Name)
+		if !ok {
+			return
+		}
+		if m.State == kernel.LinkGone {
+			delete(p.links, m.Name)
+		} else {
+			p.links[m.Name] = iface{index: m.Index, host: host}
+		}
+	}
+}
+
+// wanted says whether the programs go on interface name, and as a host
+// interface or a pod's.
+func (p *Proxy) wanted(name string) (host, ok bool) {
+	if slices.Contains(p.o.HostInterfaces, name) {
+		return true, true
+	}
+	for _, pre := range p.o.PodInterfacePrefixes {
+		if strings.HasPrefix(name, pre) {
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// CompleteDeferredWork reports the malformed messages received since the
+// last call. The Proxy turns services into map entries in Apply, where it
+// can read the maps to keep the IDs it gave before a restart.
+func (p *Proxy) CompleteDeferredWork(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	errs := p.report
+	p.report = nil
+	return errors.Join(errs...)
+}
+
+// QueueResync makes the next Apply read the maps and the attachments
+// again.
+func (p *Proxy) QueueResync() {
+	p.mu.Lock()
+	p.resync = true
+	p.mu.Unlock()
+}
+
+// Status returns a snapshot of what is programmed. It is safe to call from
+// any goroutine.
+func (p *Proxy) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var st Status
+	names := make([]string, 0, len(p.services))
+	for n := range p.services {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		s := p.services[n]
+		if s.err != nil {
+			st.Errors = append(st.Errors, s.err.Error())
+			continue
+		}
+		if len(s.fes) > 0 || len(s.bes) > 0 {
+			st.Services++
+		}
+		st.Frontends += len(s.fes)
+		st.Backends += len(s.bes)
+	}
+	for n, err := range p.invalid {
+		st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", n, err))
+	}
+	if p.k != nil {
+		st.Interfaces, st.Errors = p.k.attachedNames(), append(st.Errors, p.k.attachErrors()...)
+	}
+	slices.Sort(st.Errors)
+	return st
+}

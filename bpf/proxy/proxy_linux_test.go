@@ -1,0 +1,377 @@
+//go:build linux
+
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/internal/bpftest"
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/kernel"
+)
+
+// proxyRig is two hosts with three pods each; host 1 runs a Proxy on its
+// underlay (eth0) and its pod veths (veth1…), and every pod runs a
+// "whoami" server on port 8080 that answers each connection with its name.
+type proxyRig struct {
+	topo   *kerneltest.Topology
+	ns     *kernel.Namespace
+	pinDir string
+	names  map[netip.Addr]string // pod address → pod name
+}
+
+const (
+	whoamiPort = 8080
+	echoPort   = 8081
+	masqMark   = 0x40000
+)
+
+func newProxyRig(t *testing.T) *proxyRig {
+	t.Helper()
+	topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 2, PodsPerHost: 3})
+	require.NoError(t, topo.AddPodRoutesViaUnderlay())
+	ns, err := kernel.Open(topo.Hosts[0].NS.Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ns.Close() })
+	r := &proxyRig{topo: topo, ns: ns, pinDir: bpftest.Dir(t), names: map[netip.Addr]string{}}
+	for _, p := range topo.Pods() {
+		serveWhoami(t, p.NS, p.Name)
+		p.NS.ListenTCP(t, netip.AddrPortFrom(netip.Addr{}, echoPort))
+		for _, a := range p.Addrs() {
+			r.names[a] = p.Name
+		}
+	}
+	// Host 1 masquerades what the program marks (NodePort traffic sent to
+	// another node), as an agent does with MasqueradeRule.
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		out, err := topo.Hosts[0].NS.Exec(context.Background(), cmd, "-w", "5", "-t", "nat", "-A", "POSTROUTING",
+			"-m", "mark", "--mark", fmt.Sprintf("%#x/%#x", masqMark, masqMark), "-j", "MASQUERADE")
+		require.NoError(t, err, "%s", out)
+	}
+	return r
+}
+
+// serveWhoami answers every TCP connection to port whoamiPort in ns with
+// name, then closes it.
+func serveWhoami(t *testing.T, ns *kerneltest.NS, name string) {
+	var ln net.Listener
+	require.NoError(t, ns.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", whoamiPort))
+		return err
+	}))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, name)
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+}
+
+// whoami connects from ns to to and returns the name the server sent.
+func whoami(ns *kerneltest.NS, to netip.AddrPort) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var c net.Conn
+	if err := ns.Do(func() error {
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, "tcp", to.String())
+		return err
+	}); err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	b, err := io.ReadAll(c)
+	return string(b), err
+}
+
+// options is the Proxy of host 1.
+func (r *proxyRig) options() Options {
+	return Options{Kernel: r.ns, PinDir: r.pinDir, HostInterfaces: []string{"eth0"},
+		PodInterfacePrefixes: []string{"veth"}, MasqueradeMark: masqMark, MasqueradeMask: masqMark}
+}
+
+// feed gives p the interfaces of host 1, as an interface monitor would.
+func (r *proxyRig) feed(t *testing.T, p *Proxy) {
+	links, err := r.ns.Links(context.Background())
+	require.NoError(t, err)
+	for _, l := range links {
+		p.OnUpdate(ifacemonitor.LinkUpdate{Name: l.Name, Index: l.Index, State: l.State()})
+	}
+	p.OnUpdate(NodeAddrsUpdate{Addrs: r.topo.Hosts[0].UnderlayAddrs()})
+}
+
+// backends are host1-pod2 (local), host2-pod1 and host2-pod2 (remote), of
+// family v4 or v6.
+func (r *proxyRig) backends(v6 bool) []Backend {
+	pick := func(p *kerneltest.Pod) netip.Addr {
+		if v6 {
+			return p.IPv6
+		}
+		return p.IPv4
+	}
+	h1, h2 := r.topo.Hosts[0], r.topo.Hosts[1]
+	return []Backend{
+		{Addr: netip.AddrPortFrom(pick(h1.Pods[1]), whoamiPort), Local: true},
+		{Addr: netip.AddrPortFrom(pick(h2.Pods[0]), whoamiPort)},
+		{Addr: netip.AddrPortFrom(pick(h2.Pods[1]), whoamiPort)},
+	}
+}
+
+func apply(t *testing.T, p *Proxy) {
+	t.Helper()
+	require.NoError(t, p.CompleteDeferredWork(context.Background()))
+	_, err := p.Apply(context.Background())
+	require.NoError(t, err)
+}
+
+// spread connects n times and counts the answers per backend name.
+func spread(t *testing.T, from *kerneltest.NS, to netip.AddrPort, n int) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for range n {
+		name, err := whoami(from, to)
+		require.NoError(t, err, "connect %v from %s", to, from)
+		got[name]++
+	}
+	return got
+}
+
+var (
+	clusterV4 = netip.MustParseAddr("10.96.0.10")
+	clusterV6 = netip.MustParseAddr("fd00:96::10")
+)
+
+func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
+	r := newProxyRig(t)
+	p, err := New(r.options())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	r.feed(t, p)
+	client := r.topo.Hosts[0].Pods[0]
+	for _, v6 := range []bool{false, true} {
+		cip := clusterV4
+		if v6 {
+			cip = clusterV6
+		}
+		p.OnUpdate(ServiceUpdate{Service{Name: fmt.Sprintf("default/web-v6=%v:http", v6), Port: 80, ClusterIPs: []netip.Addr{cip},
+			NodePort: 30080, Backends: r.backends(v6)}})
+	}
+	apply(t, p)
+	st := p.Status()
+	assert.Equal(t, 2, st.Services)
+	assert.Empty(t, st.Errors)
+	assert.Contains(t, st.Interfaces, "eth0")
+	assert.Contains(t, st.Interfaces, "veth1")
+
+	for _, cip := range []netip.Addr{clusterV4, clusterV6} {
+		got := spread(t, client.NS, netip.AddrPortFrom(cip, 80), 30)
+		t.Logf("ClusterIP %v from %s: %v", cip, client.Name, got)
+		assert.Len(t, got, 3, "every backend (local and on host 2) answers")
+	}
+	// A NodePort from host 2 (another node): to a local backend directly,
+	// to host 2's own pods masqueraded through host 1.
+	h2 := r.topo.Hosts[1]
+	for _, a := range r.topo.Hosts[0].UnderlayAddrs() {
+		got := spread(t, h2.NS, netip.AddrPortFrom(a, 30080), 30)
+		t.Logf("NodePort %v from host 2: %v", a, got)
+		assert.Len(t, got, 3)
+	}
+	// A second Apply with nothing new writes nothing.
+	k := p.k
+	before := k.feSync.Stats().Syscalls + k.beSync.Stats().Syscalls
+	apply(t, p)
+	assert.Equal(t, before, k.feSync.Stats().Syscalls+k.beSync.Stats().Syscalls)
+}
+
+func TestKernelProxyExternalTrafficLocal(t *testing.T) {
+	r := newProxyRig(t)
+	p, err := New(r.options())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	r.feed(t, p)
+	p.OnUpdate(ServiceUpdate{Service{Name: "default/local:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4},
+		NodePort: 30081, ExternalTrafficLocal: true, Backends: r.backends(false)}})
+	apply(t, p)
+	got := spread(t, r.topo.Hosts[1].NS, netip.AddrPortFrom(r.topo.Hosts[0].UnderlayIPv4.Addr(), 30081), 12)
+	assert.Equal(t, map[string]int{r.topo.Hosts[0].Pods[1].Name: 12}, got, "only the local backend")
+	// From a pod, the ClusterIP still spreads over all.
+	got = spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30)
+	assert.Len(t, got, 3)
+}
+
+func TestKernelProxyChangesAndRemoval(t *testing.T) {
+	r := newProxyRig(t)
+	p, err := New(r.options())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	r.feed(t, p)
+	client := r.topo.Hosts[0].Pods[0].NS
+	svc := Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(ServiceUpdate{svc})
+	apply(t, p)
+	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 30), 3)
+
+	// One backend left: every connection goes there.
+	svc.Backends = svc.Backends[2:]
+	p.OnUpdate(ServiceUpdate{svc})
+	apply(t, p)
+	assert.Equal(t, map[string]int{r.topo.Hosts[1].Pods[1].Name: 10}, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 10))
+
+	// No backend: new connections are dropped (the connect times out).
+	svc.Backends = nil
+	p.OnUpdate(ServiceUpdate{svc})
+	apply(t, p)
+	_, err = whoami(client, netip.AddrPortFrom(clusterV4, 80))
+	require.Error(t, err)
+
+	// Removed: the address is no service any more (nothing answers it).
+	p.OnUpdate(ServiceRemove{Name: svc.Name})
+	apply(t, p)
+	assert.Equal(t, 0, p.Status().Services)
+	fes, err := p.k.feSync.Kernel(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, fes)
+}
+
+func TestKernelProxyRestartKeepsConnections(t *testing.T) {
+	r := newProxyRig(t)
+	p, err := New(r.options())
+	require.NoError(t, err)
+	r.feed(t, p)
+	backends := r.backends(false)
+	for i := range backends {
+		backends[i].Addr = netip.AddrPortFrom(backends[i].Addr.Addr(), echoPort)
+	}
+	svcs := []Service{
+		{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends},
+		{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, NodePort: 30080, Backends: r.backends(false)},
+	}
+	for _, s := range svcs {
+		p.OnUpdate(ServiceUpdate{s})
+	}
+	apply(t, p)
+
+	// An established connection through the service.
+	client := r.topo.Hosts[0].Pods[0].NS
+	var conn net.Conn
+	require.NoError(t, client.Do(func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(clusterV4, 81).String(), 3*time.Second)
+		return err
+	}))
+	defer conn.Close()
+	exchange := func() {
+		t.Helper()
+		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+		_, err := conn.Write([]byte("ping"))
+		require.NoError(t, err)
+		buf := make([]byte, 4)
+		_, err = io.ReadFull(conn, buf)
+		require.NoError(t, err)
+		require.Equal(t, "ping", string(buf))
+	}
+	exchange()
+
+	// The agent goes away: the pins keep the dataplane working.
+	require.NoError(t, p.Close())
+	exchange()
+	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 20), 3)
+
+	// A new Proxy on the same pins, with the same services, adopts them
+	// (IDs included) and writes no map entry.
+	p2, err := New(r.options())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p2.Cleanup(context.Background()) })
+	r.feed(t, p2)
+	for _, s := range svcs {
+		p2.OnUpdate(ServiceUpdate{s})
+	}
+	apply(t, p2)
+	assert.Equal(t, 0, p2.k.feSync.Stats().Updated+p2.k.beSync.Stats().Updated, "nothing rewritten")
+	assert.Equal(t, 0, p2.k.feSync.Stats().Deleted+p2.k.beSync.Stats().Deleted)
+	exchange()
+
+	// Cleanup detaches everything and removes the pins.
+	require.NoError(t, p2.Cleanup(context.Background()))
+	entries, err := os.ReadDir(r.pinDir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		// A fresh bpffs shows the kernel's maps.debug and progs.debug.
+		assert.True(t, strings.HasSuffix(e.Name(), ".debug"), "pin left: %s", e.Name())
+	}
+	// The kernel detaches a link whose last reference went in a worker,
+	// shortly after.
+	require.Eventually(t, func() bool {
+		_, err := whoami(client, netip.AddrPortFrom(clusterV4, 80))
+		return err != nil
+	}, 10*time.Second, 100*time.Millisecond, "no translation after Cleanup")
+}
+
+func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
+	r := newProxyRig(t)
+	p, err := New(r.options())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	p.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}})
+	// No interface known yet: the maps are written, nothing is attached.
+	apply(t, p)
+	assert.Empty(t, p.Status().Interfaces)
+	client := r.topo.Hosts[0].Pods[0]
+	_, err = whoami(client.NS, netip.AddrPortFrom(clusterV4, 80))
+	require.Error(t, err)
+
+	r.feed(t, p)
+	apply(t, p)
+	name, err := whoami(client.NS, netip.AddrPortFrom(clusterV4, 80))
+	require.NoError(t, err)
+	assert.NotEmpty(t, name)
+
+	// The client's veth is deleted and made again under the same name with
+	// a new index: the attachment follows it.
+	l, err := r.ns.LinkByName(context.Background(), client.HostVeth)
+	require.NoError(t, err)
+	p.OnUpdate(ifacemonitor.LinkUpdate{Name: client.HostVeth, Index: l.Index, State: kernel.LinkGone})
+	apply(t, p)
+	assert.NotContains(t, p.Status().Interfaces, client.HostVeth)
+	_, err = os.Stat(filepath.Join(r.pinDir, linksDir, "ingress_"+client.HostVeth))
+	assert.True(t, errors.Is(err, os.ErrNotExist), "the pin of a gone interface is removed: %v", err)
+
+	// An attachment that fails (an interface index that does not exist) is
+	// reported for that interface alone and retried.
+	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "veth9", Index: 99999, State: kernel.LinkUp})
+	_, err = p.Apply(context.Background())
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe)
+	assert.ErrorIs(t, err, ErrAttach)
+	assert.True(t, strings.Contains(err.Error(), "veth9"), "%v", err)
+	st := p.Status()
+	assert.Contains(t, st.Interfaces, "eth0")
+	assert.NotEmpty(t, st.Errors)
+}
