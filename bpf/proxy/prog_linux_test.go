@@ -1,14 +1,21 @@
 package proxy
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 )
 
@@ -809,6 +816,129 @@ func TestKernelProgSynRepicks(t *testing.T) {
 	}
 	if !moved {
 		t.Errorf("64 pairs of SYNs on one tuple always went to the same backend")
+	}
+}
+
+// testSetCsumOffload turns a device's transmit (tx) or receive checksum
+// offload on or off with the legacy SIOCETHTOOL commands (no ethtool binary
+// needed). It must run inside the device's namespace.
+func testSetCsumOffload(iface string, tx, on bool) error {
+	const ethtoolSRXCSUM, ethtoolSTXCSUM = 0x15, 0x17
+	value := struct{ Cmd, Data uint32 }{Cmd: ethtoolSRXCSUM}
+	if tx {
+		value.Cmd = ethtoolSTXCSUM
+	}
+	if on {
+		value.Data = 1
+	}
+	var ifr struct {
+		Name [unix.IFNAMSIZ]byte
+		Data unsafe.Pointer
+		_    [16]byte
+	}
+	copy(ifr.Name[:], iface)
+	ifr.Data = unsafe.Pointer(&value)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	runtime.KeepAlive(&value)
+	if errno != 0 {
+		return fmt.Errorf("SIOCETHTOOL %#x on %s: %w", value.Cmd, iface, errno)
+	}
+	return nil
+}
+
+// Real TCP connections between two pods through a service, the programs
+// attached with TCX to the pods' host veths. With the pods' transmit
+// checksum offload on, the program sees CHECKSUM_PARTIAL skbs (the
+// checksum field holds only the pseudo-header sum); with it off, complete
+// checksums. Either way the host veths compute the final checksum on the
+// way to a pod (their transmit offload is off) and the pods verify every
+// checksum they receive (receive offload off), so a wrong fix-up loses the
+// connection.
+func TestKernelProgVethTraffic(t *testing.T) {
+	for _, partial := range []bool{true, false} {
+		name := "checksum_partial"
+		if !partial {
+			name = "checksum_complete_in_packet"
+		}
+		t.Run(name, func(t *testing.T) {
+			objs := testObjs(t)
+			tp := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 1, PodsPerHost: 2})
+			host := tp.Hosts[0]
+			client, server := host.Pods[0], host.Pods[1]
+
+			for _, pod := range host.Pods {
+				err := host.NS.Do(func() error {
+					ifc, err := net.InterfaceByName(pod.HostVeth)
+					if err != nil {
+						return err
+					}
+					for _, a := range []struct {
+						prog *ebpf.Program
+						typ  ebpf.AttachType
+					}{{objs.NpIngressPod, ebpf.AttachTCXIngress}, {objs.NpEgress, ebpf.AttachTCXEgress}} {
+						l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: a.prog, Attach: a.typ})
+						if err != nil {
+							return fmt.Errorf("attach to %s: %w", pod.HostVeth, err)
+						}
+						t.Cleanup(func() { l.Close() })
+					}
+					return testSetCsumOffload(pod.HostVeth, true, false)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = pod.NS.Do(func() error {
+					if err := testSetCsumOffload(pod.Iface, false, false); err != nil {
+						return err
+					}
+					return testSetCsumOffload(pod.Iface, true, partial)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			ln, _ := server.NS.ListenTCP(t, netip.AddrPort{})
+			services := []testService{
+				{id: 1, fe: testAddrPort("10.96.0.10:80"), proto: testProtoTCP,
+					backends: []netip.AddrPort{netip.AddrPortFrom(server.IPv4, ln.Port())}, local: 1},
+				{id: 2, fe: testAddrPort("[fd00:10:96::10]:80"), proto: testProtoTCP,
+					backends: []netip.AddrPort{netip.AddrPortFrom(server.IPv6, ln.Port())}, local: 1},
+			}
+			for _, svc := range services {
+				testPutService(t, objs, svc)
+				for i := 0; i < 3; i++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					err := client.NS.DialTCP(ctx, svc.fe)
+					cancel()
+					if err != nil {
+						t.Fatalf("connection %d to %v (backend %v): %v", i, svc.fe, svc.backends[0], err)
+					}
+				}
+			}
+
+			// The connections did go through the program: a reverse entry
+			// per connection, from the backend to the client.
+			var (
+				k          testCtKey
+				v          testCtVal
+				nrev       int
+				fromServer = map[[16]byte]bool{server.IPv4.As16(): true, server.IPv6.As16(): true}
+			)
+			for it := objs.NpCt.Iterate(); it.Next(&k, &v); {
+				if v.Flags&testCtReverse != 0 && fromServer[k.Src] {
+					nrev++
+				}
+			}
+			if nrev != 6 {
+				t.Errorf("%d reverse entries from the server, want 6", nrev)
+			}
+		})
 	}
 }
 
