@@ -15,7 +15,10 @@
 // A Sync owns the whole of the map it is given: every entry that is not
 // desired is deleted at the next Apply, whoever wrote it. Give a Sync only
 // a map that nothing else writes (a BPF program's own writes to an LRU
-// map, say, are deleted at the next resync unless they are desired).
+// map, say, are deleted at the next resync unless they are desired). A
+// Sync is meant for maps whose entries can be deleted (Hash, LRUHash and
+// the like): every index of an array always exists, so an array's Sync
+// must desire all of them. Per-CPU maps are refused (NewSync).
 //
 // # How it is used
 //

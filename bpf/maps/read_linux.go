@@ -51,7 +51,7 @@ func (s *Sync[K, V]) batchRead(ctx context.Context) (map[K]V, error) {
 // The kernel walks a hash map bucket by bucket, each under its lock, so
 // entries added or deleted meanwhile are seen at most once.
 func (s *Sync[K, V]) batchReadChunk(ctx context.Context, chunk int) (map[K]V, error) {
-	out := make(map[K]V, len(s.kernel))
+	out := make(map[K]V, s.sizeHint())
 	keys := make([]K, chunk)
 	vals := make([]V, chunk)
 	var cursor ebpf.MapBatchCursor
@@ -84,7 +84,7 @@ func (s *Sync[K, V]) batchReadChunk(ctx context.Context, chunk int) (map[K]V, er
 func (s *Sync[K, V]) iterateRead(ctx context.Context) (map[K]V, error) {
 	limit := int(s.m.MaxEntries()) + 1
 	for range iterateAttempts {
-		out := make(map[K]V, len(s.kernel))
+		out := make(map[K]V, s.sizeHint())
 		var key, next K
 		var val V
 		first := true
@@ -122,3 +122,8 @@ func (s *Sync[K, V]) iterateRead(ctx context.Context) (map[K]V, error) {
 	}
 	return nil, fmt.Errorf("key-by-key read restarted %d times: %w", iterateAttempts, ebpf.ErrIterationAborted)
 }
+
+// sizeHint is the expected number of entries after a read: as many as
+// the map held, or as the desired set when larger, since that many are
+// about to be written.
+func (s *Sync[K, V]) sizeHint() int { return max(len(s.kernel), len(s.desired)) }

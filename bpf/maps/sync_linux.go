@@ -74,6 +74,10 @@ type Sync[K comparable, V comparable] struct {
 	// dirty holds the keys whose desired and kernel entries may differ;
 	// failed keys stay in it until they succeed.
 	dirty map[K]struct{}
+	// dirtyPeak is the most keys dirty has held since it was last
+	// allocated: a Go map keeps its capacity, and ranging over it costs
+	// that capacity, so shrink rebuilds it once most of it is gone.
+	dirtyPeak int
 	// read is false until the first read and after QueueResync.
 	read bool
 
@@ -150,13 +154,33 @@ func mapName(m *ebpf.Map) string {
 	return s
 }
 
+// mark records that k's desired and kernel entries may differ.
+func (s *Sync[K, V]) mark(k K) {
+	s.dirty[k] = struct{}{}
+	s.dirtyPeak = max(s.dirtyPeak, len(s.dirty))
+}
+
+// shrink rebuilds dirty when it holds far fewer keys than it once did, so
+// that an Apply after a large one costs what it changes, not what the
+// large one did.
+func (s *Sync[K, V]) shrink() {
+	if s.dirtyPeak <= 64 || len(s.dirty) > s.dirtyPeak/4 {
+		return
+	}
+	small := make(map[K]struct{}, len(s.dirty))
+	for k := range s.dirty {
+		small[k] = struct{}{}
+	}
+	s.dirty, s.dirtyPeak = small, len(small)
+}
+
 // Set makes v the desired value of k. It does no I/O.
 func (s *Sync[K, V]) Set(k K, v V) {
 	if old, ok := s.desired[k]; ok && old == v {
 		return
 	}
 	s.desired[k] = v
-	s.dirty[k] = struct{}{}
+	s.mark(k)
 }
 
 // Delete removes k from the desired set: the next Apply deletes it from
@@ -166,7 +190,7 @@ func (s *Sync[K, V]) Delete(k K) {
 		return
 	}
 	delete(s.desired, k)
-	s.dirty[k] = struct{}{}
+	s.mark(k)
 }
 
 // Desired returns the desired value of k and whether k is desired.
@@ -184,12 +208,12 @@ func (s *Sync[K, V]) DesiredLen() int { return len(s.desired) }
 func (s *Sync[K, V]) ReplaceDesired(entries map[K]V) {
 	for k, old := range s.desired {
 		if v, ok := entries[k]; !ok || v != old {
-			s.dirty[k] = struct{}{}
+			s.mark(k)
 		}
 	}
 	for k := range entries {
 		if _, ok := s.desired[k]; !ok {
-			s.dirty[k] = struct{}{}
+			s.mark(k)
 		}
 	}
 	s.desired = maps.Clone(entries)
@@ -259,6 +283,7 @@ func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error {
 	if err := s.ensureRead(ctx); err != nil {
 		return err
 	}
+	defer s.shrink()
 	var keys []K
 	var vals []V
 	for k := range s.dirty {
@@ -303,6 +328,7 @@ func (s *Sync[K, V]) ApplyDeletions(ctx context.Context) error {
 	if err := s.ensureRead(ctx); err != nil {
 		return err
 	}
+	defer s.shrink()
 	var keys []K
 	for k := range s.dirty {
 		if _, want := s.desired[k]; want {
@@ -447,15 +473,15 @@ func (s *Sync[K, V]) ensureRead(ctx context.Context) error {
 	s.stats.Reads++
 	s.kernel = got
 	s.read = true
-	s.dirty = map[K]struct{}{}
+	clear(s.dirty)
 	for k, v := range s.desired {
 		if kv, ok := got[k]; !ok || kv != v {
-			s.dirty[k] = struct{}{}
+			s.mark(k)
 		}
 	}
 	for k := range got {
 		if _, ok := s.desired[k]; !ok {
-			s.dirty[k] = struct{}{}
+			s.mark(k)
 		}
 	}
 	s.log.Debug("maps: read map", "map", s.name, "entries", len(got), "differing", len(s.dirty))
