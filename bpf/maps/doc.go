@@ -18,7 +18,10 @@
 // map, say, are deleted at the next resync unless they are desired). A
 // Sync is meant for maps whose entries can be deleted (Hash, LRUHash and
 // the like): every index of an array always exists, so an array's Sync
-// must desire all of them. Per-CPU maps are refused (NewSync).
+// must desire all of them. Per-CPU maps are refused (NewSync). The kernel
+// evicts entries from a full LRU map on its own; a Sync learns of that at
+// its next read (after QueueResync) and writes them again, so keep an LRU
+// map's desired set well below its MaxEntries.
 //
 // # How it is used
 //

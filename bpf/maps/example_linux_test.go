@@ -40,6 +40,15 @@ func ExampleOpen() {
 	fmt.Println(m.Type(), m.MaxEntries())
 }
 
+// Remove unpins a map nodeplane no longer uses; programs and processes
+// that hold it keep it until they let it go. A missing pin is not an
+// error. This example only compiles: it needs root and bpffs.
+func ExampleRemove() {
+	if err := maps.Remove("/sys/fs/bpf/nodeplane", "np_backends"); err != nil {
+		fmt.Println(err)
+	}
+}
+
 // A Sync keeps the map equal to the desired set: the first Apply reads the
 // map and writes the difference, later ones write only what changed. This
 // example only compiles: it needs root and bpffs.
