@@ -375,3 +375,68 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	assert.Contains(t, st.Interfaces, "eth0")
 	assert.NotEmpty(t, st.Errors)
 }
+
+// A backend removed from a service renumbers the ones after it; their
+// established connections keep their backend.
+func TestKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T) {
+	r := newProxyRig(t)
+	p, err := New(r.options())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	r.feed(t, p)
+	backends := r.backends(false)
+	for i := range backends {
+		backends[i].Addr = netip.AddrPortFrom(backends[i].Addr.Addr(), echoPort)
+	}
+	svc := Service{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends}
+	p.OnUpdate(ServiceUpdate{svc})
+	apply(t, p)
+
+	client := r.topo.Hosts[0].Pods[0]
+	type tracked struct {
+		conn    net.Conn
+		backend netip.AddrPort
+	}
+	var conns []tracked
+	for range 24 {
+		var c net.Conn
+		require.NoError(t, client.NS.Do(func() error {
+			var err error
+			c, err = net.DialTimeout("tcp", netip.AddrPortFrom(clusterV4, 81).String(), 3*time.Second)
+			return err
+		}))
+		defer c.Close()
+		// The program's forward entry says which backend it chose.
+		local := c.LocalAddr().(*net.TCPAddr).AddrPort()
+		key := ctKey{Src: addr16(local.Addr().Unmap()), Dst: addr16(clusterV4), Sport: port16(local.Port()), Dport: port16(81), Proto: 6}
+		var v ctVal
+		require.NoError(t, p.k.ct.Lookup(&key, &v))
+		conns = append(conns, tracked{c, netip.AddrPortFrom(fromAddr16(v.Addr), fromPort16(v.Port))})
+	}
+	exchange := func(c net.Conn) error {
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return err
+		}
+		buf := make([]byte, 4)
+		_, err := io.ReadFull(c, buf)
+		return err
+	}
+	for _, c := range conns {
+		require.NoError(t, exchange(c.conn))
+	}
+	// The first backend (ordinal 0) goes; the others move down by one.
+	removed := svc.Backends[0].Addr
+	svc.Backends = svc.Backends[1:]
+	p.OnUpdate(ServiceUpdate{svc})
+	apply(t, p)
+	kept := 0
+	for _, c := range conns {
+		if c.backend == removed {
+			continue
+		}
+		kept++
+		assert.NoError(t, exchange(c.conn), "connection to %v", c.backend)
+	}
+	assert.NotZero(t, kept)
+}

@@ -229,6 +229,37 @@ static __always_inline void np_set_masq(struct __sk_buff *skb)
 	skb->mark = (skb->mark & ~masq_mask) | masq_mark;
 }
 
+// How many of a service's backends a known connection's backend is looked
+// for among when it is no longer at its ordinal.
+#define NP_BACKEND_SEARCH 64
+
+// np_known_backend returns the backend of a known connection: the entry at
+// its ordinal when it still holds the same backend, or else the same
+// backend at another of the service's first NP_BACKEND_SEARCH ordinals —
+// the agent numbers backends in order, so removing one moves those after
+// it (np_be holds ordinals 0..count-1 with no gap: a miss ends the search).
+// It records the new ordinal in ct. NULL: the backend is gone.
+static __always_inline struct np_be_val *np_known_backend(struct np_ct_val *ct)
+{
+	struct np_be_key bk = {.svc_id = ct->svc_id, .ordinal = ct->ordinal};
+	struct np_be_val *be;
+
+	be = bpf_map_lookup_elem(&np_be, &bk);
+	if (be && be->port == ct->port && np_addr_eq(be->addr, ct->addr))
+		return be;
+	for (__u32 i = 0; i < NP_BACKEND_SEARCH; i++) {
+		bk.ordinal = i;
+		be = bpf_map_lookup_elem(&np_be, &bk);
+		if (!be)
+			return NULL;
+		if (be->port == ct->port && np_addr_eq(be->addr, ct->addr)) {
+			ct->ordinal = i;
+			return be;
+		}
+	}
+	return NULL;
+}
+
 // np_forward is the forward NAT of both ingress programs. from_host selects
 // the host interface's rules: externalTrafficPolicy Local and masquerading
 // of connections sent to a backend on another node.
@@ -250,15 +281,13 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	now = bpf_ktime_get_ns();
 
 	// A known connection keeps its backend as long as the backend is still
-	// in np_be at the same ordinal. A bare SYN starts a new connection (a
+	// one of the service's (np_known_backend). A bare SYN starts a new connection (a
 	// reused client port) and picks afresh.
 	ct = bpf_map_lookup_elem(&np_ct, &p.key);
 	if (ct && !(ct->flags & NP_CT_REVERSE) &&
 	    !(p.key.proto == IPPROTO_TCP && (p.tcp_flags & (NP_TCP_SYN | NP_TCP_ACK)) == NP_TCP_SYN)) {
-		bk.svc_id = ct->svc_id;
-		bk.ordinal = ct->ordinal;
-		be = bpf_map_lookup_elem(&np_be, &bk);
-		if (be && be->port == ct->port && np_addr_eq(be->addr, ct->addr)) {
+		be = np_known_backend(ct);
+		if (be) {
 			ct->last_seen = now;
 			masq = (ct->flags & NP_CT_MASQ) != 0;
 			__builtin_memcpy(&backend, be, sizeof(backend));

@@ -1,0 +1,26 @@
+//go:build !linux
+
+package proxy
+
+import (
+	"context"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+)
+
+// kstate is the kernel side, which only Linux has.
+type kstate struct{}
+
+func (*kstate) attachedNames() []string { return nil }
+func (*kstate) attachErrors() []string  { return nil }
+
+// Apply fails with ErrNotSupported: BPF service translation needs Linux.
+func (p *Proxy) Apply(context.Context) (dataplane.ApplyResult, error) {
+	return dataplane.ApplyResult{}, ErrNotSupported
+}
+
+// Close does nothing off Linux.
+func (p *Proxy) Close() error { return nil }
+
+// Cleanup fails with ErrNotSupported off Linux.
+func (p *Proxy) Cleanup(context.Context) error { return ErrNotSupported }
