@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -98,6 +99,12 @@ type Options struct {
 	// pools that masquerade, without the set driver's prefix. Empty means
 	// DefaultAllPoolsSet and DefaultMasqPoolsSet.
 	AllPoolsSet, MasqPoolsSet string
+	// Marks are packet marks that are masqueraded too, whatever their
+	// addresses: a service proxy (package bpf/proxy) marks the connections
+	// from other hosts that it sends to a backend on another node, so the
+	// reply comes back through this node. Each needs a non-zero Mask that
+	// holds its Mark.
+	Marks []netfilter.MatchMark
 	// NoRandomFully leaves out --random-fully (source ports chosen fully at
 	// random, which avoids port collisions between masqueraded flows) for
 	// kernels before 3.14 and iptables before 1.6.2, which lack it.
@@ -138,6 +145,10 @@ func New(opts Options) (*Manager, error) {
 		opts.MasqPoolsSet = DefaultMasqPoolsSet
 	}
 	c.Refuse(opts.AllPoolsSet == opts.MasqPoolsSet, "AllPoolsSet and MasqPoolsSet are both %q", opts.AllPoolsSet)
+	for _, mk := range opts.Marks {
+		c.Refuse(mk.Mask == 0 || mk.Mark&^mk.Mask != 0, "mark %#x/%#x: the mask must be non-zero and hold the mark", mk.Mark, mk.Mask)
+	}
+	opts.Marks = slices.Clone(opts.Marks)
 	m := &Manager{o: opts, pools: map[string]PoolUpdate{}, dirty: true}
 	m.allSet = c.KernelName("AllPoolsSet", opts.Sets, opts.AllPoolsSet)
 	m.masqSet = c.KernelName("MasqPoolsSet", opts.Sets, opts.MasqPoolsSet)
@@ -161,7 +172,20 @@ func (m *Manager) AllPoolsSet() string { return m.allSet }
 // masquerade.
 func (m *Manager) MasqPoolsSet() string { return m.masqSet }
 
-// Rule returns the one rule of Chain: packets from a masquerading pool to
+// Rules returns the rules of Chain: Rule, then one per Options.Marks.
+func (m *Manager) Rules() []netfilter.Rule {
+	rules := []netfilter.Rule{m.Rule()}
+	for _, mk := range m.o.Marks {
+		rules = append(rules, netfilter.Rule{
+			Matches:  []netfilter.Match{mk},
+			Action:   netfilter.ActionMasquerade{RandomFully: !m.o.NoRandomFully},
+			Comments: []string{"masquerade what carries the mark"},
+		})
+	}
+	return rules
+}
+
+// Rule returns the first rule of Chain: packets from a masquerading pool to
 // anything outside every pool are masqueraded.
 func (m *Manager) Rule() netfilter.Rule {
 	return netfilter.Rule{
@@ -238,7 +262,7 @@ func (m *Manager) declare() error {
 	if m.chainDone {
 		return nil
 	}
-	if err := m.o.Table.SetChains(netfilter.Chain{Name: m.o.Chain, Rules: []netfilter.Rule{m.Rule()}}); err != nil {
+	if err := m.o.Table.SetChains(netfilter.Chain{Name: m.o.Chain, Rules: m.Rules()}); err != nil {
 		return err
 	}
 	if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump),

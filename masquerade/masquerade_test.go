@@ -173,6 +173,8 @@ func TestOptions(t *testing.T) {
 		"same sets":         func(o *masquerade.Options) { o.AllPoolsSet, o.MasqPoolsSet = "x", "x" },
 		"set name too long": func(o *masquerade.Options) { o.AllPoolsSet = strings.Repeat("x", 40) },
 		"bad set name":      func(o *masquerade.Options) { o.MasqPoolsSet = "a b" },
+		"mark outside mask": func(o *masquerade.Options) { o.Marks = []netfilter.MatchMark{{Mark: 0x3, Mask: 0x1}} },
+		"mark without mask": func(o *masquerade.Options) { o.Marks = []netfilter.MatchMark{{Mark: 0, Mask: 0}} },
 	} {
 		o := good
 		mutate(&o)
@@ -215,6 +217,22 @@ func TestJumpPlacementAndNoRandomFully(t *testing.T) {
 	require.NoError(t, r2.pass())
 	assert.Len(t, r2.rules("npm-masq"), 1)
 	assert.Equal(t, r2.m.Rule().Action, netfilter.ActionMasquerade{RandomFully: true})
+}
+
+// Options.Marks: what carries a mark is masqueraded too, after the pool
+// rule.
+func TestMarks(t *testing.T) {
+	r := newRig(t, ipfamily.IPv4, func(o *masquerade.Options) {
+		o.Marks = []netfilter.MatchMark{{Mark: 0x40000, Mask: 0x40000}}
+	})
+	r.send(masquerade.PoolUpdate{ID: "a", CIDR: pool4, Masquerade: true})
+	require.NoError(t, r.pass())
+	rules := r.rules("npm-masq")
+	require.Len(t, rules, 2)
+	assert.Contains(t, rules[0], "--match-set np4-masq-pools src")
+	assert.Contains(t, rules[1], "-m mark --mark 0x40000/0x40000")
+	assert.Contains(t, rules[1], "-j MASQUERADE --random-fully")
+	assert.Len(t, r.m.Rules(), 2)
 }
 
 // A restore failure is the Table's; the loop retries it and it converges.
