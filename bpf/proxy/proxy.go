@@ -278,6 +278,22 @@ func (p *Proxy) OnUpdate(msg any) {
 	}
 }
 
+// OnLinkUpdate records an interface's state as OnUpdate does and wakes the
+// loop when the interface is one the programs go on. It is for an
+// interface monitor's callback and safe from any goroutine.
+func (p *Proxy) OnLinkUpdate(u ifacemonitor.LinkUpdate) {
+	if _, ok := p.wanted(u.Name); !ok {
+		return
+	}
+	p.OnUpdate(u)
+	p.mu.Lock()
+	wake := p.wake
+	p.mu.Unlock()
+	if wake != nil {
+		wake()
+	}
+}
+
 // wanted says whether the programs go on interface name, and as a host
 // interface or a pod's.
 func (p *Proxy) wanted(name string) (host, ok bool) {

@@ -440,3 +440,20 @@ func TestKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T) {
 	}
 	assert.NotZero(t, kept)
 }
+
+// A pod that is one of its service's backends reaches the service through
+// the other backends.
+func TestKernelProxyPodReachesItsOwnService(t *testing.T) {
+	r := newProxyRig(t)
+	p, err := New(r.options())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	r.feed(t, p)
+	client := r.topo.Hosts[0].Pods[0]
+	backends := append([]Backend{{Addr: netip.AddrPortFrom(client.IPv4, whoamiPort), Local: true}}, r.backends(false)...)
+	p.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends}})
+	apply(t, p)
+	got := spread(t, client.NS, netip.AddrPortFrom(clusterV4, 80), 30)
+	assert.NotContains(t, got, client.Name)
+	assert.Len(t, got, 3)
+}

@@ -273,7 +273,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	struct np_be_val *be;
 	struct np_be_val backend;
 	__u64 now;
-	__u32 count, local_count, ordinal;
+	__u32 count, local_count, ordinal, n;
 	int masq;
 
 	if (np_parse(skb, &p) < 0)
@@ -308,22 +308,33 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	if (count == 0)
 		return TC_ACT_SHOT; // no ready backend
 
+	// Pick among the local backends only (externalTrafficPolicy Local,
+	// traffic from outside) or among all of them.
+	n = count;
 	if (from_host && (fe->flags & NP_FE_EXTERNAL_LOCAL)) {
 		if (local_count == 0)
 			return TC_ACT_SHOT;
-		ordinal = bpf_get_prandom_u32() % local_count;
-	} else {
-		ordinal = bpf_get_prandom_u32() % count;
+		n = local_count;
 	}
-	// Traffic from outside sent to another node must come back through
-	// this node: netfilter masquerades it when it sees the mark.
-	masq = from_host && ordinal >= local_count && masq_mark != 0;
-
+	ordinal = bpf_get_prandom_u32() % n;
 	bk.svc_id = fe->svc_id;
 	bk.ordinal = ordinal;
 	be = bpf_map_lookup_elem(&np_be, &bk);
 	if (!be)
 		return TC_ACT_SHOT;
+	// A pod that reaches its own service cannot be its own backend (the
+	// reply would come from and go to the same address): take the next
+	// backend when there is another.
+	if (n > 1 && np_addr_eq(be->addr, p.key.src)) {
+		ordinal = (ordinal + 1) % n;
+		bk.ordinal = ordinal;
+		be = bpf_map_lookup_elem(&np_be, &bk);
+		if (!be)
+			return TC_ACT_SHOT;
+	}
+	// Traffic from outside sent to another node must come back through
+	// this node: netfilter masquerades it when it sees the mark.
+	masq = from_host && ordinal >= local_count && masq_mark != 0;
 	__builtin_memcpy(&backend, be, sizeof(backend));
 
 	// Remember the choice for the rest of the connection...
