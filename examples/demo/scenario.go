@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -44,16 +45,19 @@ type Scenario struct {
 	// IdleWindow is how long idle CPU is measured; zero means 5 s.
 	IdleWindow time.Duration
 	// Services is the number of services in the cluster file (each with
-	// every pod as a backend); zero means 1. The agent reads them; nothing
-	// load-balances them until the service proxy lands.
+	// every pod as a backend); zero means 1. Every agent's BPF proxy
+	// programs them all.
 	Services int
 
-	prefix  string
-	nodes   []*node
-	ext     string // the external host's namespace
-	extIP   netip.Addr
-	spaces  []string // namespaces made, in order
-	results []result
+	prefix string
+	bpfDir string // the bpffs of the agents' BPF pins
+	// listeners are the pods' name servers.
+	listeners []net.Listener
+	nodes     []*node
+	ext       string // the external host's namespace
+	extIP     netip.Addr
+	spaces    []string // namespaces made, in order
+	results   []result
 	// statusTable is node1's `nodeagent status` before its cleanup.
 	statusTable string
 	figures     [][2]string
@@ -154,6 +158,8 @@ func (s *Scenario) Run(ctx context.Context) (err error) {
 		{"the same over WireGuard (agents restarted with --wireguard)", s.checkWireGuard},
 		{"WireGuard off again: rule and device gone, VXLAN carries the pods", s.checkWireGuardOff},
 		{"pod egress masqueraded to the node's address; pod to pod keeps the pod's", s.checkMasquerade},
+		{"a ClusterIP service reached from a pod, spread over backends on all nodes (BPF proxy)", s.checkClusterIP},
+		{"a NodePort reached from another node (BPF proxy)", s.checkNodePort},
 		{"the same on native nftables (agents restarted with --netfilter nftables); no npm- chain left in iptables", s.checkNFTables},
 		{"agent restarted during a 10 ms ping loses at most one refresh", s.checkRestart},
 		{"idle agents: memory and CPU", s.measureIdle},
@@ -229,6 +235,9 @@ func (s *Scenario) addNS(ctx context.Context, short string) (string, error) {
 // setup builds the switch, the nodes, the pods, the external host and the
 // cluster file.
 func (s *Scenario) setup(ctx context.Context) (string, error) {
+	if err := s.mountBPFFS(); err != nil {
+		return "", err
+	}
 	sw, err := s.addNS(ctx, "sw")
 	if err != nil {
 		return "", err
@@ -286,6 +295,9 @@ func (s *Scenario) setup(ctx context.Context) (string, error) {
 			if err := s.plugPod(ctx, p); err != nil {
 				return "", err
 			}
+			if err := s.serveName(p); err != nil {
+				return "", err
+			}
 			n.pods = append(n.pods, p)
 		}
 		s.nodes = append(s.nodes, n)
@@ -331,8 +343,8 @@ func (s *Scenario) plugPod(ctx context.Context, p *pod) error {
 // clusterFile describes nodes, their pods, one pool and one service.
 func (s *Scenario) clusterFile(nodes []*node) datastore.Cluster {
 	c := datastore.Cluster{Pools: []datastore.Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true}}}
-	svc := datastore.Service{Namespace: "demo", Name: "echo", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
-		Type: "NodePort", Ports: []datastore.ServicePort{{Protocol: "TCP", Port: 80, NodePort: 30080, TargetPort: 8080}}}
+	svc := datastore.Service{Namespace: "demo", Name: "echo", ClusterIPs: []netip.Addr{clusterIP},
+		Type: "NodePort", Ports: []datastore.ServicePort{{Protocol: "TCP", Port: servicePort, NodePort: nodePort, TargetPort: backendPort}}}
 	for _, n := range nodes {
 		c.Nodes = append(c.Nodes, datastore.Node{Name: n.name, UnderlayIPv4: n.underlay,
 			PodCIDRs: []netip.Prefix{n.podCIDR}, WireGuardPublicKey: n.wgKey.String()})
@@ -347,7 +359,7 @@ func (s *Scenario) clusterFile(nodes []*node) datastore.Cluster {
 		more.Name = fmt.Sprintf("svc-%d", i)
 		more.Type = "ClusterIP"
 		more.ClusterIPs = []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(1 + i/250), byte(1 + i%250)})}
-		more.Ports = []datastore.ServicePort{{Protocol: "TCP", Port: 80, TargetPort: 8080}}
+		more.Ports = []datastore.ServicePort{{Protocol: "TCP", Port: servicePort, TargetPort: backendPort}}
 		c.Services = append(c.Services, more)
 	}
 	c.Normalize()
@@ -362,7 +374,8 @@ func (s *Scenario) start(n *node, extra ...string) error {
 	}
 	args := append([]string{"netns", "exec", n.ns, s.Agent, "run", "--node", n.name,
 		"--datastore", "file:" + s.file, "--state-dir", n.stateDir, "--listen", agent.DefaultListen,
-		"--resync-interval", s.Resync.String(), "--wireguard-interface", n.wgIface, "--log-format", "json"}, extra...)
+		"--resync-interval", s.Resync.String(), "--wireguard-interface", n.wgIface, "--log-format", "json",
+		"--bpf-proxy", "--bpf-pin-dir", s.pinDir(n)}, extra...)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so a Ctrl-C reaches the demo alone and the
@@ -853,7 +866,7 @@ func (s *Scenario) measureIdle(ctx context.Context) (string, error) {
 		maxRSS, maxCPU = max(maxRSS, rss), max(maxCPU, pct)
 	}
 	s.figure(fmt.Sprintf("agent RSS (largest of the nodes; %d services in the file)", s.Services), fmt.Sprintf("%.1f MiB", float64(maxRSS)/(1<<20)))
-	s.figure(fmt.Sprintf("agent idle CPU over %v (largest; refresh every %v; %d services read, no proxy yet)", window, s.Resync, s.Services), fmt.Sprintf("%.2f%% of one core", maxCPU))
+	s.figure(fmt.Sprintf("agent idle CPU over %v (largest; refresh every %v; %d services in the BPF proxy)", window, s.Resync, s.Services), fmt.Sprintf("%.2f%% of one core", maxCPU))
 	return strings.Join(parts, "; "), nil
 }
 
@@ -919,7 +932,11 @@ func (s *Scenario) checkCleanup(ctx context.Context) (string, error) {
 	if strings.TrimSpace(leftRoutes) == "" {
 		return "", fmt.Errorf("%s: no route of ours before the cleanup", n.name)
 	}
-	if _, err := inNS(ctx, n.ns, s.Agent, "cleanup", "--node", n.name, "--state-dir", n.stateDir, "--wireguard-interface", n.wgIface); err != nil {
+	if len(s.pinsLeft(n)) == 0 {
+		return "", fmt.Errorf("%s: no BPF pin of ours before the cleanup", n.name)
+	}
+	if _, err := inNS(ctx, n.ns, s.Agent, "cleanup", "--node", n.name, "--state-dir", n.stateDir, "--wireguard-interface", n.wgIface,
+		"--bpf-pin-dir", s.pinDir(n)); err != nil {
 		return "", err
 	}
 	var problems []string
@@ -945,6 +962,9 @@ func (s *Scenario) checkCleanup(ctx context.Context) (string, error) {
 	} else {
 		nftNote = "(install nft to check the nftables table)"
 	}
+	if left := s.pinsLeft(n); len(left) > 0 {
+		problems = append(problems, fmt.Sprintf("BPF pins: %v", left))
+	}
 	if len(problems) > 0 {
 		return "", errors.New(strings.Join(problems, "; "))
 	}
@@ -952,7 +972,7 @@ func (s *Scenario) checkCleanup(ctx context.Context) (string, error) {
 	if _, err := run(ctx, "ip", "-n", n.ns, "link", "show", "dev", n.pods[0].hostIf); err != nil {
 		return "", fmt.Errorf("cleanup removed a pod interface: %w", err)
 	}
-	return fmt.Sprintf("on %s: no np-vxlan, no route with proto 78, no np4- ip set, no npm- chain, %s; pod interfaces untouched", n.name, nftNote), nil
+	return fmt.Sprintf("on %s: no np-vxlan, no route with proto 78, no np4- ip set, no npm- chain, %s, no BPF pin; pod interfaces untouched", n.name, nftNote), nil
 }
 
 // teardown stops every agent and deletes every namespace the demo made.
@@ -964,6 +984,10 @@ func (s *Scenario) teardown(failed bool) {
 		_ = s.stop(n)
 		_ = os.Remove(filepath.Join("/var/run/wireguard", n.wgIface+".sock"))
 	}
+	for _, ln := range s.listeners {
+		_ = ln.Close()
+	}
+	s.listeners = nil
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := len(s.spaces) - 1; i >= 0; i-- {
@@ -971,7 +995,8 @@ func (s *Scenario) teardown(failed bool) {
 			s.printf("teardown: %v\n", err)
 		}
 	}
-	s.printf("\ncleaned up: agents stopped, %d namespaces deleted\n", len(s.spaces))
+	s.unmountBPFFS()
+	s.printf("\ncleaned up: agents stopped, %d namespaces deleted, BPF pins unmounted\n", len(s.spaces))
 	s.spaces = nil
 }
 

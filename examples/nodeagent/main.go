@@ -79,8 +79,8 @@ func main() {
 
 // common are the flags run and cleanup share: what the agent owns.
 type common struct {
-	node, netns, stateDir, overlay, wgIface, podPrefix, logLevel, logFormat string
-	ipv6                                                                    bool
+	node, netns, stateDir, overlay, wgIface, podPrefix, logLevel, logFormat, bpfPinDir string
+	ipv6                                                                               bool
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -92,6 +92,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.wgIface, "wireguard-interface", agent.DefaultWireGuardInterface, "WireGuard device name (unique per machine for userspace devices)")
 	fs.StringVar(&c.podPrefix, "pod-interface-prefix", datastore.PodInterfacePrefix, "prefix of the pods' host-side interfaces")
 	fs.BoolVar(&c.ipv6, "ipv6", false, "program IPv6 too (dual stack)")
+	fs.StringVar(&c.bpfPinDir, "bpf-pin-dir", agent.DefaultBPFPinDir, "bpffs directory of the BPF service proxy's maps and attachments")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 }
@@ -112,7 +113,7 @@ func (c *common) config() (agent.Config, error) {
 		return agent.Config{}, fmt.Errorf("unknown log format %q", c.logFormat)
 	}
 	return agent.Config{NodeName: c.node, NetNS: c.netns, StateDir: c.stateDir, Overlay: agent.Overlay(c.overlay),
-		WireGuardInterface: c.wgIface, PodInterfacePrefix: c.podPrefix, IPv6: c.ipv6,
+		WireGuardInterface: c.wgIface, PodInterfacePrefix: c.podPrefix, IPv6: c.ipv6, BPFPinDir: c.bpfPinDir,
 		Logger: slog.New(h).With("node", c.node)}, nil
 }
 
@@ -132,6 +133,8 @@ func runCmd(ctx context.Context, args []string) error {
 	vni := fs.Uint("vxlan-vni", 0, "VXLAN network identifier (0: 4096)")
 	port := fs.Uint("vxlan-port", 0, "VXLAN UDP port (0: 4789)")
 	resync := fs.Duration("resync-interval", 0, "how often every driver re-reads the kernel and repairs drift (0: 90s)")
+	bpfProxy := fs.Bool("bpf-proxy", false, "load-balance services with the BPF service proxy (cluster IPs from pods, NodePorts from other hosts)")
+	hostIfaces := fs.String("host-interfaces", "", "comma-separated interfaces NodePort traffic arrives on; empty: the host MTU interface")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,6 +142,8 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.BPFProxy = *bpfProxy
+	cfg.HostInterfaces = strings.FieldsFunc(*hostIfaces, func(r rune) bool { return r == ',' })
 	cfg.Listen, cfg.WireGuard, cfg.ResyncInterval = *listen, *wg, *resync
 	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)
 	cfg.NoMasquerade = !*masq
@@ -250,6 +255,6 @@ func cleanupCmd(ctx context.Context, args []string) error {
 	if err := agent.Cleanup(ctx, cfg); err != nil {
 		return err
 	}
-	fmt.Println("nodeagent: removed the agent's devices, routes, rules, iptables chains, nftables tables and ip sets")
+	fmt.Println("nodeagent: removed the agent's devices, routes, rules, iptables chains, nftables tables, ip sets and BPF proxy pins")
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/nodeplane/nodeplane/bpf/proxy"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/idalloc"
@@ -41,6 +42,7 @@ import (
 	"github.com/nodeplane/nodeplane/markbits"
 	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
@@ -82,6 +84,8 @@ const (
 	ChainPrefix = "npm-"
 	// MasqueradeChain is the masquerade manager's chain.
 	MasqueradeChain = ChainPrefix + "masq"
+	// DefaultBPFPinDir holds the BPF service proxy's pins.
+	DefaultBPFPinDir = "/sys/fs/bpf/nodeplane"
 	// DefaultListen is the default address of the local HTTP endpoint.
 	DefaultListen = "127.0.0.1:9765"
 	// MTUFileName is the file in the state directory that holds the pod
@@ -144,6 +148,18 @@ type Config struct {
 	// PodInterfacePrefix starts the names of the pods' host-side
 	// interfaces; empty means datastore.PodInterfacePrefix ("npv").
 	PodInterfacePrefix string
+	// BPFProxy load-balances the datastore's services with the BPF
+	// service proxy (package bpf/proxy): cluster IPs from pods, NodePorts
+	// from other hosts. Off, the agent removes what a run with it on left.
+	BPFProxy bool
+	// BPFPinDir is the bpffs directory of the proxy's maps and
+	// attachments; empty means DefaultBPFPinDir. When it is not on a bpffs
+	// the agent mounts one there (in its own mount namespace: mount it
+	// beforehand for the dataplane to outlive the agent).
+	BPFPinDir string
+	// HostInterfaces are the interfaces NodePort traffic arrives on; empty
+	// means the interface the host MTU was detected on.
+	HostInterfaces []string
 	// ResyncInterval is how often every driver re-reads the kernel and
 	// repairs drift; zero means dataplane.DefaultResyncInterval.
 	ResyncInterval time.Duration
@@ -185,6 +201,9 @@ func (c *Config) defaults() error {
 	}
 	if c.PodInterfacePrefix == "" {
 		c.PodInterfacePrefix = datastore.PodInterfacePrefix
+	}
+	if c.BPFPinDir == "" {
+		c.BPFPinDir = DefaultBPFPinDir
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -250,12 +269,18 @@ type plane struct {
 	netfilter Netfilter
 	// nftTables are the nftables Tables, whose sockets close releases.
 	nftTables []*nftables.Table
+	// proxy is the BPF service proxy, nil when off.
+	proxy *proxy.Proxy
 }
 
-// close releases the nftables Tables' sockets.
+// close releases the nftables Tables' sockets and the proxy's file
+// descriptors (its pins keep it working).
 func (p *plane) close() {
 	for _, t := range p.nftTables {
 		_ = t.Close()
+	}
+	if p.proxy != nil {
+		_ = p.proxy.Close()
 	}
 }
 
@@ -270,9 +295,22 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 	p := &plane{loop: loop, tables: map[ipfamily.Family]*routetable.Table{}, devices: map[string]string{}}
 	// Mark bits and a routing table for WireGuard, allocated the same way at
 	// every start so that a restarted agent finds its own.
-	layout, err := markbits.NewLayout(markbits.LayoutOptions{WireGuard: true, Reserved: map[string]uint32{"kube-proxy": markbits.KubeProxyMarks}})
+	layout, err := markbits.NewLayout(markbits.LayoutOptions{WireGuard: true, Extra: []string{serviceMasqMark},
+		Reserved: map[string]uint32{"kube-proxy": markbits.KubeProxyMarks}})
 	if err != nil {
 		return nil, err
+	}
+	// The BPF service proxy marks what netfilter must masquerade for it.
+	svcMark := layout.Extra[serviceMasqMark]
+	var masqMarks []netfilter.MatchMark
+	if cfg.BPFProxy && !cleanup {
+		p.proxy, err = proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
+			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
+			Logger: log.With("component", "bpf-proxy")})
+		if err != nil {
+			return nil, err
+		}
+		masqMarks = []netfilter.MatchMark{{Mark: svcMark, Mask: svcMark}}
 	}
 	tables, err := idalloc.NewIndexAllocator(idalloc.IndexOptions{})
 	if err != nil {
@@ -394,7 +432,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 			var m dataplane.Manager
 			if !cleanup && !cfg.NoMasquerade {
 				if m, err = masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
-					Logger: log.With("component", "masquerade", "family", fam.String())}); err != nil {
+					Marks: masqMarks, Logger: log.With("component", "masquerade", "family", fam.String())}); err != nil {
 					return nil, err
 				}
 			}
@@ -419,7 +457,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 					return nil, err
 				}
 				if m, err = masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
-					Logger: log.With("component", "masquerade", "family", fam.String())}); err != nil {
+					Marks: masqMarks, Logger: log.With("component", "masquerade", "family", fam.String())}); err != nil {
 					return nil, err
 				}
 				drivers = append(drivers, sets)
@@ -457,6 +495,11 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 	}
 	if !cleanup {
 		if err := add(newPodRoutes(p.tables)); err != nil {
+			return nil, err
+		}
+	}
+	if p.proxy != nil {
+		if err := add(p.proxy, p.proxy); err != nil {
 			return nil, err
 		}
 	}
@@ -522,6 +565,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log.Info("host MTU", "mtu", host.MTU, "interface", host.Interface, "fellBack", host.FellBack)
+	if cfg.BPFProxy {
+		if len(cfg.HostInterfaces) == 0 && host.Interface != "" {
+			cfg.HostInterfaces = []string{host.Interface}
+		}
+		if err := ensureBPFFS(cfg.BPFPinDir, log); err != nil {
+			return err
+		}
+	}
 
 	if a.metrics, err = NewMetrics(cfg.Registry); err != nil {
 		return err
@@ -583,6 +634,9 @@ func Run(ctx context.Context, cfg Config) error {
 			for _, o := range a.plane.overlays {
 				o.OnLinkUpdate(u)
 			}
+			if a.plane.proxy != nil {
+				a.plane.proxy.OnLinkUpdate(u)
+			}
 			if det.Matches(u.Name) {
 				mtuMon.Trigger()
 			}
@@ -641,7 +695,7 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 	}
 	log.Info("agent started", "node", cfg.NodeName, "overlay", cfg.Overlay, "wireguard", cfg.WireGuard,
-		"masquerade", !cfg.NoMasquerade, "netfilter", a.plane.netfilter,
+		"masquerade", !cfg.NoMasquerade, "netfilter", a.plane.netfilter, "bpfProxy", cfg.BPFProxy,
 		"ipv6", cfg.IPv6, "listen", cfg.Listen, "netns", cfg.NetNS)
 	<-ctx.Done()
 	cause := context.Cause(ctx)

@@ -16,8 +16,8 @@ import (
 // kernel: its VXLAN devices, its WireGuard rule, table and device, the routes
 // carrying its route protocol (main table), its iptables chains (prefix
 // npm-, legacy and nft) and the rules that jump to them, its nftables tables
-// (NFTablesTable, ip and ip6, with their sets), its ip sets, and the pod MTU
-// file.
+// (NFTablesTable, ip and ip6, with their sets), its ip sets, the BPF
+// proxy's maps and attachments (cfg.BPFPinDir), and the pod MTU file.
 // It builds the same drivers as Run with every manager disabled and nothing
 // declared, and applies them once: their ownership rules make them delete
 // exactly what is ours and nothing foreign. Stop the agent first. The
@@ -72,6 +72,9 @@ func Cleanup(ctx context.Context, cfg Config) error {
 	<-errc
 	for _, w := range p.wg {
 		_ = w.Close()
+	}
+	if err := cleanupProxy(ctx, &cfg, ns); err != nil {
+		result = errors.Join(result, fmt.Errorf("agent: BPF proxy: %w", err))
 	}
 	if err := os.Remove(filepath.Join(cfg.StateDir, MTUFileName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		result = errors.Join(result, err)

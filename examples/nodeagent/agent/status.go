@@ -66,6 +66,9 @@ type Status struct {
 	// the agent does with them.
 	Services     int    `json:"services"`
 	ServicesNote string `json:"servicesNote,omitempty"`
+	// ProxyErrors are the services and interfaces the BPF proxy could
+	// not program, and why.
+	ProxyErrors []string `json:"proxyErrors,omitempty"`
 	// WireGuardDevices are the WireGuard managers' reports.
 	WireGuardDevices []WireGuardStatus `json:"wireguardDevices,omitempty"`
 	// Errors are the agent's own recent errors (publishing, say).
@@ -145,7 +148,13 @@ func (a *Agent) status(ctx context.Context) Status {
 		InSyncAt: inSync, LastApply: h.LastApply, Applies: h.Applies, LastErrorAt: h.LastErrorAt, ConsecutiveFailures: h.ConsecutiveFailures,
 		FailingDrivers: h.FailingDrivers, FailingObjects: h.FailingObjects,
 		HostMTU: m.Host.MTU, HostMTUInterface: m.Host.Interface, PodMTU: m.PodMTU,
-		Services: len(c.Services), ServicesNote: "not load-balanced: this build has no service proxy yet", Errors: errs}
+		Services: len(c.Services), ServicesNote: "not load-balanced (run with --bpf-proxy)", Errors: errs}
+	if a.plane.proxy != nil {
+		ps := a.plane.proxy.Status()
+		s.ServicesNote = fmt.Sprintf("bpf proxy: %d service ports, %d frontends, %d backends, on %s",
+			ps.Services, ps.Frontends, ps.Backends, strings.Join(ps.Interfaces, ","))
+		s.ProxyErrors = ps.Errors
+	}
 	if a.cfg.NoMasquerade {
 		s.Masquerade = "off"
 	}
@@ -329,6 +338,9 @@ func WriteTable(out io.Writer, s Status, now time.Time) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "services %d\t%s\n", s.Services, s.ServicesNote)
+	for _, e := range s.ProxyErrors {
+		fmt.Fprintf(w, "  not programmed\t%s\n", e)
+	}
 	return w.Flush()
 }
 

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/nodeplane/nodeplane/bpf/proxy"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/masquerade"
@@ -24,6 +25,9 @@ type translator struct {
 	nodes map[string]nodeMsgs
 	pods  map[string]PodUpdate
 	pools map[string]datastore.Pool
+	// services and nodeAddrs are what the BPF proxy was sent.
+	services  map[string]proxy.Service
+	nodeAddrs []netip.Addr
 }
 
 // nodeMsgs is what one node contributes.
@@ -36,7 +40,7 @@ type nodeMsgs struct {
 
 func newTranslator(self string, useIPIP bool) *translator {
 	return &translator{self: self, ipip: useIPIP, nodes: map[string]nodeMsgs{},
-		pods: map[string]PodUpdate{}, pools: map[string]datastore.Pool{}}
+		pods: map[string]PodUpdate{}, pools: map[string]datastore.Pool{}, services: map[string]proxy.Service{}}
 }
 
 // vtepOf returns node n's VXLAN endpoint: its underlay addresses, the first
@@ -86,7 +90,7 @@ func (t *translator) nodeMsgs(n datastore.Node) nodeMsgs {
 }
 
 // messages returns the messages that take the managers from the previous
-// cluster to c, removals first.
+// cluster to c, removals first, the BPF proxy's last.
 func (t *translator) messages(c datastore.Cluster) []any {
 	var out []any
 	seen := map[string]bool{}
@@ -156,7 +160,7 @@ func (t *translator) messages(c datastore.Cluster) []any {
 			t.pods[u.Key] = u
 		}
 	}
-	return out
+	return append(out, t.serviceMessages(c)...)
 }
 
 func findPod(c datastore.Cluster, key string) *datastore.Pod {

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The demo's service: every pod answers on backendPort with its name; the
+// cluster file names it demo/echo at clusterIP:servicePort, NodePort
+// nodePort on every node.
+const (
+	backendPort = 8080
+	servicePort = 80
+	nodePort    = 30080
+)
+
+var clusterIP = netip.MustParseAddr("10.96.0.10")
+
+// inNetNS runs fn on a thread inside the named network namespace
+// (/run/netns/name); sockets fn opens stay there. The thread is thrown
+// away if it cannot be brought back.
+func inNetNS(name string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer self.Close()
+		target, err := os.Open(filepath.Join("/run/netns", name))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter %s: %w", name, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- ferr // the thread stays locked and ends with this goroutine
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// serveName answers every TCP connection to backendPort in pod p with
+// the pod's name, until ln is closed.
+func (s *Scenario) serveName(p *pod) error {
+	var ln net.Listener
+	if err := inNetNS(p.ns, func() error {
+		var err error
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", backendPort))
+		return err
+	}); err != nil {
+		return fmt.Errorf("%s: listen: %w", p.name, err)
+	}
+	s.listeners = append(s.listeners, ln)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, p.name)
+			_ = c.Close()
+		}
+	}()
+	return nil
+}
+
+// whoami connects from namespace ns to to and returns the name the backend
+// sent.
+func whoami(ctx context.Context, ns string, to netip.AddrPort) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var c net.Conn
+	if err := inNetNS(ns, func() error {
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, "tcp", to.String())
+		return err
+	}); err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	b, err := io.ReadAll(c)
+	if err == nil && len(b) == 0 {
+		err = errors.New("empty answer")
+	}
+	return string(b), err
+}
+
+// spread connects n times from ns to to and counts the answers by backend.
+func spread(ctx context.Context, ns string, to netip.AddrPort, n int) (map[string]int, error) {
+	got := map[string]int{}
+	for i := range n {
+		name, err := whoami(ctx, ns, to)
+		if err != nil {
+			return got, fmt.Errorf("connection %d of %d to %v: %w", i+1, n, to, err)
+		}
+		got[name]++
+	}
+	return got, nil
+}
+
+// nodesOf names the nodes of the pods that answered.
+func (s *Scenario) nodesOf(got map[string]int) []string {
+	var nodes []string
+	for _, n := range s.nodes {
+		for _, p := range n.pods {
+			if got[p.name] > 0 && !slices.Contains(nodes, n.name) {
+				nodes = append(nodes, n.name)
+			}
+		}
+	}
+	return nodes
+}
+
+func describe(got map[string]int) string {
+	var parts []string
+	for name, c := range got {
+		parts = append(parts, fmt.Sprintf("%s %d", name, c))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// checkClusterIP connects from a pod on node1 to the cluster IP until
+// backends on every node have answered.
+func (s *Scenario) checkClusterIP(ctx context.Context) (string, error) {
+	from := s.nodes[0].pods[0]
+	to := netip.AddrPortFrom(clusterIP, servicePort)
+	var got map[string]int
+	err := eventually(ctx, 20*time.Second, func() error {
+		var err error
+		if got, err = spread(ctx, from.ns, to, 40); err != nil {
+			return err
+		}
+		if nodes := s.nodesOf(got); len(nodes) != len(s.nodes) {
+			return fmt.Errorf("answers only from %v: %s", nodes, describe(got))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s → %v: 40 connections answered by %d backends on all %d nodes (%s)",
+		from.name, to, len(got), len(s.nodes), describe(got)), nil
+}
+
+// checkNodePort connects from node2's own namespace to node1's NodePort.
+func (s *Scenario) checkNodePort(ctx context.Context) (string, error) {
+	from, target := s.nodes[1], s.nodes[0]
+	to := netip.AddrPortFrom(target.underlay, nodePort)
+	var got map[string]int
+	err := eventually(ctx, 20*time.Second, func() error {
+		var err error
+		if got, err = spread(ctx, from.ns, to, 30); err != nil {
+			return err
+		}
+		if nodes := s.nodesOf(got); len(nodes) < 2 {
+			return fmt.Errorf("answers only from %v: %s", nodes, describe(got))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s → %v: 30 connections answered by backends on %v (%s); those on other nodes masqueraded by %s",
+		from.name, to, s.nodesOf(got), describe(got), target.name), nil
+}
+
+// mountBPFFS mounts the bpffs that holds the agents' BPF pins, in the
+// demo's own mount namespace so that it outlives each agent (an agent
+// started with `ip netns exec` has a mount namespace of its own).
+func (s *Scenario) mountBPFFS() error {
+	s.bpfDir = filepath.Join(s.WorkDir, "bpf")
+	if err := os.MkdirAll(s.bpfDir, 0o700); err != nil {
+		return err
+	}
+	if err := unix.Mount("bpf", s.bpfDir, "bpf", 0, "mode=0700"); err != nil {
+		return fmt.Errorf("mount a bpffs on %s: %w", s.bpfDir, err)
+	}
+	return nil
+}
+
+// unmountBPFFS unmounts it again; pins left in it go with it.
+func (s *Scenario) unmountBPFFS() {
+	if s.bpfDir != "" {
+		_ = unix.Unmount(s.bpfDir, unix.MNT_DETACH)
+		s.bpfDir = ""
+	}
+}
+
+// pinDir is node n's BPF pin directory.
+func (s *Scenario) pinDir(n *node) string { return filepath.Join(s.bpfDir, n.name) }
+
+// pinsLeft lists what is left in n's pin directory.
+func (s *Scenario) pinsLeft(n *node) []string {
+	var left []string
+	_ = filepath.WalkDir(s.pinDir(n), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, strings.TrimPrefix(path, s.pinDir(n)+"/"))
+		}
+		return nil
+	})
+	return left
+}

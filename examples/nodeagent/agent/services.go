@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"reflect"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/bpf/proxy"
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+)
+
+// serviceMasqMark names the mark bit the BPF proxy sets on connections
+// from other hosts that it sends to a backend on another node; the
+// masquerade chain masquerades what carries it.
+const serviceMasqMark = "service-masq"
+
+// proxyServices turns the datastore's services into the proxy's: one per
+// service port, named "namespace/name:port", with the ready endpoints as
+// backends (local when they run on node self).
+func proxyServices(c datastore.Cluster, self string) map[string]proxy.Service {
+	out := map[string]proxy.Service{}
+	for _, s := range c.Services {
+		for _, p := range s.Ports {
+			port := p.Name
+			if port == "" {
+				port = fmt.Sprint(p.Port)
+			}
+			ps := proxy.Service{
+				Name:       fmt.Sprintf("%s/%s:%s", orDefault(s.Namespace, "default"), s.Name, port),
+				Port:       p.Port,
+				ClusterIPs: s.ClusterIPs,
+			}
+			switch strings.ToUpper(p.Protocol) {
+			case "", "TCP":
+				ps.Protocol = proxy.TCP
+			case "UDP":
+				ps.Protocol = proxy.UDP
+			default:
+				continue // SCTP: not translated
+			}
+			if s.Type == "NodePort" || s.Type == "LoadBalancer" {
+				ps.NodePort = p.NodePort
+			}
+			target := p.TargetPort
+			if target == 0 {
+				target = p.Port
+			}
+			for _, e := range s.Endpoints {
+				if e.NotReady {
+					continue
+				}
+				ps.Backends = append(ps.Backends, proxy.Backend{Addr: netip.AddrPortFrom(e.IP, target), Local: e.Node == self})
+			}
+			out[ps.Name] = ps
+		}
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// serviceMessages returns the proxy messages that take it from the
+// previous cluster to c: removed services, changed ones, and this node's
+// addresses (where NodePorts answer).
+func (t *translator) serviceMessages(c datastore.Cluster) []any {
+	var out []any
+	want := proxyServices(c, t.self)
+	for name := range t.services {
+		if _, ok := want[name]; !ok {
+			out = append(out, proxy.ServiceRemove{Name: name})
+			delete(t.services, name)
+		}
+	}
+	for name, s := range want {
+		if old, ok := t.services[name]; !ok || !reflect.DeepEqual(old, s) {
+			out = append(out, proxy.ServiceUpdate{Service: s})
+			t.services[name] = s
+		}
+	}
+	var addrs []netip.Addr
+	if self, ok := c.Node(t.self); ok {
+		for _, a := range []netip.Addr{self.UnderlayIPv4, self.UnderlayIPv6} {
+			if a.IsValid() {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	if !reflect.DeepEqual(addrs, t.nodeAddrs) {
+		out = append(out, proxy.NodeAddrsUpdate{Addrs: addrs})
+		t.nodeAddrs = addrs
+	}
+	return out
+}
+
+// ensureBPFFS makes dir a directory on a bpffs, mounting one there when it
+// is not.
+func ensureBPFFS(dir string, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("agent: BPF pin directory: %w", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("agent: BPF pin directory: %w", err)
+	}
+	if st.Type == unix.BPF_FS_MAGIC {
+		return nil
+	}
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		return fmt.Errorf("agent: mounting a bpffs on %s: %w", dir, err)
+	}
+	log.Warn("mounted a bpffs for the BPF proxy's pins; it lasts as long as this mount namespace", "dir", dir)
+	return nil
+}
+
+// cleanupProxy removes the BPF proxy's maps and attachments from
+// cfg.BPFPinDir, if it is there.
+func cleanupProxy(ctx context.Context, cfg *Config, k proxy.Kernel) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(cfg.BPFPinDir, &st); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if st.Type != unix.BPF_FS_MAGIC {
+		return nil // nothing of ours can be pinned there
+	}
+	p, err := proxy.New(proxy.Options{Kernel: k, PinDir: cfg.BPFPinDir})
+	if err != nil {
+		return err
+	}
+	return p.Cleanup(ctx)
+}
