@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -456,4 +459,70 @@ func TestKernelProxyPodReachesItsOwnService(t *testing.T) {
 	got := spread(t, client.NS, netip.AddrPortFrom(clusterV4, 80), 30)
 	assert.NotContains(t, got, client.Name)
 	assert.Len(t, got, 3)
+}
+
+// What someone else does to the maps is repaired at the next resync; a
+// foreign program on the same interface and a foreign pin in PinDir
+// survive, also Cleanup; a frontend two services want stays the first's.
+func TestKernelProxyDriftForeignAndConflicts(t *testing.T) {
+	r := newProxyRig(t)
+	// A foreign TCX program on a pod veth, and a foreign pin.
+	foreign, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()}})
+	require.NoError(t, err)
+	defer foreign.Close()
+	veth := r.topo.Hosts[0].Pods[0].HostVeth
+	l, err := r.ns.LinkByName(context.Background(), veth)
+	require.NoError(t, err)
+	var foreignLink link.Link
+	require.NoError(t, r.ns.Do(func() error {
+		var err error
+		foreignLink, err = link.AttachTCX(link.TCXOptions{Interface: l.Index, Program: foreign, Attach: ebpf.AttachTCXIngress})
+		return err
+	}))
+	defer foreignLink.Close()
+	require.NoError(t, foreign.Pin(filepath.Join(r.pinDir, "someone-elses")))
+
+	p, err := New(r.options())
+	require.NoError(t, err)
+	r.feed(t, p)
+	svc := Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(ServiceUpdate{svc})
+	p.OnUpdate(ServiceUpdate{Service{Name: "other/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)[:1]}})
+	require.NoError(t, p.CompleteDeferredWork(context.Background()))
+	_, err = p.Apply(context.Background())
+	require.NoError(t, err)
+	st := p.Status()
+	require.Len(t, st.Errors, 1)
+	assert.Contains(t, st.Errors[0], "other/web:http")
+	assert.Contains(t, st.Errors[0], ErrFrontendConflict.Error())
+	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3, "the first service keeps the frontend")
+
+	// Someone deletes the frontend and overwrites a backend.
+	key := feKey{Addr: addr16(clusterV4), Port: port16(80), Proto: 6}
+	require.NoError(t, p.k.fe.Delete(&key))
+	require.NoError(t, p.k.be.Put(&beKey{SvcID: 1, Ordinal: 0}, &beVal{Addr: addr16(netip.MustParseAddr("192.0.2.1")), Port: port16(1)}))
+	p.QueueResync()
+	apply(t, p)
+	var fv feVal
+	require.NoError(t, p.k.fe.Lookup(&key, &fv))
+	assert.Equal(t, uint32(3), fv.Count)
+	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3, "repaired")
+
+	// The first service goes: the second takes the frontend.
+	p.OnUpdate(ServiceRemove{Name: svc.Name})
+	apply(t, p)
+	assert.Empty(t, p.Status().Errors)
+	assert.Equal(t, map[string]int{r.topo.Hosts[0].Pods[1].Name: 10}, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 10))
+
+	require.NoError(t, p.Cleanup(context.Background()))
+	_, err = os.Stat(filepath.Join(r.pinDir, "someone-elses"))
+	assert.NoError(t, err, "a foreign pin survives Cleanup")
+	info, err := foreignLink.Info()
+	require.NoError(t, err)
+	assert.Equal(t, uint32(l.Index), info.TCX().Ifindex, "the foreign attachment is still there")
+	// And it still runs: the pod reaches a backend directly.
+	name, err := whoami(r.topo.Hosts[0].Pods[0].NS, r.backends(false)[1].Addr)
+	require.NoError(t, err)
+	assert.NotEmpty(t, name)
 }
