@@ -31,6 +31,12 @@
 //     and neighbours, routes to every node's pod blocks, always or only
 //     across subnets); wireguard: encryption between nodes, with a kernel
 //     or an embedded userspace device.
+//   - bpf/maps: pinned BPF maps and Sync, which keeps a map equal to a
+//     desired set with batched reads and writes of the difference;
+//     bpf/proxy: the BPF service proxy, a kube-proxy replacement whose tc
+//     programs on pod and host interfaces translate connections to cluster
+//     IPs, NodePorts and external IPs, and whose pinned state survives a
+//     restart.
 //   - mtu: encapsulation overheads, host and pod MTU, the CNI MTU file, and a
 //     monitor that re-detects on link changes.
 //   - node managers, one small package each, over the drivers above and on
