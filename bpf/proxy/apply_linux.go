@@ -43,6 +43,8 @@ type kstate struct {
 	feSync     *maps.Sync[feKey, feVal]
 	beSync     *maps.Sync[beKey, beVal]
 	progs      map[string]*ebpf.Program
+	progIDs    map[*ebpf.Program]ebpf.ProgramID
+	linkWrites int // attachments made or replaced, for tests
 	ids        *idalloc.IndexAllocator
 	adopted    map[feKey]uint32 // service IDs found in the frontend map at start
 	adoptedOK  bool
@@ -126,7 +128,7 @@ func (p *Proxy) open() (*kstate, error) {
 		}
 		return fail(err)
 	}
-	k.progs = map[string]*ebpf.Program{}
+	k.progs, k.progIDs = map[string]*ebpf.Program{}, map[*ebpf.Program]ebpf.ProgramID{}
 	for _, n := range []string{progIngressPod, progIngressHost, progEgress} {
 		prog := coll.Programs[n]
 		if prog == nil {
@@ -135,6 +137,17 @@ func (p *Proxy) open() (*kstate, error) {
 		}
 		k.progs[n] = prog
 		delete(coll.Programs, n)
+		info, err := prog.Info()
+		if err != nil {
+			coll.Close()
+			return fail(err)
+		}
+		id, ok := info.ID()
+		if !ok {
+			coll.Close()
+			return fail(fmt.Errorf("%w: the kernel does not report program IDs", ErrNotSupported))
+		}
+		k.progIDs[prog] = id
 	}
 	coll.Close() // the maps are ours (replacements) and the programs were taken out
 	ids, err := idalloc.NewIndexAllocator(idalloc.IndexOptions{Ranges: []idalloc.Range{{Min: 1, Max: math.MaxUint32 - 1}}, NoDefaultExclusions: true})
@@ -525,7 +538,11 @@ func (p *Proxy) attachOne(name string, index int, dir string, typ ebpf.AttachTyp
 		info, ierr := old.Info()
 		if ierr == nil {
 			if tcx := info.TCX(); tcx != nil && int(tcx.Ifindex) == index && ebpf.AttachType(tcx.AttachType) == typ {
+				if info.Program == p.k.progIDs[prog] {
+					return old, nil // ours, already running this program
+				}
 				if err := old.Update(prog); err == nil {
+					p.k.linkWrites++
 					return old, nil
 				}
 			}
@@ -547,6 +564,7 @@ func (p *Proxy) attachOne(name string, index int, dir string, typ ebpf.AttachTyp
 		}
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	p.k.linkWrites++
 	if err := l.Pin(pin); err != nil {
 		_ = l.Close()
 		return nil, fmt.Errorf("pinning the %s attachment: %w", dir, err)

@@ -206,11 +206,19 @@ func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
 		t.Logf("NodePort %v from host 2: %v", a, got)
 		assert.Len(t, got, 3)
 	}
-	// A second Apply with nothing new writes nothing.
+	// A second Apply with nothing new writes nothing; nor does a resync
+	// (which reads the maps and the attachments again).
 	k := p.k
 	before := k.feSync.Stats().Syscalls + k.beSync.Stats().Syscalls
 	apply(t, p)
 	assert.Equal(t, before, k.feSync.Stats().Syscalls+k.beSync.Stats().Syscalls)
+	links := k.linkWrites
+	updated := k.feSync.Stats().Updated + k.beSync.Stats().Updated + k.feSync.Stats().Deleted + k.beSync.Stats().Deleted
+	p.QueueResync()
+	apply(t, p)
+	assert.Equal(t, links, k.linkWrites, "no attachment made or replaced on a resync")
+	assert.Equal(t, updated, k.feSync.Stats().Updated+k.beSync.Stats().Updated+k.feSync.Stats().Deleted+k.beSync.Stats().Deleted)
+	assert.Len(t, spread(t, client.NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
 }
 
 func TestKernelProxyExternalTrafficLocal(t *testing.T) {
