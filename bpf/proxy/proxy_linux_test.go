@@ -313,7 +313,7 @@ func TestKernelProxyRestartKeepsConnections(t *testing.T) {
 	// The agent goes away: the pins keep the dataplane working.
 	require.NoError(t, p.Close())
 	exchange()
-	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 20), 3)
+	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 30), 3)
 
 	// A new Proxy on the same pins, with the same services, adopts them
 	// (IDs included) and writes no map entry.
