@@ -1,0 +1,123 @@
+// Package proxy is a BPF service proxy, a replacement for kube-proxy's
+// translation of service addresses: a tc program pair attached to the
+// node's interfaces translates connections to cluster IPs, node ports and
+// external IPs into connections to the services' backends, and translates
+// the replies back, without netfilter rules per service.
+//
+// # What it owns
+//
+// A Proxy owns one directory on a BPF file system, Options.PinDir, and in
+// it:
+//
+//   - three pinned maps (made with package bpf/maps): np_fe, the frontends
+//     (address, port, protocol → service ID, backend counts, flags); np_be,
+//     the backends (service ID, ordinal → address and port); np_ct, the
+//     connections the program has seen (an LRU hash, written by the
+//     program alone);
+//   - the directory PinDir/links and in it the pinned TCX attachments of
+//     its programs, two per interface (ingress_<name> and egress_<name>).
+//
+// The programs go on two kinds of interfaces: the host interfaces named in
+// Options.HostInterfaces (the underlay, where traffic from other hosts
+// arrives) and the host side of pod interfaces, every interface whose name
+// starts with one of Options.PodInterfacePrefixes. Nothing else: one Proxy
+// per PinDir, and it owns all of the maps and attachments named above in
+// it (the ones a previous Proxy left are adopted). The pins keep the maps
+// and the attachments alive, so the translation goes on while no agent
+// runs.
+//
+// # How it is used
+//
+// Open the namespace with package kernel, build the Proxy with New (which
+// validates its options and does no I/O) and register it with a
+// dataplane.Loop both as a manager and as a driver:
+//
+//	ns, err := kernel.Open("/proc/1/ns/net")
+//	p, err := proxy.New(proxy.Options{Kernel: ns, PinDir: "/sys/fs/bpf/nodeplane",
+//		HostInterfaces: []string{"eth0"}, PodInterfacePrefixes: []string{"cali", "veth"},
+//		MasqueradeMark: 0x4000, MasqueradeMask: 0x4000})
+//	_ = loop.AddManager(p)
+//	_ = loop.AddDriver(p)
+//	_ = loop.Send(ctx, proxy.ServiceUpdate{Service: proxy.Service{Name: "default/web:http",
+//		Port: 80, ClusterIPs: []netip.Addr{cip}, Backends: backends}})
+//
+// The messages are ServiceUpdate (declare or replace a service, by name),
+// ServiceRemove, NodeAddrsUpdate (the node's addresses, where NodePorts
+// answer) and ifacemonitor.LinkUpdate (wire an interface monitor's updates
+// to the loop: the Proxy attaches its programs to the wanted interfaces as
+// they appear, and follows a name that comes back with a new index). A
+// Service is one port of a Kubernetes service; Service.Validate checks it
+// before it is sent. A malformed message changes nothing and is reported
+// once, by the next CompleteDeferredWork, with an error wrapping
+// ErrInvalidService. Apply writes only the difference into the maps
+// (package bpf/maps batches the writes; an Apply with nothing new makes no
+// map syscall), in an order that never lets a frontend point at a missing
+// backend; a service that wants a frontend another service holds is not
+// written (ErrFrontendConflict) until it is free. Entries and interfaces
+// that fail are retried alone, and Apply returns a
+// *dataplane.PartialError for them. Status tells what is programmed.
+//
+// Connections from other hosts that the Proxy sends to a backend on
+// another node must return through this node: with Options.MasqueradeMark
+// set, the program marks them and netfilter must masquerade marked
+// packets. Put MasqueradeRule in the nat table's POSTROUTING, or give the
+// mark to package masquerade (masquerade.Options.Marks), whose chain then
+// masquerades them. Without a mark, give such services
+// ExternalTrafficLocal.
+//
+// Close releases the Proxy's file descriptors and leaves the dataplane
+// working: a new Proxy on the same PinDir adopts the maps (service IDs
+// included) and, given the same services, writes no map entry; it takes
+// over the pinned attachments by replacing their program in place, so
+// traffic is never left untranslated.
+// Cleanup detaches the programs and removes the maps, everything above.
+//
+// # How it translates
+//
+// On the ingress of a pod's interface (packets leaving the pod) the
+// program translates the connections the pod opens to a service's cluster
+// IP. On the ingress of a host interface it translates connections from
+// other hosts: to a NodePort on a node address, to an external IP, and to
+// a cluster IP routed to this node. A service with ExternalTrafficLocal
+// sends the connections that arrive on a host interface at a NodePort or
+// an external IP to this node's backends only (and drops them when there
+// is none), keeping the client's address; without it, a connection from
+// another host sent to a backend on another node carries the masquerade
+// mark. On the egress of both kinds of interface the program finds the
+// replies of translated connections and puts the frontend back as their
+// source.
+//
+// A service's backends are numbered local ones first, then by address.
+// The first packet of a connection picks one at random, among the local
+// ones when only those may serve it, and the choice is remembered in the
+// connection map (with the reverse entry for the replies), so every later
+// packet goes to the same backend. The connection map is an LRU: the
+// kernel evicts the least recently used connections when it is full
+// (Options.Connections). A connection whose backend was removed picks
+// another one at its next packet; the connections of the backends that
+// stay keep theirs, even when removing one renumbers the others (among a
+// service's first 64 backends; further ones may re-pick). A new
+// TCP connection (a bare SYN) on a reused client port always picks
+// afresh. A service without backends of a frontend's family drops that
+// frontend's new connections.
+//
+// Known limits: no hairpin (a pod that reaches itself through its service
+// gets no answer); of fragmented IPv4 packets only the first fragment is
+// translated; ICMP errors about translated connections are not
+// translated; IPv6 packets with extension headers are not translated; no
+// session affinity; no load balancer source ranges; connections opened by
+// the node's own host namespace (processes on the host, not through one of
+// the interfaces) are not translated. The attachments need TCX (Linux 6.6
+// or later): without it every interface fails to attach with an error
+// wrapping ErrAttach and ErrNotSupported; on other operating systems Apply
+// fails with ErrNotSupported.
+//
+// # What it never touches
+//
+// Anything outside PinDir but its own attachments: no netfilter rule (the
+// agent writes MasqueradeRule, or package masquerade does), no route,
+// address or link, and no other tc or TCX program (its attachments go
+// next to others on the same interface). In PinDir, only its three maps
+// and the directory PinDir/links: put nothing else there. New does no
+// I/O, and the Proxy starts no goroutine.
+package proxy
