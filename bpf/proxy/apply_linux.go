@@ -275,17 +275,13 @@ func (p *Proxy) declare() {
 	if len(p.dirty) == 0 {
 		return
 	}
-	owners := p.frontendOwners()
-	freed := p.declareNames(p.takeDirty(), owners)
-	if freed {
+	if p.declareNames(p.takeDirty()) {
 		// A service refused for a conflict may fit now that another let go
 		// of frontends: try those once more.
-		for n, s := range p.services {
-			if errors.Is(s.err, ErrFrontendConflict) {
-				p.dirty[n] = true
-			}
+		for n := range p.conflicts {
+			p.dirty[n] = true
 		}
-		p.declareNames(p.takeDirty(), owners)
+		p.declareNames(p.takeDirty())
 	}
 	k := p.k
 	for id := range k.unclaimed {
@@ -302,27 +298,29 @@ func (p *Proxy) takeDirty() []string {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	clear(p.dirty)
+	// A new map, not clear: a Go map keeps its size, and ranging over one
+	// that once held every service costs as much as all of them.
+	p.dirty = make(map[string]bool)
 	return names
 }
 
 // declareNames re-declares the named services and says whether any of them
 // let go of a frontend.
-func (p *Proxy) declareNames(names []string, owners map[feKey]string) (freed bool) {
+func (p *Proxy) declareNames(names []string) (freed bool) {
 	for _, n := range names {
 		s := p.services[n]
 		if s == nil {
 			continue
 		}
 		before := slices.Clone(s.fes)
-		p.withdraw(s, owners)
+		p.withdraw(n, s)
 		if s.removed {
 			p.releaseIDs(s)
 			delete(p.services, n)
 			freed = freed || len(before) > 0
 			continue
 		}
-		p.write(n, s, owners)
+		p.write(n, s)
 		for _, f := range before {
 			if !slices.Contains(s.fes, f) {
 				freed = true
@@ -332,23 +330,13 @@ func (p *Proxy) declareNames(names []string, owners map[feKey]string) (freed boo
 	return freed
 }
 
-// frontendOwners maps every written frontend to its service.
-func (p *Proxy) frontendOwners() map[feKey]string {
-	owners := map[feKey]string{}
-	for n, s := range p.services {
-		for _, f := range s.fes {
-			owners[f] = n
-		}
-	}
-	return owners
-}
-
 // withdraw removes service s's entries from the desired state.
-func (p *Proxy) withdraw(s *svc, owners map[feKey]string) {
+func (p *Proxy) withdraw(name string, s *svc) {
 	for _, f := range s.fes {
 		p.k.feSync.Delete(f)
-		delete(owners, f)
+		delete(p.owners, f)
 	}
+	delete(p.conflicts, name)
 	for _, b := range s.bes {
 		p.k.beSync.Delete(b)
 	}
@@ -357,16 +345,17 @@ func (p *Proxy) withdraw(s *svc, owners map[feKey]string) {
 
 // write declares service s's entries, unless one of its frontends is held
 // by another service.
-func (p *Proxy) write(name string, s *svc, owners map[feKey]string) {
+func (p *Proxy) write(name string, s *svc) {
 	e := build(s.s, p.nodeAddrs)
 	for _, f := range e.frontends {
-		if o, held := owners[f.key]; held && o != name {
+		if o, held := p.owners[f.key]; held && o != name {
 			s.err = fmt.Errorf("%w: service %q: %v is service %q's", ErrFrontendConflict, name, f.key, o)
+			p.conflicts[name] = true
 			return
 		}
 	}
 	k := p.k
-	for _, fam := range []int{4, 6} {
+	for fam := range 2 {
 		var fes []frontend
 		for _, f := range e.frontends {
 			if f.fam == fam {
@@ -375,22 +364,22 @@ func (p *Proxy) write(name string, s *svc, owners map[feKey]string) {
 		}
 		bes := e.backends[fam]
 		if len(fes) == 0 {
-			if id, ok := s.ids[fam]; ok {
+			if id := s.ids[fam]; id != 0 {
 				_ = k.ids.Release(id)
-				delete(s.ids, fam)
+				s.ids[fam] = 0
 			}
 			continue
 		}
 		id, err := p.idFor(s, fam, fes)
 		if err != nil {
-			p.withdraw(s, owners)
+			p.withdraw(name, s)
 			s.err = err
 			return
 		}
 		for _, f := range fes {
 			k.feSync.Set(f.key, feVal{SvcID: id, Count: uint32(len(bes)), LocalCount: e.local[fam], Flags: f.flags})
 			s.fes = append(s.fes, f.key)
-			owners[f.key] = name
+			p.owners[f.key] = name
 		}
 		for i, b := range bes {
 			key := beKey{SvcID: id, Ordinal: uint32(i)}
@@ -405,7 +394,7 @@ func (p *Proxy) write(name string, s *svc, owners map[feKey]string) {
 // claimed it first), or a new one.
 func (p *Proxy) idFor(s *svc, fam int, fes []frontend) (uint32, error) {
 	k := p.k
-	if id, ok := s.ids[fam]; ok {
+	if id := s.ids[fam]; id != 0 {
 		return id, nil
 	}
 	for _, f := range fes {
@@ -425,8 +414,10 @@ func (p *Proxy) idFor(s *svc, fam int, fes []frontend) (uint32, error) {
 
 func (p *Proxy) releaseIDs(s *svc) {
 	for fam, id := range s.ids {
-		_ = p.k.ids.Release(id)
-		delete(s.ids, fam)
+		if id != 0 {
+			_ = p.k.ids.Release(id)
+		}
+		s.ids[fam] = 0
 	}
 }
 
@@ -617,9 +608,11 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 		}
 	}
 	for n, s := range p.services {
-		s.fes, s.bes, s.ids = nil, nil, map[int]uint32{}
+		s.fes, s.bes, s.ids = nil, nil, [2]uint32{}
 		p.dirty[n] = true
 	}
+	clear(p.owners)
+	clear(p.conflicts)
 	if len(errs) > 0 {
 		return fmt.Errorf("%s: cleanup: %w", p.o.Name, errors.Join(errs...))
 	}

@@ -175,7 +175,7 @@ func BenchmarkKernelProxyStartup(b *testing.B) {
 				// The entries ours computes (build), service IDs 1…n,
 				// written key by key.
 				e := build(s, p.nodeAddrs)
-				bes := e.backends[4]
+				bes := e.backends[0]
 				for o, v := range bes {
 					k := beKey{SvcID: uint32(id + 1), Ordinal: uint32(o)}
 					if err := p.k.be.Update(&k, &v, ebpf.UpdateAny); err != nil {
@@ -183,7 +183,7 @@ func BenchmarkKernelProxyStartup(b *testing.B) {
 					}
 				}
 				for _, f := range e.frontends {
-					v := feVal{SvcID: uint32(id + 1), Count: uint32(len(bes)), LocalCount: e.local[4], Flags: f.flags}
+					v := feVal{SvcID: uint32(id + 1), Count: uint32(len(bes)), LocalCount: e.local[0], Flags: f.flags}
 					if err := p.k.fe.Update(&f.key, &v, ebpf.UpdateAny); err != nil {
 						b.Fatal(err)
 					}

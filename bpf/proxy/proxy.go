@@ -73,14 +73,23 @@ type Options struct {
 }
 
 // ServiceUpdate declares or replaces a service, by name.
-type ServiceUpdate struct{ Service Service }
+type ServiceUpdate struct {
+	// Service is the service as it is now.
+	Service Service
+}
 
 // ServiceRemove removes a service by name; an unknown name is no error.
-type ServiceRemove struct{ Name string }
+type ServiceRemove struct {
+	// Name is the name of the service to remove.
+	Name string
+}
 
 // NodeAddrsUpdate gives the node's own addresses, the ones NodePorts
 // answer on. Each message replaces the previous list.
-type NodeAddrsUpdate struct{ Addrs []netip.Addr }
+type NodeAddrsUpdate struct {
+	// Addrs are the node's addresses.
+	Addrs []netip.Addr
+}
 
 // Status is a snapshot of what the Proxy has programmed.
 type Status struct {
@@ -97,7 +106,7 @@ type Status struct {
 // svc is one service as the Proxy tracks it.
 type svc struct {
 	s   Service
-	ids map[int]uint32 // by family, once allocated
+	ids [2]uint32 // by famIndex, once allocated (IDs are never 0)
 	// written are the map keys the service has in the desired state.
 	fes     []feKey
 	bes     []beKey
@@ -127,6 +136,10 @@ type Proxy struct {
 	invalid   map[string]error
 	nodeAddrs []netip.Addr
 	links     map[string]iface
+	// owners maps each frontend in the desired state to its service;
+	// conflicts are the services refused for a frontend another holds.
+	owners    map[feKey]string
+	conflicts map[string]bool
 	wake      func()
 
 	retry  dataplane.Retry // of the entries and interfaces that failed
@@ -170,7 +183,7 @@ func New(opts Options) (*Proxy, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Proxy{o: o, log: log, services: map[string]*svc{}, dirty: map[string]bool{},
-		invalid: map[string]error{}, links: map[string]iface{}}, nil
+		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, conflicts: map[string]bool{}}, nil
 }
 
 func orDefault(v, d uint32) uint32 {
@@ -230,7 +243,7 @@ func (p *Proxy) OnUpdate(msg any) {
 		s.ClusterIPs, s.ExternalIPs, s.Backends = slices.Clone(s.ClusterIPs), slices.Clone(s.ExternalIPs), slices.Clone(s.Backends)
 		old := p.services[s.Name]
 		if old == nil {
-			old = &svc{ids: map[int]uint32{}}
+			old = &svc{}
 			p.services[s.Name] = old
 		}
 		old.s, old.removed = s, false

@@ -118,30 +118,23 @@ func checkFrontendAddr(a netip.Addr) error {
 	return nil
 }
 
-// family is 4 or 6.
-func family(a netip.Addr) int {
-	if a.Is4() {
-		return 4
-	}
-	return 6
-}
-
 // families are the IP families of s: those of its cluster IPs, or when it
 // has none, those of its external IPs and backends. Its NodePort answers
 // on the node addresses of these families only.
-func (s Service) families() map[int]bool {
-	fams := map[int]bool{}
+// The result is indexed by famIndex.
+func (s Service) families() [2]bool {
+	var fams [2]bool
 	for _, a := range s.ClusterIPs {
-		fams[family(a)] = true
+		fams[famIndex(a)] = true
 	}
-	if len(fams) > 0 {
+	if len(s.ClusterIPs) > 0 {
 		return fams
 	}
 	for _, a := range s.ExternalIPs {
-		fams[family(a)] = true
+		fams[famIndex(a)] = true
 	}
 	for _, b := range s.Backends {
-		fams[family(b.Addr.Addr())] = true
+		fams[famIndex(b.Addr.Addr())] = true
 	}
 	return fams
 }
@@ -149,27 +142,48 @@ func (s Service) families() map[int]bool {
 // frontend is one map entry a service wants, before its ID is known.
 type frontend struct {
 	key   feKey
-	fam   int
+	fam   int // famIndex
 	flags uint32
 }
 
-// entries is what one service puts in the maps: per family its frontends
-// and its backends in ordinal order (local ones first).
+// entries is what one service puts in the maps: its frontends and, per
+// family (famIndex), its backends in ordinal order (local ones first) and
+// how many of them are local.
 type entries struct {
 	frontends []frontend
-	backends  map[int][]beVal // by family
-	local     map[int]uint32  // local backends per family
+	backends  [2][]beVal
+	local     [2]uint32
+}
+
+// famIndex is 0 for IPv4, 1 for IPv6: the index of entries' per-family
+// arrays.
+func famIndex(a netip.Addr) int {
+	if a.Is4() {
+		return 0
+	}
+	return 1
+}
+
+// boolOrder sorts true before false.
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
 }
 
 // build computes the entries of s on a node with addresses nodeAddrs. s
 // must be valid.
 func build(s Service, nodeAddrs []netip.Addr) entries {
-	e := entries{backends: map[int][]beVal{}, local: map[int]uint32{}}
+	var e entries
 	proto := uint8(s.Protocol.orTCP())
 	add := func(a netip.Addr, port uint16, flags uint32) {
 		e.frontends = append(e.frontends, frontend{
 			key:   feKey{Addr: addr16(a), Port: port16(port), Proto: proto},
-			fam:   family(a),
+			fam:   famIndex(a),
 			flags: flags,
 		})
 	}
@@ -186,27 +200,37 @@ func build(s Service, nodeAddrs []netip.Addr) entries {
 	if s.NodePort != 0 {
 		fams := s.families()
 		for _, a := range nodeAddrs {
-			if fams[family(a)] {
+			if fams[famIndex(a)] {
 				add(a, s.NodePort, feNodePort|external)
 			}
 		}
 	}
+	// One entry per frontend: an address that is both a cluster IP and an
+	// external IP (or a node address) gets the flags of both.
 	slices.SortFunc(e.frontends, func(a, b frontend) int { return compareFeKey(a.key, b.key) })
-	e.frontends = slices.CompactFunc(e.frontends, func(a, b frontend) bool { return a.key == b.key })
+	merged := e.frontends[:0]
+	for _, f := range e.frontends {
+		if n := len(merged); n > 0 && merged[n-1].key == f.key {
+			merged[n-1].flags |= f.flags
+			continue
+		}
+		merged = append(merged, f)
+	}
+	e.frontends = merged
 
+	// One backend per address (local if any listing says so), local ones
+	// first, each group in address order.
 	bs := slices.Clone(s.Backends)
 	slices.SortFunc(bs, func(a, b Backend) int {
-		if a.Local != b.Local {
-			if a.Local {
-				return -1
-			}
-			return 1
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c
 		}
-		return a.Addr.Compare(b.Addr)
+		return boolOrder(a.Local, b.Local)
 	})
 	bs = slices.CompactFunc(bs, func(a, b Backend) bool { return a.Addr == b.Addr })
+	slices.SortStableFunc(bs, func(a, b Backend) int { return boolOrder(a.Local, b.Local) })
 	for _, b := range bs {
-		f := family(b.Addr.Addr())
+		f := famIndex(b.Addr.Addr())
 		e.backends[f] = append(e.backends[f], beVal{Addr: addr16(b.Addr.Addr()), Port: port16(b.Addr.Port())})
 		if b.Local {
 			e.local[f]++

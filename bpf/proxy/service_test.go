@@ -119,7 +119,7 @@ func TestProtocolString(t *testing.T) {
 // fe is the frontend build should make for a at port.
 func fe(a string, port uint16, proto Protocol, flags uint32) frontend {
 	ad := mustAddr(a)
-	return frontend{key: feKey{Addr: addr16(ad), Port: port16(port), Proto: uint8(proto)}, fam: family(ad), flags: flags}
+	return frontend{key: feKey{Addr: addr16(ad), Port: port16(port), Proto: uint8(proto)}, fam: famIndex(ad), flags: flags}
 }
 
 // sortedFes sorts frontends as build does, for comparisons.
@@ -235,18 +235,24 @@ func TestBuildBackends(t *testing.T) {
 	}}
 	require.NoError(t, s.Validate())
 	e := build(s, nil)
-	assert.Equal(t, map[int][]beVal{
-		4: {be("10.244.1.2:8080"), be("10.244.1.9:8080"), be("10.244.2.1:8080"), be("10.244.2.1:9090"), be("10.244.2.3:8080")},
-		6: {be("[fd00:244:1::2]:8080"), be("[fd00:244:2::3]:8080")},
+	assert.Equal(t, [2][]beVal{
+		{be("10.244.1.2:8080"), be("10.244.1.9:8080"), be("10.244.2.1:8080"), be("10.244.2.1:9090"), be("10.244.2.3:8080")},
+		{be("[fd00:244:1::2]:8080"), be("[fd00:244:2::3]:8080")},
 	}, e.backends, "per family, local first, then by address and port, without duplicates")
-	assert.Equal(t, map[int]uint32{4: 2, 6: 1}, e.local)
+	assert.Equal(t, [2]uint32{2, 1}, e.local)
 
 	// A family without local backends has no local count.
 	s.Backends = []Backend{{Addr: mustAP("10.244.2.3:8080")}}
 	e = build(s, nil)
-	assert.Equal(t, map[int][]beVal{4: {be("10.244.2.3:8080")}}, e.backends)
-	assert.Zero(t, e.local[4])
-	assert.Empty(t, e.backends[6])
+	assert.Equal(t, [2][]beVal{{be("10.244.2.3:8080")}}, e.backends)
+	assert.Zero(t, e.local[0])
+	assert.Empty(t, e.backends[1])
+
+	// One address listed as local and as remote is one backend, local.
+	s.Backends = []Backend{{Addr: mustAP("10.0.0.1:80"), Local: true}, {Addr: mustAP("10.0.0.2:80"), Local: true}, {Addr: mustAP("10.0.0.1:80")}}
+	e = build(s, nil)
+	assert.Equal(t, [2][]beVal{{be("10.0.0.1:80"), be("10.0.0.2:80")}}, e.backends)
+	assert.Equal(t, uint32(2), e.local[0])
 }
 
 // The maps hold ports in network byte order and addresses in 16 bytes, an
@@ -261,7 +267,7 @@ func TestBuildByteOrder(t *testing.T) {
 	assert.Equal(t, [2]byte{0x12, 0x34}, k.Port)
 	assert.Equal(t, uint8(17), k.Proto)
 	assert.Equal(t, [2]byte{30080 >> 8, 30080 & 0xff}, e.frontends[1].key.Port)
-	b := e.backends[4][0]
+	b := e.backends[0][0]
 	assert.Equal(t, [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 244, 14: 1, 15: 7}, b.Addr)
 	assert.Equal(t, [2]byte{0x1f, 0x90}, b.Port, "8080")
 	assert.Equal(t, uint16(8080), fromPort16(b.Port))
@@ -539,4 +545,25 @@ func TestLayoutMatchesHeader(t *testing.T) {
 	assert.Equal(t, []uintptr{feKeySize, feValSize, beKeySize, beValSize, ctKeySize, ctValSize},
 		[]uintptr{unsafe.Sizeof(feKey{}), unsafe.Sizeof(feVal{}), unsafe.Sizeof(beKey{}),
 			unsafe.Sizeof(beVal{}), unsafe.Sizeof(ctKey{}), unsafe.Sizeof(ctVal{})})
+}
+
+// An address that is two frontends of one service (a cluster IP that is
+// also an external IP, an external IP that is also a node address with
+// Port == NodePort) is one entry with the flags of both, whatever the
+// order.
+func TestBuildMergesSharedFrontends(t *testing.T) {
+	var addrs []netip.Addr
+	for i := range 20 {
+		addrs = append(addrs, netip.AddrFrom4([4]byte{10, 96, 0, byte(i + 1)}))
+	}
+	s := Service{Name: "s", Port: 80, NodePort: 80, ClusterIPs: addrs, ExternalIPs: addrs, ExternalTrafficLocal: true}
+	e := build(s, addrs[:5])
+	require.Len(t, e.frontends, 20)
+	for i, f := range e.frontends {
+		want := feExternalLocal
+		if i < 5 {
+			want |= feNodePort
+		}
+		assert.Equal(t, want, f.flags, "%v", f.key)
+	}
 }
