@@ -21,53 +21,9 @@ import (
 
 // These tests run the service NAT program (c/nat.c) with BPF_PROG_TEST_RUN
 // on packets built here, and check the packets it gives back. The map
-// entries are written through local mirrors of the C structs (the test…
-// types), kept apart from the package's own so that each side checks the
-// layout on its own.
-
-type testFeKey struct {
-	Addr  [16]byte
-	Port  [2]byte // network byte order
-	Proto uint8
-	Pad   uint8
-}
-
-type testFeVal struct {
-	SvcID      uint32
-	Count      uint32
-	LocalCount uint32
-	Flags      uint32
-}
-
-type testBeKey struct {
-	SvcID   uint32
-	Ordinal uint32
-}
-
-type testBeVal struct {
-	Addr [16]byte
-	Port [2]byte
-	Pad  uint16
-}
-
-type testCtKey struct {
-	Src   [16]byte
-	Dst   [16]byte
-	Sport [2]byte
-	Dport [2]byte
-	Proto uint8
-	Pad   [3]uint8
-}
-
-type testCtVal struct {
-	Addr     [16]byte
-	Port     [2]byte
-	Pad      uint16
-	SvcID    uint32
-	Ordinal  uint32
-	Flags    uint32
-	LastSeen uint64
-}
+// entries are written with the package's own types (layout.go), which
+// TestKernelProgLayout holds to the program's BTF and
+// TestLayoutMatchesHeader to c/nat.h.
 
 // testSkBuff is struct __sk_buff as BPF_PROG_TEST_RUN takes and returns it:
 // only len, pkt_type and mark are named, the rest must stay zero on input.
@@ -79,10 +35,6 @@ type testSkBuff struct {
 }
 
 const (
-	testFeExternalLocal = 0x1
-	testCtReverse       = 0x1
-	testCtMasq          = 0x2
-
 	testProtoTCP = 6
 	testProtoUDP = 17
 
@@ -94,12 +46,6 @@ const (
 
 	testMasqMark = 0x4000
 )
-
-func testPort(p uint16) [2]byte {
-	var b [2]byte
-	binary.BigEndian.PutUint16(b[:], p)
-	return b
-}
 
 // testObjs loads the program with masquerading on (mark and mask 0x4000).
 func testObjs(t testing.TB) *natObjects {
@@ -141,19 +87,19 @@ type testService struct {
 	flags    uint32
 }
 
-func (s testService) feKey() testFeKey {
-	return testFeKey{Addr: s.fe.Addr().As16(), Port: testPort(s.fe.Port()), Proto: s.proto}
+func (s testService) feKey() feKey {
+	return feKey{Addr: s.fe.Addr().As16(), Port: port16(s.fe.Port()), Proto: s.proto}
 }
 
 func testPutService(t testing.TB, objs *natObjects, s testService) {
 	t.Helper()
-	val := testFeVal{SvcID: s.id, Count: uint32(len(s.backends)), LocalCount: s.local, Flags: s.flags}
+	val := feVal{SvcID: s.id, Count: uint32(len(s.backends)), LocalCount: s.local, Flags: s.flags}
 	if err := objs.NpFe.Put(s.feKey(), val); err != nil {
 		t.Fatal(err)
 	}
 	for i, be := range s.backends {
-		k := testBeKey{SvcID: s.id, Ordinal: uint32(i)}
-		v := testBeVal{Addr: be.Addr().As16(), Port: testPort(be.Port())}
+		k := beKey{SvcID: s.id, Ordinal: uint32(i)}
+		v := beVal{Addr: be.Addr().As16(), Port: port16(be.Port())}
 		if err := objs.NpBe.Put(k, v); err != nil {
 			t.Fatal(err)
 		}
@@ -367,13 +313,13 @@ func testIndex(list []netip.AddrPort, ap netip.AddrPort) int {
 	return -1
 }
 
-func testCtGet(t testing.TB, objs *natObjects, src, dst netip.AddrPort, proto uint8) (testCtVal, bool) {
+func testCtGet(t testing.TB, objs *natObjects, src, dst netip.AddrPort, proto uint8) (ctVal, bool) {
 	t.Helper()
-	k := testCtKey{
+	k := ctKey{
 		Src: src.Addr().As16(), Dst: dst.Addr().As16(),
-		Sport: testPort(src.Port()), Dport: testPort(dst.Port()), Proto: proto,
+		Sport: port16(src.Port()), Dport: port16(dst.Port()), Proto: proto,
 	}
-	var v testCtVal
+	var v ctVal
 	if err := objs.NpCt.Lookup(k, &v); err != nil {
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return v, false
@@ -395,9 +341,9 @@ func TestKernelProgLayout(t *testing.T) {
 		goKey    any
 		goVal    any
 	}{
-		{"np_fe", 20, 16, testFeKey{}, testFeVal{}},
-		{"np_be", 8, 20, testBeKey{}, testBeVal{}},
-		{"np_ct", 40, 40, testCtKey{}, testCtVal{}},
+		{"np_fe", 20, 16, feKey{}, feVal{}},
+		{"np_be", 8, 20, beKey{}, beVal{}},
+		{"np_ct", 40, 40, ctKey{}, ctVal{}},
 	} {
 		m, ok := spec.Maps[c.name]
 		if !ok {
@@ -408,7 +354,7 @@ func TestKernelProgLayout(t *testing.T) {
 			t.Errorf("%s: key/value %d/%d bytes, want %d/%d", c.name, m.KeySize, m.ValueSize, c.key, c.val)
 		}
 		if k, v := binary.Size(c.goKey), binary.Size(c.goVal); uint32(k) != c.key || uint32(v) != c.val {
-			t.Errorf("%s: Go mirrors %d/%d bytes, want %d/%d", c.name, k, v, c.key, c.val)
+			t.Errorf("%s: Go types %d/%d bytes, want %d/%d", c.name, k, v, c.key, c.val)
 		}
 	}
 	if got := binary.Size(testSkBuff{}); got != 192 {
@@ -460,7 +406,7 @@ func testDNAT(t *testing.T, client netip.Addr, svc testService) {
 			t.Fatalf("forward entry %+v (found %v)", fwd, ok)
 		}
 		rev, ok := testCtGet(t, objs, got.dst, cl, svc.proto)
-		if !ok || rev.Flags != testCtReverse ||
+		if !ok || rev.Flags != ctReverse ||
 			netip.AddrPortFrom(netip.AddrFrom16(rev.Addr).Unmap(), binary.BigEndian.Uint16(rev.Port[:])) != svc.fe {
 			t.Fatalf("reverse entry %+v (found %v)", rev, ok)
 		}
@@ -625,7 +571,7 @@ func TestKernelProgDrop(t *testing.T) {
 	testPutService(t, objs, empty)
 	broken := testService{id: 2, fe: testAddrPort("[fd00:10:96::11]:80"), proto: testProtoTCP}
 	testPutService(t, objs, broken)
-	if err := objs.NpFe.Put(broken.feKey(), testFeVal{SvcID: 2, Count: 1, LocalCount: 1}); err != nil {
+	if err := objs.NpFe.Put(broken.feKey(), feVal{SvcID: 2, Count: 1, LocalCount: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -653,7 +599,7 @@ func TestKernelProgExternalLocal(t *testing.T) {
 			testAddrPort("10.244.1.20:8080"), testAddrPort("10.244.1.21:8080"),
 			testAddrPort("10.244.2.22:8080"), testAddrPort("10.244.3.23:8080"),
 		},
-		local: 0, flags: testFeExternalLocal,
+		local: 0, flags: feExternalLocal,
 	}
 	testPutService(t, objs, svc)
 	syn := func(sport uint16) []byte {
@@ -723,10 +669,10 @@ func TestKernelProgMasqMark(t *testing.T) {
 				seen[remote]++
 				fwd, _ := testCtGet(t, objs, cl, svc.fe, testProtoTCP)
 				rev, _ := testCtGet(t, objs, got.dst, cl, testProtoTCP)
-				wantFwd, wantRev := uint32(0), uint32(testCtReverse)
+				wantFwd, wantRev := uint32(0), uint32(ctReverse)
 				if remote {
-					wantFwd |= testCtMasq
-					wantRev |= testCtMasq
+					wantFwd |= ctMasq
+					wantRev |= ctMasq
 				}
 				if fwd.Flags != wantFwd || rev.Flags != wantRev {
 					t.Fatalf("to %v: ct flags %#x/%#x, want %#x/%#x", got.dst, fwd.Flags, rev.Flags, wantFwd, wantRev)
@@ -763,15 +709,15 @@ func TestKernelProgBackendRemoved(t *testing.T) {
 		left[gone] = left[last]
 		left = left[:last]
 		if gone != last {
-			v := testBeVal{Addr: left[gone].Addr().As16(), Port: testPort(left[gone].Port())}
-			if err := objs.NpBe.Put(testBeKey{SvcID: svc.id, Ordinal: uint32(gone)}, v); err != nil {
+			v := beVal{Addr: left[gone].Addr().As16(), Port: port16(left[gone].Port())}
+			if err := objs.NpBe.Put(beKey{SvcID: svc.id, Ordinal: uint32(gone)}, v); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := objs.NpBe.Delete(testBeKey{SvcID: svc.id, Ordinal: uint32(last)}); err != nil {
+		if err := objs.NpBe.Delete(beKey{SvcID: svc.id, Ordinal: uint32(last)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := objs.NpFe.Put(svc.feKey(), testFeVal{SvcID: svc.id, Count: uint32(len(left))}); err != nil {
+		if err := objs.NpFe.Put(svc.feKey(), feVal{SvcID: svc.id, Count: uint32(len(left))}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -925,13 +871,13 @@ func TestKernelProgVethTraffic(t *testing.T) {
 			// The connections did go through the program: a reverse entry
 			// per connection, from the backend to the client.
 			var (
-				k          testCtKey
-				v          testCtVal
+				k          ctKey
+				v          ctVal
 				nrev       int
 				fromServer = map[[16]byte]bool{server.IPv4.As16(): true, server.IPv6.As16(): true}
 			)
 			for it := objs.NpCt.Iterate(); it.Next(&k, &v); {
-				if v.Flags&testCtReverse != 0 && fromServer[k.Src] {
+				if v.Flags&ctReverse != 0 && fromServer[k.Src] {
 					nrev++
 				}
 			}
