@@ -114,6 +114,46 @@ func whoami(ns *kerneltest.NS, to netip.AddrPort) (string, error) {
 	return string(b), err
 }
 
+// proxy is a Proxy of host 1 that knows its interfaces and addresses,
+// cleaned up when the test ends.
+func (r *proxyRig) proxy(t *testing.T) *Proxy {
+	t.Helper()
+	p, err := New(r.options())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	r.feed(t, p)
+	return p
+}
+
+// dial opens a TCP connection from ns to to.
+func dial(t *testing.T, ns *kerneltest.NS, to netip.AddrPort) net.Conn {
+	t.Helper()
+	var c net.Conn
+	require.NoError(t, ns.Do(func() error {
+		var err error
+		c, err = net.DialTimeout("tcp", to.String(), 3*time.Second)
+		return err
+	}))
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// exchange sends a token on c and reads it back (from an echo server).
+func exchange(c net.Conn) error {
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		return err
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if string(buf) != "ping" {
+		return fmt.Errorf("echo %q", buf)
+	}
+	return nil
+}
+
 // options is the Proxy of host 1.
 func (r *proxyRig) options() Options {
 	return Options{Kernel: r.ns, PinDir: r.pinDir, HostInterfaces: []string{"eth0"},
@@ -173,10 +213,7 @@ var (
 
 func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
 	r := newProxyRig(t)
-	p, err := New(r.options())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-	r.feed(t, p)
+	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
 	for _, v6 := range []bool{false, true} {
 		cip := clusterV4
@@ -223,10 +260,7 @@ func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
 
 func TestKernelProxyExternalTrafficLocal(t *testing.T) {
 	r := newProxyRig(t)
-	p, err := New(r.options())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-	r.feed(t, p)
+	p := r.proxy(t)
 	p.OnUpdate(ServiceUpdate{Service{Name: "default/local:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4},
 		NodePort: 30081, ExternalTrafficLocal: true, Backends: r.backends(false)}})
 	apply(t, p)
@@ -239,10 +273,7 @@ func TestKernelProxyExternalTrafficLocal(t *testing.T) {
 
 func TestKernelProxyChangesAndRemoval(t *testing.T) {
 	r := newProxyRig(t)
-	p, err := New(r.options())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-	r.feed(t, p)
+	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0].NS
 	svc := Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
 	p.OnUpdate(ServiceUpdate{svc})
@@ -259,7 +290,7 @@ func TestKernelProxyChangesAndRemoval(t *testing.T) {
 	svc.Backends = nil
 	p.OnUpdate(ServiceUpdate{svc})
 	apply(t, p)
-	_, err = whoami(client, netip.AddrPortFrom(clusterV4, 80))
+	_, err := whoami(client, netip.AddrPortFrom(clusterV4, 80))
 	require.Error(t, err)
 
 	// Removed: the address is no service any more (nothing answers it).
@@ -291,28 +322,12 @@ func TestKernelProxyRestartKeepsConnections(t *testing.T) {
 
 	// An established connection through the service.
 	client := r.topo.Hosts[0].Pods[0].NS
-	var conn net.Conn
-	require.NoError(t, client.Do(func() error {
-		var err error
-		conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(clusterV4, 81).String(), 3*time.Second)
-		return err
-	}))
-	defer conn.Close()
-	exchange := func() {
-		t.Helper()
-		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
-		_, err := conn.Write([]byte("ping"))
-		require.NoError(t, err)
-		buf := make([]byte, 4)
-		_, err = io.ReadFull(conn, buf)
-		require.NoError(t, err)
-		require.Equal(t, "ping", string(buf))
-	}
-	exchange()
+	conn := dial(t, client, netip.AddrPortFrom(clusterV4, 81))
+	require.NoError(t, exchange(conn))
 
 	// The agent goes away: the pins keep the dataplane working.
 	require.NoError(t, p.Close())
-	exchange()
+	require.NoError(t, exchange(conn))
 	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 30), 3)
 
 	// A new Proxy on the same pins, with the same services, adopts them
@@ -327,7 +342,7 @@ func TestKernelProxyRestartKeepsConnections(t *testing.T) {
 	apply(t, p2)
 	assert.Equal(t, 0, p2.k.feSync.Stats().Updated+p2.k.beSync.Stats().Updated, "nothing rewritten")
 	assert.Equal(t, 0, p2.k.feSync.Stats().Deleted+p2.k.beSync.Stats().Deleted)
-	exchange()
+	require.NoError(t, exchange(conn))
 
 	// Cleanup detaches everything and removes the pins.
 	require.NoError(t, p2.Cleanup(context.Background()))
@@ -391,10 +406,7 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 // established connections keep their backend.
 func TestKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T) {
 	r := newProxyRig(t)
-	p, err := New(r.options())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-	r.feed(t, p)
+	p := r.proxy(t)
 	backends := r.backends(false)
 	for i := range backends {
 		backends[i].Addr = netip.AddrPortFrom(backends[i].Addr.Addr(), echoPort)
@@ -410,28 +422,13 @@ func TestKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T) {
 	}
 	var conns []tracked
 	for range 24 {
-		var c net.Conn
-		require.NoError(t, client.NS.Do(func() error {
-			var err error
-			c, err = net.DialTimeout("tcp", netip.AddrPortFrom(clusterV4, 81).String(), 3*time.Second)
-			return err
-		}))
-		defer c.Close()
+		c := dial(t, client.NS, netip.AddrPortFrom(clusterV4, 81))
 		// The program's forward entry says which backend it chose.
 		local := c.LocalAddr().(*net.TCPAddr).AddrPort()
 		key := ctKey{Src: addr16(local.Addr().Unmap()), Dst: addr16(clusterV4), Sport: port16(local.Port()), Dport: port16(81), Proto: 6}
 		var v ctVal
 		require.NoError(t, p.k.ct.Lookup(&key, &v))
 		conns = append(conns, tracked{c, netip.AddrPortFrom(fromAddr16(v.Addr), fromPort16(v.Port))})
-	}
-	exchange := func(c net.Conn) error {
-		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-		if _, err := c.Write([]byte("ping")); err != nil {
-			return err
-		}
-		buf := make([]byte, 4)
-		_, err := io.ReadFull(c, buf)
-		return err
 	}
 	for _, c := range conns {
 		require.NoError(t, exchange(c.conn))
@@ -456,10 +453,7 @@ func TestKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T) {
 // the other backends.
 func TestKernelProxyPodReachesItsOwnService(t *testing.T) {
 	r := newProxyRig(t)
-	p, err := New(r.options())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-	r.feed(t, p)
+	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
 	backends := append([]Backend{{Addr: netip.AddrPortFrom(client.IPv4, whoamiPort), Local: true}}, r.backends(false)...)
 	p.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends}})
