@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -28,7 +29,10 @@ import (
 //     into an empty hash map. Ours is a new maps.Sync given the entries
 //     (ReplaceDesired) and one Apply: one read of the empty map, then
 //     batch updates of maps.DefaultBatchSize. The peer is cilium/ebpf's
-//     Map.Update per key; the floor one Map.BatchUpdate of all N.
+//     Map.Update per key; the floor one Map.BatchUpdate of all N. Ours
+//     reports where its time goes: desired_ms (NewSync, ReplaceDesired),
+//     read_ms (the read of the empty map, which Apply would start with:
+//     Kernel makes it first, to time it) and write_ms (Apply).
 //   - bpfmaps/change-one/10000: one entry's value changes in a map of 10k
 //     entries in sync. Ours is Sync.Set + Apply (one syscall); the floor is
 //     one Map.Update; the peer, a writer without a diff, writes every
@@ -90,16 +94,21 @@ type bpfFS struct {
 func bpfMount() (*bpfFS, error) {
 	fs := &bpfFS{release: make(chan struct{}), done: make(chan error, 1)}
 	ready := make(chan error, 1)
-	var worker func()
-	worker = func() {
+	var worker func(onThread chan<- struct{})
+	worker = func(onThread chan<- struct{}) {
 		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
 		if unix.Gettid() == unix.Getpid() {
-			// The main thread: start again from another goroutine,
-			// which cannot get this thread while it is locked here, then
-			// give it back.
-			go worker()
+			// The main thread: start again from another goroutine, which
+			// cannot get this thread while it is locked here, and give
+			// the thread back once that one holds another.
+			next := make(chan struct{})
+			go worker(next)
+			<-next
 			runtime.UnlockOSThread()
 			return
+		}
+		if onThread != nil {
+			close(onThread)
 		}
 		mnt := filepath.Join(os.TempDir(), "nodeplane-bench-bpffs")
 		err := func() error {
@@ -128,7 +137,7 @@ func bpfMount() (*bpfFS, error) {
 		<-fs.release
 		fs.done <- unix.Unmount(mnt, unix.MNT_DETACH)
 	}
-	go worker()
+	go worker(nil)
 	if err := <-ready; err != nil {
 		return nil, err
 	}
@@ -265,14 +274,25 @@ func bpfMapsInitial(n int) harness.Scenario {
 				Setup: bpfMapSetup(e, false, false),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*bpfMapState)
+					t0 := time.Now()
 					s, err := maps.NewSync[bpfKey, bpfVal](st.m, maps.SyncOptions{})
 					if err != nil {
 						return err
 					}
 					s.ReplaceDesired(e.m)
+					t1 := time.Now()
+					// The read Apply would start with, made first to
+					// time it apart.
+					if _, err := s.Kernel(ctx); err != nil {
+						return err
+					}
+					t2 := time.Now()
 					if err := s.Apply(ctx); err != nil {
 						return err
 					}
+					env.Report("desired_ms", millis(t1.Sub(t0)))
+					env.Report("read_ms", millis(t2.Sub(t1)))
+					env.Report("write_ms", millis(time.Since(t2)))
 					if got := s.Stats().Updated; got != n {
 						return fmt.Errorf("%d entries written, want %d", got, n)
 					}
