@@ -611,6 +611,13 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("what another netfilter backend holds of ours was not all removed", "err", err)
 		a.noteError(err)
 	}
+	// With the BPF proxy off, what a run with it on left goes.
+	if !cfg.BPFProxy {
+		if err := cleanupProxy(ctx, &cfg, ns); err != nil {
+			log.Warn("the BPF proxy's pins were not all removed", "dir", cfg.BPFPinDir, "err", err)
+			a.noteError(err)
+		}
+	}
 
 	mtuMon, err := mtu.NewMonitor(mtu.MonitorOptions{Detector: det, Logger: log.With("component", "mtu"),
 		PodMTU: mtu.PodMTUOptions{Encaps: cfg.encaps(), PodIPv6: cfg.IPv6},
