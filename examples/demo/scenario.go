@@ -161,7 +161,7 @@ func (s *Scenario) Run(ctx context.Context) (err error) {
 		{"a ClusterIP service reached from a pod, spread over backends on all nodes (BPF proxy)", s.checkClusterIP},
 		{"a NodePort reached from another node (BPF proxy)", s.checkNodePort},
 		{"the same on native nftables (agents restarted with --netfilter nftables); no npm- chain left in iptables", s.checkNFTables},
-		{"agent restarted during a 10 ms ping loses at most one refresh", s.checkRestart},
+		{"agent restarted during a 10 ms ping loses at most one refresh; a connection through a service survives it", s.checkRestart},
 		{"idle agents: memory and CPU", s.measureIdle},
 		{"a node removed from the file loses its routes on the others", s.checkNodeRemoved},
 		{"nodeagent cleanup removes everything of ours", s.checkCleanup},
@@ -298,6 +298,9 @@ func (s *Scenario) setup(ctx context.Context) (string, error) {
 			if err := s.serveName(p); err != nil {
 				return "", err
 			}
+			if err := s.serveStream(p); err != nil {
+				return "", err
+			}
 			n.pods = append(n.pods, p)
 		}
 		s.nodes = append(s.nodes, n)
@@ -344,7 +347,8 @@ func (s *Scenario) plugPod(ctx context.Context, p *pod) error {
 func (s *Scenario) clusterFile(nodes []*node) datastore.Cluster {
 	c := datastore.Cluster{Pools: []datastore.Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true}}}
 	svc := datastore.Service{Namespace: "demo", Name: "echo", ClusterIPs: []netip.Addr{clusterIP},
-		Type: "NodePort", Ports: []datastore.ServicePort{{Protocol: "TCP", Port: servicePort, NodePort: nodePort, TargetPort: backendPort}}}
+		Type: "NodePort", Ports: []datastore.ServicePort{{Protocol: "TCP", Port: servicePort, NodePort: nodePort, TargetPort: backendPort},
+			{Name: "stream", Protocol: "TCP", Port: streamServicePort, TargetPort: streamBackendPort}}}
 	for _, n := range nodes {
 		c.Nodes = append(c.Nodes, datastore.Node{Name: n.name, UnderlayIPv4: n.underlay,
 			PodCIDRs: []netip.Prefix{n.podCIDR}, WireGuardPublicKey: n.wgKey.String()})
@@ -803,6 +807,16 @@ func (s *Scenario) checkRestart(ctx context.Context) (string, error) {
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
+	// A long connection through the service, from a pod on the node whose
+	// agent restarts: its translation lives in the pinned maps.
+	st, err := openStream(ctx, victim.pods[0].ns)
+	if err != nil {
+		return "", err
+	}
+	defer st.conn.Close()
+	if err := st.echo(); err != nil {
+		return "", err
+	}
 	time.Sleep(time.Second)
 	restart := time.Now()
 	if err := s.stop(victim); err != nil {
@@ -815,6 +829,10 @@ func (s *Scenario) checkRestart(ctx context.Context) (string, error) {
 		return "", err
 	}
 	took := time.Since(restart)
+	if err := st.echo(); err != nil {
+		return "", fmt.Errorf("the connection %s → %v:%d (backend %s) broke across the restart: %w",
+			victim.pods[0].name, clusterIP, streamServicePort, st.backend, err)
+	}
 	time.Sleep(time.Second)
 	cancel()
 	_ = cmd.Wait()
@@ -827,8 +845,8 @@ func (s *Scenario) checkRestart(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%d of %d pings lost across the restart, more than one refresh (%v = %d pings)", lost, sent, s.Resync, budget)
 	}
 	s.figure("pings lost while an agent restarted (10 ms interval)", fmt.Sprintf("%d of %d (restart to ready: %v)", lost, sent, took.Round(time.Millisecond)))
-	return fmt.Sprintf("%s restarted (stop → ready in %v) during %s → %s at 10 ms: %d of %d lost (budget %d)",
-		victim.name, took.Round(time.Millisecond), from.name, to.name, lost, sent, budget), nil
+	return fmt.Sprintf("%s restarted (stop → ready in %v) during %s → %s at 10 ms: %d of %d lost (budget %d); %s's connection through %v:%d to %s still echoes",
+		victim.name, took.Round(time.Millisecond), from.name, to.name, lost, sent, budget, victim.pods[0].name, clusterIP, streamServicePort, st.backend), nil
 }
 
 func (s *Scenario) measureIdle(ctx context.Context) (string, error) {
@@ -865,8 +883,8 @@ func (s *Scenario) measureIdle(ctx context.Context) (string, error) {
 		parts = append(parts, fmt.Sprintf("%s %.1f MiB %.2f%%", n.name, float64(rss)/(1<<20), pct))
 		maxRSS, maxCPU = max(maxRSS, rss), max(maxCPU, pct)
 	}
-	s.figure(fmt.Sprintf("agent RSS (largest of the nodes; %d services in the file)", s.Services), fmt.Sprintf("%.1f MiB", float64(maxRSS)/(1<<20)))
-	s.figure(fmt.Sprintf("agent idle CPU over %v (largest; refresh every %v; %d services in the BPF proxy)", window, s.Resync, s.Services), fmt.Sprintf("%.2f%% of one core", maxCPU))
+	s.figure(fmt.Sprintf("agent RSS (largest of the nodes; services in the file: %d)", s.Services), fmt.Sprintf("%.1f MiB", float64(maxRSS)/(1<<20)))
+	s.figure(fmt.Sprintf("agent idle CPU over %v (largest; refresh every %v; services in the BPF proxy: %d)", window, s.Resync, s.Services), fmt.Sprintf("%.2f%% of one core", maxCPU))
 	return strings.Join(parts, "; "), nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,10 @@ const (
 	backendPort = 8080
 	servicePort = 80
 	nodePort    = 30080
+	// A second port of the service for long connections: the backend
+	// greets with its name, then echoes lines.
+	streamBackendPort = 8081
+	streamServicePort = 81
 )
 
 var clusterIP = netip.MustParseAddr("10.96.0.10")
@@ -86,6 +91,83 @@ func (s *Scenario) serveName(p *pod) error {
 			_ = c.Close()
 		}
 	}()
+	return nil
+}
+
+// serveStream greets every TCP connection to streamBackendPort in pod p
+// with the pod's name and a newline, then echoes what it receives.
+func (s *Scenario) serveStream(p *pod) error {
+	var ln net.Listener
+	if err := inNetNS(p.ns, func() error {
+		var err error
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", streamBackendPort))
+		return err
+	}); err != nil {
+		return fmt.Errorf("%s: listen: %w", p.name, err)
+	}
+	s.listeners = append(s.listeners, ln)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := io.WriteString(c, p.name+"\n"); err == nil {
+					_, _ = io.Copy(c, c)
+				}
+			}()
+		}
+	}()
+	return nil
+}
+
+// stream is a long connection from a pod through the service's stream
+// port.
+type stream struct {
+	conn    net.Conn
+	rd      *bufio.Reader
+	backend string
+}
+
+// openStream connects from namespace ns to the service's stream port and
+// reads the backend's greeting.
+func openStream(ctx context.Context, ns string) (*stream, error) {
+	to := netip.AddrPortFrom(clusterIP, streamServicePort)
+	var c net.Conn
+	if err := inNetNS(ns, func() error {
+		d := net.Dialer{Timeout: 3 * time.Second}
+		var err error
+		c, err = d.DialContext(ctx, "tcp", to.String())
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("connect %v: %w", to, err)
+	}
+	st := &stream{conn: c, rd: bufio.NewReader(c)}
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	name, err := st.rd.ReadString('\n')
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("greeting from %v: %w", to, err)
+	}
+	st.backend = strings.TrimSpace(name)
+	return st, nil
+}
+
+// echo sends a line on the stream and checks it comes back.
+func (st *stream) echo() error {
+	_ = st.conn.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.WriteString(st.conn, "ping\n"); err != nil {
+		return err
+	}
+	line, err := st.rd.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "ping\n" {
+		return fmt.Errorf("echo %q", line)
+	}
 	return nil
 }
 

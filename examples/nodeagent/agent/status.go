@@ -151,7 +151,7 @@ func (a *Agent) status(ctx context.Context) Status {
 		Services: len(c.Services), ServicesNote: "not load-balanced (run with --bpf-proxy)", Errors: errs}
 	if a.plane.proxy != nil {
 		ps := a.plane.proxy.Status()
-		s.ServicesNote = fmt.Sprintf("bpf proxy: %d service ports, %d frontends, %d backends, on %s",
+		s.ServicesNote = fmt.Sprintf("bpf proxy: service ports %d, frontends %d, backends %d, on %s",
 			ps.Services, ps.Frontends, ps.Backends, strings.Join(ps.Interfaces, ","))
 		s.ProxyErrors = ps.Errors
 	}
