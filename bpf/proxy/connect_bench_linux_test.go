@@ -1,0 +1,373 @@
+//go:build linux
+
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/internal/bpftest"
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/kernel"
+)
+
+// BenchmarkKernelServiceConnect measures what a new connection to a
+// service costs, first packet included: one op is a TCP connection from a
+// pod to a service on the same host (client pod → host routes → backend
+// pod), the backend's one-byte greeting read, and the connection reset
+// (SO_LINGER 0, so no TIME_WAIT piles up). Each dataplane gets a fresh
+// topology of one host with two pods:
+//
+//   - direct: the client dials the backend's own address, the floor;
+//   - bpf/N=…: a Proxy on the host's pod veths with N services, the
+//     measured one in the middle (a hash lookup: the position should not
+//     matter);
+//   - iptables/N=… and iptables-nft/N=…: the N services as kube-proxy
+//     writes them in the nat table (PREROUTING → KUBE-SERVICES, one rule per
+//     service → KUBE-SVC-n → KUBE-SEP-n → DNAT), written with
+//     iptables-legacy-restore or iptables-nft-restore; the measured service
+//     is the last one (the whole KUBE-SERVICES walk), and the middle one is
+//     reported too (mid-p50-ns, mid-p99-ns, as many connections after the
+//     timed loop).
+//
+// Besides ns/op it reports the per-connection latency's p50 and p99
+// (p50-ns, p99-ns) and the part of it until the dial returned
+// (connect-p50-ns, connect-p99-ns: the handshake, which the first packet's
+// translation is part of). Run it with -benchtime 2000x or more.
+func BenchmarkKernelServiceConnect(b *testing.B) {
+	b.Run("direct", func(b *testing.B) {
+		r := newConnBenchRig(b)
+		connBenchMeasure(b, r.client.NS, r.backendAddr, netip.AddrPort{})
+	})
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("bpf/N=%d", n), func(b *testing.B) {
+			r := newConnBenchRig(b)
+			r.bpfServices(b, n)
+			connBenchMeasure(b, r.client.NS, connBenchServiceAddr(n/2), netip.AddrPort{})
+		})
+	}
+	for _, backend := range []struct{ name, restore string }{
+		{"iptables", "iptables-legacy-restore"},
+		{"iptables-nft", "iptables-nft-restore"},
+	} {
+		for _, n := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("%s/N=%d", backend.name, n), func(b *testing.B) {
+				kerneltest.RequireCommands(b, backend.restore)
+				r := newConnBenchRig(b)
+				r.iptablesServices(b, backend.restore, n)
+				connBenchMeasure(b, r.client.NS, connBenchServiceAddr(n-1), connBenchServiceAddr(n/2))
+			})
+		}
+	}
+}
+
+// connBenchPort is the backend's greeting server.
+const connBenchPort = 8090
+
+// connBenchRig is one host with two pods: pod 1 is the client, pod 2 the
+// backend, which greets every connection with one byte.
+type connBenchRig struct {
+	topo        *kerneltest.Topology
+	client      *kerneltest.Pod
+	backend     *kerneltest.Pod
+	backendAddr netip.AddrPort
+}
+
+func newConnBenchRig(b *testing.B) *connBenchRig {
+	b.Helper()
+	topo := kerneltest.NewTopology(b, kerneltest.TopologyOptions{Hosts: 1, PodsPerHost: 2, Stack: kerneltest.IPv4Only})
+	h := topo.Hosts[0]
+	r := &connBenchRig{topo: topo, client: h.Pods[0], backend: h.Pods[1],
+		backendAddr: netip.AddrPortFrom(h.Pods[1].IPv4, connBenchPort)}
+	connBenchServe(b, r.backend.NS)
+	return r
+}
+
+// connBenchServiceAddr is the cluster IP and port of service i:
+// 10.96.<i/256>.<i%256>:80.
+func connBenchServiceAddr(i int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80)
+}
+
+// bpfServices makes a Proxy of the host, attached to its pod veths and
+// underlay, with n services whose one backend is the backend pod.
+func (r *connBenchRig) bpfServices(b *testing.B, n int) {
+	b.Helper()
+	h := r.topo.Hosts[0]
+	ns, err := kernel.Open(h.NS.Path())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ns.Close() })
+	p, err := New(Options{Kernel: ns, PinDir: bpftest.Dir(b), HostInterfaces: []string{h.UnderlayIf},
+		PodInterfacePrefixes: []string{r.topo.Options.PodIfacePrefix}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	links, err := ns.Links(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range links {
+		p.OnUpdate(ifacemonitor.LinkUpdate{Name: l.Name, Index: l.Index, State: l.State()})
+	}
+	p.OnUpdate(NodeAddrsUpdate{Addrs: h.UnderlayAddrs()})
+	for i := range n {
+		p.OnUpdate(ServiceUpdate{Service{Name: fmt.Sprintf("bench/svc-%05d:http", i), Port: 80,
+			ClusterIPs: []netip.Addr{connBenchServiceAddr(i).Addr()}, Backends: []Backend{{Addr: r.backendAddr, Local: true}}}})
+	}
+	if err := p.CompleteDeferredWork(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.Apply(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	st := p.Status()
+	if st.Services != n || len(st.Errors) > 0 {
+		b.Fatalf("proxy status: %d services of %d, errors %v", st.Services, n, st.Errors)
+	}
+}
+
+// iptablesServices writes n services in the host's nat table as
+// kube-proxy does, with restore (iptables-legacy-restore or
+// iptables-nft-restore).
+func (r *connBenchRig) iptablesServices(b *testing.B, restore string, n int) {
+	b.Helper()
+	var buf bytes.Buffer
+	buf.WriteString("*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n")
+	for i := range n {
+		fmt.Fprintf(&buf, ":KUBE-SVC-%05d - [0:0]\n:KUBE-SEP-%05d - [0:0]\n", i, i)
+	}
+	buf.WriteString("-A PREROUTING -j KUBE-SERVICES\n")
+	for i := range n {
+		a := connBenchServiceAddr(i)
+		fmt.Fprintf(&buf, "-A KUBE-SERVICES -d %s/32 -p tcp -m tcp --dport %d -j KUBE-SVC-%05d\n", a.Addr(), a.Port(), i)
+	}
+	for i := range n {
+		fmt.Fprintf(&buf, "-A KUBE-SVC-%05d -j KUBE-SEP-%05d\n", i, i)
+		fmt.Fprintf(&buf, "-A KUBE-SEP-%05d -p tcp -m tcp -j DNAT --to-destination %s\n", i, r.backendAddr)
+	}
+	buf.WriteString("COMMIT\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := r.topo.Hosts[0].NS.ExecInput(ctx, &buf, restore, "-w", "5"); err != nil {
+		b.Fatalf("%s: %v\n%s", restore, err, out)
+	}
+}
+
+// connBenchServe runs a server in ns on connBenchPort, one thread locked
+// inside it making blocking syscalls: it writes one byte on every
+// connection and closes it once the client has (the client resets it, so
+// neither side keeps a TIME_WAIT).
+func connBenchServe(b *testing.B, ns *kerneltest.NS) {
+	b.Helper()
+	ready := make(chan int, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- ns.Do(func() error {
+			lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				ready <- -1
+				return err
+			}
+			defer unix.Close(lfd)
+			_ = unix.SetsockoptInt(lfd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+			if err := unix.Bind(lfd, &unix.SockaddrInet4{Port: connBenchPort}); err != nil {
+				ready <- -1
+				return err
+			}
+			if err := unix.Listen(lfd, 1024); err != nil {
+				ready <- -1
+				return err
+			}
+			ready <- lfd
+			buf := make([]byte, 64)
+			tv := unix.NsecToTimeval(int64(10 * time.Second))
+			for {
+				cfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+				if err == unix.EINTR || err == unix.ECONNABORTED {
+					continue
+				}
+				if err != nil {
+					return nil // shut down
+				}
+				_ = unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+				_ = unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+				if _, err := unix.Write(cfd, buf[:1]); err == nil {
+					for {
+						n, err := unix.Read(cfd, buf)
+						if err == unix.EINTR {
+							continue
+						}
+						if err != nil || n == 0 {
+							break
+						}
+					}
+				}
+				_ = unix.Close(cfd)
+			}
+		})
+	}()
+	lfd := <-ready
+	if lfd < 0 {
+		b.Fatalf("greeting server in %s: %v", ns, <-done)
+	}
+	b.Cleanup(func() {
+		_ = unix.Shutdown(lfd, unix.SHUT_RDWR) // wakes the blocked accept
+		if err := <-done; err != nil {
+			b.Errorf("greeting server in %s: %v", ns, err)
+		}
+	})
+}
+
+// connBenchOnce connects to to with blocking syscalls (on the calling
+// thread), reads the greeting and resets the connection (SO_LINGER 0). It
+// returns the time the connect returned.
+func connBenchOnce(to *unix.SockaddrInet4, buf []byte) (time.Time, error) {
+	var connected time.Time
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return connected, err
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval(int64(3 * time.Second))
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return connected, err
+	}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return connected, err
+	}
+	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1}); err != nil {
+		return connected, err
+	}
+	err = unix.Connect(fd, to)
+	if err == unix.EINTR || err == unix.EALREADY || err == unix.EINPROGRESS {
+		err = connBenchWaitConnected(fd)
+	}
+	connected = time.Now()
+	if err != nil {
+		return connected, fmt.Errorf("connect %d.%d.%d.%d:%d: %w", to.Addr[0], to.Addr[1], to.Addr[2], to.Addr[3], to.Port, err)
+	}
+	for {
+		n, err := unix.Read(fd, buf[:1])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return connected, fmt.Errorf("greeting: %w", err)
+		}
+		if n != 1 {
+			return connected, fmt.Errorf("greeting: %w", io.ErrUnexpectedEOF)
+		}
+		return connected, nil
+	}
+}
+
+// connBenchWaitConnected waits for a connect that a signal interrupted.
+func connBenchWaitConnected(fd int) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return unix.ETIMEDOUT
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		if err == unix.EINTR || (err == nil && n == 0) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			return err
+		}
+		if soErr != 0 {
+			return unix.Errno(soErr)
+		}
+		return nil
+	}
+}
+
+// connBenchMeasure runs the timed loop on one thread locked inside from
+// (one NS.Do for every connection), connecting to to, and reports the
+// latency percentiles; a valid mid is measured as many times after the
+// loop, untimed, and reported as mid-p50-ns and mid-p99-ns.
+func connBenchMeasure(b *testing.B, from *kerneltest.NS, to, mid netip.AddrPort) {
+	b.Helper()
+	sockaddr := func(ap netip.AddrPort) *unix.SockaddrInet4 {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	var total, connect, midTotal []time.Duration
+	err := from.Do(func() error {
+		buf := make([]byte, 1)
+		target := sockaddr(to)
+		warm := []*unix.SockaddrInet4{target}
+		if mid.IsValid() {
+			warm = append(warm, sockaddr(mid))
+		}
+		// Warm up: neighbours resolved, the first connections' slow paths
+		// taken, and the service proven to answer.
+		for _, w := range warm {
+			for range 50 {
+				if _, err := connBenchOnce(w, buf); err != nil {
+					return fmt.Errorf("warm-up: %w", err)
+				}
+			}
+		}
+		total = make([]time.Duration, 0, 1<<14)
+		connect = make([]time.Duration, 0, 1<<14)
+		for b.Loop() {
+			start := time.Now()
+			connected, err := connBenchOnce(target, buf)
+			end := time.Now()
+			if err != nil {
+				return err
+			}
+			total = append(total, end.Sub(start))
+			connect = append(connect, connected.Sub(start))
+		}
+		if !mid.IsValid() {
+			return nil
+		}
+		midTarget := sockaddr(mid)
+		midTotal = make([]time.Duration, 0, len(total))
+		for range len(total) {
+			start := time.Now()
+			if _, err := connBenchOnce(midTarget, buf); err != nil {
+				return err
+			}
+			midTotal = append(midTotal, time.Since(start))
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	connBenchReport(b, "", total)
+	connBenchReport(b, "connect-", connect)
+	connBenchReport(b, "mid-", midTotal)
+}
+
+// connBenchReport reports the p50 and p99 of d as <prefix>p50-ns and
+// <prefix>p99-ns; nothing when d is empty.
+func connBenchReport(b *testing.B, prefix string, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	pct := func(p int) float64 { return float64(d[(len(d)-1)*p/100].Nanoseconds()) }
+	b.ReportMetric(pct(50), prefix+"p50-ns")
+	b.ReportMetric(pct(99), prefix+"p99-ns")
+}
