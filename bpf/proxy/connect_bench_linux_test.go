@@ -48,8 +48,9 @@ import (
 // the backend answers from one thread locked in its pod; both threads are
 // pinned to the same CPU at real-time priority (connBenchPin), so the
 // figures are the kernel's path, not the Go scheduler's or another
-// process's. Without an iptables command the iptables sub-benchmarks are
-// skipped. Run it with -benchtime 2000x or more.
+// process's. A missing restore command skips (or, where kernel tests
+// must run, fails) its sub-benchmarks, as kerneltest.RequireCommands does.
+// Run it with -benchtime 2000x or more.
 func BenchmarkKernelServiceConnect(b *testing.B) {
 	b.Run("direct", func(b *testing.B) {
 		r := newConnBenchRig(b)
