@@ -53,6 +53,8 @@ type kstate struct {
 	attached  map[string]*attachment // by interface name
 	attachErr map[string]error
 	swept     bool // stale attachment pins removed
+
+	cg *cgroupState // the connect-time programs (cgroup_linux.go); nil without Options.Cgroup
 }
 
 // attachment is the two TCX links of one interface.
@@ -69,6 +71,9 @@ func (k *kstate) attachedNames() []string {
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	if k.cg.attached() {
+		names = append(names, "cgroup:"+k.cg.path)
+	}
 	return names
 }
 
@@ -77,7 +82,7 @@ func (k *kstate) attachErrors() []string {
 	for n, err := range k.attachErr {
 		out = append(out, fmt.Sprintf("interface %s: %v", n, err))
 	}
-	return out
+	return append(out, k.cg.errors()...)
 }
 
 // open opens (or creates) the pinned maps and loads the program on them.
@@ -150,6 +155,9 @@ func (p *Proxy) open() (*kstate, error) {
 		k.progIDs[prog] = id
 	}
 	coll.Close() // the maps are ours (replacements) and the programs were taken out
+	if k.cg, err = p.openCgroup(k); err != nil {
+		return fail(err)
+	}
 	ids, err := idalloc.NewIndexAllocator(idalloc.IndexOptions{Ranges: []idalloc.Range{{Min: 1, Max: math.MaxUint32 - 1}}, NoDefaultExclusions: true})
 	if err != nil {
 		return fail(err)
@@ -163,6 +171,7 @@ func (k *kstate) close() {
 	for _, a := range k.attached {
 		a.close()
 	}
+	k.cg.close()
 	for _, prog := range k.progs {
 		_ = prog.Close()
 	}
@@ -239,6 +248,7 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if err := p.attachAll(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, p.attachCgroup()...)
 	return p.result(errs)
 }
 
@@ -434,6 +444,7 @@ func (p *Proxy) recheckAttachments() {
 		a.close()
 		delete(p.k.attached, name)
 	}
+	p.k.cg.forget()
 }
 
 // attachAll attaches the programs to every wanted interface that exists
@@ -480,7 +491,10 @@ func (p *Proxy) attachAll() error {
 		entries, err := os.ReadDir(filepath.Join(p.o.PinDir, linksDir))
 		if err == nil {
 			for _, e := range entries {
-				_, name, _ := strings.Cut(e.Name(), "_")
+				dir, name, _ := strings.Cut(e.Name(), "_")
+				if dir != "ingress" && dir != "egress" {
+					continue // a cgroup attachment's (attachCgroup) or not ours
+				}
 				if _, ok := p.links[name]; !ok {
 					_ = os.Remove(filepath.Join(p.o.PinDir, linksDir, e.Name()))
 				}
@@ -577,10 +591,10 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
-// Cleanup detaches the programs from every interface and removes the
-// maps: everything in Options.PinDir that the Proxy made. It works on a
-// Proxy that never applied (after a restart, say) and leaves anything else
-// in PinDir alone.
+// Cleanup detaches the programs from every interface and from the cgroup
+// and removes the maps: everything in Options.PinDir that the Proxy made.
+// It works on a Proxy that never applied (after a restart, say) and leaves
+// anything else in PinDir alone.
 func (p *Proxy) Cleanup(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -595,14 +609,14 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "ingress_") || strings.HasPrefix(e.Name(), "egress_") {
+		if strings.HasPrefix(e.Name(), "ingress_") || strings.HasPrefix(e.Name(), "egress_") || isCgroupPin(e.Name()) {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
 	}
 	_ = os.Remove(dir) // only when empty
-	for _, n := range []string{feMapName, beMapName, ctMapName} {
+	for _, n := range []string{feMapName, beMapName, ctMapName, skRevMapName} {
 		if err := maps.Remove(p.o.PinDir, n); err != nil {
 			errs = append(errs, err)
 		}

@@ -15,7 +15,12 @@
 //     connections the program has seen (an LRU hash, written by the
 //     program alone);
 //   - the directory PinDir/links and in it the pinned TCX attachments of
-//     its programs, two per interface (ingress_<name> and egress_<name>).
+//     its programs, two per interface (ingress_<name> and egress_<name>);
+//   - with Options.Cgroup, a fourth map, np_sk_rev (the sockets the
+//     connect-time programs translated, an LRU hash written by the
+//     programs alone), and in PinDir/links the pinned attachments of those
+//     programs to the cgroup (cgroup_<hook>, see "Connect-time
+//     translation").
 //
 // The programs go on two kinds of interfaces: the host interfaces named in
 // Options.HostInterfaces (the underlay, where traffic from other hosts
@@ -101,23 +106,56 @@
 // afresh. A service without backends of a frontend's family drops that
 // frontend's new connections.
 //
+// # Connect-time translation
+//
+// Processes of the node's own network namespace (hostNetwork pods, the
+// kubelet) send their packets out without crossing the ingress of any
+// interface the tc programs are on. For them, set Options.Cgroup to a
+// cgroup v2 directory that holds them (the node's root cgroup, or the
+// parent cgroup of the pods): the Proxy attaches cgroup programs there
+// that translate at the socket instead of the packet. connect() to a
+// frontend connects to one of its backends, picked at random among all of
+// them (ExternalTrafficLocal does not apply to local clients); sendmsg()
+// on an unconnected UDP socket does the same for each datagram; a service
+// without backends fails connect() and sendmsg() with EPERM. Since the
+// packets then carry the backend's address from the start, no connection
+// tracking is needed: the programs remember, per socket and backend, the
+// frontend asked for, and recvmsg() and getpeername() show it again, so a
+// UDP client sees its replies come from the service's address. Only
+// sockets of the Proxy's network namespace (Options.Kernel) are touched:
+// the programs compare the namespace's cookie, so processes of other
+// namespaces in the same cgroup, pods included, are left to the tc
+// programs. TCP and UDP only.
+//
+// The attachments are pinned and taken over after a restart like the TCX
+// ones (their program is replaced in place); a hook that fails to attach
+// (the cgroup does not exist, say) is a partial error wrapping ErrAttach,
+// retried, and holds back neither the other hooks nor the tc programs.
+// Status.Interfaces lists "cgroup:" and the directory once every hook is
+// attached. A Proxy started without Options.Cgroup detaches what an
+// earlier one attached there, and Cleanup does too.
+//
 // Known limits: no hairpin (a pod that reaches itself through its service
 // gets no answer); of fragmented IPv4 packets only the first fragment is
 // translated; ICMP errors about translated connections are not
 // translated; IPv6 packets with extension headers are not translated; no
-// session affinity; no load balancer source ranges; connections opened by
-// the node's own host namespace (processes on the host, not through one of
-// the interfaces) are not translated. The attachments need TCX (Linux 6.6
+// session affinity; no load balancer source ranges; connections opened in
+// the node's own network namespace (processes on the host, not through one
+// of the interfaces) are translated only for the processes of
+// Options.Cgroup, and a socket's frontend is shown back by recvmsg() and
+// getpeername() only while np_sk_rev still holds it (an LRU sized by
+// Options.Connections). The attachments need TCX (Linux 6.6
 // or later): without it every interface fails to attach with an error
 // wrapping ErrAttach and ErrNotSupported; on other operating systems Apply
 // fails with ErrNotSupported.
 //
 // # What it never touches
 //
-// Anything outside PinDir but its own attachments: no netfilter rule (the
+// Anything outside PinDir but its own attachments (to interfaces, and to
+// Options.Cgroup next to any other cgroup program): no netfilter rule (the
 // agent writes MasqueradeRule, or package masquerade does), no route,
 // address or link, and no other tc or TCX program (its attachments go
-// next to others on the same interface). In PinDir, only its three maps
-// and the directory PinDir/links: put nothing else there. New does no
+// next to others on the same interface). In PinDir, only its maps and the
+// directory PinDir/links: put nothing else there. New does no
 // I/O, and the Proxy starts no goroutine.
 package proxy

@@ -60,10 +60,27 @@ type Options struct {
 	// netfilter (see MasqueradeRule) so the reply comes back through this
 	// node. Zero: no mark; give such services ExternalTrafficLocal.
 	MasqueradeMark, MasqueradeMask uint32
+	// Cgroup is a cgroup v2 directory (such as
+	// /sys/fs/cgroup/unified/kubepods, or the node's root cgroup in
+	// production) whose processes' connections to services are translated
+	// at connect() (and, for unconnected UDP, at each sendmsg()) by cgroup
+	// programs, for the processes of the node's own network namespace
+	// (hostNetwork pods, the kubelet) whose packets never cross the
+	// interfaces the tc programs are on. Empty: none. Only sockets in
+	// Kernel's network namespace are translated (the programs compare the
+	// namespace's cookie), so a cgroup shared with processes of other
+	// namespaces, pods included, is safe. The directory must be an
+	// absolute path; it is first opened by Apply, where a hook that cannot
+	// be attached to it is a partial error (ErrAttach) that holds back
+	// nothing else. See "Connect-time translation" in the package
+	// documentation.
+	Cgroup string
 	// Frontends, Backends and Connections size the maps; zero means
 	// DefaultFrontends, DefaultBackends and DefaultConnections. A map of
 	// another size found pinned is replaced (the connection map's entries
 	// are then lost, so established connections re-pick a backend).
+	// Connections also sizes the connect-time programs' map of translated
+	// sockets.
 	Frontends, Backends, Connections uint32
 	// Logger receives the Proxy's logs; nil discards them.
 	Logger *slog.Logger
@@ -96,7 +113,9 @@ type Status struct {
 	// Services is the number of services written; Frontends and Backends
 	// count their map entries.
 	Services, Frontends, Backends int
-	// Interfaces are the interfaces the programs are attached to.
+	// Interfaces are the interfaces the programs are attached to, and
+	// "cgroup:" followed by Options.Cgroup once all the connect-time
+	// programs are attached to it.
 	Interfaces []string
 	// Errors are the services and interfaces that are not programmed, and
 	// why.
@@ -169,6 +188,12 @@ func New(opts Options) (*Proxy, error) {
 		if p == "" || len(p) > 15 || strings.ContainsAny(p, "/: \t\n\x00") {
 			return nil, fmt.Errorf("%w: pod interface prefix %q", ErrInvalidOptions, p)
 		}
+	}
+	if o.Cgroup != "" {
+		if !filepath.IsAbs(o.Cgroup) {
+			return nil, fmt.Errorf("%w: Cgroup %q is not an absolute path", ErrInvalidOptions, o.Cgroup)
+		}
+		o.Cgroup = filepath.Clean(o.Cgroup)
 	}
 	if o.MasqueradeMark&^o.MasqueradeMask != 0 || (o.MasqueradeMark == 0) != (o.MasqueradeMask == 0) {
 		return nil, fmt.Errorf("%w: MasqueradeMark %#x must be non-zero and within MasqueradeMask %#x (or both zero)",

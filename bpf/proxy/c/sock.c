@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// nodeplane's connect-time service translation: cgroup sock_addr programs
+// for the processes of the node's own network namespace, whose packets
+// never cross the ingress hooks of the tc programs (nat.c).
+//
+//   np_connect4/6      connect(): a frontend becomes one of its backends
+//   np_sendmsg4/6      sendmsg() on an unconnected UDP socket, per datagram
+//   np_recvmsg4/6      recvmsg() on UDP: a backend's datagram shows the frontend
+//   np_getpeername4/6  getpeername(): a translated socket shows the frontend
+//
+// The programs share np_fe and np_be with nat.c (the loader hands both the
+// same pinned maps) and keep their own np_sk_rev: socket cookie and backend
+// to the frontend the socket asked for. Only sockets of the network
+// namespace whose cookie is netns_cookie are touched, so the programs may
+// sit on a cgroup whose processes live in several namespaces.
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "nat.h"
+
+char __license[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct np_fe_key);
+	__type(value, struct np_fe_val);
+	__uint(max_entries, 65536);
+} np_fe SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct np_be_key);
+	__type(value, struct np_be_val);
+	__uint(max_entries, 262144);
+} np_be SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct np_sk_key);
+	__type(value, struct np_sk_val);
+	__uint(max_entries, 131072);
+} np_sk_rev SEC(".maps");
+
+// Set by the loader: the cookie of the network namespace whose sockets are
+// translated (SO_NETNS_COOKIE of a socket made in it).
+volatile const __u64 netns_cookie = 0;
+
+// Socket types, as in <linux/net.h> (which is not for BPF programs).
+#define NP_SOCK_STREAM 1
+#define NP_SOCK_DGRAM 2
+
+// np_sk_proto returns the frontend protocol of the socket: TCP for a TCP
+// stream socket, UDP for a UDP datagram socket, 0 for anything else (ping
+// sockets, SCTP, raw sockets), which is left alone.
+static __always_inline __u8 np_sk_proto(struct bpf_sock_addr *ctx)
+{
+	__u32 type = ctx->type, proto = ctx->protocol;
+
+	if (type == NP_SOCK_STREAM && proto == IPPROTO_TCP)
+		return IPPROTO_TCP;
+	if (type == NP_SOCK_DGRAM && proto == IPPROTO_UDP)
+		return IPPROTO_UDP;
+	return 0;
+}
+
+// np_sk_mapped tells whether a 16-byte address is ::ffff:a.b.c.d.
+static __always_inline int np_sk_mapped(const __u8 *a)
+{
+	__u64 hi;
+	__u32 mid;
+
+	__builtin_memcpy(&hi, a, 8);
+	__builtin_memcpy(&mid, a + 8, 4);
+	return hi == 0 && mid == bpf_htonl(0x0000ffff);
+}
+
+// np_sk_get reads the user address of ctx as 16 bytes (IPv4 mapped).
+static __always_inline void np_sk_get(struct bpf_sock_addr *ctx, int v6, __u8 *addr)
+{
+	__u32 w[4];
+
+	if (v6) {
+		w[0] = ctx->user_ip6[0];
+		w[1] = ctx->user_ip6[1];
+		w[2] = ctx->user_ip6[2];
+		w[3] = ctx->user_ip6[3];
+	} else {
+		w[0] = 0;
+		w[1] = 0;
+		w[2] = bpf_htonl(0x0000ffff);
+		w[3] = ctx->user_ip4;
+	}
+	__builtin_memcpy(addr, w, 16);
+}
+
+// np_sk_set writes addr (16 bytes, IPv4 mapped for an IPv4 ctx) and port
+// as the user address of ctx.
+static __always_inline void np_sk_set(struct bpf_sock_addr *ctx, int v6, const __u8 *addr, __be16 port)
+{
+	__u32 w[4];
+
+	__builtin_memcpy(w, addr, 16);
+	if (v6) {
+		ctx->user_ip6[0] = w[0];
+		ctx->user_ip6[1] = w[1];
+		ctx->user_ip6[2] = w[2];
+		ctx->user_ip6[3] = w[3];
+	} else {
+		ctx->user_ip4 = w[3];
+	}
+	ctx->user_port = (__u32)port;
+}
+
+// np_sk_forward turns a destination that is a frontend into one of its
+// backends, picked at random among all of them (a local client has no
+// externalTrafficPolicy), and remembers the frontend for the reverse
+// programs. It returns 1 to let the call go on, 0 to fail it with EPERM:
+// the service has no backend, or none of the socket's family.
+static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
+{
+	struct np_fe_key fk = {};
+	struct np_fe_val *fe;
+	struct np_be_key bk = {};
+	struct np_be_val *be;
+	struct np_sk_key rk = {};
+	struct np_sk_val rv = {};
+	__u8 proto;
+	__u32 count;
+
+	if (bpf_get_netns_cookie(ctx) != netns_cookie)
+		return 1;
+	proto = np_sk_proto(ctx);
+	if (!proto)
+		return 1;
+	np_sk_get(ctx, v6, fk.addr);
+	// user_port holds the port in network byte order in its low 16 bits.
+	fk.port = (__be16)ctx->user_port;
+	fk.proto = proto;
+	fe = bpf_map_lookup_elem(&np_fe, &fk);
+	if (!fe)
+		return 1;
+	count = fe->count;
+	if (count == 0)
+		return 0;
+	bk.svc_id = fe->svc_id;
+	bk.ordinal = bpf_get_prandom_u32() % count;
+	be = bpf_map_lookup_elem(&np_be, &bk);
+	if (!be)
+		return 0;
+	__builtin_memcpy(rk.addr, be->addr, 16);
+	rk.port = be->port;
+	// An IPv4 destination (also one mapped on an IPv6 socket) needs an
+	// IPv4 backend, an IPv6 one an IPv6 backend.
+	if (np_sk_mapped(rk.addr) != np_sk_mapped(fk.addr))
+		return 0;
+	rk.cookie = bpf_get_socket_cookie(ctx);
+	__builtin_memcpy(rv.addr, fk.addr, 16);
+	rv.port = fk.port;
+	bpf_map_update_elem(&np_sk_rev, &rk, &rv, BPF_ANY);
+	np_sk_set(ctx, v6, rk.addr, rk.port);
+	return 1;
+}
+
+// np_sk_reverse shows the frontend in place of the backend a translated
+// socket talks to. It always lets the call go on.
+static __always_inline int np_sk_reverse(struct bpf_sock_addr *ctx, int v6)
+{
+	struct np_sk_key rk = {};
+	struct np_sk_val *rv;
+	__u8 addr[16];
+	__be16 port;
+
+	if (bpf_get_netns_cookie(ctx) != netns_cookie)
+		return 1;
+	rk.cookie = bpf_get_socket_cookie(ctx);
+	np_sk_get(ctx, v6, rk.addr);
+	rk.port = (__be16)ctx->user_port;
+	rv = bpf_map_lookup_elem(&np_sk_rev, &rk);
+	if (!rv)
+		return 1;
+	__builtin_memcpy(addr, rv->addr, 16);
+	port = rv->port;
+	if (np_sk_mapped(addr) != np_sk_mapped(rk.addr))
+		return 1;
+	np_sk_set(ctx, v6, addr, port);
+	return 1;
+}
+
+SEC("cgroup/connect4")
+int np_connect4(struct bpf_sock_addr *ctx)
+{
+	return np_sk_forward(ctx, 0);
+}
+
+SEC("cgroup/connect6")
+int np_connect6(struct bpf_sock_addr *ctx)
+{
+	return np_sk_forward(ctx, 1);
+}
+
+SEC("cgroup/sendmsg4")
+int np_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return np_sk_forward(ctx, 0);
+}
+
+SEC("cgroup/sendmsg6")
+int np_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return np_sk_forward(ctx, 1);
+}
+
+SEC("cgroup/recvmsg4")
+int np_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	return np_sk_reverse(ctx, 0);
+}
+
+SEC("cgroup/recvmsg6")
+int np_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	return np_sk_reverse(ctx, 1);
+}
+
+SEC("cgroup/getpeername4")
+int np_getpeername4(struct bpf_sock_addr *ctx)
+{
+	return np_sk_reverse(ctx, 0);
+}
+
+SEC("cgroup/getpeername6")
+int np_getpeername6(struct bpf_sock_addr *ctx)
+{
+	return np_sk_reverse(ctx, 1);
+}

@@ -1,0 +1,316 @@
+//go:build linux
+
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/bpf/maps"
+)
+
+// Connect-time translation: the cgroup programs of c/sock.c on
+// Options.Cgroup, for the processes of the node's own network namespace.
+
+const (
+	skRevMapName = "np_sk_rev"
+	// cgroupPinPrefix starts the pins, in linksDir, of the cgroup
+	// attachments: cgroup_<hook>.
+	cgroupPinPrefix = "cgroup_"
+	netnsCookieVar  = "netns_cookie"
+)
+
+// cgroupHook is one connect-time program and where it is attached.
+type cgroupHook struct {
+	name string // in the pin's name and in errors
+	prog string // in the object
+	typ  ebpf.AttachType
+}
+
+var cgroupHooks = []cgroupHook{
+	{"connect4", "np_connect4", ebpf.AttachCGroupInet4Connect},
+	{"connect6", "np_connect6", ebpf.AttachCGroupInet6Connect},
+	{"sendmsg4", "np_sendmsg4", ebpf.AttachCGroupUDP4Sendmsg},
+	{"sendmsg6", "np_sendmsg6", ebpf.AttachCGroupUDP6Sendmsg},
+	{"recvmsg4", "np_recvmsg4", ebpf.AttachCGroupUDP4Recvmsg},
+	{"recvmsg6", "np_recvmsg6", ebpf.AttachCGroupUDP6Recvmsg},
+	{"getpeername4", "np_getpeername4", ebpf.AttachCgroupInet4GetPeername},
+	{"getpeername6", "np_getpeername6", ebpf.AttachCgroupInet6GetPeername},
+}
+
+// cgroupState is the kernel side of the connect-time translation: its
+// map, its loaded programs and their attachments to Options.Cgroup.
+type cgroupState struct {
+	path    string
+	skRev   *ebpf.Map
+	progs   map[string]*ebpf.Program // by hook name
+	progIDs map[string]ebpf.ProgramID
+	links   map[string]link.Link // attached, by hook name
+	errs    map[string]error     // hooks that failed to attach
+	// created and updated count the attachments made and the pinned ones
+	// whose program was replaced, for tests.
+	created, updated int
+}
+
+// netnsCookie returns the cookie of the Proxy's network namespace, read
+// from a socket made inside it.
+func (p *Proxy) netnsCookie() (uint64, error) {
+	var cookie uint64
+	err := p.o.Kernel.Do(func() error {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("socket: %w", err)
+		}
+		defer unix.Close(fd)
+		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+		if errors.Is(err, unix.ENOPROTOOPT) {
+			return fmt.Errorf("%w: SO_NETNS_COOKIE (Linux 5.14): %w", ErrNotSupported, err)
+		}
+		if err != nil {
+			return fmt.Errorf("SO_NETNS_COOKIE: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("the network namespace's cookie: %w", err)
+	}
+	return cookie, nil
+}
+
+// openCgroup opens (or creates) the socket reverse map and loads the
+// connect-time programs on it and on the frontend and backend maps of k.
+// With no Options.Cgroup it removes what an earlier Proxy with one left
+// in PinDir instead, and returns nil.
+func (p *Proxy) openCgroup(k *kstate) (*cgroupState, error) {
+	if p.o.Cgroup == "" {
+		p.removeCgroupPins()
+		if err := maps.Remove(p.o.PinDir, skRevMapName); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	cookie, err := p.netnsCookie()
+	if err != nil {
+		return nil, err
+	}
+	cg := &cgroupState{path: p.o.Cgroup, progs: map[string]*ebpf.Program{}, progIDs: map[string]ebpf.ProgramID{},
+		links: map[string]link.Link{}, errs: map[string]error{}}
+	if cg.skRev, err = maps.Open(p.o.PinDir, maps.Spec{Name: skRevMapName, Type: ebpf.LRUHash, KeySize: skKeySize,
+		ValueSize: skValSize, MaxEntries: p.o.Connections}); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*cgroupState, error) {
+		cg.close()
+		return nil, err
+	}
+	spec, err := loadSock()
+	if err != nil {
+		return fail(err)
+	}
+	v, ok := spec.Variables[netnsCookieVar]
+	if !ok {
+		return fail(fmt.Errorf("the connect-time programs have no variable %s", netnsCookieVar))
+	}
+	if err := v.Set(cookie); err != nil {
+		return fail(fmt.Errorf("setting %s: %w", netnsCookieVar, err))
+	}
+	repl := map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, skRevMapName: cg.skRev}
+	for name, m := range repl {
+		ms, ok := spec.Maps[name]
+		if !ok {
+			return fail(fmt.Errorf("the connect-time programs have no map %s", name))
+		}
+		ms.MaxEntries = m.MaxEntries() // the sizes of Options, not the object's
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			err = fmt.Errorf("%w: %w", ErrNotSupported, err)
+		}
+		return fail(fmt.Errorf("the connect-time programs: %w", err))
+	}
+	defer coll.Close() // the maps are ours (replacements) and the programs are taken out
+	for _, h := range cgroupHooks {
+		prog := coll.Programs[h.prog]
+		if prog == nil {
+			return fail(fmt.Errorf("the object has no program %s", h.prog))
+		}
+		delete(coll.Programs, h.prog)
+		cg.progs[h.name] = prog
+		info, err := prog.Info()
+		if err != nil {
+			return fail(err)
+		}
+		id, ok := info.ID()
+		if !ok {
+			return fail(fmt.Errorf("%w: the kernel does not report program IDs", ErrNotSupported))
+		}
+		cg.progIDs[h.name] = id
+	}
+	return cg, nil
+}
+
+// close releases the file descriptors; the pins keep the map and the
+// attachments.
+func (cg *cgroupState) close() {
+	if cg == nil {
+		return
+	}
+	cg.forget()
+	for _, prog := range cg.progs {
+		_ = prog.Close()
+	}
+	if cg.skRev != nil {
+		_ = cg.skRev.Close()
+	}
+}
+
+// forget closes the attachments so the next attachCgroup checks each
+// against its pin again.
+func (cg *cgroupState) forget() {
+	if cg == nil {
+		return
+	}
+	for name, l := range cg.links {
+		_ = l.Close()
+		delete(cg.links, name)
+	}
+}
+
+// attached says whether every connect-time program is attached.
+func (cg *cgroupState) attached() bool {
+	return cg != nil && len(cg.links) == len(cgroupHooks)
+}
+
+func (cg *cgroupState) errors() []string {
+	if cg == nil {
+		return nil
+	}
+	var out []string
+	for name, err := range cg.errs {
+		out = append(out, fmt.Sprintf("cgroup %s: %s: %v", cg.path, name, err))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// cgroupPin is where the attachment of hook name is pinned.
+func (p *Proxy) cgroupPin(name string) string {
+	return filepath.Join(p.o.PinDir, linksDir, cgroupPinPrefix+name)
+}
+
+// removeCgroupPins removes the pinned cgroup attachments (which detaches
+// them once no file descriptor holds them).
+func (p *Proxy) removeCgroupPins() {
+	for _, h := range cgroupHooks {
+		_ = os.Remove(p.cgroupPin(h.name))
+	}
+}
+
+// cgroupID returns the ID of the cgroup v2 directory dir: the inode
+// number of the directory.
+func cgroupID(dir string) (uint64, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0, err
+	}
+	if !fi.IsDir() {
+		return 0, fmt.Errorf("%s is not a directory", dir)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, fmt.Errorf("%s: no inode number", dir)
+	}
+	return st.Ino, nil
+}
+
+// attachCgroup attaches every connect-time program that is not attached
+// yet to Options.Cgroup. One hook's failure does not hold back the others:
+// each failed hook is one error wrapping ErrAttach, and is tried again at
+// the next Apply.
+func (p *Proxy) attachCgroup() []error {
+	cg := p.k.cg
+	if cg == nil || cg.attached() {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(p.o.PinDir, linksDir), 0o700); err != nil {
+		return []error{fmt.Errorf("%w: %w", ErrLoad, err)}
+	}
+	id, idErr := cgroupID(cg.path)
+	var errs []error
+	for _, h := range cgroupHooks {
+		if _, ok := cg.links[h.name]; ok {
+			continue
+		}
+		var l link.Link
+		err := idErr
+		if err == nil {
+			l, err = p.attachCgroupOne(h, id)
+		}
+		if err != nil {
+			cg.errs[h.name] = err
+			errs = append(errs, fmt.Errorf("%w: cgroup %s: %s: %w", ErrAttach, cg.path, h.name, err))
+			continue
+		}
+		delete(cg.errs, h.name)
+		cg.links[h.name] = l
+	}
+	return errs
+}
+
+// attachCgroupOne attaches the program of hook h to the cgroup whose ID is
+// id, reusing the pinned attachment of the same hook on the same cgroup
+// (its program is replaced in place, so no connection is left
+// untranslated in between).
+func (p *Proxy) attachCgroupOne(h cgroupHook, id uint64) (link.Link, error) {
+	cg := p.k.cg
+	prog := cg.progs[h.name]
+	pin := p.cgroupPin(h.name)
+	if old, err := link.LoadPinnedLink(pin, nil); err == nil {
+		info, ierr := old.Info()
+		if ierr == nil {
+			if c := info.Cgroup(); c != nil && c.CgroupId == id && ebpf.AttachType(c.AttachType) == h.typ {
+				if info.Program == cg.progIDs[h.name] {
+					return old, nil // ours, already running this program
+				}
+				if err := old.Update(prog); err == nil {
+					cg.updated++
+					return old, nil
+				}
+			}
+		}
+		// Another cgroup (Options.Cgroup changed) or hook: detach it.
+		_ = old.Unpin()
+		_ = old.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		_ = os.Remove(pin)
+	}
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: cg.path, Attach: h.typ, Program: prog})
+	if err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return nil, fmt.Errorf("%w: %w", ErrNotSupported, err)
+		}
+		return nil, err
+	}
+	cg.created++
+	if err := l.Pin(pin); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("pinning the attachment: %w", err)
+	}
+	return l, nil
+}
+
+// isCgroupPin tells whether name, in linksDir, is the pin of a cgroup
+// attachment.
+func isCgroupPin(name string) bool {
+	return strings.HasPrefix(name, cgroupPinPrefix)
+}
