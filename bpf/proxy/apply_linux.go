@@ -115,22 +115,9 @@ func (p *Proxy) open() (*kstate, error) {
 	if err != nil {
 		return fail(err)
 	}
-	for name, v := range map[string]uint32{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask} {
-		vs, ok := spec.Variables[name]
-		if !ok {
-			return fail(fmt.Errorf("the program has no variable %s", name))
-		}
-		if err := vs.Set(v); err != nil {
-			return fail(fmt.Errorf("setting %s: %w", name, err))
-		}
-	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
-		MapReplacements: map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct},
-	})
+	coll, err := loadOnMaps(spec, map[string]any{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask},
+		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct})
 	if err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return fail(fmt.Errorf("%w: %w", ErrNotSupported, err))
-		}
 		return fail(err)
 	}
 	k.progs, k.progIDs = map[string]*ebpf.Program{}, map[*ebpf.Program]ebpf.ProgramID{}
@@ -164,6 +151,33 @@ func (p *Proxy) open() (*kstate, error) {
 	}
 	k.ids = ids
 	return k, nil
+}
+
+// loadOnMaps loads spec with its load-time variables set to vars and its
+// maps replaced by the given ones (the pinned maps, whose sizes come from
+// Options, not from the object).
+func loadOnMaps(spec *ebpf.CollectionSpec, vars map[string]any, repl map[string]*ebpf.Map) (*ebpf.Collection, error) {
+	for name, v := range vars {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("the object has no variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	for name, m := range repl {
+		ms, ok := spec.Maps[name]
+		if !ok {
+			return nil, fmt.Errorf("the object has no map %s", name)
+		}
+		ms.MaxEntries = m.MaxEntries()
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return nil, fmt.Errorf("%w: %w", ErrNotSupported, err)
+	}
+	return coll, err
 }
 
 // close releases the file descriptors; pins keep the maps and attachments.

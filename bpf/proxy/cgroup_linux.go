@@ -116,26 +116,9 @@ func (p *Proxy) openCgroup(k *kstate) (*cgroupState, error) {
 	if err != nil {
 		return fail(err)
 	}
-	v, ok := spec.Variables[netnsCookieVar]
-	if !ok {
-		return fail(fmt.Errorf("the connect-time programs have no variable %s", netnsCookieVar))
-	}
-	if err := v.Set(cookie); err != nil {
-		return fail(fmt.Errorf("setting %s: %w", netnsCookieVar, err))
-	}
-	repl := map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, skRevMapName: cg.skRev}
-	for name, m := range repl {
-		ms, ok := spec.Maps[name]
-		if !ok {
-			return fail(fmt.Errorf("the connect-time programs have no map %s", name))
-		}
-		ms.MaxEntries = m.MaxEntries() // the sizes of Options, not the object's
-	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
+	coll, err := loadOnMaps(spec, map[string]any{netnsCookieVar: cookie},
+		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, skRevMapName: cg.skRev})
 	if err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			err = fmt.Errorf("%w: %w", ErrNotSupported, err)
-		}
 		return fail(fmt.Errorf("the connect-time programs: %w", err))
 	}
 	defer coll.Close() // the maps are ours (replacements) and the programs are taken out

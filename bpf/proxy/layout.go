@@ -73,6 +73,26 @@ const (
 	ctMasq    uint32 = 0x2
 )
 
+// The socket reverse map of the connect-time programs (c/sock.c): socket
+// cookie and backend → the frontend the socket asked for. The programs
+// alone write it; the Go side sizes it, and reads it in tests.
+
+// skKey is a translated socket (its cookie) and the backend it talks to.
+type skKey struct {
+	Cookie uint64
+	Addr   [16]byte
+	Port   [2]byte
+	Pad    uint16
+	Pad2   uint32
+}
+
+// skVal is the frontend the socket asked for.
+type skVal struct {
+	Addr [16]byte
+	Port [2]byte
+	Pad  uint16
+}
+
 // Sizes of the C structs, in bytes.
 const (
 	feKeySize = 20
@@ -81,6 +101,8 @@ const (
 	beValSize = 20
 	ctKeySize = 40
 	ctValSize = 40
+	skKeySize = 32
+	skValSize = 20
 )
 
 // addr16 is a as the maps hold it: IPv6 as it is, IPv4 mapped into IPv6.

@@ -528,3 +528,30 @@ func TestKernelProxyDriftForeignAndConflicts(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, name)
 }
+
+// Map sizes other than the defaults are the maps' (and the program's); a
+// restart with other sizes replaces the maps and writes the services again.
+func TestKernelProxyMapSizes(t *testing.T) {
+	r := newProxyRig(t)
+	o := r.options()
+	o.Frontends, o.Backends, o.Connections = 1000, 4000, 5000
+	p, err := New(o)
+	require.NoError(t, err)
+	r.feed(t, p)
+	svc := Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(ServiceUpdate{svc})
+	apply(t, p)
+	assert.Equal(t, []uint32{1000, 4000, 5000}, []uint32{p.k.fe.MaxEntries(), p.k.be.MaxEntries(), p.k.ct.MaxEntries()})
+	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
+	require.NoError(t, p.Close())
+
+	o.Frontends = 2000
+	p2, err := New(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p2.Cleanup(context.Background()) })
+	r.feed(t, p2)
+	p2.OnUpdate(ServiceUpdate{svc})
+	apply(t, p2)
+	assert.Equal(t, uint32(2000), p2.k.fe.MaxEntries())
+	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
+}

@@ -541,10 +541,11 @@ func TestLayoutMatchesHeader(t *testing.T) {
 	assert.Equal(t, map[string]int{
 		"np_fe_key": feKeySize, "np_fe_val": feValSize, "np_be_key": beKeySize,
 		"np_be_val": beValSize, "np_ct_key": ctKeySize, "np_ct_val": ctValSize,
+		"np_sk_key": skKeySize, "np_sk_val": skValSize,
 	}, sizes)
-	assert.Equal(t, []uintptr{feKeySize, feValSize, beKeySize, beValSize, ctKeySize, ctValSize},
+	assert.Equal(t, []uintptr{feKeySize, feValSize, beKeySize, beValSize, ctKeySize, ctValSize, skKeySize, skValSize},
 		[]uintptr{unsafe.Sizeof(feKey{}), unsafe.Sizeof(feVal{}), unsafe.Sizeof(beKey{}),
-			unsafe.Sizeof(beVal{}), unsafe.Sizeof(ctKey{}), unsafe.Sizeof(ctVal{})})
+			unsafe.Sizeof(beVal{}), unsafe.Sizeof(ctKey{}), unsafe.Sizeof(ctVal{}), unsafe.Sizeof(skKey{}), unsafe.Sizeof(skVal{})})
 }
 
 // An address that is two frontends of one service (a cluster IP that is

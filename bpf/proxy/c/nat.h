@@ -79,21 +79,20 @@ struct np_ct_val {
 // destination from a frontend to a backend at connect() or sendmsg(), and
 // remember, per socket (its cookie) and backend, which frontend it was, so
 // recvmsg() and getpeername() can show the frontend again. Key of the
-// socket reverse map np_sk_rev (LRU). The sizes of this pair are written
-// "size: N bytes" and checked against skrev.go by their own test.
+// socket reverse map np_sk_rev (LRU).
 struct np_sk_key {
 	__u64 cookie;   // bpf_get_socket_cookie() of the socket
 	__u8 addr[16];  // the backend
 	__be16 port;    // the backend port
 	__u16 pad;
 	__u32 pad2;
-}; // size: 32 bytes
+}; // 32 bytes
 
 // The frontend the socket asked for.
 struct np_sk_val {
 	__u8 addr[16];
 	__be16 port;
 	__u16 pad;
-}; // size: 20 bytes
+}; // 20 bytes
 
 #endif
