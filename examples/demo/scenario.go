@@ -51,6 +51,8 @@ type Scenario struct {
 
 	prefix string
 	bpfDir string // the bpffs of the agents' BPF pins
+	// cgroupDir is the cgroup v2 hierarchy, mounted for the nodes' cgroups.
+	cgroupDir string
 	// listeners are the pods' name servers.
 	listeners []net.Listener
 	nodes     []*node
@@ -160,6 +162,7 @@ func (s *Scenario) Run(ctx context.Context) (err error) {
 		{"pod egress masqueraded to the node's address; pod to pod keeps the pod's", s.checkMasquerade},
 		{"a ClusterIP service reached from a pod, spread over backends on all nodes (BPF proxy)", s.checkClusterIP},
 		{"a NodePort reached from another node (BPF proxy)", s.checkNodePort},
+		{"a ClusterIP reached from a node's own namespace (BPF proxy, at connect())", s.checkHostClusterIP},
 		{"the same on native nftables (agents restarted with --netfilter nftables); no npm- chain left in iptables", s.checkNFTables},
 		{"agent restarted during a 10 ms ping loses at most one refresh; a connection through a service survives it", s.checkRestart},
 		{"idle agents: memory and CPU", s.measureIdle},
@@ -236,6 +239,9 @@ func (s *Scenario) addNS(ctx context.Context, short string) (string, error) {
 // cluster file.
 func (s *Scenario) setup(ctx context.Context) (string, error) {
 	if err := s.mountBPFFS(); err != nil {
+		return "", err
+	}
+	if err := s.mountCgroup(); err != nil {
 		return "", err
 	}
 	sw, err := s.addNS(ctx, "sw")
@@ -372,6 +378,10 @@ func (s *Scenario) clusterFile(nodes []*node) datastore.Cluster {
 
 // start starts n's agent with extra flags, its output appended to its log.
 func (s *Scenario) start(n *node, extra ...string) error {
+	cgroup, err := s.nodeCgroup(n)
+	if err != nil {
+		return err
+	}
 	logf, err := os.OpenFile(filepath.Join(n.stateDir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -379,7 +389,7 @@ func (s *Scenario) start(n *node, extra ...string) error {
 	args := append([]string{"netns", "exec", n.ns, s.Agent, "run", "--node", n.name,
 		"--datastore", "file:" + s.file, "--state-dir", n.stateDir, "--listen", agent.DefaultListen,
 		"--resync-interval", s.Resync.String(), "--wireguard-interface", n.wgIface, "--log-format", "json",
-		"--bpf-proxy", "--bpf-pin-dir", s.pinDir(n)}, extra...)
+		"--bpf-proxy", "--bpf-pin-dir", s.pinDir(n), "--bpf-cgroup", cgroup}, extra...)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so a Ctrl-C reaches the demo alone and the
@@ -1013,6 +1023,7 @@ func (s *Scenario) teardown(failed bool) {
 			s.printf("teardown: %v\n", err)
 		}
 	}
+	s.unmountCgroup()
 	s.unmountBPFFS()
 	s.printf("\ncleaned up: agents stopped, %d namespaces deleted, BPF pins unmounted\n", len(s.spaces))
 	s.spaces = nil

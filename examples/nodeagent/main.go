@@ -135,6 +135,7 @@ func runCmd(ctx context.Context, args []string) error {
 	resync := fs.Duration("resync-interval", 0, "how often every driver re-reads the kernel and repairs drift (0: 90s)")
 	bpfProxy := fs.Bool("bpf-proxy", false, "load-balance services with the BPF service proxy (cluster IPs from pods, NodePorts from other hosts)")
 	hostIfaces := fs.String("host-interfaces", "", "comma-separated interfaces NodePort traffic arrives on; empty: the host MTU interface")
+	bpfCgroup := fs.String("bpf-cgroup", "", "cgroup v2 directory whose processes' connections to services from the node's own namespace are translated at connect() (--bpf-proxy); empty: none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.BPFProxy = *bpfProxy
+	cfg.BPFProxy, cfg.BPFCgroup = *bpfProxy, *bpfCgroup
 	cfg.HostInterfaces = strings.FieldsFunc(*hostIfaces, func(r rune) bool { return r == ',' })
 	cfg.Listen, cfg.WireGuard, cfg.ResyncInterval = *listen, *wg, *resync
 	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)

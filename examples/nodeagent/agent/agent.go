@@ -160,6 +160,10 @@ type Config struct {
 	// HostInterfaces are the interfaces NodePort traffic arrives on; empty
 	// means the interface the host MTU was detected on.
 	HostInterfaces []string
+	// BPFCgroup is a cgroup v2 directory whose processes' connections to
+	// services from the node's own namespace (hostNetwork pods, the
+	// kubelet) the BPF proxy translates at connect(); empty: none.
+	BPFCgroup string
 	// ResyncInterval is how often every driver re-reads the kernel and
 	// repairs drift; zero means dataplane.DefaultResyncInterval.
 	ResyncInterval time.Duration
@@ -306,7 +310,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 	if cfg.BPFProxy && !cleanup {
 		p.proxy, err = proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
 			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
-			Logger: log.With("component", "bpf-proxy")})
+			Cgroup: cfg.BPFCgroup, Logger: log.With("component", "bpf-proxy")})
 		if err != nil {
 			return nil, err
 		}
