@@ -1029,6 +1029,23 @@ func (s *Scenario) teardown(failed bool) {
 	s.spaces = nil
 }
 
+// demoPID is the process ID in a name the demo gave (NamePrefix, the
+// process ID, a dash, the rest).
+func demoPID(name string) (int, bool) {
+	if !strings.HasPrefix(name, NamePrefix) {
+		return 0, false
+	}
+	rest := strings.TrimPrefix(name, NamePrefix)
+	pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
+	return pid, err == nil
+}
+
+// processAlive says whether process pid runs.
+func processAlive(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}
+
 // sweepLeftovers deletes the namespaces of earlier demo runs whose process
 // is gone (a run killed before it could clean up).
 func sweepLeftovers(ctx context.Context, out io.Writer) {
@@ -1038,16 +1055,12 @@ func sweepLeftovers(ctx context.Context, out io.Writer) {
 	}
 	for _, line := range strings.Split(list, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || !strings.HasPrefix(f[0], NamePrefix) {
+		if len(f) == 0 {
 			continue
 		}
-		rest := strings.TrimPrefix(f[0], NamePrefix)
-		pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
-		if err != nil || pid == os.Getpid() {
+		pid, ok := demoPID(f[0])
+		if !ok || pid == os.Getpid() || processAlive(pid) {
 			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-			continue // still running
 		}
 		if err := ip(ctx, "netns", "delete", f[0]); err == nil {
 			fmt.Fprintf(out, "removed namespace %s left by an earlier run\n", f[0])

@@ -328,6 +328,13 @@ func (s *Scenario) mountCgroup() error {
 		s.cgroupDir = ""
 		return fmt.Errorf("mount the cgroup v2 hierarchy: %w", err)
 	}
+	// The cgroups of earlier runs killed before their teardown.
+	entries, _ := os.ReadDir(s.cgroupDir)
+	for _, e := range entries {
+		if pid, ok := demoPID(e.Name()); ok && pid != os.Getpid() && !processAlive(pid) {
+			_ = os.Remove(filepath.Join(s.cgroupDir, e.Name()))
+		}
+	}
 	return nil
 }
 
