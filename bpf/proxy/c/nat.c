@@ -26,22 +26,9 @@
 #include <bpf/bpf_endian.h>
 
 #include "nat.h"
+#include "service_maps.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__type(key, struct np_fe_key);
-	__type(value, struct np_fe_val);
-	__uint(max_entries, 65536);
-} np_fe SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__type(key, struct np_be_key);
-	__type(value, struct np_be_val);
-	__uint(max_entries, 262144);
-} np_be SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
