@@ -301,10 +301,7 @@ func (s *Scenario) setup(ctx context.Context) (string, error) {
 			if err := s.plugPod(ctx, p); err != nil {
 				return "", err
 			}
-			if err := s.serveName(p); err != nil {
-				return "", err
-			}
-			if err := s.serveStream(p); err != nil {
+			if err := s.serveBackends(p); err != nil {
 				return "", err
 			}
 			n.pods = append(n.pods, p)

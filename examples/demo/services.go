@@ -70,38 +70,14 @@ func inNetNS(name string, fn func() error) error {
 	return <-errc
 }
 
-// serveName answers every TCP connection to backendPort in pod p with
-// the pod's name, until ln is closed.
-func (s *Scenario) serveName(p *pod) error {
+// serve runs handle on every TCP connection to port in pod p (each in
+// its own goroutine, the connection closed after), until the listener is
+// closed at teardown.
+func (s *Scenario) serve(p *pod, port int, handle func(net.Conn)) error {
 	var ln net.Listener
 	if err := inNetNS(p.ns, func() error {
 		var err error
-		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", backendPort))
-		return err
-	}); err != nil {
-		return fmt.Errorf("%s: listen: %w", p.name, err)
-	}
-	s.listeners = append(s.listeners, ln)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, p.name)
-			_ = c.Close()
-		}
-	}()
-	return nil
-}
-
-// serveStream greets every TCP connection to streamBackendPort in pod p
-// with the pod's name and a newline, then echoes what it receives.
-func (s *Scenario) serveStream(p *pod) error {
-	var ln net.Listener
-	if err := inNetNS(p.ns, func() error {
-		var err error
-		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", streamBackendPort))
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
 		return err
 	}); err != nil {
 		return fmt.Errorf("%s: listen: %w", p.name, err)
@@ -115,13 +91,37 @@ func (s *Scenario) serveStream(p *pod) error {
 			}
 			go func() {
 				defer c.Close()
-				if _, err := io.WriteString(c, p.name+"\n"); err == nil {
-					_, _ = io.Copy(c, c)
-				}
+				handle(c)
 			}()
 		}
 	}()
 	return nil
+}
+
+// serveBackends makes pod p a backend of both service ports: on
+// backendPort it answers with its name; on streamBackendPort it greets
+// with its name and a newline, then echoes what it receives.
+func (s *Scenario) serveBackends(p *pod) error {
+	if err := s.serve(p, backendPort, func(c net.Conn) { _, _ = io.WriteString(c, p.name) }); err != nil {
+		return err
+	}
+	return s.serve(p, streamBackendPort, func(c net.Conn) {
+		if _, err := io.WriteString(c, p.name+"\n"); err == nil {
+			_, _ = io.Copy(c, c)
+		}
+	})
+}
+
+// dialIn connects from namespace ns to to.
+func dialIn(ctx context.Context, ns string, to netip.AddrPort) (net.Conn, error) {
+	var c net.Conn
+	err := inNetNS(ns, func() error {
+		d := net.Dialer{Timeout: 3 * time.Second}
+		var err error
+		c, err = d.DialContext(ctx, "tcp", to.String())
+		return err
+	})
+	return c, err
 }
 
 // stream is a long connection from a pod through the service's stream
@@ -136,13 +136,8 @@ type stream struct {
 // reads the backend's greeting.
 func openStream(ctx context.Context, ns string) (*stream, error) {
 	to := netip.AddrPortFrom(clusterIP, streamServicePort)
-	var c net.Conn
-	if err := inNetNS(ns, func() error {
-		d := net.Dialer{Timeout: 3 * time.Second}
-		var err error
-		c, err = d.DialContext(ctx, "tcp", to.String())
-		return err
-	}); err != nil {
+	c, err := dialIn(ctx, ns, to)
+	if err != nil {
 		return nil, fmt.Errorf("connect %v: %w", to, err)
 	}
 	st := &stream{conn: c, rd: bufio.NewReader(c)}
@@ -177,13 +172,8 @@ func (st *stream) echo() error {
 func whoami(ctx context.Context, ns string, to netip.AddrPort) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	var c net.Conn
-	if err := inNetNS(ns, func() error {
-		var d net.Dialer
-		var err error
-		c, err = d.DialContext(ctx, "tcp", to.String())
-		return err
-	}); err != nil {
+	c, err := dialIn(ctx, ns, to)
+	if err != nil {
 		return "", err
 	}
 	defer c.Close()
