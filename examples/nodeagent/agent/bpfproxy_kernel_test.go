@@ -68,5 +68,7 @@ func TestKernelBPFProxyOnAndOff(t *testing.T) {
 	if !exists("np_fe") || !exists("links/ingress_eth0") {
 		t.Fatal("a stopped agent's pins are gone")
 	}
-	run(t, false, func() bool { return !exists("np_fe") && !exists("np_be") && !exists("np_ct") && !exists("links/ingress_eth0") })
+	run(t, false, func() bool {
+		return !exists("np_fe") && !exists("np_be") && !exists("np_ct") && !exists("links/ingress_eth0")
+	})
 }
