@@ -33,9 +33,11 @@ func proxyServices(c datastore.Cluster, self string) map[string]proxy.Service {
 				port = fmt.Sprint(p.Port)
 			}
 			ps := proxy.Service{
-				Name:       fmt.Sprintf("%s/%s:%s", orDefault(s.Namespace, "default"), s.Name, port),
-				Port:       p.Port,
-				ClusterIPs: s.ClusterIPs,
+				Name:                 fmt.Sprintf("%s/%s:%s", orDefault(s.Namespace, "default"), s.Name, port),
+				Port:                 p.Port,
+				ClusterIPs:           s.ClusterIPs,
+				ExternalIPs:          s.ExternalIPs,
+				ExternalTrafficLocal: s.ExternalTrafficPolicy == "Local",
 			}
 			switch strings.ToUpper(p.Protocol) {
 			case "", "TCP":

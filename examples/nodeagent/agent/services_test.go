@@ -55,12 +55,25 @@ func TestServiceMessages(t *testing.T) {
 		require.NoError(t, s.Validate())
 	}
 
+	assert.False(t, http.ExternalTrafficLocal)
+
 	// Nothing changed: nothing sent. A ClusterIP service has no NodePort.
 	assert.Empty(t, tr.serviceMessages(c))
 	c.Services[0].Type = "ClusterIP"
 	msgs = tr.serviceMessages(c)
 	require.Len(t, msgs, 1)
 	assert.Zero(t, msgs[0].(proxy.ServiceUpdate).Service.NodePort)
+
+	// External IPs and externalTrafficPolicy Local reach the proxy.
+	c.Services[0].ExternalIPs = []netip.Addr{netip.MustParseAddr("192.0.2.7")}
+	c.Services[0].ExternalTrafficPolicy = "Local"
+	msgs = tr.serviceMessages(c)
+	require.Len(t, msgs, 2)
+	for _, m := range msgs {
+		u := m.(proxy.ServiceUpdate).Service
+		assert.Equal(t, []netip.Addr{netip.MustParseAddr("192.0.2.7")}, u.ExternalIPs)
+		assert.True(t, u.ExternalTrafficLocal)
+	}
 
 	// The service goes: both ports are removed.
 	c.Services = nil

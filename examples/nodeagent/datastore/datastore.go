@@ -123,6 +123,14 @@ type Service struct {
 	Type string `json:"type,omitempty"`
 	// ClusterIPs are the service's virtual addresses.
 	ClusterIPs []netip.Addr `json:"clusterIPs,omitempty"`
+	// ExternalIPs are further addresses the service answers on at its
+	// ports, for traffic from other hosts (Kubernetes: spec.externalIPs
+	// and the load balancer's ingress IPs).
+	ExternalIPs []netip.Addr `json:"externalIPs,omitempty"`
+	// ExternalTrafficPolicy is Cluster (the default) or Local: traffic from
+	// other hosts to a NodePort or an external IP goes to this node's
+	// endpoints only.
+	ExternalTrafficPolicy string `json:"externalTrafficPolicy,omitempty"`
 	// Ports are the service's ports.
 	Ports []ServicePort `json:"ports,omitempty"`
 	// Endpoints are the backends.
@@ -298,6 +306,9 @@ func (c *Cluster) Validate() error {
 	for i, s := range c.Services {
 		if s.Name == "" {
 			bad("service %d has no name", i)
+		}
+		if p := s.ExternalTrafficPolicy; p != "" && p != "Cluster" && p != "Local" {
+			bad("service %q: externalTrafficPolicy %q is neither Cluster nor Local", s.Name, p)
 		}
 	}
 	return errors.Join(errs...)

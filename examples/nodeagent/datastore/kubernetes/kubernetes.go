@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -310,11 +311,12 @@ func podOf(p *corev1.Pod) (datastore.Pod, bool) {
 }
 
 // serviceOf converts a service with a cluster IP and its endpoint slices.
-func serviceOf(s *corev1.Service, slices []*discoveryv1.EndpointSlice) (datastore.Service, bool) {
+func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.Service, bool) {
 	if s.Spec.Type == corev1.ServiceTypeExternalName {
 		return datastore.Service{}, false
 	}
-	out := datastore.Service{Namespace: s.Namespace, Name: s.Name, Type: string(s.Spec.Type)}
+	out := datastore.Service{Namespace: s.Namespace, Name: s.Name, Type: string(s.Spec.Type),
+		ExternalTrafficPolicy: string(s.Spec.ExternalTrafficPolicy)}
 	ips := s.Spec.ClusterIPs
 	if len(ips) == 0 && s.Spec.ClusterIP != "" {
 		ips = []string{s.Spec.ClusterIP}
@@ -327,15 +329,40 @@ func serviceOf(s *corev1.Service, slices []*discoveryv1.EndpointSlice) (datastor
 	if len(out.ClusterIPs) == 0 { // headless: nothing to load-balance
 		return datastore.Service{}, false
 	}
+	external := slices.Clone(s.Spec.ExternalIPs)
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		external = append(external, in.IP)
+	}
+	for _, ip := range external {
+		if a, err := netip.ParseAddr(ip); err == nil && !slices.Contains(out.ExternalIPs, a) {
+			out.ExternalIPs = append(out.ExternalIPs, a)
+		}
+	}
+	// The endpoints' port of each service port: the EndpointSlices say it
+	// (by port name), also for a target port given by name.
+	slicePorts := map[string]int32{}
+	for _, es := range eps {
+		for _, p := range es.Ports {
+			if p.Port != nil {
+				name := ""
+				if p.Name != nil {
+					name = *p.Name
+				}
+				slicePorts[name] = *p.Port
+			}
+		}
+	}
 	for _, p := range s.Spec.Ports {
 		sp := datastore.ServicePort{Name: p.Name, Protocol: string(p.Protocol), Port: uint16(p.Port), NodePort: uint16(p.NodePort)}
-		if p.TargetPort.IntVal > 0 {
+		if port, ok := slicePorts[p.Name]; ok && port > 0 {
+			sp.TargetPort = uint16(port)
+		} else if p.TargetPort.IntVal > 0 {
 			sp.TargetPort = uint16(p.TargetPort.IntVal)
 		}
 		out.Ports = append(out.Ports, sp)
 	}
 	seen := map[netip.Addr]bool{}
-	for _, es := range slices {
+	for _, es := range eps {
 		for _, e := range es.Endpoints {
 			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
 			node := ""

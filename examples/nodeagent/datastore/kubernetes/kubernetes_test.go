@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,12 +58,16 @@ func objects(t *testing.T) []runtime.Object {
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "198.18.0.1"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
-				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080, TargetPort: intstr.FromInt32(8080)}}}},
+				ExternalIPs: []string{"192.0.2.7"}, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080, TargetPort: intstr.FromInt32(8080)},
+					{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: 9090, TargetPort: intstr.FromString("metrics")}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.8"}}}}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "headless"},
 			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
 		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-abc",
 			Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}, {Name: ptr("metrics"), Port: ptr(int32(9100))}},
 			Endpoints: []discoveryv1.Endpoint{
 				{Addresses: []string{"10.244.1.10"}, NodeName: &node1, Conditions: discoveryv1.EndpointConditions{Ready: &ready}},
 				{Addresses: []string{"10.244.2.10"}, Conditions: discoveryv1.EndpointConditions{Ready: &notReady}},
@@ -131,6 +136,12 @@ func TestWatchConvertsTheCluster(t *testing.T) {
 	if s.Type != "NodePort" || s.ClusterIPs[0] != netip.MustParseAddr("10.96.0.10") || s.Ports[0].NodePort != 30080 || s.Ports[0].TargetPort != 8080 {
 		t.Errorf("service = %+v", s)
 	}
+	if len(s.Ports) != 2 || s.Ports[1].TargetPort != 9100 {
+		t.Errorf("a named target port takes the EndpointSlice's port: %+v", s.Ports)
+	}
+	if !slices.Equal(s.ExternalIPs, []netip.Addr{netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("192.0.2.8")}) || s.ExternalTrafficPolicy != "Local" {
+		t.Errorf("external IPs and policy: %v %q", s.ExternalIPs, s.ExternalTrafficPolicy)
+	}
 	if len(s.Endpoints) != 2 || s.Endpoints[0].Node != "node1" || s.Endpoints[0].NotReady || !s.Endpoints[1].NotReady {
 		t.Errorf("endpoints = %+v", s.Endpoints)
 	}
@@ -196,3 +207,5 @@ func TestPublish(t *testing.T) {
 		t.Error("publish on a missing node succeeded")
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
