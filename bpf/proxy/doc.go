@@ -106,6 +106,14 @@
 // afresh. A service without backends of a frontend's family drops that
 // frontend's new connections.
 //
+// A pod that reaches a service of which it is a backend is sent to another
+// backend when there is one. When it is the only one (hairpin), the
+// program translates both ends: the pod's server sees the connection come
+// from the frontend's address (the cluster IP, say) with the client's
+// port, the client sees the replies come from the frontend, and both
+// directions go straight back out of the pod's interface, without the
+// host's routing or netfilter.
+//
 // # Connect-time translation
 //
 // Processes of the node's own network namespace (hostNetwork pods, the
@@ -135,9 +143,11 @@
 // attached. A Proxy started without Options.Cgroup detaches what an
 // earlier one attached there, and Cleanup does too.
 //
-// Known limits: no hairpin (a pod that reaches itself through its service
-// gets no answer); of fragmented IPv4 packets only the first fragment is
-// translated; ICMP errors about translated connections are not
+// Known limits: a pod that is its service's only backend and reaches it
+// (hairpin) cannot have two such connections from one source port to two
+// ports of one frontend address that lead to the same target port (the
+// server would see them as one); of fragmented IPv4 packets only the first
+// fragment is translated; ICMP errors about translated connections are not
 // translated; IPv6 packets with extension headers are not translated; no
 // session affinity; no load balancer source ranges; connections opened in
 // the node's own network namespace (processes on the host, not through one

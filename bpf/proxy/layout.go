@@ -71,6 +71,7 @@ type ctVal struct {
 const (
 	ctReverse uint32 = 0x1
 	ctMasq    uint32 = 0x2
+	ctHairpin uint32 = 0x4
 )
 
 // The socket reverse map of the connect-time programs (c/sock.c): socket

@@ -41,8 +41,9 @@ const (
 	testTCPSyn = 0x02
 	testTCPAck = 0x10
 
-	testActUnspec = ^uint32(0) // TC_ACT_UNSPEC (-1)
-	testActShot   = 2          // TC_ACT_SHOT
+	testActUnspec   = ^uint32(0) // TC_ACT_UNSPEC (-1)
+	testActShot     = 2          // TC_ACT_SHOT
+	testActRedirect = 7          // TC_ACT_REDIRECT
 
 	testMasqMark = 0x4000
 )
@@ -478,6 +479,150 @@ func TestKernelProgDNATIPv6UDP(t *testing.T) {
 		backends: []netip.AddrPort{testAddrPort("[fd00:10:244:1::30]:53"), testAddrPort("[fd00:10:244:2::31]:5353")},
 		local:    1,
 	})
+}
+
+// testMACsSwapped fails the test unless out's Ethernet destination and
+// source are in's source and destination.
+func testMACsSwapped(t *testing.T, in, out []byte) {
+	t.Helper()
+	if string(out[0:6]) != string(in[6:12]) || string(out[6:12]) != string(in[0:6]) {
+		t.Fatalf("MACs % x / % x, want % x / % x", out[0:6], out[6:12], in[6:12], in[0:6])
+	}
+}
+
+// testHairpin checks a pod that is its service's only backend: its
+// connection is translated on both ends and sent back out of the veth,
+// in both directions and on every packet; np_egress leaves the redirected
+// packets alone; another pod's connection is translated as usual.
+func testHairpin(t *testing.T, pod, other netip.Addr, svc testService) {
+	objs := testObjs(t)
+	testPutService(t, objs, svc)
+	be := svc.backends[0]
+	cl := netip.AddrPortFrom(pod, 40123)
+	feAsClient := netip.AddrPortFrom(svc.fe.Addr(), cl.Port()) // the source the server sees
+
+	for i, flags := range []uint8{testTCPSyn, testTCPAck, testTCPAck} {
+		in := testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: flags, payload: []byte(fmt.Sprint("request ", i))}.bytes()
+		ret, out, mark := testRun(t, objs.NpIngressPod, in, 0)
+		if ret != testActRedirect || mark != 0 {
+			t.Fatalf("packet %d: ret %d mark %#x, want %d (redirect), no mark", i, int32(ret), mark, testActRedirect)
+		}
+		got := testParse(t, out)
+		if got.src != feAsClient || got.dst != be {
+			t.Fatalf("packet %d: %v -> %v, want %v -> %v", i, got.src, got.dst, feAsClient, be)
+		}
+		testMACsSwapped(t, in, out)
+		// np_egress sees it on the veth's way out and leaves it.
+		if ret, again, _ := testRun(t, objs.NpEgress, out, 0); ret != testActUnspec || string(again) != string(out) {
+			t.Fatalf("packet %d: np_egress ret %d, changed %v", i, int32(ret), string(again) != string(out))
+		}
+	}
+
+	fwd, ok := testCtGet(t, objs, cl, svc.fe, svc.proto)
+	if !ok || fwd.Flags != ctHairpin || netip.AddrPortFrom(fromAddr16(fwd.Addr), fromPort16(fwd.Port)) != be {
+		t.Fatalf("forward entry %+v (found %v)", fwd, ok)
+	}
+	rev, ok := testCtGet(t, objs, be, feAsClient, svc.proto)
+	if !ok || rev.Flags != ctReverse|ctHairpin || netip.AddrPortFrom(fromAddr16(rev.Addr), fromPort16(rev.Port)) != svc.fe {
+		t.Fatalf("hairpin reverse entry %+v (found %v)", rev, ok)
+	}
+	if _, ok := testCtGet(t, objs, be, cl, svc.proto); ok {
+		t.Fatalf("a plain reverse entry %v -> %v was made", be, cl)
+	}
+
+	// The server's replies go back to the client from the frontend.
+	for i, flags := range []uint8{testTCPSyn | testTCPAck, testTCPAck} {
+		in := testPacket{src: be, dst: feAsClient, proto: svc.proto, tcpFlags: flags, payload: []byte(fmt.Sprint("reply ", i))}.bytes()
+		ret, out, mark := testRun(t, objs.NpIngressPod, in, 0)
+		if ret != testActRedirect || mark != 0 {
+			t.Fatalf("reply %d: ret %d mark %#x, want %d (redirect)", i, int32(ret), mark, testActRedirect)
+		}
+		got := testParse(t, out)
+		if got.src != svc.fe || got.dst != cl {
+			t.Fatalf("reply %d: %v -> %v, want %v -> %v", i, got.src, got.dst, svc.fe, cl)
+		}
+		testMACsSwapped(t, in, out)
+		if ret, again, _ := testRun(t, objs.NpEgress, out, 0); ret != testActUnspec || string(again) != string(out) {
+			t.Fatalf("reply %d: np_egress ret %d, changed %v", i, int32(ret), string(again) != string(out))
+		}
+	}
+	// The hairpin reverse entry is np_ingress_pod's alone: np_egress and
+	// np_ingress_host leave the server's reply alone.
+	reply := testPacket{src: be, dst: feAsClient, proto: svc.proto, tcpFlags: testTCPAck}.bytes()
+	if ret, out, _ := testRun(t, objs.NpEgress, reply, 0); ret != testActUnspec || string(out) != string(reply) {
+		t.Fatalf("np_egress on the server's reply: ret %d, changed %v", int32(ret), string(out) != string(reply))
+	}
+	if ret, out, _ := testRun(t, objs.NpIngressHost, reply, 0); ret != testActUnspec || string(out) != string(reply) {
+		t.Fatalf("np_ingress_host on the server's reply: ret %d, changed %v", int32(ret), string(out) != string(reply))
+	}
+
+	// Another pod reaches the same backend as before: plain DNAT.
+	ocl := netip.AddrPortFrom(other, 40123)
+	in := testPacket{src: ocl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPSyn}.bytes()
+	ret, out, _ := testRun(t, objs.NpIngressPod, in, 0)
+	got := testParse(t, out)
+	if ret != testActUnspec || got.src != ocl || got.dst != be || string(out[:12]) != string(in[:12]) {
+		t.Fatalf("other pod: ret %d %v -> %v, want -1 %v -> %v, MACs kept", int32(ret), got.src, got.dst, ocl, be)
+	}
+	if fwd, _ := testCtGet(t, objs, ocl, svc.fe, svc.proto); fwd.Flags != 0 {
+		t.Fatalf("other pod: forward flags %#x", fwd.Flags)
+	}
+	if rev, _ := testCtGet(t, objs, be, ocl, svc.proto); rev.Flags != ctReverse {
+		t.Fatalf("other pod: reverse flags %#x", rev.Flags)
+	}
+	ret, out, _ = testRun(t, objs.NpEgress, testPacket{src: be, dst: ocl, proto: svc.proto, tcpFlags: testTCPAck}.bytes(), 0)
+	if got := testParse(t, out); ret != testActUnspec || got.src != svc.fe || got.dst != ocl {
+		t.Fatalf("other pod's reply: ret %d %v -> %v", int32(ret), got.src, got.dst)
+	}
+}
+
+func TestKernelProgHairpinIPv4TCP(t *testing.T) {
+	testHairpin(t, netip.MustParseAddr("10.244.1.7"), netip.MustParseAddr("10.244.1.8"), testService{
+		id: 11, fe: testAddrPort("10.96.0.10:80"), proto: testProtoTCP,
+		backends: []netip.AddrPort{testAddrPort("10.244.1.7:8080")}, local: 1,
+	})
+}
+
+func TestKernelProgHairpinIPv4UDP(t *testing.T) {
+	testHairpin(t, netip.MustParseAddr("10.244.1.7"), netip.MustParseAddr("10.244.1.8"), testService{
+		id: 12, fe: testAddrPort("10.96.0.53:53"), proto: testProtoUDP,
+		backends: []netip.AddrPort{testAddrPort("10.244.1.7:5353")}, local: 1,
+	})
+}
+
+func TestKernelProgHairpinIPv6TCP(t *testing.T) {
+	testHairpin(t, netip.MustParseAddr("fd00:10:244:1::7"), netip.MustParseAddr("fd00:10:244:1::8"), testService{
+		id: 13, fe: testAddrPort("[fd00:10:96::10]:443"), proto: testProtoTCP,
+		backends: []netip.AddrPort{testAddrPort("[fd00:10:244:1::7]:8443")}, local: 1,
+	})
+}
+
+func TestKernelProgHairpinIPv6UDP(t *testing.T) {
+	testHairpin(t, netip.MustParseAddr("fd00:10:244:1::7"), netip.MustParseAddr("fd00:10:244:1::8"), testService{
+		id: 14, fe: testAddrPort("[fd00:10:96::53]:53"), proto: testProtoUDP,
+		backends: []netip.AddrPort{testAddrPort("[fd00:10:244:1::7]:53")}, local: 1,
+	})
+}
+
+// A hairpinned IPv4 UDP datagram without a checksum keeps none.
+func TestKernelProgHairpinUDPZeroChecksum(t *testing.T) {
+	objs := testObjs(t)
+	svc := testService{
+		id: 1, fe: testAddrPort("10.96.0.53:53"), proto: testProtoUDP,
+		backends: []netip.AddrPort{testAddrPort("10.244.1.7:5353")}, local: 1,
+	}
+	testPutService(t, objs, svc)
+	cl := testAddrPort("10.244.1.7:40000")
+	ret, out, _ := testRun(t, objs.NpIngressPod, testPacket{src: cl, dst: svc.fe, proto: testProtoUDP, zeroUDPCsum: true, payload: []byte("query")}.bytes(), 0)
+	got := testParse(t, out)
+	if ret != testActRedirect || got.dst != svc.backends[0] || got.src != testAddrPort("10.96.0.53:40000") || got.l4Csum != 0 {
+		t.Fatalf("ret %d %v -> %v checksum %#x", int32(ret), got.src, got.dst, got.l4Csum)
+	}
+	ret, out, _ = testRun(t, objs.NpIngressPod, testPacket{src: svc.backends[0], dst: got.src, proto: testProtoUDP, zeroUDPCsum: true, payload: []byte("answer")}.bytes(), 0)
+	got = testParse(t, out)
+	if ret != testActRedirect || got.src != svc.fe || got.dst != cl || got.l4Csum != 0 {
+		t.Fatalf("reply: ret %d %v -> %v checksum %#x", int32(ret), got.src, got.dst, got.l4Csum)
+	}
 }
 
 // A zero IPv4 UDP checksum (none) stays zero through DNAT and reverse NAT.

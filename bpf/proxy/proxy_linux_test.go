@@ -463,6 +463,45 @@ func TestKernelProxyPodReachesItsOwnService(t *testing.T) {
 	assert.Len(t, got, 3)
 }
 
+// A pod that is its service's only backend reaches itself through the
+// cluster IP (hairpin), on both families: whoami answers with its own name,
+// and an echo connection on another service port carries several round
+// trips.
+func TestKernelProxyPodReachesItselfAsOnlyBackend(t *testing.T) {
+	r := newProxyRig(t)
+	p := r.proxy(t)
+	client := r.topo.Hosts[0].Pods[0]
+	for _, v6 := range []bool{false, true} {
+		cip, addr := clusterV4, client.IPv4
+		if v6 {
+			cip, addr = clusterV6, client.IPv6
+		}
+		p.OnUpdate(ServiceUpdate{Service{Name: fmt.Sprintf("default/self-v6=%v:http", v6), Port: 80, ClusterIPs: []netip.Addr{cip},
+			Backends: []Backend{{Addr: netip.AddrPortFrom(addr, whoamiPort), Local: true}}}})
+		p.OnUpdate(ServiceUpdate{Service{Name: fmt.Sprintf("default/self-v6=%v:echo", v6), Port: 81, ClusterIPs: []netip.Addr{cip},
+			Backends: []Backend{{Addr: netip.AddrPortFrom(addr, echoPort), Local: true}}}})
+	}
+	apply(t, p)
+	require.Empty(t, p.Status().Errors)
+
+	for _, cip := range []netip.Addr{clusterV4, clusterV6} {
+		got := spread(t, client.NS, netip.AddrPortFrom(cip, 80), 5)
+		assert.Equal(t, map[string]int{client.Name: 5}, got, "whoami through %v", cip)
+
+		c := dial(t, client.NS, netip.AddrPortFrom(cip, 81))
+		assert.Equal(t, netip.AddrPortFrom(cip, 81).String(), c.RemoteAddr().String())
+		for i := range 5 {
+			require.NoError(t, exchange(c), "echo round trip %d through %v", i, cip)
+		}
+		require.NoError(t, c.Close())
+	}
+	// Another pod of the node reaches the same service as usual.
+	other := r.topo.Hosts[0].Pods[1]
+	for _, cip := range []netip.Addr{clusterV4, clusterV6} {
+		assert.Equal(t, map[string]int{client.Name: 3}, spread(t, other.NS, netip.AddrPortFrom(cip, 80), 3))
+	}
+}
+
 // What someone else does to the maps is repaired at the next resync; a
 // foreign program on the same interface and a foreign pin in PinDir
 // survive, also Cleanup; a frontend two services want stays the first's.

@@ -529,6 +529,7 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"NP_FE_NODEPORT":       feNodePort,
 		"NP_CT_REVERSE":        ctReverse,
 		"NP_CT_MASQ":           ctMasq,
+		"NP_CT_HAIRPIN":        ctHairpin,
 	}, defines)
 	sizes := map[string]int{}
 	for _, m := range regexp.MustCompile(`\}; // (\d+) bytes`).FindAllStringSubmatchIndex(string(h), -1) {

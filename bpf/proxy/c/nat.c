@@ -10,7 +10,9 @@
 // The two ingress programs pick a backend for a new connection, remember the
 // choice in np_ct (a forward entry for the client's direction, a reverse
 // entry for the backend's replies) and rewrite the destination. np_egress
-// finds the reverse entry of a reply and rewrites its source. All headers
+// finds the reverse entry of a reply and rewrites its source. A pod whose
+// connection goes to itself (it is its service's only backend) is
+// hairpinned by np_ingress_pod alone: see np_hairpin. All headers
 // are read with bpf_skb_load_bytes into the stack and written back with
 // bpf_skb_store_bytes, so non-linear skbs work and the verifier needs no
 // packet bounds proofs. The map layouts are in nat.h.
@@ -210,6 +212,51 @@ static __always_inline int np_rewrite(struct __sk_buff *skb, const struct np_pkt
 	return 0;
 }
 
+// np_swap_mac swaps the Ethernet source and destination: a frame the pod
+// sent to the host veth goes back to the pod. Returns 0, or -1.
+static __always_inline int np_swap_mac(struct __sk_buff *skb)
+{
+	__u8 mac[2 * ETH_ALEN], swapped[2 * ETH_ALEN];
+
+	if (bpf_skb_load_bytes(skb, 0, mac, sizeof(mac)) < 0)
+		return -1;
+	__builtin_memcpy(swapped, mac + ETH_ALEN, ETH_ALEN);
+	__builtin_memcpy(swapped + ETH_ALEN, mac, ETH_ALEN);
+	if (bpf_skb_store_bytes(skb, 0, swapped, sizeof(swapped), 0) < 0)
+		return -1;
+	return 0;
+}
+
+// Hairpin: a pod that is the only backend of a service it connects to
+// (client P:cp, frontend F:sp, backend P:tp) would get a packet from and
+// to its own address, and could not tell the reply apart. np_ingress_pod
+// rewrites both ends instead and sends the packet straight back out of the
+// same veth, never through the host's routing:
+//
+//   client -> server  P:cp -> F:sp  becomes  F:cp -> P:tp
+//   server -> client  P:tp -> F:cp  becomes  F:sp -> P:cp
+//
+// The forward entry (keyed P:cp -> F:sp, flag NP_CT_HAIRPIN) and a hairpin
+// reverse entry (keyed P:tp -> F:cp, flags NP_CT_REVERSE|NP_CT_HAIRPIN,
+// holding F:sp) make both directions known. np_egress then sees the
+// rewritten packets on the veth's egress; their tuples are no reverse
+// entry's (those are keyed backend -> client), so it leaves them alone.
+
+// np_hairpin rewrites the packet p's destination to dst:dport and its
+// source to src:sport, swaps the MAC addresses and redirects the packet to
+// the egress of the interface it came in on.
+static __always_inline int np_hairpin(struct __sk_buff *skb, const struct np_pkt *p, const __u8 *dst,
+				      __be16 dport, const __u8 *src, __be16 sport)
+{
+	if (np_rewrite(skb, p, 1, dst, dport) < 0)
+		return TC_ACT_SHOT;
+	if (np_rewrite(skb, p, 0, src, sport) < 0)
+		return TC_ACT_SHOT;
+	if (np_swap_mac(skb) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(skb->ifindex, 0);
+}
+
 // np_set_masq marks the packet for netfilter's masquerade rule.
 static __always_inline void np_set_masq(struct __sk_buff *skb)
 {
@@ -261,7 +308,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	struct np_be_val backend;
 	__u64 now;
 	__u32 count, local_count, ordinal, n;
-	int masq;
+	int masq, hairpin;
 
 	if (np_parse(skb, &p) < 0)
 		return TC_ACT_UNSPEC;
@@ -271,12 +318,29 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	// one of the service's (np_known_backend). A bare SYN starts a new connection (a
 	// reused client port) and picks afresh.
 	ct = bpf_map_lookup_elem(&np_ct, &p.key);
+
+	// A server's reply on a hairpinned connection (np_hairpin): back to
+	// the client with the frontend as source, the client's port restored.
+	if (!from_host && ct && (ct->flags & (NP_CT_REVERSE | NP_CT_HAIRPIN)) == (NP_CT_REVERSE | NP_CT_HAIRPIN)) {
+		__u8 fe_addr[16];
+		__u8 client[16];
+		__be16 fe_port = ct->port;
+
+		ct->last_seen = now;
+		__builtin_memcpy(fe_addr, ct->addr, 16);
+		__builtin_memcpy(client, p.key.src, 16);
+		if (np_is_v4mapped(fe_addr) == p.v6)
+			return TC_ACT_SHOT;
+		return np_hairpin(skb, &p, client, p.key.dport, fe_addr, fe_port);
+	}
+
 	if (ct && !(ct->flags & NP_CT_REVERSE) &&
 	    !(p.key.proto == IPPROTO_TCP && (p.tcp_flags & (NP_TCP_SYN | NP_TCP_ACK)) == NP_TCP_SYN)) {
 		be = np_known_backend(ct);
 		if (be) {
 			ct->last_seen = now;
 			masq = (ct->flags & NP_CT_MASQ) != 0;
+			hairpin = (ct->flags & NP_CT_HAIRPIN) != 0;
 			__builtin_memcpy(&backend, be, sizeof(backend));
 			goto dnat;
 		}
@@ -311,7 +375,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		return TC_ACT_SHOT;
 	// A pod that reaches its own service cannot be its own backend (the
 	// reply would come from and go to the same address): take the next
-	// backend when there is another.
+	// backend when there is another (else np_hairpin).
 	if (n > 1 && np_addr_eq(be->addr, p.key.src)) {
 		ordinal = (ordinal + 1) % n;
 		bk.ordinal = ordinal;
@@ -322,6 +386,8 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	// Traffic from outside sent to another node must come back through
 	// this node: netfilter masquerades it when it sees the mark.
 	masq = from_host && ordinal >= local_count && masq_mark != 0;
+	// Still the client pod itself (it is the only backend): hairpin.
+	hairpin = !from_host && np_addr_eq(be->addr, p.key.src);
 	__builtin_memcpy(&backend, be, sizeof(backend));
 
 	// Remember the choice for the rest of the connection...
@@ -332,23 +398,27 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		fwd.port = backend.port;
 		fwd.svc_id = bk.svc_id;
 		fwd.ordinal = ordinal;
-		fwd.flags = masq ? NP_CT_MASQ : 0;
+		fwd.flags = (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0);
 		fwd.last_seen = now;
 		bpf_map_update_elem(&np_ct, &p.key, &fwd, BPF_ANY);
 	}
-	// ...and how to undo it on the backend's replies.
+	// ...and how to undo it on the backend's replies, which a hairpinned
+	// connection's server sends to the frontend address.
 	{
 		struct np_ct_key rkey = {};
 		struct np_ct_val rev = {};
 
 		__builtin_memcpy(rkey.src, backend.addr, 16);
-		__builtin_memcpy(rkey.dst, p.key.src, 16);
+		if (hairpin)
+			__builtin_memcpy(rkey.dst, p.key.dst, 16);
+		else
+			__builtin_memcpy(rkey.dst, p.key.src, 16);
 		rkey.sport = backend.port;
 		rkey.dport = p.key.sport;
 		rkey.proto = p.key.proto;
 		__builtin_memcpy(rev.addr, p.key.dst, 16);
 		rev.port = p.key.dport;
-		rev.flags = NP_CT_REVERSE | (masq ? NP_CT_MASQ : 0);
+		rev.flags = NP_CT_REVERSE | (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0);
 		rev.last_seen = now;
 		bpf_map_update_elem(&np_ct, &rkey, &rev, BPF_ANY);
 	}
@@ -358,6 +428,13 @@ dnat:
 	// addresses: the service is misconfigured, drop rather than mangle.
 	if (np_is_v4mapped(backend.addr) == p.v6)
 		return TC_ACT_SHOT;
+	if (hairpin) {
+		__u8 fe_addr[16];
+
+		// The source becomes the frontend address, the client's port kept.
+		__builtin_memcpy(fe_addr, p.key.dst, 16);
+		return np_hairpin(skb, &p, backend.addr, backend.port, fe_addr, p.key.sport);
+	}
 	if (np_rewrite(skb, &p, 1, backend.addr, backend.port) < 0)
 		return TC_ACT_SHOT;
 	if (masq)
@@ -389,7 +466,8 @@ int np_egress(struct __sk_buff *skb)
 	if (np_parse(skb, &p) < 0)
 		return TC_ACT_UNSPEC;
 	ct = bpf_map_lookup_elem(&np_ct, &p.key);
-	if (!ct || !(ct->flags & NP_CT_REVERSE))
+	// A hairpin reverse entry is np_ingress_pod's alone.
+	if (!ct || !(ct->flags & NP_CT_REVERSE) || (ct->flags & NP_CT_HAIRPIN))
 		return TC_ACT_UNSPEC;
 	ct->last_seen = bpf_ktime_get_ns();
 	__builtin_memcpy(addr, ct->addr, 16);

@@ -64,6 +64,7 @@ struct np_ct_key {
 // np_ct_val.flags
 #define NP_CT_REVERSE 0x1 // a reverse entry
 #define NP_CT_MASQ 0x2    // the connection is masqueraded by netfilter (mark set)
+#define NP_CT_HAIRPIN 0x4 // a pod reaching itself through its service (see nat.c)
 
 struct np_ct_val {
 	__u8 addr[16];  // forward: the backend; reverse: the frontend
