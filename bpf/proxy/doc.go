@@ -49,8 +49,9 @@
 // The messages are ServiceUpdate (declare or replace a service, by name),
 // ServiceRemove, NodeAddrsUpdate (the node's addresses, where NodePorts
 // answer) and ifacemonitor.LinkUpdate (wire an interface monitor's updates
-// to the loop: the Proxy attaches its programs to the wanted interfaces as
-// they appear, and follows a name that comes back with a new index). A
+// to the loop, or call OnLinkUpdate from its callback, which also wakes the
+// loop: the Proxy attaches its programs to the wanted interfaces as they
+// appear, and follows a name that comes back with a new index). A
 // Service is one port of a Kubernetes service; Service.Validate checks it
 // before it is sent. A malformed message changes nothing and is reported
 // once, by the next CompleteDeferredWork, with an error wrapping
