@@ -791,6 +791,9 @@ func (a *Agent) noteError(err error) {
 // onHealth is the loop's health callback: quick, from the loop's goroutine.
 func (a *Agent) onHealth(h dataplane.Health) {
 	a.metrics.health(h)
+	if a.plane != nil && a.plane.proxy != nil {
+		a.metrics.proxy(a.plane.proxy.Status())
+	}
 	a.mu.Lock()
 	a.health = h
 	a.mu.Unlock()

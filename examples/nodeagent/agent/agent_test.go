@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodeplane/nodeplane/bpf/proxy"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -181,6 +182,7 @@ func TestMetrics(t *testing.T) {
 	m.Resynced(dataplane.ResyncEvent{Name: "ipsets", Reason: dataplane.ResyncPeriodic})
 	m.health(dataplane.Health{Ready: true, FailingObjects: 2})
 	m.ObservePeer(wireguard.PeerStats{Node: "node2", ReceiveBytes: 10, TransmitBytes: 20, LastHandshake: time.Unix(100, 0)})
+	m.proxy(proxy.Status{Services: 2, Frontends: 3, Backends: 6, Interfaces: []string{"eth0"}, Errors: []string{"x"}})
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +190,19 @@ func TestMetrics(t *testing.T) {
 	got := map[string]bool{}
 	for _, f := range families {
 		got[f.GetName()] = true
+		if f.GetName() != "nodeplane_agent_bpf_proxy" {
+			continue
+		}
+		values := map[string]float64{}
+		for _, mt := range f.GetMetric() {
+			values[mt.GetLabel()[0].GetValue()] = mt.GetGauge().GetValue()
+		}
+		if want := map[string]float64{"service_ports": 2, "frontends": 3, "backends": 6, "interfaces": 1, "errors": 1}; fmt.Sprint(values) != fmt.Sprint(want) {
+			t.Errorf("bpf_proxy = %v, want %v", values, want)
+		}
+	}
+	if !got["nodeplane_agent_bpf_proxy"] {
+		t.Error("metric nodeplane_agent_bpf_proxy missing")
 	}
 	for _, want := range []string{"nodeplane_agent_driver_apply_seconds", "nodeplane_agent_driver_failed_objects_total",
 		"nodeplane_agent_queue_depth", "nodeplane_agent_resyncs_total", "nodeplane_agent_ready", "nodeplane_agent_wireguard_peer_transmit_bytes"} {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodeplane/nodeplane/bpf/proxy"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
@@ -26,6 +27,7 @@ type Metrics struct {
 	nodes          prometheus.Gauge
 	localPods      prometheus.Gauge
 	services       prometheus.Gauge
+	proxyState     *prometheus.GaugeVec
 	wgRx, wgTx     *prometheus.GaugeVec
 	wgHandshake    *prometheus.GaugeVec
 }
@@ -65,6 +67,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Pods of this node in the datastore."}),
 		services: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "services",
 			Help: "Services in the datastore."}),
+		proxyState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "bpf_proxy",
+			Help: "What the BPF service proxy has programmed (service_ports, frontends, backends, interfaces) and what it could not (errors)."},
+			[]string{"what"}),
 		wgRx: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "wireguard_peer_receive_bytes",
 			Help: "Bytes received from each WireGuard peer."}, []string{"peer"}),
 		wgTx: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "wireguard_peer_transmit_bytes",
@@ -73,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Unix time of each WireGuard peer's last handshake."}, []string{"peer"}),
 	}
 	for _, c := range []prometheus.Collector{m.driverApply, m.failedObjects, m.managerWork, m.passes, m.queueDepth,
-		m.resyncs, m.ready, m.consecFailures, m.failingObjects, m.nodes, m.localPods, m.services, m.wgRx, m.wgTx, m.wgHandshake} {
+		m.resyncs, m.ready, m.consecFailures, m.failingObjects, m.nodes, m.localPods, m.services, m.proxyState, m.wgRx, m.wgTx, m.wgHandshake} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -129,6 +134,14 @@ func (m *Metrics) health(h dataplane.Health) {
 	}
 	m.consecFailures.Set(float64(h.ConsecutiveFailures))
 	m.failingObjects.Set(float64(h.FailingObjects))
+}
+
+// proxy records what the BPF proxy reports.
+func (m *Metrics) proxy(st proxy.Status) {
+	for what, n := range map[string]int{"service_ports": st.Services, "frontends": st.Frontends, "backends": st.Backends,
+		"interfaces": len(st.Interfaces), "errors": len(st.Errors)} {
+		m.proxyState.WithLabelValues(what).Set(float64(n))
+	}
 }
 
 // cluster records the datastore's sizes.
