@@ -363,6 +363,12 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 		}
 	}
 	for _, fam := range families {
+		// The masquerade manager of the family on one netfilter backend's
+		// sets and nat table.
+		newMasquerade := func(sets ipsets.Sets, nat netfilter.Table) (*masquerade.Manager, error) {
+			return masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
+				Marks: masqMarks, Logger: log.With("component", "masquerade", "family", fam.String())})
+		}
 		topts := routetable.Options{Kernel: ns, Family: fam, Table: kernel.TableMain,
 			InterfacePatterns: []string{"^" + regexp.QuoteMeta(cfg.PodInterfacePrefix)},
 			Logger:            log.With("component", "routetable", "family", fam.String())}
@@ -435,8 +441,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 			}
 			var m dataplane.Manager
 			if !cleanup && !cfg.NoMasquerade {
-				if m, err = masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
-					Marks: masqMarks, Logger: log.With("component", "masquerade", "family", fam.String())}); err != nil {
+				if m, err = newMasquerade(sets, nat); err != nil {
 					return nil, err
 				}
 			}
@@ -460,8 +465,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 				if err != nil {
 					return nil, err
 				}
-				if m, err = masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
-					Marks: masqMarks, Logger: log.With("component", "masquerade", "family", fam.String())}); err != nil {
+				if m, err = newMasquerade(sets, nat); err != nil {
 					return nil, err
 				}
 				drivers = append(drivers, sets)
