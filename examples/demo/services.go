@@ -11,12 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // The demo's service: every pod answers on backendPort with its name; the
@@ -35,39 +36,15 @@ const (
 var clusterIP = netip.MustParseAddr("10.96.0.10")
 
 // inNetNS runs fn on a thread inside the named network namespace
-// (/run/netns/name); sockets fn opens stay there. The thread is thrown
-// away if it cannot be brought back.
+// (/run/netns/name) through the library's kernel.Namespace.Do; sockets fn
+// opens stay there.
 func inNetNS(name string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer self.Close()
-		target, err := os.Open(filepath.Join("/run/netns", name))
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter %s: %w", name, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- ferr // the thread stays locked and ends with this goroutine
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	ns, err := kernel.Open(filepath.Join("/run/netns", name))
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	return ns.Do(fn)
 }
 
 // serve runs handle on every TCP connection to port in pod p (each in
