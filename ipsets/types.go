@@ -185,6 +185,20 @@ func (m SetMetadata) normalize(f Family, prefix string) (SetMetadata, error) {
 	return m, nil
 }
 
+// Normalize validates m as IPSets.AddOrReplaceSet does, for a backend of
+// family f whose set names start with prefix, and returns it with the
+// defaults filled in (Family, MaxSize for hash types, Range for
+// bitmap:port). Another backend of Sets calls it to refuse what IPSets
+// refuses, with the same sentinels.
+func (m SetMetadata) Normalize(f Family, prefix string) (SetMetadata, error) {
+	return m.normalize(f, prefix)
+}
+
+// CheckMember reports whether member may be a member of a set of m, as
+// normalized by Normalize, as IPSets does. The error wraps
+// ErrInvalidMember, or ErrWrongFamily and ipfamily.ErrWrongFamily.
+func (m SetMetadata) CheckMember(member Member) error { return check(&m, member) }
+
 // checkName validates an unprefixed set name against the prefix.
 func checkName(name, prefix string) error {
 	if !validName(name) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -360,9 +359,9 @@ func (s *IPSets) wanted(name string) (*nftIPSet, error) {
 	return set, nil
 }
 
-// errBare returns a sentinel of package ipsets without its prefix, for the
-// text of an error of ours that matches it.
-func errBare(sentinel error) string { return strings.TrimPrefix(sentinel.Error(), "ipsets: ") }
+// errBare returns an error of package ipsets (a sentinel or one wrapping
+// it) without its prefix, for the text of an error of ours that matches it.
+func errBare(err error) string { return strings.TrimPrefix(err.Error(), "ipsets: ") }
 
 // tableErr adds to an error of the Table the sentinel of package ipsets it
 // stands for, for callers that hold an ipsets.Sets.
@@ -405,114 +404,36 @@ func (s *IPSets) checkName(name string) error {
 	return nil
 }
 
-// normalize validates meta as package ipsets does and fills its defaults
-// in: Family, MaxSize for hash types, Range for bitmap:port.
+// normalize validates meta as package ipsets does (ipsets.SetMetadata.Normalize)
+// and fills its defaults in: Family, MaxSize for hash types, Range for
+// bitmap:port. It refuses hash:net,net, which package ipsets holds.
 func (s *IPSets) normalize(m ipsets.SetMetadata) (ipsets.SetMetadata, error) {
 	if err := s.checkName(m.Name); err != nil {
 		return m, err
 	}
-	switch m.Type {
-	case ipsets.HashIP, ipsets.HashNet, ipsets.HashIPPort, ipsets.BitmapPort:
-	case ipsets.HashNetNet:
+	if m.Type == ipsets.HashNetNet {
 		return m, errs.Also(fmt.Errorf("nftables: %s: %q (set %q): nftables sets of concatenated ranges refuse overlapping pairs, which an ip set of this type holds",
 			errBare(ipsets.ErrUnknownType), string(m.Type), m.Name), ipsets.ErrUnknownType, ErrInvalidSet)
-	default:
-		return m, errs.Also(fmt.Errorf("nftables: %s: %q (set %q; IPSets holds %s, %s, %s and %s)",
-			errBare(ipsets.ErrUnknownType), string(m.Type), m.Name, ipsets.HashIP, ipsets.HashNet, ipsets.HashIPPort, ipsets.BitmapPort), ipsets.ErrUnknownType, ErrInvalidSet)
 	}
-	if m.Family == 0 {
-		m.Family = s.family
+	n, err := m.Normalize(s.family, s.prefix)
+	if err != nil {
+		return m, errs.Also(fmt.Errorf("nftables: %s", errBare(err)), err, ErrInvalidSet)
 	}
-	if m.Family != s.family {
-		return m, errs.Also(fmt.Errorf("nftables: %s: set %q is %v, the Table is %v", errBare(ipsets.ErrWrongFamily), m.Name, m.Family, s.family),
-			ipsets.ErrWrongFamily, ipfamily.ErrWrongFamily, ErrInvalidSet)
-	}
-	bad := func(format string, a ...any) error {
-		return errs.Also(fmt.Errorf("nftables: %s: set %q: "+format, append([]any{errBare(ipsets.ErrInvalidMetadata), m.Name}, a...)...), ipsets.ErrInvalidMetadata, ErrInvalidSet)
-	}
-	if m.Type == ipsets.BitmapPort {
-		if m.MaxSize != 0 {
-			return m, bad("MaxSize must be zero for bitmap:port (its size is its Range)")
-		}
-		if m.Range.First > m.Range.Last {
-			return m, bad("port range %v is empty", m.Range)
-		}
-		if m.Range == (ipsets.PortRange{}) {
-			m.Range = ipsets.PortRange{First: 0, Last: math.MaxUint16}
-		}
-		return m, nil
-	}
-	if m.Range != (ipsets.PortRange{}) {
-		return m, bad("Range applies to bitmap:port only")
-	}
-	switch {
-	case m.MaxSize == 0:
-		m.MaxSize = ipsets.DefaultMaxSize
-	case m.MaxSize < 0 || uint64(m.MaxSize) > math.MaxUint32:
-		return m, bad("MaxSize %d out of range 1-%d", m.MaxSize, uint64(math.MaxUint32))
-	}
-	return m, nil
+	return n, nil
 }
 
 // checkMembers validates members for a set of meta (normalized) as package
-// ipsets does; the error says which member of which set.
+// ipsets does (ipsets.SetMetadata.CheckMember); the error says which
+// member of which set.
 func checkMembers(meta *ipsets.SetMetadata, members []ipsets.Member) error {
 	for i, m := range members {
-		if err := checkMember(meta, m); err != nil {
-			text := strings.TrimPrefix(err.Error(), "ipsets: ")
-			return errs.Also(fmt.Errorf("%w %s: member %d: %s", ErrInvalidElement, meta.Name, i, text), err)
+		if err := meta.CheckMember(m); err != nil {
+			also := []error{err}
+			if errors.Is(err, ipsets.ErrWrongFamily) {
+				also = append(also, netfilter.ErrWrongFamily)
+			}
+			return errs.Also(fmt.Errorf("%w %s: member %d: %s", ErrInvalidElement, meta.Name, i, errBare(err)), also...)
 		}
-	}
-	return nil
-}
-
-// checkMember reports whether m may be a member of a set of meta, with
-// the errors (and sentinels) of package ipsets.
-func checkMember(meta *ipsets.SetMetadata, m ipsets.Member) error {
-	if err := m.Err(); err != nil {
-		return err
-	}
-	if meta.Type == ipsets.BitmapPort {
-		if m.Addr().IsValid() || m.Protocol() != 0 {
-			return fmt.Errorf("%w: %v is not a port (bitmap:port)", ipsets.ErrInvalidMember, m)
-		}
-		if !meta.Range.Contains(m.Port()) {
-			return fmt.Errorf("%w: port %d is outside the set's range %v", ipsets.ErrInvalidMember, m.Port(), meta.Range)
-		}
-		return nil
-	}
-	a := m.Addr()
-	if !a.IsValid() {
-		return fmt.Errorf("%w: %v has no address (%s)", ipsets.ErrInvalidMember, m, meta.Type)
-	}
-	fam := ipfamily.IPv4
-	if m.Is6() {
-		fam = ipfamily.IPv6
-	}
-	if fam != meta.Family {
-		return errs.Also(fmt.Errorf("%w: %v is %v, the set is %v", ipsets.ErrWrongFamily, m, fam, meta.Family), ipfamily.ErrWrongFamily, netfilter.ErrWrongFamily)
-	}
-	if (meta.Type == ipsets.HashIP || meta.Type == ipsets.HashIPPort) && a.IsUnspecified() {
-		// ipset refuses it: refused here too, so that a manager behaves
-		// the same on either backend.
-		return fmt.Errorf("%w: %v: the kernel cannot store the unspecified address in a %s set", ipsets.ErrInvalidMember, m, meta.Type)
-	}
-	bits, second := m.Prefix().Bits(), m.Second().IsValid()
-	ok := false
-	switch meta.Type {
-	case ipsets.HashIP:
-		ok = !second && m.Protocol() == 0 && bits == a.BitLen()
-	case ipsets.HashNet:
-		ok = !second && m.Protocol() == 0 && bits > 0
-	case ipsets.HashIPPort:
-		ok = !second && m.Protocol().Valid() && bits == a.BitLen()
-	}
-	if !ok {
-		why := ""
-		if bits == 0 || second && m.Second().Bits() == 0 {
-			why = " (the kernel rejects a /0 prefix: split it in two halves)"
-		}
-		return fmt.Errorf("%w: %v does not fit a %s set%s", ipsets.ErrInvalidMember, m, meta.Type, why)
 	}
 	return nil
 }
