@@ -28,6 +28,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "nat.h"
+#include "addr.h"
 #include "service_maps.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
@@ -131,29 +132,6 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 		return -1;
 	p->key.proto = proto;
 	return 0;
-}
-
-// np_addr_eq compares two 16-byte addresses.
-static __always_inline int np_addr_eq(const __u8 *a, const __u8 *b)
-{
-	__u64 a0, a1, b0, b1;
-
-	__builtin_memcpy(&a0, a, 8);
-	__builtin_memcpy(&a1, a + 8, 8);
-	__builtin_memcpy(&b0, b, 8);
-	__builtin_memcpy(&b1, b + 8, 8);
-	return a0 == b0 && a1 == b1;
-}
-
-// np_is_v4mapped tells whether a 16-byte address is ::ffff:a.b.c.d.
-static __always_inline int np_is_v4mapped(const __u8 *a)
-{
-	__u64 hi;
-	__u32 mid;
-
-	__builtin_memcpy(&hi, a, 8);
-	__builtin_memcpy(&mid, a + 8, 4);
-	return hi == 0 && mid == bpf_htonl(0x0000ffff);
 }
 
 // np_rewrite replaces the packet's destination (dst != 0) or source address

@@ -21,6 +21,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "nat.h"
+#include "addr.h"
 #include "service_maps.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
@@ -52,17 +53,6 @@ static __always_inline __u8 np_sk_proto(struct bpf_sock_addr *ctx)
 	if (type == NP_SOCK_DGRAM && proto == IPPROTO_UDP)
 		return IPPROTO_UDP;
 	return 0;
-}
-
-// np_sk_mapped tells whether a 16-byte address is ::ffff:a.b.c.d.
-static __always_inline int np_sk_mapped(const __u8 *a)
-{
-	__u64 hi;
-	__u32 mid;
-
-	__builtin_memcpy(&hi, a, 8);
-	__builtin_memcpy(&mid, a + 8, 4);
-	return hi == 0 && mid == bpf_htonl(0x0000ffff);
 }
 
 // np_sk_get reads the user address of ctx as 16 bytes (IPv4 mapped).
@@ -142,7 +132,7 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	rk.port = be->port;
 	// An IPv4 destination (also one mapped on an IPv6 socket) needs an
 	// IPv4 backend, an IPv6 one an IPv6 backend.
-	if (np_sk_mapped(rk.addr) != np_sk_mapped(fk.addr))
+	if (np_is_v4mapped(rk.addr) != np_is_v4mapped(fk.addr))
 		return 0;
 	rk.cookie = bpf_get_socket_cookie(ctx);
 	__builtin_memcpy(rv.addr, fk.addr, 16);
@@ -171,7 +161,7 @@ static __always_inline int np_sk_reverse(struct bpf_sock_addr *ctx, int v6)
 		return 1;
 	__builtin_memcpy(addr, rv->addr, 16);
 	port = rv->port;
-	if (np_sk_mapped(addr) != np_sk_mapped(rk.addr))
+	if (np_is_v4mapped(addr) != np_is_v4mapped(rk.addr))
 		return 1;
 	np_sk_set(ctx, v6, addr, port);
 	return 1;
