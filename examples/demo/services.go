@@ -164,17 +164,27 @@ func whoami(ctx context.Context, ns string, to netip.AddrPort) (string, error) {
 	return string(b), err
 }
 
-// spread connects n times from ns to to and counts the answers by backend.
-func spread(ctx context.Context, ns string, to netip.AddrPort, n int) (map[string]int, error) {
+// spreadUntil connects n times with connect (which returns the name of
+// the backend that answered) until the answers come from backends on at
+// least minNodes nodes, for up to 20 s, and returns the last round's
+// answers by backend.
+func (s *Scenario) spreadUntil(ctx context.Context, n, minNodes int, connect func() (string, error)) (map[string]int, error) {
 	got := map[string]int{}
-	for i := range n {
-		name, err := whoami(ctx, ns, to)
-		if err != nil {
-			return got, fmt.Errorf("connection %d of %d to %v: %w", i+1, n, to, err)
+	err := eventually(ctx, 20*time.Second, func() error {
+		clear(got)
+		for i := range n {
+			name, err := connect()
+			if err != nil {
+				return fmt.Errorf("connection %d of %d: %w", i+1, n, err)
+			}
+			got[name]++
 		}
-		got[name]++
-	}
-	return got, nil
+		if nodes := s.nodesOf(got); len(nodes) < minNodes {
+			return fmt.Errorf("answers only from %v: %s", nodes, describe(got))
+		}
+		return nil
+	})
+	return got, err
 }
 
 // nodesOf names the nodes of the pods that answered.
@@ -204,17 +214,7 @@ func describe(got map[string]int) string {
 func (s *Scenario) checkClusterIP(ctx context.Context) (string, error) {
 	from := s.nodes[0].pods[0]
 	to := netip.AddrPortFrom(clusterIP, servicePort)
-	var got map[string]int
-	err := eventually(ctx, 20*time.Second, func() error {
-		var err error
-		if got, err = spread(ctx, from.ns, to, 40); err != nil {
-			return err
-		}
-		if nodes := s.nodesOf(got); len(nodes) != len(s.nodes) {
-			return fmt.Errorf("answers only from %v: %s", nodes, describe(got))
-		}
-		return nil
-	})
+	got, err := s.spreadUntil(ctx, 40, len(s.nodes), func() (string, error) { return whoami(ctx, from.ns, to) })
 	if err != nil {
 		return "", err
 	}
@@ -226,17 +226,7 @@ func (s *Scenario) checkClusterIP(ctx context.Context) (string, error) {
 func (s *Scenario) checkNodePort(ctx context.Context) (string, error) {
 	from, target := s.nodes[1], s.nodes[0]
 	to := netip.AddrPortFrom(target.underlay, nodePort)
-	var got map[string]int
-	err := eventually(ctx, 20*time.Second, func() error {
-		var err error
-		if got, err = spread(ctx, from.ns, to, 30); err != nil {
-			return err
-		}
-		if nodes := s.nodesOf(got); len(nodes) < 2 {
-			return fmt.Errorf("answers only from %v: %s", nodes, describe(got))
-		}
-		return nil
-	})
+	got, err := s.spreadUntil(ctx, 30, 2, func() (string, error) { return whoami(ctx, from.ns, to) })
 	if err != nil {
 		return "", err
 	}
@@ -359,21 +349,7 @@ func (s *Scenario) whoamiInCgroup(ctx context.Context, n *node, to netip.AddrPor
 func (s *Scenario) checkHostClusterIP(ctx context.Context) (string, error) {
 	n := s.nodes[0]
 	to := netip.AddrPortFrom(clusterIP, servicePort)
-	got := map[string]int{}
-	err := eventually(ctx, 20*time.Second, func() error {
-		clear(got)
-		for range 30 {
-			name, err := s.whoamiInCgroup(ctx, n, to)
-			if err != nil {
-				return err
-			}
-			got[name]++
-		}
-		if nodes := s.nodesOf(got); len(nodes) != len(s.nodes) {
-			return fmt.Errorf("answers only from %v: %s", nodes, describe(got))
-		}
-		return nil
-	})
+	got, err := s.spreadUntil(ctx, 30, len(s.nodes), func() (string, error) { return s.whoamiInCgroup(ctx, n, to) })
 	if err != nil {
 		return "", err
 	}
