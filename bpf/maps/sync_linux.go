@@ -245,28 +245,7 @@ func (s *Sync[K, V]) Kernel(ctx context.Context) (map[K]V, error) {
 // Apply writes the difference between the desired set and the map:
 // ApplyUpdates, then ApplyDeletions. Entries that fail are reported
 // together in one *dataplane.PartialError.
-func (s *Sync[K, V]) Apply(ctx context.Context) error {
-	errU := s.ApplyUpdates(ctx)
-	var pu *dataplane.PartialError
-	if errU != nil && !errors.As(errU, &pu) {
-		return errU
-	}
-	errD := s.ApplyDeletions(ctx)
-	var pd *dataplane.PartialError
-	switch {
-	case errD != nil && !errors.As(errD, &pd):
-		return errD
-	case pu == nil:
-		return errD
-	case pd == nil:
-		return errU
-	}
-	errs := append(pu.Errs[:len(pu.Errs):len(pu.Errs)], pd.Errs...)
-	if len(errs) > MaxReportedErrors {
-		errs = errs[:MaxReportedErrors]
-	}
-	return &dataplane.PartialError{Failed: pu.Failed + pd.Failed, Errs: errs}
-}
+func (s *Sync[K, V]) Apply(ctx context.Context) error { return s.apply(ctx, true, true) }
 
 // ApplyUpdates writes the desired entries that are missing from the map
 // or differ there, BatchSize per batch syscall, reading the map first when
@@ -276,7 +255,20 @@ func (s *Sync[K, V]) Apply(ctx context.Context) error {
 // *dataplane.PartialError whose errors wrap ErrEntry and name each key. A
 // failed read wraps ErrRead and writes nothing. With nothing changed it
 // makes no syscall. A nil context means context.Background().
-func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error {
+func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error { return s.apply(ctx, true, false) }
+
+// ApplyDeletions deletes the map's entries that are not desired, BatchSize
+// per batch syscall, reading the map first when needed. A key already gone
+// counts as deleted. Failures are reported as by ApplyUpdates. With
+// nothing changed it makes no syscall. A nil context means
+// context.Background().
+func (s *Sync[K, V]) ApplyDeletions(ctx context.Context) error { return s.apply(ctx, false, true) }
+
+// apply reads the map when needed and, in one pass over the dirty keys,
+// drops those in sync and collects the entries to write (with updates)
+// and the keys to delete (with deletions); it writes before it deletes,
+// and reports the failures of both in one PartialError.
+func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -284,25 +276,20 @@ func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error {
 		return err
 	}
 	defer s.shrink()
-	var keys []K
+	var keys, gone []K
 	var vals []V
 	for k := range s.dirty {
 		v, want := s.desired[k]
 		kv, has := s.kernel[k]
 		switch {
-		case !want:
-			if !has {
-				delete(s.dirty, k)
-			}
-		case has && kv == v:
+		case want == has && (!want || kv == v):
 			delete(s.dirty, k)
-		default:
+		case want && updates:
 			keys = append(keys, k)
 			vals = append(vals, v)
+		case !want && deletions:
+			gone = append(gone, k)
 		}
-	}
-	if len(keys) == 0 {
-		return nil
 	}
 	var f failures
 	for i := 0; i < len(keys); i += s.batch {
@@ -312,49 +299,21 @@ func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error {
 		j := min(i+s.batch, len(keys))
 		s.update(keys[i:j], vals[i:j], &f)
 	}
-	s.log.Debug("maps: updated entries", "map", s.name, "updated", len(keys)-f.failed, "failed", f.failed)
-	return f.err()
-}
-
-// ApplyDeletions deletes the map's entries that are not desired, BatchSize
-// per batch syscall, reading the map first when needed. A key already gone
-// counts as deleted. Failures are reported as by ApplyUpdates. With
-// nothing changed it makes no syscall. A nil context means
-// context.Background().
-func (s *Sync[K, V]) ApplyDeletions(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if err := s.ensureRead(ctx); err != nil {
-		return err
-	}
-	defer s.shrink()
-	var keys []K
-	for k := range s.dirty {
-		if _, want := s.desired[k]; want {
-			continue
-		}
-		if _, has := s.kernel[k]; has {
-			keys = append(keys, k)
-		} else {
-			delete(s.dirty, k)
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	var f failures
-	for i := 0; i < len(keys); i += s.batch {
+	updateFailed := f.failed
+	for i := 0; i < len(gone); i += s.batch {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		s.remove(keys[i:min(i+s.batch, len(keys))], &f)
+		s.remove(gone[i:min(i+s.batch, len(gone))], &f)
 	}
-	s.log.Debug("maps: deleted entries", "map", s.name, "deleted", len(keys)-f.failed, "failed", f.failed)
-	return f.err()
+	if len(keys)+len(gone) > 0 {
+		s.log.Debug("maps: applied", "map", s.name, "updated", len(keys)-updateFailed, "deleted", len(gone)-(f.failed-updateFailed), "failed", f.failed)
+	}
+	return dataplane.Partial(f.failed, f.errs...)
 }
 
-// failures collects the entry errors of one ApplyUpdates or ApplyDeletions.
+// failures collects the entry errors of one Apply, ApplyUpdates or
+// ApplyDeletions.
 type failures struct {
 	failed int
 	errs   []error
@@ -365,13 +324,6 @@ func (f *failures) add(err error) {
 	if len(f.errs) < MaxReportedErrors {
 		f.errs = append(f.errs, err)
 	}
-}
-
-func (f *failures) err() error {
-	if f.failed == 0 {
-		return nil
-	}
-	return &dataplane.PartialError{Failed: f.failed, Errs: f.errs}
 }
 
 // entryError is the failure of op on key k, wrapping ErrEntry and cause.
