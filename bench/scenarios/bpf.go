@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -263,6 +264,18 @@ func bpfUpdateAll[K, V any](m *ebpf.Map, keys []K, vals []V) error {
 	return nil
 }
 
+// bpfPerKeyPeer is the map scenarios' naive peer: on the map setup opens,
+// a Map.Update for each of keys, with vals.
+func bpfPerKeyPeer(name string, setup setupFunc, keys []bpfKey, vals []bpfVal) harness.Variant {
+	return harness.Variant{
+		Name: name, Role: harness.Peer, Setup: setup,
+		Run: func(_ context.Context, env *harness.Env) error {
+			env.Report("syscalls", float64(len(keys)))
+			return bpfUpdateAll(env.State.(*bpfMapState).m, keys, vals)
+		},
+	}
+}
+
 func bpfMapsInitial(n int) harness.Scenario {
 	e := bpfMakeEntries(n)
 	return harness.Scenario{
@@ -309,14 +322,7 @@ func bpfMapsInitial(n int) harness.Scenario {
 					return err
 				},
 			},
-			{
-				Name: "Map.Update per key (cilium/ebpf)", Role: harness.Peer,
-				Setup: bpfMapSetup(e, false, false),
-				Run: func(_ context.Context, env *harness.Env) error {
-					env.Report("syscalls", float64(n))
-					return bpfUpdateAll(env.State.(*bpfMapState).m, e.keys, e.vals)
-				},
-			},
+			bpfPerKeyPeer("Map.Update per key (cilium/ebpf)", bpfMapSetup(e, false, false), e.keys, e.vals),
 		},
 	}
 }
@@ -327,8 +333,8 @@ func bpfMapsChangeOne(n int) harness.Scenario {
 	k, v := e.keys[i], e.vals[i]
 	v.Count, v.Flags = 4, 1
 	// What the peer writes: every entry, the changed one with its new value.
-	after := bpfEntries{keys: e.keys, vals: append([]bpfVal(nil), e.vals...)}
-	after.vals[i] = v
+	after := slices.Clone(e.vals)
+	after[i] = v
 	return harness.Scenario{
 		Name: "bpfmaps/change-one/" + strconv.Itoa(n), Size: 1,
 		Note: "one entry's value changes in a hash map of " + strconv.Itoa(n) + " entries in sync; the peer is a writer without a diff (every entry again, per key)",
@@ -355,14 +361,7 @@ func bpfMapsChangeOne(n int) harness.Scenario {
 					return env.State.(*bpfMapState).m.Update(&k, &v, ebpf.UpdateAny)
 				},
 			},
-			{
-				Name: "Map.Update per key (every entry)", Role: harness.Peer,
-				Setup: bpfMapSetup(e, true, false),
-				Run: func(_ context.Context, env *harness.Env) error {
-					env.Report("syscalls", float64(n))
-					return bpfUpdateAll(env.State.(*bpfMapState).m, after.keys, after.vals)
-				},
-			},
+			bpfPerKeyPeer("Map.Update per key (every entry)", bpfMapSetup(e, true, false), e.keys, after),
 		},
 	}
 }
