@@ -145,11 +145,9 @@ func New(opts Options) (*Manager, error) {
 		opts.MasqPoolsSet = DefaultMasqPoolsSet
 	}
 	c.Refuse(opts.AllPoolsSet == opts.MasqPoolsSet, "AllPoolsSet and MasqPoolsSet are both %q", opts.AllPoolsSet)
-	for _, mk := range opts.Marks {
-		c.Refuse(mk.Mask == 0 || mk.Mark&^mk.Mask != 0, "mark %#x/%#x: the mask must be non-zero and hold the mark", mk.Mark, mk.Mask)
-	}
 	opts.Marks = slices.Clone(opts.Marks)
 	m := &Manager{o: opts, pools: map[string]PoolUpdate{}, dirty: true}
+	c.Rules("Marks", opts.Family, m.markRules()...)
 	m.allSet = c.KernelName("AllPoolsSet", opts.Sets, opts.AllPoolsSet)
 	m.masqSet = c.KernelName("MasqPoolsSet", opts.Sets, opts.MasqPoolsSet)
 	if err := c.Err(); err != nil {
@@ -174,7 +172,12 @@ func (m *Manager) MasqPoolsSet() string { return m.masqSet }
 
 // Rules returns the rules of Chain: Rule, then one per Options.Marks.
 func (m *Manager) Rules() []netfilter.Rule {
-	rules := []netfilter.Rule{m.Rule()}
+	return append([]netfilter.Rule{m.Rule()}, m.markRules()...)
+}
+
+// markRules are the rules of Options.Marks.
+func (m *Manager) markRules() []netfilter.Rule {
+	var rules []netfilter.Rule
 	for _, mk := range m.o.Marks {
 		rules = append(rules, netfilter.Rule{
 			Matches:  []netfilter.Match{mk},

@@ -79,6 +79,19 @@ func (c *Check) Chain(field, name string) {
 	}
 }
 
+// Rules refuses rules the rule model refuses for family f
+// (netfilter.Rule.Validate), quoting the first error under field.
+func (c *Check) Rules(field string, f ipfamily.Family, rules ...netfilter.Rule) {
+	for _, r := range rules {
+		if c.err != nil {
+			return
+		}
+		if err := r.Validate(f); err != nil {
+			c.err = Quote(c.Sentinel, err, field)
+		}
+	}
+}
+
 // KernelNamer names sets in the kernel, as ipsets.Sets does.
 type KernelNamer interface {
 	// KernelName returns the kernel's name of the set name, or why the

@@ -100,6 +100,14 @@ func TestCheckKeepsTheFirstProblem(t *testing.T) {
 	}
 
 	c = managerutil.Check{Sentinel: errInvalid}
+	c.Rules("Marks", ipfamily.IPv4, netfilter.Rule{Matches: []netfilter.Match{netfilter.Mark(0x1, 0x1)}, Action: netfilter.Masquerade()})
+	require.NoError(t, c.Err())
+	c.Rules("Marks", ipfamily.IPv4, netfilter.Rule{Matches: []netfilter.Match{netfilter.Mark(0x3, 0x1)}, Action: netfilter.Masquerade()})
+	require.ErrorIs(t, c.Err(), errInvalid)
+	require.ErrorIs(t, c.Err(), netfilter.ErrInvalidRule)
+	assert.Contains(t, c.Err().Error(), "pkg: invalid options: Marks: ")
+
+	c = managerutil.Check{Sentinel: errInvalid}
 	assert.Empty(t, c.KernelName("SetName", sets, "a-name-much-too-long-for-the-kernel-to-take"))
 	require.ErrorIs(t, c.Err(), ipsets.ErrNameTooLong)
 	assert.Contains(t, c.Err().Error(), "pkg: invalid options: SetName: ")
