@@ -286,7 +286,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	struct np_be_val backend;
 	__u64 now;
 	__u32 count, local_count, ordinal, n;
-	int masq, hairpin;
+	int masq, hairpin, self;
 
 	if (np_parse(skb, &p) < 0)
 		return TC_ACT_UNSPEC;
@@ -354,18 +354,20 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	// A pod that reaches its own service cannot be its own backend (the
 	// reply would come from and go to the same address): take the next
 	// backend when there is another (else np_hairpin).
-	if (n > 1 && np_addr_eq(be->addr, p.key.src)) {
+	self = np_addr_eq(be->addr, p.key.src);
+	if (self && n > 1) {
 		ordinal = (ordinal + 1) % n;
 		bk.ordinal = ordinal;
 		be = bpf_map_lookup_elem(&np_be, &bk);
 		if (!be)
 			return TC_ACT_SHOT;
+		self = np_addr_eq(be->addr, p.key.src);
 	}
 	// Traffic from outside sent to another node must come back through
 	// this node: netfilter masquerades it when it sees the mark.
 	masq = from_host && ordinal >= local_count && masq_mark != 0;
 	// Still the client pod itself (it is the only backend): hairpin.
-	hairpin = !from_host && np_addr_eq(be->addr, p.key.src);
+	hairpin = !from_host && self;
 	__builtin_memcpy(&backend, be, sizeof(backend));
 
 	// Remember the choice for the rest of the connection...
