@@ -92,6 +92,9 @@ func (p *Proxy) open() (*kstate, error) {
 		k.close()
 		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
 	}
+	if err := p.makeLinksDir(); err != nil {
+		return fail(err)
+	}
 	var err error
 	if k.fe, err = maps.Open(p.o.PinDir, maps.Spec{Name: feMapName, Type: ebpf.Hash, KeySize: feKeySize,
 		ValueSize: feValSize, MaxEntries: p.o.Frontends, Flags: 0}); err != nil {
@@ -233,6 +236,9 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			delete(k.attachErr, name)
 		}
 		p.recheckAttachments()
+		if err := p.makeLinksDir(); err != nil {
+			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w: %w", p.o.Name, ErrLoad, err)
+		}
 	}
 	if !k.adoptedOK {
 		cur, err := k.feSync.Kernel(ctx)
@@ -451,6 +457,13 @@ func (p *Proxy) linkPin(name, dir string) string {
 	return filepath.Join(p.o.PinDir, linksDir, dir+"_"+name)
 }
 
+// makeLinksDir makes the directory of the attachments' pins, once when the
+// kernel side is opened and again on a resync (someone may have removed
+// it), not on every Apply.
+func (p *Proxy) makeLinksDir() error {
+	return os.MkdirAll(filepath.Join(p.o.PinDir, linksDir), 0o700)
+}
+
 // recheckAttachments forgets the attachments so the next attachAll checks
 // each against its pin and the interface's index again.
 func (p *Proxy) recheckAttachments() {
@@ -466,9 +479,6 @@ func (p *Proxy) recheckAttachments() {
 // does not hold back the others.
 func (p *Proxy) attachAll() error {
 	k := p.k
-	if err := os.MkdirAll(filepath.Join(p.o.PinDir, linksDir), 0o700); err != nil {
-		return fmt.Errorf("%w: %w", ErrLoad, err)
-	}
 	var errs []error
 	for name, a := range k.attached {
 		if l, ok := p.links[name]; ok && l.index == a.index && l.host == a.host {

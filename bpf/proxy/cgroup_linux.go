@@ -225,9 +225,6 @@ func (p *Proxy) attachCgroup() []error {
 	if cg == nil || cg.attached() {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Join(p.o.PinDir, linksDir), 0o700); err != nil {
-		return []error{fmt.Errorf("%w: %w", ErrLoad, err)}
-	}
 	id, idErr := cgroupID(cg.path)
 	var errs []error
 	for _, h := range cgroupHooks {
