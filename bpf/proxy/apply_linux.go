@@ -231,10 +231,6 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		k.feSync.QueueResync()
 		k.beSync.QueueResync()
 		k.swept = false
-		for name := range k.attached {
-			k.attachErr[name] = nil
-			delete(k.attachErr, name)
-		}
 		p.recheckAttachments()
 		if err := p.makeLinksDir(); err != nil {
 			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w: %w", p.o.Name, ErrLoad, err)
