@@ -504,7 +504,7 @@ func bpfDump[K, V comparable](m *ebpf.Map) (map[K]V, error) {
 func bpfWrites[K, V comparable](from, to map[K]V) (bpfRaw[K, V], []K) {
 	var w bpfRaw[K, V]
 	for k, v := range to {
-		if old, ok := from[k]; from == nil || !ok || old != v {
+		if old, ok := from[k]; !ok || old != v {
 			w.keys = append(w.keys, k)
 			w.vals = append(w.vals, v)
 		}
@@ -521,12 +521,26 @@ func bpfWrites[K, V comparable](from, to map[K]V) (bpfRaw[K, V], []K) {
 // bpfProxyWrites is the naive proxies' work: the entries to write (and
 // keys to delete) in the frontend and backend maps.
 type bpfProxyWrites struct {
-	fe, be       *ebpf.Map
-	feW          bpfRaw[[20]byte, [16]byte]
-	beW          bpfRaw[[8]byte, [20]byte]
-	feDel        [][20]byte
-	beDel        [][8]byte
-	writes, dels int
+	fe, be *ebpf.Map
+	feW    bpfRaw[[20]byte, [16]byte]
+	beW    bpfRaw[[8]byte, [20]byte]
+	feDel  [][20]byte
+	beDel  [][8]byte
+}
+
+// syscalls is how many writes and deletions run makes.
+func (w *bpfProxyWrites) syscalls() int {
+	return len(w.feW.keys) + len(w.beW.keys) + len(w.feDel) + len(w.beDel)
+}
+
+// dump returns what the frontend and backend maps hold.
+func (w *bpfProxyWrites) dump() (map[[20]byte][16]byte, map[[8]byte][20]byte, error) {
+	fe, err := bpfDump[[20]byte, [16]byte](w.fe)
+	if err != nil {
+		return nil, nil, err
+	}
+	be, err := bpfDump[[8]byte, [20]byte](w.be)
+	return fe, be, err
 }
 
 func (w *bpfProxyWrites) run() error {
@@ -569,22 +583,14 @@ func bpfNaiveSetup(svcs []proxy.Service, changed proxy.Service, all bool) setupF
 			return nil, err
 		}
 		bpfLeft.add(func() { _ = w.be.Close() })
-		fe0, err := bpfDump[[20]byte, [16]byte](w.fe)
-		if err != nil {
-			return nil, err
-		}
-		be0, err := bpfDump[[8]byte, [20]byte](w.be)
+		fe0, be0, err := w.dump()
 		if err != nil {
 			return nil, err
 		}
 		if err := bpfProxyApply(ctx, p, changed); err != nil {
 			return nil, err
 		}
-		fe1, err := bpfDump[[20]byte, [16]byte](w.fe)
-		if err != nil {
-			return nil, err
-		}
-		be1, err := bpfDump[[8]byte, [20]byte](w.be)
+		fe1, be1, err := w.dump()
 		if err != nil {
 			return nil, err
 		}
@@ -607,9 +613,7 @@ func bpfNaiveSetup(svcs []proxy.Service, changed proxy.Service, all bool) setupF
 			w.feW, w.feDel = bpfWrites(fe0, fe1)
 			w.beW, w.beDel = bpfWrites(be0, be1)
 		}
-		w.writes = len(w.feW.keys) + len(w.beW.keys)
-		w.dels = len(w.feDel) + len(w.beDel)
-		if w.writes+w.dels == 0 {
+		if w.syscalls() == 0 {
 			return nil, errors.New("the change wrote nothing")
 		}
 		return w, nil
@@ -627,7 +631,7 @@ func bpfProxyChangeOne(n int) harness.Scenario {
 			Setup: bpfNaiveSetup(svcs, changed, all),
 			Run: func(_ context.Context, env *harness.Env) error {
 				w := env.State.(*bpfProxyWrites)
-				env.Report("syscalls", float64(w.writes+w.dels))
+				env.Report("syscalls", float64(w.syscalls()))
 				return w.run()
 			},
 		}
