@@ -93,13 +93,10 @@ func (w *Writer) U64(t uint16, v uint64) {
 }
 
 // Bytes appends a binary attribute.
-func (w *Writer) Bytes(t uint16, v []byte) {
-	p := w.attr(t, len(v))
-	copy(w.B[p:], v)
-}
+func (w *Writer) Bytes(t uint16, v []byte) { bytesAttr(w, t, v) }
 
-// BytesString appends a binary attribute held in a string.
-func (w *Writer) BytesString(t uint16, v string) {
+// bytesAttr appends a binary attribute held in a string or a slice.
+func bytesAttr[S string | []byte](w *Writer, t uint16, v S) {
 	p := w.attr(t, len(v))
 	copy(w.B[p:], v)
 }

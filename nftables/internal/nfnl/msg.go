@@ -380,52 +380,32 @@ type Elem struct {
 // AppendElem appends one element as an NFTA_LIST_ELEM of an open
 // NFTA_SET_ELEM_LIST_ELEMENTS.
 func (w *Writer) AppendElem(e *Elem) {
-	n := w.Open(ListElem)
-	if e.Flags != 0 {
-		w.U32(ElemFlags, e.Flags)
-	}
-	k := w.Open(ElemKey)
-	w.Bytes(DataValue, e.Key)
-	w.Close(k)
-	if e.KeyEnd != nil {
-		k := w.Open(ElemKeyEnd)
-		w.Bytes(DataValue, e.KeyEnd)
-		w.Close(k)
-	}
-	switch {
-	case e.Verdict != nil:
-		d := w.Open(ElemData)
-		v := w.Open(DataVerdict)
-		w.U32(VerdictCode, uint32(e.Verdict.Code))
-		if e.Verdict.Chain != "" {
-			w.Str(VerdictChain, e.Verdict.Chain)
-		}
-		w.Close(v)
-		w.Close(d)
-	case e.Data != nil:
-		d := w.Open(ElemData)
-		w.Bytes(DataValue, e.Data)
-		w.Close(d)
-	}
-	w.Close(n)
+	appendElem(w, e.Key, e.KeyEnd, e.Flags, e.Verdict, e.Data)
 }
 
 // AppendElemString is AppendElem for a key (and key end, when not "")
 // held in strings, without allocating.
 func (w *Writer) AppendElemString(key, keyEnd string, flags uint32, verdict *Verdict) {
+	appendElem(w, key, keyEnd, flags, verdict, "")
+}
+
+// appendElem appends the element of key, keyEnd (none when empty), flags
+// and verdict or data (none when nil, or empty).
+func appendElem[S string | []byte](w *Writer, key, keyEnd S, flags uint32, verdict *Verdict, data S) {
 	n := w.Open(ListElem)
 	if flags != 0 {
 		w.U32(ElemFlags, flags)
 	}
 	k := w.Open(ElemKey)
-	w.BytesString(DataValue, key)
+	bytesAttr(w, DataValue, key)
 	w.Close(k)
-	if keyEnd != "" {
+	if len(keyEnd) > 0 {
 		k := w.Open(ElemKeyEnd)
-		w.BytesString(DataValue, keyEnd)
+		bytesAttr(w, DataValue, keyEnd)
 		w.Close(k)
 	}
-	if verdict != nil {
+	switch {
+	case verdict != nil:
 		d := w.Open(ElemData)
 		v := w.Open(DataVerdict)
 		w.U32(VerdictCode, uint32(verdict.Code))
@@ -433,6 +413,10 @@ func (w *Writer) AppendElemString(key, keyEnd string, flags uint32, verdict *Ver
 			w.Str(VerdictChain, verdict.Chain)
 		}
 		w.Close(v)
+		w.Close(d)
+	case len(data) > 0:
+		d := w.Open(ElemData)
+		bytesAttr(w, DataValue, data)
 		w.Close(d)
 	}
 	w.Close(n)
