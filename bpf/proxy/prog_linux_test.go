@@ -576,32 +576,26 @@ func testHairpin(t *testing.T, pod, other netip.Addr, svc testService) {
 	}
 }
 
-func TestKernelProgHairpinIPv4TCP(t *testing.T) {
-	testHairpin(t, netip.MustParseAddr("10.244.1.7"), netip.MustParseAddr("10.244.1.8"), testService{
-		id: 11, fe: testAddrPort("10.96.0.10:80"), proto: testProtoTCP,
-		backends: []netip.AddrPort{testAddrPort("10.244.1.7:8080")}, local: 1,
-	})
-}
-
-func TestKernelProgHairpinIPv4UDP(t *testing.T) {
-	testHairpin(t, netip.MustParseAddr("10.244.1.7"), netip.MustParseAddr("10.244.1.8"), testService{
-		id: 12, fe: testAddrPort("10.96.0.53:53"), proto: testProtoUDP,
-		backends: []netip.AddrPort{testAddrPort("10.244.1.7:5353")}, local: 1,
-	})
-}
-
-func TestKernelProgHairpinIPv6TCP(t *testing.T) {
-	testHairpin(t, netip.MustParseAddr("fd00:10:244:1::7"), netip.MustParseAddr("fd00:10:244:1::8"), testService{
-		id: 13, fe: testAddrPort("[fd00:10:96::10]:443"), proto: testProtoTCP,
-		backends: []netip.AddrPort{testAddrPort("[fd00:10:244:1::7]:8443")}, local: 1,
-	})
-}
-
-func TestKernelProgHairpinIPv6UDP(t *testing.T) {
-	testHairpin(t, netip.MustParseAddr("fd00:10:244:1::7"), netip.MustParseAddr("fd00:10:244:1::8"), testService{
-		id: 14, fe: testAddrPort("[fd00:10:96::53]:53"), proto: testProtoUDP,
-		backends: []netip.AddrPort{testAddrPort("[fd00:10:244:1::7]:53")}, local: 1,
-	})
+// The client pod is the service's only backend (on the backend's
+// address); another pod on the same node reaches it with plain DNAT.
+func TestKernelProgHairpin(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		fe, be, other string
+		proto         uint8
+	}{
+		{"IPv4TCP", "10.96.0.10:80", "10.244.1.7:8080", "10.244.1.8", testProtoTCP},
+		{"IPv4UDP", "10.96.0.53:53", "10.244.1.7:5353", "10.244.1.8", testProtoUDP},
+		{"IPv6TCP", "[fd00:10:96::10]:443", "[fd00:10:244:1::7]:8443", "fd00:10:244:1::8", testProtoTCP},
+		{"IPv6UDP", "[fd00:10:96::53]:53", "[fd00:10:244:1::7]:53", "fd00:10:244:1::8", testProtoUDP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := testAddrPort(tc.be)
+			testHairpin(t, be.Addr(), netip.MustParseAddr(tc.other), testService{
+				id: 11, fe: testAddrPort(tc.fe), proto: tc.proto, backends: []netip.AddrPort{be}, local: 1,
+			})
+		})
+	}
 }
 
 // A hairpinned IPv4 UDP datagram without a checksum keeps none.
