@@ -557,44 +557,75 @@ func (p *Proxy) attach(name string, l iface) (*attachment, error) {
 	return a, nil
 }
 
+// attachOne attaches prog to one direction of interface index through
+// pinOrAttach.
 func (p *Proxy) attachOne(name string, index int, dir string, typ ebpf.AttachType, prog *ebpf.Program) (link.Link, error) {
-	pin := p.linkPin(name, dir)
+	here := func(info *link.Info) bool {
+		tcx := info.TCX()
+		return tcx != nil && int(tcx.Ifindex) == index && ebpf.AttachType(tcx.AttachType) == typ
+	}
+	l, w, err := pinOrAttach(p.linkPin(name, dir), here, prog, p.k.progIDs[prog], func() (l link.Link, err error) {
+		err = p.o.Kernel.Do(func() error {
+			l, err = link.AttachTCX(link.TCXOptions{Interface: index, Program: prog, Attach: typ})
+			return err
+		})
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			err = fmt.Errorf("%w: TCX: %w", ErrNotSupported, err)
+		}
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if w != linkKept {
+		p.k.linkWrites++
+	}
+	return l, nil
+}
+
+// linkWrite says what pinOrAttach wrote.
+type linkWrite int
+
+const (
+	linkKept     linkWrite = iota // the pinned attachment already ran the program
+	linkUpdated                   // the pinned attachment's program was replaced
+	linkAttached                  // a new attachment was made and pinned
+)
+
+// pinOrAttach takes over the attachment pinned at pin when here says it is
+// attached where it should be: it is kept when it runs prog already (whose
+// ID is progID) and otherwise gets prog in place, so traffic never passes
+// untranslated in between. Anything else pinned there is detached, and
+// attach makes a new attachment, which is pinned at pin. The TCX
+// attachments (attachOne) and the cgroup ones (attachCgroupOne) both use
+// it.
+func pinOrAttach(pin string, here func(*link.Info) bool, prog *ebpf.Program, progID ebpf.ProgramID,
+	attach func() (link.Link, error)) (link.Link, linkWrite, error) {
 	if old, err := link.LoadPinnedLink(pin, nil); err == nil {
-		info, ierr := old.Info()
-		if ierr == nil {
-			if tcx := info.TCX(); tcx != nil && int(tcx.Ifindex) == index && ebpf.AttachType(tcx.AttachType) == typ {
-				if info.Program == p.k.progIDs[prog] {
-					return old, nil // ours, already running this program
-				}
-				if err := old.Update(prog); err == nil {
-					p.k.linkWrites++
-					return old, nil
-				}
+		if info, err := old.Info(); err == nil && here(info) {
+			if info.Program == progID {
+				return old, linkKept, nil // ours, already running this program
+			}
+			if err := old.Update(prog); err == nil {
+				return old, linkUpdated, nil
 			}
 		}
+		// Elsewhere (the interface or Options.Cgroup changed) or not
+		// updatable: detach it.
 		_ = old.Unpin()
 		_ = old.Close()
 	} else if !errors.Is(err, os.ErrNotExist) {
 		_ = os.Remove(pin)
 	}
-	var l link.Link
-	err := p.o.Kernel.Do(func() error {
-		var err error
-		l, err = link.AttachTCX(link.TCXOptions{Interface: index, Program: prog, Attach: typ})
-		return err
-	})
+	l, err := attach()
 	if err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return nil, fmt.Errorf("%w: TCX: %w", ErrNotSupported, err)
-		}
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, 0, err
 	}
-	p.k.linkWrites++
 	if err := l.Pin(pin); err != nil {
 		_ = l.Close()
-		return nil, fmt.Errorf("pinning the %s attachment: %w", dir, err)
+		return nil, 0, fmt.Errorf("pinning the attachment: %w", err)
 	}
-	return l, nil
+	return l, linkAttached, nil
 }
 
 // Close releases the Proxy's file descriptors and leaves the dataplane

@@ -248,45 +248,28 @@ func (p *Proxy) attachCgroup() []error {
 }
 
 // attachCgroupOne attaches the program of hook h to the cgroup whose ID is
-// id, reusing the pinned attachment of the same hook on the same cgroup
-// (its program is replaced in place, so no connection is left
-// untranslated in between).
+// id through pinOrAttach.
 func (p *Proxy) attachCgroupOne(h cgroupHook, id uint64) (link.Link, error) {
 	cg := p.k.cg
 	prog := cg.progs[h.name]
-	pin := p.cgroupPin(h.name)
-	if old, err := link.LoadPinnedLink(pin, nil); err == nil {
-		info, ierr := old.Info()
-		if ierr == nil {
-			if c := info.Cgroup(); c != nil && c.CgroupId == id && ebpf.AttachType(c.AttachType) == h.typ {
-				if info.Program == cg.progIDs[h.name] {
-					return old, nil // ours, already running this program
-				}
-				if err := old.Update(prog); err == nil {
-					cg.updated++
-					return old, nil
-				}
-			}
-		}
-		// Another cgroup (Options.Cgroup changed) or hook: detach it.
-		_ = old.Unpin()
-		_ = old.Close()
-	} else if !errors.Is(err, os.ErrNotExist) {
-		_ = os.Remove(pin)
+	here := func(info *link.Info) bool {
+		c := info.Cgroup()
+		return c != nil && c.CgroupId == id && ebpf.AttachType(c.AttachType) == h.typ
 	}
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: cg.path, Attach: h.typ, Program: prog})
-	if err != nil {
+	l, w, err := pinOrAttach(p.cgroupPin(h.name), here, prog, cg.progIDs[h.name], func() (link.Link, error) {
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: cg.path, Attach: h.typ, Program: prog})
 		if errors.Is(err, ebpf.ErrNotSupported) {
-			return nil, fmt.Errorf("%w: %w", ErrNotSupported, err)
+			err = fmt.Errorf("%w: %w", ErrNotSupported, err)
 		}
-		return nil, err
+		return l, err
+	})
+	switch w {
+	case linkUpdated:
+		cg.updated++
+	case linkAttached:
+		cg.created++
 	}
-	cg.created++
-	if err := l.Pin(pin); err != nil {
-		_ = l.Close()
-		return nil, fmt.Errorf("pinning the attachment: %w", err)
-	}
-	return l, nil
+	return l, err
 }
 
 // isCgroupPin tells whether name, in linksDir, is the pin of a cgroup
