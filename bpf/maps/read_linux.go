@@ -82,45 +82,48 @@ func (s *Sync[K, V]) batchReadChunk(ctx context.Context, chunk int) (map[K]V, er
 // which only costs time, and a walk longer than the map can be starts
 // over.
 func (s *Sync[K, V]) iterateRead(ctx context.Context) (map[K]V, error) {
-	limit := int(s.m.MaxEntries()) + 1
 	for range iterateAttempts {
-		out := make(map[K]V, s.sizeHint())
-		var key, next K
-		var val V
-		first := true
-		for steps := 0; ; steps++ {
-			if steps > limit {
-				out = nil
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			s.stats.Syscalls++
-			var err error
-			if first {
-				err = s.m.NextKey(nil, &next)
-			} else {
-				err = s.m.NextKey(key, &next)
-			}
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				return out, nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			key, first = next, false
-			s.stats.Syscalls++
-			if err := s.m.Lookup(key, &val); err != nil {
-				if errors.Is(err, ebpf.ErrKeyNotExist) {
-					continue
-				}
-				return nil, err
-			}
-			out[key] = val
+		if out, err := s.walk(ctx); out != nil || err != nil {
+			return out, err
 		}
 	}
 	return nil, fmt.Errorf("key-by-key read restarted %d times: %w", iterateAttempts, ebpf.ErrIterationAborted)
+}
+
+// walk is one key-by-key read of the map. It returns nil and no error
+// when the walk took more steps than the map can hold entries.
+func (s *Sync[K, V]) walk(ctx context.Context) (map[K]V, error) {
+	out := make(map[K]V, s.sizeHint())
+	var key, next K
+	var val V
+	for steps := 0; steps <= int(s.m.MaxEntries())+1; steps++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s.stats.Syscalls++
+		var err error
+		if steps == 0 {
+			err = s.m.NextKey(nil, &next)
+		} else {
+			err = s.m.NextKey(key, &next)
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		key = next
+		s.stats.Syscalls++
+		// A key deleted since NextKey (ErrKeyNotExist) is skipped.
+		switch err := s.m.Lookup(key, &val); {
+		case err == nil:
+			out[key] = val
+		case !errors.Is(err, ebpf.ErrKeyNotExist):
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // sizeHint is the expected number of entries after a read: as many as
