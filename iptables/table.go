@@ -824,9 +824,9 @@ func (t *Table) retryDue(now time.Time) bool { return t.failed.Due(now) }
 // partialError returns the *PartialError naming the objects not written,
 // or nil. The objects this Apply tried (and the broken ones, which every
 // plan checks again) count as failed, the others as waiting for their
-// retry. An object both failed and broken is listed twice.
+// retry. An object both failed and broken is listed once, as broken.
 func (t *Table) partialError() error {
-	objs, waiting := t.failed.Errors(t.broken, t.applies, nil)
+	objs, waiting := t.failed.Errors(t.broken, t.applies)
 	slices.SortFunc(objs, func(a, b *ObjectError) int { return strings.Compare(a.Chain, b.Chain) })
 	return newPartialError(objs, waiting)
 }

@@ -510,7 +510,7 @@ func (t *Table) retryDue(now time.Time) bool { return t.failed.Due(now) }
 // plan checks again) count as failed, the others as waiting for their
 // retry; an object both failed and broken is listed once, as broken.
 func (t *Table) partialError() error {
-	objs, waiting := t.failed.Errors(t.broken, t.applies, func(obj string) bool { return t.broken[obj] != nil })
+	objs, waiting := t.failed.Errors(t.broken, t.applies)
 	slices.SortFunc(objs, func(a, b *ObjectError) int {
 		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
 			return c

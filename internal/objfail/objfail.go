@@ -53,12 +53,11 @@ func (s Set[H, E]) Due(now time.Time) bool {
 // Errors returns the errors of the failed objects and of broken (objects
 // whose declaration cannot be written), unsorted, and how many of the
 // failed objects the Apply counted apply did not try (waiting for their
-// retry). A failed object for which skip (when not nil) reports true is
-// left out, neither listed nor counted.
-func (s Set[H, E]) Errors(broken map[string]E, apply uint64, skip func(name string) bool) (errl []E, waiting int) {
+// retry). An object both failed and broken is listed once, as broken.
+func (s Set[H, E]) Errors(broken map[string]E, apply uint64) (errl []E, waiting int) {
 	errl = make([]E, 0, len(s)+len(broken))
 	for name, f := range s {
-		if skip != nil && skip(name) {
+		if _, ok := broken[name]; ok {
 			continue
 		}
 		errl = append(errl, f.Err)
