@@ -598,6 +598,45 @@ func TestKernelProgHairpin(t *testing.T) {
 	}
 }
 
+// A pod that is one of several backends of its service is never its own:
+// the program takes the next backend (plain DNAT, no hairpin), also when
+// the next one is the pod again on another port, which then hairpins.
+func TestKernelProgSkipsClientBackend(t *testing.T) {
+	objs := testObjs(t)
+	pod := netip.MustParseAddr("10.244.1.7")
+	svc := testService{
+		id: 5, fe: testAddrPort("10.96.0.10:80"), proto: testProtoTCP,
+		backends: []netip.AddrPort{testAddrPort("10.244.1.7:8080"), testAddrPort("10.244.2.9:8080")}, local: 1,
+	}
+	testPutService(t, objs, svc)
+	for sport := uint16(20000); sport < 20100; sport++ {
+		cl := netip.AddrPortFrom(pod, sport)
+		ret, out, _ := testRun(t, objs.NpIngressPod, testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPSyn}.bytes(), 0)
+		got := testParse(t, out)
+		if ret != testActUnspec || got.src != cl || got.dst != svc.backends[1] {
+			t.Fatalf("port %d: ret %d %v -> %v, want -1 %v -> %v", sport, int32(ret), got.src, got.dst, cl, svc.backends[1])
+		}
+		if fwd, ok := testCtGet(t, objs, cl, svc.fe, svc.proto); !ok || fwd.Flags != 0 || fwd.Ordinal != 1 {
+			t.Fatalf("port %d: forward entry %+v (found %v)", sport, fwd, ok)
+		}
+	}
+
+	// Both backends are the pod (two ports): whichever is picked, the
+	// connection hairpins.
+	svc.id, svc.fe = 6, testAddrPort("10.96.0.11:80")
+	svc.backends = []netip.AddrPort{testAddrPort("10.244.1.7:8080"), testAddrPort("10.244.1.7:8081")}
+	testPutService(t, objs, svc)
+	cl := netip.AddrPortFrom(pod, 30000)
+	ret, out, _ := testRun(t, objs.NpIngressPod, testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPSyn}.bytes(), 0)
+	got := testParse(t, out)
+	if ret != testActRedirect || got.src != netip.AddrPortFrom(svc.fe.Addr(), cl.Port()) || testIndex(svc.backends, got.dst) < 0 {
+		t.Fatalf("pod only: ret %d %v -> %v, want a hairpin to one of %v", int32(ret), got.src, got.dst, svc.backends)
+	}
+	if fwd, ok := testCtGet(t, objs, cl, svc.fe, svc.proto); !ok || fwd.Flags != ctHairpin {
+		t.Fatalf("pod only: forward entry %+v (found %v)", fwd, ok)
+	}
+}
+
 // A hairpinned IPv4 UDP datagram without a checksum keeps none.
 func TestKernelProgHairpinUDPZeroChecksum(t *testing.T) {
 	objs := testObjs(t)
