@@ -18,6 +18,7 @@ import (
 	"github.com/nodeplane/nodeplane/bpf/maps"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/idalloc"
+	"github.com/nodeplane/nodeplane/internal/ifname"
 )
 
 // Map names, pinned in Options.PinDir; the attachments are pinned in its
@@ -511,8 +512,8 @@ func (p *Proxy) attachAll() error {
 		entries, err := os.ReadDir(filepath.Join(p.o.PinDir, linksDir))
 		if err == nil {
 			for _, e := range entries {
-				dir, name, _ := strings.Cut(e.Name(), "_")
-				if dir != "ingress" && dir != "egress" {
+				name, ok := tcxPinInterface(e.Name())
+				if !ok {
 					continue // a cgroup attachment's (attachCgroup) or not ours
 				}
 				if _, ok := p.links[name]; !ok {
@@ -528,6 +529,17 @@ func (p *Proxy) attachAll() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// tcxPinInterface returns the interface whose TCX attachment file, in
+// linksDir, is pinned there (ingress_<name> or egress_<name>, name a valid
+// interface name). ok is false for any other file: those are not ours.
+func tcxPinInterface(file string) (name string, ok bool) {
+	dir, name, _ := strings.Cut(file, "_")
+	if (dir != "ingress" && dir != "egress") || ifname.Valid(name) != nil {
+		return "", false
+	}
+	return name, true
 }
 
 func (p *Proxy) unpin(name string) {
@@ -660,7 +672,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "ingress_") || strings.HasPrefix(e.Name(), "egress_") || isCgroupPin(e.Name()) {
+		if _, ok := tcxPinInterface(e.Name()); ok || isCgroupPin(e.Name()) {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}

@@ -273,7 +273,9 @@ func (p *Proxy) attachCgroupOne(h cgroupHook, id uint64) (link.Link, error) {
 }
 
 // isCgroupPin tells whether name, in linksDir, is the pin of a cgroup
-// attachment.
+// attachment: cgroup_<hook> for one of cgroupHooks exactly, nothing that
+// merely starts like one.
 func isCgroupPin(name string) bool {
-	return strings.HasPrefix(name, cgroupPinPrefix)
+	hook, ok := strings.CutPrefix(name, cgroupPinPrefix)
+	return ok && slices.ContainsFunc(cgroupHooks, func(h cgroupHook) bool { return h.name == hook })
 }
