@@ -395,14 +395,8 @@ func bpfMapsRead(n int) harness.Scenario {
 				Name: "Map.Iterate (cilium/ebpf)", Role: harness.Peer,
 				Setup: bpfMapSetup(e, true, false),
 				Run: func(_ context.Context, env *harness.Env) error {
-					got := make(map[bpfKey]bpfVal, n)
-					var k bpfKey
-					var v bpfVal
-					it := env.State.(*bpfMapState).m.Iterate()
-					for it.Next(&k, &v) {
-						got[k] = v
-					}
-					if err := it.Err(); err != nil {
+					got, err := bpfDump[bpfKey, bpfVal](env.State.(*bpfMapState).m, n)
+					if err != nil {
 						return err
 					}
 					if len(got) != n {
@@ -487,8 +481,10 @@ type bpfRaw[K, V comparable] struct {
 	vals []V
 }
 
-func bpfDump[K, V comparable](m *ebpf.Map) (map[K]V, error) {
-	out := map[K]V{}
+// bpfDump reads m whole with Map.Iterate into a map sized for hint
+// entries.
+func bpfDump[K, V comparable](m *ebpf.Map, hint int) (map[K]V, error) {
+	out := make(map[K]V, hint)
 	var k K
 	var v V
 	it := m.Iterate()
@@ -535,11 +531,11 @@ func (w *bpfProxyWrites) syscalls() int {
 
 // dump returns what the frontend and backend maps hold.
 func (w *bpfProxyWrites) dump() (map[[20]byte][16]byte, map[[8]byte][20]byte, error) {
-	fe, err := bpfDump[[20]byte, [16]byte](w.fe)
+	fe, err := bpfDump[[20]byte, [16]byte](w.fe, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	be, err := bpfDump[[8]byte, [20]byte](w.be)
+	be, err := bpfDump[[8]byte, [20]byte](w.be, 0)
 	return fe, be, err
 }
 
