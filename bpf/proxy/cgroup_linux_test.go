@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -251,16 +250,8 @@ func (cg *testCgroup) helper(ns *kerneltest.NS, mode string, to netip.AddrPort) 
 
 // serveUDPName answers every datagram to port udpPort in ns with name.
 func serveUDPName(t *testing.T, ns *kerneltest.NS, name string) {
-	var c net.PacketConn
-	require.NoError(t, ns.Do(func() error {
-		var err error
-		c, err = net.ListenPacket("udp", fmt.Sprintf(":%d", udpPort))
-		return err
-	}))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	listen := func() (net.PacketConn, error) { return net.ListenPacket("udp", fmt.Sprintf(":%d", udpPort)) }
+	serveInNS(t, ns, listen, func(c net.PacketConn) {
 		buf := make([]byte, 256)
 		for {
 			_, from, err := c.ReadFrom(buf)
@@ -269,8 +260,7 @@ func serveUDPName(t *testing.T, ns *kerneltest.NS, name string) {
 			}
 			_, _ = c.WriteTo([]byte(name), from)
 		}
-	}()
-	t.Cleanup(func() { _ = c.Close(); wg.Wait() })
+	})
 }
 
 // cgroupRig is the proxy rig with a Proxy of host 1 whose connect-time

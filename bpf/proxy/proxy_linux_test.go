@@ -70,19 +70,27 @@ func newProxyRig(t *testing.T) *proxyRig {
 	return r
 }
 
-// serveWhoami answers every TCP connection to port whoamiPort in ns with
-// name, then closes it.
-func serveWhoami(t *testing.T, ns *kerneltest.NS, name string) {
-	var ln net.Listener
+// serveInNS opens a listener in ns with listen and runs serve on it in a
+// goroutine; when the test ends the listener is closed and serve, which
+// returns once its reads fail, is waited for.
+func serveInNS[L io.Closer](t *testing.T, ns *kerneltest.NS, listen func() (L, error), serve func(L)) {
+	t.Helper()
+	var l L
 	require.NoError(t, ns.Do(func() error {
 		var err error
-		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", whoamiPort))
+		l, err = listen()
 		return err
 	}))
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() { serve(l) })
+	t.Cleanup(func() { _ = l.Close(); wg.Wait() })
+}
+
+// serveWhoami answers every TCP connection to port whoamiPort in ns with
+// name, then closes it.
+func serveWhoami(t *testing.T, ns *kerneltest.NS, name string) {
+	listen := func() (net.Listener, error) { return net.Listen("tcp", fmt.Sprintf(":%d", whoamiPort)) }
+	serveInNS(t, ns, listen, func(ln net.Listener) {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -91,8 +99,7 @@ func serveWhoami(t *testing.T, ns *kerneltest.NS, name string) {
 			_, _ = io.WriteString(c, name)
 			_ = c.Close()
 		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	})
 }
 
 // whoami connects from ns to to and returns the name the server sent.
