@@ -141,7 +141,7 @@ func (p *Proxy) open() (*kstate, error) {
 		id, ok := info.ID()
 		if !ok {
 			coll.Close()
-			return fail(fmt.Errorf("%w: the kernel does not report program IDs", ErrNotSupported))
+			return fail(unsupported(errors.New("the kernel does not report program IDs")))
 		}
 		k.progIDs[prog] = id
 	}
@@ -179,7 +179,7 @@ func loadOnMaps(spec *ebpf.CollectionSpec, vars map[string]any, repl map[string]
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return nil, fmt.Errorf("%w: %w", ErrNotSupported, err)
+		return nil, unsupported(err)
 	}
 	return coll, err
 }
@@ -582,7 +582,7 @@ func (p *Proxy) attachOne(name string, index int, dir string, typ ebpf.AttachTyp
 			return err
 		})
 		if errors.Is(err, ebpf.ErrNotSupported) {
-			err = fmt.Errorf("%w: TCX: %w", ErrNotSupported, err)
+			err = unsupported(fmt.Errorf("TCX: %w", err))
 		}
 		return l, err
 	})

@@ -73,7 +73,7 @@ func (p *Proxy) netnsCookie() (uint64, error) {
 		defer unix.Close(fd)
 		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
 		if errors.Is(err, unix.ENOPROTOOPT) {
-			return fmt.Errorf("%w: SO_NETNS_COOKIE (Linux 5.14): %w", ErrNotSupported, err)
+			return unsupported(fmt.Errorf("SO_NETNS_COOKIE (Linux 5.14): %w", err))
 		}
 		if err != nil {
 			return fmt.Errorf("SO_NETNS_COOKIE: %w", err)
@@ -135,7 +135,7 @@ func (p *Proxy) openCgroup(k *kstate) (*cgroupState, error) {
 		}
 		id, ok := info.ID()
 		if !ok {
-			return fail(fmt.Errorf("%w: the kernel does not report program IDs", ErrNotSupported))
+			return fail(unsupported(errors.New("the kernel does not report program IDs")))
 		}
 		cg.progIDs[h.name] = id
 	}
@@ -259,7 +259,7 @@ func (p *Proxy) attachCgroupOne(h cgroupHook, id uint64) (link.Link, error) {
 	l, w, err := pinOrAttach(p.cgroupPin(h.name), here, prog, cg.progIDs[h.name], func() (link.Link, error) {
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cg.path, Attach: h.typ, Program: prog})
 		if errors.Is(err, ebpf.ErrNotSupported) {
-			err = fmt.Errorf("%w: %w", ErrNotSupported, err)
+			err = unsupported(err)
 		}
 		return l, err
 	})

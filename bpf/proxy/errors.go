@@ -1,6 +1,10 @@
 package proxy
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nodeplane/nodeplane/internal/errs"
+)
 
 // Sentinel errors. Every error the package returns wraps one of them, so
 // callers can test with errors.Is.
@@ -24,3 +28,8 @@ var (
 	// ErrLoad reports a failure to open the maps or load the program.
 	ErrLoad = errors.New("proxy: loading the maps or the program failed")
 )
+
+// unsupported makes err match ErrNotSupported without printing it: the
+// error that wraps it (ErrLoad, ErrAttach) already carries the package's
+// prefix, which the text then shows once.
+func unsupported(err error) error { return errs.Also(err, ErrNotSupported) }
