@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // These tests need no kernel: they cover what the Proxy does before it
@@ -339,8 +340,8 @@ func TestNewOptions(t *testing.T) {
 		assert.Equal(t, [3]uint32{10, 20, 30}, [3]uint32{p.o.Frontends, p.o.Backends, p.o.Connections})
 		r, ok := p.MasqueradeRule()
 		require.True(t, ok)
-		assert.NotNil(t, r.Action)
-		require.Len(t, r.Matches, 1)
+		assert.Equal(t, netfilter.Masquerade(), r.Action)
+		assert.Equal(t, []netfilter.Match{netfilter.Mark(0x4000, 0xc000)}, r.Matches, "the mark under its mask")
 	})
 }
 
