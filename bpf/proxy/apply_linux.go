@@ -340,6 +340,7 @@ func (p *Proxy) declareNames(names []string) (freed bool) {
 			continue
 		}
 		before := slices.Clone(s.fes)
+		p.tally.add(n, s, -1)
 		p.withdraw(n, s)
 		if s.removed {
 			p.releaseIDs(s)
@@ -348,6 +349,7 @@ func (p *Proxy) declareNames(names []string) (freed bool) {
 			continue
 		}
 		p.write(n, s)
+		p.tally.add(n, s, 1)
 		for _, f := range before {
 			if !slices.Contains(s.fes, f) {
 				freed = true
@@ -690,6 +692,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 	}
 	clear(p.owners)
 	clear(p.conflicts)
+	p.tally.services, p.tally.frontends, p.tally.backends = 0, 0, 0
 	if len(errs) > 0 {
 		return fmt.Errorf("%s: cleanup: %w", p.o.Name, errors.Join(errs...))
 	}

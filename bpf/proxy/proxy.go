@@ -122,6 +122,30 @@ type Status struct {
 	Errors []string
 }
 
+// tally counts the services written and their entries, and holds why the
+// others are not written, by name.
+type tally struct {
+	services, frontends, backends int
+	refused                       map[string]string
+}
+
+// add counts service s, named name, in (sign 1) or out (sign -1).
+func (t *tally) add(name string, s *svc, sign int) {
+	if s.err != nil {
+		if sign > 0 {
+			t.refused[name] = s.err.Error()
+		} else {
+			delete(t.refused, name)
+		}
+		return
+	}
+	if len(s.fes) > 0 || len(s.bes) > 0 {
+		t.services += sign
+	}
+	t.frontends += sign * len(s.fes)
+	t.backends += sign * len(s.bes)
+}
+
 // svc is one service as the Proxy tracks it.
 type svc struct {
 	s   Service
@@ -159,7 +183,10 @@ type Proxy struct {
 	// conflicts are the services refused for a frontend another holds.
 	owners    map[feKey]string
 	conflicts map[string]bool
-	wake      func()
+	// tally is what Status reports of the services, kept up to date by
+	// Apply so that Status costs nothing per service.
+	tally tally
+	wake  func()
 
 	retry  dataplane.Retry // of the entries and interfaces that failed
 	k      *kstate         // the kernel side: maps, program, attachments (nil until the first Apply)
@@ -208,7 +235,8 @@ func New(opts Options) (*Proxy, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Proxy{o: o, log: log, services: map[string]*svc{}, dirty: map[string]bool{},
-		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, conflicts: map[string]bool{}}, nil
+		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, conflicts: map[string]bool{},
+		tally: tally{refused: map[string]string{}}}, nil
 }
 
 func orDefault(v, d uint32) uint32 {
@@ -370,23 +398,9 @@ func (p *Proxy) QueueResync() {
 func (p *Proxy) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var st Status
-	names := make([]string, 0, len(p.services))
-	for n := range p.services {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		s := p.services[n]
-		if s.err != nil {
-			st.Errors = append(st.Errors, s.err.Error())
-			continue
-		}
-		if len(s.fes) > 0 || len(s.bes) > 0 {
-			st.Services++
-		}
-		st.Frontends += len(s.fes)
-		st.Backends += len(s.bes)
+	st := Status{Services: p.tally.services, Frontends: p.tally.frontends, Backends: p.tally.backends}
+	for _, err := range p.tally.refused {
+		st.Errors = append(st.Errors, err)
 	}
 	for n, err := range p.invalid {
 		st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", n, err))

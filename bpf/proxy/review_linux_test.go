@@ -4,8 +4,11 @@ package proxy
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -54,4 +57,72 @@ func TestKernelReviewForeignPinsSurvive(t *testing.T) {
 	for _, n := range foreign {
 		require.FileExists(t, filepath.Join(dir, linksDir, n), "after Cleanup")
 	}
+}
+
+// recount is Status's service figures computed from every service, as
+// Status did before it kept a tally.
+func recount(p *Proxy) (services, frontends, backends int, refused []string) {
+	for _, s := range p.services {
+		if s.err != nil {
+			refused = append(refused, s.err.Error())
+			continue
+		}
+		if len(s.fes) > 0 || len(s.bes) > 0 {
+			services++
+		}
+		frontends += len(s.fes)
+		backends += len(s.bes)
+	}
+	slices.Sort(refused)
+	return
+}
+
+// Status's tally stays equal to a count over every service through
+// updates, a conflict and its resolution, removals and a Cleanup.
+func TestKernelReviewStatusTally(t *testing.T) {
+	dir := bpftest.Dir(t)
+	p, err := New(Options{Kernel: doHere{}, PinDir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx := context.Background()
+	be := func(s string) Backend { return Backend{Addr: netip.MustParseAddrPort(s)} }
+	check := func(what string) {
+		t.Helper()
+		_, err := p.Apply(ctx)
+		require.NoError(t, err, what)
+		st := p.Status()
+		s, f, b, refused := recount(p)
+		require.Equal(t, []int{s, f, b}, []int{st.Services, st.Frontends, st.Backends}, what)
+		require.Equal(t, refused, slices.DeleteFunc(slices.Clone(st.Errors), func(e string) bool {
+			return !strings.Contains(e, "frontend held")
+		}), what)
+	}
+	a := Service{Name: "a", Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+		Backends: []Backend{be("10.0.0.1:8080"), be("10.0.0.2:8080")}}
+	b := Service{Name: "b", Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+		Backends: []Backend{be("10.0.0.3:8080")}}
+	c := Service{Name: "c", Port: 53, Protocol: UDP, NodePort: 30053,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00::10")},
+		Backends:   []Backend{be("10.0.0.4:53"), be("[fd00::4]:53")}}
+	p.OnUpdate(ServiceUpdate{Service: a})
+	check("a")
+	p.OnUpdate(ServiceUpdate{Service: b})
+	p.OnUpdate(ServiceUpdate{Service: c})
+	check("b conflicts, c written")
+	require.Equal(t, 2, p.Status().Services)
+	require.Len(t, p.Status().Errors, 1)
+	p.OnUpdate(NodeAddrsUpdate{Addrs: []netip.Addr{netip.MustParseAddr("192.168.0.1"), netip.MustParseAddr("fd01::1")}})
+	check("node addresses")
+	p.OnUpdate(ServiceRemove{Name: "a"})
+	check("a removed, b takes the frontend")
+	require.Empty(t, p.Status().Errors)
+	c.Backends = c.Backends[:1]
+	p.OnUpdate(ServiceUpdate{Service: c})
+	check("c loses a backend")
+	require.NoError(t, p.Cleanup(ctx))
+	check("after Cleanup")
+	p.OnUpdate(ServiceRemove{Name: "b"})
+	p.OnUpdate(ServiceRemove{Name: "c"})
+	check("all removed")
+	require.Zero(t, p.Status().Frontends)
 }
