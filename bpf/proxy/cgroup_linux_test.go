@@ -286,13 +286,7 @@ func (r *proxyRig) cgroupProxy(t *testing.T, cg *testCgroup) *Proxy {
 // answers per backend name.
 func cgSpread(t *testing.T, cg *testCgroup, ns *kerneltest.NS, to netip.AddrPort, n int) map[string]int {
 	t.Helper()
-	got := map[string]int{}
-	for range n {
-		name, err := cg.whoamiBash(ns, to)
-		require.NoError(t, err, "connect %v from %s", to, ns)
-		got[name]++
-	}
-	return got
+	return countAnswers(t, n, fmt.Sprintf("connect %v from %s in the cgroup", to, ns), func() (string, error) { return cg.whoamiBash(ns, to) })
 }
 
 // The connect-time program's maps have the sizes of the Go types

@@ -201,13 +201,21 @@ func apply(t *testing.T, p *Proxy) {
 	require.NoError(t, err)
 }
 
-// spread connects n times and counts the answers per backend name.
+// spread connects n times to to from the namespace from and counts the
+// answers per backend name.
 func spread(t *testing.T, from *kerneltest.NS, to netip.AddrPort, n int) map[string]int {
 	t.Helper()
+	return countAnswers(t, n, fmt.Sprintf("connect %v from %s", to, from), func() (string, error) { return whoami(from, to) })
+}
+
+// countAnswers asks n times and counts the answers; a failed ask fails the
+// test, named by what.
+func countAnswers(t *testing.T, n int, what string, ask func() (string, error)) map[string]int {
+	t.Helper()
 	got := map[string]int{}
-	for range n {
-		name, err := whoami(from, to)
-		require.NoError(t, err, "connect %v from %s", to, from)
+	for i := range n {
+		name, err := ask()
+		require.NoError(t, err, "%s (%d of %d)", what, i+1, n)
 		got[name]++
 	}
 	return got
