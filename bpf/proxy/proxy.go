@@ -212,8 +212,10 @@ func New(opts Options) (*Proxy, error) {
 		}
 	}
 	for _, p := range o.PodInterfacePrefixes {
-		if p == "" || len(p) > 15 || strings.ContainsAny(p, "/: \t\n\x00") {
-			return nil, fmt.Errorf("%w: pod interface prefix %q", ErrInvalidOptions, p)
+		// A prefix is the start of an interface name, so it obeys the same
+		// rules.
+		if err := ifname.Valid(p); err != nil {
+			return nil, fmt.Errorf("%w: pod interface prefix: %w", ErrInvalidOptions, err)
 		}
 	}
 	if o.Cgroup != "" {

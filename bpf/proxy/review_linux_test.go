@@ -17,12 +17,6 @@ import (
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 )
 
-// doHere is a Kernel that runs fn on the calling thread, for tests that
-// attach nothing.
-type doHere struct{}
-
-func (doHere) Do(fn func() error) error { return fn() }
-
 // foreignPins pins a map under each of names in PinDir/links: objects
 // whose names look like the Proxy's attachment pins but are not ones it
 // makes.
