@@ -916,6 +916,54 @@ func TestKernelProgBackendRemoved(t *testing.T) {
 	}
 }
 
+// The agent numbers backends in order: removing the first moves the others
+// down by one ordinal. Connections to those others keep their backend (the
+// program finds it at its new ordinal and records that); those to the
+// removed one pick anew.
+func TestKernelProgKnownBackendMoves(t *testing.T) {
+	objs := testObjs(t)
+	svc := testService{
+		id: 7, fe: testAddrPort("10.96.0.10:80"), proto: testProtoTCP,
+		backends: []netip.AddrPort{testAddrPort("10.244.1.20:8080"), testAddrPort("10.244.2.21:8080"), testAddrPort("10.244.3.22:8080")},
+	}
+	testPutService(t, objs, svc)
+	pkt := func(cl netip.AddrPort, flags uint8) []byte {
+		return testPacket{src: cl, dst: svc.fe, proto: testProtoTCP, tcpFlags: flags}.bytes()
+	}
+	first := map[netip.AddrPort]netip.AddrPort{} // client -> backend
+	hits := make([]int, len(svc.backends))
+	for sport := uint16(7000); sport < 7060; sport++ {
+		cl := netip.AddrPortFrom(netip.MustParseAddr("10.244.1.7"), sport)
+		_, out, _ := testRun(t, objs.NpIngressPod, pkt(cl, testTCPSyn), 0)
+		first[cl] = testParse(t, out).dst
+		hits[testIndex(svc.backends, first[cl])]++
+	}
+	if hits[1] == 0 || hits[2] == 0 {
+		t.Fatalf("60 connections left a moving backend unpicked: %v", hits)
+	}
+
+	left := svc.backends[1:]
+	svc.backends = left
+	testPutService(t, objs, svc) // ordinals 0 and 1 now hold the old 1 and 2
+	if err := objs.NpBe.Delete(beKey{SvcID: svc.id, Ordinal: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for cl, was := range first {
+		ret, out, _ := testRun(t, objs.NpIngressPod, pkt(cl, testTCPAck), 0)
+		now := testParse(t, out).dst
+		i := testIndex(left, now)
+		if ret != testActUnspec || i < 0 {
+			t.Fatalf("%v (was %v): ret %d dst %v, want one of %v", cl, was, int32(ret), now, left)
+		}
+		if testIndex(left, was) >= 0 && now != was {
+			t.Fatalf("%v moved from %v to %v though its backend stayed", cl, was, now)
+		}
+		if fwd, _ := testCtGet(t, objs, cl, svc.fe, testProtoTCP); fwd.Ordinal != uint32(i) {
+			t.Fatalf("%v to %v: forward entry ordinal %d, want %d", cl, now, fwd.Ordinal, i)
+		}
+	}
+}
+
 // A bare SYN on a known tuple (a reused client port) picks anew, and the
 // entry follows the new pick.
 func TestKernelProgSynRepicks(t *testing.T) {
