@@ -864,7 +864,9 @@ func TestKernelProgMasqMark(t *testing.T) {
 }
 
 // A backend removed from np_be: the connection it served moves to a
-// backend still present (the Go side fills the hole with the last one).
+// backend still present. Here the last backend fills the hole, so a moved
+// backend may be found before or after its old ordinal (the agent itself
+// shifts the later ones down: TestKernelProgKnownBackendMoves).
 func TestKernelProgBackendRemoved(t *testing.T) {
 	objs := testObjs(t)
 	svc := testService{
