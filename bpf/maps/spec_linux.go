@@ -81,7 +81,7 @@ func Open(dir string, spec Spec) (*ebpf.Map, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkBPFFS(dir); err != nil {
+	if err := CheckBPFFS(dir); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -133,9 +133,11 @@ func Remove(dir, name string) error {
 	return nil
 }
 
-// checkBPFFS returns nil when dir, or its nearest existing ancestor when
-// dir does not exist yet, is on a BPF file system.
-func checkBPFFS(dir string) error {
+// CheckBPFFS returns nil when dir, or its nearest existing ancestor when
+// dir does not exist yet, is on a BPF file system, and otherwise an error
+// wrapping ErrNotBPFFS (mount one with `mount -t bpf bpf DIR`). Open checks
+// the same.
+func CheckBPFFS(dir string) error {
 	if dir == "" {
 		return fmt.Errorf("%w: empty directory", ErrNotBPFFS)
 	}

@@ -1,16 +1,10 @@
 package agent
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/netip"
-	"os"
 	"reflect"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/bpf/proxy"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
@@ -104,44 +98,4 @@ func (t *translator) serviceMessages(c datastore.Cluster) []any {
 		t.nodeAddrs = addrs
 	}
 	return out
-}
-
-// ensureBPFFS makes dir a directory on a bpffs, mounting one there when it
-// is not.
-func ensureBPFFS(dir string, log *slog.Logger) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("agent: BPF pin directory: %w", err)
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("agent: BPF pin directory: %w", err)
-	}
-	if st.Type == unix.BPF_FS_MAGIC {
-		return nil
-	}
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
-		return fmt.Errorf("agent: mounting a bpffs on %s: %w", dir, err)
-	}
-	log.Warn("mounted a bpffs for the BPF proxy's pins; it lasts as long as this mount namespace", "dir", dir)
-	return nil
-}
-
-// cleanupProxy removes the BPF proxy's maps and attachments from
-// cfg.BPFPinDir, if it is there.
-func cleanupProxy(ctx context.Context, cfg *Config, k proxy.Kernel) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(cfg.BPFPinDir, &st); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	if st.Type != unix.BPF_FS_MAGIC {
-		return nil // nothing of ours can be pinned there
-	}
-	p, err := proxy.New(proxy.Options{Kernel: k, PinDir: cfg.BPFPinDir})
-	if err != nil {
-		return err
-	}
-	return p.Cleanup(ctx)
 }

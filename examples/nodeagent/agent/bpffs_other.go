@@ -1,0 +1,19 @@
+//go:build !linux
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/nodeplane/nodeplane/bpf/proxy"
+)
+
+var errBPFNotSupported = errors.New("agent: the BPF proxy needs Linux")
+
+// ensureBPFFS fails off Linux.
+func ensureBPFFS(string, *slog.Logger) error { return errBPFNotSupported }
+
+// cleanupProxy has nothing to remove off Linux.
+func cleanupProxy(context.Context, *Config, proxy.Kernel) error { return nil }
