@@ -43,6 +43,14 @@ func ExampleOpen() {
 // Remove unpins a map nodeplane no longer uses; programs and processes
 // that hold it keep it until they let it go. A missing pin is not an
 // error. This example only compiles: it needs root and bpffs.
+// CheckBPFFS tells whether pins can be made in a directory; /proc is no
+// bpffs.
+func ExampleCheckBPFFS() {
+	err := maps.CheckBPFFS("/proc")
+	fmt.Println(errors.Is(err, maps.ErrNotBPFFS))
+	// Output: true
+}
+
 func ExampleRemove() {
 	if err := maps.Remove("/sys/fs/bpf/nodeplane", "np_backends"); err != nil {
 		fmt.Println(err)
