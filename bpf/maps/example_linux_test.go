@@ -40,9 +40,6 @@ func ExampleOpen() {
 	fmt.Println(m.Type(), m.MaxEntries())
 }
 
-// Remove unpins a map nodeplane no longer uses; programs and processes
-// that hold it keep it until they let it go. A missing pin is not an
-// error. This example only compiles: it needs root and bpffs.
 // CheckBPFFS tells whether pins can be made in a directory; /proc is no
 // bpffs.
 func ExampleCheckBPFFS() {
@@ -51,6 +48,9 @@ func ExampleCheckBPFFS() {
 	// Output: true
 }
 
+// Remove unpins a map nodeplane no longer uses; programs and processes
+// that hold it keep it until they let it go. A missing pin is not an
+// error. This example only compiles: it needs root and bpffs.
 func ExampleRemove() {
 	if err := maps.Remove("/sys/fs/bpf/nodeplane", "np_backends"); err != nil {
 		fmt.Println(err)
