@@ -303,9 +303,9 @@ func (p *Proxy) declare() {
 		return
 	}
 	if p.declareNames(p.takeDirty()) {
-		// A service refused for a conflict may fit now that another let go
-		// of frontends: try those once more.
-		for n := range p.conflicts {
+		// A service refused for a conflict or for want of an ID may fit now
+		// that another let go of frontends: try those once more.
+		for n := range p.waiting {
 			p.dirty[n] = true
 		}
 		p.declareNames(p.takeDirty())
@@ -365,7 +365,7 @@ func (p *Proxy) withdraw(name string, s *svc) {
 		p.k.feSync.Delete(f)
 		delete(p.owners, f)
 	}
-	delete(p.conflicts, name)
+	delete(p.waiting, name)
 	for _, b := range s.bes {
 		p.k.beSync.Delete(b)
 	}
@@ -379,7 +379,7 @@ func (p *Proxy) write(name string, s *svc) {
 	for _, f := range e.frontends {
 		if o, held := p.owners[f.key]; held && o != name {
 			s.err = fmt.Errorf("%w: service %q: %v is service %q's", ErrFrontendConflict, name, f.key, o)
-			p.conflicts[name] = true
+			p.waiting[name] = true
 			return
 		}
 	}
@@ -403,6 +403,7 @@ func (p *Proxy) write(name string, s *svc) {
 		if err != nil {
 			p.withdraw(name, s)
 			s.err = err
+			p.waiting[name] = true
 			return
 		}
 		for _, f := range fes {
@@ -691,7 +692,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 		p.dirty[n] = true
 	}
 	clear(p.owners)
-	clear(p.conflicts)
+	clear(p.waiting)
 	p.tally.services, p.tally.frontends, p.tally.backends = 0, 0, 0
 	if len(errs) > 0 {
 		return fmt.Errorf("%s: cleanup: %w", p.o.Name, errors.Join(errs...))

@@ -180,9 +180,11 @@ type Proxy struct {
 	nodeAddrs []netip.Addr
 	links     map[string]iface
 	// owners maps each frontend in the desired state to its service;
-	// conflicts are the services refused for a frontend another holds.
-	owners    map[feKey]string
-	conflicts map[string]bool
+	// waiting are the services refused for a frontend another holds or
+	// for want of a free service ID, tried again when a service lets go of
+	// frontends (and so of its IDs).
+	owners  map[feKey]string
+	waiting map[string]bool
 	// tally is what Status reports of the services, kept up to date by
 	// Apply so that Status costs nothing per service.
 	tally tally
@@ -237,7 +239,7 @@ func New(opts Options) (*Proxy, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Proxy{o: o, log: log, services: map[string]*svc{}, dirty: map[string]bool{},
-		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, conflicts: map[string]bool{},
+		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, waiting: map[string]bool{},
 		tally: tally{refused: map[string]string{}}}, nil
 }
 

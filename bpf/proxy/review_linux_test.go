@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/idalloc"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 )
 
@@ -119,4 +120,38 @@ func TestKernelReviewStatusTally(t *testing.T) {
 	p.OnUpdate(ServiceRemove{Name: "c"})
 	check("all removed")
 	require.Zero(t, p.Status().Frontends)
+}
+
+// A service refused for want of a free service ID is written once another
+// service lets go of one, as a service refused for a frontend conflict is;
+// it does not wait for an update of its own.
+func TestKernelReviewNoFreeIDRetried(t *testing.T) {
+	dir := bpftest.Dir(t)
+	p, err := New(Options{Kernel: doHere{}, PinDir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx := context.Background()
+	_, err = p.Apply(ctx)
+	require.NoError(t, err)
+	p.k.ids, err = idalloc.NewIndexAllocator(idalloc.IndexOptions{Ranges: []idalloc.Range{{Min: 1, Max: 1}}, NoDefaultExclusions: true})
+	require.NoError(t, err)
+	svc := func(name, ip string) Service {
+		return Service{Name: name, Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr(ip)},
+			Backends: []Backend{{Addr: netip.MustParseAddrPort("10.0.0.1:8080")}}}
+	}
+	p.OnUpdate(ServiceUpdate{Service: svc("a", "10.96.0.1")})
+	p.OnUpdate(ServiceUpdate{Service: svc("b", "10.96.0.2")})
+	_, err = p.Apply(ctx)
+	require.NoError(t, err)
+	st := p.Status()
+	require.Equal(t, 1, st.Services)
+	require.Len(t, st.Errors, 1, "b has no ID")
+	p.OnUpdate(ServiceRemove{Name: "a"})
+	_, err = p.Apply(ctx)
+	require.NoError(t, err)
+	st = p.Status()
+	require.Equal(t, 1, st.Services, "b took a's ID")
+	require.Empty(t, st.Errors)
+	require.NotNil(t, p.services["b"])
+	require.NotEmpty(t, p.services["b"].fes)
 }
