@@ -394,8 +394,8 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, name)
 
-	// The client's veth is deleted and made again under the same name with
-	// a new index: the attachment follows it.
+	// The monitor says the client's veth is gone: its attachments and pins
+	// go, and the client's connections are no longer translated.
 	l, err := r.ns.LinkByName(context.Background(), client.HostVeth)
 	require.NoError(t, err)
 	p.OnUpdate(ifacemonitor.LinkUpdate{Name: client.HostVeth, Index: l.Index, State: kernel.LinkGone})
@@ -403,6 +403,18 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	assert.NotContains(t, p.Status().Interfaces, client.HostVeth)
 	_, err = os.Stat(filepath.Join(r.pinDir, linksDir, "ingress_"+client.HostVeth))
 	assert.True(t, errors.Is(err, os.ErrNotExist), "the pin of a gone interface is removed: %v", err)
+	require.Eventually(t, func() bool {
+		_, err := whoami(client.NS, netip.AddrPortFrom(clusterV4, 80))
+		return err != nil
+	}, 10*time.Second, 100*time.Millisecond, "no translation on a gone interface")
+
+	// It is back: attached again, translated again.
+	p.OnUpdate(ifacemonitor.LinkUpdate{Name: client.HostVeth, Index: l.Index, State: kernel.LinkUp})
+	apply(t, p)
+	assert.Contains(t, p.Status().Interfaces, client.HostVeth)
+	name, err = whoami(client.NS, netip.AddrPortFrom(clusterV4, 80))
+	require.NoError(t, err)
+	assert.NotEmpty(t, name)
 
 	// An attachment that fails (an interface index that does not exist) is
 	// reported for that interface alone and retried.
