@@ -58,10 +58,10 @@ type kstate struct {
 	cg *cgroupState // the connect-time programs (cgroup_linux.go); nil without Options.Cgroup
 }
 
-// attachment is the two TCX links of one interface.
+// attachment is the two TCX links of one interface, and the interface as
+// it was when they were made.
 type attachment struct {
-	index   int
-	host    bool
+	at      iface
 	ingress link.Link
 	egress  link.Link
 }
@@ -481,7 +481,7 @@ func (p *Proxy) attachAll() error {
 	k := p.k
 	var errs []error
 	for name, a := range k.attached {
-		if l, ok := p.links[name]; ok && l.index == a.index && l.host == a.host {
+		if l, ok := p.links[name]; ok && l == a.at {
 			continue
 		}
 		a.close()
@@ -560,7 +560,7 @@ func (p *Proxy) attach(name string, l iface) (*attachment, error) {
 	if l.host {
 		ingress = k.progs[progIngressHost]
 	}
-	a := &attachment{index: l.index, host: l.host}
+	a := &attachment{at: l}
 	var err error
 	if a.ingress, err = p.attachOne(name, l.index, "ingress", ebpf.AttachTCXIngress, ingress); err != nil {
 		return nil, err

@@ -157,7 +157,7 @@ type svc struct {
 	removed bool  // a ServiceRemove came: the next Apply withdraws it
 }
 
-// link is an interface as the interface monitor reported it.
+// iface is an interface as the interface monitor reported it.
 type iface struct {
 	index int
 	host  bool // a host interface, else a pod's

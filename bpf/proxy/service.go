@@ -249,7 +249,7 @@ func compareFeKey(a, b feKey) int {
 	return cmp.Compare(a.Proto, b.Proto)
 }
 
-// describe is a frontend key as text, for errors and status.
+// String is a frontend key as text, for errors and status.
 func (k feKey) String() string {
 	p := Protocol(k.Proto)
 	return fmt.Sprintf("%v/%v", netip.AddrPortFrom(fromAddr16(k.Addr), fromPort16(k.Port)), p)
