@@ -126,24 +126,12 @@ func (p *Proxy) open() (*kstate, error) {
 	}
 	k.progs, k.progIDs = map[string]*ebpf.Program{}, map[*ebpf.Program]ebpf.ProgramID{}
 	for _, n := range []string{progIngressPod, progIngressHost, progEgress} {
-		prog := coll.Programs[n]
-		if prog == nil {
-			coll.Close()
-			return fail(fmt.Errorf("the object has no program %s", n))
-		}
-		k.progs[n] = prog
-		delete(coll.Programs, n)
-		info, err := prog.Info()
+		prog, id, err := takeProgram(coll, n)
 		if err != nil {
 			coll.Close()
 			return fail(err)
 		}
-		id, ok := info.ID()
-		if !ok {
-			coll.Close()
-			return fail(unsupported(errors.New("the kernel does not report program IDs")))
-		}
-		k.progIDs[prog] = id
+		k.progs[n], k.progIDs[prog] = prog, id
 	}
 	coll.Close() // the maps are ours (replacements) and the programs were taken out
 	if k.cg, err = p.openCgroup(k); err != nil {
@@ -182,6 +170,28 @@ func loadOnMaps(spec *ebpf.CollectionSpec, vars map[string]any, repl map[string]
 		return nil, unsupported(err)
 	}
 	return coll, err
+}
+
+// takeProgram takes program name out of coll, so that closing coll leaves
+// it loaded, and returns it with its ID (which tells a pinned attachment
+// that already runs it).
+func takeProgram(coll *ebpf.Collection, name string) (*ebpf.Program, ebpf.ProgramID, error) {
+	prog := coll.Programs[name]
+	if prog == nil {
+		return nil, 0, fmt.Errorf("the object has no program %s", name)
+	}
+	delete(coll.Programs, name)
+	info, err := prog.Info()
+	if err != nil {
+		_ = prog.Close()
+		return nil, 0, err
+	}
+	id, ok := info.ID()
+	if !ok {
+		_ = prog.Close()
+		return nil, 0, unsupported(errors.New("the kernel does not report program IDs"))
+	}
+	return prog, id, nil
 }
 
 // close releases the file descriptors; pins keep the maps and attachments.

@@ -123,21 +123,11 @@ func (p *Proxy) openCgroup(k *kstate) (*cgroupState, error) {
 	}
 	defer coll.Close() // the maps are ours (replacements) and the programs are taken out
 	for _, h := range cgroupHooks {
-		prog := coll.Programs[h.prog]
-		if prog == nil {
-			return fail(fmt.Errorf("the object has no program %s", h.prog))
-		}
-		delete(coll.Programs, h.prog)
-		cg.progs[h.name] = prog
-		info, err := prog.Info()
+		prog, id, err := takeProgram(coll, h.prog)
 		if err != nil {
 			return fail(err)
 		}
-		id, ok := info.ID()
-		if !ok {
-			return fail(unsupported(errors.New("the kernel does not report program IDs")))
-		}
-		cg.progIDs[h.name] = id
+		cg.progs[h.name], cg.progIDs[h.name] = prog, id
 	}
 	return cg, nil
 }
