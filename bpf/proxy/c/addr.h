@@ -31,4 +31,13 @@ static __always_inline int np_is_v4mapped(const __u8 *a)
 	return hi == 0 && mid == bpf_htonl(0x0000ffff);
 }
 
+// np_addr_from4 writes the IPv4 address a (network byte order) as the
+// 16-byte ::ffff:a.b.c.d.
+static __always_inline void np_addr_from4(__u8 *addr, __be32 a)
+{
+	__u32 w[4] = {0, 0, bpf_htonl(0x0000ffff), a};
+
+	__builtin_memcpy(addr, w, 16);
+}
+
 #endif

@@ -94,13 +94,8 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			return -1;
 		proto = ip.protocol;
 		p->l4_off = NP_L3_OFF + ip.ihl * 4;
-		// ::ffff:a.b.c.d
-		p->key.src[10] = 0xff;
-		p->key.src[11] = 0xff;
-		p->key.dst[10] = 0xff;
-		p->key.dst[11] = 0xff;
-		__builtin_memcpy(&p->key.src[12], &ip.saddr, 4);
-		__builtin_memcpy(&p->key.dst[12], &ip.daddr, 4);
+		np_addr_from4(p->key.src, ip.saddr);
+		np_addr_from4(p->key.dst, ip.daddr);
 	} else if (eth_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr ip6;
 

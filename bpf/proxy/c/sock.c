@@ -60,17 +60,14 @@ static __always_inline void np_sk_get(struct bpf_sock_addr *ctx, int v6, __u8 *a
 {
 	__u32 w[4];
 
-	if (v6) {
-		w[0] = ctx->user_ip6[0];
-		w[1] = ctx->user_ip6[1];
-		w[2] = ctx->user_ip6[2];
-		w[3] = ctx->user_ip6[3];
-	} else {
-		w[0] = 0;
-		w[1] = 0;
-		w[2] = bpf_htonl(0x0000ffff);
-		w[3] = ctx->user_ip4;
+	if (!v6) {
+		np_addr_from4(addr, ctx->user_ip4);
+		return;
 	}
+	w[0] = ctx->user_ip6[0];
+	w[1] = ctx->user_ip6[1];
+	w[2] = ctx->user_ip6[2];
+	w[3] = ctx->user_ip6[3];
 	__builtin_memcpy(addr, w, 16);
 }
 
