@@ -199,6 +199,15 @@ func (s *Sync[K, V]) Desired(k K) (V, bool) {
 	return v, ok
 }
 
+// InKernel returns the value the map holds for k as far as the Sync knows:
+// as last read, changed since only by what it wrote successfully. It does
+// no I/O. A caller that writes related maps in order uses it to hold back
+// what refers to an entry whose write failed.
+func (s *Sync[K, V]) InKernel(k K) (V, bool) {
+	v, ok := s.kernel[k]
+	return v, ok
+}
+
 // DesiredLen returns the number of desired entries.
 func (s *Sync[K, V]) DesiredLen() int { return len(s.desired) }
 

@@ -50,6 +50,9 @@ type kstate struct {
 	adopted    map[feKey]uint32 // service IDs found in the frontend map at start
 	adoptedOK  bool
 	unclaimed  map[uint32]bool // adopted IDs no service has claimed yet
+	// capped are the frontends written with fewer backends than they have,
+	// because the writes of the others failed, with their full value.
+	capped map[feKey]feVal
 
 	attached  map[string]*attachment // by interface name
 	attachErr map[string]error
@@ -88,7 +91,8 @@ func (k *kstate) attachErrors() []string {
 
 // open opens (or creates) the pinned maps and loads the program on them.
 func (p *Proxy) open() (*kstate, error) {
-	k := &kstate{attached: map[string]*attachment{}, attachErr: map[string]error{}, adopted: map[feKey]uint32{}, unclaimed: map[uint32]bool{}}
+	k := &kstate{attached: map[string]*attachment{}, attachErr: map[string]error{}, adopted: map[feKey]uint32{}, unclaimed: map[uint32]bool{},
+		capped: map[feKey]feVal{}}
 	fail := func(err error) (*kstate, error) {
 		k.close()
 		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
@@ -266,7 +270,15 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	p.declare()
 
 	var errs []error
-	steps := []func(context.Context) error{k.feSync.ApplyDeletions, k.beSync.ApplyUpdates, k.feSync.ApplyUpdates, k.beSync.ApplyDeletions}
+	p.uncap()
+	bePending := false
+	steps := []func(context.Context) error{
+		k.feSync.ApplyDeletions,
+		func(ctx context.Context) error { err := k.beSync.ApplyUpdates(ctx); bePending = err != nil; return err },
+		func(context.Context) error { p.capFrontends(bePending); return nil },
+		k.feSync.ApplyUpdates,
+		k.beSync.ApplyDeletions,
+	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			errs = append(errs, err)
@@ -369,10 +381,55 @@ func (p *Proxy) declareNames(names []string) (freed bool) {
 	return freed
 }
 
+// uncap declares the full value again of the frontends capFrontends held
+// back, so the backends that failed are tried again and, once written,
+// counted.
+func (p *Proxy) uncap() {
+	for f, v := range p.k.capped {
+		p.k.feSync.Set(f, v)
+	}
+	clear(p.k.capped)
+}
+
+// capFrontends runs after the backends are written and before the
+// frontends: a frontend whose backends were not all written (the backend
+// map full, say) is written counting only the backends the map holds,
+// from ordinal 0 on, so the program never picks a missing one; the
+// others' services are not held back. It only looks when some backend
+// write failed (pending).
+func (p *Proxy) capFrontends(pending bool) {
+	k := p.k
+	if !pending {
+		return
+	}
+	for _, s := range p.services {
+		for _, f := range s.fes {
+			v, ok := k.feSync.Desired(f)
+			if !ok {
+				continue
+			}
+			n := uint32(0)
+			for ; n < v.Count; n++ {
+				bk := beKey{SvcID: v.SvcID, Ordinal: n}
+				want, _ := k.beSync.Desired(bk)
+				if got, ok := k.beSync.InKernel(bk); !ok || got != want {
+					break
+				}
+			}
+			if n < v.Count {
+				k.capped[f] = v
+				v.Count, v.LocalCount = n, min(v.LocalCount, n)
+				k.feSync.Set(f, v)
+			}
+		}
+	}
+}
+
 // withdraw removes service s's entries from the desired state.
 func (p *Proxy) withdraw(name string, s *svc) {
 	for _, f := range s.fes {
 		p.k.feSync.Delete(f)
+		delete(p.k.capped, f)
 		delete(p.owners, f)
 	}
 	delete(p.waiting, name)
@@ -418,6 +475,7 @@ func (p *Proxy) write(name string, s *svc) {
 		}
 		for _, f := range fes {
 			k.feSync.Set(f.key, feVal{SvcID: id, Count: uint32(len(bes)), LocalCount: e.local[fam], Flags: f.flags})
+			delete(k.capped, f.key)
 			s.fes = append(s.fes, f.key)
 			p.owners[f.key] = name
 		}

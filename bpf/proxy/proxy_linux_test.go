@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/bpf/maps"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
@@ -620,4 +621,64 @@ func TestKernelProxyMapSizes(t *testing.T) {
 	apply(t, p2)
 	assert.Equal(t, uint32(2000), p2.k.fe.MaxEntries())
 	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
+}
+
+// A backend the map refuses (full) does not leave a frontend counting it:
+// the frontend is written with the backends the map holds, the other
+// services are not held back, and once there is room the service gets all
+// its backends.
+func TestKernelProxyBackendMapFull(t *testing.T) {
+	r := newProxyRig(t)
+	o := r.options()
+	o.Backends = 4
+	p, err := New(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	r.feed(t, p)
+	client := r.topo.Hosts[0].Pods[0].NS
+	a := Service{Name: "a/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(ServiceUpdate{a})
+	apply(t, p)
+
+	// b wants two backends; one slot is left.
+	clusterB := netip.MustParseAddr("10.96.0.11")
+	b := Service{Name: "b/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterB}, Backends: r.backends(false)[1:]}
+	p.OnUpdate(ServiceUpdate{b})
+	require.NoError(t, p.CompleteDeferredWork(context.Background()))
+	_, err = p.Apply(context.Background())
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe)
+	require.ErrorIs(t, err, maps.ErrEntry)
+
+	// Every frontend counts only backends the map holds.
+	checkCounts := func() map[feKey]feVal {
+		t.Helper()
+		fes := map[feKey]feVal{}
+		var key feKey
+		var val feVal
+		it := p.k.fe.Iterate()
+		for it.Next(&key, &val) {
+			fes[key] = val
+			for i := range val.Count {
+				var bv beVal
+				require.NoError(t, p.k.be.Lookup(&beKey{SvcID: val.SvcID, Ordinal: i}, &bv), "%v counts backend %d", key, i)
+			}
+		}
+		require.NoError(t, it.Err())
+		return fes
+	}
+	fes := checkCounts()
+	keyB := feKey{Addr: addr16(clusterB), Port: port16(80), Proto: 6}
+	assert.Less(t, fes[keyB].Count, uint32(2), "b is written with the backend the map holds, or none")
+	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 30), 3, "a is not held back")
+
+	// a goes: its backends' room is free at the end of that Apply, and the
+	// next one writes all of b's.
+	p.OnUpdate(ServiceRemove{Name: a.Name})
+	require.NoError(t, p.CompleteDeferredWork(context.Background()))
+	_, _ = p.Apply(context.Background())
+	apply(t, p)
+	fes = checkCounts()
+	assert.Equal(t, uint32(2), fes[keyB].Count)
+	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterB, 80), 30), 2)
 }
