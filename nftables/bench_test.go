@@ -8,10 +8,10 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
 
 // nullKernel is a kernel that takes every transaction and holds nothing:

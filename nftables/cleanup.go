@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
 
 // RemoveTable deletes the nftables table name of family f in k's namespace

@@ -15,11 +15,11 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/internal/drivertest"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	nf "github.com/nodeplane/nodeplane/netfilter"
 	. "github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 )
 
 // Counter is what one rule's counter counted.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 )
 
 // maxElemPayload bounds the elements of one element request: a netlink

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 )
 
 // kstate is the Table's picture of its table in the kernel.

@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/nftables/userdata"
 
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
 
 // Limits of nftables beyond those of the rule model (package netfilter).

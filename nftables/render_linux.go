@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/nftables/expr"
 
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
 
 // Rule expressions are github.com/google/nftables/expr values encoded by

@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
 
 // KeyType is the type of one field of a set's key.

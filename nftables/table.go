@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/internal/objfail"
 	"github.com/nodeplane/nodeplane/netfilter"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
 
 // A Table is the rule table of the rule model, and so a driver of the

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 )
 
 // recvBufSize is the receive buffer: a dump datagram is at most 32 KiB.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 )
 
 // Families of tables, as the Admin and inspection methods take them.

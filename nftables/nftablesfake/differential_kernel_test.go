@@ -18,11 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 

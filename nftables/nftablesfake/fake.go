@@ -10,8 +10,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
 )
 
 // ErrNoNamespace is what Namespace.Do returns: the fake has no network

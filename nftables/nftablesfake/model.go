@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/nftables/userdata"
 
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 )
 
 // tkey names a table: family and name.

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/nodeplane/nodeplane/nftables/internal/nfnl"
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 )
 
 // dumper packs dump answers into datagrams.
