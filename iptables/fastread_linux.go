@@ -12,6 +12,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
@@ -225,9 +226,9 @@ func parseEntries(info, blob []byte, f ipfamily.Family, p *saveParser) ([]fastCh
 // iptables-save decides whether the table is compatible. Every answer
 // must come from the same ruleset generation, else it reads again.
 func nftRead(f ipfamily.Family, table string, p *saveParser) ([]fastChain, error) {
-	family := byte(unix.NFPROTO_IPV4)
+	family := byte(nfnl.FamilyIPv4)
 	if f == ipfamily.IPv6 {
-		family = unix.NFPROTO_IPV6
+		family = nfnl.FamilyIPv6
 	}
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
 	if err != nil {
@@ -249,44 +250,50 @@ func nftRead(f ipfamily.Family, table string, p *saveParser) ([]fastChain, error
 // does: for each 32 KiB it sends, the kernel walks again the rules of the
 // dump it sent before, which over a whole table is quadratic.
 func nftDump(fd int, family byte, table string, p *saveParser) (chains []fastChain, same bool, err error) {
-	// NFTA_CHAIN_TABLE and NFTA_RULE_TABLE are the same.
-	req := nlAttr([]byte{family, unix.NFNETLINK_V0, 0, 0}, unix.NFTA_RULE_TABLE, table)
+	var w nfnl.Writer
 	// Large enough for the 32 KiB the kernel sends at most per read once
 	// a read offers that much (a page otherwise).
 	buf := make([]byte, 1<<16)
 	gen := -1
 	same = true
-	sameGen := func(data []byte) error {
-		g := int(binary.BigEndian.Uint16(data[2:4])) // nfgenmsg.res_id
+	sameGen := func(m *nfnl.Msg) {
 		if gen < 0 {
-			gen = g
+			gen = int(m.ResID)
 		}
-		same = same && g == gen
-		return nil
+		same = same && int(m.ResID) == gen
 	}
 	builtin := map[string]bool{}
 	for _, c := range tableChains[table] {
 		builtin[c] = true
 	}
-	err = nlRequest(fd, unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP, req, buf, func(data []byte) error {
-		sameGen(data)
-		name, tbl, base, err := nftChainFromMsg(data)
-		if err != nil || tbl != table {
+	w.Reset()
+	start := w.Begin(nfnl.Type(nfnl.MsgGetChain), nfnl.FlagRequest|nfnl.FlagDump, 0, family, 0)
+	w.Str(nfnl.ChainTable, table)
+	w.End(start)
+	err = nftRequest(fd, w.B, buf, func(m *nfnl.Msg) error {
+		sameGen(m)
+		c, err := nfnl.ParseChain(m.Data)
+		if err != nil || c.Table != table {
 			return err
 		}
-		if base && !builtin[name] {
-			return fmt.Errorf("base chain %s is not a built-in chain of %s", name, table)
+		if c.Hook != nil && !builtin[c.Name] {
+			return fmt.Errorf("base chain %s is not a built-in chain of %s", c.Name, table)
 		}
-		chains = append(chains, fastChain{name: name})
+		chains = append(chains, fastChain{name: c.Name})
 		return nil
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("listing chains: %w", err)
 	}
 	for i := range chains {
-		err = nlRequest(fd, unix.NFT_MSG_GETRULE, unix.NLM_F_DUMP, nlAttr(req[:len(req):len(req)], unix.NFTA_RULE_CHAIN, chains[i].name), buf, func(data []byte) error {
-			sameGen(data)
-			r, err := nftRuleFromMsg(data, p)
+		w.Reset()
+		start := w.Begin(nfnl.Type(nfnl.MsgGetRule), nfnl.FlagRequest|nfnl.FlagDump, 0, family, 0)
+		w.Str(nfnl.RuleTable, table)
+		w.Str(nfnl.RuleChain, chains[i].name)
+		w.End(start)
+		err = nftRequest(fd, w.B, buf, func(m *nfnl.Msg) error {
+			sameGen(m)
+			r, err := nftRuleFromMsg(m.Data, p)
 			r.hash = bytes.Clone(r.hash) // out of buf, which the next read overwrites
 			chains[i].rules = append(chains[i].rules, r)
 			return err
@@ -297,23 +304,24 @@ func nftDump(fd int, family byte, table string, p *saveParser) (chains []fastCha
 	}
 	// A change after the last answer, that no answer showed (a chain
 	// deleted before its dump), shows in the generation now.
-	if err := nlRequest(fd, unix.NFT_MSG_GETGEN, unix.NLM_F_ACK, []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0}, buf, sameGen); err != nil {
+	w.Reset()
+	start = w.Begin(nfnl.Type(nfnl.MsgGetGen), nfnl.FlagRequest|nfnl.FlagAck, 0, unix.AF_UNSPEC, 0)
+	w.End(start)
+	if err := nftRequest(fd, w.B, buf, func(m *nfnl.Msg) error { sameGen(m); return nil }); err != nil {
 		return nil, false, fmt.Errorf("getting the generation: %w", err)
 	}
 	return chains, same, nil
 }
 
-// nlRequest sends the nf_tables request typ with flags and payload req on
-// the netlink socket fd and calls fn with the payload (at least a struct
-// nfgenmsg) of each message of the answer, read through buf, until the end
-// of the dump or the acknowledgement.
-func nlRequest(fd int, typ, flags uint16, req, buf []byte, fn func(data []byte) error) error {
-	ne := binary.NativeEndian
-	msg := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(req))
-	ne.PutUint32(msg, uint32(unix.NLMSG_HDRLEN+len(req)))
-	ne.PutUint16(msg[4:], unix.NFNL_SUBSYS_NFTABLES<<8|typ)
-	ne.PutUint16(msg[6:], unix.NLM_F_REQUEST|flags)
-	if err := unix.Sendto(fd, append(msg, req...), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+// errAnswered ends the walk of a datagram at the end of an answer.
+var errAnswered = errors.New("end of the answer")
+
+// nftRequest sends the nf_tables request req (a whole message) on the
+// netlink socket fd and calls fn with each nf_tables message of the
+// answer, read through buf, until the end of the dump or the
+// acknowledgement. An error from the kernel is returned as its errno.
+func nftRequest(fd int, req, buf []byte, fn func(m *nfnl.Msg) error) error {
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
 	}
 	for {
@@ -324,83 +332,31 @@ func nlRequest(fd int, typ, flags uint16, req, buf []byte, fn func(data []byte) 
 		if err != nil {
 			return err
 		}
-		for b := buf[:n]; len(b) > 0; {
-			l := 0
-			if len(b) >= unix.NLMSG_HDRLEN {
-				l = int(ne.Uint32(b))
-			}
-			if l < unix.NLMSG_HDRLEN+4 || l > len(b) {
-				return errors.New("malformed netlink message")
-			}
-			data := b[unix.NLMSG_HDRLEN:l]
-			switch ne.Uint16(b[4:]) {
-			case unix.NLMSG_DONE:
-				return nil
-			case unix.NLMSG_ERROR: // an error, or the acknowledgement (0)
-				if errno := -int32(ne.Uint32(data)); errno != 0 {
-					return unix.Errno(errno)
+		err = nfnl.ForEachMsg(buf[:n], func(m *nfnl.Msg) error {
+			switch {
+			case m.Type == nfnl.MsgDone:
+				return errAnswered
+			case m.Type == nfnl.MsgError: // an error, or the acknowledgement (0)
+				e, err := nfnl.ParseError(m.Flags, m.Data)
+				if err != nil {
+					return err
 				}
-				return nil
+				if e.Errno != 0 {
+					return unix.Errno(-e.Errno)
+				}
+				return errAnswered
+			case !m.IsNFT():
+				return fmt.Errorf("unexpected netlink message type %#x", m.Type)
 			}
-			if err := fn(data); err != nil {
-				return err
-			}
-			b = b[min(nlAlign(l), len(b)):]
+			return fn(m)
+		})
+		if errors.Is(err, errAnswered) {
+			return nil
 		}
-	}
-}
-
-// nlAttr appends to b a netlink attribute of type typ holding s and a NUL
-// byte, padded.
-func nlAttr(b []byte, typ uint16, s string) []byte {
-	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(s)+1))
-	b = binary.NativeEndian.AppendUint16(b, typ)
-	b = append(append(b, s...), 0)
-	return append(b, make([]byte, nlAlign(len(b))-len(b))...)
-}
-
-// nlAlign rounds n up to the netlink alignment, 4 bytes.
-func nlAlign(n int) int { return (n + 3) &^ 3 }
-
-// nlAttrs calls fn for each netlink attribute of b, with its type (the
-// nested and byte-order flags masked off) and payload; it stops at the
-// first error of fn or malformed attribute.
-func nlAttrs(b []byte, fn func(typ uint16, data []byte) error) error {
-	for len(b) >= 4 {
-		n := int(binary.NativeEndian.Uint16(b))
-		if n < 4 || n > len(b) {
-			return errors.New("malformed netlink attribute")
-		}
-		if err := fn(binary.NativeEndian.Uint16(b[2:])&0x3fff, b[4:n]); err != nil {
+		if err != nil {
 			return err
 		}
-		n = nlAlign(n)
-		if n > len(b) {
-			break
-		}
-		b = b[n:]
 	}
-	return nil
-}
-
-// nlString returns a NUL-terminated attribute payload as a string.
-func nlString(b []byte) string { return string(cString(b)) }
-
-// nftChainFromMsg decodes a chain message: its name, table and whether it
-// is a base chain (has a hook).
-func nftChainFromMsg(data []byte) (name, table string, base bool, err error) {
-	err = nlAttrs(data[4:], func(typ uint16, data []byte) error {
-		switch typ {
-		case unix.NFTA_CHAIN_TABLE:
-			table = nlString(data)
-		case unix.NFTA_CHAIN_NAME:
-			name = nlString(data)
-		case unix.NFTA_CHAIN_HOOK:
-			base = true
-		}
-		return nil
-	})
-	return name, table, base, err
 }
 
 // nftExprs are the expressions iptables-nft writes (limit and log only in
@@ -414,22 +370,25 @@ var nftExprs = map[string]bool{
 // comment.
 const nftUdataComment = 0
 
-// nftRuleFromMsg decodes a rule message: its hash and jump target.
-func nftRuleFromMsg(data []byte, p *saveParser) (r fastRule, err error) {
-	var udata []byte
-	err = nlAttrs(data[4:], func(typ uint16, data []byte) error {
-		switch typ {
-		case unix.NFTA_RULE_USERDATA:
-			udata = data
-		case unix.NFTA_RULE_EXPRESSIONS:
-			return nlAttrs(data, func(typ uint16, elem []byte) error {
-				if typ != unix.NFTA_LIST_ELEM {
-					return nil
-				}
-				return nftExpr(elem, p, &r)
-			})
+// nftRuleFromMsg decodes the attributes of a rule message: its hash and
+// jump target. (Not nfnl.ParseRule, which would copy out the table and
+// chain names of every rule.)
+func nftRuleFromMsg(attrs []byte, p *saveParser) (r fastRule, err error) {
+	var exprs, udata []byte
+	a := nfnl.NewAttrs(attrs)
+	for a.Next() {
+		switch a.Type() {
+		case nfnl.RuleExprs:
+			exprs = a.Value()
+		case nfnl.RuleUserData:
+			udata = a.Value()
 		}
-		return nil
+	}
+	if err := a.Err(); err != nil {
+		return r, err
+	}
+	err = nfnl.WalkExprs(exprs, func(name string, data []byte) error {
+		return nftExpr(name, data, p, &r)
 	})
 	if r.hash == nil && udata != nil {
 		if c := userdata.Get(udata, nftUdataComment); c != nil {
@@ -439,96 +398,57 @@ func nftRuleFromMsg(data []byte, p *saveParser) (r fastRule, err error) {
 	return r, err
 }
 
-// nftExpr reads one expression into r.
-func nftExpr(elem []byte, p *saveParser, r *fastRule) error {
-	var name []byte
-	var data []byte
-	if err := nlAttrs(elem, func(typ uint16, b []byte) error {
-		switch typ {
-		case unix.NFTA_EXPR_NAME:
-			name = cString(b)
-		case unix.NFTA_EXPR_DATA:
-			data = b
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if !nftExprs[string(name)] {
+// nftExpr reads one expression, its name and data, into r.
+func nftExpr(name string, data []byte, p *saveParser, r *fastRule) error {
+	if !nftExprs[name] {
 		return fmt.Errorf("expression %q", name)
 	}
-	switch string(name) {
+	a := nfnl.NewAttrs(data)
+	switch name {
 	case "limit", "log":
 		// As iptables-nft-save: a packet limit, not inverted (NFT_LIMIT_PKTS
 		// and no flag are 0), or a log to a group (NFLOG).
-		ok := string(name) == "limit"
-		if err := nlAttrs(data, func(typ uint16, b []byte) error {
+		ok := name == "limit"
+		for a.Next() {
 			switch {
-			case string(name) == "log" && typ == unix.NFTA_LOG_GROUP:
+			case name == "log" && a.Type() == unix.NFTA_LOG_GROUP:
 				ok = true
-			case string(name) == "limit" && (typ == unix.NFTA_LIMIT_TYPE || typ == unix.NFTA_LIMIT_FLAGS):
-				ok = ok && len(b) == 4 && binary.BigEndian.Uint32(b) == 0
+			case name == "limit" && (a.Type() == unix.NFTA_LIMIT_TYPE || a.Type() == unix.NFTA_LIMIT_FLAGS):
+				ok = ok && len(a.Value()) == 4 && a.U32() == 0
 			}
-			return nil
-		}); err != nil {
-			return err
 		}
-		if !ok {
+		if a.Err() == nil && !ok {
 			return fmt.Errorf("a %s expression iptables-nft does not write", name)
 		}
 	case "match":
 		var mname, info []byte
-		if err := nlAttrs(data, func(typ uint16, b []byte) error {
-			switch typ {
+		for a.Next() {
+			switch a.Type() {
 			case unix.NFTA_MATCH_NAME:
-				mname = cString(b)
+				mname = cString(a.Value())
 			case unix.NFTA_MATCH_INFO:
-				info = b
+				info = a.Value()
 			}
-			return nil
-		}); err != nil {
-			return err
 		}
-		if string(mname) == "comment" && r.hash == nil {
+		if a.Err() == nil && string(mname) == "comment" && r.hash == nil {
 			r.hash = p.ourHash(cString(info))
 		}
 	case "target":
-		return nlAttrs(data, func(typ uint16, b []byte) error {
-			if typ == unix.NFTA_TARGET_NAME {
-				r.target = nlString(b)
+		for a.Next() {
+			if a.Type() == unix.NFTA_TARGET_NAME {
+				r.target = a.Str()
 			}
-			return nil
-		})
+		}
 	case "immediate":
-		return nlAttrs(data, func(typ uint16, b []byte) error {
-			if typ != unix.NFTA_IMMEDIATE_DATA {
-				return nil
-			}
-			return nlAttrs(b, func(typ uint16, b []byte) error {
-				if typ != unix.NFTA_DATA_VERDICT {
-					return nil
-				}
-				var code int32
-				var chain string
-				if err := nlAttrs(b, func(typ uint16, b []byte) error {
-					switch {
-					case typ == unix.NFTA_VERDICT_CODE && len(b) == 4:
-						code = int32(binary.BigEndian.Uint32(b))
-					case typ == unix.NFTA_VERDICT_CHAIN:
-						chain = nlString(b)
-					}
-					return nil
-				}); err != nil {
-					return err
-				}
-				if code == unix.NFT_JUMP || code == unix.NFT_GOTO {
-					r.target = chain
-				}
-				return nil
-			})
-		})
+		v, ok, err := nfnl.ImmediateVerdict(data)
+		if err != nil {
+			return err
+		}
+		if ok && (v.Code == nfnl.VerdictJump || v.Code == nfnl.VerdictGoto) {
+			r.target = v.Chain
+		}
 	}
-	return nil
+	return a.Err()
 }
 
 // cString returns b up to its first NUL byte.

@@ -1,9 +1,12 @@
 // Package nfnl is the nf_tables netlink codec shared by package nftables
-// (which sends requests and reads dumps) and package nftablesfake (which
-// reads requests and sends dumps): one encoder and one decoder per object,
-// append-style and without allocation, so that the two sides cannot drift
-// apart. Expressions are encoded by github.com/google/nftables/expr; this
-// package only walks them for the references a kernel checks.
+// (which sends requests and reads dumps), package nftablesfake (which
+// reads requests and sends dumps) and package iptables (whose in-process
+// read of an iptables-nft table dumps its chains and rules): one encoder
+// and one decoder per object, append-style and without allocation, so
+// that the sides cannot drift apart. It frames and parses messages only;
+// each user opens and drives its own socket. Expressions are encoded by
+// github.com/google/nftables/expr; this package only walks them (for the
+// references a kernel checks, and for the expressions iptables reads).
 package nfnl
 
 // Netlink and nfnetlink framing.

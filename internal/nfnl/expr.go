@@ -11,7 +11,7 @@ func WalkExprs(exprs []byte, fn func(name string, data []byte) error) error {
 		for e.Next() {
 			switch e.Type() {
 			case ExprName:
-				name = e.Str()
+				name = exprName(e.Value())
 			case ExprData:
 				data = e.Value()
 			}
@@ -24,6 +24,37 @@ func WalkExprs(exprs []byte, fn func(name string, data []byte) error) error {
 		}
 	}
 	return wrap("expressions", a.Err())
+}
+
+// exprNames are the expressions of the kernel by name, so that walking
+// expressions allocates no name.
+var exprNames = map[string]string{}
+
+func init() {
+	for _, n := range []string{
+		"bitwise", "byteorder", "cmp", "connlimit", "counter", "ct", "dup", "dynset", "exthdr",
+		"fib", "flow_offload", "fwd", "hash", "immediate", "inner", "last", "limit", "log",
+		"lookup", "masq", "match", "meta", "nat", "notrack", "numgen", "objref", "osf",
+		"payload", "queue", "quota", "range", "redir", "reject", "rt", "socket", "synproxy",
+		"target", "tproxy", "tunnel", "xfrm",
+	} {
+		exprNames[n] = n
+	}
+}
+
+// exprName is the NUL-terminated name b as a string, allocated only for a
+// name the kernel does not know.
+func exprName(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			b = b[:i]
+			break
+		}
+	}
+	if n, ok := exprNames[string(b)]; ok {
+		return n
+	}
+	return string(b)
 }
 
 // ImmediateVerdict returns the verdict an immediate expression's data
