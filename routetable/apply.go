@@ -348,14 +348,17 @@ func (t *Table) listLinks(ctx context.Context) error {
 
 // dumpNeighbors re-reads the static neighbour entries that are ours: the
 // permanent entries of the family that carry the Table's protocol (its
-// writes mark them with it) and that it wants or wrote, or that are on an
-// interface it may own neighbours on (claimsNeighborsOn), so that a
-// restarted Table deletes those an earlier run wrote and nobody wants any
-// more. An entry without the protocol is never ours: one the Table wants
-// is written again (with the mark), any other is left alone. It reads
-// nothing when the Table has no entries and may own none.
+// writes mark them with it) and that it wants or wrote, or that an earlier
+// run wrote for a route it no longer has (leftNeighbors), so that a
+// restarted Table deletes those of targets withdrawn while it was down. An
+// entry without the protocol is never ours: one the Table wants is written
+// again (with the mark), any other is left alone. So is every other entry
+// with its protocol: another Table's (of another routing table) or nobody's
+// it knows of. It reads nothing when the Table has no entries and may own
+// none.
 func (t *Table) dumpNeighbors(ctx context.Context) error {
-	if t.nbrs.Desired().Len() == 0 && t.nbrs.Dataplane().Len() == 0 && !t.mayOwnNeighbors() {
+	left := t.leftNeighbors()
+	if t.nbrs.Desired().Len() == 0 && t.nbrs.Dataplane().Len() == 0 && len(left) == 0 {
 		return nil
 	}
 	ns, err := t.opts.Kernel.Neighbors(ctx, t.opts.Family, 0)
@@ -375,8 +378,8 @@ func (t *Table) dumpNeighbors(ctx context.Context) error {
 			if n.State&kernel.NUDPermanent == 0 || len(n.MAC) != 6 || n.Protocol != t.opts.Protocol {
 				continue
 			}
-			if !known(k) && !t.claimsNeighborsOn(k.oif) {
-				continue // another Table's with the same protocol, maybe
+			if _, ok := left[k]; !ok && !known(k) {
+				continue // another Table's, maybe
 			}
 			add(k, [6]byte(n.MAC))
 		}
@@ -384,37 +387,37 @@ func (t *Table) dumpNeighbors(ctx context.Context) error {
 	})
 }
 
-// claimsNeighborsOn reports whether the static neighbour entries with the
-// Table's protocol on interface idx are its own even when it neither wants
-// nor wrote them: whether the policy claims the routes through the
-// interface whatever their protocol (with DefaultPolicy, an interface
-// whose name matches InterfacePatterns). A policy that claims the routes
-// the system put in its table (ExclusivePolicy) owns that table, not
-// interfaces: it claims none, so a Table of its own beside another of the
-// family never deletes the other's entries.
-func (t *Table) claimsNeighborsOn(idx int32) bool {
-	rec := t.byIndex[idx]
-	if rec == nil || ownsSystemRoutes(t.opts.Ownership) {
-		return false
-	}
-	other := kernel.ProtoBoot // someone else's protocol
-	if t.opts.Protocol == other {
-		other = 4 // RTPROT_STATIC
-	}
-	r := kernel.Route{Family: t.opts.Family, Table: t.opts.Table, Type: kernel.RTNUnicast, Protocol: other,
-		Scope: kernel.ScopeLink, OIF: int(idx)}
-	return t.opts.Ownership.RouteIsOurs(&r, rec.name)
-}
-
-// mayOwnNeighbors reports whether some present interface is one the Table
-// claims the neighbour entries with its protocol of.
-func (t *Table) mayOwnNeighbors() bool {
-	for idx := range t.byIndex {
-		if t.claimsNeighborsOn(idx) {
-			return true
+// leftNeighbors returns the neighbour entries an earlier run may have
+// written and the Table no longer wants: those of the host routes with its
+// protocol in its table (which only it writes there) that it does not want
+// through the interface they leave through. A neighbour entry names no
+// routing table, so that is what ties one to a Table: another Table's
+// entries serve routes in another table, and a Table that still wants a
+// route through the interface (with or without a destination MAC) claims
+// no entry there.
+func (t *Table) leftNeighbors() map[nbrKey]struct{} {
+	var left map[nbrKey]struct{}
+	claim := func(k rkey, v kroute) delta.IterAction {
+		if !t.isHost(k) || v.proto != t.opts.Protocol || v.owner() == 0 {
+			return delta.IterActionNoOp
 		}
+		if want, ok := t.tr.Desired().Get(k); ok && want.owner() == v.owner() {
+			return delta.IterActionNoOp
+		}
+		if left == nil {
+			left = map[nbrKey]struct{}{}
+		}
+		left[nbrKey{ip: t.addrOf(k), oif: v.owner()}] = struct{}{}
+		return delta.IterActionNoOp
 	}
-	return false
+	t.tr.PendingDeletions().Iter(claim)
+	t.tr.PendingUpdates().Iter(func(k rkey, _ kroute) delta.IterAction {
+		if v, ok := t.tr.Dataplane().Get(k); ok {
+			return claim(k, v)
+		}
+		return delta.IterActionNoOp
+	})
+	return left
 }
 
 // isHost reports whether k is a host route, whose address's conntrack

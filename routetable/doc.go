@@ -20,11 +20,18 @@
 //
 // Static neighbour entries (ARP or NDP, NUD_PERMANENT) are written for
 // targets with a DestMAC, marked with the Table's protocol (NDA_PROTOCOL,
-// Linux 5.0 and later), and deleted when no longer wanted. The ones with
-// its protocol on interfaces whose routes its policy claims whatever their
-// protocol (with the default policy, those matching InterfacePatterns)
-// are its own even after a restart, so those of targets withdrawn while
-// the agent was down go too. An entry without its protocol is never
+// Linux 5.0 and later), and deleted when no longer wanted. A neighbour
+// entry names no routing table, so a Table knows its own by its routes:
+// besides those it wants or wrote, an entry with its protocol is its own
+// when a host route with its protocol to the entry's address through the
+// entry's interface is in its table and it no longer wants that route
+// there, so that a restarted Table deletes the entries of targets
+// withdrawn while the agent was down. Entries of another Table (in another
+// routing table, with the same protocol and patterns) are never read as
+// its own: Tables of one family in several routing tables coexist, and
+// none deletes the other's entries. Two Tables that want an entry for the
+// same address on the same interface share the one the kernel holds:
+// declare it in one of them. An entry without its protocol is never
 // deleted (one where the Table wants an entry is replaced by its own).
 // Conntrack entries are deleted for addresses whose host route
 // moves or disappears. Nothing else is touched: no link, address or rule.
@@ -177,9 +184,9 @@
 // # What it never touches
 //
 // Foreign routes (see above), routes of other tables and families, links,
-// addresses, rules, and the neighbour entries it does not want that lack
-// its protocol, or carry it on an interface its policy does not claim and
-// it did not write them on. New does no
-// I/O and starts no goroutines; the Table starts none at all. The package
-// builds everywhere; a real namespace (kernel.Open) is Linux-only.
+// addresses, rules, and the neighbour entries it neither wants nor wrote,
+// except those with its protocol that served routes of its own it no
+// longer wants (see above). New does no I/O and starts no goroutines; the
+// Table starts none at all. The package builds everywhere; a real
+// namespace (kernel.Open) is Linux-only.
 package routetable

@@ -50,6 +50,7 @@ var scenarios = []scenario{
 	{"StaticNeighbors", scenarioNeighbors},
 	{"StaticNeighborsAfterRestart", scenarioNeighborsRestart},
 	{"RestartAdoption", scenarioAdoption},
+	{"TwoTablesOneFamily", scenarioTwoTables},
 	{"DeltasAndMetrics", scenarioDeltas},
 	{"BadInputChangesNothing", scenarioBadInput},
 }
@@ -553,11 +554,12 @@ func scenarioNeighbors(t *testing.T, e *env, f failure) {
 
 // scenarioNeighborsRestart: the static neighbour entries carry the
 // Table's protocol, so a restarted Table deletes those of targets
-// withdrawn while it was down (on interfaces its policy claims), adopts
-// the others, marks an entry it wants that has no protocol, and leaves
-// alone every entry without its protocol, those with its protocol on an
-// interface outside its patterns (another Table's, maybe), and, as a Table
-// with ExclusivePolicy in a table of its own, every entry it did not write.
+// withdrawn while it was down (their routes of its own are still in its
+// table), adopts the others, marks an entry it wants that has no protocol,
+// and leaves alone every entry without its protocol, those with its
+// protocol that serve no route of its own (another Table's, maybe), and,
+// as a Table with ExclusivePolicy in a table of its own, every entry it
+// did not write.
 func scenarioNeighborsRestart(t *testing.T, e *env, f failure) {
 	a := e.addLink(t, "np-a")
 	fx := e.addLink(t, "fx0") // outside the pattern
@@ -676,6 +678,132 @@ func scenarioAdoption(t *testing.T, e *env, f failure) {
 	require.NoError(t, applyOnce(t, second))
 	writes, _ = e.kernel.counts()
 	assert.Zero(t, writes)
+}
+
+// scenarioTwoTables: two Tables of one family, one protocol and one
+// interface pattern, in two routing tables, with the same destinations on
+// the same interface and static neighbour entries of their own. Each owns
+// exactly its routes and its neighbour entries: resyncs of either write
+// nothing, a withdrawal deletes only the withdrawing Table's entry, and
+// both restarted write nothing.
+func scenarioTwoTables(t *testing.T, e *env, f failure) {
+	a := e.addLink(t, "np-a")
+	otherTable := e.table + 100
+	mac := func(i int) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, byte(i)} }
+	pod := func(i int) netip.Prefix { return e.pfx(fmt.Sprintf("10.0.1.%d/32", i)) }
+	// Each Table wants its pods with their MACs, and the same block.
+	declare := func(tbl *rt.Table, pods ...int) {
+		targets := []rt.Target{{CIDR: e.pfx("10.0.9.0/24")}}
+		for _, i := range pods {
+			targets = append(targets, rt.Target{CIDR: pod(i), DestMAC: mac(i)})
+		}
+		require.NoError(t, tbl.SetRoutes(classLocal, "np-a", targets))
+		e.tell(t, tbl, "np-a", kernel.LinkUp)
+	}
+	static := func() []string {
+		var out []string
+		for _, n := range e.neighbors(t) {
+			if n.State&kernel.NUDPermanent != 0 {
+				out = append(out, fmt.Sprintf("%d %v %v proto %d", n.LinkIndex, n.IP, n.MAC, n.Protocol))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	entries := func(pods ...int) []string {
+		var out []string
+		for _, i := range pods {
+			out = append(out, fmt.Sprintf("%d %v %v proto %d", a, pod(i).Addr(), mac(i), rt.DefaultProtocol))
+		}
+		slices.Sort(out)
+		return out
+	}
+	// tableRoutes lists the routes with our protocol in table.
+	tableRoutes := func(table uint32) []string {
+		var out []string
+		names := e.linkNames(t)
+		require.NoError(t, e.k.DumpRoutes(context.Background(), e.fam, table, func(r *kernel.Route) error {
+			if r.Protocol == rt.DefaultProtocol {
+				out = append(out, formatRoute(r, names))
+			}
+			return nil
+		}, nil))
+		slices.Sort(out)
+		return out
+	}
+	routesOf := func(pods ...int) []string {
+		out := []string{e.line("10.0.9.0/24", "unicast dev np-a proto 78")}
+		for _, i := range pods {
+			out = append(out, e.line(fmt.Sprintf("10.0.1.%d/32", i), "unicast dev np-a proto 78"))
+		}
+		slices.Sort(out)
+		return out
+	}
+	neighborWrites := func(tbls ...*rt.Table) (n uint64) {
+		for _, tbl := range tbls {
+			n += tbl.Stats().NeighborWrites
+		}
+		return n
+	}
+
+	main := e.newTable(t, rt.Options{})
+	other := e.newTable(t, rt.Options{Table: otherTable})
+	declare(main, 1, 2)
+	declare(other, 3, 4)
+	e.converge(t, main, f)
+	e.converge(t, other, f)
+	e.converge(t, main, f)
+	require.Equal(t, entries(1, 2, 3, 4), static())
+	require.Equal(t, routesOf(1, 2), tableRoutes(e.table))
+	require.Equal(t, routesOf(3, 4), tableRoutes(otherTable))
+
+	// Resyncs, one after the other, in either order: nothing written.
+	e.kernel.resetCounts()
+	written := neighborWrites(main, other)
+	for range 2 {
+		for _, tbl := range []*rt.Table{main, other} {
+			tbl.QueueResync()
+			require.NoError(t, applyOnce(t, tbl))
+		}
+	}
+	writes, _ := e.kernel.counts()
+	assert.Zero(t, writes, "route writes: %v", e.kernel.events())
+	assert.Equal(t, written, neighborWrites(main, other), "neighbour writes")
+	assert.Equal(t, entries(1, 2, 3, 4), static())
+
+	// One withdraws a pod: its entry and route go, nothing of the other.
+	declare(other, 3)
+	e.converge(t, other, f)
+	e.converge(t, main, f)
+	assert.Equal(t, entries(1, 2, 3), static())
+	assert.Equal(t, routesOf(1, 2), tableRoutes(e.table))
+	assert.Equal(t, routesOf(3), tableRoutes(otherTable))
+
+	// Both restarted with the same intent: nothing written.
+	e.kernel.resetCounts()
+	main2 := e.newTable(t, rt.Options{})
+	other2 := e.newTable(t, rt.Options{Table: otherTable})
+	declare(main2, 1, 2)
+	declare(other2, 3)
+	for range 2 {
+		for _, tbl := range []*rt.Table{main2, other2} {
+			require.NoError(t, applyOnce(t, tbl))
+			tbl.QueueResync()
+		}
+	}
+	writes, _ = e.kernel.counts()
+	assert.Zero(t, writes, "route writes after a restart: %v", e.kernel.events())
+	assert.Zero(t, neighborWrites(main2, other2), "neighbour writes after a restart")
+	assert.Equal(t, entries(1, 2, 3), static())
+
+	// Restarted without pod 2: its entry goes (its route in the Table's own
+	// table says it was the Table's), the other Table's stay.
+	main3 := e.newTable(t, rt.Options{})
+	declare(main3, 1)
+	e.converge(t, main3, f)
+	assert.Equal(t, entries(1, 3), static())
+	assert.Equal(t, routesOf(1), tableRoutes(e.table))
+	assert.Equal(t, routesOf(3), tableRoutes(otherTable))
 }
 
 func scenarioDeltas(t *testing.T, e *env, f failure) {
