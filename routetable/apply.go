@@ -191,7 +191,7 @@ func (t *Table) dumpRoutes(ctx context.Context) error {
 			return nil
 		}
 		if !ours {
-			t.foreign[k] = v
+			t.addForeign(k, v)
 			return nil
 		}
 		keys = append(keys, k)
@@ -228,19 +228,20 @@ func (t *Table) dumpRoutes(ctx context.Context) error {
 			t.tr.Dataplane().Delete(k)
 		}
 	}
-	t.hideForeign()
 	clear(t.rescan) // every interface's routes were read
 	return nil
 }
 
-// hideForeign drops the foreign routes whose key one of ours holds: ours
-// hide them.
-func (t *Table) hideForeign() {
-	for k := range t.foreign {
-		if _, ok := t.tr.Dataplane().Get(k); ok {
-			delete(t.foreign, k)
-		}
+// blocked reports whether a foreign route holds key k, which the Table
+// then does not write: one that shares the key with a route of ours (the
+// kernel keeps routes of one key through different links side by side)
+// does not block ours.
+func (t *Table) blocked(k rkey) bool {
+	if _, ok := t.foreign[k]; !ok {
+		return false
 	}
+	_, ours := t.tr.Dataplane().Get(k)
+	return !ours
 }
 
 // dumped converts a dumped route to its key and compared form, and says
@@ -319,19 +320,16 @@ func (t *Table) dumpIface(ctx context.Context, idx int32) error {
 	for _, k := range gone {
 		t.tr.Dataplane().Delete(k)
 	}
-	for k, v := range t.foreign {
-		if v.uses(idx) {
-			delete(t.foreign, k)
-		}
+	for k := range t.foreign {
+		t.dropForeign(k, func(v kroute) bool { return v.uses(idx) })
 	}
 	for _, r := range routes {
 		if r.ours {
 			t.tr.Dataplane().Set(r.k, r.v)
 		} else {
-			t.foreign[r.k] = r.v
+			t.addForeign(r.k, r.v)
 		}
 	}
-	t.hideForeign()
 	return nil
 }
 
@@ -556,7 +554,7 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 		}
 	}
 	t.tr.PendingUpdates().Iter(func(k rkey, v kroute) delta.IterAction {
-		if _, ok := t.foreign[k]; ok {
+		if t.blocked(k) {
 			st.fail(&RouteError{Key: t.public(k), Op: kernel.OpReplace, Iface: t.nameOf(v.oif), Class: ErrForeignRoute,
 				Err: errors.New("not overwritten; delete it or give ours another metric")})
 			return delta.IterActionNoOp

@@ -116,8 +116,11 @@
 // more than a few came up at once) and writes only what is missing or
 // differs, and a route someone else added to it meanwhile is found then,
 // not at the next resync. A name that comes back with a new index gets
-// its routes on the new index. A rename is the old name gone and the new
-// name up. Every resync also lists the links, so a Table without a monitor
+// its routes on the new index. What the Table knew of the routes through
+// an interface that goes away goes with it, foreign ones included (the
+// kernel deletes them), so a route of ours whose key a foreign route
+// through it held (a flannel.1 the agent replaces with its own) is written
+// by the next Apply. A rename is the old name gone and the new name up. Every resync also lists the links, so a Table without a monitor
 // still learns the interfaces at start and at every resync.
 //
 // # Apply

@@ -87,19 +87,23 @@ func (t *Table) resolveIface(rec *ifaceRec) {
 	}
 }
 
-// forgetFlushed drops from the dataplane view the routes and neighbours
-// through the interfaces in t.flushedIndex, which the kernel removed when
-// those interfaces went down or away, so that they are written again
-// rather than deleted.
+// forgetFlushed drops from the views of the table the routes and
+// neighbours through the interfaces in t.flushedIndex, which the kernel
+// removed when those interfaces went down or away: ours, so that they are
+// written again rather than deleted, and, through interfaces that went
+// away, foreign ones, so that a re-created interface's routes are written
+// at once rather than held for a foreign route gone with the old one. A
+// foreign route through an interface that is only down stays: the kernel
+// keeps it when only the carrier went, which a LinkState does not tell
+// apart (ifacemonitor's route events, or the rescan when the interface
+// comes up, tell the rest).
 func (t *Table) forgetFlushed() {
 	if len(t.flushedIndex) == 0 {
 		return
 	}
 	var flushed []rkey
 	for k, v := range t.tr.Dataplane().All() {
-		deleted, ok := t.flushedIndex[v.oif]
-		// IPv4 keeps local routes through an interface that is down.
-		if ok && v.oif != 0 && (deleted || v.typ != kernel.RTNLocal || t.opts.Family == IPv6) {
+		if t.flushed(v, false) {
 			flushed = append(flushed, k)
 		}
 	}
@@ -111,6 +115,9 @@ func (t *Table) forgetFlushed() {
 			t.pendingFlush = append(t.pendingFlush, t.addrOf(k))
 		}
 	}
+	for k := range t.foreign {
+		t.dropForeign(k, func(v kroute) bool { return t.flushed(v, true) })
+	}
 	var goneN []nbrKey
 	for k := range t.nbrs.Dataplane().All() {
 		if _, ok := t.flushedIndex[k.oif]; ok {
@@ -121,6 +128,25 @@ func (t *Table) forgetFlushed() {
 		t.nbrs.Dataplane().Delete(k)
 	}
 	clear(t.flushedIndex)
+}
+
+// flushed reports whether the kernel removed route v with the interfaces
+// in t.flushedIndex (only those that went away, with goneOnly): a route
+// through one of them alone, except an IPv4 local route through one that
+// only went down, and an IPv4 multipath route with a path through one
+// that went away (IPv6 drops that path alone).
+func (t *Table) flushed(v kroute, goneOnly bool) bool {
+	if v.hops != nil {
+		return t.opts.Family == IPv4 && slices.ContainsFunc(*v.hops, func(h khop) bool { return t.flushedIndex[h.oif] })
+	}
+	gone, ok := t.flushedIndex[v.oif]
+	switch {
+	case !ok || v.oif == 0:
+		return false
+	case gone:
+		return true
+	}
+	return !goneOnly && (v.typ != kernel.RTNLocal || t.opts.Family == IPv6)
 }
 
 // refreshLinks updates the interface table from a full list of links.

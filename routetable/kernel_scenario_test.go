@@ -224,3 +224,10 @@ func TestKernelResyncWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelCoexistingForeignRoutes is coexistingForeignRoutes in a fresh
+// namespace of the running kernel.
+func TestKernelCoexistingForeignRoutes(t *testing.T) {
+	kerneltest.RequireKernel(t)
+	coexistingForeignRoutes(t, func(t *testing.T) *env { return kernelEnv(t, rt.IPv6, kernel.TableMain) })
+}

@@ -43,6 +43,7 @@ var scenarios = []scenario{
 	{"IfaceCarrierLostAndBack", scenarioCarrier},
 	{"IfaceUnknownHeld", scenarioHeld},
 	{"IfaceRecreated", scenarioRecreate},
+	{"IfaceRecreatedForeignRouteGone", scenarioRecreateForeign},
 	{"IfaceRenamed", scenarioRename},
 	{"GracePeriod", scenarioGrace},
 	{"ConntrackOnMove", scenarioConntrack},
@@ -376,6 +377,38 @@ func scenarioRecreate(t *testing.T, e *env, f failure) {
 		}
 		return nil
 	}, nil))
+}
+
+// scenarioRecreateForeign: a foreign route holds the key the Table wants
+// through an interface outside its patterns (a flannel.1 the agent takes
+// over); the interface is deleted, which takes the foreign route with it,
+// and created again as ours. The Table's route through the new interface
+// is written by the next Apply, without a resync: nothing cached of the
+// old interface holds it back.
+func scenarioRecreateForeign(t *testing.T, e *env, f failure) {
+	fx := e.addLink(t, "fx0")
+	foreign := kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.5.0.0/24"), Type: kernel.RTNUnicast,
+		Protocol: 4, Scope: kernel.ScopeLink, OIF: fx}
+	e.addRoute(t, foreign)
+	tbl := e.newTable(t, rt.Options{})
+	require.NoError(t, tbl.SetRoutes(classTunnel, "fx0", []rt.Target{{CIDR: e.pfx("10.5.0.0/24")}}))
+	require.ErrorIs(t, applyOnce(t, tbl), rt.ErrForeignRoute)
+	assert.Contains(t, e.routes(t), e.line("10.5.0.0/24", "unicast dev fx0 proto 4"))
+
+	e.deleteLink(t, "fx0")
+	e.tell(t, tbl, "fx0", kernel.LinkGone)
+	require.NoError(t, applyOnce(t, tbl))
+	e.addLink(t, "fx0")
+	e.tell(t, tbl, "fx0", kernel.LinkUp)
+	want := []string{e.line("10.5.0.0/24", "unicast dev fx0")}
+	if f == failNone {
+		resyncs := tbl.Stats().Resyncs
+		require.NoError(t, applyOnce(t, tbl), "written by the next Apply")
+		assert.Equal(t, resyncs, tbl.Stats().Resyncs, "without a re-read of the table")
+		assert.Equal(t, want, e.ours(t))
+	}
+	e.converge(t, tbl, f)
+	assert.Equal(t, want, e.ours(t))
 }
 
 func scenarioRename(t *testing.T, e *env, f failure) {

@@ -53,7 +53,7 @@ type Table struct {
 	tr *delta.Tracker[rkey, kroute]
 	// foreign holds the routes in the table that are not ours, as of the
 	// last dump (of the table, or of their interface).
-	foreign map[rkey]kroute
+	foreign map[rkey]foreignSet
 	// graceSeen holds when each unwanted route with a grace period was
 	// first seen.
 	graceSeen map[rkey]time.Time
@@ -190,6 +190,71 @@ func krouteEqual(a, b kroute) bool {
 	return slices.Equal(*a.hops, *b.hops)
 }
 
+// sameRoute reports whether a and b are the same route of one key, which
+// a write with NLM_F_REPLACE replaces in place: routes of one key may
+// coexist when their type or first hop differs (IPv6 keeps such routes
+// side by side). Multipath routes have no first hop.
+func sameRoute(a, b kroute) bool { return a.typ == b.typ && a.oif == b.oif && a.gw == b.gw }
+
+// foreignSet holds the foreign routes of one key: one inline, the rest
+// (routes of the key through other links) in more.
+type foreignSet struct {
+	first kroute
+	more  *[]kroute
+}
+
+// all returns the routes of the set.
+func (s *foreignSet) all() []kroute {
+	if s.more == nil {
+		return []kroute{s.first}
+	}
+	return append([]kroute{s.first}, *s.more...)
+}
+
+// addForeign records the foreign route v of key k, in place of the same
+// route (sameRoute) if the key holds it.
+func (t *Table) addForeign(k rkey, v kroute) {
+	set, ok := t.foreign[k]
+	if !ok {
+		t.foreign[k] = foreignSet{first: v}
+		return
+	}
+	rs := set.all()
+	if i := slices.IndexFunc(rs, func(r kroute) bool { return sameRoute(r, v) }); i >= 0 {
+		rs[i] = v
+	} else {
+		rs = append(rs, v)
+	}
+	t.storeForeign(k, rs)
+}
+
+// dropForeign forgets the foreign routes of key k that drop reports.
+func (t *Table) dropForeign(k rkey, drop func(kroute) bool) {
+	set, ok := t.foreign[k]
+	switch {
+	case !ok:
+	case set.more == nil:
+		if drop(set.first) {
+			delete(t.foreign, k)
+		}
+	default:
+		t.storeForeign(k, slices.DeleteFunc(set.all(), drop))
+	}
+}
+
+// storeForeign stores rs as the foreign routes of key k.
+func (t *Table) storeForeign(k rkey, rs []kroute) {
+	switch len(rs) {
+	case 0:
+		delete(t.foreign, k)
+	case 1:
+		t.foreign[k] = foreignSet{first: rs[0]}
+	default:
+		more := rs[1:]
+		t.foreign[k] = foreignSet{first: rs[0], more: &more}
+	}
+}
+
 // uses reports whether r leaves through interface index oif: as its
 // interface or one of its next hops.
 func (r kroute) uses(oif int32) bool {
@@ -297,7 +362,7 @@ func New(opts Options) (*Table, error) {
 		cands:        map[rkey]candSet{},
 		multipath:    map[rkey]int{},
 		tr:           delta.New[rkey, kroute](krouteEqual),
-		foreign:      map[rkey]kroute{},
+		foreign:      map[rkey]foreignSet{},
 		graceSeen:    map[rkey]time.Time{},
 		nbrs:         delta.NewComparable[nbrKey, [6]byte](),
 		nbrOf:        map[rkey]nbrKey{},
