@@ -126,3 +126,52 @@ func BenchmarkChangeOne100k(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkRouteEvents10k hands a Table in sync with 10k routes 10k route
+// events (OnRouteUpdate, as ifacemonitor reports them) and applies them:
+// "echo", the reports of the Table's own writes, which change nothing;
+// "deleted", every route reported gone, which the Apply writes again (to
+// a kernel that accepts every write at once). ns/op is per batch of 10k.
+func BenchmarkRouteEvents10k(b *testing.B) {
+	const n = 10_000
+	targets := benchTargets(n)
+	events := make([]kernel.Route, n)
+	for i, tg := range targets {
+		events[i] = kernel.Route{Family: rt.IPv4, Table: kernel.TableMain, Dst: tg.CIDR, Type: kernel.RTNUnicast,
+			Protocol: rt.DefaultProtocol, Scope: kernel.ScopeLink, OIF: 2}
+	}
+	for _, gone := range []bool{false, true} {
+		name := map[bool]string{false: "echo", true: "deleted"}[gone]
+		b.Run(name, func(b *testing.B) {
+			tbl, err := rt.New(rt.Options{Kernel: sinkKernel{kernelfake.New(kernelfake.Options{})}, Family: rt.IPv4, Table: kernel.TableMain})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := tbl.SetRoutes(1, "np-a", targets); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := tbl.Apply(ctx); err != nil {
+				b.Fatal(err)
+			}
+			writes := tbl.Stats().RouteWrites
+			for b.Loop() {
+				for _, r := range events {
+					tbl.OnRouteUpdate(r, gone)
+				}
+				if _, err := tbl.Apply(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s := tbl.Stats()
+			if s.InKernel != n || s.PendingUpdates != 0 || s.Resyncs != 1 {
+				b.Fatalf("not in sync: %+v", s)
+			}
+			perBatch := float64(s.RouteWrites-writes) / float64(b.N)
+			if want := map[bool]float64{false: 0, true: n}[gone]; perBatch != want {
+				b.Fatalf("%v writes per batch, want %v", perBatch, want)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/event")
+		})
+	}
+}

@@ -86,14 +86,14 @@
 // dataplane.Options.ResyncInterval and after a failed read. A Table used
 // without a loop re-reads the kernel only when its user calls QueueResync.
 // It is also a dataplane.Wakeable: the loop hands it its wake function, and
-// OnIfaceStateChanged, which is called from outside the loop, wakes the
-// loop. A nil context is context.Background().
+// OnIfaceStateChanged and OnRouteUpdate, which are called from outside the
+// loop, wake the loop. A nil context is context.Background().
 //
 // # Interfaces
 //
 // Routes name their interfaces; the Table maps names to indexes and
-// states. Wire ifacemonitor to it, and the Table and the monitor to the
-// loop:
+// states. Wire ifacemonitor to it, with its routes, and the Table and the
+// monitor to the loop:
 //
 //	err = loop.AddDriver(tbl) // the loop hands tbl its wake function
 //	mon, err := ifacemonitor.New(ifacemonitor.Options{
@@ -101,11 +101,22 @@
 //		OnLinkState: func(u ifacemonitor.LinkUpdate) {
 //			tbl.OnIfaceStateChanged(u.Name, u.Index, u.State) // a kernel.LinkState
 //		},
+//		WatchRoutes: true,
+//		OnRoute: func(u ifacemonitor.RouteUpdate) {
+//			tbl.OnRouteUpdate(u.Route, u.Gone) // a kernel.Route
+//		},
 //		OnInSync: loop.InterfacesInSync,
 //	})
 //
-// OnIfaceStateChanged only queues the change and wakes the loop (it never
-// waits for an Apply); the loop's next pass applies it. Routes on an
+// OnIfaceStateChanged and OnRouteUpdate only queue the change and wake the
+// loop (they never wait for an Apply); the loop's next pass applies it.
+// With the routes wired, a route of ours that someone deletes or changes
+// is written again by that pass (within milliseconds, measured), and a
+// foreign route that goes frees its key for ours, without a read of the
+// table: the Table keeps its view of the table up to date from the events
+// (a route of another table or family, or with a TOS, is dropped at once;
+// events older than a re-read of the table are dropped by it). Without
+// them, such changes are found at the next resync. Routes on an
 // interface that does not exist yet, or is down, are held: kept in the
 // Table, not written, and written when the interface comes up. The kernel
 // removes routes through an interface that goes down or away, but keeps
@@ -120,8 +131,9 @@
 // an interface that goes away goes with it, foreign ones included (the
 // kernel deletes them), so a route of ours whose key a foreign route
 // through it held (a flannel.1 the agent replaces with its own) is written
-// by the next Apply. A rename is the old name gone and the new name up. Every resync also lists the links, so a Table without a monitor
-// still learns the interfaces at start and at every resync.
+// by the next Apply. A rename is the old name gone and the new name up.
+// Every resync also lists the links, so a Table without a monitor still
+// learns the interfaces at start and at every resync.
 //
 // # Apply
 //

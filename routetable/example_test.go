@@ -206,6 +206,30 @@ func ExampleTable_OnIfaceStateChanged() {
 	//   10.244.1.7/32 unicast dev np-new proto 78
 }
 
+// A route of ours that someone else deletes is written again by the next
+// Apply once the interface monitor reports it gone, without a read of the
+// table.
+func ExampleTable_OnRouteUpdate() {
+	k := exampleKernel()
+	tbl, _ := routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain})
+	_ = tbl.SetRoutes(exLocal, "np-a", []routetable.Target{{CIDR: podA}})
+	_, _ = tbl.Apply(context.Background())
+	dumps := k.Calls(kernelfake.OpDumpRoutes)
+
+	for _, r := range k.Routes(routetable.IPv4, kernel.TableMain) {
+		if r.Dst == podA { // an administrator deletes it…
+			_ = k.Admin().ApplyRoutes(context.Background(), []kernel.RouteOp{{Kind: kernel.OpDelete, Route: r}})
+			tbl.OnRouteUpdate(r, true) // …and ifacemonitor reports it (OnRoute)
+		}
+	}
+	_, _ = tbl.Apply(context.Background())
+	show(k)
+	fmt.Println("table reads:", k.Calls(kernelfake.OpDumpRoutes)-dumps)
+	// Output:
+	//   10.244.1.7/32 unicast dev np-a proto 78
+	// table reads: 0
+}
+
 // Apply reports per-route failures, classified; the rest is written and
 // the failed route is retried on its own backoff, when Apply asks for it.
 func ExampleTable_Apply() {

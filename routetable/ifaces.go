@@ -7,8 +7,9 @@ import (
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// drainEvents applies the queued interface changes and resync request.
-// Called with t.mu held.
+// drainEvents applies the queued interface changes and routes, in the
+// order they came, and the resync request. Route events are dropped when
+// the table is to be read again. Called with t.mu held.
 func (t *Table) drainEvents() {
 	t.evMu.Lock()
 	events := t.events
@@ -18,10 +19,48 @@ func (t *Table) drainEvents() {
 		t.resyncQueued = false
 	}
 	t.evMu.Unlock()
-	for _, ev := range events {
-		t.ifaceChanged(ev.name, ev.index, ev.state)
+	for i := range events {
+		ev := &events[i]
+		switch {
+		case ev.route == nil:
+			t.ifaceChanged(ev.name, ev.index, ev.state)
+		case !t.needResync:
+			t.forgetFlushed() // routes the kernel removed before this one came
+			t.routeChanged(ev.route, ev.gone)
+		}
 	}
 	t.forgetFlushed()
+}
+
+// routeChanged records a route the kernel reported new or changed, or
+// gone, in the views of the table: a route that is gone is forgotten if it
+// is the one recorded (an older report of a route since replaced says
+// nothing of its successor); a new one is recorded as ours or foreign, in
+// place of the same route (sameRoute) of the other kind, which it
+// replaced.
+func (t *Table) routeChanged(r *kernel.Route, gone bool) {
+	k, v, ours, ok := t.dumped(r)
+	if !ok {
+		return
+	}
+	cur, have := t.tr.Dataplane().Get(k)
+	switch {
+	case gone:
+		if have && krouteEqual(cur, v) {
+			t.tr.Dataplane().Delete(k)
+		}
+		t.dropForeign(k, func(f kroute) bool { return krouteEqual(f, v) })
+	case ours:
+		t.dropForeign(k, func(f kroute) bool { return sameRoute(f, v) })
+		if !have || !krouteEqual(cur, v) {
+			t.tr.Dataplane().Set(k, v)
+		}
+	default:
+		if have && sameRoute(cur, v) {
+			t.tr.Dataplane().Delete(k)
+		}
+		t.addForeign(k, v)
+	}
 }
 
 // ifaceChanged records that interface name now has index and state, and

@@ -47,6 +47,11 @@ func kernelEnv(t *testing.T, fam rt.Family, table uint32) *env {
 			return err == nil && l.Running == on
 		}, 5*time.Second, time.Millisecond, "%s: carrier never became %v", name, on)
 	}
+	e.ipCmd = func(t *testing.T, args ...string) {
+		t.Helper()
+		out, err := nst.Exec(context.Background(), "ip", args...)
+		require.NoError(t, err, "ip %v: %s", args, out)
+	}
 	h := nst.Handle()
 	e.renameLink = func(t *testing.T, name, newName string) {
 		t.Helper()
@@ -230,4 +235,16 @@ func TestKernelResyncWritesNothing(t *testing.T) {
 func TestKernelCoexistingForeignRoutes(t *testing.T) {
 	kerneltest.RequireKernel(t)
 	coexistingForeignRoutes(t, func(t *testing.T) *env { return kernelEnv(t, rt.IPv6, kernel.TableMain) })
+}
+
+// TestKernelRouteEventsThroughMonitor is routeEventsThroughMonitor in
+// fresh namespaces of the running kernel, for both families, in the main
+// table and a table of its own; routes are deleted by iproute2.
+func TestKernelRouteEventsThroughMonitor(t *testing.T) {
+	kerneltest.RequireCommands(t, "ip")
+	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
+		for _, table := range []uint32{1000, kernel.TableMain} {
+			t.Run(fmt.Sprintf("%v/table%d", fam, table), func(t *testing.T) { routeEventsThroughMonitor(t, kernelEnv(t, fam, table)) })
+		}
+	}
 }

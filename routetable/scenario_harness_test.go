@@ -73,6 +73,9 @@ type env struct {
 	addFlow func(t *testing.T, src, dst netip.Addr)
 	flows   func(t *testing.T) []string
 	clock   *clock.Fake
+	// ipCmd runs iproute2's ip in the namespace, as another process would
+	// (nil for a fake namespace).
+	ipCmd func(t *testing.T, args ...string)
 	// links counts the links created, peers names each link's veth peer
 	// by index.
 	links int

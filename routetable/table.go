@@ -19,20 +19,21 @@ import (
 //
 // All methods are safe for concurrent use. Intent methods (SetRoutes,
 // RouteUpdate, RouteRemove) wait for an Apply in progress;
-// OnIfaceStateChanged and QueueResync never do: they queue their input for
-// the next Apply.
+// OnIfaceStateChanged, OnRouteUpdate and QueueResync never do: they queue
+// their input for the next Apply.
 //
 // A Table is a dataplane.Wakeable driver: registered with a
-// dataplane.Loop, OnIfaceStateChanged asks the loop for a pass, so routes
-// held for an interface are written as soon as it comes up.
+// dataplane.Loop, OnIfaceStateChanged and OnRouteUpdate ask the loop for a
+// pass, so routes held for an interface are written as soon as it comes
+// up, and a route of ours someone deletes is written again at once.
 type Table struct {
 	opts Options
 
-	// evMu guards the queued input of OnIfaceStateChanged and QueueResync,
-	// so the interface monitor's callback never waits for an Apply, and
-	// the loop's wake function.
+	// evMu guards the queued input of OnIfaceStateChanged, OnRouteUpdate
+	// and QueueResync, so the interface monitor's callbacks never wait for
+	// an Apply, and the loop's wake function.
 	evMu         sync.Mutex
-	events       []ifaceEvent
+	events       []event
 	resyncQueued bool
 	wake         func()
 
@@ -52,7 +53,8 @@ type Table struct {
 	// tr tracks the winners (desired) against the kernel (dataplane).
 	tr *delta.Tracker[rkey, kroute]
 	// foreign holds the routes in the table that are not ours, as of the
-	// last dump (of the table, or of their interface).
+	// last dump (of the table, or of their interface) and the route
+	// events since.
 	foreign map[rkey]foreignSet
 	// graceSeen holds when each unwanted route with a grace period was
 	// first seen.
@@ -86,8 +88,11 @@ type Table struct {
 	rescan map[int32]struct{}
 }
 
-// ifaceEvent is one queued OnIfaceStateChanged call.
-type ifaceEvent struct {
+// event is one queued OnIfaceStateChanged or OnRouteUpdate call.
+type event struct {
+	// route is the route of an OnRouteUpdate call; nil for an interface.
+	route *kernel.Route
+	gone  bool // the route is gone
 	name  string
 	index int32
 	state kernel.LinkState
@@ -437,8 +442,33 @@ func (t *Table) OnIfaceStateChanged(name string, index int, state kernel.LinkSta
 		t.opts.Logger.Warn("routetable: ignoring invalid interface update", "iface", name, "index", index, "state", state)
 		return
 	}
+	t.queue(event{name: name, index: int32(index), state: state})
+}
+
+// OnRouteUpdate tells the Table that route r is new or changed, or gone,
+// as ifacemonitor reports routes with Options.WatchRoutes (wire its
+// OnRoute to it: tbl.OnRouteUpdate(u.Route, u.Gone)). A route of ours that
+// someone deletes or changes is then written again by the next Apply, and
+// a foreign route that frees a key the Table wants lets it write its own
+// there, without waiting for a resync and without reading the table
+// again; a route someone adds is owned or left alone as a resync would.
+// Routes of other tables and families, and routes with a TOS, are
+// ignored. The call queues the route for the next Apply and wakes the
+// loop (see SetWake); it never waits and makes no system call. Events
+// older than the next re-read of the table (the first Apply, QueueResync)
+// are dropped: the re-read supersedes them.
+func (t *Table) OnRouteUpdate(r kernel.Route, gone bool) {
+	if r.Family != t.opts.Family || r.Table != t.opts.Table || r.TOS != 0 || !r.Dst.IsValid() ||
+		r.Dst.Addr().Is4() != (t.opts.Family == IPv4) {
+		return
+	}
+	t.queue(event{route: &r, gone: gone})
+}
+
+// queue queues ev for the next Apply and wakes the loop.
+func (t *Table) queue(ev event) {
 	t.evMu.Lock()
-	t.events = append(t.events, ifaceEvent{name: name, index: int32(index), state: state})
+	t.events = append(t.events, ev)
 	wake := t.wake
 	t.evMu.Unlock()
 	if wake != nil {
