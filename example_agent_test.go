@@ -47,7 +47,8 @@ func Example_assembleAgent() {
 		OnLinkState: func(u ifacemonitor.LinkUpdate) {
 			routes.OnIfaceStateChanged(u.Name, u.Index, u.State)
 			vx.OnLinkUpdate(u)
-		}})
+		},
+		WatchRoutes: true, OnRoute: func(u ifacemonitor.RouteUpdate) { routes.OnRouteUpdate(u.Route, u.Gone) }})
 	check(err)
 	go func() { check(mon.Run(ctx)) }()
 	// Your control plane: every node's tunnel endpoint and pod CIDR (this node's too), then "in sync".

@@ -661,6 +661,14 @@ func Run(ctx context.Context, cfg Config) error {
 				o.OnAddrs(name, addrs)
 			}
 		},
+		// Routes too: a route of ours someone deletes is written again at
+		// once, not at the next resync.
+		WatchRoutes: true,
+		OnRoute: func(u ifacemonitor.RouteUpdate) {
+			for _, t := range a.plane.tables {
+				t.OnRouteUpdate(u.Route, u.Gone)
+			}
+		},
 		OnInSync: loop.InterfacesInSync,
 	})
 	if err != nil {
