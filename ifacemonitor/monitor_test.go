@@ -736,7 +736,7 @@ type failingKernel struct {
 	ctx    chan context.Context
 }
 
-func (k *failingKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {
+func (k *failingKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds, _ ...kernel.SubscribeOptions) (<-chan kernel.Event, error) {
 	if k.ctx != nil {
 		k.ctx <- ctx
 	}
