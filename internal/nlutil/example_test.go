@@ -71,7 +71,7 @@ func ExampleWatcher() {
 		fmt.Println(err)
 		return
 	}
-	var listedAt uint64 // the barrier placed before the last listing; 0: none pending
+	var listedAt uint64      // the barrier placed before the last listing; 0: none pending
 	for ev := range events { // closed after cancel, once everything stopped
 		switch {
 		case ev.Resync != nil:
