@@ -85,16 +85,28 @@
 //
 // # Never deaf
 //
-// The subscription is the Kernel's (kernel.Events): a large receive
-// buffer, and after an overflow (ENOBUFS), a closed socket or any
-// subscription error, a renewed subscription and a Resync notice. On every
-// Resync, and every ResyncInterval (default 90 s), the monitor lists the
-// kernel again and compares the listing with what it has reported, so it
-// reports exactly the differences: after recovery the consumer's view
-// equals the kernel's, with nothing lost. Events that arrive after a
-// listing but are older than it are applied too; they may briefly show a
-// past state, which the events that follow them correct, and they never
-// make two interfaces share a name.
+// The subscription is the Kernel's (kernel.Events): one stream of link,
+// address and route events in the kernel's order, a large receive buffer
+// (Options.ReceiveBufferSize, 8 MiB by default; busy nodes raise it), and
+// after an overflow (ENOBUFS), a closed socket or any subscription error, a
+// renewed subscription and a Resync notice. On every Resync, and every
+// ResyncInterval (default 90 s), the monitor lists the kernel again and
+// compares the listing with what it has reported, so it reports exactly
+// the differences: after recovery the consumer's view equals the kernel's,
+// with nothing lost.
+//
+// Events older than a listing never overwrite it. Before it lists, the
+// monitor places a barrier in the stream (kernel.BarrierFunc); the events
+// of a listed kind that come before the barrier describe changes the
+// listing shows already, and are dropped (Stats.StaleEvents). Events made
+// while it lists come after the barrier and are applied: they repeat what
+// the listing shows, or are newer. Where the kernel removes routes without
+// a notification (a link going down or away, its last IPv4 address
+// removed), the monitor re-lists the routes when that event arrives and the
+// model holds IPv4 routes through the link, even if a listing already
+// showed the link's change. A Kernel without barriers applies every event:
+// older ones may then briefly show a past state, which the events that
+// follow them correct, and they never make two interfaces share a name.
 //
 // An overflow storm (tens of thousands of changes at once) costs bounded
 // work: a re-list starts no sooner than twice the previous one's duration

@@ -69,8 +69,8 @@ func newTestKernel(ns *kernelfake.Namespace) *testKernel {
 }
 
 // Subscribe forwards the fake's stream (or, scripted, the injected events
-// alone) through the test's gate.
-func (k *testKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {
+// alone, without barriers) through the test's gate.
+func (k *testKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds, opts ...kernel.SubscribeOptions) (<-chan kernel.Event, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.subscribe++
@@ -83,7 +83,7 @@ func (k *testKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-
 		}()
 		return ch, nil
 	}
-	in, err := k.Namespace.Subscribe(ctx, kinds)
+	in, err := k.Namespace.Subscribe(ctx, kinds, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +310,7 @@ func (h *harness) sync() {
 		n, ok = h.k.barriers[h.seq]
 		return ok
 	}, 10*time.Second, time.Millisecond, "barrier %d delivered", h.seq)
-	h.waitStats(fmt.Sprintf("%d events applied", n), func(s Stats) bool { return s.Events >= n })
+	h.waitStats(fmt.Sprintf("%d events applied or dropped as stale", n), func(s Stats) bool { return s.Events+s.StaleEvents >= n })
 }
 
 // lose makes the changes of do while the stream is held back, then drops

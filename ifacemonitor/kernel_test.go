@@ -577,3 +577,91 @@ func TestKernelNamespaceClosed(t *testing.T) {
 	}
 	requireNoLeaks(t)
 }
+
+// Issue 20 on the real kernel: a small receive buffer (the option lowered
+// so that a burst really overflows it) and a consumer that stalls while
+// routes are added through br-b, br-b goes down (its IPv4 routes go
+// silently) and addresses come and go. After the overflow the view equals
+// the kernel's (links, addresses, the 10 routes through br-a) without a
+// periodic re-list; the time from the end of the burst to the correct view
+// is logged.
+func TestKernelBacklogAfterOverflowConverges(t *testing.T) {
+	const step, limit = 200, 100000
+	var stall atomic.Pointer[chan struct{}]
+	wait := func() {
+		if c := stall.Load(); c != nil {
+			<-*c
+		}
+	}
+	k := startKernelRig(t, Options{
+		WatchRoutes:       true,
+		ResyncInterval:    -1, // recovery must come from the overflow's Resync
+		ReceiveBufferSize: 16 << 10,
+	}, func(o *Options) {
+		onAddrs, onRoute := o.OnAddrs, o.OnRoute
+		o.OnAddrs = func(name string, addrs []netip.Prefix) { wait(); onAddrs(name, addrs) }
+		o.OnRoute = func(u RouteUpdate) { wait(); onRoute(u) }
+	})
+	var brs []int
+	for i, name := range []string{"np-a", "np-b"} {
+		br, err := k.w.AddLink(bg, kernel.Link{Name: name, Kind: kernel.KindBridge})
+		require.NoError(t, err)
+		require.NoError(t, k.w.SetLinkUp(bg, br.Index, true))
+		require.NoError(t, k.w.AddAddr(bg, kernel.Addr{LinkIndex: br.Index, Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), 24)}))
+		brs = append(brs, br.Index)
+	}
+	var ops []kernel.RouteOp
+	for i := range 10 {
+		ops = append(ops, replace(route4(100, fmt.Sprintf("10.1.%d.0/24", i), brs[0])))
+	}
+	for i, err := range k.w.ApplyRoutes(bg, ops) {
+		require.NoError(t, err, "op %d", i)
+	}
+	k.requireConverged(true)
+	before := k.mon.Stats()
+
+	gate := make(chan struct{})
+	stall.Store(&gate)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate)
+		}
+	}
+	t.Cleanup(release)
+	drops0 := netlinkDrops(t, k.w)
+	n := 0
+	for n < limit && netlinkDrops(t, k.w) == drops0 {
+		ops = ops[:0]
+		for i := n; i < n+step; i++ {
+			ops = append(ops, replace(route4(100, burstNet(i).String(), brs[1])))
+		}
+		for i, err := range k.w.ApplyRoutes(bg, ops) {
+			require.NoError(t, err, "op %d", i)
+		}
+		n += step
+	}
+	dropped := netlinkDrops(t, k.w) - drops0 // the socket's count goes with it when it is renewed
+	require.NotZero(t, dropped, "no overflow after %d routes", n)
+	for i := range 50 { // addresses that come and go, and one that stays
+		a := kernel.Addr{LinkIndex: brs[0], Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(10 + i)}), 24)}
+		require.NoError(t, k.w.AddAddr(bg, a))
+		if i > 0 {
+			require.NoError(t, k.w.DeleteAddr(bg, a))
+		}
+	}
+	require.NoError(t, k.w.SetLinkUp(bg, brs[1], false)) // the n routes go silently
+	end := time.Now()
+	release()
+	took := k.waitConverged("np-a", true)
+	sinceEnd := time.Since(end)
+	k.requireConverged(true)
+	var s Stats
+	assert.Eventually(t, func() bool { s = k.mon.Stats(); return s.Overflows > before.Overflows }, 10*time.Second, 2*time.Millisecond)
+	assert.Zero(t, s.PeriodicRelists)
+	assert.Len(t, k.rec.routeView(), len(kernelRoutes(t, k.w)))
+	t.Logf("%d routes through np-b, then np-b down, with a %d-byte receive buffer: %d messages dropped; "+
+		"correct view %v after the end of the burst (%v of it waiting for the view); stats %+v",
+		n, 16<<10, dropped, sinceEnd.Round(time.Millisecond), took.Round(time.Millisecond), s)
+}

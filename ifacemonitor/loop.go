@@ -25,6 +25,13 @@ type run struct {
 	want       kernel.EventKinds // kinds to re-list
 	listed     kernel.EventKinds // kinds listed at least once since subscribing
 
+	// barrier places a barrier in the stream (nil if the Kernel has
+	// none). Each re-list places one before it lists; the events of a
+	// kind that come before the barrier of its last listing are older
+	// than the listing, which already shows them, and are dropped.
+	barrier  kernel.BarrierFunc
+	staleTil map[kernel.EventKinds]uint64 // kind → barrier ID its events are stale until
+
 	resyncT clock.Timer // periodic re-list; nil when off
 	retryT  clock.Timer // armed after a failed re-list
 	backoff time.Duration
@@ -39,7 +46,7 @@ type run struct {
 }
 
 func newRun(m *Monitor, ctx context.Context, events <-chan kernel.Event) *run {
-	return &run{m: m, ctx: ctx, events: events, model: newModel(), backoff: relistBackoffMin}
+	return &run{m: m, ctx: ctx, events: events, model: newModel(), backoff: relistBackoffMin, staleTil: map[kernel.EventKinds]uint64{}}
 }
 
 // loop runs until ctx ends (nil) or the stream does (an error): it takes an
@@ -121,19 +128,34 @@ func (r *run) drain() bool {
 	return true
 }
 
-// handle applies one event to the model.
+// handle applies one event to the model, unless a listing made after it
+// already shows its change.
 func (r *run) handle(ev *kernel.Event) {
 	switch {
 	case ev.Link != nil:
+		if r.stale(kernel.EventLinks) {
+			return
+		}
 		r.stats.Events++
 		r.applyLinkEvent(ev.Link, r.m.clk.Now())
 	case ev.Addr != nil:
+		if r.stale(kernel.EventAddrs) {
+			return
+		}
 		r.stats.Events++
 		r.applyAddrEvent(ev.Addr)
 	case ev.Route != nil:
-		if r.m.kinds&kernel.EventRoutes != 0 {
+		if r.m.kinds&kernel.EventRoutes != 0 && !r.stale(kernel.EventRoutes) {
 			r.stats.Events++
 			r.applyRouteEvent(ev.Route)
+		}
+	case ev.Barrier != nil:
+		// Barriers come in order: every listing placed at or before this
+		// one is now older than the events that follow.
+		for k, id := range r.staleTil {
+			if id <= ev.Barrier.ID {
+				delete(r.staleTil, k)
+			}
 		}
 	case ev.Resync != nil:
 		r.stats.Resyncs++
@@ -151,6 +173,17 @@ func (r *run) handle(ev *kernel.Event) {
 		r.stats.SubscribeErrors++
 		r.m.log.Warn("ifacemonitor: subscribing failed; retrying", "err", ev.Err)
 	}
+}
+
+// stale reports (and counts) an event of kind that came before the
+// barrier of the kind's last listing: the listing shows its change, or a
+// later one, already.
+func (r *run) stale(kind kernel.EventKinds) bool {
+	if _, ok := r.staleTil[kind]; !ok {
+		return false
+	}
+	r.stats.StaleEvents++
+	return true
 }
 
 // kindNames names kinds for the log.
@@ -188,6 +221,25 @@ func (r *run) relist() {
 		return
 	}
 	all := r.want == r.m.kinds
+	// The barrier goes before the listings: the events before it are
+	// older than every listing below.
+	var barrier uint64
+	if r.barrier != nil {
+		id, err := r.barrier()
+		if err != nil {
+			// No live subscription: a Resync, and another re-list,
+			// follow.
+			r.m.log.Debug("ifacemonitor: no barrier before the re-list", "err", err)
+		}
+		barrier = id
+	}
+	listed := func(kind kernel.EventKinds) {
+		r.want &^= kind
+		r.listed |= kind
+		if barrier != 0 {
+			r.staleTil[kind] = barrier
+		}
+	}
 	defer func() {
 		end := r.m.clk.Now()
 		r.relistAt = end.Add(min(relistSpacing*end.Sub(now), maxRelistSpacing))
@@ -202,8 +254,7 @@ func (r *run) relist() {
 			errs = append(errs, err)
 		} else {
 			r.applyLinkList(ls, r.m.clk.Now())
-			r.want &^= kernel.EventLinks
-			r.listed |= kernel.EventLinks
+			listed(kernel.EventLinks)
 		}
 	}
 	if r.want&kernel.EventAddrs != 0 {
@@ -211,8 +262,7 @@ func (r *run) relist() {
 			errs = append(errs, err)
 		} else {
 			r.applyAddrList(as)
-			r.want &^= kernel.EventAddrs
-			r.listed |= kernel.EventAddrs
+			listed(kernel.EventAddrs)
 		}
 	}
 	if r.want&kernel.EventRoutes != 0 {
@@ -220,8 +270,7 @@ func (r *run) relist() {
 			errs = append(errs, err)
 		} else {
 			r.applyRouteList(rs)
-			r.want &^= kernel.EventRoutes
-			r.listed |= kernel.EventRoutes
+			listed(kernel.EventRoutes)
 		}
 	}
 	if len(errs) > 0 {

@@ -55,6 +55,7 @@ type model struct {
 	routes      map[routeKey]kernel.Route
 	slots       map[routeSlot]map[routeKey]struct{}
 	dirtyRoutes map[routeKey]struct{}
+	v4ByOIF     map[int]int // single-path IPv4 routes of the model, by output interface
 }
 
 func newModel() model {
@@ -67,6 +68,7 @@ func newModel() model {
 		routes:      map[routeKey]kernel.Route{},
 		slots:       map[routeSlot]map[routeKey]struct{}{},
 		dirtyRoutes: map[routeKey]struct{}{},
+		v4ByOIF:     map[int]int{},
 	}
 }
 
@@ -120,7 +122,12 @@ func (r *run) upsertLink(li linkInfo, now time.Time) {
 		}
 		changed = true
 	}
-	if l.adminUp && !li.adminUp {
+	if !li.adminUp && (l.adminUp || r.v4ByOIF[li.index] > 0) {
+		// Its IPv4 routes went silently. The model may hold some that it
+		// thinks down already: an event that replays a route added
+		// before the link went down, after a listing that shows the link
+		// down; the kernel holds no single-path IPv4 route through a link
+		// that is down.
 		r.relistRoutes()
 	}
 	l.linkInfo = li
@@ -134,6 +141,9 @@ func (r *run) removeLink(index int) {
 	l := r.links[index]
 	if l == nil {
 		delete(r.orphans, index)
+		if r.v4ByOIF[index] > 0 {
+			r.relistRoutes() // routes through it went with it, silently
+		}
 		return
 	}
 	r.delName(l)
@@ -203,6 +213,11 @@ func (r *run) applyAddrEvent(e *kernel.AddrEvent) {
 	}
 	_, had := set[p]
 	if had == add {
+		if !add && l != nil && p.Addr().Is4() && !hasIPv4(set) && r.v4ByOIF[idx] > 0 {
+			// A listing that shows the address gone came first; the
+			// routes that went with it may have been replayed since.
+			r.relistRoutes()
+		}
 		return
 	}
 	if add {

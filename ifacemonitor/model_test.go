@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
@@ -326,3 +327,43 @@ func TestRouteEventsThatAskForARelist(t *testing.T) {
 }
 
 func static(r kernel.Route) kernel.Route { r.Protocol = 4; return r }
+
+// A listing may show a change before the events that led to it arrive
+// (events made while it listed, after its barrier). A replayed route
+// through a link the listing shows down, gone or without IPv4 addresses
+// makes the event that took the route away silently (the link going down
+// or away, its last IPv4 address removed) ask for a route re-list, though
+// the model saw no change of the link.
+func TestReplayedRoutesOfALinkThatLostThemAskForARelist(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		event func(idx int) kernel.Event
+	}{
+		{"link down", func(idx int) kernel.Event {
+			return newLink(kernel.Link{Index: idx, Name: "l", Kind: kernel.KindBridge, MTU: 1500})
+		}},
+		{"link gone", func(idx int) kernel.Event {
+			return delLink(kernel.Link{Index: idx + 100, Name: "x", Kind: kernel.KindBridge, MTU: 1500})
+		}},
+		{"last IPv4 address gone", func(idx int) kernel.Event { return addrEvent(idx, "10.0.0.1/24", false) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, idx := fakeWith(t, "l")
+			oif := idx[0]
+			if tc.name == "link gone" {
+				oif += 100 // a link the listing no longer shows
+			}
+			if tc.name == "last IPv4 address gone" {
+				require.NoError(t, ns.SetLinkUp(bg, idx[0], true))
+			}
+			r, _ := newDirect(t, Options{Kernel: ns, WatchRoutes: true, Clock: clock.NewFake(epoch)}) // no spacing between re-lists
+			relistFrom(r)
+			batch(r, kernel.Event{Route: &kernel.RouteEvent{Route: route4(100, "10.9.0.0/24", oif)}})
+			require.Zero(t, r.want&kernel.EventRoutes, "a new route alone asks for nothing")
+			batch(r, tc.event(idx[0]))
+			require.NotZero(t, r.want&kernel.EventRoutes, "the route went silently: re-list")
+			relistFrom(r)
+			assert.Equal(t, kernelRoutes(t, ns), snapshotRoutes(r.m))
+		})
+	}
+}

@@ -81,6 +81,13 @@ type Options struct {
 	// IPv6) through OnRoute. Routes are not filtered by Include/Exclude.
 	WatchRoutes bool
 
+	// ReceiveBufferSize is the receive buffer of the subscription's socket
+	// in bytes (kernel.SubscribeOptions): how many events the kernel holds
+	// while the monitor is busy before it drops them, which costs a
+	// re-list. Busy nodes raise it. 0 means kernel.DefaultReceiveBufferSize
+	// (8 MiB); negative or above kernel.MaxReceiveBufferSize is an error.
+	ReceiveBufferSize int
+
 	// ResyncInterval is the period of a full re-list that repairs anything
 	// the subscription missed without noticing. Zero means
 	// DefaultResyncInterval; negative disables it.
@@ -148,6 +155,9 @@ func New(opts Options) (*Monitor, error) {
 	}
 	filter, err := ifname.NewFilter(opts.Include, opts.Exclude)
 	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if _, err := kernel.CheckSubscribeOptions(kernel.SubscribeOptions{ReceiveBufferSize: opts.ReceiveBufferSize}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	kinds := kernel.EventLinks | kernel.EventAddrs
@@ -226,14 +236,20 @@ func (m *Monitor) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := m.k.Subscribe(ctx, m.kinds)
+	var barrier kernel.BarrierFunc
+	events, err := m.k.Subscribe(ctx, m.kinds, kernel.SubscribeOptions{
+		ReceiveBufferSize: m.opts.ReceiveBufferSize,
+		Barriers:          func(f kernel.BarrierFunc) { barrier = f },
+	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSubscribe, err)
 	}
 	if events == nil {
 		return fmt.Errorf("%w: the Kernel returned no event stream", ErrSubscribe)
 	}
-	err = newRun(m, ctx, events).loop()
+	r := newRun(m, ctx, events)
+	r.barrier = barrier
+	err = r.loop()
 	cancel()
 	for range events { // closed once the subscription has stopped
 	}

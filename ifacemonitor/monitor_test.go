@@ -736,7 +736,7 @@ type failingKernel struct {
 	ctx    chan context.Context
 }
 
-func (k *failingKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {
+func (k *failingKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds, _ ...kernel.SubscribeOptions) (<-chan kernel.Event, error) {
 	if k.ctx != nil {
 		k.ctx <- ctx
 	}
@@ -818,4 +818,99 @@ func TestRunNilContext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return when its stream ended")
 	}
+}
+
+// Issue 20: after a backlog, events older than a re-list never overwrite
+// it. While the stream is held back, routes are added through br-b and
+// br-b goes down (its IPv4 routes go silently), an address comes and
+// goes and a link's MTU changes and changes back; the periodic re-list finds the kernel's state first. The held
+// events then arrive before the barrier the re-list placed: they are
+// dropped, so the view keeps the kernel's 10 routes (not 30: the route
+// additions applied on top of the listing, with the link already down in
+// the model, asked for no re-list) and nothing is reported again.
+func TestEventsOlderThanARelistAreDropped(t *testing.T) {
+	h := newHarness(t, Options{WatchRoutes: true, ResyncInterval: 90 * time.Second})
+	var brs []int
+	for _, name := range []string{"br-a", "br-b"} {
+		l, err := h.admin.AddLink(bg, kernel.Link{Name: name, Kind: kernel.KindBridge})
+		require.NoError(t, err)
+		brs = append(brs, l.Index)
+		// IPv4 alone: the deletions of IPv6 routes that a link going down
+		// announces would ask for a route re-list of their own.
+		require.NoError(t, h.admin.SetSysctl(bg, "net.ipv6.conf."+name+".disable_ipv6", "1"))
+		h.setUp(name, true)
+	}
+	h.addAddr("br-a", "10.0.0.1/24")
+	h.addAddr("br-b", "10.0.1.1/24")
+	var ops []kernel.RouteOp
+	for i := range 10 {
+		ops = append(ops, replace(route4(100, fmt.Sprintf("10.1.%d.0/24", i), brs[0])))
+	}
+	h.routes(ops...)
+	h.start()
+	h.rec.take()
+	base := h.mon.Stats()
+
+	h.k.pause(t)
+	ops = ops[:0]
+	for i := range 20 {
+		ops = append(ops, replace(route4(100, fmt.Sprintf("10.2.%d.0/24", i), brs[1])))
+	}
+	h.routes(ops...)
+	h.setUp("br-b", false)
+	h.addAddr("br-a", "10.0.0.9/24")
+	h.delAddr("br-a", "10.0.0.9/24")
+	h.setMTU("br-a", 1400)
+	h.setMTU("br-a", 1500)
+	h.clk.Advance(90 * time.Second)
+	h.waitStats("periodic re-list", func(s Stats) bool { return s.PeriodicRelists == 1 && s.Relists == base.Relists+1 })
+	h.requireConverged()
+	h.requireRoutesConverged()
+	assert.Equal(t, []string{fmt.Sprintf("link br-b #%d down mtu=1500 bridge", brs[1])}, h.rec.takeMatching("link"), "the re-list's one report")
+	h.rec.take()
+
+	h.k.resume(t)
+	h.sync()
+	h.requireConverged()
+	h.requireRoutesConverged()
+	assert.Len(t, kernelRoutes(t, h.k), h.rec.routeCount())
+	assert.Empty(t, h.rec.take(), "no held event is reported on top of the re-list")
+	s := h.mon.Stats()
+	assert.Greater(t, s.StaleEvents, base.StaleEvents+20, "the held events were dropped")
+	assert.Empty(t, h.rec.contractErrors())
+}
+
+// Options.ReceiveBufferSize reaches the subscription, checked as the
+// kernel checks it.
+func TestReceiveBufferSizeIsPassedOn(t *testing.T) {
+	var got []kernel.SubscribeOptions
+	k := &optsKernel{Namespace: kernelfake.New(kernelfake.Options{}), got: &got}
+	m, err := New(Options{Kernel: k, ReceiveBufferSize: 32 << 20})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(bg)
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(ctx) }()
+	require.Eventually(t, func() bool { return m.Stats().InSync }, 10*time.Second, time.Millisecond)
+	cancel()
+	require.NoError(t, <-errc)
+	require.Len(t, got, 1)
+	assert.Equal(t, 32<<20, got[0].ReceiveBufferSize)
+	assert.NotNil(t, got[0].Barriers)
+
+	for _, bad := range []int{-1, kernel.MaxReceiveBufferSize + 1} {
+		_, err := New(Options{Kernel: k, ReceiveBufferSize: bad})
+		assert.ErrorIs(t, err, ErrInvalidOptions)
+		assert.ErrorIs(t, err, kernel.ErrInvalid)
+	}
+}
+
+// optsKernel records the options of Subscribe.
+type optsKernel struct {
+	*kernelfake.Namespace
+	got *[]kernel.SubscribeOptions
+}
+
+func (k *optsKernel) Subscribe(ctx context.Context, kinds kernel.EventKinds, opts ...kernel.SubscribeOptions) (<-chan kernel.Event, error) {
+	*k.got = append(*k.got, opts...)
+	return k.Namespace.Subscribe(ctx, kinds, opts...)
 }

@@ -128,6 +128,9 @@ func (r *run) applyRouteEvent(e *kernel.RouteEvent) {
 
 func (r *run) setRoute(rt kernel.Route) {
 	k := keyOf(&rt)
+	if _, ok := r.routes[k]; !ok {
+		r.countV4(&rt, 1)
+	}
 	r.routes[k] = rt
 	s := r.slots[slotOf(k)]
 	if s == nil {
@@ -139,9 +142,11 @@ func (r *run) setRoute(rt kernel.Route) {
 }
 
 func (r *run) delRoute(k routeKey) {
-	if _, ok := r.routes[k]; !ok {
+	rt, ok := r.routes[k]
+	if !ok {
 		return
 	}
+	r.countV4(&rt, -1)
 	delete(r.routes, k)
 	if s := r.slots[slotOf(k)]; s != nil {
 		delete(s, k)
@@ -150,6 +155,18 @@ func (r *run) delRoute(k routeKey) {
 		}
 	}
 	r.dirtyRoutes[k] = struct{}{}
+}
+
+// countV4 counts rt in v4ByOIF if it is a single-path IPv4 route.
+func (r *run) countV4(rt *kernel.Route, delta int) {
+	if rt.Family != kernel.IPv4 || rt.OIF <= 0 {
+		return
+	}
+	if n := r.v4ByOIF[rt.OIF] + delta; n > 0 {
+		r.v4ByOIF[rt.OIF] = n
+	} else {
+		delete(r.v4ByOIF, rt.OIF)
+	}
 }
 
 // applyRouteList replaces the model's routes with a listing.

@@ -95,6 +95,10 @@ func comparePrefixes(a, b netip.Prefix) int {
 type Stats struct {
 	// Events counts the link, address and route events applied.
 	Events uint64
+	// StaleEvents counts the events dropped because they came before the
+	// barrier placed for a later listing of their kind, which showed their
+	// change (or a later one) already.
+	StaleEvents uint64
 	// Batches counts the rounds (a batch of events, a re-list or a
 	// damping timer) that changed the monitor's model and were compared
 	// with the reported view.

@@ -38,7 +38,9 @@
 // Rule.Validate, Link.Validate, Addr.Validate). Dumps retry when the kernel
 // reports them interrupted by a concurrent change, and subscriptions
 // resubscribe and announce a Resync after an overflow, so no watcher goes
-// deaf. Kernel refusals keep their errno and carry the package's sentinel
+// deaf; a subscription streams every kind in the kernel's order, with a
+// receive buffer of the caller's choice (SubscribeOptions), and places
+// barriers that tell the events older than a listing from the newer ones. Kernel refusals keep their errno and carry the package's sentinel
 // where one applies (EEXIST is ErrExists; ENOENT, ESRCH, ENODEV and
 // EADDRNOTAVAIL are ErrNotFound; EOPNOTSUPP is ErrNotSupported).
 //

@@ -18,7 +18,7 @@ import (
 )
 
 // subscriptionMarkers name the goroutines a subscription runs.
-var subscriptionMarkers = []string{"kernel.(*Namespace).Subscribe", "nlutil.(*run)", "nlutil.forward"}
+var subscriptionMarkers = []string{"kernel.(*Namespace).Subscribe", "nlutil.(*run)", "nlutil.netlinkSubscribe"}
 
 // waitFor reads events until match returns true, failing after within.
 func waitFor(t *testing.T, ch <-chan Event, within time.Duration, what string, match func(Event) bool) Event {
@@ -144,11 +144,11 @@ func TestKernelSubscribeKindsAndClose(t *testing.T) {
 // so with a Resync whose Reason wraps ErrOverflow, then keeps going.
 func TestKernelSubscribeOverflow(t *testing.T) {
 	e := newKernelEnv(t)
-	e.ns.watch = nlutil.WatchOptions{ReceiveBufferSize: 1024, EventBuffer: 1,
+	e.ns.watch = nlutil.WatchOptions{EventBuffer: 1,
 		ResubscribeBackoff: 10 * time.Millisecond, MaxResubscribeBackoff: 100 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch, err := e.ns.Subscribe(ctx, EventAddrs)
+	ch, err := e.ns.Subscribe(ctx, EventAddrs, SubscribeOptions{ReceiveBufferSize: 1024}) // the kernel's minimum, a few KiB
 	require.NoError(t, err)
 	first := waitFor(t, ch, 10*time.Second, "first event", func(Event) bool { return true })
 	require.NotNil(t, first.Resync)
@@ -178,6 +178,66 @@ func TestKernelSubscribeOverflow(t *testing.T) {
 	require.NoError(t, e.ns.AddAddr(context.Background(), a))
 	waitFor(t, ch, 30*time.Second, "event or resync after the renewal", func(ev Event) bool {
 		return ev.Resync != nil || (ev.Addr != nil && ev.Addr.Addr == a)
+	})
+	cancel()
+	waitClosed(t, ch, 10*time.Second)
+	leakcheck.NoGoroutines(t, 10*time.Second, subscriptionMarkers...)
+}
+
+// Events of every kind come in the kernel's order, and a barrier comes
+// after the events of the changes made before it was placed: a route added
+// before its link went down is never seen after the link's event.
+func TestKernelSubscribeOrderAndBarrier(t *testing.T) {
+	e := newKernelEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var barrier BarrierFunc
+	ch, err := e.ns.Subscribe(ctx, EventLinks|EventAddrs|EventRoutes, SubscribeOptions{Barriers: func(f BarrierFunc) { barrier = f }})
+	require.NoError(t, err)
+	require.NotNil(t, barrier, "Subscribe hands out its barrier function")
+	waitFor(t, ch, 10*time.Second, "first resync", func(ev Event) bool { return ev.Resync != nil })
+
+	wctx := context.Background()
+	br, err := e.ns.AddLink(wctx, Link{Name: "np-order", Kind: KindBridge})
+	require.NoError(t, err)
+	require.NoError(t, e.ns.SetLinkUp(wctx, br.Index, true))
+	require.NoError(t, e.ns.AddAddr(wctx, Addr{LinkIndex: br.Index, Prefix: netip.MustParsePrefix("10.81.0.1/24")}))
+	const n = 20
+	ops := make([]RouteOp, n)
+	for i := range ops {
+		ops[i] = RouteOp{Kind: OpReplace, Route: Route{Family: IPv4, Table: 100, Type: RTNUnicast, Protocol: 80, Scope: ScopeLink,
+			OIF: br.Index, Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 82, byte(i), 0}), 24)}}
+	}
+	for _, err := range e.ns.ApplyRoutes(wctx, ops) {
+		require.NoError(t, err)
+	}
+	require.NoError(t, e.ns.SetLinkUp(wctx, br.Index, false)) // the routes go silently
+	id, err := barrier()
+	require.NoError(t, err)
+	require.NoError(t, e.ns.SetLinkMTU(wctx, br.Index, 1400))
+
+	routes, up, down, mtu := 0, false, false, false
+	bev := waitFor(t, ch, 10*time.Second, "the barrier", func(ev Event) bool {
+		switch {
+		case ev.Route != nil && ev.Route.Route.Table == 100 && !ev.Route.Deleted:
+			assert.False(t, down, "route event after the link went down")
+			routes++
+		case ev.Link != nil && ev.Link.Link.Index == br.Index && ev.Link.Link.AdminUp:
+			up = true
+		case ev.Link != nil && ev.Link.Link.Index == br.Index && up:
+			assert.Equal(t, n, routes, "the link went down after its routes were added")
+			down = down || ev.Link.Link.MTU != 1400
+			mtu = mtu || ev.Link.Link.MTU == 1400
+		case ev.Resync != nil:
+			t.Fatalf("events were lost: %v", ev.Resync.Reason)
+		}
+		return ev.Barrier != nil
+	})
+	assert.Equal(t, id, bev.Barrier.ID)
+	assert.True(t, down, "the link's going down came before the barrier")
+	assert.False(t, mtu, "the MTU change made after the barrier comes after it")
+	waitFor(t, ch, 10*time.Second, "the MTU change", func(ev Event) bool {
+		return ev.Link != nil && ev.Link.Link.Index == br.Index && ev.Link.Link.MTU == 1400
 	})
 	cancel()
 	waitClosed(t, ch, 10*time.Second)

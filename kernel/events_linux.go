@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
@@ -18,16 +17,23 @@ import (
 )
 
 // Subscribe streams the kinds asked for through an nlutil.Watcher on the
-// namespace (large receive buffer, resubscription after an overflow),
-// converting its events to this package's types. The first event is a
-// Resync (or an Err if subscribing failed, which is retried); a Resync
+// namespace (one socket for every kind, so events come in the kernel's
+// order; a large receive buffer; resubscription after an overflow),
+// decoding its messages with the codecs of the listings. The first event
+// is a Resync (or an Err if subscribing failed, which is retried); a Resync
 // after lost events has a Reason wrapping ErrOverflow. Cloned routes and
-// routes of families other than IPv4 and IPv6 are not reported. The stream
-// ends, and the channel is closed once everything Subscribe started has
-// stopped, when ctx ends or ns is closed. The subscription holds its own
-// duplicate of the namespace descriptor.
-func (ns *Namespace) Subscribe(ctx context.Context, kinds EventKinds) (<-chan Event, error) {
+// routes of families other than IPv4 and IPv6 are not reported. Barriers
+// are acknowledgements the kernel queues behind the messages already
+// waiting on the socket (nlutil.Watcher.Barrier). The stream ends, and the
+// channel is closed once everything Subscribe started has stopped, when
+// ctx ends or ns is closed. The subscription holds its own duplicate of
+// the namespace descriptor.
+func (ns *Namespace) Subscribe(ctx context.Context, kinds EventKinds, opts ...SubscribeOptions) (<-chan Event, error) {
 	if err := checkEventKinds(kinds); err != nil {
+		return nil, err
+	}
+	o, err := CheckSubscribeOptions(opts...)
+	if err != nil {
 		return nil, err
 	}
 	ctx = orBackground(ctx)
@@ -40,9 +46,9 @@ func (ns *Namespace) Subscribe(ctx context.Context, kinds EventKinds) (<-chan Ev
 		return nil, fmt.Errorf("kernel: subscribe: duplicate the namespace descriptor: %w", err)
 	}
 	h := netns.NsHandle(fd)
-	opts := ns.watch
-	opts.Kinds, opts.Namespace = watchKinds(kinds), &h
-	w, err := nlutil.NewWatcher(opts)
+	wopts := ns.watch
+	wopts.Kinds, wopts.Namespace, wopts.ReceiveBufferSize = watchKinds(kinds), &h, o.ReceiveBufferSize
+	w, err := nlutil.NewWatcher(wopts)
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("kernel: subscribe: %w", err)
@@ -53,6 +59,15 @@ func (ns *Namespace) Subscribe(ctx context.Context, kinds EventKinds) (<-chan Ev
 		cancel()
 		unix.Close(fd)
 		return nil, fmt.Errorf("kernel: subscribe: %w", err)
+	}
+	if o.Barriers != nil {
+		o.Barriers(func() (uint64, error) {
+			id, err := w.Barrier()
+			if err != nil {
+				return 0, fmt.Errorf("kernel: barrier: %w", err)
+			}
+			return id, nil
+		})
 	}
 	// Close ends the stream: done is closed then.
 	stop := context.AfterFunc(ns.closing, cancel)
@@ -109,20 +124,10 @@ func eventKinds(k nlutil.Kinds) EventKinds {
 // eventOf converts one watcher event; ok is false for one not reported.
 func eventOf(e *nlutil.Event) (Event, bool) {
 	switch {
-	case e.Link != nil:
-		if e.Link.Link == nil {
-			return Event{}, false
-		}
-		return Event{Link: &LinkEvent{Link: linkFromNetlink(e.Link.Link), Deleted: e.Link.Header.Type == unix.RTM_DELLINK}}, true
-	case e.Addr != nil:
-		a := Addr{LinkIndex: e.Addr.LinkIndex, Prefix: prefixOfIPNet(&e.Addr.LinkAddress)}
-		return Event{Addr: &AddrEvent{Addr: a, Deleted: !e.Addr.NewAddr}}, a.Prefix.IsValid()
-	case e.Route != nil:
-		r, ok := routeFromNetlink(&e.Route.Route)
-		if !ok || r.Flags&unix.RTM_F_CLONED != 0 {
-			return Event{}, false
-		}
-		return Event{Route: &RouteEvent{Route: r, Deleted: e.Route.Type == unix.RTM_DELROUTE}}, true
+	case e.Msg != nil:
+		return messageEvent(e.Msg)
+	case e.Barrier != nil:
+		return Event{Barrier: &Barrier{ID: e.Barrier.ID}}, true
 	case e.Resync != nil:
 		reason := e.Resync.Reason
 		if errors.Is(reason, nlutil.ErrOverflow) {
@@ -135,54 +140,66 @@ func eventOf(e *nlutil.Event) (Event, bool) {
 	return Event{}, false
 }
 
-// routeFromNetlink converts a route of the netlink library; ok is false
-// for a family other than IPv4 and IPv6.
-func routeFromNetlink(nr *netlink.Route) (Route, bool) {
-	f, ok := familyOfAF(uint8(nr.Family))
-	if !ok {
-		return Route{}, false
-	}
-	r := Route{
-		Family: f, Table: uint32(nr.Table), Type: uint8(nr.Type), Protocol: uint8(nr.Protocol),
-		Scope: uint8(nr.Scope), TOS: uint8(nr.Tos), Priority: uint32(nr.Priority), OIF: nr.LinkIndex,
-		Gateway: familyAddr(nr.Gw, f), PrefSrc: familyAddr(nr.Src, f), Flags: uint32(nr.Flags), MTU: uint32(nr.MTU),
-		Dst: netip.PrefixFrom(zeroAddr(f), 0),
-	}
-	if nr.Dst != nil {
-		ones, _ := nr.Dst.Mask.Size()
-		r.Dst = netip.PrefixFrom(familyAddr(nr.Dst.IP, f), ones)
-	}
-	if v, ok := nr.Via.(*netlink.Via); ok {
-		r.Gateway = viaOf(v)
-	}
-	for _, h := range nr.MultiPath {
-		nh := NextHop{OIF: h.LinkIndex, Gateway: familyAddr(h.Gw, f), Weight: uint8(h.Hops), Flags: uint32(h.Flags)}
-		if v, ok := h.Via.(*netlink.Via); ok {
-			nh.Gateway = viaOf(v)
+// messageEvent decodes a link, address or route message as the listings
+// decode what they dump (Links, Addrs, DumpRoutes); ok is false for one
+// that is malformed or not reported.
+func messageEvent(m *nlutil.Message) (Event, bool) {
+	switch m.Header.Type {
+	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
+		if len(m.Data) < unix.SizeofIfInfomsg {
+			return Event{}, false // the netlink library would index past it
 		}
-		r.NextHops = append(r.NextHops, nh)
+		nl, err := netlink.LinkDeserialize(&m.Header, m.Data)
+		if err != nil || nl == nil || nl.Attrs() == nil {
+			return Event{}, false
+		}
+		return Event{Link: &LinkEvent{Link: linkFromNetlink(nl), Deleted: m.Header.Type == unix.RTM_DELLINK}}, true
+	case unix.RTM_NEWADDR, unix.RTM_DELADDR:
+		a, ok := decodeAddr(m.Data)
+		return Event{Addr: &AddrEvent{Addr: a, Deleted: m.Header.Type == unix.RTM_DELADDR}}, ok
+	case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
+		var r Route
+		if ok, err := decodeRoute(m.Data, &r); !ok || err != nil || r.Flags&unix.RTM_F_CLONED != 0 {
+			return Event{}, false
+		}
+		return Event{Route: &RouteEvent{Route: r, Deleted: m.Header.Type == unix.RTM_DELROUTE}}, true
 	}
-	return r, true
+	return Event{}, false
 }
 
-// familyAddr converts a net.IP of family f (nil: the zero Addr).
-func familyAddr(ip net.IP, f Family) netip.Addr {
-	if ip == nil {
-		return netip.Addr{}
+// decodeAddr parses an ifaddrmsg and its attributes into the address as
+// Addrs lists it: IFA_ADDRESS with the prefix length, but IFA_LOCAL as a
+// host prefix when the message has one that is not an IPv4 IFA_ADDRESS
+// (the kernel sends both only for a point-to-point address, whose prefix
+// is the peer's). ok is false for a malformed
+// message, a family other than IPv4 and IPv6, or no address.
+func decodeAddr(payload []byte) (Addr, bool) {
+	f, ok, err := headerFamily(payload, unix.SizeofIfAddrmsg, "address")
+	if !ok || err != nil {
+		return Addr{}, false
 	}
-	if f == IPv4 {
-		ip = ip.To4()
-	} else {
-		ip = ip.To16()
+	bits := int(payload[1])
+	index := int(int32(ne.Uint32(payload[4:])))
+	var address, local netip.Addr
+	for attrs := payload[unix.SizeofIfAddrmsg:]; len(attrs) > 0; {
+		t, v, rest, ok := nextAttr(attrs)
+		if !ok {
+			return Addr{}, false
+		}
+		attrs = rest
+		switch t {
+		case unix.IFA_ADDRESS:
+			address, _ = addrOf(f, v)
+		case unix.IFA_LOCAL:
+			local, _ = addrOf(f, v)
+		}
 	}
-	a, _ := netip.AddrFromSlice(ip)
-	return a
-}
-
-// viaOf converts an RTA_VIA gateway.
-func viaOf(v *netlink.Via) netip.Addr {
-	if f, ok := familyOfAF(uint8(v.AddrFamily)); ok {
-		return familyAddr(v.Addr, f)
+	p := netip.PrefixFrom(address, bits)
+	if local.IsValid() && (f != IPv4 || local != address) {
+		p = netip.PrefixFrom(local, local.BitLen())
 	}
-	return netip.Addr{}
+	if !p.IsValid() || index <= 0 {
+		return Addr{}, false
+	}
+	return Addr{LinkIndex: index, Prefix: p}, true
 }

@@ -125,13 +125,82 @@ type Conntrack interface {
 
 // Events streams link, address and route changes.
 type Events interface {
-	// Subscribe starts a stream of the kinds asked for. Its first event is
-	// a Resync; whenever events are lost (the receive buffer overflowed)
-	// it subscribes again and sends another Resync, whose Reason wraps
+	// Subscribe starts a stream of the kinds asked for, every kind in the
+	// order the kernel announced the changes. Its first event is a
+	// Resync; whenever events are lost (the receive buffer overflowed) it
+	// subscribes again and sends another Resync, whose Reason wraps
 	// ErrOverflow, so a consumer that lists again on every Resync never
-	// misses a change. The channel is closed once ctx has ended and
-	// everything Subscribe started has stopped.
-	Subscribe(ctx context.Context, kinds EventKinds) (<-chan Event, error)
+	// misses a change. opts holds at most one SubscribeOptions; none means
+	// the defaults, and bad options are an error wrapping ErrInvalid
+	// (CheckSubscribeOptions). The channel is closed once ctx has ended
+	// and everything Subscribe started has stopped.
+	Subscribe(ctx context.Context, kinds EventKinds, opts ...SubscribeOptions) (<-chan Event, error)
+}
+
+// Receive buffer sizes of a subscription (SubscribeOptions).
+const (
+	// DefaultReceiveBufferSize is the socket receive buffer of a
+	// subscription when SubscribeOptions.ReceiveBufferSize is 0: large
+	// enough for the burst of events when thousands of routes or
+	// addresses change at once.
+	DefaultReceiveBufferSize = 8 << 20
+	// MaxReceiveBufferSize is the largest receive buffer a subscription
+	// may ask for.
+	MaxReceiveBufferSize = 1 << 30
+)
+
+// SubscribeOptions tune a subscription. The zero value picks the
+// defaults.
+type SubscribeOptions struct {
+	// ReceiveBufferSize is the socket receive buffer in bytes: how many
+	// events the kernel holds for a consumer that is busy before it drops
+	// them (an overflow, then a Resync and a re-list). Busy nodes raise
+	// it; tests lower it to make overflows. The kernel doubles it for its
+	// accounting and raises a tiny one to its minimum (a few KiB); it is
+	// forced past net.core.rmem_max when the process has CAP_NET_ADMIN.
+	// 0 means DefaultReceiveBufferSize; negative or above
+	// MaxReceiveBufferSize is an error.
+	ReceiveBufferSize int
+	// Barriers, when not nil, is called by Subscribe before it returns,
+	// with the function that places a barrier in the stream (see
+	// BarrierFunc). An implementation without barriers does not call it.
+	Barriers func(BarrierFunc)
+}
+
+// BarrierFunc places a barrier in a subscription's stream and returns its
+// ID: the stream then carries an Event whose Barrier has that ID, after
+// every event of a change the kernel announced before the call returned
+// and before every event of a change announced after it began. A consumer
+// that places a barrier and then lists the kernel knows that the events
+// before the barrier are older than its listing, so they must not be
+// applied on top of it. Barriers are delivered in order, each before the
+// Resync of a renewed subscription; one that cannot be placed (no live
+// subscription: a Resync follows) is an error. Safe from any goroutine; it
+// never waits for the stream to be read.
+type BarrierFunc func() (uint64, error)
+
+// CheckSubscribeOptions returns the options of a Subscribe call with their
+// defaults filled in, or an error wrapping ErrInvalid: more than one
+// SubscribeOptions, or a ReceiveBufferSize that is negative or above
+// MaxReceiveBufferSize. Implementations of Events call it.
+func CheckSubscribeOptions(opts ...SubscribeOptions) (SubscribeOptions, error) {
+	var o SubscribeOptions
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		return o, invalid("%d SubscribeOptions (want at most one)", len(opts))
+	}
+	switch {
+	case o.ReceiveBufferSize < 0:
+		return o, invalid("negative receive buffer size %d", o.ReceiveBufferSize)
+	case o.ReceiveBufferSize > MaxReceiveBufferSize:
+		return o, invalid("receive buffer size %d above %d (MaxReceiveBufferSize)", o.ReceiveBufferSize, MaxReceiveBufferSize)
+	case o.ReceiveBufferSize == 0:
+		o.ReceiveBufferSize = DefaultReceiveBufferSize
+	}
+	return o, nil
 }
 
 // Commands runs the binaries some drivers still need (iptables-restore,
@@ -180,6 +249,8 @@ type Event struct {
 	// Resync says that the stream of Kinds (re)started and events may have
 	// been lost before it: list those kinds again.
 	Resync *Resync
+	// Barrier is a barrier placed with a BarrierFunc.
+	Barrier *Barrier
 	// Err reports a failed attempt to subscribe, which is retried.
 	Err error
 }
@@ -207,6 +278,12 @@ type RouteEvent struct {
 	Route Route
 	// Deleted is true when it was deleted.
 	Deleted bool
+}
+
+// Barrier is the mark a BarrierFunc placed in a stream.
+type Barrier struct {
+	// ID is what the BarrierFunc returned.
+	ID uint64
 }
 
 // Resync is the notice that a stream (re)started.

@@ -120,7 +120,9 @@ func (ns *Namespace) DeleteConntrack(context.Context, Family, []netip.Addr) (int
 }
 
 // Subscribe fails with ErrNotSupported.
-func (ns *Namespace) Subscribe(context.Context, EventKinds) (<-chan Event, error) { return nil, errOS }
+func (ns *Namespace) Subscribe(context.Context, EventKinds, ...SubscribeOptions) (<-chan Event, error) {
+	return nil, errOS
+}
 
 func failAll(n int) []error {
 	errs := make([]error, n)

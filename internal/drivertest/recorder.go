@@ -300,8 +300,8 @@ func (r *Recorder) DeleteConntrack(ctx context.Context, family kernel.Family, ad
 }
 
 // Subscribe implements kernel.Events.
-func (r *Recorder) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {
-	return r.k.Subscribe(ctx, kinds)
+func (r *Recorder) Subscribe(ctx context.Context, kinds kernel.EventKinds, opts ...kernel.SubscribeOptions) (<-chan kernel.Event, error) {
+	return r.k.Subscribe(ctx, kinds, opts...)
 }
 
 // Runner implements kernel.Commands: runs of binaries that write (see

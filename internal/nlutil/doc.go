@@ -17,12 +17,15 @@
 // # Subscriptions
 //
 // A Watcher subscribes to link, address and route events of one namespace
-// with a large socket receive buffer (8 MiB by default, forced past
-// net.core.rmem_max when the process has CAP_NET_ADMIN) and merges them
-// into one channel of Events, leaving out the link messages of the
+// through one NETLINK_ROUTE socket joined to the groups of every kind asked
+// for, so that events of every kind arrive in the order the kernel sent
+// them (a route added before its link went down is never seen after the
+// link's event). The socket has a large receive buffer (8 MiB by default,
+// forced past net.core.rmem_max when the process has CAP_NET_ADMIN). The
+// stream carries the raw messages, leaving out the link messages of the
 // AF_BRIDGE family, which are about bridge ports (a port leaving its bridge
-// sends an RTM_DELLINK that is no deletion). When a subscription ends (ENOBUFS because the
-// kernel dropped events, a socket error, a closed channel) the Watcher
+// sends an RTM_DELLINK that is no deletion). When the subscription ends
+// (ENOBUFS because the kernel dropped events, a socket error) the Watcher
 // renews it and sends a Resync whose Reason says what happened; when
 // subscribing fails it sends an Err event and retries with backoff on the
 // injected clock, for as long as its context lives.
@@ -31,7 +34,12 @@
 // (including the first) means "list these kinds now and diff against what
 // you know". The subscription exists before the Resync is sent, so a change
 // made while the consumer lists is not lost; it arrives as an event after
-// the Resync. Cancelling the context closes every socket and closes the
+// the Resync. Barrier tells the events older than a listing from the newer
+// ones: it asks the kernel for an acknowledgement (NLMSG_NOOP), which the
+// kernel queues behind the messages already waiting, and the stream carries
+// it as a Barrier event at that place; a consumer that places a barrier
+// before it lists must not apply the messages before the barrier on top of
+// its listing. Cancelling the context closes the socket and closes the
 // channel once all goroutines the Watcher started have ended.
 //
 // # Limits

@@ -38,8 +38,9 @@ func ExampleLinkList() {
 }
 
 // A monitor's loop: on every Resync, re-list what it names and diff; apply
-// events in between. Needs root (for the namespace and the forced buffer),
-// so it has no Output.
+// events in between. A barrier placed before the listing tells the events
+// older than the listing (before the barrier) from the newer ones. Needs
+// root (for the namespace and the forced buffer), so it has no Output.
 func ExampleWatcher() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -70,12 +71,14 @@ func ExampleWatcher() {
 		fmt.Println(err)
 		return
 	}
+	var listedAt uint64      // the barrier placed before the last listing; 0: none pending
 	for ev := range events { // closed after cancel, once everything stopped
 		switch {
 		case ev.Resync != nil:
 			if errors.Is(ev.Resync.Reason, nlutil.ErrOverflow) {
 				fmt.Println("events were dropped; re-listing")
 			}
+			listedAt, _ = w.Barrier() // 0 if it failed: apply every event
 			if ev.Resync.Kinds&nlutil.Links != 0 {
 				links, err := nlutil.LinkList(ctx, h)
 				fmt.Println("links now:", len(links), err) // diff against known state here
@@ -84,10 +87,14 @@ func ExampleWatcher() {
 				addrs, err := nlutil.AddrList(ctx, h, nil, netlink.FAMILY_ALL)
 				fmt.Println("addresses now:", len(addrs), err)
 			}
-		case ev.Link != nil:
-			fmt.Println("link", ev.Link.Attrs().Name, ev.Link.Header.Type)
-		case ev.Addr != nil:
-			fmt.Println("addr", ev.Addr.LinkAddress.String(), ev.Addr.NewAddr)
+		case ev.Barrier != nil:
+			if ev.Barrier.ID == listedAt {
+				listedAt = 0
+			}
+		case ev.Msg != nil && listedAt == 0:
+			fmt.Println("message", ev.Msg.Header.Type) // decode and apply it here
+		case ev.Msg != nil:
+			// Older than the listing, which shows its change already.
 		case ev.Err != nil:
 			fmt.Println("still retrying:", ev.Err)
 		}

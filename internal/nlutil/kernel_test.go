@@ -157,9 +157,63 @@ func waitForAll(t *testing.T, events <-chan Event, timeout time.Duration, conds 
 	})
 }
 
+// linkOf decodes a link message; nil for another event.
+func linkOf(ev Event) netlink.Link {
+	if ev.Msg == nil || (ev.Msg.Header.Type != unix.RTM_NEWLINK && ev.Msg.Header.Type != unix.RTM_DELLINK) {
+		return nil
+	}
+	l, err := netlink.LinkDeserialize(&ev.Msg.Header, ev.Msg.Data)
+	if err != nil {
+		return nil
+	}
+	return l
+}
+
+// addrOf decodes an address message as "prefix" (IFA_ADDRESS with the
+// prefix length), whether it is an addition, and its interface; ok is
+// false for another event.
+func addrOf(ev Event) (prefix string, added bool, index int, ok bool) {
+	if ev.Msg == nil || (ev.Msg.Header.Type != unix.RTM_NEWADDR && ev.Msg.Header.Type != unix.RTM_DELADDR) {
+		return "", false, 0, false
+	}
+	msg := nl.DeserializeIfAddrmsg(ev.Msg.Data)
+	attrs, err := nl.ParseRouteAttr(ev.Msg.Data[unix.SizeofIfAddrmsg:])
+	if err != nil {
+		return "", false, 0, false
+	}
+	for _, a := range attrs {
+		if a.Attr.Type == unix.IFA_ADDRESS {
+			n := net.IPNet{IP: a.Value, Mask: net.CIDRMask(int(msg.Prefixlen), 8*len(a.Value))}
+			return n.String(), ev.Msg.Header.Type == unix.RTM_NEWADDR, int(msg.Index), true
+		}
+	}
+	return "", false, 0, false
+}
+
+// routeDstOf returns a route message's type and RTA_DST as "addr/len";
+// ok is false for another event.
+func routeDstOf(ev Event) (typ uint16, dst string, ok bool) {
+	if ev.Msg == nil || (ev.Msg.Header.Type != unix.RTM_NEWROUTE && ev.Msg.Header.Type != unix.RTM_DELROUTE) {
+		return 0, "", false
+	}
+	msg := nl.DeserializeRtMsg(ev.Msg.Data)
+	attrs, err := nl.ParseRouteAttr(ev.Msg.Data[unix.SizeofRtMsg:])
+	if err != nil {
+		return 0, "", false
+	}
+	for _, a := range attrs {
+		if a.Attr.Type == unix.RTA_DST {
+			n := net.IPNet{IP: a.Value, Mask: net.CIDRMask(int(msg.Dst_len), 8*len(a.Value))}
+			return ev.Msg.Header.Type, n.String(), true
+		}
+	}
+	return ev.Msg.Header.Type, "", true
+}
+
 func isLink(name string, typ uint16) func(Event) bool {
 	return func(ev Event) bool {
-		return ev.Link != nil && ev.Link.Attrs().Name == name && ev.Link.Header.Type == typ
+		l := linkOf(ev)
+		return l != nil && l.Attrs().Name == name && ev.Msg.Header.Type == typ
 	}
 }
 
@@ -184,26 +238,36 @@ func TestKernelWatchEvents(t *testing.T) {
 	br := addBridge(t, h, "np-ev0")
 	waitFor(t, events, 10*time.Second, "RTM_NEWLINK np-ev0", isLink("np-ev0", unix.RTM_NEWLINK))
 
-	// One change, two kinds of events on two sockets: in either order.
+	// One change, two kinds of events on one socket: in the kernel's
+	// order, the local route first (the kernel adds it before announcing
+	// the address).
 	require.NoError(t, h.AddrAdd(br, &netlink.Addr{IPNet: mustCIDR(t, "10.77.0.1/24")}))
-	var addrEv *netlink.AddrUpdate
+	var order []string
+	addrIndex := 0
 	waitForAll(t, events, 10*time.Second, map[string]func(Event) bool{
 		"new address": func(ev Event) bool {
-			if ev.Addr != nil && ev.Addr.NewAddr && ev.Addr.LinkAddress.String() == "10.77.0.1/24" {
-				addrEv = ev.Addr
+			if p, added, idx, ok := addrOf(ev); ok && added && p == "10.77.0.1/24" {
+				addrIndex = idx
+				order = append(order, "address")
 				return true
 			}
 			return false
 		},
 		"local route for 10.77.0.1": func(ev Event) bool {
-			return ev.Route != nil && ev.Route.Type == unix.RTM_NEWROUTE && ev.Route.Dst != nil && ev.Route.Dst.String() == "10.77.0.1/32"
+			if typ, dst, ok := routeDstOf(ev); ok && typ == unix.RTM_NEWROUTE && dst == "10.77.0.1/32" {
+				order = append(order, "route")
+				return true
+			}
+			return false
 		},
 	})
-	assert.Equal(t, br.Attrs().Index, addrEv.LinkIndex)
+	assert.Equal(t, br.Attrs().Index, addrIndex)
+	t.Logf("order: %v", order)
 
 	require.NoError(t, h.AddrDel(br, &netlink.Addr{IPNet: mustCIDR(t, "10.77.0.1/24")}))
 	waitFor(t, events, 10*time.Second, "deleted address", func(ev Event) bool {
-		return ev.Addr != nil && !ev.Addr.NewAddr && ev.Addr.LinkAddress.String() == "10.77.0.1/24"
+		p, added, _, ok := addrOf(ev)
+		return ok && !added && p == "10.77.0.1/24"
 	})
 
 	require.NoError(t, h.LinkDel(br))
@@ -250,7 +314,7 @@ func TestKernelWatchOverflowResubscribes(t *testing.T) {
 
 	addrEvents := 0
 	rs := waitFor(t, events, 20*time.Second, "resync after overflow", func(ev Event) bool {
-		if ev.Addr != nil {
+		if _, _, _, ok := addrOf(ev); ok {
 			addrEvents++
 		}
 		return ev.Resync != nil
@@ -273,7 +337,7 @@ func TestKernelWatchOverflowResubscribes(t *testing.T) {
 	require.NoError(t, h.AddrAdd(br, &netlink.Addr{IPNet: mustCIDR(t, "10.67.0.1/32")}))
 	addrHow := ""
 	waitFor(t, events, 20*time.Second, "address event or address resync after the overflow", func(ev Event) bool {
-		if ev.Addr != nil && ev.Addr.NewAddr && ev.Addr.LinkAddress.String() == "10.67.0.1/32" {
+		if p, added, _, ok := addrOf(ev); ok && added && p == "10.67.0.1/32" {
 			addrHow = "event"
 			return true
 		}
@@ -366,8 +430,8 @@ func TestKernelWatchLeavesOutBridgePortMessages(t *testing.T) {
 	addBridge(t, h, "np-marker")
 	var seen []string
 	waitFor(t, events, 10*time.Second, "the marker", func(ev Event) bool {
-		if ev.Link != nil {
-			seen = append(seen, fmt.Sprintf("%s type=%d family=%d", ev.Link.Attrs().Name, ev.Link.Header.Type, ev.Link.Family))
+		if l := linkOf(ev); l != nil {
+			seen = append(seen, fmt.Sprintf("%s type=%d family=%d", l.Attrs().Name, ev.Msg.Header.Type, ev.Msg.Data[0]))
 		}
 		return isLink("np-marker", unix.RTM_NEWLINK)(ev)
 	})
@@ -376,6 +440,64 @@ func TestKernelWatchLeavesOutBridgePortMessages(t *testing.T) {
 		assert.NotContains(t, s, fmt.Sprintf("family=%d", unix.AF_BRIDGE))
 		assert.NotContains(t, s, fmt.Sprintf("np-port type=%d", unix.RTM_DELLINK))
 	}
+
+	cancel()
+	for range events {
+	}
+	waitGoroutines(t, base)
+}
+
+// A barrier placed while the consumer is not reading comes after every
+// message the kernel queued before it and before every later one: the
+// kernel queues its acknowledgement behind what is waiting.
+func TestKernelWatchBarrier(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ns := kerneltest.NewNS(t)
+	h := ns.Handle()
+	nsh := ns.NsHandle()
+	br := addBridge(t, h, "np-bar")
+
+	w, err := NewWatcher(WatchOptions{Kinds: Links | Addrs | Routes, Namespace: &nsh})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := w.Start(ctx)
+	require.NoError(t, err)
+	first := waitFor(t, events, 10*time.Second, "first resync", func(ev Event) bool { return ev.Resync != nil || ev.Err != nil })
+	require.NoError(t, first.Err)
+
+	const n = 50
+	add := func(i int) {
+		ip := net.IPv4(10, 68, byte(i/250), byte(1+i%250))
+		require.NoError(t, h.AddrAdd(br, &netlink.Addr{IPNet: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}}))
+	}
+	for i := range n {
+		add(i)
+	}
+	id, err := w.Barrier()
+	require.NoError(t, err)
+	for i := n; i < 2*n; i++ {
+		add(i)
+	}
+	before, after := 0, 0
+	seen := &before
+	waitFor(t, events, 20*time.Second, "every address", func(ev Event) bool {
+		switch {
+		case ev.Barrier != nil:
+			require.Equal(t, id, ev.Barrier.ID)
+			require.Same(t, &before, seen, "one barrier")
+			seen = &after
+		case ev.Resync != nil:
+			t.Fatalf("the buffer overflowed: %v", ev.Resync.Reason)
+		default:
+			if _, added, _, ok := addrOf(ev); ok && added {
+				*seen++
+			}
+		}
+		return before+after == 2*n
+	})
+	assert.Equal(t, n, before, "the addresses added before the barrier come before it")
+	assert.Equal(t, n, after)
 
 	cancel()
 	for range events {

@@ -4,21 +4,27 @@ package nlutil
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
-// Kinds is a set of rtnetlink event kinds to watch.
+// Kinds is a set of rtnetlink event kinds to watch. A Watcher streams all
+// of them through one socket, so their events arrive in the order the
+// kernel sent them.
 type Kinds uint8
 
 // The kinds of events a Watcher can subscribe to.
@@ -84,6 +90,10 @@ var (
 	// Resync.Reason when the kernel dropped events because the socket's
 	// receive buffer was full.
 	ErrOverflow = errors.New("nlutil: netlink receive buffer overflow (ENOBUFS)")
+	// ErrNoSubscription is wrapped by Barrier's error when no subscription
+	// is live (the Watcher is renewing one, or has stopped): a Resync
+	// follows on the stream unless it has ended.
+	ErrNoSubscription = errors.New("nlutil: no live subscription")
 )
 
 // WatchOptions configures a Watcher. The zero value of every field but
@@ -99,7 +109,8 @@ type WatchOptions struct {
 	// process's unless the program moves threads between namespaces.
 	Namespace *netns.NsHandle
 	// ReceiveBufferSize is the socket receive buffer in bytes; 0 means
-	// DefaultReceiveBufferSize.
+	// DefaultReceiveBufferSize. The kernel doubles it for its own
+	// accounting and raises a tiny one to its minimum (a few KiB).
 	ReceiveBufferSize int
 	// ReceiveBufferNoForce asks for the buffer with SO_RCVBUF, which the
 	// kernel caps at net.core.rmem_max, instead of SO_RCVBUFFORCE, which
@@ -126,14 +137,15 @@ type WatchOptions struct {
 
 // Event is one item of a Watcher's stream. Exactly one field is set.
 type Event struct {
-	// Link is a link change.
-	Link *netlink.LinkUpdate
-	// Addr is an address change.
-	Addr *netlink.AddrUpdate
-	// Route is a route change.
-	Route *netlink.RouteUpdate
-	// Resync says that subscriptions were (re)established: list the kernel
-	// state of Resync.Kinds now.
+	// Msg is a link, address or route message (RTM_NEWLINK, RTM_DELLINK,
+	// RTM_NEWADDR, RTM_DELADDR, RTM_NEWROUTE, RTM_DELROUTE) of a kind
+	// watched, as the kernel sent it; link messages of the AF_BRIDGE
+	// family are left out.
+	Msg *Message
+	// Barrier is the mark of a Watcher.Barrier call.
+	Barrier *Barrier
+	// Resync says that the subscription was (re)established: list the
+	// kernel state of Resync.Kinds now.
 	Resync *Resync
 	// Err reports a failed attempt to subscribe (wrapping ErrSubscribe);
 	// the Watcher retries with backoff and sends a Resync once it
@@ -141,14 +153,32 @@ type Event struct {
 	Err error
 }
 
-// Resync tells the consumer that the subscriptions for Kinds are live and
+// Message is one rtnetlink message.
+type Message struct {
+	// Header is the message's netlink header.
+	Header unix.NlMsghdr
+	// Data is the payload after the header (ifinfomsg, ifaddrmsg or rtmsg
+	// and attributes); it belongs to the receiver.
+	Data []byte
+}
+
+// Barrier marks a point of the stream: every message before it was sent
+// by the kernel before the Barrier call that placed it returned, every
+// message after it once that call had begun.
+type Barrier struct {
+	// ID is what Watcher.Barrier returned.
+	ID uint64
+}
+
+// Resync tells the consumer that the subscription for Kinds is live and
 // that it must now list those kinds (with LinkList, AddrList, …) and diff
 // the result against what it knows. The subscription is made before the
 // Resync is sent, so nothing that happens after the listing is missed;
-// events that follow may repeat changes the listing already shows, so apply
-// them idempotently.
+// events that follow may repeat changes the listing already shows (place
+// a Barrier before listing to tell them apart).
 type Resync struct {
-	// Kinds are the subscriptions that were (re)established.
+	// Kinds are the kinds whose subscription was (re)established: all of
+	// the Watcher's.
 	Kinds Kinds
 	// Reason is nil for the first subscription. After a loss it says why
 	// the previous subscription ended: it wraps ErrSubscriptionLost, and
@@ -157,16 +187,21 @@ type Resync struct {
 }
 
 // Watcher delivers rtnetlink events for one network namespace as a single
-// stream, and never goes silently dead: a subscription that ends (ENOBUFS
-// after a burst, a socket error, a closed channel) is renewed and announced
-// with a Resync so the consumer re-lists; a subscription that cannot be
-// made is retried with backoff and each failure is reported on the stream.
+// stream, in the kernel's order, and never goes silently dead: a
+// subscription that ends (ENOBUFS after a burst, a socket error) is renewed
+// and announced with a Resync so the consumer re-lists; a subscription that
+// cannot be made is retried with backoff and each failure is reported on
+// the stream.
 type Watcher struct {
 	opts      WatchOptions
 	log       *slog.Logger
 	clk       clock.Clock
 	subscribe subscribeFunc // the kernel; tests replace it
 	started   atomic.Bool
+
+	mu     sync.Mutex // guards live, lastID and live.pending
+	live   *liveSub   // the subscription Barrier writes to; nil while renewing
+	lastID uint64     // the last barrier ID handed out
 }
 
 // subConfig is what a subscription needs from the options.
@@ -176,12 +211,23 @@ type subConfig struct {
 	force     bool
 }
 
-// subscribeFunc starts one subscription of a single kind. It returns a
-// channel of events that it closes when the subscription has ended and
-// released everything it started: on its own after a failure (having called
-// onErr with the cause first), or after done is closed. onErr may also be
-// called for errors that do not end the subscription.
-type subscribeFunc func(kind Kinds, done <-chan struct{}, cfg subConfig, onErr func(error)) (<-chan Event, error)
+// subscription is one live socket: its stream of messages and barrier
+// acknowledgements, and the way to place a barrier on it.
+type subscription struct {
+	// events carries Msg events and Barrier events whose ID is the
+	// sequence number of the acknowledged request. It is closed when the
+	// subscription has ended and released everything it started.
+	events <-chan Event
+	// barrier asks the kernel to acknowledge a request with sequence
+	// number seq, behind every message already queued; safe from any
+	// goroutine, and an error once the socket is closed.
+	barrier func(seq uint32) error
+}
+
+// subscribeFunc starts one subscription of kinds. It ends on its own after
+// a failure (having called onErr with the cause first), or after done is
+// closed. onErr may also be called for errors that do not end it.
+type subscribeFunc func(kinds Kinds, done <-chan struct{}, cfg subConfig, onErr func(error)) (subscription, error)
 
 // NewWatcher validates opts and returns a Watcher. It does no I/O and starts
 // no goroutines; call Start.
@@ -233,12 +279,12 @@ func NewWatcher(opts WatchOptions) (*Watcher, error) {
 }
 
 // Start subscribes in the background and returns the event stream. The
-// first event for each kind is a Resync (or an Err if subscribing failed).
+// first event is a Resync (or an Err if subscribing failed).
 // The stream must be read: while it is not, the kernel buffers events and,
 // once its buffer is full, drops them, which the Watcher reports with a
 // Resync whose Reason wraps ErrOverflow.
 //
-// When ctx ends, every subscription is closed and the channel is closed
+// When ctx ends, the subscription is closed and the channel is closed
 // once all goroutines the Watcher started have finished. A Watcher can be
 // started once.
 func (w *Watcher) Start(ctx context.Context) (<-chan Event, error) {
@@ -254,29 +300,59 @@ func (w *Watcher) Start(ctx context.Context) (<-chan Event, error) {
 	return out, nil
 }
 
+// Barrier places a barrier in the stream and returns its ID: the stream
+// carries an Event whose Barrier has that ID after every message the
+// kernel sent before Barrier returned, and before every message it sent
+// after Barrier began. A consumer that lists the kernel after Barrier
+// returns knows that the messages before the barrier are older than its
+// listing. It asks the kernel for an acknowledgement on the subscription's
+// socket (an NLMSG_NOOP request, which changes nothing), which the kernel
+// queues behind the messages already waiting. Barrier is safe to call from
+// any goroutine and does not wait for the stream to be read.
+//
+// Every barrier placed is delivered, in order, unless the stream ends
+// first: if the subscription is lost before the kernel's acknowledgement
+// is read, the barrier comes right after the last message read from it,
+// before the Resync. With no live subscription (before the first Resync,
+// while one is renewed, after the stream ended) Barrier fails with an
+// error wrapping ErrNoSubscription.
+func (w *Watcher) Barrier() (uint64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.live
+	if s == nil {
+		return 0, ErrNoSubscription
+	}
+	id := w.lastID + 1
+	if err := s.barrier(uint32(id)); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrNoSubscription, err)
+	}
+	w.lastID = id
+	s.pending = append(s.pending, id)
+	return id, nil
+}
+
 // run is the state of a started Watcher, owned by its loop goroutine.
 type run struct {
 	w   *Watcher
 	ctx context.Context
 	out chan Event
 
-	subs    [len(kindNames)]*liveSub
-	pending Kinds           // kinds to (re)subscribe
-	reasons map[Kinds]error // why each pending kind was lost; nil at start
-
-	retry   clock.Timer // armed while pending kinds wait for a retry
+	sub     *liveSub    // nil while waiting to (re)subscribe
+	reason  error       // why the last subscription was lost; nil at start
+	retry   clock.Timer // armed while a subscription waits for a retry
 	backoff time.Duration
 	force   bool // use SO_RCVBUFFORCE
 }
 
 // liveSub is one established subscription.
 type liveSub struct {
-	kind   Kinds
-	events <-chan Event
-	done   chan struct{}
-	since  time.Time
-	lastMu sync.Mutex
-	last   error // last error reported by netlink's callback
+	subscription
+	done    chan struct{}
+	since   time.Time
+	pending []uint64 // barriers placed and not delivered, oldest first (Watcher.mu)
+	lastMu  sync.Mutex
+	last    error // last error reported by the socket's reader
 }
 
 func (s *liveSub) onErr(log *slog.Logger) func(error) {
@@ -289,7 +365,7 @@ func (s *liveSub) onErr(log *slog.Logger) func(error) {
 		s.lastMu.Lock()
 		s.last = err
 		s.lastMu.Unlock()
-		log.Warn("nlutil: netlink subscription error", "kind", s.kind.String(), "err", err)
+		log.Warn("nlutil: netlink subscription error", "err", err)
 	}
 }
 
@@ -302,45 +378,56 @@ func (s *liveSub) lastErr() error {
 func (r *run) loop() {
 	defer close(r.out)
 	defer r.shutdown()
-	r.pending = r.w.opts.Kinds
-	r.reasons = map[Kinds]error{}
-	r.subscribePending()
+	r.subscribe()
 	for {
 		var retryC <-chan time.Time
 		if r.retry != nil {
 			retryC = r.retry.C()
 		}
-		var ev Event
-		var ok bool
-		var from int
+		var events <-chan Event
+		if r.sub != nil {
+			events = r.sub.events
+		}
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-retryC:
 			r.retry = nil
-			r.subscribePending()
-			continue
-		case ev, ok = <-r.recv(0):
-			from = 0
-		case ev, ok = <-r.recv(1):
-			from = 1
-		case ev, ok = <-r.recv(2):
-			from = 2
-		}
-		if ok {
+			r.subscribe()
+		case ev, ok := <-events:
+			if !ok {
+				if !r.lost() {
+					return
+				}
+				continue
+			}
+			if ev.Barrier != nil {
+				ev.Barrier = r.barrierDone(uint32(ev.Barrier.ID))
+				if ev.Barrier == nil {
+					continue
+				}
+			}
 			if !r.send(ev) {
 				return
 			}
-			continue
 		}
-		r.lost(from)
 	}
 }
 
-// recv returns the events channel of kind index i, or nil.
-func (r *run) recv(i int) <-chan Event {
-	if s := r.subs[i]; s != nil {
-		return s.events
+// barrierDone takes the barrier acknowledged with sequence number seq off
+// the pending list and returns it with its full ID; nil for an
+// acknowledgement that matches none.
+func (r *run) barrierDone(seq uint32) *Barrier {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	s := r.sub
+	for i, id := range s.pending {
+		if uint32(id) == seq {
+			// Acknowledgements come in order: none before this one is
+			// still coming.
+			s.pending = s.pending[i+1:]
+			return &Barrier{ID: id}
+		}
 	}
 	return nil
 }
@@ -355,46 +442,55 @@ func (r *run) send(ev Event) bool {
 	}
 }
 
-// lost handles the end of subscription i: its channel is closed, so its
-// goroutines are gone; close done to release the socket, then renew it.
-func (r *run) lost(i int) {
-	s := r.subs[i]
-	r.subs[i] = nil
+// lost handles the end of the subscription: its channel is closed, so its
+// goroutines are gone. It delivers the barriers still pending, then
+// renews the subscription; false if ctx ended meanwhile.
+func (r *run) lost() bool {
+	s := r.sub
+	r.sub = nil
+	r.w.mu.Lock()
+	r.w.live = nil
+	pending := s.pending
+	s.pending = nil
+	r.w.mu.Unlock()
 	close(s.done)
-	reason := lostReason(s.kind, s.lastErr())
+	for _, id := range pending {
+		if !r.send(Event{Barrier: &Barrier{ID: id}}) {
+			return false
+		}
+	}
+	r.reason = lostReason(r.w.opts.Kinds, s.lastErr())
 	lived := r.w.clk.Since(s.since)
-	r.w.log.Warn("nlutil: netlink subscription lost; renewing it", "kind", s.kind.String(), "reason", reason, "lived", lived)
-	r.pending |= s.kind
-	r.reasons[s.kind] = reason
-	overflow := errors.Is(reason, ErrOverflow)
-	if (overflow || lived >= r.w.opts.MaxResubscribeBackoff) && r.retry == nil {
+	r.w.log.Warn("nlutil: netlink subscription lost; renewing it", "kinds", r.w.opts.Kinds.String(), "reason", r.reason, "lived", lived)
+	if errors.Is(r.reason, ErrOverflow) || lived >= r.w.opts.MaxResubscribeBackoff {
 		// A healthy subscription, or one that overflowed: an overflow
 		// signals load, not a broken socket, so renew it at once; backing
 		// off would leave the consumer deaf through the storm. (Consumers
 		// space out their re-lists themselves.)
 		r.backoff = r.w.opts.ResubscribeBackoff
-		r.subscribePending()
-		return
+		r.subscribe()
+		return true
 	}
 	// It died young: something is wrong, don't spin.
 	r.scheduleRetry()
+	return true
 }
 
-func lostReason(kind Kinds, err error) error {
-	return &lostError{kind: kind, overflow: err != nil && isENOBUFS(err), cause: err}
+func lostReason(kinds Kinds, err error) error {
+	return &lostError{kinds: kinds, overflow: err != nil && isENOBUFS(err), cause: err}
 }
 
 // lostError is a Resync.Reason: it matches ErrSubscriptionLost, and also
-// ErrOverflow and unix.ENOBUFS after an overflow, and unwraps to netlink's
-// error.
+// ErrOverflow and unix.ENOBUFS after an overflow, and unwraps to the
+// socket's error.
 type lostError struct {
-	kind     Kinds
+	kinds    Kinds
 	overflow bool
 	cause    error
 }
 
 func (e *lostError) Error() string {
-	msg := "nlutil: " + e.kind.String() + " subscription lost"
+	msg := "nlutil: " + e.kinds.String() + " subscription lost"
 	if e.overflow {
 		msg += ": kernel dropped events, receive buffer full (ENOBUFS)"
 	}
@@ -410,72 +506,54 @@ func (e *lostError) Is(target error) bool {
 
 func (e *lostError) Unwrap() error { return e.cause }
 
-// isENOBUFS recognises ENOBUFS also in netlink's callback errors, which
-// format the errno into their message instead of wrapping it.
+// isENOBUFS recognises ENOBUFS also in errors that format the errno into
+// their message instead of wrapping it.
 func isENOBUFS(err error) bool {
 	return errors.Is(err, unix.ENOBUFS) || strings.Contains(err.Error(), unix.ENOBUFS.Error())
 }
 
-// subscribePending tries every pending kind once, sends a Resync for those
-// that succeeded and an Err for each failure, and schedules a retry if any
-// is left.
-func (r *run) subscribePending() {
-	var ok Kinds
-	var reasons []error
-	for i := range kindNames {
-		kind := Kinds(1) << i
-		if r.pending&kind == 0 {
-			continue
+// subscribe tries to subscribe once, and sends a Resync if it succeeded,
+// an Err otherwise, and then schedules a retry.
+func (r *run) subscribe() {
+	s, err := r.start()
+	if err != nil {
+		r.w.log.Warn("nlutil: netlink subscribe failed; will retry", "kinds", r.w.opts.Kinds.String(), "err", err)
+		if r.send(Event{Err: fmt.Errorf("%w: %s: %w", ErrSubscribe, r.w.opts.Kinds, err)}) {
+			r.scheduleRetry()
 		}
-		s, err := r.start(kind)
-		if err != nil {
-			r.w.log.Warn("nlutil: netlink subscribe failed; will retry", "kind", kind.String(), "err", err)
-			if !r.send(Event{Err: fmt.Errorf("%w: %s: %w", ErrSubscribe, kind, err)}) {
-				// ctx ended; the loop shuts down.
-				return
-			}
-			continue
-		}
-		r.subs[i] = s
-		r.pending &^= kind
-		ok |= kind
-		if reason := r.reasons[kind]; reason != nil {
-			reasons = append(reasons, reason)
-		}
-		delete(r.reasons, kind)
+		return
 	}
-	if ok != 0 {
-		if !r.send(Event{Resync: &Resync{Kinds: ok, Reason: errors.Join(reasons...)}}) {
-			return
-		}
-	}
-	if r.pending != 0 {
-		r.scheduleRetry()
-	}
+	r.sub = s
+	r.w.mu.Lock()
+	r.w.live = s
+	r.w.mu.Unlock()
+	reason := r.reason
+	r.reason = nil
+	r.send(Event{Resync: &Resync{Kinds: r.w.opts.Kinds, Reason: reason}})
 }
 
 // start makes one subscription, falling back from SO_RCVBUFFORCE to
 // SO_RCVBUF when the process lacks CAP_NET_ADMIN.
-func (r *run) start(kind Kinds) (*liveSub, error) {
-	s, err := r.try(kind)
+func (r *run) start() (*liveSub, error) {
+	s, err := r.try()
 	if err != nil && r.force && errors.Is(err, unix.EPERM) {
 		r.w.log.Warn("nlutil: no permission to force the netlink receive buffer size; using SO_RCVBUF, capped by net.core.rmem_max",
-			"kind", kind.String(), "size", r.w.opts.ReceiveBufferSize)
+			"size", r.w.opts.ReceiveBufferSize)
 		r.force = false
-		s, err = r.try(kind)
+		s, err = r.try()
 	}
 	return s, err
 }
 
-func (r *run) try(kind Kinds) (*liveSub, error) {
-	s := &liveSub{kind: kind, done: make(chan struct{}), since: r.w.clk.Now()}
+func (r *run) try() (*liveSub, error) {
+	s := &liveSub{done: make(chan struct{}), since: r.w.clk.Now()}
 	cfg := subConfig{namespace: r.w.opts.Namespace, rcvbuf: r.w.opts.ReceiveBufferSize, force: r.force}
-	events, err := r.w.subscribe(kind, s.done, cfg, s.onErr(r.w.log))
+	sub, err := r.w.subscribe(r.w.opts.Kinds, s.done, cfg, s.onErr(r.w.log))
 	if err != nil {
 		close(s.done) // releases whatever the attempt left behind
 		return nil, err
 	}
-	s.events = events
+	s.subscription = sub
 	return s, nil
 }
 
@@ -487,94 +565,148 @@ func (r *run) scheduleRetry() {
 	r.backoff = min(2*r.backoff, r.w.opts.MaxResubscribeBackoff)
 }
 
-// shutdown closes every subscription and waits until their goroutines have
+// shutdown closes the subscription and waits until its goroutines have
 // finished, discarding what they still deliver.
 func (r *run) shutdown() {
 	if r.retry != nil {
 		r.retry.Stop()
 		r.retry = nil
 	}
-	for _, s := range r.subs {
-		if s != nil {
-			close(s.done)
+	r.w.mu.Lock()
+	r.w.live = nil
+	r.w.mu.Unlock()
+	if s := r.sub; s != nil {
+		close(s.done)
+		for range s.events {
+		}
+		r.sub = nil
+	}
+}
+
+// groups are the rtnetlink multicast groups of each kind.
+var groups = [...][]uint{
+	{unix.RTNLGRP_LINK},
+	{unix.RTNLGRP_IPV4_IFADDR, unix.RTNLGRP_IPV6_IFADDR},
+	{unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE},
+}
+
+// netlinkSubscribe is the real subscribeFunc: one NETLINK_ROUTE socket in
+// the namespace, joined to the groups of every kind, read by one goroutine
+// while another closes it once done is closed or the reader has failed.
+func netlinkSubscribe(kinds Kinds, done <-chan struct{}, cfg subConfig, onErr func(error)) (subscription, error) {
+	var gs []uint
+	for i, g := range groups {
+		if kinds&(1<<i) != 0 {
+			gs = append(gs, g...)
 		}
 	}
-	for i, s := range r.subs {
-		if s != nil {
-			for range s.events {
-			}
-			r.subs[i] = nil
-		}
+	target := netns.None()
+	if cfg.namespace != nil {
+		target = *cfg.namespace
 	}
-}
-
-// netlinkSubscribe is the real subscribeFunc.
-func netlinkSubscribe(kind Kinds, done <-chan struct{}, cfg subConfig, onErr func(error)) (<-chan Event, error) {
-	switch kind {
-	case Links:
-		ch := make(chan netlink.LinkUpdate, subChanSize)
-		err := netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{
-			Namespace: cfg.namespace, ErrorCallback: onErr,
-			ReceiveBufferSize: cfg.rcvbuf, ReceiveBufferForceSize: cfg.force,
-		})
-		return forward(ch, done, err, wrapLink)
-	case Addrs:
-		ch := make(chan netlink.AddrUpdate, subChanSize)
-		err := netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
-			Namespace: cfg.namespace, ErrorCallback: onErr,
-			ReceiveBufferSize: cfg.rcvbuf, ReceiveBufferForceSize: cfg.force,
-		})
-		return forward(ch, done, err, func(u *netlink.AddrUpdate) (Event, bool) { return Event{Addr: u}, true })
-	case Routes:
-		ch := make(chan netlink.RouteUpdate, subChanSize)
-		err := netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
-			Namespace: cfg.namespace, ErrorCallback: onErr,
-			ReceiveBufferSize: cfg.rcvbuf, ReceiveBufferForceSize: cfg.force,
-		})
-		return forward(ch, done, err, func(u *netlink.RouteUpdate) (Event, bool) { return Event{Route: u}, true })
-	}
-	return nil, fmt.Errorf("%w: unknown kind %s", ErrInvalidArgument, kind)
-}
-
-// subChanSize is the buffer between netlink's receive goroutine and ours.
-const subChanSize = 16
-
-// wrapLink wraps a link update, except one of the AF_BRIDGE family: the
-// kernel sends those to the link group about a bridge port's state, and
-// its RTM_DELLINK when a port leaves its bridge means nothing about the
-// link itself, which a consumer would take for a deletion.
-func wrapLink(u *netlink.LinkUpdate) (Event, bool) {
-	if u.Family == unix.AF_BRIDGE {
-		return Event{}, false
-	}
-	return Event{Link: u}, true
-}
-
-// forward turns netlink's typed channel into an Event channel, leaving out
-// the updates wrap refuses. netlink's goroutine closes ch once its socket
-// fails or is closed (done), and blocks on every send, so ch is drained to
-// the end; after done, updates are dropped.
-//
-// netlink v1.3.1 starts a goroutine that closes the socket when done is
-// closed before it can fail on a later step; on error the caller closes
-// done to end it.
-func forward[T any](ch <-chan T, done <-chan struct{}, err error, wrap func(*T) (Event, bool)) (<-chan Event, error) {
+	s, err := nl.SubscribeAt(target, netns.None(), unix.NETLINK_ROUTE, gs...)
 	if err != nil {
-		return nil, err
+		return subscription{}, err
 	}
+	if err := s.SetReceiveBufferSize(cfg.rcvbuf, cfg.force); err != nil {
+		s.Close()
+		return subscription{}, err
+	}
+	var mu sync.Mutex // guards closed and the descriptor's use by barrier
+	closed := false
+	readerDone, socketClosed := make(chan struct{}), make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+		case <-readerDone:
+		}
+		mu.Lock()
+		closed = true
+		s.Close() // ends a Receive in progress
+		mu.Unlock()
+		close(socketClosed)
+	}()
 	out := make(chan Event)
 	go func() {
 		defer close(out)
-		for u := range ch {
-			ev, ok := wrap(&u)
-			if !ok {
+		defer func() {
+			close(readerDone)
+			<-socketClosed
+		}()
+		for {
+			msgs, from, err := s.Receive()
+			if err != nil {
+				onErr(err)
+				return
+			}
+			if from.Pid != nl.PidKernel {
 				continue
 			}
-			select {
-			case out <- ev:
-			case <-done:
+			for i := range msgs {
+				ev, ok := eventOf(&msgs[i], onErr)
+				if !ok {
+					continue
+				}
+				select {
+				case out <- ev:
+				case <-done:
+					return
+				}
 			}
 		}
 	}()
-	return out, nil
+	barrier := func(seq uint32) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return net.ErrClosed
+		}
+		return sendNoop(s.GetFd(), seq)
+	}
+	return subscription{events: out, barrier: barrier}, nil
+}
+
+// sendNoop sends the kernel an NLMSG_NOOP request asking for an
+// acknowledgement: the kernel does nothing but queue an NLMSG_ERROR with
+// error 0 and sequence number seq behind the messages already queued.
+func sendNoop(fd int, seq uint32) error {
+	var b [unix.NLMSG_HDRLEN]byte
+	h := (*unix.NlMsghdr)(unsafe.Pointer(&b[0]))
+	*h = unix.NlMsghdr{Len: unix.NLMSG_HDRLEN, Type: unix.NLMSG_NOOP, Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK, Seq: seq}
+	for {
+		err := unix.Sendto(fd, b[:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// eventOf turns one received message into an event: a Msg of a kind
+// watched (link messages of the AF_BRIDGE family left out), or a Barrier
+// whose ID is the acknowledged sequence number. ok is false for anything
+// else; an error message is reported to onErr.
+func eventOf(m *syscall.NetlinkMessage, onErr func(error)) (Event, bool) {
+	switch m.Header.Type {
+	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
+		// The kernel sends AF_BRIDGE link messages to the link group
+		// about a bridge port's state; the RTM_DELLINK when a port leaves
+		// its bridge means nothing about the link itself, which a
+		// consumer would take for a deletion.
+		if len(m.Data) == 0 || m.Data[0] == unix.AF_BRIDGE {
+			return Event{}, false
+		}
+	case unix.RTM_NEWADDR, unix.RTM_DELADDR, unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
+	case unix.NLMSG_ERROR:
+		if len(m.Data) < 4 {
+			return Event{}, false
+		}
+		if code := int32(binary.NativeEndian.Uint32(m.Data)); code != 0 {
+			onErr(fmt.Errorf("nlutil: netlink error message for request %d: %w", m.Header.Seq, unix.Errno(-code)))
+			return Event{}, false
+		}
+		return Event{Barrier: &Barrier{ID: uint64(m.Header.Seq)}}, true
+	default:
+		return Event{}, false
+	}
+	return Event{Msg: &Message{Header: unix.NlMsghdr(m.Header), Data: m.Data}}, true
 }

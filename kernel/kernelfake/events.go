@@ -2,6 +2,7 @@ package kernelfake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -12,10 +13,11 @@ import (
 
 // subscription is one Subscribe stream: the events not yet delivered.
 type subscription struct {
-	kinds kernel.EventKinds
-	queue []kernel.Event
-	gen   uint64        // bumped when Overflow replaces the queue
-	wake  chan struct{} // signalled when the queue changes
+	kinds    kernel.EventKinds
+	queue    []kernel.Event
+	gen      uint64        // bumped when Overflow replaces the queue
+	wake     chan struct{} // signalled when the queue changes
+	barriers uint64        // the last barrier ID handed out
 }
 
 func (sub *subscription) signal() {
@@ -36,8 +38,12 @@ func (sub *subscription) signal() {
 // channel is closed once ctx has ended and the stream's goroutine has
 // stopped. A failure injected with Fail(OpSubscribe, …) is a failed
 // attempt to subscribe, which the kernel package retries: the stream
-// starts with an Err event carrying it, then the Resync.
-func (ns *Namespace) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-chan kernel.Event, error) {
+// starts with an Err event carrying it, then the Resync. Options are
+// checked as the kernel package checks them; the receive buffer size is
+// not modelled (Overflow drops events instead). A barrier
+// (SubscribeOptions.Barriers) is queued behind the events not yet
+// delivered, and Overflow keeps it, before the Resync.
+func (ns *Namespace) Subscribe(ctx context.Context, kinds kernel.EventKinds, opts ...kernel.SubscribeOptions) (<-chan kernel.Event, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -49,6 +55,10 @@ func (ns *Namespace) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-
 	if kinds == 0 || kinds&^(kernel.EventLinks|kernel.EventAddrs|kernel.EventRoutes) != 0 {
 		return nil, invalidf("event kinds 0x%x", uint8(kinds))
 	}
+	o, err := kernel.CheckSubscribeOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
 	sub := &subscription{
 		kinds: kinds,
 		queue: []kernel.Event{{Resync: &kernel.Resync{Kinds: kinds}}},
@@ -58,9 +68,24 @@ func (ns *Namespace) Subscribe(ctx context.Context, kinds kernel.EventKinds) (<-
 		sub.queue = append([]kernel.Event{{Err: injected}}, sub.queue...)
 	}
 	ns.s.subs[sub] = struct{}{}
+	if o.Barriers != nil {
+		o.Barriers(func() (uint64, error) { return ns.barrier(sub) })
+	}
 	out := make(chan kernel.Event)
 	go ns.forward(ctx, sub, out)
 	return out, nil
+}
+
+// barrier queues a barrier on sub, or fails once its stream has ended.
+func (ns *Namespace) barrier(sub *subscription) (uint64, error) {
+	defer ns.lock()()
+	if _, ok := ns.s.subs[sub]; !ok {
+		return 0, errors.New("kernelfake: barrier: the stream has ended")
+	}
+	sub.barriers++
+	sub.queue = append(sub.queue, kernel.Event{Barrier: &kernel.Barrier{ID: sub.barriers}})
+	sub.signal()
+	return sub.barriers, nil
 }
 
 // forward delivers sub's queue in order until ctx ends. An event leaves
@@ -103,15 +128,21 @@ func (ns *Namespace) forward(ctx context.Context, sub *subscription, out chan<- 
 	}
 }
 
-// Overflow drops every event not yet delivered to a subscriber and queues
-// a Resync whose Reason wraps kernel.ErrOverflow (and ENOBUFS), as a
-// netlink socket whose receive buffer overflowed.
+// Overflow drops every event not yet delivered to a subscriber, but for
+// its barriers, and queues a Resync whose Reason wraps kernel.ErrOverflow
+// (and ENOBUFS), as a netlink socket whose receive buffer overflowed.
 func (ns *Namespace) Overflow() {
 	defer ns.lock()()
 	reason := fmt.Errorf("kernelfake: %w (%w)", kernel.ErrOverflow, syscall.ENOBUFS)
 	for sub := range ns.s.subs {
 		sub.gen++
-		sub.queue = []kernel.Event{{Resync: &kernel.Resync{Kinds: sub.kinds, Reason: reason}}}
+		var kept []kernel.Event
+		for _, ev := range sub.queue {
+			if ev.Barrier != nil {
+				kept = append(kept, ev)
+			}
+		}
+		sub.queue = append(kept, kernel.Event{Resync: &kernel.Resync{Kinds: sub.kinds, Reason: reason}})
 		sub.signal()
 	}
 }

@@ -697,6 +697,48 @@ func TestSubscribe(t *testing.T) {
 	leakcheck.NoGoroutines(t, 10*time.Second, "kernelfake.(*Namespace).forward")
 }
 
+// A barrier comes after the events queued before it and survives an
+// overflow, which drops the events around it; options are checked as the
+// kernel checks them.
+func TestSubscribeBarriers(t *testing.T) {
+	ns := New(Options{})
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	var barrier kernel.BarrierFunc
+	events, err := ns.Subscribe(ctx, kernel.EventLinks, kernel.SubscribeOptions{ReceiveBufferSize: 4096, Barriers: func(f kernel.BarrierFunc) { barrier = f }})
+	require.NoError(t, err)
+	require.NotNil(t, barrier)
+	require.NotNil(t, next(t, events).Resync)
+
+	br := mustLink(t, ns, kernel.Link{Name: "br", Kind: kernel.KindBridge})
+	id1, err := barrier()
+	require.NoError(t, err)
+	require.NoError(t, ns.SetLinkMTU(bg, br, 1400))
+	assert.NotNil(t, next(t, events).Link)
+	assert.Equal(t, &kernel.Barrier{ID: id1}, next(t, events).Barrier)
+	assert.Equal(t, 1400, next(t, events).Link.Link.MTU)
+
+	require.NoError(t, ns.SetLinkMTU(bg, br, 1300))
+	id2, err := barrier()
+	require.NoError(t, err)
+	assert.Greater(t, id2, id1)
+	require.NoError(t, ns.SetLinkMTU(bg, br, 1200))
+	ns.Overflow()
+	assert.Equal(t, &kernel.Barrier{ID: id2}, next(t, events).Barrier, "kept by the overflow")
+	assert.ErrorIs(t, next(t, events).Resync.Reason, kernel.ErrOverflow)
+
+	for _, bad := range []kernel.SubscribeOptions{{ReceiveBufferSize: -1}, {ReceiveBufferSize: kernel.MaxReceiveBufferSize + 1}} {
+		_, err := ns.Subscribe(ctx, kernel.EventLinks, bad)
+		assert.ErrorIs(t, err, kernel.ErrInvalid)
+	}
+	cancel()
+	for range events { //nolint:revive // drain until closed
+	}
+	leakcheck.NoGoroutines(t, 10*time.Second, "kernelfake.(*Namespace).forward")
+	_, err = barrier()
+	assert.Error(t, err, "the stream has ended")
+}
+
 func TestRunner(t *testing.T) {
 	ns := New(Options{})
 	r := ns.Runner()
