@@ -545,3 +545,83 @@ func TestPartialErrorContract(t *testing.T) {
 	require.ErrorAs(t, err, &dpe)
 	assert.Equal(t, [2]int{0, 1}, [2]int{dpe.Failed, dpe.Waiting})
 }
+
+// TestChainInUseDeletedOnResync is the regression test of issue 20, item
+// 4: an unwanted chain kept (ErrChainInUse) because a foreign rule jumped
+// to it stayed held until its retry was due, even after a resync had shown
+// the foreign rule gone. Now whether it is kept is the picture's to say:
+// the resync's read deletes it on that pass. A read that still shows the
+// reference keeps it without pushing its retry back. (Before the fix the
+// Apply after QueueResync reported ErrChainInUse again and np-a stayed
+// until the clock reached the retry.)
+func TestChainInUseDeletedOnResync(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			ns, k := newFake()
+			v := ipfamily.IPv4
+			opts := fakeOpts(ns)
+			opts.Backend = b
+			clk := opts.Clock.(*clock.Fake)
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
+			apply(t, tbl)
+			require.NoError(t, k.Exec(b, v, "-A", "OUTPUT", "-j", "np-a"))
+			require.NoError(t, tbl.RemoveChains("np-a"))
+			tbl.QueueResync()
+			res, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+			assert.Equal(t, time.Second, res.RetryAfter)
+
+			// A resync before the retry that still sees the reference keeps
+			// the chain, and the retry where it was.
+			clk.Advance(500 * time.Millisecond)
+			tbl.QueueResync()
+			res, err = tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+			assert.Equal(t, 500*time.Millisecond, res.RetryAfter, "checking again is no retry")
+			assert.Contains(t, k.Chains(b, v, "filter"), "np-a")
+
+			// The foreign rule goes; the next resync, before the retry is
+			// due, deletes the chain.
+			require.NoError(t, k.Exec(b, v, "-D", "OUTPUT", "-j", "np-a"))
+			tbl.QueueResync()
+			res = apply(t, tbl)
+			assert.Zero(t, res.RetryAfter)
+			assert.NotContains(t, k.Chains(b, v, "filter"), "np-a")
+			assert.Zero(t, tbl.Stats().RestoreErrors)
+		})
+	}
+}
+
+// TestMissingForeignChainWrittenOnResync is the same class of bug as
+// issue 20, item 4, for a jump to a foreign chain the table did not have:
+// the object holding it waited for its retry even after a resync had
+// shown the chain created. Now every plan checks the picture, so the
+// resync writes it on that pass, for a jump or a goto, in an owned chain
+// or in a built-in one. (Before the fix the Apply after QueueResync still
+// held np-a and INPUT back with ErrRefused.)
+func TestMissingForeignChainWrittenOnResync(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			ns, k := newFake()
+			v := ipfamily.IPv4
+			opts := fakeOpts(ns)
+			opts.Backend = b
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Goto("KUBE-X")}}}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("KUBE-Y")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+			_, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
+			assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+
+			require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
+			require.NoError(t, k.Exec(b, v, "-N", "KUBE-Y"))
+			tbl.QueueResync()
+			apply(t, tbl)
+			assert.Equal(t, []string{"-g KUBE-X"}, stripped(k.Rules(b, v, "filter", "np-a")))
+			assert.Equal(t, []string{"-j np-a", "-j KUBE-Y"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+			assert.Zero(t, tbl.Stats().RestoreErrors)
+		})
+	}
+}
