@@ -625,3 +625,53 @@ func TestMissingForeignChainWrittenOnResync(t *testing.T) {
 		})
 	}
 }
+
+// TestJumpDeclaredAfterReadIsChecked is the regression test of issue 20,
+// item 5, for foreign chains: a jump to a foreign chain declared after the
+// last read of the table was written blind — the read never looked for
+// that chain — and when the chain was missing the restore failed (at the
+// rule with legacy, at COMMIT with nft), the table was read again and
+// written once more. Now a plan that meets a jump the picture knows
+// nothing about reads the table first, so the object holding it is held
+// back without a failed restore, and the rest of the table goes in the
+// same restore; a chain created since the last read is seen and the jump
+// written. (Before the fix the first Apply below counted a failed restore
+// and two restores.)
+func TestJumpDeclaredAfterReadIsChecked(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			ns, k := newFake()
+			v := ipfamily.IPv4
+			opts := fakeOpts(ns)
+			opts.Backend = b
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+			apply(t, tbl)
+
+			// Declared after the read: a goto in an owned chain and a jump
+			// in a built-in one to chains the table lacks, and a change
+			// elsewhere.
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Goto("KUBE-X")}}}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("KUBE-Y")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+			before := tbl.Stats()
+			_, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
+			assert.Contains(t, err.Error(), "np-a: change refused by the kernel: it jumps to KUBE-X, which the table does not have")
+			assert.Contains(t, err.Error(), "INPUT: change refused by the kernel: it jumps to KUBE-Y, which the table does not have")
+			st := tbl.Stats()
+			assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores - before.Restores, st.RestoreErrors - before.RestoreErrors}, "one restore, none refused")
+			assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "OUTPUT")))
+			assert.Empty(t, k.Rules(b, v, "filter", "np-a"), "created empty: jumps to it stay valid")
+
+			// Another agent creates a chain after the read; a jump to it
+			// declared now is written at once.
+			require.NoError(t, k.Exec(b, v, "-N", "KUBE-Z"))
+			require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("KUBE-Z")}))
+			_, err = tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
+			assert.Equal(t, []string{"-j KUBE-Z"}, stripped(k.Rules(b, v, "filter", "FORWARD")))
+			assert.Zero(t, tbl.Stats().RestoreErrors)
+		})
+	}
+}

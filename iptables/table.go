@@ -600,9 +600,20 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 		chainRules int
 		holds      map[string]hold
 	)
-	// start plans afresh from the picture.
+	// start plans afresh from the picture. A jump to a foreign chain
+	// declared since the table was read makes it read the table again
+	// first: whether the chain exists is for the kernel to say now.
 	start := func() error {
 		prog, broken, scope, chainRules = t.scope()
+		if t.jumpsUnknown(prog, scope) {
+			t.opts.Logger.Debug("a jump to a foreign chain was declared since the table was read: re-reading it")
+			kt, err := t.read(ctx, t.readParser())
+			if err != nil {
+				return err
+			}
+			t.kernel, t.synced = kt, false
+			prog, broken, scope, chainRules = t.scope()
+		}
 		holds = t.holds(now, broken)
 		t.refuseMissing(prog, scope, holds, now)
 		return nil
@@ -746,6 +757,18 @@ func (t *Table) foreignJumps(prog map[string]bool, scope planScope) iter.Seq2[st
 			}
 		}
 	}
+}
+
+// jumpsUnknown reports whether an object to plan jumps to a foreign chain
+// whose existence the picture does not know: the jump was declared after
+// the table was read, and the read cannot be trusted for it.
+func (t *Table) jumpsUnknown(prog map[string]bool, scope planScope) bool {
+	for _, target := range t.foreignJumps(prog, scope) {
+		if _, known := t.kernel.exists[target]; !known {
+			return true
+		}
+	}
+	return false
 }
 
 // refusal describes a refused line for an ObjectError.
