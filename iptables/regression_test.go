@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -674,4 +676,110 @@ func TestJumpDeclaredAfterReadIsChecked(t *testing.T) {
 			assert.Zero(t, tbl.Stats().RestoreErrors)
 		})
 	}
+}
+
+// TestSetMatchCheckedAtPlan is the regression test of issue 20, item 5,
+// for ip sets: a rule matching a set the kernel did not have failed two
+// restores (the second after a re-read) before its object was left out.
+// Now the plan checks the sets of the objects it writes against the
+// kernel's (ipset list -t through the namespace's runner): the object is
+// held back at once, without a failed restore, and the rest of the table
+// goes in the same, single restore. A set of the other family is held
+// back the same way, a set of no family (bitmap:port) is fit for both,
+// and a set created after the listing is listed again when a rule first
+// matches it. A resync that sees the set writes the object on that pass.
+// (Before the fix the first Apply counted three restores, two refused.)
+func TestSetMatchCheckedAtPlan(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		for _, v := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
+			t.Run(fmt.Sprintf("%s-%v", b, v), func(t *testing.T) {
+				ns, k := newFake()
+				sets := ns.IPSets()
+				opts := fakeOpts(ns)
+				opts.Backend, opts.Family = b, v
+				tbl := newTable(t, opts)
+				family, other, otherName := "inet", "inet6", "IPv6"
+				net := "10.0.0.0/8"
+				if v == ipfamily.IPv6 {
+					family, other, otherName = "inet6", "inet", "IPv4"
+					net = "2001:db8::/32"
+				}
+				require.NoError(t, sets.Exec("create", "np-other", "hash:net", "family", other))
+				require.NoError(t, sets.Exec("create", "np-ports", "bitmap:port", "range", "1-1024"))
+				matchSet := func(set string) netfilter.Rule {
+					return netfilter.Rule{Matches: []netfilter.Match{netfilter.SourceIPSet(set)}, Action: netfilter.Accept()}
+				}
+				require.NoError(t, tbl.SetChains(
+					netfilter.Chain{Name: "np-good", Rules: []netfilter.Rule{acceptFrom(net), matchSet("np-ports")}},
+					netfilter.Chain{Name: "np-set", Rules: []netfilter.Rule{acceptFrom(net), matchSet("np-s")}},
+					netfilter.Chain{Name: "np-fam", Rules: []netfilter.Rule{matchSet("np-other")}},
+				))
+				require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-good"), jump("np-set"), jump("np-fam")}))
+				require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{matchSet("np-s")}))
+				_, err := tbl.Apply(context.Background())
+				requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
+				assert.Contains(t, err.Error(), "np-set: change refused by the kernel: it matches set np-s, which the kernel does not have")
+				assert.Contains(t, err.Error(), "np-fam: change refused by the kernel: it matches set np-other, which is "+otherName)
+				st := tbl.Stats()
+				assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores, st.RestoreErrors}, "one restore, none refused")
+				assert.Len(t, k.Rules(b, v, "filter", "np-good"), 2)
+				assert.Len(t, k.Rules(b, v, "filter", "INPUT"), 3)
+				assert.Empty(t, k.Rules(b, v, "filter", "np-set"), "created empty: the jump to it is valid")
+				assert.Empty(t, k.Rules(b, v, "filter", "OUTPUT"))
+
+				// A set created after the listing, matched by a rule
+				// declared now: listed again, and written.
+				require.NoError(t, sets.Exec("create", "np-new", "hash:net", "family", family))
+				require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{matchSet("np-new")}))
+				_, err = tbl.Apply(context.Background())
+				requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
+				assert.Len(t, k.Rules(b, v, "filter", "FORWARD"), 1)
+
+				// The set appears: the next resync writes what matches it.
+				require.NoError(t, sets.Exec("create", "np-s", "hash:net", "family", family))
+				tbl.QueueResync()
+				_, err = tbl.Apply(context.Background())
+				requireObjects(t, err, map[string]error{"np-fam": iptables.ErrRefused})
+				assert.Len(t, k.Rules(b, v, "filter", "np-set"), 2)
+				assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+				assert.Zero(t, tbl.Stats().RestoreErrors)
+			})
+		}
+	}
+}
+
+// TestSetListingFailureLeavesTheRestoreToJudge: when the kernel's sets
+// cannot be listed (no ipset binary), rules that match sets are written
+// unchecked until the next read, and an object the kernel refuses is left
+// out as before, after the re-read; the listing is not tried again on
+// every round or Apply of the same picture.
+func TestSetListingFailureLeavesTheRestoreToJudge(t *testing.T) {
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	ipsetRuns := 0
+	runner := command.RunnerFunc(func(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+		if name == "ipset" {
+			ipsetRuns++
+			return nil, &command.Error{Argv: append([]string{name}, args...), ExitCode: -1, Err: exec.ErrNotFound}
+		}
+		return ns.Runner().Run(ctx, stdin, name, args...)
+	})
+	opts := fakeOpts(commands(runner))
+	tbl := newTable(t, opts)
+	matchSet := netfilter.Rule{Matches: []netfilter.Match{netfilter.SourceIPSet("np-s")}, Action: netfilter.Accept()}
+	require.NoError(t, tbl.SetChains(
+		netfilter.Chain{Name: "np-set", Rules: []netfilter.Rule{matchSet}},
+		netfilter.Chain{Name: "np-good", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
+	))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-set"), jump("np-good")}))
+	_, err := tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused})
+	assert.Contains(t, err.Error(), "Set np-s doesn't exist.")
+	assert.Len(t, k.Rules(b, v, "filter", "np-good"), 1)
+	assert.Equal(t, 2, ipsetRuns, "once per read: the first, and the re-read after the refusal")
+
+	require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{matchSet}))
+	_, err = tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
+	assert.Equal(t, 3, ipsetRuns, "once more, for the re-read after the second refusal")
 }

@@ -501,11 +501,16 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 // next Apply goes on without the objects found). When the binary blames
 // no object's line (the legacy kernel checks the rules when the table is
 // committed), Apply finds the object by writing halves of the changed
-// objects alone. The objects left out, and those whose declaration
+// objects alone. An object that jumps to a foreign chain or matches an ip
+// set that the kernel lacks is left out before writing, without a failed
+// restore (see "One object never holds back the others" in the package
+// documentation). The objects left out, and those whose declaration
 // cannot be written (ErrUnknownChain, ErrChainLoop), make Apply return a
 // *PartialError (errors.Is(err, dataplane.ErrPartial)); each is retried
 // on its own backoff (see ObjectError.RetryAt; RetryAfter asks the loop to
-// come back then), or at once when it is declared anew. Only a failure that belongs to no object
+// come back then), or at once when it is declared anew; one left out for
+// what the read showed, as soon as a read shows the cause gone. Only a
+// failure that belongs to no object
 // (the binary is missing, the table cannot be read, the lock wait timed
 // out) is returned as such, and the next Apply starts with a re-read; the
 // dataplane loop retries it with backoff.
@@ -649,6 +654,12 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 				return wrote, err
 			}
 			continue
+		}
+		if held := t.refuseSets(ctx, p, holds, now); len(held) > 0 {
+			for _, name := range held {
+				probes = withoutObject(probes, name)
+			}
+			continue // plan again without them
 		}
 		err = nil
 		if p.input != nil {
