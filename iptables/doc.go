@@ -66,8 +66,8 @@
 // found by Apply and held back per object (see below): a jump to an owned
 // chain not declared (it may be declared later, in any order) or a loop of
 // owned chains, a jump to a foreign chain the table does not have, a set
-// the kernel does not have, a target an owned chain holds that a built-in
-// chain reaching it does not allow.
+// the kernel does not have or has of the other family, a target an owned
+// chain holds that a built-in chain reaching it does not allow.
 //
 // Apply reads the table, in process or with iptables-save (see
 // Options.Kernel; hash comments, jumps and chain names only: rules are
@@ -79,10 +79,10 @@
 // the new one inserted at its place, the others untouched. New chains are
 // declared before anything jumps to them and removed chains are deleted
 // after the jumps to them; a chain a foreign rule still jumps to is
-// flushed and kept (ErrChainInUse) and deleted by a later Apply once
-// nothing jumps to it. When nothing differs it runs no restore at all, and
-// when nothing changed since the last Apply and no recheck or retry is
-// due it runs nothing. Between reads it trusts what it wrote; the kernel
+// flushed and kept (ErrChainInUse) and deleted by the first Apply that
+// reads nothing jumping to it. When nothing differs it runs no restore at
+// all, and when nothing changed since the last Apply and no recheck or
+// retry is due it runs nothing. Between reads it trusts what it wrote; the kernel
 // is read again on the first Apply (so a restarted agent adopts its rules
 // and writes nothing if they are right), after QueueResync (which a
 // dataplane.Loop calls every ResyncInterval; a standalone user calls it
@@ -105,20 +105,39 @@
 // to it stay valid), and writes the rest, in the same Apply. When the
 // binary names no line of an object (the legacy kernel checks the rules
 // only when the whole table is committed), Apply finds the object by
-// writing halves of the changed objects alone. An object whose jump target
-// the read showed missing is left out without a write. Apply then returns
-// a *PartialError (errors.Is(err, dataplane.ErrPartial)) naming each
-// object left out (an *ObjectError: ErrRefused with the refused line and
-// the binary's message, ErrChainInUse, ErrUnknownChain, ErrChainLoop), and
-// keeps returning it while they stand. A refused object is tried again
-// after a second, then after a delay that doubles up to five minutes
-// (ObjectError.RetryAt; RetryAfter asks the loop to come back then), with
-// a re-read, since what changes the outcome is the kernel; a new
-// declaration of the object tries it at once. Only a failure that belongs
-// to no object (the binary is missing, the table cannot be read, the lock
-// wait timed out, a failure the binary reports without a line) is returned
-// as such: the next Apply starts with a re-read, and a dataplane.Loop
-// retries the Table with backoff.
+// writing halves of the changed objects alone.
+//
+// What the kernel would refuse for want of something it lacks is found
+// before writing, and the object is left out without a failed restore: a
+// jump or goto (in an owned chain or a built-in one) to a foreign chain
+// the table does not have — when the jump was declared after the table
+// was read, Apply reads the table again first, since the read could not
+// tell — and a rule that matches an ip set the kernel does not have, or
+// has of the other family. What is left out is the object holding the
+// rule, never the rule alone: the chain without it would mean something
+// else. For the sets, Apply lists the kernel's sets (`ipset list -t`
+// through the Kernel's runner) when it is about to write a rule matching
+// a set it has not listed since the table was read, or that no rule
+// matched at the last listing; when the listing fails (no ipset binary)
+// such rules are written unchecked until the next read, and the restore
+// judges them.
+//
+// Apply then returns a *PartialError (errors.Is(err, dataplane.ErrPartial))
+// naming each object left out (an *ObjectError: ErrRefused with the
+// refused line and the binary's message or with the missing chain or set,
+// ErrChainInUse, ErrUnknownChain, ErrChainLoop), and keeps returning it
+// while they stand. A refused object is tried again after a second, then
+// after a delay that doubles up to five minutes (ObjectError.RetryAt;
+// RetryAfter asks the loop to come back then), with a re-read, since what
+// changes the outcome is the kernel; a new declaration of the object
+// tries it at once. An object left out for what the read showed (a chain
+// in use, a missing chain or set) does not even wait for its retry: the
+// first read that shows the cause gone, such as a resync's, writes it on
+// that pass. Only a failure that belongs to no object (the binary is
+// missing, the table cannot be read, the lock wait timed out, a failure
+// the binary reports without a line) is returned as such: the next Apply
+// starts with a re-read, and a dataplane.Loop retries the Table with
+// backoff.
 //
 // # Backends and namespaces
 //

@@ -39,12 +39,13 @@ var (
 	// loop while it stands.
 	ErrChainLoop = errors.New("iptables: owned chains jump in a loop")
 	// ErrRefused reports an object whose change the kernel (or the restore
-	// binary) refused: Apply wrote everything else and tries it again on
-	// its own backoff.
+	// binary) refused, or would refuse: it jumps to a foreign chain or
+	// matches an ip set that the kernel does not have. Apply wrote
+	// everything else and tries it again on its own backoff.
 	ErrRefused = errors.New("iptables: change refused by the kernel")
 	// ErrChainInUse reports an owned chain that is no longer wanted but
 	// that a foreign rule still jumps to: it is flushed and kept, and
-	// deleted by a later Apply once nothing jumps to it.
+	// deleted by the first Apply that reads nothing jumping to it.
 	ErrChainInUse = errors.New("iptables: unwanted chain still referenced by a foreign rule")
 	// ErrSave reports a failure to read the kernel's tables.
 	ErrSave = errors.New("iptables: reading the table failed")

@@ -116,7 +116,8 @@ type Options struct {
 	// followed by ":".
 	HashPrefix string
 	// Kernel is the network namespace whose table the Table manages: its
-	// Runner runs iptables-save and iptables-restore there. A
+	// Runner runs iptables-save and iptables-restore there, and `ipset
+	// list -t` when rules to write match ip sets. A
 	// *kernel.Namespace (kernel.Open, kernel.OpenCurrent) or, in tests, a
 	// kernelfake.Namespace, whose Runner serves the binaries from an
 	// in-memory kernel. Nil means the process's network namespace: the

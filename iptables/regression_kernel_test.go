@@ -230,3 +230,102 @@ func TestKernelNamespace(t *testing.T) {
 	kernelApply(t, tbl)
 	assert.Equal(t, 1, tbl.Stats().Restores, "ns is as we left it")
 }
+
+// TestKernelChainInUseDeletedOnResync is issue 20, item 4, against the
+// kernel: an unwanted chain kept while a foreign rule jumps to it is
+// deleted by the first resync that reads the foreign rule gone, before its
+// retry is due; a resync that still reads the rule keeps it.
+func TestKernelChainInUseDeletedOnResync(t *testing.T) {
+	forEachKernelFlavour(t, func(t *testing.T, f flavour) {
+		ns := kerneltest.NewNS(t)
+		clk := clock.NewFake(t0)
+		tbl := kernelTable(t, f, ns, clk)
+		require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom(f.net(1))}, ForceProgramming: true}))
+		kernelApply(t, tbl)
+		ipt(t, ns, f, "-A", "OUTPUT", "-j", "np-a")
+		require.NoError(t, tbl.RemoveChains("np-a"))
+		tbl.QueueResync()
+		_, err := tbl.Apply(context.Background())
+		requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+
+		tbl.QueueResync()
+		res, err := tbl.Apply(context.Background())
+		requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+		assert.Equal(t, time.Second, res.RetryAfter, "checking again is no retry")
+
+		ipt(t, ns, f, "-D", "OUTPUT", "-j", "np-a")
+		tbl.QueueResync()
+		kernelApply(t, tbl)
+		chains, _ := dump(t, ns, f, "filter")
+		assert.NotContains(t, chains, "np-a")
+		assert.Zero(t, tbl.Stats().RestoreErrors)
+	})
+}
+
+// TestKernelDependenciesCheckedAtPlan is issue 20, item 5, against the
+// kernel: jumps and gotos to foreign chains declared after the last read,
+// and rules matching a set the kernel does not have or has of the other
+// family, hold back their own objects at plan time — no restore fails,
+// and the rest of the table goes in one restore — and a resync that sees
+// the chains and the set writes them on that pass.
+func TestKernelDependenciesCheckedAtPlan(t *testing.T) {
+	kerneltest.RequireCommands(t, "ipset")
+	forEachKernelFlavour(t, func(t *testing.T, f flavour) {
+		ctx := context.Background()
+		ns := kerneltest.NewNS(t)
+		tbl := kernelTable(t, f, ns, clock.NewFake(t0))
+		family, other := "inet", "inet6"
+		if f.v == ipfamily.IPv6 {
+			family, other = "inet6", "inet"
+		}
+		ipset := func(args ...string) {
+			t.Helper()
+			_, err := ns.Exec(ctx, "ipset", args...)
+			require.NoError(t, err)
+		}
+		ipset("create", "np-other", "hash:net", "family", other)
+		matchSet := func(set string) netfilter.Rule {
+			return netfilter.Rule{Matches: []netfilter.Match{netfilter.SourceIPSet(set)}, Action: netfilter.Accept()}
+		}
+		require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom(f.net(1))}))
+		kernelApply(t, tbl)
+
+		// All declared after the read.
+		require.NoError(t, tbl.SetChains(
+			netfilter.Chain{Name: "np-good", Rules: []netfilter.Rule{acceptFrom(f.net(2))}},
+			netfilter.Chain{Name: "np-set", Rules: []netfilter.Rule{acceptFrom(f.net(3)), matchSet("np-s")}},
+			netfilter.Chain{Name: "np-fam", Rules: []netfilter.Rule{matchSet("np-other")}},
+			netfilter.Chain{Name: "np-goto", Rules: []netfilter.Rule{{Action: netfilter.Goto("KUBE-X")}}},
+		))
+		require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-good"), jump("np-set"), jump("np-fam"), jump("np-goto")}))
+		require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("KUBE-Y")}))
+		require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom(f.net(4))}))
+		before := tbl.Stats()
+		_, err := tbl.Apply(ctx)
+		held := map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "np-goto": iptables.ErrRefused, "FORWARD": iptables.ErrRefused}
+		requireObjects(t, err, held)
+		st := tbl.Stats()
+		assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores - before.Restores, st.RestoreErrors - before.RestoreErrors}, "one restore, none refused")
+		chains, rules := dump(t, ns, f, "filter")
+		assert.Subset(t, chains, []string{"np-good", "np-set", "np-fam", "np-goto"})
+		assert.Len(t, rules["np-good"], 1)
+		assert.Empty(t, rules["np-set"])
+		assert.Empty(t, rules["np-goto"])
+		assert.Len(t, rules["INPUT"], 4)
+		assert.Empty(t, rules["FORWARD"])
+		assert.Equal(t, []string{"-s " + f.net(4) + " -j ACCEPT"}, stripped(rules["OUTPUT"]))
+
+		// The kernel gets the set and the chains: the resync writes them.
+		ipset("create", "np-s", "hash:net", "family", family)
+		ipt(t, ns, f, "-N", "KUBE-X")
+		ipt(t, ns, f, "-N", "KUBE-Y")
+		tbl.QueueResync()
+		_, err = tbl.Apply(ctx)
+		requireObjects(t, err, map[string]error{"np-fam": iptables.ErrRefused})
+		_, rules = dump(t, ns, f, "filter")
+		assert.Len(t, rules["np-set"], 2)
+		assert.Equal(t, []string{"-g KUBE-X"}, stripped(rules["np-goto"]))
+		assert.Equal(t, []string{"-j KUBE-Y"}, stripped(rules["FORWARD"]))
+		assert.Zero(t, tbl.Stats().RestoreErrors)
+	})
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -544,4 +546,240 @@ func TestPartialErrorContract(t *testing.T) {
 	_, err = tbl.Apply(context.Background())
 	require.ErrorAs(t, err, &dpe)
 	assert.Equal(t, [2]int{0, 1}, [2]int{dpe.Failed, dpe.Waiting})
+}
+
+// TestChainInUseDeletedOnResync is the regression test of issue 20, item
+// 4: an unwanted chain kept (ErrChainInUse) because a foreign rule jumped
+// to it stayed held until its retry was due, even after a resync had shown
+// the foreign rule gone. Now whether it is kept is the picture's to say:
+// the resync's read deletes it on that pass. A read that still shows the
+// reference keeps it without pushing its retry back. (Before the fix the
+// Apply after QueueResync reported ErrChainInUse again and np-a stayed
+// until the clock reached the retry.)
+func TestChainInUseDeletedOnResync(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			ns, k := newFake()
+			v := ipfamily.IPv4
+			opts := fakeOpts(ns)
+			opts.Backend = b
+			clk := opts.Clock.(*clock.Fake)
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
+			apply(t, tbl)
+			require.NoError(t, k.Exec(b, v, "-A", "OUTPUT", "-j", "np-a"))
+			require.NoError(t, tbl.RemoveChains("np-a"))
+			tbl.QueueResync()
+			res, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+			assert.Equal(t, time.Second, res.RetryAfter)
+
+			// A resync before the retry that still sees the reference keeps
+			// the chain, and the retry where it was.
+			clk.Advance(500 * time.Millisecond)
+			tbl.QueueResync()
+			res, err = tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
+			assert.Equal(t, 500*time.Millisecond, res.RetryAfter, "checking again is no retry")
+			assert.Contains(t, k.Chains(b, v, "filter"), "np-a")
+
+			// The foreign rule goes; the next resync, before the retry is
+			// due, deletes the chain.
+			require.NoError(t, k.Exec(b, v, "-D", "OUTPUT", "-j", "np-a"))
+			tbl.QueueResync()
+			res = apply(t, tbl)
+			assert.Zero(t, res.RetryAfter)
+			assert.NotContains(t, k.Chains(b, v, "filter"), "np-a")
+			assert.Zero(t, tbl.Stats().RestoreErrors)
+		})
+	}
+}
+
+// TestMissingForeignChainWrittenOnResync is the same class of bug as
+// issue 20, item 4, for a jump to a foreign chain the table did not have:
+// the object holding it waited for its retry even after a resync had
+// shown the chain created. Now every plan checks the picture, so the
+// resync writes it on that pass, for a jump or a goto, in an owned chain
+// or in a built-in one. (Before the fix the Apply after QueueResync still
+// held np-a and INPUT back with ErrRefused.)
+func TestMissingForeignChainWrittenOnResync(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			ns, k := newFake()
+			v := ipfamily.IPv4
+			opts := fakeOpts(ns)
+			opts.Backend = b
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Goto("KUBE-X")}}}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("KUBE-Y")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+			_, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
+			assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+
+			require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
+			require.NoError(t, k.Exec(b, v, "-N", "KUBE-Y"))
+			tbl.QueueResync()
+			apply(t, tbl)
+			assert.Equal(t, []string{"-g KUBE-X"}, stripped(k.Rules(b, v, "filter", "np-a")))
+			assert.Equal(t, []string{"-j np-a", "-j KUBE-Y"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+			assert.Zero(t, tbl.Stats().RestoreErrors)
+		})
+	}
+}
+
+// TestJumpDeclaredAfterReadIsChecked is the regression test of issue 20,
+// item 5, for foreign chains: a jump to a foreign chain declared after the
+// last read of the table was written blind — the read never looked for
+// that chain — and when the chain was missing the restore failed (at the
+// rule with legacy, at COMMIT with nft), the table was read again and
+// written once more. Now a plan that meets a jump the picture knows
+// nothing about reads the table first, so the object holding it is held
+// back without a failed restore, and the rest of the table goes in the
+// same restore; a chain created since the last read is seen and the jump
+// written. (Before the fix the first Apply below counted a failed restore
+// and two restores.)
+func TestJumpDeclaredAfterReadIsChecked(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		t.Run(string(b), func(t *testing.T) {
+			ns, k := newFake()
+			v := ipfamily.IPv4
+			opts := fakeOpts(ns)
+			opts.Backend = b
+			tbl := newTable(t, opts)
+			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+			apply(t, tbl)
+
+			// Declared after the read: a goto in an owned chain and a jump
+			// in a built-in one to chains the table lacks, and a change
+			// elsewhere.
+			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Goto("KUBE-X")}}}))
+			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("KUBE-Y")}))
+			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+			before := tbl.Stats()
+			_, err := tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
+			assert.Contains(t, err.Error(), "np-a: change refused by the kernel: it jumps to KUBE-X, which the table does not have")
+			assert.Contains(t, err.Error(), "INPUT: change refused by the kernel: it jumps to KUBE-Y, which the table does not have")
+			st := tbl.Stats()
+			assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores - before.Restores, st.RestoreErrors - before.RestoreErrors}, "one restore, none refused")
+			assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "OUTPUT")))
+			assert.Empty(t, k.Rules(b, v, "filter", "np-a"), "created empty: jumps to it stay valid")
+
+			// Another agent creates a chain after the read; a jump to it
+			// declared now is written at once.
+			require.NoError(t, k.Exec(b, v, "-N", "KUBE-Z"))
+			require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("KUBE-Z")}))
+			_, err = tbl.Apply(context.Background())
+			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
+			assert.Equal(t, []string{"-j KUBE-Z"}, stripped(k.Rules(b, v, "filter", "FORWARD")))
+			assert.Zero(t, tbl.Stats().RestoreErrors)
+		})
+	}
+}
+
+// TestSetMatchCheckedAtPlan is the regression test of issue 20, item 5,
+// for ip sets: a rule matching a set the kernel did not have failed two
+// restores (the second after a re-read) before its object was left out.
+// Now the plan checks the sets of the objects it writes against the
+// kernel's (ipset list -t through the namespace's runner): the object is
+// held back at once, without a failed restore, and the rest of the table
+// goes in the same, single restore. A set of the other family is held
+// back the same way, a set of no family (bitmap:port) is fit for both,
+// and a set created after the listing is listed again when a rule first
+// matches it. A resync that sees the set writes the object on that pass.
+// (Before the fix the first Apply counted three restores, two refused.)
+func TestSetMatchCheckedAtPlan(t *testing.T) {
+	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+		for _, v := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
+			t.Run(fmt.Sprintf("%s-%v", b, v), func(t *testing.T) {
+				ns, k := newFake()
+				sets := ns.IPSets()
+				opts := fakeOpts(ns)
+				opts.Backend, opts.Family = b, v
+				tbl := newTable(t, opts)
+				family, other, otherName := "inet", "inet6", "IPv6"
+				net := "10.0.0.0/8"
+				if v == ipfamily.IPv6 {
+					family, other, otherName = "inet6", "inet", "IPv4"
+					net = "2001:db8::/32"
+				}
+				require.NoError(t, sets.Exec("create", "np-other", "hash:net", "family", other))
+				require.NoError(t, sets.Exec("create", "np-ports", "bitmap:port", "range", "1-1024"))
+				matchSet := func(set string) netfilter.Rule {
+					return netfilter.Rule{Matches: []netfilter.Match{netfilter.SourceIPSet(set)}, Action: netfilter.Accept()}
+				}
+				require.NoError(t, tbl.SetChains(
+					netfilter.Chain{Name: "np-good", Rules: []netfilter.Rule{acceptFrom(net), matchSet("np-ports")}},
+					netfilter.Chain{Name: "np-set", Rules: []netfilter.Rule{acceptFrom(net), matchSet("np-s")}},
+					netfilter.Chain{Name: "np-fam", Rules: []netfilter.Rule{matchSet("np-other")}},
+				))
+				require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-good"), jump("np-set"), jump("np-fam")}))
+				require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{matchSet("np-s")}))
+				_, err := tbl.Apply(context.Background())
+				requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
+				assert.Contains(t, err.Error(), "np-set: change refused by the kernel: it matches set np-s, which the kernel does not have")
+				assert.Contains(t, err.Error(), "np-fam: change refused by the kernel: it matches set np-other, which is "+otherName)
+				st := tbl.Stats()
+				assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores, st.RestoreErrors}, "one restore, none refused")
+				assert.Len(t, k.Rules(b, v, "filter", "np-good"), 2)
+				assert.Len(t, k.Rules(b, v, "filter", "INPUT"), 3)
+				assert.Empty(t, k.Rules(b, v, "filter", "np-set"), "created empty: the jump to it is valid")
+				assert.Empty(t, k.Rules(b, v, "filter", "OUTPUT"))
+
+				// A set created after the listing, matched by a rule
+				// declared now: listed again, and written.
+				require.NoError(t, sets.Exec("create", "np-new", "hash:net", "family", family))
+				require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{matchSet("np-new")}))
+				_, err = tbl.Apply(context.Background())
+				requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
+				assert.Len(t, k.Rules(b, v, "filter", "FORWARD"), 1)
+
+				// The set appears: the next resync writes what matches it.
+				require.NoError(t, sets.Exec("create", "np-s", "hash:net", "family", family))
+				tbl.QueueResync()
+				_, err = tbl.Apply(context.Background())
+				requireObjects(t, err, map[string]error{"np-fam": iptables.ErrRefused})
+				assert.Len(t, k.Rules(b, v, "filter", "np-set"), 2)
+				assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+				assert.Zero(t, tbl.Stats().RestoreErrors)
+			})
+		}
+	}
+}
+
+// TestSetListingFailureLeavesTheRestoreToJudge: when the kernel's sets
+// cannot be listed (no ipset binary), rules that match sets are written
+// unchecked until the next read, and an object the kernel refuses is left
+// out as before, after the re-read; the listing is not tried again on
+// every round or Apply of the same picture.
+func TestSetListingFailureLeavesTheRestoreToJudge(t *testing.T) {
+	ns, k := newFake()
+	b, v := iptables.BackendNFT, ipfamily.IPv4
+	ipsetRuns := 0
+	runner := command.RunnerFunc(func(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+		if name == "ipset" {
+			ipsetRuns++
+			return nil, &command.Error{Argv: append([]string{name}, args...), ExitCode: -1, Err: exec.ErrNotFound}
+		}
+		return ns.Runner().Run(ctx, stdin, name, args...)
+	})
+	opts := fakeOpts(commands(runner))
+	tbl := newTable(t, opts)
+	matchSet := netfilter.Rule{Matches: []netfilter.Match{netfilter.SourceIPSet("np-s")}, Action: netfilter.Accept()}
+	require.NoError(t, tbl.SetChains(
+		netfilter.Chain{Name: "np-set", Rules: []netfilter.Rule{matchSet}},
+		netfilter.Chain{Name: "np-good", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
+	))
+	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-set"), jump("np-good")}))
+	_, err := tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused})
+	assert.Contains(t, err.Error(), "Set np-s doesn't exist.")
+	assert.Len(t, k.Rules(b, v, "filter", "np-good"), 1)
+	assert.Equal(t, 2, ipsetRuns, "once per read: the first, and the re-read after the refusal")
+
+	require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{matchSet}))
+	_, err = tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
+	assert.Equal(t, 3, ipsetRuns, "once more, for the re-read after the second refusal")
 }

@@ -33,6 +33,8 @@ type ruleList struct {
 	// targets are the chains the rules jump to, sorted, without
 	// duplicates.
 	targets []string
+	// sets are the ip sets the rules match, sorted, without duplicates.
+	sets []string
 	// hashes holds HashLength bytes per rule once hashed is set. Hashing
 	// waits for Apply, which does it while iptables-save runs.
 	hashes string
@@ -56,10 +58,11 @@ type renderScratch struct {
 	st ruleRender
 	// buf holds the text of the lists being rendered.
 	buf []byte
-	// rules are the rendered rules (offsets into buf) and targets the
-	// jump targets of the lists being rendered.
+	// rules are the rendered rules (offsets into buf), targets the jump
+	// targets and sets the matched ip sets of the lists being rendered.
 	rules   []ruleSpan
 	targets []string
+	sets    []string
 	// lists are the lists rendered, in order.
 	lists []listSpan
 	// changes and seen are working space of SetChains.
@@ -83,6 +86,7 @@ type listSpan struct {
 	textStart, textEnd     int
 	rulesStart, rulesEnd   int
 	targetStart, targetEnd int
+	setStart, setEnd       int
 }
 
 // maxPooledScratch, maxPooledChanges and maxPooledSeen bound what a pooled
@@ -106,7 +110,7 @@ func getScratch() *renderScratch {
 
 // resetLists forgets the rendered lists.
 func (sc *renderScratch) resetLists() {
-	sc.buf, sc.rules, sc.targets, sc.lists = sc.buf[:0], sc.rules[:0], sc.targets[:0], sc.lists[:0]
+	sc.buf, sc.rules, sc.targets, sc.sets, sc.lists = sc.buf[:0], sc.rules[:0], sc.targets[:0], sc.sets[:0], sc.lists[:0]
 }
 
 // putScratch returns sc to the pool, unless it grew too big to keep.
@@ -115,6 +119,7 @@ func putScratch(sc *renderScratch) {
 		return
 	}
 	clear(sc.targets[:cap(sc.targets)])
+	clear(sc.sets[:cap(sc.sets)])
 	clear(sc.changes[:cap(sc.changes)])
 	if len(sc.seen) > maxPooledSeen {
 		sc.seen = nil // clear would keep its room
@@ -128,7 +133,7 @@ func putScratch(sc *renderScratch) {
 // list's index in sc.lists. A rule of a chain that jumps to that chain
 // itself is a loop, refused at once.
 func (sc *renderScratch) renderList(chain string, at placement, rules []netfilter.Rule, v ipfamily.Family) (int, error) {
-	ls := listSpan{textStart: len(sc.buf), rulesStart: len(sc.rules), targetStart: len(sc.targets)}
+	ls := listSpan{textStart: len(sc.buf), rulesStart: len(sc.rules), targetStart: len(sc.targets), setStart: len(sc.sets)}
 	for i, r := range rules {
 		start := len(sc.buf)
 		b, cut, err := appendRestore(sc.buf, r, v, at, &sc.st)
@@ -142,6 +147,11 @@ func (sc *renderScratch) renderList(chain string, at placement, rules []netfilte
 			}
 			sc.targets = append(sc.targets, target)
 		}
+		for _, m := range r.Matches {
+			if m, ok := m.(netfilter.MatchSet); ok {
+				sc.sets = append(sc.sets, m.Name)
+			}
+		}
 		if b := sc.buf[start:]; bytes.IndexByte(b, '\n') >= 0 || bytes.IndexByte(b, '\r') >= 0 || bytes.IndexByte(b, 0) >= 0 {
 			return 0, errRulef("rule %d of chain %s renders a line break", i+1, chain)
 		}
@@ -150,19 +160,23 @@ func (sc *renderScratch) renderList(chain string, at placement, rules []netfilte
 	targets := sc.targets[ls.targetStart:]
 	slices.Sort(targets)
 	sc.targets = append(sc.targets[:ls.targetStart], slices.Compact(targets)...)
-	ls.textEnd, ls.rulesEnd, ls.targetEnd = len(sc.buf), len(sc.rules), len(sc.targets)
+	sets := sc.sets[ls.setStart:]
+	slices.Sort(sets)
+	sc.sets = append(sc.sets[:ls.setStart], slices.Compact(sets)...)
+	ls.textEnd, ls.rulesEnd, ls.targetEnd, ls.setEnd = len(sc.buf), len(sc.rules), len(sc.targets), len(sc.sets)
 	sc.lists = append(sc.lists, ls)
 	return len(sc.lists) - 1, nil
 }
 
 // same reports whether list i of sc renders exactly as l: same rules, same
-// text, same targets (and so, for the same chain and salt, the same
+// text, same targets and sets (and so, for the same chain and salt, the same
 // hashes).
 func (sc *renderScratch) same(i int, l *ruleList) bool {
 	ls := sc.lists[i]
 	if l == nil || string(sc.buf[ls.textStart:ls.textEnd]) != l.text ||
 		ls.rulesEnd-ls.rulesStart != len(l.rules) ||
-		!slices.Equal(sc.targets[ls.targetStart:ls.targetEnd], l.targets) {
+		!slices.Equal(sc.targets[ls.targetStart:ls.targetEnd], l.targets) ||
+		!slices.Equal(sc.sets[ls.setStart:ls.setEnd], l.sets) {
 		return false
 	}
 	for j, r := range sc.rules[ls.rulesStart:ls.rulesEnd] {
@@ -186,6 +200,9 @@ func (sc *renderScratch) list(i int) ruleList {
 	}
 	if ls.targetEnd > ls.targetStart {
 		l.targets = slices.Clone(sc.targets[ls.targetStart:ls.targetEnd])
+	}
+	if ls.setEnd > ls.setStart {
+		l.sets = slices.Clone(sc.sets[ls.setStart:ls.setEnd])
 	}
 	return l
 }

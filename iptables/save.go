@@ -43,6 +43,12 @@ type kernelTable struct {
 	// exists says, for each chain of saveParser.foreign, whether the
 	// table has it.
 	exists map[string]bool
+	// sets says, for each ip set our rules matched when the kernel's sets
+	// were last listed since the read (Table.refuseSets), what the kernel
+	// had of it; nil until listed. setsUnlisted says that listing failed:
+	// sets are not checked until the next read.
+	sets         map[string]kernelSet
+	setsUnlisted bool
 }
 
 var zeroHash [HashLength]byte

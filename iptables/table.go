@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
 	"slices"
@@ -500,11 +501,16 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 // next Apply goes on without the objects found). When the binary blames
 // no object's line (the legacy kernel checks the rules when the table is
 // committed), Apply finds the object by writing halves of the changed
-// objects alone. The objects left out, and those whose declaration
+// objects alone. An object that jumps to a foreign chain or matches an ip
+// set that the kernel lacks is left out before writing, without a failed
+// restore (see "One object never holds back the others" in the package
+// documentation). The objects left out, and those whose declaration
 // cannot be written (ErrUnknownChain, ErrChainLoop), make Apply return a
 // *PartialError (errors.Is(err, dataplane.ErrPartial)); each is retried
 // on its own backoff (see ObjectError.RetryAt; RetryAfter asks the loop to
-// come back then), or at once when it is declared anew. Only a failure that belongs to no object
+// come back then), or at once when it is declared anew; one left out for
+// what the read showed, as soon as a read shows the cause gone. Only a
+// failure that belongs to no object
 // (the binary is missing, the table cannot be read, the lock wait timed
 // out) is returned as such, and the next Apply starts with a re-read; the
 // dataplane loop retries it with backoff.
@@ -592,9 +598,34 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 // in rounds of one restore each (see Apply): it reports whether a restore
 // went through. An error is a failure of the Table as a whole.
 func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error) {
-	prog, broken, scope, chainRules := t.scope()
-	holds := t.holds(now, broken)
-	t.refuseMissing(prog, scope, holds, now)
+	var (
+		prog       map[string]bool
+		broken     map[string]*ObjectError
+		scope      planScope
+		chainRules int
+		holds      map[string]hold
+	)
+	// start plans afresh from the picture. A jump to a foreign chain
+	// declared since the table was read makes it read the table again
+	// first: whether the chain exists is for the kernel to say now.
+	start := func() error {
+		prog, broken, scope, chainRules = t.scope()
+		if t.jumpsUnknown(prog, scope) {
+			t.opts.Logger.Debug("a jump to a foreign chain was declared since the table was read: re-reading it")
+			kt, err := t.read(ctx, t.readParser())
+			if err != nil {
+				return err
+			}
+			t.kernel, t.synced = kt, false
+			prog, broken, scope, chainRules = t.scope()
+		}
+		holds = t.holds(now, broken)
+		t.refuseMissing(prog, scope, holds, now)
+		return nil
+	}
+	if err := start(); err != nil {
+		return false, err
+	}
 	// save reads the table with iptables-save and starts planning afresh.
 	save := func() error {
 		kt, err := t.save(ctx, t.readParser())
@@ -602,10 +633,7 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			return err
 		}
 		t.kernel, t.synced = kt, false
-		prog, broken, scope, chainRules = t.scope()
-		holds = t.holds(now, broken)
-		t.refuseMissing(prog, scope, holds, now)
-		return nil
+		return start()
 	}
 	// probes are the sets of objects to write alone while looking for the
 	// one the kernel refuses without naming it, the next one last.
@@ -627,6 +655,12 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			}
 			continue
 		}
+		if held := t.refuseSets(ctx, p, holds, now); len(held) > 0 {
+			for _, name := range held {
+				probes = withoutObject(probes, name)
+			}
+			continue // plan again without them
+		}
 		err = nil
 		if p.input != nil {
 			err = t.restore(ctx, p.input, p.lines)
@@ -640,7 +674,7 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 				probes = probes[:len(probes)-1]
 				continue
 			}
-			t.settle(prog, broken, holds, p.inUse, chainRules, now)
+			t.settle(prog, broken, scope, holds, p.inUse, chainRules, now)
 			return wrote, nil
 		}
 		if ctx.Err() != nil {
@@ -696,32 +730,56 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 // write (the legacy binary would name the line, but iptables-nft resolves
 // jumps at COMMIT and names no object), unless they are held back already.
 func (t *Table) refuseMissing(prog map[string]bool, scope planScope, holds map[string]hold, now time.Time) {
-	names, hooks := scope.chains, scope.hooks
-	if scope.full {
-		names, hooks = sortedKeys(prog), tableChains[t.opts.Table]
-	}
-	check := func(name string, lists ...*ruleList) {
+	for name, target := range t.foreignJumps(prog, scope) {
 		if holds[name] != holdNone {
-			return
+			continue
 		}
-		for _, l := range lists {
+		if exists, known := t.kernel.exists[target]; known && !exists {
+			holds[name] = holdContent
+			t.failChecked(name, ErrRefused, "it jumps to "+target+", which the table does not have", now)
+		}
+	}
+}
+
+// foreignJumps yields each object to plan with each foreign chain its
+// rules jump or go to.
+func (t *Table) foreignJumps(prog map[string]bool, scope planScope) iter.Seq2[string, string] {
+	return func(yield func(name, target string) bool) {
+		names, hooks := scope.chains, scope.hooks
+		if scope.full {
+			names, hooks = sortedKeys(prog), tableChains[t.opts.Table]
+		}
+		each := func(name string, l *ruleList) bool {
 			for _, target := range l.targets {
-				if exists, known := t.kernel.exists[target]; known && !exists {
-					holds[name] = holdContent
-					t.fail(name, holdContent, ErrRefused, "it jumps to "+target+", which the table does not have", nil, now)
-					return
+				if !strings.HasPrefix(target, t.opts.ChainPrefix) && !yield(name, target) {
+					return false
 				}
+			}
+			return true
+		}
+		for _, name := range names {
+			if !each(name, &t.desired[name].ruleList) {
+				return
+			}
+		}
+		for _, name := range hooks {
+			if h := t.hooks[name]; h != nil && (!each(name, &h.insert) || !each(name, &h.append)) {
+				return
 			}
 		}
 	}
-	for _, name := range names {
-		check(name, &t.desired[name].ruleList)
-	}
-	for _, name := range hooks {
-		if h := t.hooks[name]; h != nil {
-			check(name, &h.insert, &h.append)
+}
+
+// jumpsUnknown reports whether an object to plan jumps to a foreign chain
+// whose existence the picture does not know: the jump was declared after
+// the table was read, and the read cannot be trusted for it.
+func (t *Table) jumpsUnknown(prog map[string]bool, scope planScope) bool {
+	for _, target := range t.foreignJumps(prog, scope) {
+		if _, known := t.kernel.exists[target]; !known {
+			return true
 		}
 	}
+	return false
 }
 
 // refusal describes a refused line for an ObjectError.
@@ -745,11 +803,12 @@ func withoutObject(probes [][]string, name string) [][]string {
 }
 
 // holds returns what the next plan holds back: the objects whose retry is
-// not due yet, and those whose declaration cannot be written.
+// not due yet (but for those the plan checks against the picture, see
+// failChecked), and those whose declaration cannot be written.
 func (t *Table) holds(now time.Time, broken map[string]*ObjectError) map[string]hold {
 	h := make(map[string]hold, len(t.failed)+len(broken))
 	for name, f := range t.failed {
-		if now.Before(f.Err.RetryAt) {
+		if f.Hold != holdNone && now.Before(f.Err.RetryAt) {
 			h[name] = f.Hold
 		}
 	}
@@ -799,17 +858,40 @@ func (t *Table) fail(name string, h hold, reason error, detail string, cause *co
 	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", f.Err, "retryIn", f.Retry.Due.Sub(now))
 }
 
+// failChecked records that the plan held an object back for what the
+// kernel picture shows: a foreign rule jumps to an unwanted chain, or a
+// rule jumps to a foreign chain or matches a set that the kernel does not
+// have. Such a failure holds nothing back by itself (holdNone): every full
+// plan checks the picture again, so the first read that shows the cause
+// gone (a resync, the retry) writes the object on that pass. Its retry
+// brings that read. Checking again before the retry is due is no retry: it
+// does not push the retry back.
+func (t *Table) failChecked(name string, reason error, detail string, now time.Time) {
+	f := t.failed[name]
+	if f == nil || f.Hold != holdNone || f.Err.Reason != reason || !now.Before(f.Err.RetryAt) {
+		t.fail(name, holdNone, reason, detail, nil, now)
+		return
+	}
+	if f.Err.Detail != detail {
+		e := *f.Err // an error returned before is never changed
+		e.Detail = detail
+		f.Err = &e
+	}
+}
+
 // settle records the outcome of an Apply whose last round went through:
 // the unwanted chains kept because foreign rules jump to them (inUse) are
-// failures, retried on their backoff with a re-read, and every other
-// failure that this Apply did not hold back is over.
-func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, holds map[string]hold, inUse []string, chainRules int, now time.Time) {
+// failures, checked again by every full plan and retried with a re-read,
+// and, after a full plan, every other failure that this Apply did not hold
+// back is over (a narrow plan looks at no failed object: declaring one
+// anew, or its retry, makes the plan full).
+func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, scope planScope, holds map[string]hold, inUse []string, chainRules int, now time.Time) {
 	for _, name := range inUse {
-		t.fail(name, holdDelete, ErrChainInUse, "flushed and kept while foreign rules jump to it", nil, now)
+		t.failChecked(name, ErrChainInUse, "flushed and kept while foreign rules jump to it", now)
 		holds[name] = holdDelete
 	}
 	for name := range t.failed {
-		if holds[name] == holdNone || broken[name] != nil {
+		if scope.full && holds[name] == holdNone || broken[name] != nil {
 			delete(t.failed, name)
 		}
 	}

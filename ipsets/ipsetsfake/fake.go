@@ -222,6 +222,19 @@ func (k *Kernel) Members(name string) ([]string, bool) {
 	return s.sortedMembers(), true
 }
 
+// Family returns the family of the set name (zero for a bitmap:port set,
+// which has none) and whether the set exists: what iptables asks the
+// kernel about a set that a rule matches (see iptablesfake.Kernel.UseSets).
+func (k *Kernel) Family(name string) (ipsets.Family, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.sets[name]
+	if s == nil {
+		return 0, false
+	}
+	return s.family, true
+}
+
 // Header returns the create line of name, as `ipset save` writes it, and
 // whether the set exists.
 func (k *Kernel) Header(name string) (string, bool) {

@@ -14,7 +14,7 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
 
 // The behaviour table: the same steps and expectations run against the
@@ -23,16 +23,22 @@ import (
 // versions, so the fake is shown to behave like the kernel for what the
 // table writer emits.
 
-// step is one restore run (input set) or one iptables command (args set).
+// step is one restore run (input set), one iptables command (args set) or
+// one ipset command (ipset set).
 type step struct {
 	input   string
 	flush   bool // restore without --noflush
 	args    []string
+	ipset   []string
 	wantErr bool
 	// line and nftLine, when set, are the input line a failing restore
 	// names, with the legacy and the nft binaries (nftLine 0: as line):
 	// the table writer leaves out the object that line belongs to.
 	line, nftLine int
+	// stderr and nftStderr, when set, are the error output of the failing
+	// step with the legacy and the nft binaries (nftStderr "": as
+	// stderr), where %s stands for the binary's name as it prints it.
+	stderr, nftStderr string
 }
 
 // behaviourCase is a sequence of steps and the filter table it must leave.
@@ -67,12 +73,29 @@ func failingAt(s step, line, nftLine int) step {
 	return s
 }
 
+// failingWith is failing with the error output of each backend (see
+// step.stderr).
+func failingWith(s step, stderr, nftStderr string) step {
+	s.wantErr, s.stderr, s.nftStderr = true, stderr, nftStderr
+	return s
+}
+
+// ipsetStep runs ipset with args.
+func ipsetStep(args ...string) step { return step{ipset: args} }
+
+// tryHelp is the last line of a parameter problem's error output.
+const tryHelp = "Try `%[1]s -h' or '%[1]s --help' for more information.\n"
+
 func behaviourCases(v ipfamily.Family) []behaviourCase {
 	a := addrsFor(v)
 	reject := "icmp-port-unreachable"
+	// A set of the other family, and how iptables names that family.
+	otherFamily, otherName := "inet6", "IPv6"
 	if v == ipfamily.IPv6 {
 		reject = "icmp6-port-unreachable"
+		otherFamily, otherName = "inet", "IPv4"
 	}
+	family := map[ipfamily.Family]string{ipfamily.IPv4: "inet", ipfamily.IPv6: "inet6"}[v]
 	base := restoreStep(
 		":np-a - [0:0]",
 		"-A np-a -s "+a.host+" -j ACCEPT",
@@ -178,6 +201,45 @@ func behaviourCases(v ipfamily.Family) []behaviourCase {
 			rules: map[string][]string{"FORWARD": nil},
 		},
 		{
+			name: "the binaries' words for a jump or goto to a missing chain",
+			steps: []step{
+				failingWith(restoreStep("-A FORWARD -j np-nope"),
+					"%[1]s v1.8.9 (legacy): Couldn't load target `np-nope':No such file or directory\n\nError occurred at line: 2\n"+tryHelp,
+					"%[1]s v1.8.9 (nf_tables): Chain 'np-nope' does not exist\nError occurred at line: 3\n"+tryHelp),
+				failingWith(restoreStep("-A FORWARD -g np-nope"),
+					"%[1]s v1.8.9 (legacy): goto 'np-nope' is not a chain\nError occurred at line: 2\n"+tryHelp,
+					"%[1]s v1.8.9 (nf_tables): Chain 'np-nope' does not exist\nError occurred at line: 3\n"+tryHelp),
+				failingWith(step{args: []string{"-A", "FORWARD", "-j", "np-nope"}},
+					"%[1]s v1.8.9 (legacy): Couldn't load target `np-nope':No such file or directory\n\n"+tryHelp,
+					"%[1]s v1.8.9 (nf_tables): Chain 'np-nope' does not exist\n"+tryHelp),
+			},
+			rules: map[string][]string{"FORWARD": nil},
+		},
+		{
+			name: "a set match needs the set, of the rule's family or of none",
+			steps: []step{
+				failingWith(restoreStep(":np-a - [0:0]", "-A np-a -m set --match-set np-s src -j ACCEPT", "-A FORWARD -j np-a"),
+					"%[1]s v1.8.9 (legacy): Set np-s doesn't exist.\n\nError occurred at line: 3\n"+tryHelp,
+					"%[1]s v1.8.9 (nf_tables): Set np-s doesn't exist.\n\nError occurred at line: 3\n"+tryHelp),
+				failingWith(step{args: []string{"-A", "INPUT", "-m", "set", "--match-set", "np-s", "src", "-j", "ACCEPT"}},
+					"%[1]s v1.8.9 (legacy): Set np-s doesn't exist.\n\n"+tryHelp,
+					"%[1]s v1.8.9 (nf_tables): Set np-s doesn't exist.\n\n"+tryHelp),
+				ipsetStep("create", "np-other", "hash:net", "family", otherFamily),
+				failingWith(restoreStep("-A INPUT -m set ! --match-set np-other dst -j DROP"),
+					"%[1]s v1.8.9 (legacy): The protocol family of set np-other is "+otherName+", which is not applicable.\n\nError occurred at line: 2\n"+tryHelp,
+					"%[1]s v1.8.9 (nf_tables): The protocol family of set np-other is "+otherName+", which is not applicable.\n\nError occurred at line: 2\n"+tryHelp),
+				ipsetStep("create", "np-s", "hash:net", "family", family),
+				ipsetStep("create", "np-ports", "bitmap:port", "range", "1-1024"),
+				restoreStep(":np-a - [0:0]", "-A np-a -m set --match-set np-s src -j ACCEPT", "-A np-a -m set --match-set np-ports dst -j ACCEPT", "-A FORWARD -j np-a"),
+			},
+			chains: []string{"np-a"},
+			rules: map[string][]string{
+				"np-a":    {"-m set --match-set np-s src -j ACCEPT", "-m set --match-set np-ports dst -j ACCEPT"},
+				"FORWARD": {"-j np-a"},
+				"INPUT":   nil,
+			},
+		},
+		{
 			name:   "index out of range fails",
 			steps:  []step{base, failing(restoreStep("-R np-a 4 -j DROP")), failing(restoreStep("-D np-a 9")), failing(restoreStep("-I np-a 5 -j DROP"))},
 			chains: []string{"np-a"},
@@ -252,9 +314,21 @@ func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v ipf
 	}
 	for i, s := range tc.steps {
 		var err error
-		if s.args != nil {
+		prog := cmd // the name the binary prints
+		switch {
+		case s.ipset != nil:
+			_, err = runner.Run(ctx, nil, "ipset", s.ipset...)
+		case s.args != nil:
 			_, err = runner.Run(ctx, nil, cmd, append([]string{"-w", "5"}, s.args...)...)
-		} else {
+			prog = strings.TrimSuffix(cmd, "-"+string(b))
+		default:
+			prog = "iptables-restore"
+			if v == ipfamily.IPv6 {
+				prog = "ip6tables-restore"
+			}
+			if b == iptables.BackendNFT {
+				prog = b.RestoreCommand(v)
+			}
 			args := []string{"-w", "5", "--noflush"}
 			if s.flush {
 				args = []string{"-w", "5"}
@@ -271,6 +345,16 @@ func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v ipf
 				m := failedLineRE.FindStringSubmatch(err.Error())
 				require.NotNil(t, m, "step %d: no line in %q", i+1, err)
 				assert.Equal(t, strconv.Itoa(want), m[1]+m[2]+m[3], "step %d: the failing line in %q", i+1, err)
+			}
+			stderr := s.stderr
+			if b == iptables.BackendNFT && s.nftStderr != "" {
+				stderr = s.nftStderr
+			}
+			if stderr != "" {
+				var ce *command.Error
+				require.ErrorAs(t, err, &ce, "step %d", i+1)
+				assert.Equal(t, fmt.Sprintf(stderr, prog), string(ce.Stderr), "step %d: the error output", i+1)
+				assert.Equal(t, 2, ce.ExitCode, "step %d: a parameter problem", i+1)
 			}
 		} else {
 			require.NoError(t, err, "step %d", i+1)
@@ -316,7 +400,10 @@ func TestFakeBehaviour(t *testing.T) {
 	forEachFlavour(t, func(t *testing.T, b iptables.Backend, v ipfamily.Family) {
 		for _, tc := range behaviourCases(v) {
 			t.Run(tc.name, func(t *testing.T) {
-				runBehaviour(t, iptablesfake.New(), b, v, tc)
+				// The namespace fake serves the iptables binaries from its
+				// iptablesfake.Kernel, which checks sets against its ipset
+				// fake.
+				runBehaviour(t, kernelfake.New(kernelfake.Options{}).Runner(), b, v, tc)
 			})
 		}
 	})

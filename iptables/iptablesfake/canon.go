@@ -122,9 +122,11 @@ var quotedOptions = map[string]bool{"--comment": true, "--log-prefix": true, "--
 // masked with a prefix length, protocol names), the implicit protocol match
 // made explicit, option aliases, conntrack states, marks and ICMP types
 // normalised, REJECT's default made explicit. Anything it does not know is
-// kept as given. It checks the target: -j needs a built-in target, a known
-// extension or an existing chain; -g an existing chain.
-func canonical(args []string, v ipfamily.Family, chainExists func(string) bool) (spec, error) {
+// kept as given. It checks what the rule names outside itself, as iptables
+// does when it parses a rule: -j needs a built-in target, a known extension
+// or an existing chain, -g an existing chain (chainExists), and the set of
+// a set match must be one the rule can match (setUsable returns why not).
+func canonical(args []string, v ipfamily.Family, chainExists func(string) bool, setUsable func(string) error) (spec, error) {
 	type headerItem struct {
 		neg   bool
 		value string
@@ -253,6 +255,11 @@ func canonical(args []string, v ipfamily.Family, chainExists func(string) bool) 
 			i++
 			vals = append(vals, rest[i])
 		}
+		if match == "set" && a == "--match-set" && len(vals) > 0 {
+			if err := setUsable(vals[0]); err != nil {
+				return spec{}, err
+			}
+		}
 		vals = canonicalValues(match, a, vals, v)
 		if neg {
 			out = append(out, "!")
@@ -314,7 +321,7 @@ func canonicalTarget(tail []string, isGoto bool, v ipfamily.Family, chainExists 
 	switch {
 	case isGoto:
 		if !chainExists(name) {
-			return nil, fmt.Errorf("goto '%s' is not a chain", name)
+			return nil, paramProblem("goto '%s' is not a chain", name)
 		}
 		if len(opts) > 0 {
 			return nil, fmt.Errorf("unknown arguments after -g %s", name)
@@ -325,7 +332,7 @@ func canonicalTarget(tail []string, isGoto bool, v ipfamily.Family, chainExists 
 		}
 	case extensionTargets[name]:
 	default:
-		return nil, fmt.Errorf("couldn't load target `%s':No such file or directory", name)
+		return nil, paramProblem("Couldn't load target `%s':No such file or directory\n", name)
 	}
 	switch name {
 	case "MARK":

@@ -17,7 +17,11 @@
 // before it stay), -X of a referenced or non-empty chain fails, jumps to
 // missing chains fail (at their line with the legacy binaries, at COMMIT
 // with the nft ones, which resolve jumps when they commit; a failure names
-// its input line as the real binary does), and save output formatted like
+// its input line as the real binary does), a set match fails at its line
+// when the set does not exist or is of the other family (once UseSets says
+// which sets exist: kernelfake.Namespace hands it its ipset fake), each of
+// these with the real binary's words and exit status, and save output
+// formatted like
 // iptables-save with
 // rules in their canonical form (header criteria first, addresses with
 // prefix lengths, implicit protocol matches made explicit, and so on for

@@ -143,6 +143,10 @@ func (k *Kernel) restore(c Call, failAt int) error {
 	}
 	prog := restoreProgram(c)
 	fail := func(line int, err error) error {
+		var pe *paramError
+		if errors.As(err, &pe) {
+			return failure(c.Binary, c.Args, 2, "", fmt.Sprintf("%s: %s\nError occurred at line: %d\n%s", k.banner(prog, c.Backend), pe.msg, line, tryHelp(prog)))
+		}
 		return failure(c.Binary, c.Args, 1, "", fmt.Sprintf("%s: line %d failed: %v\n", prog, line, err))
 	}
 	var cur *table
@@ -198,10 +202,8 @@ func (k *Kernel) restore(c Call, failAt int) error {
 				return fail(n, fmt.Errorf("COMMIT outside a table"))
 			}
 			if jumps != nil {
-				for _, j := range *jumps {
-					if cur.chains[j] == nil {
-						return failure(c.Binary, c.Args, 2, "", fmt.Sprintf("%s v1.8.9 (nf_tables): Chain '%s' does not exist\nError occurred at line: %d\n", c.Binary, j, n))
-					}
+				if err := resolved(cur, *jumps); err != nil {
+					return fail(n, err)
 				}
 				*jumps = (*jumps)[:0]
 			}
@@ -294,16 +296,86 @@ func (k *Kernel) command(c Call) error {
 		return failure(c.Binary, c.Args, 3, "", fmt.Sprintf("%s: %v\n", c.Binary, err))
 	}
 	cp := t.clone()
-	if err := k.apply(cp, c.Family, args, nil); err != nil {
+	var jumps *[]string
+	if c.Backend == iptables.BackendNFT {
+		jumps = new([]string)
+	}
+	err = k.apply(cp, c.Family, args, jumps)
+	if err == nil && jumps != nil {
+		err = resolved(cp, *jumps)
+	}
+	var pe *paramError
+	switch {
+	case errors.As(err, &pe):
+		prog := tableFamily(c.Family)
+		return failure(c.Binary, c.Args, 2, "", fmt.Sprintf("%s: %s\n%s", k.banner(prog, c.Backend), pe.msg, tryHelp(prog)))
+	case err != nil:
 		return failure(c.Binary, c.Args, 1, "", fmt.Sprintf("%s %s: %v\n", c.Binary, k.version, err))
 	}
 	k.tables[tableKey{c.Backend, c.Family, name}] = cp
 	return nil
 }
 
+// paramError is a problem iptables finds while it parses a rule, such as
+// a jump to a chain or a match of a set that does not exist. The binaries
+// report it as a parameter problem: their name, version and backend, the
+// message (a restore adds the line), a hint to --help, exit status 2.
+type paramError struct{ msg string }
+
+func (e *paramError) Error() string { return e.msg }
+
+// paramProblem returns a *paramError with the message iptables prints.
+func paramProblem(format string, a ...any) error {
+	return &paramError{msg: fmt.Sprintf(format, a...)}
+}
+
+// banner is how the binary prog of backend b starts its messages, such as
+// "iptables-restore v1.8.9 (legacy)".
+func (k *Kernel) banner(prog string, b iptables.Backend) string {
+	if b == iptables.BackendNFT {
+		return prog + " " + k.version + " (nf_tables)"
+	}
+	return prog + " " + k.version + " (legacy)"
+}
+
+// tryHelp is the last line of a parameter problem's message.
+func tryHelp(prog string) string {
+	return fmt.Sprintf("Try `%s -h' or '%s --help' for more information.\n", prog, prog)
+}
+
+// resolved checks the chains that nft jumps named, as iptables-nft does
+// when it commits: each must exist in t.
+func resolved(t *table, jumps []string) error {
+	for _, j := range jumps {
+		if t.chains[j] == nil {
+			return paramProblem("Chain '%s' does not exist", j)
+		}
+	}
+	return nil
+}
+
+// setUsable says why a rule of family v cannot match the ip set name, as
+// iptables does when it parses the set match: the set must exist, and be
+// of family v or of none (see UseSets). nil when it can, or when the
+// Kernel was given no sets to check against.
+func (k *Kernel) setUsable(v ipfamily.Family, name string) error {
+	if k.sets == nil {
+		return nil
+	}
+	f, ok := k.sets(name)
+	switch {
+	case !ok:
+		return paramProblem("Set %s doesn't exist.\n", name)
+	case f != 0 && f != v:
+		return paramProblem("The protocol family of set %s is %v, which is not applicable.\n", name, f)
+	}
+	return nil
+}
+
 // apply runs one command (-A, -I, -R, -D, -C, -N, -X, -F, -P, -E, -Z) on t.
 // With jumps set, a jump or goto to a chain that does not exist is
-// accepted and the chain noted there, for a check at COMMIT.
+// accepted and the chain noted there, for a check at COMMIT (see
+// resolved).
 func (k *Kernel) apply(t *table, v ipfamily.Family, args []string, jumps *[]string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("no command specified")
@@ -329,8 +401,9 @@ func (k *Kernel) apply(t *table, v ipfamily.Family, args []string, jumps *[]stri
 		}
 		return false
 	}
+	setUsable := func(name string) error { return k.setUsable(v, name) }
 	parse := func(spec []string) (*rule, error) {
-		sp, err := canonical(spec, v, userChain)
+		sp, err := canonical(spec, v, userChain, setUsable)
 		if err != nil {
 			return nil, err
 		}
@@ -409,7 +482,7 @@ func (k *Kernel) apply(t *table, v ipfamily.Family, args []string, jumps *[]stri
 				return nil
 			}
 		}
-		sp, err := canonical(rest[1:], v, userChain)
+		sp, err := canonical(rest[1:], v, userChain, setUsable)
 		if err != nil {
 			return err
 		}

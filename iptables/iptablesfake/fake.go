@@ -138,6 +138,7 @@ type Kernel struct {
 	serial  uint64
 	onCall  func(Call)
 	version string
+	sets    func(name string) (ipfamily.Family, bool)
 }
 
 // New returns an empty fake kernel: no table exists until a call touches it,
@@ -350,6 +351,21 @@ func (k *Kernel) FailNext(op Op, n int) {
 		return
 	}
 	k.AddFault(Fault{Op: op, Times: n})
+}
+
+// UseSets makes rules that match an ip set (-m set --match-set NAME) check
+// the set as iptables does when it parses the rule: lookup returns the
+// family of the set named (zero for a set of no family, such as
+// bitmap:port or list:set) and whether it exists. A rule whose set does not
+// exist ("Set NAME doesn't exist.") or is of the other family ("The
+// protocol family of set NAME is IPv6, which is not applicable.") is refused
+// with the real binary's message, at its line in a restore, by both
+// backends. kernelfake.Namespace hands its ipset fake here; a Kernel given
+// no lookup (or nil) takes every set to exist.
+func (k *Kernel) UseSets(lookup func(name string) (ipfamily.Family, bool)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.sets = lookup
 }
 
 // ClearFaults removes every fault.

@@ -90,7 +90,9 @@
 //     Resync wrapping kernel.ErrOverflow; Fail(OpSubscribe, …) starts the
 //     stream with an Err event, a failed attempt that was retried.
 //   - Commands: Runner serves iptables*/ip6tables* from IPTables and ipset
-//     from IPSets; any other binary is missing.
+//     from IPSets; any other binary is missing. A rule that matches an ip
+//     set is refused, as iptables refuses it, unless IPSets has the set,
+//     of the rule's family or of none.
 //
 // # What it does not model
 //

@@ -125,6 +125,7 @@ func newState(h *host, opts Options) *Namespace {
 		iptables: iptablesfake.New(),
 		ipsets:   ipsetsfake.New(),
 	}
+	s.iptables.UseSets(s.ipsets.Family) // a rule matches the namespace's sets
 	if s.name == "" {
 		s.name = fmt.Sprintf("fake%d", s.id)
 	}
