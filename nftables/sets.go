@@ -63,14 +63,13 @@ func (t *Table) SetSets(sets ...Set) error {
 			continue
 		}
 		if old != nil && old.spec.verdict {
-			t.countTargets(old.written(), -1)
+			t.countTargets(ch.name, old.written(), -1)
 		}
 		ch.d.all = true
 		t.sets[ch.name] = ch.d
 		if ch.d.spec.verdict {
-			t.countTargets(ch.d.written(), 1)
+			t.countTargets(ch.name, ch.d.written(), 1)
 		}
-		t.structural(old == nil, "")
 		t.setChanged(ch.name)
 	}
 	return nil
@@ -119,6 +118,9 @@ func (t *Table) encodeElement(sp *setSpec, set string, e Element, keyOnly bool, 
 	case keyOnly:
 	case sp.verdict:
 		data, err = encodeVerdict(e.Verdict)
+		if c := verdictChain(data); err == nil && c != "" {
+			err = t.checkTarget(c)
+		}
 		if err != nil {
 			return "", "", buf, t.elemErr(set, e, err)
 		}
@@ -138,7 +140,7 @@ func (t *Table) elemErr(set string, e Element, err error) error {
 	}
 	out := fmt.Errorf("%w %s %s: %s", ErrInvalidElement, set, b, err)
 	var also []error
-	for _, s := range []error{netfilter.ErrWrongFamily, netfilter.ErrInvalidChainName} {
+	for _, s := range []error{netfilter.ErrWrongFamily, netfilter.ErrInvalidChainName, ErrNotOwned} {
 		if errors.Is(err, s) {
 			also = append(also, s)
 		}
@@ -192,17 +194,19 @@ func (t *Table) updateElements(name string, old *setDecl, elems, canon map[strin
 		return
 	}
 	if old.spec.verdict {
-		t.countTargets(before, -1)
-		t.countTargets(after, 1)
+		t.countTargets(name, before, -1)
+		t.countTargets(name, after, 1)
 	}
 	old.elems, old.canon = elems, canon
 	t.setChanged(name)
 }
 
 // countTargets adds delta to the count of verdict-map elements that jump
-// to each chain of elems; a chain that gains its first or loses its last
-// such element changes what is programmed.
-func (t *Table) countTargets(elems map[string]string, delta int) {
+// to each chain of elems, elements of set; a chain that gains its first
+// or loses its last such element changes what is programmed, and a map
+// that starts jumping to a chain adds jumps from the chains that dispatch
+// through it.
+func (t *Table) countTargets(set string, elems map[string]string, delta int) {
 	for _, d := range elems {
 		c := verdictChain(d)
 		if c == "" {
@@ -214,14 +218,31 @@ func (t *Table) countTargets(elems map[string]string, delta int) {
 		} else {
 			t.vmapTargets[c] = n
 		}
-		switch {
-		case t.chains[c] == nil || t.chains[c].base != nil:
+		m := t.mapTargets[set]
+		if m == nil {
+			m = map[string]int{}
+			t.mapTargets[set] = m
+		}
+		pm := m[c] + delta
+		if pm <= 0 {
+			delete(m, c)
+			if len(m) == 0 {
+				delete(t.mapTargets, set)
+			}
+		} else {
+			m[c] = pm
+		}
+		if !t.regular(c) {
 			// An element that cannot be written comes or goes.
-			t.structural(false, "")
-		case n == 0:
-			t.structural(false, "")
-		case n == delta:
-			t.structural(true, c)
+			t.structChanged, t.needWalk = true, true
+		}
+		if n <= 0 || n == delta {
+			t.rootsChanged[c] = struct{}{}
+			t.structChanged = true
+		}
+		if pm == delta && delta > 0 {
+			t.newMapEdges = append(t.newMapEdges, mapEdge{set, c})
+			t.structChanged = true
 		}
 	}
 }
@@ -239,9 +260,9 @@ func (t *Table) RemoveSets(names ...string) error {
 	}
 	for _, n := range names {
 		if d, ok := t.sets[n]; ok {
-			t.countTargets(d.written(), -1)
+			t.countTargets(n, d.written(), -1)
 			delete(t.sets, n)
-			t.structural(false, "")
+			t.structChanged = true
 			t.setChanged(n)
 		}
 	}
@@ -304,14 +325,14 @@ func (t *Table) changeElements(set string, elems []Element, add bool) error {
 		case add && (!ok || old != e.d):
 			if d.spec.verdict {
 				if ok {
-					t.countTargets(map[string]string{e.k: old}, -1)
+					t.countTargets(set, map[string]string{e.k: old}, -1)
 				}
-				t.countTargets(map[string]string{e.k: e.d}, 1)
+				t.countTargets(set, map[string]string{e.k: e.d}, 1)
 			}
 			d.elems[e.k] = e.d
 		case !add && ok:
 			if d.spec.verdict {
-				t.countTargets(map[string]string{e.k: old}, -1)
+				t.countTargets(set, map[string]string{e.k: old}, -1)
 			}
 			delete(d.elems, e.k)
 		default:

@@ -91,19 +91,23 @@ type Table struct {
 	chains map[string]*chainDecl
 	sets   map[string]*setDecl
 	// vmapTargets counts the verdict-map elements that jump or go to each
-	// chain.
+	// chain; mapTargets counts them by map.
 	vmapTargets map[string]int
+	mapTargets  map[string]map[string]int
 	dirty       bool
 	// structChanged: what is programmed may have changed (chains declared
-	// or removed, jump targets, forced chains, sets, verdict-map targets);
-	// the next plan looks at everything.
+	// or removed, jump targets, forced chains, sets, verdict-map targets).
+	// The next plan updates the last one's programmed chains with
+	// reachDelta, from oldTargets (the targets, as of the last plan, of
+	// the chains whose declaration changed since), rootsChanged (chains
+	// that a verdict map started or stopped jumping to) and newMapEdges,
+	// or walks the whole table when needWalk is set or reachDelta cannot
+	// tell.
 	structChanged bool
-	// additive: every structural change since the last plan only added to
-	// what is programmed (new chains, new roots: forced chains, base
-	// chains, chains a verdict map started jumping to); the next plan then
-	// walks from newRoots only instead of the whole table.
-	additive      bool
-	newRoots      map[string]bool
+	oldTargets    map[string][]string
+	rootsChanged  map[string]struct{}
+	newMapEdges   []mapEdge
+	needWalk      bool
 	changedChains map[string]struct{}
 	changedSets   map[string]struct{}
 
@@ -115,6 +119,9 @@ type Table struct {
 	synced bool
 	prog   map[string]bool
 	broken map[string]*ObjectError
+	// refs counts, for each chain, the rules of programmed chains that
+	// jump or go to it (as of the last plan, updated by reachDelta).
+	refs map[string]int
 
 	failed        objfail.Set[hold, *ObjectError]
 	applies       uint64
@@ -208,11 +215,13 @@ func New(opts Options) (*Table, error) {
 		chains:        map[string]*chainDecl{},
 		sets:          map[string]*setDecl{},
 		vmapTargets:   map[string]int{},
+		mapTargets:    map[string]map[string]int{},
 		dirty:         true,
 		structChanged: true,
+		oldTargets:    map[string][]string{},
+		rootsChanged:  map[string]struct{}{},
 		changedChains: map[string]struct{}{},
 		changedSets:   map[string]struct{}{},
-		newRoots:      map[string]bool{},
 		failed:        objfail.Set[hold, *ObjectError]{},
 	}
 	for _, h := range roleHooks[o.Role] {
@@ -297,6 +306,17 @@ func (t *Table) checkOwned(name string) error {
 	return nil
 }
 
+// checkTarget validates the chain a rule or verdict-map element jumps or
+// goes to: a regular chain the Table may own (never a base chain, which
+// the kernel refuses as a target, nor a name outside ChainPrefix, which
+// the Table could never declare).
+func (t *Table) checkTarget(name string) error {
+	if err := t.checkOwned(name); err != nil {
+		return fmt.Errorf("%w (a jump or goto target)", err)
+	}
+	return nil
+}
+
 // setSpecOf is the renderer's view of the declared sets.
 func (t *Table) setSpecOf(name string) *setSpec {
 	if s := t.sets[name]; s != nil {
@@ -313,6 +333,9 @@ func (t *Table) renderRules(chain string, at placement, rules []netfilter.Rule) 
 	seen := map[string]int{}
 	for i, r := range rules {
 		x, err := rd.render(r, t.opts.HashPrefix, 0)
+		if err == nil && x.target != "" {
+			err = t.checkTarget(x.target)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w (chain %s, rule %d)", err, chain, i)
 		}
@@ -404,38 +427,13 @@ func (t *Table) SetChains(chains ...netfilter.Chain) error {
 	}
 	for _, ch := range changes {
 		old := t.chains[ch.name]
-		switch {
-		case old == nil:
-			_, vmaps := targets(ch.d.rules)
-			root := ""
-			if ch.d.force {
-				root = ch.name
-			} else if t.vmapTargets[ch.name] > 0 {
-				root = ch.name // a map element jumped to it before it was declared
-			}
-			t.structural(len(vmaps) == 0, root)
-		case old.force != ch.d.force || !sameTargets(old.rules, ch.d.rules):
-			t.structural(false, "")
+		if old == nil || old.force != ch.d.force || !sameTargets(old.rules, ch.d.rules) {
+			t.declChanging(ch.name)
 		}
 		t.chains[ch.name] = ch.d
 		t.chainChanged(ch.name)
 	}
 	return nil
-}
-
-// structural records a change to what is programmed: additive with the
-// chain that became a root ("" for none), or not.
-func (t *Table) structural(additive bool, root string) {
-	if !t.structChanged {
-		t.structChanged, t.additive = true, true
-		clear(t.newRoots)
-	}
-	if !additive {
-		t.additive = false
-	}
-	if root != "" && t.additive {
-		t.newRoots[root] = true
-	}
 }
 
 // chainChanged records that a chain's declaration changed.
@@ -460,8 +458,11 @@ func (t *Table) RemoveChains(names ...string) error {
 	defer t.mu.Unlock()
 	for _, n := range names {
 		if _, ok := t.chains[n]; ok {
+			t.declChanging(n)
+			if t.vmapTargets[n] > 0 {
+				t.needWalk = true // map elements jump to it
+			}
 			delete(t.chains, n)
-			t.structural(false, "")
 			t.chainChanged(n)
 		}
 	}
@@ -578,15 +579,11 @@ func (t *Table) putBase(name string, d *chainDecl) {
 		if old == nil {
 			return
 		}
+		t.declChanging(name)
 		delete(t.chains, name)
-		t.structural(false, "")
 	} else {
-		_, vmaps := targets(d.rules)
-		switch {
-		case old == nil:
-			t.structural(len(vmaps) == 0, name)
-		case !sameTargets(old.rules, d.rules):
-			t.structural(false, "")
+		if old == nil || !sameTargets(old.rules, d.rules) {
+			t.declChanging(name)
 		}
 		t.chains[name] = d
 	}
@@ -598,7 +595,7 @@ func (t *Table) putBase(name string, d *chainDecl) {
 func (t *Table) retryNow(key string) {
 	if _, ok := t.failed[key]; ok {
 		delete(t.failed, key)
-		t.structural(false, "")
+		t.structChanged, t.needWalk = true, true
 	}
 }
 
