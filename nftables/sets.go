@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/netfilter"
@@ -62,8 +63,11 @@ func (t *Table) SetSets(sets ...Set) error {
 			t.updateElements(ch.name, old, ch.d.elems, ch.d.canon)
 			continue
 		}
-		if old != nil && old.spec.verdict {
-			t.countTargets(ch.name, old.written(), -1)
+		if old != nil {
+			t.forgetElements(ch.name)
+			if old.spec.verdict {
+				t.countTargets(ch.name, old.written(), -1)
+			}
 		}
 		ch.d.all = true
 		t.sets[ch.name] = ch.d
@@ -80,6 +84,18 @@ func (t *Table) setChanged(name string) {
 	t.changedSets[name] = struct{}{}
 	t.retryNow(objSet(name))
 	t.dirty = true
+}
+
+// forgetElements forgets the failures of a set's elements, when the set
+// goes or is declared with another shape: the elements that failed are no
+// longer declared.
+func (t *Table) forgetElements(set string) {
+	prefix := objElem(set, "")
+	for obj := range t.failed {
+		if strings.HasPrefix(obj, prefix) {
+			t.retryNow(obj)
+		}
+	}
 }
 
 // setUsers returns the declared chains whose rules use set name.
@@ -176,6 +192,7 @@ func (t *Table) updateElements(name string, old *setDecl, elems, canon map[strin
 			old.changed = map[string]struct{}{}
 		}
 		old.changed[k] = struct{}{}
+		t.retryNow(objElem(name, k))
 		changed = true
 	}
 	for k, d := range after {
@@ -260,6 +277,7 @@ func (t *Table) RemoveSets(names ...string) error {
 	}
 	for _, n := range names {
 		if d, ok := t.sets[n]; ok {
+			t.forgetElements(n)
 			t.countTargets(n, d.written(), -1)
 			delete(t.sets, n)
 			t.structChanged = true
