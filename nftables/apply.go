@@ -361,7 +361,10 @@ func (t *Table) conclude(x *txn, r sendResult, k *kstate, holds map[string]hold,
 	}
 	errs := r.errs
 	if len(errs) == 0 && !r.lost {
-		k.gen, k.genOK = r.gen1, r.gen1 == r.gen0+1
+		// The picture is of the new generation only if it was of the one
+		// before (nothing changed the kernel since it was read or last
+		// written) and the transaction alone moved it.
+		k.gen, k.genOK = r.gen1, k.genOK && k.gen == r.gen0 && r.gen1 == r.gen0+1
 		t.statsMu.Lock()
 		t.stats.Messages += len(x.msgs)
 		t.stats.Bytes += x.w.Len()

@@ -374,6 +374,18 @@ func (a Admin) DeleteChain(family uint8, table, name string) error {
 // AddRule appends a rule that accepts every packet, with comment, to a
 // chain (a foreign rule).
 func (a Admin) AddRule(family uint8, table, chain, comment string) error {
+	return a.addRule(family, table, chain, "", comment)
+}
+
+// AddJumpRule appends a rule that jumps to chain target of the same table,
+// with comment, to a chain (a foreign rule): target cannot be deleted
+// while it stands (EBUSY).
+func (a Admin) AddJumpRule(family uint8, table, chain, target, comment string) error {
+	return a.addRule(family, table, chain, target, comment)
+}
+
+// addRule appends a foreign rule that jumps to target, or accepts for "".
+func (a Admin) addRule(family uint8, table, chain, target, comment string) error {
 	return a.change(func(s *state) error {
 		t, err := a.table(s, family, table)
 		if err != nil {
@@ -384,12 +396,21 @@ func (a Admin) AddRule(family uint8, table, chain, comment string) error {
 			return fmt.Errorf("nftablesfake: no chain %s: %w", chain, syscall.ENOENT)
 		}
 		var w nfnl.Writer
-		appendVerdictExpr(&w, nfnl.VerdictAccept, "")
-		var udata []byte
-		if comment != "" {
-			udata = commentData(comment)
+		r := &rule{handle: a.n.hgenNext(t.handle)}
+		if target == "" {
+			appendVerdictExpr(&w, nfnl.VerdictAccept, "")
+		} else {
+			if t.chain(target) == nil {
+				return fmt.Errorf("nftablesfake: no chain %s: %w", target, syscall.ENOENT)
+			}
+			appendVerdictExpr(&w, nfnl.VerdictJump, target)
+			r.jumps = []string{target}
 		}
-		c.rules = append(c.rules, &rule{handle: a.n.hgenNext(t.handle), exprs: w.B, udata: udata})
+		r.exprs = w.B
+		if comment != "" {
+			r.udata = commentData(comment)
+		}
+		c.rules = append(c.rules, r)
 		return nil
 	})
 }
