@@ -257,9 +257,12 @@ func (t *Table) countTargets(set string, elems map[string]string, delta int) {
 			t.rootsChanged[c] = struct{}{}
 			t.structChanged = true
 		}
-		if pm == delta && delta > 0 {
+		switch {
+		case pm == delta && delta > 0:
 			t.newMapEdges = append(t.newMapEdges, mapEdge{set, c})
 			t.structChanged = true
+		case pm <= 0:
+			t.structChanged = true // a loop through it may be gone
 		}
 	}
 }
