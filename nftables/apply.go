@@ -449,7 +449,10 @@ func (t *Table) hold(obj string, h hold, cause error, holds map[string]hold, now
 	}
 	holds[obj] = h
 	what := "its change was refused"
-	if h == holdDelete {
+	switch kind, name := t.objName(obj); {
+	case h == holdDelete && (kind == KindChain && t.chains[name] != nil || kind == KindSet && t.sets[name] != nil):
+		what = "its creation was refused"
+	case h == holdDelete:
 		what = "its deletion was refused"
 	}
 	t.fail(obj, h, ErrRefused, fmt.Sprintf("%s: %v", what, cause), cause, now)

@@ -373,7 +373,7 @@ func (p *planner) chain(name string) error {
 	obj := objChain(name)
 	h := p.holds[obj]
 	if d == nil {
-		if kc == nil || h != holdNone {
+		if kc == nil || h != holdNone || p.replacingHeld(kc) {
 			return nil
 		}
 		p.delChain(name, holdDelete)
@@ -387,7 +387,7 @@ func (p *planner) chain(name string) error {
 		}
 	}
 	if h != holdNone {
-		if kc == nil {
+		if kc == nil && h == holdContent {
 			p.newChain(name, d, false)
 		}
 		return nil
@@ -409,6 +409,24 @@ func (p *planner) chain(name string) error {
 		p.post = append(p.post, func(k *kstate) { k.chains[name].policy = pol })
 	}
 	return p.diffRules(name, d, kc)
+}
+
+// replacingHeld reports whether kc, a chain no longer declared, is a base
+// chain at the hook of a declared base chain held back: it stays until
+// that one is written (a table written when a hook had two base chains,
+// one for InsertRules and one for AppendRules, keeps them until the one
+// that replaces them is in), so that the hook is never left without our
+// rules.
+func (p *planner) replacingHeld(kc *kchain) bool {
+	if kc.hook == nil {
+		return false
+	}
+	for h := range p.t.hooks {
+		if hookNum(h) == kc.hook.Num && p.desired(BaseChain(h)) != nil && p.holds[objChain(BaseChain(h))] != holdNone {
+			return true
+		}
+	}
+	return false
 }
 
 // missingSet returns a set a chain's rules use that will not exist in the
@@ -467,7 +485,11 @@ func (p *planner) delChain(name string, h hold) {
 func (p *planner) newChain(name string, d *chainDecl, withRules bool) {
 	t := p.t
 	obj := objChain(name)
-	st := p.newChains.begin(t.fam, nfnl.MsgNewChain, nfnl.FlagCreate, obj, holdContent)
+	h := holdContent
+	if !withRules {
+		h = holdDelete // its creation refused: it stays absent
+	}
+	st := p.newChains.begin(t.fam, nfnl.MsgNewChain, nfnl.FlagCreate, obj, h)
 	c := nfnl.Chain{Table: t.opts.Name, Name: name}
 	kc := &kchain{handles: true}
 	if d.base != nil {

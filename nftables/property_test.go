@@ -149,7 +149,7 @@ func TestPropertyIncrementalEqualsFull(t *testing.T) {
 				case 0:
 					return string(propHooks[rng.IntN(len(propHooks))]), false
 				case 1:
-					return nftables.BaseChain(propHooks[rng.IntN(len(propHooks))], rng.IntN(2) == 1), false
+					return nftables.BaseChain(propHooks[rng.IntN(len(propHooks))]), false
 				case 2:
 					return "other-x", false
 				}

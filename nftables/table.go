@@ -86,10 +86,13 @@ type Table struct {
 	hooks map[netfilter.Hook]bool
 
 	mu sync.Mutex
-	// chains are the declared chains, regular and base (a hook's group of
-	// rules, named BaseChain).
+	// chains are the declared chains, regular and base (a hook's rules,
+	// named BaseChain).
 	chains map[string]*chainDecl
-	sets   map[string]*setDecl
+	// hookRules are each hook's rules of InsertRules and of AppendRules,
+	// as given: its base chain holds both, in this order.
+	hookRules map[netfilter.Hook][2][]netfilter.Rule
+	sets      map[string]*setDecl
 	// vmapTargets counts the verdict-map elements that jump or go to each
 	// chain; mapTargets counts them by map.
 	vmapTargets map[string]int
@@ -191,7 +194,9 @@ const (
 	// holdContent keeps a chain's kernel rules (creating it empty if
 	// missing), an element's kernel version, a set's kernel shape.
 	holdContent
-	// holdDelete keeps a chain or set that is no longer wanted.
+	// holdDelete keeps the kernel's chain or set as it is, or absent: one
+	// no longer wanted stays, one whose creation was refused is not
+	// created.
 	holdDelete
 )
 
@@ -213,6 +218,7 @@ func New(opts Options) (*Table, error) {
 		fam:           nfproto(o.Family),
 		hooks:         map[netfilter.Hook]bool{},
 		chains:        map[string]*chainDecl{},
+		hookRules:     map[netfilter.Hook][2][]netfilter.Rule{},
 		sets:          map[string]*setDecl{},
 		vmapTargets:   map[string]int{},
 		mapTargets:    map[string]map[string]int{},
@@ -299,7 +305,7 @@ func (t *Table) checkOwned(name string) error {
 		return fmt.Errorf("%w: %q does not start with %q", ErrNotOwned, name, t.opts.ChainPrefix)
 	}
 	for _, h := range roleHooks[t.opts.Role] {
-		if name == BaseChain(h, false) || name == BaseChain(h, true) {
+		if name == BaseChain(h) {
 			return fmt.Errorf("%w: %q is the name of one of the table's base chains", ErrNotOwned, name)
 		}
 	}
@@ -469,27 +475,30 @@ func (t *Table) RemoveChains(names ...string) error {
 	return nil
 }
 
-// InsertRules sets our rules at hook, in the base chain that runs before
-// iptables' chains of the same place (see the Priority constants),
-// replacing those set before; nil or empty removes them (and the base
-// chain, unless it has a policy). A rule the role or hook does not allow is
-// refused here.
+// InsertRules sets our rules at the top of hook's base chain (BaseChain),
+// before those of AppendRules, replacing those set before; nil or empty
+// removes them (and the base chain, when AppendRules set none and the
+// policy is accept). A rule the role or hook does not allow is refused
+// here, and nothing changes. As in iptables' built-in chain, a packet one
+// of them accepts meets none of the rules after it — but it still meets
+// the base chains of later priorities at the hook, of other tables (see
+// the package documentation).
 func (t *Table) InsertRules(hook netfilter.Hook, rules []netfilter.Rule) error {
 	return t.setGroup(hook, rules, false)
 }
 
-// AppendRules sets our rules at hook, in the base chain that runs after
-// iptables' chains of the same place, replacing those set before; nil or
-// empty removes them. Changing one rule rewrites only that rule; the
-// others keep their place and their counters.
+// AppendRules sets our rules at the bottom of hook's base chain, after
+// those of InsertRules, replacing those set before; nil or empty removes
+// them. Changing one rule rewrites only that rule; the others keep their
+// place and their counters.
 func (t *Table) AppendRules(hook netfilter.Hook, rules []netfilter.Rule) error {
 	return t.setGroup(hook, rules, true)
 }
 
-// SetPolicy sets the policy of hook's AppendRules base chain, the last of
-// the Table's chains a packet meets there: PolicyDrop drops every packet
-// that none of our rules accepted or sent elsewhere. Note that, unlike in
-// iptables, a packet another table's chain accepted still meets ours.
+// SetPolicy sets the policy of hook's base chain: PolicyDrop drops every
+// packet that none of our rules accepted or sent elsewhere. Note that,
+// unlike in iptables, a packet another table's chain accepted still meets
+// ours.
 func (t *Table) SetPolicy(hook netfilter.Hook, p Policy) error {
 	if err := t.checkHook(hook); err != nil {
 		return err
@@ -499,7 +508,7 @@ func (t *Table) SetPolicy(hook netfilter.Hook, p Policy) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	name := BaseChain(hook, true)
+	name := BaseChain(hook)
 	d := t.chains[name]
 	cur := PolicyAccept
 	if d != nil {
@@ -508,7 +517,7 @@ func (t *Table) SetPolicy(hook netfilter.Hook, p Policy) error {
 	if cur == p {
 		return nil
 	}
-	nd := &chainDecl{base: t.baseSpec(hook, true)}
+	nd := &chainDecl{base: t.baseSpec(hook)}
 	if d != nil {
 		nd.rules = d.rules
 	}
@@ -525,10 +534,10 @@ func (t *Table) checkHook(hook netfilter.Hook) error {
 	return nil
 }
 
-// baseSpec returns the base chain spec of a hook's group.
-func (t *Table) baseSpec(hook netfilter.Hook, appendGroup bool) *baseSpec {
+// baseSpec returns the spec of a hook's base chain.
+func (t *Table) baseSpec(hook netfilter.Hook) *baseSpec {
 	return &baseSpec{
-		hook: hook, num: hookNum(hook), priority: t.opts.Role.Priority(hook, appendGroup),
+		hook: hook, num: hookNum(hook), priority: t.opts.Role.Priority(hook),
 		typ: t.opts.Role.chainType(hook),
 	}
 }
@@ -548,22 +557,37 @@ func hookNum(h netfilter.Hook) uint32 {
 	return nfnl.HookPostrouting
 }
 
+// setGroup sets the rules of InsertRules (appendGroup false) or
+// AppendRules at hook: the base chain holds the first, then the second.
 func (t *Table) setGroup(hook netfilter.Hook, rules []netfilter.Rule, appendGroup bool) error {
 	if err := t.checkHook(hook); err != nil {
 		return err
 	}
-	name := BaseChain(hook, appendGroup)
+	name := BaseChain(hook)
+	at := placement{role: t.opts.Role, hook: hook}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	rs, err := t.renderRules(name, placement{role: t.opts.Role, hook: hook}, rules)
+	// Rendered alone first, so that an error names the rule by its place
+	// in rules.
+	if _, err := t.renderRules(name, at, rules); err != nil {
+		return err
+	}
+	g := t.hookRules[hook]
+	if appendGroup {
+		g[1] = slices.Clone(rules)
+	} else {
+		g[0] = slices.Clone(rules)
+	}
+	rs, err := t.renderRules(name, at, slices.Concat(g[0], g[1]))
 	if err != nil {
 		return err
 	}
+	t.hookRules[hook] = g
 	d := t.chains[name]
 	if d != nil && sameRules(d.rules, rs) {
 		return nil
 	}
-	nd := &chainDecl{rules: rs, base: t.baseSpec(hook, appendGroup)}
+	nd := &chainDecl{rules: rs, base: t.baseSpec(hook)}
 	if d != nil {
 		nd.base.policy = d.base.policy
 	}

@@ -339,15 +339,26 @@ func (a Admin) SetTableFlags(family uint8, name string, flags uint32) error {
 
 // AddChain adds a regular chain.
 func (a Admin) AddChain(family uint8, table, name string) error {
+	return a.addChain(family, table, &chain{name: name})
+}
+
+// AddBaseChain adds a base chain of type typ ("filter", "nat", "route") at
+// hook (nfnl.HookInput…) with priority and the accept policy.
+func (a Admin) AddBaseChain(family uint8, table, name, typ string, hook uint32, priority int32) error {
+	return a.addChain(family, table, &chain{name: name, typ: typ, hook: &nfnl.Hook{Num: hook, Priority: priority}, policy: nfnl.PolicyAccept})
+}
+
+func (a Admin) addChain(family uint8, table string, c *chain) error {
 	return a.change(func(s *state) error {
 		t, err := a.table(s, family, table)
 		if err != nil {
 			return err
 		}
-		if t.chain(name) != nil {
-			return fmt.Errorf("nftablesfake: chain %s exists: %w", name, syscall.EEXIST)
+		if t.chain(c.name) != nil {
+			return fmt.Errorf("nftablesfake: chain %s exists: %w", c.name, syscall.EEXIST)
 		}
-		t.chains = append(t.chains, &chain{name: name, handle: a.n.hgenNext(t.handle)})
+		c.handle = a.n.hgenNext(t.handle)
+		t.chains = append(t.chains, c)
 		return nil
 	})
 }
