@@ -190,7 +190,7 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 	retryDeletes := !t.synced || t.structChanged
 	if retryDeletes && scope != nil {
 		for obj, f := range t.failed {
-			if f.Hold == holdDelete {
+			if f.Hold == holdDelete && !t.declared(obj) {
 				t.replan(obj, scope)
 			}
 		}
@@ -449,14 +449,26 @@ func (t *Table) hold(obj string, h hold, cause error, holds map[string]hold, now
 	}
 	holds[obj] = h
 	what := "its change was refused"
-	switch kind, name := t.objName(obj); {
-	case h == holdDelete && (kind == KindChain && t.chains[name] != nil || kind == KindSet && t.sets[name] != nil):
+	switch {
+	case h == holdDelete && t.declared(obj):
 		what = "its creation was refused"
 	case h == holdDelete:
 		what = "its deletion was refused"
 	}
 	t.fail(obj, h, ErrRefused, fmt.Sprintf("%s: %v", what, cause), cause, now)
 	return true
+}
+
+// declared reports whether a chain's or set's object key names one the
+// Table declares (a refused creation, not a refused deletion).
+func (t *Table) declared(obj string) bool {
+	switch kind, name := t.objName(obj); kind {
+	case KindChain:
+		return t.chains[name] != nil
+	case KindSet:
+		return t.sets[name] != nil
+	}
+	return false
 }
 
 // fail records that an object was not written: held back as h until a
@@ -474,7 +486,7 @@ func (t *Table) fail(obj string, h hold, reason error, detail string, cause erro
 func (t *Table) holds(now time.Time, broken map[string]*ObjectError, retryDeletes bool) map[string]hold {
 	h := make(map[string]hold, len(t.failed)+len(broken))
 	for obj, f := range t.failed {
-		if now.Before(f.Err.RetryAt) && !(retryDeletes && f.Hold == holdDelete) {
+		if now.Before(f.Err.RetryAt) && !(retryDeletes && f.Hold == holdDelete && !t.declared(obj)) {
 			h[obj] = f.Hold
 		}
 	}

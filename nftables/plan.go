@@ -250,6 +250,11 @@ func (p *planner) set(name string) {
 		if len(p.holds) > 0 && p.holds[objElem(name, key)] != holdNone {
 			return
 		}
+		if c := verdictChain(want); wok && c != "" && len(p.holds) > 0 && p.absentChain(c) {
+			p.t.fail(objElem(name, key), holdContent, ErrRefused, "it jumps to chain "+c+", which is not written", nil, p.now)
+			p.holds[objElem(name, key)] = holdContent
+			return
+		}
 		have, hok := ks.elems[key]
 		if wok && hok && want == have {
 			return
@@ -380,8 +385,8 @@ func (p *planner) chain(name string) error {
 		return nil
 	}
 	if h == holdNone {
-		if missing := p.missingSet(d); missing != "" {
-			p.t.fail(obj, holdContent, ErrRefused, "it uses set "+missing+", which is not written", nil, p.now)
+		if missing := p.missingRef(d); missing != "" {
+			p.t.fail(obj, holdContent, ErrRefused, "it uses "+missing+", which is not written", nil, p.now)
 			p.holds[obj] = holdContent
 			h = holdContent
 		}
@@ -429,22 +434,35 @@ func (p *planner) replacingHeld(kc *kchain) bool {
 	return false
 }
 
-// missingSet returns a set a chain's rules use that will not exist in the
-// kernel with its declared shape after this round, or "".
-func (p *planner) missingSet(d *chainDecl) string {
+// missingRef returns what a chain's rules use that will not exist in the
+// kernel after this round, as the kernel's picture and the objects held
+// back tell at plan time — a set not written with its declared shape, a
+// chain whose creation was refused — or "": such a chain is held back
+// (keeping its kernel rules) instead of being sent for the kernel to
+// refuse.
+func (p *planner) missingRef(d *chainDecl) string {
 	for i := range d.rules {
 		r := &d.rules[i]
+		if r.target != "" && p.absentChain(r.target) {
+			return "chain " + r.target
+		}
 		for _, s := range append(slices.Clip(r.sets), r.vmap) {
 			if s == "" || p.holds[objSet(s)] == holdNone {
 				continue
 			}
 			ks, ds := p.k.sets[s], p.t.sets[s]
 			if ks == nil || ds == nil || !ds.spec.matchesKernel(&ks.nl) {
-				return s
+				return "set " + s
 			}
 		}
 	}
 	return ""
+}
+
+// absentChain reports whether a chain will be missing from the kernel
+// after this round: not there, and its creation held back.
+func (p *planner) absentChain(name string) bool {
+	return p.k.chains[name] == nil && p.holds[objChain(name)] == holdDelete
 }
 
 // sameShape reports whether the kernel's chain is the declared one's kind:
