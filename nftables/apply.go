@@ -211,7 +211,7 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 			return wrote, err
 		}
 		if main.empty() && len(chunks) == 0 {
-			t.settle(prog, refs, broken, holds)
+			t.settle(prog, refs, broken, holds, scope)
 			return wrote, nil
 		}
 		refused, err := t.commitAll(ctx, s, p, main, chunks, holds, probe, now, func() {
@@ -225,7 +225,7 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 			return wrote, err
 		}
 		if !refused {
-			t.settle(prog, refs, broken, holds)
+			t.settle(prog, refs, broken, holds, scope)
 			return wrote, nil
 		}
 		// Plan again without what the kernel refused: the whole round
@@ -499,7 +499,7 @@ func (t *Table) holds(now time.Time, broken map[string]*ObjectError, retryDelete
 // settle records the outcome of an Apply whose last round committed (or
 // had nothing to write): every failure this Apply did not hold back is
 // over, and the picture is the declared state but for the objects held.
-func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[string]*ObjectError, holds map[string]hold) {
+func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[string]*ObjectError, holds map[string]hold, scope map[string]bool) {
 	for obj := range t.failed {
 		if holds[obj] == holdNone || broken[obj] != nil {
 			delete(t.failed, obj)
@@ -529,18 +529,35 @@ func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[str
 			}
 		}
 	}
-	chains, rules, elems := 0, 0, 0
-	for name := range prog {
-		if c := t.chains[name]; c != nil {
-			chains++
-			rules += len(c.rules)
+	// The programmed chains and their rules are counted again where the
+	// plan looked: everywhere, or the chains of an incremental plan's scope.
+	if scope == nil {
+		clear(t.counted)
+		t.progRules = 0
+		for name := range prog {
+			if c := t.chains[name]; c != nil {
+				t.counted[name] = len(c.rules)
+				t.progRules += len(c.rules)
+			}
+		}
+	} else {
+		for name := range scope {
+			if n, ok := t.counted[name]; ok {
+				t.progRules -= n
+				delete(t.counted, name)
+			}
+			if c := t.chains[name]; c != nil && prog[name] {
+				t.counted[name] = len(c.rules)
+				t.progRules += len(c.rules)
+			}
 		}
 	}
+	elems := 0
 	for _, s := range t.sets {
 		elems += len(s.written())
 	}
 	t.statsMu.Lock()
-	t.stats.Chains, t.stats.Rules, t.stats.Sets, t.stats.Elements = chains, rules, len(t.sets), elems
+	t.stats.Chains, t.stats.Rules, t.stats.Sets, t.stats.Elements = len(t.counted), t.progRules, len(t.sets), elems
 	t.statsMu.Unlock()
 }
 

@@ -49,6 +49,16 @@ func CheckProgrammed(t *Table) error {
 			return fmt.Errorf("chain %s: %d rules of programmed chains jump to it, the Table counts %d", n, c, t.refs[n])
 		}
 	}
+	chains, rules := 0, 0
+	for n := range prog {
+		if c := t.chains[n]; c != nil {
+			chains++
+			rules += len(c.rules)
+		}
+	}
+	if st := t.Stats(); st.Chains != chains || st.Rules != rules {
+		return fmt.Errorf("Stats counts %d chains and %d rules, the programmed chains have %d and %d", st.Chains, st.Rules, chains, rules)
+	}
 	for n := range prog {
 		if !t.prog[n] {
 			return fmt.Errorf("chain %s is programmed but the Table does not know it", n)

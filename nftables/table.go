@@ -125,6 +125,10 @@ type Table struct {
 	// refs counts, for each chain, the rules of programmed chains that
 	// jump or go to it (as of the last plan, updated by reachDelta).
 	refs map[string]int
+	// counted are the programmed chains' rule counts as the last plan left
+	// them, progRules their sum (Stats.Chains and Rules).
+	counted   map[string]int
+	progRules int
 
 	failed        objfail.Set[hold, *ObjectError]
 	applies       uint64
@@ -229,6 +233,7 @@ func New(opts Options) (*Table, error) {
 		changedChains: map[string]struct{}{},
 		changedSets:   map[string]struct{}{},
 		failed:        objfail.Set[hold, *ObjectError]{},
+		counted:       map[string]int{},
 	}
 	for _, h := range roleHooks[o.Role] {
 		t.hooks[h] = true
