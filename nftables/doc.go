@@ -86,7 +86,9 @@
 // set or verdict map the Table does not declare, a construct its role or
 // hook does not take (DROP in nat, REJECT outside filter's INPUT, FORWARD
 // and OUTPUT, NAT outside nat, NoTrack outside raw, an input interface at
-// OUTPUT…), a chain name without ChainPrefix, a set of the wrong shape, an
+// OUTPUT…), a chain name without ChainPrefix (also as the target of a
+// jump or goto, of a rule or a verdict-map element, which must be a regular
+// chain: never a base chain), a set of the wrong shape, an
 // element of the other family. What depends on other declarations or on
 // the kernel is found by Apply and held back per object (see below): a
 // jump to a chain not declared, a loop of chains, what the kernel refuses.
