@@ -148,56 +148,54 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 	// changed: the chains declared anew, those whose programmed status
 	// changed, or whose declaration became (un)writable.
 	full := !t.synced || rebuild || t.retryDue(now) || t.prog == nil
-	prog, broken := t.prog, t.broken
-	var added []string // chains newly programmed, when known
-	known := false
-	switch {
-	case !full && t.structChanged && t.additive:
-		var ok bool
-		if prog, broken, added, ok = t.programmedMore(); ok {
-			known = true
-		} else {
-			prog, broken = t.programmed()
-		}
-	case full || t.structChanged:
-		prog, broken = t.programmed()
-	default:
-		known = true
-	}
+	prog, refs, broken := t.prog, t.refs, t.broken
 	var scope map[string]bool
 	if !full {
-		scope = make(map[string]bool, len(t.changedChains)+len(added))
+		scope = make(map[string]bool, len(t.changedChains))
 		for n := range t.changedChains {
 			scope[n] = true
 		}
-		for _, n := range added {
-			scope[n] = true
+	}
+	switch {
+	case full:
+		prog, refs, broken = t.programmed()
+	case t.structChanged:
+		if flipped, ok := t.reachDelta(); ok {
+			for _, n := range flipped {
+				scope[n] = true
+			}
+			break
 		}
-		if !known {
-			// What is programmed, and what cannot be written, changed
-			// anywhere: compare.
-			for n := range prog {
-				if !t.prog[n] {
-					scope[n] = true
-				}
+		// What is programmed, and what cannot be written, changed in a
+		// way only a walk of the whole table tells: compare.
+		prog, refs, broken = t.programmed()
+		for n := range prog {
+			if !t.prog[n] {
+				scope[n] = true
 			}
-			for n := range t.prog {
-				if !prog[n] {
-					scope[n] = true
-				}
+		}
+		for n := range t.prog {
+			if !prog[n] {
+				scope[n] = true
 			}
-			for _, pair := range [][2]map[string]*ObjectError{{broken, t.broken}, {t.broken, broken}} {
-				for obj := range pair[0] {
-					if pair[1][obj] == nil {
-						if kind, name := t.objName(obj); kind == KindChain {
-							scope[name] = true
-						}
-					}
+		}
+		for _, pair := range [][2]map[string]*ObjectError{{broken, t.broken}, {t.broken, broken}} {
+			for obj := range pair[0] {
+				if pair[1][obj] == nil {
+					t.replan(obj, scope)
 				}
 			}
 		}
 	}
-	holds := t.holds(now, broken)
+	retryDeletes := !t.synced || t.structChanged
+	if retryDeletes && scope != nil {
+		for obj, f := range t.failed {
+			if f.Hold == holdDelete && !t.declared(obj) {
+				t.replan(obj, scope)
+			}
+		}
+	}
+	holds := t.holds(now, broken, retryDeletes)
 	probe := map[string]bool{}
 	k := t.kern
 	if rebuild {
@@ -213,7 +211,7 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 			return wrote, err
 		}
 		if main.empty() && len(chunks) == 0 {
-			t.settle(prog, broken, holds)
+			t.settle(prog, refs, broken, holds, scope)
 			return wrote, nil
 		}
 		refused, err := t.commitAll(ctx, s, p, main, chunks, holds, probe, now, func() {
@@ -227,7 +225,7 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 			return wrote, err
 		}
 		if !refused {
-			t.settle(prog, broken, holds)
+			t.settle(prog, refs, broken, holds, scope)
 			return wrote, nil
 		}
 		// Plan again without what the kernel refused: the whole round
@@ -239,6 +237,29 @@ func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool
 				return wrote, fmt.Errorf("%w: still refused after %d transactions", ErrWrite, maxRounds)
 			}
 		}
+	}
+}
+
+// replan puts an object in the scope of an incremental plan (one whose
+// declaration became writable or stopped being so, a deletion to try
+// again): a chain in scope, a set among the changed sets, an element among
+// its set's changed keys.
+func (t *Table) replan(obj string, scope map[string]bool) {
+	if set, key, ok := elemOfObj(obj); ok {
+		if d := t.sets[set]; d != nil {
+			if d.changed == nil {
+				d.changed = map[string]struct{}{}
+			}
+			d.changed[key] = struct{}{}
+			t.changedSets[set] = struct{}{}
+		}
+		return
+	}
+	switch kind, name := t.objName(obj); kind {
+	case KindChain:
+		scope[name] = true
+	case KindSet:
+		t.changedSets[name] = struct{}{}
 	}
 }
 
@@ -340,7 +361,10 @@ func (t *Table) conclude(x *txn, r sendResult, k *kstate, holds map[string]hold,
 	}
 	errs := r.errs
 	if len(errs) == 0 && !r.lost {
-		k.gen, k.genOK = r.gen1, r.gen1 == r.gen0+1
+		// The picture is of the new generation only if it was of the one
+		// before (nothing changed the kernel since it was read or last
+		// written) and the transaction alone moved it.
+		k.gen, k.genOK = r.gen1, k.genOK && k.gen == r.gen0 && r.gen1 == r.gen0+1
 		t.statsMu.Lock()
 		t.stats.Messages += len(x.msgs)
 		t.stats.Bytes += x.w.Len()
@@ -425,11 +449,26 @@ func (t *Table) hold(obj string, h hold, cause error, holds map[string]hold, now
 	}
 	holds[obj] = h
 	what := "its change was refused"
-	if h == holdDelete {
+	switch {
+	case h == holdDelete && t.declared(obj):
+		what = "its creation was refused"
+	case h == holdDelete:
 		what = "its deletion was refused"
 	}
 	t.fail(obj, h, ErrRefused, fmt.Sprintf("%s: %v", what, cause), cause, now)
 	return true
+}
+
+// declared reports whether a chain's or set's object key names one the
+// Table declares (a refused creation, not a refused deletion).
+func (t *Table) declared(obj string) bool {
+	switch kind, name := t.objName(obj); kind {
+	case KindChain:
+		return t.chains[name] != nil
+	case KindSet:
+		return t.sets[name] != nil
+	}
+	return false
 }
 
 // fail records that an object was not written: held back as h until a
@@ -442,11 +481,12 @@ func (t *Table) fail(obj string, h hold, reason error, detail string, cause erro
 }
 
 // holds returns what the next plan holds back: the objects whose retry is
-// not due yet, and those whose declaration cannot be written.
-func (t *Table) holds(now time.Time, broken map[string]*ObjectError) map[string]hold {
+// not due yet (but for refused deletions when retryDeletes), and those
+// whose declaration cannot be written.
+func (t *Table) holds(now time.Time, broken map[string]*ObjectError, retryDeletes bool) map[string]hold {
 	h := make(map[string]hold, len(t.failed)+len(broken))
 	for obj, f := range t.failed {
-		if now.Before(f.Err.RetryAt) {
+		if now.Before(f.Err.RetryAt) && !(retryDeletes && f.Hold == holdDelete && !t.declared(obj)) {
 			h[obj] = f.Hold
 		}
 	}
@@ -459,14 +499,17 @@ func (t *Table) holds(now time.Time, broken map[string]*ObjectError) map[string]
 // settle records the outcome of an Apply whose last round committed (or
 // had nothing to write): every failure this Apply did not hold back is
 // over, and the picture is the declared state but for the objects held.
-func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, holds map[string]hold) {
+func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[string]*ObjectError, holds map[string]hold, scope map[string]bool) {
 	for obj := range t.failed {
 		if holds[obj] == holdNone || broken[obj] != nil {
 			delete(t.failed, obj)
 		}
 	}
 	t.dirty, t.synced, t.structChanged = false, true, false
-	t.prog, t.broken = prog, broken
+	t.prog, t.refs, t.broken = prog, refs, broken
+	clear(t.oldTargets)
+	clear(t.rootsChanged)
+	t.newMapEdges, t.needWalk = t.newMapEdges[:0], false
 	clear(t.changedChains)
 	clear(t.changedSets)
 	for _, s := range t.sets {
@@ -486,18 +529,35 @@ func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, hol
 			}
 		}
 	}
-	chains, rules, elems := 0, 0, 0
-	for name := range prog {
-		if c := t.chains[name]; c != nil {
-			chains++
-			rules += len(c.rules)
+	// The programmed chains and their rules are counted again where the
+	// plan looked: everywhere, or the chains of an incremental plan's scope.
+	if scope == nil {
+		clear(t.counted)
+		t.progRules = 0
+		for name := range prog {
+			if c := t.chains[name]; c != nil {
+				t.counted[name] = len(c.rules)
+				t.progRules += len(c.rules)
+			}
+		}
+	} else {
+		for name := range scope {
+			if n, ok := t.counted[name]; ok {
+				t.progRules -= n
+				delete(t.counted, name)
+			}
+			if c := t.chains[name]; c != nil && prog[name] {
+				t.counted[name] = len(c.rules)
+				t.progRules += len(c.rules)
+			}
 		}
 	}
+	elems := 0
 	for _, s := range t.sets {
 		elems += len(s.written())
 	}
 	t.statsMu.Lock()
-	t.stats.Chains, t.stats.Rules, t.stats.Sets, t.stats.Elements = chains, rules, len(t.sets), elems
+	t.stats.Chains, t.stats.Rules, t.stats.Sets, t.stats.Elements = len(t.counted), t.progRules, len(t.sets), elems
 	t.statsMu.Unlock()
 }
 
@@ -535,150 +595,6 @@ func (t *Table) result(now time.Time) dataplane.ApplyResult {
 		return dataplane.ApplyResult{}
 	}
 	return dataplane.ApplyResult{RetryAfter: max(due.Sub(now), time.Millisecond)}
-}
-
-// programmed returns the chains to program — the base chains, the chains
-// reached from them through jumps and verdict maps, the forced chains and
-// those verdict-map elements jump to — and the objects whose declaration
-// cannot be written: a chain with a jump to a chain not declared
-// (ErrUnknownChain) or whose jump closes a loop (ErrChainLoop), and a
-// verdict-map element that jumps to a chain not declared. Such a chain is
-// still programmed (it keeps its kernel content).
-func (t *Table) programmed() (map[string]bool, map[string]*ObjectError) {
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	prog := make(map[string]bool, len(t.chains))
-	broken := map[string]*ObjectError{}
-	breaks := func(obj string, reason error, format string, a ...any) {
-		if broken[obj] == nil {
-			kind, name := t.objName(obj)
-			broken[obj] = &ObjectError{Kind: kind, Name: name, Reason: reason, Detail: fmt.Sprintf(format, a...)}
-		}
-	}
-	regular := func(name string) bool {
-		c := t.chains[name]
-		return c != nil && c.base == nil
-	}
-	// The chains each verdict map's elements jump to.
-	vmapTargets := map[string][]string{}
-	for name, s := range t.sets {
-		if !s.spec.verdict {
-			continue
-		}
-		w := s.written()
-		for k, d := range w {
-			c := verdictChain(d)
-			if c == "" {
-				continue
-			}
-			if !regular(c) {
-				breaks(objElem(name, k), ErrUnknownChain, "it jumps to %s, which the table does not declare", c)
-				continue
-			}
-			vmapTargets[name] = append(vmapTargets[name], c)
-		}
-	}
-	state := make(map[string]int, len(t.chains))
-	var visit func(name string)
-	visit = func(name string) {
-		state[name] = onPath
-		prog[name] = true
-		c := t.chains[name]
-		edges := func(target string) {
-			switch {
-			case !regular(target):
-				breaks(objChain(name), ErrUnknownChain, "it jumps to %s, which the table does not declare", target)
-			case state[target] == onPath:
-				breaks(objChain(name), ErrChainLoop, "its jump to %s closes a loop", target)
-			case state[target] == unseen:
-				visit(target)
-			}
-		}
-		for i := range c.rules {
-			if r := &c.rules[i]; r.target != "" {
-				edges(r.target)
-			} else if r.vmap != "" {
-				for _, target := range vmapTargets[r.vmap] {
-					edges(target)
-				}
-			}
-		}
-		state[name] = done
-	}
-	var roots []string
-	for _, name := range sortedKeys(t.chains) {
-		if c := t.chains[name]; c.base != nil || c.force {
-			roots = append(roots, name)
-		}
-	}
-	for name := range t.vmapTargets {
-		if regular(name) && !t.chains[name].force {
-			roots = append(roots, name)
-		}
-	}
-	for _, name := range roots {
-		if state[name] == unseen {
-			visit(name)
-		}
-	}
-	return prog, broken
-}
-
-// programmedMore extends the programmed chains of the last plan with those
-// the new roots reach, when every structural change since was additive; ok
-// is false when it cannot tell (a new root or chain that is not a plain
-// chain of ours, a chain that dispatches through a verdict map, objects
-// that could not be written before), and the whole table must be walked.
-// No loop can close through the chains programmed before: their jumps did
-// not change.
-func (t *Table) programmedMore() (prog map[string]bool, broken map[string]*ObjectError, added []string, ok bool) {
-	if len(t.broken) > 0 {
-		return nil, nil, nil, false
-	}
-	prog = t.prog
-	defer func() {
-		if !ok {
-			for _, n := range added {
-				delete(prog, n)
-			}
-		}
-	}()
-	onPath := map[string]bool{}
-	var visit func(name string) bool
-	visit = func(name string) bool {
-		c := t.chains[name]
-		if c == nil {
-			return false
-		}
-		prog[name], onPath[name] = true, true
-		added = append(added, name)
-		for i := range c.rules {
-			r := &c.rules[i]
-			if r.vmap != "" {
-				return false
-			}
-			if r.target == "" || prog[r.target] && !onPath[r.target] {
-				continue
-			}
-			if tc := t.chains[r.target]; tc == nil || tc.base != nil || onPath[r.target] || !visit(r.target) {
-				return false
-			}
-		}
-		delete(onPath, name)
-		return true
-	}
-	for root := range t.newRoots {
-		if prog[root] {
-			continue
-		}
-		if !visit(root) {
-			return nil, nil, nil, false
-		}
-	}
-	return prog, map[string]*ObjectError{}, added, true
 }
 
 // isNotFound reports a kernel ENOENT.

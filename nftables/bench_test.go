@@ -39,6 +39,10 @@ func (s *nullSocket) Send(b []byte) error {
 			w.End(st)
 		case nfnl.Type(nfnl.MsgGetTable):
 			w.AppendError(m.Raw, 0, -2, 0) // ENOENT
+		case nfnl.Type(nfnl.MsgGetRule): // a chain's rules: none
+			st := w.BeginRaw(nfnl.MsgDone, 0, m.Seq, 0)
+			w.B = append(w.B, 0, 0, 0, 0)
+			w.End(st)
 		default:
 			return nil
 		}
@@ -135,3 +139,55 @@ func BenchmarkLoadElements(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChangeEndpoints is the Table's cost of replacing one service's
+// endpoint chain in a table of 10k services with an endpoint chain each
+// (the kernel's excluded): a change of what is programmed.
+func BenchmarkChangeEndpoints(b *testing.B) {
+	tbl := natTable(b)
+	tcp := netfilter.Protocol(netfilter.ProtoTCP)
+	svc := func(i, g int) []netfilter.Chain {
+		ep := fmt.Sprintf("ep-%05d-%d", i, g)
+		return []netfilter.Chain{
+			{Name: fmt.Sprintf("svc-%05d", i), Rules: []netfilter.Rule{
+				{Matches: []netfilter.Match{tcp}, Action: netfilter.SetMaskedMark(0x4000, 0x4000)}, {Action: netfilter.Jump(ep)}}},
+			{Name: ep, Rules: []netfilter.Rule{{Matches: []netfilter.Match{tcp},
+				Action: netfilter.DNAT(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244 + byte(g), byte(i >> 8), byte(i)}), 8080))}}},
+		}
+	}
+	vm := nftables.Set{Name: "service-ips", Key: svcKey, Verdict: true}
+	var chains []netfilter.Chain
+	for i := range benchServices {
+		chains = append(chains, svc(i, 0)...)
+		vm.Elements = append(vm.Elements, svcElem(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}).String(), 80, fmt.Sprintf("svc-%05d", i)))
+	}
+	if err := tbl.SetSets(vm); err != nil {
+		b.Fatal(err)
+	}
+	if err := tbl.SetChains(chains...); err != nil {
+		b.Fatal(err)
+	}
+	if err := tbl.InsertRules(netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("service-ips", netfilter.Dst, netfilter.Dst)}}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tbl.Apply(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	g := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		g++
+		if err := tbl.SetChains(svc(benchServices/2, g%2)...); err != nil {
+			b.Fatal(err)
+		}
+		if err := tbl.RemoveChains(fmt.Sprintf("ep-%05d-%d", benchServices/2, (g+1)%2)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tbl.Apply(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchServices is the size of BenchmarkChangeEndpoints' table.
+var benchServices = 10_000

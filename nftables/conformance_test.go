@@ -381,7 +381,7 @@ var confSubject = drivertest.Subject[*Table, confVariant]{
 	},
 	BadInputs: []drivertest.BadInput[*Table, confVariant]{
 		{Name: "chain without the prefix", Declare: func(tbl *Table, _ confVariant) error { return tbl.SetChains(nf.Chain{Name: "fw"}) }},
-		{Name: "base chain name", Declare: func(tbl *Table, _ confVariant) error { return tbl.SetChains(nf.Chain{Name: "INPUT-insert"}) }},
+		{Name: "base chain name", Declare: func(tbl *Table, _ confVariant) error { return tbl.SetChains(nf.Chain{Name: "INPUT"}) }},
 		{Name: "rule of the other family", Declare: func(tbl *Table, c confVariant) error {
 			o := confVariant{f: ipfamily.IPv6, role: c.role}
 			if c.f == ipfamily.IPv6 {

@@ -21,32 +21,41 @@
 //
 // Options.Role decides where the table's base chains sit: the role of one
 // of iptables' tables (Filter, NAT, Mangle, Raw), its hooks, chain types
-// and priorities. A hook's InsertRules rules go in the base chain
-// BaseChain(hook, false) ("INPUT-insert"), PriorityOffset below the
-// priority of iptables' table of that role; its AppendRules rules in
-// BaseChain(hook, true) ("INPUT-append"), PriorityOffset above:
+// and priorities. Each hook has one base chain, BaseChain(hook) ("INPUT"),
+// PriorityOffset below the priority of iptables' table of that role, that
+// holds the hook's InsertRules rules at its top and its AppendRules rules
+// at its bottom, as iptables' built-in chain does; SetPolicy sets its
+// policy:
 //
-//	role    hooks                                    type              insert  append
-//	raw     PREROUTING OUTPUT                        filter            -310    -290
-//	mangle  all five                                 filter (OUTPUT:   -160    -140
+//	role    hooks                                    type              priority
+//	raw     PREROUTING OUTPUT                        filter            -310
+//	mangle  all five                                 filter (OUTPUT:   -160
 //	                                                 route)
-//	nat     PREROUTING OUTPUT (destination NAT)      nat               -110    -90
-//	nat     INPUT POSTROUTING (source NAT)           nat               90      110
-//	filter  INPUT FORWARD OUTPUT                     filter            -10     10
+//	nat     PREROUTING OUTPUT (destination NAT)      nat               -110
+//	nat     INPUT POSTROUTING (source NAT)           nat               90
+//	filter  INPUT FORWARD OUTPUT                     filter            -10
 //
-// Why these: our inserted rules run before iptables' rules of the same
-// place (iptables-legacy and iptables-nft both sit at -300, -150, -100,
-// 100 and 0) and our appended rules after them, as inside iptables'
-// built-in chain; kube-proxy's nftables mode filters at -110 and, after its
-// DNAT at -100, at -90, so a filter Table runs after kube-proxy has
-// translated service addresses, as iptables' filter table does; NAT
-// chains run in priority order and a connection keeps the first NAT
-// binding made, so a nat Table's inserted rules translate before
-// kube-proxy's and its appended rules after them; raw runs before
-// conntrack (-200). Unlike iptables' chains, base chains do not end the
-// packet's journey when they accept it: a packet one of our chains
-// accepts still meets every later base chain of the hook (a drop is final
-// everywhere). SetPolicy sets the policy of a hook's AppendRules chain.
+// What the rule model promises, then, holds among our rules: at a hook, a
+// packet an inserted rule accepts meets none of the appended rules, and
+// one an inserted rule drops is dropped, exactly as on package iptables.
+// Relative to other tables it promises the order of priorities: all of our
+// rules at a hook run before iptables' rules of the same place
+// (iptables-legacy and iptables-nft both sit at -300, -150, -100, 100 and
+// 0), and after kube-proxy's nftables filtering (-110) and DNAT (-100) for
+// the filter role, so that a filter Table sees translated service
+// addresses as iptables' filter table does; a nat Table translates before
+// kube-proxy (a connection keeps the first NAT binding made); raw runs
+// before conntrack (-200). Unlike iptables' chains, base chains do not
+// end the packet's journey when they accept it: a packet our chain
+// accepts still meets every later base chain of the hook, of any table —
+// iptables', kube-proxy's — and one another table's chain accepted still
+// meets ours; a drop is final everywhere.
+//
+// A table written when each hook had two base chains ("INPUT-insert" and
+// "INPUT-append") is moved to one chain per hook by the next Apply, in the
+// one transaction that writes the table's difference, which the kernel
+// commits whole; while the kernel refuses a hook's new chain, the old ones
+// of that hook stay.
 //
 // # Declaring and applying
 //
@@ -77,7 +86,9 @@
 // set or verdict map the Table does not declare, a construct its role or
 // hook does not take (DROP in nat, REJECT outside filter's INPUT, FORWARD
 // and OUTPUT, NAT outside nat, NoTrack outside raw, an input interface at
-// OUTPUT…), a chain name without ChainPrefix, a set of the wrong shape, an
+// OUTPUT…), a chain name without ChainPrefix (also as the target of a
+// jump or goto, of a rule or a verdict-map element, which must be a regular
+// chain: never a base chain), a set of the wrong shape, an
 // element of the other family. What depends on other declarations or on
 // the kernel is found by Apply and held back per object (see below): a
 // jump to a chain not declared, a loop of chains, what the kernel refuses.

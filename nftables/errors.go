@@ -20,7 +20,8 @@ import (
 var (
 	// ErrInvalidOptions reports an Options field out of range.
 	ErrInvalidOptions = errors.New("nftables: invalid options")
-	// ErrNotOwned reports a chain name given to SetChains or RemoveChains
+	// ErrNotOwned reports a chain name given to SetChains or RemoveChains,
+	// or as the target of a rule's or a verdict-map element's jump or goto,
 	// that lacks Options.ChainPrefix, or that is the name of one of the
 	// Table's base chains.
 	ErrNotOwned = errors.New("nftables: chain name not the table's to give")

@@ -59,7 +59,7 @@ func ExampleTable_Apply() {
 	fmt.Println("transactions:", tx)
 	// Output:
 	// table ip np-filter
-	//   chain FORWARD-insert { type filter hook 2 priority -10 policy accept }
+	//   chain FORWARD { type filter hook 2 priority -10 policy accept }
 	//     [3] jump np-fw "np:qR0SGEHTzRq0tKVj"
 	//   chain np-fw
 	//     [4] "np:vtoMD2INo_SVrVvt"
@@ -146,7 +146,7 @@ func ExamplePartialError() {
 	// Output:
 	// true chain np-bad true
 	// retry in 1s
-	// INPUT-insert 2
+	// INPUT 2
 	// np-bad 0
 	// np-good 1
 }
@@ -159,7 +159,7 @@ func ExampleTable_QueueResync() {
 	_, _ = tbl.Apply(context.Background())
 
 	// Someone deletes our rule; a resync reads the table and repairs it.
-	_ = ns.Admin().DeleteRule(nftablesfake.IPv4, "np-filter", "INPUT-insert", 0)
+	_ = ns.Admin().DeleteRule(nftablesfake.IPv4, "np-filter", "INPUT", 0)
 	tbl.QueueResync()
 	_, _ = tbl.Apply(context.Background())
 	fmt.Println(len(ns.Chains(nftablesfake.IPv4, "np-filter")[0].Rules))
@@ -186,7 +186,7 @@ func ExampleTable_Counters() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(counters[nftables.BaseChain(netfilter.HookInput, false)])
+	fmt.Println(counters[nftables.BaseChain(netfilter.HookInput)])
 	// Output:
 	// [{0 0}]
 }
@@ -223,11 +223,11 @@ func ExampleRemoveIPTablesLeftovers() {
 
 func ExampleBaseChain() {
 	for _, h := range nftables.NAT.Hooks() {
-		fmt.Println(nftables.BaseChain(h, false), nftables.NAT.Priority(h, false), nftables.BaseChain(h, true), nftables.NAT.Priority(h, true))
+		fmt.Println(nftables.BaseChain(h), nftables.NAT.Priority(h))
 	}
 	// Output:
-	// PREROUTING-insert -110 PREROUTING-append -90
-	// INPUT-insert 90 INPUT-append 110
-	// OUTPUT-insert -110 OUTPUT-append -90
-	// POSTROUTING-insert 90 POSTROUTING-append 110
+	// PREROUTING -110
+	// INPUT 90
+	// OUTPUT -110
+	// POSTROUTING 90
 }

@@ -20,9 +20,9 @@ func PendingAfterRead(t *Table) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	prog, broken := t.programmed()
+	prog, _, broken := t.programmed()
 	now := t.opts.Clock.Now()
-	p := &planner{t: t, s: s, k: k, holds: t.holds(now, broken), probe: map[string]bool{}, prog: prog, full: true, now: now}
+	p := &planner{t: t, s: s, k: k, holds: t.holds(now, broken, true), probe: map[string]bool{}, prog: prog, full: true, now: now}
 	main, chunks, err := p.plan()
 	if err != nil {
 		return 0, err
@@ -35,4 +35,49 @@ func PendingAfterRead(t *Table) (int, error) {
 		return n, fmt.Errorf("objects that cannot be written: %v", broken)
 	}
 	return n, nil
+}
+
+// CheckProgrammed compares the Table's view of what is programmed and of
+// the objects that cannot be written, as its last plan left it, with a
+// walk of the whole declared state.
+func CheckProgrammed(t *Table) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prog, refs, broken := t.programmed()
+	for n, c := range refs {
+		if prog[n] && t.refs[n] != c {
+			return fmt.Errorf("chain %s: %d rules of programmed chains jump to it, the Table counts %d", n, c, t.refs[n])
+		}
+	}
+	chains, rules := 0, 0
+	for n := range prog {
+		if c := t.chains[n]; c != nil {
+			chains++
+			rules += len(c.rules)
+		}
+	}
+	if st := t.Stats(); st.Chains != chains || st.Rules != rules {
+		return fmt.Errorf("Stats counts %d chains and %d rules, the programmed chains have %d and %d", st.Chains, st.Rules, chains, rules)
+	}
+	for n := range prog {
+		if !t.prog[n] {
+			return fmt.Errorf("chain %s is programmed but the Table does not know it", n)
+		}
+	}
+	for n := range t.prog {
+		if !prog[n] {
+			return fmt.Errorf("the Table programs chain %s, which nothing reaches", n)
+		}
+	}
+	for o, e := range broken {
+		if t.broken[o] == nil {
+			return fmt.Errorf("%v: the Table does not know", e)
+		}
+	}
+	for o, e := range t.broken {
+		if broken[o] == nil {
+			return fmt.Errorf("%v: the Table holds it, a full walk does not", e)
+		}
+	}
+	return nil
 }

@@ -271,15 +271,15 @@ func TestKernelExternalChangesRepaired(t *testing.T) {
 		{"a foreign rule", []string{"add", "rule", "ip", "np", "fw", "drop"}},
 		{"a foreign chain", []string{"add", "chain", "ip", "np", "stray"}},
 		{"a flushed chain", []string{"flush", "chain", "ip", "np", "svc-a"}},
-		{"a base chain", []string{"delete", "chain", "ip", "np", "INPUT-insert"}},
-		{"a base chain's policy", []string{"add", "chain", "ip", "np", "INPUT-insert", "{", "policy", "drop", ";", "}"}},
+		{"a base chain", []string{"delete", "chain", "ip", "np", "INPUT"}},
+		{"a base chain's policy", []string{"add", "chain", "ip", "np", "INPUT", "{", "policy", "drop", ";", "}"}},
 		{"a dormant table", []string{"add", "table", "ip", "np", "{", "flags", "dormant", ";", "}"}},
 		{"the whole table", []string{"delete", "table", "ip", "np"}},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			if s.name == "a base chain" {
-				e.nft(t, "flush", "chain", "ip", "np", "INPUT-insert")
+				e.nft(t, "flush", "chain", "ip", "np", "INPUT")
 			}
 			e.nft(t, s.do...)
 			assert.NotEqual(t, want, list())
@@ -451,7 +451,7 @@ func TestKernelRebuildAfterRepeatedFailures(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(seen, "# new generation"), seen)
 	del, add := strings.Index(seen, "delete table ip np"), strings.Index(seen, "add table ip np")
 	assert.True(t, del >= 0 && add > del, seen)
-	assert.Less(t, strings.Index(seen, "add table ip np"), strings.Index(seen, "add chain ip np INPUT-insert"), seen)
+	assert.Less(t, strings.Index(seen, "add table ip np"), strings.Index(seen, "add chain ip np INPUT"), seen)
 	assert.NotContains(t, e.nft(t, "list", "table", "ip", "np"), "stray")
 	assert.Contains(t, e.nft(t, "list", "table", "ip", "np"), "10.96.0.9 . tcp . 9 : goto svc-a")
 }

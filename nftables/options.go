@@ -39,21 +39,20 @@ const (
 
 // Priorities of the base chains, by role and hook: the priority of the
 // iptables table that takes that place (NF_IP_PRI_*), which is also where
-// iptables-nft puts its chains. A Table's InsertRules chain sits
-// PriorityOffset below it and its AppendRules chain PriorityOffset above,
-// so that on each hook our inserted rules run before iptables' (legacy or
-// nft) and our appended rules after them, as they would inside iptables'
-// built-in chain.
+// iptables-nft puts its chains. A Table has one base chain per hook, with
+// the rules of InsertRules at its top and those of AppendRules at its
+// bottom, as in iptables' built-in chain; it sits PriorityOffset below
+// iptables' table, so that all of our rules at a hook run before
+// iptables' (legacy or nft) rules of the same place.
 //
 // How this interleaves with kube-proxy's nftables mode (table ip
 // kube-proxy): its filter chains sit at -110 (prerouting, input, forward,
 // output) and -90 (output after DNAT), its NAT at -100 (dstnat) and 100
-// (srcnat). A filter Table (-10 and +10) therefore runs after kube-proxy's
-// service filtering and after its DNAT, so it sees translated destinations,
-// as iptables' filter table does; a nat Table's inserted rules (-110, 90)
-// translate before kube-proxy's (a connection takes the first NAT binding
-// made), its appended rules (-90, 110) after it; mangle (-160, -140) and
-// raw (-310, -290) run before both, and raw before conntrack (-200).
+// (srcnat). A filter Table (-10) therefore runs after kube-proxy's service
+// filtering and after its DNAT, so it sees translated destinations, as
+// iptables' filter table does; a nat Table (-110, 90) translates before
+// kube-proxy's (a connection takes the first NAT binding made); mangle
+// (-160) and raw (-310) run before both, and raw before conntrack (-200).
 const (
 	PriorityRaw    = -300
 	PriorityMangle = -150
@@ -105,26 +104,17 @@ func (r Role) chainType(h netfilter.Hook) string {
 	return "filter"
 }
 
-// Priority returns the priority of the base chain that holds the rules of
-// InsertRules (appendGroup false) or AppendRules (true) at hook h for role
-// r.
-func (r Role) Priority(h netfilter.Hook, appendGroup bool) int32 {
-	if appendGroup {
-		return r.basePriority(h) + PriorityOffset
-	}
+// Priority returns the priority of the base chain that holds role r's
+// rules at hook h (those of InsertRules at its top, those of AppendRules
+// at its bottom): PriorityOffset below iptables' table of that role.
+func (r Role) Priority(h netfilter.Hook) int32 {
 	return r.basePriority(h) - PriorityOffset
 }
 
-// BaseChain returns the name of the base chain that holds the rules of
-// InsertRules (appendGroup false: "INPUT-insert") or AppendRules (true:
-// "INPUT-append") at hook h. These names are the Table's own: SetChains
-// refuses them.
-func BaseChain(h netfilter.Hook, appendGroup bool) string {
-	if appendGroup {
-		return string(h) + "-append"
-	}
-	return string(h) + "-insert"
-}
+// BaseChain returns the name of the base chain that holds the rules at
+// hook h: the hook's name, such as "INPUT". These names are the Table's
+// own: SetChains refuses them, and so does a jump or goto.
+func BaseChain(h netfilter.Hook) string { return string(h) }
 
 // Defaults and limits of Options.
 const (

@@ -250,6 +250,11 @@ func (p *planner) set(name string) {
 		if len(p.holds) > 0 && p.holds[objElem(name, key)] != holdNone {
 			return
 		}
+		if c := verdictChain(want); wok && c != "" && len(p.holds) > 0 && p.absentChain(c) {
+			p.t.fail(objElem(name, key), holdContent, ErrRefused, "it jumps to chain "+c+", which is not written", nil, p.now)
+			p.holds[objElem(name, key)] = holdContent
+			return
+		}
 		have, hok := ks.elems[key]
 		if wok && hok && want == have {
 			return
@@ -373,21 +378,21 @@ func (p *planner) chain(name string) error {
 	obj := objChain(name)
 	h := p.holds[obj]
 	if d == nil {
-		if kc == nil || h != holdNone {
+		if kc == nil || h != holdNone || p.replacingHeld(kc) {
 			return nil
 		}
 		p.delChain(name, holdDelete)
 		return nil
 	}
 	if h == holdNone {
-		if missing := p.missingSet(d); missing != "" {
-			p.t.fail(obj, holdContent, ErrRefused, "it uses set "+missing+", which is not written", nil, p.now)
+		if missing := p.missingRef(d); missing != "" {
+			p.t.fail(obj, holdContent, ErrRefused, "it uses "+missing+", which is not written", nil, p.now)
 			p.holds[obj] = holdContent
 			h = holdContent
 		}
 	}
 	if h != holdNone {
-		if kc == nil {
+		if kc == nil && h == holdContent {
 			p.newChain(name, d, false)
 		}
 		return nil
@@ -411,22 +416,53 @@ func (p *planner) chain(name string) error {
 	return p.diffRules(name, d, kc)
 }
 
-// missingSet returns a set a chain's rules use that will not exist in the
-// kernel with its declared shape after this round, or "".
-func (p *planner) missingSet(d *chainDecl) string {
+// replacingHeld reports whether kc, a chain no longer declared, is a base
+// chain at the hook of a declared base chain held back: it stays until
+// that one is written (a table written when a hook had two base chains,
+// one for InsertRules and one for AppendRules, keeps them until the one
+// that replaces them is in), so that the hook is never left without our
+// rules.
+func (p *planner) replacingHeld(kc *kchain) bool {
+	if kc.hook == nil {
+		return false
+	}
+	for h := range p.t.hooks {
+		if hookNum(h) == kc.hook.Num && p.desired(BaseChain(h)) != nil && p.holds[objChain(BaseChain(h))] != holdNone {
+			return true
+		}
+	}
+	return false
+}
+
+// missingRef returns what a chain's rules use that will not exist in the
+// kernel after this round, as the kernel's picture and the objects held
+// back tell at plan time — a set not written with its declared shape, a
+// chain whose creation was refused — or "": such a chain is held back
+// (keeping its kernel rules) instead of being sent for the kernel to
+// refuse.
+func (p *planner) missingRef(d *chainDecl) string {
 	for i := range d.rules {
 		r := &d.rules[i]
+		if r.target != "" && p.absentChain(r.target) {
+			return "chain " + r.target
+		}
 		for _, s := range append(slices.Clip(r.sets), r.vmap) {
 			if s == "" || p.holds[objSet(s)] == holdNone {
 				continue
 			}
 			ks, ds := p.k.sets[s], p.t.sets[s]
 			if ks == nil || ds == nil || !ds.spec.matchesKernel(&ks.nl) {
-				return s
+				return "set " + s
 			}
 		}
 	}
 	return ""
+}
+
+// absentChain reports whether a chain will be missing from the kernel
+// after this round: not there, and its creation held back.
+func (p *planner) absentChain(name string) bool {
+	return p.k.chains[name] == nil && p.holds[objChain(name)] == holdDelete
 }
 
 // sameShape reports whether the kernel's chain is the declared one's kind:
@@ -467,7 +503,11 @@ func (p *planner) delChain(name string, h hold) {
 func (p *planner) newChain(name string, d *chainDecl, withRules bool) {
 	t := p.t
 	obj := objChain(name)
-	st := p.newChains.begin(t.fam, nfnl.MsgNewChain, nfnl.FlagCreate, obj, holdContent)
+	h := holdContent
+	if !withRules {
+		h = holdDelete // its creation refused: it stays absent
+	}
+	st := p.newChains.begin(t.fam, nfnl.MsgNewChain, nfnl.FlagCreate, obj, h)
 	c := nfnl.Chain{Table: t.opts.Name, Name: name}
 	kc := &kchain{handles: true}
 	if d.base != nil {

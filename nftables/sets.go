@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/netfilter"
@@ -62,15 +63,17 @@ func (t *Table) SetSets(sets ...Set) error {
 			t.updateElements(ch.name, old, ch.d.elems, ch.d.canon)
 			continue
 		}
-		if old != nil && old.spec.verdict {
-			t.countTargets(old.written(), -1)
+		if old != nil {
+			t.forgetElements(ch.name)
+			if old.spec.verdict {
+				t.countTargets(ch.name, old.written(), -1)
+			}
 		}
 		ch.d.all = true
 		t.sets[ch.name] = ch.d
 		if ch.d.spec.verdict {
-			t.countTargets(ch.d.written(), 1)
+			t.countTargets(ch.name, ch.d.written(), 1)
 		}
-		t.structural(old == nil, "")
 		t.setChanged(ch.name)
 	}
 	return nil
@@ -81,6 +84,18 @@ func (t *Table) setChanged(name string) {
 	t.changedSets[name] = struct{}{}
 	t.retryNow(objSet(name))
 	t.dirty = true
+}
+
+// forgetElements forgets the failures of a set's elements, when the set
+// goes or is declared with another shape: the elements that failed are no
+// longer declared.
+func (t *Table) forgetElements(set string) {
+	prefix := objElem(set, "")
+	for obj := range t.failed {
+		if strings.HasPrefix(obj, prefix) {
+			t.retryNow(obj)
+		}
+	}
 }
 
 // setUsers returns the declared chains whose rules use set name.
@@ -119,6 +134,9 @@ func (t *Table) encodeElement(sp *setSpec, set string, e Element, keyOnly bool, 
 	case keyOnly:
 	case sp.verdict:
 		data, err = encodeVerdict(e.Verdict)
+		if c := verdictChain(data); err == nil && c != "" {
+			err = t.checkTarget(c)
+		}
 		if err != nil {
 			return "", "", buf, t.elemErr(set, e, err)
 		}
@@ -138,7 +156,7 @@ func (t *Table) elemErr(set string, e Element, err error) error {
 	}
 	out := fmt.Errorf("%w %s %s: %s", ErrInvalidElement, set, b, err)
 	var also []error
-	for _, s := range []error{netfilter.ErrWrongFamily, netfilter.ErrInvalidChainName} {
+	for _, s := range []error{netfilter.ErrWrongFamily, netfilter.ErrInvalidChainName, ErrNotOwned} {
 		if errors.Is(err, s) {
 			also = append(also, s)
 		}
@@ -174,6 +192,7 @@ func (t *Table) updateElements(name string, old *setDecl, elems, canon map[strin
 			old.changed = map[string]struct{}{}
 		}
 		old.changed[k] = struct{}{}
+		t.retryNow(objElem(name, k))
 		changed = true
 	}
 	for k, d := range after {
@@ -192,17 +211,19 @@ func (t *Table) updateElements(name string, old *setDecl, elems, canon map[strin
 		return
 	}
 	if old.spec.verdict {
-		t.countTargets(before, -1)
-		t.countTargets(after, 1)
+		t.countTargets(name, before, -1)
+		t.countTargets(name, after, 1)
 	}
 	old.elems, old.canon = elems, canon
 	t.setChanged(name)
 }
 
 // countTargets adds delta to the count of verdict-map elements that jump
-// to each chain of elems; a chain that gains its first or loses its last
-// such element changes what is programmed.
-func (t *Table) countTargets(elems map[string]string, delta int) {
+// to each chain of elems, elements of set; a chain that gains its first
+// or loses its last such element changes what is programmed, and a map
+// that starts jumping to a chain adds jumps from the chains that dispatch
+// through it.
+func (t *Table) countTargets(set string, elems map[string]string, delta int) {
 	for _, d := range elems {
 		c := verdictChain(d)
 		if c == "" {
@@ -214,14 +235,34 @@ func (t *Table) countTargets(elems map[string]string, delta int) {
 		} else {
 			t.vmapTargets[c] = n
 		}
-		switch {
-		case t.chains[c] == nil || t.chains[c].base != nil:
+		m := t.mapTargets[set]
+		if m == nil {
+			m = map[string]int{}
+			t.mapTargets[set] = m
+		}
+		pm := m[c] + delta
+		if pm <= 0 {
+			delete(m, c)
+			if len(m) == 0 {
+				delete(t.mapTargets, set)
+			}
+		} else {
+			m[c] = pm
+		}
+		if !t.regular(c) {
 			// An element that cannot be written comes or goes.
-			t.structural(false, "")
-		case n == 0:
-			t.structural(false, "")
-		case n == delta:
-			t.structural(true, c)
+			t.structChanged, t.needWalk = true, true
+		}
+		if n <= 0 || n == delta {
+			t.rootsChanged[c] = struct{}{}
+			t.structChanged = true
+		}
+		switch {
+		case pm == delta && delta > 0:
+			t.newMapEdges = append(t.newMapEdges, mapEdge{set, c})
+			t.structChanged = true
+		case pm <= 0:
+			t.structChanged = true // a loop through it may be gone
 		}
 	}
 }
@@ -239,9 +280,10 @@ func (t *Table) RemoveSets(names ...string) error {
 	}
 	for _, n := range names {
 		if d, ok := t.sets[n]; ok {
-			t.countTargets(d.written(), -1)
+			t.forgetElements(n)
+			t.countTargets(n, d.written(), -1)
 			delete(t.sets, n)
-			t.structural(false, "")
+			t.structChanged = true
 			t.setChanged(n)
 		}
 	}
@@ -304,14 +346,14 @@ func (t *Table) changeElements(set string, elems []Element, add bool) error {
 		case add && (!ok || old != e.d):
 			if d.spec.verdict {
 				if ok {
-					t.countTargets(map[string]string{e.k: old}, -1)
+					t.countTargets(set, map[string]string{e.k: old}, -1)
 				}
-				t.countTargets(map[string]string{e.k: e.d}, 1)
+				t.countTargets(set, map[string]string{e.k: e.d}, 1)
 			}
 			d.elems[e.k] = e.d
 		case !add && ok:
 			if d.spec.verdict {
-				t.countTargets(map[string]string{e.k: old}, -1)
+				t.countTargets(set, map[string]string{e.k: old}, -1)
 			}
 			delete(d.elems, e.k)
 		default:

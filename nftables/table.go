@@ -86,24 +86,31 @@ type Table struct {
 	hooks map[netfilter.Hook]bool
 
 	mu sync.Mutex
-	// chains are the declared chains, regular and base (a hook's group of
-	// rules, named BaseChain).
+	// chains are the declared chains, regular and base (a hook's rules,
+	// named BaseChain).
 	chains map[string]*chainDecl
-	sets   map[string]*setDecl
+	// hookRules are each hook's rules of InsertRules and of AppendRules,
+	// as given: its base chain holds both, in this order.
+	hookRules map[netfilter.Hook][2][]netfilter.Rule
+	sets      map[string]*setDecl
 	// vmapTargets counts the verdict-map elements that jump or go to each
-	// chain.
+	// chain; mapTargets counts them by map.
 	vmapTargets map[string]int
+	mapTargets  map[string]map[string]int
 	dirty       bool
 	// structChanged: what is programmed may have changed (chains declared
-	// or removed, jump targets, forced chains, sets, verdict-map targets);
-	// the next plan looks at everything.
+	// or removed, jump targets, forced chains, sets, verdict-map targets).
+	// The next plan updates the last one's programmed chains with
+	// reachDelta, from oldTargets (the targets, as of the last plan, of
+	// the chains whose declaration changed since), rootsChanged (chains
+	// that a verdict map started or stopped jumping to) and newMapEdges,
+	// or walks the whole table when needWalk is set or reachDelta cannot
+	// tell.
 	structChanged bool
-	// additive: every structural change since the last plan only added to
-	// what is programmed (new chains, new roots: forced chains, base
-	// chains, chains a verdict map started jumping to); the next plan then
-	// walks from newRoots only instead of the whole table.
-	additive      bool
-	newRoots      map[string]bool
+	oldTargets    map[string][]string
+	rootsChanged  map[string]struct{}
+	newMapEdges   []mapEdge
+	needWalk      bool
 	changedChains map[string]struct{}
 	changedSets   map[string]struct{}
 
@@ -115,6 +122,13 @@ type Table struct {
 	synced bool
 	prog   map[string]bool
 	broken map[string]*ObjectError
+	// refs counts, for each chain, the rules of programmed chains that
+	// jump or go to it (as of the last plan, updated by reachDelta).
+	refs map[string]int
+	// counted are the programmed chains' rule counts as the last plan left
+	// them, progRules their sum (Stats.Chains and Rules).
+	counted   map[string]int
+	progRules int
 
 	failed        objfail.Set[hold, *ObjectError]
 	applies       uint64
@@ -184,7 +198,9 @@ const (
 	// holdContent keeps a chain's kernel rules (creating it empty if
 	// missing), an element's kernel version, a set's kernel shape.
 	holdContent
-	// holdDelete keeps a chain or set that is no longer wanted.
+	// holdDelete keeps the kernel's chain or set as it is, or absent: one
+	// no longer wanted stays, one whose creation was refused is not
+	// created.
 	holdDelete
 )
 
@@ -206,14 +222,18 @@ func New(opts Options) (*Table, error) {
 		fam:           nfproto(o.Family),
 		hooks:         map[netfilter.Hook]bool{},
 		chains:        map[string]*chainDecl{},
+		hookRules:     map[netfilter.Hook][2][]netfilter.Rule{},
 		sets:          map[string]*setDecl{},
 		vmapTargets:   map[string]int{},
+		mapTargets:    map[string]map[string]int{},
 		dirty:         true,
 		structChanged: true,
+		oldTargets:    map[string][]string{},
+		rootsChanged:  map[string]struct{}{},
 		changedChains: map[string]struct{}{},
 		changedSets:   map[string]struct{}{},
-		newRoots:      map[string]bool{},
 		failed:        objfail.Set[hold, *ObjectError]{},
+		counted:       map[string]int{},
 	}
 	for _, h := range roleHooks[o.Role] {
 		t.hooks[h] = true
@@ -290,9 +310,20 @@ func (t *Table) checkOwned(name string) error {
 		return fmt.Errorf("%w: %q does not start with %q", ErrNotOwned, name, t.opts.ChainPrefix)
 	}
 	for _, h := range roleHooks[t.opts.Role] {
-		if name == BaseChain(h, false) || name == BaseChain(h, true) {
+		if name == BaseChain(h) {
 			return fmt.Errorf("%w: %q is the name of one of the table's base chains", ErrNotOwned, name)
 		}
+	}
+	return nil
+}
+
+// checkTarget validates the chain a rule or verdict-map element jumps or
+// goes to: a regular chain the Table may own (never a base chain, which
+// the kernel refuses as a target, nor a name outside ChainPrefix, which
+// the Table could never declare).
+func (t *Table) checkTarget(name string) error {
+	if err := t.checkOwned(name); err != nil {
+		return fmt.Errorf("%w (a jump or goto target)", err)
 	}
 	return nil
 }
@@ -313,6 +344,9 @@ func (t *Table) renderRules(chain string, at placement, rules []netfilter.Rule) 
 	seen := map[string]int{}
 	for i, r := range rules {
 		x, err := rd.render(r, t.opts.HashPrefix, 0)
+		if err == nil && x.target != "" {
+			err = t.checkTarget(x.target)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w (chain %s, rule %d)", err, chain, i)
 		}
@@ -404,38 +438,13 @@ func (t *Table) SetChains(chains ...netfilter.Chain) error {
 	}
 	for _, ch := range changes {
 		old := t.chains[ch.name]
-		switch {
-		case old == nil:
-			_, vmaps := targets(ch.d.rules)
-			root := ""
-			if ch.d.force {
-				root = ch.name
-			} else if t.vmapTargets[ch.name] > 0 {
-				root = ch.name // a map element jumped to it before it was declared
-			}
-			t.structural(len(vmaps) == 0, root)
-		case old.force != ch.d.force || !sameTargets(old.rules, ch.d.rules):
-			t.structural(false, "")
+		if old == nil || old.force != ch.d.force || !sameTargets(old.rules, ch.d.rules) {
+			t.declChanging(ch.name)
 		}
 		t.chains[ch.name] = ch.d
 		t.chainChanged(ch.name)
 	}
 	return nil
-}
-
-// structural records a change to what is programmed: additive with the
-// chain that became a root ("" for none), or not.
-func (t *Table) structural(additive bool, root string) {
-	if !t.structChanged {
-		t.structChanged, t.additive = true, true
-		clear(t.newRoots)
-	}
-	if !additive {
-		t.additive = false
-	}
-	if root != "" && t.additive {
-		t.newRoots[root] = true
-	}
 }
 
 // chainChanged records that a chain's declaration changed.
@@ -460,35 +469,41 @@ func (t *Table) RemoveChains(names ...string) error {
 	defer t.mu.Unlock()
 	for _, n := range names {
 		if _, ok := t.chains[n]; ok {
+			t.declChanging(n)
+			if t.vmapTargets[n] > 0 {
+				t.needWalk = true // map elements jump to it
+			}
 			delete(t.chains, n)
-			t.structural(false, "")
 			t.chainChanged(n)
 		}
 	}
 	return nil
 }
 
-// InsertRules sets our rules at hook, in the base chain that runs before
-// iptables' chains of the same place (see the Priority constants),
-// replacing those set before; nil or empty removes them (and the base
-// chain, unless it has a policy). A rule the role or hook does not allow is
-// refused here.
+// InsertRules sets our rules at the top of hook's base chain (BaseChain),
+// before those of AppendRules, replacing those set before; nil or empty
+// removes them (and the base chain, when AppendRules set none and the
+// policy is accept). A rule the role or hook does not allow is refused
+// here, and nothing changes. As in iptables' built-in chain, a packet one
+// of them accepts meets none of the rules after it — but it still meets
+// the base chains of later priorities at the hook, of other tables (see
+// the package documentation).
 func (t *Table) InsertRules(hook netfilter.Hook, rules []netfilter.Rule) error {
 	return t.setGroup(hook, rules, false)
 }
 
-// AppendRules sets our rules at hook, in the base chain that runs after
-// iptables' chains of the same place, replacing those set before; nil or
-// empty removes them. Changing one rule rewrites only that rule; the
-// others keep their place and their counters.
+// AppendRules sets our rules at the bottom of hook's base chain, after
+// those of InsertRules, replacing those set before; nil or empty removes
+// them. Changing one rule rewrites only that rule; the others keep their
+// place and their counters.
 func (t *Table) AppendRules(hook netfilter.Hook, rules []netfilter.Rule) error {
 	return t.setGroup(hook, rules, true)
 }
 
-// SetPolicy sets the policy of hook's AppendRules base chain, the last of
-// the Table's chains a packet meets there: PolicyDrop drops every packet
-// that none of our rules accepted or sent elsewhere. Note that, unlike in
-// iptables, a packet another table's chain accepted still meets ours.
+// SetPolicy sets the policy of hook's base chain: PolicyDrop drops every
+// packet that none of our rules accepted or sent elsewhere. Note that,
+// unlike in iptables, a packet another table's chain accepted still meets
+// ours.
 func (t *Table) SetPolicy(hook netfilter.Hook, p Policy) error {
 	if err := t.checkHook(hook); err != nil {
 		return err
@@ -498,7 +513,7 @@ func (t *Table) SetPolicy(hook netfilter.Hook, p Policy) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	name := BaseChain(hook, true)
+	name := BaseChain(hook)
 	d := t.chains[name]
 	cur := PolicyAccept
 	if d != nil {
@@ -507,7 +522,7 @@ func (t *Table) SetPolicy(hook netfilter.Hook, p Policy) error {
 	if cur == p {
 		return nil
 	}
-	nd := &chainDecl{base: t.baseSpec(hook, true)}
+	nd := &chainDecl{base: t.baseSpec(hook)}
 	if d != nil {
 		nd.rules = d.rules
 	}
@@ -524,10 +539,10 @@ func (t *Table) checkHook(hook netfilter.Hook) error {
 	return nil
 }
 
-// baseSpec returns the base chain spec of a hook's group.
-func (t *Table) baseSpec(hook netfilter.Hook, appendGroup bool) *baseSpec {
+// baseSpec returns the spec of a hook's base chain.
+func (t *Table) baseSpec(hook netfilter.Hook) *baseSpec {
 	return &baseSpec{
-		hook: hook, num: hookNum(hook), priority: t.opts.Role.Priority(hook, appendGroup),
+		hook: hook, num: hookNum(hook), priority: t.opts.Role.Priority(hook),
 		typ: t.opts.Role.chainType(hook),
 	}
 }
@@ -547,22 +562,37 @@ func hookNum(h netfilter.Hook) uint32 {
 	return nfnl.HookPostrouting
 }
 
+// setGroup sets the rules of InsertRules (appendGroup false) or
+// AppendRules at hook: the base chain holds the first, then the second.
 func (t *Table) setGroup(hook netfilter.Hook, rules []netfilter.Rule, appendGroup bool) error {
 	if err := t.checkHook(hook); err != nil {
 		return err
 	}
-	name := BaseChain(hook, appendGroup)
+	name := BaseChain(hook)
+	at := placement{role: t.opts.Role, hook: hook}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	rs, err := t.renderRules(name, placement{role: t.opts.Role, hook: hook}, rules)
+	// Rendered alone first, so that an error names the rule by its place
+	// in rules.
+	if _, err := t.renderRules(name, at, rules); err != nil {
+		return err
+	}
+	g := t.hookRules[hook]
+	if appendGroup {
+		g[1] = slices.Clone(rules)
+	} else {
+		g[0] = slices.Clone(rules)
+	}
+	rs, err := t.renderRules(name, at, slices.Concat(g[0], g[1]))
 	if err != nil {
 		return err
 	}
+	t.hookRules[hook] = g
 	d := t.chains[name]
 	if d != nil && sameRules(d.rules, rs) {
 		return nil
 	}
-	nd := &chainDecl{rules: rs, base: t.baseSpec(hook, appendGroup)}
+	nd := &chainDecl{rules: rs, base: t.baseSpec(hook)}
 	if d != nil {
 		nd.base.policy = d.base.policy
 	}
@@ -578,15 +608,11 @@ func (t *Table) putBase(name string, d *chainDecl) {
 		if old == nil {
 			return
 		}
+		t.declChanging(name)
 		delete(t.chains, name)
-		t.structural(false, "")
 	} else {
-		_, vmaps := targets(d.rules)
-		switch {
-		case old == nil:
-			t.structural(len(vmaps) == 0, name)
-		case !sameTargets(old.rules, d.rules):
-			t.structural(false, "")
+		if old == nil || !sameTargets(old.rules, d.rules) {
+			t.declChanging(name)
 		}
 		t.chains[name] = d
 	}
@@ -598,7 +624,7 @@ func (t *Table) putBase(name string, d *chainDecl) {
 func (t *Table) retryNow(key string) {
 	if _, ok := t.failed[key]; ok {
 		delete(t.failed, key)
-		t.structural(false, "")
+		t.structChanged, t.needWalk = true, true
 	}
 }
 

@@ -50,12 +50,12 @@ func TestApplyProgramsDeclaredState(t *testing.T) {
 	apply(t, tbl)
 	assert.Equal(t, []string{"ip np"}, ns.Tables(0))
 	assert.Equal(t, []string{"nets", "svc"}, ns.Sets(v4, "np"))
-	assert.ElementsMatch(t, []string{"INPUT-insert", "fw", "svc-a"}, chainNames(ns, v4, "np"))
+	assert.ElementsMatch(t, []string{"INPUT", "fw", "svc-a"}, chainNames(ns, v4, "np"))
 	assert.Len(t, comments(ns, v4, "np", "fw"), 3)
 	assert.Equal(t, []string{"10.96.0.1 . tcp . 80 : goto svc-a"}, ns.Elements(v4, "np", "svc"))
 	assert.Equal(t, []string{"10.0.0.0", "11.0.0.0 [end]", "192.168.0.0", "192.169.0.0 [end]"}, ns.Elements(v4, "np", "nets"))
 	for _, c := range ns.Chains(v4, "np") {
-		if c.Name == "INPUT-insert" {
+		if c.Name == "INPUT" {
 			assert.True(t, c.Base)
 			assert.Equal(t, int32(-10), c.Priority)
 			assert.Equal(t, "filter", c.Type)
@@ -199,11 +199,11 @@ func TestExternalChangesAreRepairedOnResync(t *testing.T) {
 	assert.Equal(t, []string{"10.96.0.1 . tcp . 80 : goto svc-a"}, ns.Elements(v4, "np", "svc"))
 
 	// A chain deleted behind our back comes back.
-	require.NoError(t, admin.DeleteRule(v4, "np", "INPUT-insert", 0))
-	require.NoError(t, admin.DeleteChain(v4, "np", "INPUT-insert"))
+	require.NoError(t, admin.DeleteRule(v4, "np", "INPUT", 0))
+	require.NoError(t, admin.DeleteChain(v4, "np", "INPUT"))
 	tbl.QueueResync()
 	apply(t, tbl)
-	assert.Contains(t, chainNames(ns, v4, "np"), "INPUT-insert")
+	assert.Contains(t, chainNames(ns, v4, "np"), "INPUT")
 
 	// The whole table deleted behind our back comes back.
 	require.NoError(t, admin.DeleteTable(v4, "np"))
@@ -271,7 +271,7 @@ func TestRefusedObjectDoesNotHoldBackTheOthers(t *testing.T) {
 	assert.Equal(t, time.Second, res.RetryAfter)
 	assert.Equal(t, []string{}, comments(ns, v4, "np", "bad"), "created empty, so the jump to it stays valid")
 	assert.Len(t, comments(ns, v4, "np", "good"), 1)
-	assert.Len(t, comments(ns, v4, "np", "INPUT-insert"), 2)
+	assert.Len(t, comments(ns, v4, "np", "INPUT"), 2)
 	assert.Equal(t, []string{"10.0.0.65", "10.0.0.67"}, ns.Elements(v4, "np", "ips"))
 
 	// Until the retry is due, Apply returns the same error and writes
@@ -357,7 +357,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}{
 		{"chain without prefix", func() error { return tbl.SetChains(netfilter.Chain{Name: "fw"}) }, []error{nftables.ErrNotOwned}},
 		{"chain name too long", func() error { return tbl.SetChains(netfilter.Chain{Name: "np-" + strings.Repeat("x", 40)}) }, []error{netfilter.ErrInvalidChainName}},
-		{"base chain name", func() error { return tbl.RemoveChains("INPUT-insert") }, []error{nftables.ErrNotOwned}},
+		{"base chain name", func() error { return tbl.RemoveChains("INPUT") }, []error{nftables.ErrNotOwned}},
 		{"wrong family", func() error {
 			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Matches: []netfilter.Match{v6net}, Action: netfilter.Accept()}}})
 		}, []error{netfilter.ErrInvalidRule, netfilter.ErrWrongFamily}},

@@ -51,6 +51,13 @@ import (
 //     kube-proxy/N. Ours is SetChains and AddElements and Apply; the peer
 //     `nft -f` of the knftables way (add chain, flush it, add its rules, add
 //     the map element), which makes nft read the table's chains first.
+//   - nftables/change-endpoints/N: one service's endpoint is replaced in
+//     a kube-proxy-style table of N services whose DNAT is in an endpoint
+//     chain of each service's own: a new endpoint chain, the service's
+//     chain jumping to it instead, the old one deleted. Ours is SetChains,
+//     RemoveChains and Apply; the peer `nft -f` of the knftables way (add
+//     the new chain, flush and fill it and the service's chain, delete the
+//     old one).
 //   - nftables/element/N: one address is added to a set of N. Ours is
 //     AddElements and Apply; the peer one `nft add element` exec.
 //   - nftables/elements/N: a set of N addresses is loaded. Ours is New,
@@ -88,6 +95,9 @@ func init() {
 	}
 	for _, n := range []int{100, 1_000, 10_000} {
 		harness.Register(nftChangeService(n))
+	}
+	for _, n := range []int{100, 1_000, 10_000} {
+		harness.Register(nftChangeEndpoints(n))
 	}
 	for _, n := range []int{100, 10_000, 100_000} {
 		harness.Register(nftElement(n))
@@ -667,6 +677,81 @@ func nftChangeService(n int) harness.Scenario {
 			}),
 			nftKnftPeer("nft -f add chain+element (knftables)", key, d, change, func(text string) string {
 				return knftService(text, ch.Name, vip.String()+" . tcp . 80 : goto "+ch.Name)
+			}),
+			floorVariant(key, d, change),
+		},
+	}
+	if n >= 10_000 {
+		s.Trials = 3
+	}
+	return s
+}
+
+// nftEndpointService returns service i of endpoints/N with the endpoint
+// chain of generation g: the service's chain (mark for masquerade, jump to
+// the endpoint's chain), the endpoint's chain (DNAT) and the map element.
+func nftEndpointService(i, g int) (svc, ep netfilter.Chain, el nftables.Element) {
+	vip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
+	addr := netip.AddrFrom4([4]byte{10, 244 + byte(g), byte(i >> 8), byte(i)})
+	name := fmt.Sprintf("svc-%05d", i)
+	tcp := netfilter.Protocol(netfilter.ProtoTCP)
+	ep = netfilter.Chain{Name: fmt.Sprintf("ep-%05d-%d", i, g), Rules: []netfilter.Rule{
+		{Matches: []netfilter.Match{tcp}, Action: netfilter.DNAT(netip.AddrPortFrom(addr, 8080))},
+	}}
+	svc = netfilter.Chain{Name: name, Rules: []netfilter.Rule{
+		{Matches: []netfilter.Match{tcp}, Action: netfilter.SetMaskedMark(0x4000, 0x4000)},
+		{Action: netfilter.Jump(ep.Name)},
+	}}
+	el = nftables.Element{Key: []nftables.Value{nftables.Addr(vip), nftables.Proto(netfilter.ProtoTCP), nftables.Port(80)}, Verdict: netfilter.Goto(name)}
+	return svc, ep, el
+}
+
+// nftEndpointServices is the state of change-endpoints/N: kube-proxy/N
+// with each service's DNAT in an endpoint chain of its own, as kube-proxy
+// writes it.
+func nftEndpointServices(n int) nftDecl {
+	vm := nftables.Set{Name: "service-ips", Key: []nftables.KeyType{nftables.TypeAddr, nftables.TypeProto, nftables.TypePort}, Verdict: true}
+	d := nftDecl{role: nftables.NAT, hook: netfilter.HookPrerouting,
+		jumps: []netfilter.Rule{{Action: netfilter.VerdictMap("service-ips", netfilter.Dst, netfilter.Dst)}}}
+	for i := range n {
+		svc, ep, el := nftEndpointService(i, 0)
+		d.chains = append(d.chains, svc, ep)
+		vm.Elements = append(vm.Elements, el)
+	}
+	d.sets = []nftables.Set{vm}
+	return d
+}
+
+// nftChangeEndpoints is one service's endpoint replaced in a table of N
+// services: a new endpoint chain, the service's chain jumping to it, the
+// old endpoint chain removed — a change of what is programmed, which ours
+// follows in time proportional to the change.
+func nftChangeEndpoints(n int) harness.Scenario {
+	d := nftEndpointServices(n)
+	m := n / 2
+	svc, ep, _ := nftEndpointService(m, 1)
+	_, old, _ := nftEndpointService(m, 0)
+	change := func(tbl *nftables.Table) error {
+		if err := tbl.SetChains(svc, ep); err != nil {
+			return err
+		}
+		return tbl.RemoveChains(old.Name)
+	}
+	key := fmt.Sprintf("endpoints/%d/change", n)
+	s := harness.Scenario{
+		Name: fmt.Sprintf("nftables/change-endpoints/%d", n),
+		Size: 1,
+		Note: fmt.Sprintf("one service's endpoint replaced (a new endpoint chain, the service's chain jumping to it, the old one deleted) in a kube-proxy-style table of %d services with one endpoint chain each", n),
+		Variants: []harness.Variant{
+			nftChangeOurs(d, change, func(_ *harness.Env, _ usage, tbl *nftables.Table, before nftables.Stats) error {
+				if tx := tbl.Stats().Transactions - before.Transactions; tx != 1 {
+					return fmt.Errorf("change-endpoints wrote %d transactions, want 1", tx)
+				}
+				return nil
+			}),
+			nftKnftPeer("nft -f add+flush chains, delete chain (knftables)", key, d, change, func(text string) string {
+				return fmt.Sprintf("add chain ip %s %s\n", nftTable, ep.Name) + knftChain(text, ep.Name) + knftChain(text, svc.Name) +
+					fmt.Sprintf("delete chain ip %s %s\n", nftTable, old.Name)
 			}),
 			floorVariant(key, d, change),
 		},

@@ -481,7 +481,7 @@ func nftBackend() backend {
 			cs, err := tbl.(*nftables.Table).Counters(context.Background())
 			require.NoError(t, err)
 			var out []uint64
-			for _, c := range cs[nftables.BaseChain(hook, false)] {
+			for _, c := range cs[nftables.BaseChain(hook)] {
 				out = append(out, c.Packets)
 			}
 			return out

@@ -339,15 +339,26 @@ func (a Admin) SetTableFlags(family uint8, name string, flags uint32) error {
 
 // AddChain adds a regular chain.
 func (a Admin) AddChain(family uint8, table, name string) error {
+	return a.addChain(family, table, &chain{name: name})
+}
+
+// AddBaseChain adds a base chain of type typ ("filter", "nat", "route") at
+// hook (nfnl.HookInput…) with priority and the accept policy.
+func (a Admin) AddBaseChain(family uint8, table, name, typ string, hook uint32, priority int32) error {
+	return a.addChain(family, table, &chain{name: name, typ: typ, hook: &nfnl.Hook{Num: hook, Priority: priority}, policy: nfnl.PolicyAccept})
+}
+
+func (a Admin) addChain(family uint8, table string, c *chain) error {
 	return a.change(func(s *state) error {
 		t, err := a.table(s, family, table)
 		if err != nil {
 			return err
 		}
-		if t.chain(name) != nil {
-			return fmt.Errorf("nftablesfake: chain %s exists: %w", name, syscall.EEXIST)
+		if t.chain(c.name) != nil {
+			return fmt.Errorf("nftablesfake: chain %s exists: %w", c.name, syscall.EEXIST)
 		}
-		t.chains = append(t.chains, &chain{name: name, handle: a.n.hgenNext(t.handle)})
+		c.handle = a.n.hgenNext(t.handle)
+		t.chains = append(t.chains, c)
 		return nil
 	})
 }
@@ -374,6 +385,18 @@ func (a Admin) DeleteChain(family uint8, table, name string) error {
 // AddRule appends a rule that accepts every packet, with comment, to a
 // chain (a foreign rule).
 func (a Admin) AddRule(family uint8, table, chain, comment string) error {
+	return a.addRule(family, table, chain, "", comment)
+}
+
+// AddJumpRule appends a rule that jumps to chain target of the same table,
+// with comment, to a chain (a foreign rule): target cannot be deleted
+// while it stands (EBUSY).
+func (a Admin) AddJumpRule(family uint8, table, chain, target, comment string) error {
+	return a.addRule(family, table, chain, target, comment)
+}
+
+// addRule appends a foreign rule that jumps to target, or accepts for "".
+func (a Admin) addRule(family uint8, table, chain, target, comment string) error {
 	return a.change(func(s *state) error {
 		t, err := a.table(s, family, table)
 		if err != nil {
@@ -384,12 +407,21 @@ func (a Admin) AddRule(family uint8, table, chain, comment string) error {
 			return fmt.Errorf("nftablesfake: no chain %s: %w", chain, syscall.ENOENT)
 		}
 		var w nfnl.Writer
-		appendVerdictExpr(&w, nfnl.VerdictAccept, "")
-		var udata []byte
-		if comment != "" {
-			udata = commentData(comment)
+		r := &rule{handle: a.n.hgenNext(t.handle)}
+		if target == "" {
+			appendVerdictExpr(&w, nfnl.VerdictAccept, "")
+		} else {
+			if t.chain(target) == nil {
+				return fmt.Errorf("nftablesfake: no chain %s: %w", target, syscall.ENOENT)
+			}
+			appendVerdictExpr(&w, nfnl.VerdictJump, target)
+			r.jumps = []string{target}
 		}
-		c.rules = append(c.rules, &rule{handle: a.n.hgenNext(t.handle), exprs: w.B, udata: udata})
+		r.exprs = w.B
+		if comment != "" {
+			r.udata = commentData(comment)
+		}
+		c.rules = append(c.rules, r)
 		return nil
 	})
 }

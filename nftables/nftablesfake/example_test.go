@@ -28,7 +28,7 @@ func ExampleNew() {
 	// Output:
 	// table ip kube-proxy
 	// table ip np
-	//   chain INPUT-insert { type filter hook 1 priority -10 policy accept }
+	//   chain INPUT { type filter hook 1 priority -10 policy accept }
 	//     [2] "np:Q32olT9iM9QmiUaX lo"
 }
 
@@ -59,7 +59,7 @@ func ExampleAdmin() {
 	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept()}})
 	_, _ = tbl.Apply(context.Background())
 
-	_ = ns.Admin().AddRule(nftablesfake.IPv4, "np", "INPUT-insert", "someone else's")
+	_ = ns.Admin().AddRule(nftablesfake.IPv4, "np", "INPUT", "someone else's")
 	tbl.QueueResync()
 	_, _ = tbl.Apply(context.Background())
 	for _, r := range ns.Chains(nftablesfake.IPv4, "np")[0].Rules {
