@@ -3,6 +3,7 @@ package vxlan_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -390,4 +391,44 @@ func TestMTUCappedByParent(t *testing.T) {
 	w.converge()
 	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.Equal(t, 1450, dev.MTU)
+}
+
+// TestDeviceConflictsNamed: the kernel refuses the device while a foreign
+// VXLAN device holds its VNI and port (the fake as the kernel, see
+// TestKernelVXLANDeviceConflicts): the error names that device, which is
+// left alone, and the rest of the pass goes on. A link of the device's name
+// but of another kind is not the device: never deleted, by Apply or by a
+// Disabled Manager, and the error names it.
+func TestDeviceConflictsNamed(t *testing.T) {
+	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
+		w := newWorld(t, fam, nil)
+		fx, err := w.ns.AddLink(bg, kernel.Link{Name: "fx", Kind: kernel.KindVXLAN,
+			VXLAN: &kernel.VXLAN{VNI: vxlan.DefaultVNI, Port: vxlan.DefaultPort, Local: underlay(fam, 9)}})
+		require.NoError(t, err)
+		cluster(w, 1, 2)
+		_, err = w.pass()
+		require.ErrorIs(t, err, vxlan.ErrDevice)
+		require.ErrorIs(t, err, kernel.ErrExists)
+		require.Contains(t, err.Error(), fmt.Sprintf("VNI 4096 with UDP port 4789 is held by vxlan device fx (index %d)", fx.Index))
+		still, ok := w.ns.Link("fx")
+		require.True(t, ok)
+		require.Equal(t, fx.Index, still.Index)
+		require.Contains(t, w.routes(), "blackhole "+block(fam, 1).String(), "the rest of the pass goes on")
+
+		require.NoError(t, w.ns.DeleteLink(bg, fx.Index))
+		br, err := w.ns.AddLink(bg, kernel.Link{Name: devName(fam), Kind: kernel.KindBridge})
+		require.NoError(t, err)
+		w.restart()
+		cluster(w, 1, 2)
+		_, err = w.pass()
+		require.ErrorIs(t, err, vxlan.ErrDevice)
+		require.Contains(t, err.Error(), fmt.Sprintf("the name is taken by a bridge link (index %d), which is not ours", br.Index))
+		w.opts.Disabled = true
+		w.restart()
+		w.converge()
+		still, ok = w.ns.Link(devName(fam))
+		require.True(t, ok, "a Disabled Manager deletes no foreign link")
+		require.Equal(t, br.Index, still.Index)
+		require.Equal(t, kernel.KindBridge, still.Kind)
+	})
 }
