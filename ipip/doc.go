@@ -26,7 +26,9 @@
 // A Manager declares the device on its Driver, the routes of the blocks on
 // a routetable.Table (remote blocks via the owner's underlay address,
 // onlink, on the device; same-subnet blocks via the same address on the
-// interface of that subnet; blackholes for this node's blocks), and a
+// interface of that subnet; blackholes for this node's blocks, unless
+// turned off or a connected subnet holds the block: see
+// Options.NoBlackholes), and a
 // hash:net set of every node's underlay address plus Options.ExtraCIDRs on
 // an ipsets.Sets.
 //

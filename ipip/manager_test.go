@@ -160,3 +160,18 @@ func TestDeviceConflictsNamed(t *testing.T) {
 	require.True(t, ok, "a Disabled Manager deletes no foreign link")
 	require.Equal(t, br.Index, still.Index)
 }
+
+// TestNoBlackholes: Options.NoBlackholes gives this node's block no
+// blackhole; the remote blocks are routed as before.
+func TestNoBlackholes(t *testing.T) {
+	ns := fakeHost(t, true)
+	s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.NoBlackholes = true })
+	for n := 1; n <= 2; n++ {
+		s.send(node(n, false), ipip.BlockUpdate{CIDR: block(n), Node: nodeName(n)})
+	}
+	require.NoError(t, s.converge())
+	require.Equal(t, []string{"10.244.2.0/24 via 198.18.0.2 dev tunl0 onlink mtu 1480"}, routes(t, ns))
+	st := s.m.Stats()
+	require.Zero(t, st.Blackholes)
+	require.Equal(t, 1, st.Unrouted)
+}

@@ -31,7 +31,10 @@
 // on the device, with the device's MTU; same-subnet blocks via the owner's
 // underlay address on the interface of that subnet; blackholes for this
 // node's own blocks, so that unallocated pod addresses are dropped instead
-// of looping), and one hash:net set of every node's underlay address plus
+// of looping — unless Options.NoBlackholes, or a connected subnet of a host
+// interface holds the block, as a bridge CNI's bridge does: the block then
+// gets none and the conflict is warned about once and counted in
+// Stats.BlackholeConflicts), and one hash:net set of every node's underlay address plus
 // Options.ExtraCIDRs on an ipsets.Sets, for rules that accept VXLAN only
 // from known nodes.
 //

@@ -5,6 +5,7 @@ package vxlan_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -15,8 +16,10 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
 
@@ -432,6 +435,84 @@ func TestKernelVXLANDeviceConflicts(t *testing.T) {
 			require.NoError(t, err, "the bridge survives")
 			require.Equal(t, br.Index, still.Index)
 			require.Equal(t, kernel.KindBridge, still.Kind)
+		})
+	}
+}
+
+// TestKernelOwnBlockBlackholeConflict: a bridge CNI's bridge has this
+// node's block as its subnet (the block's gateway address), so the kernel
+// has a connected route for the block. The Manager declares no blackhole
+// for it — over IPv4 the connected route holds the blackhole's key, and the
+// Table would report it failed and retry it forever — and warns once,
+// whatever the number of passes and resyncs. Once the bridge's address
+// goes, the blackhole is written. Both families.
+func TestKernelOwnBlockBlackholeConflict(t *testing.T) {
+	kerneltest.RequireKernel(t)
+	kerneltest.RequireCommands(t, "ip")
+	for _, fam := range bothFams {
+		t.Run(fam.String(), func(t *testing.T) {
+			ns := kerneltest.NewNS(t)
+			ctx := context.Background()
+			ip := func(args ...string) string {
+				t.Helper()
+				out, err := ns.Exec(ctx, "ip", args...)
+				require.NoError(t, err, "ip %v", args)
+				return string(out)
+			}
+			bits := 24
+			if fam == vxlan.IPv6 {
+				bits = 64
+			}
+			ip("link", "add", "up0", "type", "bridge")
+			ip("addr", "add", netip.PrefixFrom(underlay(fam, 1), bits).String(), "dev", "up0", "nodad")
+			ip("link", "set", "up0", "up")
+			own := block(fam, 1)
+			gw := netip.PrefixFrom(own.Addr().Next(), own.Bits())
+			ip("link", "add", "cni0", "type", "bridge")
+			ip("addr", "add", gw.String(), "dev", "cni0", "nodad")
+			ip("link", "set", "cni0", "up")
+
+			k, err := kernel.Open(ns.Path())
+			require.NoError(t, err)
+			defer k.Close()
+			var logs strings.Builder
+			tbl, err := routetable.New(routetable.Options{Kernel: k, Family: fam, Table: kernel.TableMain})
+			require.NoError(t, err)
+			m, err := vxlan.New(vxlan.Options{Family: fam, NodeName: nodeName(1), Kernel: k, Routes: tbl,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			require.NoError(t, err)
+			for _, n := range []int{1, 2} {
+				m.OnUpdate(vtep(n))
+				m.OnUpdate(vxlan.BlockUpdate{CIDR: block(fam, n), Node: nodeName(n)})
+			}
+			pass := func() error {
+				_, err := overlaytest.Pass(ctx, m, m.Driver().Apply, tbl.Apply)
+				return err
+			}
+			for range 3 {
+				require.NoError(t, pass())
+				m.QueueResync()
+				m.Driver().QueueResync()
+				tbl.QueueResync()
+			}
+			af := "-4"
+			if fam == vxlan.IPv6 {
+				af = "-6"
+			}
+			routes := ip(af, "route", "show", "proto", "78")
+			require.NotContains(t, routes, "blackhole")
+			require.Contains(t, routes, block(fam, 2).String()+" via "+tunnelIP(fam, 2).String())
+			require.Contains(t, ip(af, "route", "show", own.String()), "dev cni0", "the bridge CNI's connected route stays")
+			require.Equal(t, 1, m.Stats().BlackholeConflicts)
+			require.Equal(t, 1, strings.Count(logs.String(), "no blackhole for this node's block"), logs.String())
+			t.Logf("the warning: %s", logs.String())
+
+			// The bridge's address goes: the blackhole is written.
+			ip("addr", "del", gw.String(), "dev", "cni0")
+			m.OnAddrs("cni0", nil)
+			require.NoError(t, pass())
+			require.Contains(t, ip(af, "route", "show", "proto", "78"), "blackhole "+own.String())
+			require.Zero(t, m.Stats().BlackholeConflicts)
 		})
 	}
 }
