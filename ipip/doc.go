@@ -17,12 +17,18 @@
 // nothing is declared it only removes its address. Another name is created
 // as an IPIP device with this node's underlay address as its local end. The
 // Driver keeps the device's MTU (the host MTU less 20), its tunnel address
-// (/32; other IPv4 addresses go) and its up state, in place.
+// (/32; other IPv4 addresses go) and its up state, in place. A link of the
+// device's name but of another kind is not the device: it is never
+// deleted, and the device fails with an error that names it; so does a
+// device the kernel refuses because another IPIP device has its ends (the
+// error names that device).
 //
 // A Manager declares the device on its Driver, the routes of the blocks on
 // a routetable.Table (remote blocks via the owner's underlay address,
 // onlink, on the device; same-subnet blocks via the same address on the
-// interface of that subnet; blackholes for this node's blocks), and a
+// interface of that subnet; blackholes for this node's blocks, unless
+// turned off or a connected subnet holds the block: see
+// Options.NoBlackholes), and a
 // hash:net set of every node's underlay address plus Options.ExtraCIDRs on
 // an ipsets.Sets.
 //

@@ -73,7 +73,7 @@ type Driver struct {
 // validates opts and does no I/O.
 func NewDriver(opts DriverOptions) (*Driver, error) {
 	dev, err := overlay.NewDeviceDriver[Device](overlay.DeviceDriverOptions{Kernel: opts.Kernel, Family: ipfamily.IPv4,
-		Name: opts.Name, DefaultName: DefaultDevice, OnDevice: opts.OnDevice, Logger: opts.Logger})
+		Name: opts.Name, DefaultName: DefaultDevice, Kind: kernel.KindIPIP, OnDevice: opts.OnDevice, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -194,6 +194,18 @@ func (d *Driver) ensure(ctx context.Context) error {
 		Compatible: func(have *kernel.Link) bool {
 			t := have.IPTunnel
 			return t != nil && !t.Remote.IsValid() && (d.fallback() || t.Local == tun.Local)
+		},
+		// The kernel gives a pair of tunnel ends (and parent) to one IPIP
+		// device of the namespace.
+		Conflict: func(o *kernel.Link) string {
+			t := o.IPTunnel
+			if o.Kind != kernel.KindIPIP || t == nil || t.Local != tun.Local || t.Remote.IsValid() || t.ParentIndex != 0 {
+				return ""
+			}
+			if !tun.Local.IsValid() {
+				return "the catch-all tunnel (no local or remote end)"
+			}
+			return fmt.Sprintf("the tunnel from %s to any remote", tun.Local)
 		},
 	}
 	if dev.Address.IsValid() {

@@ -59,6 +59,16 @@ type Options struct {
 	MTU int
 	// Classes are the route classes; the zero value means DefaultClasses.
 	Classes Classes
+	// NoBlackholes gives this node's blocks no blackhole route. By default
+	// each gets one, so that traffic to an unallocated pod address is
+	// dropped rather than sent back out; turn it off where another
+	// component routes the blocks (a bridge CNI whose bridge has the
+	// block's gateway address). A block that a connected subnet of a host
+	// interface holds gets none anyway: its connected route holds the
+	// block's key (or a more specific blackhole would swallow the local
+	// pods' traffic), so the block is reported once, in a warning and in
+	// Stats.BlackholeConflicts, rather than failed and retried forever.
+	NoBlackholes bool
 	// Sets, when set, gets one hash:net set (SetName) of every node's
 	// underlay address plus ExtraCIDRs, for rules that accept IPIP only
 	// from known nodes. It must be an IPv4 backend.
@@ -83,8 +93,13 @@ type Stats struct {
 	// Blocks is the number of blocks.
 	Blocks int
 	// TunnelRoutes, DirectRoutes and Blackholes count the blocks routed
-	// each way; Unrouted counts the blocks without a route.
+	// each way; Unrouted counts the blocks without a route (this node's
+	// without a blackhole, or another whose node is unknown or unreachable).
 	TunnelRoutes, DirectRoutes, Blackholes, Unrouted int
+	// BlackholeConflicts counts this node's blocks that get no blackhole
+	// because a connected subnet of a host interface holds them (see
+	// Options.NoBlackholes); they count as Unrouted too.
+	BlackholeConflicts int
 	// SetMembers is the size of the node-address set.
 	SetMembers int
 	// Rejected counts messages refused as invalid; LastRejected is the
@@ -111,7 +126,7 @@ type Manager struct {
 func New(opts Options) (*Manager, error) {
 	o := overlay.ManagerOptions{
 		Name: "ipip", ErrInvalidOptions: ErrInvalidOptions, ErrRead: ErrRead, Only: "IPIP is IPv4 only",
-		Family: ipfamily.IPv4, NodeName: opts.NodeName, Kernel: opts.Kernel, Routes: opts.Routes, Mode: overlay.Mode(opts.Mode),
+		Family: ipfamily.IPv4, NodeName: opts.NodeName, Kernel: opts.Kernel, Routes: opts.Routes, Mode: overlay.Mode(opts.Mode), NoBlackholes: opts.NoBlackholes,
 		Encap: mtu.IPIP, MTU: opts.MTU, Classes: overlay.Classes(opts.Classes), DefaultClasses: overlay.Classes(DefaultClasses),
 		Sets: opts.Sets, SetName: opts.SetName, DefaultSetName: DefaultSetName, Extra: opts.ExtraCIDRs,
 		Disabled: opts.Disabled, Logger: opts.Logger,
@@ -216,7 +231,7 @@ func (m *Manager) wantDevice(l overlay.Local) *Device {
 func (m *Manager) Stats() Stats {
 	s := m.base.Stats()
 	return Stats{Nodes: s.Nodes, Blocks: s.Blocks, TunnelRoutes: s.TunnelRoutes, DirectRoutes: s.DirectRoutes,
-		Blackholes: s.Blackholes, Unrouted: s.Unrouted, SetMembers: s.SetMembers, Rejected: s.Rejected,
+		Blackholes: s.Blackholes, Unrouted: s.Unrouted, BlackholeConflicts: s.BlackholeConflicts, SetMembers: s.SetMembers, Rejected: s.Rejected,
 		LastRejected: s.LastRejected, Driver: m.driver.Stats()}
 }
 

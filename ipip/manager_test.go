@@ -2,6 +2,7 @@ package ipip_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -125,3 +126,52 @@ func prefixes[P interface{ String() string }](ps []P) []string {
 // TestMode: a Mode is the shared route calculation's mode, value for
 // value (the Manager converts it), and names itself.
 func TestMode(t *testing.T) { overlaytest.CheckModes(t, ipip.Always, ipip.CrossSubnet, ipip.Never) }
+
+// TestDeviceConflictsNamed: a foreign IPIP device with the same ends makes
+// the kernel refuse the device (the fake as the kernel: no ipip here to
+// show it on); the error names the device that holds them, which is left
+// alone. A link of the device's name but of another kind is not the device:
+// never deleted, and the error names it.
+func TestDeviceConflictsNamed(t *testing.T) {
+	ns := fakeHost(t, true)
+	fx, err := ns.AddLink(bg, kernel.Link{Name: "fx", Kind: kernel.KindIPIP, IPTunnel: &kernel.IPTunnel{Local: node(1, false).Underlay}})
+	require.NoError(t, err)
+	s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Device = "np-ipip" })
+	s.send(node(1, false), node(2, false), ipip.BlockUpdate{CIDR: block(1), Node: nodeName(1)})
+	_, err = s.pass()
+	require.ErrorIs(t, err, ipip.ErrDevice)
+	require.ErrorIs(t, err, kernel.ErrExists)
+	require.Contains(t, err.Error(), fmt.Sprintf("the tunnel from 198.18.0.1 to any remote is held by ipip device fx (index %d)", fx.Index))
+	still, ok := ns.Link("fx")
+	require.True(t, ok)
+	require.Equal(t, fx.Index, still.Index)
+
+	require.NoError(t, ns.DeleteLink(bg, fx.Index))
+	br, err := ns.AddLink(bg, kernel.Link{Name: "np-ipip", Kind: kernel.KindBridge})
+	require.NoError(t, err)
+	s = newStack(t, ns, newClock(), func(o *ipip.Options) { o.Device = "np-ipip" })
+	s.send(node(1, false), node(2, false))
+	_, err = s.pass()
+	require.ErrorIs(t, err, ipip.ErrDevice)
+	require.Contains(t, err.Error(), fmt.Sprintf("the name is taken by a bridge link (index %d), which is not ours", br.Index))
+	d := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Device = "np-ipip"; o.Disabled = true })
+	require.NoError(t, d.converge())
+	still, ok = ns.Link("np-ipip")
+	require.True(t, ok, "a Disabled Manager deletes no foreign link")
+	require.Equal(t, br.Index, still.Index)
+}
+
+// TestNoBlackholes: Options.NoBlackholes gives this node's block no
+// blackhole; the remote blocks are routed as before.
+func TestNoBlackholes(t *testing.T) {
+	ns := fakeHost(t, true)
+	s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.NoBlackholes = true })
+	for n := 1; n <= 2; n++ {
+		s.send(node(n, false), ipip.BlockUpdate{CIDR: block(n), Node: nodeName(n)})
+	}
+	require.NoError(t, s.converge())
+	require.Equal(t, []string{"10.244.2.0/24 via 198.18.0.2 dev tunl0 onlink mtu 1480"}, routes(t, ns))
+	st := s.m.Stats()
+	require.Zero(t, st.Blackholes)
+	require.Equal(t, 1, st.Unrouted)
+}

@@ -15,7 +15,11 @@
 // only what the kernel will not change in place in this package's kernel
 // interface (VNI, port, parent, local address) re-creates it — and deletes
 // it when nothing is declared (a Manager that is Disabled or in Never
-// mode). Per remote VTEP it keeps a permanent neighbour entry (tunnel
+// mode). A link of the device's name but of another kind is not the device:
+// it is never deleted, and the device fails with an error that names it.
+// The kernel gives a VNI and UDP port (per family) to one VXLAN device of
+// the namespace: while another device holds them, the device fails with an
+// error (wrapping ErrDevice and kernel.ErrExists) that names that device. Per remote VTEP it keeps a permanent neighbour entry (tunnel
 // address → MAC) and an FDB entry (MAC → underlay address), diffed against
 // what the kernel holds and written in one batch per kind
 // (kernel.Neighbors.ApplyNeighbors, kernel.FDB.ApplyFDB), never one round
@@ -27,7 +31,10 @@
 // on the device, with the device's MTU; same-subnet blocks via the owner's
 // underlay address on the interface of that subnet; blackholes for this
 // node's own blocks, so that unallocated pod addresses are dropped instead
-// of looping), and one hash:net set of every node's underlay address plus
+// of looping — unless Options.NoBlackholes, or a connected subnet of a host
+// interface holds the block, as a bridge CNI's bridge does: the block then
+// gets none and the conflict is warned about once and counted in
+// Stats.BlackholeConflicts), and one hash:net set of every node's underlay address plus
 // Options.ExtraCIDRs on an ipsets.Sets, for rules that accept VXLAN only
 // from known nodes.
 //

@@ -202,7 +202,7 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 		def = DefaultDeviceV6
 	}
 	dev, err := overlay.NewDeviceDriver[Device](overlay.DeviceDriverOptions{Kernel: opts.Kernel, Family: opts.Family,
-		Name: opts.Name, DefaultName: def, OnDevice: opts.OnDevice, Logger: opts.Logger})
+		Name: opts.Name, DefaultName: def, Kind: kernel.KindVXLAN, OnDevice: opts.OnDevice, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -559,6 +559,16 @@ func (d *Driver) ensureDevice(ctx context.Context) error {
 			v := have.VXLAN
 			return v != nil && v.VNI == want.VNI && v.Port == want.Port && v.ParentIndex == want.ParentIndex &&
 				v.Local == want.Local && !v.Learning
+		},
+		// The kernel gives a VNI and a UDP port of a family to one VXLAN
+		// device of the namespace, whatever its parent or local address.
+		Conflict: func(o *kernel.Link) string {
+			v := o.VXLAN
+			if o.Kind != kernel.KindVXLAN || v == nil || v.VNI != want.VNI || v.Port != want.Port ||
+				(v.Local.IsValid() && v.Local.Is6() != want.Local.Is6()) {
+				return ""
+			}
+			return fmt.Sprintf("VNI %d with UDP port %d", want.VNI, want.Port)
 		},
 	}
 	if dev.Address.IsValid() {

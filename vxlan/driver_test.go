@@ -3,12 +3,15 @@ package vxlan_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -390,4 +393,118 @@ func TestMTUCappedByParent(t *testing.T) {
 	w.converge()
 	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.Equal(t, 1450, dev.MTU)
+}
+
+// TestDeviceConflictsNamed: the kernel refuses the device while a foreign
+// VXLAN device holds its VNI and port (the fake as the kernel, see
+// TestKernelVXLANDeviceConflicts): the error names that device, which is
+// left alone, and the rest of the pass goes on. A link of the device's name
+// but of another kind is not the device: never deleted, by Apply or by a
+// Disabled Manager, and the error names it.
+func TestDeviceConflictsNamed(t *testing.T) {
+	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
+		w := newWorld(t, fam, nil)
+		fx, err := w.ns.AddLink(bg, kernel.Link{Name: "fx", Kind: kernel.KindVXLAN,
+			VXLAN: &kernel.VXLAN{VNI: vxlan.DefaultVNI, Port: vxlan.DefaultPort, Local: underlay(fam, 9)}})
+		require.NoError(t, err)
+		cluster(w, 1, 2)
+		_, err = w.pass()
+		require.ErrorIs(t, err, vxlan.ErrDevice)
+		require.ErrorIs(t, err, kernel.ErrExists)
+		require.Contains(t, err.Error(), fmt.Sprintf("VNI 4096 with UDP port 4789 is held by vxlan device fx (index %d)", fx.Index))
+		still, ok := w.ns.Link("fx")
+		require.True(t, ok)
+		require.Equal(t, fx.Index, still.Index)
+		require.Contains(t, w.routes(), "blackhole "+block(fam, 1).String(), "the rest of the pass goes on")
+
+		require.NoError(t, w.ns.DeleteLink(bg, fx.Index))
+		br, err := w.ns.AddLink(bg, kernel.Link{Name: devName(fam), Kind: kernel.KindBridge})
+		require.NoError(t, err)
+		w.restart()
+		cluster(w, 1, 2)
+		_, err = w.pass()
+		require.ErrorIs(t, err, vxlan.ErrDevice)
+		require.Contains(t, err.Error(), fmt.Sprintf("the name is taken by a bridge link (index %d), which is not ours", br.Index))
+		w.opts.Disabled = true
+		w.restart()
+		w.converge()
+		still, ok = w.ns.Link(devName(fam))
+		require.True(t, ok, "a Disabled Manager deletes no foreign link")
+		require.Equal(t, br.Index, still.Index)
+		require.Equal(t, kernel.KindBridge, still.Kind)
+	})
+}
+
+// TestOwnBlockBlackholeConflict: a bridge CNI's bridge holding this node's
+// block (its gateway address, so a connected route of the block) makes the
+// block get no blackhole: the table is not asked for a route a foreign
+// route holds (which it would fail and retry forever), the conflict is
+// warned about once however many passes run, and counted in Stats. A wider
+// connected subnet holds it too (a blackhole would swallow the local pods'
+// traffic). Once the address goes, the blackhole comes. NoBlackholes gives
+// none at all.
+func TestOwnBlockBlackholeConflict(t *testing.T) {
+	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
+		var logs strings.Builder
+		w := newWorld(t, fam, func(o *vxlan.Options) {
+			o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		})
+		admin := w.ns.Admin()
+		br, err := admin.AddLink(bg, kernel.Link{Name: "cni0", Kind: kernel.KindBridge})
+		require.NoError(t, err)
+		require.NoError(t, admin.SetLinkUp(bg, br.Index, true))
+		own := block(fam, 1)
+		gw := netip.PrefixFrom(own.Addr().Next(), own.Bits())
+		require.NoError(t, admin.AddAddr(bg, kernel.Addr{LinkIndex: br.Index, Prefix: gw}))
+		cluster(w, 1, 2)
+		for range 5 {
+			_, err := w.pass()
+			require.NoError(t, err)
+			w.clk.Advance(time.Minute)
+			w.m.QueueResync()
+			w.tbl.QueueResync()
+		}
+		require.NotContains(t, w.routes(), "blackhole "+own.String())
+		st := w.m.Stats()
+		require.Equal(t, 1, st.BlackholeConflicts)
+		require.Zero(t, st.Blackholes)
+		require.Equal(t, 1, strings.Count(logs.String(), "no blackhole for this node's block"), logs.String())
+		require.Contains(t, logs.String(), "interface=cni0")
+
+		// A wider subnet holds it too.
+		require.NoError(t, admin.DeleteAddr(bg, kernel.Addr{LinkIndex: br.Index, Prefix: gw}))
+		wide := netip.PrefixFrom(gw.Addr(), gw.Bits()-8)
+		require.NoError(t, admin.AddAddr(bg, kernel.Addr{LinkIndex: br.Index, Prefix: wide}))
+		w.m.OnAddrs("cni0", []netip.Prefix{wide})
+		w.converge()
+		require.NotContains(t, w.routes(), "blackhole "+own.String())
+		require.Equal(t, 1, w.m.Stats().BlackholeConflicts)
+		require.Equal(t, 2, strings.Count(logs.String(), "no blackhole for this node's block"), "a new holder is reported")
+
+		// The address goes: the blackhole comes.
+		require.NoError(t, admin.DeleteAddr(bg, kernel.Addr{LinkIndex: br.Index, Prefix: wide}))
+		w.m.OnAddrs("cni0", nil)
+		w.converge()
+		require.Contains(t, w.routes(), "blackhole "+own.String())
+		require.Zero(t, w.m.Stats().BlackholeConflicts)
+
+		// Turned off: none, and no conflict.
+		w.opts.NoBlackholes = true
+		w.restart()
+		cluster(w, 1, 2)
+		w.converge()
+		require.NotContains(t, w.routes(), "blackhole "+own.String())
+		st = w.m.Stats()
+		require.Zero(t, st.Blackholes)
+		require.Zero(t, st.BlackholeConflicts)
+		require.Equal(t, 1, st.Unrouted)
+		require.Contains(t, w.routes(), block(fam, 2).String()+" via "+tunnelIP(fam, 2).String()+" dev "+devName(fam)+" onlink mtu "+itoa(1500-mtuOverhead(fam)))
+	})
+}
+
+func mtuOverhead(fam vxlan.Family) int {
+	if fam == vxlan.IPv6 {
+		return 70
+	}
+	return 50
 }

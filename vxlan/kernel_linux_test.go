@@ -5,6 +5,7 @@ package vxlan_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -15,7 +16,10 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
 
@@ -348,4 +352,167 @@ func TestKernelVXLANCrossSubnet(t *testing.T) {
 	require.Equal(t, 1, replaces, "writes: %v", agents[0].count.Log())
 	require.Zero(t, deletes, "writes: %v", agents[0].count.Log())
 	require.Less(t, pingPath(h3.Pods[0].IPv4), uint64(10), "host 3 is now reached directly")
+}
+
+// TestKernelVXLANDeviceConflicts: a foreign VXLAN device holding the VNI
+// and UDP port the Driver's device needs makes the kernel refuse it; the
+// error names the device that holds them (not "Link not found"), and the
+// foreign device is untouched. A link of the device's name but of another
+// kind is not the device: the error names it, and neither Apply nor a
+// Driver that wants no device deletes it. Both families.
+func TestKernelVXLANDeviceConflicts(t *testing.T) {
+	kerneltest.RequireKernel(t)
+	kerneltest.RequireCommands(t, "ip")
+	for _, fam := range bothFams {
+		t.Run(fam.String(), func(t *testing.T) {
+			ns := kerneltest.NewNS(t)
+			ctx := context.Background()
+			ip := func(args ...string) {
+				t.Helper()
+				_, err := ns.Exec(ctx, "ip", args...)
+				require.NoError(t, err, "ip %v", args)
+			}
+			local := underlay(fam, 1)
+			ip("link", "add", "up0", "type", "bridge")
+			ip("addr", "add", netip.PrefixFrom(local, local.BitLen()).String(), "dev", "up0", "nodad")
+			ip("link", "set", "up0", "up")
+			// The foreign device: same VNI and port, no parent, no local
+			// address of ours.
+			fx := []string{"link", "add", "fx", "type", "vxlan", "id", "4096", "dstport", "4789"}
+			if fam == vxlan.IPv6 {
+				fx = append(fx, "local", underlay(fam, 9).String())
+			}
+			ip(fx...)
+			k, err := kernel.Open(ns.Path())
+			require.NoError(t, err)
+			defer k.Close()
+			fxBefore, err := k.LinkByName(ctx, "fx")
+			require.NoError(t, err)
+
+			d, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: k, Family: fam})
+			require.NoError(t, err)
+			require.NoError(t, d.SetDevice(&vxlan.Device{Local: local}))
+			_, err = d.Apply(ctx)
+			require.Error(t, err)
+			t.Logf("the error: %v", err)
+			require.ErrorIs(t, err, vxlan.ErrDevice)
+			require.ErrorIs(t, err, kernel.ErrExists)
+			require.Contains(t, err.Error(), fmt.Sprintf("VNI 4096 with UDP port 4789 is held by vxlan device fx (index %d)", fxBefore.Index))
+			require.NotContains(t, err.Error(), "not found")
+			fxAfter, err := k.LinkByName(ctx, "fx")
+			require.NoError(t, err, "the foreign device survives")
+			require.Equal(t, fxBefore.Index, fxAfter.Index)
+			_, err = k.LinkByName(ctx, devName(fam))
+			require.ErrorIs(t, err, kernel.ErrNotFound)
+
+			// Another port: no conflict, the device is made.
+			require.NoError(t, d.SetDevice(&vxlan.Device{Local: local, Port: 4790}))
+			_, err = d.Apply(ctx)
+			require.NoError(t, err)
+			dev, err := k.LinkByName(ctx, devName(fam))
+			require.NoError(t, err)
+			require.Equal(t, uint16(4790), dev.VXLAN.Port)
+
+			// A bridge of the device's name is not the device.
+			require.NoError(t, d.SetDevice(nil))
+			_, err = d.Apply(ctx)
+			require.NoError(t, err)
+			ip("link", "add", devName(fam), "type", "bridge")
+			br, err := k.LinkByName(ctx, devName(fam))
+			require.NoError(t, err)
+			d2, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: k, Family: fam})
+			require.NoError(t, err)
+			require.NoError(t, d2.SetDevice(&vxlan.Device{Local: local, Port: 4790}))
+			_, err = d2.Apply(ctx)
+			require.Error(t, err)
+			t.Logf("the error: %v", err)
+			require.ErrorIs(t, err, vxlan.ErrDevice)
+			require.Contains(t, err.Error(), fmt.Sprintf("the name is taken by a bridge link (index %d)", br.Index))
+			require.NoError(t, d2.SetDevice(nil))
+			_, err = d2.Apply(ctx)
+			require.NoError(t, err, "wanting no device: the bridge is not ours to delete")
+			still, err := k.LinkByName(ctx, devName(fam))
+			require.NoError(t, err, "the bridge survives")
+			require.Equal(t, br.Index, still.Index)
+			require.Equal(t, kernel.KindBridge, still.Kind)
+		})
+	}
+}
+
+// TestKernelOwnBlockBlackholeConflict: a bridge CNI's bridge has this
+// node's block as its subnet (the block's gateway address), so the kernel
+// has a connected route for the block. The Manager declares no blackhole
+// for it — over IPv4 the connected route holds the blackhole's key, and the
+// Table would report it failed and retry it forever — and warns once,
+// whatever the number of passes and resyncs. Once the bridge's address
+// goes, the blackhole is written. Both families.
+func TestKernelOwnBlockBlackholeConflict(t *testing.T) {
+	kerneltest.RequireKernel(t)
+	kerneltest.RequireCommands(t, "ip")
+	for _, fam := range bothFams {
+		t.Run(fam.String(), func(t *testing.T) {
+			ns := kerneltest.NewNS(t)
+			ctx := context.Background()
+			ip := func(args ...string) string {
+				t.Helper()
+				out, err := ns.Exec(ctx, "ip", args...)
+				require.NoError(t, err, "ip %v", args)
+				return string(out)
+			}
+			bits := 24
+			if fam == vxlan.IPv6 {
+				bits = 64
+			}
+			ip("link", "add", "up0", "type", "bridge")
+			ip("addr", "add", netip.PrefixFrom(underlay(fam, 1), bits).String(), "dev", "up0", "nodad")
+			ip("link", "set", "up0", "up")
+			own := block(fam, 1)
+			gw := netip.PrefixFrom(own.Addr().Next(), own.Bits())
+			ip("link", "add", "cni0", "type", "bridge")
+			ip("addr", "add", gw.String(), "dev", "cni0", "nodad")
+			ip("link", "set", "cni0", "up")
+
+			k, err := kernel.Open(ns.Path())
+			require.NoError(t, err)
+			defer k.Close()
+			var logs strings.Builder
+			tbl, err := routetable.New(routetable.Options{Kernel: k, Family: fam, Table: kernel.TableMain})
+			require.NoError(t, err)
+			m, err := vxlan.New(vxlan.Options{Family: fam, NodeName: nodeName(1), Kernel: k, Routes: tbl,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			require.NoError(t, err)
+			for _, n := range []int{1, 2} {
+				m.OnUpdate(vtep(n))
+				m.OnUpdate(vxlan.BlockUpdate{CIDR: block(fam, n), Node: nodeName(n)})
+			}
+			pass := func() error {
+				_, err := overlaytest.Pass(ctx, m, m.Driver().Apply, tbl.Apply)
+				return err
+			}
+			for range 3 {
+				require.NoError(t, pass())
+				m.QueueResync()
+				m.Driver().QueueResync()
+				tbl.QueueResync()
+			}
+			af := "-4"
+			if fam == vxlan.IPv6 {
+				af = "-6"
+			}
+			routes := ip(af, "route", "show", "proto", "78")
+			require.NotContains(t, routes, "blackhole")
+			require.Contains(t, routes, block(fam, 2).String()+" via "+tunnelIP(fam, 2).String())
+			require.Contains(t, ip(af, "route", "show", own.String()), "dev cni0", "the bridge CNI's connected route stays")
+			require.Equal(t, 1, m.Stats().BlackholeConflicts)
+			require.Equal(t, 1, strings.Count(logs.String(), "no blackhole for this node's block"), logs.String())
+			t.Logf("the warning: %s", logs.String())
+
+			// The bridge's address goes: the blackhole is written.
+			ip("addr", "del", gw.String(), "dev", "cni0")
+			m.OnAddrs("cni0", nil)
+			require.NoError(t, pass())
+			require.Contains(t, ip(af, "route", "show", "proto", "78"), "blackhole "+own.String())
+			require.Zero(t, m.Stats().BlackholeConflicts)
+		})
+	}
 }

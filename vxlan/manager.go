@@ -68,6 +68,16 @@ type Options struct {
 	MTU int
 	// Classes are the route classes; the zero value means DefaultClasses.
 	Classes Classes
+	// NoBlackholes gives this node's blocks no blackhole route. By default
+	// each gets one, so that traffic to an unallocated pod address is
+	// dropped rather than sent back out; turn it off where another
+	// component routes the blocks (a bridge CNI whose bridge has the
+	// block's gateway address). A block that a connected subnet of a host
+	// interface holds gets none anyway: its connected route holds the
+	// block's key (or a more specific blackhole would swallow the local
+	// pods' traffic), so the block is reported once, in a warning and in
+	// Stats.BlackholeConflicts, rather than failed and retried forever.
+	NoBlackholes bool
 	// Sets, when set, gets one hash:net set (SetName) of every node's
 	// underlay address of the family plus ExtraCIDRs, for rules that
 	// accept VXLAN only from known nodes. Its family must be the
@@ -94,9 +104,14 @@ type Stats struct {
 	// Blocks is the number of blocks of the family.
 	Blocks int
 	// TunnelRoutes, DirectRoutes and Blackholes count the blocks routed
-	// each way; Unrouted counts the blocks without a route (their node is
-	// unknown, or in Never mode on another subnet).
+	// each way; Unrouted counts the blocks without a route (this node's
+	// without a blackhole, or another whose node is unknown, or in Never
+	// mode on another subnet).
 	TunnelRoutes, DirectRoutes, Blackholes, Unrouted int
+	// BlackholeConflicts counts this node's blocks that get no blackhole
+	// because a connected subnet of a host interface holds them (see
+	// Options.NoBlackholes); they count as Unrouted too.
+	BlackholeConflicts int
 	// SetMembers is the size of the node-address set.
 	SetMembers int
 	// Rejected counts messages refused as invalid; LastRejected is the
@@ -123,7 +138,7 @@ type Manager struct {
 func New(opts Options) (*Manager, error) {
 	o := overlay.ManagerOptions{
 		Name: "vxlan", ErrInvalidOptions: ErrInvalidOptions, ErrRead: ErrRead,
-		Family: opts.Family, NodeName: opts.NodeName, Kernel: opts.Kernel, Routes: opts.Routes, Mode: overlay.Mode(opts.Mode),
+		Family: opts.Family, NodeName: opts.NodeName, Kernel: opts.Kernel, Routes: opts.Routes, Mode: overlay.Mode(opts.Mode), NoBlackholes: opts.NoBlackholes,
 		Check: func() error {
 			if opts.VNI > MaxVNI {
 				return fmt.Errorf("VNI %d above %d", opts.VNI, MaxVNI)
@@ -268,7 +283,7 @@ func (m *Manager) wantDevice(l overlay.Local) *Device {
 func (m *Manager) Stats() Stats {
 	s := m.base.Stats()
 	return Stats{Nodes: s.Nodes, Blocks: s.Blocks, TunnelRoutes: s.TunnelRoutes, DirectRoutes: s.DirectRoutes,
-		Blackholes: s.Blackholes, Unrouted: s.Unrouted, SetMembers: s.SetMembers, Rejected: s.Rejected,
+		Blackholes: s.Blackholes, Unrouted: s.Unrouted, BlackholeConflicts: s.BlackholeConflicts, SetMembers: s.SetMembers, Rejected: s.Rejected,
 		LastRejected: s.LastRejected, Driver: m.driver.Stats()}
 }
 

@@ -16,9 +16,11 @@
 //     private key, listen port (51820, 51821 for IPv6), firewall mark and
 //     peers. Peers it did not configure are removed.
 //   - the whole routing table Options.Table (from idalloc): a route through
-//     the device for every prefix a peer carries, and a throw route for the
-//     prefixes of nodes that are not peers yet, so their traffic falls back
-//     to the main table (routetable, ExclusivePolicy).
+//     the device for every prefix a peer carries, behind it a blackhole for
+//     the same prefix at FailClosedMetric (fail-closed, see below), and a
+//     throw route for the prefixes of nodes that are not peers yet, so
+//     their traffic falls back to the main table (routetable,
+//     ExclusivePolicy).
 //   - one rule at Options.RulePriority (99): "not fwmark M/M lookup
 //     Table", M being Options.FirewallMark (from markbits). The device's
 //     own encrypted packets carry M and skip the table, so they leave
@@ -57,6 +59,20 @@
 // and throws that differ; and, once the device and every route are in
 // place, the rule. Disabled, it removes the rule, then the routes, then the
 // device.
+//
+// # Fail-closed
+//
+// Encryption never falls back to plaintext when the device is gone: a
+// userspace device stops with its agent (and the rule and routes stay, for
+// the next run to adopt), a kernel one can be deleted. The device's routes
+// go with it, and the blackholes behind them remain, so traffic to the
+// peers' pod CIDRs and tunnel addresses is dropped — not sent through the
+// main table in clear — until a Manager brings the device back. The peers'
+// endpoint addresses (Options.EncryptHostTraffic) get no blackhole: the host
+// must still reach the other nodes, its control plane among them, to come
+// back. Options.FailOpen turns this off (that traffic then takes the main
+// table while the device is gone); disabling the Manager (SetEnabled)
+// removes the blackholes with the routes.
 //
 // Peers are diffed, never replaced wholesale (a replace-all blips every
 // tunnel): a new node is one added peer, a changed node one update of what

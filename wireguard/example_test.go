@@ -48,13 +48,15 @@ func Example() {
 	st := m.Status()
 	fmt.Println("provider:", st.Mode, "device:", st.Device, "peers:", st.Peers, "not peers:", st.NotPeers, "rule:", st.RuleInstalled)
 	for _, r := range ns.Routes(kernel.IPv4, 100) {
-		fmt.Println("route", r.Dst, map[uint8]string{kernel.RTNUnicast: "dev " + st.Device, kernel.RTNThrow: "throw"}[r.Type])
+		fmt.Println("route", r.Dst, map[uint8]string{kernel.RTNUnicast: "dev " + st.Device, kernel.RTNThrow: "throw",
+			kernel.RTNBlackhole: "blackhole"}[r.Type], "metric", r.Priority)
 	}
 	// Output:
 	// public key published
 	// provider: userspace device: wg-np peers: 1 not peers: [node3] rule: true
-	// route 10.244.2.0/24 dev wg-np
-	// route 10.244.3.0/24 throw
+	// route 10.244.2.0/24 dev wg-np metric 0
+	// route 10.244.2.0/24 blackhole metric 4096
+	// route 10.244.3.0/24 throw metric 0
 }
 
 // In an agent: the node's namespace, and the Manager's lifetime tied to

@@ -83,6 +83,8 @@ type wgCluster struct {
 	t     *testing.T
 	topo  *kerneltest.Topology
 	nodes []*wgNode
+	// tune, when set, changes every Manager's options.
+	tune func(*wireguard.Options)
 }
 
 const kTable, kMark = 100, 0x100000
@@ -90,9 +92,13 @@ const kTable, kMark = 100, 0x100000
 // newWGCluster builds hosts with pods, opens each host's namespace and
 // starts an IPv4 and an IPv6 Manager on each, every host knowing every
 // other's key.
-func newWGCluster(t *testing.T, hosts int) *wgCluster {
+func newWGCluster(t *testing.T, hosts int) *wgCluster { return newWGClusterTuned(t, hosts, nil) }
+
+// newWGClusterTuned is newWGCluster with tune changing every Manager's
+// options.
+func newWGClusterTuned(t *testing.T, hosts int, tune func(*wireguard.Options)) *wgCluster {
 	topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: hosts, PodsPerHost: 1})
-	c := &wgCluster{t: t, topo: topo}
+	c := &wgCluster{t: t, topo: topo, tune: tune}
 	// Registered before the Managers' Close, so it runs after them.
 	t.Cleanup(func() {
 		leakcheck.NoGoroutines(t, 10*time.Second, "golang.zx2c4.com/wireguard/device.", "golang.zx2c4.com/wireguard/tun.",
@@ -123,13 +129,17 @@ func newWGCluster(t *testing.T, hosts int) *wgCluster {
 }
 
 func (n *wgNode) options(f ipfamily.Family) wireguard.Options {
-	return wireguard.Options{Family: f, Kernel: n.k, InterfaceName: n.names[f], FirewallMark: kMark, Table: kTable,
+	o := wireguard.Options{Family: f, Kernel: n.k, InterfaceName: n.names[f], FirewallMark: kMark, Table: kTable,
 		HostMTU: 1500, KeyFile: n.keyFile, NodeName: n.host.Name,
 		OnPublicKey: func(k wireguard.PublicKey) {
 			n.mu.Lock()
 			n.pub[f] = k
 			n.mu.Unlock()
 		}}
+	if n.c.tune != nil {
+		n.c.tune(&o)
+	}
+	return o
 }
 
 // start makes (or remakes) the host's Manager of family f and applies it.
@@ -623,4 +633,87 @@ func TestKernelUserspaceHostToHostEncryption(t *testing.T) {
 		}
 	}
 	assert.Positive(t, udp)
+}
+
+// TestKernelUserspaceFailClosed: the hosts' main tables also route the
+// other hosts' pods via the underlay (a routed cluster). Host 1's agent
+// stops: its userspace devices go, and with them their routes. Fail-closed
+// (the default), the blackholes behind those routes remain, so host 1's
+// pod's traffic to host 2's pod is dropped: captured on host 1's underlay,
+// no packet of the pod flow leaves in plaintext. With FailOpen the same
+// traffic does leave in plaintext (which shows the capture would see a
+// leak). A restarted agent brings the tunnel back.
+func TestKernelUserspaceFailClosed(t *testing.T) {
+	kerneltest.RequireCommands(t, "ping")
+	for _, failOpen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("FailOpen=%v", failOpen), func(t *testing.T) {
+			c := newWGClusterTuned(t, 2, func(o *wireguard.Options) { o.FailOpen = failOpen })
+			require.NoError(t, c.topo.AddPodRoutesViaUnderlay())
+			h1, h2 := c.nodes[0], c.nodes[1]
+			ctx := context.Background()
+			for _, a := range pod(h2).Addrs() {
+				kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(pod(h1).NS, a))
+			}
+
+			// The agent stops; its devices go.
+			for _, f := range ipfamily.All {
+				require.NoError(t, h1.mgr[f].Close())
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					_, err := h1.k.LinkByName(ctx, h1.names[f])
+					if errors.Is(err, kernel.ErrNotFound) {
+						break
+					}
+					require.True(t, time.Now().Before(deadline), "%s still there: %v", h1.names[f], err)
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			for _, f := range []kernel.Family{kernel.IPv4, kernel.IPv6} {
+				holes := 0
+				require.NoError(t, h1.k.DumpRoutes(ctx, f, kTable, func(r *kernel.Route) error {
+					if r.Type == kernel.RTNBlackhole && r.Priority == wireguard.FailClosedMetric {
+						holes++
+					}
+					return nil
+				}, func() { holes = 0 }))
+				if failOpen {
+					assert.Zero(t, holes, "%v: FailOpen: no blackholes", f)
+				} else {
+					assert.Equal(t, 1, holes, "%v: the blackhole behind host 2's pod CIDR stays", f)
+				}
+			}
+
+			cap := startCapture(t, h1.host.NS, kerneltest.UnderlayIf)
+			pattern, _ := hexDecode(pingPattern)
+			for _, a := range pod(h2).Addrs() {
+				err := pingWithPattern(ctx, pod(h1).NS, a)
+				assert.Error(t, err, "%s: no reply with host 1's device gone", a)
+			}
+			cap.stop()
+			plain := 0
+			for _, p := range cap.packets() {
+				if isPodAddr(p.src) || isPodAddr(p.dst) || bytes.Contains(p.payload, pattern) {
+					plain++
+				}
+			}
+			if failOpen {
+				t.Logf("FailOpen: %d plaintext pod packets left host 1", plain)
+				assert.Positive(t, plain, "FailOpen: the pod traffic takes the main table in plaintext")
+				return
+			}
+			assert.Zero(t, plain, "fail-closed: no plaintext pod packet leaves host 1")
+
+			// The agent comes back: the tunnel carries the traffic again.
+			for _, f := range ipfamily.All {
+				h1.start(f)
+				for _, o := range c.nodes[1:] {
+					h1.mgr[f].OnUpdate(o.update(f))
+				}
+				h1.apply(f)
+			}
+			for _, a := range pod(h2).Addrs() {
+				kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(pod(h1).NS, a))
+			}
+		})
+	}
 }

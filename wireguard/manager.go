@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -17,9 +18,16 @@ import (
 
 // Route classes of the Manager's table.
 const (
-	classPeers routetable.RouteClass = 10
-	classThrow routetable.RouteClass = 20
+	classPeers     routetable.RouteClass = 10
+	classThrow     routetable.RouteClass = 20
+	classFailClose routetable.RouteClass = 30
 )
+
+// FailClosedMetric is the metric of the blackhole routes that keep a
+// peer's prefixes from falling back to the main table when the device is
+// gone (Options.FailOpen): above the metric of the routes through the
+// device (0, and 1024 for IPv6), so that those win while they exist.
+const FailClosedMetric = 4096
 
 // Manager keeps one family's WireGuard encryption in step with the cluster:
 // the device, its key and peers, the routing table and the rule. It is a
@@ -271,17 +279,22 @@ func (m *Manager) routesReady() bool {
 }
 
 // declareRoutes tells the table the routes that changed: a prefix won by
-// a peer goes through the device, one only not-peers list is thrown back
-// to the main table. After a start or a disable it declares them all.
+// a peer goes through the device (and, fail-closed, to a blackhole behind
+// it), one only not-peers list is thrown back to the main table. After a
+// start or a disable it declares them all.
 func (m *Manager) declareRoutes() error {
 	in := m.in
 	if m.redeclare {
-		var targets, throws []routetable.Target
+		var targets, throws, holes []routetable.Target
 		for p, w := range in.winner {
-			if w != "" {
-				targets = append(targets, routetable.Target{CIDR: p})
-			} else {
+			switch {
+			case w == "":
 				throws = append(throws, routetable.Target{CIDR: p, Type: routetable.TargetThrow})
+			default:
+				targets = append(targets, routetable.Target{CIDR: p})
+				if m.failClosed(p, w) {
+					holes = append(holes, failClosedTarget(p))
+				}
 			}
 		}
 		if err := m.table.SetRoutes(classPeers, m.cfg.InterfaceName, targets); err != nil {
@@ -290,23 +303,33 @@ func (m *Manager) declareRoutes() error {
 		if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, throws); err != nil {
 			return err
 		}
+		if err := m.table.SetRoutes(classFailClose, routetable.InterfaceNone, holes); err != nil {
+			return err
+		}
 		m.redeclare = false
 		clear(in.dirtyPrefixes)
 		return nil
 	}
 	for p := range in.dirtyPrefixes {
 		key := routetable.RouteKey{CIDR: p}
+		hole := failClosedTarget(p)
 		w, routed := in.winner[p]
+		removeHole := func() error { return m.table.RouteRemove(classFailClose, routetable.InterfaceNone, hole.Key()) }
 		var err error
 		switch {
 		case routed && w != "":
 			err = errors.Join(m.table.RouteRemove(classThrow, routetable.InterfaceNone, key),
 				m.table.RouteUpdate(classPeers, m.cfg.InterfaceName, routetable.Target{CIDR: p}))
+			if m.failClosed(p, w) {
+				err = errors.Join(err, m.table.RouteUpdate(classFailClose, routetable.InterfaceNone, hole))
+			} else {
+				err = errors.Join(err, removeHole())
+			}
 		case routed:
-			err = errors.Join(m.table.RouteRemove(classPeers, m.cfg.InterfaceName, key),
+			err = errors.Join(m.table.RouteRemove(classPeers, m.cfg.InterfaceName, key), removeHole(),
 				m.table.RouteUpdate(classThrow, routetable.InterfaceNone, routetable.Target{CIDR: p, Type: routetable.TargetThrow}))
 		default:
-			err = errors.Join(m.table.RouteRemove(classPeers, m.cfg.InterfaceName, key),
+			err = errors.Join(m.table.RouteRemove(classPeers, m.cfg.InterfaceName, key), removeHole(),
 				m.table.RouteRemove(classThrow, routetable.InterfaceNone, key))
 		}
 		if err != nil {
@@ -315,6 +338,24 @@ func (m *Manager) declareRoutes() error {
 		delete(in.dirtyPrefixes, p)
 	}
 	return nil
+}
+
+// failClosed reports whether prefix p, which node w wins, gets a blackhole
+// behind its route through the device: unless Options.FailOpen, every one
+// but w's endpoint address (host encryption), so that the host can still
+// reach the other nodes, its control plane among them, while the device is
+// gone.
+func (m *Manager) failClosed(p netip.Prefix, w string) bool {
+	if m.cfg.FailOpen {
+		return false
+	}
+	ep := m.in.nodes[w].Endpoint.Addr()
+	return !(p.IsSingleIP() && p.Addr() == ep)
+}
+
+// failClosedTarget is the blackhole behind p's route through the device.
+func failClosedTarget(p netip.Prefix) routetable.Target {
+	return routetable.Target{CIDR: p, Type: routetable.TargetBlackhole, Metric: FailClosedMetric}
 }
 
 // applyDisabled removes the rule, then the routes, then the device, each
@@ -332,6 +373,9 @@ func (m *Manager) applyDisabled(ctx context.Context) (dataplane.ApplyResult, err
 		return dataplane.ApplyResult{}, err
 	}
 	if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, nil); err != nil {
+		return dataplane.ApplyResult{}, err
+	}
+	if err := m.table.SetRoutes(classFailClose, routetable.InterfaceNone, nil); err != nil {
 		return dataplane.ApplyResult{}, err
 	}
 	m.redeclare = true
@@ -611,7 +655,8 @@ func (m *Manager) PeerStats(ctx context.Context) ([]PeerStats, error) {
 // goroutines, TUN interface and control socket go), a kernel device stays
 // for the next run to adopt. Routes and the rule stay too: a restarted
 // Manager adopts them and writes only the difference (use SetEnabled to
-// remove everything). Close is idempotent; later calls of Apply fail with
+// remove everything); meanwhile, fail-closed, the blackholes drop the
+// traffic that went through a userspace device (Options.FailOpen). Close is idempotent; later calls of Apply fail with
 // ErrClosed.
 func (m *Manager) Close() error {
 	m.mu.Lock()

@@ -107,10 +107,26 @@ func itoa(i int) string {
 	}
 }
 
+// routes returns the table's routes but the fail-closed blackholes
+// (holes), by destination.
 func (e *env) routes() map[netip.Prefix]uint8 {
 	out := map[netip.Prefix]uint8{}
 	for _, r := range e.ns.Routes(kernel.IPv4, testTable) {
-		out[r.Dst] = r.Type
+		if r.Priority != wireguard.FailClosedMetric {
+			out[r.Dst] = r.Type
+		}
+	}
+	return out
+}
+
+// holes returns the destinations of the table's fail-closed blackholes.
+func (e *env) holes(f kernel.Family) []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range e.ns.Routes(f, testTable) {
+		if r.Priority == wireguard.FailClosedMetric {
+			require.Equal(e.t, kernel.RTNBlackhole, r.Type, "%v", r)
+			out = append(out, r.Dst)
+		}
 	}
 	return out
 }
@@ -172,6 +188,8 @@ func TestManagerKernelProviderOnFakes(t *testing.T) {
 	}
 	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNUnicast, pfx("10.9.0.0/24"): kernel.RTNUnicast,
 		pfx("10.99.0.9/32"): kernel.RTNUnicast}, e.routes())
+	assert.ElementsMatch(t, []netip.Prefix{pfx("10.0.1.0/24"), pfx("10.9.0.0/24"), pfx("10.99.0.9/32")}, e.holes(kernel.IPv4),
+		"fail-closed: a blackhole behind every route through the device")
 	rs := e.rules(kernel.IPv4)
 	require.Len(t, rs, 1)
 	assert.Equal(t, kernel.Rule{Family: kernel.IPv4, Priority: wireguard.DefaultRulePriority, Action: kernel.RuleLookup,
@@ -308,6 +326,7 @@ func TestManagerDuplicateKeysAndMissingKeysMakeNoPeer(t *testing.T) {
 	// Not-peers' traffic falls back to the main table.
 	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNThrow, pfx("10.0.2.0/24"): kernel.RTNThrow,
 		pfx("10.0.3.0/24"): kernel.RTNUnicast, pfx("10.0.4.0/24"): kernel.RTNThrow, pfx("10.0.5.0/24"): kernel.RTNThrow}, e.routes())
+	assert.Equal(t, []netip.Prefix{pfx("10.0.3.0/24")}, e.holes(kernel.IPv4), "not-peers get no blackhole")
 
 	// Our own key claimed by a node: that node gets no peer.
 	priv, err := wireguard.ReadKeyFile(e.keyFile)
@@ -322,6 +341,7 @@ func TestManagerDuplicateKeysAndMissingKeysMakeNoPeer(t *testing.T) {
 	assert.Equal(t, []string{"", node(6, shared).Node}, st.Conflicts[0].Nodes)
 	assert.Equal(t, kernel.RTNUnicast, e.routes()[pfx("10.0.2.0/24")])
 	assert.Equal(t, kernel.RTNThrow, e.routes()[pfx("10.0.6.0/24")])
+	assert.ElementsMatch(t, []netip.Prefix{pfx("10.0.1.0/24"), pfx("10.0.2.0/24"), pfx("10.0.3.0/24")}, e.holes(kernel.IPv4))
 }
 
 func TestManagerAddsTheRuleOnlyOnceDeviceAndRoutesAreReady(t *testing.T) {
@@ -399,8 +419,8 @@ func TestManagerDisableRemovesRuleThenRoutesThenDevice(t *testing.T) {
 
 	m.OnUpdate(wireguard.SetEnabled{Enabled: false})
 	e.apply(m)
-	assert.Equal(t, []string{"rule", "route", "route", "device"}, ok.ops)
-	assert.Empty(t, e.routes())
+	assert.Equal(t, []string{"rule", "route", "route", "route", "device"}, ok.ops, "the rule, the route, the throw and the blackhole, the device")
+	assert.Empty(t, e.ns.Routes(kernel.IPv4, testTable), "routes, throws and blackholes")
 	assert.Empty(t, e.rules(kernel.IPv4))
 	_, found := e.ns.Link("wg-np")
 	assert.False(t, found)
@@ -548,10 +568,14 @@ func TestManagerHostEncryptionAndIPv6(t *testing.T) {
 	assert.ElementsMatch(t, []netip.Prefix{pfx("fd00:10:244:2::/64"), pfx("fd00:198:18::2/128")}, dev.Peers[0].AllowedIPs)
 	got := map[netip.Prefix]uint8{}
 	for _, r := range e.ns.Routes(kernel.IPv6, testTable) {
-		got[r.Dst] = r.Type
+		if r.Priority != wireguard.FailClosedMetric {
+			got[r.Dst] = r.Type
+		}
 	}
 	assert.Equal(t, map[netip.Prefix]uint8{pfx("fd00:10:244:2::/64"): kernel.RTNUnicast, pfx("fd00:198:18::2/128"): kernel.RTNUnicast,
 		pfx("fd00:10:244:3::/64"): kernel.RTNThrow, pfx("fd00:198:18::3/128"): kernel.RTNThrow}, got)
+	assert.Equal(t, []netip.Prefix{pfx("fd00:10:244:2::/64")}, e.holes(kernel.IPv6),
+		"fail-closed: the pod CIDR, not the endpoint (the host must reach its control plane)")
 	assert.Len(t, e.rules(kernel.IPv6), 1)
 	assert.Empty(t, e.rules(kernel.IPv4))
 
@@ -715,4 +739,63 @@ func TestManagerRepairsDrift(t *testing.T) {
 	l, _ = e.ns.Link("wg-np")
 	assert.Equal(t, 1440, l.MTU)
 	assert.Len(t, e.rules(kernel.IPv4), 1)
+}
+
+// TestManagerFailClosed: behind each route through the device the table
+// holds a blackhole for the same prefix, which follows the node as it
+// becomes a peer, stops being one (a throw instead) and goes. When the
+// device is gone (here deleted behind the Manager's back; a userspace one
+// also goes with its agent), its routes go and the blackhole remains.
+// Disabling removes them; FailOpen makes none.
+func TestManagerFailClosed(t *testing.T) {
+	e := newEnv(t, false)
+	m := e.manager(e.options(ipfamily.IPv4))
+	k1 := pubKey(t)
+	n1 := node(1, k1)
+	m.OnUpdate(n1)
+	e.apply(m)
+	assert.Equal(t, []netip.Prefix{pfx("10.0.1.0/24")}, e.holes(kernel.IPv4))
+
+	n1.PublicKey = wireguard.PublicKey{}
+	m.OnUpdate(n1)
+	e.apply(m)
+	assert.Empty(t, e.holes(kernel.IPv4), "not a peer: a throw, no blackhole")
+	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNThrow}, e.routes())
+
+	m.OnUpdate(node(1, k1))
+	e.apply(m)
+	assert.Equal(t, []netip.Prefix{pfx("10.0.1.0/24")}, e.holes(kernel.IPv4))
+
+	// The device goes: its route with it, the blackhole stays.
+	l, ok := e.ns.Link("wg-np")
+	require.True(t, ok)
+	require.NoError(t, e.ns.Admin().DeleteLink(context.Background(), l.Index))
+	assert.Empty(t, e.routes())
+	assert.Equal(t, []netip.Prefix{pfx("10.0.1.0/24")}, e.holes(kernel.IPv4))
+	m.QueueResync()
+	e.apply(m)
+	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNUnicast}, e.routes())
+
+	m.OnUpdate(wireguard.PeerRemove{Node: n1.Node})
+	e.apply(m)
+	assert.Empty(t, e.holes(kernel.IPv4))
+	m.OnUpdate(node(1, k1))
+	e.apply(m)
+	m.OnUpdate(wireguard.SetEnabled{Enabled: false})
+	e.apply(m)
+	assert.Empty(t, e.ns.Routes(kernel.IPv4, testTable))
+
+	// FailOpen: no blackholes, and a restarted Manager with it removes
+	// those an earlier run left.
+	m.OnUpdate(wireguard.SetEnabled{Enabled: true})
+	e.apply(m)
+	require.NoError(t, m.Close())
+	require.Len(t, e.holes(kernel.IPv4), 1)
+	o := e.options(ipfamily.IPv4)
+	o.FailOpen = true
+	m2 := e.manager(o)
+	m2.OnUpdate(node(1, k1))
+	e.apply(m2)
+	assert.Empty(t, e.holes(kernel.IPv4))
+	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNUnicast}, e.routes())
 }

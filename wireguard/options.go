@@ -104,6 +104,19 @@ type Options struct {
 	// EncryptHostTraffic also sends host-to-host traffic through the
 	// tunnel: each peer's endpoint address is routed to it.
 	EncryptHostTraffic bool
+	// FailOpen turns fail-closed off. By default the table also holds,
+	// behind each route through the device, a blackhole for the same
+	// prefix at FailClosedMetric: when the device is gone — a userspace
+	// device stops with its agent, a kernel one can be deleted — its routes
+	// go with it and the blackholes remain, so traffic to the peers' pod
+	// CIDRs and tunnel addresses is dropped instead of leaving through the
+	// main table in plaintext. The peers' endpoint addresses (host
+	// encryption) get none: the host must still reach the other nodes, its
+	// control plane among them, to bring the device back. With FailOpen
+	// that traffic takes the main table while the device is gone.
+	// Disabling the Manager (SetEnabled, Options.Disabled) removes the
+	// blackholes with the routes.
+	FailOpen bool
 	// PersistentKeepalive, when positive, keeps each tunnel alive with a
 	// packet at this interval (whole seconds).
 	PersistentKeepalive time.Duration

@@ -129,7 +129,10 @@ func runCmd(ctx context.Context, args []string) error {
 	netfilter := fs.String("netfilter", string(agent.NetfilterAuto), "netfilter backend of the masquerade rules: auto (the iptables backend the node uses), iptables-legacy, iptables-nft or nftables")
 	backend := fs.String("iptables-backend", "auto", "older form of --netfilter: auto, legacy (iptables-legacy) or nft (iptables-nft)")
 	wg := fs.Bool("wireguard", false, "encrypt pod traffic between nodes with WireGuard")
-	wgMode := fs.String("wireguard-mode", "auto", "auto (kernel module, else userspace), kernel or userspace")
+	var wgMode wireguard.Mode
+	fs.TextVar(&wgMode, "wireguard-mode", wireguard.ModeAuto, "auto (kernel module, else userspace), kernel or userspace")
+	wgFailOpen := fs.Bool("wireguard-fail-open", false, "while the WireGuard device is gone (agent down), let traffic to the peers take the main table in plaintext instead of dropping it")
+	noBlackholes := fs.Bool("no-blackholes", false, "give this node's pod blocks no blackhole route (a bridge CNI routes them)")
 	vni := fs.Uint("vxlan-vni", 0, "VXLAN network identifier (0: 4096)")
 	port := fs.Uint("vxlan-port", 0, "VXLAN UDP port (0: 4789)")
 	resync := fs.Duration("resync-interval", 0, "how often every driver re-reads the kernel and repairs drift (0: 90s)")
@@ -154,16 +157,7 @@ func runCmd(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	switch *wgMode {
-	case "auto":
-		cfg.WireGuardMode = wireguard.ModeAuto
-	case "kernel":
-		cfg.WireGuardMode = wireguard.ModeKernel
-	case "userspace":
-		cfg.WireGuardMode = wireguard.ModeUserspace
-	default:
-		return fmt.Errorf("unknown --wireguard-mode %q", *wgMode)
-	}
+	cfg.WireGuardMode, cfg.WireGuardFailOpen, cfg.NoBlackholes = wgMode, *wgFailOpen, *noBlackholes
 	switch {
 	case strings.HasPrefix(*ds, "file:"):
 		cfg.Datastore = &datastore.File{Path: strings.TrimPrefix(*ds, "file:"), Logger: cfg.Logger.With("component", "datastore")}

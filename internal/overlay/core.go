@@ -30,6 +30,8 @@ type CoreOptions struct {
 	Classes Classes
 	// Mode says how remote blocks are routed.
 	Mode Mode
+	// NoBlackholes gives this node's blocks no blackhole.
+	NoBlackholes bool
 	// Device is the tunnel device's name.
 	Device string
 	// Encap is the encapsulation, for the device MTU.
@@ -87,7 +89,7 @@ func NewCore(o CoreOptions) *Core {
 	}
 	return &Core{
 		opts:      o,
-		routes:    NewRoutes(o.Routes, o.Classes, o.Mode, o.NodeName, o.Device),
+		routes:    NewRoutes(o.Routes, o.Classes, o.Mode, o.NodeName, o.Device, o.NoBlackholes),
 		members:   NewMembers(o.Sets, o.SetName, o.Extra),
 		log:       log,
 		underlay:  map[string]netip.Addr{},
@@ -245,6 +247,10 @@ func (c *Core) Sync(ctx context.Context, device func(Local) bool) error {
 	}
 	if err := c.members.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("node address set: %w", err))
+	}
+	for _, bc := range c.routes.NewConflicts() {
+		c.log.Warn("overlay: no blackhole for this node's block: a connected subnet of a host interface holds it",
+			"block", bc.Block, "subnet", bc.Subnet, "interface", bc.Iface)
 	}
 	if c.routes.Count(NoRoute) > 0 {
 		c.log.Debug("overlay: blocks without a route", "count", c.routes.Count(NoRoute), "mode", c.opts.Mode.String())

@@ -22,6 +22,10 @@ type DeviceDriverOptions struct {
 	Family ipfamily.Family
 	// Name is the device's name; empty means DefaultName.
 	Name, DefaultName string
+	// Kind is the device's link kind (kernel.KindVXLAN…): a link of its
+	// name but of another kind is not the device, and is never deleted.
+	// Required.
+	Kind string
 	// OnDevice, when set, is told the device's index and state after
 	// every check of the device (kernel.LinkGone once deleted).
 	OnDevice func(name string, index int, state kernel.LinkState)
@@ -47,6 +51,7 @@ type DeviceDriver[D any] struct {
 
 	kernel   DeviceKernel
 	family   ipfamily.Family
+	kind     string
 	onDevice func(name string, index int, state kernel.LinkState)
 
 	wake    atomic.Pointer[func()]
@@ -82,6 +87,9 @@ func NewDeviceDriver[D any](o DeviceDriverOptions) (*DeviceDriver[D], error) {
 	if !o.Family.Valid() {
 		return nil, fmt.Errorf("family %v", o.Family)
 	}
+	if o.Kind == "" {
+		return nil, errors.New("no device Kind")
+	}
 	if o.Name == "" {
 		o.Name = o.DefaultName
 	}
@@ -92,7 +100,7 @@ func NewDeviceDriver[D any](o DeviceDriverOptions) (*DeviceDriver[D], error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &DeviceDriver[D]{Name: o.Name, Log: log, kernel: o.Kernel, family: o.Family, onDevice: o.OnDevice, dirty: true}, nil
+	return &DeviceDriver[D]{Name: o.Name, Log: log, kernel: o.Kernel, family: o.Family, kind: o.Kind, onDevice: o.OnDevice, dirty: true}, nil
 }
 
 // SetWake records the loop's wake function (dataplane.Wakeable).
@@ -211,11 +219,12 @@ func (t *DeviceDriver[D]) Ensure(ctx context.Context, spec *DeviceSpec) (DeviceR
 	return res, nil
 }
 
-// Remove deletes the device, or empties the one undeletable names (see
-// RemoveDevice), and counts what it did. Once done, it records no link and
+// Remove deletes the device, or empties the one undeletable names, and
+// leaves a link of its name but of another kind alone (see RemoveDevice),
+// and counts what it did. Once done, it records no link and
 // tells OnDevice the device is gone.
 func (t *DeviceDriver[D]) Remove(ctx context.Context, undeletable func(have *kernel.Link) bool) error {
-	n, err := RemoveDevice(ctx, t.kernel, t.Name, t.family, undeletable)
+	n, err := RemoveDevice(ctx, t.kernel, t.Name, t.kind, t.family, undeletable)
 	t.stats.Writes += uint64(n)
 	if err != nil {
 		return err

@@ -2,7 +2,8 @@
 // written once: the host view (which local interface holds which subnet,
 // which one holds the node's underlay address), the route calculation
 // (remote blocks through the tunnel or directly on the same subnet,
-// blackholes for the node's own blocks) declared incrementally on a
+// blackholes for the node's own blocks unless turned off or held by a
+// connected subnet, a conflict reported once) declared incrementally on a
 // routetable.Table, the node-address ip set, the tunnel device
 // reconciliation, and the per-object retry bookkeeping of the drivers;
 // above these, the options' validation, message dispatch, notifications

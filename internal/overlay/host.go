@@ -103,6 +103,20 @@ func (h *Host) SubnetOf(ip netip.Addr) (Subnet, bool) {
 	return Subnet{}, false
 }
 
+// Holding returns the connected subnet that holds p (the longest subnet
+// that contains p or equals it), or false when none does.
+func (h *Host) Holding(p netip.Prefix) (Subnet, bool) {
+	if h == nil || !p.IsValid() {
+		return Subnet{}, false
+	}
+	for _, s := range h.subnets {
+		if s.Prefix.Bits() <= p.Bits() && s.Prefix.Contains(p.Addr()) {
+			return s, true
+		}
+	}
+	return Subnet{}, false
+}
+
 // Holder returns the link that holds ip as one of its addresses.
 func (h *Host) Holder(ip netip.Addr) (kernel.Link, bool) {
 	if h == nil || !ip.IsValid() {

@@ -49,6 +49,8 @@ type ManagerOptions struct {
 	Routes RouteTable
 	// Mode says how remote blocks are routed.
 	Mode Mode
+	// NoBlackholes gives this node's blocks no blackhole route.
+	NoBlackholes bool
 	// Check, when set, checks the package's own options: after NodeName,
 	// Kernel, Family, Mode and Routes are checked, before the others.
 	Check func() error
@@ -199,7 +201,7 @@ type Manager[D any] struct {
 func NewManager[D any](o ManagerOptions, d ManagerDriver[D]) *Manager[D] {
 	co := CoreOptions{
 		Family: o.Family, NodeName: o.NodeName, Kernel: o.Kernel, Routes: o.Routes, Classes: o.Classes,
-		Mode: o.Mode, Device: d.Device.Name, Encap: o.Encap, MTU: o.MTU,
+		Mode: o.Mode, NoBlackholes: o.NoBlackholes, Device: d.Device.Name, Encap: o.Encap, MTU: o.MTU,
 		SetName: o.SetName, Extra: slices.Clone(o.Extra), Logger: o.Logger,
 	}
 	if o.Sets != nil {
@@ -324,6 +326,9 @@ type ManagerStats struct {
 	// TunnelRoutes, DirectRoutes and Blackholes count the blocks routed
 	// each way; Unrouted counts the blocks without a route.
 	TunnelRoutes, DirectRoutes, Blackholes, Unrouted int
+	// BlackholeConflicts counts this node's blocks without a blackhole
+	// because a connected subnet of a host interface holds them.
+	BlackholeConflicts int
 	// SetMembers is the size of the node-address set.
 	SetMembers int
 	// Rejected counts messages refused as invalid; LastRejected is the
@@ -337,7 +342,7 @@ func (m *Manager[D]) Stats() ManagerStats {
 	r := m.core.Routes()
 	s := ManagerStats{
 		Nodes: m.core.Nodes(), TunnelRoutes: r.Count(TunnelRoute), DirectRoutes: r.Count(DirectRoute),
-		Blackholes: r.Count(Blackhole), Unrouted: r.Count(NoRoute),
+		Blackholes: r.Count(Blackhole), Unrouted: r.Count(NoRoute), BlackholeConflicts: r.Conflicts(),
 		SetMembers: m.core.Members().Len(), Rejected: m.rejected, LastRejected: m.lastRej,
 	}
 	s.Blocks = s.Unrouted + s.TunnelRoutes + s.DirectRoutes + s.Blackholes

@@ -61,7 +61,7 @@ func TestHost(t *testing.T) {
 
 func TestRoutesIncremental(t *testing.T) {
 	s := &sink{}
-	r := NewRoutes(s, classes, CrossSubnet, "me", "dev0")
+	r := NewRoutes(s, classes, CrossSubnet, "me", "dev0", false)
 	r.SetHost(host())
 	r.SetTunnel(true, 1450)
 	near, far := Node{Underlay: netip.MustParseAddr("192.0.2.7"), Gateway: netip.MustParseAddr("10.1.0.1")}, Node{Underlay: netip.MustParseAddr("198.51.100.7"), Gateway: netip.MustParseAddr("10.1.0.1")}
@@ -95,7 +95,7 @@ func TestRoutesIncremental(t *testing.T) {
 	require.Equal(t, []string{"remove 1 dev0 10.1.0.0/24"}, s.log)
 
 	// Direct mode never uses the tunnel.
-	d := NewRoutes(&sink{}, classes, Direct, "me", "dev0")
+	d := NewRoutes(&sink{}, classes, Direct, "me", "dev0", false)
 	d.SetHost(host())
 	d.SetTunnel(true, 1450)
 	d.SetNode("n1", far)

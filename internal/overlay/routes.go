@@ -117,12 +117,20 @@ func (d decl) target(block netip.Prefix) routetable.Target {
 // Routes computes the routes of blocks and declares them on a RouteSink,
 // incrementally: only blocks whose node, owner, subnet or tunnel changed
 // are looked at again on Flush.
+//
+// A block of this node gets a blackhole, unless blackholes are off or a
+// connected subnet of a host interface holds the block (a bridge CNI's
+// bridge with the block's gateway address): the kernel's connected route
+// then holds the block's key, or a blackhole more specific than it would
+// swallow the local pods' traffic. Such a block gets no route and is a
+// conflict, reported once (Conflicts, NewConflicts) until the host changes.
 type Routes struct {
-	sink    RouteSink
-	classes Classes
-	mode    Mode
-	local   string
-	device  string
+	sink         RouteSink
+	classes      Classes
+	mode         Mode
+	local        string
+	device       string
+	noBlackholes bool
 
 	host      *Host
 	tunnelOK  bool
@@ -135,18 +143,35 @@ type Routes struct {
 	dirty    map[netip.Prefix]struct{}
 	all      bool
 	counts   [4]int
+
+	// conflicts are this node's blocks held by a connected subnet, with
+	// the subnet that holds each; fresh those found since the last
+	// NewConflicts.
+	conflicts map[netip.Prefix]Subnet
+	fresh     []BlockConflict
+}
+
+// BlockConflict is a block of this node that a connected subnet of a host
+// interface holds, so that it gets no blackhole.
+type BlockConflict struct {
+	// Block is the block; Subnet the connected subnet that holds it, on
+	// the interface Iface.
+	Block, Subnet netip.Prefix
+	Iface         string
 }
 
 // NewRoutes returns a route calculation for the node called local, whose
-// tunnel device is device, declaring on sink.
-func NewRoutes(sink RouteSink, classes Classes, mode Mode, local, device string) *Routes {
+// tunnel device is device, declaring on sink; noBlackholes gives this
+// node's blocks no blackhole.
+func NewRoutes(sink RouteSink, classes Classes, mode Mode, local, device string, noBlackholes bool) *Routes {
 	return &Routes{
-		sink: sink, classes: classes, mode: mode, local: local, device: device,
-		nodes:    map[string]Node{},
-		blocks:   map[netip.Prefix]string{},
-		byNode:   map[string][]netip.Prefix{},
-		declared: map[netip.Prefix]decl{},
-		dirty:    map[netip.Prefix]struct{}{},
+		sink: sink, classes: classes, mode: mode, local: local, device: device, noBlackholes: noBlackholes,
+		conflicts: map[netip.Prefix]Subnet{},
+		nodes:     map[string]Node{},
+		blocks:    map[netip.Prefix]string{},
+		byNode:    map[string][]netip.Prefix{},
+		declared:  map[netip.Prefix]decl{},
+		dirty:     map[netip.Prefix]struct{}{},
 	}
 }
 
@@ -229,6 +254,36 @@ func (r *Routes) SetTunnel(ok bool, mtu uint32) {
 	r.tunnelOK, r.tunnelMTU = ok, mtu
 }
 
+// checkConflict records whether block, if this node's and to get a
+// blackhole, is held by a connected subnet of the host.
+func (r *Routes) checkConflict(block netip.Prefix) {
+	var s Subnet
+	held := false
+	if owner, ok := r.blocks[block]; ok && owner == r.local && !r.noBlackholes {
+		s, held = r.host.Holding(block)
+	}
+	switch {
+	case !held:
+		delete(r.conflicts, block)
+	case r.conflicts[block] != s:
+		r.conflicts[block] = s
+		r.fresh = append(r.fresh, BlockConflict{Block: block, Subnet: s.Prefix, Iface: s.Iface})
+	}
+}
+
+// Conflicts returns the number of this node's blocks that get no blackhole
+// because a connected subnet holds them, at the last Flush.
+func (r *Routes) Conflicts() int { return len(r.conflicts) }
+
+// NewConflicts returns the conflicts found since the last call, once
+// each: a block is reported again only after its conflict ended or another
+// subnet came to hold it.
+func (r *Routes) NewConflicts() []BlockConflict {
+	out := r.fresh
+	r.fresh = nil
+	return out
+}
+
 // Kind returns how block is routed at the last Flush.
 func (r *Routes) Kind(block netip.Prefix) RouteKind { return r.declared[block].kind }
 
@@ -250,6 +305,9 @@ func (r *Routes) want(block netip.Prefix) (decl, bool) {
 		return decl{}, false
 	}
 	if owner == r.local {
+		if _, held := r.conflicts[block]; held || r.noBlackholes {
+			return decl{}, false
+		}
 		return decl{kind: Blackhole, class: r.classes.Blackhole, iface: routetable.InterfaceNone}, true
 	}
 	n, ok := r.nodes[owner]
@@ -275,6 +333,7 @@ func (r *Routes) want(block netip.Prefix) (decl, bool) {
 func (r *Routes) Flush() error {
 	var errs []error
 	visit := func(block netip.Prefix) {
+		r.checkConflict(block)
 		old, had := r.declared[block]
 		now, has := r.want(block)
 		if had == has && (!had || old == now) {

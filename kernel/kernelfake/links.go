@@ -223,6 +223,9 @@ func (ns *Namespace) AddLink(ctx context.Context, l kernel.Link) (kernel.Link, e
 	if v := l.VXLAN; v != nil && v.ParentIndex != 0 && s.links[v.ParentIndex] == nil {
 		return kernel.Link{}, errnof(syscall.ENODEV, "add link %q: no parent link %d", l.Name, v.ParentIndex)
 	}
+	if err := s.checkTunnelEnds(&l); err != nil {
+		return kernel.Link{}, err
+	}
 	if err := s.checkNewMTU(&l); err != nil {
 		return kernel.Link{}, err
 	}
@@ -250,6 +253,36 @@ func (ns *Namespace) AddLink(ctx context.Context, l kernel.Link) (kernel.Link, e
 		nl.peer, peer.peer = peer, nl
 	}
 	return nl.report(), nil
+}
+
+// checkTunnelEnds refuses, as the kernel does with EEXIST, a tunnel whose
+// ends another link of the namespace holds: a VXLAN device whose VNI and
+// UDP port (of the same family) another VXLAN device has, whatever their
+// parents and local addresses; an IPIP device whose local and remote
+// addresses and parent another IPIP device has.
+func (s *state) checkTunnelEnds(l *kernel.Link) error {
+	var zero kernel.IPTunnel
+	for _, o := range s.links {
+		switch {
+		case l.Kind == kernel.KindVXLAN && o.Kind == kernel.KindVXLAN && l.VXLAN != nil && o.VXLAN != nil:
+			a, b := l.VXLAN, o.VXLAN
+			if a.VNI == b.VNI && a.Port == b.Port && a.Local.Is6() == b.Local.Is6() {
+				return errnof(syscall.EEXIST, "add link %q: A VXLAN device with the specified VNI already exists", l.Name)
+			}
+		case l.Kind == kernel.KindIPIP && o.Kind == kernel.KindIPIP:
+			a, b := l.IPTunnel, o.IPTunnel
+			if a == nil {
+				a = &zero
+			}
+			if b == nil {
+				b = &zero
+			}
+			if a.Local == b.Local && a.Remote == b.Remote && a.ParentIndex == b.ParentIndex {
+				return errnof(syscall.EEXIST, "add link %q: a tunnel with these ends exists", l.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // newMAC returns a fresh, locally administered unicast MAC address,

@@ -548,6 +548,12 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 			s.k.SetLinkMAC(bg, 1, mac("02:00:00:00:01:01")),
 		}
 	})
+	step("a VNI and port another vxlan device holds", func(s *side) []error {
+		return []error{
+			link(s, kernel.Link{Name: "vx3", Kind: kernel.KindVXLAN, VXLAN: &kernel.VXLAN{VNI: 100, Port: 4789, ParentIndex: s.idx("br1")}}),
+			link(s, kernel.Link{Name: "vx4", Kind: kernel.KindVXLAN, MAC: mac("02:00:00:00:1c:00"), VXLAN: &kernel.VXLAN{VNI: 100, Port: 4790}}),
+		}
+	})
 	step("secondaries", func(s *side) []error {
 		return []error{
 			addr(s, "br1", "10.5.0.2/24"), addr(s, "br1", "10.5.0.3/24"), addr(s, "br1", "fd00:5::2/64"),

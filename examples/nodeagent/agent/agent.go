@@ -131,6 +131,13 @@ type Config struct {
 	// WireGuardMode chooses the kernel or the userspace implementation
 	// (ModeAuto: the kernel's when it has the module).
 	WireGuardMode wireguard.Mode
+	// WireGuardFailOpen lets traffic to the peers take the main table in
+	// plaintext while the device is gone (wireguard.Options.FailOpen); by
+	// default it is dropped.
+	WireGuardFailOpen bool
+	// NoBlackholes gives this node's pod blocks no blackhole route
+	// (vxlan.Options.NoBlackholes, ipip.Options.NoBlackholes).
+	NoBlackholes bool
 	// NoMasquerade turns pod egress masquerade off (the pools' Masquerade
 	// flags then do nothing); off, the agent removes its rules.
 	NoMasquerade bool
@@ -404,7 +411,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 				mode = ipip.CrossSubnet
 			}
 			m, err := ipip.New(ipip.Options{NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Mode: mode, Sets: sets,
-				Logger: log.With("component", "ipip")})
+				NoBlackholes: cfg.NoBlackholes, Logger: log.With("component", "ipip")})
 			if err != nil {
 				return nil, err
 			}
@@ -419,7 +426,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 				mode = vxlan.Never
 			}
 			m, err := vxlan.New(vxlan.Options{Family: fam, NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Sets: sets,
-				Mode: mode, VNI: cfg.VXLANVNI, Port: cfg.VXLANPort, Disabled: cleanup || cfg.ipip(),
+				Mode: mode, VNI: cfg.VXLANVNI, Port: cfg.VXLANPort, Disabled: cleanup || cfg.ipip(), NoBlackholes: cfg.NoBlackholes,
 				Logger: log.With("component", "vxlan", "family", fam.String())})
 			if err != nil {
 				return nil, err
@@ -483,7 +490,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 		wopts := wireguard.Options{Family: fam, Kernel: ns, Mode: cfg.WireGuardMode,
 			InterfaceName: cfg.wgInterface(fam), ListenPort: port, FirewallMark: layout.WireGuard,
 			HostMTU: hostMTU, Table: p.wgTable, KeyFile: filepath.Join(cfg.StateDir, KeyFileName),
-			NodeName: cfg.NodeName, Disabled: cleanup || !cfg.WireGuard,
+			NodeName: cfg.NodeName, Disabled: cleanup || !cfg.WireGuard, FailOpen: cfg.WireGuardFailOpen,
 			Logger: log.With("component", "wireguard", "family", fam.String())}
 		if fam == ipfamily.IPv4 && onKey != nil {
 			wopts.OnPublicKey = onKey

@@ -249,6 +249,8 @@ func (a *Agent) routeStatus(r *kernel.Route, links map[int]kernel.Link) (RouteSt
 		rs.Via = r.Gateway.String()
 	}
 	switch {
+	case r.Type == kernel.RTNBlackhole && r.Table == a.plane.wgTable:
+		rs.Kind = "blackhole (WireGuard fail-closed)"
 	case r.Type == kernel.RTNBlackhole:
 		rs.Kind = "blackhole (own block)"
 	case r.Type == kernel.RTNThrow:

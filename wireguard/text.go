@@ -1,0 +1,31 @@
+package wireguard
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nodeplane/nodeplane/internal/errs"
+)
+
+// modes are the Modes, in order.
+var modes = []Mode{ModeAuto, ModeKernel, ModeUserspace}
+
+// MarshalText returns String's text: "auto", "kernel" or "userspace". It
+// implements encoding.TextMarshaler, so a Mode reads the same in a flag, a
+// config file and a JSON document (Status.Mode).
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText sets m to the Mode whose String is text (case-sensitive);
+// anything else is an error wrapping ErrInvalidOptions that names the
+// valid modes, and m is unchanged. It implements encoding.TextUnmarshaler.
+func (m *Mode) UnmarshalText(text []byte) error {
+	names := make([]string, len(modes))
+	for i, v := range modes {
+		if v.String() == string(text) {
+			*m = v
+			return nil
+		}
+		names[i] = v.String()
+	}
+	return errs.Also(fmt.Errorf("wireguard: unknown Mode %q; valid: %s", text, strings.Join(names, ", ")), ErrInvalidOptions)
+}
