@@ -588,7 +588,7 @@ func (p *Proxy) attachAll() error {
 					continue // a cgroup attachment's (attachCgroup) or not ours
 				}
 				if _, ok := p.links[name]; !ok {
-					_ = os.Remove(filepath.Join(p.o.PinDir, linksDir, e.Name()))
+					_ = detachPinned(filepath.Join(p.o.PinDir, linksDir, e.Name()))
 				}
 			}
 			k.swept = true
@@ -613,10 +613,45 @@ func tcxPinInterface(file string) (name string, ok bool) {
 	return name, true
 }
 
+// unpin detaches the programs from interface name and removes their pins.
 func (p *Proxy) unpin(name string) {
 	for _, dir := range []string{"ingress", "egress"} {
-		_ = os.Remove(p.linkPin(name, dir))
+		_ = detachPinned(p.linkPin(name, dir))
 	}
+}
+
+// detachPinned detaches the attachment pinned at pin and removes the pin.
+// Removing the pin alone is not enough: the kernel detaches the program
+// only when it frees the pin's inode, some time after the removal. A pin
+// that is not an attachment is removed all the same; a missing pin is no
+// error.
+func detachPinned(pin string) error {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	defer l.Close()
+	return detach(l)
+}
+
+// detach detaches l from where it is attached, now, and removes its pin.
+// A kernel that cannot detach a link leaves it to the release of its last
+// reference (the caller's Close, once the pin is gone).
+func detach(l link.Link) error {
+	err := l.Detach()
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("detaching: %w", err)
+	}
+	return errors.Join(err, l.Unpin())
 }
 
 // attach attaches the ingress and egress programs to interface name,
@@ -695,7 +730,7 @@ func pinOrAttach(pin string, here func(*link.Info) bool, prog *ebpf.Program, pro
 		}
 		// Elsewhere (the interface or Options.Cgroup changed) or not
 		// updatable: detach it.
-		_ = old.Unpin()
+		_ = detach(old)
 		_ = old.Close()
 	} else if !errors.Is(err, os.ErrNotExist) {
 		_ = os.Remove(pin)
@@ -727,6 +762,7 @@ func (p *Proxy) Close() error {
 
 // Cleanup detaches the programs from every interface and from the cgroup
 // and removes the maps: everything in Options.PinDir that the Proxy made.
+// When it returns, no program of the Proxy is attached any more.
 // It works on a Proxy that never applied (after a restart, say) and leaves
 // anything else in PinDir alone.
 func (p *Proxy) Cleanup(ctx context.Context) error {
@@ -744,8 +780,8 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 	}
 	for _, e := range entries {
 		if _, ok := tcxPinInterface(e.Name()); ok || isCgroupPin(e.Name()) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
+			if err := detachPinned(filepath.Join(dir, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", e.Name(), err))
 			}
 		}
 	}
