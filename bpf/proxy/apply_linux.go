@@ -525,10 +525,14 @@ func (p *Proxy) linkPin(name, dir string) string {
 	return filepath.Join(p.o.PinDir, linksDir, dir+"_"+name)
 }
 
-// makeLinksDir makes the directory of the attachments' pins, once when the
-// kernel side is opened and again on a resync (someone may have removed
-// it), not on every Apply.
+// makeLinksDir makes the directory of the attachments' pins (and PinDir
+// with it), once when the kernel side is opened and again on a resync
+// (someone may have removed it), not on every Apply. It makes nothing
+// unless PinDir is on a bpffs (maps.ErrNotBPFFS).
 func (p *Proxy) makeLinksDir() error {
+	if err := maps.CheckBPFFS(p.o.PinDir); err != nil {
+		return err
+	}
 	return os.MkdirAll(filepath.Join(p.o.PinDir, linksDir), 0o700)
 }
 
@@ -764,10 +768,17 @@ func (p *Proxy) Close() error {
 // and removes the maps: everything in Options.PinDir that the Proxy made.
 // When it returns, no program of the Proxy is attached any more.
 // It works on a Proxy that never applied (after a restart, say) and leaves
-// anything else in PinDir alone.
+// anything else in PinDir alone. A PinDir that does not exist has nothing
+// to clean up; one that is not on a bpffs holds nothing of the Proxy's,
+// and Cleanup refuses it (maps.ErrNotBPFFS) without touching it.
 func (p *Proxy) Cleanup(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if _, err := os.Stat(p.o.PinDir); err == nil {
+		if err := maps.CheckBPFFS(p.o.PinDir); err != nil {
+			return fmt.Errorf("%s: cleanup: %w", p.o.Name, err)
+		}
+	}
 	if p.k != nil {
 		p.k.close()
 		p.k = nil

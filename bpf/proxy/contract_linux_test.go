@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/bpf/maps"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/kernel"
 )
@@ -135,4 +136,36 @@ func TestKernelContractApplyDetachesBeforeReturning(t *testing.T) {
 	p2.OnUpdate(ServiceUpdate{svc})
 	apply(t, p2)
 	require.Empty(t, on(attachedPrograms(t, r.ns, cg.fd, ids), "cgroup/"), "connect-time programs attached after Apply returned")
+}
+
+// A PinDir that is not on a bpffs is refused before anything is made:
+// Apply fails with maps.ErrNotBPFFS and leaves no directory behind, and
+// Cleanup touches nothing there.
+func TestContractPinDirNotBPFFS(t *testing.T) {
+	tmp := t.TempDir() // a tmpfs or a disk, not a bpffs
+	for _, dir := range []string{filepath.Join(tmp, "missing", "pins"), tmp} {
+		p, err := New(Options{Kernel: doHere{}, PinDir: dir})
+		require.NoError(t, err)
+		_, err = p.Apply(context.Background())
+		require.ErrorIs(t, err, maps.ErrNotBPFFS, dir)
+		require.ErrorIs(t, err, ErrLoad, dir)
+		_, err = os.Stat(filepath.Join(tmp, "missing"))
+		require.ErrorIs(t, err, os.ErrNotExist, "created on the way")
+		entries, err := os.ReadDir(tmp)
+		require.NoError(t, err)
+		require.Empty(t, entries, "made in a PinDir that is not a bpffs")
+	}
+	// A file named like an attachment's pin, in a PinDir that is not a
+	// bpffs, is no pin of the Proxy's: Cleanup refuses and leaves it.
+	require.NoError(t, os.MkdirAll(filepath.Join(tmp, linksDir), 0o700))
+	file := filepath.Join(tmp, linksDir, "ingress_eth0")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	p, err := New(Options{Kernel: doHere{}, PinDir: tmp})
+	require.NoError(t, err)
+	require.ErrorIs(t, p.Cleanup(context.Background()), maps.ErrNotBPFFS)
+	require.FileExists(t, file)
+	// A PinDir that does not exist has nothing to clean up.
+	p, err = New(Options{Kernel: doHere{}, PinDir: filepath.Join(tmp, "missing")})
+	require.NoError(t, err)
+	require.NoError(t, p.Cleanup(context.Background()))
 }

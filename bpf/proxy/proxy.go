@@ -43,7 +43,10 @@ type Options struct {
 	Kernel Kernel
 	// PinDir is a directory on a bpffs that holds the Proxy's maps and
 	// attachments (their pins keep them working while no agent runs). One
-	// Proxy per directory; it owns everything in it.
+	// Proxy per directory; it owns everything in it. It (or its nearest
+	// existing parent) must be on a bpffs: the first Apply checks that
+	// before it creates anything (the directory included) and otherwise
+	// fails with an error wrapping ErrLoad and maps.ErrNotBPFFS.
 	PinDir string
 	// HostInterfaces are the node's interfaces that traffic from other
 	// hosts arrives on (the underlay). NodePorts and external IPs are
