@@ -62,6 +62,13 @@
 // set; a Sync given the same desired set then writes nothing. Stats counts
 // reads, entries written and deleted, and syscalls.
 //
+// A hash map holds at most MaxEntries entries. Used counts what the map
+// holds while the next Apply runs (the desired entries, and the ones not
+// desired until they are deleted) and Holds tells whether a key counts in
+// it, both without I/O (Read reads the map first when needed), so a
+// caller admits new keys only while they fit instead of having the kernel
+// refuse them (E2BIG) one by one.
+//
 // # What it never touches
 //
 // Only the maps it is given and its own pins: Open never touches another

@@ -78,6 +78,9 @@ type Sync[K comparable, V comparable] struct {
 	// allocated: a Go map keeps its capacity, and ranging over it costs
 	// that capacity, so shrink rebuilds it once most of it is gone.
 	dirtyPeak int
+	// stale counts the keys kernel holds that are not desired: the
+	// entries the next Apply deletes (see Used).
+	stale int
 	// read is false until the first read and after QueueResync.
 	read bool
 
@@ -176,8 +179,12 @@ func (s *Sync[K, V]) shrink() {
 
 // Set makes v the desired value of k. It does no I/O.
 func (s *Sync[K, V]) Set(k K, v V) {
-	if old, ok := s.desired[k]; ok && old == v {
+	old, ok := s.desired[k]
+	if ok && old == v {
 		return
+	}
+	if _, has := s.kernel[k]; has && !ok {
+		s.stale--
 	}
 	s.desired[k] = v
 	s.mark(k)
@@ -189,9 +196,37 @@ func (s *Sync[K, V]) Delete(k K) {
 	if _, ok := s.desired[k]; !ok {
 		return
 	}
+	if _, has := s.kernel[k]; has {
+		s.stale++
+	}
 	delete(s.desired, k)
 	s.mark(k)
 }
+
+// Used returns how many entries the map holds, at most, while the next
+// Apply runs, as far as the Sync knows (no I/O; see Read): the desired
+// entries, and the entries it holds that are not desired, until they are
+// deleted (an Apply writes before it deletes). A caller that must not
+// exceed the map's capacity (MaxEntries: a hash map refuses a new entry
+// beyond it with E2BIG) admits new keys while Used stays within it.
+func (s *Sync[K, V]) Used() int { return len(s.desired) + s.stale }
+
+// Holds reports whether k counts in Used: it is desired or the map holds
+// it. Making k desired takes no room unless Holds is false. It does no
+// I/O.
+func (s *Sync[K, V]) Holds(k K) bool {
+	if _, ok := s.desired[k]; ok {
+		return true
+	}
+	_, ok := s.kernel[k]
+	return ok
+}
+
+// Read reads the whole map when it was never read or after QueueResync
+// (as Kernel, ApplyUpdates and ApplyDeletions do first), so that InKernel,
+// Used and Holds tell what the map holds. It fails as Kernel does. A nil
+// context means context.Background().
+func (s *Sync[K, V]) Read(ctx context.Context) error { return s.ensureRead(ctx) }
 
 // Desired returns the desired value of k and whether k is desired.
 func (s *Sync[K, V]) Desired(k K) (V, bool) {
@@ -228,6 +263,17 @@ func (s *Sync[K, V]) ReplaceDesired(entries map[K]V) {
 	s.desired = maps.Clone(entries)
 	if s.desired == nil {
 		s.desired = map[K]V{}
+	}
+	s.countStale()
+}
+
+// countStale counts the keys kernel holds that are not desired.
+func (s *Sync[K, V]) countStale() {
+	s.stale = 0
+	for k := range s.kernel {
+		if _, ok := s.desired[k]; !ok {
+			s.stale++
+		}
 	}
 }
 
@@ -413,6 +459,9 @@ func (s *Sync[K, V]) remove(keys []K, f *failures) {
 }
 
 func (s *Sync[K, V]) deleted(k K) {
+	if _, has := s.kernel[k]; has {
+		s.stale-- // only keys that are not desired are deleted
+	}
 	delete(s.kernel, k)
 	delete(s.dirty, k)
 	s.stats.Deleted++
@@ -433,6 +482,7 @@ func (s *Sync[K, V]) ensureRead(ctx context.Context) error {
 	}
 	s.stats.Reads++
 	s.kernel = got
+	s.countStale()
 	s.read = true
 	clear(s.dirty)
 	for k, v := range s.desired {
