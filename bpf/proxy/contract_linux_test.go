@@ -3,13 +3,16 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -18,6 +21,8 @@ import (
 
 	"github.com/nodeplane/nodeplane/bpf/maps"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/internal/bpftest"
+	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
@@ -168,4 +173,58 @@ func TestContractPinDirNotBPFFS(t *testing.T) {
 	p, err = New(Options{Kernel: doHere{}, PinDir: filepath.Join(tmp, "missing")})
 	require.NoError(t, err)
 	require.NoError(t, p.Cleanup(context.Background()))
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// An Apply while the Proxy knows no interface (the agent feeds it no link
+// updates) says so: Status reports it, and each host interface it has not
+// heard of, and the log has one warning, not one per Apply. Once the
+// interface is known, the programs are attached and the report goes.
+func TestKernelContractNoInterfaceKnown(t *testing.T) {
+	ns := kerneltest.NewNS(t)
+	out, err := ns.Exec(context.Background(), "ip", "link", "add", "eth0", "up", "type", "bridge")
+	require.NoError(t, err, "%s", out)
+	kns, err := kernel.Open(ns.Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = kns.Close() })
+	var logs syncBuffer
+	p, err := New(Options{Kernel: kns, PinDir: bpftest.Dir(t), HostInterfaces: []string{"eth0"}, PodInterfacePrefixes: []string{"veth"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	apply(t, p)
+	apply(t, p)
+	st := p.Status()
+	require.Empty(t, st.Interfaces)
+	require.Len(t, st.Errors, 2)
+	require.Contains(t, st.Errors[0], "interface eth0: no link update says it exists")
+	require.Contains(t, st.Errors[1], "no interface known")
+	require.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), "%s", logs.String())
+	require.Contains(t, logs.String(), "no interface known")
+
+	l, err := kns.LinkByName(context.Background(), "eth0")
+	require.NoError(t, err)
+	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "eth0", Index: l.Index, State: l.State()})
+	apply(t, p)
+	st = p.Status()
+	require.Equal(t, []string{"eth0"}, st.Interfaces)
+	require.Empty(t, st.Errors)
+	require.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), "%s", logs.String())
 }
