@@ -13,8 +13,10 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/errs"
 )
 
 // DefaultBatchSize is the number of entries per batch syscall when
@@ -304,10 +306,12 @@ func (s *Sync[K, V]) Apply(ctx context.Context) error { return s.apply(ctx, true
 
 // ApplyUpdates writes the desired entries that are missing from the map
 // or differ there, BatchSize per batch syscall, reading the map first when
-// needed (first call, after QueueResync). Entries the map refuses (E2BIG
-// when it is full, say) stay pending for the next call, which tries them
-// again; the others are written all the same, and the error is a
-// *dataplane.PartialError whose errors wrap ErrEntry and name each key. A
+// needed (first call, after QueueResync). Entries the map refuses stay
+// pending for the next call, which tries them again; the others are
+// written all the same, and the error is a *dataplane.PartialError whose
+// errors wrap ErrEntry and name each key, but for the new keys of a full
+// hash map: after the first it refuses (E2BIG), they are not tried, and
+// one error wrapping ErrFull counts them. A
 // failed read wraps ErrRead and writes nothing. With nothing changed it
 // makes no syscall. A nil context means context.Background().
 func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error { return s.apply(ctx, true, false) }
@@ -354,6 +358,11 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 		j := min(i+s.batch, len(keys))
 		s.update(keys[i:j], vals[i:j], &f)
 	}
+	if f.full > 0 {
+		f.failed += f.full
+		f.errs = append([]error{errs.Also(fmt.Errorf("%w: map %s holds its %d entries: %d new entries not written",
+			ErrFull, s.name, s.m.MaxEntries(), f.full), ErrEntry)}, f.errs...)
+	}
 	updateFailed := f.failed
 	for i := 0; i < len(gone); i += s.batch {
 		if err := ctx.Err(); err != nil {
@@ -372,6 +381,9 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 type failures struct {
 	failed int
 	errs   []error
+	// full counts the new keys not written because the map was full: the
+	// one it refused and those not tried after it.
+	full int
 }
 
 func (f *failures) add(err error) {
@@ -390,10 +402,13 @@ func (s *Sync[K, V]) entryError(op string, k K, cause error) error {
 // update writes one chunk: one batch syscall when the kernel takes it
 // whole; when it fails, the entries the kernel reports as written are
 // kept and the rest are written one by one, so one bad entry never holds
-// back the others.
+// back the others. Once a hash map has refused a new key for want of room,
+// the other new keys of the Apply are not tried (each would cost a
+// syscall to be refused the same way) and the keys it holds are
+// overwritten one by one.
 func (s *Sync[K, V]) update(keys []K, vals []V, f *failures) {
 	done := 0
-	if !s.noBatchUpdate {
+	if !s.noBatchUpdate && f.full == 0 {
 		s.stats.Syscalls++
 		n, err := s.m.BatchUpdate(keys, vals, nil)
 		switch {
@@ -412,13 +427,29 @@ func (s *Sync[K, V]) update(keys []K, vals []V, f *failures) {
 		done = n
 	}
 	for i := done; i < len(keys); i++ {
+		if _, has := s.kernel[keys[i]]; f.full > 0 && !has {
+			f.full++ // it would be refused as well
+			continue
+		}
 		s.stats.Syscalls++
 		if err := s.m.Update(keys[i], vals[i], ebpf.UpdateAny); err != nil {
+			if s.isFull(err) {
+				f.full++
+				continue
+			}
 			f.add(s.entryError("update", keys[i], err))
 			continue
 		}
 		s.wrote(keys[i], vals[i])
 	}
+}
+
+// isFull reports whether err is a hash map's refusal of a new key for
+// want of room: E2BIG, as it holds MaxEntries entries (an array's E2BIG is
+// an index out of range, which says nothing of the other keys).
+func (s *Sync[K, V]) isFull(err error) bool {
+	t := s.m.Type()
+	return errors.Is(err, unix.E2BIG) && (t == ebpf.Hash || t == ebpf.HashOfMaps)
 }
 
 func (s *Sync[K, V]) wrote(k K, v V) {
