@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -217,4 +218,41 @@ func TestKernelProxyFrontendMapCapacity(t *testing.T) {
 	_, err = p.Apply(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{"b", "c", "d"}, served(t, p))
+}
+
+// The scale: 100,000 backends (20,000 services of 5) for a
+// 65,536-entry backend map. The services that fit are served whole, the
+// others are one error, and an Apply that changes nothing makes no map
+// syscall. It logs how long the Applies took (it asserts no time).
+func TestKernelProxyCapacityAtScale(t *testing.T) {
+	dir := bpftest.Dir(t)
+	p, err := New(Options{Kernel: doHere{}, PinDir: dir, Backends: 65536})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	const services, per = 20000, 5
+	for i := range services {
+		s := Service{Name: fmt.Sprintf("ns/svc-%05d:http", i), Port: 80,
+			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})}}
+		for j := range per {
+			s.Backends = append(s.Backends, Backend{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(j), byte(i >> 8), byte(i)}), 8080)})
+		}
+		p.OnUpdate(ServiceUpdate{s})
+	}
+	start := time.Now()
+	pe := applyRefused(t, p)
+	first := time.Since(start)
+	fit := 65536 / per
+	require.Equal(t, []int{services - fit, 0}, []int{pe.Failed, pe.Waiting})
+	st := p.Status()
+	require.Equal(t, []int{fit, fit, fit * per}, []int{st.Services, st.Frontends, st.Backends})
+	require.Len(t, serviceErrors(st), services-fit)
+	require.Len(t, served(t, p), fit)
+	calls := p.mapSyscalls()
+	start = time.Now()
+	pe = applyRefused(t, p)
+	again := time.Since(start)
+	require.Equal(t, []int{0, services - fit}, []int{pe.Failed, pe.Waiting})
+	require.Equal(t, calls, p.mapSyscalls(), "no map syscall")
+	t.Logf("%d services of %d backends, backend map of 65536: first Apply %v (%d map syscalls), next Apply %v (none)",
+		services, per, first, calls, again)
 }
