@@ -47,11 +47,14 @@
 //
 // Failures are per entry. When a batch fails, the entries the kernel
 // reports as written are kept and the rest of the batch is written one by
-// one, so one entry the map refuses (E2BIG: the map is full) never holds
-// back the others. A failed entry stays pending and is tried again at the
-// next Apply; Apply returns a *dataplane.PartialError (errors.Is matches
-// dataplane.ErrPartial) whose errors wrap ErrEntry and name the key in
-// hex. Deleting a key that is already gone is a success. A failed read
+// one, so one entry the map refuses never holds back the others. A failed
+// entry stays pending and is tried again at the next Apply; Apply returns
+// a *dataplane.PartialError (errors.Is matches dataplane.ErrPartial) whose
+// errors wrap ErrEntry and name the key in hex. A full hash map is the
+// exception to one by one: once it refuses a new key (E2BIG), the other
+// new keys of that Apply are not tried, the keys it holds are still
+// overwritten, and one error wrapping ErrFull counts the new ones left
+// pending. Deleting a key that is already gone is a success. A failed read
 // wraps ErrRead and writes nothing.
 //
 // ApplyUpdates and ApplyDeletions are the two halves of Apply, for
@@ -61,6 +64,13 @@
 // (an allocation of backend slots, say) before it computes its desired
 // set; a Sync given the same desired set then writes nothing. Stats counts
 // reads, entries written and deleted, and syscalls.
+//
+// A hash map holds at most MaxEntries entries. Used counts what the map
+// holds while the next Apply runs (the desired entries, and the ones not
+// desired until they are deleted) and Holds tells whether a key counts in
+// it, both without I/O (Read reads the map first when needed), so a
+// caller admits new keys only while they fit instead of having the kernel
+// refuse them (E2BIG) one by one.
 //
 // # What it never touches
 //

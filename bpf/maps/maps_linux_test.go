@@ -250,22 +250,39 @@ func TestKernelSyncMapFull(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	require.ErrorIs(t, err, maps.ErrEntry)
 	require.ErrorIs(t, err, dataplane.ErrPartial)
+	require.ErrorIs(t, err, maps.ErrFull)
 	require.Equal(t, 5, pe.Failed)
-	require.Len(t, pe.Errs, 5)
-	require.Contains(t, pe.Errs[0].Error(), "maps: entry failed: map full: update key ")
+	require.Len(t, pe.Errs, 1, "one error for the full map")
+	require.Equal(t, "maps: map full: map full holds its 10 entries: 5 new entries not written", pe.Errs[0].Error())
 	inMap := dump[uint32, uint32](t, m)
 	require.Len(t, inMap, 10)
 	for k, v := range inMap {
 		require.Equal(t, want[k], v)
 	}
 
-	// The failed entries stay pending: tried again, and only them.
+	// The failed entries stay pending: tried again, and only them; once
+	// the map refuses one, the others are not tried.
 	before := s.Stats()
 	err = s.Apply(ctx)
 	require.ErrorAs(t, err, &pe)
+	require.ErrorIs(t, err, maps.ErrFull)
 	require.Equal(t, 5, pe.Failed)
 	require.Equal(t, 0, s.Stats().Updated-before.Updated)
-	require.Equal(t, 1+5, s.Stats().Syscalls-before.Syscalls) // the batch, then one by one
+	require.Equal(t, 1+1, s.Stats().Syscalls-before.Syscalls) // the batch, then the first one alone
+
+	// Keys the map holds are still overwritten in a full map, one by one
+	// once it refused a new key.
+	for k := range inMap {
+		s.Set(k, 7)
+		want[k] = 7
+	}
+	err = s.Apply(ctx)
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, 5, pe.Failed)
+	inMap = dump[uint32, uint32](t, m)
+	for k, v := range inMap {
+		require.Equal(t, uint32(7), v, "key %d", k)
+	}
 
 	// Room made, they are written.
 	n := 0

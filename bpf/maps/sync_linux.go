@@ -13,8 +13,10 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/errs"
 )
 
 // DefaultBatchSize is the number of entries per batch syscall when
@@ -78,6 +80,9 @@ type Sync[K comparable, V comparable] struct {
 	// allocated: a Go map keeps its capacity, and ranging over it costs
 	// that capacity, so shrink rebuilds it once most of it is gone.
 	dirtyPeak int
+	// stale counts the keys kernel holds that are not desired: the
+	// entries the next Apply deletes (see Used).
+	stale int
 	// read is false until the first read and after QueueResync.
 	read bool
 
@@ -176,8 +181,12 @@ func (s *Sync[K, V]) shrink() {
 
 // Set makes v the desired value of k. It does no I/O.
 func (s *Sync[K, V]) Set(k K, v V) {
-	if old, ok := s.desired[k]; ok && old == v {
+	old, ok := s.desired[k]
+	if ok && old == v {
 		return
+	}
+	if _, has := s.kernel[k]; has && !ok {
+		s.stale--
 	}
 	s.desired[k] = v
 	s.mark(k)
@@ -189,9 +198,37 @@ func (s *Sync[K, V]) Delete(k K) {
 	if _, ok := s.desired[k]; !ok {
 		return
 	}
+	if _, has := s.kernel[k]; has {
+		s.stale++
+	}
 	delete(s.desired, k)
 	s.mark(k)
 }
+
+// Used returns how many entries the map holds, at most, while the next
+// Apply runs, as far as the Sync knows (no I/O; see Read): the desired
+// entries, and the entries it holds that are not desired, until they are
+// deleted (an Apply writes before it deletes). A caller that must not
+// exceed the map's capacity (MaxEntries: a hash map refuses a new entry
+// beyond it with E2BIG) admits new keys while Used stays within it.
+func (s *Sync[K, V]) Used() int { return len(s.desired) + s.stale }
+
+// Holds reports whether k counts in Used: it is desired or the map holds
+// it. Making k desired takes no room unless Holds is false. It does no
+// I/O.
+func (s *Sync[K, V]) Holds(k K) bool {
+	if _, ok := s.desired[k]; ok {
+		return true
+	}
+	_, ok := s.kernel[k]
+	return ok
+}
+
+// Read reads the whole map when it was never read or after QueueResync
+// (as Kernel, ApplyUpdates and ApplyDeletions do first), so that InKernel,
+// Used and Holds tell what the map holds. It fails as Kernel does. A nil
+// context means context.Background().
+func (s *Sync[K, V]) Read(ctx context.Context) error { return s.ensureRead(ctx) }
 
 // Desired returns the desired value of k and whether k is desired.
 func (s *Sync[K, V]) Desired(k K) (V, bool) {
@@ -229,6 +266,17 @@ func (s *Sync[K, V]) ReplaceDesired(entries map[K]V) {
 	if s.desired == nil {
 		s.desired = map[K]V{}
 	}
+	s.countStale()
+}
+
+// countStale counts the keys kernel holds that are not desired.
+func (s *Sync[K, V]) countStale() {
+	s.stale = 0
+	for k := range s.kernel {
+		if _, ok := s.desired[k]; !ok {
+			s.stale++
+		}
+	}
 }
 
 // QueueResync makes the next Kernel, ApplyUpdates or ApplyDeletions read
@@ -258,10 +306,12 @@ func (s *Sync[K, V]) Apply(ctx context.Context) error { return s.apply(ctx, true
 
 // ApplyUpdates writes the desired entries that are missing from the map
 // or differ there, BatchSize per batch syscall, reading the map first when
-// needed (first call, after QueueResync). Entries the map refuses (E2BIG
-// when it is full, say) stay pending for the next call, which tries them
-// again; the others are written all the same, and the error is a
-// *dataplane.PartialError whose errors wrap ErrEntry and name each key. A
+// needed (first call, after QueueResync). Entries the map refuses stay
+// pending for the next call, which tries them again; the others are
+// written all the same, and the error is a *dataplane.PartialError whose
+// errors wrap ErrEntry and name each key, but for the new keys of a full
+// hash map: after the first it refuses (E2BIG), they are not tried, and
+// one error wrapping ErrFull counts them. A
 // failed read wraps ErrRead and writes nothing. With nothing changed it
 // makes no syscall. A nil context means context.Background().
 func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error { return s.apply(ctx, true, false) }
@@ -308,6 +358,11 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 		j := min(i+s.batch, len(keys))
 		s.update(keys[i:j], vals[i:j], &f)
 	}
+	if f.full > 0 {
+		f.failed += f.full
+		f.errs = append([]error{errs.Also(fmt.Errorf("%w: map %s holds its %d entries: %d new entries not written",
+			ErrFull, s.name, s.m.MaxEntries(), f.full), ErrEntry)}, f.errs...)
+	}
 	updateFailed := f.failed
 	for i := 0; i < len(gone); i += s.batch {
 		if err := ctx.Err(); err != nil {
@@ -326,6 +381,9 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 type failures struct {
 	failed int
 	errs   []error
+	// full counts the new keys not written because the map was full: the
+	// one it refused and those not tried after it.
+	full int
 }
 
 func (f *failures) add(err error) {
@@ -344,10 +402,13 @@ func (s *Sync[K, V]) entryError(op string, k K, cause error) error {
 // update writes one chunk: one batch syscall when the kernel takes it
 // whole; when it fails, the entries the kernel reports as written are
 // kept and the rest are written one by one, so one bad entry never holds
-// back the others.
+// back the others. Once a hash map has refused a new key for want of room,
+// the other new keys of the Apply are not tried (each would cost a
+// syscall to be refused the same way) and the keys it holds are
+// overwritten one by one.
 func (s *Sync[K, V]) update(keys []K, vals []V, f *failures) {
 	done := 0
-	if !s.noBatchUpdate {
+	if !s.noBatchUpdate && f.full == 0 {
 		s.stats.Syscalls++
 		n, err := s.m.BatchUpdate(keys, vals, nil)
 		switch {
@@ -366,13 +427,29 @@ func (s *Sync[K, V]) update(keys []K, vals []V, f *failures) {
 		done = n
 	}
 	for i := done; i < len(keys); i++ {
+		if _, has := s.kernel[keys[i]]; f.full > 0 && !has {
+			f.full++ // it would be refused as well
+			continue
+		}
 		s.stats.Syscalls++
 		if err := s.m.Update(keys[i], vals[i], ebpf.UpdateAny); err != nil {
+			if s.isFull(err) {
+				f.full++
+				continue
+			}
 			f.add(s.entryError("update", keys[i], err))
 			continue
 		}
 		s.wrote(keys[i], vals[i])
 	}
+}
+
+// isFull reports whether err is a hash map's refusal of a new key for
+// want of room: E2BIG, as it holds MaxEntries entries (an array's E2BIG is
+// an index out of range, which says nothing of the other keys).
+func (s *Sync[K, V]) isFull(err error) bool {
+	t := s.m.Type()
+	return errors.Is(err, unix.E2BIG) && (t == ebpf.Hash || t == ebpf.HashOfMaps)
 }
 
 func (s *Sync[K, V]) wrote(k K, v V) {
@@ -413,6 +490,9 @@ func (s *Sync[K, V]) remove(keys []K, f *failures) {
 }
 
 func (s *Sync[K, V]) deleted(k K) {
+	if _, has := s.kernel[k]; has {
+		s.stale-- // only keys that are not desired are deleted
+	}
 	delete(s.kernel, k)
 	delete(s.dirty, k)
 	s.stats.Deleted++
@@ -433,6 +513,7 @@ func (s *Sync[K, V]) ensureRead(ctx context.Context) error {
 	}
 	s.stats.Reads++
 	s.kernel = got
+	s.countStale()
 	s.read = true
 	clear(s.dirty)
 	for k, v := range s.desired {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -223,10 +224,12 @@ func (a *attachment) close() {
 }
 
 // Apply implements dataplane.Driver: it turns the changed services into
-// map entries and writes the difference (stale frontends first, then
-// backends, then new frontends, then unused backends, so a frontend never
-// points at a missing backend), and keeps the programs attached to the
-// interfaces that exist.
+// map entries, admitting each service whole or not at all, and writes the
+// difference (stale frontends first, then backends, then new frontends,
+// then unused backends, so a frontend never points at a missing backend),
+// and keeps the programs attached to the interfaces that exist. When the
+// writes free room that a waiting service needs, it is declared and
+// written in the same Apply.
 func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -250,6 +253,8 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		if err := p.makeLinksDir(); err != nil {
 			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w: %w", p.o.Name, ErrLoad, err)
 		}
+		// The maps are read again: a waiting service may fit now.
+		p.retryWaiting()
 	}
 	if !k.adoptedOK {
 		cur, err := k.feSync.Kernel(ctx)
@@ -267,8 +272,37 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		}
 		k.adoptedOK = true
 	}
+	// Admission counts what the maps hold: read them first (only the first
+	// time and after a resync).
+	for _, read := range []func(context.Context) error{k.feSync.Read, k.beSync.Read} {
+		if err := read(ctx); err != nil {
+			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w", p.o.Name, err)
+		}
+	}
+	p.tried = map[string]bool{}
 	p.declare()
+	feUsed, beUsed := k.feSync.Used(), k.beSync.Used()
+	errs := p.writeMaps(ctx)
+	if len(p.waiting) > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed) {
+		// The stale entries deleted made room: the waiting services are
+		// declared again, and the maps written again with those that fit.
+		p.retryWaiting()
+		p.declare()
+		errs = p.writeMaps(ctx)
+	}
+	if err := p.attachAll(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, p.attachCgroup()...)
+	p.warnUnseen()
+	return p.result(errs, p.refusals())
+}
 
+// writeMaps writes the difference between the desired entries and the
+// maps, in an order that never lets a frontend point at a missing backend,
+// and returns the errors of the steps.
+func (p *Proxy) writeMaps(ctx context.Context) []error {
+	k := p.k
 	var errs []error
 	p.uncap()
 	bePending := false
@@ -284,39 +318,95 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			errs = append(errs, err)
 		}
 	}
-	if err := p.attachAll(); err != nil {
-		errs = append(errs, err)
-	}
-	errs = append(errs, p.attachCgroup()...)
-	return p.result(errs)
+	return errs
 }
 
-// result folds the step errors: object-level failures (entries,
-// interfaces) make a PartialError and a retry, anything else fails the
-// driver.
-func (p *Proxy) result(errs []error) (dataplane.ApplyResult, error) {
-	if len(errs) == 0 {
-		p.retry = dataplane.Retry{}
-		return dataplane.ApplyResult{}, nil
-	}
-	var objs []error
-	failed := 0
+// result folds the step errors and the refused services: object-level
+// failures (entries, interfaces) make a PartialError and a retry on a
+// backoff, refused services (see refusals) join the PartialError without
+// a timed retry, and anything else fails the driver.
+func (p *Proxy) result(errs []error, refused *dataplane.PartialError) (dataplane.ApplyResult, error) {
+	pe := &dataplane.PartialError{}
 	for _, err := range errs {
-		var pe *dataplane.PartialError
+		var part *dataplane.PartialError
 		switch {
-		case errors.As(err, &pe):
-			objs = append(objs, pe.Errs...)
-			failed += pe.Failed
+		case errors.As(err, &part):
+			pe.Errs = append(pe.Errs, part.Errs...)
+			pe.Failed += part.Failed
 		case errors.Is(err, ErrAttach):
-			objs = append(objs, err)
-			failed++
+			pe.Errs = append(pe.Errs, err)
+			pe.Failed++
 		default:
 			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w", p.o.Name, errors.Join(errs...))
 		}
 	}
-	now := p.o.Clock.Now()
-	p.retry = p.retry.Failed(dataplane.Backoff{}, now, objs[0])
-	return dataplane.ApplyResult{RetryAfter: p.retry.RetryAfter(now)}, &dataplane.PartialError{Failed: failed, Errs: objs}
+	var res dataplane.ApplyResult
+	if len(pe.Errs) == 0 {
+		p.retry = dataplane.Retry{}
+	} else {
+		now := p.o.Clock.Now()
+		p.retry = p.retry.Failed(dataplane.Backoff{}, now, pe.Errs[0])
+		res.RetryAfter = p.retry.RetryAfter(now)
+	}
+	if refused != nil {
+		pe.Failed += refused.Failed
+		pe.Waiting += refused.Waiting
+		pe.Errs = append(pe.Errs, refused.Errs...)
+	}
+	if len(pe.Errs) == 0 {
+		return res, nil
+	}
+	return res, pe
+}
+
+// maxRefusals is how many errors of services refused for a frontend
+// conflict or for want of an ID an Apply's error keeps, and how many
+// names its error for a full map quotes.
+const maxRefusals = 8
+
+// refusals returns what Apply reports of the services that wait, or nil:
+// one error per service refused for a frontend conflict or for want of a
+// service ID (the first maxRefusals, by text), and one error for all those
+// refused for want of room in the maps (ErrMapFull), whatever their
+// number. The services this Apply declared count as failed, the others as
+// waiting: nothing of theirs is tried again until what held them back
+// changes (a service removed, changed or shrunk, a frontend let go, a
+// resync).
+func (p *Proxy) refusals() *dataplane.PartialError {
+	if len(p.waiting) == 0 {
+		return nil
+	}
+	pe := &dataplane.PartialError{}
+	var full []string
+	for n := range p.waiting {
+		if p.tried[n] {
+			pe.Failed++
+		} else {
+			pe.Waiting++
+		}
+		if err := p.services[n].err; errors.Is(err, ErrMapFull) {
+			full = append(full, n)
+		} else {
+			pe.Errs = append(pe.Errs, err)
+		}
+	}
+	slices.SortFunc(pe.Errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	pe.Errs = pe.Errs[:min(len(pe.Errs), maxRefusals)]
+	if len(full) > 0 {
+		slices.Sort(full)
+		names := make([]string, 0, maxRefusals+1)
+		for _, n := range full[:min(len(full), maxRefusals)] {
+			names = append(names, strconv.Quote(n))
+		}
+		if len(full) > maxRefusals {
+			names = append(names, "…")
+		}
+		k := p.k
+		pe.Errs = append([]error{fmt.Errorf("%w: %d services wait for room (frontends: %d of %d entries used, backends: %d of %d): %s",
+			ErrMapFull, len(full), k.feSync.DesiredLen(), k.fe.MaxEntries(), k.beSync.DesiredLen(), k.be.MaxEntries(),
+			strings.Join(names, ", "))}, pe.Errs...)
+	}
+	return pe
 }
 
 // declare turns the dirty services into desired map entries.
@@ -324,13 +414,11 @@ func (p *Proxy) declare() {
 	if len(p.dirty) == 0 {
 		return
 	}
-	if p.declareNames(p.takeDirty()) {
+	if p.declareNames(p.admissionOrder(p.takeDirty())) {
 		// A service refused for a conflict or for want of an ID may fit now
 		// that another let go of frontends: try those once more.
-		for n := range p.waiting {
-			p.dirty[n] = true
-		}
-		p.declareNames(p.takeDirty())
+		p.retryWaiting()
+		p.declareNames(p.admissionOrder(p.takeDirty()))
 	}
 	k := p.k
 	for id := range k.unclaimed {
@@ -338,6 +426,14 @@ func (p *Proxy) declare() {
 		_ = k.ids.Release(id)
 	}
 	clear(k.unclaimed)
+}
+
+// retryWaiting makes the waiting services dirty, so the next declare tries
+// them again.
+func (p *Proxy) retryWaiting() {
+	for n := range p.waiting {
+		p.dirty[n] = true
+	}
 }
 
 // takeDirty returns the dirty service names, sorted, and clears them.
@@ -353,8 +449,37 @@ func (p *Proxy) takeDirty() []string {
 	return names
 }
 
-// declareNames re-declares the named services and says whether any of them
-// let go of a frontend.
+// admissionOrder orders names, sorted, for declaring: the services whose
+// entries the maps hold (written by this Proxy, or found there at start:
+// served before a restart) first, then the others, each group in name
+// order. A service that is served thus keeps its room when a new one is
+// declared with it, and a restarted Proxy admits the services its
+// predecessor served; the order depends on nothing else.
+func (p *Proxy) admissionOrder(names []string) []string {
+	k := p.k
+	served := make(map[string]bool, len(names))
+	for _, n := range names {
+		s := p.services[n]
+		if s == nil || s.removed {
+			continue
+		}
+		served[n] = len(s.fes) > 0
+		if served[n] || len(k.unclaimed) == 0 {
+			continue
+		}
+		for _, f := range build(s.s, p.nodeAddrs).frontends {
+			if id, ok := k.adopted[f.key]; ok && k.unclaimed[id] {
+				served[n] = true
+				break
+			}
+		}
+	}
+	slices.SortStableFunc(names, func(a, b string) int { return boolOrder(served[a], served[b]) })
+	return names
+}
+
+// declareNames re-declares the named services, in that order, and says
+// whether any of them let go of a frontend.
 func (p *Proxy) declareNames(names []string) (freed bool) {
 	for _, n := range names {
 		s := p.services[n]
@@ -392,11 +517,11 @@ func (p *Proxy) uncap() {
 }
 
 // capFrontends runs after the backends are written and before the
-// frontends: a frontend whose backends were not all written (the backend
-// map full, say) is written counting only the backends the map holds,
-// from ordinal 0 on, so the program never picks a missing one; the
-// others' services are not held back. It only looks when some backend
-// write failed (pending).
+// frontends: a frontend whose backends were not all written (a write the
+// kernel refused although the map had room) is written counting only the
+// backends the map holds, from ordinal 0 on, so the program never picks a
+// missing one; the others' services are not held back. It only looks
+// when some backend write failed (pending).
 func (p *Proxy) capFrontends(pending bool) {
 	k := p.k
 	if !pending {
@@ -439,18 +564,28 @@ func (p *Proxy) withdraw(name string, s *svc) {
 	s.fes, s.bes, s.err = nil, nil, nil
 }
 
-// write declares service s's entries, unless one of its frontends is held
-// by another service.
+// refuse records why service s is not written: it waits (and counts as
+// tried by this Apply) until retryWaiting makes it dirty again.
+func (p *Proxy) refuse(name string, s *svc, err error) {
+	s.err = err
+	p.waiting[name] = true
+	p.tried[name] = true
+}
+
+// write declares service s's entries when all of them can be written:
+// none of its frontends is held by another service, it has a service ID
+// for each family it has frontends of, and the maps have room for all of
+// its entries. Otherwise nothing of it is declared, and it is refused.
 func (p *Proxy) write(name string, s *svc) {
 	e := build(s.s, p.nodeAddrs)
 	for _, f := range e.frontends {
 		if o, held := p.owners[f.key]; held && o != name {
-			s.err = fmt.Errorf("%w: service %q: %v is service %q's", ErrFrontendConflict, name, f.key, o)
-			p.waiting[name] = true
+			p.refuse(name, s, fmt.Errorf("%w: service %q: %v is service %q's", ErrFrontendConflict, name, f.key, o))
 			return
 		}
 	}
 	k := p.k
+	var ids [2]uint32 // by family; 0 for a family without frontends
 	for fam := range 2 {
 		var fes []frontend
 		for _, f := range e.frontends {
@@ -458,7 +593,6 @@ func (p *Proxy) write(name string, s *svc) {
 				fes = append(fes, f)
 			}
 		}
-		bes := e.backends[fam]
 		if len(fes) == 0 {
 			if id := s.ids[fam]; id != 0 {
 				_ = k.ids.Release(id)
@@ -468,23 +602,66 @@ func (p *Proxy) write(name string, s *svc) {
 		}
 		id, err := p.idFor(s, fam, fes)
 		if err != nil {
-			p.withdraw(name, s)
-			s.err = err
-			p.waiting[name] = true
+			p.refuse(name, s, err)
 			return
 		}
-		for _, f := range fes {
-			k.feSync.Set(f.key, feVal{SvcID: id, Count: uint32(len(bes)), LocalCount: e.local[fam], Flags: f.flags})
-			delete(k.capped, f.key)
-			s.fes = append(s.fes, f.key)
-			p.owners[f.key] = name
+		ids[fam] = id
+	}
+	if err := p.room(name, e, ids); err != nil {
+		p.refuse(name, s, err)
+		return
+	}
+	for _, f := range e.frontends {
+		k.feSync.Set(f.key, feVal{SvcID: ids[f.fam], Count: uint32(len(e.backends[f.fam])), LocalCount: e.local[f.fam], Flags: f.flags})
+		delete(k.capped, f.key)
+		s.fes = append(s.fes, f.key)
+		p.owners[f.key] = name
+	}
+	for fam, id := range ids {
+		if id == 0 {
+			continue
 		}
-		for i, b := range bes {
+		for i, b := range e.backends[fam] {
 			key := beKey{SvcID: id, Ordinal: uint32(i)}
 			k.beSync.Set(key, b)
 			s.bes = append(s.bes, key)
 		}
 	}
+}
+
+// room returns nil when the maps have room for all of entries e, of
+// service name whose IDs by family are ids, and otherwise an error
+// wrapping ErrMapFull that says which map lacks room. Only the keys the
+// maps hold nowhere yet take room (maps.Sync.Holds), and the entries to be
+// deleted keep theirs until the end of the Apply (maps.Sync.Used): the
+// backends are written before the stale ones are deleted.
+func (p *Proxy) room(name string, e entries, ids [2]uint32) error {
+	k := p.k
+	fes, bes := 0, 0
+	for _, f := range e.frontends {
+		if !k.feSync.Holds(f.key) {
+			fes++
+		}
+	}
+	for fam, id := range ids {
+		for i := range e.backends[fam] {
+			if id != 0 && !k.beSync.Holds(beKey{SvcID: id, Ordinal: uint32(i)}) {
+				bes++
+			}
+		}
+	}
+	check := func(what, mapName string, capacity uint32, used, need int) error {
+		free := max(0, int(capacity)-used)
+		if need <= free {
+			return nil
+		}
+		return fmt.Errorf("%w: service %q: the %s map %s (%d entries) has room for %d more, the service needs %d",
+			ErrMapFull, name, what, mapName, capacity, free, need)
+	}
+	if err := check("frontend", feMapName, k.fe.MaxEntries(), k.feSync.Used(), fes); err != nil {
+		return err
+	}
+	return check("backend", beMapName, k.be.MaxEntries(), k.beSync.Used(), bes)
 }
 
 // idFor returns the service ID of s for one family: the one it has, the
@@ -525,10 +702,14 @@ func (p *Proxy) linkPin(name, dir string) string {
 	return filepath.Join(p.o.PinDir, linksDir, dir+"_"+name)
 }
 
-// makeLinksDir makes the directory of the attachments' pins, once when the
-// kernel side is opened and again on a resync (someone may have removed
-// it), not on every Apply.
+// makeLinksDir makes the directory of the attachments' pins (and PinDir
+// with it), once when the kernel side is opened and again on a resync
+// (someone may have removed it), not on every Apply. It makes nothing
+// unless PinDir is on a bpffs (maps.ErrNotBPFFS).
 func (p *Proxy) makeLinksDir() error {
+	if err := maps.CheckBPFFS(p.o.PinDir); err != nil {
+		return err
+	}
 	return os.MkdirAll(filepath.Join(p.o.PinDir, linksDir), 0o700)
 }
 
@@ -588,7 +769,7 @@ func (p *Proxy) attachAll() error {
 					continue // a cgroup attachment's (attachCgroup) or not ours
 				}
 				if _, ok := p.links[name]; !ok {
-					_ = os.Remove(filepath.Join(p.o.PinDir, linksDir, e.Name()))
+					_ = detachPinned(filepath.Join(p.o.PinDir, linksDir, e.Name()))
 				}
 			}
 			k.swept = true
@@ -613,10 +794,45 @@ func tcxPinInterface(file string) (name string, ok bool) {
 	return name, true
 }
 
+// unpin detaches the programs from interface name and removes their pins.
 func (p *Proxy) unpin(name string) {
 	for _, dir := range []string{"ingress", "egress"} {
-		_ = os.Remove(p.linkPin(name, dir))
+		_ = detachPinned(p.linkPin(name, dir))
 	}
+}
+
+// detachPinned detaches the attachment pinned at pin and removes the pin.
+// Removing the pin alone is not enough: the kernel detaches the program
+// only when it frees the pin's inode, some time after the removal. A pin
+// that is not an attachment is removed all the same; a missing pin is no
+// error.
+func detachPinned(pin string) error {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	defer l.Close()
+	return detach(l)
+}
+
+// detach detaches l from where it is attached, now, and removes its pin.
+// A kernel that cannot detach a link leaves it to the release of its last
+// reference (the caller's Close, once the pin is gone).
+func detach(l link.Link) error {
+	err := l.Detach()
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("detaching: %w", err)
+	}
+	return errors.Join(err, l.Unpin())
 }
 
 // attach attaches the ingress and egress programs to interface name,
@@ -695,7 +911,7 @@ func pinOrAttach(pin string, here func(*link.Info) bool, prog *ebpf.Program, pro
 		}
 		// Elsewhere (the interface or Options.Cgroup changed) or not
 		// updatable: detach it.
-		_ = old.Unpin()
+		_ = detach(old)
 		_ = old.Close()
 	} else if !errors.Is(err, os.ErrNotExist) {
 		_ = os.Remove(pin)
@@ -727,11 +943,19 @@ func (p *Proxy) Close() error {
 
 // Cleanup detaches the programs from every interface and from the cgroup
 // and removes the maps: everything in Options.PinDir that the Proxy made.
+// When it returns, no program of the Proxy is attached any more.
 // It works on a Proxy that never applied (after a restart, say) and leaves
-// anything else in PinDir alone.
+// anything else in PinDir alone. A PinDir that does not exist has nothing
+// to clean up; one that is not on a bpffs holds nothing of the Proxy's,
+// and Cleanup refuses it (maps.ErrNotBPFFS) without touching it.
 func (p *Proxy) Cleanup(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if _, err := os.Stat(p.o.PinDir); err == nil {
+		if err := maps.CheckBPFFS(p.o.PinDir); err != nil {
+			return fmt.Errorf("%s: cleanup: %w", p.o.Name, err)
+		}
+	}
 	if p.k != nil {
 		p.k.close()
 		p.k = nil
@@ -744,8 +968,8 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 	}
 	for _, e := range entries {
 		if _, ok := tcxPinInterface(e.Name()); ok || isCgroupPin(e.Name()) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
+			if err := detachPinned(filepath.Join(dir, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", e.Name(), err))
 			}
 		}
 	}

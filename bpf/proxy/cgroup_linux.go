@@ -181,11 +181,11 @@ func (p *Proxy) cgroupPin(name string) string {
 	return filepath.Join(p.o.PinDir, linksDir, cgroupPinPrefix+name)
 }
 
-// removeCgroupPins removes the pinned cgroup attachments (which detaches
-// them once no file descriptor holds them).
+// removeCgroupPins detaches the pinned cgroup attachments and removes
+// their pins.
 func (p *Proxy) removeCgroupPins() {
 	for _, h := range cgroupHooks {
-		_ = os.Remove(p.cgroupPin(h.name))
+		_ = detachPinned(p.cgroupPin(h.name))
 	}
 }
 

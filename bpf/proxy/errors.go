@@ -15,9 +15,17 @@ var (
 	// it is written.
 	ErrInvalidService = errors.New("proxy: invalid service")
 	// ErrFrontendConflict reports a service that wants a frontend another
-	// service already has. The service is not written until the frontend
-	// is free; the one that had it first keeps it.
+	// service already has. Nothing of the service is written until the
+	// frontend is free; the one that had it first keeps it. Apply reports
+	// it in its *dataplane.PartialError, and Status in Errors, while the
+	// service waits.
 	ErrFrontendConflict = errors.New("proxy: frontend held by another service")
+	// ErrMapFull reports a service for which the frontend or the backend
+	// map has no room (see Options.Frontends and Options.Backends).
+	// Nothing of the service is written until there is room for all of
+	// its entries. Apply reports all such services in one error of its
+	// *dataplane.PartialError, and Status each in Errors, while they wait.
+	ErrMapFull = errors.New("proxy: map full")
 	// ErrNotSupported reports a kernel or platform without what the Proxy
 	// needs (BPF, TCX attachments).
 	ErrNotSupported = errors.New("proxy: not supported")

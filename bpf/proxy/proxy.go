@@ -43,7 +43,10 @@ type Options struct {
 	Kernel Kernel
 	// PinDir is a directory on a bpffs that holds the Proxy's maps and
 	// attachments (their pins keep them working while no agent runs). One
-	// Proxy per directory; it owns everything in it.
+	// Proxy per directory; it owns everything in it. It (or its nearest
+	// existing parent) must be on a bpffs: the first Apply checks that
+	// before it creates anything (the directory included) and otherwise
+	// fails with an error wrapping ErrLoad and maps.ErrNotBPFFS.
 	PinDir string
 	// HostInterfaces are the node's interfaces that traffic from other
 	// hosts arrives on (the underlay). NodePorts and external IPs are
@@ -80,7 +83,11 @@ type Options struct {
 	// another size found pinned is replaced (the connection map's entries
 	// are then lost, so established connections re-pick a backend).
 	// Connections also sizes the connect-time programs' map of translated
-	// sockets.
+	// sockets. A service takes one frontend entry per frontend (cluster
+	// IP, external IP, node address with its NodePort) and one backend
+	// entry per backend; the services that do not fit wait, whole
+	// (ErrMapFull). The connection maps are LRU maps: when they are full the
+	// kernel evicts the least recently used entries.
 	Frontends, Backends, Connections uint32
 	// Logger receives the Proxy's logs; nil discards them.
 	Logger *slog.Logger
@@ -118,7 +125,10 @@ type Status struct {
 	// programs are attached to it.
 	Interfaces []string
 	// Errors are the services and interfaces that are not programmed, and
-	// why.
+	// why: one line per service that waits (a frontend conflict, no room
+	// in the maps, no service ID) or was malformed, one per interface or
+	// cgroup hook that failed to attach, one per host interface no link
+	// update named, and one when no interface is known at all.
 	Errors []string
 }
 
@@ -153,7 +163,7 @@ type svc struct {
 	// written are the map keys the service has in the desired state.
 	fes     []feKey
 	bes     []beKey
-	err     error // why it is not written (conflict)
+	err     error // why it is not written (conflict, no service ID, no room): it waits
 	removed bool  // a ServiceRemove came: the next Apply withdraws it
 }
 
@@ -185,6 +195,11 @@ type Proxy struct {
 	// frontends (and so of its IDs).
 	owners  map[feKey]string
 	waiting map[string]bool
+	// tried are the services the current Apply declared and refused (the
+	// other waiting ones were not tried again).
+	tried map[string]bool
+	// unseen is what warnUnseen last logged.
+	unseen string
 	// tally is what Status reports of the services, kept up to date by
 	// Apply so that Status costs nothing per service.
 	tally tally
@@ -239,7 +254,7 @@ func New(opts Options) (*Proxy, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Proxy{o: o, log: log, services: map[string]*svc{}, dirty: map[string]bool{},
-		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, waiting: map[string]bool{},
+		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, waiting: map[string]bool{}, tried: map[string]bool{},
 		tally: tally{refused: map[string]string{}}}, nil
 }
 
@@ -411,7 +426,43 @@ func (p *Proxy) Status() Status {
 	}
 	if p.k != nil {
 		st.Interfaces, st.Errors = p.k.attachedNames(), append(st.Errors, p.k.attachErrors()...)
+		st.Errors = append(st.Errors, p.unseenInterfaces()...)
 	}
 	slices.Sort(st.Errors)
 	return st
+}
+
+// unseenInterfaces says which interfaces the programs cannot be attached
+// to for want of a link update: each of Options.HostInterfaces that no
+// update says exists, and, when no interface is known at all, that the
+// programs are attached to none (an agent that does not feed the Proxy
+// its interface monitor's updates).
+func (p *Proxy) unseenInterfaces() []string {
+	var out []string
+	if len(p.links) == 0 {
+		out = append(out, "no interface known: the programs are attached to none "+
+			"(no ifacemonitor.LinkUpdate, through OnUpdate or OnLinkUpdate, named a host interface or a pod interface)")
+	}
+	for _, n := range p.o.HostInterfaces {
+		if _, ok := p.links[n]; !ok {
+			out = append(out, fmt.Sprintf("interface %s: no link update says it exists: the programs are not attached to it", n))
+		}
+	}
+	return out
+}
+
+// warnUnseen logs unseenInterfaces when it changed since the last Apply:
+// a warning while interfaces are missing, once per change.
+func (p *Proxy) warnUnseen() {
+	msgs := p.unseenInterfaces()
+	now := strings.Join(msgs, "; ")
+	if now == p.unseen {
+		return
+	}
+	p.unseen = now
+	if now == "" {
+		p.log.Info("bpf proxy: the interfaces are known", "name", p.o.Name)
+		return
+	}
+	p.log.Warn("bpf proxy: interfaces missing", "name", p.o.Name, "problems", msgs)
 }

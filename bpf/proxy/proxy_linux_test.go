@@ -559,12 +559,24 @@ func TestKernelProxyDriftForeignAndConflicts(t *testing.T) {
 	p.OnUpdate(ServiceUpdate{svc})
 	p.OnUpdate(ServiceUpdate{Service{Name: "other/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)[:1]}})
 	require.NoError(t, p.CompleteDeferredWork(context.Background()))
-	_, err = p.Apply(context.Background())
-	require.NoError(t, err)
+	res, err := p.Apply(context.Background())
+	// The conflict is what Apply reports, as an object that failed; it is
+	// tried again when the frontend is let go, not on a timer.
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe)
+	require.ErrorIs(t, err, ErrFrontendConflict)
+	assert.Equal(t, 1, pe.Failed)
+	assert.Contains(t, err.Error(), "other/web:http")
+	assert.Zero(t, res.RetryAfter)
 	st := p.Status()
 	require.Len(t, st.Errors, 1)
 	assert.Contains(t, st.Errors[0], "other/web:http")
 	assert.Contains(t, st.Errors[0], ErrFrontendConflict.Error())
+	// An Apply that does not try it again counts it as waiting.
+	_, err = p.Apply(context.Background())
+	require.ErrorAs(t, err, &pe)
+	require.ErrorIs(t, err, ErrFrontendConflict)
+	assert.Equal(t, []int{0, 1}, []int{pe.Failed, pe.Waiting})
 	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3, "the first service keeps the frontend")
 
 	// Someone deletes the frontend and overwrites a backend.
@@ -572,7 +584,8 @@ func TestKernelProxyDriftForeignAndConflicts(t *testing.T) {
 	require.NoError(t, p.k.fe.Delete(&key))
 	require.NoError(t, p.k.be.Put(&beKey{SvcID: 1, Ordinal: 0}, &beVal{Addr: addr16(netip.MustParseAddr("192.0.2.1")), Port: port16(1)}))
 	p.QueueResync()
-	apply(t, p)
+	_, err = p.Apply(context.Background())
+	require.ErrorIs(t, err, ErrFrontendConflict, "still waiting")
 	var fv feVal
 	require.NoError(t, p.k.fe.Lookup(&key, &fv))
 	assert.Equal(t, uint32(3), fv.Count)
@@ -623,10 +636,10 @@ func TestKernelProxyMapSizes(t *testing.T) {
 	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
 }
 
-// A backend the map refuses (full) does not leave a frontend counting it:
-// the frontend is written with the backends the map holds, the other
-// services are not held back, and once there is room the service gets all
-// its backends.
+// With a backend map too small for every service, a service that does not
+// fit is not written at all (no frontend counting backends the map does
+// not hold), the others are served whole, and the Apply that removes a
+// service lets the waiting one in: traffic reaches all of its backends.
 func TestKernelProxyBackendMapFull(t *testing.T) {
 	r := newProxyRig(t)
 	o := r.options()
@@ -640,7 +653,7 @@ func TestKernelProxyBackendMapFull(t *testing.T) {
 	p.OnUpdate(ServiceUpdate{a})
 	apply(t, p)
 
-	// b wants two backends; one slot is left.
+	// b wants two backends; one entry is left.
 	clusterB := netip.MustParseAddr("10.96.0.11")
 	b := Service{Name: "b/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterB}, Backends: r.backends(false)[1:]}
 	p.OnUpdate(ServiceUpdate{b})
@@ -648,37 +661,20 @@ func TestKernelProxyBackendMapFull(t *testing.T) {
 	_, err = p.Apply(context.Background())
 	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
-	require.ErrorIs(t, err, maps.ErrEntry)
-
-	// Every frontend counts only backends the map holds.
-	checkCounts := func() map[feKey]feVal {
-		t.Helper()
-		fes := map[feKey]feVal{}
-		var key feKey
-		var val feVal
-		it := p.k.fe.Iterate()
-		for it.Next(&key, &val) {
-			fes[key] = val
-			for i := range val.Count {
-				var bv beVal
-				require.NoError(t, p.k.be.Lookup(&beKey{SvcID: val.SvcID, Ordinal: i}, &bv), "%v counts backend %d", key, i)
-			}
-		}
-		require.NoError(t, it.Err())
-		return fes
-	}
-	fes := checkCounts()
-	keyB := feKey{Addr: addr16(clusterB), Port: port16(80), Proto: 6}
-	assert.Less(t, fes[keyB].Count, uint32(2), "b is written with the backend the map holds, or none")
+	require.ErrorIs(t, err, ErrMapFull)
+	require.NotErrorIs(t, err, maps.ErrEntry, "nothing was refused by the kernel")
+	require.Equal(t, 1, pe.Failed)
+	require.Equal(t, []string{a.Name}, served(t, p))
 	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 30), 3, "a is not held back")
+	st := p.Status()
+	require.Len(t, st.Errors, 1)
+	assert.Contains(t, st.Errors[0], b.Name)
+	assert.Contains(t, st.Errors[0], ErrMapFull.Error())
 
-	// a goes: its backends' room is free at the end of that Apply, and the
-	// next one writes all of b's.
+	// a goes: b gets in in the same Apply.
 	p.OnUpdate(ServiceRemove{Name: a.Name})
-	require.NoError(t, p.CompleteDeferredWork(context.Background()))
-	_, _ = p.Apply(context.Background())
 	apply(t, p)
-	fes = checkCounts()
-	assert.Equal(t, uint32(2), fes[keyB].Count)
+	require.Equal(t, []string{b.Name}, served(t, p))
+	assert.Empty(t, p.Status().Errors)
 	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterB, 80), 30), 2)
 }
