@@ -115,6 +115,41 @@ func Flags[T interface {
 	}
 }
 
+// Report checks that v, a struct that reports errors, marshals to JSON as
+// encoding/json writes its exported fields, except that each field of type
+// error is the error's text, or null when it is nil.
+func Report(t *testing.T, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	var got map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &got), "%s", b)
+	rv := reflect.ValueOf(v)
+	require.Equal(t, reflect.Struct, rv.Kind(), "a struct")
+	want := map[string]json.RawMessage{}
+	errorType := reflect.TypeFor[error]()
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		field := rv.Field(i).Interface()
+		if f.Type == errorType {
+			field = nil
+			if e := rv.Field(i).Interface(); e != nil {
+				field = e.(error).Error()
+			}
+		}
+		w, err := json.Marshal(field)
+		require.NoError(t, err, f.Name)
+		want[f.Name] = w
+	}
+	require.Equal(t, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)), "the fields of %T", v)
+	for name, w := range want {
+		require.JSONEq(t, string(w), string(got[name]), "%T.%s in %s", v, name, b)
+	}
+}
+
 // roundTrip checks that v (the constant name) goes to text and back,
 // directly and through encoding/json, and returns its text.
 func roundTrip[T Value, PT interface {
