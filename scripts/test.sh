@@ -76,6 +76,7 @@ fi
 
 log "doc comments on every exported name"
 go run ./internal/tools/doccheck .
+go run ./internal/tools/enumcheck .
 
 for m in "${modules[@]}"; do
 	log "module $m: go vet"

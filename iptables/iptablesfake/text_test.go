@@ -1,0 +1,25 @@
+package iptablesfake_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/nodeplane/nodeplane/internal/textform/textformtest"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+)
+
+func TestOpText(t *testing.T) {
+	textformtest.Enum(t, ".", map[string]iptablesfake.Op{
+		"OpAny": iptablesfake.OpAny, "OpSave": iptablesfake.OpSave, "OpRestore": iptablesfake.OpRestore, "OpCommand": iptablesfake.OpCommand,
+	})
+}
+
+// TestCallJSON: a Call's Err marshals as its text, not {}.
+func TestCallJSON(t *testing.T) {
+	textformtest.Report(t, iptablesfake.Call{})
+	textformtest.Report(t, iptablesfake.Call{Binary: "iptables-nft-restore", Args: []string{"--noflush"}, Stdin: "*filter\nCOMMIT\n",
+		Op: iptablesfake.OpRestore, Backend: iptables.BackendNFT, Family: ipfamily.IPv4,
+		Err: errors.New("iptables-nft-restore: line 2 failed")})
+}

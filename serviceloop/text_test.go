@@ -1,0 +1,16 @@
+package serviceloop_test
+
+import (
+	"testing"
+
+	"github.com/nodeplane/nodeplane/internal/textform/textformtest"
+	"github.com/nodeplane/nodeplane/serviceloop"
+)
+
+func TestJumpText(t *testing.T) {
+	textformtest.Enum(t, ".", map[string]serviceloop.Jump{"JumpInsert": serviceloop.JumpInsert, "JumpAppend": serviceloop.JumpAppend, "JumpNone": serviceloop.JumpNone})
+}
+
+func TestVerdictText(t *testing.T) {
+	textformtest.Enum(t, ".", map[string]serviceloop.Verdict{"Drop": serviceloop.Drop, "Reject": serviceloop.Reject})
+}
