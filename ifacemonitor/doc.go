@@ -19,8 +19,10 @@
 //			tbl.OnIfaceStateChanged(u.Name, u.Index, u.State) // a routetable.Table
 //			mtuMonitor.Trigger()
 //		},
-//		OnAddrs:  func(name string, addrs []netip.Prefix) { /* … */ },
-//		OnInSync: loop.InterfacesInSync,
+//		OnAddrs:     func(name string, addrs []netip.Prefix) { /* … */ },
+//		WatchRoutes: true, // a route someone else deletes is seen at once
+//		OnRoute:     func(u ifacemonitor.RouteUpdate) { tbl.OnRouteUpdate(u.Route, u.Gone) },
+//		OnInSync:    loop.InterfacesInSync,
 //	})
 //	go func() { errc <- m.Run(ctx) }() // returns once ctx ends
 //

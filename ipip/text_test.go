@@ -1,60 +1,27 @@
 package ipip_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/internal/textform/textformtest"
 	"github.com/nodeplane/nodeplane/ipip"
 )
 
-// TestModeText: every Mode reads back from its text, as a text, a JSON
-// value and a JSON map key; another text is refused with the valid names,
-// and the Mode is left as it was.
+// TestModeText: every Mode reads back from its text (text, JSON value,
+// JSON map key); another text is refused with the valid names, wraps
+// ErrInvalidOptions, and leaves the Mode as it was.
 func TestModeText(t *testing.T) {
-	for _, m := range []ipip.Mode{ipip.Always, ipip.CrossSubnet, ipip.Never} {
-		b, err := m.MarshalText()
-		require.NoError(t, err)
-		require.Equal(t, m.String(), string(b))
-		var got ipip.Mode = 99
-		require.NoError(t, got.UnmarshalText(b))
-		require.Equal(t, m, got)
-		j, err := json.Marshal(map[ipip.Mode]ipip.Mode{m: m})
-		require.NoError(t, err)
-		require.Equal(t, `{"`+m.String()+`":"`+m.String()+`"}`, string(j))
-		var back map[ipip.Mode]ipip.Mode
-		require.NoError(t, json.Unmarshal(j, &back))
-		require.Equal(t, map[ipip.Mode]ipip.Mode{m: m}, back)
-	}
+	textformtest.Enum(t, ".", map[string]ipip.Mode{"Always": ipip.Always, "CrossSubnet": ipip.CrossSubnet, "Never": ipip.Never})
 	m := ipip.CrossSubnet
-	err := m.UnmarshalText([]byte("Always"))
-	require.ErrorIs(t, err, ipip.ErrInvalidOptions)
-	require.EqualError(t, err, `ipip: unknown Mode "Always"; valid: always, cross-subnet, never`)
-	require.Equal(t, ipip.CrossSubnet, m)
-	require.Error(t, json.Unmarshal([]byte(`"sometimes"`), &m))
+	require.ErrorIs(t, m.UnmarshalText([]byte("Always")), ipip.ErrInvalidOptions)
 	require.Equal(t, ipip.CrossSubnet, m)
 }
 
 // TestStatsJSON: the error of the last rejected message marshals as its
 // text (null when none), the other counters as encoding/json writes them.
 func TestStatsJSON(t *testing.T) {
-	j, err := json.Marshal(ipip.Stats{Nodes: 2})
-	require.NoError(t, err)
-	var doc map[string]any
-	require.NoError(t, json.Unmarshal(j, &doc))
-	require.Contains(t, doc, "LastRejected")
-	require.Nil(t, doc["LastRejected"])
-	require.Equal(t, 2.0, doc["Nodes"])
-	require.Contains(t, doc, "Driver")
-
-	bad := ipip.Node{}
-	verr := bad.Validate()
-	require.Error(t, verr)
-	j, err = json.Marshal(ipip.Stats{Rejected: 1, LastRejected: verr})
-	require.NoError(t, err)
-	doc = nil
-	require.NoError(t, json.Unmarshal(j, &doc))
-	require.Equal(t, verr.Error(), doc["LastRejected"])
-	require.Equal(t, 1.0, doc["Rejected"])
+	textformtest.Report(t, ipip.Stats{Nodes: 2})
+	textformtest.Report(t, ipip.Stats{Rejected: 1, LastRejected: (&ipip.Node{}).Validate()})
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
-	"github.com/nodeplane/nodeplane/internal/overlay"
+	"github.com/nodeplane/nodeplane/internal/textform"
 )
 
 // MarshalText returns String's text: "always", "cross-subnet" or "never".
@@ -16,7 +16,7 @@ func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 // anything else is an error wrapping ErrInvalidOptions that names the
 // valid modes, and m is unchanged. It implements encoding.TextUnmarshaler.
 func (m *Mode) UnmarshalText(text []byte) error {
-	v, err := overlay.ParseText("vxlan: unknown Mode", text, Always, CrossSubnet, Never)
+	v, err := textform.Parse(text, Always, CrossSubnet, Never)
 	if err != nil {
 		return errs.Also(err, ErrInvalidOptions)
 	}
@@ -31,5 +31,5 @@ func (s Stats) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		plain
 		LastRejected *string
-	}{plain(s), overlay.ErrorText(s.LastRejected)})
+	}{plain(s), textform.Error(s.LastRejected)})
 }

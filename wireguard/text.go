@@ -1,10 +1,8 @@
 package wireguard
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/textform"
 )
 
 // modes are the Modes, in order.
@@ -19,13 +17,10 @@ func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 // anything else is an error wrapping ErrInvalidOptions that names the
 // valid modes, and m is unchanged. It implements encoding.TextUnmarshaler.
 func (m *Mode) UnmarshalText(text []byte) error {
-	names := make([]string, len(modes))
-	for i, v := range modes {
-		if v.String() == string(text) {
-			*m = v
-			return nil
-		}
-		names[i] = v.String()
+	v, err := textform.Parse(text, modes...)
+	if err != nil {
+		return errs.Also(err, ErrInvalidOptions)
 	}
-	return errs.Also(fmt.Errorf("wireguard: unknown Mode %q; valid: %s", text, strings.Join(names, ", ")), ErrInvalidOptions)
+	*m = v
+	return nil
 }
