@@ -36,6 +36,6 @@ func TestEventJSON(t *testing.T) {
 	}
 	b, err := json.Marshal(kernel.Event{Resync: &resync})
 	require.NoError(t, err)
-	require.JSONEq(t, fmt.Sprintf(`{"Link":null,"Addr":null,"Route":null,"Err":null,
+	require.JSONEq(t, fmt.Sprintf(`{"Link":null,"Addr":null,"Route":null,"Barrier":null,"Err":null,
 		"Resync":{"Kinds":"links|addrs","Reason":%q}}`, reason.Error()), string(b))
 }
