@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,6 +49,9 @@ func (s *applyState) err() error {
 	if s.failed+s.waiting == 0 {
 		return nil
 	}
+	// The order of the work is a map's: sort, so that the same failures
+	// read the same from one Apply to the next.
+	slices.SortFunc(s.errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return &ApplyError{Failed: s.failed, Waiting: s.waiting, Errors: s.errs}
 }
 

@@ -110,9 +110,9 @@ type ApplyError struct {
 	// Waiting is the number of objects that failed before and wait for
 	// their next attempt.
 	Waiting int
-	// Errors are the first MaxReportedErrors object errors (*RouteError
-	// for routes; errors wrapping ErrNeighbor or ErrConntrack for the
-	// rest).
+	// Errors are the first MaxReportedErrors object errors, sorted by
+	// their text (*RouteError for routes; errors wrapping ErrNeighbor or
+	// ErrConntrack for the rest).
 	Errors []error
 }
 
