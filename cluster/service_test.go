@@ -42,9 +42,13 @@ func TestServiceValidate(t *testing.T) {
 			`cluster: invalid service "default/web:80": frontend address fe80::1%eth0: not a unicast address without zone`},
 		{with(func(s *cluster.Service) { s.ClusterIPs = []netip.Addr{netip.MustParseAddr("::ffff:10.96.0.1")} }),
 			`cluster: invalid service "default/web:80": frontend address ::ffff:10.96.0.1: not a unicast address without zone`},
-		{with(func(s *cluster.Service) { s.Backends = []cluster.Backend{{Addr: netip.MustParseAddrPort("10.244.1.5:0")}} }),
+		{with(func(s *cluster.Service) {
+			s.Backends = []cluster.Backend{{Addr: netip.MustParseAddrPort("10.244.1.5:0")}}
+		}),
 			`cluster: invalid service "default/web:80": backend 10.244.1.5:0: no address or port 0`},
-		{with(func(s *cluster.Service) { s.Backends = []cluster.Backend{{Addr: netip.MustParseAddrPort("0.0.0.0:80")}} }),
+		{with(func(s *cluster.Service) {
+			s.Backends = []cluster.Backend{{Addr: netip.MustParseAddrPort("0.0.0.0:80")}}
+		}),
 			`cluster: invalid service "default/web:80": backend 0.0.0.0:80: not a unicast address without zone`},
 	} {
 		err := tc.s.Validate()
