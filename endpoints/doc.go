@@ -5,8 +5,8 @@
 //
 // # What it owns
 //
-// For each endpoint of its IP family (EndpointUpdate: an ID, the host-side
-// interface's name, the pod's addresses and MAC), one Manager:
+// For each endpoint of its IP family (a cluster.Endpoint: an ID, the
+// host-side interface's name, the pod's addresses and MAC), one Manager:
 //
 //   - declares, on the route table it is given, a route to each address
 //     through the interface (scope link), in its RouteClass, and with
@@ -43,16 +43,19 @@
 //	mon, _ := ifacemonitor.New(ifacemonitor.Options{Kernel: ns,
 //		OnLinkState: func(u ifacemonitor.LinkUpdate) { _ = loop.Send(ctx, u) },
 //		OnInSync:    loop.InterfacesInSync})
-//	_ = loop.Send(ctx, endpoints.EndpointUpdate{ID: "default/web-0", Iface: "cali1234",
+//	_ = loop.Send(ctx, cluster.Endpoint{ID: "default/web-0", Iface: "cali1234",
 //		Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32")}, MAC: podMAC})
 //
-// Both families' managers can be given every message; each takes its own
-// family's addresses, and an endpoint with none of them is not its. A
-// malformed endpoint (no ID, an interface name the kernel refuses, an
-// address with host bits set, a bad MAC) changes nothing: its status is
-// StateError and the next CompleteDeferredWork reports it once, wrapping
-// ErrInvalidEndpoint. EndpointUpdate.Validate checks a message before it is
-// sent.
+// Messages are the cluster vocabulary's cluster.Endpoint (declare or
+// change an endpoint, by ID; its floating IPs are the floatingips
+// manager's) and cluster.EndpointRemove. Both families' managers can be
+// given every message; each takes its own family's addresses, and an
+// endpoint with none of them is not its. A malformed endpoint (no ID, an
+// interface name the kernel refuses, an address with host bits set, a bad
+// MAC or floating IP) changes nothing: its status is StateError and the
+// next CompleteDeferredWork reports it once, wrapping ErrInvalidEndpoint
+// and cluster.ErrInvalid. cluster.Endpoint.Validate checks a message before
+// it is sent.
 //
 // OnUpdate does no I/O. CompleteDeferredWork lists the interfaces on its
 // first call and after QueueResync (the Manager is a dataplane.Resyncer,

@@ -3,7 +3,6 @@ package endpoints
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
@@ -72,7 +72,7 @@ type Options struct {
 
 // endpoint is one endpoint of the Manager's family.
 type endpoint struct {
-	u        EndpointUpdate // Addrs of the family only, sorted
+	u        cluster.Endpoint // Addrs of the family only, sorted; no FloatingIPs
 	routesOK bool           // an Apply since the routes were declared named no failure of them
 	routeErr error          // the failure it named
 }
@@ -161,11 +161,11 @@ func (m *Manager) Statuses() []Status {
 // StateError and the next CompleteDeferredWork reports it once.
 func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
-	case EndpointUpdate:
+	case cluster.Endpoint:
 		m.update(msg)
-	case EndpointRemove:
-		if msg.ID == "" {
-			m.report = append(m.report, fmt.Errorf("%w: remove with an empty ID", ErrInvalidEndpoint))
+	case cluster.EndpointRemove:
+		if err := msg.Validate(); err != nil {
+			m.report = append(m.report, managerutil.Refused(ErrInvalidEndpoint, err))
 			return
 		}
 		delete(m.invalid, msg.ID)
@@ -175,8 +175,9 @@ func (m *Manager) OnUpdate(msg any) {
 	}
 }
 
-func (m *Manager) update(u EndpointUpdate) {
+func (m *Manager) update(u cluster.Endpoint) {
 	if err := u.Validate(); err != nil {
+		err = managerutil.Refused(ErrInvalidEndpoint, err)
 		m.report = append(m.report, err)
 		if u.ID != "" {
 			m.invalid[u.ID] = err
@@ -196,7 +197,7 @@ func (m *Manager) update(u EndpointUpdate) {
 	}
 	slices.SortFunc(addrs, netip.Prefix.Compare)
 	addrs = slices.Compact(addrs)
-	u.Addrs, u.MAC = addrs, slices.Clone(u.MAC)
+	u.Addrs, u.MAC, u.FloatingIPs = addrs, slices.Clone(u.MAC), nil
 	old := m.eps[u.ID]
 	if old != nil && old.u.Iface == u.Iface && slices.Equal(old.u.Addrs, addrs) && slices.Equal(old.u.MAC, u.MAC) {
 		return

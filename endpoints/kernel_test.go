@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/endpoints"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
@@ -148,7 +149,7 @@ func TestKernelEndpointRoutesComeBack(t *testing.T) {
 		OnInSync:    loop.InterfacesInSync,
 	})
 
-	managertest.Send(t, loop, endpoints.EndpointUpdate{ID: "default/pod1", Iface: "npveth1",
+	managertest.Send(t, loop, cluster.Endpoint{ID: "default/pod1", Iface: "npveth1",
 		Addrs: []netip.Prefix{podV4, podV6}, MAC: podEthMAC})
 	loop.DatastoreInSync()
 

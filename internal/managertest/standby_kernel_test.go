@@ -181,9 +181,9 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 			cluster.Pool{ID: "host1-v4", CIDR: host1.PodCIDRv4, Masquerade: true},
 			cluster.Pool{ID: "host1-v6", CIDR: host1.PodCIDRv6, Masquerade: true},
 			serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:96::/112")}},
-			floatingips.EndpointUpdate{ID: "pod1", NATs: []floatingips.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: pod.IPv4}}},
-			endpoints.EndpointUpdate{ID: "pod1", Iface: pod.HostVeth, Addrs: []netip.Prefix{
-				netip.PrefixFrom(pod.IPv4, 32), netip.PrefixFrom(pod.IPv6, 128)}},
+			cluster.Endpoint{ID: "pod1", Iface: pod.HostVeth, Addrs: []netip.Prefix{
+				netip.PrefixFrom(pod.IPv4, 32), netip.PrefixFrom(pod.IPv6, 128)},
+				FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: pod.IPv4}}},
 		)
 		loop.DatastoreInSync()
 
