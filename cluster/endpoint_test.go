@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -73,4 +74,25 @@ func TestEndpointValidate(t *testing.T) {
 	err := cluster.EndpointRemove{}.Validate()
 	require.ErrorIs(t, err, cluster.ErrInvalid)
 	require.EqualError(t, err, "cluster: invalid endpoint remove: empty ID")
+}
+
+// Validate checks a message before it is sent; the endpoint and floating IP
+// managers refuse the same endpoints, and change nothing for them.
+func ExampleEndpoint_Validate() {
+	web := cluster.Endpoint{ID: "default/web-0", Iface: "cali1234",
+		Addrs:       []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32")},
+		FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("10.244.1.5")}}}
+	fmt.Println(web.Validate())
+
+	wide := web
+	wide.Addrs = []netip.Prefix{netip.MustParsePrefix("10.244.1.5/24")}
+	fmt.Println(wide.Validate())
+
+	mixed := web
+	mixed.FloatingIPs = []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("fd00::5")}}
+	fmt.Println(mixed.Validate())
+	// Output:
+	// <nil>
+	// cluster: invalid endpoint "default/web-0": 10.244.1.5/24 has host bits set (the network is 10.244.1.0/24)
+	// cluster: invalid endpoint "default/web-0": floating IP 198.51.100.10 and fd00::5 are of different families
 }

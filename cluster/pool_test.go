@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -39,4 +40,14 @@ func TestPoolValidate(t *testing.T) {
 	err = cluster.PoolRemove{}.Validate()
 	require.ErrorIs(t, err, cluster.ErrInvalid)
 	require.EqualError(t, err, "cluster: invalid pool remove: empty ID")
+}
+
+// Validate checks a message before it is sent: a CIDR with host bits set is
+// refused (the masquerade manager would refuse it too, and change nothing).
+func ExamplePool_Validate() {
+	fmt.Println(cluster.Pool{ID: "pods", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true}.Validate())
+	fmt.Println(cluster.Pool{ID: "pods", CIDR: netip.MustParsePrefix("10.244.0.1/16")}.Validate())
+	// Output:
+	// <nil>
+	// cluster: invalid pool "pods": 10.244.0.1/16 has host bits set (the network is 10.244.0.0/16)
 }

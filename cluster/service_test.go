@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -79,4 +80,39 @@ func TestProtocolText(t *testing.T) {
 	var s cluster.Service
 	require.NoError(t, json.Unmarshal([]byte(`{"Name":"dns","Protocol":"UDP","Port":53}`), &s))
 	require.Equal(t, cluster.UDP, s.Protocol)
+}
+
+// Validate checks a Service before it is sent; the service proxy
+// (package bpf/proxy) refuses the same services, and changes nothing for
+// them.
+func ExampleService_Validate() {
+	web := cluster.Service{
+		Name:       "default/web:http",
+		Port:       80,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+		Backends:   []cluster.Backend{{Addr: netip.MustParseAddrPort("10.244.1.7:8080")}},
+	}
+	fmt.Println(web.Validate())
+
+	noPort := web
+	noPort.Port = 0
+	fmt.Println(noPort.Validate())
+
+	sctp := web
+	sctp.Protocol = 132
+	fmt.Println(sctp.Validate())
+
+	linkLocal := web
+	linkLocal.ExternalIPs = []netip.Addr{netip.MustParseAddr("fe80::1%eth0")}
+	fmt.Println(linkLocal.Validate())
+
+	noTargetPort := web
+	noTargetPort.Backends = []cluster.Backend{{Addr: netip.AddrPortFrom(netip.MustParseAddr("10.244.1.7"), 0)}}
+	fmt.Println(noTargetPort.Validate())
+	// Output:
+	// <nil>
+	// cluster: invalid service "default/web:http": port 0
+	// cluster: invalid service "default/web:http": protocol 132 is neither TCP nor UDP
+	// cluster: invalid service "default/web:http": frontend address fe80::1%eth0: not a unicast address without zone
+	// cluster: invalid service "default/web:http": backend 10.244.1.7:0: no address or port 0
 }

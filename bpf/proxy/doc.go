@@ -43,21 +43,21 @@
 //		MasqueradeMark: 0x4000, MasqueradeMask: 0x4000})
 //	_ = loop.AddManager(p)
 //	_ = loop.AddDriver(p)
-//	_ = loop.Send(ctx, proxy.ServiceUpdate{Service: proxy.Service{Name: "default/web:http",
-//		Port: 80, ClusterIPs: []netip.Addr{cip}, Backends: backends}})
+//	_ = loop.Send(ctx, cluster.Service{Name: "default/web:http",
+//		Port: 80, ClusterIPs: []netip.Addr{cip}, Backends: backends})
 //
-// The messages are ServiceUpdate (declare or replace a service, by name),
-// ServiceRemove, NodeAddrsUpdate (the node's addresses, where NodePorts
-// answer) and ifacemonitor.LinkUpdate (wire an interface monitor's updates
+// The messages are the cluster vocabulary's cluster.Service (declare or
+// replace a service, by name), cluster.ServiceRemove, cluster.NodeAddrs
+// (the node's addresses, where NodePorts answer) and ifacemonitor.LinkUpdate (wire an interface monitor's updates
 // to the loop, or call OnLinkUpdate from its callback, which also wakes the
 // loop: the Proxy attaches its programs to the wanted interfaces as they
 // appear, and follows a name that comes back with a new index; while it
 // knows no interface, or a host interface no update named, Status says so
 // and the log has a warning). A
-// Service is one port of a Kubernetes service; Service.Validate checks it
-// before it is sent. A malformed message changes nothing and is reported
+// cluster.Service is one port of a Kubernetes service; its Validate checks
+// it before it is sent. A malformed message changes nothing and is reported
 // once, by the next CompleteDeferredWork, with an error wrapping
-// ErrInvalidService. Apply writes only the difference into the maps
+// ErrInvalidService and cluster.ErrInvalid. Apply writes only the difference into the maps
 // (package bpf/maps batches the writes; an Apply with nothing new makes no
 // map syscall), in an order that never lets a frontend point at a missing
 // backend. A service is written whole or not at all: nothing of it is

@@ -12,9 +12,11 @@ import (
 	"sync"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/ifname"
+	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -96,25 +98,6 @@ type Options struct {
 	Clock clock.Clock
 }
 
-// ServiceUpdate declares or replaces a service, by name.
-type ServiceUpdate struct {
-	// Service is the service as it is now.
-	Service Service
-}
-
-// ServiceRemove removes a service by name; an unknown name is no error.
-type ServiceRemove struct {
-	// Name is the name of the service to remove.
-	Name string
-}
-
-// NodeAddrsUpdate gives the node's own addresses, the ones NodePorts
-// answer on. Each message replaces the previous list.
-type NodeAddrsUpdate struct {
-	// Addrs are the node's addresses.
-	Addrs []netip.Addr
-}
-
 // Status is a snapshot of what the Proxy has programmed.
 type Status struct {
 	// Services is the number of services written; Frontends and Backends
@@ -158,7 +141,7 @@ func (t *tally) add(name string, s *svc, sign int) {
 
 // svc is one service as the Proxy tracks it.
 type svc struct {
-	s   Service
+	s   cluster.Service
 	ids [2]uint32 // by famIndex, once allocated (IDs are never 0)
 	// written are the map keys the service has in the desired state.
 	fes     []feKey
@@ -294,17 +277,20 @@ func (p *Proxy) MasqueradeRule() (r netfilter.Rule, ok bool) {
 	}, true
 }
 
-// OnUpdate records a message: ServiceUpdate, ServiceRemove,
-// NodeAddrsUpdate, and ifacemonitor.LinkUpdate for the interfaces the
+// OnUpdate records a message of the cluster vocabulary: cluster.Service
+// (declare or replace a service, by name), cluster.ServiceRemove and
+// cluster.NodeAddrs (the addresses NodePorts answer on; each replaces the
+// last), and ifacemonitor.LinkUpdate for the interfaces the
 // programs go on. Others are ignored. A malformed message changes nothing
 // and is reported by the next CompleteDeferredWork.
 func (p *Proxy) OnUpdate(msg any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch m := msg.(type) {
-	case ServiceUpdate:
-		s := m.Service
+	case cluster.Service:
+		s := m
 		if err := s.Validate(); err != nil {
+			err = managerutil.Refused(ErrInvalidService, err)
 			p.report = append(p.report, err)
 			if s.Name != "" {
 				p.invalid[s.Name] = err
@@ -320,9 +306,9 @@ func (p *Proxy) OnUpdate(msg any) {
 		}
 		old.s, old.removed = s, false
 		p.dirty[s.Name] = true
-	case ServiceRemove:
-		if m.Name == "" {
-			p.report = append(p.report, fmt.Errorf("%w: remove with an empty name", ErrInvalidService))
+	case cluster.ServiceRemove:
+		if err := m.Validate(); err != nil {
+			p.report = append(p.report, managerutil.Refused(ErrInvalidService, err))
 			return
 		}
 		delete(p.invalid, m.Name)
@@ -330,15 +316,12 @@ func (p *Proxy) OnUpdate(msg any) {
 			s.removed = true
 			p.dirty[m.Name] = true
 		}
-	case NodeAddrsUpdate:
-		var addrs []netip.Addr
-		for _, a := range m.Addrs {
-			if err := checkFrontendAddr(a); err != nil {
-				p.report = append(p.report, fmt.Errorf("%w: node address: %w", ErrInvalidService, err))
-				return
-			}
-			addrs = append(addrs, a)
+	case cluster.NodeAddrs:
+		if err := m.Validate(); err != nil {
+			p.report = append(p.report, managerutil.Refused(ErrInvalidService, err))
+			return
 		}
+		addrs := slices.Clone(m.Addrs)
 		slices.SortFunc(addrs, netip.Addr.Compare)
 		addrs = slices.Compact(addrs)
 		if slices.Equal(addrs, p.nodeAddrs) {
