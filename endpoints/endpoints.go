@@ -13,7 +13,6 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -73,8 +72,8 @@ type Options struct {
 // endpoint is one endpoint of the Manager's family.
 type endpoint struct {
 	u        cluster.Endpoint // Addrs of the family only, sorted; no FloatingIPs
-	routesOK bool           // an Apply since the routes were declared named no failure of them
-	routeErr error          // the failure it named
+	routesOK bool             // an Apply since the routes were declared named no failure of them
+	routeErr error            // the failure it named
 }
 
 // link is what the Manager knows of an interface.
@@ -153,12 +152,10 @@ func (m *Manager) Statuses() []Status {
 	return managerutil.SortedValues(m.statuses, func(a, b Status) int { return strings.Compare(a.ID, b.ID) })
 }
 
-// OnUpdate records EndpointUpdate, EndpointRemove and
-// ifacemonitor.LinkUpdate messages; it ignores every other type. It does no
-// I/O: interface states are also passed to the route table
-// (Routes.OnIfaceStateChanged), which only queues them. An invalid
-// endpoint message changes nothing: the endpoint's status becomes
-// StateError and the next CompleteDeferredWork reports it once.
+// OnUpdate records cluster.Endpoint and cluster.EndpointRemove messages;
+// it ignores every other type. It does no I/O. An invalid endpoint message
+// changes nothing: the endpoint's status becomes StateError and the next
+// CompleteDeferredWork reports it once.
 func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
 	case cluster.Endpoint:
@@ -170,10 +167,18 @@ func (m *Manager) OnUpdate(msg any) {
 		}
 		delete(m.invalid, msg.ID)
 		m.remove(msg.ID)
-	case ifacemonitor.LinkUpdate:
-		m.setLink(msg.Name, msg.Index, msg.State)
 	}
 }
+
+// OnLink records an interface's state (dataplane.InterfaceObserver: the
+// loop calls it for every link update it is given) and passes it to the
+// route table (Routes.OnIfaceStateChanged), which only queues it. It does
+// no I/O.
+func (m *Manager) OnLink(l kernel.Link, state kernel.LinkState) { m.setLink(l.Name, l.Index, state) }
+
+// OnAddrs does nothing: an interface's addresses are not the Manager's
+// business. It completes dataplane.InterfaceObserver.
+func (m *Manager) OnAddrs(string, []netip.Prefix) {}
 
 func (m *Manager) update(u cluster.Endpoint) {
 	if err := u.Validate(); err != nil {
@@ -527,6 +532,7 @@ func sameErr(a, b error) bool {
 }
 
 var (
-	_ dataplane.Manager  = (*Manager)(nil)
-	_ dataplane.Resyncer = (*Manager)(nil)
+	_ dataplane.Manager           = (*Manager)(nil)
+	_ dataplane.Resyncer          = (*Manager)(nil)
+	_ dataplane.InterfaceObserver = (*Manager)(nil)
 )

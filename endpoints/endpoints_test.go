@@ -16,7 +16,6 @@ import (
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/endpoints"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
@@ -62,6 +61,10 @@ func newRig(t *testing.T, f ipfamily.Family, mutate func(*endpoints.Options)) *r
 func (r *rig) pass(msgs ...any) ([]endpoints.Status, dataplane.ApplyResult, error) {
 	r.t.Helper()
 	for _, msg := range msgs {
+		if lm, ok := msg.(linkMsg); ok {
+			r.m.OnLink(lm.link, lm.state) // as the loop delivers it
+			continue
+		}
 		r.m.OnUpdate(msg)
 	}
 	r.statuses = nil
@@ -86,12 +89,18 @@ func (r *rig) veth(name string) kernel.Link {
 	return l
 }
 
-func (r *rig) linkUpdate(name string) ifacemonitor.LinkUpdate {
+// linkMsg is a link update, which pass gives the Manager's OnLink.
+type linkMsg struct {
+	link  kernel.Link
+	state kernel.LinkState
+}
+
+func (r *rig) linkUpdate(name string) linkMsg {
 	l, ok := r.ns.Link(name)
 	if !ok {
-		return ifacemonitor.LinkUpdate{Name: name, State: kernel.LinkGone}
+		return linkMsg{kernel.Link{Name: name}, kernel.LinkGone}
 	}
-	return ifacemonitor.LinkUpdate{Name: name, Index: l.Index, State: l.State(), Kind: l.Kind, MTU: l.MTU}
+	return linkMsg{l, l.State()}
 }
 
 func (r *rig) addr(n int) netip.Prefix {

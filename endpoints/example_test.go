@@ -17,8 +17,9 @@ import (
 
 // One family's Manager and its route table on a loop, for a pod whose veth
 // the CNI plugin made. The namespace here is kernelfake's; an agent opens
-// the real one with kernel.Open and feeds ifacemonitor's link updates to
-// the loop (see the package documentation).
+// the real one with kernel.Open and wires an interface monitor to the loop,
+// which hands its link updates to the Manager (see the package
+// documentation).
 func Example() {
 	ns := kernelfake.New(kernelfake.Options{})
 	veth, _ := ns.AddLink(context.Background(), kernel.Link{Name: "cali1", Kind: kernel.KindVeth, Veth: &kernel.Veth{PeerName: "pod-eth0"}})

@@ -165,8 +165,9 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 		loop := managertest.StartLoop(t, dataplane.Options{Inactive: true, Metrics: watch}, managers, drivers...)
 		mon, err := ifacemonitor.New(ifacemonitor.Options{
 			Kernel:      k.Namespace,
-			OnLinkState: func(u ifacemonitor.LinkUpdate) { _ = loop.Send(ctx, u) },
+			OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
 			OnAddrs: func(name string, addrs []netip.Prefix) {
+				loop.OnAddrs(name, addrs)
 				_ = loop.Send(ctx, hostips.InterfaceAddrs{Name: name, Addrs: addrs})
 			},
 			OnInSync: loop.InterfacesInSync,
