@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/cluster"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -128,7 +127,7 @@ func (r *connBenchRig) bpfServices(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	for _, l := range links {
-		p.OnUpdate(ifacemonitor.LinkUpdate{Name: l.Name, Index: l.Index, State: l.State()})
+		p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
 	}
 	p.OnUpdate(cluster.NodeAddrs{Addrs: h.UnderlayAddrs()})
 	for i := range n {

@@ -21,7 +21,6 @@ import (
 
 	"github.com/nodeplane/nodeplane/bpf/maps"
 	"github.com/nodeplane/nodeplane/cluster"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -133,7 +132,7 @@ func TestKernelContractApplyDetachesBeforeReturning(t *testing.T) {
 	require.NotEmpty(t, on(attachedPrograms(t, r.ns, cg.fd, ids), veth+"/"))
 	holdPins(t, p)
 
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: veth, Index: l.Index, State: kernel.LinkGone})
+	p.OnLink(kernel.Link{Name: veth, Index: l.Index}, kernel.LinkGone)
 	apply(t, p)
 	require.Empty(t, on(attachedPrograms(t, r.ns, cg.fd, ids), veth+"/"), "attached to a gone interface after Apply returned")
 	require.NoError(t, p.Close())
@@ -222,7 +221,7 @@ func TestKernelContractNoInterfaceKnown(t *testing.T) {
 
 	l, err := kns.LinkByName(context.Background(), "eth0")
 	require.NoError(t, err)
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "eth0", Index: l.Index, State: l.State()})
+	p.OnLink(kernel.Link{Name: "eth0", Index: l.Index}, l.State())
 	apply(t, p)
 	st = p.Status()
 	require.Equal(t, []string{"eth0"}, st.Interfaces)

@@ -50,7 +50,8 @@ func Example() {
 	_ = loop.AddDriver(p)
 	mon, _ := ifacemonitor.New(ifacemonitor.Options{
 		Kernel:      ns,
-		OnLinkState: func(u ifacemonitor.LinkUpdate) { _ = loop.Send(ctx, u) },
+		OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
+		OnAddrs:     loop.OnAddrs,
 		OnInSync:    loop.InterfacesInSync,
 	})
 	go func() { _ = mon.Run(ctx) }()

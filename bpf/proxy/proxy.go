@@ -14,7 +14,6 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/ifname"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -186,7 +185,6 @@ type Proxy struct {
 	// tally is what Status reports of the services, kept up to date by
 	// Apply so that Status costs nothing per service.
 	tally tally
-	wake  func()
 
 	retry  dataplane.Retry // of the entries and interfaces that failed
 	k      *kstate         // the kernel side: maps, program, attachments (nil until the first Apply)
@@ -255,13 +253,6 @@ func (p *Proxy) Name() string { return p.o.Name }
 // other drivers write.
 func (p *Proxy) Phase() dataplane.Phase { return dataplane.PhaseTables }
 
-// SetWake implements dataplane.Wakeable.
-func (p *Proxy) SetWake(wake func()) {
-	p.mu.Lock()
-	p.wake = wake
-	p.mu.Unlock()
-}
-
 // MasqueradeRule is the netfilter rule an agent puts in its nat table's
 // POSTROUTING (or a chain it jumps to from there) when it sets
 // Options.MasqueradeMark: masquerade the packets the program marked. ok is
@@ -280,9 +271,8 @@ func (p *Proxy) MasqueradeRule() (r netfilter.Rule, ok bool) {
 // OnUpdate records a message of the cluster vocabulary: cluster.Service
 // (declare or replace a service, by name), cluster.ServiceRemove and
 // cluster.NodeAddrs (the addresses NodePorts answer on; each replaces the
-// last), and ifacemonitor.LinkUpdate for the interfaces the
-// programs go on. Others are ignored. A malformed message changes nothing
-// and is reported by the next CompleteDeferredWork.
+// last). Others are ignored. A malformed message changes nothing and is
+// reported by the next CompleteDeferredWork.
 func (p *Proxy) OnUpdate(msg any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -333,34 +323,36 @@ func (p *Proxy) OnUpdate(msg any) {
 				p.dirty[name] = true
 			}
 		}
-	case ifacemonitor.LinkUpdate:
-		host, ok := p.wanted(m.Name)
-		if !ok {
-			return
-		}
-		if m.State == kernel.LinkGone {
-			delete(p.links, m.Name)
-		} else {
-			p.links[m.Name] = iface{index: m.Index, host: host}
-		}
 	}
 }
 
-// OnLinkUpdate records an interface's state as OnUpdate does and wakes the
-// loop when the interface is one the programs go on. It is for an
-// interface monitor's callback and safe from any goroutine.
-func (p *Proxy) OnLinkUpdate(u ifacemonitor.LinkUpdate) {
-	if _, ok := p.wanted(u.Name); !ok {
+// OnLink records the state of an interface the programs go on (one of
+// Options.HostInterfaces, or a name with one of
+// Options.PodInterfacePrefixes) and ignores the others. It implements
+// dataplane.InterfaceObserver: the loop calls it for every link update it
+// is given, and runs an apply pass after, which attaches the programs to an
+// interface that appeared and follows a name that comes back with a new
+// index.
+func (p *Proxy) OnLink(l kernel.Link, state kernel.LinkState) {
+	host, ok := p.wanted(l.Name)
+	if !ok {
 		return
 	}
-	p.OnUpdate(u)
 	p.mu.Lock()
-	wake := p.wake
-	p.mu.Unlock()
-	if wake != nil {
-		wake()
+	defer p.mu.Unlock()
+	if state == kernel.LinkGone {
+		delete(p.links, l.Name)
+	} else {
+		p.links[l.Name] = iface{index: l.Index, host: host}
 	}
 }
+
+// OnAddrs does nothing: the Proxy attaches to interfaces whatever their
+// addresses (NodePorts answer on cluster.NodeAddrs). It completes
+// dataplane.InterfaceObserver.
+func (p *Proxy) OnAddrs(string, []netip.Prefix) {}
+
+var _ dataplane.InterfaceObserver = (*Proxy)(nil)
 
 // wanted says whether the programs go on interface name, and as a host
 // interface or a pod's.
@@ -424,7 +416,7 @@ func (p *Proxy) unseenInterfaces() []string {
 	var out []string
 	if len(p.links) == 0 {
 		out = append(out, "no interface known: the programs are attached to none "+
-			"(no ifacemonitor.LinkUpdate, through OnUpdate or OnLinkUpdate, named a host interface or a pod interface)")
+			"(no link update the loop handed to OnLink named a host interface or a pod interface)")
 	}
 	for _, n := range p.o.HostInterfaces {
 		if _, ok := p.links[n]; !ok {

@@ -25,7 +25,6 @@ import (
 	"github.com/nodeplane/nodeplane/bpf/maps"
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -174,7 +173,7 @@ func (r *proxyRig) feed(t *testing.T, p *Proxy) {
 	links, err := r.ns.Links(context.Background())
 	require.NoError(t, err)
 	for _, l := range links {
-		p.OnUpdate(ifacemonitor.LinkUpdate{Name: l.Name, Index: l.Index, State: l.State()})
+		p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
 	}
 	p.OnUpdate(cluster.NodeAddrs{Addrs: r.topo.Hosts[0].UnderlayAddrs()})
 }
@@ -400,7 +399,7 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	// go, and the client's connections are no longer translated.
 	l, err := r.ns.LinkByName(context.Background(), client.HostVeth)
 	require.NoError(t, err)
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: client.HostVeth, Index: l.Index, State: kernel.LinkGone})
+	p.OnLink(kernel.Link{Name: client.HostVeth, Index: l.Index}, kernel.LinkGone)
 	apply(t, p)
 	assert.NotContains(t, p.Status().Interfaces, client.HostVeth)
 	_, err = os.Stat(filepath.Join(r.pinDir, linksDir, "ingress_"+client.HostVeth))
@@ -411,7 +410,7 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond, "no translation on a gone interface")
 
 	// It is back: attached again, translated again.
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: client.HostVeth, Index: l.Index, State: kernel.LinkUp})
+	p.OnLink(kernel.Link{Name: client.HostVeth, Index: l.Index}, kernel.LinkUp)
 	apply(t, p)
 	assert.Contains(t, p.Status().Interfaces, client.HostVeth)
 	name, err = whoami(client.NS, netip.AddrPortFrom(clusterV4, 80))
@@ -420,7 +419,7 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 
 	// An attachment that fails (an interface index that does not exist) is
 	// reported for that interface alone and retried.
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "veth9", Index: 99999, State: kernel.LinkUp})
+	p.OnLink(kernel.Link{Name: "veth9", Index: 99999}, kernel.LinkUp)
 	_, err = p.Apply(context.Background())
 	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)

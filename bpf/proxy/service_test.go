@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/cluster"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -477,7 +476,7 @@ func TestOnUpdateNodeAddrs(t *testing.T) {
 func TestOnUpdateLinks(t *testing.T) {
 	p := newTestProxy(t)
 	for i, n := range []string{"eth0", "bond0", "veth1a2b", "cali123", "eth1", "lo", "vet", "bond0.100", "xveth1", "tunl0"} {
-		p.OnUpdate(ifacemonitor.LinkUpdate{Name: n, Index: i + 1, State: kernel.LinkUp})
+		p.OnLink(kernel.Link{Name: n, Index: i + 1}, kernel.LinkUp)
 	}
 	assert.Equal(t, map[string]iface{
 		"eth0":     {index: 1, host: true},
@@ -488,11 +487,11 @@ func TestOnUpdateLinks(t *testing.T) {
 
 	// A down interface keeps its programs; a gone one loses them; a name
 	// back with a new index is followed.
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "veth1a2b", Index: 3, State: kernel.LinkDown})
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "cali123", Index: 4, State: kernel.LinkGone})
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "eth0", Index: 1, State: kernel.LinkGone})
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "eth0", Index: 42, State: kernel.LinkUp})
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "lo", Index: 6, State: kernel.LinkGone})
+	p.OnLink(kernel.Link{Name: "veth1a2b", Index: 3}, kernel.LinkDown)
+	p.OnLink(kernel.Link{Name: "cali123", Index: 4}, kernel.LinkGone)
+	p.OnLink(kernel.Link{Name: "eth0", Index: 1}, kernel.LinkGone)
+	p.OnLink(kernel.Link{Name: "eth0", Index: 42}, kernel.LinkUp)
+	p.OnLink(kernel.Link{Name: "lo", Index: 6}, kernel.LinkGone)
 	assert.Equal(t, map[string]iface{
 		"eth0":     {index: 42, host: true},
 		"bond0":    {index: 2, host: true},
