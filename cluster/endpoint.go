@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/internal/ifname"
@@ -29,7 +30,7 @@ type Endpoint struct {
 	MAC net.HardwareAddr
 	// FloatingIPs are the endpoint's floating IPs, of either family:
 	// addresses the world uses for it, translated one to one to one of its
-	// own addresses.
+	// own addresses (each Internal is in one of Addrs).
 	FloatingIPs []NAT
 }
 
@@ -45,7 +46,8 @@ type NAT struct {
 // Validate reports whether e is well formed: an ID, an interface name the
 // kernel takes, valid network prefixes (10.244.1.5/32, not
 // 10.244.1.5/24), if set a 6-byte unicast MAC, and floating IPs whose two
-// addresses are unicast, of one family and different. The error names the
+// addresses are unicast, of one family and different, and whose internal
+// address is one of the endpoint's (in one of Addrs). The error names the
 // endpoint and wraps ErrInvalid (and the ipfamily sentinel of a family
 // mismatch or of host bits).
 func (e Endpoint) Validate() error {
@@ -81,6 +83,8 @@ func (e Endpoint) Validate() error {
 			return bad("floating IP %v is the internal address", n.Floating)
 		case n.Floating.IsUnspecified() || n.Internal.IsUnspecified() || n.Floating.IsMulticast() || n.Internal.IsMulticast():
 			return bad("floating IP %v -> %v: not a unicast address", n.Floating, n.Internal)
+		case !slices.ContainsFunc(e.Addrs, func(p netip.Prefix) bool { return p.Contains(n.Internal) }):
+			return bad("floating IP %v -> %v: %v is none of the endpoint's addresses", n.Floating, n.Internal, n.Internal)
 		}
 	}
 	return nil

@@ -61,6 +61,11 @@ func TestEndpointValidate(t *testing.T) {
 		{with(func(e *cluster.Endpoint) {
 			e.FloatingIPs = []cluster.NAT{{Floating: netip.MustParseAddr("224.0.0.1"), Internal: netip.MustParseAddr("10.244.1.5")}}
 		}), `cluster: invalid endpoint "default/web-0": floating IP 224.0.0.1 -> 10.244.1.5: not a unicast address`, nil},
+		{with(func(e *cluster.Endpoint) {
+			e.FloatingIPs = []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("10.244.1.6")}}
+		}), `cluster: invalid endpoint "default/web-0": floating IP 198.51.100.10 -> 10.244.1.6: 10.244.1.6 is none of the endpoint's addresses`, nil},
+		{with(func(e *cluster.Endpoint) { e.Addrs = e.Addrs[1:] }),
+			`cluster: invalid endpoint "default/web-0": floating IP 198.51.100.10 -> 10.244.1.5: 10.244.1.5 is none of the endpoint's addresses`, nil},
 	} {
 		err := tc.e.Validate()
 		require.ErrorIs(t, err, cluster.ErrInvalid, tc.want)

@@ -33,6 +33,7 @@
 //	_ = loop.AddManager(m)
 //	_ = loop.AddDriver(nat)
 //	_ = loop.Send(ctx, cluster.Endpoint{ID: "default/web-0", Iface: "veth1234",
+//		Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32")},
 //		FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"),
 //			Internal: netip.MustParseAddr("10.244.1.5")}}})
 //
@@ -42,12 +43,13 @@
 // cluster.EndpointRemove withdraws them. The same messages go to the
 // endpoint manager (package endpoints), which takes the interface and
 // addresses. A malformed message (no ID, no interface, addresses of two
-// families) changes nothing and is reported once, by the next
-// CompleteDeferredWork, with an error wrapping ErrInvalidEndpoint and
-// cluster.ErrInvalid; cluster.Endpoint.Validate checks a message before it
-// is sent. A floating IP or an internal address claimed twice goes to the
-// first endpoint by ID; the other NAT is left out and reported
-// (ErrConflict) until the conflict is gone.
+// families, an internal address that is none of the endpoint's) changes
+// nothing and is reported once, by the next CompleteDeferredWork, with an
+// error wrapping ErrInvalidEndpoint and cluster.ErrInvalid;
+// cluster.Endpoint.Validate checks a message before it is sent. A floating
+// IP or an internal address claimed twice goes to the first endpoint by ID;
+// the other NAT is left out and reported (ErrConflict) until the conflict
+// is gone.
 //
 // The Manager takes a netfilter.Table, not a backend: it works on the
 // iptables writer (legacy or nft) and on any other writer of the rule

@@ -57,7 +57,8 @@ func TestKernelFloatingIP(t *testing.T) {
 				DNATChain: "npf-dnat", SNATChain: "npf-snat", OutboundSNAT: true})
 			require.NoError(t, err)
 			loop := managertest.StartLoop(t, dataplane.Options{}, []dataplane.Manager{m}, nat)
-			managertest.Send(t, loop, cluster.Endpoint{ID: "pod1", Iface: "veth0", FloatingIPs: []cluster.NAT{{Floating: floating, Internal: podIP}}})
+			managertest.Send(t, loop, cluster.Endpoint{ID: "pod1", Iface: "veth0",
+				Addrs: []netip.Prefix{netip.PrefixFrom(podIP, podIP.BitLen())}, FloatingIPs: []cluster.NAT{{Floating: floating, Internal: podIP}}})
 			managertest.InSync(loop)
 
 			// In: host2 → floating IP reaches the pod; the replies leave
