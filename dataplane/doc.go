@@ -51,9 +51,21 @@
 // every Options.ResyncInterval (jittered; per driver with
 // WithResyncInterval) to repair drift.
 //
-// A driver that learns of work outside the loop — interface state reported by
-// a monitor's callback, say — asks for a pass with Loop.Wake; a driver that
-// implements Wakeable is handed that function when it is registered.
+// Interface state reaches managers and drivers through the loop: the agent
+// wires its interface monitor to Loop.OnLink and Loop.OnAddrs once (the
+// Loop is an InterfaceObserver), and the loop hands every link and address
+// update, as kernel types, to each manager and driver that implements
+// InterfaceObserver (detected at registration), from its own goroutine and
+// in order with the messages; a pass follows as after a message.
+//
+//	mon, _ := ifacemonitor.New(ifacemonitor.Options{Kernel: ns,
+//		OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
+//		OnAddrs:     loop.OnAddrs,
+//		OnInSync:    loop.InterfacesInSync})
+//
+// A driver that learns of other work outside the loop asks for a pass with
+// Loop.Wake; a driver that implements Wakeable is handed that function when
+// it is registered.
 //
 // # Failures
 //

@@ -37,6 +37,10 @@ type Loop struct {
 
 	wakeC chan struct{} // holds a token while a Wake is pending
 
+	// observers are the managers and drivers that are InterfaceObservers,
+	// once each; set under regMu, read-only once Run has started.
+	observers []InterfaceObserver
+
 	active  atomic.Bool   // what SetActive asked for last
 	activeC chan struct{} // holds a token while a SetActive is pending
 
@@ -103,6 +107,7 @@ func (l *Loop) AddManager(m Manager) error {
 	}
 	r, _ := m.(Resyncer)
 	l.managers = append(l.managers, &managerEntry{m: m, name: name, resyncer: r})
+	l.addObserver(m)
 	return nil
 }
 
@@ -158,6 +163,7 @@ func (l *Loop) AddDriver(d Driver, opts ...DriverOption) error {
 	l.drivers = append(l.drivers, &driverEntry{
 		d: d, name: cfg.name, phase: phase, deleter: del, resync: cfg.resync,
 	})
+	l.addObserver(d)
 	return nil
 }
 

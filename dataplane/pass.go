@@ -204,6 +204,12 @@ func (r *runner) receive() {
 	var errs []error
 	markers := false
 	for _, msg := range r.batch {
+		if ok, err := r.observe(msg); ok {
+			if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		switch msg.(type) {
 		case DatastoreInSync:
 			if !r.datastoreInSync {

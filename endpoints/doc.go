@@ -5,8 +5,8 @@
 //
 // # What it owns
 //
-// For each endpoint of its IP family (EndpointUpdate: an ID, the host-side
-// interface's name, the pod's addresses and MAC), one Manager:
+// For each endpoint of its IP family (a cluster.Endpoint: an ID, the
+// host-side interface's name, the pod's addresses and MAC), one Manager:
 //
 //   - declares, on the route table it is given, a route to each address
 //     through the interface (scope link), in its RouteClass, and with
@@ -30,9 +30,10 @@
 //
 // Build the family's route table, the Manager on it, and register the
 // Manager and its RouteDriver (not the table: RouteDriver applies the table
-// and tells the Manager what was written). Feed it the interface monitor's
-// link updates as messages; the Manager passes them on to the table, which
-// needs no wiring of its own (wiring it too is harmless):
+// and tells the Manager what was written). Wire the interface monitor to
+// the loop once: the Manager is a dataplane.InterfaceObserver, so the loop
+// hands it every link update, and the Manager passes them on to the table,
+// which needs no wiring of its own (wiring it too is harmless):
 //
 //	routes, _ := routetable.New(routetable.Options{Kernel: ns, Family: ipfamily.IPv4,
 //		Table: kernel.TableMain, InterfacePatterns: []string{`^cali`}})
@@ -41,23 +42,28 @@
 //	_ = loop.AddManager(m)
 //	_ = loop.AddDriver(m.RouteDriver())
 //	mon, _ := ifacemonitor.New(ifacemonitor.Options{Kernel: ns,
-//		OnLinkState: func(u ifacemonitor.LinkUpdate) { _ = loop.Send(ctx, u) },
+//		OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
+//		OnAddrs:     loop.OnAddrs,
 //		OnInSync:    loop.InterfacesInSync})
-//	_ = loop.Send(ctx, endpoints.EndpointUpdate{ID: "default/web-0", Iface: "cali1234",
+//	_ = loop.Send(ctx, cluster.Endpoint{ID: "default/web-0", Iface: "cali1234",
 //		Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32")}, MAC: podMAC})
 //
-// Both families' managers can be given every message; each takes its own
-// family's addresses, and an endpoint with none of them is not its. A
-// malformed endpoint (no ID, an interface name the kernel refuses, an
-// address with host bits set, a bad MAC) changes nothing: its status is
-// StateError and the next CompleteDeferredWork reports it once, wrapping
-// ErrInvalidEndpoint. EndpointUpdate.Validate checks a message before it is
-// sent.
+// Messages are the cluster vocabulary's cluster.Endpoint (declare or
+// change an endpoint, by ID; its floating IPs are the floatingips
+// manager's) and cluster.EndpointRemove. Both families' managers can be
+// given every message; each takes its own family's addresses, and an
+// endpoint with none of them is not its. A malformed endpoint (no ID, an
+// interface name the kernel refuses, an address with host bits set, a bad
+// MAC or floating IP) changes nothing: its status is StateError and the
+// next CompleteDeferredWork reports it once, wrapping ErrInvalidEndpoint
+// and cluster.ErrInvalid. cluster.Endpoint.Validate checks a message before
+// it is sent.
 //
-// OnUpdate does no I/O. CompleteDeferredWork lists the interfaces on its
-// first call and after QueueResync (the Manager is a dataplane.Resyncer,
-// since it writes sysctls itself), declares routes and sets sysctls; an
-// inactive loop does not call it, so a standby agent writes nothing.
+// OnUpdate and OnLink do no I/O. CompleteDeferredWork lists the interfaces
+// on its first call and after QueueResync (the Manager is a
+// dataplane.Resyncer, since it writes sysctls itself), declares routes and
+// sets sysctls; an inactive loop does not call it, so a standby agent
+// writes nothing.
 //
 // # What it never touches
 //

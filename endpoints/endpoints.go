@@ -3,7 +3,6 @@ package endpoints
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -12,8 +11,8 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -72,9 +71,9 @@ type Options struct {
 
 // endpoint is one endpoint of the Manager's family.
 type endpoint struct {
-	u        EndpointUpdate // Addrs of the family only, sorted
-	routesOK bool           // an Apply since the routes were declared named no failure of them
-	routeErr error          // the failure it named
+	u        cluster.Endpoint // Addrs of the family only, sorted; no FloatingIPs
+	routesOK bool             // an Apply since the routes were declared named no failure of them
+	routeErr error            // the failure it named
 }
 
 // link is what the Manager knows of an interface.
@@ -153,30 +152,37 @@ func (m *Manager) Statuses() []Status {
 	return managerutil.SortedValues(m.statuses, func(a, b Status) int { return strings.Compare(a.ID, b.ID) })
 }
 
-// OnUpdate records EndpointUpdate, EndpointRemove and
-// ifacemonitor.LinkUpdate messages; it ignores every other type. It does no
-// I/O: interface states are also passed to the route table
-// (Routes.OnIfaceStateChanged), which only queues them. An invalid
-// endpoint message changes nothing: the endpoint's status becomes
-// StateError and the next CompleteDeferredWork reports it once.
+// OnUpdate records cluster.Endpoint and cluster.EndpointRemove messages;
+// it ignores every other type. It does no I/O. An invalid endpoint message
+// changes nothing: the endpoint's status becomes StateError and the next
+// CompleteDeferredWork reports it once.
 func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
-	case EndpointUpdate:
+	case cluster.Endpoint:
 		m.update(msg)
-	case EndpointRemove:
-		if msg.ID == "" {
-			m.report = append(m.report, fmt.Errorf("%w: remove with an empty ID", ErrInvalidEndpoint))
+	case cluster.EndpointRemove:
+		if err := msg.Validate(); err != nil {
+			m.report = append(m.report, managerutil.Refused(ErrInvalidEndpoint, err))
 			return
 		}
 		delete(m.invalid, msg.ID)
 		m.remove(msg.ID)
-	case ifacemonitor.LinkUpdate:
-		m.setLink(msg.Name, msg.Index, msg.State)
 	}
 }
 
-func (m *Manager) update(u EndpointUpdate) {
+// OnLink records an interface's state (dataplane.InterfaceObserver: the
+// loop calls it for every link update it is given) and passes it to the
+// route table (Routes.OnIfaceStateChanged), which only queues it. It does
+// no I/O.
+func (m *Manager) OnLink(l kernel.Link, state kernel.LinkState) { m.setLink(l.Name, l.Index, state) }
+
+// OnAddrs does nothing: an interface's addresses are not the Manager's
+// business. It completes dataplane.InterfaceObserver.
+func (m *Manager) OnAddrs(string, []netip.Prefix) {}
+
+func (m *Manager) update(u cluster.Endpoint) {
 	if err := u.Validate(); err != nil {
+		err = managerutil.Refused(ErrInvalidEndpoint, err)
 		m.report = append(m.report, err)
 		if u.ID != "" {
 			m.invalid[u.ID] = err
@@ -196,7 +202,7 @@ func (m *Manager) update(u EndpointUpdate) {
 	}
 	slices.SortFunc(addrs, netip.Prefix.Compare)
 	addrs = slices.Compact(addrs)
-	u.Addrs, u.MAC = addrs, slices.Clone(u.MAC)
+	u.Addrs, u.MAC, u.FloatingIPs = addrs, slices.Clone(u.MAC), nil
 	old := m.eps[u.ID]
 	if old != nil && old.u.Iface == u.Iface && slices.Equal(old.u.Addrs, addrs) && slices.Equal(old.u.MAC, u.MAC) {
 		return
@@ -526,6 +532,7 @@ func sameErr(a, b error) bool {
 }
 
 var (
-	_ dataplane.Manager  = (*Manager)(nil)
-	_ dataplane.Resyncer = (*Manager)(nil)
+	_ dataplane.Manager           = (*Manager)(nil)
+	_ dataplane.Resyncer          = (*Manager)(nil)
+	_ dataplane.InterfaceObserver = (*Manager)(nil)
 )

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/endpoints"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
@@ -61,6 +61,10 @@ func newRig(t *testing.T, f ipfamily.Family, mutate func(*endpoints.Options)) *r
 func (r *rig) pass(msgs ...any) ([]endpoints.Status, dataplane.ApplyResult, error) {
 	r.t.Helper()
 	for _, msg := range msgs {
+		if lm, ok := msg.(linkMsg); ok {
+			r.m.OnLink(lm.link, lm.state) // as the loop delivers it
+			continue
+		}
 		r.m.OnUpdate(msg)
 	}
 	r.statuses = nil
@@ -85,12 +89,18 @@ func (r *rig) veth(name string) kernel.Link {
 	return l
 }
 
-func (r *rig) linkUpdate(name string) ifacemonitor.LinkUpdate {
+// linkMsg is a link update, which pass gives the Manager's OnLink.
+type linkMsg struct {
+	link  kernel.Link
+	state kernel.LinkState
+}
+
+func (r *rig) linkUpdate(name string) linkMsg {
 	l, ok := r.ns.Link(name)
 	if !ok {
-		return ifacemonitor.LinkUpdate{Name: name, State: kernel.LinkGone}
+		return linkMsg{kernel.Link{Name: name}, kernel.LinkGone}
 	}
-	return ifacemonitor.LinkUpdate{Name: name, Index: l.Index, State: l.State(), Kind: l.Kind, MTU: l.MTU}
+	return linkMsg{l, l.State()}
 }
 
 func (r *rig) addr(n int) netip.Prefix {
@@ -148,7 +158,7 @@ func TestProgramsRoutesNeighboursAndSysctls(t *testing.T) {
 			r := newRig(t, f, nil)
 			l := r.veth("np1")
 			p := r.addr(5)
-			sts, _, err := r.pass(endpoints.EndpointUpdate{ID: "pod5", Iface: "np1", Addrs: []netip.Prefix{p, r.other()}, MAC: podMAC})
+			sts, _, err := r.pass(cluster.Endpoint{ID: "pod5", Iface: "np1", Addrs: []netip.Prefix{p, r.other()}, MAC: podMAC})
 			require.NoError(t, err)
 			assert.Equal(t, []string{"pod5 programmed"}, states(sts))
 			assert.Equal(t, f, sts[0].Family)
@@ -191,7 +201,7 @@ func TestInterfaceLifecycle(t *testing.T) {
 		t.Run(f.String(), func(t *testing.T) {
 			r := newRig(t, f, nil)
 			p := r.addr(7)
-			ep := endpoints.EndpointUpdate{ID: "pod7", Iface: "np7", Addrs: []netip.Prefix{p}, MAC: podMAC}
+			ep := cluster.Endpoint{ID: "pod7", Iface: "np7", Addrs: []netip.Prefix{p}, MAC: podMAC}
 			sts, _, err := r.pass(ep)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"pod7 interface-missing"}, states(sts))
@@ -253,7 +263,7 @@ func TestInterfaceLifecycle(t *testing.T) {
 func TestFirstPassListsInterfaces(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
 	r.veth("np1")
-	sts, _, err := r.pass(endpoints.EndpointUpdate{ID: "a", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}})
+	sts, _, err := r.pass(cluster.Endpoint{ID: "a", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a programmed"}, states(sts))
 	_, ok := r.neighbor(r.addr(1).Addr())
@@ -274,11 +284,11 @@ func TestRemoveAndMove(t *testing.T) {
 	r.veth("np1")
 	r.veth("np2")
 	p := r.addr(1)
-	_, _, err := r.pass(endpoints.EndpointUpdate{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, MAC: podMAC})
+	_, _, err := r.pass(cluster.Endpoint{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, MAC: podMAC})
 	require.NoError(t, err)
 
 	// Moved to np2: the route follows.
-	sts, _, err := r.pass(endpoints.EndpointUpdate{ID: "a", Iface: "np2", Addrs: []netip.Prefix{p}, MAC: podMAC})
+	sts, _, err := r.pass(cluster.Endpoint{ID: "a", Iface: "np2", Addrs: []netip.Prefix{p}, MAC: podMAC})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a programmed"}, states(sts))
 	assert.Equal(t, "np2", sts[0].Iface)
@@ -287,7 +297,7 @@ func TestRemoveAndMove(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, np2.Index, rt.OIF)
 
-	sts, _, err = r.pass(endpoints.EndpointRemove{ID: "a"}, endpoints.EndpointRemove{ID: "never"})
+	sts, _, err = r.pass(cluster.EndpointRemove{ID: "a"}, cluster.EndpointRemove{ID: "never"})
 	require.NoError(t, err)
 	assert.Empty(t, sts)
 	_, ok = r.route(p)
@@ -298,7 +308,7 @@ func TestRemoveAndMove(t *testing.T) {
 	assert.Equal(t, "1", r.sysctl("np2", "proxy_arp"), "sysctls stay with the interface")
 
 	// An endpoint of the other family only is not this Manager's.
-	sts, _, err = r.pass(endpoints.EndpointUpdate{ID: "v6", Iface: "np1", Addrs: []netip.Prefix{netip.MustParsePrefix("fd00::1/128")}})
+	sts, _, err = r.pass(cluster.Endpoint{ID: "v6", Iface: "np1", Addrs: []netip.Prefix{netip.MustParsePrefix("fd00::1/128")}})
 	require.NoError(t, err)
 	assert.Empty(t, sts)
 }
@@ -307,18 +317,21 @@ func TestInvalidEndpoint(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
 	r.veth("np1")
 	p := r.addr(1)
-	_, _, err := r.pass(endpoints.EndpointUpdate{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}})
+	_, _, err := r.pass(cluster.Endpoint{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}})
 	require.NoError(t, err)
-	for _, bad := range []endpoints.EndpointUpdate{
+	for _, bad := range []cluster.Endpoint{
 		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.1/24")}},
 		{ID: "a", Iface: "this-name-is-too-long", Addrs: []netip.Prefix{p}},
 		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, MAC: net.HardwareAddr{1, 2, 3}},
 		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, MAC: net.HardwareAddr{1, 0, 0, 0, 0, 1}},
 		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{{}}},
+		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("fd00::1")}}},
 	} {
 		sts, _, err := r.pass(bad)
 		require.ErrorIs(t, err, endpoints.ErrInvalidEndpoint, "%+v", bad)
+		require.ErrorIs(t, err, cluster.ErrInvalid, "%+v", bad)
 		assert.Equal(t, 1, strings.Count(err.Error(), "endpoints: "), err.Error())
+		assert.Equal(t, 0, strings.Count(err.Error(), "cluster: "), err.Error())
 		require.Len(t, sts, 1)
 		assert.Equal(t, endpoints.StateError, sts[0].State)
 		require.ErrorIs(t, sts[0].Err, endpoints.ErrInvalidEndpoint)
@@ -327,11 +340,11 @@ func TestInvalidEndpoint(t *testing.T) {
 		_, _, err = r.pass()
 		require.NoError(t, err, "reported once")
 		// A valid update clears the error.
-		sts, _, err = r.pass(endpoints.EndpointUpdate{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}})
+		sts, _, err = r.pass(cluster.Endpoint{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a programmed"}, states(sts))
 	}
-	_, _, err = r.pass(endpoints.EndpointUpdate{Iface: "np1"}, endpoints.EndpointRemove{})
+	_, _, err = r.pass(cluster.Endpoint{Iface: "np1"}, cluster.EndpointRemove{})
 	require.ErrorIs(t, err, endpoints.ErrInvalidEndpoint)
 }
 
@@ -347,7 +360,7 @@ func TestSysctlFailureRetries(t *testing.T) {
 		}
 		return nil
 	})
-	sts, res, err := r.pass(endpoints.EndpointUpdate{ID: "a", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}})
+	sts, res, err := r.pass(cluster.Endpoint{ID: "a", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}})
 	require.NoError(t, err, "per-object failures are statuses, not the Manager's error")
 	require.Len(t, sts, 1)
 	assert.Equal(t, endpoints.StateError, sts[0].State)
@@ -384,8 +397,8 @@ func TestRouteFailure(t *testing.T) {
 		return nil
 	})
 	sts, res, err := r.pass(
-		endpoints.EndpointUpdate{ID: "good", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}},
-		endpoints.EndpointUpdate{ID: "bad", Iface: "np2", Addrs: []netip.Prefix{bad}},
+		cluster.Endpoint{ID: "good", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}},
+		cluster.Endpoint{ID: "bad", Iface: "np2", Addrs: []netip.Prefix{bad}},
 	)
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	assert.Equal(t, []string{"bad error", "good programmed"}, states(sts))
@@ -408,7 +421,7 @@ func TestCustomSysctlsAndNoNeighbours(t *testing.T) {
 	})
 	r.veth("np1")
 	p := r.addr(3)
-	sts, _, err := r.pass(endpoints.EndpointUpdate{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, MAC: podMAC})
+	sts, _, err := r.pass(cluster.Endpoint{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, MAC: podMAC})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a programmed"}, states(sts))
 	assert.Equal(t, "0", r.sysctl("np1", "accept_ra"))
@@ -463,7 +476,7 @@ func TestRestartWritesNothing(t *testing.T) {
 		t.Run(f.String(), func(t *testing.T) {
 			r := newRig(t, f, nil)
 			r.veth("np1")
-			ep := endpoints.EndpointUpdate{ID: "a", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}, MAC: podMAC}
+			ep := cluster.Endpoint{ID: "a", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}, MAC: podMAC}
 			_, _, err := r.pass(ep)
 			require.NoError(t, err)
 			writes := r.ns.Writes()

@@ -8,10 +8,12 @@ import "errors"
 var (
 	// ErrInvalidOptions reports an Options value that New refuses.
 	ErrInvalidOptions = errors.New("endpoints: invalid options")
-	// ErrInvalidEndpoint reports an EndpointUpdate or EndpointRemove that
-	// is malformed: no ID, an interface name the kernel would refuse, an
-	// address that is not a network, a MAC that is not 6 bytes. The
-	// message changes nothing; the endpoint's status is StateError.
+	// ErrInvalidEndpoint reports a cluster.Endpoint or
+	// cluster.EndpointRemove that is malformed: no ID, an interface name
+	// the kernel would refuse, an address that is not a network, a MAC that
+	// is not 6 bytes, a bad floating IP. The error also wraps
+	// cluster.ErrInvalid. The message changes nothing; the endpoint's
+	// status is StateError.
 	ErrInvalidEndpoint = errors.New("endpoints: invalid endpoint")
 	// ErrSysctl reports a per-interface sysctl that could not be read or
 	// written; it is retried on its own backoff.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/endpoints"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -16,8 +17,9 @@ import (
 
 // One family's Manager and its route table on a loop, for a pod whose veth
 // the CNI plugin made. The namespace here is kernelfake's; an agent opens
-// the real one with kernel.Open and feeds ifacemonitor's link updates to
-// the loop (see the package documentation).
+// the real one with kernel.Open and wires an interface monitor to the loop,
+// which hands its link updates to the Manager (see the package
+// documentation).
 func Example() {
 	ns := kernelfake.New(kernelfake.Options{})
 	veth, _ := ns.AddLink(context.Background(), kernel.Link{Name: "cali1", Kind: kernel.KindVeth, Veth: &kernel.Veth{PeerName: "pod-eth0"}})
@@ -37,7 +39,7 @@ func Example() {
 	loop, _ := dataplane.New(dataplane.Options{OnInSync: cancel}) // stop after the first pass
 	_ = loop.AddManager(m)
 	_ = loop.AddDriver(m.RouteDriver()) // not routes: the Manager learns what was written
-	_ = loop.Send(ctx, endpoints.EndpointUpdate{ID: "default/web-0", Iface: "cali1",
+	_ = loop.Send(ctx, cluster.Endpoint{ID: "default/web-0", Iface: "cali1",
 		Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32"), netip.MustParsePrefix("fd00:10:244:1::5/128")},
 		MAC:   net.HardwareAddr{0x02, 0, 0, 0, 0, 5}})
 	loop.DatastoreInSync()
@@ -58,15 +60,6 @@ func Example() {
 	// route: 10.244.1.5/32 dev index true
 	// neighbour: 10.244.1.5 02:00:00:00:00:05
 	// proxy_arp: 1
-}
-
-// Validate checks a message before it is sent.
-func ExampleEndpointUpdate_Validate() {
-	err := endpoints.EndpointUpdate{ID: "web", Iface: "cali1",
-		Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/24")}}.Validate()
-	fmt.Println(err)
-	// Output:
-	// endpoints: invalid endpoint: endpoint "web": 10.244.1.5/24 has host bits set (the network is 10.244.1.0/24)
 }
 
 // DefaultSysctls lists what every workload interface is given.
@@ -106,7 +99,7 @@ func ExampleManager_Statuses() {
 	ns := kernelfake.New(kernelfake.Options{})
 	routes, _ := routetable.New(routetable.Options{Kernel: ns, Family: ipfamily.IPv6, Table: kernel.TableMain})
 	m, _ := endpoints.New(endpoints.Options{Family: ipfamily.IPv6, Kernel: ns, Routes: routes})
-	m.OnUpdate(endpoints.EndpointUpdate{ID: "a", Iface: "cali9", Addrs: []netip.Prefix{netip.MustParsePrefix("fd00::9/128")}})
+	m.OnUpdate(cluster.Endpoint{ID: "a", Iface: "cali9", Addrs: []netip.Prefix{netip.MustParsePrefix("fd00::9/128")}})
 	_ = m.CompleteDeferredWork(context.Background())
 	fmt.Println(m.Statuses())
 	// Output:

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/endpoints"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
@@ -108,7 +109,8 @@ func waitFor(t *testing.T, what func() string, cond func() bool) {
 }
 
 // TestKernelEndpointRoutesComeBack wires both families' managers as the
-// package documentation says (ifacemonitor's link updates into the loop)
+// package documentation says (an interface monitor wired to the loop, which
+// hands its link updates to the managers)
 // for a pod whose veth a CNI plugin makes: the routes, static neighbours
 // and sysctls appear and the host reaches the pod; when the veth is deleted
 // the status says interface-missing and the routes are gone; when it is
@@ -144,11 +146,12 @@ func TestKernelEndpointRoutesComeBack(t *testing.T) {
 	loop := managertest.StartLoop(t, dataplane.Options{}, managers, drivers...)
 	managertest.RunMonitor(t, ifacemonitor.Options{
 		Kernel:      k,
-		OnLinkState: func(u ifacemonitor.LinkUpdate) { _ = loop.Send(ctx, u) },
+		OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
+		OnAddrs:     loop.OnAddrs,
 		OnInSync:    loop.InterfacesInSync,
 	})
 
-	managertest.Send(t, loop, endpoints.EndpointUpdate{ID: "default/pod1", Iface: "npveth1",
+	managertest.Send(t, loop, cluster.Endpoint{ID: "default/pod1", Iface: "npveth1",
 		Addrs: []netip.Prefix{podV4, podV6}, MAC: podEthMAC})
 	loop.DatastoreInSync()
 

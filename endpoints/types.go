@@ -2,65 +2,9 @@ package endpoints
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
 
-	"github.com/nodeplane/nodeplane/internal/errs"
-	"github.com/nodeplane/nodeplane/internal/ifname"
 	"github.com/nodeplane/nodeplane/ipfamily"
 )
-
-// EndpointUpdate declares one local workload endpoint, or changes it: the
-// host side of a pod's interface (a veth, say) and the pod's addresses.
-type EndpointUpdate struct {
-	// ID names the endpoint (such as "namespace/pod"); required. A later
-	// update with the same ID replaces the endpoint.
-	ID string
-	// Iface is the host-side interface's name; required.
-	Iface string
-	// Addrs are the endpoint's addresses, both families, as networks:
-	// usually one host prefix per family (10.244.1.5/32,
-	// fd00:10:244:1::5/128). Each Manager takes its own family's; an
-	// endpoint with none of a family is not that family's Manager's.
-	Addrs []netip.Prefix
-	// MAC is the workload's link-layer address, for the static neighbour
-	// entries of Options.StaticNeighbors; optional.
-	MAC net.HardwareAddr
-}
-
-// Validate reports whether u is well formed: an ID, an interface name the
-// kernel takes, valid network prefixes (10.244.1.5/32, not 10.244.1.5/24)
-// and, if set, a 6-byte unicast MAC. The error wraps ErrInvalidEndpoint.
-func (u EndpointUpdate) Validate() error {
-	if u.ID == "" {
-		return fmt.Errorf("%w: empty ID", ErrInvalidEndpoint)
-	}
-	if err := ifname.Valid(u.Iface); err != nil {
-		return fmt.Errorf("%w: endpoint %q: %v", ErrInvalidEndpoint, u.ID, err)
-	}
-	for _, p := range u.Addrs {
-		f := ipfamily.Of(p.Addr())
-		if !p.IsValid() || !f.Valid() {
-			return fmt.Errorf("%w: endpoint %q: invalid address %v", ErrInvalidEndpoint, u.ID, p)
-		}
-		if err := f.CheckNet(p); err != nil {
-			return errs.Also(fmt.Errorf("%w: endpoint %q: %s has host bits set (the network is %s)",
-				ErrInvalidEndpoint, u.ID, p, p.Masked()), err)
-		}
-	}
-	if len(u.MAC) != 0 && (len(u.MAC) != 6 || u.MAC[0]&1 != 0 || [6]byte(u.MAC) == [6]byte{}) {
-		return fmt.Errorf("%w: endpoint %q: MAC %v is not a 6-byte unicast address", ErrInvalidEndpoint, u.ID, u.MAC)
-	}
-	return nil
-}
-
-// EndpointRemove withdraws the endpoint with ID: its routes and static
-// neighbours go; its interface's sysctls are left as they are (the
-// interface usually goes with the pod).
-type EndpointRemove struct {
-	// ID names the endpoint; required.
-	ID string
-}
 
 // State is what a Status says of an endpoint.
 type State uint8

@@ -32,17 +32,24 @@
 //		DNATChain: "npf-dnat", SNATChain: "npf-snat", OutboundSNAT: true})
 //	_ = loop.AddManager(m)
 //	_ = loop.AddDriver(nat)
-//	_ = loop.Send(ctx, floatingips.EndpointUpdate{ID: "default/web-0", NATs: []floatingips.NAT{{
-//		Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("10.244.1.5")}}})
+//	_ = loop.Send(ctx, cluster.Endpoint{ID: "default/web-0", Iface: "veth1234",
+//		Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32")},
+//		FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"),
+//			Internal: netip.MustParseAddr("10.244.1.5")}}})
 //
-// EndpointUpdate replaces an endpoint's floating IPs (both families; each
-// Manager takes its own) and EndpointRemove withdraws them. A malformed
-// message (no ID, addresses of two families) changes nothing and is
-// reported once, by the next CompleteDeferredWork, with an error wrapping
-// ErrInvalidEndpoint; EndpointUpdate.Validate checks a message before it is
-// sent. A floating IP or an internal address claimed twice goes to the
-// first endpoint by ID; the other NAT is left out and reported
-// (ErrConflict) until the conflict is gone.
+// Messages are the cluster vocabulary's: a cluster.Endpoint replaces the
+// endpoint's floating IPs (its FloatingIPs, both families; each Manager
+// takes its own, and nothing else of the endpoint) and a
+// cluster.EndpointRemove withdraws them. The same messages go to the
+// endpoint manager (package endpoints), which takes the interface and
+// addresses. A malformed message (no ID, no interface, addresses of two
+// families, an internal address that is none of the endpoint's) changes
+// nothing and is reported once, by the next CompleteDeferredWork, with an
+// error wrapping ErrInvalidEndpoint and cluster.ErrInvalid;
+// cluster.Endpoint.Validate checks a message before it is sent. A floating
+// IP or an internal address claimed twice goes to the first endpoint by ID;
+// the other NAT is left out and reported (ErrConflict) until the conflict
+// is gone.
 //
 // The Manager takes a netfilter.Table, not a backend: it works on the
 // iptables writer (legacy or nft) and on any other writer of the rule

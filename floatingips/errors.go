@@ -7,9 +7,11 @@ import "errors"
 var (
 	// ErrInvalidOptions reports an Options value that New refuses.
 	ErrInvalidOptions = errors.New("floatingips: invalid options")
-	// ErrInvalidEndpoint reports an EndpointUpdate or EndpointRemove that
-	// is malformed: no ID, an invalid address, a NAT whose two addresses
-	// are of different families or equal. The message changes nothing.
+	// ErrInvalidEndpoint reports a cluster.Endpoint or
+	// cluster.EndpointRemove that is malformed: no ID, no interface, an
+	// invalid address, a NAT whose two addresses are of different families
+	// or equal. The error also wraps cluster.ErrInvalid. The message
+	// changes nothing.
 	ErrInvalidEndpoint = errors.New("floatingips: invalid endpoint")
 	// ErrConflict reports a floating IP, or an internal address, that two
 	// endpoints claim: the endpoint first by ID keeps it, the other's NAT

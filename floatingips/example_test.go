@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/floatingips"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -28,8 +29,9 @@ func Example() {
 	loop, _ := dataplane.New(dataplane.Options{OnInSync: cancel}) // stop after the first pass
 	_ = loop.AddManager(m)
 	_ = loop.AddDriver(nat)
-	_ = loop.Send(ctx, floatingips.EndpointUpdate{ID: "default/web-0", NATs: []floatingips.NAT{{
-		Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("10.244.1.5")}}})
+	_ = loop.Send(ctx, cluster.Endpoint{ID: "default/web-0", Iface: "veth0",
+		Addrs:       []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32")},
+		FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("10.244.1.5")}}})
 	loop.DatastoreInSync()
 	loop.InterfacesInSync()
 	_ = loop.Run(ctx)
@@ -53,8 +55,10 @@ func ExampleManager_NATs() {
 	nat, _ := iptables.New(iptables.Options{Table: "nat", Family: ipfamily.IPv6, Backend: iptables.BackendNFT, ChainPrefix: "npf-", Kernel: ns})
 	m, _ := floatingips.New(floatingips.Options{Family: ipfamily.IPv6, Table: nat, DNATChain: "npf-dnat", SNATChain: "npf-snat"})
 	f := netip.MustParseAddr("2001:db8:f::10")
-	m.OnUpdate(floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{{Floating: f, Internal: netip.MustParseAddr("fd00::5")}}})
-	m.OnUpdate(floatingips.EndpointUpdate{ID: "b", NATs: []floatingips.NAT{{Floating: f, Internal: netip.MustParseAddr("fd00::6")}}})
+	m.OnUpdate(cluster.Endpoint{ID: "a", Iface: "veth0", Addrs: []netip.Prefix{netip.MustParsePrefix("fd00::5/128")},
+		FloatingIPs: []cluster.NAT{{Floating: f, Internal: netip.MustParseAddr("fd00::5")}}})
+	m.OnUpdate(cluster.Endpoint{ID: "b", Iface: "veth1", Addrs: []netip.Prefix{netip.MustParsePrefix("fd00::6/128")},
+		FloatingIPs: []cluster.NAT{{Floating: f, Internal: netip.MustParseAddr("fd00::6")}}})
 	nats, conflicts := m.NATs()
 	fmt.Println(nats)
 	fmt.Println(conflicts)
@@ -70,8 +74,8 @@ func ExampleManager_Chains() {
 	nat, _ := iptables.New(iptables.Options{Table: "nat", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "npf-", Kernel: ns})
 	m, _ := floatingips.New(floatingips.Options{Family: ipfamily.IPv4, Table: nat, DNATChain: "npf-dnat", SNATChain: "npf-snat",
 		OutboundSNAT: true, NoSNATSet: "np4-all-pools"})
-	m.OnUpdate(floatingips.EndpointUpdate{ID: "web", NATs: []floatingips.NAT{{
-		Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("10.244.1.5")}}})
+	m.OnUpdate(cluster.Endpoint{ID: "web", Iface: "veth0", Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32")},
+		FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("10.244.1.5")}}})
 	_, snat := m.Chains()
 	for _, r := range snat.Rules {
 		args, _ := iptables.RuleArgs(r, ipfamily.IPv4)
@@ -91,13 +95,4 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output:
 	// floatingips: invalid options: NoSNATSet without OutboundSNAT
-}
-
-// Validate checks a message before it is sent.
-func ExampleEndpointUpdate_Validate() {
-	err := floatingips.EndpointUpdate{ID: "web", NATs: []floatingips.NAT{{
-		Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("fd00::5")}}}.Validate()
-	fmt.Println(err)
-	// Output:
-	// floatingips: invalid endpoint: endpoint "web": 198.51.100.10 and fd00::5 are of different families
 }

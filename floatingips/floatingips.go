@@ -7,61 +7,12 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
-
-// NAT is one floating IP of an endpoint: traffic to Floating goes to
-// Internal, and Internal's traffic leaves as Floating.
-type NAT struct {
-	// Floating is the address the world uses.
-	Floating netip.Addr
-	// Internal is the endpoint's own address, of the same family.
-	Internal netip.Addr
-}
-
-// EndpointUpdate declares the floating IPs of one endpoint (a pod),
-// replacing those declared before under its ID.
-type EndpointUpdate struct {
-	// ID names the endpoint; required.
-	ID string
-	// NATs are its floating IPs, of either family; each Manager takes its
-	// own family's. Empty withdraws them all.
-	NATs []NAT
-}
-
-// Validate reports whether u is well formed: an ID, and NATs whose two
-// addresses are valid, of one family, and different. The error wraps
-// ErrInvalidEndpoint.
-func (u EndpointUpdate) Validate() error {
-	if u.ID == "" {
-		return fmt.Errorf("%w: empty ID", ErrInvalidEndpoint)
-	}
-	for _, n := range u.NATs {
-		ff, fi := ipfamily.Of(n.Floating), ipfamily.Of(n.Internal)
-		switch {
-		case !ff.Valid() || !fi.Valid():
-			return fmt.Errorf("%w: endpoint %q: invalid address in %v -> %v", ErrInvalidEndpoint, u.ID, n.Floating, n.Internal)
-		case ff != fi:
-			return errs.Also(fmt.Errorf("%w: endpoint %q: %v and %v are of different families", ErrInvalidEndpoint, u.ID, n.Floating, n.Internal),
-				ipfamily.ErrWrongFamily)
-		case n.Floating == n.Internal:
-			return fmt.Errorf("%w: endpoint %q: floating IP %v is the internal address", ErrInvalidEndpoint, u.ID, n.Floating)
-		case n.Floating.IsUnspecified() || n.Internal.IsUnspecified() || n.Floating.IsMulticast() || n.Internal.IsMulticast():
-			return fmt.Errorf("%w: endpoint %q: %v -> %v: not a unicast address", ErrInvalidEndpoint, u.ID, n.Floating, n.Internal)
-		}
-	}
-	return nil
-}
-
-// EndpointRemove withdraws every floating IP of the endpoint with ID.
-type EndpointRemove struct {
-	// ID names the endpoint; required.
-	ID string
-}
 
 // Jump says where a Manager puts the jumps to its chains.
 type Jump uint8
@@ -119,7 +70,7 @@ type Options struct {
 type Manager struct {
 	o         Options
 	log       *slog.Logger
-	endpoints map[string][]NAT // of the family, sorted
+	endpoints map[string][]cluster.NAT // of the family, sorted
 	dirty     bool
 	jumpsDone bool
 	invalid   managerutil.Rejected
@@ -147,24 +98,26 @@ func New(opts Options) (*Manager, error) {
 		}
 	}
 	opts.Name = managerutil.Name(opts.Name, "floatingips", opts.Family)
-	return &Manager{o: opts, log: managerutil.Logger(opts.Logger), endpoints: map[string][]NAT{}, dirty: true}, nil
+	return &Manager{o: opts, log: managerutil.Logger(opts.Logger), endpoints: map[string][]cluster.NAT{}, dirty: true}, nil
 }
 
 // Name returns the Manager's name for the loop's logs.
 func (m *Manager) Name() string { return m.o.Name }
 
-// OnUpdate records EndpointUpdate and EndpointRemove messages; it ignores
-// every other type. An invalid message changes nothing: the next
-// CompleteDeferredWork reports it once.
+// OnUpdate records cluster.Endpoint and cluster.EndpointRemove messages;
+// it ignores every other type. An Endpoint's FloatingIPs replace those it
+// had (none withdraws them all); the Manager takes those of its family and
+// nothing else of the endpoint. An invalid message changes nothing: the
+// next CompleteDeferredWork reports it once.
 func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
-	case EndpointUpdate:
+	case cluster.Endpoint:
 		if err := msg.Validate(); err != nil {
-			m.invalid.Add(err)
+			m.invalid.Add(managerutil.Refused(ErrInvalidEndpoint, err))
 			return
 		}
-		var mine []NAT
-		for _, n := range msg.NATs {
+		var mine []cluster.NAT
+		for _, n := range msg.FloatingIPs {
 			if ipfamily.Of(n.Floating) == m.o.Family {
 				mine = append(mine, n)
 			}
@@ -174,9 +127,9 @@ func (m *Manager) OnUpdate(msg any) {
 		if managerutil.SetList(m.endpoints, msg.ID, mine) {
 			m.dirty = true
 		}
-	case EndpointRemove:
-		if msg.ID == "" {
-			m.invalid.Add(fmt.Errorf("%w: remove with an empty ID", ErrInvalidEndpoint))
+	case cluster.EndpointRemove:
+		if err := msg.Validate(); err != nil {
+			m.invalid.Add(managerutil.Refused(ErrInvalidEndpoint, err))
 			return
 		}
 		if _, had := m.endpoints[msg.ID]; had {
@@ -186,7 +139,7 @@ func (m *Manager) OnUpdate(msg any) {
 	}
 }
 
-func compareNAT(a, b NAT) int {
+func compareNAT(a, b cluster.NAT) int {
 	if c := a.Floating.Compare(b.Floating); c != 0 {
 		return c
 	}
@@ -227,7 +180,7 @@ type EndpointNAT struct {
 	// ID is the endpoint's.
 	ID string
 	// NAT is the translation.
-	NAT NAT
+	NAT cluster.NAT
 }
 
 // Chains returns the two chains the Manager declares for the floating IPs

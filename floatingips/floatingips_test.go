@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/floatingips"
 	"github.com/nodeplane/nodeplane/internal/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -45,15 +46,24 @@ func (r *rig) rules(chain string) []string {
 
 var hashComment = regexp.MustCompile(`-m comment --comment "npf:[A-Za-z0-9_-]{16}" `)
 
-func nat(floating, internal string) floatingips.NAT {
-	return floatingips.NAT{Floating: netip.MustParseAddr(floating), Internal: netip.MustParseAddr(internal)}
+func nat(floating, internal string) cluster.NAT {
+	return cluster.NAT{Floating: netip.MustParseAddr(floating), Internal: netip.MustParseAddr(internal)}
+}
+
+// endpoint is endpoint id on veth0 with the floating IPs nats, and their
+// internal addresses as its addresses.
+func endpoint(id string, nats ...cluster.NAT) cluster.Endpoint {
+	e := cluster.Endpoint{ID: id, Iface: "veth0", FloatingIPs: nats}
+	for _, n := range nats {
+		e.Addrs = append(e.Addrs, netip.PrefixFrom(n.Internal, n.Internal.BitLen()))
+	}
+	return e
 }
 
 func TestChainsAndJumps(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
 	require.NoError(t, r.pass(
-		floatingips.EndpointUpdate{ID: "ns/web", NATs: []floatingips.NAT{
-			nat("198.51.100.10", "10.244.1.5"), nat("2001:db8:f::10", "fd00:10:244:1::5")}},
+		endpoint("ns/web", nat("198.51.100.10", "10.244.1.5"), nat("2001:db8:f::10", "fd00:10:244:1::5")),
 	))
 	assert.Equal(t, []string{
 		`-d 198.51.100.10/32 -m comment --comment "floating IP of ns/web" -j DNAT --to-destination 10.244.1.5`,
@@ -66,12 +76,11 @@ func TestChainsAndJumps(t *testing.T) {
 	}
 	// Nothing changed: nothing run.
 	calls := len(r.ns.IPTables().Calls())
-	require.NoError(t, r.pass(floatingips.EndpointUpdate{ID: "ns/web", NATs: []floatingips.NAT{
-		nat("2001:db8:f::10", "fd00:10:244:1::5"), nat("198.51.100.10", "10.244.1.5")}}))
+	require.NoError(t, r.pass(endpoint("ns/web", nat("2001:db8:f::10", "fd00:10:244:1::5"), nat("198.51.100.10", "10.244.1.5"))))
 	assert.Len(t, r.ns.IPTables().Calls(), calls)
 
 	// Removed: empty chains, jumps stay.
-	require.NoError(t, r.pass(floatingips.EndpointRemove{ID: "ns/web"}))
+	require.NoError(t, r.pass(cluster.EndpointRemove{ID: "ns/web"}))
 	assert.Empty(t, r.rules("npf-dnat"))
 	assert.Empty(t, r.rules("npf-snat"))
 	assert.Len(t, r.rules("PREROUTING"), 1)
@@ -82,7 +91,7 @@ func TestOutboundSNATIPv6(t *testing.T) {
 		o.OutboundSNAT, o.NoSNATSet, o.Jump = true, "np6-all-pools", floatingips.JumpAppend
 	})
 	require.NoError(t, r.ns.IPSets().Exec("create", "np6-all-pools", "hash:net", "family", "inet6"))
-	require.NoError(t, r.pass(floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("2001:db8:f::10", "fd00:10:244:1::5")}}))
+	require.NoError(t, r.pass(endpoint("a", nat("2001:db8:f::10", "fd00:10:244:1::5"))))
 	assert.Equal(t, []string{
 		`-s fd00:10:244:1::5/128 -d fd00:10:244:1::5/128 -m comment --comment "floating IP of a" -j SNAT --to-source 2001:db8:f::10`,
 		`-s fd00:10:244:1::5/128 -m set ! --match-set np6-all-pools dst -m comment --comment "floating IP of a" -j SNAT --to-source 2001:db8:f::10`,
@@ -96,8 +105,8 @@ func TestOutboundSNATIPv6(t *testing.T) {
 func TestConflicts(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
 	err := r.pass(
-		floatingips.EndpointUpdate{ID: "b", NATs: []floatingips.NAT{nat("198.51.100.10", "10.244.1.6"), nat("198.51.100.11", "10.244.1.5")}},
-		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "10.244.1.5")}},
+		endpoint("b", nat("198.51.100.10", "10.244.1.6"), nat("198.51.100.11", "10.244.1.5")),
+		endpoint("a", nat("198.51.100.10", "10.244.1.5")),
 	)
 	require.ErrorIs(t, err, floatingips.ErrConflict)
 	assert.Contains(t, err.Error(), `floating IP 198.51.100.10 of endpoint "b" is endpoint "a"'s`)
@@ -108,7 +117,7 @@ func TestConflicts(t *testing.T) {
 	assert.Len(t, r.rules("npf-dnat"), 1)
 
 	// The first claimant goes: b takes the floating IP.
-	require.NoError(t, r.pass(floatingips.EndpointRemove{ID: "a"}))
+	require.NoError(t, r.pass(cluster.EndpointRemove{ID: "a"}))
 	dnat := r.rules("npf-dnat")
 	require.Len(t, dnat, 2)
 	assert.Contains(t, dnat[0], "-d 198.51.100.10/32")
@@ -117,24 +126,28 @@ func TestConflicts(t *testing.T) {
 
 func TestInvalidMessagesChangeNothing(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
-	require.NoError(t, r.pass(floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "10.244.1.5")}}))
+	require.NoError(t, r.pass(endpoint("a", nat("198.51.100.10", "10.244.1.5"))))
 	for _, msg := range []any{
-		floatingips.EndpointUpdate{NATs: []floatingips.NAT{nat("198.51.100.10", "10.244.1.5")}},
-		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "fd00::5")}},
-		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "198.51.100.10")}},
-		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{{Floating: netip.MustParseAddr("198.51.100.10")}}},
-		floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("0.0.0.0", "10.244.1.5")}},
-		floatingips.EndpointRemove{},
+		cluster.Endpoint{Iface: "veth0", FloatingIPs: []cluster.NAT{nat("198.51.100.10", "10.244.1.5")}},
+		cluster.Endpoint{ID: "a", FloatingIPs: []cluster.NAT{nat("198.51.100.11", "10.244.1.6")}}, // no interface
+		cluster.Endpoint{ID: "a", Iface: "veth0", FloatingIPs: []cluster.NAT{nat("198.51.100.10", "fd00::5")}},
+		cluster.Endpoint{ID: "a", Iface: "veth0", FloatingIPs: []cluster.NAT{nat("198.51.100.10", "198.51.100.10")}},
+		cluster.Endpoint{ID: "a", Iface: "veth0", FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10")}}},
+		cluster.Endpoint{ID: "a", Iface: "veth0", FloatingIPs: []cluster.NAT{nat("0.0.0.0", "10.244.1.5")}},
+		cluster.Endpoint{ID: "a", Iface: "veth0", Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32")},
+			FloatingIPs: []cluster.NAT{nat("198.51.100.10", "10.244.1.6")}}, // not its address
+		cluster.EndpointRemove{},
 	} {
 		r.m.OnUpdate(msg)
 		err := r.m.CompleteDeferredWork(context.Background())
 		require.ErrorIs(t, err, floatingips.ErrInvalidEndpoint, "%+v", msg)
+		require.ErrorIs(t, err, cluster.ErrInvalid, "%+v", msg)
 		assert.Equal(t, 1, strings.Count(err.Error(), "floatingips: "), err.Error())
+		assert.Equal(t, 0, strings.Count(err.Error(), "cluster: "), err.Error())
 		require.NoError(t, r.m.CompleteDeferredWork(context.Background()))
 		require.NoError(t, r.pass())
 		assert.Len(t, r.rules("npf-dnat"), 1)
 	}
-	require.ErrorIs(t, floatingips.EndpointUpdate{ID: "a", NATs: []floatingips.NAT{nat("198.51.100.10", "fd00::5")}}.Validate(), ipfamily.ErrWrongFamily)
 }
 
 func TestOptions(t *testing.T) {

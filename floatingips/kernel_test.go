@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/floatingips"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
@@ -56,7 +57,8 @@ func TestKernelFloatingIP(t *testing.T) {
 				DNATChain: "npf-dnat", SNATChain: "npf-snat", OutboundSNAT: true})
 			require.NoError(t, err)
 			loop := managertest.StartLoop(t, dataplane.Options{}, []dataplane.Manager{m}, nat)
-			managertest.Send(t, loop, floatingips.EndpointUpdate{ID: "pod1", NATs: []floatingips.NAT{{Floating: floating, Internal: podIP}}})
+			managertest.Send(t, loop, cluster.Endpoint{ID: "pod1", Iface: "veth0",
+				Addrs: []netip.Prefix{netip.PrefixFrom(podIP, podIP.BitLen())}, FloatingIPs: []cluster.NAT{{Floating: floating, Internal: podIP}}})
 			managertest.InSync(loop)
 
 			// In: host2 → floating IP reaches the pod; the replies leave
@@ -105,7 +107,7 @@ func TestKernelFloatingIP(t *testing.T) {
 			kerneltest.Require(t, kerneltest.TCPCheck(host1.NS, viaFloating))
 
 			// Withdrawn: host2 no longer reaches the pod.
-			managertest.Send(t, loop, floatingips.EndpointRemove{ID: "pod1"})
+			managertest.Send(t, loop, cluster.EndpointRemove{ID: "pod1"})
 			kerneltest.Eventually(t, managertest.Converge, kerneltest.Not(kerneltest.TCPCheck(host2.NS, viaFloating)))
 		})
 	})

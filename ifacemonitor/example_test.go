@@ -90,9 +90,10 @@ func ExampleMonitor_Run() {
 }
 
 // How an agent wires the monitor to the namespace it manages: link changes
-// make the MTU monitor look again, and the first complete listing releases
-// the dataplane loop, which applies nothing before the interfaces are
-// known. The namespace is the agent's own; it is not run here.
+// make the MTU monitor look again, links and addresses go to the dataplane
+// loop, which hands them to its managers and drivers, and the first
+// complete listing releases the loop, which applies nothing before the
+// interfaces are known. The namespace is the agent's own; it is not run here.
 func Example_agentWiring() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -125,13 +126,11 @@ func Example_agentWiring() {
 		FlapDampingWindow: 100 * time.Millisecond,
 		OnLinkState: func(u ifacemonitor.LinkUpdate) {
 			mtuMonitor.Trigger() // never blocks
-			// An agent also hands u to its managers, e.g. loop.TrySend(u),
-			// and u.State to routetable's OnIfaceStateChanged as it is.
+			// The loop hands u to every manager and driver that is a
+			// dataplane.InterfaceObserver; it never blocks either.
+			loop.OnLink(u.Link(), u.State)
 		},
-		OnAddrs: func(name string, addrs []netip.Prefix) {
-			// Hand the new set to the managers that need it, without
-			// blocking: loop.TrySend(yourAddrsMessage{name, addrs}).
-		},
+		OnAddrs:  loop.OnAddrs, // the same for the addresses
 		OnInSync: loop.InterfacesInSync,
 	})
 	if err != nil {

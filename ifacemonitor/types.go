@@ -34,6 +34,16 @@ type LinkUpdate struct {
 	OldName string
 }
 
+// Link returns the update as a kernel.Link, the form dataplane.Loop's
+// OnLink takes (LinkUpdate.Link and State are its two arguments): Name,
+// Index, MTU and Kind, with AdminUp and Running both set when State is
+// kernel.LinkUp, so that its State method agrees with u.State for an
+// interface that exists.
+func (u LinkUpdate) Link() kernel.Link {
+	up := u.State == kernel.LinkUp
+	return kernel.Link{Name: u.Name, Index: u.Index, MTU: u.MTU, Kind: u.Kind, AdminUp: up, Running: up}
+}
+
 // Interface is one interface of a View.
 type Interface struct {
 	// Name, Index, State, MTU and Kind are as in LinkUpdate; State is

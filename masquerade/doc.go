@@ -30,14 +30,15 @@
 //	_ = loop.AddManager(m)
 //	_ = loop.AddDriver(sets)
 //	_ = loop.AddDriver(nat)
-//	_ = loop.Send(ctx, masquerade.PoolUpdate{ID: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true})
+//	_ = loop.Send(ctx, cluster.Pool{ID: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true})
 //
 // Both families' managers can be given every message: each takes the pools
-// of its own family. Messages are PoolUpdate (declare or change a pool, by
-// ID) and PoolRemove. A malformed one (no ID, a CIDR with host bits set)
-// changes nothing and is reported once, by the next CompleteDeferredWork,
-// with an error wrapping ErrInvalidPool; PoolUpdate.Validate checks a
-// message before it is sent.
+// of its own family. Messages are the cluster vocabulary's cluster.Pool
+// (declare or change a pool, by ID) and cluster.PoolRemove. A malformed one
+// (no ID, a CIDR with host bits set) changes nothing and is reported once,
+// by the next CompleteDeferredWork, with an error wrapping ErrInvalidPool
+// and cluster.ErrInvalid; cluster.Pool.Validate checks a message before it
+// is sent.
 //
 // The Manager takes a netfilter.Table, not a backend: it works on the
 // iptables writer (legacy or nft) and on any other writer of the rule model.

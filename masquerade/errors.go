@@ -8,8 +8,9 @@ import "errors"
 var (
 	// ErrInvalidOptions reports an Options value that New refuses.
 	ErrInvalidOptions = errors.New("masquerade: invalid options")
-	// ErrInvalidPool reports a PoolUpdate or PoolRemove that is malformed:
-	// an empty ID, or a CIDR that is not a network (host bits set). The
-	// message changes nothing.
+	// ErrInvalidPool reports a cluster.Pool or cluster.PoolRemove that is
+	// malformed: an empty ID, or a CIDR that is not a network (host bits
+	// set). The error also wraps cluster.ErrInvalid. The message changes
+	// nothing.
 	ErrInvalidPool = errors.New("masquerade: invalid pool")
 )

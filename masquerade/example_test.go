@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
@@ -31,9 +32,9 @@ func Example() {
 	_ = loop.AddManager(m)
 	_ = loop.AddDriver(sets)
 	_ = loop.AddDriver(nat)
-	_ = loop.Send(ctx, masquerade.PoolUpdate{ID: "pods", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true})
-	_ = loop.Send(ctx, masquerade.PoolUpdate{ID: "no-nat", CIDR: netip.MustParsePrefix("10.250.0.0/16")})
-	_ = loop.Send(ctx, masquerade.PoolUpdate{ID: "pods-v6", CIDR: netip.MustParsePrefix("fd00:10:244::/48"), Masquerade: true}) // the IPv6 manager's
+	_ = loop.Send(ctx, cluster.Pool{ID: "pods", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true})
+	_ = loop.Send(ctx, cluster.Pool{ID: "no-nat", CIDR: netip.MustParsePrefix("10.250.0.0/16")})
+	_ = loop.Send(ctx, cluster.Pool{ID: "pods-v6", CIDR: netip.MustParsePrefix("fd00:10:244::/48"), Masquerade: true}) // the IPv6 manager's
 	loop.DatastoreInSync()
 	loop.InterfacesInSync()
 	_ = loop.Run(ctx)
@@ -49,15 +50,6 @@ func Example() {
 	// np4-all-pools [10.244.0.0/16 10.250.0.0/16]
 	// np4-masq-pools [10.244.0.0/16]
 	// -m comment --comment "npm:TOm2HcmFbXSOPwKo" -m set --match-set np4-masq-pools src -m set ! --match-set np4-all-pools dst -m comment --comment "masquerade from pools to outside the pools" -j MASQUERADE --random-fully
-}
-
-// Validate checks a message before it is sent: a CIDR with host bits set is
-// refused (the Manager would refuse it too, and change nothing).
-func ExamplePoolUpdate_Validate() {
-	err := masquerade.PoolUpdate{ID: "pods", CIDR: netip.MustParsePrefix("10.244.0.1/16")}.Validate()
-	fmt.Println(err)
-	// Output:
-	// masquerade: invalid pool: pool "pods": 10.244.0.1/16 has host bits set (the network is 10.244.0.0/16)
 }
 
 // New refuses incomplete options.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/internal/managertest"
@@ -50,8 +51,8 @@ func TestKernelMasquerade(t *testing.T) {
 			require.NoError(t, err)
 			loop := managertest.StartLoop(t, dataplane.Options{}, []dataplane.Manager{m}, sets, nat)
 			managertest.Send(t, loop,
-				masquerade.PoolUpdate{ID: "host1", CIDR: pool1, Masquerade: true},
-				masquerade.PoolUpdate{ID: "host2", CIDR: pool2, Masquerade: true},
+				cluster.Pool{ID: "host1", CIDR: pool1, Masquerade: true},
+				cluster.Pool{ID: "host2", CIDR: pool2, Masquerade: true},
 			)
 			managertest.InSync(loop)
 

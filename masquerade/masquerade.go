@@ -2,14 +2,12 @@ package masquerade
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net/netip"
 	"slices"
 	"strings"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
@@ -21,45 +19,6 @@ const (
 	DefaultAllPoolsSet  = "all-pools"
 	DefaultMasqPoolsSet = "masq-pools"
 )
-
-// PoolUpdate declares one IP pool, or changes it: the range pods take
-// addresses from. A manager takes the pools of its family and forgets a
-// pool whose CIDR moves to the other family.
-type PoolUpdate struct {
-	// ID names the pool; required. A later update with the same ID
-	// replaces the pool.
-	ID string
-	// CIDR is the pool's range, a network (10.244.0.0/16, not
-	// 10.244.0.1/16).
-	CIDR netip.Prefix
-	// Masquerade makes traffic from the pool to destinations outside every
-	// pool leave with the address of the interface it leaves by.
-	Masquerade bool
-}
-
-// Validate reports whether u is well formed: an ID and a network CIDR.
-// The error wraps ErrInvalidPool.
-func (u PoolUpdate) Validate() error {
-	if u.ID == "" {
-		return fmt.Errorf("%w: empty ID", ErrInvalidPool)
-	}
-	f := ipfamily.Of(u.CIDR.Addr())
-	if !u.CIDR.IsValid() || !f.Valid() {
-		return fmt.Errorf("%w: pool %q: no valid CIDR", ErrInvalidPool, u.ID)
-	}
-	if err := f.CheckNet(u.CIDR); err != nil {
-		return errs.Also(fmt.Errorf("%w: pool %q: %s has host bits set (the network is %s)",
-			ErrInvalidPool, u.ID, u.CIDR, u.CIDR.Masked()), err)
-	}
-	return nil
-}
-
-// PoolRemove withdraws the pool with ID. Removing a pool that is not
-// declared does nothing.
-type PoolRemove struct {
-	// ID names the pool; required.
-	ID string
-}
 
 // Jump says where a Manager puts the jump to its chain.
 type Jump uint8
@@ -124,7 +83,7 @@ type Manager struct {
 	o               Options
 	log             *slog.Logger
 	allSet, masqSet string // kernel names
-	pools           map[string]PoolUpdate
+	pools           map[string]cluster.Pool
 	dirty           bool // the sets must be declared again
 	chainDone       bool // chain and jump declared
 	invalid         managerutil.Rejected
@@ -146,7 +105,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	c.Refuse(opts.AllPoolsSet == opts.MasqPoolsSet, "AllPoolsSet and MasqPoolsSet are both %q", opts.AllPoolsSet)
 	opts.Marks = slices.Clone(opts.Marks)
-	m := &Manager{o: opts, pools: map[string]PoolUpdate{}, dirty: true}
+	m := &Manager{o: opts, pools: map[string]cluster.Pool{}, dirty: true}
 	c.Rules("Marks", opts.Family, m.markRules()...)
 	m.allSet = c.KernelName("AllPoolsSet", opts.Sets, opts.AllPoolsSet)
 	m.masqSet = c.KernelName("MasqPoolsSet", opts.Sets, opts.MasqPoolsSet)
@@ -201,14 +160,16 @@ func (m *Manager) Rule() netfilter.Rule {
 	}
 }
 
-// OnUpdate records PoolUpdate and PoolRemove messages; it ignores every
-// other type. An invalid message changes nothing: the next
-// CompleteDeferredWork reports it once.
+// OnUpdate records cluster.Pool and cluster.PoolRemove messages; it
+// ignores every other type. A pool of the other family is not the
+// Manager's: a pool whose CIDR moves to the other family is forgotten. An
+// invalid message changes nothing: the next CompleteDeferredWork reports it
+// once.
 func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
-	case PoolUpdate:
+	case cluster.Pool:
 		if err := msg.Validate(); err != nil {
-			m.invalid.Add(err)
+			m.invalid.Add(managerutil.Refused(ErrInvalidPool, err))
 			return
 		}
 		old, had := m.pools[msg.ID]
@@ -223,9 +184,9 @@ func (m *Manager) OnUpdate(msg any) {
 			m.pools[msg.ID] = msg
 			m.dirty = true
 		}
-	case PoolRemove:
-		if msg.ID == "" {
-			m.invalid.Add(fmt.Errorf("%w: remove with an empty ID", ErrInvalidPool))
+	case cluster.PoolRemove:
+		if err := msg.Validate(); err != nil {
+			m.invalid.Add(managerutil.Refused(ErrInvalidPool, err))
 			return
 		}
 		if _, had := m.pools[msg.ID]; had {
@@ -277,10 +238,10 @@ func (m *Manager) declare() error {
 }
 
 // Pools returns the declared pools of the Manager's family, by ID.
-func (m *Manager) Pools() []PoolUpdate { return m.sortedPools() }
+func (m *Manager) Pools() []cluster.Pool { return m.sortedPools() }
 
-func (m *Manager) sortedPools() []PoolUpdate {
-	return managerutil.SortedValues(m.pools, func(a, b PoolUpdate) int { return strings.Compare(a.ID, b.ID) })
+func (m *Manager) sortedPools() []cluster.Pool {
+	return managerutil.SortedValues(m.pools, func(a, b cluster.Pool) int { return strings.Compare(a.ID, b.ID) })
 }
 
 var _ dataplane.Manager = (*Manager)(nil)

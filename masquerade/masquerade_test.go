@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -75,9 +76,9 @@ func TestPoolsAndRule(t *testing.T) {
 		t.Run(f.String(), func(t *testing.T) {
 			r := newRig(t, f, nil)
 			r.send(
-				masquerade.PoolUpdate{ID: "pods4", CIDR: pool4, Masquerade: true},
-				masquerade.PoolUpdate{ID: "svc4", CIDR: other4},
-				masquerade.PoolUpdate{ID: "pods6", CIDR: pool6, Masquerade: true},
+				cluster.Pool{ID: "pods4", CIDR: pool4, Masquerade: true},
+				cluster.Pool{ID: "svc4", CIDR: other4},
+				cluster.Pool{ID: "pods6", CIDR: pool6, Masquerade: true},
 			)
 			require.NoError(t, r.pass())
 			want, wantMasq := []string{"10.244.0.0/16", "10.96.0.0/24"}, []string{"10.244.0.0/16"}
@@ -108,23 +109,23 @@ func TestPoolsAndRule(t *testing.T) {
 
 func TestPoolChangesAndRemoval(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
-	r.send(masquerade.PoolUpdate{ID: "a", CIDR: pool4, Masquerade: true}, masquerade.PoolUpdate{ID: "b", CIDR: other4})
+	r.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true}, cluster.Pool{ID: "b", CIDR: other4})
 	require.NoError(t, r.pass())
 
 	// b starts masquerading; a stops; nothing else moves.
-	r.send(masquerade.PoolUpdate{ID: "b", CIDR: other4, Masquerade: true}, masquerade.PoolUpdate{ID: "a", CIDR: pool4})
+	r.send(cluster.Pool{ID: "b", CIDR: other4, Masquerade: true}, cluster.Pool{ID: "a", CIDR: pool4})
 	require.NoError(t, r.pass())
 	assert.Equal(t, []string{"10.96.0.0/24"}, r.members("masq-pools"))
 	assert.ElementsMatch(t, []string{"10.244.0.0/16", "10.96.0.0/24"}, r.members("all-pools"))
 
 	// a moves to IPv6: the IPv4 manager forgets it.
-	r.send(masquerade.PoolUpdate{ID: "a", CIDR: pool6})
+	r.send(cluster.Pool{ID: "a", CIDR: pool6})
 	require.NoError(t, r.pass())
 	assert.Equal(t, []string{"10.96.0.0/24"}, r.members("all-pools"))
 
 	// Removing b empties both sets; the rule and sets stay, matching
 	// nothing.
-	r.send(masquerade.PoolRemove{ID: "b"}, masquerade.PoolRemove{ID: "never-declared"})
+	r.send(cluster.PoolRemove{ID: "b"}, cluster.PoolRemove{ID: "never-declared"})
 	require.NoError(t, r.pass())
 	assert.Empty(t, r.members("all-pools"))
 	assert.Empty(t, r.members("masq-pools"))
@@ -134,25 +135,22 @@ func TestPoolChangesAndRemoval(t *testing.T) {
 
 func TestInvalidMessagesChangeNothing(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
-	r.send(masquerade.PoolUpdate{ID: "a", CIDR: pool4, Masquerade: true})
+	r.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true})
 	require.NoError(t, r.pass())
 	for _, msg := range []any{
-		masquerade.PoolUpdate{ID: "a", CIDR: netip.MustParsePrefix("10.244.0.1/16"), Masquerade: true},
-		masquerade.PoolUpdate{CIDR: other4},
-		masquerade.PoolUpdate{ID: "z"},
-		masquerade.PoolRemove{},
+		cluster.Pool{ID: "a", CIDR: netip.MustParsePrefix("10.244.0.1/16"), Masquerade: true},
+		cluster.Pool{CIDR: other4},
+		cluster.Pool{ID: "z"},
+		cluster.PoolRemove{},
 	} {
 		r.send(msg)
 		err := r.m.CompleteDeferredWork(context.Background())
 		require.ErrorIs(t, err, masquerade.ErrInvalidPool, "%+v", msg)
+		require.ErrorIs(t, err, cluster.ErrInvalid, "%+v", msg)
 		onePrefix(t, err)
 		assert.Equal(t, []string{"10.244.0.0/16"}, r.members("masq-pools"))
 		require.NoError(t, r.pass(), "reported once")
 	}
-	err := masquerade.PoolUpdate{ID: "a", CIDR: netip.MustParsePrefix("10.244.0.1/16")}.Validate()
-	require.ErrorIs(t, err, ipfamily.ErrHostBits)
-	assert.Contains(t, err.Error(), "10.244.0.1/16")
-	require.NoError(t, masquerade.PoolUpdate{ID: "a", CIDR: pool6}.Validate())
 }
 
 func TestOptions(t *testing.T) {
@@ -193,7 +191,7 @@ func TestJumpPlacementAndNoRandomFully(t *testing.T) {
 	require.NoError(t, ipt.Exec(iptables.BackendNFT, ipfamily.IPv4, "-t", "nat", "-A", "POSTROUTING", "-o", "eth9", "-j", "ACCEPT"))
 
 	r := newRigOn(t, ns, ipfamily.IPv4, func(o *masquerade.Options) { o.Jump = masquerade.JumpAppend; o.NoRandomFully = true })
-	r.send(masquerade.PoolUpdate{ID: "a", CIDR: pool4, Masquerade: true})
+	r.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true})
 	require.NoError(t, r.pass())
 	post := r.rules("POSTROUTING")
 	require.Len(t, post, 2)
@@ -208,7 +206,7 @@ func TestJumpPlacementAndNoRandomFully(t *testing.T) {
 	// the Table leaves it out of the kernel.
 	ns2 := kernelfake.New(kernelfake.Options{})
 	r2 := newRigOn(t, ns2, ipfamily.IPv4, func(o *masquerade.Options) { o.Jump = masquerade.JumpNone })
-	r2.send(masquerade.PoolUpdate{ID: "a", CIDR: pool4, Masquerade: true})
+	r2.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true})
 	require.NoError(t, r2.pass())
 	assert.Empty(t, r2.rules("POSTROUTING"))
 	assert.Nil(t, r2.rules("npm-masq"))
@@ -225,7 +223,7 @@ func TestMarks(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, func(o *masquerade.Options) {
 		o.Marks = []netfilter.MatchMark{{Mark: 0x40000, Mask: 0x40000}}
 	})
-	r.send(masquerade.PoolUpdate{ID: "a", CIDR: pool4, Masquerade: true})
+	r.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true})
 	require.NoError(t, r.pass())
 	rules := r.rules("npm-masq")
 	require.Len(t, rules, 2)
@@ -239,7 +237,7 @@ func TestMarks(t *testing.T) {
 func TestFailedWriteConverges(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
 	r.ns.IPTables().FailNext(iptablesfake.OpRestore, 1)
-	r.send(masquerade.PoolUpdate{ID: "a", CIDR: pool4, Masquerade: true})
+	r.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true})
 	require.Error(t, r.pass())
 	r.nat.QueueResync()
 	require.NoError(t, r.pass())
@@ -251,7 +249,7 @@ func TestFailedWriteConverges(t *testing.T) {
 func onePrefix(t *testing.T, err error) {
 	t.Helper()
 	assert.True(t, strings.HasPrefix(err.Error(), "masquerade: "), err.Error())
-	for _, p := range []string{"masquerade: ", "netfilter: ", "ipsets: ", "ipfamily: ", "iptables: "} {
+	for _, p := range []string{"masquerade: ", "cluster: ", "netfilter: ", "ipsets: ", "ipfamily: ", "iptables: "} {
 		want := 0
 		if p == "masquerade: " {
 			want = 1

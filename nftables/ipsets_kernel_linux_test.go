@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/internal/managertest"
@@ -60,8 +61,8 @@ func TestKernelIPSetsUnderMasquerade(t *testing.T) {
 			nat, sets, m := build()
 			loop := managertest.StartLoop(t, dataplane.Options{}, []dataplane.Manager{m}, sets, nat)
 			managertest.Send(t, loop,
-				masquerade.PoolUpdate{ID: "pods", CIDR: pool, Masquerade: true},
-				masquerade.PoolUpdate{ID: "services", CIDR: svc})
+				cluster.Pool{ID: "pods", CIDR: pool, Masquerade: true},
+				cluster.Pool{ID: "services", CIDR: svc})
 			managertest.InSync(loop)
 			managertest.WaitReady(t, loop, 30*time.Second)
 			out := e.nft(t, "list", "table", familyName(f), "npm-nat")
@@ -75,7 +76,7 @@ func TestKernelIPSetsUnderMasquerade(t *testing.T) {
 
 			// The services pool goes: its element goes, nothing else.
 			before := nat.Stats()
-			managertest.Send(t, loop, masquerade.PoolRemove{ID: "services"})
+			managertest.Send(t, loop, cluster.PoolRemove{ID: "services"})
 			deadline := time.Now().Add(30 * time.Second)
 			for !strings.Contains(flat(e.nft(t, "list", "set", familyName(f), "npm-nat", "all-pools")), "elements = { "+pool.String()+" }") {
 				require.True(t, time.Now().Before(deadline), "the services pool never left all-pools")
@@ -88,7 +89,7 @@ func TestKernelIPSetsUnderMasquerade(t *testing.T) {
 			// A restarted agent (new Table, IPSets and Manager on the same
 			// pools) adopts the table and writes nothing.
 			nat2, sets2, m2 := build()
-			m2.OnUpdate(masquerade.PoolUpdate{ID: "pods", CIDR: pool, Masquerade: true})
+			m2.OnUpdate(cluster.Pool{ID: "pods", CIDR: pool, Masquerade: true})
 			_, err := managertest.Pass(context.Background(), []dataplane.Manager{m2}, sets2, nat2)
 			require.NoError(t, err)
 			assert.Equal(t, 1, nat2.Stats().Reads)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -522,8 +523,8 @@ func TestIPSetsUnderMasquerade(t *testing.T) {
 			if f == ipfamily.IPv6 {
 				pool, other = pfx("fd44::/48"), pfx("fd96::/108")
 			}
-			m.OnUpdate(masquerade.PoolUpdate{ID: "pods", CIDR: pool, Masquerade: true})
-			m.OnUpdate(masquerade.PoolUpdate{ID: "other", CIDR: other})
+			m.OnUpdate(cluster.Pool{ID: "pods", CIDR: pool, Masquerade: true})
+			m.OnUpdate(cluster.Pool{ID: "other", CIDR: other})
 			_, err = managertest.Pass(context.Background(), []dataplane.Manager{m}, sets, nat)
 			require.NoError(t, err)
 			tx, _, _, _ := ns.Counts()
@@ -545,7 +546,7 @@ func TestIPSetsUnderMasquerade(t *testing.T) {
 
 			// The other pool goes: only elements are written.
 			ns.ResetCounts()
-			m.OnUpdate(masquerade.PoolRemove{ID: "other"})
+			m.OnUpdate(cluster.PoolRemove{ID: "other"})
 			_, err = managertest.Pass(context.Background(), []dataplane.Manager{m}, sets, nat)
 			require.NoError(t, err)
 			tx, _, requests, _ := ns.Counts()

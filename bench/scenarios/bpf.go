@@ -21,6 +21,7 @@ import (
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
 	"github.com/nodeplane/nodeplane/bpf/maps"
 	"github.com/nodeplane/nodeplane/bpf/proxy"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
@@ -419,15 +420,15 @@ var (
 
 // bpfServices are n services of one IPv4 cluster IP and three backends
 // (one local) each.
-func bpfServices(n int) []proxy.Service {
-	svcs := make([]proxy.Service, n)
+func bpfServices(n int) []cluster.Service {
+	svcs := make([]cluster.Service, n)
 	for i := range svcs {
 		hi, lo := byte(i>>8), byte(i)
-		svcs[i] = proxy.Service{
+		svcs[i] = cluster.Service{
 			Name:       fmt.Sprintf("bench/svc-%05d:http", i),
 			Port:       80,
 			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, hi, lo})},
-			Backends: []proxy.Backend{
+			Backends: []cluster.Backend{
 				{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 201, hi, lo}), 8080), Local: true},
 				{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 202, hi, lo}), 8080)},
 				{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 203, hi, lo}), 8080)},
@@ -438,9 +439,9 @@ func bpfServices(n int) []proxy.Service {
 }
 
 // bpfProxyApply sends svcs and applies.
-func bpfProxyApply(ctx context.Context, p *proxy.Proxy, svcs ...proxy.Service) error {
+func bpfProxyApply(ctx context.Context, p *proxy.Proxy, svcs ...cluster.Service) error {
 	for _, s := range svcs {
-		p.OnUpdate(proxy.ServiceUpdate{Service: s})
+		p.OnUpdate(s)
 	}
 	if err := p.CompleteDeferredWork(ctx); err != nil {
 		return err
@@ -451,7 +452,7 @@ func bpfProxyApply(ctx context.Context, p *proxy.Proxy, svcs ...proxy.Service) e
 
 // bpfProxyOpen opens the trial's namespace and a Proxy on dir, applied
 // with svcs; Cleanup and Close are queued on bpfLeft.
-func bpfProxyOpen(ctx context.Context, env *harness.Env, dir string, svcs []proxy.Service) (*proxy.Proxy, error) {
+func bpfProxyOpen(ctx context.Context, env *harness.Env, dir string, svcs []cluster.Service) (*proxy.Proxy, error) {
 	k, err := kernel.Open(env.NS.Path())
 	if err != nil {
 		return nil, err
@@ -564,7 +565,7 @@ func (w *bpfProxyWrites) run() error {
 // again, and is closed, leaving its maps pinned as they were before the
 // change. With all, Run writes every entry of the changed state (the
 // peer); otherwise only the entries that differ (the floor).
-func bpfNaiveSetup(svcs []proxy.Service, changed proxy.Service, all bool) setupFunc {
+func bpfNaiveSetup(svcs []cluster.Service, changed cluster.Service, all bool) setupFunc {
 	return bpfSetup(func(ctx context.Context, env *harness.Env, dir string) (*bpfProxyWrites, error) {
 		p, err := bpfProxyOpen(ctx, env, dir, svcs)
 		if err != nil {
@@ -619,7 +620,7 @@ func bpfNaiveSetup(svcs []proxy.Service, changed proxy.Service, all bool) setupF
 func bpfProxyChangeOne(n int) harness.Scenario {
 	svcs := bpfServices(n)
 	changed := svcs[n/2]
-	changed.Backends = append([]proxy.Backend(nil), changed.Backends...)
+	changed.Backends = append([]cluster.Backend(nil), changed.Backends...)
 	changed.Backends[2].Addr = netip.AddrPortFrom(changed.Backends[2].Addr.Addr(), 9090)
 	naive := func(name string, role harness.Role, all bool) harness.Variant {
 		return harness.Variant{

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -18,15 +19,15 @@ import (
 
 // benchServices are n services of one IPv4 cluster IP and three backends
 // each.
-func benchServices(n int) []Service {
-	svcs := make([]Service, n)
+func benchServices(n int) []cluster.Service {
+	svcs := make([]cluster.Service, n)
 	for i := range svcs {
 		hi, lo := byte(i>>8), byte(i)
-		svcs[i] = Service{
+		svcs[i] = cluster.Service{
 			Name:       fmt.Sprintf("bench/svc-%05d:http", i),
 			Port:       80,
 			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, hi, lo})},
-			Backends: []Backend{
+			Backends: []cluster.Backend{
 				{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 201, hi, lo}), 8080), Local: true},
 				{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 202, hi, lo}), 8080)},
 				{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 203, hi, lo}), 8080)},
@@ -55,9 +56,9 @@ func benchProxy(b *testing.B, kns *kernel.Namespace, pinDir string) *Proxy {
 }
 
 // benchApply sends svcs (when any) and applies.
-func benchApply(b *testing.B, p *Proxy, svcs ...Service) {
+func benchApply(b *testing.B, p *Proxy, svcs ...cluster.Service) {
 	for _, s := range svcs {
-		p.OnUpdate(ServiceUpdate{s})
+		p.OnUpdate(s)
 	}
 	if err := p.CompleteDeferredWork(context.Background()); err != nil {
 		b.Fatal(err)
@@ -116,7 +117,7 @@ func BenchmarkKernelProxyServiceChange(b *testing.B) {
 					// Service i%n: its third backend moves to another
 					// port, a port it never had before in this run.
 					s := svcs[i%n]
-					s.Backends = append([]Backend(nil), s.Backends...)
+					s.Backends = append([]cluster.Backend(nil), s.Backends...)
 					s.Backends[2].Addr = netip.AddrPortFrom(s.Backends[2].Addr.Addr(), uint16(10000+i%50000))
 					benchApply(b, p, s)
 					if mode == "rewrite-all" {
@@ -146,7 +147,7 @@ func BenchmarkKernelProxyStartup(b *testing.B) {
 			b.StopTimer()
 			p := benchProxy(b, kns, dir)
 			for _, s := range svcs {
-				p.OnUpdate(ServiceUpdate{s})
+				p.OnUpdate(s)
 			}
 			require.NoError(b, p.CompleteDeferredWork(context.Background()))
 			b.StartTimer()

@@ -13,20 +13,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 )
 
 // capSvc is service name with n backends of one family (IPv6 when v6) at
 // cluster IP number ip of that family.
-func capSvc(name string, ip int, n int, v6 bool) Service {
-	s := Service{Name: name, Port: 80}
+func capSvc(name string, ip int, n int, v6 bool) cluster.Service {
+	s := cluster.Service{Name: name, Port: 80}
 	for i := range n {
 		a := netip.AddrFrom4([4]byte{10, 1, byte(ip), byte(i + 1)})
 		if v6 {
 			a = netip.AddrFrom16([16]byte{0xfd, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(ip), byte(i + 1)})
 		}
-		s.Backends = append(s.Backends, Backend{Addr: netip.AddrPortFrom(a, 8080)})
+		s.Backends = append(s.Backends, cluster.Backend{Addr: netip.AddrPortFrom(a, 8080)})
 	}
 	if v6 {
 		s.ClusterIPs = []netip.Addr{netip.AddrFrom16([16]byte{0xfd, 0, 0x96, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(ip)})}
@@ -110,12 +111,12 @@ func TestKernelProxyBackendMapCapacity(t *testing.T) {
 	p, err := New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	svcs := []Service{
+	svcs := []cluster.Service{
 		capSvc("s0", 1, 3, false), capSvc("s1", 2, 3, true), capSvc("s2", 3, 3, false),
 		capSvc("s3", 4, 3, true), capSvc("s4", 5, 3, false), capSvc("s5", 6, 1, true),
 	}
 	for _, s := range slices.Backward(svcs) { // the order of the messages does not matter
-		p.OnUpdate(ServiceUpdate{s})
+		p.OnUpdate(s)
 	}
 	pe := applyRefused(t, p)
 	require.Equal(t, []string{"s0", "s1", "s2", "s5"}, served(t, p), "3+3+3 backends, then s5's one fits")
@@ -141,15 +142,15 @@ func TestKernelProxyBackendMapCapacity(t *testing.T) {
 
 	// A new service does not take the room of one that is served, even one
 	// that sorts first.
-	p.OnUpdate(ServiceUpdate{capSvc("a", 7, 1, false)})
-	p.OnUpdate(ServiceUpdate{capSvc("s0", 1, 3, false)}) // declared again with it
+	p.OnUpdate(capSvc("a", 7, 1, false))
+	p.OnUpdate(capSvc("s0", 1, 3, false)) // declared again with it
 	pe = applyRefused(t, p)
 	require.Equal(t, []int{1, 2}, []int{pe.Failed, pe.Waiting})
 	require.Equal(t, []string{"s0", "s1", "s2", "s5"}, served(t, p))
 
 	// s1 goes: its 3 entries are room that the waiting services take, in
 	// the same Apply and in name order: a (1), then s3 (3) no longer fits.
-	p.OnUpdate(ServiceRemove{Name: "s1"})
+	p.OnUpdate(cluster.ServiceRemove{Name: "s1"})
 	pe = applyRefused(t, p)
 	require.Equal(t, []string{"a", "s0", "s2", "s5"}, served(t, p))
 	require.Equal(t, 2, pe.Failed+pe.Waiting, "s3 and s4 wait")
@@ -162,9 +163,9 @@ func TestKernelProxyBackendMapCapacity(t *testing.T) {
 	p2, err := New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p2.Cleanup(context.Background()) })
-	for _, s := range []Service{capSvc("s3", 4, 3, true), capSvc("s5", 6, 1, true), capSvc("a", 7, 1, false),
+	for _, s := range []cluster.Service{capSvc("s3", 4, 3, true), capSvc("s5", 6, 1, true), capSvc("a", 7, 1, false),
 		capSvc("s4", 5, 3, false), capSvc("s2", 3, 3, false), capSvc("s0", 1, 3, false)} {
-		p2.OnUpdate(ServiceUpdate{s})
+		p2.OnUpdate(s)
 	}
 	pe = applyRefused(t, p2)
 	require.Equal(t, []string{"a", "s0", "s2", "s5"}, served(t, p2))
@@ -175,15 +176,15 @@ func TestKernelProxyBackendMapCapacity(t *testing.T) {
 	// A served service that grows beyond the room left is withdrawn whole,
 	// not written in part, and the room it let go goes to the first waiting
 	// service that fits.
-	p2.OnUpdate(ServiceUpdate{capSvc("s5", 6, 4, true)})
+	p2.OnUpdate(capSvc("s5", 6, 4, true))
 	applyRefused(t, p2)
 	require.Equal(t, []string{"a", "s0", "s2", "s3"}, served(t, p2))
 	require.Len(t, serviceErrors(p2.Status()), 2, "s4 and s5 wait")
 
 	// Room for everything again: no error at all.
-	p2.OnUpdate(ServiceRemove{Name: "s0"})
-	p2.OnUpdate(ServiceRemove{Name: "s2"})
-	p2.OnUpdate(ServiceRemove{Name: "s4"})
+	p2.OnUpdate(cluster.ServiceRemove{Name: "s0"})
+	p2.OnUpdate(cluster.ServiceRemove{Name: "s2"})
+	p2.OnUpdate(cluster.ServiceRemove{Name: "s4"})
 	_, err = p2.Apply(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "s3", "s5"}, served(t, p2))
@@ -197,24 +198,24 @@ func TestKernelProxyFrontendMapCapacity(t *testing.T) {
 	p, err := New(Options{Kernel: doHere{}, PinDir: dir, Frontends: 5})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-	dual := func(name string, ip int) Service {
+	dual := func(name string, ip int) cluster.Service {
 		s := capSvc(name, ip, 1, false)
 		s6 := capSvc(name, ip, 1, true)
 		s.ClusterIPs = append(s.ClusterIPs, s6.ClusterIPs...)
 		s.Backends = append(s.Backends, s6.Backends...)
 		return s
 	}
-	p.OnUpdate(ServiceUpdate{dual("a", 1)})
-	p.OnUpdate(ServiceUpdate{dual("b", 2)})
-	p.OnUpdate(ServiceUpdate{dual("c", 3)})
-	p.OnUpdate(ServiceUpdate{capSvc("d", 4, 2, true)})
+	p.OnUpdate(dual("a", 1))
+	p.OnUpdate(dual("b", 2))
+	p.OnUpdate(dual("c", 3))
+	p.OnUpdate(capSvc("d", 4, 2, true))
 	pe := applyRefused(t, p)
 	require.Equal(t, []string{"a", "b", "d"}, served(t, p))
 	require.Equal(t, 1, pe.Failed)
 	errs := serviceErrors(p.Status())
 	require.Len(t, errs, 1)
 	require.Contains(t, errs[0], `service "c": the frontend map np_fe (5 entries) has room for 1 more, the service needs 2`)
-	p.OnUpdate(ServiceRemove{Name: "a"})
+	p.OnUpdate(cluster.ServiceRemove{Name: "a"})
 	_, err = p.Apply(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{"b", "c", "d"}, served(t, p))
@@ -231,12 +232,12 @@ func TestKernelProxyCapacityAtScale(t *testing.T) {
 	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
 	const services, per = 20000, 5
 	for i := range services {
-		s := Service{Name: fmt.Sprintf("ns/svc-%05d:http", i), Port: 80,
+		s := cluster.Service{Name: fmt.Sprintf("ns/svc-%05d:http", i), Port: 80,
 			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})}}
 		for j := range per {
-			s.Backends = append(s.Backends, Backend{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(j), byte(i >> 8), byte(i)}), 8080)})
+			s.Backends = append(s.Backends, cluster.Backend{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(j), byte(i >> 8), byte(i)}), 8080)})
 		}
-		p.OnUpdate(ServiceUpdate{s})
+		p.OnUpdate(s)
 	}
 	start := time.Now()
 	pe := applyRefused(t, p)

@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 )
@@ -336,8 +337,8 @@ func (fakeDoer) Do(fn func() error) error { return fn() }
 func TestKernelProxyConnectTimeTCP(t *testing.T) {
 	r, cg := newCgroupRig(t)
 	p := r.cgroupProxy(t, cg)
-	p.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4, clusterV6},
-		Backends: append(r.backends(false), r.backends(true)...)}})
+	p.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4, clusterV6},
+		Backends: append(r.backends(false), r.backends(true)...)})
 	apply(t, p)
 	st := p.Status()
 	assert.Contains(t, st.Interfaces, "cgroup:"+cg.path)
@@ -369,7 +370,7 @@ func TestKernelProxyConnectTimeTCP(t *testing.T) {
 
 	// A service without backends: connect fails with EPERM (refused by the
 	// program, not timed out).
-	p.OnUpdate(ServiceUpdate{Service{Name: "default/empty:http", Port: 81, ClusterIPs: []netip.Addr{clusterV4}}})
+	p.OnUpdate(cluster.Service{Name: "default/empty:http", Port: 81, ClusterIPs: []netip.Addr{clusterV4}})
 	apply(t, p)
 	_, err = cg.whoamiBash(h1.NS, netip.AddrPortFrom(clusterV4, 81))
 	assert.ErrorContains(t, err, "connect: Operation not permitted", "EPERM, as bash says it")
@@ -392,8 +393,8 @@ func TestKernelProxyConnectTimeUDP(t *testing.T) {
 		names[pod.Name] = true
 	}
 	p := r.cgroupProxy(t, cg)
-	p.OnUpdate(ServiceUpdate{Service{Name: "kube-system/dns:dns", Protocol: UDP, Port: 53, ClusterIPs: []netip.Addr{clusterV4},
-		Backends: backends}})
+	p.OnUpdate(cluster.Service{Name: "kube-system/dns:dns", Protocol: cluster.UDP, Port: 53, ClusterIPs: []netip.Addr{clusterV4},
+		Backends: backends})
 	apply(t, p)
 	h1 := r.topo.Hosts[0]
 	svc := netip.AddrPortFrom(clusterV4, 53)
@@ -446,8 +447,8 @@ func TestKernelProxyConnectTimeRestartAndCleanup(t *testing.T) {
 	p, err := New(o)
 	require.NoError(t, err)
 	r.feed(t, p)
-	svc := Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
-	p.OnUpdate(ServiceUpdate{svc})
+	svc := cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(svc)
 	apply(t, p)
 	assert.Equal(t, len(cgroupHooks), p.k.cg.created)
 	ids := cgLinkIDs(t, p)
@@ -469,7 +470,7 @@ func TestKernelProxyConnectTimeRestartAndCleanup(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p2.Cleanup(context.Background()) })
 	r.feed(t, p2)
-	p2.OnUpdate(ServiceUpdate{svc})
+	p2.OnUpdate(svc)
 	apply(t, p2)
 	assert.Zero(t, p2.k.cg.created, "no new attachment")
 	assert.LessOrEqual(t, p2.k.cg.updated, len(cgroupHooks), "at most one program replacement per hook")
@@ -494,13 +495,13 @@ func TestKernelProxyConnectTimeRestartAndCleanup(t *testing.T) {
 func TestKernelProxyConnectTimeDropped(t *testing.T) {
 	r, cg := newCgroupRig(t)
 	p := r.cgroupProxy(t, cg)
-	p.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}})
+	p.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)})
 	apply(t, p)
 	require.Len(t, cgLinkIDs(t, p), len(cgroupHooks))
 	require.NoError(t, p.Close())
 
 	p2 := r.proxy(t)
-	p2.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}})
+	p2.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)})
 	apply(t, p2)
 	assert.Empty(t, cgLinkIDs(t, p2))
 	_, err := os.Stat(filepath.Join(r.pinDir, skRevMapName))
@@ -524,7 +525,7 @@ func TestKernelProxyConnectTimeMissingCgroup(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
 	r.feed(t, p)
-	p.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}})
+	p.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)})
 	require.NoError(t, p.CompleteDeferredWork(context.Background()))
 	res, err := p.Apply(context.Background())
 	var pe *dataplane.PartialError

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -127,12 +127,12 @@ func (r *connBenchRig) bpfServices(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	for _, l := range links {
-		p.OnUpdate(ifacemonitor.LinkUpdate{Name: l.Name, Index: l.Index, State: l.State()})
+		p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
 	}
-	p.OnUpdate(NodeAddrsUpdate{Addrs: h.UnderlayAddrs()})
+	p.OnUpdate(cluster.NodeAddrs{Addrs: h.UnderlayAddrs()})
 	for i := range n {
-		p.OnUpdate(ServiceUpdate{Service{Name: fmt.Sprintf("bench/svc-%05d:http", i), Port: 80,
-			ClusterIPs: []netip.Addr{connBenchServiceAddr(i).Addr()}, Backends: []Backend{{Addr: r.backendAddr, Local: true}}}})
+		p.OnUpdate(cluster.Service{Name: fmt.Sprintf("bench/svc-%05d:http", i), Port: 80,
+			ClusterIPs: []netip.Addr{connBenchServiceAddr(i).Addr()}, Backends: []cluster.Backend{{Addr: r.backendAddr, Local: true}}})
 	}
 	if err := p.CompleteDeferredWork(context.Background()); err != nil {
 		b.Fatal(err)

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/bpf/maps"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -102,7 +102,7 @@ func holdPins(t *testing.T, p *Proxy) {
 func TestKernelContractCleanupDetachesBeforeReturning(t *testing.T) {
 	r, cg := newCgroupRig(t)
 	p := r.cgroupProxy(t, cg)
-	p.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}})
+	p.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)})
 	apply(t, p)
 	ids := ourProgramIDs(p)
 	// Two directions on every interface the rig's host 1 has but lo, and
@@ -119,8 +119,8 @@ func TestKernelContractCleanupDetachesBeforeReturning(t *testing.T) {
 func TestKernelContractApplyDetachesBeforeReturning(t *testing.T) {
 	r, cg := newCgroupRig(t)
 	p := r.cgroupProxy(t, cg)
-	svc := Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
-	p.OnUpdate(ServiceUpdate{svc})
+	svc := cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(svc)
 	apply(t, p)
 	ids := ourProgramIDs(p)
 	veth := r.topo.Hosts[0].Pods[0].HostVeth
@@ -132,13 +132,13 @@ func TestKernelContractApplyDetachesBeforeReturning(t *testing.T) {
 	require.NotEmpty(t, on(attachedPrograms(t, r.ns, cg.fd, ids), veth+"/"))
 	holdPins(t, p)
 
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: veth, Index: l.Index, State: kernel.LinkGone})
+	p.OnLink(kernel.Link{Name: veth, Index: l.Index}, kernel.LinkGone)
 	apply(t, p)
 	require.Empty(t, on(attachedPrograms(t, r.ns, cg.fd, ids), veth+"/"), "attached to a gone interface after Apply returned")
 	require.NoError(t, p.Close())
 
 	p2 := r.proxy(t)
-	p2.OnUpdate(ServiceUpdate{svc})
+	p2.OnUpdate(svc)
 	apply(t, p2)
 	require.Empty(t, on(attachedPrograms(t, r.ns, cg.fd, ids), "cgroup/"), "connect-time programs attached after Apply returned")
 }
@@ -221,7 +221,7 @@ func TestKernelContractNoInterfaceKnown(t *testing.T) {
 
 	l, err := kns.LinkByName(context.Background(), "eth0")
 	require.NoError(t, err)
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "eth0", Index: l.Index, State: l.State()})
+	p.OnLink(kernel.Link{Name: "eth0", Index: l.Index}, l.State())
 	apply(t, p)
 	st = p.Status()
 	require.Equal(t, []string{"eth0"}, st.Interfaces)

@@ -43,40 +43,40 @@
 //		MasqueradeMark: 0x4000, MasqueradeMask: 0x4000})
 //	_ = loop.AddManager(p)
 //	_ = loop.AddDriver(p)
-//	_ = loop.Send(ctx, proxy.ServiceUpdate{Service: proxy.Service{Name: "default/web:http",
-//		Port: 80, ClusterIPs: []netip.Addr{cip}, Backends: backends}})
+//	_ = loop.Send(ctx, cluster.Service{Name: "default/web:http",
+//		Port: 80, ClusterIPs: []netip.Addr{cip}, Backends: backends})
 //
-// The messages are ServiceUpdate (declare or replace a service, by name),
-// ServiceRemove, NodeAddrsUpdate (the node's addresses, where NodePorts
-// answer) and ifacemonitor.LinkUpdate (wire an interface monitor's updates
-// to the loop, or call OnLinkUpdate from its callback, which also wakes the
-// loop: the Proxy attaches its programs to the wanted interfaces as they
-// appear, and follows a name that comes back with a new index; while it
-// knows no interface, or a host interface no update named, Status says so
-// and the log has a warning). A
-// Service is one port of a Kubernetes service; Service.Validate checks it
-// before it is sent. A malformed message changes nothing and is reported
-// once, by the next CompleteDeferredWork, with an error wrapping
-// ErrInvalidService. Apply writes only the difference into the maps
+// The messages are the cluster vocabulary's cluster.Service (declare or
+// replace a service, by name), cluster.ServiceRemove and cluster.NodeAddrs
+// (the node's addresses, where NodePorts answer). Interfaces come through
+// the loop: the Proxy is a dataplane.InterfaceObserver, so wire the
+// interface monitor to the loop once (loop.OnLink, loop.OnAddrs) and the
+// loop hands it every link update; the Proxy attaches its programs to the
+// wanted interfaces as they appear, and follows a name that comes back with
+// a new index; while it knows no interface, or a host interface no update
+// named, Status says so and the log has a warning. A cluster.Service is one
+// port of a Kubernetes service; its Validate checks it before it is sent. A
+// malformed message changes nothing and is reported once, by the next
+// CompleteDeferredWork, with an error wrapping ErrInvalidService and
+// cluster.ErrInvalid. Apply writes only the difference into the maps
 // (package bpf/maps batches the writes; an Apply with nothing new makes no
 // map syscall), in an order that never lets a frontend point at a missing
 // backend. A service is written whole or not at all: nothing of it is
 // written while it wants a frontend another service holds
 // (ErrFrontendConflict), or while the frontend or the backend map has no
 // room for all of its entries (ErrMapFull; see Options.Frontends and
-// Options.Backends). Services are admitted in a fixed order: those that
-// are served (written, or found in the maps at start) before new ones,
-// each group by name, each one that fits, so a new service never takes
-// the room of one that is served and a restarted Proxy admits the ones
-// its predecessor served. A refused service waits, without costing a
-// syscall, until what held it back changes: a frontend let go, or room
-// made by a service removed or shrunk, which the waiting services take in
-// the same Apply. While services wait, Apply returns a
-// *dataplane.PartialError that names each conflict and holds one error
-// for all the services that wait for room, however many; Status lists
-// each, and why. Entries (a write the kernel refuses) and interfaces that
-// fail are retried alone, on a backoff, and reported in the same way.
-// Status tells what is programmed.
+// Options.Backends). Services are admitted in a fixed order: those that are
+// served (written, or found in the maps at start) before new ones, each
+// group by name, each one that fits, so a new service never takes the room
+// of one that is served and a restarted Proxy admits the ones its
+// predecessor served. A refused service waits, without costing a syscall,
+// until what held it back changes: a frontend let go, or room made by a
+// service removed or shrunk, which the waiting services take in the same
+// Apply. While services wait, Apply returns a *dataplane.PartialError that
+// names each conflict and holds one error for all the services that wait
+// for room, however many; Status lists each, and why. Entries (a write the
+// kernel refuses) and interfaces that fail are retried alone, on a backoff,
+// and reported in the same way. Status tells what is programmed.
 //
 // Connections from other hosts that the Proxy sends to a backend on
 // another node must return through this node: with Options.MasqueradeMark

@@ -11,8 +11,9 @@ import (
 var (
 	// ErrInvalidOptions reports an Options value out of range.
 	ErrInvalidOptions = errors.New("proxy: invalid options")
-	// ErrInvalidService reports a malformed Service or message; nothing of
-	// it is written.
+	// ErrInvalidService reports a malformed cluster.Service, ServiceRemove
+	// or NodeAddrs (the error also wraps cluster.ErrInvalid); nothing of it
+	// is written.
 	ErrInvalidService = errors.New("proxy: invalid service")
 	// ErrFrontendConflict reports a service that wants a frontend another
 	// service already has. Nothing of the service is written until the

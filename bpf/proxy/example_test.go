@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/nodeplane/nodeplane/bpf/proxy"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -49,58 +50,25 @@ func Example() {
 	_ = loop.AddDriver(p)
 	mon, _ := ifacemonitor.New(ifacemonitor.Options{
 		Kernel:      ns,
-		OnLinkState: func(u ifacemonitor.LinkUpdate) { _ = loop.Send(ctx, u) },
+		OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
+		OnAddrs:     loop.OnAddrs,
 		OnInSync:    loop.InterfacesInSync,
 	})
 	go func() { _ = mon.Run(ctx) }()
 
-	_ = loop.Send(ctx, proxy.NodeAddrsUpdate{Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.10")}})
-	_ = loop.Send(ctx, proxy.ServiceUpdate{Service: proxy.Service{
+	_ = loop.Send(ctx, cluster.NodeAddrs{Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.10")}})
+	_ = loop.Send(ctx, cluster.Service{
 		Name:       "default/web:http",
 		Port:       80,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 		NodePort:   30080,
-		Backends: []proxy.Backend{
+		Backends: []cluster.Backend{
 			{Addr: netip.MustParseAddrPort("10.244.1.7:8080"), Local: true},
 			{Addr: netip.MustParseAddrPort("10.244.2.9:8080")},
 		},
-	}})
+	})
 	loop.DatastoreInSync()
 	_ = loop.Run(ctx) // until ctx ends
-}
-
-// Validate checks a Service before it is sent; the Proxy refuses the same
-// services, and changes nothing for them.
-func ExampleService_Validate() {
-	web := proxy.Service{
-		Name:       "default/web:http",
-		Port:       80,
-		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
-		Backends:   []proxy.Backend{{Addr: netip.MustParseAddrPort("10.244.1.7:8080")}},
-	}
-	fmt.Println(web.Validate())
-
-	noPort := web
-	noPort.Port = 0
-	fmt.Println(noPort.Validate())
-
-	sctp := web
-	sctp.Protocol = 132
-	fmt.Println(sctp.Validate())
-
-	linkLocal := web
-	linkLocal.ExternalIPs = []netip.Addr{netip.MustParseAddr("fe80::1%eth0")}
-	fmt.Println(linkLocal.Validate())
-
-	noTargetPort := web
-	noTargetPort.Backends = []proxy.Backend{{Addr: netip.AddrPortFrom(netip.MustParseAddr("10.244.1.7"), 0)}}
-	fmt.Println(noTargetPort.Validate())
-	// Output:
-	// <nil>
-	// proxy: invalid service: service "default/web:http": port 0
-	// proxy: invalid service: service "default/web:http": protocol 132 is neither TCP nor UDP
-	// proxy: invalid service: service "default/web:http": frontend address fe80::1%eth0: not a unicast address without zone
-	// proxy: invalid service: service "default/web:http": backend 10.244.1.7:0: no address or port 0
 }
 
 // MasqueradeRule is the netfilter rule that masquerades what the program
@@ -148,14 +116,14 @@ func ExampleProxy_Status() {
 		return
 	}
 	defer p.Close()
-	p.OnUpdate(proxy.ServiceUpdate{Service: proxy.Service{
-		Name: "default/dns:udp", Protocol: proxy.UDP, Port: 53,
+	p.OnUpdate(cluster.Service{
+		Name: "default/dns:udp", Protocol: cluster.UDP, Port: 53,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.53"), netip.MustParseAddr("fd00:96::53")},
-		Backends: []proxy.Backend{
+		Backends: []cluster.Backend{
 			{Addr: netip.MustParseAddrPort("10.244.1.3:53")},
 			{Addr: netip.MustParseAddrPort("[fd00:244:1::3]:53")},
 		},
-	}})
+	})
 	ctx := context.Background()
 	if err := p.CompleteDeferredWork(ctx); err != nil {
 		fmt.Println(err)

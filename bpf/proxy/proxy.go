@@ -12,9 +12,10 @@ import (
 	"sync"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/ifname"
+	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -96,25 +97,6 @@ type Options struct {
 	Clock clock.Clock
 }
 
-// ServiceUpdate declares or replaces a service, by name.
-type ServiceUpdate struct {
-	// Service is the service as it is now.
-	Service Service
-}
-
-// ServiceRemove removes a service by name; an unknown name is no error.
-type ServiceRemove struct {
-	// Name is the name of the service to remove.
-	Name string
-}
-
-// NodeAddrsUpdate gives the node's own addresses, the ones NodePorts
-// answer on. Each message replaces the previous list.
-type NodeAddrsUpdate struct {
-	// Addrs are the node's addresses.
-	Addrs []netip.Addr
-}
-
 // Status is a snapshot of what the Proxy has programmed.
 type Status struct {
 	// Services is the number of services written; Frontends and Backends
@@ -158,7 +140,7 @@ func (t *tally) add(name string, s *svc, sign int) {
 
 // svc is one service as the Proxy tracks it.
 type svc struct {
-	s   Service
+	s   cluster.Service
 	ids [2]uint32 // by famIndex, once allocated (IDs are never 0)
 	// written are the map keys the service has in the desired state.
 	fes     []feKey
@@ -203,7 +185,6 @@ type Proxy struct {
 	// tally is what Status reports of the services, kept up to date by
 	// Apply so that Status costs nothing per service.
 	tally tally
-	wake  func()
 
 	retry  dataplane.Retry // of the entries and interfaces that failed
 	k      *kstate         // the kernel side: maps, program, attachments (nil until the first Apply)
@@ -272,13 +253,6 @@ func (p *Proxy) Name() string { return p.o.Name }
 // other drivers write.
 func (p *Proxy) Phase() dataplane.Phase { return dataplane.PhaseTables }
 
-// SetWake implements dataplane.Wakeable.
-func (p *Proxy) SetWake(wake func()) {
-	p.mu.Lock()
-	p.wake = wake
-	p.mu.Unlock()
-}
-
 // MasqueradeRule is the netfilter rule an agent puts in its nat table's
 // POSTROUTING (or a chain it jumps to from there) when it sets
 // Options.MasqueradeMark: masquerade the packets the program marked. ok is
@@ -294,17 +268,19 @@ func (p *Proxy) MasqueradeRule() (r netfilter.Rule, ok bool) {
 	}, true
 }
 
-// OnUpdate records a message: ServiceUpdate, ServiceRemove,
-// NodeAddrsUpdate, and ifacemonitor.LinkUpdate for the interfaces the
-// programs go on. Others are ignored. A malformed message changes nothing
-// and is reported by the next CompleteDeferredWork.
+// OnUpdate records a message of the cluster vocabulary: cluster.Service
+// (declare or replace a service, by name), cluster.ServiceRemove and
+// cluster.NodeAddrs (the addresses NodePorts answer on; each replaces the
+// last). Others are ignored. A malformed message changes nothing and is
+// reported by the next CompleteDeferredWork.
 func (p *Proxy) OnUpdate(msg any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch m := msg.(type) {
-	case ServiceUpdate:
-		s := m.Service
+	case cluster.Service:
+		s := m
 		if err := s.Validate(); err != nil {
+			err = managerutil.Refused(ErrInvalidService, err)
 			p.report = append(p.report, err)
 			if s.Name != "" {
 				p.invalid[s.Name] = err
@@ -320,9 +296,9 @@ func (p *Proxy) OnUpdate(msg any) {
 		}
 		old.s, old.removed = s, false
 		p.dirty[s.Name] = true
-	case ServiceRemove:
-		if m.Name == "" {
-			p.report = append(p.report, fmt.Errorf("%w: remove with an empty name", ErrInvalidService))
+	case cluster.ServiceRemove:
+		if err := m.Validate(); err != nil {
+			p.report = append(p.report, managerutil.Refused(ErrInvalidService, err))
 			return
 		}
 		delete(p.invalid, m.Name)
@@ -330,15 +306,12 @@ func (p *Proxy) OnUpdate(msg any) {
 			s.removed = true
 			p.dirty[m.Name] = true
 		}
-	case NodeAddrsUpdate:
-		var addrs []netip.Addr
-		for _, a := range m.Addrs {
-			if err := checkFrontendAddr(a); err != nil {
-				p.report = append(p.report, fmt.Errorf("%w: node address: %w", ErrInvalidService, err))
-				return
-			}
-			addrs = append(addrs, a)
+	case cluster.NodeAddrs:
+		if err := m.Validate(); err != nil {
+			p.report = append(p.report, managerutil.Refused(ErrInvalidService, err))
+			return
 		}
+		addrs := slices.Clone(m.Addrs)
 		slices.SortFunc(addrs, netip.Addr.Compare)
 		addrs = slices.Compact(addrs)
 		if slices.Equal(addrs, p.nodeAddrs) {
@@ -350,34 +323,36 @@ func (p *Proxy) OnUpdate(msg any) {
 				p.dirty[name] = true
 			}
 		}
-	case ifacemonitor.LinkUpdate:
-		host, ok := p.wanted(m.Name)
-		if !ok {
-			return
-		}
-		if m.State == kernel.LinkGone {
-			delete(p.links, m.Name)
-		} else {
-			p.links[m.Name] = iface{index: m.Index, host: host}
-		}
 	}
 }
 
-// OnLinkUpdate records an interface's state as OnUpdate does and wakes the
-// loop when the interface is one the programs go on. It is for an
-// interface monitor's callback and safe from any goroutine.
-func (p *Proxy) OnLinkUpdate(u ifacemonitor.LinkUpdate) {
-	if _, ok := p.wanted(u.Name); !ok {
+// OnLink records the state of an interface the programs go on (one of
+// Options.HostInterfaces, or a name with one of
+// Options.PodInterfacePrefixes) and ignores the others. It implements
+// dataplane.InterfaceObserver: the loop calls it for every link update it
+// is given, and runs an apply pass after, which attaches the programs to an
+// interface that appeared and follows a name that comes back with a new
+// index.
+func (p *Proxy) OnLink(l kernel.Link, state kernel.LinkState) {
+	host, ok := p.wanted(l.Name)
+	if !ok {
 		return
 	}
-	p.OnUpdate(u)
 	p.mu.Lock()
-	wake := p.wake
-	p.mu.Unlock()
-	if wake != nil {
-		wake()
+	defer p.mu.Unlock()
+	if state == kernel.LinkGone {
+		delete(p.links, l.Name)
+	} else {
+		p.links[l.Name] = iface{index: l.Index, host: host}
 	}
 }
+
+// OnAddrs does nothing: the Proxy attaches to interfaces whatever their
+// addresses (NodePorts answer on cluster.NodeAddrs). It completes
+// dataplane.InterfaceObserver.
+func (p *Proxy) OnAddrs(string, []netip.Prefix) {}
+
+var _ dataplane.InterfaceObserver = (*Proxy)(nil)
 
 // wanted says whether the programs go on interface name, and as a host
 // interface or a pod's.
@@ -441,7 +416,7 @@ func (p *Proxy) unseenInterfaces() []string {
 	var out []string
 	if len(p.links) == 0 {
 		out = append(out, "no interface known: the programs are attached to none "+
-			"(no ifacemonitor.LinkUpdate, through OnUpdate or OnLinkUpdate, named a host interface or a pod interface)")
+			"(no link update the loop handed to OnLink named a host interface or a pod interface)")
 	}
 	for _, n := range p.o.HostInterfaces {
 		if _, ok := p.links[n]; !ok {

@@ -23,8 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/bpf/maps"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
 	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -173,14 +173,14 @@ func (r *proxyRig) feed(t *testing.T, p *Proxy) {
 	links, err := r.ns.Links(context.Background())
 	require.NoError(t, err)
 	for _, l := range links {
-		p.OnUpdate(ifacemonitor.LinkUpdate{Name: l.Name, Index: l.Index, State: l.State()})
+		p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
 	}
-	p.OnUpdate(NodeAddrsUpdate{Addrs: r.topo.Hosts[0].UnderlayAddrs()})
+	p.OnUpdate(cluster.NodeAddrs{Addrs: r.topo.Hosts[0].UnderlayAddrs()})
 }
 
 // backends are host1-pod2 (local), host2-pod1 and host2-pod2 (remote), of
 // family v4 or v6.
-func (r *proxyRig) backends(v6 bool) []Backend {
+func (r *proxyRig) backends(v6 bool) []cluster.Backend {
 	pick := func(p *kerneltest.Pod) netip.Addr {
 		if v6 {
 			return p.IPv6
@@ -188,7 +188,7 @@ func (r *proxyRig) backends(v6 bool) []Backend {
 		return p.IPv4
 	}
 	h1, h2 := r.topo.Hosts[0], r.topo.Hosts[1]
-	return []Backend{
+	return []cluster.Backend{
 		{Addr: netip.AddrPortFrom(pick(h1.Pods[1]), whoamiPort), Local: true},
 		{Addr: netip.AddrPortFrom(pick(h2.Pods[0]), whoamiPort)},
 		{Addr: netip.AddrPortFrom(pick(h2.Pods[1]), whoamiPort)},
@@ -236,8 +236,8 @@ func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
 		if v6 {
 			cip = clusterV6
 		}
-		p.OnUpdate(ServiceUpdate{Service{Name: fmt.Sprintf("default/web-v6=%v:http", v6), Port: 80, ClusterIPs: []netip.Addr{cip},
-			NodePort: 30080, Backends: r.backends(v6)}})
+		p.OnUpdate(cluster.Service{Name: fmt.Sprintf("default/web-v6=%v:http", v6), Port: 80, ClusterIPs: []netip.Addr{cip},
+			NodePort: 30080, Backends: r.backends(v6)})
 	}
 	apply(t, p)
 	st := p.Status()
@@ -277,8 +277,8 @@ func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
 func TestKernelProxyExternalTrafficLocal(t *testing.T) {
 	r := newProxyRig(t)
 	p := r.proxy(t)
-	p.OnUpdate(ServiceUpdate{Service{Name: "default/local:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4},
-		NodePort: 30081, ExternalTrafficLocal: true, Backends: r.backends(false)}})
+	p.OnUpdate(cluster.Service{Name: "default/local:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4},
+		NodePort: 30081, ExternalTrafficLocal: true, Backends: r.backends(false)})
 	apply(t, p)
 	got := spread(t, r.topo.Hosts[1].NS, netip.AddrPortFrom(r.topo.Hosts[0].UnderlayIPv4.Addr(), 30081), 12)
 	assert.Equal(t, map[string]int{r.topo.Hosts[0].Pods[1].Name: 12}, got, "only the local backend")
@@ -291,26 +291,26 @@ func TestKernelProxyChangesAndRemoval(t *testing.T) {
 	r := newProxyRig(t)
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0].NS
-	svc := Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
-	p.OnUpdate(ServiceUpdate{svc})
+	svc := cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(svc)
 	apply(t, p)
 	assert.Len(t, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 30), 3)
 
 	// One backend left: every connection goes there.
 	svc.Backends = svc.Backends[2:]
-	p.OnUpdate(ServiceUpdate{svc})
+	p.OnUpdate(svc)
 	apply(t, p)
 	assert.Equal(t, map[string]int{r.topo.Hosts[1].Pods[1].Name: 10}, spread(t, client, netip.AddrPortFrom(clusterV4, 80), 10))
 
 	// No backend: new connections are dropped (the connect times out).
 	svc.Backends = nil
-	p.OnUpdate(ServiceUpdate{svc})
+	p.OnUpdate(svc)
 	apply(t, p)
 	_, err := whoami(client, netip.AddrPortFrom(clusterV4, 80))
 	require.Error(t, err)
 
 	// Removed: the address is no service any more (nothing answers it).
-	p.OnUpdate(ServiceRemove{Name: svc.Name})
+	p.OnUpdate(cluster.ServiceRemove{Name: svc.Name})
 	apply(t, p)
 	assert.Equal(t, 0, p.Status().Services)
 	fes, err := p.k.feSync.Kernel(context.Background())
@@ -327,12 +327,12 @@ func TestKernelProxyRestartKeepsConnections(t *testing.T) {
 	for i := range backends {
 		backends[i].Addr = netip.AddrPortFrom(backends[i].Addr.Addr(), echoPort)
 	}
-	svcs := []Service{
+	svcs := []cluster.Service{
 		{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends},
 		{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, NodePort: 30080, Backends: r.backends(false)},
 	}
 	for _, s := range svcs {
-		p.OnUpdate(ServiceUpdate{s})
+		p.OnUpdate(s)
 	}
 	apply(t, p)
 
@@ -353,7 +353,7 @@ func TestKernelProxyRestartKeepsConnections(t *testing.T) {
 	t.Cleanup(func() { _ = p2.Cleanup(context.Background()) })
 	r.feed(t, p2)
 	for _, s := range svcs {
-		p2.OnUpdate(ServiceUpdate{s})
+		p2.OnUpdate(s)
 	}
 	apply(t, p2)
 	assert.Equal(t, 0, p2.k.feSync.Stats().Updated+p2.k.beSync.Stats().Updated, "nothing rewritten")
@@ -381,7 +381,7 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	p, err := New(r.options())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-	p.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}})
+	p.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)})
 	// No interface known yet: the maps are written, nothing is attached.
 	apply(t, p)
 	assert.Empty(t, p.Status().Interfaces)
@@ -399,7 +399,7 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	// go, and the client's connections are no longer translated.
 	l, err := r.ns.LinkByName(context.Background(), client.HostVeth)
 	require.NoError(t, err)
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: client.HostVeth, Index: l.Index, State: kernel.LinkGone})
+	p.OnLink(kernel.Link{Name: client.HostVeth, Index: l.Index}, kernel.LinkGone)
 	apply(t, p)
 	assert.NotContains(t, p.Status().Interfaces, client.HostVeth)
 	_, err = os.Stat(filepath.Join(r.pinDir, linksDir, "ingress_"+client.HostVeth))
@@ -410,7 +410,7 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond, "no translation on a gone interface")
 
 	// It is back: attached again, translated again.
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: client.HostVeth, Index: l.Index, State: kernel.LinkUp})
+	p.OnLink(kernel.Link{Name: client.HostVeth, Index: l.Index}, kernel.LinkUp)
 	apply(t, p)
 	assert.Contains(t, p.Status().Interfaces, client.HostVeth)
 	name, err = whoami(client.NS, netip.AddrPortFrom(clusterV4, 80))
@@ -419,7 +419,7 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 
 	// An attachment that fails (an interface index that does not exist) is
 	// reported for that interface alone and retried.
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "veth9", Index: 99999, State: kernel.LinkUp})
+	p.OnLink(kernel.Link{Name: "veth9", Index: 99999}, kernel.LinkUp)
 	_, err = p.Apply(context.Background())
 	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
@@ -439,8 +439,8 @@ func TestKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T) {
 	for i := range backends {
 		backends[i].Addr = netip.AddrPortFrom(backends[i].Addr.Addr(), echoPort)
 	}
-	svc := Service{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends}
-	p.OnUpdate(ServiceUpdate{svc})
+	svc := cluster.Service{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends}
+	p.OnUpdate(svc)
 	apply(t, p)
 
 	client := r.topo.Hosts[0].Pods[0]
@@ -464,7 +464,7 @@ func TestKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T) {
 	// The first backend (ordinal 0) goes; the others move down by one.
 	removed := svc.Backends[0].Addr
 	svc.Backends = svc.Backends[1:]
-	p.OnUpdate(ServiceUpdate{svc})
+	p.OnUpdate(svc)
 	apply(t, p)
 	kept := 0
 	for _, c := range conns {
@@ -483,8 +483,8 @@ func TestKernelProxyPodReachesItsOwnService(t *testing.T) {
 	r := newProxyRig(t)
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
-	backends := append([]Backend{{Addr: netip.AddrPortFrom(client.IPv4, whoamiPort), Local: true}}, r.backends(false)...)
-	p.OnUpdate(ServiceUpdate{Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends}})
+	backends := append([]cluster.Backend{{Addr: netip.AddrPortFrom(client.IPv4, whoamiPort), Local: true}}, r.backends(false)...)
+	p.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends})
 	apply(t, p)
 	got := spread(t, client.NS, netip.AddrPortFrom(clusterV4, 80), 30)
 	assert.NotContains(t, got, client.Name)
@@ -504,10 +504,10 @@ func TestKernelProxyPodReachesItselfAsOnlyBackend(t *testing.T) {
 		if v6 {
 			cip, addr = clusterV6, client.IPv6
 		}
-		p.OnUpdate(ServiceUpdate{Service{Name: fmt.Sprintf("default/self-v6=%v:http", v6), Port: 80, ClusterIPs: []netip.Addr{cip},
-			Backends: []Backend{{Addr: netip.AddrPortFrom(addr, whoamiPort), Local: true}}}})
-		p.OnUpdate(ServiceUpdate{Service{Name: fmt.Sprintf("default/self-v6=%v:echo", v6), Port: 81, ClusterIPs: []netip.Addr{cip},
-			Backends: []Backend{{Addr: netip.AddrPortFrom(addr, echoPort), Local: true}}}})
+		p.OnUpdate(cluster.Service{Name: fmt.Sprintf("default/self-v6=%v:http", v6), Port: 80, ClusterIPs: []netip.Addr{cip},
+			Backends: []cluster.Backend{{Addr: netip.AddrPortFrom(addr, whoamiPort), Local: true}}})
+		p.OnUpdate(cluster.Service{Name: fmt.Sprintf("default/self-v6=%v:echo", v6), Port: 81, ClusterIPs: []netip.Addr{cip},
+			Backends: []cluster.Backend{{Addr: netip.AddrPortFrom(addr, echoPort), Local: true}}})
 	}
 	apply(t, p)
 	require.Empty(t, p.Status().Errors)
@@ -555,9 +555,9 @@ func TestKernelProxyDriftForeignAndConflicts(t *testing.T) {
 	p, err := New(r.options())
 	require.NoError(t, err)
 	r.feed(t, p)
-	svc := Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
-	p.OnUpdate(ServiceUpdate{svc})
-	p.OnUpdate(ServiceUpdate{Service{Name: "other/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)[:1]}})
+	svc := cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(svc)
+	p.OnUpdate(cluster.Service{Name: "other/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)[:1]})
 	require.NoError(t, p.CompleteDeferredWork(context.Background()))
 	res, err := p.Apply(context.Background())
 	// The conflict is what Apply reports, as an object that failed; it is
@@ -592,7 +592,7 @@ func TestKernelProxyDriftForeignAndConflicts(t *testing.T) {
 	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3, "repaired")
 
 	// The first service goes: the second takes the frontend.
-	p.OnUpdate(ServiceRemove{Name: svc.Name})
+	p.OnUpdate(cluster.ServiceRemove{Name: svc.Name})
 	apply(t, p)
 	assert.Empty(t, p.Status().Errors)
 	assert.Equal(t, map[string]int{r.topo.Hosts[0].Pods[1].Name: 10}, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 10))
@@ -618,8 +618,8 @@ func TestKernelProxyMapSizes(t *testing.T) {
 	p, err := New(o)
 	require.NoError(t, err)
 	r.feed(t, p)
-	svc := Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
-	p.OnUpdate(ServiceUpdate{svc})
+	svc := cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(svc)
 	apply(t, p)
 	assert.Equal(t, []uint32{1000, 4000, 5000}, []uint32{p.k.fe.MaxEntries(), p.k.be.MaxEntries(), p.k.ct.MaxEntries()})
 	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
@@ -630,7 +630,7 @@ func TestKernelProxyMapSizes(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p2.Cleanup(context.Background()) })
 	r.feed(t, p2)
-	p2.OnUpdate(ServiceUpdate{svc})
+	p2.OnUpdate(svc)
 	apply(t, p2)
 	assert.Equal(t, uint32(2000), p2.k.fe.MaxEntries())
 	assert.Len(t, spread(t, r.topo.Hosts[0].Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
@@ -649,14 +649,14 @@ func TestKernelProxyBackendMapFull(t *testing.T) {
 	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
 	r.feed(t, p)
 	client := r.topo.Hosts[0].Pods[0].NS
-	a := Service{Name: "a/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
-	p.OnUpdate(ServiceUpdate{a})
+	a := cluster.Service{Name: "a/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
+	p.OnUpdate(a)
 	apply(t, p)
 
 	// b wants two backends; one entry is left.
 	clusterB := netip.MustParseAddr("10.96.0.11")
-	b := Service{Name: "b/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterB}, Backends: r.backends(false)[1:]}
-	p.OnUpdate(ServiceUpdate{b})
+	b := cluster.Service{Name: "b/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterB}, Backends: r.backends(false)[1:]}
+	p.OnUpdate(b)
 	require.NoError(t, p.CompleteDeferredWork(context.Background()))
 	_, err = p.Apply(context.Background())
 	var pe *dataplane.PartialError
@@ -672,7 +672,7 @@ func TestKernelProxyBackendMapFull(t *testing.T) {
 	assert.Contains(t, st.Errors[0], ErrMapFull.Error())
 
 	// a goes: b gets in in the same Apply.
-	p.OnUpdate(ServiceRemove{Name: a.Name})
+	p.OnUpdate(cluster.ServiceRemove{Name: a.Name})
 	apply(t, p)
 	require.Equal(t, []string{b.Name}, served(t, p))
 	assert.Empty(t, p.Status().Errors)

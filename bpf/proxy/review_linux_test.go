@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/idalloc"
 	"github.com/nodeplane/nodeplane/internal/bpftest"
@@ -81,7 +82,7 @@ func TestKernelReviewStatusTally(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	ctx := context.Background()
-	be := func(s string) Backend { return Backend{Addr: netip.MustParseAddrPort(s)} }
+	be := func(s string) cluster.Backend { return cluster.Backend{Addr: netip.MustParseAddrPort(s)} }
 	check := func(what string) {
 		t.Helper()
 		_, err := p.Apply(ctx)
@@ -97,32 +98,32 @@ func TestKernelReviewStatusTally(t *testing.T) {
 			return !strings.Contains(e, "frontend held")
 		}), what)
 	}
-	a := Service{Name: "a", Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
-		Backends: []Backend{be("10.0.0.1:8080"), be("10.0.0.2:8080")}}
-	b := Service{Name: "b", Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
-		Backends: []Backend{be("10.0.0.3:8080")}}
-	c := Service{Name: "c", Port: 53, Protocol: UDP, NodePort: 30053,
+	a := cluster.Service{Name: "a", Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+		Backends: []cluster.Backend{be("10.0.0.1:8080"), be("10.0.0.2:8080")}}
+	b := cluster.Service{Name: "b", Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+		Backends: []cluster.Backend{be("10.0.0.3:8080")}}
+	c := cluster.Service{Name: "c", Port: 53, Protocol: cluster.UDP, NodePort: 30053,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00::10")},
-		Backends:   []Backend{be("10.0.0.4:53"), be("[fd00::4]:53")}}
-	p.OnUpdate(ServiceUpdate{Service: a})
+		Backends:   []cluster.Backend{be("10.0.0.4:53"), be("[fd00::4]:53")}}
+	p.OnUpdate(a)
 	check("a")
-	p.OnUpdate(ServiceUpdate{Service: b})
-	p.OnUpdate(ServiceUpdate{Service: c})
+	p.OnUpdate(b)
+	p.OnUpdate(c)
 	check("b conflicts, c written")
 	require.Equal(t, 2, p.Status().Services)
 	require.Len(t, serviceErrors(p.Status()), 1)
-	p.OnUpdate(NodeAddrsUpdate{Addrs: []netip.Addr{netip.MustParseAddr("192.168.0.1"), netip.MustParseAddr("fd01::1")}})
+	p.OnUpdate(cluster.NodeAddrs{Addrs: []netip.Addr{netip.MustParseAddr("192.168.0.1"), netip.MustParseAddr("fd01::1")}})
 	check("node addresses")
-	p.OnUpdate(ServiceRemove{Name: "a"})
+	p.OnUpdate(cluster.ServiceRemove{Name: "a"})
 	check("a removed, b takes the frontend")
 	require.Empty(t, serviceErrors(p.Status()))
 	c.Backends = c.Backends[:1]
-	p.OnUpdate(ServiceUpdate{Service: c})
+	p.OnUpdate(c)
 	check("c loses a backend")
 	require.NoError(t, p.Cleanup(ctx))
 	check("after Cleanup")
-	p.OnUpdate(ServiceRemove{Name: "b"})
-	p.OnUpdate(ServiceRemove{Name: "c"})
+	p.OnUpdate(cluster.ServiceRemove{Name: "b"})
+	p.OnUpdate(cluster.ServiceRemove{Name: "c"})
 	check("all removed")
 	require.Zero(t, p.Status().Frontends)
 }
@@ -145,12 +146,12 @@ func TestKernelReviewNoFreeIDRetried(t *testing.T) {
 	require.NoError(t, err)
 	p.k.ids, err = idalloc.NewIndexAllocator(idalloc.IndexOptions{Ranges: []idalloc.Range{{Min: 1, Max: 1}}, NoDefaultExclusions: true})
 	require.NoError(t, err)
-	svc := func(name, ip string) Service {
-		return Service{Name: name, Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr(ip)},
-			Backends: []Backend{{Addr: netip.MustParseAddrPort("10.0.0.1:8080")}}}
+	svc := func(name, ip string) cluster.Service {
+		return cluster.Service{Name: name, Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr(ip)},
+			Backends: []cluster.Backend{{Addr: netip.MustParseAddrPort("10.0.0.1:8080")}}}
 	}
-	p.OnUpdate(ServiceUpdate{Service: svc("a", "10.96.0.1")})
-	p.OnUpdate(ServiceUpdate{Service: svc("b", "10.96.0.2")})
+	p.OnUpdate(svc("a", "10.96.0.1"))
+	p.OnUpdate(svc("b", "10.96.0.2"))
 	_, err = p.Apply(ctx)
 	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
@@ -159,7 +160,7 @@ func TestKernelReviewNoFreeIDRetried(t *testing.T) {
 	st := p.Status()
 	require.Equal(t, 1, st.Services)
 	require.Len(t, serviceErrors(st), 1, "b has no ID")
-	p.OnUpdate(ServiceRemove{Name: "a"})
+	p.OnUpdate(cluster.ServiceRemove{Name: "a"})
 	_, err = p.Apply(ctx)
 	require.NoError(t, err)
 	st = p.Status()

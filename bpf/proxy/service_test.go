@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -35,15 +35,17 @@ type noKernel struct{}
 
 func (noKernel) Do(func() error) error { return errors.New("no kernel in unit tests") }
 
-func validService() Service {
-	return Service{
+func validService() cluster.Service {
+	return cluster.Service{
 		Name:       "default/web:http",
 		Port:       80,
 		ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")},
-		Backends:   []Backend{{Addr: mustAP("10.244.1.7:8080")}},
+		Backends:   []cluster.Backend{{Addr: mustAP("10.244.1.7:8080")}},
 	}
 }
 
+// The Proxy refuses what cluster.Service.Validate refuses, under its own
+// prefix.
 func TestServiceValidate(t *testing.T) {
 	badAddrs := map[string]netip.Addr{
 		"invalid":             {},
@@ -56,37 +58,37 @@ func TestServiceValidate(t *testing.T) {
 	}
 	type tc struct {
 		name string
-		mod  func(*Service)
+		mod  func(*cluster.Service)
 		want string // a substring of the error; "" means valid
 	}
 	cases := []tc{
-		{"valid", func(*Service) {}, ""},
-		{"valid UDP", func(s *Service) { s.Protocol = UDP }, ""},
-		{"valid explicit TCP", func(s *Service) { s.Protocol = TCP }, ""},
-		{"valid without cluster IPs or backends", func(s *Service) { s.ClusterIPs, s.Backends = nil, nil }, ""},
-		{"valid dual stack with external IPs and node port", func(s *Service) {
+		{"valid", func(*cluster.Service) {}, ""},
+		{"valid UDP", func(s *cluster.Service) { s.Protocol = cluster.UDP }, ""},
+		{"valid explicit TCP", func(s *cluster.Service) { s.Protocol = cluster.TCP }, ""},
+		{"valid without cluster IPs or backends", func(s *cluster.Service) { s.ClusterIPs, s.Backends = nil, nil }, ""},
+		{"valid dual stack with external IPs and node port", func(s *cluster.Service) {
 			s.ClusterIPs = append(s.ClusterIPs, mustAddr("fd00:96::10"))
 			s.ExternalIPs = []netip.Addr{mustAddr("192.0.2.1"), mustAddr("2001:db8::1")}
 			s.NodePort = 30080
-			s.Backends = append(s.Backends, Backend{Addr: mustAP("[fd00:244::7]:8080"), Local: true})
+			s.Backends = append(s.Backends, cluster.Backend{Addr: mustAP("[fd00:244::7]:8080"), Local: true})
 		}, ""},
-		{"empty name", func(s *Service) { s.Name = "" }, "empty name"},
-		{"SCTP", func(s *Service) { s.Protocol = 132 }, "protocol 132 is neither TCP nor UDP"},
-		{"ICMP", func(s *Service) { s.Protocol = 1 }, "protocol 1 is neither TCP nor UDP"},
-		{"port 0", func(s *Service) { s.Port = 0 }, "port 0"},
-		{"backend without address", func(s *Service) { s.Backends = []Backend{{}} }, "no address or port 0"},
-		{"backend without port", func(s *Service) {
-			s.Backends = []Backend{{Addr: netip.AddrPortFrom(mustAddr("10.244.1.7"), 0)}}
+		{"empty name", func(s *cluster.Service) { s.Name = "" }, "empty name"},
+		{"SCTP", func(s *cluster.Service) { s.Protocol = 132 }, "protocol 132 is neither TCP nor UDP"},
+		{"ICMP", func(s *cluster.Service) { s.Protocol = 1 }, "protocol 1 is neither TCP nor UDP"},
+		{"port 0", func(s *cluster.Service) { s.Port = 0 }, "port 0"},
+		{"backend without address", func(s *cluster.Service) { s.Backends = []cluster.Backend{{}} }, "no address or port 0"},
+		{"backend without port", func(s *cluster.Service) {
+			s.Backends = []cluster.Backend{{Addr: netip.AddrPortFrom(mustAddr("10.244.1.7"), 0)}}
 		}, "no address or port 0"},
 	}
 	for what, a := range badAddrs {
 		cases = append(cases,
-			tc{"cluster IP " + what, func(s *Service) { s.ClusterIPs = append(s.ClusterIPs, a) }, "frontend address"},
-			tc{"external IP " + what, func(s *Service) { s.ExternalIPs = []netip.Addr{a} }, "frontend address"},
+			tc{"cluster IP " + what, func(s *cluster.Service) { s.ClusterIPs = append(s.ClusterIPs, a) }, "frontend address"},
+			tc{"external IP " + what, func(s *cluster.Service) { s.ExternalIPs = []netip.Addr{a} }, "frontend address"},
 		)
 		if a.IsValid() {
-			cases = append(cases, tc{"backend " + what, func(s *Service) {
-				s.Backends = append(s.Backends, Backend{Addr: netip.AddrPortFrom(a, 8080)})
+			cases = append(cases, tc{"backend " + what, func(s *cluster.Service) {
+				s.Backends = append(s.Backends, cluster.Backend{Addr: netip.AddrPortFrom(a, 8080)})
 			}, "not a unicast address without zone"})
 		}
 	}
@@ -94,13 +96,16 @@ func TestServiceValidate(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := validService()
 			c.mod(&s)
-			err := s.Validate()
+			p := newTestProxy(t)
+			p.OnUpdate(s)
+			err := p.CompleteDeferredWork(context.Background())
 			if c.want == "" {
 				assert.NoError(t, err)
 				return
 			}
 			require.Error(t, err)
 			assert.ErrorIs(t, err, ErrInvalidService)
+			assert.ErrorIs(t, err, cluster.ErrInvalid)
 			assert.Contains(t, err.Error(), c.want)
 			if s.Name != "" {
 				assert.Contains(t, err.Error(), s.Name, "the error names the service")
@@ -110,15 +115,8 @@ func TestServiceValidate(t *testing.T) {
 	}
 }
 
-func TestProtocolString(t *testing.T) {
-	assert.Equal(t, "TCP", Protocol(0).String())
-	assert.Equal(t, "TCP", TCP.String())
-	assert.Equal(t, "UDP", UDP.String())
-	assert.Equal(t, "protocol(132)", Protocol(132).String())
-}
-
 // fe is the frontend build should make for a at port.
-func fe(a string, port uint16, proto Protocol, flags uint32) frontend {
+func fe(a string, port uint16, proto cluster.Protocol, flags uint32) frontend {
 	ad := mustAddr(a)
 	return frontend{key: feKey{Addr: addr16(ad), Port: port16(port), Proto: uint8(proto)}, fam: famIndex(ad), flags: flags}
 }
@@ -138,71 +136,71 @@ func TestBuildFrontends(t *testing.T) {
 	nodeAddrs := []netip.Addr{mustAddr("192.0.2.10"), mustAddr("198.51.100.10"), mustAddr("2001:db8::10")}
 	cases := []struct {
 		name string
-		s    Service
+		s    cluster.Service
 		want []frontend
 	}{
 		{
 			name: "cluster IPs of both families",
-			s:    Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("fd00:96::10"), mustAddr("10.96.0.10")}},
-			want: sortedFes(fe("10.96.0.10", 80, TCP, 0), fe("fd00:96::10", 80, TCP, 0)),
+			s:    cluster.Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("fd00:96::10"), mustAddr("10.96.0.10")}},
+			want: sortedFes(fe("10.96.0.10", 80, cluster.TCP, 0), fe("fd00:96::10", 80, cluster.TCP, 0)),
 		},
 		{
 			name: "UDP",
-			s:    Service{Name: "s", Protocol: UDP, Port: 53, ClusterIPs: []netip.Addr{mustAddr("10.96.0.53")}},
-			want: sortedFes(fe("10.96.0.53", 53, UDP, 0)),
+			s:    cluster.Service{Name: "s", Protocol: cluster.UDP, Port: 53, ClusterIPs: []netip.Addr{mustAddr("10.96.0.53")}},
+			want: sortedFes(fe("10.96.0.53", 53, cluster.UDP, 0)),
 		},
 		{
 			name: "external IPs without ExternalTrafficLocal",
-			s: Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")},
+			s: cluster.Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")},
 				ExternalIPs: []netip.Addr{mustAddr("203.0.113.5")}},
-			want: sortedFes(fe("10.96.0.10", 80, TCP, 0), fe("203.0.113.5", 80, TCP, 0)),
+			want: sortedFes(fe("10.96.0.10", 80, cluster.TCP, 0), fe("203.0.113.5", 80, cluster.TCP, 0)),
 		},
 		{
 			name: "external IPs with ExternalTrafficLocal: the cluster IP keeps no flag",
-			s: Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")},
+			s: cluster.Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")},
 				ExternalIPs: []netip.Addr{mustAddr("203.0.113.5")}, ExternalTrafficLocal: true},
-			want: sortedFes(fe("10.96.0.10", 80, TCP, 0), fe("203.0.113.5", 80, TCP, feExternalLocal)),
+			want: sortedFes(fe("10.96.0.10", 80, cluster.TCP, 0), fe("203.0.113.5", 80, cluster.TCP, feExternalLocal)),
 		},
 		{
 			name: "NodePort of a v4-only service: v4 node addresses only",
-			s:    Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")}, NodePort: 30080},
-			want: sortedFes(fe("10.96.0.10", 80, TCP, 0),
-				fe("192.0.2.10", 30080, TCP, feNodePort), fe("198.51.100.10", 30080, TCP, feNodePort)),
+			s:    cluster.Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")}, NodePort: 30080},
+			want: sortedFes(fe("10.96.0.10", 80, cluster.TCP, 0),
+				fe("192.0.2.10", 30080, cluster.TCP, feNodePort), fe("198.51.100.10", 30080, cluster.TCP, feNodePort)),
 		},
 		{
 			name: "NodePort of a dual-stack service with ExternalTrafficLocal",
-			s: Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10"), mustAddr("fd00:96::10")},
+			s: cluster.Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10"), mustAddr("fd00:96::10")},
 				NodePort: 30080, ExternalTrafficLocal: true},
-			want: sortedFes(fe("10.96.0.10", 80, TCP, 0), fe("fd00:96::10", 80, TCP, 0),
-				fe("192.0.2.10", 30080, TCP, feNodePort|feExternalLocal),
-				fe("198.51.100.10", 30080, TCP, feNodePort|feExternalLocal),
-				fe("2001:db8::10", 30080, TCP, feNodePort|feExternalLocal)),
+			want: sortedFes(fe("10.96.0.10", 80, cluster.TCP, 0), fe("fd00:96::10", 80, cluster.TCP, 0),
+				fe("192.0.2.10", 30080, cluster.TCP, feNodePort|feExternalLocal),
+				fe("198.51.100.10", 30080, cluster.TCP, feNodePort|feExternalLocal),
+				fe("2001:db8::10", 30080, cluster.TCP, feNodePort|feExternalLocal)),
 		},
 		{
 			name: "NodePort without cluster IPs: the families of the backends",
-			s: Service{Name: "s", Port: 80, NodePort: 30080,
-				Backends: []Backend{{Addr: mustAP("[fd00:244::7]:8080")}}},
-			want: sortedFes(fe("2001:db8::10", 30080, TCP, feNodePort)),
+			s: cluster.Service{Name: "s", Port: 80, NodePort: 30080,
+				Backends: []cluster.Backend{{Addr: mustAP("[fd00:244::7]:8080")}}},
+			want: sortedFes(fe("2001:db8::10", 30080, cluster.TCP, feNodePort)),
 		},
 		{
 			name: "NodePort without cluster IPs: the families of external IPs and backends",
-			s: Service{Name: "s", Port: 80, NodePort: 30080, ExternalIPs: []netip.Addr{mustAddr("203.0.113.5")},
-				Backends: []Backend{{Addr: mustAP("[fd00:244::7]:8080")}}},
-			want: sortedFes(fe("203.0.113.5", 80, TCP, 0), fe("192.0.2.10", 30080, TCP, feNodePort),
-				fe("198.51.100.10", 30080, TCP, feNodePort), fe("2001:db8::10", 30080, TCP, feNodePort)),
+			s: cluster.Service{Name: "s", Port: 80, NodePort: 30080, ExternalIPs: []netip.Addr{mustAddr("203.0.113.5")},
+				Backends: []cluster.Backend{{Addr: mustAP("[fd00:244::7]:8080")}}},
+			want: sortedFes(fe("203.0.113.5", 80, cluster.TCP, 0), fe("192.0.2.10", 30080, cluster.TCP, feNodePort),
+				fe("198.51.100.10", 30080, cluster.TCP, feNodePort), fe("2001:db8::10", 30080, cluster.TCP, feNodePort)),
 		},
 		{
 			name: "NodePort without any family: none",
-			s:    Service{Name: "s", Port: 80, NodePort: 30080},
+			s:    cluster.Service{Name: "s", Port: 80, NodePort: 30080},
 			want: nil,
 		},
 		{
 			name: "duplicates removed",
-			s: Service{Name: "s", Port: 80, NodePort: 30080,
+			s: cluster.Service{Name: "s", Port: 80, NodePort: 30080,
 				ClusterIPs:  []netip.Addr{mustAddr("10.96.0.10"), mustAddr("10.96.0.10")},
 				ExternalIPs: []netip.Addr{mustAddr("203.0.113.5"), mustAddr("203.0.113.5")}},
-			want: sortedFes(fe("10.96.0.10", 80, TCP, 0), fe("203.0.113.5", 80, TCP, 0),
-				fe("192.0.2.10", 30080, TCP, feNodePort), fe("198.51.100.10", 30080, TCP, feNodePort)),
+			want: sortedFes(fe("10.96.0.10", 80, cluster.TCP, 0), fe("203.0.113.5", 80, cluster.TCP, 0),
+				fe("192.0.2.10", 30080, cluster.TCP, feNodePort), fe("198.51.100.10", 30080, cluster.TCP, feNodePort)),
 		},
 	}
 	for _, c := range cases {
@@ -218,12 +216,12 @@ func TestBuildFrontends(t *testing.T) {
 }
 
 func TestBuildFrontendsWithoutNodeAddrs(t *testing.T) {
-	s := Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")}, NodePort: 30080}
-	assert.Equal(t, []frontend{fe("10.96.0.10", 80, TCP, 0)}, build(s, nil).frontends)
+	s := cluster.Service{Name: "s", Port: 80, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")}, NodePort: 30080}
+	assert.Equal(t, []frontend{fe("10.96.0.10", 80, cluster.TCP, 0)}, build(s, nil).frontends)
 }
 
 func TestBuildBackends(t *testing.T) {
-	s := Service{Name: "s", Port: 80, Backends: []Backend{
+	s := cluster.Service{Name: "s", Port: 80, Backends: []cluster.Backend{
 		{Addr: mustAP("10.244.2.3:8080")},
 		{Addr: mustAP("10.244.1.9:8080"), Local: true},
 		{Addr: mustAP("[fd00:244:2::3]:8080")},
@@ -243,14 +241,14 @@ func TestBuildBackends(t *testing.T) {
 	assert.Equal(t, [2]uint32{2, 1}, e.local)
 
 	// A family without local backends has no local count.
-	s.Backends = []Backend{{Addr: mustAP("10.244.2.3:8080")}}
+	s.Backends = []cluster.Backend{{Addr: mustAP("10.244.2.3:8080")}}
 	e = build(s, nil)
 	assert.Equal(t, [2][]beVal{{be("10.244.2.3:8080")}}, e.backends)
 	assert.Zero(t, e.local[0])
 	assert.Empty(t, e.backends[1])
 
 	// One address listed as local and as remote is one backend, local.
-	s.Backends = []Backend{{Addr: mustAP("10.0.0.1:80"), Local: true}, {Addr: mustAP("10.0.0.2:80"), Local: true}, {Addr: mustAP("10.0.0.1:80")}}
+	s.Backends = []cluster.Backend{{Addr: mustAP("10.0.0.1:80"), Local: true}, {Addr: mustAP("10.0.0.2:80"), Local: true}, {Addr: mustAP("10.0.0.1:80")}}
 	e = build(s, nil)
 	assert.Equal(t, [2][]beVal{{be("10.0.0.1:80"), be("10.0.0.2:80")}}, e.backends)
 	assert.Equal(t, uint32(2), e.local[0])
@@ -259,8 +257,8 @@ func TestBuildBackends(t *testing.T) {
 // The maps hold ports in network byte order and addresses in 16 bytes, an
 // IPv4 address as ::ffff:a.b.c.d, as the program reads them from packets.
 func TestBuildByteOrder(t *testing.T) {
-	s := Service{Name: "s", Protocol: UDP, Port: 0x1234, NodePort: 30080, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")},
-		Backends: []Backend{{Addr: mustAP("10.244.1.7:8080")}}}
+	s := cluster.Service{Name: "s", Protocol: cluster.UDP, Port: 0x1234, NodePort: 30080, ClusterIPs: []netip.Addr{mustAddr("10.96.0.10")},
+		Backends: []cluster.Backend{{Addr: mustAP("10.244.1.7:8080")}}}
 	e := build(s, []netip.Addr{mustAddr("192.0.2.10")})
 	require.Len(t, e.frontends, 2)
 	k := e.frontends[0].key
@@ -357,14 +355,14 @@ func TestOnUpdateInvalidServiceChangesNothing(t *testing.T) {
 	p := newTestProxy(t)
 	ctx := context.Background()
 	good := validService()
-	p.OnUpdate(ServiceUpdate{good})
+	p.OnUpdate(good)
 	require.NoError(t, p.CompleteDeferredWork(ctx))
 	clear(p.dirty)
 
 	bad := good
 	bad.Port = 0
 	bad.Backends = nil
-	p.OnUpdate(ServiceUpdate{bad})
+	p.OnUpdate(bad)
 	assert.Empty(t, p.dirty, "nothing to apply")
 	require.Contains(t, p.services, good.Name)
 	assert.Equal(t, good, p.services[good.Name].s, "the valid version stays")
@@ -379,20 +377,20 @@ func TestOnUpdateInvalidServiceChangesNothing(t *testing.T) {
 	assert.NoError(t, p.CompleteDeferredWork(ctx), "reported once")
 
 	// A valid update of the name ends the error.
-	p.OnUpdate(ServiceUpdate{good})
+	p.OnUpdate(good)
 	assert.NoError(t, p.CompleteDeferredWork(ctx))
 	assert.Empty(t, p.Status().Errors)
 	assert.True(t, p.dirty[good.Name])
 
 	// Without a name: reported, nothing recorded.
-	p.OnUpdate(ServiceUpdate{Service{Port: 80}})
+	p.OnUpdate(cluster.Service{Port: 80})
 	assert.Len(t, p.services, 1)
 	assert.Empty(t, p.invalid)
 	assert.ErrorIs(t, p.CompleteDeferredWork(ctx), ErrInvalidService)
 
 	// Several invalid messages are all reported by one call.
-	p.OnUpdate(ServiceUpdate{Service{Name: "a"}})
-	p.OnUpdate(ServiceUpdate{Service{Name: "b", Port: 1, Protocol: 132}})
+	p.OnUpdate(cluster.Service{Name: "a"})
+	p.OnUpdate(cluster.Service{Name: "b", Port: 1, Protocol: 132})
 	err = p.CompleteDeferredWork(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"a"`)
@@ -400,7 +398,7 @@ func TestOnUpdateInvalidServiceChangesNothing(t *testing.T) {
 	assert.Len(t, p.Status().Errors, 2)
 
 	// Removing an invalid name forgets its error.
-	p.OnUpdate(ServiceRemove{Name: "a"})
+	p.OnUpdate(cluster.ServiceRemove{Name: "a"})
 	assert.Len(t, p.Status().Errors, 1)
 }
 
@@ -408,7 +406,7 @@ func TestOnUpdateKeepsItsOwnCopy(t *testing.T) {
 	p := newTestProxy(t)
 	s := validService()
 	s.ExternalIPs = []netip.Addr{mustAddr("203.0.113.5")}
-	p.OnUpdate(ServiceUpdate{s})
+	p.OnUpdate(s)
 	s.ClusterIPs[0] = mustAddr("10.96.0.99")
 	s.ExternalIPs[0] = mustAddr("203.0.113.99")
 	s.Backends[0].Addr = mustAP("10.244.9.9:1")
@@ -421,22 +419,22 @@ func TestOnUpdateKeepsItsOwnCopy(t *testing.T) {
 func TestOnUpdateServiceRemove(t *testing.T) {
 	p := newTestProxy(t)
 	ctx := context.Background()
-	p.OnUpdate(ServiceRemove{Name: "default/nothing:http"})
+	p.OnUpdate(cluster.ServiceRemove{Name: "default/nothing:http"})
 	assert.NoError(t, p.CompleteDeferredWork(ctx), "an unknown name is no error")
 	assert.Empty(t, p.dirty)
 	assert.Empty(t, p.services)
 
 	s := validService()
-	p.OnUpdate(ServiceUpdate{s})
+	p.OnUpdate(s)
 	clear(p.dirty)
-	p.OnUpdate(ServiceRemove{Name: s.Name})
+	p.OnUpdate(cluster.ServiceRemove{Name: s.Name})
 	assert.True(t, p.dirty[s.Name])
 	assert.True(t, p.services[s.Name].removed, "withdrawn by the next Apply")
 	// Declared again before that Apply: it stays.
-	p.OnUpdate(ServiceUpdate{s})
+	p.OnUpdate(s)
 	assert.False(t, p.services[s.Name].removed)
 
-	p.OnUpdate(ServiceRemove{})
+	p.OnUpdate(cluster.ServiceRemove{})
 	assert.ErrorIs(t, p.CompleteDeferredWork(ctx), ErrInvalidService, "an empty name is reported")
 }
 
@@ -448,21 +446,21 @@ func TestOnUpdateNodeAddrs(t *testing.T) {
 	other := validService()
 	other.Name = "default/other:http"
 	other.ClusterIPs = []netip.Addr{mustAddr("10.96.0.11")}
-	p.OnUpdate(ServiceUpdate{withNodePort})
-	p.OnUpdate(ServiceUpdate{other})
+	p.OnUpdate(withNodePort)
+	p.OnUpdate(other)
 	clear(p.dirty)
 
-	p.OnUpdate(NodeAddrsUpdate{Addrs: []netip.Addr{mustAddr("2001:db8::10"), mustAddr("192.0.2.10"), mustAddr("192.0.2.10")}})
+	p.OnUpdate(cluster.NodeAddrs{Addrs: []netip.Addr{mustAddr("2001:db8::10"), mustAddr("192.0.2.10"), mustAddr("192.0.2.10")}})
 	assert.Equal(t, []netip.Addr{mustAddr("192.0.2.10"), mustAddr("2001:db8::10")}, p.nodeAddrs, "sorted, without duplicates")
 	assert.Equal(t, map[string]bool{withNodePort.Name: true}, p.dirty, "only the services with a NodePort")
 	assert.NoError(t, p.CompleteDeferredWork(ctx))
 
 	clear(p.dirty)
-	p.OnUpdate(NodeAddrsUpdate{Addrs: []netip.Addr{mustAddr("192.0.2.10"), mustAddr("2001:db8::10")}})
+	p.OnUpdate(cluster.NodeAddrs{Addrs: []netip.Addr{mustAddr("192.0.2.10"), mustAddr("2001:db8::10")}})
 	assert.Empty(t, p.dirty, "the same addresses change nothing")
 
 	for _, a := range []netip.Addr{{}, mustAddr("fe80::1%eth0"), mustAddr("224.0.0.1"), mustAddr("0.0.0.0"), mustAddr("::ffff:192.0.2.11")} {
-		p.OnUpdate(NodeAddrsUpdate{Addrs: []netip.Addr{mustAddr("192.0.2.12"), a}})
+		p.OnUpdate(cluster.NodeAddrs{Addrs: []netip.Addr{mustAddr("192.0.2.12"), a}})
 		assert.Equal(t, []netip.Addr{mustAddr("192.0.2.10"), mustAddr("2001:db8::10")}, p.nodeAddrs, "%v: nothing changes", a)
 		assert.Empty(t, p.dirty)
 		err := p.CompleteDeferredWork(ctx)
@@ -470,7 +468,7 @@ func TestOnUpdateNodeAddrs(t *testing.T) {
 		assert.ErrorContains(t, err, "node address")
 	}
 
-	p.OnUpdate(NodeAddrsUpdate{})
+	p.OnUpdate(cluster.NodeAddrs{})
 	assert.Empty(t, p.nodeAddrs)
 	assert.True(t, p.dirty[withNodePort.Name])
 }
@@ -478,7 +476,7 @@ func TestOnUpdateNodeAddrs(t *testing.T) {
 func TestOnUpdateLinks(t *testing.T) {
 	p := newTestProxy(t)
 	for i, n := range []string{"eth0", "bond0", "veth1a2b", "cali123", "eth1", "lo", "vet", "bond0.100", "xveth1", "tunl0"} {
-		p.OnUpdate(ifacemonitor.LinkUpdate{Name: n, Index: i + 1, State: kernel.LinkUp})
+		p.OnLink(kernel.Link{Name: n, Index: i + 1}, kernel.LinkUp)
 	}
 	assert.Equal(t, map[string]iface{
 		"eth0":     {index: 1, host: true},
@@ -489,11 +487,11 @@ func TestOnUpdateLinks(t *testing.T) {
 
 	// A down interface keeps its programs; a gone one loses them; a name
 	// back with a new index is followed.
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "veth1a2b", Index: 3, State: kernel.LinkDown})
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "cali123", Index: 4, State: kernel.LinkGone})
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "eth0", Index: 1, State: kernel.LinkGone})
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "eth0", Index: 42, State: kernel.LinkUp})
-	p.OnUpdate(ifacemonitor.LinkUpdate{Name: "lo", Index: 6, State: kernel.LinkGone})
+	p.OnLink(kernel.Link{Name: "veth1a2b", Index: 3}, kernel.LinkDown)
+	p.OnLink(kernel.Link{Name: "cali123", Index: 4}, kernel.LinkGone)
+	p.OnLink(kernel.Link{Name: "eth0", Index: 1}, kernel.LinkGone)
+	p.OnLink(kernel.Link{Name: "eth0", Index: 42}, kernel.LinkUp)
+	p.OnLink(kernel.Link{Name: "lo", Index: 6}, kernel.LinkGone)
 	assert.Equal(t, map[string]iface{
 		"eth0":     {index: 42, host: true},
 		"bond0":    {index: 2, host: true},
@@ -506,7 +504,8 @@ func TestOnUpdateLinks(t *testing.T) {
 func TestOnUpdateIgnoresOtherMessages(t *testing.T) {
 	p := newTestProxy(t)
 	p.OnUpdate("hello")
-	p.OnUpdate(&ServiceUpdate{validService()}) // a pointer is another type
+	s := validService()
+	p.OnUpdate(&s) // a pointer is another type
 	p.OnUpdate(nil)
 	assert.Empty(t, p.services)
 	assert.Empty(t, p.dirty)
@@ -559,7 +558,7 @@ func TestBuildMergesSharedFrontends(t *testing.T) {
 	for i := range 20 {
 		addrs = append(addrs, netip.AddrFrom4([4]byte{10, 96, 0, byte(i + 1)}))
 	}
-	s := Service{Name: "s", Port: 80, NodePort: 80, ClusterIPs: addrs, ExternalIPs: addrs, ExternalTrafficLocal: true}
+	s := cluster.Service{Name: "s", Port: 80, NodePort: 80, ClusterIPs: addrs, ExternalIPs: addrs, ExternalTrafficLocal: true}
 	e := build(s, addrs[:5])
 	require.Len(t, e.frontends, 20)
 	for i, f := range e.frontends {

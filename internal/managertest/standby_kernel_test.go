@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/endpoints"
 	"github.com/nodeplane/nodeplane/floatingips"
@@ -164,8 +165,9 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 		loop := managertest.StartLoop(t, dataplane.Options{Inactive: true, Metrics: watch}, managers, drivers...)
 		mon, err := ifacemonitor.New(ifacemonitor.Options{
 			Kernel:      k.Namespace,
-			OnLinkState: func(u ifacemonitor.LinkUpdate) { _ = loop.Send(ctx, u) },
+			OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
 			OnAddrs: func(name string, addrs []netip.Prefix) {
+				loop.OnAddrs(name, addrs)
 				_ = loop.Send(ctx, hostips.InterfaceAddrs{Name: name, Addrs: addrs})
 			},
 			OnInSync: loop.InterfacesInSync,
@@ -177,12 +179,12 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 		t.Cleanup(func() { stop(); <-done })
 
 		managertest.Send(t, loop,
-			masquerade.PoolUpdate{ID: "host1-v4", CIDR: host1.PodCIDRv4, Masquerade: true},
-			masquerade.PoolUpdate{ID: "host1-v6", CIDR: host1.PodCIDRv6, Masquerade: true},
+			cluster.Pool{ID: "host1-v4", CIDR: host1.PodCIDRv4, Masquerade: true},
+			cluster.Pool{ID: "host1-v6", CIDR: host1.PodCIDRv6, Masquerade: true},
 			serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:96::/112")}},
-			floatingips.EndpointUpdate{ID: "pod1", NATs: []floatingips.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: pod.IPv4}}},
-			endpoints.EndpointUpdate{ID: "pod1", Iface: pod.HostVeth, Addrs: []netip.Prefix{
-				netip.PrefixFrom(pod.IPv4, 32), netip.PrefixFrom(pod.IPv6, 128)}},
+			cluster.Endpoint{ID: "pod1", Iface: pod.HostVeth, Addrs: []netip.Prefix{
+				netip.PrefixFrom(pod.IPv4, 32), netip.PrefixFrom(pod.IPv6, 128)},
+				FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: pod.IPv4}}},
 		)
 		loop.DatastoreInSync()
 

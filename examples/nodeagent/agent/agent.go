@@ -649,21 +649,22 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, Logger: log.With("component", "ifacemonitor"),
+		// The loop hands link and address updates to every manager and
+		// driver that observes interfaces (the route tables, the BPF
+		// proxy).
 		OnLinkState: func(u ifacemonitor.LinkUpdate) {
-			for _, t := range a.plane.tables {
-				t.OnIfaceStateChanged(u.Name, u.Index, u.State)
-			}
+			loop.OnLink(u.Link(), u.State)
+			// Until the overlay managers are dataplane.InterfaceObservers
+			// (issue 21, section 2), they take the monitor's updates here.
 			for _, o := range a.plane.overlays {
 				o.OnLinkUpdate(u)
-			}
-			if a.plane.proxy != nil {
-				a.plane.proxy.OnLinkUpdate(u)
 			}
 			if det.Matches(u.Name) {
 				mtuMon.Trigger()
 			}
 		},
 		OnAddrs: func(name string, addrs []netip.Prefix) {
+			loop.OnAddrs(name, addrs)
 			for _, o := range a.plane.overlays {
 				o.OnAddrs(name, addrs)
 			}

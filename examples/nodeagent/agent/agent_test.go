@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodeplane/nodeplane/bpf/proxy"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -19,7 +20,6 @@ import (
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
-	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
@@ -52,7 +52,7 @@ func TestTranslator(t *testing.T) {
 	tr := newTranslator("node1", false)
 	msgs := tr.messages(testCluster(3))
 	if count[vxlan.VTEP](msgs) != 3 || count[vxlan.BlockUpdate](msgs) != 3 || count[wireguard.PeerUpdate](msgs) != 3 ||
-		count[PodUpdate](msgs) != 1 || count[masquerade.PoolUpdate](msgs) != 1 {
+		count[PodUpdate](msgs) != 1 || count[cluster.Pool](msgs) != 1 {
 		t.Fatalf("first snapshot: %#v", msgs)
 	}
 	for _, m := range msgs {

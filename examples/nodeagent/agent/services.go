@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/nodeplane/nodeplane/bpf/proxy"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 )
 
@@ -18,15 +18,15 @@ const serviceMasqMark = "service-masq"
 // proxyServices turns the datastore's services into the proxy's: one per
 // service port, named "namespace/name:port", with the ready endpoints as
 // backends (local when they run on node self).
-func proxyServices(c datastore.Cluster, self string) map[string]proxy.Service {
-	out := map[string]proxy.Service{}
+func proxyServices(c datastore.Cluster, self string) map[string]cluster.Service {
+	out := map[string]cluster.Service{}
 	for _, s := range c.Services {
 		for _, p := range s.Ports {
 			port := p.Name
 			if port == "" {
 				port = fmt.Sprint(p.Port)
 			}
-			ps := proxy.Service{
+			ps := cluster.Service{
 				Name:                 fmt.Sprintf("%s/%s:%s", orDefault(s.Namespace, "default"), s.Name, port),
 				Port:                 p.Port,
 				ClusterIPs:           s.ClusterIPs,
@@ -35,9 +35,9 @@ func proxyServices(c datastore.Cluster, self string) map[string]proxy.Service {
 			}
 			switch strings.ToUpper(p.Protocol) {
 			case "", "TCP":
-				ps.Protocol = proxy.TCP
+				ps.Protocol = cluster.TCP
 			case "UDP":
-				ps.Protocol = proxy.UDP
+				ps.Protocol = cluster.UDP
 			default:
 				continue // SCTP: not translated
 			}
@@ -52,7 +52,7 @@ func proxyServices(c datastore.Cluster, self string) map[string]proxy.Service {
 				if e.NotReady {
 					continue
 				}
-				ps.Backends = append(ps.Backends, proxy.Backend{Addr: netip.AddrPortFrom(e.IP, target), Local: e.Node == self})
+				ps.Backends = append(ps.Backends, cluster.Backend{Addr: netip.AddrPortFrom(e.IP, target), Local: e.Node == self})
 			}
 			out[ps.Name] = ps
 		}
@@ -75,13 +75,13 @@ func (t *translator) serviceMessages(c datastore.Cluster) []any {
 	want := proxyServices(c, t.self)
 	for name := range t.services {
 		if _, ok := want[name]; !ok {
-			out = append(out, proxy.ServiceRemove{Name: name})
+			out = append(out, cluster.ServiceRemove{Name: name})
 			delete(t.services, name)
 		}
 	}
 	for name, s := range want {
 		if old, ok := t.services[name]; !ok || !reflect.DeepEqual(old, s) {
-			out = append(out, proxy.ServiceUpdate{Service: s})
+			out = append(out, s)
 			t.services[name] = s
 		}
 	}
@@ -94,7 +94,7 @@ func (t *translator) serviceMessages(c datastore.Cluster) []any {
 		}
 	}
 	if !reflect.DeepEqual(addrs, t.nodeAddrs) {
-		out = append(out, proxy.NodeAddrsUpdate{Addrs: addrs})
+		out = append(out, cluster.NodeAddrs{Addrs: addrs})
 		t.nodeAddrs = addrs
 	}
 	return out

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/bpf/proxy"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 )
 
@@ -29,26 +29,26 @@ func TestServiceMessages(t *testing.T) {
 	c.Services = []datastore.Service{web}
 	tr := newTranslator("node1", false)
 	msgs := tr.serviceMessages(c)
-	updates := map[string]proxy.Service{}
+	updates := map[string]cluster.Service{}
 	var addrs []netip.Addr
 	for _, m := range msgs {
 		switch m := m.(type) {
-		case proxy.ServiceUpdate:
-			updates[m.Service.Name] = m.Service
-		case proxy.NodeAddrsUpdate:
+		case cluster.Service:
+			updates[m.Name] = m
+		case cluster.NodeAddrs:
 			addrs = m.Addrs
 		}
 	}
 	require.Len(t, updates, 2, "SCTP is not translated")
 	http := updates["demo/web:http"]
 	assert.Equal(t, uint16(30080), http.NodePort)
-	assert.Equal(t, proxy.TCP, http.Protocol)
-	assert.Equal(t, []proxy.Backend{
+	assert.Equal(t, cluster.TCP, http.Protocol)
+	assert.Equal(t, []cluster.Backend{
 		{Addr: netip.MustParseAddrPort("10.244.1.10:8080"), Local: true},
 		{Addr: netip.MustParseAddrPort("10.244.2.10:8080")},
 	}, http.Backends, "ready endpoints only, at the target port")
 	dns := updates["demo/web:dns"]
-	assert.Equal(t, proxy.UDP, dns.Protocol)
+	assert.Equal(t, cluster.UDP, dns.Protocol)
 	assert.Equal(t, netip.MustParseAddrPort("10.244.2.10:53"), dns.Backends[1].Addr, "no target port: the service port")
 	assert.Equal(t, []netip.Addr{netip.MustParseAddr("198.18.0.1")}, addrs)
 	for _, s := range updates {
@@ -62,7 +62,7 @@ func TestServiceMessages(t *testing.T) {
 	c.Services[0].Type = "ClusterIP"
 	msgs = tr.serviceMessages(c)
 	require.Len(t, msgs, 1)
-	assert.Zero(t, msgs[0].(proxy.ServiceUpdate).Service.NodePort)
+	assert.Zero(t, msgs[0].(cluster.Service).NodePort)
 
 	// External IPs and externalTrafficPolicy Local reach the proxy.
 	c.Services[0].ExternalIPs = []netip.Addr{netip.MustParseAddr("192.0.2.7")}
@@ -70,7 +70,7 @@ func TestServiceMessages(t *testing.T) {
 	msgs = tr.serviceMessages(c)
 	require.Len(t, msgs, 2)
 	for _, m := range msgs {
-		u := m.(proxy.ServiceUpdate).Service
+		u := m.(cluster.Service)
 		assert.Equal(t, []netip.Addr{netip.MustParseAddr("192.0.2.7")}, u.ExternalIPs)
 		assert.True(t, u.ExternalTrafficLocal)
 	}
@@ -78,5 +78,5 @@ func TestServiceMessages(t *testing.T) {
 	// The service goes: both ports are removed.
 	c.Services = nil
 	msgs = tr.serviceMessages(c)
-	assert.ElementsMatch(t, []any{proxy.ServiceRemove{Name: "demo/web:http"}, proxy.ServiceRemove{Name: "demo/web:dns"}}, msgs)
+	assert.ElementsMatch(t, []any{cluster.ServiceRemove{Name: "demo/web:http"}, cluster.ServiceRemove{Name: "demo/web:dns"}}, msgs)
 }

@@ -6,10 +6,9 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/nodeplane/nodeplane/bpf/proxy"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/ipip"
-	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
@@ -26,7 +25,7 @@ type translator struct {
 	pods  map[string]PodUpdate
 	pools map[string]datastore.Pool
 	// services and nodeAddrs are what the BPF proxy was sent.
-	services  map[string]proxy.Service
+	services  map[string]cluster.Service
 	nodeAddrs []netip.Addr
 }
 
@@ -40,7 +39,7 @@ type nodeMsgs struct {
 
 func newTranslator(self string, useIPIP bool) *translator {
 	return &translator{self: self, ipip: useIPIP, nodes: map[string]nodeMsgs{},
-		pods: map[string]PodUpdate{}, pools: map[string]datastore.Pool{}, services: map[string]proxy.Service{}}
+		pods: map[string]PodUpdate{}, pools: map[string]datastore.Pool{}, services: map[string]cluster.Service{}}
 }
 
 // vtepOf returns node n's VXLAN endpoint: its underlay addresses, the first
@@ -201,7 +200,7 @@ func (t *translator) blockRemove(b netip.Prefix) any {
 }
 
 func poolUpdate(p datastore.Pool) any {
-	return masquerade.PoolUpdate{ID: p.Name, CIDR: p.CIDR, Masquerade: p.Masquerade}
+	return cluster.Pool{ID: p.Name, CIDR: p.CIDR, Masquerade: p.Masquerade}
 }
 
-func poolRemove(name string) any { return masquerade.PoolRemove{ID: name} }
+func poolRemove(name string) any { return cluster.PoolRemove{ID: name} }
