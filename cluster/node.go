@@ -34,8 +34,11 @@ type Node struct {
 	// (one per family); zero means none.
 	VXLANMACV4 MAC `json:"vxlanMACV4,omitzero"`
 	VXLANMACV6 MAC `json:"vxlanMACV6,omitzero"`
-	// WireGuardKey is the node's WireGuard public key; zero means none.
-	WireGuardKey WireGuardKey `json:"wireguardKey,omitzero"`
+	// WireGuardKeyV4 and WireGuardKeyV6 are the public keys of the node's
+	// WireGuard devices (one per family, as the managers run one device
+	// per family); zero means none.
+	WireGuardKeyV4 WireGuardKey `json:"wireguardKeyV4,omitzero"`
+	WireGuardKeyV6 WireGuardKey `json:"wireguardKeyV6,omitzero"`
 }
 
 // NodeRemove is a message: the node is gone, with everything the managers
@@ -61,6 +64,12 @@ func (n *Node) Tunnel(f ipfamily.Family) netip.Addr {
 // when it has none).
 func (n *Node) VXLANMAC(f ipfamily.Family) MAC {
 	return pick(f, n.VXLANMACV4, n.VXLANMACV6)
+}
+
+// WireGuardKey returns the public key of the node's WireGuard device of
+// family f (zero when it has none).
+func (n *Node) WireGuardKey(f ipfamily.Family) WireGuardKey {
+	return pick(f, n.WireGuardKeyV4, n.WireGuardKeyV6)
 }
 
 func pick[T any](f ipfamily.Family, v4, v6 T) T {

@@ -18,7 +18,7 @@ func validNode() cluster.Node {
 		UnderlayV4: netip.MustParseAddr("198.18.0.1"), UnderlayV6: netip.MustParseAddr("fd00:198:18::1"),
 		TunnelV4: netip.MustParseAddr("10.244.1.0"), TunnelV6: netip.MustParseAddr("fd00:10:244:1::"),
 		VXLANMACV4: cluster.MAC{0x02, 0, 0, 0, 0, 1}, VXLANMACV6: cluster.MAC{0x02, 0, 0, 0, 0, 2},
-		WireGuardKey: cluster.WireGuardKey{1, 2, 3},
+		WireGuardKeyV4: cluster.WireGuardKey{1, 2, 3}, WireGuardKeyV6: cluster.WireGuardKey{4, 5, 6},
 	}
 }
 
@@ -60,6 +60,8 @@ func TestNodePerFamily(t *testing.T) {
 	require.Equal(t, n.TunnelV6, n.Tunnel(ipfamily.IPv6))
 	require.Equal(t, n.VXLANMACV4, n.VXLANMAC(ipfamily.IPv4))
 	require.Equal(t, n.VXLANMACV6, n.VXLANMAC(ipfamily.IPv6))
+	require.Equal(t, n.WireGuardKeyV4, n.WireGuardKey(ipfamily.IPv4))
+	require.Equal(t, n.WireGuardKeyV6, n.WireGuardKey(ipfamily.IPv6))
 	require.False(t, n.Underlay(ipfamily.Family(9)).IsValid())
 	require.True(t, n.VXLANMAC(ipfamily.Family(9)).IsZero())
 }
@@ -69,7 +71,7 @@ func TestNodeJSONRoundTrip(t *testing.T) {
 	b, err := json.Marshal(n)
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"vxlanMACV4":"02:00:00:00:00:01"`)
-	require.Contains(t, string(b), `"wireguardKey":"`+n.WireGuardKey.String()+`"`)
+	require.Contains(t, string(b), `"wireguardKeyV4":"`+n.WireGuardKeyV4.String()+`"`)
 	var back cluster.Node
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, n, back)
@@ -79,7 +81,7 @@ func TestNodeJSONRoundTrip(t *testing.T) {
 	require.JSONEq(t, `{"name":"bare"}`, string(b))
 
 	require.ErrorIs(t, json.Unmarshal([]byte(`{"name":"x","vxlanMACV4":"02:00:00:00:00"}`), &back), cluster.ErrInvalid)
-	require.ErrorIs(t, json.Unmarshal([]byte(`{"name":"x","wireguardKey":"AAAA"}`), &back), cluster.ErrInvalid)
+	require.ErrorIs(t, json.Unmarshal([]byte(`{"name":"x","wireguardKeyV6":"AAAA"}`), &back), cluster.ErrInvalid)
 }
 
 func TestMACText(t *testing.T) {
