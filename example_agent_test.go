@@ -2,8 +2,8 @@ package nodeplane_test
 
 import (
 	"context"
+	"github.com/nodeplane/nodeplane/cluster"
 	"log"
-	"net"
 	"net/netip"
 
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -52,9 +52,9 @@ func Example_assembleAgent() {
 	check(err)
 	go func() { check(mon.Run(ctx)) }()
 	// Your control plane: every node's tunnel endpoint and pod CIDR (this node's too), then "in sync".
-	check(loop.Send(ctx, vxlan.VTEP{Node: "node2", UnderlayV4: netip.MustParseAddr("192.0.2.2"),
-		TunnelV4: netip.MustParseAddr("10.244.2.0"), MACV4: net.HardwareAddr{0x02, 0x4e, 0, 0, 0, 2}}))
-	check(loop.Send(ctx, vxlan.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node2"}))
+	check(loop.Send(ctx, cluster.Node{Name: "node2", UnderlayV4: netip.MustParseAddr("192.0.2.2"),
+		TunnelV4: netip.MustParseAddr("10.244.2.0"), VXLANMACV4: cluster.MAC{0x02, 0x4e, 0, 0, 0, 2}}))
+	check(loop.Send(ctx, cluster.Block{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node2"}))
 	loop.DatastoreInSync()
 	check(loop.Run(ctx)) // writes once both in-sync markers are in; only the difference, until ctx ends
 }

@@ -40,10 +40,12 @@
 //	loop.AddManager(m)
 //	loop.AddDriver(m.Driver()) // PhaseTunnelL2: before the routes through the device
 //	loop.AddDriver(tbl)
-//	loop.Send(ctx, ipip.Node{Name: "node-b", Underlay: netip.MustParseAddr("192.0.2.12")})
-//	loop.Send(ctx, ipip.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node-b"})
+//	loop.Send(ctx, cluster.Node{Name: "node-b", UnderlayV4: netip.MustParseAddr("192.0.2.12")})
+//	loop.Send(ctx, cluster.Block{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node-b"})
 //
-// Messages are Node and NodeRemove, BlockUpdate and BlockRemove, and
+// Messages are cluster.Node and cluster.NodeRemove (a node's IPv4
+// underlay address, the next hop of its blocks; this node's IPv4 tunnel
+// address is the device's), cluster.Block and cluster.BlockRemove, and
 // mtu.Result (the host MTU, applied to the device and its routes live).
 // OnUpdate does no I/O; invalid messages are rejected and counted.
 // OnLinkUpdate and OnAddrs take ifacemonitor's reports.

@@ -3,6 +3,7 @@ package ipip
 import (
 	"context"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -118,11 +119,11 @@ func (d *Driver) SetDevice(dev *Device) error {
 	var c *Device
 	if dev != nil {
 		cp := *dev
-		if err := overlay.CheckHost(ipfamily.IPv4, cp.Local); err != nil {
+		if err := cluster.CheckHostAddr(ipfamily.IPv4, cp.Local); err != nil {
 			return invalidf("device %s: local address: %v", d.opts.Name, err)
 		}
 		if cp.Address.IsValid() {
-			if err := overlay.CheckHost(ipfamily.IPv4, cp.Address); err != nil {
+			if err := cluster.CheckHostAddr(ipfamily.IPv4, cp.Address); err != nil {
 				return invalidf("device %s: tunnel address: %v", d.opts.Name, err)
 			}
 		}

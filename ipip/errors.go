@@ -1,6 +1,9 @@
 package ipip
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Every error the package returns wraps one of them, so
 // callers can test with errors.Is; its text names the package once.
@@ -20,3 +23,7 @@ var (
 	// addresses): the manager fails as a whole and reads again next time.
 	ErrRead = errors.New("ipip: kernel read failed")
 )
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidInput}, args...)...)
+}

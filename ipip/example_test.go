@@ -3,6 +3,7 @@ package ipip_test
 import (
 	"context"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"net/netip"
 
 	"github.com/nodeplane/nodeplane/ipip"
@@ -42,10 +43,10 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	m.OnUpdate(ipip.Node{Name: "node1", Underlay: netip.MustParseAddr("198.18.0.1"), TunnelAddr: netip.MustParseAddr("10.244.1.250")})
-	m.OnUpdate(ipip.Node{Name: "node2", Underlay: netip.MustParseAddr("198.18.0.2")})
-	m.OnUpdate(ipip.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.1.0/24"), Node: "node1"})
-	m.OnUpdate(ipip.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node2"})
+	m.OnUpdate(cluster.Node{Name: "node1", UnderlayV4: netip.MustParseAddr("198.18.0.1"), TunnelV4: netip.MustParseAddr("10.244.1.250")})
+	m.OnUpdate(cluster.Node{Name: "node2", UnderlayV4: netip.MustParseAddr("198.18.0.2")})
+	m.OnUpdate(cluster.Block{CIDR: netip.MustParsePrefix("10.244.1.0/24"), Node: "node1"})
+	m.OnUpdate(cluster.Block{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node2"})
 	_ = m.CompleteDeferredWork(ctx)
 	_, _ = m.Driver().Apply(ctx)
 	_, _ = tbl.Apply(ctx)

@@ -3,6 +3,7 @@ package ipip_test
 import (
 	"context"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"net/netip"
 	"sort"
 	"testing"
@@ -23,12 +24,12 @@ var bg = context.Background()
 
 // node returns node n's Node message: underlay 198.18.0.n (198.18.1.n when
 // far), tunnel address 10.244.n.250.
-func node(n int, far bool) ipip.Node {
+func node(n int, far bool) cluster.Node {
 	sub := byte(0)
 	if far {
 		sub = 1
 	}
-	return ipip.Node{Name: nodeName(n), Underlay: netip.AddrFrom4([4]byte{198, 18, sub, byte(n)}), TunnelAddr: netip.AddrFrom4([4]byte{10, 244, byte(n), 250})}
+	return cluster.Node{Name: nodeName(n), UnderlayV4: netip.AddrFrom4([4]byte{198, 18, sub, byte(n)}), TunnelV4: netip.AddrFrom4([4]byte{10, 244, byte(n), 250})}
 }
 
 func nodeName(n int) string { return fmt.Sprintf("node%d", n) }

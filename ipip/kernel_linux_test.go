@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"strings"
 	"testing"
 	"time"
@@ -52,8 +53,8 @@ func TestKernelIPIP(t *testing.T) {
 	for _, h := range tp.Hosts {
 		a := h.PodCIDRv4.Addr().As4()
 		a[3] = 250
-		msgs = append(msgs, ipip.Node{Name: h.Name, Underlay: h.UnderlayIPv4.Addr(), TunnelAddr: netipFrom4(a)},
-			ipip.BlockUpdate{CIDR: h.PodCIDRv4, Node: h.Name})
+		msgs = append(msgs, cluster.Node{Name: h.Name, UnderlayV4: h.UnderlayIPv4.Addr(), TunnelV4: netipFrom4(a)},
+			cluster.Block{CIDR: h.PodCIDRv4, Node: h.Name})
 	}
 	stacks := make([]*stack, len(tp.Hosts))
 	counts := make([]*overlaytest.Counting, len(tp.Hosts))

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/overlay"
@@ -119,7 +120,7 @@ type Manager struct {
 	base   *overlay.Manager[Device]
 	driver *Driver
 
-	local *Node // this node's
+	local *cluster.Node // this node's
 }
 
 // New returns a Manager and its Driver. It validates opts and does no I/O.
@@ -143,7 +144,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.base = overlay.NewManager(o, overlay.ManagerDriver[Device]{
 		Device: m.driver.dev, Set: m.driver.SetDevice, Want: m.wantDevice,
-		Handlers: []func(any) bool{overlay.On(m.onNode), overlay.On(m.onNodeRemove), overlay.On(m.onBlock), overlay.On(m.onBlockRemove)},
+		Handlers: []func(any) bool{overlay.On(m.onNode), overlay.On(m.onNodeRemove)},
 	})
 	return m, nil
 }
@@ -171,13 +172,14 @@ func (m *Manager) OnAddrs(name string, addrs []netip.Prefix) { m.base.OnAddrs(na
 // reads the host's links and addresses again.
 func (m *Manager) QueueResync() { m.base.QueueResync() }
 
-// OnUpdate implements dataplane.Manager: it records Node, NodeRemove,
-// BlockUpdate, BlockRemove and mtu.Result messages (values or pointers)
+// OnUpdate implements dataplane.Manager: it records cluster.Node,
+// cluster.NodeRemove, cluster.Block, cluster.BlockRemove and mtu.Result
+// messages (values or pointers)
 // and ignores the rest. An invalid message is rejected (counted in Stats,
 // logged) and changes nothing. It does no I/O.
 func (m *Manager) OnUpdate(msg any) { m.base.OnUpdate(msg) }
 
-func (m *Manager) onNode(n *Node) {
+func (m *Manager) onNode(n *cluster.Node) {
 	if err := n.Validate(); err != nil {
 		m.base.Reject(err)
 		return
@@ -186,15 +188,15 @@ func (m *Manager) onNode(n *Node) {
 		c := *n
 		m.local = &c
 	}
-	if !n.Underlay.IsValid() {
+	if !n.UnderlayV4.IsValid() {
 		m.base.Core().RemoveNode(n.Name)
 		return
 	}
 	// IPIP's next hop is the node's underlay address itself.
-	m.base.Core().SetNode(n.Name, overlay.Node{Underlay: n.Underlay, Gateway: n.Underlay})
+	m.base.Core().SetNode(n.Name, overlay.Node{Underlay: n.UnderlayV4, Gateway: n.UnderlayV4})
 }
 
-func (m *Manager) onNodeRemove(r *NodeRemove) {
+func (m *Manager) onNodeRemove(r *cluster.NodeRemove) {
 	if err := r.Validate(); err != nil {
 		m.base.Reject(err)
 		return
@@ -204,10 +206,6 @@ func (m *Manager) onNodeRemove(r *NodeRemove) {
 	}
 	m.base.Core().RemoveNode(r.Name)
 }
-
-func (m *Manager) onBlock(b *BlockUpdate) { m.base.OnBlock(b.CIDR, b.Node, b.Validate()) }
-
-func (m *Manager) onBlockRemove(b *BlockRemove) { m.base.OnBlockRemove(b.CIDR, b.Validate()) }
 
 // CompleteDeferredWork implements dataplane.Manager: it reads the host's
 // links and addresses when they may have changed, declares the device on
@@ -221,8 +219,8 @@ func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
 // wantDevice returns the device this node's Node message asks for: nil
 // until it has an underlay address.
 func (m *Manager) wantDevice(l overlay.Local) *Device {
-	if n := m.local; n != nil && n.Underlay.IsValid() {
-		return &Device{Local: n.Underlay, Address: n.TunnelAddr, MTU: l.MTU}
+	if n := m.local; n != nil && n.UnderlayV4.IsValid() {
+		return &Device{Local: n.UnderlayV4, Address: n.TunnelV4, MTU: l.MTU}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package ipip_test
 import (
 	"errors"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ func TestEndToEnd(t *testing.T) {
 	ns := fakeHost(t, true)
 	s := newStack(t, ns, newClock(), nil)
 	for n := 1; n <= 3; n++ {
-		s.send(node(n, false), ipip.BlockUpdate{CIDR: block(n), Node: nodeName(n)})
+		s.send(node(n, false), cluster.Block{CIDR: block(n), Node: nodeName(n)})
 	}
 	require.NoError(t, s.converge())
 	dev, ok := ns.Link("tunl0")
@@ -47,7 +48,7 @@ func TestEndToEnd(t *testing.T) {
 	require.Contains(t, routes(t, ns), "10.244.2.0/24 via 198.18.0.2 dev tunl0 onlink mtu 1380")
 
 	// Node 3 leaves; node 2 stays.
-	s.send(ipip.NodeRemove{Name: nodeName(3)})
+	s.send(cluster.NodeRemove{Name: nodeName(3)})
 	require.NoError(t, s.converge())
 	require.Equal(t, []string{"10.244.2.0/24 via 198.18.0.2 dev tunl0 onlink mtu 1380", "blackhole 10.244.1.0/24"}, routes(t, ns))
 	members, _ = ns.IPSets().Members("np4-" + ipip.DefaultSetName)
@@ -56,7 +57,7 @@ func TestEndToEnd(t *testing.T) {
 	// A restarted manager on the programmed kernel writes nothing.
 	ns.ResetCounts()
 	r := newStack(t, ns, newClock(), nil)
-	r.send(node(1, false), node(2, false), ipip.BlockUpdate{CIDR: block(1), Node: nodeName(1)}, ipip.BlockUpdate{CIDR: block(2), Node: nodeName(2)},
+	r.send(node(1, false), node(2, false), cluster.Block{CIDR: block(1), Node: nodeName(1)}, cluster.Block{CIDR: block(2), Node: nodeName(2)},
 		mtu.Result{Host: mtu.HostMTU{MTU: 1400}})
 	require.NoError(t, r.converge())
 	require.Zero(t, ns.Writes(), ns.Dump())
@@ -74,7 +75,7 @@ func TestCrossSubnetAndNever(t *testing.T) {
 			s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Mode = mode })
 			s.send(node(1, false), node(2, false), node(3, true))
 			for n := 1; n <= 3; n++ {
-				s.send(ipip.BlockUpdate{CIDR: block(n), Node: nodeName(n)})
+				s.send(cluster.Block{CIDR: block(n), Node: nodeName(n)})
 			}
 			require.NoError(t, s.converge())
 			want := []string{"10.244.2.0/24 via 198.18.0.2 dev eth0", "blackhole 10.244.1.0/24"}
@@ -101,7 +102,7 @@ func TestNoIPIPModule(t *testing.T) {
 	s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Mode = ipip.CrossSubnet })
 	s.send(node(1, false), node(2, false), node(3, true))
 	for n := 1; n <= 3; n++ {
-		s.send(ipip.BlockUpdate{CIDR: block(n), Node: nodeName(n)})
+		s.send(cluster.Block{CIDR: block(n), Node: nodeName(n)})
 	}
 	after, err := s.pass()
 	require.Error(t, err)
@@ -134,10 +135,10 @@ func TestMode(t *testing.T) { overlaytest.CheckModes(t, ipip.Always, ipip.CrossS
 // never deleted, and the error names it.
 func TestDeviceConflictsNamed(t *testing.T) {
 	ns := fakeHost(t, true)
-	fx, err := ns.AddLink(bg, kernel.Link{Name: "fx", Kind: kernel.KindIPIP, IPTunnel: &kernel.IPTunnel{Local: node(1, false).Underlay}})
+	fx, err := ns.AddLink(bg, kernel.Link{Name: "fx", Kind: kernel.KindIPIP, IPTunnel: &kernel.IPTunnel{Local: node(1, false).UnderlayV4}})
 	require.NoError(t, err)
 	s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Device = "np-ipip" })
-	s.send(node(1, false), node(2, false), ipip.BlockUpdate{CIDR: block(1), Node: nodeName(1)})
+	s.send(node(1, false), node(2, false), cluster.Block{CIDR: block(1), Node: nodeName(1)})
 	_, err = s.pass()
 	require.ErrorIs(t, err, ipip.ErrDevice)
 	require.ErrorIs(t, err, kernel.ErrExists)
@@ -167,7 +168,7 @@ func TestNoBlackholes(t *testing.T) {
 	ns := fakeHost(t, true)
 	s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.NoBlackholes = true })
 	for n := 1; n <= 2; n++ {
-		s.send(node(n, false), ipip.BlockUpdate{CIDR: block(n), Node: nodeName(n)})
+		s.send(node(n, false), cluster.Block{CIDR: block(n), Node: nodeName(n)})
 	}
 	require.NoError(t, s.converge())
 	require.Equal(t, []string{"10.244.2.0/24 via 198.18.0.2 dev tunl0 onlink mtu 1480"}, routes(t, ns))

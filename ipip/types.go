@@ -1,107 +1,11 @@
 package ipip
 
 import (
-	"fmt"
 	"net/netip"
 
 	"github.com/nodeplane/nodeplane/internal/overlay"
-	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/routetable"
 )
-
-// Node is a message: a node was added or changed. IPIP is IPv4 only.
-// The message for this node (Options.NodeName) configures the device: its
-// underlay address finds the host's uplink and its tunnel address is the
-// device's.
-type Node struct {
-	// Name is the node's name. Required.
-	Name string
-	// Underlay is the node's IPv4 underlay address: the next hop (onlink,
-	// through the device) of its blocks. Unset means the node has none.
-	Underlay netip.Addr
-	// TunnelAddr is the address of the node's IPIP device; only this
-	// node's is used (assigned to the device, so traffic the host itself
-	// sends through the tunnel has a source the other nodes route back).
-	TunnelAddr netip.Addr
-}
-
-// NodeRemove is a message: the node is gone; its routes and set member go.
-type NodeRemove struct {
-	// Name is the node's name.
-	Name string
-}
-
-// BlockUpdate is a message: the IPv4 pod block CIDR belongs to Node. A
-// block of this node gets a blackhole route; a block of another node is
-// routed to it.
-type BlockUpdate struct {
-	// CIDR is the block, without host bits.
-	CIDR netip.Prefix
-	// Node owns the block.
-	Node string
-}
-
-// BlockRemove is a message: the block is gone, and so is its route.
-type BlockRemove struct {
-	// CIDR is the block.
-	CIDR netip.Prefix
-}
-
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidInput}, args...)...)
-}
-
-// Validate reports, with an error wrapping ErrInvalidInput, what is wrong
-// with n: no name, or an address that is not an IPv4 unicast host address.
-func (n *Node) Validate() error {
-	if n == nil || n.Name == "" {
-		return invalidf("node without a name")
-	}
-	if n.Underlay.IsValid() {
-		if err := overlay.CheckHost(ipfamily.IPv4, n.Underlay); err != nil {
-			return invalidf("node %q: underlay: %v", n.Name, err)
-		}
-	}
-	if n.TunnelAddr.IsValid() {
-		if err := overlay.CheckHost(ipfamily.IPv4, n.TunnelAddr); err != nil {
-			return invalidf("node %q: tunnel address: %v", n.Name, err)
-		}
-	}
-	return nil
-}
-
-// Validate reports, with an error wrapping ErrInvalidInput, an empty name.
-func (r *NodeRemove) Validate() error {
-	if r == nil || r.Name == "" {
-		return invalidf("node removal without a name")
-	}
-	return nil
-}
-
-// Validate reports, with an error wrapping ErrInvalidInput, a CIDR that is
-// not an IPv4 network prefix (host bits set: the error names the network)
-// or a block without a node.
-func (b *BlockUpdate) Validate() error {
-	if b == nil {
-		return invalidf("nil block")
-	}
-	if err := overlay.CheckBlockUpdate(ipfamily.IPv4, b.CIDR, b.Node); err != nil {
-		return invalidf("%v", err)
-	}
-	return nil
-}
-
-// Validate reports, with an error wrapping ErrInvalidInput, a CIDR that is
-// not an IPv4 network prefix.
-func (b *BlockRemove) Validate() error {
-	if b == nil {
-		return invalidf("nil block removal")
-	}
-	if err := ipfamily.IPv4.CheckNet(b.CIDR); err != nil {
-		return invalidf("block %s: %v", b.CIDR, err)
-	}
-	return nil
-}
 
 // Mode says how a Manager routes remote blocks.
 type Mode uint8

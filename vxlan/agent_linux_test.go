@@ -5,6 +5,7 @@ package vxlan_test
 import (
 	"context"
 	"errors"
+	"github.com/nodeplane/nodeplane/cluster"
 	"net"
 	"net/netip"
 	"regexp"
@@ -48,17 +49,17 @@ type agent struct {
 
 // kernelVTEP returns host h's VTEP: its underlay addresses, tunnel
 // addresses .250 (::fa) of its pod CIDRs, and fixed MACs.
-func kernelVTEP(h *kerneltest.Host) vxlan.VTEP {
-	v := vxlan.VTEP{Node: h.Name, UnderlayV4: h.UnderlayIPv4.Addr(), UnderlayV6: h.UnderlayIPv6.Addr()}
+func kernelVTEP(h *kerneltest.Host) cluster.Node {
+	v := cluster.Node{Name: h.Name, UnderlayV4: h.UnderlayIPv4.Addr(), UnderlayV6: h.UnderlayIPv6.Addr()}
 	if h.PodCIDRv4.IsValid() {
 		a := h.PodCIDRv4.Addr().As4()
 		a[3] = 250
-		v.TunnelV4, v.MACV4 = netip.AddrFrom4(a), net.HardwareAddr{0x02, 0xbb, 4, 0, 0, byte(h.Number)}
+		v.TunnelV4, v.VXLANMACV4 = netip.AddrFrom4(a), cluster.MAC(net.HardwareAddr{0x02, 0xbb, 4, 0, 0, byte(h.Number)})
 	}
 	if h.PodCIDRv6.IsValid() {
 		a := h.PodCIDRv6.Addr().As16()
 		a[15] = 0xfa
-		v.TunnelV6, v.MACV6 = netip.AddrFrom16(a), net.HardwareAddr{0x02, 0xbb, 6, 0, 0, byte(h.Number)}
+		v.TunnelV6, v.VXLANMACV6 = netip.AddrFrom16(a), cluster.MAC(net.HardwareAddr{0x02, 0xbb, 6, 0, 0, byte(h.Number)})
 	}
 	return v
 }
@@ -71,7 +72,7 @@ func clusterMsgs(tp *kerneltest.Topology) []any {
 		msgs = append(msgs, kernelVTEP(h))
 		for _, c := range []netip.Prefix{h.PodCIDRv4, h.PodCIDRv6} {
 			if c.IsValid() {
-				msgs = append(msgs, vxlan.BlockUpdate{CIDR: c, Node: h.Name})
+				msgs = append(msgs, cluster.Block{CIDR: c, Node: h.Name})
 			}
 		}
 	}

@@ -52,11 +52,13 @@
 //	loop.AddDriver(m.Driver()) // PhaseTunnelL2: before the routes through the device
 //	loop.AddDriver(tbl)
 //	loop.AddDriver(sets)
-//	loop.Send(ctx, vxlan.VTEP{Node: "node-b", UnderlayV4: …, TunnelV4: …, MACV4: …})
-//	loop.Send(ctx, vxlan.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node-b"})
+//	loop.Send(ctx, cluster.Node{Name: "node-b", UnderlayV4: …, TunnelV4: …, VXLANMACV4: …})
+//	loop.Send(ctx, cluster.Block{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node-b"})
 //
-// Messages are VTEP and VTEPRemove (nodes), BlockUpdate and BlockRemove
-// (pod blocks; a block of this node is local and gets a blackhole), and
+// Messages are cluster.Node and cluster.NodeRemove (a node's underlay
+// address, tunnel address and VXLAN MAC of the family), cluster.Block and
+// cluster.BlockRemove (pod blocks; a block of this node is local and gets
+// a blackhole), and
 // mtu.Result from an mtu.Monitor: the device MTU is the host MTU less the
 // VXLAN overhead (50, 70 over IPv6), applied to the device and its routes
 // live. Every message carries both families; each Manager takes its own.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -288,7 +289,7 @@ func (d *Driver) checkDevice(dev *Device) error {
 	case !overlay.ValidMTU(dev.MTU):
 		return invalidf("device %s: MTU %d", d.opts.Name, dev.MTU)
 	}
-	if err := overlay.CheckHost(f, dev.Local); err != nil {
+	if err := cluster.CheckHostAddr(f, dev.Local); err != nil {
 		return invalidf("device %s: local address: %v", d.opts.Name, err)
 	}
 	if dev.MAC != nil {
@@ -297,7 +298,7 @@ func (d *Driver) checkDevice(dev *Device) error {
 		}
 	}
 	if dev.Address.IsValid() {
-		if err := overlay.CheckHost(f, dev.Address); err != nil {
+		if err := cluster.CheckHostAddr(f, dev.Address); err != nil {
 			return invalidf("device %s: tunnel address: %v", d.opts.Name, err)
 		}
 	}
@@ -314,13 +315,13 @@ func (d *Driver) SetRemote(node string, r Remote) error {
 	if err := overlay.CheckName(node); err != nil {
 		return invalidf("remote: %v", err)
 	}
-	if err := overlay.CheckHost(f, r.TunnelIP); err != nil {
+	if err := cluster.CheckHostAddr(f, r.TunnelIP); err != nil {
 		return invalidf("remote %s: tunnel address: %v", node, err)
 	}
 	if err := overlay.CheckMAC(r.MAC); err != nil {
 		return invalidf("remote %s: %v", node, err)
 	}
-	if err := overlay.CheckHost(f, r.Underlay); err != nil {
+	if err := cluster.CheckHostAddr(f, r.Underlay); err != nil {
 		return invalidf("remote %s: underlay address: %v", node, err)
 	}
 	n := remote{ip: r.TunnelIP, mac: macOf(r.MAC), underlay: r.Underlay}

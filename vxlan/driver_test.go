@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -24,9 +25,9 @@ import (
 	"github.com/nodeplane/nodeplane/vxlan"
 )
 
-func cluster(w *world, nodes ...int) {
+func addNodes(w *world, nodes ...int) {
 	for _, n := range nodes {
-		w.send(vtep(n), vxlan.BlockUpdate{CIDR: block(w.fam, n), Node: nodeName(n)})
+		w.send(vtep(n), cluster.Block{CIDR: block(w.fam, n), Node: nodeName(n)})
 	}
 }
 
@@ -36,7 +37,7 @@ func cluster(w *world, nodes ...int) {
 func TestMTULive(t *testing.T) {
 	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
 		w := newWorld(t, fam, nil)
-		cluster(w, 1, 2)
+		addNodes(w, 1, 2)
 		w.converge()
 		over := mtu.VXLAN.Overhead(fam == vxlan.IPv6)
 		dev, _ := w.ns.Link(w.m.Driver().Device())
@@ -50,7 +51,7 @@ func TestMTULive(t *testing.T) {
 		require.True(t, hasLine(w.routes(), "mtu "+itoa(1400-over)), "%v", w.routes())
 
 		f := newWorld(t, fam, func(o *vxlan.Options) { o.MTU = 1300 })
-		cluster(f, 1, 2)
+		addNodes(f, 1, 2)
 		f.send(mtu.Result{Host: mtu.HostMTU{MTU: 1400}})
 		f.converge()
 		dev, _ = f.ns.Link(f.m.Driver().Device())
@@ -65,17 +66,17 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // written again on the new one.
 func TestDeviceInPlaceAndRecreate(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, nil)
-	cluster(w, 1, 2)
+	addNodes(w, 1, 2)
 	w.converge()
 	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
 	v := vtep(1)
-	v.MACV4 = net.HardwareAddr{0x02, 0xcc, 0, 0, 0, 1}
+	v.VXLANMACV4 = cluster.MAC(net.HardwareAddr{0x02, 0xcc, 0, 0, 0, 1})
 	v.TunnelV4 = netip.MustParseAddr("10.244.1.251")
 	w.send(v)
 	w.converge()
 	now, _ := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.Equal(t, dev.Index, now.Index)
-	require.Equal(t, v.MACV4, now.MAC)
+	require.Equal(t, v.VXLANMACV4.HardwareAddr(), now.MAC)
 	require.Contains(t, prefixStrings(w.ns.LinkAddrs(vxlan.DefaultDeviceV4)), "10.244.1.251/32")
 	require.NotContains(t, prefixStrings(w.ns.LinkAddrs(vxlan.DefaultDeviceV4)), "10.244.1.250/32")
 
@@ -86,7 +87,7 @@ func TestDeviceInPlaceAndRecreate(t *testing.T) {
 	var err error
 	r.m, err = vxlan.New(r.opts)
 	require.NoError(t, err)
-	cluster(r, 1, 2)
+	addNodes(r, 1, 2)
 	r.converge()
 	again, _ := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.NotEqual(t, dev.Index, again.Index, "a new VNI re-creates the device")
@@ -108,7 +109,7 @@ func prefixStrings(ps []netip.Prefix) []string {
 // and an MTU changed behind its back are repaired at the next resync.
 func TestExternalChangesRepaired(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, nil)
-	cluster(w, 1, 2, 3)
+	addNodes(w, 1, 2, 3)
 	w.converge()
 	admin := w.ns.Admin()
 	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
@@ -193,7 +194,7 @@ func TestOneBadEntry(t *testing.T) {
 		}
 		return nil
 	})
-	cluster(w, 1, 2, 3, 4, 5)
+	addNodes(w, 1, 2, 3, 4, 5)
 	after, err := w.pass()
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	require.ErrorIs(t, err, vxlan.ErrFDB)
@@ -228,15 +229,15 @@ func TestCrossSubnetOneReplace(t *testing.T) {
 		} else {
 			far.UnderlayV4 = netip.MustParseAddr("198.18.1.3")
 		}
-		cluster(w, 1, 2)
-		w.send(far, vxlan.BlockUpdate{CIDR: block(fam, 3), Node: nodeName(3)})
+		addNodes(w, 1, 2)
+		w.send(far, cluster.Block{CIDR: block(fam, 3), Node: nodeName(3)})
 		w.converge()
 		require.Contains(t, w.routes(), block(fam, 2).String()+" via "+underlay(fam, 2).String()+" dev eth0")
 		require.True(t, hasLine(w.routes(), block(fam, 3).String()+" via "+tunnelIP(fam, 3).String()), "%v", w.routes())
 		st := w.m.Stats()
 		require.Equal(t, 1, st.DirectRoutes)
 		require.Equal(t, 1, st.TunnelRoutes)
-		for _, step := range []vxlan.VTEP{vtep(3), far} {
+		for _, step := range []cluster.Node{vtep(3), far} {
 			count.Reset()
 			w.send(step)
 			w.converge()
@@ -258,8 +259,8 @@ func TestHostAddressesNotified(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, func(o *vxlan.Options) { o.Mode = vxlan.CrossSubnet })
 	far := vtep(3)
 	far.UnderlayV4 = netip.MustParseAddr("198.18.1.3")
-	cluster(w, 1)
-	w.send(far, vxlan.BlockUpdate{CIDR: block(vxlan.IPv4, 3), Node: nodeName(3)})
+	addNodes(w, 1)
+	w.send(far, cluster.Block{CIDR: block(vxlan.IPv4, 3), Node: nodeName(3)})
 	w.converge()
 	require.Equal(t, 1, w.m.Stats().TunnelRoutes)
 	eth0, _ := w.ns.Link("eth0")
@@ -274,13 +275,13 @@ func TestHostAddressesNotified(t *testing.T) {
 // the node whose name sorts first, and to the other once it is gone.
 func TestConflictingRemotes(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, nil)
-	cluster(w, 1, 2)
+	addNodes(w, 1, 2)
 	twin := vtep(3)
-	twin.MACV4 = nodeMAC(vxlan.IPv4, 2)
+	twin.VXLANMACV4 = cluster.MAC(nodeMAC(vxlan.IPv4, 2))
 	w.send(twin)
 	w.converge()
 	require.True(t, hasLine(w.l2(), "fdb "+nodeMAC(vxlan.IPv4, 2).String()+" dst "+underlay(vxlan.IPv4, 2).String()), "%v", w.l2())
-	w.send(vxlan.VTEPRemove{Node: nodeName(2)})
+	w.send(cluster.NodeRemove{Name: nodeName(2)})
 	w.converge()
 	require.True(t, hasLine(w.l2(), "fdb "+nodeMAC(vxlan.IPv4, 2).String()+" dst "+underlay(vxlan.IPv4, 3).String()), "%v", w.l2())
 }
@@ -289,19 +290,18 @@ func TestConflictingRemotes(t *testing.T) {
 // invalid options are errors of New.
 func TestBadInputRejected(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, nil)
-	cluster(w, 1, 2)
+	addNodes(w, 1, 2)
 	w.converge()
 	before := w.ns.Dump()
 	bad := []any{
-		vxlan.VTEP{},
-		vxlan.VTEP{Node: "x", UnderlayV4: netip.MustParseAddr("fd00::1")},
-		vxlan.VTEP{Node: "x", UnderlayV4: netip.MustParseAddr("224.0.0.1")},
-		vxlan.VTEP{Node: "x", MACV4: net.HardwareAddr{1, 0, 0, 0, 0, 1}},
-		vxlan.VTEP{Node: "x", MACV4: net.HardwareAddr{0, 0, 0, 0, 0, 0}},
-		vxlan.VTEPRemove{},
-		vxlan.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.9.1/24"), Node: "x"},
-		vxlan.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.9.0/24")},
-		vxlan.BlockRemove{},
+		cluster.Node{},
+		cluster.Node{Name: "x", UnderlayV4: netip.MustParseAddr("fd00::1")},
+		cluster.Node{Name: "x", UnderlayV4: netip.MustParseAddr("224.0.0.1")},
+		cluster.Node{Name: "x", VXLANMACV4: cluster.MAC(net.HardwareAddr{1, 0, 0, 0, 0, 1})},
+		cluster.NodeRemove{},
+		cluster.Block{CIDR: netip.MustParsePrefix("10.244.9.1/24"), Node: "x"},
+		cluster.Block{CIDR: netip.MustParsePrefix("10.244.9.0/24")},
+		cluster.BlockRemove{},
 	}
 	for _, m := range bad {
 		w.send(m)
@@ -310,8 +310,8 @@ func TestBadInputRejected(t *testing.T) {
 	require.Equal(t, before, w.ns.Dump())
 	st := w.m.Stats()
 	require.Equal(t, len(bad), st.Rejected)
-	require.ErrorIs(t, st.LastRejected, vxlan.ErrInvalidInput)
-	err := (&vxlan.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.9.1/24"), Node: "x"}).Validate()
+	require.ErrorIs(t, st.LastRejected, cluster.ErrInvalid)
+	err := (&cluster.Block{CIDR: netip.MustParsePrefix("10.244.9.1/24"), Node: "x"}).Validate()
 	require.ErrorContains(t, err, "10.244.9.0/24")
 
 	for name, o := range map[string]vxlan.Options{
@@ -343,13 +343,13 @@ func TestBadInputRejected(t *testing.T) {
 // the device an earlier run left; Never routes same-subnet nodes directly.
 func TestDisabledAndNever(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, nil)
-	cluster(w, 1, 2)
+	addNodes(w, 1, 2)
 	w.converge()
 	_, ok := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.True(t, ok)
 	w.opts.Mode = vxlan.Never
 	w.restart()
-	cluster(w, 1, 2)
+	addNodes(w, 1, 2)
 	w.converge()
 	_, ok = w.ns.Link(vxlan.DefaultDeviceV4)
 	require.False(t, ok)
@@ -357,7 +357,7 @@ func TestDisabledAndNever(t *testing.T) {
 
 	w.opts.Mode = vxlan.Always
 	w.restart()
-	cluster(w, 1, 2)
+	addNodes(w, 1, 2)
 	w.converge()
 	w.opts.Disabled = true
 	w.restart()
@@ -371,7 +371,7 @@ func TestDisabledAndNever(t *testing.T) {
 // driver as a whole; both converge afterwards.
 func TestKernelReadFailure(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, nil)
-	cluster(w, 1, 2)
+	addNodes(w, 1, 2)
 	w.ns.Fail(kernelfake.OpAddrs, 1, nil)
 	_, err := w.pass()
 	require.ErrorIs(t, err, vxlan.ErrRead)
@@ -388,7 +388,7 @@ func TestKernelReadFailure(t *testing.T) {
 // overhead, which the kernel accepts, not an MTU it refuses.
 func TestMTUCappedByParent(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, nil)
-	cluster(w, 1, 2)
+	addNodes(w, 1, 2)
 	w.send(mtu.Result{Host: mtu.HostMTU{MTU: 9000}})
 	w.converge()
 	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
@@ -407,7 +407,7 @@ func TestDeviceConflictsNamed(t *testing.T) {
 		fx, err := w.ns.AddLink(bg, kernel.Link{Name: "fx", Kind: kernel.KindVXLAN,
 			VXLAN: &kernel.VXLAN{VNI: vxlan.DefaultVNI, Port: vxlan.DefaultPort, Local: underlay(fam, 9)}})
 		require.NoError(t, err)
-		cluster(w, 1, 2)
+		addNodes(w, 1, 2)
 		_, err = w.pass()
 		require.ErrorIs(t, err, vxlan.ErrDevice)
 		require.ErrorIs(t, err, kernel.ErrExists)
@@ -421,7 +421,7 @@ func TestDeviceConflictsNamed(t *testing.T) {
 		br, err := w.ns.AddLink(bg, kernel.Link{Name: devName(fam), Kind: kernel.KindBridge})
 		require.NoError(t, err)
 		w.restart()
-		cluster(w, 1, 2)
+		addNodes(w, 1, 2)
 		_, err = w.pass()
 		require.ErrorIs(t, err, vxlan.ErrDevice)
 		require.Contains(t, err.Error(), fmt.Sprintf("the name is taken by a bridge link (index %d), which is not ours", br.Index))
@@ -456,7 +456,7 @@ func TestOwnBlockBlackholeConflict(t *testing.T) {
 		own := block(fam, 1)
 		gw := netip.PrefixFrom(own.Addr().Next(), own.Bits())
 		require.NoError(t, admin.AddAddr(bg, kernel.Addr{LinkIndex: br.Index, Prefix: gw}))
-		cluster(w, 1, 2)
+		addNodes(w, 1, 2)
 		for range 5 {
 			_, err := w.pass()
 			require.NoError(t, err)
@@ -491,7 +491,7 @@ func TestOwnBlockBlackholeConflict(t *testing.T) {
 		// Turned off: none, and no conflict.
 		w.opts.NoBlackholes = true
 		w.restart()
-		cluster(w, 1, 2)
+		addNodes(w, 1, 2)
 		w.converge()
 		require.NotContains(t, w.routes(), "blackhole "+own.String())
 		st = w.m.Stats()

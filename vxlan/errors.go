@@ -1,6 +1,9 @@
 package vxlan
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Every error the package returns wraps one of them, so
 // callers can test with errors.Is; its text names the package once.
@@ -29,3 +32,7 @@ var (
 	// manager fails as a whole and reads again next time.
 	ErrRead = errors.New("vxlan: kernel read failed")
 )
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidInput}, args...)...)
+}

@@ -3,6 +3,7 @@ package vxlan_test
 import (
 	"context"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"net"
 	"net/netip"
 	"sort"
@@ -70,9 +71,9 @@ func Example() {
 		return
 	}
 	for i, n := range []struct{ name, underlay string }{{"node-a", "192.0.2.1"}, {"node-b", "192.0.2.2"}, {"node-c", "198.51.100.3"}} {
-		m.OnUpdate(vxlan.VTEP{Node: n.name, UnderlayV4: netip.MustParseAddr(n.underlay),
-			TunnelV4: netip.AddrFrom4([4]byte{10, 244, byte(i + 1), 0}), MACV4: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}})
-		m.OnUpdate(vxlan.BlockUpdate{CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i + 1), 0}), 24), Node: n.name})
+		m.OnUpdate(cluster.Node{Name: n.name, UnderlayV4: netip.MustParseAddr(n.underlay),
+			TunnelV4: netip.AddrFrom4([4]byte{10, 244, byte(i + 1), 0}), VXLANMACV4: cluster.MAC(net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)})})
+		m.OnUpdate(cluster.Block{CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i + 1), 0}), 24), Node: n.name})
 	}
 	if err := m.CompleteDeferredWork(ctx); err != nil {
 		fmt.Println(err)
@@ -148,12 +149,4 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output:
 	// vxlan: invalid options: an IPv4 route table for an IPv6 manager
-}
-
-// A message is checked before it is used; OnUpdate rejects an invalid one.
-func ExampleBlockUpdate_Validate() {
-	b := vxlan.BlockUpdate{CIDR: netip.MustParsePrefix("10.244.1.7/24"), Node: "node-b"}
-	fmt.Println(b.Validate())
-	// Output:
-	// vxlan: invalid input: block 10.244.1.7/24: ipfamily: prefix has host bits set: 10.244.1.7/24 (the network is 10.244.1.0/24)
 }

@@ -3,6 +3,7 @@ package vxlan_test
 import (
 	"context"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"net"
 	"net/netip"
 	"slices"
@@ -79,12 +80,12 @@ func nodeMAC(fam vxlan.Family, n int) net.HardwareAddr {
 func nodeName(n int) string { return fmt.Sprintf("node%d", n) }
 
 // vtep returns node n's VTEP message, both families.
-func vtep(n int) vxlan.VTEP {
-	return vxlan.VTEP{
-		Node:       nodeName(n),
+func vtep(n int) cluster.Node {
+	return cluster.Node{
+		Name:       nodeName(n),
 		UnderlayV4: underlay(vxlan.IPv4, n), UnderlayV6: underlay(vxlan.IPv6, n),
 		TunnelV4: tunnelIP(vxlan.IPv4, n), TunnelV6: tunnelIP(vxlan.IPv6, n),
-		MACV4: nodeMAC(vxlan.IPv4, n), MACV6: nodeMAC(vxlan.IPv6, n),
+		VXLANMACV4: cluster.MAC(nodeMAC(vxlan.IPv4, n)), VXLANMACV6: cluster.MAC(nodeMAC(vxlan.IPv6, n)),
 	}
 }
 

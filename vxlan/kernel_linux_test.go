@@ -5,6 +5,7 @@ package vxlan_test
 import (
 	"context"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -86,7 +87,7 @@ func TestKernelVXLAN(t *testing.T) {
 		require.NoError(t, err)
 		for _, o := range []*kerneltest.Host{h2, h3} {
 			v := kernelVTEP(o)
-			require.Contains(t, string(out), fmt.Sprintf("%s dst %s self permanent", v.MACV4, v.UnderlayV4))
+			require.Contains(t, string(out), fmt.Sprintf("%s dst %s self permanent", v.VXLANMACV4, v.UnderlayV4))
 		}
 		out, err = h1.NS.Exec(context.Background(), "ip", "route", "show", "proto", "78")
 		require.NoError(t, err)
@@ -105,7 +106,7 @@ func TestKernelVXLAN(t *testing.T) {
 		dev, err := hd.LinkByName(vxlan.DefaultDeviceV4)
 		require.NoError(t, err)
 		ctx := context.Background()
-		_, err = h1.NS.Exec(ctx, "bridge", "fdb", "del", v2.MACV4.String(), "dev", vxlan.DefaultDeviceV4, "dst", v2.UnderlayV4.String(), "self")
+		_, err = h1.NS.Exec(ctx, "bridge", "fdb", "del", v2.VXLANMACV4.String(), "dev", vxlan.DefaultDeviceV4, "dst", v2.UnderlayV4.String(), "self")
 		require.NoError(t, err)
 		_, err = h1.NS.Exec(ctx, "ip", "neigh", "del", v2.TunnelV4.String(), "dev", vxlan.DefaultDeviceV4)
 		require.NoError(t, err)
@@ -116,7 +117,7 @@ func TestKernelVXLAN(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if !strings.Contains(string(fdb), v2.MACV4.String()+" dst "+v2.UnderlayV4.String()) {
+			if !strings.Contains(string(fdb), v2.VXLANMACV4.String()+" dst "+v2.UnderlayV4.String()) {
 				return fmt.Errorf("FDB entry not back: %s", fdb)
 			}
 			ns, err := hd.NeighList(dev.Attrs().Index, netlink.FAMILY_V4)
@@ -187,7 +188,7 @@ func TestKernelVXLAN(t *testing.T) {
 
 	t.Run("node-removal", func(t *testing.T) {
 		for _, a := range agents[:2] {
-			a.send(vxlan.VTEPRemove{Node: h3.Name})
+			a.send(cluster.NodeRemove{Name: h3.Name})
 		}
 		v3 := kernelVTEP(h3)
 		ctx := context.Background()
@@ -197,7 +198,7 @@ func TestKernelVXLAN(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if strings.Contains(string(fdb), v3.MACV4.String()) {
+				if strings.Contains(string(fdb), v3.VXLANMACV4.String()) {
 					return fmt.Errorf("%s: FDB entry of %s still there", h.Name, h3.Name)
 				}
 				for _, args := range [][]string{{"-4", "neigh", "show", "dev", vxlan.DefaultDeviceV4}, {"-6", "neigh", "show", "dev", vxlan.DefaultDeviceV6}} {
@@ -298,7 +299,7 @@ func TestKernelVXLANCrossSubnet(t *testing.T) {
 	v3.UnderlayV4 = netip.MustParseAddr("198.18.1.3")
 	msgs := []any{kernelVTEP(h1), kernelVTEP(h2), v3}
 	for _, h := range tp.Hosts {
-		msgs = append(msgs, vxlan.BlockUpdate{CIDR: h.PodCIDRv4, Node: h.Name})
+		msgs = append(msgs, cluster.Block{CIDR: h.PodCIDRv4, Node: h.Name})
 	}
 	fams := []vxlan.Family{vxlan.IPv4}
 	agents := []*agent{}
@@ -483,7 +484,7 @@ func TestKernelOwnBlockBlackholeConflict(t *testing.T) {
 			require.NoError(t, err)
 			for _, n := range []int{1, 2} {
 				m.OnUpdate(vtep(n))
-				m.OnUpdate(vxlan.BlockUpdate{CIDR: block(fam, n), Node: nodeName(n)})
+				m.OnUpdate(cluster.Block{CIDR: block(fam, n), Node: nodeName(n)})
 			}
 			pass := func() error {
 				_, err := overlaytest.Pass(ctx, m, m.Driver().Apply, tbl.Apply)

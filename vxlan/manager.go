@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/overlay"
@@ -131,7 +131,7 @@ type Manager struct {
 	base   *overlay.Manager[Device]
 	driver *Driver
 
-	local *VTEP // this node's VTEP
+	local *cluster.Node // this node's
 }
 
 // New returns a Manager and its Driver. It validates opts and does no I/O.
@@ -161,7 +161,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.base = overlay.NewManager(o, overlay.ManagerDriver[Device]{
 		Device: m.driver.dev, Set: m.driver.SetDevice, Want: m.wantDevice,
-		Handlers: []func(any) bool{overlay.On(m.onVTEP), overlay.On(m.onVTEPRemove), overlay.On(m.onBlock), overlay.On(m.onBlockRemove)},
+		Handlers: []func(any) bool{overlay.On(m.onNode), overlay.On(m.onNodeRemove)},
 	})
 	return m, nil
 }
@@ -191,48 +191,41 @@ func (m *Manager) OnAddrs(name string, addrs []netip.Prefix) { m.base.OnAddrs(na
 // reads the host's links and addresses again.
 func (m *Manager) QueueResync() { m.base.QueueResync() }
 
-// OnUpdate implements dataplane.Manager: it records VTEP, VTEPRemove,
-// BlockUpdate, BlockRemove and mtu.Result messages (values or pointers)
+// OnUpdate implements dataplane.Manager: it records cluster.Node,
+// cluster.NodeRemove, cluster.Block, cluster.BlockRemove and mtu.Result
+// messages (values or pointers)
 // and ignores the rest. An invalid message is rejected (counted in Stats,
 // logged) and changes nothing. It does no I/O.
 func (m *Manager) OnUpdate(msg any) { m.base.OnUpdate(msg) }
 
-// family returns the fields of v of the Manager's family.
-func (m *Manager) family(v *VTEP) (underlay, tunnel netip.Addr, mac []byte) {
-	if m.opts.Family == IPv6 {
-		return v.UnderlayV6, v.TunnelV6, v.MACV6
-	}
-	return v.UnderlayV4, v.TunnelV4, v.MACV4
-}
-
-func (m *Manager) onVTEP(v *VTEP) {
-	if err := v.Validate(); err != nil {
+func (m *Manager) onNode(n *cluster.Node) {
+	if err := n.Validate(); err != nil {
 		m.base.Reject(err)
 		return
 	}
-	c := *v
-	c.MACV4, c.MACV6 = slices.Clone(v.MACV4), slices.Clone(v.MACV6)
-	if v.Node == m.opts.NodeName {
+	if n.Name == m.opts.NodeName {
+		c := *n
 		m.local = &c
 	}
-	underlay, tunnel, mac := m.family(&c)
+	f := m.opts.Family
+	underlay, tunnel, mac := n.Underlay(f), n.Tunnel(f), n.VXLANMAC(f)
 	if !underlay.IsValid() {
-		m.removeNode(v.Node)
+		m.removeNode(n.Name)
 		return
 	}
-	n := overlay.Node{Underlay: underlay}
-	if tunnel.IsValid() && mac != nil {
-		n.Gateway = tunnel
+	o := overlay.Node{Underlay: underlay}
+	if tunnel.IsValid() && !mac.IsZero() {
+		o.Gateway = tunnel
 	}
-	m.base.Core().SetNode(v.Node, n)
-	if v.Node == m.opts.NodeName {
+	m.base.Core().SetNode(n.Name, o)
+	if n.Name == m.opts.NodeName {
 		return
 	}
-	if n.Gateway.IsValid() && m.opts.Mode != Never {
+	if o.Gateway.IsValid() && m.opts.Mode != Never {
 		// Validated above: SetRemote cannot refuse it.
-		_ = m.driver.SetRemote(v.Node, Remote{TunnelIP: tunnel, MAC: mac, Underlay: underlay})
+		_ = m.driver.SetRemote(n.Name, Remote{TunnelIP: tunnel, MAC: mac.HardwareAddr(), Underlay: underlay})
 	} else {
-		m.driver.RemoveRemote(v.Node)
+		m.driver.RemoveRemote(n.Name)
 	}
 }
 
@@ -241,20 +234,16 @@ func (m *Manager) removeNode(node string) {
 	m.driver.RemoveRemote(node)
 }
 
-func (m *Manager) onVTEPRemove(r *VTEPRemove) {
+func (m *Manager) onNodeRemove(r *cluster.NodeRemove) {
 	if err := r.Validate(); err != nil {
 		m.base.Reject(err)
 		return
 	}
-	if r.Node == m.opts.NodeName {
+	if r.Name == m.opts.NodeName {
 		m.local = nil
 	}
-	m.removeNode(r.Node)
+	m.removeNode(r.Name)
 }
-
-func (m *Manager) onBlock(b *BlockUpdate) { m.base.OnBlock(b.CIDR, b.Node, b.Validate()) }
-
-func (m *Manager) onBlockRemove(b *BlockRemove) { m.base.OnBlockRemove(b.CIDR, b.Validate()) }
 
 // CompleteDeferredWork implements dataplane.Manager: it reads the host's
 // links and addresses when they may have changed (first call, QueueResync,
@@ -272,11 +261,12 @@ func (m *Manager) wantDevice(l overlay.Local) *Device {
 	if m.local == nil {
 		return nil
 	}
-	underlay, tunnel, mac := m.family(m.local)
-	if !underlay.IsValid() || !tunnel.IsValid() || mac == nil {
+	f := m.opts.Family
+	underlay, tunnel, mac := m.local.Underlay(f), m.local.Tunnel(f), m.local.VXLANMAC(f)
+	if !underlay.IsValid() || !tunnel.IsValid() || mac.IsZero() {
 		return nil
 	}
-	return &Device{VNI: m.opts.VNI, Port: m.opts.Port, Local: underlay, MAC: mac, Address: tunnel, MTU: l.MTU}
+	return &Device{VNI: m.opts.VNI, Port: m.opts.Port, Local: underlay, MAC: mac.HardwareAddr(), Address: tunnel, MTU: l.MTU}
 }
 
 // Stats returns the Manager's counters.

@@ -2,6 +2,7 @@ package vxlan_test
 
 import (
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"strings"
 	"testing"
 
@@ -21,7 +22,7 @@ func TestThreeNodesAlways(t *testing.T) {
 	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
 		w := newWorld(t, fam, nil)
 		for n := 1; n <= 3; n++ {
-			w.send(vtep(n), vxlan.BlockUpdate{CIDR: block(fam, n), Node: nodeName(n)})
+			w.send(vtep(n), cluster.Block{CIDR: block(fam, n), Node: nodeName(n)})
 		}
 		w.converge()
 		dev, ok := w.ns.Link(vxlan.DefaultDeviceV4)
@@ -52,7 +53,7 @@ func TestInputSequences(t *testing.T) {
 		blackhole := "blackhole " + block(fam, 1).String()
 
 		// Blocks before any VTEP: only the local blackhole.
-		w.send(vxlan.BlockUpdate{CIDR: block(fam, 1), Node: nodeName(1)}, vxlan.BlockUpdate{CIDR: block(fam, 2), Node: nodeName(2)})
+		w.send(cluster.Block{CIDR: block(fam, 1), Node: nodeName(1)}, cluster.Block{CIDR: block(fam, 2), Node: nodeName(2)})
 		w.converge()
 		require.Equal(t, []string{blackhole}, w.routes())
 		_, hasDev := w.ns.Link(dev())
@@ -83,19 +84,19 @@ func TestInputSequences(t *testing.T) {
 		w.send(vtep(2))
 
 		// A block moving to another node, then becoming local.
-		w.send(vtep(3), vxlan.BlockUpdate{CIDR: block(fam, 2), Node: nodeName(3)})
+		w.send(vtep(3), cluster.Block{CIDR: block(fam, 2), Node: nodeName(3)})
 		w.converge()
 		require.Contains(t, w.routes(), fmt.Sprintf("%s via %s dev %s onlink mtu %s", block(fam, 2), tunnelIP(fam, 3), dev(), strings.Fields(tunnelRoute(2))[len(strings.Fields(tunnelRoute(2)))-1]))
-		w.send(vxlan.BlockUpdate{CIDR: block(fam, 2), Node: nodeName(1)})
+		w.send(cluster.Block{CIDR: block(fam, 2), Node: nodeName(1)})
 		w.converge()
 		require.Contains(t, w.routes(), "blackhole "+block(fam, 2).String())
-		w.send(vxlan.BlockUpdate{CIDR: block(fam, 2), Node: nodeName(2)}, vxlan.BlockUpdate{CIDR: block(fam, 3), Node: nodeName(3)})
+		w.send(cluster.Block{CIDR: block(fam, 2), Node: nodeName(2)}, cluster.Block{CIDR: block(fam, 3), Node: nodeName(3)})
 		w.converge()
 		require.ElementsMatch(t, []string{tunnelRoute(2), tunnelRoute(3), blackhole}, w.routes())
 
 		// A node removal takes its entries, routes and set member; its
 		// return brings them back.
-		w.send(vxlan.VTEPRemove{Node: nodeName(3)})
+		w.send(cluster.NodeRemove{Name: nodeName(3)})
 		w.converge()
 		require.Equal(t, wantL2(fam, 2), w.l2())
 		require.NotContains(t, w.routes(), tunnelRoute(3))
@@ -106,7 +107,7 @@ func TestInputSequences(t *testing.T) {
 		require.Contains(t, w.routes(), tunnelRoute(3))
 
 		// A block removal takes its route.
-		w.send(vxlan.BlockRemove{CIDR: block(fam, 3)})
+		w.send(cluster.BlockRemove{CIDR: block(fam, 3)})
 		w.converge()
 		require.NotContains(t, w.routes(), tunnelRoute(3))
 
@@ -120,7 +121,7 @@ func TestInputSequences(t *testing.T) {
 
 		// A restarted agent writes nothing.
 		w.restart()
-		w.send(vtep(1), vtep(2), vtep(3), vxlan.BlockUpdate{CIDR: block(fam, 1), Node: nodeName(1)}, vxlan.BlockUpdate{CIDR: block(fam, 2), Node: nodeName(2)})
+		w.send(vtep(1), vtep(2), vtep(3), cluster.Block{CIDR: block(fam, 1), Node: nodeName(1)}, cluster.Block{CIDR: block(fam, 2), Node: nodeName(2)})
 		w.converge()
 		require.Zero(t, w.ns.Writes(), w.ns.Dump())
 	})

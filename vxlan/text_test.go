@@ -1,6 +1,7 @@
 package vxlan_test
 
 import (
+	"github.com/nodeplane/nodeplane/cluster"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,5 +24,5 @@ func TestModeText(t *testing.T) {
 // text (null when none), the other counters as encoding/json writes them.
 func TestStatsJSON(t *testing.T) {
 	textformtest.Report(t, vxlan.Stats{Nodes: 2})
-	textformtest.Report(t, vxlan.Stats{Rejected: 1, LastRejected: (&vxlan.VTEP{}).Validate()})
+	textformtest.Report(t, vxlan.Stats{Rejected: 1, LastRejected: (&cluster.Node{}).Validate()})
 }

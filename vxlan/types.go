@@ -1,8 +1,6 @@
 package vxlan
 
 import (
-	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 
@@ -20,125 +18,6 @@ const (
 	IPv4 = ipfamily.IPv4
 	IPv6 = ipfamily.IPv6
 )
-
-// VTEP is a message: a node's VXLAN tunnel endpoint was added or changed.
-// It carries both families; a Manager uses the fields of its own family and
-// treats a node without them as having no endpoint of that family. The
-// message for this node (Options.NodeName) configures the device: its
-// local underlay address, MAC and tunnel address.
-type VTEP struct {
-	// Node is the node's name. Required.
-	Node string
-	// UnderlayV4 and UnderlayV6 are the node's underlay addresses: where
-	// its encapsulated packets go.
-	UnderlayV4, UnderlayV6 netip.Addr
-	// TunnelV4 and TunnelV6 are the addresses of the node's VXLAN devices:
-	// the next hop of its blocks.
-	TunnelV4, TunnelV6 netip.Addr
-	// MACV4 and MACV6 are the MACs of the node's VXLAN devices.
-	MACV4, MACV6 net.HardwareAddr
-}
-
-// VTEPRemove is a message: the node is gone; its neighbour and FDB entries,
-// routes and set member go.
-type VTEPRemove struct {
-	// Node is the node's name.
-	Node string
-}
-
-// BlockUpdate is a message: the pod block CIDR belongs to Node. A block of
-// this node (Options.NodeName) gets a blackhole route, so unallocated
-// addresses of it are dropped rather than sent back out; a block of another
-// node is routed to that node.
-type BlockUpdate struct {
-	// CIDR is the block, without host bits. Its family selects the
-	// Manager that uses it.
-	CIDR netip.Prefix
-	// Node owns the block.
-	Node string
-}
-
-// BlockRemove is a message: the block is gone, and so is its route.
-type BlockRemove struct {
-	// CIDR is the block.
-	CIDR netip.Prefix
-}
-
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidInput}, args...)...)
-}
-
-// Validate reports, with an error wrapping ErrInvalidInput, what is wrong
-// with v: no node name, an address of the wrong family or that is not a
-// unicast host address, a MAC that is not a 6-byte unicast address.
-func (v *VTEP) Validate() error {
-	if v == nil {
-		return invalidf("nil VTEP")
-	}
-	if err := overlay.CheckName(v.Node); err != nil {
-		return invalidf("VTEP: %v", err)
-	}
-	var problems []error
-	for _, a := range []struct {
-		what string
-		f    Family
-		addr netip.Addr
-	}{{"IPv4 underlay", IPv4, v.UnderlayV4}, {"IPv6 underlay", IPv6, v.UnderlayV6}, {"IPv4 tunnel address", IPv4, v.TunnelV4}, {"IPv6 tunnel address", IPv6, v.TunnelV6}} {
-		if a.addr.IsValid() {
-			if err := overlay.CheckHost(a.f, a.addr); err != nil {
-				problems = append(problems, fmt.Errorf("%s: %w", a.what, err))
-			}
-		}
-	}
-	for _, m := range []struct {
-		what string
-		mac  net.HardwareAddr
-	}{{"IPv4 MAC", v.MACV4}, {"IPv6 MAC", v.MACV6}} {
-		if m.mac != nil {
-			if err := overlay.CheckMAC(m.mac); err != nil {
-				problems = append(problems, fmt.Errorf("%s: %w", m.what, err))
-			}
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: VTEP of node %q: %w", ErrInvalidInput, v.Node, errors.Join(problems...))
-	}
-	return nil
-}
-
-// Validate reports, with an error wrapping ErrInvalidInput, an empty node
-// name.
-func (r *VTEPRemove) Validate() error {
-	if r == nil || r.Node == "" {
-		return invalidf("VTEP removal without a node name")
-	}
-	return nil
-}
-
-// Validate reports, with an error wrapping ErrInvalidInput, a CIDR that is
-// not a network prefix (host bits set: the error names the network) or a
-// block without a node.
-func (b *BlockUpdate) Validate() error {
-	if b == nil {
-		return invalidf("nil block")
-	}
-	if err := overlay.CheckBlockUpdate(ipfamily.Of(b.CIDR.Addr()), b.CIDR, b.Node); err != nil {
-		return invalidf("%v", err)
-	}
-	return nil
-}
-
-// Validate reports, with an error wrapping ErrInvalidInput, a CIDR that is
-// not a network prefix.
-func (b *BlockRemove) Validate() error {
-	if b == nil || !b.CIDR.IsValid() {
-		return invalidf("block removal without a CIDR")
-	}
-	if err := ipfamily.Of(b.CIDR.Addr()).CheckNet(b.CIDR); err != nil {
-		return invalidf("block %s: %v", b.CIDR, err)
-	}
-	return nil
-}
 
 // Mode says how a Manager routes remote blocks.
 type Mode uint8

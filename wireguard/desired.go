@@ -2,36 +2,27 @@ package wireguard
 
 import (
 	"cmp"
-	"fmt"
 	"net/netip"
 	"slices"
 	"time"
-
-	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
-// Validate checks u: a node name, an endpoint that is a plain unicast
-// address (or none), network prefixes without host bits set, and a tunnel
-// address that is a plain address. A zero key and a missing endpoint are
-// allowed (the node then gets no peer), and so are prefixes of the other
-// family (a Manager ignores them). Errors wrap ErrInvalidUpdate.
-func (u PeerUpdate) Validate() error {
-	if u.Node == "" {
-		return fmt.Errorf("%w: no node name", ErrInvalidUpdate)
-	}
-	if u.Endpoint.IsValid() && (!u.Endpoint.Addr().IsValid() || u.Endpoint.Addr().IsUnspecified() || u.Endpoint.Addr().Zone() != "") {
-		return fmt.Errorf("%w: node %s: endpoint %s is not a plain unicast address", ErrInvalidUpdate, u.Node, u.Endpoint)
-	}
-	for _, p := range u.CIDRs {
-		f := ipfamily.Of(p.Addr())
-		if err := f.CheckNet(p); err != nil || f == 0 {
-			return fmt.Errorf("%w: node %s: CIDR %s: %v", ErrInvalidUpdate, u.Node, p, err)
-		}
-	}
-	if u.TunnelAddr.IsValid() && (u.TunnelAddr.IsUnspecified() || u.TunnelAddr.Zone() != "") {
-		return fmt.Errorf("%w: node %s: tunnel address %s is not a plain address", ErrInvalidUpdate, u.Node, u.TunnelAddr)
-	}
-	return nil
+// nodePeer is what the Manager knows of a remote node, of its family: the
+// node's key, endpoint, blocks and tunnel address, gathered from its
+// cluster.Node and the cluster.Blocks it owns.
+type nodePeer struct {
+	// Node is the node's name.
+	Node string
+	// PublicKey is the node's key; zero for none (no peer: its prefixes
+	// get throw routes).
+	PublicKey PublicKey
+	// Endpoint is the node's underlay address; port 0 means the
+	// Manager's ListenPort. Invalid for none (no peer).
+	Endpoint netip.AddrPort
+	// CIDRs are the node's blocks.
+	CIDRs []netip.Prefix
+	// TunnelAddr, when valid, is routed to the node as a host prefix.
+	TunnelAddr netip.Addr
 }
 
 // peerSpec is one peer the Manager wants.
@@ -63,7 +54,7 @@ const selfNode = ""
 // table.
 type intent struct {
 	cfg   *config
-	nodes map[string]PeerUpdate
+	nodes map[string]nodePeer
 	// prefixes are each node's prefixes, sorted.
 	prefixes map[string][]netip.Prefix
 	eligible map[string]bool
@@ -88,7 +79,7 @@ type intent struct {
 }
 
 func newIntent(cfg *config) *intent {
-	return &intent{cfg: cfg, nodes: map[string]PeerUpdate{}, prefixes: map[string][]netip.Prefix{}, eligible: map[string]bool{},
+	return &intent{cfg: cfg, nodes: map[string]nodePeer{}, prefixes: map[string][]netip.Prefix{}, eligible: map[string]bool{},
 		claims: map[PublicKey][]string{}, owners: map[netip.Prefix][]string{}, winner: map[netip.Prefix]string{},
 		won: map[string]map[netip.Prefix]struct{}{}, peers: map[PublicKey]*peerSpec{}, peerOf: map[string]PublicKey{},
 		dirtyKeys: map[PublicKey]struct{}{}, dirtyPrefixes: map[netip.Prefix]struct{}{}}
@@ -122,7 +113,7 @@ func removeSorted(s []string, v string) []string {
 }
 
 // prefixesOf returns the prefixes of u this family's Manager routes.
-func (in *intent) prefixesOf(u *PeerUpdate) []netip.Prefix {
+func (in *intent) prefixesOf(u *nodePeer) []netip.Prefix {
 	fam := in.cfg.Family
 	out := make([]netip.Prefix, 0, len(u.CIDRs)+2)
 	for _, p := range u.CIDRs {
@@ -144,7 +135,7 @@ type prefixSet map[netip.Prefix]struct{}
 
 // set records node's update (nil: the node is gone) and updates what
 // depends on it.
-func (in *intent) set(node string, u *PeerUpdate) {
+func (in *intent) set(node string, u *nodePeer) {
 	affN, affP := nodeSet{node: {}}, prefixSet{}
 	if old, had := in.nodes[node]; had {
 		for _, p := range in.prefixes[node] {

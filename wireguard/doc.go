@@ -43,13 +43,17 @@
 //	go wg.Run(ctx)        // the userspace device lives as long as ctx
 //	loop.AddManager(wg)   // OnUpdate, CompleteDeferredWork
 //	loop.AddDriver(wg)    // Apply, QueueResync (PhaseRoutes)
-//	loop.Send(ctx, wireguard.PeerUpdate{Node: "n2", PublicKey: k2,
-//		Endpoint: netip.AddrPortFrom(n2IP, 0), CIDRs: n2PodCIDRs})
+//	loop.Send(ctx, cluster.Node{Name: "n2", UnderlayV4: n2IP, WireGuardKeyV4: k2})
+//	loop.Send(ctx, cluster.Block{CIDR: n2PodCIDR, Node: "n2"})
 //
 // Messages (OnUpdate; also usable without a dataplane.Loop, then call
-// Apply yourself): PeerUpdate says what a node offers (key, endpoint, pod
-// CIDRs, an optional tunnel address); PeerRemove withdraws it; RotateKey
-// asks for a new key; SetEnabled turns encryption off and on.
+// Apply yourself): cluster.Node says what a node offers (its WireGuard key
+// and underlay address of the Manager's family, the endpoint, on
+// Options.ListenPort; its tunnel address of the family, routed to it as a
+// host prefix unless one of its blocks holds it); cluster.Block gives a
+// pod block to a node (its peer's allowed IPs and routes are the blocks
+// it owns); cluster.NodeRemove and cluster.BlockRemove withdraw them;
+// RotateKey asks for a new key; SetEnabled turns encryption off and on.
 //
 // Apply does, in this order, each step only once the one before
 // succeeded: make or adopt the device (choosing the provider), set its MTU

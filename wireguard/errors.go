@@ -11,10 +11,6 @@ var (
 	// ErrInvalidKey reports a key that is not 32 bytes of base64 (or
 	// hex, in the UAPI), or a private key file that holds no valid key.
 	ErrInvalidKey = errors.New("wireguard: invalid key")
-	// ErrInvalidUpdate reports a PeerUpdate that is malformed: no node
-	// name, a prefix with host bits set, an endpoint or prefix of the
-	// other family.
-	ErrInvalidUpdate = errors.New("wireguard: invalid peer update")
 	// ErrNotSupported reports a provider that cannot run here: the kernel
 	// has no WireGuard module (kernel provider), or the platform has no
 	// TUN device (userspace provider outside Linux).

@@ -3,6 +3,7 @@ package wireguard_test
 import (
 	"context"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,10 +38,10 @@ func Example() {
 	defer m.Close()
 
 	k, _ := wireguard.GeneratePrivateKey()
-	m.OnUpdate(wireguard.PeerUpdate{Node: "node2", PublicKey: k.Public(),
-		Endpoint: netip.MustParseAddrPort("198.18.0.2:0"), CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}})
-	m.OnUpdate(wireguard.PeerUpdate{Node: "node3", // no key yet
-		Endpoint: netip.MustParseAddrPort("198.18.0.3:0"), CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.3.0/24")}})
+	m.OnUpdate(cluster.Node{Name: "node2", UnderlayV4: netip.MustParseAddr("198.18.0.2"), WireGuardKeyV4: cluster.WireGuardKey(k.Public())})
+	m.OnUpdate(cluster.Block{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node2"})
+	m.OnUpdate(cluster.Node{Name: "node3", UnderlayV4: netip.MustParseAddr("198.18.0.3")}) // no key yet
+	m.OnUpdate(cluster.Block{CIDR: netip.MustParsePrefix("10.244.3.0/24"), Node: "node3"})
 	if _, err := m.Apply(context.Background()); err != nil {
 		fmt.Println(err)
 		return

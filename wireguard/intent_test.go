@@ -13,7 +13,7 @@ import (
 
 // referenceIntent computes from scratch what the incremental intent keeps:
 // the peers (key → spec) and the routes (prefix → winner, "" for throw).
-func referenceIntent(cfg *config, nodes map[string]PeerUpdate, self PublicKey) (map[PublicKey]*peerSpec, map[netip.Prefix]string) {
+func referenceIntent(cfg *config, nodes map[string]nodePeer, self PublicKey) (map[PublicKey]*peerSpec, map[netip.Prefix]string) {
 	in := &intent{cfg: cfg}
 	claims := map[PublicKey]int{}
 	if !self.IsZero() {
@@ -81,7 +81,7 @@ func TestIntentMatchesAFromScratchComputation(t *testing.T) {
 	for seed := uint64(0); seed < 200; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		in := newIntent(cfg)
-		nodes := map[string]PeerUpdate{}
+		nodes := map[string]nodePeer{}
 		var self PublicKey
 		// What a device and a table would hold if only the dirty keys and
 		// prefixes were written after each step.
@@ -97,7 +97,7 @@ func TestIntentMatchesAFromScratchComputation(t *testing.T) {
 				self = keys[r.IntN(len(keys))]
 				in.setSelf(self)
 			default:
-				u := PeerUpdate{Node: names[r.IntN(len(names))], PublicKey: keys[r.IntN(len(keys))], Endpoint: eps[r.IntN(len(eps))]}
+				u := nodePeer{Node: names[r.IntN(len(names))], PublicKey: keys[r.IntN(len(keys))], Endpoint: eps[r.IntN(len(eps))]}
 				for _, p := range pfxs {
 					if r.IntN(3) == 0 {
 						u.CIDRs = append(u.CIDRs, p)

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -170,9 +171,11 @@ func (n *wgNode) publicKey(f ipfamily.Family) wireguard.PublicKey {
 	return n.pub[f]
 }
 
-// update is what the control plane tells the others about n.
-func (n *wgNode) update(f ipfamily.Family) wireguard.PeerUpdate {
-	u := wireguard.PeerUpdate{Node: n.host.Name, PublicKey: n.publicKey(f)}
+// update is what the control plane tells the others about n, for the
+// Manager of family f: its node (underlay addresses, the key of f) and
+// its block of f.
+func (n *wgNode) update(f ipfamily.Family) testPeer {
+	u := testPeer{Node: n.host.Name, PublicKey: n.publicKey(f)}
 	if f == ipfamily.IPv4 {
 		u.Endpoint = netip.AddrPortFrom(n.host.UnderlayIPv4.Addr(), 0)
 		u.CIDRs = []netip.Prefix{n.host.PodCIDRv4}
@@ -189,7 +192,7 @@ func (c *wgCluster) mesh() {
 		for _, f := range ipfamily.All {
 			for _, o := range c.nodes {
 				if o != n {
-					n.mgr[f].OnUpdate(o.update(f))
+					send(n.mgr[f], o.update(f))
 				}
 			}
 			n.apply(f)
@@ -428,20 +431,20 @@ func TestKernelUserspacePeerRemovalDuplicateKeysAndRotation(t *testing.T) {
 	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h3).IPv4))
 
 	// A removed peer's traffic stops; the others' goes on.
-	h1.mgr[v4].OnUpdate(wireguard.PeerRemove{Node: h3.host.Name})
+	h1.mgr[v4].OnUpdate(cluster.NodeRemove{Name: h3.host.Name})
 	h1.apply(v4)
 	kerneltest.Eventually(t, 10*time.Second, kerneltest.Not(kerneltest.PingCheck(p1, pod(h3).IPv4)))
 	kerneltest.Require(t, kerneltest.PingCheck(p1, pod(h2).IPv4))
 	peers, _ := deviceViaControlSocket(t, h1.names[v4])
 	assert.Equal(t, 1, peers)
-	h1.mgr[v4].OnUpdate(h3.update(v4))
+	send(h1.mgr[v4], h3.update(v4))
 	h1.apply(v4)
 	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h3).IPv4))
 
 	// Two nodes claim one key: neither is a peer.
 	dup := h2.update(v4)
 	dup.PublicKey = h3.publicKey(v4)
-	h1.mgr[v4].OnUpdate(dup)
+	send(h1.mgr[v4], dup)
 	h1.apply(v4)
 	st := h1.mgr[v4].Status()
 	require.Len(t, st.Conflicts, 1)
@@ -450,7 +453,7 @@ func TestKernelUserspacePeerRemovalDuplicateKeysAndRotation(t *testing.T) {
 	assert.Zero(t, peers)
 	kerneltest.Eventually(t, 10*time.Second, kerneltest.Not(kerneltest.PingCheck(p1, pod(h2).IPv4)))
 	kerneltest.Eventually(t, 10*time.Second, kerneltest.Not(kerneltest.PingCheck(p1, pod(h3).IPv4)))
-	h1.mgr[v4].OnUpdate(h2.update(v4))
+	send(h1.mgr[v4], h2.update(v4))
 	h1.apply(v4)
 	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h2).IPv4))
 	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h3).IPv4))
@@ -463,7 +466,7 @@ func TestKernelUserspacePeerRemovalDuplicateKeysAndRotation(t *testing.T) {
 	cur := h1.publicKey(v4)
 	require.NotEqual(t, old, cur)
 	for _, o := range []*wgNode{h2, h3} {
-		o.mgr[v4].OnUpdate(h1.update(v4))
+		send(o.mgr[v4], h1.update(v4))
 		o.apply(v4)
 	}
 	kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(p1, pod(h2).IPv4))
@@ -544,7 +547,7 @@ func TestKernelUserspaceRestartKeepsKeyAndPingSurvives(t *testing.T) {
 	t.Cleanup(func() { _ = m.Close() })
 	h1.mgr[v4] = m
 	for _, o := range c.nodes[1:] {
-		m.OnUpdate(o.update(v4))
+		send(m, o.update(v4))
 	}
 	h1.apply(v4)
 	// Written: the device (it died with the old Manager) and the one route
@@ -606,7 +609,7 @@ func TestKernelUserspaceHostToHostEncryption(t *testing.T) {
 	}
 	for i, m := range mgrs {
 		o := topo.Hosts[1-i]
-		m.OnUpdate(wireguard.PeerUpdate{Node: o.Name, PublicKey: pubs[1-i], Endpoint: netip.AddrPortFrom(o.UnderlayIPv4.Addr(), 0)})
+		send(m, testPeer{Node: o.Name, PublicKey: pubs[1-i], Endpoint: netip.AddrPortFrom(o.UnderlayIPv4.Addr(), 0)})
 		_, err := m.Apply(context.Background())
 		require.NoError(t, err)
 	}
@@ -707,7 +710,7 @@ func TestKernelUserspaceFailClosed(t *testing.T) {
 			for _, f := range ipfamily.All {
 				h1.start(f)
 				for _, o := range c.nodes[1:] {
-					h1.mgr[f].OnUpdate(o.update(f))
+					send(h1.mgr[f], o.update(f))
 				}
 				h1.apply(f)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"net/netip"
 	"os"
 	"slices"
@@ -41,11 +42,16 @@ type Manager struct {
 	rules *routerule.Rules
 	rule  routerule.Rule
 
-	mu      sync.Mutex
-	closed  bool
-	in      *intent
-	enabled bool
-	rotate  bool
+	mu     sync.Mutex
+	closed bool
+	in     *intent
+	// nodes are the remote nodes' messages; blocks the owner of each
+	// block of the family, and blocksOf each owner's blocks.
+	nodes    map[string]cluster.Node
+	blocks   map[netip.Prefix]string
+	blocksOf map[string][]netip.Prefix
+	enabled  bool
+	rotate   bool
 	// redeclare says the table must be told every route again (at start,
 	// after a disable); otherwise only the intent's dirty prefixes.
 	redeclare bool
@@ -112,6 +118,7 @@ func New(opts Options) (*Manager, error) {
 		rule: routerule.Rule{Priority: cfg.RulePriority, Mark: cfg.FirewallMark, Mask: cfg.FirewallMark, Invert: true,
 			Action: routerule.ActionLookup{Table: cfg.Table}},
 		enabled: !cfg.Disabled, redeclare: true,
+		nodes: map[string]cluster.Node{}, blocks: map[netip.Prefix]string{}, blocksOf: map[string][]netip.Prefix{},
 	}
 	m.in = newIntent(&m.cfg)
 	return m, nil
@@ -124,25 +131,42 @@ func (m *Manager) Name() string { return "wireguard-" + m.cfg.Family.String() }
 // written in dataplane.PhaseRoutes, in that order, by one Apply.
 func (m *Manager) Phase() dataplane.Phase { return dataplane.PhaseRoutes }
 
-// OnUpdate records a message: PeerUpdate, PeerRemove, RotateKey or
-// SetEnabled (also by pointer); it ignores every other type. It does no I/O.
-// An invalid PeerUpdate (PeerUpdate.Validate) is logged and dropped, and
-// the node's earlier state stays.
+// OnUpdate records a message: cluster.Node, cluster.NodeRemove,
+// cluster.Block, cluster.BlockRemove, RotateKey or SetEnabled (also by
+// pointer); it ignores every other type. It does no I/O. A node offers
+// its WireGuard key of the Manager's family, its underlay address of the Manager's family as the
+// endpoint (on Options.ListenPort) and its tunnel address of the family;
+// the blocks it owns are its allowed IPs and routes. This node's own
+// messages are ignored (its key is the Manager's). An invalid message
+// (its Validate) is logged and dropped, and the node's earlier state
+// stays.
 func (m *Manager) OnUpdate(msg any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch u := msg.(type) {
-	case PeerUpdate:
-		m.peerUpdate(u)
-	case *PeerUpdate:
+	case cluster.Node:
+		m.onNode(&u)
+	case *cluster.Node:
 		if u != nil {
-			m.peerUpdate(*u)
+			m.onNode(u)
 		}
-	case PeerRemove:
-		m.peerRemove(u.Node)
-	case *PeerRemove:
+	case cluster.NodeRemove:
+		m.onNodeRemove(&u)
+	case *cluster.NodeRemove:
 		if u != nil {
-			m.peerRemove(u.Node)
+			m.onNodeRemove(u)
+		}
+	case cluster.Block:
+		m.onBlock(&u)
+	case *cluster.Block:
+		if u != nil {
+			m.onBlock(u)
+		}
+	case cluster.BlockRemove:
+		m.onBlockRemove(&u)
+	case *cluster.BlockRemove:
+		if u != nil {
+			m.onBlockRemove(u)
 		}
 	case RotateKey, *RotateKey:
 		m.rotate = true
@@ -155,22 +179,87 @@ func (m *Manager) OnUpdate(msg any) {
 	}
 }
 
-func (m *Manager) peerUpdate(u PeerUpdate) {
-	if err := u.Validate(); err != nil {
-		m.cfg.Logger.Warn("wireguard: dropping invalid peer update", "err", err)
+func (m *Manager) onNode(n *cluster.Node) {
+	if err := n.Validate(); err != nil {
+		m.cfg.Logger.Warn("wireguard: dropping invalid node", "err", err)
 		return
 	}
-	if u.Node == m.cfg.NodeName && u.Node != "" {
+	if n.Name == m.cfg.NodeName {
 		return
 	}
-	u.CIDRs = slices.Clone(u.CIDRs)
-	m.in.set(u.Node, &u)
+	m.nodes[n.Name] = *n
+	m.refreshNode(n.Name)
 }
 
-func (m *Manager) peerRemove(node string) {
-	if _, ok := m.in.nodes[node]; ok {
-		m.in.set(node, nil)
+func (m *Manager) onNodeRemove(r *cluster.NodeRemove) {
+	if err := r.Validate(); err != nil {
+		m.cfg.Logger.Warn("wireguard: dropping invalid node removal", "err", err)
+		return
 	}
+	delete(m.nodes, r.Name)
+	m.refreshNode(r.Name)
+}
+
+func (m *Manager) onBlock(b *cluster.Block) {
+	if err := b.Validate(); err != nil {
+		m.cfg.Logger.Warn("wireguard: dropping invalid block", "err", err)
+		return
+	}
+	if !m.cfg.Family.ContainsPrefix(b.CIDR) {
+		return
+	}
+	old, had := m.blocks[b.CIDR]
+	if had && old == b.Node {
+		return
+	}
+	m.blocks[b.CIDR] = b.Node
+	if had {
+		m.blocksOf[old] = slices.DeleteFunc(m.blocksOf[old], func(p netip.Prefix) bool { return p == b.CIDR })
+		m.refreshNode(old)
+	}
+	m.blocksOf[b.Node] = append(m.blocksOf[b.Node], b.CIDR)
+	m.refreshNode(b.Node)
+}
+
+func (m *Manager) onBlockRemove(r *cluster.BlockRemove) {
+	if err := r.Validate(); err != nil {
+		m.cfg.Logger.Warn("wireguard: dropping invalid block removal", "err", err)
+		return
+	}
+	old, had := m.blocks[r.CIDR]
+	if !had {
+		return
+	}
+	delete(m.blocks, r.CIDR)
+	m.blocksOf[old] = slices.DeleteFunc(m.blocksOf[old], func(p netip.Prefix) bool { return p == r.CIDR })
+	if len(m.blocksOf[old]) == 0 {
+		delete(m.blocksOf, old)
+	}
+	m.refreshNode(old)
+}
+
+// refreshNode gives the intent what the Manager knows of node now: its
+// peer from its cluster.Node and its blocks, or nothing when there is no
+// cluster.Node of it (this node's included).
+func (m *Manager) refreshNode(name string) {
+	n, ok := m.nodes[name]
+	if !ok {
+		if _, known := m.in.nodes[name]; known {
+			m.in.set(name, nil)
+		}
+		return
+	}
+	f := m.cfg.Family
+	p := nodePeer{Node: name, PublicKey: PublicKey(n.WireGuardKey(f)), CIDRs: slices.Clone(m.blocksOf[name])}
+	if u := n.Underlay(f); u.IsValid() {
+		p.Endpoint = netip.AddrPortFrom(u, 0)
+	}
+	// The tunnel address is routed on its own unless a block of the node
+	// holds it already.
+	if t := n.Tunnel(f); t.IsValid() && !slices.ContainsFunc(p.CIDRs, func(b netip.Prefix) bool { return b.Contains(t) }) {
+		p.TunnelAddr = t
+	}
+	m.in.set(name, &p)
 }
 
 func (m *Manager) setEnabled(on bool) {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -89,8 +91,47 @@ func pubKey(t *testing.T) wireguard.PublicKey {
 	return k.Public()
 }
 
-func node(i int, key wireguard.PublicKey) wireguard.PeerUpdate {
-	return wireguard.PeerUpdate{
+// testPeer is what the control plane says of a node, in the fields a test
+// changes: it becomes a cluster.Node and a cluster.Block per CIDR.
+type testPeer struct {
+	Node       string
+	PublicKey  wireguard.PublicKey
+	Endpoint   netip.AddrPort // its address is the node's underlay address; the port is not sent
+	CIDRs      []netip.Prefix
+	TunnelAddr netip.Addr
+}
+
+// msgs returns p's messages: the node, then its blocks.
+func (p testPeer) msgs() []any {
+	// The key goes with the endpoint's family; a node without an endpoint
+	// offers it in both.
+	n := cluster.Node{Name: p.Node, WireGuardKeyV4: cluster.WireGuardKey(p.PublicKey), WireGuardKeyV6: cluster.WireGuardKey(p.PublicKey)}
+	if a := p.Endpoint.Addr(); a.Is4() {
+		n.UnderlayV4, n.WireGuardKeyV6 = a, cluster.WireGuardKey{}
+	} else if a.Is6() {
+		n.UnderlayV6, n.WireGuardKeyV4 = a, cluster.WireGuardKey{}
+	}
+	if p.TunnelAddr.Is4() {
+		n.TunnelV4 = p.TunnelAddr
+	} else if p.TunnelAddr.Is6() {
+		n.TunnelV6 = p.TunnelAddr
+	}
+	out := []any{n}
+	for _, c := range p.CIDRs {
+		out = append(out, cluster.Block{CIDR: c, Node: p.Node})
+	}
+	return out
+}
+
+// send gives m p's messages.
+func send(m interface{ OnUpdate(any) }, p testPeer) {
+	for _, msg := range p.msgs() {
+		m.OnUpdate(msg)
+	}
+}
+
+func node(i int, key wireguard.PublicKey) testPeer {
+	return testPeer{
 		Node: "node" + string(rune('a'+i%26)) + itoa(i), PublicKey: key,
 		Endpoint: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 0),
 		CIDRs:    []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)},
@@ -147,8 +188,8 @@ func TestManagerKernelProviderOnFakes(t *testing.T) {
 	e := newEnv(t, true)
 	m := e.manager(e.options(ipfamily.IPv4))
 	k1, k2 := pubKey(t), pubKey(t)
-	m.OnUpdate(node(1, k1))
-	m.OnUpdate(&wireguard.PeerUpdate{Node: "b", PublicKey: k2, Endpoint: netip.MustParseAddrPort("198.18.0.9:4000"),
+	send(m, node(1, k1))
+	send(m, testPeer{Node: "b", PublicKey: k2, Endpoint: netip.MustParseAddrPort("198.18.0.9:0"),
 		CIDRs: []netip.Prefix{pfx("10.9.0.0/24"), pfx("fd00::/64")}, TunnelAddr: netip.MustParseAddr("10.99.0.9")})
 	e.apply(m)
 
@@ -180,7 +221,7 @@ func TestManagerKernelProviderOnFakes(t *testing.T) {
 	require.Len(t, dev.Peers, 2)
 	for _, p := range dev.Peers {
 		if p.PublicKey == k2 {
-			assert.Equal(t, netip.MustParseAddrPort("198.18.0.9:4000"), p.Endpoint)
+			assert.Equal(t, netip.MustParseAddrPort("198.18.0.9:51820"), p.Endpoint)
 			assert.ElementsMatch(t, []netip.Prefix{pfx("10.9.0.0/24"), pfx("10.99.0.9/32")}, p.AllowedIPs)
 		} else {
 			assert.Equal(t, netip.MustParseAddrPort("198.18.0.1:51820"), p.Endpoint)
@@ -252,7 +293,7 @@ func TestManagerPeersAreDiffedAndChunked(t *testing.T) {
 	keys := make([]wireguard.PublicKey, 250)
 	for i := range keys {
 		keys[i] = pubKey(t)
-		m.OnUpdate(node(i+1, keys[i]))
+		send(m, node(i+1, keys[i]))
 	}
 	e.apply(m)
 	var peerWrites []int
@@ -268,7 +309,7 @@ func TestManagerPeersAreDiffedAndChunked(t *testing.T) {
 	e.wg.ResetLog()
 	u := node(7, keys[6])
 	u.CIDRs = append(u.CIDRs, pfx("10.200.0.0/16"))
-	m.OnUpdate(u)
+	send(m, u)
 	e.apply(m)
 	log := e.wg.Log()
 	require.Len(t, log, 1)
@@ -282,7 +323,7 @@ func TestManagerPeersAreDiffedAndChunked(t *testing.T) {
 	// An endpoint moves: only the endpoint.
 	e.wg.ResetLog()
 	u.Endpoint = netip.MustParseAddrPort("198.18.99.1:51820")
-	m.OnUpdate(u)
+	send(m, u)
 	e.apply(m)
 	log = e.wg.Log()
 	require.Len(t, log, 1)
@@ -292,7 +333,7 @@ func TestManagerPeersAreDiffedAndChunked(t *testing.T) {
 
 	// A node goes: one removal, its routes go.
 	e.wg.ResetLog()
-	m.OnUpdate(wireguard.PeerRemove{Node: u.Node})
+	m.OnUpdate(cluster.NodeRemove{Name: u.Node})
 	e.apply(m)
 	log = e.wg.Log()
 	require.Len(t, log, 1)
@@ -305,13 +346,13 @@ func TestManagerDuplicateKeysAndMissingKeysMakeNoPeer(t *testing.T) {
 	e := newEnv(t, true)
 	m := e.manager(e.options(ipfamily.IPv4))
 	shared, k3 := pubKey(t), pubKey(t)
-	m.OnUpdate(node(1, shared))
-	m.OnUpdate(node(2, shared))
-	m.OnUpdate(node(3, k3))
-	m.OnUpdate(node(4, wireguard.PublicKey{})) // no key yet
+	send(m, node(1, shared))
+	send(m, node(2, shared))
+	send(m, node(3, k3))
+	send(m, node(4, wireguard.PublicKey{})) // no key yet
 	noEndpoint := node(5, pubKey(t))
 	noEndpoint.Endpoint = netip.AddrPort{}
-	m.OnUpdate(noEndpoint)
+	send(m, noEndpoint)
 	e.apply(m)
 
 	st := m.Status()
@@ -331,9 +372,9 @@ func TestManagerDuplicateKeysAndMissingKeysMakeNoPeer(t *testing.T) {
 	// Our own key claimed by a node: that node gets no peer.
 	priv, err := wireguard.ReadKeyFile(e.keyFile)
 	require.NoError(t, err)
-	m.OnUpdate(node(6, priv.Public()))
+	send(m, node(6, priv.Public()))
 	// The conflict resolves: node 2 gets a key of its own.
-	m.OnUpdate(node(2, pubKey(t)))
+	send(m, node(2, pubKey(t)))
 	e.apply(m)
 	st = m.Status()
 	assert.Equal(t, 3, st.Peers)
@@ -350,7 +391,7 @@ func TestManagerAddsTheRuleOnlyOnceDeviceAndRoutesAreReady(t *testing.T) {
 	o := e.options(ipfamily.IPv4)
 	o.Clock = clk
 	m := e.manager(o)
-	m.OnUpdate(node(1, pubKey(t)))
+	send(m, node(1, pubKey(t)))
 
 	// The device refuses its configuration: no routes, no rule.
 	e.wg.Fail(wireguardfake.OpConfigure, 1, nil)
@@ -411,8 +452,8 @@ func TestManagerDisableRemovesRuleThenRoutesThenDevice(t *testing.T) {
 	o.Kernel = ok
 	o.KernelProvider = wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: ok, NewClient: e.wg.NewClient})
 	m := e.manager(o)
-	m.OnUpdate(node(1, pubKey(t)))
-	m.OnUpdate(node(2, wireguard.PublicKey{}))
+	send(m, node(1, pubKey(t)))
+	send(m, node(2, wireguard.PublicKey{}))
 	e.apply(m)
 	require.Len(t, e.routes(), 2)
 	require.Empty(t, ok.ops)
@@ -443,9 +484,9 @@ func TestManagerRestartAdoptsAndWritesNothing(t *testing.T) {
 	e := newEnv(t, true)
 	m := e.manager(e.options(ipfamily.IPv4))
 	for i := 1; i <= 20; i++ {
-		m.OnUpdate(node(i, pubKey(t)))
+		send(m, node(i, pubKey(t)))
 	}
-	m.OnUpdate(node(21, wireguard.PublicKey{}))
+	send(m, node(21, wireguard.PublicKey{}))
 	e.apply(m)
 	pub := m.Status().PublicKey
 	require.NoError(t, m.Close())
@@ -464,7 +505,7 @@ func TestManagerRestartAdoptsAndWritesNothing(t *testing.T) {
 				u.PublicKey = p.PublicKey
 			}
 		}
-		m2.OnUpdate(u)
+		send(m2, u)
 	}
 	e.apply(m2)
 	assert.Equal(t, pub, m2.Status().PublicKey)
@@ -526,7 +567,7 @@ func TestManagerNeverLogsThePrivateKey(t *testing.T) {
 	o := e.options(ipfamily.IPv4)
 	o.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := e.manager(o)
-	m.OnUpdate(node(1, pubKey(t)))
+	send(m, node(1, pubKey(t)))
 	e.apply(m)
 	m.OnUpdate(wireguard.RotateKey{})
 	e.apply(m)
@@ -553,9 +594,9 @@ func TestManagerHostEncryptionAndIPv6(t *testing.T) {
 	o.EncryptHostTraffic = true
 	m := e.manager(o)
 	k := pubKey(t)
-	m.OnUpdate(wireguard.PeerUpdate{Node: "b", PublicKey: k, Endpoint: netip.MustParseAddrPort("[fd00:198:18::2]:0"),
+	send(m, testPeer{Node: "b", PublicKey: k, Endpoint: netip.MustParseAddrPort("[fd00:198:18::2]:0"),
 		CIDRs: []netip.Prefix{pfx("10.0.2.0/24"), pfx("fd00:10:244:2::/64")}})
-	m.OnUpdate(wireguard.PeerUpdate{Node: "c", Endpoint: netip.MustParseAddrPort("[fd00:198:18::3]:0"),
+	send(m, testPeer{Node: "c", Endpoint: netip.MustParseAddrPort("[fd00:198:18::3]:0"),
 		CIDRs: []netip.Prefix{pfx("fd00:10:244:3::/64")}})
 	e.apply(m)
 	assert.Equal(t, "wg-np-v6", m.Status().Device)
@@ -603,7 +644,7 @@ func TestManagerPeerStatsFeedMetrics(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, st)
 	k := pubKey(t)
-	m.OnUpdate(node(1, k))
+	send(m, node(1, k))
 	e.apply(m)
 	require.True(t, e.wg.SetPeerStats("wg-np", k, testTime, 100, 200))
 	st, err = m.PeerStats(context.Background())
@@ -616,7 +657,7 @@ func TestManagerPeerStatsFeedMetrics(t *testing.T) {
 func TestManagerRecreatesADeviceDeletedBehindItsBack(t *testing.T) {
 	e := newEnv(t, true)
 	m := e.manager(e.options(ipfamily.IPv4))
-	m.OnUpdate(node(1, pubKey(t)))
+	send(m, node(1, pubKey(t)))
 	e.apply(m)
 	l, _ := e.ns.Link("wg-np")
 	require.NoError(t, e.ns.Admin().DeleteLink(context.Background(), l.Index))
@@ -631,16 +672,18 @@ func TestManagerRecreatesADeviceDeletedBehindItsBack(t *testing.T) {
 func TestManagerDropsInvalidUpdates(t *testing.T) {
 	e := newEnv(t, true)
 	m := e.manager(e.options(ipfamily.IPv4))
-	for _, u := range []wireguard.PeerUpdate{
-		{},
-		{Node: "x", CIDRs: []netip.Prefix{pfx("10.0.0.1/24")}},
-		{Node: "x", Endpoint: netip.MustParseAddrPort("0.0.0.0:1")},
+	for _, u := range []interface{ Validate() error }{
+		&cluster.Node{},
+		&cluster.Block{CIDR: pfx("10.0.0.1/24"), Node: "x"},
+		&cluster.Node{Name: "x", UnderlayV4: netip.MustParseAddr("0.0.0.0")},
+		&cluster.NodeRemove{},
+		&cluster.BlockRemove{},
 	} {
-		assert.ErrorIs(t, u.Validate(), wireguard.ErrInvalidUpdate)
+		assert.ErrorIs(t, u.Validate(), cluster.ErrInvalid)
 		m.OnUpdate(u)
 	}
 	m.OnUpdate("a message of another package")
-	m.OnUpdate(node(1, pubKey(t)))
+	send(m, node(1, pubKey(t)))
 	e.apply(m)
 	assert.Equal(t, 1, m.Status().Peers)
 	assert.Empty(t, m.Status().NotPeers)
@@ -691,8 +734,9 @@ func TestManagerInALoop(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 	}()
-	require.NoError(t, loop.Send(ctx, node(1, pubKey(t))))
-	require.NoError(t, loop.Send(ctx, node(2, wireguard.PublicKey{})))
+	for _, msg := range append(node(1, pubKey(t)).msgs(), node(2, wireguard.PublicKey{}).msgs()...) {
+		require.NoError(t, loop.Send(ctx, msg))
+	}
 	loop.DatastoreInSync()
 	loop.InterfacesInSync()
 	select {
@@ -713,8 +757,8 @@ func TestManagerRepairsDrift(t *testing.T) {
 	e := newEnv(t, true)
 	m := e.manager(e.options(ipfamily.IPv4))
 	k1, k2 := pubKey(t), pubKey(t)
-	m.OnUpdate(node(1, k1))
-	m.OnUpdate(node(2, k2))
+	send(m, node(1, k1))
+	send(m, node(2, k2))
 	e.apply(m)
 
 	other, err := e.wg.NewClient()
@@ -752,17 +796,17 @@ func TestManagerFailClosed(t *testing.T) {
 	m := e.manager(e.options(ipfamily.IPv4))
 	k1 := pubKey(t)
 	n1 := node(1, k1)
-	m.OnUpdate(n1)
+	send(m, n1)
 	e.apply(m)
 	assert.Equal(t, []netip.Prefix{pfx("10.0.1.0/24")}, e.holes(kernel.IPv4))
 
 	n1.PublicKey = wireguard.PublicKey{}
-	m.OnUpdate(n1)
+	send(m, n1)
 	e.apply(m)
 	assert.Empty(t, e.holes(kernel.IPv4), "not a peer: a throw, no blackhole")
 	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNThrow}, e.routes())
 
-	m.OnUpdate(node(1, k1))
+	send(m, node(1, k1))
 	e.apply(m)
 	assert.Equal(t, []netip.Prefix{pfx("10.0.1.0/24")}, e.holes(kernel.IPv4))
 
@@ -776,10 +820,10 @@ func TestManagerFailClosed(t *testing.T) {
 	e.apply(m)
 	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNUnicast}, e.routes())
 
-	m.OnUpdate(wireguard.PeerRemove{Node: n1.Node})
+	m.OnUpdate(cluster.NodeRemove{Name: n1.Node})
 	e.apply(m)
 	assert.Empty(t, e.holes(kernel.IPv4))
-	m.OnUpdate(node(1, k1))
+	send(m, node(1, k1))
 	e.apply(m)
 	m.OnUpdate(wireguard.SetEnabled{Enabled: false})
 	e.apply(m)
@@ -794,8 +838,63 @@ func TestManagerFailClosed(t *testing.T) {
 	o := e.options(ipfamily.IPv4)
 	o.FailOpen = true
 	m2 := e.manager(o)
-	m2.OnUpdate(node(1, k1))
+	send(m2, node(1, k1))
 	e.apply(m2)
 	assert.Empty(t, e.holes(kernel.IPv4))
 	assert.Equal(t, map[netip.Prefix]uint8{pfx("10.0.1.0/24"): kernel.RTNUnicast}, e.routes())
+}
+
+// TestManagerPeersFromNodesAndBlocks: a peer's allowed IPs are the blocks
+// its node owns, whichever message comes first; a block that changes owner
+// moves between peers, a removed block goes; the node's tunnel address is
+// routed on its own only when none of its blocks holds it; the other
+// family's underlay, key and blocks are not this Manager's; this node's
+// own messages make no peer.
+func TestManagerPeersFromNodesAndBlocks(t *testing.T) {
+	e := newEnv(t, true)
+	m := e.manager(e.options(ipfamily.IPv4))
+	ka, kb := pubKey(t), pubKey(t)
+	allowed := func() map[string][]netip.Prefix {
+		dev, ok := e.wg.State("wg-np")
+		require.True(t, ok)
+		out := map[string][]netip.Prefix{}
+		for _, p := range dev.Peers {
+			name := map[wireguard.PublicKey]string{ka: "a", kb: "b"}[p.PublicKey]
+			out[name] = append(out[name], p.AllowedIPs...)
+			slices.SortFunc(out[name], func(x, y netip.Prefix) int { return x.Addr().Compare(y.Addr()) })
+		}
+		return out
+	}
+	m.OnUpdate(cluster.Block{CIDR: pfx("10.1.0.0/24"), Node: "a"}) // before its node
+	m.OnUpdate(cluster.Block{CIDR: pfx("fd00:1::/64"), Node: "a"})
+	m.OnUpdate(cluster.Node{Name: "a", UnderlayV4: netip.MustParseAddr("198.18.0.1"), TunnelV4: netip.MustParseAddr("10.1.0.1"),
+		WireGuardKeyV4: cluster.WireGuardKey(ka), WireGuardKeyV6: cluster.WireGuardKey(kb)})
+	m.OnUpdate(cluster.Node{Name: "b", UnderlayV4: netip.MustParseAddr("198.18.0.2"), TunnelV4: netip.MustParseAddr("10.99.0.2"),
+		WireGuardKeyV4: cluster.WireGuardKey(kb)})
+	m.OnUpdate(cluster.Block{CIDR: pfx("10.2.0.0/24"), Node: "b"})
+	m.OnUpdate(cluster.Node{Name: "self", UnderlayV4: netip.MustParseAddr("198.18.0.9"), WireGuardKeyV4: cluster.WireGuardKey(pubKey(t))})
+	m.OnUpdate(cluster.Block{CIDR: pfx("10.9.0.0/24"), Node: "self"})
+	e.apply(m)
+	assert.Equal(t, map[string][]netip.Prefix{"a": {pfx("10.1.0.0/24")}, "b": {pfx("10.2.0.0/24"), pfx("10.99.0.2/32")}}, allowed())
+	assert.Equal(t, 2, m.Status().Peers)
+	assert.Empty(t, m.Status().NotPeers)
+
+	// The block moves from a to b (a's tunnel address, no longer in a
+	// block of a, is routed to a on its own), then goes.
+	m.OnUpdate(cluster.Block{CIDR: pfx("10.1.0.0/24"), Node: "b"})
+	e.apply(m)
+	assert.Equal(t, map[string][]netip.Prefix{"a": {pfx("10.1.0.1/32")}, "b": {pfx("10.1.0.0/24"), pfx("10.2.0.0/24"), pfx("10.99.0.2/32")}}, allowed())
+	m.OnUpdate(cluster.BlockRemove{CIDR: pfx("10.1.0.0/24")})
+	e.apply(m)
+	assert.Equal(t, map[string][]netip.Prefix{"a": {pfx("10.1.0.1/32")}, "b": {pfx("10.2.0.0/24"), pfx("10.99.0.2/32")}}, allowed())
+	assert.NotContains(t, e.routes(), pfx("10.1.0.0/24"))
+
+	// b's node goes: its block stays known and comes back with the node.
+	m.OnUpdate(cluster.NodeRemove{Name: "b"})
+	e.apply(m)
+	assert.Equal(t, map[string][]netip.Prefix{"a": {pfx("10.1.0.1/32")}}, allowed())
+	assert.NotContains(t, e.routes(), pfx("10.2.0.0/24"))
+	m.OnUpdate(cluster.Node{Name: "b", UnderlayV4: netip.MustParseAddr("198.18.0.2"), WireGuardKeyV4: cluster.WireGuardKey(kb)})
+	e.apply(m)
+	assert.Equal(t, map[string][]netip.Prefix{"a": {pfx("10.1.0.1/32")}, "b": {pfx("10.2.0.0/24")}}, allowed())
 }

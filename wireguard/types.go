@@ -150,35 +150,6 @@ type PeerState struct {
 	ReceiveBytes, TransmitBytes int64
 }
 
-// PeerUpdate says what a node of the cluster offers: its key, where to reach
-// it and what lives behind it. It is a message for Manager.OnUpdate; a
-// later update for the same node replaces the earlier one.
-type PeerUpdate struct {
-	// Node is the node's name. Required.
-	Node string
-	// PublicKey is the node's WireGuard public key; the zero key means the
-	// node has none (yet): it gets no peer, and traffic to its CIDRs
-	// leaves unencrypted through the main table (a throw route).
-	PublicKey PublicKey
-	// Endpoint is the node's underlay address, of the Manager's family;
-	// port 0 means the Manager's ListenPort. A node without a valid
-	// endpoint gets no peer.
-	Endpoint netip.AddrPort
-	// CIDRs are the node's pod CIDRs (network prefixes; those of the other
-	// family are ignored, so one update can go to both families'
-	// Managers).
-	CIDRs []netip.Prefix
-	// TunnelAddr, when valid, is an address of the node's own (a tunnel
-	// or host address) that is routed to it as a host prefix.
-	TunnelAddr netip.Addr
-}
-
-// PeerRemove withdraws a node: a message for Manager.OnUpdate.
-type PeerRemove struct {
-	// Node is the node's name.
-	Node string
-}
-
 // RotateKey asks for a new private key at the next Apply: a message for
 // Manager.OnUpdate. The new public key is published through
 // Options.OnPublicKey; peers reach this node again once their agents have

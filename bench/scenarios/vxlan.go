@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"net"
 	"net/netip"
 	"runtime"
@@ -260,7 +261,7 @@ func vxLoad(ctx context.Context, env *harness.Env, n int) (*vxStack, error) {
 		k.Close()
 		return nil, err
 	}
-	st.m.OnUpdate(vxlan.VTEP{Node: "local", UnderlayV4: vxLocal, TunnelV4: vxLocalDevice.Address, MACV4: vxLocalDevice.MAC})
+	st.m.OnUpdate(cluster.Node{Name: "local", UnderlayV4: vxLocal, TunnelV4: vxLocalDevice.Address, VXLANMACV4: cluster.MAC(vxLocalDevice.MAC)})
 	for i := range n {
 		st.addNode(i)
 	}
@@ -292,8 +293,8 @@ func vxLoaded(n int, keep bool) setupFunc {
 
 func (st *vxStack) addNode(i int) {
 	node, r, _ := vxRemote(i)
-	st.m.OnUpdate(vxlan.VTEP{Node: node, UnderlayV4: r.Underlay, TunnelV4: r.TunnelIP, MACV4: r.MAC})
-	st.m.OnUpdate(vxlan.BlockUpdate{CIDR: vxBlock(i), Node: node})
+	st.m.OnUpdate(cluster.Node{Name: node, UnderlayV4: r.Underlay, TunnelV4: r.TunnelIP, VXLANMACV4: cluster.MAC(r.MAC)})
+	st.m.OnUpdate(cluster.Block{CIDR: vxBlock(i), Node: node})
 }
 
 // pass applies as a loop pass does (PhaseTunnelL2, then PhaseRoutes),

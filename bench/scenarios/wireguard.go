@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/nodeplane/nodeplane/cluster"
 	"io"
 	"net"
 	"net/netip"
@@ -119,13 +120,30 @@ const (
 	wgMark  = 0x100000
 )
 
+// wgPeer is what the control plane says of one node, for the benchmark:
+// sendTo gives it to a Manager as a cluster.Node and a cluster.Block per
+// CIDR. The endpoint's port is the Manager's ListenPort.
+type wgPeer struct {
+	Node      string
+	PublicKey wireguard.PublicKey
+	Endpoint  netip.AddrPort
+	CIDRs     []netip.Prefix
+}
+
+func (p wgPeer) sendTo(m *wireguard.Manager) {
+	m.OnUpdate(cluster.Node{Name: p.Node, UnderlayV4: p.Endpoint.Addr(), WireGuardKeyV4: cluster.WireGuardKey(p.PublicKey)})
+	for _, c := range p.CIDRs {
+		m.OnUpdate(cluster.Block{CIDR: c, Node: p.Node})
+	}
+}
+
 // wgNodes returns n nodes with random keys, each with a /24 and an endpoint.
-func wgNodes(n int) []wireguard.PeerUpdate {
-	out := make([]wireguard.PeerUpdate, n)
+func wgNodes(n int) []wgPeer {
+	out := make([]wgPeer, n)
 	for i := range out {
 		var k wireguard.PublicKey
 		_, _ = rand.Read(k[:])
-		out[i] = wireguard.PeerUpdate{
+		out[i] = wgPeer{
 			Node: "node-" + strconv.Itoa(i), PublicKey: k,
 			Endpoint: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 51820),
 			CIDRs:    []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)},
@@ -134,7 +152,7 @@ func wgNodes(n int) []wireguard.PeerUpdate {
 	return out
 }
 
-func wgPeerConfig(u wireguard.PeerUpdate) wgtypes.PeerConfig {
+func wgPeerConfig(u wgPeer) wgtypes.PeerConfig {
 	pc := wgtypes.PeerConfig{PublicKey: wgtypes.Key(u.PublicKey), Endpoint: net.UDPAddrFromAddrPort(u.Endpoint), ReplaceAllowedIPs: true}
 	for _, c := range u.CIDRs {
 		pc.AllowedIPs = append(pc.AllowedIPs, net.IPNet{IP: c.Addr().AsSlice(), Mask: net.CIDRMask(c.Bits(), 32)})
@@ -143,7 +161,7 @@ func wgPeerConfig(u wireguard.PeerUpdate) wgtypes.PeerConfig {
 }
 
 // wgPeerConfigs returns the peers' configs.
-func wgPeerConfigs(peers []wireguard.PeerUpdate) []wgtypes.PeerConfig {
+func wgPeerConfigs(peers []wgPeer) []wgtypes.PeerConfig {
 	var out []wgtypes.PeerConfig
 	for _, u := range peers {
 		out = append(out, wgPeerConfig(u))
@@ -155,12 +173,12 @@ func wgPeerConfigs(peers []wireguard.PeerUpdate) []wgtypes.PeerConfig {
 type wgManagerState struct {
 	k     *kernel.Namespace
 	m     *wireguard.Manager
-	nodes []wireguard.PeerUpdate
+	nodes []wgPeer
 }
 
 // wgManager opens the trial's namespace and applies a Manager with the
 // given nodes.
-func wgManager(ctx context.Context, env *harness.Env, nodes []wireguard.PeerUpdate) (*wgManagerState, error) {
+func wgManager(ctx context.Context, env *harness.Env, nodes []wgPeer) (*wgManagerState, error) {
 	k, err := wgOpen(env)
 	if err != nil {
 		return nil, err
@@ -177,7 +195,7 @@ func wgManager(ctx context.Context, env *harness.Env, nodes []wireguard.PeerUpda
 	}
 	wgLeft.add(func() { m.Close(); k.Close(); os.RemoveAll(dir) })
 	for _, u := range nodes {
-		m.OnUpdate(u)
+		u.sendTo(m)
 	}
 	if err := wgApply(ctx, m); err != nil {
 		return nil, err
@@ -186,7 +204,7 @@ func wgManager(ctx context.Context, env *harness.Env, nodes []wireguard.PeerUpda
 }
 
 // wgManagerSetup is ours' Setup: a Manager applied with nodes.
-func wgManagerSetup(nodes []wireguard.PeerUpdate) setupFunc {
+func wgManagerSetup(nodes []wgPeer) setupFunc {
 	return keep(func(ctx context.Context, env *harness.Env) (*wgManagerState, error) {
 		return wgManager(ctx, env, nodes)
 	})
@@ -211,7 +229,7 @@ type wgDeviceState struct {
 
 // wgDevice makes a userspace device with a key and port, up, and opens a
 // wgctrl client; peers, if any, are configured in one call.
-func wgDevice(ctx context.Context, env *harness.Env, peers []wireguard.PeerUpdate) (*wgDeviceState, error) {
+func wgDevice(ctx context.Context, env *harness.Env, peers []wgPeer) (*wgDeviceState, error) {
 	k, err := wgOpen(env)
 	if err != nil {
 		return nil, err
@@ -258,7 +276,7 @@ func wgDevice(ctx context.Context, env *harness.Env, peers []wireguard.PeerUpdat
 }
 
 // wgDeviceSetup is the floors' and peers' Setup: a device with peers.
-func wgDeviceSetup(peers []wireguard.PeerUpdate) setupFunc {
+func wgDeviceSetup(peers []wgPeer) setupFunc {
 	return keep(func(ctx context.Context, env *harness.Env) (*wgDeviceState, error) { return wgDevice(ctx, env, peers) })
 }
 
@@ -290,7 +308,7 @@ func wgInitial(n int) harness.Scenario {
 			Run: func(ctx context.Context, env *harness.Env) error {
 				st := env.State.(*wgManagerState)
 				for _, u := range nodes {
-					st.m.OnUpdate(u)
+					u.sendTo(st.m)
 				}
 				if err := wgApply(ctx, st.m); err != nil {
 					return err
@@ -370,7 +388,7 @@ func wgChangeOne(n int) harness.Scenario {
 				Setup: wgManagerSetup(nodes),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*wgManagerState)
-					st.m.OnUpdate(changed)
+					changed.sendTo(st.m)
 					return wgApply(ctx, st.m)
 				},
 			},
@@ -415,7 +433,7 @@ func wgHeap(n int) harness.Scenario {
 				st := env.State.(*wgManagerState)
 				h0 := benchutil.HeapInUse()
 				for _, u := range nodes {
-					st.m.OnUpdate(u)
+					u.sendTo(st.m)
 				}
 				h1 := benchutil.HeapInUse()
 				if err := wgApply(ctx, st.m); err != nil {
@@ -513,8 +531,8 @@ func wgSetupPair(ctx context.Context, env *harness.Env, tunnel bool) (*wgPair, e
 		}
 		for i, m := range ms {
 			o := 1 - i
-			m.OnUpdate(wireguard.PeerUpdate{Node: "n" + strconv.Itoa(o), PublicKey: pubs[o], Endpoint: netip.AddrPortFrom(under[o].Addr(), 0),
-				CIDRs: []netip.Prefix{loops[o].Masked()}})
+			wgPeer{Node: "n" + strconv.Itoa(o), PublicKey: pubs[o], Endpoint: netip.AddrPortFrom(under[o].Addr(), 0),
+				CIDRs: []netip.Prefix{loops[o].Masked()}}.sendTo(m)
 			if err := wgApply(ctx, m); err != nil {
 				return nil, err
 			}

@@ -8,22 +8,6 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
-// CheckHost returns why a cannot be a node's underlay or tunnel address of
-// family: it must be a valid unicast address of the family, not
-// unspecified, loopback, multicast or link-local.
-func CheckHost(family ipfamily.Family, a netip.Addr) error {
-	if err := family.Check(a); err != nil {
-		return err
-	}
-	if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() {
-		return fmt.Errorf("%s is not a unicast host address", a)
-	}
-	if a.Is4() && a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
-		return fmt.Errorf("%s is the broadcast address", a)
-	}
-	return nil
-}
-
 // CheckMAC returns why mac cannot be a tunnel endpoint's MAC: it must be
 // 6 bytes, unicast and not all zeros.
 func CheckMAC(mac net.HardwareAddr) error {
@@ -42,19 +26,6 @@ func CheckMAC(mac net.HardwareAddr) error {
 // network prefix of the family without host bits.
 func CheckBlock(family ipfamily.Family, p netip.Prefix) error {
 	return family.CheckNet(p)
-}
-
-// CheckBlockUpdate returns why a message giving block to node is
-// malformed: block is not a network prefix of family (see CheckBlock), or
-// node is empty.
-func CheckBlockUpdate(family ipfamily.Family, block netip.Prefix, node string) error {
-	if err := CheckBlock(family, block); err != nil {
-		return fmt.Errorf("block %s: %v", block, err)
-	}
-	if node == "" {
-		return fmt.Errorf("block %s without a node", block)
-	}
-	return nil
 }
 
 // ValidMTU reports whether m can be a tunnel device's MTU option: 0 (none

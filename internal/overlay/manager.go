@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
@@ -178,7 +179,8 @@ type ManagerDriver[D any] struct {
 	// the node (nil for none).
 	Set  func(dev *D) error
 	Want func(l Local) *D
-	// Handlers record the package's node and block messages (see On).
+	// Handlers record the package's node messages (see On); the Manager
+	// records the blocks itself.
 	Handlers []func(msg any) bool
 }
 
@@ -208,7 +210,8 @@ func NewManager[D any](o ManagerOptions, d ManagerDriver[D]) *Manager[D] {
 		co.Sets = o.Sets
 	}
 	m := &Manager[D]{o: o, d: d, core: NewCore(co)}
-	m.handlers = append(slices.Clip(d.Handlers), On(func(r *mtu.Result) { m.core.SetHostMTU(r.Host.MTU) }))
+	m.handlers = append(slices.Clip(d.Handlers), On(m.onBlock), On(m.onBlockRemove),
+		On(func(r *mtu.Result) { m.core.SetHostMTU(r.Host.MTU) }))
 	d.Device.OnResync = m.core.MarkHostDirty
 	return m
 }
@@ -244,7 +247,8 @@ func (m *Manager[D]) Reject(err error) {
 }
 
 // OnUpdate records msg with the first handler that takes it, the
-// package's or the one of mtu.Result (the host MTU); anything else is
+// package's (its node messages) or the Manager's own (cluster.Block,
+// cluster.BlockRemove, mtu.Result: the host MTU); anything else is
 // ignored, and so is everything when the manager is Disabled.
 func (m *Manager[D]) OnUpdate(msg any) {
 	if m.o.Disabled {
@@ -257,28 +261,27 @@ func (m *Manager[D]) OnUpdate(msg any) {
 	}
 }
 
-// OnBlock records that block belongs to node, unless invalid (the
-// message's Validate error) rejects the message. A block of another family
-// is ignored.
-func (m *Manager[D]) OnBlock(block netip.Prefix, node string, invalid error) {
-	if invalid != nil {
-		m.Reject(invalid)
+// onBlock records a block of the family, unless invalid; a block of
+// another family is ignored.
+func (m *Manager[D]) onBlock(b *cluster.Block) {
+	if err := b.Validate(); err != nil {
+		m.Reject(err)
 		return
 	}
-	if m.o.Family.ContainsPrefix(block) {
-		m.core.Routes().SetBlock(block, node)
+	if m.o.Family.ContainsPrefix(b.CIDR) {
+		m.core.Routes().SetBlock(b.CIDR, b.Node)
 	}
 }
 
-// OnBlockRemove forgets block, unless invalid (the message's Validate
-// error) rejects the message. A block of another family is ignored.
-func (m *Manager[D]) OnBlockRemove(block netip.Prefix, invalid error) {
-	if invalid != nil {
-		m.Reject(invalid)
+// onBlockRemove forgets a block of the family, unless invalid; a block of
+// another family is ignored.
+func (m *Manager[D]) onBlockRemove(b *cluster.BlockRemove) {
+	if err := b.Validate(); err != nil {
+		m.Reject(err)
 		return
 	}
-	if m.o.Family.ContainsPrefix(block) {
-		m.core.Routes().RemoveBlock(block)
+	if m.o.Family.ContainsPrefix(b.CIDR) {
+		m.core.Routes().RemoveBlock(b.CIDR)
 	}
 }
 

@@ -713,7 +713,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	goRun("publisher", func(ctx context.Context) error { a.publish(ctx, keys); return nil })
 	goRun("datastore", func(ctx context.Context) error {
-		tr := newTranslator(cfg.NodeName, cfg.ipip())
+		tr := newTranslator(cfg.NodeName)
 		return cfg.Datastore.Watch(ctx, func(c datastore.Cluster) { a.onCluster(ctx, tr, c) })
 	})
 	if srv != nil {
@@ -774,8 +774,8 @@ func (a *Agent) onCluster(ctx context.Context, tr *translator, c datastore.Clust
 	if first {
 		a.plane.loop.DatastoreInSync()
 		if self, ok := c.Node(a.cfg.NodeName); ok && !a.cfg.ipip() && a.cfg.Overlay != OverlayDirect {
-			v := vtepOf(self)
-			a.publishInfo(ctx, datastore.NodeInfo{Name: a.cfg.NodeName, VTEPMAC: v.MACV4, VTEPMACV6: v.MACV6})
+			v := nodeOf(self)
+			a.publishInfo(ctx, datastore.NodeInfo{Name: a.cfg.NodeName, VTEPMAC: v.VXLANMACV4.HardwareAddr(), VTEPMACV6: v.VXLANMACV6.HardwareAddr()})
 		}
 	}
 }

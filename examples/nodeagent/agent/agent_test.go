@@ -16,12 +16,10 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
@@ -49,19 +47,26 @@ func count[T any](msgs []any) int {
 }
 
 func TestTranslator(t *testing.T) {
-	tr := newTranslator("node1", false)
-	msgs := tr.messages(testCluster(3))
-	if count[vxlan.VTEP](msgs) != 3 || count[vxlan.BlockUpdate](msgs) != 3 || count[wireguard.PeerUpdate](msgs) != 3 ||
+	tr := newTranslator("node1")
+	c3 := testCluster(3)
+	key, err := wireguard.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c3.Nodes[1].WireGuardPublicKey = key.Public().String()
+	msgs := tr.messages(c3)
+	if count[cluster.Node](msgs) != 3 || count[cluster.Block](msgs) != 3 ||
 		count[PodUpdate](msgs) != 1 || count[cluster.Pool](msgs) != 1 {
 		t.Fatalf("first snapshot: %#v", msgs)
 	}
 	for _, m := range msgs {
-		if v, ok := m.(vxlan.VTEP); ok {
+		if v, ok := m.(cluster.Node); ok {
 			if err := v.Validate(); err != nil {
 				t.Errorf("%v", err)
 			}
-			if v.Node == "node2" && (v.TunnelV4 != netip.MustParseAddr("10.244.2.0") || v.MACV4.String() != datastore.DefaultVTEPMAC("node2", 4).String()) {
-				t.Errorf("node2's VTEP = %+v", v)
+			if v.Name == "node2" && (v.TunnelV4 != netip.MustParseAddr("10.244.2.0") || v.VXLANMACV4.String() != datastore.DefaultVTEPMAC("node2", 4).String() ||
+				v.WireGuardKeyV4 != cluster.WireGuardKey(key.Public())) {
+				t.Errorf("node2 = %+v", v)
 			}
 		}
 		if p, ok := m.(PodUpdate); ok && (p.Key != "demo/pod1" || p.Interface != datastore.PodInterface("demo", "pod1")) {
@@ -69,31 +74,25 @@ func TestTranslator(t *testing.T) {
 		}
 	}
 	// The same cluster again: nothing.
-	if msgs := tr.messages(testCluster(3)); len(msgs) != 0 {
+	if msgs := tr.messages(c3); len(msgs) != 0 {
 		t.Errorf("unchanged cluster gave %#v", msgs)
 	}
-	// node3 gone: its block, its VTEP and its peer go, removals only.
-	msgs = tr.messages(testCluster(2))
-	if count[vxlan.BlockRemove](msgs) != 1 || count[vxlan.VTEPRemove](msgs) != 1 || count[wireguard.PeerRemove](msgs) != 1 || len(msgs) != 3 {
+	// node3 gone: its block and its node go, removals only.
+	c := testCluster(2)
+	c.Nodes[1].WireGuardPublicKey = c3.Nodes[1].WireGuardPublicKey
+	msgs = tr.messages(c)
+	if count[cluster.BlockRemove](msgs) != 1 || count[cluster.NodeRemove](msgs) != 1 || len(msgs) != 2 {
 		t.Errorf("node removal gave %#v", msgs)
 	}
-	// A published MAC changes node2's VTEP alone.
-	c := testCluster(2)
+	// A published MAC changes node2's message alone.
 	c.Nodes[1].VTEPMAC = datastore.MAC{0x02, 0, 0, 0, 0, 9}
-	if msgs := tr.messages(c); len(msgs) != 1 || count[vxlan.VTEP](msgs) != 1 {
+	if msgs := tr.messages(c); len(msgs) != 1 || count[cluster.Node](msgs) != 1 {
 		t.Errorf("MAC change gave %#v", msgs)
 	}
 	// The local pod moves away: its routes go.
 	c.Pods[0].Node = "node2"
 	if msgs := tr.messages(c); count[PodRemove](msgs) != 1 {
 		t.Errorf("pod moved: %#v", msgs)
-	}
-}
-
-func TestTranslatorIPIP(t *testing.T) {
-	msgs := newTranslator("node1", true).messages(testCluster(2))
-	if count[ipip.Node](msgs) != 2 || count[ipip.BlockUpdate](msgs) != 2 || count[vxlan.VTEP](msgs) != 0 {
-		t.Errorf("ipip messages: %#v", msgs)
 	}
 }
 

@@ -27,7 +27,7 @@ func TestServiceMessages(t *testing.T) {
 			{IP: netip.MustParseAddr("10.244.2.11"), Node: "node2", NotReady: true},
 		}}
 	c.Services = []datastore.Service{web}
-	tr := newTranslator("node1", false)
+	tr := newTranslator("node1")
 	msgs := tr.serviceMessages(c)
 	updates := map[string]cluster.Service{}
 	var addrs []netip.Addr

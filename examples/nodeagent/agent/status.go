@@ -162,7 +162,7 @@ func (a *Agent) status(ctx context.Context) Status {
 		s.LastError = h.LastError.Error()
 	}
 	for _, n := range c.Nodes {
-		v := vtepOf(n)
+		v := nodeOf(n)
 		ns := NodeStatus{Name: n.Name, Self: n.Name == a.cfg.NodeName, WireGuard: n.WireGuardPublicKey}
 		if n.UnderlayIPv4.IsValid() {
 			ns.Underlay = n.UnderlayIPv4.String()
@@ -174,7 +174,7 @@ func (a *Agent) status(ctx context.Context) Status {
 			ns.PodCIDRs = append(ns.PodCIDRs, p.String())
 		}
 		if v.TunnelV4.IsValid() {
-			ns.TunnelIP, ns.VTEPMAC = v.TunnelV4.String(), v.MACV4.String()
+			ns.TunnelIP, ns.VTEPMAC = v.TunnelV4.String(), v.VXLANMACV4.String()
 		}
 		s.Nodes = append(s.Nodes, ns)
 	}

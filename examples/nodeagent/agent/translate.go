@@ -8,19 +8,17 @@ import (
 
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
-	"github.com/nodeplane/nodeplane/ipip"
-	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
 // translator turns successive Cluster snapshots into the typed messages the
-// managers take: for each node, its tunnel endpoint, its blocks and its
-// WireGuard peer; for each local pod, its routes; for each pool, a masquerade
+// managers take: for each node, one cluster.Node (underlay and tunnel
+// addresses, VXLAN MACs, WireGuard key) and a cluster.Block per pod CIDR,
+// which the overlay and WireGuard managers share; for each local pod, its routes; for each pool, a masquerade
 // pool. It remembers what it sent and sends only what changed, removals
 // included.
 type translator struct {
 	self  string
-	ipip  bool
 	nodes map[string]nodeMsgs
 	pods  map[string]PodUpdate
 	pools map[string]datastore.Pool
@@ -31,22 +29,21 @@ type translator struct {
 
 // nodeMsgs is what one node contributes.
 type nodeMsgs struct {
-	vtep   vxlan.VTEP
-	ipip   ipip.Node
+	node   cluster.Node
 	blocks []netip.Prefix
-	peer   wireguard.PeerUpdate
 }
 
-func newTranslator(self string, useIPIP bool) *translator {
-	return &translator{self: self, ipip: useIPIP, nodes: map[string]nodeMsgs{},
+func newTranslator(self string) *translator {
+	return &translator{self: self, nodes: map[string]nodeMsgs{},
 		pods: map[string]PodUpdate{}, pools: map[string]datastore.Pool{}, services: map[string]cluster.Service{}}
 }
 
-// vtepOf returns node n's VXLAN endpoint: its underlay addresses, the first
-// address of its pod CIDR of each family as the tunnel address, and the MACs
-// it published (or DefaultVTEPMAC).
-func vtepOf(n datastore.Node) vxlan.VTEP {
-	v := vxlan.VTEP{Node: n.Name, UnderlayV4: n.UnderlayIPv4, UnderlayV6: n.UnderlayIPv6}
+// nodeOf returns node n as the managers take it: its underlay addresses,
+// the first address of its pod CIDR of each family as the tunnel address,
+// the VXLAN MACs it published (or DefaultVTEPMAC) and its WireGuard key
+// (the IPv4 device's: the agent publishes that one).
+func nodeOf(n datastore.Node) cluster.Node {
+	v := cluster.Node{Name: n.Name, UnderlayV4: n.UnderlayIPv4, UnderlayV6: n.UnderlayIPv6}
 	for _, c := range n.PodCIDRs {
 		switch {
 		case c.Addr().Is4() && !v.TunnelV4.IsValid():
@@ -56,36 +53,30 @@ func vtepOf(n datastore.Node) vxlan.VTEP {
 		}
 	}
 	if v.TunnelV4.IsValid() && v.UnderlayV4.IsValid() {
-		v.MACV4 = macOr(n.VTEPMAC, datastore.DefaultVTEPMAC(n.Name, 4))
+		v.VXLANMACV4 = macOr(n.VTEPMAC, datastore.DefaultVTEPMAC(n.Name, 4))
 	} else {
 		v.TunnelV4 = netip.Addr{}
 	}
 	if v.TunnelV6.IsValid() && v.UnderlayV6.IsValid() {
-		v.MACV6 = macOr(n.VTEPMACV6, datastore.DefaultVTEPMAC(n.Name, 6))
+		v.VXLANMACV6 = macOr(n.VTEPMACV6, datastore.DefaultVTEPMAC(n.Name, 6))
 	} else {
 		v.TunnelV6 = netip.Addr{}
+	}
+	if k, err := wireguard.ParsePublicKey(n.WireGuardPublicKey); err == nil {
+		v.WireGuardKeyV4 = cluster.WireGuardKey(k)
 	}
 	return v
 }
 
-func macOr(m datastore.MAC, def net.HardwareAddr) net.HardwareAddr {
-	if len(m) > 0 {
-		return net.HardwareAddr(m)
+func macOr(m datastore.MAC, def net.HardwareAddr) cluster.MAC {
+	if len(m) == 6 {
+		return cluster.MAC(m)
 	}
-	return def
+	return cluster.MAC(def)
 }
 
 func (t *translator) nodeMsgs(n datastore.Node) nodeMsgs {
-	m := nodeMsgs{vtep: vtepOf(n), blocks: slices.Clone(n.PodCIDRs)}
-	m.ipip = ipip.Node{Name: n.Name, Underlay: n.UnderlayIPv4, TunnelAddr: m.vtep.TunnelV4}
-	m.peer = wireguard.PeerUpdate{Node: n.Name, CIDRs: slices.Clone(n.PodCIDRs)}
-	if k, err := wireguard.ParsePublicKey(n.WireGuardPublicKey); err == nil {
-		m.peer.PublicKey = k
-	}
-	if n.UnderlayIPv4.IsValid() {
-		m.peer.Endpoint = netip.AddrPortFrom(n.UnderlayIPv4, 0)
-	}
-	return m
+	return nodeMsgs{node: nodeOf(n), blocks: slices.Clone(n.PodCIDRs)}
 }
 
 // messages returns the messages that take the managers from the previous
@@ -109,9 +100,9 @@ func (t *translator) messages(c datastore.Cluster) []any {
 			continue
 		}
 		for _, b := range old.blocks {
-			out = append(out, t.blockRemove(b))
+			out = append(out, cluster.BlockRemove{CIDR: b})
 		}
-		out = append(out, t.nodeRemove(name), wireguard.PeerRemove{Node: name})
+		out = append(out, cluster.NodeRemove{Name: name})
 		delete(t.nodes, name)
 	}
 	for name, p := range t.pools {
@@ -131,21 +122,18 @@ func (t *translator) messages(c datastore.Cluster) []any {
 	for _, n := range c.Nodes {
 		m := t.nodeMsgs(n)
 		old, had := t.nodes[n.Name]
-		if !had || !reflect.DeepEqual(old.vtep, m.vtep) || old.ipip != m.ipip {
-			out = append(out, t.nodeUpdate(m))
+		if !had || old.node != m.node {
+			out = append(out, m.node)
 		}
 		for _, b := range old.blocks {
 			if !slices.Contains(m.blocks, b) {
-				out = append(out, t.blockRemove(b))
+				out = append(out, cluster.BlockRemove{CIDR: b})
 			}
 		}
 		for _, b := range m.blocks {
 			if !had || !slices.Contains(old.blocks, b) {
-				out = append(out, t.blockUpdate(b, n.Name))
+				out = append(out, cluster.Block{CIDR: b, Node: n.Name})
 			}
-		}
-		if !had || !reflect.DeepEqual(old.peer, m.peer) {
-			out = append(out, m.peer)
 		}
 		t.nodes[n.Name] = m
 	}
@@ -169,34 +157,6 @@ func findPod(c datastore.Cluster, key string) *datastore.Pod {
 		}
 	}
 	return nil
-}
-
-func (t *translator) nodeUpdate(m nodeMsgs) any {
-	if t.ipip {
-		return m.ipip
-	}
-	return m.vtep
-}
-
-func (t *translator) nodeRemove(name string) any {
-	if t.ipip {
-		return ipip.NodeRemove{Name: name}
-	}
-	return vxlan.VTEPRemove{Node: name}
-}
-
-func (t *translator) blockUpdate(b netip.Prefix, node string) any {
-	if t.ipip && b.Addr().Is4() {
-		return ipip.BlockUpdate{CIDR: b, Node: node}
-	}
-	return vxlan.BlockUpdate{CIDR: b, Node: node}
-}
-
-func (t *translator) blockRemove(b netip.Prefix) any {
-	if t.ipip && b.Addr().Is4() {
-		return ipip.BlockRemove{CIDR: b}
-	}
-	return vxlan.BlockRemove{CIDR: b}
 }
 
 func poolUpdate(p datastore.Pool) any {
