@@ -37,8 +37,8 @@ type Options struct {
 	Family ipfamily.Family
 	// Table is the family's nat table (an *iptables.Table of the "nat"
 	// table, or another netfilter.Table writer). Table.InsertRules and
-	// AppendRules replace what was set before at a hook: give the Manager
-	// a Table of its own, or use JumpNone when the Table is shared.
+	// AppendRules set the jumps as the rules of owner DNATChain: managers
+	// that share the Table keep each other's jumps.
 	Table netfilter.Table
 	// DNATChain and SNATChain are the Manager's two chains; they must
 	// carry the Table's chain prefix.
@@ -254,7 +254,7 @@ func (m *Manager) declare() ([]error, error) {
 		conflicts = standing
 	}
 	if !m.jumpsDone {
-		if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump),
+		if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump), m.o.DNATChain,
 			managerutil.HookJump{Hook: netfilter.HookPrerouting, Chain: m.o.DNATChain},
 			managerutil.HookJump{Hook: netfilter.HookOutput, Chain: m.o.DNATChain},
 			managerutil.HookJump{Hook: netfilter.HookPostrouting, Chain: m.o.SNATChain},

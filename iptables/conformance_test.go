@@ -99,10 +99,10 @@ var confSubject = drivertest.Subject[*iptables.Table, confVariant]{
 		}
 		insert, appendRules := c.hooks()
 		for _, h := range confBuiltins {
-			if err := tbl.InsertRules(h, insert[h]); err != nil {
+			if err := tbl.InsertRules("test", h, insert[h]); err != nil {
 				return err
 			}
-			if err := tbl.AppendRules(h, appendRules[h]); err != nil {
+			if err := tbl.AppendRules("test", h, appendRules[h]); err != nil {
 				return err
 			}
 		}
@@ -110,10 +110,10 @@ var confSubject = drivertest.Subject[*iptables.Table, confVariant]{
 	},
 	Withdraw: func(tbl *iptables.Table, c confVariant) error {
 		for _, h := range confBuiltins {
-			if err := tbl.InsertRules(h, nil); err != nil {
+			if err := tbl.InsertRules("test", h, nil); err != nil {
 				return err
 			}
-			if err := tbl.AppendRules(h, nil); err != nil {
+			if err := tbl.AppendRules("test", h, nil); err != nil {
 				return err
 			}
 		}
@@ -244,10 +244,10 @@ var confSubject = drivertest.Subject[*iptables.Table, confVariant]{
 			return tbl.SetChains(nf.Chain{Name: "np-a", Rules: []nf.Rule{{Action: nf.Masquerade()}}})
 		}},
 		{Name: "hook outside the table", Declare: func(tbl *iptables.Table, _ confVariant) error {
-			return tbl.InsertRules(nf.HookPrerouting, []nf.Rule{{Action: nf.Accept()}})
+			return tbl.InsertRules("test", nf.HookPrerouting, []nf.Rule{{Action: nf.Accept()}})
 		}},
 		{Name: "-o in INPUT", Declare: func(tbl *iptables.Table, _ confVariant) error {
-			return tbl.InsertRules(nf.HookInput, []nf.Rule{{Matches: []nf.Match{nf.OutInterface("eth0")}, Action: nf.Accept()}})
+			return tbl.InsertRules("test", nf.HookInput, []nf.Rule{{Matches: []nf.Match{nf.OutInterface("eth0")}, Action: nf.Accept()}})
 		}},
 		{Name: "good chains with a bad one", Declare: func(tbl *iptables.Table, c confVariant) error {
 			return tbl.SetChains(append(c.chains(), nf.Chain{Name: "fw"})...)

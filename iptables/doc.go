@@ -50,7 +50,7 @@
 //		Matches: []netfilter.Match{netfilter.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
 //		Action:  netfilter.Accept(),
 //	}}})
-//	err = tbl.InsertRules(netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
+//	err = tbl.InsertRules("np", netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
 //	res, err := tbl.Apply(ctx) // res.RetryAfter: when to call Apply again
 //
 // What the Table can tell on its own is refused when declared, with an

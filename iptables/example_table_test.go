@@ -52,7 +52,7 @@ func ExampleTable_Apply() {
 		Matches: []netfilter.Match{netfilter.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
 		Action:  netfilter.Accept(),
 	}}})
-	_ = tbl.InsertRules("FORWARD", []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
+	_ = tbl.InsertRules("test", "FORWARD", []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
 	if _, err := tbl.Apply(context.Background()); err != nil {
 		panic(err)
 	}
@@ -107,11 +107,11 @@ func ExampleTable_InsertRules() {
 		Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT,
 		ChainPrefix: "np-", HashPrefix: "np_", Kernel: ns,
 	})
-	_ = tbl.InsertRules("INPUT", []netfilter.Rule{{
+	_ = tbl.InsertRules("test", "INPUT", []netfilter.Rule{{
 		Matches: []netfilter.Match{netfilter.InInterface("lo")},
 		Action:  netfilter.Accept(),
 	}})
-	_ = tbl.AppendRules("INPUT", []netfilter.Rule{{Action: netfilter.Drop()}})
+	_ = tbl.AppendRules("test", "INPUT", []netfilter.Rule{{Action: netfilter.Drop()}})
 	_, _ = tbl.Apply(context.Background())
 	for _, r := range k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT") {
 		fmt.Println(r)
@@ -144,8 +144,8 @@ func ExamplePartialError() {
 		ChainPrefix: "np-", Kernel: ns, Clock: clk, PostWriteRecheck: []time.Duration{},
 	})
 	_ = tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Accept()}}})
-	_ = tbl.InsertRules("OUTPUT", []netfilter.Rule{{Action: netfilter.Jump("np-a")}})
-	_ = tbl.InsertRules("INPUT", []netfilter.Rule{{Action: netfilter.Jump("np-a")}})
+	_ = tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{{Action: netfilter.Jump("np-a")}})
+	_ = tbl.InsertRules("test", "INPUT", []netfilter.Rule{{Action: netfilter.Jump("np-a")}})
 	res, err := tbl.Apply(context.Background())
 
 	var pe *iptables.PartialError
@@ -173,7 +173,7 @@ func ExampleTable_QueueResync() {
 		Table: "nat", Family: ipfamily.IPv4, Backend: iptables.BackendNFT,
 		ChainPrefix: "np-", Kernel: ns,
 	})
-	_ = tbl.AppendRules("POSTROUTING", []netfilter.Rule{{
+	_ = tbl.AppendRules("test", "POSTROUTING", []netfilter.Rule{{
 		Matches: []netfilter.Match{netfilter.SourceNet(netip.MustParsePrefix("10.244.0.0/16"))},
 		Action:  netfilter.ActionMasquerade{RandomFully: true},
 	}})

@@ -119,7 +119,7 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 				if err := s.tbl.SetChains(chains...); err != nil {
 					return err
 				}
-				return setHook(s.tbl, hook, hr)
+				return setHook(s.tbl, "test", hook, hr)
 			}
 		case op < 4:
 			var chains []netfilter.Chain
@@ -137,10 +137,10 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 		case op == 5:
 			chain, rules := []netfilter.Hook{netfilter.HookForward, netfilter.HookInput}[rng.Intn(2)], randJumps()
 			hookRules[chain] = rules
-			do = func(s side) error { return setHook(s.tbl, chain, rules) }
+			do = func(s side) error { return setHook(s.tbl, "test", chain, rules) }
 		case op == 6:
 			chain, rules := []netfilter.Hook{netfilter.HookForward, netfilter.HookOutput}[rng.Intn(2)], randJumps()
-			do = func(s side) error { return s.tbl.AppendRules(chain, rules) }
+			do = func(s side) error { return s.tbl.AppendRules("test", chain, rules) }
 		case op == 7:
 			// Another agent: a foreign rule, a foreign jump to one of our
 			// chains, or one of our rules deleted behind our back.

@@ -69,7 +69,7 @@ func TestApplyCancelledDuringConcurrentRead(t *testing.T) {
 			opts.Kernel = commands(s)
 			tbl := newTable(t, opts)
 			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a")}))
 
 			ctx, cancel := context.WithCancel(context.Background())
 			type result struct {
@@ -113,7 +113,7 @@ func TestApplyCancelledDuringConcurrentRead(t *testing.T) {
 func TestApplyWithEndedContextRunsNothing(t *testing.T) {
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := tbl.Apply(ctx)
@@ -129,7 +129,7 @@ func TestSaveFailureOfConcurrentReadIsReturned(t *testing.T) {
 	// next Apply reads again and writes.
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	k.FailNext(iptablesfake.OpSave, 1)
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrSave)

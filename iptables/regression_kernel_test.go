@@ -35,9 +35,9 @@ func TestKernelForeignRuleQuotingOurHashSurvives(t *testing.T) {
 		}
 		_, before := dump(t, ns, f, "filter")
 		tbl := kernelTable(t, f, ns, nil)
-		require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom(f.net(1))}))
+		require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom(f.net(1))}))
 		kernelApply(t, tbl)
-		require.NoError(t, tbl.InsertRules("INPUT", nil))
+		require.NoError(t, tbl.InsertRules("test", "INPUT", nil))
 		kernelApply(t, tbl)
 		tbl.QueueResync()
 		kernelApply(t, tbl)
@@ -100,12 +100,12 @@ func TestKernelRefusalsAreIsolated(t *testing.T) {
 			netfilter.Chain{Name: "np-jump", Rules: []netfilter.Rule{acceptFrom(f.net(3)), {Action: netfilter.Jump("KUBE-MISSING")}}},
 			netfilter.Chain{Name: "np-lim", Rules: []netfilter.Rule{limited}},
 		))
-		require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-good"), jump("np-set")}))
-		require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("np-jump"), acceptFrom(f.net(4))}))
+		require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-good"), jump("np-set")}))
+		require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("np-jump"), acceptFrom(f.net(4))}))
 		// --limit-iface-in in a chain OUTPUT reaches: the legacy kernel
 		// refuses it when the table is committed, naming no line (nft
 		// checks the option only in a built-in chain, and takes it).
-		require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{jump("np-lim")}))
+		require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{jump("np-lim")}))
 		refused := map[string]error{"np-set": iptables.ErrRefused, "np-jump": iptables.ErrRefused}
 		if f.b == iptables.BackendLegacy {
 			refused["OUTPUT"] = iptables.ErrRefused
@@ -178,7 +178,7 @@ func TestKernelChangingAnAppendedRuleKeepsCounters(t *testing.T) {
 			return netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface("lo")}, Action: netfilter.SetMaskedMark(m, m)}
 		}
 		rules := []netfilter.Rule{mark(1), mark(2), mark(4), mark(8)}
-		require.NoError(t, tbl.AppendRules("INPUT", rules))
+		require.NoError(t, tbl.AppendRules("test", "INPUT", rules))
 		kernelApply(t, tbl)
 		require.NoError(t, ns.Ping(context.Background(), lo))
 		before := settledCounters(t, ns, f, "INPUT")
@@ -188,7 +188,7 @@ func TestKernelChangingAnAppendedRuleKeepsCounters(t *testing.T) {
 		}
 
 		rules[0] = mark(16)
-		require.NoError(t, tbl.AppendRules("INPUT", rules))
+		require.NoError(t, tbl.AppendRules("test", "INPUT", rules))
 		kernelApply(t, tbl)
 		after := counters(t, ns, f, "INPUT")
 		require.Len(t, after, 5)
@@ -210,7 +210,7 @@ func TestKernelNamespace(t *testing.T) {
 		Kernel: iptables.OpenKernelForTest(t, ns), PostWriteRecheck: []time.Duration{},
 	})
 	require.NoError(t, err)
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	kernelApply(t, tbl)
 	f := flavour{b: iptables.BackendNFT, v: ipfamily.IPv4}
 	_, rules := dump(t, ns, f, "filter")
@@ -287,7 +287,7 @@ func TestKernelDependenciesCheckedAtPlan(t *testing.T) {
 		matchSet := func(set string) netfilter.Rule {
 			return netfilter.Rule{Matches: []netfilter.Match{netfilter.SourceIPSet(set)}, Action: netfilter.Accept()}
 		}
-		require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom(f.net(1))}))
+		require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom(f.net(1))}))
 		kernelApply(t, tbl)
 
 		// All declared after the read.
@@ -297,9 +297,9 @@ func TestKernelDependenciesCheckedAtPlan(t *testing.T) {
 			netfilter.Chain{Name: "np-fam", Rules: []netfilter.Rule{matchSet("np-other")}},
 			netfilter.Chain{Name: "np-goto", Rules: []netfilter.Rule{{Action: netfilter.Goto("KUBE-X")}}},
 		))
-		require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-good"), jump("np-set"), jump("np-fam"), jump("np-goto")}))
-		require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("KUBE-Y")}))
-		require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom(f.net(4))}))
+		require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-good"), jump("np-set"), jump("np-fam"), jump("np-goto")}))
+		require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("KUBE-Y")}))
+		require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom(f.net(4))}))
 		before := tbl.Stats()
 		_, err := tbl.Apply(ctx)
 		held := map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "np-goto": iptables.ErrRefused, "FORWARD": iptables.ErrRefused}

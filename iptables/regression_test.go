@@ -45,12 +45,12 @@ func TestForeignRuleQuotingOurHashSurvives(t *testing.T) {
 			opts := fakeOpts(ns)
 			opts.Backend = b
 			tbl := newTable(t, opts)
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 			apply(t, tbl)
 			got := k.Rules(b, v, "filter", "INPUT")
 			require.Len(t, got, 5)
 			assert.Equal(t, foreign, got[1:], "the foreign rules are untouched")
-			require.NoError(t, tbl.InsertRules("INPUT", nil))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", nil))
 			apply(t, tbl)
 			tbl.QueueResync()
 			k.ResetCalls()
@@ -79,7 +79,7 @@ func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
 			clk := opts.Clock.(*clock.Fake)
 			tbl := newTable(t, opts)
 			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 			apply(t, tbl)
 			foreign := []string{"-A", "OUTPUT", "-m", "comment", "--comment", "x -j ACCEPT", "-j", "np-a"}
 			require.NoError(t, k.Exec(b, v, foreign...))
@@ -87,7 +87,7 @@ func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
 			// Unwanted now: flushed and kept; the rest of the table is
 			// written.
 			require.NoError(t, tbl.RemoveChains("np-a"))
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
 			tbl.QueueResync()
 			res, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
@@ -125,7 +125,7 @@ func TestRefusedObjectIsLeftOut(t *testing.T) {
 		netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
 		netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{acceptFrom("10.65.0.0/16"), acceptFrom("10.66.0.0/16")}},
 	))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("np-b")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a"), jump("np-b")}))
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.66.0.0/16"})
 
 	res, err := tbl.Apply(context.Background())
@@ -174,12 +174,12 @@ func TestRefusedHookKeepsItsKernelRules(t *testing.T) {
 	ns, k := newFake()
 	b, v := iptables.BackendNFT, ipfamily.IPv4
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 	before := k.ListRules(b, v, "filter", "FORWARD")
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.9.0.0/16"})
-	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.9.0.0/16"), acceptFrom("10.1.0.0/16")}))
-	require.NoError(t, tbl.AppendRules("INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.9.0.0/16"), acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.AppendRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
 	_, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"FORWARD": iptables.ErrRefused})
 	assert.Equal(t, before, k.ListRules(b, v, "filter", "FORWARD"))
@@ -205,7 +205,7 @@ func TestCommitTimeRefusalIsFoundByHalving(t *testing.T) {
 				require.NoError(t, tbl.SetChains(netfilter.Chain{Name: name, Rules: []netfilter.Rule{acceptFrom(fmt.Sprintf("10.%d.0.0/16", i))}}))
 				jumps = append(jumps, jump(name))
 			}
-			require.NoError(t, tbl.InsertRules("INPUT", jumps))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", jumps))
 			k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.11.0.0/16", AtCommit: true})
 			_, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-c11": iptables.ErrRefused})
@@ -243,8 +243,8 @@ func TestJumpToMissingChainIsIsolated(t *testing.T) {
 				netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"), jump("KUBE-MISSING")}},
 				netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}},
 			))
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("np-b")}))
-			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{{Action: netfilter.Jump("KUBE-ALSO-MISSING")}}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a"), jump("np-b")}))
+			require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{{Action: netfilter.Jump("KUBE-ALSO-MISSING")}}))
 			_, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
 			assert.Len(t, k.Rules(b, v, "filter", "np-b"), 1)
@@ -274,8 +274,8 @@ func TestForeignChainGoneBeforeWriteIsIsolated(t *testing.T) {
 			opts := fakeOpts(ns)
 			opts.Backend = b
 			tbl := newTable(t, opts)
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("KUBE-X")}))
-			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("KUBE-X")}))
+			require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 			k.OnCall(func(c iptablesfake.Call) {
 				if c.Op == iptablesfake.OpRestore {
 					k.OnCall(nil)
@@ -313,10 +313,10 @@ func TestDeclarationRefusesWhatTheTableKnows(t *testing.T) {
 			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.ActionMasquerade{}}}})
 		}, []error{netfilter.ErrInvalidRule}, "MASQUERADE is allowed only in the nat table, not in filter, in rule 1 of chain np-a"},
 		{"masquerade in nat PREROUTING", "nat", func(tbl *iptables.Table) error {
-			return tbl.AppendRules("PREROUTING", []netfilter.Rule{{Action: netfilter.ActionMasquerade{}}})
+			return tbl.AppendRules("test", "PREROUTING", []netfilter.Rule{{Action: netfilter.ActionMasquerade{}}})
 		}, []error{netfilter.ErrInvalidRule}, "MASQUERADE is not allowed in PREROUTING (only in POSTROUTING)"},
 		{"dnat in POSTROUTING", "nat", func(tbl *iptables.Table) error {
-			return tbl.InsertRules("POSTROUTING", []netfilter.Rule{{Matches: []netfilter.Match{tcp}, Action: netfilter.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}})
+			return tbl.InsertRules("test", "POSTROUTING", []netfilter.Rule{{Matches: []netfilter.Match{tcp}, Action: netfilter.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}})
 		}, []error{netfilter.ErrInvalidRule}, "DNAT is not allowed in POSTROUTING"},
 		{"snat in an owned chain of mangle", "mangle", func(tbl *iptables.Table) error {
 			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.ActionSNAT{To: netip.MustParseAddr("10.0.0.1")}}}})
@@ -325,16 +325,16 @@ func TestDeclarationRefusesWhatTheTableKnows(t *testing.T) {
 			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Reject(netfilter.RejectPortUnreachable)}}})
 		}, []error{netfilter.ErrInvalidRule}, "REJECT is allowed only in the filter table"},
 		{"notrack in filter", "filter", func(tbl *iptables.Table) error {
-			return tbl.InsertRules("OUTPUT", []netfilter.Rule{{Action: netfilter.NoTrack()}})
+			return tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{{Action: netfilter.NoTrack()}})
 		}, []error{netfilter.ErrInvalidRule}, "CT --notrack is allowed only in the raw table"},
 		{"-i in OUTPUT", "filter", func(tbl *iptables.Table) error {
-			return tbl.InsertRules("OUTPUT", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.InInterface("eth0")}, Action: netfilter.Drop()}})
+			return tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.InInterface("eth0")}, Action: netfilter.Drop()}})
 		}, []error{netfilter.ErrInvalidRule}, "input interface criterion (-i) is not allowed in OUTPUT"},
 		{"-o in PREROUTING", "raw", func(tbl *iptables.Table) error {
-			return tbl.AppendRules("PREROUTING", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.OutInterface("eth0")}, Action: netfilter.Drop()}})
+			return tbl.AppendRules("test", "PREROUTING", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.OutInterface("eth0")}, Action: netfilter.Drop()}})
 		}, []error{netfilter.ErrInvalidRule}, "(-o) is not allowed in PREROUTING"},
 		{"limit-iface-in in OUTPUT", "filter", func(tbl *iptables.Table) error {
-			return tbl.AppendRules("OUTPUT", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.MatchAddrType{Types: netfilter.AddrTypeLocal, Dir: netfilter.Dst, LimitIfaceIn: true}}, Action: netfilter.Drop()}})
+			return tbl.AppendRules("test", "OUTPUT", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.MatchAddrType{Types: netfilter.AddrTypeLocal, Dir: netfilter.Dst, LimitIfaceIn: true}}, Action: netfilter.Drop()}})
 		}, []error{netfilter.ErrInvalidRule}, "--limit-iface-in is not allowed in OUTPUT"},
 	}
 	for _, tc := range tests {
@@ -358,8 +358,8 @@ func TestDeclarationRefusesWhatTheTableKnows(t *testing.T) {
 	opts := fakeOpts(ns)
 	opts.Table = "nat"
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.AppendRules("POSTROUTING", []netfilter.Rule{{Action: netfilter.ActionMasquerade{}}}))
-	require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{{Matches: []netfilter.Match{tcp}, Action: netfilter.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}}))
+	require.NoError(t, tbl.AppendRules("test", "POSTROUTING", []netfilter.Rule{{Action: netfilter.ActionMasquerade{}}}))
+	require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{{Matches: []netfilter.Match{tcp}, Action: netfilter.DNAT(netip.MustParseAddrPort("10.0.0.1:80"))}}))
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Matches: []netfilter.Match{netfilter.InInterface("eth0")}, Action: netfilter.ActionMasquerade{}}}}))
 	apply(t, tbl)
 }
@@ -384,12 +384,12 @@ func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
 					set = tbl.AppendRules
 				}
 				rules := []netfilter.Rule{r(0), r(1), r(2), r(3), r(4)}
-				require.NoError(t, set("FORWARD", rules))
+				require.NoError(t, set("test", "FORWARD", rules))
 				apply(t, tbl)
 				before := k.ListRules(b, v, "filter", "FORWARD")
 
 				rules[changed] = r(9)
-				require.NoError(t, set("FORWARD", rules))
+				require.NoError(t, set("test", "FORWARD", rules))
 				apply(t, tbl)
 				after := k.ListRules(b, v, "filter", "FORWARD")
 				require.Len(t, after, 6)
@@ -424,7 +424,7 @@ func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
 func TestHostBitsAreRefused(t *testing.T) {
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
-	err := tbl.InsertRules("INPUT", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.DestNet(netip.MustParsePrefix("10.0.0.1/24"))}, Action: netfilter.Accept()}})
+	err := tbl.InsertRules("test", "INPUT", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.DestNet(netip.MustParsePrefix("10.0.0.1/24"))}, Action: netfilter.Accept()}})
 	require.ErrorIs(t, err, netfilter.ErrInvalidRule)
 	require.ErrorIs(t, err, ipfamily.ErrHostBits)
 	assert.Contains(t, err.Error(), "10.0.0.1/24 (the network is 10.0.0.0/24)")
@@ -469,9 +469,9 @@ func TestErrorTexts(t *testing.T) {
 		{"chain name too long", tbl.SetChains(netfilter.Chain{Name: "np-" + strings.Repeat("x", 30)}), []error{netfilter.ErrInvalidChainName}},
 		{"chain given twice", tbl.SetChains(netfilter.Chain{Name: "np-a"}, netfilter.Chain{Name: "np-a"}), []error{iptables.ErrDuplicateChain}},
 		{"remove a foreign chain", tbl.RemoveChains("np-a", "INPUT"), []error{iptables.ErrNotOwned}},
-		{"rules in a chain of another table", tbl.InsertRules("PREROUTING", nil), []error{iptables.ErrNotBuiltin}},
-		{"rules in an owned chain", tbl.AppendRules("np-a", nil), []error{iptables.ErrNotBuiltin}},
-		{"bad hook rule", tbl.AppendRules("INPUT", rule(netfilter.InInterface("a/b"))), []error{netfilter.ErrInvalidRule}},
+		{"rules in a chain of another table", tbl.InsertRules("test", "PREROUTING", nil), []error{iptables.ErrNotBuiltin}},
+		{"rules in an owned chain", tbl.AppendRules("test", "np-a", nil), []error{iptables.ErrNotBuiltin}},
+		{"bad hook rule", tbl.AppendRules("test", "INPUT", rule(netfilter.InInterface("a/b"))), []error{netfilter.ErrInvalidRule}},
 		{"unknown table", badOpts(func(o *iptables.Options) { o.Table = "bogus" }), []error{iptables.ErrInvalidOptions}},
 		{"bad chain prefix", badOpts(func(o *iptables.Options) { o.ChainPrefix = "n p" }), []error{iptables.ErrInvalidOptions, netfilter.ErrInvalidChainName}},
 		{"bad hash prefix", badOpts(func(o *iptables.Options) { o.HashPrefix = `x"` }), []error{iptables.ErrInvalidOptions}},
@@ -500,7 +500,7 @@ func TestErrorTexts(t *testing.T) {
 func TestOptionsKernel(t *testing.T) {
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	apply(t, tbl)
 	assert.Equal(t, 2, ns.Calls(kernelfake.OpRun), "the save and the restore ran through the Kernel's runner")
 	assert.Equal(t, 1, k.Count(iptablesfake.OpSave))
@@ -531,7 +531,7 @@ func TestPartialErrorContract(t *testing.T) {
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.66.0.0/16")}, ForceProgramming: true}))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.66.0.0/16"})
 	res, err := tbl.Apply(context.Background())
 	require.True(t, errors.Is(err, dataplane.ErrPartial))
@@ -611,8 +611,8 @@ func TestMissingForeignChainWrittenOnResync(t *testing.T) {
 			opts.Backend = b
 			tbl := newTable(t, opts)
 			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Goto("KUBE-X")}}}))
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("KUBE-Y")}))
-			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a"), jump("KUBE-Y")}))
+			require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 			_, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
 			assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
@@ -647,15 +647,15 @@ func TestJumpDeclaredAfterReadIsChecked(t *testing.T) {
 			opts := fakeOpts(ns)
 			opts.Backend = b
 			tbl := newTable(t, opts)
-			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+			require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 			apply(t, tbl)
 
 			// Declared after the read: a goto in an owned chain and a jump
 			// in a built-in one to chains the table lacks, and a change
 			// elsewhere.
 			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Goto("KUBE-X")}}}))
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a"), jump("KUBE-Y")}))
-			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a"), jump("KUBE-Y")}))
+			require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 			before := tbl.Stats()
 			_, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
@@ -669,7 +669,7 @@ func TestJumpDeclaredAfterReadIsChecked(t *testing.T) {
 			// Another agent creates a chain after the read; a jump to it
 			// declared now is written at once.
 			require.NoError(t, k.Exec(b, v, "-N", "KUBE-Z"))
-			require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("KUBE-Z")}))
+			require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("KUBE-Z")}))
 			_, err = tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
 			assert.Equal(t, []string{"-j KUBE-Z"}, stripped(k.Rules(b, v, "filter", "FORWARD")))
@@ -714,8 +714,8 @@ func TestSetMatchCheckedAtPlan(t *testing.T) {
 					netfilter.Chain{Name: "np-set", Rules: []netfilter.Rule{acceptFrom(net), matchSet("np-s")}},
 					netfilter.Chain{Name: "np-fam", Rules: []netfilter.Rule{matchSet("np-other")}},
 				))
-				require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-good"), jump("np-set"), jump("np-fam")}))
-				require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{matchSet("np-s")}))
+				require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-good"), jump("np-set"), jump("np-fam")}))
+				require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{matchSet("np-s")}))
 				_, err := tbl.Apply(context.Background())
 				requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
 				assert.Contains(t, err.Error(), "np-set: change refused by the kernel: it matches set np-s, which the kernel does not have")
@@ -730,7 +730,7 @@ func TestSetMatchCheckedAtPlan(t *testing.T) {
 				// A set created after the listing, matched by a rule
 				// declared now: listed again, and written.
 				require.NoError(t, sets.Exec("create", "np-new", "hash:net", "family", family))
-				require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{matchSet("np-new")}))
+				require.NoError(t, tbl.AppendRules("test", "FORWARD", []netfilter.Rule{matchSet("np-new")}))
 				_, err = tbl.Apply(context.Background())
 				requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
 				assert.Len(t, k.Rules(b, v, "filter", "FORWARD"), 1)
@@ -771,14 +771,14 @@ func TestSetListingFailureLeavesTheRestoreToJudge(t *testing.T) {
 		netfilter.Chain{Name: "np-set", Rules: []netfilter.Rule{matchSet}},
 		netfilter.Chain{Name: "np-good", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
 	))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-set"), jump("np-good")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-set"), jump("np-good")}))
 	_, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused})
 	assert.Contains(t, err.Error(), "Set np-s doesn't exist.")
 	assert.Len(t, k.Rules(b, v, "filter", "np-good"), 1)
 	assert.Equal(t, 2, ipsetRuns, "once per read: the first, and the re-read after the refusal")
 
-	require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{matchSet}))
+	require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{matchSet}))
 	_, err = tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
 	assert.Equal(t, 3, ipsetRuns, "once more, for the re-read after the second refusal")

@@ -78,9 +78,9 @@ func TestGoldenRestoreInput(t *testing.T) {
 				netfilter.Chain{Name: "np-old", Rules: []netfilter.Rule{acceptFrom("10.9.0.0/16")}},
 				netfilter.Chain{Name: "np-unused", Rules: []netfilter.Rule{acceptFrom("10.8.0.0/16")}},
 			))
-			require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("np-fw")}))
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-old")}))
-			require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{{Action: netfilter.Drop(), Comments: []string{"default deny"}}}))
+			require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("np-fw")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-old")}))
+			require.NoError(t, tbl.AppendRules("test", "FORWARD", []netfilter.Rule{{Action: netfilter.Drop(), Comments: []string{"default deny"}}}))
 		}},
 		{"change-one-rule", func() {
 			changed := append([]netfilter.Rule(nil), pods...)
@@ -90,14 +90,14 @@ func TestGoldenRestoreInput(t *testing.T) {
 		{"shrink-grow-rehook-remove", func() {
 			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-pods", Rules: pods[:1]}))
 			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{established, web, jump("np-pods"), acceptFrom("10.7.0.0/16")}}))
-			require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.6.0.0/16"), jump("np-fw")}))
-			require.NoError(t, tbl.InsertRules("INPUT", nil))
+			require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.6.0.0/16"), jump("np-fw")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", nil))
 			require.NoError(t, tbl.RemoveChains("np-old"))
 		}},
 		{"remove-everything", func() {
 			require.NoError(t, tbl.RemoveChains("np-fw", "np-pods", "np-unused"))
-			require.NoError(t, tbl.InsertRules("FORWARD", nil))
-			require.NoError(t, tbl.AppendRules("FORWARD", nil))
+			require.NoError(t, tbl.InsertRules("test", "FORWARD", nil))
+			require.NoError(t, tbl.AppendRules("test", "FORWARD", nil))
 		}},
 	}
 	for _, step := range steps {

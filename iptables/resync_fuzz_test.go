@@ -47,7 +47,7 @@ func FuzzResyncWritesNothing(f *testing.F) {
 		opts.Family, opts.Table = v, table
 		tbl := newTable(t, opts)
 		chainErr := tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{r, r}, ForceProgramming: true})
-		hookErr := tbl.AppendRules(hook, []netfilter.Rule{r, {Action: netfilter.Accept()}})
+		hookErr := tbl.AppendRules("test", hook, []netfilter.Rule{r, {Action: netfilter.Accept()}})
 		if chainErr != nil && hookErr != nil {
 			return
 		}
@@ -63,7 +63,7 @@ func FuzzResyncWritesNothing(f *testing.F) {
 		_, _ = tbl.Apply(ctx)
 		require.Equal(t, restores, k.Count(iptablesfake.OpRestore), "a resync wrote:\n%s", lastRestore(k))
 
-		require.NoError(t, tbl.AppendRules(hook, nil))
+		require.NoError(t, tbl.AppendRules("test", hook, nil))
 		require.NoError(t, tbl.RemoveChains("np-a"))
 		apply(t, tbl)
 		require.Empty(t, k.Rules(opts.Backend, v, table, string(hook)))

@@ -57,7 +57,7 @@ func TestKernelGoldenRulesResyncWritesNothing(t *testing.T) {
 					require.NoError(t, err)
 					var owned []string
 					for chain, rules := range cases[table] {
-						require.NoError(t, tbl.AppendRules(netfilter.Hook(chain), rules), "%s %s", table, chain)
+						require.NoError(t, tbl.AppendRules("test", netfilter.Hook(chain), rules), "%s %s", table, chain)
 						name := "np-" + strings.ToLower(chain)
 						owned = append(owned, name)
 						require.NoError(t, tbl.SetChains(netfilter.Chain{Name: name, Rules: rules, ForceProgramming: true}), "%s %s", table, chain)
@@ -72,7 +72,7 @@ func TestKernelGoldenRulesResyncWritesNothing(t *testing.T) {
 					assert.Zero(t, tbl.Stats().Saves, "%s: every rule read in process", table)
 
 					for chain := range cases[table] {
-						require.NoError(t, tbl.AppendRules(netfilter.Hook(chain), nil))
+						require.NoError(t, tbl.AppendRules("test", netfilter.Hook(chain), nil))
 					}
 					require.NoError(t, tbl.RemoveChains(owned...))
 					tbl.QueueResync()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/nfcore"
 	"github.com/nodeplane/nodeplane/internal/objfail"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -64,7 +65,10 @@ type Table struct {
 	mu      sync.Mutex
 	desired map[string]*desiredChain
 	hooks   map[string]*hookRules
-	dirty   bool
+	// owners are the rules each owner declared at the hooks; hooks holds
+	// their rendered concatenation.
+	owners nfcore.HookRules
+	dirty  bool
 	// unhashed are the lists declared since the last Apply, whose hashes
 	// the next Apply computes (while iptables-save runs, when it reads).
 	unhashed []unhashedList
@@ -286,27 +290,34 @@ func (t *Table) RemoveChains(names ...string) error {
 	return nil
 }
 
-// InsertRules sets our rules at the top of the built-in chain hook of the
-// table (such as FORWARD in filter), before every foreign rule, replacing
-// those set before; nil or empty removes them. Foreign rules of the chain
-// are never touched, wherever they are. A rule the table or chain does
-// not allow is refused here (see SetChains).
-func (t *Table) InsertRules(hook netfilter.Hook, rules []netfilter.Rule) error {
-	return t.setHook(string(hook), rules, false)
+// InsertRules sets owner's rules at the top of the built-in chain hook of
+// the table (such as FORWARD in filter), before every foreign rule,
+// replacing those owner set there before; nil or empty removes them.
+// Several owners share a hook: their rules stand in the order of the
+// owners' names, and one owner's call leaves the others' rules in place.
+// Foreign rules of the chain are never touched, wherever they are. A rule
+// the table or chain does not allow, or an invalid owner, is refused here
+// (see SetChains) and nothing changes.
+func (t *Table) InsertRules(owner string, hook netfilter.Hook, rules []netfilter.Rule) error {
+	return t.setHook(owner, string(hook), rules, false)
 }
 
-// AppendRules sets our rules at the bottom of the built-in chain hook,
-// after every foreign rule, replacing those set before; nil or empty
-// removes them. A chain can hold both groups: InsertRules ones at its top,
-// AppendRules ones at its bottom. Changing one rule of a group rewrites
-// only that rule; the others keep their place and their packet counters.
-func (t *Table) AppendRules(hook netfilter.Hook, rules []netfilter.Rule) error {
-	return t.setHook(string(hook), rules, true)
+// AppendRules sets owner's rules at the bottom of the built-in chain hook,
+// after every foreign rule, replacing those owner set there before; nil or
+// empty removes them. Owners share a hook as with InsertRules. A chain can
+// hold both groups: InsertRules ones at its top, AppendRules ones at its
+// bottom. Changing one rule of a group rewrites only that rule; the others
+// keep their place and their packet counters.
+func (t *Table) AppendRules(owner string, hook netfilter.Hook, rules []netfilter.Rule) error {
+	return t.setHook(owner, string(hook), rules, true)
 }
 
-func (t *Table) setHook(chain string, rules []netfilter.Rule, appendGroup bool) error {
+func (t *Table) setHook(owner, chain string, rules []netfilter.Rule, appendGroup bool) error {
 	if !t.builtin[chain] {
 		return fmt.Errorf("%w: %q is not one of %s's built-in chains %v", ErrNotBuiltin, chain, t.opts.Table, tableChains[t.opts.Table])
+	}
+	if err := nfcore.ValidateOwner(owner); err != nil {
+		return fmt.Errorf("iptables: %w", err)
 	}
 	salt := saltInsert
 	if appendGroup {
@@ -316,9 +327,21 @@ func (t *Table) setHook(chain string, rules []netfilter.Rule, appendGroup bool) 
 	defer putScratch(sc)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, err := sc.renderList(chain, placement{table: t.opts.Table, chain: chain}, rules, t.opts.Family); err != nil {
+	at := placement{table: t.opts.Table, chain: chain}
+	// Rendered alone first, so that an error names the rule by its place
+	// in rules.
+	i, err := sc.renderList(chain, at, rules, t.opts.Family)
+	if err != nil {
 		return err
 	}
+	if group := t.owners.With(netfilter.Hook(chain), appendGroup, owner, rules); len(group) != len(rules) {
+		// Other owners have rules here: the group is rendered whole.
+		sc.resetLists()
+		if i, err = sc.renderList(chain, at, group, t.opts.Family); err != nil {
+			return err
+		}
+	}
+	t.owners.Set(netfilter.Hook(chain), appendGroup, owner, rules)
 	h := t.hooks[chain]
 	if h == nil {
 		h = &hookRules{}
@@ -328,10 +351,10 @@ func (t *Table) setHook(chain string, rules []netfilter.Rule, appendGroup bool) 
 	if appendGroup {
 		cur = &h.append
 	}
-	if sc.same(0, cur) {
+	if sc.same(i, cur) {
 		return nil
 	}
-	l := sc.list(0)
+	l := sc.list(i)
 	if !slices.Equal(cur.targets, l.targets) {
 		t.structChanged = true
 	}

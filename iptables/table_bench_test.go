@@ -48,7 +48,7 @@ func BenchmarkDeclare(b *testing.B) {
 		if err := tbl.SetChains(chains...); err != nil {
 			b.Fatal(err)
 		}
-		if err := tbl.InsertRules("FORWARD", jumps); err != nil {
+		if err := tbl.InsertRules("test", "FORWARD", jumps); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -62,14 +62,14 @@ func BenchmarkAdopt(b *testing.B) {
 	opts := iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns, PostWriteRecheck: []time.Duration{}}
 	first, _ := iptables.New(opts)
 	_ = first.SetChains(chains...)
-	_ = first.InsertRules("FORWARD", jumps)
+	_ = first.InsertRules("test", "FORWARD", jumps)
 	if _, err := first.Apply(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
 		tbl, _ := iptables.New(opts)
 		_ = tbl.SetChains(chains...)
-		_ = tbl.InsertRules("FORWARD", jumps)
+		_ = tbl.InsertRules("test", "FORWARD", jumps)
 		if _, err := tbl.Apply(context.Background()); err != nil {
 			b.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func BenchmarkInitialApply(b *testing.B) {
 	for b.Loop() {
 		tbl, _ := iptables.New(opts)
 		_ = tbl.SetChains(chains...)
-		_ = tbl.InsertRules("FORWARD", jumps)
+		_ = tbl.InsertRules("test", "FORWARD", jumps)
 		if _, err := tbl.Apply(context.Background()); err != nil {
 			b.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func inSyncTable(b *testing.B, n int) (*iptables.Table, []netfilter.Chain, []net
 	if err := tbl.SetChains(chains...); err != nil {
 		b.Fatal(err)
 	}
-	if err := tbl.InsertRules("FORWARD", jumps); err != nil {
+	if err := tbl.InsertRules("test", "FORWARD", jumps); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := tbl.Apply(context.Background()); err != nil {
@@ -165,7 +165,7 @@ func BenchmarkRedeclareUnchanged(b *testing.B) {
 		if err := tbl.SetChains(chains...); err != nil {
 			b.Fatal(err)
 		}
-		if err := tbl.InsertRules("FORWARD", jumps); err != nil {
+		if err := tbl.InsertRules("test", "FORWARD", jumps); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := tbl.Apply(context.Background()); err != nil {

@@ -114,8 +114,8 @@ func declareSample(t *testing.T, tbl *iptables.Table, f flavour, variant int) {
 		netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{rule(1), rule(2 + variant), {Action: netfilter.Jump("np-pods")}}},
 		netfilter.Chain{Name: "np-pods", Rules: []netfilter.Rule{rule(3), {Matches: []netfilter.Match{netfilter.InInterface("veth+")}, Action: netfilter.Return()}}},
 	))
-	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{{Action: netfilter.Jump("np-fw")}}))
-	require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.OutInterface("eth9")}, Action: netfilter.Drop()}}))
+	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{{Action: netfilter.Jump("np-fw")}}))
+	require.NoError(t, tbl.AppendRules("test", "FORWARD", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.OutInterface("eth9")}, Action: netfilter.Drop()}}))
 }
 
 func kernelApply(t *testing.T, tbl *iptables.Table) {
@@ -288,7 +288,7 @@ func TestKernelFailedRestoreConverges(t *testing.T) {
 		declareSample(t, tbl, f, 0)
 		kernelApply(t, tbl)
 		// Unhooking deletes our FORWARD rule by its text — which is gone.
-		require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{{Action: netfilter.Jump("np-pods")}}))
+		require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{{Action: netfilter.Jump("np-pods")}}))
 		kernelApply(t, tbl)
 		st := tbl.Stats()
 		assert.Equal(t, 1, st.RestoreErrors, "the first attempt failed in the kernel")
@@ -372,7 +372,7 @@ func TestKernelPacketsFollowRules(t *testing.T) {
 		counted := netfilter.Rule{Matches: []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateEstablished)}, Action: netfilter.Accept()}
 		tbl := kernelTable(t, f, pod.NS, nil)
 		require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-in", Rules: []netfilter.Rule{counted, tcpTo(port, netfilter.Accept())}}))
-		require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{{Action: netfilter.Jump("np-in")}}))
+		require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{{Action: netfilter.Jump("np-in")}}))
 		kernelApply(t, tbl)
 		kerneltest.Require(t, dial)
 		before := settledCounters(t, pod.NS, f, "np-in")
@@ -395,7 +395,7 @@ func TestKernelPacketsFollowRules(t *testing.T) {
 		kerneltest.Require(t, dial)
 
 		// Dropping the pod's replies in its OUTPUT chain stops it too.
-		require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{{
+		require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{{
 			Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP), netfilter.SourcePorts(netfilter.Port(port))},
 			Action:  netfilter.Drop(),
 		}}))
@@ -454,8 +454,8 @@ func TestKernelRereadReplacesOurRules(t *testing.T) {
 		tbl := kernelTable(t, f, ns, nil)
 		declareSample(t, tbl, f, 0)
 		kernelApply(t, tbl)
-		require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.InInterface("eth7")}, Action: netfilter.Jump("np-fw")}}))
-		require.NoError(t, tbl.AppendRules("FORWARD", nil))
+		require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{{Matches: []netfilter.Match{netfilter.InInterface("eth7")}, Action: netfilter.Jump("np-fw")}}))
+		require.NoError(t, tbl.AppendRules("test", "FORWARD", nil))
 		tbl.QueueResync()
 		kernelApply(t, tbl)
 		_, rules := dump(t, ns, f, "filter")

@@ -144,7 +144,7 @@ func TestProgramsOnlyReferencedChains(t *testing.T) {
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, ipfamily.IPv4, "filter"),
 		"only the forced chain is programmed while nothing jumps to the others")
 
-	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("np-top")}))
+	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("np-top")}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-a", "np-forced", "np-top"}, k.Chains(iptables.BackendNFT, ipfamily.IPv4, "filter"))
 	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")))
@@ -154,7 +154,7 @@ func TestProgramsOnlyReferencedChains(t *testing.T) {
 	assert.Equal(t, 4, st.Rules)
 
 	// Unhooking removes the chains again, jump first.
-	require.NoError(t, tbl.InsertRules("FORWARD", nil))
+	require.NoError(t, tbl.InsertRules("test", "FORWARD", nil))
 	apply(t, tbl)
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, ipfamily.IPv4, "filter"))
 	assert.Empty(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD"))
@@ -181,7 +181,7 @@ func TestNoopApplyRunsNothing(t *testing.T) {
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a")}))
 	apply(t, tbl)
 	require.Equal(t, 1, k.Count(iptablesfake.OpRestore))
 	calls := k.Count(iptablesfake.OpAny)
@@ -189,7 +189,7 @@ func TestNoopApplyRunsNothing(t *testing.T) {
 	apply(t, tbl)
 	// Setting the same content again is not a change either.
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a")}))
 	apply(t, tbl)
 	assert.Equal(t, calls, k.Count(iptablesfake.OpAny), "a no-op Apply runs no binary at all")
 
@@ -216,11 +216,11 @@ func TestRestartAdoptsWithoutWriting(t *testing.T) {
 				))
 				hook := []netfilter.Rule{jump("np-fw")}
 				if group == "insert" {
-					require.NoError(t, tbl.InsertRules("FORWARD", hook))
+					require.NoError(t, tbl.InsertRules("test", "FORWARD", hook))
 				} else {
 					hook = append(hook, netfilter.Rule{Action: netfilter.Drop()})
 				}
-				require.NoError(t, tbl.AppendRules("FORWARD", hook))
+				require.NoError(t, tbl.AppendRules("test", "FORWARD", hook))
 			}
 			opts := fakeOpts(ns)
 			first := newTable(t, opts)
@@ -305,11 +305,11 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 			// declare sets our rules: inserted, or appended before the DROP.
 			declare := func(rules ...netfilter.Rule) {
 				if tc.group == "insert" {
-					require.NoError(t, tbl.InsertRules("FORWARD", rules))
-					require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{{Action: netfilter.Drop()}}))
+					require.NoError(t, tbl.InsertRules("test", "FORWARD", rules))
+					require.NoError(t, tbl.AppendRules("test", "FORWARD", []netfilter.Rule{{Action: netfilter.Drop()}}))
 					return
 				}
-				require.NoError(t, tbl.AppendRules("FORWARD", append(rules, netfilter.Rule{Action: netfilter.Drop()})))
+				require.NoError(t, tbl.AppendRules("test", "FORWARD", append(rules, netfilter.Rule{Action: netfilter.Drop()})))
 			}
 			declare(jump("np-fw"))
 			apply(t, tbl)
@@ -350,8 +350,8 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 			assert.Subset(t, foreign(), before)
 
 			// Removing all of ours leaves exactly the foreign rules.
-			require.NoError(t, tbl.InsertRules("FORWARD", nil))
-			require.NoError(t, tbl.AppendRules("FORWARD", nil))
+			require.NoError(t, tbl.InsertRules("test", "FORWARD", nil))
+			require.NoError(t, tbl.AppendRules("test", "FORWARD", nil))
 			apply(t, tbl)
 			assert.Equal(t, []string{"-s 192.0.2.3/32 -j ACCEPT", "-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-s 192.0.2.4/32 -j ACCEPT"},
 				k.Rules(b, v, "filter", "FORWARD"))
@@ -368,7 +368,7 @@ func TestRemovesLeftoverChainsAndRules(t *testing.T) {
 		netfilter.Chain{Name: "np-old", Rules: []netfilter.Rule{jump("np-old2")}},
 		netfilter.Chain{Name: "np-old2", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
 	))
-	require.NoError(t, old.InsertRules("INPUT", []netfilter.Rule{jump("np-old")}))
+	require.NoError(t, old.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-old")}))
 	apply(t, old)
 	require.NoError(t, k.Exec(b, v, "-N", "KUBE-FOO"))
 	require.NoError(t, k.Exec(b, v, "-A", "KUBE-FOO", "-j", "ACCEPT"))
@@ -376,7 +376,7 @@ func TestRemovesLeftoverChainsAndRules(t *testing.T) {
 
 	tbl := newTable(t, fakeOpts(ns))
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-new", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}}))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-new")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-new")}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO", "np-new"}, k.Chains(b, v, "filter"))
 	assert.Equal(t, []string{"-j np-new", "-j KUBE-FOO"}, stripped(k.Rules(b, v, "filter", "INPUT")))
@@ -463,7 +463,7 @@ func TestDriftRepairedOnResync(t *testing.T) {
 	opts.Clock = clk
 	tbl := newTable(t, opts)
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}}))
-	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{jump("np-a")}))
+	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("np-a")}))
 	res := apply(t, tbl)
 	assert.Zero(t, res.RetryAfter, "no periodic refresh of its own")
 	want := k.Save(b, v, "filter")
@@ -511,7 +511,7 @@ func TestPostWriteRechecksCatchAClobber(t *testing.T) {
 	opts.Clock = clk
 	opts.PostWriteRecheck = []time.Duration{time.Second, 10 * time.Second}
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	res := apply(t, tbl)
 	assert.Equal(t, time.Second, res.RetryAfter, "first recheck soon after the write")
 
@@ -552,7 +552,7 @@ func TestPostWriteRechecksCatchAClobber(t *testing.T) {
 func TestWholeRestoreFailureIsReturned(t *testing.T) {
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	k.FailNext(iptablesfake.OpRestore, 1)
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrRestore)
@@ -577,7 +577,7 @@ func TestWholeRestoreFailureIsReturned(t *testing.T) {
 func TestSaveFailure(t *testing.T) {
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	k.FailNext(iptablesfake.OpSave, 1)
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrSave)
@@ -589,7 +589,7 @@ func TestSaveFailure(t *testing.T) {
 func TestApplyStopsWhenContextEnds(t *testing.T) {
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 	ctx, cancel := context.WithCancel(context.Background())
 	k.OnCall(func(c iptablesfake.Call) {
 		if c.Op == iptablesfake.OpRestore {
@@ -604,12 +604,12 @@ func TestConcurrentWriterBetweenSaveAndRestore(t *testing.T) {
 	ns, k := newFake()
 	b, v := iptables.BackendNFT, ipfamily.IPv4
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 
 	// Between our save and our restore another agent deletes one of our
 	// rules (our delete-by-text fails) and inserts its own at the top.
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
 	tbl.QueueResync()
 	k.OnCall(func(c iptablesfake.Call) {
 		if c.Op == iptablesfake.OpRestore {
@@ -627,7 +627,7 @@ func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
 	ns, k := newFake()
 	b, v := iptables.BackendNFT, ipfamily.IPv4
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 	// Someone re-appends a copy of our first rule (as restore --noflush of
 	// an old dump would).
@@ -646,9 +646,9 @@ func TestInsertAndAppendSwitch(t *testing.T) {
 	ns, k := newFake()
 	b, v := iptables.BackendNFT, ipfamily.IPv4
 	require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP"))
-	declare := func(set func(*iptables.Table, netfilter.Hook, []netfilter.Rule) error) {
+	declare := func(set func(*iptables.Table, string, netfilter.Hook, []netfilter.Rule) error) {
 		tbl := newTable(t, fakeOpts(ns))
-		require.NoError(t, set(tbl, "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+		require.NoError(t, set(tbl, "test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 		apply(t, tbl)
 	}
 	declare((*iptables.Table).InsertRules)
@@ -699,11 +699,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"duplicate chain", func() error { return tbl.SetChains(good, good) }, iptables.ErrDuplicateChain},
 		{"remove chain without prefix", func() error { return tbl.RemoveChains("np-a", "INPUT") }, iptables.ErrNotOwned},
 		{"hook on a chain of another table", func() error {
-			return tbl.InsertRules("PREROUTING", []netfilter.Rule{acceptFrom("10.0.0.0/8")})
+			return tbl.InsertRules("test", "PREROUTING", []netfilter.Rule{acceptFrom("10.0.0.0/8")})
 		}, iptables.ErrNotBuiltin},
-		{"hook on an owned chain", func() error { return tbl.AppendRules("np-a", []netfilter.Rule{acceptFrom("10.0.0.0/8")}) }, iptables.ErrNotBuiltin},
+		{"hook on an owned chain", func() error { return tbl.AppendRules("test", "np-a", []netfilter.Rule{acceptFrom("10.0.0.0/8")}) }, iptables.ErrNotBuiltin},
 		{"bad hook rule", func() error {
-			return tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), {}})
+			return tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), {}})
 		}, netfilter.ErrInvalidRule},
 	}
 	for _, tc := range tests {
@@ -742,8 +742,8 @@ func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
 			ns, k := newFake()
 			tbl := newTable(t, fakeOpts(ns))
 			require.NoError(t, tbl.SetChains(tc.chains...))
-			require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("np-a")}))
-			require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a")}))
+			require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 			res, err := tbl.Apply(context.Background())
 			requireObjects(t, err, tc.held)
 			assert.Zero(t, res.RetryAfter, "no retry of its own: only a new declaration helps")
@@ -771,8 +771,8 @@ func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
 	// A hook that jumps to an undeclared chain is held back the same way.
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), jump("np-missing")}))
-	require.NoError(t, tbl.InsertRules("OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8"), jump("np-missing")}))
+	require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	_, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"INPUT": iptables.ErrUnknownChain})
 	assert.Empty(t, k.Rules(b, v, "filter", "INPUT"))
@@ -785,7 +785,7 @@ func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
 	apply(t, tbl)
 	// Foreign chains may be jumped to; the kernel checks they exist.
 	require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{jump("KUBE-X")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("KUBE-X")}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"-j KUBE-X"}, stripped(k.Rules(b, v, "filter", "INPUT")))
 }
@@ -813,7 +813,7 @@ func TestTablesAreIndependent(t *testing.T) {
 				opts.Backend, opts.Family, opts.Table = b, v, name
 				tbl := newTable(t, opts)
 				chain := firstHook[name]
-				require.NoError(t, tbl.InsertRules(chain, []netfilter.Rule{{Action: netfilter.Return()}}))
+				require.NoError(t, tbl.InsertRules("test", chain, []netfilter.Rule{{Action: netfilter.Return()}}))
 				tables = append(tables, tbl)
 			}
 		}
@@ -855,7 +855,7 @@ func TestLockTimeoutArgument(t *testing.T) {
 		opts := fakeOpts(ns)
 		opts.LockTimeout = tc.timeout
 		tbl := newTable(t, opts)
-		require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+		require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 		apply(t, tbl)
 		calls := k.Calls()
 		assert.Equal(t, tc.want, calls[len(calls)-1].Args)
@@ -874,8 +874,8 @@ func TestCustomHashPrefix(t *testing.T) {
 		return newTable(t, opts)
 	}
 	a, c := mk("aa-", "aa_x"), mk("cc-", "")
-	require.NoError(t, a.AppendRules("FORWARD", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
-	require.NoError(t, c.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, a.AppendRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
+	require.NoError(t, c.InsertRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	apply(t, a)
 	apply(t, c)
 	rules := k.Rules(b, v, "filter", "FORWARD")
@@ -895,11 +895,11 @@ func TestIPv6Table(t *testing.T) {
 	opts := fakeOpts(ns)
 	opts.Family = ipfamily.IPv6
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("2001:db8::/32")}))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("2001:db8::/32")}))
 	apply(t, tbl)
 	assert.Equal(t, []string{"-s 2001:db8::/32 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, ipfamily.IPv6, "filter", "INPUT")))
 	assert.Empty(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"))
-	require.ErrorIs(t, tbl.InsertRules("INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}), netfilter.ErrWrongFamily)
+	require.ErrorIs(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}), netfilter.ErrWrongFamily)
 }
 
 func TestUnknownRunnerErrorIsWrapped(t *testing.T) {
@@ -937,15 +937,15 @@ func TestBuiltinChainEditsKeepUnchangedRules(t *testing.T) {
 			ns, k := newFake()
 			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 			tbl := newTable(t, fakeOpts(ns))
-			require.NoError(t, tbl.InsertRules("FORWARD", tc.before))
-			require.NoError(t, tbl.AppendRules("FORWARD", tc.backBefore))
+			require.NoError(t, tbl.InsertRules("test", "FORWARD", tc.before))
+			require.NoError(t, tbl.AppendRules("test", "FORWARD", tc.backBefore))
 			apply(t, tbl)
 			before := map[uint64]bool{}
 			for _, r := range k.ListRules(b, v, "filter", "FORWARD") {
 				before[r.Serial] = true
 			}
-			require.NoError(t, tbl.InsertRules("FORWARD", tc.after))
-			require.NoError(t, tbl.AppendRules("FORWARD", tc.backAfter))
+			require.NoError(t, tbl.InsertRules("test", "FORWARD", tc.after))
+			require.NoError(t, tbl.AppendRules("test", "FORWARD", tc.backAfter))
 			apply(t, tbl)
 			created := 0
 			for _, r := range k.ListRules(b, v, "filter", "FORWARD") {
@@ -983,8 +983,8 @@ func TestBuiltinChainRepairsStrayRules(t *testing.T) {
 	b, v := iptables.BackendNFT, ipfamily.IPv4
 	ns, k := newFake()
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules("FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
-	require.NoError(t, tbl.AppendRules("FORWARD", []netfilter.Rule{acceptFrom("10.3.0.0/16"), acceptFrom("10.4.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.AppendRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.3.0.0/16"), acceptFrom("10.4.0.0/16")}))
 	apply(t, tbl)
 	want := k.Rules(b, v, "filter", "FORWARD")
 
@@ -993,7 +993,7 @@ func TestBuiltinChainRepairsStrayRules(t *testing.T) {
 	// foreign rule between our front rules.
 	ns2, k2 := newFake()
 	old := newTable(t, fakeOpts(ns2))
-	require.NoError(t, old.AppendRules("FORWARD", []netfilter.Rule{acceptFrom("10.9.0.0/16")}))
+	require.NoError(t, old.AppendRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.9.0.0/16")}))
 	apply(t, old)
 	stale := k2.Rules(b, v, "filter", "FORWARD")[0]
 	require.NoError(t, k.Restore(b, v, "*filter\n-I FORWARD 2 -j ACCEPT\n-I FORWARD 4 "+stale+"\n-A FORWARD "+stale+"\nCOMMIT\n", true))

@@ -54,8 +54,8 @@
 //	m, _ := masquerade.New(masquerade.Options{Family: ipfamily.IPv4, Sets: sets, Table: nat, Chain: "npm-masq"})
 //
 // and register the Manager, sets and nat with the loop as above.
-// Table.InsertRules and AppendRules replace what was set before at a hook,
-// so give the Manager a Table of its own, or JumpNone when it shares one;
+// The jump is declared as the rules of owner Options.Chain, so managers
+// that share the Table (floatingips, serviceloop) keep each other's jumps;
 // two Tables that both insert at the top of POSTROUTING keep moving in front
 // of each other, so give at most one of them JumpInsert.
 //

@@ -45,9 +45,8 @@ type Options struct {
 	// Table is the family's nat table (an *iptables.Table of the "nat"
 	// table, or any other netfilter.Table writer of source NAT); the
 	// Manager declares Chain there and, unless Jump is JumpNone, its jump
-	// from POSTROUTING. Table.InsertRules and AppendRules replace what was
-	// set before at a hook: give the Manager a Table of its own (its own
-	// chain prefix), or use JumpNone when the Table is shared.
+	// from POSTROUTING, as the rules of owner Chain: managers that share
+	// the Table keep each other's jumps.
 	Table netfilter.Table
 	// Chain is the Manager's chain; it must carry the Table's chain prefix
 	// (such as "np-masq" for a Table owning "np-").
@@ -229,7 +228,7 @@ func (m *Manager) declare() error {
 	if err := m.o.Table.SetChains(netfilter.Chain{Name: m.o.Chain, Rules: m.Rules()}); err != nil {
 		return err
 	}
-	if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump),
+	if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump), m.o.Chain,
 		managerutil.HookJump{Hook: netfilter.HookPostrouting, Chain: m.o.Chain}); err != nil {
 		return err
 	}

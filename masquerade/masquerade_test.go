@@ -211,7 +211,7 @@ func TestJumpPlacementAndNoRandomFully(t *testing.T) {
 	assert.Empty(t, r2.rules("POSTROUTING"))
 	assert.Nil(t, r2.rules("npm-masq"))
 	require.NoError(t, r2.nat.SetChains(netfilter.Chain{Name: "npm-post", Rules: []netfilter.Rule{{Action: netfilter.Jump("npm-masq")}}}))
-	require.NoError(t, r2.nat.InsertRules(netfilter.HookPostrouting, []netfilter.Rule{{Action: netfilter.Jump("npm-post")}}))
+	require.NoError(t, r2.nat.InsertRules("test", netfilter.HookPostrouting, []netfilter.Rule{{Action: netfilter.Jump("npm-post")}}))
 	require.NoError(t, r2.pass())
 	assert.Len(t, r2.rules("npm-masq"), 1)
 	assert.Equal(t, r2.m.Rule().Action, netfilter.ActionMasquerade{RandomFully: true})

@@ -53,7 +53,7 @@
 //		if err != nil {
 //			return err
 //		}
-//		return m.tbl.InsertRules(netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
+//		return m.tbl.InsertRules("np", netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
 //	}
 //
 // *iptables.Table implements Table today (iptables.New picks the iptables

@@ -26,7 +26,7 @@ func allowWeb(tbl netfilter.Table, from netip.Prefix) error {
 	if err != nil {
 		return err
 	}
-	return tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump("np-web")}})
+	return tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump("np-web")}})
 }
 
 // A manager takes a netfilter.Table; here the backend is an iptables

@@ -90,10 +90,15 @@ type Table interface {
 	// RemoveChains forgets owned chains: the next Apply deletes them once
 	// nothing of ours jumps to them. Names not declared are ignored.
 	RemoveChains(names ...string) error
-	// InsertRules sets our rules at the top of hook, before everyone
-	// else's, replacing those set before; nil removes them.
-	InsertRules(hook Hook, rules []Rule) error
-	// AppendRules sets our rules at the bottom of hook, after everyone
-	// else's, replacing those set before; nil removes them.
-	AppendRules(hook Hook, rules []Rule) error
+	// InsertRules sets owner's rules at the top of hook, before everyone
+	// else's, replacing those owner set there before; nil removes them.
+	// Several owners (managers sharing the Table) keep their rules at one
+	// hook side by side, in the order of their names, and one owner's
+	// call never changes another's. An owner is 1 to 64 bytes of
+	// printable UTF-8 without spaces.
+	InsertRules(owner string, hook Hook, rules []Rule) error
+	// AppendRules sets owner's rules at the bottom of hook, after
+	// everyone else's, replacing those owner set there before; nil
+	// removes them. Owners are kept apart as by InsertRules.
+	AppendRules(owner string, hook Hook, rules []Rule) error
 }

@@ -34,7 +34,7 @@ func TestJumpToRefusedChainHeldAtPlanTime(t *testing.T) {
 	})
 	require.NoError(t, tbl.SetSets(nftables.Set{Name: "svc", Key: svcKey, Verdict: true}))
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-b", ForceProgramming: true, Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.VerdictMap("svc", netfilter.Dst, netfilter.Dst)}}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.VerdictMap("svc", netfilter.Dst, netfilter.Dst)}}))
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	errs := tbl.Stats().TransactionErrors

@@ -87,7 +87,7 @@ func services(tbl *nftables.Table, from, n int) error {
 	if err := tbl.SetChains(chains...); err != nil {
 		return err
 	}
-	return tbl.InsertRules(netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("service-ips", netfilter.Dst, netfilter.Dst)}})
+	return tbl.InsertRules("test", netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("service-ips", netfilter.Dst, netfilter.Dst)}})
 }
 
 func natTable(b *testing.B) *nftables.Table {
@@ -167,7 +167,7 @@ func BenchmarkChangeEndpoints(b *testing.B) {
 	if err := tbl.SetChains(chains...); err != nil {
 		b.Fatal(err)
 	}
-	if err := tbl.InsertRules(netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("service-ips", netfilter.Dst, netfilter.Dst)}}); err != nil {
+	if err := tbl.InsertRules("test", netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("service-ips", netfilter.Dst, netfilter.Dst)}}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := tbl.Apply(context.Background()); err != nil {

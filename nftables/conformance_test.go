@@ -199,10 +199,10 @@ func confDeclare(tbl *Table, c confVariant) error {
 	}
 	insert, appendRules := c.hooks()
 	for _, h := range c.role.Hooks() {
-		if err := tbl.InsertRules(h, insert[h]); err != nil {
+		if err := tbl.InsertRules("test", h, insert[h]); err != nil {
 			return err
 		}
-		if err := tbl.AppendRules(h, appendRules[h]); err != nil {
+		if err := tbl.AppendRules("test", h, appendRules[h]); err != nil {
 			return err
 		}
 	}
@@ -258,10 +258,10 @@ var confSubject = drivertest.Subject[*Table, confVariant]{
 	Declare: confDeclare,
 	Withdraw: func(tbl *Table, c confVariant) error {
 		for _, h := range c.role.Hooks() {
-			if err := tbl.InsertRules(h, nil); err != nil {
+			if err := tbl.InsertRules("test", h, nil); err != nil {
 				return err
 			}
-			if err := tbl.AppendRules(h, nil); err != nil {
+			if err := tbl.AppendRules("test", h, nil); err != nil {
 				return err
 			}
 		}
@@ -393,10 +393,10 @@ var confSubject = drivertest.Subject[*Table, confVariant]{
 			return tbl.SetChains(nf.Chain{Name: "np-x", Rules: []nf.Rule{{Matches: []nf.Match{nf.SourceIPSet("np-none")}, Action: nf.Accept()}}})
 		}},
 		{Name: "masquerade in filter", Declare: func(tbl *Table, _ confVariant) error {
-			return tbl.InsertRules(nf.HookForward, []nf.Rule{{Action: nf.Masquerade()}})
+			return tbl.InsertRules("test", nf.HookForward, []nf.Rule{{Action: nf.Masquerade()}})
 		}},
 		{Name: "hook of another role", Declare: func(tbl *Table, _ confVariant) error {
-			return tbl.InsertRules(nf.HookPrerouting, []nf.Rule{{Action: nf.Accept()}})
+			return tbl.InsertRules("test", nf.HookPrerouting, []nf.Rule{{Action: nf.Accept()}})
 		}},
 		{Name: "set name too long", Declare: func(tbl *Table, _ confVariant) error {
 			return tbl.SetSets(Set{Name: strings.Repeat("s", 40), Key: []KeyType{TypeAddr}})

@@ -37,11 +37,11 @@ func TestRefusedChainDeletionRetriedAfterResync(t *testing.T) {
 			require.NoError(t, tbl.SetChains(
 				netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
 				netfilter.Chain{Name: "np-b", ForceProgramming: true, Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}}))
-			require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("np-a")}))
+			require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("np-a")}))
 			apply(t, tbl)
 
 			require.NoError(t, ns.Admin().AddJumpRule(v4, "np", "np-b", "np-a", "foreign"))
-			require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
+			require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
 			require.NoError(t, tbl.RemoveChains("np-a"))
 			_, err := tbl.Apply(context.Background())
 			require.ErrorIs(t, err, dataplane.ErrPartial)
@@ -80,12 +80,12 @@ func TestKernelRefusedChainDeletionRetriedAfterResync(t *testing.T) {
 				require.NoError(t, tbl.SetChains(
 					netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{from("10.0.0.0/8", "fd00::/8")}},
 					netfilter.Chain{Name: "np-b", ForceProgramming: true, Rules: []netfilter.Rule{from("10.1.0.0/16", "fd01::/16")}}))
-				require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("np-a")}))
+				require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("np-a")}))
 				apply(t, tbl)
 
 				fam := familyName(f)
 				e.nft(t, "add", "rule", fam, "np", "np-b", "jump", "np-a", "comment", "foreign")
-				require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{from("10.2.0.0/16", "fd02::/16")}))
+				require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{from("10.2.0.0/16", "fd02::/16")}))
 				require.NoError(t, tbl.RemoveChains("np-a"))
 				_, err := tbl.Apply(context.Background())
 				require.ErrorIs(t, err, dataplane.ErrPartial)

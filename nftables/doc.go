@@ -77,7 +77,7 @@
 //			Verdict: netfilter.Goto("svc-web")}}})
 //	err = tbl.SetChains(netfilter.Chain{Name: "svc-web", Rules: []netfilter.Rule{{
 //		Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP)}, Action: netfilter.DNAT(backend)}}})
-//	err = tbl.InsertRules(netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("services", netfilter.Dst, netfilter.Dst)}})
+//	err = tbl.InsertRules("np", netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("services", netfilter.Dst, netfilter.Dst)}})
 //	res, err := tbl.Apply(ctx) // res.RetryAfter: when to call Apply again
 //
 // What the Table can tell on its own is refused when declared, with an

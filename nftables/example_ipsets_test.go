@@ -32,7 +32,7 @@ func ExampleNewIPSets() {
 		panic(err)
 	}
 	name, _ := sets.KernelName("allowed")
-	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet(name)}, Action: netfilter.Accept()}})
+	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet(name)}, Action: netfilter.Accept()}})
 	// In a dataplane.Loop, register both: the loop applies them in order.
 	_, _ = sets.Apply(context.Background())
 	_, _ = tbl.Apply(context.Background())
@@ -62,7 +62,7 @@ func ExampleIPSets_RemoveSet() {
 	defer tbl.Close()
 	sets, _ := nftables.NewIPSets(tbl, nftables.IPSetsOptions{})
 	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "hosts", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))})
-	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("hosts")}, Action: netfilter.Accept()}})
+	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("hosts")}, Action: netfilter.Accept()}})
 	pass := func() error {
 		// A pass of a dataplane.Loop, managers done: sets, table, deletions.
 		_, err1 := sets.Apply(context.Background())
@@ -78,7 +78,7 @@ func ExampleIPSets_RemoveSet() {
 	fmt.Println(sets.Names(), ns.Sets(nftablesfake.IPv4, "np-filter"), errors.Is(err, dataplane.ErrPartial), errors.Is(err, ipsets.ErrSetInUse))
 
 	// The rule goes: so does the set, in the same transaction.
-	_ = tbl.InsertRules(netfilter.HookInput, nil)
+	_ = tbl.InsertRules("test", netfilter.HookInput, nil)
 	err = pass()
 	fmt.Println(ns.Sets(nftablesfake.IPv4, "np-filter"), err)
 	// Output:

@@ -45,7 +45,7 @@ func ExampleTable_Apply() {
 		Matches: []netfilter.Match{netfilter.SourceNet(netip.MustParsePrefix("10.0.0.0/8"))},
 		Action:  netfilter.Accept(),
 	}}})
-	_ = tbl.InsertRules(netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
+	_ = tbl.InsertRules("test", netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
 	if _, err := tbl.Apply(context.Background()); err != nil {
 		panic(err)
 	}
@@ -89,7 +89,7 @@ func ExampleTable_SetSets() {
 		Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP)},
 		Action:  netfilter.DNAT(netip.MustParseAddrPort("10.244.1.5:8080")),
 	}}})
-	_ = tbl.InsertRules(netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("services", netfilter.Dst, netfilter.Dst)}})
+	_ = tbl.InsertRules("test", netfilter.HookPrerouting, []netfilter.Rule{{Action: netfilter.VerdictMap("services", netfilter.Dst, netfilter.Dst)}})
 	if _, err := tbl.Apply(context.Background()); err != nil {
 		panic(err)
 	}
@@ -104,7 +104,7 @@ func ExampleTable_AddElements() {
 	defer tbl.Close()
 	_ = tbl.SetSets(nftables.Set{Name: "allowed", Key: []nftables.KeyType{nftables.TypeAddr}, Interval: true,
 		Elements: []nftables.Element{nftables.Elem(nftables.Prefix(netip.MustParsePrefix("10.0.0.0/8")))}})
-	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("allowed")}, Action: netfilter.Accept()}})
+	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("allowed")}, Action: netfilter.Accept()}})
 	_, _ = tbl.Apply(context.Background())
 
 	// One more range: one request.
@@ -132,7 +132,7 @@ func ExamplePartialError() {
 		netfilter.Chain{Name: "np-bad", Rules: []netfilter.Rule{{Action: netfilter.Accept()}}},
 		netfilter.Chain{Name: "np-good", Rules: []netfilter.Rule{{Action: netfilter.Accept()}}},
 	)
-	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump("np-bad")}, {Action: netfilter.Jump("np-good")}})
+	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump("np-bad")}, {Action: netfilter.Jump("np-good")}})
 	res, err := tbl.Apply(context.Background())
 	var pe *nftables.PartialError
 	if errors.As(err, &pe) {
@@ -155,7 +155,7 @@ func ExampleTable_QueueResync() {
 	ns := nftablesfake.New()
 	tbl, _ := nftables.New(nftables.Options{Name: "np-filter", Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: ns, PostWriteRecheck: []time.Duration{}})
 	defer tbl.Close()
-	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept()}})
+	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept()}})
 	_, _ = tbl.Apply(context.Background())
 
 	// Someone deletes our rule; a resync reads the table and repairs it.
@@ -180,7 +180,7 @@ func ExampleTable_Counters() {
 	ns := nftablesfake.New() // the fake counts no packets
 	tbl, _ := nftables.New(nftables.Options{Name: "np-filter", Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: ns, Counters: true})
 	defer tbl.Close()
-	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept()}})
+	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept()}})
 	_, _ = tbl.Apply(context.Background())
 	counters, err := tbl.Counters(context.Background())
 	if err != nil {
@@ -194,7 +194,7 @@ func ExampleTable_Counters() {
 func ExampleRemoveTable() {
 	ns := nftablesfake.New()
 	tbl, _ := nftables.New(nftables.Options{Name: "np-filter", Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: ns})
-	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept()}})
+	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept()}})
 	_, _ = tbl.Apply(context.Background())
 	_ = tbl.Close()
 
@@ -209,7 +209,7 @@ func ExampleRemoveIPTablesLeftovers() {
 	ns := kernelfake.New(kernelfake.Options{}) // its Runner serves the iptables binaries
 	ipt, _ := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns})
 	_ = ipt.SetChains(netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{{Action: netfilter.Accept()}}})
-	_ = ipt.InsertRules(netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
+	_ = ipt.InsertRules("test", netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
 	_, _ = ipt.Apply(context.Background())
 
 	// The agent moves to package nftables: what its iptables Tables left

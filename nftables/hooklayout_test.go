@@ -28,8 +28,8 @@ func TestInsertAndAppendShareOneBaseChain(t *testing.T) {
 	ns := nftablesfake.New()
 	tbl := newTable(t, fakeOpts(ns))
 	drop := netfilter.Rule{Matches: []netfilter.Match{src("10.0.0.0/8")}, Action: netfilter.Drop()}
-	require.NoError(t, tbl.AppendRules(netfilter.HookInput, []netfilter.Rule{drop}))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
+	require.NoError(t, tbl.AppendRules("test", netfilter.HookInput, []netfilter.Rule{drop}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
 	require.NoError(t, tbl.SetPolicy(netfilter.HookInput, nftables.PolicyDrop))
 	apply(t, tbl)
 	chains := ns.Chains(v4, "np")
@@ -44,15 +44,15 @@ func TestInsertAndAppendShareOneBaseChain(t *testing.T) {
 	h := handles(ns, v4, "np", "INPUT")
 
 	// Changing one group rewrites only its rules; the other keeps its place.
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 	assert.Equal(t, []uint64{h[0], h[2]}, handles(ns, v4, "np", "INPUT"))
-	require.NoError(t, tbl.AppendRules(netfilter.HookInput, nil))
+	require.NoError(t, tbl.AppendRules("test", netfilter.HookInput, nil))
 	apply(t, tbl)
 	assert.Equal(t, []uint64{h[0]}, handles(ns, v4, "np", "INPUT"))
 
 	// The same rule in both groups is two rules.
-	require.NoError(t, tbl.AppendRules(netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.AppendRules("test", netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
 	assert.Len(t, handles(ns, v4, "np", "INPUT"), 2)
 	n, err := nftables.PendingAfterRead(tbl)
@@ -80,8 +80,8 @@ func TestOldTwoChainLayoutMigratedInOneTransaction(t *testing.T) {
 	ns := nftablesfake.New()
 	oldLayout(t, ns)
 	tbl := newTable(t, fakeOpts(ns))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
-	require.NoError(t, tbl.AppendRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Drop()}}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.AppendRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Drop()}}))
 	ns.ResetCounts()
 	apply(t, tbl)
 	tx, committed, _, _ := ns.Counts()
@@ -90,8 +90,8 @@ func TestOldTwoChainLayoutMigratedInOneTransaction(t *testing.T) {
 	assert.Equal(t, []string{"INPUT"}, chainNames(ns, v4, "np"))
 
 	restarted := newTable(t, fakeOpts(ns))
-	require.NoError(t, restarted.InsertRules(netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
-	require.NoError(t, restarted.AppendRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Drop()}}))
+	require.NoError(t, restarted.InsertRules("test", netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, restarted.AppendRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Drop()}}))
 	ns.ResetCounts()
 	apply(t, restarted)
 	tx, _, _, _ = ns.Counts()
@@ -111,7 +111,7 @@ func TestOldLayoutKeptWhileNewBaseChainRefused(t *testing.T) {
 	})
 	opts := fakeOpts(ns)
 	tbl := newTable(t, opts)
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, nftables.ErrRefused)
 	assert.ElementsMatch(t, []string{"INPUT-insert", "INPUT-append"}, chainNames(ns, v4, "np"))
@@ -168,8 +168,8 @@ func TestKernelOldTwoChainLayoutMigrated(t *testing.T) {
 			declare := func(tbl *nftables.Table) {
 				dport := netfilter.DestPorts(netfilter.Port(9999))
 				tcp := netfilter.Protocol(netfilter.ProtoTCP)
-				require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{tcp, dport}, Action: netfilter.Accept()}}))
-				require.NoError(t, tbl.AppendRules(netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{tcp, dport}, Action: netfilter.Drop()}}))
+				require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{tcp, dport}, Action: netfilter.Accept()}}))
+				require.NoError(t, tbl.AppendRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{tcp, dport}, Action: netfilter.Drop()}}))
 			}
 			tbl := newTable(t, kopts(e, f))
 			declare(tbl)

@@ -120,7 +120,7 @@ func TestKernelIPSetsMatchPackets(t *testing.T) {
 		require.NoError(t, err)
 		return k
 	}
-	require.NoError(t, tbl.InsertRules(netfilter.HookOutput, []netfilter.Rule{
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookOutput, []netfilter.Rule{
 		{Matches: []netfilter.Match{netfilter.DestIPSet(kn("blocked"))}, Action: netfilter.Drop()},
 		{Matches: []netfilter.Match{netfilter.IPSet(kn("svcs"), netfilter.Dst, netfilter.Dst)}, Action: netfilter.Accept()},
 		{Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP), netfilter.DestIPSet(kn("ports"))}, Action: netfilter.Accept()},
@@ -173,7 +173,7 @@ func TestKernelIPSetsMatchPackets(t *testing.T) {
 	_, err := managertest.Pass(ctx, nil, sets, tbl)
 	require.True(t, errors.Is(err, ipsets.ErrSetInUse), "%v", err)
 	assert.Contains(t, e.nft(t, "list", "sets", "ip"), "np4-blocked", "still used")
-	require.NoError(t, tbl.InsertRules(netfilter.HookOutput, nil))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookOutput, nil))
 	pass()
 	assert.NotContains(t, e.nft(t, "list", "sets", "ip"), "np4-blocked")
 	require.NoError(t, reach(open))

@@ -104,7 +104,7 @@ func TestIPSetsTypes(t *testing.T) {
 				{Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP), netfilter.DestIPSet(name("ports"))}, Action: netfilter.Accept()},
 			}}
 			require.NoError(t, tbl.SetChains(fw))
-			require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("fw")}))
+			require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("fw")}))
 			_, err := managertest.Pass(context.Background(), nil, sets, tbl)
 			require.NoError(t, err)
 
@@ -159,7 +159,7 @@ func TestIPSetsTypes(t *testing.T) {
 				require.NoError(t, sets2.AddOrReplaceSet(meta, members))
 			}
 			require.NoError(t, again.SetChains(fw))
-			require.NoError(t, again.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("fw")}))
+			require.NoError(t, again.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("fw")}))
 			_, err = managertest.Pass(context.Background(), nil, sets2, again)
 			require.NoError(t, err)
 			tx, _, _, _ := ns.Counts()
@@ -191,7 +191,7 @@ func TestIPSetsMemberChangesWriteOnlyThem(t *testing.T) {
 		members = append(members, ipsets.IPMember(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})))
 	}
 	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "many", Type: ipsets.HashIP}, members))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("many")}, Action: netfilter.Accept()}}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("many")}, Action: netfilter.Accept()}}))
 	apply(t, tbl)
 	require.Len(t, ns.Elements(v4, "np", "many"), 1000)
 
@@ -241,7 +241,7 @@ func TestIPSetsRemoveSetWaitsForTheRules(t *testing.T) {
 	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "unused", Type: ipsets.HashIP}, nil))
 	useIt := netfilter.Chain{Name: "fw", Rules: []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("np4-pools")}, Action: netfilter.Accept()}}}
 	require.NoError(t, tbl.SetChains(useIt))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("fw")}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("fw")}))
 	_, err := managertest.Pass(ctx, nil, sets, tbl)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"np4-pools", "np4-unused"}, ns.Sets(v4, "np"))
@@ -286,7 +286,7 @@ func TestIPSetsRemoveThenRedeclareWhileInUse(t *testing.T) {
 	sets := newIPSets(t, tbl, "")
 	ctx := context.Background()
 	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(addr("10.0.0.1"))}))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("s")}, Action: netfilter.Accept()}}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("s")}, Action: netfilter.Accept()}}))
 	require.NoError(t, sets.RemoveSet("s"))
 	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(addr("10.0.0.2"))}))
 	_, err := managertest.Pass(ctx, nil, sets, tbl)
@@ -302,7 +302,7 @@ func TestIPSetsTypeChangeInUseRefused(t *testing.T) {
 	sets := newIPSets(t, tbl, "")
 	members := []ipsets.Member{ipsets.IPMember(addr("10.0.0.1"))}
 	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashNet}, members))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("s")}, Action: netfilter.Accept()}}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("s")}, Action: netfilter.Accept()}}))
 	apply(t, tbl)
 	err := sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, members)
 	require.ErrorIs(t, err, ipsets.ErrSetInUse)
@@ -315,7 +315,7 @@ func TestIPSetsTypeChangeInUseRefused(t *testing.T) {
 	assert.Zero(t, tx)
 
 	// Unused, it changes: deleted and created anew.
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, nil))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, nil))
 	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, members))
 	apply(t, tbl)
 	assert.Equal(t, []string{"10.0.0.1"}, ns.Elements(v4, "np", "s"))

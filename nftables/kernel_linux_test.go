@@ -107,7 +107,7 @@ func TestKernelSetsAndVerdictMaps(t *testing.T) {
 					{Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP), netfilter.IPSet("ranges", netfilter.Src, netfilter.Dst)}, Action: netfilter.Accept()},
 					{Action: netfilter.VerdictMap("svc", netfilter.Dst, netfilter.Dst)},
 				}}))
-			require.NoError(t, tbl.InsertRules(netfilter.HookForward, []netfilter.Rule{jump("fw")}))
+			require.NoError(t, tbl.InsertRules("test", netfilter.HookForward, []netfilter.Rule{jump("fw")}))
 			apply(t, tbl)
 			out := e.nft(t, "list", "table", familyName(f), "np")
 			want := map[ipfamily.Family][]string{
@@ -377,7 +377,7 @@ func TestKernelBackendSwitchLeavesNothing(t *testing.T) {
 			ipt, err := iptables.New(iptables.Options{Table: "filter", Family: f, Backend: b, ChainPrefix: "np-", Kernel: e.k, PostWriteRecheck: []time.Duration{}})
 			require.NoError(t, err)
 			require.NoError(t, ipt.SetChains(netfilter.Chain{Name: "np-fw2", Rules: []netfilter.Rule{{Action: netfilter.Accept()}}}))
-			require.NoError(t, ipt.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump("np-fw2")}}))
+			require.NoError(t, ipt.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump("np-fw2")}}))
 			_, err = ipt.Apply(ctx)
 			require.NoError(t, err)
 		}
@@ -475,7 +475,7 @@ func TestKernelRefusedObjectsAreIsolated(t *testing.T) {
 		netfilter.Chain{Name: "fine", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"),
 			{Matches: []netfilter.Match{netfilter.Protocol(netfilter.ProtoTCP), netfilter.IPSet("ranges", netfilter.Src, netfilter.Dst)}, Action: netfilter.Accept()}}},
 	))
-	require.NoError(t, tbl.InsertRules(netfilter.HookOutput, []netfilter.Rule{jump("fine"), jump("by-iface")}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookOutput, []netfilter.Rule{jump("fine"), jump("by-iface")}))
 	res, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, dataplane.ErrPartial, "%v", err)
 	var pe *nftables.PartialError

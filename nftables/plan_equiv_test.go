@@ -35,7 +35,7 @@ func (s *equivState) declare(t *testing.T, tbl *nftables.Table) {
 	}
 	require.NoError(t, tbl.SetSets(vm))
 	require.NoError(t, tbl.SetChains(slices.Collect(maps.Values(s.chains))...))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, s.hook))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, s.hook))
 }
 
 // TestIncrementalPlansMatchFullPlans makes random changes of every kind
@@ -76,7 +76,7 @@ func TestIncrementalPlansMatchFullPlans(t *testing.T) {
 					for range rng.IntN(3) {
 						st.hook = append(st.hook, jump(name()))
 					}
-					require.NoError(t, tbl.InsertRules(netfilter.HookInput, st.hook))
+					require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, st.hook))
 				case 4, 5: // a map element goes to a chain
 					i, n := rng.IntN(8), name()
 					st.elems[i] = n

@@ -68,8 +68,8 @@ func (m *propModel) declare(t *testing.T, tbl *nftables.Table) {
 	}
 	require.NoError(t, tbl.SetChains(slices.Collect(maps.Values(m.chains))...))
 	for h, g := range m.hooks {
-		require.NoError(t, tbl.InsertRules(h, g[0]))
-		require.NoError(t, tbl.AppendRules(h, g[1]))
+		require.NoError(t, tbl.InsertRules("test", h, g[0]))
+		require.NoError(t, tbl.AppendRules("test", h, g[1]))
 	}
 	for h, p := range m.policies {
 		require.NoError(t, tbl.SetPolicy(h, p))
@@ -222,9 +222,9 @@ func TestPropertyIncrementalEqualsFull(t *testing.T) {
 					appendGroup := rng.IntN(2)
 					what, valid = fmt.Sprintf("hook %s group %d %v", h, appendGroup, rs), ok
 					if appendGroup == 1 {
-						err = tbl.AppendRules(h, rs)
+						err = tbl.AppendRules("test", h, rs)
 					} else {
-						err = tbl.InsertRules(h, rs)
+						err = tbl.InsertRules("test", h, rs)
 					}
 					if err == nil {
 						g[appendGroup] = rs

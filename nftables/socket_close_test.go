@@ -63,7 +63,7 @@ func TestSocketIsClosedOnce(t *testing.T) {
 	program := func(closeIt bool) {
 		tbl, err := nftables.New(fakeOpts(k))
 		require.NoError(t, err)
-		require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{acceptFrom("10.0.0.1/32")}))
+		require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{acceptFrom("10.0.0.1/32")}))
 		_, err = tbl.Apply(context.Background())
 		require.NoError(t, err)
 		if closeIt {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/nfcore"
 	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/internal/objfail"
 	"github.com/nodeplane/nodeplane/netfilter"
@@ -90,8 +91,8 @@ type Table struct {
 	// named BaseChain).
 	chains map[string]*chainDecl
 	// hookRules are each hook's rules of InsertRules and of AppendRules,
-	// as given: its base chain holds both, in this order.
-	hookRules map[netfilter.Hook][2][]netfilter.Rule
+	// by owner: its base chain holds both groups, in this order.
+	hookRules nfcore.HookRules
 	sets      map[string]*setDecl
 	// vmapTargets counts the verdict-map elements that jump or go to each
 	// chain; mapTargets counts them by map.
@@ -222,7 +223,6 @@ func New(opts Options) (*Table, error) {
 		fam:           nfproto(o.Family),
 		hooks:         map[netfilter.Hook]bool{},
 		chains:        map[string]*chainDecl{},
-		hookRules:     map[netfilter.Hook][2][]netfilter.Rule{},
 		sets:          map[string]*setDecl{},
 		vmapTargets:   map[string]int{},
 		mapTargets:    map[string]map[string]int{},
@@ -480,24 +480,27 @@ func (t *Table) RemoveChains(names ...string) error {
 	return nil
 }
 
-// InsertRules sets our rules at the top of hook's base chain (BaseChain),
-// before those of AppendRules, replacing those set before; nil or empty
-// removes them (and the base chain, when AppendRules set none and the
-// policy is accept). A rule the role or hook does not allow is refused
-// here, and nothing changes. As in iptables' built-in chain, a packet one
-// of them accepts meets none of the rules after it — but it still meets
-// the base chains of later priorities at the hook, of other tables (see
-// the package documentation).
-func (t *Table) InsertRules(hook netfilter.Hook, rules []netfilter.Rule) error {
-	return t.setGroup(hook, rules, false)
+// InsertRules sets owner's rules at the top of hook's base chain
+// (BaseChain), before those of AppendRules, replacing those owner set there
+// before; nil or empty removes them (and the base chain, when no rule is
+// left at the hook and the policy is accept). Several owners share a hook:
+// their rules stand in the order of the owners' names, and one owner's
+// call leaves the others' rules in place. A rule the role or hook does not
+// allow, or an invalid owner, is refused here, and nothing changes. As in
+// iptables' built-in chain, a packet one of them accepts meets none of the
+// rules after it — but it still meets the base chains of later priorities
+// at the hook, of other tables (see the package documentation).
+func (t *Table) InsertRules(owner string, hook netfilter.Hook, rules []netfilter.Rule) error {
+	return t.setGroup(owner, hook, rules, false)
 }
 
-// AppendRules sets our rules at the bottom of hook's base chain, after
-// those of InsertRules, replacing those set before; nil or empty removes
-// them. Changing one rule rewrites only that rule; the others keep their
-// place and their counters.
-func (t *Table) AppendRules(hook netfilter.Hook, rules []netfilter.Rule) error {
-	return t.setGroup(hook, rules, true)
+// AppendRules sets owner's rules at the bottom of hook's base chain, after
+// those of InsertRules, replacing those owner set there before; nil or
+// empty removes them. Owners share a hook as with InsertRules. Changing
+// one rule rewrites only that rule; the others keep their place and their
+// counters.
+func (t *Table) AppendRules(owner string, hook netfilter.Hook, rules []netfilter.Rule) error {
+	return t.setGroup(owner, hook, rules, true)
 }
 
 // SetPolicy sets the policy of hook's base chain: PolicyDrop drops every
@@ -562,11 +565,15 @@ func hookNum(h netfilter.Hook) uint32 {
 	return nfnl.HookPostrouting
 }
 
-// setGroup sets the rules of InsertRules (appendGroup false) or
-// AppendRules at hook: the base chain holds the first, then the second.
-func (t *Table) setGroup(hook netfilter.Hook, rules []netfilter.Rule, appendGroup bool) error {
+// setGroup sets owner's rules of InsertRules (appendGroup false) or
+// AppendRules at hook: the base chain holds the first group, then the
+// second.
+func (t *Table) setGroup(owner string, hook netfilter.Hook, rules []netfilter.Rule, appendGroup bool) error {
 	if err := t.checkHook(hook); err != nil {
 		return err
+	}
+	if err := nfcore.ValidateOwner(owner); err != nil {
+		return fmt.Errorf("nftables: %w", err)
 	}
 	name := BaseChain(hook)
 	at := placement{role: t.opts.Role, hook: hook}
@@ -577,17 +584,17 @@ func (t *Table) setGroup(hook netfilter.Hook, rules []netfilter.Rule, appendGrou
 	if _, err := t.renderRules(name, at, rules); err != nil {
 		return err
 	}
-	g := t.hookRules[hook]
+	var insert, appended []netfilter.Rule
 	if appendGroup {
-		g[1] = slices.Clone(rules)
+		insert, appended = t.hookRules.Group(hook, false), t.hookRules.With(hook, true, owner, rules)
 	} else {
-		g[0] = slices.Clone(rules)
+		insert, appended = t.hookRules.With(hook, false, owner, rules), t.hookRules.Group(hook, true)
 	}
-	rs, err := t.renderRules(name, at, slices.Concat(g[0], g[1]))
+	rs, err := t.renderRules(name, at, slices.Concat(insert, appended))
 	if err != nil {
 		return err
 	}
-	t.hookRules[hook] = g
+	t.hookRules.Set(hook, appendGroup, owner, rules)
 	d := t.chains[name]
 	if d != nil && sameRules(d.rules, rs) {
 		return nil

@@ -40,7 +40,7 @@ func declareBasic(t testing.TB, tbl *nftables.Table) {
 			acceptFrom("172.16.0.0/12"),
 		}},
 	))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("fw")}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("fw")}))
 }
 
 func TestApplyProgramsDeclaredState(t *testing.T) {
@@ -255,7 +255,7 @@ func TestRefusedObjectDoesNotHoldBackTheOthers(t *testing.T) {
 		netfilter.Chain{Name: "bad", Rules: []netfilter.Rule{acceptFrom("10.0.0.1/32")}},
 		netfilter.Chain{Name: "good", Rules: []netfilter.Rule{acceptFrom("10.0.0.2/32")}},
 	))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("bad"), jump("good")}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("bad"), jump("good")}))
 	res, err := tbl.Apply(context.Background())
 	require.Error(t, err)
 	assert.ErrorIs(t, err, dataplane.ErrPartial)
@@ -299,7 +299,7 @@ func TestUnknownChainAndLoopAreObjectErrors(t *testing.T) {
 		netfilter.Chain{Name: "b", Rules: []netfilter.Rule{jump("a")}},
 		netfilter.Chain{Name: "c", Rules: []netfilter.Rule{jump("missing")}},
 	))
-	require.NoError(t, tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{jump("a"), jump("c")}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("a"), jump("c")}))
 	_, err := tbl.Apply(context.Background())
 	assert.ErrorIs(t, err, nftables.ErrChainLoop)
 	assert.ErrorIs(t, err, nftables.ErrUnknownChain)
@@ -368,16 +368,16 @@ func TestBadInputChangesNothing(t *testing.T) {
 			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.VerdictMap("nope", netfilter.Dst)}}})
 		}, []error{nftables.ErrUnknownSet}},
 		{"reject in nat only rules", func() error {
-			return tbl.InsertRules(netfilter.HookPrerouting, nil)
+			return tbl.InsertRules("test", netfilter.HookPrerouting, nil)
 		}, []error{nftables.ErrNoSuchHook}},
 		{"masquerade in filter", func() error {
 			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Masquerade()}}})
 		}, []error{netfilter.ErrInvalidRule}},
 		{"reject at forward of a chain of another hook", func() error {
-			return tbl.InsertRules(netfilter.HookForward, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.InInterface("eth0"), netfilter.OutInterface("eth1")}, Action: netfilter.Reject(0)}})
+			return tbl.InsertRules("test", netfilter.HookForward, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.InInterface("eth0"), netfilter.OutInterface("eth1")}, Action: netfilter.Reject(0)}})
 		}, nil},
 		{"output interface at input", func() error {
-			return tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.OutInterface("eth1")}, Action: netfilter.Accept()}})
+			return tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.OutInterface("eth1")}, Action: netfilter.Accept()}})
 		}, []error{netfilter.ErrInvalidRule}},
 		{"comment too long", func() error {
 			return tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Accept(), Comments: []string{strings.Repeat("c", 120)}}}})
@@ -423,7 +423,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(err.Error(), "nftables: "), err.Error())
 		})
 	}
-	_ = tbl.InsertRules(netfilter.HookForward, nil)
+	_ = tbl.InsertRules("test", netfilter.HookForward, nil)
 	ns.ResetCounts()
 	apply(t, tbl)
 	assert.Empty(t, chainNames(ns, v4, "np"), "nothing bad was declared")

@@ -72,9 +72,8 @@ type Options struct {
 	// Table is the family's filter table (an *iptables.Table of the
 	// "filter" table, or another netfilter.Table writer); the Manager
 	// declares Chain there and, unless Jump is JumpNone, its jump from
-	// FORWARD. Table.InsertRules and AppendRules replace what was set
-	// before at a hook: give the Manager a Table of its own, or use
-	// JumpNone when the Table is shared.
+	// FORWARD, as the rules of owner Chain: managers that share the Table
+	// keep each other's jumps.
 	Table netfilter.Table
 	// Chain is the Manager's chain; it must carry the Table's chain prefix.
 	Chain string
@@ -186,7 +185,7 @@ func (m *Manager) declare() error {
 		m.dirty = false
 	}
 	if !m.jumpDone {
-		if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump),
+		if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump), m.o.Chain,
 			managerutil.HookJump{Hook: netfilter.HookForward, Chain: m.o.Chain}); err != nil {
 			return err
 		}

@@ -145,7 +145,7 @@ func TestJumpNone(t *testing.T) {
 	require.NoError(t, r.pass(svc))
 	assert.Empty(t, r.rules("FORWARD"))
 	assert.Nil(t, r.rules("nps-loop"), "not programmed until something jumps to it")
-	require.NoError(t, r.filter.InsertRules(netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("nps-loop")}}))
+	require.NoError(t, r.filter.InsertRules("test", netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("nps-loop")}}))
 	require.NoError(t, r.pass())
 	assert.Len(t, r.rules("nps-loop"), 1)
 }

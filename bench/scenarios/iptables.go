@@ -155,7 +155,7 @@ func iptProgram(ctx context.Context, o iptables.Options, d iptDecl) (*iptables.T
 	if err := tbl.SetChains(d.chains...); err != nil {
 		return nil, err
 	}
-	if err := tbl.InsertRules(netfilter.HookForward, d.jumps); err != nil {
+	if err := tbl.InsertRules("bench", netfilter.HookForward, d.jumps); err != nil {
 		return nil, err
 	}
 	_, err = tbl.Apply(ctx)
@@ -550,7 +550,7 @@ func iptHeap(b iptables.Backend, n int) harness.Scenario {
 				if err := tbl.SetChains(st.decl.chains...); err != nil {
 					return err
 				}
-				if err := tbl.InsertRules(netfilter.HookForward, st.decl.jumps); err != nil {
+				if err := tbl.InsertRules("bench", netfilter.HookForward, st.decl.jumps); err != nil {
 					return err
 				}
 				if err := tbl.SetChains(iptChanged(n)); err != nil {

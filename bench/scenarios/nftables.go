@@ -144,7 +144,7 @@ func (d nftDecl) declare(tbl *nftables.Table) error {
 		return err
 	}
 	if d.hook != "" {
-		return tbl.InsertRules(d.hook, d.jumps)
+		return tbl.InsertRules("bench", d.hook, d.jumps)
 	}
 	return nil
 }

@@ -78,7 +78,7 @@ func (m *policyManager) CompleteDeferredWork(context.Context) error {
 		return nil
 	}
 	if !m.want.enabled {
-		if err := m.tbl.InsertRules("INPUT", nil); err != nil {
+		if err := m.tbl.InsertRules("test", "INPUT", nil); err != nil {
 			return err
 		}
 		if err := m.tbl.RemoveChains(chainName); err != nil {
@@ -112,7 +112,7 @@ func (m *policyManager) CompleteDeferredWork(context.Context) error {
 	}}); err != nil {
 		return err
 	}
-	if err := m.tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump(chainName)}}); err != nil {
+	if err := m.tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump(chainName)}}); err != nil {
 		return err
 	}
 	if err := m.routes.SetRoutes(routeClass, m.routeIface, []routetable.Target{{CIDR: m.routeCIDR}}); err != nil {

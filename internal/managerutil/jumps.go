@@ -27,11 +27,12 @@ type HookJump struct {
 	Chain string
 }
 
-// DeclareJumps declares on t, for each jump in order, the one rule of ours
-// at its hook, which jumps to its chain: with InsertRules for Insert, with
-// AppendRules for Append; None declares nothing. Either replaces what was
-// declared at the hook before. It stops at the first error.
-func DeclareJumps(t netfilter.Table, p Placement, jumps ...HookJump) error {
+// DeclareJumps declares on t, as owner's rules, the jumps from their hooks
+// to their chains: with InsertRules for Insert, with AppendRules for
+// Append, the jumps of one hook in their order; None declares nothing. It
+// replaces only what owner declared at those hooks before, so managers
+// sharing t keep each other's jumps. It stops at the first error.
+func DeclareJumps(t netfilter.Table, p Placement, owner string, jumps ...HookJump) error {
 	set := t.InsertRules
 	switch p {
 	case None:
@@ -39,8 +40,16 @@ func DeclareJumps(t netfilter.Table, p Placement, jumps ...HookJump) error {
 	case Append:
 		set = t.AppendRules
 	}
+	var hooks []netfilter.Hook
+	byHook := map[netfilter.Hook][]netfilter.Rule{}
 	for _, j := range jumps {
-		if err := set(j.Hook, []netfilter.Rule{{Action: netfilter.Jump(j.Chain)}}); err != nil {
+		if _, ok := byHook[j.Hook]; !ok {
+			hooks = append(hooks, j.Hook)
+		}
+		byHook[j.Hook] = append(byHook[j.Hook], netfilter.Rule{Action: netfilter.Jump(j.Chain)})
+	}
+	for _, h := range hooks {
+		if err := set(owner, h, byHook[h]); err != nil {
 			return err
 		}
 	}

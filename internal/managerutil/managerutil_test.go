@@ -143,7 +143,7 @@ func TestDeclareJumps(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, ns.IPTables().Exec(iptables.BackendNFT, ipfamily.IPv4, "-t", "nat", "-A", "OUTPUT", "-i", "eth9", "-j", "ACCEPT"))
 		require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a"}, netfilter.Chain{Name: "np-b"}))
-		require.NoError(t, managerutil.DeclareJumps(tbl, tc.p,
+		require.NoError(t, managerutil.DeclareJumps(tbl, tc.p, "np-a",
 			managerutil.HookJump{Hook: netfilter.HookOutput, Chain: "np-a"},
 			managerutil.HookJump{Hook: netfilter.HookPostrouting, Chain: "np-b"}))
 		_, err = tbl.Apply(t.Context())

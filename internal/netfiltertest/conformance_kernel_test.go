@@ -590,7 +590,7 @@ func runCase(t *testing.T, b backend, e *env, c tcase) outcome {
 		// the sets they use, then the chains (which map elements may have
 		// jumped to); ipsets go once no rule uses them.
 		for _, d := range decls {
-			require.NoError(t, tables[d.role].InsertRules(d.hook, nil), name)
+			require.NoError(t, tables[d.role].InsertRules("test", d.hook, nil), name)
 		}
 		for _, s := range sets {
 			if b.isNFT {
@@ -624,7 +624,7 @@ func runCase(t *testing.T, b backend, e *env, c tcase) outcome {
 		tbl := tables[d.role]
 		err := tbl.SetChains(d.chains...)
 		if err == nil {
-			err = tbl.InsertRules(d.hook, d.rules)
+			err = tbl.InsertRules("test", d.hook, d.rules)
 		}
 		if c.nftOnly && !b.isNFT {
 			require.ErrorIs(t, err, netfilter.ErrUnsupported, name)

@@ -5,7 +5,12 @@
 // to real packets — TCP connections, UDP datagrams and pings between
 // namespaces of an internal/kerneltest topology, IPv4 and IPv6 — and count
 // the packets it matched. The suite is the package's kernel test
-// (TestKernelVerdictConformance); the package has no API of its own.
+// (TestKernelVerdictConformance); the package has no API of its own. Its
+// second scenario has managers share one Table's hooks (masquerade and
+// floatingips the nat table, serviceloop and a plain owner the filter
+// table) on every backend, on the fakes (TestSharedHooks) and on the
+// kernel (TestKernelSharedHooks): each one's Apply and removal leaves the
+// others' rules in place.
 //
 // It owns only the namespaces the test creates, and never touches the
 // host's firewall.

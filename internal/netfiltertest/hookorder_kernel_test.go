@@ -49,15 +49,15 @@ func TestKernelInsertAndAppendOneHook(t *testing.T) {
 					{"insert accept, append drop", accept, drop, accepted},
 					{"insert drop, append accept", drop, accept, dropped},
 				} {
-					require.NoError(t, tbl.InsertRules(fwd, []netfilter.Rule{c.insert}))
-					require.NoError(t, tbl.AppendRules(fwd, []netfilter.Rule{c.append}))
+					require.NoError(t, tbl.InsertRules("test", fwd, []netfilter.Rule{c.insert}))
+					require.NoError(t, tbl.AppendRules("test", fwd, []netfilter.Rule{c.append}))
 					_, err := tbl.Apply(context.Background())
 					require.NoError(t, err)
 					got := doProbe(t, e, tcpForward, c.want == dropped)
 					require.Equal(t, c.want, got, "%s %v: %s", b.name, f, c.name)
 				}
-				require.NoError(t, tbl.InsertRules(fwd, nil))
-				require.NoError(t, tbl.AppendRules(fwd, nil))
+				require.NoError(t, tbl.InsertRules("test", fwd, nil))
+				require.NoError(t, tbl.AppendRules("test", fwd, nil))
 				_, err := tbl.Apply(context.Background())
 				require.NoError(t, err)
 			}

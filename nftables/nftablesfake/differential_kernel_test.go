@@ -523,7 +523,7 @@ func TestKernelFakeTableMatchesKernel(t *testing.T) {
 			); err != nil {
 				return err
 			}
-			return tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump("fw")}})
+			return tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump("fw")}})
 		}},
 		{"change a rule and elements", func(tbl *nftables.Table, _ int) error {
 			if err := tbl.SetChains(netfilter.Chain{Name: "svc-2", Rules: []netfilter.Rule{{Action: netfilter.Accept()}, {Action: netfilter.Drop()}}}); err != nil {

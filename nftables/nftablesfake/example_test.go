@@ -20,7 +20,7 @@ func ExampleNew() {
 
 	tbl, _ := nftables.New(nftables.Options{Name: "np", Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: ns})
 	defer tbl.Close()
-	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept(), Comments: []string{"lo"}}})
+	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept(), Comments: []string{"lo"}}})
 	if _, err := tbl.Apply(context.Background()); err != nil {
 		panic(err)
 	}
@@ -56,7 +56,7 @@ func ExampleAdmin() {
 	ns := nftablesfake.New()
 	tbl, _ := nftables.New(nftables.Options{Name: "np", Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: ns})
 	defer tbl.Close()
-	_ = tbl.InsertRules(netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept()}})
+	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Accept()}})
 	_, _ = tbl.Apply(context.Background())
 
 	_ = ns.Admin().AddRule(nftablesfake.IPv4, "np", "INPUT", "someone else's")
