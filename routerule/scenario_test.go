@@ -498,6 +498,14 @@ var scenarios = []scenario{
 		assert.Equal(t, 1, pe.Failed)
 		assert.Contains(t, err.Error(), refused.String())
 		assert.Equal(t, 100*time.Millisecond, res.RetryAfter)
+		require.Len(t, pe.Objects(), 1)
+		oe := pe.Objects()[0]
+		assert.Equal(t, "add rule "+refused.String(), oe.Op+" "+string(oe.Kind)+" "+oe.Name)
+		assert.ErrorIs(t, oe, routerule.ErrRuleFailed)
+		assert.Equal(t, 1, oe.Attempts)
+		assert.Equal(t, fc.Now().Add(100*time.Millisecond), oe.RetryAt)
+		st := r.Stats()
+		assert.Equal(t, dataplane.DriverStats{Desired: len(rules), InKernel: len(rules) - 1, Failing: 1, Writes: uint64(len(rules) - 1)}, st)
 		var others []string
 		for _, d := range r.Desired() {
 			if d != (routerule.Rule{Priority: 101, Mark: 0x10, Mask: math.MaxUint32, Action: routerule.ActionLookup{Table: 100}}) {
@@ -527,6 +535,7 @@ var scenarios = []scenario{
 		require.NoError(t, err, "withdrawn: no longer failing")
 		_, adds, _ = c.calls()
 		assert.Zero(t, adds)
+		assert.Zero(t, r.Stats().Failing)
 		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
 	}},
 
