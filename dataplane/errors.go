@@ -158,6 +158,9 @@ func (e *ObjectError) Unwrap() []error {
 // treat the driver as failed: it neither backs off nor forces a resync, so
 // one bad object never holds back the rest.
 type PartialError struct {
+	// Driver, when set, is the prefix the text starts with, once: it is
+	// taken off the front of the errors quoted.
+	Driver string
 	// Failed is how many objects were tried in this Apply and failed.
 	Failed int
 	// Waiting is how many objects that failed before were not tried in
@@ -171,16 +174,22 @@ type PartialError struct {
 // partialShown is how many object errors Error quotes.
 const partialShown = 3
 
-// Error counts the failed objects and quotes the first few errors.
+// Error counts the failed objects and quotes the first few errors, with
+// the Driver's prefix once.
 func (e *PartialError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d object(s) failed", e.Failed+e.Waiting)
+	pre := ""
+	if e.Driver != "" {
+		pre = e.Driver + ": "
+	}
+	fmt.Fprintf(&b, "%s%d object(s) failed", pre, e.Failed+e.Waiting)
 	for i, err := range e.Errs {
 		if i == partialShown {
 			b.WriteString("; …")
 			break
 		}
-		fmt.Fprintf(&b, "; %v", err)
+		b.WriteString("; ")
+		b.WriteString(strings.TrimPrefix(err.Error(), pre))
 	}
 	return b.String()
 }

@@ -35,6 +35,8 @@ type ledgerEntry struct {
 	// pass is the Apply (Begin count) that last tried the object; seq
 	// orders the objects by their first failure.
 	pass, seq uint64
+	// held is set for an object recorded with Hold: it has no backoff.
+	held bool
 }
 
 // NewLedger returns an empty Ledger whose objects back off by b (its zero
@@ -68,20 +70,39 @@ func (l *Ledger[K]) Waiting(k K) bool {
 // e.RetryAt is when the object is due again (e.Err, or e.Reason when Err
 // is nil, is the Retry's error). It returns e.
 func (l *Ledger[K]) Fail(k K, e *ObjectError) *ObjectError {
+	x := l.entry(k)
+	cause := e.Err
+	if cause == nil {
+		cause = e.Reason
+	}
+	x.retry = x.retry.Failed(l.backoff, l.now, cause)
+	x.err, x.pass, x.held = e, l.pass, false
+	e.Attempts, e.RetryAt = x.retry.Failures, x.retry.Due
+	return e
+}
+
+// Hold records that the object k could not be written in the current
+// Apply for a reason that only a change elsewhere clears (a foreign object
+// holds its place, what it depends on is not written yet): it counts as
+// failed, is never Waiting (the next Apply looks at it again) and has no
+// retry (e.RetryAt is zero and RetryAfter leaves it out). It returns e.
+func (l *Ledger[K]) Hold(k K, e *ObjectError) *ObjectError {
+	x := l.entry(k)
+	x.retry = Retry{Failures: x.retry.Failures + 1, Err: e}
+	x.err, x.pass, x.held = e, l.pass, true
+	e.Attempts, e.RetryAt = x.retry.Failures, time.Time{}
+	return e
+}
+
+// entry returns k's entry, new when k was not failing.
+func (l *Ledger[K]) entry(k K) *ledgerEntry {
 	x := l.objs[k]
 	if x == nil {
 		l.seq++
 		x = &ledgerEntry{seq: l.seq}
 		l.objs[k] = x
 	}
-	cause := e.Err
-	if cause == nil {
-		cause = e.Reason
-	}
-	x.retry = x.retry.Failed(l.backoff, l.now, cause)
-	x.err, x.pass = e, l.pass
-	e.Attempts, e.RetryAt = x.retry.Failures, x.retry.Due
-	return e
+	return x
 }
 
 // Forget drops the object k: it was written, withdrawn or declared anew,
@@ -120,12 +141,14 @@ func (l *Ledger[K]) Due(now time.Time) bool {
 }
 
 // RetryAfter is how long after the current Apply's start the earliest
-// failing object is due (at least 1ns, so that an ApplyResult still asks
-// for a pass), or 0 when none is failing.
+// failing object is due, or 0 when none is due later: the ApplyResult's
+// RetryAfter. An object already due when the Apply began was tried (or is
+// held back by something else than its backoff, as a Hold is) and does not
+// count, so that a driver never asks to be called again at once.
 func (l *Ledger[K]) RetryAfter() time.Duration {
 	var after time.Duration
 	for _, e := range l.objs {
-		if d := e.retry.RetryAfter(l.now); after == 0 || d < after {
+		if d := e.retry.Due.Sub(l.now); !e.held && d > 0 && (after == 0 || d < after) {
 			after = d
 		}
 	}
@@ -149,16 +172,19 @@ func (l *Ledger[K]) Errors() []*ObjectError {
 
 // Err returns nil when no object is failing, else a *PartialError: the
 // objects tried in the current Apply (since Begin) count as Failed, the
-// others as Waiting, and Errs holds every object's *ObjectError in the
-// order they first failed.
+// others as Waiting, Errs holds every object's *ObjectError in the order
+// they first failed, and Driver is theirs when they all name the same.
 func (l *Ledger[K]) Err() error {
 	if len(l.objs) == 0 {
 		return nil
 	}
 	objs := l.Errors()
-	pe := &PartialError{Errs: make([]error, len(objs))}
+	pe := &PartialError{Driver: objs[0].Driver, Errs: make([]error, len(objs))}
 	for i, o := range objs {
 		pe.Errs[i] = o
+		if o.Driver != pe.Driver {
+			pe.Driver = ""
+		}
 	}
 	for _, e := range l.objs {
 		if e.pass == l.pass {

@@ -96,16 +96,36 @@ func TestLedger(t *testing.T) {
 	assert.Zero(t, l.RetryAfter())
 }
 
-// An overdue object still asks for a pass.
-func TestLedgerOverdue(t *testing.T) {
+// An object due when the Apply began, but not tried (something else holds
+// it back), asks for no pass; nor does an object held without a backoff,
+// which is never waiting.
+func TestLedgerOverdueAndHeld(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	l := NewLedger[int](Backoff{}, clk)
 	l.Begin()
 	l.Fail(1, &ObjectError{Name: "1", Reason: errTestRefused})
+	assert.Equal(t, DefaultBackoffInitial, l.RetryAfter())
 	clk.Advance(time.Hour)
 	l.Begin()
-	assert.Equal(t, time.Nanosecond, l.RetryAfter())
+	assert.Zero(t, l.RetryAfter())
 	assert.Equal(t, DefaultBackoffInitial, l.Errors()[0].RetryAt.Sub(epoch))
+
+	l.Forget(1)
+	h := l.Hold(2, &ObjectError{Name: "2", Reason: errTestRefused})
+	assert.Equal(t, 1, h.Attempts)
+	assert.True(t, h.RetryAt.IsZero())
+	assert.False(t, l.Waiting(2))
+	assert.Zero(t, l.RetryAfter())
+	var pe *PartialError
+	require.ErrorAs(t, l.Err(), &pe)
+	assert.Equal(t, 1, pe.Failed)
+	l.Begin()
+	assert.Equal(t, 2, l.Hold(2, &ObjectError{Name: "2", Reason: errTestRefused}).Attempts)
+	// Held, then refused: it backs off from its first refusal.
+	f := l.Fail(2, &ObjectError{Name: "2", Reason: errTestRefused})
+	assert.Equal(t, 3, f.Attempts)
+	assert.True(t, l.Waiting(2))
+	assert.Equal(t, 4*DefaultBackoffInitial, l.RetryAfter())
 }
 
 func TestObjectErrorText(t *testing.T) {
@@ -125,8 +145,10 @@ func TestObjectErrorText(t *testing.T) {
 	}
 	e := &ObjectError{Driver: "toy", Name: "x", Reason: errTestRefused, Err: errno}
 	assert.ErrorIs(t, e, errno)
-	wrapped := &PartialError{Failed: 1, Errs: []error{fmt.Errorf("ctx: %w", e), errno}}
-	assert.Equal(t, []*ObjectError{e}, wrapped.Objects())
+	wrapped := &PartialError{Driver: "toy", Failed: 1, Errs: []error{fmt.Errorf("ctx: %w", e), errno, e}}
+	assert.Equal(t, "toy: 1 object(s) failed; ctx: toy: x: refused: no such device; no such device; x: refused: no such device", wrapped.Error(),
+		"the prefix once, at the front")
+	assert.Equal(t, []*ObjectError{e, e}, wrapped.Objects())
 	var oe *ObjectError
 	require.ErrorAs(t, error(wrapped), &oe)
 	assert.Same(t, e, oe)
@@ -202,7 +224,7 @@ func ExampleLedger() {
 	}
 	fmt.Println(l.Err())
 	// Output:
-	// 1 object(s) failed; routes: add route 10.0.0.0/24: refused 100ms
+	// routes: 1 object(s) failed; add route 10.0.0.0/24: refused 100ms
 	// true 50ms
 	// <nil>
 }

@@ -181,7 +181,7 @@ func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	res := r.result(st.stale)
 	if err := r.failed.Err(); err != nil {
 		// Still dirty: the next Apply tries what is due.
-		return res, fmt.Errorf("routerule: %s: %w", r.opt.name, err)
+		return res, err
 	}
 	r.dirty = false
 	return res, nil

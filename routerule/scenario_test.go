@@ -497,6 +497,9 @@ var scenarios = []scenario{
 		require.ErrorAs(t, err, &pe)
 		assert.Equal(t, 1, pe.Failed)
 		assert.Contains(t, err.Error(), refused.String())
+		oeText := "add rule " + refused.String() + ": rule write failed: "
+		assert.Equal(t, "routerule: 1 object(s) failed; "+oeText, err.Error()[:len("routerule: 1 object(s) failed; ")+len(oeText)],
+			"the prefix once, then the rule")
 		assert.Equal(t, 100*time.Millisecond, res.RetryAfter)
 		require.Len(t, pe.Objects(), 1)
 		oe := pe.Objects()[0]
