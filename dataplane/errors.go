@@ -80,6 +80,10 @@ type ObjectError struct {
 	// Name names the object within its kind (a route's key and device, a
 	// chain's name, a sysctl's path).
 	Name string
+	// Object is the object in the driver's own terms, for a program that
+	// matches failures to what it declared (routetable puts a
+	// routetable.RouteObject here), or nil.
+	Object any
 	// Reason is the driver's sentinel that classifies the failure.
 	Reason error
 	// Detail says what happened, without the prefix; when empty the text
