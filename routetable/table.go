@@ -340,9 +340,9 @@ type failKey struct {
 	nbr   nbrKey
 }
 
-func routeFail(k rkey) failKey   { return failKey{kind: failRoute, route: k} }
-func nbrFail(k nbrKey) failKey   { return failKey{kind: failNeighbor, nbr: k} }
-func conntrackFail() failKey     { return failKey{kind: failConntrack} }
+func routeFail(k rkey) failKey { return failKey{kind: failRoute, route: k} }
+func nbrFail(k nbrKey) failKey { return failKey{kind: failNeighbor, nbr: k} }
+func conntrackFail() failKey   { return failKey{kind: failConntrack} }
 
 // Counters are counters and sizes of a Table, for tests and metrics,
 // beside the dataplane.DriverStats that Stats gives.
