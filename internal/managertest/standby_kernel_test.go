@@ -157,7 +157,7 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 		}
 		sys, err := sysctls.New(sysctls.Options{Kernel: k}) // no Host: the machine-wide key is only reported
 		require.NoError(t, err)
-		managers = append(managers, sys)
+		drivers = append(drivers, sys)
 
 		watch := &passWatch{}
 		before := managertest.Snapshot(t, host1.NS)
