@@ -74,7 +74,14 @@
 // everything else and returns an error wrapping ErrPartial (a
 // *PartialError): it keeps those objects pending and retries them on its own
 // backoff through RetryAfter. The loop reports them (Health.LastError,
-// FailingObjects, ObjectFailures) and carries on as after a success.
+// FailingObjects, ObjectFailures) and carries on as after a success. The
+// drivers keep that bookkeeping in a Ledger (object key → *ObjectError,
+// attempts, next retry on a Backoff and the injected clock), whose Err is
+// the PartialError and whose RetryAfter is the ApplyResult's.
+//
+// A driver that implements StatsReporter gives its DriverStats (desired,
+// in the kernel, failing, writes) after each Apply: the loop puts them in
+// Health.Drivers and DriverApply.Stats.
 //
 // A driver that fails as a whole (it cannot read the kernel, its binary is
 // missing) or panics is backed off on its own: the loop queues a full resync

@@ -43,6 +43,10 @@ type Health struct {
 	// ObjectFailures counts the failed attempts to write an object since
 	// Run started (PartialError.Failed summed): a counter for metrics.
 	ObjectFailures uint64
+	// Drivers holds each StatsReporter driver's counts after its latest
+	// Apply, by driver name. The map is the snapshot's own: the loop never
+	// changes it after handing it out.
+	Drivers map[string]DriverStats
 	// Applies counts apply passes, successful or not.
 	Applies uint64
 }

@@ -71,6 +71,7 @@ type driverEntry struct {
 	failures int             // consecutive applies in which it failed
 	retryAt  time.Time       // end of its backoff; zero when not failing
 	objects  int             // objects its latest applies reported as failed
+	stats    StatsReporter   // nil unless d implements StatsReporter
 }
 
 // New returns a Loop configured by opts. It validates opts (zero fields take
@@ -155,13 +156,14 @@ func (l *Loop) AddDriver(d Driver, opts ...DriverOption) error {
 		}
 	}
 	del, _ := d.(DeletionApplier)
+	stats, _ := d.(StatsReporter)
 	if w, ok := d.(Wakeable); ok {
 		if err := safeDo(func() { w.SetWake(l.Wake) }); err != nil {
 			return fmt.Errorf("dataplane: driver %s: SetWake: %w", cfg.name, err)
 		}
 	}
 	l.drivers = append(l.drivers, &driverEntry{
-		d: d, name: cfg.name, phase: phase, deleter: del, resync: cfg.resync,
+		d: d, name: cfg.name, phase: phase, deleter: del, resync: cfg.resync, stats: stats,
 	})
 	l.addObserver(d)
 	return nil

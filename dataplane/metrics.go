@@ -107,6 +107,9 @@ type DriverApply struct {
 	FailedObjects int
 	// Err is the call's error, nil on success.
 	Err error
+	// Stats are the driver's counts after the call, when it is a
+	// StatsReporter; nil otherwise.
+	Stats *DriverStats
 }
 
 // ManagerWork is one CompleteDeferredWork of a manager.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -364,6 +365,7 @@ func (r *runner) pass(ctx context.Context) {
 	}
 	var retry time.Duration
 	var objectFailures uint64
+	stats := map[string]DriverStats{}
 	for _, tasks := range r.stages {
 		runStage(ctx, tasks, r.clk)
 		for _, t := range tasks {
@@ -372,6 +374,9 @@ func (r *runner) pass(ctx context.Context) {
 			}
 			for _, st := range t.steps {
 				r.metric(func(m Metrics) { m.DriverApplied(st) })
+				if st.Stats != nil {
+					stats[st.Driver] = *st.Stats
+				}
 			}
 			if t.err != nil {
 				errs = append(errs, t.err)
@@ -421,6 +426,13 @@ func (r *runner) pass(ctx context.Context) {
 		h.FailingDrivers = failing
 		h.FailingObjects = objects
 		h.ObjectFailures += objectFailures
+		if len(stats) > 0 {
+			h.Drivers = maps.Clone(h.Drivers)
+			if h.Drivers == nil {
+				h.Drivers = map[string]DriverStats{}
+			}
+			maps.Copy(h.Drivers, stats)
+		}
 		h.ConsecutiveFailures = r.failures
 		if err != nil {
 			h.LastError, h.LastErrorAt = err, end
@@ -611,6 +623,12 @@ func (t *task) run(ctx context.Context, clk clock.Clock) {
 		m.Outcome = outcomeOf(err, isPartial)
 		if isPartial {
 			m.FailedObjects, _ = failedObjects(err)
+		}
+		if t.e.stats != nil {
+			var st DriverStats
+			if safeDo(func() { st = t.e.stats.Stats() }) == nil {
+				m.Stats = &st
+			}
 		}
 		t.steps = append(t.steps, m)
 		if err != nil {

@@ -432,22 +432,20 @@ func (m *Manager) afterRoutes(err error) {
 	}
 	failed := map[*endpoint]error{}
 	complete := true
-	var ae *routetable.ApplyError
-	if errors.As(err, &ae) {
-		var named int
-		for _, oe := range ae.Errors {
-			var re *routetable.RouteError
-			if !errors.As(oe, &re) {
+	var pe *dataplane.PartialError
+	if errors.As(err, &pe) {
+		for _, oe := range pe.Objects() {
+			ro, ok := oe.Object.(routetable.RouteObject)
+			if !ok {
 				continue // neighbour or conntrack failures name no route
 			}
-			named++
-			for _, e := range byKey[re.Key.CIDR] {
-				if re.Iface == "" || re.Iface == e.u.Iface {
-					failed[e] = re
+			for _, e := range byKey[ro.Key.CIDR] {
+				if ro.Iface == "" || ro.Iface == e.u.Iface {
+					failed[e] = oe
 				}
 			}
 		}
-		complete = ae.Failed+ae.Waiting <= len(ae.Errors)
+		complete = pe.Failed+pe.Waiting <= len(pe.Errs)
 	}
 	for _, e := range m.eps {
 		switch ferr, bad := failed[e]; {

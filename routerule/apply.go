@@ -111,40 +111,13 @@ func describe(e *entry) string {
 
 // applyState collects what one Apply did.
 type applyState struct {
-	now                     time.Time
 	adds, deletes, rebuilds int
-	// failed counts the rules tried in this Apply that failed, waiting
-	// those that wait for their next attempt; errs holds the first
-	// maxReported of their errors.
-	failed, waiting int
-	errs            []error
 	// stale is set when a write showed the model out of date (a rule to
 	// delete already gone, a rule to add already there).
 	stale bool
 	// seen holds the writes this Apply made or held back; the backoff of
 	// any other is forgotten.
 	seen map[write]bool
-}
-
-// maxReported is how many rule errors an Apply's error keeps.
-const maxReported = 16
-
-// fail records a rule that failed in this Apply.
-func (st *applyState) fail(err error) {
-	st.failed++
-	st.report(err)
-}
-
-// wait records a rule that failed before and waits for its next attempt.
-func (st *applyState) wait(err error) {
-	st.waiting++
-	st.report(err)
-}
-
-func (st *applyState) report(err error) {
-	if len(st.errs) < maxReported {
-		st.errs = append(st.errs, err)
-	}
 }
 
 // Apply makes the kernel's rules at the owned priorities equal to the
@@ -175,9 +148,9 @@ func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if err := ctx.Err(); err != nil {
 		return dataplane.ApplyResult{}, fmt.Errorf("routerule: %s: %w", r.opt.name, err)
 	}
-	now := r.opt.clk.Now()
+	r.failed.Begin()
 	if !r.resync && !r.dirty {
-		return r.result(now, false), nil
+		return r.result(false), nil
 	}
 	resynced := r.resync
 	if r.resync {
@@ -185,7 +158,7 @@ func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			return dataplane.ApplyResult{}, err
 		}
 	}
-	st := &applyState{now: now, seen: map[write]bool{}}
+	st := &applyState{seen: map[write]bool{}}
 	r.converge(ctx, st)
 	r.compact()
 	if st.adds+st.deletes > 0 {
@@ -200,38 +173,26 @@ func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		r.resync = true
 		return dataplane.ApplyResult{}, fmt.Errorf("routerule: %s: %w", r.opt.name, err)
 	}
-	for w := range r.retries {
-		if !st.seen[w] {
-			delete(r.retries, w)
-		}
-	}
+	r.writes += uint64(st.adds + st.deletes)
+	r.failed.Retain(func(w write) bool { return st.seen[w] })
 	if st.stale {
 		r.resync = true
 	}
-	res := r.result(now, st.stale)
-	if st.failed+st.waiting > 0 {
+	res := r.result(st.stale)
+	if err := r.failed.Err(); err != nil {
 		// Still dirty: the next Apply tries what is due.
-		return res, fmt.Errorf("routerule: %s: %w", r.opt.name,
-			&dataplane.PartialError{Failed: st.failed, Waiting: st.waiting, Errs: st.errs})
+		return res, err
 	}
 	r.dirty = false
 	return res, nil
 }
 
-// result is the ApplyResult of an Apply at now: the earliest retry due,
+// result is the ApplyResult of the current Apply: the earliest retry due,
 // or staleRetry when soon.
-func (r *Rules) result(now time.Time, soon bool) dataplane.ApplyResult {
-	var after time.Duration
-	consider := func(d time.Duration) {
-		if d > 0 && (after == 0 || d < after) {
-			after = d
-		}
-	}
-	if soon {
-		consider(staleRetry)
-	}
-	for _, rt := range r.retries {
-		consider(rt.Due.Sub(now))
+func (r *Rules) result(soon bool) dataplane.ApplyResult {
+	after := r.failed.RetryAfter()
+	if soon && (after == 0 || staleRetry < after) {
+		after = staleRetry
 	}
 	return dataplane.ApplyResult{RetryAfter: after}
 }
@@ -360,7 +321,8 @@ func (r *Rules) rebuild(ctx context.Context, p uint32, wants []Rule, st *applySt
 			continue
 		}
 		if len(r.victims(p, e)) > 0 {
-			st.fail(fmt.Errorf("delete rule %s: an earlier rule of the same priority would be deleted instead", describe(e)))
+			r.fail(deleteOf(e), &dataplane.ObjectError{Op: "delete", Name: describe(e), Reason: ErrAmbiguous,
+				Detail: "an earlier rule of the same priority would be deleted instead"}, st)
 			return
 		}
 		if !r.del(ctx, e, st) {
@@ -375,7 +337,8 @@ func (r *Rules) rebuild(ctx context.Context, p uint32, wants []Rule, st *applySt
 			continue
 		}
 		if r.blocked(p, w) {
-			st.fail(fmt.Errorf("add rule %s: the kernel would refuse it as a duplicate", w))
+			r.fail(r.addOf(w), &dataplane.ObjectError{Op: "add", Name: w.String(), Reason: ErrAmbiguous,
+				Detail: "the kernel would refuse it as a duplicate"}, st)
 			continue
 		}
 		r.add(ctx, w, st)
@@ -428,25 +391,19 @@ func (r *Rules) addOf(w Rule) write { return write{k: r.toKernel(w)} }
 // deleteOf is the write that deletes e.
 func deleteOf(e *entry) write { return write{k: e.k, del: true} }
 
-// waiting reports whether w failed and waits for its next attempt; it
-// reports the last failure again.
+// waiting reports whether w failed and waits for its next attempt.
 func (r *Rules) waiting(w write, st *applyState) bool {
 	st.seen[w] = true
-	b, ok := r.retries[w]
-	if ok && b.Waiting(st.now) {
-		st.wait(b.Err)
-		return true
-	}
-	return false
+	return r.failed.Waiting(w)
 }
 
-// failed records the kernel's refusal of w and backs it off.
-func (r *Rules) failed(w write, err error, st *applyState) {
-	b := r.retries[w].Failed(dataplane.Backoff{}, st.now, err)
-	r.retries[w] = b
-	st.fail(err)
-	r.opt.log.Warn("routerule: rule write failed", "name", r.opt.name, "error", err, "failures", b.Failures,
-		"retry_in", b.Due.Sub(st.now))
+// fail records the failure e of w and backs w off.
+func (r *Rules) fail(w write, e *dataplane.ObjectError, st *applyState) {
+	st.seen[w] = true
+	e.Driver, e.Kind = "routerule", "rule"
+	r.failed.Fail(w, e)
+	r.opt.log.Warn("routerule: rule write failed", "name", r.opt.name, "error", e, "failures", e.Attempts,
+		"retry_in", e.RetryAt.Sub(r.failed.Now()))
 }
 
 // add adds w to the kernel and the model. A refusal is recorded and backs
@@ -457,10 +414,10 @@ func (r *Rules) add(ctx context.Context, w Rule, st *applyState) {
 		if errors.Is(err, kernel.ErrExists) {
 			st.stale = true // a rule added behind our back: read it
 		}
-		r.failed(wr, fmt.Errorf("add rule %s: %w", w, err), st)
+		r.fail(wr, &dataplane.ObjectError{Op: "add", Name: w.String(), Reason: ErrRuleFailed, Err: err}, st)
 		return
 	}
-	delete(r.retries, wr)
+	r.failed.Forget(wr)
 	r.groups[w.Priority] = append(r.groups[w.Priority], &entry{k: wr.k, rule: w, ok: true})
 	st.adds++
 	r.opt.log.DebugContext(ctx, "routerule: added rule", "name", r.opt.name, "rule", w.String())
@@ -474,7 +431,7 @@ func (r *Rules) del(ctx context.Context, e *entry, st *applyState) bool {
 	switch {
 	case err == nil:
 		e.gone = true
-		delete(r.retries, deleteOf(e))
+		r.failed.Forget(deleteOf(e))
 		st.deletes++
 		r.opt.log.DebugContext(ctx, "routerule: deleted rule", "name", r.opt.name, "rule", describe(e))
 		return true
@@ -487,7 +444,7 @@ func (r *Rules) del(ctx context.Context, e *entry, st *applyState) bool {
 			"name", r.opt.name, "rule", describe(e))
 		return false
 	}
-	r.failed(deleteOf(e), fmt.Errorf("delete rule %s: %w", describe(e), err), st)
+	r.fail(deleteOf(e), &dataplane.ObjectError{Op: "delete", Name: describe(e), Reason: ErrRuleFailed, Err: err}, st)
 	return true
 }
 

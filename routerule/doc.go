@@ -60,11 +60,13 @@
 // in the same Apply, and the refused rule is tried again on its own
 // exponential backoff (100 ms, doubling up to 30 s), not on the passes in
 // between; declaring it anew or withdrawing it ends the backoff. Apply then
-// returns an error wrapping dataplane.ErrPartial and asks through
-// ApplyResult.RetryAfter for the next attempt, so a dataplane.Loop reports
-// the refused rules in its Health and goes on serving everything else. A
-// failed read of the kernel is an error of the whole instance: nothing is
-// written.
+// returns an error wrapping dataplane.ErrPartial (a
+// *dataplane.PartialError of one *dataplane.ObjectError per rule, kept in
+// a dataplane.Ledger) and asks through ApplyResult.RetryAfter for the next
+// attempt, so a dataplane.Loop reports the refused rules in its Health and
+// goes on serving everything else. A failed read of the kernel is an error
+// of the whole instance: nothing is written. Stats gives the
+// dataplane.DriverStats (desired, in the kernel, failing, writes).
 //
 // # Kernel behaviour it handles
 //

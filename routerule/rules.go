@@ -25,8 +25,10 @@ type Rules struct {
 	resync bool
 	// groups holds our rules in the kernel, by priority, in kernel order.
 	groups map[uint32][]*entry
-	// retries holds the backoff of the writes the kernel refused.
-	retries map[write]dataplane.Retry
+	// failed holds the writes the kernel refused, with their backoff.
+	failed *dataplane.Ledger[write]
+	// writes counts the rules added and deleted since New.
+	writes uint64
 }
 
 // New validates o and returns an instance with nothing desired. It does no
@@ -40,7 +42,7 @@ func New(o Options) (*Rules, error) {
 		opt:     v,
 		desired: map[ruleKey]Rule{},
 		groups:  map[uint32][]*entry{},
-		retries: map[write]dataplane.Retry{},
+		failed:  dataplane.NewLedger[write](dataplane.Backoff{}, v.clk),
 		resync:  true,
 	}, nil
 }
@@ -169,6 +171,19 @@ func (r *Rules) QueueResync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.resync = true
+}
+
+// Stats returns the instance's counts: the desired rules, our rules in the
+// kernel (as last read or written), the writes failing, and the rules
+// added and deleted since New.
+func (r *Rules) Stats() dataplane.DriverStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in := 0
+	for p := range r.groups {
+		in += len(r.present(p))
+	}
+	return dataplane.DriverStats{Desired: len(r.desired), InKernel: in, Failing: r.failed.Len(), Writes: r.writes}
 }
 
 // Phase returns dataplane.PhaseRoutes: rules are written with routes.

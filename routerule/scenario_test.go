@@ -497,7 +497,18 @@ var scenarios = []scenario{
 		require.ErrorAs(t, err, &pe)
 		assert.Equal(t, 1, pe.Failed)
 		assert.Contains(t, err.Error(), refused.String())
+		oeText := "add rule " + refused.String() + ": rule write failed: "
+		assert.Equal(t, "routerule: 1 object(s) failed; "+oeText, err.Error()[:len("routerule: 1 object(s) failed; ")+len(oeText)],
+			"the prefix once, then the rule")
 		assert.Equal(t, 100*time.Millisecond, res.RetryAfter)
+		require.Len(t, pe.Objects(), 1)
+		oe := pe.Objects()[0]
+		assert.Equal(t, "add rule "+refused.String(), oe.Op+" "+string(oe.Kind)+" "+oe.Name)
+		assert.ErrorIs(t, oe, routerule.ErrRuleFailed)
+		assert.Equal(t, 1, oe.Attempts)
+		assert.Equal(t, fc.Now().Add(100*time.Millisecond), oe.RetryAt)
+		st := r.Stats()
+		assert.Equal(t, dataplane.DriverStats{Desired: len(rules), InKernel: len(rules) - 1, Failing: 1, Writes: uint64(len(rules) - 1)}, st)
 		var others []string
 		for _, d := range r.Desired() {
 			if d != (routerule.Rule{Priority: 101, Mark: 0x10, Mask: math.MaxUint32, Action: routerule.ActionLookup{Table: 100}}) {
@@ -527,6 +538,7 @@ var scenarios = []scenario{
 		require.NoError(t, err, "withdrawn: no longer failing")
 		_, adds, _ = c.calls()
 		assert.Zero(t, adds)
+		assert.Zero(t, r.Stats().Failing)
 		assert.ElementsMatch(t, expect(r), kernelRules(t, e, ownedPrios...))
 	}},
 

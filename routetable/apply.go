@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,40 +18,9 @@ import (
 
 // applyState collects the outcome of one Apply.
 type applyState struct {
-	now     time.Time
-	failed  int // objects tried in this Apply that failed
-	waiting int // objects not tried: their retry is not due
-	errs    []error
+	now time.Time
 	// conntrackWait is set when routes wait for a conntrack deletion.
 	conntrackWait bool
-}
-
-// fail records an object that failed in this Apply.
-func (s *applyState) fail(err error) {
-	s.failed++
-	s.report(err)
-}
-
-// wait records an object that failed before and waits for its retry.
-func (s *applyState) wait(err error) {
-	s.waiting++
-	s.report(err)
-}
-
-func (s *applyState) report(err error) {
-	if len(s.errs) < MaxReportedErrors {
-		s.errs = append(s.errs, err)
-	}
-}
-
-func (s *applyState) err() error {
-	if s.failed+s.waiting == 0 {
-		return nil
-	}
-	// The order of the work is a map's: sort, so that the same failures
-	// read the same from one Apply to the next.
-	slices.SortFunc(s.errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return &ApplyError{Failed: s.failed, Waiting: s.waiting, Errors: s.errs}
 }
 
 // Apply writes the difference between the winners of every key and the
@@ -67,8 +35,8 @@ func (s *applyState) err() error {
 // nothing and returns an error wrapping ErrDump. Otherwise the rest is
 // written whatever failed: the failed objects stay pending, each retried
 // on its own backoff (from 100 ms, doubling up to 30 s; not on the passes
-// in between), and the returned *ApplyError, which wraps
-// dataplane.ErrPartial, says what failed or still waits. A new
+// in between), and the returned *dataplane.PartialError (one
+// *dataplane.ObjectError per object) says what failed or still waits. A new
 // declaration of a failed route (a change, a withdrawal) or its interface
 // coming up ends its backoff: the next Apply writes it. RetryAfter asks
 // for the next call when a retry is due or a grace period ends; it is zero
@@ -81,7 +49,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.drainEvents()
-	now := t.opts.Clock.Now()
+	now := t.failed.Begin()
 	if t.needResync {
 		if err := t.resync(ctx); err != nil {
 			return dataplane.ApplyResult{}, err
@@ -97,23 +65,17 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		}
 	}
 	st := applyState{now: now}
-	t.flushPending(ctx, now)
+	t.flushPending(ctx)
 	t.setNeighbors(ctx, &st)
 	t.applyDeletions(ctx, &st)
 	t.applyUpdates(ctx, &st)
 	t.deleteNeighbors(ctx, &st)
-	t.flushPending(ctx, now)
+	t.flushPending(ctx)
 	if err := ctx.Err(); err != nil {
 		return dataplane.ApplyResult{}, fmt.Errorf("%sapply interrupted: %w", prefix, err)
 	}
-	switch {
-	case len(t.pendingFlush) == 0 && !st.conntrackWait:
-		t.flush = dataplane.Retry{} // nothing waits for a conntrack deletion
-	case t.flush.Err != nil:
-		st.wait(t.flush.Err)
-	}
-	t.forgetRetries()
-	return dataplane.ApplyResult{RetryAfter: t.retryAfter(now)}, st.err()
+	t.forgetRetries(len(t.pendingFlush) > 0 || st.conntrackWait)
+	return dataplane.ApplyResult{RetryAfter: t.retryAfter(now)}, t.failed.Err()
 }
 
 // retryAfter is when Apply wants to run again: the earliest of the next
@@ -130,30 +92,26 @@ func (t *Table) retryAfter(now time.Time) time.Duration {
 	for _, first := range t.graceSeen {
 		consider(first.Add(t.opts.GracePeriod))
 	}
-	for _, r := range t.retries {
-		consider(r.Due)
+	if d := t.failed.RetryAfter(); d > 0 && (next == 0 || d < next) {
+		next = d
 	}
-	for _, r := range t.nbrRetries {
-		consider(r.Due)
-	}
-	consider(t.flush.Due)
 	return next
 }
 
-// forgetRetries drops the backoff of the routes and neighbour entries that
-// no longer wait to be written: they were written by someone else, or are
-// no longer wanted.
-func (t *Table) forgetRetries() {
-	for k := range t.retries {
-		if !pending(t.tr, k) {
-			delete(t.retries, k)
+// forgetRetries drops the failures of the routes and neighbour entries
+// that no longer wait to be written (they were written by someone else,
+// or are no longer wanted), and that of the conntrack deletion unless
+// flushing (addresses wait for it).
+func (t *Table) forgetRetries(flushing bool) {
+	t.failed.Retain(func(k failKey) bool {
+		switch k.kind {
+		case failRoute:
+			return pending(t.tr, k.route)
+		case failNeighbor:
+			return pending(t.nbrs, k.nbr)
 		}
-	}
-	for k := range t.nbrRetries {
-		if !pending(t.nbrs, k) {
-			delete(t.nbrRetries, k)
-		}
-	}
+		return flushing
+	})
 }
 
 // pending reports whether tr has a write of k to make.
@@ -431,7 +389,7 @@ func (t *Table) isHost(k rkey) bool { return int(k.bits) == t.opts.Family.Bits()
 func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 	var dels []update
 	t.tr.PendingDeletions().Iter(func(k rkey, v kroute) delta.IterAction {
-		if !t.held(k, v) && !t.graced(k, v, st.now) && !t.waiting(k, st) {
+		if !t.held(k, v) && !t.graced(k, v, st.now) && !t.waiting(k) {
 			dels = append(dels, update{k: k, v: v})
 		}
 		return delta.IterActionNoOp
@@ -460,10 +418,10 @@ func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 		for i, d := range chunk {
 			k, err := d.k, resultOf(errs, i)
 			if err != nil && !errors.Is(err, syscall.ESRCH) {
-				t.failed(k, kernel.OpDelete, d.v, err, st)
+				t.routeFailed(k, kernel.OpDelete, d.v, err)
 				continue
 			}
-			delete(t.retries, k)
+			t.failed.Forget(routeFail(k))
 			t.tr.Dataplane().Delete(k)
 			if t.isHost(k) && !t.opts.NoConntrackCleanup {
 				t.pendingFlush = append(t.pendingFlush, t.addrOf(k))
@@ -473,14 +431,14 @@ func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 }
 
 // waiting reports whether the route with key k failed and waits for its
-// next attempt; it reports the last failure again.
-func (t *Table) waiting(k rkey, st *applyState) bool {
-	r, ok := t.retries[k]
-	if ok && r.Waiting(st.now) {
-		st.wait(r.Err)
-		return true
-	}
-	return false
+// next attempt.
+func (t *Table) waiting(k rkey) bool { return t.failed.Waiting(routeFail(k)) }
+
+// routeError returns the error of the route k, v for op: class and err.
+func (t *Table) routeError(k rkey, op kernel.OpKind, v kroute, class, err error) *dataplane.ObjectError {
+	obj := RouteObject{Key: t.public(k), Iface: t.nameOf(v.oif)}
+	return &dataplane.ObjectError{Driver: "routetable", Op: op.String(), Kind: "route", Name: obj.String(), Object: obj,
+		Reason: class, Err: err}
 }
 
 // held reports whether the kernel's route v for key k goes through an
@@ -559,11 +517,11 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 	}
 	t.tr.PendingUpdates().Iter(func(k rkey, v kroute) delta.IterAction {
 		if t.blocked(k) {
-			st.fail(&RouteError{Key: t.public(k), Op: kernel.OpReplace, Iface: t.nameOf(v.oif), Class: ErrForeignRoute,
-				Err: errors.New("not overwritten; delete it or give ours another metric")})
+			t.failed.Hold(routeFail(k), t.routeError(k, kernel.OpReplace, v, ErrForeignRoute,
+				errors.New("not overwritten; delete it or give ours another metric")))
 			return delta.IterActionNoOp
 		}
-		if t.waiting(k, st) {
+		if t.waiting(k) {
 			return delta.IterActionNoOp
 		}
 		if t.isHost(k) && !t.opts.NoConntrackCleanup {
@@ -580,7 +538,7 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 		ups = append(ups, update{k: k, v: v})
 		return delta.IterActionNoOp
 	})
-	if len(moved) > 0 && t.deleteConntrack(ctx, st.now, moved) != nil {
+	if len(moved) > 0 && t.deleteConntrack(ctx, moved) != nil {
 		// Moved routes wait: their old flows must go first.
 		ups = slices.DeleteFunc(ups, func(u update) bool {
 			if u.moved {
@@ -604,10 +562,10 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 		t.stats.RouteWrites += uint64(len(ops))
 		for i, u := range chunk {
 			if err := resultOf(errs, i); err != nil {
-				t.failed(u.k, kernel.OpReplace, u.v, err, st)
+				t.routeFailed(u.k, kernel.OpReplace, u.v, err)
 				continue
 			}
-			delete(t.retries, u.k)
+			t.failed.Forget(routeFail(u.k))
 			t.tr.Dataplane().Set(u.k, u.v)
 		}
 	}
@@ -617,29 +575,27 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 // entries of its address to be deleted.
 func (t *Table) waitConntrack(k rkey, v kroute, st *applyState) {
 	st.conntrackWait = true
-	st.fail(&RouteError{Key: t.public(k), Op: kernel.OpReplace, Iface: t.nameOf(v.oif), Class: ErrConntrack,
-		Err: errors.New("waiting for the conntrack entries of its address to be deleted")})
+	t.failed.Hold(routeFail(k), t.routeError(k, kernel.OpReplace, v, ErrConntrack,
+		errors.New("waiting for the conntrack entries of its address to be deleted")))
 }
 
-// failed records the kernel's refusal of one route write: it classifies
+// routeFailed records the kernel's refusal of one route write: it classifies
 // the error, backs the route off and arranges the follow-up (a link
 // refresh, for interface errors). A refusal says nothing against the
 // Table's view of the table, which is not re-read.
-func (t *Table) failed(k rkey, op kernel.OpKind, v kroute, err error, st *applyState) {
-	e := &RouteError{Key: t.public(k), Op: op, Iface: t.nameOf(v.oif), Class: ErrRouteFailed, Err: err}
+func (t *Table) routeFailed(k rkey, op kernel.OpKind, v kroute, err error) {
+	class := ErrRouteFailed
 	switch {
 	case errors.Is(err, syscall.ENODEV):
-		e.Class = ErrIfaceGone
+		class = ErrIfaceGone
 		t.linksStale = true
 	case errors.Is(err, syscall.ENETDOWN):
-		e.Class = ErrIfaceDown
+		class = ErrIfaceDown
 		t.linksStale = true
 	}
-	r := t.retries[k].Failed(dataplane.Backoff{}, st.now, e)
-	t.retries[k] = r
-	st.fail(e)
-	t.opts.Logger.Warn("routetable: route write failed", "table", t.Name(), "error", e, "failures", r.Failures,
-		"retry_in", r.Due.Sub(st.now))
+	e := t.failed.Fail(routeFail(k), t.routeError(k, op, v, class, err))
+	t.opts.Logger.Warn("routetable: route write failed", "table", t.Name(), "error", e, "failures", e.Attempts,
+		"retry_in", e.RetryAt.Sub(t.failed.Now()))
 }
 
 // nameOf names the interface with index oif, if known.
@@ -652,27 +608,28 @@ func (t *Table) nameOf(oif int32) string {
 
 // flushPending deletes the conntrack entries of addresses whose routes
 // were deleted, unless a failed deletion waits for its next attempt.
-func (t *Table) flushPending(ctx context.Context, now time.Time) {
+func (t *Table) flushPending(ctx context.Context) {
 	if len(t.pendingFlush) == 0 || ctx.Err() != nil {
 		return
 	}
-	if t.deleteConntrack(ctx, now, t.pendingFlush) == nil {
+	if t.deleteConntrack(ctx, t.pendingFlush) == nil {
 		t.pendingFlush = nil
 	}
 }
 
 // deleteConntrack deletes the conntrack entries of addrs. Deletions share
 // one backoff: while it runs, it fails at once with the last error.
-func (t *Table) deleteConntrack(ctx context.Context, now time.Time, addrs []netip.Addr) error {
-	if t.flush.Waiting(now) {
-		return t.flush.Err
+func (t *Table) deleteConntrack(ctx context.Context, addrs []netip.Addr) error {
+	if t.failed.Waiting(conntrackFail()) {
+		e, _ := t.failed.Get(conntrackFail())
+		return e
 	}
 	t.stats.ConntrackDeletions++
 	if _, err := t.opts.Kernel.DeleteConntrack(ctx, t.opts.Family, addrs); err != nil {
-		t.flush = t.flush.Failed(dataplane.Backoff{}, now, fmt.Errorf("%w: %d address(es): %w", ErrConntrack, len(addrs), err))
-		return t.flush.Err
+		return t.failed.Fail(conntrackFail(), &dataplane.ObjectError{Driver: "routetable", Op: "delete", Kind: "conntrack",
+			Name: fmt.Sprintf("entries of %d address(es)", len(addrs)), Reason: ErrConntrack, Err: err})
 	}
-	t.flush = dataplane.Retry{}
+	t.failed.Forget(conntrackFail())
 	return nil
 }
 
@@ -703,7 +660,7 @@ func (t *Table) writeNeighbors(ctx context.Context, st *applyState, kind kernel.
 	}
 	var writes []nbrWrite
 	iter(func(k nbrKey, mac [6]byte) delta.IterAction {
-		if !t.nbrWaiting(k, st) {
+		if !t.failed.Waiting(nbrFail(k)) {
 			writes = append(writes, nbrWrite{k: k, mac: mac})
 		}
 		return delta.IterActionNoOp
@@ -724,40 +681,21 @@ func (t *Table) writeNeighbors(ctx context.Context, st *applyState, kind kernel.
 			err = nil
 		}
 		if err != nil {
-			what := ""
-			if kind == kernel.OpDelete {
-				what = "delete "
-			}
-			t.nbrFailed(w.k, fmt.Errorf("%w: %s%v dev %s: %w", ErrNeighbor, what, w.k.ip, t.nameOf(w.k.oif), err), st)
+			e := t.failed.Fail(nbrFail(w.k), &dataplane.ObjectError{Driver: "routetable", Op: kind.String(), Kind: "neighbour",
+				Name: fmt.Sprintf("%v dev %s", w.k.ip, t.nameOf(w.k.oif)), Reason: ErrNeighbor, Err: err})
+			t.opts.Logger.Warn("routetable: neighbour write failed", "table", t.Name(), "error", e)
 			if kind != kernel.OpDelete {
 				t.linksStale = true
 			}
 			continue
 		}
-		delete(t.nbrRetries, w.k)
+		t.failed.Forget(nbrFail(w.k))
 		if kind == kernel.OpDelete {
 			t.nbrs.Dataplane().Delete(w.k)
 		} else {
 			t.nbrs.Dataplane().Set(w.k, w.mac)
 		}
 	}
-}
-
-// nbrWaiting is waiting for a neighbour entry.
-func (t *Table) nbrWaiting(k nbrKey, st *applyState) bool {
-	r, ok := t.nbrRetries[k]
-	if ok && r.Waiting(st.now) {
-		st.wait(r.Err)
-		return true
-	}
-	return false
-}
-
-// nbrFailed records a failed neighbour write and backs the entry off.
-func (t *Table) nbrFailed(k nbrKey, err error, st *applyState) {
-	t.nbrRetries[k] = t.nbrRetries[k].Failed(dataplane.Backoff{}, st.now, err)
-	st.fail(err)
-	t.opts.Logger.Warn("routetable: neighbour write failed", "table", t.Name(), "error", err)
 }
 
 // resultOf returns the result of op i; a Kernel that returned too few

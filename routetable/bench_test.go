@@ -60,7 +60,7 @@ func BenchmarkHeapPerRoute(b *testing.B) {
 			b.Fatal(err)
 		}
 		after := benchutil.HeapInUse()
-		if s := tbl.Stats(); s.InKernel != n || s.PendingUpdates != 0 {
+		if s := tbl.Counters(); s.InKernel != n || s.PendingUpdates != 0 {
 			b.Fatalf("not programmed: %+v", s)
 		}
 		runtime.KeepAlive(tbl)
@@ -154,7 +154,7 @@ func BenchmarkRouteEvents10k(b *testing.B) {
 			if _, err := tbl.Apply(ctx); err != nil {
 				b.Fatal(err)
 			}
-			writes := tbl.Stats().RouteWrites
+			writes := tbl.Counters().RouteWrites
 			for b.Loop() {
 				for _, r := range events {
 					tbl.OnRouteUpdate(r, gone)
@@ -163,7 +163,7 @@ func BenchmarkRouteEvents10k(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			s := tbl.Stats()
+			s := tbl.Counters()
 			if s.InKernel != n || s.PendingUpdates != 0 || s.Resyncs != 1 {
 				b.Fatalf("not in sync: %+v", s)
 			}

@@ -147,12 +147,15 @@
 // reachable on no link) never holds back the others, nor the loop. The
 // others are still written in the same Apply; the failed ones stay
 // pending, each on its own exponential backoff (100 ms, doubling up to
-// 30 s), and are not tried again on the passes in between. Apply returns a
-// *ApplyError, which wraps dataplane.ErrPartial (so a dataplane.Loop
-// reports the failed objects in its Health and neither backs the Table off
-// nor forces a resync) and classifies each failure (*RouteError wrapping
-// ErrIfaceDown, ErrIfaceGone or ErrRouteFailed), and asks through
-// ApplyResult.RetryAfter for the earliest retry. A route stays reported
+// 30 s), and are not tried again on the passes in between; the Table keeps
+// them in a dataplane.Ledger. Apply returns a *dataplane.PartialError,
+// which wraps dataplane.ErrPartial (so a dataplane.Loop reports the failed
+// objects in its Health and neither backs the Table off nor forces a
+// resync) and classifies each failure (a *dataplane.ObjectError wrapping
+// ErrIfaceDown, ErrIfaceGone or ErrRouteFailed and the kernel's error),
+// and asks through ApplyResult.RetryAfter for the earliest retry. A route
+// whose key a foreign route holds, or that waits for a conntrack deletion,
+// is reported too, without a backoff of its own. A route stays reported
 // while it waits. Declaring a failed route anew (changing or withdrawing
 // it) or its interface coming up ends its backoff: the next Apply writes
 // it, or forgets it. Neighbour entries and conntrack deletions back off

@@ -2,17 +2,20 @@ package routetable
 
 import (
 	"errors"
-	"fmt"
 	"strings"
-
-	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // Sentinel errors. Every error the package returns wraps one of them, so
 // callers can test with errors.Is. An error's text names the package once:
 // an error that wraps two sentinels (ErrInvalidInterface inside
 // ErrInvalidTarget, say) prints "routetable: " once and matches both.
+//
+// Apply's per-object failures are *dataplane.ObjectError in a
+// *dataplane.PartialError: Kind "route" (Op "replace" or "delete", Name
+// the RouteKey and its device), "neighbour" or "conntrack", Reason one of
+// ErrIfaceDown, ErrIfaceGone, ErrRouteFailed, ErrForeignRoute,
+// ErrConntrack or ErrNeighbor, and Err the kernel's error. A route's
+// ObjectError.Object is its RouteObject.
 var (
 	// ErrInvalidOptions reports an Options value out of range.
 	ErrInvalidOptions = errors.New("routetable: invalid options")
@@ -61,78 +64,19 @@ const prefix = "routetable: "
 // another of the package's errors.
 func bare(err error) string { return strings.TrimPrefix(err.Error(), prefix) }
 
-// MaxReportedErrors is how many per-object errors an ApplyError keeps.
-const MaxReportedErrors = 16
-
-// RouteError is the failure of one route (or of the conntrack deletion it
-// waited for). It wraps a classification sentinel (ErrIfaceDown,
-// ErrIfaceGone, ErrRouteFailed, ErrForeignRoute or ErrConntrack) and the
-// cause (a *kernel.OpError wrapping the kernel's errno, usually).
-type RouteError struct {
+// RouteObject names a route in a *dataplane.ObjectError (its Object): the
+// key and, when the route has one, its interface.
+type RouteObject struct {
 	// Key is the route.
 	Key RouteKey
-	// Op is the operation that failed (kernel.OpReplace or
-	// kernel.OpDelete).
-	Op kernel.OpKind
-	// Iface names the route's interface, when it has one.
+	// Iface names the route's interface, or is empty.
 	Iface string
-	// Class is the classification sentinel.
-	Class error
-	// Err is the cause.
-	Err error
 }
 
-// Error describes the route, the operation, the class and the cause, such
-// as "routetable: replace 10.0.0.0/24 dev eth0: route write failed:
-// invalid argument".
-func (e *RouteError) Error() string {
-	s := fmt.Sprintf("%s%s %v", prefix, e.Op, e.Key)
-	if e.Iface != "" {
-		s += " dev " + e.Iface
+// String returns the key and its device, as in "10.0.0.0/24 dev eth0".
+func (o RouteObject) String() string {
+	if o.Iface == "" {
+		return o.Key.String()
 	}
-	return s + ": " + bare(e.Class) + ": " + e.Err.Error()
-}
-
-// Unwrap returns the classification and the cause.
-func (e *RouteError) Unwrap() []error { return []error{e.Class, e.Err} }
-
-// ApplyError is what Apply returns when it wrote everything it could but
-// some objects failed: routes the kernel refused or that wait for their
-// next attempt, neighbour entries, conntrack deletions. Each failed object
-// is retried on its own backoff (ApplyResult.RetryAfter asks for the
-// earliest attempt). It wraps a *dataplane.PartialError, so errors.Is
-// matches dataplane.ErrPartial and a dataplane.Loop counts the failed
-// objects without backing the Table off.
-type ApplyError struct {
-	// Failed is the number of objects that were tried in this Apply and
-	// failed.
-	Failed int
-	// Waiting is the number of objects that failed before and wait for
-	// their next attempt.
-	Waiting int
-	// Errors are the first MaxReportedErrors object errors, sorted by
-	// their text (*RouteError for routes; errors wrapping ErrNeighbor or
-	// ErrConntrack for the rest).
-	Errors []error
-}
-
-// Error summarises the failures.
-func (e *ApplyError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s%d object(s) failed", prefix, e.Failed+e.Waiting)
-	for i, err := range e.Errors {
-		if i == 3 {
-			fmt.Fprintf(&b, "; …")
-			break
-		}
-		fmt.Fprintf(&b, "; %s", bare(err))
-	}
-	return b.String()
-}
-
-// Unwrap returns the failure as a *dataplane.PartialError, which wraps
-// dataplane.ErrPartial and the collected errors, so errors.Is finds their
-// sentinels.
-func (e *ApplyError) Unwrap() []error {
-	return []error{&dataplane.PartialError{Failed: e.Failed, Waiting: e.Waiting, Errs: e.Errors}}
+	return o.Key.String() + " dev " + o.Iface
 }

@@ -24,7 +24,7 @@ func TestBadInputErrors(t *testing.T) {
 	ctx := context.Background()
 	_, err := tbl.Apply(ctx)
 	require.NoError(t, err)
-	writes, declared := k.Writes(), tbl.Stats().Declared
+	writes, declared := k.Writes(), tbl.Counters().Declared
 
 	fake := kernelfake.New(kernelfake.Options{})
 	for _, tc := range []struct {
@@ -87,7 +87,7 @@ func TestBadInputErrors(t *testing.T) {
 	_, err = tbl.Apply(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, writes, k.Writes(), "nothing written")
-	assert.Equal(t, declared, tbl.Stats().Declared, "nothing recorded")
+	assert.Equal(t, declared, tbl.Counters().Declared, "nothing recorded")
 	assert.Zero(t, fake.Writes()+fake.Calls(kernelfake.OpDumpRoutes)+fake.Calls(kernelfake.OpLinks))
 }
 

@@ -266,7 +266,7 @@ func startEventRig(t *testing.T, e *env, tbl *rt.Table) *eventRig {
 	}}
 	t.Cleanup(r.stop)
 	loop.DatastoreInSync()
-	require.Eventually(t, func() bool { return loop.Health().Applies > 0 && tbl.Stats().Resyncs > 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return loop.Health().Applies > 0 && tbl.Counters().Resyncs > 0 }, 5*time.Second, time.Millisecond)
 	return r
 }
 
@@ -323,7 +323,7 @@ func routeEventsThroughMonitor(t *testing.T, e *env) {
 	rig.waitFor(t, "our routes written", func() bool {
 		return e.has(t, "10.0.1.0/24", rt.DefaultProtocol) && e.has(t, "10.0.2.0/24", rt.DefaultProtocol)
 	})
-	start := tbl.Stats()
+	start := tbl.Counters()
 	_, dumps, rescans := e.kernel.counts3()
 
 	e.delRoute(t, "10.0.1.0/24", rt.DefaultProtocol)
@@ -339,7 +339,7 @@ func routeEventsThroughMonitor(t *testing.T, e *env) {
 	d = rig.waitFor(t, "ours through the re-created interface", func() bool { return e.has(t, "10.6.0.0/24", rt.DefaultProtocol) })
 	t.Logf("%v table %d: our route through a re-created interface was written %v after it came up", e.fam, e.table, d)
 
-	s := tbl.Stats()
+	s := tbl.Counters()
 	assert.Equal(t, start.Resyncs, s.Resyncs, "no re-read of the table")
 	_, dumpsNow, rescansNow := e.kernel.counts3()
 	assert.Equal(t, dumps, dumpsNow, "no dump of the table")

@@ -247,10 +247,11 @@ func ExampleTable_Apply() {
 	})
 
 	res, err := tbl.Apply(context.Background())
-	var ae *routetable.ApplyError
-	if errors.As(err, &ae) {
-		fmt.Println("failed:", ae.Failed, "interface down:", errors.Is(err, routetable.ErrIfaceDown),
+	var pe *dataplane.PartialError
+	if errors.As(err, &pe) {
+		fmt.Println("failed:", pe.Failed, "interface down:", errors.Is(err, routetable.ErrIfaceDown),
 			"partial:", errors.Is(err, dataplane.ErrPartial))
+		fmt.Println(pe.Objects()[0])
 	}
 	fmt.Println("call again in", res.RetryAfter)
 	show(k)
@@ -261,6 +262,7 @@ func ExampleTable_Apply() {
 	show(k)
 	// Output:
 	// failed: 1 interface down: true partial: true
+	// routetable: replace route 10.244.1.7/32 dev np-a: interface down: kernel: replace route 10.244.1.7/32 table 254: kernelfake: ApplyRoutes refused: network is down
 	// call again in 100ms
 	//   10.244.2.0/24 unicast dev np-a proto 78
 	// retry: <nil>

@@ -117,16 +117,16 @@ func resyncWritesNothing(t *testing.T, e *env, seed uint64, n int) int {
 	var refused int
 	if err != nil {
 		require.ErrorIs(t, err, dataplane.ErrPartial, "seed %d", seed)
-		var ae *rt.ApplyError
-		require.True(t, errors.As(err, &ae))
-		refused = ae.Failed
-		for _, e := range ae.Errors {
+		var pe *dataplane.PartialError
+		require.True(t, errors.As(err, &pe))
+		refused = pe.Failed
+		for _, e := range pe.Errs {
 			t.Logf("refused: %v", e)
 		}
 	}
-	written := tbl.Stats().InKernel
+	written := tbl.Counters().InKernel
 	t.Logf("seed %d: %d targets invalid, %d keys declared, %d routes written, %d refused by the kernel",
-		seed, invalid, tbl.Stats().Declared, written, refused)
+		seed, invalid, tbl.Counters().Declared, written, refused)
 
 	e.kernel.resetCounts()
 	tbl.QueueResync()
@@ -136,7 +136,7 @@ func resyncWritesNothing(t *testing.T, e *env, seed uint64, n int) int {
 	}
 	writes, _ := e.kernel.counts()
 	assert.Zero(t, writes, "seed %d: a resync after Apply writes nothing: %v", seed, e.kernel.events())
-	assert.Equal(t, written, tbl.Stats().InKernel, "seed %d", seed)
+	assert.Equal(t, written, tbl.Counters().InKernel, "seed %d", seed)
 	return written
 }
 

@@ -92,7 +92,7 @@ func TestRefusedRouteBacksOffAlone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, res.RetryAfter, "no retry left to ask for")
 	assert.Equal(t, 3, rec.replaces("10.9.0.0/24"))
-	assert.Zero(t, tbl.Stats().PendingUpdates)
+	assert.Zero(t, tbl.Counters().PendingUpdates)
 }
 
 // Withdrawing a route whose update the kernel refused deletes the version

@@ -104,7 +104,7 @@ func scenarioAllTypes(t *testing.T, e *env, f failure) {
 	require.NoError(t, tbl.SetRoutes(classLocal, rt.InterfaceNone, nil))
 	e.converge(t, tbl, f)
 	assert.Empty(t, e.ours(t))
-	assert.Zero(t, tbl.Stats().InKernel)
+	assert.Zero(t, tbl.Counters().InKernel)
 }
 
 func scenarioForeign(t *testing.T, e *env, f failure) {
@@ -307,7 +307,7 @@ func scenarioCarrier(t *testing.T, e *env, f failure) {
 	e.tell(t, tbl, "np-a", kernel.LinkDown)
 	e.converge(t, tbl, f)
 	assert.Equal(t, all, e.ours(t), "the kernel keeps them, and so does the Table")
-	assert.Equal(t, 3, tbl.Stats().InKernel)
+	assert.Equal(t, 3, tbl.Counters().InKernel)
 
 	// While it is down, a route is no longer wanted: it goes at once.
 	require.NoError(t, tbl.SetRoutes(classLocal, "np-a", targets[:2]))
@@ -345,8 +345,8 @@ func scenarioHeld(t *testing.T, e *env, f failure) {
 	require.NoError(t, tbl.SetRoutes(classLocal, "np-c", []rt.Target{{CIDR: e.pfx("10.0.1.0/24")}}))
 	e.converge(t, tbl, f)
 	assert.Empty(t, e.ours(t), "no interface yet")
-	assert.Equal(t, 1, tbl.Stats().Declared)
-	assert.Zero(t, tbl.Stats().Desired)
+	assert.Equal(t, 1, tbl.Counters().Declared)
+	assert.Zero(t, tbl.Counters().Desired)
 
 	e.addLink(t, "np-c")
 	e.tell(t, tbl, "np-c", kernel.LinkUp)
@@ -402,9 +402,9 @@ func scenarioRecreateForeign(t *testing.T, e *env, f failure) {
 	e.tell(t, tbl, "fx0", kernel.LinkUp)
 	want := []string{e.line("10.5.0.0/24", "unicast dev fx0")}
 	if f == failNone {
-		resyncs := tbl.Stats().Resyncs
+		resyncs := tbl.Counters().Resyncs
 		require.NoError(t, applyOnce(t, tbl), "written by the next Apply")
-		assert.Equal(t, resyncs, tbl.Stats().Resyncs, "without a re-read of the table")
+		assert.Equal(t, resyncs, tbl.Counters().Resyncs, "without a re-read of the table")
 		assert.Equal(t, want, e.ours(t))
 	}
 	e.converge(t, tbl, f)
@@ -651,7 +651,7 @@ func scenarioNeighborsRestart(t *testing.T, e *env, f failure) {
 	e.converge(t, second, f)
 	assert.ElementsMatch(t, append(slices.Clone(foreign[:3]), ours(1), ours(3), ours(5)), static())
 	if f == failNone {
-		assert.Equal(t, uint64(2), second.Stats().NeighborWrites, "pod 2 deleted, pod 5 marked: %v", e.kernel.events())
+		assert.Equal(t, uint64(2), second.Counters().NeighborWrites, "pod 2 deleted, pod 5 marked: %v", e.kernel.events())
 	}
 
 	// Restarted with nothing declared: all of ours go, nothing else.
@@ -699,7 +699,7 @@ func scenarioAdoption(t *testing.T, e *env, f failure) {
 	assert.Zero(t, writes, "restart adoption writes nothing: %v", e.kernel.events())
 	assert.Equal(t, 1, dumps)
 	assert.Equal(t, want, e.ours(t))
-	s := second.Stats()
+	s := second.Counters()
 	assert.Equal(t, 11, s.InKernel)
 	assert.Zero(t, s.PendingUpdates+s.PendingDeletions)
 	assert.Zero(t, s.NeighborWrites)
@@ -774,7 +774,7 @@ func scenarioTwoTables(t *testing.T, e *env, f failure) {
 	}
 	neighborWrites := func(tbls ...*rt.Table) (n uint64) {
 		for _, tbl := range tbls {
-			n += tbl.Stats().NeighborWrites
+			n += tbl.Counters().NeighborWrites
 		}
 		return n
 	}
@@ -862,7 +862,7 @@ func scenarioDeltas(t *testing.T, e *env, f failure) {
 	require.NoError(t, tbl.RouteRemove(classLocal, "np-zz", rt.RouteKey{CIDR: e.pfx("10.0.1.0/24")}), "unknown iface: no-op")
 	e.converge(t, tbl, f)
 	assert.Equal(t, []string{e.line("10.0.1.0/24", "metric 10 unicast dev np-a mtu 1300")}, e.ours(t))
-	assert.Equal(t, 1, tbl.Stats().Declared)
+	assert.Equal(t, 1, tbl.Counters().Declared)
 }
 
 func scenarioBadInput(t *testing.T, e *env, f failure) {
@@ -888,6 +888,6 @@ func scenarioBadInput(t *testing.T, e *env, f failure) {
 	require.ErrorIs(t, tbl.RouteUpdate(classLocal, "np-a", rt.Target{}), rt.ErrInvalidTarget)
 	e.converge(t, tbl, f)
 	assert.Equal(t, before, e.ours(t), "nothing changed")
-	assert.Equal(t, 1, tbl.Stats().Declared)
+	assert.Equal(t, 1, tbl.Counters().Declared)
 	assert.True(t, strings.HasPrefix(before[0], e.pfx("10.0.1.0/24").String()))
 }

@@ -69,16 +69,13 @@ type Table struct {
 	// entries still have to be deleted.
 	pendingFlush []netip.Addr
 
-	// retries and nbrRetries hold the backoff of the routes and neighbour
-	// entries whose last write failed, flush that of the conntrack
-	// deletions.
-	retries    map[rkey]dataplane.Retry
-	nbrRetries map[nbrKey]dataplane.Retry
-	flush      dataplane.Retry
+	// failed holds the routes, neighbour entries and conntrack deletion
+	// whose last write failed, with their backoff.
+	failed *dataplane.Ledger[failKey]
 
 	needResync bool // next Apply dumps the table
 	linksStale bool // next Apply lists the links
-	stats      Stats
+	stats      Counters
 	// flushedIndex holds indexes whose routes the kernel removed since
 	// the last forgetFlushed: true when the interface is gone, false when
 	// it went down.
@@ -325,8 +322,31 @@ type nbrKey struct {
 	oif int32
 }
 
-// Stats are counters and sizes of a Table, for tests and metrics.
-type Stats struct {
+// failKind says what a failKey names.
+type failKind uint8
+
+const (
+	failRoute failKind = iota
+	failNeighbor
+	failConntrack
+)
+
+// failKey names one object of the Table in its failure ledger: a route, a
+// static neighbour entry, or the conntrack deletion (one, shared by the
+// addresses waiting for it).
+type failKey struct {
+	kind  failKind
+	route rkey
+	nbr   nbrKey
+}
+
+func routeFail(k rkey) failKey { return failKey{kind: failRoute, route: k} }
+func nbrFail(k nbrKey) failKey { return failKey{kind: failNeighbor, nbr: k} }
+func conntrackFail() failKey   { return failKey{kind: failConntrack} }
+
+// Counters are counters and sizes of a Table, for tests and metrics,
+// beside the dataplane.DriverStats that Stats gives.
+type Counters struct {
 	// Declared is the number of keys with at least one candidate.
 	Declared int
 	// Desired is the number of keys with a winner (a candidate whose
@@ -371,8 +391,7 @@ func New(opts Options) (*Table, error) {
 		graceSeen:    map[rkey]time.Time{},
 		nbrs:         delta.NewComparable[nbrKey, [6]byte](),
 		nbrOf:        map[rkey]nbrKey{},
-		retries:      map[rkey]dataplane.Retry{},
-		nbrRetries:   map[nbrKey]dataplane.Retry{},
+		failed:       dataplane.NewLedger[failKey](dataplane.Backoff{}, o.Clock),
 		needResync:   true,
 		flushedIndex: map[int32]bool{},
 		rescan:       map[int32]struct{}{},
@@ -393,8 +412,20 @@ func (t *Table) Name() string {
 	return fmt.Sprintf("routetable-%s-%d", strings.ToLower(t.opts.Family.String()), t.opts.Table)
 }
 
-// Stats returns the Table's counters and sizes.
-func (t *Table) Stats() Stats {
+// Stats returns the Table's dataplane.DriverStats: the keys with a
+// winner, our routes in the table (as last read or written), the objects
+// failing (routes, neighbour entries, the conntrack deletion) and the
+// route and neighbour writes sent. It implements
+// dataplane.StatsReporter.
+func (t *Table) Stats() dataplane.DriverStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return dataplane.DriverStats{Desired: t.tr.Desired().Len(), InKernel: t.tr.Dataplane().Len(),
+		Failing: t.failed.Len(), Writes: t.stats.RouteWrites + t.stats.NeighborWrites}
+}
+
+// Counters returns the Table's counters and sizes.
+func (t *Table) Counters() Counters {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.stats
@@ -755,13 +786,13 @@ func (t *Table) resolve(k rkey) {
 	old, had := t.tr.Desired().Get(k)
 	if best == nil {
 		if had {
-			delete(t.retries, k)
+			t.failed.Forget(routeFail(k))
 			t.tr.Desired().Delete(k)
 		}
 		return
 	}
 	if !had || !krouteEqual(old, bestForm) {
-		delete(t.retries, k)
+		t.failed.Forget(routeFail(k))
 		t.tr.Desired().Set(k, bestForm)
 	}
 }
@@ -777,11 +808,11 @@ func (t *Table) setNeighbor(k rkey, best *cand) {
 	if had && (!wanted || old != want) {
 		t.nbrs.Desired().Delete(old)
 		delete(t.nbrOf, k)
-		delete(t.nbrRetries, old)
+		t.failed.Forget(nbrFail(old))
 	}
 	if wanted {
 		if mac, ok := t.nbrs.Desired().Get(want); !ok || mac != best.t.mac {
-			delete(t.nbrRetries, want)
+			t.failed.Forget(nbrFail(want))
 			t.nbrs.Desired().Set(want, best.t.mac)
 		}
 		t.nbrOf[k] = want

@@ -240,7 +240,7 @@ func TestTargetValidation(t *testing.T) {
 			err := tbl.SetRoutes(1, c.iface, []rt.Target{c.target})
 			if !c.ok {
 				require.True(t, errors.Is(err, rt.ErrInvalidTarget) || errors.Is(err, rt.ErrInvalidInterface), "%v", err)
-				assert.Zero(t, tbl.Stats().Declared, "nothing recorded")
+				assert.Zero(t, tbl.Counters().Declared, "nothing recorded")
 				require.Error(t, tbl.RouteUpdate(1, c.iface, c.target))
 				_, err := tbl.Apply(context.Background())
 				require.NoError(t, err)
@@ -271,7 +271,7 @@ func TestDuplicateKeysRejected(t *testing.T) {
 	err := tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("fd00::/64")}, {CIDR: mustP("fd00::/64"), Metric: 1024}})
 	require.ErrorIs(t, err, rt.ErrDuplicateRoute, "metric 0 is 1024")
 	require.NoError(t, tbl.SetRoutes(1, "np-a", []rt.Target{{CIDR: mustP("fd00::/64")}, {CIDR: mustP("fd00::/64"), Metric: 1}}))
-	assert.Equal(t, 2, tbl.Stats().Declared)
+	assert.Equal(t, 2, tbl.Counters().Declared)
 }
 
 func TestOnIfaceStateChangedIgnoresBadInput(t *testing.T) {
@@ -363,32 +363,33 @@ func TestApplyErrors(t *testing.T) {
 	k.Fail(kernelfake.OpApplyRoutes, 5, syscall.EINVAL)
 	k.Fail(kernelfake.OpApplyRoutes, 30, syscall.ENODEV)
 	res, err := tbl.Apply(context.Background())
-	var ae *rt.ApplyError
-	require.ErrorAs(t, err, &ae)
-	assert.Equal(t, 35, ae.Failed)
-	assert.Len(t, ae.Errors, rt.MaxReportedErrors)
 	assert.ErrorIs(t, err, dataplane.ErrPartial, "the rest was written")
 	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe, "a dataplane.Loop counts the failed routes")
 	assert.Equal(t, 35, pe.Failed)
+	assert.Len(t, pe.Objects(), 35, "one object error per route")
 	assert.ErrorIs(t, err, rt.ErrRouteFailed)
 	assert.ErrorIs(t, err, syscall.EINVAL)
 	assert.ErrorIs(t, err, rt.ErrIfaceGone)
 	assert.ErrorIs(t, err, syscall.ENODEV)
 	assert.Contains(t, err.Error(), "routetable: 35 object(s) failed")
-	var re *rt.RouteError
+	var re *dataplane.ObjectError
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, kernel.OpReplace, re.Op)
-	assert.Equal(t, "np-a", re.Iface)
+	assert.Equal(t, "replace", re.Op)
+	ro, ok := re.Object.(rt.RouteObject)
+	require.True(t, ok, "a route's object is its RouteObject")
+	assert.Equal(t, "np-a", ro.Iface)
 	assert.Contains(t, re.Error(), "dev np-a")
-	assert.Equal(t, 5, tbl.Stats().InKernel)
-	assert.Equal(t, 35, tbl.Stats().PendingUpdates)
+	assert.Equal(t, 1, re.Attempts)
+	assert.Equal(t, dataplane.DriverStats{Desired: 40, InKernel: 5, Failing: 35, Writes: 40}, tbl.Stats())
+	assert.Equal(t, 5, tbl.Counters().InKernel)
+	assert.Equal(t, 35, tbl.Counters().PendingUpdates)
 	assert.Equal(t, 100*time.Millisecond, res.RetryAfter, "the failed routes' first retry")
 
 	clk.Advance(res.RetryAfter)
 	_, err = tbl.Apply(context.Background())
 	require.NoError(t, err, "retried")
-	assert.Equal(t, 40, tbl.Stats().InKernel)
+	assert.Equal(t, 40, tbl.Counters().InKernel)
 	assert.Len(t, routes(k, rt.IPv4), 40)
 }
 
@@ -577,7 +578,7 @@ func TestRescanOfInterfacesThatComeUp(t *testing.T) {
 		assert.Equal(t, 1, k.Calls(kernelfake.OpDumpRoutes), "the whole table read after the failure")
 		assert.Equal(t, 1, k.Writes())
 		assert.Len(t, routes(k, rt.IPv4), 1)
-		assert.Equal(t, uint64(1), tbl.Stats().Rescans)
+		assert.Equal(t, uint64(1), tbl.Counters().Rescans)
 	})
 }
 
@@ -607,8 +608,8 @@ func TestIfaceIndexChanges(t *testing.T) {
 	_, err = tbl.Apply(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, routes(k, rt.IPv4), "np-a is gone: its route is held")
-	assert.Equal(t, 1, tbl.Stats().Declared)
-	assert.Zero(t, tbl.Stats().Desired)
+	assert.Equal(t, 1, tbl.Counters().Declared)
+	assert.Zero(t, tbl.Counters().Desired)
 }
 
 func TestPolicies(t *testing.T) {
@@ -708,7 +709,7 @@ func TestConcurrentUse(t *testing.T) {
 		for i := range 200 {
 			cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 0}), 24)
 			_ = tbl.RouteUpdate(rt.RouteClass(i%3), []string{"np-a", "np-b"}[i%2], rt.Target{CIDR: cidr})
-			_ = tbl.Stats()
+			_ = tbl.Counters()
 		}
 	}()
 	go func() {
@@ -723,7 +724,7 @@ func TestConcurrentUse(t *testing.T) {
 	tbl.OnIfaceStateChanged("np-a", a, kernel.LinkUp)
 	_, err := tbl.Apply(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 200, tbl.Stats().InKernel)
+	assert.Equal(t, 200, tbl.Counters().InKernel)
 	assert.Len(t, routes(k, rt.IPv4), 200)
 }
 
@@ -752,11 +753,16 @@ func TestApplyHonoursContext(t *testing.T) {
 }
 
 func TestErrorsWrapSentinels(t *testing.T) {
-	err := &rt.RouteError{Key: rt.RouteKey{CIDR: mustP("10.0.0.0/8")}, Op: kernel.OpDelete, Class: rt.ErrRouteFailed, Err: syscall.EBUSY}
+	// A refused deletion of a route with no device.
+	k, tbl, _ := newFake(t, rt.IPv4, "np-a")
+	require.NoError(t, tbl.SetRoutes(1, rt.InterfaceNone, []rt.Target{{CIDR: mustP("10.0.0.0/8"), Type: rt.TargetBlackhole}}))
+	_, err := tbl.Apply(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, tbl.SetRoutes(1, rt.InterfaceNone, nil))
+	k.Fail(kernelfake.OpApplyRoutes, 1, syscall.EBUSY)
+	_, err = tbl.Apply(context.Background())
 	assert.ErrorIs(t, err, rt.ErrRouteFailed)
 	assert.ErrorIs(t, err, syscall.EBUSY)
-	assert.Equal(t, "routetable: delete 10.0.0.0/8: route write failed: device or resource busy", err.Error())
-	ae := &rt.ApplyError{Failed: 1, Errors: []error{err, errors.New("b"), errors.New("c"), errors.New("d")}}
-	assert.Contains(t, ae.Error(), "; …")
-	assert.ErrorIs(t, ae, syscall.EBUSY)
+	assert.ErrorIs(t, err, dataplane.ErrPartial)
+	assert.Equal(t, "routetable: 1 object(s) failed; delete route 10.0.0.0/8: route write failed: kernel: delete route 10.0.0.0/8 table 254: device or resource busy", err.Error())
 }

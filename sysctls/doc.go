@@ -1,4 +1,4 @@
-// Package sysctls is the node manager for the kernel's static
+// Package sysctls is the driver of the kernel's static
 // configuration: the sysctls a node must hold for pod networking to work
 // and be safe — IPv4 and IPv6 forwarding, a reverse-path filter that does
 // not drop asymmetric traffic, unprivileged BPF off (Defaults) — kept
@@ -29,25 +29,29 @@
 //		Settings: sysctls.Defaults(), // or the agent's own list
 //		OnReport: func(r sysctls.Report) { log.Print(r) },
 //	})
-//	_ = loop.AddManager(m)
+//	_ = loop.AddDriver(m)
 //
-// The Manager takes no message. It writes to the kernel itself, in
-// CompleteDeferredWork, and is a dataplane.Resyncer: the loop calls it at
-// every pass, and it checks when a check is due — at the first call, after
-// QueueResync (the loop resyncs it after a failure and when it becomes
-// active) and once Options.RecheckInterval has passed, which repairs values
-// changed behind the agent's back. An inactive loop never calls it, so a
-// standby agent writes nothing. Without a loop, Check checks at once.
+// The Driver is a dataplane.Driver: its Apply checks every setting at the
+// first call and after QueueResync (the loop's periodic resync, which
+// repairs values changed behind the agent's back, and its resync after a
+// failure), and otherwise only the settings declared since (SetGroup) and
+// those whose retry is due; with nothing due it does no I/O. An inactive
+// loop never applies it, so a standby agent writes nothing. Without a
+// loop, Check checks at once. Managers hand it their own settings with
+// SetGroup (the per-interface sysctls of an endpoint's interface, say) and
+// read a setting's failure back with Failure.
 //
 // Each check makes a Report: per setting, the value found, the value left,
 // and whether it was kept, changed or failed (Result.Err wraps
 // ErrNotApplied and the cause: ErrNoHostAccess, ErrReadOnly,
 // kernel.ErrNotFound for a key this kernel lacks, kernel.ErrInvalid for a
 // refused value). OnReport receives the reports that changed or failed
-// something. A failed Required setting (forwarding, in Defaults) also fails
-// CompleteDeferredWork, so the loop's health shows it and the loop retries
-// with backoff; other failures are reported and tried again at the next
-// recheck.
+// something. A failed Required setting (forwarding, in Defaults) fails the
+// Apply as a whole, so the loop's health shows the Driver failed and the
+// loop retries it with backoff; any other failed setting is a
+// *dataplane.ObjectError in the Apply's *dataplane.PartialError, kept in a
+// dataplane.Ledger and retried on its own backoff. Stats gives the
+// dataplane.DriverStats.
 //
 // # What it never touches
 //

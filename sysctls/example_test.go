@@ -12,7 +12,7 @@ import (
 	"github.com/nodeplane/nodeplane/sysctls"
 )
 
-// The Manager on a loop: the first pass checks every setting and reports
+// The Driver on a loop: the first pass checks every setting and reports
 // what it changed and what it could not. The namespace here is
 // kernelfake's, whose ip_forward is 0 as in a fresh namespace; without a
 // Host, the machine-wide key is reported, not touched.
@@ -29,7 +29,7 @@ func Example() {
 		panic(err)
 	}
 	loop, _ := dataplane.New(dataplane.Options{OnInSync: cancel}) // stop after the first pass
-	_ = loop.AddManager(m)
+	_ = loop.AddDriver(m)
 	loop.DatastoreInSync()
 	loop.InterfacesInSync()
 	_ = loop.Run(ctx)
@@ -41,7 +41,7 @@ func Example() {
 
 // Check runs a check at once, without a loop, as at an agent's start.
 // ReadOnly makes it a dry run.
-func ExampleManager_Check() {
+func ExampleDriver_Check() {
 	ns := kernelfake.New(kernelfake.Options{})
 	m, _ := sysctls.New(sysctls.Options{
 		Kernel:   sysctls.ReadOnly(ns),

@@ -26,13 +26,13 @@ func hostValue(t *testing.T, rel string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// TestKernelStaticConfig runs the Manager on a loop in a fresh namespace
+// TestKernelStaticConfig runs the Driver on a loop in a fresh namespace
 // where one setting is wrong (ip_forward 0), one strict (rp_filter 1) and
 // one right (IPv6 forwarding 1): it reports and fixes the first two, leaves
 // the third alone (no write), and only reads the machine-wide
 // kernel.unprivileged_bpf_disabled, which no namespace can hold apart from
 // the host: the test gives it a read-only Host, so the host's value is
-// reported and never changed. A restarted Manager writes nothing; after
+// reported and never changed. A restarted Driver writes nothing; after
 // drift it writes only the drifted key. The host's own values are the same
 // before and after.
 func TestKernelStaticConfig(t *testing.T) {
@@ -56,7 +56,7 @@ func TestKernelStaticConfig(t *testing.T) {
 		OnReport: func(r sysctls.Report) { reports <- r },
 	})
 	require.NoError(t, err)
-	loop := managertest.StartLoop(t, dataplane.Options{}, []dataplane.Manager{m})
+	loop := managertest.StartLoop(t, dataplane.Options{}, nil, m)
 	managertest.InSync(loop)
 	var rep sysctls.Report
 	select {
@@ -84,7 +84,14 @@ func TestKernelStaticConfig(t *testing.T) {
 		assert.Equal(t, want, v, key)
 	}
 	h := managertest.WaitReady(t, loop, 30*time.Second)
-	assert.NoError(t, h.LastError)
+	if bpf == "1" || bpf == "2" {
+		assert.NoError(t, h.LastError)
+	} else {
+		assert.ErrorIs(t, h.LastError, dataplane.ErrPartial, "the read-only key is an object failing, not the Driver")
+	}
+	st := h.Drivers["sysctls"]
+	assert.Equal(t, 4, st.Desired)
+	assert.EqualValues(t, 2, st.Writes)
 
 	// A restarted agent: reads, writes nothing.
 	m2, err := sysctls.New(sysctls.Options{Kernel: k, Host: sysctls.ReadOnly(sysctls.ProcSys{})})

@@ -93,7 +93,7 @@ func fileError(op, key string, err error) error {
 }
 
 // ReadOnly wraps s so that reads go through and every write fails with
-// ErrReadOnly: a Manager on it reports what it would change and changes
+// ErrReadOnly: a Driver on it reports what it would change and changes
 // nothing (a dry run, or a machine-wide key an agent must not touch).
 func ReadOnly(s kernel.Sysctls) kernel.Sysctls { return readOnly{s} }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
-// Setting is one sysctl the Manager keeps at an acceptable value.
+// Setting is one sysctl the Driver keeps at an acceptable value.
 type Setting struct {
 	// Key names the sysctl, dotted ("net.ipv4.ip_forward") or slashed
 	// ("net/ipv4/conf/eth0.100/rp_filter", needed when a component
@@ -21,11 +21,10 @@ type Setting struct {
 	// Accept lists other values that are acceptable as they are and are
 	// left alone (Value always is).
 	Accept []string
-	// Required makes a failure to apply the setting fail the Manager's
-	// CompleteDeferredWork, so the loop reports it in its health and
-	// retries with backoff. A setting that is not required is only
-	// reported (Report, Options.OnReport) and tried again at the next
-	// recheck.
+	// Required makes a failure to apply the setting fail the Driver's
+	// Apply as a whole, so the loop reports the Driver failed, backs it
+	// off and resyncs it. A setting that is not required fails on its own
+	// (a *dataplane.PartialError) and is retried on its own backoff.
 	Required bool
 	// Why says, in a few words, what the setting is for; it is quoted in
 	// logs.

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
-	"sync/atomic"
-	"time"
+	"sync"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -15,14 +16,9 @@ import (
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// DefaultRecheckInterval is how often the Manager checks its settings
-// again when Options.RecheckInterval is zero: the loop's own default
-// resync interval.
-const DefaultRecheckInterval = dataplane.DefaultResyncInterval
-
-// Options configure a Manager. Kernel is required.
+// Options configure a Driver. Kernel is required.
 type Options struct {
-	// Kernel is the network namespace whose net.* sysctls the Manager
+	// Kernel is the network namespace whose net.* sysctls the Driver
 	// keeps: a *kernel.Namespace (kernel.Open, kernel.OpenCurrent) or a
 	// kernelfake.Namespace in tests.
 	Kernel kernel.Sysctls
@@ -32,20 +28,14 @@ type Options struct {
 	// ErrNoHostAccess.
 	Host kernel.Sysctls
 	// Settings are the sysctls to keep; nil means Defaults(). An empty
-	// non-nil slice keeps none.
+	// non-nil slice keeps none. SetGroup adds others (per interface, say).
 	Settings []Setting
-	// RecheckInterval is how often CompleteDeferredWork checks the
-	// settings again, to repair what changed behind the agent's back;
-	// it runs at the loop's next pass after the interval (a loop passes at
-	// least every dataplane.Options.ResyncInterval). Zero means
-	// DefaultRecheckInterval; negative checks only at the first call and
-	// after QueueResync.
-	RecheckInterval time.Duration
-	// Clock times the rechecks; nil means clock.Real().
+	// Clock times the retries of the settings that failed; nil means
+	// clock.Real().
 	Clock clock.Clock
-	// OnReport, if set, is called with the Report of every check made by
-	// CompleteDeferredWork that changed something or could not apply
-	// something. It is called from the loop's goroutine and must be quick.
+	// OnReport, if set, is called with the Report of every Apply that
+	// changed something or could not apply something. It is called from
+	// the goroutine that runs Apply and must be quick.
 	OnReport func(Report)
 	// Logger receives an info log for every change and a warning for every
 	// failure; nil discards them.
@@ -154,27 +144,34 @@ func (r Report) String() string {
 	return strings.Join(lines, "\n")
 }
 
-// Manager keeps a namespace's static kernel configuration: sysctls that
-// must hold a value (or one of a few) for the node to work. It is a
-// dataplane.Manager that writes to the kernel itself, in
-// CompleteDeferredWork, and so a dataplane.Resyncer: an inactive loop does
-// not call it. Check runs a check at once, for use without a loop.
-type Manager struct {
-	o        Options
-	log      *slog.Logger
-	clk      clock.Clock
-	settings []Setting
-	resync   atomic.Bool
-	next     time.Time // next recheck; zero: at the next call
+// Driver keeps a namespace's kernel configuration: sysctls that must hold
+// a value (or one of a few) for the node to work. It is a
+// dataplane.Driver, so the loop's resync repairs what changed behind the
+// agent's back and an inactive loop writes nothing; Check runs a check at
+// once, for use without a loop. Its methods are safe for concurrent use.
+type Driver struct {
+	o      Options
+	log    *slog.Logger
+	static []Setting
+
+	mu     sync.Mutex
+	groups map[string][]Setting
+	// resync makes the next Apply check every setting; due holds the keys
+	// (paths) declared since the last Apply, which it checks too.
+	resync bool
+	due    map[string]bool
+	// good holds the keys whose value was acceptable when last read or
+	// written.
+	good   map[string]bool
+	failed *dataplane.Ledger[string]
+	writes uint64
 }
 
-// New validates opts and returns a Manager. It does no I/O.
-func New(opts Options) (*Manager, error) {
-	bad := func(format string, args ...any) (*Manager, error) {
-		return nil, managerutil.Invalid(ErrInvalidOptions, format, args...)
-	}
+// New validates opts and returns a Driver. It does no I/O: the first Apply
+// (or Check) reads the kernel.
+func New(opts Options) (*Driver, error) {
 	if managerutil.IsNil(opts.Kernel) {
-		return bad("Kernel is required")
+		return nil, managerutil.Invalid(ErrInvalidOptions, "Kernel is required")
 	}
 	if managerutil.IsNil(opts.Host) {
 		opts.Host = nil
@@ -183,99 +180,262 @@ func New(opts Options) (*Manager, error) {
 	if settings == nil {
 		settings = Defaults()
 	}
-	seen := map[string]bool{}
-	for i, s := range settings {
-		p, err := path(s.Key)
-		if err != nil {
-			return bad("Settings[%d]: %v", i, err)
-		}
-		if seen[p] {
-			return bad("Settings[%d]: %s given twice", i, s.Key)
-		}
-		seen[p] = true
-		if s.Value == "" || strings.ContainsAny(s.Value, "\n\x00") {
-			return bad("Settings[%d] %s: value %q is empty or has a newline or NUL", i, s.Key, s.Value)
-		}
-	}
-	if opts.RecheckInterval == 0 {
-		opts.RecheckInterval = DefaultRecheckInterval
+	if err := validate("Settings", settings, nil); err != nil {
+		return nil, err
 	}
 	if opts.Name == "" {
 		opts.Name = "sysctls"
 	}
-	return &Manager{o: opts, log: managerutil.Logger(opts.Logger), clk: clock.OrReal(opts.Clock), settings: append([]Setting(nil), settings...)}, nil
+	return &Driver{o: opts, log: managerutil.Logger(opts.Logger), static: slices.Clone(settings),
+		groups: map[string][]Setting{}, resync: true, due: map[string]bool{}, good: map[string]bool{},
+		failed: dataplane.NewLedger[string](dataplane.Backoff{}, opts.Clock)}, nil
 }
 
-// Name returns the Manager's name for the loop's logs.
-func (m *Manager) Name() string { return m.o.Name }
-
-// Settings returns the settings the Manager keeps.
-func (m *Manager) Settings() []Setting { return append([]Setting(nil), m.settings...) }
-
-// OnUpdate implements dataplane.Manager; the Manager takes no message.
-func (m *Manager) OnUpdate(any) {}
-
-// QueueResync makes the next CompleteDeferredWork check every setting,
-// whenever the last check was. It implements dataplane.Resyncer (the loop
-// calls it after a failure and when it becomes active) and may be called
-// from any goroutine.
-func (m *Manager) QueueResync() { m.resync.Store(true) }
-
-// CompleteDeferredWork checks every setting when a check is due (the first
-// call, after QueueResync, and once RecheckInterval has passed since the
-// last check), and otherwise returns at once. A check reads each sysctl,
-// leaves acceptable values alone, writes Value over the others and reads it
-// back. The Report goes to Options.OnReport when something changed or
-// failed. The error is the failures of Required settings (Report.Err):
-// the loop then reports the Manager failed and calls it again after its
-// backoff, with a resync; failures of other settings are only reported and
-// tried again at the next recheck.
-func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
-	now := m.clk.Now()
-	if !m.resync.Swap(false) && !m.next.IsZero() && (m.o.RecheckInterval < 0 || now.Before(m.next)) {
-		return nil
+// validate checks settings, named what in errors: well-formed keys and
+// values, no key twice, none of them in taken (keys as paths).
+func validate(what string, settings []Setting, taken map[string]bool) error {
+	seen := map[string]bool{}
+	for i, s := range settings {
+		p, err := path(s.Key)
+		if err != nil {
+			return managerutil.Invalid(ErrInvalidOptions, "%s[%d]: %v", what, i, err)
+		}
+		if seen[p] || taken[p] {
+			return managerutil.Invalid(ErrInvalidOptions, "%s[%d]: %s given twice", what, i, s.Key)
+		}
+		seen[p] = true
+		if s.Value == "" || strings.ContainsAny(s.Value, "\n\x00") {
+			return managerutil.Invalid(ErrInvalidOptions, "%s[%d] %s: value %q is empty or has a newline or NUL", what, i, s.Key, s.Value)
+		}
 	}
-	rep := m.Check(ctx)
-	if m.o.RecheckInterval > 0 {
-		m.next = m.clk.Now().Add(m.o.RecheckInterval)
+	return nil
+}
+
+// Name returns the Driver's name for the loop's logs.
+func (m *Driver) Name() string { return m.o.Name }
+
+// Phase returns dataplane.PhaseRoutes: sysctls are written beside routes.
+func (m *Driver) Phase() dataplane.Phase { return dataplane.PhaseRoutes }
+
+// Settings returns the settings the Driver keeps: Options.Settings, then
+// those of every group, by group name.
+func (m *Driver) Settings() []Setting {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.desired()
+}
+
+func (m *Driver) desired() []Setting {
+	out := slices.Clone(m.static)
+	for _, g := range slices.Sorted(maps.Keys(m.groups)) {
+		out = append(out, m.groups[g]...)
+	}
+	return out
+}
+
+// SetGroup replaces the settings of group (a manager hands its own here:
+// endpoints the per-interface sysctls of an interface, say); nil or empty
+// removes the group. Settings are validated as Options.Settings are, and a
+// key already kept by Options.Settings or another group is refused: on any
+// error, nothing changes. The next Apply checks the group's new or changed
+// settings; a removed setting is left as it is in the kernel.
+func (m *Driver) SetGroup(group string, settings []Setting) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	taken := map[string]bool{}
+	for g, ss := range m.groups {
+		if g == group {
+			continue
+		}
+		for _, s := range ss {
+			p, _ := path(s.Key)
+			taken[p] = true
+		}
+	}
+	for _, s := range m.static {
+		p, _ := path(s.Key)
+		taken[p] = true
+	}
+	if err := validate("group "+group, settings, taken); err != nil {
+		return err
+	}
+	old := map[string]string{}
+	for _, s := range m.groups[group] {
+		p, _ := path(s.Key)
+		old[p] = fmt.Sprint(s)
+	}
+	if len(settings) == 0 {
+		delete(m.groups, group)
 	} else {
-		m.next = now // not zero: checked once
+		m.groups[group] = slices.Clone(settings)
 	}
-	if cb := m.o.OnReport; cb != nil && (len(rep.Changed()) > 0 || len(rep.Failed()) > 0) {
-		cb(rep)
+	for _, s := range settings {
+		p, _ := path(s.Key)
+		if old[p] != fmt.Sprint(s) {
+			m.due[p] = true
+			m.failed.Forget(p) // a new declaration ends the backoff
+		}
 	}
-	return rep.Err()
+	return nil
 }
 
-// Check checks every setting now, writes those whose value is not
-// acceptable, and returns what it did. It is what CompleteDeferredWork runs
-// when a check is due; an agent may call it at start, without a loop. Like
-// CompleteDeferredWork, it must not run concurrently with the Manager's
-// other methods.
-func (m *Manager) Check(ctx context.Context) Report {
+// Failure returns the error of the setting key while it fails (a
+// *dataplane.ObjectError wrapping ErrNotApplied and the cause).
+func (m *Driver) Failure(key string) (*dataplane.ObjectError, bool) {
+	p, err := path(key)
+	if err != nil {
+		return nil, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.failed.Get(p)
+}
+
+// QueueResync makes the next Apply check every setting. It implements
+// dataplane.Driver: the loop calls it every ResyncInterval, which repairs
+// values changed behind the agent's back, and after the Driver failed.
+func (m *Driver) QueueResync() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.resync = true
+}
+
+// Stats returns the Driver's dataplane.DriverStats: the settings kept,
+// those whose value was acceptable when last read or written, those
+// failing, and the writes made.
+func (m *Driver) Stats() dataplane.DriverStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.desired()
+	in := 0
+	for _, s := range d {
+		if p, _ := path(s.Key); m.good[p] {
+			in++
+		}
+	}
+	return dataplane.DriverStats{Desired: len(d), InKernel: in, Failing: m.failed.Len(), Writes: m.writes}
+}
+
+// Apply checks the settings that are due: every one at the first call and
+// after QueueResync, else those declared since the last Apply and those
+// whose retry is due. A check reads each sysctl, leaves an acceptable value
+// alone, writes Value over any other and reads it back; an Apply with
+// nothing due does no I/O. The Report goes to Options.OnReport when
+// something changed or failed.
+//
+// A setting that fails is retried on its own backoff (from 100 ms,
+// doubling up to 30 s) and reported in a *dataplane.PartialError (one
+// *dataplane.ObjectError per setting, wrapping ErrNotApplied and the
+// cause). A failed Required setting (forwarding, in Defaults) fails the
+// whole Apply instead, with the failures of the required settings: the
+// loop reports the Driver failed, backs it off and resyncs it. A nil ctx is
+// context.Background().
+func (m *Driver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	rep := Report{Results: make([]Result, 0, len(m.settings))}
-	for _, s := range m.settings {
-		res := m.check(ctx, s)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failed.Begin()
+	var check []Setting
+	for _, s := range m.desired() {
+		p, _ := path(s.Key)
+		if m.resync || m.due[p] || m.failingDue(p) {
+			check = append(check, s)
+		}
+	}
+	if len(check) == 0 {
+		return dataplane.ApplyResult{RetryAfter: m.failed.RetryAfter()}, m.err()
+	}
+	rep := m.run(ctx, check)
+	if err := ctx.Err(); err != nil {
+		m.resync = true
+		return dataplane.ApplyResult{}, fmt.Errorf("sysctls: %s: %w", m.o.Name, err)
+	}
+	m.resync = false
+	clear(m.due)
+	if cb := m.o.OnReport; cb != nil && (len(rep.Changed()) > 0 || len(rep.Failed()) > 0) {
+		cb(rep)
+	}
+	return dataplane.ApplyResult{RetryAfter: m.failed.RetryAfter()}, m.err()
+}
+
+// err is Apply's error: the failures of the Required settings, joined,
+// while one fails; else the ledger's *dataplane.PartialError, or nil.
+func (m *Driver) err() error {
+	var errs []error
+	for _, s := range m.desired() {
+		p, _ := path(s.Key)
+		if e, failing := m.failed.Get(p); failing && s.Required {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return m.failed.Err()
+}
+
+// failingDue reports whether the setting at p failed and its retry is due.
+func (m *Driver) failingDue(p string) bool {
+	_, failing := m.failed.Get(p)
+	return failing && !m.failed.Waiting(p)
+}
+
+// Check checks every setting now, writes those whose value is not
+// acceptable, and returns what it did. It is what Apply runs on a resync;
+// an agent may call it at start, without a loop.
+func (m *Driver) Check(ctx context.Context) Report {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failed.Begin()
+	return m.run(ctx, m.desired())
+}
+
+// run checks settings and keeps the outcome: the failing ones in the
+// ledger, the others forgotten there; settings no longer kept are
+// forgotten too.
+func (m *Driver) run(ctx context.Context, settings []Setting) Report {
+	rep := Report{Results: make([]Result, 0, len(settings))}
+	for _, s := range settings {
+		res, cause := m.check(ctx, s)
+		p, _ := path(s.Key)
+		m.good[p] = res.Outcome != Failed
 		switch res.Outcome {
 		case Changed:
+			m.writes++
 			m.log.Info("sysctls: changed", "key", s.Key, "was", res.Was, "now", res.Now, "why", s.Why)
 		case Failed:
 			m.log.Warn("sysctls: not applied", "key", s.Key, "error", res.Err, "required", s.Required, "why", s.Why)
 		}
+		if res.Outcome == Failed {
+			m.failed.Fail(p, &dataplane.ObjectError{Driver: "sysctls", Op: "write", Kind: "sysctl", Name: s.Key,
+				Reason: ErrNotApplied, Detail: managerutil.Detail(cause), Err: cause})
+		} else {
+			m.failed.Forget(p)
+		}
 		rep.Results = append(rep.Results, res)
 	}
+	kept := map[string]bool{}
+	for _, s := range m.desired() {
+		p, _ := path(s.Key)
+		kept[p] = true
+	}
+	m.failed.Retain(func(p string) bool { return kept[p] })
+	maps.DeleteFunc(m.good, func(p string, _ bool) bool { return !kept[p] })
 	return rep
 }
 
-func (m *Manager) check(ctx context.Context, s Setting) Result {
+// check checks one setting; for a failure it returns the cause too.
+func (m *Driver) check(ctx context.Context, s Setting) (Result, error) {
 	res := Result{Setting: s}
-	fail := func(err error) Result {
+	fail := func(err error) (Result, error) {
 		res.Outcome = Failed
 		res.Err = managerutil.Quote(ErrNotApplied, err, s.Key)
-		return res
+		return res, err
 	}
 	k := m.o.Kernel
 	if !s.namespaced() {
@@ -291,7 +451,7 @@ func (m *Manager) check(ctx context.Context, s Setting) Result {
 	res.Was, res.Now = was, was
 	if s.acceptable(was) {
 		res.Outcome = Kept
-		return res
+		return res, nil
 	}
 	if err := k.SetSysctl(ctx, s.Key, s.Value); err != nil {
 		return fail(err)
@@ -305,10 +465,10 @@ func (m *Manager) check(ctx context.Context, s Setting) Result {
 		return fail(fmt.Errorf("wrote %q, read back %q", s.Value, now))
 	}
 	res.Outcome = Changed
-	return res
+	return res, nil
 }
 
 var (
-	_ dataplane.Manager  = (*Manager)(nil)
-	_ dataplane.Resyncer = (*Manager)(nil)
+	_ dataplane.Driver        = (*Driver)(nil)
+	_ dataplane.StatsReporter = (*Driver)(nil)
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
@@ -135,7 +136,14 @@ func TestWhatCannotBeApplied(t *testing.T) {
 		OnReport: func(r sysctls.Report) { reports = append(reports, r) },
 	})
 	require.NoError(t, err)
-	require.NoError(t, m.CompleteDeferredWork(ctx), "nothing required failed")
+	_, err = m.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial, "nothing required failed: the failures are the settings'")
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 2, pe.Failed)
+	oe := pe.Objects()[0]
+	assert.Equal(t, "sysctls: write sysctl kernel.unprivileged_bpf_disabled: setting not applied: no access to machine-wide sysctls", oe.Error())
+	assert.Equal(t, dataplane.DriverStats{Desired: 3, InKernel: 1, Failing: 2, Writes: 1}, m.Stats())
 	require.Len(t, reports, 1)
 	failed := reports[0].Failed()
 	require.Len(t, failed, 2)
@@ -156,9 +164,9 @@ func TestWhatCannotBeApplied(t *testing.T) {
 	assert.Equal(t, "0", rep.Failed()[0].Was)
 }
 
-// A Required setting that fails fails CompleteDeferredWork; the loop
-// resyncs and retries, and it converges once the kernel takes it.
-func TestRequiredFailureFailsTheManager(t *testing.T) {
+// A Required setting that fails fails the Apply; the loop resyncs and
+// retries, and it converges once the kernel takes it.
+func TestRequiredFailureFailsTheDriver(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
 	refused := errors.New("refused by policy")
 	ns.Refuse(func(op kernelfake.Op, obj any) error {
@@ -167,15 +175,23 @@ func TestRequiredFailureFailsTheManager(t *testing.T) {
 		}
 		return nil
 	})
-	m, err := sysctls.New(sysctls.Options{Kernel: ns, Settings: sysctls.Defaults(ipfamily.IPv4)[:1], RecheckInterval: -1})
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	m, err := sysctls.New(sysctls.Options{Kernel: ns, Settings: sysctls.Defaults(ipfamily.IPv4)[:1], Clock: clk})
 	require.NoError(t, err)
-	err = m.CompleteDeferredWork(ctx)
+	res, err := m.Apply(ctx)
 	require.ErrorIs(t, err, sysctls.ErrNotApplied)
 	require.ErrorIs(t, err, refused)
-	require.NoError(t, m.CompleteDeferredWork(ctx), "no check is due: nothing is read")
+	require.NotErrorIs(t, err, dataplane.ErrPartial, "a required setting fails the Driver")
+	assert.Equal(t, 100*time.Millisecond, res.RetryAfter)
+	calls := ns.Calls(kernelfake.OpSetSysctl)
+	_, err = m.Apply(ctx)
+	require.ErrorIs(t, err, refused, "its retry is not due: nothing is written, the Driver still fails")
+	require.NotErrorIs(t, err, dataplane.ErrPartial)
+	assert.Equal(t, calls, ns.Calls(kernelfake.OpSetSysctl))
 	ns.Refuse(nil)
 	m.QueueResync() // as the loop does after a failure
-	require.NoError(t, m.CompleteDeferredWork(ctx))
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
 	v, _ := ns.Sysctl(ctx, "net.ipv4.ip_forward")
 	assert.Equal(t, "1", v)
 }
@@ -195,43 +211,106 @@ func TestReadBackMismatch(t *testing.T) {
 	require.ErrorIs(t, rep.Err(), sysctls.ErrNotApplied)
 }
 
-func TestRecheckSchedule(t *testing.T) {
+func TestResyncSchedule(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
 	k := &counting{next: ns}
-	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	var reports int
-	m, err := sysctls.New(sysctls.Options{Kernel: k, Clock: clk, RecheckInterval: time.Minute,
+	m, err := sysctls.New(sysctls.Options{Kernel: k,
 		Settings: sysctls.Defaults(ipfamily.IPv4)[:1], OnReport: func(sysctls.Report) { reports++ }})
 	require.NoError(t, err)
-	require.NoError(t, m.CompleteDeferredWork(ctx))
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
 	gets, sets := k.reset()
 	assert.Len(t, gets, 2)
 	assert.Equal(t, []string{"net.ipv4.ip_forward=1"}, sets)
 	assert.Equal(t, 1, reports)
 
-	require.NoError(t, m.CompleteDeferredWork(ctx))
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
 	gets, _ = k.reset()
 	assert.Empty(t, gets, "not due")
 
-	// Drift behind the agent's back, repaired at the recheck.
+	// Drift behind the agent's back, repaired at the loop's resync.
 	require.NoError(t, ns.SetSysctl(ctx, "net.ipv4.ip_forward", "0"))
-	clk.Advance(time.Minute - time.Nanosecond)
-	require.NoError(t, m.CompleteDeferredWork(ctx))
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
 	gets, _ = k.reset()
 	assert.Empty(t, gets)
-	clk.Advance(time.Nanosecond)
-	require.NoError(t, m.CompleteDeferredWork(ctx))
+	m.QueueResync()
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
 	_, sets = k.reset()
 	assert.Equal(t, []string{"net.ipv4.ip_forward=1"}, sets)
 	assert.Equal(t, 2, reports)
 
 	// A check that changes nothing reports nothing.
 	m.QueueResync()
-	require.NoError(t, m.CompleteDeferredWork(ctx))
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
 	gets, sets = k.reset()
 	assert.Len(t, gets, 1)
 	assert.Empty(t, sets)
 	assert.Equal(t, 2, reports)
+	assert.Equal(t, dataplane.DriverStats{Desired: 1, InKernel: 1, Writes: 2}, m.Stats())
+}
+
+// A group's settings (a manager's, per interface say) are checked at the
+// next Apply, alone; a failing one backs off on its own and is forgotten
+// with its group; a key taken by another group is refused.
+func TestGroups(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	_, err := ns.AddLink(ctx, kernel.Link{Name: "eth1", Kind: kernel.KindBridge})
+	require.NoError(t, err)
+	k := &counting{next: ns}
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	m, err := sysctls.New(sysctls.Options{Kernel: k, Clock: clk, Settings: []sysctls.Setting{}})
+	require.NoError(t, err)
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	k.reset()
+
+	eth1 := []sysctls.Setting{{Key: "net.ipv4.conf.eth1.forwarding", Value: "1"}}
+	require.NoError(t, m.SetGroup("iface eth1", eth1))
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	gets, sets := k.reset()
+	assert.Equal(t, []string{"net.ipv4.conf.eth1.forwarding", "net.ipv4.conf.eth1.forwarding"}, gets, "only the new setting is read")
+	assert.Equal(t, []string{"net.ipv4.conf.eth1.forwarding=1"}, sets)
+	assert.Equal(t, eth1, m.Settings())
+
+	require.ErrorIs(t, m.SetGroup("other", eth1), sysctls.ErrInvalidOptions, "a key is kept by one group")
+	require.ErrorIs(t, m.SetGroup("other", []sysctls.Setting{{Key: "net", Value: "1"}}), sysctls.ErrInvalidOptions)
+
+	// An interface that is not there: the setting fails on its own backoff.
+	gone := []sysctls.Setting{{Key: "net.ipv4.conf.gone0.forwarding", Value: "1"}}
+	require.NoError(t, m.SetGroup("iface gone0", gone))
+	res, err := m.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	require.ErrorIs(t, err, kernel.ErrNotFound)
+	assert.Equal(t, 100*time.Millisecond, res.RetryAfter)
+	oe, ok := m.Failure("net.ipv4.conf.gone0.forwarding")
+	require.True(t, ok)
+	assert.Equal(t, 1, oe.Attempts)
+	k.reset()
+	_, err = m.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial, "still failing, waiting")
+	gets, _ = k.reset()
+	assert.Empty(t, gets, "not tried before its retry")
+	clk.Advance(res.RetryAfter)
+	_, err = m.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	gets, _ = k.reset()
+	assert.Equal(t, []string{"net.ipv4.conf.gone0.forwarding"}, gets, "retried alone when due")
+	assert.Equal(t, dataplane.DriverStats{Desired: 2, InKernel: 1, Failing: 1, Writes: 1}, m.Stats())
+
+	// Withdrawn: forgotten.
+	require.NoError(t, m.SetGroup("iface gone0", nil))
+	m.QueueResync()
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	_, ok = m.Failure("net.ipv4.conf.gone0.forwarding")
+	assert.False(t, ok)
+	assert.Equal(t, dataplane.DriverStats{Desired: 1, InKernel: 1, Writes: 1}, m.Stats())
 }
 
 func TestOptions(t *testing.T) {
@@ -258,7 +337,7 @@ func TestOptions(t *testing.T) {
 	assert.Empty(t, m.Settings())
 	assert.Empty(t, m.Check(ctx).Results)
 	assert.Equal(t, "sysctls", m.Name())
-	m.OnUpdate("ignored")
+	assert.Equal(t, dataplane.PhaseRoutes, m.Phase())
 }
 
 func TestProcSys(t *testing.T) {

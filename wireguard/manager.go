@@ -363,7 +363,7 @@ func minRetry(a, b dataplane.ApplyResult) dataplane.ApplyResult {
 }
 
 func (m *Manager) routesReady() bool {
-	s := m.table.Stats()
+	s := m.table.Counters()
 	return s.PendingUpdates == 0 && s.PendingDeletions == 0 && s.Desired == s.Declared
 }
 

@@ -131,7 +131,7 @@ func rtblLoad(ctx context.Context, env *harness.Env, targets []routetable.Target
 		k.Close()
 		return nil, err
 	}
-	if s := st.table.Stats(); s.InKernel != len(targets) {
+	if s := st.table.Counters(); s.InKernel != len(targets) {
 		k.Close()
 		return nil, fmt.Errorf("%d routes in the kernel, want %d", s.InKernel, len(targets))
 	}
@@ -149,18 +149,18 @@ func rtblNetlinkRoute(oif int, dst netip.Prefix, mtu int) *netlink.Route {
 // Apply; it reports the route writes ("writes"), then done (when set)
 // reports and checks more from the Table's stats before and after. It
 // closes the namespace.
-func rtblApplyRun(prep func(st *rtblState) error, done func(env *harness.Env, before, after routetable.Stats) error) func(context.Context, *harness.Env) error {
+func rtblApplyRun(prep func(st *rtblState) error, done func(env *harness.Env, before, after routetable.Counters) error) func(context.Context, *harness.Env) error {
 	return func(ctx context.Context, env *harness.Env) error {
 		st := env.State.(*rtblState)
 		defer st.kernel.Close()
-		before := st.table.Stats()
+		before := st.table.Counters()
 		if err := prep(st); err != nil {
 			return err
 		}
 		if _, err := st.table.Apply(ctx); err != nil {
 			return err
 		}
-		after := st.table.Stats()
+		after := st.table.Counters()
 		env.Report("writes", float64(after.RouteWrites-before.RouteWrites))
 		if done == nil {
 			return nil
@@ -265,7 +265,7 @@ func rtblNoopResync(n int) harness.Scenario {
 				Run: rtblApplyRun(func(st *rtblState) error {
 					st.table.QueueResync()
 					return nil
-				}, func(env *harness.Env, before, after routetable.Stats) error {
+				}, func(env *harness.Env, before, after routetable.Counters) error {
 					env.Report("dumps", float64(after.Resyncs-before.Resyncs))
 					return check("resync", after.InKernel)
 				}),
@@ -331,7 +331,7 @@ func rtblIfaceUp(n int) harness.Scenario {
 				st.table.QueueResync()
 			}
 			return nil
-		}, func(env *harness.Env, before, after routetable.Stats) error {
+		}, func(env *harness.Env, before, after routetable.Counters) error {
 			env.Report("rescans", float64(after.Rescans-before.Rescans))
 			if after.InKernel != n+rtblUpRoutes || after.RouteWrites != before.RouteWrites ||
 				(!whole && (after.Rescans != before.Rescans+1 || after.Resyncs != before.Resyncs)) {

@@ -322,7 +322,7 @@ func vxlanAddOne(n int) harness.Scenario {
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*vxStack)
 					defer st.k.Close()
-					before, routesBefore := st.m.Stats().Driver, st.tbl.Stats().RouteWrites
+					before, routesBefore := st.m.Stats().Driver, st.tbl.Counters().RouteWrites
 					st.addNode(n)
 					t0 := time.Now()
 					if err := st.m.CompleteDeferredWork(ctx); err != nil {
@@ -339,7 +339,7 @@ func vxlanAddOne(n int) harness.Scenario {
 					env.Report("routes-us", float64(time.Since(t1).Microseconds()))
 					after := st.m.Stats().Driver
 					env.Report("entry-writes", float64(after.NeighborWrites+after.FDBWrites-before.NeighborWrites-before.FDBWrites))
-					env.Report("route-writes", float64(st.tbl.Stats().RouteWrites-routesBefore))
+					env.Report("route-writes", float64(st.tbl.Counters().RouteWrites-routesBefore))
 					return nil
 				},
 			},

@@ -447,7 +447,7 @@ func testPhaseOrder(t *testing.T, f family) {
 		assert.NoError(t, c.err, c.argv)
 	}
 	assert.Zero(t, second.tbl.Stats().Restores, "a restarted agent writes no rule")
-	assert.Zero(t, second.routes.Stats().RouteWrites, "a restarted agent writes no route")
+	assert.Zero(t, second.routes.Counters().RouteWrites, "a restarted agent writes no route")
 	kerneltest.Require(t, fromAllowed)
 
 	// Step 2: disable. In one pass the jump and chain go (PhaseTables)

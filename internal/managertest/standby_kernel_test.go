@@ -156,9 +156,17 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 			setNames[f] = []string{masq.AllPoolsSet(), masq.MasqPoolsSet(), hips.SetName()}
 			drivers = append(drivers, sets, masqNAT, fipNAT, filter, eps.RouteDriver())
 		}
-		sys, err := sysctls.New(sysctls.Options{Kernel: k}) // no Host: the machine-wide key is only reported
+		// The namespace's own settings: with no Host, the machine-wide key
+		// would fail (an object retried for ever) and keep the loop's error.
+		var nsSettings []sysctls.Setting
+		for _, st := range sysctls.Defaults() {
+			if strings.HasPrefix(st.Key, "net.") {
+				nsSettings = append(nsSettings, st)
+			}
+		}
+		sys, err := sysctls.New(sysctls.Options{Kernel: k, Settings: nsSettings})
 		require.NoError(t, err)
-		managers = append(managers, sys)
+		drivers = append(drivers, sys)
 
 		watch := &passWatch{}
 		before := managertest.Snapshot(t, host1.NS)
