@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/internal/drivertest"
+	"github.com/nodeplane/nodeplane/internal/testkit/drivertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/internal/drivertest"
 	"github.com/nodeplane/nodeplane/internal/nfnl"
+	"github.com/nodeplane/nodeplane/internal/testkit/drivertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	nf "github.com/nodeplane/nodeplane/netfilter"

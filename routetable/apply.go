@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/delta"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/routetable/internal/delta"
 )
 
 // applyState collects the outcome of one Apply.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/delta"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/routetable/internal/delta"
 )
 
 // Table keeps the routes it owns in one kernel routing table, for one IP

@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/internal/bpftest"
+	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
 )
 
 func internalMap(t *testing.T) *ebpf.Map {

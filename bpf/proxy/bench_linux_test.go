@@ -11,8 +11,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/internal/bpftest"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/bpftest"
+	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
 )
 
 // capSvc is service name with n backends of one family (IPv6 when v6) at

@@ -16,7 +16,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/idalloc"
-	"github.com/nodeplane/nodeplane/internal/bpftest"
+	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
 )
 
 // foreignPins pins a map under each of names in PinDir/links: objects
