@@ -78,6 +78,9 @@ log "doc comments on every exported name"
 go run ./internal/tools/doccheck .
 go run ./internal/tools/enumcheck .
 
+log "imports follow the layers (internal/tools/layercheck/layers.go)"
+go run ./internal/tools/layercheck "${modules[@]}"
+
 for m in "${modules[@]}"; do
 	log "module $m: go vet"
 	(cd "$m" && go vet ./...)
