@@ -82,6 +82,8 @@ log "imports follow the layers (internal/tools/layercheck/layers.go)"
 go run ./internal/tools/layercheck "${modules[@]}"
 
 for m in "${modules[@]}"; do
+	log "module $m: go mod tidy -diff"
+	(cd "$m" && go mod tidy -diff)
 	log "module $m: go vet"
 	(cd "$m" && go vet ./...)
 	log "module $m: staticcheck"
