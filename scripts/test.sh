@@ -3,7 +3,8 @@
 #
 # On a fresh machine it installs what the tests need, then checks formatting,
 # regenerates the BPF objects and compares them with the committed ones,
-# checks doc comments, text forms of enums and the layers of the imports,
+# checks doc comments, text forms of enums, file sizes, the names of
+# kernel test files and the layers of the imports,
 # and for every Go module in the repository checks go mod tidy, vets, runs
 # staticcheck and runs every test with the race detector. Kernel tests
 # (TestKernel…) need root; with CI=true or NODEPLANE_REQUIRE_KERNEL=1 a
@@ -127,6 +128,9 @@ bpf_objects
 log "doc comments on every exported name"
 go run ./internal/tools/doccheck .
 go run ./internal/tools/enumcheck .
+
+log "long files say why (// Size:), kernel tests live in *_kernel_test.go"
+go run ./internal/tools/filecheck .
 
 log "imports follow the layers (internal/tools/layercheck/layers.go)"
 go run ./internal/tools/layercheck "${modules[@]}"
