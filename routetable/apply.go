@@ -1,3 +1,5 @@
+// Size: Apply and what it reads and writes (dumps, deletions, updates, neighbours, conntrack), in the order one Apply runs them.
+
 package routetable
 
 import (

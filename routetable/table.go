@@ -1,3 +1,5 @@
+// Size: the Table's state and every step from targets to the one kernel route per key (candidates, resolution, kernel form) share its private types; apply.go holds the kernel side.
+
 package routetable
 
 import (

@@ -1,3 +1,5 @@
+// Size: every nftables scenario with its peers (nft -f text, knftables-style text) and the replayed-batch floor they are compared with.
+
 //go:build linux
 
 package scenarios
