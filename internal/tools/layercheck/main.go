@@ -8,7 +8,8 @@
 // Only the imports of production files count for the order: a test may
 // import anything (an external test of netfilter runs iptables). The test
 // kit (internal/testkit/…) is imported only by test files, by other
-// test-kit packages and by bench.
+// test-kit packages and by bench. The drivers stand apart: one driver
+// does not import another.
 //
 // Imports that point back up today are listed in layers.go with who
 // removes them; the check fails on a listed import that no longer exists,
@@ -109,10 +110,10 @@ func rel(path string) (string, bool) {
 }
 
 // classify returns the index in ls of the layer of the package at path
-// (relative to root): the layer with the longest folder that holds it, or
-// -1.
-func classify(ls []layer, path string) int {
-	best, bestLen := -1, -1
+// (relative to root) and the folder of that layer that holds it: the
+// longest folder that holds it, or -1 and "".
+func classify(ls []layer, path string) (int, string) {
+	best, bestFolder := -1, ""
 	for i, l := range ls {
 		for _, folder := range l.pkgs {
 			var holds bool
@@ -121,18 +122,19 @@ func classify(ls []layer, path string) int {
 			} else {
 				holds = path == folder || strings.HasPrefix(path, folder+"/")
 			}
-			if holds && len(folder) > bestLen {
-				best, bestLen = i, len(folder)
+			if holds && (best < 0 || len(folder) > len(bestFolder)) {
+				best, bestFolder = i, folder
 			}
 		}
 	}
-	return best
+	return best, bestFolder
 }
 
 // check returns one line per problem of graph against ls, sorted: a
-// package in no layer, an import that points up or reaches the test kit
-// from production code and is not in exceptions, and an exception whose
-// importer was checked but that no longer occurs.
+// package in no layer, an import that points up, reaches the test kit from
+// production code or joins two folders of a layer that stand apart and is
+// not in exceptions, and an exception whose importer was checked but that
+// no longer occurs.
 func check(graph []pkg, ls []layer, exceptions []exception) []string {
 	excused := map[[2]string]bool{}
 	for _, e := range exceptions {
@@ -142,13 +144,13 @@ func check(graph []pkg, ls []layer, exceptions []exception) []string {
 	var problems []string
 	for _, p := range graph {
 		checked[p.path] = true
-		from := classify(ls, p.path)
+		from, fromFolder := classify(ls, p.path)
 		if from < 0 {
 			problems = append(problems, fmt.Sprintf("%s: in no layer: add it to layers in internal/tools/layercheck/layers.go", p.path))
 			continue
 		}
 		for _, imp := range p.imports {
-			to := classify(ls, imp)
+			to, toFolder := classify(ls, imp)
 			var why string
 			switch {
 			case to < 0:
@@ -157,6 +159,8 @@ func check(graph []pkg, ls []layer, exceptions []exception) []string {
 				why = fmt.Sprintf("production code imports the test kit: %s", imp)
 			case to > from:
 				why = fmt.Sprintf("%s imports %s (%s) from below it", ls[from].name, imp, ls[to].name)
+			case to == from && ls[to].apart && toFolder != fromFolder:
+				why = fmt.Sprintf("imports %s, another of the %s, which stand apart", imp, ls[to].name)
 			default:
 				continue
 			}
