@@ -9,7 +9,8 @@
 // import anything (an external test of netfilter runs iptables). The test
 // kit (internal/testkit/…) is imported only by test files, by other
 // test-kit packages and by bench. The drivers stand apart: one driver
-// does not import another.
+// does not import another. A reserved package (the interface monitor)
+// is imported only from the folders listed for it.
 //
 // Imports that point back up today are listed in layers.go with who
 // removes them; the check fails on a listed import that no longer exists,
@@ -42,7 +43,7 @@ func main() {
 		}
 		graph = append(graph, g...)
 	}
-	problems := check(graph, layers, known)
+	problems := check(graph, layers, reserved, known)
 	for _, p := range problems {
 		fmt.Println(p)
 	}
@@ -120,7 +121,7 @@ func classify(ls []layer, path string) (int, string) {
 			if folder == "." {
 				holds = path == "."
 			} else {
-				holds = path == folder || strings.HasPrefix(path, folder+"/")
+				holds = within(path, folder)
 			}
 			if holds && (best < 0 || len(folder) > len(bestFolder)) {
 				best, bestFolder = i, folder
@@ -130,12 +131,43 @@ func classify(ls []layer, path string) (int, string) {
 	return best, bestFolder
 }
 
-// check returns one line per problem of graph against ls, sorted: a
-// package in no layer, an import that points up, reaches the test kit from
-// production code or joins two folders of a layer that stand apart and is
-// not in exceptions, and an exception whose importer was checked but that
-// no longer occurs.
-func check(graph []pkg, ls []layer, exceptions []exception) []string {
+// within says whether path is folder or below it.
+func within(path, folder string) bool {
+	return path == folder || strings.HasPrefix(path, folder+"/")
+}
+
+// reservedFolder returns the folder of rs that holds path, or "".
+func reservedFolder(rs map[string][]string, path string) string {
+	for folder := range rs {
+		if within(path, folder) {
+			return folder
+		}
+	}
+	return ""
+}
+
+// mayImport says whether rs lets from import imp: imp is reserved for
+// none, or from is in (or below) one of the folders imp is reserved for,
+// or in imp's own folder.
+func mayImport(rs map[string][]string, from, imp string) bool {
+	folder := reservedFolder(rs, imp)
+	if folder == "" || within(from, folder) {
+		return true
+	}
+	for _, f := range rs[folder] {
+		if within(from, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// check returns one line per problem of graph against ls and rs, sorted:
+// a package in no layer, an import that points up, reaches the test kit
+// from production code, joins two folders of a layer that stand apart or
+// reaches a reserved package from elsewhere and is not in exceptions, and
+// an exception whose importer was checked but that no longer occurs.
+func check(graph []pkg, ls []layer, rs map[string][]string, exceptions []exception) []string {
 	excused := map[[2]string]bool{}
 	for _, e := range exceptions {
 		excused[[2]string{e.from, e.to}] = false
@@ -161,6 +193,8 @@ func check(graph []pkg, ls []layer, exceptions []exception) []string {
 				why = fmt.Sprintf("%s imports %s (%s) from below it", ls[from].name, imp, ls[to].name)
 			case to == from && ls[to].apart && toFolder != fromFolder:
 				why = fmt.Sprintf("imports %s, another of the %s, which stand apart", imp, ls[to].name)
+			case !mayImport(rs, p.path, imp):
+				why = fmt.Sprintf("imports %s, which only %s import", imp, strings.Join(rs[reservedFolder(rs, imp)], ", "))
 			default:
 				continue
 			}
