@@ -3,10 +3,10 @@
 #
 # On a fresh machine it installs what the tests need, then checks formatting,
 # regenerates the BPF objects and compares them with the committed ones,
-# checks doc comments, text forms of enums, file sizes, the names of
-# kernel test files and the layers of the imports,
-# and for every Go module in the repository checks go mod tidy, vets, runs
-# staticcheck and runs every test with the race detector. Kernel tests
+# checks doc comments, text forms of enums, file sizes, the names of kernel
+# test files and the layers of the imports, and for every Go module in the
+# repository checks go mod tidy, vets, runs staticcheck and runs every test
+# with the race detector. Kernel tests
 # (TestKernel…) need root; with CI=true or NODEPLANE_REQUIRE_KERNEL=1 a
 # skipped kernel test fails.
 set -euo pipefail
