@@ -3,9 +3,8 @@ module github.com/nodeplane/nodeplane
 go 1.26.0
 
 require (
-	github.com/coreos/go-iptables v0.8.0
+	github.com/cilium/ebpf v0.22.0
 	github.com/google/nftables v0.3.0
-	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42
 	github.com/stretchr/testify v1.12.1
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
@@ -16,9 +15,9 @@ require (
 )
 
 require (
-	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/genetlink v1.3.2 // indirect
+	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
 	github.com/mdlayher/socket v0.5.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.48.0 // indirect

@@ -5,9 +5,9 @@
 // namespace) and prints a table of median ratios, and optionally JSON.
 // It needs root.
 //
-//	go run ./bench                      # every scenario
-//	go run ./bench -run 'ipsets/'       # scenarios matching a regexp
-//	go run ./bench -trials 5 -json out.json
+//	go run -C bench .                   # every scenario
+//	go run -C bench . -run 'ipsets/'    # scenarios matching a regexp
+//	go run -C bench . -trials 5 -json out.json
 package main
 
 import (

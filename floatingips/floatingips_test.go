@@ -12,7 +12,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/floatingips"
-	"github.com/nodeplane/nodeplane/internal/managertest"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"

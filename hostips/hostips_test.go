@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/hostips"
-	"github.com/nodeplane/nodeplane/internal/managertest"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/internal/leakcheck"
+	"github.com/nodeplane/nodeplane/internal/testkit/leakcheck"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )

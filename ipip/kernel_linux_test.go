@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/kernel"
 )

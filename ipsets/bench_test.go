@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 	"github.com/nodeplane/nodeplane/ipsets"
 )
 

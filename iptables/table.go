@@ -1,3 +1,5 @@
+// Size: the Table's state and its whole Apply cycle (scope, restore, per-object failures, recheck), read in the order Apply runs it.
+
 package iptables
 
 import (

@@ -19,7 +19,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"

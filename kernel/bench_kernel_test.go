@@ -14,8 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nodeplane/nodeplane/internal/benchutil"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 )
 
 // The benchmarks write N objects into an empty namespace, ours batched

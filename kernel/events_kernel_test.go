@@ -13,8 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nodeplane/nodeplane/internal/leakcheck"
-	"github.com/nodeplane/nodeplane/internal/nlutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/leakcheck"
+	"github.com/nodeplane/nodeplane/kernel/internal/nlutil"
 )
 
 // subscriptionMarkers name the goroutines a subscription runs.

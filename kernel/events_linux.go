@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
-	"github.com/nodeplane/nodeplane/internal/nlutil"
+	"github.com/nodeplane/nodeplane/kernel/internal/nlutil"
 )
 
 // Subscribe streams the kinds asked for through an nlutil.Watcher on the

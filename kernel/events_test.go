@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/nodeplane/nodeplane/internal/nlutil"
+	"github.com/nodeplane/nodeplane/kernel/internal/nlutil"
 )
 
 // attr encodes one netlink attribute.

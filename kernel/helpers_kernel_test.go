@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 )
 
 // Addresses of the test interface v0 (a veth whose peer v1 is also up, so

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/internal/errs"
-	"github.com/nodeplane/nodeplane/internal/nlutil"
+	"github.com/nodeplane/nodeplane/kernel/internal/nlutil"
 )
 
 // Links, addresses and conntrack go through the netlink library, bound to

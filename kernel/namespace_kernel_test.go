@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 )
 
 // hasLink reports whether a namespace's link list names name.

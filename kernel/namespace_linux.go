@@ -18,7 +18,7 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/internal/netnsutil"
-	"github.com/nodeplane/nodeplane/internal/nlutil"
+	"github.com/nodeplane/nodeplane/kernel/internal/nlutil"
 )
 
 // Namespace is one open network namespace: a duplicate of its descriptor,

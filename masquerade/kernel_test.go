@@ -12,8 +12,8 @@ import (
 
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
-	"github.com/nodeplane/nodeplane/internal/managertest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/masquerade"
 )

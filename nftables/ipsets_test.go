@@ -15,7 +15,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/managertest"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"

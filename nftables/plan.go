@@ -1,3 +1,5 @@
+// Size: the planner that turns desired and kernel tables into nf_tables transactions: sets, elements, chains and rule diffs, whose order depends on each other.
+
 package nftables
 
 import (

@@ -1,3 +1,5 @@
+// Size: Apply and what it reads and writes (dumps, deletions, updates, neighbours, conntrack), in the order one Apply runs them.
+
 package routetable
 
 import (
@@ -12,8 +14,8 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/delta"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/routetable/internal/delta"
 )
 
 // applyState collects the outcome of one Apply.

@@ -1,3 +1,5 @@
+// Size: the Table's state and every step from targets to the one kernel route per key (candidates, resolution, kernel form) share its private types; apply.go holds the kernel side.
+
 package routetable
 
 import (
@@ -9,8 +11,8 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/delta"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/routetable/internal/delta"
 )
 
 // Table keeps the routes it owns in one kernel routing table, for one IP

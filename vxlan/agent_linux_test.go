@@ -18,8 +18,8 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
 	"github.com/nodeplane/nodeplane/routetable"

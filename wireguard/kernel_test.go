@@ -23,8 +23,8 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/wgctrl"
 
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
-	"github.com/nodeplane/nodeplane/internal/leakcheck"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/leakcheck"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/wireguard"

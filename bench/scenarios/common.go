@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
-	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 )
 
 // Helpers shared by the scenarios of several areas: Setups that hand state

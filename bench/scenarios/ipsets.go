@@ -11,7 +11,7 @@ import (
 	"strconv"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
-	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
 )

@@ -16,7 +16,7 @@ import (
 	goipt "github.com/coreos/go-iptables/iptables"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
-	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"

@@ -1,3 +1,5 @@
+// Size: every nftables scenario with its peers (nft -f text, knftables-style text) and the replayed-batch floor they are compared with.
+
 //go:build linux
 
 package scenarios
@@ -16,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
-	"github.com/nodeplane/nodeplane/internal/benchutil"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"

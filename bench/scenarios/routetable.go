@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
-	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
 )

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
-	"github.com/nodeplane/nodeplane/internal/benchutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"

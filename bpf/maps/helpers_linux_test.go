@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/bpf/maps"
-	"github.com/nodeplane/nodeplane/internal/bpftest"
+	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
 )
 
 // svcKey and backend are a key and a value of the shape a load balancer

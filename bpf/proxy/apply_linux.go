@@ -1,3 +1,5 @@
+// Size: everything the Proxy does to the kernel (loading its programs, writing its maps, TCX attachments and their pins), in the order Apply runs it.
+
 //go:build linux
 
 package proxy

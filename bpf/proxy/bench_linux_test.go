@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/cluster"
-	"github.com/nodeplane/nodeplane/internal/bpftest"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/cluster"
-	"github.com/nodeplane/nodeplane/internal/bpftest"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 

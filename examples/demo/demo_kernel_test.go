@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 )
 
 // testWriter hands complete lines to t.Log.

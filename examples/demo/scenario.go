@@ -1,3 +1,5 @@
+// Size: the demo is one script: setup, each check in the order it runs, teardown.
+
 package main
 
 import (

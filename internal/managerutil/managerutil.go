@@ -9,7 +9,7 @@
 // helpers of their state (SetList, SortedValues).
 //
 // It owns nothing and does no I/O. What the managers' tests share is in
-// internal/managertest.
+// internal/testkit/managertest.
 package managerutil
 
 import (

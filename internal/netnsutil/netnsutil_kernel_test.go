@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netns"
 
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
 	"github.com/nodeplane/nodeplane/internal/netnsutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 )
 
 func TestKernelDoRunsInsideAndLeavesCallerAlone(t *testing.T) {

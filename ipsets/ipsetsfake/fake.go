@@ -1,3 +1,5 @@
+// Size: a fake of the ipset binary: its command and restore parser and the kernel's set semantics it emulates belong together.
+
 package ipsetsfake
 
 import (

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/nodeplane/nodeplane/internal/leakcheck"
+	"github.com/nodeplane/nodeplane/internal/testkit/leakcheck"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 

@@ -1,3 +1,5 @@
+// Size: an in-memory nf_tables: one transaction engine for tables, chains, rules, sets and elements, with the kernel's checks.
+
 package nftablesfake
 
 import (

@@ -14,5 +14,6 @@
 // Setup is not measured.
 //
 // Scenarios are registered by package bench/scenarios and run by the
-// command in bench/ (go run ./bench).
+// command in bench/, a module of its own (go run -C bench . from the
+// repository root).
 package harness

@@ -16,8 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nodeplane/nodeplane/internal/benchutil"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 )
 
 // Role says what a variant stands for in a scenario.

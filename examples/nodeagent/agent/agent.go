@@ -1,3 +1,5 @@
+// Size: the agent's configuration and its assembly of every manager and driver, read top to bottom in one place.
+
 // Package agent is the reference node agent assembled from nodeplane: a
 // dataplane.Loop driving route tables, ip sets, an overlay (VXLAN by default;
 // IPIP, cross-subnet or direct routing by option), optional WireGuard

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
-	"github.com/nodeplane/nodeplane/internal/bpftest"
+	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
 )
 
 // TestKernelBPFProxyOnAndOff runs the agent with --bpf-proxy, then without:

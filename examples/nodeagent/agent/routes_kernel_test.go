@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
-	"github.com/nodeplane/nodeplane/internal/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 )
 
 // TestKernelAgentRoutesRepairedAtOnce runs the agent in a fresh namespace

@@ -1,0 +1,64 @@
+//go:build linux
+
+package maps
+
+import (
+	"context"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
+)
+
+func internalMap(t *testing.T) *ebpf.Map {
+	t.Helper()
+	m, err := Open(bpftest.Dir(t), Spec{Name: "np_int", Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: 20000})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// The paths the kernel does not normally take: no batch operations at all
+// (key by key reads and writes), and a batch smaller than a bucket.
+func TestKernelSyncFallbacks(t *testing.T) {
+	ctx := context.Background()
+	m := internalMap(t)
+	want := map[uint32]uint32{}
+	for i := range uint32(10000) {
+		want[i] = ^i
+	}
+	s, err := NewSync[uint32, uint32](m, SyncOptions{BatchSize: 100})
+	require.NoError(t, err)
+	s.noBatchLookup, s.noBatchUpdate, s.noBatchDelete = true, true, true
+	s.ReplaceDesired(want)
+	require.NoError(t, s.Apply(ctx))
+	st := s.Stats()
+	require.Equal(t, 10000, st.Updated)
+	// The set of changed keys is rebuilt small once written, so later
+	// Applies cost what they change.
+	require.Empty(t, s.dirty)
+	require.Zero(t, s.dirtyPeak)
+	require.Equal(t, 1+10000, st.Syscalls) // one next-key on the empty map, then one update each
+
+	got, err := s.iterateRead(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	st = s.Stats()
+
+	for k := range uint32(5000) {
+		s.Delete(k)
+		delete(want, k)
+	}
+	require.NoError(t, s.Apply(ctx))
+	require.Equal(t, st.Syscalls+5000, s.Stats().Syscalls)
+
+	// A batch of 1 is smaller than many buckets: the read starts over with
+	// larger batches and still returns every entry once.
+	s2, err := NewSync[uint32, uint32](m, SyncOptions{BatchSize: 1})
+	require.NoError(t, err)
+	got, err = s2.batchRead(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
