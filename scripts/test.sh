@@ -129,6 +129,9 @@ log "doc comments on every exported name"
 go run ./internal/tools/doccheck .
 go run ./internal/tools/enumcheck .
 
+log "the markdown Go snippets are the bodies of compiled Examples"
+go run ./internal/tools/readmecheck README.md
+
 log "long files say why (// Size:), kernel tests live in *_kernel_test.go"
 go run ./internal/tools/filecheck .
 
