@@ -29,11 +29,11 @@ func Cleanup(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	ns, err := openNS(cfg.NetNS)
+	ns, closeNS, err := openKernel(&cfg)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
+	defer closeNS()
 	done := make(chan struct{})
 	var last dataplane.Health
 	healthc := make(chan dataplane.Health, 1)
