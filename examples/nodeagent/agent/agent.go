@@ -299,9 +299,9 @@ type plane struct {
 	overlays []overlayManager
 	// endpoints are the local pods' managers, one per family.
 	endpoints []*endpoints.Manager
-	wg       []*wireguard.Manager
-	wgTable  uint32
-	devices  map[string]string // device name → kind, for the status
+	wg        []*wireguard.Manager
+	wgTable   uint32
+	devices   map[string]string // device name → kind, for the status
 	// netfilter is the backend of the masquerade rules (resolved: never
 	// NetfilterAuto; empty for a cleanup).
 	netfilter Netfilter
