@@ -297,11 +297,9 @@ type plane struct {
 	loop     *dataplane.Loop
 	tables   map[ipfamily.Family]*routetable.Table
 	overlays []overlayManager
-	// endpoints are the local pods' managers, one per family.
-	endpoints []*endpoints.Manager
-	wg        []*wireguard.Manager
-	wgTable   uint32
-	devices   map[string]string // device name → kind, for the status
+	wg       []*wireguard.Manager
+	wgTable  uint32
+	devices  map[string]string // device name → kind, for the status
 	// netfilter is the backend of the masquerade rules (resolved: never
 	// NetfilterAuto; empty for a cleanup).
 	netfilter Netfilter
@@ -510,7 +508,6 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			if err != nil {
 				return nil, err
 			}
-			p.endpoints = append(p.endpoints, ep)
 			if err := add(ep, ep.RouteDriver()); err != nil {
 				return nil, err
 			}
