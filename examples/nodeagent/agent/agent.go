@@ -3,9 +3,12 @@
 // Package agent is the reference node agent assembled from nodeplane: a
 // dataplane.Loop driving route tables, ip sets, an overlay (VXLAN by default;
 // IPIP, cross-subnet or direct routing by option), optional WireGuard
-// encryption and the routes to local pods, fed by an interface monitor, an
-// MTU monitor and a datastore, with health, readiness, Prometheus metrics and
-// a status document on a local HTTP endpoint.
+// encryption, the local pods (package endpoints: routes, neighbours,
+// interface sysctls), their floating IPs, pod egress masquerade, the service
+// loop guard, the host-address set and the node's sysctls, fed by an
+// interface monitor, an MTU monitor and a datastore, with health, readiness,
+// Prometheus metrics and a status document on a local HTTP endpoint. It
+// programs a kernel.Kernel: a real namespace, or a kernelfake one in tests.
 //
 // Run assembles and runs it until its context ends and leaves the dataplane
 // in place (a restarted agent adopts it and writes nothing); Cleanup removes
