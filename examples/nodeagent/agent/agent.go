@@ -380,13 +380,14 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
 	// The netfilter backends of the masquerade rules: the configured or
-	// detected one; for a cleanup, nftables and every iptables backend
-	// whose binaries are here.
+	// detected one; for a cleanup, nftables (on a Doer) and every iptables
+	// backend whose binaries the namespace's runner finds.
 	var backends []iptables.Backend
 	nft := false
 	if cleanup {
 		for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
-			if _, err := exec.LookPath(b.RestoreCommand(ipfamily.IPv4)); err == nil {
+			// Without -t, save creates no table.
+			if _, err := ns.Runner().Run(ctx, nil, b.SaveCommand(ipfamily.IPv4)); !errors.Is(err, exec.ErrNotFound) {
 				backends = append(backends, b)
 			}
 		}

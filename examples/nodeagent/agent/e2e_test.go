@@ -420,8 +420,9 @@ func (r *running) stop(t *testing.T) {
 // TestAgentOnKernelFake runs the whole agent — its build, its loop, its
 // interface monitor, a cluster file — on a fake namespace, IPv4 and IPv6,
 // and checks what it leaves there against what the cluster file implies;
-// then that a restarted agent writes nothing, and that a changed file's
-// removals and additions reach the kernel.
+// then that a restarted agent writes nothing, that a changed file's
+// removals and additions reach the kernel, and that Cleanup leaves nothing
+// of the agent's.
 func TestAgentOnKernelFake(t *testing.T) {
 	podA := datastore.Pod{Namespace: "demo", Name: "a", Node: "node1",
 		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.10"), netip.MustParseAddr("fd00:244:1::10")},
@@ -525,4 +526,55 @@ func TestAgentOnKernelFake(t *testing.T) {
 		r.stop(t)
 		check(t, c2)
 	})
+	t.Run("cleanup", func(t *testing.T) {
+		if err := Cleanup(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		checkNothingOurs(t, k)
+	})
+}
+
+// checkNothingOurs checks that k holds nothing of the agent's: no route
+// with its protocol, no device of its, no neighbour or FDB entry it wrote,
+// no ip set with its prefixes, no iptables chain with its prefix.
+func checkNothingOurs(t *testing.T, k *kernelfake.Namespace) {
+	t.Helper()
+	ctx := context.Background()
+	links, err := k.Links(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if l.Kind == kernel.KindVXLAN {
+			t.Errorf("device %s is left", l.Name)
+		}
+	}
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
+		for _, r := range k.Routes(f, kernel.TableMain) {
+			if r.Protocol == routetable.DefaultProtocol {
+				t.Errorf("route %+v is left", r)
+			}
+		}
+		neigh, err := k.Neighbors(ctx, f, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range neigh {
+			if n.Protocol == uint8(routetable.DefaultProtocol) {
+				t.Errorf("neighbour %+v is left", n)
+			}
+		}
+		for _, table := range []string{"nat", "filter"} {
+			for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+				if save := k.IPTables().Save(b, f, table); strings.Contains(save, ChainPrefix) {
+					t.Errorf("%s %s %s holds chains of ours:\n%s", b, f, table, save)
+				}
+			}
+		}
+	}
+	for _, name := range k.IPSets().Names() {
+		if strings.HasPrefix(name, SetPrefixV4) || strings.HasPrefix(name, SetPrefixV6) {
+			t.Errorf("ip set %s is left", name)
+		}
+	}
 }
