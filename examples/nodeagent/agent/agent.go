@@ -344,8 +344,8 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 	var masqMarks []netfilter.MatchMark
 	do, _ := ns.(Doer)
 	if cfg.BPFProxy && !cleanup {
-		if do == nil {
-			return nil, fmt.Errorf("the BPF proxy: %w", errNoDo)
+		if do, err = doer(ns, "the BPF proxy"); err != nil {
+			return nil, err
 		}
 		p.proxy, err = proxy.New(proxy.Options{Kernel: do, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
 			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
@@ -399,8 +399,8 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		if b, ok := p.netfilter.iptablesBackend(); ok {
 			backends = []iptables.Backend{b}
 		} else {
-			if do == nil {
-				return nil, fmt.Errorf("the nftables backend: %w", errNoDo)
+			if do, err = doer(ns, "the nftables backend"); err != nil {
+				return nil, err
 			}
 			nft = true
 		}
@@ -690,6 +690,9 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	}
 	log.Info("host MTU", "mtu", host.MTU, "interface", host.Interface, "fellBack", host.FellBack)
 	if cfg.BPFProxy {
+		if _, err := doer(ns, "the BPF proxy"); err != nil {
+			return err // before a bpffs is mounted for it
+		}
 		if len(cfg.HostInterfaces) == 0 && host.Interface != "" {
 			cfg.HostInterfaces = []string{host.Interface}
 		}
@@ -860,7 +863,16 @@ type Doer interface {
 }
 
 // errNoDo reports a feature that needs a Kernel that is a Doer.
-var errNoDo = errors.New("agent: the kernel cannot run work inside its namespace (no Do)")
+var errNoDo = errors.New("the kernel cannot run work inside its namespace (no Do)")
+
+// doer returns ns as a Doer, or an error wrapping errNoDo that names what
+// needs it.
+func doer(ns kernel.Kernel, what string) (Doer, error) {
+	if do, ok := ns.(Doer); ok {
+		return do, nil
+	}
+	return nil, fmt.Errorf("agent: %s: %w", what, errNoDo)
+}
 
 // openKernel returns cfg.Kernel, or opens cfg.NetNS; close releases what it
 // opened.

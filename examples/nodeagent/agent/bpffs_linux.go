@@ -41,9 +41,9 @@ func cleanupProxy(ctx context.Context, cfg *Config, ns kernel.Kernel) error {
 	if maps.CheckBPFFS(cfg.BPFPinDir) != nil {
 		return nil // nothing of ours can be pinned there
 	}
-	do, ok := ns.(Doer)
-	if !ok {
-		return fmt.Errorf("the BPF proxy's pins in %s: %w", cfg.BPFPinDir, errNoDo)
+	do, err := doer(ns, "the BPF proxy's pins in "+cfg.BPFPinDir)
+	if err != nil {
+		return err
 	}
 	p, err := proxy.New(proxy.Options{Kernel: do, PinDir: cfg.BPFPinDir})
 	if err != nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
+	"github.com/nodeplane/nodeplane/wireguard"
 )
 
 // fakeNode is a kernelfake namespace set up as a node before the agent
@@ -575,6 +577,37 @@ func checkNothingOurs(t *testing.T, k *kernelfake.Namespace) {
 	for _, name := range k.IPSets().Names() {
 		if strings.HasPrefix(name, SetPrefixV4) || strings.HasPrefix(name, SetPrefixV6) {
 			t.Errorf("ip set %s is left", name)
+		}
+	}
+}
+
+// TestAgentNeedsDoForWhatRunsInside: on a kernel that cannot run work
+// inside its namespace, the features that need it are refused at start,
+// with nothing written.
+func TestAgentNeedsDoForWhatRunsInside(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cluster.yaml")
+	if err := datastore.WriteFile(file, datastore.Cluster{Nodes: []datastore.Node{{Name: "node1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		cfg  Config
+		want error
+	}{
+		"nftables":  {Config{Netfilter: NetfilterNFTables}, errNoDo},
+		"BPF proxy": {Config{Netfilter: NetfilterIPTablesLegacy, BPFProxy: true}, errNoDo},
+		"WireGuard": {Config{Netfilter: NetfilterIPTablesLegacy, WireGuard: true}, wireguard.ErrInvalidOptions},
+	} {
+		cfg := tc.cfg
+		k := kernelfake.New(kernelfake.Options{})
+		cfg.NodeName, cfg.Kernel, cfg.Listen, cfg.StateDir, cfg.Datastore = "node1", k, "-", dir, &datastore.File{Path: file}
+		cfg.BPFPinDir = filepath.Join(dir, "bpf")
+		err := Run(context.Background(), cfg)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want one wrapping %v", name, err, tc.want)
+		}
+		if w := k.Writes() + netfilterWrites(k); w != 0 {
+			t.Errorf("%s: %d writes", name, w)
 		}
 	}
 }
