@@ -284,10 +284,11 @@ func picture(t *testing.T, k *kernelfake.Namespace, c datastore.Cluster, self st
 	return out
 }
 
-// checkNetfilter checks the agent's netfilter rules and sets in k (the
-// iptables-legacy backend) against cluster c.
-func checkNetfilter(t *testing.T, k *kernelfake.Namespace, c datastore.Cluster, self string) {
-	t.Helper()
+// netfilterProblems compares the agent's netfilter rules and sets in k (the
+// iptables-legacy backend) with cluster c, and says what differs.
+func netfilterProblems(k *kernelfake.Namespace, c datastore.Cluster, self string) []string {
+	var problems []string
+	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	ipt := k.IPTables()
 	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		rules := func(table, chain string) string {
@@ -307,12 +308,12 @@ func checkNetfilter(t *testing.T, k *kernelfake.Namespace, c datastore.Cluster, 
 				fips++
 				if s := fmt.Sprintf("-d %s/%d ", fip.Floating, bits); !strings.Contains(rules("nat", FloatingDNATChain), s) ||
 					!strings.Contains(rules("nat", FloatingDNATChain), "--to-destination "+fip.Internal.String()) {
-					t.Errorf("%s: no DNAT of floating IP %s to %s in:\n%s", f, fip.Floating, fip.Internal, rules("nat", FloatingDNATChain))
+					errorf("%s: no DNAT of floating IP %s to %s in:\n%s", f, fip.Floating, fip.Internal, rules("nat", FloatingDNATChain))
 				}
 			}
 		}
 		if n := strings.Count(rules("nat", FloatingDNATChain), "-j DNAT"); n != fips {
-			t.Errorf("%s: %d DNAT rules, want %d:\n%s", f, n, fips, rules("nat", FloatingDNATChain))
+			errorf("%s: %d DNAT rules, want %d:\n%s", f, n, fips, rules("nat", FloatingDNATChain))
 		}
 		// Service ranges: one DROP rule each.
 		var svc int
@@ -322,15 +323,15 @@ func checkNetfilter(t *testing.T, k *kernelfake.Namespace, c datastore.Cluster, 
 			}
 			svc++
 			if !strings.Contains(rules("filter", ServiceLoopChain), "-d "+cidr.String()+" ") {
-				t.Errorf("%s: no rule for service range %s in:\n%s", f, cidr, rules("filter", ServiceLoopChain))
+				errorf("%s: no rule for service range %s in:\n%s", f, cidr, rules("filter", ServiceLoopChain))
 			}
 		}
 		if n := strings.Count(rules("filter", ServiceLoopChain), "-j DROP"); n != svc {
-			t.Errorf("%s: %d DROP rules, want %d:\n%s", f, n, svc, rules("filter", ServiceLoopChain))
+			errorf("%s: %d DROP rules, want %d:\n%s", f, n, svc, rules("filter", ServiceLoopChain))
 		}
 		// Masquerade: the rule, and the pools in its sets.
 		if !strings.Contains(rules("nat", MasqueradeChain), "MASQUERADE") {
-			t.Errorf("%s: no masquerade rule", f)
+			errorf("%s: no masquerade rule", f)
 		}
 		prefix := map[ipfamily.Family]string{ipfamily.IPv4: SetPrefixV4, ipfamily.IPv6: SetPrefixV6}[f]
 		var pools []string
@@ -340,7 +341,7 @@ func checkNetfilter(t *testing.T, k *kernelfake.Namespace, c datastore.Cluster, 
 			}
 		}
 		if got, _ := k.IPSets().Members(prefix + "masq-pools"); fmt.Sprint(got) != fmt.Sprint(pools) {
-			t.Errorf("%s: masquerade pools %v, want %v", f, got, pools)
+			errorf("%s: masquerade pools %v, want %v", f, got, pools)
 		}
 		// The host's addresses: this node's underlay address among them.
 		me, _ := c.Node(self)
@@ -349,9 +350,10 @@ func checkNetfilter(t *testing.T, k *kernelfake.Namespace, c datastore.Cluster, 
 			u = me.UnderlayIPv6
 		}
 		if got, _ := k.IPSets().Members(prefix + "host-ips"); !slices.Contains(got, u.String()) {
-			t.Errorf("%s: host-ips %v lack %s", f, got, u)
+			errorf("%s: host-ips %v lack %s", f, got, u)
 		}
 	}
+	return problems
 }
 
 // netfilterWrites counts the runs of binaries that write netfilter state.
@@ -468,7 +470,9 @@ func TestAgentOnKernelFake(t *testing.T) {
 	cfg := Config{NodeName: "node1", Kernel: k, Listen: "-", StateDir: dir, IPv6: true, Netfilter: NetfilterIPTablesLegacy,
 		BPFPinDir: filepath.Join(dir, "bpf"), Datastore: &datastore.File{Path: file}}
 	matches := func(t *testing.T, c datastore.Cluster) func() bool {
-		return func() bool { return slices.Equal(picture(t, k, c, "node1"), want(t, c, "node1")) }
+		return func() bool {
+			return slices.Equal(picture(t, k, c, "node1"), want(t, c, "node1")) && len(netfilterProblems(k, c, "node1")) == 0
+		}
 	}
 	check := func(t *testing.T, c datastore.Cluster) {
 		t.Helper()
@@ -481,7 +485,9 @@ func TestAgentOnKernelFake(t *testing.T) {
 				t.Errorf("%s rules changed: %s, were %s", f, got, before)
 			}
 		}
-		checkNetfilter(t, k, c, "node1")
+		for _, p := range netfilterProblems(k, c, "node1") {
+			t.Error(p)
+		}
 	}
 
 	t.Run("first run", func(t *testing.T) {
