@@ -3,9 +3,12 @@
 // Package agent is the reference node agent assembled from nodeplane: a
 // dataplane.Loop driving route tables, ip sets, an overlay (VXLAN by default;
 // IPIP, cross-subnet or direct routing by option), optional WireGuard
-// encryption and the routes to local pods, fed by an interface monitor, an
-// MTU monitor and a datastore, with health, readiness, Prometheus metrics and
-// a status document on a local HTTP endpoint.
+// encryption, the local pods (package endpoints: routes, neighbours,
+// interface sysctls), their floating IPs, pod egress masquerade, the service
+// loop guard, the host-address set and the node's sysctls, fed by an
+// interface monitor, an MTU monitor and a datastore, with health, readiness,
+// Prometheus metrics and a status document on a local HTTP endpoint. It
+// programs a kernel.Kernel: a real namespace, or a kernelfake one in tests.
 //
 // Run assembles and runs it until its context ends and leaves the dataplane
 // in place (a restarted agent adopts it and writes nothing); Cleanup removes
@@ -24,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +37,10 @@ import (
 
 	"github.com/nodeplane/nodeplane/bpf/proxy"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/endpoints"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/floatingips"
+	"github.com/nodeplane/nodeplane/hostips"
 	"github.com/nodeplane/nodeplane/idalloc"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -47,6 +54,8 @@ import (
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
 	"github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/serviceloop"
+	"github.com/nodeplane/nodeplane/sysctls"
 	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
@@ -86,6 +95,14 @@ const (
 	ChainPrefix = "npm-"
 	// MasqueradeChain is the masquerade manager's chain.
 	MasqueradeChain = ChainPrefix + "masq"
+	// FloatingDNATChain and FloatingSNATChain are the floating IP manager's
+	// chains (package floatingips), in the nat table.
+	FloatingDNATChain = ChainPrefix + "fip-dnat"
+	FloatingSNATChain = ChainPrefix + "fip-snat"
+	// ServiceLoopChain is the service loop manager's chain (package
+	// serviceloop), in the filter table: it drops forwarded traffic to a
+	// service range that no proxy translated.
+	ServiceLoopChain = ChainPrefix + "svc-loop"
 	// DefaultBPFPinDir holds the BPF service proxy's pins.
 	DefaultBPFPinDir = "/sys/fs/bpf/nodeplane"
 	// DefaultListen is the default address of the local HTTP endpoint.
@@ -106,8 +123,17 @@ type Config struct {
 	// Datastore is where the cluster comes from.
 	Datastore datastore.Datastore
 	// NetNS is the network namespace to program (a path such as
-	// /run/netns/node1); empty means the agent's own.
+	// /run/netns/node1); empty means the agent's own. Ignored when Kernel
+	// is set.
 	NetNS string
+	// Kernel is the network namespace to program, already open: a
+	// *kernel.Namespace, or a kernelfake.Namespace in tests. Nil means
+	// NetNS, opened by Run and Cleanup and closed when they return. What
+	// runs inside the namespace (native nftables, the BPF proxy, a
+	// WireGuard device) needs a Kernel that also implements Doer; on one
+	// that does not, those features are refused and the nftables leftovers
+	// of another backend are not looked for.
+	Kernel kernel.Kernel
 	// Listen is the local HTTP endpoint (health, readiness, metrics,
 	// status); empty means DefaultListen, "-" none.
 	Listen string
@@ -299,7 +325,7 @@ func (p *plane) close() {
 
 // build assembles the loop on ns. With cleanup, every manager is disabled
 // and nothing is declared, so the drivers delete exactly what is ours.
-func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplane.Options, hostMTU int, cleanup bool, onKey func(wireguard.PublicKey)) (*plane, error) {
+func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Options, hostMTU int, cleanup bool, onKey func(wireguard.PublicKey)) (*plane, error) {
 	log := cfg.Logger
 	loop, err := dataplane.New(opts)
 	if err != nil {
@@ -316,8 +342,12 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 	// The BPF service proxy marks what netfilter must masquerade for it.
 	svcMark := layout.Extra[serviceMasqMark]
 	var masqMarks []netfilter.MatchMark
+	do, _ := ns.(Doer)
 	if cfg.BPFProxy && !cleanup {
-		p.proxy, err = proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
+		if do, err = doer(ns, "the BPF proxy"); err != nil {
+			return nil, err
+		}
+		p.proxy, err = proxy.New(proxy.Options{Kernel: do, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
 			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
 			Cgroup: cfg.BPFCgroup, Logger: log.With("component", "bpf-proxy")})
 		if err != nil {
@@ -350,17 +380,18 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 		families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
 	// The netfilter backends of the masquerade rules: the configured or
-	// detected one; for a cleanup, nftables and every iptables backend
-	// whose binaries are here.
+	// detected one; for a cleanup, nftables (on a Doer) and every iptables
+	// backend whose binaries the namespace's runner finds.
 	var backends []iptables.Backend
 	nft := false
 	if cleanup {
 		for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
-			if _, err := exec.LookPath(b.RestoreCommand(ipfamily.IPv4)); err == nil {
+			// Without -t, save creates no table.
+			if _, err := ns.Runner().Run(ctx, nil, b.SaveCommand(ipfamily.IPv4)); !errors.Is(err, exec.ErrNotFound) {
 				backends = append(backends, b)
 			}
 		}
-		nft = true
+		nft = do != nil
 	} else {
 		if p.netfilter, err = detectNetfilter(ctx, ns, cfg); err != nil {
 			return nil, err
@@ -368,16 +399,44 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 		if b, ok := p.netfilter.iptablesBackend(); ok {
 			backends = []iptables.Backend{b}
 		} else {
+			if do, err = doer(ns, "the nftables backend"); err != nil {
+				return nil, err
+			}
 			nft = true
 		}
 	}
-	for _, fam := range families {
-		// The masquerade manager of the family on one netfilter backend's
-		// sets and nat table.
-		newMasquerade := func(sets ipsets.Sets, nat netfilter.Table) (*masquerade.Manager, error) {
-			return masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
-				Marks: masqMarks, Logger: log.With("component", "masquerade", "family", fam.String())})
+	// addNetfilter adds the netfilter managers of family fam on one
+	// backend's sets and nat and filter tables; none for a cleanup.
+	addNetfilter := func(fam ipfamily.Family, sets ipsets.Sets, nat, filter netfilter.Table) error {
+		if cleanup {
+			return nil
 		}
+		if !cfg.NoMasquerade {
+			m, err := masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
+				Marks: masqMarks, Logger: log.With("component", "masquerade", "family", fam.String())})
+			if err != nil {
+				return err
+			}
+			if err := add(m); err != nil {
+				return err
+			}
+		}
+		fip, err := floatingips.New(floatingips.Options{Family: fam, Table: nat, DNATChain: FloatingDNATChain, SNATChain: FloatingSNATChain,
+			Logger: log.With("component", "floatingips", "family", fam.String())})
+		if err != nil {
+			return err
+		}
+		svc, err := serviceloop.New(serviceloop.Options{Family: fam, Table: filter, Chain: ServiceLoopChain,
+			Logger: log.With("component", "serviceloop", "family", fam.String())})
+		if err != nil {
+			return err
+		}
+		if err := add(fip); err != nil {
+			return err
+		}
+		return add(svc)
+	}
+	for _, fam := range families {
 		topts := routetable.Options{Kernel: ns, Family: fam, Table: kernel.TableMain,
 			InterfacePatterns: []string{"^" + regexp.QuoteMeta(cfg.PodInterfacePrefix)},
 			Logger:            log.With("component", "routetable", "family", fam.String())}
@@ -437,49 +496,85 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 			p.devices[m.Driver().Device()] = "vxlan"
 		}
 		p.overlays = append(p.overlays, ov)
-		if err := add(ov, ovDriver, tbl, sets); err != nil {
+		if err := add(ov, ovDriver, sets); err != nil {
 			return nil, err
 		}
-		// Pod egress masquerade: a nat table of our own per backend, with
-		// the masquerade manager on it (none: the table removes our rules).
-		for _, b := range backends {
-			nat, err := iptables.New(iptables.Options{Table: "nat", Family: fam, Backend: b, ChainPrefix: ChainPrefix, Kernel: ns,
-				Logger: log.With("component", "iptables", "family", fam.String(), "backend", b.String())})
+		// The local pods: their routes (through the table), static
+		// neighbours and interface sysctls. The endpoints manager's route
+		// driver applies the table; a cleanup applies the table alone.
+		if cleanup {
+			if err := add(nil, tbl); err != nil {
+				return nil, err
+			}
+		} else {
+			ep, err := endpoints.New(endpoints.Options{Family: fam, Kernel: ns, Routes: tbl, RouteClass: ClassLocalPod,
+				StaticNeighbors: true, Logger: log.With("component", "endpoints", "family", fam.String())})
 			if err != nil {
 				return nil, err
 			}
-			var m dataplane.Manager
-			if !cleanup && !cfg.NoMasquerade {
-				if m, err = newMasquerade(sets, nat); err != nil {
+			if err := add(ep, ep.RouteDriver()); err != nil {
+				return nil, err
+			}
+			// The host's own addresses, in a set rules can match.
+			hm, err := hostips.New(hostips.Options{Family: fam, Sets: sets, Exclude: []string{"^" + regexp.QuoteMeta(cfg.PodInterfacePrefix)},
+				Logger: log.With("component", "hostips", "family", fam.String())})
+			if err != nil {
+				return nil, err
+			}
+			if err := add(hostAddrs{hm}); err != nil {
+				return nil, err
+			}
+		}
+		// The netfilter managers of the family, on a nat and a filter table
+		// of our own per backend: pod egress masquerade, floating IPs and
+		// the service loop guard. A cleanup declares none: the tables
+		// remove our rules.
+		for _, b := range backends {
+			var nat, filter *iptables.Table
+			for _, t := range []struct {
+				name string
+				tbl  **iptables.Table
+			}{{"nat", &nat}, {"filter", &filter}} {
+				if *t.tbl, err = iptables.New(iptables.Options{Table: t.name, Family: fam, Backend: b, ChainPrefix: ChainPrefix, Kernel: ns,
+					Logger: log.With("component", "iptables", "table", t.name, "family", fam.String(), "backend", b.String())}); err != nil {
 					return nil, err
 				}
 			}
-			if err := add(m, nat); err != nil {
+			if err := add(nil, nat, filter); err != nil {
+				return nil, err
+			}
+			if err := addNetfilter(fam, sets, nat, filter); err != nil {
 				return nil, err
 			}
 		}
-		// On nftables: a table of our own (none declared: the table goes),
-		// the masquerade sets inside it.
+		// On nftables: tables of our own (none declared: the table goes),
+		// the masquerade sets inside the nat one.
 		if nft {
-			nat, err := nftables.New(nftables.Options{Name: NFTablesTable, Family: fam, Role: nftables.NAT, ChainPrefix: ChainPrefix,
-				Kernel: ns, Logger: log.With("component", "nftables", "family", fam.String())})
-			if err != nil {
-				return nil, err
+			var tables [2]*nftables.Table
+			for i, t := range []struct {
+				name string
+				role nftables.Role
+			}{{NFTablesTable, nftables.NAT}, {NFTablesFilterTable, nftables.Filter}} {
+				if tables[i], err = nftables.New(nftables.Options{Name: t.name, Family: fam, Role: t.role, ChainPrefix: ChainPrefix,
+					Kernel: do, Logger: log.With("component", "nftables", "table", t.name, "family", fam.String())}); err != nil {
+					return nil, err
+				}
+				p.nftTables = append(p.nftTables, tables[i])
 			}
-			p.nftTables = append(p.nftTables, nat)
-			var m dataplane.Manager
-			drivers := []dataplane.Driver{nat}
+			nat, filter := tables[0], tables[1]
+			var sets ipsets.Sets
+			drivers := []dataplane.Driver{nat, filter}
 			if !cleanup && !cfg.NoMasquerade {
-				sets, err := nftables.NewIPSets(nat, nftables.IPSetsOptions{})
+				s, err := nftables.NewIPSets(nat, nftables.IPSetsOptions{})
 				if err != nil {
 					return nil, err
 				}
-				if m, err = newMasquerade(sets, nat); err != nil {
-					return nil, err
-				}
-				drivers = append(drivers, sets)
+				sets, drivers = s, append(drivers, s)
 			}
-			if err := add(m, drivers...); err != nil {
+			if err := add(nil, drivers...); err != nil {
+				return nil, err
+			}
+			if err := addNetfilter(fam, sets, nat, filter); err != nil {
 				return nil, err
 			}
 		}
@@ -500,6 +595,11 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 		if fam == ipfamily.IPv6 {
 			wopts.KeyFile = filepath.Join(cfg.StateDir, "wireguard-v6.key")
 		}
+		if do == nil && !cfg.WireGuard {
+			// Only work inside the namespace (Do) can make a WireGuard
+			// device: there is none of ours to remove.
+			continue
+		}
 		wg, err := wireguard.New(wopts)
 		if err != nil {
 			return nil, err
@@ -510,8 +610,20 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 			return nil, err
 		}
 	}
+	// The node's forwarding and reverse-path filter (the namespace's
+	// sysctls of sysctls.Defaults; machine-wide ones are not the agent's).
 	if !cleanup {
-		if err := add(newPodRoutes(p.tables)); err != nil {
+		var settings []sysctls.Setting
+		for _, s := range sysctls.Defaults(families...) {
+			if strings.HasPrefix(s.Key, "net.") {
+				settings = append(settings, s)
+			}
+		}
+		sc, err := sysctls.New(sysctls.Options{Kernel: ns, Settings: settings, Logger: log.With("component", "sysctls")})
+		if err != nil {
+			return nil, err
+		}
+		if err := add(nil, sc); err != nil {
 			return nil, err
 		}
 	}
@@ -526,7 +638,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 // Agent is a running reference agent; see Run.
 type Agent struct {
 	cfg     Config
-	ns      *kernel.Namespace
+	ns      kernel.Kernel
 	plane   *plane
 	metrics *Metrics
 	started time.Time
@@ -543,7 +655,11 @@ type Agent struct {
 // Run assembles the agent and runs it until ctx ends. It returns once every
 // goroutine it started has stopped; the dataplane stays as it was (a
 // userspace WireGuard device lives in the process and goes with it).
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg Config) error { return run(ctx, cfg, nil) }
+
+// run is Run; built, if set, is called with the agent once its dataplane
+// is assembled, before anything runs (a test follows its loop's health).
+func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
@@ -554,22 +670,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("agent: state directory: %w", err)
 	}
-	ns, err := openNS(cfg.NetNS)
+	ns, closeNS, err := openKernel(&cfg)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
+	defer closeNS()
 	a := &Agent{cfg: cfg, ns: ns, started: time.Now()}
 
-	// Static kernel configuration: a node forwards.
-	if err := ns.SetSysctl(ctx, "net.ipv4.ip_forward", "1"); err != nil {
-		return fmt.Errorf("agent: enable IPv4 forwarding: %w", err)
-	}
-	if cfg.IPv6 {
-		if err := ns.SetSysctl(ctx, "net.ipv6.conf.all.forwarding", "1"); err != nil {
-			return fmt.Errorf("agent: enable IPv6 forwarding: %w", err)
-		}
-	}
 	// The host MTU, once now (WireGuard's device needs it at construction)
 	// and then by the monitor.
 	exclude := append(mtu.DefaultExclude(), "^"+regexp.QuoteMeta(cfg.PodInterfacePrefix), "^"+regexp.QuoteMeta(cfg.WireGuardInterface))
@@ -583,6 +690,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("host MTU", "mtu", host.MTU, "interface", host.Interface, "fellBack", host.FellBack)
 	if cfg.BPFProxy {
+		if _, err := doer(ns, "the BPF proxy"); err != nil {
+			return err // before a bpffs is mounted for it
+		}
 		if len(cfg.HostInterfaces) == 0 && host.Interface != "" {
 			cfg.HostInterfaces = []string{host.Interface}
 		}
@@ -623,6 +733,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer a.plane.close()
 	loop := a.plane.loop
+	if built != nil {
+		built(a)
+	}
 	// Switching backend leaves nothing of the other ones.
 	if err := removeOtherBackends(ctx, ns, a.plane.netfilter, log); err != nil {
 		log.Warn("what another netfilter backend holds of ours was not all removed", "err", err)
@@ -741,11 +854,42 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func openNS(path string) (*kernel.Namespace, error) {
-	if path == "" {
-		return kernel.OpenCurrent()
+// Doer is what a Config.Kernel also implements when work can run inside its
+// namespace (native nftables, the BPF proxy, a WireGuard device); a
+// *kernel.Namespace does.
+type Doer interface {
+	// Do runs fn on a thread inside the namespace and returns its error.
+	Do(fn func() error) error
+}
+
+// errNoDo reports a feature that needs a Kernel that is a Doer.
+var errNoDo = errors.New("the kernel cannot run work inside its namespace (no Do)")
+
+// doer returns ns as a Doer, or an error wrapping errNoDo that names what
+// needs it.
+func doer(ns kernel.Kernel, what string) (Doer, error) {
+	if do, ok := ns.(Doer); ok {
+		return do, nil
 	}
-	return kernel.Open(path)
+	return nil, fmt.Errorf("agent: %s: %w", what, errNoDo)
+}
+
+// openKernel returns cfg.Kernel, or opens cfg.NetNS; close releases what it
+// opened.
+func openKernel(cfg *Config) (k kernel.Kernel, close func(), err error) {
+	if cfg.Kernel != nil {
+		return cfg.Kernel, func() {}, nil
+	}
+	var ns *kernel.Namespace
+	if cfg.NetNS == "" {
+		ns, err = kernel.OpenCurrent()
+	} else {
+		ns, err = kernel.Open(cfg.NetNS)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return ns, func() { _ = ns.Close() }, nil
 }
 
 // onCluster turns a new cluster into messages for the loop. It is called from

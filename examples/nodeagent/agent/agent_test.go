@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -18,8 +17,6 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
-	"github.com/nodeplane/nodeplane/kernel/kernelfake"
-	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
@@ -56,7 +53,7 @@ func TestTranslator(t *testing.T) {
 	c3.Nodes[1].WireGuardPublicKey = key.Public().String()
 	msgs := tr.messages(c3)
 	if count[cluster.Node](msgs) != 3 || count[cluster.Block](msgs) != 3 ||
-		count[PodUpdate](msgs) != 1 || count[cluster.Pool](msgs) != 1 {
+		count[cluster.Endpoint](msgs) != 1 || count[cluster.Pool](msgs) != 1 {
 		t.Fatalf("first snapshot: %#v", msgs)
 	}
 	for _, m := range msgs {
@@ -69,8 +66,9 @@ func TestTranslator(t *testing.T) {
 				t.Errorf("node2 = %+v", v)
 			}
 		}
-		if p, ok := m.(PodUpdate); ok && (p.Key != "demo/pod1" || p.Interface != datastore.PodInterface("demo", "pod1")) {
-			t.Errorf("pod update = %+v", p)
+		if e, ok := m.(cluster.Endpoint); ok && (e.ID != "demo/pod1" || e.Iface != datastore.PodInterface("demo", "pod1") ||
+			fmt.Sprint(e.Addrs) != "[10.244.1.10/32]" || e.Validate() != nil) {
+			t.Errorf("endpoint = %+v (%v)", e, e.Validate())
 		}
 	}
 	// The same cluster again: nothing.
@@ -91,61 +89,21 @@ func TestTranslator(t *testing.T) {
 	}
 	// The local pod moves away: its routes go.
 	c.Pods[0].Node = "node2"
-	if msgs := tr.messages(c); count[PodRemove](msgs) != 1 {
+	if msgs := tr.messages(c); count[cluster.EndpointRemove](msgs) != 1 {
 		t.Errorf("pod moved: %#v", msgs)
 	}
-}
-
-// TestPodRoutes: the local pods' routes land in the route table (on the
-// fake kernel) on their interfaces, and go with the pod.
-func TestPodRoutes(t *testing.T) {
-	ctx := context.Background()
-	k := kernelfake.New(kernelfake.Options{})
-	veth, err := k.AddLink(ctx, kernel.Link{Name: "npv0123456789a", Kind: kernel.KindBridge})
-	if err != nil {
-		t.Fatal(err)
+	// Service ranges: sent sorted once, again only when they change.
+	c.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("fd00:96::/112"), netip.MustParsePrefix("10.96.0.0/12")}
+	msgs = tr.messages(c)
+	if len(msgs) != 1 || fmt.Sprint(msgs[0]) != "{[10.96.0.0/12 fd00:96::/112]}" {
+		t.Errorf("service CIDRs gave %#v", msgs)
 	}
-	if err := k.SetLinkUp(ctx, veth.Index, true); err != nil {
-		t.Fatal(err)
+	if msgs := tr.messages(c); len(msgs) != 0 {
+		t.Errorf("unchanged service CIDRs gave %#v", msgs)
 	}
-	tbl, err := routetable.New(routetable.Options{Kernel: k, Family: ipfamily.IPv4, Table: kernel.TableMain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPodRoutes(map[ipfamily.Family]*routetable.Table{ipfamily.IPv4: tbl})
-	ip := netip.MustParseAddr("10.244.1.10")
-	p.OnUpdate(PodUpdate{Key: "demo/a", Interface: "npv0123456789a", IPs: []netip.Addr{ip, netip.MustParseAddr("fd00::a")}})
-	p.OnUpdate("ignored")
-	if err := p.CompleteDeferredWork(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tbl.Apply(ctx); err != nil {
-		t.Fatal(err)
-	}
-	dump := func() []kernel.Route {
-		var rs []kernel.Route
-		if err := k.DumpRoutes(ctx, ipfamily.IPv4, kernel.TableMain, func(r *kernel.Route) error {
-			if r.Protocol == routetable.DefaultProtocol {
-				rs = append(rs, *r)
-			}
-			return nil
-		}, func() { rs = nil }); err != nil {
-			t.Fatal(err)
-		}
-		return rs
-	}
-	if rs := dump(); len(rs) != 1 || rs[0].Dst != netip.PrefixFrom(ip, 32) || rs[0].OIF != veth.Index {
-		t.Fatalf("routes = %+v", rs)
-	}
-	p.OnUpdate(PodRemove{Key: "demo/a"})
-	if err := p.CompleteDeferredWork(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tbl.Apply(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if rs := dump(); len(rs) != 0 {
-		t.Fatalf("routes after removal = %+v", rs)
+	c.ServiceCIDRs = nil
+	if msgs := tr.messages(c); len(msgs) != 1 || fmt.Sprint(msgs[0]) != "{[]}" {
+		t.Errorf("service CIDRs removed gave %#v", msgs)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/bpf/maps"
 	"github.com/nodeplane/nodeplane/bpf/proxy"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // ensureBPFFS makes dir a directory on a bpffs, mounting one there when it
@@ -32,15 +33,19 @@ func ensureBPFFS(dir string, log *slog.Logger) error {
 }
 
 // cleanupProxy removes the BPF proxy's maps and attachments from
-// cfg.BPFPinDir, if it is there.
-func cleanupProxy(ctx context.Context, cfg *Config, k proxy.Kernel) error {
+// cfg.BPFPinDir, if it is there (which needs ns to be a Doer).
+func cleanupProxy(ctx context.Context, cfg *Config, ns kernel.Kernel) error {
 	if _, err := os.Stat(cfg.BPFPinDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if maps.CheckBPFFS(cfg.BPFPinDir) != nil {
 		return nil // nothing of ours can be pinned there
 	}
-	p, err := proxy.New(proxy.Options{Kernel: k, PinDir: cfg.BPFPinDir})
+	do, err := doer(ns, "the BPF proxy's pins in "+cfg.BPFPinDir)
+	if err != nil {
+		return err
+	}
+	p, err := proxy.New(proxy.Options{Kernel: do, PinDir: cfg.BPFPinDir})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"log/slog"
 
-	"github.com/nodeplane/nodeplane/bpf/proxy"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 var errBPFNotSupported = errors.New("agent: the BPF proxy needs Linux")
@@ -16,4 +16,4 @@ var errBPFNotSupported = errors.New("agent: the BPF proxy needs Linux")
 func ensureBPFFS(string, *slog.Logger) error { return errBPFNotSupported }
 
 // cleanupProxy has nothing to remove off Linux.
-func cleanupProxy(context.Context, *Config, proxy.Kernel) error { return nil }
+func cleanupProxy(context.Context, *Config, kernel.Kernel) error { return nil }

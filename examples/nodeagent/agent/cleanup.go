@@ -15,8 +15,9 @@ import (
 // Cleanup removes everything an agent with cfg's ownership put in the
 // kernel: its VXLAN devices, its WireGuard rule, table and device, the routes
 // carrying its route protocol (main table), its iptables chains (prefix
-// npm-, legacy and nft) and the rules that jump to them, its nftables tables
-// (NFTablesTable, ip and ip6, with their sets), its ip sets, the BPF
+// npm-, nat and filter tables, legacy and nft) and the rules that jump to
+// them, its nftables tables (NFTablesTable with its sets and
+// NFTablesFilterTable, ip and ip6), its ip sets, the BPF
 // proxy's maps and attachments (cfg.BPFPinDir), and the pod MTU file.
 // It builds the same drivers as Run with every manager disabled and nothing
 // declared, and applies them once: their ownership rules make them delete
@@ -29,11 +30,11 @@ func Cleanup(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	ns, err := openNS(cfg.NetNS)
+	ns, closeNS, err := openKernel(&cfg)
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
+	defer closeNS()
 	done := make(chan struct{})
 	var last dataplane.Health
 	healthc := make(chan dataplane.Health, 1)

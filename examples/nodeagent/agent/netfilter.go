@@ -38,9 +38,15 @@ const (
 // Netfilters lists the valid netfilter backends.
 var Netfilters = []Netfilter{NetfilterAuto, NetfilterIPTablesLegacy, NetfilterIPTablesNFT, NetfilterNFTables}
 
-// NFTablesTable is the nftables table (families ip and ip6) that holds the
-// masquerade rules and their sets on the nftables backend.
-const NFTablesTable = "nodeplane-nat"
+// The agent's nftables tables (families ip and ip6) on the nftables
+// backend.
+const (
+	// NFTablesTable holds the nat rules (masquerade with its sets,
+	// floating IPs).
+	NFTablesTable = "nodeplane-nat"
+	// NFTablesFilterTable holds the filter rules (the service loop guard).
+	NFTablesFilterTable = "nodeplane-filter"
+)
 
 // netfilterOf is the netfilter backend of iptables backend b.
 func netfilterOf(b iptables.Backend) Netfilter { return Netfilter("iptables-" + b.String()) }
@@ -88,7 +94,7 @@ func (c *Config) resolveNetfilter() error {
 
 // detectNetfilter returns the configured backend, or for NetfilterAuto the
 // iptables backend the node uses.
-func detectNetfilter(ctx context.Context, ns *kernel.Namespace, cfg *Config) (Netfilter, error) {
+func detectNetfilter(ctx context.Context, ns kernel.Commands, cfg *Config) (Netfilter, error) {
 	if cfg.Netfilter != NetfilterAuto {
 		return cfg.Netfilter, nil
 	}
@@ -104,18 +110,24 @@ func detectNetfilter(ctx context.Context, ns *kernel.Namespace, cfg *Config) (Ne
 // backend left, once, before the loop starts, so that switching backend
 // leaves nothing behind: on nftables, the npm- chains and the rules
 // jumping to them in both iptables backends (nftables.RemoveIPTablesLeftovers);
-// on iptables, the agent's nftables tables (nftables.RemoveTable) and what
-// the other iptables backend holds of ours. The backend in use is not
-// touched, so a restart on the same backend adopts its rules and writes
-// nothing. Backends whose binaries are missing are skipped.
-func removeOtherBackends(ctx context.Context, ns *kernel.Namespace, nf Netfilter, log *slog.Logger) error {
+// on iptables, the agent's nftables tables (nftables.RemoveTable; not
+// looked for when ns is no Doer, as nothing could have made them there) and
+// what the other iptables backend holds of ours, in its nat and filter
+// tables. The backend in use is not touched, so a restart on the same
+// backend adopts its rules and writes nothing. Backends whose binaries are
+// missing are skipped.
+func removeOtherBackends(ctx context.Context, ns kernel.Commands, nf Netfilter, log *slog.Logger) error {
 	if nf == NetfilterNFTables {
 		return nftables.RemoveIPTablesLeftovers(ctx, ns, ChainPrefix, "")
 	}
 	var errl []error
-	for _, fam := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
-		if err := nftables.RemoveTable(ctx, ns, fam, NFTablesTable); err != nil {
-			errl = append(errl, err)
+	if do, ok := ns.(Doer); ok {
+		for _, fam := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
+			for _, name := range []string{NFTablesTable, NFTablesFilterTable} {
+				if err := nftables.RemoveTable(ctx, do, fam, name); err != nil {
+					errl = append(errl, err)
+				}
+			}
 		}
 	}
 	in, _ := nf.iptablesBackend()
@@ -136,14 +148,16 @@ func removeOtherBackends(ctx context.Context, ns *kernel.Namespace, nf Netfilter
 			case !strings.Contains(string(out), ":"+ChainPrefix):
 				continue
 			}
-			log.Info("removing the masquerade rules of another iptables backend", "backend", b, "family", fam)
-			nat, err := iptables.New(iptables.Options{Table: "nat", Family: fam, Backend: b, ChainPrefix: ChainPrefix, Kernel: ns,
-				PostWriteRecheck: []time.Duration{}})
-			if err == nil {
-				_, err = nat.Apply(ctx) // nothing declared: our chains and jumps go
-			}
-			if err != nil {
-				errl = append(errl, fmt.Errorf("agent: removing our chains from %s: %w", b.SaveCommand(fam), err))
+			log.Info("removing the netfilter rules of another iptables backend", "backend", b, "family", fam)
+			for _, table := range []string{"nat", "filter"} {
+				t, err := iptables.New(iptables.Options{Table: table, Family: fam, Backend: b, ChainPrefix: ChainPrefix, Kernel: ns,
+					PostWriteRecheck: []time.Duration{}})
+				if err == nil {
+					_, err = t.Apply(ctx) // nothing declared: our chains and jumps go
+				}
+				if err != nil {
+					errl = append(errl, fmt.Errorf("agent: removing our chains from the %s table of %s: %w", table, b.SaveCommand(fam), err))
+				}
 			}
 		}
 	}

@@ -36,9 +36,10 @@ func newNode(t *testing.T) *kerneltest.NS {
 
 // TestKernelNetfilterSwitch runs the agent in a fresh namespace on each
 // netfilter backend in turn — nftables, iptables-nft, iptables-legacy,
-// nftables again — and checks after each start that the masquerade rule is
-// on that backend alone: switching leaves nothing of the one before (its
-// nftables table, its npm- chains). The cleanup then removes everything.
+// nftables again — and checks after each start that the masquerade rule
+// and the service loop guard's jump are on that backend alone: switching
+// leaves nothing of the one before (its nftables tables, its npm- chains).
+// The cleanup then removes everything.
 func TestKernelNetfilterSwitch(t *testing.T) {
 	kerneltest.RequireCommands(t, "ip", "nft", "ipset", "iptables-nft-save", "iptables-legacy-save", "iptables-nft-restore", "iptables-legacy-restore")
 	ns := newNode(t)
@@ -65,11 +66,18 @@ func TestKernelNetfilterSwitch(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		if strings.Contains(s, "table ip "+NFTablesTable) {
-			if s, err = in("nft", "list", "table", "ip", NFTablesTable); err != nil {
-				return nil, err
+		// nftables: the masquerade rule in our nat table, and our filter
+		// table (the service loop guard's).
+		nat, filter := strings.Contains(s, "table ip "+NFTablesTable+"\n"), strings.Contains(s, "table ip "+NFTablesFilterTable+"\n")
+		if nat || filter {
+			masq := false
+			if nat {
+				if s, err = in("nft", "list", "table", "ip", NFTablesTable); err != nil {
+					return nil, err
+				}
+				masq = strings.Contains(s, "masquerade")
 			}
-			out[NetfilterNFTables] = strings.Contains(s, "masquerade")
+			out[NetfilterNFTables] = masq && filter
 		}
 		for nf, save := range map[Netfilter]string{NetfilterIPTablesNFT: "iptables-nft-save", NetfilterIPTablesLegacy: "iptables-legacy-save"} {
 			s, err := in(save)
@@ -77,7 +85,8 @@ func TestKernelNetfilterSwitch(t *testing.T) {
 				return nil, err
 			}
 			if strings.Contains(s, ChainPrefix) {
-				out[nf] = strings.Contains(s, "-A "+MasqueradeChain) && strings.Contains(s, "MASQUERADE")
+				out[nf] = strings.Contains(s, "-A "+MasqueradeChain) && strings.Contains(s, "MASQUERADE") &&
+					strings.Contains(s, "-j "+ServiceLoopChain)
 			}
 		}
 		return out, nil

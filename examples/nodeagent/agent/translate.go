@@ -8,20 +8,24 @@ import (
 
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/serviceloop"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
 // translator turns successive Cluster snapshots into the typed messages the
 // managers take: for each node, one cluster.Node (underlay and tunnel
 // addresses, VXLAN MACs, WireGuard key) and a cluster.Block per pod CIDR,
-// which the overlay and WireGuard managers share; for each local pod, its routes; for each pool, a masquerade
-// pool. It remembers what it sent and sends only what changed, removals
-// included.
+// which the overlay and WireGuard managers share; for each local pod, a
+// cluster.Endpoint (the endpoints and floating IP managers'); for each pool,
+// a cluster.Pool; the service ranges (the service loop managers'). It
+// remembers what it sent and sends only what changed, removals included.
 type translator struct {
 	self  string
 	nodes map[string]nodeMsgs
-	pods  map[string]PodUpdate
+	pods  map[string]cluster.Endpoint
 	pools map[string]datastore.Pool
+	// serviceCIDRs are the service ranges sent, sorted.
+	serviceCIDRs []netip.Prefix
 	// services and nodeAddrs are what the BPF proxy was sent.
 	services  map[string]cluster.Service
 	nodeAddrs []netip.Addr
@@ -35,7 +39,7 @@ type nodeMsgs struct {
 
 func newTranslator(self string) *translator {
 	return &translator{self: self, nodes: map[string]nodeMsgs{},
-		pods: map[string]PodUpdate{}, pools: map[string]datastore.Pool{}, services: map[string]cluster.Service{}}
+		pods: map[string]cluster.Endpoint{}, pools: map[string]datastore.Pool{}, services: map[string]cluster.Service{}}
 }
 
 // nodeOf returns node n as the managers take it: its underlay addresses,
@@ -88,11 +92,10 @@ func (t *translator) messages(c datastore.Cluster) []any {
 		seen[n.Name] = true
 	}
 	// Removals: pods, then blocks, then nodes (references before targets).
-	for key, p := range t.pods {
+	for key := range t.pods {
 		if still := findPod(c, key); still == nil || still.Node != t.self {
-			out = append(out, PodRemove{Key: key})
+			out = append(out, cluster.EndpointRemove{ID: key})
 			delete(t.pods, key)
-			_ = p
 		}
 	}
 	for name, old := range t.nodes {
@@ -105,11 +108,10 @@ func (t *translator) messages(c datastore.Cluster) []any {
 		out = append(out, cluster.NodeRemove{Name: name})
 		delete(t.nodes, name)
 	}
-	for name, p := range t.pools {
+	for name := range t.pools {
 		if !slices.ContainsFunc(c.Pools, func(q datastore.Pool) bool { return q.Name == name }) {
 			out = append(out, poolRemove(name))
 			delete(t.pools, name)
-			_ = p
 		}
 	}
 	// Updates.
@@ -141,11 +143,22 @@ func (t *translator) messages(c datastore.Cluster) []any {
 		if p.Node != t.self {
 			continue
 		}
-		u := PodUpdate{Key: p.Key(), Interface: p.HostInterface(), IPs: slices.Clone(p.IPs)}
-		if old, ok := t.pods[u.Key]; !ok || !reflect.DeepEqual(old, u) {
-			out = append(out, u)
-			t.pods[u.Key] = u
+		e := endpointOf(p)
+		if old, ok := t.pods[e.ID]; !ok || !reflect.DeepEqual(old, e) {
+			out = append(out, e)
+			t.pods[e.ID] = e
 		}
+	}
+	cidrs := slices.Clone(c.ServiceCIDRs)
+	slices.SortFunc(cidrs, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	if !slices.Equal(cidrs, t.serviceCIDRs) {
+		out = append(out, serviceloop.ServiceCIDRs{CIDRs: cidrs})
+		t.serviceCIDRs = cidrs
 	}
 	return append(out, t.serviceMessages(c)...)
 }

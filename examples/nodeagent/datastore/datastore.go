@@ -60,6 +60,10 @@ type Cluster struct {
 	Pools []Pool `json:"pools,omitempty"`
 	// Services are the cluster's services with their endpoints.
 	Services []Service `json:"services,omitempty"`
+	// ServiceCIDRs are the service ranges (the cluster IP range, say):
+	// forwarded traffic to them that no service proxy translated is
+	// dropped instead of looping.
+	ServiceCIDRs []netip.Prefix `json:"serviceCIDRs,omitempty"`
 }
 
 // Node is one node of the cluster.
@@ -93,6 +97,21 @@ type Pod struct {
 	Interface string `json:"interface,omitempty"`
 	// IPs are the pod's addresses.
 	IPs []netip.Addr `json:"ips"`
+	// MAC is the pod's MAC, when known: the node then gives each of its
+	// addresses a permanent neighbour entry on the host-side interface.
+	MAC MAC `json:"mac,omitempty"`
+	// FloatingIPs are addresses the world uses for the pod, each
+	// translated one to one to one of its IPs.
+	FloatingIPs []FloatingIP `json:"floatingIPs,omitempty"`
+}
+
+// FloatingIP is one floating IP of a pod.
+type FloatingIP struct {
+	// Floating is the address the world uses.
+	Floating netip.Addr `json:"floating"`
+	// Internal is the pod's own address it stands for, of the same
+	// family: one of the pod's IPs.
+	Internal netip.Addr `json:"internal"`
 }
 
 // Key returns "namespace/name" (or "name" in no namespace).
@@ -244,8 +263,9 @@ func (c *Cluster) Node(name string) (Node, bool) {
 
 // Validate reports, with an error wrapping ErrInvalid, what does not hold
 // together: a node without a name or listed twice, a CIDR with host bits set,
-// a bad WireGuard key, a pod without a name or node or addresses, a service
-// without a name.
+// a bad WireGuard key, a pod without a name or node or addresses, or with a
+// floating IP that stands for none of its addresses, a service without a
+// name.
 func (c *Cluster) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -297,10 +317,21 @@ func (c *Cluster) Validate() error {
 				bad("pod %q: IP %s is not an address", p.Key(), ip)
 			}
 		}
+		for _, f := range p.FloatingIPs {
+			if !f.Floating.IsValid() || f.Floating.IsUnspecified() || f.Floating.Is4() != f.Internal.Is4() ||
+				f.Floating == f.Internal || !slices.Contains(p.IPs, f.Internal) {
+				bad("pod %q: floating IP %s must stand for one of its IPs of the same family, not %s", p.Key(), f.Floating, f.Internal)
+			}
+		}
 	}
 	for i, p := range c.Pools {
 		if p.Name == "" || !p.CIDR.IsValid() || p.CIDR.Masked() != p.CIDR {
 			bad("pool %d (%q): needs a name and a network CIDR, got %s", i, p.Name, p.CIDR)
+		}
+	}
+	for _, p := range c.ServiceCIDRs {
+		if !p.IsValid() || p.Masked() != p {
+			bad("service CIDR %s is not a network (%s?)", p, p.Masked())
 		}
 	}
 	for i, s := range c.Services {

@@ -24,6 +24,12 @@ nodes:
   vtepMAC: "02:4e:00:00:00:01"
 pods:
 - {namespace: demo, name: web, node: node1, ips: [10.244.1.10]}
+- namespace: demo
+  name: db
+  node: node1
+  ips: [10.244.1.11]
+  mac: "02:00:00:00:00:11"
+  floatingIPs: [{floating: 203.0.113.11, internal: 10.244.1.11}]
 pools:
 - {name: default, cidr: 10.244.0.0/16, masquerade: true}
 services:
@@ -32,6 +38,7 @@ services:
   clusterIPs: [10.96.0.10]
   ports: [{port: 80, targetPort: 8080}]
   endpoints: [{ip: 10.244.1.10, node: node1}]
+serviceCIDRs: [10.96.0.0/12, "fd00:96::/112"]
 `
 
 func TestParse(t *testing.T) {
@@ -46,8 +53,15 @@ func TestParse(t *testing.T) {
 	if n.UnderlayIPv4 != netip.MustParseAddr("198.18.0.1") || len(n.PodCIDRs) != 2 || n.VTEPMAC.String() != "02:4e:00:00:00:01" {
 		t.Errorf("node1 = %+v", n)
 	}
-	if p := c.Pods[0]; p.Key() != "demo/web" || p.HostInterface() != datastore.PodInterface("demo", "web") {
+	if p := c.Pods[1]; p.Key() != "demo/web" || p.HostInterface() != datastore.PodInterface("demo", "web") {
 		t.Errorf("pod = %+v", p)
+	}
+	if p := c.Pods[0]; p.Key() != "demo/db" || p.MAC.String() != "02:00:00:00:00:11" ||
+		len(p.FloatingIPs) != 1 || p.FloatingIPs[0] != (datastore.FloatingIP{Floating: netip.MustParseAddr("203.0.113.11"), Internal: p.IPs[0]}) {
+		t.Errorf("pod = %+v", p)
+	}
+	if len(c.ServiceCIDRs) != 2 || c.ServiceCIDRs[1] != netip.MustParsePrefix("fd00:96::/112") {
+		t.Errorf("service CIDRs = %v", c.ServiceCIDRs)
 	}
 	if len(c.Services) != 1 || c.Services[0].Ports[0].TargetPort != 8080 || !c.Pools[0].Masquerade {
 		t.Errorf("services/pools = %+v %+v", c.Services, c.Pools)
@@ -68,14 +82,18 @@ func TestParse(t *testing.T) {
 
 func TestParseRejects(t *testing.T) {
 	for name, doc := range map[string]string{
-		"host bits":     "nodes: [{name: a, podCIDRs: [10.244.1.1/24]}]",
-		"unknown field": "nodes: [{name: a, podCIDR: 10.244.1.0/24}]",
-		"duplicate":     "nodes: [{name: a}, {name: a}]",
-		"no name":       "nodes: [{underlayIPv4: 1.2.3.4}]",
-		"bad mac":       "nodes: [{name: a, vtepMAC: '01:00:5e:00:00:01'}]",
-		"bad key":       "nodes: [{name: a, wireguardPublicKey: nope}]",
-		"pod no ips":    "nodes: [{name: a}]\npods: [{name: p, node: a}]",
-		"v6 as v4":      "nodes: [{name: a, underlayIPv4: 'fd00::1'}]",
+		"host bits":                      "nodes: [{name: a, podCIDRs: [10.244.1.1/24]}]",
+		"unknown field":                  "nodes: [{name: a, podCIDR: 10.244.1.0/24}]",
+		"duplicate":                      "nodes: [{name: a}, {name: a}]",
+		"no name":                        "nodes: [{underlayIPv4: 1.2.3.4}]",
+		"bad mac":                        "nodes: [{name: a, vtepMAC: '01:00:5e:00:00:01'}]",
+		"bad key":                        "nodes: [{name: a, wireguardPublicKey: nope}]",
+		"pod no ips":                     "nodes: [{name: a}]\npods: [{name: p, node: a}]",
+		"v6 as v4":                       "nodes: [{name: a, underlayIPv4: 'fd00::1'}]",
+		"floating IP of another address": "nodes: [{name: a}]\npods: [{name: p, node: a, ips: [10.0.0.1], floatingIPs: [{floating: 192.0.2.1, internal: 10.0.0.2}]}]",
+		"floating IP of another family":  "nodes: [{name: a}]\npods: [{name: p, node: a, ips: [10.0.0.1], floatingIPs: [{floating: '2001:db8::1', internal: 10.0.0.1}]}]",
+		"floating IP without floating":   "nodes: [{name: a}]\npods: [{name: p, node: a, ips: [10.0.0.1], floatingIPs: [{internal: 10.0.0.1}]}]",
+		"service CIDR host bits":         "nodes: [{name: a}]\nserviceCIDRs: [10.96.0.1/12]",
 	} {
 		if _, err := datastore.Parse([]byte(doc)); !errors.Is(err, datastore.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
