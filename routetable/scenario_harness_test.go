@@ -321,16 +321,16 @@ func formatRoute(r *kernel.Route, names map[int]string) string {
 type recorder struct {
 	k routetable.Kernel
 
-	mu       sync.Mutex
-	writes   int
-	dumps    int
-	rescans  int // interface dumps
+	mu      sync.Mutex
+	writes  int
+	dumps   int
+	rescans int // interface dumps
 	// nbrWrites and ctDeletes count neighbour operations and conntrack
 	// deletion calls: with writes, every write the Table makes.
 	nbrWrites, ctDeletes int
 	log                  []string
-	fault    failure // injected by the recorder itself (kernel env)
-	faultHit bool
+	fault                failure // injected by the recorder itself (kernel env)
+	faultHit             bool
 }
 
 func (r *recorder) DumpRoutes(ctx context.Context, fam kernel.Family, table uint32, fn func(*kernel.Route) error, reset func()) error {
