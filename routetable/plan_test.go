@@ -1,10 +1,12 @@
 package routetable_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +189,82 @@ func TestPlanProperties(t *testing.T) {
 				assert.Greater(t, planned, 40, "the draw makes writes to plan")
 			})
 		}
+	}
+}
+
+// stateReportsDrift programs two routes and a neighbour entry, then,
+// behind the Table's back, deletes one route, changes the MTU of the
+// other, adds a leftover of ours and a foreign route, and checks what
+// State and Plan say after a resync, and that neither writes.
+func stateReportsDrift(t *testing.T, e *env) {
+	t.Helper()
+	ctx := context.Background()
+	e.addLink(t, "np-a")
+	tbl := e.newTable(t, rt.Options{GracePeriod: -1})
+	mac := []byte{2, 0, 0, 0, 0, 7}
+	require.NoError(t, tbl.SetRoutes(10, "np-a", []rt.Target{
+		{CIDR: e.pfx("10.0.1.0/24"), Gateway: e.gw(1)},
+		{CIDR: e.pfx("10.0.2.7/32"), DestMAC: mac},
+	}))
+	require.NoError(t, tbl.SetRoutes(10, rt.InterfaceNone, []rt.Target{{CIDR: e.pfx("10.0.9.0/24"), Type: rt.TargetBlackhole, MTU: 1400}}))
+	_, err := tbl.Apply(ctx)
+	require.NoError(t, err)
+	st, err := tbl.State(ctx)
+	require.NoError(t, err)
+	require.True(t, st.InSync(), "%v", st)
+	require.Len(t, st.Owned, 4, "three routes and a neighbour entry: %v", st.Owned)
+
+	a := e.index(t, "np-a")
+	p := func(s string) string { return e.pfx(s).String() }
+	m := "" // IPv6 routes have a metric: 1024 when none is given
+	if e.fam == rt.IPv6 {
+		m = " metric 1024"
+	}
+	e.deleteRoute(t, kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.1.0/24"), Protocol: rt.DefaultProtocol})
+	e.writeRoute(t, kernel.OpReplace, kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.9.0/24"),
+		Type: kernel.RTNBlackhole, Protocol: rt.DefaultProtocol, MTU: 1300})
+	e.addRoute(t, kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.3.0/24"), OIF: a, Scope: kernel.ScopeLink,
+		Type: kernel.RTNUnicast, Protocol: rt.DefaultProtocol})
+	e.addRoute(t, kernel.Route{Family: e.fam, Table: e.table, Dst: e.pfx("10.0.4.0/24"), Type: kernel.RTNBlackhole,
+		Protocol: kernel.ProtoBoot}) // on no interface of ours: foreign
+	tbl.QueueResync()
+	e.kernel.resetCounts()
+	st, err = tbl.State(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, e.kernel.allWrites(), "State writes nothing")
+	assert.Equal(t, "routetable-"+strings.ToLower(e.fam.String())+"-1000", st.Driver)
+	assert.Equal(t, []dataplane.Drift{
+		{Kind: "route", Name: p("10.0.1.0/24") + m, Want: p("10.0.1.0/24") + " via " + e.gw(1).String() + " dev np-a proto 78" + m},
+		{Kind: "route", Name: p("10.0.3.0/24") + m, Have: p("10.0.3.0/24") + " dev np-a proto 78" + m},
+		{Kind: "route", Name: p("10.0.9.0/24") + m, Want: "blackhole " + p("10.0.9.0/24") + " mtu 1400 proto 78" + m,
+			Have: "blackhole " + p("10.0.9.0/24") + " mtu 1300 proto 78" + m},
+	}, st.Drift)
+	assert.True(t, slices.IsSortedFunc(st.Owned, func(a, b dataplane.Object) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Text, b.Text))
+	}), "sorted: %v", st.Owned)
+	assert.ElementsMatch(t, []dataplane.Object{
+		{Kind: "neighbour", Text: e.ip("10.0.2.7").String() + " dev np-a lladdr 02:00:00:00:00:07 PERMANENT proto 78"},
+		{Kind: "route", Text: p("10.0.2.7/32") + " dev np-a proto 78" + m},
+		{Kind: "route", Text: p("10.0.3.0/24") + " dev np-a proto 78" + m},
+		{Kind: "route", Text: "blackhole " + p("10.0.9.0/24") + " mtu 1300 proto 78" + m},
+	}, st.Owned, "the foreign route is not ours")
+	assert.Empty(t, st.Failing)
+
+	plan, err := tbl.Plan(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, e.kernel.allWrites(), "Plan writes nothing")
+	assert.Equal(t, []dataplane.Write{
+		{Op: dataplane.WriteDelete, Kind: "route", Object: p("10.0.3.0/24") + " dev np-a proto 78" + m},
+		{Op: dataplane.WriteAdd, Kind: "route", Object: p("10.0.1.0/24") + " via " + e.gw(1).String() + " dev np-a proto 78" + m},
+		{Op: dataplane.WriteReplace, Kind: "route", Object: "blackhole " + p("10.0.9.0/24") + " mtu 1400 proto 78" + m,
+			Detail: "was blackhole " + p("10.0.9.0/24") + " mtu 1300 proto 78" + m},
+	}, plan.Writes)
+}
+
+// TestState checks State's account of a drifted table on a fake
+// namespace, for both families.
+func TestState(t *testing.T) {
+	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) { stateReportsDrift(t, fakeEnv(t, fam, 1000)) })
 	}
 }
