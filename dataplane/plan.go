@@ -65,9 +65,6 @@ func (p Plan) String() string {
 	return b.String()
 }
 
-// MarshalText returns String's text (encoding.TextMarshaler).
-func (p Plan) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
-
 // Write is one kernel write of a Plan: what it does (Op) to which object
 // (Kind, and Object, the object's text as the driver writes it).
 //
