@@ -36,7 +36,8 @@ type applyState struct {
 // dry reports whether the pass is a Plan.
 func (st *applyState) dry() bool { return st.plan != nil }
 
-// record lists w in a Plan's writes; an Apply ignores it.
+// record lists w in a Plan's writes; an Apply ignores it (and should not
+// build w: callers check dry first).
 func (st *applyState) record(w dataplane.Write) {
 	if st.plan != nil {
 		*st.plan = append(*st.plan, w)
@@ -452,7 +453,9 @@ func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 		ops = ops[:0]
 		for _, d := range chunk {
 			ops = append(ops, t.deleteOp(d.k, d.v))
-			st.record(dataplane.Write{Op: dataplane.WriteDelete, Kind: kindRoute, Object: t.routeText(d.k, d.v)})
+			if st.dry() {
+				st.record(dataplane.Write{Op: dataplane.WriteDelete, Kind: kindRoute, Object: t.routeText(d.k, d.v)})
+			}
 		}
 		errs := t.applyRoutes(ctx, st, ops)
 		for i, d := range chunk {
@@ -621,7 +624,9 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 		ops = ops[:0]
 		for _, u := range chunk {
 			ops = append(ops, kernel.RouteOp{Kind: kernel.OpReplace, Route: t.toKernel(u.k, u.v)})
-			st.record(t.updateWrite(u.k, u.v))
+			if st.dry() {
+				st.record(t.updateWrite(u.k, u.v))
+			}
 		}
 		errs := t.applyRoutes(ctx, st, ops)
 		for i, u := range chunk {
@@ -744,7 +749,9 @@ func (t *Table) writeNeighbors(ctx context.Context, st *applyState, kind kernel.
 	for i, w := range writes {
 		ops[i] = kernel.NeighborOp{Kind: kind, Neighbor: kernel.Neighbor{LinkIndex: int(w.k.oif), IP: w.k.ip,
 			MAC: net.HardwareAddr(w.mac[:]), State: kernel.NUDPermanent, Protocol: t.opts.Protocol}}
-		st.record(t.neighborWrite(kind, w.k, w.mac))
+		if st.dry() {
+			st.record(t.neighborWrite(kind, w.k, w.mac))
+		}
 	}
 	if st.dry() {
 		return
