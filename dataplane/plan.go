@@ -12,14 +12,15 @@ import (
 // would write. The loop's Plan collects it from every driver that has it.
 type Planner interface {
 	// Plan returns the exact kernel writes the next Apply would make, in
-	// the order it would make them, and writes nothing. It may read the
-	// kernel, as the next Apply would (on the first call, after
-	// QueueResync): that read then serves the Apply. It decides with the
-	// code Apply decides with, counting every write a success, so an
-	// Apply right after it (with nothing changed in between and no write
-	// refused) makes exactly these writes, and an Apply whose Plan is
-	// empty writes nothing. A DeletionApplier's Plan includes what its
-	// ApplyDeletions would write. It is safe to call while the loop runs.
+	// the order it would make them, and writes nothing. It reads the
+	// kernel where the next Apply would read it (a driver that keeps a
+	// view reads it on the first call and after QueueResync, and that
+	// read then serves the Apply). It decides with the code Apply decides
+	// with, counting every write a success, so an Apply right after it
+	// (with nothing changed in between and no write refused) makes
+	// exactly these writes, and an Apply whose Plan is empty writes
+	// nothing. A DeletionApplier's Plan includes what its ApplyDeletions
+	// would write. It is safe to call while the loop runs.
 	Plan(ctx context.Context) (Plan, error)
 }
 
@@ -159,11 +160,12 @@ func (o *WriteOp) UnmarshalText(text []byte) error {
 
 // Plan returns the Plan of every registered driver that implements
 // Planner, in phase order (drivers of one phase in registration order).
-// Nothing is written. A driver whose Plan fails (or panics) is left out
-// and its error, naming it, is joined into the returned error; the others'
-// plans are returned all the same. It may be called at any time, also
-// while Run runs and on an inactive loop (a standby instance's plan is
-// what it would write once active). A nil ctx is context.Background().
+// Drivers that are not Planners are left out. Nothing is written. A
+// driver whose Plan fails (or panics) is left out and its error, naming
+// it, is joined into the returned error; the others' plans are returned
+// all the same. It may be called at any time, also while Run runs and on
+// an inactive loop, whose drivers are never applied: their plans are what
+// they would write if applied now. A nil ctx is context.Background().
 func (l *Loop) Plan(ctx context.Context) ([]Plan, error) {
 	return collect(l, ctx, "Plan", func(ctx context.Context, p Planner) (Plan, error) { return p.Plan(ctx) })
 }
