@@ -83,6 +83,25 @@
 // in the kernel, failing, writes) after each Apply: the loop puts them in
 // Health.Drivers and DriverApply.Stats.
 //
+// # Plan and state
+//
+// A driver that implements Planner says what its next Apply would write,
+// without writing: Plan(ctx) returns a Plan, the driver's Writes (an Op —
+// WriteAdd, WriteReplace, WriteDelete — on an object of a Kind, in the
+// driver's canonical text), in the order Apply would make them. The driver
+// decides them with the code its Apply decides with, so an Apply right
+// after makes exactly those writes, and an Apply whose Plan is empty
+// writes nothing. A driver that implements Stater says what it owns in the
+// kernel, what drifted from what it wants (Drift) and what fails (its
+// Ledger's errors): State(ctx) returns a State. Loop.Plan and Loop.State
+// collect both from every driver that has them, in phase order, at any
+// time — a dry run of what an inactive loop would write once active, or a
+// status of a running one. A Plan's text reads like a diff:
+//
+//	routetable-ipv4-254: 2 writes
+//	+ route 10.244.1.7/32 dev cali1 proto 78
+//	- route 10.244.9.0/24 dev cali9 proto 78
+//
 // A driver that fails as a whole (it cannot read the kernel, its binary is
 // missing) or panics is backed off on its own: the loop queues a full resync
 // on it and skips it in later passes until an exponential backoff

@@ -48,7 +48,9 @@ func NewLedger[K comparable](b Backoff, clk clock.Clock) *Ledger[K] {
 
 // Begin starts an Apply: it reads the clock once (every later call of the
 // Apply uses that instant, which Begin returns) and counts the Apply, so
-// that Err tells the objects it tried from those that wait.
+// that Err tells the objects it tried from those that wait. A Plan, which
+// decides as an Apply would, begins too, to see which objects wait; it
+// records nothing else, and the next Apply begins again.
 func (l *Ledger[K]) Begin() time.Time {
 	l.now = l.clk.Now()
 	l.pass++

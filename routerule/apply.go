@@ -118,7 +118,14 @@ type applyState struct {
 	// seen holds the writes this Apply made or held back; the backoff of
 	// any other is forgotten.
 	seen map[write]bool
+	// plan, when set, makes the pass a Plan: each write is appended to it
+	// instead of being sent and counts as a success; the pass runs on a
+	// copy of the model and records no failure.
+	plan *[]dataplane.Write
 }
+
+// dry reports whether the pass is a Plan.
+func (st *applyState) dry() bool { return st.plan != nil }
 
 // Apply makes the kernel's rules at the owned priorities equal to the
 // desired set. It reads the kernel first on the first call, after
@@ -153,10 +160,8 @@ func (r *Rules) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		return r.result(false), nil
 	}
 	resynced := r.resync
-	if r.resync {
-		if err := r.load(ctx); err != nil {
-			return dataplane.ApplyResult{}, err
-		}
+	if err := r.read(ctx); err != nil {
+		return dataplane.ApplyResult{}, err
 	}
 	st := &applyState{seen: map[write]bool{}}
 	r.converge(ctx, st)
@@ -195,6 +200,20 @@ func (r *Rules) result(soon bool) dataplane.ApplyResult {
 		after = staleRetry
 	}
 	return dataplane.ApplyResult{RetryAfter: after}
+}
+
+// read reads the kernel when a read is due (the first Apply, after
+// QueueResync or a write that showed the model out of date); the model it
+// loads must then be converged, so the instance is dirty.
+func (r *Rules) read(ctx context.Context) error {
+	if !r.resync {
+		return nil
+	}
+	if err := r.load(ctx); err != nil {
+		return err
+	}
+	r.dirty = true
+	return nil
 }
 
 // load reads the kernel's rules of our family and rebuilds the model of
@@ -314,8 +333,10 @@ func (r *Rules) syncGroup(ctx context.Context, p uint32, wants []Rule, st *apply
 // matching then makes the rest ambiguous, the group waits with it.
 func (r *Rules) rebuild(ctx context.Context, p uint32, wants []Rule, st *applyState) {
 	st.rebuilds++
-	r.opt.log.InfoContext(ctx, "routerule: rebuilding a priority: the kernel's wildcard matching makes an in-place change ambiguous",
-		"name", r.opt.name, "priority", p)
+	if !st.dry() {
+		r.opt.log.InfoContext(ctx, "routerule: rebuilding a priority: the kernel's wildcard matching makes an in-place change ambiguous",
+			"name", r.opt.name, "priority", p)
+	}
 	for _, e := range r.present(p) {
 		if r.waiting(deleteOf(e), st) {
 			continue
@@ -400,7 +421,10 @@ func (r *Rules) waiting(w write, st *applyState) bool {
 // fail records the failure e of w and backs w off.
 func (r *Rules) fail(w write, e *dataplane.ObjectError, st *applyState) {
 	st.seen[w] = true
-	e.Driver, e.Kind = "routerule", "rule"
+	if st.dry() {
+		return
+	}
+	e.Driver, e.Kind = "routerule", kindRule
 	r.failed.Fail(w, e)
 	r.opt.log.Warn("routerule: rule write failed", "name", r.opt.name, "error", e, "failures", e.Attempts,
 		"retry_in", e.RetryAt.Sub(r.failed.Now()))
@@ -410,6 +434,11 @@ func (r *Rules) fail(w write, e *dataplane.ObjectError, st *applyState) {
 // w off.
 func (r *Rules) add(ctx context.Context, w Rule, st *applyState) {
 	wr := r.addOf(w)
+	if st.dry() {
+		*st.plan = append(*st.plan, dataplane.Write{Op: dataplane.WriteAdd, Kind: kindRule, Object: w.String()})
+		r.groups[w.Priority] = append(r.groups[w.Priority], &entry{k: wr.k, rule: w, ok: true})
+		return
+	}
 	if err := r.opt.kernel.AddRule(ctx, wr.k); err != nil {
 		if errors.Is(err, kernel.ErrExists) {
 			st.stale = true // a rule added behind our back: read it
@@ -427,6 +456,11 @@ func (r *Rules) add(ctx context.Context, w Rule, st *applyState) {
 // whether the group may go on: not when the rule was already gone (the
 // model is out of date). A refusal is recorded and backs e off.
 func (r *Rules) del(ctx context.Context, e *entry, st *applyState) bool {
+	if st.dry() {
+		*st.plan = append(*st.plan, dataplane.Write{Op: dataplane.WriteDelete, Kind: kindRule, Object: describe(e)})
+		e.gone = true
+		return true
+	}
 	err := r.opt.kernel.DeleteRule(ctx, e.k)
 	switch {
 	case err == nil:

@@ -68,6 +68,12 @@
 // of the whole instance: nothing is written. Stats gives the
 // dataplane.DriverStats (desired, in the kernel, failing, writes).
 //
+// Plan lists the additions and deletions the next Apply would make, in its
+// order, without writing: Apply's own converge runs on a copy of the
+// model. State gives the rules of the instance in the kernel, the drift
+// from the desired rules and the failing writes (dataplane.Planner and
+// dataplane.Stater).
+//
 // # Kernel behaviour it handles
 //
 // The kernel deletes the first rule that matches the fields a delete sets,

@@ -47,8 +47,10 @@ type counter struct {
 
 	mu                sync.Mutex
 	lists, adds, dels int
-	failList          []error
-	failAdd, failDel  func(r *kernel.Rule) error
+	// log records the writes: "add <priority>", "delete <priority>".
+	log              []string
+	failList         []error
+	failAdd, failDel func(r *kernel.Rule) error
 }
 
 func (c *counter) Rules(ctx context.Context, family kernel.Family) ([]kernel.Rule, error) {
@@ -68,6 +70,7 @@ func (c *counter) Rules(ctx context.Context, family kernel.Family) ([]kernel.Rul
 func (c *counter) AddRule(ctx context.Context, r kernel.Rule) error {
 	c.mu.Lock()
 	c.adds++
+	c.log = append(c.log, fmt.Sprintf("add %d", r.Priority))
 	fail := c.failAdd
 	c.mu.Unlock()
 	if fail != nil {
@@ -81,6 +84,7 @@ func (c *counter) AddRule(ctx context.Context, r kernel.Rule) error {
 func (c *counter) DeleteRule(ctx context.Context, r kernel.Rule) error {
 	c.mu.Lock()
 	c.dels++
+	c.log = append(c.log, fmt.Sprintf("delete %d", r.Priority))
 	fail := c.failDel
 	c.mu.Unlock()
 	if fail != nil {
@@ -96,8 +100,15 @@ func (c *counter) calls() (int, int, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l, a, d := c.lists, c.adds, c.dels
-	c.lists, c.adds, c.dels = 0, 0, 0
+	c.lists, c.adds, c.dels, c.log = 0, 0, 0, nil
 	return l, a, d
+}
+
+// writes returns the writes logged since the last calls.
+func (c *counter) writes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
 }
 
 // Owned priorities and tables of every scenario.

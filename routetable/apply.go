@@ -18,11 +18,30 @@ import (
 	"github.com/nodeplane/nodeplane/routetable/internal/delta"
 )
 
-// applyState collects the outcome of one Apply.
+// applyState collects the outcome of one Apply, or of one Plan.
 type applyState struct {
 	now time.Time
 	// conntrackWait is set when routes wait for a conntrack deletion.
 	conntrackWait bool
+	// flush holds the addresses whose conntrack entries wait to be
+	// deleted, as the pass goes: Table.pendingFlush at its start, and at
+	// its end for an Apply.
+	flush []netip.Addr
+	// plan, when set, makes the pass a Plan: each write is appended to it
+	// instead of being sent, counts as a success, and nothing of the
+	// Table changes (its views, its ledger, its grace periods).
+	plan *[]dataplane.Write
+}
+
+// dry reports whether the pass is a Plan.
+func (st *applyState) dry() bool { return st.plan != nil }
+
+// record lists w in a Plan's writes; an Apply ignores it (and should not
+// build w: callers check dry first).
+func (st *applyState) record(w dataplane.Write) {
+	if st.plan != nil {
+		*st.plan = append(*st.plan, w)
+	}
 }
 
 // Apply writes the difference between the winners of every key and the
@@ -50,34 +69,51 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.drainEvents()
-	now := t.failed.Begin()
-	if t.needResync {
-		if err := t.resync(ctx); err != nil {
-			return dataplane.ApplyResult{}, err
-		}
-	} else {
-		if t.linksStale {
-			if err := t.listLinks(ctx); err != nil {
-				return dataplane.ApplyResult{}, err
-			}
-		}
-		if err := t.rescanIfaces(ctx); err != nil {
-			return dataplane.ApplyResult{}, err
-		}
+	now, err := t.read(ctx)
+	if err != nil {
+		return dataplane.ApplyResult{}, err
 	}
-	st := applyState{now: now}
-	t.flushPending(ctx)
-	t.setNeighbors(ctx, &st)
-	t.applyDeletions(ctx, &st)
-	t.applyUpdates(ctx, &st)
-	t.deleteNeighbors(ctx, &st)
-	t.flushPending(ctx)
+	st := applyState{now: now, flush: t.pendingFlush}
+	t.write(ctx, &st)
+	t.pendingFlush = st.flush
 	if err := ctx.Err(); err != nil {
 		return dataplane.ApplyResult{}, fmt.Errorf("%sapply interrupted: %w", prefix, err)
 	}
 	t.forgetRetries(len(t.pendingFlush) > 0 || st.conntrackWait)
 	return dataplane.ApplyResult{RetryAfter: t.retryAfter(now)}, t.failed.Err()
+}
+
+// read takes the queued events and reads what the next writes need: the
+// table and the links on the first call, after QueueResync and after a
+// failed read, else the links when stale and the routes of interfaces
+// that came up. It begins the ledger's pass and returns its instant.
+// Apply, Plan and State all start with it.
+func (t *Table) read(ctx context.Context) (time.Time, error) {
+	t.drainEvents()
+	now := t.failed.Begin()
+	if t.needResync {
+		return now, t.resync(ctx)
+	}
+	if t.linksStale {
+		if err := t.listLinks(ctx); err != nil {
+			return now, err
+		}
+	}
+	return now, t.rescanIfaces(ctx)
+}
+
+// write decides and makes the writes of one pass, in order: neighbour
+// entries, route deletions, the conntrack entries of the host routes
+// deleted (in this pass or before), route updates, neighbour deletions.
+// The conntrack deletion comes before the updates so that a host route
+// written where one was deleted is written in the same pass, after the
+// old flows are gone. For a Plan (st.plan) it lists the writes instead.
+func (t *Table) write(ctx context.Context, st *applyState) {
+	t.setNeighbors(ctx, st)
+	t.applyDeletions(ctx, st)
+	t.flushPending(ctx, st)
+	t.applyUpdates(ctx, st)
+	t.deleteNeighbors(ctx, st)
 }
 
 // retryAfter is when Apply wants to run again: the earliest of the next
@@ -391,21 +427,24 @@ func (t *Table) isHost(k rkey) bool { return int(k.bits) == t.opts.Family.Bits()
 func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 	var dels []update
 	t.tr.PendingDeletions().Iter(func(k rkey, v kroute) delta.IterAction {
-		if !t.held(k, v) && !t.graced(k, v, st.now) && !t.waiting(k) {
+		if !t.held(k, v) && !t.graced(k, v, st) && !t.waiting(k) {
 			dels = append(dels, update{k: k, v: v})
 		}
 		return delta.IterActionNoOp
 	})
-	for k := range t.graceSeen {
-		if _, pending := t.tr.PendingDeletions().Get(k); !pending {
-			delete(t.graceSeen, k)
+	if !st.dry() {
+		for k := range t.graceSeen {
+			if _, pending := t.tr.PendingDeletions().Get(k); !pending {
+				delete(t.graceSeen, k)
+			}
 		}
 	}
 	if len(dels) == 0 {
 		return
 	}
 	// Routes through a gateway first: they may depend on the direct ones.
-	slices.SortFunc(dels, func(a, b update) int { return cmp.Compare(a.v.scope, b.v.scope) })
+	// Then by key, so that the order is the Plan's.
+	slices.SortFunc(dels, func(a, b update) int { return cmp.Or(cmp.Compare(a.v.scope, b.v.scope), compareKey(a.k, b.k)) })
 	ops := make([]kernel.RouteOp, 0, min(len(dels), t.opts.BatchSize))
 	for chunk := range slices.Chunk(dels, t.opts.BatchSize) {
 		if ctx.Err() != nil {
@@ -414,21 +453,44 @@ func (t *Table) applyDeletions(ctx context.Context, st *applyState) {
 		ops = ops[:0]
 		for _, d := range chunk {
 			ops = append(ops, t.deleteOp(d.k, d.v))
+			if st.dry() {
+				st.record(dataplane.Write{Op: dataplane.WriteDelete, Kind: kindRoute, Object: t.routeText(d.k, d.v)})
+			}
 		}
-		errs := t.opts.Kernel.ApplyRoutes(ctx, ops)
-		t.stats.RouteWrites += uint64(len(ops))
+		errs := t.applyRoutes(ctx, st, ops)
 		for i, d := range chunk {
 			k, err := d.k, resultOf(errs, i)
 			if err != nil && !errors.Is(err, syscall.ESRCH) {
 				t.routeFailed(k, kernel.OpDelete, d.v, err)
 				continue
 			}
-			t.failed.Forget(routeFail(k))
-			t.tr.Dataplane().Delete(k)
+			if !st.dry() {
+				t.failed.Forget(routeFail(k))
+				t.tr.Dataplane().Delete(k)
+			}
 			if t.isHost(k) && !t.opts.NoConntrackCleanup {
-				t.pendingFlush = append(t.pendingFlush, t.addrOf(k))
+				st.flush = append(st.flush, t.addrOf(k))
 			}
 		}
+	}
+}
+
+// applyRoutes sends ops to the kernel in one batch and returns their
+// results; for a Plan it sends nothing and every op succeeds.
+func (t *Table) applyRoutes(ctx context.Context, st *applyState, ops []kernel.RouteOp) []error {
+	if st.dry() {
+		return make([]error, len(ops))
+	}
+	t.stats.RouteWrites += uint64(len(ops))
+	return t.opts.Kernel.ApplyRoutes(ctx, ops)
+}
+
+// hold records that the route k, v could not be written for a reason that
+// only a change elsewhere clears (see dataplane.Ledger.Hold); a Plan
+// records nothing.
+func (t *Table) hold(st *applyState, k rkey, v kroute, class, err error) {
+	if !st.dry() {
+		t.failed.Hold(routeFail(k), t.routeError(k, kernel.OpReplace, v, class, err))
 	}
 }
 
@@ -439,7 +501,7 @@ func (t *Table) waiting(k rkey) bool { return t.failed.Waiting(routeFail(k)) }
 // routeError returns the error of the route k, v for op: class and err.
 func (t *Table) routeError(k rkey, op kernel.OpKind, v kroute, class, err error) *dataplane.ObjectError {
 	obj := RouteObject{Key: t.public(k), Iface: t.nameOf(v.oif)}
-	return &dataplane.ObjectError{Driver: "routetable", Op: op.String(), Kind: "route", Name: obj.String(), Object: obj,
+	return &dataplane.ObjectError{Driver: "routetable", Op: op.String(), Kind: kindRoute, Name: obj.String(), Object: obj,
 		Reason: class, Err: err}
 }
 
@@ -465,7 +527,7 @@ func (t *Table) held(k rkey, v kroute) bool {
 // place for now, starting its grace period when first seen. Only routes
 // someone else wrote (another protocol) on an interface with a grace
 // period and without declared routes get one.
-func (t *Table) graced(k rkey, v kroute, now time.Time) bool {
+func (t *Table) graced(k rkey, v kroute, st *applyState) bool {
 	if t.opts.GracePeriod <= 0 || v.proto == t.opts.Protocol {
 		return false // routes with our protocol are ours for sure
 	}
@@ -482,12 +544,14 @@ func (t *Table) graced(k rkey, v kroute, now time.Time) bool {
 	}
 	first, ok := t.graceSeen[k]
 	if !ok {
-		t.graceSeen[k] = now
-		t.opts.Logger.Debug("routetable: unexpected route, grace period starts", "table", t.Name(), "route", t.public(k),
-			"iface", rec.name)
+		if !st.dry() {
+			t.graceSeen[k] = st.now
+			t.opts.Logger.Debug("routetable: unexpected route, grace period starts", "table", t.Name(), "route", t.public(k),
+				"iface", rec.name)
+		}
 		return true
 	}
-	return now.Sub(first) < t.opts.GracePeriod
+	return st.now.Sub(first) < t.opts.GracePeriod
 }
 
 // update is one pending route write.
@@ -511,16 +575,15 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 	ups := make([]update, 0, n)
 	var moved []netip.Addr
 	var flushing map[netip.Addr]struct{}
-	if len(t.pendingFlush) > 0 {
-		flushing = make(map[netip.Addr]struct{}, len(t.pendingFlush))
-		for _, a := range t.pendingFlush {
+	if len(st.flush) > 0 {
+		flushing = make(map[netip.Addr]struct{}, len(st.flush))
+		for _, a := range st.flush {
 			flushing[a] = struct{}{}
 		}
 	}
 	t.tr.PendingUpdates().Iter(func(k rkey, v kroute) delta.IterAction {
 		if t.blocked(k) {
-			t.failed.Hold(routeFail(k), t.routeError(k, kernel.OpReplace, v, ErrForeignRoute,
-				errors.New("not overwritten; delete it or give ours another metric")))
+			t.hold(st, k, v, ErrForeignRoute, errors.New("not overwritten; delete it or give ours another metric"))
 			return delta.IterActionNoOp
 		}
 		if t.waiting(k) {
@@ -540,7 +603,8 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 		ups = append(ups, update{k: k, v: v})
 		return delta.IterActionNoOp
 	})
-	if len(moved) > 0 && t.deleteConntrack(ctx, moved) != nil {
+	slices.SortFunc(moved, netip.Addr.Compare) // the Plan's order
+	if len(moved) > 0 && t.deleteConntrack(ctx, st, moved) != nil {
 		// Moved routes wait: their old flows must go first.
 		ups = slices.DeleteFunc(ups, func(u update) bool {
 			if u.moved {
@@ -550,7 +614,8 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 		})
 	}
 	// Direct and local routes first: routes via a gateway may need them.
-	slices.SortFunc(ups, func(a, b update) int { return cmp.Compare(b.v.scope, a.v.scope) })
+	// Then by key, so that the order is the Plan's.
+	slices.SortFunc(ups, func(a, b update) int { return cmp.Or(cmp.Compare(b.v.scope, a.v.scope), compareKey(a.k, b.k)) })
 	ops := make([]kernel.RouteOp, 0, min(len(ups), t.opts.BatchSize))
 	for chunk := range slices.Chunk(ups, t.opts.BatchSize) {
 		if ctx.Err() != nil {
@@ -559,16 +624,20 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 		ops = ops[:0]
 		for _, u := range chunk {
 			ops = append(ops, kernel.RouteOp{Kind: kernel.OpReplace, Route: t.toKernel(u.k, u.v)})
+			if st.dry() {
+				st.record(t.updateWrite(u.k, u.v))
+			}
 		}
-		errs := t.opts.Kernel.ApplyRoutes(ctx, ops)
-		t.stats.RouteWrites += uint64(len(ops))
+		errs := t.applyRoutes(ctx, st, ops)
 		for i, u := range chunk {
 			if err := resultOf(errs, i); err != nil {
 				t.routeFailed(u.k, kernel.OpReplace, u.v, err)
 				continue
 			}
-			t.failed.Forget(routeFail(u.k))
-			t.tr.Dataplane().Set(u.k, u.v)
+			if !st.dry() {
+				t.failed.Forget(routeFail(u.k))
+				t.tr.Dataplane().Set(u.k, u.v)
+			}
 		}
 	}
 }
@@ -577,8 +646,7 @@ func (t *Table) applyUpdates(ctx context.Context, st *applyState) {
 // entries of its address to be deleted.
 func (t *Table) waitConntrack(k rkey, v kroute, st *applyState) {
 	st.conntrackWait = true
-	t.failed.Hold(routeFail(k), t.routeError(k, kernel.OpReplace, v, ErrConntrack,
-		errors.New("waiting for the conntrack entries of its address to be deleted")))
+	t.hold(st, k, v, ErrConntrack, errors.New("waiting for the conntrack entries of its address to be deleted"))
 }
 
 // routeFailed records the kernel's refusal of one route write: it classifies
@@ -609,26 +677,32 @@ func (t *Table) nameOf(oif int32) string {
 }
 
 // flushPending deletes the conntrack entries of addresses whose routes
-// were deleted, unless a failed deletion waits for its next attempt.
-func (t *Table) flushPending(ctx context.Context) {
-	if len(t.pendingFlush) == 0 || ctx.Err() != nil {
+// were deleted (st.flush), unless a failed deletion waits for its next
+// attempt.
+func (t *Table) flushPending(ctx context.Context, st *applyState) {
+	if len(st.flush) == 0 || ctx.Err() != nil {
 		return
 	}
-	if t.deleteConntrack(ctx, t.pendingFlush) == nil {
-		t.pendingFlush = nil
+	if t.deleteConntrack(ctx, st, st.flush) == nil {
+		st.flush = nil
 	}
 }
 
 // deleteConntrack deletes the conntrack entries of addrs. Deletions share
-// one backoff: while it runs, it fails at once with the last error.
-func (t *Table) deleteConntrack(ctx context.Context, addrs []netip.Addr) error {
+// one backoff: while it runs, it fails at once with the last error. A Plan
+// lists the deletion and counts it done.
+func (t *Table) deleteConntrack(ctx context.Context, st *applyState, addrs []netip.Addr) error {
 	if t.failed.Waiting(conntrackFail()) {
 		e, _ := t.failed.Get(conntrackFail())
 		return e
 	}
+	if st.dry() {
+		st.record(conntrackWrite(addrs))
+		return nil
+	}
 	t.stats.ConntrackDeletions++
 	if _, err := t.opts.Kernel.DeleteConntrack(ctx, t.opts.Family, addrs); err != nil {
-		return t.failed.Fail(conntrackFail(), &dataplane.ObjectError{Driver: "routetable", Op: "delete", Kind: "conntrack",
+		return t.failed.Fail(conntrackFail(), &dataplane.ObjectError{Driver: "routetable", Op: "delete", Kind: kindConntrack,
 			Name: fmt.Sprintf("entries of %d address(es)", len(addrs)), Reason: ErrConntrack, Err: err})
 	}
 	t.failed.Forget(conntrackFail())
@@ -670,10 +744,17 @@ func (t *Table) writeNeighbors(ctx context.Context, st *applyState, kind kernel.
 	if len(writes) == 0 {
 		return
 	}
+	slices.SortFunc(writes, func(a, b nbrWrite) int { return cmp.Or(a.k.ip.Compare(b.k.ip), cmp.Compare(a.k.oif, b.k.oif)) })
 	ops := make([]kernel.NeighborOp, len(writes))
 	for i, w := range writes {
 		ops[i] = kernel.NeighborOp{Kind: kind, Neighbor: kernel.Neighbor{LinkIndex: int(w.k.oif), IP: w.k.ip,
 			MAC: net.HardwareAddr(w.mac[:]), State: kernel.NUDPermanent, Protocol: t.opts.Protocol}}
+		if st.dry() {
+			st.record(t.neighborWrite(kind, w.k, w.mac))
+		}
+	}
+	if st.dry() {
+		return
 	}
 	errs := t.opts.Kernel.ApplyNeighbors(ctx, ops)
 	t.stats.NeighborWrites += uint64(len(ops))
@@ -683,7 +764,7 @@ func (t *Table) writeNeighbors(ctx context.Context, st *applyState, kind kernel.
 			err = nil
 		}
 		if err != nil {
-			e := t.failed.Fail(nbrFail(w.k), &dataplane.ObjectError{Driver: "routetable", Op: kind.String(), Kind: "neighbour",
+			e := t.failed.Fail(nbrFail(w.k), &dataplane.ObjectError{Driver: "routetable", Op: kind.String(), Kind: kindNeighbor,
 				Name: fmt.Sprintf("%v dev %s", w.k.ip, t.nameOf(w.k.oif)), Reason: ErrNeighbor, Err: err})
 			t.opts.Logger.Warn("routetable: neighbour write failed", "table", t.Name(), "error", e)
 			if kind != kernel.OpDelete {

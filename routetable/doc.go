@@ -140,8 +140,19 @@
 // Apply writes only the difference between the winners and the kernel,
 // many route messages per netlink send with the acknowledgements drained
 // in bulk (Options.BatchSize per Kernel.ApplyRoutes call; package kernel
-// batches them). Deletes go out first, then replaces, direct routes before
-// routes via gateways; neighbour entries are written in one batch.
+// batches them). Neighbour entries are written first, in one batch; then
+// the deletes, routes via gateways before direct ones; then the deletion
+// of the conntrack entries of the host routes deleted; then the replaces,
+// direct routes before routes via gateways (each in order of key); then
+// the neighbour deletions.
+//
+// Plan lists those writes without making them: it runs Apply's own write
+// pass dry, after the read Apply would make, so the Apply after it makes
+// exactly the writes it lists, in its order, and an Apply whose Plan is
+// empty writes nothing. State gives the routes and neighbour entries of
+// the Table in the kernel, every difference from the desired ones and the
+// failing objects (dataplane.Planner and dataplane.Stater; a Loop's Plan
+// and State collect them).
 //
 // Failures are per object: one route the kernel keeps refusing (a gateway
 // reachable on no link) never holds back the others, nor the loop. The

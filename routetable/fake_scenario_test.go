@@ -21,6 +21,7 @@ func fakeEnv(t *testing.T, fam rt.Family, table uint32) *env {
 	ns := kernelfake.New(kernelfake.Options{})
 	e := newEnv(t, fam, table, ns, ns.Admin())
 	e.fake = true
+	e.nsWrites = ns.Writes
 	e.arm = func(f failure) {
 		switch f {
 		case failFirstWrite:

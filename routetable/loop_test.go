@@ -2,6 +2,7 @@ package routetable_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,4 +66,65 @@ func TestSetWake(t *testing.T) {
 	tbl.OnIfaceStateChanged("np-a", 3, kernel.LinkUp)
 	tbl.OnIfaceStateChanged("bad/name", 3, kernel.LinkUp)
 	assert.Equal(t, 2, woken)
+}
+
+// Loop.Plan and Loop.State may be called while the loop runs: they take
+// the Table's lock as Apply does (run with -race), and once the loop has
+// applied, the Table's plan is empty and its state in sync.
+func TestPlanAndStateWhileTheLoopRuns(t *testing.T) {
+	k := newNS(t)
+	idx := addLink(t, k, "np-a", 1)
+	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv4, Table: kernel.TableMain, InterfacePatterns: []string{`^np-`}})
+	require.NoError(t, err)
+	tbl.OnIfaceStateChanged("np-a", idx, kernel.LinkUp)
+	inSync := make(chan struct{})
+	loop, err := dataplane.New(dataplane.Options{ResyncInterval: time.Hour, OnInSync: func() { close(inSync) }})
+	require.NoError(t, err)
+	require.NoError(t, loop.AddDriver(tbl))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	loop.DatastoreInSync()
+	loop.InterfacesInSync()
+	stop := make(chan struct{})
+	planned := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				planned <- nil
+				return
+			default:
+			}
+			if _, err := loop.Plan(ctx); err != nil {
+				planned <- err
+				return
+			}
+			if _, err := loop.State(ctx); err != nil {
+				planned <- err
+				return
+			}
+		}
+	}()
+	for i := range 50 {
+		require.NoError(t, tbl.RouteUpdate(1, "np-a", rt.Target{CIDR: mustP(fmt.Sprintf("10.0.%d.0/24", i))}))
+		loop.Wake()
+	}
+	<-inSync
+	require.Eventually(t, func() bool { return len(routes(k, rt.IPv4)) == 50 }, 5*time.Second, time.Millisecond)
+	close(stop)
+	require.NoError(t, <-planned)
+	require.Eventually(t, func() bool {
+		plans, err := loop.Plan(ctx)
+		return err == nil && len(plans) == 1 && plans[0].Empty()
+	}, 5*time.Second, time.Millisecond, "the loop applied what the Table planned")
+	states, err := loop.State(ctx)
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	assert.True(t, states[0].InSync(), "%v", states[0])
+	assert.Len(t, states[0].Owned, 50)
 }

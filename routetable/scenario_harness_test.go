@@ -58,6 +58,9 @@ type env struct {
 	kernel *recorder
 	// fake is set when the namespace is a kernelfake.Namespace.
 	fake bool
+	// nsWrites is the namespace's own count of writes (every caller's
+	// but the admin view's), for a fake namespace; 0 on the kernel.
+	nsWrites func() int
 	// arm injects a fault of the given kind into the next calls.
 	arm func(f failure)
 	// disarm removes any fault left.
@@ -93,7 +96,8 @@ func newEnv(t *testing.T, fam routetable.Family, table uint32, k, admin kernel.K
 		require.NoError(t, admin.SetSysctl(context.Background(), key, "0"))
 	}
 	require.NoError(t, admin.SetSysctl(context.Background(), "net.ipv6.conf.all.keep_addr_on_down", "1"))
-	return &env{fam: fam, table: table, k: admin, kernel: &recorder{k: k}, clock: clock.NewFake(t0), peers: map[int]string{}}
+	return &env{fam: fam, table: table, k: admin, kernel: &recorder{k: k}, clock: clock.NewFake(t0), peers: map[int]string{},
+		nsWrites: func() int { return 0 }}
 }
 
 // addLink creates an interface (a veth pair), up, with the link's address
@@ -317,13 +321,16 @@ func formatRoute(r *kernel.Route, names map[int]string) string {
 type recorder struct {
 	k routetable.Kernel
 
-	mu       sync.Mutex
-	writes   int
-	dumps    int
-	rescans  int // interface dumps
-	log      []string
-	fault    failure // injected by the recorder itself (kernel env)
-	faultHit bool
+	mu      sync.Mutex
+	writes  int
+	dumps   int
+	rescans int // interface dumps
+	// nbrWrites and ctDeletes count neighbour operations and conntrack
+	// deletion calls: with writes, every write the Table makes.
+	nbrWrites, ctDeletes int
+	log                  []string
+	fault                failure // injected by the recorder itself (kernel env)
+	faultHit             bool
 }
 
 func (r *recorder) DumpRoutes(ctx context.Context, fam kernel.Family, table uint32, fn func(*kernel.Route) error, reset func()) error {
@@ -460,12 +467,16 @@ func (r *recorder) Neighbors(ctx context.Context, fam kernel.Family, linkIndex i
 }
 
 func (r *recorder) ApplyNeighbors(ctx context.Context, ops []kernel.NeighborOp) []error {
+	r.mu.Lock()
+	r.nbrWrites += len(ops)
+	r.mu.Unlock()
 	return r.k.ApplyNeighbors(ctx, ops)
 }
 
 func (r *recorder) DeleteConntrack(ctx context.Context, fam kernel.Family, addrs []netip.Addr) (int, error) {
 	r.mu.Lock()
 	f := r.takeFault(failConntrack)
+	r.ctDeletes++
 	for _, a := range addrs {
 		r.log = append(r.log, "conntrack "+a.String())
 	}
@@ -479,7 +490,7 @@ func (r *recorder) DeleteConntrack(ctx context.Context, fam kernel.Family, addrs
 func (r *recorder) resetCounts() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.writes, r.dumps, r.rescans, r.log = 0, 0, 0, nil
+	r.writes, r.dumps, r.rescans, r.nbrWrites, r.ctDeletes, r.log = 0, 0, 0, 0, 0, nil
 }
 
 func (r *recorder) counts() (writes, dumps int) {
@@ -492,6 +503,14 @@ func (r *recorder) counts3() (writes, dumps, rescans int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.writes, r.dumps, r.rescans
+}
+
+// allWrites counts every write: route and neighbour operations and
+// conntrack deletions.
+func (r *recorder) allWrites() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes + r.nbrWrites + r.ctDeletes
 }
 
 func (r *recorder) events() []string {

@@ -3,6 +3,8 @@
 package routetable
 
 import (
+	"bytes"
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -297,6 +299,11 @@ type rkey struct {
 	addr   [16]byte
 	metric uint32
 	bits   uint32
+}
+
+// compareKey orders keys by address, prefix length and metric.
+func compareKey(a, b rkey) int {
+	return cmp.Or(bytes.Compare(a.addr[:], b.addr[:]), cmp.Compare(a.bits, b.bits), cmp.Compare(a.metric, b.metric))
 }
 
 func keyOf(k RouteKey) rkey {

@@ -51,7 +51,10 @@
 // loop retries it with backoff; any other failed setting is a
 // *dataplane.ObjectError in the Apply's *dataplane.PartialError, kept in a
 // dataplane.Ledger and retried on its own backoff. Stats gives the
-// dataplane.DriverStats.
+// dataplane.DriverStats. Plan reads the settings the next Apply would
+// check and lists the ones it would write; State reads every setting and
+// reports its value, the drift and the failing settings
+// (dataplane.Planner and dataplane.Stater).
 //
 // # What it never touches
 //

@@ -337,13 +337,7 @@ func (m *Driver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.failed.Begin()
-	var check []Setting
-	for _, s := range m.desired() {
-		p, _ := path(s.Key)
-		if m.resync || m.due[p] || m.failingDue(p) {
-			check = append(check, s)
-		}
-	}
+	check := m.dueSettings()
 	if len(check) == 0 {
 		return dataplane.ApplyResult{RetryAfter: m.failed.RetryAfter()}, m.err()
 	}
@@ -374,6 +368,20 @@ func (m *Driver) err() error {
 		return errors.Join(errs...)
 	}
 	return m.failed.Err()
+}
+
+// dueSettings returns the settings the current Apply (or Plan) checks:
+// every one after a resync, else those declared since the last Apply and
+// those whose retry is due.
+func (m *Driver) dueSettings() []Setting {
+	var check []Setting
+	for _, s := range m.desired() {
+		p, _ := path(s.Key)
+		if m.resync || m.due[p] || m.failingDue(p) {
+			check = append(check, s)
+		}
+	}
+	return check
 }
 
 // failingDue reports whether the setting at p failed and its retry is due.
@@ -412,7 +420,7 @@ func (m *Driver) run(ctx context.Context, settings []Setting) Report {
 			m.log.Warn("sysctls: not applied", "key", s.Key, "error", res.Err, "required", s.Required, "why", s.Why)
 		}
 		if res.Outcome == Failed {
-			m.failed.Fail(p, &dataplane.ObjectError{Driver: "sysctls", Op: "write", Kind: "sysctl", Name: s.Key,
+			m.failed.Fail(p, &dataplane.ObjectError{Driver: "sysctls", Op: "write", Kind: kindSysctl, Name: s.Key,
 				Reason: ErrNotApplied, Detail: managerutil.Detail(cause), Err: cause})
 		} else {
 			m.failed.Forget(p)
@@ -429,6 +437,21 @@ func (m *Driver) run(ctx context.Context, settings []Setting) Report {
 	return rep
 }
 
+// read reads setting s: the kernel it lives in (the namespace's, or
+// Options.Host for a machine-wide key) and its value. A check writes it
+// there when the value is not acceptable.
+func (m *Driver) read(ctx context.Context, s Setting) (kernel.Sysctls, string, error) {
+	k := m.o.Kernel
+	if !s.namespaced() {
+		if m.o.Host == nil {
+			return nil, "", ErrNoHostAccess
+		}
+		k = m.o.Host
+	}
+	was, err := k.Sysctl(ctx, s.Key)
+	return k, was, err
+}
+
 // check checks one setting; for a failure it returns the cause too.
 func (m *Driver) check(ctx context.Context, s Setting) (Result, error) {
 	res := Result{Setting: s}
@@ -437,14 +460,7 @@ func (m *Driver) check(ctx context.Context, s Setting) (Result, error) {
 		res.Err = managerutil.Quote(ErrNotApplied, err, s.Key)
 		return res, err
 	}
-	k := m.o.Kernel
-	if !s.namespaced() {
-		if m.o.Host == nil {
-			return fail(ErrNoHostAccess)
-		}
-		k = m.o.Host
-	}
-	was, err := k.Sysctl(ctx, s.Key)
+	k, was, err := m.read(ctx, s)
 	if err != nil {
 		return fail(err)
 	}

@@ -5,6 +5,7 @@
 //
 //	nodeagent run --node NAME --datastore file:cluster.yaml   # or --datastore kubernetes
 //	nodeagent status                                          # the node's dataplane as a table
+//	nodeagent plan --node NAME --datastore file:cluster.yaml  # what run would write now, writing nothing
 //	nodeagent cleanup                                         # remove everything the agent made
 //
 // See README.md beside this file.
@@ -42,6 +43,7 @@ const usage = `nodeagent — nodeplane's reference node agent
 Usage:
   nodeagent run     [flags]   program this node's dataplane until SIGINT/SIGTERM
   nodeagent status  [flags]   print the running agent's dataplane state as a table
+  nodeagent plan    [flags]   print what "run" would write to the kernel now, writing nothing
   nodeagent cleanup [flags]   remove everything the agent put in the kernel
 
 Run "nodeagent COMMAND -h" for a command's flags.
@@ -60,6 +62,8 @@ func main() {
 		err = runCmd(ctx, os.Args[2:])
 	case "status":
 		err = statusCmd(ctx, os.Args[2:], os.Stdout)
+	case "plan":
+		err = planCmd(ctx, os.Args[2:], os.Stdout)
 	case "cleanup":
 		err = cleanupCmd(ctx, os.Args[2:])
 	case "-h", "--help", "help":

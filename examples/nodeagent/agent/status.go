@@ -73,6 +73,10 @@ type Status struct {
 	WireGuardDevices []WireGuardStatus `json:"wireguardDevices,omitempty"`
 	// Errors are the agent's own recent errors (publishing, say).
 	Errors []string `json:"errors,omitempty"`
+	// Drivers are the states of the drivers that report one
+	// (dataplane.Stater), and DriversError why some could not.
+	Drivers      []DriverState `json:"drivers,omitempty"`
+	DriversError string        `json:"driversError,omitempty"`
 }
 
 // NodeStatus is one node as the agent sees it.
@@ -158,6 +162,7 @@ func (a *Agent) status(ctx context.Context) Status {
 	if a.cfg.NoMasquerade {
 		s.Masquerade = "off"
 	}
+	s.Drivers, s.DriversError = a.driverStates(ctx)
 	if h.LastError != nil {
 		s.LastError = h.LastError.Error()
 	}
@@ -343,6 +348,7 @@ func WriteTable(out io.Writer, s Status, now time.Time) error {
 	for _, e := range s.ProxyErrors {
 		fmt.Fprintf(w, "  not programmed\t%s\n", e)
 	}
+	writeDriverStates(w, s)
 	return w.Flush()
 }
 

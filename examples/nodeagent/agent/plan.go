@@ -1,0 +1,221 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"regexp"
+	"sync"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/ifacemonitor"
+	"github.com/nodeplane/nodeplane/mtu"
+)
+
+// PlanNote says what a plan leaves out: the drivers that cannot plan yet,
+// and what the agent writes outside its drivers when it starts.
+const PlanNote = `not planned: the netfilter tables and ip sets, the tunnel devices and FDB, WireGuard, the BPF proxy
+(their drivers cannot plan yet), and what the agent writes as it starts (forwarding sysctls, the pod MTU file)`
+
+// Plan builds the agent's drivers on the node's namespace (cfg.NetNS),
+// takes the first complete cluster from cfg.Datastore and the interfaces
+// from the kernel, lets the managers turn them into desired state, and
+// returns the Plan of every driver that can plan: what a `nodeagent run`
+// starting now would write. It writes nothing to the kernel, and neither
+// the pod MTU file nor a WireGuard key; the BPF proxy is left out (it
+// loads its programs as it starts). See PlanNote for what a plan does not
+// cover.
+func Plan(ctx context.Context, cfg Config) ([]dataplane.Plan, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if cfg.Datastore == nil {
+		return nil, errors.New("agent: a datastore is required")
+	}
+	cfg.BPFProxy = false
+	ns, err := openNS(cfg.NetNS)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	exclude := append(mtu.DefaultExclude(), "^"+regexp.QuoteMeta(cfg.PodInterfacePrefix), "^"+regexp.QuoteMeta(cfg.WireGuardInterface))
+	det, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Exclude: exclude})
+	if err != nil {
+		return nil, err
+	}
+	host, err := det.Detect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := firstCluster(ctx, cfg.Datastore)
+	if err != nil {
+		return nil, err
+	}
+	passed := make(chan struct{}, 1)
+	lopts := dataplane.Options{Logger: cfg.Logger.With("component", "loop"), Inactive: true, Metrics: passSignal{passed}}
+	p, err := build(ctx, ns, &cfg, lopts, host.MTU, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	loop := p.loop
+	for _, m := range newTranslator(cfg.NodeName).messages(cluster) {
+		if err := loop.Send(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	if err := loop.Send(ctx, host); err != nil { // the overlay devices follow the host MTU
+		return nil, err
+	}
+	loop.DatastoreInSync()
+	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, Logger: cfg.Logger.With("component", "ifacemonitor"),
+		OnLinkState: func(u ifacemonitor.LinkUpdate) {
+			loop.OnLink(u.Link(), u.State)
+			for _, o := range p.overlays {
+				o.OnLinkUpdate(u)
+			}
+		},
+		OnAddrs: func(name string, addrs []netip.Prefix) {
+			loop.OnAddrs(name, addrs)
+			for _, o := range p.overlays {
+				o.OnAddrs(name, addrs)
+			}
+		},
+		OnInSync: loop.InterfacesInSync,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// The inactive loop delivers the messages and runs the managers that
+	// only declare (a standby pass), never applying a driver.
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, run := range []func(context.Context) error{loop.Run, mon.Run} {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = run(runCtx) }()
+	}
+	select {
+	case <-passed:
+	case <-ctx.Done():
+	}
+	stop()
+	wg.Wait()
+	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+		return nil, fmt.Errorf("agent: plan: %w", err)
+	}
+	// The overlay managers read the host's links and addresses as they
+	// declare, which makes them dataplane.Resyncers that a standby pass
+	// leaves out: the loop has stopped, so they run here.
+	for _, o := range p.overlays {
+		if err := o.CompleteDeferredWork(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return loop.Plan(ctx)
+}
+
+// WritePlan prints plans for people: each driver's plan, a blank line
+// between them, then PlanNote.
+func WritePlan(out io.Writer, plans []dataplane.Plan) error {
+	for _, p := range plans {
+		if _, err := fmt.Fprintf(out, "%s\n\n", p); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintln(out, PlanNote)
+	return err
+}
+
+// firstCluster returns the first complete cluster ds reports.
+func firstCluster(ctx context.Context, ds datastore.Datastore) (datastore.Cluster, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var c datastore.Cluster
+	got := false
+	err := ds.Watch(ctx, func(first datastore.Cluster) {
+		if !got {
+			c, got = first, true
+			cancel()
+		}
+	})
+	switch {
+	case got:
+		return c, nil
+	case err != nil:
+		return c, fmt.Errorf("agent: datastore: %w", err)
+	}
+	return c, fmt.Errorf("agent: datastore: %w", ctx.Err())
+}
+
+// passSignal tells of the loop's passes on a channel, without waiting.
+type passSignal struct{ c chan<- struct{} }
+
+func (passSignal) DriverApplied(dataplane.DriverApply)    {}
+func (passSignal) ManagerCompleted(dataplane.ManagerWork) {}
+func (passSignal) QueueDepth(int)                         {}
+func (passSignal) Resynced(dataplane.ResyncEvent)         {}
+func (s passSignal) PassCompleted(dataplane.PassStats) {
+	select {
+	case s.c <- struct{}{}:
+	default:
+	}
+}
+
+// DriverState is one driver's account of its slice of the kernel, in the
+// status document.
+type DriverState struct {
+	// Driver is the driver's name.
+	Driver string `json:"driver"`
+	// Owned counts the objects of the driver in the kernel.
+	Owned int `json:"owned"`
+	// Drift lists the objects whose kernel form is not the desired one.
+	Drift []string `json:"drift,omitempty"`
+	// Failing lists the objects whose last write failed, and why.
+	Failing []string `json:"failing,omitempty"`
+}
+
+// driverStates returns the state of every driver that reports one, and
+// the errors of those that could not.
+func (a *Agent) driverStates(ctx context.Context) ([]DriverState, string) {
+	states, err := a.plane.loop.State(ctx)
+	out := make([]DriverState, len(states))
+	for i, s := range states {
+		out[i] = DriverState{Driver: s.Driver, Owned: len(s.Owned)}
+		for _, d := range s.Drift {
+			out[i].Drift = append(out[i].Drift, d.String())
+		}
+		for _, f := range s.Failing {
+			out[i].Failing = append(out[i].Failing, f.Error())
+		}
+	}
+	if err != nil {
+		return out, err.Error()
+	}
+	return out, ""
+}
+
+// writeDriverStates prints the drivers' states in the status table.
+func writeDriverStates(w io.Writer, s Status) {
+	if len(s.Drivers) == 0 && s.DriversError == "" {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "DRIVER\tOWNED\tDRIFTED\tFAILING")
+	for _, d := range s.Drivers {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", d.Driver, d.Owned, len(d.Drift), len(d.Failing))
+		for _, x := range d.Drift {
+			fmt.Fprintf(w, "  drift\t\t\t\t%s\n", x)
+		}
+		for _, x := range d.Failing {
+			fmt.Fprintf(w, "  failing\t\t\t\t%s\n", x)
+		}
+	}
+	if s.DriversError != "" {
+		fmt.Fprintf(w, "driver states not read: %s\n", s.DriversError)
+	}
+}

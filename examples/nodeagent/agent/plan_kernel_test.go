@@ -1,0 +1,123 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
+)
+
+// TestKernelAgentPlan plans the agent on a fresh node namespace: the plan
+// lists the route to the other node's pods and the blackhole of this
+// node's block, and nothing in the namespace changes (routes, rules,
+// links, nftables, sysctls, as iproute2, nft and /proc show them). Then
+// the agent runs and stops; a plan on the programmed node lists no route
+// writes, and the status's driver states show the routes it owns in sync.
+func TestKernelAgentPlan(t *testing.T) {
+	kerneltest.RequireCommands(t, "ip", "nft")
+	ns := newNode(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cluster.yaml")
+	c := datastore.Cluster{
+		Nodes: []datastore.Node{
+			{Name: "node1", UnderlayIPv4: netip.MustParseAddr("198.18.0.1"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}},
+			{Name: "node2", UnderlayIPv4: netip.MustParseAddr("198.18.0.2"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}},
+		},
+		Pools: []datastore.Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16")}},
+	}
+	c.Normalize()
+	if err := datastore.WriteFile(file, c); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{NodeName: "node1", NetNS: ns.Path(), Listen: "-", StateDir: filepath.Join(dir, "state"), Overlay: OverlayDirect,
+		Netfilter: NetfilterNFTables, WireGuardInterface: fmt.Sprintf("wgp%d", os.Getpid()%100000),
+		ResyncInterval: time.Hour, Datastore: &datastore.File{Path: file}}
+	snapshot := func() string {
+		t.Helper()
+		var b strings.Builder
+		for _, cmd := range [][]string{
+			{"ip", "route", "show", "table", "all"}, {"ip", "-6", "route", "show", "table", "all"}, {"ip", "rule"},
+			{"ip", "link"}, {"ip", "neigh"}, {"nft", "list", "ruleset"},
+			{"cat", "/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv4/conf/all/rp_filter"},
+		} {
+			out, err := ns.Exec(context.Background(), cmd[0], cmd[1:]...)
+			if err != nil {
+				t.Fatalf("%v: %v: %s", cmd, err, out)
+			}
+			b.Write(out)
+		}
+		return b.String()
+	}
+	routesOf := func(plans []dataplane.Plan) string {
+		for _, p := range plans {
+			if p.Driver == "routetable-ipv4-254" {
+				return p.String()
+			}
+		}
+		t.Fatalf("no plan of the main table in %v", plans)
+		return ""
+	}
+
+	before := snapshot()
+	ctx := context.Background()
+	plans, err := Plan(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(); after != before {
+		t.Fatalf("the plan changed the namespace:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if _, err := os.Stat(cfg.StateDir); !os.IsNotExist(err) {
+		t.Errorf("the plan made the state directory: %v", err)
+	}
+	routes := routesOf(plans)
+	for _, p := range plans {
+		t.Logf("%s", p)
+	}
+	for _, want := range []string{
+		"+ route 10.244.2.0/24 via 198.18.0.2 dev eth0 proto 78",
+		"+ route blackhole 10.244.1.0/24 proto 78",
+	} {
+		if !strings.Contains(routes, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, routes)
+		}
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, cfg) }()
+	defer func() {
+		cfg.Datastore = nil
+		if err := Cleanup(context.Background(), cfg); err != nil {
+			t.Error(err)
+		}
+	}()
+	for start := time.Now(); !strings.Contains(snapshot(), "10.244.2.0/24 via 198.18.0.2 dev eth0 proto 78"); {
+		if time.Since(start) > 30*time.Second {
+			cancel()
+			t.Fatalf("the agent did not route to node2's pods: %v", <-done)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	plans, err = Plan(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if routes := routesOf(plans); routes != "routetable-ipv4-254: no writes" {
+		t.Errorf("a plan on the programmed node writes routes:\n%s", routes)
+	}
+}
