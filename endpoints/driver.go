@@ -46,3 +46,21 @@ func (d *routeDriver) SetWake(wake func()) { d.m.o.Routes.SetWake(wake) }
 func (d *routeDriver) Name() string { return d.m.o.Routes.Name() }
 
 var _ dataplane.Wakeable = (*routeDriver)(nil)
+
+// Plan is the table's: the route and neighbour writes its next Apply would
+// make.
+func (d *routeDriver) Plan(ctx context.Context) (dataplane.Plan, error) { return d.m.o.Routes.Plan(ctx) }
+
+// State is the table's.
+func (d *routeDriver) State(ctx context.Context) (dataplane.State, error) {
+	return d.m.o.Routes.State(ctx)
+}
+
+// Stats are the table's.
+func (d *routeDriver) Stats() dataplane.DriverStats { return d.m.o.Routes.Stats() }
+
+var (
+	_ dataplane.Planner       = (*routeDriver)(nil)
+	_ dataplane.Stater        = (*routeDriver)(nil)
+	_ dataplane.StatsReporter = (*routeDriver)(nil)
+)

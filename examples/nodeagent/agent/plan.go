@@ -20,7 +20,7 @@ import (
 const PlanNote = `not planned: the netfilter tables and ip sets, the tunnel devices and FDB, WireGuard, the BPF proxy
 (their drivers cannot plan yet), and what the agent writes as it starts (forwarding sysctls, the pod MTU file)`
 
-// Plan builds the agent's drivers on the node's namespace (cfg.NetNS),
+// Plan builds the agent's drivers on the node's kernel (cfg.Kernel, else cfg.NetNS),
 // takes the first complete cluster from cfg.Datastore and the interfaces
 // from the kernel, lets the managers turn them into desired state, and
 // returns the Plan of every driver that can plan: what a `nodeagent run`
@@ -36,11 +36,11 @@ func Plan(ctx context.Context, cfg Config) ([]dataplane.Plan, error) {
 		return nil, errors.New("agent: a datastore is required")
 	}
 	cfg.BPFProxy = false
-	ns, err := openNS(cfg.NetNS)
+	ns, closeNS, err := openKernel(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer ns.Close()
+	defer closeNS()
 	exclude := append(mtu.DefaultExclude(), "^"+regexp.QuoteMeta(cfg.PodInterfacePrefix), "^"+regexp.QuoteMeta(cfg.WireGuardInterface))
 	det, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Exclude: exclude})
 	if err != nil {
