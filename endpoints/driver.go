@@ -49,7 +49,9 @@ var _ dataplane.Wakeable = (*routeDriver)(nil)
 
 // Plan is the table's: the route and neighbour writes its next Apply would
 // make.
-func (d *routeDriver) Plan(ctx context.Context) (dataplane.Plan, error) { return d.m.o.Routes.Plan(ctx) }
+func (d *routeDriver) Plan(ctx context.Context) (dataplane.Plan, error) {
+	return d.m.o.Routes.Plan(ctx)
+}
 
 // State is the table's.
 func (d *routeDriver) State(ctx context.Context) (dataplane.State, error) {
