@@ -43,11 +43,9 @@ func Example_assembleAgent() {
 	for _, d := range []dataplane.Driver{vx.Driver(), routes, sets} { // the loop applies them in phase order
 		check(loop.AddDriver(d))
 	}
-	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, OnAddrs: vx.OnAddrs, OnInSync: loop.InterfacesInSync,
-		OnLinkState: func(u ifacemonitor.LinkUpdate) {
-			routes.OnIfaceStateChanged(u.Name, u.Index, u.State)
-			vx.OnLinkUpdate(u)
-		},
+	// The loop hands the monitor's link and address updates to the managers and drivers that observe interfaces.
+	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, OnAddrs: loop.OnAddrs, OnInSync: loop.InterfacesInSync,
+		OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
 		WatchRoutes: true, OnRoute: func(u ifacemonitor.RouteUpdate) { routes.OnRouteUpdate(u.Route, u.Gone) }})
 	check(err)
 	go func() { check(mon.Run(ctx)) }()

@@ -48,7 +48,8 @@
 // address is the device's), cluster.Block and cluster.BlockRemove, and
 // mtu.Result (the host MTU, applied to the device and its routes live).
 // OnUpdate does no I/O; invalid messages are rejected and counted.
-// OnLinkUpdate and OnAddrs take ifacemonitor's reports.
+// The Manager is a dataplane.InterfaceObserver: the loop hands it the
+// interface monitor's link and address updates (OnLink, OnAddrs).
 //
 // On a kernel without the ipip module (this project's machines) the
 // device fails with an error wrapping ErrDevice and kernel.ErrNotSupported,

@@ -8,7 +8,6 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/overlay"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
@@ -156,15 +155,15 @@ func (m *Manager) Driver() *Driver { return m.driver }
 // Name returns "ipip-manager", for the loop's logs.
 func (m *Manager) Name() string { return "ipip-manager" }
 
-// OnLinkUpdate tells the Manager about a link, as ifacemonitor reports it
-// (wire Options.OnLinkState to it): a change of the device makes the
-// Driver check it; a change of an interface holding a subnet or the local
-// address makes the next pass read the host again. It never waits and may
-// be called from any goroutine.
-func (m *Manager) OnLinkUpdate(u ifacemonitor.LinkUpdate) { m.base.OnLinkUpdate(u) }
+// OnLink implements dataplane.InterfaceObserver: the loop the Manager is
+// registered with tells it about every link. A change of the device makes
+// the Driver check it; a change of an interface holding a subnet or the
+// local address makes the next pass read the host again. It never waits
+// and may be called from any goroutine.
+func (m *Manager) OnLink(link kernel.Link, state kernel.LinkState) { m.base.OnLink(link, state) }
 
-// OnAddrs tells the Manager an interface's addresses, as ifacemonitor
-// reports them (wire Options.OnAddrs to it). It never waits and may be
+// OnAddrs implements dataplane.InterfaceObserver: the loop tells the
+// Manager an interface's addresses. It never waits and may be
 // called from any goroutine.
 func (m *Manager) OnAddrs(name string, addrs []netip.Prefix) { m.base.OnAddrs(name, addrs) }
 
@@ -234,5 +233,6 @@ func (m *Manager) Stats() Stats {
 }
 
 var _ dataplane.Manager = (*Manager)(nil)
+var _ dataplane.InterfaceObserver = (*Manager)(nil)
 var _ dataplane.Driver = (*Driver)(nil)
 var _ dataplane.Wakeable = (*Driver)(nil)

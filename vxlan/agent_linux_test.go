@@ -109,18 +109,11 @@ func startAgent(t *testing.T, host *kerneltest.Host, mode vxlan.Mode, fams []vxl
 	}
 	mon, err := ifacemonitor.New(ifacemonitor.Options{
 		Kernel: k,
-		OnLinkState: func(u ifacemonitor.LinkUpdate) {
-			for fam, m := range a.mgrs {
-				a.tables[fam].OnIfaceStateChanged(u.Name, u.Index, u.State)
-				m.OnLinkUpdate(u)
-			}
-		},
-		OnAddrs: func(name string, addrs []netip.Prefix) {
-			for _, m := range a.mgrs {
-				m.OnAddrs(name, addrs)
-			}
-		},
-		OnInSync: a.loop.InterfacesInSync,
+		// The loop hands every update to the route tables and the
+		// managers, its interface observers.
+		OnLinkState: func(u ifacemonitor.LinkUpdate) { a.loop.OnLink(u.Link(), u.State) },
+		OnAddrs:     a.loop.OnAddrs,
+		OnInSync:    a.loop.InterfacesInSync,
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

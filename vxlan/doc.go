@@ -64,9 +64,10 @@
 // live. Every message carries both families; each Manager takes its own.
 // Whether a node shares a subnet with this one is computed, not supplied:
 // from its underlay address and the prefixes of this host's interfaces,
-// which the Manager reads (at the first pass, after OnLinkUpdate or OnAddrs
-// reports a relevant change — wire ifacemonitor's callbacks to them — and at
-// every resync). A node moving between subnets switches its routes in
+// which the Manager reads (at the first pass, after the loop reports a
+// relevant change through OnLink or OnAddrs — the Manager is a
+// dataplane.InterfaceObserver: wire ifacemonitor's callbacks to the loop's
+// — and at every resync). A node moving between subnets switches its routes in
 // place, one replace each.
 //
 // OnUpdate records intent only, with no I/O; an invalid message (see each

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
@@ -114,7 +113,7 @@ func TestExternalChangesRepaired(t *testing.T) {
 	admin := w.ns.Admin()
 	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.NoError(t, admin.DeleteLink(bg, dev.Index))
-	w.m.OnLinkUpdate(ifacemonitor.LinkUpdate{Name: vxlan.DefaultDeviceV4, Index: dev.Index, State: kernel.LinkGone})
+	w.m.OnLink(kernel.Link{Name: vxlan.DefaultDeviceV4, Index: dev.Index, Kind: kernel.KindVXLAN}, kernel.LinkGone)
 	w.converge()
 	back, ok := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.True(t, ok)

@@ -9,7 +9,6 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/overlay"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -173,15 +172,15 @@ func (m *Manager) Driver() *Driver { return m.driver }
 // Name returns "vxlan-manager-" and the family, for the loop's logs.
 func (m *Manager) Name() string { return "vxlan-manager-" + m.opts.Family.String() }
 
-// OnLinkUpdate tells the Manager about a link, as ifacemonitor reports it
-// (wire Options.OnLinkState to it). A change of the device makes the
-// Driver check it; a change of an interface holding a subnet or the local
-// address makes the next pass read the host's addresses again. It never
-// waits and may be called from any goroutine.
-func (m *Manager) OnLinkUpdate(u ifacemonitor.LinkUpdate) { m.base.OnLinkUpdate(u) }
+// OnLink implements dataplane.InterfaceObserver: the loop the Manager is
+// registered with tells it about every link. A change of the device makes
+// the Driver check it; a change of an interface holding a subnet or the
+// local address makes the next pass read the host again. It never waits
+// and may be called from any goroutine.
+func (m *Manager) OnLink(link kernel.Link, state kernel.LinkState) { m.base.OnLink(link, state) }
 
-// OnAddrs tells the Manager an interface's addresses, as ifacemonitor
-// reports them (wire Options.OnAddrs to it): a change of its subnets, or of
+// OnAddrs implements dataplane.InterfaceObserver: the loop tells the
+// Manager an interface's addresses: a change of its subnets, or of
 // whether it holds this node's underlay address, makes the next pass read
 // the host again and route same-subnet nodes accordingly. It never waits
 // and may be called from any goroutine.
@@ -247,7 +246,7 @@ func (m *Manager) onNodeRemove(r *cluster.NodeRemove) {
 
 // CompleteDeferredWork implements dataplane.Manager: it reads the host's
 // links and addresses when they may have changed (first call, QueueResync,
-// OnLinkUpdate, OnAddrs), declares the device on the Driver, and declares
+// OnLink, OnAddrs), declares the device on the Driver, and declares
 // the routes and set members whose inputs changed. Failing to read the
 // host is an error wrapping ErrRead (the loop calls it again); nothing is
 // declared then.
@@ -278,5 +277,6 @@ func (m *Manager) Stats() Stats {
 }
 
 var _ dataplane.Manager = (*Manager)(nil)
+var _ dataplane.InterfaceObserver = (*Manager)(nil)
 var _ dataplane.Driver = (*Driver)(nil)
 var _ dataplane.Wakeable = (*Driver)(nil)

@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/nodeplane/nodeplane/cluster"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -188,7 +187,7 @@ type ManagerDriver[D any] struct {
 // options, the message dispatch and rejections, the notifications, the
 // device declared from this node's message, and the counters. Like Core,
 // its message and pass methods are called from the loop's goroutine,
-// OnLinkUpdate, OnAddrs and QueueResync from any.
+// OnLink, OnAddrs and QueueResync from any.
 type Manager[D any] struct {
 	o        ManagerOptions
 	d        ManagerDriver[D]
@@ -219,11 +218,12 @@ func NewManager[D any](o ManagerOptions, d ManagerDriver[D]) *Manager[D] {
 // Core returns the Core.
 func (m *Manager[D]) Core() *Core { return m.core }
 
-// OnLinkUpdate passes a link update to the Driver's DeviceDriver and to
-// the Core, and wakes the loop when the host view must be read again.
-func (m *Manager[D]) OnLinkUpdate(u ifacemonitor.LinkUpdate) {
-	m.d.Device.OnLinkState(u.Name, u.Index, u.State)
-	if m.core.OnLinkState(u.Name, u.Index, u.State, u.MTU) {
+// OnLink passes a link update (dataplane.InterfaceObserver) to the
+// Driver's DeviceDriver and to the Core, and wakes the loop when the host
+// view must be read again.
+func (m *Manager[D]) OnLink(link kernel.Link, state kernel.LinkState) {
+	m.d.Device.OnLinkState(link.Name, link.Index, state)
+	if m.core.OnLinkState(link.Name, link.Index, state, link.MTU) {
 		m.d.Device.Wake()
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -262,21 +261,20 @@ func (c *Config) wgInterface(fam ipfamily.Family) string {
 	return c.WireGuardInterface
 }
 
-// overlayManager is what the vxlan and ipip managers have in common.
+// overlayManager is what the vxlan and ipip managers have in common: the
+// loop they are registered with hands them the interface updates.
 type overlayManager interface {
 	dataplane.Manager
-	OnLinkUpdate(ifacemonitor.LinkUpdate)
-	OnAddrs(name string, addrs []netip.Prefix)
+	dataplane.InterfaceObserver
 }
 
 // plane is the assembled dataplane: the loop and what the monitors feed.
 type plane struct {
-	loop     *dataplane.Loop
-	tables   map[ipfamily.Family]*routetable.Table
-	overlays []overlayManager
-	wg       []*wireguard.Manager
-	wgTable  uint32
-	devices  map[string]string // device name → kind, for the status
+	loop    *dataplane.Loop
+	tables  map[ipfamily.Family]*routetable.Table
+	wg      []*wireguard.Manager
+	wgTable uint32
+	devices map[string]string // device name → kind, for the status
 	// netfilter is the backend of the masquerade rules (resolved: never
 	// NetfilterAuto; empty for a cleanup).
 	netfilter Netfilter
@@ -436,7 +434,6 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 			ov, ovDriver = m, m.Driver()
 			p.devices[m.Driver().Device()] = "vxlan"
 		}
-		p.overlays = append(p.overlays, ov)
 		if err := add(ov, ovDriver, tbl, sets); err != nil {
 			return nil, err
 		}
@@ -652,25 +649,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, Logger: log.With("component", "ifacemonitor"),
 		// The loop hands link and address updates to every manager and
-		// driver that observes interfaces (the route tables, the BPF
-		// proxy).
+		// driver that observes interfaces (the route tables, the overlay
+		// managers, the BPF proxy).
 		OnLinkState: func(u ifacemonitor.LinkUpdate) {
 			loop.OnLink(u.Link(), u.State)
-			// Until the overlay managers are dataplane.InterfaceObservers
-			// (issue 21, section 2), they take the monitor's updates here.
-			for _, o := range a.plane.overlays {
-				o.OnLinkUpdate(u)
-			}
 			if det.Matches(u.Name) {
 				mtuMon.Trigger()
 			}
 		},
-		OnAddrs: func(name string, addrs []netip.Prefix) {
-			loop.OnAddrs(name, addrs)
-			for _, o := range a.plane.overlays {
-				o.OnAddrs(name, addrs)
-			}
-		},
+		OnAddrs: loop.OnAddrs,
 		// Routes too: a route of ours someone deletes is written again at
 		// once, not at the next resync.
 		WatchRoutes: true,
