@@ -11,8 +11,8 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/overlay"
 	"github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/vxlan"
 )
 
 // check stops the example at the first error.
@@ -37,7 +37,8 @@ func Example_assembleAgent() {
 	check(err)
 	sets, err := ipsets.New(ipsets.Options{Kernel: ns, Family: ipfamily.IPv4, Prefix: "np4-"})
 	check(err)
-	vx, err := vxlan.New(vxlan.Options{Family: ipfamily.IPv4, NodeName: "node1", Kernel: ns, Routes: routes, Sets: sets})
+	vx, err := overlay.New(overlay.Options{Family: ipfamily.IPv4, NodeName: "node1", Kernel: ns, Routes: routes, Sets: sets,
+		Encap: overlay.VXLAN{VNI: 4096, Port: 4789}})
 	check(err)
 	check(loop.AddManager(vx))
 	for _, d := range []dataplane.Driver{vx.Driver(), routes, sets} { // the loop applies them in phase order

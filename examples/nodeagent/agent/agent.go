@@ -36,7 +36,6 @@ import (
 	"github.com/nodeplane/nodeplane/idalloc"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -45,8 +44,8 @@ import (
 	"github.com/nodeplane/nodeplane/mtu"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
+	"github.com/nodeplane/nodeplane/overlay"
 	"github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
@@ -137,7 +136,7 @@ type Config struct {
 	// default it is dropped.
 	WireGuardFailOpen bool
 	// NoBlackholes gives this node's pod blocks no blackhole route
-	// (vxlan.Options.NoBlackholes, ipip.Options.NoBlackholes).
+	// (overlay.Options.NoBlackholes).
 	NoBlackholes bool
 	// NoMasquerade turns pod egress masquerade off (the pools' Masquerade
 	// flags then do nothing); off, the agent removes its rules.
@@ -259,13 +258,6 @@ func (c *Config) wgInterface(fam ipfamily.Family) string {
 		return n
 	}
 	return c.WireGuardInterface
-}
-
-// overlayManager is what the vxlan and ipip managers have in common: the
-// loop they are registered with hands them the interface updates.
-type overlayManager interface {
-	dataplane.Manager
-	dataplane.InterfaceObserver
 }
 
 // plane is the assembled dataplane: the loop and what the monitors feed.
@@ -401,40 +393,31 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 		if err != nil {
 			return nil, err
 		}
-		// The overlay.
-		var ov overlayManager
-		var ovDriver dataplane.Driver
+		// The overlay: VXLAN (removing only its device on a cleanup or
+		// beside IPIP), IPIP (IPv4), or none for direct routing.
+		oo := overlay.Options{Family: fam, NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Sets: sets,
+			Encap:       overlay.VXLAN{VNI: cfg.VXLANVNI, Port: cfg.VXLANPort},
+			CrossSubnet: cfg.Overlay == OverlayVXLANCrossSubnet || cfg.Overlay == OverlayIPIPCrossSubnet,
+			Disabled:    cleanup || cfg.ipip(), NoBlackholes: cfg.NoBlackholes}
 		switch {
 		case cfg.ipip() && fam == ipfamily.IPv4 && !cleanup:
-			mode := ipip.Always
-			if cfg.Overlay == OverlayIPIPCrossSubnet {
-				mode = ipip.CrossSubnet
-			}
-			m, err := ipip.New(ipip.Options{NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Mode: mode, Sets: sets,
-				NoBlackholes: cfg.NoBlackholes, Logger: log.With("component", "ipip")})
-			if err != nil {
-				return nil, err
-			}
-			ov, ovDriver = m, m.Driver()
-			p.devices[ipip.DefaultDevice] = "ipip"
-		default:
-			mode := vxlan.Always
-			switch cfg.Overlay {
-			case OverlayVXLANCrossSubnet:
-				mode = vxlan.CrossSubnet
-			case OverlayDirect:
-				mode = vxlan.Never
-			}
-			m, err := vxlan.New(vxlan.Options{Family: fam, NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Sets: sets,
-				Mode: mode, VNI: cfg.VXLANVNI, Port: cfg.VXLANPort, Disabled: cleanup || cfg.ipip(), NoBlackholes: cfg.NoBlackholes,
-				Logger: log.With("component", "vxlan", "family", fam.String())})
-			if err != nil {
-				return nil, err
-			}
-			ov, ovDriver = m, m.Driver()
-			p.devices[m.Driver().Device()] = "vxlan"
+			oo.Encap, oo.Disabled = overlay.IPIP{}, false
+		case cfg.Overlay == OverlayDirect && !cleanup:
+			oo.Encap = overlay.None{}
 		}
-		if err := add(ov, ovDriver, tbl, sets); err != nil {
+		oo.Logger = log.With("component", oo.Encap.String(), "family", fam.String())
+		ov, err := overlay.New(oo)
+		if err != nil {
+			return nil, err
+		}
+		if dev := ov.Device(); dev != "" {
+			p.devices[dev] = oo.Encap.String()
+		}
+		ovDrivers := []dataplane.Driver{tbl, sets}
+		if d := ov.Driver(); d != nil { // none without encapsulation
+			ovDrivers = append([]dataplane.Driver{d}, ovDrivers...)
+		}
+		if err := add(ov, ovDrivers...); err != nil {
 			return nil, err
 		}
 		// Pod egress masquerade: a nat table of our own per backend, with

@@ -55,13 +55,13 @@ var layers = []layer{
 		"ipsets", "iptables", "nftables", "routetable", "routerule", "sysctls", "bpf/maps",
 	}},
 	{name: "managers", pkgs: []string{
-		"overlay", "internal/overlay", "vxlan", "ipip", "wireguard",
+		"overlay", "vxlan", "ipip", "internal/tunnel", "wireguard",
 		"endpoints", "masquerade", "hostips", "floatingips", "serviceloop", "bpf/proxy",
 	}},
 	{name: "test kit", testKit: true, pkgs: []string{
 		"internal/testkit",
 		"internal/textform/textformtest",
-		"overlay/overlaytest", "internal/overlay/overlaytest",
+		"overlay/overlaytest",
 	}},
 	// bench is a measuring program, built on the test kit's namespaces and
 	// timers; it is no part of the library.
