@@ -14,8 +14,8 @@ import (
 	"github.com/nodeplane/nodeplane/mtu"
 )
 
-// engineOptions configure a engine; NewManager makes them from options that
-// ManagerOptions.Validate accepted.
+// engineOptions configure an engine; New makes them from validated
+// Options.
 type engineOptions struct {
 	// Family is the family of the underlay, the tunnel and the blocks.
 	Family ipfamily.Family
@@ -24,7 +24,7 @@ type engineOptions struct {
 	NodeName string
 	// Kernel lists the host's links and addresses.
 	Kernel hostKernel
-	// routeCalc receives the routes.
+	// Routes receives the routes.
 	Routes routeSink
 	// Classes are the route classes.
 	Classes Classes
@@ -61,10 +61,10 @@ type localInfo struct {
 	hostView *hostView
 }
 
-// engine is the state a manager shares between vxlan and ipip: nodes,
-// blocks, the host view, the route calculation and the node-address set.
-// Its setters are called from the loop's goroutine (OnUpdate); the
-// notification methods (OnLinkUpdate, OnAddrs) from any goroutine.
+// engine is a Manager's state whatever its encapsulation: nodes, blocks,
+// the host view, the route calculation and the node-address set. Its
+// methods are called from the loop's goroutine, but MarkHostDirty, which
+// the Driver's resync calls, from any.
 type engine struct {
 	opts    engineOptions
 	routes  *routeCalc
@@ -81,7 +81,7 @@ type engine struct {
 	parent    string
 }
 
-// newEngine returns a engine; it does no I/O.
+// newEngine returns an engine; it does no I/O.
 func newEngine(o engineOptions) *engine {
 	log := o.Logger
 	if log == nil {
@@ -146,35 +146,32 @@ func (c *engine) MarkHostDirty() {
 	c.mu.Unlock()
 }
 
-// OnLinkState reports whether a link change can change the host view: a
-// link holding a subnet or this node's address goes away or changes
-// index, or the parent changes MTU. It then marks the host dirty.
-func (c *engine) OnLinkState(name string, index int, state kernel.LinkState, mtu int) bool {
+// OnLinkState marks the host dirty when a link change can change the host
+// view: a link holding a subnet or this node's address goes away or
+// changes index, or the parent changes MTU.
+func (c *engine) OnLinkState(name string, index int, state kernel.LinkState, mtu int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hostDirty || c.host == nil {
-		return false
+		return
 	}
 	l, known := c.host.Link(name)
-	relevant := name == c.parent || len(c.host.SubnetsOf(name)) > 0
-	if !relevant {
-		return false
+	if name != c.parent && len(c.host.SubnetsOf(name)) == 0 {
+		return
 	}
 	if !known || state == kernel.LinkGone || l.Index != index || (name == c.parent && l.MTU != mtu) {
 		c.hostDirty = true
-		return true
 	}
-	return false
 }
 
-// OnAddrs reports whether an interface's new addresses can change the
-// host view (its subnets, or whether it holds this node's underlay
-// address), and then marks the host dirty.
-func (c *engine) OnAddrs(name string, addrs []netip.Prefix) bool {
+// OnAddrs marks the host dirty when an interface's new addresses can
+// change the host view (its subnets, or whether it holds this node's
+// underlay address).
+func (c *engine) OnAddrs(name string, addrs []netip.Prefix) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hostDirty || c.host == nil || name == c.opts.Device {
-		return false
+		return
 	}
 	holds := false
 	for _, p := range addrs {
@@ -182,9 +179,7 @@ func (c *engine) OnAddrs(name string, addrs []netip.Prefix) bool {
 	}
 	if !slices.Equal(ifaceSubnets(c.opts.Family, addrs), c.host.SubnetsOf(name)) || holds != (name == c.parent) {
 		c.hostDirty = true
-		return true
 	}
-	return false
 }
 
 // Sync reads the host view when it is dirty, works out this node's tunnel
