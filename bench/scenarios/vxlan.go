@@ -42,7 +42,7 @@ import (
 //     `ip neigh replace` and one `bridge fdb replace` exec per VTEP (capped
 //     at 1k).
 //   - vxlan/add-one/N: with N nodes (VTEP and block each) in sync in a
-//     vxlan.Manager, its Driver and a main-table routetable.Table, one more
+//     VXLAN overlay.Manager, its vxlan Driver and a main-table routetable.Table, one more
 //     node and block arrive and one pass applies them (CompleteDeferredWork,
 //     the Driver's Apply, the Table's Apply; no ip set, whose cost is the
 //     ipsets driver's). Compare ours across sizes; the floor is the three
