@@ -11,8 +11,8 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/overlay"
 	"github.com/nodeplane/nodeplane/routetable"
-	"github.com/nodeplane/nodeplane/vxlan"
 )
 
 // check stops the example at the first error.
@@ -37,17 +37,16 @@ func Example_assembleAgent() {
 	check(err)
 	sets, err := ipsets.New(ipsets.Options{Kernel: ns, Family: ipfamily.IPv4, Prefix: "np4-"})
 	check(err)
-	vx, err := vxlan.New(vxlan.Options{Family: ipfamily.IPv4, NodeName: "node1", Kernel: ns, Routes: routes, Sets: sets})
+	vx, err := overlay.New(overlay.Options{Family: ipfamily.IPv4, NodeName: "node1", Kernel: ns, Routes: routes, Sets: sets,
+		Encap: overlay.VXLAN{VNI: 4096, Port: 4789}})
 	check(err)
 	check(loop.AddManager(vx))
 	for _, d := range []dataplane.Driver{vx.Driver(), routes, sets} { // the loop applies them in phase order
 		check(loop.AddDriver(d))
 	}
-	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, OnAddrs: vx.OnAddrs, OnInSync: loop.InterfacesInSync,
-		OnLinkState: func(u ifacemonitor.LinkUpdate) {
-			routes.OnIfaceStateChanged(u.Name, u.Index, u.State)
-			vx.OnLinkUpdate(u)
-		},
+	// The loop hands the monitor's link and address updates to the managers and drivers that observe interfaces.
+	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, OnAddrs: loop.OnAddrs, OnInSync: loop.InterfacesInSync,
+		OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
 		WatchRoutes: true, OnRoute: func(u ifacemonitor.RouteUpdate) { routes.OnRouteUpdate(u.Route, u.Gone) }})
 	check(err)
 	go func() { check(mon.Run(ctx)) }()

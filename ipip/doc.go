@@ -1,13 +1,10 @@
-// Package ipip is a node agent's IP-in-IP overlay (IPv4 only): given the
-// other nodes' underlay addresses and pod blocks, pods on different nodes
-// reach each other through one IPIP device, and optionally directly when
-// they share an underlay subnet (cross-subnet mode) or only directly
-// (Never).
-//
-// It has the shape of package vxlan and shares its route calculation,
-// same-subnet logic and blackholes (written once, in an internal package);
-// IPIP needs no neighbour or FDB entries, since a route's next hop, the
-// remote node's underlay address, is where the tunnel sends.
+// Package ipip is the IP-in-IP device driver of nodeplane's overlay (IPv4
+// only): one IPIP device. The overlay.Manager of an overlay.IPIP
+// encapsulation declares the device on it from this node's cluster.Node,
+// beside the routes of the blocks via each node's underlay address (see
+// package overlay). IPIP needs no neighbour or FDB entries, since a
+// route's next hop, the remote node's underlay address, is where the
+// tunnel sends.
 //
 // # What it owns
 //
@@ -23,42 +20,27 @@
 // device the kernel refuses because another IPIP device has its ends (the
 // error names that device).
 //
-// A Manager declares the device on its Driver, the routes of the blocks on
-// a routetable.Table (remote blocks via the owner's underlay address,
-// onlink, on the device; same-subnet blocks via the same address on the
-// interface of that subnet; blackholes for this node's blocks, unless
-// turned off or a connected subnet holds the block: see
-// Options.NoBlackholes), and a
-// hash:net set of every node's underlay address plus Options.ExtraCIDRs on
-// an ipsets.Sets.
-//
 // # How it is used
 //
-//	ns, _ := kernel.OpenCurrent()
-//	tbl, _ := routetable.New(routetable.Options{Kernel: ns, Family: ipfamily.IPv4, Table: kernel.TableMain})
-//	m, _ := ipip.New(ipip.Options{NodeName: "node-a", Kernel: ns, Routes: tbl, Mode: ipip.CrossSubnet})
-//	loop.AddManager(m)
-//	loop.AddDriver(m.Driver()) // PhaseTunnelL2: before the routes through the device
-//	loop.AddDriver(tbl)
-//	loop.Send(ctx, cluster.Node{Name: "node-b", UnderlayV4: netip.MustParseAddr("192.0.2.12")})
-//	loop.Send(ctx, cluster.Block{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node-b"})
+// Through package overlay, usually:
 //
-// Messages are cluster.Node and cluster.NodeRemove (a node's IPv4
-// underlay address, the next hop of its blocks; this node's IPv4 tunnel
-// address is the device's), cluster.Block and cluster.BlockRemove, and
-// mtu.Result (the host MTU, applied to the device and its routes live).
-// OnUpdate does no I/O; invalid messages are rejected and counted.
-// OnLinkUpdate and OnAddrs take ifacemonitor's reports.
+//	m, _ := overlay.New(overlay.Options{Family: ipfamily.IPv4, NodeName: "node-a", Kernel: ns, Routes: tbl,
+//		Encap: overlay.IPIP{}, CrossSubnet: true})
+//	loop.AddManager(m)
+//	loop.AddDriver(m.Driver()) // this package's *Driver, PhaseTunnelL2
+//
+// On its own, SetDevice declares the device (no I/O) and Apply writes the
+// difference; OnLinkState makes the Driver check the device at once when
+// it is reported gone or down, and QueueResync at the next Apply.
 //
 // On a kernel without the ipip module (this project's machines) the
 // device fails with an error wrapping ErrDevice and kernel.ErrNotSupported,
-// reported as a dataplane.PartialError and retried on its own backoff; the
-// direct routes and the blackholes are written all the same, and tunnel
-// routes wait, held by the Table, for a device that never comes.
+// reported as a dataplane.PartialError and retried on its own backoff; an
+// overlay's direct routes and blackholes are written all the same, and its
+// tunnel routes wait, held by the Table, for a device that never comes.
 //
 // # What it never touches
 //
 // Links other than its device, addresses other than its device's IPv4
-// ones, routes other than through the Table it was given, sets other than
-// the one named. New and NewDriver do no I/O and start no goroutines.
+// ones. NewDriver does no I/O and starts no goroutines.
 package ipip

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/overlay"
+	"github.com/nodeplane/nodeplane/internal/tunnel"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 )
@@ -38,6 +38,9 @@ type DriverOptions struct {
 	// device with its index and state (kernel.LinkGone once deleted): wire
 	// it to routetable.Table.OnIfaceStateChanged.
 	OnDevice func(name string, index int, state kernel.LinkState)
+	// OnResync, when set, is called by QueueResync (the loop's resync):
+	// the overlay manager that declares the device reads the host again.
+	OnResync func()
 	// Clock paces the retries; nil means clock.Real().
 	Clock clock.Clock
 	// Logger receives debug logs; nil discards them.
@@ -64,7 +67,7 @@ type DriverStats struct {
 type Driver struct {
 	opts DriverOptions
 	clk  clock.Clock
-	dev  *overlay.DeviceDriver[Device] // the device, its backoff and counters
+	dev  *tunnel.DeviceDriver[Device] // the device, its backoff and counters
 
 	mu    sync.Mutex
 	stats DriverStats
@@ -73,11 +76,12 @@ type Driver struct {
 // NewDriver returns a Driver that wants no device until told otherwise. It
 // validates opts and does no I/O.
 func NewDriver(opts DriverOptions) (*Driver, error) {
-	dev, err := overlay.NewDeviceDriver[Device](overlay.DeviceDriverOptions{Kernel: opts.Kernel, Family: ipfamily.IPv4,
+	dev, err := tunnel.NewDeviceDriver[Device](tunnel.DeviceDriverOptions{Kernel: opts.Kernel, Family: ipfamily.IPv4,
 		Name: opts.Name, DefaultName: DefaultDevice, Kind: kernel.KindIPIP, OnDevice: opts.OnDevice, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	dev.OnResync = opts.OnResync
 	opts.Name = dev.Name
 	return &Driver{opts: opts, clk: clock.OrReal(opts.Clock), dev: dev}, nil
 }
@@ -127,7 +131,7 @@ func (d *Driver) SetDevice(dev *Device) error {
 				return invalidf("device %s: tunnel address: %v", d.opts.Name, err)
 			}
 		}
-		if !overlay.ValidMTU(cp.MTU) {
+		if !tunnel.ValidMTU(cp.MTU) {
 			return invalidf("device %s: MTU %d", d.opts.Name, cp.MTU)
 		}
 		c = &cp
@@ -171,7 +175,7 @@ func (d *Driver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		d.stats.Failures++
 	}
 	pe := &dataplane.PartialError{}
-	return overlay.Outcome(pe, d.dev.Collect(pe, now, tried))
+	return tunnel.Outcome(pe, d.dev.Collect(pe, now, tried))
 }
 
 func (d *Driver) ensure(ctx context.Context) error {
@@ -189,7 +193,7 @@ func (d *Driver) ensure(ctx context.Context) error {
 	if !d.fallback() {
 		tun.Local = dev.Local
 	}
-	spec := &overlay.DeviceSpec{
+	spec := &tunnel.DeviceSpec{
 		Link:   kernel.Link{Name: name, Kind: kernel.KindIPIP, MTU: dev.MTU, IPTunnel: tun},
 		Family: ipfamily.IPv4,
 		Compatible: func(have *kernel.Link) bool {

@@ -19,9 +19,6 @@ var (
 	// kernel.ErrNotSupported). The driver retries it on its own backoff;
 	// the direct routes and blackholes do not depend on it.
 	ErrDevice = errors.New("ipip: device not in sync")
-	// ErrRead reports a failed read of the kernel (the host's links and
-	// addresses): the manager fails as a whole and reads again next time.
-	ErrRead = errors.New("ipip: kernel read failed")
 )
 
 func invalidf(format string, args ...any) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/overlay"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -30,7 +31,7 @@ func exampleHost(withIPIP bool) *kernelfake.Namespace {
 	return ns
 }
 
-// An IPIP overlay on a fake namespace that models the ipip module as
+// An IPIP overlay (package overlay, with its ipip.Driver) on a fake namespace that models the ipip module as
 // present (kernelfake.Options.Kinds): tunl0 gets the tunnel address and the
 // host MTU less 20, and remote blocks go via their node's underlay address
 // through it.
@@ -38,7 +39,7 @@ func Example() {
 	ctx := context.Background()
 	ns := exampleHost(true)
 	tbl, _ := routetable.New(routetable.Options{Kernel: ns, Family: routetable.IPv4, Table: kernel.TableMain})
-	m, err := ipip.New(ipip.Options{NodeName: "node1", Kernel: ns, Routes: tbl})
+	m, err := overlay.New(overlay.Options{Family: routetable.IPv4, NodeName: "node1", Kernel: ns, Routes: tbl, Encap: overlay.IPIP{}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -77,14 +78,4 @@ func ExampleNewDriver() {
 	fmt.Println(err != nil, res.RetryAfter > 0)
 	// Output:
 	// true true
-}
-
-// New validates its options: IPIP is IPv4 only.
-func ExampleNew() {
-	ns := kernelfake.New(kernelfake.Options{})
-	tbl, _ := routetable.New(routetable.Options{Kernel: ns, Family: routetable.IPv6, Table: kernel.TableMain})
-	_, err := ipip.New(ipip.Options{NodeName: "node1", Kernel: ns, Routes: tbl})
-	fmt.Println(err)
-	// Output:
-	// ipip: invalid options: an IPv6 route table (IPIP is IPv4 only)
 }

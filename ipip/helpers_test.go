@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
-	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/overlay"
+	"github.com/nodeplane/nodeplane/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -38,7 +38,7 @@ func block(n int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(n), 0}), 24)
 }
 
-// stack is the route table, the sets and a Manager on one namespace, driven
+// stack is the route table, the sets and an IPIP overlay on one namespace, driven
 // pass by pass as a dataplane.Loop drives them.
 type stack struct {
 	t    testing.TB
@@ -46,11 +46,11 @@ type stack struct {
 	clk  *clock.Fake
 	tbl  *routetable.Table
 	sets *ipsets.IPSets
-	m    *ipip.Manager
-	opts ipip.Options
+	m    *overlay.Manager
+	opts overlay.Options
 }
 
-func newStack(t testing.TB, k kernel.Kernel, clk *clock.Fake, tune func(*ipip.Options)) *stack {
+func newStack(t testing.TB, k kernel.Kernel, clk *clock.Fake, tune func(*overlay.Options)) *stack {
 	t.Helper()
 	s := &stack{t: t, k: k, clk: clk}
 	var err error
@@ -58,11 +58,11 @@ func newStack(t testing.TB, k kernel.Kernel, clk *clock.Fake, tune func(*ipip.Op
 	require.NoError(t, err)
 	s.sets, err = ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: k, Clock: clk})
 	require.NoError(t, err)
-	s.opts = ipip.Options{NodeName: nodeName(1), Kernel: k, Routes: s.tbl, Sets: s.sets, Clock: clk}
+	s.opts = overlay.Options{Family: routetable.IPv4, Encap: overlay.IPIP{}, NodeName: nodeName(1), Kernel: k, Routes: s.tbl, Sets: s.sets, Clock: clk}
 	if tune != nil {
 		tune(&s.opts)
 	}
-	s.m, err = ipip.New(s.opts)
+	s.m, err = overlay.New(s.opts)
 	require.NoError(t, err)
 	return s
 }
@@ -75,7 +75,7 @@ func (s *stack) send(msgs ...any) {
 
 // pass runs one apply pass: the manager, then the drivers phase by phase.
 func (s *stack) pass() (time.Duration, error) {
-	return overlaytest.Pass(bg, s.m, s.sets.Apply, s.m.Driver().Apply, s.tbl.Apply, s.sets.ApplyDeletions)
+	return overlaytest.Pass(bg, s.m, s.sets.Apply, overlaytest.DriverStep(s.m.Driver()), s.tbl.Apply, s.sets.ApplyDeletions)
 }
 
 // converge runs passes, moving the clock by each RetryAfter, until one

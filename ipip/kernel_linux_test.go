@@ -13,10 +13,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/overlay"
+	"github.com/nodeplane/nodeplane/overlay/overlaytest"
 )
 
 // TestKernelIPIP runs one IPIP manager per host of three hosts on a bridge
@@ -45,10 +46,7 @@ func TestKernelIPIP(t *testing.T) {
 		require.ErrorIs(t, perr, kernel.ErrNotSupported, "an ipip link failed for another reason")
 		t.Logf("this kernel has no IPIP (%v): tunnel routes cannot carry traffic here; testing direct routing, blackholes, the set and the device's isolated failure", perr)
 	}
-	mode := ipip.CrossSubnet // every host shares the subnet: all direct
-	if supported {
-		mode = ipip.Always
-	}
+	crossSubnet := !supported // every host shares the subnet: all direct
 	msgs := []any{}
 	for _, h := range tp.Hosts {
 		a := h.PodCIDRv4.Addr().As4()
@@ -63,7 +61,7 @@ func TestKernelIPIP(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { k.Close() })
 		counts[i] = overlaytest.Wrap(k)
-		stacks[i] = newStack(t, counts[i], newClock(), func(o *ipip.Options) { o.NodeName = h.Name; o.Mode = mode })
+		stacks[i] = newStack(t, counts[i], newClock(), func(o *overlay.Options) { o.NodeName = h.Name; o.CrossSubnet = crossSubnet })
 		stacks[i].send(msgs...)
 		err = stacks[i].converge()
 		if supported {
@@ -84,7 +82,7 @@ func TestKernelIPIP(t *testing.T) {
 			require.Contains(t, string(out), fmt.Sprintf("%s via %s dev eth0", o.PodCIDRv4, o.UnderlayIPv4.Addr()))
 		}
 	}
-	set, err := h1.NS.Exec(ctx, "ipset", "list", "np4-"+ipip.DefaultSetName)
+	set, err := h1.NS.Exec(ctx, "ipset", "list", "np4-"+overlay.DefaultSetName(overlay.IPIP{}))
 	require.NoError(t, err)
 	for _, h := range tp.Hosts {
 		require.Contains(t, string(set), h.UnderlayIPv4.Addr().String())
@@ -107,7 +105,7 @@ func TestKernelIPIP(t *testing.T) {
 	// A restarted manager writes no route and no set member (without the
 	// module, only the device keeps being tried).
 	counts[0].Reset()
-	r := newStack(t, counts[0], newClock(), func(o *ipip.Options) { o.NodeName = h1.Name; o.Mode = mode })
+	r := newStack(t, counts[0], newClock(), func(o *overlay.Options) { o.NodeName = h1.Name; o.CrossSubnet = crossSubnet })
 	r.send(msgs...)
 	err = r.converge()
 	if supported {

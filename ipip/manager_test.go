@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/overlay"
 )
 
-// TestEndToEnd runs the IPIP manager on a fake namespace where ipip is
+// TestEndToEnd runs an IPIP overlay on a fake namespace where ipip is
 // supported: tunl0 with the tunnel address and the host MTU less 20,
 // routes via each node's underlay address onlink through it, a blackhole
 // for this node's block, the node-address set; then a host MTU change,
@@ -37,7 +37,7 @@ func TestEndToEnd(t *testing.T) {
 		"10.244.3.0/24 via 198.18.0.3 dev tunl0 onlink mtu 1480",
 		"blackhole 10.244.1.0/24",
 	}, routes(t, ns))
-	members, _ := ns.IPSets().Members("np4-" + ipip.DefaultSetName)
+	members, _ := ns.IPSets().Members("np4-" + overlay.DefaultSetName(overlay.IPIP{}))
 	require.ElementsMatch(t, []string{"198.18.0.1", "198.18.0.2", "198.18.0.3"}, members)
 
 	// The host MTU drops: the device and its routes follow, live.
@@ -51,7 +51,7 @@ func TestEndToEnd(t *testing.T) {
 	s.send(cluster.NodeRemove{Name: nodeName(3)})
 	require.NoError(t, s.converge())
 	require.Equal(t, []string{"10.244.2.0/24 via 198.18.0.2 dev tunl0 onlink mtu 1380", "blackhole 10.244.1.0/24"}, routes(t, ns))
-	members, _ = ns.IPSets().Members("np4-" + ipip.DefaultSetName)
+	members, _ = ns.IPSets().Members("np4-" + overlay.DefaultSetName(overlay.IPIP{}))
 	require.ElementsMatch(t, []string{"198.18.0.1", "198.18.0.2"}, members)
 
 	// A restarted manager on the programmed kernel writes nothing.
@@ -63,31 +63,39 @@ func TestEndToEnd(t *testing.T) {
 	require.Zero(t, ns.Writes(), ns.Dump())
 
 	// Disabled: the address leaves tunl0, which the kernel does not delete.
-	d := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Disabled = true })
+	d := newStack(t, ns, newClock(), func(o *overlay.Options) { o.Disabled = true })
 	require.NoError(t, d.converge())
 	require.Empty(t, ns.LinkAddrs("tunl0"))
 }
 
-func TestCrossSubnetAndNever(t *testing.T) {
-	for _, mode := range []ipip.Mode{ipip.CrossSubnet, ipip.Never} {
-		t.Run(mode.String(), func(t *testing.T) {
+// TestCrossSubnetAndNone: IPIP across subnets routes the same-subnet node
+// directly and the other through tunl0; None routes the same-subnet node
+// directly, the other not at all, and makes no device.
+func TestCrossSubnetAndNone(t *testing.T) {
+	for _, none := range []bool{false, true} {
+		t.Run(fmt.Sprintf("none=%v", none), func(t *testing.T) {
 			ns := fakeHost(t, true)
-			s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Mode = mode })
+			s := newStack(t, ns, newClock(), func(o *overlay.Options) {
+				o.CrossSubnet = true
+				if none {
+					o.Encap = overlay.None{}
+				}
+			})
 			s.send(node(1, false), node(2, false), node(3, true))
 			for n := 1; n <= 3; n++ {
 				s.send(cluster.Block{CIDR: block(n), Node: nodeName(n)})
 			}
 			require.NoError(t, s.converge())
 			want := []string{"10.244.2.0/24 via 198.18.0.2 dev eth0", "blackhole 10.244.1.0/24"}
-			if mode == ipip.CrossSubnet {
+			if !none {
 				want = append(want, "10.244.3.0/24 via 198.18.1.3 dev tunl0 onlink mtu 1480")
 			}
 			require.ElementsMatch(t, want, routes(t, ns))
 			_, hasDev := ns.Link("tunl0")
-			require.Equal(t, mode == ipip.CrossSubnet, hasDev)
+			require.Equal(t, !none, hasDev)
 			st := s.m.Stats()
 			require.Equal(t, 1, st.DirectRoutes)
-			if mode == ipip.Never {
+			if none {
 				require.Equal(t, 1, st.Unrouted)
 			}
 		})
@@ -99,7 +107,7 @@ func TestCrossSubnetAndNever(t *testing.T) {
 // routes and the blackholes are written all the same.
 func TestNoIPIPModule(t *testing.T) {
 	ns := fakeHost(t, false)
-	s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Mode = ipip.CrossSubnet })
+	s := newStack(t, ns, newClock(), func(o *overlay.Options) { o.CrossSubnet = true })
 	s.send(node(1, false), node(2, false), node(3, true))
 	for n := 1; n <= 3; n++ {
 		s.send(cluster.Block{CIDR: block(n), Node: nodeName(n)})
@@ -124,10 +132,6 @@ func prefixes[P interface{ String() string }](ps []P) []string {
 	return out
 }
 
-// TestMode: a Mode is the shared route calculation's mode, value for
-// value (the Manager converts it), and names itself.
-func TestMode(t *testing.T) { overlaytest.CheckModes(t, ipip.Always, ipip.CrossSubnet, ipip.Never) }
-
 // TestDeviceConflictsNamed: a foreign IPIP device with the same ends makes
 // the kernel refuse the device (the fake as the kernel: no ipip here to
 // show it on); the error names the device that holds them, which is left
@@ -137,7 +141,7 @@ func TestDeviceConflictsNamed(t *testing.T) {
 	ns := fakeHost(t, true)
 	fx, err := ns.AddLink(bg, kernel.Link{Name: "fx", Kind: kernel.KindIPIP, IPTunnel: &kernel.IPTunnel{Local: node(1, false).UnderlayV4}})
 	require.NoError(t, err)
-	s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Device = "np-ipip" })
+	s := newStack(t, ns, newClock(), func(o *overlay.Options) { o.Encap = overlay.IPIP{Device: "np-ipip"} })
 	s.send(node(1, false), node(2, false), cluster.Block{CIDR: block(1), Node: nodeName(1)})
 	_, err = s.pass()
 	require.ErrorIs(t, err, ipip.ErrDevice)
@@ -150,12 +154,12 @@ func TestDeviceConflictsNamed(t *testing.T) {
 	require.NoError(t, ns.DeleteLink(bg, fx.Index))
 	br, err := ns.AddLink(bg, kernel.Link{Name: "np-ipip", Kind: kernel.KindBridge})
 	require.NoError(t, err)
-	s = newStack(t, ns, newClock(), func(o *ipip.Options) { o.Device = "np-ipip" })
+	s = newStack(t, ns, newClock(), func(o *overlay.Options) { o.Encap = overlay.IPIP{Device: "np-ipip"} })
 	s.send(node(1, false), node(2, false))
 	_, err = s.pass()
 	require.ErrorIs(t, err, ipip.ErrDevice)
 	require.Contains(t, err.Error(), fmt.Sprintf("the name is taken by a bridge link (index %d), which is not ours", br.Index))
-	d := newStack(t, ns, newClock(), func(o *ipip.Options) { o.Device = "np-ipip"; o.Disabled = true })
+	d := newStack(t, ns, newClock(), func(o *overlay.Options) { o.Encap = overlay.IPIP{Device: "np-ipip"}; o.Disabled = true })
 	require.NoError(t, d.converge())
 	still, ok = ns.Link("np-ipip")
 	require.True(t, ok, "a Disabled Manager deletes no foreign link")
@@ -166,7 +170,7 @@ func TestDeviceConflictsNamed(t *testing.T) {
 // blackhole; the remote blocks are routed as before.
 func TestNoBlackholes(t *testing.T) {
 	ns := fakeHost(t, true)
-	s := newStack(t, ns, newClock(), func(o *ipip.Options) { o.NoBlackholes = true })
+	s := newStack(t, ns, newClock(), func(o *overlay.Options) { o.NoBlackholes = true })
 	for n := 1; n <= 2; n++ {
 		s.send(node(n, false), cluster.Block{CIDR: block(n), Node: nodeName(n)})
 	}

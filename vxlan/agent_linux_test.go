@@ -18,10 +18,11 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
-	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/overlay"
+	"github.com/nodeplane/nodeplane/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
@@ -40,7 +41,7 @@ type agent struct {
 	k      *kernel.Namespace
 	count  *overlaytest.Counting
 	loop   *dataplane.Loop
-	mgrs   map[vxlan.Family]*vxlan.Manager
+	mgrs   map[vxlan.Family]*overlay.Manager
 	tables map[vxlan.Family]*routetable.Table
 	inSync chan struct{}
 	cancel context.CancelFunc
@@ -81,12 +82,12 @@ func clusterMsgs(tp *kerneltest.Topology) []any {
 
 // startAgent starts host's agent for fams with mode and sends it msgs
 // before the in-sync markers; it stops when the test ends.
-func startAgent(t *testing.T, host *kerneltest.Host, mode vxlan.Mode, fams []vxlan.Family, msgs []any) *agent {
+func startAgent(t *testing.T, host *kerneltest.Host, crossSubnet bool, fams []vxlan.Family, msgs []any) *agent {
 	t.Helper()
 	k, err := kernel.Open(host.NS.Path())
 	require.NoError(t, err)
 	a := &agent{t: t, host: host, k: k, count: overlaytest.Wrap(k), inSync: make(chan struct{}),
-		mgrs: map[vxlan.Family]*vxlan.Manager{}, tables: map[vxlan.Family]*routetable.Table{}}
+		mgrs: map[vxlan.Family]*overlay.Manager{}, tables: map[vxlan.Family]*routetable.Table{}}
 	var once sync.Once
 	a.loop, err = dataplane.New(dataplane.Options{ResyncInterval: kresync, OnInSync: func() { once.Do(func() { close(a.inSync) }) }})
 	require.NoError(t, err)
@@ -99,7 +100,8 @@ func startAgent(t *testing.T, host *kerneltest.Host, mode vxlan.Mode, fams []vxl
 		}
 		sets, err := ipsets.New(ipsets.Options{Family: fam, Prefix: prefix, Kernel: a.count})
 		require.NoError(t, err)
-		m, err := vxlan.New(vxlan.Options{Family: fam, NodeName: host.Name, Kernel: a.count, Routes: tbl, Sets: sets, Mode: mode})
+		m, err := overlay.New(overlay.Options{Family: fam, NodeName: host.Name, Kernel: a.count, Routes: tbl, Sets: sets,
+			Encap: overlay.VXLAN{}, CrossSubnet: crossSubnet})
 		require.NoError(t, err)
 		require.NoError(t, a.loop.AddManager(m))
 		require.NoError(t, a.loop.AddDriver(m.Driver()))
@@ -109,18 +111,11 @@ func startAgent(t *testing.T, host *kerneltest.Host, mode vxlan.Mode, fams []vxl
 	}
 	mon, err := ifacemonitor.New(ifacemonitor.Options{
 		Kernel: k,
-		OnLinkState: func(u ifacemonitor.LinkUpdate) {
-			for fam, m := range a.mgrs {
-				a.tables[fam].OnIfaceStateChanged(u.Name, u.Index, u.State)
-				m.OnLinkUpdate(u)
-			}
-		},
-		OnAddrs: func(name string, addrs []netip.Prefix) {
-			for _, m := range a.mgrs {
-				m.OnAddrs(name, addrs)
-			}
-		},
-		OnInSync: a.loop.InterfacesInSync,
+		// The loop hands every update to the route tables and the
+		// managers, its interface observers.
+		OnLinkState: func(u ifacemonitor.LinkUpdate) { a.loop.OnLink(u.Link(), u.State) },
+		OnAddrs:     a.loop.OnAddrs,
+		OnInSync:    a.loop.InterfacesInSync,
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

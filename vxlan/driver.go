@@ -18,7 +18,7 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
-	"github.com/nodeplane/nodeplane/internal/overlay"
+	"github.com/nodeplane/nodeplane/internal/tunnel"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
@@ -64,6 +64,9 @@ type DriverOptions struct {
 	// it to routetable.Table.OnIfaceStateChanged so that routes through
 	// the device are written in the same pass, on its current index.
 	OnDevice func(name string, index int, state kernel.LinkState)
+	// OnResync, when set, is called by QueueResync (the loop's resync):
+	// the overlay manager that declares the device reads the host again.
+	OnResync func()
 	// Clock paces the retries; nil means clock.Real().
 	Clock clock.Clock
 	// Logger receives debug logs; nil discards them.
@@ -176,7 +179,7 @@ type DriverStats struct {
 type Driver struct {
 	opts DriverOptions
 	clk  clock.Clock
-	dev  *overlay.DeviceDriver[Device] // the device, its backoff and counters
+	dev  *tunnel.DeviceDriver[Device] // the device, its backoff and counters
 
 	mu         sync.Mutex
 	remotes    map[string]*vtep
@@ -192,8 +195,8 @@ type Driver struct {
 	haveNeigh map[netip.Addr]neighEntry
 	haveFDB   map[mac]fdbHave
 
-	neighRetry overlay.Retries[netip.Addr]
-	fdbRetry   overlay.Retries[mac]
+	neighRetry tunnel.Retries[netip.Addr]
+	fdbRetry   tunnel.Retries[mac]
 	stats      DriverStats
 }
 
@@ -204,11 +207,12 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 	if opts.Family == IPv6 {
 		def = DefaultDeviceV6
 	}
-	dev, err := overlay.NewDeviceDriver[Device](overlay.DeviceDriverOptions{Kernel: opts.Kernel, Family: opts.Family,
+	dev, err := tunnel.NewDeviceDriver[Device](tunnel.DeviceDriverOptions{Kernel: opts.Kernel, Family: opts.Family,
 		Name: opts.Name, DefaultName: def, Kind: kernel.KindVXLAN, OnDevice: opts.OnDevice, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	dev.OnResync = opts.OnResync
 	opts.Name = dev.Name
 	return &Driver{
 		opts: opts, clk: clock.OrReal(opts.Clock), dev: dev,
@@ -288,14 +292,14 @@ func (d *Driver) checkDevice(dev *Device) error {
 	switch {
 	case dev.VNI > MaxVNI:
 		return invalidf("device %s: VNI %d above %d", d.opts.Name, dev.VNI, MaxVNI)
-	case !overlay.ValidMTU(dev.MTU):
+	case !tunnel.ValidMTU(dev.MTU):
 		return invalidf("device %s: MTU %d", d.opts.Name, dev.MTU)
 	}
 	if err := cluster.CheckHostAddr(f, dev.Local); err != nil {
 		return invalidf("device %s: local address: %v", d.opts.Name, err)
 	}
 	if dev.MAC != nil {
-		if err := overlay.CheckMAC(dev.MAC); err != nil {
+		if err := tunnel.CheckMAC(dev.MAC); err != nil {
 			return invalidf("device %s: %v", d.opts.Name, err)
 		}
 	}
@@ -314,13 +318,13 @@ func (d *Driver) checkDevice(dev *Device) error {
 // changes.
 func (d *Driver) SetRemote(node string, r Remote) error {
 	f := d.opts.Family
-	if err := overlay.CheckName(node); err != nil {
+	if err := tunnel.CheckName(node); err != nil {
 		return invalidf("remote: %v", err)
 	}
 	if err := cluster.CheckHostAddr(f, r.TunnelIP); err != nil {
 		return invalidf("remote %s: tunnel address: %v", node, err)
 	}
-	if err := overlay.CheckMAC(r.MAC); err != nil {
+	if err := tunnel.CheckMAC(r.MAC); err != nil {
 		return invalidf("remote %s: %v", node, err)
 	}
 	if err := cluster.CheckHostAddr(f, r.Underlay); err != nil {
@@ -555,7 +559,7 @@ func (d *Driver) ensureDevice(ctx context.Context) error {
 		return err
 	}
 	want := &kernel.VXLAN{VNI: dev.VNI, Port: dev.Port, ParentIndex: parent, Local: dev.Local}
-	spec := &overlay.DeviceSpec{
+	spec := &tunnel.DeviceSpec{
 		Link:   kernel.Link{Name: name, Kind: kernel.KindVXLAN, MTU: dev.MTU, MAC: dev.MAC, VXLAN: want},
 		Family: d.opts.Family,
 		Compatible: func(have *kernel.Link) bool {
@@ -794,7 +798,7 @@ type triedKeys struct {
 func (d *Driver) report(now time.Time, triedDev bool, t triedKeys) (dataplane.ApplyResult, error) {
 	pe := &dataplane.PartialError{}
 	after := d.dev.Collect(pe, now, triedDev)
-	after = overlay.MinAfter(after, d.fdbRetry.Collect(pe, now, t.fdb))
-	after = overlay.MinAfter(after, d.neighRetry.Collect(pe, now, t.neigh))
-	return overlay.Outcome(pe, after)
+	after = tunnel.MinAfter(after, d.fdbRetry.Collect(pe, now, t.fdb))
+	after = tunnel.MinAfter(after, d.neighRetry.Collect(pe, now, t.neigh))
+	return tunnel.Outcome(pe, after)
 }

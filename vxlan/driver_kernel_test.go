@@ -17,11 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/ifacemonitor"
-	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/overlay"
+	"github.com/nodeplane/nodeplane/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
 
@@ -40,21 +40,21 @@ func TestMTULive(t *testing.T) {
 		addNodes(w, 1, 2)
 		w.converge()
 		over := mtu.VXLAN.Overhead(fam == vxlan.IPv6)
-		dev, _ := w.ns.Link(w.m.Driver().Device())
+		dev, _ := w.ns.Link(w.m.Device())
 		require.Equal(t, 1500-over, dev.MTU, "the parent's MTU less the overhead")
 		index := dev.Index
 		w.send(mtu.Result{Host: mtu.HostMTU{MTU: 1400, Interface: "eth0"}, PodMTU: 1400 - over})
 		w.converge()
-		dev, _ = w.ns.Link(w.m.Driver().Device())
+		dev, _ = w.ns.Link(w.m.Device())
 		require.Equal(t, 1400-over, dev.MTU)
 		require.Equal(t, index, dev.Index, "changed in place")
 		require.True(t, hasLine(w.routes(), "mtu "+itoa(1400-over)), "%v", w.routes())
 
-		f := newWorld(t, fam, func(o *vxlan.Options) { o.MTU = 1300 })
+		f := newWorld(t, fam, func(o *overlay.Options) { o.MTU = 1300 })
 		addNodes(f, 1, 2)
 		f.send(mtu.Result{Host: mtu.HostMTU{MTU: 1400}})
 		f.converge()
-		dev, _ = f.ns.Link(f.m.Driver().Device())
+		dev, _ = f.ns.Link(f.m.Device())
 		require.Equal(t, 1300, dev.MTU)
 	})
 }
@@ -80,12 +80,12 @@ func TestDeviceInPlaceAndRecreate(t *testing.T) {
 	require.Contains(t, prefixStrings(w.ns.LinkAddrs(vxlan.DefaultDeviceV4)), "10.244.1.251/32")
 	require.NotContains(t, prefixStrings(w.ns.LinkAddrs(vxlan.DefaultDeviceV4)), "10.244.1.250/32")
 
-	r := newWorld(t, vxlan.IPv4, func(o *vxlan.Options) { o.VNI = 7 })
+	r := newWorld(t, vxlan.IPv4, func(o *overlay.Options) { o.Encap = overlay.VXLAN{VNI: 7} })
 	r.ns = w.ns // same namespace, another VNI: a restarted agent with new config
 	r.tbl, r.sets = w.tbl, w.sets
 	r.opts.Kernel, r.opts.Routes, r.opts.Sets = w.ns, w.tbl, w.sets
 	var err error
-	r.m, err = vxlan.New(r.opts)
+	r.m, err = overlay.New(r.opts)
 	require.NoError(t, err)
 	addNodes(r, 1, 2)
 	r.converge()
@@ -114,7 +114,7 @@ func TestExternalChangesRepaired(t *testing.T) {
 	admin := w.ns.Admin()
 	dev, _ := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.NoError(t, admin.DeleteLink(bg, dev.Index))
-	w.m.OnLinkUpdate(ifacemonitor.LinkUpdate{Name: vxlan.DefaultDeviceV4, Index: dev.Index, State: kernel.LinkGone})
+	w.m.OnLink(kernel.Link{Name: vxlan.DefaultDeviceV4, Index: dev.Index, Kind: kernel.KindVXLAN}, kernel.LinkGone)
 	w.converge()
 	back, ok := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.True(t, ok)
@@ -220,7 +220,7 @@ func TestOneBadEntry(t *testing.T) {
 // route replace and no delete.
 func TestCrossSubnetOneReplace(t *testing.T) {
 	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
-		w := newWorld(t, fam, func(o *vxlan.Options) { o.Mode = vxlan.CrossSubnet })
+		w := newWorld(t, fam, func(o *overlay.Options) { o.CrossSubnet = true })
 		count := overlaytest.Wrap(w.ns)
 		w.restartOn(count)
 		far := vtep(3)
@@ -256,7 +256,7 @@ func TestCrossSubnetOneReplace(t *testing.T) {
 // TestHostAddressesNotified: a new address on eth0 (reported through
 // OnAddrs) makes nodes of its subnet same-subnet at the next pass.
 func TestHostAddressesNotified(t *testing.T) {
-	w := newWorld(t, vxlan.IPv4, func(o *vxlan.Options) { o.Mode = vxlan.CrossSubnet })
+	w := newWorld(t, vxlan.IPv4, func(o *overlay.Options) { o.CrossSubnet = true })
 	far := vtep(3)
 	far.UnderlayV4 = netip.MustParseAddr("198.18.1.3")
 	addNodes(w, 1)
@@ -314,23 +314,25 @@ func TestBadInputRejected(t *testing.T) {
 	err := (&cluster.Block{CIDR: netip.MustParsePrefix("10.244.9.1/24"), Node: "x"}).Validate()
 	require.ErrorContains(t, err, "10.244.9.0/24")
 
-	for name, o := range map[string]vxlan.Options{
-		"no node":        {Family: vxlan.IPv4, Kernel: w.ns, Routes: w.tbl},
-		"no kernel":      {Family: vxlan.IPv4, NodeName: "n", Routes: w.tbl},
-		"no routes":      {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns},
-		"wrong family":   {Family: vxlan.IPv6, NodeName: "n", Kernel: w.ns, Routes: w.tbl},
-		"vni":            {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, VNI: 1 << 24},
-		"mtu":            {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, MTU: 20},
-		"classes":        {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Classes: vxlan.Classes{Tunnel: 1, Direct: 1, Blackhole: 2}},
-		"extra":          {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, ExtraCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/8")}},
-		"device name":    {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Device: "a/b"},
-		"mode":           {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Mode: 9},
-		"invalid family": {NodeName: "n", Kernel: w.ns, Routes: w.tbl},
+	vx := overlay.VXLAN{}
+	for name, o := range map[string]overlay.Options{
+		"no node":        {Family: vxlan.IPv4, Kernel: w.ns, Routes: w.tbl, Encap: vx},
+		"no kernel":      {Family: vxlan.IPv4, NodeName: "n", Routes: w.tbl, Encap: vx},
+		"no routes":      {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Encap: vx},
+		"no encap":       {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl},
+		"wrong family":   {Family: vxlan.IPv6, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Encap: vx},
+		"vni":            {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Encap: overlay.VXLAN{VNI: 1 << 24}},
+		"mtu":            {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Encap: vx, MTU: 20},
+		"classes":        {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Encap: vx, Classes: overlay.Classes{Tunnel: 1, Direct: 1, Blackhole: 2}},
+		"extra":          {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Encap: vx, ExtraCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/8")}},
+		"device name":    {Family: vxlan.IPv4, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Encap: overlay.VXLAN{Device: "a/b"}},
+		"ipip over ipv6": {Family: vxlan.IPv6, NodeName: "n", Kernel: w.ns, Routes: w.tbl, Encap: overlay.IPIP{}},
+		"invalid family": {NodeName: "n", Kernel: w.ns, Routes: w.tbl, Encap: vx},
 	} {
-		_, err := vxlan.New(o)
-		require.ErrorIs(t, err, vxlan.ErrInvalidOptions, name)
+		_, err := overlay.New(o)
+		require.ErrorIs(t, err, overlay.ErrInvalidOptions, name)
 	}
-	d := w.m.Driver()
+	d := w.m.Driver().(*vxlan.Driver)
 	require.ErrorIs(t, d.SetDevice(&vxlan.Device{}), vxlan.ErrInvalidInput)
 	require.ErrorIs(t, d.SetDevice(&vxlan.Device{Local: underlay(vxlan.IPv4, 1), VNI: 1 << 24}), vxlan.ErrInvalidInput)
 	require.ErrorIs(t, d.SetRemote("", vxlan.Remote{}), vxlan.ErrInvalidInput)
@@ -339,23 +341,30 @@ func TestBadInputRejected(t *testing.T) {
 	require.Equal(t, before, w.ns.Dump())
 }
 
-// TestDisabledAndNever: a disabled manager (or one in Never mode) removes
-// the device an earlier run left; Never routes same-subnet nodes directly.
-func TestDisabledAndNever(t *testing.T) {
+// TestDisabledAndNone: a disabled VXLAN overlay removes the device an
+// earlier run left; an overlay without encapsulation (None) routes
+// same-subnet nodes directly, through no device.
+func TestDisabledAndNone(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, nil)
 	addNodes(w, 1, 2)
 	w.converge()
 	_, ok := w.ns.Link(vxlan.DefaultDeviceV4)
 	require.True(t, ok)
-	w.opts.Mode = vxlan.Never
+	w.opts.Disabled = true
 	w.restart()
-	addNodes(w, 1, 2)
 	w.converge()
 	_, ok = w.ns.Link(vxlan.DefaultDeviceV4)
 	require.False(t, ok)
-	require.ElementsMatch(t, []string{"10.244.2.0/24 via 198.18.0.2 dev eth0", "blackhole 10.244.1.0/24"}, w.routes())
 
-	w.opts.Mode = vxlan.Always
+	w.opts.Disabled, w.opts.Encap = false, overlay.None{}
+	w.restart()
+	addNodes(w, 1, 2)
+	w.converge()
+	require.ElementsMatch(t, []string{"10.244.2.0/24 via 198.18.0.2 dev eth0", "blackhole 10.244.1.0/24"}, w.routes())
+	_, ok = w.ns.Link(vxlan.DefaultDeviceV4)
+	require.False(t, ok)
+
+	w.opts.Encap = overlay.VXLAN{}
 	w.restart()
 	addNodes(w, 1, 2)
 	w.converge()
@@ -374,7 +383,7 @@ func TestKernelReadFailure(t *testing.T) {
 	addNodes(w, 1, 2)
 	w.ns.Fail(kernelfake.OpAddrs, 1, nil)
 	_, err := w.pass()
-	require.ErrorIs(t, err, vxlan.ErrRead)
+	require.ErrorIs(t, err, overlay.ErrRead)
 	w.ns.Fail(kernelfake.OpLinkByName, 1, nil)
 	_, err = w.pass()
 	require.ErrorIs(t, err, vxlan.ErrRead)
@@ -446,7 +455,7 @@ func TestDeviceConflictsNamed(t *testing.T) {
 func TestOwnBlockBlackholeConflict(t *testing.T) {
 	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
 		var logs strings.Builder
-		w := newWorld(t, fam, func(o *vxlan.Options) {
+		w := newWorld(t, fam, func(o *overlay.Options) {
 			o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		})
 		admin := w.ns.Admin()

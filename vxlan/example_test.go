@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/overlay"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
@@ -57,15 +58,16 @@ func printRoutes(ns *kernelfake.Namespace) {
 	}
 }
 
-// A VXLAN overlay on a fake namespace: this node (node-a), a node on its
-// subnet (node-b) and one elsewhere (node-c), in cross-subnet mode. The
-// Manager is applied as a dataplane.Loop applies it: CompleteDeferredWork,
+// A VXLAN overlay (package overlay, with its vxlan.Driver) on a fake
+// namespace: this node (node-a), a node on its subnet (node-b) and one
+// elsewhere (node-c), across subnets. The overlay's Manager is applied as a dataplane.Loop applies it: CompleteDeferredWork,
 // then its Driver (PhaseTunnelL2), then the route Table.
 func Example() {
 	ctx := context.Background()
 	ns := exampleHost()
 	tbl, _ := routetable.New(routetable.Options{Kernel: ns, Family: vxlan.IPv4, Table: kernel.TableMain})
-	m, err := vxlan.New(vxlan.Options{Family: vxlan.IPv4, NodeName: "node-a", Kernel: ns, Routes: tbl, Mode: vxlan.CrossSubnet})
+	m, err := overlay.New(overlay.Options{Family: vxlan.IPv4, NodeName: "node-a", Kernel: ns, Routes: tbl,
+		Encap: overlay.VXLAN{}, CrossSubnet: true})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -138,15 +140,4 @@ func ExampleNewDriver() {
 	// neigh 10.244.2.0 lladdr 02:00:00:00:00:02
 	// neigh 10.244.3.0 lladdr 02:00:00:00:00:03
 	// neighbour writes: 2 FDB writes: 2
-}
-
-// New validates its options and does no I/O: an IPv6 manager needs an
-// IPv6 route table.
-func ExampleNew() {
-	ns := kernelfake.New(kernelfake.Options{})
-	tbl, _ := routetable.New(routetable.Options{Kernel: ns, Family: vxlan.IPv4, Table: kernel.TableMain})
-	_, err := vxlan.New(vxlan.Options{Family: vxlan.IPv6, NodeName: "node-a", Kernel: ns, Routes: tbl})
-	fmt.Println(err)
-	// Output:
-	// vxlan: invalid options: an IPv4 route table for an IPv6 manager
 }

@@ -15,10 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/clock"
-	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/overlay"
+	"github.com/nodeplane/nodeplane/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
@@ -35,8 +36,8 @@ type world struct {
 	clk  *clock.Fake
 	tbl  *routetable.Table
 	sets *ipsets.IPSets
-	m    *vxlan.Manager
-	opts vxlan.Options
+	m    *overlay.Manager
+	opts overlay.Options
 }
 
 // underlay returns node n's underlay address (on 198.18.0.0/24 or
@@ -89,7 +90,7 @@ func vtep(n int) cluster.Node {
 	}
 }
 
-func newWorld(t *testing.T, fam vxlan.Family, tune func(*vxlan.Options)) *world {
+func newWorld(t *testing.T, fam vxlan.Family, tune func(*overlay.Options)) *world {
 	t.Helper()
 	ns := overlaytest.FakeHost(t, kernelfake.Options{Name: "node1"},
 		netip.PrefixFrom(underlay(vxlan.IPv4, 1), 24), netip.PrefixFrom(underlay(vxlan.IPv6, 1), 64))
@@ -103,11 +104,11 @@ func newWorld(t *testing.T, fam vxlan.Family, tune func(*vxlan.Options)) *world 
 	}
 	w.sets, err = ipsets.New(ipsets.Options{Family: fam, Prefix: prefix, Kernel: ns, Clock: w.clk})
 	require.NoError(t, err)
-	w.opts = vxlan.Options{Family: fam, NodeName: nodeName(1), Kernel: ns, Routes: w.tbl, Sets: w.sets, Clock: w.clk}
+	w.opts = overlay.Options{Family: fam, Encap: overlay.VXLAN{}, NodeName: nodeName(1), Kernel: ns, Routes: w.tbl, Sets: w.sets, Clock: w.clk}
 	if tune != nil {
 		tune(&w.opts)
 	}
-	w.m, err = vxlan.New(w.opts)
+	w.m, err = overlay.New(w.opts)
 	require.NoError(t, err)
 	return w
 }
@@ -126,7 +127,7 @@ func (w *world) restart() {
 	w.sets, err = ipsets.New(ipsets.Options{Family: w.fam, Prefix: prefix, Kernel: w.ns, Clock: w.clk})
 	require.NoError(w.t, err)
 	w.opts.Routes, w.opts.Sets = w.tbl, w.sets
-	w.m, err = vxlan.New(w.opts)
+	w.m, err = overlay.New(w.opts)
 	require.NoError(w.t, err)
 }
 
@@ -140,7 +141,7 @@ func (w *world) send(msgs ...any) {
 // drivers phase by phase. It returns the shortest RetryAfter and the
 // joined errors.
 func (w *world) pass() (time.Duration, error) {
-	return overlaytest.Pass(bg, w.m, w.sets.Apply, w.m.Driver().Apply, w.tbl.Apply, w.sets.ApplyDeletions)
+	return overlaytest.Pass(bg, w.m, w.sets.Apply, overlaytest.DriverStep(w.m.Driver()), w.tbl.Apply, w.sets.ApplyDeletions)
 }
 
 // converge runs passes, moving the clock by each RetryAfter, until one
@@ -179,7 +180,7 @@ func mustLinks(t *testing.T, ns *kernelfake.Namespace) []kernel.Link {
 
 // l2 renders the device's neighbour and FDB entries, sorted.
 func (w *world) l2() []string {
-	dev, ok := w.ns.Link(w.m.Driver().Device())
+	dev, ok := w.ns.Link(w.m.Device())
 	if !ok {
 		return nil
 	}
@@ -223,7 +224,7 @@ func (w *world) members() []string {
 	if w.fam == vxlan.IPv6 {
 		prefix = "np6-"
 	}
-	out, _ := w.ns.IPSets().Members(prefix + vxlan.DefaultSetName)
+	out, _ := w.ns.IPSets().Members(prefix + overlay.DefaultSetName(overlay.VXLAN{}))
 	out = slices.Clone(out)
 	slices.Sort(out)
 	return out
@@ -240,13 +241,13 @@ func hasLine(lines []string, sub string) bool {
 
 // restartOn replaces the Manager, Table and sets with new ones on k (a
 // wrapper of the world's namespace).
-func (w *world) restartOn(k vxlan.Kernel) {
+func (w *world) restartOn(k overlay.Kernel) {
 	w.t.Helper()
 	var err error
 	w.tbl, err = routetable.New(routetable.Options{Kernel: k.(routetable.Kernel), Family: w.fam, Table: kernel.TableMain, Clock: w.clk})
 	require.NoError(w.t, err)
 	w.opts.Kernel, w.opts.Routes = k, w.tbl
-	w.m, err = vxlan.New(w.opts)
+	w.m, err = overlay.New(w.opts)
 	require.NoError(w.t, err)
 }
 

@@ -16,10 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/overlay"
+	"github.com/nodeplane/nodeplane/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
@@ -67,7 +68,7 @@ func TestKernelVXLAN(t *testing.T) {
 	msgs := clusterMsgs(tp)
 	agents := make([]*agent, len(tp.Hosts))
 	for i, h := range tp.Hosts {
-		agents[i] = startAgent(t, h, vxlan.Always, bothFams, msgs)
+		agents[i] = startAgent(t, h, false, bothFams, msgs)
 	}
 	h1, h2, h3 := tp.Hosts[0], tp.Hosts[1], tp.Hosts[2]
 
@@ -93,7 +94,7 @@ func TestKernelVXLAN(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, string(out), fmt.Sprintf("%s via %s dev %s onlink", h2.PodCIDRv4, kernelVTEP(h2).TunnelV4, vxlan.DefaultDeviceV4))
 		require.Contains(t, string(out), "blackhole "+h1.PodCIDRv4.String())
-		out, err = h1.NS.Exec(context.Background(), "ipset", "list", "np4-"+vxlan.DefaultSetName)
+		out, err = h1.NS.Exec(context.Background(), "ipset", "list", "np4-"+overlay.DefaultSetName(overlay.VXLAN{}))
 		require.NoError(t, err)
 		for _, h := range tp.Hosts {
 			require.Contains(t, string(out), h.UnderlayIPv4.Addr().String())
@@ -236,8 +237,8 @@ func TestKernelVXLANRestart(t *testing.T) {
 	kerneltest.RequireCommands(t, "ping", "ipset")
 	tp := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 2, PodsPerHost: 1})
 	msgs := clusterMsgs(tp)
-	a1 := startAgent(t, tp.Hosts[0], vxlan.Always, bothFams, msgs)
-	startAgent(t, tp.Hosts[1], vxlan.Always, bothFams, msgs)
+	a1 := startAgent(t, tp.Hosts[0], false, bothFams, msgs)
+	startAgent(t, tp.Hosts[1], false, bothFams, msgs)
 	from, to := tp.Hosts[0].Pods[0], tp.Hosts[1].Pods[0]
 	for _, addr := range to.Addrs() {
 		kerneltest.Eventually(t, 10*time.Second, kerneltest.PingCheck(from.NS, addr))
@@ -256,7 +257,7 @@ func TestKernelVXLANRestart(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	a1.stop()
-	a2 := startAgent(t, tp.Hosts[0], vxlan.Always, bothFams, msgs)
+	a2 := startAgent(t, tp.Hosts[0], false, bothFams, msgs)
 	time.Sleep(3 * kresync) // a few refreshes of the new agent
 	for _, p := range pings {
 		<-p.Done()
@@ -304,7 +305,7 @@ func TestKernelVXLANCrossSubnet(t *testing.T) {
 	fams := []vxlan.Family{vxlan.IPv4}
 	agents := []*agent{}
 	for _, h := range tp.Hosts {
-		agents = append(agents, startAgent(t, h, vxlan.CrossSubnet, fams, msgs))
+		agents = append(agents, startAgent(t, h, true, fams, msgs))
 	}
 	routes, err := h1.NS.Exec(ctx, "ip", "route", "show", "proto", "78")
 	require.NoError(t, err)
@@ -479,7 +480,7 @@ func TestKernelOwnBlockBlackholeConflict(t *testing.T) {
 			var logs strings.Builder
 			tbl, err := routetable.New(routetable.Options{Kernel: k, Family: fam, Table: kernel.TableMain})
 			require.NoError(t, err)
-			m, err := vxlan.New(vxlan.Options{Family: fam, NodeName: nodeName(1), Kernel: k, Routes: tbl,
+			m, err := overlay.New(overlay.Options{Family: fam, NodeName: nodeName(1), Kernel: k, Routes: tbl, Encap: overlay.VXLAN{},
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			require.NoError(t, err)
 			for _, n := range []int{1, 2} {

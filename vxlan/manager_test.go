@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/internal/overlay/overlaytest"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
 
@@ -42,7 +41,7 @@ func TestThreeNodesAlways(t *testing.T) {
 func TestInputSequences(t *testing.T) {
 	bothFamilies(t, func(t *testing.T, fam vxlan.Family) {
 		w := newWorld(t, fam, nil)
-		dev := func() string { return w.m.Driver().Device() }
+		dev := func() string { return w.m.Device() }
 		tunnelRoute := func(n int) string {
 			mtu := 1450
 			if fam == vxlan.IPv6 {
@@ -126,7 +125,3 @@ func TestInputSequences(t *testing.T) {
 		require.Zero(t, w.ns.Writes(), w.ns.Dump())
 	})
 }
-
-// TestMode: a Mode is the shared route calculation's mode, value for
-// value (the Manager converts it), and names itself.
-func TestMode(t *testing.T) { overlaytest.CheckModes(t, vxlan.Always, vxlan.CrossSubnet, vxlan.Never) }

@@ -4,9 +4,7 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/nodeplane/nodeplane/internal/overlay"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/routetable"
 )
 
 // Family is an IP family: ipfamily.Family, shared by every nodeplane
@@ -18,27 +16,6 @@ const (
 	IPv4 = ipfamily.IPv4
 	IPv6 = ipfamily.IPv6
 )
-
-// Mode says how a Manager routes remote blocks.
-type Mode uint8
-
-const (
-	// Always routes every remote block through the VXLAN device: via the
-	// owner's tunnel address, onlink. It is the zero value.
-	Always Mode = iota
-	// CrossSubnet routes the blocks of nodes on one of this host's
-	// subnets directly, via the node's underlay address on that subnet's
-	// interface, and the others through the VXLAN device. A node moving
-	// between subnets switches its routes in one replace each.
-	CrossSubnet
-	// Never encapsulates nothing: no device; the blocks of nodes on one
-	// of this host's subnets are routed directly and the others not at all
-	// (direct routing on a flat L2 network).
-	Never
-)
-
-// String returns "always", "cross-subnet" or "never".
-func (m Mode) String() string { return overlay.Mode(m).OptionName() }
 
 // Device is the VXLAN device a Driver keeps: one per family.
 type Device struct {
@@ -74,19 +51,3 @@ type Remote struct {
 	// Underlay is the remote node's underlay address.
 	Underlay netip.Addr
 }
-
-// Classes are the route classes a Manager declares its routes under (see
-// routetable.RouteClass); give each producer sharing a Table its own. The
-// zero value means DefaultClasses.
-type Classes struct {
-	// Tunnel is the class of remote blocks through the device.
-	Tunnel routetable.RouteClass
-	// Direct is the class of remote blocks routed directly.
-	Direct routetable.RouteClass
-	// Blackhole is the class of the blackholes of this node's blocks.
-	Blackhole routetable.RouteClass
-}
-
-// DefaultClasses are the classes of a Manager whose Options.Classes is
-// zero.
-var DefaultClasses = Classes{Tunnel: 40, Direct: 41, Blackhole: 190}

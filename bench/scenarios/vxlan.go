@@ -21,6 +21,7 @@ import (
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
 	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/overlay"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
@@ -41,7 +42,7 @@ import (
 //     `ip neigh replace` and one `bridge fdb replace` exec per VTEP (capped
 //     at 1k).
 //   - vxlan/add-one/N: with N nodes (VTEP and block each) in sync in a
-//     vxlan.Manager, its Driver and a main-table routetable.Table, one more
+//     VXLAN overlay.Manager, its vxlan Driver and a main-table routetable.Table, one more
 //     node and block arrive and one pass applies them (CompleteDeferredWork,
 //     the Driver's Apply, the Table's Apply; no ip set, whose cost is the
 //     ipsets driver's). Compare ours across sizes; the floor is the three
@@ -238,12 +239,13 @@ func vxlanEntries(n int) harness.Scenario {
 	return harness.Scenario{Name: "vxlan/entries/" + strconv.Itoa(n), Size: n, Note: note, Variants: vs}
 }
 
-// vxStack is a Manager with its Driver and route Table on a trial's
-// namespace.
+// vxStack is a VXLAN overlay Manager with its Driver and route Table on a
+// trial's namespace.
 type vxStack struct {
 	k   *kernel.Namespace
 	tbl *routetable.Table
-	m   *vxlan.Manager
+	m   *overlay.Manager
+	d   *vxlan.Driver // m's
 }
 
 // vxLoad applies n nodes with a new stack.
@@ -255,7 +257,11 @@ func vxLoad(ctx context.Context, env *harness.Env, n int) (*vxStack, error) {
 	st := &vxStack{k: k}
 	st.tbl, err = routetable.New(routetable.Options{Kernel: k, Family: routetable.IPv4, Table: kernel.TableMain})
 	if err == nil {
-		st.m, err = vxlan.New(vxlan.Options{Family: vxlan.IPv4, NodeName: "local", Kernel: k, Routes: st.tbl, Device: vxDev})
+		st.m, err = overlay.New(overlay.Options{Family: vxlan.IPv4, NodeName: "local", Kernel: k, Routes: st.tbl,
+			Encap: overlay.VXLAN{Device: vxDev}})
+	}
+	if err == nil {
+		st.d = st.m.Driver().(*vxlan.Driver)
 	}
 	if err != nil {
 		k.Close()
@@ -317,12 +323,12 @@ func vxlanAddOne(n int) harness.Scenario {
 		Note: "one node (VTEP and block) added with " + strconv.Itoa(n) + " in sync, applied in one pass; compare ours across sizes (the floor is the three netlink calls it needs)",
 		Variants: []harness.Variant{
 			{
-				Name: "vxlan Manager + Driver + Table", Role: harness.Ours,
+				Name: "overlay Manager + vxlan Driver + Table", Role: harness.Ours,
 				Setup: vxLoaded(n, true),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*vxStack)
 					defer st.k.Close()
-					before, routesBefore := st.m.Stats().Driver, st.tbl.Counters().RouteWrites
+					before, routesBefore := st.d.Stats(), st.tbl.Counters().RouteWrites
 					st.addNode(n)
 					t0 := time.Now()
 					if err := st.m.CompleteDeferredWork(ctx); err != nil {
@@ -337,7 +343,7 @@ func vxlanAddOne(n int) harness.Scenario {
 					}
 					env.Report("l2-us", float64(t1.Sub(t0).Microseconds()))
 					env.Report("routes-us", float64(time.Since(t1).Microseconds()))
-					after := st.m.Stats().Driver
+					after := st.d.Stats()
 					env.Report("entry-writes", float64(after.NeighborWrites+after.FDBWrites-before.NeighborWrites-before.FDBWrites))
 					env.Report("route-writes", float64(st.tbl.Counters().RouteWrites-routesBefore))
 					return nil
@@ -367,7 +373,7 @@ func vxlanHeap(n int) harness.Scenario {
 		Size: n,
 		Note: "heapB/node: heap kept by a Manager, its Driver and the route Table per applied node (VTEP and block); times include two forced GCs",
 		Variants: []harness.Variant{{
-			Name: "vxlan Manager + Driver + Table", Role: harness.Ours,
+			Name: "overlay Manager + vxlan Driver + Table", Role: harness.Ours,
 			Setup: func(ctx context.Context, env *harness.Env) error {
 				_, err := vxSetup(ctx, env)
 				return err

@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +43,6 @@ import (
 	"github.com/nodeplane/nodeplane/idalloc"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipip"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -53,10 +51,10 @@ import (
 	"github.com/nodeplane/nodeplane/mtu"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
+	"github.com/nodeplane/nodeplane/overlay"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/serviceloop"
 	"github.com/nodeplane/nodeplane/sysctls"
-	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
@@ -164,7 +162,7 @@ type Config struct {
 	// default it is dropped.
 	WireGuardFailOpen bool
 	// NoBlackholes gives this node's pod blocks no blackhole route
-	// (vxlan.Options.NoBlackholes, ipip.Options.NoBlackholes).
+	// (overlay.Options.NoBlackholes).
 	NoBlackholes bool
 	// NoMasquerade turns pod egress masquerade off (the pools' Masquerade
 	// flags then do nothing); off, the agent removes its rules.
@@ -288,21 +286,13 @@ func (c *Config) wgInterface(fam ipfamily.Family) string {
 	return c.WireGuardInterface
 }
 
-// overlayManager is what the vxlan and ipip managers have in common.
-type overlayManager interface {
-	dataplane.Manager
-	OnLinkUpdate(ifacemonitor.LinkUpdate)
-	OnAddrs(name string, addrs []netip.Prefix)
-}
-
 // plane is the assembled dataplane: the loop and what the monitors feed.
 type plane struct {
-	loop     *dataplane.Loop
-	tables   map[ipfamily.Family]*routetable.Table
-	overlays []overlayManager
-	wg       []*wireguard.Manager
-	wgTable  uint32
-	devices  map[string]string // device name → kind, for the status
+	loop    *dataplane.Loop
+	tables  map[ipfamily.Family]*routetable.Table
+	wg      []*wireguard.Manager
+	wgTable uint32
+	devices map[string]string // device name → kind, for the status
 	// netfilter is the backend of the masquerade rules (resolved: never
 	// NetfilterAuto; empty for a cleanup).
 	netfilter Netfilter
@@ -310,6 +300,9 @@ type plane struct {
 	nftTables []*nftables.Table
 	// proxy is the BPF service proxy, nil when off.
 	proxy *proxy.Proxy
+	// overlays are the overlay managers, one per family (a plan runs
+	// their deferred work after its standby pass).
+	overlays []*overlay.Manager
 }
 
 // close releases the nftables Tables' sockets and the proxy's file
@@ -462,41 +455,32 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		if err != nil {
 			return nil, err
 		}
-		// The overlay.
-		var ov overlayManager
-		var ovDriver dataplane.Driver
+		// The overlay: VXLAN (removing only its device on a cleanup or
+		// beside IPIP), IPIP (IPv4), or none for direct routing.
+		oo := overlay.Options{Family: fam, NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Sets: sets,
+			Encap:       overlay.VXLAN{VNI: cfg.VXLANVNI, Port: cfg.VXLANPort},
+			CrossSubnet: cfg.Overlay == OverlayVXLANCrossSubnet || cfg.Overlay == OverlayIPIPCrossSubnet,
+			Disabled:    cleanup || cfg.ipip(), NoBlackholes: cfg.NoBlackholes}
 		switch {
 		case cfg.ipip() && fam == ipfamily.IPv4 && !cleanup:
-			mode := ipip.Always
-			if cfg.Overlay == OverlayIPIPCrossSubnet {
-				mode = ipip.CrossSubnet
-			}
-			m, err := ipip.New(ipip.Options{NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Mode: mode, Sets: sets,
-				NoBlackholes: cfg.NoBlackholes, Logger: log.With("component", "ipip")})
-			if err != nil {
-				return nil, err
-			}
-			ov, ovDriver = m, m.Driver()
-			p.devices[ipip.DefaultDevice] = "ipip"
-		default:
-			mode := vxlan.Always
-			switch cfg.Overlay {
-			case OverlayVXLANCrossSubnet:
-				mode = vxlan.CrossSubnet
-			case OverlayDirect:
-				mode = vxlan.Never
-			}
-			m, err := vxlan.New(vxlan.Options{Family: fam, NodeName: cfg.NodeName, Kernel: ns, Routes: tbl, Sets: sets,
-				Mode: mode, VNI: cfg.VXLANVNI, Port: cfg.VXLANPort, Disabled: cleanup || cfg.ipip(), NoBlackholes: cfg.NoBlackholes,
-				Logger: log.With("component", "vxlan", "family", fam.String())})
-			if err != nil {
-				return nil, err
-			}
-			ov, ovDriver = m, m.Driver()
-			p.devices[m.Driver().Device()] = "vxlan"
+			oo.Encap, oo.Disabled = overlay.IPIP{}, false
+		case cfg.Overlay == OverlayDirect && !cleanup:
+			oo.Encap = overlay.None{}
+		}
+		oo.Logger = log.With("component", oo.Encap.String(), "family", fam.String())
+		ov, err := overlay.New(oo)
+		if err != nil {
+			return nil, err
 		}
 		p.overlays = append(p.overlays, ov)
-		if err := add(ov, ovDriver, sets); err != nil {
+		if dev := ov.Device(); dev != "" {
+			p.devices[dev] = oo.Encap.String()
+		}
+		ovDrivers := []dataplane.Driver{sets}
+		if d := ov.Driver(); d != nil { // none without encapsulation
+			ovDrivers = append([]dataplane.Driver{d}, ovDrivers...)
+		}
+		if err := add(ov, ovDrivers...); err != nil {
 			return nil, err
 		}
 		// The local pods: their routes (through the table), static
@@ -765,25 +749,15 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	}
 	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, Logger: log.With("component", "ifacemonitor"),
 		// The loop hands link and address updates to every manager and
-		// driver that observes interfaces (the route tables, the BPF
-		// proxy).
+		// driver that observes interfaces (the route tables, the overlay
+		// managers, the BPF proxy).
 		OnLinkState: func(u ifacemonitor.LinkUpdate) {
 			loop.OnLink(u.Link(), u.State)
-			// Until the overlay managers are dataplane.InterfaceObservers
-			// (issue 21, section 2), they take the monitor's updates here.
-			for _, o := range a.plane.overlays {
-				o.OnLinkUpdate(u)
-			}
 			if det.Matches(u.Name) {
 				mtuMon.Trigger()
 			}
 		},
-		OnAddrs: func(name string, addrs []netip.Prefix) {
-			loop.OnAddrs(name, addrs)
-			for _, o := range a.plane.overlays {
-				o.OnAddrs(name, addrs)
-			}
-		},
+		OnAddrs: loop.OnAddrs,
 		// Routes too: a route of ours someone deletes is written again at
 		// once, not at the next resync.
 		WatchRoutes: true,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"regexp"
 	"sync"
 
@@ -72,19 +71,9 @@ func Plan(ctx context.Context, cfg Config) ([]dataplane.Plan, error) {
 	}
 	loop.DatastoreInSync()
 	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, Logger: cfg.Logger.With("component", "ifacemonitor"),
-		OnLinkState: func(u ifacemonitor.LinkUpdate) {
-			loop.OnLink(u.Link(), u.State)
-			for _, o := range p.overlays {
-				o.OnLinkUpdate(u)
-			}
-		},
-		OnAddrs: func(name string, addrs []netip.Prefix) {
-			loop.OnAddrs(name, addrs)
-			for _, o := range p.overlays {
-				o.OnAddrs(name, addrs)
-			}
-		},
-		OnInSync: loop.InterfacesInSync,
+		OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
+		OnAddrs:     loop.OnAddrs,
+		OnInSync:    loop.InterfacesInSync,
 	})
 	if err != nil {
 		return nil, err

@@ -32,7 +32,15 @@ func (e Environment) String() string { return e.name }
 // in two ways, each its own check: "kernelfake", the namespace's own
 // vocabulary (Fail on every netlink write, the iptables and ipset fakes'
 // FailNext on restores and destroys), and "recorder" (Recorder.FailWrites).
-var Fake = Environment{name: "fake", open: openFake, injectors: []string{injectKernelfake, injectRecorder}}
+var Fake = FakeWith(kernelfake.Options{Name: "drivertest"})
+
+// FakeWith is Fake on namespaces made with o: to model a kernel other than
+// kernelfake's default, such as one with a module the running kernel
+// lacks (o.Kinds with kernel.KindIPIP).
+func FakeWith(o kernelfake.Options) Environment {
+	return Environment{name: "fake", injectors: []string{injectKernelfake, injectRecorder},
+		open: func(t testing.TB, _ []string) *env { return openFake(t, o) }}
+}
 
 // The names of the ways to inject failures.
 const (
@@ -67,8 +75,8 @@ var netlinkWrites = []kernelfake.Op{
 	kernelfake.OpSetSysctl, kernelfake.OpDeleteConntrack,
 }
 
-func openFake(t testing.TB, _ []string) *env {
-	ns := kernelfake.New(kernelfake.Options{Name: "drivertest"})
+func openFake(t testing.TB, o kernelfake.Options) *env {
+	ns := kernelfake.New(o)
 	e := &env{rec: Record(ns), admin: ns.Admin(), clock: clock.NewFake(t0)}
 	e.arm = func(injector string, n int) {
 		switch injector {

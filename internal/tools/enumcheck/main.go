@@ -236,8 +236,7 @@ func errorField(named *types.Named) string {
 // inputs are the structs whose error fields are not reports but inputs: a
 // sentinel that the errors they make wrap. They are never marshaled.
 var inputs = map[string]string{
-	"github.com/nodeplane/nodeplane/internal/managerutil.Check":      "Sentinel is what the problems it finds wrap",
-	"github.com/nodeplane/nodeplane/internal/overlay.ManagerOptions": "ErrInvalidOptions is what the manager's validation errors wrap",
+	"github.com/nodeplane/nodeplane/internal/managerutil.Check": "Sentinel is what the problems it finds wrap",
 }
 
 // isError says whether named or a pointer to it is an error.

@@ -59,13 +59,13 @@ var layers = []layer{
 		"ipsets", "iptables", "nftables", "routetable", "routerule", "sysctls", "bpf/maps",
 	}},
 	{name: "managers", pkgs: []string{
-		"overlay", "internal/overlay", "vxlan", "ipip", "wireguard",
+		"overlay", "vxlan", "ipip", "internal/tunnel", "wireguard",
 		"endpoints", "masquerade", "hostips", "floatingips", "serviceloop", "bpf/proxy",
 	}},
 	{name: "test kit", testKit: true, pkgs: []string{
 		"internal/testkit",
 		"internal/textform/textformtest",
-		"overlay/overlaytest", "internal/overlay/overlaytest",
+		"overlay/overlaytest",
 	}},
 	// bench is a measuring program, built on the test kit's namespaces and
 	// timers; it is no part of the library.
@@ -95,11 +95,6 @@ var known = []exception{
 	// the set types in netfilter replace it.
 	{from: "nftables", to: "iptables", by: "section 3, netfilter core (r21/nfcore)"},
 	{from: "nftables", to: "ipsets", by: "section 3, netfilter core (r21/nfcore)"},
-	// Managers that watch interfaces themselves instead of through the
-	// loop's observer interface.
-	{from: "vxlan", to: "ifacemonitor", by: "sections 1/2, overlay (r21/overlay)"},
-	{from: "ipip", to: "ifacemonitor", by: "sections 1/2, overlay (r21/overlay)"},
-	{from: "internal/overlay", to: "ifacemonitor", by: "sections 1/2, overlay (r21/overlay)"},
 }
 
 // exception is one known import that points back up.

@@ -6,8 +6,8 @@ import (
 	"github.com/nodeplane/nodeplane/ipsets"
 )
 
-// SetSink is where the node-address set is declared: an ipsets.Sets.
-type SetSink interface {
+// setSink is where the node-address set is declared: an ipsets.Sets.
+type setSink interface {
 	// AddOrReplaceSet declares the whole set.
 	AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error
 	// AddMembers declares more members.
@@ -16,12 +16,12 @@ type SetSink interface {
 	RemoveMembers(name string, members []ipsets.Member) error
 }
 
-// Members keeps one hash:net set equal to the node underlay addresses plus
+// memberSet keeps one hash:net set equal to the node underlay addresses plus
 // fixed extra prefixes, declaring only the changes after the first Flush.
 // A member wanted twice (two nodes with one address, or an address that is
 // also an extra prefix) stays until neither wants it.
-type Members struct {
-	sink    SetSink
+type memberSet struct {
+	sink    setSink
 	name    string
 	refs    map[ipsets.Member]int
 	add     map[ipsets.Member]struct{}
@@ -29,10 +29,10 @@ type Members struct {
 	created bool
 }
 
-// NewMembers returns the set name on sink holding extra. A nil sink makes
+// newMemberSet returns the set name on sink holding extra. A nil sink makes
 // every method a no-op.
-func NewMembers(sink SetSink, name string, extra []netip.Prefix) *Members {
-	m := &Members{sink: sink, name: name, refs: map[ipsets.Member]int{}, add: map[ipsets.Member]struct{}{}, del: map[ipsets.Member]struct{}{}}
+func newMemberSet(sink setSink, name string, extra []netip.Prefix) *memberSet {
+	m := &memberSet{sink: sink, name: name, refs: map[ipsets.Member]int{}, add: map[ipsets.Member]struct{}{}, del: map[ipsets.Member]struct{}{}}
 	for _, p := range extra {
 		m.ref(ipsets.NetMember(p), 1)
 	}
@@ -40,20 +40,20 @@ func NewMembers(sink SetSink, name string, extra []netip.Prefix) *Members {
 }
 
 // Add counts one more want of addr.
-func (m *Members) Add(addr netip.Addr) {
+func (m *memberSet) Add(addr netip.Addr) {
 	if addr.IsValid() {
 		m.ref(ipsets.IPMember(addr), 1)
 	}
 }
 
 // Remove counts one want of addr less.
-func (m *Members) Remove(addr netip.Addr) {
+func (m *memberSet) Remove(addr netip.Addr) {
 	if addr.IsValid() {
 		m.ref(ipsets.IPMember(addr), -1)
 	}
 }
 
-func (m *Members) ref(mem ipsets.Member, d int) {
+func (m *memberSet) ref(mem ipsets.Member, d int) {
 	if m == nil || m.sink == nil {
 		return
 	}
@@ -79,7 +79,7 @@ func (m *Members) ref(mem ipsets.Member, d int) {
 }
 
 // Len returns the number of members.
-func (m *Members) Len() int {
+func (m *memberSet) Len() int {
 	if m == nil {
 		return 0
 	}
@@ -87,7 +87,7 @@ func (m *Members) Len() int {
 }
 
 // Flush declares the set (whole, the first time) and then its changes.
-func (m *Members) Flush() error {
+func (m *memberSet) Flush() error {
 	if m == nil || m.sink == nil {
 		return nil
 	}
@@ -100,7 +100,7 @@ func (m *Members) Flush() error {
 			return err
 		}
 		m.created = true
-		m.add, m.del = map[ipsets.Member]struct{}{}, map[ipsets.Member]struct{}{} // fresh: see Routes.Flush
+		m.add, m.del = map[ipsets.Member]struct{}{}, map[ipsets.Member]struct{}{} // fresh: see routeCalc.Flush
 		return nil
 	}
 	if len(m.add) > 0 {

@@ -1,9 +1,11 @@
-// Package overlaytest holds test helpers of the overlay managers (vxlan,
-// ipip): a kernel wrapper that counts and logs the writes a manager and its
-// drivers make, so a test can prove that a restarted agent writes nothing
-// and that a node moving between subnets costs one route replace; the fake
-// host of their unit tests; and one apply pass of a manager's stack, run
-// until it converges on a fake clock.
+// Package overlaytest holds test helpers of the overlay (package overlay
+// and its device drivers, vxlan and ipip): a kernel wrapper that counts and
+// logs the writes a manager and its drivers make, so a test can prove that
+// a restarted agent writes nothing and that a node moving between subnets
+// costs one route replace; the fake host of their unit tests; one apply
+// pass of a manager's stack, run until it converges on a fake clock; and
+// the Subject of the driver conformance suite for an overlay of every
+// encapsulation (Conformance, Stack).
 package overlaytest
 
 import (

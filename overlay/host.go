@@ -11,15 +11,15 @@ import (
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// HostKernel is what reading the host view needs: its links and addresses.
-type HostKernel interface {
+// hostKernel is what reading the host view needs: its links and addresses.
+type hostKernel interface {
 	kernel.Links
 	kernel.Addrs
 }
 
-// Subnet is one connected subnet of the host: a prefix (masked) that an
+// subnet is one connected subnet of the host: a prefix (masked) that an
 // interface's address implies.
-type Subnet struct {
+type subnet struct {
 	// Prefix is the network, host bits cleared.
 	Prefix netip.Prefix
 	// Iface and Index name the interface that holds it.
@@ -27,19 +27,19 @@ type Subnet struct {
 	Index int
 }
 
-// Host is the host's view of one family: its links, the addresses of the
-// family and the subnets they imply. A Host is immutable once read.
-type Host struct {
+// hostView is the host's view of one family: its links, the addresses of the
+// family and the subnets they imply. A hostView is immutable once read.
+type hostView struct {
 	family  ipfamily.Family
 	links   map[int]kernel.Link
 	byName  map[string]int
 	addrs   []kernel.Addr
-	subnets []Subnet
+	subnets []subnet
 }
 
-// ReadHost lists the links and the addresses of family. Interfaces for
+// readHost lists the links and the addresses of family. Interfaces for
 // which skip returns true (the tunnel device itself) hold no subnet.
-func ReadHost(ctx context.Context, k HostKernel, family ipfamily.Family, skip func(name string) bool) (*Host, error) {
+func readHost(ctx context.Context, k hostKernel, family ipfamily.Family, skip func(name string) bool) (*hostView, error) {
 	links, err := k.Links(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
@@ -48,12 +48,12 @@ func ReadHost(ctx context.Context, k HostKernel, family ipfamily.Family, skip fu
 	if err != nil {
 		return nil, fmt.Errorf("list %s addresses: %w", family, err)
 	}
-	return NewHost(family, links, addrs, skip), nil
+	return newHost(family, links, addrs, skip), nil
 }
 
-// NewHost builds a Host from listings (see ReadHost).
-func NewHost(family ipfamily.Family, links []kernel.Link, addrs []kernel.Addr, skip func(name string) bool) *Host {
-	h := &Host{family: family, links: make(map[int]kernel.Link, len(links)), byName: make(map[string]int, len(links))}
+// newHost builds a hostView from listings (see readHost).
+func newHost(family ipfamily.Family, links []kernel.Link, addrs []kernel.Addr, skip func(name string) bool) *hostView {
+	h := &hostView{family: family, links: make(map[int]kernel.Link, len(links)), byName: make(map[string]int, len(links))}
 	for _, l := range links {
 		h.links[l.Index] = l
 		h.byName[l.Name] = l.Index
@@ -69,11 +69,11 @@ func NewHost(family ipfamily.Family, links []kernel.Link, addrs []kernel.Addr, s
 			(skip != nil && skip(l.Name)) {
 			continue
 		}
-		h.subnets = append(h.subnets, Subnet{Prefix: p, Iface: l.Name, Index: l.Index})
+		h.subnets = append(h.subnets, subnet{Prefix: p, Iface: l.Name, Index: l.Index})
 	}
 	// Longest prefix first, then lowest index: the interface a direct route
 	// leaves through is chosen the same way on every read.
-	slices.SortFunc(h.subnets, func(a, b Subnet) int {
+	slices.SortFunc(h.subnets, func(a, b subnet) int {
 		if c := cmp.Compare(b.Prefix.Bits(), a.Prefix.Bits()); c != 0 {
 			return c
 		}
@@ -82,43 +82,43 @@ func NewHost(family ipfamily.Family, links []kernel.Link, addrs []kernel.Addr, s
 		}
 		return a.Prefix.Addr().Compare(b.Prefix.Addr())
 	})
-	h.subnets = slices.CompactFunc(h.subnets, func(a, b Subnet) bool { return a == b })
+	h.subnets = slices.CompactFunc(h.subnets, func(a, b subnet) bool { return a == b })
 	return h
 }
 
-// Family returns the family the Host was read for.
-func (h *Host) Family() ipfamily.Family { return h.family }
+// Family returns the family the hostView was read for.
+func (h *hostView) Family() ipfamily.Family { return h.family }
 
 // SubnetOf returns the interface whose subnet contains ip (the longest such
 // prefix), or false when ip is on no connected subnet.
-func (h *Host) SubnetOf(ip netip.Addr) (Subnet, bool) {
+func (h *hostView) SubnetOf(ip netip.Addr) (subnet, bool) {
 	if h == nil || !ip.IsValid() {
-		return Subnet{}, false
+		return subnet{}, false
 	}
 	for _, s := range h.subnets {
 		if s.Prefix.Contains(ip) {
 			return s, true
 		}
 	}
-	return Subnet{}, false
+	return subnet{}, false
 }
 
 // Holding returns the connected subnet that holds p (the longest subnet
 // that contains p or equals it), or false when none does.
-func (h *Host) Holding(p netip.Prefix) (Subnet, bool) {
+func (h *hostView) Holding(p netip.Prefix) (subnet, bool) {
 	if h == nil || !p.IsValid() {
-		return Subnet{}, false
+		return subnet{}, false
 	}
 	for _, s := range h.subnets {
 		if s.Prefix.Bits() <= p.Bits() && s.Prefix.Contains(p.Addr()) {
 			return s, true
 		}
 	}
-	return Subnet{}, false
+	return subnet{}, false
 }
 
 // Holder returns the link that holds ip as one of its addresses.
-func (h *Host) Holder(ip netip.Addr) (kernel.Link, bool) {
+func (h *hostView) Holder(ip netip.Addr) (kernel.Link, bool) {
 	if h == nil || !ip.IsValid() {
 		return kernel.Link{}, false
 	}
@@ -132,7 +132,7 @@ func (h *Host) Holder(ip netip.Addr) (kernel.Link, bool) {
 }
 
 // Link returns the link called name.
-func (h *Host) Link(name string) (kernel.Link, bool) {
+func (h *hostView) Link(name string) (kernel.Link, bool) {
 	if h == nil {
 		return kernel.Link{}, false
 	}
@@ -144,7 +144,7 @@ func (h *Host) Link(name string) (kernel.Link, bool) {
 }
 
 // Subnets returns the host's subnets, longest prefix first.
-func (h *Host) Subnets() []Subnet {
+func (h *hostView) Subnets() []subnet {
 	if h == nil {
 		return nil
 	}
@@ -153,18 +153,18 @@ func (h *Host) Subnets() []Subnet {
 
 // SameSubnets reports whether h and o have the same subnets on the same
 // interfaces, so that no same-subnet decision can differ between them.
-func (h *Host) SameSubnets(o *Host) bool {
+func (h *hostView) SameSubnets(o *hostView) bool {
 	if h == nil || o == nil {
 		return h == o
 	}
 	return slices.Equal(h.subnets, o.subnets)
 }
 
-// IfaceSubnets returns the subnets the prefixes imply, as NewHost computes
+// ifaceSubnets returns the subnets the prefixes imply, as newHost computes
 // them for one interface (full-length, link-local and loopback prefixes
 // imply none), sorted: to compare an interface's reported addresses with a
-// Host.
-func IfaceSubnets(family ipfamily.Family, prefixes []netip.Prefix) []netip.Prefix {
+// hostView.
+func ifaceSubnets(family ipfamily.Family, prefixes []netip.Prefix) []netip.Prefix {
 	var out []netip.Prefix
 	for _, p := range prefixes {
 		if !family.ContainsPrefix(p) {
@@ -181,8 +181,8 @@ func IfaceSubnets(family ipfamily.Family, prefixes []netip.Prefix) []netip.Prefi
 }
 
 // SubnetsOf returns the subnets of the interface called name, sorted as
-// IfaceSubnets sorts them.
-func (h *Host) SubnetsOf(name string) []netip.Prefix {
+// ifaceSubnets sorts them.
+func (h *hostView) SubnetsOf(name string) []netip.Prefix {
 	if h == nil {
 		return nil
 	}

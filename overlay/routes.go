@@ -9,63 +9,44 @@ import (
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
-// Mode says how remote blocks are routed. The managers' own Mode types
-// (vxlan.Mode, ipip.Mode) convert to it value for value: Always is Tunnel,
-// CrossSubnet is CrossSubnet, Never is Direct.
-type Mode uint8
+// routeMode says how remote blocks are routed: New derives it from
+// Options.Encap and Options.CrossSubnet.
+type routeMode uint8
 
 const (
-	// Tunnel routes every remote block through the tunnel device.
-	Tunnel Mode = iota
-	// CrossSubnet routes the blocks of nodes on one of the host's subnets
+	// modeTunnel routes every remote block through the tunnel device.
+	modeTunnel routeMode = iota
+	// modeCrossSubnet routes the blocks of nodes on one of the host's subnets
 	// directly (via the node's underlay address on that subnet's
 	// interface) and the others through the tunnel.
-	CrossSubnet
-	// Direct routes the blocks of nodes on one of the host's subnets
+	modeCrossSubnet
+	// modeDirect routes the blocks of nodes on one of the host's subnets
 	// directly and the others not at all: a flat network without a
 	// tunnel.
-	Direct
+	modeDirect
 )
 
 // String returns "tunnel", "cross-subnet" or "direct".
-func (m Mode) String() string { return m.name("tunnel", "cross-subnet", "direct") }
-
-// Valid reports whether m is Tunnel, CrossSubnet or Direct.
-func (m Mode) Valid() bool { return m <= Direct }
-
-// OptionName returns the name the managers' Mode types give m: "always",
-// "cross-subnet" or "never" (Mode(n) for another value).
-func (m Mode) OptionName() string { return m.name("always", "cross-subnet", "never") }
+func (m routeMode) String() string { return m.name("tunnel", "cross-subnet", "direct") }
 
 // name returns the name of m among names, one per mode in order.
-func (m Mode) name(names ...string) string {
+func (m routeMode) name(names ...string) string {
 	if int(m) < len(names) {
 		return names[m]
 	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
+	return fmt.Sprintf("routeMode(%d)", uint8(m))
 }
 
-// Classes are the route classes a manager declares its routes under.
-type Classes struct {
-	// Tunnel is the class of remote blocks through the tunnel device.
-	Tunnel routetable.RouteClass
-	// Direct is the class of remote blocks via a same-subnet node's
-	// underlay address.
-	Direct routetable.RouteClass
-	// Blackhole is the class of the blackholes of the node's own blocks.
-	Blackhole routetable.RouteClass
-}
-
-// RouteSink is where routes are declared: a *routetable.Table.
-type RouteSink interface {
+// routeSink is where routes are declared: a *routetable.Table.
+type routeSink interface {
 	// RouteUpdate declares one route of a (class, interface) pair.
 	RouteUpdate(class routetable.RouteClass, iface string, target routetable.Target) error
 	// RouteRemove withdraws one route of a (class, interface) pair.
 	RouteRemove(class routetable.RouteClass, iface string, key routetable.RouteKey) error
 }
 
-// Node is what the route calculation knows of a node.
-type Node struct {
+// nodeInfo is what the route calculation knows of a node.
+type nodeInfo struct {
 	// Underlay is the node's underlay address of the family; invalid when
 	// unknown.
 	Underlay netip.Addr
@@ -76,27 +57,27 @@ type Node struct {
 	Gateway netip.Addr
 }
 
-// RouteKind is how one block is routed.
-type RouteKind uint8
+// routeKind is how one block is routed.
+type routeKind uint8
 
 const (
-	// NoRoute: the block has no route (its node is unknown, or neither
+	// kindNone: the block has no route (its node is unknown, or neither
 	// direct nor tunnel routing can reach it).
-	NoRoute RouteKind = iota
-	// TunnelRoute: via the node's gateway, onlink, on the tunnel device.
-	TunnelRoute
-	// DirectRoute: via the node's underlay address on the interface of its
+	kindNone routeKind = iota
+	// kindTunnel: via the node's gateway, onlink, on the tunnel device.
+	kindTunnel
+	// kindDirect: via the node's underlay address on the interface of its
 	// subnet.
-	DirectRoute
+	kindDirect
 	// Blackhole: the node's own block.
-	Blackhole
+	kindBlackhole
 )
 
 // decl is one declared route, kept small (no routetable.Target: the
 // target is rebuilt from it): the block is its map key, the interface
 // name is shared (the device's, a subnet's, InterfaceNone).
 type decl struct {
-	kind    RouteKind
+	kind    routeKind
 	class   routetable.RouteClass
 	mtu     uint32
 	iface   string
@@ -106,15 +87,15 @@ type decl struct {
 // target returns the routetable.Target of block.
 func (d decl) target(block netip.Prefix) routetable.Target {
 	switch d.kind {
-	case Blackhole:
+	case kindBlackhole:
 		return routetable.Target{CIDR: block, Type: routetable.TargetBlackhole}
-	case TunnelRoute:
+	case kindTunnel:
 		return routetable.Target{CIDR: block, Type: routetable.TargetOnlink, Gateway: d.gateway, MTU: d.mtu}
 	}
 	return routetable.Target{CIDR: block, Gateway: d.gateway}
 }
 
-// Routes computes the routes of blocks and declares them on a RouteSink,
+// routeCalc computes the routes of blocks and declares them on a routeSink,
 // incrementally: only blocks whose node, owner, subnet or tunnel changed
 // are looked at again on Flush.
 //
@@ -124,19 +105,19 @@ func (d decl) target(block netip.Prefix) routetable.Target {
 // then holds the block's key, or a blackhole more specific than it would
 // swallow the local pods' traffic. Such a block gets no route and is a
 // conflict, reported once (Conflicts, NewConflicts) until the host changes.
-type Routes struct {
-	sink         RouteSink
+type routeCalc struct {
+	sink         routeSink
 	classes      Classes
-	mode         Mode
+	mode         routeMode
 	local        string
 	device       string
 	noBlackholes bool
 
-	host      *Host
+	host      *hostView
 	tunnelOK  bool
 	tunnelMTU uint32
 
-	nodes    map[string]Node
+	nodes    map[string]nodeInfo
 	blocks   map[netip.Prefix]string
 	byNode   map[string][]netip.Prefix
 	declared map[netip.Prefix]decl
@@ -147,27 +128,27 @@ type Routes struct {
 	// conflicts are this node's blocks held by a connected subnet, with
 	// the subnet that holds each; fresh those found since the last
 	// NewConflicts.
-	conflicts map[netip.Prefix]Subnet
-	fresh     []BlockConflict
+	conflicts map[netip.Prefix]subnet
+	fresh     []blockConflict
 }
 
-// BlockConflict is a block of this node that a connected subnet of a host
+// blockConflict is a block of this node that a connected subnet of a host
 // interface holds, so that it gets no blackhole.
-type BlockConflict struct {
-	// Block is the block; Subnet the connected subnet that holds it, on
+type blockConflict struct {
+	// Block is the block; subnet the connected subnet that holds it, on
 	// the interface Iface.
 	Block, Subnet netip.Prefix
 	Iface         string
 }
 
-// NewRoutes returns a route calculation for the node called local, whose
+// newRouteCalc returns a route calculation for the node called local, whose
 // tunnel device is device, declaring on sink; noBlackholes gives this
 // node's blocks no blackhole.
-func NewRoutes(sink RouteSink, classes Classes, mode Mode, local, device string, noBlackholes bool) *Routes {
-	return &Routes{
+func newRouteCalc(sink routeSink, classes Classes, mode routeMode, local, device string, noBlackholes bool) *routeCalc {
+	return &routeCalc{
 		sink: sink, classes: classes, mode: mode, local: local, device: device, noBlackholes: noBlackholes,
-		conflicts: map[netip.Prefix]Subnet{},
-		nodes:     map[string]Node{},
+		conflicts: map[netip.Prefix]subnet{},
+		nodes:     map[string]nodeInfo{},
 		blocks:    map[netip.Prefix]string{},
 		byNode:    map[string][]netip.Prefix{},
 		declared:  map[netip.Prefix]decl{},
@@ -176,7 +157,7 @@ func NewRoutes(sink RouteSink, classes Classes, mode Mode, local, device string,
 }
 
 // SetNode records what is known of a node.
-func (r *Routes) SetNode(name string, n Node) {
+func (r *routeCalc) SetNode(name string, n nodeInfo) {
 	if old, ok := r.nodes[name]; ok && old == n {
 		return
 	}
@@ -186,7 +167,7 @@ func (r *Routes) SetNode(name string, n Node) {
 
 // RemoveNode forgets a node: its blocks lose their routes (they stay
 // known and get routes again when it comes back).
-func (r *Routes) RemoveNode(name string) {
+func (r *routeCalc) RemoveNode(name string) {
 	if _, ok := r.nodes[name]; !ok {
 		return
 	}
@@ -194,14 +175,14 @@ func (r *Routes) RemoveNode(name string) {
 	r.markNode(name)
 }
 
-func (r *Routes) markNode(name string) {
+func (r *routeCalc) markNode(name string) {
 	for _, b := range r.byNode[name] {
 		r.dirty[b] = struct{}{}
 	}
 }
 
 // SetBlock records that block belongs to node.
-func (r *Routes) SetBlock(block netip.Prefix, node string) {
+func (r *routeCalc) SetBlock(block netip.Prefix, node string) {
 	if old, ok := r.blocks[block]; ok {
 		if old == node {
 			return
@@ -214,7 +195,7 @@ func (r *Routes) SetBlock(block netip.Prefix, node string) {
 }
 
 // RemoveBlock forgets a block and its route.
-func (r *Routes) RemoveBlock(block netip.Prefix) {
+func (r *routeCalc) RemoveBlock(block netip.Prefix) {
 	old, ok := r.blocks[block]
 	if !ok {
 		return
@@ -224,7 +205,7 @@ func (r *Routes) RemoveBlock(block netip.Prefix) {
 	r.dirty[block] = struct{}{}
 }
 
-func (r *Routes) unindex(block netip.Prefix, node string) {
+func (r *routeCalc) unindex(block netip.Prefix, node string) {
 	bs := r.byNode[node]
 	if i := slices.Index(bs, block); i >= 0 {
 		bs = slices.Delete(bs, i, i+1)
@@ -238,7 +219,7 @@ func (r *Routes) unindex(block netip.Prefix, node string) {
 
 // SetHost records the host view; when its subnets differ from the last
 // one's, every block is looked at again.
-func (r *Routes) SetHost(h *Host) {
+func (r *routeCalc) SetHost(h *hostView) {
 	if !r.host.SameSubnets(h) || r.host == nil {
 		r.all = true
 	}
@@ -247,7 +228,7 @@ func (r *Routes) SetHost(h *Host) {
 
 // SetTunnel says whether the tunnel device is wanted (tunnel routes are
 // declared only then) and the MTU of its routes (0 for none).
-func (r *Routes) SetTunnel(ok bool, mtu uint32) {
+func (r *routeCalc) SetTunnel(ok bool, mtu uint32) {
 	if ok != r.tunnelOK || mtu != r.tunnelMTU {
 		r.all = true
 	}
@@ -256,8 +237,8 @@ func (r *Routes) SetTunnel(ok bool, mtu uint32) {
 
 // checkConflict records whether block, if this node's and to get a
 // blackhole, is held by a connected subnet of the host.
-func (r *Routes) checkConflict(block netip.Prefix) {
-	var s Subnet
+func (r *routeCalc) checkConflict(block netip.Prefix) {
+	var s subnet
 	held := false
 	if owner, ok := r.blocks[block]; ok && owner == r.local && !r.noBlackholes {
 		s, held = r.host.Holding(block)
@@ -267,39 +248,39 @@ func (r *Routes) checkConflict(block netip.Prefix) {
 		delete(r.conflicts, block)
 	case r.conflicts[block] != s:
 		r.conflicts[block] = s
-		r.fresh = append(r.fresh, BlockConflict{Block: block, Subnet: s.Prefix, Iface: s.Iface})
+		r.fresh = append(r.fresh, blockConflict{Block: block, Subnet: s.Prefix, Iface: s.Iface})
 	}
 }
 
 // Conflicts returns the number of this node's blocks that get no blackhole
 // because a connected subnet holds them, at the last Flush.
-func (r *Routes) Conflicts() int { return len(r.conflicts) }
+func (r *routeCalc) Conflicts() int { return len(r.conflicts) }
 
 // NewConflicts returns the conflicts found since the last call, once
 // each: a block is reported again only after its conflict ended or another
 // subnet came to hold it.
-func (r *Routes) NewConflicts() []BlockConflict {
+func (r *routeCalc) NewConflicts() []blockConflict {
 	out := r.fresh
 	r.fresh = nil
 	return out
 }
 
 // Kind returns how block is routed at the last Flush.
-func (r *Routes) Kind(block netip.Prefix) RouteKind { return r.declared[block].kind }
+func (r *routeCalc) Kind(block netip.Prefix) routeKind { return r.declared[block].kind }
 
 // Count returns how many blocks are routed as kind at the last Flush.
-func (r *Routes) Count(kind RouteKind) int {
-	if kind == NoRoute {
-		return len(r.blocks) - r.counts[TunnelRoute] - r.counts[DirectRoute] - r.counts[Blackhole]
+func (r *routeCalc) Count(kind routeKind) int {
+	if kind == kindNone {
+		return len(r.blocks) - r.counts[kindTunnel] - r.counts[kindDirect] - r.counts[kindBlackhole]
 	}
 	return r.counts[kind]
 }
 
 // Pending reports whether Flush has work.
-func (r *Routes) Pending() bool { return r.all || len(r.dirty) > 0 }
+func (r *routeCalc) Pending() bool { return r.all || len(r.dirty) > 0 }
 
 // want computes the route of block.
-func (r *Routes) want(block netip.Prefix) (decl, bool) {
+func (r *routeCalc) want(block netip.Prefix) (decl, bool) {
 	owner, ok := r.blocks[block]
 	if !ok {
 		return decl{}, false
@@ -308,19 +289,19 @@ func (r *Routes) want(block netip.Prefix) (decl, bool) {
 		if _, held := r.conflicts[block]; held || r.noBlackholes {
 			return decl{}, false
 		}
-		return decl{kind: Blackhole, class: r.classes.Blackhole, iface: routetable.InterfaceNone}, true
+		return decl{kind: kindBlackhole, class: r.classes.Blackhole, iface: routetable.InterfaceNone}, true
 	}
 	n, ok := r.nodes[owner]
 	if !ok {
 		return decl{}, false
 	}
-	if r.mode != Tunnel && n.Underlay.IsValid() {
+	if r.mode != modeTunnel && n.Underlay.IsValid() {
 		if s, ok := r.host.SubnetOf(n.Underlay); ok {
-			return decl{kind: DirectRoute, class: r.classes.Direct, iface: s.Iface, gateway: n.Underlay}, true
+			return decl{kind: kindDirect, class: r.classes.Direct, iface: s.Iface, gateway: n.Underlay}, true
 		}
 	}
-	if r.mode != Direct && r.tunnelOK && n.Gateway.IsValid() {
-		return decl{kind: TunnelRoute, class: r.classes.Tunnel, iface: r.device, gateway: n.Gateway, mtu: r.tunnelMTU}, true
+	if r.mode != modeDirect && r.tunnelOK && n.Gateway.IsValid() {
+		return decl{kind: kindTunnel, class: r.classes.Tunnel, iface: r.device, gateway: n.Gateway, mtu: r.tunnelMTU}, true
 	}
 	return decl{}, false
 }
@@ -330,7 +311,7 @@ func (r *Routes) want(block netip.Prefix) (decl, bool) {
 // has its old route withdrawn and its new one declared under the same key,
 // so the table replaces it in one write. Errors (the sink refusing a
 // route) are joined; the other blocks are declared all the same.
-func (r *Routes) Flush() error {
+func (r *routeCalc) Flush() error {
 	var errs []error
 	visit := func(block netip.Prefix) {
 		r.checkConflict(block)

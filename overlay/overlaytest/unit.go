@@ -12,7 +12,6 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/overlay"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 )
@@ -101,17 +100,11 @@ func RouteLine(r *kernel.Route, names map[int]string) string {
 	return s
 }
 
-// CheckModes checks a manager's Mode: its values Always, CrossSubnet and
-// Never are overlay.Mode's Tunnel, CrossSubnet and Direct (the manager
-// converts one into the other), and they and the next value name
-// themselves "always", "cross-subnet", "never" and "Mode(3)".
-func CheckModes[M interface {
-	~uint8
-	String() string
-}](t testing.TB, always, crossSubnet, never M) {
-	t.Helper()
-	require.Equal(t, []overlay.Mode{overlay.Tunnel, overlay.CrossSubnet, overlay.Direct},
-		[]overlay.Mode{overlay.Mode(always), overlay.Mode(crossSubnet), overlay.Mode(never)})
-	require.Equal(t, []string{"always", "cross-subnet", "never", "Mode(3)"},
-		[]string{always.String(), crossSubnet.String(), never.String(), (never + 1).String()})
+// DriverStep returns d's Apply as a step of Pass; for a nil d (the
+// overlay.Manager of overlay.None has no Driver) a step that does nothing.
+func DriverStep(d dataplane.Driver) func(context.Context) (dataplane.ApplyResult, error) {
+	if d == nil {
+		return func(context.Context) (dataplane.ApplyResult, error) { return dataplane.ApplyResult{}, nil }
+	}
+	return d.Apply
 }

@@ -28,7 +28,7 @@ func (s *sink) RouteRemove(c routetable.RouteClass, iface string, k routetable.R
 
 var classes = Classes{Tunnel: 1, Direct: 2, Blackhole: 3}
 
-func host() *Host {
+func host() *hostView {
 	links := []kernel.Link{{Index: 1, Name: "lo"}, {Index: 2, Name: "eth0", MTU: 1500}, {Index: 3, Name: "dev0"}, {Index: 4, Name: "eth1"}}
 	addrs := []kernel.Addr{
 		{LinkIndex: 1, Prefix: netip.MustParsePrefix("127.0.0.1/8")},
@@ -37,7 +37,7 @@ func host() *Host {
 		{LinkIndex: 3, Prefix: netip.MustParsePrefix("10.0.0.0/8")}, // the device: skipped
 		{LinkIndex: 2, Prefix: netip.MustParsePrefix("10.9.9.9/32")},
 	}
-	return NewHost(ipfamily.IPv4, links, addrs, func(n string) bool { return n == "dev0" })
+	return newHost(ipfamily.IPv4, links, addrs, func(n string) bool { return n == "dev0" })
 }
 
 func TestHost(t *testing.T) {
@@ -56,15 +56,15 @@ func TestHost(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "eth0", l.Name)
 	require.True(t, h.SameSubnets(host()))
-	require.Equal(t, h.SubnetsOf("eth0"), IfaceSubnets(ipfamily.IPv4, []netip.Prefix{netip.MustParsePrefix("192.0.2.1/24"), netip.MustParsePrefix("10.9.9.9/32"), netip.MustParsePrefix("fe80::1/64")}))
+	require.Equal(t, h.SubnetsOf("eth0"), ifaceSubnets(ipfamily.IPv4, []netip.Prefix{netip.MustParsePrefix("192.0.2.1/24"), netip.MustParsePrefix("10.9.9.9/32"), netip.MustParsePrefix("fe80::1/64")}))
 }
 
 func TestRoutesIncremental(t *testing.T) {
 	s := &sink{}
-	r := NewRoutes(s, classes, CrossSubnet, "me", "dev0", false)
+	r := newRouteCalc(s, classes, modeCrossSubnet, "me", "dev0", false)
 	r.SetHost(host())
 	r.SetTunnel(true, 1450)
-	near, far := Node{Underlay: netip.MustParseAddr("192.0.2.7"), Gateway: netip.MustParseAddr("10.1.0.1")}, Node{Underlay: netip.MustParseAddr("198.51.100.7"), Gateway: netip.MustParseAddr("10.1.0.1")}
+	near, far := nodeInfo{Underlay: netip.MustParseAddr("192.0.2.7"), Gateway: netip.MustParseAddr("10.1.0.1")}, nodeInfo{Underlay: netip.MustParseAddr("198.51.100.7"), Gateway: netip.MustParseAddr("10.1.0.1")}
 	r.SetNode("n1", near)
 	r.SetBlock(netip.MustParsePrefix("10.1.0.0/24"), "n1")
 	r.SetBlock(netip.MustParsePrefix("10.2.0.0/24"), "me")
@@ -74,7 +74,7 @@ func TestRoutesIncremental(t *testing.T) {
 		"update 2 eth0 10.1.0.0/24 unicast 192.0.2.7 0",
 		"update 3 :none 10.2.0.0/24 blackhole invalid IP 0",
 	}, s.log)
-	require.Equal(t, 1, r.Count(NoRoute))
+	require.Equal(t, 1, r.Count(kindNone))
 
 	// Nothing dirty: nothing declared.
 	s.log = nil
@@ -86,7 +86,7 @@ func TestRoutesIncremental(t *testing.T) {
 	r.SetNode("n1", far)
 	require.NoError(t, r.Flush())
 	require.Equal(t, []string{"remove 2 eth0 10.1.0.0/24", "update 1 dev0 10.1.0.0/24 onlink 10.1.0.1 1450"}, s.log)
-	require.Equal(t, TunnelRoute, r.Kind(netip.MustParsePrefix("10.1.0.0/24")))
+	require.Equal(t, kindTunnel, r.Kind(netip.MustParsePrefix("10.1.0.0/24")))
 
 	// The tunnel goes (no local VTEP): the block has no route.
 	s.log = nil
@@ -94,31 +94,31 @@ func TestRoutesIncremental(t *testing.T) {
 	require.NoError(t, r.Flush())
 	require.Equal(t, []string{"remove 1 dev0 10.1.0.0/24"}, s.log)
 
-	// Direct mode never uses the tunnel.
-	d := NewRoutes(&sink{}, classes, Direct, "me", "dev0", false)
+	// modeDirect mode never uses the tunnel.
+	d := newRouteCalc(&sink{}, classes, modeDirect, "me", "dev0", false)
 	d.SetHost(host())
 	d.SetTunnel(true, 1450)
 	d.SetNode("n1", far)
 	d.SetBlock(netip.MustParsePrefix("10.1.0.0/24"), "n1")
 	require.NoError(t, d.Flush())
-	require.Equal(t, NoRoute, d.Kind(netip.MustParsePrefix("10.1.0.0/24")))
+	require.Equal(t, kindNone, d.Kind(netip.MustParsePrefix("10.1.0.0/24")))
 }
 
-type setSink struct{ log []string }
+type fakeSets struct{ log []string }
 
-func (s *setSink) AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error {
+func (s *fakeSets) AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error {
 	s.log = append(s.log, fmt.Sprintf("set %s %d", meta.Name, len(members)))
 	return nil
 }
 
-func (s *setSink) AddMembers(name string, members []ipsets.Member) error {
+func (s *fakeSets) AddMembers(name string, members []ipsets.Member) error {
 	for _, m := range members {
 		s.log = append(s.log, "add "+m.String())
 	}
 	return nil
 }
 
-func (s *setSink) RemoveMembers(name string, members []ipsets.Member) error {
+func (s *fakeSets) RemoveMembers(name string, members []ipsets.Member) error {
 	for _, m := range members {
 		s.log = append(s.log, "del "+m.String())
 	}
@@ -126,8 +126,8 @@ func (s *setSink) RemoveMembers(name string, members []ipsets.Member) error {
 }
 
 func TestMembers(t *testing.T) {
-	s := &setSink{}
-	m := NewMembers(s, "nodes", []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")})
+	s := &fakeSets{}
+	m := newMemberSet(s, "nodes", []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")})
 	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	m.Add(a)
 	require.NoError(t, m.Flush())
@@ -145,7 +145,7 @@ func TestMembers(t *testing.T) {
 	require.NoError(t, m.Flush())
 	require.Equal(t, []string{"del 192.0.2.1"}, s.log)
 	require.Equal(t, 2, m.Len())
-	var none *Members
+	var none *memberSet
 	none.Add(a)
 	require.NoError(t, none.Flush())
 }

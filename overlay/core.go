@@ -14,22 +14,22 @@ import (
 	"github.com/nodeplane/nodeplane/mtu"
 )
 
-// CoreOptions configure a Core; NewManager makes them from options that
-// ManagerOptions.Validate accepted.
-type CoreOptions struct {
+// engineOptions configure an engine; New makes them from validated
+// Options.
+type engineOptions struct {
 	// Family is the family of the underlay, the tunnel and the blocks.
 	Family ipfamily.Family
 	// NodeName is this node's name: its blocks get blackholes, its
 	// underlay address makes the tunnel's local end.
 	NodeName string
 	// Kernel lists the host's links and addresses.
-	Kernel HostKernel
+	Kernel hostKernel
 	// Routes receives the routes.
-	Routes RouteSink
+	Routes routeSink
 	// Classes are the route classes.
 	Classes Classes
-	// Mode says how remote blocks are routed.
-	Mode Mode
+	// routeMode says how remote blocks are routed.
+	Mode routeMode
 	// NoBlackholes gives this node's blocks no blackhole.
 	NoBlackholes bool
 	// Device is the tunnel device's name.
@@ -40,71 +40,65 @@ type CoreOptions struct {
 	MTU int
 	// Sets, SetName and Extra make the node-address set; nil Sets for
 	// none.
-	Sets    SetSink
+	Sets    setSink
 	SetName string
 	Extra   []netip.Prefix
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
 }
 
-// Local is what Sync knows of this node when it asks for the device.
-type Local struct {
+// localInfo is what Sync knows of this node when it asks for the device.
+type localInfo struct {
 	// Underlay is this node's underlay address (invalid when unknown).
 	Underlay netip.Addr
 	// Parent is the link holding Underlay (Index 0 when none does).
 	Parent kernel.Link
-	// MTU is the device MTU: CoreOptions.MTU, or the host MTU less the
+	// MTU is the device MTU: engineOptions.MTU, or the host MTU less the
 	// overhead, or the parent's MTU less it, and never more than the
 	// parent's MTU less it; 0 when none is known.
 	MTU int
-	// Host is the host view Sync read.
-	Host *Host
+	// hostView is the host view Sync read.
+	hostView *hostView
 }
 
-// Core is the state a manager shares between vxlan and ipip: nodes,
-// blocks, the host view, the route calculation and the node-address set.
-// Its setters are called from the loop's goroutine (OnUpdate); the
-// notification methods (OnLinkUpdate, OnAddrs) from any goroutine.
-type Core struct {
-	opts    CoreOptions
-	routes  *Routes
-	members *Members
+// engine is a Manager's state whatever its encapsulation: nodes, blocks,
+// the host view, the route calculation and the node-address set. Its
+// methods are called from the loop's goroutine, but MarkHostDirty, which
+// the Driver's resync calls, from any.
+type engine struct {
+	opts    engineOptions
+	routes  *routeCalc
+	members *memberSet
 	log     *slog.Logger
 
 	underlay map[string]netip.Addr
 	hostMTU  int
 
 	mu        sync.Mutex // guards the fields below, which notifications read
-	host      *Host
+	host      *hostView
 	hostDirty bool
 	local     netip.Addr
 	parent    string
 }
 
-// NewCore returns a Core; it does no I/O.
-func NewCore(o CoreOptions) *Core {
+// newEngine returns an engine; it does no I/O.
+func newEngine(o engineOptions) *engine {
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Core{
+	return &engine{
 		opts:      o,
-		routes:    NewRoutes(o.Routes, o.Classes, o.Mode, o.NodeName, o.Device, o.NoBlackholes),
-		members:   NewMembers(o.Sets, o.SetName, o.Extra),
+		routes:    newRouteCalc(o.Routes, o.Classes, o.Mode, o.NodeName, o.Device, o.NoBlackholes),
+		members:   newMemberSet(o.Sets, o.SetName, o.Extra),
 		log:       log,
 		underlay:  map[string]netip.Addr{},
 		hostDirty: true,
 	}
 }
 
-// Routes returns the route calculation.
-func (c *Core) Routes() *Routes { return c.routes }
-
-// Members returns the node-address set.
-func (c *Core) Members() *Members { return c.members }
-
 // SetNode records a node's underlay address and tunnel gateway.
-func (c *Core) SetNode(name string, n Node) {
+func (c *engine) SetNode(name string, n nodeInfo) {
 	if old, ok := c.underlay[name]; !ok || old != n.Underlay {
 		if ok {
 			c.members.Remove(old)
@@ -124,7 +118,7 @@ func (c *Core) SetNode(name string, n Node) {
 }
 
 // RemoveNode forgets a node.
-func (c *Core) RemoveNode(name string) {
+func (c *engine) RemoveNode(name string) {
 	if old, ok := c.underlay[name]; ok {
 		c.members.Remove(old)
 		delete(c.underlay, name)
@@ -139,58 +133,53 @@ func (c *Core) RemoveNode(name string) {
 }
 
 // Nodes returns the number of nodes with an underlay address.
-func (c *Core) Nodes() int { return len(c.underlay) }
+func (c *engine) Nodes() int { return len(c.underlay) }
 
 // SetHostMTU records the host MTU a monitor reported.
-func (c *Core) SetHostMTU(m int) { c.hostMTU = m }
+func (c *engine) SetHostMTU(m int) { c.hostMTU = m }
 
 // MarkHostDirty makes the next Sync read the host's links and addresses
 // again.
-func (c *Core) MarkHostDirty() {
+func (c *engine) MarkHostDirty() {
 	c.mu.Lock()
 	c.hostDirty = true
 	c.mu.Unlock()
 }
 
-// OnLinkState reports whether a link change can change the host view: a
-// link holding a subnet or this node's address goes away or changes
-// index, or the parent changes MTU. It then marks the host dirty.
-func (c *Core) OnLinkState(name string, index int, state kernel.LinkState, mtu int) bool {
+// OnLinkState marks the host dirty when a link change can change the host
+// view: a link holding a subnet or this node's address goes away or
+// changes index, or the parent changes MTU.
+func (c *engine) OnLinkState(name string, index int, state kernel.LinkState, mtu int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hostDirty || c.host == nil {
-		return false
+		return
 	}
 	l, known := c.host.Link(name)
-	relevant := name == c.parent || len(c.host.SubnetsOf(name)) > 0
-	if !relevant {
-		return false
+	if name != c.parent && len(c.host.SubnetsOf(name)) == 0 {
+		return
 	}
 	if !known || state == kernel.LinkGone || l.Index != index || (name == c.parent && l.MTU != mtu) {
 		c.hostDirty = true
-		return true
 	}
-	return false
 }
 
-// OnAddrs reports whether an interface's new addresses can change the
-// host view (its subnets, or whether it holds this node's underlay
-// address), and then marks the host dirty.
-func (c *Core) OnAddrs(name string, addrs []netip.Prefix) bool {
+// OnAddrs marks the host dirty when an interface's new addresses can
+// change the host view (its subnets, or whether it holds this node's
+// underlay address).
+func (c *engine) OnAddrs(name string, addrs []netip.Prefix) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hostDirty || c.host == nil || name == c.opts.Device {
-		return false
+		return
 	}
 	holds := false
 	for _, p := range addrs {
 		holds = holds || (c.local.IsValid() && p.Addr() == c.local)
 	}
-	if !slices.Equal(IfaceSubnets(c.opts.Family, addrs), c.host.SubnetsOf(name)) || holds != (name == c.parent) {
+	if !slices.Equal(ifaceSubnets(c.opts.Family, addrs), c.host.SubnetsOf(name)) || holds != (name == c.parent) {
 		c.hostDirty = true
-		return true
 	}
-	return false
 }
 
 // Sync reads the host view when it is dirty, works out this node's tunnel
@@ -198,18 +187,18 @@ func (c *Core) OnAddrs(name string, addrs []netip.Prefix) bool {
 // is up for routes), then declares the routes and set members whose
 // inputs changed. A failed read of the host is returned and read again at
 // the next Sync; nothing is declared then.
-func (c *Core) Sync(ctx context.Context, device func(Local) bool) error {
+func (c *engine) Sync(ctx context.Context, device func(localInfo) bool) error {
 	c.mu.Lock()
 	dirty, host, local := c.hostDirty, c.host, c.local
 	c.mu.Unlock()
 	if dirty {
-		h, err := ReadHost(ctx, c.opts.Kernel, c.opts.Family, func(name string) bool { return name == c.opts.Device })
+		h, err := readHost(ctx, c.opts.Kernel, c.opts.Family, func(name string) bool { return name == c.opts.Device })
 		if err != nil {
 			return err
 		}
 		host = h
 	}
-	l := Local{Underlay: local, Host: host}
+	l := localInfo{Underlay: local, hostView: host}
 	if p, ok := host.Holder(local); ok {
 		l.Parent = p
 	}
@@ -252,8 +241,8 @@ func (c *Core) Sync(ctx context.Context, device func(Local) bool) error {
 		c.log.Warn("overlay: no blackhole for this node's block: a connected subnet of a host interface holds it",
 			"block", bc.Block, "subnet", bc.Subnet, "interface", bc.Iface)
 	}
-	if c.routes.Count(NoRoute) > 0 {
-		c.log.Debug("overlay: blocks without a route", "count", c.routes.Count(NoRoute), "mode", c.opts.Mode.String())
+	if c.routes.Count(kindNone) > 0 {
+		c.log.Debug("overlay: blocks without a route", "count", c.routes.Count(kindNone), "mode", c.opts.Mode.String())
 	}
 	return errors.Join(errs...)
 }
