@@ -262,15 +262,15 @@ func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
 	// A second Apply with nothing new writes nothing; nor does a resync
 	// (which reads the maps and the attachments again).
 	k := p.k
-	before := k.feSync.Stats().Syscalls + k.beSync.Stats().Syscalls
+	before := k.feSync.Counters().Syscalls + k.beSync.Counters().Syscalls
 	apply(t, p)
-	assert.Equal(t, before, k.feSync.Stats().Syscalls+k.beSync.Stats().Syscalls)
+	assert.Equal(t, before, k.feSync.Counters().Syscalls+k.beSync.Counters().Syscalls)
 	links := k.linkWrites
-	updated := k.feSync.Stats().Updated + k.beSync.Stats().Updated + k.feSync.Stats().Deleted + k.beSync.Stats().Deleted
+	updated := k.feSync.Counters().Updated + k.beSync.Counters().Updated + k.feSync.Counters().Deleted + k.beSync.Counters().Deleted
 	p.QueueResync()
 	apply(t, p)
 	assert.Equal(t, links, k.linkWrites, "no attachment made or replaced on a resync")
-	assert.Equal(t, updated, k.feSync.Stats().Updated+k.beSync.Stats().Updated+k.feSync.Stats().Deleted+k.beSync.Stats().Deleted)
+	assert.Equal(t, updated, k.feSync.Counters().Updated+k.beSync.Counters().Updated+k.feSync.Counters().Deleted+k.beSync.Counters().Deleted)
 	assert.Len(t, spread(t, client.NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
 }
 
@@ -356,8 +356,8 @@ func TestKernelProxyRestartKeepsConnections(t *testing.T) {
 		p2.OnUpdate(s)
 	}
 	apply(t, p2)
-	assert.Equal(t, 0, p2.k.feSync.Stats().Updated+p2.k.beSync.Stats().Updated, "nothing rewritten")
-	assert.Equal(t, 0, p2.k.feSync.Stats().Deleted+p2.k.beSync.Stats().Deleted)
+	assert.Equal(t, 0, p2.k.feSync.Counters().Updated+p2.k.beSync.Counters().Updated, "nothing rewritten")
+	assert.Equal(t, 0, p2.k.feSync.Counters().Deleted+p2.k.beSync.Counters().Deleted)
 	require.NoError(t, exchange(conn))
 
 	// Cleanup detaches everything and removes the pins.
