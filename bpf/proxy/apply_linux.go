@@ -84,6 +84,21 @@ func (k *kstate) attachedNames() []string {
 	return names
 }
 
+// stats is the kernel side's DriverStats: the map entries (maps.Sync's),
+// the attachments of the wanted interfaces (of which there are wanted)
+// and the cgroup hooks, with their failures and writes.
+func (k *kstate) stats(wanted int) dataplane.DriverStats {
+	fe, be := k.feSync.Stats(), k.beSync.Stats()
+	st := dataplane.DriverStats{Desired: fe.Desired + be.Desired + wanted, InKernel: fe.InKernel + be.InKernel + len(k.attached),
+		Failing: fe.Failing + be.Failing + len(k.attachErr), Writes: fe.Writes + be.Writes + uint64(k.linkWrites)}
+	if cg := k.cg; cg != nil {
+		st.Desired += len(cgroupHooks)
+		st.InKernel += len(cg.links)
+		st.Failing += len(cg.errs)
+	}
+	return st
+}
+
 func (k *kstate) attachErrors() []string {
 	var out []string
 	for n, err := range k.attachErr {
@@ -116,10 +131,10 @@ func (p *Proxy) open() (*kstate, error) {
 		ValueSize: ctValSize, MaxEntries: p.o.Connections}); err != nil {
 		return fail(err)
 	}
-	if k.feSync, err = maps.NewSync[feKey, feVal](k.fe, maps.SyncOptions{Name: p.o.Name + " frontends", Logger: p.log}); err != nil {
+	if k.feSync, err = maps.NewSync[feKey, feVal](k.fe, maps.SyncOptions{Name: p.o.Name + " frontends", Logger: p.log, Clock: p.o.Clock}); err != nil {
 		return fail(err)
 	}
-	if k.beSync, err = maps.NewSync[beKey, beVal](k.be, maps.SyncOptions{Name: p.o.Name + " backends", Logger: p.log}); err != nil {
+	if k.beSync, err = maps.NewSync[beKey, beVal](k.be, maps.SyncOptions{Name: p.o.Name + " backends", Logger: p.log, Clock: p.o.Clock}); err != nil {
 		return fail(err)
 	}
 	spec, err := loadNat()
@@ -335,6 +350,7 @@ func (p *Proxy) result(errs []error, refused *dataplane.PartialError) (dataplane
 		case errors.As(err, &part):
 			pe.Errs = append(pe.Errs, part.Errs...)
 			pe.Failed += part.Failed
+			pe.Waiting += part.Waiting
 		case errors.Is(err, ErrAttach):
 			pe.Errs = append(pe.Errs, err)
 			pe.Failed++

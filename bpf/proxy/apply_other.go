@@ -14,6 +14,8 @@ type kstate struct{}
 func (*kstate) attachedNames() []string { return nil }
 func (*kstate) attachErrors() []string  { return nil }
 
+func (*kstate) stats(int) dataplane.DriverStats { return dataplane.DriverStats{} }
+
 // Apply fails with ErrNotSupported: BPF service translation needs Linux.
 func (p *Proxy) Apply(context.Context) (dataplane.ApplyResult, error) {
 	return dataplane.ApplyResult{}, ErrNotSupported

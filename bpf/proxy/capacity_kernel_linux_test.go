@@ -94,6 +94,7 @@ func applyRefused(t *testing.T, p *Proxy) *dataplane.PartialError {
 	}
 	require.Equal(t, 1, n, "one error for the full map: %v", err)
 	require.Zero(t, res.RetryAfter, "nothing to retry on a timer: room is made by an Apply")
+	require.Equal(t, pe.Failed+pe.Waiting, p.Stats().Failing, "DriverStats count the services that wait")
 	return pe
 }
 

@@ -352,7 +352,10 @@ func (p *Proxy) OnLink(l kernel.Link, state kernel.LinkState) {
 // dataplane.InterfaceObserver.
 func (p *Proxy) OnAddrs(string, []netip.Prefix) {}
 
-var _ dataplane.InterfaceObserver = (*Proxy)(nil)
+var (
+	_ dataplane.InterfaceObserver = (*Proxy)(nil)
+	_ dataplane.StatsReporter     = (*Proxy)(nil)
+)
 
 // wanted says whether the programs go on interface name, and as a host
 // interface or a pod's.
@@ -404,6 +407,23 @@ func (p *Proxy) Status() Status {
 		st.Errors = append(st.Errors, p.unseenInterfaces()...)
 	}
 	slices.Sort(st.Errors)
+	return st
+}
+
+// Stats returns the Proxy's dataplane.DriverStats: map entries,
+// interface attachments and cgroup hooks wanted, held and failing, with
+// the services waiting (refused for a conflict, an ID or room) counted as
+// failing, and the entries and attachments written since New. It is all
+// zero before the first Apply opened the maps. It implements
+// dataplane.StatsReporter and is safe to call from any goroutine.
+func (p *Proxy) Stats() dataplane.DriverStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.k == nil {
+		return dataplane.DriverStats{}
+	}
+	st := p.k.stats(len(p.links))
+	st.Failing += len(p.waiting)
 	return st
 }
 

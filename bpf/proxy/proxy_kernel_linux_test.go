@@ -267,10 +267,16 @@ func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
 	assert.Equal(t, before, k.feSync.Counters().Syscalls+k.beSync.Counters().Syscalls)
 	links := k.linkWrites
 	updated := k.feSync.Counters().Updated + k.beSync.Counters().Updated + k.feSync.Counters().Deleted + k.beSync.Counters().Deleted
+	stats := p.Stats()
+	assert.Positive(t, stats.Desired)
+	assert.Equal(t, stats.Desired, stats.InKernel, "every entry and attachment is in the kernel: %+v", stats)
+	assert.Zero(t, stats.Failing)
+	assert.Equal(t, uint64(updated+links), stats.Writes, "the entries written and deleted and the attachments made")
 	p.QueueResync()
 	apply(t, p)
 	assert.Equal(t, links, k.linkWrites, "no attachment made or replaced on a resync")
 	assert.Equal(t, updated, k.feSync.Counters().Updated+k.beSync.Counters().Updated+k.feSync.Counters().Deleted+k.beSync.Counters().Deleted)
+	assert.Equal(t, stats, p.Stats(), "a resync that writes nothing leaves the DriverStats as they were")
 	assert.Len(t, spread(t, client.NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
 }
 
