@@ -506,7 +506,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 		}
 		p.wg = append(p.wg, wg)
 		p.devices[cfg.wgInterface(fam)] = "wireguard"
-		if err := add(wg, wg); err != nil {
+		if err := add(wg, wg.Drivers()...); err != nil {
 			return nil, err
 		}
 	}
