@@ -87,19 +87,11 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.KernelProvider == nil || cfg.UserspaceProvider == nil {
-		doer, ok := cfg.Kernel.(Doer)
-		switch {
-		case ok:
-			if cfg.KernelProvider == nil {
-				cfg.KernelProvider = NewKernelProvider(KernelProviderOptions{Links: cfg.Kernel, Doer: doer})
-			}
-			if cfg.UserspaceProvider == nil {
-				cfg.UserspaceProvider = NewUserspaceProvider(UserspaceProviderOptions{Links: cfg.Kernel, Doer: doer, Logger: cfg.Logger})
-			}
-		case cfg.Mode != ModeUserspace && cfg.KernelProvider == nil || cfg.Mode != ModeKernel && cfg.UserspaceProvider == nil:
-			return nil, fmt.Errorf("%w: Kernel cannot run work inside its namespace (no Do): give the providers", ErrInvalidOptions)
-		}
+	if cfg.KernelProvider == nil {
+		cfg.KernelProvider = NewKernelProvider(KernelProviderOptions{Links: cfg.Kernel, Doer: cfg.Kernel})
+	}
+	if cfg.UserspaceProvider == nil {
+		cfg.UserspaceProvider = NewUserspaceProvider(UserspaceProviderOptions{Links: cfg.Kernel, Doer: cfg.Kernel, Logger: cfg.Logger})
 	}
 	fam := routetable.IPv4
 	if cfg.Family == ipfamily.IPv6 {

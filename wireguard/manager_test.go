@@ -705,7 +705,6 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"port":      func(o *wireguard.Options) { o.ListenPort = 70000 },
 		"mode":      func(o *wireguard.Options) { o.Mode = 9 },
 		"chunk":     func(o *wireguard.Options) { o.PeerChunk = -1 },
-		"providers": func(o *wireguard.Options) { o.KernelProvider, o.UserspaceProvider = nil, nil },
 	} {
 		o := good
 		f(&o)
@@ -714,6 +713,25 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 	_, err := wireguard.New(good)
 	assert.NoError(t, err)
+}
+
+// Without providers the Manager builds the real ones on its Kernel's
+// capabilities (kernel.Doer), found by name, not by a type assertion: on
+// a fake namespace, which has no thread to run them on, neither can make a
+// device, and Apply says so, having written nothing.
+func TestManagerRealProvidersOnAFake(t *testing.T) {
+	e := newEnv(t, false)
+	o := e.options(ipfamily.IPv4)
+	o.KernelProvider, o.UserspaceProvider = nil, nil
+	m := e.manager(o)
+	_, err := pass(m)
+	require.ErrorIs(t, err, wireguard.ErrNotSupported)
+	require.ErrorIs(t, err, kernel.ErrNotSupported)
+	assert.Equal(t, 1, e.ns.Calls(kernelfake.OpDo), "the userspace provider asked for a thread in the namespace")
+	_, found := e.ns.Link("wg-np")
+	assert.False(t, found)
+	assert.Empty(t, e.ns.Routes(kernel.IPv4, testTable))
+	assert.Empty(t, e.rules(kernel.IPv4))
 }
 
 // The Manager in a dataplane.Loop: registered as a manager, and its

@@ -23,8 +23,7 @@ import (
 // Kernel is what the Proxy needs of a network namespace: running the
 // attachment of its programs inside it. *kernel.Namespace implements it.
 type Kernel interface {
-	// Do runs fn on a thread inside the namespace.
-	Do(fn func() error) error
+	kernel.Doer
 }
 
 // Default map sizes (entries).
