@@ -185,8 +185,10 @@ type Proxy struct {
 	// Apply so that Status costs nothing per service.
 	tally tally
 
-	retry  dataplane.Retry // of the entries and interfaces that failed
-	k      *kstate         // the kernel side: maps, program, attachments (nil until the first Apply)
+	// failed holds the interfaces and cgroup hooks whose attachment
+	// failed, with their backoff.
+	failed *dataplane.Ledger[string]
+	k      *kstate // the kernel side: maps, program, attachments (nil until the first Apply)
 	resync bool
 }
 
@@ -235,7 +237,7 @@ func New(opts Options) (*Proxy, error) {
 	}
 	return &Proxy{o: o, log: log, services: map[string]*svc{}, dirty: map[string]bool{},
 		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, waiting: map[string]bool{}, tried: map[string]bool{},
-		tally: tally{refused: map[string]string{}}}, nil
+		tally: tally{refused: map[string]string{}}, failed: dataplane.NewLedger[string](dataplane.Backoff{}, o.Clock)}, nil
 }
 
 func orDefault(v, d uint32) uint32 {
@@ -402,7 +404,10 @@ func (p *Proxy) Status() Status {
 		st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", n, err))
 	}
 	if p.k != nil {
-		st.Interfaces, st.Errors = p.k.attachedNames(), append(st.Errors, p.k.attachErrors()...)
+		st.Interfaces = p.k.attachedNames()
+		for _, e := range p.failed.Errors() {
+			st.Errors = append(st.Errors, e.Error())
+		}
 		st.Errors = append(st.Errors, p.unseenInterfaces()...)
 	}
 	slices.Sort(st.Errors)
@@ -422,7 +427,7 @@ func (p *Proxy) Stats() dataplane.DriverStats {
 		return dataplane.DriverStats{}
 	}
 	st := p.k.stats(len(p.links))
-	st.Failing += len(p.waiting)
+	st.Failing += p.failed.Len() + len(p.waiting)
 	return st
 }
 

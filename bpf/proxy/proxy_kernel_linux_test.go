@@ -434,6 +434,19 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	st := p.Status()
 	assert.Contains(t, st.Interfaces, "eth0")
 	assert.NotEmpty(t, st.Errors)
+	// The failure is the interface's ObjectError in the Proxy's ledger:
+	// tried again at the next Apply, its attempts counted; gone with the
+	// interface.
+	var oe *dataplane.ObjectError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, []any{"attach", dataplane.ObjectKind("interface"), "veth9", 1}, []any{oe.Op, oe.Kind, oe.Name, oe.Attempts})
+	assert.Equal(t, 1, p.Stats().Failing)
+	_, err = p.Apply(context.Background())
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, 2, oe.Attempts)
+	p.OnLink(kernel.Link{Name: "veth9", Index: 99999}, kernel.LinkGone)
+	apply(t, p)
+	assert.Zero(t, p.Stats().Failing)
 }
 
 // A backend removed from a service renumbers the ones after it; their
