@@ -14,33 +14,41 @@
 //     address (ARP or NDP), so the host never resolves the pod. The table
 //     holds the routes while the interface is missing or down and writes
 //     them when it comes (back) up;
-//   - sets the interface's sysctls (DefaultSysctls: forwarding, strict
+//   - hands the interface's sysctls (DefaultSysctls: forwarding, strict
 //     rp_filter, proxy_arp and proxy_delay for IPv4; forwarding, proxy_ndp
-//     and accept_ra off for IPv6) through kernel.Sysctls, reading each
-//     first and writing only what differs — when the interface appears,
-//     comes up, or is re-created (a new index has the kernel's defaults
-//     again), and at every resync;
+//     and accept_ra off for IPv6) to the sysctls.Driver it is given, as
+//     one group per interface (sysctls.Driver.SetGroup), when the
+//     interface appears, comes up, or is re-created (a new index has the
+//     kernel's defaults again: RecheckGroup), and withdraws them when it
+//     goes. The Driver reads each and writes only what differs, and the
+//     loop's resync and retry cover them as any driver's;
 //   - reports a Status per endpoint through Options.OnStatus whenever it
 //     changes: StateProgrammed (interface up, sysctls set, routes written),
 //     StateInterfaceMissing, StateInterfaceDown (routes held), or
 //     StateError with the cause (an invalid endpoint, a sysctl or a route
-//     the kernel refused; both are retried on their own backoff).
+//     the kernel refused; the drivers retry both on their own backoff).
+//     The Manager learns the sysctls' outcome from the Driver
+//     (sysctls.Driver.Watch).
 //
 // # How it is used
 //
-// Build the family's route table, the Manager on it, and register the
-// Manager and its RouteDriver (not the table: RouteDriver applies the table
-// and tells the Manager what was written). Wire the interface monitor to
-// the loop once: the Manager is a dataplane.InterfaceObserver, so the loop
+// Build the node's sysctls.Driver (one serves both families' Managers and
+// the node's own settings, such as sysctls.Defaults), the family's route
+// table, the Manager on them, and register the Manager, its RouteDriver
+// (not the table: RouteDriver applies the table and tells the Manager what
+// was written) and the sysctls.Driver. Wire the interface monitor to the
+// loop once: the Manager is a dataplane.InterfaceObserver, so the loop
 // hands it every link update, and the Manager passes them on to the table,
 // which needs no wiring of its own (wiring it too is harmless):
 //
+//	sys, _ := sysctls.New(sysctls.Options{Kernel: ns, Host: sysctls.ProcSys{}, Settings: sysctls.Defaults(ipfamily.IPv4)})
 //	routes, _ := routetable.New(routetable.Options{Kernel: ns, Family: ipfamily.IPv4,
 //		Table: kernel.TableMain, InterfacePatterns: []string{`^cali`}})
 //	m, _ := endpoints.New(endpoints.Options{Family: ipfamily.IPv4, Kernel: ns, Routes: routes,
-//		StaticNeighbors: true, OnStatus: report})
+//		SysctlDriver: sys, StaticNeighbors: true, OnStatus: report})
 //	_ = loop.AddManager(m)
 //	_ = loop.AddDriver(m.RouteDriver())
+//	_ = loop.AddDriver(sys)
 //	mon, _ := ifacemonitor.New(ifacemonitor.Options{Kernel: ns,
 //		OnLinkState: func(u ifacemonitor.LinkUpdate) { loop.OnLink(u.Link(), u.State) },
 //		OnAddrs:     loop.OnAddrs,
@@ -61,8 +69,8 @@
 //
 // OnUpdate and OnLink do no I/O. CompleteDeferredWork lists the interfaces
 // on its first call and after QueueResync (the Manager is a
-// dataplane.Resyncer, since it writes sysctls itself), declares routes and
-// sets sysctls; an inactive loop does not call it, so a standby agent
+// dataplane.Resyncer), and declares routes and sysctls on the drivers,
+// which write them; an inactive loop applies no driver, so a standby agent
 // writes nothing.
 //
 // # What it never touches

@@ -10,8 +10,7 @@ import (
 // register with the loop in place of the table itself: its Apply applies
 // the table and then tells the Manager which endpoints' routes were written
 // and which failed, so that statuses say so (an endpoint is reported
-// StateProgrammed only once an Apply wrote its routes). It also asks the
-// loop to come back when a failed sysctl is due for its retry. Its Phase,
+// StateProgrammed only once an Apply wrote its routes). Its Phase,
 // QueueResync and wake are the table's.
 //
 // When the table reports more failures than routetable.MaxReportedErrors,
@@ -26,9 +25,6 @@ type routeDriver struct{ m *Manager }
 func (d *routeDriver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	res, err := d.m.o.Routes.Apply(ctx)
 	d.m.afterRoutes(err)
-	if r := d.m.retryAfter(d.m.clk.Now()); r > 0 && (res.RetryAfter <= 0 || r < res.RetryAfter) {
-		res.RetryAfter = r
-	}
 	return res, err
 }
 

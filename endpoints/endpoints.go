@@ -8,27 +8,26 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
+	"sync"
 
-	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/sysctls"
 )
 
 // Kernel is what a Manager needs of the namespace: its interfaces, to list
-// them at start and after a resync, and its sysctls, to set the
-// per-interface ones. A *kernel.Namespace implements it, and so does a
-// kernelfake.Namespace.
+// them at start and after a resync. A *kernel.Namespace implements it, and
+// so does a kernelfake.Namespace.
 type Kernel interface {
 	kernel.Links
-	kernel.Sysctls
 }
 
-// Options configure a Manager. Family, Kernel and Routes are required.
+// Options configure a Manager. Family, Kernel and Routes are required, and
+// SysctlDriver unless Sysctls is empty.
 type Options struct {
 	// Family is IPv4 or IPv6: one Manager per family.
 	Family ipfamily.Family
@@ -52,16 +51,18 @@ type Options struct {
 	// must hold. Nil means DefaultSysctls(Family); an empty non-nil slice
 	// sets none.
 	Sysctls []Sysctl
+	// SysctlDriver keeps the sysctls: the Manager hands it each
+	// interface's as a group (sysctls.Driver.SetGroup) and learns their
+	// outcome from it (Watch). Register it with the loop too: its Apply
+	// writes them, and the loop's resync and retry cover them. One Driver
+	// may serve both families' Managers and the node's own settings.
+	SysctlDriver *sysctls.Driver
 	// OnStatus, if set, receives every change of an endpoint's Status. It
 	// is called from the loop's goroutine, or from the goroutine that
-	// applies RouteDriver, never concurrently, and must be quick and not
-	// call Send on the loop (TrySend is fine).
+	// applies RouteDriver or SysctlDriver, never concurrently, with the
+	// Manager locked: it must be quick, not call the Manager and not call
+	// Send on the loop (TrySend is fine).
 	OnStatus func(Status)
-	// Backoff paces the retries of a sysctl that failed; zero fields take
-	// the dataplane defaults.
-	Backoff dataplane.Backoff
-	// Clock times those retries; nil means clock.Real().
-	Clock clock.Clock
 	// Logger receives debug logs and warnings; nil discards them.
 	Logger *slog.Logger
 	// Name is returned by Name, for the loop's logs; empty means
@@ -84,24 +85,30 @@ type link struct {
 
 // iface is the per-interface work of the endpoints on it.
 type iface struct {
-	ids        map[string]struct{} // the endpoints on it
-	configured int                 // the link index whose sysctls were checked; 0 none
-	retry      dataplane.Retry
-	err        error // the last sysctl failure, or nil
-	missing    bool  // the last sysctl read found no such interface
+	ids map[string]struct{} // the endpoints on it
+	// configured is the link index whose sysctls were handed to the
+	// sysctls driver; 0 none.
+	configured int
+	// declErr is the sysctls driver's refusal of the group, or nil.
+	declErr error
+	// sysctls holds the outcome of each sysctl's latest check, by key:
+	// nil when the value is right, the failure otherwise; a key not
+	// checked since configured was set is absent.
+	sysctls map[string]error
 }
 
 // Manager programs the local workload endpoints of one IP family: their
 // routes and static neighbours (through its route table) and their
-// interfaces' sysctls (itself). It is a dataplane.Manager and, since it
-// writes sysctls in CompleteDeferredWork, a dataplane.Resyncer. Its methods
-// are called from the loop's goroutine only, except RouteDriver's, which
-// the loop calls as a driver's.
+// interfaces' sysctls (through the sysctls driver). It is a
+// dataplane.Manager and a dataplane.Resyncer (a resync lists the
+// interfaces again). Its methods are safe for concurrent use: the loop
+// calls it from its goroutine, RouteDriver and the sysctls driver's
+// outcome from the goroutines that apply them.
 type Manager struct {
 	o        Options
 	log      *slog.Logger
-	clk      clock.Clock
 	sysctls  []Sysctl
+	mu       sync.Mutex
 	eps      map[string]*endpoint
 	invalid  map[string]error // IDs whose last message was invalid
 	report   []error          // invalid messages, reported once
@@ -109,7 +116,6 @@ type Manager struct {
 	ifaces   map[string]*iface
 	dirty    map[string]bool // interfaces whose routes must be declared again
 	list     bool            // list the links at the next CompleteDeferredWork
-	recheck  bool            // check every interface's sysctls again
 	statuses map[string]Status
 	driver   *routeDriver
 }
@@ -121,12 +127,12 @@ func New(opts Options) (*Manager, error) {
 	c.Family(opts.Family)
 	c.Required("Kernel", opts.Kernel)
 	c.Driver("Routes", opts.Routes, opts.Family)
-	c.Refuse(opts.Backoff.Initial < 0 || opts.Backoff.Max < 0, "negative Backoff")
-	sysctls := opts.Sysctls
-	if sysctls == nil {
-		sysctls = DefaultSysctls(opts.Family)
+	settings := opts.Sysctls
+	if settings == nil {
+		settings = DefaultSysctls(opts.Family)
 	}
-	for i, s := range sysctls {
+	c.Refuse(len(settings) > 0 && opts.SysctlDriver == nil, "SysctlDriver is required to set Sysctls")
+	for i, s := range settings {
 		c.Refuse(s.Name == "" || s.Value == "" || strings.ContainsAny(s.Name, "/.\x00") || strings.ContainsAny(s.Value, "\n\x00"),
 			"Sysctls[%d] %q = %q: want a leaf name and a one-line value", i, s.Name, s.Value)
 		c.Refuse(s.Dir != "" && s.Dir != "conf" && s.Dir != "neigh", "Sysctls[%d] %s: Dir %q is neither conf nor neigh", i, s.Name, s.Dir)
@@ -136,11 +142,14 @@ func New(opts Options) (*Manager, error) {
 	}
 	opts.Name = managerutil.Name(opts.Name, "endpoints", opts.Family)
 	m := &Manager{
-		o: opts, log: managerutil.Logger(opts.Logger), clk: clock.OrReal(opts.Clock), sysctls: slices.Clone(sysctls),
+		o: opts, log: managerutil.Logger(opts.Logger), sysctls: slices.Clone(settings),
 		eps: map[string]*endpoint{}, invalid: map[string]error{}, links: map[string]link{},
 		ifaces: map[string]*iface{}, dirty: map[string]bool{}, list: true, statuses: map[string]Status{},
 	}
 	m.driver = &routeDriver{m: m}
+	if len(settings) > 0 {
+		opts.SysctlDriver.Watch(m.sysctlsChecked)
+	}
 	return m, nil
 }
 
@@ -149,6 +158,8 @@ func (m *Manager) Name() string { return m.o.Name }
 
 // Statuses returns the last status reported for every endpoint, by ID.
 func (m *Manager) Statuses() []Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	return managerutil.SortedValues(m.statuses, func(a, b Status) int { return strings.Compare(a.ID, b.ID) })
 }
 
@@ -157,6 +168,8 @@ func (m *Manager) Statuses() []Status {
 // changes nothing: the endpoint's status becomes StateError and the next
 // CompleteDeferredWork reports it once.
 func (m *Manager) OnUpdate(msg any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	switch msg := msg.(type) {
 	case cluster.Endpoint:
 		m.update(msg)
@@ -174,7 +187,11 @@ func (m *Manager) OnUpdate(msg any) {
 // loop calls it for every link update it is given) and passes it to the
 // route table (Routes.OnIfaceStateChanged), which only queues it. It does
 // no I/O.
-func (m *Manager) OnLink(l kernel.Link, state kernel.LinkState) { m.setLink(l.Name, l.Index, state) }
+func (m *Manager) OnLink(l kernel.Link, state kernel.LinkState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.setLink(l.Name, l.Index, state)
+}
 
 // OnAddrs does nothing: an interface's addresses are not the Manager's
 // business. It completes dataplane.InterfaceObserver.
@@ -259,25 +276,32 @@ func (m *Manager) setLink(name string, index int, state kernel.LinkState) {
 		if state == kernel.LinkUp && old.state != kernel.LinkUp {
 			ifc.configured = 0 // check again as it comes (back) up
 		}
-		ifc.retry, ifc.missing = dataplane.Retry{}, false
 	}
 }
 
 // QueueResync makes the next CompleteDeferredWork list the interfaces
-// again and check every interface's sysctls. It implements
-// dataplane.Resyncer: the loop calls it after the Manager failed and when
-// it becomes active.
-func (m *Manager) QueueResync() { m.list, m.recheck = true, true }
+// again. It implements dataplane.Resyncer: the loop calls it after the
+// Manager failed and when it becomes active (the sysctls driver and the
+// route table check the kernel on their own resync).
+func (m *Manager) QueueResync() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.list = true
+}
 
 // CompleteDeferredWork lists the interfaces when due (first call,
 // QueueResync), declares the routes of endpoints that changed on the route
-// table, checks the sysctls of interfaces that appeared, came up or were
-// re-created (writing only values that differ), and reports the statuses
-// that changed. A sysctl that fails is the endpoint's error (StateError),
-// retried on its own backoff; the error returned is only a failed listing
-// of the interfaces, a route declaration the table refused, or the invalid
-// messages received since the last call (once).
+// table, hands the sysctls of interfaces that appeared, came up or were
+// re-created to the sysctls driver (and withdraws those of interfaces
+// gone or left without endpoints), and reports the statuses that changed.
+// It does no other I/O: the drivers write. A sysctl that fails is the
+// endpoint's error (StateError), retried by the sysctls driver; the error
+// returned is only a failed listing of the interfaces, a route declaration
+// the table refused, or the invalid messages received since the last call
+// (once).
 func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	errs := m.report
 	m.report = nil
 	if m.list {
@@ -289,8 +313,7 @@ func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
 	if err := m.declareRoutes(); err != nil {
 		errs = append(errs, err)
 	}
-	m.applySysctls(ctx)
-	m.recheck = false
+	m.declareSysctls()
 	m.publish()
 	return errors.Join(errs...)
 }
@@ -340,6 +363,7 @@ func (m *Manager) declareRoutes() error {
 		}
 		delete(m.dirty, name)
 		if ifc := m.ifaces[name]; ifc != nil && len(ifc.ids) == 0 {
+			m.withdrawSysctls(name, ifc)
 			delete(m.ifaces, name)
 		}
 	}
@@ -355,72 +379,130 @@ func (m *Manager) idsOn(name string) []string {
 	return slices.Sorted(maps.Keys(ifc.ids))
 }
 
-// applySysctls checks the sysctls of every interface of an endpoint that
-// exists and is due.
-func (m *Manager) applySysctls(ctx context.Context) {
-	now := m.clk.Now()
+// group is the sysctls driver's group of interface name's sysctls.
+func (m *Manager) group(name string) string { return m.o.Name + " " + name }
+
+// declareSysctls hands the sysctls of every interface of an endpoint that
+// exists to the sysctls driver when due (it appeared, came up or was
+// re-created: RecheckGroup makes the driver check them again), and
+// withdraws those of an interface that is gone.
+func (m *Manager) declareSysctls() {
+	if len(m.sysctls) == 0 {
+		return
+	}
 	for _, name := range slices.Sorted(maps.Keys(m.ifaces)) {
 		ifc := m.ifaces[name]
 		l, ok := m.links[name]
-		if !ok || len(ifc.ids) == 0 || (ifc.configured == l.index && !m.recheck) {
+		if !ok || len(ifc.ids) == 0 {
+			m.withdrawSysctls(name, ifc)
 			continue
 		}
-		if ifc.retry.Waiting(now) && !m.recheck {
+		if ifc.configured == l.index {
 			continue
 		}
-		err := m.setSysctls(ctx, name)
-		switch {
-		case err == nil:
-			ifc.configured, ifc.retry, ifc.err, ifc.missing = l.index, dataplane.Retry{}, nil, false
-		case errors.Is(err, kernel.ErrNotFound):
-			// Gone under us; its LinkUpdate follows. Try again soon.
-			ifc.configured, ifc.err, ifc.missing = 0, nil, true
-			ifc.retry = ifc.retry.Failed(m.o.Backoff, now, err)
-		default:
-			ifc.configured, ifc.err, ifc.missing = 0, err, false
-			ifc.retry = ifc.retry.Failed(m.o.Backoff, now, err)
-			m.log.Warn("endpoints: interface sysctls not applied", "iface", name, "error", err)
+		settings := make([]sysctls.Setting, len(m.sysctls))
+		for i, s := range m.sysctls {
+			settings[i] = sysctls.Setting{Key: s.key(m.o.Family, name), Value: s.Value, Why: "workload interface " + name}
 		}
+		g := m.group(name)
+		ifc.configured, ifc.sysctls, ifc.declErr = l.index, map[string]error{}, nil
+		if err := m.o.SysctlDriver.SetGroup(g, settings); err != nil {
+			ifc.declErr = managerutil.Quote(ErrSysctl, err, name)
+			m.log.Warn("endpoints: interface sysctls refused", "iface", name, "error", err)
+			continue
+		}
+		m.o.SysctlDriver.RecheckGroup(g)
 	}
 }
 
-// setSysctls reads every per-interface sysctl of name and writes those that
-// differ.
-func (m *Manager) setSysctls(ctx context.Context, name string) error {
+// withdrawSysctls withdraws interface name's sysctls from the sysctls
+// driver, which leaves their values as they are.
+func (m *Manager) withdrawSysctls(name string, ifc *iface) {
+	if ifc.configured == 0 && ifc.declErr == nil {
+		return
+	}
+	ifc.configured, ifc.sysctls, ifc.declErr = 0, nil, nil
+	if len(m.sysctls) > 0 {
+		_ = m.o.SysctlDriver.SetGroup(m.group(name), nil) // removing a group never fails
+	}
+}
+
+// sysctlsChecked takes the outcome of the sysctls driver's check of
+// settings (sysctls.Driver.Watch): the results of our interfaces' sysctls
+// are recorded, and the statuses that changed reported.
+func (m *Manager) sysctlsChecked(rep sysctls.Report) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := false
+	for _, res := range rep.Results {
+		name, ok := m.keyIface(res.Setting.Key)
+		ifc := m.ifaces[name]
+		if !ok || ifc == nil || ifc.sysctls == nil {
+			continue
+		}
+		seen = true
+		if res.Outcome != sysctls.Failed {
+			ifc.sysctls[res.Setting.Key] = nil
+			continue
+		}
+		cause := res.Err
+		if oe, failing := m.o.SysctlDriver.Failure(res.Setting.Key); failing && oe.Err != nil {
+			cause = oe.Err
+		}
+		ifc.sysctls[res.Setting.Key] = managerutil.Quote(ErrSysctl, cause, res.Setting.Key)
+		if !errors.Is(cause, kernel.ErrNotFound) {
+			m.log.Warn("endpoints: interface sysctl not applied", "iface", name, "key", res.Setting.Key, "error", cause)
+		}
+	}
+	if seen {
+		m.publish()
+	}
+}
+
+// keyIface returns the interface whose sysctl key is, when it is one of
+// this Manager's.
+func (m *Manager) keyIface(key string) (string, bool) {
 	for _, s := range m.sysctls {
-		key := s.key(m.o.Family, name)
-		v, err := m.o.Kernel.Sysctl(ctx, key)
-		if err == nil && v == s.Value {
+		k := s.key(m.o.Family, "")
+		// k is "net/<fam>/<dir>//<leaf>": the interface sits between.
+		pre, leaf, _ := strings.Cut(k, "//")
+		rest, ok := strings.CutPrefix(key, pre+"/")
+		if !ok {
 			continue
 		}
-		if err == nil {
-			err = m.o.Kernel.SetSysctl(ctx, key, s.Value)
-			if err == nil {
-				m.log.Debug("endpoints: sysctl set", "key", key, "was", v, "now", s.Value)
-				continue
-			}
+		if name, ok := strings.CutSuffix(rest, "/"+leaf); ok && m.ifaces[name] != nil {
+			return name, true
 		}
-		return managerutil.Quote(ErrSysctl, err, key)
 	}
-	return nil
+	return "", false
 }
 
-// retryAfter is how long until the first sysctl retry is due, or 0.
-func (m *Manager) retryAfter(now time.Time) time.Duration {
-	var d time.Duration
-	for name, ifc := range m.ifaces {
-		if _, ok := m.links[name]; !ok {
-			continue
-		}
-		if r := ifc.retry.RetryAfter(now); r > 0 && (d == 0 || r < d) {
-			d = r
+// sysctlState says what the latest checks of interface ifc's sysctls
+// found: missing when one found no such interface, err the first other
+// failure (in Options.Sysctls order), and done when every one was checked.
+func (m *Manager) sysctlState(name string, ifc *iface) (missing, done bool, err error) {
+	if ifc.declErr != nil {
+		return false, true, ifc.declErr
+	}
+	done = ifc.sysctls != nil
+	for _, s := range m.sysctls {
+		e, checked := ifc.sysctls[s.key(m.o.Family, name)]
+		switch {
+		case !checked:
+			done = false
+		case e != nil && errors.Is(e, kernel.ErrNotFound):
+			missing = true
+		case e != nil && err == nil:
+			err = e
 		}
 	}
-	return d
+	return missing, done, err
 }
 
 // afterRoutes takes the outcome of the route table's Apply.
 func (m *Manager) afterRoutes(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if err != nil && !errors.Is(err, dataplane.ErrPartial) {
 		return // the table failed as a whole: it tells nothing of our routes
 	}
@@ -475,18 +557,23 @@ func (m *Manager) status(id string) (Status, bool) {
 	st := Status{ID: id, Iface: e.u.Iface, Family: m.o.Family}
 	l, ok := m.links[e.u.Iface]
 	ifc := m.ifaces[e.u.Iface]
+	var missing, sysctlsDone bool
+	var sysctlErr error
+	if ifc != nil {
+		missing, sysctlsDone, sysctlErr = m.sysctlState(e.u.Iface, ifc)
+	}
 	switch {
-	case !ok || (ifc != nil && ifc.missing):
+	case !ok || missing:
 		st.State = StateInterfaceMissing
-	case ifc != nil && ifc.err != nil:
-		st.State, st.Err = StateError, ifc.err
+	case sysctlErr != nil:
+		st.State, st.Err = StateError, sysctlErr
 	case e.routeErr != nil && errors.Is(e.routeErr, routetable.ErrIfaceGone):
 		st.State = StateInterfaceMissing
 	case l.state != kernel.LinkUp || (e.routeErr != nil && errors.Is(e.routeErr, routetable.ErrIfaceDown)):
 		st.State = StateInterfaceDown
 	case e.routeErr != nil:
 		st.State, st.Err = StateError, managerutil.Quote(ErrRoute, e.routeErr)
-	case ifc == nil || ifc.configured != l.index || !e.routesOK:
+	case ifc == nil || (len(m.sysctls) > 0 && (ifc.configured != l.index || !sysctlsDone)) || !e.routesOK:
 		return Status{}, false // not known yet: the next Apply tells
 	default:
 		st.State = StateProgrammed

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,10 +17,12 @@ import (
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/endpoints"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/sysctls"
 )
 
 var (
@@ -28,36 +31,51 @@ var (
 	podMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 5}
 )
 
-// rig is one family's Manager with its route table on a fake namespace.
+// rig is one family's Manager with its route table and sysctls driver on
+// a fake namespace.
 type rig struct {
 	t        *testing.T
 	ns       *kernelfake.Namespace
 	f        ipfamily.Family
 	clk      *clock.Fake
 	routes   *routetable.Table
+	sys      *sysctls.Driver
 	m        *endpoints.Manager
 	statuses []endpoints.Status
+	// sysErr is the sysctls driver's error in the last pass.
+	sysErr error
 }
 
 func newRig(t *testing.T, f ipfamily.Family, mutate func(*endpoints.Options)) *rig {
 	t.Helper()
 	r := &rig{t: t, ns: kernelfake.New(kernelfake.Options{}), f: f, clk: clock.NewFake(epoch)}
+	r.build(mutate)
+	return r
+}
+
+// build makes the rig's drivers and Manager on its namespace.
+func (r *rig) build(mutate func(*endpoints.Options)) {
+	t := r.t
+	t.Helper()
 	var err error
-	r.routes, err = routetable.New(routetable.Options{Kernel: r.ns, Family: f, Table: kernel.TableMain,
+	r.routes, err = routetable.New(routetable.Options{Kernel: r.ns, Family: r.f, Table: kernel.TableMain,
 		InterfacePatterns: []string{`^np`}, Clock: r.clk})
 	require.NoError(t, err)
-	opts := endpoints.Options{Family: f, Kernel: r.ns, Routes: r.routes, StaticNeighbors: true, Clock: r.clk,
+	r.sys, err = sysctls.New(sysctls.Options{Kernel: r.ns, Clock: r.clk, Settings: []sysctls.Setting{}})
+	require.NoError(t, err)
+	opts := endpoints.Options{Family: r.f, Kernel: r.ns, Routes: r.routes, SysctlDriver: r.sys, StaticNeighbors: true,
 		OnStatus: func(s endpoints.Status) { r.statuses = append(r.statuses, s) }}
 	if mutate != nil {
 		mutate(&opts)
 	}
 	r.m, err = endpoints.New(opts)
 	require.NoError(t, err)
-	return r
 }
 
-// pass runs the Manager and its route driver as one loop pass does, and
-// returns the statuses reported during it.
+// pass runs the Manager, the sysctls driver and the route driver as one
+// loop pass does, and returns the statuses reported during it, the
+// earliest retry the drivers ask for, and the errors of the Manager and
+// the route driver (the sysctls driver's is in sysErr).
 func (r *rig) pass(msgs ...any) ([]endpoints.Status, dataplane.ApplyResult, error) {
 	r.t.Helper()
 	for _, msg := range msgs {
@@ -69,7 +87,12 @@ func (r *rig) pass(msgs ...any) ([]endpoints.Status, dataplane.ApplyResult, erro
 	}
 	r.statuses = nil
 	err := r.m.CompleteDeferredWork(ctx)
+	sres, serr := r.sys.Apply(ctx)
+	r.sysErr = serr
 	res, aerr := r.m.RouteDriver().Apply(ctx)
+	if sres.RetryAfter > 0 && (res.RetryAfter <= 0 || sres.RetryAfter < res.RetryAfter) {
+		res.RetryAfter = sres.RetryAfter
+	}
 	return r.statuses, res, errors.Join(err, aerr)
 }
 
@@ -348,8 +371,9 @@ func TestInvalidEndpoint(t *testing.T) {
 	require.ErrorIs(t, err, endpoints.ErrInvalidEndpoint)
 }
 
-// A sysctl the kernel refuses is the endpoint's error, retried on its own
-// backoff, which the route driver asks the loop to come back for.
+// A sysctl the kernel refuses is the endpoint's error, retried by the
+// sysctls driver on its own backoff, which it asks the loop to come back
+// for.
 func TestSysctlFailureRetries(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
 	r.veth("np1")
@@ -362,12 +386,14 @@ func TestSysctlFailureRetries(t *testing.T) {
 	})
 	sts, res, err := r.pass(cluster.Endpoint{ID: "a", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}})
 	require.NoError(t, err, "per-object failures are statuses, not the Manager's error")
+	require.ErrorIs(t, r.sysErr, dataplane.ErrPartial, "the sysctls driver's object failure")
 	require.Len(t, sts, 1)
 	assert.Equal(t, endpoints.StateError, sts[0].State)
 	require.ErrorIs(t, sts[0].Err, endpoints.ErrSysctl)
 	require.ErrorIs(t, sts[0].Err, refused)
 	assert.Contains(t, sts[0].Err.Error(), "net/ipv4/conf/np1/proxy_arp")
 	assert.Equal(t, dataplane.DefaultBackoffInitial, res.RetryAfter)
+	assert.Equal(t, 1, r.sys.Stats().Failing)
 
 	// Not due: not tried.
 	r.ns.Refuse(nil)
@@ -437,7 +463,9 @@ func TestOptions(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
 	routes, err := routetable.New(routetable.Options{Kernel: ns, Family: ipfamily.IPv4, Table: kernel.TableMain})
 	require.NoError(t, err)
-	good := endpoints.Options{Family: ipfamily.IPv4, Kernel: ns, Routes: routes}
+	sys, err := sysctls.New(sysctls.Options{Kernel: ns})
+	require.NoError(t, err)
+	good := endpoints.Options{Family: ipfamily.IPv4, Kernel: ns, Routes: routes, SysctlDriver: sys}
 	var nilNS *kernelfake.Namespace
 	for name, mutate := range map[string]func(*endpoints.Options){
 		"no family":     func(o *endpoints.Options) { o.Family = 0 },
@@ -448,7 +476,7 @@ func TestOptions(t *testing.T) {
 		"bad sysctl":    func(o *endpoints.Options) { o.Sysctls = []endpoints.Sysctl{{Name: "a/b", Value: "1"}} },
 		"empty value":   func(o *endpoints.Options) { o.Sysctls = []endpoints.Sysctl{{Name: "rp_filter"}} },
 		"bad dir":       func(o *endpoints.Options) { o.Sysctls = []endpoints.Sysctl{{Dir: "x", Name: "a", Value: "1"}} },
-		"backoff":       func(o *endpoints.Options) { o.Backoff.Initial = -1 },
+		"no sysctls":    func(o *endpoints.Options) { o.SysctlDriver = nil },
 	} {
 		o := good
 		mutate(&o)
@@ -481,18 +509,61 @@ func TestRestartWritesNothing(t *testing.T) {
 			require.NoError(t, err)
 			writes := r.ns.Writes()
 
-			again := newRig(t, f, nil)
-			again.ns = r.ns
-			again.routes, err = routetable.New(routetable.Options{Kernel: r.ns, Family: f, Table: kernel.TableMain,
-				InterfacePatterns: []string{`^np`}, Clock: again.clk})
-			require.NoError(t, err)
-			again.m, err = endpoints.New(endpoints.Options{Family: f, Kernel: r.ns, Routes: again.routes, StaticNeighbors: true,
-				Clock: again.clk, OnStatus: func(s endpoints.Status) { again.statuses = append(again.statuses, s) }})
-			require.NoError(t, err)
+			again := &rig{t: t, ns: r.ns, f: f, clk: clock.NewFake(epoch)}
+			again.build(nil)
 			sts, _, err := again.pass(ep)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"a programmed"}, states(sts))
 			assert.Equal(t, writes, r.ns.Writes(), "routes, neighbours and sysctls adopted as they are")
 		})
 	}
+}
+
+// On a loop, a sysctl the kernel refuses once is retried by the loop's
+// pass for the sysctls driver's RetryAfter, with nothing else happening:
+// the status goes from error to programmed.
+func TestLoopRetriesSysctl(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	r := &rig{t: t, ns: ns, f: ipfamily.IPv4}
+	r.veth("np1")
+	var refusals atomic.Int32
+	ns.Refuse(func(op kernelfake.Op, obj any) error {
+		if s, ok := obj.(kernelfake.Sysctl); ok && op == kernelfake.OpSetSysctl && strings.HasSuffix(s.Key, "/proxy_arp") && refusals.Add(1) == 1 {
+			return errors.New("refused once")
+		}
+		return nil
+	})
+	routes, err := routetable.New(routetable.Options{Kernel: ns, Family: ipfamily.IPv4, Table: kernel.TableMain, InterfacePatterns: []string{`^np`}})
+	require.NoError(t, err)
+	sys, err := sysctls.New(sysctls.Options{Kernel: ns, Settings: []sysctls.Setting{}})
+	require.NoError(t, err)
+	statuses := make(chan endpoints.Status, 16)
+	m, err := endpoints.New(endpoints.Options{Family: ipfamily.IPv4, Kernel: ns, Routes: routes, SysctlDriver: sys,
+		OnStatus: func(s endpoints.Status) { statuses <- s }})
+	require.NoError(t, err)
+	loop := managertest.StartLoop(t, dataplane.Options{}, []dataplane.Manager{m}, m.RouteDriver(), sys)
+	managertest.Send(t, loop, cluster.Endpoint{ID: "a", Iface: "np1", Addrs: []netip.Prefix{r.addr(1)}})
+	loop.DatastoreInSync()
+	loop.InterfacesInSync()
+
+	var seen []string
+	for {
+		select {
+		case s := <-statuses:
+			seen = append(seen, s.State.String())
+			if s.State == endpoints.StateError {
+				require.ErrorIs(t, s.Err, endpoints.ErrSysctl)
+				assert.Contains(t, s.Err.Error(), "refused once")
+			}
+		case <-time.After(managertest.Converge):
+			t.Fatalf("not programmed; statuses %v", seen)
+		}
+		if seen[len(seen)-1] == endpoints.StateProgrammed.String() {
+			break
+		}
+	}
+	assert.Equal(t, []string{"error", "programmed"}, seen)
+	assert.Equal(t, "1", r.sysctl("np1", "proxy_arp"))
+	assert.Equal(t, int32(2), refusals.Load(), "written twice: refused, then retried")
+	assert.Zero(t, sys.Stats().Failing)
 }

@@ -16,7 +16,9 @@ var (
 	// status is StateError.
 	ErrInvalidEndpoint = errors.New("endpoints: invalid endpoint")
 	// ErrSysctl reports a per-interface sysctl that could not be read or
-	// written; it is retried on its own backoff.
+	// written (the sysctls driver retries it on its own backoff), or a
+	// group of them the sysctls driver refused (a key it keeps for
+	// another group).
 	ErrSysctl = errors.New("endpoints: interface sysctl not applied")
 	// ErrRoute reports a route of the endpoint that the route table could
 	// not write; the table retries it on its own backoff.

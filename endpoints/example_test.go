@@ -13,13 +13,14 @@ import (
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/sysctls"
 )
 
-// One family's Manager and its route table on a loop, for a pod whose veth
-// the CNI plugin made. The namespace here is kernelfake's; an agent opens
-// the real one with kernel.Open and wires an interface monitor to the loop,
-// which hands its link updates to the Manager (see the package
-// documentation).
+// One family's Manager, its route table and the sysctls driver on a loop,
+// for a pod whose veth the CNI plugin made. The namespace here is
+// kernelfake's; an agent opens the real one with kernel.Open and wires an
+// interface monitor to the loop, which hands its link updates to the
+// Manager (see the package documentation).
 func Example() {
 	ns := kernelfake.New(kernelfake.Options{})
 	veth, _ := ns.AddLink(context.Background(), kernel.Link{Name: "cali1", Kind: kernel.KindVeth, Veth: &kernel.Veth{PeerName: "pod-eth0"}})
@@ -29,8 +30,11 @@ func Example() {
 
 	routes, _ := routetable.New(routetable.Options{Kernel: ns, Family: ipfamily.IPv4, Table: kernel.TableMain,
 		InterfacePatterns: []string{`^cali`}})
-	m, err := endpoints.New(endpoints.Options{Family: ipfamily.IPv4, Kernel: ns, Routes: routes, StaticNeighbors: true,
-		OnStatus: func(s endpoints.Status) { fmt.Println("status:", s) }})
+	// The node's sysctls driver (here with none of its own) keeps the
+	// interfaces' sysctls too: the Manager hands them to it.
+	sys, _ := sysctls.New(sysctls.Options{Kernel: ns, Settings: []sysctls.Setting{}})
+	m, err := endpoints.New(endpoints.Options{Family: ipfamily.IPv4, Kernel: ns, Routes: routes, SysctlDriver: sys,
+		StaticNeighbors: true, OnStatus: func(s endpoints.Status) { fmt.Println("status:", s) }})
 	if err != nil {
 		panic(err)
 	}
@@ -39,6 +43,7 @@ func Example() {
 	loop, _ := dataplane.New(dataplane.Options{OnInSync: cancel}) // stop after the first pass
 	_ = loop.AddManager(m)
 	_ = loop.AddDriver(m.RouteDriver()) // not routes: the Manager learns what was written
+	_ = loop.AddDriver(sys)             // writes the sysctls; the loop resyncs and retries it
 	_ = loop.Send(ctx, cluster.Endpoint{ID: "default/web-0", Iface: "cali1",
 		Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32"), netip.MustParsePrefix("fd00:10:244:1::5/128")},
 		MAC:   net.HardwareAddr{0x02, 0, 0, 0, 0, 5}})
@@ -98,7 +103,8 @@ func ExampleNew() {
 func ExampleManager_Statuses() {
 	ns := kernelfake.New(kernelfake.Options{})
 	routes, _ := routetable.New(routetable.Options{Kernel: ns, Family: ipfamily.IPv6, Table: kernel.TableMain})
-	m, _ := endpoints.New(endpoints.Options{Family: ipfamily.IPv6, Kernel: ns, Routes: routes})
+	sys, _ := sysctls.New(sysctls.Options{Kernel: ns})
+	m, _ := endpoints.New(endpoints.Options{Family: ipfamily.IPv6, Kernel: ns, Routes: routes, SysctlDriver: sys})
 	m.OnUpdate(cluster.Endpoint{ID: "a", Iface: "cali9", Addrs: []netip.Prefix{netip.MustParsePrefix("fd00::9/128")}})
 	_ = m.CompleteDeferredWork(context.Background())
 	fmt.Println(m.Statuses())

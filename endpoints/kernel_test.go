@@ -25,6 +25,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
+	"github.com/nodeplane/nodeplane/sysctls"
 )
 
 var (
@@ -135,11 +136,14 @@ func TestKernelEndpointRoutesComeBack(t *testing.T) {
 
 	statuses := &statusLog{last: map[ipfamily.Family]endpoints.Status{}}
 	var managers []dataplane.Manager
-	var drivers []dataplane.Driver
+	// One sysctls driver keeps both families' interface sysctls.
+	sys, err := sysctls.New(sysctls.Options{Kernel: k, Settings: []sysctls.Setting{}})
+	require.NoError(t, err)
+	drivers := []dataplane.Driver{sys}
 	for _, f := range ipfamily.All {
 		routes, err := routetable.New(routetable.Options{Kernel: k, Family: f, Table: kernel.TableMain, InterfacePatterns: []string{`^npveth`}})
 		require.NoError(t, err)
-		m, err := endpoints.New(endpoints.Options{Family: f, Kernel: k, Routes: routes, StaticNeighbors: true, OnStatus: statuses.add})
+		m, err := endpoints.New(endpoints.Options{Family: f, Kernel: k, Routes: routes, SysctlDriver: sys, StaticNeighbors: true, OnStatus: statuses.add})
 		require.NoError(t, err)
 		managers, drivers = append(managers, m), append(drivers, m.RouteDriver())
 	}

@@ -210,6 +210,18 @@ type Commands interface {
 	Runner() command.Runner
 }
 
+// Doer runs work on an OS thread inside the namespace: the work that opens
+// sockets this package has no codec for, which must be made there — a
+// WireGuard client (wgctrl's generic netlink socket), a userspace
+// WireGuard device's TUN and UDP sockets, TCX attachments, an nftables
+// connection. A *Namespace implements it; kernelfake's Namespace, which has
+// no thread to run work on, fails every Do with ErrNotSupported. Drivers
+// that need it take it by name in their Kernel interface.
+type Doer interface {
+	// Do runs fn on a thread inside the namespace and returns its error.
+	Do(fn func() error) error
+}
+
 // Kernel is everything one network namespace offers. *Namespace and
 // kernelfake's Namespace implement it; drivers take the narrow
 // interfaces it is made of.

@@ -424,13 +424,13 @@ func (t *Table) Name() string {
 // Stats returns the Table's dataplane.DriverStats: the keys with a
 // winner, our routes in the table (as last read or written), the objects
 // failing (routes, neighbour entries, the conntrack deletion) and the
-// route and neighbour writes sent. It implements
+// route, neighbour and conntrack-deletion writes sent. It implements
 // dataplane.StatsReporter.
 func (t *Table) Stats() dataplane.DriverStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return dataplane.DriverStats{Desired: t.tr.Desired().Len(), InKernel: t.tr.Dataplane().Len(),
-		Failing: t.failed.Len(), Writes: t.stats.RouteWrites + t.stats.NeighborWrites}
+		Failing: t.failed.Len(), Writes: t.stats.RouteWrites + t.stats.NeighborWrites + t.stats.ConntrackDeletions}
 }
 
 // Counters returns the Table's counters and sizes.

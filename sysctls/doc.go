@@ -38,8 +38,10 @@
 // those whose retry is due; with nothing due it does no I/O. An inactive
 // loop never applies it, so a standby agent writes nothing. Without a
 // loop, Check checks at once. Managers hand it their own settings with
-// SetGroup (the per-interface sysctls of an endpoint's interface, say) and
-// read a setting's failure back with Failure.
+// SetGroup (the per-interface sysctls of an endpoint's interface, say),
+// ask for a group to be checked again with RecheckGroup (its interface
+// was re-created with the kernel's defaults), read a setting's failure
+// back with Failure, and learn the outcome of every check through Watch.
 //
 // Each check makes a Report: per setting, the value found, the value left,
 // and whether it was kept, changed or failed (Result.Err wraps

@@ -165,6 +165,8 @@ type Driver struct {
 	good   map[string]bool
 	failed *dataplane.Ledger[string]
 	writes uint64
+	// watchers receive every Report (Watch).
+	watchers []func(Report)
 }
 
 // New validates opts and returns a Driver. It does no I/O: the first Apply
@@ -279,6 +281,46 @@ func (m *Driver) SetGroup(group string, settings []Setting) error {
 	return nil
 }
 
+// RecheckGroup makes the next Apply check the settings of group again, as
+// if they had just been declared, and ends their backoff: a manager calls
+// it when the object its settings are about was re-created with the
+// kernel's defaults (an interface deleted and made again, say). It does
+// no I/O; an unknown group is ignored.
+func (m *Driver) RecheckGroup(group string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.groups[group] {
+		p, _ := path(s.Key)
+		m.due[p] = true
+		m.failed.Forget(p)
+	}
+}
+
+// Watch registers fn to receive the Report of every Apply and Check that
+// checked at least one setting, kept, changed or failed alike: a manager
+// that hands its settings to the Driver (SetGroup) learns their outcome
+// from it. fn is called from the goroutine that ran the Apply, after it,
+// outside the Driver's lock (it may call the Driver's other methods, not
+// Apply), and must be quick.
+func (m *Driver) Watch(fn func(Report)) {
+	if fn == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.watchers = append(m.watchers, fn)
+}
+
+// tell hands rep to the watchers; the caller does not hold the lock.
+func tell(watchers []func(Report), rep Report) {
+	if len(rep.Results) == 0 {
+		return
+	}
+	for _, fn := range watchers {
+		fn(rep)
+	}
+}
+
 // Failure returns the error of the setting key while it fails (a
 // *dataplane.ObjectError wrapping ErrNotApplied and the cause).
 func (m *Driver) Failure(key string) (*dataplane.ObjectError, bool) {
@@ -335,23 +377,32 @@ func (m *Driver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		ctx = context.Background()
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	res, rep, err := m.apply(ctx)
+	watchers := m.watchers
+	m.mu.Unlock()
+	tell(watchers, rep)
+	return res, err
+}
+
+// apply is Apply under the lock; it returns the Report of what it checked
+// too.
+func (m *Driver) apply(ctx context.Context) (dataplane.ApplyResult, Report, error) {
 	m.failed.Begin()
 	check := m.dueSettings()
 	if len(check) == 0 {
-		return dataplane.ApplyResult{RetryAfter: m.failed.RetryAfter()}, m.err()
+		return dataplane.ApplyResult{RetryAfter: m.failed.RetryAfter()}, Report{}, m.err()
 	}
 	rep := m.run(ctx, check)
 	if err := ctx.Err(); err != nil {
 		m.resync = true
-		return dataplane.ApplyResult{}, fmt.Errorf("sysctls: %s: %w", m.o.Name, err)
+		return dataplane.ApplyResult{}, rep, fmt.Errorf("sysctls: %s: %w", m.o.Name, err)
 	}
 	m.resync = false
 	clear(m.due)
 	if cb := m.o.OnReport; cb != nil && (len(rep.Changed()) > 0 || len(rep.Failed()) > 0) {
 		cb(rep)
 	}
-	return dataplane.ApplyResult{RetryAfter: m.failed.RetryAfter()}, m.err()
+	return dataplane.ApplyResult{RetryAfter: m.failed.RetryAfter()}, rep, m.err()
 }
 
 // err is Apply's error: the failures of the Required settings, joined,
@@ -398,9 +449,12 @@ func (m *Driver) Check(ctx context.Context) Report {
 		ctx = context.Background()
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.failed.Begin()
-	return m.run(ctx, m.desired())
+	rep := m.run(ctx, m.desired())
+	watchers := m.watchers
+	m.mu.Unlock()
+	tell(watchers, rep)
+	return rep
 }
 
 // run checks settings and keeps the outcome: the failing ones in the

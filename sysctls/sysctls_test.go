@@ -369,3 +369,53 @@ func TestStrings(t *testing.T) {
 	}}
 	assert.Equal(t, "a.b: kept 1\na.c: changed 0 -> 1", r.String())
 }
+
+// A group's settings re-checked on request (its object re-created with the
+// kernel's defaults), and every Report that checked something handed to
+// the watchers, kept settings included.
+func TestRecheckGroupAndWatch(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	_, err := ns.AddLink(ctx, kernel.Link{Name: "eth1", Kind: kernel.KindBridge})
+	require.NoError(t, err)
+	k := &counting{next: ns}
+	m, err := sysctls.New(sysctls.Options{Kernel: k, Settings: []sysctls.Setting{}})
+	require.NoError(t, err)
+	var reports []sysctls.Report
+	m.Watch(func(r sysctls.Report) {
+		reports = append(reports, r)
+		_ = m.Stats() // outside the Driver's lock
+	})
+	m.Watch(nil)
+
+	eth1 := []sysctls.Setting{{Key: "net.ipv4.conf.eth1.forwarding", Value: "1"}}
+	require.NoError(t, m.SetGroup("iface eth1", eth1))
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	require.Len(t, reports, 1)
+	assert.Equal(t, sysctls.Changed, reports[0].Results[0].Outcome)
+
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	require.Len(t, reports, 1, "nothing checked, nothing told")
+
+	// The interface is made again: its value is the kernel's default.
+	require.NoError(t, ns.Admin().SetSysctl(ctx, "net.ipv4.conf.eth1.forwarding", "0"))
+	k.reset()
+	m.RecheckGroup("iface eth1")
+	m.RecheckGroup("unknown")
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	gets, sets := k.reset()
+	assert.Equal(t, []string{"net.ipv4.conf.eth1.forwarding", "net.ipv4.conf.eth1.forwarding"}, gets)
+	assert.Equal(t, []string{"net.ipv4.conf.eth1.forwarding=1"}, sets)
+	require.Len(t, reports, 2)
+
+	// A check that keeps the value is told as well.
+	m.RecheckGroup("iface eth1")
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	require.Len(t, reports, 3)
+	assert.Equal(t, sysctls.Kept, reports[2].Results[0].Outcome)
+	m.Check(ctx)
+	require.Len(t, reports, 4)
+}

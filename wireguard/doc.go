@@ -40,14 +40,16 @@
 //		NodeName: self,
 //		OnPublicKey: func(k wireguard.PublicKey) { publish(self, k) },
 //	})
-//	go wg.Run(ctx)        // the userspace device lives as long as ctx
-//	loop.AddManager(wg)   // OnUpdate, CompleteDeferredWork
-//	loop.AddDriver(wg)    // Apply, QueueResync (PhaseRoutes)
+//	go wg.Run(ctx)      // the userspace device lives as long as ctx
+//	loop.AddManager(wg) // OnUpdate, CompleteDeferredWork
+//	for _, d := range wg.Drivers() {
+//		loop.AddDriver(d) // the device (wg), its table, its rule
+//	}
 //	loop.Send(ctx, cluster.Node{Name: "n2", UnderlayV4: n2IP, WireGuardKeyV4: k2})
 //	loop.Send(ctx, cluster.Block{CIDR: n2PodCIDR, Node: "n2"})
 //
-// Messages (OnUpdate; also usable without a dataplane.Loop, then call
-// Apply yourself): cluster.Node says what a node offers (its WireGuard key
+// Messages (OnUpdate; also usable without a dataplane.Loop, then apply the
+// drivers yourself, phase by phase as a loop's pass does): cluster.Node says what a node offers (its WireGuard key
 // and underlay address of the Manager's family, the endpoint, on
 // Options.ListenPort; its tunnel address of the family, routed to it as a
 // host prefix unless one of its blocks holds it); cluster.Block gives a
@@ -55,14 +57,19 @@
 // it owns); cluster.NodeRemove and cluster.BlockRemove withdraw them;
 // RotateKey asks for a new key; SetEnabled turns encryption off and on.
 //
-// Apply does, in this order, each step only once the one before
-// succeeded: make or adopt the device (choosing the provider), set its MTU
-// and bring it up; load the key (or make one, or keep the device's when the
-// file is gone) and publish the public key; write the device settings and
-// the peers that differ, in chunks of Options.PeerChunk; write the routes
-// and throws that differ; and, once the device and every route are in
-// place, the rule. Disabled, it removes the rule, then the routes, then the
-// device.
+// The Manager owns three drivers, each resynced and retried by the loop
+// on its own (Drivers). The device's, the Manager itself (its Apply, in
+// dataplane.PhaseTunnelL2), does, in this order, each step only once the
+// one before succeeded: make or adopt the device (choosing the provider),
+// set its MTU and bring it up; load the key (or make one, or keep the
+// device's when the file is gone) and publish the public key; write the
+// device settings and the peers that differ, in chunks of
+// Options.PeerChunk; and declare the routes and throws on the table. The
+// table (Table, a routetable.Table in dataplane.PhaseRoutes) writes those
+// that differ. The rule driver (RuleDriver) adds the rule after them, once
+// the device and every route are in place. Disabled, the rule driver
+// removes the rule, then withdraws the routes (which the table removes in
+// the same pass), then deletes the device.
 //
 // # Fail-closed
 //

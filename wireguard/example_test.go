@@ -3,11 +3,12 @@ package wireguard_test
 import (
 	"context"
 	"fmt"
-	"github.com/nodeplane/nodeplane/cluster"
 	"net/netip"
 	"os"
 	"path/filepath"
 
+	"github.com/nodeplane/nodeplane/cluster"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
@@ -15,9 +16,10 @@ import (
 	"github.com/nodeplane/nodeplane/wireguard/wireguardfake"
 )
 
-// A Manager on a fake node whose kernel has no WireGuard module: it falls
-// back to the (fake) userspace provider, makes a key, configures the peers
-// and installs the routes and the rule.
+// A Manager and its drivers on a loop, on a fake node whose kernel has no
+// WireGuard module: it falls back to the (fake) userspace provider, makes a
+// key and configures the peers; the table writes the routes, and the rule
+// driver the rule, after them.
 func Example() {
 	ns := kernelfake.New(kernelfake.Options{}) // no wireguard link kind, as on this project's machines
 	wg := wireguardfake.New(ns)
@@ -37,15 +39,21 @@ func Example() {
 	}
 	defer m.Close()
 
-	k, _ := wireguard.GeneratePrivateKey()
-	m.OnUpdate(cluster.Node{Name: "node2", UnderlayV4: netip.MustParseAddr("198.18.0.2"), WireGuardKeyV4: cluster.WireGuardKey(k.Public())})
-	m.OnUpdate(cluster.Block{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node2"})
-	m.OnUpdate(cluster.Node{Name: "node3", UnderlayV4: netip.MustParseAddr("198.18.0.3")}) // no key yet
-	m.OnUpdate(cluster.Block{CIDR: netip.MustParsePrefix("10.244.3.0/24"), Node: "node3"})
-	if _, err := m.Apply(context.Background()); err != nil {
-		fmt.Println(err)
-		return
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	loop, _ := dataplane.New(dataplane.Options{OnInSync: cancel}) // stop after the first pass
+	_ = loop.AddManager(m)
+	for _, d := range m.Drivers() { // the device, the table, the rule
+		_ = loop.AddDriver(d)
 	}
+	k, _ := wireguard.GeneratePrivateKey()
+	_ = loop.Send(ctx, cluster.Node{Name: "node2", UnderlayV4: netip.MustParseAddr("198.18.0.2"), WireGuardKeyV4: cluster.WireGuardKey(k.Public())})
+	_ = loop.Send(ctx, cluster.Block{CIDR: netip.MustParsePrefix("10.244.2.0/24"), Node: "node2"})
+	_ = loop.Send(ctx, cluster.Node{Name: "node3", UnderlayV4: netip.MustParseAddr("198.18.0.3")}) // no key yet
+	_ = loop.Send(ctx, cluster.Block{CIDR: netip.MustParsePrefix("10.244.3.0/24"), Node: "node3"})
+	loop.DatastoreInSync()
+	loop.InterfacesInSync()
+	_ = loop.Run(ctx)
 	st := m.Status()
 	fmt.Println("provider:", st.Mode, "device:", st.Device, "peers:", st.Peers, "not peers:", st.NotPeers, "rule:", st.RuleInstalled)
 	for _, r := range ns.Routes(kernel.IPv4, 100) {
@@ -79,8 +87,10 @@ func Example_namespace() {
 		return
 	}
 	go func() { _ = m.Run(ctx) }()
-	if _, err := m.Apply(ctx); err != nil {
-		fmt.Println(err)
+	for _, d := range m.Drivers() { // as a loop's pass applies them
+		if _, err := d.Apply(ctx); err != nil {
+			fmt.Println(err)
+		}
 	}
 	fmt.Println(m.Status().Mode, m.Status().ModeReason)
 }

@@ -160,8 +160,7 @@ func (n *wgNode) apply(f ipfamily.Family) {
 	t := n.c.t
 	t.Helper()
 	m := n.mgr[f]
-	require.NoError(t, m.CompleteDeferredWork(context.Background()))
-	_, err := m.Apply(context.Background())
+	_, err := pass(m)
 	require.NoError(t, err)
 }
 
@@ -603,14 +602,14 @@ func TestKernelUserspaceHostToHostEncryption(t *testing.T) {
 			OnPublicKey: func(pk wireguard.PublicKey) { pubs[i] = pk }})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = m.Close() })
-		_, err = m.Apply(context.Background())
+		_, err = pass(m)
 		require.NoError(t, err)
 		mgrs = append(mgrs, m)
 	}
 	for i, m := range mgrs {
 		o := topo.Hosts[1-i]
 		send(m, testPeer{Node: o.Name, PublicKey: pubs[1-i], Endpoint: netip.AddrPortFrom(o.UnderlayIPv4.Addr(), 0)})
-		_, err := m.Apply(context.Background())
+		_, err := pass(m)
 		require.NoError(t, err)
 	}
 	v, err := topo.Hosts[0].NS.Sysctl("net.ipv4.conf.all.src_valid_mark")

@@ -30,16 +30,18 @@ const (
 const FailClosedMetric = 4096
 
 // Manager keeps one family's WireGuard encryption in step with the cluster:
-// the device, its key and peers, the routing table and the rule. It is a
-// dataplane.Manager (OnUpdate, CompleteDeferredWork) and a dataplane.Driver
-// (Apply, QueueResync, Phase): register it with both AddManager and
-// AddDriver, or call OnUpdate and Apply yourself. See the package
+// the device, its key and peers, and what it declares on its two other
+// drivers, the routing table and the rule. It is a dataplane.Manager
+// (OnUpdate, CompleteDeferredWork) and a dataplane.Driver of the device
+// (Apply, QueueResync, Phase): register it with AddManager, and it and
+// the table and rule drivers (Drivers) with AddDriver. See the package
 // documentation.
 type Manager struct {
-	cfg   config
-	table *routetable.Table
-	rules *routerule.Rules
-	rule  routerule.Rule
+	cfg     config
+	table   *routetable.Table
+	rules   *routerule.Rules
+	rule    routerule.Rule
+	ruleDrv *ruleDriver
 
 	mu     sync.Mutex
 	closed bool
@@ -70,9 +72,12 @@ type Manager struct {
 	pub       PublicKey // key's
 	published PublicKey
 	toPublish *PublicKey // to hand to OnPublicKey once Apply lets go of the lock
-	ruleSet   bool
-	ruleUp    bool
-	sysctlOK  bool
+	// devOK says the latest Apply left the device configured, with the
+	// routes declared: the rule may follow once they are written.
+	devOK    bool
+	ruleSet  bool
+	ruleUp   bool
+	sysctlOK bool
 }
 
 // New validates opts and returns a Manager. It does no I/O and starts no
@@ -82,19 +87,11 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.KernelProvider == nil || cfg.UserspaceProvider == nil {
-		doer, ok := cfg.Kernel.(Doer)
-		switch {
-		case ok:
-			if cfg.KernelProvider == nil {
-				cfg.KernelProvider = NewKernelProvider(KernelProviderOptions{Links: cfg.Kernel, Doer: doer})
-			}
-			if cfg.UserspaceProvider == nil {
-				cfg.UserspaceProvider = NewUserspaceProvider(UserspaceProviderOptions{Links: cfg.Kernel, Doer: doer, Logger: cfg.Logger})
-			}
-		case cfg.Mode != ModeUserspace && cfg.KernelProvider == nil || cfg.Mode != ModeKernel && cfg.UserspaceProvider == nil:
-			return nil, fmt.Errorf("%w: Kernel cannot run work inside its namespace (no Do): give the providers", ErrInvalidOptions)
-		}
+	if cfg.KernelProvider == nil {
+		cfg.KernelProvider = NewKernelProvider(KernelProviderOptions{Links: cfg.Kernel, Doer: cfg.Kernel})
+	}
+	if cfg.UserspaceProvider == nil {
+		cfg.UserspaceProvider = NewUserspaceProvider(UserspaceProviderOptions{Links: cfg.Kernel, Doer: cfg.Kernel, Logger: cfg.Logger})
 	}
 	fam := routetable.IPv4
 	if cfg.Family == ipfamily.IPv6 {
@@ -120,15 +117,42 @@ func New(opts Options) (*Manager, error) {
 		nodes: map[string]cluster.Node{}, blocks: map[netip.Prefix]string{}, blocksOf: map[string][]netip.Prefix{},
 	}
 	m.in = newIntent(&m.cfg)
+	m.ruleDrv = &ruleDriver{m: m}
 	return m, nil
 }
+
+// Drivers returns the Manager's three drivers, for the loop's AddDriver,
+// in the order of their phases: the Manager itself (the device, its key
+// and peers; PhaseTunnelL2), the rule (RuleDriver, PhaseTunnelL2, whose
+// ApplyDeletions follows the routes), and the routing table (a
+// routetable.Table; PhaseRoutes). Each is resynced and retried by the loop
+// on its own.
+func (m *Manager) Drivers() []dataplane.Driver {
+	return []dataplane.Driver{m, m.ruleDrv, m.table}
+}
+
+// Table returns the routing table the Manager declares its routes on, a
+// driver of its own (register it with the loop: see Drivers).
+func (m *Manager) Table() *routetable.Table { return m.table }
+
+// RuleDriver returns the driver of the Manager's rule (register it with
+// the loop: see Drivers), a dataplane.DeletionApplier whose two halves
+// stand around the routes of a pass. Enabled, it adds the rule only after
+// the device is configured and every route is in the table (its
+// ApplyDeletions, after the routes), so the rule never sends traffic to a
+// table without them, and keeps it (a rule an earlier run left is adopted,
+// never removed while the routes are written). Disabled, it removes the
+// rule, then withdraws the routes (its Apply, before the table's), and
+// deletes the device once both are gone (ApplyDeletions).
+func (m *Manager) RuleDriver() dataplane.Driver { return m.ruleDrv }
 
 // Name returns "wireguard-ipv4" or "wireguard-ipv6", for the loop's logs.
 func (m *Manager) Name() string { return "wireguard-" + m.cfg.Family.String() }
 
-// Phase implements dataplane.Driver: the device, its routes and the rule are
-// written in dataplane.PhaseRoutes, in that order, by one Apply.
-func (m *Manager) Phase() dataplane.Phase { return dataplane.PhaseRoutes }
+// Phase implements dataplane.Driver: the device and its peers are written
+// in dataplane.PhaseTunnelL2, before the routes through it (the table's,
+// in PhaseRoutes) and the rule (RuleDriver, after them).
+func (m *Manager) Phase() dataplane.Phase { return dataplane.PhaseTunnelL2 }
 
 // OnUpdate records a message: cluster.Node, cluster.NodeRemove,
 // cluster.Block, cluster.BlockRemove, RotateKey or SetEnabled (also by
@@ -276,23 +300,22 @@ func (m *Manager) setEnabled(on bool) {
 func (m *Manager) CompleteDeferredWork(context.Context) error { return nil }
 
 // QueueResync implements dataplane.Driver: the next Apply re-reads the
-// device, its link, the table and the rules.
+// device and its link. The table and the rule are drivers of their own,
+// resynced by the loop.
 func (m *Manager) QueueResync() {
 	m.mu.Lock()
 	m.resync = true
 	m.sysctlOK = false
 	m.mu.Unlock()
-	m.table.QueueResync()
-	m.rules.QueueResync()
 }
 
 // Apply implements dataplane.Driver. Enabled, it makes or adopts the device
 // (choosing the provider), sets its MTU and brings it up, loads or creates
 // the private key (publishing the public key), writes the device settings
-// and the peers that differ (in chunks of Options.PeerChunk), writes the
-// table's routes and throws, and, once the device and routes are ready,
-// the rule. Disabled, it removes the rule, then the routes, then the
-// device. A nil ctx is context.Background().
+// and the peers that differ (in chunks of Options.PeerChunk), and declares
+// the routes and throws on the table, whose own Apply writes them.
+// Disabled, it does nothing: the rule driver removes the rule, the routes
+// and the device, in that order. A nil ctx is context.Background().
 func (m *Manager) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -312,8 +335,9 @@ func (m *Manager) apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if m.closed {
 		return dataplane.ApplyResult{}, ErrClosed
 	}
+	m.devOK = false
 	if !m.enabled {
-		return m.applyDisabled(ctx)
+		return dataplane.ApplyResult{}, nil // the rule driver takes everything down, in order
 	}
 	if err := m.ensureDevice(ctx); err != nil {
 		return dataplane.ApplyResult{}, err
@@ -334,33 +358,12 @@ func (m *Manager) apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if err := m.declareRoutes(); err != nil {
 		return dataplane.ApplyResult{}, err
 	}
-	res, err := m.table.Apply(ctx)
-	ready := err == nil && m.routesReady()
-	if err != nil && !errors.Is(err, dataplane.ErrPartial) {
-		return res, err
-	}
-	if ready && !m.ruleSet {
-		if rerr := m.rules.SetRule(m.rule); rerr != nil {
-			return res, rerr
-		}
-		m.ruleSet = true
-	}
-	if m.ruleSet {
-		rres, rerr := m.rules.Apply(ctx)
-		m.ruleUp = rerr == nil
-		res = minRetry(res, rres)
-		err = errors.Join(err, rerr)
-	}
-	return res, err
+	m.devOK = true
+	return dataplane.ApplyResult{}, nil
 }
 
-func minRetry(a, b dataplane.ApplyResult) dataplane.ApplyResult {
-	if b.RetryAfter > 0 && (a.RetryAfter <= 0 || b.RetryAfter < a.RetryAfter) {
-		return b
-	}
-	return a
-}
-
+// routesReady reports whether the table holds every route declared, none
+// pending.
 func (m *Manager) routesReady() bool {
 	s := m.table.Counters()
 	return s.PendingUpdates == 0 && s.PendingDeletions == 0 && s.Desired == s.Declared
@@ -446,51 +449,44 @@ func failClosedTarget(p netip.Prefix) routetable.Target {
 	return routetable.Target{CIDR: p, Type: routetable.TargetBlackhole, Metric: FailClosedMetric}
 }
 
-// applyDisabled removes the rule, then the routes, then the device, each
-// step only once the one before succeeded.
-func (m *Manager) applyDisabled(ctx context.Context) (dataplane.ApplyResult, error) {
-	m.ruleSet = false
-	if err := m.rules.SetRules(nil); err != nil {
-		return dataplane.ApplyResult{}, err
-	}
-	if res, err := m.rules.Apply(ctx); err != nil {
-		return res, err
-	}
-	m.ruleUp = false
-	if err := m.table.SetRoutes(classPeers, m.cfg.InterfaceName, nil); err != nil {
-		return dataplane.ApplyResult{}, err
-	}
-	if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, nil); err != nil {
-		return dataplane.ApplyResult{}, err
-	}
-	if err := m.table.SetRoutes(classFailClose, routetable.InterfaceNone, nil); err != nil {
-		return dataplane.ApplyResult{}, err
+// withdrawRoutes withdraws every route from the table (the Manager is
+// disabled); they are declared all again once it is enabled.
+func (m *Manager) withdrawRoutes() error {
+	for _, c := range []struct {
+		class routetable.RouteClass
+		iface string
+	}{{classPeers, m.cfg.InterfaceName}, {classThrow, routetable.InterfaceNone}, {classFailClose, routetable.InterfaceNone}} {
+		if err := m.table.SetRoutes(c.class, c.iface, nil); err != nil {
+			return err
+		}
 	}
 	m.redeclare = true
-	if res, err := m.table.Apply(ctx); err != nil {
-		return res, err
-	}
+	return nil
+}
+
+// deleteDevice deletes the device, once the Manager is disabled and its
+// rule and routes are gone: the Manager's own, or a kernel device an
+// earlier run left (a userspace one died with its process).
+func (m *Manager) deleteDevice(ctx context.Context) error {
 	if m.dev != nil {
 		if err := m.dev.Delete(ctx); err != nil {
-			return dataplane.ApplyResult{}, fmt.Errorf("%w: deleting %s: %w", ErrDevice, m.cfg.InterfaceName, err)
+			return fmt.Errorf("%w: deleting %s: %w", ErrDevice, m.cfg.InterfaceName, err)
 		}
 		m.dev, m.cache = nil, nil
-		return dataplane.ApplyResult{}, nil
+		return nil
 	}
-	// A device left by an earlier run: a kernel one is deleted; a
-	// userspace one died with its process.
 	l, err := m.cfg.Kernel.LinkByName(ctx, m.cfg.InterfaceName)
 	switch {
 	case errors.Is(err, kernel.ErrNotFound):
-		return dataplane.ApplyResult{}, nil
+		return nil
 	case err != nil:
-		return dataplane.ApplyResult{}, err
+		return err
 	case l.Kind == kernel.KindWireGuard:
 		if err := m.cfg.Kernel.DeleteLink(ctx, l.Index); err != nil && !errors.Is(err, kernel.ErrNotFound) {
-			return dataplane.ApplyResult{}, err
+			return err
 		}
 	}
-	return dataplane.ApplyResult{}, nil
+	return nil
 }
 
 // Status returns what the Manager knows about itself.

@@ -80,8 +80,7 @@ func (e *env) manager(o wireguard.Options) *wireguard.Manager {
 
 func (e *env) apply(m *wireguard.Manager) {
 	e.t.Helper()
-	require.NoError(e.t, m.CompleteDeferredWork(context.Background()))
-	_, err := m.Apply(context.Background())
+	_, err := pass(m)
 	require.NoError(e.t, err, "%s", e.ns.Dump())
 }
 
@@ -262,7 +261,7 @@ func TestManagerFallsBackToUserspaceAndSaysWhy(t *testing.T) {
 	require.NoError(t, m.Close())
 	_, ok = e.ns.Link("wg-np")
 	assert.False(t, ok)
-	_, err := m.Apply(context.Background())
+	_, err := pass(m)
 	assert.ErrorIs(t, err, wireguard.ErrClosed)
 }
 
@@ -278,7 +277,7 @@ func TestManagerModeOverride(t *testing.T) {
 	o = e2.options(ipfamily.IPv4)
 	o.Mode = wireguard.ModeKernel
 	m = e2.manager(o)
-	_, err := m.Apply(context.Background())
+	_, err := pass(m)
 	assert.ErrorIs(t, err, wireguard.ErrNotSupported)
 	_, ok := e2.ns.Link("wg-np")
 	assert.False(t, ok)
@@ -395,14 +394,14 @@ func TestManagerAddsTheRuleOnlyOnceDeviceAndRoutesAreReady(t *testing.T) {
 
 	// The device refuses its configuration: no routes, no rule.
 	e.wg.Fail(wireguardfake.OpConfigure, 1, nil)
-	_, err := m.Apply(context.Background())
+	_, err := pass(m)
 	assert.ErrorIs(t, err, wireguard.ErrDevice)
 	assert.Empty(t, e.routes())
 	assert.Empty(t, e.rules(kernel.IPv4))
 
 	// A route is refused: the others are written, the rule is not.
 	e.ns.Fail(kernelfake.OpApplyRoutes, 1, nil)
-	_, err = m.Apply(context.Background())
+	_, err = pass(m)
 	require.Error(t, err)
 	assert.Empty(t, e.rules(kernel.IPv4))
 
@@ -556,7 +555,7 @@ func TestManagerTightensAKeyFileReadableByOthers(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(e.keyFile, []byte("garbage"), 0o600))
 	m2 := e.manager(e.options(ipfamily.IPv4))
-	_, err = m2.Apply(context.Background())
+	_, err = pass(m2)
 	assert.ErrorIs(t, err, wireguard.ErrKeyFile)
 	assert.ErrorIs(t, err, wireguard.ErrInvalidKey)
 }
@@ -706,7 +705,6 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"port":      func(o *wireguard.Options) { o.ListenPort = 70000 },
 		"mode":      func(o *wireguard.Options) { o.Mode = 9 },
 		"chunk":     func(o *wireguard.Options) { o.PeerChunk = -1 },
-		"providers": func(o *wireguard.Options) { o.KernelProvider, o.UserspaceProvider = nil, nil },
 	} {
 		o := good
 		f(&o)
@@ -717,8 +715,28 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-// The Manager in a dataplane.Loop: registered as a manager and a driver,
-// it programs the node once both in-sync markers have arrived.
+// Without providers the Manager builds the real ones on its Kernel's
+// capabilities (kernel.Doer), found by name, not by a type assertion: on
+// a fake namespace, which has no thread to run them on, neither can make a
+// device, and Apply says so, having written nothing.
+func TestManagerRealProvidersOnAFake(t *testing.T) {
+	e := newEnv(t, false)
+	o := e.options(ipfamily.IPv4)
+	o.KernelProvider, o.UserspaceProvider = nil, nil
+	m := e.manager(o)
+	_, err := pass(m)
+	require.ErrorIs(t, err, wireguard.ErrNotSupported)
+	require.ErrorIs(t, err, kernel.ErrNotSupported)
+	assert.Equal(t, 1, e.ns.Calls(kernelfake.OpDo), "the userspace provider asked for a thread in the namespace")
+	_, found := e.ns.Link("wg-np")
+	assert.False(t, found)
+	assert.Empty(t, e.ns.Routes(kernel.IPv4, testTable))
+	assert.Empty(t, e.rules(kernel.IPv4))
+}
+
+// The Manager in a dataplane.Loop: registered as a manager, and its
+// drivers (the device, the table, the rule), it programs the node once
+// both in-sync markers have arrived.
 func TestManagerInALoop(t *testing.T) {
 	e := newEnv(t, false)
 	m := e.manager(e.options(ipfamily.IPv4))
@@ -726,7 +744,9 @@ func TestManagerInALoop(t *testing.T) {
 	loop, err := dataplane.New(dataplane.Options{OnInSync: func() { close(inSync) }})
 	require.NoError(t, err)
 	require.NoError(t, loop.AddManager(m))
-	require.NoError(t, loop.AddDriver(m))
+	for _, d := range m.Drivers() {
+		require.NoError(t, loop.AddDriver(d))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- loop.Run(ctx) }()
@@ -771,7 +791,7 @@ func TestManagerRepairsDrift(t *testing.T) {
 	require.NoError(t, e.ns.Admin().SetLinkMTU(context.Background(), l.Index, 1300))
 	require.NoError(t, e.ns.Admin().DeleteRule(context.Background(), e.rules(kernel.IPv4)[0]))
 
-	m.QueueResync()
+	resync(m) // as the loop's resync does, driver by driver
 	e.apply(m)
 	dev, _ := e.wg.State("wg-np")
 	assert.Equal(t, wireguard.DefaultListenPort, dev.ListenPort)
@@ -897,4 +917,56 @@ func TestManagerPeersFromNodesAndBlocks(t *testing.T) {
 	m.OnUpdate(cluster.Node{Name: "b", UnderlayV4: netip.MustParseAddr("198.18.0.2"), WireGuardKeyV4: cluster.WireGuardKey(kb)})
 	e.apply(m)
 	assert.Equal(t, map[string][]netip.Prefix{"a": {pfx("10.1.0.1/32")}, "b": {pfx("10.2.0.0/24")}}, allowed())
+}
+
+// On a loop, the table and the rule are drivers like any other: a route,
+// a blackhole and the rule deleted behind the Manager's back come back at
+// the loop's periodic resync, with no call on the Manager.
+func TestManagerDriversRepairedByLoopResync(t *testing.T) {
+	e := newEnv(t, false)
+	m := e.manager(e.options(ipfamily.IPv4))
+	inSync := make(chan struct{})
+	loop, err := dataplane.New(dataplane.Options{OnInSync: func() { close(inSync) }, ResyncInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, loop.AddManager(m))
+	for _, d := range m.Drivers() {
+		require.NoError(t, loop.AddDriver(d))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- loop.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	for _, msg := range node(1, pubKey(t)).msgs() {
+		require.NoError(t, loop.Send(ctx, msg))
+	}
+	loop.DatastoreInSync()
+	loop.InterfacesInSync()
+	select {
+	case <-inSync:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("never in sync: %+v", loop.Health())
+	}
+	want := e.ns.Routes(kernel.IPv4, testTable)
+	require.Len(t, want, 2, "the route through the device and its blackhole")
+	require.Len(t, e.rules(kernel.IPv4), 1)
+
+	adm := e.ns.Admin()
+	for _, r := range want {
+		for _, err := range adm.ApplyRoutes(ctx, []kernel.RouteOp{{Kind: kernel.OpDelete, Route: r}}) {
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, adm.DeleteRule(ctx, e.rules(kernel.IPv4)[0]))
+	require.Empty(t, e.ns.Routes(kernel.IPv4, testTable))
+
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e.ns.Routes(kernel.IPv4, testTable)) != 2 || len(e.rules(kernel.IPv4)) != 1 {
+		require.True(t, time.Now().Before(deadline), "not repaired: routes %v, rules %v", e.ns.Routes(kernel.IPv4, testTable), e.rules(kernel.IPv4))
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.ElementsMatch(t, want, e.ns.Routes(kernel.IPv4, testTable))
+	assert.True(t, m.Status().RuleInstalled)
 }

@@ -31,22 +31,16 @@ const (
 
 // Kernel is what a Manager needs of the node's network namespace: links
 // (the device's state, MTU and admin state; deleting a kernel device),
-// routes for its table (routetable.Kernel), rules, and sysctls (for host
-// encryption). A *kernel.Namespace implements it, and so does a
-// kernelfake.Namespace. The real providers also need to run work inside the
-// namespace: see Doer.
+// routes for its table (routetable.Kernel), rules, sysctls (for host
+// encryption), and work on a thread inside it (kernel.Doer), on which the
+// real providers open the WireGuard client and run a userspace device. A
+// *kernel.Namespace implements it, and so does a kernelfake.Namespace
+// (whose Do fails: give it the providers of package wireguardfake).
 type Kernel interface {
 	routetable.Kernel
 	kernel.Rules
 	kernel.Sysctls
-}
-
-// Doer runs fn on a thread inside the namespace; *kernel.Namespace
-// implements it. When Options.Kernel is a Doer, the Manager builds the real
-// providers from it.
-type Doer interface {
-	// Do runs fn on a thread inside the namespace and returns its error.
-	Do(fn func() error) error
+	kernel.Doer
 }
 
 // Options configure a Manager. Family, Kernel, FirewallMark, Table, KeyFile
@@ -63,8 +57,8 @@ type Options struct {
 	// kernel and falls back to userspace.
 	Mode Mode
 	// KernelProvider and UserspaceProvider replace the real providers
-	// (NewKernelProvider, NewUserspaceProvider built on Kernel, which must
-	// then be a Doer). Tests pass wireguardfake's.
+	// (NewKernelProvider, NewUserspaceProvider built on Kernel). Tests pass
+	// wireguardfake's.
 	KernelProvider, UserspaceProvider Provider
 	// InterfaceName is the device's name; empty means
 	// DefaultInterfaceName (DefaultInterfaceNameV6 for IPv6). A userspace

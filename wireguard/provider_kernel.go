@@ -34,7 +34,7 @@ type KernelProviderOptions struct {
 	Links kernel.Links
 	// Doer opens the wgctrl client inside the namespace (its generic
 	// netlink socket stays there). Required unless NewClient is set.
-	Doer Doer
+	Doer kernel.Doer
 	// NewClient, if set, opens the client instead (tests:
 	// wireguardfake.Kernel.NewClient).
 	NewClient func() (WGClient, error)

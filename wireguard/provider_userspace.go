@@ -13,7 +13,7 @@ type UserspaceProviderOptions struct {
 	// Doer runs the TUN device's creation, and every socket the device
 	// opens later (its UDP port, its MTU queries), on a thread inside the
 	// namespace, so nothing of it lands in another one. Required.
-	Doer Doer
+	Doer kernel.Doer
 	// NoControlSocket turns off the UAPI control socket
 	// (/var/run/wireguard/NAME.sock). With it on (the default), `wg show
 	// NAME` and wgctrl read and change the device; the directory is one

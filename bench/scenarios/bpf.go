@@ -307,10 +307,10 @@ func bpfMapsInitial(n int) harness.Scenario {
 					env.Report("desired_ms", millis(t1.Sub(t0)))
 					env.Report("read_ms", millis(t2.Sub(t1)))
 					env.Report("write_ms", millis(time.Since(t2)))
-					if got := s.Stats().Updated; got != n {
+					if got := s.Counters().Updated; got != n {
 						return fmt.Errorf("%d entries written, want %d", got, n)
 					}
-					env.Report("syscalls", float64(s.Stats().Syscalls))
+					env.Report("syscalls", float64(s.Counters().Syscalls))
 					return nil
 				},
 			},
@@ -345,12 +345,12 @@ func bpfMapsChangeOne(n int) harness.Scenario {
 				Setup: bpfMapSetup(e, false, true),
 				Run: func(ctx context.Context, env *harness.Env) error {
 					s := env.State.(*bpfMapState).s
-					before := s.Stats().Syscalls
+					before := s.Counters().Syscalls
 					s.Set(k, v)
 					if err := s.Apply(ctx); err != nil {
 						return err
 					}
-					env.Report("syscalls", float64(s.Stats().Syscalls-before))
+					env.Report("syscalls", float64(s.Counters().Syscalls-before))
 					return nil
 				},
 			},
@@ -388,7 +388,7 @@ func bpfMapsRead(n int) harness.Scenario {
 					if len(got) != n {
 						return fmt.Errorf("read %d entries, want %d", len(got), n)
 					}
-					env.Report("syscalls", float64(s.Stats().Syscalls))
+					env.Report("syscalls", float64(s.Counters().Syscalls))
 					return nil
 				},
 			},

@@ -25,6 +25,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -210,12 +211,25 @@ func wgManagerSetup(nodes []wgPeer) setupFunc {
 	})
 }
 
+// wgApply applies m as a loop's pass does: its drivers in the order of
+// their phases, then their ApplyDeletions.
 func wgApply(ctx context.Context, m *wireguard.Manager) error {
 	if err := m.CompleteDeferredWork(ctx); err != nil {
 		return err
 	}
-	_, err := m.Apply(ctx)
-	return err
+	for _, d := range m.Drivers() {
+		if _, err := d.Apply(ctx); err != nil {
+			return err
+		}
+	}
+	for _, d := range m.Drivers() {
+		if da, ok := d.(dataplane.DeletionApplier); ok {
+			if _, err := da.ApplyDeletions(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // wgDeviceState is the floor's and peer's state: a bare userspace device

@@ -49,12 +49,15 @@
 // reports as written are kept and the rest of the batch is written one by
 // one, so one entry the map refuses never holds back the others. A failed
 // entry stays pending and is tried again at the next Apply; Apply returns
-// a *dataplane.PartialError (errors.Is matches dataplane.ErrPartial) whose
-// errors wrap ErrEntry and name the key in hex. A full hash map is the
-// exception to one by one: once it refuses a new key (E2BIG), the other
-// new keys of that Apply are not tried, the keys it holds are still
-// overwritten, and one error wrapping ErrFull counts the new ones left
-// pending. Deleting a key that is already gone is a success. A failed read
+// a *dataplane.PartialError (errors.Is matches dataplane.ErrPartial) with
+// one *dataplane.ObjectError per failed entry, kept in a dataplane.Ledger:
+// it wraps ErrEntry, names the map and the key in hex, and counts the
+// attempts; RetryAfter tells the owner when the earliest backoff ends.
+// A full hash map is the exception to one by one: once it refuses a new
+// key (E2BIG), the other new keys of that Apply are not tried, the keys it
+// holds are still overwritten, and each new key left pending is an
+// ObjectError that wraps ErrFull too, with no backoff (room is made by an
+// Apply that deletes). Deleting a key that is already gone is a success. A failed read
 // wraps ErrRead and writes nothing.
 //
 // ApplyUpdates and ApplyDeletions are the two halves of Apply, for
@@ -62,8 +65,9 @@
 // new backends) before deleting from any (the old ones). Kernel returns
 // what the map holds, so a restarted agent can adopt the state it left
 // (an allocation of backend slots, say) before it computes its desired
-// set; a Sync given the same desired set then writes nothing. Stats counts
-// reads, entries written and deleted, and syscalls.
+// set; a Sync given the same desired set then writes nothing. Stats gives
+// the dataplane.DriverStats (desired, in the map, failing, writes), and
+// Counters the reads, entries written and deleted, and syscalls.
 //
 // A hash map holds at most MaxEntries entries. Used counts what the map
 // holds while the next Apply runs (the desired entries, and the ones not

@@ -19,12 +19,13 @@ var (
 	ErrPin = errors.New("maps: pin failed")
 	// ErrEntry classifies the failure to write or delete one entry. The
 	// entry stays pending and is tried again at the next Apply; Apply
-	// reports it inside a *dataplane.PartialError.
+	// reports it as the Reason of a *dataplane.ObjectError inside a
+	// *dataplane.PartialError.
 	ErrEntry = errors.New("maps: entry failed")
 	// ErrFull reports the new entries a hash map did not take because it
-	// holds MaxEntries entries (E2BIG). Apply reports them all in one
-	// error, which wraps ErrEntry too, and tries none of them but the
-	// first: they stay pending for the next Apply.
+	// holds MaxEntries entries (E2BIG). Apply reports each in its
+	// *dataplane.ObjectError, which wraps ErrEntry too, and tries none of
+	// them but the first: they stay pending for the next Apply.
 	ErrFull = errors.New("maps: map full")
 	// ErrRead reports a failed read of a map's entries. Nothing is
 	// written, and the next Apply reads the map again.

@@ -100,4 +100,5 @@ func ExampleNewSync() {
 		fmt.Println(pe.Failed, "entries pending:", err)
 	}
 	fmt.Printf("%+v\n", s.Stats())
+	fmt.Printf("%+v\n", s.Counters())
 }

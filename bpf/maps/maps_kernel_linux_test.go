@@ -166,19 +166,19 @@ func TestKernelSync(t *testing.T) {
 	require.Equal(t, 100, s.DesiredLen())
 	require.NoError(t, s.Apply(ctx))
 	require.Equal(t, want, dump[uint32, uint32](t, m))
-	st := s.Stats()
+	st := s.Counters()
 	require.Equal(t, 1, st.Reads)
 	require.Equal(t, 100, st.Updated)
 	require.Equal(t, 0, st.Deleted)
 
 	// A second Apply makes no syscall.
 	require.NoError(t, s.Apply(ctx))
-	require.Equal(t, st, s.Stats())
+	require.Equal(t, st, s.Counters())
 
 	// One change, one entry, one syscall.
 	s.Set(7, 777)
 	require.NoError(t, s.Apply(ctx))
-	after := s.Stats()
+	after := s.Counters()
 	require.Equal(t, st.Updated+1, after.Updated)
 	require.Equal(t, st.Syscalls+1, after.Syscalls)
 	want[7] = 777
@@ -190,7 +190,7 @@ func TestKernelSync(t *testing.T) {
 	s.Delete(8)
 	delete(want, 8)
 	require.NoError(t, s.Apply(ctx))
-	require.Equal(t, after.Deleted+1, s.Stats().Deleted)
+	require.Equal(t, after.Deleted+1, s.Counters().Deleted)
 	require.Equal(t, want, dump[uint32, uint32](t, m))
 	_, ok = s.Desired(8)
 	require.False(t, ok)
@@ -201,13 +201,13 @@ func TestKernelSync(t *testing.T) {
 	require.NoError(t, m.Delete(uint32(1)))
 	require.NoError(t, m.Put(uint32(2), uint32(999)))
 	require.NoError(t, m.Put(uint32(5000), uint32(1)))
-	before := s.Stats()
+	before := s.Counters()
 	require.NoError(t, s.Apply(ctx))
-	require.Equal(t, before, s.Stats())
+	require.Equal(t, before, s.Counters())
 	s.QueueResync()
 	require.NoError(t, s.Apply(ctx))
 	require.Equal(t, want, dump[uint32, uint32](t, m))
-	after = s.Stats()
+	after = s.Counters()
 	require.Equal(t, before.Reads+1, after.Reads)
 	require.Equal(t, before.Updated+2, after.Updated)
 	require.Equal(t, before.Deleted+1, after.Deleted)
@@ -252,8 +252,13 @@ func TestKernelSyncMapFull(t *testing.T) {
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	require.ErrorIs(t, err, maps.ErrFull)
 	require.Equal(t, 5, pe.Failed)
-	require.Len(t, pe.Errs, 1, "one error for the full map")
-	require.Equal(t, "maps: map full: map full holds its 10 entries: 5 new entries not written", pe.Errs[0].Error())
+	require.Len(t, pe.Errs, 5, "one error per new entry left out")
+	var oe *dataplane.ObjectError
+	require.ErrorAs(t, pe.Errs[0], &oe)
+	require.Equal(t, "update", oe.Op)
+	require.Zero(t, oe.RetryAt, "no backoff: room is made by an Apply")
+	require.Regexp(t, `^maps: update entry full key [0-9a-f]{8}: map full: the map holds its 10 entries$`, oe.Error())
+	require.Equal(t, dataplane.DriverStats{Desired: 15, InKernel: 10, Failing: 5, Writes: 10}, s.Stats())
 	inMap := dump[uint32, uint32](t, m)
 	require.Len(t, inMap, 10)
 	for k, v := range inMap {
@@ -262,13 +267,15 @@ func TestKernelSyncMapFull(t *testing.T) {
 
 	// The failed entries stay pending: tried again, and only them; once
 	// the map refuses one, the others are not tried.
-	before := s.Stats()
+	before := s.Counters()
 	err = s.Apply(ctx)
 	require.ErrorAs(t, err, &pe)
 	require.ErrorIs(t, err, maps.ErrFull)
 	require.Equal(t, 5, pe.Failed)
-	require.Equal(t, 0, s.Stats().Updated-before.Updated)
-	require.Equal(t, 1+1, s.Stats().Syscalls-before.Syscalls) // the batch, then the first one alone
+	require.Equal(t, 0, s.Counters().Updated-before.Updated)
+	require.Equal(t, 1+1, s.Counters().Syscalls-before.Syscalls) // the batch, then the first one alone
+	require.ErrorAs(t, pe.Errs[0], &oe)
+	require.Equal(t, 2, oe.Attempts, "the ledger counts the attempts in a row")
 
 	// Keys the map holds are still overwritten in a full map, one by one
 	// once it refused a new key.
@@ -298,6 +305,7 @@ func TestKernelSyncMapFull(t *testing.T) {
 	require.NoError(t, s.ApplyUpdates(ctx))
 	require.Equal(t, want, dump[uint32, uint32](t, m))
 	require.NoError(t, s.Apply(ctx))
+	require.Equal(t, dataplane.DriverStats{Desired: 10, InKernel: 10, Failing: 0, Writes: s.Stats().Writes}, s.Stats())
 }
 
 func TestKernelSyncAdopt(t *testing.T) {
@@ -328,7 +336,7 @@ func TestKernelSyncAdopt(t *testing.T) {
 	require.Equal(t, want, got)
 	s.ReplaceDesired(got)
 	require.NoError(t, s.Apply(ctx))
-	st := s.Stats()
+	st := s.Counters()
 	require.Equal(t, 1, st.Reads)
 	require.Zero(t, st.Updated)
 	require.Zero(t, st.Deleted)
@@ -346,15 +354,15 @@ func TestKernelSyncLRU(t *testing.T) {
 	s.ReplaceDesired(want)
 	require.NoError(t, s.Apply(ctx))
 	require.Equal(t, want, dump[svcKey, backend](t, m))
-	before := s.Stats()
+	before := s.Counters()
 	require.NoError(t, s.Apply(ctx))
-	require.Equal(t, before, s.Stats())
+	require.Equal(t, before, s.Counters())
 	s.QueueResync()
 	got, err := s.Kernel(ctx)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 	require.NoError(t, s.Apply(ctx))
-	require.Equal(t, before.Updated, s.Stats().Updated)
+	require.Equal(t, before.Updated, s.Counters().Updated)
 }
 
 func TestKernelSyncRead10k(t *testing.T) {
@@ -372,7 +380,7 @@ func TestKernelSyncRead10k(t *testing.T) {
 		require.Equal(t, want, got, "batch %d", batch)
 		s.ReplaceDesired(want)
 		require.NoError(t, s.Apply(ctx))
-		require.Zero(t, s.Stats().Updated)
+		require.Zero(t, s.Counters().Updated)
 	}
 }
 

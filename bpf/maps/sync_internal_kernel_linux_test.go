@@ -34,7 +34,7 @@ func TestKernelSyncFallbacks(t *testing.T) {
 	s.noBatchLookup, s.noBatchUpdate, s.noBatchDelete = true, true, true
 	s.ReplaceDesired(want)
 	require.NoError(t, s.Apply(ctx))
-	st := s.Stats()
+	st := s.Counters()
 	require.Equal(t, 10000, st.Updated)
 	// The set of changed keys is rebuilt small once written, so later
 	// Applies cost what they change.
@@ -45,14 +45,14 @@ func TestKernelSyncFallbacks(t *testing.T) {
 	got, err := s.iterateRead(ctx)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
-	st = s.Stats()
+	st = s.Counters()
 
 	for k := range uint32(5000) {
 		s.Delete(k)
 		delete(want, k)
 	}
 	require.NoError(t, s.Apply(ctx))
-	require.Equal(t, st.Syscalls+5000, s.Stats().Syscalls)
+	require.Equal(t, st.Syscalls+5000, s.Counters().Syscalls)
 
 	// A batch of 1 is smaller than many buckets: the read starts over with
 	// larger batches and still returns every entry once.

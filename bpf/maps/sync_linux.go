@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
 )
@@ -22,10 +24,6 @@ import (
 // DefaultBatchSize is the number of entries per batch syscall when
 // SyncOptions.BatchSize is 0.
 const DefaultBatchSize = 4096
-
-// MaxReportedErrors is how many entry errors a PartialError from Apply
-// keeps; its Failed count covers them all.
-const MaxReportedErrors = 16
 
 // SyncOptions configures a Sync. The zero value is the default.
 type SyncOptions struct {
@@ -37,10 +35,14 @@ type SyncOptions struct {
 	// BatchSize is the number of entries per batch syscall (lookup,
 	// update, delete); 0 means DefaultBatchSize.
 	BatchSize int
+	// Clock times the failed entries' backoff (their ObjectError's
+	// RetryAt and RetryAfter); nil means clock.Real().
+	Clock clock.Clock
 }
 
-// Stats are a Sync's cumulative counters.
-type Stats struct {
+// Counters are a Sync's cumulative counts of reads, writes and syscalls,
+// for tests and benchmarks; Stats gives the dataplane.DriverStats.
+type Counters struct {
 	// Reads counts full reads of the map.
 	Reads int
 	// Updated counts entries written.
@@ -86,8 +88,13 @@ type Sync[K comparable, V comparable] struct {
 	// read is false until the first read and after QueueResync.
 	read bool
 
+	// updFailed and delFailed hold the keys whose update or delete the
+	// map refused, with their backoff: ApplyUpdates reports the first,
+	// ApplyDeletions the second. A key is in one of them at most.
+	updFailed, delFailed *dataplane.Ledger[K]
+
 	noBatchLookup, noBatchUpdate, noBatchDelete bool
-	stats                                       Stats
+	stats                                       Counters
 }
 
 // NewSync returns a Sync of m, with an empty desired set. It checks that K
@@ -121,6 +128,8 @@ func NewSync[K comparable, V comparable](m *ebpf.Map, opts SyncOptions) (*Sync[K
 		kernel:  map[K]V{},
 		dirty:   map[K]struct{}{},
 	}
+	s.updFailed = dataplane.NewLedger[K](dataplane.Backoff{}, opts.Clock)
+	s.delFailed = dataplane.NewLedger[K](dataplane.Backoff{}, opts.Clock)
 	if s.name == "" {
 		s.name = mapName(m)
 	}
@@ -284,8 +293,30 @@ func (s *Sync[K, V]) countStale() {
 // deleted or overwritten by someone else) are found and repaired.
 func (s *Sync[K, V]) QueueResync() { s.read = false }
 
-// Stats returns the cumulative counters.
-func (s *Sync[K, V]) Stats() Stats { return s.stats }
+// Counters returns the cumulative counters.
+func (s *Sync[K, V]) Counters() Counters { return s.stats }
+
+// Stats returns the Sync's dataplane.DriverStats: the desired entries,
+// the entries the map holds (as last read, then written), the entries
+// whose last write or delete failed, and the entries written and deleted
+// since NewSync. It does no I/O.
+func (s *Sync[K, V]) Stats() dataplane.DriverStats {
+	return dataplane.DriverStats{Desired: len(s.desired), InKernel: len(s.kernel),
+		Failing: s.updFailed.Len() + s.delFailed.Len(), Writes: uint64(s.stats.Updated + s.stats.Deleted)}
+}
+
+// RetryAfter is how long after the latest Apply, ApplyUpdates or
+// ApplyDeletions began the earliest failed entry's backoff ends, or 0
+// when no entry waits on one (a full map's entries wait for room, not for
+// time): a caller that is a dataplane.Driver asks the loop for its next
+// pass then.
+func (s *Sync[K, V]) RetryAfter() time.Duration {
+	a, b := s.updFailed.RetryAfter(), s.delFailed.RetryAfter()
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
+}
 
 // Kernel returns the map's entries as last read and then written by the
 // Sync, reading the map first when it was never read or after
@@ -302,6 +333,12 @@ func (s *Sync[K, V]) Kernel(ctx context.Context) (map[K]V, error) {
 // Apply writes the difference between the desired set and the map:
 // ApplyUpdates, then ApplyDeletions. Entries that fail are reported
 // together in one *dataplane.PartialError.
+//
+// Every call tries each pending entry again, whatever its backoff: the
+// Sync is called by its owner's Apply, which the owner paces (RetryAfter).
+// Each failed entry is a *dataplane.ObjectError (Driver "maps", Kind
+// "entry", Op "update" or "delete", Name the map and the key in hex) whose
+// Attempts count the failures in a row.
 func (s *Sync[K, V]) Apply(ctx context.Context) error { return s.apply(ctx, true, true) }
 
 // ApplyUpdates writes the desired entries that are missing from the map
@@ -309,9 +346,9 @@ func (s *Sync[K, V]) Apply(ctx context.Context) error { return s.apply(ctx, true
 // needed (first call, after QueueResync). Entries the map refuses stay
 // pending for the next call, which tries them again; the others are
 // written all the same, and the error is a *dataplane.PartialError whose
-// errors wrap ErrEntry and name each key, but for the new keys of a full
-// hash map: after the first it refuses (E2BIG), they are not tried, and
-// one error wrapping ErrFull counts them. A
+// errors wrap ErrEntry and name each key; the new keys of a full hash map
+// wrap ErrFull as well: after the first it refuses (E2BIG), they are not
+// tried, and they have no backoff (room is made by deleting entries). A
 // failed read wraps ErrRead and writes nothing. With nothing changed it
 // makes no syscall. A nil context means context.Background().
 func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error { return s.apply(ctx, true, false) }
@@ -322,6 +359,33 @@ func (s *Sync[K, V]) ApplyUpdates(ctx context.Context) error { return s.apply(ct
 // nothing changed it makes no syscall. A nil context means
 // context.Background().
 func (s *Sync[K, V]) ApplyDeletions(ctx context.Context) error { return s.apply(ctx, false, true) }
+
+// Err returns the failures of the latest ApplyUpdates and ApplyDeletions
+// (or Apply) as one *dataplane.PartialError, or nil when no entry is
+// failing: the same failures those calls returned. It does no I/O.
+func (s *Sync[K, V]) Err() error { return joinPartial(s.updFailed.Err(), s.delFailed.Err()) }
+
+// joinPartial merges the *dataplane.PartialError (or nil) of each ledger
+// into one, or returns nil when both are nil.
+func joinPartial(errs ...error) error {
+	var out *dataplane.PartialError
+	for _, err := range errs {
+		pe, ok := err.(*dataplane.PartialError)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = &dataplane.PartialError{Driver: pe.Driver}
+		}
+		out.Failed += pe.Failed
+		out.Waiting += pe.Waiting
+		out.Errs = append(out.Errs, pe.Errs...)
+	}
+	if out == nil {
+		return nil
+	}
+	return out
+}
 
 // apply reads the map when needed and, in one pass over the dirty keys,
 // drops those in sync and collects the entries to write (with updates)
@@ -335,6 +399,15 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 		return err
 	}
 	defer s.shrink()
+	var ledgers []*dataplane.Ledger[K]
+	if updates {
+		s.updFailed.Begin()
+		ledgers = append(ledgers, s.updFailed)
+	}
+	if deletions {
+		s.delFailed.Begin()
+		ledgers = append(ledgers, s.delFailed)
+	}
 	var keys, gone []K
 	var vals []V
 	for k := range s.dirty {
@@ -343,60 +416,64 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 		switch {
 		case want == has && (!want || kv == v):
 			delete(s.dirty, k)
-		case want && updates:
-			keys = append(keys, k)
-			vals = append(vals, v)
-		case !want && deletions:
-			gone = append(gone, k)
+			s.updFailed.Forget(k)
+			s.delFailed.Forget(k)
+		case want:
+			s.delFailed.Forget(k)
+			if updates {
+				keys = append(keys, k)
+				vals = append(vals, v)
+			}
+		default:
+			s.updFailed.Forget(k)
+			if deletions {
+				gone = append(gone, k)
+			}
 		}
 	}
-	var f failures
+	full := false
 	for i := 0; i < len(keys); i += s.batch {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		j := min(i+s.batch, len(keys))
-		s.update(keys[i:j], vals[i:j], &f)
+		s.update(keys[i:j], vals[i:j], &full)
 	}
-	if f.full > 0 {
-		f.failed += f.full
-		f.errs = append([]error{errs.Also(fmt.Errorf("%w: map %s holds its %d entries: %d new entries not written",
-			ErrFull, s.name, s.m.MaxEntries(), f.full), ErrEntry)}, f.errs...)
-	}
-	updateFailed := f.failed
 	for i := 0; i < len(gone); i += s.batch {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		s.remove(gone[i:min(i+s.batch, len(gone))], &f)
+		s.remove(gone[i:min(i+s.batch, len(gone))])
+	}
+	errs := make([]error, len(ledgers))
+	for i, l := range ledgers {
+		errs[i] = l.Err()
 	}
 	if len(keys)+len(gone) > 0 {
-		s.log.Debug("maps: applied", "map", s.name, "updated", len(keys)-updateFailed, "deleted", len(gone)-(f.failed-updateFailed), "failed", f.failed)
+		s.log.Debug("maps: applied", "map", s.name, "updated", len(keys), "deleted", len(gone),
+			"failing", s.updFailed.Len()+s.delFailed.Len())
 	}
-	return dataplane.Partial(f.failed, f.errs...)
+	return joinPartial(errs...)
 }
 
-// failures collects the entry errors of one Apply, ApplyUpdates or
-// ApplyDeletions.
-type failures struct {
-	failed int
-	errs   []error
-	// full counts the new keys not written because the map was full: the
-	// one it refused and those not tried after it.
-	full int
-}
-
-func (f *failures) add(err error) {
-	f.failed++
-	if len(f.errs) < MaxReportedErrors {
-		f.errs = append(f.errs, err)
-	}
-}
-
-// entryError is the failure of op on key k, wrapping ErrEntry and cause.
-func (s *Sync[K, V]) entryError(op string, k K, cause error) error {
+// entryError is the failure of op on key k: Reason is ErrEntry (ErrFull
+// too for a full map's refusal), Err the kernel's error.
+func (s *Sync[K, V]) entryError(op string, k K, reason, cause error) *dataplane.ObjectError {
 	b, _ := binary.Append(nil, binary.NativeEndian, k)
-	return fmt.Errorf("%w: map %s: %s key %x: %w", ErrEntry, s.name, op, b, cause)
+	return &dataplane.ObjectError{Driver: "maps", Op: op, Kind: "entry", Name: fmt.Sprintf("%s key %x", s.name, b),
+		Object: k, Reason: reason, Err: cause}
+}
+
+// errFullEntry is the Reason of a new entry a full hash map did not take.
+var errFullEntry = errs.Also(ErrFull, ErrEntry)
+
+// heldFull records that the new key k was not written because the map is
+// full; cause is the kernel's refusal (E2BIG), nil for a key not tried
+// after it. Such a key has no backoff: room is made by an Apply.
+func (s *Sync[K, V]) heldFull(k K, cause error) {
+	e := s.entryError("update", k, errFullEntry, cause)
+	e.Detail = fmt.Sprintf("the map holds its %d entries", s.m.MaxEntries())
+	s.updFailed.Hold(k, e)
 }
 
 // update writes one chunk: one batch syscall when the kernel takes it
@@ -406,9 +483,9 @@ func (s *Sync[K, V]) entryError(op string, k K, cause error) error {
 // the other new keys of the Apply are not tried (each would cost a
 // syscall to be refused the same way) and the keys it holds are
 // overwritten one by one.
-func (s *Sync[K, V]) update(keys []K, vals []V, f *failures) {
+func (s *Sync[K, V]) update(keys []K, vals []V, full *bool) {
 	done := 0
-	if !s.noBatchUpdate && f.full == 0 {
+	if !s.noBatchUpdate && !*full {
 		s.stats.Syscalls++
 		n, err := s.m.BatchUpdate(keys, vals, nil)
 		switch {
@@ -427,17 +504,18 @@ func (s *Sync[K, V]) update(keys []K, vals []V, f *failures) {
 		done = n
 	}
 	for i := done; i < len(keys); i++ {
-		if _, has := s.kernel[keys[i]]; f.full > 0 && !has {
-			f.full++ // it would be refused as well
+		if _, has := s.kernel[keys[i]]; *full && !has {
+			s.heldFull(keys[i], nil) // it would be refused as well
 			continue
 		}
 		s.stats.Syscalls++
 		if err := s.m.Update(keys[i], vals[i], ebpf.UpdateAny); err != nil {
 			if s.isFull(err) {
-				f.full++
+				*full = true
+				s.heldFull(keys[i], err)
 				continue
 			}
-			f.add(s.entryError("update", keys[i], err))
+			s.updFailed.Fail(keys[i], s.entryError("update", keys[i], ErrEntry, err))
 			continue
 		}
 		s.wrote(keys[i], vals[i])
@@ -455,11 +533,12 @@ func (s *Sync[K, V]) isFull(err error) bool {
 func (s *Sync[K, V]) wrote(k K, v V) {
 	s.kernel[k] = v
 	delete(s.dirty, k)
+	s.updFailed.Forget(k)
 	s.stats.Updated++
 }
 
 // remove deletes one chunk, as update writes one.
-func (s *Sync[K, V]) remove(keys []K, f *failures) {
+func (s *Sync[K, V]) remove(keys []K) {
 	done := 0
 	if !s.noBatchDelete {
 		s.stats.Syscalls++
@@ -482,7 +561,7 @@ func (s *Sync[K, V]) remove(keys []K, f *failures) {
 	for i := done; i < len(keys); i++ {
 		s.stats.Syscalls++
 		if err := s.m.Delete(keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			f.add(s.entryError("delete", keys[i], err))
+			s.delFailed.Fail(keys[i], s.entryError("delete", keys[i], ErrEntry, err))
 			continue
 		}
 		s.deleted(keys[i])
@@ -495,6 +574,7 @@ func (s *Sync[K, V]) deleted(k K) {
 	}
 	delete(s.kernel, k)
 	delete(s.dirty, k)
+	s.delFailed.Forget(k)
 	s.stats.Deleted++
 }
 
@@ -526,6 +606,10 @@ func (s *Sync[K, V]) ensureRead(ctx context.Context) error {
 			s.mark(k)
 		}
 	}
+	// A failed key the map now holds as desired is no longer failing.
+	dirty := func(k K) bool { _, ok := s.dirty[k]; return ok }
+	s.updFailed.Retain(dirty)
+	s.delFailed.Retain(dirty)
 	s.log.Debug("maps: read map", "map", s.name, "entries", len(got), "differing", len(s.dirty))
 	return nil
 }

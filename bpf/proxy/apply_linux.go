@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -57,9 +58,8 @@ type kstate struct {
 	// because the writes of the others failed, with their full value.
 	capped map[feKey]feVal
 
-	attached  map[string]*attachment // by interface name
-	attachErr map[string]error
-	swept     bool // stale attachment pins removed
+	attached map[string]*attachment // by interface name
+	swept    bool                   // stale attachment pins removed
 
 	cg *cgroupState // the connect-time programs (cgroup_linux.go); nil without Options.Cgroup
 }
@@ -84,17 +84,23 @@ func (k *kstate) attachedNames() []string {
 	return names
 }
 
-func (k *kstate) attachErrors() []string {
-	var out []string
-	for n, err := range k.attachErr {
-		out = append(out, fmt.Sprintf("interface %s: %v", n, err))
+// stats is the kernel side's DriverStats: the map entries (maps.Sync's),
+// the attachments of the wanted interfaces (of which there are wanted)
+// and the cgroup hooks, with the entries' failures and the writes.
+func (k *kstate) stats(wanted int) dataplane.DriverStats {
+	fe, be := k.feSync.Stats(), k.beSync.Stats()
+	st := dataplane.DriverStats{Desired: fe.Desired + be.Desired + wanted, InKernel: fe.InKernel + be.InKernel + len(k.attached),
+		Failing: fe.Failing + be.Failing, Writes: fe.Writes + be.Writes + uint64(k.linkWrites)}
+	if cg := k.cg; cg != nil {
+		st.Desired += len(cgroupHooks)
+		st.InKernel += len(cg.links)
 	}
-	return append(out, k.cg.errors()...)
+	return st
 }
 
 // open opens (or creates) the pinned maps and loads the program on them.
 func (p *Proxy) open() (*kstate, error) {
-	k := &kstate{attached: map[string]*attachment{}, attachErr: map[string]error{}, adopted: map[feKey]uint32{}, unclaimed: map[uint32]bool{},
+	k := &kstate{attached: map[string]*attachment{}, adopted: map[feKey]uint32{}, unclaimed: map[uint32]bool{},
 		capped: map[feKey]feVal{}}
 	fail := func(err error) (*kstate, error) {
 		k.close()
@@ -116,10 +122,10 @@ func (p *Proxy) open() (*kstate, error) {
 		ValueSize: ctValSize, MaxEntries: p.o.Connections}); err != nil {
 		return fail(err)
 	}
-	if k.feSync, err = maps.NewSync[feKey, feVal](k.fe, maps.SyncOptions{Name: p.o.Name + " frontends", Logger: p.log}); err != nil {
+	if k.feSync, err = maps.NewSync[feKey, feVal](k.fe, maps.SyncOptions{Name: p.o.Name + " frontends", Logger: p.log, Clock: p.o.Clock}); err != nil {
 		return fail(err)
 	}
-	if k.beSync, err = maps.NewSync[beKey, beVal](k.be, maps.SyncOptions{Name: p.o.Name + " backends", Logger: p.log}); err != nil {
+	if k.beSync, err = maps.NewSync[beKey, beVal](k.be, maps.SyncOptions{Name: p.o.Name + " backends", Logger: p.log, Clock: p.o.Clock}); err != nil {
 		return fail(err)
 	}
 	spec, err := loadNat()
@@ -238,6 +244,7 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.failed.Begin()
 	if p.k == nil {
 		k, err := p.open()
 		if err != nil {
@@ -292,10 +299,8 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		p.declare()
 		errs = p.writeMaps(ctx)
 	}
-	if err := p.attachAll(); err != nil {
-		errs = append(errs, err)
-	}
-	errs = append(errs, p.attachCgroup()...)
+	p.attachAll()
+	p.attachCgroup()
 	p.warnUnseen()
 	return p.result(errs, p.refusals())
 }
@@ -323,37 +328,36 @@ func (p *Proxy) writeMaps(ctx context.Context) []error {
 	return errs
 }
 
-// result folds the step errors and the refused services: object-level
-// failures (entries, interfaces) make a PartialError and a retry on a
-// backoff, refused services (see refusals) join the PartialError without
-// a timed retry, and anything else fails the driver.
+// result folds the map steps' errors, the attachments that failed and
+// the refused services into one PartialError: the entries (in the maps'
+// ledgers) and the attachments (in the Proxy's) with their backoff, whose
+// earliest end is the RetryAfter, and the refused services (see refusals)
+// without a timed retry. Any other step error fails the driver.
 func (p *Proxy) result(errs []error, refused *dataplane.PartialError) (dataplane.ApplyResult, error) {
 	pe := &dataplane.PartialError{}
+	add := func(part *dataplane.PartialError) {
+		pe.Errs = append(pe.Errs, part.Errs...)
+		pe.Failed += part.Failed
+		pe.Waiting += part.Waiting
+	}
 	for _, err := range errs {
 		var part *dataplane.PartialError
-		switch {
-		case errors.As(err, &part):
-			pe.Errs = append(pe.Errs, part.Errs...)
-			pe.Failed += part.Failed
-		case errors.Is(err, ErrAttach):
-			pe.Errs = append(pe.Errs, err)
-			pe.Failed++
-		default:
+		if !errors.As(err, &part) {
 			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w", p.o.Name, errors.Join(errs...))
 		}
+		add(part)
+	}
+	if part, ok := p.failed.Err().(*dataplane.PartialError); ok {
+		add(part)
 	}
 	var res dataplane.ApplyResult
-	if len(pe.Errs) == 0 {
-		p.retry = dataplane.Retry{}
-	} else {
-		now := p.o.Clock.Now()
-		p.retry = p.retry.Failed(dataplane.Backoff{}, now, pe.Errs[0])
-		res.RetryAfter = p.retry.RetryAfter(now)
+	for _, after := range []time.Duration{p.failed.RetryAfter(), p.k.feSync.RetryAfter(), p.k.beSync.RetryAfter()} {
+		if after > 0 && (res.RetryAfter == 0 || after < res.RetryAfter) {
+			res.RetryAfter = after
+		}
 	}
 	if refused != nil {
-		pe.Failed += refused.Failed
-		pe.Waiting += refused.Waiting
-		pe.Errs = append(pe.Errs, refused.Errs...)
+		add(refused)
 	}
 	if len(pe.Errs) == 0 {
 		return res, nil
@@ -727,10 +731,10 @@ func (p *Proxy) recheckAttachments() {
 
 // attachAll attaches the programs to every wanted interface that exists
 // and detaches them from the ones that went away. One interface's failure
-// does not hold back the others.
-func (p *Proxy) attachAll() error {
+// does not hold back the others: it is an object of the Proxy's ledger,
+// tried again at every Apply.
+func (p *Proxy) attachAll() {
 	k := p.k
-	var errs []error
 	for name, a := range k.attached {
 		if l, ok := p.links[name]; ok && l == a.at {
 			continue
@@ -753,11 +757,11 @@ func (p *Proxy) attachAll() error {
 		l := p.links[name]
 		a, err := p.attach(name, l)
 		if err != nil {
-			k.attachErr[name] = err
-			errs = append(errs, fmt.Errorf("%w: interface %s: %w", ErrAttach, name, err))
+			p.failed.Fail(ifaceKey(name), &dataplane.ObjectError{Driver: "proxy", Op: "attach", Kind: "interface", Name: name,
+				Reason: ErrAttach, Err: err})
 			continue
 		}
-		delete(k.attachErr, name)
+		p.failed.Forget(ifaceKey(name))
 		k.attached[name] = a
 	}
 	if !k.swept {
@@ -777,13 +781,18 @@ func (p *Proxy) attachAll() error {
 			k.swept = true
 		}
 	}
-	for name := range k.attachErr {
-		if _, ok := p.links[name]; !ok {
-			delete(k.attachErr, name)
-		}
-	}
-	return errors.Join(errs...)
+	p.failed.Retain(func(key string) bool {
+		name, ok := strings.CutPrefix(key, ifacePrefix)
+		_, wanted := p.links[name]
+		return !ok || wanted
+	})
 }
+
+// ifacePrefix starts the ledger key of an interface's attachment.
+const ifacePrefix = "interface "
+
+// ifaceKey is the ledger key of interface name's attachment.
+func ifaceKey(name string) string { return ifacePrefix + name }
 
 // tcxPinInterface returns the interface whose TCX attachment file, in
 // linksDir, is pinned there (ingress_<name> or egress_<name>, name a valid

@@ -11,8 +11,8 @@ import (
 // kstate is the kernel side, which only Linux has.
 type kstate struct{}
 
-func (*kstate) attachedNames() []string { return nil }
-func (*kstate) attachErrors() []string  { return nil }
+func (*kstate) attachedNames() []string         { return nil }
+func (*kstate) stats(int) dataplane.DriverStats { return dataplane.DriverStats{} }
 
 // Apply fails with ErrNotSupported: BPF service translation needs Linux.
 func (p *Proxy) Apply(context.Context) (dataplane.ApplyResult, error) {

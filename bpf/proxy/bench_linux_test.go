@@ -69,7 +69,7 @@ func benchApply(b *testing.B, p *Proxy, svcs ...cluster.Service) {
 }
 
 func (p *Proxy) mapSyscalls() int {
-	return p.k.feSync.Stats().Syscalls + p.k.beSync.Stats().Syscalls
+	return p.k.feSync.Counters().Syscalls + p.k.beSync.Counters().Syscalls
 }
 
 // rewriteAll is what a proxy without a diff does after a change: write

@@ -94,6 +94,7 @@ func applyRefused(t *testing.T, p *Proxy) *dataplane.PartialError {
 	}
 	require.Equal(t, 1, n, "one error for the full map: %v", err)
 	require.Zero(t, res.RetryAfter, "nothing to retry on a timer: room is made by an Apply")
+	require.Equal(t, pe.Failed+pe.Waiting, p.Stats().Failing, "DriverStats count the services that wait")
 	return pe
 }
 
@@ -170,7 +171,7 @@ func TestKernelProxyBackendMapCapacity(t *testing.T) {
 	pe = applyRefused(t, p2)
 	require.Equal(t, []string{"a", "s0", "s2", "s5"}, served(t, p2))
 	require.Equal(t, 2, pe.Failed)
-	fs, bs := p2.k.feSync.Stats(), p2.k.beSync.Stats()
+	fs, bs := p2.k.feSync.Counters(), p2.k.beSync.Counters()
 	require.Equal(t, []int{0, 0, 0, 0}, []int{fs.Updated, fs.Deleted, bs.Updated, bs.Deleted}, "the restart wrote nothing")
 
 	// A served service that grows beyond the room left is withdrawn whole,

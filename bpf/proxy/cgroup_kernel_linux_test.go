@@ -534,6 +534,7 @@ func TestKernelProxyConnectTimeMissingCgroup(t *testing.T) {
 	assert.Contains(t, err.Error(), o.Cgroup)
 	assert.NotZero(t, res.RetryAfter)
 	assert.Equal(t, len(cgroupHooks), pe.Failed, "one failure per hook")
+	assert.Equal(t, len(cgroupHooks), p.Stats().Failing)
 	st := p.Status()
 	assert.Contains(t, st.Interfaces, "eth0")
 	assert.NotContains(t, st.Interfaces, "cgroup:"+o.Cgroup)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/bpf/maps"
+	"github.com/nodeplane/nodeplane/dataplane"
 )
 
 // Connect-time translation: the cgroup programs of c/sock.c on
@@ -55,7 +56,6 @@ type cgroupState struct {
 	progs   map[string]*ebpf.Program // by hook name
 	progIDs map[string]ebpf.ProgramID
 	links   map[string]link.Link // attached, by hook name
-	errs    map[string]error     // hooks that failed to attach
 	// created and updated count the attachments made and the pinned ones
 	// whose program was replaced, for tests.
 	created, updated int
@@ -103,7 +103,7 @@ func (p *Proxy) openCgroup(k *kstate) (*cgroupState, error) {
 		return nil, err
 	}
 	cg := &cgroupState{path: p.o.Cgroup, progs: map[string]*ebpf.Program{}, progIDs: map[string]ebpf.ProgramID{},
-		links: map[string]link.Link{}, errs: map[string]error{}}
+		links: map[string]link.Link{}}
 	if cg.skRev, err = maps.Open(p.o.PinDir, maps.Spec{Name: skRevMapName, Type: ebpf.LRUHash, KeySize: skKeySize,
 		ValueSize: skValSize, MaxEntries: p.o.Connections}); err != nil {
 		return nil, err
@@ -164,18 +164,6 @@ func (cg *cgroupState) attached() bool {
 	return cg != nil && len(cg.links) == len(cgroupHooks)
 }
 
-func (cg *cgroupState) errors() []string {
-	if cg == nil {
-		return nil
-	}
-	var out []string
-	for name, err := range cg.errs {
-		out = append(out, fmt.Sprintf("cgroup %s: %s: %v", cg.path, name, err))
-	}
-	slices.Sort(out)
-	return out
-}
-
 // cgroupPin is where the attachment of hook name is pinned.
 func (p *Proxy) cgroupPin(name string) string {
 	return filepath.Join(p.o.PinDir, linksDir, cgroupPinPrefix+name)
@@ -208,15 +196,14 @@ func cgroupID(dir string) (uint64, error) {
 
 // attachCgroup attaches every connect-time program that is not attached
 // yet to Options.Cgroup. One hook's failure does not hold back the others:
-// each failed hook is one error wrapping ErrAttach, and is tried again at
-// the next Apply.
-func (p *Proxy) attachCgroup() []error {
+// each failed hook is an object of the Proxy's ledger (its error wraps
+// ErrAttach), tried again at the next Apply.
+func (p *Proxy) attachCgroup() {
 	cg := p.k.cg
 	if cg == nil || cg.attached() {
-		return nil
+		return
 	}
 	id, idErr := cgroupID(cg.path)
-	var errs []error
 	for _, h := range cgroupHooks {
 		if _, ok := cg.links[h.name]; ok {
 			continue
@@ -226,15 +213,15 @@ func (p *Proxy) attachCgroup() []error {
 		if err == nil {
 			l, err = p.attachCgroupOne(h, id)
 		}
+		key := "cgroup " + h.name
 		if err != nil {
-			cg.errs[h.name] = err
-			errs = append(errs, fmt.Errorf("%w: cgroup %s: %s: %w", ErrAttach, cg.path, h.name, err))
+			p.failed.Fail(key, &dataplane.ObjectError{Driver: "proxy", Op: "attach", Kind: "cgroup hook",
+				Name: h.name + " on " + cg.path, Reason: ErrAttach, Err: err})
 			continue
 		}
-		delete(cg.errs, h.name)
+		p.failed.Forget(key)
 		cg.links[h.name] = l
 	}
-	return errs
 }
 
 // attachCgroupOne attaches the program of hook h to the cgroup whose ID is

@@ -75,8 +75,12 @@
 // Apply. While services wait, Apply returns a *dataplane.PartialError that
 // names each conflict and holds one error for all the services that wait
 // for room, however many; Status lists each, and why. Entries (a write the
-// kernel refuses) and interfaces that fail are retried alone, on a backoff,
-// and reported in the same way. Status tells what is programmed.
+// kernel refuses) and interfaces and cgroup hooks whose attachment fails
+// are retried alone at every Apply and reported in the same
+// PartialError, each a *dataplane.ObjectError kept in a dataplane.Ledger
+// (the maps' and the Proxy's) that counts its attempts; the earliest end
+// of their backoff is the Apply's RetryAfter. Status tells what is
+// programmed, and Stats gives the dataplane.DriverStats.
 //
 // Connections from other hosts that the Proxy sends to a backend on
 // another node must return through this node: with Options.MasqueradeMark

@@ -30,9 +30,10 @@ var (
 	// ErrNotSupported reports a kernel or platform without what the Proxy
 	// needs (BPF, TCX attachments).
 	ErrNotSupported = errors.New("proxy: not supported")
-	// ErrAttach reports an interface the programs could not be attached
-	// to or detached from; the other interfaces and the maps are not held
-	// back, and the interface is tried again.
+	// ErrAttach reports an interface (or cgroup hook) the programs could
+	// not be attached to, as the Reason of its *dataplane.ObjectError; the
+	// other interfaces and the maps are not held back, and the interface
+	// is tried again.
 	ErrAttach = errors.New("proxy: attach failed")
 	// ErrLoad reports a failure to open the maps or load the program.
 	ErrLoad = errors.New("proxy: loading the maps or the program failed")

@@ -23,8 +23,7 @@ import (
 // Kernel is what the Proxy needs of a network namespace: running the
 // attachment of its programs inside it. *kernel.Namespace implements it.
 type Kernel interface {
-	// Do runs fn on a thread inside the namespace.
-	Do(fn func() error) error
+	kernel.Doer
 }
 
 // Default map sizes (entries).
@@ -186,8 +185,10 @@ type Proxy struct {
 	// Apply so that Status costs nothing per service.
 	tally tally
 
-	retry  dataplane.Retry // of the entries and interfaces that failed
-	k      *kstate         // the kernel side: maps, program, attachments (nil until the first Apply)
+	// failed holds the interfaces and cgroup hooks whose attachment
+	// failed, with their backoff.
+	failed *dataplane.Ledger[string]
+	k      *kstate // the kernel side: maps, program, attachments (nil until the first Apply)
 	resync bool
 }
 
@@ -236,7 +237,7 @@ func New(opts Options) (*Proxy, error) {
 	}
 	return &Proxy{o: o, log: log, services: map[string]*svc{}, dirty: map[string]bool{},
 		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, waiting: map[string]bool{}, tried: map[string]bool{},
-		tally: tally{refused: map[string]string{}}}, nil
+		tally: tally{refused: map[string]string{}}, failed: dataplane.NewLedger[string](dataplane.Backoff{}, o.Clock)}, nil
 }
 
 func orDefault(v, d uint32) uint32 {
@@ -352,7 +353,10 @@ func (p *Proxy) OnLink(l kernel.Link, state kernel.LinkState) {
 // dataplane.InterfaceObserver.
 func (p *Proxy) OnAddrs(string, []netip.Prefix) {}
 
-var _ dataplane.InterfaceObserver = (*Proxy)(nil)
+var (
+	_ dataplane.InterfaceObserver = (*Proxy)(nil)
+	_ dataplane.StatsReporter     = (*Proxy)(nil)
+)
 
 // wanted says whether the programs go on interface name, and as a host
 // interface or a pod's.
@@ -400,10 +404,30 @@ func (p *Proxy) Status() Status {
 		st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", n, err))
 	}
 	if p.k != nil {
-		st.Interfaces, st.Errors = p.k.attachedNames(), append(st.Errors, p.k.attachErrors()...)
+		st.Interfaces = p.k.attachedNames()
+		for _, e := range p.failed.Errors() {
+			st.Errors = append(st.Errors, e.Error())
+		}
 		st.Errors = append(st.Errors, p.unseenInterfaces()...)
 	}
 	slices.Sort(st.Errors)
+	return st
+}
+
+// Stats returns the Proxy's dataplane.DriverStats: map entries,
+// interface attachments and cgroup hooks wanted, held and failing, with
+// the services waiting (refused for a conflict, an ID or room) counted as
+// failing, and the entries and attachments written since New. It is all
+// zero before the first Apply opened the maps. It implements
+// dataplane.StatsReporter and is safe to call from any goroutine.
+func (p *Proxy) Stats() dataplane.DriverStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.k == nil {
+		return dataplane.DriverStats{}
+	}
+	st := p.k.stats(len(p.links))
+	st.Failing += p.failed.Len() + len(p.waiting)
 	return st
 }
 

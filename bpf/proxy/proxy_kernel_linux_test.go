@@ -262,15 +262,21 @@ func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
 	// A second Apply with nothing new writes nothing; nor does a resync
 	// (which reads the maps and the attachments again).
 	k := p.k
-	before := k.feSync.Stats().Syscalls + k.beSync.Stats().Syscalls
+	before := k.feSync.Counters().Syscalls + k.beSync.Counters().Syscalls
 	apply(t, p)
-	assert.Equal(t, before, k.feSync.Stats().Syscalls+k.beSync.Stats().Syscalls)
+	assert.Equal(t, before, k.feSync.Counters().Syscalls+k.beSync.Counters().Syscalls)
 	links := k.linkWrites
-	updated := k.feSync.Stats().Updated + k.beSync.Stats().Updated + k.feSync.Stats().Deleted + k.beSync.Stats().Deleted
+	updated := k.feSync.Counters().Updated + k.beSync.Counters().Updated + k.feSync.Counters().Deleted + k.beSync.Counters().Deleted
+	stats := p.Stats()
+	assert.Positive(t, stats.Desired)
+	assert.Equal(t, stats.Desired, stats.InKernel, "every entry and attachment is in the kernel: %+v", stats)
+	assert.Zero(t, stats.Failing)
+	assert.Equal(t, uint64(updated+links), stats.Writes, "the entries written and deleted and the attachments made")
 	p.QueueResync()
 	apply(t, p)
 	assert.Equal(t, links, k.linkWrites, "no attachment made or replaced on a resync")
-	assert.Equal(t, updated, k.feSync.Stats().Updated+k.beSync.Stats().Updated+k.feSync.Stats().Deleted+k.beSync.Stats().Deleted)
+	assert.Equal(t, updated, k.feSync.Counters().Updated+k.beSync.Counters().Updated+k.feSync.Counters().Deleted+k.beSync.Counters().Deleted)
+	assert.Equal(t, stats, p.Stats(), "a resync that writes nothing leaves the DriverStats as they were")
 	assert.Len(t, spread(t, client.NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
 }
 
@@ -356,8 +362,8 @@ func TestKernelProxyRestartKeepsConnections(t *testing.T) {
 		p2.OnUpdate(s)
 	}
 	apply(t, p2)
-	assert.Equal(t, 0, p2.k.feSync.Stats().Updated+p2.k.beSync.Stats().Updated, "nothing rewritten")
-	assert.Equal(t, 0, p2.k.feSync.Stats().Deleted+p2.k.beSync.Stats().Deleted)
+	assert.Equal(t, 0, p2.k.feSync.Counters().Updated+p2.k.beSync.Counters().Updated, "nothing rewritten")
+	assert.Equal(t, 0, p2.k.feSync.Counters().Deleted+p2.k.beSync.Counters().Deleted)
 	require.NoError(t, exchange(conn))
 
 	// Cleanup detaches everything and removes the pins.
@@ -428,6 +434,19 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 	st := p.Status()
 	assert.Contains(t, st.Interfaces, "eth0")
 	assert.NotEmpty(t, st.Errors)
+	// The failure is the interface's ObjectError in the Proxy's ledger:
+	// tried again at the next Apply, its attempts counted; gone with the
+	// interface.
+	var oe *dataplane.ObjectError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, []any{"attach", dataplane.ObjectKind("interface"), "veth9", 1}, []any{oe.Op, oe.Kind, oe.Name, oe.Attempts})
+	assert.Equal(t, 1, p.Stats().Failing)
+	_, err = p.Apply(context.Background())
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, 2, oe.Attempts)
+	p.OnLink(kernel.Link{Name: "veth9", Index: 99999}, kernel.LinkGone)
+	apply(t, p)
+	assert.Zero(t, p.Stats().Failing)
 }
 
 // A backend removed from a service renumbers the ones after it; their

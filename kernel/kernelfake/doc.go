@@ -104,7 +104,8 @@
 // a prefix route, explicit IPv4 broadcast addresses, route caches,
 // packet-level lookups (only a gateway check's lookup is modelled: no
 // source, no mark, from lo), interface groups other than 0, the kernel's
-// multicast neighbour entries, and any sysctl outside net.
+// multicast neighbour entries, and any sysctl outside net. Nothing runs
+// inside a fake namespace: Do (kernel.Doer) fails with ErrNoThread.
 //
 // # Failure injection and inspection
 //

@@ -34,5 +34,6 @@ func TestOpText(t *testing.T) {
 		"OpDeleteConntrack":     kernelfake.OpDeleteConntrack,
 		"OpSubscribe":           kernelfake.OpSubscribe,
 		"OpRun":                 kernelfake.OpRun,
+		"OpDo":                  kernelfake.OpDo,
 	})
 }

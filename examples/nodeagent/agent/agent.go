@@ -590,7 +590,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		}
 		p.wg = append(p.wg, wg)
 		p.devices[cfg.wgInterface(fam)] = "wireguard"
-		if err := add(wg, wg); err != nil {
+		if err := add(wg, wg.Drivers()...); err != nil {
 			return nil, err
 		}
 	}

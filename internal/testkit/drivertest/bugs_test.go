@@ -59,6 +59,8 @@ func TestChecksCatchBugs(t *testing.T) {
 		{"accepts-bad-input", false, []string{"BadInputRejected"}, "(host bits) accepted"},
 		{"keeps-withdrawn", false, []string{"Removal", "ForeignSurvive"}, "nothing of ours is left"},
 		{"leaks-goroutine", false, []string{"Converge", "Idempotent"}, "leakcheck: goroutine left"},
+		{"stats-no-writes", false, []string{"Converge", "ExternalDeletionRepaired"}, "kernel writes succeeded, yet Writes stayed at 0"},
+		{"stats-failing-zero", false, []string{"FailureConverges/kernelfake-1"}, "yet Failing is 0"},
 		{"panics", false, []string{"BadInputRejected", "Removal"}, "panicked: toy: nothing to do"},
 		// A known failure is excused, and only for the assertion and
 		// lines it names; once fixed, it fails the check.

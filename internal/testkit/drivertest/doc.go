@@ -30,7 +30,12 @@
 //     only from failed writes);
 //   - BadInputRejected: bad declarations fail and write nothing;
 //
-// and in every check: no panic, no goroutine of the driver's package left.
+// and in every check: no panic, no goroutine of the driver's package left,
+// and, for a driver that is a dataplane.StatsReporter, DriverStats that
+// agree with what it did after every Apply and ApplyDeletions (Writes grew
+// when a write succeeded and stayed when none was made, Failing counts the
+// objects of the PartialError, none after a success) and once it converged
+// (nothing failing, Desired equal to InKernel).
 // A driver's known, reported failure can be excused precisely with
 // Subject.Known until it is fixed.
 //

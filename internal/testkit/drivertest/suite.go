@@ -280,22 +280,25 @@ func (ss *session[D, V]) pass(d D) outcome {
 			o.retry = res.RetryAfter
 		}
 	}
-	add(ss.call("Apply", d.Apply))
+	add(ss.call(d, "Apply", d.Apply))
 	if da, ok := any(d).(dataplane.DeletionApplier); ok {
-		add(ss.call("ApplyDeletions", da.ApplyDeletions))
+		add(ss.call(d, "ApplyDeletions", da.ApplyDeletions))
 	}
 	return o
 }
 
 // call makes one call of the driver and checks the loop contract on its
 // result.
-func (ss *session[D, V]) call(what string, fn func(context.Context) (dataplane.ApplyResult, error)) (res dataplane.ApplyResult, err error) {
+func (ss *session[D, V]) call(d D, what string, fn func(context.Context) (dataplane.ApplyResult, error)) (res dataplane.ApplyResult, err error) {
 	t := ss.t
 	t.Helper()
 	failed0, objects0 := ss.e.rec.Failed()
+	stats0, _ := ss.stats(d)
+	writes0 := ss.e.rec.Writes()
 	ss.protect(what, func() { res, err = fn(context.Background()) })
 	failed1, objects1 := ss.e.rec.Failed()
 	failed, objects := failed1-failed0, objects1-objects0
+	ss.checkStats(d, what, stats0, ss.e.rec.Writes()-writes0, failed, err)
 	if err == nil {
 		return res, nil
 	}
@@ -324,6 +327,65 @@ func (ss *session[D, V]) call(what string, fn func(context.Context) (dataplane.A
 	return res, err
 }
 
+// stats returns the driver's dataplane.DriverStats, and false when it
+// does not implement dataplane.StatsReporter.
+func (ss *session[D, V]) stats(d D) (dataplane.DriverStats, bool) {
+	sr, ok := any(d).(dataplane.StatsReporter)
+	if !ok {
+		return dataplane.DriverStats{}, false
+	}
+	var st dataplane.DriverStats
+	ss.protect("Stats", func() { st = sr.Stats() })
+	return st, true
+}
+
+// checkStats checks the driver's DriverStats after one call (Apply or
+// ApplyDeletions) that made writes kernel writes, failed of which failed,
+// and returned err, given its DriverStats before it: Writes grew when a
+// write succeeded and stayed when none was made (a refused write may count
+// or not), and Failing counts the objects that failed or wait (none after
+// a success).
+func (ss *session[D, V]) checkStats(d D, what string, before dataplane.DriverStats, writes, failed int, err error) {
+	ss.t.Helper()
+	after, ok := ss.stats(d)
+	if !ok {
+		return
+	}
+	when, lines := what+" keeps DriverStats", []string{fmt.Sprintf("%+v", after)}
+	switch grew := after.Writes - before.Writes; {
+	case after.Writes < before.Writes:
+		ss.fail(when, lines, "Writes went down from %d to %d", before.Writes, after.Writes)
+	case writes > failed && grew == 0:
+		ss.fail(when, lines, "%d kernel writes succeeded, yet Writes stayed at %d", writes-failed, after.Writes)
+	case writes == 0 && grew > 0:
+		ss.fail(when, lines, "no kernel write made, yet Writes grew by %d", grew)
+	}
+	var pe *dataplane.PartialError
+	switch {
+	case err == nil && after.Failing != 0:
+		ss.fail(when, lines, "the call succeeded, yet Failing is %d", after.Failing)
+	case errors.As(err, &pe) && after.Failing != pe.Failed+pe.Waiting:
+		ss.fail(when, lines, "the PartialError counts %d objects failed and %d waiting, yet Failing is %d", pe.Failed, pe.Waiting, after.Failing)
+	}
+	if after.Desired < 0 || after.InKernel < 0 {
+		ss.fail(when, lines, "a negative count")
+	}
+}
+
+// settled checks the driver's DriverStats once it converged: nothing
+// failing, and every desired object in the kernel.
+func (ss *session[D, V]) settled(d D, when string) {
+	ss.t.Helper()
+	st, ok := ss.stats(d)
+	if !ok {
+		return
+	}
+	if st.Failing != 0 || st.Desired != st.InKernel {
+		ss.fail(when+", DriverStats show it settled", []string{fmt.Sprintf("%+v", st)},
+			"want nothing failing and every desired object in the kernel (Desired == InKernel): %+v", st)
+	}
+}
+
 // converge applies d until a pass succeeds with no retry pending, as a
 // dataplane.Loop would: after a partial failure it moves the clock by
 // RetryAfter; after a whole failure it calls QueueResync and moves the
@@ -337,6 +399,7 @@ func (ss *session[D, V]) converge(d D) int {
 		o = ss.pass(d)
 		switch {
 		case o.err == nil && o.retry <= 0:
+			ss.settled(d, "after converging")
 			return ss.e.rec.Writes() - start
 		case o.whole:
 			d.QueueResync()

@@ -30,6 +30,20 @@ type toy struct {
 	have  map[netip.Prefix]bool
 	stale bool
 	retry map[netip.Prefix]dataplane.Retry
+	// failing and writes are what Stats reports.
+	failing int
+	writes  uint64
+}
+
+// Stats implements dataplane.StatsReporter.
+func (d *toy) Stats() dataplane.DriverStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := dataplane.DriverStats{Desired: len(d.want), InKernel: len(d.have), Failing: d.failing, Writes: d.writes}
+	if d.bug == "stats-failing-zero" {
+		st.Failing = 0
+	}
+	return st
 }
 
 const (
@@ -111,8 +125,11 @@ func (d *toy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	var res dataplane.ApplyResult
 	pe := &dataplane.PartialError{}
+	tried := map[netip.Prefix]bool{}
+	defer func() { d.failing = pe.Failed + pe.Waiting }()
 	for i, err := range d.k.ApplyRoutes(ctx, ops) {
 		p := ops[i].Route.Dst
+		tried[p] = true
 		if err != nil {
 			d.retry[p] = d.retry[p].Failed(dataplane.Backoff{}, now, err)
 			pe.Failed++
@@ -120,13 +137,16 @@ func (d *toy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			continue
 		}
 		delete(d.retry, p)
+		if d.bug != "stats-no-writes" {
+			d.writes++
+		}
 		d.have[p] = ops[i].Kind != kernel.OpDelete
 		if !d.have[p] {
 			delete(d.have, p)
 		}
 	}
 	for p, r := range d.retry {
-		if r.Waiting(now) {
+		if r.Waiting(now) && !tried[p] {
 			pe.Waiting++
 			pe.Errs = append(pe.Errs, fmt.Errorf("%v: %w", p, r.Err))
 		}

@@ -129,7 +129,18 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 		k := &writeCounter{Namespace: managertest.Open(t, host1.NS)}
 		runs := &managertest.CountingCommands{Next: k.Namespace}
 		var managers []dataplane.Manager
-		var drivers []dataplane.Driver
+		// The namespace's own settings, and the endpoints' interfaces': with
+		// no Host, the machine-wide key would fail (an object retried for
+		// ever) and keep the loop's error.
+		var nsSettings []sysctls.Setting
+		for _, st := range sysctls.Defaults() {
+			if strings.HasPrefix(st.Key, "net.") {
+				nsSettings = append(nsSettings, st)
+			}
+		}
+		sys, err := sysctls.New(sysctls.Options{Kernel: k, Settings: nsSettings})
+		require.NoError(t, err)
+		drivers := []dataplane.Driver{sys}
 		statuses := make(chan endpoints.Status, 16)
 		setNames := map[ipfamily.Family][]string{}
 		for _, f := range ipfamily.All {
@@ -150,23 +161,12 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 			require.NoError(t, err)
 			hips, err := hostips.New(hostips.Options{Family: f, Sets: sets})
 			require.NoError(t, err)
-			eps, err := endpoints.New(endpoints.Options{Family: f, Kernel: k, Routes: routes, OnStatus: func(s endpoints.Status) { statuses <- s }})
+			eps, err := endpoints.New(endpoints.Options{Family: f, Kernel: k, Routes: routes, SysctlDriver: sys, OnStatus: func(s endpoints.Status) { statuses <- s }})
 			require.NoError(t, err)
 			managers = append(managers, masq, fip, loopPrev, hips, eps)
 			setNames[f] = []string{masq.AllPoolsSet(), masq.MasqPoolsSet(), hips.SetName()}
 			drivers = append(drivers, sets, masqNAT, fipNAT, filter, eps.RouteDriver())
 		}
-		// The namespace's own settings: with no Host, the machine-wide key
-		// would fail (an object retried for ever) and keep the loop's error.
-		var nsSettings []sysctls.Setting
-		for _, st := range sysctls.Defaults() {
-			if strings.HasPrefix(st.Key, "net.") {
-				nsSettings = append(nsSettings, st)
-			}
-		}
-		sys, err := sysctls.New(sysctls.Options{Kernel: k, Settings: nsSettings})
-		require.NoError(t, err)
-		drivers = append(drivers, sys)
 
 		watch := &passWatch{}
 		before := managertest.Snapshot(t, host1.NS)
@@ -233,7 +233,7 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 		h := loop.Health()
 		assert.False(t, h.Active)
 		assert.False(t, h.Ready)
-		assert.Empty(t, statuses, "the endpoints manager writes sysctls: not called while inactive")
+		assert.Empty(t, statuses, "the endpoints manager is not called while inactive")
 
 		// Leadership: active, no restart.
 		loop.SetActive(true)
