@@ -236,6 +236,7 @@ type Kernel interface {
 	Conntrack
 	Events
 	Commands
+	Doer
 }
 
 // EventKinds selects what a subscription streams; combine with |.

@@ -128,9 +128,9 @@ type Config struct {
 	// *kernel.Namespace, or a kernelfake.Namespace in tests. Nil means
 	// NetNS, opened by Run and Cleanup and closed when they return. What
 	// runs inside the namespace (native nftables, the BPF proxy, a
-	// WireGuard device) needs a Kernel that also implements Doer; on one
-	// that does not, those features are refused and the nftables leftovers
-	// of another backend are not looked for.
+	// WireGuard device) needs a Kernel whose Do works; on one whose Do is
+	// not supported (kernelfake's), those features are refused and the
+	// nftables leftovers of another backend are not looked for.
 	Kernel kernel.Kernel
 	// Listen is the local HTTP endpoint (health, readiness, metrics,
 	// status); empty means DefaultListen, "-" none.
@@ -335,12 +335,12 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 	// The BPF service proxy marks what netfilter must masquerade for it.
 	svcMark := layout.Extra[serviceMasqMark]
 	var masqMarks []netfilter.MatchMark
-	do, _ := ns.(Doer)
+	inside := canDo(ns)
 	if cfg.BPFProxy && !cleanup {
-		if do, err = doer(ns, "the BPF proxy"); err != nil {
+		if err = needDo(ns, "the BPF proxy"); err != nil {
 			return nil, err
 		}
-		p.proxy, err = proxy.New(proxy.Options{Kernel: do, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
+		p.proxy, err = proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
 			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
 			Cgroup: cfg.BPFCgroup, Logger: log.With("component", "bpf-proxy")})
 		if err != nil {
@@ -384,7 +384,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 				backends = append(backends, b)
 			}
 		}
-		nft = do != nil
+		nft = inside
 	} else {
 		if p.netfilter, err = detectNetfilter(ctx, ns, cfg); err != nil {
 			return nil, err
@@ -392,7 +392,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		if b, ok := p.netfilter.iptablesBackend(); ok {
 			backends = []iptables.Backend{b}
 		} else {
-			if do, err = doer(ns, "the nftables backend"); err != nil {
+			if err = needDo(ns, "the nftables backend"); err != nil {
 				return nil, err
 			}
 			nft = true
@@ -428,6 +428,25 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			return err
 		}
 		return add(svc)
+	}
+	// The node's forwarding and reverse-path filter (the namespace's
+	// sysctls of sysctls.Defaults; machine-wide ones are not the agent's),
+	// and the pod interfaces' sysctls, which the endpoints managers hand
+	// to the same driver.
+	var sc *sysctls.Driver
+	if !cleanup {
+		var settings []sysctls.Setting
+		for _, s := range sysctls.Defaults(families...) {
+			if strings.HasPrefix(s.Key, "net.") {
+				settings = append(settings, s)
+			}
+		}
+		if sc, err = sysctls.New(sysctls.Options{Kernel: ns, Settings: settings, Logger: log.With("component", "sysctls")}); err != nil {
+			return nil, err
+		}
+		if err := add(nil, sc); err != nil {
+			return nil, err
+		}
 	}
 	for _, fam := range families {
 		topts := routetable.Options{Kernel: ns, Family: fam, Table: kernel.TableMain,
@@ -492,7 +511,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			}
 		} else {
 			ep, err := endpoints.New(endpoints.Options{Family: fam, Kernel: ns, Routes: tbl, RouteClass: ClassLocalPod,
-				StaticNeighbors: true, Logger: log.With("component", "endpoints", "family", fam.String())})
+				StaticNeighbors: true, SysctlDriver: sc, Logger: log.With("component", "endpoints", "family", fam.String())})
 			if err != nil {
 				return nil, err
 			}
@@ -540,7 +559,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 				role nftables.Role
 			}{{NFTablesTable, nftables.NAT}, {NFTablesFilterTable, nftables.Filter}} {
 				if tables[i], err = nftables.New(nftables.Options{Name: t.name, Family: fam, Role: t.role, ChainPrefix: ChainPrefix,
-					Kernel: do, Logger: log.With("component", "nftables", "table", t.name, "family", fam.String())}); err != nil {
+					Kernel: ns, Logger: log.With("component", "nftables", "table", t.name, "family", fam.String())}); err != nil {
 					return nil, err
 				}
 				p.nftTables = append(p.nftTables, tables[i])
@@ -579,7 +598,10 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		if fam == ipfamily.IPv6 {
 			wopts.KeyFile = filepath.Join(cfg.StateDir, "wireguard-v6.key")
 		}
-		if do == nil && !cfg.WireGuard {
+		if !inside && cfg.WireGuard && !cleanup {
+			return nil, needDo(ns, "WireGuard")
+		}
+		if !inside {
 			// Only work inside the namespace (Do) can make a WireGuard
 			// device: there is none of ours to remove.
 			continue
@@ -591,23 +613,6 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		p.wg = append(p.wg, wg)
 		p.devices[cfg.wgInterface(fam)] = "wireguard"
 		if err := add(wg, wg.Drivers()...); err != nil {
-			return nil, err
-		}
-	}
-	// The node's forwarding and reverse-path filter (the namespace's
-	// sysctls of sysctls.Defaults; machine-wide ones are not the agent's).
-	if !cleanup {
-		var settings []sysctls.Setting
-		for _, s := range sysctls.Defaults(families...) {
-			if strings.HasPrefix(s.Key, "net.") {
-				settings = append(settings, s)
-			}
-		}
-		sc, err := sysctls.New(sysctls.Options{Kernel: ns, Settings: settings, Logger: log.With("component", "sysctls")})
-		if err != nil {
-			return nil, err
-		}
-		if err := add(nil, sc); err != nil {
 			return nil, err
 		}
 	}
@@ -674,7 +679,7 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	}
 	log.Info("host MTU", "mtu", host.MTU, "interface", host.Interface, "fellBack", host.FellBack)
 	if cfg.BPFProxy {
-		if _, err := doer(ns, "the BPF proxy"); err != nil {
+		if err := needDo(ns, "the BPF proxy"); err != nil {
 			return err // before a bpffs is mounted for it
 		}
 		if len(cfg.HostInterfaces) == 0 && host.Interface != "" {
@@ -828,24 +833,23 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	return nil
 }
 
-// Doer is what a Config.Kernel also implements when work can run inside its
-// namespace (native nftables, the BPF proxy, a WireGuard device); a
-// *kernel.Namespace does.
-type Doer interface {
-	// Do runs fn on a thread inside the namespace and returns its error.
-	Do(fn func() error) error
+// errNoDo reports a feature that needs work to run inside the namespace
+// on a Kernel that cannot (kernelfake's).
+var errNoDo = errors.New("the kernel cannot run work inside its namespace (Do is not supported)")
+
+// canDo reports whether ns runs work inside its namespace: a real
+// namespace does, kernelfake's fails every Do with kernel.ErrNotSupported.
+func canDo(ns kernel.Kernel) bool {
+	return !errors.Is(ns.Do(func() error { return nil }), kernel.ErrNotSupported)
 }
 
-// errNoDo reports a feature that needs a Kernel that is a Doer.
-var errNoDo = errors.New("the kernel cannot run work inside its namespace (no Do)")
-
-// doer returns ns as a Doer, or an error wrapping errNoDo that names what
-// needs it.
-func doer(ns kernel.Kernel, what string) (Doer, error) {
-	if do, ok := ns.(Doer); ok {
-		return do, nil
+// needDo returns nil when ns runs work inside its namespace, else an error
+// wrapping errNoDo that names what needs it.
+func needDo(ns kernel.Kernel, what string) error {
+	if canDo(ns) {
+		return nil
 	}
-	return nil, fmt.Errorf("agent: %s: %w", what, errNoDo)
+	return fmt.Errorf("agent: %s: %w", what, errNoDo)
 }
 
 // openKernel returns cfg.Kernel, or opens cfg.NetNS; close releases what it

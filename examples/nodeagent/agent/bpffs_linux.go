@@ -41,11 +41,10 @@ func cleanupProxy(ctx context.Context, cfg *Config, ns kernel.Kernel) error {
 	if maps.CheckBPFFS(cfg.BPFPinDir) != nil {
 		return nil // nothing of ours can be pinned there
 	}
-	do, err := doer(ns, "the BPF proxy's pins in "+cfg.BPFPinDir)
-	if err != nil {
+	if err := needDo(ns, "the BPF proxy's pins in "+cfg.BPFPinDir); err != nil {
 		return err
 	}
-	p, err := proxy.New(proxy.Options{Kernel: do, PinDir: cfg.BPFPinDir})
+	p, err := proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir})
 	if err != nil {
 		return err
 	}

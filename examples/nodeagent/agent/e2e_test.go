@@ -21,7 +21,6 @@ import (
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
-	"github.com/nodeplane/nodeplane/wireguard"
 )
 
 // fakeNode is a kernelfake namespace set up as a node before the agent
@@ -602,7 +601,7 @@ func TestAgentNeedsDoForWhatRunsInside(t *testing.T) {
 	}{
 		"nftables":  {Config{Netfilter: NetfilterNFTables}, errNoDo},
 		"BPF proxy": {Config{Netfilter: NetfilterIPTablesLegacy, BPFProxy: true}, errNoDo},
-		"WireGuard": {Config{Netfilter: NetfilterIPTablesLegacy, WireGuard: true}, wireguard.ErrInvalidOptions},
+		"WireGuard": {Config{Netfilter: NetfilterIPTablesLegacy, WireGuard: true}, errNoDo},
 	} {
 		cfg := tc.cfg
 		k := kernelfake.New(kernelfake.Options{})

@@ -116,15 +116,15 @@ func detectNetfilter(ctx context.Context, ns kernel.Commands, cfg *Config) (Netf
 // tables. The backend in use is not touched, so a restart on the same
 // backend adopts its rules and writes nothing. Backends whose binaries are
 // missing are skipped.
-func removeOtherBackends(ctx context.Context, ns kernel.Commands, nf Netfilter, log *slog.Logger) error {
+func removeOtherBackends(ctx context.Context, ns kernel.Kernel, nf Netfilter, log *slog.Logger) error {
 	if nf == NetfilterNFTables {
 		return nftables.RemoveIPTablesLeftovers(ctx, ns, ChainPrefix, "")
 	}
 	var errl []error
-	if do, ok := ns.(Doer); ok {
+	if canDo(ns) {
 		for _, fam := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			for _, name := range []string{NFTablesTable, NFTablesFilterTable} {
-				if err := nftables.RemoveTable(ctx, do, fam, name); err != nil {
+				if err := nftables.RemoveTable(ctx, ns, fam, name); err != nil {
 					errl = append(errl, err)
 				}
 			}

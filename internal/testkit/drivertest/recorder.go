@@ -304,6 +304,10 @@ func (r *Recorder) Subscribe(ctx context.Context, kinds kernel.EventKinds, opts 
 	return r.k.Subscribe(ctx, kinds, opts...)
 }
 
+// Do implements kernel.Doer by passing fn through: what fn writes (through
+// sockets of its own) is neither counted nor failed.
+func (r *Recorder) Do(fn func() error) error { return r.k.Do(fn) }
+
 // Runner implements kernel.Commands: runs of binaries that write (see
 // RunWrites) are counted, logged and failed as FailWrites says; the others
 // pass through.
