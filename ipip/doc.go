@@ -30,7 +30,7 @@
 // turned off or a connected subnet holds the block: see
 // Options.NoBlackholes), and a
 // hash:net set of every node's underlay address plus Options.ExtraCIDRs on
-// an ipsets.Sets.
+// an netfilter.Sets.
 //
 // # How it is used
 //

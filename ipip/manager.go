@@ -11,9 +11,9 @@ import (
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/overlay"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -73,7 +73,7 @@ type Options struct {
 	// Sets, when set, gets one hash:net set (SetName) of every node's
 	// underlay address plus ExtraCIDRs, for rules that accept IPIP only
 	// from known nodes. It must be an IPv4 backend.
-	Sets ipsets.Sets
+	Sets netfilter.Sets
 	// SetName is the set's name; empty means DefaultSetName.
 	SetName string
 	// ExtraCIDRs are added to the set.

@@ -11,9 +11,9 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/internal/overlay"
-	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -82,7 +82,7 @@ type Options struct {
 	// underlay address of the family plus ExtraCIDRs, for rules that
 	// accept VXLAN only from known nodes. Its family must be the
 	// Manager's. Register it with the loop as usual.
-	Sets ipsets.Sets
+	Sets netfilter.Sets
 	// SetName is the set's name; empty means DefaultSetName.
 	SetName string
 	// ExtraCIDRs are added to the set (nodes outside the cluster's

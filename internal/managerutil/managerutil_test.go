@@ -109,7 +109,7 @@ func TestCheckKeepsTheFirstProblem(t *testing.T) {
 
 	c = managerutil.Check{Sentinel: errInvalid}
 	assert.Empty(t, c.KernelName("SetName", sets, "a-name-much-too-long-for-the-kernel-to-take"))
-	require.ErrorIs(t, c.Err(), ipsets.ErrNameTooLong)
+	require.ErrorIs(t, c.Err(), netfilter.ErrSetNameTooLong)
 	assert.Contains(t, c.Err().Error(), "pkg: invalid options: SetName: ")
 }
 

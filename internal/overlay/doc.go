@@ -14,7 +14,7 @@
 //
 // Nothing of its own in the kernel. Routes go through the route table the
 // manager was given (its classes and interfaces), set members through the
-// ipsets.Sets it was given, and the device through EnsureDevice, which
+// netfilter.Sets it was given, and the device through EnsureDevice, which
 // touches only the link whose name it is given.
 //
 // # How it is used

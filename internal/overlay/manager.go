@@ -11,9 +11,9 @@ import (
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/ifacemonitor"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // RouteTable is where a manager declares its routes: a *routetable.Table
@@ -64,7 +64,7 @@ type ManagerOptions struct {
 	// Sets, when set, gets the node-address set SetName (empty means
 	// DefaultSetName) of every node's underlay address plus Extra, network
 	// prefixes of Family. Its family must be Family.
-	Sets                    ipsets.Sets
+	Sets                    netfilter.Sets
 	SetName, DefaultSetName string
 	Extra                   []netip.Prefix
 	// Disabled makes a manager that only removes the device.

@@ -374,7 +374,7 @@ func build(ctx context.Context, ns *kernel.Namespace, cfg *Config, opts dataplan
 	for _, fam := range families {
 		// The masquerade manager of the family on one netfilter backend's
 		// sets and nat table.
-		newMasquerade := func(sets ipsets.Sets, nat netfilter.Table) (*masquerade.Manager, error) {
+		newMasquerade := func(sets netfilter.Sets, nat netfilter.Table) (*masquerade.Manager, error) {
 			return masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
 				Marks: masqMarks, Logger: log.With("component", "masquerade", "family", fam.String())})
 		}
@@ -624,7 +624,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer a.plane.close()
 	loop := a.plane.loop
 	// Switching backend leaves nothing of the other ones.
-	if err := removeOtherBackends(ctx, ns, a.plane.netfilter, log); err != nil {
+	if err := removeOtherBackends(ctx, ns, a.plane.netfilter); err != nil {
 		log.Warn("what another netfilter backend holds of ours was not all removed", "err", err)
 		a.noteError(err)
 	}

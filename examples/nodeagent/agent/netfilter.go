@@ -2,17 +2,11 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"os/exec"
-	"strings"
-	"time"
 
-	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
-	"github.com/nodeplane/nodeplane/nftables"
+	"github.com/nodeplane/nodeplane/nfmigrate"
 )
 
 // Netfilter is the netfilter backend of the masquerade rules.
@@ -102,50 +96,22 @@ func detectNetfilter(ctx context.Context, ns *kernel.Namespace, cfg *Config) (Ne
 
 // removeOtherBackends removes what an earlier run on another netfilter
 // backend left, once, before the loop starts, so that switching backend
-// leaves nothing behind: on nftables, the npm- chains and the rules
-// jumping to them in both iptables backends (nftables.RemoveIPTablesLeftovers);
-// on iptables, the agent's nftables tables (nftables.RemoveTable) and what
-// the other iptables backend holds of ours. The backend in use is not
-// touched, so a restart on the same backend adopts its rules and writes
-// nothing. Backends whose binaries are missing are skipped.
-func removeOtherBackends(ctx context.Context, ns *kernel.Namespace, nf Netfilter, log *slog.Logger) error {
-	if nf == NetfilterNFTables {
-		return nftables.RemoveIPTablesLeftovers(ctx, ns, ChainPrefix, "")
+// leaves nothing behind (nfmigrate.RemoveLeftovers): the npm- chains and the
+// rules jumping to them in the iptables backends not in use, and on
+// iptables the agent's nftables tables. The backend in use is not touched,
+// so a restart on the same backend adopts its rules and writes nothing.
+// Backends whose binaries are missing are skipped.
+func removeOtherBackends(ctx context.Context, ns *kernel.Namespace, nf Netfilter) error {
+	var keep nfmigrate.Backend
+	switch nf {
+	case NetfilterNFTables:
+		keep = nfmigrate.NFTables
+	case NetfilterIPTablesLegacy:
+		keep = nfmigrate.IPTablesLegacy
+	case NetfilterIPTablesNFT:
+		keep = nfmigrate.IPTablesNFT
+	default:
+		return fmt.Errorf("agent: netfilter backend %q is not resolved", nf)
 	}
-	var errl []error
-	for _, fam := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
-		if err := nftables.RemoveTable(ctx, ns, fam, NFTablesTable); err != nil {
-			errl = append(errl, err)
-		}
-	}
-	in, _ := nf.iptablesBackend()
-	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
-		if b == in {
-			continue
-		}
-		for _, fam := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
-			// Without -t, save lists only the tables that exist: it
-			// creates none.
-			out, err := ns.Runner().Run(ctx, nil, b.SaveCommand(fam))
-			switch {
-			case errors.Is(err, exec.ErrNotFound):
-				continue
-			case err != nil:
-				errl = append(errl, fmt.Errorf("agent: reading %s: %w", b.SaveCommand(fam), err))
-				continue
-			case !strings.Contains(string(out), ":"+ChainPrefix):
-				continue
-			}
-			log.Info("removing the masquerade rules of another iptables backend", "backend", b, "family", fam)
-			nat, err := iptables.New(iptables.Options{Table: "nat", Family: fam, Backend: b, ChainPrefix: ChainPrefix, Kernel: ns,
-				PostWriteRecheck: []time.Duration{}})
-			if err == nil {
-				_, err = nat.Apply(ctx) // nothing declared: our chains and jumps go
-			}
-			if err != nil {
-				errl = append(errl, fmt.Errorf("agent: removing our chains from %s: %w", b.SaveCommand(fam), err))
-			}
-		}
-	}
-	return errors.Join(errl...)
+	return nfmigrate.RemoveLeftovers(ctx, ns, keep, nfmigrate.Owned{ChainPrefix: ChainPrefix, NFTablesTables: []string{NFTablesTable}})
 }

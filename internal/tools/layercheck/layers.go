@@ -57,6 +57,7 @@ var layers = []layer{
 	{name: "managers", pkgs: []string{
 		"overlay", "internal/overlay", "vxlan", "ipip", "wireguard",
 		"endpoints", "masquerade", "hostips", "floatingips", "serviceloop", "bpf/proxy",
+		"nfmigrate", // leftovers between netfilter backends: iptables and nftables together
 	}},
 	{name: "test kit", testKit: true, pkgs: []string{
 		"internal/testkit",
@@ -91,10 +92,6 @@ var known = []exception{
 	// depend on the seam alone.
 	{from: "kernel/kernelfake", to: "ipsets/ipsetsfake", by: "section 3/7, netfilter core (r21/nfcore)"},
 	{from: "kernel/kernelfake", to: "iptables/iptablesfake", by: "section 3/7, netfilter core (r21/nfcore)"},
-	// nftables shares iptables' and ipsets' code; the netfilter core and
-	// the set types in netfilter replace it.
-	{from: "nftables", to: "iptables", by: "section 3, netfilter core (r21/nfcore)"},
-	{from: "nftables", to: "ipsets", by: "section 3, netfilter core (r21/nfcore)"},
 	// Managers that watch interfaces themselves instead of through the
 	// loop's observer interface.
 	{from: "vxlan", to: "ifacemonitor", by: "sections 1/2, overlay (r21/overlay)"},
