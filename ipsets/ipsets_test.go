@@ -19,9 +19,9 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipsets"
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 // Options configure a Namespace. The zero value models a fresh namespace

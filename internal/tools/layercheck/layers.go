@@ -50,6 +50,11 @@ var layers = []layer{
 	{name: "rule model", pkgs: []string{
 		"netfilter", "internal/nfcore", "internal/managerutil",
 	}},
+	// The fake kernel serves the iptables and ipset binaries from its
+	// ipsetsfake and iptablesfake, which parse members and chain names with
+	// the rule model's types: it stands on the seam and the rule model, and
+	// never on the drivers it stands under.
+	{name: "kernel fakes", pkgs: []string{"kernel/kernelfake"}},
 	// Each driver stands on the rule model and the seam alone.
 	{name: "drivers", apart: true, pkgs: []string{
 		"ipsets", "iptables", "nftables", "routetable", "routerule", "sysctls", "bpf/maps",
@@ -87,11 +92,6 @@ var known = []exception{
 	// switch; the runner moves behind kernel (Namespace.Runner) or the
 	// switch becomes vocabulary.
 	{from: "command", to: "internal/netnsutil", by: "section 7, after the merge"},
-	// kernelfake serves the iptables and ipset binaries through fakes that
-	// import their drivers; the set types move to netfilter and the fakes
-	// depend on the seam alone.
-	{from: "kernel/kernelfake", to: "ipsets/ipsetsfake", by: "section 3/7, netfilter core (r21/nfcore)"},
-	{from: "kernel/kernelfake", to: "iptables/iptablesfake", by: "section 3/7, netfilter core (r21/nfcore)"},
 	// Managers that watch interfaces themselves instead of through the
 	// loop's observer interface.
 	{from: "vxlan", to: "ifacemonitor", by: "sections 1/2, overlay (r21/overlay)"},

@@ -6,8 +6,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/internal/textform/textformtest"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 func TestOpText(t *testing.T) {
@@ -20,6 +19,6 @@ func TestOpText(t *testing.T) {
 func TestCallJSON(t *testing.T) {
 	textformtest.Report(t, iptablesfake.Call{})
 	textformtest.Report(t, iptablesfake.Call{Binary: "iptables-nft-restore", Args: []string{"--noflush"}, Stdin: "*filter\nCOMMIT\n",
-		Op: iptablesfake.OpRestore, Backend: iptables.BackendNFT, Family: ipfamily.IPv4,
+		Op: iptablesfake.OpRestore, Backend: iptablesfake.BackendNFT, Family: ipfamily.IPv4,
 		Err: errors.New("iptables-nft-restore: line 2 failed")})
 }

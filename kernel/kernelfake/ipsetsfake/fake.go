@@ -17,7 +17,7 @@ import (
 	"sync"
 
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -61,7 +61,7 @@ type Kernel struct {
 type set struct {
 	name     string
 	typ      netfilter.SetType
-	family   ipsets.Family
+	family   ipfamily.Family
 	maxelem  int
 	hashsize int
 	rng      netfilter.PortRange
@@ -228,7 +228,7 @@ func (k *Kernel) Members(name string) ([]string, bool) {
 // Family returns the family of the set name (zero for a bitmap:port set,
 // which has none) and whether the set exists: what iptables asks the
 // kernel about a set that a rule matches (see iptablesfake.Kernel.UseSets).
-func (k *Kernel) Family(name string) (ipsets.Family, bool) {
+func (k *Kernel) Family(name string) (ipfamily.Family, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	s := k.sets[name]
@@ -287,7 +287,7 @@ func (s *set) header() string {
 	if s.counters {
 		counters = " counters"
 	}
-	return fmt.Sprintf("family %s hashsize %d maxelem %d%s bucketsize 12 initval 0x%08x", ipsets.FamilyName(s.family), s.hashsize, s.maxelem, counters, 0x5eed0000+s.seq)
+	return fmt.Sprintf("family %s hashsize %d maxelem %d%s bucketsize 12 initval 0x%08x", familyName(s.family), s.hashsize, s.maxelem, counters, 0x5eed0000+s.seq)
 }
 
 func (s *set) createLine() string {
@@ -714,7 +714,7 @@ func (k *Kernel) create(name, typ string, opts []string, exist bool) *cmdError {
 	if len(name) > netfilter.MaxNameLength {
 		return &cmdError{msg: "Syntax error: setname '" + name + "' is longer than 31 characters", exit: 2}
 	}
-	s := &set{name: name, typ: t, family: ipsets.IPv4, maxelem: 65536, hashsize: 1024, members: map[netfilter.Member]struct{}{}, raw: map[string]struct{}{}}
+	s := &set{name: name, typ: t, family: ipfamily.IPv4, maxelem: 65536, hashsize: 1024, members: map[netfilter.Member]struct{}{}, raw: map[string]struct{}{}}
 	if t == netfilter.BitmapPort {
 		s.family = 0
 	}
@@ -734,9 +734,9 @@ func (k *Kernel) create(name, typ string, opts []string, exist bool) *cmdError {
 		case key == "family" && t != netfilter.BitmapPort:
 			switch val {
 			case "inet":
-				s.family = ipsets.IPv4
+				s.family = ipfamily.IPv4
 			case "inet6":
-				s.family = ipsets.IPv6
+				s.family = ipfamily.IPv6
 			default:
 				return &cmdError{msg: "Syntax error: unknown family " + val}
 			}
@@ -808,9 +808,9 @@ func (s *set) parse(text string) (netfilter.Member, *cmdError) {
 		}
 		return m, nil
 	}
-	if m.Is6() != (s.family == ipsets.IPv6) {
+	if m.Is6() != (s.family == ipfamily.IPv6) {
 		want := "IPv4"
-		if s.family == ipsets.IPv6 {
+		if s.family == ipfamily.IPv6 {
 			want = "IPv6"
 		}
 		return m, &cmdError{msg: "Syntax error: cannot parse " + text + ": resolving to " + want + " address failed"}
@@ -885,7 +885,7 @@ func (s *set) isRaw(text string) bool {
 		return false
 	}
 	a, err := netip.ParseAddr(text[:i])
-	if err != nil || a.Is6() != (s.family == ipsets.IPv6) {
+	if err != nil || a.Is6() != (s.family == ipfamily.IPv6) {
 		return false
 	}
 	proto, _, ok := strings.Cut(text[i+1:], ":")
@@ -919,4 +919,12 @@ func (k *Kernel) Exec(args ...string) error {
 	}
 	_, err := k.Run(context.Background(), nil, "ipset", args...)
 	return err
+}
+
+// familyName returns the family as ipset writes it: "inet" or "inet6".
+func familyName(f ipfamily.Family) string {
+	if f == ipfamily.IPv6 {
+		return "inet6"
+	}
+	return "inet"
 }

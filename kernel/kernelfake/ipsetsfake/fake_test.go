@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
