@@ -50,11 +50,11 @@ func (b Backend) iptablesBackend() (iptables.Backend, bool) {
 }
 
 // Kernel is the namespace to clean: its Runner runs the iptables binaries,
-// and its Do (or, for a fake, its nftables socket) reaches nf_tables. A
-// *kernel.Namespace is one.
+// and its nftables sockets reach nf_tables. A *kernel.Namespace is one,
+// and so is a kernelfake.Namespace.
 type Kernel interface {
 	kernel.Commands
-	nftables.Kernel
+	kernel.NFTables
 }
 
 // Owned says what nodeplane's writers own in the backends.

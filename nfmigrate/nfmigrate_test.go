@@ -19,14 +19,12 @@ import (
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nfmigrate"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
-// fakeNS is one fake namespace for both kinds of backend: kernelfake
-// serves the iptables binaries, nftablesfake the nf_tables socket.
+// fakeNS is a kernelfake namespace (it serves the iptables binaries and
+// nf_tables) that records the binaries its Runner runs.
 type fakeNS struct {
 	*kernelfake.Namespace
-	nft *nftablesfake.Namespace
 	ran *[]string // the binaries Runner ran
 }
 
@@ -38,12 +36,8 @@ func (f fakeNS) Runner() command.Runner {
 	})
 }
 
-func (f fakeNS) Do(fn func() error) error { return f.nft.Do(fn) }
-
-func (f fakeNS) OpenNFTablesSocket() (nftables.Socket, error) { return f.nft.OpenNFTablesSocket() }
-
 func newFake() fakeNS {
-	return fakeNS{Namespace: kernelfake.New(kernelfake.Options{}), nft: nftablesfake.New(), ran: new([]string)}
+	return fakeNS{Namespace: kernelfake.New(kernelfake.Options{}), ran: new([]string)}
 }
 
 // foreignIPTables is a chain and a rule of someone else, in the filter
@@ -118,7 +112,7 @@ func TestRemoveLeftovers(t *testing.T) {
 					kept[fmt.Sprint(b, f)] = iptablesState(t, ns, b, f)
 				}
 			}
-			nftBefore := ns.nft.Tables(0)
+			nftBefore := ns.NFTables().Tables(0)
 			require.NoError(t, nfmigrate.RemoveLeftovers(context.Background(), ns, keep, nfmigrate.Owned{ChainPrefix: "np-", NFTablesTables: []string{"np"}}))
 			for nb, b := range backends {
 				for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
@@ -134,19 +128,19 @@ func TestRemoveLeftovers(t *testing.T) {
 				}
 			}
 			if keep == nfmigrate.NFTables {
-				assert.Equal(t, nftBefore, ns.nft.Tables(0))
+				assert.Equal(t, nftBefore, ns.NFTables().Tables(0))
 			} else {
-				assert.Equal(t, []string{"ip foreign", "ip6 foreign"}, ns.nft.Tables(0))
+				assert.Equal(t, []string{"ip foreign", "ip6 foreign"}, ns.NFTables().Tables(0))
 			}
 			// Once more: nothing is left, so nothing is written.
 			*ns.ran = nil
-			_, before, _, _ := ns.nft.Counts()
+			_, before, _, _ := ns.NFTables().Counts()
 			require.NoError(t, nfmigrate.RemoveLeftovers(context.Background(), ns, keep, nfmigrate.Owned{ChainPrefix: "np-", NFTablesTables: []string{"np"}}))
 			for _, name := range *ns.ran {
 				assert.NotContains(t, name, "restore", "a second run writes nothing")
 			}
 			assert.NotEmpty(t, *ns.ran, "the other iptables backends were read")
-			_, after, _, _ := ns.nft.Counts()
+			_, after, _, _ := ns.NFTables().Counts()
 			assert.Equal(t, before, after, "a second run commits nothing")
 		})
 	}
@@ -161,7 +155,7 @@ func TestRemoveLeftoversBadInput(t *testing.T) {
 	err = nfmigrate.RemoveLeftovers(context.Background(), ns, nfmigrate.NFTables, nfmigrate.Owned{})
 	require.ErrorIs(t, err, nfmigrate.ErrInvalidOptions)
 	assert.Empty(t, *ns.ran)
-	_, committed, _, dumps := ns.nft.Counts()
+	_, committed, _, dumps := ns.NFTables().Counts()
 	assert.Zero(t, committed+dumps)
 }
 

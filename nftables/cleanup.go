@@ -7,6 +7,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // RemoveTable deletes the nftables table name of family f in k's namespace
@@ -15,7 +16,7 @@ import (
 // calls it for an agent that switches to package iptables. A table that does not exist is
 // not an error, and then nothing is written. Nothing else is touched. A nil
 // ctx is context.Background().
-func RemoveTable(ctx context.Context, k Kernel, f ipfamily.Family, name string) error {
+func RemoveTable(ctx context.Context, k kernel.NFTables, f ipfamily.Family, name string) error {
 	if err := validateTableName(name); err != nil {
 		return err
 	}

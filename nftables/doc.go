@@ -174,10 +174,11 @@
 //
 // # Namespaces and tests
 //
-// Options.Kernel is the namespace: a *kernel.Namespace opens the Table's
-// netfilter socket inside it (kernel.Namespace.Do) once; Close releases
-// it. Unit tests hand the Table an nftablesfake.Namespace, which serves the
-// same netlink conversation from memory.
+// Options.Kernel is the namespace, through its kernel.NFTables capability:
+// a *kernel.Namespace opens the Table's netfilter socket inside it once
+// (kernel.Namespace.OpenNFTablesSocket); Close releases it. Unit tests hand
+// the Table a kernelfake.Namespace (or its nftablesfake.Namespace alone),
+// which serves the same netlink conversation from memory.
 //
 // # What it never touches
 //

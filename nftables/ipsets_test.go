@@ -19,10 +19,10 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
 func newIPSets(t testing.TB, tbl *nftables.Table, prefix string) *nftables.IPSets {

@@ -406,17 +406,17 @@ func TestKernelBackendSwitchLeavesNothing(t *testing.T) {
 
 // failingKernel fails the next n transactions (before they are sent).
 type failingKernel struct {
-	nftables.Kernel
+	kernel.NFTables
 	fail *int
 }
 
-func (f failingKernel) OpenNFTablesSocket() (nftables.Socket, error) {
-	s, err := nftables.OpenSocket(f.Kernel)
+func (f failingKernel) OpenNFTablesSocket() (kernel.NFTablesSocket, error) {
+	s, err := f.NFTables.OpenNFTablesSocket()
 	return failingSocket{s, f.fail}, err
 }
 
 type failingSocket struct {
-	nftables.Socket
+	kernel.NFTablesSocket
 	fail *int
 }
 
@@ -425,7 +425,7 @@ func (s failingSocket) Send(b []byte) error {
 		*s.fail--
 		return syscall.EIO
 	}
-	return s.Socket.Send(b)
+	return s.NFTablesSocket.Send(b)
 }
 
 func TestKernelRebuildAfterRepeatedFailures(t *testing.T) {

@@ -21,10 +21,10 @@ import (
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 	"github.com/nodeplane/nodeplane/serviceloop"
 )
 
@@ -244,7 +244,7 @@ func iptSharedBackend(b iptables.Backend, k kernel.Commands) sharedBackend {
 // nftSharedBackend is package nftables on k, with list reading the jumps
 // of a chain ("nft list chain" on the kernel, the fake's Chains on
 // nftablesfake) and foreign as sharedBackend.foreign.
-func nftSharedBackend(k nftables.Kernel, list func(t *testing.T, f ipfamily.Family, table, chain string) []string, foreign func(t *testing.T, f ipfamily.Family, add bool) bool) sharedBackend {
+func nftSharedBackend(k kernel.NFTables, list func(t *testing.T, f ipfamily.Family, table, chain string) []string, foreign func(t *testing.T, f ipfamily.Family, add bool) bool) sharedBackend {
 	return sharedBackend{
 		name: "nftables",
 		tables: func(t *testing.T, f ipfamily.Family) (netfilter.Table, netfilter.Table, netfilter.Sets, dataplane.Driver) {
