@@ -4,8 +4,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/nodeplane/nodeplane/internal/textform/textformtest"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
@@ -13,6 +16,15 @@ func TestOpText(t *testing.T) {
 	textformtest.Enum(t, ".", map[string]iptablesfake.Op{
 		"OpAny": iptablesfake.OpAny, "OpSave": iptablesfake.OpSave, "OpRestore": iptablesfake.OpRestore, "OpCommand": iptablesfake.OpCommand,
 	})
+}
+
+func TestBackendText(t *testing.T) {
+	textformtest.Enum(t, ".", map[string]iptablesfake.Backend{
+		"BackendLegacy": iptablesfake.BackendLegacy, "BackendNFT": iptablesfake.BackendNFT,
+	})
+	// The fake's backends are the driver's, value for value.
+	assert.Equal(t, string(iptables.BackendLegacy), string(iptablesfake.BackendLegacy))
+	assert.Equal(t, string(iptables.BackendNFT), string(iptablesfake.BackendNFT))
 }
 
 // TestCallJSON: a Call's Err marshals as its text, not {}.
