@@ -30,7 +30,7 @@
 // turned off or a connected subnet holds the block: see
 // Options.NoBlackholes), and a
 // hash:net set of every node's underlay address plus Options.ExtraCIDRs on
-// an netfilter.Sets.
+// a netfilter.Sets.
 //
 // # How it is used
 //

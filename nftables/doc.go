@@ -139,7 +139,7 @@
 // # Sets for the node managers: IPSets
 //
 // The node managers (masquerade, hostips, the overlays…) declare their sets
-// on an netfilter.Sets and match them in rules by its KernelName. On this
+// on a netfilter.Sets and match them in rules by its KernelName. On this
 // backend the rules match the sets of their own table, so the Sets is an
 // *IPSets, made on the Table that holds the rules: NewIPSets(tbl,
 // IPSetsOptions{Prefix: "np4-"}). It implements netfilter.Sets, validating as

@@ -35,7 +35,7 @@
 // interface holds the block, as a bridge CNI's bridge does: the block then
 // gets none and the conflict is warned about once and counted in
 // Stats.BlackholeConflicts), and one hash:net set of every node's underlay address plus
-// Options.ExtraCIDRs on an netfilter.Sets, for rules that accept VXLAN only
+// Options.ExtraCIDRs on a netfilter.Sets, for rules that accept VXLAN only
 // from known nodes.
 //
 // # How it is used

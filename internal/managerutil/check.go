@@ -47,7 +47,7 @@ func (c *Check) Required(field string, v any) {
 	c.Refuse(IsNil(v), "%s is required", field)
 }
 
-// Familied is a driver of one IP family, such as an netfilter.Sets or a
+// Familied is a driver of one IP family, such as a netfilter.Sets or a
 // routetable.Table.
 type Familied interface {
 	// Family returns the driver's IP family.

@@ -6,7 +6,7 @@ import (
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
-// SetSink is where the node-address set is declared: an netfilter.Sets.
+// SetSink is where the node-address set is declared: a netfilter.Sets.
 type SetSink interface {
 	// AddOrReplaceSet declares the whole set.
 	AddOrReplaceSet(meta netfilter.SetMetadata, members []netfilter.Member) error
