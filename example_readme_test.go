@@ -13,6 +13,7 @@ import (
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/markbits"
 	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/nfmigrate"
 	"github.com/nodeplane/nodeplane/nftables"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
@@ -64,14 +65,14 @@ func Example_switchBackend() {
 	nat, err := nftables.New(nftables.Options{Name: "np-nat", Family: ipfamily.IPv4, Role: nftables.NAT,
 		ChainPrefix: "np-", Kernel: ns}) // one table of ours; kube-proxy's and iptables-nft's are never touched
 	check(err)
-	// Sets that its rules match live in the same table: hand these to the managers that take an ipsets.Sets.
+	// Sets that its rules match live in the same table: hand these to the managers that take an netfilter.Sets.
 	sets, err := nftables.NewIPSets(nat, nftables.IPSetsOptions{})
 	check(err)
 	_ = sets
-	// Once, when the node moves to nftables: remove our iptables chains and hash-commented rules.
-	check(nftables.RemoveIPTablesLeftovers(ctx, ns, "np-", "np:"))
-	// Moving back: remove our table.
-	check(nftables.RemoveTable(ctx, ns, ipfamily.IPv4, "np-nat"))
+	// Once, when the node moves to nftables: remove our chains and hash-commented rules from both
+	// iptables backends (moving back, keep an iptables backend: our nftables tables go).
+	check(nfmigrate.RemoveLeftovers(ctx, ns, nfmigrate.NFTables, nfmigrate.Owned{ChainPrefix: "np-",
+		NFTablesTables: []string{"np-nat"}}))
 }
 
 // Encrypt the traffic to the other nodes with WireGuard.

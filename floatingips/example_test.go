@@ -11,6 +11,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 // One family's Manager and its nat Table on a loop. The namespace here is
@@ -37,7 +38,7 @@ func Example() {
 	_ = loop.Run(ctx)
 
 	for _, chain := range []string{"PREROUTING", "OUTPUT", "POSTROUTING", "npf-dnat", "npf-snat"} {
-		for _, r := range ns.IPTables().Rules(iptables.BackendNFT, ipfamily.IPv4, "nat", chain) {
+		for _, r := range ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "nat", chain) {
 			fmt.Println(chain, hashComment.ReplaceAllString(r, ""))
 		}
 	}

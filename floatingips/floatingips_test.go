@@ -16,6 +16,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 type rig struct {
@@ -38,7 +39,7 @@ func (r *rig) pass(msgs ...any) error { return managertest.UpdatePass(r.m, msgs,
 
 func (r *rig) rules(chain string) []string {
 	var out []string
-	for _, l := range r.ns.IPTables().Rules(iptables.BackendNFT, r.f, "nat", chain) {
+	for _, l := range r.ns.IPTables().Rules(iptablesfake.BackendNFT, r.f, "nat", chain) {
 		out = append(out, hashComment.ReplaceAllString(l, ""))
 	}
 	return out

@@ -11,7 +11,7 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // DefaultSetName is the set's name, without the set driver's prefix, when
@@ -54,7 +54,7 @@ type Options struct {
 	Family ipfamily.Family
 	// Sets is the family's ip set driver (an *ipsets.IPSets); the Manager
 	// declares its one hash:ip set there.
-	Sets ipsets.Sets
+	Sets netfilter.Sets
 	// SetName names the set, without the set driver's prefix; empty means
 	// DefaultSetName.
 	SetName string
@@ -185,11 +185,11 @@ func (m *Manager) declare() error {
 		return nil
 	}
 	addrs := m.Addrs()
-	members := make([]ipsets.Member, len(addrs))
+	members := make([]netfilter.Member, len(addrs))
 	for i, a := range addrs {
-		members[i] = ipsets.IPMember(a)
+		members[i] = netfilter.IPMember(a)
 	}
-	if err := m.o.Sets.AddOrReplaceSet(ipsets.SetMetadata{Name: m.o.SetName, Type: ipsets.HashIP}, members); err != nil {
+	if err := m.o.Sets.AddOrReplaceSet(netfilter.SetMetadata{Name: m.o.SetName, Type: netfilter.HashIP}, members); err != nil {
 		return err
 	}
 	m.log.Debug("hostips: set declared", "addresses", len(members))

@@ -14,6 +14,7 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // op is what an Apply does to one set.
@@ -72,7 +73,7 @@ const maxRestoresPerApply = 8
 // the sets written before it are re-read, and the rest is written again,
 // within the same Apply; the failed set is retried on its own backoff
 // (see Options.RetryInterval). A set whose type must change while a rule
-// refers to it (ErrSetInUse), and a set ipset cannot read, wait the same
+// refers to it (netfilter.ErrSetInUse), and a set ipset cannot read, wait the same
 // way. While any set waits, Apply returns an error wrapping
 // dataplane.ErrPartial that names each such set, and asks through
 // ApplyResult.RetryAfter to be called again when the first is due.
@@ -198,8 +199,8 @@ func (s *IPSets) plan(ctx context.Context, now time.Time) ([]step, error) {
 				return nil, err
 			}
 			if refs > 0 {
-				s.failed(st.set, fmt.Errorf("%w: it is %s %v in the kernel and must become %s %v, but %d kernel reference(s) hold it: the kernel swaps only sets of equal type and family; remove the references or use a new set name",
-					ErrSetInUse, st.set.kernel.typ, st.set.kernel.family, st.want.typ, st.want.family, refs), false, now)
+				s.failed(st.set, setErr(fmt.Errorf("%w: it is %s %v in the kernel and must become %s %v, but %d kernel reference(s) hold it: the kernel swaps only sets of equal type and family; remove the references or use a new set name",
+					netfilter.ErrSetInUse, st.set.kernel.typ, st.set.kernel.family, st.want.typ, st.want.family, refs)), false, now)
 				continue
 			}
 		}
@@ -214,7 +215,7 @@ func (s *IPSets) plan(ctx context.Context, now time.Time) ([]step, error) {
 func swapPays(set *ipset) bool {
 	m := &set.members
 	changes := len(m.adds) + len(m.dels) + len(set.foreign)
-	if set.meta.Type != BitmapPort && m.kernelLen()+len(set.foreign)+len(m.adds) > set.meta.MaxSize {
+	if set.meta.Type != netfilter.BitmapPort && m.kernelLen()+len(set.foreign)+len(m.adds) > set.meta.MaxSize {
 		return true
 	}
 	return changes >= minSwapChanges && changes*swapShareDen > m.desiredLen()*swapShareNum
@@ -292,12 +293,12 @@ func (s *IPSets) script(steps []step) (b []byte, ends []int, temp string) {
 
 // appendMembers appends one "<verb><kname> <member><suffix>" line per
 // member of seq.
-func appendMembers(b []byte, verb, kname string, seq iter.Seq[Member], suffix string) []byte {
+func appendMembers(b []byte, verb, kname string, seq iter.Seq[netfilter.Member], suffix string) []byte {
 	for m := range seq {
 		b = append(b, verb...)
 		b = append(b, kname...)
 		b = append(b, ' ')
-		b = m.appendTo(b)
+		b, _ = m.AppendText(b) // the driver holds only valid members
 		b = append(b, suffix...)
 		b = append(b, '\n')
 	}
@@ -309,9 +310,9 @@ func appendMembers(b []byte, verb, kname string, seq iter.Seq[Member], suffix st
 func (s *IPSets) commit(steps []step) {
 	for _, st := range steps {
 		set := st.set
-		var notify func(Member, bool)
+		var notify func(netfilter.Member, bool)
 		if s.onChange != nil {
-			notify = func(m Member, added bool) { s.notify(set.name, m, added) }
+			notify = func(m netfilter.Member, added bool) { s.notify(set.name, m, added) }
 		}
 		set.members.commit(notify)
 		h := st.want
@@ -322,9 +323,9 @@ func (s *IPSets) commit(steps []step) {
 
 // notify reports a member change of the set called name; the temporary
 // sets of swaps are not reported.
-func (s *IPSets) notify(name string, m Member, added bool) {
-	if s.onChange != nil && validName(name) {
-		s.onChange(MemberChange{Set: name, Member: m, Added: added})
+func (s *IPSets) notify(name string, m netfilter.Member, added bool) {
+	if s.onChange != nil && netfilter.ValidSetName(name) {
+		s.onChange(netfilter.MemberChange{Set: name, Member: m, Added: added})
 	}
 }
 
@@ -332,7 +333,7 @@ func (s *IPSets) notify(name string, m Member, added bool) {
 // MaxDestroysPerApply per call. A nil ctx means context.Background().
 //
 // A set that cannot be destroyed — still referenced by a kernel component
-// such as a foreign iptables rule (ErrSetInUse), or refused otherwise —
+// such as a foreign iptables rule (netfilter.ErrSetInUse), or refused otherwise —
 // never holds back the others: it is kept and tried again on its own
 // backoff, and ApplyDeletions returns an error wrapping
 // dataplane.ErrPartial naming it, with ApplyResult.RetryAfter set for its
@@ -373,7 +374,7 @@ func (s *IPSets) ApplyDeletions(ctx context.Context) (dataplane.ApplyResult, err
 		if _, err := s.run(ctx, nil, "destroy", set.kname); err != nil && !isNotExist(err) {
 			switch {
 			case isInUse(err):
-				s.failed(set, fmt.Errorf("%w: cannot destroy it: %w", ErrSetInUse, err), true, now)
+				s.failed(set, errs.Also(setErr(fmt.Errorf("%w: cannot destroy it: %v", netfilter.ErrSetInUse, err)), err), true, now)
 			case refused(err):
 				s.failed(set, fmt.Errorf("%w: destroy: %w", ErrCommand, err), true, now)
 			default:

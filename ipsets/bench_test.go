@@ -12,6 +12,7 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // nullKernel accepts every restore and reports no sets: the userspace cost
@@ -33,24 +34,24 @@ func (n nullKernel) Run(_ context.Context, stdin io.Reader, _ string, args ...st
 	return nil, nil
 }
 
-func benchMembers(fam ipsets.Family, n int) []ipsets.Member {
-	out := make([]ipsets.Member, n)
+func benchMembers(fam ipsets.Family, n int) []netfilter.Member {
+	out := make([]netfilter.Member, n)
 	for i := range n {
 		if fam == ipsets.IPv6 {
-			out[i] = ipsets.IPMember(netip.AddrFrom16([16]byte{0: 0xfd, 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}))
+			out[i] = netfilter.IPMember(netip.AddrFrom16([16]byte{0: 0xfd, 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}))
 		} else {
-			out[i] = ipsets.IPMember(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+			out[i] = netfilter.IPMember(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
 		}
 	}
 	return out
 }
 
-func loaded(b *testing.B, fam ipsets.Family, r command.Runner, members []ipsets.Member) *ipsets.IPSets {
+func loaded(b *testing.B, fam ipsets.Family, r command.Runner, members []netfilter.Member) *ipsets.IPSets {
 	d, err := ipsets.New(ipsets.Options{Family: fam, Prefix: prefixOf(fam), Kernel: commands(r)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := d.AddOrReplaceSet(ipsets.SetMetadata{Name: "big", Type: ipsets.HashIP}, members); err != nil {
+	if err := d.AddOrReplaceSet(netfilter.SetMetadata{Name: "big", Type: netfilter.HashIP}, members); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := d.Apply(context.Background()); err != nil {
@@ -96,7 +97,7 @@ func BenchmarkOneMemberChange(b *testing.B) {
 	for _, n := range []int{100, 100_000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			d := loaded(b, ipsets.IPv4, nullKernel{}, benchMembers(ipsets.IPv4, n))
-			extra := []ipsets.Member{ipsets.IPMember(netip.MustParseAddr("192.0.2.1"))}
+			extra := []netfilter.Member{netfilter.IPMember(netip.MustParseAddr("192.0.2.1"))}
 			ctx := context.Background()
 			for b.Loop() {
 				if err := d.AddMembers("big", extra); err != nil {
@@ -145,9 +146,9 @@ func BenchmarkReplaceMost(b *testing.B) {
 	old := benchMembers(ipsets.IPv4, n)
 	next := append(old[:kept:kept], benchMembers(ipsets.IPv6, n-kept)...)
 	for i := kept; i < n; i++ {
-		next[i] = ipsets.IPMember(netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)}))
+		next[i] = netfilter.IPMember(netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)}))
 	}
-	meta := ipsets.SetMetadata{Name: "big", Type: ipsets.HashIP}
+	meta := netfilter.SetMetadata{Name: "big", Type: netfilter.HashIP}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

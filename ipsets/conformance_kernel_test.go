@@ -12,6 +12,7 @@ import (
 	"github.com/nodeplane/nodeplane/internal/testkit/drivertest"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // TestConformance runs the driver conformance suite on a fake namespace.
@@ -51,38 +52,38 @@ func (c confVariant) net(a, b int) netip.Prefix {
 
 // confSet is one declared set.
 type confSet struct {
-	meta    ipsets.SetMetadata
-	members []ipsets.Member
+	meta    netfilter.SetMetadata
+	members []netfilter.Member
 }
 
 // sets is the representative state: every type the test kernel has
 // (hash:net,net is missing there), 80 members.
 func (c confVariant) sets() []confSet {
-	var pods, nets, svc, ports, big []ipsets.Member
+	var pods, nets, svc, ports, big []netfilter.Member
 	for i := range 20 {
-		pods = append(pods, ipsets.IPMember(c.ip(1, 0, i+1)))
+		pods = append(pods, netfilter.IPMember(c.ip(1, 0, i+1)))
 	}
 	for i := range 10 {
-		nets = append(nets, ipsets.NetMember(c.net(2, i)))
+		nets = append(nets, netfilter.NetMember(c.net(2, i)))
 	}
-	nets = append(nets, ipsets.NetMember(netip.PrefixFrom(c.ip(2, 99, 1), c.ip(2, 99, 1).BitLen())))
-	protos := []ipsets.Protocol{ipsets.ProtocolTCP, ipsets.ProtocolUDP, ipsets.ProtocolSCTP}
+	nets = append(nets, netfilter.NetMember(netip.PrefixFrom(c.ip(2, 99, 1), c.ip(2, 99, 1).BitLen())))
+	protos := []netfilter.Proto{netfilter.ProtoTCP, netfilter.ProtoUDP, netfilter.ProtoSCTP}
 	for i := range 12 {
-		svc = append(svc, ipsets.IPPortMember(c.ip(3, 0, i+1), protos[i%3], uint16(8000+i)))
+		svc = append(svc, netfilter.IPPortMember(c.ip(3, 0, i+1), protos[i%3], uint16(8000+i)))
 	}
 	for i := range 8 {
-		ports = append(ports, ipsets.PortMember(uint16(1000+i*7)))
+		ports = append(ports, netfilter.PortMember(uint16(1000+i*7)))
 	}
 	for i := range 30 {
-		big = append(big, ipsets.IPMember(c.ip(4, i/10, i%10+1)))
+		big = append(big, netfilter.IPMember(c.ip(4, i/10, i%10+1)))
 	}
 	return []confSet{
-		{ipsets.SetMetadata{Name: "pods", Type: ipsets.HashIP}, pods},
-		{ipsets.SetMetadata{Name: "nets", Type: ipsets.HashNet}, nets},
-		{ipsets.SetMetadata{Name: "svc", Type: ipsets.HashIPPort}, svc},
-		{ipsets.SetMetadata{Name: "ports", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 1000, Last: 2000}}, ports},
-		{ipsets.SetMetadata{Name: "big", Type: ipsets.HashIP, MaxSize: 1024}, big},
-		{ipsets.SetMetadata{Name: "empty", Type: ipsets.HashNet}, nil},
+		{netfilter.SetMetadata{Name: "pods", Type: netfilter.HashIP}, pods},
+		{netfilter.SetMetadata{Name: "nets", Type: netfilter.HashNet}, nets},
+		{netfilter.SetMetadata{Name: "svc", Type: netfilter.HashIPPort}, svc},
+		{netfilter.SetMetadata{Name: "ports", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 1000, Last: 2000}}, ports},
+		{netfilter.SetMetadata{Name: "big", Type: netfilter.HashIP, MaxSize: 1024}, big},
+		{netfilter.SetMetadata{Name: "empty", Type: netfilter.HashNet}, nil},
 	}
 }
 
@@ -113,11 +114,11 @@ var confSubject = drivertest.Subject[*ipsets.IPSets, confVariant]{
 		for _, set := range c.sets() {
 			maxelem := set.meta.MaxSize
 			if maxelem == 0 {
-				maxelem = ipsets.DefaultMaxSize
+				maxelem = netfilter.DefaultMaxSize
 			}
 			header := fmt.Sprintf("%s%s %s maxelem %d", c.prefix(), set.meta.Name, set.meta.Type, maxelem)
-			if set.meta.Type == ipsets.BitmapPort {
-				header = fmt.Sprintf("%s%s %s range %v", c.prefix(), set.meta.Name, set.meta.Type, set.meta.Range)
+			if set.meta.Type == netfilter.BitmapPort {
+				header = fmt.Sprintf("%s%s %s range %d-%d", c.prefix(), set.meta.Name, set.meta.Type, set.meta.Range.First, set.meta.Range.Last)
 			}
 			want = append(want, header)
 			for _, m := range set.members {
@@ -180,65 +181,65 @@ var confSubject = drivertest.Subject[*ipsets.IPSets, confVariant]{
 	},
 	BadInputs: []drivertest.BadInput[*ipsets.IPSets, confVariant]{
 		{Name: "name too long", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.AddOrReplaceSet(ipsets.SetMetadata{Name: strings.Repeat("n", 28), Type: ipsets.HashIP}, nil)
+			return s.AddOrReplaceSet(netfilter.SetMetadata{Name: strings.Repeat("n", 28), Type: netfilter.HashIP}, nil)
 		}},
 		{Name: "name with a space", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.AddOrReplaceSet(ipsets.SetMetadata{Name: "a b", Type: ipsets.HashIP}, nil)
+			return s.AddOrReplaceSet(netfilter.SetMetadata{Name: "a b", Type: netfilter.HashIP}, nil)
 		}},
 		{Name: "empty name", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.AddOrReplaceSet(ipsets.SetMetadata{Type: ipsets.HashIP}, nil)
+			return s.AddOrReplaceSet(netfilter.SetMetadata{Type: netfilter.HashIP}, nil)
 		}},
 		{Name: "unknown type", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.AddOrReplaceSet(ipsets.SetMetadata{Name: "x", Type: "hash:mac"}, nil)
+			return s.AddOrReplaceSet(netfilter.SetMetadata{Name: "x", Type: "hash:mac"}, nil)
 		}},
 		{Name: "other family", Declare: func(s *ipsets.IPSets, c confVariant) error {
 			other := ipsets.IPv6
 			if ipsets.Family(c) == ipsets.IPv6 {
 				other = ipsets.IPv4
 			}
-			return s.AddOrReplaceSet(ipsets.SetMetadata{Name: "x", Type: ipsets.HashIP, Family: other}, nil)
+			return s.AddOrReplaceSet(netfilter.SetMetadata{Name: "x", Type: netfilter.HashIP, Family: other}, nil)
 		}},
 		{Name: "member of the other family", Declare: func(s *ipsets.IPSets, c confVariant) error {
 			other := confVariant(ipsets.IPv6)
 			if ipsets.Family(c) == ipsets.IPv6 {
 				other = confVariant(ipsets.IPv4)
 			}
-			return s.AddMembers("pods", []ipsets.Member{ipsets.IPMember(other.ip(1, 0, 99))})
+			return s.AddMembers("pods", []netfilter.Member{netfilter.IPMember(other.ip(1, 0, 99))})
 		}},
 		{Name: "host bits", Declare: func(s *ipsets.IPSets, c confVariant) error {
 			p := c.net(2, 50)
-			return s.AddMembers("nets", []ipsets.Member{ipsets.NetMember(netip.PrefixFrom(p.Addr().Next(), p.Bits()))})
+			return s.AddMembers("nets", []netfilter.Member{netfilter.NetMember(netip.PrefixFrom(p.Addr().Next(), p.Bits()))})
 		}},
 		{Name: "unspecified address in hash:ip", Declare: func(s *ipsets.IPSets, c confVariant) error {
 			unspecified := netip.IPv4Unspecified()
 			if ipsets.Family(c) == ipsets.IPv6 {
 				unspecified = netip.IPv6Unspecified()
 			}
-			return s.AddMembers("pods", []ipsets.Member{ipsets.IPMember(unspecified)})
+			return s.AddMembers("pods", []netfilter.Member{netfilter.IPMember(unspecified)})
 		}},
 		{Name: "zero member", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.AddMembers("pods", []ipsets.Member{{}})
+			return s.AddMembers("pods", []netfilter.Member{{}})
 		}},
 		{Name: "member of another type", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.AddMembers("pods", []ipsets.Member{ipsets.PortMember(80)})
+			return s.AddMembers("pods", []netfilter.Member{netfilter.PortMember(80)})
 		}},
 		{Name: "port outside the range", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.AddMembers("ports", []ipsets.Member{ipsets.PortMember(3000)})
+			return s.AddMembers("ports", []netfilter.Member{netfilter.PortMember(3000)})
 		}},
 		{Name: "bad protocol", Declare: func(s *ipsets.IPSets, c confVariant) error {
-			return s.AddMembers("svc", []ipsets.Member{ipsets.IPPortMember(c.ip(3, 0, 1), 99, 80)})
+			return s.AddMembers("svc", []netfilter.Member{netfilter.IPPortMember(c.ip(3, 0, 1), 99, 80)})
 		}},
 		{Name: "MaxSize on bitmap:port", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.AddOrReplaceSet(ipsets.SetMetadata{Name: "ports", Type: ipsets.BitmapPort, MaxSize: 10}, nil)
+			return s.AddOrReplaceSet(netfilter.SetMetadata{Name: "ports", Type: netfilter.BitmapPort, MaxSize: 10}, nil)
 		}},
 		{Name: "Range on hash:ip", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.AddOrReplaceSet(ipsets.SetMetadata{Name: "pods", Type: ipsets.HashIP, Range: ipsets.PortRange{First: 1, Last: 2}}, nil)
+			return s.AddOrReplaceSet(netfilter.SetMetadata{Name: "pods", Type: netfilter.HashIP, Range: netfilter.PortRange{First: 1, Last: 2}}, nil)
 		}},
 		{Name: "good members with a bad one", Declare: func(s *ipsets.IPSets, c confVariant) error {
-			return s.AddOrReplaceSet(ipsets.SetMetadata{Name: "pods", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(c.ip(1, 0, 1)), {}})
+			return s.AddOrReplaceSet(netfilter.SetMetadata{Name: "pods", Type: netfilter.HashIP}, []netfilter.Member{netfilter.IPMember(c.ip(1, 0, 1)), {}})
 		}},
 		{Name: "removing an invalid member", Declare: func(s *ipsets.IPSets, _ confVariant) error {
-			return s.RemoveMembers("pods", []ipsets.Member{ipsets.PortMember(80)})
+			return s.RemoveMembers("pods", []netfilter.Member{netfilter.PortMember(80)})
 		}},
 	},
 }

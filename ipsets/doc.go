@@ -18,14 +18,14 @@
 //	...
 //	sets, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
 //	...
-//	err = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashNet}, members)
+//	err = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "allow", Type: netfilter.HashNet}, members)
 //	name, err := sets.KernelName("allow") // np4-allow: -m set --match-set np4-allow src
 //	res, err := sets.Apply(ctx)           // in a dataplane.Loop, the loop calls it
 //
-// Declare sets with the Sets methods (AddOrReplaceSet, AddMembers,
-// RemoveMembers, RemoveSet) using typed members built from net/netip
-// (IPMember, NetMember, IPPortMember, NetNetMember, PortMember,
-// ParseMember); read them back with Members and Metadata. Those calls
+// Declare sets with the netfilter.Sets methods (AddOrReplaceSet,
+// AddMembers, RemoveMembers, RemoveSet) using the rule model's typed
+// members built from net/netip (netfilter.IPMember, NetMember,
+// IPPortMember, NetNetMember, PortMember, ParseMember); read them back with Members and Metadata. Those calls
 // validate and record intent only: a wrong family, a malformed member, an
 // unknown type or a name longer than the kernel's 31 bytes (prefix
 // included) is an error, and nothing changes. The supported types are
@@ -54,7 +54,7 @@
 // missing, half filled or emptied. The kernel swaps only sets of equal
 // type and family: a set whose Type changes is destroyed and created again
 // when nothing refers to it, and otherwise left as it is with an error
-// wrapping ErrSetInUse.
+// wrapping netfilter.ErrSetInUse.
 //
 // ApplyDeletions destroys sets that are no longer desired, at most
 // MaxDestroysPerApply per call (each destroy is slow in the kernel). A set
@@ -74,7 +74,7 @@
 // MaxSetBackoff, reset when its declaration changes. Meanwhile Apply (or
 // ApplyDeletions, for destroys) returns an error wrapping
 // dataplane.ErrPartial that names each failing set and wraps its causes
-// (ErrRestore and a *command.RestoreError, ErrSetInUse, ErrCommand), and sets
+// (ErrRestore and a *command.RestoreError, netfilter.ErrSetInUse, ErrCommand), and sets
 // ApplyResult.RetryAfter to the first retry, so a dataplane.Loop carries
 // on. Only failures that belong to no set — ipset missing or killed, the
 // set list unreadable — fail the driver as a whole.

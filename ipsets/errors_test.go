@@ -17,6 +17,7 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // requirePrefixedOnce checks that err's text starts with the package's
@@ -38,9 +39,9 @@ func requirePrefixedOnce(t *testing.T, err error, sentinels ...error) {
 // text speaks of, and nothing run.
 func TestBadInputErrors(t *testing.T) {
 	ma, mp := netip.MustParseAddr, netip.MustParsePrefix
-	ip := func(s string) ipsets.Member { return ipsets.IPMember(ma(s)) }
-	hashIP := ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}
-	hashNet := ipsets.SetMetadata{Name: "n", Type: ipsets.HashNet}
+	ip := func(s string) netfilter.Member { return netfilter.IPMember(ma(s)) }
+	hashIP := netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}
+	hashNet := netfilter.SetMetadata{Name: "n", Type: netfilter.HashNet}
 	cases := []struct {
 		name      string
 		call      func(d *ipsets.IPSets) error
@@ -48,63 +49,51 @@ func TestBadInputErrors(t *testing.T) {
 		names     string // a part of the text that says what was wrong
 	}{
 		{"host bits", func(d *ipsets.IPSets) error {
-			return d.AddOrReplaceSet(hashNet, []ipsets.Member{ipsets.NetMember(mp("10.0.0.1/24"))})
-		}, []error{ipsets.ErrInvalidMember, ipfamily.ErrHostBits}, "10.0.0.1/24 has host bits set (the network is 10.0.0.0/24)"},
+			return d.AddOrReplaceSet(hashNet, []netfilter.Member{netfilter.NetMember(mp("10.0.0.1/24"))})
+		}, []error{netfilter.ErrInvalidMember, ipfamily.ErrHostBits}, "10.0.0.1/24 has host bits set (the network is 10.0.0.0/24)"},
 		{"host bits added", func(d *ipsets.IPSets) error {
-			return d.AddMembers("n", []ipsets.Member{ipsets.NetMember(mp("10.9.9.9/16"))})
-		}, []error{ipsets.ErrInvalidMember, ipfamily.ErrHostBits}, "10.9.9.9/16"},
+			return d.AddMembers("n", []netfilter.Member{netfilter.NetMember(mp("10.9.9.9/16"))})
+		}, []error{netfilter.ErrInvalidMember, ipfamily.ErrHostBits}, "10.9.9.9/16"},
 		{"host bits removed", func(d *ipsets.IPSets) error {
-			return d.RemoveMembers("n", []ipsets.Member{ipsets.NetNetMember(mp("10.0.0.0/8"), mp("10.0.0.1/8"))})
-		}, []error{ipsets.ErrInvalidMember, ipfamily.ErrHostBits}, "10.0.0.1/8"},
+			return d.RemoveMembers("n", []netfilter.Member{netfilter.NetNetMember(mp("10.0.0.0/8"), mp("10.0.0.1/8"))})
+		}, []error{netfilter.ErrInvalidMember, ipfamily.ErrHostBits}, "10.0.0.1/8"},
 		{"wrong family member", func(d *ipsets.IPSets) error {
-			return d.AddOrReplaceSet(hashIP, []ipsets.Member{ip("10.0.0.1"), ip("fd00::1")})
-		}, []error{ipsets.ErrWrongFamily, ipfamily.ErrWrongFamily}, `fd00::1 is IPv6, the set is IPv4 (set "s", member 1)`},
+			return d.AddOrReplaceSet(hashIP, []netfilter.Member{ip("10.0.0.1"), ip("fd00::1")})
+		}, []error{netfilter.ErrWrongFamily, ipfamily.ErrWrongFamily}, `fd00::1 is IPv6, the set is IPv4 (set "s", member 1)`},
 		{"wrong family set", func(d *ipsets.IPSets) error {
-			return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, Family: ipsets.IPv6}, nil)
-		}, []error{ipsets.ErrWrongFamily, ipfamily.ErrWrongFamily}, "the driver is IPv4"},
+			return d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, Family: ipsets.IPv6}, nil)
+		}, []error{netfilter.ErrWrongFamily, ipfamily.ErrWrongFamily}, "the backend is IPv4"},
 		{"unspecified address", func(d *ipsets.IPSets) error {
-			return d.AddMembers("s", []ipsets.Member{ip("0.0.0.0")})
-		}, []error{ipsets.ErrInvalidMember}, "unspecified address"},
+			return d.AddMembers("s", []netfilter.Member{ip("0.0.0.0")})
+		}, []error{netfilter.ErrInvalidMember}, "unspecified address"},
 		{"zone", func(d *ipsets.IPSets) error {
-			return d.AddMembers("s", []ipsets.Member{ipsets.IPMember(ma("fe80::1%eth0"))})
-		}, []error{ipsets.ErrInvalidMember}, "zone"},
+			return d.AddMembers("s", []netfilter.Member{netfilter.IPMember(ma("fe80::1%eth0"))})
+		}, []error{netfilter.ErrInvalidMember}, "zone"},
 		{"zero member", func(d *ipsets.IPSets) error {
-			return d.AddMembers("s", []ipsets.Member{{}})
-		}, []error{ipsets.ErrInvalidMember}, "zero Member"},
+			return d.AddMembers("s", []netfilter.Member{{}})
+		}, []error{netfilter.ErrInvalidMember}, "zero Member"},
 		{"unknown type", func(d *ipsets.IPSets) error {
-			return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: "hash:mac"}, nil)
-		}, []error{ipsets.ErrUnknownType}, `"hash:mac"`},
+			return d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: "hash:mac"}, nil)
+		}, []error{netfilter.ErrUnknownSetType}, `"hash:mac"`},
 		{"bad metadata", func(d *ipsets.IPSets) error {
-			return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.BitmapPort, MaxSize: 3}, nil)
-		}, []error{ipsets.ErrInvalidMetadata}, "MaxSize must be zero"},
+			return d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.BitmapPort, MaxSize: 3}, nil)
+		}, []error{netfilter.ErrInvalidSetMetadata}, "MaxSize must be zero"},
 		{"too many", func(d *ipsets.IPSets) error {
-			return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 1}, []ipsets.Member{ip("10.0.0.1"), ip("10.0.0.2")})
-		}, []error{ipsets.ErrTooManyMembers}, "MaxSize is 1"},
+			return d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 1}, []netfilter.Member{ip("10.0.0.1"), ip("10.0.0.2")})
+		}, []error{netfilter.ErrTooManyMembers}, "MaxSize is 1"},
 		{"unknown set", func(d *ipsets.IPSets) error {
-			return d.AddMembers("nope", []ipsets.Member{ip("10.0.0.1")})
-		}, []error{ipsets.ErrUnknownSet}, `"nope"`},
+			return d.AddMembers("nope", []netfilter.Member{ip("10.0.0.1")})
+		}, []error{netfilter.ErrUnknownSet}, `"nope"`},
 		{"bad name", func(d *ipsets.IPSets) error {
 			return d.RemoveMembers("a b", nil)
-		}, []error{ipsets.ErrInvalidName}, `"a b"`},
+		}, []error{netfilter.ErrInvalidSetName}, `"a b"`},
 		{"name too long", func(d *ipsets.IPSets) error {
 			return d.RemoveSet(strings.Repeat("x", 28))
-		}, []error{ipsets.ErrNameTooLong}, "the kernel allows 31"},
+		}, []error{netfilter.ErrSetNameTooLong}, "the kernel allows 31"},
 		{"kernel name", func(d *ipsets.IPSets) error {
 			_, err := d.KernelName("~0")
 			return err
-		}, []error{ipsets.ErrInvalidName}, `"~0"`},
-		{"parse host bits", func(*ipsets.IPSets) error {
-			_, err := ipsets.ParseMember(ipsets.HashNet, "fd00::1/64")
-			return err
-		}, []error{ipsets.ErrInvalidMember, ipfamily.ErrHostBits}, "fd00::1/64 has host bits"},
-		{"parse syntax", func(*ipsets.IPSets) error {
-			_, err := ipsets.ParseMember(ipsets.HashIPPort, "10.0.0.1,tcp:")
-			return err
-		}, []error{ipsets.ErrInvalidMember}, "malformed member"},
-		{"parse type", func(*ipsets.IPSets) error {
-			_, err := ipsets.ParseMember("list:set", "a")
-			return err
-		}, []error{ipsets.ErrUnknownType}, `"list:set"`},
+		}, []error{netfilter.ErrInvalidSetName}, `"~0"`},
 		{"options", func(*ipsets.IPSets) error {
 			_, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4~"})
 			return err
@@ -113,8 +102,8 @@ func TestBadInputErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d, k := newFake(t, ipsets.IPv4)
-			require.NoError(t, d.AddOrReplaceSet(hashIP, []ipsets.Member{ip("10.0.0.1")}))
-			require.NoError(t, d.AddOrReplaceSet(hashNet, []ipsets.Member{ipsets.NetMember(mp("10.0.0.0/8"))}))
+			require.NoError(t, d.AddOrReplaceSet(hashIP, []netfilter.Member{ip("10.0.0.1")}))
+			require.NoError(t, d.AddOrReplaceSet(hashNet, []netfilter.Member{netfilter.NetMember(mp("10.0.0.0/8"))}))
 			apply(t, d)
 			before := len(k.Calls())
 			err := tc.call(d)
@@ -131,11 +120,11 @@ func TestBadInputErrors(t *testing.T) {
 // failed: one prefix, every set named, every sentinel matched.
 func TestPartialErrorText(t *testing.T) {
 	d, k := newFake(t, ipsets.IPv4)
-	k.SetUnsupported(ipsets.HashNetNet)
+	k.SetUnsupported(netfilter.HashNetNet)
 	p := mp("10.0.0.0/8")
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "a", Type: ipsets.HashNetNet}, []ipsets.Member{ipsets.NetNetMember(p, p)}))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "b", Type: ipsets.HashNetNet}, nil))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "c", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(p)}))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "a", Type: netfilter.HashNetNet}, []netfilter.Member{netfilter.NetNetMember(p, p)}))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "b", Type: netfilter.HashNetNet}, nil))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "c", Type: netfilter.HashNet}, []netfilter.Member{netfilter.NetMember(p)}))
 	_, err := d.Apply(context.Background())
 	requirePrefixedOnce(t, err, ipsets.ErrRestore)
 	assert.Contains(t, err.Error(), "2 object(s) failed; set np4-a: ipset restore failed: line 1 ")
@@ -153,7 +142,7 @@ func mp(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 // TestNilContext: a nil context is context.Background(), as in dataplane.
 func TestNilContext(t *testing.T) {
 	d, k := newFake(t, ipsets.IPv6)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv6, 2)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, manyIPs(ipsets.IPv6, 2)))
 	//lint:ignore SA1012 a nil context must not panic
 	_, err := d.Apply(nil)
 	require.NoError(t, err)
@@ -174,7 +163,7 @@ func TestSetBackoff(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
 	k.FailLine("create np4-bad ", "Kernel error received: Cannot allocate memory")
-	meta := ipsets.SetMetadata{Name: "bad", Type: ipsets.HashIP}
+	meta := netfilter.SetMetadata{Name: "bad", Type: netfilter.HashIP}
 	require.NoError(t, d.AddOrReplaceSet(meta, manyIPs(ipsets.IPv4, 2)))
 	ctx := context.Background()
 	var waits []time.Duration
@@ -227,9 +216,9 @@ func TestManyFailingSets(t *testing.T) {
 	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
 	k.FailLine("create np4-bad", "")
 	for i := range 10 {
-		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "bad" + strconv.Itoa(i), Type: ipsets.HashIP}, nil))
+		require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "bad" + strconv.Itoa(i), Type: netfilter.HashIP}, nil))
 	}
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "good", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 1)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "good", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 1)))
 	ctx := context.Background()
 	_, err := d.Apply(ctx)
 	require.ErrorIs(t, err, ipsets.ErrRestore)
@@ -247,4 +236,10 @@ func TestManyFailingSets(t *testing.T) {
 	members, ok := k.Members("np4-good")
 	require.True(t, ok)
 	assert.Len(t, members, 1)
+}
+
+func TestFamilyName(t *testing.T) {
+	assert.Equal(t, "inet", ipsets.FamilyName(ipsets.IPv4))
+	assert.Equal(t, "inet6", ipsets.FamilyName(ipsets.IPv6))
+	assert.Equal(t, "Family(5)", ipsets.FamilyName(ipsets.Family(5)))
 }

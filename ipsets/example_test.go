@@ -13,9 +13,10 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipsets"
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // lastScript returns the input of the last restore the fake ran, with the
@@ -41,9 +42,9 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	err = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashNet}, []ipsets.Member{
-		ipsets.NetMember(netip.MustParsePrefix("10.0.0.1/32")),
-		ipsets.NetMember(netip.MustParsePrefix("192.168.0.0/16")),
+	err = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "allow", Type: netfilter.HashNet}, []netfilter.Member{
+		netfilter.NetMember(netip.MustParsePrefix("10.0.0.1/32")),
+		netfilter.NetMember(netip.MustParsePrefix("192.168.0.0/16")),
 	})
 	if err != nil {
 		panic(err)
@@ -76,8 +77,8 @@ func ExampleNew_namespace() {
 		fmt.Println(err)
 		return
 	}
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashNet},
-		[]ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "allow", Type: netfilter.HashNet},
+		[]netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
 	if _, err := sets.Apply(context.Background()); err != nil {
 		fmt.Println(err)
 	}
@@ -101,14 +102,14 @@ func ExampleIPSets_Apply() {
 	ns := kernelfake.New(kernelfake.Options{})
 	k := ns.IPSets()
 	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
-	web := func(last byte) ipsets.Member {
-		return ipsets.IPPortMember(netip.AddrFrom4([4]byte{10, 0, 0, last}), ipsets.ProtocolTCP, 443)
+	web := func(last byte) netfilter.Member {
+		return netfilter.IPPortMember(netip.AddrFrom4([4]byte{10, 0, 0, last}), netfilter.ProtoTCP, 443)
 	}
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "web", Type: ipsets.HashIPPort}, []ipsets.Member{web(1), web(2)})
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "web", Type: netfilter.HashIPPort}, []netfilter.Member{web(1), web(2)})
 	_, _ = sets.Apply(context.Background())
 
-	_ = sets.AddMembers("web", []ipsets.Member{web(3)})
-	_ = sets.RemoveMembers("web", []ipsets.Member{web(1)})
+	_ = sets.AddMembers("web", []netfilter.Member{web(3)})
+	_ = sets.RemoveMembers("web", []netfilter.Member{web(1)})
 	_, _ = sets.Apply(context.Background())
 	fmt.Print(lastScript(k))
 
@@ -127,11 +128,11 @@ func ExampleIPSets_AddOrReplaceSet() {
 	ns := kernelfake.New(kernelfake.Options{})
 	k := ns.IPSets()
 	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
-	a := ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 1000}, []ipsets.Member{a})
+	a := netfilter.IPMember(netip.MustParseAddr("10.0.0.1"))
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 1000}, []netfilter.Member{a})
 	_, _ = sets.Apply(context.Background())
 
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 5000}, []ipsets.Member{a})
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 5000}, []netfilter.Member{a})
 	_, _ = sets.Apply(context.Background())
 	fmt.Print(lastScript(k))
 	// Output:
@@ -151,13 +152,13 @@ func ExampleIPSets_ApplyDeletions() {
 	clk := clock.NewFake(time.Unix(0, 0))
 	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns, Clock: clk})
 	ctx := context.Background()
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "old", Type: ipsets.HashIP}, nil)
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "old", Type: netfilter.HashIP}, nil)
 	_, _ = sets.Apply(ctx)
 	_ = k.SetReferences("np4-old", 1) // an iptables rule matches the set
 
 	_ = sets.RemoveSet("old")
 	res, err := sets.ApplyDeletions(ctx)
-	fmt.Println(k.Names(), res.RetryAfter, errors.Is(err, dataplane.ErrPartial), errors.Is(err, ipsets.ErrSetInUse))
+	fmt.Println(k.Names(), res.RetryAfter, errors.Is(err, dataplane.ErrPartial), errors.Is(err, netfilter.ErrSetInUse))
 
 	_ = k.SetReferences("np4-old", 0) // the rule writer dropped the rule
 	clk.Advance(res.RetryAfter)
@@ -175,8 +176,8 @@ func ExampleIPSets_QueueResync() {
 	k := ns.IPSets()
 	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
 	ctx := context.Background()
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP},
-		[]ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))})
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP},
+		[]netfilter.Member{netfilter.IPMember(netip.MustParseAddr("10.0.0.1"))})
 	_, _ = sets.Apply(ctx)
 
 	_ = k.Exec("add", "np4-s", "10.6.6.6") // an administrator's edit
@@ -195,7 +196,7 @@ func ExampleIPSets_KernelName() {
 	name, err := sets.KernelName("allow-ingress")
 	fmt.Println(name, err)
 	_, err = sets.KernelName("a-name-that-is-far-too-long-for-ipset")
-	fmt.Println(errors.Is(err, ipsets.ErrNameTooLong))
+	fmt.Println(errors.Is(err, netfilter.ErrSetNameTooLong))
 	// Output:
 	// np4-allow-ingress <nil>
 	// true
@@ -203,9 +204,9 @@ func ExampleIPSets_KernelName() {
 
 func ExampleIPSets_Members() {
 	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv6, Prefix: "np6-"})
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashNet}, []ipsets.Member{
-		ipsets.NetMember(netip.MustParsePrefix("fd00:1::/64")),
-		ipsets.IPMember(netip.MustParseAddr("fd00::1")),
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashNet}, []netfilter.Member{
+		netfilter.NetMember(netip.MustParsePrefix("fd00:1::/64")),
+		netfilter.IPMember(netip.MustParseAddr("fd00::1")),
 	})
 	members, ok := sets.Members("s")
 	fmt.Println(members, ok)
@@ -214,26 +215,26 @@ func ExampleIPSets_Members() {
 	fmt.Println(sets.Names())
 	// Output:
 	// [fd00::1 fd00:1::/64] true
-	// {Name:s Type:hash:net Family:IPv6 MaxSize:1048576 Range:0-0}
+	// {Name:s Type:hash:net Family:IPv6 MaxSize:1048576 Range:0}
 	// [s]
 }
 
 // Bad input is rejected before anything changes.
 func ExampleIPSets_AddMembers() {
 	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-"})
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil)
-	err := sets.AddMembers("s", []ipsets.Member{ipsets.IPMember(netip.MustParseAddr("fd00::1"))})
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, nil)
+	err := sets.AddMembers("s", []netfilter.Member{netfilter.IPMember(netip.MustParseAddr("fd00::1"))})
 	fmt.Println(err)
-	err = sets.AddMembers("s", []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
+	err = sets.AddMembers("s", []netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
 	fmt.Println(err)
 	// Output:
-	// ipsets: wrong address family: fd00::1 is IPv6, the set is IPv4 (set "s", member 0)
+	// ipsets: wrong IP family: fd00::1 is IPv6, the set is IPv4 (set "s", member 0)
 	// ipsets: invalid member: 10.0.0.0/8 does not fit a hash:ip set (set "s", member 0)
 }
 
 func ExampleIPSets_RemoveSet() {
 	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-"})
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil)
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, nil)
 	fmt.Println(sets.RemoveSet("s"), sets.Names())
 	// Output: <nil> []
 }
@@ -243,14 +244,14 @@ func ExampleOptions_onMemberChange() {
 	var log []string
 	sets, _ := ipsets.New(ipsets.Options{
 		Family: ipsets.IPv4, Prefix: "np4-", Kernel: kernelfake.New(kernelfake.Options{}),
-		OnMemberChange: func(c ipsets.MemberChange) {
+		OnMemberChange: func(c netfilter.MemberChange) {
 			log = append(log, fmt.Sprintf("%s %v added=%v", c.Set, c.Member, c.Added))
 		},
 	})
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "p", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 1, Last: 1024}},
-		[]ipsets.Member{ipsets.PortMember(22), ipsets.PortMember(80)})
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "p", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 1, Last: 1024}},
+		[]netfilter.Member{netfilter.PortMember(22), netfilter.PortMember(80)})
 	_, _ = sets.Apply(context.Background())
-	_ = sets.RemoveMembers("p", []ipsets.Member{ipsets.PortMember(22)})
+	_ = sets.RemoveMembers("p", []netfilter.Member{netfilter.PortMember(22)})
 	_, _ = sets.Apply(context.Background())
 	slices.Sort(log[:2])
 	fmt.Println(strings.Join(log, "\n"))
@@ -267,8 +268,8 @@ func ExampleIPSets_Apply_restoreError() {
 	ns := kernelfake.New(kernelfake.Options{})
 	k := ns.IPSets()
 	sets, _ := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP},
-		[]ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))})
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP},
+		[]netfilter.Member{netfilter.IPMember(netip.MustParseAddr("10.0.0.1"))})
 	k.FailNext(1, "restore", "Kernel error received: Cannot allocate memory")
 	_, err := sets.Apply(context.Background())
 	var rerr *command.RestoreError
@@ -285,79 +286,6 @@ func ExampleIPSets_Apply_restoreError() {
 	//       1  create np4-s hash:ip family inet maxelem 1048576 -exist
 	//       2  add np4-s 10.0.0.1
 	// <nil> [np4-s]
-}
-
-func ExampleParseMember() {
-	for _, in := range []struct {
-		t ipsets.SetType
-		s string
-	}{
-		{ipsets.HashNet, "10.1.0.0/16"},
-		{ipsets.HashNet, "10.0.0.1/32"},
-		{ipsets.HashIPPort, "fd00::1,80"},
-		{ipsets.HashNetNet, "10.0.0.0/8,192.168.0.0/16"},
-		{ipsets.BitmapPort, "8080"},
-		{ipsets.HashIP, "10.0.0.0/24"},
-		{ipsets.HashNet, "10.1.2.3/16"},
-	} {
-		m, err := ipsets.ParseMember(in.t, in.s)
-		fmt.Println(m, err)
-	}
-	// Output:
-	// 10.1.0.0/16 <nil>
-	// 10.0.0.1 <nil>
-	// fd00::1,tcp:80 <nil>
-	// 10.0.0.0/8,192.168.0.0/16 <nil>
-	// 8080 <nil>
-	// invalid(zero Member) ipsets: invalid member: 10.0.0.0/24 does not fit a hash:ip set
-	// invalid(zero Member) ipsets: invalid member: 10.1.2.3/16 has host bits set (the network is 10.1.0.0/16) ("10.1.2.3/16")
-}
-
-func ExampleIPMember() {
-	fmt.Println(ipsets.IPMember(netip.MustParseAddr("10.0.0.1")))
-	fmt.Println(ipsets.IPMember(netip.MustParseAddr("fe80::1%eth0")).Err())
-	// Output:
-	// 10.0.0.1
-	// ipsets: invalid member: address has a zone
-}
-
-func ExampleNetMember() {
-	a := ipsets.NetMember(netip.MustParsePrefix("10.0.0.1/32"))
-	b := ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))
-	fmt.Println(a, a == b)
-	fmt.Println(ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8")))
-	fmt.Println(ipsets.NetMember(netip.MustParsePrefix("10.1.2.3/8")).Err())
-	// Output:
-	// 10.0.0.1 true
-	// 10.0.0.0/8
-	// ipsets: invalid member: 10.1.2.3/8 has host bits set (the network is 10.0.0.0/8)
-}
-
-func ExampleIPPortMember() {
-	m := ipsets.IPPortMember(netip.MustParseAddr("fd00::53"), ipsets.ProtocolUDP, 53)
-	fmt.Println(m, m.Addr(), m.Protocol(), m.Port())
-	// Output: fd00::53,udp:53 fd00::53 udp 53
-}
-
-func ExampleNetNetMember() {
-	m := ipsets.NetNetMember(netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.1.0.0/16"))
-	fmt.Println(m, m.Prefix(), m.Second())
-	// Output: 10.0.0.0/8,10.1.0.0/16 10.0.0.0/8 10.1.0.0/16
-}
-
-func ExamplePortMember() {
-	fmt.Println(ipsets.PortMember(443))
-	// Output: 443
-}
-
-func ExampleMember_Compare() {
-	ms := []ipsets.Member{
-		ipsets.IPMember(netip.MustParseAddr("10.0.0.10")),
-		ipsets.IPMember(netip.MustParseAddr("10.0.0.9")),
-	}
-	slices.SortFunc(ms, ipsets.Member.Compare)
-	fmt.Println(ms)
-	// Output: [10.0.0.9 10.0.0.10]
 }
 
 func ExampleFamilyName() {

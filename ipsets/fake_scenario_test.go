@@ -7,6 +7,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // fakeEnv is the scenario environment of a kernelfake namespace, whose
@@ -16,11 +17,11 @@ func fakeEnv(netnet bool) env {
 	ns := kernelfake.New(kernelfake.Options{})
 	k := ns.IPSets()
 	if !netnet {
-		k.SetUnsupported(ipsets.HashNetNet)
+		k.SetUnsupported(netfilter.HashNetNet)
 	}
 	return env{
 		kernel: ns,
-		reference: func(t *testing.T, kname string, _ ipsets.Family, _ ipsets.SetType) func() {
+		reference: func(t *testing.T, kname string, _ ipsets.Family, _ netfilter.SetType) func() {
 			require.NoError(t, k.SetReferences(kname, 1))
 			return func() { _ = k.SetReferences(kname, 0) }
 		},

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // This file is the ipset binary as the driver speaks to it: running it,
@@ -19,18 +20,18 @@ import (
 
 // header is what the driver compares of a kernel set: the parts it sets.
 type header struct {
-	typ     SetType // possibly a type the package does not support
-	family  Family  // zero for bitmap:port or an unknown family
-	maxSize int     // maxelem of a hash set
-	rng     PortRange
+	typ     netfilter.SetType // possibly a type the package does not support
+	family  Family            // zero for bitmap:port or an unknown family
+	maxSize int               // maxelem of a hash set
+	rng     netfilter.PortRange
 	// extra is set when the kernel set has options the driver never sets
 	// (timeout, counters, comment, …): such a set is replaced.
 	extra bool
 }
 
 // headerOf returns the header the driver creates for meta (normalized).
-func headerOf(meta *SetMetadata) header {
-	if meta.Type.hasFamily() {
+func headerOf(meta *netfilter.SetMetadata) header {
+	if meta.Type.HasFamily() {
 		return header{typ: meta.Type, family: meta.Family, maxSize: meta.MaxSize}
 	}
 	return header{typ: meta.Type, rng: meta.Range}
@@ -46,14 +47,16 @@ func appendCreate(b []byte, kname string, h header, exist bool) []byte {
 	b = append(b, kname...)
 	b = append(b, ' ')
 	b = append(b, h.typ...)
-	if h.typ.hasFamily() {
+	if h.typ.HasFamily() {
 		b = append(b, " family "...)
 		b = append(b, FamilyName(h.family)...)
 		b = append(b, " maxelem "...)
 		b = strconv.AppendInt(b, int64(h.maxSize), 10)
 	} else {
 		b = append(b, " range "...)
-		b = append(b, h.rng.String()...)
+		b = strconv.AppendUint(b, uint64(h.rng.First), 10)
+		b = append(b, '-')
+		b = strconv.AppendUint(b, uint64(h.rng.Last), 10)
 	}
 	if exist {
 		b = append(b, " -exist"...)
@@ -68,8 +71,8 @@ func parseHeader(fields [][]byte) header {
 		h.extra = true
 		return h
 	}
-	h.typ = SetType(fields[0])
-	if h.typ.hasFamily() {
+	h.typ = netfilter.SetType(fields[0])
+	if h.typ.HasFamily() {
 		h.maxSize = 65536 // the kernel's default, shown unless set
 	}
 	for i := 1; i < len(fields); i++ {
@@ -114,14 +117,14 @@ func parseHeader(fields [][]byte) header {
 	return h
 }
 
-func parseRange(s string) (PortRange, bool) {
+func parseRange(s string) (netfilter.PortRange, bool) {
 	i := strings.IndexByte(s, '-')
 	if i < 0 {
-		return PortRange{}, false
+		return netfilter.PortRange{}, false
 	}
-	a, ok1 := parsePort(s[:i])
-	b, ok2 := parsePort(s[i+1:])
-	return PortRange{a, b}, ok1 && ok2 && a <= b
+	a, err1 := strconv.ParseUint(s[:i], 10, 16)
+	b, err2 := strconv.ParseUint(s[i+1:], 10, 16)
+	return netfilter.Ports(uint16(a), uint16(b)), err1 == nil && err2 == nil && a <= b
 }
 
 // run runs the ipset binary.

@@ -11,8 +11,9 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/internal/nfcore"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // Defaults of Options.
@@ -31,7 +32,7 @@ const (
 	// MaxPrefixLength is the longest name prefix the driver accepts, so
 	// that its temporary sets (prefix + "~" + number) fit the kernel's
 	// name length.
-	MaxPrefixLength = MaxNameLength - 5
+	MaxPrefixLength = netfilter.MaxNameLength - 5
 )
 
 // Options configures an IPSets. Family and Prefix are required; every
@@ -73,7 +74,7 @@ type Options struct {
 	// OnMemberChange, when set, is called for every membership change
 	// written to the kernel, after the write succeeded, from the goroutine
 	// that called Apply or ApplyDeletions. It must not call the IPSets.
-	OnMemberChange func(MemberChange)
+	OnMemberChange func(netfilter.MemberChange)
 }
 
 // IPSets is the ipset backend of Sets for one address family: it holds the
@@ -90,7 +91,7 @@ type IPSets struct {
 	maxDestroys int
 	budget      time.Duration
 	retry       time.Duration
-	onChange    func(MemberChange)
+	onChange    func(netfilter.MemberChange)
 
 	mu sync.Mutex
 	// sets holds every desired set and every owned set known to be in the
@@ -116,8 +117,8 @@ type IPSets struct {
 // ipset is one set, as desired and as last seen in the kernel.
 type ipset struct {
 	kname  string
-	name   string      // kname without the prefix
-	meta   SetMetadata // desired, when wanted
+	name   string                // kname without the prefix
+	meta   netfilter.SetMetadata // desired, when wanted
 	wanted bool
 	// kernel is the set's header as last read or written; nil when the set
 	// is not in the kernel.
@@ -143,7 +144,7 @@ func New(opts Options) (*IPSets, error) {
 	if !opts.Family.Valid() {
 		return nil, fmt.Errorf("%w: Family %v must be IPv4 or IPv6", ErrInvalidOptions, opts.Family)
 	}
-	if !validName(opts.Prefix) || len(opts.Prefix) > MaxPrefixLength {
+	if !netfilter.ValidSetName(opts.Prefix) || len(opts.Prefix) > MaxPrefixLength {
 		return nil, fmt.Errorf("%w: Prefix %q must be 1-%d bytes of ASCII letters, digits and \"_.:-\"", ErrInvalidOptions, opts.Prefix, MaxPrefixLength)
 	}
 	if opts.MaxDestroysPerApply < 0 || opts.ResyncBudget < 0 || opts.RetryInterval < 0 {
@@ -202,7 +203,7 @@ func (s *IPSets) Prefix() string { return s.prefix }
 // KernelName returns prefix + name, the name to use in rules (for
 // example `-m set --match-set <KernelName> src`).
 func (s *IPSets) KernelName(name string) (string, error) {
-	if err := checkName(name, s.prefix); err != nil {
+	if err := s.checkName(name); err != nil {
 		return "", err
 	}
 	return s.prefix + name, nil
@@ -219,34 +220,43 @@ func (s *IPSets) QueueResync() {
 	s.namesResync = true
 }
 
-// checkMembers validates members against meta. The error keeps check's
-// text (which starts with the package's sentinel) and sentinels, and says
-// which member of which set it is about.
-func checkMembers(meta *SetMetadata, members []Member) error {
+// checkMembers validates members against meta. The error keeps the
+// model's text and sentinels under the package's prefix, and says which
+// member of which set it is about.
+func checkMembers(meta *netfilter.SetMetadata, members []netfilter.Member) error {
 	for i, m := range members {
-		if err := check(meta, m); err != nil {
-			return errs.Also(fmt.Errorf("%v (set %q, member %d)", err, meta.Name, i), err)
+		if err := meta.CheckMember(m); err != nil {
+			return nfcore.Quote("ipsets", err, fmt.Sprintf(" (set %q, member %d)", meta.Name, i))
 		}
 	}
 	return nil
 }
 
+// setErr returns err, an error of package netfilter's set model, under the
+// package's prefix.
+func setErr(err error) error { return nfcore.Quote("ipsets", err, "") }
+
+// checkName validates an unprefixed set name for the driver's prefix.
+func (s *IPSets) checkName(name string) error {
+	return setErr(netfilter.ValidateSetName(name, s.prefix))
+}
+
 // AddOrReplaceSet makes meta.Name a desired set holding exactly members
 // (duplicates are ignored). A change of MaxSize or Range of a set in the
 // kernel swaps a new, filled set in; a change of Type needs the set to be
-// unreferenced (see ErrSetInUse). A set that failed is tried again at the
+// unreferenced (see netfilter.ErrSetInUse). A set that failed is tried again at the
 // next Apply when this changes its declaration.
-func (s *IPSets) AddOrReplaceSet(meta SetMetadata, members []Member) error {
-	meta, err := meta.normalize(s.family, s.prefix)
+func (s *IPSets) AddOrReplaceSet(meta netfilter.SetMetadata, members []netfilter.Member) error {
+	meta, err := meta.Normalize(s.family, s.prefix)
 	if err != nil {
-		return err
+		return setErr(err)
 	}
 	if err := checkMembers(&meta, members); err != nil {
 		return err
 	}
-	if len(members) > meta.MaxSize && meta.Type != BitmapPort {
+	if len(members) > meta.MaxSize && meta.Type != netfilter.BitmapPort {
 		if n := countUnique(members); n > meta.MaxSize {
-			return fmt.Errorf("%w: set %q has %d members, MaxSize is %d", ErrTooManyMembers, meta.Name, n, meta.MaxSize)
+			return setErr(fmt.Errorf("%w: set %q has %d members, MaxSize is %d", netfilter.ErrTooManyMembers, meta.Name, n, meta.MaxSize))
 		}
 	}
 	s.mu.Lock()
@@ -260,8 +270,8 @@ func (s *IPSets) AddOrReplaceSet(meta SetMetadata, members []Member) error {
 	return nil
 }
 
-func countUnique(members []Member) int {
-	seen := make(map[Member]struct{}, len(members))
+func countUnique(members []netfilter.Member) int {
+	seen := make(map[netfilter.Member]struct{}, len(members))
 	for _, m := range members {
 		seen[m] = struct{}{}
 	}
@@ -270,18 +280,18 @@ func countUnique(members []Member) int {
 
 // wantedSet returns the desired set called name, or an error.
 func (s *IPSets) wantedSet(name string) (*ipset, error) {
-	if err := checkName(name, s.prefix); err != nil {
+	if err := s.checkName(name); err != nil {
 		return nil, err
 	}
 	set := s.sets[s.prefix+name]
 	if set == nil || !set.wanted {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownSet, name)
+		return nil, setErr(fmt.Errorf("%w: %q", netfilter.ErrUnknownSet, name))
 	}
 	return set, nil
 }
 
 // AddMembers adds members to the desired set name.
-func (s *IPSets) AddMembers(name string, members []Member) error {
+func (s *IPSets) AddMembers(name string, members []netfilter.Member) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set, err := s.wantedSet(name)
@@ -292,18 +302,18 @@ func (s *IPSets) AddMembers(name string, members []Member) error {
 		return err
 	}
 	d := &set.members
-	if set.meta.Type != BitmapPort {
-		var added map[Member]struct{}
+	if set.meta.Type != netfilter.BitmapPort {
+		var added map[netfilter.Member]struct{}
 		for _, m := range members {
 			if !d.desiredHas(m) {
 				if added == nil {
-					added = map[Member]struct{}{}
+					added = map[netfilter.Member]struct{}{}
 				}
 				added[m] = struct{}{}
 			}
 		}
 		if n := d.desiredLen() + len(added); n > set.meta.MaxSize {
-			return fmt.Errorf("%w: set %q would have %d members, MaxSize is %d", ErrTooManyMembers, name, n, set.meta.MaxSize)
+			return setErr(fmt.Errorf("%w: set %q would have %d members, MaxSize is %d", netfilter.ErrTooManyMembers, name, n, set.meta.MaxSize))
 		}
 	}
 	for _, m := range members {
@@ -316,7 +326,7 @@ func (s *IPSets) AddMembers(name string, members []Member) error {
 
 // RemoveMembers removes members from the desired set name. Members not in
 // the set are ignored, but every member must be valid for the set.
-func (s *IPSets) RemoveMembers(name string, members []Member) error {
+func (s *IPSets) RemoveMembers(name string, members []netfilter.Member) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set, err := s.wantedSet(name)
@@ -337,7 +347,7 @@ func (s *IPSets) RemoveMembers(name string, members []Member) error {
 // RemoveSet makes name no longer desired. ApplyDeletions destroys it once
 // no rule refers to it.
 func (s *IPSets) RemoveSet(name string) error {
-	if err := checkName(name, s.prefix); err != nil {
+	if err := s.checkName(name); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -347,7 +357,7 @@ func (s *IPSets) RemoveSet(name string) error {
 		return nil
 	}
 	set.wanted, set.fail = false, nil
-	set.meta = SetMetadata{}
+	set.meta = netfilter.SetMetadata{}
 	set.members.clearDesired()
 	if set.kernel == nil {
 		delete(s.sets, set.kname)
@@ -356,28 +366,28 @@ func (s *IPSets) RemoveSet(name string) error {
 }
 
 // Members returns the desired members of name, sorted with Member.Compare.
-func (s *IPSets) Members(name string) ([]Member, bool) {
+func (s *IPSets) Members(name string) ([]netfilter.Member, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set, err := s.wantedSet(name)
 	if err != nil {
 		return nil, false
 	}
-	out := make([]Member, 0, set.members.desiredLen())
+	out := make([]netfilter.Member, 0, set.members.desiredLen())
 	for m := range set.members.desired() {
 		out = append(out, m)
 	}
-	slices.SortFunc(out, Member.Compare)
+	slices.SortFunc(out, netfilter.Member.Compare)
 	return out, true
 }
 
 // Metadata returns the desired metadata of name, defaults filled in.
-func (s *IPSets) Metadata(name string) (SetMetadata, bool) {
+func (s *IPSets) Metadata(name string) (netfilter.SetMetadata, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set, err := s.wantedSet(name)
 	if err != nil {
-		return SetMetadata{}, false
+		return netfilter.SetMetadata{}, false
 	}
 	return set.meta, true
 }

@@ -19,9 +19,10 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipsets"
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // newFake returns a driver of family fam on a fresh kernelfake namespace,
@@ -77,41 +78,41 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestBadInputChangesNothing(t *testing.T) {
-	v4 := func(s string) ipsets.Member { return ipsets.IPMember(netip.MustParseAddr(s)) }
-	good := []ipsets.Member{v4("10.0.0.1")}
+	v4 := func(s string) netfilter.Member { return netfilter.IPMember(netip.MustParseAddr(s)) }
+	good := []netfilter.Member{v4("10.0.0.1")}
 	cases := []struct {
 		name    string
-		meta    ipsets.SetMetadata
-		members []ipsets.Member
+		meta    netfilter.SetMetadata
+		members []netfilter.Member
 		err     error
 	}{
-		{"empty name", ipsets.SetMetadata{Type: ipsets.HashIP}, good, ipsets.ErrInvalidName},
-		{"name with space", ipsets.SetMetadata{Name: "a b", Type: ipsets.HashIP}, good, ipsets.ErrInvalidName},
-		{"name with tilde", ipsets.SetMetadata{Name: "~0", Type: ipsets.HashIP}, good, ipsets.ErrInvalidName},
-		{"name too long", ipsets.SetMetadata{Name: strings.Repeat("n", 28), Type: ipsets.HashIP}, good, ipsets.ErrNameTooLong},
-		{"unknown type", ipsets.SetMetadata{Name: "s", Type: "hash:mac"}, good, ipsets.ErrUnknownType},
-		{"no type", ipsets.SetMetadata{Name: "s"}, good, ipsets.ErrUnknownType},
-		{"other family set", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, Family: ipsets.IPv6}, good, ipsets.ErrWrongFamily},
-		{"other family member", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{v4("10.0.0.1"), ipsets.IPMember(netip.MustParseAddr("fd00::1"))}, ipsets.ErrWrongFamily},
-		{"4in6 in a v4 set", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(netip.MustParseAddr("::ffff:10.0.0.1"))}, ipsets.ErrWrongFamily},
-		{"zero member", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{{}}, ipsets.ErrInvalidMember},
-		{"prefix in hash:ip", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))}, ipsets.ErrInvalidMember},
-		{"/0 in hash:net", ipsets.SetMetadata{Name: "s", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("0.0.0.0/0"))}, ipsets.ErrInvalidMember},
-		{"address in hash:ip,port", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIPPort}, good, ipsets.ErrInvalidMember},
-		{"address in hash:net,net", ipsets.SetMetadata{Name: "s", Type: ipsets.HashNetNet}, good, ipsets.ErrInvalidMember},
-		{"address in bitmap:port", ipsets.SetMetadata{Name: "s", Type: ipsets.BitmapPort}, good, ipsets.ErrInvalidMember},
-		{"port out of range", ipsets.SetMetadata{Name: "s", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 10, Last: 20}}, []ipsets.Member{ipsets.PortMember(21)}, ipsets.ErrInvalidMember},
-		{"port in hash:ip", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.PortMember(80)}, ipsets.ErrInvalidMember},
-		{"empty range", ipsets.SetMetadata{Name: "s", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 20, Last: 10}}, nil, ipsets.ErrInvalidMetadata},
-		{"range on a hash", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, Range: ipsets.PortRange{First: 1, Last: 2}}, nil, ipsets.ErrInvalidMetadata},
-		{"size on a bitmap", ipsets.SetMetadata{Name: "s", Type: ipsets.BitmapPort, MaxSize: 10}, nil, ipsets.ErrInvalidMetadata},
-		{"negative size", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: -1}, nil, ipsets.ErrInvalidMetadata},
-		{"too many members", ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 1}, []ipsets.Member{v4("10.0.0.1"), v4("10.0.0.2")}, ipsets.ErrTooManyMembers},
+		{"empty name", netfilter.SetMetadata{Type: netfilter.HashIP}, good, netfilter.ErrInvalidSetName},
+		{"name with space", netfilter.SetMetadata{Name: "a b", Type: netfilter.HashIP}, good, netfilter.ErrInvalidSetName},
+		{"name with tilde", netfilter.SetMetadata{Name: "~0", Type: netfilter.HashIP}, good, netfilter.ErrInvalidSetName},
+		{"name too long", netfilter.SetMetadata{Name: strings.Repeat("n", 28), Type: netfilter.HashIP}, good, netfilter.ErrSetNameTooLong},
+		{"unknown type", netfilter.SetMetadata{Name: "s", Type: "hash:mac"}, good, netfilter.ErrUnknownSetType},
+		{"no type", netfilter.SetMetadata{Name: "s"}, good, netfilter.ErrUnknownSetType},
+		{"other family set", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, Family: ipsets.IPv6}, good, netfilter.ErrWrongFamily},
+		{"other family member", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, []netfilter.Member{v4("10.0.0.1"), netfilter.IPMember(netip.MustParseAddr("fd00::1"))}, netfilter.ErrWrongFamily},
+		{"4in6 in a v4 set", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, []netfilter.Member{netfilter.IPMember(netip.MustParseAddr("::ffff:10.0.0.1"))}, netfilter.ErrWrongFamily},
+		{"zero member", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, []netfilter.Member{{}}, netfilter.ErrInvalidMember},
+		{"prefix in hash:ip", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, []netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("10.0.0.0/8"))}, netfilter.ErrInvalidMember},
+		{"/0 in hash:net", netfilter.SetMetadata{Name: "s", Type: netfilter.HashNet}, []netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("0.0.0.0/0"))}, netfilter.ErrInvalidMember},
+		{"address in hash:ip,port", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIPPort}, good, netfilter.ErrInvalidMember},
+		{"address in hash:net,net", netfilter.SetMetadata{Name: "s", Type: netfilter.HashNetNet}, good, netfilter.ErrInvalidMember},
+		{"address in bitmap:port", netfilter.SetMetadata{Name: "s", Type: netfilter.BitmapPort}, good, netfilter.ErrInvalidMember},
+		{"port out of range", netfilter.SetMetadata{Name: "s", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 10, Last: 20}}, []netfilter.Member{netfilter.PortMember(21)}, netfilter.ErrInvalidMember},
+		{"port in hash:ip", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, []netfilter.Member{netfilter.PortMember(80)}, netfilter.ErrInvalidMember},
+		{"empty range", netfilter.SetMetadata{Name: "s", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 20, Last: 10}}, nil, netfilter.ErrInvalidSetMetadata},
+		{"range on a hash", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, Range: netfilter.PortRange{First: 1, Last: 2}}, nil, netfilter.ErrInvalidSetMetadata},
+		{"size on a bitmap", netfilter.SetMetadata{Name: "s", Type: netfilter.BitmapPort, MaxSize: 10}, nil, netfilter.ErrInvalidSetMetadata},
+		{"negative size", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: -1}, nil, netfilter.ErrInvalidSetMetadata},
+		{"too many members", netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 1}, []netfilter.Member{v4("10.0.0.1"), v4("10.0.0.2")}, netfilter.ErrTooManyMembers},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d, k := newFake(t, ipsets.IPv4)
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 10}, good))
+			require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 10}, good))
 			apply(t, d)
 			k.ResetCalls()
 
@@ -122,7 +123,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, good, members, "desired state unchanged")
 			meta, _ := d.Metadata("s")
-			assert.Equal(t, ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, Family: ipsets.IPv4, MaxSize: 10}, meta)
+			assert.Equal(t, netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, Family: ipsets.IPv4, MaxSize: 10}, meta)
 			assert.Equal(t, []string{"s"}, d.Names())
 			apply(t, d)
 			assert.Zero(t, k.CountCalls("restore"), "nothing written")
@@ -132,26 +133,26 @@ func TestBadInputChangesNothing(t *testing.T) {
 
 func TestMemberOperationErrors(t *testing.T) {
 	d, _ := newFake(t, ipsets.IPv4)
-	a1 := ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))
-	a2 := ipsets.IPMember(netip.MustParseAddr("10.0.0.2"))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 2}, []ipsets.Member{a1}))
+	a1 := netfilter.IPMember(netip.MustParseAddr("10.0.0.1"))
+	a2 := netfilter.IPMember(netip.MustParseAddr("10.0.0.2"))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 2}, []netfilter.Member{a1}))
 
-	assert.ErrorIs(t, d.AddMembers("nope", []ipsets.Member{a2}), ipsets.ErrUnknownSet)
-	assert.ErrorIs(t, d.RemoveMembers("nope", []ipsets.Member{a2}), ipsets.ErrUnknownSet)
-	assert.ErrorIs(t, d.AddMembers("bad name", []ipsets.Member{a2}), ipsets.ErrInvalidName)
-	assert.ErrorIs(t, d.AddMembers("s", []ipsets.Member{a2, ipsets.IPMember(netip.MustParseAddr("fd00::1"))}), ipsets.ErrWrongFamily)
-	assert.ErrorIs(t, d.RemoveMembers("s", []ipsets.Member{ipsets.PortMember(1)}), ipsets.ErrInvalidMember)
-	assert.ErrorIs(t, d.AddMembers("s", []ipsets.Member{a2, ipsets.IPMember(netip.MustParseAddr("10.0.0.3"))}), ipsets.ErrTooManyMembers)
-	assert.ErrorIs(t, d.RemoveSet(strings.Repeat("x", 40)), ipsets.ErrNameTooLong)
+	assert.ErrorIs(t, d.AddMembers("nope", []netfilter.Member{a2}), netfilter.ErrUnknownSet)
+	assert.ErrorIs(t, d.RemoveMembers("nope", []netfilter.Member{a2}), netfilter.ErrUnknownSet)
+	assert.ErrorIs(t, d.AddMembers("bad name", []netfilter.Member{a2}), netfilter.ErrInvalidSetName)
+	assert.ErrorIs(t, d.AddMembers("s", []netfilter.Member{a2, netfilter.IPMember(netip.MustParseAddr("fd00::1"))}), netfilter.ErrWrongFamily)
+	assert.ErrorIs(t, d.RemoveMembers("s", []netfilter.Member{netfilter.PortMember(1)}), netfilter.ErrInvalidMember)
+	assert.ErrorIs(t, d.AddMembers("s", []netfilter.Member{a2, netfilter.IPMember(netip.MustParseAddr("10.0.0.3"))}), netfilter.ErrTooManyMembers)
+	assert.ErrorIs(t, d.RemoveSet(strings.Repeat("x", 40)), netfilter.ErrSetNameTooLong)
 	got, _ := d.Members("s")
-	assert.Equal(t, []ipsets.Member{a1}, got, "failed calls changed nothing")
+	assert.Equal(t, []netfilter.Member{a1}, got, "failed calls changed nothing")
 
-	require.NoError(t, d.AddMembers("s", []ipsets.Member{a2, a2, a1}), "duplicates and present members count once")
+	require.NoError(t, d.AddMembers("s", []netfilter.Member{a2, a2, a1}), "duplicates and present members count once")
 	got, _ = d.Members("s")
-	assert.Equal(t, []ipsets.Member{a1, a2}, got)
-	require.NoError(t, d.RemoveMembers("s", []ipsets.Member{a2, ipsets.IPMember(netip.MustParseAddr("10.9.9.9"))}))
+	assert.Equal(t, []netfilter.Member{a1, a2}, got)
+	require.NoError(t, d.RemoveMembers("s", []netfilter.Member{a2, netfilter.IPMember(netip.MustParseAddr("10.9.9.9"))}))
 	got, _ = d.Members("s")
-	assert.Equal(t, []ipsets.Member{a1}, got)
+	assert.Equal(t, []netfilter.Member{a1}, got)
 
 	require.NoError(t, d.RemoveSet("nope"), "removing an unknown set does nothing")
 	require.NoError(t, d.RemoveSet("s"))
@@ -165,18 +166,18 @@ func TestMemberOperationErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "np4-s", name)
 	_, err = d.KernelName(strings.Repeat("x", 28))
-	assert.ErrorIs(t, err, ipsets.ErrNameTooLong)
+	assert.ErrorIs(t, err, netfilter.ErrSetNameTooLong)
 }
 
 func TestDefaultsFilledIn(t *testing.T) {
 	d, k := newFake(t, ipsets.IPv6)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "h", Type: ipsets.HashNet}, nil))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "p", Type: ipsets.BitmapPort}, nil))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "h", Type: netfilter.HashNet}, nil))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "p", Type: netfilter.BitmapPort}, nil))
 	meta, ok := d.Metadata("h")
 	require.True(t, ok)
-	assert.Equal(t, ipsets.SetMetadata{Name: "h", Type: ipsets.HashNet, Family: ipsets.IPv6, MaxSize: ipsets.DefaultMaxSize}, meta)
+	assert.Equal(t, netfilter.SetMetadata{Name: "h", Type: netfilter.HashNet, Family: ipsets.IPv6, MaxSize: netfilter.DefaultMaxSize}, meta)
 	meta, _ = d.Metadata("p")
-	assert.Equal(t, ipsets.SetMetadata{Name: "p", Type: ipsets.BitmapPort, Family: ipsets.IPv6, Range: ipsets.PortRange{First: 0, Last: 65535}}, meta)
+	assert.Equal(t, netfilter.SetMetadata{Name: "p", Type: netfilter.BitmapPort, Family: ipsets.IPv6, Range: netfilter.PortRange{First: 0, Last: 65535}}, meta)
 	apply(t, d)
 	h, _ := k.Header("np6-h")
 	assert.Contains(t, h, "family inet6")
@@ -188,7 +189,7 @@ func TestDefaultsFilledIn(t *testing.T) {
 func TestOneRestorePerApply(t *testing.T) {
 	d, k := newFake(t, ipsets.IPv4)
 	for _, name := range []string{"c", "a", "b"} {
-		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: name, Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+		require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: name, Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 2)))
 	}
 	apply(t, d)
 	assert.Equal(t, 1, k.CountCalls("restore"))
@@ -205,7 +206,7 @@ add np4-c 10.1.0.1
 `, sortAdds(script), "sets in name order, create before adds")
 
 	require.NoError(t, d.RemoveMembers("a", manyIPs(ipsets.IPv4, 1)))
-	require.NoError(t, d.AddMembers("b", []ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.9.0.1"))}))
+	require.NoError(t, d.AddMembers("b", []netfilter.Member{netfilter.IPMember(netip.MustParseAddr("10.9.0.1"))}))
 	k.ResetCalls()
 	apply(t, d)
 	require.Equal(t, 1, k.CountCalls("restore"))
@@ -239,19 +240,19 @@ func sortAdds(script string) string {
 }
 
 func TestMemberChangesReported(t *testing.T) {
-	var got []ipsets.MemberChange
+	var got []netfilter.MemberChange
 	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) {
-		o.OnMemberChange = func(c ipsets.MemberChange) { got = append(got, c) }
+		o.OnMemberChange = func(c netfilter.MemberChange) { got = append(got, c) }
 	})
 	m := manyIPs(ipsets.IPv4, 3)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, m[:2]))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, m[:2]))
 	apply(t, d)
-	assert.ElementsMatch(t, []ipsets.MemberChange{{Set: "s", Member: m[0], Added: true}, {Set: "s", Member: m[1], Added: true}}, got)
+	assert.ElementsMatch(t, []netfilter.MemberChange{{Set: "s", Member: m[0], Added: true}, {Set: "s", Member: m[1], Added: true}}, got)
 
 	got = nil
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 10}, m[1:]))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 10}, m[1:]))
 	apply(t, d)
-	assert.ElementsMatch(t, []ipsets.MemberChange{{Set: "s", Member: m[0], Added: false}, {Set: "s", Member: m[2], Added: true}}, got,
+	assert.ElementsMatch(t, []netfilter.MemberChange{{Set: "s", Member: m[0], Added: false}, {Set: "s", Member: m[2], Added: true}}, got,
 		"a swap reports the difference")
 
 	got = nil
@@ -262,12 +263,12 @@ func TestMemberChangesReported(t *testing.T) {
 	assert.Empty(t, got, "nothing reported for a failed write")
 
 	apply(t, d)
-	assert.Equal(t, []ipsets.MemberChange{{Set: "s", Member: m[0], Added: true}}, got)
+	assert.Equal(t, []netfilter.MemberChange{{Set: "s", Member: m[0], Added: true}}, got)
 
 	got = nil
 	require.NoError(t, d.RemoveSet("s"))
 	apply(t, d)
-	assert.ElementsMatch(t, []ipsets.MemberChange{
+	assert.ElementsMatch(t, []netfilter.MemberChange{
 		{Set: "s", Member: m[0], Added: false}, {Set: "s", Member: m[1], Added: false}, {Set: "s", Member: m[2], Added: false},
 	}, got, "a destroyed set's members are reported removed")
 }
@@ -278,7 +279,7 @@ func TestMemberChangesReported(t *testing.T) {
 func TestRestoreErrorKeepsContext(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 10)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 10)))
 	k.FailLine("10.1.0.", "Kernel error received: no memory")
 	res, err := d.Apply(context.Background())
 	require.ErrorIs(t, err, dataplane.ErrPartial)
@@ -320,7 +321,7 @@ func TestRestoreErrorWithoutLine(t *testing.T) {
 	})
 	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: commands(fail)})
 	require.NoError(t, err)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 10)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 10)))
 	_, err = d.Apply(context.Background())
 	require.ErrorIs(t, err, ipsets.ErrRestore)
 	var rerr *command.RestoreError
@@ -335,7 +336,7 @@ func TestRestoreErrorWithoutLine(t *testing.T) {
 
 func TestListFailureForcesFullResync(t *testing.T) {
 	d, k := newFake(t, ipsets.IPv4)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 2)))
 	apply(t, d)
 	d.QueueResync()
 	k.FailNext(1, "list", "")
@@ -360,8 +361,8 @@ func TestUnreadableSetIsIsolated(t *testing.T) {
 	require.NoError(t, k.Exec("create", "np4-bad", "hash:ip"))
 	require.NoError(t, k.Exec("create", "np4-stale", "hash:ip"))
 	k.FailLine("save np4-bad", "Kernel error received: Operation not permitted")
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "bad", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 1)))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "good", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 1)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "bad", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 1)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "good", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 1)))
 	ctx := context.Background()
 	res, err := d.Apply(ctx)
 	require.ErrorIs(t, err, dataplane.ErrPartial)
@@ -397,7 +398,7 @@ func TestDestroyFailures(t *testing.T) {
 	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: commands(runner), Clock: clk, MaxDestroysPerApply: 5})
 	require.NoError(t, err)
 	for _, n := range []string{"a", "b"} {
-		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: n, Type: ipsets.HashIP}, nil))
+		require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: n, Type: netfilter.HashIP}, nil))
 	}
 	apply(t, d)
 	require.NoError(t, d.RemoveSet("a"))
@@ -414,7 +415,7 @@ func TestDestroyFailures(t *testing.T) {
 	assert.Zero(t, res.RetryAfter)
 	assert.Empty(t, k.Names())
 
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "c", Type: ipsets.HashIP}, nil))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "c", Type: netfilter.HashIP}, nil))
 	apply(t, d)
 	require.NoError(t, d.RemoveSet("c"))
 	broken.Store(true)
@@ -428,7 +429,7 @@ func TestDestroyFailures(t *testing.T) {
 	assert.Empty(t, k.Names())
 
 	// A set destroyed by someone else meanwhile is simply gone.
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, nil))
 	apply(t, d)
 	require.NoError(t, d.RemoveSet("s"))
 	require.NoError(t, k.Exec("destroy", "np4-s"))
@@ -444,7 +445,7 @@ func TestDestroysAreRateLimited(t *testing.T) {
 	})
 	names := []string{"a", "b", "c", "d", "e"}
 	for _, n := range names {
-		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: n, Type: ipsets.HashIP}, nil))
+		require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: n, Type: netfilter.HashIP}, nil))
 	}
 	apply(t, d)
 	for _, n := range names {
@@ -492,7 +493,7 @@ func TestResyncBudgetBoundsRechecks(t *testing.T) {
 	})
 	require.NoError(t, err)
 	for i := range 7 {
-		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s" + string(rune('0'+i)), Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 3)))
+		require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s" + string(rune('0'+i)), Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 3)))
 	}
 	apply(t, d)
 	require.NoError(t, k.Exec("add", "np4-s6", "10.9.9.9"))
@@ -537,12 +538,12 @@ func TestTemporaryNameAvoidsKnownSets(t *testing.T) {
 	require.NoError(t, k.Exec("create", "np4-~0", "hash:net"))
 	require.NoError(t, k.Exec("add", "np4-~0", "10.0.0.0/8"))
 	require.NoError(t, k.SetReferences("np4-~0", 1))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 5}, nil))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 5}, nil))
 	_, err := d.Apply(context.Background())
 	require.NoError(t, err)
 	_, err = d.ApplyDeletions(context.Background())
-	require.ErrorIs(t, err, ipsets.ErrSetInUse, "the leftover is held")
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 6}, nil))
+	require.ErrorIs(t, err, netfilter.ErrSetInUse, "the leftover is held")
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 6}, nil))
 	_, err = d.Apply(context.Background())
 	require.NoError(t, err)
 	assert.Contains(t, lastScript(k), "swap np4-s np4-~1\n")
@@ -552,7 +553,7 @@ func TestTemporaryNameAvoidsKnownSets(t *testing.T) {
 
 func TestApplyHonoursContext(t *testing.T) {
 	d, _ := newFake(t, ipsets.IPv4)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, nil))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := d.Apply(ctx)
@@ -577,7 +578,7 @@ func TestWithLoop(t *testing.T) {
 	loop.DatastoreInSync()
 	loop.InterfacesInSync()
 
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "allow", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 2)))
 	rules.want("np4-allow")
 	require.NoError(t, loop.Send(ctx, "kick"))
 	require.Eventually(t, func() bool { return rules.has("np4-allow") }, 5*time.Second, time.Millisecond)
@@ -636,7 +637,7 @@ func (r *ruleWriter) Phase() dataplane.Phase { return dataplane.PhaseTables }
 // the driver's own retries once the kernel takes it.
 func TestLoopCarriesOnPastABadSet(t *testing.T) {
 	d, k := newFake(t, ipsets.IPv4, func(o *ipsets.Options) { o.RetryInterval = time.Millisecond })
-	k.SetUnsupported(ipsets.HashNetNet)
+	k.SetUnsupported(netfilter.HashNetNet)
 	var mu sync.Mutex
 	var last dataplane.Health
 	loop, err := dataplane.New(dataplane.Options{Coalesce: -1, OnHealth: func(h dataplane.Health) { mu.Lock(); last = h; mu.Unlock() }})
@@ -650,8 +651,8 @@ func TestLoopCarriesOnPastABadSet(t *testing.T) {
 	loop.InterfacesInSync()
 
 	p := netip.MustParsePrefix("10.0.0.0/8")
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "nn", Type: ipsets.HashNetNet}, []ipsets.Member{ipsets.NetNetMember(p, p)}))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "good", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "nn", Type: netfilter.HashNetNet}, []netfilter.Member{netfilter.NetNetMember(p, p)}))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "good", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 2)))
 	require.NoError(t, loop.Send(ctx, "kick"))
 	health := func() dataplane.Health { mu.Lock(); defer mu.Unlock(); return last }
 	require.Eventually(t, func() bool {
@@ -680,7 +681,7 @@ func TestRunnerFailureIsTheDrivers(t *testing.T) {
 	k := ns.IPSets()
 	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: ns})
 	require.NoError(t, err)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 2)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 2)))
 	apply(t, d)
 
 	require.NoError(t, d.AddMembers("s", manyIPs(ipsets.IPv4, 3)))

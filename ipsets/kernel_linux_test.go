@@ -18,6 +18,7 @@ import (
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 func iptablesFor(fam ipsets.Family) string {
@@ -54,7 +55,7 @@ func kernelEnv(t *testing.T) env {
 	}
 	return env{
 		kernel: openKernel(t, ns),
-		reference: func(t *testing.T, kname string, fam ipsets.Family, _ ipsets.SetType) func() {
+		reference: func(t *testing.T, kname string, fam ipsets.Family, _ netfilter.SetType) func() {
 			rule := []string{"INPUT", "-m", "set", "--match-set", kname, "src", "-j", "ACCEPT"}
 			_, err := ns.Exec(ctx, iptablesFor(fam), append([]string{"-w", "-A"}, rule...)...)
 			require.NoError(t, err)
@@ -97,8 +98,8 @@ func TestKernelSwapUnderTraffic(t *testing.T) {
 
 			d, rec := newDriver(t, env{kernel: openKernel(t, host.NS)}, fam)
 			filler := manyIPs(fam, 6000)
-			members := append([]ipsets.Member{ipsets.IPMember(client)}, filler...)
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "allow", Type: ipsets.HashIP, MaxSize: 10000}, members))
+			members := append([]netfilter.Member{netfilter.IPMember(client)}, filler...)
+			require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "allow", Type: netfilter.HashIP, MaxSize: 10000}, members))
 			apply(t, d)
 
 			ipt := iptablesFor(fam)
@@ -137,7 +138,7 @@ func TestKernelSwapUnderTraffic(t *testing.T) {
 			const resizes = 30
 			for i := range resizes {
 				n := 1000 + 150*i
-				meta := ipsets.SetMetadata{Name: "allow", Type: ipsets.HashIP, MaxSize: 10000 + i + 1}
+				meta := netfilter.SetMetadata{Name: "allow", Type: netfilter.HashIP, MaxSize: 10000 + i + 1}
 				require.NoError(t, d.AddOrReplaceSet(meta, members[:n]))
 				apply(t, d)
 				// Let some connections through between swaps.
@@ -154,7 +155,7 @@ func TestKernelSwapUnderTraffic(t *testing.T) {
 			t.Logf("%v: %d connections succeeded across %d swaps", fam, ok.Load(), resizes)
 
 			// The set really is in the path: without the client it is cut.
-			require.NoError(t, d.RemoveMembers("allow", []ipsets.Member{ipsets.IPMember(client)}))
+			require.NoError(t, d.RemoveMembers("allow", []netfilter.Member{netfilter.IPMember(client)}))
 			apply(t, d)
 			kerneltest.Require(t, kerneltest.Not(kerneltest.TCPCheck(pod.NS, server)))
 		})
@@ -263,13 +264,13 @@ func TestKernelApplyThenResyncWritesNothing(t *testing.T) {
 }
 
 // roundIPs returns n members of fam that belong to round alone.
-func roundIPs(fam ipsets.Family, round, n int) []ipsets.Member {
-	out := make([]ipsets.Member, n)
+func roundIPs(fam ipsets.Family, round, n int) []netfilter.Member {
+	out := make([]netfilter.Member, n)
 	for i := range n {
 		if fam == ipsets.IPv6 {
-			out[i] = ipsets.IPMember(netip.AddrFrom16([16]byte{0: 0xfd, 2: byte(round >> 8), 3: byte(round), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}))
+			out[i] = netfilter.IPMember(netip.AddrFrom16([16]byte{0: 0xfd, 2: byte(round >> 8), 3: byte(round), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}))
 		} else {
-			out[i] = ipsets.IPMember(netip.AddrFrom4([4]byte{byte(10 + round>>8), byte(round), byte(i >> 8), byte(i)}))
+			out[i] = netfilter.IPMember(netip.AddrFrom4([4]byte{byte(10 + round>>8), byte(round), byte(i >> 8), byte(i)}))
 		}
 	}
 	return out
@@ -294,7 +295,7 @@ func TestKernelUpdatesNeverShrinkSet(t *testing.T) {
 			const n, nKept = 20000, 100
 			kept := roundIPs(fam, 0, nKept)
 			cur := append(slices.Clone(kept), roundIPs(fam, 1, n-nKept)...)
-			meta := ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}
+			meta := netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}
 			require.NoError(t, d.AddOrReplaceSet(meta, cur))
 			apply(t, d)
 			kname := prefixOf(fam) + "s"

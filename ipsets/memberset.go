@@ -1,6 +1,10 @@
 package ipsets
 
-import "iter"
+import (
+	"iter"
+
+	"github.com/nodeplane/nodeplane/netfilter"
+)
 
 // memberSet tracks a set's desired members against the kernel's. Every
 // member is in at most one of three maps, so a member the kernel agrees on
@@ -15,7 +19,7 @@ import "iter"
 // copying once written, and an emptied large map is dropped rather than
 // kept (Go maps never shrink).
 type memberSet struct {
-	inSync, adds, dels map[Member]struct{}
+	inSync, adds, dels map[netfilter.Member]struct{}
 }
 
 func (s *memberSet) desiredLen() int { return len(s.inSync) + len(s.adds) }
@@ -25,7 +29,7 @@ func (s *memberSet) kernelLen() int { return len(s.inSync) + len(s.dels) }
 // synced reports whether the kernel holds exactly the desired members.
 func (s *memberSet) synced() bool { return len(s.adds) == 0 && len(s.dels) == 0 }
 
-func (s *memberSet) desiredHas(m Member) bool {
+func (s *memberSet) desiredHas(m netfilter.Member) bool {
 	if _, ok := s.inSync[m]; ok {
 		return true
 	}
@@ -33,15 +37,15 @@ func (s *memberSet) desiredHas(m Member) bool {
 	return ok
 }
 
-func put(m *map[Member]struct{}, k Member) {
+func put(m *map[netfilter.Member]struct{}, k netfilter.Member) {
 	if *m == nil {
-		*m = map[Member]struct{}{}
+		*m = map[netfilter.Member]struct{}{}
 	}
 	(*m)[k] = struct{}{}
 }
 
 // want makes m desired and reports whether it was not.
-func (s *memberSet) want(m Member) bool {
+func (s *memberSet) want(m netfilter.Member) bool {
 	if _, ok := s.inSync[m]; ok {
 		return false
 	}
@@ -58,7 +62,7 @@ func (s *memberSet) want(m Member) bool {
 }
 
 // unwant makes m not desired and reports whether it was.
-func (s *memberSet) unwant(m Member) bool {
+func (s *memberSet) unwant(m netfilter.Member) bool {
 	if _, ok := s.inSync[m]; ok {
 		delete(s.inSync, m)
 		put(&s.dels, m)
@@ -73,19 +77,19 @@ func (s *memberSet) unwant(m Member) bool {
 
 // replaceDesired makes members (duplicates allowed) the desired members
 // and reports whether that changed them.
-func (s *memberSet) replaceDesired(members []Member) bool {
+func (s *memberSet) replaceDesired(members []netfilter.Member) bool {
 	before := s.desiredLen()
 	// fresh is set once a member that was not desired is seen: without
 	// one, and with as many members as before, nothing changed.
 	fresh := false
-	wasAdd := func(m Member) {
+	wasAdd := func(m netfilter.Member) {
 		if !fresh {
 			_, ok := s.adds[m]
 			fresh = !ok
 		}
 	}
 	if s.kernelLen() == 0 {
-		adds := make(map[Member]struct{}, len(members))
+		adds := make(map[netfilter.Member]struct{}, len(members))
 		for _, m := range members {
 			wasAdd(m)
 			adds[m] = struct{}{}
@@ -103,10 +107,10 @@ func (s *memberSet) replaceDesired(members []Member) bool {
 			nIn++
 		}
 	}
-	in := make(map[Member]struct{}, nIn)
-	var adds map[Member]struct{}
+	in := make(map[netfilter.Member]struct{}, nIn)
+	var adds map[netfilter.Member]struct{}
 	if nIn < len(members) {
-		adds = make(map[Member]struct{}, len(members)-nIn)
+		adds = make(map[netfilter.Member]struct{}, len(members)-nIn)
 	}
 	for i, m := range members {
 		if !inKernel[i] {
@@ -165,9 +169,9 @@ func (s *memberSet) clearKernel() {
 // replaceKernel replaces the kernel's members with those dump reports.
 // When notify is not nil it is called for each member the kernel gained
 // (true) or lost (false) since the last view. On error nothing changes.
-func (s *memberSet) replaceKernel(dump func(add func(Member)) error, notify func(m Member, added bool)) error {
-	k := make(map[Member]struct{}, s.kernelLen())
-	if err := dump(func(m Member) { k[m] = struct{}{} }); err != nil {
+func (s *memberSet) replaceKernel(dump func(add func(netfilter.Member)) error, notify func(m netfilter.Member, added bool)) error {
+	k := make(map[netfilter.Member]struct{}, s.kernelLen())
+	if err := dump(func(m netfilter.Member) { k[m] = struct{}{} }); err != nil {
 		return err
 	}
 	if notify != nil {
@@ -182,8 +186,8 @@ func (s *memberSet) replaceKernel(dump func(add func(Member)) error, notify func
 			}
 		}
 	}
-	var adds, dels map[Member]struct{}
-	for _, want := range [2]map[Member]struct{}{s.inSync, s.adds} {
+	var adds, dels map[netfilter.Member]struct{}
+	for _, want := range [2]map[netfilter.Member]struct{}{s.inSync, s.adds} {
 		for m := range want {
 			if _, ok := k[m]; !ok {
 				put(&adds, m)
@@ -203,7 +207,7 @@ func (s *memberSet) replaceKernel(dump func(add func(Member)) error, notify func
 	return nil
 }
 
-func (s *memberSet) kernelHas(m Member) bool {
+func (s *memberSet) kernelHas(m netfilter.Member) bool {
 	if _, ok := s.inSync[m]; ok {
 		return true
 	}
@@ -213,7 +217,7 @@ func (s *memberSet) kernelHas(m Member) bool {
 
 // commit records that the kernel now holds the desired members, calling
 // notify (when not nil) for each member removed, then each added.
-func (s *memberSet) commit(notify func(m Member, added bool)) {
+func (s *memberSet) commit(notify func(m netfilter.Member, added bool)) {
 	if notify != nil {
 		for m := range s.dels {
 			notify(m, false)
@@ -238,8 +242,8 @@ func (s *memberSet) commit(notify func(m Member, added bool)) {
 	s.adds, s.dels = nil, nil
 }
 
-func seqOf(maps ...map[Member]struct{}) iter.Seq[Member] {
-	return func(yield func(Member) bool) {
+func seqOf(maps ...map[netfilter.Member]struct{}) iter.Seq[netfilter.Member] {
+	return func(yield func(netfilter.Member) bool) {
 		for _, mm := range maps {
 			for m := range mm {
 				if !yield(m) {
@@ -250,9 +254,9 @@ func seqOf(maps ...map[Member]struct{}) iter.Seq[Member] {
 	}
 }
 
-func (s *memberSet) desired() iter.Seq[Member] { return seqOf(s.inSync, s.adds) }
-func (s *memberSet) kernel() iter.Seq[Member]  { return seqOf(s.inSync, s.dels) }
-func (s *memberSet) pendingAdds() iter.Seq[Member] {
+func (s *memberSet) desired() iter.Seq[netfilter.Member] { return seqOf(s.inSync, s.adds) }
+func (s *memberSet) kernel() iter.Seq[netfilter.Member]  { return seqOf(s.inSync, s.dels) }
+func (s *memberSet) pendingAdds() iter.Seq[netfilter.Member] {
 	return seqOf(s.adds)
 }
-func (s *memberSet) pendingDels() iter.Seq[Member] { return seqOf(s.dels) }
+func (s *memberSet) pendingDels() iter.Seq[netfilter.Member] { return seqOf(s.dels) }

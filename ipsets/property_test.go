@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // The property: for any input the driver accepts, Apply succeeds, the
@@ -73,7 +74,7 @@ func genPrefix(r *rand.Rand, fam ipsets.Family) netip.Prefix {
 	return p
 }
 
-var protocols = []ipsets.Protocol{ipsets.ProtocolTCP, ipsets.ProtocolUDP, ipsets.ProtocolSCTP}
+var protocols = []netfilter.Proto{netfilter.ProtoTCP, netfilter.ProtoUDP, netfilter.ProtoSCTP}
 
 func genPort(r *rand.Rand) uint16 {
 	switch r.IntN(4) {
@@ -87,30 +88,30 @@ func genPort(r *rand.Rand) uint16 {
 
 // genMember returns a member for a set of type t (and sometimes one that
 // does not fit it), built directly or parsed from its text.
-func genMember(r *rand.Rand, t ipsets.SetType, fam ipsets.Family, rng ipsets.PortRange) ipsets.Member {
-	var m ipsets.Member
+func genMember(r *rand.Rand, t netfilter.SetType, fam ipsets.Family, rng netfilter.PortRange) netfilter.Member {
+	var m netfilter.Member
 	switch t {
-	case ipsets.HashIP:
-		m = ipsets.IPMember(genAddr(r, fam))
-	case ipsets.HashNet:
-		m = ipsets.NetMember(genPrefix(r, fam))
-	case ipsets.HashIPPort:
-		m = ipsets.IPPortMember(genAddr(r, fam), protocols[r.IntN(len(protocols))], genPort(r))
-	case ipsets.HashNetNet:
-		m = ipsets.NetNetMember(genPrefix(r, fam), genPrefix(r, fam))
-	case ipsets.BitmapPort:
+	case netfilter.HashIP:
+		m = netfilter.IPMember(genAddr(r, fam))
+	case netfilter.HashNet:
+		m = netfilter.NetMember(genPrefix(r, fam))
+	case netfilter.HashIPPort:
+		m = netfilter.IPPortMember(genAddr(r, fam), protocols[r.IntN(len(protocols))], genPort(r))
+	case netfilter.HashNetNet:
+		m = netfilter.NetNetMember(genPrefix(r, fam), genPrefix(r, fam))
+	case netfilter.BitmapPort:
 		port := int(rng.First) + r.IntN(int(rng.Last)-int(rng.First)+3) - 1
-		m = ipsets.PortMember(uint16(max(0, min(port, math.MaxUint16))))
+		m = netfilter.PortMember(uint16(max(0, min(port, math.MaxUint16))))
 	}
 	if r.IntN(4) == 0 && m.Valid() {
-		if p, err := ipsets.ParseMember(t, m.String()); err == nil {
+		if p, err := netfilter.ParseMember(t, m.String()); err == nil {
 			m = p
 		}
 	}
 	return m
 }
 
-var allTypes = []ipsets.SetType{ipsets.HashIP, ipsets.HashNet, ipsets.HashIPPort, ipsets.HashNetNet, ipsets.BitmapPort}
+var allTypes = []netfilter.SetType{netfilter.HashIP, netfilter.HashNet, netfilter.HashIPPort, netfilter.HashNetNet, netfilter.BitmapPort}
 
 // genDeclare declares a few random sets on d, keeping only what the API
 // accepts, and returns their names.
@@ -120,21 +121,21 @@ func genDeclare(t *testing.T, r *rand.Rand, d *ipsets.IPSets, netnet bool) []str
 	var names []string
 	for i := range 1 + r.IntN(4) {
 		typ := allTypes[r.IntN(len(allTypes))]
-		if typ == ipsets.HashNetNet && !netnet {
-			typ = ipsets.HashNet
+		if typ == netfilter.HashNetNet && !netnet {
+			typ = netfilter.HashNet
 		}
-		meta := ipsets.SetMetadata{Name: "s" + strconv.Itoa(i), Type: typ}
+		meta := netfilter.SetMetadata{Name: "s" + strconv.Itoa(i), Type: typ}
 		n := r.IntN(40)
 		if r.IntN(8) == 0 {
 			n = 200 + r.IntN(300)
 		}
-		if typ == ipsets.BitmapPort {
+		if typ == netfilter.BitmapPort {
 			first := genPort(r)
 			last := first + uint16(r.IntN(int(math.MaxUint16-first)+1))
 			if r.IntN(3) == 0 {
 				last = first + uint16(min(r.IntN(64), int(math.MaxUint16-first)))
 			}
-			meta.Range = ipsets.PortRange{First: first, Last: last}
+			meta.Range = netfilter.PortRange{First: first, Last: last}
 		} else {
 			switch r.IntN(4) {
 			case 0:
@@ -145,7 +146,7 @@ func genDeclare(t *testing.T, r *rand.Rand, d *ipsets.IPSets, netnet bool) []str
 		}
 		require.NoError(t, d.AddOrReplaceSet(meta, nil))
 		for range n {
-			_ = d.AddMembers(meta.Name, []ipsets.Member{genMember(r, typ, fam, meta.Range)})
+			_ = d.AddMembers(meta.Name, []netfilter.Member{genMember(r, typ, fam, meta.Range)})
 		}
 		names = append(names, meta.Name)
 	}
@@ -163,27 +164,27 @@ func genChange(t *testing.T, r *rand.Rand, d *ipsets.IPSets, names []string) {
 		case 0: // remove some, add some
 			for _, m := range members {
 				if r.IntN(3) == 0 {
-					require.NoError(t, d.RemoveMembers(name, []ipsets.Member{m}))
+					require.NoError(t, d.RemoveMembers(name, []netfilter.Member{m}))
 				}
 			}
 			for range r.IntN(10) {
-				_ = d.AddMembers(name, []ipsets.Member{genMember(r, meta.Type, d.Family(), meta.Range)})
+				_ = d.AddMembers(name, []netfilter.Member{genMember(r, meta.Type, d.Family(), meta.Range)})
 			}
 		case 1: // keep a few, replace the rest
 			keep := members[:len(members)/10]
 			fresh := slices.Clone(keep)
 			for range len(members) + r.IntN(20) {
 				m := genMember(r, meta.Type, d.Family(), meta.Range)
-				if d.AddMembers(name, []ipsets.Member{m}) == nil {
+				if d.AddMembers(name, []netfilter.Member{m}) == nil {
 					fresh = append(fresh, m)
 				}
 			}
-			if meta.Type != ipsets.BitmapPort && len(fresh) > meta.MaxSize {
+			if meta.Type != netfilter.BitmapPort && len(fresh) > meta.MaxSize {
 				fresh = fresh[:meta.MaxSize]
 			}
 			require.NoError(t, d.AddOrReplaceSet(meta, fresh))
 		case 2: // resize
-			if meta.Type != ipsets.BitmapPort {
+			if meta.Type != netfilter.BitmapPort {
 				meta.MaxSize = max(len(members), 1) + r.IntN(1000)
 				require.NoError(t, d.AddOrReplaceSet(meta, members))
 			}
@@ -200,17 +201,17 @@ func checkConverged(t *testing.T, e env, d *ipsets.IPSets, rec *recorder, names 
 		meta, _ := d.Metadata(name)
 		ks, ok := e.read(t, kname)
 		require.True(t, ok, kname)
-		var got []ipsets.Member
+		var got []netfilter.Member
 		for _, text := range ks.members {
-			m, err := ipsets.ParseMember(meta.Type, text)
+			m, err := netfilter.ParseMember(meta.Type, text)
 			require.NoError(t, err, "%s: the kernel's %q", kname, text)
 			got = append(got, m)
 		}
-		slices.SortFunc(got, ipsets.Member.Compare)
+		slices.SortFunc(got, netfilter.Member.Compare)
 		want, _ := d.Members(name)
 		require.Equal(t, fmt.Sprint(want), fmt.Sprint(got), kname)
-		if meta.Type == ipsets.BitmapPort {
-			require.Equal(t, meta.Range.String(), ks.rng, kname)
+		if meta.Type == netfilter.BitmapPort {
+			require.Equal(t, fmt.Sprintf("%d-%d", meta.Range.First, meta.Range.Last), ks.rng, kname)
 		} else {
 			require.Equal(t, strconv.Itoa(meta.MaxSize), ks.maxelem, kname)
 		}
@@ -289,7 +290,7 @@ func TestPropertyGeneratorCoversEdges(t *testing.T) {
 	for range 5000 {
 		for _, fam := range families {
 			typ := allTypes[r.IntN(len(allTypes))]
-			m := genMember(r, typ, fam, ipsets.PortRange{First: 10, Last: 20})
+			m := genMember(r, typ, fam, netfilter.PortRange{First: 10, Last: 20})
 			switch {
 			case !m.Valid():
 				seen["invalid"] = true

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // This file reads the kernel's sets: the full re-read at start and after
@@ -97,10 +99,10 @@ func (s *IPSets) readSet(ctx context.Context, kname string, report bool) error {
 	var h *header
 	// meta is what a member must fit to be tracked; nil when the set's
 	// header is one the driver never creates, so every member is foreign.
-	var meta *SetMetadata
+	var meta *netfilter.SetMetadata
 	set := s.entry(kname)
 	var foreign []string
-	dump := func(add func(Member)) error {
+	dump := func(add func(netfilter.Member)) error {
 		return lines(out, func(line []byte) error {
 			verb, rest := nextField(line)
 			name, rest := nextField(rest)
@@ -111,9 +113,9 @@ func (s *IPSets) readSet(ctx context.Context, kname string, report bool) error {
 			case "create":
 				hh := parseHeader(bytes.Fields(rest))
 				h, meta = &hh, nil
-				if hh.typ.Valid() && !hh.extra && (hh.family != 0) == hh.typ.hasFamily() {
-					meta = &SetMetadata{Type: hh.typ, Family: hh.family, Range: hh.rng}
-					if !hh.typ.hasFamily() {
+				if hh.typ.Valid() && !hh.extra && (hh.family != 0) == hh.typ.HasFamily() {
+					meta = &netfilter.SetMetadata{Type: hh.typ, Family: hh.family, Range: hh.rng}
+					if !hh.typ.HasFamily() {
 						meta.Family = s.family
 					}
 				}
@@ -123,7 +125,7 @@ func (s *IPSets) readSet(ctx context.Context, kname string, report bool) error {
 					return fmt.Errorf("%w: save %s: %q", ErrParse, kname, line)
 				}
 				if meta != nil {
-					if m, ok := parseMember(meta.Type, raw); ok && check(meta, m) == nil {
+					if m, ok := netfilter.ParseMemberText(meta, raw); ok {
 						add(m)
 						return nil
 					}
@@ -133,9 +135,9 @@ func (s *IPSets) readSet(ctx context.Context, kname string, report bool) error {
 			return nil
 		})
 	}
-	var notify func(Member, bool)
+	var notify func(netfilter.Member, bool)
 	if report && s.onChange != nil {
-		notify = func(m Member, added bool) { s.notify(set.name, m, added) }
+		notify = func(m netfilter.Member, added bool) { s.notify(set.name, m, added) }
 	}
 	if err := set.members.replaceKernel(dump, notify); err != nil {
 		return err

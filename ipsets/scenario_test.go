@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // env is where a scenario runs: a kernelfake namespace in unit tests, a
@@ -31,7 +33,7 @@ type env struct {
 	kernel kernel.Commands
 	// reference makes a kernel component (an iptables rule, or the fake's
 	// reference count) hold the set; the returned func releases it.
-	reference func(t *testing.T, kname string, fam ipsets.Family, typ ipsets.SetType) (release func())
+	reference func(t *testing.T, kname string, fam ipsets.Family, typ netfilter.SetType) (release func())
 	// netnet reports whether the kernel has hash:net,net.
 	netnet bool
 }
@@ -211,12 +213,12 @@ var families = []ipsets.Family{ipsets.IPv4, ipsets.IPv6}
 // given to the driver (some not in canonical form), what the kernel must
 // then hold, and a change (adds, removes) with its expected result.
 type typeCase struct {
-	typ     ipsets.SetType
-	rng     ipsets.PortRange
-	initial func(fam ipsets.Family) []ipsets.Member
+	typ     netfilter.SetType
+	rng     netfilter.PortRange
+	initial func(fam ipsets.Family) []netfilter.Member
 	want    func(fam ipsets.Family) []string
-	add     func(fam ipsets.Family) []ipsets.Member
-	remove  func(fam ipsets.Family) []ipsets.Member
+	add     func(fam ipsets.Family) []netfilter.Member
+	remove  func(fam ipsets.Family) []netfilter.Member
 	after   func(fam ipsets.Family) []string
 }
 
@@ -246,102 +248,102 @@ func pick(fam ipsets.Family, v4, v6 []string) []string {
 
 var typeCases = []typeCase{
 	{
-		typ: ipsets.HashIP,
-		initial: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{
-				ipsets.IPMember(addr(f, "10.0.0.1", "fd00::1")),
-				ipsets.IPMember(addr(f, "10.0.0.2", "fd00::2")),
-				ipsets.NetMember(pfx(f, "10.0.0.3/32", "fd00::3/128")),
+		typ: netfilter.HashIP,
+		initial: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{
+				netfilter.IPMember(addr(f, "10.0.0.1", "fd00::1")),
+				netfilter.IPMember(addr(f, "10.0.0.2", "fd00::2")),
+				netfilter.NetMember(pfx(f, "10.0.0.3/32", "fd00::3/128")),
 			}
 		},
 		want: func(f ipsets.Family) []string {
 			return pick(f, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, []string{"fd00::1", "fd00::2", "fd00::3"})
 		},
-		add: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{ipsets.IPMember(addr(f, "10.0.0.9", "fd00::9"))}
+		add: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{netfilter.IPMember(addr(f, "10.0.0.9", "fd00::9"))}
 		},
-		remove: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{ipsets.IPMember(addr(f, "10.0.0.1", "fd00::1"))}
+		remove: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{netfilter.IPMember(addr(f, "10.0.0.1", "fd00::1"))}
 		},
 		after: func(f ipsets.Family) []string {
 			return pick(f, []string{"10.0.0.2", "10.0.0.3", "10.0.0.9"}, []string{"fd00::2", "fd00::3", "fd00::9"})
 		},
 	},
 	{
-		typ: ipsets.HashNet,
-		initial: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{
-				ipsets.NetMember(pfx(f, "10.0.0.1/32", "fd00::1/128")),
-				ipsets.NetMember(pfx(f, "10.1.0.0/16", "fd00:1:2::/48")),
-				ipsets.NetMember(pfx(f, "10.2.0.0/24", "fd00:2::/64")),
+		typ: netfilter.HashNet,
+		initial: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{
+				netfilter.NetMember(pfx(f, "10.0.0.1/32", "fd00::1/128")),
+				netfilter.NetMember(pfx(f, "10.1.0.0/16", "fd00:1:2::/48")),
+				netfilter.NetMember(pfx(f, "10.2.0.0/24", "fd00:2::/64")),
 			}
 		},
 		want: func(f ipsets.Family) []string {
 			return pick(f, []string{"10.0.0.1", "10.1.0.0/16", "10.2.0.0/24"}, []string{"fd00::1", "fd00:1:2::/48", "fd00:2::/64"})
 		},
-		add: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{ipsets.NetMember(pfx(f, "192.168.0.0/16", "fd09::/32"))}
+		add: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{netfilter.NetMember(pfx(f, "192.168.0.0/16", "fd09::/32"))}
 		},
-		remove: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{ipsets.IPMember(addr(f, "10.0.0.1", "fd00::1"))}
+		remove: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{netfilter.IPMember(addr(f, "10.0.0.1", "fd00::1"))}
 		},
 		after: func(f ipsets.Family) []string {
 			return pick(f, []string{"10.1.0.0/16", "10.2.0.0/24", "192.168.0.0/16"}, []string{"fd00:1:2::/48", "fd00:2::/64", "fd09::/32"})
 		},
 	},
 	{
-		typ: ipsets.HashIPPort,
-		initial: func(f ipsets.Family) []ipsets.Member {
+		typ: netfilter.HashIPPort,
+		initial: func(f ipsets.Family) []netfilter.Member {
 			a := addr(f, "10.0.0.1", "fd00::1")
-			return []ipsets.Member{
-				ipsets.IPPortMember(a, ipsets.ProtocolTCP, 80),
-				ipsets.IPPortMember(a, ipsets.ProtocolUDP, 53),
-				ipsets.IPPortMember(a, ipsets.ProtocolSCTP, 9),
+			return []netfilter.Member{
+				netfilter.IPPortMember(a, netfilter.ProtoTCP, 80),
+				netfilter.IPPortMember(a, netfilter.ProtoUDP, 53),
+				netfilter.IPPortMember(a, netfilter.ProtoSCTP, 9),
 			}
 		},
 		want: func(f ipsets.Family) []string {
 			return pick(f, []string{"10.0.0.1,sctp:9", "10.0.0.1,tcp:80", "10.0.0.1,udp:53"}, []string{"fd00::1,sctp:9", "fd00::1,tcp:80", "fd00::1,udp:53"})
 		},
-		add: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{ipsets.IPPortMember(addr(f, "10.0.0.2", "fd00::2"), ipsets.ProtocolTCP, 443)}
+		add: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{netfilter.IPPortMember(addr(f, "10.0.0.2", "fd00::2"), netfilter.ProtoTCP, 443)}
 		},
-		remove: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{ipsets.IPPortMember(addr(f, "10.0.0.1", "fd00::1"), ipsets.ProtocolUDP, 53)}
+		remove: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{netfilter.IPPortMember(addr(f, "10.0.0.1", "fd00::1"), netfilter.ProtoUDP, 53)}
 		},
 		after: func(f ipsets.Family) []string {
 			return pick(f, []string{"10.0.0.1,sctp:9", "10.0.0.1,tcp:80", "10.0.0.2,tcp:443"}, []string{"fd00::1,sctp:9", "fd00::1,tcp:80", "fd00::2,tcp:443"})
 		},
 	},
 	{
-		typ: ipsets.HashNetNet,
-		initial: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{
-				ipsets.NetNetMember(pfx(f, "10.0.0.0/8", "fd00::/16"), pfx(f, "192.168.0.0/16", "fd01::/32")),
-				ipsets.NetNetMember(pfx(f, "10.0.0.1/32", "fd00::1/128"), pfx(f, "10.0.0.2/32", "fd00::2/128")),
+		typ: netfilter.HashNetNet,
+		initial: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{
+				netfilter.NetNetMember(pfx(f, "10.0.0.0/8", "fd00::/16"), pfx(f, "192.168.0.0/16", "fd01::/32")),
+				netfilter.NetNetMember(pfx(f, "10.0.0.1/32", "fd00::1/128"), pfx(f, "10.0.0.2/32", "fd00::2/128")),
 			}
 		},
 		want: func(f ipsets.Family) []string {
 			return pick(f, []string{"10.0.0.0/8,192.168.0.0/16", "10.0.0.1,10.0.0.2"}, []string{"fd00::/16,fd01::/32", "fd00::1,fd00::2"})
 		},
-		add: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{ipsets.NetNetMember(pfx(f, "172.16.0.0/12", "fd02::/24"), pfx(f, "172.16.0.0/12", "fd02::/24"))}
+		add: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{netfilter.NetNetMember(pfx(f, "172.16.0.0/12", "fd02::/24"), pfx(f, "172.16.0.0/12", "fd02::/24"))}
 		},
-		remove: func(f ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{ipsets.NetNetMember(pfx(f, "10.0.0.1/32", "fd00::1/128"), pfx(f, "10.0.0.2/32", "fd00::2/128"))}
+		remove: func(f ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{netfilter.NetNetMember(pfx(f, "10.0.0.1/32", "fd00::1/128"), pfx(f, "10.0.0.2/32", "fd00::2/128"))}
 		},
 		after: func(f ipsets.Family) []string {
 			return pick(f, []string{"10.0.0.0/8,192.168.0.0/16", "172.16.0.0/12,172.16.0.0/12"}, []string{"fd00::/16,fd01::/32", "fd02::/24,fd02::/24"})
 		},
 	},
 	{
-		typ: ipsets.BitmapPort,
-		rng: ipsets.PortRange{First: 1, Last: 1024},
-		initial: func(ipsets.Family) []ipsets.Member {
-			return []ipsets.Member{ipsets.PortMember(22), ipsets.PortMember(80), ipsets.PortMember(443)}
+		typ: netfilter.BitmapPort,
+		rng: netfilter.PortRange{First: 1, Last: 1024},
+		initial: func(ipsets.Family) []netfilter.Member {
+			return []netfilter.Member{netfilter.PortMember(22), netfilter.PortMember(80), netfilter.PortMember(443)}
 		},
 		want:   func(ipsets.Family) []string { return pick(0, []string{"22", "443", "80"}, nil) },
-		add:    func(ipsets.Family) []ipsets.Member { return []ipsets.Member{ipsets.PortMember(1024)} },
-		remove: func(ipsets.Family) []ipsets.Member { return []ipsets.Member{ipsets.PortMember(22)} },
+		add:    func(ipsets.Family) []netfilter.Member { return []netfilter.Member{netfilter.PortMember(1024)} },
+		remove: func(ipsets.Family) []netfilter.Member { return []netfilter.Member{netfilter.PortMember(22)} },
 		after:  func(ipsets.Family) []string { return pick(0, []string{"1024", "443", "80"}, nil) },
 	},
 }
@@ -350,9 +352,9 @@ var typeCases = []typeCase{
 // the test output and checks that the driver reports the absence as a clear
 // error, so the subtest still verifies something real; the type's behaviour
 // is covered by the fake (which runs as a kernel with every type).
-func unsupported(t *testing.T, e env, typ ipsets.SetType) bool {
+func unsupported(t *testing.T, e env, typ netfilter.SetType) bool {
 	t.Helper()
-	if typ != ipsets.HashNetNet || e.netnet {
+	if typ != netfilter.HashNetNet || e.netnet {
 		return false
 	}
 	t.Log("this kernel has no hash:net,net (CONFIG_IP_SET_HASH_NETNET is not set): checking the clear error; the type's behaviour is covered by the fake")
@@ -387,14 +389,14 @@ func scenarioEveryType(t *testing.T, e env) {
 					return
 				}
 				d, rec := newDriver(t, e, fam)
-				meta := ipsets.SetMetadata{Name: "s", Type: tc.typ, Range: tc.rng}
+				meta := netfilter.SetMetadata{Name: "s", Type: tc.typ, Range: tc.rng}
 				require.NoError(t, d.AddOrReplaceSet(meta, tc.initial(fam)))
 				apply(t, d)
 				ks, ok := e.read(t, prefixOf(fam)+"s")
 				require.True(t, ok)
 				assert.Equal(t, string(tc.typ), ks.typ)
-				if tc.typ == ipsets.BitmapPort {
-					assert.Equal(t, tc.rng.String(), ks.rng)
+				if tc.typ == netfilter.BitmapPort {
+					assert.Equal(t, fmt.Sprintf("%d-%d", tc.rng.First, tc.rng.Last), ks.rng)
 				} else {
 					assert.Equal(t, ipsets.FamilyName(fam), ks.family)
 					assert.Equal(t, "1048576", ks.maxelem)
@@ -428,13 +430,13 @@ func scenarioEveryType(t *testing.T, e env) {
 	}
 }
 
-func manyIPs(fam ipsets.Family, n int) []ipsets.Member {
-	out := make([]ipsets.Member, n)
+func manyIPs(fam ipsets.Family, n int) []netfilter.Member {
+	out := make([]netfilter.Member, n)
 	for i := range n {
 		if fam == ipsets.IPv6 {
-			out[i] = ipsets.IPMember(netip.AddrFrom16([16]byte{0: 0xfd, 14: byte(i >> 8), 15: byte(i)}))
+			out[i] = netfilter.IPMember(netip.AddrFrom16([16]byte{0: 0xfd, 14: byte(i >> 8), 15: byte(i)}))
 		} else {
-			out[i] = ipsets.IPMember(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}))
+			out[i] = netfilter.IPMember(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}))
 		}
 	}
 	return out
@@ -445,16 +447,16 @@ func scenarioSwapOnResize(t *testing.T, e env) {
 		t.Run(fam.String(), func(t *testing.T) {
 			d, rec := newDriver(t, e, fam)
 			members := manyIPs(fam, 300)
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 1000}, members))
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "ports", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 1, Last: 100}},
-				[]ipsets.Member{ipsets.PortMember(22)}))
+			require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 1000}, members))
+			require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "ports", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 1, Last: 100}},
+				[]netfilter.Member{netfilter.PortMember(22)}))
 			apply(t, d)
-			release := e.reference(t, prefixOf(fam)+"s", fam, ipsets.HashIP)
+			release := e.reference(t, prefixOf(fam)+"s", fam, netfilter.HashIP)
 			defer release()
 
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 2000}, members[:200]))
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "ports", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 1, Last: 2000}},
-				[]ipsets.Member{ipsets.PortMember(22), ipsets.PortMember(1500)}))
+			require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 2000}, members[:200]))
+			require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "ports", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 1, Last: 2000}},
+				[]netfilter.Member{netfilter.PortMember(22), netfilter.PortMember(1500)}))
 			rec.reset()
 			apply(t, d)
 			script := rec.last("restore")
@@ -478,17 +480,17 @@ func scenarioTypeChange(t *testing.T, e env) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	d, rec := newDriver(t, e, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
 	a := netip.MustParseAddr("10.0.0.1")
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "free", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(a)}))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "held", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(a)}))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "free", Type: netfilter.HashIP}, []netfilter.Member{netfilter.IPMember(a)}))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "held", Type: netfilter.HashIP}, []netfilter.Member{netfilter.IPMember(a)}))
 	apply(t, d)
-	release := e.reference(t, "np4-held", ipsets.IPv4, ipsets.HashIP)
+	release := e.reference(t, "np4-held", ipsets.IPv4, netfilter.HashIP)
 	defer release()
 
-	net := ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "free", Type: ipsets.HashNet}, []ipsets.Member{net}))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "held", Type: ipsets.HashNet}, []ipsets.Member{net}))
+	net := netfilter.NetMember(netip.MustParsePrefix("10.0.0.0/8"))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "free", Type: netfilter.HashNet}, []netfilter.Member{net}))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "held", Type: netfilter.HashNet}, []netfilter.Member{net}))
 	res, err := d.Apply(context.Background())
-	require.ErrorIs(t, err, ipsets.ErrSetInUse)
+	require.ErrorIs(t, err, netfilter.ErrSetInUse)
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	assert.Contains(t, err.Error(), "set np4-held: ")
 	assert.Equal(t, ipsets.DefaultRetryInterval, res.RetryAfter)
@@ -510,19 +512,19 @@ func scenarioTypeChange(t *testing.T, e env) {
 }
 
 func scenarioExternalEdits(t *testing.T, e env) {
-	var changes []ipsets.MemberChange
+	var changes []netfilter.MemberChange
 	d, _ := newDriver(t, e, ipsets.IPv4, func(o *ipsets.Options) {
-		o.OnMemberChange = func(c ipsets.MemberChange) { changes = append(changes, c) }
+		o.OnMemberChange = func(c netfilter.MemberChange) { changes = append(changes, c) }
 	})
 	e.cli(t, "create", "foreign", "hash:ip", "family", "inet")
 	e.cli(t, "add", "foreign", "192.0.2.1")
 	e.cli(t, "create", "np4-leftover", "hash:ip", "family", "inet")
 
 	ips := manyIPs(ipsets.IPv4, 3)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "a", Type: ipsets.HashIP}, ips))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "b", Type: ipsets.HashIP}, ips[:1]))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "c", Type: ipsets.HashIPPort},
-		[]ipsets.Member{ipsets.IPPortMember(ips[0].Addr(), ipsets.ProtocolTCP, 80)}))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "a", Type: netfilter.HashIP}, ips))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "b", Type: netfilter.HashIP}, ips[:1]))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "c", Type: netfilter.HashIPPort},
+		[]netfilter.Member{netfilter.IPPortMember(ips[0].Addr(), netfilter.ProtoTCP, 80)}))
 	apply(t, d)
 	assert.Equal(t, []string{"foreign", "np4-a", "np4-b", "np4-c"}, e.names(t), "the leftover set of ours is destroyed")
 	assert.Len(t, changes, 5)
@@ -548,8 +550,8 @@ func scenarioExternalEdits(t *testing.T, e env) {
 	assert.Equal(t, []string{"foreign", "np4-a", "np4-b", "np4-c"}, e.names(t))
 	ks, _ = e.read(t, "foreign")
 	assert.Equal(t, []string{"192.0.2.1"}, ks.members, "the foreign set is untouched")
-	assert.ElementsMatch(t, []ipsets.MemberChange{
-		{Set: "a", Member: ipsets.IPMember(netip.MustParseAddr("10.9.9.9")), Added: false},
+	assert.ElementsMatch(t, []netfilter.MemberChange{
+		{Set: "a", Member: netfilter.IPMember(netip.MustParseAddr("10.9.9.9")), Added: false},
 		{Set: "a", Member: ips[1], Added: true},
 		{Set: "b", Member: ips[0], Added: true},
 	}, changes)
@@ -560,10 +562,10 @@ func scenarioDeferredDeletion(t *testing.T, e env) {
 		t.Run(fam.String(), func(t *testing.T) {
 			clk := clock.NewFake(time.Unix(0, 0))
 			d, rec := newDriver(t, e, fam, func(o *ipsets.Options) { o.Clock = clk })
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "held", Type: ipsets.HashNet}, manyIPs(fam, 2)))
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "other", Type: ipsets.HashIP}, manyIPs(fam, 2)))
+			require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "held", Type: netfilter.HashNet}, manyIPs(fam, 2)))
+			require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "other", Type: netfilter.HashIP}, manyIPs(fam, 2)))
 			apply(t, d)
-			release := e.reference(t, prefixOf(fam)+"held", fam, ipsets.HashNet)
+			release := e.reference(t, prefixOf(fam)+"held", fam, netfilter.HashNet)
 			defer release()
 			require.NoError(t, d.RemoveSet("held"))
 			require.NoError(t, d.RemoveSet("other"))
@@ -580,7 +582,7 @@ func scenarioDeferredDeletion(t *testing.T, e env) {
 				}
 				res, err := d.ApplyDeletions(ctx)
 				require.ErrorIs(t, err, dataplane.ErrPartial, "a set in use fails alone, not the driver")
-				require.ErrorIs(t, err, ipsets.ErrSetInUse)
+				require.ErrorIs(t, err, netfilter.ErrSetInUse)
 				assert.Contains(t, err.Error(), "set "+prefixOf(fam)+"held: ")
 				waits = append(waits, res.RetryAfter)
 			}
@@ -606,12 +608,12 @@ func scenarioRestartAdoption(t *testing.T, e env) {
 			declare := func(d *ipsets.IPSets) {
 				t.Helper()
 				for _, tc := range typeCases {
-					if tc.typ == ipsets.HashNetNet && !e.netnet {
+					if tc.typ == netfilter.HashNetNet && !e.netnet {
 						continue
 					}
-					require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: strings.NewReplacer(":", "-", ",", "-").Replace(string(tc.typ)), Type: tc.typ, Range: tc.rng}, tc.initial(fam)))
+					require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: strings.NewReplacer(":", "-", ",", "-").Replace(string(tc.typ)), Type: tc.typ, Range: tc.rng}, tc.initial(fam)))
 				}
-				require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "big", Type: ipsets.HashIP, MaxSize: 5000}, manyIPs(fam, 2000)))
+				require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "big", Type: netfilter.HashIP, MaxSize: 5000}, manyIPs(fam, 2000)))
 			}
 			first, _ := newDriver(t, e, fam)
 			declare(first)
@@ -637,8 +639,8 @@ func scenarioRestartAdoption(t *testing.T, e env) {
 
 func scenarioFailureConverges(t *testing.T, e env) {
 	d, rec := newDriver(t, e, ipsets.IPv4)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "a", Type: ipsets.HashIP}, manyIPs(ipsets.IPv4, 100)))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "b", Type: ipsets.HashNet}, manyIPs(ipsets.IPv4, 100)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "a", Type: netfilter.HashIP}, manyIPs(ipsets.IPv4, 100)))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "b", Type: netfilter.HashNet}, manyIPs(ipsets.IPv4, 100)))
 	rec.break1 = true
 	_, err := d.Apply(context.Background())
 	require.ErrorIs(t, err, ipsets.ErrRestore)
@@ -668,8 +670,8 @@ func scenarioUnsupportedType(t *testing.T, e env) {
 	}
 	d, _ := newDriver(t, e, ipsets.IPv4)
 	p := netip.MustParsePrefix("10.0.0.0/8")
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "nn", Type: ipsets.HashNetNet}, []ipsets.Member{ipsets.NetNetMember(p, p)}))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "ok", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(p)}))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "nn", Type: netfilter.HashNetNet}, []netfilter.Member{netfilter.NetNetMember(p, p)}))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "ok", Type: netfilter.HashNet}, []netfilter.Member{netfilter.NetMember(p)}))
 	_, err := d.Apply(context.Background())
 	require.ErrorIs(t, err, ipsets.ErrRestore)
 	require.ErrorIs(t, err, dataplane.ErrPartial, "the set fails alone")
@@ -686,8 +688,8 @@ func scenarioForeignHeader(t *testing.T, e env) {
 	e.cli(t, "add", "np4-x", "10.0.0.1")
 	e.cli(t, "add", "np4-x", "10.0.0.2")
 	d, rec := newDriver(t, e, ipsets.IPv4)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "x", Type: ipsets.HashIP}, []ipsets.Member{
-		ipsets.IPMember(netip.MustParseAddr("10.0.0.1")), ipsets.IPMember(netip.MustParseAddr("10.0.0.3")),
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "x", Type: netfilter.HashIP}, []netfilter.Member{
+		netfilter.IPMember(netip.MustParseAddr("10.0.0.1")), netfilter.IPMember(netip.MustParseAddr("10.0.0.3")),
 	}))
 	apply(t, d)
 	assert.Contains(t, rec.last("restore"), "swap np4-x np4-~0\n")
@@ -704,7 +706,7 @@ func scenarioForeignHeader(t *testing.T, e env) {
 func scenarioMissingSets(t *testing.T, e env) {
 	d, rec := newDriver(t, e, ipsets.IPv6, func(o *ipsets.Options) { o.ResyncBudget = time.Nanosecond })
 	for _, name := range []string{"a", "b", "c"} {
-		require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: name, Type: ipsets.HashIP}, manyIPs(ipsets.IPv6, 3)))
+		require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: name, Type: netfilter.HashIP}, manyIPs(ipsets.IPv6, 3)))
 	}
 	apply(t, d)
 	e.cli(t, "destroy", "np6-b")
@@ -737,17 +739,17 @@ func scenarioOneBadSet(t *testing.T, e env) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	d, rec := newDriver(t, e, ipsets.IPv4, func(o *ipsets.Options) { o.Clock = clk })
 	ips := manyIPs(ipsets.IPv4, 4)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "a", Type: ipsets.HashIP}, ips[:1]))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "full", Type: ipsets.HashIP, MaxSize: 2}, ips[:1]))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "a", Type: netfilter.HashIP}, ips[:1]))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "full", Type: netfilter.HashIP, MaxSize: 2}, ips[:1]))
 	apply(t, d)
 	e.cli(t, "create", "np4-b", "hash:net", "family", "inet")
 	e.cli(t, "add", "np4-b", "192.0.2.0/24")
 	e.cli(t, "add", "np4-full", "192.0.2.9")
 
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "b", Type: ipsets.HashIP}, ips[:2]))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "b", Type: netfilter.HashIP}, ips[:2]))
 	require.NoError(t, d.AddMembers("a", ips[1:3]))
 	require.NoError(t, d.AddMembers("full", ips[1:2]))
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "c", Type: ipsets.HashIP}, ips))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "c", Type: netfilter.HashIP}, ips))
 	rec.reset()
 	ctx := context.Background()
 	res, err := d.Apply(ctx)
@@ -806,8 +808,8 @@ func scenarioHostBits(t *testing.T, e env) {
 	for _, fam := range families {
 		t.Run(fam.String(), func(t *testing.T) {
 			d, rec := newDriver(t, e, fam)
-			good := ipsets.NetMember(pfx(fam, "10.0.0.0/24", "fd00::/64"))
-			require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "n", Type: ipsets.HashNet}, []ipsets.Member{good}))
+			good := netfilter.NetMember(pfx(fam, "10.0.0.0/24", "fd00::/64"))
+			require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "n", Type: netfilter.HashNet}, []netfilter.Member{good}))
 			apply(t, d)
 			before, _ := e.read(t, prefixOf(fam)+"n")
 			rec.reset()
@@ -815,19 +817,19 @@ func scenarioHostBits(t *testing.T, e env) {
 			bad := pfx(fam, "10.0.0.1/24", "fd00::1/64")
 			for _, call := range []func() error{
 				func() error {
-					return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "n", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(bad)})
+					return d.AddOrReplaceSet(netfilter.SetMetadata{Name: "n", Type: netfilter.HashNet}, []netfilter.Member{netfilter.NetMember(bad)})
 				},
 				func() error {
-					return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "other", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(bad)})
+					return d.AddOrReplaceSet(netfilter.SetMetadata{Name: "other", Type: netfilter.HashNet}, []netfilter.Member{netfilter.NetMember(bad)})
 				},
-				func() error { return d.AddMembers("n", []ipsets.Member{ipsets.NetMember(bad)}) },
+				func() error { return d.AddMembers("n", []netfilter.Member{netfilter.NetMember(bad)}) },
 				func() error {
-					return d.AddOrReplaceSet(ipsets.SetMetadata{Name: "nn", Type: ipsets.HashNetNet}, []ipsets.Member{ipsets.NetNetMember(good.Prefix(), bad)})
+					return d.AddOrReplaceSet(netfilter.SetMetadata{Name: "nn", Type: netfilter.HashNetNet}, []netfilter.Member{netfilter.NetNetMember(good.Prefix(), bad)})
 				},
 			} {
 				err := call()
 				require.ErrorIs(t, err, ipfamily.ErrHostBits)
-				require.ErrorIs(t, err, ipsets.ErrInvalidMember)
+				require.ErrorIs(t, err, netfilter.ErrInvalidMember)
 				assert.Contains(t, err.Error(), bad.String()+" has host bits set")
 			}
 			apply(t, d)

@@ -18,8 +18,9 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipsets"
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // parseEntries reads the "Number of entries" of `ipset list -t` output.
@@ -47,11 +48,11 @@ func replay(t *testing.T, k *ipsetsfake.Kernel, script string, check func(line s
 }
 
 // ipRange returns n IPv4 members 10.b.x.y from index first.
-func ipRange(b byte, first, n int) []ipsets.Member {
-	out := make([]ipsets.Member, n)
+func ipRange(b byte, first, n int) []netfilter.Member {
+	out := make([]netfilter.Member, n)
 	for i := range n {
 		j := first + i
-		out[i] = ipsets.IPMember(netip.AddrFrom4([4]byte{10, b, byte(j >> 8), byte(j)}))
+		out[i] = netfilter.IPMember(netip.AddrFrom4([4]byte{10, b, byte(j >> 8), byte(j)}))
 	}
 	return out
 }
@@ -69,7 +70,7 @@ func TestUpdateNeverShrinksBelowOldAndNew(t *testing.T) {
 	cases := []struct {
 		name    string
 		maxSize int
-		next    []ipsets.Member
+		next    []netfilter.Member
 		swap    bool
 	}{
 		{"replace most", 0, append(ipRange(1, 0, 100), ipRange(2, 0, n-100)...), true},
@@ -84,7 +85,7 @@ func TestUpdateNeverShrinksBelowOldAndNew(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			meta := ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: tc.maxSize}
+			meta := netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: tc.maxSize}
 			d, k := newFake(t, ipsets.IPv4)
 			require.NoError(t, d.AddOrReplaceSet(meta, old))
 			apply(t, d)
@@ -159,32 +160,32 @@ func failRestoreAt(ns *kernelfake.Namespace, at *int) command.Runner {
 
 // addedOn returns the members that lines first to last (1-based) of
 // script add; each of them must be an add of a hash:ip member.
-func addedOn(t *testing.T, script string, first, last int) []ipsets.Member {
+func addedOn(t *testing.T, script string, first, last int) []netfilter.Member {
 	t.Helper()
 	lines := strings.Split(script, "\n")
 	require.GreaterOrEqual(t, len(lines), last, "script %q", script)
-	var out []ipsets.Member
+	var out []netfilter.Member
 	for _, line := range lines[first-1 : last] {
 		f := strings.Fields(line)
 		require.True(t, len(f) >= 3 && f[0] == "add", "line %q", line)
-		m, err := ipsets.ParseMember(ipsets.HashIP, f[2])
+		m, err := netfilter.ParseMember(netfilter.HashIP, f[2])
 		require.NoError(t, err)
 		out = append(out, m)
 	}
 	return out
 }
 
-func added(set string, ms []ipsets.Member) []ipsets.MemberChange {
-	out := make([]ipsets.MemberChange, len(ms))
+func added(set string, ms []netfilter.Member) []netfilter.MemberChange {
+	out := make([]netfilter.MemberChange, len(ms))
 	for i, m := range ms {
-		out[i] = ipsets.MemberChange{Set: set, Member: m, Added: true}
+		out[i] = netfilter.MemberChange{Set: set, Member: m, Added: true}
 	}
 	return out
 }
 
-func memberTexts(ms []ipsets.Member) []string {
+func memberTexts(ms []netfilter.Member) []string {
 	ms = slices.Clone(ms)
-	slices.SortFunc(ms, ipsets.Member.Compare)
+	slices.SortFunc(ms, netfilter.Member.Compare)
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.String()
@@ -197,17 +198,17 @@ func memberTexts(ms []ipsets.Member) []string {
 // failing line are read back and reported, the failing one and those
 // after it once the retry writes them: each member once, and the driver's
 // view of the kernel is the kernel's (nothing is left to write).
-func failedUpdate(t *testing.T, ms []ipsets.Member, at int) (*ipsets.IPSets, *ipsetsfake.Kernel, *clock.Fake, *[]ipsets.MemberChange) {
+func failedUpdate(t *testing.T, ms []netfilter.Member, at int) (*ipsets.IPSets, *ipsetsfake.Kernel, *clock.Fake, *[]netfilter.MemberChange) {
 	t.Helper()
 	clk := clock.NewFake(time.Unix(0, 0))
-	got := new([]ipsets.MemberChange)
+	got := new([]netfilter.MemberChange)
 	ns := kernelfake.New(kernelfake.Options{})
 	k := ns.IPSets()
 	failAt := 0
 	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: "np4-", Kernel: commands(failRestoreAt(ns, &failAt)), Clock: clk,
-		OnMemberChange: func(c ipsets.MemberChange) { *got = append(*got, c) }})
+		OnMemberChange: func(c netfilter.MemberChange) { *got = append(*got, c) }})
 	require.NoError(t, err)
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 10}, ms[:1]))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 10}, ms[:1]))
 	apply(t, d)
 	*got = nil
 
@@ -270,12 +271,12 @@ func TestFailedRestoreReportsWhatItWrote(t *testing.T) {
 	// written (nothing left to retry), the leftover waits for its destroy.
 	*got = nil
 	k.FailLine("destroy np4-~0", "")
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 20}, ms[:2]))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 20}, ms[:2]))
 	_, err := d.Apply(context.Background())
 	require.NoError(t, err, "the set was written before the failing line")
-	assert.ElementsMatch(t, []ipsets.MemberChange{{Set: "s", Member: ms[2], Added: false}, {Set: "s", Member: ms[3], Added: false}}, *got)
+	assert.ElementsMatch(t, []netfilter.MemberChange{{Set: "s", Member: ms[2], Added: false}, {Set: "s", Member: ms[3], Added: false}}, *got)
 	assert.Contains(t, k.Names(), "np4-~0")
-	require.NoError(t, d.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP, MaxSize: 30}, ms[:2]))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 30}, ms[:2]))
 	_, err = d.Apply(context.Background())
 	require.NoError(t, err)
 	assert.Contains(t, lastScript(k), "swap np4-s np4-~1\n", "the leftover's name is taken")

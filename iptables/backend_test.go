@@ -13,8 +13,8 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 func TestDetectBackend(t *testing.T) {
@@ -51,7 +51,7 @@ func TestDetectBackend(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns, k := newFake()
 			for _, r := range tc.rules {
-				require.NoError(t, k.Exec(r.b, r.v, append([]string{"-t", r.table}, r.args...)...))
+				require.NoError(t, k.Exec(iptablesfake.Backend(r.b), r.v, append([]string{"-t", r.table}, r.args...)...))
 			}
 			runner := command.RunnerFunc(func(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
 				if tc.missing != "" && strings.Contains(name, tc.missing) {

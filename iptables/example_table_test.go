@@ -12,8 +12,8 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -101,7 +101,7 @@ func ExampleTable_SetChains() {
 func ExampleTable_InsertRules() {
 	ns, k := newFake()
 	// Another agent's rule is already in INPUT.
-	_ = k.Exec(iptables.BackendNFT, ipfamily.IPv4, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP")
+	_ = k.Exec(iptablesfake.BackendNFT, ipfamily.IPv4, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP")
 
 	tbl, _ := iptables.New(iptables.Options{
 		Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT,
@@ -113,7 +113,7 @@ func ExampleTable_InsertRules() {
 	}})
 	_ = tbl.AppendRules("test", "INPUT", []netfilter.Rule{{Action: netfilter.Drop()}})
 	_, _ = tbl.Apply(context.Background())
-	for _, r := range k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT") {
+	for _, r := range k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT") {
 		fmt.Println(r)
 	}
 	// Output:
@@ -125,7 +125,7 @@ func ExampleTable_InsertRules() {
 func ExampleDetectBackend() {
 	ns, k := newFake()
 	// kubelet left its hint chain in the legacy mangle table.
-	_ = k.Exec(iptables.BackendLegacy, ipfamily.IPv4, "-t", "mangle", "-N", "KUBE-IPTABLES-HINT")
+	_ = k.Exec(iptablesfake.BackendLegacy, ipfamily.IPv4, "-t", "mangle", "-N", "KUBE-IPTABLES-HINT")
 
 	b, d, err := iptables.DetectBackend(context.Background(), ns)
 	fmt.Println(b, d.Reason, err)
@@ -159,7 +159,7 @@ func ExamplePartialError() {
 	if errors.As(err, &re) {
 		fmt.Printf("line %d: %s", re.Line, re.Stderr)
 	}
-	fmt.Println(len(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT")), len(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "OUTPUT")))
+	fmt.Println(len(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT")), len(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "OUTPUT")))
 	// Output:
 	// OUTPUT true 1s
 	// true 1s
@@ -180,13 +180,13 @@ func ExampleTable_QueueResync() {
 	_, _ = tbl.Apply(context.Background())
 
 	// Someone flushes POSTROUTING behind our back.
-	_ = k.Exec(iptables.BackendNFT, ipfamily.IPv4, "-t", "nat", "-F", "POSTROUTING")
+	_ = k.Exec(iptablesfake.BackendNFT, ipfamily.IPv4, "-t", "nat", "-F", "POSTROUTING")
 
 	// A resync (a dataplane.Loop queues one every ResyncInterval) re-reads
 	// and repairs it.
 	tbl.QueueResync()
 	_, _ = tbl.Apply(context.Background())
-	fmt.Println(len(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "nat", "POSTROUTING")), tbl.Stats().Restores)
+	fmt.Println(len(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "nat", "POSTROUTING")), tbl.Stats().Restores)
 	// Output: 1 2
 }
 

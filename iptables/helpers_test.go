@@ -2,9 +2,9 @@ package iptables_test
 
 import (
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 // runnerKernel is a kernel.Commands of a runner of the test's own (one

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -41,7 +41,7 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 	var sides [2]side
 	for i := range sides {
 		ns, k := newFake()
-		require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1/32", "-j", "DROP"))
+		require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "FORWARD", "-s", "192.0.2.1/32", "-j", "DROP"))
 		tbl := newTable(t, fakeOpts(ns))
 		if i == 1 {
 			iptables.PlanFullyForTest(tbl)
@@ -149,7 +149,7 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 				{"-A", "OUTPUT", "-j", names[rng.Intn(len(names))]},
 				{"-F", names[rng.Intn(len(names))]},
 			}[rng.Intn(3)]
-			do = func(s side) error { _ = s.k.Exec(b, v, args...); return nil }
+			do = func(s side) error { _ = s.k.Exec(iptablesfake.Backend(b), v, args...); return nil }
 		case op == 8:
 			do = func(s side) error { s.tbl.QueueResync(); return nil }
 		default:
@@ -172,7 +172,7 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 				errs[i] = err.Error()
 			}
 			inputs[i] = lastRestore(s.k)
-			saves[i] = s.k.Save(b, v, "filter")
+			saves[i] = s.k.Save(iptablesfake.Backend(b), v, "filter")
 		}
 		require.Equal(t, errs[0], errs[1], "step %d: Apply error", step)
 		require.Equal(t, inputs[1], inputs[0], "step %d: restore input", step)

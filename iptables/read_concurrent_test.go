@@ -14,7 +14,7 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -96,7 +96,7 @@ func TestApplyCancelledDuringConcurrentRead(t *testing.T) {
 			require.ErrorIs(t, r.err, context.Canceled)
 			assert.True(t, r.joinedOK, "the read had returned when Apply returned")
 			assert.Zero(t, k.Count(iptablesfake.OpRestore), "nothing written")
-			assert.Empty(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"))
+			assert.Empty(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT"))
 
 			// A later Apply converges.
 			if tc.honorCtx {
@@ -104,8 +104,8 @@ func TestApplyCancelledDuringConcurrentRead(t *testing.T) {
 			}
 			s.started = make(chan struct{}, 1)
 			apply(t, tbl)
-			assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
-			assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a"), 1)
+			assert.Len(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
+			assert.Len(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-a"), 1)
 		})
 	}
 }
@@ -140,5 +140,5 @@ func TestSaveFailureOfConcurrentReadIsReturned(t *testing.T) {
 	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
 	st := tbl.Stats()
 	assert.Equal(t, [2]int{2, 1}, [2]int{st.Saves, st.SaveErrors})
-	assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
+	assert.Len(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
 }

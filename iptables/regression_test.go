@@ -19,8 +19,8 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -39,15 +39,15 @@ func TestForeignRuleQuotingOurHashSurvives(t *testing.T) {
 			ns, k := newFake()
 			v := ipfamily.IPv4
 			for _, c := range []string{hostileComment, `"np:BBBBBBBBBBBBBBBB"`, "np:CCCCCCCCCCCCCCCC x", "-m comment --comment np:DDDDDDDDDDDDDDDD"} {
-				require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-m", "comment", "--comment", c, "-j", "ACCEPT"))
+				require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "INPUT", "-m", "comment", "--comment", c, "-j", "ACCEPT"))
 			}
-			foreign := k.Rules(b, v, "filter", "INPUT")
+			foreign := k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")
 			opts := fakeOpts(ns)
 			opts.Backend = b
 			tbl := newTable(t, opts)
 			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 			apply(t, tbl)
-			got := k.Rules(b, v, "filter", "INPUT")
+			got := k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")
 			require.Len(t, got, 5)
 			assert.Equal(t, foreign, got[1:], "the foreign rules are untouched")
 			require.NoError(t, tbl.InsertRules("test", "INPUT", nil))
@@ -56,7 +56,7 @@ func TestForeignRuleQuotingOurHashSurvives(t *testing.T) {
 			k.ResetCalls()
 			apply(t, tbl)
 			assert.Zero(t, k.Count(iptablesfake.OpRestore))
-			assert.Equal(t, foreign, k.Rules(b, v, "filter", "INPUT"))
+			assert.Equal(t, foreign, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"))
 		})
 	}
 }
@@ -82,7 +82,7 @@ func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
 			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 			apply(t, tbl)
 			foreign := []string{"-A", "OUTPUT", "-m", "comment", "--comment", "x -j ACCEPT", "-j", "np-a"}
-			require.NoError(t, k.Exec(b, v, foreign...))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, foreign...))
 
 			// Unwanted now: flushed and kept; the rest of the table is
 			// written.
@@ -93,17 +93,17 @@ func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
 			assert.Equal(t, time.Second, res.RetryAfter)
 			assert.Zero(t, tbl.Stats().RestoreErrors, "nothing was refused: the reference was seen")
-			assert.Contains(t, k.Chains(b, v, "filter"), "np-a")
-			assert.Empty(t, k.Rules(b, v, "filter", "np-a"))
-			assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
-			assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+			assert.Contains(t, k.Chains(iptablesfake.Backend(b), v, "filter"), "np-a")
+			assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-a"))
+			assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
+			assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT"), 1)
 
 			// The foreign rule goes; the retry deletes the chain.
 			foreign[0] = "-D"
-			require.NoError(t, k.Exec(b, v, foreign...))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, foreign...))
 			clk.Advance(time.Second)
 			apply(t, tbl)
-			assert.NotContains(t, k.Chains(b, v, "filter"), "np-a")
+			assert.NotContains(t, k.Chains(iptablesfake.Backend(b), v, "filter"), "np-a")
 		})
 	}
 }
@@ -137,9 +137,9 @@ func TestRefusedObjectIsLeftOut(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 6, re.Line)
 	assert.Contains(t, string(re.Stderr), "line 6 failed")
-	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "np-a")))
-	assert.Equal(t, []string{"-j np-a", "-j np-b"}, stripped(k.Rules(b, v, "filter", "INPUT")))
-	assert.Empty(t, k.Rules(b, v, "filter", "np-b"), "created empty: the jump to it is valid")
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "np-a")))
+	assert.Equal(t, []string{"-j np-a", "-j np-b"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
+	assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-b"), "created empty: the jump to it is valid")
 	st := tbl.Stats()
 	assert.Equal(t, [3]int{3, 2, 2}, [3]int{st.Restores, st.RestoreErrors, st.Saves}, "a failure, a re-read and the same failure, then the rest")
 
@@ -154,13 +154,13 @@ func TestRefusedObjectIsLeftOut(t *testing.T) {
 	res, err = tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"np-b": iptables.ErrRefused})
 	assert.Equal(t, 2*time.Second, res.RetryAfter)
-	assert.Empty(t, k.Rules(b, v, "filter", "np-b"))
+	assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-b"))
 
 	// A new declaration retries it at once; the kernel takes it now.
 	k.ClearFaults()
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{acceptFrom("10.65.0.0/16"), acceptFrom("10.67.0.0/16")}}))
 	apply(t, tbl)
-	assert.Equal(t, []string{"-s 10.65.0.0/16 -j ACCEPT", "-s 10.67.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "np-b")))
+	assert.Equal(t, []string{"-s 10.65.0.0/16 -j ACCEPT", "-s 10.67.0.0/16 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "np-b")))
 	tbl.QueueResync()
 	k.ResetCalls()
 	apply(t, tbl)
@@ -176,14 +176,14 @@ func TestRefusedHookKeepsItsKernelRules(t *testing.T) {
 	tbl := newTable(t, fakeOpts(ns))
 	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	apply(t, tbl)
-	before := k.ListRules(b, v, "filter", "FORWARD")
+	before := k.ListRules(iptablesfake.Backend(b), v, "filter", "FORWARD")
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "10.9.0.0/16"})
 	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.9.0.0/16"), acceptFrom("10.1.0.0/16")}))
 	require.NoError(t, tbl.AppendRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.2.0.0/16")}))
 	_, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"FORWARD": iptables.ErrRefused})
-	assert.Equal(t, before, k.ListRules(b, v, "filter", "FORWARD"))
-	assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Equal(t, before, k.ListRules(iptablesfake.Backend(b), v, "filter", "FORWARD"))
+	assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
 }
 
 // TestCommitTimeRefusalIsFoundByHalving: the legacy kernel checks rules
@@ -212,11 +212,11 @@ func TestCommitTimeRefusalIsFoundByHalving(t *testing.T) {
 			assert.Contains(t, err.Error(), "refused when the transaction was committed")
 			for i := range chains {
 				if i != 11 {
-					assert.Len(t, k.Rules(b, v, "filter", fmt.Sprintf("np-c%02d", i)), 1, "chain %d", i)
+					assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", fmt.Sprintf("np-c%02d", i)), 1, "chain %d", i)
 				}
 			}
-			assert.Empty(t, k.Rules(b, v, "filter", "np-c11"))
-			assert.Len(t, k.Rules(b, v, "filter", "INPUT"), chains)
+			assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-c11"))
+			assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"), chains)
 			// 17 objects: two failures (before and after the re-read), then
 			// at most two restores per halving, then the rest.
 			assert.LessOrEqual(t, tbl.Stats().Restores, 2+2*5+1)
@@ -247,15 +247,15 @@ func TestJumpToMissingChainIsIsolated(t *testing.T) {
 			require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{{Action: netfilter.Jump("KUBE-ALSO-MISSING")}}))
 			_, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
-			assert.Len(t, k.Rules(b, v, "filter", "np-b"), 1)
-			assert.Len(t, k.Rules(b, v, "filter", "INPUT"), 2)
+			assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-b"), 1)
+			assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"), 2)
 
-			require.NoError(t, k.Exec(b, v, "-N", "KUBE-MISSING"))
-			require.NoError(t, k.Exec(b, v, "-N", "KUBE-ALSO-MISSING"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-N", "KUBE-MISSING"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-N", "KUBE-ALSO-MISSING"))
 			clk.Advance(time.Second)
 			apply(t, tbl)
-			assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-j KUBE-MISSING"}, stripped(k.Rules(b, v, "filter", "np-a")))
-			assert.Equal(t, []string{"-j KUBE-ALSO-MISSING"}, stripped(k.Rules(b, v, "filter", "OUTPUT")))
+			assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-j KUBE-MISSING"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "np-a")))
+			assert.Equal(t, []string{"-j KUBE-ALSO-MISSING"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT")))
 		})
 	}
 }
@@ -270,7 +270,7 @@ func TestForeignChainGoneBeforeWriteIsIsolated(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			ns, k := newFake()
 			v := ipfamily.IPv4
-			require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-N", "KUBE-X"))
 			opts := fakeOpts(ns)
 			opts.Backend = b
 			tbl := newTable(t, opts)
@@ -279,13 +279,13 @@ func TestForeignChainGoneBeforeWriteIsIsolated(t *testing.T) {
 			k.OnCall(func(c iptablesfake.Call) {
 				if c.Op == iptablesfake.OpRestore {
 					k.OnCall(nil)
-					require.NoError(t, k.Exec(b, v, "-X", "KUBE-X"))
+					require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-X", "KUBE-X"))
 				}
 			})
 			_, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"INPUT": iptables.ErrRefused})
 			assert.Contains(t, err.Error(), "it jumps to KUBE-X, which the table does not have")
-			assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+			assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT"), 1)
 			st := tbl.Stats()
 			assert.Equal(t, [3]int{2, 1, 2}, [3]int{st.Restores, st.RestoreErrors, st.Saves})
 		})
@@ -377,7 +377,7 @@ func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
 		for _, changed := range []int{0, 2, 4} {
 			t.Run(fmt.Sprintf("%s/%d", group, changed), func(t *testing.T) {
 				ns, k := newFake()
-				require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+				require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 				tbl := newTable(t, fakeOpts(ns))
 				set := tbl.InsertRules
 				if group == "append" {
@@ -386,12 +386,12 @@ func TestChangingAnAppendedRuleRewritesOnlyIt(t *testing.T) {
 				rules := []netfilter.Rule{r(0), r(1), r(2), r(3), r(4)}
 				require.NoError(t, set("test", "FORWARD", rules))
 				apply(t, tbl)
-				before := k.ListRules(b, v, "filter", "FORWARD")
+				before := k.ListRules(iptablesfake.Backend(b), v, "filter", "FORWARD")
 
 				rules[changed] = r(9)
 				require.NoError(t, set("test", "FORWARD", rules))
 				apply(t, tbl)
-				after := k.ListRules(b, v, "filter", "FORWARD")
+				after := k.ListRules(iptablesfake.Backend(b), v, "filter", "FORWARD")
 				require.Len(t, after, 6)
 				kept := 0
 				for i := range after {
@@ -567,7 +567,7 @@ func TestChainInUseDeletedOnResync(t *testing.T) {
 			tbl := newTable(t, opts)
 			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
 			apply(t, tbl)
-			require.NoError(t, k.Exec(b, v, "-A", "OUTPUT", "-j", "np-a"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "OUTPUT", "-j", "np-a"))
 			require.NoError(t, tbl.RemoveChains("np-a"))
 			tbl.QueueResync()
 			res, err := tbl.Apply(context.Background())
@@ -581,15 +581,15 @@ func TestChainInUseDeletedOnResync(t *testing.T) {
 			res, err = tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
 			assert.Equal(t, 500*time.Millisecond, res.RetryAfter, "checking again is no retry")
-			assert.Contains(t, k.Chains(b, v, "filter"), "np-a")
+			assert.Contains(t, k.Chains(iptablesfake.Backend(b), v, "filter"), "np-a")
 
 			// The foreign rule goes; the next resync, before the retry is
 			// due, deletes the chain.
-			require.NoError(t, k.Exec(b, v, "-D", "OUTPUT", "-j", "np-a"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-D", "OUTPUT", "-j", "np-a"))
 			tbl.QueueResync()
 			res = apply(t, tbl)
 			assert.Zero(t, res.RetryAfter)
-			assert.NotContains(t, k.Chains(b, v, "filter"), "np-a")
+			assert.NotContains(t, k.Chains(iptablesfake.Backend(b), v, "filter"), "np-a")
 			assert.Zero(t, tbl.Stats().RestoreErrors)
 		})
 	}
@@ -615,14 +615,14 @@ func TestMissingForeignChainWrittenOnResync(t *testing.T) {
 			require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 			_, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
-			assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+			assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT"), 1)
 
-			require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
-			require.NoError(t, k.Exec(b, v, "-N", "KUBE-Y"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-N", "KUBE-X"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-N", "KUBE-Y"))
 			tbl.QueueResync()
 			apply(t, tbl)
-			assert.Equal(t, []string{"-g KUBE-X"}, stripped(k.Rules(b, v, "filter", "np-a")))
-			assert.Equal(t, []string{"-j np-a", "-j KUBE-Y"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+			assert.Equal(t, []string{"-g KUBE-X"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "np-a")))
+			assert.Equal(t, []string{"-j np-a", "-j KUBE-Y"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
 			assert.Zero(t, tbl.Stats().RestoreErrors)
 		})
 	}
@@ -663,16 +663,16 @@ func TestJumpDeclaredAfterReadIsChecked(t *testing.T) {
 			assert.Contains(t, err.Error(), "INPUT: change refused by the kernel: it jumps to KUBE-Y, which the table does not have")
 			st := tbl.Stats()
 			assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores - before.Restores, st.RestoreErrors - before.RestoreErrors}, "one restore, none refused")
-			assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "OUTPUT")))
-			assert.Empty(t, k.Rules(b, v, "filter", "np-a"), "created empty: jumps to it stay valid")
+			assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT")))
+			assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-a"), "created empty: jumps to it stay valid")
 
 			// Another agent creates a chain after the read; a jump to it
 			// declared now is written at once.
-			require.NoError(t, k.Exec(b, v, "-N", "KUBE-Z"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-N", "KUBE-Z"))
 			require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("KUBE-Z")}))
 			_, err = tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
-			assert.Equal(t, []string{"-j KUBE-Z"}, stripped(k.Rules(b, v, "filter", "FORWARD")))
+			assert.Equal(t, []string{"-j KUBE-Z"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")))
 			assert.Zero(t, tbl.Stats().RestoreErrors)
 		})
 	}
@@ -722,10 +722,10 @@ func TestSetMatchCheckedAtPlan(t *testing.T) {
 				assert.Contains(t, err.Error(), "np-fam: change refused by the kernel: it matches set np-other, which is "+otherName)
 				st := tbl.Stats()
 				assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores, st.RestoreErrors}, "one restore, none refused")
-				assert.Len(t, k.Rules(b, v, "filter", "np-good"), 2)
-				assert.Len(t, k.Rules(b, v, "filter", "INPUT"), 3)
-				assert.Empty(t, k.Rules(b, v, "filter", "np-set"), "created empty: the jump to it is valid")
-				assert.Empty(t, k.Rules(b, v, "filter", "OUTPUT"))
+				assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-good"), 2)
+				assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"), 3)
+				assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-set"), "created empty: the jump to it is valid")
+				assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT"))
 
 				// A set created after the listing, matched by a rule
 				// declared now: listed again, and written.
@@ -733,15 +733,15 @@ func TestSetMatchCheckedAtPlan(t *testing.T) {
 				require.NoError(t, tbl.AppendRules("test", "FORWARD", []netfilter.Rule{matchSet("np-new")}))
 				_, err = tbl.Apply(context.Background())
 				requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
-				assert.Len(t, k.Rules(b, v, "filter", "FORWARD"), 1)
+				assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD"), 1)
 
 				// The set appears: the next resync writes what matches it.
 				require.NoError(t, sets.Exec("create", "np-s", "hash:net", "family", family))
 				tbl.QueueResync()
 				_, err = tbl.Apply(context.Background())
 				requireObjects(t, err, map[string]error{"np-fam": iptables.ErrRefused})
-				assert.Len(t, k.Rules(b, v, "filter", "np-set"), 2)
-				assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+				assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-set"), 2)
+				assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT"), 1)
 				assert.Zero(t, tbl.Stats().RestoreErrors)
 			})
 		}
@@ -775,7 +775,7 @@ func TestSetListingFailureLeavesTheRestoreToJudge(t *testing.T) {
 	_, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused})
 	assert.Contains(t, err.Error(), "Set np-s doesn't exist.")
-	assert.Len(t, k.Rules(b, v, "filter", "np-good"), 1)
+	assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-good"), 1)
 	assert.Equal(t, 2, ipsetRuns, "once per read: the first, and the re-read after the refusal")
 
 	require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{matchSet}))

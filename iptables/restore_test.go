@@ -12,7 +12,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -48,7 +48,7 @@ func golden(t *testing.T, name, got string) {
 func TestGoldenRestoreInput(t *testing.T) {
 	ns, k := newFake()
 	b, v := iptables.BackendLegacy, ipfamily.IPv4
-	require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+	require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 	opts := fakeOpts(ns)
 	opts.Backend = b
 	tbl := newTable(t, opts)
@@ -110,6 +110,6 @@ func TestGoldenRestoreInput(t *testing.T) {
 		apply(t, tbl)
 		require.Zero(t, k.Count(iptablesfake.OpRestore), "step %s did not converge", step.name)
 	}
-	assert.Equal(t, []string{"-s 192.0.2.1/32 -j DROP"}, k.Rules(b, v, "filter", "FORWARD"))
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT"}, k.Chains(b, v, "filter"))
+	assert.Equal(t, []string{"-s 192.0.2.1/32 -j DROP"}, k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD"))
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT"}, k.Chains(iptablesfake.Backend(b), v, "filter"))
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -66,7 +66,7 @@ func FuzzResyncWritesNothing(f *testing.F) {
 		require.NoError(t, tbl.AppendRules("test", hook, nil))
 		require.NoError(t, tbl.RemoveChains("np-a"))
 		apply(t, tbl)
-		require.Empty(t, k.Rules(opts.Backend, v, table, string(hook)))
-		require.NotContains(t, k.Chains(opts.Backend, v, table), "np-a")
+		require.Empty(t, k.Rules(iptablesfake.Backend(opts.Backend), v, table, string(hook)))
+		require.NotContains(t, k.Chains(iptablesfake.Backend(opts.Backend), v, table), "np-a")
 	})
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 

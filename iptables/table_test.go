@@ -18,8 +18,8 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -141,14 +141,14 @@ func TestProgramsOnlyReferencedChains(t *testing.T) {
 		netfilter.Chain{Name: "np-forced", Rules: []netfilter.Rule{acceptFrom("10.2.0.0/16")}, ForceProgramming: true},
 	))
 	apply(t, tbl)
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, ipfamily.IPv4, "filter"),
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptablesfake.BackendNFT, ipfamily.IPv4, "filter"),
 		"only the forced chain is programmed while nothing jumps to the others")
 
 	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("np-top")}))
 	apply(t, tbl)
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-a", "np-forced", "np-top"}, k.Chains(iptables.BackendNFT, ipfamily.IPv4, "filter"))
-	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")))
-	assert.Equal(t, []string{"-j np-top"}, stripped(k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD")))
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-a", "np-forced", "np-top"}, k.Chains(iptablesfake.BackendNFT, ipfamily.IPv4, "filter"))
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-a")))
+	assert.Equal(t, []string{"-j np-top"}, stripped(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "FORWARD")))
 	st := tbl.Stats()
 	assert.Equal(t, 3, st.Chains)
 	assert.Equal(t, 4, st.Rules)
@@ -156,8 +156,8 @@ func TestProgramsOnlyReferencedChains(t *testing.T) {
 	// Unhooking removes the chains again, jump first.
 	require.NoError(t, tbl.InsertRules("test", "FORWARD", nil))
 	apply(t, tbl)
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptables.BackendNFT, ipfamily.IPv4, "filter"))
-	assert.Empty(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD"))
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-forced"}, k.Chains(iptablesfake.BackendNFT, ipfamily.IPv4, "filter"))
+	assert.Empty(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "FORWARD"))
 }
 
 func TestEveryRuleCarriesAPositionalHash(t *testing.T) {
@@ -166,7 +166,7 @@ func TestEveryRuleCarriesAPositionalHash(t *testing.T) {
 	same := acceptFrom("10.0.0.0/8")
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{same, same}, ForceProgramming: true}))
 	apply(t, tbl)
-	rules := k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")
+	rules := k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-a")
 	require.Len(t, rules, 2)
 	for _, r := range rules {
 		assert.True(t, ours(r), r)
@@ -208,7 +208,7 @@ func TestRestartAdoptsWithoutWriting(t *testing.T) {
 	for _, group := range []string{"insert", "append"} {
 		t.Run(group, func(t *testing.T) {
 			ns, k := newFake()
-			require.NoError(t, k.Exec(iptables.BackendNFT, ipfamily.IPv4, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+			require.NoError(t, k.Exec(iptablesfake.BackendNFT, ipfamily.IPv4, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 			declare := func(tbl *iptables.Table) {
 				require.NoError(t, tbl.SetChains(
 					netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8"), jump("np-b")}},
@@ -226,7 +226,7 @@ func TestRestartAdoptsWithoutWriting(t *testing.T) {
 			first := newTable(t, opts)
 			declare(first)
 			apply(t, first)
-			before := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD")
+			before := k.ListRules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "FORWARD")
 			k.ResetCalls()
 
 			second := newTable(t, opts)
@@ -234,7 +234,7 @@ func TestRestartAdoptsWithoutWriting(t *testing.T) {
 			apply(t, second)
 			assert.Equal(t, 0, k.Count(iptablesfake.OpRestore), "a restarted table adopts identical state without writing")
 			assert.Equal(t, 1, k.Count(iptablesfake.OpSave))
-			assert.Equal(t, before, k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD"))
+			assert.Equal(t, before, k.ListRules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "FORWARD"))
 		})
 	}
 }
@@ -248,13 +248,13 @@ func TestChangingOneRuleReplacesOnlyThatRule(t *testing.T) {
 	}
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: rules, ForceProgramming: true}))
 	apply(t, tbl)
-	before := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")
+	before := k.ListRules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-a")
 
 	changed := append([]netfilter.Rule(nil), rules...)
 	changed[9] = acceptFrom("10.9.9.0/24")
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: changed, ForceProgramming: true}))
 	apply(t, tbl)
-	after := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")
+	after := k.ListRules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-a")
 	require.Len(t, after, 10)
 	for i := range 9 {
 		assert.Equal(t, before[i], after[i], "rule %d is unchanged and keeps its identity (counters)", i)
@@ -270,10 +270,10 @@ func TestChangingOneRuleReplacesOnlyThatRule(t *testing.T) {
 	// Shrinking deletes from the end; growing appends.
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: rules[:7], ForceProgramming: true}))
 	apply(t, tbl)
-	assert.Equal(t, before[:7], k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a"))
+	assert.Equal(t, before[:7], k.ListRules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-a"))
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: rules, ForceProgramming: true}))
 	apply(t, tbl)
-	got := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-a")
+	got := k.ListRules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-a")
 	assert.Equal(t, before[:7], got[:7])
 	assert.Equal(t, stripped(specs(before)), stripped(specs(got)))
 }
@@ -298,8 +298,8 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 		t.Run(tc.group, func(t *testing.T) {
 			ns, k := newFake()
 			b, v := iptables.BackendNFT, ipfamily.IPv4
-			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
-			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.2", "-j", "DROP"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "FORWARD", "-s", "192.0.2.2", "-j", "DROP"))
 			tbl := newTable(t, fakeOpts(ns))
 			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
 			// declare sets our rules: inserted, or appended before the DROP.
@@ -313,10 +313,10 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 			}
 			declare(jump("np-fw"))
 			apply(t, tbl)
-			assert.Equal(t, tc.want, stripped(k.Rules(b, v, "filter", "FORWARD")))
+			assert.Equal(t, tc.want, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")))
 			foreign := func() []iptablesfake.Rule {
 				var out []iptablesfake.Rule
-				for _, r := range k.ListRules(b, v, "filter", "FORWARD") {
+				for _, r := range k.ListRules(iptablesfake.Backend(b), v, "filter", "FORWARD") {
 					if !ours(r.Spec) {
 						out = append(out, r)
 					}
@@ -334,11 +334,11 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 			// Another agent inserts at the top and appends at the bottom
 			// later; a resync puts ours back in place around them and
 			// leaves theirs.
-			require.NoError(t, k.Exec(b, v, "-I", "FORWARD", "1", "-s", "192.0.2.3", "-j", "ACCEPT"))
-			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.4", "-j", "ACCEPT"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-I", "FORWARD", "1", "-s", "192.0.2.3", "-j", "ACCEPT"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "FORWARD", "-s", "192.0.2.4", "-j", "ACCEPT"))
 			tbl.QueueResync()
 			apply(t, tbl)
-			got := stripped(k.Rules(b, v, "filter", "FORWARD"))
+			got := stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD"))
 			require.Len(t, got, 7)
 			assert.Equal(t, "-j DROP", got[6], "append rules stay last")
 			if tc.group == "insert" {
@@ -354,7 +354,7 @@ func TestForeignRulesInBuiltinChainSurvive(t *testing.T) {
 			require.NoError(t, tbl.AppendRules("test", "FORWARD", nil))
 			apply(t, tbl)
 			assert.Equal(t, []string{"-s 192.0.2.3/32 -j ACCEPT", "-s 192.0.2.1/32 -j DROP", "-s 192.0.2.2/32 -j DROP", "-s 192.0.2.4/32 -j ACCEPT"},
-				k.Rules(b, v, "filter", "FORWARD"))
+				k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD"))
 		})
 	}
 }
@@ -370,23 +370,23 @@ func TestRemovesLeftoverChainsAndRules(t *testing.T) {
 	))
 	require.NoError(t, old.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-old")}))
 	apply(t, old)
-	require.NoError(t, k.Exec(b, v, "-N", "KUBE-FOO"))
-	require.NoError(t, k.Exec(b, v, "-A", "KUBE-FOO", "-j", "ACCEPT"))
-	require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-j", "KUBE-FOO"))
+	require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-N", "KUBE-FOO"))
+	require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "KUBE-FOO", "-j", "ACCEPT"))
+	require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "INPUT", "-j", "KUBE-FOO"))
 
 	tbl := newTable(t, fakeOpts(ns))
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-new", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}}))
 	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-new")}))
 	apply(t, tbl)
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO", "np-new"}, k.Chains(b, v, "filter"))
-	assert.Equal(t, []string{"-j np-new", "-j KUBE-FOO"}, stripped(k.Rules(b, v, "filter", "INPUT")))
-	assert.Equal(t, []string{"-j ACCEPT"}, k.Rules(b, v, "filter", "KUBE-FOO"))
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO", "np-new"}, k.Chains(iptablesfake.Backend(b), v, "filter"))
+	assert.Equal(t, []string{"-j np-new", "-j KUBE-FOO"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
+	assert.Equal(t, []string{"-j ACCEPT"}, k.Rules(iptablesfake.Backend(b), v, "filter", "KUBE-FOO"))
 
 	// Chains and hooks all gone when nothing is declared.
 	empty := newTable(t, fakeOpts(ns))
 	apply(t, empty)
-	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO"}, k.Chains(b, v, "filter"))
-	assert.Equal(t, []string{"-j KUBE-FOO"}, k.Rules(b, v, "filter", "INPUT"))
+	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "KUBE-FOO"}, k.Chains(iptablesfake.Backend(b), v, "filter"))
+	assert.Equal(t, []string{"-j KUBE-FOO"}, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"))
 }
 
 func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
@@ -397,13 +397,13 @@ func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
 	tbl := newTable(t, opts)
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}))
 	apply(t, tbl)
-	require.NoError(t, k.Exec(b, v, "-A", "OUTPUT", "-j", "np-a"))
+	require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "OUTPUT", "-j", "np-a"))
 
 	// A foreign jump keeps a declared chain programmed even unforced…
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}}))
 	tbl.QueueResync()
 	apply(t, tbl)
-	assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "np-a")))
+	assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "np-a")))
 
 	// …and a removed chain that a foreign rule jumps to is flushed, not
 	// deleted (deleting it would fail the whole transaction); Apply says
@@ -412,9 +412,9 @@ func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
 	res, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
 	assert.Equal(t, time.Second, res.RetryAfter)
-	assert.Contains(t, k.Chains(b, v, "filter"), "np-a")
-	assert.Empty(t, k.Rules(b, v, "filter", "np-a"))
-	assert.Equal(t, []string{"-j np-a"}, k.Rules(b, v, "filter", "OUTPUT"))
+	assert.Contains(t, k.Chains(iptablesfake.Backend(b), v, "filter"), "np-a")
+	assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-a"))
+	assert.Equal(t, []string{"-j np-a"}, k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT"))
 	k.ResetCalls()
 	_, err = tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
@@ -428,10 +428,10 @@ func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
 	assert.Zero(t, k.Count(iptablesfake.OpRestore))
 
 	// Once the foreign jump is gone, the retry deletes the chain.
-	require.NoError(t, k.Exec(b, v, "-D", "OUTPUT", "-j", "np-a"))
+	require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-D", "OUTPUT", "-j", "np-a"))
 	clk.Advance(2 * time.Second)
 	apply(t, tbl)
-	assert.NotContains(t, k.Chains(b, v, "filter"), "np-a")
+	assert.NotContains(t, k.Chains(iptablesfake.Backend(b), v, "filter"), "np-a")
 }
 
 // requireObjects checks that err is a partial failure naming exactly the
@@ -466,28 +466,28 @@ func TestDriftRepairedOnResync(t *testing.T) {
 	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("np-a")}))
 	res := apply(t, tbl)
 	assert.Zero(t, res.RetryAfter, "no periodic refresh of its own")
-	want := k.Save(b, v, "filter")
+	want := k.Save(iptablesfake.Backend(b), v, "filter")
 
 	drifts := []struct {
 		name  string
 		drift func()
 	}{
 		{"our rule deleted from a built-in chain", func() {
-			require.NoError(t, k.Exec(b, v, "-D", "FORWARD", k.Rules(b, v, "filter", "FORWARD")[0]))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-D", "FORWARD", k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")[0]))
 		}},
-		{"our chain flushed", func() { require.NoError(t, k.Exec(b, v, "-F", "np-a")) }},
-		{"one rule of our chain deleted", func() { require.NoError(t, k.Exec(b, v, "-D", "np-a", "1")) }},
-		{"foreign rule added to our chain", func() { require.NoError(t, k.Exec(b, v, "-I", "np-a", "2", "-j", "DROP")) }},
-		{"empty rule inserted in our chain", func() { require.NoError(t, k.Exec(b, v, "-I", "np-a", "1")) }},
+		{"our chain flushed", func() { require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-F", "np-a")) }},
+		{"one rule of our chain deleted", func() { require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-D", "np-a", "1")) }},
+		{"foreign rule added to our chain", func() { require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-I", "np-a", "2", "-j", "DROP")) }},
+		{"empty rule inserted in our chain", func() { require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-I", "np-a", "1")) }},
 		{"the whole table flushed", func() {
-			require.NoError(t, k.Exec(b, v, "-F"))
-			require.NoError(t, k.Exec(b, v, "-X"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-F"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-X"))
 		}},
 	}
 	for _, d := range drifts {
 		t.Run(d.name, func(t *testing.T) {
 			d.drift()
-			require.NotEqual(t, want, k.Save(b, v, "filter"))
+			require.NotEqual(t, want, k.Save(iptablesfake.Backend(b), v, "filter"))
 			// Without a resync nothing runs, however long it has been.
 			k.ResetCalls()
 			clk.Advance(time.Hour)
@@ -497,7 +497,7 @@ func TestDriftRepairedOnResync(t *testing.T) {
 			// A resync re-reads and repairs.
 			tbl.QueueResync()
 			apply(t, tbl)
-			assert.Equal(t, want, k.Save(b, v, "filter"))
+			assert.Equal(t, want, k.Save(iptablesfake.Backend(b), v, "filter"))
 			assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
 		})
 	}
@@ -525,10 +525,10 @@ func TestPostWriteRechecksCatchAClobber(t *testing.T) {
 
 	// Someone flushes INPUT; the second recheck repairs it and restarts
 	// the schedule.
-	require.NoError(t, k.Exec(b, v, "-F", "INPUT"))
+	require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-F", "INPUT"))
 	clk.Advance(10 * time.Second)
 	res = apply(t, tbl)
-	assert.Len(t, k.Rules(b, v, "filter", "INPUT"), 1)
+	assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"), 1)
 	assert.Equal(t, time.Second, res.RetryAfter)
 
 	// After the last recheck nothing is due: periodic resync is the
@@ -568,7 +568,7 @@ func TestWholeRestoreFailureIsReturned(t *testing.T) {
 	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore), "no retry inside Apply: the loop owns it")
 
 	apply(t, tbl)
-	assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
+	assert.Len(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
 	st := tbl.Stats()
 	assert.Equal(t, [2]int{2, 1}, [2]int{st.Restores, st.RestoreErrors})
 	assert.Equal(t, 2, st.Saves, "the next Apply re-read")
@@ -583,7 +583,7 @@ func TestSaveFailure(t *testing.T) {
 	require.ErrorIs(t, err, iptables.ErrSave)
 	assert.Zero(t, k.Count(iptablesfake.OpRestore))
 	apply(t, tbl)
-	assert.Len(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
+	assert.Len(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
 }
 
 func TestApplyStopsWhenContextEnds(t *testing.T) {
@@ -614,12 +614,12 @@ func TestConcurrentWriterBetweenSaveAndRestore(t *testing.T) {
 	k.OnCall(func(c iptablesfake.Call) {
 		if c.Op == iptablesfake.OpRestore {
 			k.OnCall(nil)
-			require.NoError(t, k.Exec(b, v, "-D", "INPUT", "2"))
-			require.NoError(t, k.Exec(b, v, "-I", "INPUT", "1", "-j", "ACCEPT"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-D", "INPUT", "2"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-I", "INPUT", "1", "-j", "ACCEPT"))
 		}
 	})
 	apply(t, tbl)
-	assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT", "-j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT", "-j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
 	assert.Equal(t, 1, tbl.Stats().RestoreErrors, "the first restore failed and the retry converged")
 }
 
@@ -631,12 +631,12 @@ func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
 	apply(t, tbl)
 	// Someone re-appends a copy of our first rule (as restore --noflush of
 	// an old dump would).
-	first := k.Rules(b, v, "filter", "INPUT")[0]
-	require.NoError(t, k.Restore(b, v, "*filter\n-A INPUT "+first+"\nCOMMIT\n", true))
-	require.Len(t, k.Rules(b, v, "filter", "INPUT"), 3)
+	first := k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")[0]
+	require.NoError(t, k.Restore(iptablesfake.Backend(b), v, "*filter\n-A INPUT "+first+"\nCOMMIT\n", true))
+	require.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"), 3)
 	tbl.QueueResync()
 	apply(t, tbl)
-	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
 }
 
 // TestInsertAndAppendSwitch moves our rules from the top of a built-in
@@ -645,18 +645,18 @@ func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
 func TestInsertAndAppendSwitch(t *testing.T) {
 	ns, k := newFake()
 	b, v := iptables.BackendNFT, ipfamily.IPv4
-	require.NoError(t, k.Exec(b, v, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP"))
+	require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "INPUT", "-s", "192.0.2.1", "-j", "DROP"))
 	declare := func(set func(*iptables.Table, string, netfilter.Hook, []netfilter.Rule) error) {
 		tbl := newTable(t, fakeOpts(ns))
 		require.NoError(t, set(tbl, "test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}))
 		apply(t, tbl)
 	}
 	declare((*iptables.Table).InsertRules)
-	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 192.0.2.1/32 -j DROP"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 192.0.2.1/32 -j DROP"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
 	declare((*iptables.Table).AppendRules)
-	assert.Equal(t, []string{"-s 192.0.2.1/32 -j DROP", "-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Equal(t, []string{"-s 192.0.2.1/32 -j DROP", "-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
 	declare((*iptables.Table).InsertRules)
-	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 192.0.2.1/32 -j DROP"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT", "-s 192.0.2.1/32 -j DROP"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
 }
 
 func TestBadInputChangesNothing(t *testing.T) {
@@ -665,7 +665,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	good := netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}, ForceProgramming: true}
 	require.NoError(t, tbl.SetChains(good))
 	apply(t, tbl)
-	saved := k.Save(iptables.BackendNFT, ipfamily.IPv4, "filter")
+	saved := k.Save(iptablesfake.BackendNFT, ipfamily.IPv4, "filter")
 	k.ResetCalls()
 
 	tests := []struct {
@@ -712,7 +712,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			require.ErrorIs(t, err, tc.want)
 			apply(t, tbl)
 			assert.Zero(t, k.Count(iptablesfake.OpAny), "nothing changed, so nothing runs")
-			assert.Equal(t, saved, k.Save(iptables.BackendNFT, ipfamily.IPv4, "filter"))
+			assert.Equal(t, saved, k.Save(iptablesfake.BackendNFT, ipfamily.IPv4, "filter"))
 		})
 	}
 }
@@ -749,11 +749,11 @@ func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
 			assert.Zero(t, res.RetryAfter, "no retry of its own: only a new declaration helps")
 			// Everything else is written; the held chain exists, empty,
 			// so that the jumps to it are valid.
-			assert.Equal(t, []string{"-j np-a"}, stripped(k.Rules(b, v, "filter", "INPUT")))
-			assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(b, v, "filter", "OUTPUT")))
+			assert.Equal(t, []string{"-j np-a"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
+			assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT")))
 			for name := range tc.held {
-				assert.Contains(t, k.Chains(b, v, "filter"), name)
-				assert.Empty(t, k.Rules(b, v, "filter", name))
+				assert.Contains(t, k.Chains(iptablesfake.Backend(b), v, "filter"), name)
+				assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", name))
 			}
 			k.ResetCalls()
 			_, err = tbl.Apply(context.Background())
@@ -775,8 +775,8 @@ func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
 	require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	_, err := tbl.Apply(context.Background())
 	requireObjects(t, err, map[string]error{"INPUT": iptables.ErrUnknownChain})
-	assert.Empty(t, k.Rules(b, v, "filter", "INPUT"))
-	assert.Len(t, k.Rules(b, v, "filter", "OUTPUT"), 1)
+	assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"))
+	assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT"), 1)
 
 	// An unreferenced loop is not programmed, so it is no error.
 	ns, k = newFake()
@@ -784,15 +784,15 @@ func TestUnknownChainAndLoopAreIsolated(t *testing.T) {
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{jump("np-b")}}, netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{jump("np-a")}}))
 	apply(t, tbl)
 	// Foreign chains may be jumped to; the kernel checks they exist.
-	require.NoError(t, k.Exec(b, v, "-N", "KUBE-X"))
+	require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-N", "KUBE-X"))
 	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("KUBE-X")}))
 	apply(t, tbl)
-	assert.Equal(t, []string{"-j KUBE-X"}, stripped(k.Rules(b, v, "filter", "INPUT")))
+	assert.Equal(t, []string{"-j KUBE-X"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
 }
 
 func TestIncompatibleTable(t *testing.T) {
 	ns, k := newFake()
-	require.NoError(t, k.SetIncompatible(iptables.BackendNFT, ipfamily.IPv4, "filter", true))
+	require.NoError(t, k.SetIncompatible(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", true))
 	tbl := newTable(t, fakeOpts(ns))
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrIncompatible)
@@ -825,7 +825,7 @@ func TestTablesAreIndependent(t *testing.T) {
 		for _, v := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			for _, name := range []string{"filter", "nat", "mangle", "raw"} {
 				chain := firstHook[name]
-				assert.Equal(t, []string{"-j RETURN"}, stripped(k.Rules(b, v, name, string(chain))), "%s %v %s", b, v, name)
+				assert.Equal(t, []string{"-j RETURN"}, stripped(k.Rules(iptablesfake.Backend(b), v, name, string(chain))), "%s %v %s", b, v, name)
 			}
 		}
 	}
@@ -878,7 +878,7 @@ func TestCustomHashPrefix(t *testing.T) {
 	require.NoError(t, c.InsertRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
 	apply(t, a)
 	apply(t, c)
-	rules := k.Rules(b, v, "filter", "FORWARD")
+	rules := k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")
 	require.Len(t, rules, 2)
 	assert.Contains(t, rules[0], `--comment "cc:`)
 	assert.Contains(t, rules[1], "--comment aa_x", "a prefix of plain characters is printed unquoted")
@@ -897,8 +897,8 @@ func TestIPv6Table(t *testing.T) {
 	tbl := newTable(t, opts)
 	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("2001:db8::/32")}))
 	apply(t, tbl)
-	assert.Equal(t, []string{"-s 2001:db8::/32 -j ACCEPT"}, stripped(k.Rules(iptables.BackendNFT, ipfamily.IPv6, "filter", "INPUT")))
-	assert.Empty(t, k.Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT"))
+	assert.Equal(t, []string{"-s 2001:db8::/32 -j ACCEPT"}, stripped(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv6, "filter", "INPUT")))
+	assert.Empty(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT"))
 	require.ErrorIs(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{acceptFrom("10.0.0.0/8")}), netfilter.ErrWrongFamily)
 }
 
@@ -935,20 +935,20 @@ func TestBuiltinChainEditsKeepUnchangedRules(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ns, k := newFake()
-			require.NoError(t, k.Exec(b, v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
+			require.NoError(t, k.Exec(iptablesfake.Backend(b), v, "-A", "FORWARD", "-s", "192.0.2.1", "-j", "DROP"))
 			tbl := newTable(t, fakeOpts(ns))
 			require.NoError(t, tbl.InsertRules("test", "FORWARD", tc.before))
 			require.NoError(t, tbl.AppendRules("test", "FORWARD", tc.backBefore))
 			apply(t, tbl)
 			before := map[uint64]bool{}
-			for _, r := range k.ListRules(b, v, "filter", "FORWARD") {
+			for _, r := range k.ListRules(iptablesfake.Backend(b), v, "filter", "FORWARD") {
 				before[r.Serial] = true
 			}
 			require.NoError(t, tbl.InsertRules("test", "FORWARD", tc.after))
 			require.NoError(t, tbl.AppendRules("test", "FORWARD", tc.backAfter))
 			apply(t, tbl)
 			created := 0
-			for _, r := range k.ListRules(b, v, "filter", "FORWARD") {
+			for _, r := range k.ListRules(iptablesfake.Backend(b), v, "filter", "FORWARD") {
 				if !before[r.Serial] {
 					created++
 				}
@@ -968,7 +968,7 @@ func TestBuiltinChainEditsKeepUnchangedRules(t *testing.T) {
 				require.NoError(t, err)
 				want = append(want, strings.Join(args, " "))
 			}
-			assert.Equal(t, want, stripped(k.Rules(b, v, "filter", "FORWARD")))
+			assert.Equal(t, want, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")))
 			tbl.QueueResync()
 			k.ResetCalls()
 			apply(t, tbl)
@@ -986,7 +986,7 @@ func TestBuiltinChainRepairsStrayRules(t *testing.T) {
 	require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.1.0.0/16"), acceptFrom("10.2.0.0/16")}))
 	require.NoError(t, tbl.AppendRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.3.0.0/16"), acceptFrom("10.4.0.0/16")}))
 	apply(t, tbl)
-	want := k.Rules(b, v, "filter", "FORWARD")
+	want := k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")
 
 	// A stale rule of ours from an old declaration (rendered through a
 	// throwaway fake), put in the middle and in the trailing run, and a
@@ -995,10 +995,10 @@ func TestBuiltinChainRepairsStrayRules(t *testing.T) {
 	old := newTable(t, fakeOpts(ns2))
 	require.NoError(t, old.AppendRules("test", "FORWARD", []netfilter.Rule{acceptFrom("10.9.0.0/16")}))
 	apply(t, old)
-	stale := k2.Rules(b, v, "filter", "FORWARD")[0]
-	require.NoError(t, k.Restore(b, v, "*filter\n-I FORWARD 2 -j ACCEPT\n-I FORWARD 4 "+stale+"\n-A FORWARD "+stale+"\nCOMMIT\n", true))
+	stale := k2.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")[0]
+	require.NoError(t, k.Restore(iptablesfake.Backend(b), v, "*filter\n-I FORWARD 2 -j ACCEPT\n-I FORWARD 4 "+stale+"\n-A FORWARD "+stale+"\nCOMMIT\n", true))
 	tbl.QueueResync()
 	apply(t, tbl)
-	got := k.Rules(b, v, "filter", "FORWARD")
+	got := k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")
 	assert.Equal(t, []string{want[0], want[1], "-j ACCEPT", want[2], want[3]}, got)
 }

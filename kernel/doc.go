@@ -10,7 +10,9 @@
 // for links, addresses and conntrack, and a duplicate of the namespace
 // descriptor, through which it runs binaries (Runner), sysctl reads and
 // writes, and any other work that must happen inside the namespace (Do:
-// google/nftables, wgctrl, BPF attachments). Sockets are opened on first
+// wgctrl, BPF attachments). It also opens NETLINK_NETFILTER sockets inside
+// the namespace for package nftables (OpenNFTablesSocket, the NFTables
+// capability), each for its caller to keep. Sockets are opened on first
 // use, each from a thread inside the namespace. It keeps no kernel state
 // of its own and has no opinion about which objects are whose: ownership
 // is the drivers' business.

@@ -293,21 +293,20 @@ func ExampleNamespace_Runner() {
 	fmt.Println(string(out), err)
 }
 
-// NFTables returns a google/nftables connection whose socket lives in the
-// namespace. It needs root.
-func ExampleNamespace_NFTables() {
+// OpenNFTablesSocket opens a netfilter netlink socket inside the
+// namespace, for package nftables (its Options.Kernel takes the
+// Namespace). It needs root.
+func ExampleNamespace_OpenNFTablesSocket() {
 	ns, err := kernel.Open("/run/netns/blue")
 	if err != nil {
 		return
 	}
 	defer ns.Close()
-	c, err := ns.NFTables()
+	s, err := ns.OpenNFTablesSocket()
 	if err != nil {
 		return
 	}
-	defer c.CloseLasting()
-	tables, err := c.ListTables()
-	fmt.Println(len(tables), err)
+	defer s.Close()
 }
 
 // Subscribe streams changes; every Resync (the first event, and one after

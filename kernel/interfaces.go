@@ -237,6 +237,7 @@ type Kernel interface {
 	Events
 	Commands
 	Doer
+	NFTables
 }
 
 // EventKinds selects what a subscription streams; combine with |.

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -231,7 +230,7 @@ func threadIn(fd int) bool {
 }
 
 // Do runs fn on an OS thread locked inside the namespace and returns its
-// error: sockets fn creates stay in the namespace (google/nftables, wgctrl,
+// error: sockets fn creates stay in the namespace (wgctrl,
 // BPF attachments), and /proc/sys/net and /proc/thread-self/net show the
 // namespace. The calling goroutine's thread never changes namespace. fn
 // must not call runtime.Goexit (t.FailNow) nor Close.
@@ -262,24 +261,6 @@ func (r nsRunner) Run(ctx context.Context, stdin io.Reader, name string, args ..
 	}
 	defer r.ns.release()
 	return command.NetNS{FD: r.ns.fd}.Run(ctx, stdin, name, args...)
-}
-
-// NFTables returns a google/nftables connection to the namespace. It is a
-// lasting connection: its socket is opened now, inside the namespace, and
-// keeps working there after ns is closed; release it with CloseLasting.
-// After CloseLasting it fails instead of opening a new socket (it would
-// have no namespace descriptor it could trust).
-func (ns *Namespace) NFTables() (*nftables.Conn, error) {
-	if err := ns.acquire(context.Background()); err != nil {
-		return nil, err
-	}
-	defer ns.release()
-	c, err := nftables.New(nftables.WithNetNSFd(ns.fd), nftables.AsLasting())
-	if err != nil {
-		return nil, fmt.Errorf("kernel: nftables connection: %w", err)
-	}
-	c.NetNS = -1 // a later dial fails (setns on -1) instead of using a stale descriptor
-	return c, nil
 }
 
 // rtnl returns the route socket, opened in the namespace on first use.

@@ -39,6 +39,12 @@ func (ns *Namespace) FD() int { return -1 }
 // Do fails with ErrNotSupported.
 func (ns *Namespace) Do(fn func() error) error { return errOS }
 
+// OpenNFTablesSocket fails with ErrNotSupported.
+func (ns *Namespace) OpenNFTablesSocket() (NFTablesSocket, error) { return nil, errOS }
+
+// OpenNFTablesSocket fails with ErrNotSupported: nf_tables is Linux's.
+func OpenNFTablesSocket() (NFTablesSocket, error) { return nil, errOS }
+
 // Runner returns a runner that fails with ErrNotSupported.
 func (ns *Namespace) Runner() command.Runner { return command.NetNS{FD: -1} }
 

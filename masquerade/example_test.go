@@ -11,6 +11,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/masquerade"
 )
 
@@ -43,7 +44,7 @@ func Example() {
 	masq, _ := ns.IPSets().Members(m.MasqPoolsSet())
 	fmt.Println(m.AllPoolsSet(), all)
 	fmt.Println(m.MasqPoolsSet(), masq)
-	for _, r := range ns.IPTables().Rules(iptables.BackendNFT, ipfamily.IPv4, "nat", "npm-masq") {
+	for _, r := range ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "nat", "npm-masq") {
 		fmt.Println(r)
 	}
 	// Output:

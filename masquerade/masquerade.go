@@ -10,7 +10,6 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -41,7 +40,7 @@ type Options struct {
 	Family ipfamily.Family
 	// Sets is the family's ip set driver (an *ipsets.IPSets); the Manager
 	// declares its two sets there.
-	Sets ipsets.Sets
+	Sets netfilter.Sets
 	// Table is the family's nat table (an *iptables.Table of the "nat"
 	// table, or any other netfilter.Table writer of source NAT); the
 	// Manager declares Chain there and, unless Jump is JumpNone, its jump
@@ -206,17 +205,17 @@ func (m *Manager) CompleteDeferredWork(context.Context) error {
 
 func (m *Manager) declare() error {
 	if m.dirty {
-		var all, masq []ipsets.Member
+		var all, masq []netfilter.Member
 		for _, p := range m.sortedPools() {
-			all = append(all, ipsets.NetMember(p.CIDR))
+			all = append(all, netfilter.NetMember(p.CIDR))
 			if p.Masquerade {
-				masq = append(masq, ipsets.NetMember(p.CIDR))
+				masq = append(masq, netfilter.NetMember(p.CIDR))
 			}
 		}
-		if err := m.o.Sets.AddOrReplaceSet(ipsets.SetMetadata{Name: m.o.AllPoolsSet, Type: ipsets.HashNet}, all); err != nil {
+		if err := m.o.Sets.AddOrReplaceSet(netfilter.SetMetadata{Name: m.o.AllPoolsSet, Type: netfilter.HashNet}, all); err != nil {
 			return err
 		}
-		if err := m.o.Sets.AddOrReplaceSet(ipsets.SetMetadata{Name: m.o.MasqPoolsSet, Type: ipsets.HashNet}, masq); err != nil {
+		if err := m.o.Sets.AddOrReplaceSet(netfilter.SetMetadata{Name: m.o.MasqPoolsSet, Type: netfilter.HashNet}, masq); err != nil {
 			return err
 		}
 		m.log.Debug("masquerade: pools declared", "pools", len(all), "masquerading", len(masq))

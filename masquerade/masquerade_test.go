@@ -16,8 +16,8 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -62,7 +62,7 @@ func (r *rig) members(set string) []string {
 }
 
 func (r *rig) rules(chain string) []string {
-	return r.ns.IPTables().Rules(iptables.BackendNFT, r.f, "nat", chain)
+	return r.ns.IPTables().Rules(iptablesfake.BackendNFT, r.f, "nat", chain)
 }
 
 var (
@@ -188,7 +188,7 @@ func TestOptions(t *testing.T) {
 func TestJumpPlacementAndNoRandomFully(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
 	ipt := ns.IPTables()
-	require.NoError(t, ipt.Exec(iptables.BackendNFT, ipfamily.IPv4, "-t", "nat", "-A", "POSTROUTING", "-o", "eth9", "-j", "ACCEPT"))
+	require.NoError(t, ipt.Exec(iptablesfake.BackendNFT, ipfamily.IPv4, "-t", "nat", "-A", "POSTROUTING", "-o", "eth9", "-j", "ACCEPT"))
 
 	r := newRigOn(t, ns, ipfamily.IPv4, func(o *masquerade.Options) { o.Jump = masquerade.JumpAppend; o.NoRandomFully = true })
 	r.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true})

@@ -34,6 +34,17 @@
 // POSTROUTING) where a table puts rules of its own before or after
 // everyone else's.
 //
+// Sets are part of the model too: a SetMetadata (a SetType such as
+// hash:ip or bitmap:port, a family, a size or a PortRange) and its
+// Members, built from net/netip (IPMember, NetMember, IPPortMember with a
+// Proto, NetNetMember, PortMember, ParseMember) in a canonical form that
+// can be a map key. Sets is the interface of a set backend — the kernel's
+// ip sets (package ipsets) or the sets of an nftables table
+// (nftables.IPSets) — and SetMetadata.Normalize and CheckMember are the
+// checks every backend makes, so that they refuse the same input with the
+// same sentinels (ErrInvalidMember, ErrUnknownSetType, …). A MatchSet
+// matches a set by its kernel name (Sets.KernelName).
+//
 // # How it is used
 //
 // A manager takes a Table — the interface, not a backend — declares chains
@@ -56,9 +67,8 @@
 //		return m.tbl.InsertRules("np", netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
 //	}
 //
-// *iptables.Table implements Table today (iptables.New picks the iptables
-// table, IP family and backend); the nftables writer is to implement it
-// too.
+// *iptables.Table (iptables.New picks the iptables table, IP family and
+// backend) and *nftables.Table implement Table.
 //
 // # What it never touches
 //

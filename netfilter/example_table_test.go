@@ -9,6 +9,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -46,7 +47,7 @@ func Example() {
 	if _, err := tbl.Apply(context.Background()); err != nil {
 		panic(err)
 	}
-	for _, r := range ns.IPTables().Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "np-web") {
+	for _, r := range ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-web") {
 		fmt.Println(r)
 	}
 

@@ -12,7 +12,7 @@ const MaxHashPrefixLength = 32
 // HashPrefixFor returns the hash prefix a writer derives from its chain
 // prefix when it is given none: the chain prefix without a trailing "-",
 // then ":" ("np-" gives "np:"). Package iptables and package nftables
-// both derive it so, and nftables.RemoveIPTablesLeftovers finds the rules
+// both derive it so, and nfmigrate.RemoveLeftovers finds the rules
 // of an iptables Table by it.
 func HashPrefixFor(chainPrefix string) string {
 	return strings.TrimSuffix(chainPrefix, "-") + ":"

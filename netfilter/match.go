@@ -152,6 +152,9 @@ func Port(n uint16) PortRange { return PortRange{First: n, Last: n} }
 // Ports returns the range first to last, both included.
 func Ports(first, last uint16) PortRange { return PortRange{First: first, Last: last} }
 
+// Contains reports whether port lies in the range.
+func (r PortRange) Contains(port uint16) bool { return port >= r.First && port <= r.Last }
+
 // String returns "80" for a single port and "1000:2000" for a range.
 func (r PortRange) String() string {
 	if r.First == r.Last {

@@ -14,6 +14,10 @@ func TestEnumText(t *testing.T) {
 		"HookPrerouting": netfilter.HookPrerouting, "HookInput": netfilter.HookInput, "HookForward": netfilter.HookForward,
 		"HookOutput": netfilter.HookOutput, "HookPostrouting": netfilter.HookPostrouting,
 	})
+	textformtest.Enum(t, ".", map[string]netfilter.SetType{
+		"HashIP": netfilter.HashIP, "HashNet": netfilter.HashNet, "HashIPPort": netfilter.HashIPPort,
+		"HashNetNet": netfilter.HashNetNet, "BitmapPort": netfilter.BitmapPort,
+	})
 	textformtest.Enum(t, ".", map[string]netfilter.Direction{"Src": netfilter.Src, "Dst": netfilter.Dst})
 	textformtest.Enum(t, ".", map[string]netfilter.Proto{
 		"ProtoICMP": netfilter.ProtoICMP, "ProtoTCP": netfilter.ProtoTCP, "ProtoUDP": netfilter.ProtoUDP,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // maxRounds bounds the transactions one Apply sends after refusals: each
@@ -108,7 +109,7 @@ func (t *Table) wholeFailure(err error) error {
 
 // apply reads the kernel when needed and writes the difference; wrote
 // reports a committed transaction.
-func (t *Table) apply(ctx context.Context, s Socket, now time.Time) (wrote bool, err error) {
+func (t *Table) apply(ctx context.Context, s kernel.NFTablesSocket, now time.Time) (wrote bool, err error) {
 	if t.kern != nil && t.verify {
 		gen, err := t.genID(s)
 		if err != nil {
@@ -137,7 +138,7 @@ func (t *Table) apply(ctx context.Context, s Socket, now time.Time) (wrote bool,
 }
 
 // write plans and sends rounds until one commits.
-func (t *Table) write(ctx context.Context, s Socket, now time.Time, rebuild bool) (wrote bool, err error) {
+func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Time, rebuild bool) (wrote bool, err error) {
 	if rebuild {
 		t.opts.Logger.Warn("rebuilding the table in one transaction", "failuresInARow", t.wholeFailures)
 		t.statsMu.Lock()
@@ -274,7 +275,7 @@ func (t *Table) replan(obj string, scope map[string]bool) {
 // overlaps the kernel's. One transaction is in flight at a time, and
 // commitAll returns after it, with the picture updated with every
 // committed transaction.
-func (t *Table) commitAll(ctx context.Context, s Socket, p *planner, x *txn, chunks [][]elemAdd, holds map[string]hold, probe map[string]bool, now time.Time, committed func()) (refused bool, err error) {
+func (t *Table) commitAll(ctx context.Context, s kernel.NFTablesSocket, p *planner, x *txn, chunks [][]elemAdd, holds map[string]hold, probe map[string]bool, now time.Time, committed func()) (refused bool, err error) {
 	k := p.k
 	var done *txn // committed, not yet in the picture
 	update := func() {
@@ -329,7 +330,7 @@ type sendResult struct {
 // the sequence numbers, the receive buffer and the stats, so that it runs
 // on a goroutine of its own while the caller works on the next
 // transaction.
-func (t *Table) transmit(s Socket, x *txn) (r sendResult) {
+func (t *Table) transmit(s kernel.NFTablesSocket, x *txn) (r sendResult) {
 	if r.gen0, r.err = t.genID(s); r.err != nil {
 		return r
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
 )
@@ -18,8 +19,8 @@ import (
 // the Table's own cost, without the kernel's.
 type nullKernel struct{}
 
-func (nullKernel) Do(fn func() error) error                     { return fn() }
-func (nullKernel) OpenNFTablesSocket() (nftables.Socket, error) { return &nullSocket{}, nil }
+func (nullKernel) Do(fn func() error) error                           { return fn() }
+func (nullKernel) OpenNFTablesSocket() (kernel.NFTablesSocket, error) { return &nullSocket{}, nil }
 
 type nullSocket struct {
 	gen uint32

@@ -18,9 +18,10 @@ import (
 	"github.com/nodeplane/nodeplane/internal/testkit/drivertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	nf "github.com/nodeplane/nodeplane/netfilter"
 	. "github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
 // TestConformance runs the driver conformance suite on a fake namespace.
@@ -34,7 +35,7 @@ func TestKernelConformance(t *testing.T) { drivertest.Run(t, drivertest.Kernel, 
 // of the namespace) and counts and fails the writes that go through it. A
 // Table writes through a netfilter socket of its own instead, so the
 // adapter below gives it one to the same namespace (the namespace itself,
-// or an nftablesfake.Namespace standing for a kernelfake one) and mirrors
+// or the nftablesfake.Namespace of a kernelfake one) and mirrors
 // every transaction as a write through the Recorder: the run of
 // `nft -f /dev/null`, which writes nothing, which the Recorder counts, and
 // which it fails when told to, and then the transaction is not sent. So
@@ -47,8 +48,8 @@ func TestKernelConformance(t *testing.T) { drivertest.Run(t, drivertest.Kernel, 
 var confNS = struct {
 	sync.Mutex
 	next int
-	by   map[int]Kernel
-}{by: map[int]Kernel{}}
+	by   map[int]kernel.NFTables
+}{by: map[int]kernel.NFTables{}}
 
 const confMarker = "net.core.somaxconn"
 
@@ -56,9 +57,14 @@ func confRegister(t testing.TB, k kernel.Kernel) {
 	confNS.Lock()
 	confNS.next++
 	id := confNS.next
-	var nk Kernel = nftablesfake.New()
-	if real, ok := k.(Kernel); ok {
-		nk = real // a *kernel.Namespace
+	var nk kernel.NFTables
+	switch k := k.(type) {
+	case *kernelfake.Namespace:
+		nk = k.NFTables() // the fake's nf_tables, which the suite inspects
+	case kernel.NFTables:
+		nk = k // a *kernel.Namespace
+	default:
+		t.Fatalf("the suite's namespace %T has no nf_tables", k)
 	}
 	confNS.by[id] = nk
 	confNS.Unlock()
@@ -67,7 +73,7 @@ func confRegister(t testing.TB, k kernel.Kernel) {
 	}
 }
 
-func confLookup(k kernel.Kernel) (Kernel, error) {
+func confLookup(k kernel.Kernel) (kernel.NFTables, error) {
 	v, err := k.Sysctl(context.Background(), confMarker)
 	if err != nil {
 		return nil, err
@@ -88,22 +94,20 @@ func confLookup(k kernel.Kernel) (Kernel, error) {
 // mirrored is the Kernel a Table gets in the suite: the namespace's
 // nf_tables, its transactions mirrored through the Recorder.
 type mirrored struct {
-	k   Kernel
+	k   kernel.NFTables
 	rec kernel.Commands
 }
 
-func (m *mirrored) Do(fn func() error) error { return m.k.Do(fn) }
-
-func (m *mirrored) OpenNFTablesSocket() (Socket, error) {
+func (m *mirrored) OpenNFTablesSocket() (kernel.NFTablesSocket, error) {
 	s, err := OpenSocket(m.k)
 	if err != nil {
 		return nil, err
 	}
-	return &mirrorSocket{Socket: s, rec: m.rec}, nil
+	return &mirrorSocket{NFTablesSocket: s, rec: m.rec}, nil
 }
 
 type mirrorSocket struct {
-	Socket
+	kernel.NFTablesSocket
 	rec kernel.Commands
 }
 
@@ -114,7 +118,7 @@ func (s *mirrorSocket) Send(b []byte) error {
 			return fmt.Errorf("transaction not sent: %w", err)
 		}
 	}
-	return s.Socket.Send(b)
+	return s.NFTablesSocket.Send(b)
 }
 
 // confVariant is one Table identity: a family and a role.

@@ -6,7 +6,7 @@
 // manager written once runs on either backend; and it adds what only
 // nftables has: named sets (addresses, address . protocol . port
 // concatenations, ranges of addresses and ports) and verdict maps that
-// dispatch in one lookup. IPSets is the ipsets.Sets over a Table's sets,
+// dispatch in one lookup. IPSets is the netfilter.Sets over a Table's sets,
 // which the node managers take for the sets their rules match.
 //
 // # What a Table owns
@@ -139,10 +139,10 @@
 // # Sets for the node managers: IPSets
 //
 // The node managers (masquerade, hostips, the overlays…) declare their sets
-// on an ipsets.Sets and match them in rules by its KernelName. On this
+// on a netfilter.Sets and match them in rules by its KernelName. On this
 // backend the rules match the sets of their own table, so the Sets is an
 // *IPSets, made on the Table that holds the rules: NewIPSets(tbl,
-// IPSetsOptions{Prefix: "np4-"}). It implements ipsets.Sets, validating as
+// IPSetsOptions{Prefix: "np4-"}). It implements netfilter.Sets, validating as
 // package ipsets does (a bad name, an unknown type, a member of the other
 // family or of the wrong shape is refused with the same ipsets sentinels
 // and changes nothing), and declares each set on the Table at once, so
@@ -159,25 +159,26 @@
 // It holds hash:ip (a set of addresses), hash:net (an interval set of
 // prefixes), hash:ip,port (address . protocol . port) and bitmap:port (ports;
 // a rule matching it needs a tcp, udp or sctp protocol criterion), in
-// either family; hash:net,net is refused (ipsets.ErrUnknownType), since the
+// either family; hash:net,net is refused (netfilter.ErrUnknownSetType), since the
 // kernel's sets of concatenated ranges refuse the overlapping pairs an ip
 // set holds. A set that the Table's rules still use when it is removed
 // waits until they stop using it (see IPSets.RemoveSet).
 //
 // # Switching backend
 //
-// A node changes backend with one option of its agent. Moving to this
-// package, call RemoveIPTablesLeftovers once with the iptables Tables'
-// ChainPrefix: it removes their chains and hash-commented rules from both
-// iptables backends. Moving back to package iptables, call RemoveTable for
-// each table this package owned.
+// A node changes backend with one option of its agent. Once, before its
+// loop starts, the agent calls nfmigrate.RemoveLeftovers with the backend
+// it keeps: moving to this package, it removes the iptables Tables' chains
+// and hash-commented rules from both iptables backends; moving back to
+// package iptables, it removes the tables this package owned (RemoveTable).
 //
 // # Namespaces and tests
 //
-// Options.Kernel is the namespace: a *kernel.Namespace opens the Table's
-// netfilter socket inside it (kernel.Namespace.Do) once; Close releases
-// it. Unit tests hand the Table an nftablesfake.Namespace, which serves the
-// same netlink conversation from memory.
+// Options.Kernel is the namespace, through its kernel.NFTables capability:
+// a *kernel.Namespace opens the Table's netfilter socket inside it once
+// (kernel.Namespace.OpenNFTablesSocket); Close releases it. Unit tests hand
+// the Table a kernelfake.Namespace (or its nftablesfake.Namespace alone),
+// which serves the same netlink conversation from memory.
 //
 // # What it never touches
 //

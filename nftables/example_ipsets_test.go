@@ -10,24 +10,23 @@ import (
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
 func ExampleNewIPSets() {
 	ns := nftablesfake.New() // a *kernel.Namespace in an agent
 	tbl, _ := nftables.New(nftables.Options{Name: "np-filter", Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: ns})
 	defer tbl.Close()
-	// The ipsets.Sets a manager takes, its sets in the Table's own table.
-	var sets ipsets.Sets
+	// The netfilter.Sets a manager takes, its sets in the Table's own table.
+	var sets netfilter.Sets
 	sets, err := nftables.NewIPSets(tbl, nftables.IPSetsOptions{Prefix: "np4-"})
 	if err != nil {
 		panic(err)
 	}
-	err = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "allowed", Type: ipsets.HashNet},
-		[]ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
+	err = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "allowed", Type: netfilter.HashNet},
+		[]netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("10.0.0.0/8"))})
 	if err != nil {
 		panic(err)
 	}
@@ -40,20 +39,20 @@ func ExampleNewIPSets() {
 
 	// One member more: one element written.
 	ns.ResetCounts()
-	_ = sets.AddMembers("allowed", []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("192.168.0.0/16"))})
+	_ = sets.AddMembers("allowed", []netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("192.168.0.0/16"))})
 	_, _ = tbl.Apply(context.Background())
 	_, _, requests, _ := ns.Counts()
 	fmt.Println(requests)
 
 	// Validated as package ipsets validates.
-	err = sets.AddMembers("allowed", []ipsets.Member{ipsets.NetMember(netip.MustParsePrefix("fd00::/8"))})
-	fmt.Println(errors.Is(err, ipsets.ErrWrongFamily))
+	err = sets.AddMembers("allowed", []netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("fd00::/8"))})
+	fmt.Println(errors.Is(err, netfilter.ErrWrongFamily))
 	fmt.Println(err)
 	// Output:
 	// [np4-allowed] [10.0.0.0 11.0.0.0 [end]]
 	// 1
 	// true
-	// nftables: invalid element allowed: member 0: wrong address family: fd00::/8 is IPv6, the set is IPv4
+	// nftables: invalid element allowed: member 0: wrong IP family: fd00::/8 is IPv6, the set is IPv4
 }
 
 func ExampleIPSets_RemoveSet() {
@@ -61,7 +60,7 @@ func ExampleIPSets_RemoveSet() {
 	tbl, _ := nftables.New(nftables.Options{Name: "np-filter", Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: ns})
 	defer tbl.Close()
 	sets, _ := nftables.NewIPSets(tbl, nftables.IPSetsOptions{})
-	_ = sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "hosts", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(netip.MustParseAddr("10.0.0.1"))})
+	_ = sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "hosts", Type: netfilter.HashIP}, []netfilter.Member{netfilter.IPMember(netip.MustParseAddr("10.0.0.1"))})
 	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("hosts")}, Action: netfilter.Accept()}})
 	pass := func() error {
 		// A pass of a dataplane.Loop, managers done: sets, table, deletions.
@@ -75,7 +74,7 @@ func ExampleIPSets_RemoveSet() {
 	// The set is no longer desired, but a rule still uses it: it waits.
 	_ = sets.RemoveSet("hosts")
 	err := pass()
-	fmt.Println(sets.Names(), ns.Sets(nftablesfake.IPv4, "np-filter"), errors.Is(err, dataplane.ErrPartial), errors.Is(err, ipsets.ErrSetInUse))
+	fmt.Println(sets.Names(), ns.Sets(nftablesfake.IPv4, "np-filter"), errors.Is(err, dataplane.ErrPartial), errors.Is(err, netfilter.ErrSetInUse))
 
 	// The rule goes: so does the set, in the same transaction.
 	_ = tbl.InsertRules("test", netfilter.HookInput, nil)

@@ -7,18 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
 func ExampleNew() {
@@ -203,22 +200,6 @@ func ExampleRemoveTable() {
 	fmt.Println(err, ns.Tables(0))
 	// Output:
 	// <nil> []
-}
-
-func ExampleRemoveIPTablesLeftovers() {
-	ns := kernelfake.New(kernelfake.Options{}) // its Runner serves the iptables binaries
-	ipt, _ := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns})
-	_ = ipt.SetChains(netfilter.Chain{Name: "np-fw", Rules: []netfilter.Rule{{Action: netfilter.Accept()}}})
-	_ = ipt.InsertRules("test", netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
-	_, _ = ipt.Apply(context.Background())
-
-	// The agent moves to package nftables: what its iptables Tables left
-	// goes, in both backends and families.
-	err := nftables.RemoveIPTablesLeftovers(context.Background(), ns, "np-", "")
-	out, _ := ns.Runner().Run(context.Background(), nil, "iptables-nft-save", "-t", "filter")
-	fmt.Println(err, strings.Contains(string(out), "np-"))
-	// Output:
-	// <nil> false
 }
 
 func ExampleBaseChain() {

@@ -13,16 +13,17 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // fakeOpts returns options for an IPv4 filter table "np" on k, with a fake
 // clock and without rechecks (tests that need them set them).
-func fakeOpts(k nftables.Kernel) nftables.Options {
+func fakeOpts(k kernel.NFTables) nftables.Options {
 	return nftables.Options{
 		Name:             "np",
 		Family:           ipfamily.IPv4,

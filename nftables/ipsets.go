@@ -11,7 +11,6 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -23,11 +22,11 @@ type IPSetsOptions struct {
 	// sets apart from those the Table's owner declares with SetSets and
 	// from those of another IPSets on the same Table. Letters, digits and
 	// "_.:-", not starting with "-"; with the set's name, at most
-	// ipsets.MaxNameLength bytes. Empty means no prefix.
+	// netfilter.MaxNameLength bytes. Empty means no prefix.
 	Prefix string
 }
 
-// IPSets is the ipsets.Sets of a Table: the node managers' sets (hash:ip,
+// IPSets is the netfilter.Sets of a Table: the node managers' sets (hash:ip,
 // hash:net, hash:ip,port and bitmap:port) as named nftables sets of the
 // Table's own table, where its rules match them with netfilter.MatchSet
 // (a native nftables table looks up its own sets, not the kernel's ip
@@ -61,12 +60,12 @@ type IPSets struct {
 
 // nftIPSet is one desired set.
 type nftIPSet struct {
-	meta    ipsets.SetMetadata // normalized
-	members map[ipsets.Member]struct{}
+	meta    netfilter.SetMetadata // normalized
+	members map[netfilter.Member]struct{}
 }
 
 var (
-	_ ipsets.Sets     = (*IPSets)(nil)
+	_ netfilter.Sets  = (*IPSets)(nil)
 	_ dataplane.Named = (*IPSets)(nil)
 )
 
@@ -78,10 +77,10 @@ func NewIPSets(tbl *Table, opts IPSetsOptions) (*IPSets, error) {
 	}
 	if p := opts.Prefix; p != "" {
 		if !validIPSetName(p) {
-			return nil, errs.Also(fmt.Errorf("%w: IPSets prefix %q (use ASCII letters, digits and \"_.:-\", not starting with \"-\")", ErrInvalidOptions, p), ipsets.ErrInvalidName)
+			return nil, errs.Also(fmt.Errorf("%w: IPSets prefix %q (use ASCII letters, digits and \"_.:-\", not starting with \"-\")", ErrInvalidOptions, p), netfilter.ErrInvalidSetName)
 		}
-		if len(p) >= ipsets.MaxNameLength {
-			return nil, errs.Also(fmt.Errorf("%w: IPSets prefix %q leaves no room for a set name (%d bytes in all)", ErrInvalidOptions, p, ipsets.MaxNameLength), ipsets.ErrNameTooLong)
+		if len(p) >= netfilter.MaxNameLength {
+			return nil, errs.Also(fmt.Errorf("%w: IPSets prefix %q leaves no room for a set name (%d bytes in all)", ErrInvalidOptions, p, netfilter.MaxNameLength), netfilter.ErrSetNameTooLong)
 		}
 	}
 	return &IPSets{tbl: tbl, family: tbl.opts.Family, prefix: opts.Prefix,
@@ -125,9 +124,9 @@ func (s *IPSets) KernelName(name string) (string, error) {
 // of concatenated ranges refuse overlapping pairs, which an ip set holds.
 // MaxSize bounds the members as in package ipsets; nothing of it reaches
 // the kernel. A change of Type while the Table's rules use the set is
-// refused (ipsets.ErrSetInUse and ErrSetInUse): change the rules first.
+// refused (netfilter.ErrSetInUse and ErrSetInUse): change the rules first.
 // Bad input is an error and nothing changes.
-func (s *IPSets) AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error {
+func (s *IPSets) AddOrReplaceSet(meta netfilter.SetMetadata, members []netfilter.Member) error {
 	meta, err := s.normalize(meta)
 	if err != nil {
 		return err
@@ -135,15 +134,15 @@ func (s *IPSets) AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Membe
 	if err := checkMembers(&meta, members); err != nil {
 		return err
 	}
-	uniq := make(map[ipsets.Member]struct{}, len(members))
+	uniq := make(map[netfilter.Member]struct{}, len(members))
 	for _, m := range members {
 		uniq[m] = struct{}{}
 	}
-	if meta.Type != ipsets.BitmapPort && len(uniq) > meta.MaxSize {
-		return errs.Also(fmt.Errorf("nftables: %s: set %q has %d members, MaxSize is %d", errBare(ipsets.ErrTooManyMembers), meta.Name, len(uniq), meta.MaxSize), ipsets.ErrTooManyMembers)
+	if meta.Type != netfilter.BitmapPort && len(uniq) > meta.MaxSize {
+		return errs.Also(fmt.Errorf("nftables: %s: set %q has %d members, MaxSize is %d", errBare(netfilter.ErrTooManyMembers), meta.Name, len(uniq), meta.MaxSize), netfilter.ErrTooManyMembers)
 	}
 	kname := s.prefix + meta.Name
-	set := Set{Name: kname, Key: keyOf(meta.Type), Interval: meta.Type == ipsets.HashNet, Elements: make([]Element, 0, len(uniq))}
+	set := Set{Name: kname, Key: keyOf(meta.Type), Interval: meta.Type == netfilter.HashNet, Elements: make([]Element, 0, len(uniq))}
 	for m := range uniq {
 		set.Elements = append(set.Elements, elementOf(meta.Type, m))
 	}
@@ -162,15 +161,15 @@ func (s *IPSets) AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Membe
 
 // AddMembers adds members to the desired set name, and their elements to
 // the Table's set: the next Table.Apply writes only them.
-func (s *IPSets) AddMembers(name string, members []ipsets.Member) error {
+func (s *IPSets) AddMembers(name string, members []netfilter.Member) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set, added, elems, err := s.changes(name, members, false)
 	if err != nil || len(added) == 0 {
 		return err
 	}
-	if n := len(set.members) + len(added); set.meta.Type != ipsets.BitmapPort && n > set.meta.MaxSize {
-		return errs.Also(fmt.Errorf("nftables: %s: set %q would have %d members, MaxSize is %d", errBare(ipsets.ErrTooManyMembers), name, n, set.meta.MaxSize), ipsets.ErrTooManyMembers)
+	if n := len(set.members) + len(added); set.meta.Type != netfilter.BitmapPort && n > set.meta.MaxSize {
+		return errs.Also(fmt.Errorf("nftables: %s: set %q would have %d members, MaxSize is %d", errBare(netfilter.ErrTooManyMembers), name, n, set.meta.MaxSize), netfilter.ErrTooManyMembers)
 	}
 	if err := s.tbl.AddElements(s.prefix+name, elems...); err != nil {
 		return tableErr(err)
@@ -184,7 +183,7 @@ func (s *IPSets) AddMembers(name string, members []ipsets.Member) error {
 // RemoveMembers removes members from the desired set name, and their
 // elements from the Table's set. Members not in the set are ignored, but
 // every member must be valid for the set.
-func (s *IPSets) RemoveMembers(name string, members []ipsets.Member) error {
+func (s *IPSets) RemoveMembers(name string, members []netfilter.Member) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set, gone, elems, err := s.changes(name, members, true)
@@ -204,7 +203,7 @@ func (s *IPSets) RemoveMembers(name string, members []ipsets.Member) error {
 // each distinct one that is in the set (in) or not (!in), with its
 // element: the members an addition (!in) or removal (in) changes. The
 // caller holds the lock.
-func (s *IPSets) changes(name string, members []ipsets.Member, in bool) (*nftIPSet, []ipsets.Member, []Element, error) {
+func (s *IPSets) changes(name string, members []netfilter.Member, in bool) (*nftIPSet, []netfilter.Member, []Element, error) {
 	set, err := s.wanted(name)
 	if err != nil {
 		return nil, nil, nil, err
@@ -212,9 +211,9 @@ func (s *IPSets) changes(name string, members []ipsets.Member, in bool) (*nftIPS
 	if err := checkMembers(&set.meta, members); err != nil {
 		return nil, nil, nil, err
 	}
-	var picked []ipsets.Member
+	var picked []netfilter.Member
 	var elems []Element
-	var seen map[ipsets.Member]struct{}
+	var seen map[netfilter.Member]struct{}
 	for _, m := range members {
 		if _, ok := set.members[m]; ok != in {
 			continue
@@ -223,7 +222,7 @@ func (s *IPSets) changes(name string, members []ipsets.Member, in bool) (*nftIPS
 			continue
 		}
 		if seen == nil {
-			seen = map[ipsets.Member]struct{}{}
+			seen = map[netfilter.Member]struct{}{}
 		}
 		seen[m] = struct{}{}
 		picked = append(picked, m)
@@ -260,30 +259,30 @@ func (s *IPSets) RemoveSet(name string) error {
 }
 
 // Members returns the desired members of name, sorted with
-// ipsets.Member.Compare, and whether name is a desired set.
-func (s *IPSets) Members(name string) ([]ipsets.Member, bool) {
+// netfilter.Member.Compare, and whether name is a desired set.
+func (s *IPSets) Members(name string) ([]netfilter.Member, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set := s.sets[name]
 	if set == nil {
 		return nil, false
 	}
-	out := make([]ipsets.Member, 0, len(set.members))
+	out := make([]netfilter.Member, 0, len(set.members))
 	for m := range set.members {
 		out = append(out, m)
 	}
-	slices.SortFunc(out, ipsets.Member.Compare)
+	slices.SortFunc(out, netfilter.Member.Compare)
 	return out, true
 }
 
 // Metadata returns the desired metadata of name, with defaults filled in
 // (Family, MaxSize, Range), and whether name is a desired set.
-func (s *IPSets) Metadata(name string) (ipsets.SetMetadata, bool) {
+func (s *IPSets) Metadata(name string) (netfilter.SetMetadata, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set := s.sets[name]
 	if set == nil {
-		return ipsets.SetMetadata{}, false
+		return netfilter.SetMetadata{}, false
 	}
 	return set.meta, true
 }
@@ -312,7 +311,7 @@ func (s *IPSets) Apply(context.Context) (dataplane.ApplyResult, error) {
 
 // ApplyDeletions tries the waiting removals again (see Apply) and returns
 // a dataplane.PartialError naming each set that the Table's declared rules
-// still use (ipsets.ErrSetInUse and ErrSetInUse). It does no I/O.
+// still use (netfilter.ErrSetInUse and ErrSetInUse). It does no I/O.
 func (s *IPSets) ApplyDeletions(context.Context) (dataplane.ApplyResult, error) {
 	return dataplane.ApplyResult{}, s.removeWaiting()
 }
@@ -354,23 +353,24 @@ func (s *IPSets) wanted(name string) (*nftIPSet, error) {
 	}
 	set := s.sets[name]
 	if set == nil {
-		return nil, errs.Also(fmt.Errorf("%w %q: not a desired set of the IPSets", ErrUnknownSet, name), ipsets.ErrUnknownSet)
+		return nil, errs.Also(fmt.Errorf("%w %q: not a desired set of the IPSets", ErrUnknownSet, name), netfilter.ErrUnknownSet)
 	}
 	return set, nil
 }
 
-// errBare returns an error of package ipsets (a sentinel or one wrapping
-// it) without its prefix, for the text of an error of ours that matches it.
-func errBare(err error) string { return strings.TrimPrefix(err.Error(), "ipsets: ") }
+// errBare returns an error of package netfilter's set model (a sentinel
+// or one wrapping it) without its prefix, for the text of an error of ours
+// that matches it.
+func errBare(err error) string { return strings.TrimPrefix(err.Error(), "netfilter: ") }
 
-// tableErr adds to an error of the Table the sentinel of package ipsets it
-// stands for, for callers that hold an ipsets.Sets.
+// tableErr adds to an error of the Table the sentinel of package netfilter
+// it stands for, for callers that hold a netfilter.Sets.
 func tableErr(err error) error {
 	switch {
 	case errors.Is(err, ErrSetInUse):
-		return errs.Also(err, ipsets.ErrSetInUse)
+		return errs.Also(err, netfilter.ErrSetInUse)
 	case errors.Is(err, ErrInvalidElement):
-		return errs.Also(err, ipsets.ErrInvalidMember)
+		return errs.Also(err, netfilter.ErrInvalidMember)
 	}
 	return err
 }
@@ -395,25 +395,25 @@ func validIPSetName(s string) bool {
 func (s *IPSets) checkName(name string) error {
 	if !validIPSetName(s.prefix+name) || name == "" || !validIPSetName("x"+name) {
 		return errs.Also(fmt.Errorf("nftables: %s: %q (use ASCII letters, digits and \"_.:-\"; the set's nftables name %q must not start with \"-\")",
-			errBare(ipsets.ErrInvalidName), name, s.prefix+name), ipsets.ErrInvalidName, ErrInvalidSet)
+			errBare(netfilter.ErrInvalidSetName), name, s.prefix+name), netfilter.ErrInvalidSetName, ErrInvalidSet)
 	}
-	if n := len(s.prefix) + len(name); n > ipsets.MaxNameLength {
+	if n := len(s.prefix) + len(name); n > netfilter.MaxNameLength {
 		return errs.Also(fmt.Errorf("nftables: %s: %q is %d bytes with prefix %q, nftables set names in rules take %d",
-			errBare(ipsets.ErrNameTooLong), s.prefix+name, n, s.prefix, ipsets.MaxNameLength), ipsets.ErrNameTooLong, ErrInvalidSet)
+			errBare(netfilter.ErrSetNameTooLong), s.prefix+name, n, s.prefix, netfilter.MaxNameLength), netfilter.ErrSetNameTooLong, ErrInvalidSet)
 	}
 	return nil
 }
 
-// normalize validates meta as package ipsets does (ipsets.SetMetadata.Normalize)
+// normalize validates meta as package ipsets does (netfilter.SetMetadata.Normalize)
 // and fills its defaults in: Family, MaxSize for hash types, Range for
 // bitmap:port. It refuses hash:net,net, which package ipsets holds.
-func (s *IPSets) normalize(m ipsets.SetMetadata) (ipsets.SetMetadata, error) {
+func (s *IPSets) normalize(m netfilter.SetMetadata) (netfilter.SetMetadata, error) {
 	if err := s.checkName(m.Name); err != nil {
 		return m, err
 	}
-	if m.Type == ipsets.HashNetNet {
+	if m.Type == netfilter.HashNetNet {
 		return m, errs.Also(fmt.Errorf("nftables: %s: %q (set %q): nftables sets of concatenated ranges refuse overlapping pairs, which an ip set of this type holds",
-			errBare(ipsets.ErrUnknownType), string(m.Type), m.Name), ipsets.ErrUnknownType, ErrInvalidSet)
+			errBare(netfilter.ErrUnknownSetType), string(m.Type), m.Name), netfilter.ErrUnknownSetType, ErrInvalidSet)
 	}
 	n, err := m.Normalize(s.family, s.prefix)
 	if err != nil {
@@ -422,41 +422,37 @@ func (s *IPSets) normalize(m ipsets.SetMetadata) (ipsets.SetMetadata, error) {
 	return n, nil
 }
 
-// checkMembers validates members for a set of meta (normalized) as package
-// ipsets does (ipsets.SetMetadata.CheckMember); the error says which
-// member of which set.
-func checkMembers(meta *ipsets.SetMetadata, members []ipsets.Member) error {
+// checkMembers validates members for a set of meta (normalized) as every
+// backend of netfilter.Sets does (netfilter.SetMetadata.CheckMember); the
+// error says which member of which set.
+func checkMembers(meta *netfilter.SetMetadata, members []netfilter.Member) error {
 	for i, m := range members {
 		if err := meta.CheckMember(m); err != nil {
-			also := []error{err}
-			if errors.Is(err, ipsets.ErrWrongFamily) {
-				also = append(also, netfilter.ErrWrongFamily)
-			}
-			return errs.Also(fmt.Errorf("%w %s: member %d: %s", ErrInvalidElement, meta.Name, i, errBare(err)), also...)
+			return errs.Also(fmt.Errorf("%w %s: member %d: %s", ErrInvalidElement, meta.Name, i, errBare(err)), err)
 		}
 	}
 	return nil
 }
 
 // keyOf is the nftables key of a set of type t.
-func keyOf(t ipsets.SetType) []KeyType {
+func keyOf(t netfilter.SetType) []KeyType {
 	switch t {
-	case ipsets.HashIPPort:
+	case netfilter.HashIPPort:
 		return []KeyType{TypeAddr, TypeProto, TypePort}
-	case ipsets.BitmapPort:
+	case netfilter.BitmapPort:
 		return []KeyType{TypePort}
 	}
 	return []KeyType{TypeAddr}
 }
 
 // elementOf is the element of member m (valid for t) in a set of type t.
-func elementOf(t ipsets.SetType, m ipsets.Member) Element {
+func elementOf(t netfilter.SetType, m netfilter.Member) Element {
 	switch t {
-	case ipsets.HashNet:
+	case netfilter.HashNet:
 		return Elem(Prefix(m.Prefix()))
-	case ipsets.HashIPPort:
+	case netfilter.HashIPPort:
 		return Elem(Addr(m.Addr()), Proto(netfilter.Proto(m.Protocol())), Port(m.Port()))
-	case ipsets.BitmapPort:
+	case netfilter.BitmapPort:
 		return Elem(Port(m.Port()))
 	}
 	return Elem(Addr(m.Addr()))

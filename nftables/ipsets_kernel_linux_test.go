@@ -18,7 +18,6 @@ import (
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
@@ -108,13 +107,13 @@ func TestKernelIPSetsMatchPackets(t *testing.T) {
 	tbl := newTable(t, kopts(e, ipfamily.IPv4))
 	sets := newIPSets(t, tbl, "np4-")
 	blocked, open := addr("127.0.0.2"), addr("127.0.0.3")
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "blocked", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(blocked)}))
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "svcs", Type: ipsets.HashIPPort},
-		[]ipsets.Member{ipsets.IPPortMember(addr("10.96.0.1"), ipsets.ProtocolTCP, 80), ipsets.IPPortMember(addr("10.96.0.1"), ipsets.ProtocolUDP, 53)}))
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "ports", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 1000, Last: 2000}},
-		[]ipsets.Member{ipsets.PortMember(1000), ipsets.PortMember(1999)}))
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "nets", Type: ipsets.HashNet},
-		[]ipsets.Member{ipsets.NetMember(pfx("10.0.0.0/8")), ipsets.NetMember(pfx("192.168.0.0/24")), ipsets.NetMember(pfx("192.168.1.0/24"))}))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "blocked", Type: netfilter.HashIP}, []netfilter.Member{netfilter.IPMember(blocked)}))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "svcs", Type: netfilter.HashIPPort},
+		[]netfilter.Member{netfilter.IPPortMember(addr("10.96.0.1"), netfilter.ProtoTCP, 80), netfilter.IPPortMember(addr("10.96.0.1"), netfilter.ProtoUDP, 53)}))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "ports", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 1000, Last: 2000}},
+		[]netfilter.Member{netfilter.PortMember(1000), netfilter.PortMember(1999)}))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "nets", Type: netfilter.HashNet},
+		[]netfilter.Member{netfilter.NetMember(pfx("10.0.0.0/8")), netfilter.NetMember(pfx("192.168.0.0/24")), netfilter.NetMember(pfx("192.168.1.0/24"))}))
 	kn := func(n string) string {
 		k, err := sets.KernelName(n)
 		require.NoError(t, err)
@@ -151,8 +150,8 @@ func TestKernelIPSetsMatchPackets(t *testing.T) {
 	require.ErrorIs(t, reach(blocked), kerneltest.ErrUnreachable, "dropped by the set's rule")
 
 	// Members follow: open is blocked, blocked is open.
-	require.NoError(t, sets.AddMembers("blocked", []ipsets.Member{ipsets.IPMember(open)}))
-	require.NoError(t, sets.RemoveMembers("blocked", []ipsets.Member{ipsets.IPMember(blocked)}))
+	require.NoError(t, sets.AddMembers("blocked", []netfilter.Member{netfilter.IPMember(open)}))
+	require.NoError(t, sets.RemoveMembers("blocked", []netfilter.Member{netfilter.IPMember(blocked)}))
 	before := tbl.Stats()
 	pass()
 	assert.Equal(t, 1, tbl.Stats().Transactions-before.Transactions)
@@ -171,7 +170,7 @@ func TestKernelIPSetsMatchPackets(t *testing.T) {
 	// The set goes once its rule goes, in one pass.
 	require.NoError(t, sets.RemoveSet("blocked"))
 	_, err := managertest.Pass(ctx, nil, sets, tbl)
-	require.True(t, errors.Is(err, ipsets.ErrSetInUse), "%v", err)
+	require.True(t, errors.Is(err, netfilter.ErrSetInUse), "%v", err)
 	assert.Contains(t, e.nft(t, "list", "sets", "ip"), "np4-blocked", "still used")
 	require.NoError(t, tbl.InsertRules("test", netfilter.HookOutput, nil))
 	pass()

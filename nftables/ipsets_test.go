@@ -19,10 +19,10 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
 func newIPSets(t testing.TB, tbl *nftables.Table, prefix string) *nftables.IPSets {
@@ -46,10 +46,10 @@ func TestNewIPSetsValidates(t *testing.T) {
 	for _, p := range []string{"-np", "n p", "np/", "é"} {
 		_, err = nftables.NewIPSets(tbl, nftables.IPSetsOptions{Prefix: p})
 		assert.ErrorIs(t, err, nftables.ErrInvalidOptions, p)
-		assert.ErrorIs(t, err, ipsets.ErrInvalidName, p)
+		assert.ErrorIs(t, err, netfilter.ErrInvalidSetName, p)
 	}
-	_, err = nftables.NewIPSets(tbl, nftables.IPSetsOptions{Prefix: strings.Repeat("n", ipsets.MaxNameLength)})
-	assert.ErrorIs(t, err, ipsets.ErrNameTooLong)
+	_, err = nftables.NewIPSets(tbl, nftables.IPSetsOptions{Prefix: strings.Repeat("n", netfilter.MaxNameLength)})
+	assert.ErrorIs(t, err, netfilter.ErrSetNameTooLong)
 	s, err := nftables.NewIPSets(tbl, nftables.IPSetsOptions{Prefix: "np4-"})
 	require.NoError(t, err)
 	assert.Equal(t, ipfamily.IPv4, s.Family())
@@ -84,14 +84,14 @@ func TestIPSetsTypes(t *testing.T) {
 			o.Family = f
 			tbl := newTable(t, o)
 			sets := newIPSets(t, tbl, "np-")
-			require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "hosts", Type: ipsets.HashIP}, []ipsets.Member{
-				ipsets.IPMember(a("10.0.0.2", "fd00::2")), ipsets.IPMember(a("10.0.0.1", "fd00::1")), ipsets.IPMember(a("10.0.0.1", "fd00::1"))}))
-			require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "nets", Type: ipsets.HashNet}, []ipsets.Member{
-				ipsets.NetMember(p("10.0.0.0/8", "fd00::/8")), ipsets.NetMember(p("192.168.1.1/32", "2001:db8::1/128"))}))
-			require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "svcs", Type: ipsets.HashIPPort}, []ipsets.Member{
-				ipsets.IPPortMember(a("10.96.0.1", "fd96::1"), ipsets.ProtocolTCP, 80), ipsets.IPPortMember(a("10.96.0.1", "fd96::1"), ipsets.ProtocolUDP, 53)}))
-			require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "ports", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 1000, Last: 2000}},
-				[]ipsets.Member{ipsets.PortMember(1000), ipsets.PortMember(1500)}))
+			require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "hosts", Type: netfilter.HashIP}, []netfilter.Member{
+				netfilter.IPMember(a("10.0.0.2", "fd00::2")), netfilter.IPMember(a("10.0.0.1", "fd00::1")), netfilter.IPMember(a("10.0.0.1", "fd00::1"))}))
+			require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "nets", Type: netfilter.HashNet}, []netfilter.Member{
+				netfilter.NetMember(p("10.0.0.0/8", "fd00::/8")), netfilter.NetMember(p("192.168.1.1/32", "2001:db8::1/128"))}))
+			require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "svcs", Type: netfilter.HashIPPort}, []netfilter.Member{
+				netfilter.IPPortMember(a("10.96.0.1", "fd96::1"), netfilter.ProtoTCP, 80), netfilter.IPPortMember(a("10.96.0.1", "fd96::1"), netfilter.ProtoUDP, 53)}))
+			require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "ports", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 1000, Last: 2000}},
+				[]netfilter.Member{netfilter.PortMember(1000), netfilter.PortMember(1500)}))
 			name := func(n string) string {
 				k, err := sets.KernelName(n)
 				require.NoError(t, err)
@@ -140,12 +140,12 @@ func TestIPSetsTypes(t *testing.T) {
 			assert.Equal(t, []string{"hosts", "nets", "ports", "svcs"}, sets.Names())
 			m, ok := sets.Members("hosts")
 			require.True(t, ok)
-			assert.Equal(t, []ipsets.Member{ipsets.IPMember(a("10.0.0.1", "fd00::1")), ipsets.IPMember(a("10.0.0.2", "fd00::2"))}, m)
+			assert.Equal(t, []netfilter.Member{netfilter.IPMember(a("10.0.0.1", "fd00::1")), netfilter.IPMember(a("10.0.0.2", "fd00::2"))}, m)
 			meta, ok := sets.Metadata("nets")
 			require.True(t, ok)
-			assert.Equal(t, ipsets.SetMetadata{Name: "nets", Type: ipsets.HashNet, Family: f, MaxSize: ipsets.DefaultMaxSize}, meta)
+			assert.Equal(t, netfilter.SetMetadata{Name: "nets", Type: netfilter.HashNet, Family: f, MaxSize: netfilter.DefaultMaxSize}, meta)
 			meta, _ = sets.Metadata("ports")
-			assert.Equal(t, ipsets.PortRange{First: 1000, Last: 2000}, meta.Range)
+			assert.Equal(t, netfilter.PortRange{First: 1000, Last: 2000}, meta.Range)
 			_, ok = sets.Members("nope")
 			assert.False(t, ok)
 
@@ -186,27 +186,27 @@ func TestIPSetsMemberChangesWriteOnlyThem(t *testing.T) {
 	ns := nftablesfake.New()
 	tbl := newTable(t, fakeOpts(ns))
 	sets := newIPSets(t, tbl, "")
-	var members []ipsets.Member
+	var members []netfilter.Member
 	for i := range 1000 {
-		members = append(members, ipsets.IPMember(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})))
+		members = append(members, netfilter.IPMember(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})))
 	}
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "many", Type: ipsets.HashIP}, members))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "many", Type: netfilter.HashIP}, members))
 	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("many")}, Action: netfilter.Accept()}}))
 	apply(t, tbl)
 	require.Len(t, ns.Elements(v4, "np", "many"), 1000)
 
-	extra := ipsets.IPMember(addr("10.9.9.9"))
+	extra := netfilter.IPMember(addr("10.9.9.9"))
 	steps := []struct {
 		name string
 		do   func() error
 		want int
 	}{
-		{"add one", func() error { return sets.AddMembers("many", []ipsets.Member{extra, extra}) }, 1001},
-		{"add it again", func() error { return sets.AddMembers("many", []ipsets.Member{extra}) }, 1001},
-		{"remove one", func() error { return sets.RemoveMembers("many", []ipsets.Member{members[7], members[7]}) }, 1000},
-		{"remove one not there", func() error { return sets.RemoveMembers("many", []ipsets.Member{members[7]}) }, 1000},
+		{"add one", func() error { return sets.AddMembers("many", []netfilter.Member{extra, extra}) }, 1001},
+		{"add it again", func() error { return sets.AddMembers("many", []netfilter.Member{extra}) }, 1001},
+		{"remove one", func() error { return sets.RemoveMembers("many", []netfilter.Member{members[7], members[7]}) }, 1000},
+		{"remove one not there", func() error { return sets.RemoveMembers("many", []netfilter.Member{members[7]}) }, 1000},
 		{"replace with one more", func() error {
-			return sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "many", Type: ipsets.HashIP}, append(members, extra))
+			return sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "many", Type: netfilter.HashIP}, append(members, extra))
 		}, 1001},
 	}
 	for _, s := range steps {
@@ -237,8 +237,8 @@ func TestIPSetsRemoveSetWaitsForTheRules(t *testing.T) {
 	tbl := newTable(t, fakeOpts(ns))
 	sets := newIPSets(t, tbl, "np4-")
 	ctx := context.Background()
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "pools", Type: ipsets.HashNet}, []ipsets.Member{ipsets.NetMember(pfx("10.244.0.0/16"))}))
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "unused", Type: ipsets.HashIP}, nil))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "pools", Type: netfilter.HashNet}, []netfilter.Member{netfilter.NetMember(pfx("10.244.0.0/16"))}))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "unused", Type: netfilter.HashIP}, nil))
 	useIt := netfilter.Chain{Name: "fw", Rules: []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("np4-pools")}, Action: netfilter.Accept()}}}
 	require.NoError(t, tbl.SetChains(useIt))
 	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("fw")}))
@@ -253,10 +253,10 @@ func TestIPSetsRemoveSetWaitsForTheRules(t *testing.T) {
 	assert.Empty(t, sets.Names())
 	_, ok := sets.Members("pools")
 	assert.False(t, ok)
-	assert.ErrorIs(t, sets.AddMembers("pools", []ipsets.Member{ipsets.NetMember(pfx("10.0.0.0/8"))}), ipsets.ErrUnknownSet)
+	assert.ErrorIs(t, sets.AddMembers("pools", []netfilter.Member{netfilter.NetMember(pfx("10.0.0.0/8"))}), netfilter.ErrUnknownSet)
 	_, err = managertest.Pass(ctx, nil, sets, tbl)
 	require.ErrorIs(t, err, dataplane.ErrPartial)
-	assert.ErrorIs(t, err, ipsets.ErrSetInUse)
+	assert.ErrorIs(t, err, netfilter.ErrSetInUse)
 	assert.ErrorIs(t, err, nftables.ErrSetInUse)
 	assert.Contains(t, err.Error(), "np4-pools")
 	assert.Equal(t, []string{"np4-pools"}, ns.Sets(v4, "np"), "the set in use stays, with its elements")
@@ -273,7 +273,7 @@ func TestIPSetsRemoveSetWaitsForTheRules(t *testing.T) {
 	assert.Equal(t, 1, tx)
 
 	// Declared again, it comes back.
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "pools", Type: ipsets.HashNet}, nil))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "pools", Type: netfilter.HashNet}, nil))
 	apply(t, tbl)
 	assert.Equal(t, []string{"np4-pools"}, ns.Sets(v4, "np"))
 }
@@ -285,10 +285,10 @@ func TestIPSetsRemoveThenRedeclareWhileInUse(t *testing.T) {
 	tbl := newTable(t, fakeOpts(ns))
 	sets := newIPSets(t, tbl, "")
 	ctx := context.Background()
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(addr("10.0.0.1"))}))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, []netfilter.Member{netfilter.IPMember(addr("10.0.0.1"))}))
 	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("s")}, Action: netfilter.Accept()}}))
 	require.NoError(t, sets.RemoveSet("s"))
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, []ipsets.Member{ipsets.IPMember(addr("10.0.0.2"))}))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, []netfilter.Member{netfilter.IPMember(addr("10.0.0.2"))}))
 	_, err := managertest.Pass(ctx, nil, sets, tbl)
 	require.NoError(t, err, "nothing waits any more")
 	assert.Equal(t, []string{"10.0.0.2"}, ns.Elements(v4, "np", "s"))
@@ -300,15 +300,15 @@ func TestIPSetsTypeChangeInUseRefused(t *testing.T) {
 	ns := nftablesfake.New()
 	tbl := newTable(t, fakeOpts(ns))
 	sets := newIPSets(t, tbl, "")
-	members := []ipsets.Member{ipsets.IPMember(addr("10.0.0.1"))}
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashNet}, members))
+	members := []netfilter.Member{netfilter.IPMember(addr("10.0.0.1"))}
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashNet}, members))
 	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("s")}, Action: netfilter.Accept()}}))
 	apply(t, tbl)
-	err := sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, members)
-	require.ErrorIs(t, err, ipsets.ErrSetInUse)
+	err := sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, members)
+	require.ErrorIs(t, err, netfilter.ErrSetInUse)
 	assert.ErrorIs(t, err, nftables.ErrSetInUse)
 	meta, _ := sets.Metadata("s")
-	assert.Equal(t, ipsets.HashNet, meta.Type)
+	assert.Equal(t, netfilter.HashNet, meta.Type)
 	ns.ResetCounts()
 	apply(t, tbl)
 	tx, _, _, _ := ns.Counts()
@@ -316,7 +316,7 @@ func TestIPSetsTypeChangeInUseRefused(t *testing.T) {
 
 	// Unused, it changes: deleted and created anew.
 	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, nil))
-	require.NoError(t, sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "s", Type: ipsets.HashIP}, members))
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP}, members))
 	apply(t, tbl)
 	assert.Equal(t, []string{"10.0.0.1"}, ns.Elements(v4, "np", "s"))
 }
@@ -326,7 +326,7 @@ func TestIPSetsLeaveOthersSetsAlone(t *testing.T) {
 	tbl := newTable(t, fakeOpts(ns))
 	require.NoError(t, tbl.SetSets(nftables.Set{Name: "mine", Key: []nftables.KeyType{nftables.TypeAddr}}))
 	sets := newIPSets(t, tbl, "")
-	err := sets.AddOrReplaceSet(ipsets.SetMetadata{Name: "mine", Type: ipsets.HashIP}, nil)
+	err := sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "mine", Type: netfilter.HashIP}, nil)
 	require.ErrorIs(t, err, nftables.ErrDuplicate)
 	assert.Empty(t, sets.Names())
 	require.NoError(t, sets.RemoveSet("mine"), "not ours: nothing to do")
@@ -334,46 +334,46 @@ func TestIPSetsLeaveOthersSetsAlone(t *testing.T) {
 	assert.Equal(t, []string{"mine"}, ns.Sets(v4, "np"))
 	// With a prefix of its own, it lives beside.
 	prefixed := newIPSets(t, tbl, "np4-")
-	require.NoError(t, prefixed.AddOrReplaceSet(ipsets.SetMetadata{Name: "mine", Type: ipsets.HashIP}, nil))
+	require.NoError(t, prefixed.AddOrReplaceSet(netfilter.SetMetadata{Name: "mine", Type: netfilter.HashIP}, nil))
 	apply(t, tbl)
 	assert.Equal(t, []string{"mine", "np4-mine"}, ns.Sets(v4, "np"))
 }
 
-// call is one call of the ipsets.Sets interface.
+// call is one call of the netfilter.Sets interface.
 type call struct {
 	name string
-	do   func(s ipsets.Sets) error
+	do   func(s netfilter.Sets) error
 }
 
-func replace(name string, t ipsets.SetType, members ...ipsets.Member) call {
-	return call{fmt.Sprintf("replace %s %s %v", name, t, members), func(s ipsets.Sets) error {
-		return s.AddOrReplaceSet(ipsets.SetMetadata{Name: name, Type: t}, members)
+func replace(name string, t netfilter.SetType, members ...netfilter.Member) call {
+	return call{fmt.Sprintf("replace %s %s %v", name, t, members), func(s netfilter.Sets) error {
+		return s.AddOrReplaceSet(netfilter.SetMetadata{Name: name, Type: t}, members)
 	}}
 }
 
-func replaceMeta(meta ipsets.SetMetadata, members ...ipsets.Member) call {
-	return call{fmt.Sprintf("replace %+v %v", meta, members), func(s ipsets.Sets) error { return s.AddOrReplaceSet(meta, members) }}
+func replaceMeta(meta netfilter.SetMetadata, members ...netfilter.Member) call {
+	return call{fmt.Sprintf("replace %+v %v", meta, members), func(s netfilter.Sets) error { return s.AddOrReplaceSet(meta, members) }}
 }
 
-func add(name string, members ...ipsets.Member) call {
-	return call{fmt.Sprintf("add %s %v", name, members), func(s ipsets.Sets) error { return s.AddMembers(name, members) }}
+func add(name string, members ...netfilter.Member) call {
+	return call{fmt.Sprintf("add %s %v", name, members), func(s netfilter.Sets) error { return s.AddMembers(name, members) }}
 }
 
-func del(name string, members ...ipsets.Member) call {
-	return call{fmt.Sprintf("del %s %v", name, members), func(s ipsets.Sets) error { return s.RemoveMembers(name, members) }}
+func del(name string, members ...netfilter.Member) call {
+	return call{fmt.Sprintf("del %s %v", name, members), func(s netfilter.Sets) error { return s.RemoveMembers(name, members) }}
 }
 
 func remove(name string) call {
-	return call{"remove " + name, func(s ipsets.Sets) error { return s.RemoveSet(name) }}
+	return call{"remove " + name, func(s netfilter.Sets) error { return s.RemoveSet(name) }}
 }
 
 func kname(name string) call {
-	return call{"kernel name " + name, func(s ipsets.Sets) error { _, err := s.KernelName(name); return err }}
+	return call{"kernel name " + name, func(s netfilter.Sets) error { _, err := s.KernelName(name); return err }}
 }
 
 // ipsetsSentinels are the errors of package ipsets a Sets may return.
-var ipsetsSentinels = []error{ipsets.ErrInvalidName, ipsets.ErrNameTooLong, ipsets.ErrUnknownType, ipsets.ErrWrongFamily,
-	ipsets.ErrInvalidMember, ipsets.ErrInvalidMetadata, ipsets.ErrTooManyMembers, ipsets.ErrUnknownSet, ipsets.ErrSetInUse,
+var ipsetsSentinels = []error{netfilter.ErrInvalidSetName, netfilter.ErrSetNameTooLong, netfilter.ErrUnknownSetType, netfilter.ErrWrongFamily,
+	netfilter.ErrInvalidMember, netfilter.ErrInvalidSetMetadata, netfilter.ErrTooManyMembers, netfilter.ErrUnknownSet, netfilter.ErrSetInUse,
 	ipfamily.ErrWrongFamily, ipfamily.ErrHostBits}
 
 // TestIPSetsValidateAsIPSetsDoes runs the same calls on an *ipsets.IPSets
@@ -401,66 +401,66 @@ func TestIPSetsValidateAsIPSetsDoes(t *testing.T) {
 			tbl := newTable(t, op)
 			ours := newIPSets(t, tbl, "np4-")
 			calls := []call{
-				replace("ips", ipsets.HashIP, ipsets.IPMember(a)),
-				replace("nets", ipsets.HashNet, ipsets.NetMember(n), ipsets.IPMember(a)),
-				replace("svc", ipsets.HashIPPort, ipsets.IPPortMember(a, ipsets.ProtocolTCP, 80)),
-				replace("ports", ipsets.BitmapPort, ipsets.PortMember(80)),
+				replace("ips", netfilter.HashIP, netfilter.IPMember(a)),
+				replace("nets", netfilter.HashNet, netfilter.NetMember(n), netfilter.IPMember(a)),
+				replace("svc", netfilter.HashIPPort, netfilter.IPPortMember(a, netfilter.ProtoTCP, 80)),
+				replace("ports", netfilter.BitmapPort, netfilter.PortMember(80)),
 				// Names.
-				replace("", ipsets.HashIP),
-				replace("a b", ipsets.HashIP),
-				replace("a/b", ipsets.HashIP),
-				replace("é", ipsets.HashIP),
-				replace(strings.Repeat("x", ipsets.MaxNameLength-4), ipsets.HashIP),
-				replace(strings.Repeat("x", ipsets.MaxNameLength-3), ipsets.HashIP),
+				replace("", netfilter.HashIP),
+				replace("a b", netfilter.HashIP),
+				replace("a/b", netfilter.HashIP),
+				replace("é", netfilter.HashIP),
+				replace(strings.Repeat("x", netfilter.MaxNameLength-4), netfilter.HashIP),
+				replace(strings.Repeat("x", netfilter.MaxNameLength-3), netfilter.HashIP),
 				kname("ok.name:1_2-3"),
 				kname("bad name"),
-				kname(strings.Repeat("x", ipsets.MaxNameLength)),
-				add("a b", ipsets.IPMember(a)),
+				kname(strings.Repeat("x", netfilter.MaxNameLength)),
+				add("a b", netfilter.IPMember(a)),
 				remove("a b"),
 				// Types and metadata.
 				replace("t", "hash:mac"),
 				replace("t", ""),
-				replaceMeta(ipsets.SetMetadata{Name: "t", Type: ipsets.HashIP, Family: other}),
-				replaceMeta(ipsets.SetMetadata{Name: "t", Type: ipsets.HashIP, Family: f}, ipsets.IPMember(a)),
-				replaceMeta(ipsets.SetMetadata{Name: "t", Type: ipsets.HashIP, MaxSize: -1}),
-				replaceMeta(ipsets.SetMetadata{Name: "t", Type: ipsets.HashIP, MaxSize: 1}, ipsets.IPMember(a), ipsets.IPMember(a)),
-				replaceMeta(ipsets.SetMetadata{Name: "t", Type: ipsets.HashIP, MaxSize: 1}, ipsets.IPMember(a), ipsets.IPMember(a.Next())),
-				add("t", ipsets.IPMember(a.Next())),
-				replaceMeta(ipsets.SetMetadata{Name: "t", Type: ipsets.HashNet, Range: ipsets.PortRange{First: 1, Last: 2}}),
-				replaceMeta(ipsets.SetMetadata{Name: "p", Type: ipsets.BitmapPort, MaxSize: 10}),
-				replaceMeta(ipsets.SetMetadata{Name: "p", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 2, Last: 1}}),
-				replaceMeta(ipsets.SetMetadata{Name: "p", Type: ipsets.BitmapPort, Range: ipsets.PortRange{First: 100, Last: 200}}, ipsets.PortMember(100), ipsets.PortMember(200)),
-				add("p", ipsets.PortMember(201)),
-				add("p", ipsets.PortMember(150), ipsets.PortMember(150)),
+				replaceMeta(netfilter.SetMetadata{Name: "t", Type: netfilter.HashIP, Family: other}),
+				replaceMeta(netfilter.SetMetadata{Name: "t", Type: netfilter.HashIP, Family: f}, netfilter.IPMember(a)),
+				replaceMeta(netfilter.SetMetadata{Name: "t", Type: netfilter.HashIP, MaxSize: -1}),
+				replaceMeta(netfilter.SetMetadata{Name: "t", Type: netfilter.HashIP, MaxSize: 1}, netfilter.IPMember(a), netfilter.IPMember(a)),
+				replaceMeta(netfilter.SetMetadata{Name: "t", Type: netfilter.HashIP, MaxSize: 1}, netfilter.IPMember(a), netfilter.IPMember(a.Next())),
+				add("t", netfilter.IPMember(a.Next())),
+				replaceMeta(netfilter.SetMetadata{Name: "t", Type: netfilter.HashNet, Range: netfilter.PortRange{First: 1, Last: 2}}),
+				replaceMeta(netfilter.SetMetadata{Name: "p", Type: netfilter.BitmapPort, MaxSize: 10}),
+				replaceMeta(netfilter.SetMetadata{Name: "p", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 2, Last: 1}}),
+				replaceMeta(netfilter.SetMetadata{Name: "p", Type: netfilter.BitmapPort, Range: netfilter.PortRange{First: 100, Last: 200}}, netfilter.PortMember(100), netfilter.PortMember(200)),
+				add("p", netfilter.PortMember(201)),
+				add("p", netfilter.PortMember(150), netfilter.PortMember(150)),
 				// Members.
-				replace("ips", ipsets.HashIP, ipsets.IPMember(o)),
-				replace("ips", ipsets.HashIP, ipsets.NetMember(n)),
-				replace("ips", ipsets.HashIP, ipsets.IPMember(zero)),
-				replace("ips", ipsets.HashIP, ipsets.PortMember(80)),
-				replace("ips", ipsets.HashIP, ipsets.IPPortMember(a, ipsets.ProtocolTCP, 80)),
-				replace("ips", ipsets.HashIP, ipsets.Member{}),
-				replace("nets", ipsets.HashNet, ipsets.NetMember(host)),
-				replace("nets", ipsets.HashNet, ipsets.NetMember(all)),
-				replace("nets", ipsets.HashNet, ipsets.NetMember(on)),
-				replace("nets", ipsets.HashNet, ipsets.IPPortMember(a, ipsets.ProtocolUDP, 53)),
-				replace("svc", ipsets.HashIPPort, ipsets.IPMember(a)),
-				replace("svc", ipsets.HashIPPort, ipsets.IPPortMember(zero, ipsets.ProtocolTCP, 80)),
-				replace("svc", ipsets.HashIPPort, ipsets.IPPortMember(a, 1, 80)),
-				replace("ports", ipsets.BitmapPort, ipsets.IPMember(a)),
-				add("ips", ipsets.IPMember(o)),
-				add("ips", ipsets.IPMember(a), ipsets.NetMember(n)),
-				add("nope", ipsets.IPMember(a)),
-				del("ips", ipsets.NetMember(n)),
-				del("nope", ipsets.IPMember(a)),
-				del("svc", ipsets.IPPortMember(a, ipsets.ProtocolUDP, 80)),
-				add("svc", ipsets.IPPortMember(a, ipsets.ProtocolUDP, 80), ipsets.IPPortMember(a, ipsets.ProtocolSCTP, 9)),
-				del("svc", ipsets.IPPortMember(a, ipsets.ProtocolTCP, 80)),
-				add("nets", ipsets.NetMember(netip.PrefixFrom(n.Addr(), n.Bits()+1))),
-				del("nets", ipsets.NetMember(n)),
+				replace("ips", netfilter.HashIP, netfilter.IPMember(o)),
+				replace("ips", netfilter.HashIP, netfilter.NetMember(n)),
+				replace("ips", netfilter.HashIP, netfilter.IPMember(zero)),
+				replace("ips", netfilter.HashIP, netfilter.PortMember(80)),
+				replace("ips", netfilter.HashIP, netfilter.IPPortMember(a, netfilter.ProtoTCP, 80)),
+				replace("ips", netfilter.HashIP, netfilter.Member{}),
+				replace("nets", netfilter.HashNet, netfilter.NetMember(host)),
+				replace("nets", netfilter.HashNet, netfilter.NetMember(all)),
+				replace("nets", netfilter.HashNet, netfilter.NetMember(on)),
+				replace("nets", netfilter.HashNet, netfilter.IPPortMember(a, netfilter.ProtoUDP, 53)),
+				replace("svc", netfilter.HashIPPort, netfilter.IPMember(a)),
+				replace("svc", netfilter.HashIPPort, netfilter.IPPortMember(zero, netfilter.ProtoTCP, 80)),
+				replace("svc", netfilter.HashIPPort, netfilter.IPPortMember(a, 1, 80)),
+				replace("ports", netfilter.BitmapPort, netfilter.IPMember(a)),
+				add("ips", netfilter.IPMember(o)),
+				add("ips", netfilter.IPMember(a), netfilter.NetMember(n)),
+				add("nope", netfilter.IPMember(a)),
+				del("ips", netfilter.NetMember(n)),
+				del("nope", netfilter.IPMember(a)),
+				del("svc", netfilter.IPPortMember(a, netfilter.ProtoUDP, 80)),
+				add("svc", netfilter.IPPortMember(a, netfilter.ProtoUDP, 80), netfilter.IPPortMember(a, netfilter.ProtoSCTP, 9)),
+				del("svc", netfilter.IPPortMember(a, netfilter.ProtoTCP, 80)),
+				add("nets", netfilter.NetMember(netip.PrefixFrom(n.Addr(), n.Bits()+1))),
+				del("nets", netfilter.NetMember(n)),
 				remove("nope"),
 				remove("ports"),
 				// A type change of a set no rule uses.
-				replace("ips", ipsets.HashNet, ipsets.NetMember(n)),
+				replace("ips", netfilter.HashNet, netfilter.NetMember(n)),
 			}
 			for _, c := range calls {
 				beforeTx := txAfterApply(t, tbl, ns)
@@ -487,12 +487,12 @@ func TestIPSetsValidateAsIPSetsDoes(t *testing.T) {
 				}
 			}
 			// hash:net,net: ipsets holds it, IPSets refuses it plainly.
-			err = ours.AddOrReplaceSet(ipsets.SetMetadata{Name: "nn", Type: ipsets.HashNetNet}, []ipsets.Member{ipsets.NetNetMember(n, n)})
-			require.ErrorIs(t, err, ipsets.ErrUnknownType)
+			err = ours.AddOrReplaceSet(netfilter.SetMetadata{Name: "nn", Type: netfilter.HashNetNet}, []netfilter.Member{netfilter.NetNetMember(n, n)})
+			require.ErrorIs(t, err, netfilter.ErrUnknownSetType)
 			assert.Contains(t, err.Error(), "overlapping")
 			// Every set the reference holds is written, as declared.
 			apply(t, tbl)
-			assert.Equal(t, []string{"np4-ips", "np4-nets", "np4-p", "np4-svc", "np4-t", "np4-" + strings.Repeat("x", ipsets.MaxNameLength-4)}, sorted(ns.Sets(fam(f), "np")))
+			assert.Equal(t, []string{"np4-ips", "np4-nets", "np4-p", "np4-svc", "np4-t", "np4-" + strings.Repeat("x", netfilter.MaxNameLength-4)}, sorted(ns.Sets(fam(f), "np")))
 		})
 	}
 }
@@ -531,7 +531,7 @@ func TestIPSetsUnderMasquerade(t *testing.T) {
 			assert.Equal(t, 1, tx, "sets, chains and rules in one transaction")
 			assert.Equal(t, []string{masquerade.DefaultAllPoolsSet, masquerade.DefaultMasqPoolsSet}, sorted(ns.Sets(fam(f), "npm-nat")))
 			masq, _ := sets.Members(masquerade.DefaultMasqPoolsSet)
-			assert.Equal(t, []ipsets.Member{ipsets.NetMember(pool)}, masq)
+			assert.Equal(t, []netfilter.Member{netfilter.NetMember(pool)}, masq)
 			all, _ := sets.Members(masquerade.DefaultAllPoolsSet)
 			assert.Len(t, all, 2)
 			var used []string
@@ -553,7 +553,7 @@ func TestIPSetsUnderMasquerade(t *testing.T) {
 			assert.Equal(t, 1, tx)
 			assert.LessOrEqual(t, requests, 2, "the range's two bounds")
 			all, _ = sets.Members(masquerade.DefaultAllPoolsSet)
-			assert.Equal(t, []ipsets.Member{ipsets.NetMember(pool)}, all)
+			assert.Equal(t, []netfilter.Member{netfilter.NetMember(pool)}, all)
 		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/nfmigrate"
 	"github.com/nodeplane/nodeplane/nftables"
 )
 
@@ -383,7 +384,7 @@ func TestKernelBackendSwitchLeavesNothing(t *testing.T) {
 		}
 	}
 	// It switches to nftables.
-	require.NoError(t, nftables.RemoveIPTablesLeftovers(ctx, e.k, "np-", ""))
+	require.NoError(t, nfmigrate.RemoveLeftovers(ctx, e.k, nfmigrate.NFTables, nfmigrate.Owned{ChainPrefix: "np-", NFTablesTables: []string{"np"}}))
 	for _, b := range []iptables.Backend{iptables.BackendNFT, iptables.BackendLegacy} {
 		for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			out, err := e.ns.Exec(ctx, b.SaveCommand(f))
@@ -397,25 +398,25 @@ func TestKernelBackendSwitchLeavesNothing(t *testing.T) {
 	declareBasic(t, tbl)
 	apply(t, tbl)
 	// And back to iptables.
-	require.NoError(t, nftables.RemoveTable(ctx, e.k, ipfamily.IPv4, "np"))
-	require.NoError(t, nftables.RemoveTable(ctx, e.k, ipfamily.IPv6, "np"), "a table that is not there is no error")
+	require.NoError(t, nfmigrate.RemoveLeftovers(ctx, e.k, nfmigrate.IPTablesNFT, nfmigrate.Owned{ChainPrefix: "np-", NFTablesTables: []string{"np"}}),
+		"the IPv6 table that is not there is no error")
 	assert.NotContains(t, e.nft(t, "list", "tables"), "table ip np\n")
 	assert.Equal(t, before, state())
 }
 
 // failingKernel fails the next n transactions (before they are sent).
 type failingKernel struct {
-	nftables.Kernel
+	kernel.NFTables
 	fail *int
 }
 
-func (f failingKernel) OpenNFTablesSocket() (nftables.Socket, error) {
-	s, err := nftables.OpenSocket(f.Kernel)
+func (f failingKernel) OpenNFTablesSocket() (kernel.NFTablesSocket, error) {
+	s, err := f.NFTables.OpenNFTablesSocket()
 	return failingSocket{s, f.fail}, err
 }
 
 type failingSocket struct {
-	nftables.Socket
+	kernel.NFTablesSocket
 	fail *int
 }
 
@@ -424,7 +425,7 @@ func (s failingSocket) Send(b []byte) error {
 		*s.fail--
 		return syscall.EIO
 	}
-	return s.Socket.Send(b)
+	return s.NFTablesSocket.Send(b)
 }
 
 func TestKernelRebuildAfterRepeatedFailures(t *testing.T) {

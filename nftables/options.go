@@ -9,6 +9,7 @@ import (
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -171,10 +172,12 @@ type Options struct {
 	// rules have; read them with Counters. Off, rules count nothing, as
 	// nft rules without a counter statement.
 	Counters bool
-	// Kernel is the network namespace whose nftables the Table programs: a
-	// *kernel.Namespace (kernel.Open, kernel.OpenCurrent) or, in tests, an
-	// nftablesfake.Namespace. Nil means the process's network namespace.
-	Kernel Kernel
+	// Kernel is the network namespace whose nftables the Table programs,
+	// through its kernel.NFTables capability: a *kernel.Namespace
+	// (kernel.Open, kernel.OpenCurrent) or, in tests, a kernelfake.Namespace
+	// or an nftablesfake.Namespace. Nil means the process's network
+	// namespace.
+	Kernel kernel.NFTables
 	// PostWriteRecheck schedules checks after each write, to catch another
 	// agent changing the table right after us (see
 	// DefaultPostWriteRecheck). Nil means DefaultPostWriteRecheck; an

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/internal/nfnl"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // maxElemPayload bounds the elements of one element request: a netlink
@@ -20,7 +21,7 @@ const maxElemPayload = 60 << 10
 // planner builds the transactions of one round of an Apply.
 type planner struct {
 	t     *Table
-	s     Socket
+	s     kernel.NFTablesSocket
 	k     *kstate
 	holds map[string]hold
 	probe map[string]bool

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/nodeplane/nodeplane/internal/nfnl"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // kstate is the Table's picture of its table in the kernel.
@@ -58,7 +59,7 @@ const readAttempts = 5
 // read reads the table: its chains, rules (handles and hashes), sets and
 // elements, consistently (the ruleset generation is the same before and
 // after).
-func (t *Table) read(s Socket) (*kstate, error) {
+func (t *Table) read(s kernel.NFTablesSocket) (*kstate, error) {
 	start := t.opts.Clock.Now()
 	var k *kstate
 	var err error
@@ -82,7 +83,7 @@ func (t *Table) read(s Socket) (*kstate, error) {
 	return k, nil
 }
 
-func (t *Table) readOnce(s Socket) (*kstate, error) {
+func (t *Table) readOnce(s kernel.NFTablesSocket) (*kstate, error) {
 	k := newKstate()
 	gen0, err := t.genID(s)
 	if err != nil {
@@ -154,7 +155,7 @@ func (t *Table) readOnce(s Socket) (*kstate, error) {
 }
 
 // stable returns k if the ruleset generation is still gen0.
-func (t *Table) stable(s Socket, k *kstate, gen0 uint32) (*kstate, error) {
+func (t *Table) stable(s kernel.NFTablesSocket, k *kstate, gen0 uint32) (*kstate, error) {
 	gen1, err := t.genID(s)
 	if err != nil {
 		return nil, err
@@ -181,7 +182,7 @@ var errRepeated = fmt.Errorf("%w (elements of a set came twice: the kernel resiz
 // twice and leaves as many out, and the ruleset generation does not
 // change. Sending every element once tells that none was left out, so a
 // dump that repeats one is read again.
-func (t *Table) readElements(s Socket, st *nfnl.Set) (map[string]string, error) {
+func (t *Table) readElements(s kernel.NFTablesSocket, st *nfnl.Set) (map[string]string, error) {
 	for attempt := 1; ; attempt++ {
 		elems, repeated, err := t.dumpElements(s, st)
 		if err != nil || !repeated {
@@ -195,7 +196,7 @@ func (t *Table) readElements(s Socket, st *nfnl.Set) (map[string]string, error) 
 
 // dumpElements dumps a set's elements once; repeated reports elements sent
 // twice (and so others left out).
-func (t *Table) dumpElements(s Socket, st *nfnl.Set) (elems map[string]string, repeated bool, err error) {
+func (t *Table) dumpElements(s kernel.NFTablesSocket, st *nfnl.Set) (elems map[string]string, repeated bool, err error) {
 	klen := int(st.KeyLen)
 	interval := st.Flags&nfnl.SetInterval != 0
 	concat := len(st.Fields) > 1
@@ -294,7 +295,7 @@ func decremented(s string) []byte {
 
 // readChainRules reads one chain's rules again, to learn the handles of
 // rules written since the table was read.
-func (t *Table) readChainRules(s Socket, name string) ([]krule, error) {
+func (t *Table) readChainRules(s kernel.NFTablesSocket, name string) ([]krule, error) {
 	t.statsMu.Lock()
 	t.stats.ChainReads++
 	t.statsMu.Unlock()

@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
 // resizingKernel is a fake namespace whose dumps of set elements go wrong
@@ -25,13 +26,13 @@ type resizingKernel struct {
 	dumps *int
 }
 
-func (k resizingKernel) OpenNFTablesSocket() (nftables.Socket, error) {
+func (k resizingKernel) OpenNFTablesSocket() (kernel.NFTablesSocket, error) {
 	s, err := k.Namespace.OpenNFTablesSocket()
-	return &resizingSocket{Socket: s, dumps: k.dumps}, err
+	return &resizingSocket{NFTablesSocket: s, dumps: k.dumps}, err
 }
 
 type resizingSocket struct {
-	nftables.Socket
+	kernel.NFTablesSocket
 	dumps *int
 	// part counts the datagrams of the element dump being spoilt (0: none
 	// is); first is its first one.
@@ -46,11 +47,11 @@ func (s *resizingSocket) Send(b []byte) error {
 		*s.dumps--
 		s.part = 1
 	}
-	return s.Socket.Send(b)
+	return s.NFTablesSocket.Send(b)
 }
 
 func (s *resizingSocket) Receive(b []byte, block bool) (int, error) {
-	n, err := s.Socket.Receive(b, block)
+	n, err := s.NFTablesSocket.Receive(b, block)
 	if err != nil || n == 0 || s.part == 0 {
 		return n, err
 	}

@@ -13,9 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
 // closeCountingKernel is the fake, whose sockets count their Close calls.
@@ -26,21 +27,21 @@ type closeCountingKernel struct {
 }
 
 type closeCountingSocket struct {
-	nftables.Socket
+	kernel.NFTablesSocket
 	closes atomic.Int32
 }
 
 func (s *closeCountingSocket) Close() error {
 	s.closes.Add(1)
-	return s.Socket.Close()
+	return s.NFTablesSocket.Close()
 }
 
-func (k *closeCountingKernel) OpenNFTablesSocket() (nftables.Socket, error) {
+func (k *closeCountingKernel) OpenNFTablesSocket() (kernel.NFTablesSocket, error) {
 	s, err := k.Namespace.OpenNFTablesSocket()
 	if err != nil {
 		return nil, err
 	}
-	cs := &closeCountingSocket{Socket: s}
+	cs := &closeCountingSocket{NFTablesSocket: s}
 	k.mu.Lock()
 	k.socks = append(k.socks, cs)
 	k.mu.Unlock()

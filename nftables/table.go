@@ -12,6 +12,7 @@ import (
 	"github.com/nodeplane/nodeplane/internal/nfcore"
 	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/internal/objfail"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -138,7 +139,7 @@ type Table struct {
 	recheckAt  time.Time
 	recheckIdx int
 
-	sock Socket
+	sock kernel.NFTablesSocket
 	// sockCleanup closes sock if the Table is collected without Close;
 	// Close stops it, so that a socket is closed once.
 	sockCleanup runtime.Cleanup
@@ -272,8 +273,8 @@ func (t *Table) Close() error {
 		return nil
 	}
 	// Closed here, the socket must not be closed again when the Table is
-	// collected: a Socket of a SocketOpener may close a bare descriptor
-	// number, which by then names another file.
+	// collected: a socket may close a bare descriptor number, which by
+	// then names another file.
 	t.sockCleanup.Stop()
 	err := t.sock.Close()
 	t.sock = nil
@@ -281,7 +282,7 @@ func (t *Table) Close() error {
 }
 
 // socket returns the Table's socket, opened on first use.
-func (t *Table) socket() (Socket, error) {
+func (t *Table) socket() (kernel.NFTablesSocket, error) {
 	t.sockMu.Lock()
 	defer t.sockMu.Unlock()
 	if t.sock != nil {
@@ -293,7 +294,7 @@ func (t *Table) socket() (Socket, error) {
 	}
 	t.sock = s
 	// A Table dropped without Close releases its socket when collected.
-	t.sockCleanup = runtime.AddCleanup(t, func(s Socket) { _ = s.Close() }, s)
+	t.sockCleanup = runtime.AddCleanup(t, func(s kernel.NFTablesSocket) { _ = s.Close() }, s)
 	return s, nil
 }
 

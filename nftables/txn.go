@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/nodeplane/nodeplane/internal/nfnl"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // recvBufSize is the receive buffer: a dump datagram is at most 32 KiB.
@@ -36,7 +37,7 @@ func kernelErr(errno int32) error { return syscall.Errno(-errno) }
 
 // drain discards what is queued on the socket (answers of an exchange
 // that failed halfway).
-func (t *Table) drain(s Socket) {
+func (t *Table) drain(s kernel.NFTablesSocket) {
 	buf := t.rbuf()
 	for range 1024 {
 		if n, err := s.Receive(buf, false); n == 0 && err == nil {
@@ -48,7 +49,7 @@ func (t *Table) drain(s Socket) {
 // request sends one request and calls fn with each answer of its sequence
 // number until the end: NLMSG_DONE for a dump, the one reply otherwise.
 // An NLMSG_ERROR answer with an errno is returned as the errno.
-func (t *Table) request(s Socket, typ, flags uint16, attrs func(w *nfnl.Writer), fn func(m *nfnl.Msg) error) error {
+func (t *Table) request(s kernel.NFTablesSocket, typ, flags uint16, attrs func(w *nfnl.Writer), fn func(m *nfnl.Msg) error) error {
 	seq := t.nextSeq()
 	var w nfnl.Writer
 	st := w.Begin(nfnl.Type(typ), nfnl.FlagRequest|flags, seq, t.fam, 0)
@@ -111,7 +112,7 @@ func (t *Table) request(s Socket, typ, flags uint16, attrs func(w *nfnl.Writer),
 
 // genID asks the kernel for its ruleset generation, which every committed
 // transaction of any table changes.
-func (t *Table) genID(s Socket) (uint32, error) {
+func (t *Table) genID(s kernel.NFTablesSocket) (uint32, error) {
 	t.statsMu.Lock()
 	t.stats.GenChecks++
 	t.statsMu.Unlock()
@@ -187,7 +188,7 @@ type txErr struct {
 // refusals: none when it committed. lost reports refusals that did not fit
 // in the socket's queue (more may exist than those returned). The batch is
 // processed before Send returns, so the answers are read without waiting.
-func (t *Table) send(s Socket, x *txn) (errs []txErr, lost bool, err error) {
+func (t *Table) send(s kernel.NFTablesSocket, x *txn) (errs []txErr, lost bool, err error) {
 	if !x.framed {
 		y := newTxn(x.w.Len())
 		y.appendTx(x)

@@ -31,7 +31,7 @@
 // bridge does (the block then gets none, and the conflict is warned about
 // once and counted in Stats.BlackholeConflicts). It declares one hash:net
 // set of every node's underlay address plus Options.ExtraCIDRs on the
-// ipsets.Sets it is given, for rules that accept encapsulated traffic only
+// netfilter.Sets it is given, for rules that accept encapsulated traffic only
 // from known nodes. Its Driver owns the device (see packages vxlan and
 // ipip).
 //

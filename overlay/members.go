@@ -3,17 +3,17 @@ package overlay
 import (
 	"net/netip"
 
-	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
-// setSink is where the node-address set is declared: an ipsets.Sets.
+// setSink is where the node-address set is declared: an netfilter.Sets.
 type setSink interface {
 	// AddOrReplaceSet declares the whole set.
-	AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error
+	AddOrReplaceSet(meta netfilter.SetMetadata, members []netfilter.Member) error
 	// AddMembers declares more members.
-	AddMembers(name string, members []ipsets.Member) error
+	AddMembers(name string, members []netfilter.Member) error
 	// RemoveMembers withdraws members.
-	RemoveMembers(name string, members []ipsets.Member) error
+	RemoveMembers(name string, members []netfilter.Member) error
 }
 
 // memberSet keeps one hash:net set equal to the node underlay addresses plus
@@ -23,18 +23,18 @@ type setSink interface {
 type memberSet struct {
 	sink    setSink
 	name    string
-	refs    map[ipsets.Member]int
-	add     map[ipsets.Member]struct{}
-	del     map[ipsets.Member]struct{}
+	refs    map[netfilter.Member]int
+	add     map[netfilter.Member]struct{}
+	del     map[netfilter.Member]struct{}
 	created bool
 }
 
 // newMemberSet returns the set name on sink holding extra. A nil sink makes
 // every method a no-op.
 func newMemberSet(sink setSink, name string, extra []netip.Prefix) *memberSet {
-	m := &memberSet{sink: sink, name: name, refs: map[ipsets.Member]int{}, add: map[ipsets.Member]struct{}{}, del: map[ipsets.Member]struct{}{}}
+	m := &memberSet{sink: sink, name: name, refs: map[netfilter.Member]int{}, add: map[netfilter.Member]struct{}{}, del: map[netfilter.Member]struct{}{}}
 	for _, p := range extra {
-		m.ref(ipsets.NetMember(p), 1)
+		m.ref(netfilter.NetMember(p), 1)
 	}
 	return m
 }
@@ -42,18 +42,18 @@ func newMemberSet(sink setSink, name string, extra []netip.Prefix) *memberSet {
 // Add counts one more want of addr.
 func (m *memberSet) Add(addr netip.Addr) {
 	if addr.IsValid() {
-		m.ref(ipsets.IPMember(addr), 1)
+		m.ref(netfilter.IPMember(addr), 1)
 	}
 }
 
 // Remove counts one want of addr less.
 func (m *memberSet) Remove(addr netip.Addr) {
 	if addr.IsValid() {
-		m.ref(ipsets.IPMember(addr), -1)
+		m.ref(netfilter.IPMember(addr), -1)
 	}
 }
 
-func (m *memberSet) ref(mem ipsets.Member, d int) {
+func (m *memberSet) ref(mem netfilter.Member, d int) {
 	if m == nil || m.sink == nil {
 		return
 	}
@@ -92,28 +92,28 @@ func (m *memberSet) Flush() error {
 		return nil
 	}
 	if !m.created {
-		all := make([]ipsets.Member, 0, len(m.refs))
+		all := make([]netfilter.Member, 0, len(m.refs))
 		for mem := range m.refs {
 			all = append(all, mem)
 		}
-		if err := m.sink.AddOrReplaceSet(ipsets.SetMetadata{Name: m.name, Type: ipsets.HashNet}, all); err != nil {
+		if err := m.sink.AddOrReplaceSet(netfilter.SetMetadata{Name: m.name, Type: netfilter.HashNet}, all); err != nil {
 			return err
 		}
 		m.created = true
-		m.add, m.del = map[ipsets.Member]struct{}{}, map[ipsets.Member]struct{}{} // fresh: see routeCalc.Flush
+		m.add, m.del = map[netfilter.Member]struct{}{}, map[netfilter.Member]struct{}{} // fresh: see routeCalc.Flush
 		return nil
 	}
 	if len(m.add) > 0 {
 		if err := m.sink.AddMembers(m.name, keys(m.add)); err != nil {
 			return err
 		}
-		m.add = map[ipsets.Member]struct{}{}
+		m.add = map[netfilter.Member]struct{}{}
 	}
 	if len(m.del) > 0 {
 		if err := m.sink.RemoveMembers(m.name, keys(m.del)); err != nil {
 			return err
 		}
-		m.del = map[ipsets.Member]struct{}{}
+		m.del = map[netfilter.Member]struct{}{}
 	}
 	return nil
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
+	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
@@ -176,7 +176,7 @@ type Options struct {
 	// underlay address of the family plus ExtraCIDRs, for rules that
 	// accept the encapsulated traffic only from known nodes. Its family
 	// must be the Manager's. Register it with the loop as usual.
-	Sets ipsets.Sets
+	Sets netfilter.Sets
 	// SetName is the set's name; empty means DefaultSetName(Encap).
 	SetName string
 	// ExtraCIDRs are added to the set (nodes outside the cluster's

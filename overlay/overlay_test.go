@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/routetable"
 )
 
@@ -106,19 +106,19 @@ func TestRoutesIncremental(t *testing.T) {
 
 type fakeSets struct{ log []string }
 
-func (s *fakeSets) AddOrReplaceSet(meta ipsets.SetMetadata, members []ipsets.Member) error {
+func (s *fakeSets) AddOrReplaceSet(meta netfilter.SetMetadata, members []netfilter.Member) error {
 	s.log = append(s.log, fmt.Sprintf("set %s %d", meta.Name, len(members)))
 	return nil
 }
 
-func (s *fakeSets) AddMembers(name string, members []ipsets.Member) error {
+func (s *fakeSets) AddMembers(name string, members []netfilter.Member) error {
 	for _, m := range members {
 		s.log = append(s.log, "add "+m.String())
 	}
 	return nil
 }
 
-func (s *fakeSets) RemoveMembers(name string, members []ipsets.Member) error {
+func (s *fakeSets) RemoveMembers(name string, members []netfilter.Member) error {
 	for _, m := range members {
 		s.log = append(s.log, "del "+m.String())
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/serviceloop"
 )
 
@@ -35,10 +36,10 @@ func Example() {
 	_ = loop.Run(ctx)
 
 	fmt.Println(m.CIDRs())
-	for _, r := range ns.IPTables().Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "FORWARD") {
+	for _, r := range ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "FORWARD") {
 		fmt.Println("FORWARD", unhashed(r))
 	}
-	for _, r := range ns.IPTables().Rules(iptables.BackendNFT, ipfamily.IPv4, "filter", "nps-svc-loop") {
+	for _, r := range ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "nps-svc-loop") {
 		fmt.Println("nps-svc-loop", unhashed(r))
 	}
 	// Output:

@@ -14,6 +14,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/serviceloop"
 )
@@ -36,7 +37,7 @@ func newRig(t *testing.T, ns *kernelfake.Namespace, f ipfamily.Family, mutate fu
 func (r *rig) pass(msgs ...any) error { return managertest.UpdatePass(r.m, msgs, r.filter) }
 
 func (r *rig) rules(chain string) []string {
-	return r.ns.IPTables().Rules(iptables.BackendNFT, r.f, "filter", chain)
+	return r.ns.IPTables().Rules(iptablesfake.BackendNFT, r.f, "filter", chain)
 }
 
 var svc = serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{
@@ -78,7 +79,7 @@ func TestRulesPerFamily(t *testing.T) {
 func TestChangesRejectAndEmpty(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
 	r := newRig(t, ns, ipfamily.IPv4, func(o *serviceloop.Options) { o.Verdict = serviceloop.Reject; o.Jump = serviceloop.JumpAppend })
-	require.NoError(t, ns.IPTables().Exec(iptables.BackendNFT, ipfamily.IPv4, "-A", "FORWARD", "-i", "eth9", "-j", "ACCEPT"))
+	require.NoError(t, ns.IPTables().Exec(iptablesfake.BackendNFT, ipfamily.IPv4, "-A", "FORWARD", "-i", "eth9", "-j", "ACCEPT"))
 	require.NoError(t, r.pass(svc))
 	got := r.rules("nps-loop")
 	require.Len(t, got, 2)

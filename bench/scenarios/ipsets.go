@@ -14,6 +14,7 @@ import (
 	"github.com/nodeplane/nodeplane/internal/testkit/benchutil"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // The ipsets scenarios:
@@ -52,37 +53,37 @@ func init() {
 	harness.Register(ipsetsChange1(100), ipsetsChange1(100_000), ipsetsReplace(100_000), ipsetsHeap(100_000))
 }
 
-func ipsetsMembers(n int) []ipsets.Member {
-	out := make([]ipsets.Member, n)
+func ipsetsMembers(n int) []netfilter.Member {
+	out := make([]netfilter.Member, n)
 	for i := range n {
-		out[i] = ipsets.IPMember(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+		out[i] = netfilter.IPMember(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
 	}
 	return out
 }
 
 // ipsetsScript is the hand-written restore input for members: the create
 // line ours writes (without -exist) and one add line per member.
-func ipsetsScript(members []ipsets.Member) []byte {
+func ipsetsScript(members []netfilter.Member) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "create %s hash:ip family inet maxelem %d\n", ipsetsKernel, ipsets.DefaultMaxSize)
+	fmt.Fprintf(&b, "create %s hash:ip family inet maxelem %d\n", ipsetsKernel, netfilter.DefaultMaxSize)
 	for _, m := range members {
 		b.WriteString("add " + ipsetsKernel + " " + m.String() + "\n")
 	}
 	return b.Bytes()
 }
 
-var ipsetsMeta = ipsets.SetMetadata{Name: ipsetsName, Type: ipsets.HashIP}
+var ipsetsMeta = netfilter.SetMetadata{Name: ipsetsName, Type: netfilter.HashIP}
 
 // ipsetsOurs is what an ours variant's Setup hands to its Run: the trial's
 // namespace (closed by Run), and the driver or the members to load.
 type ipsetsOurs struct {
 	k       *kernel.Namespace
 	d       *ipsets.IPSets
-	members []ipsets.Member
+	members []netfilter.Member
 }
 
 // ipsetsOpen opens the trial's namespace for ours, with members to load.
-func ipsetsOpen(env *harness.Env, members []ipsets.Member) error {
+func ipsetsOpen(env *harness.Env, members []netfilter.Member) error {
 	k, err := kernel.Open(env.NS.Path())
 	if err != nil {
 		return err
@@ -93,7 +94,7 @@ func ipsetsOpen(env *harness.Env, members []ipsets.Member) error {
 
 // ipsetsOpenLoaded opens the trial's namespace for ours and loads members
 // with a new driver, which Run then changes; settle follows.
-func ipsetsOpenLoaded(ctx context.Context, env *harness.Env, members []ipsets.Member) error {
+func ipsetsOpenLoaded(ctx context.Context, env *harness.Env, members []netfilter.Member) error {
 	if err := ipsetsOpen(env, nil); err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func ipsetsOpenLoaded(ctx context.Context, env *harness.Env, members []ipsets.Me
 }
 
 // ipsetsLoad declares members and applies them with a new driver on k.
-func ipsetsLoad(ctx context.Context, k kernel.Commands, members []ipsets.Member) (*ipsets.IPSets, error) {
+func ipsetsLoad(ctx context.Context, k kernel.Commands, members []netfilter.Member) (*ipsets.IPSets, error) {
 	d, err := ipsets.New(ipsets.Options{Family: ipsets.IPv4, Prefix: ipsetsPrefix, Kernel: k})
 	if err != nil {
 		return nil, err
@@ -169,7 +170,7 @@ func ipsetsInitial(n int) harness.Scenario {
 			},
 			Run: func(ctx context.Context, env *harness.Env) error {
 				if _, err := env.NS.Run(ctx, nil, "ipset", "create", ipsetsKernel, "hash:ip", "family", "inet",
-					"maxelem", strconv.Itoa(ipsets.DefaultMaxSize)); err != nil {
+					"maxelem", strconv.Itoa(netfilter.DefaultMaxSize)); err != nil {
 					return err
 				}
 				for _, m := range env.State.([]string) {
@@ -226,7 +227,7 @@ func ipsetsChange1(n int) harness.Scenario {
 				Run: func(ctx context.Context, env *harness.Env) error {
 					o := env.State.(*ipsetsOurs)
 					defer o.k.Close()
-					if err := o.d.AddMembers(ipsetsName, []ipsets.Member{ipsets.IPMember(netip.MustParseAddr(ipsetsExtra))}); err != nil {
+					if err := o.d.AddMembers(ipsetsName, []netfilter.Member{netfilter.IPMember(netip.MustParseAddr(ipsetsExtra))}); err != nil {
 						return err
 					}
 					_, err := o.d.Apply(ctx)

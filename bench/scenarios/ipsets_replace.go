@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/nodeplane/nodeplane/bench/internal/harness"
-	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // ipsetsKept is how many members the replace scenario keeps: a few
@@ -19,10 +19,10 @@ const ipsetsKept = 500
 
 // ipsetsReplacement returns the members that replace those of
 // ipsetsMembers(n): its first ipsetsKept, then n-ipsetsKept new ones.
-func ipsetsReplacement(n int) []ipsets.Member {
+func ipsetsReplacement(n int) []netfilter.Member {
 	out := ipsetsMembers(n)[:ipsetsKept:ipsetsKept]
 	for i := range n - ipsetsKept {
-		out = append(out, ipsets.IPMember(netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)})))
+		out = append(out, netfilter.IPMember(netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)})))
 	}
 	return out
 }
@@ -46,7 +46,7 @@ func ipsetsInPlace(n int) []byte {
 func ipsetsSwapScript(n int) []byte {
 	const temp = ipsetsPrefix + "~0"
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "create %s hash:ip family inet maxelem %d\n", temp, ipsets.DefaultMaxSize)
+	fmt.Fprintf(&b, "create %s hash:ip family inet maxelem %d\n", temp, netfilter.DefaultMaxSize)
 	for _, m := range ipsetsReplacement(n) {
 		b.WriteString("add " + temp + " " + m.String() + "\n")
 	}

@@ -119,12 +119,12 @@ type nftDecl struct {
 	jumps  []netfilter.Rule
 }
 
-func (d nftDecl) options(k nftables.Kernel) nftables.Options {
+func (d nftDecl) options(k kernel.NFTables) nftables.Options {
 	return nftables.Options{Name: nftTable, Family: iptFamily, Role: d.role, Kernel: k, PostWriteRecheck: []time.Duration{}}
 }
 
 // program declares d on a new Table and applies it.
-func (d nftDecl) program(ctx context.Context, k nftables.Kernel) (*nftables.Table, error) {
+func (d nftDecl) program(ctx context.Context, k kernel.NFTables) (*nftables.Table, error) {
 	tbl, err := nftables.New(d.options(k))
 	if err != nil {
 		return nil, err
@@ -263,9 +263,7 @@ type capKernel struct {
 	keep *[][]byte
 }
 
-func (c capKernel) Do(fn func() error) error { return c.ns.Do(fn) }
-
-func (c capKernel) OpenNFTablesSocket() (nftables.Socket, error) {
+func (c capKernel) OpenNFTablesSocket() (kernel.NFTablesSocket, error) {
 	fd, err := openNetfilterSocket(c.ns)
 	if err != nil {
 		return nil, err

@@ -47,7 +47,7 @@ func (c *Check) Required(field string, v any) {
 	c.Refuse(IsNil(v), "%s is required", field)
 }
 
-// Familied is a driver of one IP family, such as an ipsets.Sets or a
+// Familied is a driver of one IP family, such as a netfilter.Sets or a
 // routetable.Table.
 type Familied interface {
 	// Family returns the driver's IP family.
@@ -92,7 +92,7 @@ func (c *Check) Rules(field string, f ipfamily.Family, rules ...netfilter.Rule) 
 	}
 }
 
-// KernelNamer names sets in the kernel, as ipsets.Sets does.
+// KernelNamer names sets in the kernel, as netfilter.Sets does.
 type KernelNamer interface {
 	// KernelName returns the kernel's name of the set name, or why the
 	// name is refused.

@@ -16,6 +16,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/serviceloop"
@@ -109,7 +110,7 @@ func TestCheckKeepsTheFirstProblem(t *testing.T) {
 
 	c = managerutil.Check{Sentinel: errInvalid}
 	assert.Empty(t, c.KernelName("SetName", sets, "a-name-much-too-long-for-the-kernel-to-take"))
-	require.ErrorIs(t, c.Err(), ipsets.ErrNameTooLong)
+	require.ErrorIs(t, c.Err(), netfilter.ErrSetNameTooLong)
 	assert.Contains(t, c.Err().Error(), "pkg: invalid options: SetName: ")
 }
 
@@ -141,7 +142,7 @@ func TestDeclareJumps(t *testing.T) {
 		tbl, err := iptables.New(iptables.Options{Table: "nat", Family: ipfamily.IPv4, Backend: iptables.BackendNFT,
 			ChainPrefix: "np-", Kernel: ns, PostWriteRecheck: []time.Duration{}})
 		require.NoError(t, err)
-		require.NoError(t, ns.IPTables().Exec(iptables.BackendNFT, ipfamily.IPv4, "-t", "nat", "-A", "OUTPUT", "-i", "eth9", "-j", "ACCEPT"))
+		require.NoError(t, ns.IPTables().Exec(iptablesfake.BackendNFT, ipfamily.IPv4, "-t", "nat", "-A", "OUTPUT", "-i", "eth9", "-j", "ACCEPT"))
 		require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a"}, netfilter.Chain{Name: "np-b"}))
 		require.NoError(t, managerutil.DeclareJumps(tbl, tc.p, "np-a",
 			managerutil.HookJump{Hook: netfilter.HookOutput, Chain: "np-a"},
@@ -149,11 +150,11 @@ func TestDeclareJumps(t *testing.T) {
 		_, err = tbl.Apply(t.Context())
 		require.NoError(t, err)
 		var out []string
-		for _, r := range ns.IPTables().Rules(iptables.BackendNFT, ipfamily.IPv4, "nat", "OUTPUT") {
+		for _, r := range ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "nat", "OUTPUT") {
 			out = append(out, hashComment.ReplaceAllString(r, ""))
 		}
 		assert.Equal(t, tc.want, out, "%d", tc.p)
-		assert.Len(t, ns.IPTables().Rules(iptables.BackendNFT, ipfamily.IPv4, "nat", "POSTROUTING"), len(tc.want)-1)
+		assert.Len(t, ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "nat", "POSTROUTING"), len(tc.want)-1)
 	}
 }
 

@@ -8,8 +8,10 @@
 //
 // A New namespace is what `ip netns add` and `ip link set lo up` leave:
 // lo (index 1, up, running, MTU 65536) with 127.0.0.1/8 and ::1/128 and
-// their routes, the default rules, the sysctls of a fresh namespace, and
-// the iptables and ipset fakes behind Runner. TestKernelFakeMatchesKernel
+// their routes, the default rules, the sysctls of a fresh namespace, the
+// iptables and ipset fakes behind Runner (IPTables, IPSets) and an
+// nf_tables behind OpenNFTablesSocket (NFTables, the kernel.NFTables
+// capability). TestKernelFakeMatchesKernel
 // runs the same scripts on a Namespace and on a real namespace and
 // compares what they report.
 //

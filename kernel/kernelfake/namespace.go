@@ -7,9 +7,10 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 )
 
 // Options configure a Namespace. The zero value models a fresh namespace
@@ -72,6 +73,7 @@ type state struct {
 
 	iptables *iptablesfake.Kernel
 	ipsets   *ipsetsfake.Kernel
+	nft      *nftablesfake.Namespace
 }
 
 // Namespace is an in-memory network namespace that implements
@@ -85,12 +87,16 @@ type Namespace struct {
 	admin bool
 }
 
-var _ kernel.Kernel = (*Namespace)(nil)
+var (
+	_ kernel.Kernel   = (*Namespace)(nil)
+	_ kernel.NFTables = (*Namespace)(nil)
+)
 
 // New returns a namespace as `ip netns add` and `ip link set lo up` leave
 // it: lo (index 1, up, running, MTU 65536) with 127.0.0.1/8 and ::1/128
 // and their routes, the default rules of both families, the sysctls of a
-// fresh namespace, and empty iptables and ipset fakes behind Runner.
+// fresh namespace, empty iptables and ipset fakes behind Runner, and an
+// empty nf_tables behind OpenNFTablesSocket.
 func New(opts Options) *Namespace {
 	return newState(&host{byFD: map[int]*state{}}, opts)
 }
@@ -124,6 +130,7 @@ func newState(h *host, opts Options) *Namespace {
 		always:   map[Op]error{},
 		iptables: iptablesfake.New(),
 		ipsets:   ipsetsfake.New(),
+		nft:      nftablesfake.New(),
 	}
 	s.iptables.UseSets(s.ipsets.Family) // a rule matches the namespace's sets
 	if s.name == "" {
@@ -167,6 +174,17 @@ func (ns *Namespace) IPTables() *iptablesfake.Kernel { return ns.s.iptables }
 
 // IPSets returns the ipset fake that Runner runs the ipset binary on.
 func (ns *Namespace) IPSets() *ipsetsfake.Kernel { return ns.s.ipsets }
+
+// NFTables returns the namespace's nf_tables fake, which
+// OpenNFTablesSocket serves.
+func (ns *Namespace) NFTables() *nftablesfake.Namespace { return ns.s.nft }
+
+// OpenNFTablesSocket returns a socket to the namespace's nf_tables fake
+// (the kernel.NFTables capability): package nftables programs it as it
+// programs a real namespace.
+func (ns *Namespace) OpenNFTablesSocket() (kernel.NFTablesSocket, error) {
+	return ns.s.nft.OpenNFTablesSocket()
+}
 
 // String returns the namespace's name.
 func (ns *Namespace) String() string { return "kernelfake " + ns.s.name }

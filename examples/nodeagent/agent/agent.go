@@ -127,10 +127,9 @@ type Config struct {
 	// Kernel is the network namespace to program, already open: a
 	// *kernel.Namespace, or a kernelfake.Namespace in tests. Nil means
 	// NetNS, opened by Run and Cleanup and closed when they return. What
-	// runs inside the namespace (native nftables, the BPF proxy, a
-	// WireGuard device) needs a Kernel whose Do works; on one whose Do is
-	// not supported (kernelfake's), those features are refused and the
-	// nftables leftovers of another backend are not looked for.
+	// runs inside the namespace (the BPF proxy, a WireGuard device) needs
+	// a Kernel whose Do works; on one whose Do is not supported
+	// (kernelfake's), those features are refused.
 	Kernel kernel.Kernel
 	// Listen is the local HTTP endpoint (health, readiness, metrics,
 	// status); empty means DefaultListen, "-" none.
@@ -373,7 +372,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
 	// The netfilter backends of the masquerade rules: the configured or
-	// detected one; for a cleanup, nftables (on a Doer) and every iptables
+	// detected one; for a cleanup, nftables and every iptables
 	// backend whose binaries the namespace's runner finds.
 	var backends []iptables.Backend
 	nft := false
@@ -384,7 +383,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 				backends = append(backends, b)
 			}
 		}
-		nft = inside
+		nft = true
 	} else {
 		if p.netfilter, err = detectNetfilter(ctx, ns, cfg); err != nil {
 			return nil, err
@@ -392,15 +391,12 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		if b, ok := p.netfilter.iptablesBackend(); ok {
 			backends = []iptables.Backend{b}
 		} else {
-			if err = needDo(ns, "the nftables backend"); err != nil {
-				return nil, err
-			}
 			nft = true
 		}
 	}
 	// addNetfilter adds the netfilter managers of family fam on one
 	// backend's sets and nat and filter tables; none for a cleanup.
-	addNetfilter := func(fam ipfamily.Family, sets ipsets.Sets, nat, filter netfilter.Table) error {
+	addNetfilter := func(fam ipfamily.Family, sets netfilter.Sets, nat, filter netfilter.Table) error {
 		if cleanup {
 			return nil
 		}
@@ -565,7 +561,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 				p.nftTables = append(p.nftTables, tables[i])
 			}
 			nat, filter := tables[0], tables[1]
-			var sets ipsets.Sets
+			var sets netfilter.Sets
 			drivers := []dataplane.Driver{nat, filter}
 			if !cleanup && !cfg.NoMasquerade {
 				s, err := nftables.NewIPSets(nat, nftables.IPSetsOptions{})

@@ -15,10 +15,9 @@ import (
 	"github.com/nodeplane/nodeplane/endpoints"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
@@ -291,7 +290,7 @@ func netfilterProblems(k *kernelfake.Namespace, c datastore.Cluster, self string
 	ipt := k.IPTables()
 	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		rules := func(table, chain string) string {
-			return strings.Join(ipt.Rules(iptables.BackendLegacy, f, table, chain), "\n")
+			return strings.Join(ipt.Rules(iptablesfake.BackendLegacy, f, table, chain), "\n")
 		}
 		bits := 32
 		if f == ipfamily.IPv6 {
@@ -572,7 +571,7 @@ func checkNothingOurs(t *testing.T, k *kernelfake.Namespace) {
 			}
 		}
 		for _, table := range []string{"nat", "filter"} {
-			for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+			for _, b := range []iptablesfake.Backend{iptablesfake.BackendLegacy, iptablesfake.BackendNFT} {
 				if save := k.IPTables().Save(b, f, table); strings.Contains(save, ChainPrefix) {
 					t.Errorf("%s %s %s holds chains of ours:\n%s", b, f, table, save)
 				}
@@ -599,7 +598,6 @@ func TestAgentNeedsDoForWhatRunsInside(t *testing.T) {
 		cfg  Config
 		want error
 	}{
-		"nftables":  {Config{Netfilter: NetfilterNFTables}, errNoDo},
 		"BPF proxy": {Config{Netfilter: NetfilterIPTablesLegacy, BPFProxy: true}, errNoDo},
 		"WireGuard": {Config{Netfilter: NetfilterIPTablesLegacy, WireGuard: true}, errNoDo},
 	} {

@@ -2,17 +2,12 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
-	"strings"
-	"time"
 
-	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
-	"github.com/nodeplane/nodeplane/nftables"
+	"github.com/nodeplane/nodeplane/nfmigrate"
 )
 
 // Netfilter is the netfilter backend of the masquerade rules.
@@ -108,58 +103,24 @@ func detectNetfilter(ctx context.Context, ns kernel.Commands, cfg *Config) (Netf
 
 // removeOtherBackends removes what an earlier run on another netfilter
 // backend left, once, before the loop starts, so that switching backend
-// leaves nothing behind: on nftables, the npm- chains and the rules
-// jumping to them in both iptables backends (nftables.RemoveIPTablesLeftovers);
-// on iptables, the agent's nftables tables (nftables.RemoveTable; not
-// looked for when ns is no Doer, as nothing could have made them there) and
-// what the other iptables backend holds of ours, in its nat and filter
-// tables. The backend in use is not touched, so a restart on the same
-// backend adopts its rules and writes nothing. Backends whose binaries are
-// missing are skipped.
+// leaves nothing behind (nfmigrate.RemoveLeftovers): our npm- chains and the
+// rules jumping to them in every table of the iptables backends not in use,
+// and on iptables the agent's nftables tables. The backend in use is not
+// touched, so a restart on the same backend adopts its rules and writes
+// nothing. Backends whose binaries are missing are skipped.
 func removeOtherBackends(ctx context.Context, ns kernel.Kernel, nf Netfilter, log *slog.Logger) error {
-	if nf == NetfilterNFTables {
-		return nftables.RemoveIPTablesLeftovers(ctx, ns, ChainPrefix, "")
+	var keep nfmigrate.Backend
+	switch nf {
+	case NetfilterNFTables:
+		keep = nfmigrate.NFTables
+	case NetfilterIPTablesLegacy:
+		keep = nfmigrate.IPTablesLegacy
+	case NetfilterIPTablesNFT:
+		keep = nfmigrate.IPTablesNFT
+	default:
+		return fmt.Errorf("agent: netfilter backend %q is not resolved", nf)
 	}
-	var errl []error
-	if canDo(ns) {
-		for _, fam := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
-			for _, name := range []string{NFTablesTable, NFTablesFilterTable} {
-				if err := nftables.RemoveTable(ctx, ns, fam, name); err != nil {
-					errl = append(errl, err)
-				}
-			}
-		}
-	}
-	in, _ := nf.iptablesBackend()
-	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
-		if b == in {
-			continue
-		}
-		for _, fam := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
-			// Without -t, save lists only the tables that exist: it
-			// creates none.
-			out, err := ns.Runner().Run(ctx, nil, b.SaveCommand(fam))
-			switch {
-			case errors.Is(err, exec.ErrNotFound):
-				continue
-			case err != nil:
-				errl = append(errl, fmt.Errorf("agent: reading %s: %w", b.SaveCommand(fam), err))
-				continue
-			case !strings.Contains(string(out), ":"+ChainPrefix):
-				continue
-			}
-			log.Info("removing the netfilter rules of another iptables backend", "backend", b, "family", fam)
-			for _, table := range []string{"nat", "filter"} {
-				t, err := iptables.New(iptables.Options{Table: table, Family: fam, Backend: b, ChainPrefix: ChainPrefix, Kernel: ns,
-					PostWriteRecheck: []time.Duration{}})
-				if err == nil {
-					_, err = t.Apply(ctx) // nothing declared: our chains and jumps go
-				}
-				if err != nil {
-					errl = append(errl, fmt.Errorf("agent: removing our chains from the %s table of %s: %w", table, b.SaveCommand(fam), err))
-				}
-			}
-		}
-	}
-	return errors.Join(errl...)
+	log.Debug("removing what other netfilter backends hold of ours", "keep", nf)
+	return nfmigrate.RemoveLeftovers(ctx, ns, keep, nfmigrate.Owned{ChainPrefix: ChainPrefix,
+		NFTablesTables: []string{NFTablesTable, NFTablesFilterTable}})
 }

@@ -308,6 +308,13 @@ func (r *Recorder) Subscribe(ctx context.Context, kinds kernel.EventKinds, opts 
 // sockets of its own) is neither counted nor failed.
 func (r *Recorder) Do(fn func() error) error { return r.k.Do(fn) }
 
+// OpenNFTablesSocket implements kernel.NFTables by passing through: what
+// is written on the socket is neither counted nor failed (drivers on
+// nf_tables are checked on the fake's own nf_tables view).
+func (r *Recorder) OpenNFTablesSocket() (kernel.NFTablesSocket, error) {
+	return r.k.OpenNFTablesSocket()
+}
+
 // Runner implements kernel.Commands: runs of binaries that write (see
 // RunWrites) are counted, logged and failed as FailWrites says; the others
 // pass through.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/internal/testkit/drivertest"
-	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 func blackhole(p string) kernel.RouteOp {
@@ -132,7 +132,7 @@ func TestRecorderFailsBinariesAsTheKernelRefusingALine(t *testing.T) {
 		}
 	}
 	assert.Empty(t, ns.IPSets().Names(), "nothing reached the binary")
-	assert.Nil(t, ns.IPTables().Chains(iptables.BackendNFT, kernel.IPv4, "filter"))
+	assert.Nil(t, ns.IPTables().Chains(iptablesfake.BackendNFT, kernel.IPv4, "filter"))
 	total, objects := rec.Failed()
 	assert.Equal(t, []int{4, 0}, []int{total, objects}, "runs of binaries are no object writes")
 }

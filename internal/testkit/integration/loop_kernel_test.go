@@ -93,11 +93,11 @@ func (m *policyManager) CompleteDeferredWork(context.Context) error {
 		m.dirty = false
 		return nil
 	}
-	members := make([]ipsets.Member, 0, len(m.want.allowed))
+	members := make([]netfilter.Member, 0, len(m.want.allowed))
 	for _, a := range m.want.allowed {
-		members = append(members, ipsets.IPMember(a))
+		members = append(members, netfilter.IPMember(a))
 	}
-	if err := m.sets.AddOrReplaceSet(ipsets.SetMetadata{Name: setName, Type: ipsets.HashIP}, members); err != nil {
+	if err := m.sets.AddOrReplaceSet(netfilter.SetMetadata{Name: setName, Type: netfilter.HashIP}, members); err != nil {
 		return err
 	}
 	kname, err := m.sets.KernelName(setName)

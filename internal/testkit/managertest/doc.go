@@ -11,7 +11,7 @@
 // tests range over it, so a new netfilter.Table writer is tested with every
 // manager by adding one entry there. A backend also gives the set driver
 // its rules match: the kernel's ip sets for iptables, the Table's own sets
-// (nftables.IPSets, the ipsets.Sets over an nftables.Table) for nftables.
+// (nftables.IPSets, the netfilter.Sets over an nftables.Table) for nftables.
 //
 // It owns nothing and touches no kernel state of its own: the kernel tests
 // that use it run in namespaces they created with internal/testkit/kerneltest.

@@ -41,7 +41,7 @@ type Backend struct {
 	// (netfilter.MatchSet): the kernel's ip sets through package ipsets
 	// (named with prefix, run through cmds) for iptables, the Table's own
 	// nftables sets (an *nftables.IPSets, named with prefix) for nftables.
-	Sets func(t testing.TB, cmds kernel.Commands, tbl netfilter.Table, f ipfamily.Family, prefix string) ipsets.Sets
+	Sets func(t testing.TB, cmds kernel.Commands, tbl netfilter.Table, f ipfamily.Family, prefix string) netfilter.Sets
 	// Dump returns the backend's view of a table of family f in ns, for
 	// logs and for checking how a rule was rendered.
 	Dump func(t testing.TB, ns *kerneltest.NS, table string, f ipfamily.Family) string
@@ -72,7 +72,7 @@ func nftablesBackend() Backend {
 			t.Cleanup(func() { _ = tbl.Close() })
 			return tbl
 		},
-		Sets: func(t testing.TB, _ kernel.Commands, tbl netfilter.Table, f ipfamily.Family, prefix string) ipsets.Sets {
+		Sets: func(t testing.TB, _ kernel.Commands, tbl netfilter.Table, f ipfamily.Family, prefix string) netfilter.Sets {
 			t.Helper()
 			nt, ok := tbl.(*nftables.Table)
 			require.True(t, ok, "the sets of an nftables backend are a Table's")
@@ -109,7 +109,7 @@ func iptablesBackend(b iptables.Backend) Backend {
 			require.NoError(t, err)
 			return tbl
 		},
-		Sets: func(t testing.TB, cmds kernel.Commands, _ netfilter.Table, f ipfamily.Family, prefix string) ipsets.Sets {
+		Sets: func(t testing.TB, cmds kernel.Commands, _ netfilter.Table, f ipfamily.Family, prefix string) netfilter.Sets {
 			t.Helper()
 			sets, err := ipsets.New(ipsets.Options{Family: f, Prefix: prefix, Kernel: cmds})
 			require.NoError(t, err)

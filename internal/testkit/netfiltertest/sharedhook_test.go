@@ -21,10 +21,10 @@ import (
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 	"github.com/nodeplane/nodeplane/serviceloop"
 )
 
@@ -35,7 +35,7 @@ type sharedBackend struct {
 	name string
 	// tables returns the nat and filter Tables and, for masquerade, the
 	// ip sets beside them (a driver to apply, and the sets).
-	tables func(t *testing.T, f ipfamily.Family) (nat, filter netfilter.Table, sets ipsets.Sets, setsDriver dataplane.Driver)
+	tables func(t *testing.T, f ipfamily.Family) (nat, filter netfilter.Table, sets netfilter.Sets, setsDriver dataplane.Driver)
 	// jumps returns the targets of the jumps at hook of the table of
 	// role ("nat" or "filter"), in their order.
 	jumps func(t *testing.T, f ipfamily.Family, role string, hook netfilter.Hook) []string
@@ -68,7 +68,7 @@ var sharedOrder = []string{"masquerade", "floatingips", "serviceloop", "policy"}
 type sharedRig struct {
 	f           ipfamily.Family
 	nat, filter netfilter.Table
-	sets        ipsets.Sets
+	sets        netfilter.Sets
 	setsDriver  dataplane.Driver
 	managers    []dataplane.Manager
 }
@@ -218,7 +218,7 @@ func iptSharedBackend(b iptables.Backend, k kernel.Commands) sharedBackend {
 	}
 	return sharedBackend{
 		name: "iptables-" + b.String(),
-		tables: func(t *testing.T, f ipfamily.Family) (netfilter.Table, netfilter.Table, ipsets.Sets, dataplane.Driver) {
+		tables: func(t *testing.T, f ipfamily.Family) (netfilter.Table, netfilter.Table, netfilter.Sets, dataplane.Driver) {
 			tbl := func(table string) *iptables.Table {
 				x, err := iptables.New(iptables.Options{Table: table, Family: f, Backend: b, ChainPrefix: "np-", Kernel: k, PostWriteRecheck: []time.Duration{}})
 				require.NoError(t, err)
@@ -244,10 +244,10 @@ func iptSharedBackend(b iptables.Backend, k kernel.Commands) sharedBackend {
 // nftSharedBackend is package nftables on k, with list reading the jumps
 // of a chain ("nft list chain" on the kernel, the fake's Chains on
 // nftablesfake) and foreign as sharedBackend.foreign.
-func nftSharedBackend(k nftables.Kernel, list func(t *testing.T, f ipfamily.Family, table, chain string) []string, foreign func(t *testing.T, f ipfamily.Family, add bool) bool) sharedBackend {
+func nftSharedBackend(k kernel.NFTables, list func(t *testing.T, f ipfamily.Family, table, chain string) []string, foreign func(t *testing.T, f ipfamily.Family, add bool) bool) sharedBackend {
 	return sharedBackend{
 		name: "nftables",
-		tables: func(t *testing.T, f ipfamily.Family) (netfilter.Table, netfilter.Table, ipsets.Sets, dataplane.Driver) {
+		tables: func(t *testing.T, f ipfamily.Family) (netfilter.Table, netfilter.Table, netfilter.Sets, dataplane.Driver) {
 			tbl := func(name string, role nftables.Role) *nftables.Table {
 				x, err := nftables.New(nftables.Options{Name: name, Family: f, Role: role, ChainPrefix: "np-", Kernel: k, PostWriteRecheck: []time.Duration{}})
 				require.NoError(t, err)

@@ -101,9 +101,11 @@ func TestClassifyTakesTheLongestFolder(t *testing.T) {
 		}
 		return layers[i].name
 	}
-	require.Equal(t, "kernel seam", name("kernel/kernelfake"))
+	require.Equal(t, "kernel fakes", name("kernel/kernelfake"))
+	require.Equal(t, "kernel fakes", name("kernel/kernelfake/iptablesfake"))
 	require.Equal(t, "kernel seam", name("kernel/internal/nlutil"))
-	require.Equal(t, "drivers", name("iptables/iptablesfake"))
+	require.Equal(t, "kernel seam", name("kernel"))
+	require.Equal(t, "drivers", name("nftables/nftablesfake"))
 	require.Equal(t, "drivers", name("bpf/maps"))
 	require.Equal(t, "managers", name("overlay"))
 	require.Equal(t, "test kit", name("overlay/overlaytest"))

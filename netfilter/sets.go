@@ -1,10 +1,13 @@
-package ipsets
+package netfilter
 
-import "github.com/nodeplane/nodeplane/dataplane"
+import (
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
+)
 
 // Sets is the declarative surface of a set backend: the desired sets of one
 // address family, and a dataplane driver that converges the kernel to them.
-// *IPSets implements it with the ipset tool, *nftables.IPSets with the sets
+// *ipsets.IPSets implements it with the ipset tool, *nftables.IPSets with the sets
 // of one nftables table, so managers written against Sets work with either.
 //
 // Names are unprefixed: the backend adds its own prefix (or table) and
@@ -18,7 +21,7 @@ type Sets interface {
 	dataplane.DeletionApplier
 
 	// Family returns the address family of every set of the backend.
-	Family() Family
+	Family() ipfamily.Family
 	// KernelName returns the name the kernel knows the set by (the
 	// prefixed name), for use in rules. It fails for an invalid or too
 	// long name.
@@ -60,5 +63,3 @@ type MemberChange struct {
 	// Added is true for an addition, false for a removal.
 	Added bool
 }
-
-var _ Sets = (*IPSets)(nil)

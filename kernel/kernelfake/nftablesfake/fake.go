@@ -13,16 +13,12 @@ import (
 	"syscall"
 
 	"github.com/nodeplane/nodeplane/internal/nfnl"
-	"github.com/nodeplane/nodeplane/nftables"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
-// ErrNoNamespace is what Namespace.Do returns: the fake has no network
-// namespace to run code in.
-var ErrNoNamespace = errors.New("nftablesfake: no real network namespace to run code in")
-
 // Namespace is an in-memory nf_tables of one network namespace, for tests:
-// it implements nftables.Kernel and nftables.SocketOpener and answers a
-// Table's netlink conversation as the kernel does. It is safe for
+// it implements kernel.NFTables and answers a Table's netlink conversation
+// as the kernel does. kernelfake.Namespace holds one (its NFTables). It is safe for
 // concurrent use.
 type Namespace struct {
 	mu  sync.Mutex
@@ -48,17 +44,10 @@ func New() *Namespace {
 	return &Namespace{st: newState(), hgen: map[uint64]uint64{}, gen: 1, queueLimit: 4 << 20}
 }
 
-var (
-	_ nftables.Kernel       = (*Namespace)(nil)
-	_ nftables.SocketOpener = (*Namespace)(nil)
-)
-
-// Do returns ErrNoNamespace: the fake has no namespace to run fn in.
-// Tables reach it through OpenNFTablesSocket.
-func (n *Namespace) Do(fn func() error) error { return ErrNoNamespace }
+var _ kernel.NFTables = (*Namespace)(nil)
 
 // OpenNFTablesSocket returns a socket to the fake's nf_tables.
-func (n *Namespace) OpenNFTablesSocket() (nftables.Socket, error) {
+func (n *Namespace) OpenNFTablesSocket() (kernel.NFTablesSocket, error) {
 	return &socket{n: n}, nil
 }
 

@@ -21,9 +21,9 @@ import (
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/nftablesfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
-	"github.com/nodeplane/nodeplane/nftables/nftablesfake"
 )
 
 // realSocket is a NETLINK_NETFILTER socket in a test namespace, as the
@@ -65,7 +65,7 @@ func (s *realSocket) Close() error { return unix.Close(s.fd) }
 // peer is one side of the differential test: a socket to nf_tables.
 type peer struct {
 	name string
-	s    nftables.Socket
+	s    kernel.NFTablesSocket
 	seq  uint32
 	buf  []byte
 }
@@ -486,8 +486,8 @@ func TestKernelFakeTableMatchesKernel(t *testing.T) {
 	fs, err := fake.OpenNFTablesSocket()
 	require.NoError(t, err)
 	peers := []*peer{{name: "kernel", s: openReal(t, ns), buf: make([]byte, 1<<20)}, {name: "fake", s: fs, buf: make([]byte, 1<<20)}}
-	kernels := []nftables.Kernel{k, fake}
-	newTbl := func(kn nftables.Kernel) *nftables.Table {
+	kernels := []kernel.NFTables{k, fake}
+	newTbl := func(kn kernel.NFTables) *nftables.Table {
 		tbl, err := nftables.New(nftables.Options{Name: "t", Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: kn, PostWriteRecheck: []time.Duration{}})
 		require.NoError(t, err)
 		t.Cleanup(func() { tbl.Close() })

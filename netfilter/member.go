@@ -1,10 +1,11 @@
-package ipsets
+package netfilter
 
 import (
 	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -13,46 +14,16 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
-// Protocol is the transport protocol of a hash:ip,port member, by its IP
-// protocol number.
-type Protocol uint8
-
-// The protocols a hash:ip,port member can carry.
-const (
-	// ProtocolTCP is TCP (6).
-	ProtocolTCP Protocol = 6
-	// ProtocolUDP is UDP (17).
-	ProtocolUDP Protocol = 17
-	// ProtocolSCTP is SCTP (132).
-	ProtocolSCTP Protocol = 132
-)
-
-// String returns the protocol as ipset spells it: "tcp", "udp" or "sctp".
-func (p Protocol) String() string {
-	switch p {
-	case ProtocolTCP:
-		return "tcp"
-	case ProtocolUDP:
-		return "udp"
-	case ProtocolSCTP:
-		return "sctp"
-	}
-	return "Protocol(" + strconv.Itoa(int(p)) + ")"
-}
-
-// Valid reports whether p is TCP, UDP or SCTP.
-func (p Protocol) Valid() bool {
-	return p == ProtocolTCP || p == ProtocolUDP || p == ProtocolSCTP
-}
-
-func parseProtocol(s string) (Protocol, bool) {
+// parseMemberProto parses the protocol of a hash:ip,port member as ipset
+// writes it.
+func parseMemberProto(s string) (Proto, bool) {
 	switch s {
 	case "tcp":
-		return ProtocolTCP, true
+		return ProtoTCP, true
 	case "udp":
-		return ProtocolUDP, true
+		return ProtoUDP, true
 	case "sctp":
-		return ProtocolSCTP, true
+		return ProtoSCTP, true
 	}
 	return 0, false
 }
@@ -74,7 +45,7 @@ type Member struct {
 	a, b  [16]byte // first and second address; IPv4 in the first 4 bytes
 	bitsA uint8    // prefix length of a; the reason code when invalid
 	bitsB uint8    // prefix length of b; of the prefix in a when invalid
-	proto Protocol // protocol of an address-and-port member
+	proto Proto    // protocol of an address-and-port member
 	flags uint8
 	port  uint16
 }
@@ -192,11 +163,11 @@ func NetMember(p netip.Prefix) Member {
 
 // IPPortMember returns the member for an address, protocol and port
 // (hash:ip,port).
-func IPPortMember(addr netip.Addr, proto Protocol, port uint16) Member {
+func IPPortMember(addr netip.Addr, proto Proto, port uint16) Member {
 	if r := checkAddr(addr); r != 0 {
 		return invalid(r)
 	}
-	if !proto.Valid() {
+	if !proto.hasPorts() {
 		return invalid(reasonProtocol)
 	}
 	m := Member{flags: flagAddr | flagPort, proto: proto, port: port}
@@ -288,7 +259,7 @@ func (m Member) Second() netip.Prefix {
 }
 
 // Protocol returns the protocol of a hash:ip,port member, or zero.
-func (m Member) Protocol() Protocol { return m.proto }
+func (m Member) Protocol() Proto { return m.proto }
 
 // Port returns the port of a hash:ip,port or bitmap:port member, or zero.
 func (m Member) Port() uint16 { return m.port }
@@ -411,7 +382,7 @@ func check(meta *SetMetadata, m Member) error {
 	case HashNet:
 		ok = shape == flagAddr && m.bitsA > 0
 	case HashIPPort:
-		ok = shape == flagAddr|flagPort && m.bitsA == full && m.proto.Valid()
+		ok = shape == flagAddr|flagPort && m.bitsA == full && m.proto.hasPorts()
 	case HashNetNet:
 		ok = shape == flagAddr|flagSecond && m.bitsA > 0 && m.bitsB > 0
 	}
@@ -425,11 +396,11 @@ func check(meta *SetMetadata, m Member) error {
 	return nil
 }
 
-func familyOf(m Member) Family {
+func familyOf(m Member) ipfamily.Family {
 	if m.Is6() {
-		return IPv6
+		return ipfamily.IPv6
 	}
-	return IPv4
+	return ipfamily.IPv4
 }
 
 // errSyntax is the cause of ParseMember's errors for malformed text.
@@ -438,10 +409,10 @@ var errSyntax = errors.New("malformed member")
 // ParseMember parses s, in the syntax ipset uses for sets of type t, into
 // a Member. It accepts what String produces and the kernel's shorthands:
 // a full-length prefix for an address, and "addr,port" (TCP) for
-// hash:ip,port. Errors wrap ErrInvalidMember or ErrUnknownType.
+// hash:ip,port. Errors wrap ErrInvalidMember or ErrUnknownSetType.
 func ParseMember(t SetType, s string) (Member, error) {
 	if !t.Valid() {
-		return Member{}, fmt.Errorf("%w: %q", ErrUnknownType, string(t))
+		return Member{}, fmt.Errorf("%w: %q", ErrUnknownSetType, string(t))
 	}
 	m, ok := parseMember[string](t, s)
 	if !ok {
@@ -452,12 +423,21 @@ func ParseMember(t SetType, s string) (Member, error) {
 	}
 	meta := SetMetadata{Type: t, Family: familyOf(m)}
 	if t == BitmapPort {
-		meta.Range = PortRange{}.normal()
+		meta.Range = Ports(0, math.MaxUint16)
 	}
 	if err := check(&meta, m); err != nil {
 		return Member{}, err
 	}
 	return m, nil
+}
+
+// ParseMemberText parses b, a member as ipset writes it for sets of type
+// t, without copying it, and reports whether it is a valid member of a set
+// of meta (normalized): what a backend reading the kernel's sets calls on
+// each element.
+func ParseMemberText(meta *SetMetadata, b []byte) (Member, bool) {
+	m, ok := parseMember(meta.Type, b)
+	return m, ok && check(meta, m) == nil
 }
 
 // text is the input of the parsers: a string, or a line of ipset's output
@@ -497,9 +477,9 @@ func parseMember[T text](t SetType, s T) (Member, bool) {
 		if !ok {
 			return Member{}, false
 		}
-		rest, proto := s[i+1:], ProtocolTCP
+		rest, proto := s[i+1:], ProtoTCP
 		if j := indexByte(rest, ':'); j >= 0 {
-			if proto, ok = parseProtocol(string(rest[:j])); !ok {
+			if proto, ok = parseMemberProto(string(rest[:j])); !ok {
 				return invalid(reasonProtocol), true
 			}
 			rest = rest[j+1:]

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -41,9 +40,9 @@ func (k *Kernel) save(c Call) ([]byte, error) {
 		}
 	}
 	var buf bytes.Buffer
-	if c.Backend == iptables.BackendNFT {
+	if c.Backend == BackendNFT {
 		for _, name := range allTables {
-			if k.tables[tableKey{iptables.BackendLegacy, c.Family, name}] != nil {
+			if k.tables[tableKey{BackendLegacy, c.Family, name}] != nil {
 				fmt.Fprintf(&buf, "# Warning: %s-legacy tables present, use %s-legacy-save to see them\n", tableFamily(c.Family), tableFamily(c.Family))
 				break
 			}
@@ -65,18 +64,18 @@ func (k *Kernel) save(c Call) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func (k *Kernel) writeTable(buf *bytes.Buffer, b iptables.Backend, v ipfamily.Family, name string, t *table) {
+func (k *Kernel) writeTable(buf *bytes.Buffer, b Backend, v ipfamily.Family, name string, t *table) {
 	k.writeTableCounters(buf, b, v, name, t, false)
 }
 
 // writeTableCounters prints one table as iptables-save does.
-func (k *Kernel) writeTableCounters(buf *bytes.Buffer, b iptables.Backend, v ipfamily.Family, name string, t *table, counters bool) {
+func (k *Kernel) writeTableCounters(buf *bytes.Buffer, b Backend, v ipfamily.Family, name string, t *table, counters bool) {
 	if t.incompatible {
 		fmt.Fprintf(buf, "# Table `%s' is incompatible, use 'nft' tool.\n", name)
 		return
 	}
 	prog := tableFamily(v) + "-save"
-	if b == iptables.BackendNFT {
+	if b == BackendNFT {
 		prog = tableFamily(v) + "-nft-save " + k.version + " (nf_tables)"
 	} else {
 		prog += " " + k.version
@@ -155,7 +154,7 @@ func (k *Kernel) restore(c Call, failAt int) error {
 	// iptables-nft resolves jumps when it commits: a jump to a missing
 	// chain fails at the COMMIT line. The legacy binary fails at the rule.
 	var jumps *[]string
-	if c.Backend == iptables.BackendNFT {
+	if c.Backend == BackendNFT {
 		jumps = new([]string)
 	}
 	lines := strings.Split(c.Stdin, "\n")
@@ -297,7 +296,7 @@ func (k *Kernel) command(c Call) error {
 	}
 	cp := t.clone()
 	var jumps *[]string
-	if c.Backend == iptables.BackendNFT {
+	if c.Backend == BackendNFT {
 		jumps = new([]string)
 	}
 	err = k.apply(cp, c.Family, args, jumps)
@@ -331,8 +330,8 @@ func paramProblem(format string, a ...any) error {
 
 // banner is how the binary prog of backend b starts its messages, such as
 // "iptables-restore v1.8.9 (legacy)".
-func (k *Kernel) banner(prog string, b iptables.Backend) string {
-	if b == iptables.BackendNFT {
+func (k *Kernel) banner(prog string, b Backend) string {
+	if b == BackendNFT {
 		return prog + " " + k.version + " (nf_tables)"
 	}
 	return prog + " " + k.version + " (legacy)"

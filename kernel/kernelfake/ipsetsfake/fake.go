@@ -17,7 +17,8 @@ import (
 	"sync"
 
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // Version is the ipset version the fake claims in its messages.
@@ -54,18 +55,18 @@ type Kernel struct {
 	calls       []Call
 	failNext    []failNext
 	failLines   []failLine
-	unsupported map[ipsets.SetType]bool
+	unsupported map[netfilter.SetType]bool
 }
 
 type set struct {
 	name     string
-	typ      ipsets.SetType
-	family   ipsets.Family
+	typ      netfilter.SetType
+	family   ipfamily.Family
 	maxelem  int
 	hashsize int
-	rng      ipsets.PortRange
+	rng      netfilter.PortRange
 	counters bool
-	members  map[ipsets.Member]struct{}
+	members  map[netfilter.Member]struct{}
 	// raw holds entries the ipsets package cannot represent (ICMP entries
 	// of a hash:ip,port set, added by hand), as written.
 	raw  map[string]struct{}
@@ -97,17 +98,17 @@ type Call struct {
 
 // New returns an empty Kernel: no sets, no failures armed.
 func New() *Kernel {
-	return &Kernel{sets: map[string]*set{}, unsupported: map[ipsets.SetType]bool{}}
+	return &Kernel{sets: map[string]*set{}, unsupported: map[netfilter.SetType]bool{}}
 }
 
 // SetUnsupported makes the fake reject creating sets of the given types as
 // a kernel built without them does ("set type not supported"), replacing
 // the previous list. The real kernel of this project's test machines lacks
 // hash:net,net.
-func (k *Kernel) SetUnsupported(types ...ipsets.SetType) {
+func (k *Kernel) SetUnsupported(types ...netfilter.SetType) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.unsupported = map[ipsets.SetType]bool{}
+	k.unsupported = map[netfilter.SetType]bool{}
 	for _, t := range types {
 		k.unsupported[t] = true
 	}
@@ -227,7 +228,7 @@ func (k *Kernel) Members(name string) ([]string, bool) {
 // Family returns the family of the set name (zero for a bitmap:port set,
 // which has none) and whether the set exists: what iptables asks the
 // kernel about a set that a rule matches (see iptablesfake.Kernel.UseSets).
-func (k *Kernel) Family(name string) (ipsets.Family, bool) {
+func (k *Kernel) Family(name string) (ipfamily.Family, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	s := k.sets[name]
@@ -261,11 +262,11 @@ func (k *Kernel) Save() string {
 }
 
 func (s *set) sortedMembers() []string {
-	ms := make([]ipsets.Member, 0, len(s.members))
+	ms := make([]netfilter.Member, 0, len(s.members))
 	for m := range s.members {
 		ms = append(ms, m)
 	}
-	slices.SortFunc(ms, ipsets.Member.Compare)
+	slices.SortFunc(ms, netfilter.Member.Compare)
 	out := make([]string, len(ms), len(ms)+len(s.raw))
 	for i, m := range ms {
 		out[i] = kernelText(s.typ, m)
@@ -279,14 +280,14 @@ func (s *set) sortedMembers() []string {
 }
 
 func (s *set) header() string {
-	if s.typ == ipsets.BitmapPort {
-		return "range " + s.rng.String()
+	if s.typ == netfilter.BitmapPort {
+		return "range " + strconv.Itoa(int(s.rng.First)) + "-" + strconv.Itoa(int(s.rng.Last))
 	}
 	counters := ""
 	if s.counters {
 		counters = " counters"
 	}
-	return fmt.Sprintf("family %s hashsize %d maxelem %d%s bucketsize 12 initval 0x%08x", ipsets.FamilyName(s.family), s.hashsize, s.maxelem, counters, 0x5eed0000+s.seq)
+	return fmt.Sprintf("family %s hashsize %d maxelem %d%s bucketsize 12 initval 0x%08x", familyName(s.family), s.hashsize, s.maxelem, counters, 0x5eed0000+s.seq)
 }
 
 func (s *set) createLine() string {
@@ -586,7 +587,7 @@ func (k *Kernel) exec(f []string, exist bool) *cmdError {
 				return nil
 			case present:
 				return &cmdError{msg: MsgAlreadyIn}
-			case s.typ != ipsets.BitmapPort && s.len() >= s.maxelem:
+			case s.typ != netfilter.BitmapPort && s.len() >= s.maxelem:
 				return &cmdError{msg: MsgHashFull}
 			}
 			if raw {
@@ -706,15 +707,15 @@ func (k *Kernel) exec(f []string, exist bool) *cmdError {
 
 // create handles "create NAME TYPE OPTIONS".
 func (k *Kernel) create(name, typ string, opts []string, exist bool) *cmdError {
-	t := ipsets.SetType(typ)
+	t := netfilter.SetType(typ)
 	if !t.Valid() {
 		return &cmdError{msg: "Syntax error: typename '" + typ + "' is unknown (not emulated by ipsetsfake)"}
 	}
-	if len(name) > ipsets.MaxNameLength {
+	if len(name) > netfilter.MaxNameLength {
 		return &cmdError{msg: "Syntax error: setname '" + name + "' is longer than 31 characters", exit: 2}
 	}
-	s := &set{name: name, typ: t, family: ipsets.IPv4, maxelem: 65536, hashsize: 1024, members: map[ipsets.Member]struct{}{}, raw: map[string]struct{}{}}
-	if t == ipsets.BitmapPort {
+	s := &set{name: name, typ: t, family: ipfamily.IPv4, maxelem: 65536, hashsize: 1024, members: map[netfilter.Member]struct{}{}, raw: map[string]struct{}{}}
+	if t == netfilter.BitmapPort {
 		s.family = 0
 	}
 	hasRange := false
@@ -730,16 +731,16 @@ func (k *Kernel) create(name, typ string, opts []string, exist bool) *cmdError {
 		val := opts[i+1]
 		i++
 		switch {
-		case key == "family" && t != ipsets.BitmapPort:
+		case key == "family" && t != netfilter.BitmapPort:
 			switch val {
 			case "inet":
-				s.family = ipsets.IPv4
+				s.family = ipfamily.IPv4
 			case "inet6":
-				s.family = ipsets.IPv6
+				s.family = ipfamily.IPv6
 			default:
 				return &cmdError{msg: "Syntax error: unknown family " + val}
 			}
-		case (key == "maxelem" || key == "hashsize") && t != ipsets.BitmapPort:
+		case (key == "maxelem" || key == "hashsize") && t != netfilter.BitmapPort:
 			n, err := strconv.ParseUint(val, 10, 32)
 			if err != nil {
 				return &cmdError{msg: "Syntax error: '" + val + "' is invalid as number"}
@@ -749,25 +750,25 @@ func (k *Kernel) create(name, typ string, opts []string, exist bool) *cmdError {
 			} else {
 				s.hashsize = int(n)
 			}
-		case (key == "bucketsize" || key == "initval") && t != ipsets.BitmapPort:
+		case (key == "bucketsize" || key == "initval") && t != netfilter.BitmapPort:
 			// Tuning of the hash that `ipset save` prints; the fake
 			// chooses its own.
 			if _, err := strconv.ParseUint(val, 0, 32); err != nil {
 				return &cmdError{msg: "Syntax error: '" + val + "' is invalid as number"}
 			}
-		case key == "range" && t == ipsets.BitmapPort:
+		case key == "range" && t == netfilter.BitmapPort:
 			lo, hi, ok := strings.Cut(val, "-")
 			a, err1 := strconv.ParseUint(lo, 10, 16)
 			b, err2 := strconv.ParseUint(hi, 10, 16)
 			if !ok || err1 != nil || err2 != nil || a > b {
 				return &cmdError{msg: "Syntax error: invalid port range " + val}
 			}
-			s.rng, hasRange = ipsets.PortRange{First: uint16(a), Last: uint16(b)}, true
+			s.rng, hasRange = netfilter.PortRange{First: uint16(a), Last: uint16(b)}, true
 		default:
 			return &cmdError{msg: "Syntax error: option " + key + " is not emulated by ipsetsfake", exit: 2}
 		}
 	}
-	if t == ipsets.BitmapPort && !hasRange {
+	if t == netfilter.BitmapPort && !hasRange {
 		return &cmdError{msg: "Syntax error: Missing mandatory option: range"}
 	}
 	if k.unsupported[t] {
@@ -788,28 +789,28 @@ func (k *Kernel) create(name, typ string, opts []string, exist bool) *cmdError {
 // parse parses a member given to add or del, with the kernel's messages.
 // Like the ipset binary it masks the host bits of a prefix (10.0.0.1/24
 // is 10.0.0.0/24).
-func (s *set) parse(text string) (ipsets.Member, *cmdError) {
-	m, err := ipsets.ParseMember(s.typ, masked(s.typ, text))
+func (s *set) parse(text string) (netfilter.Member, *cmdError) {
+	m, err := netfilter.ParseMember(s.typ, masked(s.typ, text))
 	if err != nil {
 		switch {
 		case strings.Contains(text, "/0"):
 			return m, &cmdError{msg: MsgBadCIDR}
-		case s.typ == ipsets.HashIP && unspecified(text):
+		case s.typ == netfilter.HashIP && unspecified(text):
 			return m, &cmdError{msg: MsgNullElement}
-		case s.typ == ipsets.HashIPPort && unspecified(text[:max(0, strings.LastIndexByte(text, ','))]):
+		case s.typ == netfilter.HashIPPort && unspecified(text[:max(0, strings.LastIndexByte(text, ','))]):
 			return m, &cmdError{msg: MsgInvalidArgument}
 		}
 		return m, &cmdError{msg: "Syntax error: cannot parse " + text + ": " + err.Error()}
 	}
-	if s.typ == ipsets.BitmapPort {
+	if s.typ == netfilter.BitmapPort {
 		if !s.rng.Contains(m.Port()) {
 			return m, &cmdError{msg: MsgOutOfRange}
 		}
 		return m, nil
 	}
-	if m.Is6() != (s.family == ipsets.IPv6) {
+	if m.Is6() != (s.family == ipfamily.IPv6) {
 		want := "IPv4"
-		if s.family == ipsets.IPv6 {
+		if s.family == ipfamily.IPv6 {
 			want = "IPv6"
 		}
 		return m, &cmdError{msg: "Syntax error: cannot parse " + text + ": resolving to " + want + " address failed"}
@@ -819,8 +820,8 @@ func (s *set) parse(text string) (ipsets.Member, *cmdError) {
 
 // masked returns text with the host bits of its prefixes cleared, for the
 // types that hold prefixes.
-func masked(t ipsets.SetType, text string) string {
-	if t != ipsets.HashNet && t != ipsets.HashNetNet {
+func masked(t netfilter.SetType, text string) string {
+	if t != netfilter.HashNet && t != netfilter.HashNetNet {
 		return text
 	}
 	parts := strings.Split(text, ",")
@@ -843,16 +844,16 @@ func unspecified(text string) bool {
 // kernelText returns m as the kernel prints it in a set of type t: like
 // Member.String, but with an IPv4-compatible IPv6 address (::a.b.c.d) in
 // the dotted form glibc's inet_ntop uses.
-func kernelText(t ipsets.SetType, m ipsets.Member) string {
+func kernelText(t netfilter.SetType, m netfilter.Member) string {
 	if !m.Is6() {
 		return m.String()
 	}
 	switch t {
-	case ipsets.HashIP, ipsets.HashNet:
+	case netfilter.HashIP, netfilter.HashNet:
 		return prefixText(m.Prefix())
-	case ipsets.HashIPPort:
+	case netfilter.HashIPPort:
 		return addrText(m.Addr()) + "," + m.Protocol().String() + ":" + strconv.Itoa(int(m.Port()))
-	case ipsets.HashNetNet:
+	case netfilter.HashNetNet:
 		return prefixText(m.Prefix()) + "," + prefixText(m.Second())
 	}
 	return m.String()
@@ -876,7 +877,7 @@ func addrText(a netip.Addr) string {
 // isRaw reports whether text is an entry of a hash:ip,port set with a
 // protocol the ipsets package does not represent ("10.0.0.1,icmp:8/0").
 func (s *set) isRaw(text string) bool {
-	if s.typ != ipsets.HashIPPort {
+	if s.typ != netfilter.HashIPPort {
 		return false
 	}
 	i := strings.LastIndexByte(text, ',')
@@ -884,7 +885,7 @@ func (s *set) isRaw(text string) bool {
 		return false
 	}
 	a, err := netip.ParseAddr(text[:i])
-	if err != nil || a.Is6() != (s.family == ipsets.IPv6) {
+	if err != nil || a.Is6() != (s.family == ipfamily.IPv6) {
 		return false
 	}
 	proto, _, ok := strings.Cut(text[i+1:], ":")
@@ -895,7 +896,7 @@ func (s *set) len() int { return len(s.members) + len(s.raw) }
 
 // grow doubles the hash size as the kernel does when buckets fill up.
 func (s *set) grow() {
-	if s.typ == ipsets.BitmapPort {
+	if s.typ == netfilter.BitmapPort {
 		return
 	}
 	for s.len() > s.hashsize*4 {
@@ -918,4 +919,12 @@ func (k *Kernel) Exec(args ...string) error {
 	}
 	_, err := k.Run(context.Background(), nil, "ipset", args...)
 	return err
+}
+
+// familyName returns the family as ipset writes it: "inet" or "inet6".
+func familyName(f ipfamily.Family) string {
+	if f == ipfamily.IPv6 {
+		return "inet6"
+	}
+	return "inet"
 }

@@ -1,8 +1,9 @@
 //go:build linux
 
-package nftables
+package kernel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
@@ -27,32 +28,32 @@ type nlSocket struct {
 	sndbuf int
 }
 
-// openSocket opens a socket inside k's namespace (nil: the process's).
-func openSocket(k Kernel) (Socket, error) {
-	if o, ok := k.(SocketOpener); ok {
-		return o.OpenNFTablesSocket()
+// OpenNFTablesSocket returns a new socket to the nf_tables of the
+// process's network namespace (that of the calling thread).
+func OpenNFTablesSocket() (NFTablesSocket, error) { return openNFTablesSocket() }
+
+// OpenNFTablesSocket returns a new socket to the namespace's nf_tables,
+// opened inside it: it stays there, also after ns is closed.
+func (ns *Namespace) OpenNFTablesSocket() (NFTablesSocket, error) {
+	if err := ns.acquire(context.Background()); err != nil {
+		return nil, err
 	}
-	fd := -1
-	open := func() (err error) {
-		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
-		return err
-	}
-	var err error
-	if k == nil {
-		err = open()
-	} else {
-		err = k.Do(open)
-	}
+	defer ns.release()
+	var s NFTablesSocket
+	err := ns.do(func() (err error) { s, err = openNFTablesSocket(); return err })
+	return s, err
+}
+
+// openNFTablesSocket opens a socket in the calling thread's namespace.
+func openNFTablesSocket() (NFTablesSocket, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
 	if err != nil {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-		return nil, fmt.Errorf("netfilter netlink socket: %w", err)
+		return nil, fmt.Errorf("kernel: netfilter netlink socket: %w", err)
 	}
 	s := &nlSocket{fd: fd}
 	if err := s.setup(); err != nil {
 		unix.Close(fd)
-		return nil, err
+		return nil, fmt.Errorf("kernel: %w", err)
 	}
 	return s, nil
 }

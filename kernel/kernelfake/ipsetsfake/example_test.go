@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
 )
 
 // The fake is a command.Runner: kernelfake.Namespace's Runner serves ipset

@@ -21,6 +21,21 @@ func (o *Op) UnmarshalText(text []byte) error {
 	return err
 }
 
+// MarshalText returns String's text: "legacy" or "nft"
+// (encoding.TextMarshaler).
+func (b Backend) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
+// UnmarshalText sets b to the Backend whose String is text: "legacy" or
+// "nft" (encoding.TextUnmarshaler). Any other text is an error, and b is
+// left as it was.
+func (b *Backend) UnmarshalText(text []byte) error {
+	v, err := textform.Parse(text, BackendLegacy, BackendNFT)
+	if err == nil {
+		*b = v
+	}
+	return err
+}
+
 // MarshalJSON encodes c as encoding/json does, but with Err as its text
 // (null when nil), which it would write as {}.
 func (c Call) MarshalJSON() ([]byte, error) {

@@ -13,12 +13,12 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 const (
-	nft    = iptables.BackendNFT
-	legacy = iptables.BackendLegacy
+	nft    = iptablesfake.BackendNFT
+	legacy = iptablesfake.BackendLegacy
 	v4     = ipfamily.IPv4
 	v6     = ipfamily.IPv6
 )
@@ -226,7 +226,7 @@ func TestCallsAndOnCall(t *testing.T) {
 	require.Len(t, calls, 3)
 	assert.Equal(t, iptablesfake.OpSave, calls[0].Op)
 	assert.Equal(t, iptablesfake.OpRestore, calls[1].Op)
-	assert.Equal(t, iptables.BackendNFT, calls[1].Backend, "names without a backend mean nft")
+	assert.Equal(t, iptablesfake.BackendNFT, calls[1].Backend, "names without a backend mean nft")
 	assert.Equal(t, "*filter\nCOMMIT\n", calls[1].Stdin)
 	assert.Equal(t, []string{"-w", "5", "--noflush"}, calls[1].Args)
 	assert.Equal(t, iptablesfake.OpCommand, calls[2].Op)
@@ -316,9 +316,9 @@ func TestConcurrentUse(t *testing.T) {
 				b = legacy
 			}
 			for range 20 {
-				_, err := k.Run(context.Background(), strings.NewReader("*filter\n-A INPUT -j ACCEPT\nCOMMIT\n"), b.RestoreCommand(v4), "--noflush")
+				_, err := k.Run(context.Background(), strings.NewReader("*filter\n-A INPUT -j ACCEPT\nCOMMIT\n"), iptables.Backend(b).RestoreCommand(v4), "--noflush")
 				assert.NoError(t, err)
-				_, err = k.Run(context.Background(), nil, b.SaveCommand(v4))
+				_, err = k.Run(context.Background(), nil, iptables.Backend(b).SaveCommand(v4))
 				assert.NoError(t, err)
 			}
 		}()

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 // FuzzRestore feeds arbitrary input to the fake restore and commands: it

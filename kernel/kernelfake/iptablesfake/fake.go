@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/iptables"
 )
 
 // Op classifies the calls the fake kernel serves.
@@ -46,6 +45,24 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
+// Backend is the iptables implementation a binary belongs to, as its name
+// says: ip[6]tables-legacy-* or ip[6]tables-nft-* (and the bare
+// ip[6]tables-*, which the fake serves as nft). Its values are those of
+// iptables.Backend: convert one with Backend(b).
+type Backend string
+
+// The two backends.
+const (
+	// BackendLegacy is the xtables kernel API (ip[6]tables-legacy-*).
+	BackendLegacy Backend = "legacy"
+	// BackendNFT is nf_tables through the compatibility layer
+	// (ip[6]tables-nft-*).
+	BackendNFT Backend = "nft"
+)
+
+// String returns "legacy" or "nft" (or the value as it is).
+func (b Backend) String() string { return string(b) }
+
 // Call is one recorded run of a binary.
 type Call struct {
 	// Binary and Args are what was run.
@@ -56,7 +73,7 @@ type Call struct {
 	// Op, Backend and Family classify the binary; Op is OpAny for a
 	// binary the fake does not know.
 	Op      Op
-	Backend iptables.Backend
+	Backend Backend
 	Family  ipfamily.Family
 	// Err is what the call returned.
 	Err error
@@ -97,7 +114,7 @@ type fault struct {
 
 // tableKey names one table of one backend and IP version.
 type tableKey struct {
-	backend iptables.Backend
+	backend Backend
 	v       ipfamily.Family
 	name    string
 }
@@ -151,7 +168,7 @@ func New() *Kernel {
 var binaryRE = regexp.MustCompile(`^(?:.*/)?(ip6?tables)(-legacy|-nft)?(-save|-restore)?$`)
 
 // classify returns what a binary name is.
-func classify(name string) (op Op, b iptables.Backend, v ipfamily.Family, ok bool) {
+func classify(name string) (op Op, b Backend, v ipfamily.Family, ok bool) {
 	m := binaryRE.FindStringSubmatch(name)
 	if m == nil {
 		return OpAny, "", 0, false
@@ -160,9 +177,9 @@ func classify(name string) (op Op, b iptables.Backend, v ipfamily.Family, ok boo
 	if m[1] == "ip6tables" {
 		v = ipfamily.IPv6
 	}
-	b = iptables.BackendNFT
+	b = BackendNFT
 	if m[2] == "-legacy" {
-		b = iptables.BackendLegacy
+		b = BackendLegacy
 	}
 	switch m[3] {
 	case "-save":
@@ -326,7 +343,7 @@ func restoreProgram(c Call) string {
 	if c.Family == ipfamily.IPv6 {
 		name = "ip6tables"
 	}
-	if c.Backend == iptables.BackendNFT {
+	if c.Backend == BackendNFT {
 		return name + "-nft-restore"
 	}
 	return name + "-restore"
@@ -425,7 +442,7 @@ type Rule struct {
 // Save returns what ip[6]tables-<backend>-save -t name prints for the table
 // (a table that does not exist yet is shown empty, as the real binary
 // does).
-func (k *Kernel) Save(b iptables.Backend, v ipfamily.Family, name string) string {
+func (k *Kernel) Save(b Backend, v ipfamily.Family, name string) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var buf bytes.Buffer
@@ -440,7 +457,7 @@ func (k *Kernel) Save(b iptables.Backend, v ipfamily.Family, name string) string
 // Chains returns the chains of a table in the order iptables-save prints
 // them (built-in chains, then the others by name), or nil when the table
 // does not exist.
-func (k *Kernel) Chains(b iptables.Backend, v ipfamily.Family, name string) []string {
+func (k *Kernel) Chains(b Backend, v ipfamily.Family, name string) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	t := k.peek(tableKey{b, v, name})
@@ -452,7 +469,7 @@ func (k *Kernel) Chains(b iptables.Backend, v ipfamily.Family, name string) []st
 
 // Rules returns the rules of a chain as iptables-save prints them (after
 // "-A CHAIN "), or nil when the chain does not exist.
-func (k *Kernel) Rules(b iptables.Backend, v ipfamily.Family, table, chain string) []string {
+func (k *Kernel) Rules(b Backend, v ipfamily.Family, table, chain string) []string {
 	var out []string
 	for _, r := range k.ListRules(b, v, table, chain) {
 		out = append(out, r.Spec)
@@ -462,7 +479,7 @@ func (k *Kernel) Rules(b iptables.Backend, v ipfamily.Family, table, chain strin
 
 // ListRules returns the rules of a chain with their serials, or nil when the
 // chain does not exist.
-func (k *Kernel) ListRules(b iptables.Backend, v ipfamily.Family, table, chain string) []Rule {
+func (k *Kernel) ListRules(b Backend, v ipfamily.Family, table, chain string) []Rule {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	t := k.peek(tableKey{b, v, table})
@@ -481,7 +498,7 @@ func (k *Kernel) ListRules(b iptables.Backend, v ipfamily.Family, table, chain s
 // "POSTROUTING", "1", "-j", "MASQUERADE"), without recording a call or
 // checking faults: it is how tests play another agent. The supported
 // commands are -A, -I, -R, -D, -C, -N, -X, -F, -P and -E.
-func (k *Kernel) Exec(b iptables.Backend, v ipfamily.Family, args ...string) error {
+func (k *Kernel) Exec(b Backend, v ipfamily.Family, args ...string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.command(Call{Binary: binaryFor(b, v, ""), Args: args, Op: OpCommand, Backend: b, Family: v})
@@ -490,7 +507,7 @@ func (k *Kernel) Exec(b iptables.Backend, v ipfamily.Family, args ...string) err
 // Restore feeds input to the fake as ip[6]tables-<backend>-restore would
 // (with --noflush when noflush is set), without recording a call or
 // checking faults.
-func (k *Kernel) Restore(b iptables.Backend, v ipfamily.Family, input string, noflush bool) error {
+func (k *Kernel) Restore(b Backend, v ipfamily.Family, input string, noflush bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var args []string
@@ -503,7 +520,7 @@ func (k *Kernel) Restore(b iptables.Backend, v ipfamily.Family, input string, no
 // SetIncompatible marks a table as holding native nftables rules that
 // iptables-nft cannot show: its save prints only the
 // "# Table `NAME' is incompatible, use 'nft' tool." line. false clears it.
-func (k *Kernel) SetIncompatible(b iptables.Backend, v ipfamily.Family, name string, incompatible bool) error {
+func (k *Kernel) SetIncompatible(b Backend, v ipfamily.Family, name string, incompatible bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	t, err := k.get(tableKey{b, v, name})
@@ -514,7 +531,7 @@ func (k *Kernel) SetIncompatible(b iptables.Backend, v ipfamily.Family, name str
 	return nil
 }
 
-func binaryFor(b iptables.Backend, v ipfamily.Family, suffix string) string {
+func binaryFor(b Backend, v ipfamily.Family, suffix string) string {
 	name := "iptables-"
 	if v == ipfamily.IPv6 {
 		name = "ip6tables-"

@@ -1,22 +1,6 @@
-package ipsets
+package netfilter
 
 import "github.com/nodeplane/nodeplane/internal/textform"
-
-// MarshalText returns String's text: "tcp", "udp" or "sctp"
-// (encoding.TextMarshaler); another protocol gives "Protocol(n)", which does
-// not unmarshal.
-func (p Protocol) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
-
-// UnmarshalText sets p to the protocol whose String is text: "tcp", "udp"
-// or "sctp" (encoding.TextUnmarshaler). Any other text is an error, and p
-// is left as it was.
-func (p *Protocol) UnmarshalText(text []byte) error {
-	v, err := textform.Parse(text, ProtocolTCP, ProtocolUDP, ProtocolSCTP)
-	if err == nil {
-		*p = v
-	}
-	return err
-}
 
 // String returns the type as ipset spells it, such as "hash:ip,port".
 func (t SetType) String() string { return string(t) }

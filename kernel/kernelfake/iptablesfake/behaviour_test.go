@@ -15,6 +15,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 // The behaviour table: the same steps and expectations run against the
@@ -305,7 +306,7 @@ func behaviourCases(v ipfamily.Family) []behaviourCase {
 
 // runBehaviour runs one case through runner (the fake or a namespace) with
 // the binaries of backend b and version v, and checks its expectations.
-func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v ipfamily.Family, tc behaviourCase) {
+func runBehaviour(t *testing.T, runner command.Runner, b iptablesfake.Backend, v ipfamily.Family, tc behaviourCase) {
 	t.Helper()
 	ctx := context.Background()
 	cmd := "iptables-" + string(b)
@@ -326,19 +327,19 @@ func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v ipf
 			if v == ipfamily.IPv6 {
 				prog = "ip6tables-restore"
 			}
-			if b == iptables.BackendNFT {
-				prog = b.RestoreCommand(v)
+			if b == iptablesfake.BackendNFT {
+				prog = iptables.Backend(b).RestoreCommand(v)
 			}
 			args := []string{"-w", "5", "--noflush"}
 			if s.flush {
 				args = []string{"-w", "5"}
 			}
-			_, err = runner.Run(ctx, strings.NewReader(s.input), b.RestoreCommand(v), args...)
+			_, err = runner.Run(ctx, strings.NewReader(s.input), iptables.Backend(b).RestoreCommand(v), args...)
 		}
 		if s.wantErr {
 			require.Error(t, err, "step %d should fail", i+1)
 			want := s.line
-			if b == iptables.BackendNFT && s.nftLine != 0 {
+			if b == iptablesfake.BackendNFT && s.nftLine != 0 {
 				want = s.nftLine
 			}
 			if want != 0 {
@@ -347,7 +348,7 @@ func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v ipf
 				assert.Equal(t, strconv.Itoa(want), m[1]+m[2]+m[3], "step %d: the failing line in %q", i+1, err)
 			}
 			stderr := s.stderr
-			if b == iptables.BackendNFT && s.nftStderr != "" {
+			if b == iptablesfake.BackendNFT && s.nftStderr != "" {
 				stderr = s.nftStderr
 			}
 			if stderr != "" {
@@ -360,7 +361,7 @@ func runBehaviour(t *testing.T, runner command.Runner, b iptables.Backend, v ipf
 			require.NoError(t, err, "step %d", i+1)
 		}
 	}
-	out, err := runner.Run(ctx, nil, b.SaveCommand(v), "-t", "filter")
+	out, err := runner.Run(ctx, nil, iptables.Backend(b).SaveCommand(v), "-t", "filter")
 	require.NoError(t, err)
 	chains, rules := parseDump(string(out))
 	assert.Equal(t, append([]string{"INPUT", "FORWARD", "OUTPUT"}, tc.chains...), chains, "chains")
@@ -388,8 +389,8 @@ func parseDump(out string) (chains []string, rules map[string][]string) {
 	return chains, rules
 }
 
-func forEachFlavour(t *testing.T, fn func(t *testing.T, b iptables.Backend, v ipfamily.Family)) {
-	for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+func forEachFlavour(t *testing.T, fn func(t *testing.T, b iptablesfake.Backend, v ipfamily.Family)) {
+	for _, b := range []iptablesfake.Backend{iptablesfake.BackendLegacy, iptablesfake.BackendNFT} {
 		for _, v := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			t.Run(fmt.Sprintf("%s-%v", b, v), func(t *testing.T) { fn(t, b, v) })
 		}
@@ -397,7 +398,7 @@ func forEachFlavour(t *testing.T, fn func(t *testing.T, b iptables.Backend, v ip
 }
 
 func TestFakeBehaviour(t *testing.T) {
-	forEachFlavour(t, func(t *testing.T, b iptables.Backend, v ipfamily.Family) {
+	forEachFlavour(t, func(t *testing.T, b iptablesfake.Backend, v ipfamily.Family) {
 		for _, tc := range behaviourCases(v) {
 			t.Run(tc.name, func(t *testing.T) {
 				// The namespace fake serves the iptables binaries from its

@@ -6,8 +6,7 @@ import (
 	"strings"
 
 	"github.com/nodeplane/nodeplane/ipfamily"
-	"github.com/nodeplane/nodeplane/iptables"
-	"github.com/nodeplane/nodeplane/iptables/iptablesfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 )
 
 func ExampleNew() {
@@ -37,7 +36,7 @@ func ExampleKernel_AddFault() {
 		"iptables-legacy-restore", "--noflush")
 	fmt.Println(err)
 	// The failing transaction left nothing behind.
-	fmt.Println(k.Chains(iptables.BackendLegacy, ipfamily.IPv4, "filter"))
+	fmt.Println(k.Chains(iptablesfake.BackendLegacy, ipfamily.IPv4, "filter"))
 	// Output:
 	// iptables-legacy-restore --noflush: exit status 1: iptables-restore: line 3 failed
 	// [INPUT FORWARD OUTPUT]
@@ -46,8 +45,8 @@ func ExampleKernel_AddFault() {
 func ExampleKernel_Exec() {
 	k := iptablesfake.New()
 	// Play another agent: insert a rule at the top of FORWARD.
-	_ = k.Exec(iptables.BackendNFT, ipfamily.IPv6, "-I", "FORWARD", "1", "-s", "2001:db8::1", "-j", "DROP")
-	fmt.Println(k.Rules(iptables.BackendNFT, ipfamily.IPv6, "filter", "FORWARD"))
+	_ = k.Exec(iptablesfake.BackendNFT, ipfamily.IPv6, "-I", "FORWARD", "1", "-s", "2001:db8::1", "-j", "DROP")
+	fmt.Println(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv6, "filter", "FORWARD"))
 	fmt.Println(len(k.Calls()), "calls recorded")
 	// Output:
 	// [-s 2001:db8::1/128 -j DROP]
@@ -56,10 +55,10 @@ func ExampleKernel_Exec() {
 
 func ExampleKernel_ListRules() {
 	k := iptablesfake.New()
-	_ = k.Restore(iptables.BackendNFT, ipfamily.IPv4, "*filter\n-A INPUT -j ACCEPT\n-A INPUT -j DROP\nCOMMIT\n", true)
-	before := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT")
-	_ = k.Restore(iptables.BackendNFT, ipfamily.IPv4, "*filter\n-R INPUT 2 -j RETURN\nCOMMIT\n", true)
-	after := k.ListRules(iptables.BackendNFT, ipfamily.IPv4, "filter", "INPUT")
+	_ = k.Restore(iptablesfake.BackendNFT, ipfamily.IPv4, "*filter\n-A INPUT -j ACCEPT\n-A INPUT -j DROP\nCOMMIT\n", true)
+	before := k.ListRules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT")
+	_ = k.Restore(iptablesfake.BackendNFT, ipfamily.IPv4, "*filter\n-R INPUT 2 -j RETURN\nCOMMIT\n", true)
+	after := k.ListRules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT")
 	fmt.Println(before[0] == after[0], before[1] == after[1], after[1].Spec)
 	// Output: true false -j RETURN
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/command"
-	"github.com/nodeplane/nodeplane/ipsets"
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 func restore(t *testing.T, k *ipsetsfake.Kernel, script string, args ...string) error {
@@ -273,7 +273,7 @@ func TestFailureInjection(t *testing.T) {
 
 func TestUnsupportedTypes(t *testing.T) {
 	k := ipsetsfake.New()
-	k.SetUnsupported(ipsets.HashNetNet)
+	k.SetUnsupported(netfilter.HashNetNet)
 	err := restore(t, k, "create a hash:net,net\n")
 	assert.Equal(t, "ipset "+ipsetsfake.Version+": Error in line 1: "+ipsetsfake.MsgUnsupported, stderr(t, err))
 	k.SetUnsupported()

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/nodeplane/nodeplane/internal/textform/textformtest"
-	"github.com/nodeplane/nodeplane/ipsets/ipsetsfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
 )
 
 // TestCallJSON: a Call's Err marshals as its text, not {}.
