@@ -258,7 +258,9 @@ func TestOrphanAddresses(t *testing.T) {
 // its subscription exists.
 func TestInSyncWaitsForEverySubscription(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
-	r, rec := newDirect(t, Options{Kernel: ns})
+	// A fake clock: with the real one, a slow first listing (a busy
+	// machine, -race) spaces the next re-list out past the test's steps.
+	r, rec := newDirect(t, Options{Kernel: ns, Clock: clock.NewFake(epoch)})
 	r.subscribed = 0
 	step := func(ev kernel.Event) {
 		r.handle(&ev)
