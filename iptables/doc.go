@@ -88,7 +88,7 @@
 // dataplane.Loop calls every ResyncInterval; a standalone user calls it
 // to repair drift), at the PostWriteRecheck delays after each write
 // (which catches another agent clobbering our rules right after us), when
-// a retry is due, and after a failure. Counters counts saves, restores and
+// a retry is due, and after a failure. WorkStats counts saves, restores and
 // lines written; Stats gives the dataplane.DriverStats a Loop reports
 // (objects desired, in the kernel and failing, and lines written).
 //

@@ -29,9 +29,9 @@ var (
 	_ dataplane.StatsReporter = (*Table)(nil)
 )
 
-// Counters count a Table's work since New. Kernel tests use them to prove
-// that a no-op Apply writes nothing.
-type Counters struct {
+// WorkStats count a Table's work since New. Kernel tests use them to
+// prove that a no-op Apply writes nothing.
+type WorkStats struct {
 	// Saves and SaveErrors count iptables-save runs and failed ones.
 	Saves, SaveErrors int
 	// Restores and RestoreErrors count iptables-restore runs and failed
@@ -113,7 +113,7 @@ type Table struct {
 	recheckIdx int
 
 	statsMu sync.Mutex
-	stats   Counters
+	stats   WorkStats
 }
 
 // objectBackoff paces the retries of an object Apply could not write: the
@@ -195,8 +195,8 @@ func (t *Table) Options() Options {
 	return o
 }
 
-// Counters returns the Table's counters.
-func (t *Table) Counters() Counters {
+// WorkStats returns the Table's work counters.
+func (t *Table) WorkStats() WorkStats {
 	t.statsMu.Lock()
 	defer t.statsMu.Unlock()
 	return t.stats

@@ -149,7 +149,7 @@ func TestProgramsOnlyReferencedChains(t *testing.T) {
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-a", "np-forced", "np-top"}, k.Chains(iptablesfake.BackendNFT, ipfamily.IPv4, "filter"))
 	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-a")))
 	assert.Equal(t, []string{"-j np-top"}, stripped(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "FORWARD")))
-	st := tbl.Counters()
+	st := tbl.WorkStats()
 	assert.Equal(t, 3, st.Chains)
 	assert.Equal(t, 4, st.Rules)
 
@@ -198,7 +198,7 @@ func TestNoopApplyRunsNothing(t *testing.T) {
 	apply(t, tbl)
 	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
 	assert.Equal(t, 2, k.Count(iptablesfake.OpSave))
-	st := tbl.Counters()
+	st := tbl.WorkStats()
 	assert.Equal(t, 1, st.Restores)
 	assert.Equal(t, 2, st.Saves)
 	assert.Equal(t, 3, st.LinesWritten) // :np-a, -A np-a, -I INPUT
@@ -569,7 +569,7 @@ func TestWholeRestoreFailureIsReturned(t *testing.T) {
 
 	apply(t, tbl)
 	assert.Len(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
-	st := tbl.Counters()
+	st := tbl.WorkStats()
 	assert.Equal(t, [2]int{2, 1}, [2]int{st.Restores, st.RestoreErrors})
 	assert.Equal(t, 2, st.Saves, "the next Apply re-read")
 }
@@ -620,7 +620,7 @@ func TestConcurrentWriterBetweenSaveAndRestore(t *testing.T) {
 	})
 	apply(t, tbl)
 	assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT", "-j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
-	assert.Equal(t, 1, tbl.Counters().RestoreErrors, "the first restore failed and the retry converged")
+	assert.Equal(t, 1, tbl.WorkStats().RestoreErrors, "the first restore failed and the retry converged")
 }
 
 func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
@@ -1021,7 +1021,7 @@ func TestStatsCountObjects(t *testing.T) {
 	assert.Equal(t, 3, st.Desired, "np-a, np-b and INPUT")
 	assert.Equal(t, 3, st.InKernel, "np-a, np-b and INPUT")
 	assert.Equal(t, 1, st.Failing)
-	assert.Equal(t, uint64(tbl.Counters().LinesWritten), st.Writes)
+	assert.Equal(t, uint64(tbl.WorkStats().LinesWritten), st.Writes)
 	assert.NotZero(t, st.Writes)
 
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-missing"}, netfilter.Chain{Name: "np-unused", Rules: []netfilter.Rule{acceptFrom("10.2.0.0/16")}}))
