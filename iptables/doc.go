@@ -88,8 +88,9 @@
 // dataplane.Loop calls every ResyncInterval; a standalone user calls it
 // to repair drift), at the PostWriteRecheck delays after each write
 // (which catches another agent clobbering our rules right after us), when
-// a retry is due, and after a failure. Stats counts saves, restores and
-// lines written.
+// a retry is due, and after a failure. WorkStats counts saves, restores and
+// lines written; Stats gives the dataplane.DriverStats a Loop reports
+// (objects desired, in the kernel and failing, and lines written).
 //
 // A Table is a dataplane.Driver (Apply, QueueResync, Phase); Apply's
 // RetryAfter asks the loop to come back for the next recheck or retry.

@@ -60,7 +60,7 @@ func ExampleTable_Apply() {
 
 	// Nothing changed: the next Apply runs no binary at all.
 	_, _ = tbl.Apply(context.Background())
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	fmt.Println("saves", st.Saves, "restores", st.Restores, "chains", st.Chains, "rules", st.Rules)
 	// Output:
 	// *filter
@@ -186,7 +186,7 @@ func ExampleTable_QueueResync() {
 	// and repairs it.
 	tbl.QueueResync()
 	_, _ = tbl.Apply(context.Background())
-	fmt.Println(len(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "nat", "POSTROUTING")), tbl.Stats().Restores)
+	fmt.Println(len(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "nat", "POSTROUTING")), tbl.WorkStats().Restores)
 	// Output: 1 2
 }
 

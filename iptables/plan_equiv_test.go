@@ -177,7 +177,7 @@ func checkPlanEquivalence(t *testing.T, appendGroup bool, seed int64) {
 		require.Equal(t, errs[0], errs[1], "step %d: Apply error", step)
 		require.Equal(t, inputs[1], inputs[0], "step %d: restore input", step)
 		require.Equal(t, saves[1], saves[0], "step %d: kernel", step)
-		st0, st1 := sides[0].tbl.Stats(), sides[1].tbl.Stats()
+		st0, st1 := sides[0].tbl.WorkStats(), sides[1].tbl.WorkStats()
 		require.Equal(t, [2]int{st1.Chains, st1.Rules}, [2]int{st0.Chains, st0.Rules}, "step %d: gauges", step)
 	}
 }

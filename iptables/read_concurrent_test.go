@@ -119,7 +119,7 @@ func TestApplyWithEndedContextRunsNothing(t *testing.T) {
 	_, err := tbl.Apply(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, k.Calls())
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	assert.Zero(t, st.Saves+st.SaveErrors+st.Restores, "no binary counted")
 }
 
@@ -138,7 +138,7 @@ func TestSaveFailureOfConcurrentReadIsReturned(t *testing.T) {
 	apply(t, tbl)
 	assert.Equal(t, 2, k.Count(iptablesfake.OpSave))
 	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	assert.Equal(t, [2]int{2, 1}, [2]int{st.Saves, st.SaveErrors})
 	assert.Len(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
 }

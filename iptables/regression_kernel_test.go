@@ -43,7 +43,7 @@ func TestKernelForeignRuleQuotingOurHashSurvives(t *testing.T) {
 		kernelApply(t, tbl)
 		_, after := dump(t, ns, f, "filter")
 		assert.Equal(t, before, after, "the foreign rules are untouched")
-		assert.Equal(t, 2, tbl.Stats().Restores)
+		assert.Equal(t, 2, tbl.WorkStats().Restores)
 	})
 }
 
@@ -68,7 +68,7 @@ func TestKernelForeignJumpBehindCommentKeepsChain(t *testing.T) {
 		chains, rules := dump(t, ns, f, "filter")
 		assert.Contains(t, chains, "np-a")
 		assert.Empty(t, rules["np-a"])
-		assert.Zero(t, tbl.Stats().RestoreErrors)
+		assert.Zero(t, tbl.WorkStats().RestoreErrors)
 
 		foreign[0] = "-D"
 		ipt(t, ns, f, foreign...)
@@ -76,7 +76,7 @@ func TestKernelForeignJumpBehindCommentKeepsChain(t *testing.T) {
 		kernelApply(t, tbl)
 		chains, _ = dump(t, ns, f, "filter")
 		assert.NotContains(t, chains, "np-a")
-		assert.Zero(t, tbl.Stats().RestoreErrors)
+		assert.Zero(t, tbl.WorkStats().RestoreErrors)
 	})
 }
 
@@ -124,10 +124,10 @@ func TestKernelRefusalsAreIsolated(t *testing.T) {
 		assert.Equal(t, f.b == iptables.BackendNFT, len(rules["OUTPUT"]) == 1)
 
 		// Nothing is due: nothing runs.
-		st := tbl.Stats()
+		st := tbl.WorkStats()
 		_, err = tbl.Apply(context.Background())
 		requireObjects(t, err, refused)
-		assert.Equal(t, st, tbl.Stats())
+		assert.Equal(t, st, tbl.WorkStats())
 
 		// The kernel gets the set and the chain: the retry writes them.
 		family := map[ipfamily.Family]string{ipfamily.IPv4: "inet", ipfamily.IPv6: "inet6"}[f.v]
@@ -155,9 +155,9 @@ func TestKernelRefusalsAreIsolated(t *testing.T) {
 		_, rules = dump(t, ns, f, "filter")
 		assert.Equal(t, []string{"-j np-lim"}, stripped(rules["OUTPUT"]))
 		tbl.QueueResync()
-		restores := tbl.Stats().Restores
+		restores := tbl.WorkStats().Restores
 		kernelApply(t, tbl)
-		assert.Equal(t, restores, tbl.Stats().Restores, "converged")
+		assert.Equal(t, restores, tbl.WorkStats().Restores, "converged")
 	})
 }
 
@@ -225,10 +225,10 @@ func TestKernelNamespace(t *testing.T) {
 	})
 	require.NoError(t, err)
 	kernelApply(t, tbl2)
-	assert.Zero(t, tbl2.Stats().Restores, "nothing of ours there, nothing to remove")
+	assert.Zero(t, tbl2.WorkStats().Restores, "nothing of ours there, nothing to remove")
 	tbl.QueueResync()
 	kernelApply(t, tbl)
-	assert.Equal(t, 1, tbl.Stats().Restores, "ns is as we left it")
+	assert.Equal(t, 1, tbl.WorkStats().Restores, "ns is as we left it")
 }
 
 // TestKernelChainInUseDeletedOnResync is issue 20, item 4, against the
@@ -258,7 +258,7 @@ func TestKernelChainInUseDeletedOnResync(t *testing.T) {
 		kernelApply(t, tbl)
 		chains, _ := dump(t, ns, f, "filter")
 		assert.NotContains(t, chains, "np-a")
-		assert.Zero(t, tbl.Stats().RestoreErrors)
+		assert.Zero(t, tbl.WorkStats().RestoreErrors)
 	})
 }
 
@@ -300,11 +300,11 @@ func TestKernelDependenciesCheckedAtPlan(t *testing.T) {
 		require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-good"), jump("np-set"), jump("np-fam"), jump("np-goto")}))
 		require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{jump("KUBE-Y")}))
 		require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom(f.net(4))}))
-		before := tbl.Stats()
+		before := tbl.WorkStats()
 		_, err := tbl.Apply(ctx)
 		held := map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "np-goto": iptables.ErrRefused, "FORWARD": iptables.ErrRefused}
 		requireObjects(t, err, held)
-		st := tbl.Stats()
+		st := tbl.WorkStats()
 		assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores - before.Restores, st.RestoreErrors - before.RestoreErrors}, "one restore, none refused")
 		chains, rules := dump(t, ns, f, "filter")
 		assert.Subset(t, chains, []string{"np-good", "np-set", "np-fam", "np-goto"})
@@ -326,6 +326,6 @@ func TestKernelDependenciesCheckedAtPlan(t *testing.T) {
 		assert.Len(t, rules["np-set"], 2)
 		assert.Equal(t, []string{"-g KUBE-X"}, stripped(rules["np-goto"]))
 		assert.Equal(t, []string{"-j KUBE-Y"}, stripped(rules["FORWARD"]))
-		assert.Zero(t, tbl.Stats().RestoreErrors)
+		assert.Zero(t, tbl.WorkStats().RestoreErrors)
 	})
 }

@@ -92,7 +92,7 @@ func TestForeignJumpBehindCommentKeepsChain(t *testing.T) {
 			res, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrChainInUse})
 			assert.Equal(t, time.Second, res.RetryAfter)
-			assert.Zero(t, tbl.Stats().RestoreErrors, "nothing was refused: the reference was seen")
+			assert.Zero(t, tbl.WorkStats().RestoreErrors, "nothing was refused: the reference was seen")
 			assert.Contains(t, k.Chains(iptablesfake.Backend(b), v, "filter"), "np-a")
 			assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-a"))
 			assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
@@ -140,7 +140,7 @@ func TestRefusedObjectIsLeftOut(t *testing.T) {
 	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "np-a")))
 	assert.Equal(t, []string{"-j np-a", "-j np-b"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
 	assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-b"), "created empty: the jump to it is valid")
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	assert.Equal(t, [3]int{3, 2, 2}, [3]int{st.Restores, st.RestoreErrors, st.Saves}, "a failure, a re-read and the same failure, then the rest")
 
 	// Not due: nothing runs, the failure is still reported.
@@ -219,7 +219,7 @@ func TestCommitTimeRefusalIsFoundByHalving(t *testing.T) {
 			assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"), chains)
 			// 17 objects: two failures (before and after the re-read), then
 			// at most two restores per halving, then the rest.
-			assert.LessOrEqual(t, tbl.Stats().Restores, 2+2*5+1)
+			assert.LessOrEqual(t, tbl.WorkStats().Restores, 2+2*5+1)
 		})
 	}
 }
@@ -286,7 +286,7 @@ func TestForeignChainGoneBeforeWriteIsIsolated(t *testing.T) {
 			requireObjects(t, err, map[string]error{"INPUT": iptables.ErrRefused})
 			assert.Contains(t, err.Error(), "it jumps to KUBE-X, which the table does not have")
 			assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT"), 1)
-			st := tbl.Stats()
+			st := tbl.WorkStats()
 			assert.Equal(t, [3]int{2, 1, 2}, [3]int{st.Restores, st.RestoreErrors, st.Saves})
 		})
 	}
@@ -590,7 +590,7 @@ func TestChainInUseDeletedOnResync(t *testing.T) {
 			res = apply(t, tbl)
 			assert.Zero(t, res.RetryAfter)
 			assert.NotContains(t, k.Chains(iptablesfake.Backend(b), v, "filter"), "np-a")
-			assert.Zero(t, tbl.Stats().RestoreErrors)
+			assert.Zero(t, tbl.WorkStats().RestoreErrors)
 		})
 	}
 }
@@ -623,7 +623,7 @@ func TestMissingForeignChainWrittenOnResync(t *testing.T) {
 			apply(t, tbl)
 			assert.Equal(t, []string{"-g KUBE-X"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "np-a")))
 			assert.Equal(t, []string{"-j np-a", "-j KUBE-Y"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
-			assert.Zero(t, tbl.Stats().RestoreErrors)
+			assert.Zero(t, tbl.WorkStats().RestoreErrors)
 		})
 	}
 }
@@ -656,12 +656,12 @@ func TestJumpDeclaredAfterReadIsChecked(t *testing.T) {
 			require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{{Action: netfilter.Goto("KUBE-X")}}}))
 			require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a"), jump("KUBE-Y")}))
 			require.NoError(t, tbl.InsertRules("test", "OUTPUT", []netfilter.Rule{acceptFrom("10.1.0.0/16")}))
-			before := tbl.Stats()
+			before := tbl.WorkStats()
 			_, err := tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
 			assert.Contains(t, err.Error(), "np-a: change refused by the kernel: it jumps to KUBE-X, which the table does not have")
 			assert.Contains(t, err.Error(), "INPUT: change refused by the kernel: it jumps to KUBE-Y, which the table does not have")
-			st := tbl.Stats()
+			st := tbl.WorkStats()
 			assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores - before.Restores, st.RestoreErrors - before.RestoreErrors}, "one restore, none refused")
 			assert.Equal(t, []string{"-s 10.1.0.0/16 -j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT")))
 			assert.Empty(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-a"), "created empty: jumps to it stay valid")
@@ -673,7 +673,7 @@ func TestJumpDeclaredAfterReadIsChecked(t *testing.T) {
 			_, err = tbl.Apply(context.Background())
 			requireObjects(t, err, map[string]error{"np-a": iptables.ErrRefused, "INPUT": iptables.ErrRefused})
 			assert.Equal(t, []string{"-j KUBE-Z"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")))
-			assert.Zero(t, tbl.Stats().RestoreErrors)
+			assert.Zero(t, tbl.WorkStats().RestoreErrors)
 		})
 	}
 }
@@ -720,7 +720,7 @@ func TestSetMatchCheckedAtPlan(t *testing.T) {
 				requireObjects(t, err, map[string]error{"np-set": iptables.ErrRefused, "np-fam": iptables.ErrRefused, "OUTPUT": iptables.ErrRefused})
 				assert.Contains(t, err.Error(), "np-set: change refused by the kernel: it matches set np-s, which the kernel does not have")
 				assert.Contains(t, err.Error(), "np-fam: change refused by the kernel: it matches set np-other, which is "+otherName)
-				st := tbl.Stats()
+				st := tbl.WorkStats()
 				assert.Equal(t, [2]int{1, 0}, [2]int{st.Restores, st.RestoreErrors}, "one restore, none refused")
 				assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-good"), 2)
 				assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT"), 3)
@@ -742,7 +742,7 @@ func TestSetMatchCheckedAtPlan(t *testing.T) {
 				requireObjects(t, err, map[string]error{"np-fam": iptables.ErrRefused})
 				assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "np-set"), 2)
 				assert.Len(t, k.Rules(iptablesfake.Backend(b), v, "filter", "OUTPUT"), 1)
-				assert.Zero(t, tbl.Stats().RestoreErrors)
+				assert.Zero(t, tbl.WorkStats().RestoreErrors)
 			})
 		}
 	}

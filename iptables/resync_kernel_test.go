@@ -64,12 +64,12 @@ func TestKernelGoldenRulesResyncWritesNothing(t *testing.T) {
 					}
 					_, err = tbl.Apply(ctx)
 					require.NoError(t, err, table)
-					require.Equal(t, 1, tbl.Stats().Restores, table)
+					require.Equal(t, 1, tbl.WorkStats().Restores, table)
 					tbl.QueueResync()
 					_, err = tbl.Apply(ctx)
 					require.NoError(t, err, table)
-					assert.Equal(t, 1, tbl.Stats().Restores, "%s: the resync wrote", table)
-					assert.Zero(t, tbl.Stats().Saves, "%s: every rule read in process", table)
+					assert.Equal(t, 1, tbl.WorkStats().Restores, "%s: the resync wrote", table)
+					assert.Zero(t, tbl.WorkStats().Saves, "%s: every rule read in process", table)
 
 					for chain := range cases[table] {
 						require.NoError(t, tbl.AppendRules("test", netfilter.Hook(chain), nil))
@@ -82,7 +82,7 @@ func TestKernelGoldenRulesResyncWritesNothing(t *testing.T) {
 					require.NoError(t, err)
 					assert.NotContains(t, string(out), "np-", "%s: everything of ours is gone", table)
 					if len(cases[table]) > 0 {
-						assert.Equal(t, 1, tbl.Stats().Saves, "%s: the texts of our rules in built-in chains", table)
+						assert.Equal(t, 1, tbl.WorkStats().Saves, "%s: the texts of our rules in built-in chains", table)
 					}
 				}
 			})
@@ -131,11 +131,11 @@ func TestKernelRandomRulesResyncWritesNothing(t *testing.T) {
 					} else {
 						require.NoError(t, err)
 					}
-					st := tbl.Stats()
+					st := tbl.WorkStats()
 					tbl.QueueResync()
 					_, _ = tbl.Apply(ctx)
-					assert.Equal(t, st.Restores, tbl.Stats().Restores, "%s: the resync wrote", table)
-					assert.Equal(t, st.Saves, tbl.Stats().Saves, "%s: every rule read in process", table)
+					assert.Equal(t, st.Restores, tbl.WorkStats().Restores, "%s: the resync wrote", table)
+					assert.Equal(t, st.Saves, tbl.WorkStats().Saves, "%s: every rule read in process", table)
 				}
 			})
 		}

@@ -27,6 +27,16 @@ type kernelChain struct {
 // rules returns the number of rules in the chain.
 func (c *kernelChain) rules() int { return len(c.hashes) / HashLength }
 
+// holdsOurs reports whether the chain has a rule with our hash comment.
+func (c *kernelChain) holdsOurs() bool {
+	for i := range c.rules() {
+		if c.hash(i) != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // hash returns the hash of rule i, "" for a foreign rule.
 func (c *kernelChain) hash(i int) string {
 	h := c.hashes[i*HashLength : (i+1)*HashLength]

@@ -23,12 +23,15 @@ import (
 )
 
 // A Table is the rule table of the rule model, and so a driver of the
-// dataplane loop.
-var _ netfilter.Table = (*Table)(nil)
+// dataplane loop that reports its DriverStats.
+var (
+	_ netfilter.Table         = (*Table)(nil)
+	_ dataplane.StatsReporter = (*Table)(nil)
+)
 
-// Stats counts a Table's work since New. Kernel tests use it to prove that a
-// no-op Apply writes nothing.
-type Stats struct {
+// WorkStats count a Table's work since New. Kernel tests use them to
+// prove that a no-op Apply writes nothing.
+type WorkStats struct {
 	// Saves and SaveErrors count iptables-save runs and failed ones.
 	Saves, SaveErrors int
 	// Restores and RestoreErrors count iptables-restore runs and failed
@@ -102,11 +105,15 @@ type Table struct {
 	// current Apply tried it.
 	applies uint64
 
+	// objects are Stats' Desired and InKernel, counted at the end of
+	// each Apply that left a kernel picture.
+	objects struct{ desired, inKernel int }
+
 	recheckAt  time.Time // zero: no recheck scheduled
 	recheckIdx int
 
 	statsMu sync.Mutex
-	stats   Stats
+	stats   WorkStats
 }
 
 // objectBackoff paces the retries of an object Apply could not write: the
@@ -188,11 +195,35 @@ func (t *Table) Options() Options {
 	return o
 }
 
-// Stats returns the Table's counters.
-func (t *Table) Stats() Stats {
+// WorkStats returns the Table's work counters.
+func (t *Table) WorkStats() WorkStats {
 	t.statsMu.Lock()
 	defer t.statsMu.Unlock()
 	return t.stats
+}
+
+// Stats implements dataplane.StatsReporter. The objects are the owned
+// chains the last Apply programmed (those reachable from our rules in
+// built-in chains, and the forced ones) and the built-in chains holding
+// declared rules of ours: Desired counts them, and InKernel those the
+// kernel held as the last Apply read or wrote it (an owned chain that
+// exists, a built-in chain with a rule of ours). Failing counts the
+// objects of the last PartialError (failed, waiting for their retry, or
+// whose declaration cannot be written), and Writes the command lines of
+// successful restores.
+func (t *Table) Stats() dataplane.DriverStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := dataplane.DriverStats{Desired: t.objects.desired, InKernel: t.objects.inKernel, Failing: len(t.failed)}
+	for name := range t.broken {
+		if _, ok := t.failed[name]; !ok {
+			st.Failing++
+		}
+	}
+	t.statsMu.Lock()
+	st.Writes = uint64(t.stats.LinesWritten)
+	t.statsMu.Unlock()
+	return st
 }
 
 // SetChains sets the full content of owned chains, replacing what was
@@ -551,6 +582,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	ctx = orBackground(ctx)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.countObjects()
 	t.applies++
 	now := t.opts.Clock.Now()
 	recheck := false
@@ -936,6 +968,33 @@ func (t *Table) partialError() error {
 	objs, waiting := t.failed.Errors(t.broken, t.applies)
 	slices.SortFunc(objs, func(a, b *ObjectError) int { return strings.Compare(a.Chain, b.Chain) })
 	return newPartialError(objs, waiting)
+}
+
+// countObjects counts, for Stats, the objects of the last plan and those
+// of them the kernel picture holds: the programmed owned chains that
+// exist, and the built-in chains with declared rules of ours that hold a
+// rule of ours. Without a picture (the next Apply reads) it keeps the
+// last counts.
+func (t *Table) countObjects() {
+	if t.kernel == nil {
+		return
+	}
+	desired, in := len(t.prog), 0
+	for name := range t.prog {
+		if t.kernel.chains[name] != nil {
+			in++
+		}
+	}
+	for name, h := range t.hooks {
+		if len(h.insert.rules)+len(h.append.rules) == 0 {
+			continue
+		}
+		desired++
+		if c := t.kernel.chains[name]; c != nil && c.holdsOurs() {
+			in++
+		}
+	}
+	t.objects.desired, t.objects.inKernel = desired, in
 }
 
 // readResult is the outcome of a read started by Apply.

@@ -151,7 +151,7 @@ func BenchmarkChangeOne(b *testing.B) {
 		}
 		i++
 	}
-	if st := tbl.Stats(); st.Saves != 1 || st.Restores != i+1 {
+	if st := tbl.WorkStats(); st.Saves != 1 || st.Restores != i+1 {
 		b.Fatalf("%d saves and %d restores for %d changes", st.Saves, st.Restores, i)
 	}
 }
@@ -172,7 +172,7 @@ func BenchmarkRedeclareUnchanged(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if st := tbl.Stats(); st.Saves != 1 || st.Restores != 1 {
+	if st := tbl.WorkStats(); st.Saves != 1 || st.Restores != 1 {
 		b.Fatalf("%d saves and %d restores, want 1 and 1", st.Saves, st.Restores)
 	}
 }

@@ -170,12 +170,12 @@ func TestKernelProgramAndAdopt(t *testing.T) {
 		again := kernelTable(t, f, ns, nil)
 		declareSample(t, again, f, 7)
 		kernelApply(t, again)
-		st := again.Stats()
+		st := again.WorkStats()
 		assert.Equal(t, 0, st.Restores, "restart adoption writes nothing")
 		assert.Zero(t, st.Saves, "a kernel.Namespace is read in process")
 		// A no-op Apply runs nothing at all.
 		kernelApply(t, again)
-		assert.Equal(t, iptables.Stats{Saves: st.Saves, SaveTime: st.SaveTime, Chains: 2, Rules: 7}, again.Stats())
+		assert.Equal(t, iptables.WorkStats{Saves: st.Saves, SaveTime: st.SaveTime, Chains: 2, Rules: 7}, again.WorkStats())
 
 		// Removing everything leaves exactly the foreign rules.
 		empty := kernelTable(t, f, ns, nil)
@@ -290,7 +290,7 @@ func TestKernelFailedRestoreConverges(t *testing.T) {
 		// Unhooking deletes our FORWARD rule by its text — which is gone.
 		require.NoError(t, tbl.InsertRules("test", "FORWARD", []netfilter.Rule{{Action: netfilter.Jump("np-pods")}}))
 		kernelApply(t, tbl)
-		st := tbl.Stats()
+		st := tbl.WorkStats()
 		assert.Equal(t, 1, st.RestoreErrors, "the first attempt failed in the kernel")
 		assert.Equal(t, 3, st.Restores)
 		_, rules := dump(t, ns, f, "filter")
@@ -460,7 +460,7 @@ func TestKernelRereadReplacesOurRules(t *testing.T) {
 		kernelApply(t, tbl)
 		_, rules := dump(t, ns, f, "filter")
 		assert.Equal(t, []string{"-i eth7 -j np-fw", "-i kube0 -j ACCEPT"}, stripped(rules["FORWARD"]))
-		st := tbl.Stats()
+		st := tbl.WorkStats()
 		assert.Equal(t, 1, st.Saves, "the texts of the rules to delete")
 		assert.Equal(t, 2, st.Restores)
 	})
@@ -487,7 +487,7 @@ func TestKernelCopiedHashConverges(t *testing.T) {
 		kernelApply(t, tbl)
 		_, rules = dump(t, ns, f, "filter")
 		assert.Equal(t, []string{"-j np-fw", "-o eth9 -j DROP"}, stripped(rules["FORWARD"]))
-		st := tbl.Stats()
+		st := tbl.WorkStats()
 		assert.Zero(t, st.RestoreErrors)
 		assert.Equal(t, 1, st.Saves, "the texts of the copies, which the in-process read cannot see")
 	})
@@ -506,5 +506,5 @@ func TestKernelNativeRuleFallsBackToSave(t *testing.T) {
 	tbl := kernelTable(t, f, ns, nil)
 	_, err = tbl.Apply(context.Background())
 	require.ErrorIs(t, err, iptables.ErrIncompatible)
-	assert.Equal(t, 1, tbl.Stats().Saves)
+	assert.Equal(t, 1, tbl.WorkStats().Saves)
 }

@@ -149,7 +149,7 @@ func TestProgramsOnlyReferencedChains(t *testing.T) {
 	assert.Equal(t, []string{"INPUT", "FORWARD", "OUTPUT", "np-a", "np-forced", "np-top"}, k.Chains(iptablesfake.BackendNFT, ipfamily.IPv4, "filter"))
 	assert.Equal(t, []string{"-s 10.0.0.0/8 -j ACCEPT"}, stripped(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "np-a")))
 	assert.Equal(t, []string{"-j np-top"}, stripped(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "FORWARD")))
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	assert.Equal(t, 3, st.Chains)
 	assert.Equal(t, 4, st.Rules)
 
@@ -198,7 +198,7 @@ func TestNoopApplyRunsNothing(t *testing.T) {
 	apply(t, tbl)
 	assert.Equal(t, 1, k.Count(iptablesfake.OpRestore))
 	assert.Equal(t, 2, k.Count(iptablesfake.OpSave))
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	assert.Equal(t, 1, st.Restores)
 	assert.Equal(t, 2, st.Saves)
 	assert.Equal(t, 3, st.LinesWritten) // :np-a, -A np-a, -I INPUT
@@ -569,7 +569,7 @@ func TestWholeRestoreFailureIsReturned(t *testing.T) {
 
 	apply(t, tbl)
 	assert.Len(t, k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT"), 1)
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	assert.Equal(t, [2]int{2, 1}, [2]int{st.Restores, st.RestoreErrors})
 	assert.Equal(t, 2, st.Saves, "the next Apply re-read")
 }
@@ -620,7 +620,7 @@ func TestConcurrentWriterBetweenSaveAndRestore(t *testing.T) {
 	})
 	apply(t, tbl)
 	assert.Equal(t, []string{"-s 10.2.0.0/16 -j ACCEPT", "-j ACCEPT"}, stripped(k.Rules(iptablesfake.Backend(b), v, "filter", "INPUT")))
-	assert.Equal(t, 1, tbl.Stats().RestoreErrors, "the first restore failed and the retry converged")
+	assert.Equal(t, 1, tbl.WorkStats().RestoreErrors, "the first restore failed and the retry converged")
 }
 
 func TestDuplicatedRuleOfOursIsCleanedUp(t *testing.T) {
@@ -1001,4 +1001,42 @@ func TestBuiltinChainRepairsStrayRules(t *testing.T) {
 	apply(t, tbl)
 	got := k.Rules(iptablesfake.Backend(b), v, "filter", "FORWARD")
 	assert.Equal(t, []string{want[0], want[1], "-j ACCEPT", want[2], want[3]}, got)
+}
+
+func TestStatsCountObjects(t *testing.T) {
+	ns, _ := newFake()
+	tbl := newTable(t, fakeOpts(ns))
+	assert.Equal(t, dataplane.DriverStats{}, tbl.Stats())
+	require.NoError(t, tbl.SetChains(
+		netfilter.Chain{Name: "np-a", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}},
+		netfilter.Chain{Name: "np-b", Rules: []netfilter.Rule{jump("np-missing")}},
+		netfilter.Chain{Name: "np-unused"},
+	))
+	require.NoError(t, tbl.InsertRules("test", "INPUT", []netfilter.Rule{jump("np-a"), jump("np-b")}))
+	_, err := tbl.Apply(context.Background())
+	requireObjects(t, err, map[string]error{"np-b": iptables.ErrUnknownChain})
+	st := tbl.Stats()
+	// np-unused is declared but not programmed (nothing jumps to it); np-b
+	// exists, empty, for the jump to it.
+	assert.Equal(t, 3, st.Desired, "np-a, np-b and INPUT")
+	assert.Equal(t, 3, st.InKernel, "np-a, np-b and INPUT")
+	assert.Equal(t, 1, st.Failing)
+	assert.Equal(t, uint64(tbl.WorkStats().LinesWritten), st.Writes)
+	assert.NotZero(t, st.Writes)
+
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-missing"}, netfilter.Chain{Name: "np-unused", Rules: []netfilter.Rule{acceptFrom("10.2.0.0/16")}}))
+	require.NoError(t, tbl.AppendRules("test", "OUTPUT", []netfilter.Rule{jump("np-unused")}))
+	apply(t, tbl)
+	after := tbl.Stats()
+	assert.Equal(t, dataplane.DriverStats{Desired: 6, InKernel: 6, Writes: after.Writes}, after)
+	assert.Greater(t, after.Writes, st.Writes)
+
+	// A no-op Apply writes nothing; removing our rules from a hook drops
+	// it, and the chain only it jumped to, from the objects.
+	apply(t, tbl)
+	assert.Equal(t, after, tbl.Stats())
+	require.NoError(t, tbl.AppendRules("test", "OUTPUT", nil))
+	apply(t, tbl)
+	assert.Equal(t, 4, tbl.Stats().Desired)
+	assert.Equal(t, 4, tbl.Stats().InKernel)
 }

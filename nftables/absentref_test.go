@@ -37,7 +37,7 @@ func TestJumpToRefusedChainHeldAtPlanTime(t *testing.T) {
 	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.VerdictMap("svc", netfilter.Dst, netfilter.Dst)}}))
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, dataplane.ErrPartial)
-	errs := tbl.Stats().TransactionErrors
+	errs := tbl.WorkStats().TransactionErrors
 
 	// Declared after the refusal: a chain jumping to np-b, an element
 	// going to it, and a chain that does neither.
@@ -47,7 +47,7 @@ func TestJumpToRefusedChainHeldAtPlanTime(t *testing.T) {
 	require.NoError(t, tbl.AddElements("svc", svcElem("10.96.0.1", 80, "np-b")))
 	_, err = tbl.Apply(context.Background())
 	require.ErrorIs(t, err, dataplane.ErrPartial)
-	assert.Equal(t, errs, tbl.Stats().TransactionErrors, "nothing was sent for the kernel to refuse")
+	assert.Equal(t, errs, tbl.WorkStats().TransactionErrors, "nothing was sent for the kernel to refuse")
 	var pe *nftables.PartialError
 	require.ErrorAs(t, err, &pe)
 	var names []string

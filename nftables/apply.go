@@ -49,6 +49,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.countObjects()
 	t.applies++
 	now := t.opts.Clock.Now()
 	recheck := false

@@ -69,7 +69,7 @@ func TestElementsInSeveralTransactionsRefusedElementIsolated(t *testing.T) {
 	assert.Equal(t, "many "+badAddr, pe.Objects[0].Name)
 	assert.Len(t, ns.Elements(v4, "np", "many"), 5499, "every other element is written")
 	assert.NotContains(t, ns.Elements(v4, "np", "many"), badAddr)
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	assert.Equal(t, 7, st.Transactions, "six, and the refused third again without its element")
 	assert.Equal(t, 1, st.TransactionErrors)
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "no goroutine is left behind")
@@ -109,7 +109,7 @@ func TestElementsInSeveralTransactionsCancelled(t *testing.T) {
 
 	apply(t, tbl)
 	assert.Len(t, ns.Elements(v4, "np", "many"), 5500)
-	assert.Equal(t, 5500, tbl.Stats().Elements)
+	assert.Equal(t, 5500, tbl.WorkStats().Elements)
 	ns.ResetCounts()
 	apply(t, tbl)
 	tx, _, _, _ = ns.Counts()

@@ -163,10 +163,10 @@ func ExampleTable_QueueResync() {
 
 	// Nothing changed since: a resync asks the ruleset generation, reads
 	// nothing and writes nothing.
-	before := tbl.Stats()
+	before := tbl.WorkStats()
 	tbl.QueueResync()
 	_, _ = tbl.Apply(context.Background())
-	after := tbl.Stats()
+	after := tbl.WorkStats()
 	fmt.Println(after.Reads-before.Reads, after.Transactions-before.Transactions)
 	// Output:
 	// 1

@@ -56,7 +56,7 @@ func CheckProgrammed(t *Table) error {
 			rules += len(c.rules)
 		}
 	}
-	if st := t.Stats(); st.Chains != chains || st.Rules != rules {
+	if st := t.WorkStats(); st.Chains != chains || st.Rules != rules {
 		return fmt.Errorf("Stats counts %d chains and %d rules, the programmed chains have %d and %d", st.Chains, st.Rules, chains, rules)
 	}
 	for n := range prog {

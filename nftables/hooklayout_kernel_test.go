@@ -174,7 +174,7 @@ func TestKernelOldTwoChainLayoutMigrated(t *testing.T) {
 			tbl := newTable(t, kopts(e, f))
 			declare(tbl)
 			apply(t, tbl)
-			assert.Equal(t, 1, tbl.Stats().Transactions, "one transaction: the hook is never without our rules")
+			assert.Equal(t, 1, tbl.WorkStats().Transactions, "one transaction: the hook is never without our rules")
 			list := e.nft(t, "list", "table", fam, "np")
 			assert.NotContains(t, list, "INPUT-insert")
 			assert.NotContains(t, list, "INPUT-append")
@@ -184,7 +184,7 @@ func TestKernelOldTwoChainLayoutMigrated(t *testing.T) {
 			restarted := newTable(t, kopts(e, f))
 			declare(restarted)
 			apply(t, restarted)
-			assert.Zero(t, restarted.Stats().Transactions, "a restart on the new layout writes nothing")
+			assert.Zero(t, restarted.WorkStats().Transactions, "a restart on the new layout writes nothing")
 		})
 	}
 }

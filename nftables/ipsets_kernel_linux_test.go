@@ -71,17 +71,17 @@ func TestKernelIPSetsUnderMasquerade(t *testing.T) {
 			}
 			assert.Regexp(t, `masquerade (random-fully|fully-random)`, out)
 			assert.Contains(t, out, "chain POSTROUTING")
-			assert.Equal(t, 1, nat.Stats().Transactions, "sets, chains and rules in one transaction")
+			assert.Equal(t, 1, nat.WorkStats().Transactions, "sets, chains and rules in one transaction")
 
 			// The services pool goes: its element goes, nothing else.
-			before := nat.Stats()
+			before := nat.WorkStats()
 			managertest.Send(t, loop, cluster.PoolRemove{ID: "services"})
 			deadline := time.Now().Add(30 * time.Second)
 			for !strings.Contains(flat(e.nft(t, "list", "set", familyName(f), "npm-nat", "all-pools")), "elements = { "+pool.String()+" }") {
 				require.True(t, time.Now().Before(deadline), "the services pool never left all-pools")
 				time.Sleep(10 * time.Millisecond)
 			}
-			after := nat.Stats()
+			after := nat.WorkStats()
 			assert.Equal(t, 1, after.Transactions-before.Transactions)
 			assert.LessOrEqual(t, after.Messages-before.Messages, 2, "the range's elements only")
 
@@ -91,8 +91,8 @@ func TestKernelIPSetsUnderMasquerade(t *testing.T) {
 			m2.OnUpdate(cluster.Pool{ID: "pods", CIDR: pool, Masquerade: true})
 			_, err := managertest.Pass(context.Background(), []dataplane.Manager{m2}, sets2, nat2)
 			require.NoError(t, err)
-			assert.Equal(t, 1, nat2.Stats().Reads)
-			assert.Zero(t, nat2.Stats().Transactions, "nothing to write")
+			assert.Equal(t, 1, nat2.WorkStats().Reads)
+			assert.Zero(t, nat2.WorkStats().Transactions, "nothing to write")
 		})
 	}
 }
@@ -152,10 +152,10 @@ func TestKernelIPSetsMatchPackets(t *testing.T) {
 	// Members follow: open is blocked, blocked is open.
 	require.NoError(t, sets.AddMembers("blocked", []netfilter.Member{netfilter.IPMember(open)}))
 	require.NoError(t, sets.RemoveMembers("blocked", []netfilter.Member{netfilter.IPMember(blocked)}))
-	before := tbl.Stats()
+	before := tbl.WorkStats()
 	pass()
-	assert.Equal(t, 1, tbl.Stats().Transactions-before.Transactions)
-	assert.Equal(t, 2, tbl.Stats().Messages-before.Messages, "one element added, one deleted")
+	assert.Equal(t, 1, tbl.WorkStats().Transactions-before.Transactions)
+	assert.Equal(t, 2, tbl.WorkStats().Messages-before.Messages, "one element added, one deleted")
 	assert.Contains(t, flat(e.nft(t, "list", "set", "ip", "np", "np4-blocked")), "elements = { 127.0.0.3 }")
 	require.NoError(t, reach(blocked))
 	require.ErrorIs(t, reach(open), kerneltest.ErrUnreachable)

@@ -239,7 +239,7 @@ func TestKernelRestartAdoptionWritesNothing(t *testing.T) {
 	again.QueueResync()
 	apply(t, again)
 	assert.Empty(t, m.between(t), "a restarted Table declaring the same state writes nothing")
-	assert.Zero(t, again.Stats().Transactions)
+	assert.Zero(t, again.WorkStats().Transactions)
 	assert.Equal(t, before, e.nft(t, "-a", "list", "ruleset"), "handles and all")
 
 	// The monitor does see our writes.
@@ -447,7 +447,7 @@ func TestKernelRebuildAfterRepeatedFailures(t *testing.T) {
 	_ = m.between(t)
 	apply(t, tbl)
 	seen := m.between(t)
-	assert.Equal(t, 1, tbl.Stats().Rebuilds)
+	assert.Equal(t, 1, tbl.WorkStats().Rebuilds)
 	// One transaction: the table is deleted and everything added after.
 	assert.Equal(t, 1, strings.Count(seen, "# new generation"), seen)
 	del, add := strings.Index(seen, "delete table ip np"), strings.Index(seen, "add table ip np")
@@ -510,13 +510,13 @@ func TestKernelElementsInSeveralTransactions(t *testing.T) {
 	require.NoError(t, tbl.SetSets(s))
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "c", ForceProgramming: true, Rules: []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("many")}, Action: netfilter.Accept()}}}))
 	apply(t, tbl)
-	assert.Equal(t, 6, tbl.Stats().Transactions, "the chains, set, rule and 1000 elements, then 1000 per transaction")
+	assert.Equal(t, 6, tbl.WorkStats().Transactions, "the chains, set, rule and 1000 elements, then 1000 per transaction")
 	again := newTable(t, o)
 	require.NoError(t, again.SetSets(s))
 	require.NoError(t, again.SetChains(netfilter.Chain{Name: "c", ForceProgramming: true, Rules: []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("many")}, Action: netfilter.Accept()}}}))
 	apply(t, again)
-	assert.Zero(t, again.Stats().Transactions, "all there")
-	assert.Equal(t, 5500, again.Stats().Elements)
+	assert.Zero(t, again.WorkStats().Transactions, "all there")
+	assert.Equal(t, 5500, again.WorkStats().Elements)
 }
 
 // TestKernelOverlappingRangesRefusedAlike: which element of an overlapping

@@ -89,8 +89,8 @@ func TestReadDumpRepeatingElementsReadAgain(t *testing.T) {
 		require.NoError(t, again.SetSets(s))
 		apply(t, again)
 		assert.Zero(t, dumps, "the dump was spoilt")
-		assert.Zero(t, again.Stats().Transactions, "all there")
-		assert.Equal(t, n, again.Stats().Elements)
+		assert.Zero(t, again.WorkStats().Transactions, "all there")
+		assert.Equal(t, n, again.WorkStats().Elements)
 	})
 	t.Run("fewer elements", func(t *testing.T) {
 		dumps = 1

@@ -17,8 +17,11 @@ import (
 )
 
 // A Table is the rule table of the rule model, and so a driver of the
-// dataplane loop.
-var _ netfilter.Table = (*Table)(nil)
+// dataplane loop that reports its DriverStats.
+var (
+	_ netfilter.Table         = (*Table)(nil)
+	_ dataplane.StatsReporter = (*Table)(nil)
+)
 
 // Policy is what a hook's base chain does with a packet that no rule of
 // ours decided on.
@@ -41,9 +44,9 @@ func (p Policy) String() string {
 	return "accept"
 }
 
-// Stats counts a Table's work since New. Kernel tests use it to prove that
-// a no-op Apply writes nothing.
-type Stats struct {
+// WorkStats count a Table's work since New. Kernel tests use them to
+// prove that a no-op Apply writes nothing.
+type WorkStats struct {
 	// Reads and ReadErrors count reads of the whole table, and failed ones.
 	Reads, ReadErrors int
 	// ChainReads counts reads of one chain's rules, to learn the handles
@@ -128,9 +131,12 @@ type Table struct {
 	// jump or go to it (as of the last plan, updated by reachDelta).
 	refs map[string]int
 	// counted are the programmed chains' rule counts as the last plan left
-	// them, progRules their sum (Stats.Chains and Rules).
+	// them, progRules their sum (WorkStats.Chains and Rules).
 	counted   map[string]int
 	progRules int
+	// objects are Stats' Desired and InKernel, counted at the end of
+	// each Apply that left a kernel picture.
+	objects struct{ desired, inKernel int }
 
 	failed        objfail.Set[hold, *ObjectError]
 	applies       uint64
@@ -149,7 +155,7 @@ type Table struct {
 	ids         uint32
 
 	statsMu sync.Mutex
-	stats   Stats
+	stats   WorkStats
 }
 
 // chainDecl is a declared chain, rendered.
@@ -256,8 +262,8 @@ func (t *Table) Options() Options {
 	return o
 }
 
-// Stats returns the Table's counters.
-func (t *Table) Stats() Stats {
+// WorkStats returns the Table's work counters.
+func (t *Table) WorkStats() WorkStats {
 	t.statsMu.Lock()
 	defer t.statsMu.Unlock()
 	return t.stats

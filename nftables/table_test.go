@@ -80,7 +80,7 @@ func TestApplyProgramsDeclaredState(t *testing.T) {
 	tx, _, _, dumps = ns.Counts()
 	assert.Zero(t, tx, "adoption writes nothing")
 	assert.NotZero(t, dumps)
-	assert.Equal(t, 1, again.Stats().Reads)
+	assert.Equal(t, 1, again.WorkStats().Reads)
 }
 
 func TestChangeOneRuleKeepsTheOthers(t *testing.T) {
@@ -213,11 +213,11 @@ func TestExternalChangesAreRepairedOnResync(t *testing.T) {
 
 	// A resync when nothing changed reads nothing: the generation is the
 	// same.
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	tbl.QueueResync()
 	apply(t, tbl)
-	assert.Equal(t, st.Reads, tbl.Stats().Reads)
-	assert.Equal(t, st.GenChecks+1, tbl.Stats().GenChecks)
+	assert.Equal(t, st.Reads, tbl.WorkStats().Reads)
+	assert.Equal(t, st.GenChecks+1, tbl.WorkStats().GenChecks)
 }
 
 func TestForeignTablesAreUntouched(t *testing.T) {
@@ -330,7 +330,7 @@ func TestRebuildAfterRepeatedFailures(t *testing.T) {
 	}
 	ns.ResetCounts()
 	apply(t, tbl)
-	assert.Equal(t, 1, tbl.Stats().Rebuilds)
+	assert.Equal(t, 1, tbl.WorkStats().Rebuilds)
 	tx, committed, _, _ := ns.Counts()
 	assert.Equal(t, 1, tx, "delete and add in one transaction")
 	assert.Equal(t, 1, committed)
@@ -458,4 +458,45 @@ func TestApplyFailsAsAWholeWhenTheKernelCannotBeRead(t *testing.T) {
 	assert.False(t, errors.Is(err, dataplane.ErrPartial))
 	apply(t, tbl)
 	assert.Len(t, comments(ns, v4, "np", "fw"), 3)
+}
+
+func TestStatsCountObjects(t *testing.T) {
+	ns := nftablesfake.New()
+	opts := fakeOpts(ns)
+	clk := opts.Clock.(*clock.Fake)
+	tbl := newTable(t, opts)
+	assert.Equal(t, dataplane.DriverStats{}, tbl.Stats())
+	ns.Refuse(func(r nftablesfake.Request) syscall.Errno {
+		if r.Op == "newrule" && r.Chain == "bad" || r.Op == "newsetelem" && len(r.Key) == 4 && r.Key[3] == 66 {
+			return syscall.EINVAL
+		}
+		return 0
+	})
+	require.NoError(t, tbl.SetSets(nftables.Set{Name: "ips", Key: []nftables.KeyType{nftables.TypeAddr}, Elements: []nftables.Element{
+		nftables.Elem(nftables.Addr(addr("10.0.0.65"))), nftables.Elem(nftables.Addr(addr("10.0.0.66")))}}))
+	require.NoError(t, tbl.SetChains(
+		netfilter.Chain{Name: "bad", Rules: []netfilter.Rule{acceptFrom("10.0.0.1/32")}},
+		netfilter.Chain{Name: "good", Rules: []netfilter.Rule{acceptFrom("10.0.0.2/32")}},
+		netfilter.Chain{Name: "unused"},
+	))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("bad"), jump("good")}))
+	_, err := tbl.Apply(context.Background())
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	st := tbl.Stats()
+	// unused is declared but not programmed (nothing jumps to it); bad
+	// exists, empty, for the jump to it.
+	assert.Equal(t, 4, st.Desired, "bad, good, the base chain and the set")
+	assert.Equal(t, 4, st.InKernel)
+	assert.Equal(t, 2, st.Failing, "the chain bad and one element")
+	assert.Equal(t, uint64(tbl.WorkStats().Messages), st.Writes)
+	assert.NotZero(t, st.Writes)
+
+	ns.Refuse(nil)
+	clk.Advance(time.Second)
+	apply(t, tbl)
+	after := tbl.Stats()
+	assert.Equal(t, dataplane.DriverStats{Desired: 4, InKernel: 4, Writes: after.Writes}, after)
+	assert.Greater(t, after.Writes, st.Writes)
+	apply(t, tbl)
+	assert.Equal(t, after, tbl.Stats(), "a no-op Apply writes nothing")
 }

@@ -220,7 +220,7 @@ func (u usage) report(env *harness.Env, tables ...*iptables.Table) {
 	var bin time.Duration
 	restores, saves := 0, 0
 	for _, t := range tables {
-		st := t.Stats()
+		st := t.WorkStats()
 		bin += st.SaveTime + st.RestoreTime
 		restores += st.Restores
 		saves += st.Saves
@@ -423,7 +423,7 @@ func iptChangeOne(b iptables.Backend, n int) harness.Scenario {
 				Run: func(ctx context.Context, env *harness.Env) error {
 					st := env.State.(*iptState)
 					defer st.k.Close()
-					before := st.tbl.Stats()
+					before := st.tbl.WorkStats()
 					u := startUsage()
 					if err := st.tbl.SetChains(st.decl.chains[0]); err != nil {
 						return err
@@ -431,7 +431,7 @@ func iptChangeOne(b iptables.Backend, n int) harness.Scenario {
 					if _, err := st.tbl.Apply(ctx); err != nil {
 						return err
 					}
-					after := st.tbl.Stats()
+					after := st.tbl.WorkStats()
 					if after.Restores-before.Restores != 1 || after.Saves != before.Saves || after.LinesWritten-before.LinesWritten != 1 {
 						return fmt.Errorf("change-one ran %d restores (%d lines) and %d saves, want 1 (1) and 0",
 							after.Restores-before.Restores, after.LinesWritten-before.LinesWritten, after.Saves-before.Saves)
@@ -494,7 +494,7 @@ func iptNoop(b iptables.Backend, n int) harness.Scenario {
 					if err != nil {
 						return err
 					}
-					st := tbl.Stats()
+					st := tbl.WorkStats()
 					if st.Restores != 0 {
 						return fmt.Errorf("a restart on an in-sync table ran %d restores", st.Restores)
 					}
@@ -505,7 +505,7 @@ func iptNoop(b iptables.Backend, n int) harness.Scenario {
 						return err
 					}
 					env.Report("again_us", micros(time.Since(t0)))
-					again := tbl.Stats()
+					again := tbl.WorkStats()
 					env.Report("again_runs", float64(again.Restores+again.Saves-st.Restores-st.Saves))
 					return nil
 				},

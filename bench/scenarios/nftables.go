@@ -408,9 +408,9 @@ func openOurs(ctx context.Context, env *harness.Env, d nftDecl, pre bool) error 
 
 // reportNFT records where the time of ours went, from the Table's stats
 // (before: its stats when the measured work started).
-func reportNFT(env *harness.Env, u usage, tbl *nftables.Table, before nftables.Stats) {
+func reportNFT(env *harness.Env, u usage, tbl *nftables.Table, before nftables.WorkStats) {
 	wall := time.Since(u.start)
-	st := tbl.Stats()
+	st := tbl.WorkStats()
 	kern, read := st.WriteTime-before.WriteTime, st.ReadTime-before.ReadTime
 	env.Report("kernel_ms", millis(kern))
 	env.Report("read_ms", millis(read))
@@ -495,7 +495,7 @@ func nftProgramOurs(d nftDecl) harness.Variant {
 				return err
 			}
 			st.tbl = tbl
-			reportNFT(env, u, tbl, nftables.Stats{})
+			reportNFT(env, u, tbl, nftables.WorkStats{})
 			return nil
 		},
 	}
@@ -504,14 +504,14 @@ func nftProgramOurs(d nftDecl) harness.Variant {
 // nftChangeOurs is ours applying change to the Table that programmed d in
 // Setup. after, when set, runs right after the Apply (u and before: the
 // usage and the Table's stats when the Run started) and may fail the Run.
-func nftChangeOurs(d nftDecl, change func(*nftables.Table) error, after func(env *harness.Env, u usage, tbl *nftables.Table, before nftables.Stats) error) harness.Variant {
+func nftChangeOurs(d nftDecl, change func(*nftables.Table) error, after func(env *harness.Env, u usage, tbl *nftables.Table, before nftables.WorkStats) error) harness.Variant {
 	return harness.Variant{
 		Name: "nodeplane nftables", Role: harness.Ours,
 		Setup: func(ctx context.Context, env *harness.Env) error { return openOurs(ctx, env, d, true) },
 		Run: func(ctx context.Context, env *harness.Env) error {
 			defer closeOurs(env)
 			st := env.State.(*nftState)
-			before := st.tbl.Stats()
+			before := st.tbl.WorkStats()
 			u := startUsage()
 			if err := change(st.tbl); err != nil {
 				return err
@@ -630,8 +630,8 @@ func nftChangeRule(n int) harness.Scenario {
 		Size: 1,
 		Note: fmt.Sprintf("rule %d of chain %s changes in a table of %d rules in sync; the change adds no jump", iptChangeRule, changed.Name, n+n/10),
 		Variants: []harness.Variant{
-			nftChangeOurs(d, change, func(_ *harness.Env, _ usage, tbl *nftables.Table, before nftables.Stats) error {
-				if after := tbl.Stats(); after.Transactions-before.Transactions != 1 || after.Messages-before.Messages != 2 {
+			nftChangeOurs(d, change, func(_ *harness.Env, _ usage, tbl *nftables.Table, before nftables.WorkStats) error {
+				if after := tbl.WorkStats(); after.Transactions-before.Transactions != 1 || after.Messages-before.Messages != 2 {
 					return fmt.Errorf("change-rule wrote %d transactions of %d requests, want 1 of 2", after.Transactions-before.Transactions, after.Messages-before.Messages)
 				}
 				return nil
@@ -669,8 +669,8 @@ func nftChangeService(n int) harness.Scenario {
 		Size: 1,
 		Note: fmt.Sprintf("one service added (its chain of 2 rules, its map element: a new goto, so the kernel validates the jump graph) to a kube-proxy-style table of %d", n),
 		Variants: []harness.Variant{
-			nftChangeOurs(d, change, func(_ *harness.Env, _ usage, tbl *nftables.Table, before nftables.Stats) error {
-				if tx := tbl.Stats().Transactions - before.Transactions; tx != 1 {
+			nftChangeOurs(d, change, func(_ *harness.Env, _ usage, tbl *nftables.Table, before nftables.WorkStats) error {
+				if tx := tbl.WorkStats().Transactions - before.Transactions; tx != 1 {
 					return fmt.Errorf("change-service wrote %d transactions, want 1", tx)
 				}
 				return nil
@@ -743,8 +743,8 @@ func nftChangeEndpoints(n int) harness.Scenario {
 		Size: 1,
 		Note: fmt.Sprintf("one service's endpoint replaced (a new endpoint chain, the service's chain jumping to it, the old one deleted) in a kube-proxy-style table of %d services with one endpoint chain each", n),
 		Variants: []harness.Variant{
-			nftChangeOurs(d, change, func(_ *harness.Env, _ usage, tbl *nftables.Table, before nftables.Stats) error {
-				if tx := tbl.Stats().Transactions - before.Transactions; tx != 1 {
+			nftChangeOurs(d, change, func(_ *harness.Env, _ usage, tbl *nftables.Table, before nftables.WorkStats) error {
+				if tx := tbl.WorkStats().Transactions - before.Transactions; tx != 1 {
 					return fmt.Errorf("change-endpoints wrote %d transactions, want 1", tx)
 				}
 				return nil
@@ -771,7 +771,7 @@ func nftElement(n int) harness.Scenario {
 		Size: 1,
 		Note: fmt.Sprintf("one address added to a set of %d in sync", n),
 		Variants: []harness.Variant{
-			nftChangeOurs(d, change, func(env *harness.Env, u usage, _ *nftables.Table, _ nftables.Stats) error {
+			nftChangeOurs(d, change, func(env *harness.Env, u usage, _ *nftables.Table, _ nftables.WorkStats) error {
 				env.Report("us", micros(time.Since(u.start)))
 				return nil
 			}),
