@@ -273,3 +273,27 @@ func TestPlanAndStateOfBlockedSets(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, p.Empty(), "both wait for their retry: %v", p)
 }
+
+// A loop that has not run yet collects the driver's Plan and State: the
+// dry run of what it would write.
+func TestLoopCollectsPlanAndState(t *testing.T) {
+	ctx := context.Background()
+	d, k := newFake(t, ipsets.IPv6)
+	loop, err := dataplane.New(dataplane.Options{})
+	require.NoError(t, err)
+	require.NoError(t, loop.AddDriver(d))
+	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "a", Type: netfilter.HashNet, MaxSize: 8},
+		[]netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("fd00::/64"))}))
+	plans, err := loop.Plan(ctx)
+	require.NoError(t, err)
+	require.Len(t, plans, 1)
+	assert.Equal(t, "ipsets-np6-: 2 writes\n+ set np6-a hash:net family inet6 maxelem 8\n+ element np6-a fd00::/64", plans[0].String())
+	states, err := loop.State(ctx)
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	assert.Equal(t, []dataplane.Drift{
+		{Kind: "element", Name: "np6-a fd00::/64", Want: "np6-a fd00::/64"},
+		{Kind: "set", Name: "np6-a", Want: "np6-a hash:net family inet6 maxelem 8"},
+	}, states[0].Drift)
+	assert.Empty(t, k.Names(), "neither writes")
+}
