@@ -17,9 +17,14 @@ const (
 )
 
 // setText returns a set as its create line says it, without the verb:
-// "np-x hash:ip family inet maxelem 1024".
+// "np-x hash:ip family inet maxelem 1024", and "+options" after it for a
+// kernel set with options the driver never sets (timeout, counters …).
 func setText(kname string, h header) string {
-	return strings.TrimSuffix(strings.TrimPrefix(string(appendCreate(nil, kname, h, false)), "create "), "\n")
+	t := strings.TrimSuffix(strings.TrimPrefix(string(appendCreate(nil, kname, h, false)), "create "), "\n")
+	if h.extra {
+		t += " +options"
+	}
+	return t
 }
 
 // elementWrites returns one write of op per member of seq, "kname member",
