@@ -90,7 +90,7 @@ func (s *IPSets) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	err := s.sync(ctx, now)
 	var steps []step
 	if err == nil {
-		steps, err = s.plan(ctx, now)
+		steps, err = s.planAndRecord(ctx, now)
 	}
 	for round := 1; err == nil && len(steps) > 0; round++ {
 		script, ends, temp := s.script(steps)
@@ -112,7 +112,7 @@ func (s *IPSets) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		// The lines before the failing one were written, or some of them:
 		// read back what they touched, then write the rest again.
 		if err = s.reread(ctx, steps[:i+1], temp, now); err == nil {
-			steps, err = s.plan(ctx, now)
+			steps, err = s.planAndRecord(ctx, now)
 		}
 	}
 	if err != nil {
@@ -157,10 +157,19 @@ func (s *IPSets) reread(ctx context.Context, steps []step, temp string, now time
 	return s.read(ctx, temp, now, false)
 }
 
+// blocked is a set that must be destroyed and created again while refs
+// kernel references hold it: it is not written.
+type blocked struct {
+	st   step
+	refs int
+}
+
 // plan decides what to do with every desired set that is not waiting for
-// a retry, in kernel-name order.
-func (s *IPSets) plan(ctx context.Context, now time.Time) ([]step, error) {
-	var steps []step
+// a retry, in kernel-name order. It also returns the sets whose write
+// kernel references block and the sets that need no write. It writes
+// nothing and records nothing: Apply (planAndRecord) and Plan both decide
+// with it.
+func (s *IPSets) plan(ctx context.Context, now time.Time) (steps []step, stuck []blocked, done []*ipset, err error) {
 	for _, set := range s.sets {
 		if !set.wanted || set.unread {
 			continue
@@ -185,7 +194,7 @@ func (s *IPSets) plan(ctx context.Context, now time.Time) ([]step, error) {
 		}
 		switch {
 		case o == 0:
-			set.fail = nil // repaired, or nothing left to do
+			done = append(done, set)
 		case !set.waiting(now):
 			steps = append(steps, step{set: set, op: o, want: want})
 		}
@@ -196,17 +205,35 @@ func (s *IPSets) plan(ctx context.Context, now time.Time) ([]step, error) {
 		if st.op == opRecreate {
 			refs, err := s.referenced(ctx, st.set.kname)
 			if err != nil {
-				return nil, err
+				return nil, nil, nil, err
 			}
 			if refs > 0 {
-				s.failed(st.set, setErr(fmt.Errorf("%w: it is %s %v in the kernel and must become %s %v, but %d kernel reference(s) hold it: the kernel swaps only sets of equal type and family; remove the references or use a new set name",
-					netfilter.ErrSetInUse, st.set.kernel.typ, st.set.kernel.family, st.want.typ, st.want.family, refs)), false, now)
+				stuck = append(stuck, blocked{st: st, refs: refs})
 				continue
 			}
 		}
 		kept = append(kept, st)
 	}
-	return kept, nil
+	return kept, stuck, done, nil
+}
+
+// planAndRecord plans (see plan) and records the outcome on the sets: a
+// set that needs no write is no longer failing (repaired, or nothing left
+// to do), a blocked one fails.
+func (s *IPSets) planAndRecord(ctx context.Context, now time.Time) ([]step, error) {
+	steps, stuck, done, err := s.plan(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	for _, set := range done {
+		set.fail = nil
+	}
+	for _, b := range stuck {
+		set := b.st.set
+		s.failed(set, setErr(fmt.Errorf("%w: it is %s %v in the kernel and must become %s %v, but %d kernel reference(s) hold it: the kernel swaps only sets of equal type and family; remove the references or use a new set name",
+			netfilter.ErrSetInUse, set.kernel.typ, set.kernel.family, b.st.want.typ, b.st.want.family, b.refs)), false, now)
+	}
+	return steps, nil
 }
 
 // swapPays reports whether a set whose header is unchanged is better
@@ -329,6 +356,25 @@ func (s *IPSets) notify(name string, m netfilter.Member, added bool) {
 	}
 }
 
+// doomed returns the owned sets that are not desired and may be destroyed
+// now, in the order ApplyDeletions tries them: those tried least recently
+// first, then by kernel name.
+func (s *IPSets) doomed(now time.Time) []*ipset {
+	var doomed []*ipset
+	for _, set := range s.sets {
+		if !set.wanted && set.kernel != nil && !set.unread && !set.waiting(now) {
+			doomed = append(doomed, set)
+		}
+	}
+	slices.SortFunc(doomed, func(a, b *ipset) int {
+		if c := cmp.Compare(a.tried, b.tried); c != 0 {
+			return c
+		}
+		return strings.Compare(a.kname, b.kname)
+	})
+	return doomed
+}
+
 // ApplyDeletions destroys owned sets that are not desired, at most
 // MaxDestroysPerApply per call. A nil ctx means context.Background().
 //
@@ -352,18 +398,7 @@ func (s *IPSets) ApplyDeletions(ctx context.Context) (dataplane.ApplyResult, err
 	}
 	s.pass++
 	now := s.clk.Now()
-	var doomed []*ipset
-	for _, set := range s.sets {
-		if !set.wanted && set.kernel != nil && !set.unread && !set.waiting(now) {
-			doomed = append(doomed, set)
-		}
-	}
-	slices.SortFunc(doomed, func(a, b *ipset) int {
-		if c := cmp.Compare(a.tried, b.tried); c != 0 {
-			return c
-		}
-		return strings.Compare(a.kname, b.kname)
-	})
+	doomed := s.doomed(now)
 	for i, set := range doomed {
 		if i == s.maxDestroys {
 			res.RetryAfter = s.retry

@@ -61,6 +61,15 @@
 // still referenced by a rule cannot be destroyed: it stays, and is tried
 // again later.
 //
+// Plan lists what the next Apply and ApplyDeletions would write, decided
+// by the code Apply decides with, without writing (a dataplane.Planner):
+// sets created ("+ set np4-a hash:ip family inet maxelem 16"), swapped or
+// destroyed and created ("~ set", with the header they replace) and
+// destroyed ("- set"), and members added and deleted ("+ element np4-a
+// 10.0.0.1"). State lists the owned sets and members the kernel holds,
+// where they differ from the desired ones, and the failing sets (a
+// dataplane.Stater).
+//
 // # Failures
 //
 // One bad set never holds the others back. A set the kernel refuses — it

@@ -69,6 +69,13 @@
 // the dataplane.DriverStats (desired, in the map, failing, writes), and
 // Counters the reads, entries written and deleted, and syscalls.
 //
+// Plan says what the next Apply would write ("+ entry key → value", "~"
+// with the value it replaces, "-" for an entry not desired, key and value
+// in hex as the map holds them), decided by the code Apply decides with,
+// without writing (a dataplane.Planner); State lists the entries the map
+// holds, those that differ from the desired ones and the failing ones (a
+// dataplane.Stater). Both read the map only when Apply would.
+//
 // A hash map holds at most MaxEntries entries. Used counts what the map
 // holds while the next Apply runs (the desired entries, and the ones not
 // desired until they are deleted) and Holds tells whether a key counts in

@@ -408,29 +408,18 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 		s.delFailed.Begin()
 		ledgers = append(ledgers, s.delFailed)
 	}
-	var keys, gone []K
-	var vals []V
-	for k := range s.dirty {
-		v, want := s.desired[k]
-		kv, has := s.kernel[k]
-		switch {
-		case want == has && (!want || kv == v):
+	keys, vals, gone := s.pending(updates, deletions, func(k K, d decision) {
+		switch d {
+		case inSync:
 			delete(s.dirty, k)
 			s.updFailed.Forget(k)
 			s.delFailed.Forget(k)
-		case want:
+		case toUpdate:
 			s.delFailed.Forget(k)
-			if updates {
-				keys = append(keys, k)
-				vals = append(vals, v)
-			}
-		default:
+		case toDelete:
 			s.updFailed.Forget(k)
-			if deletions {
-				gone = append(gone, k)
-			}
 		}
-	}
+	})
 	full := false
 	for i := 0; i < len(keys); i += s.batch {
 		if err := ctx.Err(); err != nil {
@@ -456,11 +445,53 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 	return joinPartial(errs...)
 }
 
+// decision is what an Apply does with one dirty key.
+type decision uint8
+
+const (
+	// inSync: the map holds the desired entry, or neither holds one.
+	inSync decision = iota
+	// toUpdate: the desired entry is missing from the map or differs.
+	toUpdate
+	// toDelete: the map holds an entry that is not desired.
+	toDelete
+)
+
+// pending decides, for every dirty key, what an Apply does with it: it
+// returns the desired entries to write (with updates) and the keys to
+// delete (with deletions), and tells seen (when not nil) each key's
+// decision, whether or not it is returned. It writes nothing: Apply and
+// Plan both decide with it.
+func (s *Sync[K, V]) pending(updates, deletions bool, seen func(K, decision)) (keys []K, vals []V, gone []K) {
+	for k := range s.dirty {
+		v, want := s.desired[k]
+		kv, has := s.kernel[k]
+		d := toDelete
+		switch {
+		case want == has && (!want || kv == v):
+			d = inSync
+		case want:
+			d = toUpdate
+			if updates {
+				keys = append(keys, k)
+				vals = append(vals, v)
+			}
+		default:
+			if deletions {
+				gone = append(gone, k)
+			}
+		}
+		if seen != nil {
+			seen(k, d)
+		}
+	}
+	return keys, vals, gone
+}
+
 // entryError is the failure of op on key k: Reason is ErrEntry (ErrFull
 // too for a full map's refusal), Err the kernel's error.
 func (s *Sync[K, V]) entryError(op string, k K, reason, cause error) *dataplane.ObjectError {
-	b, _ := binary.Append(nil, binary.NativeEndian, k)
-	return &dataplane.ObjectError{Driver: "maps", Op: op, Kind: "entry", Name: fmt.Sprintf("%s key %x", s.name, b),
+	return &dataplane.ObjectError{Driver: "maps", Op: op, Kind: kindEntry, Name: s.name + " key " + hexText(k),
 		Object: k, Reason: reason, Err: cause}
 }
 
