@@ -411,7 +411,7 @@ func testPhaseOrder(t *testing.T, f family) {
 	assert.Less(t, setCreated, chainWritten, "the set is created before the rules that match it: %v", argvs(calls))
 	require.NoError(t, calls[setCreated].err)
 	require.NoError(t, calls[chainWritten].err)
-	assert.Zero(t, first.tbl.Stats().RestoreErrors, "no restore failed, not even once within an Apply")
+	assert.Zero(t, first.tbl.WorkStats().RestoreErrors, "no restore failed, not even once within an Apply")
 
 	members, err := ns.Exec(ctx, "ipset", "list", kname)
 	require.NoError(t, err)

@@ -574,7 +574,7 @@ func TestKernelFakeTableMatchesKernel(t *testing.T) {
 			_, err := tbls[i].Apply(context.Background())
 			require.NoError(t, err, "%s: %s", step.name, p.name)
 			dumps = append(dumps, p.dump(t, fam, "t"))
-			s := tbls[i].Stats()
+			s := tbls[i].WorkStats()
 			stats = append(stats, fmt.Sprintf("transactions %d messages %d chains %d rules %d sets %d elements %d",
 				s.Transactions, s.Messages, s.Chains, s.Rules, s.Sets, s.Elements))
 		}
