@@ -446,7 +446,7 @@ func testPhaseOrder(t *testing.T, f family) {
 		assert.False(t, strings.HasPrefix(c.argv, "ipset destroy"), "a restarted agent destroys no set: %s", c.argv)
 		assert.NoError(t, c.err, c.argv)
 	}
-	assert.Zero(t, second.tbl.Stats().Restores, "a restarted agent writes no rule")
+	assert.Zero(t, second.tbl.WorkStats().Restores, "a restarted agent writes no rule")
 	assert.Zero(t, second.routes.Counters().RouteWrites, "a restarted agent writes no route")
 	kerneltest.Require(t, fromAllowed)
 
@@ -484,7 +484,7 @@ func testPhaseOrder(t *testing.T, f family) {
 	h := second.loop.Health()
 	assert.NoError(t, h.LastError)
 	assert.Zero(t, h.ConsecutiveFailures)
-	assert.Zero(t, second.tbl.Stats().RestoreErrors)
+	assert.Zero(t, second.tbl.WorkStats().RestoreErrors)
 	e.requireForeignIntact(t)
 
 	// Without the policy, both pods reach the server again.

@@ -589,7 +589,7 @@ func TestKernelFakeTableMatchesKernel(t *testing.T) {
 		}
 		_, err := again.Apply(context.Background())
 		require.NoError(t, err)
-		assert.Zero(t, again.Stats().Transactions, peers[i].name)
+		assert.Zero(t, again.WorkStats().Transactions, peers[i].name)
 	}
 	require.NoError(t, nftables.RemoveTable(context.Background(), k, ipfamily.IPv4, "t"))
 	require.NoError(t, nftables.RemoveTable(context.Background(), fake, ipfamily.IPv4, "t"))
