@@ -214,12 +214,7 @@ func (t *Table) WorkStats() WorkStats {
 func (t *Table) Stats() dataplane.DriverStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := dataplane.DriverStats{Desired: t.objects.desired, InKernel: t.objects.inKernel, Failing: len(t.failed)}
-	for name := range t.broken {
-		if _, ok := t.failed[name]; !ok {
-			st.Failing++
-		}
-	}
+	st := dataplane.DriverStats{Desired: t.objects.desired, InKernel: t.objects.inKernel, Failing: t.failed.Failing(t.broken)}
 	t.statsMu.Lock()
 	st.Writes = uint64(t.stats.LinesWritten)
 	t.statsMu.Unlock()

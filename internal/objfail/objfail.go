@@ -71,6 +71,19 @@ func (s Set[H, E]) Errors(broken map[string]E, apply uint64) (errl []E, waiting 
 	return errl, waiting
 }
 
+// Failing returns how many objects are failing: those of s and those of
+// broken, an object in both counted once (as Errors lists them). It is the
+// Failing of a driver's dataplane.DriverStats.
+func (s Set[H, E]) Failing(broken map[string]E) int {
+	n := len(s)
+	for name := range broken {
+		if _, ok := s[name]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
 // Partial returns the dataplane.PartialError of objs, waiting of which
 // were not tried: the others count as failed.
 func Partial[E error](objs []E, waiting int) *dataplane.PartialError {

@@ -42,6 +42,9 @@ func TestSet(t *testing.T) {
 	if got, want := texts(errl), []string{"a", "w", "x broken", "y"}; !slices.Equal(got, want) || waiting != 1 {
 		t.Fatalf("Errors = %q, %d; want %q, 1 (x once, as broken)", got, waiting, want)
 	}
+	if n := s.Failing(broken); n != len(errl) {
+		t.Fatalf("Failing = %d, want %d: as many objects as Errors lists", n, len(errl))
+	}
 	p := Partial(errl, waiting)
 	if p.Failed != 3 || p.Waiting != 1 || len(p.Errs) != 4 || !errors.Is(p, dataplane.ErrPartial) {
 		t.Fatalf("Partial = %+v", p)
