@@ -129,6 +129,14 @@ func (l *Ledger[K]) Get(k K) (*ObjectError, bool) {
 	return nil, false
 }
 
+// Held reports whether the object k is failing by a Hold (its last
+// record was Hold, not Fail): a driver that recomputes which declarations
+// cannot be written forgets the held objects that no longer are.
+func (l *Ledger[K]) Held(k K) bool {
+	e := l.objs[k]
+	return e != nil && e.held
+}
+
 // Len is how many objects are failing.
 func (l *Ledger[K]) Len() int { return len(l.objs) }
 

@@ -115,6 +115,8 @@ func TestLedgerOverdueAndHeld(t *testing.T) {
 	assert.Equal(t, 1, h.Attempts)
 	assert.True(t, h.RetryAt.IsZero())
 	assert.False(t, l.Waiting(2))
+	assert.True(t, l.Held(2))
+	assert.False(t, l.Held(1), "forgotten")
 	assert.Zero(t, l.RetryAfter())
 	var pe *PartialError
 	require.ErrorAs(t, l.Err(), &pe)
@@ -125,6 +127,7 @@ func TestLedgerOverdueAndHeld(t *testing.T) {
 	f := l.Fail(2, &ObjectError{Name: "2", Reason: errTestRefused})
 	assert.Equal(t, 3, f.Attempts)
 	assert.True(t, l.Waiting(2))
+	assert.False(t, l.Held(2), "a Fail after a Hold backs off")
 	assert.Equal(t, 4*DefaultBackoffInitial, l.RetryAfter())
 }
 
