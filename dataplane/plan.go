@@ -169,3 +169,16 @@ func (o *WriteOp) UnmarshalText(text []byte) error {
 func (l *Loop) Plan(ctx context.Context) ([]Plan, error) {
 	return collect(l, ctx, "Plan", func(ctx context.Context, p Planner) (Plan, error) { return p.Plan(ctx) })
 }
+
+// Unplanned returns the names of the registered drivers that are not
+// Planners, in phase order: what a Plan leaves out. A program that shows
+// a plan to people says so with it.
+func (l *Loop) Unplanned() []string {
+	var out []string
+	l.eachDriver(func(e *driverEntry) {
+		if _, ok := e.d.(Planner); !ok {
+			out = append(out, e.name)
+		}
+	})
+	return out
+}

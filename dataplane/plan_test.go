@@ -80,6 +80,7 @@ func TestLoopPlanAndState(t *testing.T) {
 		names = append(names, p.Driver)
 	}
 	assert.Equal(t, []string{"sets", "tables", "routes"}, names)
+	assert.Equal(t, []string{"plain"}, loop.Unplanned(), "what the plans leave out")
 	assert.Equal(t, []dataplane.Write{w}, plans[2].Writes)
 	assert.True(t, plans[0].Empty())
 

@@ -141,16 +141,12 @@ func collect[I, R any](l *Loop, ctx context.Context, method string, get func(con
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	l.regMu.Lock()
-	drivers := slices.Clone(l.drivers)
-	l.regMu.Unlock()
-	slices.SortStableFunc(drivers, func(a, b *driverEntry) int { return cmp.Compare(a.phase, b.phase) })
 	var out []R
 	var errs []error
-	for _, e := range drivers {
+	l.eachDriver(func(e *driverEntry) {
 		x, ok := e.d.(I)
 		if !ok {
-			continue
+			return
 		}
 		var r R
 		err := safeCall(func() (err error) {
@@ -159,9 +155,21 @@ func collect[I, R any](l *Loop, ctx context.Context, method string, get func(con
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("dataplane: driver %s: %s: %w", e.name, method, err))
-			continue
+			return
 		}
 		out = append(out, r)
-	}
+	})
 	return out, errors.Join(errs...)
+}
+
+// eachDriver calls fn for every registered driver in phase order
+// (registration order within a phase), outside the registration lock.
+func (l *Loop) eachDriver(fn func(*driverEntry)) {
+	l.regMu.Lock()
+	drivers := slices.Clone(l.drivers)
+	l.regMu.Unlock()
+	slices.SortStableFunc(drivers, func(a, b *driverEntry) int { return cmp.Compare(a.phase, b.phase) })
+	for _, e := range drivers {
+		fn(e)
+	}
 }

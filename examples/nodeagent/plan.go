@@ -41,14 +41,14 @@ func planCmd(ctx context.Context, args []string, out io.Writer) error {
 	cfg.Datastore = &datastore.File{Path: path, Logger: cfg.Logger.With("component", "datastore")}
 	cfg.NoMasquerade, cfg.Netfilter, cfg.WireGuard, cfg.NoBlackholes = !*masq, agent.Netfilter(*netfilter), *wg, *noBlackholes
 	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)
-	plans, err := agent.Plan(ctx, cfg)
+	p, err := agent.Plan(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(plans)
+		return enc.Encode(p)
 	}
-	return agent.WritePlan(out, plans)
+	return agent.WritePlan(out, p)
 }

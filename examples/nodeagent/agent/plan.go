@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"sync"
 
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -14,10 +15,18 @@ import (
 	"github.com/nodeplane/nodeplane/mtu"
 )
 
-// PlanNote says what a plan leaves out: the drivers that cannot plan yet,
-// and what the agent writes outside its drivers when it starts.
-const PlanNote = `not planned: the netfilter tables and ip sets, the tunnel devices and FDB, WireGuard, the BPF proxy
-(their drivers cannot plan yet), and what the agent writes as it starts (forwarding sysctls, the pod MTU file)`
+// StartNote says what a plan never covers: what the agent writes outside
+// its drivers as it starts, and the BPF proxy, which loads its programs as
+// it starts.
+const StartNote = `not planned: what the agent writes as it starts (forwarding sysctls, the pod MTU file) and the BPF proxy`
+
+// Plans is what a dry run found.
+type Plans struct {
+	// Plans are the Plans of the drivers that can plan, in phase order.
+	Plans []dataplane.Plan `json:"plans"`
+	// Unplanned names the drivers that cannot plan (dataplane.Loop.Unplanned).
+	Unplanned []string `json:"unplanned,omitempty"`
+}
 
 // Plan builds the agent's drivers on the node's kernel (cfg.Kernel, else cfg.NetNS),
 // takes the first complete cluster from cfg.Datastore and the interfaces
@@ -25,49 +34,49 @@ const PlanNote = `not planned: the netfilter tables and ip sets, the tunnel devi
 // returns the Plan of every driver that can plan: what a `nodeagent run`
 // starting now would write. It writes nothing to the kernel, and neither
 // the pod MTU file nor a WireGuard key; the BPF proxy is left out (it
-// loads its programs as it starts). See PlanNote for what a plan does not
-// cover.
-func Plan(ctx context.Context, cfg Config) ([]dataplane.Plan, error) {
+// loads its programs as it starts). Plans.Unplanned and StartNote say
+// what a plan does not cover.
+func Plan(ctx context.Context, cfg Config) (Plans, error) {
 	if err := cfg.defaults(); err != nil {
-		return nil, err
+		return Plans{}, err
 	}
 	if cfg.Datastore == nil {
-		return nil, errors.New("agent: a datastore is required")
+		return Plans{}, errors.New("agent: a datastore is required")
 	}
 	cfg.BPFProxy = false
 	ns, closeNS, err := openKernel(&cfg)
 	if err != nil {
-		return nil, err
+		return Plans{}, err
 	}
 	defer closeNS()
 	exclude := append(mtu.DefaultExclude(), "^"+regexp.QuoteMeta(cfg.PodInterfacePrefix), "^"+regexp.QuoteMeta(cfg.WireGuardInterface))
 	det, err := mtu.NewDetector(mtu.DetectorOptions{Kernel: ns, Exclude: exclude})
 	if err != nil {
-		return nil, err
+		return Plans{}, err
 	}
 	host, err := det.Detect(ctx)
 	if err != nil {
-		return nil, err
+		return Plans{}, err
 	}
 	cluster, err := firstCluster(ctx, cfg.Datastore)
 	if err != nil {
-		return nil, err
+		return Plans{}, err
 	}
 	passed := make(chan struct{}, 1)
 	lopts := dataplane.Options{Logger: cfg.Logger.With("component", "loop"), Inactive: true, Metrics: passSignal{passed}}
 	p, err := build(ctx, ns, &cfg, lopts, host.MTU, false, nil)
 	if err != nil {
-		return nil, err
+		return Plans{}, err
 	}
 	defer p.close()
 	loop := p.loop
 	for _, m := range newTranslator(cfg.NodeName).messages(cluster) {
 		if err := loop.Send(ctx, m); err != nil {
-			return nil, err
+			return Plans{}, err
 		}
 	}
 	if err := loop.Send(ctx, host); err != nil { // the overlay devices follow the host MTU
-		return nil, err
+		return Plans{}, err
 	}
 	loop.DatastoreInSync()
 	mon, err := ifacemonitor.New(ifacemonitor.Options{Kernel: ns, Logger: cfg.Logger.With("component", "ifacemonitor"),
@@ -76,7 +85,7 @@ func Plan(ctx context.Context, cfg Config) ([]dataplane.Plan, error) {
 		OnInSync:    loop.InterfacesInSync,
 	})
 	if err != nil {
-		return nil, err
+		return Plans{}, err
 	}
 
 	// The inactive loop delivers the messages and runs the managers that
@@ -95,28 +104,34 @@ func Plan(ctx context.Context, cfg Config) ([]dataplane.Plan, error) {
 	stop()
 	wg.Wait()
 	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
-		return nil, fmt.Errorf("agent: plan: %w", err)
+		return Plans{}, fmt.Errorf("agent: plan: %w", err)
 	}
 	// The overlay managers read the host's links and addresses as they
 	// declare, which makes them dataplane.Resyncers that a standby pass
 	// leaves out: the loop has stopped, so they run here.
 	for _, o := range p.overlays {
 		if err := o.CompleteDeferredWork(ctx); err != nil {
-			return nil, err
+			return Plans{}, err
 		}
 	}
-	return loop.Plan(ctx)
+	plans, err := loop.Plan(ctx)
+	return Plans{Plans: plans, Unplanned: loop.Unplanned()}, err
 }
 
 // WritePlan prints plans for people: each driver's plan, a blank line
-// between them, then PlanNote.
-func WritePlan(out io.Writer, plans []dataplane.Plan) error {
-	for _, p := range plans {
-		if _, err := fmt.Fprintf(out, "%s\n\n", p); err != nil {
+// between them, the drivers that cannot plan, then StartNote.
+func WritePlan(out io.Writer, p Plans) error {
+	for _, pl := range p.Plans {
+		if _, err := fmt.Fprintf(out, "%s\n\n", pl); err != nil {
 			return err
 		}
 	}
-	_, err := fmt.Fprintln(out, PlanNote)
+	if len(p.Unplanned) > 0 {
+		if _, err := fmt.Fprintf(out, "cannot plan: %s\n", strings.Join(p.Unplanned, ", ")); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintln(out, StartNote)
 	return err
 }
 

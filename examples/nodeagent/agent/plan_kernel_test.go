@@ -70,7 +70,8 @@ func TestKernelAgentPlan(t *testing.T) {
 
 	before := snapshot()
 	ctx := context.Background()
-	plans, err := Plan(ctx, cfg)
+	p, err := Plan(ctx, cfg)
+	plans := p.Plans
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,8 @@ func TestKernelAgentPlan(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	plans, err = Plan(ctx, cfg)
+	p, err = Plan(ctx, cfg)
+	plans = p.Plans
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,17 +9,18 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 )
 
-// TestWritePlan: each driver's plan, then what a plan does not cover.
+// TestWritePlan: each driver's plan, then the drivers that cannot plan
+// and what a plan never covers.
 func TestWritePlan(t *testing.T) {
 	var b bytes.Buffer
-	err := WritePlan(&b, []dataplane.Plan{
+	err := WritePlan(&b, Plans{Plans: []dataplane.Plan{
 		{Driver: "routetable-ipv4-254", Writes: []dataplane.Write{{Op: dataplane.WriteAdd, Kind: "route", Object: "10.244.2.0/24 via 198.18.0.2 dev eth0 proto 78"}}},
 		{Driver: "routetable-ipv6-254"},
-	})
+	}, Unplanned: []string{"toy-a", "toy-b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "routetable-ipv4-254: 1 write\n+ route 10.244.2.0/24 via 198.18.0.2 dev eth0 proto 78\n\nroutetable-ipv6-254: no writes\n\n" + PlanNote + "\n"
+	want := "routetable-ipv4-254: 1 write\n+ route 10.244.2.0/24 via 198.18.0.2 dev eth0 proto 78\n\nroutetable-ipv6-254: no writes\n\ncannot plan: toy-a, toy-b\n" + StartNote + "\n"
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
