@@ -61,6 +61,7 @@ func TestChecksCatchBugs(t *testing.T) {
 		{"leaks-goroutine", false, []string{"Converge", "Idempotent"}, "leakcheck: goroutine left"},
 		{"stats-no-writes", false, []string{"Converge", "ExternalDeletionRepaired"}, "kernel writes succeeded, yet Writes stayed at 0"},
 		{"stats-failing-zero", false, []string{"FailureConverges/kernelfake-1"}, "yet Failing is 0"},
+		{"plan-lies", false, []string{"Converge", "RestartAdopts"}, "a pass whose Plan is empty writes nothing"},
 		{"panics", false, []string{"BadInputRejected", "Removal"}, "panicked: toy: nothing to do"},
 		// A known failure is excused, and only for the assertion and
 		// lines it names; once fixed, it fails the check.

@@ -35,7 +35,11 @@
 // agree with what it did after every Apply and ApplyDeletions (Writes grew
 // when a write succeeded and stayed when none was made, Failing counts the
 // objects of the PartialError, none after a success) and once it converged
-// (nothing failing, Desired equal to InKernel).
+// (nothing failing, Desired equal to InKernel); for a driver that is a
+// dataplane.Planner, a Plan before and after every pass that writes
+// nothing, a pass whose Plan was empty that writes nothing, one whose Plan
+// listed writes that writes when it succeeds, and an empty Plan after a
+// pass that succeeded.
 // A driver's known, reported failure can be excused precisely with
 // Subject.Known until it is fixed.
 //

@@ -280,11 +280,58 @@ func (ss *session[D, V]) pass(d D) outcome {
 			o.retry = res.RetryAfter
 		}
 	}
+	planned, planner := ss.plan(d, "before a pass")
+	writes0 := ss.e.rec.Writes()
 	add(ss.call(d, "Apply", d.Apply))
 	if da, ok := any(d).(dataplane.DeletionApplier); ok {
 		add(ss.call(d, "ApplyDeletions", da.ApplyDeletions))
 	}
+	if planner {
+		ss.checkPlan(d, planned, ss.e.rec.Writes()-writes0, o)
+	}
 	return o
+}
+
+// plan returns the driver's Plan, and false when it is not a
+// dataplane.Planner. A Plan must write nothing.
+func (ss *session[D, V]) plan(d D, when string) (dataplane.Plan, bool) {
+	ss.t.Helper()
+	p, ok := any(d).(dataplane.Planner)
+	if !ok {
+		return dataplane.Plan{}, false
+	}
+	var plan dataplane.Plan
+	var err error
+	writes0 := ss.e.rec.Writes()
+	ss.protect("Plan", func() { plan, err = p.Plan(context.Background()) })
+	if w := ss.e.rec.Writes() - writes0; w > 0 {
+		ss.fail("Plan writes nothing", ss.e.rec.Log(), "Plan %s made %d kernel writes", when, w)
+	}
+	if err != nil {
+		ss.fail("Plan succeeds", []string{err.Error()}, "Plan %s failed: %v", when, err)
+	}
+	return plan, true
+}
+
+// checkPlan checks a pass against the Plan made just before it, given the
+// kernel writes the pass made and its outcome: a pass whose Plan was empty
+// writes nothing, one whose Plan lists writes and that succeeds writes,
+// and after a pass that succeeded and asked for no other (a driver that
+// writes in slices asks with RetryAfter) the Plan is empty.
+func (ss *session[D, V]) checkPlan(d D, planned dataplane.Plan, writes int, o outcome) {
+	ss.t.Helper()
+	switch {
+	case planned.Empty() && writes > 0:
+		ss.fail("a pass whose Plan is empty writes nothing", ss.e.rec.Log(), "the Plan was empty, yet the pass made %d kernel writes:\n\t%s", writes, strings.Join(ss.e.rec.Log(), "\n\t"))
+	case !planned.Empty() && writes == 0 && o.err == nil:
+		ss.fail("a pass makes the writes its Plan lists", []string{planned.String()}, "the Plan listed %d writes, yet the pass made none:\n%s", len(planned.Writes), planned)
+	}
+	if o.err != nil || o.retry > 0 {
+		return
+	}
+	if after, _ := ss.plan(d, "after a pass"); !after.Empty() {
+		ss.fail("the Plan is empty after a pass that succeeded", []string{after.String()}, "the Plan still lists %d writes:\n%s", len(after.Writes), after)
+	}
 }
 
 // call makes one call of the driver and checks the loop contract on its

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -92,37 +93,11 @@ func (d *toy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if d.bug == "panics" && len(d.want) == 0 {
 		panic("toy: nothing to do")
 	}
-	if d.stale {
-		have := map[netip.Prefix]bool{}
-		err := d.k.DumpRoutes(ctx, d.fam, toyTable, func(r *kernel.Route) error {
-			if r.Protocol == toyProto || d.bug == "deletes-foreign" {
-				have[r.Dst] = true
-			}
-			return nil
-		}, func() { clear(have) })
-		if err != nil {
-			return dataplane.ApplyResult{}, err
-		}
-		d.have, d.stale = have, false
+	if err := d.read(ctx); err != nil {
+		return dataplane.ApplyResult{}, err
 	}
 	now := d.clk.Now()
-	var ops []kernel.RouteOp
-	for p := range d.want {
-		if (!d.have[p] || d.bug == "writes-always") && !d.retry[p].Waiting(now) {
-			ops = append(ops, kernel.RouteOp{Kind: kernel.OpReplace, Route: kernel.Route{Family: d.fam, Table: toyTable, Dst: p, Type: kernel.RTNBlackhole, Protocol: toyProto}})
-		}
-	}
-	for p := range d.have {
-		if !d.want[p] && d.bug != "keeps-withdrawn" && !d.retry[p].Waiting(now) {
-			// By protocol too: the first route of the prefix may be
-			// someone else's (another metric).
-			del := kernel.Route{Family: d.fam, Table: toyTable, Dst: p, Protocol: toyProto}
-			if d.bug == "deletes-foreign" {
-				del.Protocol = 0
-			}
-			ops = append(ops, kernel.RouteOp{Kind: kernel.OpDelete, Route: del})
-		}
-	}
+	ops := d.decide(now)
 	var res dataplane.ApplyResult
 	pe := &dataplane.PartialError{}
 	tried := map[netip.Prefix]bool{}
@@ -163,6 +138,68 @@ func (d *toy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		return dataplane.ApplyResult{}, pe
 	}
 	return res, pe
+}
+
+// read reads the toy's routes when its view is stale.
+func (d *toy) read(ctx context.Context) error {
+	if !d.stale {
+		return nil
+	}
+	have := map[netip.Prefix]bool{}
+	err := d.k.DumpRoutes(ctx, d.fam, toyTable, func(r *kernel.Route) error {
+		if r.Protocol == toyProto || d.bug == "deletes-foreign" {
+			have[r.Dst] = true
+		}
+		return nil
+	}, func() { clear(have) })
+	if err != nil {
+		return err
+	}
+	d.have, d.stale = have, false
+	return nil
+}
+
+// decide returns the writes of an Apply at now.
+func (d *toy) decide(now time.Time) []kernel.RouteOp {
+	var ops []kernel.RouteOp
+	for p := range d.want {
+		if (!d.have[p] || d.bug == "writes-always") && !d.retry[p].Waiting(now) {
+			ops = append(ops, kernel.RouteOp{Kind: kernel.OpReplace, Route: kernel.Route{Family: d.fam, Table: toyTable, Dst: p, Type: kernel.RTNBlackhole, Protocol: toyProto}})
+		}
+	}
+	for p := range d.have {
+		if !d.want[p] && d.bug != "keeps-withdrawn" && !d.retry[p].Waiting(now) {
+			// By protocol too: the first route of the prefix may be
+			// someone else's (another metric).
+			del := kernel.Route{Family: d.fam, Table: toyTable, Dst: p, Protocol: toyProto}
+			if d.bug == "deletes-foreign" {
+				del.Protocol = 0
+			}
+			ops = append(ops, kernel.RouteOp{Kind: kernel.OpDelete, Route: del})
+		}
+	}
+	return ops
+}
+
+// Plan implements dataplane.Planner with Apply's own decision.
+func (d *toy) Plan(ctx context.Context) (dataplane.Plan, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	plan := dataplane.Plan{Driver: "toy"}
+	if err := d.read(ctx); err != nil {
+		return plan, err
+	}
+	if d.bug == "plan-lies" {
+		return plan, nil
+	}
+	for _, op := range d.decide(d.clk.Now()) {
+		w := dataplane.Write{Op: dataplane.WriteAdd, Kind: "route", Object: op.Route.Dst.String()}
+		if op.Kind == kernel.OpDelete {
+			w.Op = dataplane.WriteDelete
+		}
+		plan.Writes = append(plan.Writes, w)
+	}
+	return plan, nil
 }
 
 // toyPfx returns 10.<a>.<b>.0/24 or fd00:<a>:<b>::/64.
