@@ -1,52 +1,66 @@
-package managerutil
+package netfilter
 
-import "github.com/nodeplane/nodeplane/netfilter"
+import "fmt"
 
-// Placement says where a manager puts the jumps to its chains. Its values
-// are those of the managers' own Jump types (masquerade.Jump,
-// floatingips.Jump, serviceloop.Jump), which convert to it.
-type Placement uint8
+// JumpPlacement says where a manager puts the jumps from hooks to its
+// chains (DeclareJumps). The managers that own chains of a shared Table
+// (masquerade, floatingips, serviceloop) take one in their Options.
+type JumpPlacement uint8
 
 const (
-	// Insert puts them at the top of their hooks, before every foreign rule
-	// (netfilter.Table.InsertRules). The zero value.
-	Insert Placement = iota
-	// Append puts them at the bottom of their hooks, after every foreign
-	// rule (netfilter.Table.AppendRules).
-	Append
-	// None puts them nowhere: the caller jumps to the chains from chains of
-	// its own.
-	None
+	// JumpInsert puts them at the top of their hooks, before every foreign
+	// rule (Table.InsertRules). The zero value.
+	JumpInsert JumpPlacement = iota
+	// JumpAppend puts them at the bottom of their hooks, after every
+	// foreign rule (Table.AppendRules).
+	JumpAppend
+	// JumpNone puts them nowhere: the caller jumps to the chains from
+	// chains of its own.
+	JumpNone
 )
+
+// Validate returns nil for JumpInsert, JumpAppend and JumpNone, and for any
+// other value an error matching ErrUnknownJumpPlacement.
+func (p JumpPlacement) Validate() error {
+	if p > JumpNone {
+		return fmt.Errorf("%w %d", ErrUnknownJumpPlacement, uint8(p))
+	}
+	return nil
+}
 
 // HookJump is a jump from a hook to a manager's chain.
 type HookJump struct {
 	// Hook is where the jump stands.
-	Hook netfilter.Hook
+	Hook Hook
 	// Chain is the chain it jumps to.
 	Chain string
 }
 
 // DeclareJumps declares on t, as owner's rules, the jumps from their hooks
-// to their chains: with InsertRules for Insert, with AppendRules for
-// Append, the jumps of one hook in their order; None declares nothing. It
-// replaces only what owner declared at those hooks before, so managers
-// sharing t keep each other's jumps. It stops at the first error.
-func DeclareJumps(t netfilter.Table, p Placement, owner string, jumps ...HookJump) error {
+// to their chains: with InsertRules for JumpInsert, with AppendRules for
+// JumpAppend, the jumps of one hook in their order; JumpNone declares
+// nothing. It replaces only what owner declared at those hooks before, so
+// managers sharing t keep each other's jumps. A placement that Validate
+// refuses is an error and declares nothing; otherwise DeclareJumps stops at
+// the first error of t.
+func DeclareJumps(t Table, p JumpPlacement, owner string, jumps ...HookJump) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	set := t.InsertRules
 	switch p {
-	case None:
+	case JumpNone:
 		return nil
-	case Append:
+	case JumpAppend:
 		set = t.AppendRules
 	}
-	var hooks []netfilter.Hook
-	byHook := map[netfilter.Hook][]netfilter.Rule{}
+	var hooks []Hook
+	byHook := map[Hook][]Rule{}
 	for _, j := range jumps {
 		if _, ok := byHook[j.Hook]; !ok {
 			hooks = append(hooks, j.Hook)
 		}
-		byHook[j.Hook] = append(byHook[j.Hook], netfilter.Rule{Action: netfilter.Jump(j.Chain)})
+		byHook[j.Hook] = append(byHook[j.Hook], Rule{Action: Jump(j.Chain)})
 	}
 	for _, h := range hooks {
 		if err := set(owner, h, byHook[h]); err != nil {

@@ -1,4 +1,4 @@
-package managerutil
+package netfilter
 
 import (
 	"fmt"
@@ -6,33 +6,28 @@ import (
 	"github.com/nodeplane/nodeplane/internal/textform"
 )
 
-// String returns "insert", "append" or "none".
-func (p Placement) String() string { return PlacementString(p) }
-
-// PlacementString returns the name of the Placement that j (a manager's
-// Jump) converts to: "insert", "append" or "none"; a value past None gives
-// its type and number, such as "masquerade.Jump(3)". The managers' Jump
-// types use it for their String.
-func PlacementString[J ~uint8](j J) string {
-	switch Placement(j) {
-	case Insert:
+// String returns "insert", "append" or "none"; a value past JumpNone gives
+// its type and number, such as "JumpPlacement(3)".
+func (p JumpPlacement) String() string {
+	switch p {
+	case JumpInsert:
 		return "insert"
-	case Append:
+	case JumpAppend:
 		return "append"
-	case None:
+	case JumpNone:
 		return "none"
 	}
-	return fmt.Sprintf("%T(%d)", j, uint8(j))
+	return fmt.Sprintf("JumpPlacement(%d)", uint8(p))
 }
 
 // MarshalText returns String's text (encoding.TextMarshaler).
-func (p Placement) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+func (p JumpPlacement) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
 // UnmarshalText sets p to the placement whose String is text: "insert",
 // "append" or "none" (encoding.TextUnmarshaler). Any other text is an error,
 // and p is left as it was.
-func (p *Placement) UnmarshalText(text []byte) error {
-	v, err := textform.Parse(text, Insert, Append, None)
+func (p *JumpPlacement) UnmarshalText(text []byte) error {
+	v, err := textform.Parse(text, JumpInsert, JumpAppend, JumpNone)
 	if err == nil {
 		*p = v
 	}

@@ -1,17 +1,17 @@
-package managerutil_test
+package netfilter_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/internal/textform/textformtest"
-	"github.com/nodeplane/nodeplane/masquerade"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
-func TestPlacementText(t *testing.T) {
-	textformtest.Enum(t, ".", map[string]managerutil.Placement{"Insert": managerutil.Insert, "Append": managerutil.Append, "None": managerutil.None})
-	require.Equal(t, "managerutil.Placement(3)", managerutil.Placement(3).String())
-	require.Equal(t, "masquerade.Jump(7)", managerutil.PlacementString(masquerade.Jump(7)))
+func TestJumpPlacementText(t *testing.T) {
+	textformtest.Enum(t, ".", map[string]netfilter.JumpPlacement{
+		"JumpInsert": netfilter.JumpInsert, "JumpAppend": netfilter.JumpAppend, "JumpNone": netfilter.JumpNone,
+	})
+	require.Equal(t, "JumpPlacement(3)", netfilter.JumpPlacement(3).String())
 }
