@@ -19,10 +19,11 @@
 //     opens leaves from its floating IP (a full 1:1 NAT), except towards
 //     Options.NoSNATSet (the pod pools, say).
 //
-// The jumps go at the top of the hooks (JumpInsert, the default), at their
-// bottom (JumpAppend), or nowhere (JumpNone, for an agent that jumps from
-// chains of its own). Put the SNAT chain before any masquerade rule of the
-// same hook, so a pod with a floating IP leaves from it.
+// Options.Jump (a netfilter.JumpPlacement) puts the jumps at the top of
+// the hooks (netfilter.JumpInsert, the default), at their bottom
+// (netfilter.JumpAppend), or nowhere (netfilter.JumpNone, for an agent that
+// jumps from chains of its own). Put the SNAT chain before any masquerade
+// rule of the same hook, so a pod with a floating IP leaves from it.
 //
 // # How it is used
 //

@@ -14,22 +14,6 @@ import (
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
-// Jump says where a Manager puts the jumps to its chains.
-type Jump uint8
-
-const (
-	// JumpInsert puts them at the top of PREROUTING and OUTPUT (the DNAT
-	// chain) and POSTROUTING (the SNAT chain), before every foreign rule.
-	// The zero value.
-	JumpInsert Jump = iota
-	// JumpAppend puts them at the bottom of those hooks, after every
-	// foreign rule.
-	JumpAppend
-	// JumpNone puts them nowhere: the caller jumps to DNATChain and
-	// SNATChain from chains of its own.
-	JumpNone
-)
-
 // Options configure a Manager. Family, Table, DNATChain and SNATChain are
 // required.
 type Options struct {
@@ -43,8 +27,13 @@ type Options struct {
 	// DNATChain and SNATChain are the Manager's two chains; they must
 	// carry the Table's chain prefix.
 	DNATChain, SNATChain string
-	// Jump says where the jumps to the chains go; see Jump.
-	Jump Jump
+	// Jump says where the jumps to the chains go, from PREROUTING and
+	// OUTPUT to DNATChain and from POSTROUTING to SNATChain: at the top of
+	// those hooks, before every foreign rule (netfilter.JumpInsert, the
+	// zero value), at their bottom, after every foreign rule
+	// (netfilter.JumpAppend), or nowhere (netfilter.JumpNone: the caller
+	// jumps to the chains from chains of its own).
+	Jump netfilter.JumpPlacement
 	// OutboundSNAT also translates the source of every connection an
 	// endpoint opens (not only of those to its own floating IP) to its
 	// floating IP: a full 1:1 NAT. Connections to the destinations in
@@ -82,7 +71,7 @@ func New(opts Options) (*Manager, error) {
 	c := managerutil.Check{Sentinel: ErrInvalidOptions}
 	c.Family(opts.Family)
 	c.Required("Table", opts.Table)
-	c.Jump(managerutil.Placement(opts.Jump))
+	c.Quote("Jump", opts.Jump.Validate())
 	c.Refuse(opts.DNATChain == opts.SNATChain, "DNATChain and SNATChain are both %q", opts.DNATChain)
 	c.Refuse(opts.NoSNATSet != "" && !opts.OutboundSNAT, "NoSNATSet without OutboundSNAT")
 	c.Chain("DNATChain", opts.DNATChain)
@@ -254,10 +243,10 @@ func (m *Manager) declare() ([]error, error) {
 		conflicts = standing
 	}
 	if !m.jumpsDone {
-		if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump), m.o.DNATChain,
-			managerutil.HookJump{Hook: netfilter.HookPrerouting, Chain: m.o.DNATChain},
-			managerutil.HookJump{Hook: netfilter.HookOutput, Chain: m.o.DNATChain},
-			managerutil.HookJump{Hook: netfilter.HookPostrouting, Chain: m.o.SNATChain},
+		if err := netfilter.DeclareJumps(m.o.Table, m.o.Jump, m.o.DNATChain,
+			netfilter.HookJump{Hook: netfilter.HookPrerouting, Chain: m.o.DNATChain},
+			netfilter.HookJump{Hook: netfilter.HookOutput, Chain: m.o.DNATChain},
+			netfilter.HookJump{Hook: netfilter.HookPostrouting, Chain: m.o.SNATChain},
 		); err != nil {
 			return conflicts, err
 		}

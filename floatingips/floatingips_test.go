@@ -17,6 +17,7 @@ import (
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 type rig struct {
@@ -89,7 +90,7 @@ func TestChainsAndJumps(t *testing.T) {
 
 func TestOutboundSNATIPv6(t *testing.T) {
 	r := newRig(t, ipfamily.IPv6, func(o *floatingips.Options) {
-		o.OutboundSNAT, o.NoSNATSet, o.Jump = true, "np6-all-pools", floatingips.JumpAppend
+		o.OutboundSNAT, o.NoSNATSet, o.Jump = true, "np6-all-pools", netfilter.JumpAppend
 	})
 	require.NoError(t, r.ns.IPSets().Exec("create", "np6-all-pools", "hash:net", "family", "inet6"))
 	require.NoError(t, r.pass(endpoint("a", nat("2001:db8:f::10", "fd00:10:244:1::5"))))
@@ -174,4 +175,11 @@ func TestOptions(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(err.Error(), "floatingips: "), err.Error())
 		assert.NotContains(t, err.Error(), "netfilter: ")
 	}
+	// A placement past netfilter.JumpNone is refused with the rule model's
+	// sentinel.
+	bad := good
+	bad.Jump = netfilter.JumpNone + 1
+	_, err := floatingips.New(bad)
+	require.ErrorIs(t, err, netfilter.ErrUnknownJumpPlacement)
+	require.EqualError(t, err, "floatingips: invalid options: Jump: unknown jump placement 3")
 }

@@ -14,9 +14,10 @@
 //     from a masquerading pool, to a destination in no pool, MASQUERADE
 //     with --random-fully (Options.NoRandomFully leaves it out for old
 //     kernels and iptables);
-//   - the jump to that chain from POSTROUTING: at its top (JumpInsert, the
-//     default), at its bottom (JumpAppend) or nowhere (JumpNone, for an
-//     agent that jumps from chains of its own).
+//   - the jump to that chain from POSTROUTING, placed by Options.Jump (a
+//     netfilter.JumpPlacement): at its top (netfilter.JumpInsert, the
+//     default), at its bottom (netfilter.JumpAppend) or nowhere
+//     (netfilter.JumpNone, for an agent that jumps from chains of its own).
 //
 // # How it is used
 //
@@ -57,7 +58,7 @@
 // The jump is declared as the rules of owner Options.Chain, so managers
 // that share the Table (floatingips, serviceloop) keep each other's jumps;
 // two Tables that both insert at the top of POSTROUTING keep moving in front
-// of each other, so give at most one of them JumpInsert.
+// of each other, so give at most one of them netfilter.JumpInsert.
 //
 // CompleteDeferredWork only declares desired state on the drivers: the loop
 // applies them (sets before the rule that uses them) and they write only

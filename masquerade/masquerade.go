@@ -19,21 +19,6 @@ const (
 	DefaultMasqPoolsSet = "masq-pools"
 )
 
-// Jump says where a Manager puts the jump to its chain.
-type Jump uint8
-
-const (
-	// JumpInsert puts it at the top of POSTROUTING, before every foreign
-	// rule (Table.InsertRules). The zero value.
-	JumpInsert Jump = iota
-	// JumpAppend puts it at the bottom of POSTROUTING, after every foreign
-	// rule (Table.AppendRules).
-	JumpAppend
-	// JumpNone puts it nowhere: the caller jumps to Options.Chain from a
-	// chain of its own, in the order it chooses.
-	JumpNone
-)
-
 // Options configure a Manager. Family, Sets, Table and Chain are required.
 type Options struct {
 	// Family is IPv4 or IPv6: one Manager per family.
@@ -43,15 +28,19 @@ type Options struct {
 	Sets netfilter.Sets
 	// Table is the family's nat table (an *iptables.Table of the "nat"
 	// table, or any other netfilter.Table writer of source NAT); the
-	// Manager declares Chain there and, unless Jump is JumpNone, its jump
-	// from POSTROUTING, as the rules of owner Chain: managers that share
-	// the Table keep each other's jumps.
+	// Manager declares Chain there and, unless Jump is netfilter.JumpNone,
+	// its jump from POSTROUTING, as the rules of owner Chain: managers that
+	// share the Table keep each other's jumps.
 	Table netfilter.Table
 	// Chain is the Manager's chain; it must carry the Table's chain prefix
 	// (such as "np-masq" for a Table owning "np-").
 	Chain string
-	// Jump says where the jump to Chain goes; see Jump.
-	Jump Jump
+	// Jump says where the jump to Chain goes: at the top of POSTROUTING,
+	// before every foreign rule (netfilter.JumpInsert, the zero value), at
+	// its bottom, after every foreign rule (netfilter.JumpAppend), or
+	// nowhere (netfilter.JumpNone: the caller jumps to Chain from a chain
+	// of its own, in the order it chooses).
+	Jump netfilter.JumpPlacement
 	// AllPoolsSet and MasqPoolsSet name the sets of every pool and of the
 	// pools that masquerade, without the set driver's prefix. Empty means
 	// DefaultAllPoolsSet and DefaultMasqPoolsSet.
@@ -93,7 +82,7 @@ func New(opts Options) (*Manager, error) {
 	c.Family(opts.Family)
 	c.Driver("Sets", opts.Sets, opts.Family)
 	c.Required("Table", opts.Table)
-	c.Jump(managerutil.Placement(opts.Jump))
+	c.Quote("Jump", opts.Jump.Validate())
 	c.Chain("Chain", opts.Chain)
 	if opts.AllPoolsSet == "" {
 		opts.AllPoolsSet = DefaultAllPoolsSet
@@ -227,8 +216,8 @@ func (m *Manager) declare() error {
 	if err := m.o.Table.SetChains(netfilter.Chain{Name: m.o.Chain, Rules: m.Rules()}); err != nil {
 		return err
 	}
-	if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump), m.o.Chain,
-		managerutil.HookJump{Hook: netfilter.HookPostrouting, Chain: m.o.Chain}); err != nil {
+	if err := netfilter.DeclareJumps(m.o.Table, m.o.Jump, m.o.Chain,
+		netfilter.HookJump{Hook: netfilter.HookPostrouting, Chain: m.o.Chain}); err != nil {
 		return err
 	}
 	m.chainDone = true

@@ -180,6 +180,13 @@ func TestOptions(t *testing.T) {
 		require.ErrorIs(t, err, masquerade.ErrInvalidOptions, name)
 		onePrefix(t, err)
 	}
+	// A placement past netfilter.JumpNone is refused with the rule model's
+	// sentinel.
+	bad := good
+	bad.Jump = netfilter.JumpNone + 1
+	_, err := masquerade.New(bad)
+	require.ErrorIs(t, err, netfilter.ErrUnknownJumpPlacement)
+	require.EqualError(t, err, "masquerade: invalid options: Jump: unknown jump placement 3")
 	m, err := masquerade.New(good)
 	require.NoError(t, err)
 	assert.Equal(t, "masquerade-v4", m.Name())
@@ -190,7 +197,7 @@ func TestJumpPlacementAndNoRandomFully(t *testing.T) {
 	ipt := ns.IPTables()
 	require.NoError(t, ipt.Exec(iptablesfake.BackendNFT, ipfamily.IPv4, "-t", "nat", "-A", "POSTROUTING", "-o", "eth9", "-j", "ACCEPT"))
 
-	r := newRigOn(t, ns, ipfamily.IPv4, func(o *masquerade.Options) { o.Jump = masquerade.JumpAppend; o.NoRandomFully = true })
+	r := newRigOn(t, ns, ipfamily.IPv4, func(o *masquerade.Options) { o.Jump = netfilter.JumpAppend; o.NoRandomFully = true })
 	r.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true})
 	require.NoError(t, r.pass())
 	post := r.rules("POSTROUTING")
@@ -205,7 +212,7 @@ func TestJumpPlacementAndNoRandomFully(t *testing.T) {
 	// JumpNone: the chain is the caller's to jump to; until something does,
 	// the Table leaves it out of the kernel.
 	ns2 := kernelfake.New(kernelfake.Options{})
-	r2 := newRigOn(t, ns2, ipfamily.IPv4, func(o *masquerade.Options) { o.Jump = masquerade.JumpNone })
+	r2 := newRigOn(t, ns2, ipfamily.IPv4, func(o *masquerade.Options) { o.Jump = netfilter.JumpNone })
 	r2.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true})
 	require.NoError(t, r2.pass())
 	assert.Empty(t, r2.rules("POSTROUTING"))

@@ -67,6 +67,13 @@
 //		return m.tbl.InsertRules("np", netfilter.HookForward, []netfilter.Rule{{Action: netfilter.Jump("np-fw")}})
 //	}
 //
+// A manager that lets its user choose where the jumps to its chains go
+// takes a JumpPlacement in its Options — JumpInsert (the zero value),
+// JumpAppend or JumpNone, "insert", "append" or "none" as text — and
+// declares them with DeclareJumps, which puts the HookJumps it is given
+// at their hooks as the rules of one owner, through InsertRules or
+// AppendRules, or nowhere for JumpNone.
+//
 // *iptables.Table (iptables.New picks the iptables table, IP family and
 // backend) and *nftables.Table implement Table.
 //

@@ -35,6 +35,9 @@ var (
 	// ErrUnknownSetType: a SetType that is not one of the supported ones,
 	// or one the backend cannot hold.
 	ErrUnknownSetType = errors.New("netfilter: unknown set type")
+	// ErrUnknownJumpPlacement: a JumpPlacement that is not one of the
+	// constants (JumpPlacement.Validate).
+	ErrUnknownJumpPlacement = errors.New("netfilter: unknown jump placement")
 	// ErrInvalidMember: a set member that is malformed or does not fit its
 	// set's type.
 	ErrInvalidMember = errors.New("netfilter: invalid member")

@@ -10,9 +10,10 @@
 // Through the netfilter.Table it is given (the family's filter table), one
 // Manager per IP family declares one chain, Options.Chain, with one rule per
 // service range: to that range, Drop (or Reject, ICMP administratively
-// prohibited). It jumps to the chain from FORWARD: at its top (JumpInsert,
-// the default), at its bottom (JumpAppend) or nowhere (JumpNone, for an
-// agent that jumps from chains of its own).
+// prohibited). It jumps to the chain from FORWARD, where Options.Jump (a
+// netfilter.JumpPlacement) says: at its top (netfilter.JumpInsert, the
+// default), at its bottom (netfilter.JumpAppend) or nowhere
+// (netfilter.JumpNone, for an agent that jumps from chains of its own).
 //
 // Traffic a proxy handled is not touched: kube-proxy and its like translate
 // the destination before routing (nat PREROUTING and OUTPUT), so by the

@@ -50,35 +50,24 @@ const (
 	Reject
 )
 
-// Jump says where a Manager puts the jump to its chain.
-type Jump uint8
-
-const (
-	// JumpInsert puts it at the top of FORWARD, before every foreign rule
-	// (Table.InsertRules). The zero value.
-	JumpInsert Jump = iota
-	// JumpAppend puts it at the bottom of FORWARD, after every foreign
-	// rule (Table.AppendRules).
-	JumpAppend
-	// JumpNone puts it nowhere: the caller jumps to Options.Chain from a
-	// chain of its own.
-	JumpNone
-)
-
 // Options configure a Manager. Family, Table and Chain are required.
 type Options struct {
 	// Family is IPv4 or IPv6: one Manager per family.
 	Family ipfamily.Family
 	// Table is the family's filter table (an *iptables.Table of the
 	// "filter" table, or another netfilter.Table writer); the Manager
-	// declares Chain there and, unless Jump is JumpNone, its jump from
-	// FORWARD, as the rules of owner Chain: managers that share the Table
-	// keep each other's jumps.
+	// declares Chain there and, unless Jump is netfilter.JumpNone, its
+	// jump from FORWARD, as the rules of owner Chain: managers that share
+	// the Table keep each other's jumps.
 	Table netfilter.Table
 	// Chain is the Manager's chain; it must carry the Table's chain prefix.
 	Chain string
-	// Jump says where the jump to Chain goes; see Jump.
-	Jump Jump
+	// Jump says where the jump to Chain goes: at the top of FORWARD,
+	// before every foreign rule (netfilter.JumpInsert, the zero value), at
+	// its bottom, after every foreign rule (netfilter.JumpAppend), or
+	// nowhere (netfilter.JumpNone: the caller jumps to Chain from a chain
+	// of its own).
+	Jump netfilter.JumpPlacement
 	// Verdict is what happens to a packet to a service range in the
 	// forward path; the zero value is Drop.
 	Verdict Verdict
@@ -107,7 +96,7 @@ func New(opts Options) (*Manager, error) {
 	c := managerutil.Check{Sentinel: ErrInvalidOptions}
 	c.Family(opts.Family)
 	c.Required("Table", opts.Table)
-	c.Jump(managerutil.Placement(opts.Jump))
+	c.Quote("Jump", opts.Jump.Validate())
 	c.Refuse(opts.Verdict > Reject, "unknown Verdict %d", opts.Verdict)
 	c.Chain("Chain", opts.Chain)
 	if err := c.Err(); err != nil {
@@ -185,8 +174,8 @@ func (m *Manager) declare() error {
 		m.dirty = false
 	}
 	if !m.jumpDone {
-		if err := managerutil.DeclareJumps(m.o.Table, managerutil.Placement(m.o.Jump), m.o.Chain,
-			managerutil.HookJump{Hook: netfilter.HookForward, Chain: m.o.Chain}); err != nil {
+		if err := netfilter.DeclareJumps(m.o.Table, m.o.Jump, m.o.Chain,
+			netfilter.HookJump{Hook: netfilter.HookForward, Chain: m.o.Chain}); err != nil {
 			return err
 		}
 		m.jumpDone = true

@@ -78,7 +78,7 @@ func TestRulesPerFamily(t *testing.T) {
 
 func TestChangesRejectAndEmpty(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
-	r := newRig(t, ns, ipfamily.IPv4, func(o *serviceloop.Options) { o.Verdict = serviceloop.Reject; o.Jump = serviceloop.JumpAppend })
+	r := newRig(t, ns, ipfamily.IPv4, func(o *serviceloop.Options) { o.Verdict = serviceloop.Reject; o.Jump = netfilter.JumpAppend })
 	require.NoError(t, ns.IPTables().Exec(iptablesfake.BackendNFT, ipfamily.IPv4, "-A", "FORWARD", "-i", "eth9", "-j", "ACCEPT"))
 	require.NoError(t, r.pass(svc))
 	got := r.rules("nps-loop")
@@ -133,16 +133,23 @@ func TestOptions(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(err.Error(), "serviceloop: "), err.Error())
 		assert.NotContains(t, err.Error(), "netfilter: ")
 	}
+	// A placement past netfilter.JumpNone is refused with the rule model's
+	// sentinel.
+	bad := good
+	bad.Jump = netfilter.JumpNone + 1
+	_, err := serviceloop.New(bad)
+	require.ErrorIs(t, err, netfilter.ErrUnknownJumpPlacement)
+	require.EqualError(t, err, "serviceloop: invalid options: Jump: unknown jump placement 3")
 	m, err := serviceloop.New(good)
 	require.NoError(t, err)
 	assert.Equal(t, "serviceloop-v4", m.Name())
 }
 
-// JumpNone leaves the jump to the caller; the chain is programmed once
+// netfilter.JumpNone leaves the jump to the caller; the chain is programmed once
 // something jumps to it.
 func TestJumpNone(t *testing.T) {
 	ns := kernelfake.New(kernelfake.Options{})
-	r := newRig(t, ns, ipfamily.IPv6, func(o *serviceloop.Options) { o.Jump = serviceloop.JumpNone })
+	r := newRig(t, ns, ipfamily.IPv6, func(o *serviceloop.Options) { o.Jump = netfilter.JumpNone })
 	require.NoError(t, r.pass(svc))
 	assert.Empty(t, r.rules("FORWARD"))
 	assert.Nil(t, r.rules("nps-loop"), "not programmed until something jumps to it")

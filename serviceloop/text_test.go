@@ -7,10 +7,6 @@ import (
 	"github.com/nodeplane/nodeplane/serviceloop"
 )
 
-func TestJumpText(t *testing.T) {
-	textformtest.Enum(t, ".", map[string]serviceloop.Jump{"JumpInsert": serviceloop.JumpInsert, "JumpAppend": serviceloop.JumpAppend, "JumpNone": serviceloop.JumpNone})
-}
-
 func TestVerdictText(t *testing.T) {
 	textformtest.Enum(t, ".", map[string]serviceloop.Verdict{"Drop": serviceloop.Drop, "Reject": serviceloop.Reject})
 }

@@ -63,20 +63,20 @@ func (c *Check) Driver(field string, d Familied, f ipfamily.Family) {
 	}
 }
 
-// Jump refuses a Placement past None: "unknown Jump <n>".
-func (c *Check) Jump(p Placement) {
-	c.Refuse(p > None, "unknown Jump %d", p)
+// Quote records err, when it is not nil, quoted under field:
+// "<Sentinel>: <field>: <err without its package prefix>", matching
+// Sentinel and err's sentinels. It takes the error of another package's
+// check of the field, such as netfilter.JumpPlacement.Validate.
+func (c *Check) Quote(field string, err error) {
+	if c.err == nil && err != nil {
+		c.err = Quote(c.Sentinel, err, field)
+	}
 }
 
 // Chain refuses a chain name the rule model refuses
 // (netfilter.ValidateChainName), quoting its error under field.
 func (c *Check) Chain(field, name string) {
-	if c.err != nil {
-		return
-	}
-	if err := netfilter.ValidateChainName(name); err != nil {
-		c.err = Quote(c.Sentinel, err, field)
-	}
+	c.Quote(field, netfilter.ValidateChainName(name))
 }
 
 // Rules refuses rules the rule model refuses for family f
@@ -86,9 +86,7 @@ func (c *Check) Rules(field string, f ipfamily.Family, rules ...netfilter.Rule) 
 		if c.err != nil {
 			return
 		}
-		if err := r.Validate(f); err != nil {
-			c.err = Quote(c.Sentinel, err, field)
-		}
+		c.Quote(field, r.Validate(f))
 	}
 }
 
@@ -107,7 +105,7 @@ func (c *Check) KernelName(field string, sets KernelNamer, name string) string {
 	}
 	kname, err := sets.KernelName(name)
 	if err != nil {
-		c.err = Quote(c.Sentinel, err, field)
+		c.Quote(field, err)
 		return ""
 	}
 	return kname

@@ -3,10 +3,11 @@
 // checks of their Options, made in order and reported as one error wrapping
 // the package's sentinel (Check); the quoting of another package's error
 // under a sentinel, so that its text names the package once (Quote,
-// Detail); the jumps from hooks to a manager's chains (DeclareJumps); the
-// invalid messages a manager holds until its next CompleteDeferredWork
-// reports them (Rejected); the defaults of Logger and Name; and the map
-// helpers of their state (SetList, SortedValues).
+// Detail); the invalid messages a manager holds until its next
+// CompleteDeferredWork reports them (Rejected); the defaults of Logger and
+// Name; and the map helpers of their state (SetList, SortedValues). Where
+// a manager puts the jumps to its chains is the rule model's
+// (netfilter.JumpPlacement, netfilter.DeclareJumps).
 //
 // It owns nothing and does no I/O. What the managers' tests share is in
 // internal/testkit/managertest.

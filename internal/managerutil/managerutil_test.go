@@ -3,32 +3,23 @@ package managerutil_test
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeplane/nodeplane/floatingips"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
-	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
-	"github.com/nodeplane/nodeplane/masquerade"
 	"github.com/nodeplane/nodeplane/netfilter"
-	"github.com/nodeplane/nodeplane/serviceloop"
 )
 
 var (
 	errInvalid = errors.New("pkg: invalid options")
 	errCause   = errors.New("other: bad name")
 )
-
-// hashComment is the comment the Table gives each of its rules.
-var hashComment = regexp.MustCompile(`-m comment --comment "np:[A-Za-z0-9_-]{16}" `)
 
 func TestIsNil(t *testing.T) {
 	var p *iptables.Table
@@ -67,10 +58,12 @@ func TestCheckKeepsTheFirstProblem(t *testing.T) {
 	assert.Equal(t, "np4-x", c.KernelName("Set", sets, "x"))
 	require.NoError(t, c.Err())
 
-	c.Jump(managerutil.None + 1)
+	c.Quote("Jump", netfilter.JumpPlacement(3).Validate())
 	c.Family(0) // not reported: the first problem stands
 	c.Refuse(true, "never")
-	assert.Equal(t, "pkg: invalid options: unknown Jump 3", c.Err().Error())
+	c.Quote("Other", errCause)
+	assert.Equal(t, "pkg: invalid options: Jump: unknown jump placement 3", c.Err().Error())
+	require.ErrorIs(t, c.Err(), netfilter.ErrUnknownJumpPlacement)
 
 	for name, check := range map[string]func(*managerutil.Check) string{
 		"family": func(c *managerutil.Check) string {
@@ -93,6 +86,11 @@ func TestCheckKeepsTheFirstProblem(t *testing.T) {
 			c.Chain("Chain", "")
 			return `Chain: invalid chain name: "" must be 1 to 28 characters`
 		},
+		"quote": func(c *managerutil.Check) string {
+			c.Quote("Name", nil)
+			c.Quote("Name", errCause)
+			return "Name: bad name"
+		},
 	} {
 		c := managerutil.Check{Sentinel: errInvalid}
 		want := check(&c)
@@ -112,50 +110,6 @@ func TestCheckKeepsTheFirstProblem(t *testing.T) {
 	assert.Empty(t, c.KernelName("SetName", sets, "a-name-much-too-long-for-the-kernel-to-take"))
 	require.ErrorIs(t, c.Err(), netfilter.ErrSetNameTooLong)
 	assert.Contains(t, c.Err().Error(), "pkg: invalid options: SetName: ")
-}
-
-// The managers' Jump values are Placements.
-func TestPlacementsAreTheManagersJumps(t *testing.T) {
-	for _, p := range []struct {
-		insert, append, none managerutil.Placement
-	}{
-		{managerutil.Placement(masquerade.JumpInsert), managerutil.Placement(masquerade.JumpAppend), managerutil.Placement(masquerade.JumpNone)},
-		{managerutil.Placement(floatingips.JumpInsert), managerutil.Placement(floatingips.JumpAppend), managerutil.Placement(floatingips.JumpNone)},
-		{managerutil.Placement(serviceloop.JumpInsert), managerutil.Placement(serviceloop.JumpAppend), managerutil.Placement(serviceloop.JumpNone)},
-	} {
-		assert.Equal(t, managerutil.Insert, p.insert)
-		assert.Equal(t, managerutil.Append, p.append)
-		assert.Equal(t, managerutil.None, p.none)
-	}
-}
-
-func TestDeclareJumps(t *testing.T) {
-	for _, tc := range []struct {
-		p    managerutil.Placement
-		want []string
-	}{
-		{managerutil.Insert, []string{"-j np-a", "-i eth9 -j ACCEPT"}},
-		{managerutil.Append, []string{"-i eth9 -j ACCEPT", "-j np-a"}},
-		{managerutil.None, []string{"-i eth9 -j ACCEPT"}},
-	} {
-		ns := kernelfake.New(kernelfake.Options{})
-		tbl, err := iptables.New(iptables.Options{Table: "nat", Family: ipfamily.IPv4, Backend: iptables.BackendNFT,
-			ChainPrefix: "np-", Kernel: ns, PostWriteRecheck: []time.Duration{}})
-		require.NoError(t, err)
-		require.NoError(t, ns.IPTables().Exec(iptablesfake.BackendNFT, ipfamily.IPv4, "-t", "nat", "-A", "OUTPUT", "-i", "eth9", "-j", "ACCEPT"))
-		require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "np-a"}, netfilter.Chain{Name: "np-b"}))
-		require.NoError(t, managerutil.DeclareJumps(tbl, tc.p, "np-a",
-			managerutil.HookJump{Hook: netfilter.HookOutput, Chain: "np-a"},
-			managerutil.HookJump{Hook: netfilter.HookPostrouting, Chain: "np-b"}))
-		_, err = tbl.Apply(t.Context())
-		require.NoError(t, err)
-		var out []string
-		for _, r := range ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "nat", "OUTPUT") {
-			out = append(out, hashComment.ReplaceAllString(r, ""))
-		}
-		assert.Equal(t, tc.want, out, "%d", tc.p)
-		assert.Len(t, ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "nat", "POSTROUTING"), len(tc.want)-1)
-	}
 }
 
 func TestRejected(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/masquerade"
+	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/serviceloop"
 	"github.com/nodeplane/nodeplane/sysctls"
@@ -153,7 +154,7 @@ func TestKernelInactiveLoopWritesNothing(t *testing.T) {
 			// Two Tables both inserting at the top of POSTROUTING would keep
 			// moving in front of each other: the floating IPs' SNAT goes
 			// first, masquerade after every other rule.
-			masq, err := masquerade.New(masquerade.Options{Family: f, Sets: sets, Table: masqNAT, Chain: "npm-masq", Jump: masquerade.JumpAppend})
+			masq, err := masquerade.New(masquerade.Options{Family: f, Sets: sets, Table: masqNAT, Chain: "npm-masq", Jump: netfilter.JumpAppend})
 			require.NoError(t, err)
 			fip, err := floatingips.New(floatingips.Options{Family: f, Table: fipNAT, DNATChain: "npf-dnat", SNATChain: "npf-snat"})
 			require.NoError(t, err)
