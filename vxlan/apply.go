@@ -1,11 +1,13 @@
 package vxlan
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
@@ -252,7 +254,8 @@ func (d *Driver) parentOf(ctx context.Context, local netip.Addr) (int, error) {
 }
 
 // writeEntries writes the dirty neighbour and FDB entries that are not
-// waiting for their retry, FDB first (a neighbour entry is only useful
+// waiting for their retry (in the order of their MACs and addresses), FDB
+// first (a neighbour entry is only useful
 // once its MAC leads somewhere), each kind in one batch, and records the
 // failures in the Ledger. With a plan it decides the same on v, appends
 // the writes to the plan, and neither writes nor changes the Driver.
@@ -269,14 +272,19 @@ func (d *Driver) writeEntries(ctx context.Context, plan *[]dataplane.Write, v vi
 		slab = append(slab, m[:]...)
 		return net.HardwareAddr(slab[len(slab)-6 : len(slab) : len(slab)])
 	}
-	fops := make([]kernel.FDBOp, 0, n/2)
-	fkeys := make([]mac, 0, n/2)
-	d.eachDirtyFDB(&v, func(m mac) {
+	// The keys are taken in order, so that a Plan lists the writes in the
+	// order its Apply makes them.
+	macs := make([]mac, 0, n/2)
+	d.eachDirtyFDB(&v, func(m mac) { macs = append(macs, m) })
+	slices.SortFunc(macs, func(a, b mac) int { return bytes.Compare(a[:], b[:]) })
+	fops := make([]kernel.FDBOp, 0, len(macs))
+	fkeys := make([]mac, 0, len(macs))
+	for _, m := range macs {
 		if d.dev.Ledger.Waiting(fdbKey(m)) {
 			if !dry {
 				d.dirtyFDB[m] = struct{}{}
 			}
-			return
+			continue
 		}
 		n := len(fops)
 		fops = d.fdbOps(fops, &v, idx, m, hw)
@@ -285,12 +293,12 @@ func (d *Driver) writeEntries(ctx context.Context, plan *[]dataplane.Write, v vi
 				delete(d.dirtyFDB, m)
 				d.dev.Ledger.Forget(fdbKey(m))
 			}
-			return
+			continue
 		}
 		for range len(fops) - n {
 			fkeys = append(fkeys, m)
 		}
-	})
+	}
 	if dry {
 		for i := range fops {
 			*plan = append(*plan, d.fdbWrite(&fops[i], &v))
@@ -298,13 +306,16 @@ func (d *Driver) writeEntries(ctx context.Context, plan *[]dataplane.Write, v vi
 	} else if len(fops) > 0 {
 		d.applyFDB(ctx, fops, fkeys)
 	}
-	nops := make([]kernel.NeighborOp, 0, n/2)
-	d.eachDirtyNeigh(&v, func(ip netip.Addr) {
+	ips := make([]netip.Addr, 0, n/2)
+	d.eachDirtyNeigh(&v, func(ip netip.Addr) { ips = append(ips, ip) })
+	slices.SortFunc(ips, netip.Addr.Compare)
+	nops := make([]kernel.NeighborOp, 0, len(ips))
+	for _, ip := range ips {
 		if d.dev.Ledger.Waiting(neighKey(ip)) {
 			if !dry {
 				d.dirtyNeigh[ip] = struct{}{}
 			}
-			return
+			continue
 		}
 		op, ok := d.neighOp(&v, idx, ip, hw)
 		if !ok {
@@ -312,10 +323,10 @@ func (d *Driver) writeEntries(ctx context.Context, plan *[]dataplane.Write, v vi
 				delete(d.dirtyNeigh, ip)
 				d.dev.Ledger.Forget(neighKey(ip))
 			}
-			return
+			continue
 		}
 		nops = append(nops, op)
-	})
+	}
 	if dry {
 		for i := range nops {
 			*plan = append(*plan, d.neighWrite(&nops[i], &v))

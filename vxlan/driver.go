@@ -379,18 +379,17 @@ func neighKey(ip netip.Addr) tunnel.Key { return tunnel.Key{Kind: kindNeighbor, 
 
 func fdbKey(m mac) tunnel.Key { return tunnel.Key{Kind: kindFDB, MAC: m} }
 
-// Stats implements dataplane.StatsReporter. Desired counts the device
-// (when one is declared), the neighbour entries and the FDB entries (one
-// per MAC) wanted; InKernel the device, the permanent neighbour entries and
+// Stats implements dataplane.StatsReporter. Desired counts, when a device
+// is declared, the device, the neighbour entries and the FDB entries (one
+// per MAC) wanted on it (none without a device); InKernel the device, the permanent neighbour entries and
 // the MACs of the FDB on it as last read or written; Failing the objects
 // in the Ledger; Writes every device change and entry operation sent.
 func (d *Driver) Stats() dataplane.DriverStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := dataplane.DriverStats{Desired: len(d.neighOwner) + len(d.fdbOwner), InKernel: len(d.haveFDB),
-		Failing: d.dev.Ledger.Len(), Writes: d.dev.Writes}
+	s := dataplane.DriverStats{InKernel: len(d.haveFDB), Failing: d.dev.Ledger.Len(), Writes: d.dev.Writes}
 	if d.dev.Want() != nil {
-		s.Desired++
+		s.Desired = 1 + len(d.neighOwner) + len(d.fdbOwner)
 	}
 	if d.dev.Present() {
 		s.InKernel++

@@ -84,6 +84,10 @@ func (d *Driver) State(ctx context.Context) (dataplane.State, error) {
 			s.Owned = append(s.Owned, dataplane.Object{Kind: kindNeighbor, Text: d.neighText(ip, n.mac, true)})
 		}
 	}
+	if d.dev.Want() == nil {
+		dataplane.SortState(&s)
+		return s, nil // no entries without a device
+	}
 	// An entry drifts when the pass's own decision would write it.
 	v := view{neigh: d.haveNeigh, fdb: d.haveFDB, all: true}
 	hw := func(m mac) net.HardwareAddr { return net.HardwareAddr(m[:]) }
