@@ -63,8 +63,8 @@ type Driver struct {
 // validates opts and does no I/O.
 func NewDriver(opts DriverOptions) (*Driver, error) {
 	dev, err := tunnel.NewDeviceDriver[Device](tunnel.DeviceDriverOptions{Kernel: opts.Kernel, Family: ipfamily.IPv4,
-		Name: opts.Name, DefaultName: DefaultDevice, Kind: kernel.KindIPIP, OnDevice: opts.OnDevice, Driver: "ipip", Reason: ErrDevice,
-		Clock: opts.Clock, Logger: opts.Logger})
+		Name: opts.Name, DefaultName: DefaultDevice, Kind: kernel.KindIPIP, OnDevice: opts.OnDevice, Driver: "ipip",
+		Clock: opts.Clock, Logger: opts.Logger}, ErrDevice)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}

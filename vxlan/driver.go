@@ -180,8 +180,8 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 		def = DefaultDeviceV6
 	}
 	dev, err := tunnel.NewDeviceDriver[Device](tunnel.DeviceDriverOptions{Kernel: opts.Kernel, Family: opts.Family,
-		Name: opts.Name, DefaultName: def, Kind: kernel.KindVXLAN, OnDevice: opts.OnDevice, Driver: "vxlan", Reason: ErrDevice,
-		Clock: opts.Clock, Logger: opts.Logger})
+		Name: opts.Name, DefaultName: def, Kind: kernel.KindVXLAN, OnDevice: opts.OnDevice, Driver: "vxlan",
+		Clock: opts.Clock, Logger: opts.Logger}, ErrDevice)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}

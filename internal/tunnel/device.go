@@ -165,8 +165,8 @@ func (w writer) do(op dataplane.WriteOp, text, detail string, fn func() error) e
 
 // LinkText is a tunnel device in the words of a Plan and a State: its
 // name, kind and attributes, such as "np-vxlan vxlan vni 4096 port 4789
-// local 10.0.0.1 parent 2 mtu 1450 mac 02:00:00:00:00:01". Unset
-// attributes are left out.
+// local 10.0.0.1 parent 2 mtu 1450 mac 02:00:00:00:00:01" (the parent
+// is the underlay interface's index). Unset attributes are left out.
 func LinkText(l *kernel.Link) string {
 	var b strings.Builder
 	b.WriteString(l.Name + " " + l.Kind)

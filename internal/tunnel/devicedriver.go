@@ -34,9 +34,6 @@ type DeviceDriverOptions struct {
 	// Driver is the package that drives the device ("vxlan"): the Driver
 	// of its *dataplane.ObjectError. Required.
 	Driver string
-	// Reason is the package's sentinel of a device not in sync: the
-	// Reason of its *dataplane.ObjectError. Required.
-	Reason error
 	// Clock paces the retries; nil means clock.Real().
 	Clock clock.Clock
 	// Logger receives debug logs; nil discards them.
@@ -56,9 +53,12 @@ const KindLink dataplane.ObjectKind = "link"
 // (DeviceKey), or an entry on it (a neighbour by IP, an FDB entry by MAC),
 // by its Kind.
 type Key struct {
+	// Kind is the object's kind: KindLink, or the driver's entry kind.
 	Kind dataplane.ObjectKind
-	IP   netip.Addr
-	MAC  [6]byte
+	// IP is a neighbour entry's address.
+	IP netip.Addr
+	// MAC is an FDB entry's MAC.
+	MAC [6]byte
 }
 
 // DeviceKey is the device's Key.
@@ -104,10 +104,11 @@ type DeviceDriver[D any] struct {
 }
 
 // NewDeviceDriver returns a DeviceDriver that wants no device and checks
-// it at the first Apply. It returns why o is invalid (no Kernel, an
-// invalid Family, a bad name) in the words of the drivers' errors, and
-// does no I/O.
-func NewDeviceDriver[D any](o DeviceDriverOptions) (*DeviceDriver[D], error) {
+// it at the first Apply; reason is the driver's sentinel of a device not
+// in sync (the Reason of the device's *dataplane.ObjectError). It returns
+// why o is invalid (no Kernel, an invalid Family, a bad name) in the words
+// of the drivers' errors, and does no I/O.
+func NewDeviceDriver[D any](o DeviceDriverOptions, reason error) (*DeviceDriver[D], error) {
 	if o.Kernel == nil {
 		return nil, errors.New("no Kernel")
 	}
@@ -117,8 +118,8 @@ func NewDeviceDriver[D any](o DeviceDriverOptions) (*DeviceDriver[D], error) {
 	if o.Kind == "" {
 		return nil, errors.New("no device Kind")
 	}
-	if o.Driver == "" || o.Reason == nil {
-		return nil, errors.New("no Driver or Reason")
+	if o.Driver == "" || reason == nil {
+		return nil, errors.New("no Driver or reason")
 	}
 	if o.Name == "" {
 		o.Name = o.DefaultName
@@ -131,7 +132,7 @@ func NewDeviceDriver[D any](o DeviceDriverOptions) (*DeviceDriver[D], error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &DeviceDriver[D]{Name: o.Name, Log: log, Ledger: dataplane.NewLedger[Key](DefaultBackoff, o.Clock), kernel: o.Kernel,
-		family: o.Family, kind: o.Kind, driver: o.Driver, reason: o.Reason, onDevice: o.OnDevice, dirty: true}, nil
+		family: o.Family, kind: o.Kind, driver: o.Driver, reason: reason, onDevice: o.OnDevice, dirty: true}, nil
 }
 
 // SetWake records the loop's wake function (dataplane.Wakeable).
