@@ -178,9 +178,6 @@ func (t *DeviceDriver[D]) Recheck() {
 // MarkDirty makes the next Apply check the device.
 func (t *DeviceDriver[D]) MarkDirty() { t.dirty = true }
 
-// Dirty reports whether the device is to be checked.
-func (t *DeviceDriver[D]) Dirty() bool { return t.dirty }
-
 // Want returns the device wanted; nil for none.
 func (t *DeviceDriver[D]) Want() *D { return t.want }
 
