@@ -33,11 +33,19 @@
 // difference; OnLinkState makes the Driver check the device at once when
 // it is reported gone or down, and QueueResync at the next Apply.
 //
+// Plan (dataplane.Planner) says what the next Apply would write — the
+// device ("link") created, deleted, or changed in place (MTU, address, up)
+// — from Apply's own pass run dry, writing nothing; State
+// (dataplane.Stater) says what the Driver holds, how it differs from what
+// is declared, and what fails; Stats reports dataplane.DriverStats.
+//
 // On a kernel without the ipip module (this project's machines) the
-// device fails with an error wrapping ErrDevice and kernel.ErrNotSupported,
-// reported as a dataplane.PartialError and retried on its own backoff; an
-// overlay's direct routes and blackholes are written all the same, and its
-// tunnel routes wait, held by the Table, for a device that never comes.
+// device fails with an error wrapping ErrDevice and kernel.ErrNotSupported:
+// a *dataplane.ObjectError of kind "link" in the Driver's dataplane.Ledger,
+// reported in the Ledger's dataplane.PartialError and retried on its own
+// backoff; an overlay's direct routes and blackholes are written all the
+// same, and its tunnel routes wait, held by the Table, for a device that
+// never comes.
 //
 // # What it never touches
 //

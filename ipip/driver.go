@@ -47,43 +47,30 @@ type DriverOptions struct {
 	Logger *slog.Logger
 }
 
-// DriverStats are counters of a Driver.
-type DriverStats struct {
-	// DeviceIndex is the device's index as last seen; 0 when there is
-	// none.
-	DeviceIndex int
-	// DeviceCreations counts creations and re-creations of the device.
-	DeviceCreations uint64
-	// DeviceWrites counts changes of the device.
-	DeviceWrites uint64
-	// Failures counts failed attempts to bring the device in sync.
-	Failures uint64
-}
-
 // Driver keeps one IPIP device equal to what was declared: created (or,
 // for tunl0, adopted), its MTU and tunnel address, up. It is a
 // dataplane.Driver of PhaseTunnelL2, so the device exists before the
 // routes through it, and a dataplane.Wakeable.
 type Driver struct {
 	opts DriverOptions
-	clk  clock.Clock
-	dev  *tunnel.DeviceDriver[Device] // the device, its backoff and counters
+	// dev is the device, its Ledger and the count of writes.
+	dev *tunnel.DeviceDriver[Device]
 
-	mu    sync.Mutex
-	stats DriverStats
+	mu sync.Mutex
 }
 
 // NewDriver returns a Driver that wants no device until told otherwise. It
 // validates opts and does no I/O.
 func NewDriver(opts DriverOptions) (*Driver, error) {
 	dev, err := tunnel.NewDeviceDriver[Device](tunnel.DeviceDriverOptions{Kernel: opts.Kernel, Family: ipfamily.IPv4,
-		Name: opts.Name, DefaultName: DefaultDevice, Kind: kernel.KindIPIP, OnDevice: opts.OnDevice, Logger: opts.Logger})
+		Name: opts.Name, DefaultName: DefaultDevice, Kind: kernel.KindIPIP, OnDevice: opts.OnDevice, Driver: "ipip",
+		Clock: opts.Clock, Logger: opts.Logger}, ErrDevice)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	dev.OnResync = opts.OnResync
 	opts.Name = dev.Name
-	return &Driver{opts: opts, clk: clock.OrReal(opts.Clock), dev: dev}, nil
+	return &Driver{opts: opts, dev: dev}, nil
 }
 
 // Name returns "ipip-" and the device name, for the loop's logs.
@@ -142,13 +129,20 @@ func (d *Driver) SetDevice(dev *Device) error {
 	return nil
 }
 
-// Stats returns the Driver's counters.
-func (d *Driver) Stats() DriverStats {
+// Stats implements dataplane.StatsReporter: Desired is 1 when a device is
+// declared, InKernel 1 when the kernel held it when last seen, Failing 1
+// while it fails, Writes counts the device's changes (creation, MTU,
+// address, up, deletion).
+func (d *Driver) Stats() dataplane.DriverStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := d.stats
-	ds := d.dev.Stats()
-	s.DeviceIndex, s.DeviceCreations, s.DeviceWrites = ds.Index, ds.Creations, ds.Writes
+	s := dataplane.DriverStats{Failing: d.dev.Ledger.Len(), Writes: d.dev.Writes}
+	if d.dev.Want() != nil {
+		s.Desired = 1
+	}
+	if d.dev.Present() {
+		s.InKernel = 1
+	}
 	return s
 }
 
@@ -160,39 +154,89 @@ func (d *Driver) fallback() bool { return d.opts.Name == DefaultDevice }
 // reported changed (OnLinkState) or a resync is queued, it ensures it:
 // created (re-created when its local end differs), MTU, address, up — or
 // deleted. A failure (a kernel without ipip refuses the device with an
-// error wrapping kernel.ErrNotSupported) is retried on its own backoff and
-// reported as a *dataplane.PartialError with RetryAfter set.
+// error wrapping kernel.ErrNotSupported) is retried on its own backoff
+// (the Driver's dataplane.Ledger) and reported as the Ledger's
+// *dataplane.PartialError, whose *dataplane.ObjectError (kind "link")
+// names the device, with RetryAfter set.
 func (d *Driver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := d.clk.Now()
-	d.dev.Recheck()
-	tried, err := d.dev.Apply(now, func() error { return d.ensure(ctx) })
-	if err != nil {
-		d.stats.Failures++
-	}
-	pe := &dataplane.PartialError{}
-	return tunnel.Outcome(pe, d.dev.Collect(pe, now, tried))
+	d.pass(ctx, nil)
+	return d.dev.Result()
 }
 
-func (d *Driver) ensure(ctx context.Context) error {
+// Plan returns the writes the next Apply would make (kind "link"): the
+// device created, deleted (also to be re-created) or changed in place
+// (MTU, address, up), or for tunl0, which the kernel does not delete, its
+// address removed. It is Apply's own pass run dry: it reads the device and
+// the addresses when the next Apply would check the device (declared anew,
+// reported changed, after QueueResync), and writes nothing; a device
+// waiting for its retry, or one the check would fail before any write
+// (a foreign link holds its name), has no write. It implements
+// dataplane.Planner. A nil ctx is context.Background().
+func (d *Driver) Plan(ctx context.Context) (dataplane.Plan, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var writes []dataplane.Write
+	d.pass(ctx, &writes)
+	return dataplane.Plan{Driver: d.Name(), Writes: writes}, nil
+}
+
+// State returns the device as last seen, whether it differs from what is
+// declared (its local end, MTU when declared, up; the tunnel address is
+// checked by the next Apply), and its failure. It reads nothing and
+// writes nothing. It implements dataplane.Stater. A nil ctx is
+// context.Background().
+func (d *Driver) State(context.Context) (dataplane.State, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := dataplane.State{Driver: d.Name(), Failing: d.dev.Ledger.Errors()}
+	var want *kernel.Link
+	if dev := d.dev.Want(); dev != nil {
+		want = &kernel.Link{Name: d.opts.Name, Kind: kernel.KindIPIP, MTU: dev.MTU, IPTunnel: d.tunnelOf(dev)}
+	}
+	d.dev.State(&s, want, func(have *kernel.Link) bool {
+		t := have.IPTunnel
+		return t == nil || t.Local != want.IPTunnel.Local || t.Remote.IsValid() || !have.AdminUp ||
+			(want.MTU > 0 && have.MTU != want.MTU)
+	})
+	dataplane.SortState(&s)
+	return s, nil
+}
+
+// pass is one Apply (plan nil) or, with plan, the same decisions run dry
+// for a Plan, appending the writes the Apply would make to *plan.
+func (d *Driver) pass(ctx context.Context, plan *[]dataplane.Write) {
+	d.dev.Ledger.Begin()
+	d.dev.Recheck()
+	_, _ = d.dev.Apply(plan, func(plan *[]dataplane.Write) error { return d.ensure(ctx, plan) })
+}
+
+// tunnelOf is the device's tunnel ends: none for tunl0, the kernel's
+// catch-all tunnel, else the local end.
+func (d *Driver) tunnelOf(dev *Device) *kernel.IPTunnel {
+	if d.fallback() {
+		return &kernel.IPTunnel{}
+	}
+	return &kernel.IPTunnel{Local: dev.Local}
+}
+
+// ensure makes the device what is declared, or deletes it (with a plan,
+// it appends the writes to it instead).
+func (d *Driver) ensure(ctx context.Context, plan *[]dataplane.Write) error {
 	name, dev := d.opts.Name, d.dev.Want()
 	if dev == nil {
-		err := d.dev.Remove(ctx, func(have *kernel.Link) bool {
+		return d.dev.Remove(ctx, func(have *kernel.Link) bool {
 			return d.fallback() && have.Kind == kernel.KindIPIP
-		})
-		if err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrDevice, name, err)
-		}
-		return nil
+		}, plan)
 	}
-	tun := &kernel.IPTunnel{}
-	if !d.fallback() {
-		tun.Local = dev.Local
-	}
+	tun := d.tunnelOf(dev)
 	spec := &tunnel.DeviceSpec{
 		Link:   kernel.Link{Name: name, Kind: kernel.KindIPIP, MTU: dev.MTU, IPTunnel: tun},
 		Family: ipfamily.IPv4,
@@ -216,8 +260,12 @@ func (d *Driver) ensure(ctx context.Context) error {
 	if dev.Address.IsValid() {
 		spec.Addr = netip.PrefixFrom(dev.Address, 32)
 	}
-	if _, err := d.dev.Ensure(ctx, spec); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrDevice, name, err)
-	}
-	return nil
+	_, err := d.dev.Ensure(ctx, spec, plan)
+	return err
 }
+
+var (
+	_ dataplane.Planner       = (*Driver)(nil)
+	_ dataplane.Stater        = (*Driver)(nil)
+	_ dataplane.StatsReporter = (*Driver)(nil)
+)

@@ -41,9 +41,20 @@
 // kernel on its first Apply and after QueueResync (the loop's periodic
 // resync), repairing entries deleted behind its back; OnLinkState makes it
 // check the device at once when the device is reported gone or down. One
-// entry the kernel refuses never holds back the others: it is retried on
-// its own backoff and reported in a dataplane.PartialError. A restarted
-// agent adopts what it finds and writes nothing when nothing changed.
+// entry the kernel refuses never holds back the others: it is recorded in
+// the Driver's dataplane.Ledger (the device, each FDB entry and each
+// neighbour is one object), retried on its own backoff and reported as a
+// *dataplane.ObjectError (kind "link", "fdb" or "neighbour") in the
+// Ledger's dataplane.PartialError. A restarted agent adopts what it finds
+// and writes nothing when nothing changed.
+//
+// Plan (dataplane.Planner) says what the next Apply would write, in its
+// order — the device ("link": created, deleted, or changed in place), then
+// the FDB and neighbour entries — from Apply's own pass run dry, writing
+// nothing; an Apply right after makes exactly those writes. State
+// (dataplane.Stater) says what the Driver holds on its device, what
+// drifted from what is declared and what fails; Stats reports
+// dataplane.DriverStats.
 //
 // # What it never touches
 //

@@ -1,10 +1,6 @@
-// Size: the device, FDB and neighbour driver: one read, one write pass and one report over the state it keeps per remote.
-
 package vxlan
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"github.com/nodeplane/nodeplane/cluster"
 	"log/slog"
@@ -13,11 +9,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/internal/tunnel"
 	"github.com/nodeplane/nodeplane/kernel"
 )
@@ -153,33 +147,15 @@ func insertVTEP(s []*vtep, v *vtep) []*vtep {
 	return slices.Insert(slices.Clone(s), i, v)
 }
 
-// DriverStats are counters and sizes of a Driver.
-type DriverStats struct {
-	// Remotes is the number of remote VTEPs declared.
-	Remotes int
-	// DeviceIndex is the device's index as last seen; 0 when there is
-	// none.
-	DeviceIndex int
-	// DeviceCreations counts creations and re-creations of the device.
-	DeviceCreations uint64
-	// DeviceWrites counts changes of the device (creation, MTU, MAC,
-	// address, up, deletion).
-	DeviceWrites uint64
-	// NeighborWrites and FDBWrites count the entry operations sent,
-	// successful or not.
-	NeighborWrites, FDBWrites uint64
-	// Resyncs counts full reads of the device and its entries.
-	Resyncs uint64
-}
-
 // Driver keeps one VXLAN device, and the neighbour and FDB entries of the
 // remote VTEPs on it, equal to what was declared. It is a dataplane.Driver
 // of PhaseTunnelL2 (before the routes through the device) and a
 // dataplane.Wakeable. See the package documentation.
 type Driver struct {
 	opts DriverOptions
-	clk  clock.Clock
-	dev  *tunnel.DeviceDriver[Device] // the device, its backoff and counters
+	// dev is the device, the Ledger of every object (device, neighbours,
+	// FDB entries) and the count of writes.
+	dev *tunnel.DeviceDriver[Device]
 
 	mu         sync.Mutex
 	remotes    map[string]*vtep
@@ -194,10 +170,6 @@ type Driver struct {
 	resync    bool
 	haveNeigh map[netip.Addr]neighEntry
 	haveFDB   map[mac]fdbHave
-
-	neighRetry tunnel.Retries[netip.Addr]
-	fdbRetry   tunnel.Retries[mac]
-	stats      DriverStats
 }
 
 // NewDriver returns a Driver that wants no device and no entries until
@@ -208,14 +180,15 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 		def = DefaultDeviceV6
 	}
 	dev, err := tunnel.NewDeviceDriver[Device](tunnel.DeviceDriverOptions{Kernel: opts.Kernel, Family: opts.Family,
-		Name: opts.Name, DefaultName: def, Kind: kernel.KindVXLAN, OnDevice: opts.OnDevice, Logger: opts.Logger})
+		Name: opts.Name, DefaultName: def, Kind: kernel.KindVXLAN, OnDevice: opts.OnDevice, Driver: "vxlan",
+		Clock: opts.Clock, Logger: opts.Logger}, ErrDevice)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	dev.OnResync = opts.OnResync
 	opts.Name = dev.Name
 	return &Driver{
-		opts: opts, clk: clock.OrReal(opts.Clock), dev: dev,
+		opts: opts, dev: dev,
 		remotes:    map[string]*vtep{},
 		neighOwner: map[netip.Addr]claim{},
 		fdbOwner:   map[mac]claim{},
@@ -380,8 +353,8 @@ func (d *Driver) touch(r remote) {
 		d.dirtyNeigh[r.ip] = struct{}{}
 		d.dirtyFDB[r.mac] = struct{}{}
 	}
-	d.neighRetry.Clear(r.ip)
-	d.fdbRetry.Clear(r.mac)
+	d.dev.Ledger.Forget(neighKey(r.ip))
+	d.dev.Ledger.Forget(fdbKey(r.mac))
 }
 
 // wantNeigh and wantFDB return what the kernel should hold for a key.
@@ -401,404 +374,30 @@ func (d *Driver) wantFDB(m mac) (netip.Addr, bool) {
 	return c.first.r.underlay, true
 }
 
-// Stats returns the Driver's counters.
-func (d *Driver) Stats() DriverStats {
+// neighKey and fdbKey are the Ledger keys of a neighbour and an FDB entry.
+func neighKey(ip netip.Addr) tunnel.Key { return tunnel.Key{Kind: kindNeighbor, IP: ip} }
+
+func fdbKey(m mac) tunnel.Key { return tunnel.Key{Kind: kindFDB, MAC: m} }
+
+// Stats implements dataplane.StatsReporter. Desired counts, when a device
+// is declared, the device, the neighbour entries and the FDB entries (one
+// per MAC) wanted on it (none without a device); InKernel the device, the permanent neighbour entries and
+// the MACs of the FDB on it as last read or written; Failing the objects
+// in the Ledger; Writes every device change and entry operation sent.
+func (d *Driver) Stats() dataplane.DriverStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := d.stats
-	ds := d.dev.Stats()
-	s.Remotes, s.DeviceIndex, s.DeviceCreations, s.DeviceWrites = len(d.remotes), ds.Index, ds.Creations, ds.Writes
+	s := dataplane.DriverStats{InKernel: len(d.haveFDB), Failing: d.dev.Ledger.Len(), Writes: d.dev.Writes}
+	if d.dev.Want() != nil {
+		s.Desired = 1 + len(d.neighOwner) + len(d.fdbOwner)
+	}
+	if d.dev.Present() {
+		s.InKernel++
+	}
+	for _, n := range d.haveNeigh {
+		if n.state&kernel.NUDPermanent != 0 {
+			s.InKernel++
+		}
+	}
 	return s
-}
-
-// Apply implements dataplane.Driver. On the first call and after
-// QueueResync it reads the device and its neighbour and FDB entries. It
-// then ensures the device (created, re-created for a new VNI, port, local
-// address or parent, otherwise changed in place), and writes the
-// neighbour and FDB entries that differ, each kind in one batch. A failure
-// to read the kernel fails the Apply as a whole (ErrRead). A device or an
-// entry the kernel refuses fails alone: it is retried on its own backoff
-// and reported in a *dataplane.PartialError, with RetryAfter set, while
-// everything else is written.
-func (d *Driver) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.clk.Now()
-	d.dev.Recheck()
-	if d.resync {
-		if err := d.read(ctx); err != nil {
-			return dataplane.ApplyResult{}, err
-		}
-	}
-	triedDev, err := d.dev.Apply(now, func() error { return d.ensureDevice(ctx) })
-	if err != nil {
-		d.resync = true // read what the failed attempt left
-	}
-	tried := d.writeEntries(ctx, now)
-	return d.report(now, triedDev, tried)
-}
-
-// read reads the device and its entries.
-func (d *Driver) read(ctx context.Context) error {
-	d.stats.Resyncs++
-	l, err := d.opts.Kernel.LinkByName(ctx, d.opts.Name)
-	switch {
-	case errors.Is(err, kernel.ErrNotFound):
-		l = kernel.Link{}
-	case err != nil:
-		return errs.Also(fmt.Errorf("%w: device %s: %w", ErrRead, d.opts.Name, err))
-	}
-	clear(d.haveNeigh)
-	clear(d.haveFDB)
-	if l.Index > 0 && l.Kind == kernel.KindVXLAN {
-		ns, err := d.opts.Kernel.Neighbors(ctx, d.opts.Family, l.Index)
-		if err != nil {
-			return fmt.Errorf("%w: neighbours of %s: %w", ErrRead, d.opts.Name, err)
-		}
-		for _, n := range ns {
-			if n.LinkIndex == l.Index && len(n.MAC) == 6 {
-				d.haveNeigh[n.IP] = neighEntry{mac: macOf(n.MAC), state: n.State}
-			}
-		}
-		fdb, err := d.opts.Kernel.FDB(ctx, l.Index)
-		if err != nil {
-			return fmt.Errorf("%w: FDB of %s: %w", ErrRead, d.opts.Name, err)
-		}
-		for _, e := range fdb {
-			if e.LinkIndex == l.Index && len(e.MAC) == 6 {
-				m := macOf(e.MAC)
-				r := fdbRemote{dst: e.Dst, perm: e.Permanent}
-				if h, ok := d.haveFDB[m]; ok {
-					h.more = append(h.more, r)
-					d.haveFDB[m] = h
-				} else {
-					d.haveFDB[m] = fdbHave{one: r}
-				}
-			}
-		}
-	}
-	d.dev.SetLink(l)
-	d.dev.MarkDirty()
-	d.dirtyAll()
-	d.resync = false
-	return nil
-}
-
-// dirtyAll marks every key wanted or held for the next write.
-func (d *Driver) dirtyAll() { d.allDirty = true }
-
-// eachDirtyFDB and eachDirtyNeigh call fn for every dirty key.
-func (d *Driver) eachDirtyFDB(fn func(mac)) {
-	if !d.allDirty {
-		for m := range d.dirtyFDB {
-			fn(m)
-		}
-		return
-	}
-	for m := range d.fdbOwner {
-		fn(m)
-	}
-	for m := range d.haveFDB {
-		if _, ok := d.fdbOwner[m]; !ok {
-			fn(m)
-		}
-	}
-	for m := range d.dirtyFDB { // keys no longer wanted nor held
-		if _, ok := d.fdbOwner[m]; !ok {
-			if _, ok := d.haveFDB[m]; !ok {
-				fn(m)
-			}
-		}
-	}
-}
-
-func (d *Driver) eachDirtyNeigh(fn func(netip.Addr)) {
-	if !d.allDirty {
-		for ip := range d.dirtyNeigh {
-			fn(ip)
-		}
-		return
-	}
-	for ip := range d.neighOwner {
-		fn(ip)
-	}
-	for ip := range d.haveNeigh {
-		if _, ok := d.neighOwner[ip]; !ok {
-			fn(ip)
-		}
-	}
-	for ip := range d.dirtyNeigh {
-		if _, ok := d.neighOwner[ip]; !ok {
-			if _, ok := d.haveNeigh[ip]; !ok {
-				fn(ip)
-			}
-		}
-	}
-}
-
-// ensureDevice makes the device what is declared, or deletes it.
-func (d *Driver) ensureDevice(ctx context.Context) error {
-	name, dev := d.opts.Name, d.dev.Want()
-	if dev == nil {
-		had := d.dev.Link().Index > 0
-		if err := d.dev.Remove(ctx, nil); err != nil {
-			return errs.Also(fmt.Errorf("%w: %s: %w", ErrDevice, name, err))
-		}
-		if had {
-			d.dev.Log.Debug("vxlan: device deleted", "device", name)
-		}
-		clear(d.haveNeigh)
-		clear(d.haveFDB)
-		return nil
-	}
-	parent, err := d.parentOf(ctx, dev.Local)
-	if err != nil {
-		return err
-	}
-	want := &kernel.VXLAN{VNI: dev.VNI, Port: dev.Port, ParentIndex: parent, Local: dev.Local}
-	spec := &tunnel.DeviceSpec{
-		Link:   kernel.Link{Name: name, Kind: kernel.KindVXLAN, MTU: dev.MTU, MAC: dev.MAC, VXLAN: want},
-		Family: d.opts.Family,
-		Compatible: func(have *kernel.Link) bool {
-			v := have.VXLAN
-			return v != nil && v.VNI == want.VNI && v.Port == want.Port && v.ParentIndex == want.ParentIndex &&
-				v.Local == want.Local && !v.Learning
-		},
-		// The kernel gives a VNI and a UDP port of a family to one VXLAN
-		// device of the namespace, whatever its parent or local address.
-		Conflict: func(o *kernel.Link) string {
-			v := o.VXLAN
-			if o.Kind != kernel.KindVXLAN || v == nil || v.VNI != want.VNI || v.Port != want.Port ||
-				(v.Local.IsValid() && v.Local.Is6() != want.Local.Is6()) {
-				return ""
-			}
-			return fmt.Sprintf("VNI %d with UDP port %d", want.VNI, want.Port)
-		},
-	}
-	if dev.Address.IsValid() {
-		spec.Addr = netip.PrefixFrom(dev.Address, dev.Address.BitLen())
-	}
-	old := d.dev.Link().Index
-	res, err := d.dev.Ensure(ctx, spec)
-	if res.Created || res.Link.Index != old {
-		// Whatever was on the old device went with it.
-		clear(d.haveNeigh)
-		clear(d.haveFDB)
-		d.dirtyAll()
-	}
-	if err != nil {
-		return errs.Also(fmt.Errorf("%w: %s: %w", ErrDevice, name, err))
-	}
-	if res.Created {
-		d.dev.Log.Debug("vxlan: device created", "device", name, "index", res.Link.Index, "vni", want.VNI, "parent", parent)
-	}
-	return nil
-}
-
-// parentOf returns the index of the interface that holds local.
-func (d *Driver) parentOf(ctx context.Context, local netip.Addr) (int, error) {
-	addrs, err := d.opts.Kernel.Addrs(ctx, d.opts.Family)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %s: parent of %s: %w", ErrDevice, d.opts.Name, local, err)
-	}
-	for _, a := range addrs {
-		if a.Prefix.Addr() == local {
-			return a.LinkIndex, nil
-		}
-	}
-	return 0, errs.Also(fmt.Errorf("%w: %s: %s is on no interface", ErrNoParent, d.opts.Name, local), ErrDevice)
-}
-
-// writeEntries writes the dirty neighbour and FDB entries that are not
-// waiting for their retry, and returns the keys that failed now.
-func (d *Driver) writeEntries(ctx context.Context, now time.Time) triedKeys {
-	var tried triedKeys
-	if d.dev.Want() == nil || d.dev.Link().Index == 0 || d.dev.Dirty() {
-		return tried // no device (yet): the entries wait for it
-	}
-	idx := d.dev.Link().Index
-	// One slab holds the MACs of every operation of this Apply.
-	n := len(d.dirtyFDB) + len(d.dirtyNeigh)
-	if d.allDirty {
-		n += len(d.fdbOwner) + len(d.haveFDB) + len(d.neighOwner) + len(d.haveNeigh)
-	}
-	slab := make([]byte, 0, 6*n)
-	hw := func(m mac) net.HardwareAddr {
-		slab = append(slab, m[:]...)
-		return net.HardwareAddr(slab[len(slab)-6 : len(slab) : len(slab)])
-	}
-	// FDB first: a neighbour entry is only useful once its MAC leads
-	// somewhere.
-	fops := make([]kernel.FDBOp, 0, n/2)
-	fkeys := make([]mac, 0, n/2)
-	d.eachDirtyFDB(func(m mac) {
-		if d.fdbRetry.Waiting(m, now) {
-			d.dirtyFDB[m] = struct{}{}
-			return
-		}
-		n := len(fops)
-		fops = d.fdbOps(fops, idx, m, hw)
-		if len(fops) == n {
-			delete(d.dirtyFDB, m)
-			d.fdbRetry.Clear(m)
-			return
-		}
-		for range len(fops) - n {
-			fkeys = append(fkeys, m)
-		}
-	})
-	if len(fops) > 0 {
-		d.stats.FDBWrites += uint64(len(fops))
-		errs := d.opts.Kernel.ApplyFDB(ctx, fops)
-		for i, err := range errs {
-			if err != nil && !(fops[i].Kind == kernel.OpDelete && errors.Is(err, kernel.ErrNotFound)) {
-				m := fkeys[i]
-				if tried.fdb == nil {
-					tried.fdb = map[mac]bool{}
-				}
-				if !tried.fdb[m] {
-					tried.fdb[m] = true
-					d.dirtyFDB[m] = struct{}{}
-					// What the kernel holds is unknown: the same writes
-					// are made again at the retry (replaces are
-					// idempotent, deletes of what is gone succeed).
-					d.fdbRetry.Fail(m, now, fmt.Errorf("%w: %s: %w", ErrFDB, net.HardwareAddr(m[:]), err))
-				}
-			}
-		}
-		for i, m := range fkeys {
-			if tried.fdb[m] || (i > 0 && fkeys[i-1] == m) {
-				continue
-			}
-			d.fdbRetry.Clear(m)
-			delete(d.dirtyFDB, m)
-			if dst, ok := d.wantFDB(m); ok {
-				d.haveFDB[m] = fdbHave{one: fdbRemote{dst: dst, perm: true}}
-			} else {
-				delete(d.haveFDB, m)
-			}
-		}
-	}
-	nops := make([]kernel.NeighborOp, 0, n/2)
-	d.eachDirtyNeigh(func(ip netip.Addr) {
-		if d.neighRetry.Waiting(ip, now) {
-			d.dirtyNeigh[ip] = struct{}{}
-			return
-		}
-		op, ok := d.neighOp(idx, ip, hw)
-		if !ok {
-			delete(d.dirtyNeigh, ip)
-			d.neighRetry.Clear(ip)
-			return
-		}
-		nops = append(nops, op)
-	})
-	d.allDirty = false
-	if len(nops) > 0 {
-		d.stats.NeighborWrites += uint64(len(nops))
-		for i, err := range d.opts.Kernel.ApplyNeighbors(ctx, nops) {
-			op := &nops[i]
-			ip := op.Neighbor.IP
-			if err != nil && !(op.Kind == kernel.OpDelete && errors.Is(err, kernel.ErrNotFound)) {
-				if tried.neigh == nil {
-					tried.neigh = map[netip.Addr]bool{}
-				}
-				tried.neigh[ip] = true
-				d.dirtyNeigh[ip] = struct{}{}
-				d.neighRetry.Fail(ip, now, fmt.Errorf("%w: %s: %w", ErrNeighbor, ip, err))
-				continue
-			}
-			d.neighRetry.Clear(ip)
-			delete(d.dirtyNeigh, ip)
-			if op.Kind == kernel.OpDelete {
-				delete(d.haveNeigh, ip)
-			} else {
-				d.haveNeigh[ip] = neighEntry{mac: macOf(op.Neighbor.MAC), state: kernel.NUDPermanent}
-			}
-		}
-	}
-	// Iterating a map costs its capacity: once the dirty keys are written,
-	// start afresh rather than walk a map sized for the first load.
-	if len(d.dirtyFDB) == 0 {
-		d.dirtyFDB = map[mac]struct{}{}
-	}
-	if len(d.dirtyNeigh) == 0 {
-		d.dirtyNeigh = map[netip.Addr]struct{}{}
-	}
-	return tried
-}
-
-// fdbOps appends the writes that make the MAC's entry what is wanted: one
-// remote, permanent. A replace of a unicast MAC replaces its first remote
-// in place, so a remote that moves is never missing.
-func (d *Driver) fdbOps(ops []kernel.FDBOp, idx int, m mac, hw func(mac) net.HardwareAddr) []kernel.FDBOp {
-	h, held := d.haveFDB[m]
-	dst, want := d.wantFDB(m)
-	if !want {
-		if !held {
-			return ops
-		}
-		return append(ops, kernel.FDBOp{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw(m)}})
-	}
-	if held && len(h.more) == 0 && h.one.dst == dst && h.one.perm {
-		return ops
-	}
-	if !held {
-		return append(ops, kernel.FDBOp{Kind: kernel.OpReplace, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw(m), Dst: dst, Permanent: true}})
-	}
-	have := h.list()
-	present, perm := false, false
-	for _, r := range have {
-		if r.dst == dst {
-			present, perm = true, r.perm
-		}
-	}
-	if !present || !perm {
-		ops = append(ops, kernel.FDBOp{Kind: kernel.OpReplace, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw(m), Dst: dst, Permanent: true}})
-	}
-	for i, r := range have {
-		if r.dst == dst || (!present && i == 0) || !r.dst.IsValid() {
-			continue // the one kept, or the one the replace took over
-		}
-		ops = append(ops, kernel.FDBOp{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw(m), Dst: r.dst}})
-	}
-	return ops
-}
-
-// neighOp returns the write that makes the kernel's entry for ip what is
-// wanted, if any. Entries that are not permanent and that nobody wants
-// are the kernel's own (resolution attempts), not ours.
-func (d *Driver) neighOp(idx int, ip netip.Addr, hw func(mac) net.HardwareAddr) (kernel.NeighborOp, bool) {
-	have, held := d.haveNeigh[ip]
-	m, want := d.wantNeigh(ip)
-	switch {
-	case want && held && have.mac == m && have.state&kernel.NUDPermanent != 0:
-		return kernel.NeighborOp{}, false
-	case want:
-		return kernel.NeighborOp{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{
-			LinkIndex: idx, IP: ip, MAC: hw(m), State: kernel.NUDPermanent}}, true
-	case held && have.state&kernel.NUDPermanent != 0:
-		return kernel.NeighborOp{Kind: kernel.OpDelete, Neighbor: kernel.Neighbor{LinkIndex: idx, IP: ip}}, true
-	}
-	return kernel.NeighborOp{}, false
-}
-
-// triedKeys are the entries an Apply tried to write.
-type triedKeys struct {
-	neigh map[netip.Addr]bool
-	fdb   map[mac]bool
-}
-
-// report turns the failing objects into the Apply's outcome: a
-// *dataplane.PartialError (tried and failed, or waiting) with RetryAfter
-// set to the first retry due, or nothing.
-func (d *Driver) report(now time.Time, triedDev bool, t triedKeys) (dataplane.ApplyResult, error) {
-	pe := &dataplane.PartialError{}
-	after := d.dev.Collect(pe, now, triedDev)
-	after = tunnel.MinAfter(after, d.fdbRetry.Collect(pe, now, t.fdb))
-	after = tunnel.MinAfter(after, d.neighRetry.Collect(pe, now, t.neigh))
-	return tunnel.Outcome(pe, after)
 }

@@ -167,7 +167,9 @@ func TestEntriesBatched(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, cc.neighCalls)
 	require.Equal(t, 1, cc.fdbCalls)
-	require.Equal(t, uint64(200), d.Stats().NeighborWrites)
+	require.Equal(t, 200, w.ns.Calls(kernelfake.OpApplyNeighbors))
+	require.Equal(t, dataplane.DriverStats{Desired: 401, InKernel: 401, Writes: 3 + 400}, d.Stats(),
+		"the device (created, its address, up) and 200 remotes of two entries each")
 	// Nothing changed: nothing sent.
 	_, err = d.Apply(bg)
 	require.NoError(t, err)

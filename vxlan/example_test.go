@@ -134,10 +134,10 @@ func ExampleNewDriver() {
 		fmt.Println("neigh", n.IP, "lladdr", n.MAC)
 	}
 	st := d.Stats()
-	fmt.Println("neighbour writes:", st.NeighborWrites, "FDB writes:", st.FDBWrites)
+	fmt.Println("desired:", st.Desired, "in kernel:", st.InKernel, "writes:", st.Writes)
 	// Output:
 	// np-vxlan vni 4096 port 4789 mtu 1450 up true
 	// neigh 10.244.2.0 lladdr 02:00:00:00:00:02
 	// neigh 10.244.3.0 lladdr 02:00:00:00:00:03
-	// neighbour writes: 2 FDB writes: 2
+	// desired: 5 in kernel: 5 writes: 7
 }

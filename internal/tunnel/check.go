@@ -3,9 +3,6 @@ package tunnel
 import (
 	"fmt"
 	"net"
-	"net/netip"
-
-	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // CheckMAC returns why mac cannot be a tunnel endpoint's MAC: it must be
@@ -20,12 +17,6 @@ func CheckMAC(mac net.HardwareAddr) error {
 		return fmt.Errorf("MAC %s is all zeros", mac)
 	}
 	return nil
-}
-
-// CheckBlock returns why p cannot be a pod block of family: it must be a
-// network prefix of the family without host bits.
-func CheckBlock(family ipfamily.Family, p netip.Prefix) error {
-	return family.CheckNet(p)
 }
 
 // ValidMTU reports whether m can be a tunnel device's MTU option: 0 (none

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
@@ -61,13 +63,19 @@ type DeviceResult struct {
 // another kind is not the device: it is left alone and the error (wrapping
 // kernel.ErrExists) names it; so does the error of a device the kernel
 // will not create because another link holds what it needs (spec.Conflict).
-func EnsureDevice(ctx context.Context, k DeviceKernel, spec *DeviceSpec) (DeviceResult, error) {
+//
+// With a non-nil plan it writes nothing: it reads the kernel as it would,
+// decides as it would, and appends each write it would make to *plan
+// (kind "link"), counting every write a success; res.Link is then the
+// device as it would be (Index 0 for one it would create).
+func EnsureDevice(ctx context.Context, k DeviceKernel, spec *DeviceSpec, plan *[]dataplane.Write) (DeviceResult, error) {
 	var res DeviceResult
+	w := writer{k: k, plan: plan, name: spec.Link.Name, res: &res}
 	name := spec.Link.Name
 	have, err := k.LinkByName(ctx, name)
 	switch {
 	case errors.Is(err, kernel.ErrNotFound):
-		have, err = createDevice(ctx, k, spec, &res)
+		have, err = createDevice(ctx, w, spec)
 		if err != nil {
 			return res, err
 		}
@@ -76,49 +84,119 @@ func EnsureDevice(ctx context.Context, k DeviceKernel, spec *DeviceSpec) (Device
 	case have.Kind != spec.Link.Kind:
 		return res, foreignName(spec, &have)
 	case spec.Compatible != nil && !spec.Compatible(&have):
-		res.Writes++
-		if err := k.DeleteLink(ctx, have.Index); err != nil && !errors.Is(err, kernel.ErrNotFound) {
-			return res, fmt.Errorf("delete incompatible device %s: %w", name, err)
+		if err := w.do(dataplane.WriteDelete, LinkText(&have), "incompatible, re-created", func() error {
+			if err := k.DeleteLink(ctx, have.Index); err != nil && !errors.Is(err, kernel.ErrNotFound) {
+				return fmt.Errorf("delete incompatible device %s: %w", name, err)
+			}
+			return nil
+		}); err != nil {
+			return res, err
 		}
-		have, err = createDevice(ctx, k, spec, &res)
+		have, err = createDevice(ctx, w, spec)
 		if err != nil {
 			return res, err
 		}
 	}
 	changed := res.Created
 	if m := spec.Link.MTU; m > 0 && have.MTU != m {
-		res.Writes++
-		if err := k.SetLinkMTU(ctx, have.Index, m); err != nil {
-			return res, fmt.Errorf("set MTU of %s to %d: %w", name, m, err)
+		if err := w.do(dataplane.WriteReplace, name+" mtu "+strconv.Itoa(m), "was "+strconv.Itoa(have.MTU), func() error {
+			if err := k.SetLinkMTU(ctx, have.Index, m); err != nil {
+				return fmt.Errorf("set MTU of %s to %d: %w", name, m, err)
+			}
+			return nil
+		}); err != nil {
+			return res, err
 		}
-		changed = true
+		have.MTU, changed = m, true
 	}
 	if mac := spec.Link.MAC; len(mac) > 0 && !bytes.Equal(have.MAC, mac) {
-		res.Writes++
-		if err := k.SetLinkMAC(ctx, have.Index, mac); err != nil {
-			return res, fmt.Errorf("set MAC of %s to %s: %w", name, mac, err)
+		if err := w.do(dataplane.WriteReplace, name+" mac "+mac.String(), "was "+have.MAC.String(), func() error {
+			if err := k.SetLinkMAC(ctx, have.Index, mac); err != nil {
+				return fmt.Errorf("set MAC of %s to %s: %w", name, mac, err)
+			}
+			return nil
+		}); err != nil {
+			return res, err
 		}
-		changed = true
+		have.MAC, changed = mac, true
 	}
-	n, err := syncAddrs(ctx, k, have.Index, name, spec.Family, spec.Addr)
-	res.Writes += n
-	if err != nil {
+	if err := syncAddrs(ctx, w, have.Index, spec.Family, spec.Addr); err != nil {
 		return res, err
 	}
 	if !have.AdminUp {
-		res.Writes++
-		if err := k.SetLinkUp(ctx, have.Index, true); err != nil {
-			return res, fmt.Errorf("set %s up: %w", name, err)
+		if err := w.do(dataplane.WriteReplace, name+" up", "was down", func() error {
+			if err := k.SetLinkUp(ctx, have.Index, true); err != nil {
+				return fmt.Errorf("set %s up: %w", name, err)
+			}
+			return nil
+		}); err != nil {
+			return res, err
 		}
-		changed = true
+		have.AdminUp, changed = true, true
 	}
-	if changed {
+	if changed && plan == nil {
 		if have, err = k.LinkByName(ctx, name); err != nil {
 			return res, fmt.Errorf("read device %s: %w", name, err)
 		}
 	}
 	res.Link = have
 	return res, nil
+}
+
+// writer makes the writes of one device's reconciliation, counting them in
+// res.Writes, or, when plan is set, appends them to it instead.
+type writer struct {
+	k    DeviceKernel
+	plan *[]dataplane.Write
+	name string
+	res  *DeviceResult
+}
+
+// do makes one write of the device: op on the object text (kind "link"),
+// with detail for the plan; fn makes it.
+func (w writer) do(op dataplane.WriteOp, text, detail string, fn func() error) error {
+	if w.plan != nil {
+		*w.plan = append(*w.plan, dataplane.Write{Op: op, Kind: KindLink, Object: text, Detail: detail})
+		return nil
+	}
+	w.res.Writes++
+	return fn()
+}
+
+// LinkText is a tunnel device in the words of a Plan and a State: its
+// name, kind and attributes, such as "np-vxlan vxlan vni 4096 port 4789
+// local 10.0.0.1 parent 2 mtu 1450 mac 02:00:00:00:00:01" (the parent
+// is the underlay interface's index). Unset attributes are left out.
+func LinkText(l *kernel.Link) string {
+	var b strings.Builder
+	b.WriteString(l.Name + " " + l.Kind)
+	if v := l.VXLAN; v != nil {
+		fmt.Fprintf(&b, " vni %d port %d", v.VNI, v.Port)
+		if v.Local.IsValid() {
+			b.WriteString(" local " + v.Local.String())
+		}
+		if v.ParentIndex != 0 {
+			b.WriteString(" parent " + strconv.Itoa(v.ParentIndex))
+		}
+	}
+	if t := l.IPTunnel; t != nil {
+		if t.Local.IsValid() {
+			b.WriteString(" local " + t.Local.String())
+		}
+		if t.Remote.IsValid() {
+			b.WriteString(" remote " + t.Remote.String())
+		}
+		if t.ParentIndex != 0 {
+			b.WriteString(" parent " + strconv.Itoa(t.ParentIndex))
+		}
+	}
+	if l.MTU > 0 {
+		b.WriteString(" mtu " + strconv.Itoa(l.MTU))
+	}
+	if len(l.MAC) > 0 {
+		b.WriteString(" mac " + l.MAC.String())
+	}
+	return b.String()
 }
 
 // foreignName is the error of a link that has the device's name but not its
@@ -132,29 +210,38 @@ func foreignName(spec *DeviceSpec, have *kernel.Link) error {
 // creates tunl0 with the ipip module) is adopted when compatible. When the
 // kernel answers that the device exists but no link has its name, another
 // link holds what the device needs: the error names it (spec.Conflict).
-func createDevice(ctx context.Context, k DeviceKernel, spec *DeviceSpec, res *DeviceResult) (kernel.Link, error) {
+// A planned creation returns spec's link as AddLink makes it: down, with
+// no index.
+func createDevice(ctx context.Context, w writer, spec *DeviceSpec) (kernel.Link, error) {
 	name := spec.Link.Name
-	res.Writes++
-	l, err := k.AddLink(ctx, spec.Link)
-	if errors.Is(err, kernel.ErrExists) {
-		have, lerr := k.LinkByName(ctx, name)
-		switch {
-		case lerr == nil && have.Kind != spec.Link.Kind:
-			return kernel.Link{}, foreignName(spec, &have)
-		case lerr == nil && spec.Compatible != nil && !spec.Compatible(&have):
-			return kernel.Link{}, errs.Also(fmt.Errorf("create device %s: an incompatible %s link of that name (index %d) appeared meanwhile", name, have.Kind, have.Index), kernel.ErrExists)
-		case lerr == nil:
-			l, err = have, nil
-		case errors.Is(lerr, kernel.ErrNotFound):
-			return kernel.Link{}, conflictError(ctx, k, spec, err)
-		default:
-			return kernel.Link{}, fmt.Errorf("read device %s: %w", name, lerr)
+	l := spec.Link
+	err := w.do(dataplane.WriteAdd, LinkText(&spec.Link), "", func() error {
+		var err error
+		l, err = w.k.AddLink(ctx, spec.Link)
+		if errors.Is(err, kernel.ErrExists) {
+			have, lerr := w.k.LinkByName(ctx, name)
+			switch {
+			case lerr == nil && have.Kind != spec.Link.Kind:
+				return foreignName(spec, &have)
+			case lerr == nil && spec.Compatible != nil && !spec.Compatible(&have):
+				return errs.Also(fmt.Errorf("create device %s: an incompatible %s link of that name (index %d) appeared meanwhile", name, have.Kind, have.Index), kernel.ErrExists)
+			case lerr == nil:
+				l, err = have, nil
+			case errors.Is(lerr, kernel.ErrNotFound):
+				return conflictError(ctx, w.k, spec, err)
+			default:
+				return fmt.Errorf("read device %s: %w", name, lerr)
+			}
 		}
-	}
+		if err != nil {
+			return fmt.Errorf("create device %s: %w", name, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return l, fmt.Errorf("create device %s: %w", name, err)
+		return kernel.Link{}, err
 	}
-	res.Created = true
+	w.res.Created = true
 	return l, nil
 }
 
@@ -184,19 +271,19 @@ func conflictError(ctx context.Context, k DeviceKernel, spec *DeviceSpec, cause 
 
 // syncAddrs makes want (if valid) the one address of family on the
 // interface, link-local ones aside, adding it before removing the others.
-func syncAddrs(ctx context.Context, k DeviceKernel, index int, name string, family ipfamily.Family, want netip.Prefix) (int, error) {
+func syncAddrs(ctx context.Context, w writer, index int, family ipfamily.Family, want netip.Prefix) error {
 	if !family.Valid() {
-		return 0, nil
+		return nil
 	}
-	addrs, err := k.Addrs(ctx, family)
+	addrs, err := w.k.Addrs(ctx, family)
 	if err != nil {
-		return 0, fmt.Errorf("list addresses: %w", err)
+		return fmt.Errorf("list addresses: %w", err)
 	}
-	writes, found := 0, false
+	found := false
 	var extra []netip.Prefix
 	for _, a := range addrs {
-		if a.LinkIndex != index || a.Prefix.Addr().IsLinkLocalUnicast() {
-			continue
+		if index == 0 || a.LinkIndex != index || a.Prefix.Addr().IsLinkLocalUnicast() {
+			continue // a device to be created has no address yet
 		}
 		if a.Prefix == want {
 			found = true
@@ -205,26 +292,38 @@ func syncAddrs(ctx context.Context, k DeviceKernel, index int, name string, fami
 		}
 	}
 	if want.IsValid() && !found {
-		writes++
-		if err := k.AddAddr(ctx, kernel.Addr{LinkIndex: index, Prefix: want}); err != nil && !errors.Is(err, kernel.ErrExists) {
-			return writes, fmt.Errorf("add address %s to %s: %w", want, name, err)
+		if err := w.do(dataplane.WriteReplace, w.name+" addr add "+want.String(), "", func() error {
+			if err := w.k.AddAddr(ctx, kernel.Addr{LinkIndex: index, Prefix: want}); err != nil && !errors.Is(err, kernel.ErrExists) {
+				return fmt.Errorf("add address %s to %s: %w", want, w.name, err)
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 	}
 	for _, p := range extra {
-		writes++
-		if err := k.DeleteAddr(ctx, kernel.Addr{LinkIndex: index, Prefix: p}); err != nil && !errors.Is(err, kernel.ErrNotFound) {
-			return writes, fmt.Errorf("remove address %s from %s: %w", p, name, err)
+		if err := w.do(dataplane.WriteReplace, w.name+" addr del "+p.String(), "", func() error {
+			if err := w.k.DeleteAddr(ctx, kernel.Addr{LinkIndex: index, Prefix: p}); err != nil && !errors.Is(err, kernel.ErrNotFound) {
+				return fmt.Errorf("remove address %s from %s: %w", p, w.name, err)
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 	}
-	return writes, nil
+	return nil
 }
 
 // RemoveDevice deletes the device called name, of kind, if there is one;
 // a link of that name but of another kind is not the device and is left
 // alone. A device the kernel will not delete (the fallback tunl0 of the
 // ipip module) is kept, emptied of its addresses of family instead:
-// undeletable says whether have is one.
-func RemoveDevice(ctx context.Context, k DeviceKernel, name, kind string, family ipfamily.Family, undeletable func(have *kernel.Link) bool) (int, error) {
+// undeletable says whether have is one. It returns how many writes it
+// made; with a non-nil plan it makes none and appends them to *plan, as
+// EnsureDevice does.
+func RemoveDevice(ctx context.Context, k DeviceKernel, name, kind string, family ipfamily.Family, undeletable func(have *kernel.Link) bool, plan *[]dataplane.Write) (int, error) {
+	var res DeviceResult
+	w := writer{k: k, plan: plan, name: name, res: &res}
 	have, err := k.LinkByName(ctx, name)
 	if errors.Is(err, kernel.ErrNotFound) {
 		return 0, nil
@@ -236,10 +335,14 @@ func RemoveDevice(ctx context.Context, k DeviceKernel, name, kind string, family
 		return 0, nil
 	}
 	if undeletable != nil && undeletable(&have) {
-		return syncAddrs(ctx, k, have.Index, name, family, netip.Prefix{})
+		err := syncAddrs(ctx, w, have.Index, family, netip.Prefix{})
+		return res.Writes, err
 	}
-	if err := k.DeleteLink(ctx, have.Index); err != nil && !errors.Is(err, kernel.ErrNotFound) {
-		return 1, fmt.Errorf("delete device %s: %w", name, err)
-	}
-	return 1, nil
+	err = w.do(dataplane.WriteDelete, LinkText(&have), "", func() error {
+		if err := k.DeleteLink(ctx, have.Index); err != nil && !errors.Is(err, kernel.ErrNotFound) {
+			return fmt.Errorf("delete device %s: %w", name, err)
+		}
+		return nil
+	})
+	return res.Writes, err
 }

@@ -1,8 +1,9 @@
 // Package tunnel is what the tunnel device drivers (vxlan, ipip) share,
 // written once: the device reconciliation (EnsureDevice, RemoveDevice),
-// the device half of a driver (DeviceDriver: the device wanted, its
-// backoff, the link last seen, its counters and notifications), the
-// per-object retry bookkeeping (Retries), and the checks of their inputs.
+// which also runs dry to plan its writes (kind "link", LinkText); the
+// device half of a driver (DeviceDriver: the device wanted, the driver's
+// dataplane.Ledger of failing objects by Key, the link last seen, the
+// count of writes and the notifications); and the checks of their inputs.
 // The overlay manager (package overlay) declares devices on those
 // drivers; it does not import this package's device code.
 //
