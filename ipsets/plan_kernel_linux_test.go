@@ -2,12 +2,16 @@ package ipsets_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/testkit/drivertest"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipsets"
 	"github.com/nodeplane/nodeplane/netfilter"
@@ -41,4 +45,52 @@ func TestKernelPlanNamesExtraOptions(t *testing.T) {
 	p, err = d.Plan(ctx)
 	require.NoError(t, err)
 	assert.True(t, p.Empty(), "%v", p)
+}
+
+// The Plan properties of TestPlanProperties, on the kernel: a few rounds
+// of random declarations (no hash:net,net, which this kernel may lack), changes and writes behind the driver's back, for
+// each family. Plan writes nothing, Apply and ApplyDeletions make exactly
+// its writes, and then Plan is empty.
+func TestKernelPlanProperties(t *testing.T) {
+	kerneltest.RequireCommands(t, "ipset")
+	for _, fam := range []ipsets.Family{ipsets.IPv4, ipsets.IPv6} {
+		for seed := range uint64(2) {
+			t.Run(fmt.Sprintf("%v/%d", fam, seed), func(t *testing.T) {
+				ctx := context.Background()
+				ns := kerneltest.NewNS(t)
+				rec := drivertest.Record(openKernel(t, ns))
+				d, err := ipsets.New(ipsets.Options{Family: fam, Prefix: prefixOf(fam), Kernel: rec})
+				require.NoError(t, err)
+				run := func(args ...string) {
+					_, err := ns.Exec(ctx, "ipset", args...)
+					require.NoError(t, err)
+				}
+				planned := planRounds(t, rand.New(rand.NewPCG(seed, 21)), d, rec, false, 4, func() kernelSets { return kernelSetsOf(t, ns) }, run)
+				assert.Positive(t, planned)
+			})
+		}
+	}
+}
+
+// kernelSetsOf reads the sets of ns (`ipset save`): each set's create line
+// without its random hash seed, and its members in Go's address form.
+func kernelSetsOf(t *testing.T, ns *kerneltest.NS) kernelSets {
+	t.Helper()
+	out, err := ns.Exec(context.Background(), "ipset", "save")
+	require.NoError(t, err)
+	ks := kernelSets{header: map[string]string{}, members: map[string]map[string]bool{}}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		switch f[0] {
+		case "create":
+			ks.header[f[1]] = confInitval.ReplaceAllString(strings.Join(f[2:], " "), "")
+			ks.members[f[1]] = map[string]bool{}
+		case "add":
+			ks.members[f[1]][goForm(f[2])] = true
+		}
+	}
+	return ks
 }
