@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -245,6 +244,7 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.failed.Begin()
+	p.refused.Begin()
 	if p.k == nil {
 		k, err := p.open()
 		if err != nil {
@@ -288,11 +288,10 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w", p.o.Name, err)
 		}
 	}
-	p.tried = map[string]bool{}
 	p.declare()
 	feUsed, beUsed := k.feSync.Used(), k.beSync.Used()
 	errs := p.writeMaps(ctx)
-	if len(p.waiting) > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed) {
+	if p.refused.Len() > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed) {
 		// The stale entries deleted made room: the waiting services are
 		// declared again, and the maps written again with those that fit.
 		p.retryWaiting()
@@ -302,7 +301,7 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	p.attachAll()
 	p.attachCgroup()
 	p.warnUnseen()
-	return p.result(errs, p.refusals())
+	return p.result(errs)
 }
 
 // writeMaps writes the difference between the desired entries and the
@@ -328,27 +327,18 @@ func (p *Proxy) writeMaps(ctx context.Context) []error {
 	return errs
 }
 
-// result folds the map steps' errors, the attachments that failed and
-// the refused services into one PartialError: the entries (in the maps'
-// ledgers) and the attachments (in the Proxy's) with their backoff, whose
-// earliest end is the RetryAfter, and the refused services (see refusals)
-// without a timed retry. Any other step error fails the driver.
-func (p *Proxy) result(errs []error, refused *dataplane.PartialError) (dataplane.ApplyResult, error) {
-	pe := &dataplane.PartialError{}
-	add := func(part *dataplane.PartialError) {
-		pe.Errs = append(pe.Errs, part.Errs...)
-		pe.Failed += part.Failed
-		pe.Waiting += part.Waiting
-	}
+// result returns the Apply's outcome: a map step's error that is not a
+// *dataplane.PartialError (a read failed) fails the driver; otherwise the
+// error joins the ledgers' PartialErrors (maps.JoinPartial): the entries
+// (the maps' Syncs) and the attachments (the Proxy's failed) with their
+// backoff, whose earliest end is the RetryAfter, and the services that
+// wait (refused) with none.
+func (p *Proxy) result(errs []error) (dataplane.ApplyResult, error) {
 	for _, err := range errs {
 		var part *dataplane.PartialError
 		if !errors.As(err, &part) {
 			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w", p.o.Name, errors.Join(errs...))
 		}
-		add(part)
-	}
-	if part, ok := p.failed.Err().(*dataplane.PartialError); ok {
-		add(part)
 	}
 	var res dataplane.ApplyResult
 	for _, after := range []time.Duration{p.failed.RetryAfter(), p.k.feSync.RetryAfter(), p.k.beSync.RetryAfter()} {
@@ -356,63 +346,7 @@ func (p *Proxy) result(errs []error, refused *dataplane.PartialError) (dataplane
 			res.RetryAfter = after
 		}
 	}
-	if refused != nil {
-		add(refused)
-	}
-	if len(pe.Errs) == 0 {
-		return res, nil
-	}
-	return res, pe
-}
-
-// maxRefusals is how many errors of services refused for a frontend
-// conflict or for want of an ID an Apply's error keeps, and how many
-// names its error for a full map quotes.
-const maxRefusals = 8
-
-// refusals returns what Apply reports of the services that wait, or nil:
-// one error per service refused for a frontend conflict or for want of a
-// service ID (the first maxRefusals, by text), and one error for all those
-// refused for want of room in the maps (ErrMapFull), whatever their
-// number. The services this Apply declared count as failed, the others as
-// waiting: nothing of theirs is tried again until what held them back
-// changes (a service removed, changed or shrunk, a frontend let go, a
-// resync).
-func (p *Proxy) refusals() *dataplane.PartialError {
-	if len(p.waiting) == 0 {
-		return nil
-	}
-	pe := &dataplane.PartialError{}
-	var full []string
-	for n := range p.waiting {
-		if p.tried[n] {
-			pe.Failed++
-		} else {
-			pe.Waiting++
-		}
-		if err := p.services[n].err; errors.Is(err, ErrMapFull) {
-			full = append(full, n)
-		} else {
-			pe.Errs = append(pe.Errs, err)
-		}
-	}
-	slices.SortFunc(pe.Errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	pe.Errs = pe.Errs[:min(len(pe.Errs), maxRefusals)]
-	if len(full) > 0 {
-		slices.Sort(full)
-		names := make([]string, 0, maxRefusals+1)
-		for _, n := range full[:min(len(full), maxRefusals)] {
-			names = append(names, strconv.Quote(n))
-		}
-		if len(full) > maxRefusals {
-			names = append(names, "…")
-		}
-		k := p.k
-		pe.Errs = append([]error{fmt.Errorf("%w: %d services wait for room (frontends: %d of %d entries used, backends: %d of %d): %s",
-			ErrMapFull, len(full), k.feSync.DesiredLen(), k.fe.MaxEntries(), k.beSync.DesiredLen(), k.be.MaxEntries(),
-			strings.Join(names, ", "))}, pe.Errs...)
-	}
-	return pe
+	return res, maps.JoinPartial(p.k.feSync.Err(), p.k.beSync.Err(), p.failed.Err(), p.refused.Err())
 }
 
 // declare turns the dirty services into desired map entries.
@@ -437,8 +371,8 @@ func (p *Proxy) declare() {
 // retryWaiting makes the waiting services dirty, so the next declare tries
 // them again.
 func (p *Proxy) retryWaiting() {
-	for n := range p.waiting {
-		p.dirty[n] = true
+	for _, e := range p.refused.Errors() {
+		p.dirty[e.Name] = true
 	}
 }
 
@@ -493,7 +427,7 @@ func (p *Proxy) declareNames(names []string) (freed bool) {
 			continue
 		}
 		before := slices.Clone(s.fes)
-		p.tally.add(n, s, -1)
+		p.tally.add(s, -1)
 		p.withdraw(n, s)
 		if s.removed {
 			p.releaseIDs(s)
@@ -502,7 +436,7 @@ func (p *Proxy) declareNames(names []string) (freed bool) {
 			continue
 		}
 		p.write(n, s)
-		p.tally.add(n, s, 1)
+		p.tally.add(s, 1)
 		for _, f := range before {
 			if !slices.Contains(s.fes, f) {
 				freed = true
@@ -563,19 +497,20 @@ func (p *Proxy) withdraw(name string, s *svc) {
 		delete(p.k.capped, f)
 		delete(p.owners, f)
 	}
-	delete(p.waiting, name)
+	p.refused.Forget(name)
 	for _, b := range s.bes {
 		p.k.beSync.Delete(b)
 	}
-	s.fes, s.bes, s.err = nil, nil, nil
+	s.fes, s.bes = nil, nil
 }
 
-// refuse records why service s is not written: it waits (and counts as
-// tried by this Apply) until retryWaiting makes it dirty again.
-func (p *Proxy) refuse(name string, s *svc, err error) {
-	s.err = err
-	p.waiting[name] = true
-	p.tried[name] = true
+// refuse records why service name is not written (reason, one of the
+// package's sentinels, detail and the cause err): it is held in the
+// refused ledger, counted as failed by this Apply and as waiting by the
+// next, with no timed retry, until retryWaiting makes it dirty again.
+func (p *Proxy) refuse(name string, reason error, detail string, err error) {
+	p.refused.Hold(name, &dataplane.ObjectError{Driver: "proxy", Op: "write", Kind: kindService, Name: name,
+		Reason: reason, Detail: detail, Err: err})
 }
 
 // write declares service s's entries when all of them can be written:
@@ -586,7 +521,7 @@ func (p *Proxy) write(name string, s *svc) {
 	e := build(s.s, p.nodeAddrs)
 	for _, f := range e.frontends {
 		if o, held := p.owners[f.key]; held && o != name {
-			p.refuse(name, s, fmt.Errorf("%w: service %q: %v is service %q's", ErrFrontendConflict, name, f.key, o))
+			p.refuse(name, ErrFrontendConflict, fmt.Sprintf("%v is service %q's", f.key, o), nil)
 			return
 		}
 	}
@@ -608,13 +543,13 @@ func (p *Proxy) write(name string, s *svc) {
 		}
 		id, err := p.idFor(s, fam, fes)
 		if err != nil {
-			p.refuse(name, s, err)
+			p.refuse(name, ErrInvalidService, "no free service ID", err)
 			return
 		}
 		ids[fam] = id
 	}
-	if err := p.room(name, e, ids); err != nil {
-		p.refuse(name, s, err)
+	if full := p.room(e, ids); full != "" {
+		p.refuse(name, ErrMapFull, full, nil)
 		return
 	}
 	for _, f := range e.frontends {
@@ -635,13 +570,13 @@ func (p *Proxy) write(name string, s *svc) {
 	}
 }
 
-// room returns nil when the maps have room for all of entries e, of
-// service name whose IDs by family are ids, and otherwise an error
-// wrapping ErrMapFull that says which map lacks room. Only the keys the
+// room returns "" when the maps have room for all of entries e, of a
+// service whose IDs by family are ids, and otherwise says which map lacks
+// room. Only the keys the
 // maps hold nowhere yet take room (maps.Sync.Holds), and the entries to be
 // deleted keep theirs until the end of the Apply (maps.Sync.Used): the
 // backends are written before the stale ones are deleted.
-func (p *Proxy) room(name string, e entries, ids [2]uint32) error {
+func (p *Proxy) room(e entries, ids [2]uint32) string {
 	k := p.k
 	fes, bes := 0, 0
 	for _, f := range e.frontends {
@@ -656,16 +591,16 @@ func (p *Proxy) room(name string, e entries, ids [2]uint32) error {
 			}
 		}
 	}
-	check := func(what, mapName string, capacity uint32, used, need int) error {
+	check := func(what, mapName string, capacity uint32, used, need int) string {
 		free := max(0, int(capacity)-used)
 		if need <= free {
-			return nil
+			return ""
 		}
-		return fmt.Errorf("%w: service %q: the %s map %s (%d entries) has room for %d more, the service needs %d",
-			ErrMapFull, name, what, mapName, capacity, free, need)
+		return fmt.Sprintf("the %s map %s (%d entries) has room for %d more, the service needs %d",
+			what, mapName, capacity, free, need)
 	}
-	if err := check("frontend", feMapName, k.fe.MaxEntries(), k.feSync.Used(), fes); err != nil {
-		return err
+	if full := check("frontend", feMapName, k.fe.MaxEntries(), k.feSync.Used(), fes); full != "" {
+		return full
 	}
 	return check("backend", beMapName, k.be.MaxEntries(), k.beSync.Used(), bes)
 }
@@ -687,7 +622,7 @@ func (p *Proxy) idFor(s *svc, fam int, fes []frontend) (uint32, error) {
 	}
 	id, err := k.ids.Grab()
 	if err != nil {
-		return 0, fmt.Errorf("%w: service %q: no free service ID: %w", ErrInvalidService, s.s.Name, err)
+		return 0, err
 	}
 	s.ids[fam] = id
 	return id, nil
@@ -995,7 +930,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 		p.dirty[n] = true
 	}
 	clear(p.owners)
-	clear(p.waiting)
+	p.refused.Retain(func(string) bool { return false })
 	p.tally.services, p.tally.frontends, p.tally.backends = 0, 0, 0
 	if len(errs) > 0 {
 		return fmt.Errorf("%s: cleanup: %w", p.o.Name, errors.Join(errs...))
