@@ -39,6 +39,10 @@ var (
 	ErrAttach = errors.New("proxy: attach failed")
 	// ErrLoad reports a failure to open the maps or load the program.
 	ErrLoad = errors.New("proxy: loading the maps or the program failed")
+	// ErrNotApplied reports a Plan or State of a Proxy that has not
+	// applied yet: the first Apply opens (or creates) the maps and loads
+	// the programs that they read.
+	ErrNotApplied = errors.New("proxy: not applied yet")
 )
 
 // unsupported makes err match ErrNotSupported without printing it: the

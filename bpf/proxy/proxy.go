@@ -182,6 +182,9 @@ type Proxy struct {
 	failed *dataplane.Ledger[string]
 	k      *kstate // the kernel side: maps, program, attachments (nil until the first Apply)
 	resync bool
+	// linksDirDue asks the next Apply to make the attachments' directory
+	// again (after a resync: someone may have removed it).
+	linksDirDue bool
 }
 
 // New validates opts and returns a Proxy. It does no I/O.
