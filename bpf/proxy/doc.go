@@ -86,6 +86,15 @@
 // the Apply's RetryAfter. Status tells what is
 // programmed, and Stats gives the dataplane.DriverStats.
 //
+// Plan (a dataplane.Planner) lists what the next Apply would write, from
+// Apply's own decisions and without writing: the map entries ("+ entry
+// key → value", in hex as package bpf/maps says them) in Apply's order,
+// then the attachments ("+ attach eth0 ingress np_ingress_host", "-
+// attach veth3 egress" for an interface gone). State (a dataplane.Stater)
+// lists the entries and attachments held, what drifts from the desired
+// ones and what fails. Both need the maps the first Apply opens, and fail
+// with ErrNotApplied before it.
+//
 // Connections from other hosts that the Proxy sends to a backend on
 // another node must return through this node: with Options.MasqueradeMark
 // set, the program marks them and netfilter must masquerade marked
