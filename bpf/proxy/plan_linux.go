@@ -56,9 +56,9 @@ func tcxProgName(l iface, dir string) string {
 // stale frontends deleted, backends written, frontends written, unused
 // backends deleted — then the attachments ("attach"): the TCX attachments
 // of interfaces gone deleted ("- attach eth1 ingress"), those made ("+")
-// or whose pinned attachment gets the program in place ("~", as after a
-// restart: a new Proxy loads its programs anew), the stray pins the
-// sweep detaches, and the cgroup hooks (Options.Cgroup) likewise.
+// or whose pinned attachment gets the program in place ("~": it runs
+// another program, found so after a resync), the stray pins the sweep
+// detaches, and the cgroup hooks (Options.Cgroup) likewise.
 //
 // Two things an Apply does are not in it: a service that waits for room
 // that the Plan's deletions make is admitted and written by the Apply

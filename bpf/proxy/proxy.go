@@ -412,7 +412,8 @@ func (p *Proxy) Status() Status {
 // Stats returns the Proxy's dataplane.DriverStats: map entries,
 // interface attachments and cgroup hooks wanted, held and failing, with
 // the services waiting (refused for a conflict, an ID or room) counted as
-// failing, and the entries and attachments written since New. It is all
+// failing, and the writes since New: entries written and deleted,
+// attachments made, replaced in place and detached. It is all
 // zero before the first Apply opened the maps. It implements
 // dataplane.StatsReporter and is safe to call from any goroutine.
 func (p *Proxy) Stats() dataplane.DriverStats {
