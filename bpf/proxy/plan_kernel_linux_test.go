@@ -288,3 +288,47 @@ func TestKernelProxyPlanProperties(t *testing.T) {
 	}
 	t.Logf("planned: %v", planned)
 }
+
+// The connect-time hooks in Plan and State: none planned once attached
+// (a resync finds every attachment, TCX and cgroup, in place); a hook
+// detached behind the Proxy's back is drift, planned as one attachment,
+// which the Apply makes, and then nothing is planned.
+func TestKernelProxyPlanCgroupHooks(t *testing.T) {
+	ctx := context.Background()
+	r, cg := newCgroupRig(t)
+	p := r.cgroupProxy(t, cg)
+	p.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)})
+	apply(t, p)
+	p.QueueResync()
+	pl, err := p.Plan(ctx)
+	require.NoError(t, err)
+	require.True(t, pl.Empty(), "%v", pl)
+	st, err := p.State(ctx)
+	require.NoError(t, err)
+	require.True(t, st.InSync(), "%v", st)
+	hooks := 0
+	for _, o := range st.Owned {
+		if o.Kind == kindAttach && strings.HasPrefix(o.Text, "cgroup "+cg.path+" ") {
+			hooks++
+		}
+	}
+	require.Equal(t, len(cgroupHooks), hooks)
+
+	found, err := detachPinned(p.cgroupPin(cgroupHooks[0].name))
+	require.NoError(t, err)
+	require.True(t, found)
+	p.QueueResync()
+	want := dataplane.Write{Op: dataplane.WriteAdd, Kind: kindAttach, Object: cgroupText(cg.path, cgroupHooks[0])}
+	pl, err = p.Plan(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []dataplane.Write{want}, pl.Writes)
+	st, err = p.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []dataplane.Drift{{Kind: kindAttach, Name: "cgroup " + cg.path + " " + cgroupHooks[0].name, Want: want.Object}}, st.Drift)
+	stats := p.Stats()
+	apply(t, p)
+	require.Equal(t, uint64(1), p.Stats().Writes-stats.Writes)
+	pl, err = p.Plan(ctx)
+	require.NoError(t, err)
+	require.True(t, pl.Empty(), "%v", pl)
+}

@@ -180,21 +180,45 @@ func (p *Proxy) planAttachments() []dataplane.Write {
 // attachment pinned at pin (see pinned), named text: none when it is kept,
 // a replace when its program is replaced in place, an add when it is made.
 func appendLinkWrite(ws []dataplane.Write, pin string, here func(*link.Info) bool, progID ebpf.ProgramID, text string) []dataplane.Write {
-	old, w := pinned(pin, here, progID)
-	if old != nil {
-		_ = old.Close()
-	}
-	switch w {
+	switch w, elsewhere := pinDecision(pin, here, progID); w {
 	case linkUpdated:
 		return append(ws, dataplane.Write{Op: dataplane.WriteReplace, Kind: kindAttach, Object: text, Detail: "program replaced in place"})
 	case linkAttached:
 		w := dataplane.Write{Op: dataplane.WriteAdd, Kind: kindAttach, Object: text}
-		if old != nil {
+		if elsewhere {
 			w.Detail = "the attachment pinned there is elsewhere: detached"
 		}
 		return append(ws, w)
 	}
 	return ws
+}
+
+// pinDecision is pinned's decision for the attachment pinned at pin, with
+// whether an attachment pinned there is elsewhere; it keeps nothing open.
+func pinDecision(pin string, here func(*link.Info) bool, progID ebpf.ProgramID) (w linkWrite, elsewhere bool) {
+	old, w := pinned(pin, here, progID)
+	if old != nil {
+		_ = old.Close()
+	}
+	return w, old != nil && w == linkAttached
+}
+
+// addPinState adds to st the attachment pinned at pin (named text, and
+// name in a Drift) that the Proxy does not hold open (it checks its pins
+// again after a resync): owned when it is there, drift unless it runs the
+// program (progID) where it should (here).
+func addPinState(st *dataplane.State, pin string, here func(*link.Info) bool, progID ebpf.ProgramID, name, text string) {
+	switch w, elsewhere := pinDecision(pin, here, progID); {
+	case w == linkKept:
+		st.Owned = append(st.Owned, dataplane.Object{Kind: kindAttach, Text: text})
+	case w == linkUpdated:
+		st.Owned = append(st.Owned, dataplane.Object{Kind: kindAttach, Text: name + " (another program)"})
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: name, Want: text, Have: name + " (another program)"})
+	case elsewhere:
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: name, Want: text, Have: name + " (pinned elsewhere)"})
+	default:
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: name, Want: text})
+	}
 }
 
 // pinnedLink reports whether an attachment is pinned at pin: one that
@@ -215,8 +239,11 @@ func pinnedLink(pin string) bool {
 // and the wanted interfaces and cgroup hooks the programs are not attached
 // to; and what fails: the entries (the maps' ledgers), the attachments and
 // the services that wait (the Proxy's ledgers). Like Plan, it declares the
-// services sent since the last Apply and reads the maps when Apply would;
-// it writes nothing, and fails with ErrNotApplied before the first Apply.
+// services sent since the last Apply and reads the maps when Apply would,
+// and the pins of the attachments it does not hold (after a resync it
+// checks them again): one that runs its program where it should is
+// owned. It writes nothing, and fails with ErrNotApplied before the first
+// Apply.
 // It implements dataplane.Stater. A nil ctx is context.Background().
 func (p *Proxy) State(ctx context.Context) (dataplane.State, error) {
 	if ctx == nil {
@@ -256,21 +283,28 @@ func (p *Proxy) State(ctx context.Context) (dataplane.State, error) {
 	for _, name := range p.unattached(stale) {
 		l := p.links[name]
 		for _, dir := range tcxDirs {
-			d := dataplane.Drift{Kind: kindAttach, Name: tcxText(name, dir, ""), Want: tcxText(name, dir, tcxProgName(l, dir))}
-			if a, ok := k.attached[name]; ok {
-				d.Have = tcxText(name, dir, tcxProgName(a.at, dir)) + fmt.Sprintf(" (index %d)", a.at.index)
-				d.Want += fmt.Sprintf(" (index %d)", l.index)
+			want := tcxText(name, dir, tcxProgName(l, dir))
+			if a, ok := k.attached[name]; ok { // to another index
+				st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: tcxText(name, dir, ""),
+					Want: want + fmt.Sprintf(" (index %d)", l.index), Have: tcxText(name, dir, tcxProgName(a.at, dir)) + fmt.Sprintf(" (index %d)", a.at.index)})
+				continue
 			}
-			st.Drift = append(st.Drift, d)
+			prog, _, here := p.tcx(l, dir)
+			addPinState(&st, p.linkPin(name, dir), here, k.progIDs[prog], tcxText(name, dir, ""), want)
 		}
 	}
 	if cg := k.cg; cg != nil {
+		id, idErr := cgroupID(cg.path)
 		for _, h := range cgroupHooks {
-			t := cgroupText(cg.path, h)
-			if _, ok := cg.links[h.name]; ok {
+			t, name := cgroupText(cg.path, h), "cgroup "+cg.path+" "+h.name
+			_, ok := cg.links[h.name]
+			switch {
+			case ok:
 				st.Owned = append(st.Owned, dataplane.Object{Kind: kindAttach, Text: t})
-			} else {
-				st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: "cgroup " + cg.path + " " + h.name, Want: t})
+			case idErr != nil:
+				st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: name, Want: t})
+			default:
+				addPinState(&st, p.cgroupPin(h.name), h.here(id), cg.progIDs[h.name], name, t)
 			}
 		}
 	}
