@@ -54,7 +54,10 @@ type Driver interface {
 // creates and updates in its own phase, and ApplyDeletions removes what is
 // no longer wanted in PhaseIPSetsDelete, after tables and routes have
 // dropped their references. A driver whose own phase is PhaseIPSetsDelete
-// has Apply and then ApplyDeletions called in that phase.
+// has Apply and then ApplyDeletions called in that phase. Like Apply,
+// ApplyDeletions returns every object the driver has failing (its
+// Ledger's Err, the other call's objects waiting): the loop counts a
+// driver's failing objects from its latest call.
 type DeletionApplier interface {
 	// ApplyDeletions removes the objects the driver no longer wants. It
 	// follows the same rules as Driver.Apply.

@@ -991,6 +991,27 @@ func TestPartialFailureInDeletions(t *testing.T) {
 	assert.Empty(t, h.loop.Health().FailingDrivers)
 }
 
+// A driver's calls each report every object it has failing (its Ledger's
+// Err): the loop counts the objects its latest call of the pass reported,
+// not the sum of its Apply and ApplyDeletions, which name the same ones.
+func TestFailingObjectsOfADeletionApplier(t *testing.T) {
+	h := newHarness(t, Options{Throttle: Throttle{Refill: -1}})
+	d := &fakeDeleter{fakeDriver: fakeDriver{name: "sets", phase: PhaseIPSetsUpdate}}
+	h.addDriver(d)
+	refused := errors.New("set refused")
+	// Apply tries the set and fails; ApplyDeletions reports it waiting.
+	d.queue(outcome{res: ApplyResult{RetryAfter: time.Second}, err: &PartialError{Failed: 1, Errs: []error{refused}}})
+	d.delOut = []outcome{{res: ApplyResult{RetryAfter: time.Second}, err: &PartialError{Waiting: 1, Errs: []error{refused}}}}
+	h.start()
+	h.openGates()
+	hl := h.loop.Health()
+	assert.Equal(t, 1, hl.FailingObjects, "one set, reported by both calls")
+	assert.EqualValues(t, 1, hl.ObjectFailures, "tried once")
+	// Written by the next Apply: ApplyDeletions reports nothing failing.
+	h.advance(time.Second)
+	assert.Zero(t, h.loop.Health().FailingObjects)
+}
+
 func TestPartialError(t *testing.T) {
 	assert.NoError(t, Partial(0))
 	a, b := errors.New("a"), errors.New("b")

@@ -378,15 +378,20 @@ func (r *runner) pass(ctx context.Context) {
 					stats[st.Driver] = *st.Stats
 				}
 			}
-			if t.err != nil {
+			switch {
+			case t.err == nil:
+				// Each call of a driver reports every object it has
+				// failing (its Ledger's), so the latest call of the pass
+				// says how many fail: none after a success.
+				t.e.objects = 0
+			case t.partial:
 				errs = append(errs, t.err)
-				if t.partial {
-					tried, waiting := failedObjects(t.err)
-					t.e.objects += tried + waiting
-					objectFailures += uint64(tried)
-				} else {
-					t.e.failed = true
-				}
+				tried, waiting := failedObjects(t.err)
+				t.e.objects = tried + waiting
+				objectFailures += uint64(tried)
+			default:
+				errs = append(errs, t.err)
+				t.e.failed = true
 			}
 			if t.res.RetryAfter > 0 && (retry == 0 || t.res.RetryAfter < retry) {
 				retry = t.res.RetryAfter

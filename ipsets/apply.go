@@ -9,11 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -85,12 +83,11 @@ func (s *IPSets) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pass++
-	now := s.clk.Now()
-	err := s.sync(ctx, now)
+	s.ledger.Begin()
+	err := s.sync(ctx)
 	var steps []step
 	if err == nil {
-		steps, err = s.planAndRecord(ctx, now)
+		steps, err = s.planAndRecord(ctx)
 	}
 	for round := 1; err == nil && len(steps) > 0; round++ {
 		script, ends, temp := s.script(steps)
@@ -107,12 +104,11 @@ func (s *IPSets) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			err = restoreError(e)
 			break
 		}
-		set := steps[i].set
-		s.failed(set, errs.Also(fmt.Errorf("%w: line %d %q: %s", ErrRestore, e.Line, e.FailedLine(), ipsetMessage(e.Message())), e), false, now)
+		s.failed(steps[i].set.kname, opWrite, ErrRestore, fmt.Sprintf("line %d %q: %s", e.Line, e.FailedLine(), ipsetMessage(e.Message())), e)
 		// The lines before the failing one were written, or some of them:
 		// read back what they touched, then write the rest again.
-		if err = s.reread(ctx, steps[:i+1], temp, now); err == nil {
-			steps, err = s.planAndRecord(ctx, now)
+		if err = s.reread(ctx, steps[:i+1], temp); err == nil {
+			steps, err = s.planAndRecord(ctx)
 		}
 	}
 	if err != nil {
@@ -123,7 +119,7 @@ func (s *IPSets) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if len(s.recheck) > 0 {
 		res.RetryAfter = s.retry
 	}
-	return s.outcome(res, false, now)
+	return s.result(res)
 }
 
 // blame returns the index of the step whose lines (ends holds each step's
@@ -145,16 +141,16 @@ func blame(ends []int, e *command.RestoreError) int {
 // member changes that the restore did write. A temporary set left behind
 // is then known, so the next swap takes another name and ApplyDeletions
 // destroys it.
-func (s *IPSets) reread(ctx context.Context, steps []step, temp string, now time.Time) error {
+func (s *IPSets) reread(ctx context.Context, steps []step, temp string) error {
 	for _, st := range steps {
-		if err := s.read(ctx, st.set.kname, now, true); err != nil {
+		if err := s.read(ctx, st.set.kname, true); err != nil {
 			return err
 		}
 	}
 	if temp == "" {
 		return nil
 	}
-	return s.read(ctx, temp, now, false)
+	return s.read(ctx, temp, false)
 }
 
 // blocked is a set that must be destroyed and created again while refs
@@ -169,7 +165,7 @@ type blocked struct {
 // kernel references block and the sets that need no write. It writes
 // nothing and records nothing: Apply (planAndRecord) and Plan both decide
 // with it.
-func (s *IPSets) plan(ctx context.Context, now time.Time) (steps []step, stuck []blocked, done []*ipset, err error) {
+func (s *IPSets) plan(ctx context.Context) (steps []step, stuck []blocked, done []*ipset, err error) {
 	for _, set := range s.sets {
 		if !set.wanted || set.unread {
 			continue
@@ -195,7 +191,7 @@ func (s *IPSets) plan(ctx context.Context, now time.Time) (steps []step, stuck [
 		switch {
 		case o == 0:
 			done = append(done, set)
-		case !set.waiting(now):
+		case !s.ledger.Waiting(set.kname):
 			steps = append(steps, step{set: set, op: o, want: want})
 		}
 	}
@@ -220,20 +216,37 @@ func (s *IPSets) plan(ctx context.Context, now time.Time) (steps []step, stuck [
 // planAndRecord plans (see plan) and records the outcome on the sets: a
 // set that needs no write is no longer failing (repaired, or nothing left
 // to do), a blocked one fails.
-func (s *IPSets) planAndRecord(ctx context.Context, now time.Time) ([]step, error) {
-	steps, stuck, done, err := s.plan(ctx, now)
+func (s *IPSets) planAndRecord(ctx context.Context) ([]step, error) {
+	steps, stuck, done, err := s.plan(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, set := range done {
-		set.fail = nil
+		s.ledger.Forget(set.kname)
 	}
 	for _, b := range stuck {
 		set := b.st.set
-		s.failed(set, setErr(fmt.Errorf("%w: it is %s %v in the kernel and must become %s %v, but %d kernel reference(s) hold it: the kernel swaps only sets of equal type and family; remove the references or use a new set name",
-			netfilter.ErrSetInUse, set.kernel.typ, set.kernel.family, b.st.want.typ, b.st.want.family, b.refs)), false, now)
+		s.failed(set.kname, opWrite, errSetInUse, fmt.Sprintf("it is %s %v in the kernel and must become %s %v, but %d kernel reference(s) hold it: the kernel swaps only sets of equal type and family; remove the references or use a new set name",
+			set.kernel.typ, set.kernel.family, b.st.want.typ, b.st.want.family, b.refs), nil)
 	}
 	return steps, nil
+}
+
+// writes returns how many writes the step makes, as Plan lists them: the
+// set created, swapped in or recreated (one), and each member added, and
+// deleted when the set is written in place or swapped (those it cannot
+// represent included); a recreated set gets every desired member.
+func (st step) writes() int {
+	m := &st.set.members
+	switch st.op {
+	case opCreate:
+		return 1 + len(m.adds)
+	case opRecreate:
+		return 1 + m.desiredLen()
+	case opSwap:
+		return 1 + len(m.adds) + len(st.set.foreign) + len(m.dels)
+	}
+	return len(m.adds) + len(st.set.foreign) + len(m.dels)
 }
 
 // swapPays reports whether a set whose header is unchanged is better
@@ -341,9 +354,11 @@ func (s *IPSets) commit(steps []step) {
 		if s.onChange != nil {
 			notify = func(m netfilter.Member, added bool) { s.notify(set.name, m, added) }
 		}
+		s.writes += uint64(st.writes())
 		set.members.commit(notify)
 		h := st.want
-		set.kernel, set.foreign, set.fail = &h, nil, nil
+		set.kernel, set.foreign = &h, nil
+		s.ledger.Forget(set.kname)
 		s.log.Debug("ipsets: set written", "set", set.kname, "members", set.members.desiredLen())
 	}
 }
@@ -359,10 +374,10 @@ func (s *IPSets) notify(name string, m netfilter.Member, added bool) {
 // doomed returns the owned sets that are not desired and may be destroyed
 // now, in the order ApplyDeletions tries them: those tried least recently
 // first, then by kernel name.
-func (s *IPSets) doomed(now time.Time) []*ipset {
+func (s *IPSets) doomed() []*ipset {
 	var doomed []*ipset
 	for _, set := range s.sets {
-		if !set.wanted && set.kernel != nil && !set.unread && !set.waiting(now) {
+		if !set.wanted && set.kernel != nil && !set.unread && !s.ledger.Waiting(set.kname) {
 			doomed = append(doomed, set)
 		}
 	}
@@ -396,9 +411,8 @@ func (s *IPSets) ApplyDeletions(ctx context.Context) (dataplane.ApplyResult, err
 		// The kernel's state is unknown until Apply re-reads it.
 		return res, nil
 	}
-	s.pass++
-	now := s.clk.Now()
-	doomed := s.doomed(now)
+	s.ledger.Begin()
+	doomed := s.doomed()
 	for i, set := range doomed {
 		if i == s.maxDestroys {
 			res.RetryAfter = s.retry
@@ -409,9 +423,9 @@ func (s *IPSets) ApplyDeletions(ctx context.Context) (dataplane.ApplyResult, err
 		if _, err := s.run(ctx, nil, "destroy", set.kname); err != nil && !isNotExist(err) {
 			switch {
 			case isInUse(err):
-				s.failed(set, errs.Also(setErr(fmt.Errorf("%w: cannot destroy it: %v", netfilter.ErrSetInUse, err)), err), true, now)
+				s.failed(set.kname, opDestroy, errSetInUse, "", err)
 			case refused(err):
-				s.failed(set, fmt.Errorf("%w: destroy: %w", ErrCommand, err), true, now)
+				s.failed(set.kname, opDestroy, ErrCommand, "", err)
 			default:
 				s.fullResync = true
 				return dataplane.ApplyResult{}, fmt.Errorf("%w: destroy %s: %w", ErrCommand, set.kname, err)
@@ -422,7 +436,9 @@ func (s *IPSets) ApplyDeletions(ctx context.Context) (dataplane.ApplyResult, err
 			s.notify(set.name, m, false)
 		}
 		delete(s.sets, set.kname)
+		s.ledger.Forget(set.kname)
+		s.writes++
 		s.log.Debug("ipsets: set destroyed", "set", set.kname)
 	}
-	return s.outcome(res, true, now)
+	return s.result(res)
 }

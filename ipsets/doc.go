@@ -68,7 +68,9 @@
 // destroyed ("- set"), and members added and deleted ("+ element np4-a
 // 10.0.0.1"). State lists the owned sets and members the kernel holds,
 // where they differ from the desired ones, and the failing sets (a
-// dataplane.Stater).
+// dataplane.Stater). Stats counts a set and each member as one object:
+// desired, in the kernel, failing (the sets), and written since New — the
+// writes the Plans listed (a dataplane.StatsReporter).
 //
 // # Failures
 //
@@ -80,10 +82,15 @@
 // from the restore, which is run again for the others in the same Apply
 // (the sets written before the refused line are read back first). The set
 // is retried on its own exponential backoff, from Options.RetryInterval to
-// MaxSetBackoff, reset when its declaration changes. Meanwhile Apply (or
-// ApplyDeletions, for destroys) returns an error wrapping
-// dataplane.ErrPartial that names each failing set and wraps its causes
-// (ErrRestore and a *command.RestoreError, netfilter.ErrSetInUse, ErrCommand), and sets
+// MaxSetBackoff, reset when its declaration changes; the failing sets are
+// the driver's dataplane.Ledger, by kernel name. Meanwhile Apply and
+// ApplyDeletions return its *dataplane.PartialError, which wraps
+// dataplane.ErrPartial and one *dataplane.ObjectError per failing set
+// (Driver "ipsets", Kind "set", Op "write", "read" or "destroy", Name the
+// kernel name), with its causes (ErrRestore and a *command.RestoreError,
+// netfilter.ErrSetInUse, ErrCommand, ErrParse): the sets that call tried
+// count as failed, the others (those waiting for their retry, and the
+// destroys in Apply, the writes in ApplyDeletions) as waiting. They set
 // ApplyResult.RetryAfter to the first retry, so a dataplane.Loop carries
 // on. Only failures that belong to no set — ipset missing or killed, the
 // set list unreadable — fail the driver as a whole.

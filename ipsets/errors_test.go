@@ -127,8 +127,8 @@ func TestPartialErrorText(t *testing.T) {
 	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "c", Type: netfilter.HashNet}, []netfilter.Member{netfilter.NetMember(p)}))
 	_, err := d.Apply(context.Background())
 	requirePrefixedOnce(t, err, ipsets.ErrRestore)
-	assert.Contains(t, err.Error(), "2 object(s) failed; set np4-a: ipset restore failed: line 1 ")
-	assert.Contains(t, err.Error(), "; set np4-b: ipset restore failed: line 1 ")
+	assert.Contains(t, err.Error(), "2 object(s) failed; write set np4-a: ipset restore failed: line 1 ")
+	assert.Contains(t, err.Error(), "; write set np4-b: ipset restore failed: line 1 ")
 	assert.Contains(t, err.Error(), "set type not supported")
 	var rerr *command.RestoreError
 	require.True(t, errors.As(err, &rerr))

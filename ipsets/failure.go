@@ -1,13 +1,10 @@
 package ipsets
 
 import (
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/errs"
+	"github.com/nodeplane/nodeplane/netfilter"
 )
 
 // MaxSetBackoff is the longest a set that keeps failing on its own waits
@@ -16,65 +13,56 @@ import (
 // own default bound for whole drivers).
 const MaxSetBackoff = dataplane.DefaultBackoffMax
 
-// failure is a set's failed attempts to be read, written or destroyed.
-type failure struct {
-	dataplane.Retry        // Err names the set
-	destroy         bool   // failed in ApplyDeletions, which reports it
-	pass            uint64 // the Apply or ApplyDeletions of the last failure
-}
+// The operations of a set's ObjectError: its header or members written,
+// read back, destroyed.
+const (
+	opWrite   = "write"
+	opRead    = "read"
+	opDestroy = "destroy"
+)
 
-// waiting reports whether set failed and its next try is not due at now.
-func (set *ipset) waiting(now time.Time) bool {
-	return set.fail != nil && set.fail.Waiting(now)
-}
+// errSetInUse is netfilter.ErrSetInUse under the package's prefix: the
+// Reason of a set that kernel references keep from being destroyed or
+// having its type changed.
+var errSetInUse = setErr(netfilter.ErrSetInUse)
 
-// failed records that set failed with err, which says why without naming
-// the set, and schedules its next try.
-func (s *IPSets) failed(set *ipset, err error, destroy bool, now time.Time) {
-	f := set.fail
-	if f == nil || f.destroy != destroy {
-		f = &failure{destroy: destroy}
-		set.fail = f
-	}
-	named := errs.Also(fmt.Errorf("set %s: %s", set.kname, strings.TrimPrefix(err.Error(), "ipsets: ")), err)
-	f.Retry = f.Failed(dataplane.Backoff{Initial: s.retry, Max: MaxSetBackoff}, now, named)
-	f.pass = s.pass
+// failed records in the ledger that the set kname failed (op, why, and the
+// cause err): it is retried on its own backoff, and the others are not held
+// back.
+func (s *IPSets) failed(kname, op string, reason error, detail string, err error) {
+	e := s.ledger.Fail(kname, &dataplane.ObjectError{Driver: "ipsets", Op: op, Kind: kindSet, Name: kname,
+		Reason: reason, Detail: detail, Err: err})
 	s.log.Warn("ipsets: set failed; the others are written, it is retried later",
-		"set", set.kname, "retry_in", f.RetryAfter(now), "error", err)
+		"set", kname, "op", op, "retry_at", e.RetryAt, "error", e)
 }
 
-// outcome completes res and returns the error of an Apply (destroy false)
-// or ApplyDeletions (destroy true): nil when no set of that kind is
-// failing, else a *dataplane.PartialError (in an error that carries the
-// package's prefix) that names each, counting those tried in this call
-// apart from those waiting for their retry, with res.RetryAfter no later
-// than the first one's next try.
-func (s *IPSets) outcome(res dataplane.ApplyResult, destroy bool, now time.Time) (dataplane.ApplyResult, error) {
-	var failing []*ipset
-	for _, set := range s.sets {
-		if set.fail != nil && set.fail.destroy == destroy {
-			failing = append(failing, set)
-		}
-	}
-	if len(failing) == 0 {
+// result completes res with the ledger's failures and returns the error
+// of an Apply or ApplyDeletions: nil when no set is failing, else the
+// ledger's *dataplane.PartialError (the sets of the other call, which this
+// one does not try, waiting). res.RetryAfter is no later than the first
+// failing set's next try, and than RetryInterval when a set that is due
+// was not tried (a destroy that only ApplyDeletions makes, a write that
+// only Apply makes).
+func (s *IPSets) result(res dataplane.ApplyResult) (dataplane.ApplyResult, error) {
+	err := s.ledger.Err()
+	if err == nil {
 		return res, nil
 	}
-	slices.SortFunc(failing, func(a, b *ipset) int { return strings.Compare(a.kname, b.kname) })
-	pe := &dataplane.PartialError{Errs: make([]error, len(failing))}
-	for i, set := range failing {
-		pe.Errs[i] = set.fail.Err
-		if set.fail.pass == s.pass {
-			pe.Failed++
-		} else {
-			pe.Waiting++
-		}
-		wait := s.retry // due, but not tried in this call
-		if set.fail.Waiting(now) {
-			wait = set.fail.RetryAfter(now)
-		}
-		if res.RetryAfter <= 0 || wait < res.RetryAfter {
-			res.RetryAfter = wait
+	after := s.ledger.RetryAfter()
+	for kname := range s.sets {
+		if _, failing := s.ledger.Get(kname); failing && !s.ledger.Waiting(kname) {
+			after = minWait(after, s.retry)
+			break
 		}
 	}
-	return res, fmt.Errorf("ipsets: %w", pe)
+	res.RetryAfter = minWait(res.RetryAfter, after)
+	return res, err
+}
+
+// minWait returns the shorter of two waits, zero meaning none.
+func minWait(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }

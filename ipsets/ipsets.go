@@ -109,9 +109,11 @@ type IPSets struct {
 	queued  map[string]struct{}
 	// tries counts destroy attempts (see ipset.tried).
 	tries uint64
-	// pass counts the calls of Apply and ApplyDeletions, so that a
-	// failure knows the call it happened in.
-	pass uint64
+	// ledger holds the sets that failed on their own (to be read, written
+	// or destroyed), by kernel name, with their backoff.
+	ledger *dataplane.Ledger[string]
+	// writes counts the objects (sets and members) written and destroyed.
+	writes uint64
 }
 
 // ipset is one set, as desired and as last seen in the kernel.
@@ -131,8 +133,6 @@ type ipset struct {
 	// tried orders the attempts to destroy an unwanted set, so that sets
 	// that failed take turns with the others.
 	tried uint64
-	// fail is the set's failure while it fails on its own, else nil.
-	fail *failure
 	// unread is set while ipset cannot read the set: it is neither
 	// written nor destroyed until it is read.
 	unread bool
@@ -176,6 +176,7 @@ func New(opts Options) (*IPSets, error) {
 	if s.retry == 0 {
 		s.retry = DefaultRetryInterval
 	}
+	s.ledger = dataplane.NewLedger[string](dataplane.Backoff{Initial: s.retry, Max: MaxSetBackoff}, s.clk)
 	return s, nil
 }
 
@@ -264,7 +265,7 @@ func (s *IPSets) AddOrReplaceSet(meta netfilter.SetMetadata, members []netfilter
 	set := s.entry(s.prefix + meta.Name)
 	changed := set.members.replaceDesired(members)
 	if changed || set.meta != meta || !set.wanted {
-		set.fail = nil // a new declaration is tried at once
+		s.ledger.Forget(set.kname) // a new declaration is tried at once
 	}
 	set.meta, set.wanted = meta, true
 	return nil
@@ -318,7 +319,7 @@ func (s *IPSets) AddMembers(name string, members []netfilter.Member) error {
 	}
 	for _, m := range members {
 		if d.want(m) {
-			set.fail = nil
+			s.ledger.Forget(set.kname)
 		}
 	}
 	return nil
@@ -338,7 +339,7 @@ func (s *IPSets) RemoveMembers(name string, members []netfilter.Member) error {
 	}
 	for _, m := range members {
 		if set.members.unwant(m) {
-			set.fail = nil
+			s.ledger.Forget(set.kname)
 		}
 	}
 	return nil
@@ -356,7 +357,8 @@ func (s *IPSets) RemoveSet(name string) error {
 	if set == nil || !set.wanted {
 		return nil
 	}
-	set.wanted, set.fail = false, nil
+	set.wanted = false
+	s.ledger.Forget(set.kname)
 	set.meta = netfilter.SetMetadata{}
 	set.members.clearDesired()
 	if set.kernel == nil {
@@ -405,6 +407,30 @@ func (s *IPSets) Names() []string {
 	slices.Sort(out)
 	return out
 }
+
+// Stats returns the driver's dataplane.DriverStats, counting a set and
+// each of its members as one object each: the desired sets and members,
+// those the kernel holds of the owned sets as last read and then written
+// (members the driver cannot represent included), the sets failing (the
+// ledger's), and the sets and members written, swapped in, deleted and
+// destroyed since New (the writes a Plan lists). It implements
+// dataplane.StatsReporter; it does no I/O.
+func (s *IPSets) Stats() dataplane.DriverStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := dataplane.DriverStats{Failing: s.ledger.Len(), Writes: s.writes}
+	for _, set := range s.sets {
+		if set.wanted {
+			st.Desired += 1 + set.members.desiredLen()
+		}
+		if set.kernel != nil {
+			st.InKernel += 1 + set.members.kernelLen() + len(set.foreign)
+		}
+	}
+	return st
+}
+
+var _ dataplane.StatsReporter = (*IPSets)(nil)
 
 // owned reports whether kname carries the driver's prefix.
 func (s *IPSets) owned(kname string) bool {

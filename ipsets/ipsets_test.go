@@ -296,7 +296,7 @@ func TestRestoreErrorKeepsContext(t *testing.T) {
 	assert.Equal(t, 5, strings.Count(rerr.Excerpt(), "\n"), "lines 1-5 around line 2")
 	var ce *command.Error
 	assert.ErrorAs(t, err, &ce, "the runner's error is kept")
-	assert.Regexp(t, `^ipsets: 1 object\(s\) failed; set np4-s: ipset restore failed: line 2 "add np4-s 10\.1\.0\.\d+": Kernel error received: no memory$`, err.Error())
+	assert.Regexp(t, `^ipsets: 1 object\(s\) failed; write set np4-s: ipset restore failed: line 2 "add np4-s 10\.1\.0\.\d+": Kernel error received: no memory$`, err.Error())
 
 	// Until it is due, the set is not tried again.
 	k.ClearFailures()
@@ -367,10 +367,12 @@ func TestUnreadableSetIsIsolated(t *testing.T) {
 	res, err := d.Apply(ctx)
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	require.ErrorIs(t, err, ipsets.ErrCommand)
-	assert.Contains(t, err.Error(), "set np4-bad: ipset command failed: save np4-bad")
+	assert.Contains(t, err.Error(), "read set np4-bad: ipset command failed: save np4-bad")
 	assert.Equal(t, ipsets.DefaultRetryInterval, res.RetryAfter)
 	_, err = d.ApplyDeletions(ctx)
-	require.NoError(t, err)
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe, "ApplyDeletions reports the set that waits for its read")
+	assert.Equal(t, dataplane.PartialError{Driver: "ipsets", Waiting: 1, Errs: pe.Errs}, *pe)
 	assert.Equal(t, []string{"np4-bad", "np4-good"}, k.Names(), "the other set is written, the leftover destroyed")
 	members, _ := k.Members("np4-bad")
 	assert.Empty(t, members, "the unreadable set is not written")
@@ -545,7 +547,9 @@ func TestTemporaryNameAvoidsKnownSets(t *testing.T) {
 	require.ErrorIs(t, err, netfilter.ErrSetInUse, "the leftover is held")
 	require.NoError(t, d.AddOrReplaceSet(netfilter.SetMetadata{Name: "s", Type: netfilter.HashIP, MaxSize: 6}, nil))
 	_, err = d.Apply(context.Background())
-	require.NoError(t, err)
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe, "Apply reports the leftover that waits to be destroyed")
+	assert.Equal(t, dataplane.PartialError{Driver: "ipsets", Waiting: 1, Errs: pe.Errs}, *pe)
 	assert.Contains(t, lastScript(k), "swap np4-s np4-~1\n")
 	members, _ := k.Members("np4-~0")
 	assert.Equal(t, []string{"10.0.0.0/8"}, members, "the leftover is untouched until it can be destroyed")

@@ -61,12 +61,12 @@ func (s *IPSets) Plan(ctx context.Context) (dataplane.Plan, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := dataplane.Plan{Driver: s.Name()}
-	now := s.clk.Now()
-	if err := s.sync(ctx, now); err != nil {
+	s.ledger.Begin()
+	if err := s.sync(ctx); err != nil {
 		s.fullResync = true
 		return p, err
 	}
-	steps, _, _, err := s.plan(ctx, now)
+	steps, _, _, err := s.plan(ctx)
 	if err != nil {
 		s.fullResync = true
 		return p, err
@@ -95,7 +95,7 @@ func (s *IPSets) Plan(ctx context.Context) (dataplane.Plan, error) {
 		}
 		p.Writes = append(p.Writes, elementWrites(dataplane.WriteDelete, set.kname, m.pendingDels())...)
 	}
-	for i, set := range s.doomed(now) {
+	for i, set := range s.doomed() {
 		if i == s.maxDestroys {
 			break
 		}
@@ -108,8 +108,10 @@ func (s *IPSets) Plan(ctx context.Context) (dataplane.Plan, error) {
 // create line says them) and their members ("element", "set member"), as
 // last read and then written; the drift: sets missing, of another header
 // or not wanted, and members missing or unwanted (those the driver cannot
-// represent included); and the failing sets, by kernel name (Err says
-// why, Attempts counts the failures in a row). It reads the kernel where
+// represent included); and the failing sets, in the order they first
+// failed (the driver's ledger: each a *dataplane.ObjectError of Kind
+// "set", Op "write", "read" or "destroy", Name the kernel name, Attempts
+// the failures in a row). It reads the kernel where
 // Apply would, and writes nothing. It implements dataplane.Stater. A nil
 // ctx is context.Background().
 func (s *IPSets) State(ctx context.Context) (dataplane.State, error) {
@@ -119,15 +121,12 @@ func (s *IPSets) State(ctx context.Context) (dataplane.State, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := dataplane.State{Driver: s.Name()}
-	if err := s.sync(ctx, s.clk.Now()); err != nil {
+	s.ledger.Begin()
+	if err := s.sync(ctx); err != nil {
 		s.fullResync = true
 		return st, err
 	}
-	var failing []*ipset
 	for kname, set := range s.sets {
-		if set.fail != nil {
-			failing = append(failing, set)
-		}
 		if set.kernel != nil && !set.unread {
 			st.Owned = append(st.Owned, dataplane.Object{Kind: kindSet, Text: setText(kname, *set.kernel)})
 			for m := range set.members.kernel() {
@@ -160,15 +159,7 @@ func (s *IPSets) State(ctx context.Context) (dataplane.State, error) {
 			st.Drift = append(st.Drift, dataplane.Drift{Kind: kindElement, Name: t, Have: t})
 		}
 	}
-	slices.SortFunc(failing, func(a, b *ipset) int { return strings.Compare(a.kname, b.kname) })
-	for _, set := range failing {
-		op := "write"
-		if set.fail.destroy {
-			op = "destroy"
-		}
-		st.Failing = append(st.Failing, &dataplane.ObjectError{Driver: s.Name(), Op: op, Kind: kindSet, Name: set.kname,
-			Err: set.fail.Err, Attempts: set.fail.Failures, RetryAt: set.fail.Due})
-	}
+	st.Failing = s.ledger.Errors()
 	dataplane.SortState(&st)
 	return st, nil
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/testkit/drivertest"
 	"github.com/nodeplane/nodeplane/ipsets"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake/ipsetsfake"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -148,77 +150,101 @@ func planDetail(p dataplane.Plan, name string) string {
 // For random declarations and changes (members added and removed, sets
 // swapped, resized, removed), and writes behind the driver's back found by
 // a resync: Plan writes nothing, the next Apply and ApplyDeletions change
-// the kernel by exactly the planned writes, and then Plan is empty and
-// State in sync.
+// the kernel by exactly the planned writes (and count as many in Stats),
+// and then Plan is empty and State in sync.
 func TestPlanProperties(t *testing.T) {
-	ctx := context.Background()
 	planned := 0
 	for _, fam := range []ipsets.Family{ipsets.IPv4, ipsets.IPv6} {
 		for seed := range uint64(15) {
 			t.Run(fmt.Sprintf("%v/%d", fam, seed), func(t *testing.T) {
-				r := rand.New(rand.NewPCG(seed, 21))
-				d, k := newFake(t, fam)
-				names := genDeclare(t, r, d, false)
-				for round := range 6 {
-					switch {
-					case round == 0:
-					case round%3 == 2 && len(names) > 1:
-						i := r.IntN(len(names))
-						require.NoError(t, d.RemoveSet(names[i]))
-						names = slices.Delete(names, i, i+1)
-					case round%2 == 1:
-						// Behind the driver's back: members deleted, a
-						// leftover set of ours created.
-						for _, name := range k.Names() {
-							ms, _ := k.Members(name)
-							for _, m := range ms {
-								if r.IntN(4) == 0 {
-									_, err := k.Run(ctx, nil, "ipset", "del", name, m)
-									require.NoError(t, err)
-								}
-							}
-						}
-						_, err := k.Run(ctx, nil, "ipset", "create", d.Prefix()+fmt.Sprint("old", round), "hash:ip", "family", ipsets.FamilyName(fam))
+				ns := kernelfake.New(kernelfake.Options{})
+				k := ns.IPSets()
+				rec := drivertest.Record(ns)
+				d, err := ipsets.New(ipsets.Options{Family: fam, Prefix: prefixOf(fam), Kernel: rec})
+				require.NoError(t, err)
+				planned += planRounds(t, rand.New(rand.NewPCG(seed, 21)), d, rec, true, 6, func() kernelSets { return snapshotSets(k) },
+					func(args ...string) {
+						_, err := k.Run(context.Background(), nil, "ipset", args...)
 						require.NoError(t, err)
-						d.QueueResync()
-					default:
-						genChange(t, r, d, names)
-					}
-					before := snapshotSets(k)
-					k.ResetCalls()
-					p, err := d.Plan(ctx)
-					require.NoError(t, err)
-					assert.Equal(t, before, snapshotSets(k), "Plan writes nothing")
-					assert.Zero(t, k.CountCalls("restore")+k.CountCalls("destroy"), "Plan writes nothing")
-					assert.Equal(t, d.Name(), p.Driver)
-					planned += len(p.Writes)
-					st, err := d.State(ctx)
-					require.NoError(t, err)
-					assert.Equal(t, p.Empty(), st.InSync(), "State drifts where Plan writes: %v\n%v", st, p)
-					owned := len(before.header)
-					for _, ms := range before.members {
-						owned += len(ms)
-					}
-					assert.Len(t, st.Owned, owned, "every set and member of ours")
-					assert.Equal(t, before, snapshotSets(k), "State writes nothing")
-
-					_, err = d.Apply(ctx)
-					require.NoError(t, err)
-					_, err = d.ApplyDeletions(ctx)
-					require.NoError(t, err)
-					checkPlanned(t, p, before, snapshotSets(k))
-
-					p, err = d.Plan(ctx)
-					require.NoError(t, err)
-					assert.True(t, p.Empty(), "%v", p)
-					st, err = d.State(ctx)
-					require.NoError(t, err)
-					assert.True(t, st.InSync(), "%v", st)
-				}
+					})
 			})
 		}
 	}
 	assert.Greater(t, planned, 1000, "the draw makes writes to plan")
+}
+
+// planRounds declares random sets on d (whose kernel goes through rec;
+// hash:net,net ones with netnet),
+// then for rounds rounds changes them (or the kernel, through run, an
+// ipset command line, behind d's back; or removes a set) and checks Plan,
+// State, Apply and ApplyDeletions against each other and against the
+// kernel (snap reads it). It returns the writes planned.
+func planRounds(t *testing.T, r *rand.Rand, d *ipsets.IPSets, rec *drivertest.Recorder, netnet bool, rounds int, snap func() kernelSets, run func(args ...string)) int {
+	t.Helper()
+	ctx := context.Background()
+	planned := 0
+	names := genDeclare(t, r, d, netnet)
+	for round := range rounds {
+		switch {
+		case round == 0:
+		case round%3 == 2 && len(names) > 1:
+			i := r.IntN(len(names))
+			require.NoError(t, d.RemoveSet(names[i]))
+			names = slices.Delete(names, i, i+1)
+		case round%2 == 1:
+			// Behind the driver's back: members deleted, a leftover set
+			// of ours created.
+			ks := snap()
+			for _, name := range slices.Sorted(maps.Keys(ks.members)) {
+				for _, m := range slices.Sorted(maps.Keys(ks.members[name])) {
+					if r.IntN(4) == 0 {
+						run("del", name, m)
+					}
+				}
+			}
+			run("create", d.Prefix()+fmt.Sprint("old", round), "hash:ip", "family", ipsets.FamilyName(d.Family()))
+			d.QueueResync()
+		default:
+			genChange(t, r, d, names)
+		}
+		before := snap()
+		rec.ResetCounts()
+		p, err := d.Plan(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, before, snap(), "Plan writes nothing")
+		assert.Zero(t, rec.Writes(), "Plan writes nothing")
+		assert.Equal(t, d.Name(), p.Driver)
+		planned += len(p.Writes)
+		st, err := d.State(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, p.Empty(), st.InSync(), "State drifts where Plan writes: %v\n%v", st, p)
+		owned := len(before.header)
+		for _, ms := range before.members {
+			owned += len(ms)
+		}
+		assert.Len(t, st.Owned, owned, "every set and member of ours")
+		assert.Equal(t, before, snap(), "State writes nothing")
+		assert.Zero(t, rec.Writes(), "State writes nothing")
+
+		stats := d.Stats()
+		_, err = d.Apply(ctx)
+		require.NoError(t, err)
+		_, err = d.ApplyDeletions(ctx)
+		require.NoError(t, err)
+		checkPlanned(t, p, before, snap())
+		after := d.Stats()
+		assert.Equal(t, uint64(len(p.Writes)), after.Writes-stats.Writes, "Stats count the planned writes")
+		assert.Equal(t, p.Empty(), rec.Writes() == 0, "an empty Plan, no write: %v", p)
+		assert.Equal(t, dataplane.DriverStats{Desired: after.Desired, InKernel: after.Desired, Writes: after.Writes}, after, "settled")
+
+		p, err = d.Plan(ctx)
+		require.NoError(t, err)
+		assert.True(t, p.Empty(), "%v", p)
+		st, err = d.State(ctx)
+		require.NoError(t, err)
+		assert.True(t, st.InSync(), "%v", st)
+	}
+	return planned
 }
 
 // Plan's text for each kind of write, and what Plan and State say of sets

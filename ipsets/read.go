@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
+	"strings"
 
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -16,25 +16,25 @@ import (
 // the member rechecks it queues, a budget's worth per Apply.
 
 // sync re-reads the kernel as far as needed.
-func (s *IPSets) sync(ctx context.Context, now time.Time) error {
+func (s *IPSets) sync(ctx context.Context) error {
 	switch {
 	case s.fullResync:
-		if err := s.resyncAll(ctx, now); err != nil {
+		if err := s.resyncAll(ctx); err != nil {
 			return err
 		}
 		s.fullResync, s.namesResync = false, false
 	case s.namesResync:
-		if err := s.resyncNames(ctx, now); err != nil {
+		if err := s.resyncNames(ctx); err != nil {
 			return err
 		}
 		s.namesResync = false
 	}
-	if err := s.recheckSome(ctx, now); err != nil {
+	if err := s.recheckSome(ctx); err != nil {
 		return err
 	}
 	for kname, set := range s.sets {
-		if set.unread && !set.waiting(now) {
-			if err := s.read(ctx, kname, now, false); err != nil {
+		if set.unread && !s.ledger.Waiting(kname) {
+			if err := s.read(ctx, kname, false); err != nil {
 				return err
 			}
 		}
@@ -46,23 +46,28 @@ func (s *IPSets) sync(ctx context.Context, now time.Time) error {
 // refused to save it, or its output could not be parsed — is recorded on
 // the set, which is neither written nor destroyed until it has been read;
 // it is tried again after its backoff. Other failures are returned.
-func (s *IPSets) read(ctx context.Context, kname string, now time.Time, report bool) error {
-	if set := s.sets[kname]; set != nil && set.unread && set.waiting(now) {
+func (s *IPSets) read(ctx context.Context, kname string, report bool) error {
+	if set := s.sets[kname]; set != nil && set.unread && s.ledger.Waiting(kname) {
 		return nil
 	}
 	err := s.readSet(ctx, kname, report)
 	if err == nil {
 		if set := s.sets[kname]; set != nil && set.unread {
-			set.unread, set.fail = false, nil
+			set.unread = false
+			s.ledger.Forget(kname)
 		}
 		return nil
 	}
-	if !refused(err) && !errors.Is(err, ErrParse) {
+	reason := ErrParse
+	switch {
+	case errors.Is(err, ErrParse):
+	case refused(err):
+		reason = ErrCommand
+	default:
 		return err
 	}
-	set := s.entry(kname)
-	set.unread = true
-	s.failed(set, err, false, now)
+	s.entry(kname).unread = true
+	s.failed(kname, opRead, reason, strings.TrimPrefix(err.Error(), reason.Error()+": "), err)
 	return nil
 }
 
@@ -165,6 +170,7 @@ func (s *IPSets) markMissing(kname string, report bool) {
 	set.members.clearKernel()
 	if !set.wanted {
 		delete(s.sets, kname)
+		s.ledger.Forget(kname)
 	}
 }
 
@@ -194,7 +200,7 @@ func (s *IPSets) referenced(ctx context.Context, kname string) (int, error) {
 }
 
 // resyncAll re-reads every owned set.
-func (s *IPSets) resyncAll(ctx context.Context, now time.Time) error {
+func (s *IPSets) resyncAll(ctx context.Context) error {
 	names, err := s.listNames(ctx)
 	if err != nil {
 		return err
@@ -205,7 +211,7 @@ func (s *IPSets) resyncAll(ctx context.Context, now time.Time) error {
 		}
 	}
 	for kname := range names {
-		if err := s.read(ctx, kname, now, false); err != nil {
+		if err := s.read(ctx, kname, false); err != nil {
 			return err
 		}
 	}
@@ -216,7 +222,7 @@ func (s *IPSets) resyncAll(ctx context.Context, now time.Time) error {
 
 // resyncNames lists the kernel's owned sets, records missing and leftover
 // ones, and queues every owned set in the kernel for a member recheck.
-func (s *IPSets) resyncNames(ctx context.Context, now time.Time) error {
+func (s *IPSets) resyncNames(ctx context.Context) error {
 	names, err := s.listNames(ctx)
 	if err != nil {
 		return err
@@ -232,7 +238,7 @@ func (s *IPSets) resyncNames(ctx context.Context, now time.Time) error {
 		if set.kernel == nil {
 			// A leftover we did not know: read it now, so that it is
 			// destroyed (or adopted) in this pass.
-			if err := s.read(ctx, kname, now, false); err != nil {
+			if err := s.read(ctx, kname, false); err != nil {
 				return err
 			}
 			continue
@@ -252,7 +258,7 @@ func (s *IPSets) queue(kname string) {
 
 // recheckSome re-reads queued sets until the budget is spent (at least
 // one).
-func (s *IPSets) recheckSome(ctx context.Context, now time.Time) error {
+func (s *IPSets) recheckSome(ctx context.Context) error {
 	if len(s.recheck) == 0 {
 		return nil
 	}
@@ -262,7 +268,7 @@ func (s *IPSets) recheckSome(ctx context.Context, now time.Time) error {
 		s.recheck = s.recheck[1:]
 		delete(s.queued, kname)
 		if set := s.sets[kname]; set != nil && set.kernel != nil {
-			if err := s.read(ctx, kname, now, false); err != nil {
+			if err := s.read(ctx, kname, false); err != nil {
 				return err
 			}
 		}

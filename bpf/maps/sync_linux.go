@@ -363,11 +363,15 @@ func (s *Sync[K, V]) ApplyDeletions(ctx context.Context) error { return s.apply(
 // Err returns the failures of the latest ApplyUpdates and ApplyDeletions
 // (or Apply) as one *dataplane.PartialError, or nil when no entry is
 // failing: the same failures those calls returned. It does no I/O.
-func (s *Sync[K, V]) Err() error { return joinPartial(s.updFailed.Err(), s.delFailed.Err()) }
+func (s *Sync[K, V]) Err() error { return JoinPartial(s.updFailed.Err(), s.delFailed.Err()) }
 
-// joinPartial merges the *dataplane.PartialError (or nil) of each ledger
-// into one, or returns nil when both are nil.
-func joinPartial(errs ...error) error {
+// JoinPartial merges errs, each a *dataplane.PartialError (a
+// dataplane.Ledger's Err) or nil, into one *dataplane.PartialError, or
+// returns nil when all are nil: its counts and Errs are theirs together,
+// and its Driver theirs when they all name the same. A driver whose
+// objects are in several ledgers (a Sync per map, a ledger of its own)
+// returns it from its Apply.
+func JoinPartial(errs ...error) error {
 	var out *dataplane.PartialError
 	for _, err := range errs {
 		pe, ok := err.(*dataplane.PartialError)
@@ -376,6 +380,9 @@ func joinPartial(errs ...error) error {
 		}
 		if out == nil {
 			out = &dataplane.PartialError{Driver: pe.Driver}
+		}
+		if pe.Driver != out.Driver {
+			out.Driver = ""
 		}
 		out.Failed += pe.Failed
 		out.Waiting += pe.Waiting
@@ -442,7 +449,7 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 		s.log.Debug("maps: applied", "map", s.name, "updated", len(keys), "deleted", len(gone),
 			"failing", s.updFailed.Len()+s.delFailed.Len())
 	}
-	return joinPartial(errs...)
+	return JoinPartial(errs...)
 }
 
 // decision is what an Apply does with one dirty key.

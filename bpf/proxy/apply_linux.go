@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,7 +48,7 @@ type kstate struct {
 	beSync     *maps.Sync[beKey, beVal]
 	progs      map[string]*ebpf.Program
 	progIDs    map[*ebpf.Program]ebpf.ProgramID
-	linkWrites int // attachments made or replaced, for tests
+	linkWrites int // TCX attachments made, replaced or detached
 	ids        *idalloc.IndexAllocator
 	adopted    map[feKey]uint32 // service IDs found in the frontend map at start
 	adoptedOK  bool
@@ -94,6 +93,7 @@ func (k *kstate) stats(wanted int) dataplane.DriverStats {
 	if cg := k.cg; cg != nil {
 		st.Desired += len(cgroupHooks)
 		st.InKernel += len(cg.links)
+		st.Writes += uint64(cg.created + cg.updated)
 	}
 	return st
 }
@@ -245,6 +245,7 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.failed.Begin()
+	p.refused.Begin()
 	if p.k == nil {
 		k, err := p.open()
 		if err != nil {
@@ -253,22 +254,53 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		p.k = k
 	}
 	k := p.k
+	if err := p.prepare(ctx); err != nil {
+		return dataplane.ApplyResult{}, err
+	}
+	if p.linksDirDue {
+		if err := p.makeLinksDir(); err != nil {
+			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w: %w", p.o.Name, ErrLoad, err)
+		}
+		p.linksDirDue = false
+	}
+	feUsed, beUsed := k.feSync.Used(), k.beSync.Used()
+	errs := p.writeMaps(ctx)
+	if p.refused.Len() > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed) {
+		// The stale entries deleted made room: the waiting services are
+		// declared again, and the maps written again with those that fit.
+		p.retryWaiting()
+		p.declare()
+		errs = p.writeMaps(ctx)
+	}
+	p.attachAll()
+	p.attachCgroup()
+	p.warnUnseen()
+	return p.result(errs)
+}
+
+// prepare is what Apply, Plan and State do before they write or report:
+// a resync queued (the maps read again, the attachments checked again,
+// the waiting services tried again), the service IDs adopted from the
+// frontend map at start, the maps read, and the dirty services declared
+// into the desired entries. It writes nothing to the kernel (a Plan that
+// runs it leaves the next Apply the writes); the links directory that a
+// resync remakes is made by Apply (linksDirDue).
+func (p *Proxy) prepare(ctx context.Context) error {
+	k := p.k
 	if p.resync {
 		p.resync = false
 		k.feSync.QueueResync()
 		k.beSync.QueueResync()
 		k.swept = false
 		p.recheckAttachments()
-		if err := p.makeLinksDir(); err != nil {
-			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w: %w", p.o.Name, ErrLoad, err)
-		}
+		p.linksDirDue = true
 		// The maps are read again: a waiting service may fit now.
 		p.retryWaiting()
 	}
 	if !k.adoptedOK {
 		cur, err := k.feSync.Kernel(ctx)
 		if err != nil {
-			return dataplane.ApplyResult{}, fmt.Errorf("%s: reading the frontends: %w", p.o.Name, err)
+			return fmt.Errorf("%s: reading the frontends: %w", p.o.Name, err)
 		}
 		// Every ID found is held back until the services that had it claim
 		// it (declare releases the rest), so a new service never takes an
@@ -285,24 +317,11 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	// time and after a resync).
 	for _, read := range []func(context.Context) error{k.feSync.Read, k.beSync.Read} {
 		if err := read(ctx); err != nil {
-			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w", p.o.Name, err)
+			return fmt.Errorf("%s: %w", p.o.Name, err)
 		}
 	}
-	p.tried = map[string]bool{}
 	p.declare()
-	feUsed, beUsed := k.feSync.Used(), k.beSync.Used()
-	errs := p.writeMaps(ctx)
-	if len(p.waiting) > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed) {
-		// The stale entries deleted made room: the waiting services are
-		// declared again, and the maps written again with those that fit.
-		p.retryWaiting()
-		p.declare()
-		errs = p.writeMaps(ctx)
-	}
-	p.attachAll()
-	p.attachCgroup()
-	p.warnUnseen()
-	return p.result(errs, p.refusals())
+	return nil
 }
 
 // writeMaps writes the difference between the desired entries and the
@@ -328,27 +347,18 @@ func (p *Proxy) writeMaps(ctx context.Context) []error {
 	return errs
 }
 
-// result folds the map steps' errors, the attachments that failed and
-// the refused services into one PartialError: the entries (in the maps'
-// ledgers) and the attachments (in the Proxy's) with their backoff, whose
-// earliest end is the RetryAfter, and the refused services (see refusals)
-// without a timed retry. Any other step error fails the driver.
-func (p *Proxy) result(errs []error, refused *dataplane.PartialError) (dataplane.ApplyResult, error) {
-	pe := &dataplane.PartialError{}
-	add := func(part *dataplane.PartialError) {
-		pe.Errs = append(pe.Errs, part.Errs...)
-		pe.Failed += part.Failed
-		pe.Waiting += part.Waiting
-	}
+// result returns the Apply's outcome: a map step's error that is not a
+// *dataplane.PartialError (a read failed) fails the driver; otherwise the
+// error joins the ledgers' PartialErrors (maps.JoinPartial): the entries
+// (the maps' Syncs) and the attachments (the Proxy's failed) with their
+// backoff, whose earliest end is the RetryAfter, and the services that
+// wait (refused) with none.
+func (p *Proxy) result(errs []error) (dataplane.ApplyResult, error) {
 	for _, err := range errs {
 		var part *dataplane.PartialError
 		if !errors.As(err, &part) {
 			return dataplane.ApplyResult{}, fmt.Errorf("%s: %w", p.o.Name, errors.Join(errs...))
 		}
-		add(part)
-	}
-	if part, ok := p.failed.Err().(*dataplane.PartialError); ok {
-		add(part)
 	}
 	var res dataplane.ApplyResult
 	for _, after := range []time.Duration{p.failed.RetryAfter(), p.k.feSync.RetryAfter(), p.k.beSync.RetryAfter()} {
@@ -356,63 +366,7 @@ func (p *Proxy) result(errs []error, refused *dataplane.PartialError) (dataplane
 			res.RetryAfter = after
 		}
 	}
-	if refused != nil {
-		add(refused)
-	}
-	if len(pe.Errs) == 0 {
-		return res, nil
-	}
-	return res, pe
-}
-
-// maxRefusals is how many errors of services refused for a frontend
-// conflict or for want of an ID an Apply's error keeps, and how many
-// names its error for a full map quotes.
-const maxRefusals = 8
-
-// refusals returns what Apply reports of the services that wait, or nil:
-// one error per service refused for a frontend conflict or for want of a
-// service ID (the first maxRefusals, by text), and one error for all those
-// refused for want of room in the maps (ErrMapFull), whatever their
-// number. The services this Apply declared count as failed, the others as
-// waiting: nothing of theirs is tried again until what held them back
-// changes (a service removed, changed or shrunk, a frontend let go, a
-// resync).
-func (p *Proxy) refusals() *dataplane.PartialError {
-	if len(p.waiting) == 0 {
-		return nil
-	}
-	pe := &dataplane.PartialError{}
-	var full []string
-	for n := range p.waiting {
-		if p.tried[n] {
-			pe.Failed++
-		} else {
-			pe.Waiting++
-		}
-		if err := p.services[n].err; errors.Is(err, ErrMapFull) {
-			full = append(full, n)
-		} else {
-			pe.Errs = append(pe.Errs, err)
-		}
-	}
-	slices.SortFunc(pe.Errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	pe.Errs = pe.Errs[:min(len(pe.Errs), maxRefusals)]
-	if len(full) > 0 {
-		slices.Sort(full)
-		names := make([]string, 0, maxRefusals+1)
-		for _, n := range full[:min(len(full), maxRefusals)] {
-			names = append(names, strconv.Quote(n))
-		}
-		if len(full) > maxRefusals {
-			names = append(names, "…")
-		}
-		k := p.k
-		pe.Errs = append([]error{fmt.Errorf("%w: %d services wait for room (frontends: %d of %d entries used, backends: %d of %d): %s",
-			ErrMapFull, len(full), k.feSync.DesiredLen(), k.fe.MaxEntries(), k.beSync.DesiredLen(), k.be.MaxEntries(),
-			strings.Join(names, ", "))}, pe.Errs...)
-	}
-	return pe
+	return res, maps.JoinPartial(p.k.feSync.Err(), p.k.beSync.Err(), p.failed.Err(), p.refused.Err())
 }
 
 // declare turns the dirty services into desired map entries.
@@ -437,8 +391,8 @@ func (p *Proxy) declare() {
 // retryWaiting makes the waiting services dirty, so the next declare tries
 // them again.
 func (p *Proxy) retryWaiting() {
-	for n := range p.waiting {
-		p.dirty[n] = true
+	for _, e := range p.refused.Errors() {
+		p.dirty[e.Name] = true
 	}
 }
 
@@ -493,7 +447,7 @@ func (p *Proxy) declareNames(names []string) (freed bool) {
 			continue
 		}
 		before := slices.Clone(s.fes)
-		p.tally.add(n, s, -1)
+		p.tally.add(s, -1)
 		p.withdraw(n, s)
 		if s.removed {
 			p.releaseIDs(s)
@@ -502,7 +456,7 @@ func (p *Proxy) declareNames(names []string) (freed bool) {
 			continue
 		}
 		p.write(n, s)
-		p.tally.add(n, s, 1)
+		p.tally.add(s, 1)
 		for _, f := range before {
 			if !slices.Contains(s.fes, f) {
 				freed = true
@@ -563,19 +517,20 @@ func (p *Proxy) withdraw(name string, s *svc) {
 		delete(p.k.capped, f)
 		delete(p.owners, f)
 	}
-	delete(p.waiting, name)
+	p.refused.Forget(name)
 	for _, b := range s.bes {
 		p.k.beSync.Delete(b)
 	}
-	s.fes, s.bes, s.err = nil, nil, nil
+	s.fes, s.bes = nil, nil
 }
 
-// refuse records why service s is not written: it waits (and counts as
-// tried by this Apply) until retryWaiting makes it dirty again.
-func (p *Proxy) refuse(name string, s *svc, err error) {
-	s.err = err
-	p.waiting[name] = true
-	p.tried[name] = true
+// refuse records why service name is not written (reason, one of the
+// package's sentinels, detail and the cause err): it is held in the
+// refused ledger, counted as failed by this Apply and as waiting by the
+// next, with no timed retry, until retryWaiting makes it dirty again.
+func (p *Proxy) refuse(name string, reason error, detail string, err error) {
+	p.refused.Hold(name, &dataplane.ObjectError{Driver: "proxy", Op: "write", Kind: kindService, Name: name,
+		Reason: reason, Detail: detail, Err: err})
 }
 
 // write declares service s's entries when all of them can be written:
@@ -586,7 +541,7 @@ func (p *Proxy) write(name string, s *svc) {
 	e := build(s.s, p.nodeAddrs)
 	for _, f := range e.frontends {
 		if o, held := p.owners[f.key]; held && o != name {
-			p.refuse(name, s, fmt.Errorf("%w: service %q: %v is service %q's", ErrFrontendConflict, name, f.key, o))
+			p.refuse(name, ErrFrontendConflict, fmt.Sprintf("%v is service %q's", f.key, o), nil)
 			return
 		}
 	}
@@ -608,13 +563,13 @@ func (p *Proxy) write(name string, s *svc) {
 		}
 		id, err := p.idFor(s, fam, fes)
 		if err != nil {
-			p.refuse(name, s, err)
+			p.refuse(name, ErrInvalidService, "no free service ID", err)
 			return
 		}
 		ids[fam] = id
 	}
-	if err := p.room(name, e, ids); err != nil {
-		p.refuse(name, s, err)
+	if full := p.room(e, ids); full != "" {
+		p.refuse(name, ErrMapFull, full, nil)
 		return
 	}
 	for _, f := range e.frontends {
@@ -635,13 +590,13 @@ func (p *Proxy) write(name string, s *svc) {
 	}
 }
 
-// room returns nil when the maps have room for all of entries e, of
-// service name whose IDs by family are ids, and otherwise an error
-// wrapping ErrMapFull that says which map lacks room. Only the keys the
+// room returns "" when the maps have room for all of entries e, of a
+// service whose IDs by family are ids, and otherwise says which map lacks
+// room. Only the keys the
 // maps hold nowhere yet take room (maps.Sync.Holds), and the entries to be
 // deleted keep theirs until the end of the Apply (maps.Sync.Used): the
 // backends are written before the stale ones are deleted.
-func (p *Proxy) room(name string, e entries, ids [2]uint32) error {
+func (p *Proxy) room(e entries, ids [2]uint32) string {
 	k := p.k
 	fes, bes := 0, 0
 	for _, f := range e.frontends {
@@ -656,16 +611,16 @@ func (p *Proxy) room(name string, e entries, ids [2]uint32) error {
 			}
 		}
 	}
-	check := func(what, mapName string, capacity uint32, used, need int) error {
+	check := func(what, mapName string, capacity uint32, used, need int) string {
 		free := max(0, int(capacity)-used)
 		if need <= free {
-			return nil
+			return ""
 		}
-		return fmt.Errorf("%w: service %q: the %s map %s (%d entries) has room for %d more, the service needs %d",
-			ErrMapFull, name, what, mapName, capacity, free, need)
+		return fmt.Sprintf("the %s map %s (%d entries) has room for %d more, the service needs %d",
+			what, mapName, capacity, free, need)
 	}
-	if err := check("frontend", feMapName, k.fe.MaxEntries(), k.feSync.Used(), fes); err != nil {
-		return err
+	if full := check("frontend", feMapName, k.fe.MaxEntries(), k.feSync.Used(), fes); full != "" {
+		return full
 	}
 	return check("backend", beMapName, k.be.MaxEntries(), k.beSync.Used(), bes)
 }
@@ -687,7 +642,7 @@ func (p *Proxy) idFor(s *svc, fam int, fes []frontend) (uint32, error) {
 	}
 	id, err := k.ids.Grab()
 	if err != nil {
-		return 0, fmt.Errorf("%w: service %q: no free service ID: %w", ErrInvalidService, s.s.Name, err)
+		return 0, err
 	}
 	s.ids[fam] = id
 	return id, nil
@@ -735,25 +690,15 @@ func (p *Proxy) recheckAttachments() {
 // tried again at every Apply.
 func (p *Proxy) attachAll() {
 	k := p.k
-	for name, a := range k.attached {
-		if l, ok := p.links[name]; ok && l == a.at {
-			continue
-		}
-		a.close()
+	stale := p.staleAttachments()
+	for _, name := range stale {
+		k.attached[name].close()
 		delete(k.attached, name)
 		if _, ok := p.links[name]; !ok {
 			p.unpin(name)
 		}
 	}
-	names := make([]string, 0, len(p.links))
-	for n := range p.links {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if _, ok := k.attached[name]; ok {
-			continue
-		}
+	for _, name := range p.unattached(stale) {
 		l := p.links[name]
 		a, err := p.attach(name, l)
 		if err != nil {
@@ -765,18 +710,9 @@ func (p *Proxy) attachAll() {
 		k.attached[name] = a
 	}
 	if !k.swept {
-		// Pins of interfaces that are no longer wanted (renamed, gone while
-		// no agent ran, or no longer matching the options) are detached.
-		entries, err := os.ReadDir(filepath.Join(p.o.PinDir, linksDir))
-		if err == nil {
-			for _, e := range entries {
-				name, ok := tcxPinInterface(e.Name())
-				if !ok {
-					continue // a cgroup attachment's (attachCgroup) or not ours
-				}
-				if _, ok := p.links[name]; !ok {
-					_ = detachPinned(filepath.Join(p.o.PinDir, linksDir, e.Name()))
-				}
+		if files, err := p.strayPins(nil); err == nil {
+			for _, file := range files {
+				p.detachPin(filepath.Join(p.o.PinDir, linksDir, file))
 			}
 			k.swept = true
 		}
@@ -786,6 +722,57 @@ func (p *Proxy) attachAll() {
 		_, wanted := p.links[name]
 		return !ok || wanted
 	})
+}
+
+// staleAttachments returns the interfaces the programs are attached to
+// whose attachment goes: the interface is gone or no longer wanted, or it
+// came back with another index (or as another kind). Sorted.
+func (p *Proxy) staleAttachments() []string {
+	var out []string
+	for name, a := range p.k.attached {
+		if l, ok := p.links[name]; !ok || l != a.at {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// unattached returns the wanted interfaces the programs are to be attached
+// to: those not attached, and those of stale (staleAttachments) that are
+// still wanted. Sorted.
+func (p *Proxy) unattached(stale []string) []string {
+	var out []string
+	for name := range p.links {
+		if _, ok := p.k.attached[name]; !ok || slices.Contains(stale, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// strayPins returns the files in linksDir that are TCX attachment pins
+// (tcxPinInterface) of interfaces that are not wanted (renamed, gone while
+// no agent ran, or no longer matching the options), except those of the
+// interfaces in skip: the sweep detaches them. Cgroup attachments' pins
+// and files not ours are left out. Sorted.
+func (p *Proxy) strayPins(skip []string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(p.o.PinDir, linksDir))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		name, ok := tcxPinInterface(e.Name())
+		if !ok {
+			continue // a cgroup attachment's (attachCgroup) or not ours
+		}
+		if _, ok := p.links[name]; !ok && !slices.Contains(skip, name) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
 }
 
 // ifacePrefix starts the ledger key of an interface's attachment.
@@ -805,10 +792,22 @@ func tcxPinInterface(file string) (name string, ok bool) {
 	return name, true
 }
 
+// tcxDirs are the directions of an interface's attachments, as their pins
+// and Plan name them.
+var tcxDirs = [...]string{"ingress", "egress"}
+
 // unpin detaches the programs from interface name and removes their pins.
 func (p *Proxy) unpin(name string) {
-	for _, dir := range []string{"ingress", "egress"} {
-		_ = detachPinned(p.linkPin(name, dir))
+	for _, dir := range tcxDirs {
+		p.detachPin(p.linkPin(name, dir))
+	}
+}
+
+// detachPin detaches the TCX attachment pinned at pin (detachPinned) and
+// counts the write when there was one.
+func (p *Proxy) detachPin(pin string) {
+	if found, _ := detachPinned(pin); found {
+		p.k.linkWrites++
 	}
 }
 
@@ -816,20 +815,20 @@ func (p *Proxy) unpin(name string) {
 // Removing the pin alone is not enough: the kernel detaches the program
 // only when it frees the pin's inode, some time after the removal. A pin
 // that is not an attachment is removed all the same; a missing pin is no
-// error.
-func detachPinned(pin string) error {
+// error. found says whether an attachment was pinned there.
+func detachPinned(pin string) (found bool, err error) {
 	l, err := link.LoadPinnedLink(pin, nil)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
 		if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+			return false, err
 		}
-		return nil
+		return false, nil
 	}
 	defer l.Close()
-	return detach(l)
+	return true, detach(l)
 }
 
 // detach detaches l from where it is attached, now, and removes its pin.
@@ -850,39 +849,50 @@ func detach(l link.Link) error {
 // reusing pinned attachments on the same interface (their program is
 // replaced in place, so traffic never passes untranslated).
 func (p *Proxy) attach(name string, l iface) (*attachment, error) {
-	k := p.k
-	ingress := k.progs[progIngressPod]
-	if l.host {
-		ingress = k.progs[progIngressHost]
-	}
 	a := &attachment{at: l}
 	var err error
-	if a.ingress, err = p.attachOne(name, l.index, "ingress", ebpf.AttachTCXIngress, ingress); err != nil {
+	if a.ingress, err = p.attachOne(name, l, tcxDirs[0]); err != nil {
 		return nil, err
 	}
-	if a.egress, err = p.attachOne(name, l.index, "egress", ebpf.AttachTCXEgress, k.progs[progEgress]); err != nil {
+	if a.egress, err = p.attachOne(name, l, tcxDirs[1]); err != nil {
 		a.close()
 		return nil, err
 	}
 	return a, nil
 }
 
-// attachOne attaches prog to one direction of interface index through
-// pinOrAttach.
-func (p *Proxy) attachOne(name string, index int, dir string, typ ebpf.AttachType, prog *ebpf.Program) (link.Link, error) {
+// tcx returns what direction dir ("ingress" or "egress") of interface l
+// runs: the program, where it is attached, and how to tell an attachment
+// that is there.
+func (p *Proxy) tcx(l iface, dir string) (*ebpf.Program, ebpf.AttachType, func(*link.Info) bool) {
+	k := p.k
+	prog, typ := k.progs[progEgress], ebpf.AttachTCXEgress
+	if dir == tcxDirs[0] {
+		prog, typ = k.progs[progIngressPod], ebpf.AttachTCXIngress
+		if l.host {
+			prog = k.progs[progIngressHost]
+		}
+	}
 	here := func(info *link.Info) bool {
 		tcx := info.TCX()
-		return tcx != nil && int(tcx.Ifindex) == index && ebpf.AttachType(tcx.AttachType) == typ
+		return tcx != nil && int(tcx.Ifindex) == l.index && ebpf.AttachType(tcx.AttachType) == typ
 	}
-	l, w, err := pinOrAttach(p.linkPin(name, dir), here, prog, p.k.progIDs[prog], func() (l link.Link, err error) {
+	return prog, typ, here
+}
+
+// attachOne attaches the program of direction dir to interface name (l)
+// through pinOrAttach.
+func (p *Proxy) attachOne(name string, l iface, dir string) (link.Link, error) {
+	prog, typ, here := p.tcx(l, dir)
+	ln, w, err := pinOrAttach(p.linkPin(name, dir), here, prog, p.k.progIDs[prog], func() (ln link.Link, err error) {
 		err = p.o.Kernel.Do(func() error {
-			l, err = link.AttachTCX(link.TCXOptions{Interface: index, Program: prog, Attach: typ})
+			ln, err = link.AttachTCX(link.TCXOptions{Interface: l.index, Program: prog, Attach: typ})
 			return err
 		})
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			err = unsupported(fmt.Errorf("TCX: %w", err))
 		}
-		return l, err
+		return ln, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -890,7 +900,7 @@ func (p *Proxy) attachOne(name string, index int, dir string, typ ebpf.AttachTyp
 	if w != linkKept {
 		p.k.linkWrites++
 	}
-	return l, nil
+	return ln, nil
 }
 
 // linkWrite says what pinOrAttach wrote.
@@ -911,21 +921,19 @@ const (
 // it.
 func pinOrAttach(pin string, here func(*link.Info) bool, prog *ebpf.Program, progID ebpf.ProgramID,
 	attach func() (link.Link, error)) (link.Link, linkWrite, error) {
-	if old, err := link.LoadPinnedLink(pin, nil); err == nil {
-		if info, err := old.Info(); err == nil && here(info) {
-			if info.Program == progID {
-				return old, linkKept, nil // ours, already running this program
-			}
-			if err := old.Update(prog); err == nil {
-				return old, linkUpdated, nil
-			}
-		}
+	old, w := pinned(pin, here, progID)
+	switch {
+	case w == linkKept:
+		return old, linkKept, nil // ours, already running this program
+	case w == linkUpdated && old.Update(prog) == nil:
+		return old, linkUpdated, nil
+	case old != nil:
 		// Elsewhere (the interface or Options.Cgroup changed) or not
 		// updatable: detach it.
 		_ = detach(old)
 		_ = old.Close()
-	} else if !errors.Is(err, os.ErrNotExist) {
-		_ = os.Remove(pin)
+	default:
+		_ = os.Remove(pin) // not an attachment, or nothing
 	}
 	l, err := attach()
 	if err != nil {
@@ -936,6 +944,27 @@ func pinOrAttach(pin string, here func(*link.Info) bool, prog *ebpf.Program, pro
 		return nil, 0, fmt.Errorf("pinning the attachment: %w", err)
 	}
 	return l, linkAttached, nil
+}
+
+// pinned is pinOrAttach's decision, which Plan makes too: it returns the
+// attachment pinned at pin, if any (the caller closes it), and what
+// pinOrAttach writes for it: linkKept when here says it is where it should
+// be and it runs the program whose ID is progID, linkUpdated when it is
+// where it should be with another program (replaced in place), and
+// linkAttached when nothing is pinned there or what is, is elsewhere (it is
+// detached first).
+func pinned(pin string, here func(*link.Info) bool, progID ebpf.ProgramID) (link.Link, linkWrite) {
+	old, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		return nil, linkAttached
+	}
+	if info, err := old.Info(); err == nil && here(info) {
+		if info.Program == progID {
+			return old, linkKept
+		}
+		return old, linkUpdated
+	}
+	return old, linkAttached
 }
 
 // Close releases the Proxy's file descriptors and leaves the dataplane
@@ -979,7 +1008,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 	}
 	for _, e := range entries {
 		if _, ok := tcxPinInterface(e.Name()); ok || isCgroupPin(e.Name()) {
-			if err := detachPinned(filepath.Join(dir, e.Name())); err != nil {
+			if _, err := detachPinned(filepath.Join(dir, e.Name())); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", e.Name(), err))
 			}
 		}
@@ -995,7 +1024,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 		p.dirty[n] = true
 	}
 	clear(p.owners)
-	clear(p.waiting)
+	p.refused.Retain(func(string) bool { return false })
 	p.tally.services, p.tally.frontends, p.tally.backends = 0, 0, 0
 	if len(errs) > 0 {
 		return fmt.Errorf("%s: cleanup: %w", p.o.Name, errors.Join(errs...))

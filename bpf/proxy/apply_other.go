@@ -19,6 +19,16 @@ func (p *Proxy) Apply(context.Context) (dataplane.ApplyResult, error) {
 	return dataplane.ApplyResult{}, ErrNotSupported
 }
 
+// Plan fails with ErrNotSupported off Linux.
+func (p *Proxy) Plan(context.Context) (dataplane.Plan, error) {
+	return dataplane.Plan{Driver: p.o.Name}, ErrNotSupported
+}
+
+// State fails with ErrNotSupported off Linux.
+func (p *Proxy) State(context.Context) (dataplane.State, error) {
+	return dataplane.State{Driver: p.o.Name}, ErrNotSupported
+}
+
 // Close does nothing off Linux.
 func (p *Proxy) Close() error { return nil }
 

@@ -201,3 +201,44 @@ func BenchmarkKernelProxyStartup(b *testing.B) {
 		b.ReportMetric(float64(syscalls)/float64(i), "syscalls/op")
 	})
 }
+
+// BenchmarkKernelProxyPlanVsApply compares Plan with Apply for N=10000
+// services applied, of which each op changes one backend of one service
+// (as BenchmarkKernelProxyServiceChange): "plan" times the Plan alone (the
+// Apply that follows it is not timed), "apply" the Apply alone.
+func BenchmarkKernelProxyPlanVsApply(b *testing.B) {
+	const n = 10000
+	for _, mode := range []string{"plan", "apply"} {
+		b.Run(mode, func(b *testing.B) {
+			kns := benchNS(b)
+			p := benchProxy(b, kns, bpftest.Dir(b))
+			b.Cleanup(func() { _ = p.Close() })
+			svcs := benchServices(n)
+			benchApply(b, p, svcs...)
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				s := svcs[i%n]
+				s.Backends = append([]cluster.Backend(nil), s.Backends...)
+				s.Backends[2].Addr = netip.AddrPortFrom(s.Backends[2].Addr.Addr(), uint16(10000+i%50000))
+				p.OnUpdate(s)
+				require.NoError(b, p.CompleteDeferredWork(ctx))
+				b.StartTimer()
+				if mode == "plan" {
+					pl, err := p.Plan(ctx)
+					b.StopTimer()
+					require.NoError(b, err)
+					require.Len(b, pl.Writes, 1)
+					_, err = p.Apply(ctx)
+					require.NoError(b, err)
+					b.StartTimer()
+				} else {
+					_, err := p.Apply(ctx)
+					require.NoError(b, err)
+				}
+				i++
+			}
+		})
+	}
+}

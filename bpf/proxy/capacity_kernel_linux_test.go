@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/cluster"
@@ -78,21 +77,22 @@ func served(t *testing.T, p *Proxy) []string {
 	return names
 }
 
-// applyRefused applies and returns the PartialError, which must hold
-// exactly one ErrMapFull error, whatever the number of services it counts.
+// applyRefused applies and returns the PartialError, which must hold one
+// ErrMapFull *dataplane.ObjectError per service it counts (the entries of
+// the Proxy's ledger of refused services).
 func applyRefused(t *testing.T, p *Proxy) *dataplane.PartialError {
 	t.Helper()
 	res, err := p.Apply(context.Background())
 	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
 	require.ErrorIs(t, err, ErrMapFull)
-	n := 0
 	for _, e := range pe.Errs {
-		if assert.ErrorIs(t, e, ErrMapFull, "only the map is full") {
-			n++
-		}
+		var oe *dataplane.ObjectError
+		require.ErrorAs(t, e, &oe)
+		require.ErrorIs(t, e, ErrMapFull, "only the map is full")
+		require.Equal(t, []any{"proxy", "write", kindService}, []any{oe.Driver, oe.Op, oe.Kind})
 	}
-	require.Equal(t, 1, n, "one error for the full map: %v", err)
+	require.Len(t, pe.Errs, pe.Failed+pe.Waiting, "one error per service that waits: %v", err)
 	require.Zero(t, res.RetryAfter, "nothing to retry on a timer: room is made by an Apply")
 	require.Equal(t, pe.Failed+pe.Waiting, p.Stats().Failing, "DriverStats count the services that wait")
 	return pe
@@ -101,7 +101,7 @@ func applyRefused(t *testing.T, p *Proxy) *dataplane.PartialError {
 // A backend map too small for every service: the services are admitted
 // whole, in name order, as long as they fit (a smaller one after one that
 // does not fit still gets in); the others are reported, in Status one by
-// one and in Apply's error all in one, and not tried again by Applies that
+// one and in Apply's error one error each, and not tried again by Applies that
 // make no room (no map syscall); a new service does not take the room of
 // one that is served; removing one makes room that the waiting services,
 // in name order, take in the same Apply; a restarted Proxy admits the
@@ -122,14 +122,13 @@ func TestKernelProxyBackendMapCapacity(t *testing.T) {
 	pe := applyRefused(t, p)
 	require.Equal(t, []string{"s0", "s1", "s2", "s5"}, served(t, p), "3+3+3 backends, then s5's one fits")
 	require.Equal(t, []int{2, 0}, []int{pe.Failed, pe.Waiting})
-	require.ErrorContains(t, pe, `2 services wait for room`)
-	require.ErrorContains(t, pe, `"s3", "s4"`)
+	require.Equal(t, []string{"s3", "s4"}, refusedNames(pe))
 	st := p.Status()
 	require.Equal(t, []int{4, 4, 10}, []int{st.Services, st.Frontends, st.Backends})
 	errs := serviceErrors(st)
 	require.Len(t, errs, 2)
 	for i, n := range []string{"s3", "s4"} {
-		require.Contains(t, errs[i], fmt.Sprintf("service %q", n))
+		require.Contains(t, errs[i], "write service "+n+": ")
 		require.Contains(t, errs[i], "map full")
 		// Said when it was refused, before s5 took the last entry.
 		require.Contains(t, errs[i], "backend map np_be (10 entries) has room for 1 more, the service needs 3")
@@ -215,7 +214,7 @@ func TestKernelProxyFrontendMapCapacity(t *testing.T) {
 	require.Equal(t, 1, pe.Failed)
 	errs := serviceErrors(p.Status())
 	require.Len(t, errs, 1)
-	require.Contains(t, errs[0], `service "c": the frontend map np_fe (5 entries) has room for 1 more, the service needs 2`)
+	require.Equal(t, `proxy: write service c: map full: the frontend map np_fe (5 entries) has room for 1 more, the service needs 2`, errs[0])
 	p.OnUpdate(cluster.ServiceRemove{Name: "a"})
 	_, err = p.Apply(context.Background())
 	require.NoError(t, err)
@@ -224,7 +223,7 @@ func TestKernelProxyFrontendMapCapacity(t *testing.T) {
 
 // The issue's scale: 100,000 backends (20,000 services of 5) for a
 // 65,536-entry backend map. The services that fit are served whole, the
-// others are one error, and an Apply that changes nothing makes no map
+// others wait, one error each, and an Apply that changes nothing makes no map
 // syscall. It logs how long the Applies took (it asserts no time).
 func TestKernelProxyCapacityAtScale(t *testing.T) {
 	dir := bpftest.Dir(t)
@@ -257,4 +256,14 @@ func TestKernelProxyCapacityAtScale(t *testing.T) {
 	require.Equal(t, calls, p.mapSyscalls(), "no map syscall")
 	t.Logf("%d services of %d backends, backend map of 65536: first Apply %v (%d map syscalls), next Apply %v (none)",
 		services, per, first, calls, again)
+}
+
+// refusedNames returns the names of the services pe says wait, sorted.
+func refusedNames(pe *dataplane.PartialError) []string {
+	var names []string
+	for _, e := range pe.Objects() {
+		names = append(names, e.Name)
+	}
+	slices.Sort(names)
+	return names
 }

@@ -173,7 +173,7 @@ func (p *Proxy) cgroupPin(name string) string {
 // their pins.
 func (p *Proxy) removeCgroupPins() {
 	for _, h := range cgroupHooks {
-		_ = detachPinned(p.cgroupPin(h.name))
+		_, _ = detachPinned(p.cgroupPin(h.name))
 	}
 }
 
@@ -229,11 +229,7 @@ func (p *Proxy) attachCgroup() {
 func (p *Proxy) attachCgroupOne(h cgroupHook, id uint64) (link.Link, error) {
 	cg := p.k.cg
 	prog := cg.progs[h.name]
-	here := func(info *link.Info) bool {
-		c := info.Cgroup()
-		return c != nil && c.CgroupId == id && ebpf.AttachType(c.AttachType) == h.typ
-	}
-	l, w, err := pinOrAttach(p.cgroupPin(h.name), here, prog, cg.progIDs[h.name], func() (link.Link, error) {
+	l, w, err := pinOrAttach(p.cgroupPin(h.name), h.here(id), prog, cg.progIDs[h.name], func() (link.Link, error) {
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cg.path, Attach: h.typ, Program: prog})
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			err = unsupported(err)
@@ -247,6 +243,14 @@ func (p *Proxy) attachCgroupOne(h cgroupHook, id uint64) (link.Link, error) {
 		cg.created++
 	}
 	return l, err
+}
+
+// here tells an attachment of hook h to the cgroup whose ID is id.
+func (h cgroupHook) here(id uint64) func(*link.Info) bool {
+	return func(info *link.Info) bool {
+		c := info.Cgroup()
+		return c != nil && c.CgroupId == id && ebpf.AttachType(c.AttachType) == h.typ
+	}
 }
 
 // isCgroupPin tells whether name, in linksDir, is the pin of a cgroup

@@ -72,15 +72,28 @@
 // predecessor served. A refused service waits, without costing a syscall,
 // until what held it back changes: a frontend let go, or room made by a
 // service removed or shrunk, which the waiting services take in the same
-// Apply. While services wait, Apply returns a *dataplane.PartialError that
-// names each conflict and holds one error for all the services that wait
-// for room, however many; Status lists each, and why. Entries (a write the
-// kernel refuses) and interfaces and cgroup hooks whose attachment fails
-// are retried alone at every Apply and reported in the same
-// PartialError, each a *dataplane.ObjectError kept in a dataplane.Ledger
-// (the maps' and the Proxy's) that counts its attempts; the earliest end
-// of their backoff is the Apply's RetryAfter. Status tells what is
+// Apply. The services that wait are a dataplane.Ledger of the Proxy's, by
+// name, each held (no timed retry) as a *dataplane.ObjectError (Driver
+// "proxy", Op "write", Kind "service", Reason ErrFrontendConflict,
+// ErrMapFull or, for want of a service ID, ErrInvalidService); while
+// services wait, Apply returns a *dataplane.PartialError with one such
+// error per service (those refused by this Apply failed, the others
+// waiting), and Status lists each. Entries (a write the kernel refuses)
+// and interfaces and cgroup hooks whose attachment fails are retried alone
+// at every Apply and reported in the same PartialError, each a
+// *dataplane.ObjectError kept in a dataplane.Ledger (the maps' and the
+// Proxy's) that counts its attempts; the earliest end of their backoff is
+// the Apply's RetryAfter. Status tells what is
 // programmed, and Stats gives the dataplane.DriverStats.
+//
+// Plan (a dataplane.Planner) lists what the next Apply would write, from
+// Apply's own decisions and without writing: the map entries ("+ entry
+// key → value", in hex as package bpf/maps says them) in Apply's order,
+// then the attachments ("+ attach eth0 ingress np_ingress_host", "-
+// attach veth3 egress" for an interface gone). State (a dataplane.Stater)
+// lists the entries and attachments held, what drifts from the desired
+// ones and what fails. Both need the maps the first Apply opens, and fail
+// with ErrNotApplied before it.
 //
 // Connections from other hosts that the Proxy sends to a backend on
 // another node must return through this node: with Options.MasqueradeMark

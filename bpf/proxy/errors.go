@@ -13,7 +13,8 @@ var (
 	ErrInvalidOptions = errors.New("proxy: invalid options")
 	// ErrInvalidService reports a malformed cluster.Service, ServiceRemove
 	// or NodeAddrs (the error also wraps cluster.ErrInvalid); nothing of it
-	// is written.
+	// is written. It is also the Reason of the *dataplane.ObjectError of a
+	// service that waits for a free service ID.
 	ErrInvalidService = errors.New("proxy: invalid service")
 	// ErrFrontendConflict reports a service that wants a frontend another
 	// service already has. Nothing of the service is written until the
@@ -24,8 +25,9 @@ var (
 	// ErrMapFull reports a service for which the frontend or the backend
 	// map has no room (see Options.Frontends and Options.Backends).
 	// Nothing of the service is written until there is room for all of
-	// its entries. Apply reports all such services in one error of its
-	// *dataplane.PartialError, and Status each in Errors, while they wait.
+	// its entries. Apply reports each such service in its
+	// *dataplane.PartialError (the Reason of the service's
+	// *dataplane.ObjectError), and Status each in Errors, while they wait.
 	ErrMapFull = errors.New("proxy: map full")
 	// ErrNotSupported reports a kernel or platform without what the Proxy
 	// needs (BPF, TCX attachments).
@@ -37,6 +39,10 @@ var (
 	ErrAttach = errors.New("proxy: attach failed")
 	// ErrLoad reports a failure to open the maps or load the program.
 	ErrLoad = errors.New("proxy: loading the maps or the program failed")
+	// ErrNotApplied reports a Plan or State of a Proxy that has not
+	// applied yet: the first Apply opens (or creates) the maps and loads
+	// the programs that they read.
+	ErrNotApplied = errors.New("proxy: not applied yet")
 )
 
 // unsupported makes err match ErrNotSupported without printing it: the

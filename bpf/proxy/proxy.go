@@ -113,29 +113,23 @@ type Status struct {
 	Errors []string
 }
 
-// tally counts the services written and their entries, and holds why the
-// others are not written, by name.
+// tally counts the services written and their entries.
 type tally struct {
 	services, frontends, backends int
-	refused                       map[string]string
 }
 
-// add counts service s, named name, in (sign 1) or out (sign -1).
-func (t *tally) add(name string, s *svc, sign int) {
-	if s.err != nil {
-		if sign > 0 {
-			t.refused[name] = s.err.Error()
-		} else {
-			delete(t.refused, name)
-		}
-		return
-	}
+// add counts service s in (sign 1) or out (sign -1).
+func (t *tally) add(s *svc, sign int) {
 	if len(s.fes) > 0 || len(s.bes) > 0 {
 		t.services += sign
 	}
 	t.frontends += sign * len(s.fes)
 	t.backends += sign * len(s.bes)
 }
+
+// kindService is the kind of a service's ObjectError: one that waits,
+// refused whole (a frontend conflict, no service ID, no room).
+const kindService dataplane.ObjectKind = "service"
 
 // svc is one service as the Proxy tracks it.
 type svc struct {
@@ -144,8 +138,7 @@ type svc struct {
 	// written are the map keys the service has in the desired state.
 	fes     []feKey
 	bes     []beKey
-	err     error // why it is not written (conflict, no service ID, no room): it waits
-	removed bool  // a ServiceRemove came: the next Apply withdraws it
+	removed bool // a ServiceRemove came: the next Apply withdraws it
 }
 
 // iface is an interface as the interface monitor reported it.
@@ -170,15 +163,14 @@ type Proxy struct {
 	invalid   map[string]error
 	nodeAddrs []netip.Addr
 	links     map[string]iface
-	// owners maps each frontend in the desired state to its service;
-	// waiting are the services refused for a frontend another holds or
-	// for want of a free service ID, tried again when a service lets go of
-	// frontends (and so of its IDs).
-	owners  map[feKey]string
-	waiting map[string]bool
-	// tried are the services the current Apply declared and refused (the
-	// other waiting ones were not tried again).
-	tried map[string]bool
+	// owners maps each frontend in the desired state to its service.
+	owners map[feKey]string
+	// refused holds the services that wait, by name: refused for a
+	// frontend another holds, for want of a free service ID or of room in
+	// the maps, each held (no timed retry) until what held it back
+	// changes (a service lets go of frontends, and so of its IDs and its
+	// room; a resync).
+	refused *dataplane.Ledger[string]
 	// unseen is what warnUnseen last logged.
 	unseen string
 	// tally is what Status reports of the services, kept up to date by
@@ -190,6 +182,9 @@ type Proxy struct {
 	failed *dataplane.Ledger[string]
 	k      *kstate // the kernel side: maps, program, attachments (nil until the first Apply)
 	resync bool
+	// linksDirDue asks the next Apply to make the attachments' directory
+	// again (after a resync: someone may have removed it).
+	linksDirDue bool
 }
 
 // New validates opts and returns a Proxy. It does no I/O.
@@ -236,8 +231,8 @@ func New(opts Options) (*Proxy, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Proxy{o: o, log: log, services: map[string]*svc{}, dirty: map[string]bool{},
-		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{}, waiting: map[string]bool{}, tried: map[string]bool{},
-		tally: tally{refused: map[string]string{}}, failed: dataplane.NewLedger[string](dataplane.Backoff{}, o.Clock)}, nil
+		invalid: map[string]error{}, links: map[string]iface{}, owners: map[feKey]string{},
+		refused: dataplane.NewLedger[string](dataplane.Backoff{}, o.Clock), failed: dataplane.NewLedger[string](dataplane.Backoff{}, o.Clock)}, nil
 }
 
 func orDefault(v, d uint32) uint32 {
@@ -397,8 +392,8 @@ func (p *Proxy) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := Status{Services: p.tally.services, Frontends: p.tally.frontends, Backends: p.tally.backends}
-	for _, err := range p.tally.refused {
-		st.Errors = append(st.Errors, err)
+	for _, e := range p.refused.Errors() {
+		st.Errors = append(st.Errors, e.Error())
 	}
 	for n, err := range p.invalid {
 		st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", n, err))
@@ -417,7 +412,8 @@ func (p *Proxy) Status() Status {
 // Stats returns the Proxy's dataplane.DriverStats: map entries,
 // interface attachments and cgroup hooks wanted, held and failing, with
 // the services waiting (refused for a conflict, an ID or room) counted as
-// failing, and the entries and attachments written since New. It is all
+// failing, and the writes since New: entries written and deleted,
+// attachments made, replaced in place and detached. It is all
 // zero before the first Apply opened the maps. It implements
 // dataplane.StatsReporter and is safe to call from any goroutine.
 func (p *Proxy) Stats() dataplane.DriverStats {
@@ -427,7 +423,7 @@ func (p *Proxy) Stats() dataplane.DriverStats {
 		return dataplane.DriverStats{}
 	}
 	st := p.k.stats(len(p.links))
-	st.Failing += p.failed.Len() + len(p.waiting)
+	st.Failing += p.failed.Len() + p.refused.Len()
 	return st
 }
 

@@ -590,7 +590,7 @@ func TestKernelProxyDriftForeignAndConflicts(t *testing.T) {
 	st := p.Status()
 	require.Len(t, st.Errors, 1)
 	assert.Contains(t, st.Errors[0], "other/web:http")
-	assert.Contains(t, st.Errors[0], ErrFrontendConflict.Error())
+	assert.Contains(t, st.Errors[0], "proxy: write service other/web:http: frontend held by another service: ")
 	// An Apply that does not try it again counts it as waiting.
 	_, err = p.Apply(context.Background())
 	require.ErrorAs(t, err, &pe)
@@ -688,7 +688,7 @@ func TestKernelProxyBackendMapFull(t *testing.T) {
 	st := p.Status()
 	require.Len(t, st.Errors, 1)
 	assert.Contains(t, st.Errors[0], b.Name)
-	assert.Contains(t, st.Errors[0], ErrMapFull.Error())
+	assert.Contains(t, st.Errors[0], "map full: ")
 
 	// a goes: b gets in in the same Apply.
 	p.OnUpdate(cluster.ServiceRemove{Name: a.Name})

@@ -59,9 +59,9 @@ func TestKernelReviewForeignPinsSurvive(t *testing.T) {
 // recount is Status's service figures computed from every service, as
 // Status did before it kept a tally.
 func recount(p *Proxy) (services, frontends, backends int, refused []string) {
-	for _, s := range p.services {
-		if s.err != nil {
-			refused = append(refused, s.err.Error())
+	for n, s := range p.services {
+		if e, ok := p.refused.Get(n); ok {
+			refused = append(refused, e.Error())
 			continue
 		}
 		if len(s.fes) > 0 || len(s.bes) > 0 {
@@ -130,7 +130,7 @@ func TestKernelReviewStatusTally(t *testing.T) {
 
 // serviceErrors returns the errors of Status that are about a service.
 func serviceErrors(st Status) []string {
-	return slices.DeleteFunc(slices.Clone(st.Errors), func(e string) bool { return !strings.Contains(e, "service \"") })
+	return slices.DeleteFunc(slices.Clone(st.Errors), func(e string) bool { return !strings.HasPrefix(e, "proxy: write service ") })
 }
 
 // A service refused for want of a free service ID is written once another
