@@ -102,8 +102,10 @@
 // Status reports the choice and why.
 //
 //   - Kernel (NewKernelProvider): a link of type wireguard made with
-//     kernel.Links.AddLink, configured with wgctrl's netlink client opened
-//     inside the namespace (kernel.Namespace.Do). The device outlives the
+//     kernel.Links.AddLink, read and configured through the namespace's
+//     kernel.WireGuard capability (a *kernel.Namespace speaks to the
+//     kernel's WireGuard from inside the namespace; a kernelfake.Namespace
+//     with the wireguard link kind models it). The device outlives the
 //     agent: a restarted Manager adopts it, its key and peers, and writes
 //     only the difference.
 //   - Userspace (NewUserspaceProvider): the embedded implementation over a
@@ -117,9 +119,10 @@
 //     stops cleanly with it; a restarted Manager makes it again with the
 //     same key, and the rule and throw routes it left are adopted.
 //
-// Package wireguardfake has an in-memory WireGuard (a wgctrl-style client
-// for the kernel provider, a userspace-style provider) for unit tests on a
-// kernelfake.Namespace.
+// Unit tests run on a kernelfake.Namespace: with the wireguard link kind
+// its kernel.WireGuard serves the kernel provider; without it (as on this
+// project's machines) package wireguardfake's userspace provider stands in
+// for the embedded device.
 //
 // # Status and metrics
 //

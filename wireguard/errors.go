@@ -23,7 +23,7 @@ var (
 	// device that another process serves.
 	ErrForeignDevice = errors.New("wireguard: device name taken by a foreign link")
 	// ErrDevice reports a failed read or write of the device's
-	// configuration (wgctrl or the userspace device refused it).
+	// configuration (the kernel or the userspace device refused it).
 	ErrDevice = errors.New("wireguard: device configuration failed")
 	// ErrControlSocket reports that the userspace device's UAPI control
 	// socket (/var/run/wireguard/NAME.sock) could not be served, usually

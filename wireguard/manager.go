@@ -88,7 +88,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	if cfg.KernelProvider == nil {
-		cfg.KernelProvider = NewKernelProvider(KernelProviderOptions{Links: cfg.Kernel, Doer: cfg.Kernel})
+		cfg.KernelProvider = NewKernelProvider(KernelProviderOptions{Links: cfg.Kernel, WireGuard: cfg.Kernel})
 	}
 	if cfg.UserspaceProvider == nil {
 		cfg.UserspaceProvider = NewUserspaceProvider(UserspaceProviderOptions{Links: cfg.Kernel, Doer: cfg.Kernel, Logger: cfg.Logger})
