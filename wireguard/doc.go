@@ -71,6 +71,25 @@
 // removes the rule, then withdraws the routes (which the table removes in
 // the same pass), then deletes the device.
 //
+// # Failures, stats, plan and state
+//
+// The device driver (the Manager) is on the one driver shape. A peer the
+// device refuses is recorded in a dataplane.Ledger keyed by its public key
+// (a refused chunk is written again one peer at a time): the other peers
+// are written all the same, and Apply returns a *dataplane.PartialError
+// whose *dataplane.ObjectError (kind "peer", the key as its Name, Reason
+// ErrPeer) says which, with ApplyResult.RetryAfter for its retry. A
+// failure of the device itself (it cannot be made, read or given its
+// settings) fails the whole Apply, and the loop backs the driver off.
+// Stats reports dataplane.DriverStats: the peers wanted, those the device
+// holds, those failing, and the writes made. Plan lists the writes the
+// next Apply would make — "+ device", "~ link" (MTU, up), "~ device" (key,
+// port, mark), "+ peer KEY endpoint … allowed-ips …", "~ peer …", "- peer
+// KEY", "~ sysctl" — decided by Apply's own code and writing nothing (not
+// even the key file); State lists the device and its peers as they are,
+// what drifted, and the failing peers. The table and rule drivers are
+// routetable's and routerule's, Plan, State and Stats included.
+//
 // # Fail-closed
 //
 // Encryption never falls back to plaintext when the device is gone: a

@@ -318,7 +318,10 @@ func (m *Manager) QueueResync() {
 // (choosing the provider), sets its MTU and brings it up, loads or creates
 // the private key (publishing the public key), writes the device settings
 // and the peers that differ (in chunks of Options.PeerChunk), and declares
-// the routes and throws on the table, whose own Apply writes them.
+// the routes and throws on the table, whose own Apply writes them. A peer
+// the device refuses does not stop the others: it is retried on its own
+// backoff and reported in the *dataplane.PartialError Apply returns (see
+// the package documentation).
 // Disabled, it does nothing: the rule driver removes the rule, the routes
 // and the device, in that order. A nil ctx is context.Background().
 func (m *Manager) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
