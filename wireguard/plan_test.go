@@ -202,7 +202,7 @@ func (w *planWorld) drift(t *testing.T, ns *kernelfake.Namespace, name string) {
 // IPv6, over many seeds of random clusters and random drift of the device
 // made behind its back: Plan writes nothing; the Apply after it makes
 // exactly the Plan's writes, in its order (and as many as the namespace
-// counts); after it Plan is empty, an Apply writes nothing, and State is
+// counts, and Stats); after it Plan is empty, an Apply writes nothing, and State is
 // in sync.
 func TestPlanProperties(t *testing.T) {
 	for seed := range uint64(24) {
@@ -242,8 +242,10 @@ func TestPlanProperties(t *testing.T) {
 				require.Equal(t, before, e.ns.Writes(), "%s: Plan wrote", what)
 				require.Empty(t, rec.take(), "%s: Plan wrote", what)
 
+				statsBefore := m.Stats().Writes
 				_, err = m.Apply(ctx)
 				require.NoError(t, err, what)
+				require.Equal(t, uint64(len(plan.Writes)), m.Stats().Writes-statsBefore, "%s: Stats counts the writes", what)
 				l, _ := e.ns.Link(name)
 				require.Equal(t, planLines(t, plan, l.Index), rec.take(), "%s: Apply made other writes than its Plan:\n%v", what, plan)
 				require.Equal(t, before+len(plan.Writes), e.ns.Writes(), "%s: the namespace's count", what)
