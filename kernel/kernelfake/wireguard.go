@@ -53,7 +53,8 @@ func (ns *Namespace) WireGuardDevice(ctx context.Context, name string) (kernel.W
 //
 // Each peer of cfg counts as one write in Calls and Writes, and the
 // device's own fields as one more when any is set (a change of nothing
-// counts one). Refuse sees each kernel.WireGuardPeerConfig before it is
+// counts one). A failure injected with Fail fails a whole call, before
+// anything changes. Refuse sees each kernel.WireGuardPeerConfig before it is
 // applied: a refusal ends the call there, with the peers before it
 // applied, as the kernel stops at the first peer it refuses.
 func (ns *Namespace) ConfigureWireGuard(ctx context.Context, name string, cfg kernel.WireGuardConfig) error {
