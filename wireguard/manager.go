@@ -151,7 +151,8 @@ func (m *Manager) Table() *routetable.Table { return m.table }
 // deletes the device once both are gone (ApplyDeletions).
 func (m *Manager) RuleDriver() dataplane.Driver { return m.ruleDrv }
 
-// Name returns "wireguard-ipv4" or "wireguard-ipv6", for the loop's logs.
+// Name returns "wireguard-IPv4" or "wireguard-IPv6", for the loop's logs
+// and the device driver's Plan and State.
 func (m *Manager) Name() string { return "wireguard-" + m.cfg.Family.String() }
 
 // Phase implements dataplane.Driver: the device and its peers are written

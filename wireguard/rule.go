@@ -10,7 +10,7 @@ import (
 // of a pass, and the removal of the device when the Manager is disabled.
 type ruleDriver struct{ m *Manager }
 
-// Name is "wireguard-rule-ipv4" or "wireguard-rule-ipv6", for the loop's
+// Name is "wireguard-rule-IPv4" or "wireguard-rule-IPv6", for the loop's
 // logs.
 func (d *ruleDriver) Name() string { return "wireguard-rule-" + d.m.cfg.Family.String() }
 
