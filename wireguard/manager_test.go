@@ -552,6 +552,9 @@ func TestManagerRestartAdoptsAndWritesNothing(t *testing.T) {
 		}
 		send(m2, u)
 	}
+	plan, err := m2.Plan(context.Background())
+	require.NoError(t, err)
+	assert.True(t, plan.Empty(), "a restarted Manager plans no write: %v", plan)
 	e.apply(m2)
 	assert.Equal(t, pub, m2.Status().PublicKey)
 	assert.Empty(t, e.k.Log())
