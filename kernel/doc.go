@@ -10,9 +10,12 @@
 // for links, addresses and conntrack, and a duplicate of the namespace
 // descriptor, through which it runs binaries (Runner), sysctl reads and
 // writes, and any other work that must happen inside the namespace (Do:
-// wgctrl, BPF attachments). It also opens NETLINK_NETFILTER sockets inside
-// the namespace for package nftables (OpenNFTablesSocket, the NFTables
-// capability), each for its caller to keep. Sockets are opened on first
+// a userspace WireGuard device, BPF attachments). It also opens
+// NETLINK_NETFILTER sockets inside the namespace for package nftables
+// (OpenNFTablesSocket, the NFTables capability), each for its caller to
+// keep, and a client of the kernel's WireGuard (WireGuardDevice and
+// ConfigureWireGuard, the WireGuard capability; a kernel without the
+// module answers ErrNotSupported), closed with the Namespace. Sockets are opened on first
 // use, each from a thread inside the namespace. It keeps no kernel state
 // of its own and has no opinion about which objects are whose: ownership
 // is the drivers' business.
@@ -26,7 +29,8 @@
 //	sets, err := ipsets.New(ipsets.Options{Kernel: ns, …})
 //
 // Drivers and monitors take the narrow interface they use (Routes, Links,
-// Rules, Neighbors, FDB, Sysctls, Conntrack, Events, Commands); a
+// Rules, Neighbors, FDB, Sysctls, Conntrack, Events, Commands, and the
+// capabilities Doer, NFTables and WireGuard); a
 // *Namespace implements every one, and so does kernelfake.Namespace, an
 // in-memory namespace with kernel semantics for unit tests. Objects have
 // one type each — Link, Addr, Route, NextHop, Rule, Neighbor, FDBEntry —

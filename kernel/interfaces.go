@@ -238,6 +238,7 @@ type Kernel interface {
 	Commands
 	Doer
 	NFTables
+	WireGuard
 }
 
 // EventKinds selects what a subscription streams; combine with |.

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	"golang.zx2c4.com/wireguard/wgctrl"
 
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/internal/errs"
@@ -23,9 +24,9 @@ import (
 // Namespace is one open network namespace: a duplicate of its descriptor,
 // and the sockets opened in it on first use (a NETLINK_ROUTE socket for
 // batched writes and streaming dumps, a netlink handle for links,
-// addresses and conntrack). It implements Kernel. Its methods are safe for
-// concurrent use; once Close has been called they fail with ErrClosed and
-// never reach any other namespace.
+// addresses and conntrack, a WireGuard client). It implements Kernel. Its
+// methods are safe for concurrent use; once Close has been called they
+// fail with ErrClosed and never reach any other namespace.
 //
 // The function given to Do may call the other methods (but not Close).
 // The callbacks of DumpRoutes and DumpInterfaceRoutes run while the route
@@ -45,6 +46,7 @@ type Namespace struct {
 	nl     *conn           // batched writes and dumps, opened on first use
 	handle *netlink.Handle // NETLINK_ROUTE, for links and addresses
 	ct     *netlink.Handle // NETLINK_NETFILTER, for conntrack
+	wg     *wgctrl.Client  // the WireGuard client, opened on first use
 
 	// watch is the template of Subscribe's nlutil options (tests shrink
 	// its buffers).
@@ -172,6 +174,9 @@ func (ns *Namespace) Close() error {
 		if h != nil {
 			closeHandle(h)
 		}
+	}
+	if ns.wg != nil {
+		errList = append(errList, ns.wg.Close())
 	}
 	errList = append(errList, unix.Close(ns.fd))
 	return errors.Join(errList...)

@@ -130,6 +130,14 @@ func (ns *Namespace) Subscribe(context.Context, EventKinds, ...SubscribeOptions)
 	return nil, errOS
 }
 
+// WireGuardDevice fails with ErrNotSupported.
+func (ns *Namespace) WireGuardDevice(context.Context, string) (WireGuardDevice, error) {
+	return WireGuardDevice{}, errOS
+}
+
+// ConfigureWireGuard fails with ErrNotSupported.
+func (ns *Namespace) ConfigureWireGuard(context.Context, string, WireGuardConfig) error { return errOS }
+
 func failAll(n int) []error {
 	errs := make([]error, n)
 	for i := range errs {

@@ -7,8 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
@@ -30,6 +33,9 @@ func (m *Manager) ensureDevice(ctx context.Context) error {
 		if err := m.openDevice(ctx, l, exists); err != nil {
 			return err
 		}
+		if !exists {
+			m.writes++
+		}
 		if l, err = m.cfg.Kernel.LinkByName(ctx, m.cfg.InterfaceName); err != nil {
 			return fmt.Errorf("%w: %s made but not found: %w", ErrDevice, m.cfg.InterfaceName, err)
 		}
@@ -37,15 +43,18 @@ func (m *Manager) ensureDevice(ctx context.Context) error {
 		m.resync = true
 		m.table.QueueResync()
 	}
-	if l.MTU != m.cfg.mtu {
+	mtu, up := m.linkChanges(l)
+	if mtu {
 		if err := m.cfg.Kernel.SetLinkMTU(ctx, l.Index, m.cfg.mtu); err != nil {
 			return fmt.Errorf("%w: MTU of %s: %w", ErrDevice, l.Name, err)
 		}
+		m.writes++
 	}
-	if !l.AdminUp {
+	if up {
 		if err := m.cfg.Kernel.SetLinkUp(ctx, l.Index, true); err != nil {
 			return fmt.Errorf("%w: bringing %s up: %w", ErrDevice, l.Name, err)
 		}
+		m.writes++
 		if l, err = m.cfg.Kernel.LinkByName(ctx, m.cfg.InterfaceName); err != nil {
 			return err
 		}
@@ -55,6 +64,11 @@ func (m *Manager) ensureDevice(ctx context.Context) error {
 		m.told = l
 	}
 	return nil
+}
+
+// linkChanges decides the link's writes: its MTU, and bringing it up.
+func (m *Manager) linkChanges(l kernel.Link) (mtu, up bool) {
+	return l.MTU != m.cfg.mtu, !l.AdminUp
 }
 
 func (m *Manager) openDevice(ctx context.Context, l kernel.Link, exists bool) error {
@@ -102,7 +116,8 @@ func (m *Manager) openDevice(ctx context.Context, l kernel.Link, exists bool) er
 }
 
 // ensureConfig reads the device when due, settles the key and writes the
-// settings and peers that differ.
+// settings and peers that differ. A peer the device refuses is recorded in
+// the ledger and the others are written all the same.
 func (m *Manager) ensureConfig(ctx context.Context) error {
 	if m.resync || m.cache == nil {
 		st, err := m.dev.State(ctx)
@@ -112,26 +127,18 @@ func (m *Manager) ensureConfig(ctx context.Context) error {
 		m.cache = newCache(st)
 		m.resync, m.fullDiff = false, true
 	}
-	if err := m.ensureKey(); err != nil {
+	kc, err := m.chooseKey(m.cache.priv)
+	if err != nil {
 		return err
 	}
-	var set DeviceConfig
-	if m.cache.priv != m.key {
-		k := m.key
-		set.PrivateKey = &k
+	if err := m.ensureKey(kc); err != nil {
+		return err
 	}
-	if m.cache.listenPort != m.cfg.ListenPort {
-		p := m.cfg.ListenPort
-		set.ListenPort = &p
-	}
-	if m.cache.fwmark != m.cfg.FirewallMark {
-		f := m.cfg.FirewallMark
-		set.FirewallMark = &f
-	}
-	if set.PrivateKey != nil || set.ListenPort != nil || set.FirewallMark != nil {
+	if set := m.settingsChange(m.cache, m.key, false); set.PrivateKey != nil || set.ListenPort != nil || set.FirewallMark != nil {
 		if err := m.dev.Configure(ctx, set); err != nil {
 			return fmt.Errorf("%w: settings of %s: %w", ErrDevice, m.cfg.InterfaceName, err)
 		}
+		m.writes++
 		m.cache.priv, m.cache.listenPort, m.cache.fwmark = m.key, m.cfg.ListenPort, m.cfg.FirewallMark
 	}
 	if pub := m.pub; pub != m.published {
@@ -139,65 +146,186 @@ func (m *Manager) ensureConfig(ctx context.Context) error {
 		m.toPublish = &pub
 		m.published = pub
 	}
-	var ops []PeerConfig
-	if m.fullDiff {
-		ops = diffPeers(m.in.peers, m.cache.peers, m.cfg.keepalive())
-	} else {
-		ops = diffKeys(m.in.dirtyKeys, m.in.peers, m.cache.peers, m.cfg.keepalive())
-	}
-	for _, c := range chunk(ops, m.cfg.PeerChunk) {
-		if err := m.dev.Configure(ctx, DeviceConfig{Peers: c}); err != nil {
-			return fmt.Errorf("%w: peers of %s: %w", ErrDevice, m.cfg.InterfaceName, err)
+	for _, c := range chunk(m.peerOps(m.cache, m.fullDiff), m.cfg.PeerChunk) {
+		if err := m.writePeers(ctx, c); err != nil {
+			return err
 		}
-		m.cache.apply(c)
 	}
+	m.failed.Retain(func(k PublicKey) bool {
+		_, want := m.in.peers[k]
+		_, have := m.cache.peers[k]
+		return want || have
+	})
 	clear(m.in.dirtyKeys)
 	m.fullDiff = false
 	return nil
 }
 
-// ensureKey loads the key file (once), making a key when there is none, and
-// rotates the key when asked.
-func (m *Manager) ensureKey() error {
-	if m.key.IsZero() {
+// writePeers writes a chunk of peer changes in one write; when the device
+// refuses it, it writes them one at a time, so that one peer the device
+// refuses (recorded in the ledger, retried on its backoff) never holds
+// back the others. An error that is the device's and not a peer's (the
+// device is gone, the handle closed) ends the Apply.
+func (m *Manager) writePeers(ctx context.Context, c []PeerConfig) error {
+	err := m.dev.Configure(ctx, DeviceConfig{Peers: c})
+	if err == nil {
+		m.wrotePeers(c)
+		return nil
+	}
+	if deviceError(err) {
+		return fmt.Errorf("%w: peers of %s: %w", ErrDevice, m.cfg.InterfaceName, err)
+	}
+	for i := range c {
+		one := c[i : i+1]
+		err := m.dev.Configure(ctx, DeviceConfig{Peers: one})
+		switch {
+		case err == nil:
+			m.wrotePeers(one)
+		case deviceError(err):
+			return fmt.Errorf("%w: peers of %s: %w", ErrDevice, m.cfg.InterfaceName, err)
+		default:
+			k := c[i].PublicKey
+			if _, dirty := m.in.dirtyKeys[k]; dirty {
+				m.failed.Forget(k) // a new declaration starts its backoff over
+			}
+			m.failed.Fail(k, &dataplane.ObjectError{Driver: "wireguard", Op: peerOp(&c[i]).String(), Kind: kindPeer,
+				Name: k.String(), Object: k, Reason: ErrPeer, Err: err})
+			m.cfg.Logger.Warn("wireguard: peer not written", "device", m.cfg.InterfaceName, "peer", k.String(), "err", err)
+		}
+	}
+	return nil
+}
+
+// wrotePeers records peer changes the device accepted.
+func (m *Manager) wrotePeers(c []PeerConfig) {
+	m.cache.apply(c)
+	m.writes += uint64(len(c))
+	for i := range c {
+		m.failed.Forget(c[i].PublicKey)
+	}
+}
+
+// deviceError reports whether err is the device's rather than one peer's:
+// the device is gone or cannot be reached.
+func deviceError(err error) bool {
+	return errors.Is(err, kernel.ErrNotFound) || errors.Is(err, kernel.ErrNotSupported) || errors.Is(err, kernel.ErrClosed) ||
+		errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// settingsChange decides the device's own settings to write: the private
+// key (newKey: one still to be made), the listen port and the firewall
+// mark, each only when it differs from c. Nothing set means no write.
+func (m *Manager) settingsChange(c *devCache, key PrivateKey, newKey bool) DeviceConfig {
+	var set DeviceConfig
+	if newKey || c.priv != key {
+		k := key
+		set.PrivateKey = &k
+	}
+	if c.listenPort != m.cfg.ListenPort {
+		p := m.cfg.ListenPort
+		set.ListenPort = &p
+	}
+	if c.fwmark != m.cfg.FirewallMark {
+		f := m.cfg.FirewallMark
+		set.FirewallMark = &f
+	}
+	return set
+}
+
+// peerOps decides the peer writes against the device's view c: every peer
+// (full, after a read of the device) or those declared anew since the last
+// Apply and those failing, less the failing ones whose retry is not due
+// and that were not declared anew.
+func (m *Manager) peerOps(c *devCache, full bool) []PeerConfig {
+	var ops []PeerConfig
+	if full {
+		ops = diffPeers(m.in.peers, c.peers, m.cfg.keepalive())
+	} else {
+		keys := maps.Clone(m.in.dirtyKeys)
+		if keys == nil {
+			keys = map[PublicKey]struct{}{}
+		}
+		for _, e := range m.failed.Errors() {
+			if k, ok := e.Object.(PublicKey); ok {
+				keys[k] = struct{}{}
+			}
+		}
+		ops = diffKeys(keys, m.in.peers, c.peers, m.cfg.keepalive())
+	}
+	return slices.DeleteFunc(ops, func(pc PeerConfig) bool {
+		_, dirty := m.in.dirtyKeys[pc.PublicKey]
+		return !dirty && m.failed.Waiting(pc.PublicKey)
+	})
+}
+
+// keyChoice is the private key an Apply uses, as chooseKey decides it.
+type keyChoice struct {
+	// key is the key; zero when fresh.
+	key PrivateKey
+	// fresh says a new key is to be made (none yet, or a rotation).
+	fresh bool
+	// save says the key file is to be written with key (the device kept a
+	// key the file lost).
+	save bool
+	// loose says the key file is readable by others: tighten it.
+	loose bool
+}
+
+// chooseKey decides the key, reading the key file (once: the Manager keeps
+// the key it loaded) and nothing else: the file's key; if there is no
+// file, the device's own key devPriv, or a new one; a new one when a
+// rotation is asked for.
+func (m *Manager) chooseKey(devPriv PrivateKey) (keyChoice, error) {
+	kc := keyChoice{key: m.key}
+	if kc.key.IsZero() {
 		k, err := ReadKeyFile(m.cfg.KeyFile)
 		switch {
 		case err == nil:
+			kc.key = k
 			if fi, serr := os.Stat(m.cfg.KeyFile); serr == nil && fi.Mode().Perm()&^KeyFileMode != 0 {
-				m.cfg.Logger.Warn("wireguard: key file readable by others, tightening it", "path", m.cfg.KeyFile, "mode", fi.Mode().Perm().String())
-				if cerr := os.Chmod(m.cfg.KeyFile, KeyFileMode); cerr != nil {
-					return fmt.Errorf("%w: %w", ErrKeyFile, cerr)
-				}
+				kc.loose = true
 			}
 		case isNotExist(err):
-			if k = m.cache.priv; k.IsZero() {
-				if k, err = GeneratePrivateKey(); err != nil {
-					return err
-				}
-				m.cfg.Logger.Info("wireguard: generated a private key", "path", m.cfg.KeyFile)
-			} else {
-				m.cfg.Logger.Info("wireguard: keeping the device's private key", "path", m.cfg.KeyFile)
-			}
-			if err := WriteKeyFile(m.cfg.KeyFile, k); err != nil {
-				return err
-			}
+			kc.key, kc.save, kc.fresh = devPriv, !devPriv.IsZero(), devPriv.IsZero()
 		default:
-			return err
+			return kc, err
 		}
-		m.key, m.pub = k, k.Public()
-		m.in.setSelf(m.pub) // our own key takes part in conflicts
 	}
 	if m.rotate {
-		k, err := GeneratePrivateKey()
-		if err != nil {
+		kc.key, kc.save, kc.fresh = PrivateKey{}, false, true
+	}
+	return kc, nil
+}
+
+// ensureKey carries out what chooseKey decided: it tightens or writes the
+// key file, makes a new key when one is due, and takes the key.
+func (m *Manager) ensureKey(kc keyChoice) error {
+	if kc.loose {
+		m.cfg.Logger.Warn("wireguard: key file readable by others, tightening it", "path", m.cfg.KeyFile)
+		if err := os.Chmod(m.cfg.KeyFile, KeyFileMode); err != nil {
+			return fmt.Errorf("%w: %w", ErrKeyFile, err)
+		}
+	}
+	k := kc.key
+	if kc.fresh {
+		var err error
+		if k, err = GeneratePrivateKey(); err != nil {
 			return err
 		}
+		kc.save = true
+		m.cfg.Logger.Info("wireguard: made a private key", "path", m.cfg.KeyFile, "rotation", m.rotate)
+	} else if kc.save {
+		m.cfg.Logger.Info("wireguard: keeping the device's private key", "path", m.cfg.KeyFile)
+	}
+	if kc.save {
 		if err := WriteKeyFile(m.cfg.KeyFile, k); err != nil {
 			return err
 		}
-		m.cfg.Logger.Info("wireguard: rotated the private key", "path", m.cfg.KeyFile)
-		m.key, m.pub, m.rotate = k, k.Public(), false
-		m.in.setSelf(m.pub)
 	}
+	if k != m.key {
+		m.key, m.pub = k, k.Public()
+		m.in.setSelf(m.pub) // our own key takes part in conflicts
+	}
+	m.rotate = false
 	return nil
 }

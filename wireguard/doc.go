@@ -71,6 +71,25 @@
 // removes the rule, then withdraws the routes (which the table removes in
 // the same pass), then deletes the device.
 //
+// # Failures, stats, plan and state
+//
+// The device driver (the Manager) is on the one driver shape. A peer the
+// device refuses is recorded in a dataplane.Ledger keyed by its public key
+// (a refused chunk is written again one peer at a time): the other peers
+// are written all the same, and Apply returns a *dataplane.PartialError
+// whose *dataplane.ObjectError (kind "peer", the key as its Name, Reason
+// ErrPeer) says which, with ApplyResult.RetryAfter for its retry. A
+// failure of the device itself (it cannot be made, read or given its
+// settings) fails the whole Apply, and the loop backs the driver off.
+// Stats reports dataplane.DriverStats: the peers wanted, those the device
+// holds, those failing, and the writes made. Plan lists the writes the
+// next Apply would make — "+ device", "~ link" (MTU, up), "~ device" (key,
+// port, mark), "+ peer KEY endpoint … allowed-ips …", "~ peer …", "- peer
+// KEY", "~ sysctl" — decided by Apply's own code and writing nothing (not
+// even the key file); State lists the device and its peers as they are,
+// what drifted, and the failing peers. The table and rule drivers are
+// routetable's and routerule's, Plan, State and Stats included.
+//
 // # Fail-closed
 //
 // Encryption never falls back to plaintext when the device is gone: a
@@ -102,8 +121,10 @@
 // Status reports the choice and why.
 //
 //   - Kernel (NewKernelProvider): a link of type wireguard made with
-//     kernel.Links.AddLink, configured with wgctrl's netlink client opened
-//     inside the namespace (kernel.Namespace.Do). The device outlives the
+//     kernel.Links.AddLink, read and configured through the namespace's
+//     kernel.WireGuard capability (a *kernel.Namespace speaks to the
+//     kernel's WireGuard from inside the namespace; a kernelfake.Namespace
+//     with the wireguard link kind models it). The device outlives the
 //     agent: a restarted Manager adopts it, its key and peers, and writes
 //     only the difference.
 //   - Userspace (NewUserspaceProvider): the embedded implementation over a
@@ -117,9 +138,10 @@
 //     stops cleanly with it; a restarted Manager makes it again with the
 //     same key, and the rule and throw routes it left are adopted.
 //
-// Package wireguardfake has an in-memory WireGuard (a wgctrl-style client
-// for the kernel provider, a userspace-style provider) for unit tests on a
-// kernelfake.Namespace.
+// Unit tests run on a kernelfake.Namespace: with the wireguard link kind
+// its kernel.WireGuard serves the kernel provider; without it (as on this
+// project's machines) package wireguardfake's userspace provider stands in
+// for the embedded device.
 //
 // # Status and metrics
 //

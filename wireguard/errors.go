@@ -23,8 +23,13 @@ var (
 	// device that another process serves.
 	ErrForeignDevice = errors.New("wireguard: device name taken by a foreign link")
 	// ErrDevice reports a failed read or write of the device's
-	// configuration (wgctrl or the userspace device refused it).
+	// configuration (the kernel or the userspace device refused it).
 	ErrDevice = errors.New("wireguard: device configuration failed")
+	// ErrPeer is the Reason of a peer the device refused (a
+	// *dataplane.ObjectError of kind "peer" in the Apply's
+	// *dataplane.PartialError): the others are written all the same, and
+	// it is retried on its own backoff.
+	ErrPeer = errors.New("wireguard: peer not written")
 	// ErrControlSocket reports that the userspace device's UAPI control
 	// socket (/var/run/wireguard/NAME.sock) could not be served, usually
 	// because a device of the same name in another namespace serves it.

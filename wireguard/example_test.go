@@ -22,15 +22,13 @@ import (
 // driver the rule, after them.
 func Example() {
 	ns := kernelfake.New(kernelfake.Options{}) // no wireguard link kind, as on this project's machines
-	wg := wireguardfake.New(ns)
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 
 	m, err := wireguard.New(wireguard.Options{
 		Family: ipfamily.IPv4, Kernel: ns, FirewallMark: 0x100000, Table: 100, HostMTU: 1500,
 		KeyFile:           filepath.Join(dir, "wg.key"),
-		KernelProvider:    wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: ns, NewClient: wg.NewClient}),
-		UserspaceProvider: wg.Provider(),
+		UserspaceProvider: wireguardfake.New(ns).Provider(),
 		OnPublicKey:       func(wireguard.PublicKey) { fmt.Println("public key published") },
 	})
 	if err != nil {
@@ -95,12 +93,11 @@ func Example_namespace() {
 	fmt.Println(m.Status().Mode, m.Status().ModeReason)
 }
 
-// The kernel provider on fakes: a kernel that knows the wireguard link
-// kind, and an in-memory wgctrl client.
+// The kernel provider on a fake kernel that has WireGuard (the wireguard
+// link kind and the kernel.WireGuard capability).
 func ExampleNewKernelProvider() {
 	ns := kernelfake.New(kernelfake.Options{Kinds: append(kernelfake.DefaultKinds(), kernel.KindWireGuard)})
-	wg := wireguardfake.New(ns)
-	p := wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: ns, NewClient: wg.NewClient})
+	p := wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: ns, WireGuard: ns})
 	dev, err := p.Open(context.Background(), wireguard.DeviceSpec{Name: "wg-np", MTU: 1440})
 	if err != nil {
 		fmt.Println(err)
@@ -113,7 +110,8 @@ func ExampleNewKernelProvider() {
 	fmt.Println(dev.Mode(), l.Kind, l.MTU, st.ListenPort)
 
 	// Without the module, the provider says so.
-	_, err = wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: kernelfake.New(kernelfake.Options{}), NewClient: wg.NewClient}).
+	bare := kernelfake.New(kernelfake.Options{})
+	_, err = wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: bare, WireGuard: bare}).
 		Open(context.Background(), wireguard.DeviceSpec{Name: "wg-np", MTU: 1440})
 	fmt.Println(err != nil && errorsIs(err, wireguard.ErrNotSupported))
 	// Output:

@@ -51,7 +51,7 @@ func TestKernelKernelProviderDetectsTheMissingModule(t *testing.T) {
 	k, err := kernel.Open(host.Path())
 	require.NoError(t, err)
 	defer k.Close()
-	p := wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: k, Doer: k})
+	p := wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: k, WireGuard: k})
 	dev, err := p.Open(context.Background(), wireguard.DeviceSpec{Name: "wg-np", MTU: 1420})
 	if errors.Is(err, wireguard.ErrNotSupported) {
 		t.Logf("this kernel has no WireGuard module (%v): the kernel provider is covered on fakes; the userspace provider runs below", err)

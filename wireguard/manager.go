@@ -78,6 +78,11 @@ type Manager struct {
 	ruleSet  bool
 	ruleUp   bool
 	sysctlOK bool
+
+	// failed are the peers the device refused, by public key.
+	failed *dataplane.Ledger[PublicKey]
+	// writes counts the device driver's kernel writes (Stats).
+	writes uint64
 }
 
 // New validates opts and returns a Manager. It does no I/O and starts no
@@ -88,7 +93,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	if cfg.KernelProvider == nil {
-		cfg.KernelProvider = NewKernelProvider(KernelProviderOptions{Links: cfg.Kernel, Doer: cfg.Kernel})
+		cfg.KernelProvider = NewKernelProvider(KernelProviderOptions{Links: cfg.Kernel, WireGuard: cfg.Kernel})
 	}
 	if cfg.UserspaceProvider == nil {
 		cfg.UserspaceProvider = NewUserspaceProvider(UserspaceProviderOptions{Links: cfg.Kernel, Doer: cfg.Kernel, Logger: cfg.Logger})
@@ -113,7 +118,7 @@ func New(opts Options) (*Manager, error) {
 		cfg: cfg, table: tbl, rules: rules,
 		rule: routerule.Rule{Priority: cfg.RulePriority, Mark: cfg.FirewallMark, Mask: cfg.FirewallMark, Invert: true,
 			Action: routerule.ActionLookup{Table: cfg.Table}},
-		enabled: !cfg.Disabled, redeclare: true,
+		enabled: !cfg.Disabled, redeclare: true, failed: dataplane.NewLedger[PublicKey](dataplane.Backoff{}, cfg.Clock),
 		nodes: map[string]cluster.Node{}, blocks: map[netip.Prefix]string{}, blocksOf: map[string][]netip.Prefix{},
 	}
 	m.in = newIntent(&m.cfg)
@@ -146,7 +151,8 @@ func (m *Manager) Table() *routetable.Table { return m.table }
 // deletes the device once both are gone (ApplyDeletions).
 func (m *Manager) RuleDriver() dataplane.Driver { return m.ruleDrv }
 
-// Name returns "wireguard-ipv4" or "wireguard-ipv6", for the loop's logs.
+// Name returns "wireguard-IPv4" or "wireguard-IPv6", for the loop's logs
+// and the device driver's Plan and State.
 func (m *Manager) Name() string { return "wireguard-" + m.cfg.Family.String() }
 
 // Phase implements dataplane.Driver: the device and its peers are written
@@ -313,7 +319,10 @@ func (m *Manager) QueueResync() {
 // (choosing the provider), sets its MTU and brings it up, loads or creates
 // the private key (publishing the public key), writes the device settings
 // and the peers that differ (in chunks of Options.PeerChunk), and declares
-// the routes and throws on the table, whose own Apply writes them.
+// the routes and throws on the table, whose own Apply writes them. A peer
+// the device refuses does not stop the others: it is retried on its own
+// backoff and reported in the *dataplane.PartialError Apply returns (see
+// the package documentation).
 // Disabled, it does nothing: the rule driver removes the rule, the routes
 // and the device, in that order. A nil ctx is context.Background().
 func (m *Manager) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
@@ -336,7 +345,9 @@ func (m *Manager) apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		return dataplane.ApplyResult{}, ErrClosed
 	}
 	m.devOK = false
+	m.failed.Begin()
 	if !m.enabled {
+		m.failed.Retain(func(PublicKey) bool { return false })
 		return dataplane.ApplyResult{}, nil // the rule driver takes everything down, in order
 	}
 	if err := m.ensureDevice(ctx); err != nil {
@@ -346,20 +357,30 @@ func (m *Manager) apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		m.resync = true
 		return dataplane.ApplyResult{}, err
 	}
-	if m.cfg.EncryptHostTraffic && m.cfg.Family == ipfamily.IPv4 && !m.sysctlOK {
-		// Replies to encrypted host traffic come back through the device
-		// while the packets that left carried the mark: the reverse-path
-		// check must take the mark into account.
-		if err := m.cfg.Kernel.SetSysctl(ctx, "net.ipv4.conf.all.src_valid_mark", "1"); err != nil {
+	if m.sysctlDue() {
+		if err := m.cfg.Kernel.SetSysctl(ctx, srcValidMark, "1"); err != nil {
 			return dataplane.ApplyResult{}, fmt.Errorf("wireguard: src_valid_mark: %w", err)
 		}
+		m.writes++
 		m.sysctlOK = true
 	}
 	if err := m.declareRoutes(); err != nil {
 		return dataplane.ApplyResult{}, err
 	}
 	m.devOK = true
-	return dataplane.ApplyResult{}, nil
+	return dataplane.ApplyResult{RetryAfter: m.failed.RetryAfter()}, m.failed.Err()
+}
+
+// srcValidMark is the sysctl host encryption needs: replies to encrypted
+// host traffic come back through the device while the packets that left
+// carried the mark, so the reverse-path check must take the mark into
+// account.
+const srcValidMark = "net.ipv4.conf.all.src_valid_mark"
+
+// sysctlDue decides whether Apply writes srcValidMark: with host
+// encryption (IPv4), once after each resync.
+func (m *Manager) sysctlDue() bool {
+	return m.cfg.EncryptHostTraffic && m.cfg.Family == ipfamily.IPv4 && !m.sysctlOK
 }
 
 // routesReady reports whether the table holds every route declared, none
@@ -472,6 +493,7 @@ func (m *Manager) deleteDevice(ctx context.Context) error {
 		if err := m.dev.Delete(ctx); err != nil {
 			return fmt.Errorf("%w: deleting %s: %w", ErrDevice, m.cfg.InterfaceName, err)
 		}
+		m.writes++
 		m.dev, m.cache = nil, nil
 		return nil
 	}
@@ -485,6 +507,7 @@ func (m *Manager) deleteDevice(ctx context.Context) error {
 		if err := m.cfg.Kernel.DeleteLink(ctx, l.Index); err != nil && !errors.Is(err, kernel.ErrNotFound) {
 			return err
 		}
+		m.writes++
 	}
 	return nil
 }

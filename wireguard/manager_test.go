@@ -17,7 +17,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -35,14 +34,47 @@ const (
 
 var pfx = netip.MustParsePrefix
 
-// env is one fake node: a namespace, its WireGuard and a key file.
+// env is one fake node: a namespace, its userspace WireGuard and a key
+// file.
 type env struct {
 	t       *testing.T
 	ns      *kernelfake.Namespace
-	wg      *wireguardfake.Kernel
+	k       *wgLog // ns, as the Manager is given it
+	us      *wireguardfake.Userspace
 	keyFile string
 	mu      sync.Mutex
 	pubs    []wireguard.PublicKey
+}
+
+// wgLog is a namespace that logs the WireGuard configurations written.
+type wgLog struct {
+	*kernelfake.Namespace
+	mu  sync.Mutex
+	log []kernel.WireGuardConfig
+}
+
+func (k *wgLog) ConfigureWireGuard(ctx context.Context, name string, cfg kernel.WireGuardConfig) error {
+	err := k.Namespace.ConfigureWireGuard(ctx, name, cfg)
+	if err == nil {
+		k.mu.Lock()
+		k.log = append(k.log, cfg)
+		k.mu.Unlock()
+	}
+	return err
+}
+
+// Log returns the configurations written, in order.
+func (k *wgLog) Log() []kernel.WireGuardConfig {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.log)
+}
+
+// ResetLog forgets them.
+func (k *wgLog) ResetLog() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.log = nil
 }
 
 // newEnv makes a fake node; withKernelWG gives its kernel the wireguard
@@ -54,14 +86,29 @@ func newEnv(t *testing.T, withKernelWG bool) *env {
 		kinds = append(kinds, kernel.KindWireGuard)
 	}
 	ns := kernelfake.New(kernelfake.Options{Kinds: kinds})
-	return &env{t: t, ns: ns, wg: wireguardfake.New(ns), keyFile: filepath.Join(t.TempDir(), "wg.key")}
+	return &env{t: t, ns: ns, k: &wgLog{Namespace: ns}, us: wireguardfake.New(ns), keyFile: filepath.Join(t.TempDir(), "wg.key")}
+}
+
+// state reads the kernel device called name (behind the Manager's back),
+// and false if there is none.
+func (e *env) state(name string) (wireguard.DeviceState, bool) {
+	e.t.Helper()
+	if l, ok := e.ns.Link(name); !ok || l.Kind != kernel.KindWireGuard {
+		return wireguard.DeviceState{}, false
+	}
+	admin := e.ns.Admin()
+	dev, err := wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: admin, WireGuard: admin}).
+		Open(context.Background(), wireguard.DeviceSpec{Name: name})
+	require.NoError(e.t, err)
+	st, err := dev.State(context.Background())
+	require.NoError(e.t, err)
+	return st, true
 }
 
 func (e *env) options(family ipfamily.Family) wireguard.Options {
 	return wireguard.Options{
-		Family: family, Kernel: e.ns, FirewallMark: testMark, Table: testTable, HostMTU: 1500, KeyFile: e.keyFile,
-		KernelProvider:    wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: e.ns, NewClient: e.wg.NewClient}),
-		UserspaceProvider: e.wg.Provider(),
+		Family: family, Kernel: e.k, FirewallMark: testMark, Table: testTable, HostMTU: 1500, KeyFile: e.keyFile,
+		UserspaceProvider: e.us.Provider(),
 		OnPublicKey: func(k wireguard.PublicKey) {
 			e.mu.Lock()
 			e.pubs = append(e.pubs, k)
@@ -212,7 +259,7 @@ func TestManagerKernelProviderOnFakes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []wireguard.PublicKey{priv.Public()}, e.pubs)
 	assert.Equal(t, priv.Public(), st.PublicKey)
-	dev, ok := e.wg.State("wg-np")
+	dev, ok := e.state("wg-np")
 	require.True(t, ok)
 	assert.Equal(t, priv, dev.PrivateKey)
 	assert.Equal(t, wireguard.DefaultListenPort, dev.ListenPort)
@@ -236,12 +283,12 @@ func TestManagerKernelProviderOnFakes(t *testing.T) {
 		Table: testTable, Invert: true, Mark: testMark, Mask: testMark}, rs[0])
 
 	// Nothing changed: nothing written, to the device or the kernel.
-	e.wg.ResetLog()
+	e.k.ResetLog()
 	e.ns.ResetCounts()
 	e.apply(m)
 	m.QueueResync()
 	e.apply(m)
-	assert.Empty(t, e.wg.Log())
+	assert.Empty(t, e.k.Log())
 	assert.Zero(t, e.ns.Writes())
 }
 
@@ -296,47 +343,47 @@ func TestManagerPeersAreDiffedAndChunked(t *testing.T) {
 	}
 	e.apply(m)
 	var peerWrites []int
-	for _, w := range e.wg.Log() {
-		assert.False(t, w.Config.ReplacePeers)
-		if len(w.Config.Peers) > 0 {
-			peerWrites = append(peerWrites, len(w.Config.Peers))
+	for _, w := range e.k.Log() {
+		assert.False(t, w.ReplacePeers)
+		if len(w.Peers) > 0 {
+			peerWrites = append(peerWrites, len(w.Peers))
 		}
 	}
 	assert.Equal(t, []int{100, 100, 50}, peerWrites)
 
 	// One node's CIDRs change: one write, one peer, only its allowed IPs.
-	e.wg.ResetLog()
+	e.k.ResetLog()
 	u := node(7, keys[6])
 	u.CIDRs = append(u.CIDRs, pfx("10.200.0.0/16"))
 	send(m, u)
 	e.apply(m)
-	log := e.wg.Log()
+	log := e.k.Log()
 	require.Len(t, log, 1)
-	require.Len(t, log[0].Config.Peers, 1)
-	p := log[0].Config.Peers[0]
-	assert.Equal(t, keys[6], p.PublicKey)
+	require.Len(t, log[0].Peers, 1)
+	p := log[0].Peers[0]
+	assert.Equal(t, kernel.WireGuardKey(keys[6]), p.PublicKey)
 	assert.True(t, p.UpdateOnly && p.ReplaceAllowedIPs)
 	assert.False(t, p.Endpoint.IsValid())
 	assert.Contains(t, e.routes(), pfx("10.200.0.0/16"))
 
 	// An endpoint moves: only the endpoint.
-	e.wg.ResetLog()
+	e.k.ResetLog()
 	u.Endpoint = netip.MustParseAddrPort("198.18.99.1:51820")
 	send(m, u)
 	e.apply(m)
-	log = e.wg.Log()
+	log = e.k.Log()
 	require.Len(t, log, 1)
-	require.Len(t, log[0].Config.Peers, 1)
-	assert.Equal(t, u.Endpoint, log[0].Config.Peers[0].Endpoint)
-	assert.Empty(t, log[0].Config.Peers[0].AllowedIPs)
+	require.Len(t, log[0].Peers, 1)
+	assert.Equal(t, u.Endpoint, log[0].Peers[0].Endpoint)
+	assert.Empty(t, log[0].Peers[0].AllowedIPs)
 
 	// A node goes: one removal, its routes go.
-	e.wg.ResetLog()
+	e.k.ResetLog()
 	m.OnUpdate(cluster.NodeRemove{Name: u.Node})
 	e.apply(m)
-	log = e.wg.Log()
+	log = e.k.Log()
 	require.Len(t, log, 1)
-	assert.Equal(t, []wireguard.PeerConfig{{PublicKey: keys[6], Remove: true}}, log[0].Config.Peers)
+	assert.Equal(t, []kernel.WireGuardPeerConfig{{PublicKey: kernel.WireGuardKey(keys[6]), Remove: true}}, log[0].Peers)
 	assert.NotContains(t, e.routes(), pfx("10.200.0.0/16"))
 	assert.Equal(t, 249, m.Status().Peers)
 }
@@ -360,7 +407,7 @@ func TestManagerDuplicateKeysAndMissingKeysMakeNoPeer(t *testing.T) {
 	require.Len(t, st.Conflicts, 1)
 	assert.Equal(t, shared, st.Conflicts[0].PublicKey)
 	assert.Equal(t, []string{node(1, shared).Node, node(2, shared).Node}, st.Conflicts[0].Nodes)
-	dev, _ := e.wg.State("wg-np")
+	dev, _ := e.state("wg-np")
 	require.Len(t, dev.Peers, 1)
 	assert.Equal(t, k3, dev.Peers[0].PublicKey)
 	// Not-peers' traffic falls back to the main table.
@@ -393,7 +440,7 @@ func TestManagerAddsTheRuleOnlyOnceDeviceAndRoutesAreReady(t *testing.T) {
 	send(m, node(1, pubKey(t)))
 
 	// The device refuses its configuration: no routes, no rule.
-	e.wg.Fail(wireguardfake.OpConfigure, 1, nil)
+	e.ns.Fail(kernelfake.OpConfigureWireGuard, 1, nil)
 	_, err := pass(m)
 	assert.ErrorIs(t, err, wireguard.ErrDevice)
 	assert.Empty(t, e.routes())
@@ -414,7 +461,7 @@ func TestManagerAddsTheRuleOnlyOnceDeviceAndRoutesAreReady(t *testing.T) {
 
 // orderKernel records the order of the removals a disable makes.
 type orderKernel struct {
-	*kernelfake.Namespace
+	*wgLog
 	mu  sync.Mutex
 	ops []string
 }
@@ -427,7 +474,7 @@ func (k *orderKernel) note(s string) {
 
 func (k *orderKernel) DeleteRule(ctx context.Context, r kernel.Rule) error {
 	k.note("rule")
-	return k.Namespace.DeleteRule(ctx, r)
+	return k.wgLog.DeleteRule(ctx, r)
 }
 
 func (k *orderKernel) ApplyRoutes(ctx context.Context, ops []kernel.RouteOp) []error {
@@ -436,20 +483,19 @@ func (k *orderKernel) ApplyRoutes(ctx context.Context, ops []kernel.RouteOp) []e
 			k.note("route")
 		}
 	}
-	return k.Namespace.ApplyRoutes(ctx, ops)
+	return k.wgLog.ApplyRoutes(ctx, ops)
 }
 
 func (k *orderKernel) DeleteLink(ctx context.Context, index int) error {
 	k.note("device")
-	return k.Namespace.DeleteLink(ctx, index)
+	return k.wgLog.DeleteLink(ctx, index)
 }
 
 func TestManagerDisableRemovesRuleThenRoutesThenDevice(t *testing.T) {
 	e := newEnv(t, true)
-	ok := &orderKernel{Namespace: e.ns}
+	ok := &orderKernel{wgLog: e.k}
 	o := e.options(ipfamily.IPv4)
 	o.Kernel = ok
-	o.KernelProvider = wireguard.NewKernelProvider(wireguard.KernelProviderOptions{Links: ok, NewClient: e.wg.NewClient})
 	m := e.manager(o)
 	send(m, node(1, pubKey(t)))
 	send(m, node(2, wireguard.PublicKey{}))
@@ -492,11 +538,11 @@ func TestManagerRestartAdoptsAndWritesNothing(t *testing.T) {
 	_, ok := e.ns.Link("wg-np")
 	require.True(t, ok, "a kernel device outlives its Manager")
 
-	e.wg.ResetLog()
+	e.k.ResetLog()
 	e.ns.ResetCounts()
 	m2 := e.manager(e.options(ipfamily.IPv4))
 	// The same updates, as the agent's control plane replays them.
-	dev, _ := e.wg.State("wg-np")
+	dev, _ := e.state("wg-np")
 	for i := 1; i <= 21; i++ {
 		u := node(i, wireguard.PublicKey{})
 		for _, p := range dev.Peers {
@@ -506,9 +552,12 @@ func TestManagerRestartAdoptsAndWritesNothing(t *testing.T) {
 		}
 		send(m2, u)
 	}
+	plan, err := m2.Plan(context.Background())
+	require.NoError(t, err)
+	assert.True(t, plan.Empty(), "a restarted Manager plans no write: %v", plan)
 	e.apply(m2)
 	assert.Equal(t, pub, m2.Status().PublicKey)
-	assert.Empty(t, e.wg.Log())
+	assert.Empty(t, e.k.Log())
 	assert.Zero(t, e.ns.Writes())
 	assert.True(t, m2.Status().RuleInstalled)
 
@@ -537,7 +586,7 @@ func TestManagerRotatesTheKey(t *testing.T) {
 	priv, err := wireguard.ReadKeyFile(e.keyFile)
 	require.NoError(t, err)
 	assert.Equal(t, cur, priv.Public())
-	dev, _ := e.wg.State("wg-np")
+	dev, _ := e.state("wg-np")
 	assert.Equal(t, priv, dev.PrivateKey)
 }
 
@@ -601,7 +650,7 @@ func TestManagerHostEncryptionAndIPv6(t *testing.T) {
 	assert.Equal(t, "wg-np-v6", m.Status().Device)
 	l, _ := e.ns.Link("wg-np-v6")
 	assert.Equal(t, 1420, l.MTU)
-	dev, _ := e.wg.State("wg-np-v6")
+	dev, _ := e.state("wg-np-v6")
 	assert.Equal(t, wireguard.DefaultListenPortV6, dev.ListenPort)
 	require.Len(t, dev.Peers, 1)
 	assert.Equal(t, netip.MustParseAddrPort("[fd00:198:18::2]:51821"), dev.Peers[0].Endpoint)
@@ -645,7 +694,7 @@ func TestManagerPeerStatsFeedMetrics(t *testing.T) {
 	k := pubKey(t)
 	send(m, node(1, k))
 	e.apply(m)
-	require.True(t, e.wg.SetPeerStats("wg-np", k, testTime, 100, 200))
+	require.True(t, e.ns.SetWireGuardPeerStats("wg-np", kernel.WireGuardKey(k), testTime, 100, 200))
 	st, err = m.PeerStats(context.Background())
 	require.NoError(t, err)
 	want := []wireguard.PeerStats{{Node: node(1, k).Node, PublicKey: k, LastHandshake: testTime, ReceiveBytes: 100, TransmitBytes: 200}}
@@ -662,7 +711,7 @@ func TestManagerRecreatesADeviceDeletedBehindItsBack(t *testing.T) {
 	require.NoError(t, e.ns.Admin().DeleteLink(context.Background(), l.Index))
 	m.QueueResync()
 	e.apply(m)
-	dev, ok := e.wg.State("wg-np")
+	dev, ok := e.state("wg-np")
 	require.True(t, ok)
 	assert.Len(t, dev.Peers, 1)
 	assert.Len(t, e.routes(), 1)
@@ -781,19 +830,17 @@ func TestManagerRepairsDrift(t *testing.T) {
 	send(m, node(2, k2))
 	e.apply(m)
 
-	other, err := e.wg.NewClient()
-	require.NoError(t, err)
 	port := 4242
 	foreign := pubKey(t)
-	require.NoError(t, other.ConfigureDevice("wg-np", wgtypes.Config{ListenPort: &port, Peers: []wgtypes.PeerConfig{
-		{PublicKey: wgtypes.Key(k1), Remove: true}, {PublicKey: wgtypes.Key(foreign)}}}))
+	require.NoError(t, e.ns.Admin().ConfigureWireGuard(context.Background(), "wg-np", kernel.WireGuardConfig{ListenPort: &port,
+		Peers: []kernel.WireGuardPeerConfig{{PublicKey: kernel.WireGuardKey(k1), Remove: true}, {PublicKey: kernel.WireGuardKey(foreign)}}}))
 	l, _ := e.ns.Link("wg-np")
 	require.NoError(t, e.ns.Admin().SetLinkMTU(context.Background(), l.Index, 1300))
 	require.NoError(t, e.ns.Admin().DeleteRule(context.Background(), e.rules(kernel.IPv4)[0]))
 
 	resync(m) // as the loop's resync does, driver by driver
 	e.apply(m)
-	dev, _ := e.wg.State("wg-np")
+	dev, _ := e.state("wg-np")
 	assert.Equal(t, wireguard.DefaultListenPort, dev.ListenPort)
 	keys := []wireguard.PublicKey{}
 	for _, p := range dev.Peers {
@@ -875,7 +922,7 @@ func TestManagerPeersFromNodesAndBlocks(t *testing.T) {
 	m := e.manager(e.options(ipfamily.IPv4))
 	ka, kb := pubKey(t), pubKey(t)
 	allowed := func() map[string][]netip.Prefix {
-		dev, ok := e.wg.State("wg-np")
+		dev, ok := e.state("wg-np")
 		require.True(t, ok)
 		out := map[string][]netip.Prefix{}
 		for _, p := range dev.Peers {

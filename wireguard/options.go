@@ -32,15 +32,18 @@ const (
 // Kernel is what a Manager needs of the node's network namespace: links
 // (the device's state, MTU and admin state; deleting a kernel device),
 // routes for its table (routetable.Kernel), rules, sysctls (for host
-// encryption), and work on a thread inside it (kernel.Doer), on which the
-// real providers open the WireGuard client and run a userspace device. A
-// *kernel.Namespace implements it, and so does a kernelfake.Namespace
-// (whose Do fails: give it the providers of package wireguardfake).
+// encryption), the kernel's WireGuard (kernel.WireGuard, through which the
+// kernel provider reads and configures a kernel device) and work on a
+// thread inside it (kernel.Doer), on which the userspace provider runs its
+// device. A *kernel.Namespace implements it, and so does a
+// kernelfake.Namespace (whose Do fails: give it wireguardfake's userspace
+// provider; its WireGuard needs kernel.KindWireGuard among its Kinds).
 type Kernel interface {
 	routetable.Kernel
 	kernel.Rules
 	kernel.Sysctls
 	kernel.Doer
+	kernel.WireGuard
 }
 
 // Options configure a Manager. Family, Kernel, FirewallMark, Table, KeyFile
@@ -49,7 +52,8 @@ type Options struct {
 	// Family is IPv4 or IPv6: one Manager, device and table per family.
 	Family ipfamily.Family
 	// Kernel is the node's namespace: a *kernel.Namespace, or a
-	// kernelfake.Namespace in tests (then give the providers). A userspace
+	// kernelfake.Namespace in tests (then give a userspace provider, from
+	// wireguardfake, where the kernel lacks WireGuard). A userspace
 	// device opens its sockets through it for as long as it runs: close
 	// the Manager before the namespace.
 	Kernel Kernel
@@ -57,8 +61,8 @@ type Options struct {
 	// kernel and falls back to userspace.
 	Mode Mode
 	// KernelProvider and UserspaceProvider replace the real providers
-	// (NewKernelProvider, NewUserspaceProvider built on Kernel). Tests pass
-	// wireguardfake's.
+	// (NewKernelProvider, NewUserspaceProvider built on Kernel). Tests on
+	// a kernelfake.Namespace pass wireguardfake's userspace provider.
 	KernelProvider, UserspaceProvider Provider
 	// InterfaceName is the device's name; empty means
 	// DefaultInterfaceName (DefaultInterfaceNameV6 for IPv6). A userspace

@@ -10,7 +10,7 @@ import (
 // of a pass, and the removal of the device when the Manager is disabled.
 type ruleDriver struct{ m *Manager }
 
-// Name is "wireguard-rule-ipv4" or "wireguard-rule-ipv6", for the loop's
+// Name is "wireguard-rule-IPv4" or "wireguard-rule-IPv6", for the loop's
 // logs.
 func (d *ruleDriver) Name() string { return "wireguard-rule-" + d.m.cfg.Family.String() }
 
@@ -92,7 +92,22 @@ func (d *ruleDriver) applyRules(ctx context.Context) (dataplane.ApplyResult, err
 	return res, err
 }
 
+// Plan is the rules driver's (routerule.Rules.Plan): the rule writes its
+// next Apply would make for the rule as declared so far (ApplyDeletions
+// declares it once the device and the routes are ready, and Apply
+// withdraws it when the Manager is disabled).
+func (d *ruleDriver) Plan(ctx context.Context) (dataplane.Plan, error) { return d.m.rules.Plan(ctx) }
+
+// State is the rules driver's.
+func (d *ruleDriver) State(ctx context.Context) (dataplane.State, error) { return d.m.rules.State(ctx) }
+
+// Stats are the rules driver's.
+func (d *ruleDriver) Stats() dataplane.DriverStats { return d.m.rules.Stats() }
+
 var (
 	_ dataplane.Named           = (*ruleDriver)(nil)
 	_ dataplane.DeletionApplier = (*ruleDriver)(nil)
+	_ dataplane.Planner         = (*ruleDriver)(nil)
+	_ dataplane.Stater          = (*ruleDriver)(nil)
+	_ dataplane.StatsReporter   = (*ruleDriver)(nil)
 )

@@ -15,7 +15,7 @@ const (
 	// one when the kernel has no WireGuard module. It is the zero value.
 	ModeAuto Mode = iota
 	// ModeKernel uses the kernel's WireGuard (a netlink link of type
-	// wireguard, configured through wgctrl) and nothing else.
+	// wireguard, configured through kernel.WireGuard) and nothing else.
 	ModeKernel
 	// ModeUserspace uses the embedded userspace WireGuard
 	// (golang.zx2c4.com/wireguard over a TUN device) and nothing else.
@@ -38,7 +38,7 @@ func (m Mode) String() string {
 // Provider makes and adopts devices of one kind: kernel or userspace.
 // The Manager takes one of each (Options.KernelProvider,
 // Options.UserspaceProvider); NewKernelProvider and NewUserspaceProvider
-// build the real ones, and package wireguardfake has fakes.
+// build the real ones, and package wireguardfake a userspace fake.
 type Provider interface {
 	// Mode returns ModeKernel or ModeUserspace.
 	Mode() Mode
@@ -67,7 +67,7 @@ type Device interface {
 	Mode() Mode
 	// State reads the device's configuration and its peers' counters.
 	State(ctx context.Context) (DeviceState, error)
-	// Configure applies cfg, as wgctrl's ConfigureDevice does: fields left
+	// Configure applies cfg with WireGuard's semantics: fields left
 	// unset are not changed, and peers not named are left alone.
 	Configure(ctx context.Context, cfg DeviceConfig) error
 	// Close releases the handle. A kernel device stays in the kernel (a
@@ -87,9 +87,9 @@ type DeviceConfig struct {
 	// FirewallMark, when set, replaces the mark of the device's own
 	// packets (0 clears it).
 	FirewallMark *uint32
-	// ReplacePeers removes every peer not in Peers first. The Manager
-	// never sets it (it would blip every tunnel); it is here for the floor
-	// in benchmarks and for completeness.
+	// ReplacePeers removes every peer first (those in Peers are made
+	// anew). The Manager never sets it (it would blip every tunnel); it is
+	// here for the floor in benchmarks and for completeness.
 	ReplacePeers bool
 	// Peers are the peers to add, change or remove.
 	Peers []PeerConfig

@@ -17,8 +17,9 @@ var ErrNoThread = fmt.Errorf("kernelfake: no thread runs inside a fake namespace
 // Do implements kernel.Doer as a fake can: it never runs fn, which would
 // run in the caller's namespace, and fails with ErrNoThread (or the
 // failure injected for OpDo). Work that needs a thread inside the
-// namespace (a WireGuard client, a userspace device, a TCX attachment)
-// takes its fakes from elsewhere in tests (package wireguardfake).
+// namespace (a userspace WireGuard device, a TCX attachment) takes its
+// fakes from elsewhere in tests (wireguardfake's userspace provider); the
+// kernel's WireGuard is the kernel.WireGuard capability here.
 func (ns *Namespace) Do(fn func() error) error {
 	unlock, err := ns.begin(context.Background(), OpDo)
 	defer unlock()

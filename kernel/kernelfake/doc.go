@@ -86,6 +86,15 @@
 //     and go with their link (copied from default); integer keys take
 //     integers; IPv4 and IPv6 forwarding propagate as in the kernel.
 //   - Conntrack: entries added with AddFlow, deleted by address.
+//   - WireGuard (the kernel.WireGuard capability, wireguard.go), when
+//     Options.Kinds has kernel.KindWireGuard (else every call wraps
+//     kernel.ErrNotSupported, as on a kernel without the module): a
+//     device's configuration lives with its link of that kind and goes
+//     with it; ConfigureWireGuard has WireGuard's semantics (unset fields
+//     stay, ReplacePeers, Remove, UpdateOnly, ReplaceAllowedIPs, an
+//     allowed IP given to one peer leaves any other, the public key
+//     derived from the private one); SetWireGuardPeerStats sets a peer's
+//     handshake and counters, as traffic would.
 //   - Events: Subscribe streams a Resync, then every change in order,
 //     announcing what the kernel announces (not the IPv4 routes that go
 //     with a link going down); Overflow drops what is queued and sends a
@@ -106,13 +115,14 @@
 // a prefix route, explicit IPv4 broadcast addresses, route caches,
 // packet-level lookups (only a gateway check's lookup is modelled: no
 // source, no mark, from lo), interface groups other than 0, the kernel's
-// multicast neighbour entries, and any sysctl outside net. Nothing runs
+// multicast neighbour entries, any sysctl outside net, and WireGuard's
+// traffic, handshakes and port choice (a listen port of 0 stays 0). Nothing runs
 // inside a fake namespace: Do (kernel.Doer) fails with ErrNoThread.
 //
 // # Failure injection and inspection
 //
 // One vocabulary for every method: an Op names a method of kernel.Kernel
-// (OpApplyRoutes, OpAddLink, OpRules, OpSubscribe…). Fail(op, n, err)
+// (OpApplyRoutes, OpAddLink, OpRules, OpSubscribe, OpConfigureWireGuard…). Fail(op, n, err)
 // makes the next n calls fail (n < 0: until ClearFailures; the batched
 // writes fail per operation); Fail with ErrInterrupted restarts a route dump
 // halfway. Refuse installs a hook that refuses chosen objects on every

@@ -46,6 +46,7 @@ const (
 var writeOps = []Op{
 	OpAddLink, OpDeleteLink, OpSetLinkUp, OpSetLinkMTU, OpSetLinkMAC, OpAddAddr, OpDeleteAddr,
 	OpApplyRoutes, OpAddRule, OpDeleteRule, OpApplyNeighbors, OpApplyFDB, OpSetSysctl, OpDeleteConntrack,
+	OpConfigureWireGuard,
 }
 
 // ErrInjected is what a call made to fail by Fail with a nil error
@@ -102,7 +103,9 @@ func (ns *Namespace) ClearFailures() {
 // SetLinkMTU and SetLinkMAC (as it is); kernel.Addr for AddAddr and
 // DeleteAddr; kernel.RouteOp, kernel.NeighborOp and kernel.FDBOp for the
 // batched writes; kernel.Rule for AddRule and DeleteRule; Sysctl for
-// SetSysctl; []netip.Addr for DeleteConntrack. fn runs with the namespace
+// SetSysctl; []netip.Addr for DeleteConntrack; each
+// kernel.WireGuardPeerConfig of a ConfigureWireGuard (a refusal stops the
+// change at that peer). fn runs with the namespace
 // locked: it must not call the Namespace.
 func (ns *Namespace) Refuse(fn func(op Op, obj any) error) {
 	defer ns.lock()()

@@ -27,6 +27,8 @@ type link struct {
 	// ready is IPv6's IF_READY: the link has been running since it last
 	// came up, so its link-local address and multicast route exist.
 	ready bool
+	// wg is a WireGuard link's device configuration (wireguard.go).
+	wg *kernel.WireGuardDevice
 }
 
 // addr is one address of a link.

@@ -7,7 +7,7 @@ var allOps = []Op{
 	OpLinks, OpLinkByName, OpAddLink, OpDeleteLink, OpSetLinkUp, OpSetLinkMTU, OpSetLinkMAC, OpAddrs,
 	OpAddAddr, OpDeleteAddr, OpDumpRoutes, OpDumpInterfaceRoutes, OpApplyRoutes, OpRules, OpAddRule,
 	OpDeleteRule, OpNeighbors, OpApplyNeighbors, OpFDB, OpApplyFDB, OpSysctl, OpSetSysctl,
-	OpDeleteConntrack, OpSubscribe, OpRun, OpDo,
+	OpDeleteConntrack, OpSubscribe, OpRun, OpDo, OpWireGuardDevice, OpConfigureWireGuard,
 }
 
 // String returns the method's name, such as "AddLink".

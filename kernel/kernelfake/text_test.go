@@ -35,5 +35,7 @@ func TestOpText(t *testing.T) {
 		"OpSubscribe":           kernelfake.OpSubscribe,
 		"OpRun":                 kernelfake.OpRun,
 		"OpDo":                  kernelfake.OpDo,
+		"OpWireGuardDevice":     kernelfake.OpWireGuardDevice,
+		"OpConfigureWireGuard":  kernelfake.OpConfigureWireGuard,
 	})
 }

@@ -594,12 +594,15 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		if fam == ipfamily.IPv6 {
 			wopts.KeyFile = filepath.Join(cfg.StateDir, "wireguard-v6.key")
 		}
-		if !inside && cfg.WireGuard && !cleanup {
-			return nil, needDo(ns, "WireGuard")
+		// A WireGuard device is the kernel's (its WireGuard capability) or
+		// a userspace one, which runs inside the namespace (Do).
+		usable := inside || hasKernelWireGuard(ctx, ns, cfg.wgInterface(fam))
+		if !usable && cfg.WireGuard && !cleanup {
+			return nil, needDo(ns, "WireGuard (the kernel has none)")
 		}
-		if !inside {
-			// Only work inside the namespace (Do) can make a WireGuard
-			// device: there is none of ours to remove.
+		if !usable {
+			// Neither can have made a device: there is none of ours to
+			// remove.
 			continue
 		}
 		wg, err := wireguard.New(wopts)
@@ -837,6 +840,14 @@ var errNoDo = errors.New("the kernel cannot run work inside its namespace (Do is
 // namespace does, kernelfake's fails every Do with kernel.ErrNotSupported.
 func canDo(ns kernel.Kernel) bool {
 	return !errors.Is(ns.Do(func() error { return nil }), kernel.ErrNotSupported)
+}
+
+// hasKernelWireGuard reports whether ns's kernel has WireGuard: its
+// kernel.WireGuard capability answers anything but kernel.ErrNotSupported
+// (a missing device is fine). It writes nothing.
+func hasKernelWireGuard(ctx context.Context, ns kernel.Kernel, name string) bool {
+	_, err := ns.WireGuardDevice(ctx, name)
+	return !errors.Is(err, kernel.ErrNotSupported)
 }
 
 // needDo returns nil when ns runs work inside its namespace, else an error

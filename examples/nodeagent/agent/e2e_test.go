@@ -20,6 +20,7 @@ import (
 	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
+	"github.com/nodeplane/nodeplane/wireguard"
 )
 
 // fakeNode is a kernelfake namespace set up as a node before the agent
@@ -612,5 +613,39 @@ func TestAgentNeedsDoForWhatRunsInside(t *testing.T) {
 		if w := k.Writes() + netfilterWrites(k); w != 0 {
 			t.Errorf("%s: %d writes", name, w)
 		}
+	}
+}
+
+// TestAgentWireGuardOnKernelFake: on a fake kernel that has WireGuard
+// (the wireguard link kind and the kernel.WireGuard capability) but cannot
+// run work inside its namespace, the agent uses WireGuard all the same,
+// through the kernel's: the device is a wireguard link whose peer is the
+// other node.
+func TestAgentWireGuardOnKernelFake(t *testing.T) {
+	k := kernelfake.New(kernelfake.Options{Name: "node1", Kinds: append(kernelfake.DefaultKinds(), kernel.KindWireGuard)})
+	n := &fakeNode{t: t, k: k}
+	n.veth("eth0", "eth0p", nil, netip.MustParsePrefix("198.18.0.1/24"))
+	peer, err := wireguard.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cluster.yaml")
+	c := datastore.Cluster{Nodes: []datastore.Node{
+		{Name: "node1", UnderlayIPv4: netip.MustParseAddr("198.18.0.1"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}},
+		{Name: "node2", UnderlayIPv4: netip.MustParseAddr("198.18.0.2"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")},
+			WireGuardPublicKey: peer.Public().String()},
+	}}
+	if err := datastore.WriteFile(file, c); err != nil {
+		t.Fatal(err)
+	}
+	r := startAgent(t, Config{NodeName: "node1", Kernel: k, Listen: "-", StateDir: dir, Netfilter: NetfilterIPTablesLegacy,
+		WireGuard: true, WireGuardInterface: DefaultWireGuardInterface, Datastore: &datastore.File{Path: file}})
+	r.await(t, func() bool {
+		d, err := k.Admin().WireGuardDevice(context.Background(), DefaultWireGuardInterface)
+		return err == nil && len(d.Peers) == 1 && d.Peers[0].PublicKey == kernel.WireGuardKey(peer.Public())
+	})
+	if l, _ := k.Link(DefaultWireGuardInterface); l.Kind != kernel.KindWireGuard || !l.AdminUp {
+		t.Errorf("the device is %+v, want an up wireguard link", l)
 	}
 }

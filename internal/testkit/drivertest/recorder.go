@@ -308,6 +308,16 @@ func (r *Recorder) Subscribe(ctx context.Context, kinds kernel.EventKinds, opts 
 // sockets of its own) is neither counted nor failed.
 func (r *Recorder) Do(fn func() error) error { return r.k.Do(fn) }
 
+// WireGuardDevice implements kernel.WireGuard.
+func (r *Recorder) WireGuardDevice(ctx context.Context, name string) (kernel.WireGuardDevice, error) {
+	return r.k.WireGuardDevice(ctx, name)
+}
+
+// ConfigureWireGuard implements kernel.WireGuard; it is a write.
+func (r *Recorder) ConfigureWireGuard(ctx context.Context, name string, cfg kernel.WireGuardConfig) error {
+	return r.write("configure wireguard", name, func() error { return r.k.ConfigureWireGuard(ctx, name, cfg) })
+}
+
 // OpenNFTablesSocket implements kernel.NFTables by passing through: what
 // is written on the socket is neither counted nor failed (drivers on
 // nf_tables are checked on the fake's own nf_tables view).
