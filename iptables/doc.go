@@ -123,12 +123,16 @@
 // such rules are written unchecked until the next read, and the restore
 // judges them.
 //
-// Apply then returns a *PartialError (errors.Is(err, dataplane.ErrPartial))
-// naming each object left out (an *ObjectError: ErrRefused with the
-// refused line and the binary's message or with the missing chain or set,
-// ErrChainInUse, ErrUnknownChain, ErrChainLoop), and keeps returning it
-// while they stand. A refused object is tried again after a second, then
-// after a delay that doubles up to five minutes (ObjectError.RetryAt;
+// Apply then returns a *dataplane.PartialError (errors.Is(err,
+// dataplane.ErrPartial)) naming each object left out: a
+// *dataplane.ObjectError of Driver "iptables", Kind "chain" and Name the
+// chain (the owned chain, or the built-in chain holding our rules), whose
+// Reason is ErrRefused (Detail quotes the refused line and Err holds the
+// binary's message, or Detail names the missing chain or set),
+// ErrChainInUse, ErrUnknownChain or ErrChainLoop; PartialError.Objects
+// lists them. The Table keeps them on a dataplane.Ledger and returns the
+// error while they stand. A refused object is tried again after a second,
+// then after a delay that doubles up to five minutes (ObjectError.RetryAt;
 // RetryAfter asks the loop to come back then), with a re-read, since what
 // changes the outcome is the kernel; a new declaration of the object
 // tries it at once. An object left out for what the read showed (a chain

@@ -18,7 +18,6 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/nfcore"
-	"github.com/nodeplane/nodeplane/internal/objfail"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -55,7 +54,8 @@ type WorkStats struct {
 // holds, in one iptables-restore transaction, and never touches a rule or
 // chain that is not ours. An object the kernel refuses (an owned chain, or
 // our rules in one built-in chain) is left out and retried on its own
-// backoff, so it never holds the others back (see ObjectError).
+// backoff, so it never holds the others back (see "One object never holds
+// back the others" in the package documentation).
 //
 // A Table is safe for concurrent use; Apply holds its lock while it runs
 // the binaries.
@@ -93,17 +93,18 @@ type Table struct {
 	prog          map[string]bool
 	// broken are the objects whose declaration cannot be written
 	// (ErrUnknownChain, ErrChainLoop), found with prog.
-	broken     map[string]*ObjectError
+	broken     map[string]*dataplane.ObjectError
 	chainRules int
 	planFully  bool // tests: never plan incrementally
 
-	// failed are the objects an Apply could not write, by name: each
-	// keeps its kernel version until its retry is due or it is declared
-	// anew.
-	failed objfail.Set[hold, *ObjectError]
-	// applies counts Apply calls, so that a failure knows whether the
-	// current Apply tried it.
-	applies uint64
+	// ledger keeps the objects an Apply could not write, by name: a
+	// refused one (Fail) keeps its kernel version as held says until its
+	// retry is due or it is declared anew; one whose declaration cannot
+	// be written (broken) is a Hold, looked at again by every plan.
+	ledger *dataplane.Ledger[string]
+	// held is what a plan holds back of each refused object in the
+	// ledger; it has exactly the ledger's failed (not held) objects.
+	held map[string]hold
 
 	// objects are Stats' Desired and InKernel, counted at the end of
 	// each Apply that left a kernel picture.
@@ -173,7 +174,8 @@ func New(opts Options) (*Table, error) {
 
 		changedChains: map[string]struct{}{},
 		changedHooks:  map[string]struct{}{},
-		failed:        objfail.Set[hold, *ObjectError]{},
+		ledger:        dataplane.NewLedger[string](objectBackoff, o.Clock),
+		held:          map[string]hold{},
 	}
 	for _, c := range tableChains[o.Table] {
 		t.builtin[c] = true
@@ -214,7 +216,7 @@ func (t *Table) WorkStats() WorkStats {
 func (t *Table) Stats() dataplane.DriverStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := dataplane.DriverStats{Desired: t.objects.desired, InKernel: t.objects.inKernel, Failing: t.failed.Failing(t.broken)}
+	st := dataplane.DriverStats{Desired: t.objects.desired, InKernel: t.objects.inKernel, Failing: t.ledger.Len()}
 	t.statsMu.Lock()
 	st.Writes = uint64(t.stats.LinesWritten)
 	t.statsMu.Unlock()
@@ -299,7 +301,7 @@ func (t *Table) SetChains(chains ...netfilter.Chain) error {
 // rule still jumps to is flushed and kept, see ErrChainInUse). Names not
 // declared are ignored; a name without the prefix is an error and nothing
 // changes. An object with a rule that still jumps to a removed chain is
-// not written while it does (ErrUnknownChain, see ObjectError).
+// not written while it does (ErrUnknownChain).
 func (t *Table) RemoveChains(names ...string) error {
 	for _, n := range names {
 		if err := t.checkOwned(n); err != nil {
@@ -399,10 +401,17 @@ func (t *Table) setHook(owner, chain string, rules []netfilter.Rule, appendGroup
 // object held back may lie outside what an incremental plan looks at,
 // such as an unwanted chain).
 func (t *Table) retryNow(name string) {
-	if _, ok := t.failed[name]; ok {
-		delete(t.failed, name)
+	if _, ok := t.held[name]; ok {
+		t.forget(name)
 		t.structChanged = true
 	}
+}
+
+// forget drops a refused object from the ledger and what is held back of
+// it.
+func (t *Table) forget(name string) {
+	t.ledger.Forget(name)
+	delete(t.held, name)
 }
 
 // QueueResync makes the next Apply re-read the kernel and repair whatever
@@ -456,7 +465,7 @@ const keepBookkeeping = 256
 // (ErrUnknownChain), and the owned chain whose jump closes a loop
 // (ErrChainLoop). Such a chain is still programmed (it keeps its kernel
 // content, see hold), and the chains it jumps to are too.
-func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*ObjectError) {
+func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*dataplane.ObjectError) {
 	const (
 		unseen = iota
 		onPath
@@ -464,10 +473,10 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 	)
 	state := make(map[string]int, len(t.desired))
 	prog := make(map[string]bool, len(t.desired))
-	broken := map[string]*ObjectError{}
+	broken := map[string]*dataplane.ObjectError{}
 	breaks := func(name string, reason error, format string, a ...any) {
 		if broken[name] == nil {
-			broken[name] = &ObjectError{Chain: name, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+			broken[name] = objectError(name, reason, fmt.Sprintf(format, a...), nil)
 		}
 	}
 	owned := func(name string) bool { return strings.HasPrefix(name, t.opts.ChainPrefix) }
@@ -557,9 +566,10 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 // restore (see "One object never holds back the others" in the package
 // documentation). The objects left out, and those whose declaration
 // cannot be written (ErrUnknownChain, ErrChainLoop), make Apply return a
-// *PartialError (errors.Is(err, dataplane.ErrPartial)); each is retried
-// on its own backoff (see ObjectError.RetryAt; RetryAfter asks the loop to
-// come back then), or at once when it is declared anew; one left out for
+// *dataplane.PartialError (errors.Is(err, dataplane.ErrPartial)) holding a
+// *dataplane.ObjectError per object; each is retried on its own backoff
+// (see dataplane.ObjectError.RetryAt; RetryAfter asks the loop to come
+// back then), or at once when it is declared anew; one left out for
 // what the read showed, as soon as a read shows the cause gone. Only a
 // failure that belongs to no object
 // (the binary is missing, the table cannot be read, the lock wait timed
@@ -578,21 +588,20 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.countObjects()
-	t.applies++
-	now := t.opts.Clock.Now()
+	now := t.ledger.Begin()
 	recheck := false
 	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
 		recheck = true
 		t.dropKernel()
 	}
-	if t.retryDue(now) {
+	if t.retryDue() {
 		// Whether the kernel takes the object now depends on the kernel
 		// (a set, a foreign chain or a foreign reference): read it again.
 		t.opts.Logger.Debug("retry of refused objects due: re-reading the table")
 		t.dropKernel()
 	}
 	if t.kernel != nil && !t.dirty {
-		return t.result(now), t.partialError()
+		return t.result(now), t.ledger.Err()
 	}
 	if err := ctx.Err(); err != nil {
 		return dataplane.ApplyResult{}, err
@@ -643,7 +652,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	case recheck:
 		t.advanceRecheck(end)
 	}
-	return t.result(end), t.partialError()
+	return t.result(end), t.ledger.Err()
 }
 
 // write makes the kernel, pictured by t.kernel, match the declared state,
@@ -652,7 +661,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error) {
 	var (
 		prog       map[string]bool
-		broken     map[string]*ObjectError
+		broken     map[string]*dataplane.ObjectError
 		scope      planScope
 		chainRules int
 		holds      map[string]hold
@@ -671,7 +680,7 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			t.kernel, t.synced = kt, false
 			prog, broken, scope, chainRules = t.scope()
 		}
-		holds = t.holds(now, broken)
+		holds = t.holds(broken)
 		t.refuseMissing(prog, scope, holds, now)
 		return nil
 	}
@@ -857,11 +866,11 @@ func withoutObject(probes [][]string, name string) [][]string {
 // holds returns what the next plan holds back: the objects whose retry is
 // not due yet (but for those the plan checks against the picture, see
 // failChecked), and those whose declaration cannot be written.
-func (t *Table) holds(now time.Time, broken map[string]*ObjectError) map[string]hold {
-	h := make(map[string]hold, len(t.failed)+len(broken))
-	for name, f := range t.failed {
-		if f.Hold != holdNone && now.Before(f.Err.RetryAt) {
-			h[name] = f.Hold
+func (t *Table) holds(broken map[string]*dataplane.ObjectError) map[string]hold {
+	h := make(map[string]hold, len(t.held)+len(broken))
+	for name, held := range t.held {
+		if held != holdNone && t.ledger.Waiting(name) {
+			h[name] = held
 		}
 	}
 	for name := range broken {
@@ -898,16 +907,17 @@ func (t *Table) probeHolds(holds map[string]hold, set []string, prog map[string]
 // held back as hold says until a retry, after a delay that doubles with
 // each failure.
 func (t *Table) fail(name string, h hold, reason error, detail string, cause *command.RestoreError, now time.Time) {
-	f := t.failed.Fail(name, h, t.applies, objectBackoff, now, reason)
-	f.Err = &ObjectError{Chain: name, Reason: reason, Detail: detail, RetryAt: f.Retry.Due}
+	var err error
 	if cause != nil {
 		// Keep what the binary said, not the whole input: Detail quotes
 		// the refused line.
 		c := *cause
 		c.Input = nil
-		f.Err.Err = restoreError(&c)
+		err = restoreError(&c)
 	}
-	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", f.Err, "retryIn", f.Retry.Due.Sub(now))
+	e := t.ledger.Fail(name, objectError(name, reason, detail, err))
+	t.held[name] = h
+	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", e, "retryIn", e.RetryAt.Sub(now))
 }
 
 // failChecked records that the plan held an object back for what the
@@ -917,52 +927,51 @@ func (t *Table) fail(name string, h hold, reason error, detail string, cause *co
 // plan checks the picture again, so the first read that shows the cause
 // gone (a resync, the retry) writes the object on that pass. Its retry
 // brings that read. Checking again before the retry is due is no retry: it
-// does not push the retry back.
+// does not push the retry back (the error keeps the detail of its first
+// check).
 func (t *Table) failChecked(name string, reason error, detail string, now time.Time) {
-	f := t.failed[name]
-	if f == nil || f.Hold != holdNone || f.Err.Reason != reason || !now.Before(f.Err.RetryAt) {
+	held, failed := t.held[name]
+	if e, _ := t.ledger.Get(name); !failed || held != holdNone || e.Reason != reason || !t.ledger.Waiting(name) {
 		t.fail(name, holdNone, reason, detail, nil, now)
-		return
-	}
-	if f.Err.Detail != detail {
-		e := *f.Err // an error returned before is never changed
-		e.Detail = detail
-		f.Err = &e
 	}
 }
 
 // settle records the outcome of an Apply whose last round went through:
 // the unwanted chains kept because foreign rules jump to them (inUse) are
-// failures, checked again by every full plan and retried with a re-read,
-// and, after a full plan, every other failure that this Apply did not hold
+// failures, checked again by every full plan and retried with a re-read;
+// after a full plan, every other refusal that this Apply did not hold
 // back is over (a narrow plan looks at no failed object: declaring one
-// anew, or its retry, makes the plan full).
-func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, scope planScope, holds map[string]hold, inUse []string, chainRules int, now time.Time) {
+// anew, or its retry, makes the plan full); the objects whose declaration
+// cannot be written are held in the ledger (this plan looked at them), and
+// those held before that no longer are are forgotten.
+func (t *Table) settle(prog map[string]bool, broken map[string]*dataplane.ObjectError, scope planScope, holds map[string]hold, inUse []string, chainRules int, now time.Time) {
 	for _, name := range inUse {
 		t.failChecked(name, ErrChainInUse, "flushed and kept while foreign rules jump to it", now)
 		holds[name] = holdDelete
 	}
-	for name := range t.failed {
+	for name := range t.held {
 		if scope.full && holds[name] == holdNone || broken[name] != nil {
-			delete(t.failed, name)
+			t.forget(name)
 		}
+	}
+	t.ledger.Retain(func(name string) bool { return !t.ledger.Held(name) || broken[name] != nil })
+	for _, name := range sortedKeys(broken) {
+		e := *broken[name] // an error returned before is never changed
+		t.ledger.Hold(name, &e)
 	}
 	t.dirty = false
 	t.planned(prog, broken, chainRules)
 }
 
-// retryDue reports whether an object that was not written is due for a
-// retry.
-func (t *Table) retryDue(now time.Time) bool { return t.failed.Due(now) }
-
-// partialError returns the *PartialError naming the objects not written,
-// or nil. The objects this Apply tried (and the broken ones, which every
-// plan checks again) count as failed, the others as waiting for their
-// retry. An object both failed and broken is listed once, as broken.
-func (t *Table) partialError() error {
-	objs, waiting := t.failed.Errors(t.broken, t.applies)
-	slices.SortFunc(objs, func(a, b *ObjectError) int { return strings.Compare(a.Chain, b.Chain) })
-	return newPartialError(objs, waiting)
+// retryDue reports whether a refused object is due for a retry (a held
+// one has no retry: every plan looks at it).
+func (t *Table) retryDue() bool {
+	for name := range t.held {
+		if !t.ledger.Waiting(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // countObjects counts, for Stats, the objects of the last plan and those
@@ -1015,9 +1024,9 @@ func (t *Table) advanceRecheck(now time.Time) {
 // result reports when the next recheck or retry is due.
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
 	due := t.recheckAt
-	for _, f := range t.failed {
-		if due.IsZero() || f.Err.RetryAt.Before(due) {
-			due = f.Err.RetryAt
+	if after := t.ledger.RetryAfter(); after > 0 {
+		if retry := t.ledger.Now().Add(after); due.IsZero() || retry.Before(due) {
+			due = retry
 		}
 	}
 	if due.IsZero() {
@@ -1032,7 +1041,7 @@ func (t *Table) result(now time.Time) dataplane.ApplyResult {
 // a few changed chains (synced, nothing structural changed) it plans just
 // those, so a small change to a big table costs little; else it computes
 // the programmed chains and plans everything.
-func (t *Table) scope() (prog map[string]bool, broken map[string]*ObjectError, scope planScope, chainRules int) {
+func (t *Table) scope() (prog map[string]bool, broken map[string]*dataplane.ObjectError, scope planScope, chainRules int) {
 	if t.synced && !t.structChanged && t.prog != nil && !t.planFully {
 		for name := range t.changedChains {
 			if t.prog[name] { // else not programmed, so not in the kernel either
@@ -1056,7 +1065,7 @@ func (t *Table) scope() (prog map[string]bool, broken map[string]*ObjectError, s
 
 // planned records that the kernel picture is now the declared state (but
 // for the objects held back), and the programmed chain and rule counts.
-func (t *Table) planned(prog map[string]bool, broken map[string]*ObjectError, chainRules int) {
+func (t *Table) planned(prog map[string]bool, broken map[string]*dataplane.ObjectError, chainRules int) {
 	t.synced, t.structChanged = true, false
 	t.prog, t.broken, t.chainRules = prog, broken, chainRules
 	if len(t.changedChains) > keepBookkeeping {
