@@ -110,8 +110,7 @@ type Table struct {
 	// each Apply that left a kernel picture.
 	objects struct{ desired, inKernel int }
 
-	recheckAt  time.Time // zero: no recheck scheduled
-	recheckIdx int
+	recheck nfcore.Recheck
 
 	statsMu sync.Mutex
 	stats   WorkStats
@@ -176,6 +175,7 @@ func New(opts Options) (*Table, error) {
 		changedHooks:  map[string]struct{}{},
 		ledger:        dataplane.NewLedger[string](objectBackoff, o.Clock),
 		held:          map[string]hold{},
+		recheck:       nfcore.NewRecheck(o.PostWriteRecheck),
 	}
 	for _, c := range tableChains[o.Table] {
 		t.builtin[c] = true
@@ -466,13 +466,6 @@ const keepBookkeeping = 256
 // (ErrChainLoop). Such a chain is still programmed (it keeps its kernel
 // content, see hold), and the chains it jumps to are too.
 func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*dataplane.ObjectError) {
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	state := make(map[string]int, len(t.desired))
-	prog := make(map[string]bool, len(t.desired))
 	broken := map[string]*dataplane.ObjectError{}
 	breaks := func(name string, reason error, format string, a ...any) {
 		if broken[name] == nil {
@@ -503,43 +496,18 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*datapl
 			}
 		}
 	}
-	type frame struct {
-		name string
-		next int // index of the next target to visit
-	}
-	for _, root := range roots {
-		if state[root] == done {
-			continue
+	prog := nfcore.Reach(nfcore.Graph{
+		Targets:  func(dst []string, name string) []string { return append(dst, t.desired[name].targets...) },
+		Declared: func(name string) bool { return t.desired[name] != nil },
+		Foreign:  func(name string) bool { return !owned(name) }, // the kernel checks that it exists
+	}, roots, func(b nfcore.Break) {
+		switch b.Reason {
+		case nfcore.BreakLoop:
+			breaks(b.Chain, ErrChainLoop, "it jumps back to %s", b.Target)
+		case nfcore.BreakUnknown:
+			breaks(b.Chain, ErrUnknownChain, "it jumps to %s, which is not declared", b.Target)
 		}
-		stack := []frame{{name: root}}
-		state[root] = onPath
-		for len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			d := t.desired[top.name]
-			if top.next == len(d.targets) {
-				state[top.name] = done
-				prog[top.name] = true
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			target := d.targets[top.next]
-			top.next++
-			switch {
-			case !owned(target):
-				continue // a foreign chain: the kernel checks that it exists
-			case state[target] == onPath:
-				breaks(top.name, ErrChainLoop, "it jumps back to %s", target)
-				continue
-			case state[target] == done:
-				continue
-			case t.desired[target] == nil:
-				breaks(top.name, ErrUnknownChain, "it jumps to %s, which is not declared", target)
-				continue
-			}
-			state[target] = onPath
-			stack = append(stack, frame{name: target})
-		}
-	}
+	})
 	return prog, broken
 }
 
@@ -590,7 +558,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	defer t.countObjects()
 	now := t.ledger.Begin()
 	recheck := false
-	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
+	if t.recheck.Due(now) {
 		recheck = true
 		t.dropKernel()
 	}
@@ -641,16 +609,12 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	end := t.opts.Clock.Now()
 	switch {
 	case wrote:
-		t.recheckIdx = 0
-		t.recheckAt = time.Time{}
-		if len(t.opts.PostWriteRecheck) > 0 {
-			t.recheckAt = end.Add(t.opts.PostWriteRecheck[0])
-		}
+		t.recheck.Wrote(end)
 		if recheck {
 			t.opts.Logger.Info("repaired drift found by a post-write recheck")
 		}
 	case recheck:
-		t.advanceRecheck(end)
+		t.recheck.Clean(end)
 	}
 	return t.result(end), t.ledger.Err()
 }
@@ -1010,20 +974,9 @@ type readResult struct {
 // dropKernel forgets the kernel picture, so that the next Apply reads.
 func (t *Table) dropKernel() { t.kernel = nil }
 
-// advanceRecheck moves to the next post-write recheck after one found
-// nothing to repair.
-func (t *Table) advanceRecheck(now time.Time) {
-	t.recheckIdx++
-	if t.recheckIdx < len(t.opts.PostWriteRecheck) {
-		t.recheckAt = now.Add(t.opts.PostWriteRecheck[t.recheckIdx])
-	} else {
-		t.recheckAt = time.Time{}
-	}
-}
-
 // result reports when the next recheck or retry is due.
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
-	due := t.recheckAt
+	due := t.recheck.At()
 	if after := t.ledger.RetryAfter(); after > 0 {
 		if retry := t.ledger.Now().Add(after); due.IsZero() || retry.Before(due) {
 			due = retry
