@@ -144,6 +144,25 @@
 // starts with a re-read, and a dataplane.Loop retries the Table with
 // backoff.
 //
+// # Plan and State
+//
+// Plan lists the writes of the restore transaction the next Apply would
+// run, without running it, as a dataplane.Plan: an owned chain added,
+// replaced whole (it is edited in place, rule by rule, but listed as one
+// write with its rule counts) or deleted ("+ chain np-fw (2 rules)", "~
+// chain np-fw (1 rule, was 2 rules)", "- chain np-old (was 1 rule)"),
+// and a group of our rules in a built-in chain added, changed or removed
+// ("+ rule FORWARD top (1 rule)" for the InsertRules group, "… bottom"
+// for the AppendRules one; a rule of ours no group declares any more
+// counts in the top group when no foreign rule comes before it, else in
+// the bottom one). It is Apply's decision run dry: the same read, the same
+// objects held back, the same transaction built, counted a success; an
+// Apply right after it runs that transaction (and more only when the
+// kernel refuses a line, which Plan cannot know), and an Apply whose Plan
+// is empty runs nothing. State lists the owned chains and groups of our
+// rules the kernel holds, every difference with the declared state (also
+// what the next Apply leaves for later) and the failing objects.
+//
 // # Backends and namespaces
 //
 // Options.Backend picks ip[6]tables-legacy-save/-restore or

@@ -557,49 +557,13 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	defer t.mu.Unlock()
 	defer t.countObjects()
 	now := t.ledger.Begin()
-	recheck := false
-	if t.recheck.Due(now) {
-		recheck = true
-		t.dropKernel()
-	}
-	if t.retryDue() {
-		// Whether the kernel takes the object now depends on the kernel
-		// (a set, a foreign chain or a foreign reference): read it again.
-		t.opts.Logger.Debug("retry of refused objects due: re-reading the table")
-		t.dropKernel()
-	}
-	if t.kernel != nil && !t.dirty {
-		return t.result(now), t.ledger.Err()
-	}
-	if err := ctx.Err(); err != nil {
+	recheck := t.recheck.Due(now)
+	work, err := t.prepare(ctx, now)
+	if err != nil {
 		return dataplane.ApplyResult{}, err
 	}
-
-	// Read the kernel, when needed, while hashing what was declared since
-	// the last Apply; the read is joined before anything is compared, and
-	// always before Apply returns.
-	var reading chan readResult
-	if t.kernel == nil {
-		reading = make(chan readResult, 1)
-		p := t.readParser()
-		go func() {
-			kt, err := t.read(ctx, p)
-			reading <- readResult{kt, err}
-		}()
-		defer func() {
-			if reading != nil {
-				<-reading
-			}
-		}()
-	}
-	t.hashDeclared()
-	if reading != nil {
-		r := <-reading
-		reading = nil
-		if r.err != nil {
-			return dataplane.ApplyResult{}, r.err
-		}
-		t.kernel, t.synced = r.kt, false
+	if !work {
+		return t.result(now), t.ledger.Err()
 	}
 	wrote, err := t.write(ctx, now)
 	if err != nil {
@@ -619,46 +583,140 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	return t.result(end), t.ledger.Err()
 }
 
-// write makes the kernel, pictured by t.kernel, match the declared state,
-// in rounds of one restore each (see Apply): it reports whether a restore
-// went through. An error is a failure of the Table as a whole.
-func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error) {
-	var (
-		prog       map[string]bool
-		broken     map[string]*dataplane.ObjectError
-		scope      planScope
-		chainRules int
-		holds      map[string]hold
-	)
-	// start plans afresh from the picture. A jump to a foreign chain
-	// declared since the table was read makes it read the table again
-	// first: whether the chain exists is for the kernel to say now.
-	start := func() error {
-		prog, broken, scope, chainRules = t.scope()
-		if t.jumpsUnknown(prog, scope) {
-			t.opts.Logger.Debug("a jump to a foreign chain was declared since the table was read: re-reading it")
-			kt, err := t.read(ctx, t.readParser())
-			if err != nil {
-				return err
-			}
-			t.kernel, t.synced = kt, false
-			prog, broken, scope, chainRules = t.scope()
-		}
-		holds = t.holds(broken)
-		t.refuseMissing(prog, scope, holds, now)
-		return nil
+// prepare gets the kernel picture ready for deciding at now, as every
+// Apply (and Plan) does: it drops the picture when a post-write recheck or
+// the retry of a refused object is due, and reports whether there is
+// anything to compare — not when the picture is fresh and nothing was
+// declared since the last Apply. It then reads the table, when there is
+// no picture, while it hashes the rules declared since the last Apply; the
+// read is joined before it returns. A picture read here is compared by the
+// next decision (it marks the Table dirty), so the read Plan makes serves
+// the next Apply.
+func (t *Table) prepare(ctx context.Context, now time.Time) (work bool, err error) {
+	if t.recheck.Due(now) {
+		t.dropKernel()
 	}
-	if err := start(); err != nil {
+	if t.retryDue() {
+		// Whether the kernel takes the object now depends on the kernel
+		// (a set, a foreign chain or a foreign reference): read it again.
+		t.opts.Logger.Debug("retry of refused objects due: re-reading the table")
+		t.dropKernel()
+	}
+	if t.kernel != nil && !t.dirty {
+		return false, nil
+	}
+	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	// save reads the table with iptables-save and starts planning afresh.
-	save := func() error {
-		kt, err := t.save(ctx, t.readParser())
+	var reading chan readResult
+	if t.kernel == nil {
+		reading = make(chan readResult, 1)
+		p := t.readParser()
+		go func() {
+			kt, err := t.read(ctx, p)
+			reading <- readResult{kt, err}
+		}()
+		defer func() {
+			if reading != nil {
+				<-reading
+			}
+		}()
+	}
+	t.hashDeclared()
+	if reading != nil {
+		r := <-reading
+		reading = nil
+		if r.err != nil {
+			return false, r.err
+		}
+		t.kernel, t.synced, t.dirty = r.kt, false, true
+	}
+	return true, nil
+}
+
+// decision is what one pass of Apply (or a Plan) decided from the
+// picture: the programmed chains, the objects whose declaration cannot be
+// written, what to plan and what to hold back.
+type decision struct {
+	now        time.Time
+	prog       map[string]bool
+	broken     map[string]*dataplane.ObjectError
+	scope      planScope
+	chainRules int
+	holds      map[string]hold
+	// dry is set for a Plan: the objects held back for what the picture
+	// shows are not recorded as failing, and the plan describes its
+	// writes.
+	dry bool
+}
+
+// start decides afresh from the picture. A jump to a foreign chain
+// declared since the table was read makes it read the table again first:
+// whether the chain exists is for the kernel to say now.
+func (t *Table) start(ctx context.Context, d *decision) error {
+	d.prog, d.broken, d.scope, d.chainRules = t.scope()
+	if t.jumpsUnknown(d.prog, d.scope) {
+		t.opts.Logger.Debug("a jump to a foreign chain was declared since the table was read: re-reading it")
+		kt, err := t.read(ctx, t.readParser())
 		if err != nil {
 			return err
 		}
 		t.kernel, t.synced = kt, false
-		return start()
+		d.prog, d.broken, d.scope, d.chainRules = t.scope()
+	}
+	d.holds = t.holds(d.broken)
+	t.refuseMissing(d)
+	return nil
+}
+
+// resave reads the table with iptables-save and decides afresh.
+func (t *Table) resave(ctx context.Context, d *decision) error {
+	kt, err := t.save(ctx, t.readParser())
+	if err != nil {
+		return err
+	}
+	t.kernel, t.synced = kt, false
+	return t.start(ctx, d)
+}
+
+// decide returns the transaction of the next round: planned from the
+// picture with d's holds (and, while probes remain, every object but the
+// last probe's held back too), after reading with iptables-save when the
+// plan needs texts the picture lacks, and without the objects whose rules
+// match an ip set the kernel lacks. It writes nothing; Apply runs the
+// result, Plan lists it.
+func (t *Table) decide(ctx context.Context, d *decision, probes *[][]string) (*restorePlan, error) {
+	for {
+		round := d.holds
+		if len(*probes) > 0 {
+			round = t.probeHolds(d.holds, (*probes)[len(*probes)-1], d.prog)
+		}
+		p := t.plan(t.kernel, d.prog, d.scope, round, d.dry)
+		if p.needsSave {
+			// Once read with iptables-save the picture has every text.
+			if err := t.resave(ctx, d); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		held := t.refuseSets(ctx, p, d)
+		if len(held) == 0 {
+			return p, nil
+		}
+		for _, name := range held {
+			*probes = withoutObject(*probes, name)
+		}
+		// Plan again without them.
+	}
+}
+
+// write makes the kernel, pictured by t.kernel, match the declared state,
+// in rounds of one restore each (see Apply): it reports whether a restore
+// went through. An error is a failure of the Table as a whole.
+func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error) {
+	d := &decision{now: now}
+	if err := t.start(ctx, d); err != nil {
+		return false, err
 	}
 	// probes are the sets of objects to write alone while looking for the
 	// one the kernel refuses without naming it, the next one last.
@@ -668,25 +726,10 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 		if err := ctx.Err(); err != nil {
 			return wrote, err
 		}
-		round := holds
-		if len(probes) > 0 {
-			round = t.probeHolds(holds, probes[len(probes)-1], prog)
+		var p *restorePlan
+		if p, err = t.decide(ctx, d, &probes); err != nil {
+			return wrote, err
 		}
-		p := t.plan(t.kernel, prog, scope, round)
-		if p.needsSave {
-			// Once read with iptables-save the picture has every text.
-			if err := save(); err != nil {
-				return wrote, err
-			}
-			continue
-		}
-		if held := t.refuseSets(ctx, p, holds, now); len(held) > 0 {
-			for _, name := range held {
-				probes = withoutObject(probes, name)
-			}
-			continue // plan again without them
-		}
-		err = nil
 		if p.input != nil {
 			err = t.restore(ctx, p.input, p.lines)
 			if err == nil {
@@ -699,7 +742,7 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 				probes = probes[:len(probes)-1]
 				continue
 			}
-			t.settle(prog, broken, scope, holds, p.inUse, chainRules, now)
+			t.settle(d, p.inUse)
 			return wrote, nil
 		}
 		if ctx.Err() != nil {
@@ -715,7 +758,7 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			// everything once more.
 			t.opts.Logger.Info("restore failed; re-reading the table and writing again", "error", err)
 			reread, probes = true, nil
-			if err := save(); err != nil {
+			if err := t.resave(ctx, d); err != nil {
 				return wrote, err
 			}
 			continue
@@ -730,7 +773,7 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 				set = probes[len(probes)-1]
 				probes = probes[:len(probes)-1]
 			}
-			cands := p.objects(set, prog, t.builtin)
+			cands := p.objects(set, d.prog, t.builtin)
 			if len(cands) == 0 {
 				return wrote, err
 			}
@@ -740,10 +783,10 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			}
 			name, h = cands[0], holdContent
 		}
-		if h <= holds[name] {
+		if h <= d.holds[name] {
 			return wrote, err // leaving it out would change nothing
 		}
-		holds[name] = h
+		d.holds[name] = h
 		t.fail(name, h, ErrRefused, refusal(re), re, now)
 		probes = withoutObject(probes, name)
 	}
@@ -754,14 +797,14 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 // chain the table did not have when it was read, as refused without a
 // write (the legacy binary would name the line, but iptables-nft resolves
 // jumps at COMMIT and names no object), unless they are held back already.
-func (t *Table) refuseMissing(prog map[string]bool, scope planScope, holds map[string]hold, now time.Time) {
-	for name, target := range t.foreignJumps(prog, scope) {
-		if holds[name] != holdNone {
+func (t *Table) refuseMissing(d *decision) {
+	for name, target := range t.foreignJumps(d.prog, d.scope) {
+		if d.holds[name] != holdNone {
 			continue
 		}
 		if exists, known := t.kernel.exists[target]; known && !exists {
-			holds[name] = holdContent
-			t.failChecked(name, ErrRefused, "it jumps to "+target+", which the table does not have", now)
+			d.holds[name] = holdContent
+			t.checked(d, name, ErrRefused, "it jumps to "+target+", which the table does not have")
 		}
 	}
 }
@@ -900,6 +943,14 @@ func (t *Table) failChecked(name string, reason error, detail string, now time.T
 	}
 }
 
+// checked records, unless d is a Plan's, that d held an object back for
+// what the picture shows (see failChecked).
+func (t *Table) checked(d *decision, name string, reason error, detail string) {
+	if !d.dry {
+		t.failChecked(name, reason, detail, d.now)
+	}
+}
+
 // settle records the outcome of an Apply whose last round went through:
 // the unwanted chains kept because foreign rules jump to them (inUse) are
 // failures, checked again by every full plan and retried with a re-read;
@@ -908,13 +959,14 @@ func (t *Table) failChecked(name string, reason error, detail string, now time.T
 // anew, or its retry, makes the plan full); the objects whose declaration
 // cannot be written are held in the ledger (this plan looked at them), and
 // those held before that no longer are are forgotten.
-func (t *Table) settle(prog map[string]bool, broken map[string]*dataplane.ObjectError, scope planScope, holds map[string]hold, inUse []string, chainRules int, now time.Time) {
+func (t *Table) settle(d *decision, inUse []string) {
+	broken := d.broken
 	for _, name := range inUse {
-		t.failChecked(name, ErrChainInUse, "flushed and kept while foreign rules jump to it", now)
-		holds[name] = holdDelete
+		t.checked(d, name, ErrChainInUse, "flushed and kept while foreign rules jump to it")
+		d.holds[name] = holdDelete
 	}
 	for name := range t.held {
-		if scope.full && holds[name] == holdNone || broken[name] != nil {
+		if d.scope.full && d.holds[name] == holdNone || broken[name] != nil {
 			t.forget(name)
 		}
 	}
@@ -924,7 +976,7 @@ func (t *Table) settle(prog map[string]bool, broken map[string]*dataplane.Object
 		t.ledger.Hold(name, &e)
 	}
 	t.dirty = false
-	t.planned(prog, broken, chainRules)
+	t.planned(d.prog, broken, d.chainRules)
 }
 
 // retryDue reports whether a refused object is due for a retry (a held
