@@ -42,8 +42,7 @@ func (t *Table) Plan(ctx context.Context) (dataplane.Plan, error) {
 	if err := t.start(ctx, d); err != nil {
 		return dataplane.Plan{}, err
 	}
-	var probes [][]string
-	p, err := t.decide(ctx, d, &probes)
+	p, err := t.decide(ctx, d)
 	if err != nil {
 		return dataplane.Plan{}, err
 	}

@@ -174,12 +174,11 @@ func (p *restorePlan) drift() []dataplane.Drift {
 // Plan; an owned chain is of kind "chain" (kindChain).
 const kindRule dataplane.ObjectKind = "rule"
 
-// describe notes, when the plan describes its writes (on), that it
-// writes the object of kind named name with op, from have to want.
-func (p *restorePlan) describe(on bool, op dataplane.WriteOp, kind dataplane.ObjectKind, name, want, have string) {
-	if on {
-		p.objs = append(p.objs, objectWrite{op: op, kind: kind, name: name, want: want, have: have})
-	}
+// describe notes that the plan writes the object of kind named name with
+// op, from have to want. The plan calls it only when asked to describe
+// its writes (Apply does not pay for the texts).
+func (p *restorePlan) describe(op dataplane.WriteOp, kind dataplane.ObjectKind, name, want, have string) {
+	p.objs = append(p.objs, objectWrite{op: op, kind: kind, name: name, want: want, have: have})
 }
 
 // rules says how many rules: "1 rule", "3 rules".
@@ -294,7 +293,9 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 		case holdContent:
 			if kc == nil {
 				p.delta.set[name] = &kernelChain{} // declared empty above
-				p.describe(describe, dataplane.WriteAdd, kindChain, name, "empty: its rules are held back", "")
+				if describe {
+					p.describe(dataplane.WriteAdd, kindChain, name, "empty: its rules are held back", "")
+				}
 			}
 			continue
 		}
@@ -304,13 +305,17 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 				w.rule("-A", name, 0, r, hp, d.hash(i))
 			}
 			p.delta.set[name] = &kernelChain{hashes: d.hashes}
-			p.describe(describe, dataplane.WriteAdd, kindChain, name, rules(d.len()), "")
+			if describe {
+				p.describe(dataplane.WriteAdd, kindChain, name, rules(d.len()), "")
+			}
 			continue
 		}
 		if kc.hashes == d.hashes {
 			continue
 		}
-		p.describe(describe, dataplane.WriteReplace, kindChain, name, rules(d.len()), rules(kc.rules()))
+		if describe {
+			p.describe(dataplane.WriteReplace, kindChain, name, rules(d.len()), rules(kc.rules()))
+		}
 		p.delta.set[name] = &kernelChain{hashes: d.hashes, foreignRefs: kc.foreignRefs}
 		have, want := kc.rules(), d.len()
 		for i := 0; i < min(have, want); i++ {
@@ -366,7 +371,9 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 				}
 				if kc.rules() > 0 {
 					p.delta.set[name] = &kernelChain{foreignRefs: kc.foreignRefs}
-					p.describe(describe, dataplane.WriteReplace, kindChain, name, "flushed and kept while foreign rules jump to it", rules(kc.rules()))
+					if describe {
+						p.describe(dataplane.WriteReplace, kindChain, name, "flushed and kept while foreign rules jump to it", rules(kc.rules()))
+					}
 				}
 				continue
 			}
@@ -375,7 +382,9 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 		for _, name := range gone {
 			w.own(name, holdDelete)
 			w.line("-X ", name)
-			p.describe(describe, dataplane.WriteDelete, kindChain, name, "", rules(kt.chains[name].rules()))
+			if describe {
+				p.describe(dataplane.WriteDelete, kindChain, name, "", rules(kt.chains[name].rules()))
+			}
 		}
 		p.delta.gone = gone
 	}
@@ -527,11 +536,11 @@ func describeHook(p *restorePlan, chain string, kc *kernelChain, kept []bool, in
 		switch {
 		case written[g] == 0:
 		case want[g] == 0:
-			p.describe(true, dataplane.WriteDelete, kindRule, name, "", rules(have[g]))
+			p.describe(dataplane.WriteDelete, kindRule, name, "", rules(have[g]))
 		case have[g] == 0:
-			p.describe(true, dataplane.WriteAdd, kindRule, name, rules(want[g]), "")
+			p.describe(dataplane.WriteAdd, kindRule, name, rules(want[g]), "")
 		default:
-			p.describe(true, dataplane.WriteReplace, kindRule, name, rules(want[g]), rules(have[g]))
+			p.describe(dataplane.WriteReplace, kindRule, name, rules(want[g]), rules(have[g]))
 		}
 	}
 }

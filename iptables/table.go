@@ -644,6 +644,9 @@ type decision struct {
 	scope      planScope
 	chainRules int
 	holds      map[string]hold
+	// probes are the sets of objects to write alone while looking for
+	// the one the kernel refuses without naming it, the next one last.
+	probes [][]string
 	// dry is set for a Plan: the objects held back for what the picture
 	// shows are not recorded as failing, and the plan describes its
 	// writes.
@@ -680,16 +683,16 @@ func (t *Table) resave(ctx context.Context, d *decision) error {
 }
 
 // decide returns the transaction of the next round: planned from the
-// picture with d's holds (and, while probes remain, every object but the
+// picture with d's holds (and, while d.probes remain, every object but the
 // last probe's held back too), after reading with iptables-save when the
 // plan needs texts the picture lacks, and without the objects whose rules
 // match an ip set the kernel lacks. It writes nothing; Apply runs the
 // result, Plan lists it.
-func (t *Table) decide(ctx context.Context, d *decision, probes *[][]string) (*restorePlan, error) {
+func (t *Table) decide(ctx context.Context, d *decision) (*restorePlan, error) {
 	for {
 		round := d.holds
-		if len(*probes) > 0 {
-			round = t.probeHolds(d.holds, (*probes)[len(*probes)-1], d.prog)
+		if len(d.probes) > 0 {
+			round = t.probeHolds(d.holds, d.probes[len(d.probes)-1], d.prog)
 		}
 		p := t.plan(t.kernel, d.prog, d.scope, round, d.dry)
 		if p.needsSave {
@@ -704,7 +707,7 @@ func (t *Table) decide(ctx context.Context, d *decision, probes *[][]string) (*r
 			return p, nil
 		}
 		for _, name := range held {
-			*probes = withoutObject(*probes, name)
+			d.probes = withoutObject(d.probes, name)
 		}
 		// Plan again without them.
 	}
@@ -718,16 +721,13 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 	if err := t.start(ctx, d); err != nil {
 		return false, err
 	}
-	// probes are the sets of objects to write alone while looking for the
-	// one the kernel refuses without naming it, the next one last.
-	var probes [][]string
 	reread := false
 	for range maxRounds {
 		if err := ctx.Err(); err != nil {
 			return wrote, err
 		}
 		var p *restorePlan
-		if p, err = t.decide(ctx, d, &probes); err != nil {
+		if p, err = t.decide(ctx, d); err != nil {
 			return wrote, err
 		}
 		if p.input != nil {
@@ -738,8 +738,8 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			}
 		}
 		if err == nil {
-			if len(probes) > 0 {
-				probes = probes[:len(probes)-1]
+			if len(d.probes) > 0 {
+				d.probes = d.probes[:len(d.probes)-1]
 				continue
 			}
 			t.settle(d, p.inUse)
@@ -757,7 +757,7 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			// table since it was read): read it again and write
 			// everything once more.
 			t.opts.Logger.Info("restore failed; re-reading the table and writing again", "error", err)
-			reread, probes = true, nil
+			reread, d.probes = true, nil
 			if err := t.resave(ctx, d); err != nil {
 				return wrote, err
 			}
@@ -769,16 +769,16 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			// write halves of the objects tried alone until one fails
 			// alone.
 			var set []string
-			if len(probes) > 0 {
-				set = probes[len(probes)-1]
-				probes = probes[:len(probes)-1]
+			if len(d.probes) > 0 {
+				set = d.probes[len(d.probes)-1]
+				d.probes = d.probes[:len(d.probes)-1]
 			}
 			cands := p.objects(set, d.prog, t.builtin)
 			if len(cands) == 0 {
 				return wrote, err
 			}
 			if len(cands) > 1 {
-				probes = append(probes, cands[len(cands)/2:], cands[:len(cands)/2])
+				d.probes = append(d.probes, cands[len(cands)/2:], cands[:len(cands)/2])
 				continue
 			}
 			name, h = cands[0], holdContent
@@ -788,7 +788,7 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 		}
 		d.holds[name] = h
 		t.fail(name, h, ErrRefused, refusal(re), re, now)
-		probes = withoutObject(probes, name)
+		d.probes = withoutObject(d.probes, name)
 	}
 	return wrote, err
 }
