@@ -123,12 +123,16 @@
 // such rules are written unchecked until the next read, and the restore
 // judges them.
 //
-// Apply then returns a *PartialError (errors.Is(err, dataplane.ErrPartial))
-// naming each object left out (an *ObjectError: ErrRefused with the
-// refused line and the binary's message or with the missing chain or set,
-// ErrChainInUse, ErrUnknownChain, ErrChainLoop), and keeps returning it
-// while they stand. A refused object is tried again after a second, then
-// after a delay that doubles up to five minutes (ObjectError.RetryAt;
+// Apply then returns a *dataplane.PartialError (errors.Is(err,
+// dataplane.ErrPartial)) naming each object left out: a
+// *dataplane.ObjectError of Driver "iptables", Kind "chain" and Name the
+// chain (the owned chain, or the built-in chain holding our rules), whose
+// Reason is ErrRefused (Detail quotes the refused line and Err holds the
+// binary's message, or Detail names the missing chain or set),
+// ErrChainInUse, ErrUnknownChain or ErrChainLoop; PartialError.Objects
+// lists them. The Table keeps them on a dataplane.Ledger and returns the
+// error while they stand. A refused object is tried again after a second,
+// then after a delay that doubles up to five minutes (ObjectError.RetryAt;
 // RetryAfter asks the loop to come back then), with a re-read, since what
 // changes the outcome is the kernel; a new declaration of the object
 // tries it at once. An object left out for what the read showed (a chain
@@ -139,6 +143,25 @@
 // the binary reports without a line) is returned as such: the next Apply
 // starts with a re-read, and a dataplane.Loop retries the Table with
 // backoff.
+//
+// # Plan and State
+//
+// Plan lists the writes of the restore transaction the next Apply would
+// run, without running it, as a dataplane.Plan: an owned chain added,
+// replaced whole (it is edited in place, rule by rule, but listed as one
+// write with its rule counts) or deleted ("+ chain np-fw (2 rules)", "~
+// chain np-fw (1 rule, was 2 rules)", "- chain np-old (was 1 rule)"),
+// and a group of our rules in a built-in chain added, changed or removed
+// ("+ rule FORWARD top (1 rule)" for the InsertRules group, "… bottom"
+// for the AppendRules one; a rule of ours no group declares any more
+// counts in the top group when no foreign rule comes before it, else in
+// the bottom one). It is Apply's decision run dry: the same read, the same
+// objects held back, the same transaction built, counted a success; an
+// Apply right after it runs that transaction (and more only when the
+// kernel refuses a line, which Plan cannot know), and an Apply whose Plan
+// is empty runs nothing. State lists the owned chains and groups of our
+// rules the kernel holds, every difference with the declared state (also
+// what the next Apply leaves for later) and the failing objects.
 //
 // # Backends and namespaces
 //

@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
-	"time"
 
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
-	"github.com/nodeplane/nodeplane/internal/objfail"
 )
 
 // Sentinel errors. Every error of the package starts with "iptables: "
@@ -32,7 +29,7 @@ var (
 	ErrDuplicateChain = errors.New("iptables: chain given twice")
 	// ErrUnknownChain reports a programmed rule that jumps to a chain with
 	// the Table's prefix that is not declared. Apply does not write the
-	// object holding that rule (see ObjectError) while it stands.
+	// object holding that rule while it stands.
 	ErrUnknownChain = errors.New("iptables: jump to an undeclared owned chain")
 	// ErrChainLoop reports owned chains whose jumps form a loop, which the
 	// kernel refuses. Apply does not write the chain whose jump closes the
@@ -61,10 +58,6 @@ var (
 	ErrNoBackend = errors.New("iptables: no iptables backend found")
 )
 
-// bare returns a sentinel's text without the package prefix, to quote it
-// inside another error of the package.
-func bare(sentinel error) string { return strings.TrimPrefix(sentinel.Error(), "iptables: ") }
-
 // failedLineRE matches the ways iptables-restore names the failing line:
 // "line 3 failed", "Error occurred at line: 3", "line 3: CHAIN_DEL failed".
 var failedLineRE = regexp.MustCompile(`(?:line (\d+) failed|Error occurred at line: (\d+)|line (\d+): )`)
@@ -81,76 +74,20 @@ func restoreError(re *command.RestoreError) error {
 	return fmt.Errorf("%w: %w", ErrRestore, re)
 }
 
-// ObjectError is one object of a Table that an Apply did not write: an
+// objectError returns the error of an object a Table did not write: an
 // owned chain (its content, or its deletion), or our rules in a built-in
-// chain (named by the built-in chain). The kernel keeps its current
-// version of the object meanwhile; an owned chain refused before it ever
-// existed is created empty, so that the jumps to it stay valid.
-type ObjectError struct {
-	// Chain names the object: the owned chain, or the built-in chain
-	// whose rules of ours were not written.
-	Chain string
-	// Reason is the sentinel: ErrRefused, ErrChainInUse, ErrUnknownChain
-	// or ErrChainLoop.
-	Reason error
-	// Detail says what happened, without the package prefix.
-	Detail string
-	// Err is the error of a refused line (ErrRestore and a
-	// *command.RestoreError without its Input: Detail quotes the line),
-	// or nil.
-	Err error
-	// RetryAt is when Apply tries the object again (the loop is asked to
-	// call it then through ApplyResult.RetryAfter); zero when only a new
-	// declaration can change the outcome (ErrUnknownChain, ErrChainLoop).
-	// A new declaration of the object also retries it at once.
-	RetryAt time.Time
+// chain (named by the built-in chain), both of Kind "chain". The kernel
+// keeps its current version of the object meanwhile; an owned chain
+// refused before it ever existed is created empty, so that the jumps to it
+// stay valid. reason is ErrRefused, ErrChainInUse, ErrUnknownChain or
+// ErrChainLoop; err, when not nil, is the error of a refused line
+// (ErrRestore and a *command.RestoreError without its Input: detail
+// quotes the line). The Table's ledger sets Attempts and RetryAt: zero
+// when only a new declaration can change the outcome (ErrUnknownChain,
+// ErrChainLoop).
+func objectError(chain string, reason error, detail string, err error) *dataplane.ObjectError {
+	return &dataplane.ObjectError{Driver: "iptables", Kind: kindChain, Name: chain, Reason: reason, Detail: detail, Err: err}
 }
 
-// Error says which object failed and why, with the package prefix once.
-func (e *ObjectError) Error() string { return "iptables: " + e.text() }
-
-func (e *ObjectError) text() string {
-	return fmt.Sprintf("%s: %s: %s", e.Chain, bare(e.Reason), e.Detail)
-}
-
-// Unwrap returns the reason and the underlying error.
-func (e *ObjectError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{e.Reason}
-	}
-	return []error{e.Reason, e.Err}
-}
-
-// PartialError is the error of an Apply that wrote everything it could
-// while some objects were not written. It wraps a *dataplane.PartialError
-// (so errors.Is(err, dataplane.ErrPartial) holds and a dataplane.Loop
-// treats the failure as the objects', not the Table's) and, through it,
-// every *ObjectError.
-type PartialError struct {
-	// Objects are the objects not written, by chain name.
-	Objects []*ObjectError
-	partial *dataplane.PartialError
-}
-
-// newPartialError returns nil for no objects; waiting of them were not
-// tried because their retry is not due.
-func newPartialError(objs []*ObjectError, waiting int) error {
-	if len(objs) == 0 {
-		return nil
-	}
-	return &PartialError{Objects: objs, partial: objfail.Partial(objs, waiting)}
-}
-
-// Error counts the objects and says for each why it was not written.
-func (e *PartialError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "iptables: %d object(s) not written", len(e.Objects))
-	for _, o := range e.Objects {
-		b.WriteString("; ")
-		b.WriteString(o.text())
-	}
-	return b.String()
-}
-
-// Unwrap returns the dataplane.PartialError that holds the objects' errors.
-func (e *PartialError) Unwrap() error { return e.partial }
+// kindChain is the kind of a Table's objects in its errors and plans.
+const kindChain dataplane.ObjectKind = "chain"

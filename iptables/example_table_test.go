@@ -134,7 +134,7 @@ func ExampleDetectBackend() {
 
 // When the kernel refuses one object, Apply writes the others and reports
 // the refused one; it retries it on its own backoff.
-func ExamplePartialError() {
+func ExampleTable_Apply_partial() {
 	ns, k := newFake()
 	// The kernel will refuse our jump from OUTPUT, whatever we try.
 	k.AddFault(iptablesfake.Fault{Op: iptablesfake.OpRestore, LineContains: "-I OUTPUT"})
@@ -148,10 +148,10 @@ func ExamplePartialError() {
 	_ = tbl.InsertRules("test", "INPUT", []netfilter.Rule{{Action: netfilter.Jump("np-a")}})
 	res, err := tbl.Apply(context.Background())
 
-	var pe *iptables.PartialError
+	var pe *dataplane.PartialError
 	if errors.As(err, &pe) {
-		for _, o := range pe.Objects {
-			fmt.Println(o.Chain, errors.Is(o, iptables.ErrRefused), o.RetryAt.Sub(clk.Now()))
+		for _, o := range pe.Objects() {
+			fmt.Println(o.Kind, o.Name, errors.Is(o, iptables.ErrRefused), o.RetryAt.Sub(clk.Now()))
 		}
 	}
 	fmt.Println(errors.Is(err, dataplane.ErrPartial), res.RetryAfter)
@@ -161,7 +161,7 @@ func ExamplePartialError() {
 	}
 	fmt.Println(len(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "INPUT")), len(k.Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", "OUTPUT")))
 	// Output:
-	// OUTPUT true 1s
+	// chain OUTPUT true 1s
 	// true 1s
 	// line 5: iptables-nft-restore: line 5 failed
 	// 1 0

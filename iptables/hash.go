@@ -3,18 +3,16 @@ package iptables
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"strconv"
 	"strings"
+
+	"github.com/nodeplane/nodeplane/internal/nfcore"
 )
 
 // HashLength is the length of the rule hash that follows the hash prefix in
 // every rule comment the Table writes: 16 base64url characters (96 bits of
-// SHA-256).
-const HashLength = 16
-
-// hashBytes is how many bytes of the digest the hash keeps.
-const hashBytes = HashLength * 6 / 8
+// SHA-256). It is the hash length of both netfilter backends.
+const HashLength = nfcore.HashLength
 
 // Salts separate the hash chains of the two groups of rules a Table keeps
 // in a built-in chain; owned chains use no salt.
@@ -47,7 +45,7 @@ func hashRule(out *[HashLength]byte, scratch []byte, chain, salt string, index i
 	b = append(b, 0)
 	b = append(b, body...)
 	sum := sha256.Sum256(b)
-	base64.RawURLEncoding.Encode(out[:], sum[:hashBytes])
+	nfcore.EncodeHash(out, sum[:])
 	return b
 }
 
@@ -110,17 +108,4 @@ func writeHashComment(b *bytes.Buffer, prefix, hash string) {
 	b.WriteString(prefix)
 	b.WriteString(hash)
 	b.WriteByte('"')
-}
-
-// hashChars[c] is isHashChar(c), for the parser's inner loop.
-var hashChars = func() (t [256]bool) {
-	for c := range t {
-		t[c] = isHashChar(byte(c))
-	}
-	return t
-}()
-
-// isHashChar reports whether c can appear in a hash (base64url).
-func isHashChar(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/command"
+	"github.com/nodeplane/nodeplane/internal/nfcore"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -18,7 +19,7 @@ func TestRuleHashDependsOnEverything(t *testing.T) {
 	base := ruleHash("np-a", saltNone, 0, "-j ACCEPT")
 	require.Len(t, base, HashLength)
 	for _, c := range base {
-		assert.True(t, isHashChar(byte(c)), "hash %q is base64url", base)
+		assert.True(t, nfcore.IsHashChar(byte(c)), "hash %q is base64url", base)
 	}
 	variants := map[string]string{
 		"chain":    ruleHash("np-b", saltNone, 0, "-j ACCEPT"),

@@ -131,7 +131,7 @@ func TestRefusedObjectIsLeftOut(t *testing.T) {
 	res, err := tbl.Apply(context.Background())
 	pe := requireObjects(t, err, map[string]error{"np-b": iptables.ErrRefused})
 	assert.Equal(t, time.Second, res.RetryAfter)
-	assert.Equal(t, clk.Now().Add(time.Second), pe.Objects[0].RetryAt)
+	assert.Equal(t, clk.Now().Add(time.Second), pe.Objects()[0].RetryAt)
 	assert.Contains(t, err.Error(), "np-b: change refused by the kernel: input line 6 (-A np-b -s 10.66.0.0/16")
 	var re *command.RestoreError
 	require.ErrorAs(t, err, &re)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"sort"
 	"strconv"
+
+	"github.com/nodeplane/nodeplane/dataplane"
 )
 
 // restoreWriter builds one restore transaction, noting which object each
@@ -123,6 +125,68 @@ type restorePlan struct {
 	// whose text the picture lacks (an in-process read cannot see it):
 	// input must not be written; read with iptables-save and plan again.
 	needsSave bool
+	// objs are the objects input writes, in its order; only when the
+	// plan was asked to describe them.
+	objs []objectWrite
+}
+
+// objectWrite is one object a plan writes: what it does to it and the
+// object as declared (want) and as the kernel has it (have), in words.
+type objectWrite struct {
+	op         dataplane.WriteOp
+	kind       dataplane.ObjectKind
+	name       string
+	want, have string
+}
+
+// writes returns the plan's objects as a Plan's Writes.
+func (p *restorePlan) writes() []dataplane.Write {
+	out := make([]dataplane.Write, len(p.objs))
+	for i, o := range p.objs {
+		detail := o.want
+		switch o.op {
+		case dataplane.WriteDelete:
+			detail = "was " + o.have
+		case dataplane.WriteReplace:
+			detail += ", was " + o.have
+		}
+		out[i] = dataplane.Write{Op: o.op, Kind: o.kind, Object: o.name, Detail: detail}
+	}
+	return out
+}
+
+// drift returns the plan's objects as a State's Drift.
+func (p *restorePlan) drift() []dataplane.Drift {
+	out := make([]dataplane.Drift, len(p.objs))
+	for i, o := range p.objs {
+		out[i] = dataplane.Drift{Kind: o.kind, Name: o.name, Want: o.want, Have: o.have}
+		switch o.op {
+		case dataplane.WriteAdd:
+			out[i].Have = ""
+		case dataplane.WriteDelete:
+			out[i].Want = ""
+		}
+	}
+	return out
+}
+
+// kindRule is the kind of a group of our rules in a built-in chain in a
+// Plan; an owned chain is of kind "chain" (kindChain).
+const kindRule dataplane.ObjectKind = "rule"
+
+// describe notes that the plan writes the object of kind named name with
+// op, from have to want. The plan calls it only when asked to describe
+// its writes (Apply does not pay for the texts).
+func (p *restorePlan) describe(op dataplane.WriteOp, kind dataplane.ObjectKind, name, want, have string) {
+	p.objs = append(p.objs, objectWrite{op: op, kind: kind, name: name, want: want, have: have})
+}
+
+// rules says how many rules: "1 rule", "3 rules".
+func rules(n int) string {
+	if n == 1 {
+		return "1 rule"
+	}
+	return strconv.Itoa(n) + " rules"
 }
 
 // owner returns the object input line n belongs to and the hold that
@@ -182,7 +246,13 @@ func (p *restorePlan) objects(set []string, prog, builtin map[string]bool) []str
 // in built-in chains are deleted by their full text and inserted or
 // appended; unwanted owned chains are flushed and deleted last, once
 // nothing of ours refers to them.
-func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, holds map[string]hold) *restorePlan {
+//
+// With describe set, the plan also lists its writes per object (see
+// Table.Plan): an owned chain added, replaced whole or deleted, with its
+// rule counts; a group of our rules in a built-in chain ("INPUT top" for
+// the InsertRules group, "INPUT bottom" for the AppendRules one) added,
+// changed or removed.
+func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, holds map[string]hold, describe bool) *restorePlan {
 	p := &restorePlan{delta: kernelDelta{set: make(map[string]*kernelChain)}}
 	hp := t.opts.HashPrefix
 	names, hooks := scope.chains, scope.hooks
@@ -223,6 +293,9 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 		case holdContent:
 			if kc == nil {
 				p.delta.set[name] = &kernelChain{} // declared empty above
+				if describe {
+					p.describe(dataplane.WriteAdd, kindChain, name, "empty: its rules are held back", "")
+				}
 			}
 			continue
 		}
@@ -232,10 +305,16 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 				w.rule("-A", name, 0, r, hp, d.hash(i))
 			}
 			p.delta.set[name] = &kernelChain{hashes: d.hashes}
+			if describe {
+				p.describe(dataplane.WriteAdd, kindChain, name, rules(d.len()), "")
+			}
 			continue
 		}
 		if kc.hashes == d.hashes {
 			continue
+		}
+		if describe {
+			p.describe(dataplane.WriteReplace, kindChain, name, rules(d.len()), rules(kc.rules()))
 		}
 		p.delta.set[name] = &kernelChain{hashes: d.hashes, foreignRefs: kc.foreignRefs}
 		have, want := kc.rules(), d.len()
@@ -266,7 +345,7 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 			front, back = h.insert, h.append
 		}
 		w.own(name, holdContent)
-		if nk := t.planHook(w, name, kc, &front, &back); nk != kt.chains[name] {
+		if nk := t.planHook(w, name, kc, &front, &back, p, describe); nk != kt.chains[name] {
 			p.delta.set[name] = nk
 		}
 	}
@@ -292,6 +371,9 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 				}
 				if kc.rules() > 0 {
 					p.delta.set[name] = &kernelChain{foreignRefs: kc.foreignRefs}
+					if describe {
+						p.describe(dataplane.WriteReplace, kindChain, name, "flushed and kept while foreign rules jump to it", rules(kc.rules()))
+					}
 				}
 				continue
 			}
@@ -300,6 +382,9 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 		for _, name := range gone {
 			w.own(name, holdDelete)
 			w.line("-X ", name)
+			if describe {
+				p.describe(dataplane.WriteDelete, kindChain, name, "", rules(kt.chains[name].rules()))
+			}
 		}
 		p.delta.gone = gone
 	}
@@ -322,8 +407,9 @@ func (t *Table) plan(kt *kernelTable, prog map[string]bool, scope planScope, hol
 // which is immune to other writers moving rules; the missing rules are
 // inserted at their place (or appended), so changing one rule rewrites
 // just that rule. Foreign rules are never touched. It returns the chain as
-// it will be after the write (the same chain when nothing changes).
-func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front, back *ruleList) *kernelChain {
+// it will be after the write (the same chain when nothing changes). With
+// describe set it notes in p each group it writes (see describeHook).
+func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front, back *ruleList, p *restorePlan, describe bool) *kernelChain {
 	n := kc.rules()
 	hp := t.opts.HashPrefix
 	keptFront := make(map[int]int, front.len()) // front index → kernel index
@@ -344,15 +430,8 @@ func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front,
 		}
 	}
 	lastBack := -1 // highest back index kept
+	inFront, inBack := hashIndex(front), hashIndex(back)
 	if !dup {
-		inFront := make(map[string]int, front.len())
-		for k := 0; k < front.len(); k++ {
-			inFront[front.hash(k)] = k
-		}
-		inBack := make(map[string]int, back.len())
-		for j := 0; j < back.len(); j++ {
-			inBack[back.hash(j)] = j
-		}
 		// The leading run of our rules, up to the first back rule.
 		end, lastFront := 0, -1
 		for ; end < n && kc.hash(end) != ""; end++ {
@@ -375,6 +454,9 @@ func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front,
 		}
 	}
 
+	// written counts the lines of each group (0: front, 1: back), for
+	// describe.
+	var written [2]int
 	changed := false
 	for i := 0; i < n; i++ {
 		if !kept[i] && kc.hash(i) != "" {
@@ -401,6 +483,7 @@ func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front,
 		w.rule("-I", chain, k+1, front.rules[k], hp, h)
 		add(h, front.rules[k].withHash(hp, h))
 		changed = true
+		written[0]++
 	}
 	for i := 0; i < n; i++ {
 		if kc.hash(i) == "" {
@@ -422,9 +505,69 @@ func (t *Table) planHook(w *restoreWriter, chain string, kc *kernelChain, front,
 		}
 		add(h, back.rules[j].withHash(hp, h))
 		changed = true
+		written[1]++
 	}
 	if !changed {
 		return kc
 	}
+	if describe {
+		describeHook(p, chain, kc, kept, inFront, inBack, written, [2]int{front.len(), back.len()})
+	}
 	return &kernelChain{hashes: hashes.String(), texts: texts}
+}
+
+// describeHook notes in p the groups of our rules in the built-in chain
+// that a plan writes: a group whose rule it inserts or appends, or whose
+// rule of ours in the kernel it deletes (one not kept; see ourGroup).
+// want is the groups' declared sizes.
+func describeHook(p *restorePlan, chain string, kc *kernelChain, kept []bool, inFront, inBack map[string]int, written, want [2]int) {
+	var have [2]int
+	for i, g := range ourGroups(kc, inFront, inBack) {
+		if g < 0 {
+			continue
+		}
+		have[g]++
+		if !kept[i] {
+			written[g]++
+		}
+	}
+	for g := range 2 {
+		name := chain + groupNames[g]
+		switch {
+		case written[g] == 0:
+		case want[g] == 0:
+			p.describe(dataplane.WriteDelete, kindRule, name, "", rules(have[g]))
+		case have[g] == 0:
+			p.describe(dataplane.WriteAdd, kindRule, name, rules(want[g]), "")
+		default:
+			p.describe(dataplane.WriteReplace, kindRule, name, rules(want[g]), rules(have[g]))
+		}
+	}
+}
+
+// groupNames name the groups of our rules in a built-in chain after the
+// chain's name: the InsertRules group (0) and the AppendRules one (1).
+var groupNames = [2]string{" top", " bottom"}
+
+// ourGroups returns, for each rule of kc, the group of our rules it
+// belongs to (0: front, 1: back), or -1 for a foreign rule: the group
+// whose rule it is, by its hash (inFront, inBack), else the front group
+// when no foreign rule comes before it, else the back one.
+func ourGroups(kc *kernelChain, inFront, inBack map[string]int) []int {
+	out := make([]int, kc.rules())
+	leading := true
+	for i := range out {
+		h := kc.hash(i)
+		switch _, front := inFront[h]; {
+		case h == "":
+			out[i], leading = -1, false
+		case front:
+			out[i] = 0
+		default:
+			if _, back := inBack[h]; back || !leading {
+				out[i] = 1
+			}
+		}
+	}
+	return out
 }

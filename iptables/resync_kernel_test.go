@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
@@ -123,10 +124,10 @@ func TestKernelRandomRulesResyncWritesNothing(t *testing.T) {
 						dependent[name] = r.JumpTarget() != "" || slices.Contains(args, "--match-set")
 					}
 					_, err = tbl.Apply(ctx)
-					var pe *PartialError
+					var pe *dataplane.PartialError
 					if errors.As(err, &pe) {
-						for _, o := range pe.Objects {
-							assert.True(t, dependent[o.Chain], "%s: the kernel refused a rule the Table accepted: %v", table, o)
+						for _, o := range pe.Objects() {
+							assert.True(t, dependent[o.Name], "%s: the kernel refused a rule the Table accepted: %v", table, o)
 						}
 					} else {
 						require.NoError(t, err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/nodeplane/nodeplane/internal/nfcore"
 )
 
 // kernelChain is what a Table knows about one chain in the kernel: the
@@ -395,16 +397,15 @@ func countRules(out []byte, hints []string) (rules int, hint string) {
 }
 
 // ourHash returns the hash of a comment that is exactly one of our hash
-// comments (HashPrefix and HashLength hash characters), or nil.
+// comments (HashPrefix and HashLength hash characters, nothing after), or
+// nil.
 func (p *saveParser) ourHash(comment []byte) []byte {
-	if len(comment) != len(p.hashPrefix)+HashLength || !strings.HasPrefix(string(comment), p.hashPrefix) {
+	if len(comment) != len(p.hashPrefix)+HashLength {
 		return nil
 	}
-	h := comment[len(p.hashPrefix):]
-	for _, c := range h {
-		if !hashChars[c] {
-			return nil
-		}
+	h, _, ok := nfcore.CommentHash(comment, p.hashPrefix)
+	if !ok {
+		return nil
 	}
 	return h
 }

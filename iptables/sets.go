@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/nodeplane/nodeplane/ipfamily"
 )
@@ -30,7 +29,7 @@ type kernelSet struct {
 // the picture (not listed since the table was read, or matched only since
 // the listing); when listing fails it checks nothing until the next read,
 // and the restore is the judge.
-func (t *Table) refuseSets(ctx context.Context, p *restorePlan, holds map[string]hold, now time.Time) []string {
+func (t *Table) refuseSets(ctx context.Context, p *restorePlan, d *decision) []string {
 	kt := t.kernel
 	if kt.setsUnlisted {
 		return nil
@@ -73,8 +72,8 @@ func (t *Table) refuseSets(ctx context.Context, p *restorePlan, holds map[string
 	var held []string
 	for _, name := range objs {
 		if detail := t.unusableSet(name); detail != "" {
-			holds[name] = holdContent
-			t.failChecked(name, ErrRefused, detail, now)
+			d.holds[name] = holdContent
+			t.checked(d, name, ErrRefused, detail)
 			held = append(held, name)
 		}
 	}

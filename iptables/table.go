@@ -18,7 +18,6 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/nfcore"
-	"github.com/nodeplane/nodeplane/internal/objfail"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -55,7 +54,8 @@ type WorkStats struct {
 // holds, in one iptables-restore transaction, and never touches a rule or
 // chain that is not ours. An object the kernel refuses (an owned chain, or
 // our rules in one built-in chain) is left out and retried on its own
-// backoff, so it never holds the others back (see ObjectError).
+// backoff, so it never holds the others back (see "One object never holds
+// back the others" in the package documentation).
 //
 // A Table is safe for concurrent use; Apply holds its lock while it runs
 // the binaries.
@@ -93,24 +93,24 @@ type Table struct {
 	prog          map[string]bool
 	// broken are the objects whose declaration cannot be written
 	// (ErrUnknownChain, ErrChainLoop), found with prog.
-	broken     map[string]*ObjectError
+	broken     map[string]*dataplane.ObjectError
 	chainRules int
 	planFully  bool // tests: never plan incrementally
 
-	// failed are the objects an Apply could not write, by name: each
-	// keeps its kernel version until its retry is due or it is declared
-	// anew.
-	failed objfail.Set[hold, *ObjectError]
-	// applies counts Apply calls, so that a failure knows whether the
-	// current Apply tried it.
-	applies uint64
+	// ledger keeps the objects an Apply could not write, by name: a
+	// refused one (Fail) keeps its kernel version as held says until its
+	// retry is due or it is declared anew; one whose declaration cannot
+	// be written (broken) is a Hold, looked at again by every plan.
+	ledger *dataplane.Ledger[string]
+	// held is what a plan holds back of each refused object in the
+	// ledger; it has exactly the ledger's failed (not held) objects.
+	held map[string]hold
 
 	// objects are Stats' Desired and InKernel, counted at the end of
 	// each Apply that left a kernel picture.
 	objects struct{ desired, inKernel int }
 
-	recheckAt  time.Time // zero: no recheck scheduled
-	recheckIdx int
+	recheck nfcore.Recheck
 
 	statsMu sync.Mutex
 	stats   WorkStats
@@ -173,7 +173,9 @@ func New(opts Options) (*Table, error) {
 
 		changedChains: map[string]struct{}{},
 		changedHooks:  map[string]struct{}{},
-		failed:        objfail.Set[hold, *ObjectError]{},
+		ledger:        dataplane.NewLedger[string](objectBackoff, o.Clock),
+		held:          map[string]hold{},
+		recheck:       nfcore.NewRecheck(o.PostWriteRecheck),
 	}
 	for _, c := range tableChains[o.Table] {
 		t.builtin[c] = true
@@ -214,7 +216,7 @@ func (t *Table) WorkStats() WorkStats {
 func (t *Table) Stats() dataplane.DriverStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := dataplane.DriverStats{Desired: t.objects.desired, InKernel: t.objects.inKernel, Failing: t.failed.Failing(t.broken)}
+	st := dataplane.DriverStats{Desired: t.objects.desired, InKernel: t.objects.inKernel, Failing: t.ledger.Len()}
 	t.statsMu.Lock()
 	st.Writes = uint64(t.stats.LinesWritten)
 	t.statsMu.Unlock()
@@ -299,7 +301,7 @@ func (t *Table) SetChains(chains ...netfilter.Chain) error {
 // rule still jumps to is flushed and kept, see ErrChainInUse). Names not
 // declared are ignored; a name without the prefix is an error and nothing
 // changes. An object with a rule that still jumps to a removed chain is
-// not written while it does (ErrUnknownChain, see ObjectError).
+// not written while it does (ErrUnknownChain).
 func (t *Table) RemoveChains(names ...string) error {
 	for _, n := range names {
 		if err := t.checkOwned(n); err != nil {
@@ -399,10 +401,17 @@ func (t *Table) setHook(owner, chain string, rules []netfilter.Rule, appendGroup
 // object held back may lie outside what an incremental plan looks at,
 // such as an unwanted chain).
 func (t *Table) retryNow(name string) {
-	if _, ok := t.failed[name]; ok {
-		delete(t.failed, name)
+	if _, ok := t.held[name]; ok {
+		t.forget(name)
 		t.structChanged = true
 	}
+}
+
+// forget drops a refused object from the ledger and what is held back of
+// it.
+func (t *Table) forget(name string) {
+	t.ledger.Forget(name)
+	delete(t.held, name)
 }
 
 // QueueResync makes the next Apply re-read the kernel and repair whatever
@@ -456,18 +465,11 @@ const keepBookkeeping = 256
 // (ErrUnknownChain), and the owned chain whose jump closes a loop
 // (ErrChainLoop). Such a chain is still programmed (it keeps its kernel
 // content, see hold), and the chains it jumps to are too.
-func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*ObjectError) {
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	state := make(map[string]int, len(t.desired))
-	prog := make(map[string]bool, len(t.desired))
-	broken := map[string]*ObjectError{}
+func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*dataplane.ObjectError) {
+	broken := map[string]*dataplane.ObjectError{}
 	breaks := func(name string, reason error, format string, a ...any) {
 		if broken[name] == nil {
-			broken[name] = &ObjectError{Chain: name, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+			broken[name] = objectError(name, reason, fmt.Sprintf(format, a...), nil)
 		}
 	}
 	owned := func(name string) bool { return strings.HasPrefix(name, t.opts.ChainPrefix) }
@@ -494,43 +496,18 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 			}
 		}
 	}
-	type frame struct {
-		name string
-		next int // index of the next target to visit
-	}
-	for _, root := range roots {
-		if state[root] == done {
-			continue
+	prog := nfcore.Reach(nfcore.Graph{
+		Targets:  func(dst []string, name string) []string { return append(dst, t.desired[name].targets...) },
+		Declared: func(name string) bool { return t.desired[name] != nil },
+		Foreign:  func(name string) bool { return !owned(name) }, // the kernel checks that it exists
+	}, roots, func(b nfcore.Break) {
+		switch b.Reason {
+		case nfcore.BreakLoop:
+			breaks(b.Chain, ErrChainLoop, "it jumps back to %s", b.Target)
+		case nfcore.BreakUnknown:
+			breaks(b.Chain, ErrUnknownChain, "it jumps to %s, which is not declared", b.Target)
 		}
-		stack := []frame{{name: root}}
-		state[root] = onPath
-		for len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			d := t.desired[top.name]
-			if top.next == len(d.targets) {
-				state[top.name] = done
-				prog[top.name] = true
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			target := d.targets[top.next]
-			top.next++
-			switch {
-			case !owned(target):
-				continue // a foreign chain: the kernel checks that it exists
-			case state[target] == onPath:
-				breaks(top.name, ErrChainLoop, "it jumps back to %s", target)
-				continue
-			case state[target] == done:
-				continue
-			case t.desired[target] == nil:
-				breaks(top.name, ErrUnknownChain, "it jumps to %s, which is not declared", target)
-				continue
-			}
-			state[target] = onPath
-			stack = append(stack, frame{name: target})
-		}
-	}
+	})
 	return prog, broken
 }
 
@@ -557,9 +534,10 @@ func (t *Table) programmed(kt *kernelTable) (map[string]bool, map[string]*Object
 // restore (see "One object never holds back the others" in the package
 // documentation). The objects left out, and those whose declaration
 // cannot be written (ErrUnknownChain, ErrChainLoop), make Apply return a
-// *PartialError (errors.Is(err, dataplane.ErrPartial)); each is retried
-// on its own backoff (see ObjectError.RetryAt; RetryAfter asks the loop to
-// come back then), or at once when it is declared anew; one left out for
+// *dataplane.PartialError (errors.Is(err, dataplane.ErrPartial)) holding a
+// *dataplane.ObjectError per object; each is retried on its own backoff
+// (see dataplane.ObjectError.RetryAt; RetryAfter asks the loop to come
+// back then), or at once when it is declared anew; one left out for
 // what the read showed, as soon as a read shows the cause gone. Only a
 // failure that belongs to no object
 // (the binary is missing, the table cannot be read, the lock wait timed
@@ -578,29 +556,58 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.countObjects()
-	t.applies++
-	now := t.opts.Clock.Now()
-	recheck := false
-	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
-		recheck = true
+	now := t.ledger.Begin()
+	recheck := t.recheck.Due(now)
+	work, err := t.prepare(ctx, now)
+	if err != nil {
+		return dataplane.ApplyResult{}, err
+	}
+	if !work {
+		return t.result(now), t.ledger.Err()
+	}
+	wrote, err := t.write(ctx, now)
+	if err != nil {
+		t.dropKernel()
+		return dataplane.ApplyResult{}, err
+	}
+	end := t.opts.Clock.Now()
+	switch {
+	case wrote:
+		t.recheck.Wrote(end)
+		if recheck {
+			t.opts.Logger.Info("repaired drift found by a post-write recheck")
+		}
+	case recheck:
+		t.recheck.Clean(end)
+	}
+	return t.result(end), t.ledger.Err()
+}
+
+// prepare gets the kernel picture ready for deciding at now, as every
+// Apply (and Plan) does: it drops the picture when a post-write recheck or
+// the retry of a refused object is due, and reports whether there is
+// anything to compare — not when the picture is fresh and nothing was
+// declared since the last Apply. It then reads the table, when there is
+// no picture, while it hashes the rules declared since the last Apply; the
+// read is joined before it returns. A picture read here is compared by the
+// next decision (it marks the Table dirty), so the read Plan makes serves
+// the next Apply.
+func (t *Table) prepare(ctx context.Context, now time.Time) (work bool, err error) {
+	if t.recheck.Due(now) {
 		t.dropKernel()
 	}
-	if t.retryDue(now) {
+	if t.retryDue() {
 		// Whether the kernel takes the object now depends on the kernel
 		// (a set, a foreign chain or a foreign reference): read it again.
 		t.opts.Logger.Debug("retry of refused objects due: re-reading the table")
 		t.dropKernel()
 	}
 	if t.kernel != nil && !t.dirty {
-		return t.result(now), t.partialError()
+		return false, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return dataplane.ApplyResult{}, err
+		return false, err
 	}
-
-	// Read the kernel, when needed, while hashing what was declared since
-	// the last Apply; the read is joined before anything is compared, and
-	// always before Apply returns.
 	var reading chan readResult
 	if t.kernel == nil {
 		reading = make(chan readResult, 1)
@@ -620,100 +627,109 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		r := <-reading
 		reading = nil
 		if r.err != nil {
-			return dataplane.ApplyResult{}, r.err
+			return false, r.err
 		}
-		t.kernel, t.synced = r.kt, false
+		t.kernel, t.synced, t.dirty = r.kt, false, true
 	}
-	wrote, err := t.write(ctx, now)
+	return true, nil
+}
+
+// decision is what one pass of Apply (or a Plan) decided from the
+// picture: the programmed chains, the objects whose declaration cannot be
+// written, what to plan and what to hold back.
+type decision struct {
+	now        time.Time
+	prog       map[string]bool
+	broken     map[string]*dataplane.ObjectError
+	scope      planScope
+	chainRules int
+	holds      map[string]hold
+	// probes are the sets of objects to write alone while looking for
+	// the one the kernel refuses without naming it, the next one last.
+	probes [][]string
+	// dry is set for a Plan: the objects held back for what the picture
+	// shows are not recorded as failing, and the plan describes its
+	// writes.
+	dry bool
+}
+
+// start decides afresh from the picture. A jump to a foreign chain
+// declared since the table was read makes it read the table again first:
+// whether the chain exists is for the kernel to say now.
+func (t *Table) start(ctx context.Context, d *decision) error {
+	d.prog, d.broken, d.scope, d.chainRules = t.scope()
+	if t.jumpsUnknown(d.prog, d.scope) {
+		t.opts.Logger.Debug("a jump to a foreign chain was declared since the table was read: re-reading it")
+		kt, err := t.read(ctx, t.readParser())
+		if err != nil {
+			return err
+		}
+		t.kernel, t.synced = kt, false
+		d.prog, d.broken, d.scope, d.chainRules = t.scope()
+	}
+	d.holds = t.holds(d.broken)
+	t.refuseMissing(d)
+	return nil
+}
+
+// resave reads the table with iptables-save and decides afresh.
+func (t *Table) resave(ctx context.Context, d *decision) error {
+	kt, err := t.save(ctx, t.readParser())
 	if err != nil {
-		t.dropKernel()
-		return dataplane.ApplyResult{}, err
+		return err
 	}
-	end := t.opts.Clock.Now()
-	switch {
-	case wrote:
-		t.recheckIdx = 0
-		t.recheckAt = time.Time{}
-		if len(t.opts.PostWriteRecheck) > 0 {
-			t.recheckAt = end.Add(t.opts.PostWriteRecheck[0])
+	t.kernel, t.synced = kt, false
+	return t.start(ctx, d)
+}
+
+// decide returns the transaction of the next round: planned from the
+// picture with d's holds (and, while d.probes remain, every object but the
+// last probe's held back too), after reading with iptables-save when the
+// plan needs texts the picture lacks, and without the objects whose rules
+// match an ip set the kernel lacks. It writes nothing; Apply runs the
+// result, Plan lists it.
+func (t *Table) decide(ctx context.Context, d *decision) (*restorePlan, error) {
+	for {
+		round := d.holds
+		if len(d.probes) > 0 {
+			round = t.probeHolds(d.holds, d.probes[len(d.probes)-1], d.prog)
 		}
-		if recheck {
-			t.opts.Logger.Info("repaired drift found by a post-write recheck")
+		p := t.plan(t.kernel, d.prog, d.scope, round, d.dry)
+		if p.needsSave {
+			// Once read with iptables-save the picture has every text.
+			if err := t.resave(ctx, d); err != nil {
+				return nil, err
+			}
+			continue
 		}
-	case recheck:
-		t.advanceRecheck(end)
+		held := t.refuseSets(ctx, p, d)
+		if len(held) == 0 {
+			return p, nil
+		}
+		for _, name := range held {
+			d.probes = withoutObject(d.probes, name)
+		}
+		// Plan again without them.
 	}
-	return t.result(end), t.partialError()
 }
 
 // write makes the kernel, pictured by t.kernel, match the declared state,
 // in rounds of one restore each (see Apply): it reports whether a restore
 // went through. An error is a failure of the Table as a whole.
 func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error) {
-	var (
-		prog       map[string]bool
-		broken     map[string]*ObjectError
-		scope      planScope
-		chainRules int
-		holds      map[string]hold
-	)
-	// start plans afresh from the picture. A jump to a foreign chain
-	// declared since the table was read makes it read the table again
-	// first: whether the chain exists is for the kernel to say now.
-	start := func() error {
-		prog, broken, scope, chainRules = t.scope()
-		if t.jumpsUnknown(prog, scope) {
-			t.opts.Logger.Debug("a jump to a foreign chain was declared since the table was read: re-reading it")
-			kt, err := t.read(ctx, t.readParser())
-			if err != nil {
-				return err
-			}
-			t.kernel, t.synced = kt, false
-			prog, broken, scope, chainRules = t.scope()
-		}
-		holds = t.holds(now, broken)
-		t.refuseMissing(prog, scope, holds, now)
-		return nil
-	}
-	if err := start(); err != nil {
+	d := &decision{now: now}
+	if err := t.start(ctx, d); err != nil {
 		return false, err
 	}
-	// save reads the table with iptables-save and starts planning afresh.
-	save := func() error {
-		kt, err := t.save(ctx, t.readParser())
-		if err != nil {
-			return err
-		}
-		t.kernel, t.synced = kt, false
-		return start()
-	}
-	// probes are the sets of objects to write alone while looking for the
-	// one the kernel refuses without naming it, the next one last.
-	var probes [][]string
 	reread := false
 	for range maxRounds {
 		if err := ctx.Err(); err != nil {
 			return wrote, err
 		}
-		round := holds
-		if len(probes) > 0 {
-			round = t.probeHolds(holds, probes[len(probes)-1], prog)
+		var p *restorePlan
+		if p, err = t.decide(ctx, d); err != nil {
+			return wrote, err
 		}
-		p := t.plan(t.kernel, prog, scope, round)
-		if p.needsSave {
-			// Once read with iptables-save the picture has every text.
-			if err := save(); err != nil {
-				return wrote, err
-			}
-			continue
-		}
-		if held := t.refuseSets(ctx, p, holds, now); len(held) > 0 {
-			for _, name := range held {
-				probes = withoutObject(probes, name)
-			}
-			continue // plan again without them
-		}
-		err = nil
 		if p.input != nil {
 			err = t.restore(ctx, p.input, p.lines)
 			if err == nil {
@@ -722,11 +738,11 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			}
 		}
 		if err == nil {
-			if len(probes) > 0 {
-				probes = probes[:len(probes)-1]
+			if len(d.probes) > 0 {
+				d.probes = d.probes[:len(d.probes)-1]
 				continue
 			}
-			t.settle(prog, broken, scope, holds, p.inUse, chainRules, now)
+			t.settle(d, p.inUse)
 			return wrote, nil
 		}
 		if ctx.Err() != nil {
@@ -741,8 +757,8 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			// table since it was read): read it again and write
 			// everything once more.
 			t.opts.Logger.Info("restore failed; re-reading the table and writing again", "error", err)
-			reread, probes = true, nil
-			if err := save(); err != nil {
+			reread, d.probes = true, nil
+			if err := t.resave(ctx, d); err != nil {
 				return wrote, err
 			}
 			continue
@@ -753,26 +769,26 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 			// write halves of the objects tried alone until one fails
 			// alone.
 			var set []string
-			if len(probes) > 0 {
-				set = probes[len(probes)-1]
-				probes = probes[:len(probes)-1]
+			if len(d.probes) > 0 {
+				set = d.probes[len(d.probes)-1]
+				d.probes = d.probes[:len(d.probes)-1]
 			}
-			cands := p.objects(set, prog, t.builtin)
+			cands := p.objects(set, d.prog, t.builtin)
 			if len(cands) == 0 {
 				return wrote, err
 			}
 			if len(cands) > 1 {
-				probes = append(probes, cands[len(cands)/2:], cands[:len(cands)/2])
+				d.probes = append(d.probes, cands[len(cands)/2:], cands[:len(cands)/2])
 				continue
 			}
 			name, h = cands[0], holdContent
 		}
-		if h <= holds[name] {
+		if h <= d.holds[name] {
 			return wrote, err // leaving it out would change nothing
 		}
-		holds[name] = h
+		d.holds[name] = h
 		t.fail(name, h, ErrRefused, refusal(re), re, now)
-		probes = withoutObject(probes, name)
+		d.probes = withoutObject(d.probes, name)
 	}
 	return wrote, err
 }
@@ -781,14 +797,14 @@ func (t *Table) write(ctx context.Context, now time.Time) (wrote bool, err error
 // chain the table did not have when it was read, as refused without a
 // write (the legacy binary would name the line, but iptables-nft resolves
 // jumps at COMMIT and names no object), unless they are held back already.
-func (t *Table) refuseMissing(prog map[string]bool, scope planScope, holds map[string]hold, now time.Time) {
-	for name, target := range t.foreignJumps(prog, scope) {
-		if holds[name] != holdNone {
+func (t *Table) refuseMissing(d *decision) {
+	for name, target := range t.foreignJumps(d.prog, d.scope) {
+		if d.holds[name] != holdNone {
 			continue
 		}
 		if exists, known := t.kernel.exists[target]; known && !exists {
-			holds[name] = holdContent
-			t.failChecked(name, ErrRefused, "it jumps to "+target+", which the table does not have", now)
+			d.holds[name] = holdContent
+			t.checked(d, name, ErrRefused, "it jumps to "+target+", which the table does not have")
 		}
 	}
 }
@@ -857,11 +873,11 @@ func withoutObject(probes [][]string, name string) [][]string {
 // holds returns what the next plan holds back: the objects whose retry is
 // not due yet (but for those the plan checks against the picture, see
 // failChecked), and those whose declaration cannot be written.
-func (t *Table) holds(now time.Time, broken map[string]*ObjectError) map[string]hold {
-	h := make(map[string]hold, len(t.failed)+len(broken))
-	for name, f := range t.failed {
-		if f.Hold != holdNone && now.Before(f.Err.RetryAt) {
-			h[name] = f.Hold
+func (t *Table) holds(broken map[string]*dataplane.ObjectError) map[string]hold {
+	h := make(map[string]hold, len(t.held)+len(broken))
+	for name, held := range t.held {
+		if held != holdNone && t.ledger.Waiting(name) {
+			h[name] = held
 		}
 	}
 	for name := range broken {
@@ -898,16 +914,17 @@ func (t *Table) probeHolds(holds map[string]hold, set []string, prog map[string]
 // held back as hold says until a retry, after a delay that doubles with
 // each failure.
 func (t *Table) fail(name string, h hold, reason error, detail string, cause *command.RestoreError, now time.Time) {
-	f := t.failed.Fail(name, h, t.applies, objectBackoff, now, reason)
-	f.Err = &ObjectError{Chain: name, Reason: reason, Detail: detail, RetryAt: f.Retry.Due}
+	var err error
 	if cause != nil {
 		// Keep what the binary said, not the whole input: Detail quotes
 		// the refused line.
 		c := *cause
 		c.Input = nil
-		f.Err.Err = restoreError(&c)
+		err = restoreError(&c)
 	}
-	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", f.Err, "retryIn", f.Retry.Due.Sub(now))
+	e := t.ledger.Fail(name, objectError(name, reason, detail, err))
+	t.held[name] = h
+	t.opts.Logger.Warn("object not written; retrying it later", "chain", name, "error", e, "retryIn", e.RetryAt.Sub(now))
 }
 
 // failChecked records that the plan held an object back for what the
@@ -917,52 +934,60 @@ func (t *Table) fail(name string, h hold, reason error, detail string, cause *co
 // plan checks the picture again, so the first read that shows the cause
 // gone (a resync, the retry) writes the object on that pass. Its retry
 // brings that read. Checking again before the retry is due is no retry: it
-// does not push the retry back.
+// does not push the retry back (the error keeps the detail of its first
+// check).
 func (t *Table) failChecked(name string, reason error, detail string, now time.Time) {
-	f := t.failed[name]
-	if f == nil || f.Hold != holdNone || f.Err.Reason != reason || !now.Before(f.Err.RetryAt) {
+	held, failed := t.held[name]
+	if e, _ := t.ledger.Get(name); !failed || held != holdNone || e.Reason != reason || !t.ledger.Waiting(name) {
 		t.fail(name, holdNone, reason, detail, nil, now)
-		return
 	}
-	if f.Err.Detail != detail {
-		e := *f.Err // an error returned before is never changed
-		e.Detail = detail
-		f.Err = &e
+}
+
+// checked records, unless d is a Plan's, that d held an object back for
+// what the picture shows (see failChecked).
+func (t *Table) checked(d *decision, name string, reason error, detail string) {
+	if !d.dry {
+		t.failChecked(name, reason, detail, d.now)
 	}
 }
 
 // settle records the outcome of an Apply whose last round went through:
 // the unwanted chains kept because foreign rules jump to them (inUse) are
-// failures, checked again by every full plan and retried with a re-read,
-// and, after a full plan, every other failure that this Apply did not hold
+// failures, checked again by every full plan and retried with a re-read;
+// after a full plan, every other refusal that this Apply did not hold
 // back is over (a narrow plan looks at no failed object: declaring one
-// anew, or its retry, makes the plan full).
-func (t *Table) settle(prog map[string]bool, broken map[string]*ObjectError, scope planScope, holds map[string]hold, inUse []string, chainRules int, now time.Time) {
+// anew, or its retry, makes the plan full); the objects whose declaration
+// cannot be written are held in the ledger (this plan looked at them), and
+// those held before that no longer are are forgotten.
+func (t *Table) settle(d *decision, inUse []string) {
+	broken := d.broken
 	for _, name := range inUse {
-		t.failChecked(name, ErrChainInUse, "flushed and kept while foreign rules jump to it", now)
-		holds[name] = holdDelete
+		t.checked(d, name, ErrChainInUse, "flushed and kept while foreign rules jump to it")
+		d.holds[name] = holdDelete
 	}
-	for name := range t.failed {
-		if scope.full && holds[name] == holdNone || broken[name] != nil {
-			delete(t.failed, name)
+	for name := range t.held {
+		if d.scope.full && d.holds[name] == holdNone || broken[name] != nil {
+			t.forget(name)
 		}
 	}
+	t.ledger.Retain(func(name string) bool { return !t.ledger.Held(name) || broken[name] != nil })
+	for _, name := range sortedKeys(broken) {
+		e := *broken[name] // an error returned before is never changed
+		t.ledger.Hold(name, &e)
+	}
 	t.dirty = false
-	t.planned(prog, broken, chainRules)
+	t.planned(d.prog, broken, d.chainRules)
 }
 
-// retryDue reports whether an object that was not written is due for a
-// retry.
-func (t *Table) retryDue(now time.Time) bool { return t.failed.Due(now) }
-
-// partialError returns the *PartialError naming the objects not written,
-// or nil. The objects this Apply tried (and the broken ones, which every
-// plan checks again) count as failed, the others as waiting for their
-// retry. An object both failed and broken is listed once, as broken.
-func (t *Table) partialError() error {
-	objs, waiting := t.failed.Errors(t.broken, t.applies)
-	slices.SortFunc(objs, func(a, b *ObjectError) int { return strings.Compare(a.Chain, b.Chain) })
-	return newPartialError(objs, waiting)
+// retryDue reports whether a refused object is due for a retry (a held
+// one has no retry: every plan looks at it).
+func (t *Table) retryDue() bool {
+	for name := range t.held {
+		if !t.ledger.Waiting(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // countObjects counts, for Stats, the objects of the last plan and those
@@ -1001,23 +1026,12 @@ type readResult struct {
 // dropKernel forgets the kernel picture, so that the next Apply reads.
 func (t *Table) dropKernel() { t.kernel = nil }
 
-// advanceRecheck moves to the next post-write recheck after one found
-// nothing to repair.
-func (t *Table) advanceRecheck(now time.Time) {
-	t.recheckIdx++
-	if t.recheckIdx < len(t.opts.PostWriteRecheck) {
-		t.recheckAt = now.Add(t.opts.PostWriteRecheck[t.recheckIdx])
-	} else {
-		t.recheckAt = time.Time{}
-	}
-}
-
 // result reports when the next recheck or retry is due.
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
-	due := t.recheckAt
-	for _, f := range t.failed {
-		if due.IsZero() || f.Err.RetryAt.Before(due) {
-			due = f.Err.RetryAt
+	due := t.recheck.At()
+	if after := t.ledger.RetryAfter(); after > 0 {
+		if retry := t.ledger.Now().Add(after); due.IsZero() || retry.Before(due) {
+			due = retry
 		}
 	}
 	if due.IsZero() {
@@ -1032,7 +1046,7 @@ func (t *Table) result(now time.Time) dataplane.ApplyResult {
 // a few changed chains (synced, nothing structural changed) it plans just
 // those, so a small change to a big table costs little; else it computes
 // the programmed chains and plans everything.
-func (t *Table) scope() (prog map[string]bool, broken map[string]*ObjectError, scope planScope, chainRules int) {
+func (t *Table) scope() (prog map[string]bool, broken map[string]*dataplane.ObjectError, scope planScope, chainRules int) {
 	if t.synced && !t.structChanged && t.prog != nil && !t.planFully {
 		for name := range t.changedChains {
 			if t.prog[name] { // else not programmed, so not in the kernel either
@@ -1056,7 +1070,7 @@ func (t *Table) scope() (prog map[string]bool, broken map[string]*ObjectError, s
 
 // planned records that the kernel picture is now the declared state (but
 // for the objects held back), and the programmed chain and rule counts.
-func (t *Table) planned(prog map[string]bool, broken map[string]*ObjectError, chainRules int) {
+func (t *Table) planned(prog map[string]bool, broken map[string]*dataplane.ObjectError, chainRules int) {
 	t.synced, t.structChanged = true, false
 	t.prog, t.broken, t.chainRules = prog, broken, chainRules
 	if len(t.changedChains) > keepBookkeeping {

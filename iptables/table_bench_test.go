@@ -187,3 +187,36 @@ func BenchmarkNoopApply(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkInitialPlan is BenchmarkInitialApply with Plan instead of
+// Apply: the same read and decision, the writes listed instead of run.
+func BenchmarkInitialPlan(b *testing.B) {
+	chains, jumps := benchDecl(10_000)
+	opts := iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: commands(emptyKernel), PostWriteRecheck: []time.Duration{}}
+	for b.Loop() {
+		tbl, _ := iptables.New(opts)
+		_ = tbl.SetChains(chains...)
+		_ = tbl.InsertRules("test", "FORWARD", jumps)
+		p, err := tbl.Plan(context.Background())
+		if err != nil || len(p.Writes) != 1001 {
+			b.Fatal(len(p.Writes), err)
+		}
+	}
+}
+
+// BenchmarkPlanChangeOne measures the Plan of one changed rule of one chain
+// in a table of 11k rules in sync (BenchmarkChangeOne's Apply, dry).
+func BenchmarkPlanChangeOne(b *testing.B) {
+	tbl, chains, _ := inSyncTable(b, 10_000)
+	changed := netfilter.Chain{Name: chains[len(chains)/2].Name, Rules: append([]netfilter.Rule(nil), chains[len(chains)/2].Rules...)}
+	changed.Rules[4] = netfilter.Rule{Action: netfilter.Drop()}
+	if err := tbl.SetChains(changed); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		p, err := tbl.Plan(context.Background())
+		if err != nil || len(p.Writes) != 1 {
+			b.Fatal(p, err)
+		}
+	}
+}

@@ -436,14 +436,16 @@ func TestChainReferencedByForeignRuleIsKept(t *testing.T) {
 
 // requireObjects checks that err is a partial failure naming exactly the
 // objects of want, each with its reason.
-func requireObjects(t *testing.T, err error, want map[string]error) *iptables.PartialError {
+func requireObjects(t *testing.T, err error, want map[string]error) *dataplane.PartialError {
 	t.Helper()
 	require.ErrorIs(t, err, dataplane.ErrPartial)
-	var pe *iptables.PartialError
+	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
 	got := map[string]error{}
-	for _, o := range pe.Objects {
-		got[o.Chain] = o.Reason
+	for _, o := range pe.Objects() {
+		require.Equal(t, "iptables", o.Driver)
+		require.Equal(t, dataplane.ObjectKind("chain"), o.Kind)
+		got[o.Name] = o.Reason
 		require.ErrorIs(t, err, o.Reason)
 	}
 	require.Equal(t, want, got, "objects not written: %v", err)

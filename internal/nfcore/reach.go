@@ -1,5 +1,7 @@
 package nfcore
 
+import "github.com/nodeplane/nodeplane/internal/textform"
+
 // What a netfilter backend programs is decided the same way in both: the
 // chains reached through jumps from a set of roots, and the chains whose
 // jumps cannot be written. Reach does that walk; each backend says what
@@ -43,10 +45,28 @@ func (r BreakReason) String() string {
 	return "break(?)"
 }
 
+// MarshalText returns String's text (encoding.TextMarshaler).
+func (r BreakReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText sets r to the reason whose String is text
+// (encoding.TextUnmarshaler); any other text is an error and r is left as
+// it was.
+func (r *BreakReason) UnmarshalText(text []byte) error {
+	v, err := textform.Parse(text, BreakUnknown, BreakLoop)
+	if err == nil {
+		*r = v
+	}
+	return err
+}
+
 // Break is a jump that cannot be written: Chain's jump to Target.
 type Break struct {
-	Chain, Target string
-	Reason        BreakReason
+	// Chain is the chain holding the jump.
+	Chain string
+	// Target is the chain it jumps or goes to.
+	Target string
+	// Reason says why the jump cannot be written.
+	Reason BreakReason
 }
 
 // Reach walks g depth first from each of roots in turn (each must be
