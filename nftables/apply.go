@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -35,10 +33,14 @@ const maxRounds = 64
 // kernel rules, and is created empty if it did not exist; a set or element
 // its kernel version) and writes the rest, in the same Apply. The objects
 // left out, and those whose declaration cannot be written (ErrUnknownChain,
-// ErrChainLoop), make Apply return a *PartialError (errors.Is(err,
-// dataplane.ErrPartial)); each is retried on its own backoff (see
-// ObjectError.RetryAt; RetryAfter asks the loop to come back then), or at
-// once when it is declared anew. A failure that belongs to no object (the
+// ErrChainLoop), make Apply return a *dataplane.PartialError (errors.Is(err,
+// dataplane.ErrPartial)) whose Objects are *dataplane.ObjectError (Driver
+// "nftables", Kind KindChain, KindSet or KindElement, Reason ErrRefused,
+// ErrUnknownChain or ErrChainLoop). A refused object is retried on its own
+// backoff (see dataplane.ObjectError.RetryAt; RetryAfter asks the loop to
+// come back then), or at once when it is declared anew; one whose
+// declaration cannot be written is looked at again by every Apply that
+// plans. A failure that belongs to no object (the
 // socket, the read, a refusal the kernel does not attribute) is returned as
 // such and the next Apply reads the table again; after RebuildAfter of
 // them in a row, the next Apply rebuilds the table in one transaction. A
@@ -50,17 +52,16 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.countObjects()
-	t.applies++
-	now := t.opts.Clock.Now()
+	now := t.ledger.Begin()
 	recheck := false
 	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
 		recheck, t.verify = true, true
 	}
-	if t.retryDue(now) {
+	if t.retryDue() {
 		t.verify = true
 	}
 	if t.kern != nil && !t.dirty && !t.verify {
-		return t.result(now), t.partialError()
+		return t.result(now), t.ledger.Err()
 	}
 	if err := ctx.Err(); err != nil {
 		return dataplane.ApplyResult{}, err
@@ -93,7 +94,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 			t.recheckAt = time.Time{}
 		}
 	}
-	return t.result(end), t.partialError()
+	return t.result(end), t.ledger.Err()
 }
 
 // wholeFailure records a failure of the Table as a whole: the next Apply
@@ -132,7 +133,7 @@ func (t *Table) apply(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 		t.kern, t.synced = k, false
 	}
 	rebuild := t.opts.RebuildAfter > 0 && t.wholeFailures >= t.opts.RebuildAfter
-	if !t.dirty && t.synced && !rebuild && !t.retryDue(now) {
+	if !t.dirty && t.synced && !rebuild && !t.retryDue() {
 		return false, nil
 	}
 	return t.write(ctx, s, now, rebuild)
@@ -149,7 +150,7 @@ func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 	// A full plan looks at every chain and set; otherwise only at what
 	// changed: the chains declared anew, those whose programmed status
 	// changed, or whose declaration became (un)writable.
-	full := !t.synced || rebuild || t.retryDue(now) || t.prog == nil
+	full := !t.synced || rebuild || t.retryDue() || t.prog == nil
 	prog, refs, broken := t.prog, t.refs, t.broken
 	var scope map[string]bool
 	if !full {
@@ -181,7 +182,7 @@ func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 				scope[n] = true
 			}
 		}
-		for _, pair := range [][2]map[string]*ObjectError{{broken, t.broken}, {t.broken, broken}} {
+		for _, pair := range [][2]map[string]*dataplane.ObjectError{{broken, t.broken}, {t.broken, broken}} {
 			for obj := range pair[0] {
 				if pair[1][obj] == nil {
 					t.replan(obj, scope)
@@ -191,13 +192,13 @@ func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 	}
 	retryDeletes := !t.synced || t.structChanged
 	if retryDeletes && scope != nil {
-		for obj, f := range t.failed {
-			if f.Hold == holdDelete && !t.declared(obj) {
+		for obj, h := range t.held {
+			if h == holdDelete && !t.declared(obj) {
 				t.replan(obj, scope)
 			}
 		}
 	}
-	holds := t.holds(now, broken, retryDeletes)
+	holds := t.holds(broken, retryDeletes)
 	probe := map[string]bool{}
 	k := t.kern
 	if rebuild {
@@ -476,20 +477,32 @@ func (t *Table) declared(obj string) bool {
 // fail records that an object was not written: held back as h until a
 // retry, after a delay that doubles with each failure.
 func (t *Table) fail(obj string, h hold, reason error, detail string, cause error, now time.Time) {
-	f := t.failed.Fail(obj, h, t.applies, objectBackoff, now, reason)
+	e := t.ledger.Fail(obj, t.objectError(obj, reason, detail, cause))
+	t.held[obj] = h
+	t.opts.Logger.Warn("object not written; retrying it later", "object", string(e.Kind)+" "+e.Name, "error", e, "retryIn", e.RetryAt.Sub(now))
+}
+
+// objectError returns the error of the object key obj.
+func (t *Table) objectError(obj string, reason error, detail string, cause error) *dataplane.ObjectError {
 	kind, name := t.objName(obj)
-	f.Err = &ObjectError{Kind: kind, Name: name, Reason: reason, Detail: detail, Err: cause, RetryAt: f.Retry.Due}
-	t.opts.Logger.Warn("object not written; retrying it later", "object", string(kind)+" "+name, "error", f.Err, "retryIn", f.Retry.Due.Sub(now))
+	return &dataplane.ObjectError{Driver: driverName, Kind: kind, Name: name, Reason: reason, Detail: detail, Err: cause}
+}
+
+// forget drops a refused object from the ledger: it was written,
+// withdrawn or declared anew.
+func (t *Table) forget(obj string) {
+	t.ledger.Forget(obj)
+	delete(t.held, obj)
 }
 
 // holds returns what the next plan holds back: the objects whose retry is
 // not due yet (but for refused deletions when retryDeletes), and those
 // whose declaration cannot be written.
-func (t *Table) holds(now time.Time, broken map[string]*ObjectError, retryDeletes bool) map[string]hold {
-	h := make(map[string]hold, len(t.failed)+len(broken))
-	for obj, f := range t.failed {
-		if now.Before(f.Err.RetryAt) && !(retryDeletes && f.Hold == holdDelete && !t.declared(obj)) {
-			h[obj] = f.Hold
+func (t *Table) holds(broken map[string]*dataplane.ObjectError, retryDeletes bool) map[string]hold {
+	h := make(map[string]hold, len(t.held)+len(broken))
+	for obj, hd := range t.held {
+		if t.ledger.Waiting(obj) && !(retryDeletes && hd == holdDelete && !t.declared(obj)) {
+			h[obj] = hd
 		}
 	}
 	for obj := range broken {
@@ -499,13 +512,19 @@ func (t *Table) holds(now time.Time, broken map[string]*ObjectError, retryDelete
 }
 
 // settle records the outcome of an Apply whose last round committed (or
-// had nothing to write): every failure this Apply did not hold back is
-// over, and the picture is the declared state but for the objects held.
-func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[string]*ObjectError, holds map[string]hold, scope map[string]bool) {
-	for obj := range t.failed {
+// had nothing to write): every refusal this Apply did not hold back is
+// over, the broken objects are held on the ledger (and those no longer
+// broken forgotten), and the picture is the declared state but for the
+// objects held.
+func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[string]*dataplane.ObjectError, holds map[string]hold, scope map[string]bool) {
+	for obj := range t.held {
 		if holds[obj] == holdNone || broken[obj] != nil {
-			delete(t.failed, obj)
+			t.forget(obj)
 		}
+	}
+	t.ledger.Retain(func(obj string) bool { return !t.ledger.Held(obj) || broken[obj] != nil })
+	for _, obj := range sortedKeys(broken) { // in order: the ledger lists them so
+		t.ledger.Hold(obj, broken[obj])
 	}
 	t.dirty, t.synced, t.structChanged = false, true, false
 	t.prog, t.refs, t.broken = prog, refs, broken
@@ -563,34 +582,23 @@ func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[str
 	t.statsMu.Unlock()
 }
 
-// retryDue reports whether an object that was not written is due for a
-// retry.
-func (t *Table) retryDue(now time.Time) bool { return t.failed.Due(now) }
-
-// partialError returns the *PartialError naming the objects not written,
-// or nil. The objects this Apply tried (and the broken ones, which every
-// plan checks again) count as failed, the others as waiting for their
-// retry; an object both failed and broken is listed once, as broken.
-func (t *Table) partialError() error {
-	objs, waiting := t.failed.Errors(t.broken, t.applies)
-	slices.SortFunc(objs, func(a, b *ObjectError) int {
-		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
-			return c
+// retryDue reports whether an object the kernel refused is due for a
+// retry (the broken ones are looked at by every plan, not retried).
+func (t *Table) retryDue() bool {
+	for obj := range t.held {
+		if !t.ledger.Waiting(obj) {
+			return true
 		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return newPartialError(objs, waiting)
+	}
+	return false
 }
 
 // result reports when the next recheck or retry is due.
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
 	due := t.recheckAt
-	for _, f := range t.failed {
-		if f.Err.RetryAt.IsZero() {
-			continue
-		}
-		if due.IsZero() || f.Err.RetryAt.Before(due) {
-			due = f.Err.RetryAt
+	if after := t.ledger.RetryAfter(); after > 0 {
+		if at := t.ledger.Now().Add(after); due.IsZero() || at.Before(due) {
+			due = at
 		}
 	}
 	if due.IsZero() {

@@ -125,11 +125,16 @@
 // one element. Apply leaves that object out — a chain keeps its kernel
 // rules, and is created empty if it did not exist, so that jumps to it stay
 // valid; an element or set keeps its kernel version — and sends the rest
-// again, in the same Apply. It then returns a *PartialError
-// (errors.Is(err, dataplane.ErrPartial)) naming each object left out (an
-// *ObjectError: ErrRefused with the kernel's errno, ErrUnknownChain,
-// ErrChainLoop); each is retried after a second, then after a delay that
-// doubles up to five minutes, or at once when declared anew. A failure of
+// again, in the same Apply. It then returns its dataplane.Ledger's
+// *dataplane.PartialError (errors.Is(err, dataplane.ErrPartial)) naming
+// each object left out, in the order they first failed (Objects: a
+// *dataplane.ObjectError of Driver "nftables", Kind KindChain, KindSet or
+// KindElement, Reason ErrRefused with the kernel's errno as Err, or
+// ErrUnknownChain or ErrChainLoop for a declaration that cannot be
+// written); a refused object is retried after a second, then after a
+// delay that doubles up to five minutes, or at once when declared anew,
+// and one that cannot be written is looked at again by every Apply that
+// plans. A failure of
 // the Table as a whole (the socket, a read, a refusal the kernel does not
 // attribute) is returned as such and the next Apply reads the table again;
 // after Options.RebuildAfter of them in a row, the next Apply deletes the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/kernel"
 )
@@ -729,7 +730,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // objName splits an object key into kind and name for errors; elements
 // are named by set and formatted key.
-func (t *Table) objName(key string) (ObjectKind, string) {
+func (t *Table) objName(key string) (dataplane.ObjectKind, string) {
 	kind, rest, _ := strings.Cut(key, "\x00")
 	switch kind {
 	case "c":

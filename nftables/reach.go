@@ -3,6 +3,8 @@ package nftables
 import (
 	"fmt"
 	"slices"
+
+	"github.com/nodeplane/nodeplane/dataplane"
 )
 
 // What is programmed: a regular chain is programmed while a programmed
@@ -64,7 +66,7 @@ func (t *Table) declChanging(name string) {
 // declared (ErrUnknownChain) or whose jump closes a loop (ErrChainLoop),
 // and a verdict-map element that jumps to a chain not declared. Such a
 // chain is still programmed (it keeps its kernel content).
-func (t *Table) programmed() (map[string]bool, map[string]int, map[string]*ObjectError) {
+func (t *Table) programmed() (map[string]bool, map[string]int, map[string]*dataplane.ObjectError) {
 	const (
 		unseen = iota
 		onPath
@@ -72,11 +74,10 @@ func (t *Table) programmed() (map[string]bool, map[string]int, map[string]*Objec
 	)
 	prog := make(map[string]bool, len(t.chains))
 	refs := make(map[string]int, len(t.chains))
-	broken := map[string]*ObjectError{}
+	broken := map[string]*dataplane.ObjectError{}
 	breaks := func(obj string, reason error, format string, a ...any) {
 		if broken[obj] == nil {
-			kind, name := t.objName(obj)
-			broken[obj] = &ObjectError{Kind: kind, Name: name, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+			broken[obj] = t.objectError(obj, reason, fmt.Sprintf(format, a...), nil)
 		}
 	}
 	for name, targets := range t.mapTargets {
