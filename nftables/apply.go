@@ -53,9 +53,9 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	defer t.mu.Unlock()
 	defer t.countObjects()
 	now := t.ledger.Begin()
-	recheck := false
-	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
-		recheck, t.verify = true, true
+	recheck := t.recheck.Due(now)
+	if recheck {
+		t.verify = true
 	}
 	if t.retryDue() {
 		t.verify = true
@@ -78,21 +78,12 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	end := t.opts.Clock.Now()
 	switch {
 	case wrote:
-		t.recheckIdx = 0
-		t.recheckAt = time.Time{}
-		if len(t.opts.PostWriteRecheck) > 0 {
-			t.recheckAt = end.Add(t.opts.PostWriteRecheck[0])
-		}
+		t.recheck.Wrote(end)
 		if recheck {
 			t.opts.Logger.Info("repaired drift found by a post-write recheck")
 		}
 	case recheck:
-		t.recheckIdx++
-		if t.recheckIdx < len(t.opts.PostWriteRecheck) {
-			t.recheckAt = end.Add(t.opts.PostWriteRecheck[t.recheckIdx])
-		} else {
-			t.recheckAt = time.Time{}
-		}
+		t.recheck.Clean(end)
 	}
 	return t.result(end), t.ledger.Err()
 }
@@ -595,7 +586,7 @@ func (t *Table) retryDue() bool {
 
 // result reports when the next recheck or retry is due.
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
-	due := t.recheckAt
+	due := t.recheck.At()
 	if after := t.ledger.RetryAfter(); after > 0 {
 		if at := t.ledger.Now().Add(after); due.IsZero() || at.Before(due) {
 			due = at

@@ -146,8 +146,7 @@ type Table struct {
 	held          map[string]hold
 	wholeFailures int
 
-	recheckAt  time.Time
-	recheckIdx int
+	recheck nfcore.Recheck
 
 	sock kernel.NFTablesSocket
 	// sockCleanup closes sock if the Table is collected without Close;
@@ -246,6 +245,7 @@ func New(opts Options) (*Table, error) {
 		ledger:        dataplane.NewLedger[string](objectBackoff, o.Clock),
 		held:          map[string]hold{},
 		counted:       map[string]int{},
+		recheck:       nfcore.NewRecheck(o.PostWriteRecheck),
 	}
 	for _, h := range roleHooks[o.Role] {
 		t.hooks[h] = true
