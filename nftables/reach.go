@@ -108,6 +108,7 @@ func (t *Table) programmed() (map[string]bool, map[string]int, map[string]*datap
 				if r := &c.rules[i]; r.target != "" {
 					dst = append(dst, r.target)
 				} else if r.vmap != "" {
+					dst = slices.Grow(dst, len(t.mapTargets[r.vmap]))
 					for _, target := range sortedKeys(t.mapTargets[r.vmap]) {
 						if t.regular(target) {
 							dst = append(dst, target)
@@ -118,6 +119,7 @@ func (t *Table) programmed() (map[string]bool, map[string]int, map[string]*datap
 			return dst
 		},
 		Declared: t.regular,
+		Size:     len(t.chains),
 		// refs counts the rules of programmed chains that jump to each.
 		Visit: func(name string) {
 			c := t.chains[name]
