@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"syscall"
 	"time"
 
@@ -53,14 +54,8 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	defer t.mu.Unlock()
 	defer t.countObjects()
 	now := t.ledger.Begin()
-	recheck := t.recheck.Due(now)
-	if recheck {
-		t.verify = true
-	}
-	if t.retryDue() {
-		t.verify = true
-	}
-	if t.kern != nil && !t.dirty && !t.verify {
+	recheck := t.due(now)
+	if t.idle() {
 		return t.result(now), t.ledger.Err()
 	}
 	if err := ctx.Err(); err != nil {
@@ -100,14 +95,30 @@ func (t *Table) wholeFailure(err error) error {
 	return err
 }
 
-// apply reads the kernel when needed and writes the difference; wrote
-// reports a committed transaction.
-func (t *Table) apply(ctx context.Context, s kernel.NFTablesSocket, now time.Time) (wrote bool, err error) {
+// due marks the kernel picture to be verified when a post-write recheck
+// or the retry of a refused object is due, and reports whether a recheck
+// is.
+func (t *Table) due(now time.Time) (recheck bool) {
+	recheck = t.recheck.Due(now)
+	if recheck || t.retryDue() {
+		t.verify = true
+	}
+	return recheck
+}
+
+// idle reports whether there is nothing to do without a system call: the
+// picture is the declared state and nothing changed or is due.
+func (t *Table) idle() bool { return t.kern != nil && t.synced && !t.dirty && !t.verify }
+
+// refresh checks the ruleset generation when the picture is to be
+// verified, and reads the table when the Table has no picture (or it is
+// stale).
+func (t *Table) refresh(s kernel.NFTablesSocket) error {
 	if t.kern != nil && t.verify {
 		gen, err := t.genID(s)
 		if err != nil {
 			t.dropSocket()
-			return false, fmt.Errorf("%w: %w", ErrRead, err)
+			return fmt.Errorf("%w: %w", ErrRead, err)
 		}
 		if !t.kern.genOK || gen != t.kern.gen {
 			t.opts.Logger.Debug("ruleset changed since the table was last read", "gen", gen)
@@ -119,28 +130,60 @@ func (t *Table) apply(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 		k, err := t.read(s)
 		if err != nil {
 			t.dropSocket()
-			return false, err
+			return err
 		}
 		t.kern, t.synced = k, false
 	}
-	rebuild := t.opts.RebuildAfter > 0 && t.wholeFailures >= t.opts.RebuildAfter
-	if !t.dirty && t.synced && !rebuild && !t.retryDue() {
+	return nil
+}
+
+// rebuildDue reports whether the next write rebuilds the table whole.
+func (t *Table) rebuildDue() bool {
+	return t.opts.RebuildAfter > 0 && t.wholeFailures >= t.opts.RebuildAfter
+}
+
+// needsPlan reports whether, with a fresh picture, the table must be
+// planned: something changed, the picture was just read, a rebuild or a
+// retry is due.
+func (t *Table) needsPlan(rebuild bool) bool {
+	return t.dirty || !t.synced || rebuild || t.retryDue()
+}
+
+// apply reads the kernel when needed and writes the difference; wrote
+// reports a committed transaction.
+func (t *Table) apply(ctx context.Context, s kernel.NFTablesSocket, now time.Time) (wrote bool, err error) {
+	if err := t.refresh(s); err != nil {
+		return false, err
+	}
+	rebuild := t.rebuildDue()
+	if !t.needsPlan(rebuild) {
 		return false, nil
 	}
 	return t.write(ctx, s, now, rebuild)
 }
 
-// write plans and sends rounds until one commits.
-func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Time, rebuild bool) (wrote bool, err error) {
-	if rebuild {
-		t.opts.Logger.Warn("rebuilding the table in one transaction", "failuresInARow", t.wholeFailures)
-		t.statsMu.Lock()
-		t.stats.Rebuilds++
-		t.statsMu.Unlock()
-	}
-	// A full plan looks at every chain and set; otherwise only at what
-	// changed: the chains declared anew, those whose programmed status
-	// changed, or whose declaration became (un)writable.
+// decision is what a plan is made of: the chains to program (and the
+// rule counts that jump to each), the objects that cannot be written,
+// whether the plan looks at everything (full) or at the chains of scope
+// and the changed sets, what it holds back, and the kernel picture it
+// diffs against (empty for a rebuild).
+type decision struct {
+	full   bool
+	prog   map[string]bool
+	refs   map[string]int
+	broken map[string]*dataplane.ObjectError
+	scope  map[string]bool
+	holds  map[string]hold
+	k      *kstate
+}
+
+// decide makes the decisions of a plan, for Apply's write or, dry, for
+// Plan: then the Table's programmed chains are left as they are (an
+// incremental update is made on copies). A full plan looks at every chain
+// and set; otherwise only at what changed: the chains declared anew, those
+// whose programmed status changed, or whose declaration became
+// (un)writable.
+func (t *Table) decide(rebuild, dry bool) decision {
 	full := !t.synced || rebuild || t.retryDue() || t.prog == nil
 	prog, refs, broken := t.prog, t.refs, t.broken
 	var scope map[string]bool
@@ -154,7 +197,15 @@ func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 	case full:
 		prog, refs, broken = t.programmed()
 	case t.structChanged:
-		if flipped, ok := t.reachDelta(); ok {
+		if dry {
+			// reachDelta updates t.prog and t.refs in place: on copies.
+			t.prog, t.refs = maps.Clone(prog), maps.Clone(refs)
+		}
+		flipped, ok := t.reachDelta()
+		if dry {
+			t.prog, t.refs, prog, refs = prog, refs, t.prog, t.refs
+		}
+		if ok {
 			for _, n := range flipped {
 				scope[n] = true
 			}
@@ -189,12 +240,25 @@ func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 			}
 		}
 	}
-	holds := t.holds(broken, retryDeletes)
-	probe := map[string]bool{}
 	k := t.kern
 	if rebuild {
 		k = newKstate()
 	}
+	return decision{full: full, prog: prog, refs: refs, broken: broken, scope: scope, holds: t.holds(broken, retryDeletes), k: k}
+}
+
+// write plans and sends rounds until one commits.
+func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Time, rebuild bool) (wrote bool, err error) {
+	if rebuild {
+		t.opts.Logger.Warn("rebuilding the table in one transaction", "failuresInARow", t.wholeFailures)
+		t.statsMu.Lock()
+		t.stats.Rebuilds++
+		t.statsMu.Unlock()
+	}
+	d := t.decide(rebuild, false)
+	prog, refs, broken, holds, k := d.prog, d.refs, d.broken, d.holds, d.k
+	full, scope := d.full, d.scope
+	probe := map[string]bool{}
 	for rounds := 0; ; {
 		if err := ctx.Err(); err != nil {
 			return wrote, err
