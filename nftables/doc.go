@@ -141,6 +141,27 @@
 // table and writes it whole in one transaction, so that the base chains
 // are never missing.
 //
+// # Plan, State and Stats
+//
+// A Table is a dataplane.Planner, Stater and StatsReporter, as every
+// driver. Plan runs Apply's own planner without sending anything: it
+// reads the kernel where Apply would and lists, in the order of Apply's
+// transactions, the table's creation, the chains created, replaced (a
+// policy) or deleted, the rules added to or deleted from a chain, the sets
+// created or deleted and each element added or deleted; the Apply right
+// after makes exactly these writes (if the kernel takes them all), and an
+// Apply whose Plan is empty writes nothing:
+//
+//	plan, _ := tbl.Plan(ctx)
+//	fmt.Println(plan) // nftables-ip-np-filter: 1 write
+//	                  // + rule np-fw np:tXFNxRiTaLJTwl0b all
+//
+// State lists the chains, our rules, the sets and elements the kernel
+// holds, the drift from the declarations (a chain missing or with other
+// rules, an element missing or unwanted…) and the objects failing. An
+// IPSets is a Planner too, whose Plan is empty (the Table writes its sets),
+// and a Stater of its own sets, failing those whose removal waits.
+//
 // # Sets for the node managers: IPSets
 //
 // The node managers (masquerade, hostips, the overlays…) declare their sets
@@ -167,7 +188,9 @@
 // either family; hash:net,net is refused (netfilter.ErrUnknownSetType), since the
 // kernel's sets of concatenated ranges refuse the overlapping pairs an ip
 // set holds. A set that the Table's rules still use when it is removed
-// waits until they stop using it (see IPSets.RemoveSet).
+// waits until they stop using it (see IPSets.RemoveSet); meanwhile
+// ApplyDeletions reports it (a *dataplane.ObjectError with Reason
+// ErrSetInUse).
 //
 // # Switching backend
 //

@@ -225,20 +225,10 @@ func (t *Table) State(ctx context.Context) (dataplane.State, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := dataplane.State{Driver: t.name}
-	t.due(t.opts.Clock.Now())
-	if t.kern == nil || t.verify {
-		if err := ctx.Err(); err != nil {
-			return st, err
-		}
-		s, err := t.socket()
-		if err != nil {
-			return st, err
-		}
-		if err := t.refresh(s); err != nil {
-			return st, err
-		}
+	k, err := t.picture(ctx)
+	if err != nil {
+		return st, err
 	}
-	k := t.kern
 	prog, _, _ := t.programmed()
 	for name, kc := range k.chains {
 		st.Owned = append(st.Owned, dataplane.Object{Kind: KindChain, Text: kchainText(name, kc)})
@@ -265,47 +255,78 @@ func (t *Table) State(ctx context.Context) (dataplane.State, error) {
 			st.Drift = append(st.Drift, dataplane.Drift{Kind: KindChain, Name: name, Want: want, Have: have})
 		}
 	}
-	for name, ks := range k.sets {
-		d := t.sets[name]
-		st.Owned = append(st.Owned, dataplane.Object{Kind: KindSet, Text: name})
-		for key, data := range ks.elems {
-			st.Owned = append(st.Owned, dataplane.Object{Kind: KindElement, Text: t.elemText(name, key, data)})
-		}
-		switch {
-		case d == nil:
-			st.Drift = append(st.Drift, dataplane.Drift{Kind: KindSet, Name: name, Have: name})
-		case !d.spec.matchesKernel(&ks.nl):
-			st.Drift = append(st.Drift, dataplane.Drift{Kind: KindSet, Name: name, Want: d.spec.String(), Have: "another shape"})
-		}
+	for name := range k.sets {
+		t.setState(&st, name)
 	}
-	for name, d := range t.sets {
-		ks := k.sets[name]
-		if ks == nil {
-			st.Drift = append(st.Drift, dataplane.Drift{Kind: KindSet, Name: name, Want: d.spec.String()})
-			continue
-		}
-		if !d.spec.matchesKernel(&ks.nl) {
-			continue // the set's drift says it all
-		}
-		written := d.written()
-		for key, want := range written {
-			if have, ok := ks.elems[key]; !ok || have != want {
-				w := dataplane.Drift{Kind: KindElement, Name: name + " " + d.spec.formatKey(key), Want: t.elemText(name, key, want)}
-				if ok {
-					w.Have = t.elemText(name, key, have)
-				}
-				st.Drift = append(st.Drift, w)
-			}
-		}
-		for key, have := range ks.elems {
-			if _, ok := written[key]; !ok {
-				st.Drift = append(st.Drift, dataplane.Drift{Kind: KindElement, Name: name + " " + d.spec.formatKey(key), Have: t.elemText(name, key, have)})
-			}
+	for name := range t.sets {
+		if k.sets[name] == nil {
+			t.setState(&st, name)
 		}
 	}
 	st.Failing = t.ledger.Errors()
 	dataplane.SortState(&st)
 	return st, nil
+}
+
+// picture returns the kernel picture, after reading the kernel where the
+// next Apply would (see Plan). The caller holds t.mu.
+func (t *Table) picture(ctx context.Context) (*kstate, error) {
+	t.due(t.opts.Clock.Now())
+	if t.kern != nil && !t.verify {
+		return t.kern, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := t.socket()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.refresh(s); err != nil {
+		return nil, err
+	}
+	return t.kern, nil
+}
+
+// setState adds to st what the kernel picture holds of set name (the set
+// and its elements) and how it differs from the declared set. The caller
+// holds t.mu, and the Table has a picture.
+func (t *Table) setState(st *dataplane.State, name string) {
+	d, ks := t.sets[name], t.kern.sets[name]
+	if ks != nil {
+		st.Owned = append(st.Owned, dataplane.Object{Kind: KindSet, Text: name})
+		for key, data := range ks.elems {
+			st.Owned = append(st.Owned, dataplane.Object{Kind: KindElement, Text: t.elemText(name, key, data)})
+		}
+	}
+	switch {
+	case d == nil && ks == nil:
+		return
+	case d == nil:
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: KindSet, Name: name, Have: name})
+		return
+	case ks == nil:
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: KindSet, Name: name, Want: d.spec.String()})
+		return
+	case !d.spec.matchesKernel(&ks.nl):
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: KindSet, Name: name, Want: d.spec.String(), Have: "another shape"})
+		return
+	}
+	written := d.written()
+	for key, want := range written {
+		if have, ok := ks.elems[key]; !ok || have != want {
+			w := dataplane.Drift{Kind: KindElement, Name: name + " " + d.spec.formatKey(key), Want: t.elemText(name, key, want)}
+			if ok {
+				w.Have = t.elemText(name, key, have)
+			}
+			st.Drift = append(st.Drift, w)
+		}
+	}
+	for key, have := range ks.elems {
+		if _, ok := written[key]; !ok {
+			st.Drift = append(st.Drift, dataplane.Drift{Kind: KindElement, Name: name + " " + d.spec.formatKey(key), Have: t.elemText(name, key, have)})
+		}
+	}
 }
 
 // sameHashes reports whether a kernel chain holds exactly the declared

@@ -363,3 +363,75 @@ func TestPlanAfterRefusal(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, st.InSync(), "%s", st)
 }
+
+// TestIPSetsPlanAndState checks the set driver's Plan (always empty: the
+// Table writes its sets, and its own Plan lists them) and State: its sets
+// in sync after the Table's Apply, a member deleted behind its back as
+// drift until the Table repairs it, and a set whose removal waits for the
+// rules that use it as failing, then gone.
+func TestIPSetsPlanAndState(t *testing.T) {
+	ctx := context.Background()
+	ns := nftablesfake.New()
+	tbl := newTable(t, fakeOpts(ns))
+	sets := newIPSets(t, tbl, "np4-")
+	require.NoError(t, sets.AddOrReplaceSet(netfilter.SetMetadata{Name: "ips", Type: netfilter.HashIP},
+		[]netfilter.Member{netfilter.IPMember(addr("10.0.0.1")), netfilter.IPMember(addr("10.0.0.2"))}))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "fw", Rules: []netfilter.Rule{{Matches: []netfilter.Match{netfilter.SourceIPSet("np4-ips")}, Action: netfilter.Accept()}}}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("fw")}))
+
+	p, err := sets.Plan(ctx)
+	require.NoError(t, err)
+	require.True(t, p.Empty())
+	tp, err := tbl.Plan(ctx)
+	require.NoError(t, err)
+	require.Contains(t, tp.String(), "+ set np4-ips (type addr)")
+	require.Contains(t, tp.String(), "+ element np4-ips 10.0.0.2")
+	st, err := sets.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "nftables-ip-np-sets: 0 owned, 1 drifted, 0 failing\n  set np4-ips: missing (want type addr)", st.String())
+
+	apply(t, tbl)
+	st, err = sets.State(ctx)
+	require.NoError(t, err)
+	require.True(t, st.InSync(), "%s", st)
+	require.Len(t, st.Owned, 3, "the set and its two elements")
+
+	require.NoError(t, ns.Admin().DeleteElement(nftablesfake.IPv4, "np", "np4-ips", 0))
+	tbl.QueueResync()
+	st, err = sets.State(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Drift, 1, "%s", st)
+	require.Equal(t, dataplane.ObjectKind("element"), st.Drift[0].Kind)
+	require.Empty(t, st.Drift[0].Have)
+	tp, err = tbl.Plan(ctx)
+	require.NoError(t, err)
+	require.Len(t, tp.Writes, 1, "%s", tp)
+	require.Equal(t, "+ element "+st.Drift[0].Name, tp.Writes[0].String())
+	apply(t, tbl)
+	st, err = sets.State(ctx)
+	require.NoError(t, err)
+	require.True(t, st.InSync(), "%s", st)
+
+	require.NoError(t, sets.RemoveSet("ips"))
+	_, err = sets.ApplyDeletions(ctx)
+	require.ErrorIs(t, err, nftables.ErrSetInUse)
+	require.ErrorIs(t, err, netfilter.ErrSetInUse)
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "nftables: set np4-ips: set still used by declared rules: its removal waits for the rules that use it", pe.Objects()[0].Error())
+	st, err = sets.State(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Failing, 1)
+	require.Len(t, st.Owned, 3, "the set stays, with its elements, while rules use it")
+
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "fw", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
+	_, err = sets.ApplyDeletions(ctx)
+	require.NoError(t, err)
+	tp, err = tbl.Plan(ctx)
+	require.NoError(t, err)
+	require.Contains(t, tp.String(), "- set np4-ips")
+	apply(t, tbl)
+	st, err = sets.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "nftables-ip-np-sets: 0 owned, 0 drifted, 0 failing", st.String())
+}

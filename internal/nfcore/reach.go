@@ -1,5 +1,7 @@
 package nfcore
 
+import "github.com/nodeplane/nodeplane/internal/textform"
+
 // What a netfilter backend programs is decided the same way in both: the
 // chains reached through jumps from a set of roots, and the chains whose
 // jumps cannot be written. Reach does that walk; each backend says what
@@ -47,10 +49,26 @@ func (r BreakReason) String() string {
 	return "break(?)"
 }
 
+// MarshalText returns String's text (encoding.TextMarshaler).
+func (r BreakReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText sets r to the reason whose String is text: "unknown
+// chain" or "loop" (encoding.TextUnmarshaler). Any other text is an
+// error, and r is left as it was.
+func (r *BreakReason) UnmarshalText(text []byte) error {
+	v, err := textform.Parse(text, BreakUnknown, BreakLoop)
+	if err == nil {
+		*r = v
+	}
+	return err
+}
+
 // Break is a jump that cannot be written: Chain's jump to Target.
 type Break struct {
+	// Chain is the chain holding the jump, Target the chain it jumps to.
 	Chain, Target string
-	Reason        BreakReason
+	// Reason says why the jump cannot be written.
+	Reason BreakReason
 }
 
 // Reach walks g depth first from each of roots in turn (each must be
