@@ -41,11 +41,11 @@ const maxRounds = 64
 // backoff (see dataplane.ObjectError.RetryAt; RetryAfter asks the loop to
 // come back then), or at once when it is declared anew; one whose
 // declaration cannot be written is looked at again by every Apply that
-// plans. A failure that belongs to no object (the
-// socket, the read, a refusal the kernel does not attribute) is returned as
-// such and the next Apply reads the table again; after RebuildAfter of
-// them in a row, the next Apply rebuilds the table in one transaction. A
-// nil ctx is context.Background().
+// plans. A failure that belongs to no object (the socket, the read, a
+// refusal the kernel does not attribute) is returned as such and the next
+// Apply reads the table again; after RebuildAfter of them in a row, the
+// next Apply rebuilds the table in one transaction. Plan decides as Apply
+// does, without writing. A nil ctx is context.Background().
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
