@@ -440,3 +440,41 @@ func TestIPSetsPlanAndState(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "nftables-ip-np-sets: 0 owned, 0 drifted, 0 failing", st.String())
 }
+
+// TestPlanRebuild checks that after RebuildAfter failures in a row the
+// Plan is the rebuild the next Apply makes: the table deleted and written
+// whole, stray chain gone.
+func TestPlanRebuild(t *testing.T) {
+	ctx := context.Background()
+	ns := nftablesfake.New()
+	log := &requestLog{table: "np"}
+	ns.Refuse(log.hook)
+	opts := fakeOpts(ns)
+	opts.RebuildAfter = 2
+	tbl := newTable(t, opts)
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "fw", Rules: []netfilter.Rule{acceptFrom("10.0.0.0/8")}}))
+	require.NoError(t, tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{jump("fw")}))
+	apply(t, tbl)
+	require.NoError(t, ns.Admin().AddChain(nftablesfake.IPv4, "np", "stray"))
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "fw", Rules: []netfilter.Rule{acceptFrom("10.1.0.0/16")}}))
+	ns.FailTransactions(2, syscall.EIO)
+	for range 2 {
+		_, err := tbl.Apply(ctx)
+		require.ErrorIs(t, err, nftables.ErrWrite)
+	}
+	log.take()
+
+	p, err := tbl.Plan(ctx)
+	require.NoError(t, err)
+	require.Empty(t, log.take())
+	require.Equal(t, "- table ip np (to rebuild it whole)", p.Writes[0].String())
+	require.Equal(t, "+ table ip np", p.Writes[1].String())
+	require.Contains(t, p.String(), "+ chain fw\n")
+	require.NotContains(t, p.String(), "stray", "the table is deleted whole, its stray chain with it")
+	apply(t, tbl)
+	require.Equal(t, planRequests(p), log.take())
+	require.Equal(t, 1, tbl.WorkStats().Rebuilds)
+	p, err = tbl.Plan(ctx)
+	require.NoError(t, err)
+	require.True(t, p.Empty(), "%s", p)
+}
