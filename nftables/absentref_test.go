@@ -48,10 +48,10 @@ func TestJumpToRefusedChainHeldAtPlanTime(t *testing.T) {
 	_, err = tbl.Apply(context.Background())
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	assert.Equal(t, errs, tbl.WorkStats().TransactionErrors, "nothing was sent for the kernel to refuse")
-	var pe *nftables.PartialError
+	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
 	var names []string
-	for _, o := range pe.Objects {
+	for _, o := range pe.Objects() {
 		names = append(names, string(o.Kind)+" "+o.Name)
 	}
 	assert.ElementsMatch(t, []string{"chain np-a", "chain np-b", "element svc 10.96.0.1 . tcp . 80"}, names)

@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+	"maps"
 	"syscall"
 	"time"
 
@@ -35,14 +34,18 @@ const maxRounds = 64
 // kernel rules, and is created empty if it did not exist; a set or element
 // its kernel version) and writes the rest, in the same Apply. The objects
 // left out, and those whose declaration cannot be written (ErrUnknownChain,
-// ErrChainLoop), make Apply return a *PartialError (errors.Is(err,
-// dataplane.ErrPartial)); each is retried on its own backoff (see
-// ObjectError.RetryAt; RetryAfter asks the loop to come back then), or at
-// once when it is declared anew. A failure that belongs to no object (the
-// socket, the read, a refusal the kernel does not attribute) is returned as
-// such and the next Apply reads the table again; after RebuildAfter of
-// them in a row, the next Apply rebuilds the table in one transaction. A
-// nil ctx is context.Background().
+// ErrChainLoop), make Apply return a *dataplane.PartialError (errors.Is(err,
+// dataplane.ErrPartial)) whose Objects are *dataplane.ObjectError (Driver
+// "nftables", Kind KindChain, KindSet or KindElement, Reason ErrRefused,
+// ErrUnknownChain or ErrChainLoop). A refused object is retried on its own
+// backoff (see dataplane.ObjectError.RetryAt; RetryAfter asks the loop to
+// come back then), or at once when it is declared anew; one whose
+// declaration cannot be written is looked at again by every Apply that
+// plans. A failure that belongs to no object (the socket, the read, a
+// refusal the kernel does not attribute) is returned as such and the next
+// Apply reads the table again; after RebuildAfter of them in a row, the
+// next Apply rebuilds the table in one transaction. Plan decides as Apply
+// does, without writing. A nil ctx is context.Background().
 func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -50,17 +53,10 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.countObjects()
-	t.applies++
-	now := t.opts.Clock.Now()
-	recheck := false
-	if !t.recheckAt.IsZero() && !now.Before(t.recheckAt) {
-		recheck, t.verify = true, true
-	}
-	if t.retryDue(now) {
-		t.verify = true
-	}
-	if t.kern != nil && !t.dirty && !t.verify {
-		return t.result(now), t.partialError()
+	now := t.ledger.Begin()
+	recheck := t.due(now)
+	if t.idle() {
+		return t.result(now), t.ledger.Err()
 	}
 	if err := ctx.Err(); err != nil {
 		return dataplane.ApplyResult{}, err
@@ -77,23 +73,14 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	end := t.opts.Clock.Now()
 	switch {
 	case wrote:
-		t.recheckIdx = 0
-		t.recheckAt = time.Time{}
-		if len(t.opts.PostWriteRecheck) > 0 {
-			t.recheckAt = end.Add(t.opts.PostWriteRecheck[0])
-		}
+		t.recheck.Wrote(end)
 		if recheck {
 			t.opts.Logger.Info("repaired drift found by a post-write recheck")
 		}
 	case recheck:
-		t.recheckIdx++
-		if t.recheckIdx < len(t.opts.PostWriteRecheck) {
-			t.recheckAt = end.Add(t.opts.PostWriteRecheck[t.recheckIdx])
-		} else {
-			t.recheckAt = time.Time{}
-		}
+		t.recheck.Clean(end)
 	}
-	return t.result(end), t.partialError()
+	return t.result(end), t.ledger.Err()
 }
 
 // wholeFailure records a failure of the Table as a whole: the next Apply
@@ -108,14 +95,30 @@ func (t *Table) wholeFailure(err error) error {
 	return err
 }
 
-// apply reads the kernel when needed and writes the difference; wrote
-// reports a committed transaction.
-func (t *Table) apply(ctx context.Context, s kernel.NFTablesSocket, now time.Time) (wrote bool, err error) {
+// due marks the kernel picture to be verified when a post-write recheck
+// or the retry of a refused object is due, and reports whether a recheck
+// is.
+func (t *Table) due(now time.Time) (recheck bool) {
+	recheck = t.recheck.Due(now)
+	if recheck || t.retryDue() {
+		t.verify = true
+	}
+	return recheck
+}
+
+// idle reports whether there is nothing to do without a system call: the
+// picture is the declared state and nothing changed or is due.
+func (t *Table) idle() bool { return t.kern != nil && t.synced && !t.dirty && !t.verify }
+
+// refresh checks the ruleset generation when the picture is to be
+// verified, and reads the table when the Table has no picture (or it is
+// stale).
+func (t *Table) refresh(s kernel.NFTablesSocket) error {
 	if t.kern != nil && t.verify {
 		gen, err := t.genID(s)
 		if err != nil {
 			t.dropSocket()
-			return false, fmt.Errorf("%w: %w", ErrRead, err)
+			return fmt.Errorf("%w: %w", ErrRead, err)
 		}
 		if !t.kern.genOK || gen != t.kern.gen {
 			t.opts.Logger.Debug("ruleset changed since the table was last read", "gen", gen)
@@ -127,29 +130,61 @@ func (t *Table) apply(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 		k, err := t.read(s)
 		if err != nil {
 			t.dropSocket()
-			return false, err
+			return err
 		}
 		t.kern, t.synced = k, false
 	}
-	rebuild := t.opts.RebuildAfter > 0 && t.wholeFailures >= t.opts.RebuildAfter
-	if !t.dirty && t.synced && !rebuild && !t.retryDue(now) {
+	return nil
+}
+
+// rebuildDue reports whether the next write rebuilds the table whole.
+func (t *Table) rebuildDue() bool {
+	return t.opts.RebuildAfter > 0 && t.wholeFailures >= t.opts.RebuildAfter
+}
+
+// needsPlan reports whether, with a fresh picture, the table must be
+// planned: something changed, the picture was just read, a rebuild or a
+// retry is due.
+func (t *Table) needsPlan(rebuild bool) bool {
+	return t.dirty || !t.synced || rebuild || t.retryDue()
+}
+
+// apply reads the kernel when needed and writes the difference; wrote
+// reports a committed transaction.
+func (t *Table) apply(ctx context.Context, s kernel.NFTablesSocket, now time.Time) (wrote bool, err error) {
+	if err := t.refresh(s); err != nil {
+		return false, err
+	}
+	rebuild := t.rebuildDue()
+	if !t.needsPlan(rebuild) {
 		return false, nil
 	}
 	return t.write(ctx, s, now, rebuild)
 }
 
-// write plans and sends rounds until one commits.
-func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Time, rebuild bool) (wrote bool, err error) {
-	if rebuild {
-		t.opts.Logger.Warn("rebuilding the table in one transaction", "failuresInARow", t.wholeFailures)
-		t.statsMu.Lock()
-		t.stats.Rebuilds++
-		t.statsMu.Unlock()
-	}
-	// A full plan looks at every chain and set; otherwise only at what
-	// changed: the chains declared anew, those whose programmed status
-	// changed, or whose declaration became (un)writable.
-	full := !t.synced || rebuild || t.retryDue(now) || t.prog == nil
+// decision is what a plan is made of: the chains to program (and the
+// rule counts that jump to each), the objects that cannot be written,
+// whether the plan looks at everything (full) or at the chains of scope
+// and the changed sets, what it holds back, and the kernel picture it
+// diffs against (empty for a rebuild).
+type decision struct {
+	full   bool
+	prog   map[string]bool
+	refs   map[string]int
+	broken map[string]*dataplane.ObjectError
+	scope  map[string]bool
+	holds  map[string]hold
+	k      *kstate
+}
+
+// decide makes the decisions of a plan, for Apply's write or, dry, for
+// Plan: then the Table's programmed chains are left as they are (an
+// incremental update is made on copies). A full plan looks at every chain
+// and set; otherwise only at what changed: the chains declared anew, those
+// whose programmed status changed, or whose declaration became
+// (un)writable.
+func (t *Table) decide(rebuild, dry bool) decision {
+	full := !t.synced || rebuild || t.retryDue() || t.prog == nil
 	prog, refs, broken := t.prog, t.refs, t.broken
 	var scope map[string]bool
 	if !full {
@@ -162,7 +197,15 @@ func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 	case full:
 		prog, refs, broken = t.programmed()
 	case t.structChanged:
-		if flipped, ok := t.reachDelta(); ok {
+		if dry {
+			// reachDelta updates t.prog and t.refs in place: on copies.
+			t.prog, t.refs = maps.Clone(prog), maps.Clone(refs)
+		}
+		flipped, ok := t.reachDelta()
+		if dry {
+			t.prog, t.refs, prog, refs = prog, refs, t.prog, t.refs
+		}
+		if ok {
 			for _, n := range flipped {
 				scope[n] = true
 			}
@@ -181,7 +224,7 @@ func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 				scope[n] = true
 			}
 		}
-		for _, pair := range [][2]map[string]*ObjectError{{broken, t.broken}, {t.broken, broken}} {
+		for _, pair := range [][2]map[string]*dataplane.ObjectError{{broken, t.broken}, {t.broken, broken}} {
 			for obj := range pair[0] {
 				if pair[1][obj] == nil {
 					t.replan(obj, scope)
@@ -191,18 +234,31 @@ func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Tim
 	}
 	retryDeletes := !t.synced || t.structChanged
 	if retryDeletes && scope != nil {
-		for obj, f := range t.failed {
-			if f.Hold == holdDelete && !t.declared(obj) {
+		for obj, h := range t.held {
+			if h == holdDelete && !t.declared(obj) {
 				t.replan(obj, scope)
 			}
 		}
 	}
-	holds := t.holds(now, broken, retryDeletes)
-	probe := map[string]bool{}
 	k := t.kern
 	if rebuild {
 		k = newKstate()
 	}
+	return decision{full: full, prog: prog, refs: refs, broken: broken, scope: scope, holds: t.holds(broken, retryDeletes), k: k}
+}
+
+// write plans and sends rounds until one commits.
+func (t *Table) write(ctx context.Context, s kernel.NFTablesSocket, now time.Time, rebuild bool) (wrote bool, err error) {
+	if rebuild {
+		t.opts.Logger.Warn("rebuilding the table in one transaction", "failuresInARow", t.wholeFailures)
+		t.statsMu.Lock()
+		t.stats.Rebuilds++
+		t.statsMu.Unlock()
+	}
+	d := t.decide(rebuild, false)
+	prog, refs, broken, holds, k := d.prog, d.refs, d.broken, d.holds, d.k
+	full, scope := d.full, d.scope
+	probe := map[string]bool{}
 	for rounds := 0; ; {
 		if err := ctx.Err(); err != nil {
 			return wrote, err
@@ -476,20 +532,32 @@ func (t *Table) declared(obj string) bool {
 // fail records that an object was not written: held back as h until a
 // retry, after a delay that doubles with each failure.
 func (t *Table) fail(obj string, h hold, reason error, detail string, cause error, now time.Time) {
-	f := t.failed.Fail(obj, h, t.applies, objectBackoff, now, reason)
+	e := t.ledger.Fail(obj, t.objectError(obj, reason, detail, cause))
+	t.held[obj] = h
+	t.opts.Logger.Warn("object not written; retrying it later", "object", string(e.Kind)+" "+e.Name, "error", e, "retryIn", e.RetryAt.Sub(now))
+}
+
+// objectError returns the error of the object key obj.
+func (t *Table) objectError(obj string, reason error, detail string, cause error) *dataplane.ObjectError {
 	kind, name := t.objName(obj)
-	f.Err = &ObjectError{Kind: kind, Name: name, Reason: reason, Detail: detail, Err: cause, RetryAt: f.Retry.Due}
-	t.opts.Logger.Warn("object not written; retrying it later", "object", string(kind)+" "+name, "error", f.Err, "retryIn", f.Retry.Due.Sub(now))
+	return &dataplane.ObjectError{Driver: driverName, Kind: kind, Name: name, Reason: reason, Detail: detail, Err: cause}
+}
+
+// forget drops a refused object from the ledger: it was written,
+// withdrawn or declared anew.
+func (t *Table) forget(obj string) {
+	t.ledger.Forget(obj)
+	delete(t.held, obj)
 }
 
 // holds returns what the next plan holds back: the objects whose retry is
 // not due yet (but for refused deletions when retryDeletes), and those
 // whose declaration cannot be written.
-func (t *Table) holds(now time.Time, broken map[string]*ObjectError, retryDeletes bool) map[string]hold {
-	h := make(map[string]hold, len(t.failed)+len(broken))
-	for obj, f := range t.failed {
-		if now.Before(f.Err.RetryAt) && !(retryDeletes && f.Hold == holdDelete && !t.declared(obj)) {
-			h[obj] = f.Hold
+func (t *Table) holds(broken map[string]*dataplane.ObjectError, retryDeletes bool) map[string]hold {
+	h := make(map[string]hold, len(t.held)+len(broken))
+	for obj, hd := range t.held {
+		if t.ledger.Waiting(obj) && !(retryDeletes && hd == holdDelete && !t.declared(obj)) {
+			h[obj] = hd
 		}
 	}
 	for obj := range broken {
@@ -499,13 +567,19 @@ func (t *Table) holds(now time.Time, broken map[string]*ObjectError, retryDelete
 }
 
 // settle records the outcome of an Apply whose last round committed (or
-// had nothing to write): every failure this Apply did not hold back is
-// over, and the picture is the declared state but for the objects held.
-func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[string]*ObjectError, holds map[string]hold, scope map[string]bool) {
-	for obj := range t.failed {
+// had nothing to write): every refusal this Apply did not hold back is
+// over, the broken objects are held on the ledger (and those no longer
+// broken forgotten), and the picture is the declared state but for the
+// objects held.
+func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[string]*dataplane.ObjectError, holds map[string]hold, scope map[string]bool) {
+	for obj := range t.held {
 		if holds[obj] == holdNone || broken[obj] != nil {
-			delete(t.failed, obj)
+			t.forget(obj)
 		}
+	}
+	t.ledger.Retain(func(obj string) bool { return !t.ledger.Held(obj) || broken[obj] != nil })
+	for _, obj := range sortedKeys(broken) { // in order: the ledger lists them so
+		t.ledger.Hold(obj, broken[obj])
 	}
 	t.dirty, t.synced, t.structChanged = false, true, false
 	t.prog, t.refs, t.broken = prog, refs, broken
@@ -563,34 +637,23 @@ func (t *Table) settle(prog map[string]bool, refs map[string]int, broken map[str
 	t.statsMu.Unlock()
 }
 
-// retryDue reports whether an object that was not written is due for a
-// retry.
-func (t *Table) retryDue(now time.Time) bool { return t.failed.Due(now) }
-
-// partialError returns the *PartialError naming the objects not written,
-// or nil. The objects this Apply tried (and the broken ones, which every
-// plan checks again) count as failed, the others as waiting for their
-// retry; an object both failed and broken is listed once, as broken.
-func (t *Table) partialError() error {
-	objs, waiting := t.failed.Errors(t.broken, t.applies)
-	slices.SortFunc(objs, func(a, b *ObjectError) int {
-		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
-			return c
+// retryDue reports whether an object the kernel refused is due for a
+// retry (the broken ones are looked at by every plan, not retried).
+func (t *Table) retryDue() bool {
+	for obj := range t.held {
+		if !t.ledger.Waiting(obj) {
+			return true
 		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return newPartialError(objs, waiting)
+	}
+	return false
 }
 
 // result reports when the next recheck or retry is due.
 func (t *Table) result(now time.Time) dataplane.ApplyResult {
-	due := t.recheckAt
-	for _, f := range t.failed {
-		if f.Err.RetryAt.IsZero() {
-			continue
-		}
-		if due.IsZero() || f.Err.RetryAt.Before(due) {
-			due = f.Err.RetryAt
+	due := t.recheck.At()
+	if after := t.ledger.RetryAfter(); after > 0 {
+		if at := t.ledger.Now().Add(after); due.IsZero() || at.Before(due) {
+			due = at
 		}
 	}
 	if due.IsZero() {

@@ -125,16 +125,42 @@
 // one element. Apply leaves that object out — a chain keeps its kernel
 // rules, and is created empty if it did not exist, so that jumps to it stay
 // valid; an element or set keeps its kernel version — and sends the rest
-// again, in the same Apply. It then returns a *PartialError
-// (errors.Is(err, dataplane.ErrPartial)) naming each object left out (an
-// *ObjectError: ErrRefused with the kernel's errno, ErrUnknownChain,
-// ErrChainLoop); each is retried after a second, then after a delay that
-// doubles up to five minutes, or at once when declared anew. A failure of
+// again, in the same Apply. It then returns its dataplane.Ledger's
+// *dataplane.PartialError (errors.Is(err, dataplane.ErrPartial)) naming
+// each object left out, in the order they first failed (Objects: a
+// *dataplane.ObjectError of Driver "nftables", Kind KindChain, KindSet or
+// KindElement, Reason ErrRefused with the kernel's errno as Err, or
+// ErrUnknownChain or ErrChainLoop for a declaration that cannot be
+// written); a refused object is retried after a second, then after a
+// delay that doubles up to five minutes, or at once when declared anew,
+// and one that cannot be written is looked at again by every Apply that
+// plans. A failure of
 // the Table as a whole (the socket, a read, a refusal the kernel does not
 // attribute) is returned as such and the next Apply reads the table again;
 // after Options.RebuildAfter of them in a row, the next Apply deletes the
 // table and writes it whole in one transaction, so that the base chains
 // are never missing.
+//
+// # Plan, State and Stats
+//
+// A Table is a dataplane.Planner, Stater and StatsReporter, as every
+// driver. Plan runs Apply's own planner without sending anything: it
+// reads the kernel where Apply would and lists, in the order of Apply's
+// transactions, the table's creation, the chains created, replaced (a
+// policy) or deleted, the rules added to or deleted from a chain, the sets
+// created or deleted and each element added or deleted; the Apply right
+// after makes exactly these writes (if the kernel takes them all), and an
+// Apply whose Plan is empty writes nothing:
+//
+//	plan, _ := tbl.Plan(ctx)
+//	fmt.Println(plan) // nftables-ip-np-filter: 1 write
+//	                  // + rule np-fw np:tXFNxRiTaLJTwl0b all
+//
+// State lists the chains, our rules, the sets and elements the kernel
+// holds, the drift from the declarations (a chain missing or with other
+// rules, an element missing or unwanted…) and the objects failing. An
+// IPSets is a Planner too, whose Plan is empty (the Table writes its sets),
+// and a Stater of its own sets, failing those whose removal waits.
 //
 // # Sets for the node managers: IPSets
 //
@@ -162,7 +188,9 @@
 // either family; hash:net,net is refused (netfilter.ErrUnknownSetType), since the
 // kernel's sets of concatenated ranges refuse the overlapping pairs an ip
 // set holds. A set that the Table's rules still use when it is removed
-// waits until they stop using it (see IPSets.RemoveSet).
+// waits until they stop using it (see IPSets.RemoveSet); meanwhile
+// ApplyDeletions reports it (a *dataplane.ObjectError with Reason
+// ErrSetInUse).
 //
 // # Switching backend
 //

@@ -61,12 +61,12 @@ func TestElementsInSeveralTransactionsRefusedElementIsolated(t *testing.T) {
 	_, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, dataplane.ErrPartial)
 	assert.ErrorIs(t, err, syscall.E2BIG)
-	var pe *nftables.PartialError
+	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
-	require.Len(t, pe.Objects, 1, err.Error())
-	assert.Equal(t, nftables.KindElement, pe.Objects[0].Kind)
+	require.Len(t, pe.Objects(), 1, err.Error())
+	assert.Equal(t, nftables.KindElement, pe.Objects()[0].Kind)
 	badAddr := netip.AddrFrom4([4]byte([]byte(bad))).String()
-	assert.Equal(t, "many "+badAddr, pe.Objects[0].Name)
+	assert.Equal(t, "many "+badAddr, pe.Objects()[0].Name)
 	assert.Len(t, ns.Elements(v4, "np", "many"), 5499, "every other element is written")
 	assert.NotContains(t, ns.Elements(v4, "np", "many"), badAddr)
 	st := tbl.WorkStats()

@@ -114,7 +114,7 @@ func ExampleTable_AddElements() {
 	// 1 [10.0.0.0 11.0.0.0 [end] 192.168.0.0 192.169.0.0 [end]]
 }
 
-func ExamplePartialError() {
+func ExampleTable_Apply_partial() {
 	ns := nftablesfake.New()
 	ns.Refuse(func(r nftablesfake.Request) syscall.Errno {
 		if r.Op == "newrule" && r.Chain == "np-bad" {
@@ -131,9 +131,9 @@ func ExamplePartialError() {
 	)
 	_ = tbl.InsertRules("test", netfilter.HookInput, []netfilter.Rule{{Action: netfilter.Jump("np-bad")}, {Action: netfilter.Jump("np-good")}})
 	res, err := tbl.Apply(context.Background())
-	var pe *nftables.PartialError
+	var pe *dataplane.PartialError
 	if errors.As(err, &pe) {
-		fmt.Println(errors.Is(err, dataplane.ErrPartial), pe.Objects[0].Kind, pe.Objects[0].Name, errors.Is(err, syscall.EOPNOTSUPP))
+		fmt.Println(errors.Is(err, dataplane.ErrPartial), pe.Objects()[0].Kind, pe.Objects()[0].Name, errors.Is(err, syscall.EOPNOTSUPP))
 	}
 	fmt.Println("retry in", res.RetryAfter)
 	// The others are written; the chain refused stands empty.

@@ -22,7 +22,7 @@ func PendingAfterRead(t *Table) (int, error) {
 	}
 	prog, _, broken := t.programmed()
 	now := t.opts.Clock.Now()
-	p := &planner{t: t, s: s, k: k, holds: t.holds(now, broken, true), probe: map[string]bool{}, prog: prog, full: true, now: now}
+	p := &planner{t: t, s: s, k: k, holds: t.holds(broken, true), probe: map[string]bool{}, prog: prog, full: true, now: now}
 	main, chunks, err := p.plan()
 	if err != nil {
 		return 0, err

@@ -54,8 +54,10 @@ type IPSets struct {
 	// sets are the desired sets, by unprefixed name.
 	sets map[string]*nftIPSet
 	// removing are the kernel names of sets no longer desired that the
-	// Table still declares because its rules use them.
+	// Table still declares because its rules use them; ledger holds each
+	// (ErrSetInUse, by kernel name) until its removal goes through.
 	removing map[string]bool
+	ledger   *dataplane.Ledger[string]
 }
 
 // nftIPSet is one desired set.
@@ -65,8 +67,10 @@ type nftIPSet struct {
 }
 
 var (
-	_ netfilter.Sets  = (*IPSets)(nil)
-	_ dataplane.Named = (*IPSets)(nil)
+	_ netfilter.Sets    = (*IPSets)(nil)
+	_ dataplane.Named   = (*IPSets)(nil)
+	_ dataplane.Planner = (*IPSets)(nil)
+	_ dataplane.Stater  = (*IPSets)(nil)
 )
 
 // NewIPSets returns the IPSets of tbl, of tbl's IP family, with nothing
@@ -84,7 +88,7 @@ func NewIPSets(tbl *Table, opts IPSetsOptions) (*IPSets, error) {
 		}
 	}
 	return &IPSets{tbl: tbl, family: tbl.opts.Family, prefix: opts.Prefix,
-		sets: map[string]*nftIPSet{}, removing: map[string]bool{}}, nil
+		sets: map[string]*nftIPSet{}, removing: map[string]bool{}, ledger: dataplane.NewLedger[string](dataplane.Backoff{}, tbl.opts.Clock)}, nil
 }
 
 // Name returns the Table's name and "-sets", such as
@@ -155,6 +159,7 @@ func (s *IPSets) AddOrReplaceSet(meta netfilter.SetMetadata, members []netfilter
 		return tableErr(err)
 	}
 	delete(s.removing, kname)
+	s.ledger.Forget(kname)
 	s.sets[meta.Name] = &nftIPSet{meta: meta, members: uniq}
 	return nil
 }
@@ -310,29 +315,68 @@ func (s *IPSets) Apply(context.Context) (dataplane.ApplyResult, error) {
 }
 
 // ApplyDeletions tries the waiting removals again (see Apply) and returns
-// a dataplane.PartialError naming each set that the Table's declared rules
-// still use (netfilter.ErrSetInUse and ErrSetInUse). It does no I/O.
+// its ledger's dataplane.PartialError naming each set that the Table's
+// declared rules still use: a *dataplane.ObjectError (Kind KindSet, the
+// set's kernel name, Reason ErrSetInUse; it matches netfilter.ErrSetInUse
+// too), held until the rules stop using the set. It does no I/O.
 func (s *IPSets) ApplyDeletions(context.Context) (dataplane.ApplyResult, error) {
 	return dataplane.ApplyResult{}, s.removeWaiting()
 }
 
-// removeWaiting removes the waiting sets that no rule uses any more.
+// removeWaiting removes the waiting sets that no rule uses any more, and
+// holds the others on the ledger.
 func (s *IPSets) removeWaiting() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.removing) == 0 {
-		return nil
-	}
-	var errl []error
+	s.ledger.Begin()
 	for _, kname := range sortedKeys(s.removing) {
 		err := s.tbl.RemoveSets(kname)
 		if err != nil {
-			errl = append(errl, tableErr(err))
+			s.ledger.Hold(kname, &dataplane.ObjectError{Driver: driverName, Kind: KindSet, Name: kname, Reason: ErrSetInUse,
+				Detail: "its removal waits for the rules that use it", Err: tableErr(err)})
 			continue
 		}
 		delete(s.removing, kname)
+		s.ledger.Forget(kname)
 	}
-	return dataplane.Partial(len(errl), errl...)
+	return s.ledger.Err()
+}
+
+// Plan implements dataplane.Planner: an empty plan, for Apply and
+// ApplyDeletions write nothing (the Table writes the sets: its Plan lists
+// their creation, deletion and elements).
+func (s *IPSets) Plan(context.Context) (dataplane.Plan, error) {
+	return dataplane.Plan{Driver: s.Name()}, nil
+}
+
+// State implements dataplane.Stater: the sets of the IPSets (desired, or
+// waiting for their removal) that the Table's table holds in the kernel,
+// with their elements, how the desired ones differ from the kernel's, and
+// the sets whose removal waits (see ApplyDeletions). It reads the kernel
+// where the Table's next Apply would (see Table.State), and writes
+// nothing. A nil ctx is context.Background().
+func (s *IPSets) State(ctx context.Context) (dataplane.State, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := dataplane.State{Driver: s.Name()}
+	t := s.tbl
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, err := t.picture(ctx); err != nil {
+		return st, err
+	}
+	for name := range s.sets {
+		t.setState(&st, s.prefix+name)
+	}
+	for kname := range s.removing {
+		t.setState(&st, kname)
+	}
+	st.Failing = s.ledger.Errors()
+	dataplane.SortState(&st)
+	return st, nil
 }
 
 // QueueResync does nothing: the Table reads its sets with the rest of its

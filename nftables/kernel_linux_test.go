@@ -479,10 +479,10 @@ func TestKernelRefusedObjectsAreIsolated(t *testing.T) {
 	require.NoError(t, tbl.InsertRules("test", netfilter.HookOutput, []netfilter.Rule{jump("fine"), jump("by-iface")}))
 	res, err := tbl.Apply(context.Background())
 	require.ErrorIs(t, err, dataplane.ErrPartial, "%v", err)
-	var pe *nftables.PartialError
+	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
 	var names []string
-	for _, o := range pe.Objects {
+	for _, o := range pe.Objects() {
 		names = append(names, string(o.Kind)+" "+o.Name)
 	}
 	t.Log(err)
@@ -562,10 +562,10 @@ func TestKernelOverlappingRangesRefusedAlike(t *testing.T) {
 	}
 	require.NoError(t, tbl.SetSets(decl...))
 	_, err := tbl.Apply(context.Background())
-	var pe *nftables.PartialError
+	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe, "%v", err)
 	var names []string
-	for _, o := range pe.Objects {
+	for _, o := range pe.Objects() {
 		assert.ErrorIs(t, o, nftables.ErrRefused)
 		names = append(names, string(o.Kind)+" "+o.Name)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/kernel"
 )
@@ -31,6 +32,9 @@ type planner struct {
 	scope   map[string]bool
 	rebuild bool
 	now     time.Time
+	// dry: the planner plans for Plan, which sends nothing: it records
+	// each request's Write (note) and records no refusal in the ledger.
+	dry bool
 
 	// Requests by step, in the order the transaction carries them:
 	// references exist before they are used and go after what uses them.
@@ -66,6 +70,7 @@ func (p *planner) plan() (main *txn, chunks [][]elemAdd, err error) {
 			st := main.begin(t.fam, nfnl.MsgDestroyTable, 0, "table", holdNone)
 			main.w.Str(nfnl.TableName, t.opts.Name)
 			main.w.End(st)
+			p.note(main, dataplane.WriteDelete, kindTable, p.tableText(), "")
 			main.post = append(main.post, func(k *kstate) { *k = *newKstate() })
 		}
 		return main, nil, nil
@@ -74,12 +79,18 @@ func (p *planner) plan() (main *txn, chunks [][]elemAdd, err error) {
 		p.table.begin(t.fam, nfnl.MsgDestroyTable, 0, "table", holdNone)
 		p.table.w.Str(nfnl.TableName, t.opts.Name)
 		p.table.w.End(p.table.msgs[len(p.table.msgs)-1].start)
+		p.note(&p.table, dataplane.WriteDelete, kindTable, p.tableText(), "to rebuild it whole")
 	}
 	if !p.k.table || p.k.flags != 0 {
 		st := p.table.begin(t.fam, nfnl.MsgNewTable, nfnl.FlagCreate, "table", holdNone)
 		tb := nfnl.Table{Name: t.opts.Name}
 		tb.Append(&p.table.w, false)
 		p.table.w.End(st)
+		if p.k.table && !p.rebuild {
+			p.note(&p.table, dataplane.WriteReplace, kindTable, p.tableText(), fmt.Sprintf("flags 0, was %#x", p.k.flags))
+		} else {
+			p.note(&p.table, dataplane.WriteAdd, kindTable, p.tableText(), "")
+		}
 		p.post = append(p.post, func(k *kstate) { k.table, k.flags = true, 0 })
 	}
 	for _, name := range p.setNames() {
@@ -242,6 +253,7 @@ func (p *planner) set(name string) {
 		st := p.newSets.begin(t.fam, nfnl.MsgNewSet, nfnl.FlagCreate, obj, holdContent)
 		nl.Append(&p.newSets.w, false)
 		p.newSets.w.End(st)
+		p.note(&p.newSets, dataplane.WriteAdd, KindSet, name, d.spec.String())
 		n := len(written) // the elements it will hold, so that its map does not grow
 		p.post = append(p.post, func(k *kstate) { k.sets[name] = &kset{nl: nl, elems: make(map[string]string, n)} })
 		ks = &kset{}
@@ -254,8 +266,7 @@ func (p *planner) set(name string) {
 			return
 		}
 		if c := verdictChain(want); wok && c != "" && len(p.holds) > 0 && p.absentChain(c) {
-			p.t.fail(objElem(name, key), holdContent, ErrRefused, "it jumps to chain "+c+", which is not written", nil, p.now)
-			p.holds[objElem(name, key)] = holdContent
+			p.holdBack(objElem(name, key), "it jumps to chain "+c+", which is not written")
 			return
 		}
 		have, hok := ks.elems[key]
@@ -310,6 +321,11 @@ func (p *planner) delSet(name string, h hold) {
 	p.delSets.w.Str(nfnl.SetTable, p.t.opts.Name)
 	p.delSets.w.Str(nfnl.SetName, name)
 	p.delSets.w.End(st)
+	detail := ""
+	if h == holdContent {
+		detail = "to create it with its declared shape"
+	}
+	p.note(&p.delSets, dataplane.WriteDelete, KindSet, name, detail)
 	p.post = append(p.post, func(k *kstate) { delete(k.sets, name) })
 }
 
@@ -363,6 +379,11 @@ func (p *planner) elemMsgs(x *txn, typ uint16, es []elemAdd) {
 		x.w.End(start)
 		m := &x.msgs[len(x.msgs)-1]
 		m.elems, m.offs = es[first:i:i], offs[first:i:i]
+		if add {
+			p.note(x, dataplane.WriteAdd, KindElement, "", "")
+		} else {
+			p.note(x, dataplane.WriteDelete, KindElement, "", "")
+		}
 	}
 }
 
@@ -389,8 +410,7 @@ func (p *planner) chain(name string) error {
 	}
 	if h == holdNone {
 		if missing := p.missingRef(d); missing != "" {
-			p.t.fail(obj, holdContent, ErrRefused, "it uses "+missing+", which is not written", nil, p.now)
-			p.holds[obj] = holdContent
+			p.holdBack(obj, "it uses "+missing+", which is not written")
 			h = holdContent
 		}
 	}
@@ -414,6 +434,7 @@ func (p *planner) chain(name string) error {
 		c := nfnl.Chain{Table: t.opts.Name, Name: name, Policy: &pol}
 		c.Append(&p.newChains.w, false)
 		p.newChains.w.End(st)
+		p.note(&p.newChains, dataplane.WriteReplace, KindChain, name, "policy "+d.base.policy.String()+", was "+policyName(kc.policy))
 		p.post = append(p.post, func(k *kstate) { k.chains[name].policy = pol })
 	}
 	return p.diffRules(name, d, kc)
@@ -498,6 +519,11 @@ func (p *planner) delChain(name string, h hold) {
 	c := nfnl.Chain{Table: t.opts.Name, Name: name}
 	c.Append(&p.delChains.w, false)
 	p.delChains.w.End(st)
+	detail := ""
+	if h == holdContent {
+		detail = "to create it with its declared hook, priority and type"
+	}
+	p.note(&p.delChains, dataplane.WriteDelete, KindChain, name, detail)
 	p.post = append(p.post, func(k *kstate) { delete(k.chains, name) })
 }
 
@@ -521,6 +547,13 @@ func (p *planner) newChain(name string, d *chainDecl, withRules bool) {
 	}
 	c.Append(&p.newChains.w, false)
 	p.newChains.w.End(st)
+	if p.dry {
+		detail := ""
+		if !withRules {
+			detail = "empty: its rules are held back"
+		}
+		p.note(&p.newChains, dataplane.WriteAdd, KindChain, chainText(name, d), detail)
+	}
 	if withRules {
 		for i := range d.rules {
 			p.newRule(name, &d.rules[i], 0, 0, true) // at the end, in order
@@ -576,15 +609,25 @@ func (p *planner) newRule(chain string, r *rendered, after uint64, afterID uint3
 	}
 	nr.Append(&x.w)
 	x.w.End(st)
+	if p.dry {
+		p.note(x, dataplane.WriteAdd, kindRule, chain+" "+ruleText(r.udata), "")
+	}
 	return id
 }
 
-// delRule deletes a rule by handle.
-func (p *planner) delRule(chain string, handle uint64) {
+// delRule deletes a rule by handle (its hash is "" for a rule not ours).
+func (p *planner) delRule(chain string, handle uint64, hash string) {
 	st := p.delRules.begin(p.t.fam, nfnl.MsgDelRule, 0, objChain(chain), holdContent)
 	r := nfnl.Rule{Table: p.t.opts.Name, Chain: chain, Handle: handle}
 	r.Append(&p.delRules.w)
 	p.delRules.w.End(st)
+	if p.dry {
+		detail := "not ours"
+		if hash != "" {
+			detail = "hash " + hash
+		}
+		p.note(&p.delRules, dataplane.WriteDelete, kindRule, fmt.Sprintf("%s handle %d", chain, handle), detail)
+	}
 }
 
 // diffRules writes the difference between a chain's kernel rules and its
@@ -644,7 +687,7 @@ func (p *planner) diffRules(name string, d *chainDecl, kc *kchain) error {
 		}
 		for j, r := range kc.rules {
 			if !keep[j] {
-				p.delRule(name, r.handle)
+				p.delRule(name, r.handle, r.hash)
 			}
 		}
 		var ids []uint32
@@ -729,7 +772,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // objName splits an object key into kind and name for errors; elements
 // are named by set and formatted key.
-func (t *Table) objName(key string) (ObjectKind, string) {
+func (t *Table) objName(key string) (dataplane.ObjectKind, string) {
 	kind, rest, _ := strings.Cut(key, "\x00")
 	switch kind {
 	case "c":

@@ -94,16 +94,17 @@ func TestIncrementalPlansMatchFullPlans(t *testing.T) {
 				st.declare(t, fresh)
 				n, perr := nftables.PendingAfterRead(fresh)
 				objectErrs := func(err error) []string {
-					var pe *nftables.PartialError
+					var pe *dataplane.PartialError
 					if !errors.As(err, &pe) {
 						return nil
 					}
 					var out []string
-					for _, o := range pe.Objects {
+					for _, o := range pe.Objects() {
 						if o.Reason != nftables.ErrRefused {
 							out = append(out, string(o.Kind)+" "+o.Name)
 						}
 					}
+					slices.Sort(out) // the ledger lists them in the order they first failed
 					return out
 				}
 				if objectErrs(err) == nil {

@@ -106,14 +106,15 @@ func (m *propModel) uses(name string) bool {
 
 // objectNames lists the objects a PartialError names, by kind and name.
 func objectNames(err error) []string {
-	var pe *nftables.PartialError
+	var pe *dataplane.PartialError
 	if !errors.As(err, &pe) {
 		return nil
 	}
 	var out []string
-	for _, o := range pe.Objects {
+	for _, o := range pe.Objects() {
 		out = append(out, fmt.Sprintf("%s %s: %v", o.Kind, o.Name, o.Reason))
 	}
+	slices.Sort(out) // the ledger lists them in the order they first failed
 	return out
 }
 

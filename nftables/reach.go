@@ -3,12 +3,15 @@ package nftables
 import (
 	"fmt"
 	"slices"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/nfcore"
 )
 
 // What is programmed: a regular chain is programmed while a programmed
 // chain's rule jumps or goes to it, a verdict-map element jumps or goes
-// to it, or it is forced; base chains always are. A full walk computes it
-// from the declarations; between two plans, reachDelta updates the last
+// to it, or it is forced; base chains always are. A full walk
+// (programmed, on nfcore.Reach) computes it from the declarations; between two plans, reachDelta updates the last
 // plan's result with what changed since, in time proportional to the
 // change, keeping for each chain the count of rules of programmed chains
 // that jump to it (refs). Both find the same chains, and reachDelta gives
@@ -63,20 +66,15 @@ func (t *Table) declChanging(name string) {
 // declaration cannot be written: a chain with a jump to a chain not
 // declared (ErrUnknownChain) or whose jump closes a loop (ErrChainLoop),
 // and a verdict-map element that jumps to a chain not declared. Such a
-// chain is still programmed (it keeps its kernel content).
-func (t *Table) programmed() (map[string]bool, map[string]int, map[string]*ObjectError) {
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	prog := make(map[string]bool, len(t.chains))
+// chain is still programmed (it keeps its kernel content). The walk is
+// nfcore.Reach, the one both netfilter backends decide with; its roots
+// are the base and forced chains, then the chains verdict maps jump to.
+func (t *Table) programmed() (map[string]bool, map[string]int, map[string]*dataplane.ObjectError) {
 	refs := make(map[string]int, len(t.chains))
-	broken := map[string]*ObjectError{}
+	broken := map[string]*dataplane.ObjectError{}
 	breaks := func(obj string, reason error, format string, a ...any) {
 		if broken[obj] == nil {
-			kind, name := t.objName(obj)
-			broken[obj] = &ObjectError{Kind: kind, Name: name, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+			broken[obj] = t.objectError(obj, reason, fmt.Sprintf(format, a...), nil)
 		}
 	}
 	for name, targets := range t.mapTargets {
@@ -89,36 +87,6 @@ func (t *Table) programmed() (map[string]bool, map[string]int, map[string]*Objec
 			}
 		}
 	}
-	state := make(map[string]int, len(t.chains))
-	var visit func(name string)
-	visit = func(name string) {
-		state[name] = onPath
-		prog[name] = true
-		c := t.chains[name]
-		edges := func(target string) {
-			switch {
-			case !t.regular(target):
-				breaks(objChain(name), ErrUnknownChain, "it jumps to %s, which the table does not declare", target)
-			case state[target] == onPath:
-				breaks(objChain(name), ErrChainLoop, "its jump to %s closes a loop", target)
-			case state[target] == unseen:
-				visit(target)
-			}
-		}
-		for i := range c.rules {
-			if r := &c.rules[i]; r.target != "" {
-				refs[r.target]++
-				edges(r.target)
-			} else if r.vmap != "" {
-				for _, target := range sortedKeys(t.mapTargets[r.vmap]) {
-					if t.regular(target) {
-						edges(target)
-					}
-				}
-			}
-		}
-		state[name] = done
-	}
 	var roots []string
 	for _, name := range sortedKeys(t.chains) {
 		if c := t.chains[name]; c.base != nil || c.force {
@@ -130,11 +98,45 @@ func (t *Table) programmed() (map[string]bool, map[string]int, map[string]*Objec
 			roots = append(roots, name)
 		}
 	}
-	for _, name := range roots {
-		if state[name] == unseen {
-			visit(name)
-		}
+	g := nfcore.Graph{
+		// A rule's target, or the declared chains of the verdict map it
+		// dispatches through (an element jumping to a chain not declared
+		// is broken above, not followed).
+		Targets: func(dst []string, name string) []string {
+			c := t.chains[name]
+			for i := range c.rules {
+				if r := &c.rules[i]; r.target != "" {
+					dst = append(dst, r.target)
+				} else if r.vmap != "" {
+					dst = slices.Grow(dst, len(t.mapTargets[r.vmap]))
+					for _, target := range sortedKeys(t.mapTargets[r.vmap]) {
+						if t.regular(target) {
+							dst = append(dst, target)
+						}
+					}
+				}
+			}
+			return dst
+		},
+		Declared: t.regular,
+		Size:     len(t.chains),
+		// refs counts the rules of programmed chains that jump to each.
+		Visit: func(name string) {
+			c := t.chains[name]
+			for i := range c.rules {
+				if tg := c.rules[i].target; tg != "" {
+					refs[tg]++
+				}
+			}
+		},
 	}
+	prog := nfcore.Reach(g, roots, func(b nfcore.Break) {
+		if b.Reason == nfcore.BreakLoop {
+			breaks(objChain(b.Chain), ErrChainLoop, "its jump to %s closes a loop", b.Target)
+		} else {
+			breaks(objChain(b.Chain), ErrUnknownChain, "it jumps to %s, which the table does not declare", b.Target)
+		}
+	})
 	return prog, refs, broken
 }
 

@@ -2,13 +2,12 @@ package nftables
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"slices"
-	"strings"
 
 	"github.com/google/nftables/userdata"
 
+	"github.com/nodeplane/nodeplane/internal/nfcore"
 	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
@@ -23,8 +22,9 @@ const (
 	// MaxLogPrefixLength is the longest LOG or NFLOG prefix the kernel
 	// keeps.
 	MaxLogPrefixLength = 127
-	// HashLength is the length of the rule hash that follows HashPrefix.
-	HashLength = 16
+	// HashLength is the length of the rule hash that follows HashPrefix
+	// (that of both netfilter backends).
+	HashLength = nfcore.HashLength
 )
 
 // Registers (NFT_REG_*, NFT_REG32_*).
@@ -114,25 +114,17 @@ func ruleHash(exprs []byte, anon []anonSet, comments []string, salt int) string 
 	binary.BigEndian.PutUint64(n[:], uint64(salt))
 	h.Write(n[:])
 	var sum [sha256.Size]byte
-	return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:12])
+	return nfcore.HashString(h.Sum(sum[:0]))
 }
 
 // ruleHashFromUserData returns the hash of a rule's user data when its
 // comment starts with prefix and a hash, else "".
 func ruleHashFromUserData(udata []byte, prefix string) string {
 	c, ok := userdata.GetString(udata, userdata.TypeComment)
-	if !ok || len(c) < len(prefix)+HashLength || !strings.HasPrefix(c, prefix) {
+	if !ok {
 		return ""
 	}
-	if rest := c[len(prefix)+HashLength:]; rest != "" && rest[0] != ' ' {
-		return ""
-	}
-	h := c[len(prefix) : len(prefix)+HashLength]
-	for i := 0; i < len(h); i++ {
-		if c := h[i]; !(isAlnum(c) || c == '-' || c == '_') {
-			return ""
-		}
-	}
+	h, _, _ := nfcore.CommentHash(c, prefix)
 	return h
 }
 

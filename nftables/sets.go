@@ -91,7 +91,7 @@ func (t *Table) setChanged(name string) {
 // longer declared.
 func (t *Table) forgetElements(set string) {
 	prefix := objElem(set, "")
-	for obj := range t.failed {
+	for obj := range t.held {
 		if strings.HasPrefix(obj, prefix) {
 			t.retryNow(obj)
 		}

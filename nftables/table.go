@@ -11,7 +11,6 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/nfcore"
 	"github.com/nodeplane/nodeplane/internal/nfnl"
-	"github.com/nodeplane/nodeplane/internal/objfail"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
@@ -80,7 +79,7 @@ type WorkStats struct {
 // kernel holds, in one netlink transaction, and never touches another
 // table. An object the kernel refuses (a chain, a set, an element) is left
 // out and retried on its own backoff, so it never holds the others back
-// (see ObjectError).
+// (a *dataplane.ObjectError).
 //
 // A Table is safe for concurrent use; Apply holds its lock while it talks
 // to the kernel.
@@ -126,7 +125,7 @@ type Table struct {
 	// objects held back and what changed since; prog and broken hold.
 	synced bool
 	prog   map[string]bool
-	broken map[string]*ObjectError
+	broken map[string]*dataplane.ObjectError
 	// refs counts, for each chain, the rules of programmed chains that
 	// jump or go to it (as of the last plan, updated by reachDelta).
 	refs map[string]int
@@ -138,12 +137,16 @@ type Table struct {
 	// each Apply that left a kernel picture.
 	objects struct{ desired, inKernel int }
 
-	failed        objfail.Set[hold, *ObjectError]
-	applies       uint64
+	// ledger keeps the objects not written: those the kernel refused
+	// (Fail, on objectBackoff) and those whose declaration cannot be
+	// written (Hold: the broken ones), by object key. held is what the
+	// table holds back of each refused object until its retry, keyed
+	// like the ledger and cleaned whenever the ledger forgets the key.
+	ledger        *dataplane.Ledger[string]
+	held          map[string]hold
 	wholeFailures int
 
-	recheckAt  time.Time
-	recheckIdx int
+	recheck nfcore.Recheck
 
 	sock kernel.NFTablesSocket
 	// sockCleanup closes sock if the Table is collected without Close;
@@ -239,8 +242,10 @@ func New(opts Options) (*Table, error) {
 		rootsChanged:  map[string]struct{}{},
 		changedChains: map[string]struct{}{},
 		changedSets:   map[string]struct{}{},
-		failed:        objfail.Set[hold, *ObjectError]{},
+		ledger:        dataplane.NewLedger[string](objectBackoff, o.Clock),
+		held:          map[string]hold{},
 		counted:       map[string]int{},
+		recheck:       nfcore.NewRecheck(o.PostWriteRecheck),
 	}
 	for _, h := range roleHooks[o.Role] {
 		t.hooks[h] = true
@@ -465,7 +470,7 @@ func (t *Table) chainChanged(name string) {
 // the kernel (with the jumps to them that it owns). Names not declared are
 // ignored; a name the Table cannot own is an error and nothing changes.
 // A rule or verdict-map element that still jumps to a removed chain is not
-// written while it does (ErrUnknownChain, see ObjectError).
+// written while it does (ErrUnknownChain, see Apply).
 func (t *Table) RemoveChains(names ...string) error {
 	for _, n := range names {
 		if err := t.checkOwned(n); err != nil {
@@ -636,8 +641,8 @@ func (t *Table) putBase(name string, d *chainDecl) {
 // retryNow forgets that an object was not written, because it was
 // declared anew: the next Apply tries it at once, in a full plan.
 func (t *Table) retryNow(key string) {
-	if _, ok := t.failed[key]; ok {
-		delete(t.failed, key)
+	if _, ok := t.held[key]; ok {
+		t.forget(key)
 		t.structChanged, t.needWalk = true, true
 	}
 }

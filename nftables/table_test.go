@@ -261,13 +261,16 @@ func TestRefusedObjectDoesNotHoldBackTheOthers(t *testing.T) {
 	assert.ErrorIs(t, err, dataplane.ErrPartial)
 	assert.ErrorIs(t, err, nftables.ErrRefused)
 	assert.ErrorIs(t, err, syscall.EINVAL)
-	var pe *nftables.PartialError
+	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
-	require.Len(t, pe.Objects, 2, err.Error())
-	assert.Equal(t, nftables.KindChain, pe.Objects[0].Kind)
-	assert.Equal(t, "bad", pe.Objects[0].Name)
-	assert.Equal(t, nftables.KindElement, pe.Objects[1].Kind)
-	assert.Equal(t, "ips 10.0.0.66", pe.Objects[1].Name)
+	require.Len(t, pe.Objects(), 2, err.Error())
+	// In the order they failed: the element's request comes first in the
+	// transaction.
+	assert.Equal(t, nftables.KindElement, pe.Objects()[0].Kind)
+	assert.Equal(t, "ips 10.0.0.66", pe.Objects()[0].Name)
+	assert.Equal(t, nftables.KindChain, pe.Objects()[1].Kind)
+	assert.Equal(t, "bad", pe.Objects()[1].Name)
+	assert.Equal(t, "nftables", pe.Objects()[1].Driver)
 	assert.Equal(t, time.Second, res.RetryAfter)
 	assert.Equal(t, []string{}, comments(ns, v4, "np", "bad"), "created empty, so the jump to it stays valid")
 	assert.Len(t, comments(ns, v4, "np", "good"), 1)
@@ -303,12 +306,12 @@ func TestUnknownChainAndLoopAreObjectErrors(t *testing.T) {
 	_, err := tbl.Apply(context.Background())
 	assert.ErrorIs(t, err, nftables.ErrChainLoop)
 	assert.ErrorIs(t, err, nftables.ErrUnknownChain)
-	var pe *nftables.PartialError
+	var pe *dataplane.PartialError
 	require.ErrorAs(t, err, &pe)
-	require.Len(t, pe.Objects, 2)
-	assert.Equal(t, "b", pe.Objects[0].Name)
-	assert.Equal(t, "c", pe.Objects[1].Name)
-	assert.True(t, pe.Objects[0].RetryAt.IsZero())
+	require.Len(t, pe.Objects(), 2)
+	assert.Equal(t, "b", pe.Objects()[0].Name)
+	assert.Equal(t, "c", pe.Objects()[1].Name)
+	assert.True(t, pe.Objects()[0].RetryAt.IsZero())
 	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "missing"}, netfilter.Chain{Name: "b"}))
 	apply(t, tbl)
 }

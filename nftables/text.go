@@ -50,20 +50,3 @@ func (t *KeyType) UnmarshalText(text []byte) error {
 	}
 	return err
 }
-
-// String returns the kind's name: "chain", "set" or "element".
-func (k ObjectKind) String() string { return string(k) }
-
-// MarshalText returns String's text (encoding.TextMarshaler).
-func (k ObjectKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
-
-// UnmarshalText sets k to the kind whose String is text: "chain", "set" or
-// "element" (encoding.TextUnmarshaler). Any other text is an error, and k
-// is left as it was.
-func (k *ObjectKind) UnmarshalText(text []byte) error {
-	v, err := textform.Parse(text, KindChain, KindSet, KindElement)
-	if err == nil {
-		*k = v
-	}
-	return err
-}

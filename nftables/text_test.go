@@ -14,5 +14,4 @@ func TestEnumText(t *testing.T) {
 		"TypeAddr": nftables.TypeAddr, "TypeProto": nftables.TypeProto, "TypePort": nftables.TypePort,
 		"TypeMark": nftables.TypeMark, "TypeIface": nftables.TypeIface,
 	})
-	textformtest.Enum(t, ".", map[string]nftables.ObjectKind{"KindChain": nftables.KindChain, "KindSet": nftables.KindSet, "KindElement": nftables.KindElement})
 }

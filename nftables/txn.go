@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/nfnl"
 	"github.com/nodeplane/nodeplane/kernel"
 )
@@ -153,6 +154,11 @@ type txMsg struct {
 	// their offsets in the message (from its header).
 	elems []elemAdd
 	offs  []uint32
+	// write is the request's Write in a Plan (a dry planner's), nil for
+	// a request that is part of another's write (a rule's anonymous set,
+	// the flush before a chain's deletion); an element request's lists
+	// its elements (Plan gives one Write each).
+	write *dataplane.Write
 }
 
 // frameLen is the length of a batch marker.

@@ -22,6 +22,10 @@ type Graph struct {
 	// Visit, if set, is called once for each chain the walk reaches, when
 	// it first reaches it.
 	Visit func(name string)
+	// Size, if positive, is about how many chains the walk reaches (a
+	// backend passes its count of declared chains): the walk sizes its
+	// maps for it once instead of growing them.
+	Size int
 }
 
 // BreakReason says why a chain's jump cannot be written.
@@ -83,8 +87,8 @@ func Reach(g Graph, roots []string, broke func(Break)) map[string]bool {
 		onPath
 		done
 	)
-	state := map[string]uint8{}
-	reached := map[string]bool{}
+	state := make(map[string]uint8, max(g.Size, 0))
+	reached := make(map[string]bool, max(g.Size, 0))
 	type frame struct {
 		name string
 		// The frame's targets are targets[start:end]; next is the

@@ -213,17 +213,3 @@ func path(g graph, from, to string) bool {
 	}
 	return false
 }
-
-// TestBreakReasonText checks the text form of BreakReason both ways.
-func TestBreakReasonText(t *testing.T) {
-	for _, r := range []BreakReason{BreakUnknown, BreakLoop} {
-		text, err := r.MarshalText()
-		require.NoError(t, err)
-		var back BreakReason
-		require.NoError(t, back.UnmarshalText(text))
-		assert.Equal(t, r, back)
-	}
-	back := BreakLoop
-	require.Error(t, back.UnmarshalText([]byte("cycle")))
-	assert.Equal(t, BreakLoop, back, "unchanged after an error")
-}

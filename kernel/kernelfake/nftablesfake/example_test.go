@@ -48,7 +48,7 @@ func ExampleNamespace_Refuse() {
 	fmt.Println(err)
 	fmt.Println(ns.Elements(nftablesfake.IPv4, "np", "ports"))
 	// Output:
-	// nftables: 1 object(s) not written; element ports 23: change refused by the kernel: its change was refused: file exists
+	// nftables: 1 object(s) failed; element ports 23: change refused by the kernel: its change was refused: file exists
 	// [22 443]
 }
 
