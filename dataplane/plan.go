@@ -74,10 +74,13 @@ func (p Plan) String() string {
 // conntrack entries of addresses ("conntrack"); routerule writes rules
 // ("rule"); sysctls.Driver writes sysctls ("sysctl", its Object "key =
 // value"). A netfilter driver writes chains ("chain", replaced whole, or
-// added and deleted) and hook rules ("rule"), a set driver sets ("set")
-// and their members ("element"), a tunnel FDB entries ("fdb"), WireGuard
-// its peers ("peer", by public key), a BPF map sync its entries ("entry",
-// "key → value").
+// added and deleted), hook rules ("rule") and, on nftables, its table
+// ("table", when rebuilt whole); a set driver sets ("set") and their
+// members ("element"). A tunnel writes its device ("link"), FDB entries
+// ("fdb") and neighbours ("neighbour"); WireGuard its device ("device":
+// key, port, mark), its link ("link") and peers ("peer", by public key).
+// A BPF map sync writes its entries ("entry", "key → value"), the service
+// proxy its program attachments ("attach").
 type Write struct {
 	// Op is what the write does to the object.
 	Op WriteOp

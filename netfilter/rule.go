@@ -73,8 +73,8 @@ const (
 // Table is the rule-table interface managers take: one table of one IP
 // family that a backend keeps in the state its owner declares, writing only
 // the difference and never touching what is not its own. *iptables.Table
-// implements it; a native nftables writer is meant to as well, so a manager
-// written against Table works on either.
+// and *nftables.Table implement it, so a manager written against Table
+// works on either.
 //
 // Declarations change nothing in the kernel: they render and check the
 // rules (an invalid rule is an error matching ErrInvalidRule, and nothing

@@ -49,7 +49,7 @@ var layers = []layer{
 		"markbits", "idalloc", "ifacemonitor", "mtu",
 	}},
 	{name: "dataplane contracts and loop", pkgs: []string{
-		"dataplane", "internal/objfail",
+		"dataplane",
 	}},
 	{name: "rule model", pkgs: []string{
 		"netfilter", "internal/nfcore", "internal/managerutil",
