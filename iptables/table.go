@@ -571,15 +571,7 @@ func (t *Table) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		return dataplane.ApplyResult{}, err
 	}
 	end := t.opts.Clock.Now()
-	switch {
-	case wrote:
-		t.recheck.Wrote(end)
-		if recheck {
-			t.opts.Logger.Info("repaired drift found by a post-write recheck")
-		}
-	case recheck:
-		t.recheck.Clean(end)
-	}
+	t.recheck.Settle(end, wrote, recheck, t.opts.Logger)
 	return t.result(end), t.ledger.Err()
 }
 

@@ -1,6 +1,9 @@
 package nfcore
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // Recheck is the schedule of post-write rechecks of a netfilter table:
 // after a write, the table is read again after each of the delays in turn,
@@ -41,5 +44,21 @@ func (r *Recheck) Clean(now time.Time) {
 		r.at = now.Add(r.delays[r.idx])
 	} else {
 		r.at = time.Time{}
+	}
+}
+
+// Settle ends an Apply that finished at end: after a write (wrote) the
+// schedule starts again (Wrote), and a recheck that found nothing to write
+// moves on to its next delay (Clean). A recheck that did write repaired
+// another writer's change, which it logs.
+func (r *Recheck) Settle(end time.Time, wrote, recheck bool, log *slog.Logger) {
+	switch {
+	case wrote:
+		r.Wrote(end)
+		if recheck {
+			log.Info("repaired drift found by a post-write recheck")
+		}
+	case recheck:
+		r.Clean(end)
 	}
 }

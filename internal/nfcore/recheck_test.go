@@ -1,6 +1,8 @@
 package nfcore
 
 import (
+	"bytes"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -32,4 +34,23 @@ func TestRecheckSchedule(t *testing.T) {
 	var off Recheck
 	off.Wrote(t0)
 	assert.False(t, off.Due(t0.Add(time.Hour)), "no delays: never")
+}
+
+func TestRecheckSettle(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	r := NewRecheck([]time.Duration{time.Second, 10 * time.Second})
+
+	r.Settle(t0, false, false, log)
+	assert.True(t, r.At().IsZero(), "no write, no recheck: nothing scheduled")
+	r.Settle(t0, true, false, log)
+	assert.Equal(t, t0.Add(time.Second), r.At(), "a write starts the schedule")
+	assert.Empty(t, logged.String(), "an ordinary write is not logged")
+
+	r.Settle(t0.Add(time.Second), false, true, log)
+	assert.Equal(t, t0.Add(11*time.Second), r.At(), "a clean recheck moves on")
+	r.Settle(t0.Add(11*time.Second), true, true, log)
+	assert.Equal(t, t0.Add(12*time.Second), r.At(), "a recheck that wrote starts over")
+	assert.Contains(t, logged.String(), "repaired drift")
 }
