@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -64,6 +65,11 @@ type Cluster struct {
 	// forwarded traffic to them that no service proxy translated is
 	// dropped instead of looping.
 	ServiceCIDRs []netip.Prefix `json:"serviceCIDRs,omitempty"`
+	// Namespaces are the cluster's namespaces with their labels, for the
+	// namespace selectors of network policies.
+	Namespaces []Namespace `json:"namespaces,omitempty"`
+	// NetworkPolicies are the cluster's network policies.
+	NetworkPolicies []NetworkPolicy `json:"networkPolicies,omitempty"`
 }
 
 // Node is one node of the cluster.
@@ -103,6 +109,11 @@ type Pod struct {
 	// FloatingIPs are addresses the world uses for the pod, each
 	// translated one to one to one of its IPs.
 	FloatingIPs []FloatingIP `json:"floatingIPs,omitempty"`
+	// Labels are the pod's labels, for the selectors of network policies.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Ports are the ports the pod's containers declare, by which network
+	// policies may name them.
+	Ports []ContainerPort `json:"ports,omitempty"`
 }
 
 // FloatingIP is one floating IP of a pod.
@@ -342,12 +353,52 @@ func (c *Cluster) Validate() error {
 			bad("service %q: externalTrafficPolicy %q is neither Cluster nor Local", s.Name, p)
 		}
 	}
+	namespaces := map[string]bool{}
+	for i, n := range c.Namespaces {
+		switch {
+		case n.Name == "":
+			bad("namespace %d has no name", i)
+		case namespaces[n.Name]:
+			bad("namespace %q is listed twice", n.Name)
+		}
+		namespaces[n.Name] = true
+	}
+	for _, p := range c.Pods {
+		for _, port := range p.Ports {
+			if !protocolValid(port.Protocol) || port.Port == 0 || (port.Name != "" && !validPortName(port.Name)) {
+				bad("pod %q: port %q %s/%d is not a valid container port", p.Key(), port.Name, port.Protocol, port.Port)
+			}
+		}
+	}
+	policies := map[string]bool{}
+	for i, p := range c.NetworkPolicies {
+		if problem := p.validate(); problem != "" {
+			bad("network policy %d (%q): %s", i, p.Key(), problem)
+		}
+		if policies[p.Key()] {
+			bad("network policy %q is listed twice", p.Key())
+		}
+		policies[p.Key()] = true
+	}
 	return errors.Join(errs...)
 }
 
-// Normalize sorts the Cluster's lists (nodes, pods, pools, services by name)
-// so that two equal clusters compare equal.
+// Normalize sorts the Cluster's lists (nodes, pods, pools, services,
+// namespaces and network policies by name) so that two equal clusters
+// compare equal, and gives every namespace its NamespaceNameLabel.
 func (c *Cluster) Normalize() {
+	slices.SortFunc(c.Namespaces, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
+	for i, n := range c.Namespaces {
+		if n.Labels[NamespaceNameLabel] != n.Name {
+			labels := maps.Clone(n.Labels)
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[NamespaceNameLabel] = n.Name
+			c.Namespaces[i].Labels = labels
+		}
+	}
+	slices.SortFunc(c.NetworkPolicies, func(a, b NetworkPolicy) int { return strings.Compare(a.Key(), b.Key()) })
 	slices.SortFunc(c.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(c.Pods, func(a, b Pod) int { return strings.Compare(a.Key(), b.Key()) })
 	slices.SortFunc(c.Pools, func(a, b Pool) int { return strings.Compare(a.Name, b.Name) })

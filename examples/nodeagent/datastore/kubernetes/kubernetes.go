@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -81,21 +80,22 @@ func New(opts Options) (*Datastore, error) {
 	return &Datastore{opts: opts, log: log}, nil
 }
 
-// Watch implements datastore.Datastore: it starts informers on Nodes, this
-// node's Pods, Services and EndpointSlices, waits for their caches and then
-// delivers the cluster, and again after every change (debounced).
+// Watch implements datastore.Datastore: it starts informers on Nodes, Pods
+// (every node's: network policies select peers anywhere), Services,
+// EndpointSlices, Namespaces and NetworkPolicies, waits for their caches and
+// then delivers the cluster, and again after every change (debounced).
 func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	all := informers.NewSharedInformerFactory(d.opts.Client, d.opts.Resync)
-	local := informers.NewSharedInformerFactoryWithOptions(d.opts.Client, d.opts.Resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", d.opts.NodeName).String()
-		}))
 	nodes := all.Core().V1().Nodes()
 	services := all.Core().V1().Services()
 	slices := all.Discovery().V1().EndpointSlices()
-	pods := local.Core().V1().Pods()
+	// Every pod of the cluster, not only this node's: network policies
+	// select peers anywhere by their labels and named ports.
+	pods := all.Core().V1().Pods()
+	namespaces := all.Core().V1().Namespaces()
+	policies := all.Networking().V1().NetworkPolicies()
 
 	changed := make(chan struct{}, 1)
 	notify := func() {
@@ -109,21 +109,15 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 		UpdateFunc: func(any, any) { notify() },
 		DeleteFunc: func(any) { notify() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{nodes.Informer(), services.Informer(), slices.Informer(), pods.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{nodes.Informer(), services.Informer(), slices.Informer(), pods.Informer(),
+		namespaces.Informer(), policies.Informer()} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return fmt.Errorf("kubernetes datastore: %w", err)
 		}
 	}
 	all.Start(ctx.Done())
-	local.Start(ctx.Done())
 	defer all.Shutdown()
-	defer local.Shutdown()
 	for typ, ok := range all.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("kubernetes datastore: %v cache not synced: %w", typ, context.Cause(ctx))
-		}
-	}
-	for typ, ok := range local.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("kubernetes datastore: %v cache not synced: %w", typ, context.Cause(ctx))
 		}
@@ -145,7 +139,17 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 		if err != nil {
 			return datastore.Cluster{}, err
 		}
-		return d.cluster(ns, ps, ss, es), nil
+		nss, err := namespaces.Lister().List(labels.Everything())
+		if err != nil {
+			return datastore.Cluster{}, err
+		}
+		nps, err := policies.Lister().List(labels.Everything())
+		if err != nil {
+			return datastore.Cluster{}, err
+		}
+		c := d.cluster(ns, ps, ss, es)
+		d.addPolicies(&c, nss, nps)
+		return c, nil
 	}
 	var last *datastore.Cluster
 	deliver := func() {
@@ -195,9 +199,6 @@ func (d *Datastore) cluster(nodes []*corev1.Node, pods []*corev1.Pod, services [
 		c.Nodes = append(c.Nodes, d.node(n))
 	}
 	for _, p := range pods {
-		if p.Spec.NodeName != d.opts.NodeName { // the field selector's job; kept for clients that ignore it
-			continue
-		}
 		if pod, ok := podOf(p); ok {
 			c.Pods = append(c.Pods, pod)
 		}
@@ -307,6 +308,8 @@ func podOf(p *corev1.Pod) (datastore.Pod, bool) {
 			out.IPs = append(out.IPs, a)
 		}
 	}
+	out.Labels = p.Labels
+	out.Ports = containerPorts(p)
 	return out, len(out.IPs) > 0
 }
 

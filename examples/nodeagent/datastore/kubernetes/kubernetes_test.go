@@ -120,8 +120,10 @@ func TestWatchConvertsTheCluster(t *testing.T) {
 	if n2.VTEPMAC.String() != "02:4e:00:00:00:02" || n2.WireGuardPublicKey == "" {
 		t.Errorf("node2's published MAC and key not read: %+v", n2)
 	}
-	// Only this node's pods, not host-network ones.
-	if len(c.Pods) != 1 || c.Pods[0].Key() != "default/web-1" || c.Pods[0].IPs[0] != netip.MustParseAddr("10.244.1.10") {
+	// Every node's pods (network policies select peers anywhere), not
+	// host-network ones.
+	if len(c.Pods) != 2 || c.Pods[0].Key() != "default/web-1" || c.Pods[0].IPs[0] != netip.MustParseAddr("10.244.1.10") ||
+		c.Pods[1].Key() != "default/web-2" || c.Pods[1].Node != "node2" {
 		t.Errorf("pods = %+v", c.Pods)
 	}
 	// Pools default to the nodes' CIDRs.
