@@ -122,22 +122,7 @@ func (e *elemAdd) text() string {
 }
 
 // verdictText is an encoded verdict as nft writes it: "accept", "jump c".
-func verdictText(d string) string {
-	v := decodeVerdict(d)
-	switch v.Code {
-	case nfnl.VerdictAccept:
-		return "accept"
-	case nfnl.VerdictDrop:
-		return "drop"
-	case nfnl.VerdictReturn:
-		return "return"
-	case nfnl.VerdictJump:
-		return "jump " + v.Chain
-	case nfnl.VerdictGoto:
-		return "goto " + v.Chain
-	}
-	return fmt.Sprintf("verdict %d", v.Code)
-}
+func verdictText(d string) string { return decodeVerdict(d).String() }
 
 // chainText is a declared chain as a Plan names it: its name and, for a
 // base chain, its type, hook, priority and policy.

@@ -361,6 +361,24 @@ type Verdict struct {
 	Chain string
 }
 
+// String returns the verdict as nft writes it: "accept", "drop",
+// "return", "jump c", "goto c"; any other code as "verdict N".
+func (v Verdict) String() string {
+	switch v.Code {
+	case VerdictAccept:
+		return "accept"
+	case VerdictDrop:
+		return "drop"
+	case VerdictReturn:
+		return "return"
+	case VerdictJump:
+		return "jump " + v.Chain
+	case VerdictGoto:
+		return "goto " + v.Chain
+	}
+	return fmt.Sprintf("verdict %d", v.Code)
+}
+
 // Elem is one set element. Key, KeyEnd and Data point into the message
 // they were parsed from.
 type Elem struct {

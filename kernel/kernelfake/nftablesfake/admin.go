@@ -142,27 +142,11 @@ func formatElem(s *set, e *elem) string {
 		text += " [end]"
 	}
 	if v := e.verdict; v != nil {
-		text += " : " + formatVerdict(*v)
+		text += " : " + v.String()
 	} else if e.data != nil {
 		text += fmt.Sprintf(" : %x", e.data)
 	}
 	return text
-}
-
-func formatVerdict(v nfnl.Verdict) string {
-	switch v.Code {
-	case nfnl.VerdictAccept:
-		return "accept"
-	case nfnl.VerdictDrop:
-		return "drop"
-	case nfnl.VerdictReturn:
-		return "return"
-	case nfnl.VerdictJump:
-		return "jump " + v.Chain
-	case nfnl.VerdictGoto:
-		return "goto " + v.Chain
-	}
-	return fmt.Sprintf("verdict %d", v.Code)
 }
 
 // formatKey formats a key by the set's key type: the concatenated types
