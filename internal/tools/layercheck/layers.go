@@ -65,7 +65,7 @@ var layers = []layer{
 	}},
 	{name: "managers", pkgs: []string{
 		"overlay", "vxlan", "ipip", "internal/tunnel", "wireguard",
-		"endpoints", "masquerade", "hostips", "floatingips", "serviceloop", "bpf/proxy",
+		"endpoints", "masquerade", "hostips", "floatingips", "serviceloop", "bpf/proxy", "policy",
 		"nfmigrate", // leftovers between netfilter backends: iptables and nftables together
 	}},
 	{name: "test kit", testKit: true, pkgs: []string{

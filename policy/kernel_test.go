@@ -1,0 +1,209 @@
+//go:build linux
+
+package policy_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/markbits"
+	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/policy"
+)
+
+// node is one host namespace with its pods, a policy Manager on a backend,
+// and the drivers the Manager declares on, applied in the loop's order.
+type node struct {
+	t      *testing.T
+	b      managertest.Backend
+	f      ipfamily.Family
+	topo   *kerneltest.Topology
+	m      *policy.Manager
+	filter netfilter.Table
+	sets   netfilter.Sets
+	ports  map[*kerneltest.Pod]uint16 // each pod's echo server
+}
+
+func newNode(t *testing.T, b managertest.Backend, f ipfamily.Family, opts policy.Options) *node {
+	topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 1, PodsPerHost: 3, Stack: managertest.Stack(f)})
+	host := topo.Hosts[0]
+	k := managertest.Open(t, host.NS)
+	filter := b.NewTable(t, k, "filter", f, "npp-")
+	sets := b.Sets(t, k, filter, f, "npp-")
+	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+	require.NoError(t, err)
+	opts.Family, opts.Filter, opts.Sets, opts.Marks = f, filter, sets, layout
+	opts.ChainPrefix, opts.WorkloadPrefixes = "npp-", []string{kerneltest.DefaultPodIfacePrefix}
+	m, err := policy.New(opts)
+	require.NoError(t, err)
+	n := &node{t: t, b: b, f: f, topo: topo, m: m, filter: filter, sets: sets, ports: map[*kerneltest.Pod]uint16{}}
+	for _, p := range host.Pods {
+		addr, _ := p.NS.ListenTCP(t, netip.AddrPortFrom(netip.Addr{}, 0))
+		n.ports[p] = addr.Port()
+	}
+	return n
+}
+
+// send feeds msgs to the Manager and applies every driver, as a pass of
+// the loop does.
+func (n *node) send(msgs ...any) {
+	n.t.Helper()
+	ctx := context.Background()
+	for _, msg := range msgs {
+		n.m.OnUpdate(msg)
+	}
+	require.NoError(n.t, n.m.CompleteDeferredWork(ctx))
+	for _, d := range []dataplane.Driver{n.sets, n.filter} {
+		_, err := d.Apply(ctx)
+		require.NoError(n.t, err, "%T", d)
+	}
+	_, err := n.sets.ApplyDeletions(ctx)
+	require.NoError(n.t, err)
+}
+
+func (n *node) pod(i int) *kerneltest.Pod { return n.topo.Hosts[0].Pods[i] }
+
+func (n *node) addr(p *kerneltest.Pod) netip.Addr { return managertest.Pick(n.f, p.Addrs()...) }
+
+// reaches reports whether a TCP exchange from one pod to another's echo
+// server succeeds; a harness failure fails the test.
+func (n *node) reaches(from, to *kerneltest.Pod) bool {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := from.NS.DialTCP(ctx, netip.AddrPortFrom(n.addr(to), n.ports[to]))
+	if err != nil && !errors.Is(err, kerneltest.ErrUnreachable) {
+		n.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// expect checks the reachability of every ordered pair of pods against
+// want (want[i][j]: pod i reaches pod j).
+func (n *node) expect(what string, want [3][3]bool) {
+	n.t.Helper()
+	for i := range 3 {
+		for j := range 3 {
+			if i == j {
+				continue
+			}
+			if got := n.reaches(n.pod(i), n.pod(j)); got != want[i][j] {
+				n.t.Errorf("%s: pod%d → pod%d reached = %v, want %v\n%s", what, i+1, j+1, got, want[i][j],
+					n.b.Dump(n.t, n.topo.Hosts[0].NS, "filter", n.f))
+			}
+		}
+	}
+}
+
+func workload(p *kerneltest.Pod, tiers []policy.TierPolicies, profiles ...string) policy.WorkloadUpdate {
+	return policy.WorkloadUpdate{Endpoint: policy.Workload{ID: p.Name, Iface: p.HostVeth, Tiers: tiers, Profiles: profiles}}
+}
+
+var allowAll = policy.ProfileUpdate{Profile: policy.Profile{ID: "ns.default",
+	Ingress: []policy.Rule{{Action: policy.Allow}}, Egress: []policy.Rule{{Action: policy.Allow}}}}
+
+var all = [3][3]bool{{true, true, true}, {true, true, true}, {true, true, true}}
+
+// TestKernelPolicyTraffic programs policy on a node with three pods and
+// checks every pod pair with TCP on each backend and family: unknown
+// workload interfaces are denied (fail closed), a namespace profile allows
+// all, a tier's policy isolates a pod to the sources it allows (by network
+// and by set, then by a set member added), a Pass goes on to the profile,
+// a removed policy fails closed, and an established connection outlives a
+// later deny.
+func TestKernelPolicyTraffic(t *testing.T) {
+	managertest.ForEachBackend(t, func(t *testing.T, b managertest.Backend) {
+		managertest.ForEachFamily(t, func(t *testing.T, f ipfamily.Family) {
+			n := newNode(t, b, f, policy.Options{Deny: policy.DenyReject})
+			p1, p2, p3 := n.pod(0), n.pod(1), n.pod(2)
+			n.send()
+			n.expect("no workload known", [3][3]bool{})
+
+			n.send(allowAll, workload(p1, nil, "ns.default"), workload(p2, nil, "ns.default"), workload(p3, nil, "ns.default"))
+			n.expect("profile allows all", all)
+
+			// pod2 isolated: ingress from pod1's address only.
+			k8s := []policy.TierPolicies{{Name: "k8s", Ingress: []string{"allow-p1"}}}
+			n.send(policy.PolicyUpdate{Policy: policy.Policy{ID: "allow-p1", Ingress: []policy.Rule{{
+				Action: policy.Allow, Protocol: netfilter.ProtoTCP,
+				Src: policy.Peer{Nets: []netip.Prefix{netip.PrefixFrom(n.addr(p1), n.addr(p1).BitLen())}},
+			}}}}, workload(p2, k8s, "ns.default"))
+			n.expect("pod2 allows pod1", [3][3]bool{{false, true, true}, {true, false, true}, {true, false, false}})
+
+			// By a set: pod3 only, then pod1 too through a delta.
+			n.send(policy.SetUpdate{ID: "peers", Kind: policy.SetNets, Members: []netfilter.Member{netfilter.IPMember(n.addr(p3))}},
+				policy.PolicyUpdate{Policy: policy.Policy{ID: "allow-p1", Ingress: []policy.Rule{{
+					Action: policy.Allow, Src: policy.Peer{Sets: []string{"peers"}},
+					Dst: policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(1), netfilter.Ports(n.ports[p2], n.ports[p2])}},
+					Protocol: netfilter.ProtoTCP,
+				}}}})
+			n.expect("pod2 allows the set {pod3}", [3][3]bool{{false, false, true}, {true, false, true}, {true, true, false}})
+			n.send(policy.SetDelta{ID: "peers", Add: []netfilter.Member{netfilter.IPMember(n.addr(p1))}})
+			n.expect("pod2 allows the set {pod1, pod3}", [3][3]bool{{false, true, true}, {true, false, true}, {true, true, false}})
+
+			// Negation: every source but pod1's address, through the
+			// scratch mark.
+			n.send(policy.PolicyUpdate{Policy: policy.Policy{ID: "allow-p1", Ingress: []policy.Rule{{
+				Action: policy.Allow, Src: policy.Peer{Sets: []string{"peers"},
+					NotNets: []netip.Prefix{netip.PrefixFrom(n.addr(p1), n.addr(p1).BitLen())}},
+			}}}})
+			n.expect("pod2 allows the set less pod1", [3][3]bool{{false, false, true}, {true, false, true}, {true, true, false}})
+
+			// Pass to the profile: the tier lets everything through.
+			n.send(policy.PolicyUpdate{Policy: policy.Policy{ID: "allow-p1", Ingress: []policy.Rule{{Action: policy.Pass}}}})
+			n.expect("pass to the profile", all)
+
+			// An established connection outlives a later deny.
+			conn := n.dial(p3, p2)
+			n.send(policy.PolicyUpdate{Policy: policy.Policy{ID: "allow-p1", Ingress: []policy.Rule{{Action: policy.Deny}}}})
+			n.expect("deny all to pod2", [3][3]bool{{false, false, true}, {true, false, true}, {true, false, false}})
+			n.echo(conn)
+
+			// A policy removed while pod2 still lists it: fail closed.
+			n.send(policy.PolicyUpdate{Policy: policy.Policy{ID: "allow-p1", Ingress: []policy.Rule{{Action: policy.Allow}}}})
+			n.expect("allow all to pod2", all)
+			n.send(policy.PolicyRemove{ID: "allow-p1"})
+			n.expect("missing policy denies", [3][3]bool{{false, false, true}, {true, false, true}, {true, false, false}})
+
+			// Removed workloads are unknown again.
+			n.send(policy.WorkloadRemove{ID: p3.Name})
+			n.expect("pod3 removed", [3][3]bool{{false, false, false}, {true, false, false}, {false, false, false}})
+		})
+	})
+}
+
+// dial opens a TCP connection from one pod to another's echo server.
+func (n *node) dial(from, to *kerneltest.Pod) net.Conn {
+	n.t.Helper()
+	var conn net.Conn
+	require.NoError(n.t, from.NS.Do(func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(n.addr(to), n.ports[to]).String(), 2*time.Second)
+		return err
+	}))
+	n.t.Cleanup(func() { _ = conn.Close() })
+	n.echo(conn)
+	return conn
+}
+
+// echo checks that conn still carries data both ways.
+func (n *node) echo(conn net.Conn) {
+	n.t.Helper()
+	require.NoError(n.t, conn.SetDeadline(time.Now().Add(2*time.Second)))
+	_, err := conn.Write([]byte("ping"))
+	require.NoError(n.t, err)
+	buf := make([]byte, 4)
+	_, err = conn.Read(buf)
+	require.NoError(n.t, err, "the established connection was cut")
+	require.Equal(n.t, "ping", string(buf))
+}

@@ -1,0 +1,553 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/managerutil"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/markbits"
+	"github.com/nodeplane/nodeplane/netfilter"
+)
+
+// DenyAction is what a denied packet meets.
+type DenyAction uint8
+
+const (
+	// DenyDrop drops it silently. The zero value.
+	DenyDrop DenyAction = iota
+	// DenyReject drops it and answers with ICMP administratively
+	// prohibited, so that the sender fails at once.
+	DenyReject
+)
+
+// ToHost is what happens to a packet from a workload to the host itself
+// once the workload's egress policy allowed it.
+type ToHost uint8
+
+const (
+	// ToHostReturn lets it go on through the rest of the INPUT hook (the
+	// host's own firewall decides). The zero value.
+	ToHostReturn ToHost = iota
+	// ToHostAccept accepts it.
+	ToHostAccept
+	// ToHostDeny denies it (DenyAction): workloads cannot reach the host.
+	ToHostDeny
+)
+
+// Options configure a Manager. Family, Filter, Marks, ChainPrefix and
+// WorkloadPrefixes are required.
+type Options struct {
+	// Family is IPv4 or IPv6: one Manager per family.
+	Family ipfamily.Family
+	// Filter is the family's filter table (an *iptables.Table of the
+	// "filter" table, or an *nftables.Table of the filter role). The
+	// Manager declares its chains there and jumps to them from FORWARD and
+	// INPUT, as the rules of owner Name: managers sharing the Table keep
+	// each other's.
+	Filter netfilter.Table
+	// Sets holds the address and named-port sets the rules match: an
+	// *ipsets.IPSets beside an iptables Filter, an *nftables.IPSets of
+	// the Filter table beside an nftables one. Without it, a rule that
+	// names a set treats the set as empty.
+	Sets netfilter.Sets
+	// Marks are the mark bits the chains speak with: Accept, Pass and
+	// Scratch0 must be distinct single bits (markbits.NewLayout gives
+	// them).
+	Marks markbits.Layout
+	// ChainPrefix starts every chain name; it must be the Filter table's
+	// chain prefix, at most 8 bytes.
+	ChainPrefix string
+	// WorkloadPrefixes are the name prefixes of workload interfaces
+	// ("npv", "cali"). A packet from or to an interface with one of them
+	// that no workload has is denied (fail closed).
+	WorkloadPrefixes []string
+	// Deny is what a denied packet meets; the zero value drops it.
+	Deny DenyAction
+	// EndpointToHost is what happens to workload-to-host traffic that the
+	// workload's egress allowed; the zero value lets INPUT go on.
+	EndpointToHost ToHost
+	// AllowInvalid keeps packets conntrack calls invalid; by default an
+	// endpoint's chains deny them.
+	AllowInvalid bool
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+	// Name names the Manager in the loop's logs and owns its hook rules;
+	// empty means "policy-v4" or "policy-v6".
+	Name string
+}
+
+// maxChainPrefix bounds ChainPrefix so that every chain name fits.
+const maxChainPrefix = 8
+
+// Manager renders network policy for one IP family onto a netfilter
+// Table (and its Sets). It is a dataplane.Manager: register it with the
+// loop together with its Table and Sets. Its methods are called from the
+// loop's goroutine only.
+type Manager struct {
+	o        Options
+	log      *slog.Logger
+	model    *Model
+	render   renderer
+	invalid  managerutil.Rejected
+	hooked   bool
+	setNames map[string]string // set ID → name in Sets, for sets declared
+
+	dirtyPolicies  map[string]bool
+	dirtyProfiles  map[string]bool
+	dirtyWorkloads map[string]Workload // by ID: the state last rendered (zero when new)
+	rendered       map[string]Workload // workload ID → what its chains were rendered from
+	dispatchDirty  bool
+	dispatch       []string // names of the dispatch chains declared
+}
+
+// New validates opts and returns a Manager with no policy: every workload
+// interface is denied until its WorkloadUpdate. It does no I/O.
+func New(opts Options) (*Manager, error) {
+	c := managerutil.Check{Sentinel: ErrInvalidOptions}
+	c.Family(opts.Family)
+	c.Required("Filter", opts.Filter)
+	if !managerutil.IsNil(opts.Sets) {
+		c.Driver("Sets", opts.Sets, opts.Family)
+	}
+	c.Refuse(opts.ChainPrefix == "" || len(opts.ChainPrefix) > maxChainPrefix,
+		"ChainPrefix %q must be 1 to %d bytes", opts.ChainPrefix, maxChainPrefix)
+	c.Chain("ChainPrefix", opts.ChainPrefix)
+	c.Refuse(len(opts.WorkloadPrefixes) == 0, "WorkloadPrefixes is required")
+	for _, p := range opts.WorkloadPrefixes {
+		c.Refuse(validIface(p, false) != nil, "workload prefix %q is not the start of an interface name", p)
+	}
+	bits := []uint32{opts.Marks.Accept, opts.Marks.Pass, opts.Marks.Scratch0}
+	for i, b := range bits {
+		c.Refuse(b == 0 || b&(b-1) != 0, "mark bit %d (%#x) must be one bit", i, b)
+	}
+	c.Refuse(bits[0]&bits[1] != 0 || bits[0]&bits[2] != 0 || bits[1]&bits[2] != 0, "mark bits Accept, Pass and Scratch0 must differ")
+	c.Refuse(opts.Deny > DenyReject, "unknown Deny %d", opts.Deny)
+	c.Refuse(opts.EndpointToHost > ToHostDeny, "unknown EndpointToHost %d", opts.EndpointToHost)
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	opts.Name = managerutil.Name(opts.Name, "policy", opts.Family)
+	m := &Manager{
+		o: opts, log: managerutil.Logger(opts.Logger), model: NewModel(),
+		setNames:       map[string]string{},
+		dirtyPolicies:  map[string]bool{},
+		dirtyProfiles:  map[string]bool{},
+		dirtyWorkloads: map[string]Workload{},
+		rendered:       map[string]Workload{},
+		dispatchDirty:  true,
+	}
+	var deny netfilter.Action = netfilter.Drop()
+	if opts.Deny == DenyReject {
+		deny = netfilter.Reject(netfilter.RejectAdminProhibited)
+	}
+	m.render = renderer{
+		family: opts.Family, prefix: opts.ChainPrefix, deny: deny, invalid: !opts.AllowInvalid,
+		marks:   marks{accept: opts.Marks.Accept, pass: opts.Marks.Pass, scratch0: opts.Marks.Scratch0},
+		setName: m.kernelSetName,
+	}
+	return m, nil
+}
+
+// Name returns the Manager's name for the loop's logs.
+func (m *Manager) Name() string { return m.o.Name }
+
+// Model returns the policy state the Manager renders from; Explain answers
+// from it. It must not be changed, and is read from the loop's goroutine
+// only.
+func (m *Manager) Model() *Model { return m.model }
+
+// OnUpdate records the package's messages; it ignores every other type.
+// An invalid message changes nothing: the next CompleteDeferredWork
+// reports it once.
+func (m *Manager) OnUpdate(msg any) {
+	before := m.snapshot(msg)
+	known, err := m.model.Update(msg)
+	if !known {
+		return
+	}
+	if err != nil {
+		m.invalid.Add(err)
+		return
+	}
+	m.noteChange(msg, before)
+}
+
+// snapshot is what OnUpdate needs to know about the state msg changes,
+// taken before it changes.
+type snapshot struct {
+	existed  bool
+	workload Workload
+}
+
+func (m *Manager) snapshot(msg any) snapshot {
+	switch u := msg.(type) {
+	case PolicyUpdate:
+		_, ok := m.model.Policy(u.Policy.ID)
+		return snapshot{existed: ok}
+	case PolicyRemove:
+		_, ok := m.model.Policy(u.ID)
+		return snapshot{existed: ok}
+	case ProfileUpdate:
+		_, ok := m.model.Profile(u.Profile.ID)
+		return snapshot{existed: ok}
+	case ProfileRemove:
+		_, ok := m.model.Profile(u.ID)
+		return snapshot{existed: ok}
+	case SetUpdate:
+		_, ok := m.model.Set(u.ID)
+		return snapshot{existed: ok}
+	case SetRemove:
+		_, ok := m.model.Set(u.ID)
+		return snapshot{existed: ok}
+	}
+	return snapshot{}
+}
+
+// noteChange marks dirty what msg changed.
+func (m *Manager) noteChange(msg any, before snapshot) {
+	switch u := msg.(type) {
+	case PolicyUpdate:
+		m.dirtyPolicies[u.Policy.ID] = true
+		if !before.existed {
+			m.dirtyUsersOfPolicy(u.Policy.ID)
+		}
+	case PolicyRemove:
+		if before.existed {
+			m.dirtyPolicies[u.ID] = true
+			m.dirtyUsersOfPolicy(u.ID)
+		}
+	case ProfileUpdate:
+		m.dirtyProfiles[u.Profile.ID] = true
+		if !before.existed {
+			m.dirtyUsersOfProfile(u.Profile.ID)
+		}
+	case ProfileRemove:
+		if before.existed {
+			m.dirtyProfiles[u.ID] = true
+			m.dirtyUsersOfProfile(u.ID)
+		}
+	case SetUpdate:
+		m.declareSet(u.ID, u.Kind, u.Members)
+		if !before.existed {
+			m.dirtyUsersOfSet(u.ID)
+		}
+	case SetDelta:
+		m.changeMembers(u.ID, u.Add, u.Remove)
+	case SetRemove:
+		if before.existed {
+			m.removeSet(u.ID)
+			m.dirtyUsersOfSet(u.ID)
+		}
+	case WorkloadUpdate:
+		m.dirtyWorkload(u.Endpoint.ID)
+	case WorkloadRemove:
+		m.dirtyWorkload(u.ID)
+	}
+}
+
+func (m *Manager) dirtyWorkload(id string) {
+	if _, ok := m.dirtyWorkloads[id]; !ok {
+		m.dirtyWorkloads[id] = m.rendered[id]
+	}
+	m.dispatchDirty = true
+}
+
+// dirtyUsersOfPolicy marks dirty the workloads that list policy id: their
+// chains jump to it or deny in its place.
+func (m *Manager) dirtyUsersOfPolicy(id string) {
+	for _, w := range m.model.Workloads() {
+		for _, t := range w.Tiers {
+			if slices.Contains(t.Ingress, id) || slices.Contains(t.Egress, id) {
+				m.dirtyWorkload(w.ID)
+				break
+			}
+		}
+	}
+}
+
+func (m *Manager) dirtyUsersOfProfile(id string) {
+	for _, w := range m.model.Workloads() {
+		if slices.Contains(w.Profiles, id) {
+			m.dirtyWorkload(w.ID)
+		}
+	}
+}
+
+// dirtyUsersOfSet marks dirty the policies and profiles whose rules name
+// set id: they render differently once it exists or is gone.
+func (m *Manager) dirtyUsersOfSet(id string) {
+	uses := func(rules []Rule) bool {
+		for _, r := range rules {
+			for _, p := range []Peer{r.Src, r.Dst} {
+				if slices.Contains(p.Sets, id) || slices.Contains(p.NotSets, id) ||
+					slices.Contains(p.NamedPorts, id) || slices.Contains(p.NotNamedPorts, id) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, pid := range m.model.PolicyIDs() {
+		if p, _ := m.model.Policy(pid); uses(p.Ingress) || uses(p.Egress) {
+			m.dirtyPolicies[pid] = true
+		}
+	}
+	for _, pid := range m.model.ProfileIDs() {
+		if p, _ := m.model.Profile(pid); uses(p.Ingress) || uses(p.Egress) {
+			m.dirtyProfiles[pid] = true
+		}
+	}
+}
+
+// CompleteDeferredWork declares on the Table (and Sets) what changed since
+// the last call: the chains of the policies, profiles and workloads that
+// changed and the dispatch chains when workloads came or went. It returns
+// at once when nothing changed and does no I/O. Invalid messages received
+// since the last call are reported here, once; they changed nothing. An
+// object the Table refuses is reported and, for a policy or profile,
+// declared as a chain that denies (fail closed), so the rest goes on.
+func (m *Manager) CompleteDeferredWork(context.Context) error {
+	var errs []error
+	if !m.hooked {
+		if err := m.declareHooks(); err != nil {
+			errs = append(errs, err)
+		} else {
+			m.hooked = true
+		}
+	}
+	for _, id := range sortedKeys(m.dirtyPolicies) {
+		p, ok := m.model.Policy(id)
+		errs = append(errs, m.declarePolicy(id, p.Ingress, p.Egress, ok, false))
+	}
+	clear(m.dirtyPolicies)
+	for _, id := range sortedKeys(m.dirtyProfiles) {
+		p, ok := m.model.Profile(id)
+		errs = append(errs, m.declarePolicy(id, p.Ingress, p.Egress, ok, true))
+	}
+	clear(m.dirtyProfiles)
+	for _, id := range sortedKeys(m.dirtyWorkloads) {
+		errs = append(errs, m.declareWorkload(id, m.dirtyWorkloads[id]))
+	}
+	clear(m.dirtyWorkloads)
+	if m.dispatchDirty {
+		errs = append(errs, m.declareDispatch())
+		m.dispatchDirty = false
+	}
+	return m.invalid.Report(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// declarePolicy declares (exists) or removes the two chains of a policy
+// or profile.
+func (m *Manager) declarePolicy(id string, in, out []Rule, exists, profile bool) error {
+	chains := m.render.policyChains(id, in, out, profile)
+	if !exists {
+		return m.o.Filter.RemoveChains(chains[0].Name, chains[1].Name)
+	}
+	err := m.o.Filter.SetChains(chains...)
+	if err == nil {
+		return nil
+	}
+	what := "policy"
+	if profile {
+		what = "profile"
+	}
+	for i := range chains {
+		chains[i].Rules = []netfilter.Rule{{Action: m.render.deny, Comments: []string{what + " " + id + " was refused: fail closed"}}}
+	}
+	return errors.Join(fmt.Errorf("policy: %s %s denies all: %w", what, id, err), m.o.Filter.SetChains(chains...))
+}
+
+// declareWorkload declares the chains of workload id, removing those of
+// the interface it had before (old) when it moved or went.
+func (m *Manager) declareWorkload(id string, old Workload) error {
+	w, ok := m.model.Workload(id)
+	var errs []error
+	if old.Iface != "" && (!ok || old.Iface != w.Iface) {
+		errs = append(errs, m.o.Filter.RemoveChains(m.render.chainName(kindToWl, old.Iface), m.render.chainName(kindFromWl, old.Iface)))
+	}
+	if !ok {
+		delete(m.rendered, id)
+		return errors.Join(errs...)
+	}
+	if err := m.o.Filter.SetChains(m.render.workloadChains(m.model, w)...); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("policy: workload %s: %w", id, err))...)
+	}
+	m.rendered[id] = w
+	return errors.Join(errs...)
+}
+
+// Root chains of the Manager, after ChainPrefix.
+const (
+	chainForward      = "forward"
+	chainInput        = "input"
+	chainFromDispatch = "fwd" // from-workload dispatch
+	chainToDispatch   = "twd" // to-workload dispatch
+)
+
+// declareDispatch declares the dispatch trees of the workloads' interfaces
+// and removes the dispatch chains no longer used.
+func (m *Manager) declareDispatch() error {
+	var ifaces []string
+	for _, w := range m.model.Workloads() {
+		if _, ok := m.rendered[w.ID]; ok {
+			ifaces = append(ifaces, w.Iface)
+		}
+	}
+	chains := slices.Concat(
+		m.render.dispatch(chainFromDispatch, kindFromWl, ifaces, true),
+		m.render.dispatch(chainToDispatch, kindToWl, ifaces, false))
+	var names []string
+	for _, c := range chains {
+		names = append(names, c.Name)
+	}
+	var gone []string
+	for _, n := range m.dispatch {
+		if !slices.Contains(names, n) {
+			gone = append(gone, n)
+		}
+	}
+	if err := m.o.Filter.SetChains(chains...); err != nil {
+		return fmt.Errorf("policy: dispatch: %w", err)
+	}
+	m.dispatch = names
+	if len(gone) > 0 {
+		return m.o.Filter.RemoveChains(gone...)
+	}
+	return nil
+}
+
+// declareHooks declares the Manager's forward and input chains and the
+// jumps to them.
+func (m *Manager) declareHooks() error {
+	p := m.o.ChainPrefix
+	acceptOrPass := m.o.Marks.Accept | m.o.Marks.Pass
+	accepted := netfilter.Mark(m.o.Marks.Accept, m.o.Marks.Accept)
+	forward := []netfilter.Rule{{Action: netfilter.ClearMark(acceptOrPass)}}
+	input := []netfilter.Rule{{Action: netfilter.ClearMark(acceptOrPass)}}
+	for _, wp := range m.o.WorkloadPrefixes {
+		forward = append(forward,
+			netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface(wp + "+")}, Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads"}},
+			netfilter.Rule{Matches: []netfilter.Match{netfilter.OutInterface(wp + "+")}, Action: netfilter.Jump(p + chainToDispatch), Comments: []string{"to workloads"}})
+		input = append(input,
+			netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface(wp + "+")}, Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads to the host"}})
+		switch m.o.EndpointToHost {
+		case ToHostAccept:
+			input = append(input, netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface(wp + "+"), accepted}, Action: netfilter.Accept()})
+		case ToHostDeny:
+			input = append(input, netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface(wp + "+")}, Action: m.render.deny,
+				Comments: []string{"workloads may not reach the host"}})
+		}
+	}
+	forward = append(forward, netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Accept(), Comments: []string{"allowed by policy"}})
+	if err := m.o.Filter.SetChains(
+		netfilter.Chain{Name: p + chainForward, Rules: forward},
+		netfilter.Chain{Name: p + chainInput, Rules: input}); err != nil {
+		return err
+	}
+	return netfilter.DeclareJumps(m.o.Filter, netfilter.JumpInsert, m.o.Name,
+		netfilter.HookJump{Hook: netfilter.HookForward, Chain: p + chainForward},
+		netfilter.HookJump{Hook: netfilter.HookInput, Chain: p + chainInput})
+}
+
+// kernelSetName returns the name rules match set id by, and whether the
+// set is declared on Sets.
+func (m *Manager) kernelSetName(id string) (string, bool) {
+	name, ok := m.setNames[id]
+	if !ok {
+		return "", false
+	}
+	k, err := m.o.Sets.KernelName(name)
+	return k, err == nil
+}
+
+// setName returns the name of set id in Sets: the ID when Sets takes it,
+// else "h" and a hash of it.
+func (m *Manager) setName(id string) (string, bool) {
+	if netfilter.ValidSetName(id) {
+		if _, err := m.o.Sets.KernelName(id); err == nil && id[0] != '_' {
+			return id, true
+		}
+	}
+	sum := sha256.Sum256([]byte(id))
+	h := hex.EncodeToString(sum[:])
+	for _, n := range []int{20, 14, 10, 6} {
+		name := "_" + h[:n]
+		if _, err := m.o.Sets.KernelName(name); err == nil {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// familyMembers returns the members of the Manager's family.
+func (m *Manager) familyMembers(members []netfilter.Member) []netfilter.Member {
+	var out []netfilter.Member
+	for _, mem := range members {
+		if mem.Is6() == (m.o.Family == ipfamily.IPv6) {
+			out = append(out, mem)
+		}
+	}
+	return out
+}
+
+func (m *Manager) declareSet(id string, kind SetKind, members []netfilter.Member) {
+	if managerutil.IsNil(m.o.Sets) {
+		return
+	}
+	name, ok := m.setName(id)
+	if !ok {
+		m.invalid.Add(fmt.Errorf("%w %s: no set name fits the set driver", ErrInvalidSet, id))
+		return
+	}
+	typ := netfilter.HashNet
+	if kind == SetAddrPorts {
+		typ = netfilter.HashIPPort
+	}
+	if err := m.o.Sets.AddOrReplaceSet(netfilter.SetMetadata{Name: name, Type: typ}, m.familyMembers(members)); err != nil {
+		m.invalid.Add(fmt.Errorf("policy: set %s: %w", id, err))
+		return
+	}
+	m.setNames[id] = name
+}
+
+func (m *Manager) changeMembers(id string, add, remove []netfilter.Member) {
+	name, ok := m.setNames[id]
+	if !ok {
+		return
+	}
+	if err := m.o.Sets.RemoveMembers(name, m.familyMembers(remove)); err != nil {
+		m.invalid.Add(fmt.Errorf("policy: set %s: %w", id, err))
+	}
+	if err := m.o.Sets.AddMembers(name, m.familyMembers(add)); err != nil {
+		m.invalid.Add(fmt.Errorf("policy: set %s: %w", id, err))
+	}
+}
+
+func (m *Manager) removeSet(id string) {
+	name, ok := m.setNames[id]
+	if !ok {
+		return
+	}
+	delete(m.setNames, id)
+	if err := m.o.Sets.RemoveSet(name); err != nil {
+		m.invalid.Add(fmt.Errorf("policy: set %s: %w", id, err))
+	}
+}
+
+var _ dataplane.Manager = (*Manager)(nil)
