@@ -1,23 +1,77 @@
 // Package policy is network policy on the netfilter rule model: policies
 // and profiles rendered into chains shared by the endpoints that use them,
-// per-endpoint chains in tier order, dispatch by interface that drops
-// unknown workload interfaces (fail closed), failsafe ports on host
-// endpoints, and untracked and pre-DNAT host policy.
+// per-workload chains in tier order, and dispatch by interface that denies
+// unknown workload interfaces, so that a new pod is isolated from its
+// first packet (fail closed). One Manager per IP family renders onto any
+// netfilter.Table — package iptables (legacy or nft) or package nftables —
+// and the same packet gets the same verdict on each.
 //
 // # The model
 //
 // A Policy is an ordered list of ingress and egress Rules, each with an
 // Action (Allow, Deny, Pass to the next tier, or Log and go on) and
 // matches on protocol, ICMP type, source and destination networks,
-// address sets, ports and port ranges, named ports (address·protocol·port
-// sets) and the negation of each. A Profile is an endpoint's fallback. An
-// endpoint (a Workload, or a HostEndpoint) lists its tiers in order, each
-// with the policies that apply to it per direction and what a packet no
-// policy decided meets at the tier's end (Deny or Pass), then its
-// profiles. An endpoint with no policy and no profile is denied.
+// address sets, ports and port ranges (any number), named ports
+// (address·protocol·port sets) and the negation of each. A Profile is an
+// endpoint's fallback. A Workload lists its tiers in order, each with the
+// policies that apply to it per direction and what a packet no policy
+// decided meets at the tier's end (Deny, or Pass), then its profiles. An
+// endpoint with no policy and no profile is denied.
 //
 // Sets are given resolved: SetUpdate with the members, SetDelta with the
 // changes. The messages (PolicyUpdate, SetDelta, WorkloadUpdate …) are
-// checked as they arrive; a Model holds what they left, and one bad
-// message is refused alone.
+// checked as they arrive: a Model holds what they left, and one bad
+// message is refused alone, reported once by the next
+// CompleteDeferredWork. Model.Explain says, from the model alone, which
+// tier, policy and rule decide a packet at an endpoint: the answer to
+// "why was this dropped" without reading chains.
+//
+// # What it owns
+//
+// In its Filter table, under Options.ChainPrefix:
+//
+//   - "forward" and "input", jumped to from the top of FORWARD and INPUT
+//     (rules of owner Options.Name, beside other managers' at the same
+//     hooks): packets from and to interfaces with a WorkloadPrefixes
+//     prefix go through the dispatch chains; the forward chain accepts
+//     what the endpoint chains allowed;
+//   - "fwd" and "twd", the dispatch trees by input and output interface
+//     (a chain per group of names beyond 16), ending in deny;
+//   - per workload "fw-<iface>" (egress) and "tw-<iface>" (ingress):
+//     established and related flows accepted first, conntrack-invalid
+//     denied (Options.AllowInvalid), ICMPv6 neighbour discovery allowed,
+//     then each tier's policies, the profiles, and deny;
+//   - per policy "pi-<id>" and "po-<id>", per profile "pri-<id>" and
+//     "pro-<id>" (an ID that does not fit a chain name is hashed), shared by
+//     every endpoint that uses them: Allow sets the accept mark and
+//     returns, Pass the pass mark; a rule whose matches need OR or
+//     negation is a block on the scratch mark.
+//
+// In its Sets driver, a set per SetUpdate (hash:net or hash:ip,port), named
+// by the set's ID, or a hash of it when the driver refuses the ID.
+//
+// # How it is used
+//
+//	layout, _ := markbits.NewLayout(markbits.LayoutOptions{})
+//	filter, _ := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4,
+//		Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns})
+//	sets, _ := ipsets.New(ipsets.Options{Family: ipfamily.IPv4, Prefix: "np4-", Kernel: ns})
+//	m, _ := policy.New(policy.Options{Family: ipfamily.IPv4, Filter: filter, Sets: sets,
+//		Marks: layout, ChainPrefix: "np-", WorkloadPrefixes: []string{"npv"}})
+//	_ = loop.AddManager(m)
+//	_ = loop.AddDriver(sets)
+//	_ = loop.AddDriver(filter)
+//
+// On nftables, Filter is an *nftables.Table of the filter role and Sets an
+// *nftables.IPSets made on it. A change costs what it changes: a policy
+// updated re-renders its two chains, a workload its chains and the
+// dispatch trees, a set member one element; the writers then write only
+// the rules that differ.
+//
+// # What it never touches
+//
+// Routes, sysctls and interfaces (package endpoints), other managers'
+// chains and hook rules, foreign rules, and conntrack: a flow established
+// before a deny keeps going. Host endpoints, failsafe ports, pre-DNAT and
+// untracked policy are in the model but not rendered yet.
 package policy

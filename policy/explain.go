@@ -31,12 +31,15 @@ const (
 	Allowed
 )
 
-// String returns "allowed" or "denied".
+// String returns "denied" or "allowed".
 func (v Verdict) String() string {
-	if v == Allowed {
+	switch v {
+	case Denied:
+		return "denied"
+	case Allowed:
 		return "allowed"
 	}
-	return "denied"
+	return fmt.Sprintf("Verdict(%d)", uint8(v))
 }
 
 // Explanation says what decided a packet at one endpoint in one

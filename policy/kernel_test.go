@@ -144,7 +144,7 @@ func TestKernelPolicyTraffic(t *testing.T) {
 			n.send(policy.SetUpdate{ID: "peers", Kind: policy.SetNets, Members: []netfilter.Member{netfilter.IPMember(n.addr(p3))}},
 				policy.PolicyUpdate{Policy: policy.Policy{ID: "allow-p1", Ingress: []policy.Rule{{
 					Action: policy.Allow, Src: policy.Peer{Sets: []string{"peers"}},
-					Dst: policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(1), netfilter.Ports(n.ports[p2], n.ports[p2])}},
+					Dst:      policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(1), netfilter.Ports(n.ports[p2], n.ports[p2])}},
 					Protocol: netfilter.ProtoTCP,
 				}}}})
 			n.expect("pod2 allows the set {pod3}", [3][3]bool{{false, false, true}, {true, false, true}, {true, true, false}})

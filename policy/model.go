@@ -154,40 +154,76 @@ const (
 // Message types the Manager takes through OnUpdate.
 type (
 	// PolicyUpdate adds or replaces a policy.
-	PolicyUpdate struct{ Policy Policy }
+	PolicyUpdate struct {
+		// Policy is the policy, whole.
+		Policy Policy
+	}
 	// PolicyRemove removes a policy; endpoints that still refer to it
 	// deny what it would have decided (fail closed).
-	PolicyRemove struct{ ID string }
+	PolicyRemove struct {
+		// ID is the policy's ID.
+		ID string
+	}
 	// ProfileUpdate adds or replaces a profile.
-	ProfileUpdate struct{ Profile Profile }
+	ProfileUpdate struct {
+		// Profile is the profile, whole.
+		Profile Profile
+	}
 	// ProfileRemove removes a profile.
-	ProfileRemove struct{ ID string }
+	ProfileRemove struct {
+		// ID is the profile's ID.
+		ID string
+	}
 	// SetUpdate adds or replaces a set with exactly Members: addresses
 	// and networks (netfilter.IPMember, NetMember) for SetNets, triples
 	// (netfilter.IPPortMember) for SetAddrPorts. A manager takes the
 	// members of its family.
 	SetUpdate struct {
-		ID      string
-		Kind    SetKind
+		// ID names the set in rules (Peer.Sets, Peer.NamedPorts).
+		ID string
+		// Kind is what the set holds.
+		Kind SetKind
+		// Members are the set's members, of either family.
 		Members []netfilter.Member
 	}
 	// SetDelta adds and removes members of a set already given.
 	SetDelta struct {
-		ID     string
-		Add    []netfilter.Member
+		// ID is the set's ID.
+		ID string
+		// Add are members added.
+		Add []netfilter.Member
+		// Remove are members removed; those not in the set are ignored.
 		Remove []netfilter.Member
 	}
-	// SetRemove removes a set.
-	SetRemove struct{ ID string }
+	// SetRemove removes a set; rules that name it treat it as empty.
+	SetRemove struct {
+		// ID is the set's ID.
+		ID string
+	}
 	// WorkloadUpdate adds or replaces a workload endpoint: a pod's
 	// interface on this node.
-	WorkloadUpdate struct{ Endpoint Workload }
-	// WorkloadRemove removes a workload endpoint.
-	WorkloadRemove struct{ ID string }
-	// HostEndpointUpdate adds or replaces a host endpoint.
-	HostEndpointUpdate struct{ Endpoint HostEndpoint }
+	WorkloadUpdate struct {
+		// Endpoint is the workload, whole.
+		Endpoint Workload
+	}
+	// WorkloadRemove removes a workload endpoint: its interface is
+	// unknown again, and denied.
+	WorkloadRemove struct {
+		// ID is the workload's ID.
+		ID string
+	}
+	// HostEndpointUpdate adds or replaces a host endpoint. The Model
+	// keeps it; the Manager does not render host endpoints yet, nor does
+	// Explain answer for them.
+	HostEndpointUpdate struct {
+		// Endpoint is the host endpoint, whole.
+		Endpoint HostEndpoint
+	}
 	// HostEndpointRemove removes a host endpoint.
-	HostEndpointRemove struct{ ID string }
+	HostEndpointRemove struct {
+		// ID is the host endpoint's ID.
+		ID string
+	}
 )
 
 // Workload is a workload endpoint: the host side of a pod's interface.

@@ -43,8 +43,10 @@ func truthTable() []scenario {
 	tcpTo := func(ranges ...netfilter.PortRange) policy.Peer { return policy.Peer{Ports: ranges} }
 	return []scenario{
 		{name: "default deny ingress in x",
-			msgs:  func(*node) []any { return []any{policy.PolicyUpdate{Policy: policy.Policy{ID: "x-deny"}}} },
-			tiers: func(*node) map[int][]policy.TierPolicies { return map[int][]policy.TierPolicies{0: k8s([]string{"x-deny"}, nil)} }},
+			msgs: func(*node) []any { return []any{policy.PolicyUpdate{Policy: policy.Policy{ID: "x-deny"}}} },
+			tiers: func(*node) map[int][]policy.TierPolicies {
+				return map[int][]policy.TierPolicies{0: k8s([]string{"x-deny"}, nil)}
+			}},
 		{name: "x allows namespace y by set",
 			msgs: func(n *node) []any {
 				return []any{nsSet(n, "ns-y", 1), policy.PolicyUpdate{Policy: policy.Policy{ID: "x-from-y",
@@ -59,7 +61,9 @@ func truthTable() []scenario {
 				return []any{policy.PolicyUpdate{Policy: policy.Policy{ID: "y-range", Ingress: []policy.Rule{
 					{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: tcpTo(netfilter.Ports(p-3, p+3))}}}}}
 			},
-			tiers: func(*node) map[int][]policy.TierPolicies { return map[int][]policy.TierPolicies{1: k8s([]string{"y-range"}, nil)} }},
+			tiers: func(*node) map[int][]policy.TierPolicies {
+				return map[int][]policy.TierPolicies{1: k8s([]string{"y-range"}, nil)}
+			}},
 		{name: "y allows 20 ports, none the server's",
 			msgs: func(n *node) []any {
 				p := n.ports[n.pod(1)]
@@ -70,7 +74,9 @@ func truthTable() []scenario {
 				return []any{policy.PolicyUpdate{Policy: policy.Policy{ID: "y-20", Ingress: []policy.Rule{
 					{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: tcpTo(ranges...)}}}}}
 			},
-			tiers: func(*node) map[int][]policy.TierPolicies { return map[int][]policy.TierPolicies{1: k8s([]string{"y-20"}, nil)} }},
+			tiers: func(*node) map[int][]policy.TierPolicies {
+				return map[int][]policy.TierPolicies{1: k8s([]string{"y-20"}, nil)}
+			}},
 		{name: "y allows 20 ports, the last the server's",
 			msgs: func(n *node) []any {
 				p := n.ports[n.pod(1)]
@@ -82,20 +88,26 @@ func truthTable() []scenario {
 				return []any{policy.PolicyUpdate{Policy: policy.Policy{ID: "y-20b", Ingress: []policy.Rule{
 					{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: tcpTo(ranges...)}}}}}
 			},
-			tiers: func(*node) map[int][]policy.TierPolicies { return map[int][]policy.TierPolicies{1: k8s([]string{"y-20b"}, nil)} }},
+			tiers: func(*node) map[int][]policy.TierPolicies {
+				return map[int][]policy.TierPolicies{1: k8s([]string{"y-20b"}, nil)}
+			}},
 		{name: "z allows an ipBlock with except",
 			msgs: func(n *node) []any {
 				return []any{policy.PolicyUpdate{Policy: policy.Policy{ID: "z-block", Ingress: []policy.Rule{{Action: policy.Allow,
 					Src: policy.Peer{Nets: []netip.Prefix{netip.PrefixFrom(n.addr(n.pod(0)), n.addr(n.pod(0)).BitLen()-8).Masked()},
 						NotNets: []netip.Prefix{host(n.addr(n.pod(0)))}}}}}}}
 			},
-			tiers: func(*node) map[int][]policy.TierPolicies { return map[int][]policy.TierPolicies{2: k8s([]string{"z-block"}, nil)} }},
+			tiers: func(*node) map[int][]policy.TierPolicies {
+				return map[int][]policy.TierPolicies{2: k8s([]string{"z-block"}, nil)}
+			}},
 		{name: "z denies egress except to x's server port",
 			msgs: func(n *node) []any {
 				return []any{policy.PolicyUpdate{Policy: policy.Policy{ID: "z-egress", Egress: []policy.Rule{{Action: policy.Allow,
 					Protocol: netfilter.ProtoTCP, Dst: policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(n.ports[n.pod(0)])}}}}}}}
 			},
-			tiers: func(*node) map[int][]policy.TierPolicies { return map[int][]policy.TierPolicies{2: k8s(nil, []string{"z-egress"})} }},
+			tiers: func(*node) map[int][]policy.TierPolicies {
+				return map[int][]policy.TierPolicies{2: k8s(nil, []string{"z-egress"})}
+			}},
 		{name: "x allows y's named port only",
 			msgs: func(n *node) []any {
 				y := n.pod(1)
@@ -106,7 +118,9 @@ func truthTable() []scenario {
 						Protocol: netfilter.ProtoTCP, Dst: policy.Peer{NamedPorts: []string{"named-http"}}}}}},
 				}
 			},
-			tiers: func(*node) map[int][]policy.TierPolicies { return map[int][]policy.TierPolicies{0: k8s(nil, []string{"egress-named"})} }},
+			tiers: func(*node) map[int][]policy.TierPolicies {
+				return map[int][]policy.TierPolicies{0: k8s(nil, []string{"egress-named"})}
+			}},
 		{name: "admin tier passes y and denies the rest before k8s allows all",
 			msgs: func(n *node) []any {
 				return []any{nsSet(n, "ns-y2", 1),

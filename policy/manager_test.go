@@ -1,0 +1,180 @@
+package policy_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
+	"github.com/nodeplane/nodeplane/markbits"
+	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/policy"
+)
+
+// fakeNode is a Manager on an iptables filter Table of kernelfake.
+type fakeNode struct {
+	t      *testing.T
+	ns     *kernelfake.Namespace
+	f      ipfamily.Family
+	filter *iptables.Table
+	m      *policy.Manager
+}
+
+func newFakeNode(t *testing.T, f ipfamily.Family) *fakeNode {
+	ns := kernelfake.New(kernelfake.Options{})
+	filter, err := iptables.New(iptables.Options{Table: "filter", Family: f, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns})
+	require.NoError(t, err)
+	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+	require.NoError(t, err)
+	m, err := policy.New(policy.Options{Family: f, Filter: filter, Marks: layout, ChainPrefix: "np-", WorkloadPrefixes: []string{"npv"}})
+	require.NoError(t, err)
+	return &fakeNode{t: t, ns: ns, f: f, filter: filter, m: m}
+}
+
+// send feeds msgs and returns CompleteDeferredWork's error.
+func (n *fakeNode) send(msgs ...any) error {
+	for _, msg := range msgs {
+		n.m.OnUpdate(msg)
+	}
+	return n.m.CompleteDeferredWork(context.Background())
+}
+
+func (n *fakeNode) apply() {
+	n.t.Helper()
+	_, err := n.filter.Apply(context.Background())
+	require.NoError(n.t, err)
+}
+
+func (n *fakeNode) plan() dataplane.Plan {
+	n.t.Helper()
+	p, err := n.filter.Plan(context.Background())
+	require.NoError(n.t, err)
+	return p
+}
+
+func (n *fakeNode) chain(name string) []string {
+	var out []string
+	for _, r := range n.ns.IPTables().Rules(iptablesfake.BackendNFT, n.f, "filter", name) {
+		out = append(out, hashComment.ReplaceAllString(r, ""))
+	}
+	return out
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	filter, err := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns})
+	require.NoError(t, err)
+	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+	require.NoError(t, err)
+	good := policy.Options{Family: ipfamily.IPv4, Filter: filter, Marks: layout, ChainPrefix: "np-", WorkloadPrefixes: []string{"npv"}}
+	_, err = policy.New(good)
+	require.NoError(t, err)
+	for name, change := range map[string]func(o *policy.Options){
+		"no family":           func(o *policy.Options) { o.Family = 0 },
+		"no filter":           func(o *policy.Options) { o.Filter = nil },
+		"no prefix":           func(o *policy.Options) { o.ChainPrefix = "" },
+		"long prefix":         func(o *policy.Options) { o.ChainPrefix = "nodeplane-" },
+		"no workload prefix":  func(o *policy.Options) { o.WorkloadPrefixes = nil },
+		"bad workload prefix": func(o *policy.Options) { o.WorkloadPrefixes = []string{"np v"} },
+		"no accept bit":       func(o *policy.Options) { o.Marks.Accept = 0 },
+		"two-bit pass":        func(o *policy.Options) { o.Marks.Pass = 0x30000 },
+		"same bits":           func(o *policy.Options) { o.Marks.Pass = o.Marks.Accept },
+		"unknown deny":        func(o *policy.Options) { o.Deny = 9 },
+		"unknown to-host":     func(o *policy.Options) { o.EndpointToHost = 9 },
+	} {
+		o := good
+		change(&o)
+		_, err := policy.New(o)
+		assert.ErrorIs(t, err, policy.ErrInvalidOptions, name)
+	}
+}
+
+// One bad message is refused alone and reported once; the good ones of
+// the same batch are declared.
+func TestBadMessageRefusedAlone(t *testing.T) {
+	n := newFakeNode(t, ipfamily.IPv4)
+	err := n.send(
+		policy.PolicyUpdate{Policy: policy.Policy{ID: "bad", Ingress: []policy.Rule{{Action: policy.Allow,
+			Dst: policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(80)}}}}}}, // ports without a protocol
+		policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "w", Iface: "npv1", Profiles: []string{"p"}}},
+		policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "w2", Iface: "npv1"}}, // another's interface
+		policy.ProfileUpdate{Profile: policy.Profile{ID: "p", Ingress: []policy.Rule{{Action: policy.Allow}}}},
+	)
+	assert.ErrorIs(t, err, policy.ErrInvalidPolicy)
+	assert.ErrorIs(t, err, policy.ErrInvalidRule)
+	assert.ErrorIs(t, err, policy.ErrInvalidEndpoint)
+	assert.NoError(t, n.send(), "reported once")
+	n.apply()
+	assert.Equal(t, []string{"-o npv1 -g np-tw-npv1", `-m comment --comment "unknown workload interface" -j DROP`}, n.chain("np-twd"))
+	assert.Contains(t, strings.Join(n.chain("np-tw-npv1"), "\n"), "-j np-pri-p")
+}
+
+// A change costs what it changes: one policy changed rewrites only its
+// chain; nothing changed writes nothing.
+func TestUpdatesAreIncremental(t *testing.T) {
+	n := newFakeNode(t, ipfamily.IPv4)
+	var msgs []any
+	for _, id := range []string{"a", "b", "c"} {
+		msgs = append(msgs, policy.PolicyUpdate{Policy: policy.Policy{ID: id, Ingress: []policy.Rule{{Action: policy.Allow, Protocol: netfilter.ProtoTCP}}}})
+	}
+	for i, iface := range []string{"npv1", "npv2", "npv3"} {
+		msgs = append(msgs, policy.WorkloadUpdate{Endpoint: policy.Workload{ID: iface, Iface: iface,
+			Tiers: []policy.TierPolicies{{Name: "k8s", Ingress: []string{[]string{"a", "b", "c"}[i], "a"}}}}})
+	}
+	require.NoError(t, n.send(msgs...))
+	n.apply()
+	require.NoError(t, n.send())
+	assert.Empty(t, n.plan().Writes, "nothing changed")
+
+	require.NoError(t, n.send(policy.PolicyUpdate{Policy: policy.Policy{ID: "b", Ingress: []policy.Rule{{Action: policy.Deny, Protocol: netfilter.ProtoUDP}}}}))
+	p := n.plan()
+	require.NotEmpty(t, p.Writes)
+	for _, w := range p.Writes {
+		assert.Contains(t, w.String(), "np-pi-b", "only policy b's chain is written")
+	}
+	n.apply()
+	assert.Equal(t, []string{`-p udp -m comment --comment "b rule 0" -j DROP`}, n.chain("np-pi-b"))
+
+	// An endpoint added: its chains and the dispatch chains.
+	require.NoError(t, n.send(policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "npv4", Iface: "npv4"}}))
+	for _, w := range n.plan().Writes {
+		s := w.String()
+		assert.True(t, strings.Contains(s, "npv4") || strings.Contains(s, "np-fwd") || strings.Contains(s, "np-twd"), s)
+	}
+}
+
+// Each family renders its own: a rule whose networks are all of the other
+// family is left out, other-family exclusions are dropped, ICMP rules go
+// to their family, and more than seven port ranges are split.
+func TestFamiliesRenderApart(t *testing.T) {
+	v4, v6 := netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")
+	pol := policy.PolicyUpdate{Policy: policy.Policy{ID: "p", Ingress: []policy.Rule{
+		{Action: policy.Allow, Name: "v4-only", Src: policy.Peer{Nets: []netip.Prefix{v4}}},
+		{Action: policy.Allow, Name: "both", Src: policy.Peer{Nets: []netip.Prefix{v4, v6}, NotNets: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}}},
+		{Action: policy.Allow, Name: "icmp", Protocol: netfilter.ProtoICMP, ICMP: &policy.ICMP{Type: 8}},
+		{Action: policy.Deny, Name: "ports", Protocol: netfilter.ProtoTCP, Dst: policy.Peer{Ports: []netfilter.PortRange{
+			netfilter.Port(1), netfilter.Port(2), netfilter.Port(3), netfilter.Port(4), netfilter.Port(5),
+			netfilter.Port(6), netfilter.Port(7), netfilter.Ports(100, 200)}}},
+	}}}
+	w := policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "w", Iface: "npv1", Tiers: []policy.TierPolicies{{Name: "t", Ingress: []string{"p"}}}}}
+	for _, f := range ipfamily.All {
+		n := newFakeNode(t, f)
+		require.NoError(t, n.send(pol, w))
+		n.apply()
+		text := strings.Join(n.chain("np-pi-p"), "\n")
+		assert.Equal(t, f == ipfamily.IPv4, strings.Contains(text, "v4-only"), "%v: the v4-only rule", f)
+		assert.Equal(t, f == ipfamily.IPv4, strings.Contains(text, "icmp"), "%v: the ICMP rule", f)
+		assert.Equal(t, f == ipfamily.IPv4, strings.Contains(text, "10.1.0.0/16"), "%v: the IPv4 exclusion", f)
+		assert.Contains(t, text, `"p rule both"`)
+		assert.Equal(t, 2, strings.Count(text, `"p rule ports" -j MARK --set-xmark 0x40000/0x40000`),
+			"%v: eight ranges in two rules, at most seven each:\n%s", f, text)
+	}
+}
