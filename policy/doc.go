@@ -41,6 +41,18 @@
 //     established and related flows accepted first, conntrack-invalid
 //     denied (Options.AllowInvalid), ICMPv6 neighbour discovery allowed,
 //     then each tier's policies, the profiles, and deny;
+//   - "output", jumped to from OUTPUT, and for host endpoints the
+//     dispatch trees "thd", "fhd" (traffic to and from the host) and
+//     "thfwd", "fhfwd" (forwarded traffic), which fall through to the
+//     wildcard host endpoint ("*") or return when there is none; per host
+//     endpoint "th-", "fh-", "thfw-" and "fhfw-<iface>". Traffic to and
+//     from the host starts with the failsafe chains ("failsafe-in",
+//     "failsafe-out": Options.Failsafes, Felix's ports by default), which
+//     no policy can close; like a workload, a host endpoint with no
+//     policy and no profile for a direction denies it. Forwarded traffic
+//     meets only the endpoint's ForwardTiers, and is allowed when no tier
+//     denied it. Loopback and workload traffic never meet host endpoints,
+//     and the host always reaches its own workloads;
 //   - per policy "pi-<id>" and "po-<id>", per profile "pri-<id>" and
 //     "pro-<id>" (an ID that does not fit a chain name is hashed), shared by
 //     every endpoint that uses them: Allow sets the accept mark and
@@ -72,6 +84,6 @@
 //
 // Routes, sysctls and interfaces (package endpoints), other managers'
 // chains and hook rules, foreign rules, and conntrack: a flow established
-// before a deny keeps going. Host endpoints, failsafe ports, pre-DNAT and
-// untracked policy are in the model but not rendered yet.
+// before a deny keeps going. Pre-DNAT and untracked host policy are in the
+// model but not rendered yet: a host endpoint with such tiers is refused.
 package policy

@@ -207,3 +207,79 @@ func (n *node) echo(conn net.Conn) {
 	require.NoError(n.t, err, "the established connection was cut")
 	require.Equal(n.t, "ping", string(buf))
 }
+
+// TestKernelPolicyHostEndpoint protects a host's underlay interface with a
+// host endpoint whose policy denies everything: another host reaches
+// neither its server nor, once the endpoint is the wildcard one, still
+// not — but always its failsafe port (SSH, tcp 22); an allow rule for the
+// server's port opens it; the pods behind the host are not policed by it.
+func TestKernelPolicyHostEndpoint(t *testing.T) {
+	managertest.ForEachBackend(t, func(t *testing.T, b managertest.Backend) {
+		managertest.ForEachFamily(t, func(t *testing.T, f ipfamily.Family) {
+			topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 2, PodsPerHost: 1, Underlay: kerneltest.UnderlayVeth, Stack: managertest.Stack(f)})
+			h1, h2 := topo.Hosts[0], topo.Hosts[1]
+			require.NoError(t, topo.AddPodRoutesViaUnderlay())
+			k := managertest.Open(t, h1.NS)
+			filter := b.NewTable(t, k, "filter", f, "nph-")
+			layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+			require.NoError(t, err)
+			m, err := policy.New(policy.Options{Family: f, Filter: filter, Marks: layout, ChainPrefix: "nph-",
+				WorkloadPrefixes: []string{kerneltest.DefaultPodIfacePrefix}, Deny: policy.DenyReject})
+			require.NoError(t, err)
+			send := func(msgs ...any) {
+				t.Helper()
+				for _, msg := range msgs {
+					m.OnUpdate(msg)
+				}
+				require.NoError(t, m.CompleteDeferredWork(context.Background()))
+				_, err := filter.Apply(context.Background())
+				require.NoError(t, err)
+			}
+			h1IP := managertest.Pick(f, h1.UnderlayAddrs()...)
+			server, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(h1IP, 0))
+			ssh, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(h1IP, 22))
+			pod := h1.Pods[0]
+			podServer, _ := pod.NS.ListenTCP(t, netip.AddrPortFrom(managertest.Pick(f, pod.Addrs()...), 0))
+			reaches := func(to netip.AddrPort) bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				err := h2.NS.DialTCP(ctx, to)
+				if err != nil && !errors.Is(err, kerneltest.ErrUnreachable) {
+					t.Fatal(err)
+				}
+				return err == nil
+			}
+			check := func(what string, wantServer, wantSSH, wantPod bool) {
+				t.Helper()
+				for _, c := range []struct {
+					name string
+					to   netip.AddrPort
+					want bool
+				}{{"server", server, wantServer}, {"ssh", ssh, wantSSH}, {"pod", podServer, wantPod}} {
+					if got := reaches(c.to); got != c.want {
+						t.Errorf("%s: host2 → %s (%s) reached = %v, want %v\n%s", what, c.name, c.to, got, c.want, b.Dump(t, h1.NS, "filter", f))
+					}
+				}
+			}
+			send(allowAll, policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "pod", Iface: pod.HostVeth, Profiles: []string{"ns.default"}}})
+			check("no host endpoint", true, true, true)
+
+			denyAll := policy.PolicyUpdate{Policy: policy.Policy{ID: "host-deny", Ingress: []policy.Rule{{Action: policy.Deny}}}}
+			tiers := []policy.TierPolicies{{Name: "host", Ingress: []string{"host-deny"}}}
+			send(denyAll, policy.HostEndpointUpdate{Endpoint: policy.HostEndpoint{ID: "eth", Iface: h1.UnderlayIf, Tiers: tiers}})
+			check("host endpoint denies all", false, true, true)
+
+			send(policy.HostEndpointRemove{ID: "eth"},
+				policy.HostEndpointUpdate{Endpoint: policy.HostEndpoint{ID: "any", Iface: policy.WildcardIface, Tiers: tiers}})
+			check("wildcard host endpoint denies all", false, true, true)
+
+			send(policy.PolicyUpdate{Policy: policy.Policy{ID: "host-deny", Ingress: []policy.Rule{
+				{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(server.Port())}}},
+				{Action: policy.Deny}}}})
+			check("the server's port allowed", true, true, true)
+
+			send(policy.HostEndpointRemove{ID: "any"})
+			check("host endpoint removed", true, true, true)
+		})
+	})
+}

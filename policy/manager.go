@@ -73,6 +73,9 @@ type Options struct {
 	// EndpointToHost is what happens to workload-to-host traffic that the
 	// workload's egress allowed; the zero value lets INPUT go on.
 	EndpointToHost ToHost
+	// Failsafes are the ports no host endpoint's policy can close; nil
+	// means DefaultFailsafes, an empty Failsafes none.
+	Failsafes *Failsafes
 	// AllowInvalid keeps packets conntrack calls invalid; by default an
 	// endpoint's chains deny them.
 	AllowInvalid bool
@@ -81,6 +84,46 @@ type Options struct {
 	// Name names the Manager in the loop's logs and owns its hook rules;
 	// empty means "policy-v4" or "policy-v6".
 	Name string
+}
+
+// ProtoPort is a protocol and port, such as tcp:22.
+type ProtoPort struct {
+	// Protocol is TCP, UDP or SCTP.
+	Protocol netfilter.Proto
+	// Port is the port.
+	Port uint16
+}
+
+// String returns "tcp:22".
+func (p ProtoPort) String() string { return fmt.Sprintf("%s:%d", p.Protocol, p.Port) }
+
+// Failsafes are the ports a host endpoint's policy cannot close, so that a
+// policy mistake never locks the node out: In by destination port to the
+// host, Out by destination port from it.
+type Failsafes struct {
+	// In are accepted to the host through every host endpoint.
+	In []ProtoPort
+	// Out are accepted from the host through every host endpoint.
+	Out []ProtoPort
+}
+
+// DefaultFailsafes returns Felix's defaults: in, SSH (tcp 22), DHCP (udp
+// 68), BGP (tcp 179), etcd (tcp 2379, 2380), Typha (tcp 5473), the API
+// server (tcp 6443, 6666, 6667); out, DNS (udp 53), DHCP (udp 67) and the
+// same TCP ports but SSH.
+func DefaultFailsafes() Failsafes {
+	tcp := func(ports ...uint16) []ProtoPort {
+		var out []ProtoPort
+		for _, p := range ports {
+			out = append(out, ProtoPort{Protocol: netfilter.ProtoTCP, Port: p})
+		}
+		return out
+	}
+	return Failsafes{
+		In: slices.Concat(tcp(22), []ProtoPort{{Protocol: netfilter.ProtoUDP, Port: 68}}, tcp(179, 2379, 2380, 5473, 6443, 6666, 6667)),
+		Out: slices.Concat([]ProtoPort{{Protocol: netfilter.ProtoUDP, Port: 53}, {Protocol: netfilter.ProtoUDP, Port: 67}},
+			tcp(179, 2379, 2380, 5473, 6443, 6666, 6667)),
+	}
 }
 
 // maxChainPrefix bounds ChainPrefix so that every chain name fits.
@@ -101,8 +144,10 @@ type Manager struct {
 
 	dirtyPolicies  map[string]bool
 	dirtyProfiles  map[string]bool
-	dirtyWorkloads map[string]Workload // by ID: the state last rendered (zero when new)
-	rendered       map[string]Workload // workload ID → what its chains were rendered from
+	dirtyWorkloads map[string]Workload     // by ID: the state last rendered (zero when new)
+	rendered       map[string]Workload     // workload ID → what its chains were rendered from
+	dirtyHosts     map[string]HostEndpoint // by ID: the state last rendered
+	renderedHosts  map[string]HostEndpoint
 	dispatchDirty  bool
 	dispatch       []string // names of the dispatch chains declared
 }
@@ -130,6 +175,18 @@ func New(opts Options) (*Manager, error) {
 	c.Refuse(bits[0]&bits[1] != 0 || bits[0]&bits[2] != 0 || bits[1]&bits[2] != 0, "mark bits Accept, Pass and Scratch0 must differ")
 	c.Refuse(opts.Deny > DenyReject, "unknown Deny %d", opts.Deny)
 	c.Refuse(opts.EndpointToHost > ToHostDeny, "unknown EndpointToHost %d", opts.EndpointToHost)
+	if opts.Failsafes == nil {
+		d := DefaultFailsafes()
+		opts.Failsafes = &d
+	}
+	for _, p := range slices.Concat(opts.Failsafes.In, opts.Failsafes.Out) {
+		switch p.Protocol {
+		case netfilter.ProtoTCP, netfilter.ProtoUDP, netfilter.ProtoSCTP:
+		default:
+			c.Refuse(true, "failsafe %v: the protocol must be TCP, UDP or SCTP", p)
+		}
+		c.Refuse(p.Port == 0, "failsafe %v: port 0", p)
+	}
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -141,6 +198,8 @@ func New(opts Options) (*Manager, error) {
 		dirtyProfiles:  map[string]bool{},
 		dirtyWorkloads: map[string]Workload{},
 		rendered:       map[string]Workload{},
+		dirtyHosts:     map[string]HostEndpoint{},
+		renderedHosts:  map[string]HostEndpoint{},
 		dispatchDirty:  true,
 	}
 	var deny netfilter.Action = netfilter.Drop()
@@ -249,6 +308,10 @@ func (m *Manager) noteChange(msg any, before snapshot) {
 		m.dirtyWorkload(u.Endpoint.ID)
 	case WorkloadRemove:
 		m.dirtyWorkload(u.ID)
+	case HostEndpointUpdate:
+		m.dirtyHost(u.Endpoint.ID)
+	case HostEndpointRemove:
+		m.dirtyHost(u.ID)
 	}
 }
 
@@ -259,15 +322,34 @@ func (m *Manager) dirtyWorkload(id string) {
 	m.dispatchDirty = true
 }
 
+func (m *Manager) dirtyHost(id string) {
+	if _, ok := m.dirtyHosts[id]; !ok {
+		m.dirtyHosts[id] = m.renderedHosts[id]
+	}
+	m.dispatchDirty = true
+}
+
 // dirtyUsersOfPolicy marks dirty the workloads that list policy id: their
 // chains jump to it or deny in its place.
 func (m *Manager) dirtyUsersOfPolicy(id string) {
-	for _, w := range m.model.Workloads() {
-		for _, t := range w.Tiers {
-			if slices.Contains(t.Ingress, id) || slices.Contains(t.Egress, id) {
-				m.dirtyWorkload(w.ID)
-				break
+	lists := func(tiers ...[]TierPolicies) bool {
+		for _, ts := range tiers {
+			for _, t := range ts {
+				if slices.Contains(t.Ingress, id) || slices.Contains(t.Egress, id) {
+					return true
+				}
 			}
+		}
+		return false
+	}
+	for _, w := range m.model.Workloads() {
+		if lists(w.Tiers) {
+			m.dirtyWorkload(w.ID)
+		}
+	}
+	for _, h := range m.model.HostEndpoints() {
+		if lists(h.Tiers, h.ForwardTiers) {
+			m.dirtyHost(h.ID)
 		}
 	}
 }
@@ -276,6 +358,11 @@ func (m *Manager) dirtyUsersOfProfile(id string) {
 	for _, w := range m.model.Workloads() {
 		if slices.Contains(w.Profiles, id) {
 			m.dirtyWorkload(w.ID)
+		}
+	}
+	for _, h := range m.model.HostEndpoints() {
+		if slices.Contains(h.Profiles, id) {
+			m.dirtyHost(h.ID)
 		}
 	}
 }
@@ -336,6 +423,10 @@ func (m *Manager) CompleteDeferredWork(context.Context) error {
 		errs = append(errs, m.declareWorkload(id, m.dirtyWorkloads[id]))
 	}
 	clear(m.dirtyWorkloads)
+	for _, id := range sortedKeys(m.dirtyHosts) {
+		errs = append(errs, m.declareHost(id, m.dirtyHosts[id]))
+	}
+	clear(m.dirtyHosts)
 	if m.dispatchDirty {
 		errs = append(errs, m.declareDispatch())
 		m.dispatchDirty = false
@@ -392,26 +483,88 @@ func (m *Manager) declareWorkload(id string, old Workload) error {
 	return errors.Join(errs...)
 }
 
+// declareHost declares the chains of host endpoint id, removing those of
+// the interface it had before (old) when it moved or went. A host endpoint
+// with pre-DNAT or untracked tiers is refused: they are not rendered yet.
+func (m *Manager) declareHost(id string, old HostEndpoint) error {
+	h, ok := m.model.HostEndpoint(id)
+	var errs []error
+	if old.Iface != "" && (!ok || old.Iface != h.Iface) {
+		var names []string
+		for _, c := range m.render.hostChains(m.model, old) {
+			names = append(names, c.Name)
+		}
+		errs = append(errs, m.o.Filter.RemoveChains(names...))
+		delete(m.renderedHosts, id)
+	}
+	if !ok {
+		delete(m.renderedHosts, id)
+		return errors.Join(errs...)
+	}
+	if len(h.PreDNATTiers) > 0 || len(h.UntrackedTiers) > 0 {
+		delete(m.renderedHosts, id)
+		return errors.Join(append(errs, fmt.Errorf("%w %s: pre-DNAT and untracked tiers are not rendered yet", ErrInvalidEndpoint, id))...)
+	}
+	if err := m.o.Filter.SetChains(m.render.hostChains(m.model, h)...); err != nil {
+		delete(m.renderedHosts, id)
+		return errors.Join(append(errs, fmt.Errorf("policy: host endpoint %s: %w", id, err))...)
+	}
+	m.renderedHosts[id] = h
+	return errors.Join(errs...)
+}
+
 // Root chains of the Manager, after ChainPrefix.
 const (
 	chainForward      = "forward"
 	chainInput        = "input"
 	chainFromDispatch = "fwd" // from-workload dispatch
 	chainToDispatch   = "twd" // to-workload dispatch
+	chainOutput       = "output"
+	chainToHost       = "thd"   // to-host dispatch (input interface)
+	chainFromHost     = "fhd"   // from-host dispatch (output interface)
+	chainToHostFwd    = "thfwd" // forwarded in through a host endpoint
+	chainFromHostFwd  = "fhfwd" // forwarded out through a host endpoint
+	chainFailsafeIn   = "failsafe-in"
+	chainFailsafeOut  = "failsafe-out"
 )
 
-// declareDispatch declares the dispatch trees of the workloads' interfaces
-// and removes the dispatch chains no longer used.
+// declareDispatch declares the dispatch trees of the workloads' and the
+// host endpoints' interfaces and removes the dispatch chains no longer
+// used. An unknown workload interface is denied; an interface without a
+// host endpoint goes to the wildcard host endpoint, if there is one, else
+// back (not policed).
 func (m *Manager) declareDispatch() error {
-	var ifaces []string
+	var ifaces, hosts []string
 	for _, w := range m.model.Workloads() {
 		if _, ok := m.rendered[w.ID]; ok {
 			ifaces = append(ifaces, w.Iface)
 		}
 	}
+	wildcard := false
+	for _, h := range m.model.HostEndpoints() {
+		if _, ok := m.renderedHosts[h.ID]; !ok {
+			continue
+		}
+		if h.Iface == WildcardIface {
+			wildcard = true
+		} else {
+			hosts = append(hosts, h.Iface)
+		}
+	}
+	unknown := netfilter.Rule{Action: m.render.deny, Comments: []string{"unknown workload interface"}}
+	hostFallback := func(kind string) netfilter.Rule {
+		if wildcard {
+			return netfilter.Rule{Action: netfilter.Goto(m.render.chainName(kind, WildcardIface)), Comments: []string{"wildcard host endpoint"}}
+		}
+		return netfilter.Rule{Action: netfilter.Return(), Comments: []string{"no host endpoint"}}
+	}
 	chains := slices.Concat(
-		m.render.dispatch(chainFromDispatch, kindFromWl, ifaces, true),
-		m.render.dispatch(chainToDispatch, kindToWl, ifaces, false))
+		m.render.dispatch(chainFromDispatch, kindFromWl, ifaces, true, unknown),
+		m.render.dispatch(chainToDispatch, kindToWl, ifaces, false, unknown),
+		m.render.dispatch(chainToHost, kindToHost, hosts, true, hostFallback(kindToHost)),
+		m.render.dispatch(chainFromHost, kindFromHost, hosts, false, hostFallback(kindFromHost)),
+		m.render.dispatch(chainToHostFwd, kindToHostFwd, hosts, true, hostFallback(kindToHostFwd)),
+		m.render.dispatch(chainFromHostFwd, kindFromHostFwd, hosts, false, hostFallback(kindFromHostFwd)))
 	var names []string
 	for _, c := range chains {
 		names = append(names, c.Name)
@@ -432,37 +585,54 @@ func (m *Manager) declareDispatch() error {
 	return nil
 }
 
-// declareHooks declares the Manager's forward and input chains and the
-// jumps to them.
+// declareHooks declares the Manager's forward, input and output chains,
+// the failsafe chains, and the jumps to them.
 func (m *Manager) declareHooks() error {
 	p := m.o.ChainPrefix
 	acceptOrPass := m.o.Marks.Accept | m.o.Marks.Pass
 	accepted := netfilter.Mark(m.o.Marks.Accept, m.o.Marks.Accept)
-	forward := []netfilter.Rule{{Action: netfilter.ClearMark(acceptOrPass)}}
-	input := []netfilter.Rule{{Action: netfilter.ClearMark(acceptOrPass)}}
+	clearMarks := netfilter.Rule{Action: netfilter.ClearMark(acceptOrPass)}
+	in := func(iface string) []netfilter.Match { return []netfilter.Match{netfilter.InInterface(iface)} }
+	out := func(iface string) []netfilter.Match { return []netfilter.Match{netfilter.OutInterface(iface)} }
+	forward := []netfilter.Rule{clearMarks}
+	input := []netfilter.Rule{clearMarks, {Matches: in("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}}}
+	output := []netfilter.Rule{clearMarks, {Matches: out("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}}}
 	for _, wp := range m.o.WorkloadPrefixes {
+		wl := wp + "+"
 		forward = append(forward,
-			netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface(wp + "+")}, Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads"}},
-			netfilter.Rule{Matches: []netfilter.Match{netfilter.OutInterface(wp + "+")}, Action: netfilter.Jump(p + chainToDispatch), Comments: []string{"to workloads"}})
+			netfilter.Rule{Matches: in(wl), Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads"}},
+			netfilter.Rule{Matches: out(wl), Action: netfilter.Jump(p + chainToDispatch), Comments: []string{"to workloads"}})
 		input = append(input,
-			netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface(wp + "+")}, Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads to the host"}})
+			netfilter.Rule{Matches: in(wl), Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads to the host"}})
 		switch m.o.EndpointToHost {
 		case ToHostAccept:
-			input = append(input, netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface(wp + "+"), accepted}, Action: netfilter.Accept()})
+			input = append(input, netfilter.Rule{Matches: append(in(wl), accepted), Action: netfilter.Accept()})
 		case ToHostDeny:
-			input = append(input, netfilter.Rule{Matches: []netfilter.Match{netfilter.InInterface(wp + "+")}, Action: m.render.deny,
+			input = append(input, netfilter.Rule{Matches: in(wl), Action: m.render.deny,
 				Comments: []string{"workloads may not reach the host"}})
 		}
+		input = append(input, netfilter.Rule{Matches: in(wl), Action: netfilter.Return(), Comments: []string{"host endpoints do not police workloads"}})
+		output = append(output, netfilter.Rule{Matches: out(wl), Action: netfilter.Return(), Comments: []string{"the host may reach its workloads"}})
 	}
-	forward = append(forward, netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Accept(), Comments: []string{"allowed by policy"}})
-	if err := m.o.Filter.SetChains(
-		netfilter.Chain{Name: p + chainForward, Rules: forward},
-		netfilter.Chain{Name: p + chainInput, Rules: input}); err != nil {
+	allowed := netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Accept(), Comments: []string{"allowed by policy"}}
+	forward = append(forward, allowed,
+		netfilter.Rule{Action: netfilter.Jump(p + chainToHostFwd), Comments: []string{"forwarded in through host endpoints"}},
+		netfilter.Rule{Action: netfilter.Jump(p + chainFromHostFwd), Comments: []string{"forwarded out through host endpoints"}},
+		allowed)
+	input = append(input, netfilter.Rule{Action: netfilter.Jump(p + chainToHost), Comments: []string{"host endpoints"}}, allowed)
+	output = append(output, netfilter.Rule{Action: netfilter.Jump(p + chainFromHost), Comments: []string{"host endpoints"}}, allowed)
+	chains := append([]netfilter.Chain{
+		{Name: p + chainForward, Rules: forward},
+		{Name: p + chainInput, Rules: input},
+		{Name: p + chainOutput, Rules: output},
+	}, m.render.failsafeChains(m.o.Failsafes.In, m.o.Failsafes.Out)...)
+	if err := m.o.Filter.SetChains(chains...); err != nil {
 		return err
 	}
 	return netfilter.DeclareJumps(m.o.Filter, netfilter.JumpInsert, m.o.Name,
 		netfilter.HookJump{Hook: netfilter.HookForward, Chain: p + chainForward},
-		netfilter.HookJump{Hook: netfilter.HookInput, Chain: p + chainInput})
+		netfilter.HookJump{Hook: netfilter.HookInput, Chain: p + chainInput},
+		netfilter.HookJump{Hook: netfilter.HookOutput, Chain: p + chainOutput})
 }
 
 // kernelSetName returns the name rules match set id by, and whether the

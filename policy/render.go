@@ -19,12 +19,16 @@ const maxPortsPerRule = 7
 
 // Chain kinds, each followed by "-" and an ID (or "_" and a hash of one).
 const (
-	kindPolicyIn   = "pi"  // a policy's ingress rules
-	kindPolicyOut  = "po"  // a policy's egress rules
-	kindProfileIn  = "pri" // a profile's ingress rules
-	kindProfileOut = "pro" // a profile's egress rules
-	kindToWl       = "tw"  // a workload's ingress (packets to it)
-	kindFromWl     = "fw"  // a workload's egress (packets from it)
+	kindPolicyIn    = "pi"   // a policy's ingress rules
+	kindPolicyOut   = "po"   // a policy's egress rules
+	kindProfileIn   = "pri"  // a profile's ingress rules
+	kindProfileOut  = "pro"  // a profile's egress rules
+	kindToWl        = "tw"   // a workload's ingress (packets to it)
+	kindFromWl      = "fw"   // a workload's egress (packets from it)
+	kindToHost      = "th"   // a host endpoint's ingress (packets to the host)
+	kindFromHost    = "fh"   // a host endpoint's egress (packets from the host)
+	kindToHostFwd   = "thfw" // forwarded packets in through a host endpoint
+	kindFromHostFwd = "fhfw" // forwarded packets out through a host endpoint
 )
 
 // renderer turns a Model into chains for one family. It is pure: the same
@@ -50,6 +54,9 @@ type marks struct {
 // and id when that fits a chain name, else prefix, kind, "_" and a hash of
 // id, so that two IDs never share a chain.
 func (r *renderer) chainName(kind, id string) string {
+	if id == WildcardIface {
+		return r.prefix + kind + "_any" // "_": never a literal ID's name
+	}
 	name := r.prefix + kind + "-" + id
 	if len(name) <= netfilter.MaxChainNameLength && netfilter.ValidateChainName(name) == nil {
 		return name
@@ -323,20 +330,50 @@ func (r *renderer) negations(p Peer, dir netfilter.Direction) [][]netfilter.Matc
 // workloadChains returns a workload's ingress (to) and egress (from)
 // chains.
 func (r *renderer) workloadChains(m *Model, w Workload) []netfilter.Chain {
+	ep := endpointSpec{tiers: w.Tiers, profiles: w.Profiles, adminDown: w.AdminDown}
 	return []netfilter.Chain{
-		{Name: r.chainName(kindToWl, w.Iface), Rules: r.endpointRules(m, w, true)},
-		{Name: r.chainName(kindFromWl, w.Iface), Rules: r.endpointRules(m, w, false)},
+		{Name: r.chainName(kindToWl, w.Iface), Rules: r.endpointRules(m, ep, true)},
+		{Name: r.chainName(kindFromWl, w.Iface), Rules: r.endpointRules(m, ep, false)},
 	}
 }
 
-// endpointRules renders one direction of a workload: the tiers in order,
+// hostChains returns a host endpoint's chains: ingress and egress of
+// traffic to and from the host, and of forwarded traffic.
+func (r *renderer) hostChains(m *Model, h HostEndpoint) []netfilter.Chain {
+	host := endpointSpec{tiers: h.Tiers, profiles: h.Profiles}
+	fwd := endpointSpec{tiers: h.ForwardTiers, forward: true}
+	in, out := host, host
+	in.failsafe, out.failsafe = r.prefix+chainFailsafeIn, r.prefix+chainFailsafeOut
+	return []netfilter.Chain{
+		{Name: r.chainName(kindToHost, h.Iface), Rules: r.endpointRules(m, in, true)},
+		{Name: r.chainName(kindFromHost, h.Iface), Rules: r.endpointRules(m, out, false)},
+		{Name: r.chainName(kindToHostFwd, h.Iface), Rules: r.endpointRules(m, fwd, true)},
+		{Name: r.chainName(kindFromHostFwd, h.Iface), Rules: r.endpointRules(m, fwd, false)},
+	}
+}
+
+// endpointSpec is what one endpoint's chains are rendered from.
+type endpointSpec struct {
+	tiers     []TierPolicies
+	profiles  []string
+	adminDown bool
+	// failsafe is the chain of failsafe ports jumped to before policy
+	// (host endpoints), or "".
+	failsafe string
+	// forward renders forwarded traffic: no profiles, and a packet no
+	// tier denied is allowed.
+	forward bool
+}
+
+// endpointRules renders one direction of an endpoint: the tiers in order,
 // then the profiles, then deny.
-func (r *renderer) endpointRules(m *Model, w Workload, ingress bool) []netfilter.Rule {
+func (r *renderer) endpointRules(m *Model, ep endpointSpec, ingress bool) []netfilter.Rule {
 	acceptOrPass := r.marks.accept | r.marks.pass
+	accepted := netfilter.Mark(r.marks.accept, r.marks.accept)
 	deny := func(why string) netfilter.Rule {
 		return netfilter.Rule{Action: r.deny, Comments: []string{why}}
 	}
-	if w.AdminDown {
+	if ep.adminDown {
 		return []netfilter.Rule{deny("endpoint is admin down")}
 	}
 	out := []netfilter.Rule{{
@@ -358,8 +395,11 @@ func (r *renderer) endpointRules(m *Model, w Workload, ingress bool) []netfilter
 			})
 		}
 	}
+	if ep.failsafe != "" {
+		out = append(out, netfilter.Rule{Action: netfilter.Jump(ep.failsafe), Comments: []string{"failsafe ports"}})
+	}
 	out = append(out, netfilter.Rule{Action: netfilter.ClearMark(acceptOrPass)})
-	for _, tier := range w.Tiers {
+	for _, tier := range ep.tiers {
 		ids := tier.Egress
 		kind := kindPolicyOut
 		if ingress {
@@ -379,18 +419,22 @@ func (r *renderer) endpointRules(m *Model, w Workload, ingress bool) []netfilter
 			}
 			out = append(out,
 				netfilter.Rule{Matches: undecided, Action: netfilter.Jump(r.chainName(kind, id)), Comments: tc},
-				netfilter.Rule{Matches: []netfilter.Match{netfilter.Mark(r.marks.accept, r.marks.accept)}, Action: netfilter.Return(), Comments: tc})
+				netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Return(), Comments: tc})
 		}
 		if tier.EndOfTier != Pass {
 			out = append(out, netfilter.Rule{Matches: []netfilter.Match{netfilter.Mark(0, r.marks.pass)}, Action: r.deny,
 				Comments: []string{"end of tier " + tier.Name}})
 		}
 	}
+	if ep.forward {
+		return append(out, netfilter.Rule{Action: netfilter.SetMaskedMark(r.marks.accept, r.marks.accept),
+			Comments: []string{"forwarded traffic no tier denied"}})
+	}
 	kind := kindProfileOut
 	if ingress {
 		kind = kindProfileIn
 	}
-	for _, id := range w.Profiles {
+	for _, id := range ep.profiles {
 		if _, ok := m.Profile(id); !ok {
 			continue // a missing profile allows nothing
 		}
@@ -398,16 +442,37 @@ func (r *renderer) endpointRules(m *Model, w Workload, ingress bool) []netfilter
 		out = append(out,
 			netfilter.Rule{Action: netfilter.ClearMark(r.marks.pass), Comments: pc},
 			netfilter.Rule{Action: netfilter.Jump(r.chainName(kind, id)), Comments: pc},
-			netfilter.Rule{Matches: []netfilter.Match{netfilter.Mark(r.marks.accept, r.marks.accept)}, Action: netfilter.Return(), Comments: pc})
+			netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Return(), Comments: pc})
 	}
 	return append(out, deny("no profile allowed it"))
 }
 
+// failsafeChains returns the chains that accept the failsafe ports: in,
+// to the host (by destination port), and out, from it.
+func (r *renderer) failsafeChains(in, out []ProtoPort) []netfilter.Chain {
+	rules := func(ports []ProtoPort) []netfilter.Rule {
+		var rs []netfilter.Rule
+		for _, p := range ports {
+			rs = append(rs, netfilter.Rule{
+				Matches:  []netfilter.Match{netfilter.Protocol(p.Protocol), netfilter.DestPorts(netfilter.Port(p.Port))},
+				Action:   netfilter.Accept(),
+				Comments: []string{"failsafe " + p.String()},
+			})
+		}
+		return rs
+	}
+	return []netfilter.Chain{
+		{Name: r.prefix + chainFailsafeIn, Rules: rules(in)},
+		{Name: r.prefix + chainFailsafeOut, Rules: rules(out)},
+	}
+}
+
 // dispatch returns the chains that send packets by interface to their
 // endpoint chains: a tree rooted at root whose leaves go to the chain of
-// kind for each interface, ending in deny for an interface no endpoint
-// has (fail closed). in selects the input interface.
-func (r *renderer) dispatch(root, kind string, ifaces []string, in bool) []netfilter.Chain {
+// kind for each interface, ending in fallback for an interface no
+// endpoint has (deny for workloads: fail closed). in selects the input
+// interface.
+func (r *renderer) dispatch(root, kind string, ifaces []string, in bool, fallback netfilter.Rule) []netfilter.Chain {
 	var chains []netfilter.Chain
 	leaf := func(n string) netfilter.Rule {
 		return netfilter.Rule{Matches: []netfilter.Match{ifaceMatch(n, in)}, Action: netfilter.Goto(r.chainName(kind, n))}
@@ -447,7 +512,7 @@ func (r *renderer) dispatch(root, kind string, ifaces []string, in bool) []netfi
 				build(child, g)
 			}
 		}
-		rules = append(rules, netfilter.Rule{Action: r.deny, Comments: []string{"unknown workload interface"}})
+		rules = append(rules, fallback)
 		chains = append(chains, netfilter.Chain{Name: name, Rules: rules})
 	}
 	build(r.prefix+root, ifaces)
