@@ -13,13 +13,14 @@ import (
 // Flush returns the messages of package policy for what changed since the
 // last Flush, each object at most once and only when it differs from what
 // was sent: sets first (SetUpdate for a set new to the receiver, SetDelta
-// for one it has), then ProfileUpdate, PolicyUpdate and WorkloadUpdate,
-// then WorkloadRemove, PolicyRemove, ProfileRemove and SetRemove, so a
+// for one it has), then ProfileUpdate, PolicyUpdate, WorkloadRemove and
+// WorkloadUpdate, then PolicyRemove, ProfileRemove and SetRemove, so a
 // receiver never meets a reference before its target, nor loses a target
-// before its references. Within a kind, messages are sorted by ID. It
+// before its references (nothing refers to a workload). A workload whose
+// interface changed is removed and added again. Within a kind, messages are sorted by ID. It
 // returns nil when nothing changed.
 func (x *Index) Flush() []any {
-	var out, removes []any
+	var out []any
 
 	// Sets.
 	for _, s := range sortedBy(slices.Collect(maps.Keys(x.dirtySets)), func(s *setState) string { return s.id }) {
@@ -54,26 +55,50 @@ func (x *Index) Flush() []any {
 	}
 	clear(x.removedSets)
 
-	// Profiles.
+	// Profiles: refcounted by the namespaces that have local endpoints,
+	// since namespaces may share one.
 	var profRemoves []any
+	touched, want := map[string]struct{}{}, map[string]policy.Profile{}
 	for _, ns := range slices.Sorted(maps.Keys(x.dirtyProfiles)) {
-		sent, wasSent := x.sentProfiles[ns]
+		var p policy.Profile
 		if x.nsLocal[ns] > 0 {
-			p := x.profileOf(ns)
-			if p.ID == "" || wasSent && reflect.DeepEqual(sent, p) {
-				continue
+			p = x.profileOf(ns)
+		}
+		if oldID := x.nsProfile[ns]; oldID != p.ID {
+			if oldID != "" {
+				touched[oldID] = struct{}{}
+				if x.profileUsers[oldID]--; x.profileUsers[oldID] == 0 {
+					delete(x.profileUsers, oldID)
+				}
+				delete(x.nsProfile, ns)
 			}
-			if wasSent && sent.ID != p.ID {
-				profRemoves = append(profRemoves, policy.ProfileRemove{ID: sent.ID})
+			if p.ID != "" {
+				x.profileUsers[p.ID]++
+				x.nsProfile[ns] = p.ID
 			}
-			x.sentProfiles[ns] = p
-			out = append(out, policy.ProfileUpdate{Profile: p})
-		} else if wasSent {
-			delete(x.sentProfiles, ns)
-			profRemoves = append(profRemoves, policy.ProfileRemove{ID: sent.ID})
+		}
+		if p.ID != "" {
+			want[p.ID] = p
 		}
 	}
 	clear(x.dirtyProfiles)
+	for id, p := range want {
+		if sent, ok := x.sentProfiles[id]; !ok || !reflect.DeepEqual(sent, p) {
+			touched[id] = struct{}{}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(touched)) {
+		sent, wasSent := x.sentProfiles[id]
+		if x.profileUsers[id] == 0 {
+			if wasSent {
+				delete(x.sentProfiles, id)
+				profRemoves = append(profRemoves, policy.ProfileRemove{ID: id})
+			}
+		} else if p, ok := want[id]; ok && (!wasSent || !reflect.DeepEqual(sent, p)) {
+			x.sentProfiles[id] = p
+			out = append(out, policy.ProfileUpdate{Profile: p})
+		}
+	}
 
 	// Policies.
 	var polRemoves []any
@@ -91,23 +116,30 @@ func (x *Index) Flush() []any {
 	}
 	clear(x.dirtyPolicies)
 
-	// Workloads.
+	// Workloads: nothing refers to one, so removes go first; one whose
+	// interface changed is removed and sent again, so that no update
+	// meets an interface the receiver still gives to another workload.
+	var updates []any
 	for _, id := range slices.Sorted(maps.Keys(x.dirtyWls)) {
 		sent, wasSent := x.sentWls[id]
 		if ep := x.endpoints[id]; ep != nil && ep.Local {
 			w := x.workload(ep)
-			if !wasSent || !reflect.DeepEqual(sent, w) {
-				x.sentWls[id] = w
-				out = append(out, policy.WorkloadUpdate{Endpoint: w})
+			if wasSent && reflect.DeepEqual(sent, w) {
+				continue
 			}
+			if wasSent && sent.Iface != w.Iface {
+				out = append(out, policy.WorkloadRemove{ID: id})
+			}
+			x.sentWls[id] = w
+			updates = append(updates, policy.WorkloadUpdate{Endpoint: w})
 		} else if wasSent {
 			delete(x.sentWls, id)
-			removes = append(removes, policy.WorkloadRemove{ID: id})
+			out = append(out, policy.WorkloadRemove{ID: id})
 		}
 	}
 	clear(x.dirtyWls)
 
-	out = append(out, removes...)
+	out = append(out, updates...)
 	out = append(out, polRemoves...)
 	out = append(out, profRemoves...)
 	return append(out, setRemoves...)

@@ -43,9 +43,12 @@ type Index struct {
 	endpoints  map[string]*endpoint
 	tiers      map[string]tier
 	policies   map[string]*pol
-	nodes      map[string]*node     // by canonical selector
-	sets       map[string]*setState // by set ID
-	nsLocal    map[string]int       // namespace → local endpoints
+	nodes      map[string]*node              // by canonical selector
+	sets       map[string]*setState          // by set ID
+	nsLocal    map[string]int                // namespace → local endpoints
+	ifaces     map[string]string             // interface → local endpoint ID
+	epKeys     map[string]map[*node]struct{} // label key → nodes whose Endpoint requirements test it
+	nsKeys     map[string]map[*node]struct{} // label key → nodes whose Namespace requirements test it
 
 	dirtySets     map[*setState]struct{}
 	removedSets   map[string]struct{} // sent sets gone since the last Flush
@@ -55,7 +58,9 @@ type Index struct {
 
 	sentPolicies map[string]policy.Policy
 	sentWls      map[string]policy.Workload
-	sentProfiles map[string]policy.Profile // by namespace
+	sentProfiles map[string]policy.Profile // by profile ID
+	nsProfile    map[string]string         // namespace with local endpoints → its profile's ID, as sent
+	profileUsers map[string]int            // profile ID → namespaces in nsProfile that hold it
 }
 
 type tier struct {
@@ -121,6 +126,9 @@ func New(opts Options) *Index {
 		nodes:         map[string]*node{},
 		sets:          map[string]*setState{},
 		nsLocal:       map[string]int{},
+		ifaces:        map[string]string{},
+		epKeys:        map[string]map[*node]struct{}{},
+		nsKeys:        map[string]map[*node]struct{}{},
 		dirtySets:     map[*setState]struct{}{},
 		removedSets:   map[string]struct{}{},
 		dirtyPolicies: map[string]struct{}{},
@@ -129,6 +137,8 @@ func New(opts Options) *Index {
 		sentPolicies:  map[string]policy.Policy{},
 		sentWls:       map[string]policy.Workload{},
 		sentProfiles:  map[string]policy.Profile{},
+		nsProfile:     map[string]string{},
+		profileUsers:  map[string]int{},
 	}
 }
 
@@ -148,7 +158,8 @@ func shortHash(s string) string {
 }
 
 // SetNamespace adds or relabels a namespace; its endpoints move between
-// the sets whose namespace requirements they now meet.
+// the sets whose namespace requirements they now meet. Only the selectors
+// whose Namespace requirements test a changed key are evaluated again.
 func (x *Index) SetNamespace(name string, labels map[string]string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty name", ErrInvalidNamespace)
@@ -156,29 +167,78 @@ func (x *Index) SetNamespace(name string, labels map[string]string) error {
 	if err := validLabels(labels); err != nil {
 		return fmt.Errorf("%w %s: %w", ErrInvalidNamespace, name, err)
 	}
-	if old, ok := x.namespaces[name]; ok && maps.Equal(old, labels) {
+	old, ok := x.namespaces[name]
+	if ok && maps.Equal(old, labels) {
 		return nil
 	}
-	x.namespaces[name] = maps.Clone(labels)
-	for ep := range x.nsEps[name] {
-		x.rematch(ep, ep)
+	labels = maps.Clone(labels)
+	if labels == nil {
+		labels = map[string]string{}
 	}
+	x.namespaces[name] = labels
+	x.relabelNamespace(name, old, labels)
 	return nil
 }
 
 // RemoveNamespace forgets a namespace's labels; its endpoints stay, in a
 // namespace without labels.
 func (x *Index) RemoveNamespace(name string) {
-	if _, ok := x.namespaces[name]; !ok {
+	old, ok := x.namespaces[name]
+	if !ok {
 		return
 	}
 	delete(x.namespaces, name)
+	x.relabelNamespace(name, old, nil)
+}
+
+// relabelNamespace moves the endpoints of namespace name between the
+// selectors that test a label that changed from old to now.
+func (x *Index) relabelNamespace(name string, old, now map[string]string) {
+	affected := x.affected(x.nsKeys, old, now)
+	if len(affected) == 0 {
+		return
+	}
 	for ep := range x.nsEps[name] {
-		x.rematch(ep, ep)
+		for n := range affected {
+			_, was := ep.nodes[n]
+			match := n.sel.Matches(ep.Labels, now)
+			switch {
+			case match && !was:
+				x.join(n, ep)
+			case was && !match:
+				x.leave(n, ep)
+			}
+		}
 	}
 }
 
-// SetEndpoint adds or replaces an endpoint.
+// affected returns the nodes of index (epKeys or nsKeys) that test a key
+// whose value differs between the label maps a and b.
+func (x *Index) affected(index map[string]map[*node]struct{}, a, b map[string]string) map[*node]struct{} {
+	out := map[*node]struct{}{}
+	add := func(k string) {
+		for n := range index[k] {
+			out[n] = struct{}{}
+		}
+	}
+	for k, va := range a {
+		if vb, ok := b[k]; !ok || va != vb {
+			add(k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			add(k)
+		}
+	}
+	return out
+}
+
+// SetEndpoint adds or replaces an endpoint. A local endpoint's interface
+// must not be another local endpoint's. An endpoint that keeps its
+// namespace is evaluated again only against the selectors that test a
+// label that changed; what it puts in the sets it stays in (its addresses
+// and named ports) is replaced member by member.
 func (x *Index) SetEndpoint(e Endpoint) error {
 	if err := validEndpoint(e); err != nil {
 		return err
@@ -193,39 +253,41 @@ func (x *Index) SetEndpoint(e Endpoint) error {
 	if old != nil && sameEndpoint(old.Endpoint, e) {
 		return nil
 	}
+	if other, ok := x.ifaces[e.Iface]; e.Local && ok && other != e.ID {
+		return fmt.Errorf("%w %s: interface %s belongs to endpoint %s", ErrInvalidEndpoint, e.ID, e.Iface, other)
+	}
 	ep := &endpoint{Endpoint: e, nodes: map[*node]struct{}{}}
+	var candidates map[*node]struct{} // nil: every node
 	if old != nil {
+		if old.Namespace == e.Namespace {
+			candidates = x.affected(x.epKeys, old.Labels, e.Labels)
+		}
 		x.detach(old)
-	}
-	x.endpoints[e.ID] = ep
-	eps := x.nsEps[e.Namespace]
-	if eps == nil {
-		eps = map[*endpoint]struct{}{}
-		x.nsEps[e.Namespace] = eps
-	}
-	eps[ep] = struct{}{}
-	if e.Local {
-		x.nsLocal[e.Namespace]++
-		x.dirtyProfiles[e.Namespace] = struct{}{}
-		x.dirtyWls[e.ID] = struct{}{}
-	}
-	if old != nil && old.Namespace == e.Namespace && maps.Equal(old.Labels, e.Labels) {
-		// Same labels: the same selectors; only what it contributes changes.
 		for n := range old.nodes {
 			x.contribute(n, old, -1)
-		}
-		for n := range old.nodes {
-			ep.nodes[n] = struct{}{}
 			delete(n.eps, old)
-			n.eps[ep] = struct{}{}
-			x.contribute(n, ep, +1)
+			if _, retest := candidates[n]; candidates != nil && !retest {
+				x.join(n, ep) // its labels for n did not change
+			}
 		}
-		return nil
+		clear(old.nodes)
 	}
-	if old != nil {
-		x.unmatchAll(old)
+	x.endpoints[e.ID] = ep
+	x.attach(ep)
+	ns := x.namespaces[e.Namespace]
+	if candidates == nil {
+		for _, n := range x.nodes {
+			if n.sel.Matches(ep.Labels, ns) {
+				x.join(n, ep)
+			}
+		}
+	} else {
+		for n := range candidates {
+			if n.sel.Matches(ep.Labels, ns) {
+				x.join(n, ep)
+			}
+		}
 	}
-	x.rematch(nil, ep)
 	return nil
 }
 
@@ -237,10 +299,28 @@ func (x *Index) RemoveEndpoint(id string) {
 	}
 	delete(x.endpoints, id)
 	x.detach(old)
-	x.unmatchAll(old)
+	for n := range old.nodes {
+		x.leave(n, old)
+	}
 }
 
-// detach takes old out of the namespace and local bookkeeping.
+// attach enters ep in the namespace, interface and local bookkeeping.
+func (x *Index) attach(ep *endpoint) {
+	eps := x.nsEps[ep.Namespace]
+	if eps == nil {
+		eps = map[*endpoint]struct{}{}
+		x.nsEps[ep.Namespace] = eps
+	}
+	eps[ep] = struct{}{}
+	if ep.Local {
+		x.ifaces[ep.Iface] = ep.ID
+		x.nsLocal[ep.Namespace]++
+		x.dirtyProfiles[ep.Namespace] = struct{}{}
+		x.dirtyWls[ep.ID] = struct{}{}
+	}
+}
+
+// detach takes old out of the namespace, interface and local bookkeeping.
 func (x *Index) detach(old *endpoint) {
 	eps := x.nsEps[old.Namespace]
 	delete(eps, old)
@@ -248,6 +328,7 @@ func (x *Index) detach(old *endpoint) {
 		delete(x.nsEps, old.Namespace)
 	}
 	if old.Local {
+		delete(x.ifaces, old.Iface)
 		x.nsLocal[old.Namespace]--
 		if x.nsLocal[old.Namespace] == 0 {
 			delete(x.nsLocal, old.Namespace)
@@ -257,35 +338,18 @@ func (x *Index) detach(old *endpoint) {
 	}
 }
 
-func (x *Index) unmatchAll(old *endpoint) {
-	for n := range old.nodes {
-		x.contribute(n, old, -1)
-		delete(n.eps, old)
-	}
-	clear(old.nodes)
+// join makes ep a member of n and puts what it contributes in n's sets.
+func (x *Index) join(n *node, ep *endpoint) {
+	ep.nodes[n] = struct{}{}
+	n.eps[ep] = struct{}{}
+	x.contribute(n, ep, +1)
 }
 
-// rematch evaluates every selector in use for ep (whose old matches, if
-// old is not nil, are old.nodes) and moves it between them.
-func (x *Index) rematch(old, ep *endpoint) {
-	ns := x.namespaces[ep.Namespace]
-	for _, n := range x.nodes {
-		_, was := ep.nodes[n]
-		if old != nil {
-			_, was = old.nodes[n]
-		}
-		now := n.sel.Matches(ep.Labels, ns)
-		switch {
-		case now && !was:
-			ep.nodes[n] = struct{}{}
-			n.eps[ep] = struct{}{}
-			x.contribute(n, ep, +1)
-		case was && !now:
-			delete(ep.nodes, n)
-			delete(n.eps, ep)
-			x.contribute(n, ep, -1)
-		}
-	}
+// leave undoes join.
+func (x *Index) leave(n *node, ep *endpoint) {
+	delete(ep.nodes, n)
+	delete(n.eps, ep)
+	x.contribute(n, ep, -1)
 }
 
 // contribute adds (d = +1) or takes back (d = -1) what ep puts in n's
@@ -420,6 +484,8 @@ func (x *Index) acquireNode(sel Selector) *node {
 		n = &node{sel: sel, key: key, eps: map[*endpoint]struct{}{}, applies: map[*pol]struct{}{},
 			ports: map[PortName]*setState{}}
 		x.nodes[key] = n
+		indexKeys(x.epKeys, sel.Endpoint, n, true)
+		indexKeys(x.nsKeys, sel.Namespace, n, true)
 		for _, ep := range x.endpoints {
 			if sel.Matches(ep.Labels, x.namespaces[ep.Namespace]) {
 				n.eps[ep] = struct{}{}
@@ -439,7 +505,29 @@ func (x *Index) releaseNode(n *node) {
 	for ep := range n.eps {
 		delete(ep.nodes, n)
 	}
+	indexKeys(x.epKeys, n.sel.Endpoint, n, false)
+	indexKeys(x.nsKeys, n.sel.Namespace, n, false)
 	delete(x.nodes, n.key)
+}
+
+// indexKeys enters n under (add) or removes it from (!add) the key of
+// each requirement in index.
+func indexKeys(index map[string]map[*node]struct{}, reqs []Requirement, n *node, add bool) {
+	for _, r := range reqs {
+		ns := index[r.Key]
+		if add {
+			if ns == nil {
+				ns = map[*node]struct{}{}
+				index[r.Key] = ns
+			}
+			ns[n] = struct{}{}
+		} else {
+			delete(ns, n)
+			if len(ns) == 0 {
+				delete(index, r.Key)
+			}
+		}
+	}
 }
 
 func (x *Index) acquire(r *setRef) {
