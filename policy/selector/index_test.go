@@ -215,7 +215,9 @@ func TestIndexNamedPortsResolvedOnOwner(t *testing.T) {
 	feed(t, m, x.Flush())
 	scoped := selector.NamedPortSetID(*backends, http)
 	anyEp := selector.NamedPortSetID(selector.Selector{}, http)
-	pm := func(a string, port uint16) netfilter.Member { return netfilter.IPPortMember(addr(a), netfilter.ProtoTCP, port) }
+	pm := func(a string, port uint16) netfilter.Member {
+		return netfilter.IPPortMember(addr(a), netfilter.ProtoTCP, port)
+	}
 	require.Equal(t, []netfilter.Member{pm("10.0.0.1", 8080), pm("10.0.0.2", 9090), pm("fd00::2", 9090)}, m.SetMembers(scoped))
 	require.Equal(t, []netfilter.Member{pm("10.0.0.1", 8080), pm("10.0.0.2", 9090), pm("10.0.0.4", 80), pm("fd00::2", 9090)}, m.SetMembers(anyEp))
 	kind, _ := m.Set(scoped)
