@@ -300,3 +300,26 @@ func TestIndexCustomNamespaceProfile(t *testing.T) {
 	b, _ := m.Workload("b")
 	require.Equal(t, []string{"deny.closed"}, b.Profiles)
 }
+
+func TestIndexLocalInterfaces(t *testing.T) {
+	x := selector.New(selector.Options{})
+	m := policy.NewModel()
+	require.NoError(t, x.SetEndpoint(selector.Endpoint{ID: "a", Namespace: "n", Local: true, Iface: "if1"}))
+	err := x.SetEndpoint(selector.Endpoint{ID: "b", Namespace: "n", Local: true, Iface: "if1"})
+	require.ErrorIs(t, err, selector.ErrInvalidEndpoint)
+	feed(t, m, x.Flush())
+
+	// a and b swap interfaces between two Flushes: the model takes it.
+	require.NoError(t, x.SetEndpoint(selector.Endpoint{ID: "b", Namespace: "n", Local: true, Iface: "if2"}))
+	feed(t, m, x.Flush())
+	require.NoError(t, x.SetEndpoint(selector.Endpoint{ID: "a", Namespace: "n", Local: true, Iface: "if3"}))
+	require.NoError(t, x.SetEndpoint(selector.Endpoint{ID: "b", Namespace: "n", Local: true, Iface: "if1"}))
+	require.NoError(t, x.SetEndpoint(selector.Endpoint{ID: "a", Namespace: "n", Local: true, Iface: "if2"}))
+	feed(t, m, x.Flush())
+	w, ok := m.WorkloadByIface("if1")
+	require.True(t, ok)
+	require.Equal(t, "b", w.ID)
+	w, _ = m.WorkloadByIface("if2")
+	require.Equal(t, "a", w.ID)
+	require.Len(t, m.Workloads(), 2)
+}
