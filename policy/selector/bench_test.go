@@ -18,8 +18,8 @@ const (
 
 func benchEndpoint(i int, app int) selector.Endpoint {
 	e := selector.Endpoint{ID: fmt.Sprintf("ns%d/pod%d", i%100, i), Namespace: fmt.Sprintf("ns%d", i%100),
-		Labels: map[string]string{"app": fmt.Sprintf("app%d", app), "pod-template-hash": fmt.Sprintf("h%d", i%7)},
-		Addrs:  []netip.Addr{netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})},
+		Labels:     map[string]string{"app": fmt.Sprintf("app%d", app), "pod-template-hash": fmt.Sprintf("h%d", i%7)},
+		Addrs:      []netip.Addr{netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})},
 		NamedPorts: []selector.NamedPort{{Name: "http", Protocol: netfilter.ProtoTCP, Port: 8080}}}
 	if i%10 == 0 {
 		e.Local, e.Iface = true, fmt.Sprintf("cali%d", i)
