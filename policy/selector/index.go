@@ -49,6 +49,7 @@ type Index struct {
 	ifaces     map[string]string             // interface → local endpoint ID
 	epKeys     map[string]map[*node]struct{} // label key → nodes whose Endpoint requirements test it
 	nsKeys     map[string]map[*node]struct{} // label key → nodes whose Namespace requirements test it
+	evaluated  int                           // selectors evaluated for an endpoint (tests read it)
 
 	dirtySets     map[*setState]struct{}
 	removedSets   map[string]struct{} // sent sets gone since the last Flush
@@ -199,6 +200,7 @@ func (x *Index) relabelNamespace(name string, old, now map[string]string) {
 		return
 	}
 	for ep := range x.nsEps[name] {
+		x.evaluated += len(affected)
 		for n := range affected {
 			_, was := ep.nodes[n]
 			match := n.sel.Matches(ep.Labels, now)
@@ -276,12 +278,14 @@ func (x *Index) SetEndpoint(e Endpoint) error {
 	x.attach(ep)
 	ns := x.namespaces[e.Namespace]
 	if candidates == nil {
+		x.evaluated += len(x.nodes)
 		for _, n := range x.nodes {
 			if n.sel.Matches(ep.Labels, ns) {
 				x.join(n, ep)
 			}
 		}
 	} else {
+		x.evaluated += len(candidates)
 		for n := range candidates {
 			if n.sel.Matches(ep.Labels, ns) {
 				x.join(n, ep)
