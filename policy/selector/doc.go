@@ -41,16 +41,26 @@
 // namespace selector every namespace.
 //
 // Costs: sets are refcounted, a member by the endpoints that put it there
-// and a set by the rules that use it, so adds and removes are symmetric. An
-// endpoint whose labels and namespace stay the same touches only the
-// selectors it matches; a relabelled endpoint (or namespace) is tested
-// against each distinct selector once, and only the sets it enters or
-// leaves change. A new selector is tested against every endpoint once.
+// and a set by the rules that use it, so adds and removes are symmetric.
+// Every distinct selector is indexed by the label keys its requirements
+// test. An endpoint whose labels and namespace stay the same (new
+// addresses or named ports) is tested against no selector: only the sets
+// it is in change. A relabelled endpoint is tested again only against the
+// selectors that test a key whose value changed, and a relabelled
+// namespace moves its endpoints only between the selectors whose
+// Namespace requirements test a changed key. A new endpoint (or one that
+// changes namespace) is tested against every distinct selector once, and
+// a new selector against every endpoint once.
+//
+// Profiles are refcounted by the namespaces that have local endpoints, so
+// NamespaceProfile may give several namespaces one profile. A local
+// endpoint's interface must be unique among local endpoints
+// (SetEndpoint refuses another's); a workload whose interface changed is
+// removed and sent again in the same Flush, so interfaces may be swapped
+// between endpoints within one Flush.
 //
 // # What it never touches
 //
 // It does no I/O, starts no goroutine and keeps no clock; it builds on every
-// operating system. Interfaces of local endpoints must be unique, as
-// policy.Model requires; the Index does not check it. An Index is not safe
-// for concurrent use.
+// operating system. An Index is not safe for concurrent use.
 package selector
