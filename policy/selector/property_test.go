@@ -105,7 +105,7 @@ func (g gen) endpoint(id string) selector.Endpoint {
 	e := selector.Endpoint{ID: id, Namespace: g.pick("n0", "n1", "n2"), Labels: g.labels("app", "role"),
 		Local: g.r.IntN(2) == 0}
 	if e.Local {
-		e.Iface = "if" + id
+		e.Iface = g.pick("if0", "if1", "if2", "if3", "if4", "if5") // shared: SetEndpoint may refuse it
 	}
 	for range g.r.IntN(3) {
 		if g.r.IntN(3) == 0 {
@@ -137,7 +137,16 @@ func (g gen) step(t *testing.T, x *selector.Index, in *inputs) {
 		delete(in.namespaces, name)
 	case 2, 3, 4:
 		e := g.endpoint(fmt.Sprintf("e%d", g.r.IntN(12)))
-		require.NoError(t, x.SetEndpoint(e))
+		taken := false
+		for _, o := range in.endpoints {
+			taken = taken || e.Local && o.Local && o.Iface == e.Iface && o.ID != e.ID
+		}
+		err := x.SetEndpoint(e)
+		if taken {
+			require.ErrorIs(t, err, selector.ErrInvalidEndpoint, "interface %s is taken", e.Iface)
+			return
+		}
+		require.NoError(t, err)
 		in.endpoints[e.ID] = e
 	case 5:
 		id := fmt.Sprintf("e%d", g.r.IntN(12))
@@ -210,12 +219,36 @@ func stateOf(m *policy.Model) state {
 	return s
 }
 
-// oracle checks every address set of m against the selectors of in,
-// matched by brute force.
+// oracle checks every address set and named-port set of m against the
+// selectors and endpoints of in, matched by brute force.
 func oracle(t *testing.T, m *policy.Model, in *inputs) {
 	for _, p := range in.policies {
 		for _, r := range append(append([]selector.Rule{}, p.Ingress...), p.Egress...) {
 			for _, peer := range []selector.Peer{r.Src, r.Dst} {
+				portSel := selector.Selector{}
+				if peer.Selector != nil {
+					portSel = *peer.Selector
+				}
+				for _, pn := range append(append([]selector.PortName{}, peer.NamedPorts...), peer.NotNamedPorts...) {
+					want := map[netfilter.Member]bool{}
+					for _, e := range in.endpoints {
+						if !portSel.Matches(e.Labels, in.namespaces[e.Namespace]) {
+							continue
+						}
+						for _, np := range e.NamedPorts {
+							if np.Name == pn.Name && np.Protocol == pn.Protocol {
+								for _, a := range e.Addrs {
+									want[netfilter.IPPortMember(a, np.Protocol, np.Port)] = true
+								}
+							}
+						}
+					}
+					got := m.SetMembers(selector.NamedPortSetID(portSel, pn))
+					require.Len(t, got, len(want), "named port %v of %s", pn, portSel)
+					for _, mem := range got {
+						require.True(t, want[mem], "%v in named port %v of %s", mem, pn, portSel)
+					}
+				}
 				for _, s := range []*selector.Selector{peer.Selector, peer.NotSelector} {
 					if s == nil {
 						continue
@@ -253,11 +286,11 @@ func TestIndexIncrementalMatchesFresh(t *testing.T) {
 				}
 				feed(t, m, x.Flush())
 				require.Nil(t, x.Flush(), "a second Flush sends nothing")
+				oracle(t, m, in)
+				fresh := policy.NewModel()
+				feed(t, fresh, build(t, in).Flush())
+				require.Equal(t, stateOf(fresh), stateOf(m))
 			}
-			oracle(t, m, in)
-			fresh := policy.NewModel()
-			feed(t, fresh, build(t, in).Flush())
-			require.Equal(t, stateOf(fresh), stateOf(m))
 		})
 	}
 }
