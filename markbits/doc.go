@@ -20,6 +20,13 @@
 //     then every remaining bit as the endpoint block) after carving out the bits
 //     of the agent's BPF programs and of foreign users, and describes the result
 //     for logs.
+//   - EndpointMarks hands out one mark of a Block per interface (the
+//     endpoint block of a Layout, typically): the number is a hash of the
+//     interface's name, moved to the next free number on a collision, never
+//     0, and the same while the interface holds it, so rules that set or
+//     match an endpoint's mark need not change when other endpoints come and
+//     go. Release gives a mark back; a full block is an error
+//     (ErrBlockFull), never a shared mark.
 //
 // Typical use at agent start-up:
 //

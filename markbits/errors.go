@@ -22,4 +22,6 @@ var (
 	ErrInvalidSize = errors.New("markbits: invalid block size")
 	// ErrOutOfRange means a number does not fit in a block.
 	ErrOutOfRange = errors.New("markbits: number out of range for block")
+	// ErrBlockFull means every mark of an EndpointMarks block is held.
+	ErrBlockFull = errors.New("markbits: every endpoint mark is held")
 )

@@ -67,6 +67,7 @@ var layers = []layer{
 		"overlay", "vxlan", "ipip", "internal/tunnel", "wireguard",
 		"endpoints", "masquerade", "hostips", "floatingips", "serviceloop", "bpf/proxy", "policy",
 		"nfmigrate", // leftovers between netfilter backends: iptables and nftables together
+		"policy/selector",
 	}},
 	{name: "test kit", testKit: true, pkgs: []string{
 		"internal/testkit",
