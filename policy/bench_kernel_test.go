@@ -1,0 +1,125 @@
+//go:build linux
+
+package policy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/markbits"
+	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/policy"
+)
+
+// benchModel returns the messages of the issue's program: 1,000 policies
+// of 10 rules each on 250 workloads (four policies each, in one tier),
+// with a namespace profile.
+func benchModel() []any {
+	msgs := []any{allowAll}
+	for p := range 1000 {
+		var rules []policy.Rule
+		for r := range 10 {
+			rules = append(rules, policy.Rule{Action: policy.Allow, Protocol: netfilter.ProtoTCP,
+				Src: policy.Peer{Nets: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(p / 250), byte(p % 250), byte(r)}), 32)}},
+				Dst: policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(uint16(1000 + r))}}})
+		}
+		msgs = append(msgs, policy.PolicyUpdate{Policy: policy.Policy{ID: fmt.Sprintf("pol-%04d", p), Ingress: rules}})
+	}
+	for w := range 250 {
+		var ids []string
+		for k := range 4 {
+			ids = append(ids, fmt.Sprintf("pol-%04d", w*4+k))
+		}
+		msgs = append(msgs, policy.WorkloadUpdate{Endpoint: policy.Workload{ID: fmt.Sprintf("w%03d", w), Iface: fmt.Sprintf("npv%03d", w),
+			Tiers: []policy.TierPolicies{{Name: "k8s", Ingress: ids}}, Profiles: []string{"ns.default"}}})
+	}
+	return msgs
+}
+
+// BenchmarkKernelPolicyProgram programs the issue's full program (1,000
+// policies × 10 rules on 250 workloads) from nothing through the Manager
+// and its Table, in a fresh namespace per run, and beside it restores the
+// very ruleset the Manager wrote (its dump) with one restore (iptables) or
+// one `nft -f` (nftables) in another fresh namespace. It reports both and
+// their ratio, x-restore (target ≤ 1.2).
+func BenchmarkKernelPolicyProgram(b *testing.B) {
+	kerneltest.RequireKernel(b)
+	msgs := benchModel()
+	for _, be := range managertest.Backends() {
+		if be.Name == "iptables-legacy" {
+			continue // the same writer as iptables-nft; the peer is its restore
+		}
+		b.Run(be.Name, func(b *testing.B) {
+			kerneltest.RequireCommands(b, be.Commands...)
+			ctx := context.Background()
+			var ours, peer time.Duration
+			var rules int
+			for b.Loop() {
+				b.StopTimer()
+				ns := kerneltest.NewNS(b)
+				k := managertest.Open(b, ns)
+				filter := be.NewTable(b, k, "filter", ipfamily.IPv4, "npb-")
+				layout, _ := markbits.NewLayout(markbits.LayoutOptions{})
+				m, err := policy.New(policy.Options{Family: ipfamily.IPv4, Filter: filter, Marks: layout, ChainPrefix: "npb-", WorkloadPrefixes: []string{"npv"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				for _, msg := range msgs {
+					m.OnUpdate(msg)
+				}
+				if err := m.CompleteDeferredWork(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := filter.(dataplane.Driver).Apply(ctx); err != nil {
+					b.Fatal(err)
+				}
+				ours += time.Since(start)
+				b.StopTimer()
+				dump, restore := peerDump(b, be, ns)
+				rules = bytes.Count(dump, []byte("\n-A ")) + bytes.Count(dump, []byte("\n\t\t"))
+				fresh := kerneltest.NewNS(b)
+				start = time.Now()
+				if _, err := fresh.ExecInput(ctx, bytes.NewReader(dump), restore[0], restore[1:]...); err != nil {
+					b.Fatal(err)
+				}
+				peer += time.Since(start)
+				_ = ns.Close()
+				_ = fresh.Close()
+				b.StartTimer()
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(ours.Milliseconds())/n, "ms-ours")
+			b.ReportMetric(float64(peer.Milliseconds())/n, "ms-restore")
+			b.ReportMetric(float64(ours)/float64(peer), "x-restore")
+			b.ReportMetric(float64(rules), "rules")
+		})
+	}
+}
+
+// peerDump returns the ruleset the Manager wrote in ns and the command
+// that restores it whole.
+func peerDump(b *testing.B, be managertest.Backend, ns *kerneltest.NS) ([]byte, []string) {
+	ctx := context.Background()
+	if be.Name == "nftables" {
+		out, err := ns.Exec(ctx, "nft", "list", "table", "ip", "npb-filter")
+		if err != nil {
+			b.Fatal(err)
+		}
+		return append([]byte("table ip npb-filter\ndelete table ip npb-filter\n"), out...), []string{"nft", "-f", "-"}
+	}
+	out, err := ns.Exec(ctx, "iptables-nft-save", "-t", "filter")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out, []string{"iptables-nft-restore"}
+}
