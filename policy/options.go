@@ -122,4 +122,3 @@ func DefaultFailsafes() Failsafes {
 
 // maxChainPrefix bounds ChainPrefix so that every chain name fits.
 const maxChainPrefix = 8
-

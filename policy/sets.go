@@ -94,4 +94,3 @@ func (m *Manager) removeSet(id string) {
 		m.invalid.Add(fmt.Errorf("policy: set %s: %w", id, err))
 	}
 }
-
