@@ -52,6 +52,7 @@ import (
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
 	"github.com/nodeplane/nodeplane/overlay"
+	"github.com/nodeplane/nodeplane/policy"
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/serviceloop"
 	"github.com/nodeplane/nodeplane/sysctls"
@@ -163,6 +164,12 @@ type Config struct {
 	// NoBlackholes gives this node's pod blocks no blackhole route
 	// (overlay.Options.NoBlackholes).
 	NoBlackholes bool
+	// NetworkPolicy enforces the cluster's NetworkPolicies (package
+	// policy, on the netfilter backend): a pod a policy selects is denied,
+	// per direction of the policy, what no policy allows; pods no policy
+	// selects are open (their namespace's allow-all profile); and a pod
+	// interface the datastore does not list is dropped (fail closed).
+	NetworkPolicy bool
 	// NoMasquerade turns pod egress masquerade off (the pools' Masquerade
 	// flags then do nothing); off, the agent removes its rules.
 	NoMasquerade bool
@@ -396,9 +403,20 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 	}
 	// addNetfilter adds the netfilter managers of family fam on one
 	// backend's sets and nat and filter tables; none for a cleanup.
-	addNetfilter := func(fam ipfamily.Family, sets netfilter.Sets, nat, filter netfilter.Table) error {
+	addNetfilter := func(fam ipfamily.Family, sets netfilter.Sets, nat, filter netfilter.Table, policySets netfilter.Sets) error {
 		if cleanup {
 			return nil
+		}
+		if cfg.NetworkPolicy {
+			pm, err := policy.New(policy.Options{Family: fam, Filter: filter, Sets: policySets, Marks: layout,
+				ChainPrefix: ChainPrefix, WorkloadPrefixes: []string{cfg.PodInterfacePrefix},
+				Logger: log.With("component", "policy", "family", fam.String())})
+			if err != nil {
+				return err
+			}
+			if err := add(pm); err != nil {
+				return err
+			}
 		}
 		if !cfg.NoMasquerade {
 			m, err := masquerade.New(masquerade.Options{Family: fam, Sets: sets, Table: nat, Chain: MasqueradeChain,
@@ -542,7 +560,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			if err := add(nil, nat, filter); err != nil {
 				return nil, err
 			}
-			if err := addNetfilter(fam, sets, nat, filter); err != nil {
+			if err := addNetfilter(fam, sets, nat, filter, sets); err != nil {
 				return nil, err
 			}
 		}
@@ -570,10 +588,19 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 				}
 				sets, drivers = s, append(drivers, s)
 			}
+			// The policy sets live in the filter table, where its rules are.
+			var policySets netfilter.Sets
+			if !cleanup && cfg.NetworkPolicy {
+				s, err := nftables.NewIPSets(filter, nftables.IPSetsOptions{})
+				if err != nil {
+					return nil, err
+				}
+				policySets, drivers = s, append(drivers, s)
+			}
 			if err := add(nil, drivers...); err != nil {
 				return nil, err
 			}
-			if err := addNetfilter(fam, sets, nat, filter); err != nil {
+			if err := addNetfilter(fam, sets, nat, filter, policySets); err != nil {
 				return nil, err
 			}
 		}
@@ -807,6 +834,9 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	goRun("publisher", func(ctx context.Context) error { a.publish(ctx, keys); return nil })
 	goRun("datastore", func(ctx context.Context) error {
 		tr := newTranslator(cfg.NodeName)
+		if cfg.NetworkPolicy {
+			tr.netpol = newNetpolTranslator(cfg.NodeName)
+		}
 		return cfg.Datastore.Watch(ctx, func(c datastore.Cluster) { a.onCluster(ctx, tr, c) })
 	})
 	if srv != nil {
@@ -885,6 +915,9 @@ func (a *Agent) onCluster(ctx context.Context, tr *translator, c datastore.Clust
 		log.Warn("this node is not in the datastore: no tunnel device, no blackholes", "node", a.cfg.NodeName)
 	}
 	msgs := tr.messages(c)
+	for _, err := range tr.netpolErrs {
+		log.Warn("network policy input left out", "err", err)
+	}
 	for _, m := range msgs {
 		if err := a.plane.loop.Send(ctx, m); err != nil {
 			return

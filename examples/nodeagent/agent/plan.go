@@ -70,7 +70,11 @@ func Plan(ctx context.Context, cfg Config) (Plans, error) {
 	}
 	defer p.close()
 	loop := p.loop
-	for _, m := range newTranslator(cfg.NodeName).messages(cluster) {
+	tr := newTranslator(cfg.NodeName)
+	if cfg.NetworkPolicy {
+		tr.netpol = newNetpolTranslator(cfg.NodeName)
+	}
+	for _, m := range tr.messages(cluster) {
 		if err := loop.Send(ctx, m); err != nil {
 			return Plans{}, err
 		}

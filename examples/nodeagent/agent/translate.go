@@ -29,6 +29,10 @@ type translator struct {
 	// services and nodeAddrs are what the BPF proxy was sent.
 	services  map[string]cluster.Service
 	nodeAddrs []netip.Addr
+	// netpol translates network policy when the agent enforces it (nil
+	// otherwise); netpolErrs are what it left out of the last messages.
+	netpol     *netpolTranslator
+	netpolErrs []error
 }
 
 // nodeMsgs is what one node contributes.
@@ -160,7 +164,13 @@ func (t *translator) messages(c datastore.Cluster) []any {
 		out = append(out, serviceloop.ServiceCIDRs{CIDRs: cidrs})
 		t.serviceCIDRs = cidrs
 	}
-	return append(out, t.serviceMessages(c)...)
+	out = append(out, t.serviceMessages(c)...)
+	if t.netpol != nil {
+		var msgs []any
+		msgs, t.netpolErrs = t.netpol.messages(c)
+		out = append(out, msgs...)
+	}
+	return out
 }
 
 func findPod(c datastore.Cluster, key string) *datastore.Pod {

@@ -1,0 +1,257 @@
+package agent
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/policy"
+	"github.com/nodeplane/nodeplane/policy/selector"
+)
+
+// NetworkPolicyTier is the tier of the Kubernetes NetworkPolicies: a pod
+// that one of them selects is denied, per direction, what none allows.
+const NetworkPolicyTier = "k8s"
+
+// netpolTranslator turns the cluster's namespaces, pods and
+// NetworkPolicies into the policy package's messages through a
+// selector.Index: namespaces are allow-all profiles until a policy
+// selects a pod, as in Calico. It remembers what it gave the index and
+// gives only what changed.
+type netpolTranslator struct {
+	self       string
+	index      *selector.Index
+	namespaces map[string]map[string]string
+	pods       map[string]selector.Endpoint
+	policies   map[string]datastore.NetworkPolicy
+}
+
+func newNetpolTranslator(self string) *netpolTranslator {
+	x := selector.New(selector.Options{})
+	// The tier exists from the start; SetTier fails only on bad input.
+	_ = x.SetTier(NetworkPolicyTier, 0, policy.Deny)
+	return &netpolTranslator{self: self, index: x, namespaces: map[string]map[string]string{},
+		pods: map[string]selector.Endpoint{}, policies: map[string]datastore.NetworkPolicy{}}
+}
+
+// messages returns the policy messages that bring the managers to c. A
+// policy or pod the index refuses is left out alone (and logged by the
+// caller through errs).
+func (t *netpolTranslator) messages(c datastore.Cluster) (msgs []any, errs []error) {
+	// Namespaces: the listed ones, and those pods name without a listing,
+	// which carry only their name label.
+	namespaces := map[string]map[string]string{}
+	for _, p := range c.Pods {
+		if p.Namespace != "" {
+			namespaces[p.Namespace] = map[string]string{datastore.NamespaceNameLabel: p.Namespace}
+		}
+	}
+	for _, n := range c.Namespaces {
+		labels := maps.Clone(n.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[datastore.NamespaceNameLabel] = n.Name
+		namespaces[n.Name] = labels
+	}
+	for name, labels := range namespaces {
+		if old, ok := t.namespaces[name]; !ok || !maps.Equal(old, labels) {
+			if err := t.index.SetNamespace(name, labels); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			t.namespaces[name] = labels
+		}
+	}
+	// Pods, every node's: policies select peers anywhere.
+	pods := map[string]selector.Endpoint{}
+	for _, p := range c.Pods {
+		e := selector.Endpoint{ID: p.Key(), Namespace: p.Namespace, Labels: p.Labels, Addrs: p.IPs,
+			Local: p.Node == t.self}
+		if e.Local {
+			e.Iface = p.HostInterface()
+		}
+		for _, port := range p.Ports {
+			if port.Name != "" {
+				e.NamedPorts = append(e.NamedPorts, selector.NamedPort{Name: port.Name, Protocol: protoOf(port.Protocol), Port: port.Port})
+			}
+		}
+		pods[e.ID] = e
+	}
+	for id := range t.pods {
+		if _, ok := pods[id]; !ok {
+			t.index.RemoveEndpoint(id)
+			delete(t.pods, id)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(pods)) {
+		e := pods[id]
+		if old, ok := t.pods[id]; ok && endpointEqual(old, e) {
+			continue
+		}
+		if err := t.index.SetEndpoint(e); err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: %w", id, err))
+			t.index.RemoveEndpoint(id)
+			delete(t.pods, id)
+			continue
+		}
+		t.pods[id] = e
+	}
+	// Policies.
+	seen := map[string]bool{}
+	for _, np := range c.NetworkPolicies {
+		seen[np.Key()] = true
+		if old, ok := t.policies[np.Key()]; ok && policyEqual(old, np) {
+			continue
+		}
+		if err := t.index.SetPolicy(policyOf(np)); err != nil {
+			errs = append(errs, fmt.Errorf("network policy %s: %w", np.Key(), err))
+			t.index.RemovePolicy(np.Key())
+			delete(t.policies, np.Key())
+			continue
+		}
+		t.policies[np.Key()] = np
+	}
+	for key := range t.policies {
+		if !seen[key] {
+			t.index.RemovePolicy(key)
+			delete(t.policies, key)
+		}
+	}
+	for name := range t.namespaces {
+		if _, ok := namespaces[name]; !ok {
+			t.index.RemoveNamespace(name)
+			delete(t.namespaces, name)
+		}
+	}
+	return t.index.Flush(), errs
+}
+
+func endpointEqual(a, b selector.Endpoint) bool {
+	return a.ID == b.ID && a.Namespace == b.Namespace && maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Addrs, b.Addrs) &&
+		slices.Equal(a.NamedPorts, b.NamedPorts) && a.Local == b.Local && a.Iface == b.Iface
+}
+
+// policyEqual compares two policies by their translation.
+func policyEqual(a, b datastore.NetworkPolicy) bool {
+	return fmt.Sprintf("%+v", policyOf(a)) == fmt.Sprintf("%+v", policyOf(b))
+}
+
+// protoOf returns a Kubernetes protocol name as a protocol: TCP when
+// empty.
+func protoOf(p string) netfilter.Proto {
+	switch p {
+	case "UDP":
+		return netfilter.ProtoUDP
+	case "SCTP":
+		return netfilter.ProtoSCTP
+	}
+	return netfilter.ProtoTCP
+}
+
+// policyOf translates a NetworkPolicy: it applies to the pods of its
+// namespace its podSelector selects, in the directions of its policy
+// types; each rule allows what any of its peers (or every address)
+// sends or receives on any of its ports (or every port): one Allow rule
+// per peer and port.
+func policyOf(np datastore.NetworkPolicy) selector.Policy {
+	own := []selector.Requirement{{Key: datastore.NamespaceNameLabel, Op: selector.Equals, Values: []string{np.Namespace}}}
+	in, out := np.Types()
+	p := selector.Policy{ID: np.Key(), Tier: NetworkPolicyTier,
+		AppliesTo: selector.Selector{Endpoint: requirementsOf(np.PodSelector), Namespace: own},
+		NoIngress: !in, NoEgress: !out}
+	if in {
+		for _, r := range np.Ingress {
+			p.Ingress = append(p.Ingress, rulesOf(r, own, true)...)
+		}
+	}
+	if out {
+		for _, r := range np.Egress {
+			p.Egress = append(p.Egress, rulesOf(r, own, false)...)
+		}
+	}
+	return p
+}
+
+// rulesOf translates one rule: the peers' side is the source for ingress
+// and the destination for egress; ports are always the destination's.
+func rulesOf(r datastore.NetworkPolicyRule, own []selector.Requirement, ingress bool) []selector.Rule {
+	peers := []selector.Peer{{}}
+	if len(r.Peers) > 0 {
+		peers = nil
+		for _, peer := range r.Peers {
+			peers = append(peers, peerOf(peer, own))
+		}
+	}
+	type portMatch struct {
+		proto netfilter.Proto
+		peer  selector.Peer
+	}
+	ports := []portMatch{{}}
+	if len(r.Ports) > 0 {
+		ports = nil
+		for _, port := range r.Ports {
+			pm := portMatch{proto: protoOf(port.Protocol)}
+			if n, ok := port.Number(); ok {
+				last := n
+				if port.EndPort != 0 {
+					last = port.EndPort
+				}
+				pm.peer.Ports = []netfilter.PortRange{netfilter.Ports(n, last)}
+			} else if port.Port != "" {
+				pm.peer.NamedPorts = []selector.PortName{{Protocol: pm.proto, Name: port.Port}}
+			}
+			ports = append(ports, pm)
+		}
+	}
+	var out []selector.Rule
+	for _, peer := range peers {
+		for _, pm := range ports {
+			rule := selector.Rule{Action: policy.Allow, Protocol: pm.proto}
+			dst := pm.peer
+			if ingress {
+				rule.Src = peer
+			} else {
+				dst.Nets, dst.NotNets, dst.Selector = peer.Nets, peer.NotNets, peer.Selector
+			}
+			rule.Dst = dst
+			out = append(out, rule)
+		}
+	}
+	return out
+}
+
+// peerOf translates a peer: an address block, or pods by selectors (the
+// policy's own namespace when the namespace selector is missing).
+func peerOf(peer datastore.NetworkPolicyPeer, own []selector.Requirement) selector.Peer {
+	if b := peer.IPBlock; b != nil {
+		return selector.Peer{Nets: []netip.Prefix{b.CIDR}, NotNets: slices.Clone(b.Except)}
+	}
+	s := selector.Selector{Namespace: own}
+	if peer.PodSelector != nil {
+		s.Endpoint = requirementsOf(*peer.PodSelector)
+	}
+	if peer.NamespaceSelector != nil {
+		s.Namespace = requirementsOf(*peer.NamespaceSelector)
+		if s.Namespace == nil {
+			s.Namespace = []selector.Requirement{} // an empty selector: every namespace
+		}
+	}
+	return selector.Peer{Selector: &s}
+}
+
+// requirementsOf translates a label selector.
+func requirementsOf(s datastore.LabelSelector) []selector.Requirement {
+	var out []selector.Requirement
+	for _, k := range slices.Sorted(maps.Keys(s.MatchLabels)) {
+		out = append(out, selector.Requirement{Key: k, Op: selector.Equals, Values: []string{s.MatchLabels[k]}})
+	}
+	for _, e := range s.MatchExpressions {
+		op := map[string]selector.Op{"In": selector.In, "NotIn": selector.NotIn, "Exists": selector.Exists, "DoesNotExist": selector.DoesNotExist}[e.Operator]
+		out = append(out, selector.Requirement{Key: e.Key, Op: op, Values: slices.Clone(e.Values)})
+	}
+	return out
+}

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
+)
+
+// TestAgentNetworkPolicyOnKernelFake runs the agent with --network-policy
+// on a fake namespace: a NetworkPolicy selecting pod a (allow ingress from
+// app=b on the named port http) becomes a policy chain that pod a's
+// ingress chain jumps to, matching a set that holds pod b's address; pod b
+// keeps only its namespace's profile; a restarted agent writes nothing.
+func TestAgentNetworkPolicyOnKernelFake(t *testing.T) {
+	podA := datastore.Pod{Namespace: "demo", Name: "a", Node: "node1", IPs: []netip.Addr{netip.MustParseAddr("10.244.1.10")},
+		Labels: map[string]string{"app": "a"}, Ports: []datastore.ContainerPort{{Name: "http", Port: 8080}}}
+	podB := datastore.Pod{Namespace: "demo", Name: "b", Node: "node1", IPs: []netip.Addr{netip.MustParseAddr("10.244.1.11")},
+		Labels: map[string]string{"app": "b"}}
+	remote := datastore.Pod{Namespace: "demo", Name: "c", Node: "node2", IPs: []netip.Addr{netip.MustParseAddr("10.244.2.10")},
+		Labels: map[string]string{"app": "b"}}
+	c := datastore.Cluster{
+		Nodes: []datastore.Node{
+			{Name: "node1", UnderlayIPv4: netip.MustParseAddr("198.18.0.1"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}},
+			{Name: "node2", UnderlayIPv4: netip.MustParseAddr("198.18.0.2"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}},
+		},
+		Pods:       []datastore.Pod{podA, podB, remote},
+		Pools:      []datastore.Pool{{Name: "v4", CIDR: netip.MustParsePrefix("10.244.0.0/16"), Masquerade: true}},
+		Namespaces: []datastore.Namespace{{Name: "demo"}},
+		NetworkPolicies: []datastore.NetworkPolicy{{Namespace: "demo", Name: "allow-b",
+			PodSelector: datastore.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
+			Ingress: []datastore.NetworkPolicyRule{{
+				Peers: []datastore.NetworkPolicyPeer{{PodSelector: &datastore.LabelSelector{MatchLabels: map[string]string{"app": "b"}}}},
+				Ports: []datastore.NetworkPolicyPort{{Port: "http"}},
+			}}}},
+	}
+	node := newFakeNode(t, c.Nodes[0])
+	k := node.k
+	node.pod(podA)
+	node.pod(podB)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cluster.yaml")
+	if err := datastore.WriteFile(file, c); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{NodeName: "node1", Kernel: k, Listen: "-", StateDir: dir, Netfilter: NetfilterIPTablesLegacy,
+		BPFPinDir: filepath.Join(dir, "bpf"), Datastore: &datastore.File{Path: file}, NetworkPolicy: true}
+	rules := func(chain string) string {
+		return strings.Join(k.IPTables().Rules(iptablesfake.BackendLegacy, ipfamily.IPv4, "filter", chain), "\n")
+	}
+	ifA, ifB := podA.HostInterface(), podB.HostInterface()
+	programmed := func() bool {
+		// The policy chains, and the tunnel device's address among the
+		// host's (the last thing a first run writes).
+		hostIPs, _ := k.IPSets().Members(SetPrefixV4 + "host-ips")
+		return strings.Contains(rules(ChainPrefix+"tw-"+ifA), "-j "+ChainPrefix+"pi-") && slices.Contains(hostIPs, "10.244.1.0")
+	}
+
+	r := startAgent(t, cfg)
+	r.await(t, programmed)
+	r.stop(t)
+
+	toA := rules(ChainPrefix + "tw-" + ifA)
+	i := strings.Index(toA, "-j "+ChainPrefix+"pi-")
+	if i < 0 {
+		t.Fatalf("pod a's ingress chain jumps to no policy:\n%s", toA)
+	}
+	polChain := strings.Fields(toA[i+3:])[0]
+	pol := rules(polChain)
+	if !strings.Contains(pol, "--match-set") || !strings.Contains(pol, "RETURN") {
+		t.Errorf("policy chain %s does not allow from a set:\n%s", polChain, pol)
+	}
+	if !strings.Contains(rules(ChainPrefix+"tw-"+ifA), "end of tier k8s") {
+		t.Errorf("pod a is not isolated by the k8s tier's end:\n%s", toA)
+	}
+	if toB := rules(ChainPrefix + "tw-" + ifB); strings.Contains(toB, "-j "+ChainPrefix+"pi-") || !strings.Contains(toB, ChainPrefix+"pri-ns.demo") {
+		t.Errorf("pod b should have only its namespace's profile:\n%s", toB)
+	}
+	// The selector's set holds pod b (here) and pod c (on node2); the
+	// named port's set holds pod a's http port.
+	var peers, named bool
+	for _, name := range k.IPSets().Names() {
+		members, _ := k.IPSets().Members(name)
+		if slices.Equal(members, []string{"10.244.1.11", "10.244.2.10"}) {
+			peers = true
+		}
+		if slices.Equal(members, []string{"10.244.1.10,tcp:8080"}) {
+			named = true
+		}
+	}
+	if !peers || !named {
+		t.Errorf("sets: peers %v, named port %v; the fake holds %v", peers, named, k.IPSets().Names())
+	}
+	if dispatch := rules(ChainPrefix + "twd"); !strings.Contains(dispatch, ifA) || !strings.Contains(dispatch, "unknown workload interface") {
+		t.Errorf("dispatch:\n%s", dispatch)
+	}
+
+	// A restart adopts: no netfilter write.
+	k.IPTables().ResetCalls()
+	k.IPSets().ResetCalls()
+	r = startAgent(t, cfg)
+	r.await(t, programmed)
+	r.stop(t)
+	if w := netfilterWrites(k); w != 0 {
+		t.Errorf("the restarted agent wrote netfilter state %d times: %+v %+v", w, k.IPTables().Calls(), k.IPSets().Calls())
+	}
+}
