@@ -215,22 +215,27 @@ func (x *Index) relabelNamespace(name string, old, now map[string]string) {
 }
 
 // affected returns the nodes of index (epKeys or nsKeys) that test a key
-// whose value differs between the label maps a and b.
+// whose value differs between the label maps a and b; never nil. The
+// caller only reads it (it may be a map of index).
 func (x *Index) affected(index map[string]map[*node]struct{}, a, b map[string]string) map[*node]struct{} {
-	out := map[*node]struct{}{}
-	add := func(k string) {
-		for n := range index[k] {
-			out[n] = struct{}{}
-		}
-	}
+	var changed []string
 	for k, va := range a {
 		if vb, ok := b[k]; !ok || va != vb {
-			add(k)
+			changed = append(changed, k)
 		}
 	}
 	for k := range b {
 		if _, ok := a[k]; !ok {
-			add(k)
+			changed = append(changed, k)
+		}
+	}
+	if len(changed) == 1 && index[changed[0]] != nil {
+		return index[changed[0]] // the common case: one label changed
+	}
+	out := map[*node]struct{}{}
+	for _, k := range changed {
+		for n := range index[k] {
+			out[n] = struct{}{}
 		}
 	}
 	return out

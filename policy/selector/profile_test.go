@@ -1,6 +1,7 @@
 package selector_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,4 +49,30 @@ func TestIndexSharedProfile(t *testing.T) {
 		policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "b", Iface: "if2", Profiles: []string{"allow-all"}}},
 	}, msgs)
 	feed(t, m, msgs)
+}
+
+func TestValidateMatchesSetters(t *testing.T) {
+	x := selector.New(selector.Options{})
+	bad := selector.Policy{ID: "p", Tier: "t", AppliesTo: selector.Selector{Endpoint: []selector.Requirement{{Key: "app", Op: selector.In}}}}
+	require.ErrorIs(t, bad.Validate(), selector.ErrInvalidPolicy)
+	require.ErrorIs(t, bad.Validate(), selector.ErrInvalidSelector)
+	require.Equal(t, bad.Validate(), x.SetPolicy(bad))
+	require.Equal(t, "selector: invalid policy p: applies to: app In takes at least one value", bad.Validate().Error(),
+		"the package's prefix once")
+	inRule := selector.Policy{ID: "p", Tier: "t", Ingress: []selector.Rule{{Action: policy.Allow,
+		Src: selector.Peer{Selector: &bad.AppliesTo}}}}
+	require.ErrorIs(t, inRule.Validate(), selector.ErrInvalidSelector)
+	require.Equal(t, 1, strings.Count(inRule.Validate().Error(), "selector:"), "%v", inRule.Validate())
+	badRule := selector.Policy{ID: "p", Tier: "t", Egress: []selector.Rule{{}}}
+	require.ErrorIs(t, badRule.Validate(), selector.ErrInvalidPolicy)
+	require.ErrorIs(t, badRule.Validate(), policy.ErrInvalidRule)
+	good := selector.Policy{ID: "p", Tier: "t"}
+	require.NoError(t, good.Validate())
+
+	badEp := selector.Endpoint{ID: "e", Local: true}
+	require.ErrorIs(t, badEp.Validate(), selector.ErrInvalidEndpoint)
+	require.ErrorIs(t, badEp.Validate(), policy.ErrInvalidEndpoint, "the workload's own check")
+	require.Equal(t, badEp.Validate(), x.SetEndpoint(badEp))
+	require.NoError(t, selector.Endpoint{ID: "e", Local: true, Iface: "if1"}.Validate())
+	require.Nil(t, x.Flush(), "refused input changes nothing")
 }

@@ -83,29 +83,37 @@ func (r Requirement) Matches(labels map[string]string) bool {
 // Validate reports what is wrong with r; the error matches
 // ErrInvalidSelector.
 func (r Requirement) Validate() error {
-	if err := validKey(r.Key); err != nil {
+	if err := r.problem(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSelector, err)
+	}
+	return nil
+}
+
+// problem is Validate's finding, without the sentinel.
+func (r Requirement) problem() error {
+	if err := validKey(r.Key); err != nil {
+		return err
 	}
 	n := len(r.Values)
 	switch r.Op {
 	case Equals, NotEquals:
 		if n != 1 {
-			return fmt.Errorf("%w: %s %s takes one value, not %d", ErrInvalidSelector, r.Key, r.Op, n)
+			return fmt.Errorf("%s %s takes one value, not %d", r.Key, r.Op, n)
 		}
 	case In, NotIn:
 		if n == 0 {
-			return fmt.Errorf("%w: %s %s takes at least one value", ErrInvalidSelector, r.Key, r.Op)
+			return fmt.Errorf("%s %s takes at least one value", r.Key, r.Op)
 		}
 	case Exists, DoesNotExist:
 		if n != 0 {
-			return fmt.Errorf("%w: %s %s takes no value, not %d", ErrInvalidSelector, r.Key, r.Op, n)
+			return fmt.Errorf("%s %s takes no value, not %d", r.Key, r.Op, n)
 		}
 	default:
-		return fmt.Errorf("%w: %s: unknown operator %d", ErrInvalidSelector, r.Key, uint8(r.Op))
+		return fmt.Errorf("%s: unknown operator %d", r.Key, uint8(r.Op))
 	}
 	for _, v := range r.Values {
 		if err := validValue(v); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrInvalidSelector, r.Key, err)
+			return fmt.Errorf("%s: %w", r.Key, err)
 		}
 	}
 	return nil
@@ -223,9 +231,18 @@ func (s Selector) Matches(labels, nsLabels map[string]string) bool {
 // Validate reports what is wrong with s; the error matches
 // ErrInvalidSelector.
 func (s Selector) Validate() error {
+	if err := s.problem(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSelector, err)
+	}
+	return nil
+}
+
+// problem is Validate's finding, without the sentinel; a caller that puts
+// it in an error of its own attaches ErrInvalidSelector with errs.Also.
+func (s Selector) problem() error {
 	for _, list := range [][]Requirement{s.Endpoint, s.Namespace} {
 		for _, r := range list {
-			if err := r.Validate(); err != nil {
+			if err := r.problem(); err != nil {
 				return err
 			}
 		}

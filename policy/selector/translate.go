@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/nodeplane/nodeplane/internal/errs"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/policy"
 )
@@ -15,8 +16,11 @@ func translate(p Policy) (policy.Policy, []*setRef, error) {
 	if p.Tier == "" {
 		return policy.Policy{}, nil, fmt.Errorf("%w %s: no tier", ErrInvalidPolicy, p.ID)
 	}
-	if err := p.AppliesTo.Validate(); err != nil {
-		return policy.Policy{}, nil, fmt.Errorf("%w %s: applies to: %w", ErrInvalidPolicy, p.ID, err)
+	if err := (policy.Policy{ID: p.ID}).Validate(); err != nil {
+		return policy.Policy{}, nil, fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	}
+	if err := p.AppliesTo.problem(); err != nil {
+		return policy.Policy{}, nil, errs.Also(fmt.Errorf("%w %s: applies to: %w", ErrInvalidPolicy, p.ID, err), ErrInvalidSelector)
 	}
 	var refs []*setRef
 	out := policy.Policy{ID: p.ID}
@@ -33,9 +37,6 @@ func translate(p Policy) (policy.Policy, []*setRef, error) {
 			*dir.out = append(*dir.out, pr)
 			refs = append(refs, rr...)
 		}
-	}
-	if err := out.Validate(); err != nil {
-		return policy.Policy{}, nil, fmt.Errorf("%w %s: %w", ErrInvalidPolicy, p.ID, err)
 	}
 	return out, refs, nil
 }
@@ -58,8 +59,8 @@ func translateRule(r Rule) (policy.Rule, []*setRef, error) {
 			if s.sel == nil {
 				continue
 			}
-			if err := s.sel.Validate(); err != nil {
-				return policy.Rule{}, nil, err
+			if err := s.sel.problem(); err != nil {
+				return policy.Rule{}, nil, errs.Also(err, ErrInvalidSelector)
 			}
 			sel := cloneSelector(*s.sel)
 			*s.ids = append(*s.ids, SetID(sel))
@@ -82,6 +83,9 @@ func translateRule(r Rule) (policy.Rule, []*setRef, error) {
 			}
 		}
 		*side.out = o
+	}
+	if err := out.Validate(); err != nil {
+		return policy.Rule{}, nil, err
 	}
 	return out, refs, nil
 }
@@ -117,7 +121,7 @@ func validEndpoint(e Endpoint) error {
 		w.Iface = e.Iface
 	}
 	if err := w.Validate(); err != nil {
-		return fmt.Errorf("%w %s: %v", ErrInvalidEndpoint, e.ID, err)
+		return fmt.Errorf("%w %s: %w", ErrInvalidEndpoint, e.ID, err)
 	}
 	if err := validLabels(e.Labels); err != nil {
 		return fmt.Errorf("%w %s: %w", ErrInvalidEndpoint, e.ID, err)
@@ -139,3 +143,15 @@ func sameEndpoint(a, b Endpoint) bool {
 	return a.ID == b.ID && a.Namespace == b.Namespace && a.Local == b.Local && a.Iface == b.Iface &&
 		maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Addrs, b.Addrs) && slices.Equal(a.NamedPorts, b.NamedPorts)
 }
+
+// Validate reports what is wrong with p (SetPolicy refuses it with the
+// same error); the error matches ErrInvalidPolicy.
+func (p Policy) Validate() error {
+	_, _, err := translate(p)
+	return err
+}
+
+// Validate reports what is wrong with e, apart from an interface another
+// local endpoint holds (which only the Index knows); the error matches
+// ErrInvalidEndpoint.
+func (e Endpoint) Validate() error { return validEndpoint(e) }
