@@ -147,16 +147,29 @@ func truthTable() []scenario {
 }
 
 // TestKernelPolicyTruthTable runs the truth table on every backend and
-// family: for each case, every ordered pod pair is probed with TCP and the
+// family: for each case, every ordered pod pair is probed with TCP and
+// UDP (and SCTP where the kernel has it) and the
 // outcome compared with the model's Explain (egress at the source, then
 // ingress at the destination), which is written apart from the renderer.
 func TestKernelPolicyTruthTable(t *testing.T) {
 	managertest.ForEachBackend(t, func(t *testing.T, b managertest.Backend) {
 		managertest.ForEachFamily(t, func(t *testing.T, f ipfamily.Family) {
 			n := newNode(t, b, f, policy.Options{Deny: policy.DenyReject})
+			sctp, err := sctpAvailable(n.pod(0).NS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			protos := []netfilter.Proto{netfilter.ProtoTCP, netfilter.ProtoUDP}
+			if sctp {
+				protos = append(protos, netfilter.ProtoSCTP)
+			} else {
+				t.Log("this kernel makes no SCTP sockets: SCTP is not probed")
+			}
 			var pods []*kerneltest.Pod
 			for i := range 3 {
 				pods = append(pods, n.pod(i))
+				serve(t, n.pod(i).NS, n.addr(n.pod(i)), sctp)
+				n.ports[n.pod(i)] = ttPort
 			}
 			for _, sc := range truthTable() {
 				msgs := append([]any{allowAll}, sc.msgs(n)...)
@@ -173,16 +186,21 @@ func TestKernelPolicyTruthTable(t *testing.T) {
 						if i == j {
 							continue
 						}
-						pkt := policy.Packet{Src: n.addr(from), Dst: n.addr(to), Protocol: netfilter.ProtoTCP, SrcPort: 40000, DstPort: n.ports[to]}
-						out := n.m.Model().Explain(pkt, from.Name, false)
-						in := n.m.Model().Explain(pkt, to.Name, true)
-						want := out.Verdict == policy.Allowed && in.Verdict == policy.Allowed
-						got := n.reaches(from, to)
-						mark := ""
-						if got != want {
-							bad, mark = true, "  <-- MISMATCH"
+						for _, proto := range protos {
+							pkt := policy.Packet{Src: n.addr(from), Dst: n.addr(to), Protocol: proto, SrcPort: 40000, DstPort: ttPort}
+							out := n.m.Model().Explain(pkt, from.Name, false)
+							in := n.m.Model().Explain(pkt, to.Name, true)
+							want := out.Verdict == policy.Allowed && in.Verdict == policy.Allowed
+							got, err := probe(from.NS, proto, netip.AddrPortFrom(n.addr(to), ttPort), want)
+							if err != nil {
+								t.Fatal(err)
+							}
+							mark := ""
+							if got != want {
+								bad, mark = true, "  <-- MISMATCH"
+							}
+							fmt.Fprintf(&table, "  pod%d → pod%d %s: kernel %v, model %v (egress %v; ingress %v)%s\n", i+1, j+1, proto, got, want, out, in, mark)
 						}
-						fmt.Fprintf(&table, "  pod%d → pod%d: kernel %v, model %v (egress %v; ingress %v)%s\n", i+1, j+1, got, want, out, in, mark)
 					}
 				}
 				if bad {
