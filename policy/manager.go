@@ -124,8 +124,7 @@ func (m *Manager) OnUpdate(msg any) {
 // snapshot is what OnUpdate needs to know about the state msg changes,
 // taken before it changes.
 type snapshot struct {
-	existed  bool
-	workload Workload
+	existed bool
 }
 
 func (m *Manager) snapshot(msg any) snapshot {

@@ -67,17 +67,6 @@ type Peer struct {
 	NotNamedPorts []string
 }
 
-// empty reports whether p matches every packet.
-func (p Peer) empty() bool {
-	return len(p.Nets) == 0 && len(p.NotNets) == 0 && len(p.Sets) == 0 && len(p.NotSets) == 0 &&
-		len(p.Ports) == 0 && len(p.NotPorts) == 0 && len(p.NamedPorts) == 0 && len(p.NotNamedPorts) == 0
-}
-
-// hasPorts reports whether p matches on ports (numeric or named).
-func (p Peer) hasPorts() bool {
-	return len(p.Ports) > 0 || len(p.NotPorts) > 0 || len(p.NamedPorts) > 0 || len(p.NotNamedPorts) > 0
-}
-
 // Rule is one rule of a policy or profile: packets that match every field
 // get Action.
 type Rule struct {
