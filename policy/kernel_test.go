@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,57 +22,95 @@ import (
 	"github.com/nodeplane/nodeplane/policy"
 )
 
-// node is one host namespace with its pods, a policy Manager on a backend,
-// and the drivers the Manager declares on, applied in the loop's order.
+// node is one or more host namespaces with their pods, a policy Manager
+// per host on a backend, and the drivers each Manager declares on,
+// applied in the loop's order.
 type node struct {
-	t      *testing.T
-	b      managertest.Backend
-	f      ipfamily.Family
-	topo   *kerneltest.Topology
+	t     *testing.T
+	b     managertest.Backend
+	f     ipfamily.Family
+	topo  *kerneltest.Topology
+	hosts []*hostManager
+	m     *policy.Manager            // the first host's
+	ports map[*kerneltest.Pod]uint16 // each pod's echo server
+}
+
+// hostManager is one host's Manager and drivers.
+type hostManager struct {
+	host   *kerneltest.Host
 	m      *policy.Manager
 	filter netfilter.Table
 	sets   netfilter.Sets
-	ports  map[*kerneltest.Pod]uint16 // each pod's echo server
 }
 
+// newNode builds one host with three pods.
 func newNode(t *testing.T, b managertest.Backend, f ipfamily.Family, opts policy.Options) *node {
-	topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 1, PodsPerHost: 3, Stack: managertest.Stack(f)})
-	host := topo.Hosts[0]
-	k := managertest.Open(t, host.NS)
-	filter := b.NewTable(t, k, "filter", f, "npp-")
-	sets := b.Sets(t, k, filter, f, "npp-")
-	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
-	require.NoError(t, err)
-	opts.Family, opts.Filter, opts.Sets, opts.Marks = f, filter, sets, layout
-	opts.ChainPrefix, opts.WorkloadPrefixes = "npp-", []string{kerneltest.DefaultPodIfacePrefix}
-	m, err := policy.New(opts)
-	require.NoError(t, err)
-	n := &node{t: t, b: b, f: f, topo: topo, m: m, filter: filter, sets: sets, ports: map[*kerneltest.Pod]uint16{}}
-	for _, p := range host.Pods {
-		addr, _ := p.NS.ListenTCP(t, netip.AddrPortFrom(netip.Addr{}, 0))
-		n.ports[p] = addr.Port()
+	return newNodes(t, b, f, opts, kerneltest.TopologyOptions{Hosts: 1, PodsPerHost: 3, Stack: managertest.Stack(f)})
+}
+
+// newNodes builds the topology with a Manager on every host.
+func newNodes(t *testing.T, b managertest.Backend, f ipfamily.Family, opts policy.Options, topts kerneltest.TopologyOptions) *node {
+	topo := kerneltest.NewTopology(t, topts)
+	if topts.Hosts > 1 {
+		require.NoError(t, topo.AddPodRoutesViaUnderlay())
 	}
+	n := &node{t: t, b: b, f: f, topo: topo, ports: map[*kerneltest.Pod]uint16{}}
+	for _, host := range topo.Hosts {
+		k := managertest.Open(t, host.NS)
+		filter := b.NewTable(t, k, "filter", f, "npp-")
+		sets := b.Sets(t, k, filter, f, "npp-")
+		layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+		require.NoError(t, err)
+		o := opts
+		o.Family, o.Filter, o.Sets, o.Marks = f, filter, sets, layout
+		o.ChainPrefix, o.WorkloadPrefixes = "npp-", []string{kerneltest.DefaultPodIfacePrefix}
+		m, err := policy.New(o)
+		require.NoError(t, err)
+		n.hosts = append(n.hosts, &hostManager{host: host, m: m, filter: filter, sets: sets})
+		for _, p := range host.Pods {
+			addr, _ := p.NS.ListenTCP(t, netip.AddrPortFrom(netip.Addr{}, 0))
+			n.ports[p] = addr.Port()
+		}
+	}
+	n.m = n.hosts[0].m
 	return n
 }
 
-// send feeds msgs to the Manager and applies every driver, as a pass of
-// the loop does.
+// send feeds msgs to every host's Manager — a workload only to its own
+// host's — and applies every driver, as a pass of the loop does.
 func (n *node) send(msgs ...any) {
 	n.t.Helper()
 	ctx := context.Background()
-	for _, msg := range msgs {
-		n.m.OnUpdate(msg)
+	for _, h := range n.hosts {
+		for _, msg := range msgs {
+			if w, ok := msg.(policy.WorkloadUpdate); ok && !slices.ContainsFunc(h.host.Pods, func(p *kerneltest.Pod) bool { return p.Name == w.Endpoint.ID }) {
+				continue
+			}
+			h.m.OnUpdate(msg)
+		}
+		require.NoError(n.t, h.m.CompleteDeferredWork(ctx))
+		for _, d := range []dataplane.Driver{h.sets, h.filter} {
+			_, err := d.Apply(ctx)
+			require.NoError(n.t, err, "%T", d)
+		}
+		_, err := h.sets.ApplyDeletions(ctx)
+		require.NoError(n.t, err)
 	}
-	require.NoError(n.t, n.m.CompleteDeferredWork(ctx))
-	for _, d := range []dataplane.Driver{n.sets, n.filter} {
-		_, err := d.Apply(ctx)
-		require.NoError(n.t, err, "%T", d)
-	}
-	_, err := n.sets.ApplyDeletions(ctx)
-	require.NoError(n.t, err)
 }
 
-func (n *node) pod(i int) *kerneltest.Pod { return n.topo.Hosts[0].Pods[i] }
+// pod returns the i-th pod of the topology, host by host.
+func (n *node) pod(i int) *kerneltest.Pod { return n.topo.Pods()[i] }
+
+// managerOf returns the Manager of the pod's host.
+func (n *node) managerOf(p *kerneltest.Pod) *policy.Manager {
+	for _, h := range n.hosts {
+		if h.host == p.Host {
+			return h.m
+		}
+	}
+	n.t.Fatalf("pod %s on no host", p.Name)
+	return nil
+}
 
 func (n *node) addr(p *kerneltest.Pod) netip.Addr { return managertest.Pick(n.f, p.Addrs()...) }
 

@@ -27,7 +27,7 @@ func host(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // truthTable holds cases in the style of the upstream Kubernetes
 // NetworkPolicy tests. Pods 0, 1 and 2 stand for pods of namespaces x, y
-// and z; a namespace's pods are a set, a NetworkPolicy is a policy of tier
+// and z (pod 3, on the second node with pod 2, has only its profile); a namespace's pods are a set, a NetworkPolicy is a policy of tier
 // "k8s" ending in deny, an admin policy one of tier "admin" before it.
 func truthTable() []scenario {
 	k8s := func(in, out []string) []policy.TierPolicies {
@@ -154,7 +154,11 @@ func truthTable() []scenario {
 func TestKernelPolicyTruthTable(t *testing.T) {
 	managertest.ForEachBackend(t, func(t *testing.T, b managertest.Backend) {
 		managertest.ForEachFamily(t, func(t *testing.T, f ipfamily.Family) {
-			n := newNode(t, b, f, policy.Options{Deny: policy.DenyReject})
+			// Two nodes, two pods each: pods 0 and 1 on the first, 2 and 3
+			// on the second, so that a pair is probed on one node and
+			// across nodes (egress on one Manager, ingress on the other).
+			n := newNodes(t, b, f, policy.Options{Deny: policy.DenyReject},
+				kerneltest.TopologyOptions{Hosts: 2, PodsPerHost: 2, Underlay: kerneltest.UnderlayVeth, Stack: managertest.Stack(f)})
 			sctp, err := sctpAvailable(n.pod(0).NS)
 			if err != nil {
 				t.Fatal(err)
@@ -166,7 +170,7 @@ func TestKernelPolicyTruthTable(t *testing.T) {
 				t.Log("this kernel makes no SCTP sockets: SCTP is not probed")
 			}
 			var pods []*kerneltest.Pod
-			for i := range 3 {
+			for i := range 4 {
 				pods = append(pods, n.pod(i))
 				serve(t, n.pod(i).NS, n.addr(n.pod(i)), sctp)
 				n.ports[n.pod(i)] = ttPort
@@ -188,8 +192,8 @@ func TestKernelPolicyTruthTable(t *testing.T) {
 						}
 						for _, proto := range protos {
 							pkt := policy.Packet{Src: n.addr(from), Dst: n.addr(to), Protocol: proto, SrcPort: 40000, DstPort: ttPort}
-							out := n.m.Model().Explain(pkt, from.Name, false)
-							in := n.m.Model().Explain(pkt, to.Name, true)
+							out := n.managerOf(from).Model().Explain(pkt, from.Name, false)
+							in := n.managerOf(to).Model().Explain(pkt, to.Name, true)
 							want := out.Verdict == policy.Allowed && in.Verdict == policy.Allowed
 							got, err := probe(from.NS, proto, netip.AddrPortFrom(n.addr(to), ttPort), want)
 							if err != nil {
