@@ -31,17 +31,6 @@ const (
 	Allowed
 )
 
-// String returns "denied" or "allowed".
-func (v Verdict) String() string {
-	switch v {
-	case Denied:
-		return "denied"
-	case Allowed:
-		return "allowed"
-	}
-	return fmt.Sprintf("Verdict(%d)", uint8(v))
-}
-
 // Explanation says what decided a packet at one endpoint in one
 // direction, from the model alone (not from the kernel's chains).
 type Explanation struct {

@@ -108,6 +108,17 @@ func (k *SetKind) UnmarshalText(text []byte) error {
 	return err
 }
 
+// String returns "denied" or "allowed".
+func (v Verdict) String() string {
+	switch v {
+	case Denied:
+		return "denied"
+	case Allowed:
+		return "allowed"
+	}
+	return fmt.Sprintf("Verdict(%d)", uint8(v))
+}
+
 // MarshalText returns String's text (encoding.TextMarshaler).
 func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
 
