@@ -123,3 +123,69 @@ func peerDump(b *testing.B, be managertest.Backend, ns *kerneltest.NS) ([]byte, 
 	}
 	return out, []string{"iptables-nft-restore"}
 }
+
+// BenchmarkKernelPolicyChange measures, on the full program of
+// BenchmarkKernelPolicyProgram plus a set of 10,000 members that one
+// policy's rule matches, what one change costs from the message to the
+// kernel: one policy's rules replaced (policy-ms), and one member added
+// to and removed from the set (member-ms). Each is reported with the
+// kernel writes it took.
+func BenchmarkKernelPolicyChange(b *testing.B) {
+	kerneltest.RequireKernel(b)
+	ctx := context.Background()
+	for _, be := range managertest.Backends() {
+		if be.Name == "iptables-legacy" {
+			continue
+		}
+		b.Run(be.Name, func(b *testing.B) {
+			kerneltest.RequireCommands(b, be.Commands...)
+			ns := kerneltest.NewNS(b)
+			k := managertest.Open(b, ns)
+			filter := be.NewTable(b, k, "filter", ipfamily.IPv4, "npb-")
+			sets := be.Sets(b, k, filter, ipfamily.IPv4, "npb-")
+			layout, _ := markbits.NewLayout(markbits.LayoutOptions{})
+			m, err := policy.New(policy.Options{Family: ipfamily.IPv4, Filter: filter, Sets: sets, Marks: layout, ChainPrefix: "npb-", WorkloadPrefixes: []string{"npv"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			apply := func(msgs ...any) {
+				for _, msg := range msgs {
+					m.OnUpdate(msg)
+				}
+				if err := m.CompleteDeferredWork(ctx); err != nil {
+					b.Fatal(err)
+				}
+				for _, d := range []dataplane.Driver{sets, filter} {
+					if _, err := d.Apply(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := sets.ApplyDeletions(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			members := make([]netfilter.Member, 0, 10000)
+			for i := range 10000 {
+				members = append(members, netfilter.IPMember(netip.AddrFrom4([4]byte{10, 100, byte(i / 256), byte(i % 256)})))
+			}
+			big := policy.PolicyUpdate{Policy: policy.Policy{ID: "pol-0000", Ingress: []policy.Rule{{Action: policy.Allow, Src: policy.Peer{Sets: []string{"big"}}}}}}
+			apply(append(benchModel(), policy.SetUpdate{ID: "big", Kind: policy.SetNets, Members: members}, big)...)
+			var policyTime, memberTime time.Duration
+			for i := 0; b.Loop(); i++ {
+				port := uint16(2000 + i%1000)
+				start := time.Now()
+				apply(policy.PolicyUpdate{Policy: policy.Policy{ID: "pol-0001", Ingress: []policy.Rule{{Action: policy.Allow,
+					Protocol: netfilter.ProtoTCP, Dst: policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(port)}}}}}})
+				policyTime += time.Since(start)
+				extra := netfilter.IPMember(netip.AddrFrom4([4]byte{10, 200, byte(i / 256), byte(i % 256)}))
+				start = time.Now()
+				apply(policy.SetDelta{ID: "big", Add: []netfilter.Member{extra}})
+				apply(policy.SetDelta{ID: "big", Remove: []netfilter.Member{extra}})
+				memberTime += time.Since(start) / 2
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(policyTime.Microseconds())/n/1000, "policy-ms")
+			b.ReportMetric(float64(memberTime.Microseconds())/n/1000, "member-ms")
+		})
+	}
+}
