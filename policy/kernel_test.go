@@ -22,6 +22,20 @@ import (
 	"github.com/nodeplane/nodeplane/policy"
 )
 
+// forEachDispatch runs fn per backend and dispatch: the tree on every
+// backend, and on nftables the verdict maps too.
+func forEachDispatch(t *testing.T, fn func(t *testing.T, b managertest.Backend, d policy.Dispatch)) {
+	managertest.ForEachBackend(t, func(t *testing.T, b managertest.Backend) {
+		ds := []policy.Dispatch{policy.DispatchTree}
+		if b.Name == "nftables" {
+			ds = append(ds, policy.DispatchVerdictMap)
+		}
+		for _, d := range ds {
+			t.Run(d.String(), func(t *testing.T) { fn(t, b, d) })
+		}
+	})
+}
+
 // node is one or more host namespaces with their pods, a policy Manager
 // per host on a backend, and the drivers each Manager declares on,
 // applied in the loop's order.
@@ -161,9 +175,9 @@ var all = [3][3]bool{{true, true, true}, {true, true, true}, {true, true, true}}
 // a removed policy fails closed, and an established connection outlives a
 // later deny.
 func TestKernelPolicyTraffic(t *testing.T) {
-	managertest.ForEachBackend(t, func(t *testing.T, b managertest.Backend) {
+	forEachDispatch(t, func(t *testing.T, b managertest.Backend, d policy.Dispatch) {
 		managertest.ForEachFamily(t, func(t *testing.T, f ipfamily.Family) {
-			n := newNode(t, b, f, policy.Options{Deny: policy.DenyReject})
+			n := newNode(t, b, f, policy.Options{Deny: policy.DenyReject, Dispatch: d})
 			p1, p2, p3 := n.pod(0), n.pod(1), n.pod(2)
 			n.send()
 			n.expect("no workload known", [3][3]bool{})

@@ -10,6 +10,7 @@ import (
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
 	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/nftables"
 )
 
 // Manager renders network policy for one IP family onto a netfilter
@@ -56,6 +57,10 @@ func New(opts Options) (*Manager, error) {
 		c.Refuse(b == 0 || b&(b-1) != 0, "mark bit %d (%#x) must be one bit", i, b)
 	}
 	c.Refuse(bits[0]&bits[1] != 0 || bits[0]&bits[2] != 0 || bits[1]&bits[2] != 0, "mark bits Accept, Pass and Scratch0 must differ")
+	c.Refuse(opts.Dispatch > DispatchVerdictMap, "unknown Dispatch %d", opts.Dispatch)
+	if _, ok := opts.Filter.(*nftables.Table); opts.Dispatch == DispatchVerdictMap && !ok && c.Err() == nil {
+		c.Refuse(true, "Dispatch verdict-map needs an *nftables.Table Filter, not %T", opts.Filter)
+	}
 	c.Refuse(opts.Deny > DenyReject, "unknown Deny %d", opts.Deny)
 	c.Refuse(opts.EndpointToHost > ToHostDeny, "unknown EndpointToHost %d", opts.EndpointToHost)
 	if opts.Failsafes == nil {
@@ -440,9 +445,16 @@ func (m *Manager) declareDispatch() error {
 		}
 		return netfilter.Rule{Action: netfilter.Return(), Comments: []string{"no host endpoint"}}
 	}
-	chains := slices.Concat(
+	wl := slices.Concat(
 		m.render.dispatch(chainFromDispatch, kindFromWl, ifaces, true, unknown),
-		m.render.dispatch(chainToDispatch, kindToWl, ifaces, false, unknown),
+		m.render.dispatch(chainToDispatch, kindToWl, ifaces, false, unknown))
+	if m.o.Dispatch == DispatchVerdictMap {
+		var err error
+		if wl, err = m.declareVerdictMaps(ifaces, unknown); err != nil {
+			return err
+		}
+	}
+	chains := slices.Concat(wl,
 		m.render.dispatch(chainToHost, kindToHost, hosts, true, hostFallback(kindToHost)),
 		m.render.dispatch(chainFromHost, kindFromHost, hosts, false, hostFallback(kindFromHost)),
 		m.render.dispatch(chainToHostFwd, kindToHostFwd, hosts, true, hostFallback(kindToHostFwd)),
@@ -465,6 +477,36 @@ func (m *Manager) declareDispatch() error {
 		return m.o.Filter.RemoveChains(gone...)
 	}
 	return nil
+}
+
+// Verdict maps of the workload dispatch (DispatchVerdictMap), after
+// ChainPrefix.
+const (
+	mapFromDispatch = "fwd-map"
+	mapToDispatch   = "twd-map"
+)
+
+// declareVerdictMaps declares the two verdict maps that send a packet by
+// its input (from a workload) or output (to one) interface to the
+// workload's chain, and returns the two dispatch chains that look them up
+// and deny an interface they lack.
+func (m *Manager) declareVerdictMaps(ifaces []string, unknown netfilter.Rule) ([]netfilter.Chain, error) {
+	p := m.o.ChainPrefix
+	from := nftables.Set{Name: p + mapFromDispatch, Key: []nftables.KeyType{nftables.TypeIface}, Verdict: true}
+	to := nftables.Set{Name: p + mapToDispatch, Key: []nftables.KeyType{nftables.TypeIface}, Verdict: true}
+	for _, iface := range ifaces {
+		from.Elements = append(from.Elements, nftables.Element{Key: []nftables.Value{nftables.Iface(iface)},
+			Verdict: netfilter.Goto(m.render.chainName(kindFromWl, iface))})
+		to.Elements = append(to.Elements, nftables.Element{Key: []nftables.Value{nftables.Iface(iface)},
+			Verdict: netfilter.Goto(m.render.chainName(kindToWl, iface))})
+	}
+	if err := m.o.Filter.(*nftables.Table).SetSets(from, to); err != nil {
+		return nil, fmt.Errorf("policy: dispatch maps: %w", err)
+	}
+	return []netfilter.Chain{
+		{Name: p + chainFromDispatch, Rules: []netfilter.Rule{{Action: netfilter.VerdictMap(from.Name, netfilter.Src)}, unknown}},
+		{Name: p + chainToDispatch, Rules: []netfilter.Rule{{Action: netfilter.VerdictMap(to.Name, netfilter.Dst)}, unknown}},
+	}, nil
 }
 
 // declareHooks declares the Manager's forward, input and output chains,

@@ -35,6 +35,18 @@ const (
 	ToHostDeny
 )
 
+// Dispatch is how packets find their workload's chains.
+type Dispatch uint8
+
+const (
+	// DispatchTree is a tree of chains by interface-name prefix, on every
+	// backend. The zero value.
+	DispatchTree Dispatch = iota
+	// DispatchVerdictMap is one lookup in a verdict map keyed by
+	// interface name per direction: Filter must be an *nftables.Table.
+	DispatchVerdictMap
+)
+
 // Options configure a Manager. Family, Filter, Marks, ChainPrefix and
 // WorkloadPrefixes are required.
 type Options struct {
@@ -62,6 +74,9 @@ type Options struct {
 	// ("npv", "cali"). A packet from or to an interface with one of them
 	// that no workload has is denied (fail closed).
 	WorkloadPrefixes []string
+	// Dispatch is how packets find their workload's chains; the zero
+	// value is a tree of chains, which works on every backend.
+	Dispatch Dispatch
 	// Deny is what a denied packet meets; the zero value drops it.
 	Deny DenyAction
 	// EndpointToHost is what happens to workload-to-host traffic that the

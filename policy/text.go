@@ -131,3 +131,28 @@ func (v *Verdict) UnmarshalText(text []byte) error {
 	}
 	return err
 }
+
+// String returns "tree" or "verdict-map".
+func (d Dispatch) String() string {
+	switch d {
+	case DispatchTree:
+		return "tree"
+	case DispatchVerdictMap:
+		return "verdict-map"
+	}
+	return fmt.Sprintf("Dispatch(%d)", uint8(d))
+}
+
+// MarshalText returns String's text (encoding.TextMarshaler).
+func (d Dispatch) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText sets d to the value whose String is text ("tree",
+// "verdict-map"; encoding.TextUnmarshaler). Any other text is an error,
+// and d is left as it was.
+func (d *Dispatch) UnmarshalText(text []byte) error {
+	parsed, err := textform.Parse(text, DispatchTree, DispatchVerdictMap)
+	if err == nil {
+		*d = parsed
+	}
+	return err
+}

@@ -26,3 +26,7 @@ func TestSetKindText(t *testing.T) {
 func TestVerdictText(t *testing.T) {
 	textformtest.Enum(t, ".", map[string]policy.Verdict{"Denied": policy.Denied, "Allowed": policy.Allowed})
 }
+
+func TestDispatchText(t *testing.T) {
+	textformtest.Enum(t, ".", map[string]policy.Dispatch{"DispatchTree": policy.DispatchTree, "DispatchVerdictMap": policy.DispatchVerdictMap})
+}

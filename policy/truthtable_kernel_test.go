@@ -152,12 +152,12 @@ func truthTable() []scenario {
 // outcome compared with the model's Explain (egress at the source, then
 // ingress at the destination), which is written apart from the renderer.
 func TestKernelPolicyTruthTable(t *testing.T) {
-	managertest.ForEachBackend(t, func(t *testing.T, b managertest.Backend) {
+	forEachDispatch(t, func(t *testing.T, b managertest.Backend, d policy.Dispatch) {
 		managertest.ForEachFamily(t, func(t *testing.T, f ipfamily.Family) {
 			// Two nodes, two pods each: pods 0 and 1 on the first, 2 and 3
 			// on the second, so that a pair is probed on one node and
 			// across nodes (egress on one Manager, ingress on the other).
-			n := newNodes(t, b, f, policy.Options{Deny: policy.DenyReject},
+			n := newNodes(t, b, f, policy.Options{Deny: policy.DenyReject, Dispatch: d},
 				kerneltest.TopologyOptions{Hosts: 2, PodsPerHost: 2, Underlay: kerneltest.UnderlayVeth, Stack: managertest.Stack(f)})
 			sctp, err := sctpAvailable(n.pod(0).NS)
 			if err != nil {
