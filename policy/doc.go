@@ -35,8 +35,10 @@
 //     hooks): packets from and to interfaces with a WorkloadPrefixes
 //     prefix go through the dispatch chains; the forward chain accepts
 //     what the endpoint chains allowed;
-//   - "fwd" and "twd", the dispatch trees by input and output interface
-//     (a chain per group of names beyond 16), ending in deny;
+//   - "fwd" and "twd", the dispatch by input and output interface, ending
+//     in deny: a tree of chains (a chain per group of names beyond 16), or
+//     on nftables with Options.Dispatch DispatchVerdictMap one lookup in
+//     the verdict maps "fwd-map" and "twd-map" keyed by interface name;
 //   - per workload "fw-<iface>" (egress) and "tw-<iface>" (ingress):
 //     established and related flows accepted first, conntrack-invalid
 //     denied (Options.AllowInvalid), ICMPv6 neighbour discovery allowed,
