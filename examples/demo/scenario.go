@@ -166,6 +166,7 @@ func (s *Scenario) Run(ctx context.Context) (err error) {
 		{"a NodePort reached from another node (BPF proxy)", s.checkNodePort},
 		{"a ClusterIP reached from a node's own namespace (BPF proxy, at connect())", s.checkHostClusterIP},
 		{"the same on native nftables (agents restarted with --netfilter nftables); no npm- chain left in iptables", s.checkNFTables},
+		{"network policy (agents restarted with --network-policy): a pod selected by a NetworkPolicy takes only the clients it allows, across nodes, on nftables and iptables", s.checkNetworkPolicy},
 		{"agent restarted during a 10 ms ping loses at most one refresh; a connection through a service survives it", s.checkRestart},
 		{"idle agents: memory and CPU", s.measureIdle},
 		{"a node removed from the file loses its routes on the others", s.checkNodeRemoved},
@@ -801,6 +802,68 @@ func (s *Scenario) checkNFTables(ctx context.Context) (string, error) {
 		where = fmt.Sprintf("status masquerade nftables on %d nodes (install nft to list the table)", len(s.nodes))
 	}
 	return fmt.Sprintf("%s; %s; no %s chain in %s", where, detail, agent.ChainPrefix, strings.Join(iptablesSaves(), ", ")), nil
+}
+
+// checkNetworkPolicy labels one pod of node 2 app=db and one of node 1
+// role=client, and adds a NetworkPolicy that lets only role=client pods
+// reach app=db pods. On each backend (nftables, then the iptables one the
+// node uses), with the agents enforcing policy: the client reaches the db
+// pod, a pod of node 3 no longer does, and reaches the client (no policy
+// selects it). Then the policy goes and the agents run as before.
+func (s *Scenario) checkNetworkPolicy(ctx context.Context) (string, error) {
+	client, db, other := s.nodes[0].pods[0], s.nodes[1].pods[0], s.nodes[2].pods[0]
+	before := s.nodes[0].flags
+	c := s.clusterFile(s.nodes)
+	for i := range c.Pods {
+		switch c.Pods[i].Name {
+		case client.name:
+			c.Pods[i].Labels = map[string]string{"role": "client"}
+		case db.name:
+			c.Pods[i].Labels = map[string]string{"app": "db"}
+		}
+	}
+	c.Namespaces = []datastore.Namespace{{Name: "demo"}}
+	c.NetworkPolicies = []datastore.NetworkPolicy{{Namespace: "demo", Name: "db-from-clients",
+		PodSelector: datastore.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+		Ingress: []datastore.NetworkPolicyRule{{Peers: []datastore.NetworkPolicyPeer{
+			{PodSelector: &datastore.LabelSelector{MatchLabels: map[string]string{"role": "client"}}}}}}}}
+	c.Normalize()
+	if err := datastore.WriteFile(s.file, c); err != nil {
+		return "", err
+	}
+	var seen []string
+	for _, flags := range [][]string{{"--netfilter", "nftables"}, nil} {
+		if err := s.restartAll(ctx, append(flags, "--network-policy")...); err != nil {
+			return "", err
+		}
+		st, err := s.status(ctx, s.nodes[1])
+		if err != nil {
+			return "", err
+		}
+		if err := eventually(ctx, 20*time.Second, func() error { return ping(ctx, client.ns, db.ip) }); err != nil {
+			return "", fmt.Errorf("%s: the allowed client %s → %s: %w", st.Masquerade, client.name, db.name, err)
+		}
+		if err := eventually(ctx, 20*time.Second, func() error {
+			if ping(ctx, other.ns, db.ip) == nil {
+				return fmt.Errorf("%s → %s still answers", other.name, db.name)
+			}
+			return nil
+		}); err != nil {
+			return "", fmt.Errorf("%s: the policy does not isolate %s: %w", st.Masquerade, db.name, err)
+		}
+		if err := eventually(ctx, 20*time.Second, func() error { return ping(ctx, other.ns, client.ip) }); err != nil {
+			return "", fmt.Errorf("%s: %s (no policy) → %s: %w", st.Masquerade, other.name, client.name, err)
+		}
+		seen = append(seen, st.Masquerade)
+	}
+	if err := datastore.WriteFile(s.file, s.clusterFile(s.nodes)); err != nil {
+		return "", err
+	}
+	if err := s.restartAll(ctx, before...); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s → %s allowed, %s → %s denied, %s → %s allowed, on %s", client.name, db.name, other.name, db.name,
+		other.name, client.name, strings.Join(seen, " and ")), nil
 }
 
 func (s *Scenario) checkRestart(ctx context.Context) (string, error) {

@@ -408,8 +408,13 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			return nil
 		}
 		if cfg.NetworkPolicy {
+			// On nftables, a verdict map finds a pod's chains in one lookup.
+			dispatch := policy.DispatchTree
+			if _, ok := filter.(*nftables.Table); ok {
+				dispatch = policy.DispatchVerdictMap
+			}
 			pm, err := policy.New(policy.Options{Family: fam, Filter: filter, Sets: policySets, Marks: layout,
-				ChainPrefix: ChainPrefix, WorkloadPrefixes: []string{cfg.PodInterfacePrefix},
+				ChainPrefix: ChainPrefix, WorkloadPrefixes: []string{cfg.PodInterfacePrefix}, Dispatch: dispatch,
 				Logger: log.With("component", "policy", "family", fam.String())})
 			if err != nil {
 				return err
