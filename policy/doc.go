@@ -24,7 +24,9 @@
 // message is refused alone, reported once by the next
 // CompleteDeferredWork. Model.Explain says, from the model alone, which
 // tier, policy and rule decide a packet at an endpoint: the answer to
-// "why was this dropped" without reading chains.
+// "why was this dropped" without reading chains. Manager.Counters reads,
+// on nftables, how many packets and bytes each rule's action was taken
+// for.
 //
 // # What it owns
 //

@@ -19,4 +19,7 @@ var (
 	ErrInvalidEndpoint = errors.New("policy: invalid endpoint")
 	// ErrInvalidSet reports a set with a bad ID, kind or member.
 	ErrInvalidSet = errors.New("policy: invalid set")
+	// ErrNotSupported reports what the Manager's Filter cannot do, such
+	// as per-rule counters on a backend without them.
+	ErrNotSupported = errors.New("policy: not supported")
 )

@@ -5,20 +5,24 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/markbits"
 	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/nftables"
 	"github.com/nodeplane/nodeplane/policy"
 )
 
@@ -335,4 +339,57 @@ func TestKernelPolicyHostEndpoint(t *testing.T) {
 			check("host endpoint removed", true, true, true)
 		})
 	})
+}
+
+// TestKernelPolicyCounters reads per-rule counters through the Manager on
+// nftables: the rule that allowed a flow counted its packets, a rule no
+// packet met counted none; on iptables Counters says it is not supported.
+func TestKernelPolicyCounters(t *testing.T) {
+	kerneltest.RequireCommands(t, "nft")
+	topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 1, PodsPerHost: 2, Stack: kerneltest.IPv4Only})
+	host := topo.Hosts[0]
+	k := managertest.Open(t, host.NS)
+	filter, err := nftables.New(nftables.Options{Name: "npc-filter", Family: ipfamily.IPv4, Role: nftables.Filter, ChainPrefix: "npc-", Kernel: k, Counters: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = filter.Close() })
+	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+	require.NoError(t, err)
+	m, err := policy.New(policy.Options{Family: ipfamily.IPv4, Filter: filter, Marks: layout, ChainPrefix: "npc-",
+		WorkloadPrefixes: []string{kerneltest.DefaultPodIfacePrefix}})
+	require.NoError(t, err)
+	p1, p2 := host.Pods[0], host.Pods[1]
+	srv, _ := p2.NS.ListenTCP(t, netip.AddrPortFrom(p2.IPv4, 0))
+	for _, msg := range []any{allowAll,
+		policy.PolicyUpdate{Policy: policy.Policy{ID: "web", Ingress: []policy.Rule{
+			{Action: policy.Allow, Protocol: netfilter.ProtoUDP},
+			{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(srv.Port())}}},
+		}}},
+		workload(p1, nil, "ns.default"),
+		workload(p2, []policy.TierPolicies{{Name: "k8s", Ingress: []string{"web"}}}, "ns.default"),
+	} {
+		m.OnUpdate(msg)
+	}
+	require.NoError(t, m.CompleteDeferredWork(context.Background()))
+	_, err = filter.Apply(context.Background())
+	require.NoError(t, err)
+	for range 3 {
+		kerneltest.Require(t, kerneltest.TCPCheck(p1.NS, srv))
+	}
+	counters, err := m.Counters(context.Background())
+	require.NoError(t, err)
+	byRule := map[string]policy.RuleCounter{}
+	for _, c := range counters {
+		byRule[fmt.Sprintf("%s/%v/%v/%d", c.Policy, c.Profile, c.Ingress, c.Rule)] = c
+	}
+	require.Contains(t, byRule, "web/false/true/1")
+	assert.Equal(t, uint64(3), byRule["web/false/true/1"].Packets, "three connections, each allowed by its first packet: %+v", counters)
+	assert.NotZero(t, byRule["web/false/true/1"].Bytes)
+	assert.Zero(t, byRule["web/false/true/0"].Packets, "no UDP was sent")
+
+	ipt, err := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "npc-", Kernel: k})
+	require.NoError(t, err)
+	m2, err := policy.New(policy.Options{Family: ipfamily.IPv4, Filter: ipt, Marks: layout, ChainPrefix: "npc-", WorkloadPrefixes: []string{"npv"}})
+	require.NoError(t, err)
+	_, err = m2.Counters(context.Background())
+	assert.ErrorIs(t, err, policy.ErrNotSupported)
 }

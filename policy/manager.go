@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/managerutil"
@@ -33,7 +34,10 @@ type Manager struct {
 	dirtyHosts     map[string]HostEndpoint // by ID: the state last rendered
 	renderedHosts  map[string]HostEndpoint
 	dispatchDirty  bool
-	dispatch       []string // names of the dispatch chains declared
+
+	mu       sync.Mutex              // guards counted, which Counters reads
+	counted  map[string]countedChain // policy and profile chains by name
+	dispatch []string                // names of the dispatch chains declared
 }
 
 // New validates opts and returns a Manager with no policy: every workload
@@ -89,6 +93,7 @@ func New(opts Options) (*Manager, error) {
 		dirtyHosts:     map[string]HostEndpoint{},
 		renderedHosts:  map[string]HostEndpoint{},
 		dispatchDirty:  true,
+		counted:        map[string]countedChain{},
 	}
 	var deny netfilter.Action = netfilter.Drop()
 	if opts.Deny == DenyReject {
@@ -333,7 +338,15 @@ func sortedKeys[V any](m map[string]V) []string {
 // declarePolicy declares (exists) or removes the two chains of a policy
 // or profile.
 func (m *Manager) declarePolicy(id string, in, out []Rule, exists, profile bool) error {
-	chains := m.render.policyChains(id, in, out, profile)
+	chains, acts := m.render.policyChains(id, in, out, profile)
+	m.mu.Lock()
+	for i, c := range chains {
+		delete(m.counted, c.Name)
+		if exists {
+			m.counted[c.Name] = countedChain{id: id, profile: profile, ingress: i == 0, acts: acts[i]}
+		}
+	}
+	m.mu.Unlock()
 	if !exists {
 		return m.o.Filter.RemoveChains(chains[0].Name, chains[1].Name)
 	}
@@ -341,6 +354,10 @@ func (m *Manager) declarePolicy(id string, in, out []Rule, exists, profile bool)
 	if err == nil {
 		return nil
 	}
+	m.mu.Lock()
+	delete(m.counted, chains[0].Name)
+	delete(m.counted, chains[1].Name)
+	m.mu.Unlock()
 	what := "policy"
 	if profile {
 		what = "profile"

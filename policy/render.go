@@ -67,25 +67,40 @@ func (r *renderer) chainName(kind, id string) string {
 }
 
 // policyChains returns the ingress and egress chains of a policy or a
-// profile (profile true).
-func (r *renderer) policyChains(id string, in, out []Rule, profile bool) []netfilter.Chain {
+// profile (profile true), and for each the index of the rule that acts
+// for each of its rules (where that rule's counter counts), -1 for a rule
+// left out.
+func (r *renderer) policyChains(id string, in, out []Rule, profile bool) ([]netfilter.Chain, [2][]int) {
 	kin, kout := kindPolicyIn, kindPolicyOut
 	if profile {
 		kin, kout = kindProfileIn, kindProfileOut
 	}
+	inRules, inIdx := r.rules(id, in)
+	outRules, outIdx := r.rules(id, out)
 	return []netfilter.Chain{
-		{Name: r.chainName(kin, id), Rules: r.rules(id, in)},
-		{Name: r.chainName(kout, id), Rules: r.rules(id, out)},
-	}
+		{Name: r.chainName(kin, id), Rules: inRules},
+		{Name: r.chainName(kout, id), Rules: outRules},
+	}, [2][]int{inIdx, outIdx}
 }
 
-// rules renders the rules of one direction of a policy or profile.
-func (r *renderer) rules(owner string, rules []Rule) []netfilter.Rule {
+// rules renders the rules of one direction of a policy or profile, and
+// returns the index of each rule's acting rule (-1 when it is left out).
+func (r *renderer) rules(owner string, rules []Rule) ([]netfilter.Rule, []int) {
 	var out []netfilter.Rule
+	acts := make([]int, len(rules))
 	for i, rule := range rules {
-		out = append(out, r.rule(owner, i, rule)...)
+		rs := r.rule(owner, i, rule)
+		acts[i] = -1
+		if len(rs) > 0 {
+			tail := 1 // the action, last; Allow and Pass return after it
+			if rule.Action == Allow || rule.Action == Pass {
+				tail = 2
+			}
+			acts[i] = len(out) + len(rs) - tail
+		}
+		out = append(out, rs...)
 	}
-	return out
+	return out, acts
 }
 
 // rule renders one rule: nothing when it cannot match in this family.
