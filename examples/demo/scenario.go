@@ -856,14 +856,23 @@ func (s *Scenario) checkNetworkPolicy(ctx context.Context) (string, error) {
 		}
 		seen = append(seen, st.Masquerade)
 	}
+	// nodeagent explain says why, from the cluster file.
+	why, err := run(ctx, s.Agent, "explain", "--datastore", "file:"+s.file, "--from", "demo/"+other.name, "--to", "demo/"+db.name, "--port", "80")
+	if err != nil {
+		return "", fmt.Errorf("nodeagent explain: %w", err)
+	}
+	if !strings.Contains(why, "denied") || !strings.Contains(why, "end of tier") {
+		return "", fmt.Errorf("nodeagent explain does not say the policy's tier denies %s → %s:\n%s", other.name, db.name, why)
+	}
+	s.printf("      nodeagent explain: %s", why)
 	if err := datastore.WriteFile(s.file, s.clusterFile(s.nodes)); err != nil {
 		return "", err
 	}
 	if err := s.restartAll(ctx, before...); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s → %s allowed, %s → %s denied, %s → %s allowed, on %s", client.name, db.name, other.name, db.name,
-		other.name, client.name, strings.Join(seen, " and ")), nil
+	return fmt.Sprintf("%s → %s allowed, %s → %s denied (explain: end of tier k8s), %s → %s allowed, on %s", client.name, db.name,
+		other.name, db.name, other.name, client.name, strings.Join(seen, " and ")), nil
 }
 
 func (s *Scenario) checkRestart(ctx context.Context) (string, error) {

@@ -7,6 +7,7 @@
 //	nodeagent status                                          # the node's dataplane as a table
 //	nodeagent plan --node NAME --datastore file:cluster.yaml  # what run would write now, writing nothing
 //	nodeagent cleanup                                         # remove everything the agent made
+//	nodeagent explain --from ns/a --to ns/b --port 80         # which NetworkPolicy rule decides a flow
 //
 // See README.md beside this file.
 package main
@@ -45,6 +46,7 @@ Usage:
   nodeagent status  [flags]   print the running agent's dataplane state as a table
   nodeagent plan    [flags]   print what "run" would write to the kernel now, writing nothing
   nodeagent cleanup [flags]   remove everything the agent put in the kernel
+  nodeagent explain [flags]   say whether the cluster file's NetworkPolicies allow a flow, and why
 
 Run "nodeagent COMMAND -h" for a command's flags.
 `
@@ -66,6 +68,8 @@ func main() {
 		err = planCmd(ctx, os.Args[2:], os.Stdout)
 	case "cleanup":
 		err = cleanupCmd(ctx, os.Args[2:])
+	case "explain":
+		err = explainCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

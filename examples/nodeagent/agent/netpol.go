@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -254,4 +255,76 @@ func requirementsOf(s datastore.LabelSelector) []selector.Requirement {
 		out = append(out, selector.Requirement{Key: e.Key, Op: op, Values: slices.Clone(e.Values)})
 	}
 	return out
+}
+
+// FlowExplanation says what the cluster's NetworkPolicies decide for one
+// flow: the source pod's egress (on its node) and the destination pod's
+// ingress (on its node), each as package policy's Explain says.
+type FlowExplanation struct {
+	// Allowed is the outcome: both directions allow the flow.
+	Allowed bool
+	// Egress is the decision at the source pod.
+	Egress policy.Explanation
+	// Ingress is the decision at the destination pod.
+	Ingress policy.Explanation
+}
+
+// String returns the outcome and both decisions, one per line.
+func (e FlowExplanation) String() string {
+	verdict := "denied"
+	if e.Allowed {
+		verdict = "allowed"
+	}
+	return fmt.Sprintf("%s\n  egress at the source:       %s\n  ingress at the destination: %s", verdict, e.Egress, e.Ingress)
+}
+
+// ExplainFlow says, from the cluster alone (the agent's own translation of
+// its NetworkPolicies, run as the source's node and as the destination's),
+// whether a flow from pod from to pod to ("namespace/name") on protocol
+// ("TCP", "UDP", "SCTP") and destination port is allowed and which policy
+// and rule decide it. The pods' first addresses of the family of the
+// source's first address are used.
+func ExplainFlow(c datastore.Cluster, from, to, protocol string, port uint16) (FlowExplanation, error) {
+	src, dst := findPod(c, from), findPod(c, to)
+	if src == nil || dst == nil {
+		return FlowExplanation{}, fmt.Errorf("explain: pods %q and %q must both be in the cluster", from, to)
+	}
+	if len(src.IPs) == 0 || len(dst.IPs) == 0 {
+		return FlowExplanation{}, fmt.Errorf("explain: %s and %s need addresses", from, to)
+	}
+	srcIP := src.IPs[0]
+	i := slices.IndexFunc(dst.IPs, func(a netip.Addr) bool { return a.Is4() == srcIP.Is4() })
+	if i < 0 {
+		return FlowExplanation{}, fmt.Errorf("explain: %s has no address of %s's family", to, from)
+	}
+	switch protocol {
+	case "TCP", "UDP", "SCTP":
+	default:
+		return FlowExplanation{}, fmt.Errorf("explain: protocol %q is not TCP, UDP or SCTP", protocol)
+	}
+	pkt := policy.Packet{Src: srcIP, Dst: dst.IPs[i], Protocol: protoOf(protocol), SrcPort: 40000, DstPort: port}
+	modelOf := func(node string) (*policy.Model, error) {
+		msgs, errs := newNetpolTranslator(node).messages(c)
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("explain: %w", errors.Join(errs...))
+		}
+		m := policy.NewModel()
+		for _, msg := range msgs {
+			if _, err := m.Update(msg); err != nil {
+				return nil, fmt.Errorf("explain: %w", err)
+			}
+		}
+		return m, nil
+	}
+	sm, err := modelOf(src.Node)
+	if err != nil {
+		return FlowExplanation{}, err
+	}
+	dm, err := modelOf(dst.Node)
+	if err != nil {
+		return FlowExplanation{}, err
+	}
+	e := FlowExplanation{Egress: sm.Explain(pkt, src.Key(), false), Ingress: dm.Explain(pkt, dst.Key(), true)}
+	e.Allowed = e.Egress.Verdict == policy.Allowed && e.Ingress.Verdict == policy.Allowed
+	return e, nil
 }

@@ -110,3 +110,46 @@ func TestAgentNetworkPolicyOnKernelFake(t *testing.T) {
 		t.Errorf("the restarted agent wrote netfilter state %d times: %+v %+v", w, k.IPTables().Calls(), k.IPSets().Calls())
 	}
 }
+
+// ExplainFlow answers from the cluster alone: the NetworkPolicy of
+// TestAgentNetworkPolicyOnKernelFake allows app=b to app=a on http only.
+func TestExplainFlow(t *testing.T) {
+	a := datastore.Pod{Namespace: "demo", Name: "a", Node: "node1", IPs: []netip.Addr{netip.MustParseAddr("10.244.1.10")},
+		Labels: map[string]string{"app": "a"}, Ports: []datastore.ContainerPort{{Name: "http", Port: 8080}}}
+	b := datastore.Pod{Namespace: "demo", Name: "b", Node: "node2", IPs: []netip.Addr{netip.MustParseAddr("10.244.2.11")},
+		Labels: map[string]string{"app": "b"}}
+	other := datastore.Pod{Namespace: "other", Name: "o", Node: "node2", IPs: []netip.Addr{netip.MustParseAddr("10.244.2.12")}}
+	c := datastore.Cluster{Pods: []datastore.Pod{a, b, other},
+		NetworkPolicies: []datastore.NetworkPolicy{{Namespace: "demo", Name: "allow-b",
+			PodSelector: datastore.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
+			Ingress: []datastore.NetworkPolicyRule{{
+				Peers: []datastore.NetworkPolicyPeer{{PodSelector: &datastore.LabelSelector{MatchLabels: map[string]string{"app": "b"}}}},
+				Ports: []datastore.NetworkPolicyPort{{Port: "http"}},
+			}}}}}
+	for _, tc := range []struct {
+		from, to, proto string
+		port            uint16
+		allowed         bool
+		ingress         string
+	}{
+		{"demo/b", "demo/a", "TCP", 8080, true, "allowed: rule (tier k8s policy demo/allow-b rule 0)"},
+		{"demo/b", "demo/a", "TCP", 9090, false, "denied: end of tier (tier k8s)"},
+		{"demo/b", "demo/a", "UDP", 8080, false, "denied: end of tier (tier k8s)"},
+		{"other/o", "demo/a", "TCP", 8080, false, "denied: end of tier (tier k8s)"},
+		{"demo/a", "other/o", "TCP", 80, true, "allowed: rule (profile ns.other rule 0)"},
+	} {
+		e, err := ExplainFlow(c, tc.from, tc.to, tc.proto, tc.port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Allowed != tc.allowed || e.Ingress.String() != tc.ingress {
+			t.Errorf("%s → %s %s/%d: %s; want allowed %v, ingress %q", tc.from, tc.to, tc.proto, tc.port, e, tc.allowed, tc.ingress)
+		}
+	}
+	if _, err := ExplainFlow(c, "demo/a", "demo/nobody", "TCP", 80); err == nil {
+		t.Error("an unknown pod is an error")
+	}
+	if _, err := ExplainFlow(c, "demo/a", "demo/b", "ICMP", 80); err == nil {
+		t.Error("an unknown protocol is an error")
+	}
+}
