@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
@@ -27,15 +28,17 @@ type netpolTranslator struct {
 	index      *selector.Index
 	namespaces map[string]map[string]string
 	pods       map[string]selector.Endpoint
-	policies   map[string]datastore.NetworkPolicy
+	policies   map[string]selector.Policy // by ID, as given to the index
 }
 
 func newNetpolTranslator(self string) *netpolTranslator {
 	x := selector.New(selector.Options{})
 	// The tier exists from the start; SetTier fails only on bad input.
+	_ = x.SetTier(AdminTier, -1, policy.Pass)
 	_ = x.SetTier(NetworkPolicyTier, 0, policy.Deny)
+	_ = x.SetTier(BaselineTier, 1, policy.Pass)
 	return &netpolTranslator{self: self, index: x, namespaces: map[string]map[string]string{},
-		pods: map[string]selector.Endpoint{}, policies: map[string]datastore.NetworkPolicy{}}
+		pods: map[string]selector.Endpoint{}, policies: map[string]selector.Policy{}}
 }
 
 // messages returns the policy messages that bring the managers to c. A
@@ -101,25 +104,36 @@ func (t *netpolTranslator) messages(c datastore.Cluster) (msgs []any, errs []err
 		}
 		t.pods[id] = e
 	}
-	// Policies.
-	seen := map[string]bool{}
+	// Policies: the NetworkPolicies and the administrators'.
+	want := map[string]selector.Policy{}
 	for _, np := range c.NetworkPolicies {
-		seen[np.Key()] = true
-		if old, ok := t.policies[np.Key()]; ok && policyEqual(old, np) {
-			continue
-		}
-		if err := t.index.SetPolicy(policyOf(np)); err != nil {
-			errs = append(errs, fmt.Errorf("network policy %s: %w", np.Key(), err))
-			t.index.RemovePolicy(np.Key())
-			delete(t.policies, np.Key())
-			continue
-		}
-		t.policies[np.Key()] = np
+		want[np.Key()] = policyOf(np)
 	}
-	for key := range t.policies {
-		if !seen[key] {
-			t.index.RemovePolicy(key)
-			delete(t.policies, key)
+	for _, ap := range c.AdminNetworkPolicies {
+		p := adminPolicyOf(ap, false)
+		want[p.ID] = p
+	}
+	if b := c.BaselineAdminNetworkPolicy; b != nil {
+		p := adminPolicyOf(*b, true)
+		want[p.ID] = p
+	}
+	for _, id := range slices.Sorted(maps.Keys(want)) {
+		p := want[id]
+		if old, ok := t.policies[id]; ok && reflect.DeepEqual(old, p) {
+			continue
+		}
+		if err := t.index.SetPolicy(p); err != nil {
+			errs = append(errs, fmt.Errorf("policy %s: %w", id, err))
+			t.index.RemovePolicy(id)
+			delete(t.policies, id)
+			continue
+		}
+		t.policies[id] = p
+	}
+	for id := range t.policies {
+		if _, ok := want[id]; !ok {
+			t.index.RemovePolicy(id)
+			delete(t.policies, id)
 		}
 	}
 	for name := range t.namespaces {
@@ -134,11 +148,6 @@ func (t *netpolTranslator) messages(c datastore.Cluster) (msgs []any, errs []err
 func endpointEqual(a, b selector.Endpoint) bool {
 	return a.ID == b.ID && a.Namespace == b.Namespace && maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Addrs, b.Addrs) &&
 		slices.Equal(a.NamedPorts, b.NamedPorts) && a.Local == b.Local && a.Iface == b.Iface
-}
-
-// policyEqual compares two policies by their translation.
-func policyEqual(a, b datastore.NetworkPolicy) bool {
-	return fmt.Sprintf("%+v", policyOf(a)) == fmt.Sprintf("%+v", policyOf(b))
 }
 
 // protoOf returns a Kubernetes protocol name as a protocol: TCP when
@@ -180,21 +189,27 @@ func policyOf(np datastore.NetworkPolicy) selector.Policy {
 // rulesOf translates one rule: the peers' side is the source for ingress
 // and the destination for egress; ports are always the destination's.
 func rulesOf(r datastore.NetworkPolicyRule, own []selector.Requirement, ingress bool) []selector.Rule {
-	peers := []selector.Peer{{}}
-	if len(r.Peers) > 0 {
-		peers = nil
-		for _, peer := range r.Peers {
-			peers = append(peers, peerOf(peer, own))
-		}
+	var peers []selector.Peer
+	for _, peer := range r.Peers {
+		peers = append(peers, peerOf(peer, own))
+	}
+	return expand(peers, r.Ports, ingress, policy.Allow)
+}
+
+// expand returns one rule of action per peer (every address when there is
+// none) and port (every port when there is none).
+func expand(peers []selector.Peer, ports []datastore.NetworkPolicyPort, ingress bool, action policy.Action) []selector.Rule {
+	if len(peers) == 0 {
+		peers = []selector.Peer{{}}
 	}
 	type portMatch struct {
 		proto netfilter.Proto
 		peer  selector.Peer
 	}
-	ports := []portMatch{{}}
-	if len(r.Ports) > 0 {
-		ports = nil
-		for _, port := range r.Ports {
+	pms := []portMatch{{}}
+	if len(ports) > 0 {
+		pms = nil
+		for _, port := range ports {
 			pm := portMatch{proto: protoOf(port.Protocol)}
 			if n, ok := port.Number(); ok {
 				last := n
@@ -205,13 +220,13 @@ func rulesOf(r datastore.NetworkPolicyRule, own []selector.Requirement, ingress 
 			} else if port.Port != "" {
 				pm.peer.NamedPorts = []selector.PortName{{Protocol: pm.proto, Name: port.Port}}
 			}
-			ports = append(ports, pm)
+			pms = append(pms, pm)
 		}
 	}
 	var out []selector.Rule
 	for _, peer := range peers {
-		for _, pm := range ports {
-			rule := selector.Rule{Action: policy.Allow, Protocol: pm.proto}
+		for _, pm := range pms {
+			rule := selector.Rule{Action: action, Protocol: pm.proto}
 			dst := pm.peer
 			if ingress {
 				rule.Src = peer
@@ -223,6 +238,53 @@ func rulesOf(r datastore.NetworkPolicyRule, own []selector.Requirement, ingress 
 		}
 	}
 	return out
+}
+
+// The tiers of the administrators' policies, around NetworkPolicyTier.
+const (
+	AdminTier    = "admin"
+	BaselineTier = "baseline"
+)
+
+// adminPolicyOf translates an AdminNetworkPolicy (baseline: the
+// BaselineAdminNetworkPolicy) into a policy of its tier.
+func adminPolicyOf(p datastore.AdminNetworkPolicy, baseline bool) selector.Policy {
+	tier, id := AdminTier, "anp/"+p.Name
+	if baseline {
+		tier, id = BaselineTier, "banp/"+p.Name
+	}
+	out := selector.Policy{ID: id, Tier: tier, Order: float64(p.Priority), AppliesTo: adminSelector(p.Subject),
+		NoIngress: len(p.Ingress) == 0, NoEgress: len(p.Egress) == 0}
+	for dir, rules := range map[bool][]datastore.AdminRule{true: p.Ingress, false: p.Egress} {
+		var sel []selector.Rule
+		for _, r := range rules {
+			var peers []selector.Peer
+			for _, peer := range r.Peers {
+				s := adminSelector(peer)
+				peers = append(peers, selector.Peer{Selector: &s})
+			}
+			action := map[string]policy.Action{"Allow": policy.Allow, "Deny": policy.Deny, "Pass": policy.Pass}[r.Action]
+			sel = append(sel, expand(peers, r.Ports, dir, action)...)
+		}
+		if dir {
+			out.Ingress = sel
+		} else {
+			out.Egress = sel
+		}
+	}
+	return out
+}
+
+// adminSelector translates an AdminPeer: nil selectors select all.
+func adminSelector(p datastore.AdminPeer) selector.Selector {
+	var s selector.Selector
+	if p.NamespaceSelector != nil {
+		s.Namespace = requirementsOf(*p.NamespaceSelector)
+	}
+	if p.PodSelector != nil {
+		s.Endpoint = requirementsOf(*p.PodSelector)
+	}
+	return s
 }
 
 // peerOf translates a peer: an address block, or pods by selectors (the

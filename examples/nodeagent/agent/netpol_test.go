@@ -153,3 +153,56 @@ func TestExplainFlow(t *testing.T) {
 		t.Error("an unknown protocol is an error")
 	}
 }
+
+// Admin policies decide before the NetworkPolicies (Allow and Deny final,
+// Pass hands over), the baseline after them, for what no NetworkPolicy
+// isolates.
+func TestExplainFlowAdminTiers(t *testing.T) {
+	a := datastore.Pod{Namespace: "demo", Name: "a", Node: "node1", IPs: []netip.Addr{netip.MustParseAddr("10.244.1.10")},
+		Labels: map[string]string{"app": "a"}}
+	b := datastore.Pod{Namespace: "demo", Name: "b", Node: "node2", IPs: []netip.Addr{netip.MustParseAddr("10.244.2.11")},
+		Labels: map[string]string{"app": "b"}}
+	o := datastore.Pod{Namespace: "other", Name: "o", Node: "node2", IPs: []netip.Addr{netip.MustParseAddr("10.244.2.12")}}
+	ns := func(name string) *datastore.LabelSelector {
+		return &datastore.LabelSelector{MatchLabels: map[string]string{datastore.NamespaceNameLabel: name}}
+	}
+	c := datastore.Cluster{Pods: []datastore.Pod{a, b, o},
+		// demo/a takes everything by its NetworkPolicy...
+		NetworkPolicies: []datastore.NetworkPolicy{{Namespace: "demo", Name: "a-open",
+			PodSelector: datastore.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
+			Ingress:     []datastore.NetworkPolicyRule{{}}}},
+		// ...but the admins deny namespace other into demo, and pass demo/b on.
+		AdminNetworkPolicies: []datastore.AdminNetworkPolicy{{Name: "guard", Priority: 10,
+			Subject: datastore.AdminPeer{NamespaceSelector: ns("demo")},
+			Ingress: []datastore.AdminRule{
+				{Name: "demo-passes", Action: "Pass", Peers: []datastore.AdminPeer{{NamespaceSelector: ns("demo")}}},
+				{Name: "others-denied", Action: "Deny", Peers: []datastore.AdminPeer{{NamespaceSelector: ns("other")}}},
+			}}},
+		// The baseline denies ingress to namespace other.
+		BaselineAdminNetworkPolicy: &datastore.AdminNetworkPolicy{Name: "default",
+			Subject: datastore.AdminPeer{NamespaceSelector: ns("other")},
+			Ingress: []datastore.AdminRule{{Action: "Deny"}}},
+	}
+	c.Normalize()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		from, to string
+		allowed  bool
+		ingress  string
+	}{
+		{"other/o", "demo/a", false, "denied: rule (tier admin policy anp/guard rule 1)"},
+		{"demo/b", "demo/a", true, "allowed: rule (tier k8s policy demo/a-open rule 0)"},
+		{"demo/a", "other/o", false, "denied: rule (tier baseline policy banp/default rule 0)"},
+		{"demo/a", "demo/b", true, "allowed: rule (profile ns.demo rule 0)"}, // passed by admin, no NetworkPolicy, no baseline for demo
+	} {
+		e, err := ExplainFlow(c, tc.from, tc.to, "TCP", 80)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Allowed != tc.allowed || e.Ingress.String() != tc.ingress {
+			t.Errorf("%s → %s: %s; want allowed %v, ingress %q", tc.from, tc.to, e, tc.allowed, tc.ingress)
+		}
+	}
+}

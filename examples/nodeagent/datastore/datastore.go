@@ -10,6 +10,7 @@
 package datastore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -70,6 +71,12 @@ type Cluster struct {
 	Namespaces []Namespace `json:"namespaces,omitempty"`
 	// NetworkPolicies are the cluster's network policies.
 	NetworkPolicies []NetworkPolicy `json:"networkPolicies,omitempty"`
+	// AdminNetworkPolicies are the administrators' policies, applied
+	// before every NetworkPolicy by Priority.
+	AdminNetworkPolicies []AdminNetworkPolicy `json:"adminNetworkPolicies,omitempty"`
+	// BaselineAdminNetworkPolicy, when set, decides for the pods and
+	// directions no NetworkPolicy isolates.
+	BaselineAdminNetworkPolicy *AdminNetworkPolicy `json:"baselineAdminNetworkPolicy,omitempty"`
 }
 
 // Node is one node of the cluster.
@@ -380,6 +387,21 @@ func (c *Cluster) Validate() error {
 		}
 		policies[p.Key()] = true
 	}
+	admins := map[string]bool{}
+	for i, p := range c.AdminNetworkPolicies {
+		if problem := p.validate(false); problem != "" {
+			bad("admin network policy %d (%q): %s", i, p.Name, problem)
+		}
+		if admins[p.Name] {
+			bad("admin network policy %q is listed twice", p.Name)
+		}
+		admins[p.Name] = true
+	}
+	if b := c.BaselineAdminNetworkPolicy; b != nil {
+		if problem := b.validate(true); problem != "" {
+			bad("baseline admin network policy %q: %s", b.Name, problem)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -399,6 +421,9 @@ func (c *Cluster) Normalize() {
 		}
 	}
 	slices.SortFunc(c.NetworkPolicies, func(a, b NetworkPolicy) int { return strings.Compare(a.Key(), b.Key()) })
+	slices.SortFunc(c.AdminNetworkPolicies, func(a, b AdminNetworkPolicy) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), strings.Compare(a.Name, b.Name))
+	})
 	slices.SortFunc(c.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(c.Pods, func(a, b Pod) int { return strings.Compare(a.Key(), b.Key()) })
 	slices.SortFunc(c.Pools, func(a, b Pool) int { return strings.Compare(a.Name, b.Name) })

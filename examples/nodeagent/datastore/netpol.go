@@ -273,3 +273,85 @@ func validPortName(s string) bool {
 	}
 	return letter
 }
+
+// AdminNetworkPolicy is a cluster-wide policy of the cluster's
+// administrators, in the spirit of sigs.k8s.io/network-policy-api's
+// AdminNetworkPolicy and BaselineAdminNetworkPolicy: its rules apply, in
+// order, to the pods its Subject selects, before every NetworkPolicy (an
+// admin policy: Allow and Deny are final, Pass leaves the decision to the
+// NetworkPolicies) or after them (the baseline: it decides only for pods
+// and directions no NetworkPolicy isolates).
+type AdminNetworkPolicy struct {
+	// Name identifies the policy.
+	Name string `json:"name"`
+	// Priority orders the admin policies, lowest first; unused for the
+	// baseline.
+	Priority int `json:"priority,omitempty"`
+	// Subject selects the pods the policy applies to.
+	Subject AdminPeer `json:"subject"`
+	// Ingress are the rules for traffic to the subject's pods, in order.
+	Ingress []AdminRule `json:"ingress,omitempty"`
+	// Egress are the rules for traffic from them, in order.
+	Egress []AdminRule `json:"egress,omitempty"`
+}
+
+// AdminRule is one rule of an AdminNetworkPolicy.
+type AdminRule struct {
+	// Name names the rule in explanations.
+	Name string `json:"name,omitempty"`
+	// Action is Allow, Deny or Pass (Pass: not in the baseline).
+	Action string `json:"action"`
+	// Peers are the other ends (any of them); empty means every pod.
+	Peers []AdminPeer `json:"peers,omitempty"`
+	// Ports are the destination ports (any of them); empty means all.
+	Ports []NetworkPolicyPort `json:"ports,omitempty"`
+}
+
+// AdminPeer selects pods: those of the namespaces NamespaceSelector
+// selects (nil: every namespace) that PodSelector selects (nil: all of
+// them).
+type AdminPeer struct {
+	// NamespaceSelector selects namespaces; nil means all.
+	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
+	// PodSelector selects pods in them; nil means all.
+	PodSelector *LabelSelector `json:"podSelector,omitempty"`
+}
+
+// validate reports what is wrong with the policy, or "".
+func (p AdminNetworkPolicy) validate(baseline bool) string {
+	if p.Name == "" {
+		return "needs a name"
+	}
+	peerProblem := func(peer AdminPeer) string {
+		for _, s := range []*LabelSelector{peer.NamespaceSelector, peer.PodSelector} {
+			if s != nil {
+				if pr := s.validate(); pr != "" {
+					return pr
+				}
+			}
+		}
+		return ""
+	}
+	if pr := peerProblem(p.Subject); pr != "" {
+		return "subject: " + pr
+	}
+	for dir, rules := range map[string][]AdminRule{"ingress": p.Ingress, "egress": p.Egress} {
+		for i, r := range rules {
+			switch {
+			case r.Action == "Allow" || r.Action == "Deny":
+			case r.Action == "Pass" && !baseline:
+			default:
+				return fmt.Sprintf("%s rule %d: action %q is not Allow, Deny or (not in the baseline) Pass", dir, i, r.Action)
+			}
+			for _, peer := range r.Peers {
+				if pr := peerProblem(peer); pr != "" {
+					return fmt.Sprintf("%s rule %d: %s", dir, i, pr)
+				}
+			}
+			if pr := (NetworkPolicyRule{Ports: r.Ports}).validate(); pr != "" {
+				return fmt.Sprintf("%s rule %d: %s", dir, i, pr)
+			}
+		}
+	}
+	return ""
+}
