@@ -88,6 +88,19 @@
 //
 // Routes, sysctls and interfaces (package endpoints), other managers'
 // chains and hook rules, foreign rules, and conntrack: a flow established
-// before a deny keeps going. Pre-DNAT and untracked host policy are in the
-// model but not rendered yet: a host endpoint with such tiers is refused.
+// before a deny keeps going. Pre-DNAT host policy is in the model but not
+// rendered yet: a host endpoint with pre-DNAT tiers is refused.
+//
+// # Untracked host policy
+//
+// With Options.Raw, host endpoints' UntrackedTiers are rendered in the raw
+// table, before connection tracking ("raw-pre" and "raw-out", jumped to
+// from PREROUTING and OUTPUT; dispatch "thud" and "fhud"; per endpoint
+// "thu-" and "fhu-<iface>"; the raw failsafe chains, which also let the
+// replies of the other direction's failsafe flows through): a packet such
+// a policy allows is left untracked and accepted, in the raw table and
+// again by the filter chains; one it denies is dropped; one it does not
+// decide goes on to conntrack and the tracked policy. Untracked flows need
+// their replies allowed too (an egress rule by source port). Only the
+// policies the untracked tiers list are copied into Raw.
 package policy

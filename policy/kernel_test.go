@@ -393,3 +393,62 @@ func TestKernelPolicyCounters(t *testing.T) {
 	_, err = m2.Counters(context.Background())
 	assert.ErrorIs(t, err, policy.ErrNotSupported)
 }
+
+// TestKernelPolicyUntracked gives a host endpoint an untracked policy in
+// the raw table that lets another host reach one server port (both ways,
+// as untracked flows need) while its tracked policy denies everything: the
+// port answers and conntrack never sees the flow; another port stays
+// denied; the failsafe port answers.
+func TestKernelPolicyUntracked(t *testing.T) {
+	managertest.ForEachBackend(t, func(t *testing.T, b managertest.Backend) {
+		managertest.ForEachFamily(t, func(t *testing.T, f ipfamily.Family) {
+			topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 2, PodsPerHost: 0, Underlay: kerneltest.UnderlayVeth, Stack: managertest.Stack(f)})
+			h1, h2 := topo.Hosts[0], topo.Hosts[1]
+			k := managertest.Open(t, h1.NS)
+			filter := b.NewTable(t, k, "filter", f, "npu-")
+			raw := b.NewTable(t, k, "raw", f, "npu-")
+			layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+			require.NoError(t, err)
+			m, err := policy.New(policy.Options{Family: f, Filter: filter, Raw: raw, Marks: layout, ChainPrefix: "npu-",
+				WorkloadPrefixes: []string{kerneltest.DefaultPodIfacePrefix}, Deny: policy.DenyReject})
+			require.NoError(t, err)
+			h1IP := managertest.Pick(f, h1.UnderlayAddrs()...)
+			open, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(h1IP, 0))
+			closed, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(h1IP, 0))
+			ssh, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(h1IP, 22))
+			port := []netfilter.PortRange{netfilter.Port(open.Port())}
+			for _, msg := range []any{
+				policy.PolicyUpdate{Policy: policy.Policy{ID: "untracked", Ingress: []policy.Rule{
+					{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: policy.Peer{Ports: port}}},
+					Egress: []policy.Rule{{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Src: policy.Peer{Ports: port}}}}},
+				policy.PolicyUpdate{Policy: policy.Policy{ID: "deny", Ingress: []policy.Rule{{Action: policy.Deny}}}},
+				policy.HostEndpointUpdate{Endpoint: policy.HostEndpoint{ID: "eth", Iface: h1.UnderlayIf,
+					Tiers:          []policy.TierPolicies{{Name: "host", Ingress: []string{"deny"}}},
+					UntrackedTiers: []policy.TierPolicies{{Name: "raw", Ingress: []string{"untracked"}, Egress: []string{"untracked"}}}}},
+			} {
+				m.OnUpdate(msg)
+			}
+			require.NoError(t, m.CompleteDeferredWork(context.Background()))
+			for _, d := range []dataplane.Driver{raw, filter} {
+				_, err := d.Apply(context.Background())
+				require.NoError(t, err)
+			}
+			reaches := func(to netip.AddrPort) bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				err := h2.NS.DialTCP(ctx, to)
+				if err != nil && !errors.Is(err, kerneltest.ErrUnreachable) {
+					t.Fatal(err)
+				}
+				return err == nil
+			}
+			dump := func() string { return b.Dump(t, h1.NS, "raw", f) + b.Dump(t, h1.NS, "filter", f) }
+			assert.True(t, reaches(open), "the untracked port:\n%s", dump())
+			assert.False(t, reaches(closed), "another port:\n%s", dump())
+			assert.True(t, reaches(ssh), "the failsafe port:\n%s", dump())
+			flows := managertest.Conntrack(t, h1.NS, f, "-p", "tcp", "--dport", fmt.Sprint(open.Port()))
+			assert.Empty(t, flows, "the untracked flow is not in conntrack")
+			assert.NotEmpty(t, managertest.Conntrack(t, h1.NS, f, "-p", "tcp", "--dport", "22"), "the failsafe flow is tracked")
+		})
+	})
+}

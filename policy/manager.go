@@ -19,13 +19,14 @@ import (
 // loop together with its Table and Sets. Its methods are called from the
 // loop's goroutine only.
 type Manager struct {
-	o        Options
-	log      *slog.Logger
-	model    *Model
-	render   renderer
-	invalid  managerutil.Rejected
-	hooked   bool
-	setNames map[string]string // set ID → name in Sets, for sets declared
+	o         Options
+	log       *slog.Logger
+	model     *Model
+	render    renderer
+	rawRender renderer // render for Raw, where a deny drops (REJECT is filter's)
+	invalid   managerutil.Rejected
+	hooked    bool
+	setNames  map[string]string // set ID → name in Sets, for sets declared
 
 	dirtyPolicies  map[string]bool
 	dirtyProfiles  map[string]bool
@@ -35,9 +36,10 @@ type Manager struct {
 	renderedHosts  map[string]HostEndpoint
 	dispatchDirty  bool
 
-	mu       sync.Mutex              // guards counted, which Counters reads
-	counted  map[string]countedChain // policy and profile chains by name
-	dispatch []string                // names of the dispatch chains declared
+	mu          sync.Mutex              // guards counted, which Counters reads
+	counted     map[string]countedChain // policy and profile chains by name
+	dispatch    []string                // names of the dispatch chains declared
+	rawDispatch []string                // the same in Raw
 }
 
 // New validates opts and returns a Manager with no policy: every workload
@@ -104,6 +106,8 @@ func New(opts Options) (*Manager, error) {
 		marks:   marks{accept: opts.Marks.Accept, pass: opts.Marks.Pass, scratch0: opts.Marks.Scratch0},
 		setName: m.kernelSetName,
 	}
+	m.rawRender = m.render
+	m.rawRender.deny = netfilter.Drop()
 	return m, nil
 }
 
@@ -347,13 +351,23 @@ func (m *Manager) declarePolicy(id string, in, out []Rule, exists, profile bool)
 		}
 	}
 	m.mu.Unlock()
+	var rawErr error
+	if m.o.Raw != nil && !profile {
+		// The untracked tiers jump to their policies in Raw.
+		if exists && m.untrackedUses(id) {
+			rawErr = m.declareRawPolicy(id, in, out)
+		} else {
+			rawErr = m.o.Raw.RemoveChains(chains[0].Name, chains[1].Name)
+		}
+	}
 	if !exists {
-		return m.o.Filter.RemoveChains(chains[0].Name, chains[1].Name)
+		return errors.Join(rawErr, m.o.Filter.RemoveChains(chains[0].Name, chains[1].Name))
 	}
 	err := m.o.Filter.SetChains(chains...)
 	if err == nil {
-		return nil
+		return rawErr
 	}
+	err = errors.Join(err, rawErr)
 	m.mu.Lock()
 	delete(m.counted, chains[0].Name)
 	delete(m.counted, chains[1].Name)
@@ -387,36 +401,6 @@ func (m *Manager) declareWorkload(id string, old Workload) error {
 	return errors.Join(errs...)
 }
 
-// declareHost declares the chains of host endpoint id, removing those of
-// the interface it had before (old) when it moved or went. A host endpoint
-// with pre-DNAT or untracked tiers is refused: they are not rendered yet.
-func (m *Manager) declareHost(id string, old HostEndpoint) error {
-	h, ok := m.model.HostEndpoint(id)
-	var errs []error
-	if old.Iface != "" && (!ok || old.Iface != h.Iface) {
-		var names []string
-		for _, c := range m.render.hostChains(m.model, old) {
-			names = append(names, c.Name)
-		}
-		errs = append(errs, m.o.Filter.RemoveChains(names...))
-		delete(m.renderedHosts, id)
-	}
-	if !ok {
-		delete(m.renderedHosts, id)
-		return errors.Join(errs...)
-	}
-	if len(h.PreDNATTiers) > 0 || len(h.UntrackedTiers) > 0 {
-		delete(m.renderedHosts, id)
-		return errors.Join(append(errs, fmt.Errorf("%w %s: pre-DNAT and untracked tiers are not rendered yet", ErrInvalidEndpoint, id))...)
-	}
-	if err := m.o.Filter.SetChains(m.render.hostChains(m.model, h)...); err != nil {
-		delete(m.renderedHosts, id)
-		return errors.Join(append(errs, fmt.Errorf("policy: host endpoint %s: %w", id, err))...)
-	}
-	m.renderedHosts[id] = h
-	return errors.Join(errs...)
-}
-
 // Root chains of the Manager, after ChainPrefix.
 const (
 	chainForward      = "forward"
@@ -430,6 +414,13 @@ const (
 	chainFromHostFwd  = "fhfwd" // forwarded out through a host endpoint
 	chainFailsafeIn   = "failsafe-in"
 	chainFailsafeOut  = "failsafe-out"
+	// In Raw.
+	chainRawPre         = "raw-pre"
+	chainRawOut         = "raw-out"
+	chainToHostRaw      = "thud" // untracked to-host dispatch
+	chainFromHostRaw    = "fhud" // untracked from-host dispatch
+	chainRawFailsafeIn  = "raw-failsafe-in"
+	chainRawFailsafeOut = "raw-failsafe-out"
 )
 
 // declareDispatch declares the dispatch trees of the workloads' and the
@@ -490,10 +481,14 @@ func (m *Manager) declareDispatch() error {
 		return fmt.Errorf("policy: dispatch: %w", err)
 	}
 	m.dispatch = names
+	var errs []error
 	if len(gone) > 0 {
-		return m.o.Filter.RemoveChains(gone...)
+		errs = append(errs, m.o.Filter.RemoveChains(gone...))
 	}
-	return nil
+	if m.o.Raw != nil {
+		errs = append(errs, m.declareRawDispatch(hosts, hostFallback))
+	}
+	return errors.Join(errs...)
 }
 
 // Verdict maps of the workload dispatch (DispatchVerdictMap), after
@@ -535,9 +530,15 @@ func (m *Manager) declareHooks() error {
 	clearMarks := netfilter.Rule{Action: netfilter.ClearMark(acceptOrPass)}
 	in := func(iface string) []netfilter.Match { return []netfilter.Match{netfilter.InInterface(iface)} }
 	out := func(iface string) []netfilter.Match { return []netfilter.Match{netfilter.OutInterface(iface)} }
-	forward := []netfilter.Rule{clearMarks}
-	input := []netfilter.Rule{clearMarks, {Matches: in("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}}}
-	output := []netfilter.Rule{clearMarks, {Matches: out("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}}}
+	var first []netfilter.Rule
+	if m.o.Raw != nil {
+		// What the untracked policy allowed in the raw table.
+		first = []netfilter.Rule{{Matches: []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateUntracked), accepted},
+			Action: netfilter.Accept(), Comments: []string{"allowed by untracked policy"}}}
+	}
+	forward := append(slices.Clone(first), clearMarks)
+	input := append(slices.Clone(first), clearMarks, netfilter.Rule{Matches: in("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}})
+	output := append(slices.Clone(first), clearMarks, netfilter.Rule{Matches: out("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}})
 	for _, wp := range m.o.WorkloadPrefixes {
 		wl := wp + "+"
 		forward = append(forward,
@@ -570,10 +571,31 @@ func (m *Manager) declareHooks() error {
 	if err := m.o.Filter.SetChains(chains...); err != nil {
 		return err
 	}
-	return netfilter.DeclareJumps(m.o.Filter, netfilter.JumpInsert, m.o.Name,
+	if err := netfilter.DeclareJumps(m.o.Filter, netfilter.JumpInsert, m.o.Name,
 		netfilter.HookJump{Hook: netfilter.HookForward, Chain: p + chainForward},
 		netfilter.HookJump{Hook: netfilter.HookInput, Chain: p + chainInput},
-		netfilter.HookJump{Hook: netfilter.HookOutput, Chain: p + chainOutput})
+		netfilter.HookJump{Hook: netfilter.HookOutput, Chain: p + chainOutput}); err != nil {
+		return err
+	}
+	if m.o.Raw == nil {
+		return nil
+	}
+	pre := []netfilter.Rule{clearMarks, {Matches: in("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}}}
+	rawOut := []netfilter.Rule{clearMarks, {Matches: out("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}}}
+	for _, wp := range m.o.WorkloadPrefixes {
+		pre = append(pre, netfilter.Rule{Matches: in(wp + "+"), Action: netfilter.Return(), Comments: []string{"workloads"}})
+		rawOut = append(rawOut, netfilter.Rule{Matches: out(wp + "+"), Action: netfilter.Return(), Comments: []string{"workloads"}})
+	}
+	pre = append(pre, netfilter.Rule{Action: netfilter.Jump(p + chainToHostRaw), Comments: []string{"host endpoints"}}, allowed)
+	rawOut = append(rawOut, netfilter.Rule{Action: netfilter.Jump(p + chainFromHostRaw), Comments: []string{"host endpoints"}}, allowed)
+	raw := append([]netfilter.Chain{{Name: p + chainRawPre, Rules: pre}, {Name: p + chainRawOut, Rules: rawOut}},
+		m.render.rawFailsafeChains(m.o.Failsafes.In, m.o.Failsafes.Out)...)
+	if err := m.o.Raw.SetChains(raw...); err != nil {
+		return err
+	}
+	return netfilter.DeclareJumps(m.o.Raw, netfilter.JumpInsert, m.o.Name,
+		netfilter.HookJump{Hook: netfilter.HookPrerouting, Chain: p + chainRawPre},
+		netfilter.HookJump{Hook: netfilter.HookOutput, Chain: p + chainRawOut})
 }
 
 var _ dataplane.Manager = (*Manager)(nil)

@@ -58,6 +58,14 @@ type Options struct {
 	// INPUT, as the rules of owner Name: managers sharing the Table keep
 	// each other's.
 	Filter netfilter.Table
+	// Raw is the family's raw table (optional): with it, host endpoints'
+	// UntrackedTiers are rendered there, before connection tracking, and
+	// a packet they allow is left untracked and accepted; without it, a
+	// host endpoint with untracked tiers is refused. It must have the
+	// Filter table's chain prefix. Rules there cannot match sets that
+	// live in the Filter's nftables table: untracked rules should name
+	// networks.
+	Raw netfilter.Table
 	// Sets holds the address and named-port sets the rules match: an
 	// *ipsets.IPSets beside an iptables Filter, an *nftables.IPSets of
 	// the Filter table beside an nftables one. Without it, a rule that

@@ -19,16 +19,18 @@ const maxPortsPerRule = 7
 
 // Chain kinds, each followed by "-" and an ID (or "_" and a hash of one).
 const (
-	kindPolicyIn    = "pi"   // a policy's ingress rules
-	kindPolicyOut   = "po"   // a policy's egress rules
-	kindProfileIn   = "pri"  // a profile's ingress rules
-	kindProfileOut  = "pro"  // a profile's egress rules
-	kindToWl        = "tw"   // a workload's ingress (packets to it)
-	kindFromWl      = "fw"   // a workload's egress (packets from it)
-	kindToHost      = "th"   // a host endpoint's ingress (packets to the host)
-	kindFromHost    = "fh"   // a host endpoint's egress (packets from the host)
-	kindToHostFwd   = "thfw" // forwarded packets in through a host endpoint
-	kindFromHostFwd = "fhfw" // forwarded packets out through a host endpoint
+	kindPolicyIn          = "pi"   // a policy's ingress rules
+	kindPolicyOut         = "po"   // a policy's egress rules
+	kindProfileIn         = "pri"  // a profile's ingress rules
+	kindProfileOut        = "pro"  // a profile's egress rules
+	kindToWl              = "tw"   // a workload's ingress (packets to it)
+	kindFromWl            = "fw"   // a workload's egress (packets from it)
+	kindToHost            = "th"   // a host endpoint's ingress (packets to the host)
+	kindFromHost          = "fh"   // a host endpoint's egress (packets from the host)
+	kindToHostFwd         = "thfw" // forwarded packets in through a host endpoint
+	kindFromHostFwd       = "fhfw" // forwarded packets out through a host endpoint
+	kindToHostUntracked   = "thu"  // untracked packets to the host (raw)
+	kindFromHostUntracked = "fhu"  // untracked packets from the host (raw)
 )
 
 // renderer turns a Model into chains for one family. It is pure: the same
@@ -367,6 +369,17 @@ func (r *renderer) hostChains(m *Model, h HostEndpoint) []netfilter.Chain {
 	}
 }
 
+// untrackedChains returns a host endpoint's chains of the raw table: its
+// untracked tiers, before connection tracking, to and from the host.
+func (r *renderer) untrackedChains(m *Model, h HostEndpoint) []netfilter.Chain {
+	in := endpointSpec{tiers: h.UntrackedTiers, untracked: true, failsafe: r.prefix + chainRawFailsafeIn}
+	out := endpointSpec{tiers: h.UntrackedTiers, untracked: true, failsafe: r.prefix + chainRawFailsafeOut}
+	return []netfilter.Chain{
+		{Name: r.chainName(kindToHostUntracked, h.Iface), Rules: r.endpointRules(m, in, true)},
+		{Name: r.chainName(kindFromHostUntracked, h.Iface), Rules: r.endpointRules(m, out, false)},
+	}
+}
+
 // endpointSpec is what one endpoint's chains are rendered from.
 type endpointSpec struct {
 	tiers     []TierPolicies
@@ -378,6 +391,10 @@ type endpointSpec struct {
 	// forward renders forwarded traffic: no profiles, and a packet no
 	// tier denied is allowed.
 	forward bool
+	// untracked renders the raw table's chains, before conntrack: no
+	// conntrack rules, no end-of-tier deny and no profiles; an allowed
+	// packet is left untracked.
+	untracked bool
 }
 
 // endpointRules renders one direction of an endpoint: the tiers in order,
@@ -391,12 +408,15 @@ func (r *renderer) endpointRules(m *Model, ep endpointSpec, ingress bool) []netf
 	if ep.adminDown {
 		return []netfilter.Rule{deny("endpoint is admin down")}
 	}
-	out := []netfilter.Rule{{
-		Matches:  []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateEstablished, netfilter.CTStateRelated)},
-		Action:   netfilter.Accept(),
-		Comments: []string{"established and related flows"},
-	}}
-	if r.invalid {
+	var out []netfilter.Rule
+	if !ep.untracked {
+		out = append(out, netfilter.Rule{
+			Matches:  []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateEstablished, netfilter.CTStateRelated)},
+			Action:   netfilter.Accept(),
+			Comments: []string{"established and related flows"},
+		})
+	}
+	if r.invalid && !ep.untracked {
 		out = append(out, netfilter.Rule{
 			Matches: []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateInvalid)},
 			Action:  r.deny, Comments: []string{"conntrack invalid"},
@@ -432,14 +452,19 @@ func (r *renderer) endpointRules(m *Model, ep endpointSpec, ingress bool) []netf
 					Comments: []string{"policy " + id + " is missing: fail closed"}})
 				continue
 			}
-			out = append(out,
-				netfilter.Rule{Matches: undecided, Action: netfilter.Jump(r.chainName(kind, id)), Comments: tc},
-				netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Return(), Comments: tc})
+			out = append(out, netfilter.Rule{Matches: undecided, Action: netfilter.Jump(r.chainName(kind, id)), Comments: tc})
+			if ep.untracked {
+				out = append(out, netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.NoTrack(), Comments: tc})
+			}
+			out = append(out, netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Return(), Comments: tc})
 		}
-		if tier.EndOfTier != Pass {
+		if tier.EndOfTier != Pass && !ep.untracked {
 			out = append(out, netfilter.Rule{Matches: []netfilter.Match{netfilter.Mark(0, r.marks.pass)}, Action: r.deny,
 				Comments: []string{"end of tier " + tier.Name}})
 		}
+	}
+	if ep.untracked {
+		return out // undecided: on to conntrack and the tracked policy
 	}
 	if ep.forward {
 		return append(out, netfilter.Rule{Action: netfilter.SetMaskedMark(r.marks.accept, r.marks.accept),
@@ -465,21 +490,34 @@ func (r *renderer) endpointRules(m *Model, ep endpointSpec, ingress bool) []netf
 // failsafeChains returns the chains that accept the failsafe ports: in,
 // to the host (by destination port), and out, from it.
 func (r *renderer) failsafeChains(in, out []ProtoPort) []netfilter.Chain {
-	rules := func(ports []ProtoPort) []netfilter.Rule {
-		var rs []netfilter.Rule
-		for _, p := range ports {
-			rs = append(rs, netfilter.Rule{
-				Matches:  []netfilter.Match{netfilter.Protocol(p.Protocol), netfilter.DestPorts(netfilter.Port(p.Port))},
-				Action:   netfilter.Accept(),
-				Comments: []string{"failsafe " + p.String()},
-			})
-		}
-		return rs
-	}
+	rules := failsafeRules
 	return []netfilter.Chain{
-		{Name: r.prefix + chainFailsafeIn, Rules: rules(in)},
-		{Name: r.prefix + chainFailsafeOut, Rules: rules(out)},
+		{Name: r.prefix + chainFailsafeIn, Rules: rules(in, netfilter.Dst)},
+		{Name: r.prefix + chainFailsafeOut, Rules: rules(out, netfilter.Dst)},
 	}
+}
+
+// rawFailsafeChains returns the raw table's failsafe chains: before
+// conntrack a reply is not yet known as one, so each also accepts the
+// replies of the other direction's failsafe flows (by source port).
+func (r *renderer) rawFailsafeChains(in, out []ProtoPort) []netfilter.Chain {
+	return []netfilter.Chain{
+		{Name: r.prefix + chainRawFailsafeIn, Rules: slices.Concat(failsafeRules(in, netfilter.Dst), failsafeRules(out, netfilter.Src))},
+		{Name: r.prefix + chainRawFailsafeOut, Rules: slices.Concat(failsafeRules(out, netfilter.Dst), failsafeRules(in, netfilter.Src))},
+	}
+}
+
+// failsafeRules accepts each port on the packet's dir side.
+func failsafeRules(ports []ProtoPort, dir netfilter.Direction) []netfilter.Rule {
+	var rs []netfilter.Rule
+	for _, p := range ports {
+		rs = append(rs, netfilter.Rule{
+			Matches:  []netfilter.Match{netfilter.Protocol(p.Protocol), netfilter.MatchPorts{Dir: dir, Ranges: []netfilter.PortRange{netfilter.Port(p.Port)}}},
+			Action:   netfilter.Accept(),
+			Comments: []string{"failsafe " + p.String()},
+		})
+	}
+	return rs
 }
 
 // dispatch returns the chains that send packets by interface to their
