@@ -136,11 +136,18 @@ func (n *node) addr(p *kerneltest.Pod) netip.Addr { return managertest.Pick(n.f,
 // server succeeds; a harness failure fails the test.
 func (n *node) reaches(from, to *kerneltest.Pod) bool {
 	n.t.Helper()
+	return tcpReaches(n.t, from.NS, netip.AddrPortFrom(n.addr(to), n.ports[to]))
+}
+
+// tcpReaches reports whether a TCP exchange from ns with an echo server
+// at to succeeds within 2 s; a harness failure fails the test.
+func tcpReaches(t *testing.T, ns *kerneltest.NS, to netip.AddrPort) bool {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	err := from.NS.DialTCP(ctx, netip.AddrPortFrom(n.addr(to), n.ports[to]))
+	err := ns.DialTCP(ctx, to)
 	if err != nil && !errors.Is(err, kerneltest.ErrUnreachable) {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return err == nil
 }
@@ -297,15 +304,7 @@ func TestKernelPolicyHostEndpoint(t *testing.T) {
 			ssh, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(h1IP, 22))
 			pod := h1.Pods[0]
 			podServer, _ := pod.NS.ListenTCP(t, netip.AddrPortFrom(managertest.Pick(f, pod.Addrs()...), 0))
-			reaches := func(to netip.AddrPort) bool {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
-				err := h2.NS.DialTCP(ctx, to)
-				if err != nil && !errors.Is(err, kerneltest.ErrUnreachable) {
-					t.Fatal(err)
-				}
-				return err == nil
-			}
+			reaches := func(to netip.AddrPort) bool { return tcpReaches(t, h2.NS, to) }
 			check := func(what string, wantServer, wantSSH, wantPod bool) {
 				t.Helper()
 				for _, c := range []struct {
@@ -433,15 +432,7 @@ func TestKernelPolicyUntracked(t *testing.T) {
 				_, err := d.Apply(context.Background())
 				require.NoError(t, err)
 			}
-			reaches := func(to netip.AddrPort) bool {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
-				err := h2.NS.DialTCP(ctx, to)
-				if err != nil && !errors.Is(err, kerneltest.ErrUnreachable) {
-					t.Fatal(err)
-				}
-				return err == nil
-			}
+			reaches := func(to netip.AddrPort) bool { return tcpReaches(t, h2.NS, to) }
 			dump := func() string { return b.Dump(t, h1.NS, "raw", f) + b.Dump(t, h1.NS, "filter", f) }
 			assert.True(t, reaches(open), "the untracked port:\n%s", dump())
 			assert.False(t, reaches(closed), "another port:\n%s", dump())
