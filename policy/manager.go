@@ -46,6 +46,9 @@ type Manager struct {
 // interface is denied until its WorkloadUpdate. It does no I/O.
 func New(opts Options) (*Manager, error) {
 	c := managerutil.Check{Sentinel: ErrInvalidOptions}
+	if managerutil.IsNil(opts.Raw) {
+		opts.Raw = nil // a nil pointer in the interface is no Raw
+	}
 	c.Family(opts.Family)
 	c.Required("Filter", opts.Filter)
 	if !managerutil.IsNil(opts.Sets) {
