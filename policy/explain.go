@@ -221,7 +221,11 @@ func (m *Model) peerMatches(p Peer, addr netip.Addr, proto netfilter.Proto, port
 // setHolds reports whether an address set holds addr: a member network
 // contains it.
 func (m *Model) setHolds(id string, addr netip.Addr) bool {
-	for _, mem := range m.SetMembers(id) {
+	s, ok := m.sets[id]
+	if !ok {
+		return false
+	}
+	for mem := range s.members {
 		if mem.Prefix().Contains(addr) {
 			return true
 		}

@@ -172,25 +172,13 @@ func (m *Manager) snapshot(msg any) snapshot {
 func (m *Manager) noteChange(msg any, before snapshot) {
 	switch u := msg.(type) {
 	case PolicyUpdate:
-		m.dirtyPolicies[u.Policy.ID] = true
-		if !before.existed {
-			m.dirtyUsersOfPolicy(u.Policy.ID)
-		}
+		changed(m.dirtyPolicies, m.dirtyUsersOfPolicy, u.Policy.ID, true, before.existed)
 	case PolicyRemove:
-		if before.existed {
-			m.dirtyPolicies[u.ID] = true
-			m.dirtyUsersOfPolicy(u.ID)
-		}
+		changed(m.dirtyPolicies, m.dirtyUsersOfPolicy, u.ID, false, before.existed)
 	case ProfileUpdate:
-		m.dirtyProfiles[u.Profile.ID] = true
-		if !before.existed {
-			m.dirtyUsersOfProfile(u.Profile.ID)
-		}
+		changed(m.dirtyProfiles, m.dirtyUsersOfProfile, u.Profile.ID, true, before.existed)
 	case ProfileRemove:
-		if before.existed {
-			m.dirtyProfiles[u.ID] = true
-			m.dirtyUsersOfProfile(u.ID)
-		}
+		changed(m.dirtyProfiles, m.dirtyUsersOfProfile, u.ID, false, before.existed)
 	case SetUpdate:
 		m.declareSet(u.ID, u.Kind, u.Members)
 		if !before.existed {
@@ -211,6 +199,18 @@ func (m *Manager) noteChange(msg any, before snapshot) {
 		m.dirtyHost(u.Endpoint.ID)
 	case HostEndpointRemove:
 		m.dirtyHost(u.ID)
+	}
+}
+
+// changed marks policy or profile id dirty when it is or was there, and
+// the endpoints that list it when it came or went (their chains jump to
+// it or deny in its place).
+func changed(dirty map[string]bool, users func(string), id string, exists, existed bool) {
+	if exists || existed {
+		dirty[id] = true
+	}
+	if exists != existed {
+		users(id)
 	}
 }
 
