@@ -236,6 +236,19 @@ func (st *ruleRender) match(m netfilter.Match) error {
 		return st.addrType(c)
 	case netfilter.MatchICMP:
 		return st.icmp(c)
+	case netfilter.MatchLimit:
+		st.module("limit", false, "--limit")
+		w := &st.mods
+		n := w.begin()
+		w.b = strconv.AppendUint(w.b, uint64(c.Rate), 10)
+		w.b = append(w.b, '/')
+		w.b = append(w.b, c.Per.String()...)
+		w.end(n)
+		w.lit("--limit-burst")
+		n = w.begin()
+		w.b = strconv.AppendUint(w.b, uint64(c.EffectiveBurst()), 10)
+		w.end(n)
+		return nil
 	}
 	return errs.Also(fmt.Errorf("iptables: criterion %T is not supported", m), netfilter.ErrUnsupported)
 }

@@ -223,6 +223,10 @@ func rmGoldenCases() []rmCase {
 		{name: "not icmp type", table: "filter", chain: "INPUT",
 			rule: netfilter.Rule{Matches: m(netfilter.MatchICMP{Family: ipfamily.IPv4, Type: 0, Negate: true}), Action: netfilter.Drop()},
 			want: rmArgs("-p icmp -m icmp ! --icmp-type 0 -j DROP")},
+		{name: "limit", table: "filter", chain: "INPUT",
+			rule:        netfilter.Rule{Matches: m(netfilter.Protocol(netfilter.ProtoTCP), netfilter.Limit(netfilter.MaxLimitRatePerSecond, netfilter.PerSecond, 0)), Action: netfilter.Log("np-limited:")},
+			want:        rmArgs("-p tcp -m limit --limit 10000/second --limit-burst 5 -j LOG --log-prefix np-limited:"),
+			saveDiffers: "iptables-save writes the period as sec"},
 		{name: "icmp any type", table: "filter", chain: "INPUT",
 			rule: netfilter.Rule{Matches: m(netfilter.ICMPType(255)), Action: netfilter.Accept()},
 			want: rmArgs("-p icmp -m icmp --icmp-type any -j ACCEPT")},
@@ -334,6 +338,9 @@ func rmGoldenCases() []rmCase {
 		{name: "icmpv6 type code", table: "filter", chain: "INPUT",
 			rule: netfilter.Rule{Matches: m(netfilter.Protocol(netfilter.ProtoICMPv6), netfilter.ICMPv6TypeCode(1, 3)), Action: netfilter.Accept()},
 			want: rmArgs("-p ipv6-icmp -m icmp6 --icmpv6-type 1/3 -j ACCEPT")},
+		{name: "limit per hour", table: "filter", chain: "INPUT",
+			rule: netfilter.Rule{Matches: m(netfilter.Limit(1, netfilter.PerHour, netfilter.MaxLimitBurst)), Action: netfilter.Accept()},
+			want: rmArgs("-m limit --limit 1/hour --limit-burst 10000 -j ACCEPT")},
 		{name: "not icmpv6 type 255", table: "filter", chain: "INPUT",
 			rule: netfilter.Rule{Matches: m(netfilter.MatchICMP{Family: ipfamily.IPv6, Type: 255, Negate: true}), Action: netfilter.Accept()},
 			want: rmArgs("-p ipv6-icmp -m icmp6 ! --icmpv6-type 255 -j ACCEPT")},
@@ -511,7 +518,7 @@ func TestRuleGoldenCasesCoverEveryType(t *testing.T) {
 		note(tc.rule.Action, tc.v)
 	}
 	types := modelTypes(t)
-	require.Len(t, types, 23, "the criteria and actions of package netfilter")
+	require.Len(t, types, 24, "the criteria and actions of package netfilter")
 	for _, name := range types {
 		if unsupported[name] != nil {
 			_, err := RuleArgs(netfilter.Rule{Action: unsupported[name]}, ipfamily.IPv4)

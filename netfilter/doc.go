@@ -7,7 +7,7 @@
 // A Rule is a conjunction of criteria (Matches) and an Action. Both are
 // closed sets of plain values: the Match* types (MatchNet for addresses,
 // MatchProto, MatchPorts, MatchIface, MatchMark, MatchSet for IP sets,
-// MatchConntrack, MatchAddrType, MatchICMP) and the Action* types
+// MatchConntrack, MatchAddrType, MatchICMP, MatchLimit) and the Action* types
 // (ActionAccept, ActionDrop, ActionReturn, ActionReject, ActionJump,
 // ActionGoto, ActionSetMark, ActionMasquerade, ActionSNAT, ActionDNAT,
 // ActionLog, ActionNoTrack, ActionNFLOG, and ActionVerdictMap, which only

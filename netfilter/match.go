@@ -10,7 +10,7 @@ import (
 
 // Match is one match criterion of a Rule. The set is closed: the package's
 // Match* types (MatchNet, MatchProto, MatchPorts, MatchIface, MatchMark,
-// MatchSet, MatchConntrack, MatchAddrType, MatchICMP) are its only
+// MatchSet, MatchConntrack, MatchAddrType, MatchICMP, MatchLimit) are its only
 // implementations, built by constructors such as SourceNet and Protocol
 // or as literals, so that every backend can render each of them. A backend
 // type-switches over them and reports ErrUnsupported for one it cannot
@@ -436,6 +436,9 @@ func Not(m Match) Match {
 		c.Negate = !c.Negate
 		return c
 	case MatchICMP:
+		c.Negate = !c.Negate
+		return c
+	case MatchLimit:
 		c.Negate = !c.Negate
 		return c
 	}

@@ -80,6 +80,7 @@ func TestMatchConstructors(t *testing.T) {
 		{netfilter.ICMPTypeCode(3, 1), netfilter.MatchICMP{Family: ipfamily.IPv4, Type: 3, Code: 1, HasCode: true}},
 		{netfilter.ICMPv6Type(128), netfilter.MatchICMP{Family: ipfamily.IPv6, Type: 128}},
 		{netfilter.ICMPv6TypeCode(1, 4), netfilter.MatchICMP{Family: ipfamily.IPv6, Type: 1, Code: 4, HasCode: true}},
+		{netfilter.Limit(5, netfilter.PerMinute, 9), netfilter.MatchLimit{Rate: 5, Per: netfilter.PerMinute, Burst: 9}},
 	}
 	for _, tc := range tests {
 		assert.Equal(t, tc.want, tc.got)
@@ -92,6 +93,7 @@ func TestNot(t *testing.T) {
 		netfilter.SourceNet(p), netfilter.Protocol(netfilter.ProtoTCP), netfilter.DestPorts(netfilter.Port(1)),
 		netfilter.InInterface("a"), netfilter.Mark(1, 1), netfilter.SourceIPSet("s"),
 		netfilter.ConntrackState(netfilter.CTStateNew), netfilter.DestAddrType(netfilter.AddrTypeLocal), netfilter.ICMPType(8),
+		netfilter.Limit(1, netfilter.PerSecond, 0),
 	} {
 		n := netfilter.Not(m)
 		assert.NotEqual(t, m, n, "%T", m)

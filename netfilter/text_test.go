@@ -19,6 +19,7 @@ func TestEnumText(t *testing.T) {
 		"HashNetNet": netfilter.HashNetNet, "BitmapPort": netfilter.BitmapPort,
 	})
 	textformtest.Enum(t, ".", map[string]netfilter.Direction{"Src": netfilter.Src, "Dst": netfilter.Dst})
+	textformtest.Enum(t, ".", map[string]netfilter.LimitUnit{"PerSecond": netfilter.PerSecond, "PerMinute": netfilter.PerMinute, "PerHour": netfilter.PerHour})
 	textformtest.Enum(t, ".", map[string]netfilter.Proto{
 		"ProtoICMP": netfilter.ProtoICMP, "ProtoTCP": netfilter.ProtoTCP, "ProtoUDP": netfilter.ProtoUDP,
 		"ProtoGRE": netfilter.ProtoGRE, "ProtoESP": netfilter.ProtoESP, "ProtoAH": netfilter.ProtoAH,

@@ -44,6 +44,11 @@ func (r Rule) Validate(f ipfamily.Family) error {
 				return errRulef("more than one protocol criterion (criterion %d)", i)
 			}
 			v.protoCriterion, v.proto, v.protoNeg = true, c.Proto, c.Negate
+		case MatchLimit:
+			if v.limit {
+				return errRulef("more than one limit criterion (criterion %d)", i)
+			}
+			v.limit = true
 		case MatchNet, MatchPorts, MatchIface, MatchMark, MatchSet, MatchConntrack, MatchAddrType, MatchICMP:
 		default:
 			return errRulef("criterion %d is a %T, not one of the Match values of package netfilter", i, m)
@@ -71,7 +76,7 @@ type validator struct {
 	protoNeg       bool
 	protoCriterion bool
 	// The criteria a rule holds at most one of, per direction or side.
-	src, dst, in, out, srcPorts, dstPorts bool
+	src, dst, in, out, srcPorts, dstPorts, limit bool
 }
 
 // match checks one criterion against the rule.
@@ -121,6 +126,8 @@ func (v *validator) match(m Match) error {
 		return nil
 	case MatchICMP:
 		return v.icmp(c)
+	case MatchLimit:
+		return c.validate()
 	}
 	return errRulef("criterion %T is not one of the Match values of package netfilter", m)
 }

@@ -3,6 +3,8 @@
 package nftables
 
 import (
+	"time"
+
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -187,6 +189,9 @@ func (rd *renderer) match(m netfilter.Match, proto *netfilter.MatchProto) error 
 		return rd.addrType(c)
 	case netfilter.MatchICMP:
 		return rd.icmp(c, proto)
+	case netfilter.MatchLimit:
+		rd.add(&expr.Limit{Type: expr.LimitTypePkts, Rate: uint64(c.Rate), Unit: expr.LimitTime(c.Per.Duration() / time.Second), Burst: c.EffectiveBurst()})
+		return nil
 	}
 	return errUnsupportedf("criterion %T is not supported", m)
 }

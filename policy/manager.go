@@ -84,6 +84,14 @@ func New(opts Options) (*Manager, error) {
 		}
 		c.Refuse(p.Port == 0, "failsafe %v: port 0", p)
 	}
+	if opts.LogLimit == nil {
+		d := DefaultLogLimit()
+		opts.LogLimit = &d
+	}
+	if opts.LogLimit.Rate != 0 {
+		err := netfilter.Rule{Matches: []netfilter.Match{*opts.LogLimit}, Action: netfilter.Accept()}.Validate(opts.Family)
+		c.Refuse(err != nil, "LogLimit: %v", err)
+	}
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -108,6 +116,9 @@ func New(opts Options) (*Manager, error) {
 		family: opts.Family, prefix: opts.ChainPrefix, deny: deny, invalid: !opts.AllowInvalid,
 		marks:   marks{accept: opts.Marks.Accept, pass: opts.Marks.Pass, scratch0: opts.Marks.Scratch0},
 		setName: m.kernelSetName,
+	}
+	if opts.LogLimit.Rate != 0 {
+		m.render.logLimit = *opts.LogLimit
 	}
 	m.rawRender = m.render
 	m.rawRender.deny = netfilter.Drop()

@@ -29,12 +29,20 @@ type fakeNode struct {
 }
 
 func newFakeNode(t *testing.T, f ipfamily.Family) *fakeNode {
+	return newFakeNodeWith(t, f, func(*policy.Options) {})
+}
+
+// newFakeNodeWith is newFakeNode with the Manager's options changed by
+// change.
+func newFakeNodeWith(t *testing.T, f ipfamily.Family, change func(*policy.Options)) *fakeNode {
 	ns := kernelfake.New(kernelfake.Options{})
 	filter, err := iptables.New(iptables.Options{Table: "filter", Family: f, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns})
 	require.NoError(t, err)
 	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
 	require.NoError(t, err)
-	m, err := policy.New(policy.Options{Family: f, Filter: filter, Marks: layout, ChainPrefix: "np-", WorkloadPrefixes: []string{"npv"}})
+	opts := policy.Options{Family: f, Filter: filter, Marks: layout, ChainPrefix: "np-", WorkloadPrefixes: []string{"npv"}}
+	change(&opts)
+	m, err := policy.New(opts)
 	require.NoError(t, err)
 	return &fakeNode{t: t, ns: ns, f: f, filter: filter, m: m}
 }
@@ -89,6 +97,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"same bits":           func(o *policy.Options) { o.Marks.Pass = o.Marks.Accept },
 		"unknown deny":        func(o *policy.Options) { o.Deny = 9 },
 		"unknown to-host":     func(o *policy.Options) { o.EndpointToHost = 9 },
+		"log limit no period": func(o *policy.Options) { o.LogLimit = &netfilter.MatchLimit{Rate: 1} },
+		"log limit too fast":  func(o *policy.Options) { o.LogLimit = &netfilter.MatchLimit{Rate: 20000, Per: netfilter.PerSecond} },
 	} {
 		o := good
 		change(&o)
@@ -176,5 +186,34 @@ func TestFamiliesRenderApart(t *testing.T) {
 		assert.Contains(t, text, `"p rule both"`)
 		assert.Equal(t, 2, strings.Count(text, `"p rule ports" -j MARK --set-xmark 0x40000/0x40000`),
 			"%v: eight ranges in two rules, at most seven each:\n%s", f, text)
+	}
+}
+
+// A Log rule logs at most Options.LogLimit packets: the limit comes last,
+// after the rule's own criteria, so only the packets it picks spend
+// tokens; a Rate of 0 lifts it.
+func TestLogRulesAreLimited(t *testing.T) {
+	logged := policy.PolicyUpdate{Policy: policy.Policy{ID: "audit", Ingress: []policy.Rule{
+		{Action: policy.Log, Protocol: netfilter.ProtoTCP, Dst: policy.Peer{Ports: []netfilter.PortRange{netfilter.Port(22)}}},
+		{Action: policy.Allow},
+	}}}
+	for name, tc := range map[string]struct {
+		limit *netfilter.MatchLimit
+		want  string
+	}{
+		"default": {nil, "-p tcp -m tcp --dport 22 -m limit --limit 10/second --limit-burst 20 -m comment "},
+		"chosen":  {&netfilter.MatchLimit{Rate: 3, Per: netfilter.PerMinute}, "-p tcp -m tcp --dport 22 -m limit --limit 3/minute --limit-burst 5 -m comment "},
+		"none":    {&netfilter.MatchLimit{}, "-p tcp -m tcp --dport 22 -m comment "},
+	} {
+		n := newFakeNodeWith(t, ipfamily.IPv4, func(o *policy.Options) { o.LogLimit = tc.limit })
+		require.NoError(t, n.send(logged, policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "w", Iface: "npv1",
+			Tiers: []policy.TierPolicies{{Name: "t", Ingress: []string{"audit"}}}}}), name)
+		n.apply()
+		rules := n.chain("np-pi-audit")
+		require.NotEmpty(t, rules, name)
+		assert.True(t, strings.HasPrefix(rules[0], tc.want), "%s: %q", name, rules[0])
+		assert.Contains(t, rules[0], "-j LOG --log-prefix \"audit 0 \"", name)
+		assert.Contains(t, strings.Join(rules[1:], "\n"), "MARK", "%s: the allow after it is not limited", name)
+		assert.NotContains(t, strings.Join(rules[1:], "\n"), "limit", name)
 	}
 }

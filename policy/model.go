@@ -22,6 +22,8 @@ const (
 	// tier, or to the endpoint's profiles after the last one.
 	Pass
 	// Log logs the packet and goes on with the next rule (non-terminal).
+	// Each Log rule logs at most Options.LogLimit packets; the prefix
+	// names the policy and rule.
 	Log
 )
 

@@ -93,6 +93,10 @@ type Options struct {
 	// Failsafes are the ports no host endpoint's policy can close; nil
 	// means DefaultFailsafes, an empty Failsafes none.
 	Failsafes *Failsafes
+	// LogLimit bounds how many packets a Log rule logs: each Log rule
+	// logs at most this many and lets the others go on unlogged. nil means
+	// DefaultLogLimit; a MatchLimit with Rate 0 means no limit.
+	LogLimit *netfilter.MatchLimit
 	// AllowInvalid keeps packets conntrack calls invalid; by default an
 	// endpoint's chains deny them.
 	AllowInvalid bool
@@ -141,6 +145,12 @@ func DefaultFailsafes() Failsafes {
 		Out: slices.Concat([]ProtoPort{{Protocol: netfilter.ProtoUDP, Port: 53}, {Protocol: netfilter.ProtoUDP, Port: 67}},
 			tcp(179, 2379, 2380, 5473, 6443, 6666, 6667)),
 	}
+}
+
+// DefaultLogLimit returns the log limit Options.LogLimit nil means: 10
+// packets per second per Log rule, in bursts of up to 20.
+func DefaultLogLimit() netfilter.MatchLimit {
+	return netfilter.MatchLimit{Rate: 10, Per: netfilter.PerSecond, Burst: 20}
 }
 
 // maxChainPrefix bounds ChainPrefix so that every chain name fits.

@@ -45,6 +45,8 @@ type renderer struct {
 	// can be matched (it is known, of this family's manager).
 	setName func(id string) (string, bool)
 	invalid bool // drop conntrack-invalid packets
+	// logLimit bounds each Log rule; Rate 0 is no limit.
+	logLimit netfilter.MatchLimit
 }
 
 // marks are the bits the chains speak with.
@@ -194,6 +196,10 @@ func ruleName(index int, rule Rule) string {
 
 // act returns the rules that give packets matching m the rule's action.
 func (r *renderer) act(m []netfilter.Match, act netfilter.Action, a Action, comment []string) []netfilter.Rule {
+	if a == Log && r.logLimit.Rate != 0 {
+		// Last, so that only the packets the rule picks take tokens.
+		m = append(slices.Clip(m), r.logLimit)
+	}
 	out := []netfilter.Rule{{Matches: m, Action: act, Comments: comment}}
 	switch a {
 	case Allow:

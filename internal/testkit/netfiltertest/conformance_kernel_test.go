@@ -131,6 +131,9 @@ type tcase struct {
 	count count
 	// nftOnly: iptables refuses the case (ErrUnsupported).
 	nftOnly bool
+	// spend is the number of probes run, unjudged, before the judged one
+	// (to use up a limit's tokens).
+	spend int
 }
 
 // count is a case's expectation of its first rule's counter.
@@ -189,6 +192,9 @@ func cases() []tcase {
 		{name: "protocol tcp", decls: filterAt(fwd, rejectIf(tcp)), want: is(refused), count: matched},
 		{name: "protocol udp does not match tcp", decls: filterAt(fwd, rejectIf(netfilter.Protocol(netfilter.ProtoUDP))), want: is(accepted), count: notMatched},
 		{name: "negated protocol", decls: filterAt(fwd, rejectIf(netfilter.Not(tcp))), want: is(accepted), count: notMatched},
+		{name: "limit with tokens left", decls: filterAt(fwd, rejectIf(netfilter.Protocol(netfilter.ProtoUDP), netfilter.Limit(1, netfilter.PerHour, 2))), probe: udpForward, spend: 1, want: is(refused), count: matched},
+		{name: "limit spent", decls: filterAt(fwd, rejectIf(netfilter.Protocol(netfilter.ProtoUDP), netfilter.Limit(1, netfilter.PerHour, 2))), probe: udpForward, spend: 2, want: is(accepted), count: notMatched},
+		{name: "limit default burst spent", decls: filterAt(fwd, rejectIf(netfilter.Protocol(netfilter.ProtoUDP), netfilter.Limit(10, netfilter.PerMinute, 0))), probe: udpForward, spend: netfilter.DefaultLimitBurst, want: is(accepted), count: notMatched},
 		{name: "protocol udp with udp", decls: filterAt(fwd, rejectIf(netfilter.Protocol(netfilter.ProtoUDP))), probe: udpForward, want: is(refused), count: matched},
 		{name: "dport", decls: filterAt(fwd, rejectIf(tcp, dport(port))), want: is(refused), count: matched},
 		{name: "dport other", decls: filterAt(fwd, rejectIf(tcp, dport(port))), probe: tcpOther, want: is(accepted), count: notMatched},
@@ -637,6 +643,9 @@ func runCase(t *testing.T, b backend, e *env, c tcase) outcome {
 		require.NoError(t, err, name)
 	}
 	want := c.want(e)
+	for range c.spend {
+		assert.Equal(t, refused, doProbe(t, e, c.probe, false), "%s: a probe spending a token", name)
+	}
 	// The counters are read before and after the probe, and only the
 	// probe's packets (the difference) are judged. On a busy machine a
 	// stray packet (a late retransmission of an earlier connection) now and
