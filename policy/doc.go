@@ -54,9 +54,13 @@
 //     "failsafe-out": Options.Failsafes, Felix's ports by default), which
 //     no policy can close; like a workload, a host endpoint with no
 //     policy and no profile for a direction denies it. Forwarded traffic
-//     meets only the endpoint's ForwardTiers, and is allowed when no tier
-//     denied it. Loopback and workload traffic never meet host endpoints,
-//     and the host always reaches its own workloads;
+//     meets, in turn, the ForwardTiers ingress of the host endpoint it
+//     came in through ("hep-fw-in"), the policy of the workloads it leaves
+//     or reaches, and the ForwardTiers egress of the host endpoint it
+//     leaves through ("hep-fw-out"); a host endpoint's forwarded stage
+//     allows what no tier denied. Traffic to and from the host through a
+//     workload interface or loopback never meets host endpoints, and the
+//     host always reaches its own workloads;
 //   - per policy "pi-<id>" and "po-<id>", per profile "pri-<id>" and
 //     "pro-<id>" (an ID that does not fit a chain name is hashed), shared by
 //     every endpoint that uses them: Allow sets the accept mark and
@@ -88,8 +92,7 @@
 //
 // Routes, sysctls and interfaces (package endpoints), other managers'
 // chains and hook rules, foreign rules, and conntrack: a flow established
-// before a deny keeps going. Pre-DNAT host policy is in the model but not
-// rendered yet: a host endpoint with pre-DNAT tiers is refused.
+// before a deny keeps going.
 //
 // # Untracked host policy
 //
@@ -103,4 +106,20 @@
 // decide goes on to conntrack and the tracked policy. Untracked flows need
 // their replies allowed too (an egress rule by source port). Only the
 // policies the untracked tiers list are copied into Raw.
+//
+// # Pre-DNAT host policy
+//
+// With Options.Mangle, host endpoints' PreDNATTiers (ingress policies
+// only) are rendered in the mangle table's PREROUTING, before destination
+// NAT, so that they judge the address and port a client asked for — a
+// node port, an external IP — not the backend it is sent to ("mangle-pre",
+// which accepts established flows first and skips loopback and workload
+// interfaces; dispatch "thpd"; per endpoint "thp-<iface>", after the
+// failsafe chain "mangle-failsafe-in"). A packet such a policy allows is
+// accepted past the endpoint's forwarded ingress (its ForwardTiers
+// ingress); the workloads' policy and the forwarded egress still apply,
+// and a packet to the host still meets the endpoint's Tiers. One it
+// denies is dropped; one it does not decide goes on (pre-DNAT tiers have
+// no end-of-tier deny). Only the policies the pre-DNAT tiers list are
+// copied into Mangle.
 package policy

@@ -55,11 +55,10 @@ func Example() {
 	// Output:
 	// FORWARD -j np-forward
 	// np-forward -j MARK --set-xmark 0x0/0x30000
+	// np-forward -m comment --comment "forwarded in through host endpoints" -j np-hep-fw-in
 	// np-forward -i npv+ -m comment --comment "from workloads" -j np-fwd
 	// np-forward -o npv+ -m comment --comment "to workloads" -j np-twd
-	// np-forward -m mark --mark 0x10000/0x10000 -m comment --comment "allowed by policy" -j ACCEPT
-	// np-forward -m comment --comment "forwarded in through host endpoints" -j np-thfwd
-	// np-forward -m comment --comment "forwarded out through host endpoints" -j np-fhfwd
+	// np-forward -m comment --comment "forwarded out through host endpoints" -j np-hep-fw-out
 	// np-forward -m mark --mark 0x10000/0x10000 -m comment --comment "allowed by policy" -j ACCEPT
 	// np-twd -o npv1 -g np-tw-npv1
 	// np-twd -m comment --comment "unknown workload interface" -j DROP

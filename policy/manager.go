@@ -19,14 +19,14 @@ import (
 // loop together with its Table and Sets. Its methods are called from the
 // loop's goroutine only.
 type Manager struct {
-	o         Options
-	log       *slog.Logger
-	model     *Model
-	render    renderer
-	rawRender renderer // render for Raw, where a deny drops (REJECT is filter's)
-	invalid   managerutil.Rejected
-	hooked    bool
-	setNames  map[string]string // set ID → name in Sets, for sets declared
+	o        Options
+	log      *slog.Logger
+	model    *Model
+	render   renderer
+	early    []*early // Raw and Mangle, when given
+	invalid  managerutil.Rejected
+	hooked   bool
+	setNames map[string]string // set ID → name in Sets, for sets declared
 
 	dirtyPolicies  map[string]bool
 	dirtyProfiles  map[string]bool
@@ -36,10 +36,9 @@ type Manager struct {
 	renderedHosts  map[string]HostEndpoint
 	dispatchDirty  bool
 
-	mu          sync.Mutex              // guards counted, which Counters reads
-	counted     map[string]countedChain // policy and profile chains by name
-	dispatch    []string                // names of the dispatch chains declared
-	rawDispatch []string                // the same in Raw
+	mu       sync.Mutex              // guards counted, which Counters reads
+	counted  map[string]countedChain // policy and profile chains by name
+	dispatch []string                // names of the dispatch chains declared
 }
 
 // New validates opts and returns a Manager with no policy: every workload
@@ -48,6 +47,9 @@ func New(opts Options) (*Manager, error) {
 	c := managerutil.Check{Sentinel: ErrInvalidOptions}
 	if managerutil.IsNil(opts.Raw) {
 		opts.Raw = nil // a nil pointer in the interface is no Raw
+	}
+	if managerutil.IsNil(opts.Mangle) {
+		opts.Mangle = nil
 	}
 	c.Family(opts.Family)
 	c.Required("Filter", opts.Filter)
@@ -120,8 +122,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.LogLimit.Rate != 0 {
 		m.render.logLimit = *opts.LogLimit
 	}
-	m.rawRender = m.render
-	m.rawRender.deny = netfilter.Drop()
+	m.early = newEarly(opts, m.render)
 	return m, nil
 }
 
@@ -366,12 +367,10 @@ func (m *Manager) declarePolicy(id string, in, out []Rule, exists, profile bool)
 	}
 	m.mu.Unlock()
 	var rawErr error
-	if m.o.Raw != nil && !profile {
-		// The untracked tiers jump to their policies in Raw.
-		if exists && m.untrackedUses(id) {
-			rawErr = m.declareRawPolicy(id, in, out)
-		} else {
-			rawErr = m.o.Raw.RemoveChains(chains[0].Name, chains[1].Name)
+	if !profile {
+		// The untracked and pre-DNAT tiers jump to their copies there.
+		for _, e := range m.early {
+			rawErr = errors.Join(rawErr, e.declarePolicy(m.model, id, in, out, exists))
 		}
 	}
 	if !exists {
@@ -428,6 +427,8 @@ const (
 	chainFromHostFwd  = "fhfwd" // forwarded out through a host endpoint
 	chainFailsafeIn   = "failsafe-in"
 	chainFailsafeOut  = "failsafe-out"
+	chainHostFwdIn    = "hep-fw-in"  // forwarded in through a host interface
+	chainHostFwdOut   = "hep-fw-out" // forwarded out through a host interface
 	// In Raw.
 	chainRawPre         = "raw-pre"
 	chainRawOut         = "raw-out"
@@ -435,6 +436,10 @@ const (
 	chainFromHostRaw    = "fhud" // untracked from-host dispatch
 	chainRawFailsafeIn  = "raw-failsafe-in"
 	chainRawFailsafeOut = "raw-failsafe-out"
+	// In Mangle.
+	chainManglePre        = "mangle-pre"
+	chainToHostPreDNAT    = "thpd" // pre-DNAT to-host dispatch
+	chainMangleFailsafeIn = "mangle-failsafe-in"
 )
 
 // declareDispatch declares the dispatch trees of the workloads' and the
@@ -499,8 +504,8 @@ func (m *Manager) declareDispatch() error {
 	if len(gone) > 0 {
 		errs = append(errs, m.o.Filter.RemoveChains(gone...))
 	}
-	if m.o.Raw != nil {
-		errs = append(errs, m.declareRawDispatch(hosts, hostFallback))
+	for _, e := range m.early {
+		errs = append(errs, e.declareDispatch(hosts, hostFallback))
 	}
 	return errors.Join(errs...)
 }
@@ -536,7 +541,8 @@ func (m *Manager) declareVerdictMaps(ifaces []string, unknown netfilter.Rule) ([
 }
 
 // declareHooks declares the Manager's forward, input and output chains,
-// the failsafe chains, and the jumps to them.
+// the failsafe chains, and the jumps to them; then those of the early
+// tables.
 func (m *Manager) declareHooks() error {
 	p := m.o.ChainPrefix
 	acceptOrPass := m.o.Marks.Accept | m.o.Marks.Pass
@@ -546,16 +552,14 @@ func (m *Manager) declareHooks() error {
 	out := func(iface string) []netfilter.Match { return []netfilter.Match{netfilter.OutInterface(iface)} }
 	var first []netfilter.Rule
 	if m.o.Raw != nil {
-		// What the untracked policy allowed in the raw table.
-		first = []netfilter.Rule{{Matches: []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateUntracked), accepted},
-			Action: netfilter.Accept(), Comments: []string{"allowed by untracked policy"}}}
+		first = []netfilter.Rule{m.allowedUntracked()}
 	}
-	forward := append(slices.Clone(first), clearMarks)
 	input := append(slices.Clone(first), clearMarks, netfilter.Rule{Matches: in("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}})
 	output := append(slices.Clone(first), clearMarks, netfilter.Rule{Matches: out("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}})
+	var workloads []netfilter.Rule
 	for _, wp := range m.o.WorkloadPrefixes {
 		wl := wp + "+"
-		forward = append(forward,
+		workloads = append(workloads,
 			netfilter.Rule{Matches: in(wl), Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads"}},
 			netfilter.Rule{Matches: out(wl), Action: netfilter.Jump(p + chainToDispatch), Comments: []string{"to workloads"}})
 		input = append(input,
@@ -571,17 +575,39 @@ func (m *Manager) declareHooks() error {
 		output = append(output, netfilter.Rule{Matches: out(wl), Action: netfilter.Return(), Comments: []string{"the host may reach its workloads"}})
 	}
 	allowed := netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Accept(), Comments: []string{"allowed by policy"}}
-	forward = append(forward, allowed,
-		netfilter.Rule{Action: netfilter.Jump(p + chainToHostFwd), Comments: []string{"forwarded in through host endpoints"}},
-		netfilter.Rule{Action: netfilter.Jump(p + chainFromHostFwd), Comments: []string{"forwarded out through host endpoints"}},
-		allowed)
+	// Forwarded packets meet, in turn, the forwarded ingress of the host
+	// endpoint they came in through, the policy of the workloads they
+	// leave or reach, and the forwarded egress of the host endpoint they
+	// leave through; each stage denies or leaves the accept mark set.
+	fwdIn := netfilter.Rule{Action: netfilter.Jump(p + chainHostFwdIn), Comments: []string{"forwarded in through host endpoints"}}
+	forward := slices.Clone(first)
+	if m.o.Mangle != nil {
+		// A pre-DNAT policy's allow stands for the forwarded ingress.
+		fwdIn.Matches = []netfilter.Match{netfilter.Mark(0, m.o.Marks.Accept)}
+		fwdIn.Comments = append(fwdIn.Comments, "unless pre-DNAT policy allowed them")
+		forward = append(forward, netfilter.Rule{Action: netfilter.ClearMark(m.o.Marks.Pass)})
+	} else {
+		forward = append(forward, clearMarks)
+	}
+	forward = slices.Concat(forward, []netfilter.Rule{fwdIn}, workloads, []netfilter.Rule{
+		{Action: netfilter.Jump(p + chainHostFwdOut), Comments: []string{"forwarded out through host endpoints"}}, allowed})
+	hostFwdIn := []netfilter.Rule{}
+	hostFwdOut := []netfilter.Rule{}
+	for _, wp := range m.o.WorkloadPrefixes {
+		hostFwdIn = append(hostFwdIn, netfilter.Rule{Matches: in(wp + "+"), Action: netfilter.Return(), Comments: []string{"from a workload"}})
+		hostFwdOut = append(hostFwdOut, netfilter.Rule{Matches: out(wp + "+"), Action: netfilter.Return(), Comments: []string{"to a workload"}})
+	}
+	chains := []netfilter.Chain{
+		{Name: p + chainHostFwdIn, Rules: append(hostFwdIn, netfilter.Rule{Action: netfilter.Goto(p + chainToHostFwd)})},
+		{Name: p + chainHostFwdOut, Rules: append(hostFwdOut, netfilter.Rule{Action: netfilter.Goto(p + chainFromHostFwd)})},
+	}
 	input = append(input, netfilter.Rule{Action: netfilter.Jump(p + chainToHost), Comments: []string{"host endpoints"}}, allowed)
 	output = append(output, netfilter.Rule{Action: netfilter.Jump(p + chainFromHost), Comments: []string{"host endpoints"}}, allowed)
-	chains := append([]netfilter.Chain{
+	chains = slices.Concat([]netfilter.Chain{
 		{Name: p + chainForward, Rules: forward},
 		{Name: p + chainInput, Rules: input},
 		{Name: p + chainOutput, Rules: output},
-	}, m.render.failsafeChains(m.o.Failsafes.In, m.o.Failsafes.Out)...)
+	}, chains, m.render.failsafeChains(m.o.Failsafes.In, m.o.Failsafes.Out))
 	if err := m.o.Filter.SetChains(chains...); err != nil {
 		return err
 	}
@@ -591,25 +617,7 @@ func (m *Manager) declareHooks() error {
 		netfilter.HookJump{Hook: netfilter.HookOutput, Chain: p + chainOutput}); err != nil {
 		return err
 	}
-	if m.o.Raw == nil {
-		return nil
-	}
-	pre := []netfilter.Rule{clearMarks, {Matches: in("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}}}
-	rawOut := []netfilter.Rule{clearMarks, {Matches: out("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}}}
-	for _, wp := range m.o.WorkloadPrefixes {
-		pre = append(pre, netfilter.Rule{Matches: in(wp + "+"), Action: netfilter.Return(), Comments: []string{"workloads"}})
-		rawOut = append(rawOut, netfilter.Rule{Matches: out(wp + "+"), Action: netfilter.Return(), Comments: []string{"workloads"}})
-	}
-	pre = append(pre, netfilter.Rule{Action: netfilter.Jump(p + chainToHostRaw), Comments: []string{"host endpoints"}}, allowed)
-	rawOut = append(rawOut, netfilter.Rule{Action: netfilter.Jump(p + chainFromHostRaw), Comments: []string{"host endpoints"}}, allowed)
-	raw := append([]netfilter.Chain{{Name: p + chainRawPre, Rules: pre}, {Name: p + chainRawOut, Rules: rawOut}},
-		m.render.rawFailsafeChains(m.o.Failsafes.In, m.o.Failsafes.Out)...)
-	if err := m.o.Raw.SetChains(raw...); err != nil {
-		return err
-	}
-	return netfilter.DeclareJumps(m.o.Raw, netfilter.JumpInsert, m.o.Name,
-		netfilter.HookJump{Hook: netfilter.HookPrerouting, Chain: p + chainRawPre},
-		netfilter.HookJump{Hook: netfilter.HookOutput, Chain: p + chainRawOut})
+	return m.declareEarlyHooks()
 }
 
 var _ dataplane.Manager = (*Manager)(nil)

@@ -246,7 +246,8 @@ type HostEndpoint struct {
 	// (apply-on-forward policies).
 	ForwardTiers []TierPolicies
 	// PreDNATTiers apply to traffic arriving on Iface before destination
-	// NAT (ingress rules only; needs Options.Mangle).
+	// NAT (ingress policies only; needs Options.Mangle). A packet they
+	// do not allow or deny goes on; their tiers have no end-of-tier deny.
 	PreDNATTiers []TierPolicies
 	// UntrackedTiers apply to traffic to and from the host through Iface
 	// before connection tracking; an allowed packet is left untracked
@@ -440,6 +441,11 @@ func (h HostEndpoint) Validate() error {
 	for _, tiers := range [][]TierPolicies{h.Tiers, h.ForwardTiers, h.PreDNATTiers, h.UntrackedTiers} {
 		if err := validTiers(tiers); err != nil {
 			return fmt.Errorf("%w %s: %w", ErrInvalidEndpoint, h.ID, err)
+		}
+	}
+	for _, t := range h.PreDNATTiers {
+		if len(t.Egress) > 0 {
+			return fmt.Errorf("%w %s: pre-DNAT tier %s lists egress policies: pre-DNAT policy applies to packets in only", ErrInvalidEndpoint, h.ID, t.Name)
 		}
 	}
 	for _, id := range h.Profiles {

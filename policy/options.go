@@ -66,6 +66,16 @@ type Options struct {
 	// live in the Filter's nftables table: untracked rules should name
 	// networks.
 	Raw netfilter.Table
+	// Mangle is the family's mangle table (optional): with it, host
+	// endpoints' PreDNATTiers are rendered in its PREROUTING hook, before
+	// destination NAT, so that they see the destination a client asked
+	// for (a node port, say) rather than the backend it is sent to; a
+	// packet they allow is accepted past the host endpoint's forwarded
+	// ingress policy, one they deny is dropped, one they do not decide goes
+	// on. Without it, a host endpoint with pre-DNAT tiers is refused. As
+	// with Raw: the same chain prefix, and rules should name networks, not
+	// nftables sets.
+	Mangle netfilter.Table
 	// Sets holds the address and named-port sets the rules match: an
 	// *ipsets.IPSets beside an iptables Filter, an *nftables.IPSets of
 	// the Filter table beside an nftables one. Without it, a rule that

@@ -31,6 +31,7 @@ const (
 	kindFromHostFwd       = "fhfw" // forwarded packets out through a host endpoint
 	kindToHostUntracked   = "thu"  // untracked packets to the host (raw)
 	kindFromHostUntracked = "fhu"  // untracked packets from the host (raw)
+	kindToHostPreDNAT     = "thp"  // packets in, before destination NAT (mangle)
 )
 
 // renderer turns a Model into chains for one family. It is pure: the same
@@ -378,12 +379,19 @@ func (r *renderer) hostChains(m *Model, h HostEndpoint) []netfilter.Chain {
 // untrackedChains returns a host endpoint's chains of the raw table: its
 // untracked tiers, before connection tracking, to and from the host.
 func (r *renderer) untrackedChains(m *Model, h HostEndpoint) []netfilter.Chain {
-	in := endpointSpec{tiers: h.UntrackedTiers, untracked: true, failsafe: r.prefix + chainRawFailsafeIn}
-	out := endpointSpec{tiers: h.UntrackedTiers, untracked: true, failsafe: r.prefix + chainRawFailsafeOut}
+	in := endpointSpec{tiers: h.UntrackedTiers, early: true, notrack: true, failsafe: r.prefix + chainRawFailsafeIn}
+	out := endpointSpec{tiers: h.UntrackedTiers, early: true, notrack: true, failsafe: r.prefix + chainRawFailsafeOut}
 	return []netfilter.Chain{
 		{Name: r.chainName(kindToHostUntracked, h.Iface), Rules: r.endpointRules(m, in, true)},
 		{Name: r.chainName(kindFromHostUntracked, h.Iface), Rules: r.endpointRules(m, out, false)},
 	}
+}
+
+// preDNATChains returns a host endpoint's chain of the mangle table: its
+// pre-DNAT tiers' ingress, before destination NAT.
+func (r *renderer) preDNATChains(m *Model, h HostEndpoint) []netfilter.Chain {
+	in := endpointSpec{tiers: h.PreDNATTiers, early: true, failsafe: r.prefix + chainMangleFailsafeIn}
+	return []netfilter.Chain{{Name: r.chainName(kindToHostPreDNAT, h.Iface), Rules: r.endpointRules(m, in, true)}}
 }
 
 // endpointSpec is what one endpoint's chains are rendered from.
@@ -397,10 +405,12 @@ type endpointSpec struct {
 	// forward renders forwarded traffic: no profiles, and a packet no
 	// tier denied is allowed.
 	forward bool
-	// untracked renders the raw table's chains, before conntrack: no
-	// conntrack rules, no end-of-tier deny and no profiles; an allowed
-	// packet is left untracked.
-	untracked bool
+	// early renders the chains of a table before filter (raw, mangle):
+	// no conntrack rules, no end-of-tier deny and no profiles, so that a
+	// packet no policy decided goes on to the filter table.
+	early bool
+	// notrack leaves an allowed packet untracked (raw).
+	notrack bool
 }
 
 // endpointRules renders one direction of an endpoint: the tiers in order,
@@ -415,14 +425,14 @@ func (r *renderer) endpointRules(m *Model, ep endpointSpec, ingress bool) []netf
 		return []netfilter.Rule{deny("endpoint is admin down")}
 	}
 	var out []netfilter.Rule
-	if !ep.untracked {
+	if !ep.early {
 		out = append(out, netfilter.Rule{
 			Matches:  []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateEstablished, netfilter.CTStateRelated)},
 			Action:   netfilter.Accept(),
 			Comments: []string{"established and related flows"},
 		})
 	}
-	if r.invalid && !ep.untracked {
+	if r.invalid && !ep.early {
 		out = append(out, netfilter.Rule{
 			Matches: []netfilter.Match{netfilter.ConntrackState(netfilter.CTStateInvalid)},
 			Action:  r.deny, Comments: []string{"conntrack invalid"},
@@ -459,18 +469,18 @@ func (r *renderer) endpointRules(m *Model, ep endpointSpec, ingress bool) []netf
 				continue
 			}
 			out = append(out, netfilter.Rule{Matches: undecided, Action: netfilter.Jump(r.chainName(kind, id)), Comments: tc})
-			if ep.untracked {
+			if ep.notrack {
 				out = append(out, netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.NoTrack(), Comments: tc})
 			}
 			out = append(out, netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Return(), Comments: tc})
 		}
-		if tier.EndOfTier != Pass && !ep.untracked {
+		if tier.EndOfTier != Pass && !ep.early {
 			out = append(out, netfilter.Rule{Matches: []netfilter.Match{netfilter.Mark(0, r.marks.pass)}, Action: r.deny,
 				Comments: []string{"end of tier " + tier.Name}})
 		}
 	}
-	if ep.untracked {
-		return out // undecided: on to conntrack and the tracked policy
+	if ep.early {
+		return out // undecided: on to the filter table's policy
 	}
 	if ep.forward {
 		return append(out, netfilter.Rule{Action: netfilter.SetMaskedMark(r.marks.accept, r.marks.accept),
