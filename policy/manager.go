@@ -259,7 +259,7 @@ func (m *Manager) dirtyUsersOfPolicy(id string) {
 		}
 	}
 	for _, h := range m.model.HostEndpoints() {
-		if lists(h.Tiers, h.ForwardTiers) {
+		if lists(h.Tiers, h.ForwardTiers, h.PreDNATTiers, h.UntrackedTiers) {
 			m.dirtyHost(h.ID)
 		}
 	}

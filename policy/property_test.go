@@ -26,20 +26,27 @@ type propNode struct {
 	ns     *kernelfake.Namespace
 	m      *policy.Manager
 	filter *iptables.Table
+	raw    *iptables.Table
+	mangle *iptables.Table
 	sets   *ipsets.IPSets
 }
 
 func newPropNode(t *testing.T) *propNode {
 	ns := kernelfake.New(kernelfake.Options{})
-	filter, err := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns})
-	require.NoError(t, err)
+	table := func(name string) *iptables.Table {
+		tbl, err := iptables.New(iptables.Options{Table: name, Family: ipfamily.IPv4, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns})
+		require.NoError(t, err)
+		return tbl
+	}
+	filter, raw, mangle := table("filter"), table("raw"), table("mangle")
 	sets, err := ipsets.New(ipsets.Options{Family: ipfamily.IPv4, Prefix: "np4-", Kernel: ns})
 	require.NoError(t, err)
 	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
 	require.NoError(t, err)
-	m, err := policy.New(policy.Options{Family: ipfamily.IPv4, Filter: filter, Sets: sets, Marks: layout, ChainPrefix: "np-", WorkloadPrefixes: []string{"npv"}})
+	m, err := policy.New(policy.Options{Family: ipfamily.IPv4, Filter: filter, Raw: raw, Mangle: mangle, Sets: sets, Marks: layout,
+		ChainPrefix: "np-", WorkloadPrefixes: []string{"npv"}})
 	require.NoError(t, err)
-	return &propNode{ns: ns, m: m, filter: filter, sets: sets}
+	return &propNode{ns: ns, m: m, filter: filter, raw: raw, mangle: mangle, sets: sets}
 }
 
 // send feeds msgs and applies; an error of the Manager (a refused
@@ -53,20 +60,30 @@ func (n *propNode) send(t *testing.T, msgs ...any) error {
 	refused := n.m.CompleteDeferredWork(ctx)
 	_, err := n.sets.Apply(ctx)
 	require.NoError(t, err)
-	_, err = n.filter.Apply(ctx)
-	require.NoError(t, err)
-	_, err = n.sets.ApplyDeletions(ctx)
-	require.NoError(t, err)
-	return refused
+	for _, tbl := range []*iptables.Table{n.raw, n.mangle, n.filter} {
+		_, err = tbl.Apply(ctx)
+		require.NoError(t, err)
+	}
+	for {
+		// One set is destroyed per call, as the loop paces them.
+		res, err := n.sets.ApplyDeletions(ctx)
+		require.NoError(t, err)
+		if res.RetryAfter == 0 {
+			return refused
+		}
+	}
 }
 
-// dump is the filter table and the sets as the kernel holds them.
+// dump is the filter, raw and mangle tables and the sets as the kernel
+// holds them.
 func (n *propNode) dump() string {
 	var b strings.Builder
-	for _, c := range n.ns.IPTables().Chains(iptablesfake.BackendNFT, ipfamily.IPv4, "filter") {
-		fmt.Fprintf(&b, "%s\n", c)
-		for _, r := range n.ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "filter", c) {
-			fmt.Fprintf(&b, "  %s\n", r)
+	for _, table := range []string{"filter", "raw", "mangle"} {
+		for _, c := range n.ns.IPTables().Chains(iptablesfake.BackendNFT, ipfamily.IPv4, table) {
+			fmt.Fprintf(&b, "%s %s\n", table, c)
+			for _, r := range n.ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, table, c) {
+				fmt.Fprintf(&b, "  %s\n", r)
+			}
 		}
 	}
 	for _, s := range slices.Sorted(slices.Values(n.ns.IPSets().Names())) {
@@ -76,9 +93,11 @@ func (n *propNode) dump() string {
 	return b.String()
 }
 
-// TestIncrementalEqualsFromScratch drives a Manager with random updates,
-// removals and set deltas, applying after every batch, and checks after
-// each that the kernel holds exactly what a fresh Manager given only the
+// TestIncrementalEqualsFromScratch drives a Manager (with Raw and Mangle)
+// with random updates and removals of policies, profiles, sets,
+// workloads and host endpoints (all four kinds of tiers, the wildcard, a
+// move) and set deltas, applying after every batch, and checks after each
+// that the kernel holds exactly what a fresh Manager given only the
 // resulting state writes: the dirty tracking forgets nothing and leaves
 // nothing behind.
 func TestIncrementalEqualsFromScratch(t *testing.T) {
@@ -113,7 +132,7 @@ func TestIncrementalEqualsFromScratch(t *testing.T) {
 		for round := range 12 {
 			var msgs []any
 			for range 1 + rng.IntN(5) {
-				switch rng.IntN(9) {
+				switch rng.IntN(11) {
 				case 0, 1:
 					msgs = append(msgs, policy.PolicyUpdate{Policy: policy.Policy{ID: fmt.Sprintf("p%d", rng.IntN(4)),
 						Ingress: []policy.Rule{rule(), rule()}, Egress: []policy.Rule{rule()}}})
@@ -137,6 +156,27 @@ func TestIncrementalEqualsFromScratch(t *testing.T) {
 						Profiles: ids("pr", 1), AdminDown: rng.IntN(8) == 0}})
 				case 8:
 					msgs = append(msgs, policy.WorkloadRemove{ID: fmt.Sprintf("w%d", rng.IntN(5))})
+				case 9:
+					h := rng.IntN(3)
+					iface := []string{"eth0", "eth1", policy.WildcardIface}[h]
+					if h == 0 && rng.IntN(2) == 0 {
+						iface = "eth2" // the endpoint moves
+					}
+					tiers := func(egress bool) []policy.TierPolicies {
+						if rng.IntN(3) == 0 {
+							return nil
+						}
+						t := policy.TierPolicies{Name: "h", Ingress: ids("p", 2)}
+						if egress {
+							t.Egress = ids("p", 1)
+						}
+						return []policy.TierPolicies{t}
+					}
+					msgs = append(msgs, policy.HostEndpointUpdate{Endpoint: policy.HostEndpoint{ID: fmt.Sprintf("h%d", h), Iface: iface,
+						Tiers: tiers(true), ForwardTiers: tiers(true), PreDNATTiers: tiers(false), UntrackedTiers: tiers(true),
+						Profiles: ids("pr", 1)}})
+				case 10:
+					msgs = append(msgs, policy.HostEndpointRemove{ID: fmt.Sprintf("h%d", rng.IntN(3))})
 				}
 			}
 			if err := inc.send(t, msgs...); err != nil {
@@ -162,6 +202,9 @@ func TestIncrementalEqualsFromScratch(t *testing.T) {
 			}
 			for _, w := range model.Workloads() {
 				all = append(all, policy.WorkloadUpdate{Endpoint: w})
+			}
+			for _, h := range model.HostEndpoints() {
+				all = append(all, policy.HostEndpointUpdate{Endpoint: h})
 			}
 			require.NoError(t, fresh.send(t, all...))
 			if got, want := inc.dump(), fresh.dump(); got != want {
