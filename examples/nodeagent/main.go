@@ -31,6 +31,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	policyclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/agent"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
@@ -180,6 +181,11 @@ func runCmd(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		// The admin network policies, read when the server serves them.
+		policies, err := policyclient.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
 		var ps []datastore.Pool
 		for i, s := range strings.FieldsFunc(*pools, func(r rune) bool { return r == ',' }) {
 			p, err := netip.ParsePrefix(strings.TrimSpace(s))
@@ -188,7 +194,7 @@ func runCmd(ctx context.Context, args []string) error {
 			}
 			ps = append(ps, datastore.Pool{Name: fmt.Sprintf("pool-%d", i), CIDR: p, Masquerade: true})
 		}
-		cfg.Datastore, err = kubernetes.New(kubernetes.Options{Client: client, NodeName: cfg.NodeName, Pools: ps,
+		cfg.Datastore, err = kubernetes.New(kubernetes.Options{Client: client, Policies: policies, NodeName: cfg.NodeName, Pools: ps,
 			Logger: cfg.Logger.With("component", "datastore")})
 		if err != nil {
 			return err

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/informers"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	policyclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 )
@@ -46,6 +47,11 @@ type Options struct {
 	// Client is the API client: kubernetes.NewForConfig of a rest config,
 	// or k8s.io/client-go/kubernetes/fake in tests. Required.
 	Client k8s.Interface
+	// Policies is the client of sigs.k8s.io/network-policy-api
+	// (versioned.NewForConfig of the same rest config, or its fake):
+	// AdminNetworkPolicies and the BaselineAdminNetworkPolicy are watched
+	// when the server serves them. Nil: they are not watched.
+	Policies policyclient.Interface
 	// NodeName is this node: only its pods are read. Required.
 	NodeName string
 	// Pools are the pod IP pools; empty means one pool per node pod CIDR,
@@ -63,6 +69,9 @@ type Options struct {
 type Datastore struct {
 	opts Options
 	log  *slog.Logger
+	// retryWait is the first wait after a failed look-up of the admin
+	// policy resources.
+	retryWait time.Duration
 }
 
 // New validates opts and returns a Datastore. It does no I/O.
@@ -77,17 +86,19 @@ func New(opts Options) (*Datastore, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Datastore{opts: opts, log: log}, nil
+	return &Datastore{opts: opts, log: log, retryWait: defaultRetry}, nil
 }
 
 // Watch implements datastore.Datastore: it starts informers on Nodes, Pods
 // (every node's: network policies select peers anywhere), Services,
-// EndpointSlices, Namespaces and NetworkPolicies, waits for their caches and
-// then delivers the cluster, and again after every change (debounced).
+// EndpointSlices, Namespaces and NetworkPolicies (and, with Options.Policies,
+// the admin network policies the server serves), waits for their caches
+// and then delivers the cluster, and again after every change (debounced).
 func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	all := informers.NewSharedInformerFactory(d.opts.Client, d.opts.Resync)
+	// The caches keep only what the conversion reads (slim).
+	all := informers.NewSharedInformerFactoryWithOptions(d.opts.Client, d.opts.Resync, informers.WithTransform(slim))
 	nodes := all.Core().V1().Nodes()
 	services := all.Core().V1().Services()
 	slices := all.Discovery().V1().EndpointSlices()
@@ -115,11 +126,27 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 			return fmt.Errorf("kubernetes datastore: %w", err)
 		}
 	}
+	admin, err := d.watchAdminPolicies(ctx, handler)
+	if err != nil {
+		return err
+	}
 	all.Start(ctx.Done())
 	defer all.Shutdown()
+	if admin != nil {
+		admin.factory.Start(ctx.Done())
+		// Shutdown waits for the informers, which stop with ctx.
+		defer func() { cancel(); admin.factory.Shutdown() }()
+	}
 	for typ, ok := range all.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("kubernetes datastore: %v cache not synced: %w", typ, context.Cause(ctx))
+		}
+	}
+	if admin != nil {
+		for typ, ok := range admin.factory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("kubernetes datastore: %v cache not synced: %w", typ, context.Cause(ctx))
+			}
 		}
 	}
 	build := func() (datastore.Cluster, error) {
@@ -149,6 +176,13 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 		}
 		c := d.cluster(ns, ps, ss, es)
 		d.addPolicies(&c, nss, nps)
+		if admin != nil {
+			anps, banps, err := admin.list()
+			if err != nil {
+				return datastore.Cluster{}, err
+			}
+			d.addAdminPolicies(&c, anps, banps)
+		}
 		return c, nil
 	}
 	var last *datastore.Cluster
