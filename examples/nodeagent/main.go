@@ -145,7 +145,7 @@ func runCmd(ctx context.Context, args []string) error {
 	vni := fs.Uint("vxlan-vni", 0, "VXLAN network identifier (0: 4096)")
 	port := fs.Uint("vxlan-port", 0, "VXLAN UDP port (0: 4789)")
 	resync := fs.Duration("resync-interval", 0, "how often every driver re-reads the kernel and repairs drift (0: 90s)")
-	netpol := fs.Bool("network-policy", false, "enforce the cluster's NetworkPolicies (pods a policy selects are isolated; unknown pod interfaces are dropped)")
+	netpol := fs.Bool("network-policy", true, "enforce the cluster's NetworkPolicies (pods a policy selects are isolated; unknown pod interfaces are dropped)")
 	bpfProxy := fs.Bool("bpf-proxy", false, "load-balance services with the BPF service proxy (cluster IPs from pods, NodePorts from other hosts)")
 	hostIfaces := fs.String("host-interfaces", "", "comma-separated interfaces NodePort traffic arrives on; empty: the host MTU interface")
 	bpfCgroup := fs.String("bpf-cgroup", "", "cgroup v2 directory whose processes' connections to services from the node's own namespace are translated at connect() (--bpf-proxy); empty: none")
