@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/nodeplane/nodeplane/internal/textform"
 )
@@ -82,6 +83,16 @@ type Service struct {
 	// the client's address; without it such traffic goes to any backend
 	// and, when that backend is elsewhere, is masqueraded.
 	ExternalTrafficLocal bool
+	// InternalTrafficLocal sends the connections to the ClusterIPs to
+	// this node's backends only (Kubernetes' internalTrafficPolicy Local);
+	// without one, they are dropped.
+	InternalTrafficLocal bool
+	// AffinityTimeout, when not zero, sends a client's new connections
+	// (by its address) to the backend its last one went to, while that
+	// backend serves and the last one was less than this long ago
+	// (sessionAffinity ClientIP; Kubernetes' default is 3h, its maximum
+	// 24h). Whole seconds, at most MaxAffinityTimeout.
+	AffinityTimeout time.Duration
 	// Backends are the ready endpoints. A frontend reaches the backends of
 	// its own family; a service without any backend of a frontend's family
 	// drops that frontend's new connections.
@@ -117,6 +128,12 @@ func (s Service) Validate() error {
 			return bad("frontend address %v: not a unicast address without zone", a)
 		}
 	}
+	switch {
+	case s.AffinityTimeout < 0 || s.AffinityTimeout > MaxAffinityTimeout:
+		return bad("affinity timeout %v is not between 0 and %v", s.AffinityTimeout, MaxAffinityTimeout)
+	case s.AffinityTimeout%time.Second != 0:
+		return bad("affinity timeout %v is not whole seconds", s.AffinityTimeout)
+	}
 	for _, b := range s.Backends {
 		if !b.Addr.IsValid() || b.Addr.Port() == 0 {
 			return bad("backend %v: no address or port 0", b.Addr)
@@ -127,6 +144,10 @@ func (s Service) Validate() error {
 	}
 	return nil
 }
+
+// MaxAffinityTimeout is the longest Service.AffinityTimeout, Kubernetes'
+// maximum.
+const MaxAffinityTimeout = 24 * time.Hour
 
 // serviceUnicast reports whether a can be a service's frontend or backend
 // address, or a node address: valid, unicast, without zone, not an IPv4

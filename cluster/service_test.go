@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,6 +25,7 @@ func TestServiceValidate(t *testing.T) {
 	}
 	require.NoError(t, good.Validate())
 	require.NoError(t, cluster.Service{Name: "dns", Protocol: cluster.UDP, Port: 53}.Validate())
+	require.NoError(t, cluster.Service{Name: "sticky", Port: 80, InternalTrafficLocal: true, AffinityTimeout: cluster.MaxAffinityTimeout}.Validate())
 
 	with := func(f func(*cluster.Service)) cluster.Service {
 		s := good
@@ -51,6 +53,12 @@ func TestServiceValidate(t *testing.T) {
 			s.Backends = []cluster.Backend{{Addr: netip.MustParseAddrPort("0.0.0.0:80")}}
 		}),
 			`cluster: invalid service "default/web:80": backend 0.0.0.0:80: not a unicast address without zone`},
+		{with(func(s *cluster.Service) { s.AffinityTimeout = -time.Second }),
+			`cluster: invalid service "default/web:80": affinity timeout -1s is not between 0 and 24h0m0s`},
+		{with(func(s *cluster.Service) { s.AffinityTimeout = 25 * time.Hour }),
+			`cluster: invalid service "default/web:80": affinity timeout 25h0m0s is not between 0 and 24h0m0s`},
+		{with(func(s *cluster.Service) { s.AffinityTimeout = 1500 * time.Millisecond }),
+			`cluster: invalid service "default/web:80": affinity timeout 1.5s is not whole seconds`},
 	} {
 		err := tc.s.Validate()
 		require.ErrorIs(t, err, cluster.ErrInvalid)

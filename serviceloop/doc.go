@@ -10,7 +10,10 @@
 // Through the netfilter.Table it is given (the family's filter table), one
 // Manager per IP family declares one chain, Options.Chain, with one rule per
 // service range: to that range, Drop (or Reject, ICMP administratively
-// prohibited). It jumps to the chain from FORWARD, where Options.Jump (a
+// prohibited). Before them, for each of Options.RejectMarks, the rules
+// that answer a packet a service proxy marked because its service has no
+// ready backend, as kube-proxy does: TCP with a reset, others with ICMP
+// port unreachable. It jumps to the chain from FORWARD, where Options.Jump (a
 // netfilter.JumpPlacement) says: at its top (netfilter.JumpInsert, the
 // default), at its bottom (netfilter.JumpAppend) or nowhere
 // (netfilter.JumpNone, for an agent that jumps from chains of its own).

@@ -71,6 +71,12 @@ type Options struct {
 	// Verdict is what happens to a packet to a service range in the
 	// forward path; the zero value is Drop.
 	Verdict Verdict
+	// RejectMarks are the marks of a service proxy that passes on, with
+	// the mark, the packets of new connections to a service without a
+	// ready backend (bpf/proxy's Options.RejectMark): the chain answers
+	// them first, as kube-proxy does — TCP with a reset, others with ICMP
+	// (ICMPv6) port unreachable — whatever their destination.
+	RejectMarks []netfilter.MatchMark
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
 	// Name is returned by Name, for the loop's logs; empty means
@@ -98,6 +104,9 @@ func New(opts Options) (*Manager, error) {
 	c.Required("Table", opts.Table)
 	c.Quote("Jump", opts.Jump.Validate())
 	c.Refuse(opts.Verdict > Reject, "unknown Verdict %d", opts.Verdict)
+	for _, mk := range opts.RejectMarks {
+		c.Refuse(mk.Mark == 0 || mk.Mark&^mk.Mask != 0 || mk.Negate, "reject mark %#x/%#x must be non-zero, within its mask, not negated", mk.Mark, mk.Mask)
+	}
 	c.Chain("Chain", opts.Chain)
 	if err := c.Err(); err != nil {
 		return nil, err
@@ -112,14 +121,21 @@ func (m *Manager) Name() string { return m.o.Name }
 // CIDRs returns the service ranges of the Manager's family, sorted.
 func (m *Manager) CIDRs() []netip.Prefix { return slices.Clone(m.cidrs) }
 
-// Rules returns the rules of Chain: one per service range, matching packets
-// to it, with the Verdict.
+// Rules returns the rules of Chain: two per reject mark (TCP reset, then
+// ICMP port unreachable), then one per service range, matching packets to
+// it, with the Verdict.
 func (m *Manager) Rules() []netfilter.Rule {
 	var action netfilter.Action = netfilter.Drop()
 	if m.o.Verdict == Reject {
 		action = netfilter.Reject(netfilter.RejectAdminProhibited)
 	}
-	rules := make([]netfilter.Rule, 0, len(m.cidrs))
+	rules := make([]netfilter.Rule, 0, 2*len(m.o.RejectMarks)+len(m.cidrs))
+	why := []string{"service without a ready backend"}
+	for _, mk := range m.o.RejectMarks {
+		rules = append(rules,
+			netfilter.Rule{Matches: []netfilter.Match{mk, netfilter.Protocol(netfilter.ProtoTCP)}, Action: netfilter.Reject(netfilter.RejectTCPReset), Comments: why},
+			netfilter.Rule{Matches: []netfilter.Match{mk}, Action: netfilter.Reject(netfilter.RejectPortUnreachable), Comments: why})
+	}
 	for _, p := range m.cidrs {
 		rules = append(rules, netfilter.Rule{
 			Matches:  []netfilter.Match{netfilter.DestNet(p)},

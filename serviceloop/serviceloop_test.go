@@ -125,6 +125,10 @@ func TestOptions(t *testing.T) {
 		"no chain":    func(o *serviceloop.Options) { o.Chain = "" },
 		"bad jump":    func(o *serviceloop.Options) { o.Jump = 3 },
 		"bad verdict": func(o *serviceloop.Options) { o.Verdict = 2 },
+		"zero mark":   func(o *serviceloop.Options) { o.RejectMarks = []netfilter.MatchMark{{Mask: 0x100}} },
+		"mark outside its mask": func(o *serviceloop.Options) {
+			o.RejectMarks = []netfilter.MatchMark{{Mark: 0x300, Mask: 0x100}}
+		},
 	} {
 		o := good
 		mutate(&o)
@@ -165,3 +169,26 @@ func unhashed(rule string) string {
 }
 
 var hashComment = regexp.MustCompile(`-m comment --comment "nps:[A-Za-z0-9_-]{16}" `)
+
+// A proxy's reject mark is answered first, whatever the destination, as
+// kube-proxy answers a service without endpoints: TCP with a reset, the
+// rest with port unreachable; in both families; even with no range known.
+func TestRejectMarks(t *testing.T) {
+	for _, f := range ipfamily.All {
+		ns := kernelfake.New(kernelfake.Options{})
+		r := newRig(t, ns, f, func(o *serviceloop.Options) {
+			o.RejectMarks = []netfilter.MatchMark{{Mark: 0x80000, Mask: 0x80000}}
+		})
+		require.NoError(t, r.pass())
+		got := r.rules("nps-loop")
+		require.Len(t, got, 2, "%v", f)
+		unreachable := "icmp-port-unreachable"
+		if f == ipfamily.IPv6 {
+			unreachable = "icmp6-port-unreachable"
+		}
+		assert.Regexp(t, `^-p tcp .*-m mark --mark 0x80000/0x80000 .*-j REJECT --reject-with tcp-reset$`, got[0])
+		assert.Regexp(t, `^(-m comment --comment "[^"]*" )?-m mark --mark 0x80000/0x80000 .*-j REJECT --reject-with `+unreachable+`$`, got[1])
+		require.NoError(t, r.pass(svc))
+		assert.Len(t, r.rules("nps-loop"), 2+map[ipfamily.Family]int{ipfamily.IPv4: 2, ipfamily.IPv6: 1}[f], "the ranges after")
+	}
+}
