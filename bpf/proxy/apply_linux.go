@@ -12,25 +12,26 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/bpf/maps"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/idalloc"
-	"github.com/nodeplane/nodeplane/internal/ifname"
 )
 
 // Map names, pinned in Options.PinDir; the attachments are pinned in its
 // linksDir.
 const (
-	feMapName = "np_fe"
-	beMapName = "np_be"
-	ctMapName = "np_ct"
-	linksDir  = "links"
+	feMapName    = "np_fe"
+	beMapName    = "np_be"
+	ctMapName    = "np_ct"
+	affMapName   = "np_aff"
+	svcStatsName = "np_svc_stats"
+	statsMapName = "np_stats"
+	linksDir     = "links"
 )
 
 // The programs' names in the object.
@@ -44,6 +45,9 @@ const (
 // the attachments.
 type kstate struct {
 	fe, be, ct *ebpf.Map
+	counters   *ebpf.Map // np_stats, the programs' counters
+	aff        *ebpf.Map // np_aff, the session affinities
+	svcStats   *ebpf.Map // np_svc_stats, the per-service counters
 	feSync     *maps.Sync[feKey, feVal]
 	beSync     *maps.Sync[beKey, beVal]
 	progs      map[string]*ebpf.Program
@@ -59,16 +63,9 @@ type kstate struct {
 
 	attached map[string]*attachment // by interface name
 	swept    bool                   // stale attachment pins removed
+	at       attachState            // the attach mode and the classic tc sweep (tc_linux.go)
 
 	cg *cgroupState // the connect-time programs (cgroup_linux.go); nil without Options.Cgroup
-}
-
-// attachment is the two TCX links of one interface, and the interface as
-// it was when they were made.
-type attachment struct {
-	at      iface
-	ingress link.Link
-	egress  link.Link
 }
 
 func (k *kstate) attachedNames() []string {
@@ -118,8 +115,19 @@ func (p *Proxy) open() (*kstate, error) {
 		ValueSize: beValSize, MaxEntries: p.o.Backends}); err != nil {
 		return fail(err)
 	}
-	if k.ct, err = maps.Open(p.o.PinDir, maps.Spec{Name: ctMapName, Type: ebpf.LRUHash, KeySize: ctKeySize,
-		ValueSize: ctValSize, MaxEntries: p.o.Connections}); err != nil {
+	if k.ct, err = maps.Open(p.o.PinDir, ctSpec(p.o.Connections)); err != nil {
+		return fail(err)
+	}
+	if k.aff, err = maps.Open(p.o.PinDir, maps.Spec{Name: affMapName, Type: ebpf.LRUHash, KeySize: affKeySize,
+		ValueSize: affValSize, MaxEntries: p.o.Affinities}); err != nil {
+		return fail(err)
+	}
+	if k.svcStats, err = maps.Open(p.o.PinDir, maps.Spec{Name: svcStatsName, Type: ebpf.PerCPUHash, KeySize: 4,
+		ValueSize: svcStatsSize, MaxEntries: p.o.Frontends, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
+		return fail(err)
+	}
+	if k.counters, err = maps.Open(p.o.PinDir, maps.Spec{Name: statsMapName, Type: ebpf.PerCPUArray, KeySize: 4,
+		ValueSize: 8, MaxEntries: statCount}); err != nil {
 		return fail(err)
 	}
 	if k.feSync, err = maps.NewSync[feKey, feVal](k.fe, maps.SyncOptions{Name: p.o.Name + " frontends", Logger: p.log, Clock: p.o.Clock}); err != nil {
@@ -132,8 +140,9 @@ func (p *Proxy) open() (*kstate, error) {
 	if err != nil {
 		return fail(err)
 	}
-	coll, err := loadOnMaps(spec, map[string]any{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask},
-		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct})
+	coll, err := loadOnMaps(spec, map[string]any{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask,
+		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask},
+		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff, svcStatsName: k.svcStats})
 	if err != nil {
 		return fail(err)
 	}
@@ -216,17 +225,9 @@ func (k *kstate) close() {
 	for _, prog := range k.progs {
 		_ = prog.Close()
 	}
-	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct} {
+	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct, k.counters, k.aff, k.svcStats} {
 		if m != nil {
 			_ = m.Close()
-		}
-	}
-}
-
-func (a *attachment) close() {
-	for _, l := range []link.Link{a.ingress, a.egress} {
-		if l != nil {
-			_ = l.Close()
 		}
 	}
 }
@@ -573,7 +574,7 @@ func (p *Proxy) write(name string, s *svc) {
 		return
 	}
 	for _, f := range e.frontends {
-		k.feSync.Set(f.key, feVal{SvcID: ids[f.fam], Count: uint32(len(e.backends[f.fam])), LocalCount: e.local[f.fam], Flags: f.flags})
+		k.feSync.Set(f.key, feVal{SvcID: ids[f.fam], Count: uint32(len(e.backends[f.fam])), LocalCount: e.local[f.fam], Flags: f.flags, Affinity: e.affinity})
 		delete(k.capped, f.key)
 		s.fes = append(s.fes, f.key)
 		p.owners[f.key] = name
@@ -652,15 +653,10 @@ func (p *Proxy) releaseIDs(s *svc) {
 	for fam, id := range s.ids {
 		if id != 0 {
 			_ = p.k.ids.Release(id)
+			_ = p.k.svcStats.Delete(&id) // its counters go with it
 		}
 		s.ids[fam] = 0
 	}
-}
-
-// linkPin is where the attachment of one direction of interface name is
-// pinned.
-func (p *Proxy) linkPin(name, dir string) string {
-	return filepath.Join(p.o.PinDir, linksDir, dir+"_"+name)
 }
 
 // makeLinksDir makes the directory of the attachments' pins (and PinDir
@@ -672,299 +668,6 @@ func (p *Proxy) makeLinksDir() error {
 		return err
 	}
 	return os.MkdirAll(filepath.Join(p.o.PinDir, linksDir), 0o700)
-}
-
-// recheckAttachments forgets the attachments so the next attachAll checks
-// each against its pin and the interface's index again.
-func (p *Proxy) recheckAttachments() {
-	for name, a := range p.k.attached {
-		a.close()
-		delete(p.k.attached, name)
-	}
-	p.k.cg.forget()
-}
-
-// attachAll attaches the programs to every wanted interface that exists
-// and detaches them from the ones that went away. One interface's failure
-// does not hold back the others: it is an object of the Proxy's ledger,
-// tried again at every Apply.
-func (p *Proxy) attachAll() {
-	k := p.k
-	stale := p.staleAttachments()
-	for _, name := range stale {
-		k.attached[name].close()
-		delete(k.attached, name)
-		if _, ok := p.links[name]; !ok {
-			p.unpin(name)
-		}
-	}
-	for _, name := range p.unattached(stale) {
-		l := p.links[name]
-		a, err := p.attach(name, l)
-		if err != nil {
-			p.failed.Fail(ifaceKey(name), &dataplane.ObjectError{Driver: "proxy", Op: "attach", Kind: "interface", Name: name,
-				Reason: ErrAttach, Err: err})
-			continue
-		}
-		p.failed.Forget(ifaceKey(name))
-		k.attached[name] = a
-	}
-	if !k.swept {
-		if files, err := p.strayPins(nil); err == nil {
-			for _, file := range files {
-				p.detachPin(filepath.Join(p.o.PinDir, linksDir, file))
-			}
-			k.swept = true
-		}
-	}
-	p.failed.Retain(func(key string) bool {
-		name, ok := strings.CutPrefix(key, ifacePrefix)
-		_, wanted := p.links[name]
-		return !ok || wanted
-	})
-}
-
-// staleAttachments returns the interfaces the programs are attached to
-// whose attachment goes: the interface is gone or no longer wanted, or it
-// came back with another index (or as another kind). Sorted.
-func (p *Proxy) staleAttachments() []string {
-	var out []string
-	for name, a := range p.k.attached {
-		if l, ok := p.links[name]; !ok || l != a.at {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// unattached returns the wanted interfaces the programs are to be attached
-// to: those not attached, and those of stale (staleAttachments) that are
-// still wanted. Sorted.
-func (p *Proxy) unattached(stale []string) []string {
-	var out []string
-	for name := range p.links {
-		if _, ok := p.k.attached[name]; !ok || slices.Contains(stale, name) {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// strayPins returns the files in linksDir that are TCX attachment pins
-// (tcxPinInterface) of interfaces that are not wanted (renamed, gone while
-// no agent ran, or no longer matching the options), except those of the
-// interfaces in skip: the sweep detaches them. Cgroup attachments' pins
-// and files not ours are left out. Sorted.
-func (p *Proxy) strayPins(skip []string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(p.o.PinDir, linksDir))
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		name, ok := tcxPinInterface(e.Name())
-		if !ok {
-			continue // a cgroup attachment's (attachCgroup) or not ours
-		}
-		if _, ok := p.links[name]; !ok && !slices.Contains(skip, name) {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
-}
-
-// ifacePrefix starts the ledger key of an interface's attachment.
-const ifacePrefix = "interface "
-
-// ifaceKey is the ledger key of interface name's attachment.
-func ifaceKey(name string) string { return ifacePrefix + name }
-
-// tcxPinInterface returns the interface whose TCX attachment file, in
-// linksDir, is pinned there (ingress_<name> or egress_<name>, name a valid
-// interface name). ok is false for any other file: those are not ours.
-func tcxPinInterface(file string) (name string, ok bool) {
-	dir, name, _ := strings.Cut(file, "_")
-	if (dir != "ingress" && dir != "egress") || ifname.Valid(name) != nil {
-		return "", false
-	}
-	return name, true
-}
-
-// tcxDirs are the directions of an interface's attachments, as their pins
-// and Plan name them.
-var tcxDirs = [...]string{"ingress", "egress"}
-
-// unpin detaches the programs from interface name and removes their pins.
-func (p *Proxy) unpin(name string) {
-	for _, dir := range tcxDirs {
-		p.detachPin(p.linkPin(name, dir))
-	}
-}
-
-// detachPin detaches the TCX attachment pinned at pin (detachPinned) and
-// counts the write when there was one.
-func (p *Proxy) detachPin(pin string) {
-	if found, _ := detachPinned(pin); found {
-		p.k.linkWrites++
-	}
-}
-
-// detachPinned detaches the attachment pinned at pin and removes the pin.
-// Removing the pin alone is not enough: the kernel detaches the program
-// only when it frees the pin's inode, some time after the removal. A pin
-// that is not an attachment is removed all the same; a missing pin is no
-// error. found says whether an attachment was pinned there.
-func detachPinned(pin string) (found bool, err error) {
-	l, err := link.LoadPinnedLink(pin, nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return false, err
-		}
-		return false, nil
-	}
-	defer l.Close()
-	return true, detach(l)
-}
-
-// detach detaches l from where it is attached, now, and removes its pin.
-// A kernel that cannot detach a link leaves it to the release of its last
-// reference (the caller's Close, once the pin is gone).
-func detach(l link.Link) error {
-	err := l.Detach()
-	if errors.Is(err, ebpf.ErrNotSupported) {
-		err = nil
-	}
-	if err != nil {
-		err = fmt.Errorf("detaching: %w", err)
-	}
-	return errors.Join(err, l.Unpin())
-}
-
-// attach attaches the ingress and egress programs to interface name,
-// reusing pinned attachments on the same interface (their program is
-// replaced in place, so traffic never passes untranslated).
-func (p *Proxy) attach(name string, l iface) (*attachment, error) {
-	a := &attachment{at: l}
-	var err error
-	if a.ingress, err = p.attachOne(name, l, tcxDirs[0]); err != nil {
-		return nil, err
-	}
-	if a.egress, err = p.attachOne(name, l, tcxDirs[1]); err != nil {
-		a.close()
-		return nil, err
-	}
-	return a, nil
-}
-
-// tcx returns what direction dir ("ingress" or "egress") of interface l
-// runs: the program, where it is attached, and how to tell an attachment
-// that is there.
-func (p *Proxy) tcx(l iface, dir string) (*ebpf.Program, ebpf.AttachType, func(*link.Info) bool) {
-	k := p.k
-	prog, typ := k.progs[progEgress], ebpf.AttachTCXEgress
-	if dir == tcxDirs[0] {
-		prog, typ = k.progs[progIngressPod], ebpf.AttachTCXIngress
-		if l.host {
-			prog = k.progs[progIngressHost]
-		}
-	}
-	here := func(info *link.Info) bool {
-		tcx := info.TCX()
-		return tcx != nil && int(tcx.Ifindex) == l.index && ebpf.AttachType(tcx.AttachType) == typ
-	}
-	return prog, typ, here
-}
-
-// attachOne attaches the program of direction dir to interface name (l)
-// through pinOrAttach.
-func (p *Proxy) attachOne(name string, l iface, dir string) (link.Link, error) {
-	prog, typ, here := p.tcx(l, dir)
-	ln, w, err := pinOrAttach(p.linkPin(name, dir), here, prog, p.k.progIDs[prog], func() (ln link.Link, err error) {
-		err = p.o.Kernel.Do(func() error {
-			ln, err = link.AttachTCX(link.TCXOptions{Interface: l.index, Program: prog, Attach: typ})
-			return err
-		})
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			err = unsupported(fmt.Errorf("TCX: %w", err))
-		}
-		return ln, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	if w != linkKept {
-		p.k.linkWrites++
-	}
-	return ln, nil
-}
-
-// linkWrite says what pinOrAttach wrote.
-type linkWrite int
-
-const (
-	linkKept     linkWrite = iota // the pinned attachment already ran the program
-	linkUpdated                   // the pinned attachment's program was replaced
-	linkAttached                  // a new attachment was made and pinned
-)
-
-// pinOrAttach takes over the attachment pinned at pin when here says it is
-// attached where it should be: it is kept when it runs prog already (whose
-// ID is progID) and otherwise gets prog in place, so traffic never passes
-// untranslated in between. Anything else pinned there is detached, and
-// attach makes a new attachment, which is pinned at pin. The TCX
-// attachments (attachOne) and the cgroup ones (attachCgroupOne) both use
-// it.
-func pinOrAttach(pin string, here func(*link.Info) bool, prog *ebpf.Program, progID ebpf.ProgramID,
-	attach func() (link.Link, error)) (link.Link, linkWrite, error) {
-	old, w := pinned(pin, here, progID)
-	switch {
-	case w == linkKept:
-		return old, linkKept, nil // ours, already running this program
-	case w == linkUpdated && old.Update(prog) == nil:
-		return old, linkUpdated, nil
-	case old != nil:
-		// Elsewhere (the interface or Options.Cgroup changed) or not
-		// updatable: detach it.
-		_ = detach(old)
-		_ = old.Close()
-	default:
-		_ = os.Remove(pin) // not an attachment, or nothing
-	}
-	l, err := attach()
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := l.Pin(pin); err != nil {
-		_ = l.Close()
-		return nil, 0, fmt.Errorf("pinning the attachment: %w", err)
-	}
-	return l, linkAttached, nil
-}
-
-// pinned is pinOrAttach's decision, which Plan makes too: it returns the
-// attachment pinned at pin, if any (the caller closes it), and what
-// pinOrAttach writes for it: linkKept when here says it is where it should
-// be and it runs the program whose ID is progID, linkUpdated when it is
-// where it should be with another program (replaced in place), and
-// linkAttached when nothing is pinned there or what is, is elsewhere (it is
-// detached first).
-func pinned(pin string, here func(*link.Info) bool, progID ebpf.ProgramID) (link.Link, linkWrite) {
-	old, err := link.LoadPinnedLink(pin, nil)
-	if err != nil {
-		return nil, linkAttached
-	}
-	if info, err := old.Info(); err == nil && here(info) {
-		if info.Program == progID {
-			return old, linkKept
-		}
-		return old, linkUpdated
-	}
-	return old, linkAttached
 }
 
 // Close releases the Proxy's file descriptors and leaves the dataplane
@@ -1013,8 +716,9 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 			}
 		}
 	}
+	errs = append(errs, p.cleanupTC()...)
 	_ = os.Remove(dir) // only when empty
-	for _, n := range []string{feMapName, beMapName, ctMapName, skRevMapName} {
+	for _, n := range []string{feMapName, beMapName, ctMapName, statsMapName, affMapName, svcStatsName, skRevMapName} {
 		if err := maps.Remove(p.o.PinDir, n); err != nil {
 			errs = append(errs, err)
 		}

@@ -14,6 +14,8 @@ type kstate struct{}
 func (*kstate) attachedNames() []string         { return nil }
 func (*kstate) stats(int) dataplane.DriverStats { return dataplane.DriverStats{} }
 
+func (*kstate) serviceCounters(map[string]*svc) map[string]ServiceCounters { return nil }
+
 // Apply fails with ErrNotSupported: BPF service translation needs Linux.
 func (p *Proxy) Apply(context.Context) (dataplane.ApplyResult, error) {
 	return dataplane.ApplyResult{}, ErrNotSupported

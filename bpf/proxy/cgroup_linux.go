@@ -117,7 +117,7 @@ func (p *Proxy) openCgroup(k *kstate) (*cgroupState, error) {
 		return fail(err)
 	}
 	coll, err := loadOnMaps(spec, map[string]any{netnsCookieVar: cookie},
-		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, skRevMapName: cg.skRev})
+		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, skRevMapName: cg.skRev, affMapName: k.aff})
 	if err != nil {
 		return fail(fmt.Errorf("the connect-time programs: %w", err))
 	}

@@ -43,9 +43,10 @@ func ourProgramIDs(p *Proxy) []ebpf.ProgramID {
 
 // attachedPrograms returns where one of ids is attached now, as
 // "interface/direction" and "cgroup/hook": the TCX hooks of every
-// interface of ns and the connect-time hooks of the cgroup cgFD (none when
-// it is negative). It asks the kernel (BPF_PROG_QUERY), so it sees what is
-// attached, not what is pinned.
+// interface of ns, its classic tc filters of ours (readTCFilters, as
+// "tc <direction>_<interface>") and the connect-time hooks of the cgroup
+// cgFD (none when it is negative). It asks the kernel (BPF_PROG_QUERY,
+// the tc filter dump), so it sees what is attached, not what is pinned.
 func attachedPrograms(t *testing.T, ns *kernel.Namespace, cgFD int, ids []ebpf.ProgramID) []string {
 	t.Helper()
 	var where []string
@@ -67,6 +68,12 @@ func attachedPrograms(t *testing.T, ns *kernel.Namespace, cgFD int, ids []ebpf.P
 				return err
 			}))
 			note(fmt.Sprintf("%s/%v", l.Name, typ), q)
+		}
+	}
+	for key, id := range readTCFilters(t, ns) {
+		if slices.Contains(ids, id) {
+			dir, name, _ := strings.Cut(strings.TrimPrefix(key, "tc "), "_")
+			where = append(where, fmt.Sprintf("%s/tc %s: program %d", name, dir, id))
 		}
 	}
 	if cgFD >= 0 {
@@ -100,7 +107,12 @@ func holdPins(t *testing.T, p *Proxy) {
 // interface or to the cgroup any more, even while someone else holds the
 // attachments open: it detaches them, it does not only remove their pins.
 func TestKernelContractCleanupDetachesBeforeReturning(t *testing.T) {
+	attachModes(t, testKernelContractCleanupDetachesBeforeReturning)
+}
+
+func testKernelContractCleanupDetachesBeforeReturning(t *testing.T, mode AttachMode) {
 	r, cg := newCgroupRig(t)
+	r.attach = mode
 	p := r.cgroupProxy(t, cg)
 	p.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)})
 	apply(t, p)
@@ -117,7 +129,12 @@ func TestKernelContractCleanupDetachesBeforeReturning(t *testing.T) {
 // that went away, and the connect-time programs of a Proxy restarted
 // without Options.Cgroup, are detached when Apply returns.
 func TestKernelContractApplyDetachesBeforeReturning(t *testing.T) {
+	attachModes(t, testKernelContractApplyDetachesBeforeReturning)
+}
+
+func testKernelContractApplyDetachesBeforeReturning(t *testing.T, mode AttachMode) {
 	r, cg := newCgroupRig(t)
+	r.attach = mode
 	p := r.cgroupProxy(t, cg)
 	svc := cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
 	p.OnUpdate(svc)

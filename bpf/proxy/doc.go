@@ -9,13 +9,17 @@
 // A Proxy owns one directory on a BPF file system, Options.PinDir, and in
 // it:
 //
-//   - three pinned maps (made with package bpf/maps): np_fe, the frontends
+//   - six pinned maps (made with package bpf/maps): np_fe, the frontends
 //     (address, port, protocol → service ID, backend counts, flags); np_be,
 //     the backends (service ID, ordinal → address and port); np_ct, the
-//     connections the program has seen (an LRU hash, written by the
-//     program alone);
+//     connections the program has seen (a hash without preallocation,
+//     written by the programs and pruned by the scanner, Run); np_stats,
+//     the programs' counters; np_svc_stats, their counters per service;
+//     np_aff, the session affinities;
 //   - the directory PinDir/links and in it the pinned TCX attachments of
-//     its programs, two per interface (ingress_<name> and egress_<name>);
+//     its programs, two per interface (ingress_<name> and egress_<name>;
+//     attached with classic tc instead, the programs are filters on the
+//     interfaces, which need no pin: see "Attach modes");
 //   - with Options.Cgroup, a fourth map, np_sk_rev (the sockets the
 //     connect-time programs translated, an LRU hash written by the
 //     programs alone), and in PinDir/links the pinned attachments of those
@@ -28,8 +32,8 @@
 // starts with one of Options.PodInterfacePrefixes. Nothing else: one Proxy
 // per PinDir, and it owns all of the maps and attachments named above in
 // it (the ones a previous Proxy left are adopted). The pins keep the maps
-// and the attachments alive, so the translation goes on while no agent
-// runs.
+// and the attachments alive (classic tc filters live on in their qdisc),
+// so the translation goes on while no agent runs.
 //
 // # How it is used
 //
@@ -90,7 +94,11 @@
 // Apply's own decisions and without writing: the map entries ("+ entry
 // key → value", in hex as package bpf/maps says them) in Apply's order,
 // then the attachments ("+ attach eth0 ingress np_ingress_host", "-
-// attach veth3 egress" for an interface gone). State (a dataplane.Stater)
+// attach veth3 egress" for an interface gone; classic tc filters are
+// named so with " (tc)" after them: "+ attach eth0 ingress
+// np_ingress_host (tc)", which makes the interface's clsact qdisc when it
+// has none, "~ … (tc)" for a program replaced in place, "- attach veth3
+// egress (tc)"). State (a dataplane.Stater)
 // lists the entries and attachments held, what drifts from the desired
 // ones and what fails. Both need the maps the first Apply opens, and fail
 // with ErrNotApplied before it.
@@ -106,9 +114,54 @@
 // Close releases the Proxy's file descriptors and leaves the dataplane
 // working: a new Proxy on the same PinDir adopts the maps (service IDs
 // included) and, given the same services, writes no map entry; it takes
-// over the pinned attachments by replacing their program in place, so
-// traffic is never left untranslated.
+// over the pinned attachments (or the classic tc filters) by replacing
+// their program in place, so traffic is never left untranslated.
 // Cleanup detaches the programs and removes the maps, everything above.
+//
+// # Attach modes
+//
+// The tc programs go on an interface in one of two ways (Options.Attach;
+// Status.Attach says which one is used):
+//
+//   - TCX (Linux 6.6 or later): two TCX links per interface, each pinned
+//     in PinDir/links (ingress_<name> and egress_<name>). The pin keeps
+//     the link, and its program, attached while no agent runs; a new Proxy
+//     opens the pin and replaces the link's program in place.
+//   - Classic tc (AttachTC; the fallback on older kernels): on each
+//     direction of the interface's clsact qdisc, made when the interface
+//     has none, a direct-action bpf filter at priority TCPriority and
+//     handle TCHandle (both 0x4e50), named TCFilterPrefix and its program
+//     ("nodeplane-np_ingress_pod", "nodeplane-np_egress"). Classic tc
+//     filters cannot be pinned, and need no pin: the qdisc holds them, and
+//     their programs, for as long as the interface lives, whether an agent
+//     runs or not. A new Proxy finds its filters by priority, handle and
+//     name and replaces the program of each in place (a filter replace at
+//     the same priority and handle, so traffic is never left
+//     untranslated); one that already runs the loaded program (found so
+//     after a resync: the program IDs are compared) is not written. Filters
+//     of others on the same interface, at other priorities, are left alone
+//     and run before or after the Proxy's by their priority (the programs
+//     pass every packet they do not translate on to the next filter); one
+//     at the Proxy's priority and handle holds that interface back: it
+//     fails to attach (ErrAttach) and the filter stays. Detaching deletes
+//     the Proxy's filters only, and then the clsact qdisc if no filter of
+//     anyone is left on it. The filters are the Proxy's by their priority,
+//     handle and name, not by PinDir: in this mode, one Proxy per network
+//     namespace.
+//
+// With AttachAuto, the zero value, the first Apply probes the kernel once,
+// inside the Proxy's namespace (a TCX attachment to an interface index no
+// interface has: a kernel with TCX refuses the index, one without refuses
+// TCX), and uses TCX when it has it, classic tc otherwise. A Proxy whose
+// mode is not its predecessor's (after a kernel upgrade, or a changed
+// option) attaches in its own mode first and then removes the other mode's
+// attachments: an interface's TCX pins once it has the tc filters, an
+// interface's tc filters once it is attached with TCX. The filters are
+// found by a sweep of every interface of the namespace with a clsact
+// qdisc, at the first Apply and after a resync, which also removes the
+// Proxy's filters from interfaces it does not attach to (as the pins of
+// those are removed). Every netlink call runs inside the Proxy's namespace
+// (Options.Kernel.Do).
 //
 // # How it translates
 //
@@ -129,15 +182,47 @@
 // The first packet of a connection picks one at random, among the local
 // ones when only those may serve it, and the choice is remembered in the
 // connection map (with the reverse entry for the replies), so every later
-// packet goes to the same backend. The connection map is an LRU: the
-// kernel evicts the least recently used connections when it is full
-// (Options.Connections). A connection whose backend was removed picks
-// another one at its next packet; the connections of the backends that
-// stay keep theirs, even when removing one renumbers the others (among a
-// service's first 64 backends; further ones may re-pick). A new
-// TCP connection (a bare SYN) on a reused client port always picks
-// afresh. A service without backends of a frontend's family drops that
-// frontend's new connections.
+// packet goes to the same backend. A UDP flow whose backend was removed
+// picks another one at its next packet; a TCP connection keeps its
+// backend to the end (a terminating pod finishes what it serves, as with
+// kube-proxy); the connections of the backends that stay keep theirs, even
+// when removing one renumbers the others (among a service's first 64
+// backends; further ones may re-pick). A new TCP connection (a bare SYN)
+// on a reused client port always picks afresh. A service without backends
+// of a frontend's family refuses that frontend's new connections when
+// Options.RejectMark is set (the program passes them on with the mark and
+// package serviceloop, given RejectMark, answers TCP with a reset and UDP
+// with ICMP port unreachable, as kube-proxy does), and drops them
+// otherwise.
+//
+// A service with InternalTrafficLocal sends the connections to its
+// cluster IPs to this node's backends only (dropped without one); with
+// AffinityTimeout, a client's new connections go to the backend its last
+// one went to while that one was recent enough and the backend still
+// serves at the same place (np_aff, an LRU map sized by
+// Options.Affinities; the node's own processes, translated at connect(),
+// count as one client). Counters returns, per service, the connections
+// sent, packets and bytes translated both ways, and connections refused
+// (np_svc_stats, per CPU, pinned: they survive a restart of the agent).
+//
+// # Connection tracking
+//
+// The connection map evicts nothing, so a churn of short connections never
+// pushes out an idle long-lived one (an LRU map would), and the two
+// entries of a connection live and go together. The programs remove a TCP
+// connection as it closes: at a RST either way, or at the last ACK once
+// both ends sent their FIN (a packet of the connection that comes later
+// — a retransmitted FIN — is not translated any more; its peer answers
+// with a RST). Run, the scanner, removes the rest: connections idle past
+// their timeout (Options.Conntrack: TCP established 24h, unanswered 2m,
+// half-closed 1h, UDP 30s), UDP flows whose backend left the service
+// (their clients pick another at once; the programs would at the next
+// packet), and reverse entries left without their forward one. It looks
+// at Conntrack.ScanBatch entries per Conntrack.ScanInterval and reports
+// each full pass in Status().Conntrack: the entries and the map's fill
+// level, what it removed, and the pass's cost. A new connection that
+// finds the map full (Options.Connections) is dropped — its client
+// retries — and counted (ConntrackStatus.Full); the live ones go on.
 //
 // A pod that reaches a service of which it is a backend is sent to another
 // backend when there is one. When it is the only one (hairpin), the
@@ -187,18 +272,20 @@
 // of the interfaces) are translated only for the processes of
 // Options.Cgroup, and a socket's frontend is shown back by recvmsg() and
 // getpeername() only while np_sk_rev still holds it (an LRU sized by
-// Options.Connections). The attachments need TCX (Linux 6.6
-// or later): without it every interface fails to attach with an error
-// wrapping ErrAttach and ErrNotSupported; on other operating systems Apply
-// fails with ErrNotSupported.
+// Options.Connections). Without TCX (before Linux 6.6) the programs are
+// attached with classic tc ("Attach modes"), and with Options.Attach
+// AttachTCX every interface fails to attach with an error wrapping
+// ErrAttach and ErrNotSupported; on other operating systems Apply fails
+// with ErrNotSupported.
 //
 // # What it never touches
 //
-// Anything outside PinDir but its own attachments (to interfaces, and to
-// Options.Cgroup next to any other cgroup program): no netfilter rule (the
-// agent writes MasqueradeRule, or package masquerade does), no route,
-// address or link, and no other tc or TCX program (its attachments go
-// next to others on the same interface). In PinDir, only its maps and the
+// Anything outside PinDir but its own attachments (to interfaces — TCX
+// links, or classic tc filters at its priority and handle with the clsact
+// qdisc it makes when missing — and to Options.Cgroup next to any other
+// cgroup program): no netfilter rule (the agent writes MasqueradeRule, or
+// package masquerade does), no route, address or link, and no other tc or
+// TCX program (its attachments go next to others on the same interface). In PinDir, only its maps and the
 // directory PinDir/links: put nothing else there. New does no
 // I/O, and the Proxy starts no goroutine.
 package proxy

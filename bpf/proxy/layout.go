@@ -22,6 +22,7 @@ type feKey struct {
 const (
 	feExternalLocal uint32 = 0x1
 	feNodePort      uint32 = 0x2
+	feInternalLocal uint32 = 0x4
 )
 
 // feVal leads a frontend to its service's backends: 0..LocalCount-1 run on
@@ -31,6 +32,28 @@ type feVal struct {
 	Count      uint32
 	LocalCount uint32
 	Flags      uint32
+	Affinity   uint32 // session affinity timeout, seconds; 0: none
+}
+
+// svcStats are a service's counters on one CPU (np_svc_stats).
+type svcStats struct {
+	Conns, Packets, Bytes, Rejects uint64
+}
+
+// affKey and affVal are the affinity map's entries (np_aff): which backend
+// a client's last new connection to a service went to, and when. The
+// programs alone write them.
+type affKey struct {
+	SvcID  uint32
+	Client [16]byte
+}
+
+type affVal struct {
+	Addr    [16]byte
+	Port    [2]byte
+	Pad     uint16
+	Ordinal uint32
+	Last    uint64
 }
 
 // beKey is backend number Ordinal of service SvcID.
@@ -72,6 +95,15 @@ const (
 	ctReverse uint32 = 0x1
 	ctMasq    uint32 = 0x2
 	ctHairpin uint32 = 0x4
+	ctFin     uint32 = 0x8  // a TCP FIN was seen in the entry's direction
+	ctReplied uint32 = 0x10 // reverse: the backend answered
+)
+
+// The programs' counters, indexes of np_stats (NP_STAT_* in c/nat.h).
+const (
+	statCTFull = 0 // new connections dropped: np_ct had no room
+	statClosed = 1 // connections removed by the programs as they closed
+	statCount  = 2
 )
 
 // The socket reverse map of the connect-time programs (c/sock.c): socket
@@ -96,14 +128,17 @@ type skVal struct {
 
 // Sizes of the C structs, in bytes.
 const (
-	feKeySize = 20
-	feValSize = 16
-	beKeySize = 8
-	beValSize = 20
-	ctKeySize = 40
-	ctValSize = 40
-	skKeySize = 32
-	skValSize = 20
+	feKeySize    = 20
+	feValSize    = 20
+	beKeySize    = 8
+	beValSize    = 20
+	ctKeySize    = 40
+	ctValSize    = 40
+	skKeySize    = 32
+	skValSize    = 20
+	affKeySize   = 20
+	svcStatsSize = 32
+	affValSize   = 32
 )
 
 // addr16 is a as the maps hold it: IPv6 as it is, IPv4 mapped into IPv6.

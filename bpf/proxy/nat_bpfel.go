@@ -16,14 +16,19 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	natMapNpAff          = "np_aff"
 	natMapNpBe           = "np_be"
 	natMapNpCt           = "np_ct"
 	natMapNpFe           = "np_fe"
+	natMapNpStats        = "np_stats"
+	natMapNpSvcStats     = "np_svc_stats"
 	natProgNpEgress      = "np_egress"
 	natProgNpIngressHost = "np_ingress_host"
 	natProgNpIngressPod  = "np_ingress_pod"
 	natVarMasqMark       = "masq_mark"
 	natVarMasqMask       = "masq_mask"
+	natVarRejectMark     = "reject_mark"
+	natVarRejectMask     = "reject_mask"
 )
 
 // loadNat returns the embedded CollectionSpec for nat.
@@ -77,17 +82,22 @@ type natProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natMapSpecs struct {
-	NpBe *ebpf.MapSpec `ebpf:"np_be"`
-	NpCt *ebpf.MapSpec `ebpf:"np_ct"`
-	NpFe *ebpf.MapSpec `ebpf:"np_fe"`
+	NpAff      *ebpf.MapSpec `ebpf:"np_aff"`
+	NpBe       *ebpf.MapSpec `ebpf:"np_be"`
+	NpCt       *ebpf.MapSpec `ebpf:"np_ct"`
+	NpFe       *ebpf.MapSpec `ebpf:"np_fe"`
+	NpStats    *ebpf.MapSpec `ebpf:"np_stats"`
+	NpSvcStats *ebpf.MapSpec `ebpf:"np_svc_stats"`
 }
 
 // natVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natVariableSpecs struct {
-	MasqMark *ebpf.VariableSpec `ebpf:"masq_mark"`
-	MasqMask *ebpf.VariableSpec `ebpf:"masq_mask"`
+	MasqMark   *ebpf.VariableSpec `ebpf:"masq_mark"`
+	MasqMask   *ebpf.VariableSpec `ebpf:"masq_mask"`
+	RejectMark *ebpf.VariableSpec `ebpf:"reject_mark"`
+	RejectMask *ebpf.VariableSpec `ebpf:"reject_mask"`
 }
 
 // natObjects contains all objects after they have been loaded into the kernel.
@@ -110,16 +120,22 @@ func (o *natObjects) Close() error {
 //
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natMaps struct {
-	NpBe *ebpf.Map `ebpf:"np_be"`
-	NpCt *ebpf.Map `ebpf:"np_ct"`
-	NpFe *ebpf.Map `ebpf:"np_fe"`
+	NpAff      *ebpf.Map `ebpf:"np_aff"`
+	NpBe       *ebpf.Map `ebpf:"np_be"`
+	NpCt       *ebpf.Map `ebpf:"np_ct"`
+	NpFe       *ebpf.Map `ebpf:"np_fe"`
+	NpStats    *ebpf.Map `ebpf:"np_stats"`
+	NpSvcStats *ebpf.Map `ebpf:"np_svc_stats"`
 }
 
 func (m *natMaps) Close() error {
 	return _NatClose(
+		m.NpAff,
 		m.NpBe,
 		m.NpCt,
 		m.NpFe,
+		m.NpStats,
+		m.NpSvcStats,
 	)
 }
 
@@ -127,8 +143,10 @@ func (m *natMaps) Close() error {
 //
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natVariables struct {
-	MasqMark *ebpf.Variable `ebpf:"masq_mark"`
-	MasqMask *ebpf.Variable `ebpf:"masq_mask"`
+	MasqMark   *ebpf.Variable `ebpf:"masq_mark"`
+	MasqMask   *ebpf.Variable `ebpf:"masq_mask"`
+	RejectMark *ebpf.Variable `ebpf:"reject_mark"`
+	RejectMask *ebpf.Variable `ebpf:"reject_mask"`
 }
 
 // natPrograms contains all programs after they have been loaded into the kernel.

@@ -29,8 +29,10 @@ import (
 )
 
 // proxyKernel is what a Proxy holds in the kernel, read without it: each
-// map entry ("map key → value", in hex as a Plan says it) and each
-// attachment pin of linksDir with the ID of the program its link runs.
+// map entry ("map key → value", in hex as a Plan says it), each
+// attachment pin of linksDir with the ID of the program its link runs, and
+// each classic tc filter of ours ("tc <dir>_<interface>", readTCFilters)
+// with the ID of its program.
 type proxyKernel struct {
 	entries map[string]string // "fe key" or "be key" → value
 	pins    map[string]ebpf.ProgramID
@@ -73,13 +75,16 @@ func readProxyKernel(t *testing.T, p *Proxy) proxyKernel {
 		pk.pins[f.Name()] = info.Program
 		require.NoError(t, l.Close())
 	}
+	for k, id := range readTCFilters(t, p.o.Kernel) {
+		pk.pins[k] = id
+	}
 	return pk
 }
 
 // planDiff is what a Plan says changes: the entries by "map key" (a
 // Plan's write of the frontend map when its Object's key is a frontend
 // key's size) with their new value ("" when deleted), and the pins by file
-// name with their op.
+// name (classic tc filters as readTCFilters names them) with their op.
 func planDiff(t *testing.T, pl dataplane.Plan) (entries map[string]string, pins map[string]dataplane.WriteOp) {
 	t.Helper()
 	entries, pins = map[string]string{}, map[string]dataplane.WriteOp{}
@@ -101,7 +106,13 @@ func planDiff(t *testing.T, pl dataplane.Plan) (entries map[string]string, pins 
 		case kindAttach:
 			f := strings.Fields(w.Object)
 			require.GreaterOrEqual(t, len(f), 2, w.Object)
-			pins[f[1]+"_"+f[0]] = w.Op
+			key := f[1] + "_" + f[0]
+			if strings.HasSuffix(w.Object, " (tc)") {
+				key = "tc " + key
+			}
+			_, dup := pins[key]
+			require.False(t, dup, "one write per attachment: %v", w)
+			pins[key] = w.Op
 		default:
 			t.Fatalf("unknown kind in %v", w)
 		}
@@ -166,9 +177,12 @@ func genService(r *rand.Rand, i int) cluster.Service {
 // For random services (both families, NodePorts, backends added, changed
 // and removed), interfaces that come and go, and entries deleted behind
 // the Proxy's back: Plan writes nothing, the next Apply makes exactly the
-// planned writes (the maps and the attachment pins change by them, and
-// Stats counts as many), and then the Plan is empty and State in sync.
-func TestKernelProxyPlanProperties(t *testing.T) {
+// planned writes (the maps and the attachment pins, or the classic tc
+// filters, change by them, and Stats counts as many), and then the Plan is
+// empty and State in sync; in each attach mode.
+func TestKernelProxyPlanProperties(t *testing.T) { attachModes(t, testKernelProxyPlanProperties) }
+
+func testKernelProxyPlanProperties(t *testing.T, mode AttachMode) {
 	ctx := context.Background()
 	planned := map[string]int{} // by op and kind
 	for seed := range uint64(3) {
@@ -183,7 +197,8 @@ func TestKernelProxyPlanProperties(t *testing.T) {
 			kns, err := kernel.Open(ns.Path())
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = kns.Close() })
-			opts := Options{Kernel: kns, PinDir: bpftest.Dir(t), HostInterfaces: []string{"eth0"}, PodInterfacePrefixes: []string{"veth"}}
+			opts := Options{Kernel: kns, PinDir: bpftest.Dir(t), HostInterfaces: []string{"eth0"}, PodInterfacePrefixes: []string{"veth"},
+				Attach: mode}
 			p, err := New(opts)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = p.Cleanup(context.Background()) })

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -15,8 +16,8 @@ import (
 )
 
 // kindAttach is the kind of an attachment in the Proxy's Plan and State:
-// a program on one direction of an interface (TCX) or on a hook of
-// Options.Cgroup.
+// a program on one direction of an interface (TCX, or a classic tc filter:
+// tcText) or on a hook of Options.Cgroup.
 const kindAttach dataplane.ObjectKind = "attach"
 
 // tcxText names the attachment of direction dir of interface name, and
@@ -51,14 +52,18 @@ func tcxProgName(l iface, dir string) string {
 // Plan returns the writes the next Apply would make, and writes nothing.
 // It decides with Apply's own code (the services declared, the map
 // entries diffed by maps.Sync's Plan, the attachments checked against
-// their pins) and counts every write a success: the map entries ("entry",
-// "key → value" in hex, as maps.Sync.Plan says them) in Apply's order —
-// stale frontends deleted, backends written, frontends written, unused
-// backends deleted — then the attachments ("attach"): the TCX attachments
-// of interfaces gone deleted ("- attach eth1 ingress"), those made ("+")
-// or whose pinned attachment gets the program in place ("~": it runs
-// another program, found so after a resync), the stray pins the sweep
-// detaches, and the cgroup hooks (Options.Cgroup) likewise.
+// their pins or tc filters) and counts every write a success: the map
+// entries ("entry", "key → value" in hex, as maps.Sync.Plan says them) in
+// Apply's order — stale frontends deleted, backends written, frontends
+// written, unused backends deleted — then the attachments ("attach"): the
+// TCX attachments of interfaces gone deleted ("- attach eth1 ingress"),
+// those made ("+") or whose pinned attachment gets the program in place
+// ("~": it runs another program, found so after a resync), the stray pins
+// the sweep detaches; in classic tc mode the same for the filters ("+
+// attach eth1 ingress np_ingress_host (tc)", which makes the clsact qdisc
+// when missing), each interface's followed by the TCX pins it replaces;
+// the tc filters the sweep removes (of interfaces not attached to, or
+// attached with TCX); and the cgroup hooks (Options.Cgroup) likewise.
 //
 // Two things an Apply does are not in it: a service that waits for room
 // that the Plan's deletions make is admitted and written by the Apply
@@ -130,26 +135,43 @@ func splitDeletes(ws []dataplane.Write) (upd, del []dataplane.Write) {
 }
 
 // planAttachments returns the attachment writes of the next attachAll and
-// attachCgroup, decided as they decide (staleAttachments, unattached,
-// pinned, strayPins), without writing.
+// attachCgroup, decided as they decide (attachMode, staleAttachments,
+// unattached, pinned, tcDecide, strayPins, tcStrays), without writing.
 func (p *Proxy) planAttachments() []dataplane.Write {
 	k := p.k
 	var ws []dataplane.Write
+	mode := p.attachMode()
 	stale := p.staleAttachments()
 	var gone []string
+	var tcGone []int // the interfaces whose tc filters the stale attachments take
 	for _, name := range stale {
-		if _, ok := p.links[name]; ok {
-			continue
+		a := k.attached[name]
+		l, wanted := p.links[name]
+		if !wanted {
+			gone = append(gone, name)
+			for _, dir := range tcxDirs {
+				if pinnedLink(p.linkPin(name, dir)) {
+					ws = append(ws, dataplane.Write{Op: dataplane.WriteDelete, Kind: kindAttach, Object: tcxText(name, dir, "")})
+				}
+			}
 		}
-		gone = append(gone, name)
-		for _, dir := range tcxDirs {
-			if pinnedLink(p.linkPin(name, dir)) {
-				ws = append(ws, dataplane.Write{Op: dataplane.WriteDelete, Kind: kindAttach, Object: tcxText(name, dir, "")})
+		if a.tc && (!wanted || l.index != a.at.index) {
+			tcGone = append(tcGone, a.at.index)
+			if slots, err := p.tcRead(a.at.index); err == nil {
+				for i, dir := range tcxDirs {
+					if slots[i].ours {
+						ws = append(ws, dataplane.Write{Op: dataplane.WriteDelete, Kind: kindAttach, Object: tcText(name, dir, "")})
+					}
+				}
 			}
 		}
 	}
 	for _, name := range p.unattached(stale) {
 		l := p.links[name]
+		if mode == AttachTC {
+			ws = append(ws, p.planTC(name, l)...)
+			continue
+		}
 		for _, dir := range tcxDirs {
 			prog, _, here := p.tcx(l, dir)
 			ws = appendLinkWrite(ws, p.linkPin(name, dir), here, k.progIDs[prog], tcxText(name, dir, tcxProgName(l, dir)))
@@ -164,6 +186,16 @@ func (p *Proxy) planAttachments() []dataplane.Write {
 			}
 		}
 	}
+	if !k.at.tcSwept {
+		// After this pass every wanted interface is attached (a Plan counts
+		// every write a success): in TCX mode, with TCX.
+		found, _ := p.tcScan()
+		for _, f := range p.tcStrays(found, true) {
+			if !slices.Contains(tcGone, f.index) {
+				ws = append(ws, dataplane.Write{Op: dataplane.WriteDelete, Kind: kindAttach, Object: tcText(f.name, f.dir, "")})
+			}
+		}
+	}
 	if cg := k.cg; cg != nil && !cg.attached() {
 		if id, err := cgroupID(cg.path); err == nil {
 			for _, h := range cgroupHooks {
@@ -171,6 +203,38 @@ func (p *Proxy) planAttachments() []dataplane.Write {
 					ws = appendLinkWrite(ws, p.cgroupPin(h.name), h.here(id), cg.progIDs[h.name], cgroupText(cg.path, h))
 				}
 			}
+		}
+	}
+	return ws
+}
+
+// planTC returns the writes attachTC would make for interface name (l):
+// each direction's filter made ("+", with the clsact qdisc when missing)
+// or its program replaced in place ("~"), up to a direction a foreign
+// filter holds (no write, the attachment fails), then the TCX
+// attachments pinned for the interface detached.
+func (p *Proxy) planTC(name string, l iface) []dataplane.Write {
+	slots, err := p.tcRead(l.index)
+	if err != nil {
+		return nil
+	}
+	var ws []dataplane.Write
+	for i, dir := range tcxDirs {
+		prog, _, _ := p.tcx(l, dir)
+		w, err := tcDecide(slots[i], p.k.progIDs[prog])
+		text := tcText(name, dir, tcxProgName(l, dir))
+		switch {
+		case err != nil:
+			return ws
+		case w == linkUpdated:
+			ws = append(ws, dataplane.Write{Op: dataplane.WriteReplace, Kind: kindAttach, Object: text, Detail: "program replaced in place"})
+		case w == linkAttached:
+			ws = append(ws, dataplane.Write{Op: dataplane.WriteAdd, Kind: kindAttach, Object: text})
+		}
+	}
+	for _, dir := range tcxDirs {
+		if pinnedLink(p.linkPin(name, dir)) {
+			ws = append(ws, dataplane.Write{Op: dataplane.WriteDelete, Kind: kindAttach, Object: tcxText(name, dir, "")})
 		}
 	}
 	return ws
@@ -221,6 +285,37 @@ func addPinState(st *dataplane.State, pin string, here func(*link.Info) bool, pr
 	}
 }
 
+// addTCState adds to st the classic tc filter of one direction of an
+// interface the Proxy has not attached (yet, or since a resync), as slot
+// says it (read with the error err), named text, and name in a Drift:
+// owned when it is ours and runs the program (progID), drift unless.
+func addTCState(st *dataplane.State, slot tcSlot, err error, progID ebpf.ProgramID, name, text string) {
+	if err != nil {
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: name, Want: text, Have: "unknown: " + err.Error()})
+		return
+	}
+	switch w, err := tcDecide(slot, progID); {
+	case err != nil:
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: name, Want: text, Have: fmt.Sprintf("%s (foreign filter %q)", name, slot.name)})
+	case w == linkKept:
+		st.Owned = append(st.Owned, dataplane.Object{Kind: kindAttach, Text: text})
+	case w == linkUpdated:
+		st.Owned = append(st.Owned, dataplane.Object{Kind: kindAttach, Text: name + " (another program)"})
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: name, Want: text, Have: name + " (another program)"})
+	default:
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: name, Want: text})
+	}
+}
+
+// text names a's attachment of direction dir of interface name, with prog
+// (when not empty): tcxText's, or tcText's for classic tc.
+func (a *attachment) text(name, dir, prog string) string {
+	if a.tc {
+		return tcText(name, dir, prog)
+	}
+	return tcxText(name, dir, prog)
+}
+
 // pinnedLink reports whether an attachment is pinned at pin: one that
 // detachPinned detaches.
 func pinnedLink(pin string) bool {
@@ -234,15 +329,16 @@ func pinnedLink(pin string) bool {
 
 // State returns what the Proxy holds in the kernel: the map entries of
 // both maps ("entry", as maps.Sync.State says them) and the attachments
-// ("attach": "eth0 ingress np_ingress_host", "cgroup <path> connect4
+// ("attach": "eth0 ingress np_ingress_host", "eth0 ingress
+// np_ingress_host (tc)" for a classic tc filter, "cgroup <path> connect4
 // np_connect4"); the drift: the entries that differ from the desired ones
 // and the wanted interfaces and cgroup hooks the programs are not attached
 // to; and what fails: the entries (the maps' ledgers), the attachments and
 // the services that wait (the Proxy's ledgers). Like Plan, it declares the
 // services sent since the last Apply and reads the maps when Apply would,
-// and the pins of the attachments it does not hold (after a resync it
-// checks them again): one that runs its program where it should is
-// owned. It writes nothing, and fails with ErrNotApplied before the first
+// and the pins (or tc filters) of the attachments it does not hold (after
+// a resync it checks them again): one that runs its program where it
+// should is owned. It writes nothing, and fails with ErrNotApplied before the first
 // Apply.
 // It implements dataplane.Stater. A nil ctx is context.Background().
 func (p *Proxy) State(ctx context.Context) (dataplane.State, error) {
@@ -267,29 +363,43 @@ func (p *Proxy) State(ctx context.Context) (dataplane.State, error) {
 		st.Drift = append(st.Drift, ms.Drift...)
 		st.Failing = append(st.Failing, ms.Failing...)
 	}
+	mode := p.attachMode()
 	stale := p.staleAttachments()
 	for name, a := range k.attached {
 		for _, dir := range tcxDirs {
-			st.Owned = append(st.Owned, dataplane.Object{Kind: kindAttach, Text: tcxText(name, dir, tcxProgName(a.at, dir))})
+			st.Owned = append(st.Owned, dataplane.Object{Kind: kindAttach, Text: a.text(name, dir, tcxProgName(a.at, dir))})
 		}
 	}
 	for _, name := range stale {
 		if _, ok := p.links[name]; !ok {
+			a := k.attached[name]
 			for _, dir := range tcxDirs {
-				st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: tcxText(name, dir, ""), Have: tcxText(name, dir, tcxProgName(k.attached[name].at, dir))})
+				st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: a.text(name, dir, ""), Have: a.text(name, dir, tcxProgName(a.at, dir))})
 			}
 		}
 	}
 	for _, name := range p.unattached(stale) {
 		l := p.links[name]
-		for _, dir := range tcxDirs {
+		var slots [2]tcSlot
+		var slotsErr error
+		if mode == AttachTC {
+			slots, slotsErr = p.tcRead(l.index)
+		}
+		for i, dir := range tcxDirs {
 			want := tcxText(name, dir, tcxProgName(l, dir))
+			if mode == AttachTC {
+				want = tcText(name, dir, tcxProgName(l, dir))
+			}
 			if a, ok := k.attached[name]; ok { // to another index
-				st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: tcxText(name, dir, ""),
-					Want: want + fmt.Sprintf(" (index %d)", l.index), Have: tcxText(name, dir, tcxProgName(a.at, dir)) + fmt.Sprintf(" (index %d)", a.at.index)})
+				st.Drift = append(st.Drift, dataplane.Drift{Kind: kindAttach, Name: a.text(name, dir, ""),
+					Want: want + fmt.Sprintf(" (index %d)", l.index), Have: a.text(name, dir, tcxProgName(a.at, dir)) + fmt.Sprintf(" (index %d)", a.at.index)})
 				continue
 			}
 			prog, _, here := p.tcx(l, dir)
+			if mode == AttachTC {
+				addTCState(&st, slots[i], slotsErr, k.progIDs[prog], tcText(name, dir, ""), want)
+				continue
+			}
 			addPinState(&st, p.linkPin(name, dir), here, k.progIDs[prog], tcxText(name, dir, ""), want)
 		}
 	}

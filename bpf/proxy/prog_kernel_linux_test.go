@@ -342,9 +342,10 @@ func TestKernelProgLayout(t *testing.T) {
 		goKey    any
 		goVal    any
 	}{
-		{"np_fe", 20, 16, feKey{}, feVal{}},
+		{"np_fe", 20, 20, feKey{}, feVal{}},
 		{"np_be", 8, 20, beKey{}, beVal{}},
 		{"np_ct", 40, 40, ctKey{}, ctVal{}},
+		{"np_aff", 20, 32, affKey{}, affVal{}},
 	} {
 		m, ok := spec.Maps[c.name]
 		if !ok {
@@ -866,62 +867,72 @@ func TestKernelProgMasqMark(t *testing.T) {
 // A backend removed from np_be: the connection it served moves to a
 // backend still present. Here the last backend fills the hole, so a moved
 // backend may be found before or after its old ordinal (the agent itself
-// shifts the later ones down: TestKernelProgKnownBackendMoves).
+// A backend removed from its service: a UDP flow to it picks another at
+// its next packet (which then stays, and its replies are translated back);
+// a TCP connection keeps it to the end (a terminating pod finishes what it
+// serves, as with kube-proxy).
 func TestKernelProgBackendRemoved(t *testing.T) {
 	objs := testObjs(t)
-	svc := testService{
-		id: 5, fe: testAddrPort("10.96.0.10:80"), proto: testProtoTCP,
-		backends: []netip.AddrPort{testAddrPort("10.244.1.20:8080"), testAddrPort("10.244.2.21:8080"), testAddrPort("10.244.3.22:8080")},
-	}
-	for trial := 0; trial < 6; trial++ {
-		testPutService(t, objs, svc)
-		cl := netip.AddrPortFrom(netip.MustParseAddr("10.244.1.7"), uint16(5000+trial))
-		pkt := func(flags uint8) []byte {
-			return testPacket{src: cl, dst: svc.fe, proto: testProtoTCP, tcpFlags: flags}.bytes()
+	for _, proto := range []uint8{testProtoUDP, testProtoTCP} {
+		svc := testService{
+			id: 5, fe: testAddrPort("10.96.0.10:80"), proto: proto,
+			backends: []netip.AddrPort{testAddrPort("10.244.1.20:8080"), testAddrPort("10.244.2.21:8080"), testAddrPort("10.244.3.22:8080")},
 		}
-		_, out, _ := testRun(t, objs.NpIngressPod, pkt(testTCPSyn), 0)
-		first := testParse(t, out).dst
-		gone := testIndex(svc.backends, first)
+		for trial := 0; trial < 6; trial++ {
+			testPutService(t, objs, svc)
+			cl := netip.AddrPortFrom(netip.MustParseAddr("10.244.1.7"), uint16(5000+trial))
+			pkt := func(flags uint8) []byte {
+				return testPacket{src: cl, dst: svc.fe, proto: proto, tcpFlags: flags}.bytes()
+			}
+			_, out, _ := testRun(t, objs.NpIngressPod, pkt(testTCPSyn), 0)
+			first := testParse(t, out).dst
+			gone := testIndex(svc.backends, first)
 
-		// Remove it: the last backend takes its ordinal, the count shrinks.
-		left := append([]netip.AddrPort(nil), svc.backends...)
-		last := len(left) - 1
-		left[gone] = left[last]
-		left = left[:last]
-		if gone != last {
-			v := beVal{Addr: left[gone].Addr().As16(), Port: port16(left[gone].Port())}
-			if err := objs.NpBe.Put(beKey{SvcID: svc.id, Ordinal: uint32(gone)}, v); err != nil {
+			// Remove it: the last backend takes its ordinal, the count shrinks.
+			left := append([]netip.AddrPort(nil), svc.backends...)
+			last := len(left) - 1
+			left[gone] = left[last]
+			left = left[:last]
+			if gone != last {
+				v := beVal{Addr: left[gone].Addr().As16(), Port: port16(left[gone].Port())}
+				if err := objs.NpBe.Put(beKey{SvcID: svc.id, Ordinal: uint32(gone)}, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := objs.NpBe.Delete(beKey{SvcID: svc.id, Ordinal: uint32(last)}); err != nil {
 				t.Fatal(err)
 			}
-		}
-		if err := objs.NpBe.Delete(beKey{SvcID: svc.id, Ordinal: uint32(last)}); err != nil {
-			t.Fatal(err)
-		}
-		if err := objs.NpFe.Put(svc.feKey(), feVal{SvcID: svc.id, Count: uint32(len(left))}); err != nil {
-			t.Fatal(err)
-		}
+			if err := objs.NpFe.Put(svc.feKey(), feVal{SvcID: svc.id, Count: uint32(len(left))}); err != nil {
+				t.Fatal(err)
+			}
 
-		ret, out, _ := testRun(t, objs.NpIngressPod, pkt(testTCPAck), 0)
-		now := testParse(t, out).dst
-		if ret != testActUnspec || testIndex(left, now) < 0 {
-			t.Fatalf("after removing %v: ret %d dst %v, want one of %v", first, int32(ret), now, left)
-		}
-		// And it stays there; the reply is translated back.
-		_, out, _ = testRun(t, objs.NpIngressPod, pkt(testTCPAck), 0)
-		if again := testParse(t, out).dst; again != now {
-			t.Fatalf("re-picked flow moved again: %v then %v", now, again)
-		}
-		_, out, _ = testRun(t, objs.NpEgress, testPacket{src: now, dst: cl, proto: testProtoTCP, tcpFlags: testTCPAck}.bytes(), 0)
-		if back := testParse(t, out); back.src != svc.fe {
-			t.Fatalf("reply from %v leaves from %v, want %v", now, back.src, svc.fe)
+			ret, out, _ := testRun(t, objs.NpIngressPod, pkt(testTCPAck), 0)
+			now := testParse(t, out).dst
+			switch {
+			case ret != testActUnspec:
+				t.Fatalf("proto %d, after removing %v: ret %d", proto, first, int32(ret))
+			case proto == testProtoUDP && testIndex(left, now) < 0:
+				t.Fatalf("UDP after removing %v: dst %v, want one of %v", first, now, left)
+			case proto == testProtoTCP && now != first:
+				t.Fatalf("TCP after removing %v: dst %v, want it kept", first, now)
+			}
+			// And it stays there; the reply is translated back.
+			_, out, _ = testRun(t, objs.NpIngressPod, pkt(testTCPAck), 0)
+			if again := testParse(t, out).dst; again != now {
+				t.Fatalf("proto %d: flow moved again: %v then %v", proto, now, again)
+			}
+			_, out, _ = testRun(t, objs.NpEgress, testPacket{src: now, dst: cl, proto: proto, tcpFlags: testTCPAck}.bytes(), 0)
+			if back := testParse(t, out); back.src != svc.fe {
+				t.Fatalf("proto %d: reply from %v leaves from %v, want %v", proto, now, back.src, svc.fe)
+			}
 		}
 	}
 }
 
 // The agent numbers backends in order: removing the first moves the others
 // down by one ordinal. Connections to those others keep their backend (the
-// program finds it at its new ordinal and records that); those to the
-// removed one pick anew.
+// program finds it at its new ordinal and records that); TCP connections
+// to the removed one keep it too.
 func TestKernelProgKnownBackendMoves(t *testing.T) {
 	objs := testObjs(t)
 	svc := testService{
@@ -953,12 +964,12 @@ func TestKernelProgKnownBackendMoves(t *testing.T) {
 	for cl, was := range first {
 		ret, out, _ := testRun(t, objs.NpIngressPod, pkt(cl, testTCPAck), 0)
 		now := testParse(t, out).dst
-		i := testIndex(left, now)
-		if ret != testActUnspec || i < 0 {
-			t.Fatalf("%v (was %v): ret %d dst %v, want one of %v", cl, was, int32(ret), now, left)
+		if ret != testActUnspec || now != was {
+			t.Fatalf("%v (was %v): ret %d dst %v", cl, was, int32(ret), now)
 		}
-		if testIndex(left, was) >= 0 && now != was {
-			t.Fatalf("%v moved from %v to %v though its backend stayed", cl, was, now)
+		i := testIndex(left, now)
+		if i < 0 {
+			continue // the removed backend, kept
 		}
 		if fwd, _ := testCtGet(t, objs, cl, svc.fe, testProtoTCP); fwd.Ordinal != uint32(i) {
 			t.Fatalf("%v to %v: forward entry ordinal %d, want %d", cl, now, fwd.Ordinal, i)
@@ -1096,8 +1107,9 @@ func TestKernelProgVethTraffic(t *testing.T) {
 				}
 			}
 
-			// The connections did go through the program: a reverse entry
-			// per connection, from the backend to the client.
+			// The connections did go through the program: each left a
+			// reverse entry from the backend to the client, or was removed
+			// by the programs as it closed (counted in np_stats).
 			var (
 				k          ctKey
 				v          ctVal
@@ -1109,8 +1121,16 @@ func TestKernelProgVethTraffic(t *testing.T) {
 					nrev++
 				}
 			}
-			if nrev != 6 {
-				t.Errorf("%d reverse entries from the server, want 6", nrev)
+			var per []uint64
+			if err := objs.NpStats.Lookup(uint32(statClosed), &per); err != nil {
+				t.Fatal(err)
+			}
+			closed := 0
+			for _, n := range per {
+				closed += int(n)
+			}
+			if nrev+closed != 6 {
+				t.Errorf("%d reverse entries from the server and %d connections closed, want 6 in all", nrev, closed)
 			}
 		})
 	}

@@ -31,6 +31,7 @@ const (
 	DefaultFrontends   = 65536
 	DefaultBackends    = 262144
 	DefaultConnections = 131072
+	DefaultAffinities  = 65536
 )
 
 // Options configure a Proxy. The zero value of each field is its
@@ -63,6 +64,18 @@ type Options struct {
 	// netfilter (see MasqueradeRule) so the reply comes back through this
 	// node. Zero: no mark; give such services ExternalTrafficLocal.
 	MasqueradeMark, MasqueradeMask uint32
+	// RejectMark and RejectMask: when RejectMark is not zero, a new
+	// connection to a frontend whose service has no ready backend is
+	// passed on untranslated with this mark (in the bits of RejectMask),
+	// and the agent rejects marked packets in netfilter's FORWARD path as
+	// kube-proxy does — TCP with a reset, others with ICMP port
+	// unreachable, so a client fails at once instead of waiting for its
+	// timeout (package serviceloop takes the mark as Options.RejectMarks,
+	// see RejectMark). Zero: such packets are dropped.
+	// (Externally-local traffic that finds no local backend is dropped
+	// either way, as with kube-proxy; a process of the node's own namespace
+	// translated at connect() gets EPERM from connect.)
+	RejectMark, RejectMask uint32
 	// Cgroup is a cgroup v2 directory (such as
 	// /sys/fs/cgroup/unified/kubepods, or the node's root cgroup in
 	// production) whose processes' connections to services are translated
@@ -78,6 +91,12 @@ type Options struct {
 	// nothing else. See "Connect-time translation" in the package
 	// documentation.
 	Cgroup string
+	// Attach is how the programs are attached to the interfaces:
+	// AttachAuto (the zero value) uses TCX when the kernel has it (Linux
+	// 6.6 or later) and classic tc (a bpf filter on the clsact qdisc)
+	// otherwise; AttachTCX and AttachTC use one of them only. See "Attach
+	// modes" in the package documentation.
+	Attach AttachMode
 	// Frontends, Backends and Connections size the maps; zero means
 	// DefaultFrontends, DefaultBackends and DefaultConnections. A map of
 	// another size found pinned is replaced (the connection map's entries
@@ -86,9 +105,18 @@ type Options struct {
 	// sockets. A service takes one frontend entry per frontend (cluster
 	// IP, external IP, node address with its NodePort) and one backend
 	// entry per backend; the services that do not fit wait, whole
-	// (ErrMapFull). The connection maps are LRU maps: when they are full the
-	// kernel evicts the least recently used entries.
+	// (ErrMapFull). The connection map np_ct evicts nothing: a new
+	// connection that finds it full is dropped and counted
+	// (ConntrackStatus.Full); the socket map of the connect-time programs
+	// is an LRU map.
 	Frontends, Backends, Connections uint32
+	// Affinities sizes the map of session affinities (the backend each
+	// client's last connection to a service with AffinityTimeout went to,
+	// an LRU map); zero means DefaultAffinities.
+	Affinities uint32
+	// Conntrack sets the connection entries' timeouts and their
+	// scanner's pace (run it with Run).
+	Conntrack ConntrackOptions
 	// Logger receives the Proxy's logs; nil discards them.
 	Logger *slog.Logger
 	// Clock times the retries of entries and interfaces that failed; nil
@@ -111,6 +139,13 @@ type Status struct {
 	// cgroup hook that failed to attach, one per host interface no link
 	// update named, and one when no interface is known at all.
 	Errors []string
+	// Attach is the attach mode in use: AttachTCX or AttachTC once an
+	// Apply chose it (with Options.Attach AttachAuto, by probing the
+	// kernel once), Options.Attach before.
+	Attach AttachMode
+	// Conntrack is the state of the connection entries, as the scanner
+	// (Run) last saw it: all zero while it does not run.
+	Conntrack ConntrackStatus
 }
 
 // tally counts the services written and their entries.
@@ -185,6 +220,9 @@ type Proxy struct {
 	// linksDirDue asks the next Apply to make the attachments' directory
 	// again (after a resync: someone may have removed it).
 	linksDirDue bool
+
+	// ct is what the connection scanner (Run) reports; it has its own lock.
+	ct ctShared
 }
 
 // New validates opts and returns a Proxy. It does no I/O.
@@ -218,13 +256,28 @@ func New(opts Options) (*Proxy, error) {
 		}
 		o.Cgroup = filepath.Clean(o.Cgroup)
 	}
+	if o.Attach > AttachTC {
+		return nil, fmt.Errorf("%w: unknown Attach %v", ErrInvalidOptions, o.Attach)
+	}
 	if o.MasqueradeMark&^o.MasqueradeMask != 0 || (o.MasqueradeMark == 0) != (o.MasqueradeMask == 0) {
 		return nil, fmt.Errorf("%w: MasqueradeMark %#x must be non-zero and within MasqueradeMask %#x (or both zero)",
 			ErrInvalidOptions, o.MasqueradeMark, o.MasqueradeMask)
 	}
+	if o.RejectMark&^o.RejectMask != 0 || (o.RejectMark == 0) != (o.RejectMask == 0) {
+		return nil, fmt.Errorf("%w: RejectMark %#x must be non-zero and within RejectMask %#x (or both zero)",
+			ErrInvalidOptions, o.RejectMark, o.RejectMask)
+	}
+	if o.RejectMask != 0 && o.RejectMask&o.MasqueradeMask != 0 {
+		return nil, fmt.Errorf("%w: RejectMask %#x and MasqueradeMask %#x overlap", ErrInvalidOptions, o.RejectMask, o.MasqueradeMask)
+	}
 	o.Frontends = orDefault(o.Frontends, DefaultFrontends)
 	o.Backends = orDefault(o.Backends, DefaultBackends)
 	o.Connections = orDefault(o.Connections, DefaultConnections)
+	o.Affinities = orDefault(o.Affinities, DefaultAffinities)
+	var err error
+	if o.Conntrack, err = o.Conntrack.withDefaults(); err != nil {
+		return nil, err
+	}
 	o.Clock = clock.OrReal(o.Clock)
 	log := o.Logger
 	if log == nil {
@@ -262,6 +315,18 @@ func (p *Proxy) MasqueradeRule() (r netfilter.Rule, ok bool) {
 		Action:   netfilter.Masquerade(),
 		Comments: []string{"bpf-proxy: service traffic to a backend on another node"},
 	}, true
+}
+
+// RejectMark is Options.RejectMark with its mask, as a netfilter match,
+// for the rules that reject the marked packets: give it to package
+// serviceloop (Options.RejectMarks), which answers them as kube-proxy
+// answers a connection to a service without endpoints. ok is false
+// without a mark.
+func (p *Proxy) RejectMark() (m netfilter.MatchMark, ok bool) {
+	if p.o.RejectMark == 0 {
+		return netfilter.MatchMark{}, false
+	}
+	return netfilter.MatchMark{Mark: p.o.RejectMark, Mask: p.o.RejectMask}, true
 }
 
 // OnUpdate records a message of the cluster vocabulary: cluster.Service
@@ -391,7 +456,7 @@ func (p *Proxy) QueueResync() {
 func (p *Proxy) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Status{Services: p.tally.services, Frontends: p.tally.frontends, Backends: p.tally.backends}
+	st := Status{Services: p.tally.services, Frontends: p.tally.frontends, Backends: p.tally.backends, Attach: p.attachModeInUse()}
 	for _, e := range p.refused.Errors() {
 		st.Errors = append(st.Errors, e.Error())
 	}
@@ -406,7 +471,21 @@ func (p *Proxy) Status() Status {
 		st.Errors = append(st.Errors, p.unseenInterfaces()...)
 	}
 	slices.Sort(st.Errors)
+	st.Conntrack = p.ct.get()
 	return st
+}
+
+// Counters returns the programs' counters of each service written, by
+// name; nil before the first Apply. It reads the kernel (one map lookup
+// per service family), which Status does not, and is safe to call from
+// any goroutine.
+func (p *Proxy) Counters() map[string]ServiceCounters {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.k == nil {
+		return nil
+	}
+	return p.k.serviceCounters(p.services)
 }
 
 // Stats returns the Proxy's dataplane.DriverStats: map entries,

@@ -38,6 +38,7 @@ type proxyRig struct {
 	ns     *kernel.Namespace
 	pinDir string
 	names  map[netip.Addr]string // pod address → pod name
+	attach AttachMode            // the Proxy's Options.Attach
 }
 
 const (
@@ -165,7 +166,7 @@ func exchange(c net.Conn) error {
 // options is the Proxy of host 1.
 func (r *proxyRig) options() Options {
 	return Options{Kernel: r.ns, PinDir: r.pinDir, HostInterfaces: []string{"eth0"},
-		PodInterfacePrefixes: []string{"veth"}, MasqueradeMark: masqMark, MasqueradeMask: masqMark}
+		PodInterfacePrefixes: []string{"veth"}, MasqueradeMark: masqMark, MasqueradeMask: masqMark, Attach: r.attach}
 }
 
 // feed gives p the interfaces of host 1, as an interface monitor would.
@@ -228,7 +229,12 @@ var (
 )
 
 func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
+	attachModes(t, testKernelProxyClusterIPAndNodePort)
+}
+
+func testKernelProxyClusterIPAndNodePort(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
 	for _, v6 := range []bool{false, true} {
@@ -281,7 +287,12 @@ func TestKernelProxyClusterIPAndNodePort(t *testing.T) {
 }
 
 func TestKernelProxyExternalTrafficLocal(t *testing.T) {
+	attachModes(t, testKernelProxyExternalTrafficLocal)
+}
+
+func testKernelProxyExternalTrafficLocal(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	p.OnUpdate(cluster.Service{Name: "default/local:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4},
 		NodePort: 30081, ExternalTrafficLocal: true, Backends: r.backends(false)})
@@ -293,8 +304,11 @@ func TestKernelProxyExternalTrafficLocal(t *testing.T) {
 	assert.Len(t, got, 3)
 }
 
-func TestKernelProxyChangesAndRemoval(t *testing.T) {
+func TestKernelProxyChangesAndRemoval(t *testing.T) { attachModes(t, testKernelProxyChangesAndRemoval) }
+
+func testKernelProxyChangesAndRemoval(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0].NS
 	svc := cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)}
@@ -325,7 +339,12 @@ func TestKernelProxyChangesAndRemoval(t *testing.T) {
 }
 
 func TestKernelProxyRestartKeepsConnections(t *testing.T) {
+	attachModes(t, testKernelProxyRestartKeepsConnections)
+}
+
+func testKernelProxyRestartKeepsConnections(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p, err := New(r.options())
 	require.NoError(t, err)
 	r.feed(t, p)
@@ -383,7 +402,12 @@ func TestKernelProxyRestartKeepsConnections(t *testing.T) {
 }
 
 func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
+	attachModes(t, testKernelProxyInterfacesComeAndGo)
+}
+
+func testKernelProxyInterfacesComeAndGo(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p, err := New(r.options())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
@@ -452,7 +476,12 @@ func TestKernelProxyInterfacesComeAndGo(t *testing.T) {
 // A backend removed from a service renumbers the ones after it; their
 // established connections keep their backend.
 func TestKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T) {
+	attachModes(t, testKernelProxyRemovedBackendKeepsOthersConnections)
+}
+
+func testKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	backends := r.backends(false)
 	for i := range backends {
@@ -499,7 +528,12 @@ func TestKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T) {
 // A pod that is one of its service's backends reaches the service through
 // the other backends.
 func TestKernelProxyPodReachesItsOwnService(t *testing.T) {
+	attachModes(t, testKernelProxyPodReachesItsOwnService)
+}
+
+func testKernelProxyPodReachesItsOwnService(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
 	backends := append([]cluster.Backend{{Addr: netip.AddrPortFrom(client.IPv4, whoamiPort), Local: true}}, r.backends(false)...)
@@ -515,7 +549,12 @@ func TestKernelProxyPodReachesItsOwnService(t *testing.T) {
 // and an echo connection on another service port carries several round
 // trips.
 func TestKernelProxyPodReachesItselfAsOnlyBackend(t *testing.T) {
+	attachModes(t, testKernelProxyPodReachesItselfAsOnlyBackend)
+}
+
+func testKernelProxyPodReachesItselfAsOnlyBackend(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
 	for _, v6 := range []bool{false, true} {

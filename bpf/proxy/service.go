@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/nodeplane/nodeplane/cluster"
 )
@@ -42,6 +43,7 @@ type frontend struct {
 // how many of them are local.
 type entries struct {
 	frontends []frontend
+	affinity  uint32 // session affinity timeout, seconds
 	backends  [2][]beVal
 	local     [2]uint32
 }
@@ -82,8 +84,13 @@ func build(s cluster.Service, nodeAddrs []netip.Addr) entries {
 	if s.ExternalTrafficLocal {
 		external = feExternalLocal
 	}
+	var internal uint32
+	if s.InternalTrafficLocal {
+		internal = feInternalLocal
+	}
+	e.affinity = uint32(s.AffinityTimeout / time.Second)
 	for _, a := range s.ClusterIPs {
-		add(a, s.Port, 0)
+		add(a, s.Port, internal)
 	}
 	for _, a := range s.ExternalIPs {
 		add(a, s.Port, external)

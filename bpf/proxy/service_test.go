@@ -527,7 +527,13 @@ func TestLayoutMatchesHeader(t *testing.T) {
 	assert.Equal(t, map[string]uint32{
 		"NP_FE_EXTERNAL_LOCAL": feExternalLocal,
 		"NP_FE_NODEPORT":       feNodePort,
+		"NP_FE_INTERNAL_LOCAL": feInternalLocal,
 		"NP_CT_REVERSE":        ctReverse,
+		"NP_CT_FIN":            ctFin,
+		"NP_CT_REPLIED":        ctReplied,
+		"NP_STAT_CT_FULL":      statCTFull,
+		"NP_STAT_CLOSED":       statClosed,
+		"NP_STAT_COUNT":        statCount,
 		"NP_CT_MASQ":           ctMasq,
 		"NP_CT_HAIRPIN":        ctHairpin,
 	}, defines)
@@ -542,11 +548,12 @@ func TestLayoutMatchesHeader(t *testing.T) {
 	assert.Equal(t, map[string]int{
 		"np_fe_key": feKeySize, "np_fe_val": feValSize, "np_be_key": beKeySize,
 		"np_be_val": beValSize, "np_ct_key": ctKeySize, "np_ct_val": ctValSize,
-		"np_sk_key": skKeySize, "np_sk_val": skValSize,
+		"np_sk_key": skKeySize, "np_sk_val": skValSize, "np_aff_key": affKeySize, "np_aff_val": affValSize, "np_svc_stats": svcStatsSize,
 	}, sizes)
-	assert.Equal(t, []uintptr{feKeySize, feValSize, beKeySize, beValSize, ctKeySize, ctValSize, skKeySize, skValSize},
+	assert.Equal(t, []uintptr{feKeySize, feValSize, beKeySize, beValSize, ctKeySize, ctValSize, skKeySize, skValSize, affKeySize, affValSize, svcStatsSize},
 		[]uintptr{unsafe.Sizeof(feKey{}), unsafe.Sizeof(feVal{}), unsafe.Sizeof(beKey{}),
-			unsafe.Sizeof(beVal{}), unsafe.Sizeof(ctKey{}), unsafe.Sizeof(ctVal{}), unsafe.Sizeof(skKey{}), unsafe.Sizeof(skVal{})})
+			unsafe.Sizeof(beVal{}), unsafe.Sizeof(ctKey{}), unsafe.Sizeof(ctVal{}), unsafe.Sizeof(skKey{}), unsafe.Sizeof(skVal{}),
+			unsafe.Sizeof(affKey{}), unsafe.Sizeof(affVal{}), unsafe.Sizeof(svcStats{})})
 }
 
 // An address that is two frontends of one service (a cluster IP that is

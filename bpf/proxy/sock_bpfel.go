@@ -16,6 +16,7 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sockMapNpAff           = "np_aff"
 	sockMapNpBe            = "np_be"
 	sockMapNpFe            = "np_fe"
 	sockMapNpSkRev         = "np_sk_rev"
@@ -86,6 +87,7 @@ type sockProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockMapSpecs struct {
+	NpAff   *ebpf.MapSpec `ebpf:"np_aff"`
 	NpBe    *ebpf.MapSpec `ebpf:"np_be"`
 	NpFe    *ebpf.MapSpec `ebpf:"np_fe"`
 	NpSkRev *ebpf.MapSpec `ebpf:"np_sk_rev"`
@@ -118,6 +120,7 @@ func (o *sockObjects) Close() error {
 //
 // It can be passed to loadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockMaps struct {
+	NpAff   *ebpf.Map `ebpf:"np_aff"`
 	NpBe    *ebpf.Map `ebpf:"np_be"`
 	NpFe    *ebpf.Map `ebpf:"np_fe"`
 	NpSkRev *ebpf.Map `ebpf:"np_sk_rev"`
@@ -125,6 +128,7 @@ type sockMaps struct {
 
 func (m *sockMaps) Close() error {
 	return _SockClose(
+		m.NpAff,
 		m.NpBe,
 		m.NpFe,
 		m.NpSkRev,

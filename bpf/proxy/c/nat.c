@@ -34,11 +34,29 @@
 char __license[] SEC("license") = "Dual BSD/GPL";
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct np_ct_key);
 	__type(value, struct np_ct_val);
 	__uint(max_entries, 131072);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 } np_ct SEC(".maps");
+
+// Per-service counters (struct np_svc_stats), by service ID.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, __u32);
+	__type(value, struct np_svc_stats);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} np_svc_stats SEC(".maps");
+
+// Counters the agent reads (NP_STAT_* in nat.h).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, NP_STAT_COUNT);
+} np_stats SEC(".maps");
 
 // Set by the loader (CollectionSpec.Variables): the mark bits that make
 // netfilter masquerade a connection sent to a backend on another node.
@@ -46,11 +64,20 @@ struct {
 volatile const __u32 masq_mark = 0;
 volatile const __u32 masq_mask = 0;
 
+// Set by the loader too: the mark bits that make netfilter reject a
+// connection to a service without a ready backend (TCP with a reset,
+// others with ICMP port unreachable), as kube-proxy does. reject_mark == 0
+// drops such packets instead.
+volatile const __u32 reject_mark = 0;
+volatile const __u32 reject_mask = 0;
+
 #define NP_L3_OFF ETH_HLEN
 #define NP_TCP_CSUM_OFF 16 // offsetof(struct tcphdr, check)
 #define NP_UDP_CSUM_OFF 6  // offsetof(struct udphdr, check)
 #define NP_TCP_FLAGS_OFF 13
+#define NP_TCP_FIN 0x01
 #define NP_TCP_SYN 0x02
+#define NP_TCP_RST 0x04
 #define NP_TCP_ACK 0x10
 #define NP_IPV4_FRAG_OFFSET 0x1fff
 
@@ -230,15 +257,117 @@ static __always_inline int np_hairpin(struct __sk_buff *skb, const struct np_pkt
 	return bpf_redirect(skb->ifindex, 0);
 }
 
+// np_count adds one to counter idx of np_stats.
+static __always_inline void np_count(__u32 idx)
+{
+	__u64 *n = bpf_map_lookup_elem(&np_stats, &idx);
+
+	if (n)
+		*n += 1;
+}
+
+// np_svc_count adds a packet of len bytes to service svc_id's counters,
+// and a new connection (conn) or a refused one (reject).
+static __always_inline void np_svc_count(__u32 svc_id, __u32 len, int conn, int reject)
+{
+	struct np_svc_stats *st = bpf_map_lookup_elem(&np_svc_stats, &svc_id);
+
+	if (!st) {
+		struct np_svc_stats zero = {};
+
+		bpf_map_update_elem(&np_svc_stats, &svc_id, &zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&np_svc_stats, &svc_id);
+		if (!st)
+			return;
+	}
+	st->packets += 1;
+	st->bytes += len;
+	st->conns += conn;
+	st->rejects += reject;
+}
+
+// np_rev_key fills rkey with the reverse entry's key of the connection
+// whose client packet is key and whose backend is backend: the backend's
+// replies, to the client (to the frontend address when hairpinned).
+static __always_inline void np_rev_key(struct np_ct_key *rkey, const struct np_ct_key *key,
+				       const struct np_be_val *backend, int hairpin)
+{
+	__builtin_memset(rkey, 0, sizeof(*rkey));
+	__builtin_memcpy(rkey->src, backend->addr, 16);
+	if (hairpin)
+		__builtin_memcpy(rkey->dst, key->dst, 16);
+	else
+		__builtin_memcpy(rkey->dst, key->src, 16);
+	rkey->sport = backend->port;
+	rkey->dport = key->sport;
+	rkey->proto = key->proto;
+}
+
+// np_fwd_key fills fkey with the forward entry's key of the (not
+// hairpinned) connection whose reply is rkey and whose frontend is
+// rev->addr:rev->port.
+static __always_inline void np_fwd_key(struct np_ct_key *fkey, const struct np_ct_key *rkey,
+				       const struct np_ct_val *rev)
+{
+	__builtin_memset(fkey, 0, sizeof(*fkey));
+	__builtin_memcpy(fkey->src, rkey->dst, 16);
+	__builtin_memcpy(fkey->dst, rev->addr, 16);
+	fkey->sport = rkey->dport;
+	fkey->dport = rev->port;
+	fkey->proto = rkey->proto;
+}
+
+// np_closes says whether a TCP packet with flags closes its connection,
+// given the entry of its own direction (mine, whose NP_CT_FIN it sets on a
+// FIN) and the key of the other direction's entry: a RST, or a packet
+// without FIN once both directions sent theirs (the last ACK). The
+// programs then translate the packet and remove both entries.
+static __always_inline int np_closes(__u8 flags, struct np_ct_val *mine, const struct np_ct_key *other)
+{
+	struct np_ct_val *o;
+
+	if (flags & NP_TCP_RST)
+		return 1;
+	if (flags & NP_TCP_FIN) {
+		mine->flags |= NP_CT_FIN;
+		return 0;
+	}
+	if (!(mine->flags & NP_CT_FIN))
+		return 0;
+	o = bpf_map_lookup_elem(&np_ct, other);
+	return o && (o->flags & NP_CT_FIN);
+}
+
 // np_set_masq marks the packet for netfilter's masquerade rule.
 static __always_inline void np_set_masq(struct __sk_buff *skb)
 {
 	skb->mark = (skb->mark & ~masq_mask) | masq_mark;
 }
 
-// How many of a service's backends a known connection's backend is looked
-// for among when it is no longer at its ordinal.
-#define NP_BACKEND_SEARCH 64
+// np_search_backend returns the ordinal of backend a0a1a2a3:port (the
+// address as four 32-bit words, the port in the low 16 bits of svc_port,
+// the service ID in its high 32) among the service's first
+// NP_BACKEND_SEARCH ordinals, or -1. A global function: the verifier checks
+// it once, not at every place it is called from (which would cost it a
+// state per iteration and call site).
+__attribute__((noinline)) int np_search_backend(__u64 svc_port, __u32 a0, __u32 a1, __u32 a2, __u32 a3)
+{
+	struct np_be_key bk = {.svc_id = (__u32)(svc_port >> 32)};
+	__be16 port = (__be16)(svc_port & 0xffff);
+	struct np_be_val *be;
+	__u32 w[4];
+
+	for (__u32 i = 0; i < NP_BACKEND_SEARCH; i++) {
+		bk.ordinal = i;
+		be = bpf_map_lookup_elem(&np_be, &bk);
+		if (!be)
+			return -1;
+		__builtin_memcpy(w, be->addr, 16);
+		if (be->port == port && w[0] == a0 && w[1] == a1 && w[2] == a2 && w[3] == a3)
+			return i;
+	}
+	return -1;
+}
 
 // np_known_backend returns the backend of a known connection: the entry at
 // its ordinal when it still holds the same backend, or else the same
@@ -250,21 +379,21 @@ static __always_inline struct np_be_val *np_known_backend(struct np_ct_val *ct)
 {
 	struct np_be_key bk = {.svc_id = ct->svc_id, .ordinal = ct->ordinal};
 	struct np_be_val *be;
+	__u32 w[4];
+	int i;
 
 	be = bpf_map_lookup_elem(&np_be, &bk);
 	if (be && be->port == ct->port && np_addr_eq(be->addr, ct->addr))
 		return be;
-	for (__u32 i = 0; i < NP_BACKEND_SEARCH; i++) {
-		bk.ordinal = i;
-		be = bpf_map_lookup_elem(&np_be, &bk);
-		if (!be)
-			return NULL;
-		if (be->port == ct->port && np_addr_eq(be->addr, ct->addr)) {
-			ct->ordinal = i;
-			return be;
-		}
-	}
-	return NULL;
+	__builtin_memcpy(w, ct->addr, 16);
+	i = np_search_backend(((__u64)ct->svc_id << 32) | ct->port, w[0], w[1], w[2], w[3]);
+	if (i < 0)
+		return NULL;
+	bk.ordinal = i;
+	be = bpf_map_lookup_elem(&np_be, &bk);
+	if (be)
+		ct->ordinal = i;
+	return be;
 }
 
 // np_forward is the forward NAT of both ingress programs. from_host selects
@@ -279,9 +408,11 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	struct np_be_key bk = {};
 	struct np_be_val *be;
 	struct np_be_val backend;
+	struct np_ct_key rkey;
 	__u64 now;
 	__u32 count, local_count, ordinal, n;
-	int masq, hairpin, self;
+	int masq, hairpin, self, closing = 0, new_conn = 0;
+	__u32 svc_id;
 
 	if (np_parse(skb, &p) < 0)
 		return TC_ACT_UNSPEC;
@@ -307,14 +438,28 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		return np_hairpin(skb, &p, client, p.key.dport, fe_addr, fe_port);
 	}
 
+	// A TCP connection keeps its backend even once the backend left the
+	// service (a terminating pod finishes what it serves, as with
+	// kube-proxy); a UDP flow picks another.
 	if (ct && !(ct->flags & NP_CT_REVERSE) &&
 	    !(p.key.proto == IPPROTO_TCP && (p.tcp_flags & (NP_TCP_SYN | NP_TCP_ACK)) == NP_TCP_SYN)) {
 		be = np_known_backend(ct);
-		if (be) {
+		if (be || p.key.proto == IPPROTO_TCP) {
 			ct->last_seen = now;
 			masq = (ct->flags & NP_CT_MASQ) != 0;
 			hairpin = (ct->flags & NP_CT_HAIRPIN) != 0;
-			__builtin_memcpy(&backend, be, sizeof(backend));
+			if (be) {
+				__builtin_memcpy(&backend, be, sizeof(backend));
+			} else {
+				__builtin_memset(&backend, 0, sizeof(backend));
+				__builtin_memcpy(backend.addr, ct->addr, 16);
+				backend.port = ct->port;
+			}
+			if (p.key.proto == IPPROTO_TCP && !hairpin) {
+				np_rev_key(&rkey, &p.key, &backend, 0);
+				closing = np_closes(p.tcp_flags, ct, &rkey);
+			}
+			svc_id = ct->svc_id;
 			goto dnat;
 		}
 	}
@@ -329,18 +474,28 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		return TC_ACT_UNSPEC;
 	count = fe->count;
 	local_count = fe->local_count;
-	if (count == 0)
-		return TC_ACT_SHOT; // no ready backend
+	if (count == 0) {
+		// No ready backend: netfilter answers the client (or, without a
+		// reject mark, the packet is dropped).
+		np_svc_count(fe->svc_id, skb->len, 0, 1);
+		if (!reject_mark)
+			return TC_ACT_SHOT;
+		skb->mark = (skb->mark & ~reject_mask) | reject_mark;
+		return TC_ACT_UNSPEC;
+	}
 
 	// Pick among the local backends only (externalTrafficPolicy Local,
 	// traffic from outside) or among all of them.
 	n = count;
-	if (from_host && (fe->flags & NP_FE_EXTERNAL_LOCAL)) {
+	if ((from_host && (fe->flags & NP_FE_EXTERNAL_LOCAL)) || (fe->flags & NP_FE_INTERNAL_LOCAL)) {
 		if (local_count == 0)
 			return TC_ACT_SHOT;
 		n = local_count;
 	}
-	ordinal = bpf_get_prandom_u32() % n;
+	// The backend the client's last connection went to (session
+	// affinity), or one at random.
+	if (!np_affine(fe, n, p.key.src, now, &ordinal))
+		ordinal = bpf_get_prandom_u32() % n;
 	bk.svc_id = fe->svc_id;
 	bk.ordinal = ordinal;
 	be = bpf_map_lookup_elem(&np_be, &bk);
@@ -364,6 +519,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	// Still the client pod itself (it is the only backend): hairpin.
 	hairpin = !from_host && self;
 	__builtin_memcpy(&backend, be, sizeof(backend));
+	np_remember(fe, p.key.src, &backend, ordinal, now);
 
 	// Remember the choice for the rest of the connection...
 	{
@@ -375,30 +531,35 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		fwd.ordinal = ordinal;
 		fwd.flags = (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0);
 		fwd.last_seen = now;
-		bpf_map_update_elem(&np_ct, &p.key, &fwd, BPF_ANY);
+		// No room: the map never evicts a live connection to make some;
+		// the new one is dropped (its client retries) and counted.
+		if (bpf_map_update_elem(&np_ct, &p.key, &fwd, BPF_ANY) < 0) {
+			np_count(NP_STAT_CT_FULL);
+			return TC_ACT_SHOT;
+		}
 	}
 	// ...and how to undo it on the backend's replies, which a hairpinned
 	// connection's server sends to the frontend address.
 	{
-		struct np_ct_key rkey = {};
 		struct np_ct_val rev = {};
 
-		__builtin_memcpy(rkey.src, backend.addr, 16);
-		if (hairpin)
-			__builtin_memcpy(rkey.dst, p.key.dst, 16);
-		else
-			__builtin_memcpy(rkey.dst, p.key.src, 16);
-		rkey.sport = backend.port;
-		rkey.dport = p.key.sport;
-		rkey.proto = p.key.proto;
+		np_rev_key(&rkey, &p.key, &backend, hairpin);
 		__builtin_memcpy(rev.addr, p.key.dst, 16);
 		rev.port = p.key.dport;
 		rev.flags = NP_CT_REVERSE | (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0);
+		rev.svc_id = bk.svc_id;
 		rev.last_seen = now;
-		bpf_map_update_elem(&np_ct, &rkey, &rev, BPF_ANY);
+		if (bpf_map_update_elem(&np_ct, &rkey, &rev, BPF_ANY) < 0) {
+			bpf_map_delete_elem(&np_ct, &p.key);
+			np_count(NP_STAT_CT_FULL);
+			return TC_ACT_SHOT;
+		}
 	}
 
+	svc_id = bk.svc_id;
+	new_conn = 1;
 dnat:
+	np_svc_count(svc_id, skb->len, new_conn, 0);
 	// A backend of the other family cannot be reached by rewriting
 	// addresses: the service is misconfigured, drop rather than mangle.
 	if (np_is_v4mapped(backend.addr) == p.v6)
@@ -414,6 +575,11 @@ dnat:
 		return TC_ACT_SHOT;
 	if (masq)
 		np_set_masq(skb);
+	if (closing) {
+		bpf_map_delete_elem(&np_ct, &p.key);
+		bpf_map_delete_elem(&np_ct, &rkey);
+		np_count(NP_STAT_CLOSED);
+	}
 	return TC_ACT_UNSPEC;
 }
 
@@ -435,8 +601,10 @@ int np_egress(struct __sk_buff *skb)
 {
 	struct np_pkt p;
 	struct np_ct_val *ct;
+	struct np_ct_key fkey;
 	__u8 addr[16];
 	__be16 port;
+	int closing = 0;
 
 	if (np_parse(skb, &p) < 0)
 		return TC_ACT_UNSPEC;
@@ -445,11 +613,22 @@ int np_egress(struct __sk_buff *skb)
 	if (!ct || !(ct->flags & NP_CT_REVERSE) || (ct->flags & NP_CT_HAIRPIN))
 		return TC_ACT_UNSPEC;
 	ct->last_seen = bpf_ktime_get_ns();
+	if (!(ct->flags & NP_CT_REPLIED))
+		ct->flags |= NP_CT_REPLIED;
+	np_svc_count(ct->svc_id, skb->len, 0, 0);
+	np_fwd_key(&fkey, &p.key, ct);
+	if (p.key.proto == IPPROTO_TCP)
+		closing = np_closes(p.tcp_flags, ct, &fkey);
 	__builtin_memcpy(addr, ct->addr, 16);
 	port = ct->port;
 	if (np_is_v4mapped(addr) == p.v6)
 		return TC_ACT_SHOT;
 	if (np_rewrite(skb, &p, 0, addr, port) < 0)
 		return TC_ACT_SHOT;
+	if (closing) {
+		bpf_map_delete_elem(&np_ct, &p.key);
+		bpf_map_delete_elem(&np_ct, &fkey);
+		np_count(NP_STAT_CLOSED);
+	}
 	return TC_ACT_UNSPEC;
 }

@@ -24,6 +24,7 @@ struct np_fe_key {
 // np_fe_val.flags
 #define NP_FE_EXTERNAL_LOCAL 0x1 // traffic from a host interface uses local backends only
 #define NP_FE_NODEPORT 0x2       // frontend is a node address (reached from outside)
+#define NP_FE_INTERNAL_LOCAL 0x4 // a cluster IP that uses local backends only (internalTrafficPolicy Local)
 
 // What a frontend leads to: the service ID and its backends. Backends
 // 0..local_count-1 run on this node, local_count..count-1 elsewhere.
@@ -33,7 +34,8 @@ struct np_fe_val {
 	__u32 count;
 	__u32 local_count;
 	__u32 flags;
-}; // 16 bytes
+	__u32 affinity; // session affinity timeout in seconds (sessionAffinity ClientIP); 0: none
+}; // 20 bytes
 
 // Key of the backend map: backend number ordinal of service svc_id.
 struct np_be_key {
@@ -47,8 +49,9 @@ struct np_be_val {
 	__u16 pad;
 }; // 20 bytes
 
-// A connection tracked by the program, in the connection tracking map
-// (LRU). A forward entry is keyed by the client's packet as it arrived
+// A connection tracked by the program, in the connection tracking map (a
+// hash map without preallocation: nothing is evicted; a new connection
+// that finds it full is dropped and counted). A forward entry is keyed by the client's packet as it arrived
 // (client -> frontend) and holds the backend chosen for it; a reverse entry
 // is keyed by the backend's reply (backend -> client) and holds the
 // frontend to put back as the reply's source.
@@ -65,12 +68,46 @@ struct np_ct_key {
 #define NP_CT_REVERSE 0x1 // a reverse entry
 #define NP_CT_MASQ 0x2    // the connection is masqueraded by netfilter (mark set)
 #define NP_CT_HAIRPIN 0x4 // a pod reaching itself through its service (see nat.c)
+#define NP_CT_FIN 0x8      // a TCP FIN was seen in this entry's direction
+#define NP_CT_REPLIED 0x10 // reverse: a reply was translated (the backend answered)
+
+// Session affinity: the backend a client's last new connection to a
+// service went to, and when. Key and value of the affinity map np_aff
+// (LRU: forgetting an affinity only makes a client pick afresh).
+struct np_aff_key {
+	__u32 svc_id;
+	__u8 client[16];
+}; // 20 bytes
+
+struct np_aff_val {
+	__u8 addr[16];
+	__be16 port;
+	__u16 pad;
+	__u32 ordinal; // where the backend was then
+	__u64 last;    // bpf_ktime_get_ns() of the client's last new connection
+}; // 32 bytes
+
+// A service's counters, per CPU, in np_svc_stats (keyed by service ID):
+// the connections the programs sent to a backend, the packets and bytes
+// they translated both ways, and the connections refused for want of a
+// ready backend.
+struct np_svc_stats {
+	__u64 conns;
+	__u64 packets;
+	__u64 bytes;
+	__u64 rejects;
+}; // 32 bytes
+
+// The counters of np_stats (a per-CPU array of __u64).
+#define NP_STAT_CT_FULL 0x0 // new connections dropped: np_ct had no room
+#define NP_STAT_CLOSED 0x1  // connections removed by the programs when they closed
+#define NP_STAT_COUNT 0x2
 
 struct np_ct_val {
 	__u8 addr[16];  // forward: the backend; reverse: the frontend
 	__be16 port;    // forward: the backend port; reverse: the frontend port
 	__u16 pad;
-	__u32 svc_id;   // forward: the service, to check the backend still exists
+	__u32 svc_id;   // the service (forward: to check the backend still exists)
 	__u32 ordinal;  // forward: the backend's ordinal
 	__u32 flags;
 	__u64 last_seen; // bpf_ktime_get_ns() of the last packet

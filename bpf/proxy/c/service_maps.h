@@ -11,6 +11,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "nat.h"
+#include "addr.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -25,5 +26,61 @@ struct {
 	__type(value, struct np_be_val);
 	__uint(max_entries, 262144);
 } np_be SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct np_aff_key);
+	__type(value, struct np_aff_val);
+	__uint(max_entries, 65536);
+} np_aff SEC(".maps");
+
+// How many of a service's backends a remembered backend is looked for
+// among when it is no longer at its ordinal.
+#define NP_BACKEND_SEARCH 64
+
+// np_affine sets *ordinal to the backend that the last new connection of
+// client to service fe went to, when the service has session affinity,
+// that connection is recent enough, and the backend is still at the same
+// ordinal among the first n of the service (a renumbering of the
+// backends makes the client pick afresh: no search, which would cost the
+// verifier dearly). It returns 1 then, else 0.
+static __always_inline int np_affine(const struct np_fe_val *fe, __u32 n, const __u8 *client, __u64 now, __u32 *ordinal)
+{
+	struct np_aff_key ak = {.svc_id = fe->svc_id};
+	struct np_be_key bk = {.svc_id = fe->svc_id};
+	struct np_aff_val *av;
+	struct np_be_val *be;
+
+	if (!fe->affinity)
+		return 0;
+	__builtin_memcpy(ak.client, client, 16);
+	av = bpf_map_lookup_elem(&np_aff, &ak);
+	if (!av || now - av->last > (__u64)fe->affinity * 1000000000ULL || av->ordinal >= n)
+		return 0;
+	bk.ordinal = av->ordinal;
+	be = bpf_map_lookup_elem(&np_be, &bk);
+	if (!be || be->port != av->port || !np_addr_eq(be->addr, av->addr))
+		return 0;
+	*ordinal = bk.ordinal;
+	return 1;
+}
+
+// np_remember records that client's new connection to service fe went to
+// backend be at ordinal, when the service has session affinity.
+static __always_inline void np_remember(const struct np_fe_val *fe, const __u8 *client, const struct np_be_val *be,
+					__u32 ordinal, __u64 now)
+{
+	struct np_aff_key ak = {.svc_id = fe->svc_id};
+	struct np_aff_val av = {};
+
+	if (!fe->affinity)
+		return;
+	__builtin_memcpy(ak.client, client, 16);
+	__builtin_memcpy(av.addr, be->addr, 16);
+	av.port = be->port;
+	av.ordinal = ordinal;
+	av.last = now;
+	bpf_map_update_elem(&np_aff, &ak, &av, BPF_ANY);
+}
 
 #endif

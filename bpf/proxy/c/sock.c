@@ -104,6 +104,8 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	struct np_sk_val rv = {};
 	__u8 proto;
 	__u32 count;
+	__u64 now = bpf_ktime_get_ns();
+	__u8 node_client[16] = {};
 
 	if (bpf_get_netns_cookie(ctx) != netns_cookie)
 		return 1;
@@ -120,11 +122,21 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	count = fe->count;
 	if (count == 0)
 		return 0;
+	// internalTrafficPolicy Local: this node's backends only.
+	if (fe->flags & NP_FE_INTERNAL_LOCAL) {
+		if (fe->local_count == 0)
+			return 0;
+		count = fe->local_count;
+	}
 	bk.svc_id = fe->svc_id;
-	bk.ordinal = bpf_get_prandom_u32() % count;
+	// Session affinity: the node's processes are one client (the socket
+	// has no source address yet at connect()).
+	if (!np_affine(fe, count, node_client, now, &bk.ordinal))
+		bk.ordinal = bpf_get_prandom_u32() % count;
 	be = bpf_map_lookup_elem(&np_be, &bk);
 	if (!be)
 		return 0;
+	np_remember(fe, node_client, be, bk.ordinal, now);
 	__builtin_memcpy(rk.addr, be->addr, 16);
 	rk.port = be->port;
 	// An IPv4 destination (also one mapped on an IPv6 socket) needs an

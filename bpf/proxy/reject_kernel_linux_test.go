@@ -1,0 +1,94 @@
+//go:build linux
+
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/cluster"
+	"github.com/nodeplane/nodeplane/ipfamily"
+	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/serviceloop"
+)
+
+// A service without a ready backend is refused at once, as with
+// kube-proxy: the program passes the connection on with Options.RejectMark
+// and serviceloop's chain, given the Proxy's mark, answers TCP with a
+// reset and UDP with port unreachable, in both families. Without the mark
+// the packets are dropped (the client waits for its timeout).
+func TestKernelProxyRejectsServiceWithoutBackends(t *testing.T) {
+	r := newProxyRig(t)
+	opts := r.options()
+	opts.RejectMark, opts.RejectMask = 0x80000, 0x80000
+	p, err := New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	r.feed(t, p)
+	mark, ok := p.RejectMark()
+	require.True(t, ok)
+	host := r.topo.Hosts[0]
+	ctx := context.Background()
+	for _, f := range ipfamily.All {
+		filter, err := iptables.New(iptables.Options{Table: "filter", Family: f, Backend: iptables.BackendNFT, ChainPrefix: "npr-", Kernel: r.ns})
+		require.NoError(t, err)
+		loop, err := serviceloop.New(serviceloop.Options{Family: f, Table: filter, Chain: "npr-svc-loop", RejectMarks: []netfilter.MatchMark{mark}})
+		require.NoError(t, err)
+		require.NoError(t, loop.CompleteDeferredWork(ctx))
+		_, err = filter.Apply(ctx)
+		require.NoError(t, err)
+	}
+	// The untranslated packets need a route out of the node to reach
+	// FORWARD.
+	for _, route := range [][]string{{"route", "add", "10.96.0.0/16", "dev", "eth0"}, {"-6", "route", "add", "fd00:96::/64", "dev", "eth0"}} {
+		out, err := host.NS.Exec(ctx, "ip", route...)
+		require.NoError(t, err, "%s", out)
+	}
+	for _, svc := range []cluster.Service{
+		{Name: "default/empty:tcp", Port: 80, ClusterIPs: []netip.Addr{clusterV4, clusterV6}},
+		{Name: "default/empty:udp", Protocol: cluster.UDP, Port: 53, ClusterIPs: []netip.Addr{clusterV4, clusterV6}},
+	} {
+		p.OnUpdate(svc)
+	}
+	apply(t, p)
+	client := r.topo.Hosts[0].Pods[0]
+	for _, ip := range []netip.Addr{clusterV4, clusterV6} {
+		err := client.NS.Do(func() error {
+			c, err := net.DialTimeout("tcp", netip.AddrPortFrom(ip, 80).String(), 5*time.Second)
+			if err == nil {
+				_ = c.Close()
+			}
+			return err
+		})
+		assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "TCP to %v: %v, want a reset", ip, err)
+
+		err = client.NS.Do(func() error {
+			c, err := net.Dial("udp", netip.AddrPortFrom(ip, 53).String())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Write([]byte("q")); err != nil {
+				return err
+			}
+			_, err = c.Read(make([]byte, 8))
+			return err
+		})
+		assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "UDP to %v: %v, want port unreachable", ip, err)
+	}
+	assert.Empty(t, p.Status().Errors)
+	counters := p.Counters()
+	assert.GreaterOrEqual(t, counters["default/empty:tcp"].Rejects, uint64(2), "%+v", counters)
+	assert.GreaterOrEqual(t, counters["default/empty:udp"].Rejects, uint64(2), "%+v", counters)
+	assert.Zero(t, counters["default/empty:tcp"].Connections)
+}
