@@ -148,6 +148,7 @@ func runCmd(ctx context.Context, args []string) error {
 	netpol := fs.Bool("network-policy", true, "enforce the cluster's NetworkPolicies (pods a policy selects are isolated; unknown pod interfaces are dropped)")
 	bpfProxy := fs.Bool("bpf-proxy", false, "load-balance services with the BPF service proxy (cluster IPs from pods, NodePorts from other hosts)")
 	hostIfaces := fs.String("host-interfaces", "", "comma-separated interfaces NodePort traffic arrives on; empty: the host MTU interface")
+	nodeZone := fs.String("node-zone", "", "this node's zone for topology aware routing (--bpf-proxy); empty: the node's zone in the datastore (Kubernetes: its label topology.kubernetes.io/zone)")
 	bpfCgroup := fs.String("bpf-cgroup", "", "cgroup v2 directory whose processes' connections to services from the node's own namespace are translated at connect() (--bpf-proxy); empty: none")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -156,7 +157,7 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.BPFProxy, cfg.BPFCgroup = *bpfProxy, *bpfCgroup
+	cfg.BPFProxy, cfg.BPFCgroup, cfg.NodeZone = *bpfProxy, *bpfCgroup, *nodeZone
 	cfg.NetworkPolicy = *netpol
 	cfg.HostInterfaces = strings.FieldsFunc(*hostIfaces, func(r rune) bool { return r == ',' })
 	cfg.Listen, cfg.WireGuard, cfg.ResyncInterval = *listen, *wg, *resync

@@ -199,6 +199,11 @@ type Config struct {
 	// HostInterfaces are the interfaces NodePort traffic arrives on; empty
 	// means the interface the host MTU was detected on.
 	HostInterfaces []string
+	// NodeZone is this node's zone for topology aware routing: a
+	// service's connections go to the endpoints hinted for it (see
+	// selectEndpoints). Empty means the node's zone in the datastore (the
+	// Kubernetes datastore reads its label topology.kubernetes.io/zone).
+	NodeZone string
 	// BPFCgroup is a cgroup v2 directory whose processes' connections to
 	// services from the node's own namespace (hostNetwork pods, the
 	// kubelet) the BPF proxy translates at connect(); empty: none.
@@ -333,14 +338,17 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 	p := &plane{loop: loop, tables: map[ipfamily.Family]*routetable.Table{}, devices: map[string]string{}}
 	// Mark bits and a routing table for WireGuard, allocated the same way at
 	// every start so that a restarted agent finds its own.
-	layout, err := markbits.NewLayout(markbits.LayoutOptions{WireGuard: true, Extra: []string{serviceMasqMark},
+	layout, err := markbits.NewLayout(markbits.LayoutOptions{WireGuard: true, Extra: []string{serviceMasqMark, serviceRejectMark},
 		Reserved: map[string]uint32{"kube-proxy": markbits.KubeProxyMarks}})
 	if err != nil {
 		return nil, err
 	}
 	// The BPF service proxy marks what netfilter must masquerade for it.
 	svcMark := layout.Extra[serviceMasqMark]
-	var masqMarks []netfilter.MatchMark
+	// It marks the connections to a service without a ready backend, which
+	// the service loop chain rejects as kube-proxy does.
+	rejectMark := layout.Extra[serviceRejectMark]
+	var masqMarks, rejectMarks []netfilter.MatchMark
 	inside := canDo(ns)
 	if cfg.BPFProxy && !cleanup {
 		if err = needDo(ns, "the BPF proxy"); err != nil {
@@ -348,11 +356,13 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		}
 		p.proxy, err = proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
 			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
+			RejectMark: rejectMark, RejectMask: rejectMark,
 			Cgroup: cfg.BPFCgroup, Logger: log.With("component", "bpf-proxy")})
 		if err != nil {
 			return nil, err
 		}
 		masqMarks = []netfilter.MatchMark{{Mark: svcMark, Mask: svcMark}}
+		rejectMarks = []netfilter.MatchMark{{Mark: rejectMark, Mask: rejectMark}}
 	}
 	tables, err := idalloc.NewIndexAllocator(idalloc.IndexOptions{})
 	if err != nil {
@@ -438,7 +448,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		if err != nil {
 			return err
 		}
-		svc, err := serviceloop.New(serviceloop.Options{Family: fam, Table: filter, Chain: ServiceLoopChain,
+		svc, err := serviceloop.New(serviceloop.Options{Family: fam, Table: filter, Chain: ServiceLoopChain, RejectMarks: rejectMarks,
 			Logger: log.With("component", "serviceloop", "family", fam.String())})
 		if err != nil {
 			return err
@@ -662,6 +672,9 @@ type Agent struct {
 	plane   *plane
 	metrics *Metrics
 	started time.Time
+	// healthChecks answers load balancers' health checks; nil without the
+	// BPF proxy (the node then proxies no service).
+	healthChecks *HealthChecks
 
 	mu       sync.Mutex
 	health   dataplane.Health
@@ -752,6 +765,11 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 		return err
 	}
 	defer a.plane.close()
+	if a.plane.proxy != nil {
+		if err := a.metrics.serviceCounters(a.plane.proxy.Counters); err != nil {
+			return fmt.Errorf("agent: metrics: %w", err)
+		}
+	}
 	loop := a.plane.loop
 	if built != nil {
 		built(a)
@@ -808,6 +826,13 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 		return err
 	}
 
+	if cfg.BPFProxy {
+		// The health check ports of the services the proxy serves, on the
+		// node's addresses inside its namespace.
+		a.healthChecks = NewHealthChecks(HealthCheckOptions{Listen: listenInside(ns),
+			Logger: log.With("component", "healthchecks")})
+	}
+
 	var srv *http.Server
 	var lis net.Listener
 	if cfg.Listen != "-" {
@@ -832,13 +857,20 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	}
 	goRun("loop", loop.Run)
 	goRun("ifacemonitor", mon.Run)
+	if a.plane.proxy != nil {
+		goRun("bpf-proxy-conntrack", a.plane.proxy.Run)
+	}
 	goRun("mtu", mtuMon.Run)
 	for _, w := range a.plane.wg {
 		goRun(w.Name(), w.Run)
 	}
 	goRun("publisher", func(ctx context.Context) error { a.publish(ctx, keys); return nil })
+	if a.healthChecks != nil {
+		goRun("healthchecks", a.healthChecks.Run)
+	}
 	goRun("datastore", func(ctx context.Context) error {
 		tr := newTranslator(cfg.NodeName)
+		tr.zone = cfg.NodeZone
 		if cfg.NetworkPolicy {
 			tr.netpol = newNetpolTranslator(cfg.NodeName)
 		}
@@ -927,6 +959,9 @@ func (a *Agent) onCluster(ctx context.Context, tr *translator, c datastore.Clust
 		if err := a.plane.loop.Send(ctx, m); err != nil {
 			return
 		}
+	}
+	if a.healthChecks != nil {
+		a.healthChecks.Update(nodeAddrs(c, a.cfg.NodeName), healthCheckServices(c, a.cfg.NodeName))
 	}
 	local := 0
 	for _, p := range c.Pods {

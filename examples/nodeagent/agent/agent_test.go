@@ -139,10 +139,28 @@ func TestMetrics(t *testing.T) {
 	m.Resynced(dataplane.ResyncEvent{Name: "ipsets", Reason: dataplane.ResyncPeriodic})
 	m.health(dataplane.Health{Ready: true, FailingObjects: 2})
 	m.ObservePeer(wireguard.PeerStats{Node: "node2", ReceiveBytes: 10, TransmitBytes: 20, LastHandshake: time.Unix(100, 0)})
-	m.proxy(proxy.Status{Services: 2, Frontends: 3, Backends: 6, Interfaces: []string{"eth0"}, Errors: []string{"x"}})
+	m.proxy(proxy.Status{Services: 2, Frontends: 3, Backends: 6, Interfaces: []string{"eth0"}, Errors: []string{"x"},
+		Conntrack: proxy.ConntrackStatus{Entries: 10, Capacity: 100, Full: 1, Closed: 7, Expired: 2, Stale: 3, Orphans: 4, LastPass: 500 * time.Millisecond}})
+	if err := m.serviceCounters(func() map[string]proxy.ServiceCounters {
+		return map[string]proxy.ServiceCounters{"ns/web:http": {Connections: 3, Packets: 30, Bytes: 3000, Rejects: 1}}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
+	}
+	counted := map[string]float64{}
+	for _, f := range families {
+		if strings.HasPrefix(f.GetName(), "nodeplane_agent_bpf_proxy_service_") {
+			for _, mt := range f.GetMetric() {
+				counted[strings.TrimPrefix(f.GetName(), "nodeplane_agent_bpf_proxy_service_")+" "+mt.GetLabel()[0].GetValue()] = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	if want := map[string]float64{"connections_total ns/web:http": 3, "packets_total ns/web:http": 30, "bytes_total ns/web:http": 3000,
+		"rejects_total ns/web:http": 1}; fmt.Sprint(counted) != fmt.Sprint(want) {
+		t.Errorf("per-service counters %v, want %v", counted, want)
 	}
 	got := map[string]bool{}
 	for _, f := range families {
@@ -154,7 +172,9 @@ func TestMetrics(t *testing.T) {
 		for _, mt := range f.GetMetric() {
 			values[mt.GetLabel()[0].GetValue()] = mt.GetGauge().GetValue()
 		}
-		if want := map[string]float64{"service_ports": 2, "frontends": 3, "backends": 6, "interfaces": 1, "errors": 1}; fmt.Sprint(values) != fmt.Sprint(want) {
+		if want := map[string]float64{"service_ports": 2, "frontends": 3, "backends": 6, "interfaces": 1, "errors": 1,
+			"conntrack_entries": 10, "conntrack_capacity": 100, "conntrack_full_drops": 1, "conntrack_closed": 7, "conntrack_expired": 2,
+			"conntrack_stale": 3, "conntrack_orphans": 4, "conntrack_scan_seconds": 0.5}; fmt.Sprint(values) != fmt.Sprint(want) {
 			t.Errorf("bpf_proxy = %v, want %v", values, want)
 		}
 	}

@@ -30,6 +30,7 @@ type Metrics struct {
 	proxyState     *prometheus.GaugeVec
 	wgRx, wgTx     *prometheus.GaugeVec
 	wgHandshake    *prometheus.GaugeVec
+	reg            prometheus.Registerer
 }
 
 var _ dataplane.Metrics = (*Metrics)(nil)
@@ -40,6 +41,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	const ns = "nodeplane_agent"
 	buckets := prometheus.ExponentialBuckets(0.0001, 4, 10) // 100 µs … 26 s
 	m := &Metrics{
+		reg: reg,
 		driverApply: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "driver_apply_seconds",
 			Help: "Duration of each driver Apply (deletions=true: ApplyDeletions), by outcome.", Buckets: buckets},
 			[]string{"driver", "phase", "deletions", "outcome"}),
@@ -68,7 +70,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		services: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "services",
 			Help: "Services in the datastore."}),
 		proxyState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "bpf_proxy",
-			Help: "What the BPF service proxy has programmed (service_ports, frontends, backends, interfaces) and what it could not (errors)."},
+			Help: "What the BPF service proxy has programmed (service_ports, frontends, backends, interfaces), what it could not (errors), " +
+				"and its connection entries (conntrack_entries of conntrack_capacity; conntrack_full_drops: new connections dropped for want of room; " +
+				"conntrack_closed, _expired, _stale, _orphans: entries removed; conntrack_scan_seconds: the last full scan's cost)."},
 			[]string{"what"}),
 		wgRx: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "wireguard_peer_receive_bytes",
 			Help: "Bytes received from each WireGuard peer."}, []string{"peer"}),
@@ -138,9 +142,53 @@ func (m *Metrics) health(h dataplane.Health) {
 
 // proxy records what the BPF proxy reports.
 func (m *Metrics) proxy(st proxy.Status) {
-	for what, n := range map[string]int{"service_ports": st.Services, "frontends": st.Frontends, "backends": st.Backends,
-		"interfaces": len(st.Interfaces), "errors": len(st.Errors)} {
-		m.proxyState.WithLabelValues(what).Set(float64(n))
+	ct := st.Conntrack
+	for what, n := range map[string]float64{"service_ports": float64(st.Services), "frontends": float64(st.Frontends),
+		"backends": float64(st.Backends), "interfaces": float64(len(st.Interfaces)), "errors": float64(len(st.Errors)),
+		"conntrack_entries": float64(ct.Entries), "conntrack_capacity": float64(ct.Capacity),
+		"conntrack_full_drops": float64(ct.Full), "conntrack_closed": float64(ct.Closed), "conntrack_expired": float64(ct.Expired),
+		"conntrack_stale": float64(ct.Stale), "conntrack_orphans": float64(ct.Orphans),
+		"conntrack_scan_seconds": ct.LastPass.Seconds()} {
+		m.proxyState.WithLabelValues(what).Set(n)
+	}
+}
+
+// serviceCounters exports, at each scrape, the BPF proxy's per-service
+// counters that counters returns.
+func (m *Metrics) serviceCounters(counters func() map[string]proxy.ServiceCounters) error {
+	return m.reg.Register(&proxyCounters{counters: counters})
+}
+
+// proxyCounters is a collector of the BPF proxy's per-service counters,
+// read from the kernel when Prometheus scrapes.
+type proxyCounters struct {
+	counters func() map[string]proxy.ServiceCounters
+}
+
+var proxyCounterDescs = map[string]*prometheus.Desc{
+	"connections": prometheus.NewDesc("nodeplane_agent_bpf_proxy_service_connections_total",
+		"Connections the BPF proxy sent to a backend of the service (one per service port: namespace/name:port).", []string{"service"}, nil),
+	"packets": prometheus.NewDesc("nodeplane_agent_bpf_proxy_service_packets_total",
+		"Packets of the service's connections the BPF proxy translated, both ways.", []string{"service"}, nil),
+	"bytes": prometheus.NewDesc("nodeplane_agent_bpf_proxy_service_bytes_total",
+		"Bytes of the service's connections the BPF proxy translated, both ways.", []string{"service"}, nil),
+	"rejects": prometheus.NewDesc("nodeplane_agent_bpf_proxy_service_rejects_total",
+		"Connections to the service refused for want of a ready backend.", []string{"service"}, nil),
+}
+
+// Describe implements prometheus.Collector.
+func (c *proxyCounters) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range proxyCounterDescs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *proxyCounters) Collect(ch chan<- prometheus.Metric) {
+	for name, v := range c.counters() {
+		for what, n := range map[string]uint64{"connections": v.Connections, "packets": v.Packets, "bytes": v.Bytes, "rejects": v.Rejects} {
+			ch <- prometheus.MustNewConstMetric(proxyCounterDescs[what], prometheus.CounterValue, float64(n), name)
+		}
 	}
 }
 

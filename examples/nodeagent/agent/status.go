@@ -69,6 +69,12 @@ type Status struct {
 	// ProxyErrors are the services and interfaces the BPF proxy could
 	// not program, and why.
 	ProxyErrors []string `json:"proxyErrors,omitempty"`
+	// Zone is this node's zone for topology aware routing (--node-zone,
+	// else the datastore's), empty for none.
+	Zone string `json:"zone,omitempty"`
+	// HealthChecks are the load balancer health check servers of the
+	// services with externalTrafficPolicy Local (with the BPF proxy).
+	HealthChecks []HealthCheckStatus `json:"healthChecks,omitempty"`
 	// WireGuardDevices are the WireGuard managers' reports.
 	WireGuardDevices []WireGuardStatus `json:"wireguardDevices,omitempty"`
 	// Errors are the agent's own recent errors (publishing, say).
@@ -158,6 +164,10 @@ func (a *Agent) status(ctx context.Context) Status {
 		s.ServicesNote = fmt.Sprintf("bpf proxy: service ports %d, frontends %d, backends %d, on %s",
 			ps.Services, ps.Frontends, ps.Backends, strings.Join(ps.Interfaces, ","))
 		s.ProxyErrors = ps.Errors
+	}
+	s.Zone = nodeZone(c, a.cfg.NodeName, a.cfg.NodeZone)
+	if a.healthChecks != nil {
+		s.HealthChecks = a.healthChecks.Status()
 	}
 	if a.cfg.NoMasquerade {
 		s.Masquerade = "off"
@@ -347,6 +357,19 @@ func WriteTable(out io.Writer, s Status, now time.Time) error {
 	fmt.Fprintf(w, "services %d\t%s\n", s.Services, s.ServicesNote)
 	for _, e := range s.ProxyErrors {
 		fmt.Fprintf(w, "  not programmed\t%s\n", e)
+	}
+	if s.Zone != "" {
+		fmt.Fprintf(w, "  zone\t%s (topology aware routing)\n", s.Zone)
+	}
+	for _, h := range s.HealthChecks {
+		var where []string
+		if len(h.Listening) > 0 {
+			where = append(where, "on "+strings.Join(h.Listening, ","))
+		}
+		if len(h.Errors) > 0 {
+			where = append(where, "not listening: "+strings.Join(h.Errors, "; "))
+		}
+		fmt.Fprintf(w, "  health check\t%s port %d, local endpoints %d, %s\n", h.Service, h.Port, h.LocalEndpoints, strings.Join(where, "; "))
 	}
 	writeDriverStates(w, s)
 	return w.Flush()

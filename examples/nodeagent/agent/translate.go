@@ -20,7 +20,10 @@ import (
 // a cluster.Pool; the service ranges (the service loop managers'). It
 // remembers what it sent and sends only what changed, removals included.
 type translator struct {
-	self  string
+	self string
+	// zone is this node's zone for topology aware routing when configured
+	// (--node-zone); empty means the node's zone in the datastore.
+	zone  string
 	nodes map[string]nodeMsgs
 	pods  map[string]cluster.Endpoint
 	pools map[string]datastore.Pool

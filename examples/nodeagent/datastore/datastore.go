@@ -96,6 +96,10 @@ type Node struct {
 	// WireGuardPublicKey is the node's WireGuard public key (base64), as
 	// it published it; empty for none yet.
 	WireGuardPublicKey string `json:"wireguardPublicKey,omitempty"`
+	// Zone is the node's zone (Kubernetes: its label
+	// topology.kubernetes.io/zone), which topology aware routing matches
+	// against the endpoints' ForZones; empty for none.
+	Zone string `json:"zone,omitempty"`
 }
 
 // Pod is one pod: where it runs, its host-side interface and its addresses.
@@ -161,17 +165,74 @@ type Service struct {
 	// ClusterIPs are the service's virtual addresses.
 	ClusterIPs []netip.Addr `json:"clusterIPs,omitempty"`
 	// ExternalIPs are further addresses the service answers on at its
-	// ports, for traffic from other hosts (Kubernetes: spec.externalIPs
-	// and the load balancer's ingress IPs).
+	// ports, for traffic from other hosts (Kubernetes: spec.externalIPs).
 	ExternalIPs []netip.Addr `json:"externalIPs,omitempty"`
+	// LoadBalancerIPs are the load balancer's addresses (Kubernetes: the
+	// IPs of status.loadBalancer.ingress). The service answers on them as
+	// on its ExternalIPs; LoadBalancerSourceRanges guard them alone.
+	LoadBalancerIPs []netip.Addr `json:"loadBalancerIPs,omitempty"`
 	// ExternalTrafficPolicy is Cluster (the default) or Local: traffic from
-	// other hosts to a NodePort or an external IP goes to this node's
-	// endpoints only.
+	// other hosts to a NodePort, an external or a load balancer IP goes to
+	// this node's endpoints only.
 	ExternalTrafficPolicy string `json:"externalTrafficPolicy,omitempty"`
+	// InternalTrafficPolicy is Cluster (the default) or Local: traffic
+	// from this node (its pods, the host) to the cluster IPs goes to this
+	// node's endpoints only, and none when it has none.
+	InternalTrafficPolicy string `json:"internalTrafficPolicy,omitempty"`
+	// HealthCheckNodePort, for a LoadBalancer service with
+	// externalTrafficPolicy Local, is the TCP port on every node's
+	// addresses where the load balancer asks over HTTP whether the node has
+	// a ready endpoint of the service (Kubernetes:
+	// spec.healthCheckNodePort); 0 for none. Unique in the cluster.
+	HealthCheckNodePort uint16 `json:"healthCheckNodePort,omitempty"`
+	// SessionAffinity is None (the default) or ClientIP: the connections
+	// of one client address go to the same endpoint while they come less
+	// than SessionAffinityTimeoutSeconds apart.
+	SessionAffinity string `json:"sessionAffinity,omitempty"`
+	// SessionAffinityTimeoutSeconds is the ClientIP affinity's timeout
+	// (Kubernetes: spec.sessionAffinityConfig.clientIP.timeoutSeconds), at
+	// most MaxSessionAffinityTimeoutSeconds; 0 means
+	// DefaultSessionAffinityTimeoutSeconds. Only with ClientIP.
+	SessionAffinityTimeoutSeconds uint32 `json:"sessionAffinityTimeoutSeconds,omitempty"`
+	// LoadBalancerSourceRanges, for a LoadBalancer service, are the client
+	// networks allowed to reach its LoadBalancerIPs; empty allows every
+	// client.
+	LoadBalancerSourceRanges []netip.Prefix `json:"loadBalancerSourceRanges,omitempty"`
+	// TrafficDistribution turns topology aware routing on:
+	// TrafficDistributionPreferSameZone, or its older name
+	// TrafficDistributionPreferClose, makes a node send the service's
+	// traffic to the endpoints hinted for its zone (Endpoint.ForZones)
+	// when every ready endpoint has hints and some name its zone; empty
+	// uses every endpoint and ignores the hints.
+	TrafficDistribution string `json:"trafficDistribution,omitempty"`
 	// Ports are the service's ports.
 	Ports []ServicePort `json:"ports,omitempty"`
-	// Endpoints are the backends.
+	// Endpoints are the backends, each address once.
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
+}
+
+// The values of Service.TrafficDistribution that turn topology aware
+// routing on; both mean the same.
+const (
+	TrafficDistributionPreferSameZone = "PreferSameZone"
+	TrafficDistributionPreferClose    = "PreferClose"
+)
+
+// The bounds of Service.SessionAffinityTimeoutSeconds, Kubernetes' own.
+const (
+	// DefaultSessionAffinityTimeoutSeconds is the ClientIP affinity's
+	// timeout when none is given: three hours.
+	DefaultSessionAffinityTimeoutSeconds = 10800
+	// MaxSessionAffinityTimeoutSeconds is the longest timeout: one day.
+	MaxSessionAffinityTimeoutSeconds = 86400
+)
+
+// Key returns "namespace/name" (or "name" in no namespace).
+func (s Service) Key() string {
+	if s.Namespace == "" {
+		return s.Name
+	}
+	return s.Namespace + "/" + s.Name
 }
 
 // ServicePort is one port of a service.
@@ -188,15 +249,40 @@ type ServicePort struct {
 	TargetPort uint16 `json:"targetPort,omitempty"`
 }
 
-// Endpoint is one backend of a service.
+// Endpoint is one backend of a service. A service's connections go to its
+// ready endpoints; only when none is ready (in the scope of the traffic:
+// the cluster, or this node for a Local traffic policy) do they go to the
+// terminating endpoints that still serve, as kube-proxy sends them.
 type Endpoint struct {
 	// IP is the backend's address.
 	IP netip.Addr `json:"ip"`
 	// Node is where the backend runs, when known.
 	Node string `json:"node,omitempty"`
-	// NotReady marks a backend that must not get new connections.
+	// NotReady marks a backend that must not get new connections while
+	// a ready one is left (Kubernetes: the ready condition is false).
 	NotReady bool `json:"notReady,omitempty"`
+	// Terminating marks a backend that is going away (Kubernetes: the
+	// terminating condition; its pod is being deleted). Such a backend is
+	// normally NotReady too.
+	Terminating bool `json:"terminating,omitempty"`
+	// Serving, for a Terminating backend, says it still passes its
+	// readiness checks (Kubernetes: the serving condition): it takes new
+	// connections when no ready backend is left. Only with Terminating:
+	// a backend that is not terminating serves when it is ready.
+	Serving bool `json:"serving,omitempty"`
+	// ForZones are the zones whose nodes should send the backend their
+	// traffic when the service's TrafficDistribution asks for topology
+	// aware routing (Kubernetes: hints.forZones); empty for no hint.
+	ForZones []string `json:"forZones,omitempty"`
 }
+
+// Ready reports whether the backend takes new connections (it is not
+// NotReady).
+func (e Endpoint) Ready() bool { return !e.NotReady }
+
+// ServingTerminating reports whether the backend is terminating but still
+// serving: a fallback when no ready backend is left.
+func (e Endpoint) ServingTerminating() bool { return e.Serving && e.Terminating }
 
 // MAC is a hardware address with a text form ("02:4e:50:00:00:01").
 type MAC net.HardwareAddr
@@ -283,7 +369,11 @@ func (c *Cluster) Node(name string) (Node, bool) {
 // together: a node without a name or listed twice, a CIDR with host bits set,
 // a bad WireGuard key, a pod without a name or node or addresses, or with a
 // floating IP that stands for none of its addresses, a service without a
-// name.
+// name, with a setting Kubernetes would refuse (a traffic policy, session
+// affinity or traffic distribution it does not know, source ranges or a
+// health check port on a service that is no LoadBalancer, a health check
+// port another service has) or with a bad endpoint (no address, an address
+// listed twice, Serving without Terminating, an empty or repeated zone).
 func (c *Cluster) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -352,12 +442,19 @@ func (c *Cluster) Validate() error {
 			bad("service CIDR %s is not a network (%s?)", p, p.Masked())
 		}
 	}
+	healthPorts := map[uint16]string{}
 	for i, s := range c.Services {
 		if s.Name == "" {
 			bad("service %d has no name", i)
 		}
-		if p := s.ExternalTrafficPolicy; p != "" && p != "Cluster" && p != "Local" {
-			bad("service %q: externalTrafficPolicy %q is neither Cluster nor Local", s.Name, p)
+		for _, problem := range s.problems() {
+			bad("service %q: %s", s.Key(), problem)
+		}
+		if p := s.HealthCheckNodePort; p != 0 {
+			if other, ok := healthPorts[p]; ok {
+				bad("service %q: healthCheckNodePort %d is service %q's already", s.Key(), p, other)
+			}
+			healthPorts[p] = s.Key()
 		}
 	}
 	namespaces := map[string]bool{}

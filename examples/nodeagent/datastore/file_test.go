@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,95 @@ func TestFileWatchMissingFile(t *testing.T) {
 	f := &datastore.File{Path: filepath.Join(t.TempDir(), "none.yaml")}
 	if err := f.Watch(context.Background(), func(datastore.Cluster) { t.Error("update without a file") }); err == nil {
 		t.Fatal("Watch of a missing file succeeded")
+	}
+}
+
+// TestParseServiceTraffic: a service's traffic settings and its endpoints'
+// conditions and zone hints are read from the file and round-trip.
+func TestParseServiceTraffic(t *testing.T) {
+	doc := `
+nodes: [{name: node1, zone: zone-a}]
+services:
+- namespace: demo
+  name: lb
+  type: LoadBalancer
+  clusterIPs: [10.96.0.10]
+  loadBalancerIPs: [192.0.2.10]
+  externalTrafficPolicy: Local
+  internalTrafficPolicy: Local
+  healthCheckNodePort: 32000
+  sessionAffinity: ClientIP
+  sessionAffinityTimeoutSeconds: 600
+  loadBalancerSourceRanges: [192.0.2.0/24]
+  trafficDistribution: PreferClose
+  ports: [{port: 80, nodePort: 30080}]
+  endpoints:
+  - {ip: 10.244.1.10, node: node1, forZones: [zone-a, zone-b]}
+  - {ip: 10.244.1.11, node: node1, notReady: true, terminating: true, serving: true}
+`
+	c, err := datastore.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := datastore.Service{Namespace: "demo", Name: "lb", Type: "LoadBalancer",
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		ExternalTrafficPolicy: "Local", InternalTrafficPolicy: "Local", HealthCheckNodePort: 32000,
+		SessionAffinity: "ClientIP", SessionAffinityTimeoutSeconds: 600,
+		LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")},
+		TrafficDistribution:      datastore.TrafficDistributionPreferClose,
+		Ports:                    []datastore.ServicePort{{Port: 80, NodePort: 30080}},
+		Endpoints: []datastore.Endpoint{
+			{IP: netip.MustParseAddr("10.244.1.10"), Node: "node1", ForZones: []string{"zone-a", "zone-b"}},
+			{IP: netip.MustParseAddr("10.244.1.11"), Node: "node1", NotReady: true, Terminating: true, Serving: true},
+		}}
+	if len(c.Services) != 1 || !reflect.DeepEqual(c.Services[0], want) || c.Nodes[0].Zone != "zone-a" {
+		t.Fatalf("services = %+v, nodes = %+v", c.Services, c.Nodes)
+	}
+	if e := c.Services[0].Endpoints; !e[0].Ready() || e[0].ServingTerminating() || e[1].Ready() || !e[1].ServingTerminating() {
+		t.Errorf("conditions: %+v", e)
+	}
+	b, err := datastore.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := datastore.Parse(b)
+	if err != nil || !reflect.DeepEqual(again, c) {
+		t.Errorf("round trip: %v\n%s", err, b)
+	}
+}
+
+// TestParseRejectsServiceTraffic: settings Kubernetes would refuse, and
+// endpoints that do not hold together, are errors that name the service.
+func TestParseRejectsServiceTraffic(t *testing.T) {
+	const head = "nodes: [{name: a}]\nservices:\n"
+	for _, tc := range []struct{ name, services, want string }{
+		{"internal policy", `- {name: s, internalTrafficPolicy: Node}`, `internalTrafficPolicy "Node" is neither Cluster nor Local`},
+		{"external policy", `- {name: s, externalTrafficPolicy: local}`, `externalTrafficPolicy "local" is neither Cluster nor Local`},
+		{"health check port without Local", `- {name: s, type: LoadBalancer, healthCheckNodePort: 32000}`,
+			"healthCheckNodePort 32000 needs type LoadBalancer and externalTrafficPolicy Local"},
+		{"health check port of a NodePort", `- {name: s, type: NodePort, externalTrafficPolicy: Local, healthCheckNodePort: 32000}`,
+			"healthCheckNodePort 32000 needs type LoadBalancer"},
+		{"health check port twice", "- {namespace: x, name: s, type: LoadBalancer, externalTrafficPolicy: Local, healthCheckNodePort: 32000}\n" +
+			"- {namespace: w, name: s, type: LoadBalancer, externalTrafficPolicy: Local, healthCheckNodePort: 32000}",
+			`service "w/s": healthCheckNodePort 32000 is service "x/s"'s already`},
+		{"affinity", `- {name: s, sessionAffinity: Cookie}`, `sessionAffinity "Cookie" is neither None nor ClientIP`},
+		{"timeout without ClientIP", `- {name: s, sessionAffinityTimeoutSeconds: 10}`, "sessionAffinityTimeoutSeconds needs sessionAffinity ClientIP"},
+		{"timeout too long", `- {name: s, sessionAffinity: ClientIP, sessionAffinityTimeoutSeconds: 86401}`, "sessionAffinityTimeoutSeconds 86401 is over 86400"},
+		{"source ranges of a NodePort", `- {name: s, type: NodePort, loadBalancerSourceRanges: [10.0.0.0/8]}`, "loadBalancerSourceRanges need type LoadBalancer"},
+		{"source range host bits", `- {name: s, type: LoadBalancer, loadBalancerSourceRanges: [10.0.0.1/8]}`,
+			"load balancer source range 10.0.0.1/8 is not a network (10.0.0.0/8?)"},
+		{"load balancer IP", `- {name: s, type: LoadBalancer, loadBalancerIPs: [0.0.0.0]}`, "load balancer IP 0.0.0.0 is not an address"},
+		{"traffic distribution", `- {name: s, trafficDistribution: PreferSameNode}`, `trafficDistribution "PreferSameNode" is none of`},
+		{"endpoint without address", `- {name: s, endpoints: [{node: a}]}`, "endpoint 0: IP invalid IP is not an address"},
+		{"endpoint twice", `- {name: s, endpoints: [{ip: 10.0.0.1}, {ip: 10.0.0.1, node: a}]}`, "endpoint 10.0.0.1 is listed twice"},
+		{"serving, not terminating", `- {name: s, endpoints: [{ip: 10.0.0.1, notReady: true, serving: true}]}`,
+			"endpoint 10.0.0.1: serving is for a terminating endpoint"},
+		{"empty zone", `- {name: s, endpoints: [{ip: 10.0.0.1, forZones: [""]}]}`, `endpoint 10.0.0.1: zone "" is empty or repeated`},
+		{"zone twice", `- {name: s, endpoints: [{ip: 10.0.0.1, forZones: [a, b, a]}]}`, `endpoint 10.0.0.1: zone "a" is empty or repeated`},
+	} {
+		_, err := datastore.Parse([]byte(head + tc.services))
+		if !errors.Is(err, datastore.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want ErrInvalid saying %q", tc.name, err, tc.want)
+		}
 	}
 }

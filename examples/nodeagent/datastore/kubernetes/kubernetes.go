@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -287,7 +288,13 @@ func (d *Datastore) valid(c datastore.Cluster) datastore.Cluster {
 			out.Pools = append(out.Pools, p)
 		}
 	}
-	out.Services = c.Services
+	for _, s := range c.Services {
+		if err := (&datastore.Cluster{Services: []datastore.Service{s}}).Validate(); err != nil {
+			d.log.Warn("kubernetes datastore: service ignored", "service", s.Key(), "err", err)
+			continue
+		}
+		out.Services = append(out.Services, s)
+	}
 	return out
 }
 
@@ -324,6 +331,7 @@ func (d *Datastore) node(n *corev1.Node) datastore.Node {
 		out.VTEPMACV6 = datastore.MAC(mac)
 	}
 	out.WireGuardPublicKey = n.Annotations[AnnotationWireGuardKey]
+	out.Zone = n.Labels[corev1.LabelTopologyZone]
 	return out
 }
 
@@ -366,15 +374,17 @@ func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.S
 	if len(out.ClusterIPs) == 0 { // headless: nothing to load-balance
 		return datastore.Service{}, false
 	}
-	external := slices.Clone(s.Spec.ExternalIPs)
-	for _, in := range s.Status.LoadBalancer.Ingress {
-		external = append(external, in.IP)
-	}
-	for _, ip := range external {
+	for _, ip := range s.Spec.ExternalIPs {
 		if a, err := netip.ParseAddr(ip); err == nil && !slices.Contains(out.ExternalIPs, a) {
 			out.ExternalIPs = append(out.ExternalIPs, a)
 		}
 	}
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil && !slices.Contains(out.LoadBalancerIPs, a) {
+			out.LoadBalancerIPs = append(out.LoadBalancerIPs, a)
+		}
+	}
+	trafficSettings(&out, s)
 	// The endpoints' port of each service port: the EndpointSlices say it
 	// (by port name), also for a target port given by name.
 	slicePorts := map[string]int32{}
@@ -398,25 +408,111 @@ func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.S
 		}
 		out.Ports = append(out.Ports, sp)
 	}
-	seen := map[netip.Addr]bool{}
-	for _, es := range eps {
-		for _, e := range es.Endpoints {
-			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-			node := ""
-			if e.NodeName != nil {
-				node = *e.NodeName
-			}
-			for _, a := range e.Addresses {
-				ip, err := netip.ParseAddr(a)
-				if err != nil || seen[ip] {
-					continue
-				}
-				seen[ip] = true
-				out.Endpoints = append(out.Endpoints, datastore.Endpoint{IP: ip, Node: node, NotReady: !ready})
+	out.Endpoints = endpointsOf(eps)
+	return out, true
+}
+
+// trafficSettings copies what decides where the service's traffic goes:
+// the internal traffic policy, the health check port, session affinity,
+// the source ranges and whether topology aware routing is on.
+func trafficSettings(out *datastore.Service, s *corev1.Service) {
+	if p := s.Spec.InternalTrafficPolicy; p != nil {
+		out.InternalTrafficPolicy = string(*p)
+	}
+	if s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
+		s.Spec.HealthCheckNodePort > 0 && s.Spec.HealthCheckNodePort <= 65535 {
+		out.HealthCheckNodePort = uint16(s.Spec.HealthCheckNodePort)
+	}
+	out.SessionAffinity = string(s.Spec.SessionAffinity)
+	if c := s.Spec.SessionAffinityConfig; s.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && c != nil && c.ClientIP != nil &&
+		c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
+		out.SessionAffinityTimeoutSeconds = uint32(*c.ClientIP.TimeoutSeconds)
+	}
+	// Source ranges as kube-proxy reads them: the field (not the older
+	// annotation, which the cloud providers read), masked; one that does
+	// not parse (the API server validates them) is left out.
+	if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, r := range s.Spec.LoadBalancerSourceRanges {
+			if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil && !slices.Contains(out.LoadBalancerSourceRanges, p.Masked()) {
+				out.LoadBalancerSourceRanges = append(out.LoadBalancerSourceRanges, p.Masked())
 			}
 		}
 	}
-	return out, true
+	if topologyAware(s) {
+		out.TrafficDistribution = datastore.TrafficDistributionPreferSameZone
+	}
+}
+
+// topologyAware reports whether the service asks for topology aware
+// routing: spec.trafficDistribution is PreferSameZone, PreferClose (its
+// older name) or PreferSameNode (which the EndpointSlice controller also
+// gives zone hints for; the agent routes by zone only), or the annotation
+// service.kubernetes.io/topology-mode (or the deprecated
+// service.kubernetes.io/topology-aware-hints) is Auto or another value but
+// Disabled (a value of another implementation that writes hints).
+func topologyAware(s *corev1.Service) bool {
+	if d := s.Spec.TrafficDistribution; d != nil {
+		switch *d {
+		case corev1.ServiceTrafficDistributionPreferSameZone, corev1.ServiceTrafficDistributionPreferClose,
+			corev1.ServiceTrafficDistributionPreferSameNode:
+			return true
+		}
+	}
+	for _, k := range serviceAnnotations {
+		switch s.Annotations[k] {
+		case "", "Disabled", "disabled":
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// endpointsOf converts the endpoints of a service's slices: each address
+// once, with its conditions and zone hints, sorted by address. An address
+// in several slices (while they are rewritten) is kept in its ready form
+// when one is ready, as kube-proxy keeps it.
+func endpointsOf(eps []*discoveryv1.EndpointSlice) []datastore.Endpoint {
+	var out []datastore.Endpoint
+	at := map[netip.Addr]int{}
+	for _, es := range eps {
+		for _, e := range es.Endpoints {
+			// The conditions as the API defines their nil values (ready
+			// and serving: true; terminating: false).
+			c := e.Conditions
+			ready := c.Ready == nil || *c.Ready
+			serving := c.Serving == nil || *c.Serving
+			terminating := c.Terminating != nil && *c.Terminating
+			ep := datastore.Endpoint{NotReady: !ready, Terminating: terminating, Serving: serving && terminating}
+			if e.NodeName != nil {
+				ep.Node = *e.NodeName
+			}
+			if e.Hints != nil {
+				for _, z := range e.Hints.ForZones {
+					if z.Name != "" && !slices.Contains(ep.ForZones, z.Name) {
+						ep.ForZones = append(ep.ForZones, z.Name)
+					}
+				}
+			}
+			for _, a := range e.Addresses {
+				ip, err := netip.ParseAddr(a)
+				if err != nil || !ip.IsValid() || ip.IsUnspecified() {
+					continue
+				}
+				ep.IP = ip
+				if i, ok := at[ip]; ok {
+					if ready && out[i].NotReady {
+						out[i] = ep
+					}
+					continue
+				}
+				at[ip] = len(out)
+				out = append(out, ep)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b datastore.Endpoint) int { return a.IP.Compare(b.IP) })
+	return out
 }
 
 // Publish implements datastore.Datastore: it sets this node's annotations

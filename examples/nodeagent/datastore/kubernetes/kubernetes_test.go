@@ -141,8 +141,9 @@ func TestWatchConvertsTheCluster(t *testing.T) {
 	if len(s.Ports) != 2 || s.Ports[1].TargetPort != 9100 {
 		t.Errorf("a named target port takes the EndpointSlice's port: %+v", s.Ports)
 	}
-	if !slices.Equal(s.ExternalIPs, []netip.Addr{netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("192.0.2.8")}) || s.ExternalTrafficPolicy != "Local" {
-		t.Errorf("external IPs and policy: %v %q", s.ExternalIPs, s.ExternalTrafficPolicy)
+	if !slices.Equal(s.ExternalIPs, []netip.Addr{netip.MustParseAddr("192.0.2.7")}) ||
+		!slices.Equal(s.LoadBalancerIPs, []netip.Addr{netip.MustParseAddr("192.0.2.8")}) || s.ExternalTrafficPolicy != "Local" {
+		t.Errorf("external IPs, load balancer IPs and policy: %v %v %q", s.ExternalIPs, s.LoadBalancerIPs, s.ExternalTrafficPolicy)
 	}
 	if len(s.Endpoints) != 2 || s.Endpoints[0].Node != "node1" || s.Endpoints[0].NotReady || !s.Endpoints[1].NotReady {
 		t.Errorf("endpoints = %+v", s.Endpoints)

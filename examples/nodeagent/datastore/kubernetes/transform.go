@@ -10,7 +10,8 @@ import (
 
 // slim is the informers' transform (cache.TransformFunc): their caches
 // keep only what the Datastore reads of each object — no managed fields,
-// no annotations but the agents' own, none of a pod's spec but its node,
+// no annotations but the agents' own on Nodes and the topology ones on
+// Services, none of a pod's spec but its node,
 // host network and container ports, none of its status but its phase and
 // addresses (BenchmarkKubernetesDatastore10kPods measures the gain). It
 // builds a new
@@ -63,14 +64,7 @@ var nodeAnnotations = []string{AnnotationVTEPMAC, AnnotationVTEPMACV6, Annotatio
 func slimNode(n *corev1.Node) *corev1.Node {
 	out := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: slimMeta(n.ObjectMeta),
 		Spec: corev1.NodeSpec{PodCIDR: n.Spec.PodCIDR, PodCIDRs: n.Spec.PodCIDRs}}
-	for _, k := range nodeAnnotations {
-		if v, ok := n.Annotations[k]; ok {
-			if out.Annotations == nil {
-				out.Annotations = map[string]string{}
-			}
-			out.Annotations[k] = v
-		}
-	}
+	out.Annotations = keepAnnotations(n.Annotations, nodeAnnotations)
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
 			out.Status.Addresses = append(out.Status.Addresses, a)
@@ -79,10 +73,18 @@ func slimNode(n *corev1.Node) *corev1.Node {
 	return out
 }
 
+// serviceAnnotations are the annotations of a Service the Datastore reads:
+// those that turn topology aware routing on.
+var serviceAnnotations = []string{corev1.AnnotationTopologyMode, corev1.DeprecatedAnnotationTopologyAwareHints}
+
 func slimService(s *corev1.Service) *corev1.Service {
 	out := &corev1.Service{TypeMeta: s.TypeMeta, ObjectMeta: slimMeta(s.ObjectMeta),
 		Spec: corev1.ServiceSpec{Type: s.Spec.Type, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs,
-			ExternalIPs: s.Spec.ExternalIPs, ExternalTrafficPolicy: s.Spec.ExternalTrafficPolicy, Ports: s.Spec.Ports}}
+			ExternalIPs: s.Spec.ExternalIPs, ExternalTrafficPolicy: s.Spec.ExternalTrafficPolicy, Ports: s.Spec.Ports,
+			InternalTrafficPolicy: s.Spec.InternalTrafficPolicy, HealthCheckNodePort: s.Spec.HealthCheckNodePort,
+			SessionAffinity: s.Spec.SessionAffinity, SessionAffinityConfig: s.Spec.SessionAffinityConfig,
+			LoadBalancerSourceRanges: s.Spec.LoadBalancerSourceRanges, TrafficDistribution: s.Spec.TrafficDistribution}}
+	out.Annotations = keepAnnotations(s.Annotations, serviceAnnotations)
 	for _, in := range s.Status.LoadBalancer.Ingress {
 		if in.IP != "" {
 			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in.IP})
@@ -102,8 +104,28 @@ func slimEndpointSlice(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice 
 		out.Endpoints = make([]discoveryv1.Endpoint, 0, len(s.Endpoints))
 	}
 	for _, e := range s.Endpoints {
+		// The conditions and the zone hints (not the node hints).
+		var hints *discoveryv1.EndpointHints
+		if e.Hints != nil && len(e.Hints.ForZones) > 0 {
+			hints = &discoveryv1.EndpointHints{ForZones: e.Hints.ForZones}
+		}
 		out.Endpoints = append(out.Endpoints, discoveryv1.Endpoint{Addresses: e.Addresses, NodeName: e.NodeName,
-			Conditions: discoveryv1.EndpointConditions{Ready: e.Conditions.Ready}})
+			Conditions: e.Conditions, Hints: hints})
+	}
+	return out
+}
+
+// keepAnnotations returns the annotations of keys that all has, nil for
+// none.
+func keepAnnotations(all map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := all[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
 	}
 	return out
 }

@@ -17,8 +17,11 @@ import (
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore/kubernetes"
 )
 
-// agentAnnotations are the annotations the agents publish on their Nodes.
-var agentAnnotations = []string{kubernetes.AnnotationVTEPMAC, kubernetes.AnnotationVTEPMACV6, kubernetes.AnnotationWireGuardKey}
+// keptAnnotations are the annotations the datastore reads: those the agents
+// publish on their Nodes and those that turn topology aware routing on for a
+// Service.
+var keptAnnotations = []string{kubernetes.AnnotationVTEPMAC, kubernetes.AnnotationVTEPMACV6, kubernetes.AnnotationWireGuardKey,
+	corev1.AnnotationTopologyMode, corev1.DeprecatedAnnotationTopologyAwareHints}
 
 // edgeObjects are objects with the fields the conversion reads in their
 // less usual forms.
@@ -60,6 +63,22 @@ func edgeObjects() []k8sruntime.Object {
 				{Addresses: []string{"10.244.9.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true)},
 					Hostname: ptr("multi"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "multi"}},
 				{Addresses: []string{"10.244.9.10", "10.244.9.11"}, NodeName: ptr("dual")}}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local",
+			Annotations: map[string]string{corev1.AnnotationTopologyMode: "Auto", "a": "b"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.9.2",
+				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, HealthCheckNodePort: 32100,
+				InternalTrafficPolicy: ptr(corev1.ServiceInternalTrafficPolicyLocal), SessionAffinity: corev1.ServiceAffinityClientIP,
+				SessionAffinityConfig:    &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(int32(60))}},
+				LoadBalancerSourceRanges: []string{"192.0.2.0/24"}, LoadBalancerClass: ptr("example.com/lb"),
+				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}}}},
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local-1",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "local"}},
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.244.9.20"}, NodeName: ptr("dual"), Zone: ptr("zone-a"),
+					Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)},
+					Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}, ForNodes: []discoveryv1.ForNode{{Name: "dual"}}}},
+				{Addresses: []string{"10.244.9.21"}, Hints: &discoveryv1.EndpointHints{ForNodes: []discoveryv1.ForNode{{Name: "dual"}}}}}},
 		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orphan"},
 			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.9.12"}}}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"team": "x"},
@@ -136,7 +155,7 @@ func TestSlimKeepsWhatTheDatastoreReads(t *testing.T) {
 			t.Errorf("Slim(%T %s) kept the managed fields", o, meta.GetName())
 		}
 		for k := range meta.GetAnnotations() {
-			if !slices.Contains(agentAnnotations, k) {
+			if !slices.Contains(keptAnnotations, k) {
 				t.Errorf("Slim(%T %s) kept the annotation %s", o, meta.GetName(), k)
 			}
 		}
@@ -162,6 +181,17 @@ func TestSlimKeepsWhatTheDatastoreReads(t *testing.T) {
 	}
 	if !reflect.DeepEqual(full, slim) {
 		t.Error("the clusters differ")
+	}
+	// The traffic settings and the endpoints' conditions and hints are
+	// among what the slim objects keep.
+	i := slices.IndexFunc(slim.Services, func(s datastore.Service) bool { return s.Key() == "default/local" })
+	if i < 0 {
+		t.Fatal("service default/local left out")
+	}
+	if s := slim.Services[i]; s.HealthCheckNodePort != 32100 || s.InternalTrafficPolicy != "Local" || s.SessionAffinityTimeoutSeconds != 60 ||
+		len(s.LoadBalancerSourceRanges) != 1 || s.TrafficDistribution == "" || len(s.Endpoints) != 2 ||
+		!s.Endpoints[0].ServingTerminating() || !slices.Equal(s.Endpoints[0].ForZones, []string{"zone-a"}) {
+		t.Errorf("default/local = %+v", s)
 	}
 	fullAdmin := d.AdminPoliciesOf([]*policyv1alpha1.AdminNetworkPolicy{admin}, []*policyv1alpha1.BaselineAdminNetworkPolicy{baseline})
 	slimAdmin := d.AdminPoliciesOf([]*policyv1alpha1.AdminNetworkPolicy{thin[len(objs)].(*policyv1alpha1.AdminNetworkPolicy)},

@@ -1,0 +1,76 @@
+package datastore
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+)
+
+// problems lists what is wrong with the service on its own, each as a
+// phrase for Validate (which checks what spans services: the health check
+// ports).
+func (s Service) problems() []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	for _, f := range []struct{ field, value string }{
+		{"externalTrafficPolicy", s.ExternalTrafficPolicy},
+		{"internalTrafficPolicy", s.InternalTrafficPolicy},
+	} {
+		if f.value != "" && f.value != "Cluster" && f.value != "Local" {
+			bad("%s %q is neither Cluster nor Local", f.field, f.value)
+		}
+	}
+	lb := s.Type == "LoadBalancer"
+	if s.HealthCheckNodePort != 0 && (!lb || s.ExternalTrafficPolicy != "Local") {
+		bad("healthCheckNodePort %d needs type LoadBalancer and externalTrafficPolicy Local", s.HealthCheckNodePort)
+	}
+	switch s.SessionAffinity {
+	case "", "None":
+		if s.SessionAffinityTimeoutSeconds != 0 {
+			bad("sessionAffinityTimeoutSeconds needs sessionAffinity ClientIP")
+		}
+	case "ClientIP":
+		if s.SessionAffinityTimeoutSeconds > MaxSessionAffinityTimeoutSeconds {
+			bad("sessionAffinityTimeoutSeconds %d is over %d", s.SessionAffinityTimeoutSeconds, MaxSessionAffinityTimeoutSeconds)
+		}
+	default:
+		bad("sessionAffinity %q is neither None nor ClientIP", s.SessionAffinity)
+	}
+	if len(s.LoadBalancerSourceRanges) > 0 && !lb {
+		bad("loadBalancerSourceRanges need type LoadBalancer")
+	}
+	for _, p := range s.LoadBalancerSourceRanges {
+		if !p.IsValid() || p.Masked() != p {
+			bad("load balancer source range %s is not a network (%s?)", p, p.Masked())
+		}
+	}
+	for _, a := range s.LoadBalancerIPs {
+		if !a.IsValid() || a.IsUnspecified() {
+			bad("load balancer IP %s is not an address", a)
+		}
+	}
+	switch s.TrafficDistribution {
+	case "", TrafficDistributionPreferSameZone, TrafficDistributionPreferClose:
+	default:
+		bad("trafficDistribution %q is none of %s and %s", s.TrafficDistribution, TrafficDistributionPreferSameZone, TrafficDistributionPreferClose)
+	}
+	seen := map[netip.Addr]bool{}
+	for i, e := range s.Endpoints {
+		switch {
+		case !e.IP.IsValid() || e.IP.IsUnspecified():
+			bad("endpoint %d: IP %s is not an address", i, e.IP)
+		case seen[e.IP]:
+			bad("endpoint %s is listed twice", e.IP)
+		}
+		seen[e.IP] = true
+		if e.Serving && !e.Terminating {
+			bad("endpoint %s: serving is for a terminating endpoint (one that is not serves when it is ready)", e.IP)
+		}
+		for j, z := range e.ForZones {
+			if z == "" || slices.Contains(e.ForZones[:j], z) {
+				bad("endpoint %s: zone %q is empty or repeated", e.IP, z)
+			}
+		}
+	}
+	return out
+}
