@@ -73,6 +73,15 @@ type Service struct {
 	// ExternalIPs are further addresses the service answers on, at Port,
 	// for traffic from other hosts.
 	ExternalIPs []netip.Addr
+	// LoadBalancerIPs are the addresses of the service's load balancer
+	// (status.loadBalancer.ingress): frontends like ExternalIPs, which
+	// SourceRanges guard.
+	LoadBalancerIPs []netip.Addr
+	// SourceRanges, when not empty, let connections to the
+	// LoadBalancerIPs through only from these networks
+	// (loadBalancerSourceRanges); others are dropped, and so are clients
+	// of a family no range is of. Networks, without host bits.
+	SourceRanges []netip.Prefix
 	// NodePort, when not zero, makes the service reachable at this port on
 	// every node address (see NodeAddrs) of the service's families: those
 	// of its cluster IPs, or without any, of its external IPs and
@@ -123,9 +132,14 @@ func (s Service) Validate() error {
 	if s.Port == 0 {
 		return bad("port 0")
 	}
-	for _, a := range slices.Concat(s.ClusterIPs, s.ExternalIPs) {
+	for _, a := range slices.Concat(s.ClusterIPs, s.ExternalIPs, s.LoadBalancerIPs) {
 		if !serviceUnicast(a) {
 			return bad("frontend address %v: not a unicast address without zone", a)
+		}
+	}
+	for _, p := range s.SourceRanges {
+		if !p.IsValid() || p.Addr().Zone() != "" || p.Addr().Is4In6() || p.Masked() != p {
+			return bad("source range %v: not a network without host bits", p)
 		}
 	}
 	switch {

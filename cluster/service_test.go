@@ -25,7 +25,8 @@ func TestServiceValidate(t *testing.T) {
 	}
 	require.NoError(t, good.Validate())
 	require.NoError(t, cluster.Service{Name: "dns", Protocol: cluster.UDP, Port: 53}.Validate())
-	require.NoError(t, cluster.Service{Name: "sticky", Port: 80, InternalTrafficLocal: true, AffinityTimeout: cluster.MaxAffinityTimeout}.Validate())
+	require.NoError(t, cluster.Service{Name: "sticky", Port: 80, InternalTrafficLocal: true, AffinityTimeout: cluster.MaxAffinityTimeout,
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("203.0.113.7")}, SourceRanges: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}.Validate())
 
 	with := func(f func(*cluster.Service)) cluster.Service {
 		s := good
@@ -53,6 +54,10 @@ func TestServiceValidate(t *testing.T) {
 			s.Backends = []cluster.Backend{{Addr: netip.MustParseAddrPort("0.0.0.0:80")}}
 		}),
 			`cluster: invalid service "default/web:80": backend 0.0.0.0:80: not a unicast address without zone`},
+		{with(func(s *cluster.Service) { s.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.1/24")} }),
+			`cluster: invalid service "default/web:80": source range 192.0.2.1/24: not a network without host bits`},
+		{with(func(s *cluster.Service) { s.LoadBalancerIPs = []netip.Addr{{}} }),
+			`cluster: invalid service "default/web:80": frontend address invalid IP: not a unicast address without zone`},
 		{with(func(s *cluster.Service) { s.AffinityTimeout = -time.Second }),
 			`cluster: invalid service "default/web:80": affinity timeout -1s is not between 0 and 24h0m0s`},
 		{with(func(s *cluster.Service) { s.AffinityTimeout = 25 * time.Hour }),

@@ -30,6 +30,7 @@ const (
 	ctMapName    = "np_ct"
 	affMapName   = "np_aff"
 	svcStatsName = "np_svc_stats"
+	srcMapName   = "np_src"
 	statsMapName = "np_stats"
 	linksDir     = "links"
 )
@@ -50,6 +51,8 @@ type kstate struct {
 	svcStats   *ebpf.Map // np_svc_stats, the per-service counters
 	feSync     *maps.Sync[feKey, feVal]
 	beSync     *maps.Sync[beKey, beVal]
+	src        *ebpf.Map // np_src, the source ranges
+	srcSync    *maps.Sync[srcKey, srcVal]
 	progs      map[string]*ebpf.Program
 	progIDs    map[*ebpf.Program]ebpf.ProgramID
 	linkWrites int // TCX attachments made, replaced or detached
@@ -84,9 +87,10 @@ func (k *kstate) attachedNames() []string {
 // the attachments of the wanted interfaces (of which there are wanted)
 // and the cgroup hooks, with the entries' failures and the writes.
 func (k *kstate) stats(wanted int) dataplane.DriverStats {
-	fe, be := k.feSync.Stats(), k.beSync.Stats()
-	st := dataplane.DriverStats{Desired: fe.Desired + be.Desired + wanted, InKernel: fe.InKernel + be.InKernel + len(k.attached),
-		Failing: fe.Failing + be.Failing, Writes: fe.Writes + be.Writes + uint64(k.linkWrites)}
+	fe, be, src := k.feSync.Stats(), k.beSync.Stats(), k.srcSync.Stats()
+	st := dataplane.DriverStats{Desired: fe.Desired + be.Desired + src.Desired + wanted,
+		InKernel: fe.InKernel + be.InKernel + src.InKernel + len(k.attached),
+		Failing:  fe.Failing + be.Failing + src.Failing, Writes: fe.Writes + be.Writes + src.Writes + uint64(k.linkWrites)}
 	if cg := k.cg; cg != nil {
 		st.Desired += len(cgroupHooks)
 		st.InKernel += len(cg.links)
@@ -118,6 +122,10 @@ func (p *Proxy) open() (*kstate, error) {
 	if k.ct, err = maps.Open(p.o.PinDir, ctSpec(p.o.Connections)); err != nil {
 		return fail(err)
 	}
+	if k.src, err = maps.Open(p.o.PinDir, maps.Spec{Name: srcMapName, Type: ebpf.LPMTrie, KeySize: srcKeySize,
+		ValueSize: 1, MaxEntries: p.o.SourceRanges, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
+		return fail(err)
+	}
 	if k.aff, err = maps.Open(p.o.PinDir, maps.Spec{Name: affMapName, Type: ebpf.LRUHash, KeySize: affKeySize,
 		ValueSize: affValSize, MaxEntries: p.o.Affinities}); err != nil {
 		return fail(err)
@@ -136,13 +144,16 @@ func (p *Proxy) open() (*kstate, error) {
 	if k.beSync, err = maps.NewSync[beKey, beVal](k.be, maps.SyncOptions{Name: p.o.Name + " backends", Logger: p.log, Clock: p.o.Clock}); err != nil {
 		return fail(err)
 	}
+	if k.srcSync, err = maps.NewSync[srcKey, srcVal](k.src, maps.SyncOptions{Name: p.o.Name + " source ranges", Logger: p.log, Clock: p.o.Clock}); err != nil {
+		return fail(err)
+	}
 	spec, err := loadNat()
 	if err != nil {
 		return fail(err)
 	}
 	coll, err := loadOnMaps(spec, map[string]any{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask,
 		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask},
-		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff, svcStatsName: k.svcStats})
+		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff, svcStatsName: k.svcStats, srcMapName: k.src})
 	if err != nil {
 		return fail(err)
 	}
@@ -225,7 +236,7 @@ func (k *kstate) close() {
 	for _, prog := range k.progs {
 		_ = prog.Close()
 	}
-	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct, k.counters, k.aff, k.svcStats} {
+	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct, k.counters, k.aff, k.svcStats, k.src} {
 		if m != nil {
 			_ = m.Close()
 		}
@@ -264,9 +275,9 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		}
 		p.linksDirDue = false
 	}
-	feUsed, beUsed := k.feSync.Used(), k.beSync.Used()
+	feUsed, beUsed, srcUsed := k.feSync.Used(), k.beSync.Used(), k.srcSync.Used()
 	errs := p.writeMaps(ctx)
-	if p.refused.Len() > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed) {
+	if p.refused.Len() > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed || k.srcSync.Used() < srcUsed) {
 		// The stale entries deleted made room: the waiting services are
 		// declared again, and the maps written again with those that fit.
 		p.retryWaiting()
@@ -292,6 +303,7 @@ func (p *Proxy) prepare(ctx context.Context) error {
 		p.resync = false
 		k.feSync.QueueResync()
 		k.beSync.QueueResync()
+		k.srcSync.QueueResync()
 		k.swept = false
 		p.recheckAttachments()
 		p.linksDirDue = true
@@ -316,7 +328,7 @@ func (p *Proxy) prepare(ctx context.Context) error {
 	}
 	// Admission counts what the maps hold: read them first (only the first
 	// time and after a resync).
-	for _, read := range []func(context.Context) error{k.feSync.Read, k.beSync.Read} {
+	for _, read := range []func(context.Context) error{k.feSync.Read, k.beSync.Read, k.srcSync.Read} {
 		if err := read(ctx); err != nil {
 			return fmt.Errorf("%s: %w", p.o.Name, err)
 		}
@@ -337,8 +349,10 @@ func (p *Proxy) writeMaps(ctx context.Context) []error {
 		k.feSync.ApplyDeletions,
 		func(ctx context.Context) error { err := k.beSync.ApplyUpdates(ctx); bePending = err != nil; return err },
 		func(context.Context) error { p.capFrontends(bePending); return nil },
+		k.srcSync.ApplyUpdates, // a frontend's ranges before the frontend that checks them
 		k.feSync.ApplyUpdates,
 		k.beSync.ApplyDeletions,
+		k.srcSync.ApplyDeletions,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -362,12 +376,12 @@ func (p *Proxy) result(errs []error) (dataplane.ApplyResult, error) {
 		}
 	}
 	var res dataplane.ApplyResult
-	for _, after := range []time.Duration{p.failed.RetryAfter(), p.k.feSync.RetryAfter(), p.k.beSync.RetryAfter()} {
+	for _, after := range []time.Duration{p.failed.RetryAfter(), p.k.feSync.RetryAfter(), p.k.beSync.RetryAfter(), p.k.srcSync.RetryAfter()} {
 		if after > 0 && (res.RetryAfter == 0 || after < res.RetryAfter) {
 			res.RetryAfter = after
 		}
 	}
-	return res, maps.JoinPartial(p.k.feSync.Err(), p.k.beSync.Err(), p.failed.Err(), p.refused.Err())
+	return res, maps.JoinPartial(p.k.feSync.Err(), p.k.beSync.Err(), p.k.srcSync.Err(), p.failed.Err(), p.refused.Err())
 }
 
 // declare turns the dirty services into desired map entries.
@@ -522,7 +536,10 @@ func (p *Proxy) withdraw(name string, s *svc) {
 	for _, b := range s.bes {
 		p.k.beSync.Delete(b)
 	}
-	s.fes, s.bes = nil, nil
+	for _, r := range s.srcs {
+		p.k.srcSync.Delete(r)
+	}
+	s.fes, s.bes, s.srcs = nil, nil, nil
 }
 
 // refuse records why service name is not written (reason, one of the
@@ -588,6 +605,11 @@ func (p *Proxy) write(name string, s *svc) {
 			k.beSync.Set(key, b)
 			s.bes = append(s.bes, key)
 		}
+		for _, r := range e.sources[fam] {
+			r.SvcID = svcID32(id)
+			k.srcSync.Set(r, srcVal{1})
+			s.srcs = append(s.srcs, r)
+		}
 	}
 }
 
@@ -620,7 +642,19 @@ func (p *Proxy) room(e entries, ids [2]uint32) string {
 		return fmt.Sprintf("the %s map %s (%d entries) has room for %d more, the service needs %d",
 			what, mapName, capacity, free, need)
 	}
+	srcs := 0
+	for fam, id := range ids {
+		for _, r := range e.sources[fam] {
+			r.SvcID = svcID32(id)
+			if id != 0 && !k.srcSync.Holds(r) {
+				srcs++
+			}
+		}
+	}
 	if full := check("frontend", feMapName, k.fe.MaxEntries(), k.feSync.Used(), fes); full != "" {
+		return full
+	}
+	if full := check("source range", srcMapName, k.src.MaxEntries(), k.srcSync.Used(), srcs); full != "" {
 		return full
 	}
 	return check("backend", beMapName, k.be.MaxEntries(), k.beSync.Used(), bes)
@@ -718,7 +752,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 	}
 	errs = append(errs, p.cleanupTC()...)
 	_ = os.Remove(dir) // only when empty
-	for _, n := range []string{feMapName, beMapName, ctMapName, statsMapName, affMapName, svcStatsName, skRevMapName} {
+	for _, n := range []string{feMapName, beMapName, ctMapName, statsMapName, affMapName, svcStatsName, srcMapName, skRevMapName} {
 		if err := maps.Remove(p.o.PinDir, n); err != nil {
 			errs = append(errs, err)
 		}

@@ -9,13 +9,13 @@
 // A Proxy owns one directory on a BPF file system, Options.PinDir, and in
 // it:
 //
-//   - six pinned maps (made with package bpf/maps): np_fe, the frontends
+//   - seven pinned maps (made with package bpf/maps): np_fe, the frontends
 //     (address, port, protocol → service ID, backend counts, flags); np_be,
 //     the backends (service ID, ordinal → address and port); np_ct, the
 //     connections the program has seen (a hash without preallocation,
 //     written by the programs and pruned by the scanner, Run); np_stats,
 //     the programs' counters; np_svc_stats, their counters per service;
-//     np_aff, the session affinities;
+//     np_aff, the session affinities; np_src, the source ranges;
 //   - the directory PinDir/links and in it the pinned TCX attachments of
 //     its programs, two per interface (ingress_<name> and egress_<name>;
 //     attached with classic tc instead, the programs are filters on the
@@ -197,6 +197,10 @@
 //
 // A service with InternalTrafficLocal sends the connections to its
 // cluster IPs to this node's backends only (dropped without one); with
+// SourceRanges, its LoadBalancerIPs take new connections only from those
+// networks (np_src, an LPM trie keyed by service ID and client address,
+// sized by Options.SourceRanges; written before the frontends that check
+// it, removed after them); with
 // AffinityTimeout, a client's new connections go to the backend its last
 // one went to while that one was recent enough and the backend still
 // serves at the same place (np_aff, an LRU map sized by

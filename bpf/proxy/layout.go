@@ -23,6 +23,7 @@ const (
 	feExternalLocal uint32 = 0x1
 	feNodePort      uint32 = 0x2
 	feInternalLocal uint32 = 0x4
+	feSourceRanges  uint32 = 0x8
 )
 
 // feVal leads a frontend to its service's backends: 0..LocalCount-1 run on
@@ -33,6 +34,34 @@ type feVal struct {
 	LocalCount uint32
 	Flags      uint32
 	Affinity   uint32 // session affinity timeout, seconds; 0: none
+}
+
+// srcKey is a service's source range in the LPM trie np_src: the service
+// ID (big-endian, the first 32 bits of the prefix) and the range's
+// address as the maps hold it.
+type srcKey struct {
+	Prefixlen uint32 // 32 + the range's length within the 16-byte address
+	SvcID     [4]byte
+	Addr      [16]byte
+}
+
+// srcVal marks a range as present.
+type srcVal struct{ V uint8 }
+
+// svcID32 is id in network byte order, as srcKey holds it.
+func svcID32(id uint32) [4]byte {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], id)
+	return b
+}
+
+// srcKeyOf is the key of range p, service ID not yet set.
+func srcKeyOf(p netip.Prefix) srcKey {
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += 96
+	}
+	return srcKey{Prefixlen: 32 + uint32(bits), Addr: addr16(p.Masked().Addr())}
 }
 
 // svcStats are a service's counters on one CPU (np_svc_stats).
@@ -138,6 +167,7 @@ const (
 	skValSize    = 20
 	affKeySize   = 20
 	svcStatsSize = 32
+	srcKeySize   = 24
 	affValSize   = 32
 )
 

@@ -20,6 +20,7 @@ const (
 	natMapNpBe           = "np_be"
 	natMapNpCt           = "np_ct"
 	natMapNpFe           = "np_fe"
+	natMapNpSrc          = "np_src"
 	natMapNpStats        = "np_stats"
 	natMapNpSvcStats     = "np_svc_stats"
 	natProgNpEgress      = "np_egress"
@@ -86,6 +87,7 @@ type natMapSpecs struct {
 	NpBe       *ebpf.MapSpec `ebpf:"np_be"`
 	NpCt       *ebpf.MapSpec `ebpf:"np_ct"`
 	NpFe       *ebpf.MapSpec `ebpf:"np_fe"`
+	NpSrc      *ebpf.MapSpec `ebpf:"np_src"`
 	NpStats    *ebpf.MapSpec `ebpf:"np_stats"`
 	NpSvcStats *ebpf.MapSpec `ebpf:"np_svc_stats"`
 }
@@ -124,6 +126,7 @@ type natMaps struct {
 	NpBe       *ebpf.Map `ebpf:"np_be"`
 	NpCt       *ebpf.Map `ebpf:"np_ct"`
 	NpFe       *ebpf.Map `ebpf:"np_fe"`
+	NpSrc      *ebpf.Map `ebpf:"np_src"`
 	NpStats    *ebpf.Map `ebpf:"np_stats"`
 	NpSvcStats *ebpf.Map `ebpf:"np_svc_stats"`
 }
@@ -134,6 +137,7 @@ func (m *natMaps) Close() error {
 		m.NpBe,
 		m.NpCt,
 		m.NpFe,
+		m.NpSrc,
 		m.NpStats,
 		m.NpSvcStats,
 	)

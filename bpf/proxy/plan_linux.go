@@ -96,9 +96,14 @@ func (p *Proxy) Plan(ctx context.Context) (dataplane.Plan, error) {
 	if err != nil {
 		return pl, fmt.Errorf("%s: %w", p.o.Name, err)
 	}
+	src, err := k.srcSync.Plan(ctx)
+	if err != nil {
+		return pl, fmt.Errorf("%s: %w", p.o.Name, err)
+	}
 	feUpd, feDel := splitDeletes(fe.Writes)
 	beUpd, beDel := splitDeletes(be.Writes)
-	for _, ws := range [][]dataplane.Write{feDel, beUpd, feUpd, beDel, p.planAttachments()} {
+	srcUpd, srcDel := splitDeletes(src.Writes)
+	for _, ws := range [][]dataplane.Write{feDel, beUpd, srcUpd, feUpd, beDel, srcDel, p.planAttachments()} {
 		pl.Writes = append(pl.Writes, ws...)
 	}
 	return pl, nil
@@ -354,7 +359,7 @@ func (p *Proxy) State(ctx context.Context) (dataplane.State, error) {
 	k := p.k
 	for _, s := range []interface {
 		State(context.Context) (dataplane.State, error)
-	}{k.feSync, k.beSync} {
+	}{k.feSync, k.beSync, k.srcSync} {
 		ms, err := s.State(ctx)
 		if err != nil {
 			return st, fmt.Errorf("%s: %w", p.o.Name, err)

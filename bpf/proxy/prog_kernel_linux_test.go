@@ -346,6 +346,7 @@ func TestKernelProgLayout(t *testing.T) {
 		{"np_be", 8, 20, beKey{}, beVal{}},
 		{"np_ct", 40, 40, ctKey{}, ctVal{}},
 		{"np_aff", 20, 32, affKey{}, affVal{}},
+		{"np_src", 24, 1, srcKey{}, srcVal{}},
 	} {
 		m, ok := spec.Maps[c.name]
 		if !ok {

@@ -28,10 +28,11 @@ type Kernel interface {
 
 // Default map sizes (entries).
 const (
-	DefaultFrontends   = 65536
-	DefaultBackends    = 262144
-	DefaultConnections = 131072
-	DefaultAffinities  = 65536
+	DefaultFrontends    = 65536
+	DefaultBackends     = 262144
+	DefaultConnections  = 131072
+	DefaultAffinities   = 65536
+	DefaultSourceRanges = 16384
 )
 
 // Options configure a Proxy. The zero value of each field is its
@@ -110,6 +111,11 @@ type Options struct {
 	// (ConntrackStatus.Full); the socket map of the connect-time programs
 	// is an LRU map.
 	Frontends, Backends, Connections uint32
+	// SourceRanges sizes the map of the services' source ranges (one
+	// entry per range and service family); zero means
+	// DefaultSourceRanges. A service whose ranges do not fit waits, whole
+	// (ErrMapFull).
+	SourceRanges uint32
 	// Affinities sizes the map of session affinities (the backend each
 	// client's last connection to a service with AffinityTimeout went to,
 	// an LRU map); zero means DefaultAffinities.
@@ -173,6 +179,7 @@ type svc struct {
 	// written are the map keys the service has in the desired state.
 	fes     []feKey
 	bes     []beKey
+	srcs    []srcKey
 	removed bool // a ServiceRemove came: the next Apply withdraws it
 }
 
@@ -274,6 +281,7 @@ func New(opts Options) (*Proxy, error) {
 	o.Backends = orDefault(o.Backends, DefaultBackends)
 	o.Connections = orDefault(o.Connections, DefaultConnections)
 	o.Affinities = orDefault(o.Affinities, DefaultAffinities)
+	o.SourceRanges = orDefault(o.SourceRanges, DefaultSourceRanges)
 	var err error
 	if o.Conntrack, err = o.Conntrack.withDefaults(); err != nil {
 		return nil, err

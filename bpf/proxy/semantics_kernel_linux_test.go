@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/cluster"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
 )
 
 // internalTrafficPolicy Local: connections from pods to the cluster IP go
@@ -111,4 +112,60 @@ func TestKernelProxySessionAffinity(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, n, "one affinity for the client (the plain service keeps none)")
+}
+
+// loadBalancerSourceRanges: a load balancer IP takes connections only from
+// the service's source ranges; its external IPs and cluster IPs are not
+// guarded; a change of ranges applies to new connections.
+func TestKernelProxySourceRanges(t *testing.T) {
+	r := newProxyRig(t)
+	p := r.proxy(t)
+	h1, h2 := r.topo.Hosts[0], r.topo.Hosts[1]
+	var h1Addr, h2Addr netip.Addr
+	for _, a := range h1.UnderlayAddrs() {
+		if a.Is4() {
+			h1Addr = a
+		}
+	}
+	for _, a := range h2.UnderlayAddrs() {
+		if a.Is4() {
+			h2Addr = a
+		}
+	}
+	lbIP := netip.MustParseAddr("203.0.113.10")
+	out, err := h2.NS.Exec(t.Context(), "ip", "route", "add", lbIP.String()+"/32", "via", h1Addr.String())
+	require.NoError(t, err, "%s", out)
+	svc := cluster.Service{Name: "default/lb:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, LoadBalancerIPs: []netip.Addr{lbIP},
+		SourceRanges: []netip.Prefix{netip.PrefixFrom(h2Addr, 32), netip.MustParsePrefix("fd00:1::/64")}, Backends: r.backends(false)}
+	p.OnUpdate(svc)
+	apply(t, p)
+	to := netip.AddrPortFrom(lbIP, 80)
+	reaches := func(from *kerneltest.NS) bool {
+		return from.Do(func() error {
+			c, err := net.DialTimeout("tcp", to.String(), 700*time.Millisecond)
+			if err == nil {
+				_ = c.Close()
+			}
+			return err
+		}) == nil
+	}
+	pod := h1.Pods[0]
+	assert.True(t, reaches(h2.NS), "host2, in the ranges")
+	assert.False(t, reaches(pod.NS), "a pod outside the ranges")
+	got := spread(t, pod.NS, netip.AddrPortFrom(clusterV4, 80), 5)
+	assert.NotEmpty(t, got, "the cluster IP is not guarded")
+
+	svc.SourceRanges = []netip.Prefix{netip.PrefixFrom(pod.IPv4, 32)}
+	p.OnUpdate(svc)
+	apply(t, p)
+	assert.False(t, reaches(h2.NS), "host2, no longer in the ranges")
+	assert.True(t, reaches(pod.NS), "the pod, now in the ranges")
+
+	svc.SourceRanges = nil
+	p.OnUpdate(svc)
+	apply(t, p)
+	assert.True(t, reaches(h2.NS), "no ranges: everyone")
+	var k srcKey
+	var v srcVal
+	assert.False(t, p.k.src.Iterate().Next(&k, &v), "no range left in np_src")
 }

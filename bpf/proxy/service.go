@@ -44,8 +44,11 @@ type frontend struct {
 type entries struct {
 	frontends []frontend
 	affinity  uint32 // session affinity timeout, seconds
-	backends  [2][]beVal
-	local     [2]uint32
+	// sources are the source ranges per family (famIndex), service ID not
+	// yet set.
+	sources  [2][]srcKey
+	backends [2][]beVal
+	local    [2]uint32
 }
 
 // famIndex is 0 for IPv4, 1 for IPv6: the index of entries' per-family
@@ -94,6 +97,16 @@ func build(s cluster.Service, nodeAddrs []netip.Addr) entries {
 	}
 	for _, a := range s.ExternalIPs {
 		add(a, s.Port, external)
+	}
+	lb := external
+	if len(s.SourceRanges) > 0 {
+		lb |= feSourceRanges
+		for _, p := range s.SourceRanges {
+			e.sources[famIndex(p.Addr())] = append(e.sources[famIndex(p.Addr())], srcKeyOf(p))
+		}
+	}
+	for _, a := range s.LoadBalancerIPs {
+		add(a, s.Port, lb)
 	}
 	if s.NodePort != 0 {
 		fams := families(s)

@@ -41,6 +41,15 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } np_ct SEC(".maps");
 
+// The services' source ranges (struct np_src_key → 1).
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct np_src_key);
+	__type(value, __u8);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} np_src SEC(".maps");
+
 // Per-service counters (struct np_svc_stats), by service ID.
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -472,6 +481,14 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	fe = bpf_map_lookup_elem(&np_fe, &fk);
 	if (!fe)
 		return TC_ACT_UNSPEC;
+	// A load balancer IP with source ranges admits their clients only.
+	if (fe->flags & NP_FE_SOURCE_RANGES) {
+		struct np_src_key sk = {.prefixlen = 32 + 128, .svc_id = bpf_htonl(fe->svc_id)};
+
+		__builtin_memcpy(sk.addr, p.key.src, 16);
+		if (!bpf_map_lookup_elem(&np_src, &sk))
+			return TC_ACT_SHOT;
+	}
 	count = fe->count;
 	local_count = fe->local_count;
 	if (count == 0) {

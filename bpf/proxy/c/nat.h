@@ -25,6 +25,7 @@ struct np_fe_key {
 #define NP_FE_EXTERNAL_LOCAL 0x1 // traffic from a host interface uses local backends only
 #define NP_FE_NODEPORT 0x2       // frontend is a node address (reached from outside)
 #define NP_FE_INTERNAL_LOCAL 0x4 // a cluster IP that uses local backends only (internalTrafficPolicy Local)
+#define NP_FE_SOURCE_RANGES 0x8  // a load balancer IP that admits clients of np_src only
 
 // What a frontend leads to: the service ID and its backends. Backends
 // 0..local_count-1 run on this node, local_count..count-1 elsewhere.
@@ -70,6 +71,15 @@ struct np_ct_key {
 #define NP_CT_HAIRPIN 0x4 // a pod reaching itself through its service (see nat.c)
 #define NP_CT_FIN 0x8      // a TCP FIN was seen in this entry's direction
 #define NP_CT_REPLIED 0x10 // reverse: a reply was translated (the backend answered)
+
+// A service's source range (loadBalancerSourceRanges): key of the LPM trie
+// np_src, matched with the service ID (big-endian, so that it is the
+// first 32 bits of every prefix) and the client's address.
+struct np_src_key {
+	__u32 prefixlen; // 32 + the range's length in the 16-byte address
+	__be32 svc_id;
+	__u8 addr[16];
+}; // 24 bytes
 
 // Session affinity: the backend a client's last new connection to a
 // service went to, and when. Key and value of the affinity map np_aff

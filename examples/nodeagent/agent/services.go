@@ -32,12 +32,6 @@ func proxyServices(c datastore.Cluster, self, zone string) map[string]cluster.Se
 	for _, s := range c.Services {
 		endpoints := selectEndpoints(s, self, zone).backends()
 		traffic := serviceTrafficOf(s)
-		external := slices.Clone(s.ExternalIPs)
-		for _, a := range s.LoadBalancerIPs {
-			if !slices.Contains(external, a) {
-				external = append(external, a)
-			}
-		}
 		for _, p := range s.Ports {
 			port := p.Name
 			if port == "" {
@@ -47,7 +41,9 @@ func proxyServices(c datastore.Cluster, self, zone string) map[string]cluster.Se
 				Name:                 fmt.Sprintf("%s/%s:%s", orDefault(s.Namespace, "default"), s.Name, port),
 				Port:                 p.Port,
 				ClusterIPs:           s.ClusterIPs,
-				ExternalIPs:          external,
+				ExternalIPs:          s.ExternalIPs,
+				LoadBalancerIPs:      s.LoadBalancerIPs,
+				SourceRanges:         traffic.SourceRanges,
 				ExternalTrafficLocal: s.ExternalTrafficPolicy == "Local",
 				InternalTrafficLocal: traffic.InternalTrafficLocal,
 				AffinityTimeout:      min(traffic.AffinityTimeout, cluster.MaxAffinityTimeout),
@@ -228,10 +224,8 @@ func nodeAddrs(c datastore.Cluster, self string) []netip.Addr {
 
 // serviceTraffic are the settings of a service that decide, beyond its
 // frontends and backends, which connections the BPF proxy lets through
-// and where it sends them: proxyServices gives the proxy
-// InternalTrafficLocal and AffinityTimeout (cluster.Service has no source
-// ranges yet), one value per datastore service, the same for each of its
-// ports.
+// and where it sends them; proxyServices gives them to the proxy, one
+// value per datastore service, the same for each of its ports.
 type serviceTraffic struct {
 	// InternalTrafficLocal (internalTrafficPolicy Local): connections
 	// from this node (its pods, the host) to the cluster IPs go to the

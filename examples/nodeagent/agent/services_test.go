@@ -284,7 +284,9 @@ func TestProxyServicesSelectAndZone(t *testing.T) {
 	}
 	require.Equal(t, "demo/lb:80", lb.Name)
 	require.NoError(t, lb.Validate())
-	assert.Equal(t, []netip.Addr{netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("192.0.2.8")}, lb.ExternalIPs)
+	assert.Equal(t, []netip.Addr{netip.MustParseAddr("192.0.2.7")}, lb.ExternalIPs)
+	assert.Equal(t, []netip.Addr{netip.MustParseAddr("192.0.2.8"), netip.MustParseAddr("192.0.2.7")}, lb.LoadBalancerIPs,
+		"its own frontends, which source ranges guard (an address of both is one frontend with both flags)")
 	assert.Equal(t, []cluster.Backend{
 		{Addr: netip.MustParseAddrPort("10.244.2.10:8080")},
 		{Addr: netip.MustParseAddrPort("10.244.1.10:8080"), Local: true},
@@ -350,10 +352,13 @@ func TestServiceTrafficOf(t *testing.T) {
 	}
 }
 
-// The proxy's services carry internalTrafficPolicy Local and ClientIP
-// affinity, on every port of the datastore service.
+// The proxy's services carry internalTrafficPolicy Local, ClientIP
+// affinity and the load balancer's source ranges, on every port of the
+// datastore service.
 func TestProxyServicesTraffic(t *testing.T) {
+	ranges := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
 	c := datastore.Cluster{Services: []datastore.Service{{Namespace: "ns", Name: "s", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.9")},
+		Type: "LoadBalancer", LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("203.0.113.1")}, LoadBalancerSourceRanges: ranges,
 		InternalTrafficPolicy: "Local", SessionAffinity: "ClientIP", SessionAffinityTimeoutSeconds: 60,
 		Ports: []datastore.ServicePort{{Name: "a", Port: 80}, {Name: "b", Port: 81, Protocol: "UDP"}}}}}
 	got := proxyServices(c, "node1", "")
@@ -361,6 +366,8 @@ func TestProxyServicesTraffic(t *testing.T) {
 	for name, s := range got {
 		assert.True(t, s.InternalTrafficLocal, name)
 		assert.Equal(t, time.Minute, s.AffinityTimeout, name)
+		assert.Equal(t, ranges, s.SourceRanges, name)
+		assert.Equal(t, []netip.Addr{netip.MustParseAddr("203.0.113.1")}, s.LoadBalancerIPs, name)
 		require.NoError(t, s.Validate(), name)
 	}
 }
