@@ -228,6 +228,13 @@
 // finds the map full (Options.Connections) is dropped — its client
 // retries — and counted (ConntrackStatus.Full); the live ones go on.
 //
+// ICMP and ICMPv6 errors about a translated connection (port unreachable,
+// fragmentation needed or packet too big, time exceeded, parameter
+// problem) are translated back on the same egress: the quoted packet gets
+// the frontend as its destination again, and an error the backend itself
+// sent comes from the frontend, so a UDP client learns the port is closed
+// and path-MTU discovery works through a service.
+//
 // A pod that reaches a service of which it is a backend is sent to another
 // backend when there is one. When it is the only one (hairpin), the
 // program translates both ends: the pod's server sees the connection come

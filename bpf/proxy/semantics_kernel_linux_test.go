@@ -3,8 +3,11 @@
 package proxy
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,4 +171,41 @@ func TestKernelProxySourceRanges(t *testing.T) {
 	var k srcKey
 	var v srcVal
 	assert.False(t, p.k.src.Iterate().Next(&k, &v), "no range left in np_src")
+}
+
+// ICMP errors about a translated connection reach the client translated
+// back: a UDP client of a service whose backend port is closed gets the
+// backend's port unreachable as ECONNREFUSED (its stack matches the error
+// to its socket only once the quoted packet names the frontend), in both
+// families, for local and remote backends.
+func TestKernelProxyICMPErrorsTranslated(t *testing.T) {
+	r := newProxyRig(t)
+	p := r.proxy(t)
+	client := r.topo.Hosts[0].Pods[0]
+	for _, v6 := range []bool{false, true} {
+		ip := clusterV4
+		if v6 {
+			ip = clusterV6
+		}
+		for i, b := range r.backends(v6) {
+			svc := cluster.Service{Name: fmt.Sprintf("default/closed-%v-%d:udp", v6, i), Protocol: cluster.UDP, Port: uint16(5300 + i),
+				ClusterIPs: []netip.Addr{ip}, Backends: []cluster.Backend{{Addr: netip.AddrPortFrom(b.Addr.Addr(), 9999), Local: b.Local}}}
+			p.OnUpdate(svc)
+			apply(t, p)
+			err := client.NS.Do(func() error {
+				c, err := net.Dial("udp", netip.AddrPortFrom(ip, svc.Port).String())
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+				if _, err := c.Write([]byte("q")); err != nil {
+					return err
+				}
+				_, err = c.Read(make([]byte, 8))
+				return err
+			})
+			assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v via %v (local %v): %v, want the port unreachable as ECONNREFUSED", b.Addr, ip, b.Local, err)
+		}
+	}
 }

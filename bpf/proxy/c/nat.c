@@ -612,7 +612,182 @@ int np_ingress_host(struct __sk_buff *skb)
 	return np_forward(skb, 1);
 }
 
-// np_egress puts the frontend back as the source of a backend's reply.
+// ICMP errors about a translated connection (port unreachable, fragmentation
+// needed or packet too big, time exceeded, parameter problem) quote the
+// packet that caused them as it left this node: from the client to the
+// backend. np_icmp_error puts the frontend back in the quote (its
+// destination address and port) and, when the backend itself sent the
+// error, as the error's source, so that the client's stack matches it to
+// its socket: a UDP client learns the port is closed, path-MTU discovery
+// works through a service. The quoted packet's own L4 checksum is left as
+// it is (no stack checks it); the ICMP checksum, which covers the quote,
+// and the quoted IPv4 header's checksum follow every change.
+
+#define NP_ICMP_DEST_UNREACH 3
+#define NP_ICMP_TIME_EXCEEDED 11
+#define NP_ICMP_PARAMETERPROB 12
+#define NP_ICMP6_DEST_UNREACH 1
+#define NP_ICMP6_PACKET_TOO_BIG 2
+#define NP_ICMP6_TIME_EXCEED 3
+#define NP_ICMP6_PARAMPROB 4
+#define NP_IPPROTO_ICMPV6 58
+
+// np_icmp_rev looks up the reverse entry of the connection whose packet
+// the error quotes: its reply direction. NULL when it is none of ours.
+static __always_inline struct np_ct_val *np_icmp_rev(const __u8 *qsrc, const __u8 *qdst, const __be16 *ports, __u8 proto)
+{
+	struct np_ct_key rk = {};
+	struct np_ct_val *ct;
+
+	__builtin_memcpy(rk.src, qdst, 16);
+	__builtin_memcpy(rk.dst, qsrc, 16);
+	rk.sport = ports[1];
+	rk.dport = ports[0];
+	rk.proto = proto;
+	ct = bpf_map_lookup_elem(&np_ct, &rk);
+	if (!ct || !(ct->flags & NP_CT_REVERSE) || (ct->flags & NP_CT_HAIRPIN))
+		return NULL;
+	return ct;
+}
+
+static __always_inline int np_icmp4_error(struct __sk_buff *skb)
+{
+	struct iphdr ip, in;
+	struct np_ct_val *ct;
+	__u8 qsrc[16], qdst[16], type;
+	__be16 ports[2], fport, old_check, new_check;
+	__be32 fe;
+	__u32 icmp_off, in_off, l4_off, csum_off;
+
+	if (bpf_skb_load_bytes(skb, NP_L3_OFF, &ip, sizeof(ip)) < 0 || ip.version != 4 || ip.ihl < 5 ||
+	    ip.protocol != IPPROTO_ICMP || (ip.frag_off & bpf_htons(NP_IPV4_FRAG_OFFSET)))
+		return TC_ACT_UNSPEC;
+	icmp_off = NP_L3_OFF + ip.ihl * 4;
+	if (bpf_skb_load_bytes(skb, icmp_off, &type, 1) < 0 ||
+	    (type != NP_ICMP_DEST_UNREACH && type != NP_ICMP_TIME_EXCEEDED && type != NP_ICMP_PARAMETERPROB))
+		return TC_ACT_UNSPEC;
+	in_off = icmp_off + 8;
+	if (bpf_skb_load_bytes(skb, in_off, &in, sizeof(in)) < 0 || in.version != 4 || in.ihl < 5 ||
+	    (in.protocol != IPPROTO_TCP && in.protocol != IPPROTO_UDP))
+		return TC_ACT_UNSPEC;
+	l4_off = in_off + in.ihl * 4;
+	if (bpf_skb_load_bytes(skb, l4_off, ports, sizeof(ports)) < 0)
+		return TC_ACT_UNSPEC;
+	np_addr_from4(qsrc, in.saddr);
+	np_addr_from4(qdst, in.daddr);
+	ct = np_icmp_rev(qsrc, qdst, ports, in.protocol);
+	if (!ct || !np_is_v4mapped(ct->addr))
+		return TC_ACT_UNSPEC;
+	__builtin_memcpy(&fe, ct->addr + 12, 4);
+	fport = ct->port;
+	csum_off = icmp_off + 2;
+	if (in.daddr != fe) {
+		old_check = in.check;
+		if (bpf_l3_csum_replace(skb, in_off + offsetof(struct iphdr, check), in.daddr, fe, sizeof(fe)) < 0 ||
+		    bpf_skb_load_bytes(skb, in_off + offsetof(struct iphdr, check), &new_check, sizeof(new_check)) < 0 ||
+		    bpf_l4_csum_replace(skb, csum_off, old_check, new_check, sizeof(new_check)) < 0 ||
+		    bpf_l4_csum_replace(skb, csum_off, in.daddr, fe, sizeof(fe)) < 0 ||
+		    bpf_skb_store_bytes(skb, in_off + offsetof(struct iphdr, daddr), &fe, sizeof(fe), 0) < 0)
+			return TC_ACT_SHOT;
+	}
+	if (ports[1] != fport) {
+		if (bpf_l4_csum_replace(skb, csum_off, ports[1], fport, sizeof(fport)) < 0 ||
+		    bpf_skb_store_bytes(skb, l4_off + 2, &fport, sizeof(fport), 0) < 0)
+			return TC_ACT_SHOT;
+	}
+	// Sent by the backend itself: from the frontend. (ICMP's checksum
+	// does not cover the IP header.)
+	if (ip.saddr == in.daddr && ip.saddr != fe) {
+		if (bpf_l3_csum_replace(skb, NP_L3_OFF + offsetof(struct iphdr, check), ip.saddr, fe, sizeof(fe)) < 0 ||
+		    bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct iphdr, saddr), &fe, sizeof(fe), 0) < 0)
+			return TC_ACT_SHOT;
+	}
+	return TC_ACT_UNSPEC;
+}
+
+// np_csum16 adds the difference between the 16-byte addresses from and to
+// to the checksum at off (pseudo: it covers the pseudo header, as
+// ICMPv6's does for the outer addresses). Returns 0, or -1.
+static __always_inline int np_csum16(struct __sk_buff *skb, __u32 off, const __u8 *from, const __u8 *to, int pseudo)
+{
+	__u8 f[16], t[16];
+	__s64 diff;
+	__u64 flags = pseudo ? BPF_F_PSEUDO_HDR : 0;
+
+	__builtin_memcpy(f, from, 16);
+	__builtin_memcpy(t, to, 16);
+	diff = bpf_csum_diff((__be32 *)f, 16, (__be32 *)t, 16, 0);
+	if (diff < 0)
+		return -1;
+	if (pseudo && bpf_l4_csum_replace(skb, off, 0, diff, flags | NP_F_IPV6) == 0)
+		return 0;
+	return bpf_l4_csum_replace(skb, off, 0, diff, flags) < 0 ? -1 : 0;
+}
+
+static __always_inline int np_icmp6_error(struct __sk_buff *skb)
+{
+	struct ipv6hdr ip, in;
+	struct np_ct_val *ct;
+	__u8 type, fe[16], osrc[16], qsrc[16], qdst[16];
+	__be16 ports[2], fport;
+	__u32 icmp_off = NP_L3_OFF + sizeof(struct ipv6hdr), in_off = icmp_off + 8, l4_off, csum_off = icmp_off + 2;
+
+	if (bpf_skb_load_bytes(skb, NP_L3_OFF, &ip, sizeof(ip)) < 0 || ip.version != 6 || ip.nexthdr != NP_IPPROTO_ICMPV6)
+		return TC_ACT_UNSPEC;
+	if (bpf_skb_load_bytes(skb, icmp_off, &type, 1) < 0 ||
+	    (type != NP_ICMP6_DEST_UNREACH && type != NP_ICMP6_PACKET_TOO_BIG && type != NP_ICMP6_TIME_EXCEED &&
+	     type != NP_ICMP6_PARAMPROB))
+		return TC_ACT_UNSPEC;
+	if (bpf_skb_load_bytes(skb, in_off, &in, sizeof(in)) < 0 || in.version != 6 ||
+	    (in.nexthdr != IPPROTO_TCP && in.nexthdr != IPPROTO_UDP))
+		return TC_ACT_UNSPEC;
+	l4_off = in_off + sizeof(in);
+	if (bpf_skb_load_bytes(skb, l4_off, ports, sizeof(ports)) < 0)
+		return TC_ACT_UNSPEC;
+	__builtin_memcpy(qsrc, &in.saddr, 16);
+	__builtin_memcpy(qdst, &in.daddr, 16);
+	ct = np_icmp_rev(qsrc, qdst, ports, in.nexthdr);
+	if (!ct || np_is_v4mapped(ct->addr))
+		return TC_ACT_UNSPEC;
+	__builtin_memcpy(fe, ct->addr, 16);
+	fport = ct->port;
+	if (!np_addr_eq(qdst, fe)) {
+		if (np_csum16(skb, csum_off, qdst, fe, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, in_off + offsetof(struct ipv6hdr, daddr), fe, 16, 0) < 0)
+			return TC_ACT_SHOT;
+	}
+	if (ports[1] != fport) {
+		if (bpf_l4_csum_replace(skb, csum_off, ports[1], fport, sizeof(fport)) < 0 ||
+		    bpf_skb_store_bytes(skb, l4_off + 2, &fport, sizeof(fport), 0) < 0)
+			return TC_ACT_SHOT;
+	}
+	__builtin_memcpy(osrc, &ip.saddr, 16);
+	if (np_addr_eq(osrc, qdst) && !np_addr_eq(osrc, fe)) {
+		if (np_csum16(skb, csum_off, osrc, fe, 1) < 0 ||
+		    bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct ipv6hdr, saddr), fe, 16, 0) < 0)
+			return TC_ACT_SHOT;
+	}
+	return TC_ACT_UNSPEC;
+}
+
+// np_icmp_error translates an ICMP or ICMPv6 error about a translated
+// connection (see above); anything else passes untouched.
+static __always_inline int np_icmp_error(struct __sk_buff *skb)
+{
+	__be16 eth_proto;
+
+	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &eth_proto, sizeof(eth_proto)) < 0)
+		return TC_ACT_UNSPEC;
+	if (eth_proto == bpf_htons(ETH_P_IP))
+		return np_icmp4_error(skb);
+	if (eth_proto == bpf_htons(ETH_P_IPV6))
+		return np_icmp6_error(skb);
+	return TC_ACT_UNSPEC;
+}
+
+// np_egress puts the frontend back as the source of a backend's reply. It
+// also translates the ICMP errors about translated connections
+// (np_icmp_error).
 SEC("tc")
 int np_egress(struct __sk_buff *skb)
 {
@@ -624,7 +799,7 @@ int np_egress(struct __sk_buff *skb)
 	int closing = 0;
 
 	if (np_parse(skb, &p) < 0)
-		return TC_ACT_UNSPEC;
+		return np_icmp_error(skb);
 	ct = bpf_map_lookup_elem(&np_ct, &p.key);
 	// A hairpin reverse entry is np_ingress_pod's alone.
 	if (!ct || !(ct->flags & NP_CT_REVERSE) || (ct->flags & NP_CT_HAIRPIN))
