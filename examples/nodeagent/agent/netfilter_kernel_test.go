@@ -31,7 +31,24 @@ func newNode(t *testing.T) *kerneltest.NS {
 			t.Fatal(err)
 		}
 	}
-	return ns
+	// Wait for the links to settle (carrier, IPv6 link-local routes), so
+	// that tests comparing the namespace before and after see only what
+	// they did; on a busy machine this takes a while.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		links, _ := ns.Exec(context.Background(), "ip", "link")
+		routes, _ := ns.Exec(context.Background(), "ip", "-6", "route", "show", "table", "all")
+		settled := !strings.Contains(string(links), "NO-CARRIER") &&
+			strings.Contains(string(routes), "fe80::/64 dev eth0 ") && strings.Contains(string(routes), "fe80::/64 dev eth0p ") &&
+			strings.Contains(string(routes), "ff00::/8 dev eth0 ") && strings.Contains(string(routes), "ff00::/8 dev eth0p ")
+		if settled {
+			return ns
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node's links never settled:\n%s\n%s", links, routes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestKernelNetfilterSwitch runs the agent in a fresh namespace on each
