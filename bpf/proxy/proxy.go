@@ -72,7 +72,11 @@ type Options struct {
 	// kube-proxy does — TCP with a reset, others with ICMP port
 	// unreachable, so a client fails at once instead of waiting for its
 	// timeout (package serviceloop takes the mark as Options.RejectMarks,
-	// see RejectMark). Zero: such packets are dropped.
+	// see RejectMark). The marked packet must reach FORWARD: the node
+	// needs a route for the service addresses (its default route does);
+	// without one, the kernel answers "network unreachable", which a TCP
+	// client takes as a soft error and waits out. Zero: such packets are
+	// dropped.
 	// (Externally-local traffic that finds no local backend is dropped
 	// either way, as with kube-proxy; a process of the node's own namespace
 	// translated at connect() gets EPERM from connect.)

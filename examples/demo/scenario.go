@@ -165,6 +165,7 @@ func (s *Scenario) Run(ctx context.Context) (err error) {
 		{"a ClusterIP service reached from a pod, spread over backends on all nodes (BPF proxy)", s.checkClusterIP},
 		{"a NodePort reached from another node (BPF proxy)", s.checkNodePort},
 		{"a ClusterIP reached from a node's own namespace (BPF proxy, at connect())", s.checkHostClusterIP},
+		{"a service without endpoints refuses at once (TCP reset); a ClientIP-affine service keeps each client on its backend (BPF proxy)", s.checkRejectAndAffinity},
 		{"the same on native nftables (agents restarted with --netfilter nftables); no npm- chain left in iptables", s.checkNFTables},
 		{"network policy (agents restarted with --network-policy): a pod selected by a NetworkPolicy takes only the clients it allows, across nodes, on nftables and iptables", s.checkNetworkPolicy},
 		{"agent restarted during a 10 ms ping loses at most one refresh; a connection through a service survives it", s.checkRestart},
@@ -319,12 +320,21 @@ func (s *Scenario) setup(ctx context.Context) (string, error) {
 	if err := plug(s.ext, "h100", netip.PrefixFrom(s.extIP, 24)); err != nil {
 		return "", err
 	}
+	// The external host is the nodes' router, as a real network has one:
+	// a packet no rule of ours handled (one to a service without
+	// endpoints, refused in FORWARD) has a route out.
+	for _, n := range s.nodes {
+		if err := ip(ctx, "-n", n.ns, "route", "add", "default", "via", s.extIP.String()); err != nil {
+			return "", err
+		}
+	}
 	s.cluster = s.clusterFile(s.nodes)
 	s.file = filepath.Join(s.WorkDir, "cluster.yaml")
 	if err := datastore.WriteFile(s.file, s.cluster); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d namespaces, underlay 198.18.0.0/24, pods in 10.244.N.0/24, cluster file %s", len(s.spaces), s.file), nil
+	return fmt.Sprintf("%d namespaces, underlay 198.18.0.0/24 (the external host the nodes' router), pods in 10.244.N.0/24, cluster file %s",
+		len(s.spaces), s.file), nil
 }
 
 // plugPod plays the CNI plugin: a veth from the node to the pod, the pod's
@@ -363,7 +373,15 @@ func (s *Scenario) clusterFile(nodes []*node) datastore.Cluster {
 			svc.Endpoints = append(svc.Endpoints, datastore.Endpoint{IP: p.ip, Node: n.name})
 		}
 	}
-	c.Services = []datastore.Service{svc}
+	// A service without endpoints (refused at once) and a session-affine
+	// one (each client keeps its backend).
+	empty := datastore.Service{Namespace: "demo", Name: "empty", ClusterIPs: []netip.Addr{emptyIP},
+		Ports: []datastore.ServicePort{{Protocol: "TCP", Port: servicePort, TargetPort: backendPort}}}
+	sticky := svc
+	sticky.Name, sticky.Type, sticky.ClusterIPs = "sticky", "ClusterIP", []netip.Addr{stickyIP}
+	sticky.Ports = []datastore.ServicePort{{Protocol: "TCP", Port: servicePort, TargetPort: backendPort}}
+	sticky.SessionAffinity, sticky.SessionAffinityTimeoutSeconds = "ClientIP", 600
+	c.Services = []datastore.Service{svc, empty, sticky}
 	for i := 1; i < s.Services; i++ {
 		more := svc
 		more.Name = fmt.Sprintf("svc-%d", i)

@@ -33,7 +33,13 @@ const (
 	streamServicePort = 81
 )
 
-var clusterIP = netip.MustParseAddr("10.96.0.10")
+var (
+	clusterIP = netip.MustParseAddr("10.96.0.10")
+	// emptyIP is a service without endpoints, stickyIP one with ClientIP
+	// session affinity.
+	emptyIP  = netip.MustParseAddr("10.96.0.20")
+	stickyIP = netip.MustParseAddr("10.96.0.21")
+)
 
 // inNetNS runs fn on a thread inside the named network namespace
 // (/run/netns/name) through the library's kernel.Namespace.Do; sockets fn
@@ -355,4 +361,45 @@ func (s *Scenario) checkHostClusterIP(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("%s's own namespace → %v: 30 connections (translated at connect() in the node's cgroup) answered on all %d nodes (%s)",
 		n.name, to, len(s.nodes), describe(got)), nil
+}
+
+// checkRejectAndAffinity connects from a pod on node1 to the service
+// without endpoints, which must refuse at once (a reset, not a timeout),
+// then 20 times from each of two pods to the session-affine service,
+// whose answers must each come from one backend.
+func (s *Scenario) checkRejectAndAffinity(ctx context.Context) (string, error) {
+	from := s.nodes[0].pods[0]
+	var refused error
+	err := eventually(ctx, 20*time.Second, func() error {
+		c, err := dialIn(ctx, from.ns, netip.AddrPortFrom(emptyIP, servicePort))
+		if err == nil {
+			c.Close()
+			return fmt.Errorf("%v accepted a connection", emptyIP)
+		}
+		if !errors.Is(err, unix.ECONNREFUSED) {
+			return fmt.Errorf("%v: %w (want a reset)", emptyIP, err)
+		}
+		refused = err
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	var parts []string
+	for _, p := range []*pod{from, s.nodes[1].pods[0]} {
+		got := map[string]int{}
+		for i := range 20 {
+			name, err := whoami(ctx, p.ns, netip.AddrPortFrom(stickyIP, servicePort))
+			if err != nil {
+				return "", fmt.Errorf("%s → %v, connection %d: %w", p.name, stickyIP, i+1, err)
+			}
+			got[name]++
+		}
+		if len(got) != 1 {
+			return "", fmt.Errorf("%s → %v: answers from %d backends (%s), want one", p.name, stickyIP, len(got), describe(got))
+		}
+		parts = append(parts, fmt.Sprintf("%s → %s", p.name, describe(got)))
+	}
+	return fmt.Sprintf("%s → %v:%d (no endpoints): refused at once (%v); %v (ClientIP affinity): %s",
+		from.name, emptyIP, servicePort, refused, stickyIP, strings.Join(parts, "; ")), nil
 }
