@@ -414,7 +414,7 @@ func bpfMapsRead(n int) harness.Scenario {
 // bpf/proxy, apply_linux.go): the same specs, so maps.Open finds the
 // proxy's pins.
 var (
-	bpfFrontendSpec = maps.Spec{Name: "np_fe", Type: ebpf.Hash, KeySize: 20, ValueSize: 16, MaxEntries: proxy.DefaultFrontends}
+	bpfFrontendSpec = maps.Spec{Name: "np_fe", Type: ebpf.Hash, KeySize: 20, ValueSize: 20, MaxEntries: proxy.DefaultFrontends}
 	bpfBackendSpec  = maps.Spec{Name: "np_be", Type: ebpf.Hash, KeySize: 8, ValueSize: 20, MaxEntries: proxy.DefaultBackends}
 )
 
@@ -519,7 +519,7 @@ func bpfWrites[K, V comparable](from, to map[K]V) (bpfRaw[K, V], []K) {
 // keys to delete) in the frontend and backend maps.
 type bpfProxyWrites struct {
 	fe, be *ebpf.Map
-	feW    bpfRaw[[20]byte, [16]byte]
+	feW    bpfRaw[[20]byte, [20]byte]
 	beW    bpfRaw[[8]byte, [20]byte]
 	feDel  [][20]byte
 	beDel  [][8]byte
@@ -531,8 +531,8 @@ func (w *bpfProxyWrites) syscalls() int {
 }
 
 // dump returns what the frontend and backend maps hold.
-func (w *bpfProxyWrites) dump() (map[[20]byte][16]byte, map[[8]byte][20]byte, error) {
-	fe, err := bpfDump[[20]byte, [16]byte](w.fe, 0)
+func (w *bpfProxyWrites) dump() (map[[20]byte][20]byte, map[[8]byte][20]byte, error) {
+	fe, err := bpfDump[[20]byte, [20]byte](w.fe, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -604,7 +604,7 @@ func bpfNaiveSetup(svcs []cluster.Service, changed cluster.Service, all bool) se
 			return nil, err
 		}
 		if all {
-			w.feW, _ = bpfWrites[[20]byte, [16]byte](nil, fe1)
+			w.feW, _ = bpfWrites[[20]byte, [20]byte](nil, fe1)
 			w.beW, _ = bpfWrites[[8]byte, [20]byte](nil, be1)
 		} else {
 			w.feW, w.feDel = bpfWrites(fe0, fe1)
