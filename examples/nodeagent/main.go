@@ -24,6 +24,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +60,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go exitAfterSignal(ctx, stop)
 	var err error
 	switch os.Args[1] {
 	case "run":
@@ -84,6 +86,24 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// shutdownGrace is how long the process may take to stop after SIGTERM or
+// SIGINT: every command returns well within it (the agent stops its
+// goroutines and leaves the dataplane in place); it is the bound, under
+// Kubernetes' grace period, on one that does not.
+const shutdownGrace = 1500 * time.Millisecond
+
+// exitAfterSignal waits for the first signal (ctx ends), then gives the
+// signals back to their default action, so that a second one ends the
+// process at once, and ends the process itself when the command has not
+// returned within shutdownGrace. The dataplane stays as it is either way.
+func exitAfterSignal(ctx context.Context, stop context.CancelFunc) {
+	<-ctx.Done()
+	stop()
+	time.Sleep(shutdownGrace)
+	fmt.Fprintf(os.Stderr, "nodeagent: not stopped %v after the signal; exiting now (the dataplane stays as it is)\n", shutdownGrace)
+	os.Exit(1)
 }
 
 // common are the flags run and cleanup share: what the agent owns.
@@ -126,6 +146,24 @@ func (c *common) config() (agent.Config, error) {
 		Logger: slog.New(h).With("node", c.node)}, nil
 }
 
+// cniFlags are the flags of the CNI plugin's installation (run) and removal
+// (cleanup).
+type cniFlags struct {
+	install                 bool
+	binDir, confDir, plugin string
+}
+
+func (f *cniFlags) register(fs *flag.FlagSet, run bool) {
+	if run {
+		fs.BoolVar(&f.install, "cni-install", false, "install the CNI plugin in --cni-bin-dir and write its configuration list (this node's pod CIDRs) in --cni-conf-dir")
+		fs.StringVar(&f.plugin, "cni-plugin", "", "the CNI plugin binary to install; empty: "+agent.CNIPluginBinary+" next to this executable")
+	} else {
+		fs.BoolVar(&f.install, "cni-install", false, "also remove the CNI plugin and configuration list that run --cni-install installed")
+	}
+	fs.StringVar(&f.binDir, "cni-bin-dir", agent.DefaultCNIBinDir, "the runtime's CNI plugin directory")
+	fs.StringVar(&f.confDir, "cni-conf-dir", agent.DefaultCNIConfDir, "the runtime's CNI configuration directory")
+}
+
 func runCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var c common
@@ -150,6 +188,8 @@ func runCmd(ctx context.Context, args []string) error {
 	hostIfaces := fs.String("host-interfaces", "", "comma-separated interfaces NodePort traffic arrives on; empty: the host MTU interface")
 	nodeZone := fs.String("node-zone", "", "this node's zone for topology aware routing (--bpf-proxy); empty: the node's zone in the datastore (Kubernetes: its label topology.kubernetes.io/zone)")
 	bpfCgroup := fs.String("bpf-cgroup", "", "cgroup v2 directory whose processes' connections to services from the node's own namespace are translated at connect() (--bpf-proxy); empty: none")
+	var cni cniFlags
+	cni.register(fs, true)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -195,6 +235,8 @@ func runCmd(ctx context.Context, args []string) error {
 			}
 			ps = append(ps, datastore.Pool{Name: fmt.Sprintf("pool-%d", i), CIDR: p, Masquerade: true})
 		}
+		// client-go's own logs (klog) go with the agent's.
+		kubernetes.RouteKlog(cfg.Logger.With("component", "client-go"))
 		cfg.Datastore, err = kubernetes.New(kubernetes.Options{Client: client, Policies: policies, NodeName: cfg.NodeName, Pools: ps,
 			Logger: cfg.Logger.With("component", "datastore")})
 		if err != nil {
@@ -202,6 +244,11 @@ func runCmd(ctx context.Context, args []string) error {
 		}
 	default:
 		return fmt.Errorf(`--datastore must be "file:PATH" or "kubernetes", not %q`, *ds)
+	}
+	if cni.install {
+		cfg.Datastore = agent.WithCNIInstall(cfg.Datastore, agent.CNIInstallOptions{BinDir: cni.binDir, ConfDir: cni.confDir,
+			NodeName: cfg.NodeName, IPv6: cfg.IPv6, Plugin: cni.plugin, MTUFile: filepath.Join(cfg.StateDir, agent.MTUFileName),
+			Logger: cfg.Logger.With("component", "cni")})
 	}
 	return agent.Run(ctx, cfg)
 }
@@ -257,12 +304,19 @@ func cleanupCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
 	var c common
 	c.register(fs)
+	var cni cniFlags
+	cni.register(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg, err := c.config()
 	if err != nil {
 		return err
+	}
+	if cni.install {
+		if err := agent.RemoveCNI(cni.binDir, cni.confDir); err != nil {
+			return err
+		}
 	}
 	if err := agent.Cleanup(ctx, cfg); err != nil {
 		return err

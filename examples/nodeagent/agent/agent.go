@@ -675,6 +675,9 @@ type Agent struct {
 	// healthChecks answers load balancers' health checks; nil without the
 	// BPF proxy (the node then proxies no service).
 	healthChecks *HealthChecks
+	// publisher keeps this node's VTEP MACs and WireGuard key on the
+	// datastore.
+	publisher *publisher
 
 	mu       sync.Mutex
 	health   dataplane.Health
@@ -743,14 +746,12 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	if err := cfg.Registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return err
 	}
-	keys := make(chan wireguard.PublicKey, 1)
-	onKey := func(k wireguard.PublicKey) { // from the loop's goroutine: never wait
-		select {
-		case <-keys:
-		default:
-		}
-		keys <- k
-	}
+	// What this node tells the others: the WireGuard key the manager
+	// reports (from the loop's goroutine: never waits) and, with a VXLAN
+	// overlay, the VTEP MACs.
+	a.publisher = newPublisher(cfg.Datastore, cfg.NodeName, !cfg.ipip() && cfg.Overlay != OverlayDirect,
+		log.With("component", "publisher"), a.noteError)
+	onKey := a.publisher.key
 	lopts := dataplane.Options{Logger: log.With("component", "loop"), ResyncInterval: cfg.ResyncInterval,
 		Metrics: a.metrics, OnHealth: a.onHealth,
 		OnInSync: func() {
@@ -864,7 +865,7 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	for _, w := range a.plane.wg {
 		goRun(w.Name(), w.Run)
 	}
-	goRun("publisher", func(ctx context.Context) error { a.publish(ctx, keys); return nil })
+	goRun("publisher", func(ctx context.Context) error { a.publisher.run(ctx); return nil })
 	if a.healthChecks != nil {
 		goRun("healthchecks", a.healthChecks.Run)
 	}
@@ -977,30 +978,10 @@ func (a *Agent) onCluster(ctx context.Context, tr *translator, c datastore.Clust
 	log.Info("cluster update", "messages", len(msgs), "nodes", len(c.Nodes), "localPods", local, "services", len(c.Services))
 	if first {
 		a.plane.loop.DatastoreInSync()
-		if self, ok := c.Node(a.cfg.NodeName); ok && !a.cfg.ipip() && a.cfg.Overlay != OverlayDirect {
-			v := nodeOf(self)
-			a.publishInfo(ctx, datastore.NodeInfo{Name: a.cfg.NodeName, VTEPMAC: v.VXLANMACV4.HardwareAddr(), VTEPMACV6: v.VXLANMACV6.HardwareAddr()})
-		}
 	}
-}
-
-// publish publishes the WireGuard public keys the managers report.
-func (a *Agent) publish(ctx context.Context, keys <-chan wireguard.PublicKey) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case k := <-keys:
-			a.publishInfo(ctx, datastore.NodeInfo{Name: a.cfg.NodeName, WireGuardKey: k})
-		}
-	}
-}
-
-func (a *Agent) publishInfo(ctx context.Context, info datastore.NodeInfo) {
-	if err := a.cfg.Datastore.Publish(ctx, info); err != nil && ctx.Err() == nil {
-		a.cfg.Logger.Warn("publish failed", "err", err)
-		a.noteError(err)
-	}
+	// The publisher, on its own goroutine, puts back what this node's
+	// entry lacks (a Node created again has no annotations).
+	a.publisher.observe(c)
 }
 
 func (a *Agent) noteError(err error) {

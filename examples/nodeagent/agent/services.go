@@ -26,7 +26,8 @@ const serviceRejectMark = "service-reject"
 // service port, named "namespace/name:port", answering on the cluster IPs
 // and, as external IPs, on the external and load balancer IPs, with the
 // backends selectEndpoints chooses for node self in zone (local when they
-// run on self) at the port's target port.
+// run on self), each at its port for the service port (datastore
+// Endpoint.Port: its own, or the port's target port).
 func proxyServices(c datastore.Cluster, self, zone string) map[string]cluster.Service {
 	out := map[string]cluster.Service{}
 	for _, s := range c.Services {
@@ -59,12 +60,12 @@ func proxyServices(c datastore.Cluster, self, zone string) map[string]cluster.Se
 			if s.Type == "NodePort" || s.Type == "LoadBalancer" {
 				ps.NodePort = p.NodePort
 			}
-			target := p.TargetPort
-			if target == 0 {
-				target = p.Port
-			}
+			// Each backend at its own port for this service port (an
+			// endpoint with ports that name none of it serves none).
 			for _, e := range endpoints {
-				ps.Backends = append(ps.Backends, cluster.Backend{Addr: netip.AddrPortFrom(e.IP, target), Local: e.Node == self})
+				if target, ok := e.Port(p); ok {
+					ps.Backends = append(ps.Backends, cluster.Backend{Addr: netip.AddrPortFrom(e.IP, target), Local: e.Node == self})
+				}
 			}
 			out[ps.Name] = ps
 		}

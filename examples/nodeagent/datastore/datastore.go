@@ -274,6 +274,41 @@ type Endpoint struct {
 	// traffic when the service's TrafficDistribution asks for topology
 	// aware routing (Kubernetes: hints.forZones); empty for no hint.
 	ForZones []string `json:"forZones,omitempty"`
+	// Ports, when not empty, are the backend's own ports, by the name of
+	// the service port they serve (Kubernetes: the ports of its
+	// EndpointSlice, where one target port name may resolve to different
+	// container ports on different pods): the backend takes a service
+	// port's traffic at the port of that name, and none of a service port
+	// it does not name. Empty: every service port's traffic, at the
+	// port's TargetPort.
+	Ports []EndpointPort `json:"ports,omitempty"`
+}
+
+// EndpointPort is one of an endpoint's own ports.
+type EndpointPort struct {
+	// Name is the name of the service port it serves (empty for the
+	// service's unnamed port).
+	Name string `json:"name,omitempty"`
+	// Port is the backend's port for that service port. Required.
+	Port uint16 `json:"port"`
+}
+
+// Port returns the port at which the backend takes the traffic of service
+// port p: its own port of p's name when it has Ports (false when it names
+// none), else p's TargetPort (or Port when that is 0).
+func (e Endpoint) Port(p ServicePort) (uint16, bool) {
+	if len(e.Ports) > 0 {
+		for _, ep := range e.Ports {
+			if ep.Name == p.Name {
+				return ep.Port, true
+			}
+		}
+		return 0, false
+	}
+	if p.TargetPort != 0 {
+		return p.TargetPort, true
+	}
+	return p.Port, true
 }
 
 // Ready reports whether the backend takes new connections (it is not
@@ -373,7 +408,8 @@ func (c *Cluster) Node(name string) (Node, bool) {
 // affinity or traffic distribution it does not know, source ranges or a
 // health check port on a service that is no LoadBalancer, a health check
 // port another service has) or with a bad endpoint (no address, an address
-// listed twice, Serving without Terminating, an empty or repeated zone).
+// listed twice, Serving without Terminating, an empty or repeated zone, a
+// port of no service port's name, a port 0 or a name listed twice).
 func (c *Cluster) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {

@@ -192,6 +192,7 @@ services:
   endpoints:
   - {ip: 10.244.1.10, node: node1, forZones: [zone-a, zone-b]}
   - {ip: 10.244.1.11, node: node1, notReady: true, terminating: true, serving: true}
+  - {ip: 10.244.1.12, node: node1, ports: [{port: 8081}]}
 `
 	c, err := datastore.Parse([]byte(doc))
 	if err != nil {
@@ -207,12 +208,24 @@ services:
 		Endpoints: []datastore.Endpoint{
 			{IP: netip.MustParseAddr("10.244.1.10"), Node: "node1", ForZones: []string{"zone-a", "zone-b"}},
 			{IP: netip.MustParseAddr("10.244.1.11"), Node: "node1", NotReady: true, Terminating: true, Serving: true},
+			{IP: netip.MustParseAddr("10.244.1.12"), Node: "node1", Ports: []datastore.EndpointPort{{Port: 8081}}},
 		}}
 	if len(c.Services) != 1 || !reflect.DeepEqual(c.Services[0], want) || c.Nodes[0].Zone != "zone-a" {
 		t.Fatalf("services = %+v, nodes = %+v", c.Services, c.Nodes)
 	}
 	if e := c.Services[0].Endpoints; !e[0].Ready() || e[0].ServingTerminating() || e[1].Ready() || !e[1].ServingTerminating() {
 		t.Errorf("conditions: %+v", e)
+	}
+	// The backends' ports: the service port's, or the endpoint's own.
+	port := c.Services[0].Ports[0]
+	if p, ok := c.Services[0].Endpoints[0].Port(port); !ok || p != 80 {
+		t.Errorf("the port of an endpoint without ports: %d, %v; want the service port's target (80)", p, ok)
+	}
+	if p, ok := c.Services[0].Endpoints[2].Port(port); !ok || p != 8081 {
+		t.Errorf("the port of an endpoint with its own: %d, %v; want 8081", p, ok)
+	}
+	if _, ok := c.Services[0].Endpoints[2].Port(datastore.ServicePort{Name: "other", Port: 81}); ok {
+		t.Error("an endpoint with ports serves a service port it does not name")
 	}
 	b, err := datastore.Marshal(c)
 	if err != nil {
@@ -252,6 +265,12 @@ func TestParseRejectsServiceTraffic(t *testing.T) {
 			"endpoint 10.0.0.1: serving is for a terminating endpoint"},
 		{"empty zone", `- {name: s, endpoints: [{ip: 10.0.0.1, forZones: [""]}]}`, `endpoint 10.0.0.1: zone "" is empty or repeated`},
 		{"zone twice", `- {name: s, endpoints: [{ip: 10.0.0.1, forZones: [a, b, a]}]}`, `endpoint 10.0.0.1: zone "a" is empty or repeated`},
+		{"endpoint port of no service port", `- {name: s, ports: [{name: http, port: 80}], endpoints: [{ip: 10.0.0.1, ports: [{name: web, port: 8080}]}]}`,
+			`endpoint 10.0.0.1: port "web" names no port of the service`},
+		{"endpoint port 0", `- {name: s, ports: [{name: http, port: 80}], endpoints: [{ip: 10.0.0.1, ports: [{name: http}]}]}`,
+			`endpoint 10.0.0.1: port "http" is 0`},
+		{"endpoint port twice", `- {name: s, ports: [{name: http, port: 80}], endpoints: [{ip: 10.0.0.1, ports: [{name: http, port: 1}, {name: http, port: 2}]}]}`,
+			`endpoint 10.0.0.1: port "http" is listed twice`},
 	} {
 		_, err := datastore.Parse([]byte(head + tc.services))
 		if !errors.Is(err, datastore.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {

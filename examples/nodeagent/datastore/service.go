@@ -54,6 +54,10 @@ func (s Service) problems() []string {
 	default:
 		bad("trafficDistribution %q is none of %s and %s", s.TrafficDistribution, TrafficDistributionPreferSameZone, TrafficDistributionPreferClose)
 	}
+	names := map[string]bool{}
+	for _, p := range s.Ports {
+		names[p.Name] = true
+	}
 	seen := map[netip.Addr]bool{}
 	for i, e := range s.Endpoints {
 		switch {
@@ -69,6 +73,16 @@ func (s Service) problems() []string {
 		for j, z := range e.ForZones {
 			if z == "" || slices.Contains(e.ForZones[:j], z) {
 				bad("endpoint %s: zone %q is empty or repeated", e.IP, z)
+			}
+		}
+		for j, p := range e.Ports {
+			switch {
+			case !names[p.Name]:
+				bad("endpoint %s: port %q names no port of the service", e.IP, p.Name)
+			case p.Port == 0:
+				bad("endpoint %s: port %q is 0", e.IP, p.Name)
+			case slices.ContainsFunc(e.Ports[:j], func(o EndpointPort) bool { return o.Name == p.Name }):
+				bad("endpoint %s: port %q is listed twice", e.IP, p.Name)
 			}
 		}
 	}

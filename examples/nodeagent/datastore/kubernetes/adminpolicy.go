@@ -46,24 +46,25 @@ type adminWatch struct {
 }
 
 // watchAdminPolicies sets up the informers of the admin policy resources
-// the server serves (and this agent may list), with handler on each, or
-// returns nil when there is no policy client or no such resource. It
-// starts nothing. A missing resource is logged once at Info, a forbidden
-// one at Warn; other failures (the server unreachable) are retried until
-// ctx ends, as the informers would.
-func (d *Datastore) watchAdminPolicies(ctx context.Context, handler cache.ResourceEventHandler) (*adminWatch, error) {
+// the server serves (and this agent may list), with handler on each and
+// their errors to errs, or returns nil when there is no policy client or
+// no such resource. It starts nothing. A missing resource is logged once
+// at Info, a forbidden one at Warn; other failures (the server
+// unreachable) are retried until ctx ends (Watch's first read, which the
+// sync timeout ends), as the informers would.
+func (d *Datastore) watchAdminPolicies(ctx context.Context, handler cache.ResourceEventHandler, errs *watchErrors) (*adminWatch, error) {
 	if d.opts.Policies == nil {
 		return nil, nil
 	}
-	served, err := d.servedAdminResources(ctx)
+	served, err := d.servedAdminResources(ctx, errs)
 	if err != nil {
 		return nil, err
 	}
-	w := &adminWatch{factory: policyinformers.NewSharedInformerFactoryWithOptions(d.opts.Policies, d.opts.Resync, policyinformers.WithTransform(slim))}
+	w := &adminWatch{factory: policyinformers.NewSharedInformerFactoryWithOptions(policyListThenWatch{d.opts.Policies}, d.opts.Resync, policyinformers.WithTransform(slim))}
 	v1alpha1 := w.factory.Policy().V1alpha1()
-	var infs []cache.SharedIndexInformer
+	infs := map[string]cache.SharedIndexInformer{}
 	if served[ResourceAdminNetworkPolicies] {
-		ok, err := d.listable(ctx, ResourceAdminNetworkPolicies, func(ctx context.Context) error {
+		ok, err := d.listable(ctx, errs, ResourceAdminNetworkPolicies, func(ctx context.Context) error {
 			_, err := d.opts.Policies.PolicyV1alpha1().AdminNetworkPolicies().List(ctx, metav1.ListOptions{Limit: 1})
 			return err
 		})
@@ -73,11 +74,11 @@ func (d *Datastore) watchAdminPolicies(ctx context.Context, handler cache.Resour
 		if ok {
 			inf := v1alpha1.AdminNetworkPolicies()
 			w.admins = inf.Lister()
-			infs = append(infs, inf.Informer())
+			infs[ResourceAdminNetworkPolicies] = inf.Informer()
 		}
 	}
 	if served[ResourceBaselineAdminNetworkPolicies] {
-		ok, err := d.listable(ctx, ResourceBaselineAdminNetworkPolicies, func(ctx context.Context) error {
+		ok, err := d.listable(ctx, errs, ResourceBaselineAdminNetworkPolicies, func(ctx context.Context) error {
 			_, err := d.opts.Policies.PolicyV1alpha1().BaselineAdminNetworkPolicies().List(ctx, metav1.ListOptions{Limit: 1})
 			return err
 		})
@@ -87,15 +88,17 @@ func (d *Datastore) watchAdminPolicies(ctx context.Context, handler cache.Resour
 		if ok {
 			inf := v1alpha1.BaselineAdminNetworkPolicies()
 			w.baselines = inf.Lister()
-			infs = append(infs, inf.Informer())
+			infs[ResourceBaselineAdminNetworkPolicies] = inf.Informer()
 		}
 	}
 	if len(infs) == 0 {
 		return nil, nil
 	}
-	for _, inf := range infs {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return nil, fmt.Errorf("kubernetes datastore: %w", err)
+	for _, r := range []string{ResourceAdminNetworkPolicies, ResourceBaselineAdminNetworkPolicies} {
+		if inf := infs[r]; inf != nil {
+			if err := errs.watch(r, inf, handler); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return w, nil
@@ -103,11 +106,11 @@ func (d *Datastore) watchAdminPolicies(ctx context.Context, handler cache.Resour
 
 // servedAdminResources asks the server's discovery which admin policy
 // resources it serves.
-func (d *Datastore) servedAdminResources(ctx context.Context) (map[string]bool, error) {
+func (d *Datastore) servedAdminResources(ctx context.Context, errs *watchErrors) (map[string]bool, error) {
 	gv := policyv1alpha1.GroupVersion.String()
 	served := map[string]bool{}
 	forbidden := false
-	err := d.retry(ctx, "discovery of "+gv, func(ctx context.Context) (bool, error) {
+	err := d.retry(ctx, errs, "discovery of "+gv, func(ctx context.Context) (bool, error) {
 		list, err := discovery.ToServerResourcesInterfaceWithContext(d.opts.Policies.Discovery()).ServerResourcesForGroupVersionWithContext(ctx, gv)
 		switch {
 		case apierrors.IsNotFound(err):
@@ -139,9 +142,9 @@ func (d *Datastore) servedAdminResources(ctx context.Context) (map[string]bool, 
 // listable reports whether this agent may list the resource, by listing
 // one object: false (logged) when that is forbidden or the resource went
 // away.
-func (d *Datastore) listable(ctx context.Context, resource string, list func(context.Context) error) (bool, error) {
+func (d *Datastore) listable(ctx context.Context, errs *watchErrors, resource string, list func(context.Context) error) (bool, error) {
 	ok := false
-	err := d.retry(ctx, "listing "+resource, func(ctx context.Context) (bool, error) {
+	err := d.retry(ctx, errs, "listing "+resource, func(ctx context.Context) (bool, error) {
 		err := list(ctx)
 		switch {
 		case apierrors.IsForbidden(err):
@@ -160,25 +163,30 @@ func (d *Datastore) listable(ctx context.Context, resource string, list func(con
 }
 
 // retry calls f until it reports done, waiting after each error (logged
-// at Warn the first time, Debug after), and fails only when ctx ends.
-func (d *Datastore) retry(ctx context.Context, what string, f func(context.Context) (bool, error)) error {
+// at Warn the first time, Debug after, and noted in errs), and fails only
+// when ctx ends, with its cause.
+func (d *Datastore) retry(ctx context.Context, errs *watchErrors, what string, f func(context.Context) (bool, error)) error {
 	wait := d.retryWait
 	for attempt := 0; ; attempt++ {
 		done, err := f(ctx)
-		if done {
+		switch {
+		case done:
 			return nil
+		case ctx.Err() != nil: // stopped, or out of time: not worth a warning
+			return fmt.Errorf("kubernetes datastore: %s: %w (last error: %v)", what, context.Cause(ctx), err)
 		}
+		errs.note(what, err)
 		level := d.log.Debug
 		if attempt == 0 {
 			level = d.log.Warn
 		}
 		level("kubernetes datastore: "+what+" failed; retrying", "err", err, "in", wait)
-		t := time.NewTimer(wait)
+		t := d.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("kubernetes datastore: %s: %w (last error: %v)", what, context.Cause(ctx), err)
-		case <-t.C:
+		case <-t.C():
 		}
 		wait = min(2*wait, maxRetry)
 	}
@@ -373,65 +381,72 @@ func egressForms(nodes *metav1.LabelSelector, networks []policyv1alpha1.CIDR, do
 // datastore cannot express. What it can express but does not accept is
 // left to Validate.
 func adminPolicyOf(p *policyv1alpha1.AdminNetworkPolicy) (datastore.AdminNetworkPolicy, error) {
-	out := datastore.AdminNetworkPolicy{Name: p.Name, Priority: int(p.Spec.Priority)}
-	var err error
-	if out.Subject, err = subjectOf(p.Spec.Subject); err != nil {
-		return out, err
-	}
-	for i, r := range p.Spec.Ingress {
-		var peers []peerForms
+	var in, eg []ruleSource
+	for _, r := range p.Spec.Ingress {
+		src := ruleSource{name: r.Name, action: string(r.Action), ports: r.Ports}
 		for _, f := range r.From {
-			peers = append(peers, peerForms{namespaces: f.Namespaces, pods: f.Pods})
+			src.peers = append(src.peers, peerForms{namespaces: f.Namespaces, pods: f.Pods})
 		}
-		rule, err := adminRuleOf(r.Name, string(r.Action), peers, r.Ports)
-		if err != nil {
-			return out, fmt.Errorf("ingress rule %d: %w", i, err)
-		}
-		out.Ingress = append(out.Ingress, rule)
+		in = append(in, src)
 	}
-	for i, r := range p.Spec.Egress {
-		var peers []peerForms
+	for _, r := range p.Spec.Egress {
+		src := ruleSource{name: r.Name, action: string(r.Action), ports: r.Ports}
 		for _, t := range r.To {
-			peers = append(peers, peerForms{namespaces: t.Namespaces, pods: t.Pods, unsupported: egressForms(t.Nodes, t.Networks, t.DomainNames)})
+			src.peers = append(src.peers, peerForms{namespaces: t.Namespaces, pods: t.Pods, unsupported: egressForms(t.Nodes, t.Networks, t.DomainNames)})
 		}
-		rule, err := adminRuleOf(r.Name, string(r.Action), peers, r.Ports)
-		if err != nil {
-			return out, fmt.Errorf("egress rule %d: %w", i, err)
-		}
-		out.Egress = append(out.Egress, rule)
+		eg = append(eg, src)
 	}
-	return out, nil
+	return policyOfRules(datastore.AdminNetworkPolicy{Name: p.Name, Priority: int(p.Spec.Priority)}, p.Spec.Subject, in, eg)
 }
 
 // baselinePolicyOf converts a BaselineAdminNetworkPolicy as adminPolicyOf
 // does an AdminNetworkPolicy.
 func baselinePolicyOf(p *policyv1alpha1.BaselineAdminNetworkPolicy) (datastore.AdminNetworkPolicy, error) {
-	out := datastore.AdminNetworkPolicy{Name: p.Name}
+	var in, eg []ruleSource
+	for _, r := range p.Spec.Ingress {
+		src := ruleSource{name: r.Name, action: string(r.Action), ports: r.Ports}
+		for _, f := range r.From {
+			src.peers = append(src.peers, peerForms{namespaces: f.Namespaces, pods: f.Pods})
+		}
+		in = append(in, src)
+	}
+	for _, r := range p.Spec.Egress {
+		src := ruleSource{name: r.Name, action: string(r.Action), ports: r.Ports}
+		for _, t := range r.To {
+			src.peers = append(src.peers, peerForms{namespaces: t.Namespaces, pods: t.Pods, unsupported: egressForms(t.Nodes, t.Networks, nil)})
+		}
+		eg = append(eg, src)
+	}
+	return policyOfRules(datastore.AdminNetworkPolicy{Name: p.Name}, p.Spec.Subject, in, eg)
+}
+
+// ruleSource is one rule of either kind of admin policy, as the
+// conversion reads it.
+type ruleSource struct {
+	name, action string
+	peers        []peerForms
+	ports        *[]policyv1alpha1.AdminNetworkPolicyPort
+}
+
+// policyOfRules completes out with its subject and its ingress and egress
+// rules.
+func policyOfRules(out datastore.AdminNetworkPolicy, subject policyv1alpha1.AdminNetworkPolicySubject, in, eg []ruleSource) (datastore.AdminNetworkPolicy, error) {
 	var err error
-	if out.Subject, err = subjectOf(p.Spec.Subject); err != nil {
+	if out.Subject, err = subjectOf(subject); err != nil {
 		return out, err
 	}
-	for i, r := range p.Spec.Ingress {
-		var peers []peerForms
-		for _, f := range r.From {
-			peers = append(peers, peerForms{namespaces: f.Namespaces, pods: f.Pods})
+	for _, d := range []struct {
+		name  string
+		rules []ruleSource
+		to    *[]datastore.AdminRule
+	}{{"ingress", in, &out.Ingress}, {"egress", eg, &out.Egress}} {
+		for i, r := range d.rules {
+			rule, err := adminRuleOf(r.name, r.action, r.peers, r.ports)
+			if err != nil {
+				return out, fmt.Errorf("%s rule %d: %w", d.name, i, err)
+			}
+			*d.to = append(*d.to, rule)
 		}
-		rule, err := adminRuleOf(r.Name, string(r.Action), peers, r.Ports)
-		if err != nil {
-			return out, fmt.Errorf("ingress rule %d: %w", i, err)
-		}
-		out.Ingress = append(out.Ingress, rule)
-	}
-	for i, r := range p.Spec.Egress {
-		var peers []peerForms
-		for _, t := range r.To {
-			peers = append(peers, peerForms{namespaces: t.Namespaces, pods: t.Pods, unsupported: egressForms(t.Nodes, t.Networks, nil)})
-		}
-		rule, err := adminRuleOf(r.Name, string(r.Action), peers, r.Ports)
-		if err != nil {
-			return out, fmt.Errorf("egress rule %d: %w", i, err)
-		}
-		out.Egress = append(out.Egress, rule)
 	}
 	return out, nil
 }

@@ -15,20 +15,22 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
-	"slices"
-	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	policyclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
+	"github.com/nodeplane/nodeplane/clock"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 )
 
@@ -42,6 +44,13 @@ const (
 // DefaultDebounce is how long the Datastore waits after a change for more
 // before it delivers the cluster, so a burst of events costs one update.
 const DefaultDebounce = 100 * time.Millisecond
+
+// DefaultSyncTimeout is how long Watch waits for its first complete read
+// of the cluster before it gives up with ErrUnreachable.
+const DefaultSyncTimeout = 60 * time.Second
+
+// DefaultPublishTimeout bounds one Publish call.
+const DefaultPublishTimeout = 10 * time.Second
 
 // Options configure a Datastore.
 type Options struct {
@@ -62,14 +71,30 @@ type Options struct {
 	Resync time.Duration
 	// Debounce is DefaultDebounce when zero.
 	Debounce time.Duration
-	// Logger receives warnings; nil discards them.
+	// SyncTimeout bounds Watch's first read of the cluster: when its
+	// caches have not all synced by then (the API server is down, frozen
+	// or unreachable), Watch returns an error wrapping ErrUnreachable that
+	// names the resources not read and the last error seen. Zero means
+	// DefaultSyncTimeout. After the first read an unreachable server is
+	// logged and retried, as the informers do, and no error is returned.
+	SyncTimeout time.Duration
+	// PublishTimeout bounds one Publish call (a server that does not
+	// answer); zero means DefaultPublishTimeout.
+	PublishTimeout time.Duration
+	// Clock times the debounce, the sync timeout and the retries of the
+	// admin policies' discovery; nil means clock.Real().
+	Clock clock.Clock
+	// Logger receives warnings, and the informers' own logs (client-go's
+	// contextual logging); nil discards them. RouteKlog sends the rest of
+	// client-go's logs there too.
 	Logger *slog.Logger
 }
 
 // Datastore implements datastore.Datastore on the Kubernetes API.
 type Datastore struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	clock clock.Clock
 	// retryWait is the first wait after a failed look-up of the admin
 	// policy resources.
 	retryWait time.Duration
@@ -80,14 +105,36 @@ func New(opts Options) (*Datastore, error) {
 	if opts.Client == nil || opts.NodeName == "" {
 		return nil, errors.New("kubernetes datastore: Client and NodeName are required")
 	}
-	if opts.Debounce <= 0 {
+	if opts.Debounce < 0 || opts.SyncTimeout < 0 || opts.PublishTimeout < 0 {
+		return nil, fmt.Errorf("kubernetes datastore: negative Debounce (%v), SyncTimeout (%v) or PublishTimeout (%v)",
+			opts.Debounce, opts.SyncTimeout, opts.PublishTimeout)
+	}
+	if opts.Debounce == 0 {
 		opts.Debounce = DefaultDebounce
+	}
+	if opts.SyncTimeout == 0 {
+		opts.SyncTimeout = DefaultSyncTimeout
+	}
+	if opts.PublishTimeout == 0 {
+		opts.PublishTimeout = DefaultPublishTimeout
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Datastore{opts: opts, log: log, retryWait: defaultRetry}, nil
+	return &Datastore{opts: opts, log: log, clock: clock.OrReal(opts.Clock), retryWait: defaultRetry}, nil
+}
+
+// RouteKlog sends klog's output, the process-wide logger of client-go
+// (request warnings, client-side throttling, what is not logged through
+// a context), to log, so that it appears with the agent's structured logs.
+// It changes global state: a program calls it once, before it starts a
+// Datastore; nil discards klog's output.
+func RouteKlog(log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	klog.SetSlogLogger(log)
 }
 
 // Watch implements datastore.Datastore: it starts informers on Nodes, Pods
@@ -95,11 +142,34 @@ func New(opts Options) (*Datastore, error) {
 // EndpointSlices, Namespaces and NetworkPolicies (and, with Options.Policies,
 // the admin network policies the server serves), waits for their caches
 // and then delivers the cluster, and again after every change (debounced).
+//
+// Before the first delivery it returns an error wrapping ErrForbidden when
+// the server refuses to list or watch one of these resources, and one
+// wrapping ErrUnreachable when the caches are not read within
+// Options.SyncTimeout. After it, failures are logged and retried as the
+// informers retry them. When ctx ends Watch stops the informers and
+// returns at once (nil after the first delivery, the context's error
+// before it).
 func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// The caches keep only what the conversion reads (slim).
-	all := informers.NewSharedInformerFactoryWithOptions(d.opts.Client, d.opts.Resync, informers.WithTransform(slim))
+	// The informers log through the context: to our logger.
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(d.log.Handler()))
+	// The caches keep only what the conversion reads (slim); the informers
+	// list, then watch (see listThenWatch).
+	all := informers.NewSharedInformerFactoryWithOptions(listThenWatch{d.opts.Client}, d.opts.Resync, informers.WithTransform(slim))
+	var admin *adminWatch
+	// Stop the informers first, then wait for them: they return as soon
+	// as their context ends (a request in flight is not waited for).
+	defer func() {
+		cancel()
+		all.Shutdown()
+		if admin != nil {
+			admin.factory.Shutdown()
+		}
+	}()
 	nodes := all.Core().V1().Nodes()
 	services := all.Core().V1().Services()
 	slices := all.Discovery().V1().EndpointSlices()
@@ -108,6 +178,23 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 	pods := all.Core().V1().Pods()
 	namespaces := all.Core().V1().Namespaces()
 	policies := all.Networking().V1().NetworkPolicies()
+
+	// Until the first read is complete, a forbidden resource or the
+	// timeout ends start with the reason as its cause.
+	start, fail := context.WithCancelCause(ctx)
+	errs := newWatchErrors(d.log, fail)
+	deadline := d.clock.NewTimer(d.opts.SyncTimeout)
+	timing := make(chan struct{})
+	go func() {
+		defer close(timing)
+		defer deadline.Stop()
+		select {
+		case <-deadline.C():
+			fail(errs.unreachable(d.opts.SyncTimeout))
+		case <-start.Done():
+		}
+	}()
+	defer func() { fail(nil); <-timing }()
 
 	changed := make(chan struct{}, 1)
 	notify := func() {
@@ -121,35 +208,28 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 		UpdateFunc: func(any, any) { notify() },
 		DeleteFunc: func(any) { notify() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{nodes.Informer(), services.Informer(), slices.Informer(), pods.Informer(),
-		namespaces.Informer(), policies.Informer()} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return fmt.Errorf("kubernetes datastore: %w", err)
+	for _, r := range []struct {
+		resource string
+		inf      cache.SharedIndexInformer
+	}{{"nodes", nodes.Informer()}, {"services", services.Informer()}, {"endpointslices", slices.Informer()},
+		{"pods", pods.Informer()}, {"namespaces", namespaces.Informer()}, {"networkpolicies", policies.Informer()}} {
+		if err := errs.watch(r.resource, r.inf, handler); err != nil {
+			return err
 		}
 	}
-	admin, err := d.watchAdminPolicies(ctx, handler)
-	if err != nil {
-		return err
-	}
-	all.Start(ctx.Done())
-	defer all.Shutdown()
-	if admin != nil {
-		admin.factory.Start(ctx.Done())
-		// Shutdown waits for the informers, which stop with ctx.
-		defer func() { cancel(); admin.factory.Shutdown() }()
-	}
-	for typ, ok := range all.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("kubernetes datastore: %v cache not synced: %w", typ, context.Cause(ctx))
-		}
+	// The core informers start before the admin policies are looked up.
+	all.StartWithContext(ctx)
+	var err error
+	if admin, err = d.watchAdminPolicies(start, handler, errs); err != nil {
+		return d.startFailed(ctx, start, err)
 	}
 	if admin != nil {
-		for typ, ok := range admin.factory.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("kubernetes datastore: %v cache not synced: %w", typ, context.Cause(ctx))
-			}
-		}
+		admin.factory.StartWithContext(ctx)
 	}
+	if err := errs.waitForSync(start); err != nil {
+		return d.startFailed(ctx, start, err)
+	}
+	fail(nil) // stops the deadline
 	build := func() (datastore.Cluster, error) {
 		ns, err := nodes.Lister().List(labels.Everything())
 		if err != nil {
@@ -206,18 +286,20 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 	default:
 	}
 	deliver()
+	debounce := d.clock.NewTimer(d.opts.Debounce)
+	debounce.Stop()
+	defer debounce.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
 		}
-		t := time.NewTimer(d.opts.Debounce)
+		debounce.Reset(d.opts.Debounce)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return nil
-		case <-t.C:
+		case <-debounce.C():
 		}
 		select {
 		case <-changed:
@@ -225,6 +307,39 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 		}
 		deliver()
 	}
+}
+
+// listThenWatch is a client whose informers list, then watch, as they did
+// before client-go's streaming watch-list: it says it does not support
+// watch-list semantics. In client-go v0.37 a watch-list that finds the
+// server refusing connections waits for its backoff (up to 30 s) without
+// heeding its context, so a Watch stopped while the server is down would
+// return only after that wait; the list and the watch heed it.
+type listThenWatch struct{ k8s.Interface }
+
+// IsWatchListSemanticsUnSupported tells client-go's informers to list,
+// then watch.
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// policyListThenWatch is listThenWatch for the admin network policies'
+// client.
+type policyListThenWatch struct{ policyclient.Interface }
+
+// IsWatchListSemanticsUnSupported tells client-go's informers to list,
+// then watch.
+func (policyListThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// startFailed returns the error of a Watch whose first read did not
+// complete: the context's end, or why start ended (forbidden, timeout),
+// else err.
+func (d *Datastore) startFailed(ctx, start context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("kubernetes datastore: stopped before the first read of the cluster: %w", context.Cause(ctx))
+	case start.Err() != nil:
+		return context.Cause(start)
+	}
+	return err
 }
 
 // cluster converts the API objects into a datastore.Cluster.
@@ -355,168 +470,11 @@ func podOf(p *corev1.Pod) (datastore.Pod, bool) {
 	return out, len(out.IPs) > 0
 }
 
-// serviceOf converts a service with a cluster IP and its endpoint slices.
-func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.Service, bool) {
-	if s.Spec.Type == corev1.ServiceTypeExternalName {
-		return datastore.Service{}, false
-	}
-	out := datastore.Service{Namespace: s.Namespace, Name: s.Name, Type: string(s.Spec.Type),
-		ExternalTrafficPolicy: string(s.Spec.ExternalTrafficPolicy)}
-	ips := s.Spec.ClusterIPs
-	if len(ips) == 0 && s.Spec.ClusterIP != "" {
-		ips = []string{s.Spec.ClusterIP}
-	}
-	for _, ip := range ips {
-		if a, err := netip.ParseAddr(ip); err == nil {
-			out.ClusterIPs = append(out.ClusterIPs, a)
-		}
-	}
-	if len(out.ClusterIPs) == 0 { // headless: nothing to load-balance
-		return datastore.Service{}, false
-	}
-	for _, ip := range s.Spec.ExternalIPs {
-		if a, err := netip.ParseAddr(ip); err == nil && !slices.Contains(out.ExternalIPs, a) {
-			out.ExternalIPs = append(out.ExternalIPs, a)
-		}
-	}
-	for _, in := range s.Status.LoadBalancer.Ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil && !slices.Contains(out.LoadBalancerIPs, a) {
-			out.LoadBalancerIPs = append(out.LoadBalancerIPs, a)
-		}
-	}
-	trafficSettings(&out, s)
-	// The endpoints' port of each service port: the EndpointSlices say it
-	// (by port name), also for a target port given by name.
-	slicePorts := map[string]int32{}
-	for _, es := range eps {
-		for _, p := range es.Ports {
-			if p.Port != nil {
-				name := ""
-				if p.Name != nil {
-					name = *p.Name
-				}
-				slicePorts[name] = *p.Port
-			}
-		}
-	}
-	for _, p := range s.Spec.Ports {
-		sp := datastore.ServicePort{Name: p.Name, Protocol: string(p.Protocol), Port: uint16(p.Port), NodePort: uint16(p.NodePort)}
-		if port, ok := slicePorts[p.Name]; ok && port > 0 {
-			sp.TargetPort = uint16(port)
-		} else if p.TargetPort.IntVal > 0 {
-			sp.TargetPort = uint16(p.TargetPort.IntVal)
-		}
-		out.Ports = append(out.Ports, sp)
-	}
-	out.Endpoints = endpointsOf(eps)
-	return out, true
-}
-
-// trafficSettings copies what decides where the service's traffic goes:
-// the internal traffic policy, the health check port, session affinity,
-// the source ranges and whether topology aware routing is on.
-func trafficSettings(out *datastore.Service, s *corev1.Service) {
-	if p := s.Spec.InternalTrafficPolicy; p != nil {
-		out.InternalTrafficPolicy = string(*p)
-	}
-	if s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
-		s.Spec.HealthCheckNodePort > 0 && s.Spec.HealthCheckNodePort <= 65535 {
-		out.HealthCheckNodePort = uint16(s.Spec.HealthCheckNodePort)
-	}
-	out.SessionAffinity = string(s.Spec.SessionAffinity)
-	if c := s.Spec.SessionAffinityConfig; s.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && c != nil && c.ClientIP != nil &&
-		c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
-		out.SessionAffinityTimeoutSeconds = uint32(*c.ClientIP.TimeoutSeconds)
-	}
-	// Source ranges as kube-proxy reads them: the field (not the older
-	// annotation, which the cloud providers read), masked; one that does
-	// not parse (the API server validates them) is left out.
-	if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		for _, r := range s.Spec.LoadBalancerSourceRanges {
-			if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil && !slices.Contains(out.LoadBalancerSourceRanges, p.Masked()) {
-				out.LoadBalancerSourceRanges = append(out.LoadBalancerSourceRanges, p.Masked())
-			}
-		}
-	}
-	if topologyAware(s) {
-		out.TrafficDistribution = datastore.TrafficDistributionPreferSameZone
-	}
-}
-
-// topologyAware reports whether the service asks for topology aware
-// routing: spec.trafficDistribution is PreferSameZone, PreferClose (its
-// older name) or PreferSameNode (which the EndpointSlice controller also
-// gives zone hints for; the agent routes by zone only), or the annotation
-// service.kubernetes.io/topology-mode (or the deprecated
-// service.kubernetes.io/topology-aware-hints) is Auto or another value but
-// Disabled (a value of another implementation that writes hints).
-func topologyAware(s *corev1.Service) bool {
-	if d := s.Spec.TrafficDistribution; d != nil {
-		switch *d {
-		case corev1.ServiceTrafficDistributionPreferSameZone, corev1.ServiceTrafficDistributionPreferClose,
-			corev1.ServiceTrafficDistributionPreferSameNode:
-			return true
-		}
-	}
-	for _, k := range serviceAnnotations {
-		switch s.Annotations[k] {
-		case "", "Disabled", "disabled":
-		default:
-			return true
-		}
-	}
-	return false
-}
-
-// endpointsOf converts the endpoints of a service's slices: each address
-// once, with its conditions and zone hints, sorted by address. An address
-// in several slices (while they are rewritten) is kept in its ready form
-// when one is ready, as kube-proxy keeps it.
-func endpointsOf(eps []*discoveryv1.EndpointSlice) []datastore.Endpoint {
-	var out []datastore.Endpoint
-	at := map[netip.Addr]int{}
-	for _, es := range eps {
-		for _, e := range es.Endpoints {
-			// The conditions as the API defines their nil values (ready
-			// and serving: true; terminating: false).
-			c := e.Conditions
-			ready := c.Ready == nil || *c.Ready
-			serving := c.Serving == nil || *c.Serving
-			terminating := c.Terminating != nil && *c.Terminating
-			ep := datastore.Endpoint{NotReady: !ready, Terminating: terminating, Serving: serving && terminating}
-			if e.NodeName != nil {
-				ep.Node = *e.NodeName
-			}
-			if e.Hints != nil {
-				for _, z := range e.Hints.ForZones {
-					if z.Name != "" && !slices.Contains(ep.ForZones, z.Name) {
-						ep.ForZones = append(ep.ForZones, z.Name)
-					}
-				}
-			}
-			for _, a := range e.Addresses {
-				ip, err := netip.ParseAddr(a)
-				if err != nil || !ip.IsValid() || ip.IsUnspecified() {
-					continue
-				}
-				ep.IP = ip
-				if i, ok := at[ip]; ok {
-					if ready && out[i].NotReady {
-						out[i] = ep
-					}
-					continue
-				}
-				at[ip] = len(out)
-				out = append(out, ep)
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b datastore.Endpoint) int { return a.IP.Compare(b.IP) })
-	return out
-}
-
 // Publish implements datastore.Datastore: it sets this node's annotations
-// (those of info's non-zero fields) with one merge patch.
+// (those of info's non-zero fields) with one merge patch. It gives up after
+// Options.PublishTimeout, or when ctx ends, without waiting for a client
+// that does not honour its context; an error the server answers with a 403
+// wraps ErrForbidden.
 func (d *Datastore) Publish(ctx context.Context, info datastore.NodeInfo) error {
 	ann := map[string]string{}
 	if len(info.VTEPMAC) > 0 {
@@ -539,8 +497,26 @@ func (d *Datastore) Publish(ctx context.Context, info datastore.NodeInfo) error 
 	if err != nil {
 		return err
 	}
-	if _, err := d.opts.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("kubernetes datastore: publish on node %s: %w", name, err)
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	return nil
+	ctx, cancel := context.WithTimeout(ctx, d.opts.PublishTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.opts.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%w: publish on node %s: %w", ErrForbidden, name, err)
+	}
+	return fmt.Errorf("kubernetes datastore: publish on node %s: %w", name, err)
 }

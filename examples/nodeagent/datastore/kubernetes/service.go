@@ -1,0 +1,240 @@
+package kubernetes
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+)
+
+// serviceOf converts a service with a cluster IP and its endpoint slices.
+// The result does not depend on the order of eps: the informers list
+// their caches in no particular order, and the same state must give the
+// same Service.
+func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.Service, bool) {
+	if s.Spec.Type == corev1.ServiceTypeExternalName {
+		return datastore.Service{}, false
+	}
+	out := datastore.Service{Namespace: s.Namespace, Name: s.Name, Type: string(s.Spec.Type),
+		ExternalTrafficPolicy: string(s.Spec.ExternalTrafficPolicy)}
+	ips := s.Spec.ClusterIPs
+	if len(ips) == 0 && s.Spec.ClusterIP != "" {
+		ips = []string{s.Spec.ClusterIP}
+	}
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			out.ClusterIPs = append(out.ClusterIPs, a)
+		}
+	}
+	if len(out.ClusterIPs) == 0 { // headless: nothing to load-balance
+		return datastore.Service{}, false
+	}
+	for _, ip := range s.Spec.ExternalIPs {
+		if a, err := netip.ParseAddr(ip); err == nil && !slices.Contains(out.ExternalIPs, a) {
+			out.ExternalIPs = append(out.ExternalIPs, a)
+		}
+	}
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil && !slices.Contains(out.LoadBalancerIPs, a) {
+			out.LoadBalancerIPs = append(out.LoadBalancerIPs, a)
+		}
+	}
+	trafficSettings(&out, s)
+	// The slices in name order (unique in a namespace), so that whatever
+	// decides between them decides alike every time.
+	eps = slices.SortedFunc(slices.Values(eps), func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	for _, p := range s.Spec.Ports {
+		sp := datastore.ServicePort{Name: p.Name, Protocol: string(p.Protocol), Port: uint16(p.Port), NodePort: uint16(p.NodePort),
+			TargetPort: targetPort(p, eps)}
+		out.Ports = append(out.Ports, sp)
+	}
+	out.Endpoints = endpointsOf(out.Ports, eps)
+	return out, true
+}
+
+// slicePort returns the port slice es gives the service port called name,
+// when it gives a valid one.
+func slicePort(es *discoveryv1.EndpointSlice, name string) (uint16, bool) {
+	for _, p := range es.Ports {
+		n := ""
+		if p.Name != nil {
+			n = *p.Name
+		}
+		if n == name && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
+			return uint16(*p.Port), true
+		}
+	}
+	return 0, false
+}
+
+// targetPort returns the backends' port of service port p: the one port the
+// EndpointSlices give its name (so a target port given by name works), else
+// the spec's number, else, when the slices give several (a target port name
+// that resolves to different container ports on different pods), the lowest
+// of them (the endpoints at another carry their own, see endpointsOf); 0
+// (the port itself) when nothing says.
+func targetPort(p corev1.ServicePort, eps []*discoveryv1.EndpointSlice) uint16 {
+	var ports []uint16
+	for _, es := range eps {
+		if port, ok := slicePort(es, p.Name); ok {
+			ports = append(ports, port)
+		}
+	}
+	slices.Sort(ports)
+	ports = slices.Compact(ports)
+	switch {
+	case len(ports) == 1:
+		return ports[0]
+	case p.TargetPort.IntVal > 0 && p.TargetPort.IntVal <= 65535:
+		return uint16(p.TargetPort.IntVal)
+	case len(ports) > 1:
+		return ports[0]
+	}
+	return 0
+}
+
+// endpointPorts returns the ports the endpoints of slice es carry for the
+// service's ports: none (nil) when the slice's ports are the service
+// ports' target ports or the slice has no ports (every service port then
+// reaches them at its target port), else the slice's port of each service
+// port it names. serves is false when the slice names none of the service's
+// ports: its endpoints are backends of none.
+func endpointPorts(ports []datastore.ServicePort, es *discoveryv1.EndpointSlice) (own []datastore.EndpointPort, serves bool) {
+	if len(es.Ports) == 0 {
+		return nil, true
+	}
+	differs := false
+	for _, p := range ports {
+		port, ok := slicePort(es, p.Name)
+		if !ok {
+			differs = true
+			continue
+		}
+		own = append(own, datastore.EndpointPort{Name: p.Name, Port: port})
+		if target, _ := (datastore.Endpoint{}).Port(p); port != target {
+			differs = true
+		}
+	}
+	switch {
+	case !differs:
+		return nil, true
+	case len(own) == 0:
+		return nil, false
+	}
+	return own, true
+}
+
+// endpointsOf converts the endpoints of a service's slices, sorted by name:
+// each address once, with its conditions, its zone hints (sorted, each
+// once) and, when its slice's ports are not the service ports' target
+// ports, its own ports; sorted by address. An address in several slices
+// (while they are rewritten) is kept in the form of the first slice that
+// has it, or of the first that has it ready when one does, as kube-proxy
+// prefers the ready form.
+func endpointsOf(ports []datastore.ServicePort, eps []*discoveryv1.EndpointSlice) []datastore.Endpoint {
+	var out []datastore.Endpoint
+	at := map[netip.Addr]int{}
+	for _, es := range eps {
+		own, serves := endpointPorts(ports, es)
+		if !serves {
+			continue
+		}
+		for _, e := range es.Endpoints {
+			// The conditions as the API defines their nil values (ready
+			// and serving: true; terminating: false).
+			c := e.Conditions
+			ready := c.Ready == nil || *c.Ready
+			serving := c.Serving == nil || *c.Serving
+			terminating := c.Terminating != nil && *c.Terminating
+			ep := datastore.Endpoint{NotReady: !ready, Terminating: terminating, Serving: serving && terminating, Ports: slices.Clone(own)}
+			if e.NodeName != nil {
+				ep.Node = *e.NodeName
+			}
+			if e.Hints != nil {
+				for _, z := range e.Hints.ForZones {
+					if z.Name != "" && !slices.Contains(ep.ForZones, z.Name) {
+						ep.ForZones = append(ep.ForZones, z.Name)
+					}
+				}
+				slices.Sort(ep.ForZones)
+			}
+			for _, a := range e.Addresses {
+				ip, err := netip.ParseAddr(a)
+				if err != nil || !ip.IsValid() || ip.IsUnspecified() {
+					continue
+				}
+				ep.IP = ip
+				if i, ok := at[ip]; ok {
+					if ready && out[i].NotReady {
+						out[i] = ep
+					}
+					continue
+				}
+				at[ip] = len(out)
+				out = append(out, ep)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b datastore.Endpoint) int { return a.IP.Compare(b.IP) })
+	return out
+}
+
+// trafficSettings copies what decides where the service's traffic goes:
+// the internal traffic policy, the health check port, session affinity,
+// the source ranges and whether topology aware routing is on.
+func trafficSettings(out *datastore.Service, s *corev1.Service) {
+	if p := s.Spec.InternalTrafficPolicy; p != nil {
+		out.InternalTrafficPolicy = string(*p)
+	}
+	if s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
+		s.Spec.HealthCheckNodePort > 0 && s.Spec.HealthCheckNodePort <= 65535 {
+		out.HealthCheckNodePort = uint16(s.Spec.HealthCheckNodePort)
+	}
+	out.SessionAffinity = string(s.Spec.SessionAffinity)
+	if c := s.Spec.SessionAffinityConfig; s.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && c != nil && c.ClientIP != nil &&
+		c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
+		out.SessionAffinityTimeoutSeconds = uint32(*c.ClientIP.TimeoutSeconds)
+	}
+	// Source ranges as kube-proxy reads them: the field (not the older
+	// annotation, which the cloud providers read), masked; one that does
+	// not parse (the API server validates them) is left out.
+	if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, r := range s.Spec.LoadBalancerSourceRanges {
+			if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil && !slices.Contains(out.LoadBalancerSourceRanges, p.Masked()) {
+				out.LoadBalancerSourceRanges = append(out.LoadBalancerSourceRanges, p.Masked())
+			}
+		}
+	}
+	if topologyAware(s) {
+		out.TrafficDistribution = datastore.TrafficDistributionPreferSameZone
+	}
+}
+
+// topologyAware reports whether the service asks for topology aware
+// routing: spec.trafficDistribution is PreferSameZone, PreferClose (its
+// older name) or PreferSameNode (which the EndpointSlice controller also
+// gives zone hints for; the agent routes by zone only), or the annotation
+// service.kubernetes.io/topology-mode (or the deprecated
+// service.kubernetes.io/topology-aware-hints) is Auto or another value but
+// Disabled (a value of another implementation that writes hints).
+func topologyAware(s *corev1.Service) bool {
+	if d := s.Spec.TrafficDistribution; d != nil {
+		switch *d {
+		case corev1.ServiceTrafficDistributionPreferSameZone, corev1.ServiceTrafficDistributionPreferClose,
+			corev1.ServiceTrafficDistributionPreferSameNode:
+			return true
+		}
+	}
+	for _, k := range serviceAnnotations {
+		switch s.Annotations[k] {
+		case "", "Disabled", "disabled":
+		default:
+			return true
+		}
+	}
+	return false
+}
