@@ -29,7 +29,7 @@ func ExampleOptions_mangle() {
 	layout, _ := markbits.NewLayout(markbits.LayoutOptions{})
 	m, err := policy.New(policy.Options{Family: ipfamily.IPv4, Filter: filter, Mangle: mangle, Marks: layout,
 		ChainPrefix: "np-", WorkloadPrefixes: []string{"npv"},
-		LogLimit:    &netfilter.MatchLimit{Rate: 5, Per: netfilter.PerMinute}})
+		LogLimit: &netfilter.MatchLimit{Rate: 5, Per: netfilter.PerMinute}})
 	if err != nil {
 		panic(err)
 	}
