@@ -440,6 +440,8 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		__be16 fe_port = ct->port;
 
 		ct->last_seen = now;
+		if (!(ct->flags & NP_CT_REPLIED))
+			ct->flags |= NP_CT_REPLIED; // the scanner's timeouts see an answered connection
 		__builtin_memcpy(fe_addr, ct->addr, 16);
 		__builtin_memcpy(client, p.key.src, 16);
 		if (np_is_v4mapped(fe_addr) == p.v6)
