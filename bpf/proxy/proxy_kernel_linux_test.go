@@ -579,6 +579,17 @@ func testKernelProxyPodReachesItselfAsOnlyBackend(t *testing.T, mode AttachMode)
 		for i := range 5 {
 			require.NoError(t, exchange(c), "echo round trip %d through %v", i, cip)
 		}
+		// The hairpin reverse entry says the server answered (the
+		// scanner keeps the connection for the established timeout).
+		replied := false
+		var k ctKey
+		var v ctVal
+		for it := p.k.ct.Iterate(); it.Next(&k, &v); {
+			if v.Flags&(ctReverse|ctHairpin) == ctReverse|ctHairpin && v.Flags&ctReplied != 0 {
+				replied = true
+			}
+		}
+		assert.True(t, replied, "a hairpin reverse entry marked answered through %v", cip)
 		require.NoError(t, c.Close())
 	}
 	// Another pod of the node reaches the same service as usual.
