@@ -9,3 +9,9 @@ test:
 # reference agent each, checks printed step by step; everything removed after.
 demo:
 	./scripts/demo.sh
+
+.PHONY: e2e
+# Opt-in end-to-end test (needs root): a released kube-apiserver and etcd built
+# from their Go modules (cached), two agents as nodes, see README.md.
+e2e:
+	./scripts/e2e.sh

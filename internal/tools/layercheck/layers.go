@@ -79,6 +79,9 @@ var layers = []layer{
 	{name: "programs", usesTestKit: true, pkgs: []string{"bench"}},
 	{name: "documentation and tools", pkgs: []string{".", "bpf", "internal/tools"}},
 	{name: "examples", pkgs: []string{"examples"}},
+	// e2e runs the reference agent against a real API server (make e2e);
+	// it imports the library as a user does.
+	{name: "end-to-end", pkgs: []string{"e2e"}},
 }
 
 // reserved are packages that only the listed folders (and tests) import,
