@@ -56,7 +56,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // nobody listens on) no entry is left, and the programs counted them. A
 // TCP connection whose backend leaves the service keeps it to the end.
 func TestKernelConntrackClosedConnectionsLeave(t *testing.T) {
+	attachModes(t, testKernelConntrackClosedConnectionsLeave)
+}
+
+func testKernelConntrackClosedConnectionsLeave(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	backends := r.backends(false)
 	svc := cluster.Service{Name: "default/whoami:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends}
@@ -159,7 +164,12 @@ func serveLongEcho(t *testing.T, ns *kerneltest.NS) {
 // times the map's size; when live connections fill the map, new ones are
 // dropped and counted (Status().Conntrack.Full) while the live ones go on.
 func TestKernelConntrackIdleSurvivesChurn(t *testing.T) {
+	attachModes(t, testKernelConntrackIdleSurvivesChurn)
+}
+
+func testKernelConntrackIdleSurvivesChurn(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	opts := r.options()
 	opts.Connections = 256
 	opts.Conntrack.ScanInterval = 20 * time.Millisecond
@@ -228,8 +238,11 @@ func TestKernelConntrackIdleSurvivesChurn(t *testing.T) {
 // The scanner removes UDP flows whose backend left the service, flows
 // idle past their timeout, and reverse entries without their forward one,
 // and reports its passes.
-func TestKernelConntrackScanner(t *testing.T) {
+func TestKernelConntrackScanner(t *testing.T) { attachModes(t, testKernelConntrackScanner) }
+
+func testKernelConntrackScanner(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	opts := r.options()
 	opts.Conntrack = ConntrackOptions{UDP: 2 * time.Second, ScanInterval: 20 * time.Millisecond, ScanBatch: 64}
 	p, err := New(opts)

@@ -27,7 +27,12 @@ import (
 // reset and UDP with port unreachable, in both families. Without the mark
 // the packets are dropped (the client waits for its timeout).
 func TestKernelProxyRejectsServiceWithoutBackends(t *testing.T) {
+	attachModes(t, testKernelProxyRejectsServiceWithoutBackends)
+}
+
+func testKernelProxyRejectsServiceWithoutBackends(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	opts := r.options()
 	opts.RejectMark, opts.RejectMask = 0x80000, 0x80000
 	p, err := New(opts)

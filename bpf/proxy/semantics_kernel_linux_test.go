@@ -22,7 +22,12 @@ import (
 // to this node's backend only, in both families; with no local backend
 // they are dropped.
 func TestKernelProxyInternalTrafficLocal(t *testing.T) {
+	attachModes(t, testKernelProxyInternalTrafficLocal)
+}
+
+func testKernelProxyInternalTrafficLocal(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
 	for _, v6 := range []bool{false, true} {
@@ -57,8 +62,11 @@ func TestKernelProxyInternalTrafficLocal(t *testing.T) {
 // backend its first went to, for as long as the timeout runs from its
 // last; another client is not bound by it; a backend that leaves frees
 // its clients to pick again.
-func TestKernelProxySessionAffinity(t *testing.T) {
+func TestKernelProxySessionAffinity(t *testing.T) { attachModes(t, testKernelProxySessionAffinity) }
+
+func testKernelProxySessionAffinity(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	svc := cluster.Service{Name: "default/sticky:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, AffinityTimeout: time.Hour,
 		Backends: r.backends(false)}
@@ -120,8 +128,11 @@ func TestKernelProxySessionAffinity(t *testing.T) {
 // loadBalancerSourceRanges: a load balancer IP takes connections only from
 // the service's source ranges; its external IPs and cluster IPs are not
 // guarded; a change of ranges applies to new connections.
-func TestKernelProxySourceRanges(t *testing.T) {
+func TestKernelProxySourceRanges(t *testing.T) { attachModes(t, testKernelProxySourceRanges) }
+
+func testKernelProxySourceRanges(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	h1, h2 := r.topo.Hosts[0], r.topo.Hosts[1]
 	var h1Addr, h2Addr netip.Addr
@@ -179,7 +190,12 @@ func TestKernelProxySourceRanges(t *testing.T) {
 // to its socket only once the quoted packet names the frontend), in both
 // families, for local and remote backends.
 func TestKernelProxyICMPErrorsTranslated(t *testing.T) {
+	attachModes(t, testKernelProxyICMPErrorsTranslated)
+}
+
+func testKernelProxyICMPErrorsTranslated(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
 	for _, v6 := range []bool{false, true} {
