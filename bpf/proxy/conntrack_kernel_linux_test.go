@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,15 +76,8 @@ func testKernelConntrackClosedConnectionsLeave(t *testing.T, mode AttachMode) {
 	got := spread(t, client.NS, netip.AddrPortFrom(clusterV4, 80), 30)
 	assert.Len(t, got, 3, "every backend answered: %v", got)
 	for range 5 {
-		err := client.NS.Do(func() error {
-			c, err := net.DialTimeout("tcp", netip.AddrPortFrom(clusterV4, 81).String(), 3*time.Second)
-			if err == nil {
-				_ = c.Close()
-				return fmt.Errorf("a backend port nobody listens on accepted")
-			}
-			return nil
-		})
-		require.NoError(t, err)
+		err := tcpConnect(client.NS, netip.AddrPortFrom(clusterV4, 81), 3*time.Second)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED, "a backend port nobody listens on")
 	}
 	waitFor(t, "every closed connection's entries removed", func() bool { return ctEntriesFrom(t, p, client.IPv4) == 0 })
 	var per []uint64

@@ -5,7 +5,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -67,28 +66,9 @@ func testKernelProxyRejectsServiceWithoutBackends(t *testing.T, mode AttachMode)
 	apply(t, p)
 	client := r.topo.Hosts[0].Pods[0]
 	for _, ip := range []netip.Addr{clusterV4, clusterV6} {
-		err := client.NS.Do(func() error {
-			c, err := net.DialTimeout("tcp", netip.AddrPortFrom(ip, 80).String(), 5*time.Second)
-			if err == nil {
-				_ = c.Close()
-			}
-			return err
-		})
+		err := tcpConnect(client.NS, netip.AddrPortFrom(ip, 80), 5*time.Second)
 		assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "TCP to %v: %v, want a reset", ip, err)
-
-		err = client.NS.Do(func() error {
-			c, err := net.Dial("udp", netip.AddrPortFrom(ip, 53).String())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-			if _, err := c.Write([]byte("q")); err != nil {
-				return err
-			}
-			_, err = c.Read(make([]byte, 8))
-			return err
-		})
+		err = udpAsk(client.NS, netip.AddrPortFrom(ip, 53), 5*time.Second)
 		assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "UDP to %v: %v, want port unreachable", ip, err)
 	}
 	assert.Empty(t, p.Status().Errors)

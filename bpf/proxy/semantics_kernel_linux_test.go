@@ -5,7 +5,6 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -31,10 +30,7 @@ func testKernelProxyInternalTrafficLocal(t *testing.T, mode AttachMode) {
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
 	for _, v6 := range []bool{false, true} {
-		ip := clusterV4
-		if v6 {
-			ip = clusterV6
-		}
+		ip := clusterIP(v6)
 		svc := cluster.Service{Name: "default/local:http", Port: 80, ClusterIPs: []netip.Addr{ip}, InternalTrafficLocal: true,
 			Backends: r.backends(v6)}
 		p.OnUpdate(svc)
@@ -45,14 +41,7 @@ func testKernelProxyInternalTrafficLocal(t *testing.T, mode AttachMode) {
 		svc.Backends = svc.Backends[1:] // the remote ones
 		p.OnUpdate(svc)
 		apply(t, p)
-		err := client.NS.Do(func() error {
-			c, err := net.DialTimeout("tcp", netip.AddrPortFrom(ip, 80).String(), 500*time.Millisecond)
-			if err == nil {
-				_ = c.Close()
-			}
-			return err
-		})
-		assert.Error(t, err, "v6=%v: no local backend: dropped", v6)
+		assert.Error(t, tcpConnect(client.NS, netip.AddrPortFrom(ip, 80), 500*time.Millisecond), "v6=%v: no local backend: dropped", v6)
 		p.OnUpdate(cluster.ServiceRemove{Name: svc.Name})
 		apply(t, p)
 	}
@@ -154,15 +143,7 @@ func testKernelProxySourceRanges(t *testing.T, mode AttachMode) {
 	p.OnUpdate(svc)
 	apply(t, p)
 	to := netip.AddrPortFrom(lbIP, 80)
-	reaches := func(from *kerneltest.NS) bool {
-		return from.Do(func() error {
-			c, err := net.DialTimeout("tcp", to.String(), 700*time.Millisecond)
-			if err == nil {
-				_ = c.Close()
-			}
-			return err
-		}) == nil
-	}
+	reaches := func(from *kerneltest.NS) bool { return tcpConnect(from, to, 700*time.Millisecond) == nil }
 	pod := h1.Pods[0]
 	assert.True(t, reaches(h2.NS), "host2, in the ranges")
 	assert.False(t, reaches(pod.NS), "a pod outside the ranges")
@@ -199,28 +180,13 @@ func testKernelProxyICMPErrorsTranslated(t *testing.T, mode AttachMode) {
 	p := r.proxy(t)
 	client := r.topo.Hosts[0].Pods[0]
 	for _, v6 := range []bool{false, true} {
-		ip := clusterV4
-		if v6 {
-			ip = clusterV6
-		}
+		ip := clusterIP(v6)
 		for i, b := range r.backends(v6) {
 			svc := cluster.Service{Name: fmt.Sprintf("default/closed-%v-%d:udp", v6, i), Protocol: cluster.UDP, Port: uint16(5300 + i),
 				ClusterIPs: []netip.Addr{ip}, Backends: []cluster.Backend{{Addr: netip.AddrPortFrom(b.Addr.Addr(), 9999), Local: b.Local}}}
 			p.OnUpdate(svc)
 			apply(t, p)
-			err := client.NS.Do(func() error {
-				c, err := net.Dial("udp", netip.AddrPortFrom(ip, svc.Port).String())
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-				if _, err := c.Write([]byte("q")); err != nil {
-					return err
-				}
-				_, err = c.Read(make([]byte, 8))
-				return err
-			})
+			err := udpAsk(client.NS, netip.AddrPortFrom(ip, svc.Port), 3*time.Second)
 			assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v via %v (local %v): %v, want the port unreachable as ECONNREFUSED", b.Addr, ip, b.Local, err)
 		}
 	}

@@ -88,29 +88,16 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	hostName, err := podName(args.Args)
-	if err != nil {
-		return err
-	}
-	alias, err := attachment{conf.Name, args.ContainerID, args.IfName}.alias()
-	if err != nil {
-		return err
-	}
 	m, err := conf.linkMTU()
 	if err != nil {
 		return err
 	}
-	podNS, err := openNS(args.Netns)
+	at, err := openAttachment(conf, args)
 	if err != nil {
 		return err
 	}
-	defer podNS.Close()
-	h, ph, err := handles(podNS)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	defer ph.Close()
+	defer at.close()
+	hostName, alias, podNS, h, ph := at.hostName, at.alias, at.podNS, at.h, at.ph
 	if err := clearHostName(h, hostName, conf.Name); err != nil {
 		return err
 	}
@@ -228,26 +215,50 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err := invoke.DelegateCheck(context.Background(), conf.IPAM.Type, args.StdinData, nil); err != nil {
 		return fmt.Errorf("IPAM %s: %w", conf.IPAM.Type, err)
 	}
-	hostName, err := podName(args.Args)
+	at, err := openAttachment(conf, args)
 	if err != nil {
 		return err
+	}
+	defer at.close()
+	return check(at.h, at.ph, prev, at.hostName, at.alias, args)
+}
+
+// openedAttachment is what ADD and CHECK work on: the pod's host-side
+// interface name and the alias that marks it ours, the pod's namespace,
+// and netlink handles in the node's (h) and the pod's (ph) namespaces.
+type openedAttachment struct {
+	hostName, alias string
+	podNS           ns.NetNS
+	h, ph           *netlink.Handle
+}
+
+// openAttachment names the attachment of args and opens the pod's
+// namespace and the handles; close releases them.
+func openAttachment(conf *NetConf, args *skel.CmdArgs) (*openedAttachment, error) {
+	hostName, err := podName(args.Args)
+	if err != nil {
+		return nil, err
 	}
 	alias, err := attachment{conf.Name, args.ContainerID, args.IfName}.alias()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	podNS, err := openNS(args.Netns)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer podNS.Close()
 	h, ph, err := handles(podNS)
 	if err != nil {
-		return err
+		_ = podNS.Close()
+		return nil, err
 	}
-	defer h.Close()
-	defer ph.Close()
-	return check(h, ph, prev, hostName, alias, args)
+	return &openedAttachment{hostName: hostName, alias: alias, podNS: podNS, h: h, ph: ph}, nil
+}
+
+func (a *openedAttachment) close() {
+	a.ph.Close()
+	a.h.Close()
+	_ = a.podNS.Close()
 }
 
 func cmdGC(args *skel.CmdArgs) error {
