@@ -53,7 +53,10 @@
 //     reported. An agent wires it to dataplane.Loop.InterfacesInSync.
 //
 // Changes that arrive together (up to 1024 queued events) are applied
-// together and reported once, as the state after all of them.
+// together and reported once, as the state after all of them. A route that
+// changed and changed back among them is still reported (removed if it
+// came and went, again if it went and came back): a route table that wrote
+// it keeps its own view, which the change may have left behind.
 //
 // # Up and down
 //

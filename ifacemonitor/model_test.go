@@ -328,6 +328,32 @@ func TestRouteEventsThatAskForARelist(t *testing.T) {
 	}
 }
 
+// A route that changes and changes back within one batch is reported as
+// the batch left it: a consumer that wrote the route itself (a route
+// table whose write the kernel echoed, then someone deleted) must learn
+// that it is gone.
+func TestRouteChangedAndBackInOneBatchIsReported(t *testing.T) {
+	base := route4(100, "10.1.0.0/24", 2)
+	ev := func(r kernel.Route, deleted bool) kernel.Event {
+		return kernel.Event{Route: &kernel.RouteEvent{Route: r, Deleted: deleted}}
+	}
+	r, rec := newDirect(t, Options{WatchRoutes: true})
+	r.listed = r.m.kinds
+	batch(r, ev(base, false), ev(base, true))
+	assert.Equal(t, []string{"route - table=100 10.1.0.0/24 dev=2"}, rec.takeMatching("route"), "came and went")
+	assert.Empty(t, r.m.Snapshot().Routes)
+
+	batch(r, ev(base, false))
+	assert.Equal(t, []string{"route + table=100 10.1.0.0/24 dev=2"}, rec.takeMatching("route"))
+	batch(r, ev(base, true), ev(base, false))
+	assert.Equal(t, []string{"route + table=100 10.1.0.0/24 dev=2"}, rec.takeMatching("route"), "went and came back")
+	batch(r, ev(static(base), false), ev(base, false))
+	assert.Equal(t, []string{"route + table=100 10.1.0.0/24 dev=2"}, rec.takeMatching("route"), "changed and changed back")
+	batch(r, ev(base, false))
+	assert.Empty(t, rec.takeMatching("route"), "an event that changes nothing reports nothing")
+	assert.Len(t, r.m.Snapshot().Routes, 1)
+}
+
 func static(r kernel.Route) kernel.Route { r.Protocol = 4; return r }
 
 // A listing may show a change before the events that led to it arrive

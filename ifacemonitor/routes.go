@@ -138,7 +138,7 @@ func (r *run) setRoute(rt kernel.Route) {
 		r.slots[slotOf(k)] = s
 	}
 	s[k] = struct{}{}
-	r.dirtyRoutes[k] = struct{}{}
+	r.dirtyRoutes[k] = rt
 }
 
 func (r *run) delRoute(k routeKey) {
@@ -154,7 +154,7 @@ func (r *run) delRoute(k routeKey) {
 			delete(r.slots, slotOf(k))
 		}
 	}
-	r.dirtyRoutes[k] = struct{}{}
+	r.dirtyRoutes[k] = rt
 }
 
 // countV4 counts rt in v4ByOIF if it is a single-path IPv4 route.
@@ -190,31 +190,35 @@ func (r *run) applyRouteList(rs []kernel.Route) {
 	}
 }
 
-// reconcileRoutes reports the routes that changed since the last report.
+// reconcileRoutes reports the routes that changed since the last report,
+// as the state after the batch. A route that changed and changed back
+// within the batch is reported too: one that came and went is reported
+// removed, one that went and came back (or was replaced by its equal) is
+// reported again. A consumer that writes routes itself (routetable) keeps
+// its own view of them, in which its write may be the change it missed.
 func (r *run) reconcileRoutes() {
 	if len(r.dirtyRoutes) == 0 {
 		return
 	}
 	keys := slices.SortedFunc(maps.Keys(r.dirtyRoutes), compareRouteKeys)
-	clear(r.dirtyRoutes)
+	last := r.dirtyRoutes
+	r.dirtyRoutes = make(map[routeKey]kernel.Route, len(last))
 	for _, k := range keys {
 		cur, ok := r.routes[k]
-		old, had := r.m.repRoutes[k]
 		var u RouteUpdate
-		switch {
-		case !ok && had:
-			r.m.mu.Lock()
-			delete(r.m.repRoutes, k)
-			r.m.mu.Unlock()
-			u = RouteUpdate{Route: old, Gone: true}
-		case ok && (!had || !routeEqual(&old, &cur)):
-			r.m.mu.Lock()
+		r.m.mu.Lock()
+		if ok {
 			r.m.repRoutes[k] = cur
-			r.m.mu.Unlock()
 			u = RouteUpdate{Route: cur}
-		default:
-			continue
+		} else {
+			old, had := r.m.repRoutes[k]
+			if !had {
+				old = last[k]
+			}
+			delete(r.m.repRoutes, k)
+			u = RouteUpdate{Route: old, Gone: true}
 		}
+		r.m.mu.Unlock()
 		r.m.log.Debug("ifacemonitor: route", "dst", u.Route.Dst, "table", u.Route.Table, "oif", u.Route.OIF, "gone", u.Gone)
 		if f := r.m.opts.OnRoute; f != nil {
 			u.Route = cloneRoute(u.Route)
