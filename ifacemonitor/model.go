@@ -55,7 +55,7 @@ type model struct {
 	routes      map[routeKey]kernel.Route
 	slots       map[routeSlot]map[routeKey]struct{}
 	dirtyRoutes map[routeKey]kernel.Route // keys changed since the last report, with the route they last held
-	v4ByOIF     map[int]int // single-path IPv4 routes of the model, by output interface
+	v4ByOIF     map[int]int               // single-path IPv4 routes of the model, by output interface
 }
 
 func newModel() model {
