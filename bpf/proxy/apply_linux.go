@@ -31,6 +31,7 @@ const (
 	affMapName   = "np_aff"
 	svcStatsName = "np_svc_stats"
 	srcMapName   = "np_src"
+	mgMapName    = "np_maglev"
 	statsMapName = "np_stats"
 	linksDir     = "links"
 )
@@ -53,6 +54,8 @@ type kstate struct {
 	beSync     *maps.Sync[beKey, beVal]
 	src        *ebpf.Map // np_src, the source ranges
 	srcSync    *maps.Sync[srcKey, srcVal]
+	mg         *ebpf.Map // np_maglev, the Maglev tables
+	mgSync     *maps.Sync[mgKey, beVal]
 	progs      map[string]*ebpf.Program
 	progIDs    map[*ebpf.Program]ebpf.ProgramID
 	linkWrites int // TCX attachments made, replaced or detached
@@ -87,10 +90,13 @@ func (k *kstate) attachedNames() []string {
 // the attachments of the wanted interfaces (of which there are wanted)
 // and the cgroup hooks, with the entries' failures and the writes.
 func (k *kstate) stats(wanted int) dataplane.DriverStats {
-	fe, be, src := k.feSync.Stats(), k.beSync.Stats(), k.srcSync.Stats()
-	st := dataplane.DriverStats{Desired: fe.Desired + be.Desired + src.Desired + wanted,
-		InKernel: fe.InKernel + be.InKernel + src.InKernel + len(k.attached),
-		Failing:  fe.Failing + be.Failing + src.Failing, Writes: fe.Writes + be.Writes + src.Writes + uint64(k.linkWrites)}
+	st := dataplane.DriverStats{Desired: wanted, InKernel: len(k.attached), Writes: uint64(k.linkWrites)}
+	for _, ms := range []dataplane.DriverStats{k.feSync.Stats(), k.beSync.Stats(), k.srcSync.Stats(), k.mgSync.Stats()} {
+		st.Desired += ms.Desired
+		st.InKernel += ms.InKernel
+		st.Failing += ms.Failing
+		st.Writes += ms.Writes
+	}
 	if cg := k.cg; cg != nil {
 		st.Desired += len(cgroupHooks)
 		st.InKernel += len(cg.links)
@@ -126,6 +132,10 @@ func (p *Proxy) open() (*kstate, error) {
 		ValueSize: 1, MaxEntries: p.o.SourceRanges, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
 		return fail(err)
 	}
+	if k.mg, err = maps.Open(p.o.PinDir, maps.Spec{Name: mgMapName, Type: ebpf.Hash, KeySize: mgKeySize,
+		ValueSize: beValSize, MaxEntries: p.o.Maglev.Entries, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
+		return fail(err)
+	}
 	if k.aff, err = maps.Open(p.o.PinDir, maps.Spec{Name: affMapName, Type: ebpf.LRUHash, KeySize: affKeySize,
 		ValueSize: affValSize, MaxEntries: p.o.Affinities}); err != nil {
 		return fail(err)
@@ -147,13 +157,21 @@ func (p *Proxy) open() (*kstate, error) {
 	if k.srcSync, err = maps.NewSync[srcKey, srcVal](k.src, maps.SyncOptions{Name: p.o.Name + " source ranges", Logger: p.log, Clock: p.o.Clock}); err != nil {
 		return fail(err)
 	}
+	if k.mgSync, err = maps.NewSync[mgKey, beVal](k.mg, maps.SyncOptions{Name: p.o.Name + " Maglev tables", Logger: p.log, Clock: p.o.Clock}); err != nil {
+		return fail(err)
+	}
+	var mgSize uint32 // the programs' maglev_size: 0 while the tables are off
+	if p.o.Maglev.Enabled {
+		mgSize = p.o.Maglev.TableSize
+	}
 	spec, err := loadNat()
 	if err != nil {
 		return fail(err)
 	}
 	coll, err := loadOnMaps(spec, map[string]any{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask,
-		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask},
-		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff, svcStatsName: k.svcStats, srcMapName: k.src})
+		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask, "maglev_size": mgSize},
+		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff,
+			svcStatsName: k.svcStats, srcMapName: k.src, mgMapName: k.mg})
 	if err != nil {
 		return fail(err)
 	}
@@ -236,7 +254,7 @@ func (k *kstate) close() {
 	for _, prog := range k.progs {
 		_ = prog.Close()
 	}
-	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct, k.counters, k.aff, k.svcStats, k.src} {
+	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct, k.counters, k.aff, k.svcStats, k.src, k.mg} {
 		if m != nil {
 			_ = m.Close()
 		}
@@ -275,9 +293,9 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		}
 		p.linksDirDue = false
 	}
-	feUsed, beUsed, srcUsed := k.feSync.Used(), k.beSync.Used(), k.srcSync.Used()
+	feUsed, beUsed, srcUsed, mgUsed := k.feSync.Used(), k.beSync.Used(), k.srcSync.Used(), k.mgSync.Used()
 	errs := p.writeMaps(ctx)
-	if p.refused.Len() > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed || k.srcSync.Used() < srcUsed) {
+	if p.refused.Len() > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed || k.srcSync.Used() < srcUsed || k.mgSync.Used() < mgUsed) {
 		// The stale entries deleted made room: the waiting services are
 		// declared again, and the maps written again with those that fit.
 		p.retryWaiting()
@@ -304,6 +322,7 @@ func (p *Proxy) prepare(ctx context.Context) error {
 		k.feSync.QueueResync()
 		k.beSync.QueueResync()
 		k.srcSync.QueueResync()
+		k.mgSync.QueueResync()
 		k.swept = false
 		p.recheckAttachments()
 		p.linksDirDue = true
@@ -328,7 +347,7 @@ func (p *Proxy) prepare(ctx context.Context) error {
 	}
 	// Admission counts what the maps hold: read them first (only the first
 	// time and after a resync).
-	for _, read := range []func(context.Context) error{k.feSync.Read, k.beSync.Read, k.srcSync.Read} {
+	for _, read := range []func(context.Context) error{k.feSync.Read, k.beSync.Read, k.srcSync.Read, k.mgSync.Read} {
 		if err := read(ctx); err != nil {
 			return fmt.Errorf("%s: %w", p.o.Name, err)
 		}
@@ -350,9 +369,11 @@ func (p *Proxy) writeMaps(ctx context.Context) []error {
 		func(ctx context.Context) error { err := k.beSync.ApplyUpdates(ctx); bePending = err != nil; return err },
 		func(context.Context) error { p.capFrontends(bePending); return nil },
 		k.srcSync.ApplyUpdates, // a frontend's ranges before the frontend that checks them
+		k.mgSync.ApplyUpdates,  // and its Maglev table
 		k.feSync.ApplyUpdates,
 		k.beSync.ApplyDeletions,
 		k.srcSync.ApplyDeletions,
+		k.mgSync.ApplyDeletions,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -376,12 +397,12 @@ func (p *Proxy) result(errs []error) (dataplane.ApplyResult, error) {
 		}
 	}
 	var res dataplane.ApplyResult
-	for _, after := range []time.Duration{p.failed.RetryAfter(), p.k.feSync.RetryAfter(), p.k.beSync.RetryAfter(), p.k.srcSync.RetryAfter()} {
+	for _, after := range []time.Duration{p.failed.RetryAfter(), p.k.feSync.RetryAfter(), p.k.beSync.RetryAfter(), p.k.srcSync.RetryAfter(), p.k.mgSync.RetryAfter()} {
 		if after > 0 && (res.RetryAfter == 0 || after < res.RetryAfter) {
 			res.RetryAfter = after
 		}
 	}
-	return res, maps.JoinPartial(p.k.feSync.Err(), p.k.beSync.Err(), p.k.srcSync.Err(), p.failed.Err(), p.refused.Err())
+	return res, maps.JoinPartial(p.k.feSync.Err(), p.k.beSync.Err(), p.k.srcSync.Err(), p.k.mgSync.Err(), p.failed.Err(), p.refused.Err())
 }
 
 // declare turns the dirty services into desired map entries.
@@ -539,7 +560,10 @@ func (p *Proxy) withdraw(name string, s *svc) {
 	for _, r := range s.srcs {
 		p.k.srcSync.Delete(r)
 	}
-	s.fes, s.bes, s.srcs = nil, nil, nil
+	for _, m := range s.mgs {
+		p.k.mgSync.Delete(m)
+	}
+	s.fes, s.bes, s.srcs, s.mgs = nil, nil, nil, nil
 }
 
 // refuse records why service name is not written (reason, one of the
@@ -586,12 +610,17 @@ func (p *Proxy) write(name string, s *svc) {
 		}
 		ids[fam] = id
 	}
-	if full := p.room(e, ids); full != "" {
+	tables := p.maglevTables(s.s, e)
+	if full := p.room(e, ids, tables); full != "" {
 		p.refuse(name, ErrMapFull, full, nil)
 		return
 	}
 	for _, f := range e.frontends {
-		k.feSync.Set(f.key, feVal{SvcID: ids[f.fam], Count: uint32(len(e.backends[f.fam])), LocalCount: e.local[f.fam], Flags: f.flags, Affinity: e.affinity})
+		flags := f.flags
+		if tables[f.fam] != nil { // the programs use it for traffic from outside only
+			flags |= feMaglev
+		}
+		k.feSync.Set(f.key, feVal{SvcID: ids[f.fam], Count: uint32(len(e.backends[f.fam])), LocalCount: e.local[f.fam], Flags: flags, Affinity: e.affinity})
 		delete(k.capped, f.key)
 		s.fes = append(s.fes, f.key)
 		p.owners[f.key] = name
@@ -610,6 +639,11 @@ func (p *Proxy) write(name string, s *svc) {
 			k.srcSync.Set(r, srcVal{1})
 			s.srcs = append(s.srcs, r)
 		}
+		for slot, b := range tables[fam] {
+			key := mgKey{SvcID: id, Slot: uint32(slot)}
+			k.mgSync.Set(key, b)
+			s.mgs = append(s.mgs, key)
+		}
 	}
 }
 
@@ -619,7 +653,7 @@ func (p *Proxy) write(name string, s *svc) {
 // maps hold nowhere yet take room (maps.Sync.Holds), and the entries to be
 // deleted keep theirs until the end of the Apply (maps.Sync.Used): the
 // backends are written before the stale ones are deleted.
-func (p *Proxy) room(e entries, ids [2]uint32) string {
+func (p *Proxy) room(e entries, ids [2]uint32, tables [2][]beVal) string {
 	k := p.k
 	fes, bes := 0, 0
 	for _, f := range e.frontends {
@@ -650,6 +684,17 @@ func (p *Proxy) room(e entries, ids [2]uint32) string {
 				srcs++
 			}
 		}
+	}
+	mgs := 0
+	for fam, id := range ids {
+		for slot := range tables[fam] {
+			if id != 0 && !k.mgSync.Holds(mgKey{SvcID: id, Slot: uint32(slot)}) {
+				mgs++
+			}
+		}
+	}
+	if full := check("Maglev", mgMapName, k.mg.MaxEntries(), k.mgSync.Used(), mgs); full != "" {
+		return full
 	}
 	if full := check("frontend", feMapName, k.fe.MaxEntries(), k.feSync.Used(), fes); full != "" {
 		return full
@@ -752,13 +797,13 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 	}
 	errs = append(errs, p.cleanupTC()...)
 	_ = os.Remove(dir) // only when empty
-	for _, n := range []string{feMapName, beMapName, ctMapName, statsMapName, affMapName, svcStatsName, srcMapName, skRevMapName} {
+	for _, n := range []string{feMapName, beMapName, ctMapName, statsMapName, affMapName, svcStatsName, srcMapName, mgMapName, skRevMapName} {
 		if err := maps.Remove(p.o.PinDir, n); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for n, s := range p.services {
-		s.fes, s.bes, s.ids = nil, nil, [2]uint32{}
+		s.fes, s.bes, s.srcs, s.mgs, s.ids = nil, nil, nil, nil, [2]uint32{}
 		p.dirty[n] = true
 	}
 	clear(p.owners)

@@ -9,13 +9,14 @@
 // A Proxy owns one directory on a BPF file system, Options.PinDir, and in
 // it:
 //
-//   - seven pinned maps (made with package bpf/maps): np_fe, the frontends
+//   - eight pinned maps (made with package bpf/maps): np_fe, the frontends
 //     (address, port, protocol → service ID, backend counts, flags); np_be,
 //     the backends (service ID, ordinal → address and port); np_ct, the
 //     connections the program has seen (a hash without preallocation,
 //     written by the programs and pruned by the scanner, Run); np_stats,
 //     the programs' counters; np_svc_stats, their counters per service;
 //     np_aff, the session affinities; np_src, the source ranges;
+//     np_maglev, the Maglev tables (empty unless Options.Maglev);
 //   - the directory PinDir/links and in it the pinned TCX attachments of
 //     its programs, two per interface (ingress_<name> and egress_<name>;
 //     attached with classic tc instead, the programs are filters on the
@@ -208,6 +209,31 @@
 // count as one client). Counters returns, per service, the connections
 // sent, packets and bytes translated both ways, and connections refused
 // (np_svc_stats, per CPU, pinned: they survive a restart of the agent).
+//
+// # Consistent hashing
+//
+// With Options.Maglev, a new connection that arrives on a host interface
+// (a node port, an external or load-balancer IP) picks its backend in its
+// service's Maglev table rather than at random: the slot is a hash of the
+// client's address, port and protocol, and every node computes the same
+// table from the same backends, whatever their order or which of them are
+// its own. A load balancer in front of the nodes may so send a client's
+// connections through any node — or change node between them — and reach
+// the same backend; a backend that comes or goes moves about 1/N of the
+// clients (N backends), not all of them. Services with
+// ExternalTrafficLocal (each node serves its own backends) or
+// AffinityTimeout (the affinity decides) keep the random choice, as do
+// connections from pods and from the node's own processes. The topology
+// it needs: every node runs the same MaglevOptions.TableSize and sees the
+// same backends (the same EndpointSlices), and the client's address
+// reaches the nodes unchanged (no SNAT in front). A connection that
+// changes node mid-way reaches the same backend, but with masquerading
+// (Options.MasqueradeMark, for backends on other nodes) under the new
+// node's address, which the backend's TCP does not know: it survives only
+// to a backend on the node itself or without masquerading. Each table takes
+// TableSize entries of np_maglev per service and family (kernel memory is
+// taken per entry written: the map is not preallocated); a change of
+// backends rewrites only the slots that change owner.
 //
 // # Connection tracking
 //

@@ -24,6 +24,7 @@ const (
 	feNodePort      uint32 = 0x2
 	feInternalLocal uint32 = 0x4
 	feSourceRanges  uint32 = 0x8
+	feMaglev        uint32 = 0x10
 )
 
 // feVal leads a frontend to its service's backends: 0..LocalCount-1 run on
@@ -93,9 +94,9 @@ type beKey struct {
 
 // beVal is a backend's address and port.
 type beVal struct {
-	Addr [16]byte
-	Port [2]byte
-	Pad  uint16
+	Addr  [16]byte
+	Port  [2]byte
+	Flags uint16 // in a Maglev table only: beLocal
 }
 
 // ctKey and ctVal are the program's connection tracking entries; the Go
@@ -169,6 +170,7 @@ const (
 	svcStatsSize = 32
 	srcKeySize   = 24
 	affValSize   = 32
+	mgKeySize    = 8
 )
 
 // addr16 is a as the maps hold it: IPv6 as it is, IPv4 mapped into IPv6.

@@ -20,12 +20,14 @@ const (
 	natMapNpBe           = "np_be"
 	natMapNpCt           = "np_ct"
 	natMapNpFe           = "np_fe"
+	natMapNpMaglev       = "np_maglev"
 	natMapNpSrc          = "np_src"
 	natMapNpStats        = "np_stats"
 	natMapNpSvcStats     = "np_svc_stats"
 	natProgNpEgress      = "np_egress"
 	natProgNpIngressHost = "np_ingress_host"
 	natProgNpIngressPod  = "np_ingress_pod"
+	natVarMaglevSize     = "maglev_size"
 	natVarMasqMark       = "masq_mark"
 	natVarMasqMask       = "masq_mask"
 	natVarRejectMark     = "reject_mark"
@@ -87,6 +89,7 @@ type natMapSpecs struct {
 	NpBe       *ebpf.MapSpec `ebpf:"np_be"`
 	NpCt       *ebpf.MapSpec `ebpf:"np_ct"`
 	NpFe       *ebpf.MapSpec `ebpf:"np_fe"`
+	NpMaglev   *ebpf.MapSpec `ebpf:"np_maglev"`
 	NpSrc      *ebpf.MapSpec `ebpf:"np_src"`
 	NpStats    *ebpf.MapSpec `ebpf:"np_stats"`
 	NpSvcStats *ebpf.MapSpec `ebpf:"np_svc_stats"`
@@ -96,6 +99,7 @@ type natMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natVariableSpecs struct {
+	MaglevSize *ebpf.VariableSpec `ebpf:"maglev_size"`
 	MasqMark   *ebpf.VariableSpec `ebpf:"masq_mark"`
 	MasqMask   *ebpf.VariableSpec `ebpf:"masq_mask"`
 	RejectMark *ebpf.VariableSpec `ebpf:"reject_mark"`
@@ -126,6 +130,7 @@ type natMaps struct {
 	NpBe       *ebpf.Map `ebpf:"np_be"`
 	NpCt       *ebpf.Map `ebpf:"np_ct"`
 	NpFe       *ebpf.Map `ebpf:"np_fe"`
+	NpMaglev   *ebpf.Map `ebpf:"np_maglev"`
 	NpSrc      *ebpf.Map `ebpf:"np_src"`
 	NpStats    *ebpf.Map `ebpf:"np_stats"`
 	NpSvcStats *ebpf.Map `ebpf:"np_svc_stats"`
@@ -137,6 +142,7 @@ func (m *natMaps) Close() error {
 		m.NpBe,
 		m.NpCt,
 		m.NpFe,
+		m.NpMaglev,
 		m.NpSrc,
 		m.NpStats,
 		m.NpSvcStats,
@@ -147,6 +153,7 @@ func (m *natMaps) Close() error {
 //
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natVariables struct {
+	MaglevSize *ebpf.Variable `ebpf:"maglev_size"`
 	MasqMark   *ebpf.Variable `ebpf:"masq_mark"`
 	MasqMask   *ebpf.Variable `ebpf:"masq_mask"`
 	RejectMark *ebpf.Variable `ebpf:"reject_mark"`

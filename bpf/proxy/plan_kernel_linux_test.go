@@ -64,6 +64,12 @@ func readProxyKernel(t *testing.T, p *Proxy) proxyKernel {
 		pk.entries["be "+hexOf(bk)] = hexOf(bv)
 	}
 	require.NoError(t, it.Err())
+	var mk mgKey
+	it = p.k.mg.Iterate()
+	for it.Next(&mk, &bv) {
+		pk.entries["mg "+hexOf(mk)] = hexOf(bv)
+	}
+	require.NoError(t, it.Err())
 	dir := filepath.Join(p.o.PinDir, linksDir)
 	files, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -90,11 +96,14 @@ func planDiff(t *testing.T, pl dataplane.Plan) (entries map[string]string, pins 
 	entries, pins = map[string]string{}, map[string]dataplane.WriteOp{}
 	for _, w := range pl.Writes {
 		switch w.Kind {
-		case "entry":
+		case "entry", kindMaglevSlot:
 			key, val, ok := strings.Cut(w.Object, " → ")
 			require.True(t, ok, w.Object)
 			m := "be "
-			if len(key) == 2*binary.Size(feKey{}) {
+			switch {
+			case w.Kind == kindMaglevSlot:
+				m = "mg "
+			case len(key) == 2*binary.Size(feKey{}):
 				m = "fe "
 			}
 			if w.Op == dataplane.WriteDelete {
@@ -198,7 +207,7 @@ func testKernelProxyPlanProperties(t *testing.T, mode AttachMode) {
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = kns.Close() })
 			opts := Options{Kernel: kns, PinDir: bpftest.Dir(t), HostInterfaces: []string{"eth0"}, PodInterfacePrefixes: []string{"veth"},
-				Attach: mode}
+				Attach: mode, Maglev: MaglevOptions{Enabled: seed != 0, TableSize: 251}} // and Maglev tables but for seed 0
 			p, err := New(opts)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = p.Cleanup(context.Background()) })

@@ -20,6 +20,19 @@ import (
 // tcText) or on a hook of Options.Cgroup.
 const kindAttach dataplane.ObjectKind = "attach"
 
+// kindMaglevSlot is the kind of a Maglev table entry in the Proxy's Plan
+// and State ("key → value" in hex, as maps.Sync says entries): its key has
+// the size of a backend entry's, the kind tells them apart.
+const kindMaglevSlot dataplane.ObjectKind = "maglev-slot"
+
+// relabel gives the writes ws kind.
+func relabel(ws []dataplane.Write, kind dataplane.ObjectKind) []dataplane.Write {
+	for i := range ws {
+		ws[i].Kind = kind
+	}
+	return ws
+}
+
 // tcxText names the attachment of direction dir of interface name, and
 // with prog (when not empty) the program it runs: "eth0 ingress
 // np_ingress_host".
@@ -100,10 +113,15 @@ func (p *Proxy) Plan(ctx context.Context) (dataplane.Plan, error) {
 	if err != nil {
 		return pl, fmt.Errorf("%s: %w", p.o.Name, err)
 	}
+	mg, err := k.mgSync.Plan(ctx)
+	if err != nil {
+		return pl, fmt.Errorf("%s: %w", p.o.Name, err)
+	}
 	feUpd, feDel := splitDeletes(fe.Writes)
 	beUpd, beDel := splitDeletes(be.Writes)
 	srcUpd, srcDel := splitDeletes(src.Writes)
-	for _, ws := range [][]dataplane.Write{feDel, beUpd, srcUpd, feUpd, beDel, srcDel, p.planAttachments()} {
+	mgUpd, mgDel := splitDeletes(relabel(mg.Writes, kindMaglevSlot))
+	for _, ws := range [][]dataplane.Write{feDel, beUpd, srcUpd, mgUpd, feUpd, beDel, srcDel, mgDel, p.planAttachments()} {
 		pl.Writes = append(pl.Writes, ws...)
 	}
 	return pl, nil
@@ -332,8 +350,9 @@ func pinnedLink(pin string) bool {
 	return true
 }
 
-// State returns what the Proxy holds in the kernel: the map entries of
-// both maps ("entry", as maps.Sync.State says them) and the attachments
+// State returns what the Proxy holds in the kernel: the map entries
+// ("entry", as maps.Sync.State says them; "maglev-slot" for the Maglev
+// tables') and the attachments
 // ("attach": "eth0 ingress np_ingress_host", "eth0 ingress
 // np_ingress_host (tc)" for a classic tc filter, "cgroup <path> connect4
 // np_connect4"); the drift: the entries that differ from the desired ones
@@ -359,10 +378,21 @@ func (p *Proxy) State(ctx context.Context) (dataplane.State, error) {
 	k := p.k
 	for _, s := range []interface {
 		State(context.Context) (dataplane.State, error)
-	}{k.feSync, k.beSync, k.srcSync} {
+	}{k.feSync, k.beSync, k.srcSync, k.mgSync} {
 		ms, err := s.State(ctx)
 		if err != nil {
 			return st, fmt.Errorf("%s: %w", p.o.Name, err)
+		}
+		if s == k.mgSync {
+			for i := range ms.Owned {
+				ms.Owned[i].Kind = kindMaglevSlot
+			}
+			for i := range ms.Drift {
+				ms.Drift[i].Kind = kindMaglevSlot
+			}
+			for _, f := range ms.Failing {
+				f.Kind = kindMaglevSlot
+			}
 		}
 		st.Owned = append(st.Owned, ms.Owned...)
 		st.Drift = append(st.Drift, ms.Drift...)

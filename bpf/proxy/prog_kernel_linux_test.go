@@ -347,6 +347,7 @@ func TestKernelProgLayout(t *testing.T) {
 		{"np_ct", 40, 40, ctKey{}, ctVal{}},
 		{"np_aff", 20, 32, affKey{}, affVal{}},
 		{"np_src", 24, 1, srcKey{}, srcVal{}},
+		{"np_maglev", 8, 20, mgKey{}, beVal{}},
 	} {
 		m, ok := spec.Maps[c.name]
 		if !ok {

@@ -124,6 +124,9 @@ type Options struct {
 	// client's last connection to a service with AffinityTimeout went to,
 	// an LRU map); zero means DefaultAffinities.
 	Affinities uint32
+	// Maglev turns on consistent hashing for the connections from
+	// outside the node; see MaglevOptions.
+	Maglev MaglevOptions
 	// Conntrack sets the connection entries' timeouts and their
 	// scanner's pace (run it with Run).
 	Conntrack ConntrackOptions
@@ -184,6 +187,7 @@ type svc struct {
 	fes     []feKey
 	bes     []beKey
 	srcs    []srcKey
+	mgs     []mgKey
 	removed bool // a ServiceRemove came: the next Apply withdraws it
 }
 
@@ -287,6 +291,9 @@ func New(opts Options) (*Proxy, error) {
 	o.Affinities = orDefault(o.Affinities, DefaultAffinities)
 	o.SourceRanges = orDefault(o.SourceRanges, DefaultSourceRanges)
 	var err error
+	if o.Maglev, err = o.Maglev.withDefaults(); err != nil {
+		return nil, err
+	}
 	if o.Conntrack, err = o.Conntrack.withDefaults(); err != nil {
 		return nil, err
 	}

@@ -529,6 +529,8 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"NP_FE_NODEPORT":       feNodePort,
 		"NP_FE_INTERNAL_LOCAL": feInternalLocal,
 		"NP_FE_SOURCE_RANGES":  feSourceRanges,
+		"NP_FE_MAGLEV":         feMaglev,
+		"NP_BE_LOCAL":          uint32(beLocal),
 		"NP_CT_REVERSE":        ctReverse,
 		"NP_CT_FIN":            ctFin,
 		"NP_CT_REPLIED":        ctReplied,
@@ -550,11 +552,12 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"np_fe_key": feKeySize, "np_fe_val": feValSize, "np_be_key": beKeySize,
 		"np_be_val": beValSize, "np_ct_key": ctKeySize, "np_ct_val": ctValSize,
 		"np_sk_key": skKeySize, "np_sk_val": skValSize, "np_aff_key": affKeySize, "np_aff_val": affValSize, "np_svc_stats": svcStatsSize, "np_src_key": srcKeySize,
+		"np_maglev_key": mgKeySize,
 	}, sizes)
-	assert.Equal(t, []uintptr{feKeySize, feValSize, beKeySize, beValSize, ctKeySize, ctValSize, skKeySize, skValSize, affKeySize, affValSize, svcStatsSize, srcKeySize},
+	assert.Equal(t, []uintptr{feKeySize, feValSize, beKeySize, beValSize, ctKeySize, ctValSize, skKeySize, skValSize, affKeySize, affValSize, svcStatsSize, srcKeySize, mgKeySize},
 		[]uintptr{unsafe.Sizeof(feKey{}), unsafe.Sizeof(feVal{}), unsafe.Sizeof(beKey{}),
 			unsafe.Sizeof(beVal{}), unsafe.Sizeof(ctKey{}), unsafe.Sizeof(ctVal{}), unsafe.Sizeof(skKey{}), unsafe.Sizeof(skVal{}),
-			unsafe.Sizeof(affKey{}), unsafe.Sizeof(affVal{}), unsafe.Sizeof(svcStats{}), unsafe.Sizeof(srcKey{})})
+			unsafe.Sizeof(affKey{}), unsafe.Sizeof(affVal{}), unsafe.Sizeof(svcStats{}), unsafe.Sizeof(srcKey{}), unsafe.Sizeof(mgKey{})})
 }
 
 // An address that is two frontends of one service (a cluster IP that is

@@ -59,6 +59,20 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } np_svc_stats SEC(".maps");
 
+// The Maglev lookup tables (struct np_maglev_key → struct np_be_val) of
+// the services whose frontends have NP_FE_MAGLEV.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct np_maglev_key);
+	__type(value, struct np_be_val);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} np_maglev SEC(".maps");
+
+// Set by the loader: the size of every Maglev table (a prime); 0 when the
+// tables are off.
+volatile const __u32 maglev_size = 0;
+
 // Counters the agent reads (NP_STAT_* in nat.h).
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -405,6 +419,39 @@ static __always_inline struct np_be_val *np_known_backend(struct np_ct_val *ct)
 	return be;
 }
 
+// np_maglev_hash mixes the client's address, port and protocol into 32
+// bits (the Go side's maglevHash computes the same). Only the client's
+// side of the connection: every node in front of the service sees it the
+// same, while the destination (a node address) differs.
+static __always_inline __u32 np_maglev_hash(const struct np_ct_key *k)
+{
+	__u32 w[4], h = 0x9e3779b9;
+
+	__builtin_memcpy(w, k->src, 16);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		h ^= w[i];
+		h *= 0x85ebca6b;
+		h ^= h >> 13;
+	}
+	h ^= ((__u32)k->sport << 8) | k->proto;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
+
+// np_maglev_pick returns the backend service svc_id's Maglev table holds
+// for the client of key k, or NULL (no table, or tables off).
+static __always_inline struct np_be_val *np_maglev_pick(__u32 svc_id, const struct np_ct_key *k)
+{
+	struct np_maglev_key mk = {.svc_id = svc_id};
+
+	if (maglev_size == 0)
+		return NULL;
+	mk.slot = np_maglev_hash(k) % maglev_size;
+	return bpf_map_lookup_elem(&np_maglev, &mk);
+}
+
 // np_forward is the forward NAT of both ingress programs. from_host selects
 // the host interface's rules: externalTrafficPolicy Local and masquerading
 // of connections sent to a backend on another node.
@@ -420,7 +467,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	struct np_ct_key rkey;
 	__u64 now;
 	__u32 count, local_count, ordinal, n;
-	int masq, hairpin, self, closing = 0, new_conn = 0;
+	int masq, hairpin, self, local, closing = 0, new_conn = 0;
 	__u32 svc_id;
 
 	if (np_parse(skb, &p) < 0)
@@ -512,14 +559,29 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		n = local_count;
 	}
 	// The backend the client's last connection went to (session
-	// affinity), or one at random.
-	if (!np_affine(fe, n, p.key.src, now, &ordinal))
-		ordinal = bpf_get_prandom_u32() % n;
+	// affinity), the one the service's Maglev table names for a client
+	// from outside, or one at random.
 	bk.svc_id = fe->svc_id;
-	bk.ordinal = ordinal;
-	be = bpf_map_lookup_elem(&np_be, &bk);
-	if (!be)
-		return TC_ACT_SHOT;
+	be = NULL;
+	local = 0;
+	if (np_affine(fe, n, p.key.src, now, &ordinal)) {
+		;
+	} else if (from_host && (fe->flags & NP_FE_MAGLEV) && n == count && !fe->affinity &&
+		   (be = np_maglev_pick(fe->svc_id, &p.key)) != NULL) {
+		// Its ordinal is looked up by the connection's next packet
+		// (np_known_backend): count is no ordinal.
+		ordinal = count;
+		local = (be->flags & NP_BE_LOCAL) != 0;
+	} else {
+		ordinal = bpf_get_prandom_u32() % n;
+	}
+	if (!be) {
+		bk.ordinal = ordinal;
+		be = bpf_map_lookup_elem(&np_be, &bk);
+		if (!be)
+			return TC_ACT_SHOT;
+		local = ordinal < local_count;
+	}
 	// A pod that reaches its own service cannot be its own backend (the
 	// reply would come from and go to the same address): take the next
 	// backend when there is another (else np_hairpin).
@@ -531,10 +593,11 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		if (!be)
 			return TC_ACT_SHOT;
 		self = np_addr_eq(be->addr, p.key.src);
+		local = ordinal < local_count;
 	}
 	// Traffic from outside sent to another node must come back through
 	// this node: netfilter masquerades it when it sees the mark.
-	masq = from_host && ordinal >= local_count && masq_mark != 0;
+	masq = from_host && !local && masq_mark != 0;
 	// Still the client pod itself (it is the only backend): hairpin.
 	hairpin = !from_host && self;
 	__builtin_memcpy(&backend, be, sizeof(backend));

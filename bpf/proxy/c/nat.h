@@ -26,6 +26,7 @@ struct np_fe_key {
 #define NP_FE_NODEPORT 0x2       // frontend is a node address (reached from outside)
 #define NP_FE_INTERNAL_LOCAL 0x4 // a cluster IP that uses local backends only (internalTrafficPolicy Local)
 #define NP_FE_SOURCE_RANGES 0x8  // a load balancer IP that admits clients of np_src only
+#define NP_FE_MAGLEV 0x10        // traffic from a host interface picks its backend in np_maglev
 
 // What a frontend leads to: the service ID and its backends. Backends
 // 0..local_count-1 run on this node, local_count..count-1 elsewhere.
@@ -47,8 +48,21 @@ struct np_be_key {
 struct np_be_val {
 	__u8 addr[16];
 	__be16 port;
-	__u16 pad;
+	__u16 flags; // np_maglev only: NP_BE_LOCAL
 }; // 20 bytes
+
+// A service's Maglev lookup table: slot (a hash of the client's address,
+// port and protocol, modulo the table size) of service svc_id to a backend
+// (struct np_be_val, with NP_BE_LOCAL for a backend on this node). Every
+// node computes the same table from the same backends, so a client's
+// connection reaches the same backend through whichever node it arrives
+// at.
+struct np_maglev_key {
+	__u32 svc_id;
+	__u32 slot;
+}; // 8 bytes
+
+#define NP_BE_LOCAL 0x1
 
 // A connection tracked by the program, in the connection tracking map (a
 // hash map without preallocation: nothing is evicted; a new connection
