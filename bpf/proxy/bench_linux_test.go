@@ -100,16 +100,32 @@ func (p *Proxy) rewriteAll(b *testing.B) int {
 // among N already applied and applies: ours writes the one backend entry
 // that changed; rewrite-all, the naive peer, makes the same change and
 // then writes every frontend and backend entry again, key by key.
+//
+// maglev is ours with NodePort services and Maglev tables of 1021 slots:
+// the change rewrites the slots the moved backend held (about a third).
 func BenchmarkKernelProxyServiceChange(b *testing.B) {
 	for _, n := range []int{100, 10000} {
-		for _, mode := range []string{"ours", "rewrite-all"} {
+		for _, mode := range []string{"ours", "rewrite-all", "maglev"} {
+			if mode == "maglev" && n > 1000 {
+				continue // 10,000 tables of 1021 slots: 10M entries
+			}
 			b.Run(fmt.Sprintf("%s/N=%d", mode, n), func(b *testing.B) {
 				kns := benchNS(b)
-				p := benchProxy(b, kns, bpftest.Dir(b))
-				b.Cleanup(func() { _ = p.Close() })
+				opts := Options{Kernel: kns, PinDir: bpftest.Dir(b)}
 				svcs := benchServices(n)
+				if mode == "maglev" {
+					opts.Maglev = MaglevOptions{Enabled: true, TableSize: 1021}
+					for i := range svcs {
+						svcs[i].NodePort = 30000 + uint16(i%2000)
+					}
+				}
+				p, err := New(opts)
+				require.NoError(b, err)
+				b.Cleanup(func() { _ = p.Close() })
 				benchApply(b, p, svcs...)
-				require.Equal(b, 4*n, p.Status().Frontends+p.Status().Backends)
+				if mode != "maglev" {
+					require.Equal(b, 4*n, p.Status().Frontends+p.Status().Backends)
+				}
 				before := p.mapSyscalls()
 				extra := 0
 				i := 0

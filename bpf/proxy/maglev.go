@@ -11,8 +11,8 @@ import (
 
 // MaglevOptions turn on Maglev consistent hashing for the connections
 // that arrive from outside the node (on a host interface: node ports,
-// external and load-balancer IPs). Each service of
-// externalTrafficPolicy Cluster without session affinity gets, per
+// external and load-balancer IPs). Each service with such frontends, of
+// externalTrafficPolicy Cluster and without session affinity, gets, per
 // family, a lookup table of TableSize slots that every node computes alike
 // from the service's backends; a new connection's slot is a hash of the
 // client's address, port and protocol. So a client's connection reaches
@@ -61,10 +61,13 @@ func (o MaglevOptions) withDefaults() (MaglevOptions, error) {
 
 // maglevTables returns the Maglev tables of service s with entries e, per
 // family (nil for a family without backends), or none: the tables are
-// off, or the service has externalTrafficPolicy Local or session affinity.
+// off, the service has no frontend for clients outside the cluster (no
+// node port, external or load-balancer IP), or it has
+// externalTrafficPolicy Local or session affinity.
 func (p *Proxy) maglevTables(s cluster.Service, e entries) [2][]beVal {
 	var tables [2][]beVal
-	if !p.o.Maglev.Enabled || s.ExternalTrafficLocal || e.affinity != 0 {
+	outside := s.NodePort != 0 || len(s.ExternalIPs) > 0 || len(s.LoadBalancerIPs) > 0
+	if !p.o.Maglev.Enabled || !outside || s.ExternalTrafficLocal || e.affinity != 0 {
 		return tables
 	}
 	for fam := range tables {
