@@ -169,7 +169,8 @@ func (p *Proxy) open() (*kstate, error) {
 		return fail(err)
 	}
 	coll, err := loadOnMaps(spec, map[string]any{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask,
-		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask, "maglev_size": mgSize},
+		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask, "maglev_size": mgSize,
+		"dsr_enabled": boolWord(p.o.DSR)},
 		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff,
 			svcStatsName: k.svcStats, srcMapName: k.src, mgMapName: k.mg})
 	if err != nil {
@@ -619,6 +620,9 @@ func (p *Proxy) write(name string, s *svc) {
 		flags := f.flags
 		if tables[f.fam] != nil { // the programs use it for traffic from outside only
 			flags |= feMaglev
+		}
+		if p.o.DSR && outsideFrontend(s.s, f) {
+			flags |= feDSR
 		}
 		k.feSync.Set(f.key, feVal{SvcID: ids[f.fam], Count: uint32(len(e.backends[f.fam])), LocalCount: e.local[f.fam], Flags: flags, Affinity: e.affinity})
 		delete(k.capped, f.key)

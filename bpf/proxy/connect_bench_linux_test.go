@@ -38,7 +38,11 @@ import (
 //     iptables-legacy-restore or iptables-nft-restore; the measured service
 //     is the last one (the whole KUBE-SERVICES walk), and the middle one is
 //     reported too (mid-p50-ns, mid-p99-ns, as many connections after the
-//     timed loop).
+//     timed loop);
+//   - nft-vmap/N=…: the N services as kube-proxy's nftables mode lays them
+//     out (a verdict map to the service's chain, numgen to an endpoint
+//     chain, DNAT), loaded with nft -f; measured at the last and the middle
+//     service as iptables.
 //
 // Besides ns/op it reports the per-connection latency's p50 and p99
 // (p50-ns, p99-ns) and the part of it until the dial returned
@@ -61,6 +65,14 @@ func BenchmarkKernelServiceConnect(b *testing.B) {
 			r := newConnBenchRig(b)
 			r.bpfServices(b, n)
 			connBenchMeasure(b, r.client.NS, connBenchServiceAddr(n/2), netip.AddrPort{})
+		})
+	}
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("nft-vmap/N=%d", n), func(b *testing.B) {
+			kerneltest.RequireCommands(b, "nft")
+			r := newConnBenchRig(b)
+			r.nftServices(b, n)
+			connBenchMeasure(b, r.client.NS, connBenchServiceAddr(n-1), connBenchServiceAddr(n/2))
 		})
 	}
 	for _, backend := range []struct{ name, restore string }{
@@ -170,6 +182,34 @@ func (r *connBenchRig) iptablesServices(b *testing.B, restore string, n int) {
 	defer cancel()
 	if out, err := r.topo.Hosts[0].NS.ExecInput(ctx, &buf, restore, "-w", "5"); err != nil {
 		b.Fatalf("%s: %v\n%s", restore, err, out)
+	}
+}
+
+// nftServices writes n services in an nftables table the way
+// kube-proxy's nftables mode lays them out: a verdict map from address,
+// protocol and port to the service's chain (one lookup whatever n), which
+// picks an endpoint chain by a random number (numgen) in a verdict map,
+// which DNATs; hooked at dstnat in prerouting.
+func (r *connBenchRig) nftServices(b *testing.B, n int) {
+	b.Helper()
+	var buf bytes.Buffer
+	buf.WriteString("table ip bench-proxy {\n")
+	buf.WriteString("  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict\n    elements = {\n")
+	for i := range n {
+		a := connBenchServiceAddr(i)
+		fmt.Fprintf(&buf, "      %s . tcp . %d : goto svc-%05d,\n", a.Addr(), a.Port(), i)
+	}
+	buf.WriteString("    }\n  }\n")
+	for i := range n {
+		fmt.Fprintf(&buf, "  chain svc-%05d {\n    numgen random mod 1 vmap { 0 : goto sep-%05d }\n  }\n", i, i)
+		fmt.Fprintf(&buf, "  chain sep-%05d {\n    meta l4proto tcp dnat to %s\n  }\n", i, r.backendAddr)
+	}
+	buf.WriteString("  chain services {\n    ip daddr . meta l4proto . th dport vmap @service-ips\n  }\n")
+	buf.WriteString("  chain nat-prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n    jump services\n  }\n}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := r.topo.Hosts[0].NS.ExecInput(ctx, &buf, "nft", "-f", "-"); err != nil {
+		b.Fatalf("nft -f: %v\n%s", err, out)
 	}
 }
 

@@ -169,6 +169,14 @@ func (s *scanner) judge(k ctKey, v ctVal, now uint64) {
 	switch {
 	case k.Proto == protoUDP:
 		timeout = s.o.UDP
+	case v.Flags&ctDSR != 0 && !hasRev: // the node in front: the client's acknowledgement is the answer
+		timeout = s.o.TCPEstablished
+		if v.Flags&ctReplied == 0 {
+			timeout = s.o.TCPOpening
+		}
+		if v.Flags&ctFin != 0 {
+			timeout = s.o.TCPClosing
+		}
 	case !hasRev || rv.Flags&ctReplied == 0:
 		timeout = s.o.TCPOpening
 	case (v.Flags|rv.Flags)&ctFin != 0:
@@ -179,7 +187,7 @@ func (s *scanner) judge(k ctKey, v ctVal, now uint64) {
 	switch {
 	case idle > timeout:
 		s.expired += s.remove(k, rk, hasRev)
-	case k.Proto == protoUDP && !s.backendServes(v):
+	case k.Proto == protoUDP && v.SvcID != 0 && !s.backendServes(v): // DSR's on the backend's node have no service here
 		s.stale += s.remove(k, rk, hasRev)
 	}
 }

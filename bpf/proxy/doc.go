@@ -235,6 +235,34 @@
 // taken per entry written: the map is not preallocated); a change of
 // backends rewrites only the slots that change owner.
 //
+// # Direct server return
+//
+// With Options.DSR, a connection from outside to a node port, external or
+// load-balancer IP that this node sends to a backend on another node is
+// not masqueraded: its first packet (every UDP datagram) goes to the
+// backend's node with the frontend address and port in an option — an
+// IPv4 option of type 0x9e, or for IPv6 a destination options header with
+// an option of type 0x1e, both of the experimental ranges and ignored by
+// the backend's stack. That node's program (its Proxy must have DSR on
+// too) takes the option on its host interface and writes the connection's
+// pair of entries, and its replies leave that node with the frontend as
+// their source, straight to the client: the reply traffic skips the node
+// in front, and the backend sees the client's own address. The node in
+// front keeps the forward entry alone (the client's acknowledgement of
+// the handshake counts as the answer for the scanner's timeouts).
+//
+// The topology it needs: the packet reaches the backend's node on one of
+// that Proxy's host interfaces (Options.HostInterfaces: the underlay when
+// the nodes route each other's pod addresses directly, as the tests do;
+// behind an overlay, its device must be listed there too); the network between the backend's node and the
+// client lets a packet leave with another node's address as its source
+// (no reverse-path or anti-spoofing filter drops it); the path MTU leaves
+// room for the option (8 bytes, IPv6 24; only on the first packet of a
+// TCP connection); and the underlay is trusted: a host that can send to
+// a node's host interface can make it answer from any address with the
+// option. Connections within the cluster (pods, the node's processes)
+// are not affected.
+//
 // # Connection tracking
 //
 // The connection map evicts nothing, so a churn of short connections never

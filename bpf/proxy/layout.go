@@ -25,6 +25,7 @@ const (
 	feInternalLocal uint32 = 0x4
 	feSourceRanges  uint32 = 0x8
 	feMaglev        uint32 = 0x10
+	feDSR           uint32 = 0x20
 )
 
 // feVal leads a frontend to its service's backends: 0..LocalCount-1 run on
@@ -126,7 +127,8 @@ const (
 	ctMasq    uint32 = 0x2
 	ctHairpin uint32 = 0x4
 	ctFin     uint32 = 0x8  // a TCP FIN was seen in the entry's direction
-	ctReplied uint32 = 0x10 // reverse: the backend answered
+	ctReplied uint32 = 0x10 // reverse: the backend answered; DSR forward: the client acknowledged
+	ctDSR     uint32 = 0x20 // direct server return
 )
 
 // The programs' counters, indexes of np_stats (NP_STAT_* in c/nat.h).
@@ -172,6 +174,14 @@ const (
 	affValSize   = 32
 	mgKeySize    = 8
 )
+
+// boolWord is 1 for true, 0 for false: a load-time flag of the programs.
+func boolWord(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // addr16 is a as the maps hold it: IPv6 as it is, IPv4 mapped into IPv6.
 func addr16(a netip.Addr) [16]byte {

@@ -27,6 +27,7 @@ const (
 	natProgNpEgress      = "np_egress"
 	natProgNpIngressHost = "np_ingress_host"
 	natProgNpIngressPod  = "np_ingress_pod"
+	natVarDsrEnabled     = "dsr_enabled"
 	natVarMaglevSize     = "maglev_size"
 	natVarMasqMark       = "masq_mark"
 	natVarMasqMask       = "masq_mask"
@@ -99,6 +100,7 @@ type natMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natVariableSpecs struct {
+	DsrEnabled *ebpf.VariableSpec `ebpf:"dsr_enabled"`
 	MaglevSize *ebpf.VariableSpec `ebpf:"maglev_size"`
 	MasqMark   *ebpf.VariableSpec `ebpf:"masq_mark"`
 	MasqMask   *ebpf.VariableSpec `ebpf:"masq_mask"`
@@ -153,6 +155,7 @@ func (m *natMaps) Close() error {
 //
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natVariables struct {
+	DsrEnabled *ebpf.Variable `ebpf:"dsr_enabled"`
 	MaglevSize *ebpf.Variable `ebpf:"maglev_size"`
 	MasqMark   *ebpf.Variable `ebpf:"masq_mark"`
 	MasqMask   *ebpf.Variable `ebpf:"masq_mask"`

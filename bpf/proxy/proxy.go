@@ -127,6 +127,14 @@ type Options struct {
 	// Maglev turns on consistent hashing for the connections from
 	// outside the node; see MaglevOptions.
 	Maglev MaglevOptions
+	// DSR turns on direct server return for node ports, external and
+	// load-balancer IPs: a connection from outside that this node sends
+	// to a backend on another node goes there with the frontend in an IP
+	// option (IPv6: a destination options header), unmasqueraded, and
+	// that node's Proxy (with DSR too) answers the client directly from
+	// the frontend's address. See "Direct server return" in the package
+	// documentation for the topology it needs.
+	DSR bool
 	// Conntrack sets the connection entries' timeouts and their
 	// scanner's pace (run it with Run).
 	Conntrack ConntrackOptions

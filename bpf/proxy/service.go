@@ -150,6 +150,16 @@ func build(s cluster.Service, nodeAddrs []netip.Addr) entries {
 	return e
 }
 
+// outsideFrontend reports whether f, a frontend of s, serves clients
+// outside the cluster: a node port, an external or a load-balancer IP.
+func outsideFrontend(s cluster.Service, f frontend) bool {
+	if f.flags&feNodePort != 0 {
+		return true
+	}
+	a := fromAddr16(f.key.Addr)
+	return slices.Contains(s.ExternalIPs, a) || slices.Contains(s.LoadBalancerIPs, a)
+}
+
 func compareFeKey(a, b feKey) int {
 	if c := slices.Compare(a.Addr[:], b.Addr[:]); c != 0 {
 		return c

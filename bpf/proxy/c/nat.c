@@ -94,6 +94,12 @@ volatile const __u32 masq_mask = 0;
 volatile const __u32 reject_mark = 0;
 volatile const __u32 reject_mask = 0;
 
+// Set by the loader: 1 when direct server return is on — the frontends
+// with NP_FE_DSR send their connections to backends on other nodes with
+// the frontend in an option, and a host interface's program takes such
+// options as the frontend to answer from.
+volatile const __u32 dsr_enabled = 0;
+
 #define NP_L3_OFF ETH_HLEN
 #define NP_TCP_CSUM_OFF 16 // offsetof(struct tcphdr, check)
 #define NP_UDP_CSUM_OFF 6  // offsetof(struct udphdr, check)
@@ -103,6 +109,7 @@ volatile const __u32 reject_mask = 0;
 #define NP_TCP_RST 0x04
 #define NP_TCP_ACK 0x10
 #define NP_IPV4_FRAG_OFFSET 0x1fff
+#define NP_IPPROTO_DSTOPTS 60
 
 // BPF_F_IPV6 for bpf_l4_csum_replace (Linux 6.16+): tells the helper that a
 // size-0 pseudo-header update is IPv6, so it keeps skb->csum right on
@@ -117,12 +124,14 @@ struct np_pkt {
 	__u32 csum_off;       // offset of the TCP/UDP checksum
 	__u8 v6;              // IPv6 (else IPv4)
 	__u8 tcp_flags;       // TCP flags byte, 0 for UDP
+	__u8 opt_len;         // IPv4: the options' length; IPv6: the destination options header's
 };
 
 // np_parse reads the Ethernet, IP and TCP/UDP headers. It returns 0 for a
 // packet the programs handle and -1 for one to pass untouched: not IP, a
-// non-first IPv4 fragment, an IPv6 packet with extension headers, a
-// protocol other than TCP and UDP, or a truncated packet.
+// non-first IPv4 fragment, an IPv6 packet with extension headers other
+// than one destination options header (which direct server return uses),
+// a protocol other than TCP and UDP, or a truncated packet.
 static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 {
 	__be16 eth_proto;
@@ -144,6 +153,7 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			return -1;
 		proto = ip.protocol;
 		p->l4_off = NP_L3_OFF + ip.ihl * 4;
+		p->opt_len = (ip.ihl - 5) * 4;
 		np_addr_from4(p->key.src, ip.saddr);
 		np_addr_from4(p->key.dst, ip.daddr);
 	} else if (eth_proto == bpf_htons(ETH_P_IPV6)) {
@@ -153,9 +163,19 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			return -1;
 		if (ip6.version != 6)
 			return -1;
-		// No extension headers: the next header must be TCP or UDP.
+		// No extension headers but one destination options header: the
+		// next header must be TCP or UDP.
 		proto = ip6.nexthdr;
 		p->l4_off = NP_L3_OFF + sizeof(ip6);
+		if (proto == NP_IPPROTO_DSTOPTS) {
+			__u8 h[2];
+
+			if (bpf_skb_load_bytes(skb, p->l4_off, h, sizeof(h)) < 0)
+				return -1;
+			proto = h[0];
+			p->opt_len = (h[1] + 1) * 8;
+			p->l4_off += p->opt_len;
+		}
 		p->v6 = 1;
 		__builtin_memcpy(p->key.src, &ip6.saddr, 16);
 		__builtin_memcpy(p->key.dst, &ip6.daddr, 16);
@@ -293,8 +313,11 @@ static __always_inline void np_count(__u32 idx)
 // and a new connection (conn) or a refused one (reject).
 static __always_inline void np_svc_count(__u32 svc_id, __u32 len, int conn, int reject)
 {
-	struct np_svc_stats *st = bpf_map_lookup_elem(&np_svc_stats, &svc_id);
+	struct np_svc_stats *st;
 
+	if (svc_id == 0) // a connection direct server return brought: the service is the other node's
+		return;
+	st = bpf_map_lookup_elem(&np_svc_stats, &svc_id);
 	if (!st) {
 		struct np_svc_stats zero = {};
 
@@ -452,6 +475,126 @@ static __always_inline struct np_be_val *np_maglev_pick(__u32 svc_id, const stru
 	return bpf_map_lookup_elem(&np_maglev, &mk);
 }
 
+// np_dsr_insert adds the frontend fe:port in a direct server return
+// option to packet p, after its fixed IP header (see nat.h). The IPv4
+// header checksum follows. Returns 0, or -1: no room (IPv4 options of
+// more than 32 bytes, an IPv6 packet that has a destination options
+// header already) or a helper failed.
+static __always_inline int np_dsr_insert(struct __sk_buff *skb, const struct np_pkt *p, const __u8 *fe, __be16 port)
+{
+	if (!p->v6) {
+		__u8 old[4], hdr[12];
+		__u16 tot;
+		__s64 diff;
+
+		if (p->opt_len > 40 - NP_DSR_OPT4_LEN || bpf_skb_load_bytes(skb, NP_L3_OFF, old, sizeof(old)) < 0)
+			return -1;
+		// Version and header length, TOS, total length; then the option.
+		hdr[0] = old[0] + NP_DSR_OPT4_LEN / 4;
+		hdr[1] = old[1];
+		tot = ((__u16)old[2] << 8 | old[3]) + NP_DSR_OPT4_LEN;
+		hdr[2] = tot >> 8;
+		hdr[3] = tot & 0xff;
+		hdr[4] = NP_DSR_OPT4;
+		hdr[5] = NP_DSR_OPT4_LEN;
+		__builtin_memcpy(hdr + 6, &port, 2);
+		__builtin_memcpy(hdr + 8, fe + 12, 4);
+		diff = bpf_csum_diff((__be32 *)old, sizeof(old), (__be32 *)hdr, sizeof(hdr), 0);
+		if (diff < 0 || bpf_skb_adjust_room(skb, NP_DSR_OPT4_LEN, BPF_ADJ_ROOM_NET, 0) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, NP_L3_OFF, hdr, 4, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, NP_L3_OFF + sizeof(struct iphdr), hdr + 4, NP_DSR_OPT4_LEN, 0) < 0 ||
+		    bpf_l3_csum_replace(skb, NP_L3_OFF + offsetof(struct iphdr, check), 0, diff, 0) < 0)
+			return -1;
+		return 0;
+	}
+	{
+		__u8 h[NP_DSR_HDR6_LEN] = {}, fixed[8];
+		__u16 plen;
+
+		if (p->opt_len || bpf_skb_load_bytes(skb, NP_L3_OFF, fixed, sizeof(fixed)) < 0)
+			return -1;
+		h[0] = fixed[6]; // the next header moves into ours
+		h[1] = NP_DSR_HDR6_LEN / 8 - 1;
+		h[2] = NP_DSR_OPT6;
+		h[3] = NP_DSR_OPT6_LEN;
+		__builtin_memcpy(h + 4, &port, 2);
+		__builtin_memcpy(h + 6, fe, 16);
+		h[22] = 1; // PadN of 0 bytes of data
+		plen = ((__u16)fixed[4] << 8 | fixed[5]) + NP_DSR_HDR6_LEN;
+		fixed[4] = plen >> 8;
+		fixed[5] = plen & 0xff;
+		fixed[6] = NP_IPPROTO_DSTOPTS;
+		if (bpf_skb_adjust_room(skb, NP_DSR_HDR6_LEN, BPF_ADJ_ROOM_NET, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, NP_L3_OFF, fixed, sizeof(fixed), 0) < 0 ||
+		    bpf_skb_store_bytes(skb, NP_L3_OFF + sizeof(struct ipv6hdr), h, sizeof(h), 0) < 0)
+			return -1;
+		return 0;
+	}
+}
+
+// np_dsr_accept takes packet p, which a host interface received and no
+// connection entry knows, as a connection that another node sent here by
+// direct server return when it carries the option: it writes the pair of
+// entries a translated connection has, keyed by the frontend the option
+// names (forward: client to frontend, leading to the packet's destination;
+// reverse: its replies), so that np_egress gives the replies the frontend
+// as their source. It returns -1 when p carries no such option (the
+// caller goes on), else the packet's verdict.
+static __always_inline int np_dsr_accept(struct __sk_buff *skb, const struct np_pkt *p, __u64 now)
+{
+	struct np_ct_val fwd = {}, rev = {};
+	struct np_ct_key fkey = {}, rkey;
+	struct np_be_val backend = {};
+
+	if (!p->v6) {
+		__u8 o[NP_DSR_OPT4_LEN];
+
+		if (p->opt_len < NP_DSR_OPT4_LEN ||
+		    bpf_skb_load_bytes(skb, NP_L3_OFF + sizeof(struct iphdr), o, sizeof(o)) < 0 ||
+		    o[0] != NP_DSR_OPT4 || o[1] != NP_DSR_OPT4_LEN)
+			return -1;
+		__builtin_memcpy(&fkey.dport, o + 2, 2);
+		np_addr_from4(fkey.dst, *(__be32 *)(o + 4));
+	} else {
+		__u8 h[NP_DSR_HDR6_LEN];
+
+		if (p->opt_len != NP_DSR_HDR6_LEN ||
+		    bpf_skb_load_bytes(skb, NP_L3_OFF + sizeof(struct ipv6hdr), h, sizeof(h)) < 0 ||
+		    h[2] != NP_DSR_OPT6 || h[3] != NP_DSR_OPT6_LEN)
+			return -1;
+		__builtin_memcpy(&fkey.dport, h + 4, 2);
+		__builtin_memcpy(fkey.dst, h + 6, 16);
+	}
+	// The frontend must be of the packet's family.
+	if (np_is_v4mapped(fkey.dst) == p->v6)
+		return TC_ACT_SHOT;
+	__builtin_memcpy(fkey.src, p->key.src, 16);
+	fkey.sport = p->key.sport;
+	fkey.proto = p->key.proto;
+	__builtin_memcpy(backend.addr, p->key.dst, 16);
+	backend.port = p->key.dport;
+	__builtin_memcpy(fwd.addr, backend.addr, 16);
+	fwd.port = backend.port;
+	fwd.flags = NP_CT_DSR;
+	fwd.last_seen = now;
+	np_rev_key(&rkey, &fkey, &backend, 0);
+	__builtin_memcpy(rev.addr, fkey.dst, 16);
+	rev.port = fkey.dport;
+	rev.flags = NP_CT_REVERSE | NP_CT_DSR;
+	rev.last_seen = now;
+	if (bpf_map_update_elem(&np_ct, &fkey, &fwd, BPF_ANY) < 0) {
+		np_count(NP_STAT_CT_FULL);
+		return TC_ACT_SHOT;
+	}
+	if (bpf_map_update_elem(&np_ct, &rkey, &rev, BPF_ANY) < 0) {
+		bpf_map_delete_elem(&np_ct, &fkey);
+		np_count(NP_STAT_CT_FULL);
+		return TC_ACT_SHOT;
+	}
+	return TC_ACT_UNSPEC;
+}
+
 // np_forward is the forward NAT of both ingress programs. from_host selects
 // the host interface's rules: externalTrafficPolicy Local and masquerading
 // of connections sent to a backend on another node.
@@ -467,7 +610,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	struct np_ct_key rkey;
 	__u64 now;
 	__u32 count, local_count, ordinal, n;
-	int masq, hairpin, self, local, closing = 0, new_conn = 0;
+	int masq, hairpin, self, local, dsr = 0, closing = 0, new_conn = 0;
 	__u32 svc_id;
 
 	if (np_parse(skb, &p) < 0)
@@ -478,6 +621,14 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	// one of the service's (np_known_backend). A bare SYN starts a new connection (a
 	// reused client port) and picks afresh.
 	ct = bpf_map_lookup_elem(&np_ct, &p.key);
+
+	// A connection another node sent here by direct server return.
+	if (!ct && from_host && dsr_enabled && p.opt_len) {
+		int verdict = np_dsr_accept(skb, &p, now);
+
+		if (verdict >= 0)
+			return verdict;
+	}
 
 	// A server's reply on a hairpinned connection (np_hairpin): back to
 	// the client with the frontend as source, the client's port restored.
@@ -506,6 +657,11 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 			ct->last_seen = now;
 			masq = (ct->flags & NP_CT_MASQ) != 0;
 			hairpin = (ct->flags & NP_CT_HAIRPIN) != 0;
+			dsr = (ct->flags & NP_CT_DSR) != 0;
+			// No reply crosses this node: the client's acknowledgement
+			// (an ACK without SYN) says the connection was answered.
+			if (dsr && (p.tcp_flags & (NP_TCP_SYN | NP_TCP_ACK)) == NP_TCP_ACK && !(ct->flags & NP_CT_REPLIED))
+				ct->flags |= NP_CT_REPLIED;
 			if (be) {
 				__builtin_memcpy(&backend, be, sizeof(backend));
 			} else {
@@ -597,7 +753,11 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	}
 	// Traffic from outside sent to another node must come back through
 	// this node: netfilter masquerades it when it sees the mark.
-	masq = from_host && !local && masq_mark != 0;
+	// Sent to another node by direct server return, which answers the
+	// client itself; or the reply must come back through this node:
+	// netfilter masquerades it when it sees the mark.
+	dsr = from_host && !local && (fe->flags & NP_FE_DSR);
+	masq = from_host && !local && !dsr && masq_mark != 0;
 	// Still the client pod itself (it is the only backend): hairpin.
 	hairpin = !from_host && self;
 	__builtin_memcpy(&backend, be, sizeof(backend));
@@ -611,7 +771,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		fwd.port = backend.port;
 		fwd.svc_id = bk.svc_id;
 		fwd.ordinal = ordinal;
-		fwd.flags = (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0);
+		fwd.flags = (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0) | (dsr ? NP_CT_DSR : 0);
 		fwd.last_seen = now;
 		// No room: the map never evicts a live connection to make some;
 		// the new one is dropped (its client retries) and counted.
@@ -621,8 +781,9 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		}
 	}
 	// ...and how to undo it on the backend's replies, which a hairpinned
-	// connection's server sends to the frontend address.
-	{
+	// connection's server sends to the frontend address (none by direct
+	// server return: the backend's node answers).
+	if (!dsr) {
 		struct np_ct_val rev = {};
 
 		np_rev_key(&rkey, &p.key, &backend, hairpin);
@@ -654,6 +815,11 @@ dnat:
 		return np_hairpin(skb, &p, backend.addr, backend.port, fe_addr, p.key.sport);
 	}
 	if (np_rewrite(skb, &p, 1, backend.addr, backend.port) < 0)
+		return TC_ACT_SHOT;
+	// The frontend goes with a connection's first packet (every
+	// datagram) to the backend's node.
+	if (dsr && (p.key.proto == IPPROTO_UDP || (p.tcp_flags & NP_TCP_SYN)) &&
+	    np_dsr_insert(skb, &p, p.key.dst, p.key.dport) < 0)
 		return TC_ACT_SHOT;
 	if (masq)
 		np_set_masq(skb);

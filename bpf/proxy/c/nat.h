@@ -27,6 +27,7 @@ struct np_fe_key {
 #define NP_FE_INTERNAL_LOCAL 0x4 // a cluster IP that uses local backends only (internalTrafficPolicy Local)
 #define NP_FE_SOURCE_RANGES 0x8  // a load balancer IP that admits clients of np_src only
 #define NP_FE_MAGLEV 0x10        // traffic from a host interface picks its backend in np_maglev
+#define NP_FE_DSR 0x20           // traffic from a host interface to another node's backend goes there by DSR
 
 // What a frontend leads to: the service ID and its backends. Backends
 // 0..local_count-1 run on this node, local_count..count-1 elsewhere.
@@ -84,7 +85,22 @@ struct np_ct_key {
 #define NP_CT_MASQ 0x2    // the connection is masqueraded by netfilter (mark set)
 #define NP_CT_HAIRPIN 0x4 // a pod reaching itself through its service (see nat.c)
 #define NP_CT_FIN 0x8      // a TCP FIN was seen in this entry's direction
-#define NP_CT_REPLIED 0x10 // reverse: a reply was translated (the backend answered)
+#define NP_CT_REPLIED 0x10 // reverse: a reply was translated (the backend answered); DSR forward: the client acknowledged
+#define NP_CT_DSR 0x20     // direct server return: forward on the node in front (no reverse entry there), both on the backend's node
+
+// Direct server return: the node in front sends a connection's first
+// packet (every UDP datagram) to the backend's node with the frontend in
+// an option: IPv4, an IP option (type NP_DSR_OPT4, 8 bytes: type, length,
+// port, address); IPv6, a destination options header (8 + 24 bytes: next
+// header, length 2, then option NP_DSR_OPT6 of 18 bytes: port, address,
+// then a PadN of 2). Both types are of the experimental ranges (RFC 4727),
+// the IPv6 one of the "skip if unknown" kind, so the backend's stack
+// ignores them.
+#define NP_DSR_OPT4 0x9e
+#define NP_DSR_OPT4_LEN 8
+#define NP_DSR_OPT6 0x1e
+#define NP_DSR_OPT6_LEN 18
+#define NP_DSR_HDR6_LEN 24
 
 // A service's source range (loadBalancerSourceRanges): key of the LPM trie
 // np_src, matched with the service ID (big-endian, so that it is the
