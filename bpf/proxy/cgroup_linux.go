@@ -116,7 +116,7 @@ func (p *Proxy) openCgroup(k *kstate) (*cgroupState, error) {
 	if err != nil {
 		return fail(err)
 	}
-	coll, err := loadOnMaps(spec, map[string]any{netnsCookieVar: cookie},
+	coll, err := loadOnMaps(spec, map[string]any{netnsCookieVar: cookie, "tcp_only": boolWord(p.o.ConnectTimeTCPOnly)},
 		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, skRevMapName: cg.skRev, affMapName: k.aff})
 	if err != nil {
 		return fail(fmt.Errorf("the connect-time programs: %w", err))

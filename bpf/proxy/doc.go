@@ -301,10 +301,21 @@
 //
 // Processes of the node's own network namespace (hostNetwork pods, the
 // kubelet) send their packets out without crossing the ingress of any
-// interface the tc programs are on. For them, set Options.Cgroup to a
-// cgroup v2 directory that holds them (the node's root cgroup, or the
-// parent cgroup of the pods): the Proxy attaches cgroup programs there
-// that translate at the socket instead of the packet. connect() to a
+// interface the tc programs are on. Their packets to a service that leave
+// by an interface the programs are on (the service addresses routed out
+// of a host interface, as a node's default route does) are translated at
+// that interface's egress instead: np_egress picks a backend as for a
+// pod, rewrites the destination and sends the packet out of the interface
+// and to the next hop the routing table has for the backend (a local
+// pod's veth, another node), and the backend's replies get the frontend
+// back at the ingress they arrive on. A service without backends drops
+// such packets (past netfilter, the reject mark would reach no rule), and
+// a backend at an address of the node itself is not reached this way.
+//
+// Better, set Options.Cgroup to a cgroup v2 directory that holds those
+// processes (the node's root cgroup, or the parent cgroup of the pods):
+// the Proxy attaches cgroup programs there that translate at the socket
+// instead of the packet. connect() to a
 // frontend connects to one of its backends, picked at random among all of
 // them (ExternalTrafficLocal does not apply to local clients); sendmsg()
 // on an unconnected UDP socket does the same for each datagram; a service
@@ -316,7 +327,11 @@
 // sockets of the Proxy's network namespace (Options.Kernel) are touched:
 // the programs compare the namespace's cookie, so processes of other
 // namespaces in the same cgroup, pods included, are left to the tc
-// programs. TCP and UDP only.
+// programs. TCP and UDP only. A connected UDP socket keeps the backend
+// connect() gave it, also once that backend is gone;
+// Options.ConnectTimeTCPOnly leaves UDP to the egress translation above,
+// per datagram, so such a socket reaches another backend with its next
+// datagram (the choice Felix's connect-time load balancing "TCP" makes).
 //
 // The attachments are pinned and taken over after a restart like the TCX
 // ones (their program is replaced in place); a hook that fails to attach
@@ -330,12 +345,11 @@
 // (hairpin) cannot have two such connections from one source port to two
 // ports of one frontend address that lead to the same target port (the
 // server would see them as one); of fragmented IPv4 packets only the first
-// fragment is translated; ICMP errors about translated connections are not
-// translated; IPv6 packets with extension headers are not translated; no
-// session affinity; no load balancer source ranges; connections opened in
-// the node's own network namespace (processes on the host, not through one
-// of the interfaces) are translated only for the processes of
-// Options.Cgroup, and a socket's frontend is shown back by recvmsg() and
+// fragment is translated; IPv6 packets with extension headers (but one
+// destination options header) are not translated; the connect-time
+// programs check no load balancer source ranges and keep no session
+// affinity per client but one for the whole node; a socket's frontend is
+// shown back by recvmsg() and
 // getpeername() only while np_sk_rev still holds it (an LRU sized by
 // Options.Connections). Without TCX (before Linux 6.6) the programs are
 // attached with classic tc ("Attach modes"), and with Options.Attach

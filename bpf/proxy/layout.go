@@ -129,6 +129,7 @@ const (
 	ctFin     uint32 = 0x8  // a TCP FIN was seen in the entry's direction
 	ctReplied uint32 = 0x10 // reverse: the backend answered; DSR forward: the client acknowledged
 	ctDSR     uint32 = 0x20 // direct server return
+	ctNode    uint32 = 0x40 // the node's own connection, translated at an egress
 )
 
 // The programs' counters, indexes of np_stats (NP_STAT_* in c/nat.h).

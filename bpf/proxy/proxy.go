@@ -96,6 +96,14 @@ type Options struct {
 	// nothing else. See "Connect-time translation" in the package
 	// documentation.
 	Cgroup string
+	// ConnectTimeTCPOnly leaves UDP out of the connect-time translation
+	// (Options.Cgroup): the node's own datagrams to a service are
+	// translated per packet at the egress of the host interface their
+	// route leaves by, as when there is no Cgroup (see "Connect-time
+	// translation"), so that a connected UDP socket whose backend goes
+	// away reaches another one with its next datagram instead of keeping
+	// the address connect() gave it.
+	ConnectTimeTCPOnly bool
 	// Attach is how the programs are attached to the interfaces:
 	// AttachAuto (the zero value) uses TCX when the kernel has it (Linux
 	// 6.6 or later) and classic tc (a bpf filter on the clsact qdisc)

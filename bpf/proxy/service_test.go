@@ -532,6 +532,7 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"NP_FE_MAGLEV":         feMaglev,
 		"NP_FE_DSR":            feDSR,
 		"NP_CT_DSR":            ctDSR,
+		"NP_CT_NODE":           ctNode,
 		"NP_DSR_OPT4":          0x9e,
 		"NP_DSR_OPT6":          0x1e,
 		"NP_BE_LOCAL":          uint32(beLocal),

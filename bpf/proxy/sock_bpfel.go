@@ -29,6 +29,7 @@ const (
 	sockProgNpSendmsg4     = "np_sendmsg4"
 	sockProgNpSendmsg6     = "np_sendmsg6"
 	sockVarNetnsCookie     = "netns_cookie"
+	sockVarTcpOnly         = "tcp_only"
 )
 
 // loadSock returns the embedded CollectionSpec for sock.
@@ -98,6 +99,7 @@ type sockMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockVariableSpecs struct {
 	NetnsCookie *ebpf.VariableSpec `ebpf:"netns_cookie"`
+	TcpOnly     *ebpf.VariableSpec `ebpf:"tcp_only"`
 }
 
 // sockObjects contains all objects after they have been loaded into the kernel.
@@ -140,6 +142,7 @@ func (m *sockMaps) Close() error {
 // It can be passed to loadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockVariables struct {
 	NetnsCookie *ebpf.Variable `ebpf:"netns_cookie"`
+	TcpOnly     *ebpf.Variable `ebpf:"tcp_only"`
 }
 
 // sockPrograms contains all programs after they have been loaded into the kernel.

@@ -595,11 +595,51 @@ static __always_inline int np_dsr_accept(struct __sk_buff *skb, const struct np_
 	return TC_ACT_UNSPEC;
 }
 
-// np_forward is the forward NAT of both ingress programs. from_host selects
-// the host interface's rules: externalTrafficPolicy Local and masquerading
-// of connections sent to a backend on another node.
-static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
+// Where np_forward runs: a pod interface's ingress (packets from a pod), a
+// host interface's ingress (packets from other hosts), or an interface's
+// egress for a packet of the node's own processes that nothing translated
+// (the connect-time programs absent, or leaving UDP alone).
+#define NP_FROM_POD 0
+#define NP_FROM_HOST 1
+#define NP_FROM_NODE 2
+
+// np_fib_redirect sends a packet of the node's own, whose destination
+// np_forward just rewrote at an egress, out of the interface and to the
+// next hop the routing table has for its new destination (a pod's veth,
+// another host), as if routed so from the start. The packet must not be
+// for the node itself.
+static __always_inline int np_fib_redirect(struct __sk_buff *skb, const struct np_pkt *p, const __u8 *dst)
 {
+	struct bpf_fib_lookup fib = {};
+	long rc;
+
+	fib.l4_protocol = p->key.proto;
+	fib.ifindex = skb->ifindex;
+	if (!p->v6) {
+		fib.family = 2; // AF_INET
+		__builtin_memcpy(&fib.ipv4_src, p->key.src + 12, 4);
+		__builtin_memcpy(&fib.ipv4_dst, dst + 12, 4);
+	} else {
+		fib.family = 10; // AF_INET6
+		__builtin_memcpy(fib.ipv6_src, p->key.src, 16);
+		__builtin_memcpy(fib.ipv6_dst, dst, 16);
+	}
+	// An ingress lookup on the interface the packet was leaving by, as a
+	// router would make it (an egress one would be held to that interface).
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return TC_ACT_SHOT;
+	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
+}
+
+// np_forward is the forward NAT of the programs, mode NP_FROM_*:
+// NP_FROM_HOST selects the host interface's rules (externalTrafficPolicy
+// Local, Maglev, direct server return and masquerading of connections
+// sent to a backend on another node); NP_FROM_NODE translates a packet of
+// the node's own and sends it where its new destination is routed.
+static __always_inline int np_forward(struct __sk_buff *skb, int mode)
+{
+	int from_host = mode == NP_FROM_HOST, node = mode == NP_FROM_NODE;
 	struct np_pkt p;
 	struct np_ct_val *ct;
 	struct np_fe_key fk = {};
@@ -632,7 +672,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 
 	// A server's reply on a hairpinned connection (np_hairpin): back to
 	// the client with the frontend as source, the client's port restored.
-	if (!from_host && ct && (ct->flags & (NP_CT_REVERSE | NP_CT_HAIRPIN)) == (NP_CT_REVERSE | NP_CT_HAIRPIN)) {
+	if (mode == NP_FROM_POD && ct && (ct->flags & (NP_CT_REVERSE | NP_CT_HAIRPIN)) == (NP_CT_REVERSE | NP_CT_HAIRPIN)) {
 		__u8 fe_addr[16];
 		__u8 client[16];
 		__be16 fe_port = ct->port;
@@ -645,6 +685,31 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		if (np_is_v4mapped(fe_addr) == p.v6)
 			return TC_ACT_SHOT;
 		return np_hairpin(skb, &p, client, p.key.dport, fe_addr, fe_port);
+	}
+
+	// A backend's reply to a connection of the node's own processes: it
+	// is delivered on this node, so it gets the frontend back here, at
+	// the ingress (np_egress never sees it).
+	if (!node && ct && (ct->flags & (NP_CT_REVERSE | NP_CT_NODE)) == (NP_CT_REVERSE | NP_CT_NODE)) {
+		struct np_ct_key fkey;
+		__u8 fe_addr[16];
+
+		ct->last_seen = now;
+		if (!(ct->flags & NP_CT_REPLIED))
+			ct->flags |= NP_CT_REPLIED;
+		np_svc_count(ct->svc_id, skb->len, 0, 0);
+		np_fwd_key(&fkey, &p.key, ct);
+		if (p.key.proto == IPPROTO_TCP)
+			closing = np_closes(p.tcp_flags, ct, &fkey);
+		__builtin_memcpy(fe_addr, ct->addr, 16);
+		if (np_is_v4mapped(fe_addr) == p.v6 || np_rewrite(skb, &p, 0, fe_addr, ct->port) < 0)
+			return TC_ACT_SHOT;
+		if (closing) {
+			bpf_map_delete_elem(&np_ct, &p.key);
+			bpf_map_delete_elem(&np_ct, &fkey);
+			np_count(NP_STAT_CLOSED);
+		}
+		return TC_ACT_UNSPEC;
 	}
 
 	// A TCP connection keeps its backend even once the backend left the
@@ -700,7 +765,8 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		// No ready backend: netfilter answers the client (or, without a
 		// reject mark, the packet is dropped).
 		np_svc_count(fe->svc_id, skb->len, 0, 1);
-		if (!reject_mark)
+		// (At an egress, past netfilter, a mark would reach no rule.)
+		if (!reject_mark || node)
 			return TC_ACT_SHOT;
 		skb->mark = (skb->mark & ~reject_mask) | reject_mark;
 		return TC_ACT_UNSPEC;
@@ -758,8 +824,12 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 	// netfilter masquerades it when it sees the mark.
 	dsr = from_host && !local && (fe->flags & NP_FE_DSR);
 	masq = from_host && !local && !dsr && masq_mark != 0;
-	// Still the client pod itself (it is the only backend): hairpin.
-	hairpin = !from_host && self;
+	// Still the client pod itself (it is the only backend): hairpin. The
+	// node's own connection to itself is left alone (it is not routed
+	// through an interface).
+	if (node && self)
+		return TC_ACT_UNSPEC;
+	hairpin = mode == NP_FROM_POD && self;
 	__builtin_memcpy(&backend, be, sizeof(backend));
 	np_remember(fe, p.key.src, &backend, ordinal, now);
 
@@ -771,7 +841,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		fwd.port = backend.port;
 		fwd.svc_id = bk.svc_id;
 		fwd.ordinal = ordinal;
-		fwd.flags = (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0) | (dsr ? NP_CT_DSR : 0);
+		fwd.flags = (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0) | (dsr ? NP_CT_DSR : 0) | (node ? NP_CT_NODE : 0);
 		fwd.last_seen = now;
 		// No room: the map never evicts a live connection to make some;
 		// the new one is dropped (its client retries) and counted.
@@ -789,7 +859,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host)
 		np_rev_key(&rkey, &p.key, &backend, hairpin);
 		__builtin_memcpy(rev.addr, p.key.dst, 16);
 		rev.port = p.key.dport;
-		rev.flags = NP_CT_REVERSE | (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0);
+		rev.flags = NP_CT_REVERSE | (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0) | (node ? NP_CT_NODE : 0);
 		rev.svc_id = bk.svc_id;
 		rev.last_seen = now;
 		if (bpf_map_update_elem(&np_ct, &rkey, &rev, BPF_ANY) < 0) {
@@ -828,19 +898,21 @@ dnat:
 		bpf_map_delete_elem(&np_ct, &rkey);
 		np_count(NP_STAT_CLOSED);
 	}
+	if (node)
+		return np_fib_redirect(skb, &p, backend.addr);
 	return TC_ACT_UNSPEC;
 }
 
 SEC("tc")
 int np_ingress_pod(struct __sk_buff *skb)
 {
-	return np_forward(skb, 0);
+	return np_forward(skb, NP_FROM_POD);
 }
 
 SEC("tc")
 int np_ingress_host(struct __sk_buff *skb)
 {
-	return np_forward(skb, 1);
+	return np_forward(skb, NP_FROM_HOST);
 }
 
 // ICMP errors about a translated connection (port unreachable, fragmentation
@@ -1032,6 +1104,11 @@ int np_egress(struct __sk_buff *skb)
 	if (np_parse(skb, &p) < 0)
 		return np_icmp_error(skb);
 	ct = bpf_map_lookup_elem(&np_ct, &p.key);
+	// A packet of the node's own processes (it came in on no interface)
+	// to a service, or of such a connection, that the connect-time
+	// programs did not translate.
+	if (skb->ingress_ifindex == 0 && (!ct || !(ct->flags & NP_CT_REVERSE)))
+		return np_forward(skb, NP_FROM_NODE);
 	// A hairpin reverse entry is np_ingress_pod's alone.
 	if (!ct || !(ct->flags & NP_CT_REVERSE) || (ct->flags & NP_CT_HAIRPIN))
 		return TC_ACT_UNSPEC;

@@ -87,6 +87,7 @@ struct np_ct_key {
 #define NP_CT_FIN 0x8      // a TCP FIN was seen in this entry's direction
 #define NP_CT_REPLIED 0x10 // reverse: a reply was translated (the backend answered); DSR forward: the client acknowledged
 #define NP_CT_DSR 0x20     // direct server return: forward on the node in front (no reverse entry there), both on the backend's node
+#define NP_CT_NODE 0x40    // a connection of the node's own processes, translated at a host interface's egress
 
 // Direct server return: the node in front sends a connection's first
 // packet (every UDP datagram) to the backend's node with the frontend in

@@ -37,6 +37,13 @@ struct {
 // translated (SO_NETNS_COOKIE of a socket made in it).
 volatile const __u64 netns_cookie = 0;
 
+// Set by the loader: 1 to leave UDP alone (connect-time translation of
+// TCP only). The node's datagrams to a service are then translated per
+// packet by nat.c at the egress of the interface they leave by, so a flow
+// whose backend goes picks another at its next datagram, connected
+// socket or not.
+volatile const __u32 tcp_only = 0;
+
 // Socket types, as in <linux/net.h> (which is not for BPF programs).
 #define NP_SOCK_STREAM 1
 #define NP_SOCK_DGRAM 2
@@ -110,7 +117,7 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	if (bpf_get_netns_cookie(ctx) != netns_cookie)
 		return 1;
 	proto = np_sk_proto(ctx);
-	if (!proto)
+	if (!proto || (proto == IPPROTO_UDP && tcp_only))
 		return 1;
 	np_sk_get(ctx, v6, fk.addr);
 	// user_port holds the port in network byte order in its low 16 bits.
