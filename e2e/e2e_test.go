@@ -726,8 +726,25 @@ func (e *env) stepOutage(t *testing.T) {
 		samples++
 		time.Sleep(300 * time.Millisecond)
 	}
+	// The agents stay ready (their dataplane works) and say that their
+	// datastore is disconnected, and since when.
 	for _, n := range e.nodes {
-		t.Logf("%s during the outage: /readyz: %v", n.name, agentReady(n))
+		if err := agentReady(n); err != nil {
+			t.Errorf("%s during the outage: %v", n.name, err)
+		}
+		connected, since, err := agentDatastore(n)
+		switch {
+		case err != nil:
+			t.Errorf("%s during the outage: %v", n.name, err)
+		case connected:
+			t.Errorf("%s during the outage: its status says the datastore is connected", n.name)
+		default:
+			t.Logf("%s during the outage: /readyz 200, datastore disconnected for %v (the outage began %v ago)", n.name,
+				time.Since(since).Round(time.Millisecond), time.Since(outage).Round(time.Millisecond))
+		}
+		if v, err := agentMetric(n, "nodeplane_agent_datastore_connected"); err != nil || v != "0" {
+			t.Errorf("%s during the outage: nodeplane_agent_datastore_connected = %q, %v; want 0", n.name, v, err)
+		}
 	}
 	t.Logf("%d samples over %v of outage: ping across nodes and the service kept working", samples, time.Since(outage).Round(time.Millisecond))
 	st := time.Now()
@@ -737,14 +754,16 @@ func (e *env) stepOutage(t *testing.T) {
 	e.timing("kube-apiserver restart → /readyz", time.Since(st))
 	e.timing("apiserver outage (down time)", time.Since(outage))
 	// The agents see changes again: the policy goes (node2 lets pod-1b in),
-	// a new service appears (node1's proxy translates it).
+	// a new service appears (node1's proxy translates it). The agents
+	// catch up as soon as they find the server back (they ask it about
+	// once a second while it is down), not after client-go's backoff.
 	st = time.Now()
 	if err := e.cs.NetworkingV1().NetworkPolicies(podNamespace).Delete(ctx, "iso", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 	ip := e.createService(t, "echo2", "pod-2a")
 	var policyGone, serviceThere time.Duration
-	if err := waitFor(90*time.Second, func() error {
+	if err := waitFor(30*time.Second, func() error {
 		var errs []error
 		if policyGone == 0 {
 			if _, err := whoami(e.pod("pod-1b").ns, netip.AddrPortFrom(e.pod("pod-2b").ip, backendPort), 300*time.Millisecond); err != nil {
@@ -766,12 +785,68 @@ func (e *env) stepOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.timing("apiserver back → node2 applied the policy's deletion", policyGone)
-	e.timing("apiserver back → node1 applied a new service", serviceThere)
+	e.timing("apiserver back → node1 applied a new service (catch-up)", serviceThere)
 	for _, n := range e.nodes {
 		if err := waitFor(30*time.Second, func() error { return agentReady(n) }); err != nil {
 			t.Error(err)
 		}
+		if err := waitFor(30*time.Second, func() error {
+			if connected, _, err := agentDatastore(n); err != nil || !connected {
+				return fmt.Errorf("%s after the outage: datastore connected %v, %v", n.name, connected, err)
+			}
+			if v, err := agentMetric(n, "nodeplane_agent_datastore_connected"); err != nil || v != "1" {
+				return fmt.Errorf("%s after the outage: nodeplane_agent_datastore_connected = %q, %v", n.name, v, err)
+			}
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
 	}
+}
+
+// agentDatastore returns what n's agent says of its datastore's link to
+// the API server (GET /status).
+func agentDatastore(n *node) (connected bool, since time.Time, err error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + n.listen + "/status")
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Datastore *struct {
+			Connected bool      `json:"connected"`
+			Since     time.Time `json:"since"`
+		} `json:"datastore"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return false, time.Time{}, fmt.Errorf("%s /status: %w", n.name, err)
+	}
+	if st.Datastore == nil {
+		return false, time.Time{}, fmt.Errorf("%s /status has no datastore link", n.name)
+	}
+	return st.Datastore.Connected, st.Datastore.Since, nil
+}
+
+// agentMetric returns the value of the unlabelled metric name that n's
+// agent serves.
+func agentMetric(n *node, name string) (string, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + n.listen + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("%s serves no %s", n.name, name)
 }
 
 func (e *env) stepReregister(t *testing.T) {

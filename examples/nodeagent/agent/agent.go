@@ -208,6 +208,19 @@ type Config struct {
 	// services from the node's own namespace (hostNetwork pods, the
 	// kubelet) the BPF proxy translates at connect(); empty: none.
 	BPFCgroup string
+	// BPFMaglev gives the BPF proxy Maglev tables (proxy.MaglevOptions)
+	// of this size, for connections from outside the node; 0: none.
+	// Every node must use the same size.
+	BPFMaglev uint32
+	// BPFDSR turns on the BPF proxy's direct server return
+	// (proxy.Options.DSR) for connections from outside the node to
+	// backends on other nodes; every node needs it.
+	BPFDSR bool
+	// BPFCgroupTCPOnly leaves UDP out of the connect-time translation
+	// (proxy.Options.ConnectTimeTCPOnly): the node's datagrams to a
+	// service are translated per packet, so a connected UDP socket
+	// follows its service's backends.
+	BPFCgroupTCPOnly bool
 	// ResyncInterval is how often every driver re-reads the kernel and
 	// repairs drift; zero means dataplane.DefaultResyncInterval.
 	ResyncInterval time.Duration
@@ -357,7 +370,9 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		p.proxy, err = proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
 			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
 			RejectMark: rejectMark, RejectMask: rejectMark,
-			Cgroup: cfg.BPFCgroup, Logger: log.With("component", "bpf-proxy")})
+			Cgroup: cfg.BPFCgroup, Maglev: proxy.MaglevOptions{Enabled: cfg.BPFMaglev != 0, TableSize: cfg.BPFMaglev}, DSR: cfg.BPFDSR,
+			ConnectTimeTCPOnly: cfg.BPFCgroupTCPOnly,
+			Logger:             log.With("component", "bpf-proxy")})
 		if err != nil {
 			return nil, err
 		}
@@ -740,6 +755,9 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	if a.metrics, err = NewMetrics(cfg.Registry); err != nil {
 		return err
 	}
+	// The datastore's link to its server (the Kubernetes datastore's) is
+	// a gauge too.
+	a.metrics.datastore.set(connectionReporter(cfg.Datastore))
 	if err := cfg.Registry.Register(collectors.NewGoCollector()); err != nil {
 		return err
 	}
@@ -1005,6 +1023,12 @@ func (a *Agent) onHealth(h dataplane.Health) {
 }
 
 // handler serves the local endpoint.
+//
+// /readyz follows the dataplane alone: an agent whose datastore has lost
+// its server (the API server down) stays ready, for its dataplane keeps
+// forwarding with the last cluster it learned, and restarting or
+// withdrawing it would not bring the server back. The body says it, as do
+// /status and the gauge nodeplane_agent_datastore_connected.
 func (a *Agent) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -1024,6 +1048,11 @@ func (a *Agent) handler() http.Handler {
 		if !h.Ready {
 			http.Error(w, fmt.Sprintf("not ready: datastore in sync %v, interfaces in sync %v, applies %d, last error: %v",
 				h.DatastoreInSync, h.InterfacesInSync, h.Applies, h.LastError), http.StatusServiceUnavailable)
+			return
+		}
+		if d := a.datastoreStatus(); d != nil && !d.Connected {
+			_, _ = fmt.Fprintf(w, "ok; the datastore is disconnected (since %s): the dataplane keeps the last cluster it learned\n",
+				d.Since.UTC().Format(time.RFC3339))
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -2,11 +2,13 @@ package agent
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodeplane/nodeplane/bpf/proxy"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
@@ -30,6 +32,7 @@ type Metrics struct {
 	proxyState     *prometheus.GaugeVec
 	wgRx, wgTx     *prometheus.GaugeVec
 	wgHandshake    *prometheus.GaugeVec
+	datastore      *datastoreCollector
 	reg            prometheus.Registerer
 }
 
@@ -80,9 +83,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Bytes sent to each WireGuard peer."}, []string{"peer"}),
 		wgHandshake: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "wireguard_peer_last_handshake_seconds",
 			Help: "Unix time of each WireGuard peer's last handshake."}, []string{"peer"}),
+		datastore: &datastoreCollector{},
 	}
 	for _, c := range []prometheus.Collector{m.driverApply, m.failedObjects, m.managerWork, m.passes, m.queueDepth,
-		m.resyncs, m.ready, m.consecFailures, m.failingObjects, m.nodes, m.localPods, m.services, m.proxyState, m.wgRx, m.wgTx, m.wgHandshake} {
+		m.resyncs, m.ready, m.consecFailures, m.failingObjects, m.nodes, m.localPods, m.services, m.proxyState, m.wgRx, m.wgTx, m.wgHandshake, m.datastore} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -197,4 +201,41 @@ func (m *Metrics) cluster(nodes, localPods, services int) {
 	m.nodes.Set(float64(nodes))
 	m.localPods.Set(float64(localPods))
 	m.services.Set(float64(services))
+}
+
+// datastoreConnected is the gauge of the datastore's link to its server.
+var datastoreConnected = prometheus.NewDesc("nodeplane_agent_datastore_connected",
+	"1 while the datastore reaches its server (the Kubernetes API server), 0 while it does not: the dataplane then keeps "+
+		"the last cluster it learned and the agent stays ready. Absent for a datastore that does not report it (a file).", nil, nil)
+
+// datastoreCollector exports the report of the datastore's
+// ConnectionReporter, read at each scrape; none until one is set.
+type datastoreCollector struct {
+	mu       sync.Mutex
+	reporter datastore.ConnectionReporter
+}
+
+// set makes r the datastore reported (nil: none).
+func (c *datastoreCollector) set(r datastore.ConnectionReporter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reporter = r
+}
+
+// Describe implements prometheus.Collector.
+func (c *datastoreCollector) Describe(ch chan<- *prometheus.Desc) { ch <- datastoreConnected }
+
+// Collect implements prometheus.Collector.
+func (c *datastoreCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	r := c.reporter
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	v := 0.0
+	if ok, _ := r.Connected(); ok {
+		v = 1
+	}
+	ch <- prometheus.MustNewConstMetric(datastoreConnected, prometheus.GaugeValue, v)
 }

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
 )
@@ -34,6 +35,10 @@ type Status struct {
 	Ready            bool `json:"ready"`
 	DatastoreInSync  bool `json:"datastoreInSync"`
 	InterfacesInSync bool `json:"interfacesInSync"`
+	// Datastore is the datastore's link to its server, for a datastore
+	// that reports one (the Kubernetes API server's); nil for one that
+	// does not (a file).
+	Datastore *DatastoreStatus `json:"datastore,omitempty"`
 	// InSyncAt is when the first successful apply pass ended: the
 	// dataplane was programmed.
 	InSyncAt time.Time `json:"inSyncAt,omitzero"`
@@ -83,6 +88,40 @@ type Status struct {
 	// (dataplane.Stater), and DriversError why some could not.
 	Drivers      []DriverState `json:"drivers,omitempty"`
 	DriversError string        `json:"driversError,omitempty"`
+}
+
+// DatastoreStatus is the datastore's link to its server
+// (datastore.ConnectionReporter). While it is lost the dataplane keeps the
+// last cluster the datastore delivered, and the agent stays ready: the
+// pods' traffic flows as before, only changes wait.
+type DatastoreStatus struct {
+	// Connected is whether the datastore reaches its server now.
+	Connected bool `json:"connected"`
+	// Since is when Connected last changed: since when the server has
+	// been lost, or reached again (zero: not known).
+	Since time.Time `json:"since,omitzero"`
+}
+
+// datastoreStatus returns the link of the agent's datastore, nil when it
+// does not report one.
+func (a *Agent) datastoreStatus() *DatastoreStatus {
+	r := connectionReporter(a.cfg.Datastore)
+	if r == nil {
+		return nil
+	}
+	ok, since := r.Connected()
+	return &DatastoreStatus{Connected: ok, Since: since}
+}
+
+// connectionReporter returns ds (or the datastore it wraps, for the CNI
+// installation's) as a datastore.ConnectionReporter, nil when it is not
+// one.
+func connectionReporter(ds datastore.Datastore) datastore.ConnectionReporter {
+	if c, ok := ds.(*cniInstaller); ok {
+		ds = c.Datastore
+	}
+	r, _ := ds.(datastore.ConnectionReporter)
+	return r
 }
 
 // NodeStatus is one node as the agent sees it.
@@ -158,7 +197,8 @@ func (a *Agent) status(ctx context.Context) Status {
 		InSyncAt: inSync, LastApply: h.LastApply, Applies: h.Applies, LastErrorAt: h.LastErrorAt, ConsecutiveFailures: h.ConsecutiveFailures,
 		FailingDrivers: h.FailingDrivers, FailingObjects: h.FailingObjects,
 		HostMTU: m.Host.MTU, HostMTUInterface: m.Host.Interface, PodMTU: m.PodMTU,
-		Services: len(c.Services), ServicesNote: "not load-balanced (run with --bpf-proxy)", Errors: errs}
+		Services: len(c.Services), ServicesNote: "not load-balanced (run with --bpf-proxy)", Errors: errs,
+		Datastore: a.datastoreStatus()}
 	if a.plane.proxy != nil {
 		ps := a.plane.proxy.Status()
 		s.ServicesNote = fmt.Sprintf("bpf proxy: service ports %d, frontends %d, backends %d, on %s",
@@ -314,6 +354,19 @@ func WriteTable(out io.Writer, s Status, now time.Time) error {
 		errs = fmt.Sprintf("%s (%s)", s.LastError, ago(s.LastErrorAt))
 	}
 	fmt.Fprintf(w, "errors\t%s; failing now: %d passes, %d objects, drivers %v\n", errs, s.ConsecutiveFailures, s.FailingObjects, s.FailingDrivers)
+	if d := s.Datastore; d != nil {
+		state := "connected"
+		if !d.Connected {
+			state = "DISCONNECTED"
+		}
+		if !d.Since.IsZero() {
+			state += fmt.Sprintf(" for %s (since %s)", now.Sub(d.Since).Round(time.Second), d.Since.UTC().Format(time.RFC3339))
+		}
+		if !d.Connected {
+			state += ": the dataplane keeps the last cluster it learned"
+		}
+		fmt.Fprintf(w, "datastore\t%s\n", state)
+	}
 	for _, e := range s.Errors {
 		fmt.Fprintf(w, "agent error\t%s\n", e)
 	}

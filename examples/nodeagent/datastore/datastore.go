@@ -21,6 +21,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nodeplane/nodeplane/wireguard"
 )
@@ -40,6 +41,17 @@ type Datastore interface {
 	// Publish records what this node tells the others: its VTEP MACs and
 	// WireGuard public key. Fields left zero are not changed.
 	Publish(ctx context.Context, info NodeInfo) error
+}
+
+// ConnectionReporter is implemented, besides Datastore, by a datastore that
+// reads a server it can lose (package kubernetes: the API server). The
+// agent shows it in its status and metrics; a datastore that has no such
+// server (File) does not implement it.
+type ConnectionReporter interface {
+	// Connected reports whether the datastore reaches its server now, and
+	// since when that has been so (zero: not known). While it does not,
+	// the last Cluster delivered stands: nothing is withdrawn.
+	Connected() (connected bool, since time.Time)
 }
 
 // NodeInfo is what a node publishes about itself.

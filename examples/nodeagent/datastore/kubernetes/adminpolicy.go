@@ -45,14 +45,14 @@ type adminWatch struct {
 	baselines policylisters.BaselineAdminNetworkPolicyLister
 }
 
-// watchAdminPolicies sets up the informers of the admin policy resources
-// the server serves (and this agent may list), with handler on each and
-// their errors to errs, or returns nil when there is no policy client or
-// no such resource. It starts nothing. A missing resource is logged once
-// at Info, a forbidden one at Warn; other failures (the server
-// unreachable) are retried until ctx ends (Watch's first read, which the
-// sync timeout ends), as the informers would.
-func (d *Datastore) watchAdminPolicies(ctx context.Context, handler cache.ResourceEventHandler, errs *watchErrors) (*adminWatch, error) {
+// adminResources returns the admin policy resources Watch reads: those
+// the server serves and this agent may list (none without a policy
+// client). A missing resource is logged once at Info, a forbidden one at
+// Warn; other failures (the server unreachable) are retried until ctx
+// ends (Watch's first read, which the sync timeout ends), as the
+// informers would. Watch asks once: an informer set started after an
+// outage reads the same resources.
+func (d *Datastore) adminResources(ctx context.Context, errs *watchErrors) ([]string, error) {
 	if d.opts.Policies == nil {
 		return nil, nil
 	}
@@ -60,45 +60,57 @@ func (d *Datastore) watchAdminPolicies(ctx context.Context, handler cache.Resour
 	if err != nil {
 		return nil, err
 	}
-	w := &adminWatch{factory: policyinformers.NewSharedInformerFactoryWithOptions(policyListThenWatch{d.opts.Policies}, d.opts.Resync, policyinformers.WithTransform(slim))}
-	v1alpha1 := w.factory.Policy().V1alpha1()
-	infs := map[string]cache.SharedIndexInformer{}
-	if served[ResourceAdminNetworkPolicies] {
-		ok, err := d.listable(ctx, errs, ResourceAdminNetworkPolicies, func(ctx context.Context) error {
+	lists := map[string]func(context.Context) error{
+		ResourceAdminNetworkPolicies: func(ctx context.Context) error {
 			_, err := d.opts.Policies.PolicyV1alpha1().AdminNetworkPolicies().List(ctx, metav1.ListOptions{Limit: 1})
 			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			inf := v1alpha1.AdminNetworkPolicies()
-			w.admins = inf.Lister()
-			infs[ResourceAdminNetworkPolicies] = inf.Informer()
-		}
-	}
-	if served[ResourceBaselineAdminNetworkPolicies] {
-		ok, err := d.listable(ctx, errs, ResourceBaselineAdminNetworkPolicies, func(ctx context.Context) error {
+		},
+		ResourceBaselineAdminNetworkPolicies: func(ctx context.Context) error {
 			_, err := d.opts.Policies.PolicyV1alpha1().BaselineAdminNetworkPolicies().List(ctx, metav1.ListOptions{Limit: 1})
 			return err
-		})
+		},
+	}
+	var out []string
+	for _, r := range []string{ResourceAdminNetworkPolicies, ResourceBaselineAdminNetworkPolicies} {
+		if !served[r] {
+			continue
+		}
+		ok, err := d.listable(ctx, errs, r, lists[r])
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			inf := v1alpha1.BaselineAdminNetworkPolicies()
-			w.baselines = inf.Lister()
-			infs[ResourceBaselineAdminNetworkPolicies] = inf.Informer()
+			out = append(out, r)
 		}
 	}
-	if len(infs) == 0 {
+	return out, nil
+}
+
+// newAdminWatch sets up the informers of resources (admin policy
+// resources, from adminResources), with handler on each, their errors to
+// errs and their requests to req, or returns nil for none. It starts
+// nothing.
+func (d *Datastore) newAdminWatch(resources []string, handler cache.ResourceEventHandler, errs *watchErrors, req *requests) (*adminWatch, error) {
+	if len(resources) == 0 {
 		return nil, nil
 	}
-	for _, r := range []string{ResourceAdminNetworkPolicies, ResourceBaselineAdminNetworkPolicies} {
-		if inf := infs[r]; inf != nil {
-			if err := errs.watch(r, inf, handler); err != nil {
-				return nil, err
-			}
+	w := &adminWatch{factory: policyinformers.NewSharedInformerFactoryWithOptions(policyListThenWatch{observedPolicyClient{d.opts.Policies, req}},
+		d.opts.Resync, policyinformers.WithTransform(slim))}
+	v1alpha1 := w.factory.Policy().V1alpha1()
+	for _, r := range resources {
+		var inf cache.SharedIndexInformer
+		switch r {
+		case ResourceAdminNetworkPolicies:
+			i := v1alpha1.AdminNetworkPolicies()
+			w.admins, inf = i.Lister(), i.Informer()
+		case ResourceBaselineAdminNetworkPolicies:
+			i := v1alpha1.BaselineAdminNetworkPolicies()
+			w.baselines, inf = i.Lister(), i.Informer()
+		default:
+			return nil, fmt.Errorf("kubernetes datastore: %s is not an admin policy resource", r)
+		}
+		if err := errs.watch(r, inf, handler); err != nil {
+			return nil, err
 		}
 	}
 	return w, nil

@@ -33,3 +33,10 @@ func (d *Datastore) Convert(nodes []*corev1.Node, pods []*corev1.Pod, services [
 
 // Slim is the informers' transform.
 func Slim(obj any) (any, error) { return slim(obj) }
+
+// Restarts counts the informer sets Watch started after an outage.
+func (d *Datastore) Restarts() int {
+	d.conn.mu.Lock()
+	defer d.conn.mu.Unlock()
+	return d.conn.restarts
+}

@@ -22,9 +22,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -81,8 +79,16 @@ type Options struct {
 	// PublishTimeout bounds one Publish call (a server that does not
 	// answer); zero means DefaultPublishTimeout.
 	PublishTimeout time.Duration
-	// Clock times the debounce, the sync timeout and the retries of the
-	// admin policies' discovery; nil means clock.Real().
+	// ProbeInterval is how often, after Watch's first read, it asks the
+	// API server whether it is back (GET /readyz) while its informers'
+	// requests find it down; when it answers, Watch starts new informers,
+	// which list at once, rather than wait for client-go's, which retry
+	// with a backoff growing to 30 s (see reconnect.go). Zero means
+	// DefaultProbeInterval; negative turns the probes and the restarts
+	// off: the informers retry on their own, as client-go does.
+	ProbeInterval time.Duration
+	// Clock times the debounce, the sync timeout, the retries of the
+	// admin policies' discovery and the probes; nil means clock.Real().
 	Clock clock.Clock
 	// Logger receives warnings, and the informers' own logs (client-go's
 	// contextual logging); nil discards them. RouteKlog sends the rest of
@@ -90,7 +96,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Datastore implements datastore.Datastore on the Kubernetes API.
+// Datastore implements datastore.Datastore on the Kubernetes API, and
+// datastore.ConnectionReporter.
 type Datastore struct {
 	opts  Options
 	log   *slog.Logger
@@ -98,7 +105,11 @@ type Datastore struct {
 	// retryWait is the first wait after a failed look-up of the admin
 	// policy resources.
 	retryWait time.Duration
+	// conn is the running Watch's link to the API server.
+	conn *connection
 }
+
+var _ datastore.ConnectionReporter = (*Datastore)(nil)
 
 // New validates opts and returns a Datastore. It does no I/O.
 func New(opts Options) (*Datastore, error) {
@@ -118,11 +129,15 @@ func New(opts Options) (*Datastore, error) {
 	if opts.PublishTimeout == 0 {
 		opts.PublishTimeout = DefaultPublishTimeout
 	}
+	if opts.ProbeInterval == 0 {
+		opts.ProbeInterval = DefaultProbeInterval
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Datastore{opts: opts, log: log, clock: clock.OrReal(opts.Clock), retryWait: defaultRetry}, nil
+	c := clock.OrReal(opts.Clock)
+	return &Datastore{opts: opts, log: log, clock: c, retryWait: defaultRetry, conn: newConnection(c, log)}, nil
 }
 
 // RouteKlog sends klog's output, the process-wide logger of client-go
@@ -147,9 +162,11 @@ func RouteKlog(log *slog.Logger) {
 // the server refuses to list or watch one of these resources, and one
 // wrapping ErrUnreachable when the caches are not read within
 // Options.SyncTimeout. After it, failures are logged and retried as the
-// informers retry them. When ctx ends Watch stops the informers and
-// returns at once (nil after the first delivery, the context's error
-// before it).
+// informers retry them, and an outage of the server is caught up as soon
+// as it answers again (Options.ProbeInterval, reconnect.go): the cluster is
+// then delivered from new informers once they have all read it, never half
+// read. When ctx ends Watch stops the informers and returns at once (nil
+// after the first delivery, the context's error before it).
 func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -157,27 +174,20 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 	ctx, cancel := context.WithCancel(ctx)
 	// The informers log through the context: to our logger.
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(d.log.Handler()))
-	// The caches keep only what the conversion reads (slim); the informers
-	// list, then watch (see listThenWatch).
-	all := informers.NewSharedInformerFactoryWithOptions(listThenWatch{d.opts.Client}, d.opts.Resync, informers.WithTransform(slim))
-	var admin *adminWatch
-	// Stop the informers first, then wait for them: they return as soon
-	// as their context ends (a request in flight is not waited for).
+	d.conn.set(false, false)
+	// The informer sets in use: the one read (active), and the one started
+	// after an outage, until it has read everything (pending). Stop them
+	// first, then wait for them.
+	var active, pending *informerSet
 	defer func() {
 		cancel()
-		all.Shutdown()
-		if admin != nil {
-			admin.factory.Shutdown()
+		for _, s := range []*informerSet{active, pending} {
+			if s != nil {
+				s.stop()
+			}
 		}
+		d.conn.set(false, false)
 	}()
-	nodes := all.Core().V1().Nodes()
-	services := all.Core().V1().Services()
-	slices := all.Discovery().V1().EndpointSlices()
-	// Every pod of the cluster, not only this node's: network policies
-	// select peers anywhere by their labels and named ports.
-	pods := all.Core().V1().Pods()
-	namespaces := all.Core().V1().Namespaces()
-	policies := all.Networking().V1().NetworkPolicies()
 
 	// Until the first read is complete, a forbidden resource or the
 	// timeout ends start with the reason as its cause.
@@ -197,78 +207,44 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 	defer func() { fail(nil); <-timing }()
 
 	changed := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
 	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
-		DeleteFunc: func(any) { notify() },
+		AddFunc:    func(any) { signal(changed) },
+		UpdateFunc: func(any, any) { signal(changed) },
+		DeleteFunc: func(any) { signal(changed) },
 	}
-	for _, r := range []struct {
-		resource string
-		inf      cache.SharedIndexInformer
-	}{{"nodes", nodes.Informer()}, {"services", services.Informer()}, {"endpointslices", slices.Informer()},
-		{"pods", pods.Informer()}, {"namespaces", namespaces.Informer()}, {"networkpolicies", policies.Informer()}} {
-		if err := errs.watch(r.resource, r.inf, handler); err != nil {
-			return err
-		}
+	var err error
+	if active, err = d.newInformerSet(ctx, handler, errs); err != nil {
+		return err
 	}
 	// The core informers start before the admin policies are looked up.
-	all.StartWithContext(ctx)
-	var err error
-	if admin, err = d.watchAdminPolicies(start, handler, errs); err != nil {
+	active.start()
+	adminResources, err := d.adminResources(start, errs)
+	if err != nil {
 		return d.startFailed(ctx, start, err)
 	}
-	if admin != nil {
-		admin.factory.StartWithContext(ctx)
+	if err := active.addAdmin(d, adminResources, handler); err != nil {
+		return err
 	}
+	active.start()
 	if err := errs.waitForSync(start); err != nil {
 		return d.startFailed(ctx, start, err)
 	}
 	fail(nil) // stops the deadline
-	build := func() (datastore.Cluster, error) {
-		ns, err := nodes.Lister().List(labels.Everything())
-		if err != nil {
-			return datastore.Cluster{}, err
-		}
-		ps, err := pods.Lister().List(labels.Everything())
-		if err != nil {
-			return datastore.Cluster{}, err
-		}
-		ss, err := services.Lister().List(labels.Everything())
-		if err != nil {
-			return datastore.Cluster{}, err
-		}
-		es, err := slices.Lister().List(labels.Everything())
-		if err != nil {
-			return datastore.Cluster{}, err
-		}
-		nss, err := namespaces.Lister().List(labels.Everything())
-		if err != nil {
-			return datastore.Cluster{}, err
-		}
-		nps, err := policies.Lister().List(labels.Everything())
-		if err != nil {
-			return datastore.Cluster{}, err
-		}
-		c := d.cluster(ns, ps, ss, es)
-		d.addPolicies(&c, nss, nps)
-		if admin != nil {
-			anps, banps, err := admin.list()
-			if err != nil {
-				return datastore.Cluster{}, err
-			}
-			d.addAdminPolicies(&c, anps, banps)
-		}
-		return c, nil
+	d.conn.set(true, true)
+	if d.opts.ProbeInterval > 0 {
+		probing := make(chan struct{})
+		go func() { defer close(probing); d.probeWhileDown(ctx) }()
+		defer func() { cancel(); <-probing }()
 	}
+
 	var last *datastore.Cluster
 	deliver := func() {
-		c, err := build()
+		// Drain the notifications of what this read covers.
+		select {
+		case <-changed:
+		default:
+		}
+		c, err := d.read(active)
 		if err != nil {
 			d.log.Warn("kubernetes datastore: listing the caches failed", "err", err)
 			return
@@ -279,33 +255,81 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 		last = &c
 		update(c)
 	}
-	// Drain the notifications of the initial listing: the first delivery
-	// below covers them.
-	select {
-	case <-changed:
-	default:
-	}
 	deliver()
 	debounce := d.clock.NewTimer(d.opts.Debounce)
 	debounce.Stop()
 	defer debounce.Stop()
+	debouncing := false
+	// After an outage: restarts spaced by gap (see reconnect.go).
+	retry := d.clock.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	var (
+		lastRestart time.Time
+		gap         time.Duration
+	)
+	restart := func() {
+		cur := pending
+		if cur == nil {
+			cur = active
+		}
+		if d.opts.ProbeInterval < 0 || !cur.req.stuck() {
+			return // the informers are reading again on their own
+		}
+		now := d.clock.Now()
+		if !lastRestart.IsZero() && now.Sub(lastRestart) >= restartReset {
+			gap = 0
+		}
+		if wait := gap - now.Sub(lastRestart); !lastRestart.IsZero() && wait > 0 {
+			retry.Reset(wait)
+			return
+		}
+		next, err := d.newInformerSet(ctx, handler, newWatchErrors(d.log, nil))
+		if err == nil {
+			err = next.addAdmin(d, adminResources, handler)
+		}
+		if err != nil {
+			d.log.Warn("kubernetes datastore: new informers not started after the outage", "err", err)
+			return
+		}
+		// The stuck set goes (its caches are frozen); the agent keeps the
+		// last cluster delivered until the new one has read everything.
+		cur.stop()
+		active, pending = nil, next
+		pending.start()
+		pending.watchSync()
+		lastRestart, gap = now, min(max(2*gap, d.opts.ProbeInterval), maxRestartGap)
+		d.log.Info("kubernetes datastore: informers started again to read the cluster at once", "restart", d.conn.restarted())
+	}
 	for {
+		var synced <-chan struct{}
+		if pending != nil {
+			synced = pending.synced
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-		}
-		debounce.Reset(d.opts.Debounce)
-		select {
-		case <-ctx.Done():
-			return nil
+			// While a new set reads, the delivery once it is synced
+			// covers its changes.
+			if pending == nil && !debouncing {
+				debounce.Reset(d.opts.Debounce)
+				debouncing = true
+			}
 		case <-debounce.C():
+			debouncing = false
+			if pending == nil {
+				deliver()
+			}
+		case <-d.conn.back:
+			restart()
+		case <-retry.C():
+			restart()
+		case <-synced:
+			active, pending = pending, nil
+			d.log.Info("kubernetes datastore: caught up with the API server", "took", d.clock.Since(lastRestart).Round(time.Millisecond))
+			deliver()
 		}
-		select {
-		case <-changed:
-		default:
-		}
-		deliver()
 	}
 }
 

@@ -39,8 +39,10 @@ type watchedInformer struct {
 	inf      cache.SharedIndexInformer
 }
 
+// newWatchErrors returns the watchErrors of a Watch's first read, which
+// fail ends; nil fail: of informers started after it (nothing fails them).
 func newWatchErrors(log *slog.Logger, fail context.CancelCauseFunc) *watchErrors {
-	return &watchErrors{log: log, fail: fail}
+	return &watchErrors{log: log, fail: fail, synced: fail == nil}
 }
 
 // watch adds handler to inf, which reads resource, and takes its list and
