@@ -712,6 +712,11 @@ static __always_inline int np_forward(struct __sk_buff *skb, int mode)
 		return TC_ACT_UNSPEC;
 	}
 
+	// Any other backend's reply is np_egress's to translate, where it
+	// leaves: no frontend to look up.
+	if (ct && (ct->flags & NP_CT_REVERSE))
+		return TC_ACT_UNSPEC;
+
 	// A TCP connection keeps its backend even once the backend left the
 	// service (a terminating pod finishes what it serves, as with
 	// kube-proxy); a UDP flow picks another.
