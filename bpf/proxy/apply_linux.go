@@ -72,6 +72,91 @@ type kstate struct {
 	at       attachState            // the attach mode and the classic tc sweep (tc_linux.go)
 
 	cg *cgroupState // the connect-time programs (cgroup_linux.go); nil without Options.Cgroup
+
+	// loading is the programs' load under way (the verifier's work, which
+	// the first Apply overlaps with its map writes); nil once installed.
+	loading *progLoad
+}
+
+// progLoad is a load of the programs on a goroutine of its own: the tc
+// programs with their IDs, and the connect-time programs. Its results are
+// installed in the kstate by waitPrograms, under the Proxy's lock.
+type progLoad struct {
+	done    chan struct{}
+	progs   map[string]*ebpf.Program
+	progIDs map[*ebpf.Program]ebpf.ProgramID
+	cg      *cgroupState
+	err     error
+}
+
+// startPrograms starts loading the programs on k's maps.
+func (p *Proxy) startPrograms(k *kstate) {
+	l := &progLoad{done: make(chan struct{})}
+	k.loading = l
+	go func() {
+		defer close(l.done)
+		l.err = p.loadPrograms(k, l)
+	}()
+}
+
+// waitPrograms waits for the load under way, if any, and installs its
+// programs; a load that failed is forgotten (the next Apply starts
+// another) and its error returned.
+func (k *kstate) waitPrograms() error {
+	l := k.loading
+	if l == nil {
+		return nil
+	}
+	<-l.done
+	k.loading = nil
+	if l.err != nil {
+		return l.err
+	}
+	k.progs, k.progIDs, k.cg = l.progs, l.progIDs, l.cg
+	return nil
+}
+
+// loadPrograms loads the tc programs on k's maps, and the connect-time
+// programs, into l. It touches nothing of k but its maps.
+func (p *Proxy) loadPrograms(k *kstate, l *progLoad) error {
+	var mgSize uint32 // the programs' maglev_size: 0 while the tables are off
+	if p.o.Maglev.Enabled {
+		mgSize = p.o.Maglev.TableSize
+	}
+	spec, err := loadNat()
+	if err != nil {
+		return err
+	}
+	coll, err := loadOnMaps(spec, map[string]any{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask,
+		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask, "maglev_size": mgSize,
+		"dsr_enabled": boolWord(p.o.DSR)},
+		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff,
+			svcStatsName: k.svcStats, srcMapName: k.src, mgMapName: k.mg})
+	if err != nil {
+		return err
+	}
+	defer coll.Close() // the maps are ours (replacements) and the programs are taken out
+	progs, ids := map[string]*ebpf.Program{}, map[*ebpf.Program]ebpf.ProgramID{}
+	closeAll := func() {
+		for _, prog := range progs {
+			_ = prog.Close()
+		}
+	}
+	for _, n := range []string{progIngressPod, progIngressHost, progEgress} {
+		prog, id, err := takeProgram(coll, n)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		progs[n], ids[prog] = prog, id
+	}
+	cg, err := p.openCgroup(k)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	l.progs, l.progIDs, l.cg = progs, ids, cg
+	return nil
 }
 
 func (k *kstate) attachedNames() []string {
@@ -160,35 +245,8 @@ func (p *Proxy) open() (*kstate, error) {
 	if k.mgSync, err = maps.NewSync[mgKey, beVal](k.mg, maps.SyncOptions{Name: p.o.Name + " Maglev tables", Logger: p.log, Clock: p.o.Clock}); err != nil {
 		return fail(err)
 	}
-	var mgSize uint32 // the programs' maglev_size: 0 while the tables are off
-	if p.o.Maglev.Enabled {
-		mgSize = p.o.Maglev.TableSize
-	}
-	spec, err := loadNat()
-	if err != nil {
-		return fail(err)
-	}
-	coll, err := loadOnMaps(spec, map[string]any{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask,
-		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask, "maglev_size": mgSize,
-		"dsr_enabled": boolWord(p.o.DSR)},
-		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff,
-			svcStatsName: k.svcStats, srcMapName: k.src, mgMapName: k.mg})
-	if err != nil {
-		return fail(err)
-	}
-	k.progs, k.progIDs = map[string]*ebpf.Program{}, map[*ebpf.Program]ebpf.ProgramID{}
-	for _, n := range []string{progIngressPod, progIngressHost, progEgress} {
-		prog, id, err := takeProgram(coll, n)
-		if err != nil {
-			coll.Close()
-			return fail(err)
-		}
-		k.progs[n], k.progIDs[prog] = prog, id
-	}
-	coll.Close() // the maps are ours (replacements) and the programs were taken out
-	if k.cg, err = p.openCgroup(k); err != nil {
-		return fail(err)
-	}
+	// The programs load meanwhile; Apply waits for them before it attaches.
+	p.startPrograms(k)
 	ids, err := idalloc.NewIndexAllocator(idalloc.IndexOptions{Ranges: []idalloc.Range{{Min: 1, Max: math.MaxUint32 - 1}}, NoDefaultExclusions: true})
 	if err != nil {
 		return fail(err)
@@ -248,6 +306,13 @@ func takeProgram(coll *ebpf.Collection, name string) (*ebpf.Program, ebpf.Progra
 
 // close releases the file descriptors; pins keep the maps and attachments.
 func (k *kstate) close() {
+	if l := k.loading; l != nil {
+		<-l.done
+		if l.err == nil {
+			k.progs, k.cg = l.progs, l.cg
+		}
+		k.loading = nil
+	}
 	for _, a := range k.attached {
 		a.close()
 	}
@@ -285,6 +350,9 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		p.k = k
 	}
 	k := p.k
+	if k.progs == nil && k.loading == nil {
+		p.startPrograms(k) // the last load failed
+	}
 	if err := p.prepare(ctx); err != nil {
 		return dataplane.ApplyResult{}, err
 	}
@@ -302,6 +370,11 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 		p.retryWaiting()
 		p.declare()
 		errs = p.writeMaps(ctx)
+	}
+	if err := k.waitPrograms(); err != nil {
+		// The maps are written; the programs are loaded again by the
+		// next Apply, and attached then.
+		return dataplane.ApplyResult{}, fmt.Errorf("%s: %w: %w", p.o.Name, ErrLoad, err)
 	}
 	p.attachAll()
 	p.attachCgroup()
