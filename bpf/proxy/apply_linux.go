@@ -697,6 +697,9 @@ func (p *Proxy) write(name string, s *svc) {
 		if p.o.DSR && outsideFrontend(s.s, f) {
 			flags |= feDSR
 		}
+		if flags&feSourceRanges != 0 && rangesHoldNode(s.s.SourceRanges, p.nodeAddrs) {
+			flags |= feSourceNode
+		}
 		k.feSync.Set(f.key, feVal{SvcID: ids[f.fam], Count: uint32(len(e.backends[f.fam])), LocalCount: e.local[f.fam], Flags: flags, Affinity: e.affinity})
 		delete(k.capped, f.key)
 		s.fes = append(s.fes, f.key)

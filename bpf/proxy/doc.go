@@ -346,9 +346,11 @@
 // ports of one frontend address that lead to the same target port (the
 // server would see them as one); of fragmented IPv4 packets only the first
 // fragment is translated; IPv6 packets with extension headers (but one
-// destination options header) are not translated; the connect-time
-// programs check no load balancer source ranges and keep no session
-// affinity per client but one for the whole node; a socket's frontend is
+// destination options header) are not translated; the node's own
+// processes reach a load balancer IP with source ranges only when a range
+// holds one of the node's addresses (as with kube-proxy), and the
+// connect-time programs keep no session affinity per client but one for
+// the whole node; a socket's frontend is
 // shown back by recvmsg() and
 // getpeername() only while np_sk_rev still holds it (an LRU sized by
 // Options.Connections). Without TCX (before Linux 6.6) the programs are

@@ -26,6 +26,7 @@ const (
 	feSourceRanges  uint32 = 0x8
 	feMaglev        uint32 = 0x10
 	feDSR           uint32 = 0x20
+	feSourceNode    uint32 = 0x40
 )
 
 // feVal leads a frontend to its service's backends: 0..LocalCount-1 run on

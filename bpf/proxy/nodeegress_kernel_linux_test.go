@@ -186,3 +186,50 @@ func TestKernelProxyConnectTimeTCPOnly(t *testing.T) {
 	}
 	assert.Equal(t, 2, ctByFlag(t, p, ctNode)[protoUDP]/2, "the two UDP flows are translated at the egress (a pair of entries each)")
 }
+
+// TestKernelProxySourceRangesForTheNode: the node's own processes reach a
+// load balancer IP with source ranges as kube-proxy lets them: when a
+// range holds one of the node's addresses. At connect() (the cgroup
+// programs, which see no source address yet) by that rule, and at the
+// egress (no cgroup) by the packet's source, which is such an address.
+func TestKernelProxySourceRangesForTheNode(t *testing.T) {
+	r, cg := newCgroupRig(t)
+	routeServices(t, r)
+	h1 := r.topo.Hosts[0]
+	var node netip.Addr
+	for _, a := range h1.UnderlayAddrs() {
+		if a.Is4() {
+			node = a
+		}
+	}
+	lbIP := netip.MustParseAddr("10.96.200.10") // routed out of eth0 by routeServices
+	svc := cluster.Service{Name: "default/lb:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, LoadBalancerIPs: []netip.Addr{lbIP},
+		SourceRanges: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, Backends: r.backends(false)}
+	to := netip.AddrPortFrom(lbIP, 80)
+	for _, withCgroup := range []bool{true, false} {
+		o := r.options()
+		o.PinDir = r.pinDir + map[bool]string{true: "/cg", false: "/egress"}[withCgroup]
+		if withCgroup {
+			o.Cgroup = cg.path
+		}
+		p, err := New(o)
+		require.NoError(t, err)
+		r.feed(t, p)
+		reaches := func() bool {
+			if withCgroup {
+				_, _, err := cg.helper(h1.NS, "tcp", to)
+				return err == nil
+			}
+			return tcpConnect(h1.NS, to, 700*time.Millisecond) == nil
+		}
+		svc.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+		p.OnUpdate(svc)
+		apply(t, p)
+		assert.False(t, reaches(), "cgroup=%v: no range holds the node's address", withCgroup)
+		svc.SourceRanges = append(svc.SourceRanges, netip.PrefixFrom(node, 32))
+		p.OnUpdate(svc)
+		apply(t, p)
+		assert.True(t, reaches(), "cgroup=%v: a range holds the node's address", withCgroup)
+		require.NoError(t, p.Cleanup(context.Background()))
+	}
+}

@@ -415,7 +415,9 @@ func (p *Proxy) OnUpdate(msg any) {
 		}
 		p.nodeAddrs = addrs
 		for name, s := range p.services {
-			if s.s.NodePort != 0 {
+			// Node ports are served on the node's addresses; whether the
+			// node may reach source-ranged IPs depends on them too.
+			if s.s.NodePort != 0 || len(s.s.SourceRanges) > 0 {
 				p.dirty[name] = true
 			}
 		}

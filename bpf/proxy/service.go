@@ -150,6 +150,21 @@ func build(s cluster.Service, nodeAddrs []netip.Addr) entries {
 	return e
 }
 
+// rangesHoldNode reports whether one of ranges holds one of the node's
+// addresses: then the node's own processes may reach the service's
+// source-ranged IPs (as kube-proxy lets them), which the connect-time
+// programs, seeing no source address yet, check by this alone.
+func rangesHoldNode(ranges []netip.Prefix, nodeAddrs []netip.Addr) bool {
+	for _, r := range ranges {
+		for _, a := range nodeAddrs {
+			if r.Contains(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // outsideFrontend reports whether f, a frontend of s, serves clients
 // outside the cluster: a node port, an external or a load-balancer IP.
 func outsideFrontend(s cluster.Service, f frontend) bool {

@@ -531,6 +531,7 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"NP_FE_SOURCE_RANGES":  feSourceRanges,
 		"NP_FE_MAGLEV":         feMaglev,
 		"NP_FE_DSR":            feDSR,
+		"NP_FE_SOURCE_NODE":    feSourceNode,
 		"NP_CT_DSR":            ctDSR,
 		"NP_CT_NODE":           ctNode,
 		"NP_DSR_OPT4":          0x9e,

@@ -28,6 +28,7 @@ struct np_fe_key {
 #define NP_FE_SOURCE_RANGES 0x8  // a load balancer IP that admits clients of np_src only
 #define NP_FE_MAGLEV 0x10        // traffic from a host interface picks its backend in np_maglev
 #define NP_FE_DSR 0x20           // traffic from a host interface to another node's backend goes there by DSR
+#define NP_FE_SOURCE_NODE 0x40   // with NP_FE_SOURCE_RANGES: the ranges hold a node address (the node may connect)
 
 // What a frontend leads to: the service ID and its backends. Backends
 // 0..local_count-1 run on this node, local_count..count-1 elsewhere.

@@ -126,6 +126,11 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	fe = bpf_map_lookup_elem(&np_fe, &fk);
 	if (!fe)
 		return 1;
+	// A load balancer IP with source ranges: the node's processes may
+	// reach it when a range holds one of the node's addresses (the
+	// socket has none yet to check).
+	if ((fe->flags & (NP_FE_SOURCE_RANGES | NP_FE_SOURCE_NODE)) == NP_FE_SOURCE_RANGES)
+		return 0;
 	count = fe->count;
 	if (count == 0)
 		return 0;
