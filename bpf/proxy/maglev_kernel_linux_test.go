@@ -189,3 +189,39 @@ func whoamiFrom(ns *kerneltest.NS, from, to netip.AddrPort) (string, error) {
 	b, err := io.ReadAll(c)
 	return string(b), err
 }
+
+// The Maglev map full: a service whose tables do not fit waits, whole,
+// with one error, and the others are served; when room is made it gets
+// in.
+func TestKernelProxyMaglevMapCapacity(t *testing.T) {
+	p, err := New(Options{Kernel: doHere{}, PinDir: bpftest.Dir(t), Maglev: MaglevOptions{Enabled: true, TableSize: 251, Entries: 600}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	nodePort := func(name string, ip int) cluster.Service {
+		s := capSvc(name, ip, 3, false)
+		s.NodePort = uint16(30000 + ip)
+		return s
+	}
+	p.OnUpdate(cluster.NodeAddrs{Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}})
+	p.OnUpdate(nodePort("a", 1))
+	p.OnUpdate(nodePort("b", 2))
+	p.OnUpdate(nodePort("c", 3))         // no room: 3 × 251 > 600
+	p.OnUpdate(capSvc("d", 4, 2, false)) // no node port: no table
+	pe := applyRefused(t, p)
+	require.Equal(t, []string{"a", "b", "d"}, served(t, p))
+	require.Equal(t, 1, pe.Failed)
+	errs := serviceErrors(p.Status())
+	require.Len(t, errs, 1)
+	require.Equal(t, `proxy: write service c: map full: the Maglev map np_maglev (600 entries) has room for 98 more, the service needs 251`, errs[0])
+	p.OnUpdate(cluster.ServiceRemove{Name: "a"})
+	_, err = p.Apply(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "c", "d"}, served(t, p))
+	n := 0
+	var k mgKey
+	var v beVal
+	for it := p.k.mg.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	require.Equal(t, 2*251, n, "the tables of b and c, none of a")
+}
