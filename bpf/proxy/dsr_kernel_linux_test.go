@@ -17,9 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/cluster"
-	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
-	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // dsrPeerPort serves, over TCP, a line "<client address> <pod name>" and
@@ -152,27 +150,9 @@ func testKernelProxyDSR(t *testing.T, mode AttachMode) {
 	for _, p := range back.Pods {
 		serveDSRPeer(t, p.NS, p.Name)
 	}
-	newProxy := func(h *kerneltest.Host, dsr bool) *Proxy {
-		for _, cmd := range []string{"iptables", "ip6tables"} {
-			out, err := h.NS.Exec(context.Background(), cmd, "-w", "5", "-t", "nat", "-A", "POSTROUTING",
-				"-m", "mark", "--mark", fmt.Sprintf("%#x/%#x", masqMark, masqMark), "-j", "MASQUERADE")
-			require.NoError(t, err, "%s", out)
-		}
-		ns, err := kernel.Open(h.NS.Path())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = ns.Close() })
-		p, err := New(Options{Kernel: ns, PinDir: bpftest.Dir(t), HostInterfaces: []string{"eth0"},
-			PodInterfacePrefixes: []string{"veth"}, MasqueradeMark: masqMark, MasqueradeMask: masqMark, Attach: mode, DSR: dsr})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-		links, err := ns.Links(context.Background())
-		require.NoError(t, err)
-		for _, l := range links {
-			p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
-		}
-		p.OnUpdate(cluster.NodeAddrs{Addrs: h.UnderlayAddrs()})
-		return p
-	}
+	masqueradeMarked(t, front.NS)
+	masqueradeMarked(t, back.NS)
+	newProxy := func(h *kerneltest.Host, dsr bool) *Proxy { return nodeProxy(t, h, Options{Attach: mode, DSR: dsr}) }
 	pf, pb := newProxy(front, true), newProxy(back, true)
 	services := func(p *Proxy) {
 		for _, v6 := range []bool{false, true} {

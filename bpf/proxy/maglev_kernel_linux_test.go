@@ -21,7 +21,6 @@ import (
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/internal/testkit/bpftest"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
-	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // TestKernelProxyMaglev runs two nodes, each with a Proxy with Maglev
@@ -49,26 +48,8 @@ func testKernelProxyMaglev(t *testing.T, mode AttachMode) {
 	nodes := topo.Hosts[:2]
 	proxies := make([]*Proxy, len(nodes))
 	for i, h := range nodes {
-		for _, cmd := range []string{"iptables", "ip6tables"} {
-			out, err := h.NS.Exec(context.Background(), cmd, "-w", "5", "-t", "nat", "-A", "POSTROUTING",
-				"-m", "mark", "--mark", fmt.Sprintf("%#x/%#x", masqMark, masqMark), "-j", "MASQUERADE")
-			require.NoError(t, err, "%s", out)
-		}
-		ns, err := kernel.Open(h.NS.Path())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = ns.Close() })
-		p, err := New(Options{Kernel: ns, PinDir: bpftest.Dir(t), HostInterfaces: []string{"eth0"},
-			PodInterfacePrefixes: []string{"veth"}, MasqueradeMark: masqMark, MasqueradeMask: masqMark, Attach: mode,
-			Maglev: MaglevOptions{Enabled: true, TableSize: size}})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-		links, err := ns.Links(context.Background())
-		require.NoError(t, err)
-		for _, l := range links {
-			p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
-		}
-		p.OnUpdate(cluster.NodeAddrs{Addrs: h.UnderlayAddrs()})
-		proxies[i] = p
+		masqueradeMarked(t, h.NS)
+		proxies[i] = nodeProxy(t, h, Options{Attach: mode, Maglev: MaglevOptions{Enabled: true, TableSize: size}})
 	}
 	// service gives node i the service with the pods of hosts 1 and 2 of
 	// family v6 as backends, but for those named in without.

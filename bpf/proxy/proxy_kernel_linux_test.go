@@ -62,14 +62,42 @@ func newProxyRig(t *testing.T) *proxyRig {
 			r.names[a] = p.Name
 		}
 	}
-	// Host 1 masquerades what the program marks (NodePort traffic sent to
-	// another node), as an agent does with MasqueradeRule.
+	masqueradeMarked(t, topo.Hosts[0].NS)
+	return r
+}
+
+// masqueradeMarked makes ns masquerade what the programs mark with
+// masqMark (NodePort traffic sent to another node), as an agent does with
+// MasqueradeRule.
+func masqueradeMarked(t *testing.T, ns *kerneltest.NS) {
+	t.Helper()
 	for _, cmd := range []string{"iptables", "ip6tables"} {
-		out, err := topo.Hosts[0].NS.Exec(context.Background(), cmd, "-w", "5", "-t", "nat", "-A", "POSTROUTING",
+		out, err := ns.Exec(context.Background(), cmd, "-w", "5", "-t", "nat", "-A", "POSTROUTING",
 			"-m", "mark", "--mark", fmt.Sprintf("%#x/%#x", masqMark, masqMark), "-j", "MASQUERADE")
 		require.NoError(t, err, "%s", out)
 	}
-	return r
+}
+
+// nodeProxy is a Proxy of host h (o's Kernel, PinDir, interfaces and
+// masquerade mark filled in, like the rig's), told h's interfaces and
+// addresses, cleaned up when the test ends.
+func nodeProxy(t *testing.T, h *kerneltest.Host, o Options) *Proxy {
+	t.Helper()
+	ns, err := kernel.Open(h.NS.Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ns.Close() })
+	o.Kernel, o.PinDir, o.HostInterfaces, o.PodInterfacePrefixes = ns, bpftest.Dir(t), []string{"eth0"}, []string{"veth"}
+	o.MasqueradeMark, o.MasqueradeMask = masqMark, masqMark
+	p, err := New(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	links, err := ns.Links(context.Background())
+	require.NoError(t, err)
+	for _, l := range links {
+		p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
+	}
+	p.OnUpdate(cluster.NodeAddrs{Addrs: h.UnderlayAddrs()})
+	return p
 }
 
 // serveInNS opens a listener in ns with listen and runs serve on it in a
