@@ -142,23 +142,28 @@ func testKernelProxyMaglev(t *testing.T, mode AttachMode) {
 	}
 }
 
-// whoamiFrom connects from ns, bound to local address from, to to and
-// returns the name the server sent. The local port is reused (SO_REUSEADDR)
-// while an earlier connection from it waits in TIME_WAIT.
+// whoamiFrom connects from ns, bound to local address from when it is
+// valid, to to and returns the name the server sent. A bound local port is
+// reused (SO_REUSEADDR) while an earlier connection from it waits in
+// TIME_WAIT.
 func whoamiFrom(ns *kerneltest.NS, from, to netip.AddrPort) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	var c net.Conn
 	if err := ns.Do(func() error {
-		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(from), Control: func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			if err := rc.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-			}); err != nil {
-				return err
+		var d net.Dialer
+		if from.IsValid() {
+			d.LocalAddr = net.TCPAddrFromAddrPort(from)
+			d.Control = func(_, _ string, rc syscall.RawConn) error {
+				var serr error
+				if err := rc.Control(func(fd uintptr) {
+					serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+				}); err != nil {
+					return err
+				}
+				return serr
 			}
-			return serr
-		}}
+		}
 		var err error
 		c, err = d.DialContext(ctx, "tcp", to.String())
 		return err

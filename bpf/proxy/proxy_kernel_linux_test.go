@@ -134,21 +134,7 @@ func serveWhoami(t *testing.T, ns *kerneltest.NS, name string) {
 
 // whoami connects from ns to to and returns the name the server sent.
 func whoami(ns *kerneltest.NS, to netip.AddrPort) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	var c net.Conn
-	if err := ns.Do(func() error {
-		var d net.Dialer
-		var err error
-		c, err = d.DialContext(ctx, "tcp", to.String())
-		return err
-	}); err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-	b, err := io.ReadAll(c)
-	return string(b), err
+	return whoamiFrom(ns, netip.AddrPort{}, to)
 }
 
 // proxy is a Proxy of host 1 that knows its interfaces and addresses,
