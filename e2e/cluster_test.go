@@ -187,6 +187,9 @@ func (p *proc) stop(sig syscall.Signal, wait time.Duration) time.Duration {
 	return time.Since(start)
 }
 
+// serviceCIDRs are the cluster's service ranges, IPv4 and IPv6.
+const serviceCIDRs = "10.96.0.0/16,fd00:96::/112"
+
 // controlPlane is etcd and kube-apiserver on loopback.
 type controlPlane struct {
 	bin, dir           string
@@ -264,7 +267,9 @@ func startControlPlane(t *testing.T, bin, dir string) *controlPlane {
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", saPub, "--service-account-signing-key-file", saKey,
 		"--api-audiences", "https://kubernetes.default.svc",
-		"--service-cluster-ip-range", "10.96.0.0/16",
+		// Dual stack, IPv4 first: a service's ClusterIP is IPv4 unless
+		// its ipFamilies say otherwise.
+		"--service-cluster-ip-range", serviceCIDRs,
 		// No controller manager: nothing creates the namespaces' default
 		// service accounts, so the admission plugin that requires them is off.
 		"--disable-admission-plugins", "ServiceAccount",
@@ -330,6 +335,11 @@ func (cp *controlPlane) kubeconfig(file, user, token string) error {
 // waitFor calls fn until it returns nil or timeout passes; it returns fn's
 // last error then.
 func waitFor(timeout time.Duration, fn func() error) error {
+	return waitEvery(timeout, 200*time.Millisecond, fn)
+}
+
+// waitEvery is waitFor, pausing every between two calls of fn.
+func waitEvery(timeout, every time.Duration, fn func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := fn()
@@ -339,6 +349,6 @@ func waitFor(timeout time.Duration, fn func() error) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("after %v: %w", timeout, err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(every)
 	}
 }

@@ -23,8 +23,8 @@ import (
 // for every Pod bound to its node (hostNetwork pods aside) it makes a
 // network namespace, calls the CNI plugin the agent installed with the
 // configuration list the agent wrote (ADD, as a runtime does, from the
-// node's namespace), and reports the addresses the plugin gave in the Pod's
-// status through the API.
+// node's namespace), and reports the addresses the plugin gave (IPv4 and
+// IPv6) in the Pod's status through the API.
 type kubelet struct {
 	t        *testing.T
 	node     string
@@ -41,8 +41,9 @@ type kubelet struct {
 
 // podNet is what the stand-in made for one Pod.
 type podNet struct {
-	name, ns string // Pod name, network namespace
-	ip       netip.Addr
+	name, ns string        // Pod name, network namespace
+	ip       netip.Addr    // IPv4
+	ip6      netip.Addr    // IPv6 (invalid when the plugin gave none)
 	took     time.Duration // from first seen to status reported
 	reported time.Time
 }
@@ -121,16 +122,31 @@ func (k *kubelet) setUp(ctx context.Context, p *corev1.Pod) (*podNet, error) {
 	if err := json.Unmarshal(out, &res); err != nil || len(res.IPs) == 0 {
 		return nil, fmt.Errorf("CNI result %s: %v", out, err)
 	}
-	pfx, err := netip.ParsePrefix(res.IPs[0].Address)
-	if err != nil {
-		return nil, err
+	pn := &podNet{name: p.Name, ns: ns}
+	for _, r := range res.IPs {
+		pfx, err := netip.ParsePrefix(r.Address)
+		if err != nil {
+			return nil, fmt.Errorf("CNI result %s: %w", out, err)
+		}
+		switch a := pfx.Addr(); {
+		case a.Is4() && !pn.ip.IsValid():
+			pn.ip = a
+		case a.Is6() && !pn.ip6.IsValid():
+			pn.ip6 = a
+		}
 	}
-	pn := &podNet{name: p.Name, ns: ns, ip: pfx.Addr()}
+	if !pn.ip.IsValid() {
+		return nil, fmt.Errorf("CNI result %s: no IPv4 address", out)
+	}
 	now := metav1.Now()
 	p = p.DeepCopy()
 	p.Status.Phase = corev1.PodRunning
+	// IPv4 first, as the node's pod CIDRs (the kubelet orders them so).
 	p.Status.PodIP = pn.ip.String()
 	p.Status.PodIPs = []corev1.PodIP{{IP: pn.ip.String()}}
+	if pn.ip6.IsValid() {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: pn.ip6.String()})
+	}
 	p.Status.StartTime = &now
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
 	if _, err := k.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
