@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/tunnel"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routerule"
@@ -78,6 +79,11 @@ type Manager struct {
 	ruleSet  bool
 	ruleUp   bool
 	sysctlOK bool
+	// self is this node's tunnel address of the family (its cluster.Node
+	// message's TunnelV4 or TunnelV6), the device's address; addrDue says
+	// the device's addresses are to be checked against it.
+	self    netip.Addr
+	addrDue bool
 
 	// failed are the peers the device refused, by public key.
 	failed *dataplane.Ledger[PublicKey]
@@ -214,6 +220,7 @@ func (m *Manager) onNode(n *cluster.Node) {
 		return
 	}
 	if n.Name == m.cfg.NodeName {
+		m.setSelf(n)
 		return
 	}
 	m.nodes[n.Name] = *n
@@ -225,8 +232,40 @@ func (m *Manager) onNodeRemove(r *cluster.NodeRemove) {
 		m.cfg.Logger.Warn("wireguard: dropping invalid node removal", "err", err)
 		return
 	}
+	if r.Name == m.cfg.NodeName {
+		m.setSelf(nil)
+		return
+	}
 	delete(m.nodes, r.Name)
 	m.refreshNode(r.Name)
+}
+
+// setSelf takes this node's message (nil: removed): its tunnel address of
+// the family becomes the device's address. Connections masqueraded as
+// they leave through the device (a NodePort connection sent to another
+// node's backend) take the device's address as their source; it is of
+// this node's pod CIDR, which the peers accept from this node, where
+// another of the node's addresses (the underlay's) would be dropped.
+func (m *Manager) setSelf(n *cluster.Node) {
+	var a netip.Addr
+	if n != nil {
+		a = n.TunnelV4
+		if m.cfg.Family == ipfamily.IPv6 {
+			a = n.TunnelV6
+		}
+	}
+	if a != m.self {
+		m.self, m.addrDue = a, true
+	}
+}
+
+// selfPrefix is the device's address as a full-length prefix; invalid for
+// none.
+func (m *Manager) selfPrefix() netip.Prefix {
+	if !m.self.IsValid() {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(m.self, m.self.BitLen())
 }
 
 func (m *Manager) onBlock(b *cluster.Block) {
@@ -352,6 +391,14 @@ func (m *Manager) apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	if err := m.ensureDevice(ctx); err != nil {
 		return dataplane.ApplyResult{}, err
+	}
+	if m.addrDue || m.resync {
+		n, err := tunnel.SyncAddr(ctx, m.cfg.Kernel, m.cfg.InterfaceName, m.linkIndex, m.cfg.Family, m.selfPrefix(), nil)
+		m.writes += uint64(n)
+		if err != nil {
+			return dataplane.ApplyResult{}, fmt.Errorf("%w: %w", ErrDevice, err)
+		}
+		m.addrDue = false
 	}
 	if err := m.ensureConfig(ctx); err != nil {
 		m.resync = true

@@ -1017,3 +1017,45 @@ func TestManagerDriversRepairedByLoopResync(t *testing.T) {
 	assert.ElementsMatch(t, want, e.ns.Routes(kernel.IPv4, testTable))
 	assert.True(t, m.Status().RuleInstalled)
 }
+
+// The device takes this node's tunnel address of its family (its own
+// cluster.Node message), as a /32 or /128 alone, so that connections
+// masqueraded as they leave through it (a NodePort connection sent to
+// another node's backend) carry an address its peers accept from this
+// node. Plan names the write first; a change replaces the address; the
+// node's removal takes it away.
+func TestManagerDeviceTakesTheNodesTunnelAddress(t *testing.T) {
+	for _, fam := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) {
+			e := newEnv(t, true)
+			m := e.manager(e.options(fam))
+			dev := "wg-np"
+			first, second := netip.MustParseAddr("10.244.1.0"), netip.MustParseAddr("10.244.7.0")
+			if fam == ipfamily.IPv6 {
+				dev = "wg-np-v6"
+				first, second = netip.MustParseAddr("fd00:244:1::"), netip.MustParseAddr("fd00:244:7::")
+			}
+			self := testPeer{Node: "self", TunnelAddr: first}
+			send(m, self)
+			send(m, node(1, pubKey(t)))
+			pl, err := m.Plan(context.Background())
+			require.NoError(t, err)
+			full := netip.PrefixFrom(first, first.BitLen())
+			assert.Contains(t, fmt.Sprint(pl.Writes), dev+" addr add "+full.String())
+			e.apply(m)
+			assert.Equal(t, []netip.Prefix{full}, e.ns.LinkAddrs(dev))
+
+			self.TunnelAddr = second
+			send(m, self)
+			e.apply(m)
+			assert.Equal(t, []netip.Prefix{netip.PrefixFrom(second, second.BitLen())}, e.ns.LinkAddrs(dev))
+			pl, err = m.Plan(context.Background())
+			require.NoError(t, err)
+			assert.Empty(t, pl.Writes, "nothing left to do")
+
+			m.OnUpdate(cluster.NodeRemove{Name: "self"})
+			e.apply(m)
+			assert.Empty(t, e.ns.LinkAddrs(dev))
+		})
+	}
+}

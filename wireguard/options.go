@@ -40,6 +40,7 @@ const (
 // provider; its WireGuard needs kernel.KindWireGuard among its Kinds).
 type Kernel interface {
 	routetable.Kernel
+	kernel.Addrs
 	kernel.Rules
 	kernel.Sysctls
 	kernel.Doer

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/tunnel"
 	"github.com/nodeplane/nodeplane/kernel"
 )
 
@@ -129,6 +130,11 @@ func (m *Manager) Plan(ctx context.Context) (dataplane.Plan, error) {
 		}
 		if up {
 			add(dataplane.WriteReplace, kindLink, name+" up", "")
+		}
+	}
+	if m.addrDue || m.resync {
+		if _, err := tunnel.SyncAddr(ctx, m.cfg.Kernel, name, v.link.Index, m.cfg.Family, m.selfPrefix(), &p.Writes); err != nil {
+			return dataplane.Plan{Driver: m.Name()}, fmt.Errorf("%w: %w", ErrDevice, err)
 		}
 	}
 	kc, err := m.chooseKey(v.cache.priv)

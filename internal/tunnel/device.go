@@ -269,6 +269,17 @@ func conflictError(ctx context.Context, k DeviceKernel, spec *DeviceSpec, cause 
 	return errs.Also(fmt.Errorf("create device %s: %s: %w", name, strings.Join(held, "; "), cause), kernel.ErrExists)
 }
 
+// SyncAddr is EnsureDevice's address step for a device made otherwise (a
+// WireGuard device): it makes want (if valid) the one address of family on
+// the interface name with index, link-local ones aside, adding it before
+// removing the others. It returns the writes made, or with a non-nil plan
+// makes none and appends them to *plan (kind "link").
+func SyncAddr(ctx context.Context, k DeviceKernel, name string, index int, family ipfamily.Family, want netip.Prefix, plan *[]dataplane.Write) (int, error) {
+	var res DeviceResult
+	err := syncAddrs(ctx, writer{k: k, plan: plan, name: name, res: &res}, index, family, want)
+	return res.Writes, err
+}
+
 // syncAddrs makes want (if valid) the one address of family on the
 // interface, link-local ones aside, adding it before removing the others.
 func syncAddrs(ctx context.Context, w writer, index int, family ipfamily.Family, want netip.Prefix) error {
