@@ -13,8 +13,11 @@
 //
 //   - the device named Options.InterfaceName (default wg-np, wg-np-v6 for
 //     IPv6): its MTU (the host's less 60, or 80 for IPv6), admin state,
-//     private key, listen port (51820, 51821 for IPv6), firewall mark and
-//     peers. Peers it did not configure are removed.
+//     private key, listen port (51820, 51821 for IPv6), firewall mark,
+//     peers and address: this node's tunnel address of the family (its own
+//     cluster.Node message, Options.NodeName), alone, so that connections
+//     masqueraded as they leave through the device carry an address the
+//     peers accept from this node. Peers it did not configure are removed.
 //   - the whole routing table Options.Table (from idalloc): a route through
 //     the device for every prefix a peer carries, behind it a blackhole for
 //     the same prefix at FailClosedMetric (fail-closed, see below), and a
