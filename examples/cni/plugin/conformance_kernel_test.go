@@ -18,6 +18,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/examples/cni/plugin"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
@@ -75,16 +76,13 @@ func nth(subnet netip.Prefix, i int) netip.Addr {
 	return a
 }
 
-// newNode makes the host namespace (its own addresses on lo, IPv6
-// duplicate address detection off so the host side's link-local address
-// works at once) and the network configuration: spec version, the plugin's
-// own keys, and ranges.
+// newNode makes the host namespace (its own addresses on lo; IPv6
+// duplicate address detection on, as on a node: the plugin turns it off on
+// the host sides it makes) and the network configuration: spec version,
+// the plugin's own keys, and ranges.
 func newNode(t *testing.T, version string, own map[string]any, ranges ...[]any) *node {
 	t.Helper()
 	host := kerneltest.NewNS(t)
-	for _, k := range []string{"net.ipv6.conf.all.accept_dad", "net.ipv6.conf.default.accept_dad"} {
-		require.NoError(t, host.SetSysctl(k, "0"))
-	}
 	lo, err := host.Handle().LinkByName("lo")
 	require.NoError(t, err)
 	for _, a := range []netip.Addr{hostIPv4, hostIPv6} {
@@ -230,6 +228,23 @@ func (n *node) requireAttached(p *pod, addrs []netip.Addr, mtu int) {
 	require.Equal(t, fmt.Sprintf("nodeplane/%s/%s/eth0", network, p.id), ha.Alias)
 	require.NotZero(t, ha.Flags&net.FlagUp, "host side up")
 	require.Equal(t, mtu, ha.MTU)
+	// The host side's link-local address, from which the node asks for
+	// the pod's IPv6 address, is usable at once: not tentative.
+	dad, err := n.host.Sysctl("net.ipv6.conf." + p.hostIf() + ".accept_dad")
+	require.NoError(t, err)
+	require.Equal(t, "0", dad, "duplicate address detection off on the host side")
+	var ll *netlink.Addr
+	require.Eventually(t, func() bool {
+		as, err := n.host.Handle().AddrList(host, netlink.FAMILY_V6)
+		for i := range as {
+			if err == nil && as[i].IP.IsLinkLocalUnicast() {
+				ll = &as[i]
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, time.Millisecond, "the host side has a link-local address")
+	require.Zero(t, ll.Flags&unix.IFA_F_TENTATIVE, "the host side's link-local address is not tentative")
 
 	ph := p.ns.Handle()
 	eth0, err := ph.LinkByName("eth0")

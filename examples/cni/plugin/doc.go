@@ -66,7 +66,9 @@
 //
 // Interfaces without its alias (a foreign interface that merely bears a pod's
 // name is an error, never deleted), the pod's namespace on DEL and GC, the
-// node's routes (the agent's job), sysctls, and every IPAM reservation but
+// node's routes (the agent's job), sysctls (but accept_dad of the host side
+// it makes, turned off so that the node reaches the pod over IPv6 at once),
+// and every IPAM reservation but
 // through the IPAM plugin. Routes of the IPAM result ("ipam.routes") are not
 // installed: a pod's only routes are the two default routes.
 package plugin

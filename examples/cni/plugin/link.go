@@ -3,8 +3,11 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
@@ -115,11 +118,27 @@ func createVeth(h *netlink.Handle, podNS ns.NetNS, name, ifName, alias string, m
 	if err := h.LinkSetAlias(l, alias); err != nil {
 		return l, fmt.Errorf("marking %s: %w", name, err)
 	}
+	if err := noDAD(name); err != nil {
+		return l, err
+	}
 	if err := h.LinkSetUp(l); err != nil {
 		return l, fmt.Errorf("bringing %s up: %w", name, err)
 	}
 	l.Attrs().Alias = alias
 	return l, nil
+}
+
+// noDAD turns duplicate address detection off on the host side name,
+// before it is up: its link-local address, from which the node asks the
+// pod's IPv6 address, is then usable at once, where detection would keep
+// the pod unreachable over IPv6 for a second or two (a veth has one peer,
+// nothing to detect). Without IPv6 on the node there is nothing to do.
+func noDAD(name string) error {
+	err := os.WriteFile(filepath.Join("/proc/sys/net/ipv6/conf", name, "accept_dad"), []byte("0"), 0)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("turning duplicate address detection off on %s: %w", name, err)
+	}
+	return nil
 }
 
 // gateway returns the gateway of a's family.
