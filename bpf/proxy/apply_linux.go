@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -201,38 +202,38 @@ func (p *Proxy) open() (*kstate, error) {
 	if err := p.makeLinksDir(); err != nil {
 		return fail(err)
 	}
+	// The maps are made (or found pinned) side by side: a large one's
+	// making is the kernel zeroing its memory, which two CPUs halve.
+	mgEntries := uint32(1) // the tables off: the programs never look
+	if p.o.Maglev.Enabled {
+		mgEntries = p.o.Maglev.Entries
+	}
+	opens := []struct {
+		m    **ebpf.Map
+		spec maps.Spec
+	}{
+		{&k.fe, maps.Spec{Name: feMapName, Type: ebpf.Hash, KeySize: feKeySize, ValueSize: feValSize, MaxEntries: p.o.Frontends}},
+		{&k.be, maps.Spec{Name: beMapName, Type: ebpf.Hash, KeySize: beKeySize, ValueSize: beValSize, MaxEntries: p.o.Backends}},
+		{&k.ct, ctSpec(p.o.Connections)},
+		{&k.src, maps.Spec{Name: srcMapName, Type: ebpf.LPMTrie, KeySize: srcKeySize, ValueSize: 1,
+			MaxEntries: p.o.SourceRanges, Flags: unix.BPF_F_NO_PREALLOC}},
+		{&k.mg, maps.Spec{Name: mgMapName, Type: ebpf.Hash, KeySize: mgKeySize, ValueSize: beValSize,
+			MaxEntries: mgEntries, Flags: unix.BPF_F_NO_PREALLOC}},
+		{&k.aff, maps.Spec{Name: affMapName, Type: ebpf.LRUHash, KeySize: affKeySize, ValueSize: affValSize, MaxEntries: p.o.Affinities}},
+		{&k.svcStats, maps.Spec{Name: svcStatsName, Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: svcStatsSize,
+			MaxEntries: p.o.Frontends, Flags: unix.BPF_F_NO_PREALLOC}},
+		{&k.counters, maps.Spec{Name: statsMapName, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: statCount}},
+	}
+	errs := make([]error, len(opens))
+	var wg sync.WaitGroup
+	for i, o := range opens {
+		wg.Go(func() { *o.m, errs[i] = maps.Open(p.o.PinDir, o.spec) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fail(err)
+	}
 	var err error
-	if k.fe, err = maps.Open(p.o.PinDir, maps.Spec{Name: feMapName, Type: ebpf.Hash, KeySize: feKeySize,
-		ValueSize: feValSize, MaxEntries: p.o.Frontends, Flags: 0}); err != nil {
-		return fail(err)
-	}
-	if k.be, err = maps.Open(p.o.PinDir, maps.Spec{Name: beMapName, Type: ebpf.Hash, KeySize: beKeySize,
-		ValueSize: beValSize, MaxEntries: p.o.Backends}); err != nil {
-		return fail(err)
-	}
-	if k.ct, err = maps.Open(p.o.PinDir, ctSpec(p.o.Connections)); err != nil {
-		return fail(err)
-	}
-	if k.src, err = maps.Open(p.o.PinDir, maps.Spec{Name: srcMapName, Type: ebpf.LPMTrie, KeySize: srcKeySize,
-		ValueSize: 1, MaxEntries: p.o.SourceRanges, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
-		return fail(err)
-	}
-	if k.mg, err = maps.Open(p.o.PinDir, maps.Spec{Name: mgMapName, Type: ebpf.Hash, KeySize: mgKeySize,
-		ValueSize: beValSize, MaxEntries: p.o.Maglev.Entries, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
-		return fail(err)
-	}
-	if k.aff, err = maps.Open(p.o.PinDir, maps.Spec{Name: affMapName, Type: ebpf.LRUHash, KeySize: affKeySize,
-		ValueSize: affValSize, MaxEntries: p.o.Affinities}); err != nil {
-		return fail(err)
-	}
-	if k.svcStats, err = maps.Open(p.o.PinDir, maps.Spec{Name: svcStatsName, Type: ebpf.PerCPUHash, KeySize: 4,
-		ValueSize: svcStatsSize, MaxEntries: p.o.Frontends, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
-		return fail(err)
-	}
-	if k.counters, err = maps.Open(p.o.PinDir, maps.Spec{Name: statsMapName, Type: ebpf.PerCPUArray, KeySize: 4,
-		ValueSize: 8, MaxEntries: statCount}); err != nil {
-		return fail(err)
-	}
 	if k.feSync, err = maps.NewSync[feKey, feVal](k.fe, maps.SyncOptions{Name: p.o.Name + " frontends", Logger: p.log, Clock: p.o.Clock}); err != nil {
 		return fail(err)
 	}

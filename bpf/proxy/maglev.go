@@ -35,7 +35,8 @@ type MaglevOptions struct {
 	TableSize uint32
 	// Entries sizes the map that holds the tables (no memory is taken
 	// before an entry is written); zero means DefaultMaglevEntries. A
-	// service whose tables do not fit waits, whole (ErrMapFull).
+	// service whose tables do not fit waits, whole (ErrMapFull). While the
+	// tables are off the map has a single entry.
 	Entries uint32
 }
 
