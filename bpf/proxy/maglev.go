@@ -31,7 +31,9 @@ type MaglevOptions struct {
 	// TableSize is the number of slots of every table, one of
 	// MaglevTableSizes; zero means DefaultMaglevTableSize. The spread over
 	// backends is even to within about N/TableSize: keep it well above
-	// 100 times the largest number of backends of a service.
+	// 100 times the largest number of backends of a service. A service
+	// with more backends than TableSize gets no table (its backends are
+	// picked at random).
 	TableSize uint32
 	// Entries sizes the map that holds the tables (no memory is taken
 	// before an entry is written); zero means DefaultMaglevEntries. A
@@ -72,7 +74,11 @@ func (p *Proxy) maglevTables(s cluster.Service, e entries) [2][]beVal {
 		return tables
 	}
 	for fam := range tables {
-		tables[fam] = maglevTable(e.backends[fam], e.local[fam], p.o.Maglev.TableSize)
+		// More backends than slots: some would get none; the family's
+		// backends are picked at random instead.
+		if len(e.backends[fam]) <= int(p.o.Maglev.TableSize) {
+			tables[fam] = maglevTable(e.backends[fam], e.local[fam], p.o.Maglev.TableSize)
+		}
 	}
 	return tables
 }

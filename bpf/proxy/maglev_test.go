@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/cluster"
 )
 
 // mgBackends are n backends 10.0.<i/250>.<i%250+1>:8080.
@@ -140,4 +142,21 @@ func TestMaglevHashSpread(t *testing.T) {
 	t.Logf("10,000 client ports over 251 slots: %d to %d per slot (ideal 39.8)", lo, hi)
 	assert.Greater(t, lo, 10)
 	assert.Less(t, hi, 80)
+}
+
+// A service with more backends than slots gets no table: some backends
+// would get no slot at all.
+func TestMaglevTablesNeedRoomForEveryBackend(t *testing.T) {
+	p, err := New(Options{Kernel: fakeDoer{}, PinDir: "/sys/fs/bpf/x", Maglev: MaglevOptions{Enabled: true, TableSize: 251}})
+	require.NoError(t, err)
+	var e entries
+	e.backends[0], e.backends[1] = mgBackends(251), mgBackends(252)
+	s := cluster.Service{NodePort: 30080}
+	tables := p.maglevTables(s, e)
+	assert.Len(t, tables[0], 251, "as many backends as slots")
+	assert.Nil(t, tables[1], "one more backend than slots")
+	s.NodePort = 0
+	assert.Equal(t, [2][]beVal{}, p.maglevTables(s, e), "no frontend for outside clients")
+	s.NodePort, s.ExternalTrafficLocal = 30080, true
+	assert.Equal(t, [2][]beVal{}, p.maglevTables(s, e), "externalTrafficPolicy Local")
 }
