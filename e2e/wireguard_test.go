@@ -35,8 +35,9 @@ func wgRX(n *node, dev string) (int64, error) {
 }
 
 // stepWireGuard restarts both agents with --wireguard: they adopt the
-// dataplane they left, publish their public keys on their Nodes, and pod
-// traffic across nodes goes through the WireGuard devices.
+// dataplane they left, publish the public keys of their WireGuard devices
+// (one per family) on their Nodes, and pod traffic across nodes, IPv4 and
+// IPv6, goes through the WireGuard device of its family.
 func (e *env) stepWireGuard(t *testing.T) {
 	e.waitPods(t)
 	start := time.Now()
@@ -57,8 +58,13 @@ func (e *env) stepWireGuard(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if obj.Annotations[k8sds.AnnotationWireGuardKey] == "" {
-				return fmt.Errorf("node %s has no %s yet", n.name, k8sds.AnnotationWireGuardKey)
+			for _, a := range []string{k8sds.AnnotationWireGuardKey, k8sds.AnnotationWireGuardKeyV6} {
+				if obj.Annotations[a] == "" {
+					return fmt.Errorf("node %s has no %s yet", n.name, a)
+				}
+			}
+			if obj.Annotations[k8sds.AnnotationWireGuardKey] == obj.Annotations[k8sds.AnnotationWireGuardKeyV6] {
+				return fmt.Errorf("node %s has the same key for both families", n.name)
 			}
 			return nil
 		}); err != nil {
@@ -67,39 +73,43 @@ func (e *env) stepWireGuard(t *testing.T) {
 	}
 	e.timing("agents restarted with --wireguard → ready, keys on the Nodes", time.Since(start))
 	n2 := e.node("node2")
-	var before int64
-	if err := waitFor(30*time.Second, func() (err error) { before, err = wgRX(n2, "wgnp2"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	st := time.Now()
-	if err := waitFor(30*time.Second, func() error {
-		if err := ping(e.pod("pod-1a").ns, e.pod("pod-2a").ip); err != nil {
+	// Each family's pings go through node2's WireGuard device of that
+	// family: what it received grows.
+	through := func(fam, dev string, to netip.Addr) error {
+		var before int64
+		if err := waitFor(30*time.Second, func() (err error) { before, err = wgRX(n2, dev); return err }); err != nil {
 			return err
 		}
-		after, err := wgRX(n2, "wgnp2")
-		if err != nil {
+		st := time.Now()
+		var after int64
+		if err := waitFor(30*time.Second, func() (err error) {
+			if err := ping(e.pod("pod-1a").ns, to); err != nil {
+				return err
+			}
+			if after, err = wgRX(n2, dev); err != nil {
+				return err
+			}
+			if after <= before {
+				return fmt.Errorf("the %s ping did not come through node2's WireGuard device %s (rx %d → %d)", fam, dev, before, after)
+			}
+			return nil
+		}); err != nil {
 			return err
 		}
-		if after <= before {
-			return fmt.Errorf("the ping did not come through node2's WireGuard device (rx %d → %d)", before, after)
+		what := "WireGuard on → ping across nodes through the WireGuard device"
+		if fam == "IPv6" {
+			what += " (IPv6)"
 		}
+		e.timing(what, time.Since(st))
+		t.Logf("%s ping pod-1a → pod-2a %s with --wireguard: answered; node2's %s received %d bytes meanwhile", fam, to, dev, after-before)
 		return nil
-	}); err != nil {
+	}
+	if err := through("IPv4", "wgnp2", e.pod("pod-2a").ip); err != nil {
 		t.Fatal(err)
 	}
-	e.timing("WireGuard on → ping across nodes through the WireGuard device", time.Since(st))
-	// IPv6 pods still reach each other across nodes. The agents publish
-	// the key of their IPv4 WireGuard device only (the Nodes carry one
-	// key), so their IPv6 devices have no peers and IPv6 takes the IPv6
-	// VXLAN overlay unencrypted: what node2's IPv6 device received is
-	// logged, not checked.
 	if ip6 := e.pod("pod-2a").ip6; ip6.IsValid() {
-		rx6, err := wgRX(n2, "wgnp2-v6")
-		if err := waitFor(30*time.Second, func() error { return ping(e.pod("pod-1a").ns, ip6) }); err != nil {
+		if err := through("IPv6", "wgnp2-v6", ip6); err != nil {
 			t.Fatalf("IPv6 with --wireguard: %v", err)
-		}
-		if after6, err6 := wgRX(n2, "wgnp2-v6"); err == nil && err6 == nil {
-			t.Logf("IPv6 ping pod-1a → pod-2a with --wireguard: answered; node2's wgnp2-v6 received %d bytes meanwhile", after6-rx6)
 		}
 	}
 	// The services, both families, from a pod.
@@ -107,9 +117,10 @@ func (e *env) stepWireGuard(t *testing.T) {
 		t.Errorf("after the restart with --wireguard: %v", err)
 	}
 	// The NodePort, both families: every backend through every node. A
-	// node masquerades what it sends to the other node's backend; over
-	// IPv4 that leaves through its WireGuard device, whose address (the
-	// node's tunnel address) the other node's WireGuard accepts from it.
+	// node masquerades what it sends to the other node's backend; that
+	// leaves through its WireGuard device of the family, whose address
+	// (the node's tunnel address) the other node's WireGuard accepts from
+	// it.
 	for _, n := range e.nodes {
 		if _, ok := e.services["echo-np"]; !ok {
 			break

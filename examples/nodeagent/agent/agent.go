@@ -342,7 +342,7 @@ func (p *plane) close() {
 
 // build assembles the loop on ns. With cleanup, every manager is disabled
 // and nothing is declared, so the drivers delete exactly what is ours.
-func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Options, hostMTU int, cleanup bool, onKey func(wireguard.PublicKey)) (*plane, error) {
+func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Options, hostMTU int, cleanup bool, onKey func(ipfamily.Family, wireguard.PublicKey)) (*plane, error) {
 	log := cfg.Logger
 	loop, err := dataplane.New(opts)
 	if err != nil {
@@ -645,8 +645,8 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			HostMTU: hostMTU, Table: p.wgTable, KeyFile: filepath.Join(cfg.StateDir, KeyFileName),
 			NodeName: cfg.NodeName, Disabled: cleanup || !cfg.WireGuard, FailOpen: cfg.WireGuardFailOpen,
 			Logger: log.With("component", "wireguard", "family", fam.String())}
-		if fam == ipfamily.IPv4 && onKey != nil {
-			wopts.OnPublicKey = onKey
+		if onKey != nil {
+			wopts.OnPublicKey = func(k wireguard.PublicKey) { onKey(fam, k) }
 		}
 		if fam == ipfamily.IPv6 {
 			wopts.KeyFile = filepath.Join(cfg.StateDir, "wireguard-v6.key")
@@ -764,9 +764,9 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	if err := cfg.Registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return err
 	}
-	// What this node tells the others: the WireGuard key the manager
-	// reports (from the loop's goroutine: never waits) and, with a VXLAN
-	// overlay, the VTEP MACs.
+	// What this node tells the others: the WireGuard key each family's
+	// manager reports (from the loop's goroutine: never waits) and, with a
+	// VXLAN overlay, the VTEP MACs.
 	a.publisher = newPublisher(cfg.Datastore, cfg.NodeName, !cfg.ipip() && cfg.Overlay != OverlayDirect,
 		log.With("component", "publisher"), a.noteError)
 	onKey := a.publisher.key

@@ -50,7 +50,12 @@ func TestTranslator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	key6, err := wireguard.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	c3.Nodes[1].WireGuardPublicKey = key.Public().String()
+	c3.Nodes[1].WireGuardPublicKeyV6 = key6.Public().String()
 	msgs := tr.messages(c3)
 	if count[cluster.Node](msgs) != 3 || count[cluster.Block](msgs) != 3 ||
 		count[cluster.Endpoint](msgs) != 1 || count[cluster.Pool](msgs) != 1 {
@@ -62,8 +67,11 @@ func TestTranslator(t *testing.T) {
 				t.Errorf("%v", err)
 			}
 			if v.Name == "node2" && (v.TunnelV4 != netip.MustParseAddr("10.244.2.0") || v.VXLANMACV4.String() != datastore.DefaultVTEPMAC("node2", 4).String() ||
-				v.WireGuardKeyV4 != cluster.WireGuardKey(key.Public())) {
+				v.WireGuardKeyV4 != cluster.WireGuardKey(key.Public()) || v.WireGuardKeyV6 != cluster.WireGuardKey(key6.Public())) {
 				t.Errorf("node2 = %+v", v)
+			}
+			if v.Name != "node2" && (!v.WireGuardKeyV4.IsZero() || !v.WireGuardKeyV6.IsZero()) {
+				t.Errorf("%s published no keys: %+v", v.Name, v)
 			}
 		}
 		if e, ok := m.(cluster.Endpoint); ok && (e.ID != "demo/pod1" || e.Iface != datastore.PodInterface("demo", "pod1") ||
@@ -78,9 +86,20 @@ func TestTranslator(t *testing.T) {
 	// node3 gone: its block and its node go, removals only.
 	c := testCluster(2)
 	c.Nodes[1].WireGuardPublicKey = c3.Nodes[1].WireGuardPublicKey
+	c.Nodes[1].WireGuardPublicKeyV6 = c3.Nodes[1].WireGuardPublicKeyV6
 	msgs = tr.messages(c)
 	if count[cluster.BlockRemove](msgs) != 1 || count[cluster.NodeRemove](msgs) != 1 || len(msgs) != 2 {
 		t.Errorf("node removal gave %#v", msgs)
+	}
+	// A new IPv6 key changes node2's message alone, the IPv4 key kept.
+	key6, err = wireguard.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Nodes[1].WireGuardPublicKeyV6 = key6.Public().String()
+	if msgs := tr.messages(c); len(msgs) != 1 || count[cluster.Node](msgs) != 1 ||
+		msgs[0].(cluster.Node).WireGuardKeyV6 != cluster.WireGuardKey(key6.Public()) || msgs[0].(cluster.Node).WireGuardKeyV4 != cluster.WireGuardKey(key.Public()) {
+		t.Errorf("IPv6 key change gave %#v", msgs)
 	}
 	// A published MAC changes node2's message alone.
 	c.Nodes[1].VTEPMAC = datastore.MAC{0x02, 0, 0, 0, 0, 9}

@@ -217,11 +217,59 @@ func TestPublisherRepublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.key(key.Public())
-	if info := ds.call(t); info.WireGuardKey != key.Public() || len(info.VTEPMAC) != 0 {
+	p.key(ipfamily.IPv4, key.Public())
+	if info := ds.call(t); info.WireGuardKey != key.Public() || !info.WireGuardKeyV6.IsZero() || len(info.VTEPMAC) != 0 {
 		t.Fatalf("key publish: %+v", info)
 	}
+	published.Nodes[0].WireGuardPublicKey = key.Public().String()
+	observed(t, p, published)
+	// The IPv6 device's key: published alone, the IPv4 one being there.
+	key6, err := wireguard.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.key(ipfamily.IPv6, key6.Public())
+	if info := ds.call(t); info.WireGuardKeyV6 != key6.Public() || !info.WireGuardKey.IsZero() || len(info.VTEPMAC) != 0 {
+		t.Fatalf("IPv6 key publish: %+v", info)
+	}
+	published.Nodes[0].WireGuardPublicKeyV6 = key6.Public().String()
+	observed(t, p, published) // both keys shown: nothing to do
 	// Nothing else was published in between.
+	if n := len(ds.calls); n != 0 {
+		t.Errorf("%d more publications", n)
+	}
+}
+
+// TestPublisherKeysPerFamily: the keys of the two families reported
+// before the node is listed are both published, in one call, neither
+// replacing the other; a node that shows another IPv6 key gets this one.
+func TestPublisherKeysPerFamily(t *testing.T) {
+	c := testCluster(2)
+	ds := newPublishDatastore(c)
+	p := newPublisher(ds, "node1", false, slog.New(slog.DiscardHandler), func(error) {})
+	var keys [3]wireguard.PublicKey
+	for i := range keys {
+		k, err := wireguard.GeneratePrivateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i] = k.Public()
+	}
+	p.key(ipfamily.IPv4, keys[0])
+	p.key(ipfamily.IPv6, keys[1])
+	runPublisher(t, p)
+	eventually(t, "the keys taken", func() bool { return len(p.keys) == 0 && len(p.keysV6) == 0 })
+	observed(t, p, c)
+	if info := ds.call(t); info.Name != "node1" || info.WireGuardKey != keys[0] || info.WireGuardKeyV6 != keys[1] || len(info.VTEPMAC) != 0 {
+		t.Fatalf("publish: %+v", info)
+	}
+	stale := c
+	stale.Nodes = slices.Clone(c.Nodes)
+	stale.Nodes[0].WireGuardPublicKey, stale.Nodes[0].WireGuardPublicKeyV6 = keys[0].String(), keys[2].String()
+	observed(t, p, stale)
+	if info := ds.call(t); !info.WireGuardKey.IsZero() || info.WireGuardKeyV6 != keys[1] {
+		t.Fatalf("publish over another IPv6 key: %+v", info)
+	}
 	if n := len(ds.calls); n != 0 {
 		t.Errorf("%d more publications", n)
 	}

@@ -136,8 +136,10 @@ type NodeStatus struct {
 	// TunnelIP and VTEPMAC are its IPv4 VXLAN endpoint's.
 	TunnelIP string `json:"tunnelIP,omitempty"`
 	VTEPMAC  string `json:"vtepMAC,omitempty"`
-	// WireGuard is its WireGuard public key, if published.
-	WireGuard string `json:"wireguardKey,omitempty"`
+	// WireGuard and WireGuardV6 are the public keys of its IPv4 and IPv6
+	// WireGuard devices, if published.
+	WireGuard   string `json:"wireguardKey,omitempty"`
+	WireGuardV6 string `json:"wireguardKeyV6,omitempty"`
 }
 
 // PodStatus is one local pod.
@@ -218,7 +220,8 @@ func (a *Agent) status(ctx context.Context) Status {
 	}
 	for _, n := range c.Nodes {
 		v := nodeOf(n)
-		ns := NodeStatus{Name: n.Name, Self: n.Name == a.cfg.NodeName, WireGuard: n.WireGuardPublicKey}
+		ns := NodeStatus{Name: n.Name, Self: n.Name == a.cfg.NodeName, WireGuard: n.WireGuardPublicKey,
+			WireGuardV6: n.WireGuardPublicKeyV6}
 		if n.UnderlayIPv4.IsValid() {
 			ns.Underlay = n.UnderlayIPv4.String()
 		}

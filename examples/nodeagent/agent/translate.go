@@ -51,8 +51,8 @@ func newTranslator(self string) *translator {
 
 // nodeOf returns node n as the managers take it: its underlay addresses,
 // the first address of its pod CIDR of each family as the tunnel address,
-// the VXLAN MACs it published (or DefaultVTEPMAC) and its WireGuard key
-// (the IPv4 device's: the agent publishes that one).
+// the VXLAN MACs it published (or DefaultVTEPMAC) and the WireGuard keys
+// it published, one per family (a key that does not parse is left out).
 func nodeOf(n datastore.Node) cluster.Node {
 	v := cluster.Node{Name: n.Name, UnderlayV4: n.UnderlayIPv4, UnderlayV6: n.UnderlayIPv6}
 	for _, c := range n.PodCIDRs {
@@ -75,6 +75,9 @@ func nodeOf(n datastore.Node) cluster.Node {
 	}
 	if k, err := wireguard.ParsePublicKey(n.WireGuardPublicKey); err == nil {
 		v.WireGuardKeyV4 = cluster.WireGuardKey(k)
+	}
+	if k, err := wireguard.ParsePublicKey(n.WireGuardPublicKeyV6); err == nil {
+		v.WireGuardKeyV6 = cluster.WireGuardKey(k)
 	}
 	return v
 }

@@ -39,7 +39,7 @@ type Datastore interface {
 	// before the first update (the source cannot be read) is returned.
 	Watch(ctx context.Context, update func(Cluster)) error
 	// Publish records what this node tells the others: its VTEP MACs and
-	// WireGuard public key. Fields left zero are not changed.
+	// WireGuard public keys. Fields left zero are not changed.
 	Publish(ctx context.Context, info NodeInfo) error
 }
 
@@ -60,8 +60,9 @@ type NodeInfo struct {
 	Name string
 	// VTEPMAC and VTEPMACV6 are the MACs of the node's VXLAN devices.
 	VTEPMAC, VTEPMACV6 net.HardwareAddr
-	// WireGuardKey is the node's WireGuard public key (zero: unchanged).
-	WireGuardKey wireguard.PublicKey
+	// WireGuardKey and WireGuardKeyV6 are the public keys of the node's
+	// IPv4 and IPv6 WireGuard devices (zero: unchanged).
+	WireGuardKey, WireGuardKeyV6 wireguard.PublicKey
 }
 
 // Cluster is everything the agent needs to know about the cluster.
@@ -105,9 +106,11 @@ type Node struct {
 	// it published them; empty means DefaultVTEPMAC of the node's name.
 	VTEPMAC   MAC `json:"vtepMAC,omitempty"`
 	VTEPMACV6 MAC `json:"vtepMACv6,omitempty"`
-	// WireGuardPublicKey is the node's WireGuard public key (base64), as
-	// it published it; empty for none yet.
-	WireGuardPublicKey string `json:"wireguardPublicKey,omitempty"`
+	// WireGuardPublicKey and WireGuardPublicKeyV6 are the public keys
+	// (base64) of the node's IPv4 and IPv6 WireGuard devices, as it
+	// published them; empty for none yet.
+	WireGuardPublicKey   string `json:"wireguardPublicKey,omitempty"`
+	WireGuardPublicKeyV6 string `json:"wireguardPublicKeyV6,omitempty"`
 	// Zone is the node's zone (Kubernetes: its label
 	// topology.kubernetes.io/zone), which topology aware routing matches
 	// against the endpoints' ForZones; empty for none.
@@ -451,6 +454,11 @@ func (c *Cluster) Validate() error {
 		if n.WireGuardPublicKey != "" {
 			if _, err := wireguard.ParsePublicKey(n.WireGuardPublicKey); err != nil {
 				bad("node %q: wireguardPublicKey: %v", n.Name, err)
+			}
+		}
+		if n.WireGuardPublicKeyV6 != "" {
+			if _, err := wireguard.ParsePublicKey(n.WireGuardPublicKeyV6); err != nil {
+				bad("node %q: wireguardPublicKeyV6: %v", n.Name, err)
 			}
 		}
 	}

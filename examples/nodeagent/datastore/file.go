@@ -214,5 +214,8 @@ func (f *File) Publish(_ context.Context, info NodeInfo) error {
 	if !info.WireGuardKey.IsZero() && n.WireGuardPublicKey != info.WireGuardKey.String() {
 		log.Warn("put this node's WireGuard public key in the cluster file", "node", info.Name, "wireguardPublicKey", info.WireGuardKey.String())
 	}
+	if !info.WireGuardKeyV6.IsZero() && n.WireGuardPublicKeyV6 != info.WireGuardKeyV6.String() {
+		log.Warn("put this node's IPv6 WireGuard public key in the cluster file", "node", info.Name, "wireguardPublicKeyV6", info.WireGuardKeyV6.String())
+	}
 	return nil
 }

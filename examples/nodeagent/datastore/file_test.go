@@ -1,8 +1,10 @@
 package datastore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/wireguard"
 )
 
 const sample = `
@@ -89,6 +92,7 @@ func TestParseRejects(t *testing.T) {
 		"no name":                        "nodes: [{underlayIPv4: 1.2.3.4}]",
 		"bad mac":                        "nodes: [{name: a, vtepMAC: '01:00:5e:00:00:01'}]",
 		"bad key":                        "nodes: [{name: a, wireguardPublicKey: nope}]",
+		"bad IPv6 key":                   "nodes: [{name: a, wireguardPublicKeyV6: nope}]",
 		"pod no ips":                     "nodes: [{name: a}]\npods: [{name: p, node: a}]",
 		"v6 as v4":                       "nodes: [{name: a, underlayIPv4: 'fd00::1'}]",
 		"floating IP of another address": "nodes: [{name: a}]\npods: [{name: p, node: a, ips: [10.0.0.1], floatingIPs: [{floating: 192.0.2.1, internal: 10.0.0.2}]}]",
@@ -276,5 +280,46 @@ func TestParseRejectsServiceTraffic(t *testing.T) {
 		if !errors.Is(err, datastore.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want ErrInvalid saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestFileWireGuardKeys: a node's WireGuard keys, one per family, parse and
+// round-trip; Publish logs each key the file does not hold, and only those.
+func TestFileWireGuardKeys(t *testing.T) {
+	var keys [2]wireguard.PublicKey
+	for i := range keys {
+		k, err := wireguard.GeneratePrivateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i] = k.Public()
+	}
+	doc := "nodes:\n- {name: node1, underlayIPv6: 'fd00::1', wireguardPublicKey: " + keys[0].String() + ", wireguardPublicKeyV6: " + keys[1].String() + "}\n"
+	c, err := datastore.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Nodes[0]; n.WireGuardPublicKey != keys[0].String() || n.WireGuardPublicKeyV6 != keys[1].String() {
+		t.Fatalf("node1 = %+v", n)
+	}
+	b, err := datastore.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := datastore.Parse(b); err != nil || !reflect.DeepEqual(again, c) {
+		t.Fatalf("round trip: %+v, %v\n%s", again, err, b)
+	}
+
+	path := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(path, []byte("nodes:\n- {name: node1, wireguardPublicKey: "+keys[0].String()+"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	f := &datastore.File{Path: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	if err := f.Publish(context.Background(), datastore.NodeInfo{Name: "node1", WireGuardKey: keys[0], WireGuardKeyV6: keys[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); !strings.Contains(out, "wireguardPublicKeyV6") || !strings.Contains(out, keys[1].String()) || strings.Contains(out, keys[0].String()) {
+		t.Errorf("Publish logged:\n%s\nwant the IPv6 key only (the file has the IPv4 one)", out)
 	}
 }

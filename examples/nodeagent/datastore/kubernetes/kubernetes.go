@@ -1,9 +1,9 @@
 // Package kubernetes is the reference agent's datastore on a Kubernetes
 // cluster, through client-go: Nodes give the underlay addresses (their
 // InternalIPs), the pod CIDRs (spec.podCIDRs) and what each agent published
-// as annotations (VTEP MACs, WireGuard public key); Pods on this node give
+// as annotations (VTEP MACs, WireGuard public keys); Pods on this node give
 // the local workloads; Services and EndpointSlices give the services. The
-// agent publishes its own VTEP MACs and WireGuard key back onto its Node.
+// agent publishes its own VTEP MACs and WireGuard keys back onto its Node.
 package kubernetes
 
 import (
@@ -34,9 +34,10 @@ import (
 
 // The annotations the agents publish on their Nodes.
 const (
-	AnnotationVTEPMAC      = "nodeplane.io/vxlan-mac"
-	AnnotationVTEPMACV6    = "nodeplane.io/vxlan-mac-v6"
-	AnnotationWireGuardKey = "nodeplane.io/wireguard-public-key"
+	AnnotationVTEPMAC        = "nodeplane.io/vxlan-mac"
+	AnnotationVTEPMACV6      = "nodeplane.io/vxlan-mac-v6"
+	AnnotationWireGuardKey   = "nodeplane.io/wireguard-public-key"
+	AnnotationWireGuardKeyV6 = "nodeplane.io/wireguard-public-key-v6"
 )
 
 // DefaultDebounce is how long the Datastore waits after a change for more
@@ -470,6 +471,7 @@ func (d *Datastore) node(n *corev1.Node) datastore.Node {
 		out.VTEPMACV6 = datastore.MAC(mac)
 	}
 	out.WireGuardPublicKey = n.Annotations[AnnotationWireGuardKey]
+	out.WireGuardPublicKeyV6 = n.Annotations[AnnotationWireGuardKeyV6]
 	out.Zone = n.Labels[corev1.LabelTopologyZone]
 	return out
 }
@@ -509,6 +511,9 @@ func (d *Datastore) Publish(ctx context.Context, info datastore.NodeInfo) error 
 	}
 	if !info.WireGuardKey.IsZero() {
 		ann[AnnotationWireGuardKey] = info.WireGuardKey.String()
+	}
+	if !info.WireGuardKeyV6.IsZero() {
+		ann[AnnotationWireGuardKeyV6] = info.WireGuardKeyV6.String()
 	}
 	if len(ann) == 0 {
 		return nil

@@ -43,13 +43,18 @@ func objects(t *testing.T) []runtime.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
+	key6, err := wireguard.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ready, notReady := true, false
 	node1 := "node1"
 	return []runtime.Object{
 		k8sNode("node1", "198.18.0.1", "10.244.1.0/24", nil),
 		k8sNode("node2", "198.18.0.2", "10.244.2.0/24", map[string]string{
-			kubernetes.AnnotationVTEPMAC:      "02:4e:00:00:00:02",
-			kubernetes.AnnotationWireGuardKey: key.Public().String(),
+			kubernetes.AnnotationVTEPMAC:        "02:4e:00:00:00:02",
+			kubernetes.AnnotationWireGuardKey:   key.Public().String(),
+			kubernetes.AnnotationWireGuardKeyV6: key6.Public().String(),
 		}),
 		k8sPod("default", "web-1", "node1", "10.244.1.10"),
 		k8sPod("default", "web-2", "node2", "10.244.2.10"),
@@ -120,6 +125,12 @@ func TestWatchConvertsTheCluster(t *testing.T) {
 	if n2.VTEPMAC.String() != "02:4e:00:00:00:02" || n2.WireGuardPublicKey == "" {
 		t.Errorf("node2's published MAC and key not read: %+v", n2)
 	}
+	if n2.WireGuardPublicKeyV6 == "" || n2.WireGuardPublicKeyV6 == n2.WireGuardPublicKey {
+		t.Errorf("node2's published IPv6 key not read apart from the IPv4 one: %+v", n2)
+	}
+	if n1.WireGuardPublicKey != "" || n1.WireGuardPublicKeyV6 != "" {
+		t.Errorf("node1 published no keys: %+v", n1)
+	}
 	// Every node's pods (network policies select peers anywhere), not
 	// host-network ones.
 	if len(c.Pods) != 2 || c.Pods[0].Key() != "default/web-1" || c.Pods[0].IPs[0] != netip.MustParseAddr("10.244.1.10") ||
@@ -167,8 +178,9 @@ func TestWatchConvertsTheCluster(t *testing.T) {
 	}
 }
 
-// TestPublish: the agent's VTEP MAC and WireGuard key land on its Node as
-// annotations, and the watch delivers them back.
+// TestPublish: the agent's VTEP MAC and WireGuard keys (one per family)
+// land on its Node as annotations, and the watch delivers them back; a
+// key published later joins the others without removing them.
 func TestPublish(t *testing.T) {
 	client := fake.NewClientset(objects(t)...)
 	d, err := kubernetes.New(kubernetes.Options{Client: client, NodeName: "node1", Debounce: time.Millisecond})
@@ -180,6 +192,10 @@ func TestPublish(t *testing.T) {
 		t.Fatalf("node1 has a MAC before publishing: %+v", c.Nodes[0])
 	}
 	key, err := wireguard.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key6, err := wireguard.GeneratePrivateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,12 +211,31 @@ func TestPublish(t *testing.T) {
 	if n.Annotations[kubernetes.AnnotationVTEPMAC] != mac.String() || n.Annotations[kubernetes.AnnotationWireGuardKey] != key.Public().String() {
 		t.Fatalf("annotations = %v", n.Annotations)
 	}
+	if _, ok := n.Annotations[kubernetes.AnnotationWireGuardKeyV6]; ok {
+		t.Fatalf("an IPv6 key annotation though none was published: %v", n.Annotations)
+	}
 	c := next()
 	for c.Nodes[0].VTEPMAC.String() != mac.String() {
 		c = next()
 	}
 	if c.Nodes[0].WireGuardPublicKey != key.Public().String() {
 		t.Errorf("published key not read back: %+v", c.Nodes[0])
+	}
+	// The IPv6 device's key, alone: the others stay.
+	if err := d.Publish(ctx, datastore.NodeInfo{Name: "node1", WireGuardKeyV6: key6.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err = client.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n.Annotations[kubernetes.AnnotationWireGuardKeyV6] != key6.Public().String() ||
+		n.Annotations[kubernetes.AnnotationWireGuardKey] != key.Public().String() || n.Annotations[kubernetes.AnnotationVTEPMAC] != mac.String() {
+		t.Fatalf("annotations after the IPv6 key = %v", n.Annotations)
+	}
+	for c = next(); c.Nodes[0].WireGuardPublicKeyV6 == ""; c = next() {
+	}
+	if c.Nodes[0].WireGuardPublicKeyV6 != key6.Public().String() || c.Nodes[0].WireGuardPublicKey != key.Public().String() {
+		t.Errorf("published IPv6 key not read back: %+v", c.Nodes[0])
 	}
 	// Publishing nothing changes nothing; an unknown node is an error.
 	if err := d.Publish(ctx, datastore.NodeInfo{Name: "node1"}); err != nil {

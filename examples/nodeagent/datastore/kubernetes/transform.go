@@ -59,7 +59,7 @@ func slimPod(p *corev1.Pod) *corev1.Pod {
 }
 
 // nodeAnnotations are the annotations of a Node the Datastore reads.
-var nodeAnnotations = []string{AnnotationVTEPMAC, AnnotationVTEPMACV6, AnnotationWireGuardKey}
+var nodeAnnotations = []string{AnnotationVTEPMAC, AnnotationVTEPMACV6, AnnotationWireGuardKey, AnnotationWireGuardKeyV6}
 
 func slimNode(n *corev1.Node) *corev1.Node {
 	out := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: slimMeta(n.ObjectMeta),

@@ -21,7 +21,7 @@ import (
 // publish on their Nodes and those that turn topology aware routing on for a
 // Service.
 var keptAnnotations = []string{kubernetes.AnnotationVTEPMAC, kubernetes.AnnotationVTEPMACV6, kubernetes.AnnotationWireGuardKey,
-	corev1.AnnotationTopologyMode, corev1.DeprecatedAnnotationTopologyAwareHints}
+	kubernetes.AnnotationWireGuardKeyV6, corev1.AnnotationTopologyMode, corev1.DeprecatedAnnotationTopologyAwareHints}
 
 // edgeObjects are objects with the fields the conversion reads in their
 // less usual forms.
