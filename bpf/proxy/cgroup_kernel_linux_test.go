@@ -325,6 +325,8 @@ func TestNewCgroupMustBeAbsolute(t *testing.T) {
 	p, err := New(Options{Kernel: fakeDoer{}, PinDir: "/sys/fs/bpf/x", Cgroup: "/sys/fs/cgroup/unified/kubepods/"})
 	require.NoError(t, err)
 	assert.Equal(t, "/sys/fs/cgroup/unified/kubepods", p.o.Cgroup)
+	_, err = New(Options{Kernel: fakeDoer{}, PinDir: "/sys/fs/bpf/x", ConnectTimeTCPOnly: true})
+	assert.ErrorIs(t, err, ErrInvalidOptions, "TCP only, of no connect-time translation")
 }
 
 type fakeDoer struct{}

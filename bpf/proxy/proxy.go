@@ -286,6 +286,8 @@ func New(opts Options) (*Proxy, error) {
 			return nil, fmt.Errorf("%w: Cgroup %q is not an absolute path", ErrInvalidOptions, o.Cgroup)
 		}
 		o.Cgroup = filepath.Clean(o.Cgroup)
+	} else if o.ConnectTimeTCPOnly {
+		return nil, fmt.Errorf("%w: ConnectTimeTCPOnly without a Cgroup: there is no connect-time translation to limit", ErrInvalidOptions)
 	}
 	if o.Attach > AttachTC {
 		return nil, fmt.Errorf("%w: unknown Attach %v", ErrInvalidOptions, o.Attach)
