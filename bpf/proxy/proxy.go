@@ -102,7 +102,8 @@ type Options struct {
 	// route leaves by, as when there is no Cgroup (see "Connect-time
 	// translation"), so that a connected UDP socket whose backend goes
 	// away reaches another one with its next datagram instead of keeping
-	// the address connect() gave it.
+	// the address connect() gave it. It needs a Cgroup (New refuses it
+	// otherwise).
 	ConnectTimeTCPOnly bool
 	// Attach is how the programs are attached to the interfaces:
 	// AttachAuto (the zero value) uses TCX when the kernel has it (Linux
