@@ -157,8 +157,11 @@ func testKernelProxyNodeEgress(t *testing.T, mode AttachMode) {
 // the cgroup has its TCP connections translated at connect() (no entry in
 // the connection map) and its UDP, connected or not, per packet at the
 // host interface's egress.
-func TestKernelProxyConnectTimeTCPOnly(t *testing.T) {
+func TestKernelProxyConnectTimeTCPOnly(t *testing.T) { attachModes(t, testKernelProxyConnectTimeTCPOnly) }
+
+func testKernelProxyConnectTimeTCPOnly(t *testing.T, mode AttachMode) {
 	r, cg := newCgroupRig(t)
+	r.attach = mode
 	routeServices(t, r)
 	for _, pod := range []*kerneltest.Pod{r.topo.Hosts[0].Pods[1], r.topo.Hosts[1].Pods[0], r.topo.Hosts[1].Pods[1]} {
 		serveUDPName(t, pod.NS, pod.Name)
@@ -193,7 +196,12 @@ func TestKernelProxyConnectTimeTCPOnly(t *testing.T) {
 // programs, which see no source address yet) by that rule, and at the
 // egress (no cgroup) by the packet's source, which is such an address.
 func TestKernelProxySourceRangesForTheNode(t *testing.T) {
+	attachModes(t, testKernelProxySourceRangesForTheNode)
+}
+
+func testKernelProxySourceRangesForTheNode(t *testing.T, mode AttachMode) {
 	r, cg := newCgroupRig(t)
+	r.attach = mode
 	routeServices(t, r)
 	h1 := r.topo.Hosts[0]
 	var node netip.Addr
