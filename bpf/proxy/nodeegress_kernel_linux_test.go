@@ -157,7 +157,9 @@ func testKernelProxyNodeEgress(t *testing.T, mode AttachMode) {
 // the cgroup has its TCP connections translated at connect() (no entry in
 // the connection map) and its UDP, connected or not, per packet at the
 // host interface's egress.
-func TestKernelProxyConnectTimeTCPOnly(t *testing.T) { attachModes(t, testKernelProxyConnectTimeTCPOnly) }
+func TestKernelProxyConnectTimeTCPOnly(t *testing.T) {
+	attachModes(t, testKernelProxyConnectTimeTCPOnly)
+}
 
 func testKernelProxyConnectTimeTCPOnly(t *testing.T, mode AttachMode) {
 	r, cg := newCgroupRig(t)
