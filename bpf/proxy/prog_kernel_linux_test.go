@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"runtime"
@@ -49,14 +50,19 @@ const (
 )
 
 // testObjs loads the program with masquerading on (mark and mask 0x4000).
-func testObjs(t testing.TB) *natObjects {
+func testObjs(t testing.TB) *natObjects { return testObjsWith(t, nil) }
+
+// testObjsWith is testObjs with the load-time variables vars set too.
+func testObjsWith(t testing.TB, vars map[string]uint32) *natObjects {
 	t.Helper()
 	kerneltest.RequireKernel(t)
 	spec, err := loadNat()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, v := range map[string]uint32{"masq_mark": testMasqMark, "masq_mask": testMasqMark} {
+	all := map[string]uint32{"masq_mark": testMasqMark, "masq_mask": testMasqMark}
+	maps.Copy(all, vars)
+	for name, v := range all {
 		vs, ok := spec.Variables[name]
 		if !ok {
 			t.Fatalf("no variable %s in the spec", name)
