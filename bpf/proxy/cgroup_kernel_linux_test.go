@@ -386,10 +386,7 @@ func TestKernelProxyConnectTimeTCP(t *testing.T) {
 func TestKernelProxyConnectTimeUDP(t *testing.T) {
 	r, cg := newCgroupRig(t)
 	names := map[string]bool{}
-	backends := r.backends(false)
-	for i := range backends {
-		backends[i].Addr = netip.AddrPortFrom(backends[i].Addr.Addr(), udpPort)
-	}
+	backends := r.backendsAt(false, udpPort)
 	for _, pod := range []*kerneltest.Pod{r.topo.Hosts[0].Pods[1], r.topo.Hosts[1].Pods[0], r.topo.Hosts[1].Pods[1]} {
 		serveUDPName(t, pod.NS, pod.Name)
 		names[pod.Name] = true

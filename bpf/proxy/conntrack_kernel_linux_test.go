@@ -89,10 +89,7 @@ func testKernelConntrackClosedConnectionsLeave(t *testing.T, mode AttachMode) {
 	assert.GreaterOrEqual(t, closed, uint64(35), "30 closed by FINs, 5 refused by a RST")
 
 	// An open connection whose backend leaves the service keeps it.
-	echo := cluster.Service{Name: "default/echo:tcp", Port: 82, ClusterIPs: []netip.Addr{clusterV4}}
-	for _, b := range backends {
-		echo.Backends = append(echo.Backends, cluster.Backend{Addr: netip.AddrPortFrom(b.Addr.Addr(), echoPort), Local: b.Local})
-	}
+	echo := cluster.Service{Name: "default/echo:tcp", Port: 82, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backendsAt(false, echoPort)}
 	p.OnUpdate(echo)
 	apply(t, p)
 	c := dial(t, client.NS, netip.AddrPortFrom(clusterV4, 82))
@@ -173,10 +170,7 @@ func testKernelConntrackIdleSurvivesChurn(t *testing.T, mode AttachMode) {
 	r.feed(t, p)
 	backends := r.backends(false)
 	whoamiSvc := cluster.Service{Name: "default/whoami:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends}
-	echo := cluster.Service{Name: "default/echo:tcp", Port: 82, ClusterIPs: []netip.Addr{clusterV4}}
-	for _, b := range backends {
-		echo.Backends = append(echo.Backends, cluster.Backend{Addr: netip.AddrPortFrom(b.Addr.Addr(), longEchoPort), Local: b.Local})
-	}
+	echo := cluster.Service{Name: "default/echo:tcp", Port: 82, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backendsAt(false, longEchoPort)}
 	for _, pod := range r.topo.Pods() {
 		serveLongEcho(t, pod.NS)
 	}
@@ -258,10 +252,8 @@ func testKernelConntrackScanner(t *testing.T, mode AttachMode) {
 				}
 			})
 	}
-	svc := cluster.Service{Name: "default/dns:udp", Protocol: cluster.UDP, Port: 53, ClusterIPs: []netip.Addr{clusterV4}}
-	for _, b := range r.backends(false) {
-		svc.Backends = append(svc.Backends, cluster.Backend{Addr: netip.AddrPortFrom(b.Addr.Addr(), udpPort), Local: b.Local})
-	}
+	svc := cluster.Service{Name: "default/dns:udp", Protocol: cluster.UDP, Port: 53, ClusterIPs: []netip.Addr{clusterV4},
+		Backends: r.backendsAt(false, udpPort)}
 	p.OnUpdate(svc)
 	apply(t, p)
 	ctx, cancel := context.WithCancel(context.Background())

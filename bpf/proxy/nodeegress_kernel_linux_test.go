@@ -6,6 +6,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -45,12 +46,7 @@ func routeServices(t *testing.T, r *proxyRig) {
 // udpService sends p the UDP service of family v6 whose backends are the
 // rig's, at udpPort, less those named in without.
 func udpService(r *proxyRig, p *Proxy, v6 bool, without map[string]bool) {
-	var bs []cluster.Backend
-	for _, b := range r.backends(v6) {
-		if !without[r.names[b.Addr.Addr()]] {
-			bs = append(bs, cluster.Backend{Addr: netip.AddrPortFrom(b.Addr.Addr(), udpPort), Local: b.Local})
-		}
-	}
+	bs := slices.DeleteFunc(r.backendsAt(v6, udpPort), func(b cluster.Backend) bool { return without[r.names[b.Addr.Addr()]] })
 	p.OnUpdate(cluster.Service{Name: "kube-system/dns-v6=" + map[bool]string{false: "no", true: "yes"}[v6] + ":dns",
 		Protocol: cluster.UDP, Port: 53, ClusterIPs: []netip.Addr{clusterIP(v6)}, Backends: bs})
 }
@@ -138,11 +134,7 @@ func testKernelProxyNodeEgress(t *testing.T, mode AttachMode) {
 	}
 	// An open TCP connection of the node's is tracked as such (closed
 	// ones are gone already).
-	var echo []cluster.Backend
-	for _, b := range r.backends(false) {
-		echo = append(echo, cluster.Backend{Addr: netip.AddrPortFrom(b.Addr.Addr(), echoPort), Local: b.Local})
-	}
-	p.OnUpdate(cluster.Service{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: echo})
+	p.OnUpdate(cluster.Service{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backendsAt(false, echoPort)})
 	apply(t, p)
 	c := dial(t, h1.NS, netip.AddrPortFrom(clusterV4, 81))
 	require.NoError(t, exchange(c))

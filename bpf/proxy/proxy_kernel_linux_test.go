@@ -210,6 +210,16 @@ func (r *proxyRig) backends(v6 bool) []cluster.Backend {
 	}
 }
 
+// backendsAt are the backends of family v6 (backends) with their port
+// changed to port: the same pods' other servers.
+func (r *proxyRig) backendsAt(v6 bool, port uint16) []cluster.Backend {
+	bs := r.backends(v6)
+	for i := range bs {
+		bs[i].Addr = netip.AddrPortFrom(bs[i].Addr.Addr(), port)
+	}
+	return bs
+}
+
 func apply(t *testing.T, p *Proxy) {
 	t.Helper()
 	require.NoError(t, p.CompleteDeferredWork(context.Background()))
@@ -362,10 +372,7 @@ func testKernelProxyRestartKeepsConnections(t *testing.T, mode AttachMode) {
 	p, err := New(r.options())
 	require.NoError(t, err)
 	r.feed(t, p)
-	backends := r.backends(false)
-	for i := range backends {
-		backends[i].Addr = netip.AddrPortFrom(backends[i].Addr.Addr(), echoPort)
-	}
+	backends := r.backendsAt(false, echoPort)
 	svcs := []cluster.Service{
 		{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends},
 		{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, NodePort: 30080, Backends: r.backends(false)},
@@ -497,10 +504,7 @@ func testKernelProxyRemovedBackendKeepsOthersConnections(t *testing.T, mode Atta
 	r := newProxyRig(t)
 	r.attach = mode
 	p := r.proxy(t)
-	backends := r.backends(false)
-	for i := range backends {
-		backends[i].Addr = netip.AddrPortFrom(backends[i].Addr.Addr(), echoPort)
-	}
+	backends := r.backendsAt(false, echoPort)
 	svc := cluster.Service{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends}
 	p.OnUpdate(svc)
 	apply(t, p)

@@ -235,10 +235,7 @@ func TestKernelProxyTCRestart(t *testing.T) {
 	p, err := New(r.options())
 	require.NoError(t, err)
 	r.feed(t, p)
-	backends := r.backends(false)
-	for i := range backends {
-		backends[i].Addr = netip.AddrPortFrom(backends[i].Addr.Addr(), echoPort)
-	}
+	backends := r.backendsAt(false, echoPort)
 	svcs := []cluster.Service{
 		{Name: "default/echo:tcp", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends},
 		{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, NodePort: 30080, Backends: r.backends(false)},
