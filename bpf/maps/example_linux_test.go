@@ -102,3 +102,30 @@ func ExampleNewSync() {
 	fmt.Printf("%+v\n", s.Stats())
 	fmt.Printf("%+v\n", s.Counters())
 }
+
+// An agent that starts with many entries to declare makes room for them
+// first, so the Sync's sets do not grow step by step. This example only
+// compiles: it needs root and bpffs.
+func ExampleSync_Reserve() {
+	m, err := maps.Open("/sys/fs/bpf/nodeplane", maps.Spec{
+		Name: "np_routes", Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: 65536,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	s, err := maps.NewSync[uint32, uint32](m, maps.SyncOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	const n = 50000
+	s.Reserve(n)
+	for i := range uint32(n) {
+		s.Set(i, i+1)
+	}
+	if err := s.Apply(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+}

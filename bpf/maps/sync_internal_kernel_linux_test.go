@@ -62,3 +62,39 @@ func TestKernelSyncFallbacks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 }
+
+// Reserve makes the empty sets anew and leaves those that hold entries as
+// they are: what was declared and written stays so, and the next Apply
+// writes only what changed.
+func TestKernelSyncReserve(t *testing.T) {
+	ctx := context.Background()
+	m := internalMap(t)
+	s, err := NewSync[uint32, uint32](m, SyncOptions{})
+	require.NoError(t, err)
+	require.NoError(t, s.Read(ctx))
+	s.Reserve(10000)
+	for i := range uint32(10000) {
+		s.Set(i, i+1)
+	}
+	require.NoError(t, s.Apply(ctx))
+	require.Equal(t, 10000, s.Counters().Updated)
+	require.Empty(t, s.dirty)
+
+	// Holding entries now: Reserve keeps them.
+	s.Reserve(20000)
+	require.Equal(t, 10000, s.DesiredLen())
+	v, ok := s.InKernel(9999)
+	require.True(t, ok)
+	require.Equal(t, uint32(10000), v)
+	s.Set(1, 7)
+	s.Reserve(20000) // dirty holds key 1: kept
+	require.NoError(t, s.Apply(ctx))
+	require.Equal(t, 10001, s.Counters().Updated, "the one changed entry written")
+	got, err := s.iterateRead(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 10000)
+	require.Equal(t, uint32(7), got[1])
+	s.Reserve(0) // no-op
+	s.Reserve(-1)
+	require.Equal(t, 10000, s.DesiredLen())
+}

@@ -188,6 +188,27 @@ func (s *Sync[K, V]) shrink() {
 	s.dirty, s.dirtyPeak = small, len(small)
 }
 
+// Reserve makes room for n entries ahead of a large declaration, such as
+// an agent's first one: the desired set, the map's mirror and the dirty
+// keys, each of them that is empty, are made with room for n, so that the
+// Sets and the writes that follow do not grow them step by step (a Go map
+// that grows rehashes all it holds). A set that holds entries is left as
+// it is. It does no I/O.
+func (s *Sync[K, V]) Reserve(n int) {
+	if n <= 0 {
+		return
+	}
+	if len(s.desired) == 0 {
+		s.desired = make(map[K]V, n)
+	}
+	if len(s.kernel) == 0 {
+		s.kernel = make(map[K]V, n)
+	}
+	if len(s.dirty) == 0 {
+		s.dirty, s.dirtyPeak = make(map[K]struct{}, n), 0
+	}
+}
+
 // Set makes v the desired value of k. It does no I/O.
 func (s *Sync[K, V]) Set(k K, v V) {
 	old, ok := s.desired[k]

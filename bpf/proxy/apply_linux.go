@@ -34,14 +34,14 @@ const (
 	srcMapName   = "np_src"
 	mgMapName    = "np_maglev"
 	statsMapName = "np_stats"
+	hostIfName   = "np_host_if"
 	linksDir     = "links"
 )
 
 // The programs' names in the object.
 const (
-	progIngressPod  = "np_ingress_pod"
-	progIngressHost = "np_ingress_host"
-	progEgress      = "np_egress"
+	progIngress = "np_ingress"
+	progEgress  = "np_egress"
 )
 
 // kstate is the kernel side of a Proxy: the maps, the loaded programs and
@@ -51,6 +51,7 @@ type kstate struct {
 	counters   *ebpf.Map // np_stats, the programs' counters
 	aff        *ebpf.Map // np_aff, the session affinities
 	svcStats   *ebpf.Map // np_svc_stats, the per-service counters
+	hostIf     *ebpf.Map // np_host_if, the host interfaces' indexes (attach_linux.go)
 	feSync     *maps.Sync[feKey, feVal]
 	beSync     *maps.Sync[beKey, beVal]
 	src        *ebpf.Map // np_src, the source ranges
@@ -132,7 +133,7 @@ func (p *Proxy) loadPrograms(k *kstate, l *progLoad) error {
 		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask, "maglev_size": mgSize,
 		"dsr_enabled": boolWord(p.o.DSR)},
 		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff,
-			svcStatsName: k.svcStats, srcMapName: k.src, mgMapName: k.mg})
+			svcStatsName: k.svcStats, srcMapName: k.src, mgMapName: k.mg, hostIfName: k.hostIf})
 	if err != nil {
 		return err
 	}
@@ -143,7 +144,7 @@ func (p *Proxy) loadPrograms(k *kstate, l *progLoad) error {
 			_ = prog.Close()
 		}
 	}
-	for _, n := range []string{progIngressPod, progIngressHost, progEgress} {
+	for _, n := range []string{progIngress, progEgress} {
 		prog, id, err := takeProgram(coll, n)
 		if err != nil {
 			closeAll()
@@ -223,6 +224,8 @@ func (p *Proxy) open() (*kstate, error) {
 		{&k.svcStats, maps.Spec{Name: svcStatsName, Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: svcStatsSize,
 			MaxEntries: p.o.Frontends, Flags: unix.BPF_F_NO_PREALLOC}},
 		{&k.counters, maps.Spec{Name: statsMapName, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: statCount}},
+		{&k.hostIf, maps.Spec{Name: hostIfName, Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: maxHostInterfaces,
+			Flags: unix.BPF_F_NO_PREALLOC}},
 	}
 	errs := make([]error, len(opens))
 	var wg sync.WaitGroup
@@ -321,7 +324,7 @@ func (k *kstate) close() {
 	for _, prog := range k.progs {
 		_ = prog.Close()
 	}
-	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct, k.counters, k.aff, k.svcStats, k.src, k.mg} {
+	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct, k.counters, k.aff, k.svcStats, k.src, k.mg, k.hostIf} {
 		if m != nil {
 			_ = m.Close()
 		}
@@ -485,6 +488,7 @@ func (p *Proxy) declare() {
 	if len(p.dirty) == 0 {
 		return
 	}
+	p.reserve()
 	if p.declareNames(p.admissionOrder(p.takeDirty())) {
 		// A service refused for a conflict or for want of an ID may fit now
 		// that another let go of frontends: try those once more.
@@ -497,6 +501,32 @@ func (p *Proxy) declare() {
 		_ = k.ids.Release(id)
 	}
 	clear(k.unclaimed)
+}
+
+// reserve makes room in the frontend and backend Syncs, while they are
+// empty (an agent's first Apply, a resync), for the entries the dirty
+// services declare, counted from the services as given (an upper bound:
+// build merges repeated addresses), so that declaring 10,000 services does
+// not grow the Syncs' Go maps step by step.
+func (p *Proxy) reserve() {
+	k := p.k
+	if k.feSync.DesiredLen() > 0 && k.beSync.DesiredLen() > 0 {
+		return
+	}
+	fes, bes := 0, 0
+	for n := range p.dirty {
+		s := p.services[n]
+		if s == nil || s.removed {
+			continue
+		}
+		fes += len(s.s.ClusterIPs) + len(s.s.ExternalIPs) + len(s.s.LoadBalancerIPs)
+		if s.s.NodePort != 0 {
+			fes += len(p.nodeAddrs)
+		}
+		bes += len(s.s.Backends)
+	}
+	k.feSync.Reserve(fes)
+	k.beSync.Reserve(bes)
 }
 
 // retryWaiting makes the waiting services dirty, so the next declare tries
@@ -878,7 +908,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 	}
 	errs = append(errs, p.cleanupTC()...)
 	_ = os.Remove(dir) // only when empty
-	for _, n := range []string{feMapName, beMapName, ctMapName, statsMapName, affMapName, svcStatsName, srcMapName, mgMapName, skRevMapName} {
+	for _, n := range []string{feMapName, beMapName, ctMapName, statsMapName, affMapName, svcStatsName, srcMapName, mgMapName, hostIfName, skRevMapName} {
 		if err := maps.Remove(p.o.PinDir, n); err != nil {
 			errs = append(errs, err)
 		}

@@ -107,6 +107,57 @@ func (p *Proxy) attachAll() {
 		_, wanted := p.links[name]
 		return !ok || wanted
 	})
+	p.sweepHostIfs()
+}
+
+// maxHostInterfaces is how many host interfaces np_host_if holds.
+const maxHostInterfaces = 1024
+
+// markHost writes whether interface l is a host's into np_host_if, before
+// np_ingress is attached to it: the program treats what arrives on an
+// interface the map holds as traffic from outside the node, and anything
+// else as a pod's.
+func (p *Proxy) markHost(l iface) error {
+	key := uint32(l.index)
+	if !l.host {
+		if err := p.k.hostIf.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("%s: %w", hostIfName, err)
+		}
+		return nil
+	}
+	var v uint32
+	if p.k.hostIf.Lookup(key, &v) == nil && v == 1 {
+		return nil
+	}
+	if err := p.k.hostIf.Put(key, uint32(1)); err != nil {
+		return fmt.Errorf("%s: %w", hostIfName, err)
+	}
+	return nil
+}
+
+// sweepHostIfs removes from np_host_if the indexes that are no wanted host
+// interface's: a host interface gone, or one whose index came back as a
+// pod's. A failure leaves them for the next Apply; an index a pod's
+// interface got is cleared by its attachment already (markHost).
+func (p *Proxy) sweepHostIfs() {
+	hosts := map[uint32]bool{}
+	for _, l := range p.links {
+		if l.host {
+			hosts[uint32(l.index)] = true
+		}
+	}
+	var (
+		key, v uint32
+		stale  []uint32
+	)
+	for it := p.k.hostIf.Iterate(); it.Next(&key, &v); {
+		if !hosts[key] {
+			stale = append(stale, key)
+		}
+	}
+	for _, key := range stale {
+		_ = p.k.hostIf.Delete(key)
+	}
 }
 
 // staleAttachments returns the interfaces the programs are attached to
@@ -235,6 +286,9 @@ func detach(l link.Link) error {
 // the same interface (their program is replaced in place, so traffic
 // never passes untranslated).
 func (p *Proxy) attach(name string, l iface) (*attachment, error) {
+	if err := p.markHost(l); err != nil {
+		return nil, err
+	}
 	if p.attachMode() == AttachTC {
 		return p.attachTC(name, l)
 	}
@@ -257,10 +311,7 @@ func (p *Proxy) tcx(l iface, dir string) (*ebpf.Program, ebpf.AttachType, func(*
 	k := p.k
 	prog, typ := k.progs[progEgress], ebpf.AttachTCXEgress
 	if dir == tcxDirs[0] {
-		prog, typ = k.progs[progIngressPod], ebpf.AttachTCXIngress
-		if l.host {
-			prog = k.progs[progIngressHost]
-		}
+		prog, typ = k.progs[progIngress], ebpf.AttachTCXIngress
 	}
 	here := func(info *link.Info) bool {
 		tcx := info.TCX()

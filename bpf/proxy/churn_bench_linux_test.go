@@ -9,7 +9,7 @@ import (
 
 // BenchmarkKernelConntrackChurn runs the tc programs (BPF_PROG_TEST_RUN) on
 // short TCP connections through one service, one per op: the client's SYN
-// (np_ingress_pod), the backend's SYN-ACK (np_egress), the client's RST,
+// (np_ingress), the backend's SYN-ACK (np_egress), the client's RST,
 // which closes the connection. An idle connection opened first, and
 // answered, must keep its entries to the end, in a connection map of the
 // default size (DefaultConnections): run with -benchtime 1000000x for a
@@ -24,12 +24,12 @@ func BenchmarkKernelConntrackChurn(b *testing.B) {
 	testPutService(b, objs, svc)
 	be := svc.backends[0]
 	open := func(client netip.AddrPort) {
-		testRun(b, objs.NpIngressPod, testPacket{src: client, dst: svc.fe, proto: testProtoTCP, tcpFlags: 0x02}.bytes(), 0)
+		testRun(b, objs.NpIngress, testPacket{src: client, dst: svc.fe, proto: testProtoTCP, tcpFlags: 0x02}.bytes(), 0)
 		testRun(b, objs.NpEgress, testPacket{src: be, dst: client, proto: testProtoTCP, tcpFlags: 0x12}.bytes(), 0)
 	}
 	idle := testAddrPort("10.0.0.1:1000")
 	open(idle)
-	testRun(b, objs.NpIngressPod, testPacket{src: idle, dst: svc.fe, proto: testProtoTCP, tcpFlags: 0x10}.bytes(), 0)
+	testRun(b, objs.NpIngress, testPacket{src: idle, dst: svc.fe, proto: testProtoTCP, tcpFlags: 0x10}.bytes(), 0)
 	if _, ok := testCtGet(b, objs, idle, svc.fe, testProtoTCP); !ok {
 		b.Fatal("the idle connection has no entry")
 	}
@@ -37,7 +37,7 @@ func BenchmarkKernelConntrackChurn(b *testing.B) {
 	for b.Loop() {
 		client := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(1 + i/60000), 2}), uint16(1024+i%60000))
 		open(client)
-		testRun(b, objs.NpIngressPod, testPacket{src: client, dst: svc.fe, proto: testProtoTCP, tcpFlags: 0x04}.bytes(), 0)
+		testRun(b, objs.NpIngress, testPacket{src: client, dst: svc.fe, proto: testProtoTCP, tcpFlags: 0x04}.bytes(), 0)
 		i++
 	}
 	b.StopTimer()

@@ -94,10 +94,10 @@
 // Plan (a dataplane.Planner) lists what the next Apply would write, from
 // Apply's own decisions and without writing: the map entries ("+ entry
 // key → value", in hex as package bpf/maps says them) in Apply's order,
-// then the attachments ("+ attach eth0 ingress np_ingress_host", "-
+// then the attachments ("+ attach eth0 ingress np_ingress", "-
 // attach veth3 egress" for an interface gone; classic tc filters are
 // named so with " (tc)" after them: "+ attach eth0 ingress
-// np_ingress_host (tc)", which makes the interface's clsact qdisc when it
+// np_ingress (tc)", which makes the interface's clsact qdisc when it
 // has none, "~ … (tc)" for a program replaced in place, "- attach veth3
 // egress (tc)"). State (a dataplane.Stater)
 // lists the entries and attachments held, what drifts from the desired
@@ -132,7 +132,7 @@
 //     direction of the interface's clsact qdisc, made when the interface
 //     has none, a direct-action bpf filter at priority TCPriority and
 //     handle TCHandle (both 0x4e50), named TCFilterPrefix and its program
-//     ("nodeplane-np_ingress_pod", "nodeplane-np_egress"). Classic tc
+//     ("nodeplane-np_ingress", "nodeplane-np_egress"). Classic tc
 //     filters cannot be pinned, and need no pin: the qdisc holds them, and
 //     their programs, for as long as the interface lives, whether an agent
 //     runs or not. A new Proxy finds its filters by priority, handle and

@@ -25,7 +25,7 @@ func TestKernelProgDSROption(t *testing.T) {
 	nops := []byte{1, 1, 1, 1} // four NOP options of the client's
 	syn := testPacket{src: client, dst: svc.fe, proto: testProtoTCP, tcpFlags: testTCPSyn, ipOptions: nops}
 
-	ret, out, mark := testRun(t, front.NpIngressHost, syn.bytes(), 0)
+	ret, out, mark := testRunHost(t, front, syn.bytes(), 0)
 	require.Equal(t, testActUnspec, ret)
 	assert.Zero(t, mark&testMasqMark, "not masqueraded")
 	got := testParse(t, out) // checksums valid
@@ -43,13 +43,13 @@ func TestKernelProgDSROption(t *testing.T) {
 
 	// The next packet goes without the option.
 	ack := testPacket{src: client, dst: svc.fe, proto: testProtoTCP, tcpFlags: 0x10}
-	_, out2, _ := testRun(t, front.NpIngressHost, ack.bytes(), 0)
+	_, out2, _ := testRunHost(t, front, ack.bytes(), 0)
 	assert.Equal(t, byte(0x45), out2[14], "no option on a later packet")
 	assert.Equal(t, svc.backends[0], testParse(t, out2).dst)
 
 	// The backend's node: the option makes the pair, the reply leaves
 	// from the frontend.
-	ret, _, _ = testRun(t, back.NpIngressHost, out, 0)
+	ret, _, _ = testRunHost(t, back, out, 0)
 	require.Equal(t, testActUnspec, ret)
 	rev, ok := testCtGet(t, back, svc.backends[0], client, testProtoTCP)
 	require.True(t, ok, "reverse entry from the option")
@@ -66,7 +66,7 @@ func TestKernelProgDSROption(t *testing.T) {
 	foreign := testPacket{src: client, dst: svc.backends[0], proto: testProtoTCP, tcpFlags: testTCPSyn,
 		ipOptions: []byte{0x94, 4, 0, 0}} // router alert
 	in := foreign.bytes()
-	ret, out4, _ := testRun(t, other.NpIngressHost, in, 0)
+	ret, out4, _ := testRunHost(t, other, in, 0)
 	require.Equal(t, testActUnspec, ret)
 	assert.Equal(t, in, out4[:len(in)])
 	var k ctKey

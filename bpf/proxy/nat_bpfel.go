@@ -16,23 +16,23 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	natMapNpAff          = "np_aff"
-	natMapNpBe           = "np_be"
-	natMapNpCt           = "np_ct"
-	natMapNpFe           = "np_fe"
-	natMapNpMaglev       = "np_maglev"
-	natMapNpSrc          = "np_src"
-	natMapNpStats        = "np_stats"
-	natMapNpSvcStats     = "np_svc_stats"
-	natProgNpEgress      = "np_egress"
-	natProgNpIngressHost = "np_ingress_host"
-	natProgNpIngressPod  = "np_ingress_pod"
-	natVarDsrEnabled     = "dsr_enabled"
-	natVarMaglevSize     = "maglev_size"
-	natVarMasqMark       = "masq_mark"
-	natVarMasqMask       = "masq_mask"
-	natVarRejectMark     = "reject_mark"
-	natVarRejectMask     = "reject_mask"
+	natMapNpAff      = "np_aff"
+	natMapNpBe       = "np_be"
+	natMapNpCt       = "np_ct"
+	natMapNpFe       = "np_fe"
+	natMapNpHostIf   = "np_host_if"
+	natMapNpMaglev   = "np_maglev"
+	natMapNpSrc      = "np_src"
+	natMapNpStats    = "np_stats"
+	natMapNpSvcStats = "np_svc_stats"
+	natProgNpEgress  = "np_egress"
+	natProgNpIngress = "np_ingress"
+	natVarDsrEnabled = "dsr_enabled"
+	natVarMaglevSize = "maglev_size"
+	natVarMasqMark   = "masq_mark"
+	natVarMasqMask   = "masq_mask"
+	natVarRejectMark = "reject_mark"
+	natVarRejectMask = "reject_mask"
 )
 
 // loadNat returns the embedded CollectionSpec for nat.
@@ -77,9 +77,8 @@ type natSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natProgramSpecs struct {
-	NpEgress      *ebpf.ProgramSpec `ebpf:"np_egress"`
-	NpIngressHost *ebpf.ProgramSpec `ebpf:"np_ingress_host"`
-	NpIngressPod  *ebpf.ProgramSpec `ebpf:"np_ingress_pod"`
+	NpEgress  *ebpf.ProgramSpec `ebpf:"np_egress"`
+	NpIngress *ebpf.ProgramSpec `ebpf:"np_ingress"`
 }
 
 // natMapSpecs contains maps before they are loaded into the kernel.
@@ -90,6 +89,7 @@ type natMapSpecs struct {
 	NpBe       *ebpf.MapSpec `ebpf:"np_be"`
 	NpCt       *ebpf.MapSpec `ebpf:"np_ct"`
 	NpFe       *ebpf.MapSpec `ebpf:"np_fe"`
+	NpHostIf   *ebpf.MapSpec `ebpf:"np_host_if"`
 	NpMaglev   *ebpf.MapSpec `ebpf:"np_maglev"`
 	NpSrc      *ebpf.MapSpec `ebpf:"np_src"`
 	NpStats    *ebpf.MapSpec `ebpf:"np_stats"`
@@ -132,6 +132,7 @@ type natMaps struct {
 	NpBe       *ebpf.Map `ebpf:"np_be"`
 	NpCt       *ebpf.Map `ebpf:"np_ct"`
 	NpFe       *ebpf.Map `ebpf:"np_fe"`
+	NpHostIf   *ebpf.Map `ebpf:"np_host_if"`
 	NpMaglev   *ebpf.Map `ebpf:"np_maglev"`
 	NpSrc      *ebpf.Map `ebpf:"np_src"`
 	NpStats    *ebpf.Map `ebpf:"np_stats"`
@@ -144,6 +145,7 @@ func (m *natMaps) Close() error {
 		m.NpBe,
 		m.NpCt,
 		m.NpFe,
+		m.NpHostIf,
 		m.NpMaglev,
 		m.NpSrc,
 		m.NpStats,
@@ -167,16 +169,14 @@ type natVariables struct {
 //
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natPrograms struct {
-	NpEgress      *ebpf.Program `ebpf:"np_egress"`
-	NpIngressHost *ebpf.Program `ebpf:"np_ingress_host"`
-	NpIngressPod  *ebpf.Program `ebpf:"np_ingress_pod"`
+	NpEgress  *ebpf.Program `ebpf:"np_egress"`
+	NpIngress *ebpf.Program `ebpf:"np_ingress"`
 }
 
 func (p *natPrograms) Close() error {
 	return _NatClose(
 		p.NpEgress,
-		p.NpIngressHost,
-		p.NpIngressPod,
+		p.NpIngress,
 	)
 }
 

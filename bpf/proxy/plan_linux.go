@@ -35,7 +35,7 @@ func relabel(ws []dataplane.Write, kind dataplane.ObjectKind) []dataplane.Write 
 
 // tcxText names the attachment of direction dir of interface name, and
 // with prog (when not empty) the program it runs: "eth0 ingress
-// np_ingress_host".
+// np_ingress".
 func tcxText(name, dir, prog string) string {
 	t := name + " " + dir
 	if prog != "" {
@@ -51,15 +51,13 @@ func cgroupText(path string, h cgroupHook) string {
 }
 
 // tcxProgName is the program's name in the object of direction dir of an
-// interface (a host's or a pod's).
-func tcxProgName(l iface, dir string) string {
-	switch {
-	case dir == tcxDirs[1]:
+// interface (a host's or a pod's: the same programs, np_host_if tells them
+// apart).
+func tcxProgName(_ iface, dir string) string {
+	if dir == tcxDirs[1] {
 		return progEgress
-	case l.host:
-		return progIngressHost
 	}
-	return progIngressPod
+	return progIngress
 }
 
 // Plan returns the writes the next Apply would make, and writes nothing.
@@ -73,7 +71,7 @@ func tcxProgName(l iface, dir string) string {
 // those made ("+") or whose pinned attachment gets the program in place
 // ("~": it runs another program, found so after a resync), the stray pins
 // the sweep detaches; in classic tc mode the same for the filters ("+
-// attach eth1 ingress np_ingress_host (tc)", which makes the clsact qdisc
+// attach eth1 ingress np_ingress (tc)", which makes the clsact qdisc
 // when missing), each interface's followed by the TCX pins it replaces;
 // the tc filters the sweep removes (of interfaces not attached to, or
 // attached with TCX); and the cgroup hooks (Options.Cgroup) likewise.
@@ -353,8 +351,8 @@ func pinnedLink(pin string) bool {
 // State returns what the Proxy holds in the kernel: the map entries
 // ("entry", as maps.Sync.State says them; "maglev-slot" for the Maglev
 // tables') and the attachments
-// ("attach": "eth0 ingress np_ingress_host", "eth0 ingress
-// np_ingress_host (tc)" for a classic tc filter, "cgroup <path> connect4
+// ("attach": "eth0 ingress np_ingress", "eth0 ingress
+// np_ingress (tc)" for a classic tc filter, "cgroup <path> connect4
 // np_connect4"); the drift: the entries that differ from the desired ones
 // and the wanted interfaces and cgroup hooks the programs are not attached
 // to; and what fails: the entries (the maps' ledgers), the attachments and

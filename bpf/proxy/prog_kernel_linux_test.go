@@ -308,6 +308,23 @@ func testRun(t testing.TB, prog *ebpf.Program, pkt []byte, mark uint32) (uint32,
 	return ret, opts.DataOut, ctxOut.Mark
 }
 
+// testRunHost runs np_ingress on pkt as a host interface's ingress: the
+// interface of a test run (the namespace's loopback) is a host's in
+// np_host_if for the run.
+func testRunHost(t testing.TB, objs *natObjects, pkt []byte, mark uint32) (uint32, []byte, uint32) {
+	t.Helper()
+	const loopback = uint32(1)
+	if err := objs.NpHostIf.Put(loopback, uint32(1)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := objs.NpHostIf.Delete(loopback); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	return testRun(t, objs.NpIngress, pkt, mark)
+}
+
 func testAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
 // testIndex is the index of ap in list, or -1.
@@ -370,7 +387,7 @@ func TestKernelProgLayout(t *testing.T) {
 	if got := binary.Size(testSkBuff{}); got != 192 {
 		t.Errorf("testSkBuff is %d bytes, want 192", got)
 	}
-	for _, name := range []string{"np_ingress_pod", "np_ingress_host", "np_egress"} {
+	for _, name := range []string{"np_ingress", "np_egress"} {
 		p, ok := spec.Programs[name]
 		if !ok {
 			t.Errorf("no program %s", name)
@@ -392,7 +409,7 @@ func testDNAT(t *testing.T, client netip.Addr, svc testService) {
 	for sport := uint16(20000); sport < 20200; sport++ {
 		cl := netip.AddrPortFrom(client, sport)
 		in := testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPSyn, payload: []byte("hello")}
-		ret, out, mark := testRun(t, objs.NpIngressPod, in.bytes(), 0)
+		ret, out, mark := testRun(t, objs.NpIngress, in.bytes(), 0)
 		if ret != testActUnspec {
 			t.Fatalf("ingress returned %d, want -1", int32(ret))
 		}
@@ -424,7 +441,7 @@ func testDNAT(t *testing.T, client netip.Addr, svc testService) {
 		// The next packets of the flow go to the same backend.
 		for n := 0; n < 3; n++ {
 			in2 := testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPAck, payload: []byte(fmt.Sprint("more data ", n))}
-			ret, out, _ = testRun(t, objs.NpIngressPod, in2.bytes(), 0)
+			ret, out, _ = testRun(t, objs.NpIngress, in2.bytes(), 0)
 			if ret != testActUnspec {
 				t.Fatalf("ingress returned %d on an established flow", int32(ret))
 			}
@@ -512,7 +529,7 @@ func testHairpin(t *testing.T, pod, other netip.Addr, svc testService) {
 
 	for i, flags := range []uint8{testTCPSyn, testTCPAck, testTCPAck} {
 		in := testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: flags, payload: []byte(fmt.Sprint("request ", i))}.bytes()
-		ret, out, mark := testRun(t, objs.NpIngressPod, in, 0)
+		ret, out, mark := testRun(t, objs.NpIngress, in, 0)
 		if ret != testActRedirect || mark != 0 {
 			t.Fatalf("packet %d: ret %d mark %#x, want %d (redirect), no mark", i, int32(ret), mark, testActRedirect)
 		}
@@ -542,7 +559,7 @@ func testHairpin(t *testing.T, pod, other netip.Addr, svc testService) {
 	// The server's replies go back to the client from the frontend.
 	for i, flags := range []uint8{testTCPSyn | testTCPAck, testTCPAck} {
 		in := testPacket{src: be, dst: feAsClient, proto: svc.proto, tcpFlags: flags, payload: []byte(fmt.Sprint("reply ", i))}.bytes()
-		ret, out, mark := testRun(t, objs.NpIngressPod, in, 0)
+		ret, out, mark := testRun(t, objs.NpIngress, in, 0)
 		if ret != testActRedirect || mark != 0 {
 			t.Fatalf("reply %d: ret %d mark %#x, want %d (redirect)", i, int32(ret), mark, testActRedirect)
 		}
@@ -555,20 +572,21 @@ func testHairpin(t *testing.T, pod, other netip.Addr, svc testService) {
 			t.Fatalf("reply %d: np_egress ret %d, changed %v", i, int32(ret), string(again) != string(out))
 		}
 	}
-	// The hairpin reverse entry is np_ingress_pod's alone: np_egress and
-	// np_ingress_host leave the server's reply alone.
+	// The hairpin reverse entry is np_ingress's at a pod's interface alone:
+	// np_egress and np_ingress at a host interface leave the server's reply
+	// alone.
 	reply := testPacket{src: be, dst: feAsClient, proto: svc.proto, tcpFlags: testTCPAck}.bytes()
 	if ret, out, _ := testRun(t, objs.NpEgress, reply, 0); ret != testActUnspec || string(out) != string(reply) {
 		t.Fatalf("np_egress on the server's reply: ret %d, changed %v", int32(ret), string(out) != string(reply))
 	}
-	if ret, out, _ := testRun(t, objs.NpIngressHost, reply, 0); ret != testActUnspec || string(out) != string(reply) {
-		t.Fatalf("np_ingress_host on the server's reply: ret %d, changed %v", int32(ret), string(out) != string(reply))
+	if ret, out, _ := testRunHost(t, objs, reply, 0); ret != testActUnspec || string(out) != string(reply) {
+		t.Fatalf("np_ingress (host) on the server's reply: ret %d, changed %v", int32(ret), string(out) != string(reply))
 	}
 
 	// Another pod reaches the same backend as before: plain DNAT.
 	ocl := netip.AddrPortFrom(other, 40123)
 	in := testPacket{src: ocl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPSyn}.bytes()
-	ret, out, _ := testRun(t, objs.NpIngressPod, in, 0)
+	ret, out, _ := testRun(t, objs.NpIngress, in, 0)
 	got := testParse(t, out)
 	if ret != testActUnspec || got.src != ocl || got.dst != be || string(out[:12]) != string(in[:12]) {
 		t.Fatalf("other pod: ret %d %v -> %v, want -1 %v -> %v, MACs kept", int32(ret), got.src, got.dst, ocl, be)
@@ -620,7 +638,7 @@ func TestKernelProgSkipsClientBackend(t *testing.T) {
 	testPutService(t, objs, svc)
 	for sport := uint16(20000); sport < 20100; sport++ {
 		cl := netip.AddrPortFrom(pod, sport)
-		ret, out, _ := testRun(t, objs.NpIngressPod, testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPSyn}.bytes(), 0)
+		ret, out, _ := testRun(t, objs.NpIngress, testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPSyn}.bytes(), 0)
 		got := testParse(t, out)
 		if ret != testActUnspec || got.src != cl || got.dst != svc.backends[1] {
 			t.Fatalf("port %d: ret %d %v -> %v, want -1 %v -> %v", sport, int32(ret), got.src, got.dst, cl, svc.backends[1])
@@ -636,7 +654,7 @@ func TestKernelProgSkipsClientBackend(t *testing.T) {
 	svc.backends = []netip.AddrPort{testAddrPort("10.244.1.7:8080"), testAddrPort("10.244.1.7:8081")}
 	testPutService(t, objs, svc)
 	cl := netip.AddrPortFrom(pod, 30000)
-	ret, out, _ := testRun(t, objs.NpIngressPod, testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPSyn}.bytes(), 0)
+	ret, out, _ := testRun(t, objs.NpIngress, testPacket{src: cl, dst: svc.fe, proto: svc.proto, tcpFlags: testTCPSyn}.bytes(), 0)
 	got := testParse(t, out)
 	if ret != testActRedirect || got.src != netip.AddrPortFrom(svc.fe.Addr(), cl.Port()) || testIndex(svc.backends, got.dst) < 0 {
 		t.Fatalf("pod only: ret %d %v -> %v, want a hairpin to one of %v", int32(ret), got.src, got.dst, svc.backends)
@@ -655,12 +673,12 @@ func TestKernelProgHairpinUDPZeroChecksum(t *testing.T) {
 	}
 	testPutService(t, objs, svc)
 	cl := testAddrPort("10.244.1.7:40000")
-	ret, out, _ := testRun(t, objs.NpIngressPod, testPacket{src: cl, dst: svc.fe, proto: testProtoUDP, zeroUDPCsum: true, payload: []byte("query")}.bytes(), 0)
+	ret, out, _ := testRun(t, objs.NpIngress, testPacket{src: cl, dst: svc.fe, proto: testProtoUDP, zeroUDPCsum: true, payload: []byte("query")}.bytes(), 0)
 	got := testParse(t, out)
 	if ret != testActRedirect || got.dst != svc.backends[0] || got.src != testAddrPort("10.96.0.53:40000") || got.l4Csum != 0 {
 		t.Fatalf("ret %d %v -> %v checksum %#x", int32(ret), got.src, got.dst, got.l4Csum)
 	}
-	ret, out, _ = testRun(t, objs.NpIngressPod, testPacket{src: svc.backends[0], dst: got.src, proto: testProtoUDP, zeroUDPCsum: true, payload: []byte("answer")}.bytes(), 0)
+	ret, out, _ = testRun(t, objs.NpIngress, testPacket{src: svc.backends[0], dst: got.src, proto: testProtoUDP, zeroUDPCsum: true, payload: []byte("answer")}.bytes(), 0)
 	got = testParse(t, out)
 	if ret != testActRedirect || got.src != svc.fe || got.dst != cl || got.l4Csum != 0 {
 		t.Fatalf("reply: ret %d %v -> %v checksum %#x", int32(ret), got.src, got.dst, got.l4Csum)
@@ -677,7 +695,7 @@ func TestKernelProgUDPZeroChecksum(t *testing.T) {
 	testPutService(t, objs, svc)
 	cl := testAddrPort("10.244.1.7:40000")
 	in := testPacket{src: cl, dst: svc.fe, proto: testProtoUDP, zeroUDPCsum: true, payload: []byte("query")}
-	ret, out, _ := testRun(t, objs.NpIngressPod, in.bytes(), 0)
+	ret, out, _ := testRun(t, objs.NpIngress, in.bytes(), 0)
 	got := testParse(t, out)
 	if ret != testActUnspec || got.dst != svc.backends[0] || got.l4Csum != 0 {
 		t.Fatalf("ret %d dst %v checksum %#x, want -1 %v 0", int32(ret), got.dst, got.l4Csum, svc.backends[0])
@@ -702,7 +720,7 @@ func TestKernelProgIPv4Options(t *testing.T) {
 		src: testAddrPort("10.244.1.7:40000"), dst: svc.fe, proto: testProtoTCP, tcpFlags: testTCPSyn,
 		ipOptions: []byte{1, 1, 1, 0}, // NOP NOP NOP EOL
 	}
-	ret, out, _ := testRun(t, objs.NpIngressPod, in.bytes(), 0)
+	ret, out, _ := testRun(t, objs.NpIngress, in.bytes(), 0)
 	if got := testParse(t, out); ret != testActUnspec || got.dst != svc.backends[0] {
 		t.Fatalf("ret %d dst %v, want -1 %v", int32(ret), got.dst, svc.backends[0])
 	}
@@ -733,10 +751,12 @@ func TestKernelProgPassUnchanged(t *testing.T) {
 		"ARP":                         arp,
 	}
 	for name, pkt := range cases {
-		for pname, prog := range map[string]*ebpf.Program{
-			"np_ingress_pod": objs.NpIngressPod, "np_ingress_host": objs.NpIngressHost, "np_egress": objs.NpEgress,
+		for pname, run := range map[string]func([]byte, uint32) (uint32, []byte, uint32){
+			"np_ingress (pod)":  func(pkt []byte, mark uint32) (uint32, []byte, uint32) { return testRun(t, objs.NpIngress, pkt, mark) },
+			"np_ingress (host)": func(pkt []byte, mark uint32) (uint32, []byte, uint32) { return testRunHost(t, objs, pkt, mark) },
+			"np_egress":         func(pkt []byte, mark uint32) (uint32, []byte, uint32) { return testRun(t, objs.NpEgress, pkt, mark) },
 		} {
-			ret, out, mark := testRun(t, prog, pkt, 0)
+			ret, out, mark := run(pkt, 0)
 			if ret != testActUnspec || string(out) != string(pkt) || mark != 0 {
 				t.Errorf("%s, %s: ret %d mark %#x, packet changed %v", name, pname, int32(ret), mark, string(out) != string(pkt))
 			}
@@ -744,7 +764,7 @@ func TestKernelProgPassUnchanged(t *testing.T) {
 	}
 	// The service's own packet does go through (the cases above are not
 	// passed for want of a working program).
-	ret, out, _ := testRun(t, objs.NpIngressPod, testPacket{src: cl4, dst: testAddrPort("10.96.0.10:80"), proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes(), 0)
+	ret, out, _ := testRun(t, objs.NpIngress, testPacket{src: cl4, dst: testAddrPort("10.96.0.10:80"), proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes(), 0)
 	if got := testParse(t, out); ret != testActUnspec || got.dst != testAddrPort("10.244.2.31:8080") {
 		t.Fatalf("service packet: ret %d dst %v", int32(ret), got.dst)
 	}
@@ -768,10 +788,11 @@ func TestKernelProgDrop(t *testing.T) {
 		{"count 0", testPacket{src: testAddrPort("10.244.1.7:40000"), dst: empty.fe, proto: testProtoTCP, tcpFlags: testTCPSyn}},
 		{"backend missing", testPacket{src: testAddrPort("[fd00:10:244:1::7]:40000"), dst: broken.fe, proto: testProtoTCP, tcpFlags: testTCPSyn}},
 	} {
-		for pname, prog := range map[string]*ebpf.Program{"np_ingress_pod": objs.NpIngressPod, "np_ingress_host": objs.NpIngressHost} {
-			if ret, _, _ := testRun(t, prog, c.pkt.bytes(), 0); ret != testActShot {
-				t.Errorf("%s, %s: ret %d, want %d", c.name, pname, int32(ret), testActShot)
-			}
+		if ret, _, _ := testRun(t, objs.NpIngress, c.pkt.bytes(), 0); ret != testActShot {
+			t.Errorf("%s, pod: ret %d, want %d", c.name, int32(ret), testActShot)
+		}
+		if ret, _, _ := testRunHost(t, objs, c.pkt.bytes(), 0); ret != testActShot {
+			t.Errorf("%s, host: ret %d, want %d", c.name, int32(ret), testActShot)
 		}
 	}
 }
@@ -792,7 +813,7 @@ func TestKernelProgExternalLocal(t *testing.T) {
 	syn := func(sport uint16) []byte {
 		return testPacket{src: netip.AddrPortFrom(netip.MustParseAddr("203.0.113.9"), sport), dst: svc.fe, proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes()
 	}
-	if ret, _, _ := testRun(t, objs.NpIngressHost, syn(1000), 0); ret != testActShot {
+	if ret, _, _ := testRunHost(t, objs, syn(1000), 0); ret != testActShot {
 		t.Fatalf("no local backend: ret %d, want drop", int32(ret))
 	}
 
@@ -800,7 +821,7 @@ func TestKernelProgExternalLocal(t *testing.T) {
 	testPutService(t, objs, svc)
 	hits := map[netip.AddrPort]int{}
 	for sport := uint16(2000); sport < 2100; sport++ {
-		ret, out, mark := testRun(t, objs.NpIngressHost, syn(sport), 0)
+		ret, out, mark := testRunHost(t, objs, syn(sport), 0)
 		got := testParse(t, out)
 		if ret != testActUnspec || testIndex(svc.backends, got.dst) < 0 || testIndex(svc.backends, got.dst) >= 2 || mark != 0 {
 			t.Fatalf("ret %d dst %v mark %#x: want a local backend, no mark", int32(ret), got.dst, mark)
@@ -814,7 +835,7 @@ func TestKernelProgExternalLocal(t *testing.T) {
 	// Pods use every backend all the same.
 	hits = map[netip.AddrPort]int{}
 	for sport := uint16(3000); sport < 3200; sport++ {
-		ret, out, mark := testRun(t, objs.NpIngressPod, syn(sport), 0)
+		ret, out, mark := testRun(t, objs.NpIngress, syn(sport), 0)
 		got := testParse(t, out)
 		if ret != testActUnspec || testIndex(svc.backends, got.dst) < 0 || mark != 0 {
 			t.Fatalf("pod: ret %d dst %v mark %#x", int32(ret), got.dst, mark)
@@ -842,7 +863,7 @@ func TestKernelProgMasqMark(t *testing.T) {
 	for sport := uint16(1000); sport < 1100; sport++ {
 		cl := netip.AddrPortFrom(netip.MustParseAddr("203.0.113.9"), sport)
 		for i, flags := range []uint8{testTCPSyn, testTCPAck, testTCPAck} {
-			ret, out, mark := testRun(t, objs.NpIngressHost, testPacket{src: cl, dst: svc.fe, proto: testProtoTCP, tcpFlags: flags}.bytes(), markIn)
+			ret, out, mark := testRunHost(t, objs, testPacket{src: cl, dst: svc.fe, proto: testProtoTCP, tcpFlags: flags}.bytes(), markIn)
 			got := testParse(t, out)
 			remote := testIndex(svc.backends, got.dst) == 1
 			want := uint32(markIn)
@@ -892,7 +913,7 @@ func TestKernelProgBackendRemoved(t *testing.T) {
 			pkt := func(flags uint8) []byte {
 				return testPacket{src: cl, dst: svc.fe, proto: proto, tcpFlags: flags}.bytes()
 			}
-			_, out, _ := testRun(t, objs.NpIngressPod, pkt(testTCPSyn), 0)
+			_, out, _ := testRun(t, objs.NpIngress, pkt(testTCPSyn), 0)
 			first := testParse(t, out).dst
 			gone := testIndex(svc.backends, first)
 
@@ -914,7 +935,7 @@ func TestKernelProgBackendRemoved(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			ret, out, _ := testRun(t, objs.NpIngressPod, pkt(testTCPAck), 0)
+			ret, out, _ := testRun(t, objs.NpIngress, pkt(testTCPAck), 0)
 			now := testParse(t, out).dst
 			switch {
 			case ret != testActUnspec:
@@ -925,7 +946,7 @@ func TestKernelProgBackendRemoved(t *testing.T) {
 				t.Fatalf("TCP after removing %v: dst %v, want it kept", first, now)
 			}
 			// And it stays there; the reply is translated back.
-			_, out, _ = testRun(t, objs.NpIngressPod, pkt(testTCPAck), 0)
+			_, out, _ = testRun(t, objs.NpIngress, pkt(testTCPAck), 0)
 			if again := testParse(t, out).dst; again != now {
 				t.Fatalf("proto %d: flow moved again: %v then %v", proto, now, again)
 			}
@@ -955,7 +976,7 @@ func TestKernelProgKnownBackendMoves(t *testing.T) {
 	hits := make([]int, len(svc.backends))
 	for sport := uint16(7000); sport < 7060; sport++ {
 		cl := netip.AddrPortFrom(netip.MustParseAddr("10.244.1.7"), sport)
-		_, out, _ := testRun(t, objs.NpIngressPod, pkt(cl, testTCPSyn), 0)
+		_, out, _ := testRun(t, objs.NpIngress, pkt(cl, testTCPSyn), 0)
 		first[cl] = testParse(t, out).dst
 		hits[testIndex(svc.backends, first[cl])]++
 	}
@@ -970,7 +991,7 @@ func TestKernelProgKnownBackendMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	for cl, was := range first {
-		ret, out, _ := testRun(t, objs.NpIngressPod, pkt(cl, testTCPAck), 0)
+		ret, out, _ := testRun(t, objs.NpIngress, pkt(cl, testTCPAck), 0)
 		now := testParse(t, out).dst
 		if ret != testActUnspec || now != was {
 			t.Fatalf("%v (was %v): ret %d dst %v", cl, was, int32(ret), now)
@@ -997,9 +1018,9 @@ func TestKernelProgSynRepicks(t *testing.T) {
 	cl := testAddrPort("10.244.1.7:6000")
 	moved := false
 	for i := 0; i < 64 && !moved; i++ {
-		_, out, _ := testRun(t, objs.NpIngressPod, testPacket{src: cl, dst: svc.fe, proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes(), 0)
+		_, out, _ := testRun(t, objs.NpIngress, testPacket{src: cl, dst: svc.fe, proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes(), 0)
 		a := testParse(t, out).dst
-		_, out, _ = testRun(t, objs.NpIngressPod, testPacket{src: cl, dst: svc.fe, proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes(), 0)
+		_, out, _ = testRun(t, objs.NpIngress, testPacket{src: cl, dst: svc.fe, proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes(), 0)
 		b := testParse(t, out).dst
 		moved = a != b
 		fwd, _ := testCtGet(t, objs, cl, svc.fe, testProtoTCP)
@@ -1073,7 +1094,7 @@ func TestKernelProgVethTraffic(t *testing.T) {
 					for _, a := range []struct {
 						prog *ebpf.Program
 						typ  ebpf.AttachType
-					}{{objs.NpIngressPod, ebpf.AttachTCXIngress}, {objs.NpEgress, ebpf.AttachTCXEgress}} {
+					}{{objs.NpIngress, ebpf.AttachTCXIngress}, {objs.NpEgress, ebpf.AttachTCXEgress}} {
 						l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: a.prog, Attach: a.typ})
 						if err != nil {
 							return fmt.Errorf("attach to %s: %w", pod.HostVeth, err)
@@ -1165,7 +1186,7 @@ func BenchmarkKernelProgIngress(b *testing.B) {
 				}
 			}
 			cl := testAddrPort("10.244.200.7:40000")
-			if ret, _, _ := testRun(b, objs.NpIngressPod, testPacket{src: cl, dst: target.fe, proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes(), 0); ret != testActUnspec {
+			if ret, _, _ := testRun(b, objs.NpIngress, testPacket{src: cl, dst: target.fe, proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes(), 0); ret != testActUnspec {
 				b.Fatalf("first packet: ret %d", int32(ret))
 			}
 			pkt := testPacket{src: cl, dst: target.fe, proto: testProtoTCP, tcpFlags: testTCPAck, payload: make([]byte, 64)}.bytes()
@@ -1177,7 +1198,7 @@ func BenchmarkKernelProgIngress(b *testing.B) {
 			var total time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				ret, d, err := objs.NpIngressPod.Benchmark(pkt, 1, nil)
+				ret, d, err := objs.NpIngress.Benchmark(pkt, 1, nil)
 				if err != nil || ret != testActUnspec {
 					b.Fatalf("ret %d: %v", int32(ret), err)
 				}

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -445,6 +446,11 @@ func testKernelProxyInterfacesComeAndGo(t *testing.T, mode AttachMode) {
 	name, err := whoami(client.NS, netip.AddrPortFrom(clusterV4, 80))
 	require.NoError(t, err)
 	assert.NotEmpty(t, name)
+	// np_host_if holds the host interface alone: what arrives there comes
+	// from outside the node, what arrives on a pod's veth from a pod.
+	eth0, err := r.ns.LinkByName(context.Background(), "eth0")
+	require.NoError(t, err)
+	assert.Equal(t, []uint32{uint32(eth0.Index)}, hostIfIndexes(t, p))
 
 	// The monitor says the client's veth is gone: its attachments and pins
 	// go, and the client's connections are no longer translated.
@@ -492,6 +498,32 @@ func testKernelProxyInterfacesComeAndGo(t *testing.T, mode AttachMode) {
 	p.OnLink(kernel.Link{Name: "veth9", Index: 99999}, kernel.LinkGone)
 	apply(t, p)
 	assert.Zero(t, p.Stats().Failing)
+
+	// The host interface gone, its index leaves np_host_if (another
+	// interface may get it); back, it is there again.
+	p.OnLink(kernel.Link{Name: "eth0", Index: eth0.Index}, kernel.LinkGone)
+	apply(t, p)
+	assert.Empty(t, hostIfIndexes(t, p))
+	p.OnLink(kernel.Link{Name: "eth0", Index: eth0.Index}, kernel.LinkUp)
+	apply(t, p)
+	assert.Equal(t, []uint32{uint32(eth0.Index)}, hostIfIndexes(t, p))
+}
+
+// hostIfIndexes returns the interface indexes np_host_if holds, sorted.
+func hostIfIndexes(t *testing.T, p *Proxy) []uint32 {
+	t.Helper()
+	var (
+		out    []uint32
+		key, v uint32
+	)
+	it := p.k.hostIf.Iterate()
+	for it.Next(&key, &v) {
+		require.Equal(t, uint32(1), v)
+		out = append(out, key)
+	}
+	require.NoError(t, it.Err())
+	slices.Sort(out)
+	return out
 }
 
 // A backend removed from a service renumbers the ones after it; their

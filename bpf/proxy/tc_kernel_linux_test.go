@@ -196,11 +196,7 @@ var rigInterfaces = []string{"eth0", "veth1", "veth2", "veth3"}
 func wantTCFilters(p *Proxy) map[string]ebpf.ProgramID {
 	want := map[string]ebpf.ProgramID{}
 	for _, n := range rigInterfaces {
-		in := p.k.progs[progIngressPod]
-		if n == "eth0" {
-			in = p.k.progs[progIngressHost]
-		}
-		want["tc ingress_"+n] = p.k.progIDs[in]
+		want["tc ingress_"+n] = p.k.progIDs[p.k.progs[progIngress]]
 		want["tc egress_"+n] = p.k.progIDs[p.k.progs[progEgress]]
 	}
 	return want
@@ -304,7 +300,7 @@ func TestKernelProxyTCRestart(t *testing.T) {
 	stt, err := p2.State(ctx)
 	require.NoError(t, err)
 	require.True(t, stt.InSync(), "%v", stt)
-	require.Contains(t, stt.Owned, dataplane.Object{Kind: kindAttach, Text: "eth0 ingress np_ingress_host (tc)"})
+	require.Contains(t, stt.Owned, dataplane.Object{Kind: kindAttach, Text: "eth0 ingress np_ingress (tc)"})
 	watch = watchTC(t, r.topo.Hosts[0].NS)
 	apply(t, p2)
 	require.Equal(t, 2*len(rigInterfaces), p2.k.linkWrites)
@@ -433,7 +429,7 @@ func TestKernelProxyTCForeignFilters(t *testing.T) {
 	state, err := p.State(ctx)
 	require.NoError(t, err)
 	require.Contains(t, state.Drift, dataplane.Drift{Kind: kindAttach, Name: veth2 + " ingress (tc)",
-		Want: veth2 + " ingress np_ingress_pod (tc)", Have: veth2 + ` ingress (tc) (foreign filter "someone-elses")`})
+		Want: veth2 + " ingress np_ingress (tc)", Have: veth2 + ` ingress (tc) (foreign filter "someone-elses")`})
 	require.Len(t, spread(t, client.NS, netip.AddrPortFrom(clusterV4, 80), 20), 3)
 
 	// Cleanup removes ours only: the foreign filters and their qdiscs

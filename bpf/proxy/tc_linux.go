@@ -75,7 +75,7 @@ func (p *Proxy) attachMode() AttachMode {
 func (p *Proxy) probeTCX() (AttachMode, error) {
 	var attachErr error
 	err := p.o.Kernel.Do(func() error {
-		l, err := link.AttachTCX(link.TCXOptions{Interface: math.MaxInt32, Program: p.k.progs[progIngressPod],
+		l, err := link.AttachTCX(link.TCXOptions{Interface: math.MaxInt32, Program: p.k.progs[progIngress],
 			Attach: ebpf.AttachTCXIngress})
 		if err == nil {
 			_ = l.Close()
@@ -103,7 +103,7 @@ func tcParent(dir string) uint32 {
 }
 
 // tcText names the classic tc attachment of direction dir of interface
-// name, with prog (when not empty): "eth0 ingress np_ingress_host (tc)".
+// name, with prog (when not empty): "eth0 ingress np_ingress (tc)".
 func tcText(name, dir, prog string) string {
 	return tcxText(name, dir, prog) + " (tc)"
 }

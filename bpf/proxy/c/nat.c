@@ -3,16 +3,18 @@
 // nodeplane's service NAT: a tc program pair that replaces kube-proxy's
 // DNAT for cluster IPs, node ports and external IPs.
 //
-//   np_ingress_pod   ingress of a pod's host-side veth (packets leaving a pod)
-//   np_ingress_host  ingress of a host interface (packets from other nodes)
-//   np_egress        egress of both: puts the frontend back on replies
+//   np_ingress  ingress of a pod's host-side veth (packets leaving a pod) and
+//               of a host interface (packets from other nodes; np_host_if
+//               lists those, whose traffic comes from outside the node)
+//   np_egress   egress of both: puts the frontend back on replies
 //
-// The two ingress programs pick a backend for a new connection, remember the
+// One program serves both kinds of ingress, so the verifier checks the
+// forward NAT once for them (it takes most of the proxy's start). np_ingress picks a backend for a new connection, remember the
 // choice in np_ct (a forward entry for the client's direction, a reverse
 // entry for the backend's replies) and rewrite the destination. np_egress
 // finds the reverse entry of a reply and rewrites its source. A pod whose
 // connection goes to itself (it is its service's only backend) is
-// hairpinned by np_ingress_pod alone: see np_hairpin. All headers
+// hairpinned by np_ingress alone: see np_hairpin. All headers
 // are read with bpf_skb_load_bytes into the stack and written back with
 // bpf_skb_store_bytes, so non-linear skbs work and the verifier needs no
 // packet bounds proofs. The map layouts are in nat.h.
@@ -68,6 +70,18 @@ struct {
 	__uint(max_entries, 262144);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } np_maglev SEC(".maps");
+
+// The host interfaces (ifindex -> 1), written by the agent before it
+// attaches np_ingress to one: what arrives on them comes from outside the
+// node (externalTrafficPolicy Local, Maglev, direct server return and
+// masquerading apply). Any other interface is a pod's.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} np_host_if SEC(".maps");
 
 // Set by the loader: the size of every Maglev table (a prime); 0 when the
 // tables are off.
@@ -272,7 +286,7 @@ static __always_inline int np_swap_mac(struct __sk_buff *skb)
 
 // Hairpin: a pod that is the only backend of a service it connects to
 // (client P:cp, frontend F:sp, backend P:tp) would get a packet from and
-// to its own address, and could not tell the reply apart. np_ingress_pod
+// to its own address, and could not tell the reply apart. np_ingress
 // rewrites both ends instead and sends the packet straight back out of the
 // same veth, never through the host's routing:
 //
@@ -595,14 +609,6 @@ static __always_inline int np_dsr_accept(struct __sk_buff *skb, const struct np_
 	return TC_ACT_UNSPEC;
 }
 
-// Where np_forward runs: a pod interface's ingress (packets from a pod), a
-// host interface's ingress (packets from other hosts), or an interface's
-// egress for a packet of the node's own processes that nothing translated
-// (the connect-time programs absent, or leaving UDP alone).
-#define NP_FROM_POD 0
-#define NP_FROM_HOST 1
-#define NP_FROM_NODE 2
-
 // np_fib_redirect sends a packet of the node's own, whose destination
 // np_forward just rewrote at an egress, out of the interface and to the
 // next hop the routing table has for its new destination (a pod's veth,
@@ -632,14 +638,17 @@ static __always_inline int np_fib_redirect(struct __sk_buff *skb, const struct n
 	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
 }
 
-// np_forward is the forward NAT of the programs, mode NP_FROM_*:
-// NP_FROM_HOST selects the host interface's rules (externalTrafficPolicy
-// Local, Maglev, direct server return and masquerading of connections
-// sent to a backend on another node); NP_FROM_NODE translates a packet of
-// the node's own and sends it where its new destination is routed.
-static __always_inline int np_forward(struct __sk_buff *skb, int mode)
+// np_forward is the forward NAT of the programs. It runs at a pod
+// interface's ingress (packets from a pod), at a host interface's ingress
+// (from_host: packets from other hosts, with the host interface's rules —
+// externalTrafficPolicy Local, Maglev, direct server return and
+// masquerading of connections sent to a backend on another node), or at an
+// interface's egress for a packet of the node's own processes that nothing
+// translated (node: the connect-time programs absent, or leaving UDP
+// alone), which it sends where its new destination is routed.
+static __always_inline int np_forward(struct __sk_buff *skb, int from_host, int node)
 {
-	int from_host = mode == NP_FROM_HOST, node = mode == NP_FROM_NODE;
+	int pod = !from_host && !node;
 	struct np_pkt p;
 	struct np_ct_val *ct;
 	struct np_fe_key fk = {};
@@ -672,7 +681,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int mode)
 
 	// A server's reply on a hairpinned connection (np_hairpin): back to
 	// the client with the frontend as source, the client's port restored.
-	if (mode == NP_FROM_POD && ct && (ct->flags & (NP_CT_REVERSE | NP_CT_HAIRPIN)) == (NP_CT_REVERSE | NP_CT_HAIRPIN)) {
+	if (pod && ct && (ct->flags & (NP_CT_REVERSE | NP_CT_HAIRPIN)) == (NP_CT_REVERSE | NP_CT_HAIRPIN)) {
 		__u8 fe_addr[16];
 		__u8 client[16];
 		__be16 fe_port = ct->port;
@@ -834,7 +843,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int mode)
 	// through an interface).
 	if (node && self)
 		return TC_ACT_UNSPEC;
-	hairpin = mode == NP_FROM_POD && self;
+	hairpin = pod && self;
 	__builtin_memcpy(&backend, be, sizeof(backend));
 	np_remember(fe, p.key.src, &backend, ordinal, now);
 
@@ -909,15 +918,17 @@ dnat:
 }
 
 SEC("tc")
-int np_ingress_pod(struct __sk_buff *skb)
+int np_ingress(struct __sk_buff *skb)
 {
-	return np_forward(skb, NP_FROM_POD);
-}
+	__u32 ifindex = skb->ifindex;
+	__u32 *host = bpf_map_lookup_elem(&np_host_if, &ifindex);
+	__u32 from_host = 0;
 
-SEC("tc")
-int np_ingress_host(struct __sk_buff *skb)
-{
-	return np_forward(skb, NP_FROM_HOST);
+	// The map's value (1) rather than a constant, so that the verifier
+	// checks np_forward once for an unknown from_host, not once per value.
+	if (host)
+		from_host = *host;
+	return np_forward(skb, from_host, 0);
 }
 
 // ICMP errors about a translated connection (port unreachable, fragmentation
@@ -1113,8 +1124,8 @@ int np_egress(struct __sk_buff *skb)
 	// to a service, or of such a connection, that the connect-time
 	// programs did not translate.
 	if (skb->ingress_ifindex == 0 && (!ct || !(ct->flags & NP_CT_REVERSE)))
-		return np_forward(skb, NP_FROM_NODE);
-	// A hairpin reverse entry is np_ingress_pod's alone.
+		return np_forward(skb, 0, 1);
+	// A hairpin reverse entry is np_ingress's alone.
 	if (!ct || !(ct->flags & NP_CT_REVERSE) || (ct->flags & NP_CT_HAIRPIN))
 		return TC_ACT_UNSPEC;
 	ct->last_seen = bpf_ktime_get_ns();
