@@ -20,8 +20,8 @@ const (
 
 // ConntrackOptions configure how long the programs' connection entries
 // (the map np_ct) live, and the scanner that removes them (Proxy.Run). A
-// TCP connection that closed — a RST either way, or the last ACK after
-// both ends sent their FIN — is removed by the programs at once, so a
+// TCP connection that closed — a RST either way, or the acknowledgement of
+// the second FIN — is removed by the programs at once, so a
 // churn of short connections leaves nothing behind; the scanner removes
 // the rest once idle for longer than their timeout, and the entries of
 // backends that left their service. The zero value of each field is its

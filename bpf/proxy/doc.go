@@ -268,10 +268,13 @@
 // The connection map evicts nothing, so a churn of short connections never
 // pushes out an idle long-lived one (an LRU map would), and the two
 // entries of a connection live and go together. The programs remove a TCP
-// connection as it closes: at a RST either way, or at the last ACK once
-// both ends sent their FIN (a packet of the connection that comes later
-// — a retransmitted FIN — is not translated any more; its peer answers
-// with a RST). Run, the scanner, removes the rest: connections idle past
+// connection as it closes: at a RST either way, or at the packet that
+// acknowledges the second FIN, once each end's FIN was acknowledged by the
+// other (by sequence number, so that in a simultaneous close, where both
+// ends acknowledge a FIN after sending their own, the entries stay for
+// the last of those acknowledgements; a packet of the connection that
+// comes later still — a retransmitted FIN — finds no entry and is taken
+// for a new connection). Run, the scanner, removes the rest: connections idle past
 // their timeout (Options.Conntrack: TCP established 24h, unanswered 2m,
 // half-closed 1h, UDP 30s), UDP flows whose backend left the service
 // (their clients pick another at once; the programs would at the next

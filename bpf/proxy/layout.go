@@ -117,20 +117,21 @@ type ctVal struct {
 	Port     [2]byte
 	Pad      uint16
 	SvcID    uint32
-	Ordinal  uint32
+	Ordinal  uint32 // UDP forward: the backend's ordinal; TCP with ctFin: the acknowledgement of its FIN
 	Flags    uint32
 	LastSeen uint64
 }
 
 // Connection tracking flags (np_ct_val.flags).
 const (
-	ctReverse uint32 = 0x1
-	ctMasq    uint32 = 0x2
-	ctHairpin uint32 = 0x4
-	ctFin     uint32 = 0x8  // a TCP FIN was seen in the entry's direction
-	ctReplied uint32 = 0x10 // reverse: the backend answered; DSR forward: the client acknowledged
-	ctDSR     uint32 = 0x20 // direct server return
-	ctNode    uint32 = 0x40 // the node's own connection, translated at an egress
+	ctReverse  uint32 = 0x1
+	ctMasq     uint32 = 0x2
+	ctHairpin  uint32 = 0x4
+	ctFin      uint32 = 0x8  // a TCP FIN was seen in the entry's direction
+	ctReplied  uint32 = 0x10 // reverse: the backend answered; DSR forward: the client acknowledged
+	ctDSR      uint32 = 0x20 // direct server return
+	ctNode     uint32 = 0x40 // the node's own connection, translated at an egress
+	ctFinAcked uint32 = 0x80 // the other direction acknowledged this direction's FIN
 )
 
 // The programs' counters, indexes of np_stats (NP_STAT_* in c/nat.h).

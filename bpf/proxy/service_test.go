@@ -534,6 +534,7 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"NP_FE_SOURCE_NODE":    feSourceNode,
 		"NP_CT_DSR":            ctDSR,
 		"NP_CT_NODE":           ctNode,
+		"NP_CT_FIN_ACKED":      ctFinAcked,
 		"NP_DSR_OPT4":          0x9e,
 		"NP_DSR_OPT6":          0x1e,
 		"NP_BE_LOCAL":          uint32(beLocal),

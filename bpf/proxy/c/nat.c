@@ -139,6 +139,9 @@ struct np_pkt {
 	__u8 v6;              // IPv6 (else IPv4)
 	__u8 tcp_flags;       // TCP flags byte, 0 for UDP
 	__u8 opt_len;         // IPv4: the options' length; IPv6: the destination options header's
+	__u16 ip_check;       // IPv4: the header checksum, as in the packet
+	__u32 ack;            // TCP: the acknowledgement number (host order)
+	__u32 fin_ack;        // TCP: the acknowledgement number that acknowledges this packet's FIN
 };
 
 // np_parse reads the Ethernet, IP and TCP/UDP headers. It returns 0 for a
@@ -148,13 +151,12 @@ struct np_pkt {
 // a protocol other than TCP and UDP, or a truncated packet.
 static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 {
-	__be16 eth_proto;
+	// The L3 protocol as the stack took it from the Ethernet header.
+	__be16 eth_proto = skb->protocol;
+	__u32 l4_len;
 	__u8 proto;
 
 	__builtin_memset(p, 0, sizeof(*p));
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &eth_proto, sizeof(eth_proto)) < 0)
-		return -1;
-
 	if (eth_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr ip;
 
@@ -168,6 +170,8 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 		proto = ip.protocol;
 		p->l4_off = NP_L3_OFF + ip.ihl * 4;
 		p->opt_len = (ip.ihl - 5) * 4;
+		p->ip_check = ip.check;
+		l4_len = bpf_ntohs(ip.tot_len) - ip.ihl * 4;
 		np_addr_from4(p->key.src, ip.saddr);
 		np_addr_from4(p->key.dst, ip.daddr);
 	} else if (eth_proto == bpf_htons(ETH_P_IPV6)) {
@@ -191,26 +195,52 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			p->l4_off += p->opt_len;
 		}
 		p->v6 = 1;
+		l4_len = bpf_ntohs(ip6.payload_len) - p->opt_len;
 		__builtin_memcpy(p->key.src, &ip6.saddr, 16);
 		__builtin_memcpy(p->key.dst, &ip6.daddr, 16);
 	} else {
 		return -1;
 	}
 
+	// Source and destination port are the first four bytes of both
+	// headers; TCP's flags are byte 13 of its header: one read each.
 	if (proto == IPPROTO_TCP) {
+		__u8 th[NP_TCP_FLAGS_OFF + 1];
+		__be32 seq, ack;
+
 		p->csum_off = p->l4_off + NP_TCP_CSUM_OFF;
-		if (bpf_skb_load_bytes(skb, p->l4_off + NP_TCP_FLAGS_OFF, &p->tcp_flags, 1) < 0)
+		if (bpf_skb_load_bytes(skb, p->l4_off, th, sizeof(th)) < 0)
 			return -1;
+		__builtin_memcpy(&p->key.sport, th, 4);
+		p->tcp_flags = th[NP_TCP_FLAGS_OFF];
+		// The FIN's sequence number follows the segment's data.
+		__builtin_memcpy(&seq, th + 4, 4);
+		__builtin_memcpy(&ack, th + 8, 4);
+		p->ack = bpf_ntohl(ack);
+		p->fin_ack = bpf_ntohl(seq) + l4_len - (th[12] >> 4) * 4 + 1;
 	} else if (proto == IPPROTO_UDP) {
 		p->csum_off = p->l4_off + NP_UDP_CSUM_OFF;
+		if (bpf_skb_load_bytes(skb, p->l4_off, &p->key.sport, 4) < 0)
+			return -1;
 	} else {
 		return -1;
 	}
-	// Source and destination port are the first four bytes of both headers.
-	if (bpf_skb_load_bytes(skb, p->l4_off, &p->key.sport, 4) < 0)
-		return -1;
 	p->key.proto = proto;
 	return 0;
+}
+
+// np_csum_replace4 is an IPv4 header checksum (as in the packet) after a
+// 32-bit word of the header went from from to to (RFC 1624): the sum is
+// of 16-bit words in whatever byte order they are read, which leaves a
+// one's complement sum the same.
+static __always_inline __u16 np_csum_replace4(__u16 check, __be32 from, __be32 to)
+{
+	__u32 sum = (__u16)~check;
+
+	sum += (__u16)~(from & 0xffff) + (__u16)~(from >> 16) + (to & 0xffff) + (to >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
 }
 
 // np_rewrite replaces the packet's destination (dst != 0) or source address
@@ -219,54 +249,111 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 // also do the right thing on CHECKSUM_PARTIAL skbs, where the L4 checksum
 // field only holds the pseudo-header sum. For UDP, BPF_F_MARK_MANGLED_0
 // leaves a zero (absent) checksum zero and turns a computed zero into 0xffff.
-// Returns 0, or -1 when a helper failed.
+// The addresses and the ports are written back in one piece when they are
+// adjacent (no IPv4 options, no IPv6 extension header): the IPv4 checksum,
+// both addresses and both ports. Returns 0, or -1 when a helper failed.
+//
+// A global function, which the verifier checks once rather than at each of
+// the places that call it (np_rewrite is its front): the new address comes
+// as two 64-bit halves, the direction and the port as one word.
+__attribute__((noinline)) int np_rewrite_fn(struct __sk_buff *skb, const struct np_pkt *p, __u32 dst_port,
+					    __u64 addr_hi, __u64 addr_lo)
+{
+	int dst = dst_port >> 16;
+	__be16 port = (__be16)(dst_port & 0xffff);
+	// The addresses and ports as they are to be: IPv4, the header from its
+	// checksum to the ports (bytes 10 to 23); IPv6, from the source address
+	// to the ports (from byte 8 on).
+	struct {
+		__u8 addrs[2][16];
+		__be16 ports[2];
+	} h;
+	struct {
+		__u16 check;
+		__be32 addrs[2];
+		__be16 ports[2];
+	} __attribute__((packed)) h4;
+	__u64 mangled;
+	__be16 old_port;
+	int changed;
+
+	if (!p)
+		return -1;
+	mangled = p->key.proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	old_port = dst ? p->key.dport : p->key.sport;
+	__builtin_memcpy(h.addrs[0], p->key.src, 16);
+	__builtin_memcpy(h.addrs[1], p->key.dst, 16);
+	h.ports[0] = p->key.sport;
+	h.ports[1] = p->key.dport;
+	if (dst) {
+		__builtin_memcpy(h.addrs[1], &addr_hi, 8);
+		__builtin_memcpy(h.addrs[1] + 8, &addr_lo, 8);
+		h.ports[1] = port;
+		changed = !np_addr_eq(h.addrs[1], p->key.dst);
+	} else {
+		__builtin_memcpy(h.addrs[0], &addr_hi, 8);
+		__builtin_memcpy(h.addrs[0] + 8, &addr_lo, 8);
+		h.ports[0] = port;
+		changed = !np_addr_eq(h.addrs[0], p->key.src);
+	}
+	if (!changed && old_port == port)
+		return 0;
+	if (!p->v6) {
+		__be32 from, to;
+
+		__builtin_memcpy(&from, (dst ? p->key.dst : p->key.src) + 12, 4);
+		__builtin_memcpy(&to, h.addrs[dst ? 1 : 0] + 12, 4);
+		if (changed &&
+		    bpf_l4_csum_replace(skb, p->csum_off, from, to, BPF_F_PSEUDO_HDR | mangled | sizeof(to)) < 0)
+			return -1;
+		if (old_port != port && bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
+			return -1;
+		h4.check = np_csum_replace4(p->ip_check, from, to);
+		__builtin_memcpy(&h4.addrs[0], h.addrs[0] + 12, 4);
+		__builtin_memcpy(&h4.addrs[1], h.addrs[1] + 12, 4);
+		h4.ports[0] = h.ports[0];
+		h4.ports[1] = h.ports[1];
+		if (p->opt_len == 0)
+			return bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct iphdr, check), &h4, sizeof(h4), 0) < 0 ? -1 : 0;
+		if (bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct iphdr, check), &h4, 10, 0) < 0)
+			return -1;
+	} else {
+		if (changed) {
+			__u8 from[16];
+			__s64 diff;
+
+			// A stack copy: bpf_csum_diff takes writable memory.
+			__builtin_memcpy(from, dst ? p->key.dst : p->key.src, 16);
+			diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)h.addrs[dst ? 1 : 0], 16, 0);
+			if (diff < 0)
+				return -1;
+			if (bpf_l4_csum_replace(skb, p->csum_off, 0, diff, BPF_F_PSEUDO_HDR | NP_F_IPV6 | mangled) < 0 &&
+			    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, BPF_F_PSEUDO_HDR | mangled) < 0)
+				return -1;
+		}
+		if (old_port != port && bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
+			return -1;
+		if (p->opt_len == 0)
+			return bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct ipv6hdr, saddr), &h, sizeof(h), 0) < 0 ? -1 : 0;
+		if (changed && bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct ipv6hdr, saddr), &h, 32, 0) < 0)
+			return -1;
+	}
+	if (old_port != port &&
+	    bpf_skb_store_bytes(skb, p->l4_off + (dst ? 2 : 0), &port, sizeof(port), 0) < 0)
+		return -1;
+	return 0;
+}
+
+// np_rewrite is np_rewrite_fn's front: the destination (dst != 0) or the
+// source of p becomes addr (16 bytes) and port.
 static __always_inline int np_rewrite(struct __sk_buff *skb, const struct np_pkt *p, int dst,
 				      const __u8 *addr, __be16 port)
 {
-	__u64 mangled = p->key.proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
-	const __u8 *old_addr = dst ? p->key.dst : p->key.src;
-	__be16 old_port = dst ? p->key.dport : p->key.sport;
-	__u32 port_off = p->l4_off + (dst ? 2 : 0);
+	__u64 hi, lo;
 
-	if (!p->v6) {
-		__u32 addr_off = NP_L3_OFF + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
-		__be32 from, to;
-
-		__builtin_memcpy(&from, old_addr + 12, 4);
-		__builtin_memcpy(&to, addr + 12, 4);
-		if (from != to) {
-			if (bpf_l4_csum_replace(skb, p->csum_off, from, to, BPF_F_PSEUDO_HDR | mangled | sizeof(to)) < 0)
-				return -1;
-			if (bpf_l3_csum_replace(skb, NP_L3_OFF + offsetof(struct iphdr, check), from, to, sizeof(to)) < 0)
-				return -1;
-			if (bpf_skb_store_bytes(skb, addr_off, &to, sizeof(to), 0) < 0)
-				return -1;
-		}
-	} else if (!np_addr_eq(old_addr, addr)) {
-		__u32 addr_off = NP_L3_OFF + (dst ? offsetof(struct ipv6hdr, daddr) : offsetof(struct ipv6hdr, saddr));
-		__u8 from[16], to[16];
-		__s64 diff;
-
-		// Stack copies: bpf_csum_diff takes writable memory.
-		__builtin_memcpy(from, old_addr, 16);
-		__builtin_memcpy(to, addr, 16);
-		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
-		if (diff < 0)
-			return -1;
-		if (bpf_l4_csum_replace(skb, p->csum_off, 0, diff, BPF_F_PSEUDO_HDR | NP_F_IPV6 | mangled) < 0 &&
-		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, BPF_F_PSEUDO_HDR | mangled) < 0)
-			return -1;
-		if (bpf_skb_store_bytes(skb, addr_off, to, 16, 0) < 0)
-			return -1;
-	}
-
-	if (old_port != port) {
-		if (bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
-			return -1;
-		if (bpf_skb_store_bytes(skb, port_off, &port, sizeof(port), 0) < 0)
-			return -1;
-	}
-	return 0;
+	__builtin_memcpy(&hi, addr, 8);
+	__builtin_memcpy(&lo, addr + 8, 8);
+	return np_rewrite_fn(skb, p, ((__u32)(dst != 0) << 16) | port, hi, lo);
 }
 
 // np_swap_mac swaps the Ethernet source and destination: a frame the pod
@@ -301,12 +388,21 @@ static __always_inline int np_swap_mac(struct __sk_buff *skb)
 
 // np_hairpin rewrites the packet p's destination to dst:dport and its
 // source to src:sport, swaps the MAC addresses and redirects the packet to
-// the egress of the interface it came in on.
-static __always_inline int np_hairpin(struct __sk_buff *skb, const struct np_pkt *p, const __u8 *dst,
+// the egress of the interface it came in on. p follows the first rewrite,
+// which the second one writes back with its own.
+static __always_inline int np_hairpin(struct __sk_buff *skb, struct np_pkt *p, const __u8 *dst,
 				      __be16 dport, const __u8 *src, __be16 sport)
 {
+	__be32 from, to;
+
 	if (np_rewrite(skb, p, 1, dst, dport) < 0)
 		return TC_ACT_SHOT;
+	__builtin_memcpy(&from, p->key.dst + 12, 4);
+	__builtin_memcpy(&to, dst + 12, 4);
+	if (!p->v6)
+		p->ip_check = np_csum_replace4(p->ip_check, from, to);
+	__builtin_memcpy(p->key.dst, dst, 16);
+	p->key.dport = dport;
 	if (np_rewrite(skb, p, 0, src, sport) < 0)
 		return TC_ACT_SHOT;
 	if (np_swap_mac(skb) < 0)
@@ -377,25 +473,35 @@ static __always_inline void np_fwd_key(struct np_ct_key *fkey, const struct np_c
 	fkey->proto = rkey->proto;
 }
 
-// np_closes says whether a TCP packet with flags closes its connection,
-// given the entry of its own direction (mine, whose NP_CT_FIN it sets on a
-// FIN) and the key of the other direction's entry: a RST, or a packet
-// without FIN once both directions sent theirs (the last ACK). The
-// programs then translate the packet and remove both entries.
-static __always_inline int np_closes(__u8 flags, struct np_ct_val *mine, const struct np_ct_key *other)
+// np_closes says whether TCP packet p closes its connection, given the
+// entry of its own direction (mine) and the key of the other direction's:
+// a RST, or the packet that acknowledges the second of the two FINs — when
+// each direction's FIN (NP_CT_FIN, with the acknowledgement number that
+// acknowledges it in fin_ack) was acknowledged by the other
+// (NP_CT_FIN_ACKED). Counting acknowledgements, not packets, keeps the
+// entries until the last packet of a simultaneous close too, where each
+// side acknowledges the other's FIN after sending its own. The programs
+// then translate the packet and remove both entries.
+static __always_inline int np_closes(const struct np_pkt *p, struct np_ct_val *mine, const struct np_ct_key *other)
 {
 	struct np_ct_val *o;
 
-	if (flags & NP_TCP_RST)
+	if (p->tcp_flags & NP_TCP_RST)
 		return 1;
-	if (flags & NP_TCP_FIN) {
+	if (p->tcp_flags & NP_TCP_FIN) {
 		mine->flags |= NP_CT_FIN;
-		return 0;
+		mine->fin_ack = p->fin_ack;
 	}
-	if (!(mine->flags & NP_CT_FIN))
+	// Until this direction sent its FIN, nothing it acknowledges can be
+	// the last packet.
+	if (!(p->tcp_flags & NP_TCP_ACK) || !(mine->flags & NP_CT_FIN))
 		return 0;
 	o = bpf_map_lookup_elem(&np_ct, other);
-	return o && (o->flags & NP_CT_FIN);
+	if (!o || !(o->flags & NP_CT_FIN))
+		return 0;
+	if (!(o->flags & NP_CT_FIN_ACKED) && (__s32)(p->ack - o->fin_ack) >= 0)
+		o->flags |= NP_CT_FIN_ACKED;
+	return (o->flags & NP_CT_FIN_ACKED) && (mine->flags & NP_CT_FIN_ACKED);
 }
 
 // np_set_masq marks the packet for netfilter's masquerade rule.
@@ -613,12 +719,20 @@ static __always_inline int np_dsr_accept(struct __sk_buff *skb, const struct np_
 // np_forward just rewrote at an egress, out of the interface and to the
 // next hop the routing table has for its new destination (a pod's veth,
 // another host), as if routed so from the start. The packet must not be
-// for the node itself.
-static __always_inline int np_fib_redirect(struct __sk_buff *skb, const struct np_pkt *p, const __u8 *dst)
+// for the node itself. A global function (its lookup's 64 bytes of stack
+// stay out of np_egress's, which the rewrite's add to): the destination
+// comes as two 64-bit halves.
+__attribute__((noinline)) int np_fib_redirect_fn(struct __sk_buff *skb, const struct np_pkt *p, __u64 dst_hi,
+						 __u64 dst_lo)
 {
 	struct bpf_fib_lookup fib = {};
+	__u8 dst[16];
 	long rc;
 
+	if (!p)
+		return TC_ACT_SHOT;
+	__builtin_memcpy(dst, &dst_hi, 8);
+	__builtin_memcpy(dst + 8, &dst_lo, 8);
 	fib.l4_protocol = p->key.proto;
 	fib.ifindex = skb->ifindex;
 	if (!p->v6) {
@@ -638,17 +752,47 @@ static __always_inline int np_fib_redirect(struct __sk_buff *skb, const struct n
 	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
 }
 
-// np_forward is the forward NAT of the programs. It runs at a pod
-// interface's ingress (packets from a pod), at a host interface's ingress
-// (from_host: packets from other hosts, with the host interface's rules —
-// externalTrafficPolicy Local, Maglev, direct server return and
-// masquerading of connections sent to a backend on another node), or at an
-// interface's egress for a packet of the node's own processes that nothing
-// translated (node: the connect-time programs absent, or leaving UDP
-// alone), which it sends where its new destination is routed.
-static __always_inline int np_forward(struct __sk_buff *skb, int from_host, int node)
+// np_fib_redirect is np_fib_redirect_fn's front.
+static __always_inline int np_fib_redirect(struct __sk_buff *skb, const struct np_pkt *p, const __u8 *dst)
 {
-	int pod = !from_host && !node;
+	__u64 hi, lo;
+
+	__builtin_memcpy(&hi, dst, 8);
+	__builtin_memcpy(&lo, dst + 8, 8);
+	return np_fib_redirect_fn(skb, p, hi, lo);
+}
+
+// np_from_host says whether the packet arrived on a host interface
+// (np_host_if): it comes from outside the node. It returns the map's value
+// (1) rather than a constant, so that the verifier checks what follows
+// once for an unknown value, not once per value.
+static __always_inline __u32 np_from_host(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	__u32 *host = bpf_map_lookup_elem(&np_host_if, &ifindex);
+
+	return host ? *host : 0;
+}
+
+// NP_TC_TRANSLATED in skb->tc_index: np_ingress translated this packet of
+// a client to its backend, so np_egress, where it leaves, has nothing to
+// undo and skips its lookup. np_ingress writes it and clears it on every
+// other packet that carries it; np_egress clears it. (tc_index is tc's own
+// field, which no other part of the kernel reads since Linux 6.3, when the
+// tcindex classifier and the dsmark qdisc went.)
+#define NP_TC_TRANSLATED 0x4e50
+
+// np_forward is the forward NAT of the programs. It runs at an interface's
+// ingress: a pod's (packets from a pod) or a host's (np_from_host: packets
+// from other hosts, with the host interface's rules — externalTrafficPolicy
+// Local, Maglev, direct server return and masquerading of connections sent
+// to a backend on another node), which it looks up only where they apply;
+// or at an interface's egress for a packet of the node's own processes
+// that nothing translated (node: the connect-time programs absent, or
+// leaving UDP alone), which it sends where its new destination is routed.
+static __always_inline int np_forward(struct __sk_buff *skb, int node)
+{
+	int from_host = 0, pod = 0;
 	struct np_pkt p;
 	struct np_ct_val *ct;
 	struct np_fe_key fk = {};
@@ -664,7 +808,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host, int 
 
 	if (np_parse(skb, &p) < 0)
 		return TC_ACT_UNSPEC;
-	now = bpf_ktime_get_ns();
+	now = bpf_ktime_get_coarse_ns();
 
 	// A known connection keeps its backend as long as the backend is still
 	// one of the service's (np_known_backend). A bare SYN starts a new connection (a
@@ -672,7 +816,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host, int 
 	ct = bpf_map_lookup_elem(&np_ct, &p.key);
 
 	// A connection another node sent here by direct server return.
-	if (!ct && from_host && dsr_enabled && p.opt_len) {
+	if (!ct && !node && dsr_enabled && p.opt_len && np_from_host(skb)) {
 		int verdict = np_dsr_accept(skb, &p, now);
 
 		if (verdict >= 0)
@@ -681,7 +825,8 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host, int 
 
 	// A server's reply on a hairpinned connection (np_hairpin): back to
 	// the client with the frontend as source, the client's port restored.
-	if (pod && ct && (ct->flags & (NP_CT_REVERSE | NP_CT_HAIRPIN)) == (NP_CT_REVERSE | NP_CT_HAIRPIN)) {
+	if (!node && ct && (ct->flags & (NP_CT_REVERSE | NP_CT_HAIRPIN)) == (NP_CT_REVERSE | NP_CT_HAIRPIN) &&
+	    !np_from_host(skb)) {
 		__u8 fe_addr[16];
 		__u8 client[16];
 		__be16 fe_port = ct->port;
@@ -709,7 +854,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host, int 
 		np_svc_count(ct->svc_id, skb->len, 0, 0);
 		np_fwd_key(&fkey, &p.key, ct);
 		if (p.key.proto == IPPROTO_TCP)
-			closing = np_closes(p.tcp_flags, ct, &fkey);
+			closing = np_closes(&p, ct, &fkey);
 		__builtin_memcpy(fe_addr, ct->addr, 16);
 		if (np_is_v4mapped(fe_addr) == p.v6 || np_rewrite(skb, &p, 0, fe_addr, ct->port) < 0)
 			return TC_ACT_SHOT;
@@ -731,7 +876,8 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host, int 
 	// kube-proxy); a UDP flow picks another.
 	if (ct && !(ct->flags & NP_CT_REVERSE) &&
 	    !(p.key.proto == IPPROTO_TCP && (p.tcp_flags & (NP_TCP_SYN | NP_TCP_ACK)) == NP_TCP_SYN)) {
-		be = np_known_backend(ct);
+		// (TCP keeps its backend whatever the service holds: no lookup.)
+		be = p.key.proto == IPPROTO_TCP ? NULL : np_known_backend(ct);
 		if (be || p.key.proto == IPPROTO_TCP) {
 			ct->last_seen = now;
 			masq = (ct->flags & NP_CT_MASQ) != 0;
@@ -750,7 +896,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host, int 
 			}
 			if (p.key.proto == IPPROTO_TCP && !hairpin) {
 				np_rev_key(&rkey, &p.key, &backend, 0);
-				closing = np_closes(p.tcp_flags, ct, &rkey);
+				closing = np_closes(&p, ct, &rkey);
 			}
 			svc_id = ct->svc_id;
 			goto dnat;
@@ -765,6 +911,9 @@ static __always_inline int np_forward(struct __sk_buff *skb, int from_host, int 
 	fe = bpf_map_lookup_elem(&np_fe, &fk);
 	if (!fe)
 		return TC_ACT_UNSPEC;
+	if (!node)
+		from_host = np_from_host(skb);
+	pod = !from_host && !node;
 	// A load balancer IP with source ranges admits their clients only.
 	if (fe->flags & NP_FE_SOURCE_RANGES) {
 		struct np_src_key sk = {.prefixlen = 32 + 128, .svc_id = bpf_htonl(fe->svc_id)};
@@ -914,21 +1063,16 @@ dnat:
 	}
 	if (node)
 		return np_fib_redirect(skb, &p, backend.addr);
+	skb->tc_index = NP_TC_TRANSLATED;
 	return TC_ACT_UNSPEC;
 }
 
 SEC("tc")
 int np_ingress(struct __sk_buff *skb)
 {
-	__u32 ifindex = skb->ifindex;
-	__u32 *host = bpf_map_lookup_elem(&np_host_if, &ifindex);
-	__u32 from_host = 0;
-
-	// The map's value (1) rather than a constant, so that the verifier
-	// checks np_forward once for an unknown from_host, not once per value.
-	if (host)
-		from_host = *host;
-	return np_forward(skb, from_host, 0);
+	if (skb->tc_index == NP_TC_TRANSLATED)
+		skb->tc_index = 0; // not ours: set before this node (or forged)
+	return np_forward(skb, 0);
 }
 
 // ICMP errors about a translated connection (port unreachable, fragmentation
@@ -1117,6 +1261,11 @@ int np_egress(struct __sk_buff *skb)
 	__be16 port;
 	int closing = 0;
 
+	// A client's packet np_ingress translated: nothing to undo.
+	if (skb->tc_index == NP_TC_TRANSLATED) {
+		skb->tc_index = 0;
+		return TC_ACT_UNSPEC;
+	}
 	if (np_parse(skb, &p) < 0)
 		return np_icmp_error(skb);
 	ct = bpf_map_lookup_elem(&np_ct, &p.key);
@@ -1124,17 +1273,17 @@ int np_egress(struct __sk_buff *skb)
 	// to a service, or of such a connection, that the connect-time
 	// programs did not translate.
 	if (skb->ingress_ifindex == 0 && (!ct || !(ct->flags & NP_CT_REVERSE)))
-		return np_forward(skb, 0, 1);
+		return np_forward(skb, 1);
 	// A hairpin reverse entry is np_ingress's alone.
 	if (!ct || !(ct->flags & NP_CT_REVERSE) || (ct->flags & NP_CT_HAIRPIN))
 		return TC_ACT_UNSPEC;
-	ct->last_seen = bpf_ktime_get_ns();
+	ct->last_seen = bpf_ktime_get_coarse_ns();
 	if (!(ct->flags & NP_CT_REPLIED))
 		ct->flags |= NP_CT_REPLIED;
 	np_svc_count(ct->svc_id, skb->len, 0, 0);
 	np_fwd_key(&fkey, &p.key, ct);
 	if (p.key.proto == IPPROTO_TCP)
-		closing = np_closes(p.tcp_flags, ct, &fkey);
+		closing = np_closes(&p, ct, &fkey);
 	__builtin_memcpy(addr, ct->addr, 16);
 	port = ct->port;
 	if (np_is_v4mapped(addr) == p.v6)

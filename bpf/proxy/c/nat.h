@@ -89,6 +89,7 @@ struct np_ct_key {
 #define NP_CT_REPLIED 0x10 // reverse: a reply was translated (the backend answered); DSR forward: the client acknowledged
 #define NP_CT_DSR 0x20     // direct server return: forward on the node in front (no reverse entry there), both on the backend's node
 #define NP_CT_NODE 0x40    // a connection of the node's own processes, translated at a host interface's egress
+#define NP_CT_FIN_ACKED 0x80 // the other direction acknowledged this direction's FIN (fin_ack)
 
 // Direct server return: the node in front sends a connection's first
 // packet (every UDP datagram) to the backend's node with the frontend in
@@ -126,7 +127,7 @@ struct np_aff_val {
 	__be16 port;
 	__u16 pad;
 	__u32 ordinal; // where the backend was then
-	__u64 last;    // bpf_ktime_get_ns() of the client's last new connection
+	__u64 last;    // bpf_ktime_get_coarse_ns() of the client's last new connection
 }; // 32 bytes
 
 // A service's counters, per CPU, in np_svc_stats (keyed by service ID):
@@ -150,9 +151,12 @@ struct np_ct_val {
 	__be16 port;    // forward: the backend port; reverse: the frontend port
 	__u16 pad;
 	__u32 svc_id;   // the service (forward: to check the backend still exists)
-	__u32 ordinal;  // forward: the backend's ordinal
+	union {
+		__u32 ordinal; // UDP forward: the backend's ordinal
+		__u32 fin_ack; // TCP, once NP_CT_FIN is set: the acknowledgement number that acknowledges this direction's FIN
+	};
 	__u32 flags;
-	__u64 last_seen; // bpf_ktime_get_ns() of the last packet
+	__u64 last_seen; // bpf_ktime_get_coarse_ns() of the last packet
 }; // 40 bytes
 
 // Connect-time translation (sock.c): the cgroup programs rewrite a socket's

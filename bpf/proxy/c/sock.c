@@ -111,7 +111,7 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	struct np_sk_val rv = {};
 	__u8 proto;
 	__u32 count;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_coarse_ns();
 	__u8 node_client[16] = {};
 
 	if (bpf_get_netns_cookie(ctx) != netns_cookie)
