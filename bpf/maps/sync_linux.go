@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -449,12 +452,17 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 		}
 	})
 	full := false
+	batches := s.batchUpdates(keys, vals)
 	for i := 0; i < len(keys); i += s.batch {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		j := min(i+s.batch, len(keys))
-		s.update(keys[i:j], vals[i:j], &full)
+		var done *batchDone
+		if batches != nil {
+			done = &batches[i/s.batch]
+		}
+		s.update(keys[i:j], vals[i:j], done, &full)
 	}
 	for i := 0; i < len(gone); i += s.batch {
 		if err := ctx.Err(); err != nil {
@@ -535,6 +543,46 @@ func (s *Sync[K, V]) heldFull(k K, cause error) {
 	s.updFailed.Hold(k, e)
 }
 
+// batchDone is what a chunk's batch update did: the entries written, and
+// the syscall's error.
+type batchDone struct {
+	n   int
+	err error
+}
+
+// parallelChunks is how many chunks an update needs before batchUpdates
+// writes them side by side.
+const parallelChunks = 4
+
+// batchUpdates makes the batch syscalls of an update of parallelChunks
+// chunks or more side by side, one goroutine per CPU (the kernel locks a
+// hash map by bucket, so the writes of a large first Apply spread over
+// the CPUs), and returns what each did, for update to take account of in
+// order. nil: the chunks are written one by one by update (a small update,
+// one CPU, or no batch syscalls).
+func (s *Sync[K, V]) batchUpdates(keys []K, vals []V) []batchDone {
+	chunks := (len(keys) + s.batch - 1) / s.batch
+	workers := min(runtime.GOMAXPROCS(0), chunks)
+	if s.noBatchUpdate || chunks < parallelChunks || workers < 2 {
+		return nil
+	}
+	out := make([]batchDone, chunks)
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for c := int(next.Add(1) - 1); c < chunks; c = int(next.Add(1) - 1) {
+				i, j := c*s.batch, min((c+1)*s.batch, len(keys))
+				out[c].n, out[c].err = s.m.BatchUpdate(keys[i:j], vals[i:j], nil)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // update writes one chunk: one batch syscall when the kernel takes it
 // whole; when it fails, the entries the kernel reports as written are
 // kept and the rest are written one by one, so one bad entry never holds
@@ -542,11 +590,21 @@ func (s *Sync[K, V]) heldFull(k K, cause error) {
 // the other new keys of the Apply are not tried (each would cost a
 // syscall to be refused the same way) and the keys it holds are
 // overwritten one by one.
-func (s *Sync[K, V]) update(keys []K, vals []V, full *bool) {
+//
+// batch is the chunk's batch update when batchUpdates made it already.
+func (s *Sync[K, V]) update(keys []K, vals []V, batch *batchDone, full *bool) {
 	done := 0
-	if !s.noBatchUpdate && !*full {
+	if !s.noBatchUpdate && (!*full || batch != nil) {
 		s.stats.Syscalls++
-		n, err := s.m.BatchUpdate(keys, vals, nil)
+		var (
+			n   int
+			err error
+		)
+		if batch != nil {
+			n, err = batch.n, batch.err
+		} else {
+			n, err = s.m.BatchUpdate(keys, vals, nil)
+		}
 		switch {
 		case err == nil:
 			n = len(keys)

@@ -766,6 +766,21 @@ func (p *Proxy) write(name string, s *svc) {
 // backends are written before the stale ones are deleted.
 func (p *Proxy) room(e entries, ids [2]uint32, tables [2][]beVal) string {
 	k := p.k
+	// Most of the time every entry fits even if none is held yet: no need
+	// to count the ones that are (a lookup each, the most of a large first
+	// declaration's time).
+	most := [4]int{len(e.frontends)} // frontends, backends, source ranges, Maglev slots
+	for fam, id := range ids {
+		if id != 0 {
+			most[1] += len(e.backends[fam])
+			most[2] += len(e.sources[fam])
+			most[3] += len(tables[fam])
+		}
+	}
+	if k.feSync.Used()+most[0] <= int(k.fe.MaxEntries()) && k.beSync.Used()+most[1] <= int(k.be.MaxEntries()) &&
+		k.srcSync.Used()+most[2] <= int(k.src.MaxEntries()) && k.mgSync.Used()+most[3] <= int(k.mg.MaxEntries()) {
+		return ""
+	}
 	fes, bes := 0, 0
 	for _, f := range e.frontends {
 		if !k.feSync.Holds(f.key) {
