@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -234,6 +235,50 @@ func TestKernelSync(t *testing.T) {
 	s.QueueResync()
 	//lint:ignore SA1012 a nil context means context.Background()
 	require.NoError(t, s.Apply(nil))
+}
+
+// An update of many chunks is written side by side (several goroutines):
+// the map ends as desired, every chunk one batch syscall; and in a map too
+// small for it, the entries that fit are written and accounted for, the
+// others held as full, whichever chunks got there first.
+func TestKernelSyncParallelChunks(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4)) // side by side even on one CPU
+	ctx := context.Background()
+	spec := u32Spec
+	spec.MaxEntries = 5000
+	m, _ := openMap(t, spec)
+	s, err := maps.NewSync[uint32, uint32](m, maps.SyncOptions{BatchSize: 100})
+	require.NoError(t, err)
+	require.NoError(t, s.Read(ctx))
+	want := seq(0, 4000)
+	s.ReplaceDesired(want)
+	before := s.Counters()
+	require.NoError(t, s.Apply(ctx))
+	require.Equal(t, want, dump[uint32, uint32](t, m))
+	require.Equal(t, 4000, s.Counters().Updated-before.Updated)
+	require.Equal(t, 40, s.Counters().Syscalls-before.Syscalls, "one batch per chunk")
+	require.Equal(t, dataplane.DriverStats{Desired: 4000, InKernel: 4000, Writes: 4000}, s.Stats())
+
+	spec.Name, spec.MaxEntries = "np_small", 1000
+	small, _ := openMap(t, spec)
+	s, err = maps.NewSync[uint32, uint32](small, maps.SyncOptions{BatchSize: 100})
+	require.NoError(t, err)
+	want = seq(0, 1500)
+	s.ReplaceDesired(want)
+	err = s.Apply(ctx)
+	var pe *dataplane.PartialError
+	require.ErrorAs(t, err, &pe)
+	require.ErrorIs(t, err, maps.ErrFull)
+	require.Equal(t, 500, pe.Failed)
+	inMap := dump[uint32, uint32](t, small)
+	require.Len(t, inMap, 1000)
+	for k, v := range inMap {
+		require.Equal(t, want[k], v)
+		got, ok := s.InKernel(k)
+		require.True(t, ok, "key %d written and known", k)
+		require.Equal(t, v, got)
+	}
+	require.Equal(t, dataplane.DriverStats{Desired: 1500, InKernel: 1000, Failing: 500, Writes: 1000}, s.Stats())
 }
 
 func TestKernelSyncMapFull(t *testing.T) {
