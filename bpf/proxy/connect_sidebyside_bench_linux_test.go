@@ -27,11 +27,12 @@ import (
 // measured). One op is a round: connBenchTurn connections through each
 // rig in turn, every client and server thread pinned to the same CPU.
 // Reported per rig: the mean time per connection (<rig>-ns/conn, the CPU a
-// connection costs, since one CPU does all the work) and the p50 of the
-// handshake (<rig>-connect-p50-ns); and the ratios the project's targets
-// are stated in: bpf/nft-conn (per connection, bpf/proxy against the
-// verdict map), bpf/direct-conn, and bpf/direct-connect-p50 (the
-// handshake). Run it with -benchtime 40x or more.
+// connection costs, since one CPU does all the work), its p50
+// (<rig>-p50-ns) and the p50 of the handshake (<rig>-connect-p50-ns); and
+// the ratios the project's targets are stated in: bpf/nft-conn (per
+// connection, bpf/proxy against the verdict map), bpf/direct-conn,
+// bpf/direct-p50 (the connection's p50) and bpf/direct-connect-p50 (the
+// handshake's). Run it with -benchtime 40x or more.
 func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	const n = 10000
 	kerneltest.RequireCommands(b, "nft")
@@ -52,18 +53,22 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mean := map[string]float64{}
-	connectP50 := map[string]float64{}
+	mean, p50, connectP50 := map[string]float64{}, map[string]float64{}, map[string]float64{}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[(len(d)-1)/2].Nanoseconds())
+	}
 	for i, r := range rigs {
 		res := results[i]
-		mean[r.name] = float64(res.sum.Nanoseconds()) / float64(len(res.connect))
-		slices.Sort(res.connect)
-		connectP50[r.name] = float64(res.connect[(len(res.connect)-1)/2].Nanoseconds())
+		mean[r.name] = float64(res.sum.Nanoseconds()) / float64(len(res.total))
+		p50[r.name], connectP50[r.name] = median(res.total), median(res.connect)
 		b.ReportMetric(mean[r.name], r.name+"-ns/conn")
+		b.ReportMetric(p50[r.name], r.name+"-p50-ns")
 		b.ReportMetric(connectP50[r.name], r.name+"-connect-p50-ns")
 	}
 	b.ReportMetric(mean["bpf"]/mean["nft"], "bpf/nft-conn")
 	b.ReportMetric(mean["bpf"]/mean["direct"], "bpf/direct-conn")
+	b.ReportMetric(p50["bpf"]/p50["direct"], "bpf/direct-p50")
 	b.ReportMetric(connectP50["bpf"]/connectP50["direct"], "bpf/direct-connect-p50")
 }
 
@@ -78,10 +83,10 @@ type connBenchTarget struct {
 }
 
 // connBenchTimes is what one rig measured: the summed time of its
-// connections and each one's handshake.
+// connections, each one's time and each one's handshake.
 type connBenchTimes struct {
-	sum     time.Duration
-	connect []time.Duration
+	sum            time.Duration
+	total, connect []time.Duration
 }
 
 // connBenchTakeTurns runs rounds rounds of connBenchTurn connections per
@@ -103,6 +108,7 @@ func connBenchTakeTurns(targets []connBenchTarget, rounds int) ([]connBenchTimes
 				buf := make([]byte, 1)
 				next := turns[(i+1)%len(turns)]
 				res := &results[i]
+				res.total = make([]time.Duration, 0, rounds*connBenchTurn)
 				res.connect = make([]time.Duration, 0, rounds*connBenchTurn)
 				for round := 0; ; round++ {
 					if !<-turns[i] {
@@ -120,6 +126,7 @@ func connBenchTakeTurns(targets []connBenchTarget, rounds int) ([]connBenchTimes
 						}
 						if !warm {
 							res.sum += end.Sub(start)
+							res.total = append(res.total, end.Sub(start))
 							res.connect = append(res.connect, connected.Sub(start))
 						}
 					}
