@@ -34,7 +34,7 @@ const (
 	srcMapName   = "np_src"
 	mgMapName    = "np_maglev"
 	statsMapName = "np_stats"
-	hostIfName   = "np_host_if"
+	ifsMapName   = "np_ifs"
 	linksDir     = "links"
 )
 
@@ -51,7 +51,7 @@ type kstate struct {
 	counters   *ebpf.Map // np_stats, the programs' counters
 	aff        *ebpf.Map // np_aff, the session affinities
 	svcStats   *ebpf.Map // np_svc_stats, the per-service counters
-	hostIf     *ebpf.Map // np_host_if, the host interfaces' indexes (attach_linux.go)
+	ifs        *ebpf.Map // np_ifs, the kinds of the interfaces the programs are on (attach_linux.go)
 	feSync     *maps.Sync[feKey, feVal]
 	beSync     *maps.Sync[beKey, beVal]
 	src        *ebpf.Map // np_src, the source ranges
@@ -131,9 +131,9 @@ func (p *Proxy) loadPrograms(k *kstate, l *progLoad) error {
 	}
 	coll, err := loadOnMaps(spec, map[string]any{"masq_mark": p.o.MasqueradeMark, "masq_mask": p.o.MasqueradeMask,
 		"reject_mark": p.o.RejectMark, "reject_mask": p.o.RejectMask, "maglev_size": mgSize,
-		"dsr_enabled": boolWord(p.o.DSR)},
+		"dsr_enabled": boolWord(p.o.DSR), "local_redirect": boolWord(p.o.LocalRedirect)},
 		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, ctMapName: k.ct, statsMapName: k.counters, affMapName: k.aff,
-			svcStatsName: k.svcStats, srcMapName: k.src, mgMapName: k.mg, hostIfName: k.hostIf})
+			svcStatsName: k.svcStats, srcMapName: k.src, mgMapName: k.mg, ifsMapName: k.ifs})
 	if err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func (p *Proxy) open() (*kstate, error) {
 		{&k.svcStats, maps.Spec{Name: svcStatsName, Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: svcStatsSize,
 			MaxEntries: p.o.Frontends, Flags: unix.BPF_F_NO_PREALLOC}},
 		{&k.counters, maps.Spec{Name: statsMapName, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: statCount}},
-		{&k.hostIf, maps.Spec{Name: hostIfName, Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: maxHostInterfaces,
+		{&k.ifs, maps.Spec{Name: ifsMapName, Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: maxInterfaces,
 			Flags: unix.BPF_F_NO_PREALLOC}},
 	}
 	errs := make([]error, len(opens))
@@ -324,7 +324,7 @@ func (k *kstate) close() {
 	for _, prog := range k.progs {
 		_ = prog.Close()
 	}
-	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct, k.counters, k.aff, k.svcStats, k.src, k.mg, k.hostIf} {
+	for _, m := range []*ebpf.Map{k.fe, k.be, k.ct, k.counters, k.aff, k.svcStats, k.src, k.mg, k.ifs} {
 		if m != nil {
 			_ = m.Close()
 		}
@@ -923,7 +923,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 	}
 	errs = append(errs, p.cleanupTC()...)
 	_ = os.Remove(dir) // only when empty
-	for _, n := range []string{feMapName, beMapName, ctMapName, statsMapName, affMapName, svcStatsName, srcMapName, mgMapName, hostIfName, skRevMapName} {
+	for _, n := range []string{feMapName, beMapName, ctMapName, statsMapName, affMapName, svcStatsName, srcMapName, mgMapName, ifsMapName, skRevMapName} {
 		if err := maps.Remove(p.o.PinDir, n); err != nil {
 			errs = append(errs, err)
 		}

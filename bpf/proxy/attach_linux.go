@@ -107,56 +107,61 @@ func (p *Proxy) attachAll() {
 		_, wanted := p.links[name]
 		return !ok || wanted
 	})
-	p.sweepHostIfs()
+	p.sweepInterfaces()
 }
 
-// maxHostInterfaces is how many host interfaces np_host_if holds.
-const maxHostInterfaces = 1024
+// maxInterfaces is how many interfaces np_ifs holds.
+const maxInterfaces = 4096
 
-// markHost writes whether interface l is a host's into np_host_if, before
-// np_ingress is attached to it: the program treats what arrives on an
-// interface the map holds as traffic from outside the node, and anything
-// else as a pod's.
-func (p *Proxy) markHost(l iface) error {
-	key := uint32(l.index)
-	if !l.host {
-		if err := p.k.hostIf.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("%s: %w", hostIfName, err)
-		}
-		return nil
+// The kinds of interface np_ifs holds (NP_IF_* of c/nat.c).
+const (
+	ifHost uint32 = 1 // what arrives here comes from outside the node
+	ifPod  uint32 = 2 // a pod's (Options.LocalRedirect may send packets straight to it)
+)
+
+// ifKind is interface l's kind in np_ifs.
+func ifKind(l iface) uint32 {
+	if l.host {
+		return ifHost
 	}
+	return ifPod
+}
+
+// markInterface writes interface l's kind into np_ifs before the programs
+// are attached to it: np_ingress treats what arrives on a host interface
+// as traffic from outside the node, and anything else as a pod's.
+func (p *Proxy) markInterface(l iface) error {
+	key, kind := uint32(l.index), ifKind(l)
 	var v uint32
-	if p.k.hostIf.Lookup(key, &v) == nil && v == 1 {
+	if p.k.ifs.Lookup(key, &v) == nil && v == kind {
 		return nil
 	}
-	if err := p.k.hostIf.Put(key, uint32(1)); err != nil {
-		return fmt.Errorf("%s: %w", hostIfName, err)
+	if err := p.k.ifs.Put(key, kind); err != nil {
+		return fmt.Errorf("%s: %w", ifsMapName, err)
 	}
 	return nil
 }
 
-// sweepHostIfs removes from np_host_if the indexes that are no wanted host
-// interface's: a host interface gone, or one whose index came back as a
-// pod's. A failure leaves them for the next Apply; an index a pod's
-// interface got is cleared by its attachment already (markHost).
-func (p *Proxy) sweepHostIfs() {
-	hosts := map[uint32]bool{}
+// sweepInterfaces removes from np_ifs the indexes of no wanted interface
+// (gone, or back with another index). A failure leaves them for the next
+// Apply; an index that another wanted interface got is rewritten by its
+// attachment (markInterface).
+func (p *Proxy) sweepInterfaces() {
+	wanted := map[uint32]bool{}
 	for _, l := range p.links {
-		if l.host {
-			hosts[uint32(l.index)] = true
-		}
+		wanted[uint32(l.index)] = true
 	}
 	var (
 		key, v uint32
 		stale  []uint32
 	)
-	for it := p.k.hostIf.Iterate(); it.Next(&key, &v); {
-		if !hosts[key] {
+	for it := p.k.ifs.Iterate(); it.Next(&key, &v); {
+		if !wanted[key] {
 			stale = append(stale, key)
 		}
 	}
 	for _, key := range stale {
-		_ = p.k.hostIf.Delete(key)
+		_ = p.k.ifs.Delete(key)
 	}
 }
 
@@ -286,7 +291,7 @@ func detach(l link.Link) error {
 // the same interface (their program is replaced in place, so traffic
 // never passes untranslated).
 func (p *Proxy) attach(name string, l iface) (*attachment, error) {
-	if err := p.markHost(l); err != nil {
+	if err := p.markInterface(l); err != nil {
 		return nil, err
 	}
 	if p.attachMode() == AttachTC {

@@ -210,6 +210,29 @@
 // sent, packets and bytes translated both ways, and connections refused
 // (np_svc_stats, per CPU, pinned: they survive a restart of the agent).
 //
+// # Local redirect
+//
+// By default every translated packet goes the node's usual way: routed,
+// through netfilter (which sees the backend's address both ways, so its
+// conntrack and rules work as for a direct connection), and out of the
+// interface its route names. With Options.LocalRedirect, a pod's
+// connection to a backend pod on the same node takes a shorter way: once
+// translated at the client's veth, its packets go straight into the
+// backend pod (bpf_redirect_peer onto the veth's other end; while the
+// node has no neighbour entry for the pod yet, bpf_redirect_neigh, which
+// makes one), and the backend's replies get the frontend back at the
+// backend's veth and go straight into the client pod. Neither direction
+// is routed or seen by netfilter: such a connection costs about what a
+// direct one does (BenchmarkKernelServiceConnectSideBySide measures both),
+// but netfilter's rules for pod-to-pod traffic — package policy's, the
+// FORWARD chain's — do not apply to it. Use it only where nothing in
+// netfilter needs to see that traffic. The backend pod's veth must be one
+// of the Proxy's pod interfaces (PodInterfacePrefixes) with a route to the
+// pod; connections to other backends, from host interfaces, hairpinned,
+// masqueraded or sent by direct server return take the usual way.
+// TestKernelProxyLocalRedirect drops everything netfilter forwards
+// between two pods and shows their service connection still answers.
+//
 // # Consistent hashing
 //
 // With Options.Maglev, a new connection that arrives on a host interface

@@ -16,23 +16,24 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	natMapNpAff      = "np_aff"
-	natMapNpBe       = "np_be"
-	natMapNpCt       = "np_ct"
-	natMapNpFe       = "np_fe"
-	natMapNpHostIf   = "np_host_if"
-	natMapNpMaglev   = "np_maglev"
-	natMapNpSrc      = "np_src"
-	natMapNpStats    = "np_stats"
-	natMapNpSvcStats = "np_svc_stats"
-	natProgNpEgress  = "np_egress"
-	natProgNpIngress = "np_ingress"
-	natVarDsrEnabled = "dsr_enabled"
-	natVarMaglevSize = "maglev_size"
-	natVarMasqMark   = "masq_mark"
-	natVarMasqMask   = "masq_mask"
-	natVarRejectMark = "reject_mark"
-	natVarRejectMask = "reject_mask"
+	natMapNpAff         = "np_aff"
+	natMapNpBe          = "np_be"
+	natMapNpCt          = "np_ct"
+	natMapNpFe          = "np_fe"
+	natMapNpIfs         = "np_ifs"
+	natMapNpMaglev      = "np_maglev"
+	natMapNpSrc         = "np_src"
+	natMapNpStats       = "np_stats"
+	natMapNpSvcStats    = "np_svc_stats"
+	natProgNpEgress     = "np_egress"
+	natProgNpIngress    = "np_ingress"
+	natVarDsrEnabled    = "dsr_enabled"
+	natVarLocalRedirect = "local_redirect"
+	natVarMaglevSize    = "maglev_size"
+	natVarMasqMark      = "masq_mark"
+	natVarMasqMask      = "masq_mask"
+	natVarRejectMark    = "reject_mark"
+	natVarRejectMask    = "reject_mask"
 )
 
 // loadNat returns the embedded CollectionSpec for nat.
@@ -89,7 +90,7 @@ type natMapSpecs struct {
 	NpBe       *ebpf.MapSpec `ebpf:"np_be"`
 	NpCt       *ebpf.MapSpec `ebpf:"np_ct"`
 	NpFe       *ebpf.MapSpec `ebpf:"np_fe"`
-	NpHostIf   *ebpf.MapSpec `ebpf:"np_host_if"`
+	NpIfs      *ebpf.MapSpec `ebpf:"np_ifs"`
 	NpMaglev   *ebpf.MapSpec `ebpf:"np_maglev"`
 	NpSrc      *ebpf.MapSpec `ebpf:"np_src"`
 	NpStats    *ebpf.MapSpec `ebpf:"np_stats"`
@@ -100,12 +101,13 @@ type natMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natVariableSpecs struct {
-	DsrEnabled *ebpf.VariableSpec `ebpf:"dsr_enabled"`
-	MaglevSize *ebpf.VariableSpec `ebpf:"maglev_size"`
-	MasqMark   *ebpf.VariableSpec `ebpf:"masq_mark"`
-	MasqMask   *ebpf.VariableSpec `ebpf:"masq_mask"`
-	RejectMark *ebpf.VariableSpec `ebpf:"reject_mark"`
-	RejectMask *ebpf.VariableSpec `ebpf:"reject_mask"`
+	DsrEnabled    *ebpf.VariableSpec `ebpf:"dsr_enabled"`
+	LocalRedirect *ebpf.VariableSpec `ebpf:"local_redirect"`
+	MaglevSize    *ebpf.VariableSpec `ebpf:"maglev_size"`
+	MasqMark      *ebpf.VariableSpec `ebpf:"masq_mark"`
+	MasqMask      *ebpf.VariableSpec `ebpf:"masq_mask"`
+	RejectMark    *ebpf.VariableSpec `ebpf:"reject_mark"`
+	RejectMask    *ebpf.VariableSpec `ebpf:"reject_mask"`
 }
 
 // natObjects contains all objects after they have been loaded into the kernel.
@@ -132,7 +134,7 @@ type natMaps struct {
 	NpBe       *ebpf.Map `ebpf:"np_be"`
 	NpCt       *ebpf.Map `ebpf:"np_ct"`
 	NpFe       *ebpf.Map `ebpf:"np_fe"`
-	NpHostIf   *ebpf.Map `ebpf:"np_host_if"`
+	NpIfs      *ebpf.Map `ebpf:"np_ifs"`
 	NpMaglev   *ebpf.Map `ebpf:"np_maglev"`
 	NpSrc      *ebpf.Map `ebpf:"np_src"`
 	NpStats    *ebpf.Map `ebpf:"np_stats"`
@@ -145,7 +147,7 @@ func (m *natMaps) Close() error {
 		m.NpBe,
 		m.NpCt,
 		m.NpFe,
-		m.NpHostIf,
+		m.NpIfs,
 		m.NpMaglev,
 		m.NpSrc,
 		m.NpStats,
@@ -157,12 +159,13 @@ func (m *natMaps) Close() error {
 //
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natVariables struct {
-	DsrEnabled *ebpf.Variable `ebpf:"dsr_enabled"`
-	MaglevSize *ebpf.Variable `ebpf:"maglev_size"`
-	MasqMark   *ebpf.Variable `ebpf:"masq_mark"`
-	MasqMask   *ebpf.Variable `ebpf:"masq_mask"`
-	RejectMark *ebpf.Variable `ebpf:"reject_mark"`
-	RejectMask *ebpf.Variable `ebpf:"reject_mask"`
+	DsrEnabled    *ebpf.Variable `ebpf:"dsr_enabled"`
+	LocalRedirect *ebpf.Variable `ebpf:"local_redirect"`
+	MaglevSize    *ebpf.Variable `ebpf:"maglev_size"`
+	MasqMark      *ebpf.Variable `ebpf:"masq_mark"`
+	MasqMask      *ebpf.Variable `ebpf:"masq_mask"`
+	RejectMark    *ebpf.Variable `ebpf:"reject_mark"`
+	RejectMask    *ebpf.Variable `ebpf:"reject_mask"`
 }
 
 // natPrograms contains all programs after they have been loaded into the kernel.

@@ -310,15 +310,15 @@ func testRun(t testing.TB, prog *ebpf.Program, pkt []byte, mark uint32) (uint32,
 
 // testRunHost runs np_ingress on pkt as a host interface's ingress: the
 // interface of a test run (the namespace's loopback) is a host's in
-// np_host_if for the run.
+// np_ifs for the run.
 func testRunHost(t testing.TB, objs *natObjects, pkt []byte, mark uint32) (uint32, []byte, uint32) {
 	t.Helper()
 	const loopback = uint32(1)
-	if err := objs.NpHostIf.Put(loopback, uint32(1)); err != nil {
+	if err := objs.NpIfs.Put(loopback, ifHost); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := objs.NpHostIf.Delete(loopback); err != nil {
+		if err := objs.NpIfs.Delete(loopback); err != nil {
 			t.Fatal(err)
 		}
 	}()

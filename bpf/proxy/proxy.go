@@ -144,6 +144,18 @@ type Options struct {
 	// the frontend's address. See "Direct server return" in the package
 	// documentation for the topology it needs.
 	DSR bool
+	// LocalRedirect sends a pod's connection to a backend pod on this node,
+	// and the backend's replies, from one pod's interface straight to the
+	// other's (bpf_redirect_peer), past the node's routing and netfilter:
+	// the connection costs about what a direct one does, or less. What
+	// netfilter would do to those packets does not happen — network
+	// policy written in netfilter (package policy's rules, kube-proxy's),
+	// conntrack, the FORWARD chain's counters — so turn it on only where
+	// pod-to-pod traffic on the node needs none of it. Pods must be
+	// attached by veth pairs whose host side the Proxy is on (the pod
+	// interfaces of PodInterfacePrefixes); anything else takes the usual
+	// way. See "Local redirect" in the package documentation.
+	LocalRedirect bool
 	// Conntrack sets the connection entries' timeouts and their
 	// scanner's pace (run it with Run).
 	Conntrack ConntrackOptions

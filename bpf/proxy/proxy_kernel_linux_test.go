@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -446,11 +445,21 @@ func testKernelProxyInterfacesComeAndGo(t *testing.T, mode AttachMode) {
 	name, err := whoami(client.NS, netip.AddrPortFrom(clusterV4, 80))
 	require.NoError(t, err)
 	assert.NotEmpty(t, name)
-	// np_host_if holds the host interface alone: what arrives there comes
-	// from outside the node, what arrives on a pod's veth from a pod.
+	// np_ifs holds every interface the programs are on, with its kind:
+	// what arrives on the host's comes from outside the node, what arrives
+	// on a pod's veth from a pod.
+	kinds := map[uint32]uint32{}
+	for _, n := range rigInterfaces {
+		l, err := r.ns.LinkByName(context.Background(), n)
+		require.NoError(t, err)
+		kinds[uint32(l.Index)] = ifPod
+		if n == "eth0" {
+			kinds[uint32(l.Index)] = ifHost
+		}
+	}
+	assert.Equal(t, kinds, ifKinds(t, p))
 	eth0, err := r.ns.LinkByName(context.Background(), "eth0")
 	require.NoError(t, err)
-	assert.Equal(t, []uint32{uint32(eth0.Index)}, hostIfIndexes(t, p))
 
 	// The monitor says the client's veth is gone: its attachments and pins
 	// go, and the client's connections are no longer translated.
@@ -459,6 +468,7 @@ func testKernelProxyInterfacesComeAndGo(t *testing.T, mode AttachMode) {
 	p.OnLink(kernel.Link{Name: client.HostVeth, Index: l.Index}, kernel.LinkGone)
 	apply(t, p)
 	assert.NotContains(t, p.Status().Interfaces, client.HostVeth)
+	assert.NotContains(t, ifKinds(t, p), uint32(l.Index), "a gone interface leaves np_ifs")
 	_, err = os.Stat(filepath.Join(r.pinDir, linksDir, "ingress_"+client.HostVeth))
 	assert.True(t, errors.Is(err, os.ErrNotExist), "the pin of a gone interface is removed: %v", err)
 	require.Eventually(t, func() bool {
@@ -499,30 +509,26 @@ func testKernelProxyInterfacesComeAndGo(t *testing.T, mode AttachMode) {
 	apply(t, p)
 	assert.Zero(t, p.Stats().Failing)
 
-	// The host interface gone, its index leaves np_host_if (another
-	// interface may get it); back, it is there again.
+	// The host interface gone, its index leaves np_ifs (another interface
+	// may get it); back, it is there again.
 	p.OnLink(kernel.Link{Name: "eth0", Index: eth0.Index}, kernel.LinkGone)
 	apply(t, p)
-	assert.Empty(t, hostIfIndexes(t, p))
+	assert.NotContains(t, ifKinds(t, p), uint32(eth0.Index))
 	p.OnLink(kernel.Link{Name: "eth0", Index: eth0.Index}, kernel.LinkUp)
 	apply(t, p)
-	assert.Equal(t, []uint32{uint32(eth0.Index)}, hostIfIndexes(t, p))
+	assert.Equal(t, ifHost, ifKinds(t, p)[uint32(eth0.Index)])
 }
 
-// hostIfIndexes returns the interface indexes np_host_if holds, sorted.
-func hostIfIndexes(t *testing.T, p *Proxy) []uint32 {
+// ifKinds returns what np_ifs holds: interface index to kind.
+func ifKinds(t *testing.T, p *Proxy) map[uint32]uint32 {
 	t.Helper()
-	var (
-		out    []uint32
-		key, v uint32
-	)
-	it := p.k.hostIf.Iterate()
+	var key, v uint32
+	out := map[uint32]uint32{}
+	it := p.k.ifs.Iterate()
 	for it.Next(&key, &v) {
-		require.Equal(t, uint32(1), v)
-		out = append(out, key)
+		out[key] = v
 	}
 	require.NoError(t, it.Err())
-	slices.Sort(out)
 	return out
 }
 

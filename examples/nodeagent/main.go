@@ -189,6 +189,7 @@ func runCmd(ctx context.Context, args []string) error {
 	hostIfaces := fs.String("host-interfaces", "", "comma-separated interfaces NodePort traffic arrives on; empty: the host MTU interface")
 	nodeZone := fs.String("node-zone", "", "this node's zone for topology aware routing (--bpf-proxy); empty: the node's zone in the datastore (Kubernetes: its label topology.kubernetes.io/zone)")
 	bpfMaglev := fs.Uint("bpf-maglev", 0, "pick the backends of connections from outside the node by Maglev consistent hashing, with tables of this size (a prime such as 1021 or 16381; the same on every node), so a client reaches the same backend through any node (--bpf-proxy); 0: at random")
+	bpfLocalRedirect := fs.Bool("bpf-local-redirect", false, "send a pod's connection to a service backend on this node, and its replies, between the two pods' veths straight, past the node's routing and netfilter (--bpf-proxy; netfilter network policy does not see those packets: only where pod-to-pod policy is not needed)")
 	bpfDSR := fs.Bool("bpf-dsr", false, "direct server return for connections from outside the node to backends on other nodes: the backend's node answers the client itself, which sees no masquerading (--bpf-proxy; every node needs it, and the network must let a node answer with another node's address)")
 	bpfTCPOnly := fs.Bool("bpf-cgroup-tcp-only", false, "translate only TCP at connect() (--bpf-cgroup); the node's UDP to services is translated per packet as it leaves, so a connected UDP socket follows its service's backends")
 	bpfCgroup := fs.String("bpf-cgroup", "", "cgroup v2 directory whose processes' connections to services from the node's own namespace are translated at connect() (--bpf-proxy); empty: none")
@@ -206,7 +207,7 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	cfg.BPFProxy, cfg.BPFCgroup, cfg.NodeZone, cfg.BPFMaglev = *bpfProxy, *bpfCgroup, *nodeZone, uint32(*bpfMaglev)
 	cfg.NetworkPolicy = *netpol
-	cfg.BPFDSR, cfg.BPFCgroupTCPOnly = *bpfDSR, *bpfTCPOnly
+	cfg.BPFDSR, cfg.BPFCgroupTCPOnly, cfg.BPFLocalRedirect = *bpfDSR, *bpfTCPOnly, *bpfLocalRedirect
 	cfg.HostInterfaces = strings.FieldsFunc(*hostIfaces, func(r rune) bool { return r == ',' })
 	cfg.Listen, cfg.WireGuard, cfg.ResyncInterval = *listen, *wg, *resync
 	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)

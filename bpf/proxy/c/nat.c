@@ -71,17 +71,20 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } np_maglev SEC(".maps");
 
-// The host interfaces (ifindex -> 1), written by the agent before it
-// attaches np_ingress to one: what arrives on them comes from outside the
-// node (externalTrafficPolicy Local, Maglev, direct server return and
-// masquerading apply). Any other interface is a pod's.
+// The interfaces the programs are on (ifindex -> NP_IF_HOST or NP_IF_POD),
+// written by the agent before it attaches them: what arrives on a host
+// interface comes from outside the node (externalTrafficPolicy Local,
+// Maglev, direct server return and masquerading apply), and a pod
+// interface is where local_redirect may send a packet straight to.
+#define NP_IF_HOST 1
+#define NP_IF_POD 2
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, __u32);
 	__type(value, __u32);
-	__uint(max_entries, 1024);
+	__uint(max_entries, 4096);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-} np_host_if SEC(".maps");
+} np_ifs SEC(".maps");
 
 // Set by the loader: the size of every Maglev table (a prime); 0 when the
 // tables are off.
@@ -113,6 +116,12 @@ volatile const __u32 reject_mask = 0;
 // the frontend in an option, and a host interface's program takes such
 // options as the frontend to answer from.
 volatile const __u32 dsr_enabled = 0;
+
+// Set by the loader: 1 when a pod's connection to a backend pod on this
+// node, and its replies, go from one pod's interface to the other's
+// straight (bpf_redirect_peer, or bpf_redirect_neigh while the neighbour
+// is not known), past the node's routing and netfilter.
+volatile const __u32 local_redirect = 0;
 
 #define NP_L3_OFF ETH_HLEN
 #define NP_TCP_CSUM_OFF 16 // offsetof(struct tcphdr, check)
@@ -261,18 +270,20 @@ __attribute__((noinline)) int np_rewrite_fn(struct __sk_buff *skb, const struct 
 {
 	int dst = dst_port >> 16;
 	__be16 port = (__be16)(dst_port & 0xffff);
-	// The addresses and ports as they are to be: IPv4, the header from its
-	// checksum to the ports (bytes 10 to 23); IPv6, from the source address
-	// to the ports (from byte 8 on).
-	struct {
-		__u8 addrs[2][16];
-		__be16 ports[2];
+	// The header as it is to be: IPv4 from its checksum to the ports
+	// (bytes 10 to 23), IPv6 from the source address to the ports (from
+	// byte 8 on).
+	union {
+		struct {
+			__u16 check;
+			__be32 addrs[2];
+			__be16 ports[2];
+		} __attribute__((packed)) v4;
+		struct {
+			__u8 addrs[2][16];
+			__be16 ports[2];
+		} v6;
 	} h;
-	struct {
-		__u16 check;
-		__be32 addrs[2];
-		__be16 ports[2];
-	} __attribute__((packed)) h4;
 	__u64 mangled;
 	__be16 old_port;
 	int changed;
@@ -281,50 +292,57 @@ __attribute__((noinline)) int np_rewrite_fn(struct __sk_buff *skb, const struct 
 		return -1;
 	mangled = p->key.proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 	old_port = dst ? p->key.dport : p->key.sport;
-	__builtin_memcpy(h.addrs[0], p->key.src, 16);
-	__builtin_memcpy(h.addrs[1], p->key.dst, 16);
-	h.ports[0] = p->key.sport;
-	h.ports[1] = p->key.dport;
-	if (dst) {
-		__builtin_memcpy(h.addrs[1], &addr_hi, 8);
-		__builtin_memcpy(h.addrs[1] + 8, &addr_lo, 8);
-		h.ports[1] = port;
-		changed = !np_addr_eq(h.addrs[1], p->key.dst);
-	} else {
-		__builtin_memcpy(h.addrs[0], &addr_hi, 8);
-		__builtin_memcpy(h.addrs[0] + 8, &addr_lo, 8);
-		h.ports[0] = port;
-		changed = !np_addr_eq(h.addrs[0], p->key.src);
-	}
-	if (!changed && old_port == port)
-		return 0;
 	if (!p->v6) {
-		__be32 from, to;
+		__be32 from, to = (__be32)(addr_lo >> 32);
 
-		__builtin_memcpy(&from, (dst ? p->key.dst : p->key.src) + 12, 4);
-		__builtin_memcpy(&to, h.addrs[dst ? 1 : 0] + 12, 4);
+		if (dst)
+			__builtin_memcpy(&from, p->key.dst + 12, 4);
+		else
+			__builtin_memcpy(&from, p->key.src + 12, 4);
+		changed = from != to;
+		if (!changed && old_port == port)
+			return 0;
 		if (changed &&
 		    bpf_l4_csum_replace(skb, p->csum_off, from, to, BPF_F_PSEUDO_HDR | mangled | sizeof(to)) < 0)
 			return -1;
 		if (old_port != port && bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
 			return -1;
-		h4.check = np_csum_replace4(p->ip_check, from, to);
-		__builtin_memcpy(&h4.addrs[0], h.addrs[0] + 12, 4);
-		__builtin_memcpy(&h4.addrs[1], h.addrs[1] + 12, 4);
-		h4.ports[0] = h.ports[0];
-		h4.ports[1] = h.ports[1];
+		h.v4.check = np_csum_replace4(p->ip_check, from, to);
+		__builtin_memcpy(&h.v4.addrs[0], p->key.src + 12, 4);
+		__builtin_memcpy(&h.v4.addrs[1], p->key.dst + 12, 4);
+		if (dst)
+			h.v4.addrs[1] = to;
+		else
+			h.v4.addrs[0] = to;
+		h.v4.ports[0] = dst ? p->key.sport : port;
+		h.v4.ports[1] = dst ? port : p->key.dport;
 		if (p->opt_len == 0)
-			return bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct iphdr, check), &h4, sizeof(h4), 0) < 0 ? -1 : 0;
-		if (bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct iphdr, check), &h4, 10, 0) < 0)
+			return bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct iphdr, check), &h.v4, sizeof(h.v4), 0) < 0 ? -1 : 0;
+		if (bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct iphdr, check), &h.v4, 10, 0) < 0)
 			return -1;
 	} else {
-		if (changed) {
-			__u8 from[16];
-			__s64 diff;
+		const __u8 *old_addr;
+		__u8 *new_addr;
 
-			// A stack copy: bpf_csum_diff takes writable memory.
-			__builtin_memcpy(from, dst ? p->key.dst : p->key.src, 16);
-			diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)h.addrs[dst ? 1 : 0], 16, 0);
+		__builtin_memcpy(h.v6.addrs[0], p->key.src, 16);
+		__builtin_memcpy(h.v6.addrs[1], p->key.dst, 16);
+		if (dst) {
+			old_addr = p->key.dst;
+			new_addr = h.v6.addrs[1];
+		} else {
+			old_addr = p->key.src;
+			new_addr = h.v6.addrs[0];
+		}
+		__builtin_memcpy(new_addr, &addr_hi, 8);
+		__builtin_memcpy(new_addr + 8, &addr_lo, 8);
+		h.v6.ports[0] = dst ? p->key.sport : port;
+		h.v6.ports[1] = dst ? port : p->key.dport;
+		changed = !np_addr_eq(new_addr, old_addr);
+		if (!changed && old_port == port)
+			return 0;
+		if (changed) {
+			__s64 diff = bpf_csum_diff((__be32 *)old_addr, 16, (__be32 *)new_addr, 16, 0);
+
 			if (diff < 0)
 				return -1;
 			if (bpf_l4_csum_replace(skb, p->csum_off, 0, diff, BPF_F_PSEUDO_HDR | NP_F_IPV6 | mangled) < 0 &&
@@ -334,8 +352,8 @@ __attribute__((noinline)) int np_rewrite_fn(struct __sk_buff *skb, const struct 
 		if (old_port != port && bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
 			return -1;
 		if (p->opt_len == 0)
-			return bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct ipv6hdr, saddr), &h, sizeof(h), 0) < 0 ? -1 : 0;
-		if (changed && bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct ipv6hdr, saddr), &h, 32, 0) < 0)
+			return bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct ipv6hdr, saddr), &h.v6, sizeof(h.v6), 0) < 0 ? -1 : 0;
+		if (changed && bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct ipv6hdr, saddr), &h.v6, 32, 0) < 0)
 			return -1;
 	}
 	if (old_port != port &&
@@ -715,63 +733,120 @@ static __always_inline int np_dsr_accept(struct __sk_buff *skb, const struct np_
 	return TC_ACT_UNSPEC;
 }
 
-// np_fib_redirect sends a packet of the node's own, whose destination
-// np_forward just rewrote at an egress, out of the interface and to the
-// next hop the routing table has for its new destination (a pod's veth,
-// another host), as if routed so from the start. The packet must not be
-// for the node itself. A global function (its lookup's 64 bytes of stack
-// stay out of np_egress's, which the rewrite's add to): the destination
-// comes as two 64-bit halves.
-__attribute__((noinline)) int np_fib_redirect_fn(struct __sk_buff *skb, const struct np_pkt *p, __u64 dst_hi,
-						 __u64 dst_lo)
+// np_from_host says whether the packet arrived on a host interface
+// (np_ifs): it comes from outside the node. It returns a bit of the map's
+// value rather than a constant, so that the verifier checks what follows
+// once for an unknown value, not once per value.
+static __always_inline __u32 np_from_host(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	__u32 *kind = bpf_map_lookup_elem(&np_ifs, &ifindex);
+
+	return kind ? *kind & NP_IF_HOST : 0;
+}
+
+// np_route_fn looks up where dst, the packet's destination as it is to
+// leave, is routed from the interface the packet is on, as a router would
+// (an ingress lookup: an egress one would be held to that interface).
+//
+// node: the packet is one of the node's own, whose destination np_forward
+// just rewrote at an egress; it returns the verdict that sends it out of
+// the interface and to the next hop the routing table has for its new
+// destination (a pod's veth, another host), as if routed so from the
+// start (the packet must not be for the node itself).
+//
+// Else, for local_redirect: it returns the index of that interface when
+// it is a pod's that the programs are on (np_ifs), with the packet's MAC
+// addresses set for the pod (bpf_redirect_peer); its negative when the
+// pod's neighbour entry is not there yet (bpf_redirect_neigh resolves it);
+// 0 when the packet is not for a pod of this node.
+//
+// A global function (its lookup's 64 bytes of stack stay out of the
+// programs' own, which the rewrite's add to), the destination as two
+// 64-bit halves.
+__attribute__((noinline)) int np_route_fn(struct __sk_buff *skb, const struct np_pkt *p, __u64 dst_hi,
+					  __u64 dst_lo, int node)
 {
 	struct bpf_fib_lookup fib = {};
-	__u8 dst[16];
+	__u32 *kind, ifindex;
 	long rc;
 
 	if (!p)
-		return TC_ACT_SHOT;
-	__builtin_memcpy(dst, &dst_hi, 8);
-	__builtin_memcpy(dst + 8, &dst_lo, 8);
+		return node ? TC_ACT_SHOT : 0;
 	fib.l4_protocol = p->key.proto;
 	fib.ifindex = skb->ifindex;
 	if (!p->v6) {
 		fib.family = 2; // AF_INET
 		__builtin_memcpy(&fib.ipv4_src, p->key.src + 12, 4);
-		__builtin_memcpy(&fib.ipv4_dst, dst + 12, 4);
+		__builtin_memcpy(&fib.ipv4_dst, (__u8 *)&dst_lo + 4, 4);
 	} else {
 		fib.family = 10; // AF_INET6
 		__builtin_memcpy(fib.ipv6_src, p->key.src, 16);
-		__builtin_memcpy(fib.ipv6_dst, dst, 16);
+		__builtin_memcpy(fib.ipv6_dst, &dst_hi, 8);
+		__builtin_memcpy((__u8 *)fib.ipv6_dst + 8, &dst_lo, 8);
 	}
-	// An ingress lookup on the interface the packet was leaving by, as a
-	// router would make it (an egress one would be held to that interface).
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
-		return TC_ACT_SHOT;
-	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
+		return node ? TC_ACT_SHOT : 0;
+	if (node)
+		return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
+	ifindex = fib.ifindex;
+	kind = bpf_map_lookup_elem(&np_ifs, &ifindex);
+	if (!kind || *kind != NP_IF_POD || ifindex == skb->ifindex)
+		return 0;
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return -(int)ifindex;
+	if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0) < 0)
+		return 0;
+	return (int)ifindex;
 }
 
-// np_fib_redirect is np_fib_redirect_fn's front.
-static __always_inline int np_fib_redirect(struct __sk_buff *skb, const struct np_pkt *p, const __u8 *dst)
+// np_route is np_route_fn's front.
+static __always_inline int np_route(struct __sk_buff *skb, const struct np_pkt *p, const __u8 *dst, int node)
 {
 	__u64 hi, lo;
 
 	__builtin_memcpy(&hi, dst, 8);
 	__builtin_memcpy(&lo, dst + 8, 8);
-	return np_fib_redirect_fn(skb, p, hi, lo);
+	return np_route_fn(skb, p, hi, lo, node);
 }
 
-// np_from_host says whether the packet arrived on a host interface
-// (np_host_if): it comes from outside the node. It returns the map's value
-// (1) rather than a constant, so that the verifier checks what follows
-// once for an unknown value, not once per value.
-static __always_inline __u32 np_from_host(struct __sk_buff *skb)
+// np_local_send sends the packet to the pod interface np_route found
+// (target).
+static __always_inline int np_local_send(int target)
 {
-	__u32 ifindex = skb->ifindex;
-	__u32 *host = bpf_map_lookup_elem(&np_host_if, &ifindex);
+	if (target > 0)
+		return bpf_redirect_peer(target, 0);
+	return bpf_redirect_neigh(-target, NULL, 0, 0);
+}
 
-	return host ? *host : 0;
+// np_reverse puts the frontend back as the source of p, a backend's reply
+// whose reverse entry is ct, and removes the connection when p closes it;
+// fkey is room for the forward entry's key (the callers' stack is short).
+// It returns TC_ACT_UNSPEC, or TC_ACT_SHOT for a reply it cannot rewrite.
+static __always_inline int np_reverse(struct __sk_buff *skb, struct np_pkt *p, struct np_ct_val *ct, __u64 now,
+				      struct np_ct_key *fkey)
+{
+	__u8 fe_addr[16];
+	int closing = 0;
+
+	ct->last_seen = now;
+	if (!(ct->flags & NP_CT_REPLIED))
+		ct->flags |= NP_CT_REPLIED; // the scanner's timeouts see an answered connection
+	np_svc_count(ct->svc_id, skb->len, 0, 0);
+	np_fwd_key(fkey, &p->key, ct);
+	if (p->key.proto == IPPROTO_TCP)
+		closing = np_closes(p, ct, fkey);
+	__builtin_memcpy(fe_addr, ct->addr, 16);
+	if (np_is_v4mapped(fe_addr) == p->v6 || np_rewrite(skb, p, 0, fe_addr, ct->port) < 0)
+		return TC_ACT_SHOT;
+	if (closing) {
+		bpf_map_delete_elem(&np_ct, &p->key);
+		bpf_map_delete_elem(&np_ct, fkey);
+		np_count(NP_STAT_CLOSED);
+	}
+	return TC_ACT_UNSPEC;
 }
 
 // NP_TC_TRANSLATED in skb->tc_index: np_ingress translated this packet of
@@ -790,6 +865,11 @@ static __always_inline __u32 np_from_host(struct __sk_buff *skb)
 // or at an interface's egress for a packet of the node's own processes
 // that nothing translated (node: the connect-time programs absent, or
 // leaving UDP alone), which it sends where its new destination is routed.
+//
+// The verifier allows a program 512 bytes of stack together with the global
+// functions it calls: np_ingress, np_forward inlined, takes 416 of them and
+// np_rewrite_fn the rest. Keep new locals out of np_forward (or in a global
+// function); a load that fails with "combined stack size" says so.
 static __always_inline int np_forward(struct __sk_buff *skb, int node)
 {
 	int from_host = 0, pod = 0;
@@ -801,6 +881,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 	struct np_be_val *be;
 	struct np_be_val backend;
 	struct np_ct_key rkey;
+	struct np_ct_val cv;
 	__u64 now;
 	__u32 count, local_count, ordinal, n;
 	int masq, hairpin, self, local, dsr = 0, closing = 0, new_conn = 0;
@@ -841,35 +922,29 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 		return np_hairpin(skb, &p, client, p.key.dport, fe_addr, fe_port);
 	}
 
-	// A backend's reply to a connection of the node's own processes: it
-	// is delivered on this node, so it gets the frontend back here, at
-	// the ingress (np_egress never sees it).
-	if (!node && ct && (ct->flags & (NP_CT_REVERSE | NP_CT_NODE)) == (NP_CT_REVERSE | NP_CT_NODE)) {
-		struct np_ct_key fkey;
-		__u8 fe_addr[16];
+	// A backend's reply. To a connection of the node's own processes: it
+	// is delivered on this node, so it gets the frontend back here, at the
+	// ingress (np_egress never sees it). With local_redirect, to a client
+	// pod of this node: it gets the frontend back here and goes straight to
+	// the client's interface (np_egress is not on the way). Any other is
+	// np_egress's to translate, where it leaves: no frontend to look up.
+	if (ct && (ct->flags & NP_CT_REVERSE)) {
+		int target = 0, verdict;
 
-		ct->last_seen = now;
-		if (!(ct->flags & NP_CT_REPLIED))
-			ct->flags |= NP_CT_REPLIED;
-		np_svc_count(ct->svc_id, skb->len, 0, 0);
-		np_fwd_key(&fkey, &p.key, ct);
-		if (p.key.proto == IPPROTO_TCP)
-			closing = np_closes(&p, ct, &fkey);
-		__builtin_memcpy(fe_addr, ct->addr, 16);
-		if (np_is_v4mapped(fe_addr) == p.v6 || np_rewrite(skb, &p, 0, fe_addr, ct->port) < 0)
-			return TC_ACT_SHOT;
-		if (closing) {
-			bpf_map_delete_elem(&np_ct, &p.key);
-			bpf_map_delete_elem(&np_ct, &fkey);
-			np_count(NP_STAT_CLOSED);
+		if (node)
+			return TC_ACT_UNSPEC;
+		if (!(ct->flags & NP_CT_NODE)) {
+			if (!local_redirect || (ct->flags & (NP_CT_HAIRPIN | NP_CT_MASQ | NP_CT_DSR)))
+				return TC_ACT_UNSPEC;
+			target = np_route(skb, &p, p.key.dst, 0);
+			if (!target)
+				return TC_ACT_UNSPEC;
 		}
-		return TC_ACT_UNSPEC;
+		verdict = np_reverse(skb, &p, ct, now, &rkey);
+		if (verdict != TC_ACT_UNSPEC || !target)
+			return verdict;
+		return np_local_send(target);
 	}
-
-	// Any other backend's reply is np_egress's to translate, where it
-	// leaves: no frontend to look up.
-	if (ct && (ct->flags & NP_CT_REVERSE))
-		return TC_ACT_UNSPEC;
 
 	// A TCP connection keeps its backend even once the backend left the
 	// service (a terminating pod finishes what it serves, as with
@@ -996,36 +1071,31 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 	__builtin_memcpy(&backend, be, sizeof(backend));
 	np_remember(fe, p.key.src, &backend, ordinal, now);
 
-	// Remember the choice for the rest of the connection...
-	{
-		struct np_ct_val fwd = {};
-
-		__builtin_memcpy(fwd.addr, backend.addr, 16);
-		fwd.port = backend.port;
-		fwd.svc_id = bk.svc_id;
-		fwd.ordinal = ordinal;
-		fwd.flags = (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0) | (dsr ? NP_CT_DSR : 0) | (node ? NP_CT_NODE : 0);
-		fwd.last_seen = now;
-		// No room: the map never evicts a live connection to make some;
-		// the new one is dropped (its client retries) and counted.
-		if (bpf_map_update_elem(&np_ct, &p.key, &fwd, BPF_ANY) < 0) {
-			np_count(NP_STAT_CT_FULL);
-			return TC_ACT_SHOT;
-		}
+	// Remember the choice for the rest of the connection... (one value on
+	// the stack for both entries: the stack is short)
+	__builtin_memset(&cv, 0, sizeof(cv));
+	__builtin_memcpy(cv.addr, backend.addr, 16);
+	cv.port = backend.port;
+	cv.svc_id = bk.svc_id;
+	cv.ordinal = ordinal;
+	cv.flags = (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0) | (dsr ? NP_CT_DSR : 0) | (node ? NP_CT_NODE : 0);
+	cv.last_seen = now;
+	// No room: the map never evicts a live connection to make some; the
+	// new one is dropped (its client retries) and counted.
+	if (bpf_map_update_elem(&np_ct, &p.key, &cv, BPF_ANY) < 0) {
+		np_count(NP_STAT_CT_FULL);
+		return TC_ACT_SHOT;
 	}
 	// ...and how to undo it on the backend's replies, which a hairpinned
 	// connection's server sends to the frontend address (none by direct
 	// server return: the backend's node answers).
 	if (!dsr) {
-		struct np_ct_val rev = {};
-
 		np_rev_key(&rkey, &p.key, &backend, hairpin);
-		__builtin_memcpy(rev.addr, p.key.dst, 16);
-		rev.port = p.key.dport;
-		rev.flags = NP_CT_REVERSE | (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0) | (node ? NP_CT_NODE : 0);
-		rev.svc_id = bk.svc_id;
-		rev.last_seen = now;
-		if (bpf_map_update_elem(&np_ct, &rkey, &rev, BPF_ANY) < 0) {
+		__builtin_memcpy(cv.addr, p.key.dst, 16);
+		cv.port = p.key.dport;
+		cv.ordinal = 0;
+		cv.flags = NP_CT_REVERSE | (masq ? NP_CT_MASQ : 0) | (hairpin ? NP_CT_HAIRPIN : 0) | (node ? NP_CT_NODE : 0);
+		if (bpf_map_update_elem(&np_ct, &rkey, &cv, BPF_ANY) < 0) {
 			bpf_map_delete_elem(&np_ct, &p.key);
 			np_count(NP_STAT_CT_FULL);
 			return TC_ACT_SHOT;
@@ -1061,8 +1131,17 @@ dnat:
 		bpf_map_delete_elem(&np_ct, &rkey);
 		np_count(NP_STAT_CLOSED);
 	}
-	if (node)
-		return np_fib_redirect(skb, &p, backend.addr);
+	// The node's own packet goes where its new destination is routed;
+	// with local_redirect, a pod's packet to a backend pod of this node
+	// straight to the backend's interface.
+	if (node || (local_redirect && !masq && !dsr && (pod || (!new_conn && !np_from_host(skb))))) {
+		int target = np_route(skb, &p, backend.addr, node);
+
+		if (node)
+			return target;
+		if (target)
+			return np_local_send(target);
+	}
 	skb->tc_index = NP_TC_TRANSLATED;
 	return TC_ACT_UNSPEC;
 }
@@ -1257,9 +1336,6 @@ int np_egress(struct __sk_buff *skb)
 	struct np_pkt p;
 	struct np_ct_val *ct;
 	struct np_ct_key fkey;
-	__u8 addr[16];
-	__be16 port;
-	int closing = 0;
 
 	// A client's packet np_ingress translated: nothing to undo.
 	if (skb->tc_index == NP_TC_TRANSLATED) {
@@ -1277,23 +1353,5 @@ int np_egress(struct __sk_buff *skb)
 	// A hairpin reverse entry is np_ingress's alone.
 	if (!ct || !(ct->flags & NP_CT_REVERSE) || (ct->flags & NP_CT_HAIRPIN))
 		return TC_ACT_UNSPEC;
-	ct->last_seen = bpf_ktime_get_coarse_ns();
-	if (!(ct->flags & NP_CT_REPLIED))
-		ct->flags |= NP_CT_REPLIED;
-	np_svc_count(ct->svc_id, skb->len, 0, 0);
-	np_fwd_key(&fkey, &p.key, ct);
-	if (p.key.proto == IPPROTO_TCP)
-		closing = np_closes(&p, ct, &fkey);
-	__builtin_memcpy(addr, ct->addr, 16);
-	port = ct->port;
-	if (np_is_v4mapped(addr) == p.v6)
-		return TC_ACT_SHOT;
-	if (np_rewrite(skb, &p, 0, addr, port) < 0)
-		return TC_ACT_SHOT;
-	if (closing) {
-		bpf_map_delete_elem(&np_ct, &p.key);
-		bpf_map_delete_elem(&np_ct, &fkey);
-		np_count(NP_STAT_CLOSED);
-	}
-	return TC_ACT_UNSPEC;
+	return np_reverse(skb, &p, ct, bpf_ktime_get_coarse_ns(), &fkey);
 }

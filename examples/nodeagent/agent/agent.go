@@ -216,6 +216,11 @@ type Config struct {
 	// (proxy.Options.DSR) for connections from outside the node to
 	// backends on other nodes; every node needs it.
 	BPFDSR bool
+	// BPFLocalRedirect sends a pod's connection to a backend pod on this
+	// node, and its replies, between the two pods' veths straight, past
+	// the node's routing and netfilter (proxy.Options.LocalRedirect:
+	// netfilter network policy does not see those packets).
+	BPFLocalRedirect bool
 	// BPFCgroupTCPOnly leaves UDP out of the connect-time translation
 	// (proxy.Options.ConnectTimeTCPOnly): the node's datagrams to a
 	// service are translated per packet, so a connected UDP socket
@@ -370,7 +375,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		p.proxy, err = proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
 			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
 			RejectMark: rejectMark, RejectMask: rejectMark,
-			Cgroup: cfg.BPFCgroup, Maglev: proxy.MaglevOptions{Enabled: cfg.BPFMaglev != 0, TableSize: cfg.BPFMaglev}, DSR: cfg.BPFDSR,
+			Cgroup: cfg.BPFCgroup, Maglev: proxy.MaglevOptions{Enabled: cfg.BPFMaglev != 0, TableSize: cfg.BPFMaglev}, DSR: cfg.BPFDSR, LocalRedirect: cfg.BPFLocalRedirect,
 			ConnectTimeTCPOnly: cfg.BPFCgroupTCPOnly,
 			Logger:             log.With("component", "bpf-proxy")})
 		if err != nil {
