@@ -120,7 +120,11 @@ func connBenchServiceAddr(i int) netip.AddrPort {
 
 // bpfServices makes a Proxy of the host, attached to its pod veths and
 // underlay, with n services whose one backend is the backend pod.
-func (r *connBenchRig) bpfServices(b *testing.B, n int) {
+func (r *connBenchRig) bpfServices(b *testing.B, n int) { r.bpfServicesWith(b, n, false) }
+
+// bpfServicesWith is bpfServices, with Options.LocalRedirect when
+// localRedirect.
+func (r *connBenchRig) bpfServicesWith(b *testing.B, n int, localRedirect bool) {
 	b.Helper()
 	h := r.topo.Hosts[0]
 	ns, err := kernel.Open(h.NS.Path())
@@ -129,7 +133,7 @@ func (r *connBenchRig) bpfServices(b *testing.B, n int) {
 	}
 	b.Cleanup(func() { _ = ns.Close() })
 	p, err := New(Options{Kernel: ns, PinDir: bpftest.Dir(b), HostInterfaces: []string{h.UnderlayIf},
-		PodInterfacePrefixes: []string{r.topo.Options.PodIfacePrefix}})
+		PodInterfacePrefixes: []string{r.topo.Options.PodIfacePrefix}, LocalRedirect: localRedirect})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,10 +21,10 @@ import (
 // runs of BenchmarkKernelServiceConnect one after another vary by ±15% on
 // a busy 2-core machine, more than the differences it is there to show.
 //
-// Three rigs of one host and two pods each are made side by side: direct
-// (the client dials the backend), bpf (a Proxy with N services) and
-// nft-vmap (N services in kube-proxy's nftables layout, the last one
-// measured). One op is a round: connBenchTurn connections through each
+// Four rigs of one host and two pods each are made side by side: direct
+// (the client dials the backend), bpf (a Proxy with N services), bpf-lr
+// (the same with Options.LocalRedirect) and nft (N services in
+// kube-proxy's nftables layout, the last one measured). One op is a round: connBenchTurn connections through each
 // rig in turn, every client and server thread pinned to the same CPU.
 // Reported per rig: the mean time per connection (<rig>-ns/conn, the CPU a
 // connection costs, since one CPU does all the work), its p50
@@ -32,18 +32,22 @@ import (
 // the ratios the project's targets are stated in: bpf/nft-conn (per
 // connection, bpf/proxy against the verdict map), bpf/direct-conn,
 // bpf/direct-p50 (the connection's p50) and bpf/direct-connect-p50 (the
-// handshake's). Run it with -benchtime 40x or more.
+// handshake's), and the same for bpf-lr. Run it with -benchtime 40x or
+// more.
 func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	const n = 10000
 	kerneltest.RequireCommands(b, "nft")
 	direct := newConnBenchRig(b)
 	viaBPF := newConnBenchRig(b)
 	viaBPF.bpfServices(b, n)
+	viaLR := newConnBenchRig(b)
+	viaLR.bpfServicesWith(b, n, true)
 	viaNFT := newConnBenchRig(b)
 	viaNFT.nftServices(b, n)
 	rigs := []connBenchTarget{
 		{name: "direct", from: direct.client.NS, to: direct.backendAddr},
 		{name: "bpf", from: viaBPF.client.NS, to: connBenchServiceAddr(n / 2)},
+		{name: "bpf-lr", from: viaLR.client.NS, to: connBenchServiceAddr(n / 2)},
 		{name: "nft", from: viaNFT.client.NS, to: connBenchServiceAddr(n - 1)},
 	}
 	rounds := b.N
@@ -66,10 +70,13 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 		b.ReportMetric(p50[r.name], r.name+"-p50-ns")
 		b.ReportMetric(connectP50[r.name], r.name+"-connect-p50-ns")
 	}
-	b.ReportMetric(mean["bpf"]/mean["nft"], "bpf/nft-conn")
-	b.ReportMetric(mean["bpf"]/mean["direct"], "bpf/direct-conn")
-	b.ReportMetric(p50["bpf"]/p50["direct"], "bpf/direct-p50")
-	b.ReportMetric(connectP50["bpf"]/connectP50["direct"], "bpf/direct-connect-p50")
+	for _, r := range []string{"bpf", "bpf-lr"} {
+		b.ReportMetric(mean[r]/mean["nft"], r+"/nft-conn")
+		b.ReportMetric(p50[r]/p50["nft"], r+"/nft-p50")
+		b.ReportMetric(mean[r]/mean["direct"], r+"/direct-conn")
+		b.ReportMetric(p50[r]/p50["direct"], r+"/direct-p50")
+		b.ReportMetric(connectP50[r]/connectP50["direct"], r+"/direct-connect-p50")
+	}
 }
 
 // connBenchTurn is how many connections a rig makes in one turn.
