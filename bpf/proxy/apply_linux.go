@@ -71,6 +71,7 @@ type kstate struct {
 
 	attached map[string]*attachment // by interface name
 	swept    bool                   // stale attachment pins removed
+	ifsSwept bool                   // np_ifs swept once (sweepInterfaces)
 	at       attachState            // the attach mode and the classic tc sweep (tc_linux.go)
 
 	cg *cgroupState // the connect-time programs (cgroup_linux.go); nil without Options.Cgroup
@@ -404,6 +405,7 @@ func (p *Proxy) prepare(ctx context.Context) error {
 		k.swept = false
 		p.recheckAttachments()
 		p.linksDirDue = true
+		p.linksChanged = true // np_ifs swept again
 		// The maps are read again: a waiting service may fit now.
 		p.retryWaiting()
 	}

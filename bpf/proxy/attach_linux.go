@@ -143,10 +143,14 @@ func (p *Proxy) markInterface(l iface) error {
 }
 
 // sweepInterfaces removes from np_ifs the indexes of no wanted interface
-// (gone, or back with another index). A failure leaves them for the next
+// (gone, or back with another index), when the wanted interfaces changed
+// since it last did (or a resync asks). A failure leaves them for the next
 // Apply; an index that another wanted interface got is rewritten by its
 // attachment (markInterface).
 func (p *Proxy) sweepInterfaces() {
+	if !p.linksChanged && p.k.ifsSwept {
+		return
+	}
 	wanted := map[uint32]bool{}
 	for _, l := range p.links {
 		wanted[uint32(l.index)] = true
@@ -160,9 +164,13 @@ func (p *Proxy) sweepInterfaces() {
 			stale = append(stale, key)
 		}
 	}
+	failed := false
 	for _, key := range stale {
-		_ = p.k.ifs.Delete(key)
+		if err := p.k.ifs.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			failed = true
+		}
 	}
+	p.linksChanged, p.k.ifsSwept = failed, !failed
 }
 
 // staleAttachments returns the interfaces the programs are attached to

@@ -264,6 +264,9 @@ type Proxy struct {
 	// linksDirDue asks the next Apply to make the attachments' directory
 	// again (after a resync: someone may have removed it).
 	linksDirDue bool
+	// linksChanged says the wanted interfaces changed since the last
+	// sweep of np_ifs (attach_linux.go).
+	linksChanged bool
 
 	// ct is what the connection scanner (Run) reports; it has its own lock.
 	ct ctShared
@@ -453,10 +456,14 @@ func (p *Proxy) OnLink(l kernel.Link, state kernel.LinkState) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	was, had := p.links[l.Name]
 	if state == kernel.LinkGone {
 		delete(p.links, l.Name)
 	} else {
 		p.links[l.Name] = iface{index: l.Index, host: host}
+	}
+	if now, has := p.links[l.Name]; has != had || now != was {
+		p.linksChanged = true
 	}
 }
 
