@@ -4,18 +4,19 @@
 // DNAT for cluster IPs, node ports and external IPs.
 //
 //   np_ingress  ingress of a pod's host-side veth (packets leaving a pod) and
-//               of a host interface (packets from other nodes; np_host_if
-//               lists those, whose traffic comes from outside the node)
+//               of a host interface (packets from other nodes; np_ifs tells
+//               the two kinds apart)
 //   np_egress   egress of both: puts the frontend back on replies
 //
 // One program serves both kinds of ingress, so the verifier checks the
-// forward NAT once for them (it takes most of the proxy's start). np_ingress picks a backend for a new connection, remember the
-// choice in np_ct (a forward entry for the client's direction, a reverse
-// entry for the backend's replies) and rewrite the destination. np_egress
-// finds the reverse entry of a reply and rewrites its source. A pod whose
-// connection goes to itself (it is its service's only backend) is
-// hairpinned by np_ingress alone: see np_hairpin. All headers
-// are read with bpf_skb_load_bytes into the stack and written back with
+// forward NAT once for them (its work is most of the proxy's start).
+// np_ingress picks a backend for a new connection, remembers the choice in
+// np_ct (a forward entry for the client's direction, a reverse entry for
+// the backend's replies) and rewrites the destination. np_egress finds the
+// reverse entry of a reply and rewrites its source. A pod whose connection
+// goes to itself (it is its service's only backend) is hairpinned by
+// np_ingress alone: see np_hairpin. All headers are read with
+// bpf_skb_load_bytes into the stack and written back with
 // bpf_skb_store_bytes, so non-linear skbs work and the verifier needs no
 // packet bounds proofs. The map layouts are in nat.h.
 
