@@ -123,6 +123,7 @@ type testPacket struct {
 	fragOffset   uint16 // IPv4 fragment offset in 8-byte units
 	v6NextHeader uint8  // IPv6 next header instead of proto (extension header test)
 	payload      []byte
+	seq, ack     uint32 // TCP sequence and acknowledgement numbers; 0: fixed ones
 }
 
 // testChecksum folds the one's complement sum of b into sum.
@@ -163,8 +164,15 @@ func (p testPacket) bytes() []byte {
 		l4 = make([]byte, 20)
 		binary.BigEndian.PutUint16(l4[0:], p.src.Port())
 		binary.BigEndian.PutUint16(l4[2:], p.dst.Port())
-		binary.BigEndian.PutUint32(l4[4:], 0x01020304) // seq
-		binary.BigEndian.PutUint32(l4[8:], 0x0a0b0c0d) // ack
+		seq, ack := p.seq, p.ack
+		if seq == 0 {
+			seq = 0x01020304
+		}
+		if ack == 0 {
+			ack = 0x0a0b0c0d
+		}
+		binary.BigEndian.PutUint32(l4[4:], seq)
+		binary.BigEndian.PutUint32(l4[8:], ack)
 		l4[12] = 5 << 4
 		l4[13] = p.tcpFlags
 		binary.BigEndian.PutUint16(l4[14:], 64240)
@@ -1227,6 +1235,98 @@ func BenchmarkKernelProgIngress(b *testing.B) {
 				total += d
 			}
 			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/packet")
+		})
+	}
+}
+
+// The programs remove a TCP connection's entries at the packet that
+// acknowledges the second FIN (by acknowledgement number), or at a RST:
+// a close where one side answers the other's FIN, a simultaneous close
+// (each side acknowledges the other's FIN after sending its own: the
+// entries stay for the last of those acknowledgements), a FIN that carries
+// data (acknowledging the data alone is not acknowledging the FIN), and a
+// reset.
+func TestKernelProgTCPClose(t *testing.T) {
+	svc := testService{id: 9, fe: testAddrPort("10.96.0.10:80"), proto: testProtoTCP,
+		backends: []netip.AddrPort{testAddrPort("10.244.2.21:8080")}, local: 1}
+	be := svc.backends[0]
+	const (
+		fin, ack, rst = 0x01, 0x10, 0x04
+		c, s          = 1000, 5000 // the client's and the server's sequence numbers after the handshake
+	)
+	type step struct {
+		fromClient bool
+		flags      uint8
+		seq, ack   uint32
+		payload    int
+		open       bool // the entries are still there after the packet
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"client closes, server answers", []step{
+			{true, fin | ack, c, s, 0, true},
+			{false, fin | ack, s, c + 1, 0, true},
+			{true, ack, c + 1, s + 1, 0, false},
+		}},
+		{"server closes, client acknowledges then closes", []step{
+			{false, fin | ack, s, c, 0, true},
+			{true, ack, c, s + 1, 0, true},
+			{true, fin | ack, c, s + 1, 0, true},
+			{false, ack, s + 1, c + 1, 0, false},
+		}},
+		{"simultaneous close", []step{
+			{true, fin | ack, c, s, 0, true},
+			{false, fin | ack, s, c, 0, true},
+			{true, ack, c + 1, s + 1, 0, true},
+			{false, ack, s + 1, c + 1, 0, false},
+		}},
+		{"FIN with data", []step{
+			{true, fin | ack, c, s, 10, true},
+			{false, fin | ack, s, c + 10, 0, true},
+			{true, ack, c + 11, s + 1, 0, true},
+			{false, ack, s + 1, c + 11, 0, false},
+		}},
+		{"reset", []step{
+			{true, rst | ack, c, s, 0, false},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := testObjs(t)
+			testPutService(t, objs, svc)
+			cl := testAddrPort("10.244.1.7:40000")
+			if ret, _, _ := testRun(t, objs.NpIngress, testPacket{src: cl, dst: svc.fe, proto: testProtoTCP, tcpFlags: testTCPSyn, seq: c - 1}.bytes(), 0); ret != testActUnspec {
+				t.Fatalf("SYN: ret %d", int32(ret))
+			}
+			for i, st := range tc.steps {
+				pkt := testPacket{proto: testProtoTCP, tcpFlags: st.flags, seq: st.seq, ack: st.ack, payload: make([]byte, st.payload)}
+				prog := objs.NpIngress
+				if st.fromClient {
+					pkt.src, pkt.dst = cl, svc.fe
+				} else {
+					pkt.src, pkt.dst, prog = be, cl, objs.NpEgress
+				}
+				if ret, _, _ := testRun(t, prog, pkt.bytes(), 0); ret != testActUnspec {
+					t.Fatalf("step %d: ret %d", i, int32(ret))
+				}
+				_, fwd := testCtGet(t, objs, cl, svc.fe, testProtoTCP)
+				_, rev := testCtGet(t, objs, be, cl, testProtoTCP)
+				if fwd != st.open || rev != st.open {
+					t.Fatalf("step %d: forward entry %v, reverse entry %v, want %v", i, fwd, rev, st.open)
+				}
+			}
+			var per []uint64
+			if err := objs.NpStats.Lookup(uint32(statClosed), &per); err != nil {
+				t.Fatal(err)
+			}
+			closed := uint64(0)
+			for _, n := range per {
+				closed += n
+			}
+			if closed != 1 {
+				t.Errorf("%d connections counted closed, want 1", closed)
+			}
 		})
 	}
 }
