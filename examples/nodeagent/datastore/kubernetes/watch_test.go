@@ -348,7 +348,13 @@ func TestWatchErrorsAfterFirstRead(t *testing.T) {
 	if c := w.next(t); len(c.Nodes) != 2 {
 		t.Fatalf("first update: %d nodes", len(c.Nodes))
 	}
-	// The watch ends; watching again is forbidden.
+	// The watch ends; watching again is forbidden. (The first update comes
+	// once the lists are read: the watch may start a little after it.)
+	eventually(t, "the nodes watched", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return first != nil
+	})
 	mu.Lock()
 	forbid = true
 	first.Stop()
