@@ -219,7 +219,8 @@ type Config struct {
 	// BPFLocalRedirect sends a pod's connection to a backend pod on this
 	// node, and its replies, between the two pods' veths straight, past
 	// the node's routing and netfilter (proxy.Options.LocalRedirect:
-	// netfilter network policy does not see those packets).
+	// netfilter network policy does not see those packets, so the agent
+	// refuses it together with NetworkPolicy).
 	BPFLocalRedirect bool
 	// BPFCgroupTCPOnly leaves UDP out of the connect-time translation
 	// (proxy.Options.ConnectTimeTCPOnly): the node's datagrams to a
@@ -255,6 +256,11 @@ func (c *Config) defaults() error {
 	}
 	if c.IPv6 && c.ipip() {
 		return fmt.Errorf("agent: overlay %s is IPv4 only", c.Overlay)
+	}
+	if c.BPFLocalRedirect && c.NetworkPolicy {
+		// The redirected packets never reach netfilter, where the policy is:
+		// refuse rather than let same-node service traffic past it.
+		return errors.New("agent: BPF local redirect bypasses netfilter, where NetworkPolicy is enforced: turn one of them off")
 	}
 	if err := c.resolveNetfilter(); err != nil {
 		return err

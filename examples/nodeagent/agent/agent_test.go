@@ -212,10 +212,15 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	for _, c := range []Config{{}, {NodeName: "a"}, {NodeName: "a", StateDir: "/x", Overlay: "gre"}, {NodeName: "a", StateDir: "/x", Overlay: OverlayIPIP, IPv6: true}} {
+	for _, c := range []Config{{}, {NodeName: "a"}, {NodeName: "a", StateDir: "/x", Overlay: "gre"}, {NodeName: "a", StateDir: "/x", Overlay: OverlayIPIP, IPv6: true},
+		// Policy lives in netfilter, which the local redirect bypasses: refused (fail closed).
+		{NodeName: "a", StateDir: "/x", BPFLocalRedirect: true, NetworkPolicy: true}} {
 		if err := c.defaults(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+	if c := (Config{NodeName: "a", StateDir: "/x", BPFLocalRedirect: true}); c.defaults() != nil {
+		t.Error("local redirect without NetworkPolicy refused")
 	}
 	c := Config{NodeName: "a", StateDir: "/x", WireGuardInterface: "wg-a-very-long"}
 	if err := c.defaults(); err != nil || c.Overlay != OverlayVXLAN || c.Listen != DefaultListen {
