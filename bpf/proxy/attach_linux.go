@@ -159,12 +159,13 @@ func (p *Proxy) sweepInterfaces() {
 		key, v uint32
 		stale  []uint32
 	)
-	for it := p.k.ifs.Iterate(); it.Next(&key, &v); {
+	it := p.k.ifs.Iterate()
+	for it.Next(&key, &v) {
 		if !wanted[key] {
 			stale = append(stale, key)
 		}
 	}
-	failed := false
+	failed := it.Err() != nil // swept again at the next Apply
 	for _, key := range stale {
 		if err := p.k.ifs.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			failed = true

@@ -147,7 +147,7 @@ type Options struct {
 	// LocalRedirect sends a pod's connection to a backend pod on this node,
 	// and the backend's replies, from one pod's interface straight to the
 	// other's (bpf_redirect_peer), past the node's routing and netfilter:
-	// the connection costs about what a direct one does, or less. What
+	// the connection costs about what a direct one does. What
 	// netfilter would do to those packets does not happen — network
 	// policy written in netfilter (package policy's rules, kube-proxy's),
 	// conntrack, the FORWARD chain's counters — so turn it on only where
