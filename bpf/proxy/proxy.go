@@ -52,7 +52,9 @@ type Options struct {
 	PinDir string
 	// HostInterfaces are the node's interfaces that traffic from other
 	// hosts arrives on (the underlay). NodePorts and external IPs are
-	// served there.
+	// served there. Like the pod interfaces, they must carry Ethernet
+	// headers (physical, VXLAN, veth, bridge): the programs pass what
+	// arrives on a device without one (WireGuard, IPIP, tun) untranslated.
 	HostInterfaces []string
 	// PodInterfacePrefixes name the host side of pod interfaces: an
 	// interface whose name starts with one of them is a pod's, and

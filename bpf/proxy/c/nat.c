@@ -161,12 +161,17 @@ struct np_pkt {
 // a protocol other than TCP and UDP, or a truncated packet.
 static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 {
-	// The L3 protocol as the stack took it from the Ethernet header.
-	__be16 eth_proto = skb->protocol;
+	__be16 eth_proto;
 	__u32 l4_len;
 	__u8 proto;
 
 	__builtin_memset(p, 0, sizeof(*p));
+	// Read from the packet, not taken from skb->protocol: on an interface
+	// without an Ethernet header (a tunnel's) the headers are not where the
+	// programs look, and the two then differ.
+	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &eth_proto, sizeof(eth_proto)) < 0 ||
+	    eth_proto != skb->protocol)
+		return -1;
 	if (eth_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr ip;
 
