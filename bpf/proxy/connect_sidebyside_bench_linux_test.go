@@ -102,14 +102,23 @@ type connBenchTimes struct {
 // warmed up first (50 connections, untimed).
 func connBenchTakeTurns(targets []connBenchTarget, rounds int) ([]connBenchTimes, error) {
 	results := make([]connBenchTimes, len(targets))
-	turns := make([]chan bool, len(targets)) // true: go on; false: stop
+	// true: go on; false: stop. Room for two, so that the stop a target
+	// passes on never waits, even on a turn still queued.
+	turns := make([]chan bool, len(targets))
 	for i := range turns {
-		turns[i] = make(chan bool, 1)
+		turns[i] = make(chan bool, 2)
 	}
 	errs := make(chan error, len(targets))
 	for i, t := range targets {
 		go func() {
+			ran := false
+			defer func() {
+				if !ran { // the namespace could not be entered: stop the others
+					turns[(i+1)%len(turns)] <- false
+				}
+			}()
 			errs <- t.from.Do(func() error {
+				ran = true
 				defer connBenchPin()()
 				sa := &unix.SockaddrInet4{Port: int(t.to.Port()), Addr: t.to.Addr().As4()}
 				buf := make([]byte, 1)
