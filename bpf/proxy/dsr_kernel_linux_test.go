@@ -154,6 +154,11 @@ func testKernelProxyDSR(t *testing.T, mode AttachMode) {
 	masqueradeMarked(t, back.NS)
 	newProxy := func(h *kerneltest.Host, dsr bool) *Proxy { return nodeProxy(t, h, Options{Attach: mode, DSR: dsr}) }
 	pf, pb := newProxy(front, true), newProxy(back, true)
+	// The node port; the last phase takes another one, so that none of its
+	// datagrams falls in a UDP flow node 1's conntrack still holds from an
+	// earlier phase (a reused client port), whose address translation
+	// netfilter decided then, unmasqueraded.
+	nodePort := uint16(30080)
 	services := func(p *Proxy) {
 		for _, v6 := range []bool{false, true} {
 			for _, proto := range []cluster.Protocol{cluster.TCP, cluster.UDP} {
@@ -166,7 +171,7 @@ func testKernelProxyDSR(t *testing.T, mode AttachMode) {
 					bs = append(bs, cluster.Backend{Addr: netip.AddrPortFrom(a, dsrPeerPort)})
 				}
 				p.OnUpdate(cluster.Service{Name: fmt.Sprintf("default/peer-v6=%v:%v", v6, proto), Protocol: proto, Port: 80,
-					ClusterIPs: []netip.Addr{clusterIP(v6)}, NodePort: 30080, Backends: bs})
+					ClusterIPs: []netip.Addr{clusterIP(v6)}, NodePort: nodePort, Backends: bs})
 			}
 		}
 		apply(t, p)
@@ -188,7 +193,7 @@ func testKernelProxyDSR(t *testing.T, mode AttachMode) {
 	check := func(what string, wantPeer func(v6 bool) netip.Addr) {
 		t.Helper()
 		for _, v6 := range []bool{false, true} {
-			to := netip.AddrPortFrom(addrOf(front, v6), 30080)
+			to := netip.AddrPortFrom(addrOf(front, v6), nodePort)
 			for _, network := range []string{"tcp", "udp"} {
 				seen := map[string]bool{}
 				for range 6 {
@@ -238,6 +243,7 @@ func testKernelProxyDSR(t *testing.T, mode AttachMode) {
 	// Without DSR on node 1, the same connections are masqueraded through it.
 	require.NoError(t, pf.Cleanup(context.Background()))
 	pf2 := newProxy(front, false)
+	nodePort = 30081
 	services(pf2)
 	check("masqueraded", func(v6 bool) netip.Addr { return addrOf(front, v6) })
 }
