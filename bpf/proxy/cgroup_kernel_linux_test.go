@@ -297,6 +297,7 @@ func TestConnectTimeLayout(t *testing.T) {
 	require.NoError(t, err)
 	for name, kv := range map[string][2]uint32{
 		feMapName: {feKeySize, feValSize}, beMapName: {beKeySize, beValSize}, skRevMapName: {skKeySize, skValSize},
+		svcStatsName: {4, svcStatsSize},
 	} {
 		m, ok := spec.Maps[name]
 		if assert.True(t, ok, name) {
@@ -305,7 +306,7 @@ func TestConnectTimeLayout(t *testing.T) {
 	}
 	nat, err := loadNat()
 	require.NoError(t, err)
-	for _, name := range []string{feMapName, beMapName} {
+	for _, name := range []string{feMapName, beMapName, affMapName, svcStatsName} {
 		assert.Equal(t, nat.Maps[name].Type, spec.Maps[name].Type, name)
 		assert.Equal(t, nat.Maps[name].MaxEntries, spec.Maps[name].MaxEntries, name)
 	}

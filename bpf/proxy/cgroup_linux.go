@@ -20,7 +20,8 @@ import (
 )
 
 // Connect-time translation: the cgroup programs of c/sock.c on
-// Options.Cgroup, for the processes of the node's own network namespace.
+// Options.Cgroup, for the processes of the node's own network namespace
+// (and, with Options.ConnectTimePods, of every other one in the cgroup).
 
 const (
 	skRevMapName = "np_sk_rev"
@@ -116,8 +117,10 @@ func (p *Proxy) openCgroup(k *kstate) (*cgroupState, error) {
 	if err != nil {
 		return fail(err)
 	}
-	coll, err := loadOnMaps(spec, map[string]any{netnsCookieVar: cookie, "tcp_only": boolWord(p.o.ConnectTimeTCPOnly)},
-		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, skRevMapName: cg.skRev, affMapName: k.aff})
+	coll, err := loadOnMaps(spec, map[string]any{netnsCookieVar: cookie, "tcp_only": boolWord(p.o.ConnectTimeTCPOnly),
+		"pods": boolWord(p.o.ConnectTimePods)},
+		map[string]*ebpf.Map{feMapName: k.fe, beMapName: k.be, skRevMapName: cg.skRev, affMapName: k.aff,
+			svcStatsName: k.svcStats})
 	if err != nil {
 		return fail(fmt.Errorf("the connect-time programs: %w", err))
 	}

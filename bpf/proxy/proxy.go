@@ -92,7 +92,8 @@ type Options struct {
 	// interfaces the tc programs are on. Empty: none. Only sockets in
 	// Kernel's network namespace are translated (the programs compare the
 	// namespace's cookie), so a cgroup shared with processes of other
-	// namespaces, pods included, is safe. The directory must be an
+	// namespaces, pods included, is safe, unless ConnectTimePods says
+	// otherwise. The directory must be an
 	// absolute path; it is first opened by Apply, where a hook that cannot
 	// be attached to it is a partial error (ErrAttach) that holds back
 	// nothing else. See "Connect-time translation" in the package
@@ -107,6 +108,25 @@ type Options struct {
 	// the address connect() gave it. It needs a Cgroup (New refuses it
 	// otherwise).
 	ConnectTimeTCPOnly bool
+	// ConnectTimePods translates at connect() the sockets of every
+	// process in Cgroup, whatever its network namespace (pods, in the
+	// kubepods cgroup or the root one), not only the node's: a pod's
+	// connection to a service then carries the backend's address from its
+	// first packet, and the tc programs have nothing to translate, track
+	// or close for it — a new connection costs about what a direct one
+	// does. Netfilter (network policy included) sees the backend's
+	// address, as it does after kube-proxy's DNAT. The pod's socket shows
+	// the service as its peer (getpeername, recvmsg). What cannot be
+	// decided at connect() stays with the tc programs, per packet: session
+	// affinity and source ranges (they key on the client's address) and a
+	// service without a backend for the client (so a pod still gets a
+	// reset or an ICMP error, not EPERM). Like the node's, a pod's
+	// connected UDP socket keeps its backend; ConnectTimeTCPOnly leaves
+	// UDP per packet. Every network namespace in Cgroup is translated, so
+	// Cgroup must hold only processes that are the cluster's clients. It
+	// needs a Cgroup (New refuses it otherwise). See "Connect-time
+	// translation" in the package documentation.
+	ConnectTimePods bool
 	// Attach is how the programs are attached to the interfaces:
 	// AttachAuto (the zero value) uses TCX when the kernel has it (Linux
 	// 6.6 or later) and classic tc (a bpf filter on the clsact qdisc)
@@ -304,8 +324,8 @@ func New(opts Options) (*Proxy, error) {
 			return nil, fmt.Errorf("%w: Cgroup %q is not an absolute path", ErrInvalidOptions, o.Cgroup)
 		}
 		o.Cgroup = filepath.Clean(o.Cgroup)
-	} else if o.ConnectTimeTCPOnly {
-		return nil, fmt.Errorf("%w: ConnectTimeTCPOnly without a Cgroup: there is no connect-time translation to limit", ErrInvalidOptions)
+	} else if o.ConnectTimeTCPOnly || o.ConnectTimePods {
+		return nil, fmt.Errorf("%w: ConnectTimeTCPOnly or ConnectTimePods without a Cgroup: there is no connect-time translation", ErrInvalidOptions)
 	}
 	if o.Attach > AttachTC {
 		return nil, fmt.Errorf("%w: unknown Attach %v", ErrInvalidOptions, o.Attach)

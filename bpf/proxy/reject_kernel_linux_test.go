@@ -38,25 +38,7 @@ func testKernelProxyRejectsServiceWithoutBackends(t *testing.T, mode AttachMode)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
 	r.feed(t, p)
-	mark, ok := p.RejectMark()
-	require.True(t, ok)
-	host := r.topo.Hosts[0]
-	ctx := context.Background()
-	for _, f := range ipfamily.All {
-		filter, err := iptables.New(iptables.Options{Table: "filter", Family: f, Backend: iptables.BackendNFT, ChainPrefix: "npr-", Kernel: r.ns})
-		require.NoError(t, err)
-		loop, err := serviceloop.New(serviceloop.Options{Family: f, Table: filter, Chain: "npr-svc-loop", RejectMarks: []netfilter.MatchMark{mark}})
-		require.NoError(t, err)
-		require.NoError(t, loop.CompleteDeferredWork(ctx))
-		_, err = filter.Apply(ctx)
-		require.NoError(t, err)
-	}
-	// The untranslated packets need a route out of the node to reach
-	// FORWARD.
-	for _, route := range [][]string{{"route", "add", "10.96.0.0/16", "dev", "eth0"}, {"-6", "route", "add", "fd00:96::/64", "dev", "eth0"}} {
-		out, err := host.NS.Exec(ctx, "ip", route...)
-		require.NoError(t, err, "%s", out)
-	}
+	r.refuseMarked(t, p)
 	for _, svc := range []cluster.Service{
 		{Name: "default/empty:tcp", Port: 80, ClusterIPs: []netip.Addr{clusterV4, clusterV6}},
 		{Name: "default/empty:udp", Protocol: cluster.UDP, Port: 53, ClusterIPs: []netip.Addr{clusterV4, clusterV6}},
@@ -76,4 +58,30 @@ func testKernelProxyRejectsServiceWithoutBackends(t *testing.T, mode AttachMode)
 	assert.GreaterOrEqual(t, counters["default/empty:tcp"].Rejects, uint64(2), "%+v", counters)
 	assert.GreaterOrEqual(t, counters["default/empty:udp"].Rejects, uint64(2), "%+v", counters)
 	assert.Zero(t, counters["default/empty:tcp"].Connections)
+}
+
+// refuseMarked installs, in host 1, serviceloop's chain that answers
+// what p marks with its reject mark (a reset for TCP, port unreachable for
+// UDP), as an agent does, and routes the service ranges out of the node
+// so that the untranslated packets reach FORWARD.
+func (r *proxyRig) refuseMarked(t *testing.T, p *Proxy) {
+	t.Helper()
+	mark, ok := p.RejectMark()
+	require.True(t, ok)
+	ctx := context.Background()
+	for _, f := range ipfamily.All {
+		filter, err := iptables.New(iptables.Options{Table: "filter", Family: f, Backend: iptables.BackendNFT, ChainPrefix: "npr-", Kernel: r.ns})
+		require.NoError(t, err)
+		loop, err := serviceloop.New(serviceloop.Options{Family: f, Table: filter, Chain: "npr-svc-loop", RejectMarks: []netfilter.MatchMark{mark}})
+		require.NoError(t, err)
+		require.NoError(t, loop.CompleteDeferredWork(ctx))
+		_, err = filter.Apply(ctx)
+		require.NoError(t, err)
+	}
+	// The untranslated packets need a route out of the node to reach
+	// FORWARD.
+	for _, route := range [][]string{{"route", "add", "10.96.0.0/16", "dev", "eth0"}, {"-6", "route", "add", "fd00:96::/64", "dev", "eth0"}} {
+		out, err := r.topo.Hosts[0].NS.Exec(ctx, "ip", route...)
+		require.NoError(t, err, "%s", out)
+	}
 }

@@ -20,6 +20,7 @@ const (
 	sockMapNpBe            = "np_be"
 	sockMapNpFe            = "np_fe"
 	sockMapNpSkRev         = "np_sk_rev"
+	sockMapNpSvcStats      = "np_svc_stats"
 	sockProgNpConnect4     = "np_connect4"
 	sockProgNpConnect6     = "np_connect6"
 	sockProgNpGetpeername4 = "np_getpeername4"
@@ -29,6 +30,7 @@ const (
 	sockProgNpSendmsg4     = "np_sendmsg4"
 	sockProgNpSendmsg6     = "np_sendmsg6"
 	sockVarNetnsCookie     = "netns_cookie"
+	sockVarPods            = "pods"
 	sockVarTcpOnly         = "tcp_only"
 )
 
@@ -88,10 +90,11 @@ type sockProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockMapSpecs struct {
-	NpAff   *ebpf.MapSpec `ebpf:"np_aff"`
-	NpBe    *ebpf.MapSpec `ebpf:"np_be"`
-	NpFe    *ebpf.MapSpec `ebpf:"np_fe"`
-	NpSkRev *ebpf.MapSpec `ebpf:"np_sk_rev"`
+	NpAff      *ebpf.MapSpec `ebpf:"np_aff"`
+	NpBe       *ebpf.MapSpec `ebpf:"np_be"`
+	NpFe       *ebpf.MapSpec `ebpf:"np_fe"`
+	NpSkRev    *ebpf.MapSpec `ebpf:"np_sk_rev"`
+	NpSvcStats *ebpf.MapSpec `ebpf:"np_svc_stats"`
 }
 
 // sockVariableSpecs contains global variables before they are loaded into the kernel.
@@ -99,6 +102,7 @@ type sockMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockVariableSpecs struct {
 	NetnsCookie *ebpf.VariableSpec `ebpf:"netns_cookie"`
+	Pods        *ebpf.VariableSpec `ebpf:"pods"`
 	TcpOnly     *ebpf.VariableSpec `ebpf:"tcp_only"`
 }
 
@@ -122,10 +126,11 @@ func (o *sockObjects) Close() error {
 //
 // It can be passed to loadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockMaps struct {
-	NpAff   *ebpf.Map `ebpf:"np_aff"`
-	NpBe    *ebpf.Map `ebpf:"np_be"`
-	NpFe    *ebpf.Map `ebpf:"np_fe"`
-	NpSkRev *ebpf.Map `ebpf:"np_sk_rev"`
+	NpAff      *ebpf.Map `ebpf:"np_aff"`
+	NpBe       *ebpf.Map `ebpf:"np_be"`
+	NpFe       *ebpf.Map `ebpf:"np_fe"`
+	NpSkRev    *ebpf.Map `ebpf:"np_sk_rev"`
+	NpSvcStats *ebpf.Map `ebpf:"np_svc_stats"`
 }
 
 func (m *sockMaps) Close() error {
@@ -134,6 +139,7 @@ func (m *sockMaps) Close() error {
 		m.NpBe,
 		m.NpFe,
 		m.NpSkRev,
+		m.NpSvcStats,
 	)
 }
 
@@ -142,6 +148,7 @@ func (m *sockMaps) Close() error {
 // It can be passed to loadSockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockVariables struct {
 	NetnsCookie *ebpf.Variable `ebpf:"netns_cookie"`
+	Pods        *ebpf.Variable `ebpf:"pods"`
 	TcpOnly     *ebpf.Variable `ebpf:"tcp_only"`
 }
 

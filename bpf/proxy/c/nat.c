@@ -53,15 +53,6 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } np_src SEC(".maps");
 
-// Per-service counters (struct np_svc_stats), by service ID.
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__type(key, __u32);
-	__type(value, struct np_svc_stats);
-	__uint(max_entries, 65536);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-} np_svc_stats SEC(".maps");
-
 // The Maglev lookup tables (struct np_maglev_key → struct np_be_val) of
 // the services whose frontends have NP_FE_MAGLEV.
 struct {
@@ -447,23 +438,7 @@ static __always_inline void np_count(__u32 idx)
 // and a new connection (conn) or a refused one (reject).
 static __always_inline void np_svc_count(__u32 svc_id, __u32 len, int conn, int reject)
 {
-	struct np_svc_stats *st;
-
-	if (svc_id == 0) // a connection direct server return brought: the service is the other node's
-		return;
-	st = bpf_map_lookup_elem(&np_svc_stats, &svc_id);
-	if (!st) {
-		struct np_svc_stats zero = {};
-
-		bpf_map_update_elem(&np_svc_stats, &svc_id, &zero, BPF_NOEXIST);
-		st = bpf_map_lookup_elem(&np_svc_stats, &svc_id);
-		if (!st)
-			return;
-	}
-	st->packets += 1;
-	st->bytes += len;
-	st->conns += conn;
-	st->rejects += reject;
+	np_svc_add(svc_id, 1, len, conn, reject);
 }
 
 // np_rev_key fills rkey with the reverse entry's key of the connection

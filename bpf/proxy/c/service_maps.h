@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //
-// The service maps both objects read: the frontends and the backends (the
-// layouts are in nat.h). nat.c and sock.c are separate objects; the loader
+// The service maps both objects use: the frontends, the backends, the
+// session affinities and the per-service counters (the layouts are in
+// nat.h). nat.c and sock.c are separate objects; the loader
 // gives each the same pinned maps, so the sizes here are only defaults.
 
 #ifndef NODEPLANE_SERVICE_MAPS_H
@@ -33,6 +34,38 @@ struct {
 	__type(value, struct np_aff_val);
 	__uint(max_entries, 65536);
 } np_aff SEC(".maps");
+
+// Per-service counters (struct np_svc_stats), by service ID.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, __u32);
+	__type(value, struct np_svc_stats);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} np_svc_stats SEC(".maps");
+
+// np_svc_add adds packets packets of len bytes, a new connection (conn)
+// and a refused one (reject) to service svc_id's counters.
+static __always_inline void np_svc_add(__u32 svc_id, __u32 packets, __u32 len, int conn, int reject)
+{
+	struct np_svc_stats *st;
+
+	if (svc_id == 0) // a connection direct server return brought: the service is the other node's
+		return;
+	st = bpf_map_lookup_elem(&np_svc_stats, &svc_id);
+	if (!st) {
+		struct np_svc_stats zero = {};
+
+		bpf_map_update_elem(&np_svc_stats, &svc_id, &zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&np_svc_stats, &svc_id);
+		if (!st)
+			return;
+	}
+	st->packets += packets;
+	st->bytes += len;
+	st->conns += conn;
+	st->rejects += reject;
+}
 
 // How many of a service's backends a remembered backend is looked for
 // among when it is no longer at its ordinal.

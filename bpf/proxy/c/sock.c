@@ -2,7 +2,9 @@
 //
 // nodeplane's connect-time service translation: cgroup sock_addr programs
 // for the processes of the node's own network namespace, whose packets
-// never cross the ingress hooks of the tc programs (nat.c).
+// never cross the ingress hooks of the tc programs (nat.c), and, when the
+// loader says so, for those of the other namespaces in the cgroup (pods),
+// whose connections then skip the per-packet translation.
 //
 //   np_connect4/6      connect(): a frontend becomes one of its backends
 //   np_sendmsg4/6      sendmsg() on an unconnected UDP socket, per datagram
@@ -11,9 +13,10 @@
 //
 // The programs share np_fe and np_be with nat.c (the loader hands both the
 // same pinned maps) and keep their own np_sk_rev: socket cookie and backend
-// to the frontend the socket asked for. Only sockets of the network
-// namespace whose cookie is netns_cookie are touched, so the programs may
-// sit on a cgroup whose processes live in several namespaces.
+// to the frontend the socket asked for. They count what they translate in
+// np_svc_stats, as nat.c does. Only sockets of the network namespace whose
+// cookie is netns_cookie are touched unless pods is set, so the programs
+// may sit on a cgroup whose processes live in several namespaces.
 
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -43,6 +46,15 @@ volatile const __u64 netns_cookie = 0;
 // whose backend goes picks another at its next datagram, connected
 // socket or not.
 volatile const __u32 tcp_only = 0;
+
+// Set by the loader: 1 to translate the sockets of every other network
+// namespace in the cgroup too (pods), as the tc programs would translate
+// their packets. What the programs cannot decide at connect() is left to
+// the tc programs: session affinity and source ranges (they need the
+// client's address, which the socket may not have yet), and a service
+// that has no backend for the client (the tc programs answer with a
+// reset or an ICMP error where the node's sockets get EPERM).
+volatile const __u32 pods = 0;
 
 // Socket types, as in <linux/net.h> (which is not for BPF programs).
 #define NP_SOCK_STREAM 1
@@ -97,10 +109,11 @@ static __always_inline void np_sk_set(struct bpf_sock_addr *ctx, int v6, const _
 }
 
 // np_sk_forward turns a destination that is a frontend into one of its
-// backends, picked at random among all of them (a local client has no
-// externalTrafficPolicy), and remembers the frontend for the reverse
-// programs. It returns 1 to let the call go on, 0 to fail it with EPERM:
-// the service has no backend, or none of the socket's family.
+// backends, picked at random among all of them (a client inside the
+// cluster has no externalTrafficPolicy), and remembers the frontend for
+// the reverse programs. It returns 1 to let the call go on, 0 to fail it
+// with EPERM: the service has no backend for a socket of the node, or
+// none of the socket's family.
 static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 {
 	struct np_fe_key fk = {};
@@ -113,8 +126,9 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	__u32 count;
 	__u64 now = bpf_ktime_get_coarse_ns();
 	__u8 node_client[16] = {};
+	int node = bpf_get_netns_cookie(ctx) == netns_cookie;
 
-	if (bpf_get_netns_cookie(ctx) != netns_cookie)
+	if (!node && !pods)
 		return 1;
 	proto = np_sk_proto(ctx);
 	if (!proto || (proto == IPPROTO_UDP && tcp_only))
@@ -126,19 +140,21 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	fe = bpf_map_lookup_elem(&np_fe, &fk);
 	if (!fe)
 		return 1;
+	if (!node && (fe->affinity || (fe->flags & NP_FE_SOURCE_RANGES) || fe->count == 0 ||
+		      ((fe->flags & NP_FE_INTERNAL_LOCAL) && fe->local_count == 0)))
+		return 1; // a pod's, left to the tc programs (see pods)
 	// A load balancer IP with source ranges: the node's processes may
 	// reach it when a range holds one of the node's addresses (the
 	// socket has none yet to check).
 	if ((fe->flags & (NP_FE_SOURCE_RANGES | NP_FE_SOURCE_NODE)) == NP_FE_SOURCE_RANGES)
 		return 0;
 	count = fe->count;
-	if (count == 0)
-		return 0;
 	// internalTrafficPolicy Local: this node's backends only.
-	if (fe->flags & NP_FE_INTERNAL_LOCAL) {
-		if (fe->local_count == 0)
-			return 0;
+	if (fe->flags & NP_FE_INTERNAL_LOCAL)
 		count = fe->local_count;
+	if (count == 0) {
+		np_svc_add(fe->svc_id, 0, 0, 0, 1);
+		return 0;
 	}
 	bk.svc_id = fe->svc_id;
 	// Session affinity: the node's processes are one client (the socket
@@ -160,6 +176,9 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	rv.port = fk.port;
 	bpf_map_update_elem(&np_sk_rev, &rk, &rv, BPF_ANY);
 	np_sk_set(ctx, v6, rk.addr, rk.port);
+	// A connected socket's connection; an unconnected UDP socket's
+	// datagram counts as one too, as each is a new choice of backend.
+	np_svc_add(fe->svc_id, 0, 0, 1, 0);
 	return 1;
 }
 
@@ -172,7 +191,7 @@ static __always_inline int np_sk_reverse(struct bpf_sock_addr *ctx, int v6)
 	__u8 addr[16];
 	__be16 port;
 
-	if (bpf_get_netns_cookie(ctx) != netns_cookie)
+	if (!pods && bpf_get_netns_cookie(ctx) != netns_cookie)
 		return 1;
 	rk.cookie = bpf_get_socket_cookie(ctx);
 	np_sk_get(ctx, v6, rk.addr);

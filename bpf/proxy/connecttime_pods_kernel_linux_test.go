@@ -1,0 +1,130 @@
+//go:build linux
+
+package proxy
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeplane/nodeplane/cluster"
+	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
+)
+
+// With Options.ConnectTimePods a pod's sockets in the cgroup are
+// translated at connect(): every backend answers, the pod sees the service
+// as its peer, and the tc programs translate none of its packets (the
+// service's packet counter stays at zero while its connections count);
+// the same pod outside the cgroup goes through the tc programs. What needs
+// the client's address (session affinity) or an answer (no backend: a
+// reset, where the node's own socket gets EPERM) stays with the tc
+// programs. In both attach modes, as the tc programs take part.
+func TestKernelProxyConnectTimePods(t *testing.T) {
+	attachModes(t, testKernelProxyConnectTimePods)
+}
+
+func testKernelProxyConnectTimePods(t *testing.T, mode AttachMode) {
+	r, cg := newCgroupRig(t)
+	r.attach = mode
+	backends := r.backendsAt(false, udpPort)
+	for _, pod := range []*kerneltest.Pod{r.topo.Hosts[0].Pods[1], r.topo.Hosts[1].Pods[0], r.topo.Hosts[1].Pods[1]} {
+		serveUDPName(t, pod.NS, pod.Name)
+	}
+	o := r.options()
+	o.Cgroup, o.ConnectTimePods = cg.path, true
+	o.RejectMark, o.RejectMask = 0x80000, 0x80000
+	p, err := New(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+	r.feed(t, p)
+	r.refuseMarked(t, p)
+	for _, svc := range []cluster.Service{
+		{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4, clusterV6},
+			Backends: append(r.backends(false), r.backends(true)...)},
+		{Name: "kube-system/dns:dns", Protocol: cluster.UDP, Port: 53, ClusterIPs: []netip.Addr{clusterV4}, Backends: backends},
+		{Name: "default/empty:http", Port: 81, ClusterIPs: []netip.Addr{clusterV4, clusterV6}},
+		{Name: "default/sticky:http", Port: 82, ClusterIPs: []netip.Addr{clusterV4}, AffinityTimeout: time.Hour,
+			Backends: r.backendsAt(false, whoamiPort)},
+	} {
+		p.OnUpdate(svc)
+	}
+	apply(t, p)
+	assert.Contains(t, p.Status().Interfaces, "cgroup:"+cg.path)
+	assert.Empty(t, p.Status().Errors)
+	pod := r.topo.Hosts[0].Pods[0]
+
+	// TCP, both families: translated at connect().
+	for _, cip := range []netip.Addr{clusterV4, clusterV6} {
+		got := cgSpread(t, cg, pod.NS, netip.AddrPortFrom(cip, 80), 30)
+		t.Logf("ClusterIP %v from a pod in the cgroup: %v", cip, got)
+		assert.Len(t, got, 3, "every backend (local and on host 2) answers")
+		peer, name, err := cg.helper(pod.NS, "tcp", netip.AddrPortFrom(cip, 80))
+		require.NoError(t, err)
+		assert.Equal(t, netip.AddrPortFrom(cip, 80), peer, "getpeername shows the service")
+		assert.Contains(t, got, name)
+	}
+	web := p.Counters()["default/web:http"]
+	assert.GreaterOrEqual(t, web.Connections, uint64(62), "%+v", web)
+	assert.Zero(t, web.Packets, "no packet of these connections was translated by the tc programs: %+v", web)
+	assert.Zero(t, ctEntriesFrom(t, p, pod.IPv4)+ctEntriesFrom(t, p, pod.IPv6), "nothing tracked for them")
+
+	// The same pod outside the cgroup: translated per packet.
+	assert.Len(t, spread(t, pod.NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
+	assert.NotZero(t, p.Counters()["default/web:http"].Packets, "outside the cgroup the tc programs translate")
+
+	// UDP, unconnected and connected: the replies come from the service.
+	svc := netip.AddrPortFrom(clusterV4, 53)
+	for _, mode := range []string{"udp", "udp-connected"} {
+		got := map[string]int{}
+		for range 10 {
+			from, name, err := cg.helper(pod.NS, mode, svc)
+			require.NoError(t, err, mode)
+			assert.Equal(t, svc, from, "%s: the reply's source is the service", mode)
+			got[name]++
+		}
+		t.Logf("%s from a pod in the cgroup: %v", mode, got)
+		assert.Greater(t, len(got), 1, "%s: spread over the backends", mode)
+	}
+	dns := p.Counters()["kube-system/dns:dns"]
+	assert.GreaterOrEqual(t, dns.Connections, uint64(20), "%+v", dns)
+	assert.Zero(t, dns.Packets, "%+v", dns)
+
+	// No backend: the pod's connection is left to the tc programs, whose
+	// mark gets it a reset; the node's own socket in the same cgroup is
+	// refused by the program (EPERM).
+	for _, cip := range []netip.Addr{clusterV4, clusterV6} {
+		_, err := cg.whoamiBash(pod.NS, netip.AddrPortFrom(cip, 81))
+		assert.ErrorContains(t, err, "Connection refused", "a pod gets a reset (%v)", cip)
+		_, err = cg.whoamiBash(r.topo.Hosts[0].NS, netip.AddrPortFrom(cip, 81))
+		assert.ErrorContains(t, err, "Operation not permitted", "the node's socket gets EPERM (%v)", cip)
+	}
+	empty := p.Counters()["default/empty:http"]
+	assert.GreaterOrEqual(t, empty.Rejects, uint64(4), "both kinds of refusal count: %+v", empty)
+
+	// Session affinity keys on the pod's address: left to the tc
+	// programs, which keep the pod on one backend.
+	sticky := cgSpread(t, cg, pod.NS, netip.AddrPortFrom(clusterV4, 82), 10)
+	assert.Len(t, sticky, 1, "one backend for the affine client: %v", sticky)
+	assert.NotZero(t, p.Counters()["default/sticky:http"].Packets, "translated per packet")
+	var (
+		ak  affKey
+		av  affVal
+		hit bool
+	)
+	for it := p.k.aff.Iterate(); it.Next(&ak, &av); {
+		hit = hit || ak.Client == addr16(pod.IPv4)
+	}
+	assert.True(t, hit, "the affinity is the pod's address")
+}
+
+// ConnectTimePods needs a Cgroup.
+func TestNewConnectTimePodsNeedsCgroup(t *testing.T) {
+	_, err := New(Options{Kernel: fakeDoer{}, PinDir: "/sys/fs/bpf/x", ConnectTimePods: true})
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = New(Options{Kernel: fakeDoer{}, PinDir: "/sys/fs/bpf/x", Cgroup: "/sys/fs/cgroup/unified/kubepods", ConnectTimePods: true})
+	assert.NoError(t, err)
+}
