@@ -149,7 +149,7 @@ func cgPeerName(c syscall.Conn) (netip.AddrPort, error) {
 var cgSeq atomic.Int32
 
 // cgroup2Mount returns where the cgroup v2 hierarchy is mounted.
-func cgroup2Mount(t *testing.T) string {
+func cgroup2Mount(t testing.TB) string {
 	t.Helper()
 	f, err := os.Open("/proc/mounts")
 	require.NoError(t, err)

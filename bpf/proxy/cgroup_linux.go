@@ -105,7 +105,7 @@ func (p *Proxy) openCgroup(k *kstate) (*cgroupState, error) {
 	}
 	cg := &cgroupState{path: p.o.Cgroup, progs: map[string]*ebpf.Program{}, progIDs: map[string]ebpf.ProgramID{},
 		links: map[string]link.Link{}}
-	if cg.skRev, err = maps.Open(p.o.PinDir, maps.Spec{Name: skRevMapName, Type: ebpf.LRUHash, KeySize: skKeySize,
+	if cg.skRev, err = maps.Open(p.o.PinDir, maps.Spec{Name: skRevMapName, Type: ebpf.LRUHash, Flags: unix.BPF_F_NO_COMMON_LRU, KeySize: skKeySize,
 		ValueSize: skValSize, MaxEntries: p.o.Connections}); err != nil {
 		return nil, err
 	}

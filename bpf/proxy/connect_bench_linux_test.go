@@ -120,11 +120,14 @@ func connBenchServiceAddr(i int) netip.AddrPort {
 
 // bpfServices makes a Proxy of the host, attached to its pod veths and
 // underlay, with n services whose one backend is the backend pod.
-func (r *connBenchRig) bpfServices(b *testing.B, n int) { r.bpfServicesWith(b, n, false) }
+func (r *connBenchRig) bpfServices(b *testing.B, n int) { r.bpfServicesWith(b, n, nil) }
 
-// bpfServicesWith is bpfServices, with Options.LocalRedirect when
-// localRedirect.
-func (r *connBenchRig) bpfServicesWith(b *testing.B, n int, localRedirect bool) {
+// connBenchServiceName is the name of service i of bpfServices.
+func connBenchServiceName(i int) string { return fmt.Sprintf("bench/svc-%05d:http", i) }
+
+// bpfServicesWith is bpfServices with the Options that set (when not nil)
+// changes; it returns the Proxy.
+func (r *connBenchRig) bpfServicesWith(b *testing.B, n int, set func(*Options)) *Proxy {
 	b.Helper()
 	h := r.topo.Hosts[0]
 	ns, err := kernel.Open(h.NS.Path())
@@ -132,8 +135,12 @@ func (r *connBenchRig) bpfServicesWith(b *testing.B, n int, localRedirect bool) 
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = ns.Close() })
-	p, err := New(Options{Kernel: ns, PinDir: bpftest.Dir(b), HostInterfaces: []string{h.UnderlayIf},
-		PodInterfacePrefixes: []string{r.topo.Options.PodIfacePrefix}, LocalRedirect: localRedirect})
+	o := Options{Kernel: ns, PinDir: bpftest.Dir(b), HostInterfaces: []string{h.UnderlayIf},
+		PodInterfacePrefixes: []string{r.topo.Options.PodIfacePrefix}}
+	if set != nil {
+		set(&o)
+	}
+	p, err := New(o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -147,7 +154,7 @@ func (r *connBenchRig) bpfServicesWith(b *testing.B, n int, localRedirect bool) 
 	}
 	p.OnUpdate(cluster.NodeAddrs{Addrs: h.UnderlayAddrs()})
 	for i := range n {
-		p.OnUpdate(cluster.Service{Name: fmt.Sprintf("bench/svc-%05d:http", i), Port: 80,
+		p.OnUpdate(cluster.Service{Name: connBenchServiceName(i), Port: 80,
 			ClusterIPs: []netip.Addr{connBenchServiceAddr(i).Addr()}, Backends: []cluster.Backend{{Addr: r.backendAddr, Local: true}}})
 	}
 	if err := p.CompleteDeferredWork(context.Background()); err != nil {
@@ -157,9 +164,10 @@ func (r *connBenchRig) bpfServicesWith(b *testing.B, n int, localRedirect bool) 
 		b.Fatal(err)
 	}
 	st := p.Status()
-	if st.Services != n || len(st.Errors) > 0 {
+	if st.Services != n || len(st.Errors) > 0 || (o.Cgroup != "" && !slices.Contains(st.Interfaces, "cgroup:"+o.Cgroup)) {
 		b.Fatalf("proxy status: %d services of %d, errors %v", st.Services, n, st.Errors)
 	}
+	return p
 }
 
 // iptablesServices writes n services in the host's nat table as

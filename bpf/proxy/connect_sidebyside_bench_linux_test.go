@@ -21,19 +21,25 @@ import (
 // runs of BenchmarkKernelServiceConnect one after another vary by ±15% on
 // a busy 2-core machine, more than the differences it is there to show.
 //
-// Four rigs of one host and two pods each are made side by side: direct
+// Five rigs of one host and two pods each are made side by side: direct
 // (the client dials the backend), bpf (a Proxy with N services), bpf-lr
-// (the same with Options.LocalRedirect) and nft (N services in
-// kube-proxy's nftables layout, the last one measured). One op is a round: connBenchTurn connections through each
-// rig in turn, every client and server thread pinned to the same CPU.
+// (the same with Options.LocalRedirect), bpf-ct (the same with
+// Options.ConnectTimePods, its client thread in the cgroup the programs
+// sit on: connBenchCgroup) and nft (N services in kube-proxy's nftables
+// layout, the last one measured). One op is a round: connBenchTurn
+// connections through each rig in turn, every client and server thread
+// pinned to the same CPU.
 // Reported per rig: the mean time per connection (<rig>-ns/conn, the CPU a
 // connection costs, since one CPU does all the work), its p50
 // (<rig>-p50-ns) and the p50 of the handshake (<rig>-connect-p50-ns); and
 // the ratios the project's targets are stated in: bpf/nft-conn (per
-// connection, bpf/proxy against the verdict map), bpf/direct-conn,
-// bpf/direct-p50 (the connection's p50) and bpf/direct-connect-p50 (the
-// handshake's), and the same for bpf-lr. Run it with -benchtime 40x or
-// more.
+// connection, bpf/proxy against the verdict map), bpf/nft-p50,
+// bpf/direct-conn, bpf/direct-p50 (the connection's p50) and
+// bpf/direct-connect-p50 (the handshake's), and the same for bpf-lr and
+// bpf-ct; and what the proxy itself adds to a connection, its p50 less
+// the direct one's, against what the verdict map adds (bpf/nft-added-p50:
+// the CPU each spends on a connection, beside the application's own, which
+// is the same for all). Run it with -benchtime 40x or more.
 func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	const n = 10000
 	kerneltest.RequireCommands(b, "nft")
@@ -41,13 +47,17 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	viaBPF := newConnBenchRig(b)
 	viaBPF.bpfServices(b, n)
 	viaLR := newConnBenchRig(b)
-	viaLR.bpfServicesWith(b, n, true)
+	viaLR.bpfServicesWith(b, n, func(o *Options) { o.LocalRedirect = true })
+	cg := newConnBenchCgroup(b)
+	viaCT := newConnBenchRig(b)
+	ct := viaCT.bpfServicesWith(b, n, func(o *Options) { o.Cgroup, o.ConnectTimePods = cg.leaf, true })
 	viaNFT := newConnBenchRig(b)
 	viaNFT.nftServices(b, n)
 	rigs := []connBenchTarget{
 		{name: "direct", from: direct.client.NS, to: direct.backendAddr},
 		{name: "bpf", from: viaBPF.client.NS, to: connBenchServiceAddr(n / 2)},
 		{name: "bpf-lr", from: viaLR.client.NS, to: connBenchServiceAddr(n / 2)},
+		{name: "bpf-ct", from: viaCT.client.NS, to: connBenchServiceAddr(n / 2), enter: cg.enter},
 		{name: "nft", from: viaNFT.client.NS, to: connBenchServiceAddr(n - 1)},
 	}
 	rounds := b.N
@@ -56,6 +66,10 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
+	}
+	// bpf-ct's connections were translated at connect(), not per packet.
+	if c := ct.Counters()[connBenchServiceName(n/2)]; c.Connections == 0 || c.Packets != 0 {
+		b.Fatalf("bpf-ct: the measured service's counters are %+v: its connections were not translated at connect()", c)
 	}
 	mean, p50, connectP50 := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	median := func(d []time.Duration) float64 {
@@ -70,9 +84,10 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 		b.ReportMetric(p50[r.name], r.name+"-p50-ns")
 		b.ReportMetric(connectP50[r.name], r.name+"-connect-p50-ns")
 	}
-	for _, r := range []string{"bpf", "bpf-lr"} {
+	for _, r := range []string{"bpf", "bpf-lr", "bpf-ct"} {
 		b.ReportMetric(mean[r]/mean["nft"], r+"/nft-conn")
 		b.ReportMetric(p50[r]/p50["nft"], r+"/nft-p50")
+		b.ReportMetric((p50[r]-p50["direct"])/(p50["nft"]-p50["direct"]), r+"/nft-added-p50")
 		b.ReportMetric(mean[r]/mean["direct"], r+"/direct-conn")
 		b.ReportMetric(p50[r]/p50["direct"], r+"/direct-p50")
 		b.ReportMetric(connectP50[r]/connectP50["direct"], r+"/direct-connect-p50")
@@ -82,11 +97,14 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 // connBenchTurn is how many connections a rig makes in one turn.
 const connBenchTurn = 50
 
-// connBenchTarget is one rig's client namespace and what its client dials.
+// connBenchTarget is one rig's client namespace and what its client dials;
+// enter, when set, is called on the client's thread before it measures
+// (connBenchCgroup.enter).
 type connBenchTarget struct {
-	name string
-	from *kerneltest.NS
-	to   netip.AddrPort
+	name  string
+	from  *kerneltest.NS
+	to    netip.AddrPort
+	enter func() (leave func(), err error)
 }
 
 // connBenchTimes is what one rig measured: the summed time of its
@@ -119,6 +137,14 @@ func connBenchTakeTurns(targets []connBenchTarget, rounds int) ([]connBenchTimes
 			}()
 			errs <- t.from.Do(func() error {
 				ran = true
+				if t.enter != nil {
+					leave, err := t.enter()
+					if err != nil {
+						turns[(i+1)%len(turns)] <- false
+						return err
+					}
+					defer leave()
+				}
 				defer connBenchPin()()
 				sa := &unix.SockaddrInet4{Port: int(t.to.Port()), Addr: t.to.Addr().As4()}
 				buf := make([]byte, 1)
