@@ -125,8 +125,9 @@ func (c *ctShared) update(f func(*ConntrackStatus)) {
 
 // ServiceCounters are what the programs counted for one service (both
 // families): the connections they sent to a backend, the packets and
-// bytes they translated both ways, and the connections refused for want of
-// a ready backend. They count from the service's first write and survive
+// bytes they translated both ways (none for a connection translated at
+// connect(): see "Connect-time translation" in the package documentation),
+// and the connections refused for want of a ready backend. They count from the service's first write and survive
 // restarts of the agent (the map is pinned); they go with the service.
 type ServiceCounters struct {
 	// Connections counts the connections sent to a backend.

@@ -353,7 +353,31 @@
 // sockets of the Proxy's network namespace (Options.Kernel) are touched:
 // the programs compare the namespace's cookie, so processes of other
 // namespaces in the same cgroup, pods included, are left to the tc
-// programs. TCP and UDP only. A connected UDP socket keeps the backend
+// programs, unless Options.ConnectTimePods is set. TCP and UDP only.
+//
+// With Options.ConnectTimePods the programs translate the sockets of every
+// namespace in the cgroup, pods' included (give the cgroup that holds the
+// pods, or the root one): a pod's connection to a service carries the
+// backend's address from its first packet, so the tc programs have no
+// entry to make, keep or remove for it — it does not depend on the
+// connection map's room or timeouts — and netfilter, where network policy
+// is enforced, sees the backend's address, as it does after kube-proxy's
+// DNAT. What connect() cannot decide stays with the tc programs, per
+// packet, so that a pod sees what it would see without the option: a
+// service with session affinity or source ranges (both key on the
+// client's address, which the socket may not have yet) and a service with
+// no backend for the client (a reset or an ICMP error, with
+// Options.RejectMark, rather than EPERM). A pod's connection to its own
+// service may reach the pod itself, which the tc programs avoid while
+// another backend exists. On the CPU a connection costs, the option is
+// about even with the per-packet translation on this project's benchmark
+// (BenchmarkKernelServiceConnectSideBySide): what connect() spends on the
+// socket's reverse entry about matches what the tc programs save.
+//
+// The connect-time programs count the connections they translate (every
+// datagram of an unconnected UDP socket is one) and the ones they refuse
+// in the service's counters (Proxy.Counters); the packets and bytes of
+// those connections cross no translation and are not counted. A connected UDP socket keeps the backend
 // connect() gave it, also once that backend is gone;
 // Options.ConnectTimeTCPOnly leaves UDP to the egress translation above,
 // per datagram, so such a socket reaches another backend with its next

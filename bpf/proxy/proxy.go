@@ -113,8 +113,7 @@ type Options struct {
 	// kubepods cgroup or the root one), not only the node's: a pod's
 	// connection to a service then carries the backend's address from its
 	// first packet, and the tc programs have nothing to translate, track
-	// or close for it — a new connection costs about what a direct one
-	// does. Netfilter (network policy included) sees the backend's
+	// or close for it. Netfilter (network policy included) sees the backend's
 	// address, as it does after kube-proxy's DNAT. The pod's socket shows
 	// the service as its peer (getpeername, recvmsg). What cannot be
 	// decided at connect() stays with the tc programs, per packet: session

@@ -192,6 +192,7 @@ func runCmd(ctx context.Context, args []string) error {
 	bpfLocalRedirect := fs.Bool("bpf-local-redirect", false, "send a pod's connection to a service backend on this node, and its replies, between the two pods' veths straight, past the node's routing and netfilter (--bpf-proxy; netfilter, where network policy is enforced, does not see those packets: needs --network-policy=false)")
 	bpfDSR := fs.Bool("bpf-dsr", false, "direct server return for connections from outside the node to backends on other nodes: the backend's node answers the client itself, which sees no masquerading (--bpf-proxy; every node needs it, and the network must let a node answer with another node's address)")
 	bpfTCPOnly := fs.Bool("bpf-cgroup-tcp-only", false, "translate only TCP at connect() (--bpf-cgroup); the node's UDP to services is translated per packet as it leaves, so a connected UDP socket follows its service's backends")
+	bpfCgroupPods := fs.Bool("bpf-cgroup-pods", false, "translate at connect() the connections of the pods in --bpf-cgroup too, not only the node's own (then give the pods' cgroup, or the root one); session affinity, source ranges and services without endpoints stay per packet")
 	bpfCgroup := fs.String("bpf-cgroup", "", "cgroup v2 directory whose processes' connections to services from the node's own namespace are translated at connect() (--bpf-proxy); empty: none")
 	var cni cniFlags
 	cni.register(fs, true)
@@ -207,7 +208,7 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	cfg.BPFProxy, cfg.BPFCgroup, cfg.NodeZone, cfg.BPFMaglev = *bpfProxy, *bpfCgroup, *nodeZone, uint32(*bpfMaglev)
 	cfg.NetworkPolicy = *netpol
-	cfg.BPFDSR, cfg.BPFCgroupTCPOnly, cfg.BPFLocalRedirect = *bpfDSR, *bpfTCPOnly, *bpfLocalRedirect
+	cfg.BPFDSR, cfg.BPFCgroupTCPOnly, cfg.BPFLocalRedirect, cfg.BPFCgroupPods = *bpfDSR, *bpfTCPOnly, *bpfLocalRedirect, *bpfCgroupPods
 	cfg.HostInterfaces = strings.FieldsFunc(*hostIfaces, func(r rune) bool { return r == ',' })
 	cfg.Listen, cfg.WireGuard, cfg.ResyncInterval = *listen, *wg, *resync
 	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)

@@ -227,6 +227,11 @@ type Config struct {
 	// service are translated per packet, so a connected UDP socket
 	// follows its service's backends.
 	BPFCgroupTCPOnly bool
+	// BPFCgroupPods translates at connect() the connections of the pods
+	// in BPFCgroup too, not only the node's own
+	// (proxy.Options.ConnectTimePods): BPFCgroup must then hold the pods
+	// (the kubepods cgroup, or the root one). Needs BPFCgroup.
+	BPFCgroupPods bool
 	// ResyncInterval is how often every driver re-reads the kernel and
 	// repairs drift; zero means dataplane.DefaultResyncInterval.
 	ResyncInterval time.Duration
@@ -261,6 +266,9 @@ func (c *Config) defaults() error {
 		// The redirected packets never reach netfilter, where the policy is:
 		// refuse rather than let same-node service traffic past it.
 		return errors.New("agent: BPF local redirect bypasses netfilter, where NetworkPolicy is enforced: turn one of them off")
+	}
+	if (c.BPFCgroupPods || c.BPFCgroupTCPOnly) && c.BPFCgroup == "" {
+		return errors.New("agent: connect-time translation of pods or of TCP only needs a BPF cgroup")
 	}
 	if err := c.resolveNetfilter(); err != nil {
 		return err
@@ -382,7 +390,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
 			RejectMark: rejectMark, RejectMask: rejectMark,
 			Cgroup: cfg.BPFCgroup, Maglev: proxy.MaglevOptions{Enabled: cfg.BPFMaglev != 0, TableSize: cfg.BPFMaglev}, DSR: cfg.BPFDSR, LocalRedirect: cfg.BPFLocalRedirect,
-			ConnectTimeTCPOnly: cfg.BPFCgroupTCPOnly,
+			ConnectTimeTCPOnly: cfg.BPFCgroupTCPOnly, ConnectTimePods: cfg.BPFCgroupPods,
 			Logger:             log.With("component", "bpf-proxy")})
 		if err != nil {
 			return nil, err

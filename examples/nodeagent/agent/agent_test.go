@@ -214,13 +214,18 @@ func TestMetrics(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	for _, c := range []Config{{}, {NodeName: "a"}, {NodeName: "a", StateDir: "/x", Overlay: "gre"}, {NodeName: "a", StateDir: "/x", Overlay: OverlayIPIP, IPv6: true},
 		// Policy lives in netfilter, which the local redirect bypasses: refused (fail closed).
-		{NodeName: "a", StateDir: "/x", BPFLocalRedirect: true, NetworkPolicy: true}} {
+		{NodeName: "a", StateDir: "/x", BPFLocalRedirect: true, NetworkPolicy: true},
+		// Connect-time options without the cgroup they apply to.
+		{NodeName: "a", StateDir: "/x", BPFCgroupPods: true}, {NodeName: "a", StateDir: "/x", BPFCgroupTCPOnly: true}} {
 		if err := c.defaults(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}
 	if c := (Config{NodeName: "a", StateDir: "/x", BPFLocalRedirect: true}); c.defaults() != nil {
 		t.Error("local redirect without NetworkPolicy refused")
+	}
+	if c := (Config{NodeName: "a", StateDir: "/x", BPFCgroup: "/sys/fs/cgroup", BPFCgroupPods: true, NetworkPolicy: true}); c.defaults() != nil {
+		t.Error("pods' connect-time translation refused")
 	}
 	c := Config{NodeName: "a", StateDir: "/x", WireGuardInterface: "wg-a-very-long"}
 	if err := c.defaults(); err != nil || c.Overlay != OverlayVXLAN || c.Listen != DefaultListen {
