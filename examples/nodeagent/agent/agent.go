@@ -391,7 +391,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			RejectMark: rejectMark, RejectMask: rejectMark,
 			Cgroup: cfg.BPFCgroup, Maglev: proxy.MaglevOptions{Enabled: cfg.BPFMaglev != 0, TableSize: cfg.BPFMaglev}, DSR: cfg.BPFDSR, LocalRedirect: cfg.BPFLocalRedirect,
 			ConnectTimeTCPOnly: cfg.BPFCgroupTCPOnly, ConnectTimePods: cfg.BPFCgroupPods,
-			Logger:             log.With("component", "bpf-proxy")})
+			Logger: log.With("component", "bpf-proxy")})
 		if err != nil {
 			return nil, err
 		}
