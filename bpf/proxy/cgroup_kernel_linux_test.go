@@ -290,6 +290,26 @@ func cgSpread(t *testing.T, cg *testCgroup, ns *kerneltest.NS, to netip.AddrPort
 	return countAnswers(t, n, fmt.Sprintf("connect %v from %s in the cgroup", to, ns), func() (string, error) { return cg.whoamiBash(ns, to) })
 }
 
+// cgAskUDP asks the UDP service svc n times from ns in the cgroup, with an
+// unconnected socket and with a connected one: every reply must come from
+// svc, be one of the names, and the answers must spread over more than one
+// backend.
+func cgAskUDP(t *testing.T, cg *testCgroup, ns *kerneltest.NS, svc netip.AddrPort, n int, names map[string]bool) {
+	t.Helper()
+	for _, mode := range []string{"udp", "udp-connected"} {
+		got := map[string]int{}
+		for range n {
+			from, name, err := cg.helper(ns, mode, svc)
+			require.NoError(t, err, mode)
+			assert.Equal(t, svc, from, "%s: the reply's source is the service", mode)
+			assert.True(t, names[name], "%s: answer %q", mode, name)
+			got[name]++
+		}
+		t.Logf("%s from %s: %v", mode, ns, got)
+		assert.Greater(t, len(got), 1, "%s: spread over the backends", mode)
+	}
+}
+
 // The connect-time program's maps have the sizes of the Go types
 // (TestLayoutMatchesHeader holds those to c/nat.h).
 func TestConnectTimeLayout(t *testing.T) {
@@ -398,18 +418,7 @@ func TestKernelProxyConnectTimeUDP(t *testing.T) {
 	apply(t, p)
 	h1 := r.topo.Hosts[0]
 	svc := netip.AddrPortFrom(clusterV4, 53)
-	for _, mode := range []string{"udp", "udp-connected"} {
-		got := map[string]int{}
-		for range 15 {
-			from, name, err := cg.helper(h1.NS, mode, svc)
-			require.NoError(t, err, mode)
-			assert.Equal(t, svc, from, "%s: the reply's source is the service", mode)
-			assert.True(t, names[name], "%s: answer %q", mode, name)
-			got[name]++
-		}
-		t.Logf("%s: %v", mode, got)
-		assert.Greater(t, len(got), 1, "%s: spread over the backends", mode)
-	}
+	cgAskUDP(t, cg, h1.NS, svc, 15, names)
 	// The map holds the socket's backend → frontend.
 	var k skKey
 	var v skVal

@@ -31,8 +31,10 @@ func testKernelProxyConnectTimePods(t *testing.T, mode AttachMode) {
 	r, cg := newCgroupRig(t)
 	r.attach = mode
 	backends := r.backendsAt(false, udpPort)
+	names := map[string]bool{}
 	for _, pod := range []*kerneltest.Pod{r.topo.Hosts[0].Pods[1], r.topo.Hosts[1].Pods[0], r.topo.Hosts[1].Pods[1]} {
 		serveUDPName(t, pod.NS, pod.Name)
+		names[pod.Name] = true
 	}
 	o := r.options()
 	o.Cgroup, o.ConnectTimePods = cg.path, true
@@ -77,18 +79,7 @@ func testKernelProxyConnectTimePods(t *testing.T, mode AttachMode) {
 	assert.NotZero(t, p.Counters()["default/web:http"].Packets, "outside the cgroup the tc programs translate")
 
 	// UDP, unconnected and connected: the replies come from the service.
-	svc := netip.AddrPortFrom(clusterV4, 53)
-	for _, mode := range []string{"udp", "udp-connected"} {
-		got := map[string]int{}
-		for range 10 {
-			from, name, err := cg.helper(pod.NS, mode, svc)
-			require.NoError(t, err, mode)
-			assert.Equal(t, svc, from, "%s: the reply's source is the service", mode)
-			got[name]++
-		}
-		t.Logf("%s from a pod in the cgroup: %v", mode, got)
-		assert.Greater(t, len(got), 1, "%s: spread over the backends", mode)
-	}
+	cgAskUDP(t, cg, pod.NS, netip.AddrPortFrom(clusterV4, 53), 10, names)
 	dns := p.Counters()["kube-system/dns:dns"]
 	assert.GreaterOrEqual(t, dns.Connections, uint64(20), "%+v", dns)
 	assert.Zero(t, dns.Packets, "%+v", dns)
