@@ -53,8 +53,10 @@ type Options struct {
 	// HostInterfaces are the node's interfaces that traffic from other
 	// hosts arrives on (the underlay). NodePorts and external IPs are
 	// served there. Like the pod interfaces, they must carry Ethernet
-	// headers (physical, VXLAN, veth, bridge): the programs pass what
-	// arrives on a device without one (WireGuard, IPIP, tun) untranslated.
+	// headers (physical, VXLAN, veth, bridge): a device without them
+	// (WireGuard, IPIP, tun), host or pod, is refused for itself — a
+	// partial error wrapping ErrAttach, retried at each Apply, that holds
+	// back no other interface.
 	HostInterfaces []string
 	// PodInterfacePrefixes name the host side of pod interfaces: an
 	// interface whose name starts with one of them is a pod's, and
