@@ -79,7 +79,7 @@ func testKernelProxyConnectTimePods(t *testing.T, mode AttachMode) {
 	assert.NotZero(t, p.Counters()["default/web:http"].Packets, "outside the cgroup the tc programs translate")
 
 	// UDP, unconnected and connected: the replies come from the service.
-	cgAskUDP(t, cg, pod.NS, netip.AddrPortFrom(clusterV4, 53), 10, names)
+	cgAskUDP(t, cg, pod.NS, netip.AddrPortFrom(clusterV4, 53), 15, names)
 	dns := p.Counters()["kube-system/dns:dns"]
 	assert.GreaterOrEqual(t, dns.Connections, uint64(20), "%+v", dns)
 	assert.Zero(t, dns.Packets, "%+v", dns)
