@@ -176,6 +176,10 @@ type Flow struct {
 	Line string
 }
 
+// Replied reports whether the flow saw a reply (conntrack does not mark
+// it [UNREPLIED]).
+func (f Flow) Replied() bool { return !strings.Contains(f.Line, "[UNREPLIED]") }
+
 // SNAT reports whether the flow's source was translated, and to what.
 func (f Flow) SNAT() (netip.Addr, bool) { return f.ReplyDst, f.ReplyDst != f.Src }
 
