@@ -369,10 +369,13 @@
 // no backend for the client (a reset or an ICMP error, with
 // Options.RejectMark, rather than EPERM). A pod's connection to its own
 // service may reach the pod itself, which the tc programs avoid while
-// another backend exists. On the CPU a connection costs, the option is
-// about even with the per-packet translation on this project's benchmark
-// (BenchmarkKernelServiceConnectSideBySide): what connect() spends on the
-// socket's reverse entry about matches what the tc programs save.
+// another backend exists. On the CPU a connection costs, the option
+// saves little on this project's benchmark
+// (BenchmarkKernelServiceConnectSideBySide: 1.075× a direct connection's
+// p50 against 1.098× per packet): connect() spends on the socket's reverse
+// entry most of what the tc programs save, and they still see every
+// packet (a pod's packet they find nothing for is looked up once, at the
+// ingress, and passed at the egress without a lookup).
 //
 // The connect-time programs count the connections they translate (every
 // datagram of an unconnected UDP socket is one) and the ones they refuse

@@ -714,16 +714,23 @@ static __always_inline int np_dsr_accept(struct __sk_buff *skb, const struct np_
 	return TC_ACT_UNSPEC;
 }
 
+// np_if_kind is the kind np_ifs has for the interface the packet is on:
+// NP_IF_HOST, NP_IF_POD, or 0 for one it does not know.
+static __always_inline __u32 np_if_kind(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	__u32 *kind = bpf_map_lookup_elem(&np_ifs, &ifindex);
+
+	return kind ? *kind : 0;
+}
+
 // np_from_host says whether the packet arrived on a host interface
 // (np_ifs): it comes from outside the node. It returns a bit of the map's
 // value rather than a constant, so that the verifier checks what follows
 // once for an unknown value, not once per value.
 static __always_inline __u32 np_from_host(struct __sk_buff *skb)
 {
-	__u32 ifindex = skb->ifindex;
-	__u32 *kind = bpf_map_lookup_elem(&np_ifs, &ifindex);
-
-	return kind ? *kind & NP_IF_HOST : 0;
+	return np_if_kind(skb) & NP_IF_HOST;
 }
 
 // np_route_fn looks up where dst, the packet's destination as it is to
@@ -837,6 +844,15 @@ static __always_inline int np_reverse(struct __sk_buff *skb, struct np_pkt *p, s
 // field, which no other part of the kernel reads since Linux 6.3, when the
 // tcindex classifier and the dsmark qdisc went.)
 #define NP_TC_TRANSLATED 0x4e50
+
+// NP_TC_UNTRACKED in skb->tc_index: np_ingress found nothing of ours for
+// this packet of a pod (no connection entry, no frontend), so np_egress,
+// where it leaves, skips its lookup too: only netfilter rewriting the
+// packet in between could make a reverse entry match it there, and the
+// rewrite the programs rely on (the masquerading of connections from
+// outside) is undone on packets that arrive on a host interface, never
+// marked. Written, read and cleared as NP_TC_TRANSLATED is.
+#define NP_TC_UNTRACKED 0x4e51
 
 // np_forward is the forward NAT of the programs. It runs at an interface's
 // ingress: a pod's (packets from a pod) or a host's (np_from_host: packets
@@ -965,10 +981,17 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 	fk.port = p.key.dport;
 	fk.proto = p.key.proto;
 	fe = bpf_map_lookup_elem(&np_fe, &fk);
-	if (!fe)
-		return TC_ACT_UNSPEC;
+	// (from_host holds the interface's kind for a moment: no new local,
+	// see the stack budget above.)
 	if (!node)
-		from_host = np_from_host(skb);
+		from_host = np_if_kind(skb);
+	if (!fe) {
+		// Only on an interface np_ifs knows as a pod's.
+		if (!ct && from_host == NP_IF_POD)
+			skb->tc_index = NP_TC_UNTRACKED;
+		return TC_ACT_UNSPEC;
+	}
+	from_host &= NP_IF_HOST;
 	pod = !from_host && !node;
 	// A load balancer IP with source ranges admits their clients only.
 	if (fe->flags & NP_FE_SOURCE_RANGES) {
@@ -1130,7 +1153,7 @@ dnat:
 SEC("tc")
 int np_ingress(struct __sk_buff *skb)
 {
-	if (skb->tc_index == NP_TC_TRANSLATED)
+	if (skb->tc_index == NP_TC_TRANSLATED || skb->tc_index == NP_TC_UNTRACKED)
 		skb->tc_index = 0; // not ours: set before this node (or forged)
 	return np_forward(skb, 0);
 }
@@ -1318,8 +1341,9 @@ int np_egress(struct __sk_buff *skb)
 	struct np_ct_val *ct;
 	struct np_ct_key fkey;
 
-	// A client's packet np_ingress translated: nothing to undo.
-	if (skb->tc_index == NP_TC_TRANSLATED) {
+	// A client's packet np_ingress translated, or a pod's it found nothing
+	// of ours for: nothing to undo.
+	if (skb->tc_index == NP_TC_TRANSLATED || skb->tc_index == NP_TC_UNTRACKED) {
 		skb->tc_index = 0;
 		return TC_ACT_UNSPEC;
 	}
