@@ -184,21 +184,24 @@ func newTestCgroup(t *testing.T) *testCgroup {
 	}
 	t.Cleanup(func() {
 		_ = unix.Close(fd)
-		// A process that exited may stay counted for a moment.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := unix.Rmdir(path)
-			if err == nil || errors.Is(err, unix.ENOENT) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("removing cgroup %s: %v", path, err)
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		removeCgroup(t, path)
 	})
 	return &testCgroup{path: path, fd: fd}
+}
+
+// removeCgroup removes the cgroup directory path, waiting for it to be
+// empty: a process or thread that left may stay counted for a moment.
+func removeCgroup(t testing.TB, path string) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := unix.Rmdir(path)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("removing cgroup %s: %v", path, err)
+			return
+		}
+	}
 }
 
 // run runs a command in the cgroup and in namespace ns (it is started from
@@ -290,6 +293,23 @@ func cgSpread(t *testing.T, cg *testCgroup, ns *kerneltest.NS, to netip.AddrPort
 	return countAnswers(t, n, fmt.Sprintf("connect %v from %s in the cgroup", to, ns), func() (string, error) { return cg.whoamiBash(ns, to) })
 }
 
+// cgReachAll connects 30 times from ns in the cgroup to the web service's
+// cluster IPs of both families (port), expecting all three backends of
+// newProxyRig to answer, and once more to see the service as the peer
+// (getpeername), not the backend.
+func cgReachAll(t *testing.T, cg *testCgroup, ns *kerneltest.NS, port uint16) {
+	t.Helper()
+	for _, cip := range []netip.Addr{clusterV4, clusterV6} {
+		got := cgSpread(t, cg, ns, netip.AddrPortFrom(cip, port), 30)
+		t.Logf("ClusterIP %v from %s in the cgroup: %v", cip, ns, got)
+		assert.Len(t, got, 3, "every backend (local and on host 2) answers")
+		peer, name, err := cg.helper(ns, "tcp", netip.AddrPortFrom(cip, port))
+		require.NoError(t, err)
+		assert.Equal(t, netip.AddrPortFrom(cip, port), peer, "getpeername shows the service")
+		assert.Contains(t, got, name)
+	}
+}
+
 // cgAskUDP asks the UDP service svc n times from ns in the cgroup, with an
 // unconnected socket and with a connected one: every reply must come from
 // svc, be one of the names, and the answers must spread over more than one
@@ -368,16 +388,7 @@ func TestKernelProxyConnectTimeTCP(t *testing.T) {
 	assert.Empty(t, st.Errors)
 
 	h1, h2 := r.topo.Hosts[0], r.topo.Hosts[1]
-	for _, cip := range []netip.Addr{clusterV4, clusterV6} {
-		got := cgSpread(t, cg, h1.NS, netip.AddrPortFrom(cip, 80), 30)
-		t.Logf("ClusterIP %v from host 1's namespace: %v", cip, got)
-		assert.Len(t, got, 3, "every backend (local and on host 2) answers")
-		// getpeername shows the service, not the backend.
-		peer, name, err := cg.helper(h1.NS, "tcp", netip.AddrPortFrom(cip, 80))
-		require.NoError(t, err)
-		assert.Equal(t, netip.AddrPortFrom(cip, 80), peer)
-		assert.Contains(t, got, name)
-	}
+	cgReachAll(t, cg, h1.NS, 80)
 	// A process outside the cgroup is not translated (host 1 has no route
 	// to the cluster IP).
 	_, err := whoami(h1.NS, netip.AddrPortFrom(clusterV4, 80))

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,19 +42,8 @@ func newConnBenchCgroup(b *testing.B) *connBenchCgroup {
 		if err := writeCgroupFile(filepath.Join(mount, orig), "cgroup.procs", os.Getpid()); err != nil {
 			b.Errorf("moving the test process back to %s: %v", orig, err)
 		}
-		for _, dir := range []string{cg.leaf, cg.root} {
-			// A thread that moved out may stay counted for a moment.
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				err := unix.Rmdir(dir)
-				if err == nil || errors.Is(err, unix.ENOENT) {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Errorf("removing cgroup %s: %v", dir, err)
-					break
-				}
-			}
-		}
+		removeCgroup(b, cg.leaf)
+		removeCgroup(b, cg.root)
 	})
 	if err := os.Mkdir(cg.leaf, 0o755); err != nil {
 		b.Fatal(err)
