@@ -5,7 +5,10 @@ package proxy
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +42,10 @@ import (
 // bpf-ct; and what the proxy itself adds to a connection, its p50 less
 // the direct one's, against what the verdict map adds (bpf/nft-added-p50:
 // the CPU each spends on a connection, beside the application's own, which
-// is the same for all). Run it with -benchtime 40x or more.
+// is the same for all). cpu-busy is the share of the measuring CPU's time
+// it spent busy while the rigs took turns (from /proc/stat): near 1, a
+// connection's time is the CPU it costs. Run it with -benchtime 40x or
+// more.
 func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	const n = 10000
 	kerneltest.RequireCommands(b, "nft")
@@ -62,10 +68,16 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	}
 	rounds := b.N
 	b.ResetTimer()
+	busy0, total0, statErr := connBenchCPUTicks()
 	results, err := connBenchTakeTurns(rigs, rounds)
+	busy1, total1, statErr1 := connBenchCPUTicks()
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
+	}
+	if statErr == nil && statErr1 == nil && total1 > total0 {
+		// Near 1: the CPU never waited, so a connection's time is its CPU.
+		b.ReportMetric(float64(busy1-busy0)/float64(total1-total0), "cpu-busy")
 	}
 	// bpf-ct's connections were translated at connect(), not per packet.
 	if c := ct.Counters()[connBenchServiceName(n/2)]; c.Connections == 0 || c.Packets != 0 {
@@ -92,6 +104,34 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 		b.ReportMetric(p50[r]/p50["direct"], r+"/direct-p50")
 		b.ReportMetric(connectP50[r]/connectP50["direct"], r+"/direct-connect-p50")
 	}
+}
+
+// connBenchCPUTicks reads connBenchCPU's line of /proc/stat: the clock
+// ticks it spent busy (anything but idle and iowait) and in all.
+func connBenchCPUTicks() (busy, total uint64, err error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	prefix := fmt.Sprintf("cpu%d ", connBenchCPU)
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		for i, f := range strings.Fields(rest) {
+			n, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return 0, 0, err
+			}
+			total += n
+			if i != 3 && i != 4 { // idle, iowait
+				busy += n
+			}
+		}
+		return busy, total, nil
+	}
+	return 0, 0, fmt.Errorf("/proc/stat has no %q line", prefix)
 }
 
 // connBenchTurn is how many connections a rig makes in one turn.
