@@ -403,7 +403,7 @@ func kernelView(t testing.TB, k Kernel, m *Monitor) map[string]Interface {
 		if !m.Matches(l.Name) {
 			continue
 		}
-		out[l.Name] = Interface{Name: l.Name, Index: l.Index, State: l.State(), MTU: l.MTU, Kind: l.Kind}
+		out[l.Name] = Interface{Name: l.Name, Index: l.Index, State: l.State(), MTU: l.MTU, Kind: l.Kind, Encap: l.Encap}
 		byIdx[l.Index] = l.Name
 	}
 	for _, fam := range []kernel.Family{kernel.IPv4, kernel.IPv6} {
@@ -548,7 +548,7 @@ func (r *recorder) onLink(u LinkUpdate) {
 			r.errs = append(r.errs, fmt.Sprintf("#%d reported as %s while still known as %s", u.Index, u.Name, n))
 		}
 	}
-	cur.Name, cur.Index, cur.State, cur.MTU, cur.Kind = u.Name, u.Index, u.State, u.MTU, u.Kind
+	cur.Name, cur.Index, cur.State, cur.MTU, cur.Kind, cur.Encap = u.Name, u.Index, u.State, u.MTU, u.Kind, u.Encap
 	r.ifaces[u.Name] = cur
 }
 

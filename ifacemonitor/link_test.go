@@ -11,9 +11,10 @@ import (
 
 func TestLinkUpdateLink(t *testing.T) {
 	for _, st := range []kernel.LinkState{kernel.LinkUp, kernel.LinkDown, kernel.LinkGone} {
-		u := ifacemonitor.LinkUpdate{Name: "eth0", Index: 2, State: st, MTU: 9000, Kind: kernel.KindVeth, OldName: "eth9"}
+		u := ifacemonitor.LinkUpdate{Name: "eth0", Index: 2, State: st, MTU: 9000, Kind: kernel.KindVeth,
+			Encap: kernel.EncapEthernet, OldName: "eth9"}
 		l := u.Link()
-		assert.Equal(t, kernel.Link{Name: "eth0", Index: 2, MTU: 9000, Kind: kernel.KindVeth,
+		assert.Equal(t, kernel.Link{Name: "eth0", Index: 2, MTU: 9000, Kind: kernel.KindVeth, Encap: kernel.EncapEthernet,
 			AdminUp: st == kernel.LinkUp, Running: st == kernel.LinkUp}, l, st)
 		if st != kernel.LinkGone {
 			assert.Equal(t, st, l.State(), "the link's flags say what the update says")

@@ -17,6 +17,7 @@ type linkInfo struct {
 	adminUp bool
 	mtu     int
 	kind    string
+	encap   string
 }
 
 // linkInfoOf converts a kernel link; false for one without an index.
@@ -31,6 +32,7 @@ func linkInfoOf(l *kernel.Link) (linkInfo, bool) {
 		adminUp: l.AdminUp,
 		mtu:     l.MTU,
 		kind:    l.Kind,
+		encap:   l.Encap,
 	}, true
 }
 
@@ -104,7 +106,7 @@ func (r *run) upsertLink(li linkInfo, now time.Time) {
 		r.dirty[li.index] = struct{}{}
 		return
 	}
-	changed := l.mtu != li.mtu || l.kind != li.kind
+	changed := l.mtu != li.mtu || l.kind != li.kind || l.encap != li.encap
 	if l.name != li.name {
 		r.delName(l)
 		l.name = li.name
@@ -392,23 +394,23 @@ func (r *run) reconcileLinks(now time.Time) {
 				r.reportGone(r.m.rep[other])
 				removed[l.index] = other
 			}
-			iface := &Interface{Name: n, Index: l.index, State: state, MTU: l.mtu, Kind: l.kind, Addrs: sortedAddrs(l)}
+			iface := &Interface{Name: n, Index: l.index, State: state, MTU: l.mtu, Kind: l.kind, Encap: l.encap, Addrs: sortedAddrs(l)}
 			l.addrsDirty = false
 			r.m.mu.Lock()
 			r.m.rep[n] = iface
 			r.m.repByIdx[l.index] = n
 			r.m.mu.Unlock()
-			r.reportLink(LinkUpdate{Name: n, Index: l.index, State: state, MTU: l.mtu, Kind: l.kind, OldName: removed[l.index]})
+			r.reportLink(LinkUpdate{Name: n, Index: l.index, State: state, MTU: l.mtu, Kind: l.kind, Encap: l.encap, OldName: removed[l.index]})
 			if len(iface.Addrs) > 0 {
 				r.reportAddrs(n, iface.Addrs)
 			}
 			continue
 		}
-		if state != rep.State || l.mtu != rep.MTU || l.kind != rep.Kind {
+		if state != rep.State || l.mtu != rep.MTU || l.kind != rep.Kind || l.encap != rep.Encap {
 			r.m.mu.Lock()
-			rep.State, rep.MTU, rep.Kind = state, l.mtu, l.kind
+			rep.State, rep.MTU, rep.Kind, rep.Encap = state, l.mtu, l.kind, l.encap
 			r.m.mu.Unlock()
-			r.reportLink(LinkUpdate{Name: n, Index: l.index, State: state, MTU: l.mtu, Kind: l.kind})
+			r.reportLink(LinkUpdate{Name: n, Index: l.index, State: state, MTU: l.mtu, Kind: l.kind, Encap: l.encap})
 		}
 		if l.addrsDirty {
 			l.addrsDirty = false
@@ -432,7 +434,7 @@ func (r *run) reportGone(rep *Interface) {
 	if len(rep.Addrs) > 0 {
 		r.reportAddrs(rep.Name, nil)
 	}
-	r.reportLink(LinkUpdate{Name: rep.Name, Index: rep.Index, State: kernel.LinkGone, MTU: rep.MTU, Kind: rep.Kind})
+	r.reportLink(LinkUpdate{Name: rep.Name, Index: rep.Index, State: kernel.LinkGone, MTU: rep.MTU, Kind: rep.Kind, Encap: rep.Encap})
 }
 
 func (r *run) reportLink(u LinkUpdate) {

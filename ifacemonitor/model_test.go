@@ -42,7 +42,7 @@ func batch(r *run, evs ...kernel.Event) {
 
 // vlink is a veth as the kernel reports it.
 func vlink(index int, name string, up bool, mtu int) kernel.Link {
-	return kernel.Link{Index: index, Name: name, Kind: kernel.KindVeth, MTU: mtu, AdminUp: up, Running: up}
+	return kernel.Link{Index: index, Name: name, Kind: kernel.KindVeth, Encap: kernel.EncapEthernet, MTU: mtu, AdminUp: up, Running: up}
 }
 
 func newLink(l kernel.Link) kernel.Event { return kernel.Event{Link: &kernel.LinkEvent{Link: l}} }
@@ -96,7 +96,7 @@ func TestBatchSemantics(t *testing.T) {
 		},
 		{
 			name:  "admin up without carrier is down",
-			batch: []kernel.Event{newLink(kernel.Link{Index: 2, Name: "b", Kind: kernel.KindVeth, MTU: 1500, AdminUp: true})},
+			batch: []kernel.Event{newLink(kernel.Link{Index: 2, Name: "b", Kind: kernel.KindVeth, Encap: kernel.EncapEthernet, MTU: 1500, AdminUp: true})},
 		},
 	}
 	for _, tc := range tests {
@@ -168,7 +168,7 @@ func TestResyncNameSwap(t *testing.T) {
 	ns, idx := fakeWith(t, "b", "a") // the kernel after the swap: #2 is b, #3 is a
 	r, rec := newDirect(t, Options{Kernel: ns, Include: []string{"^[ab]$"}})
 	br := func(i int, name string) kernel.Link {
-		return kernel.Link{Index: i, Name: name, Kind: kernel.KindBridge, MTU: 1500}
+		return kernel.Link{Index: i, Name: name, Kind: kernel.KindBridge, Encap: kernel.EncapEthernet, MTU: 1500}
 	}
 	batch(r, newLink(br(idx[0], "a")), newLink(br(idx[1], "b")), addrEvent(idx[0], "10.0.0.1/32", true))
 	rec.take()
@@ -193,7 +193,7 @@ func TestStaleEventsAfterRelist(t *testing.T) {
 	relistFrom(r)
 	rec.take()
 	br := func(i int, name string) kernel.Link {
-		return kernel.Link{Index: i, Name: name, Kind: kernel.KindBridge, MTU: 1500}
+		return kernel.Link{Index: i, Name: name, Kind: kernel.KindBridge, Encap: kernel.EncapEthernet, MTU: 1500}
 	}
 	batch(r, newLink(br(idx[0], "x")))
 	batch(r, newLink(br(idx[0], "y")))

@@ -28,6 +28,9 @@ type LinkUpdate struct {
 	// Kind is the kernel's link kind: kernel.KindDevice (physical NICs and
 	// lo), kernel.KindVeth, kernel.KindBridge…
 	Kind string
+	// Encap is the link-layer type the kernel reports
+	// (kernel.Link.Encap): kernel.EncapEthernet, "none", "loopback"….
+	Encap string
 	// OldName is set when this update reports a renamed interface: the
 	// consumer knew it as OldName, and a LinkGone update for OldName (same
 	// Index) came just before. Empty otherwise.
@@ -36,23 +39,24 @@ type LinkUpdate struct {
 
 // Link returns the update as a kernel.Link, the form dataplane.Loop's
 // OnLink takes (LinkUpdate.Link and State are its two arguments): Name,
-// Index, MTU and Kind, with AdminUp and Running both set when State is
+// Index, MTU, Kind and Encap, with AdminUp and Running both set when State is
 // kernel.LinkUp, so that its State method agrees with u.State for an
 // interface that exists.
 func (u LinkUpdate) Link() kernel.Link {
 	up := u.State == kernel.LinkUp
-	return kernel.Link{Name: u.Name, Index: u.Index, MTU: u.MTU, Kind: u.Kind, AdminUp: up, Running: up}
+	return kernel.Link{Name: u.Name, Index: u.Index, MTU: u.MTU, Kind: u.Kind, Encap: u.Encap, AdminUp: up, Running: up}
 }
 
 // Interface is one interface of a View.
 type Interface struct {
-	// Name, Index, State, MTU and Kind are as in LinkUpdate; State is
-	// never kernel.LinkGone.
+	// Name, Index, State, MTU, Kind and Encap are as in LinkUpdate; State
+	// is never kernel.LinkGone.
 	Name  string
 	Index int
 	State kernel.LinkState
 	MTU   int
 	Kind  string
+	Encap string
 	// Addrs are the interface's addresses with their prefix lengths,
 	// sorted by address (IPv4 before IPv6), then by prefix length.
 	Addrs []netip.Prefix

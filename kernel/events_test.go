@@ -55,7 +55,7 @@ func TestEventConversion(t *testing.T) {
 			attr(unix.IFLA_VXLAN_ID, u32(9)), attr(unix.IFLA_VXLAN_LOCAL, []byte{10, 0, 0, 1}), attr(unix.IFLA_VXLAN_PORT, port))))
 	ev, ok := eventOf(message(unix.RTM_DELLINK, vxlan))
 	require.True(t, ok)
-	assert.Equal(t, &LinkEvent{Deleted: true, Link: Link{Index: 7, Name: "vx", Kind: KindVXLAN, MTU: 1450, AdminUp: true, Running: true,
+	assert.Equal(t, &LinkEvent{Deleted: true, Link: Link{Index: 7, Name: "vx", Kind: KindVXLAN, Encap: EncapEthernet, MTU: 1450, AdminUp: true, Running: true,
 		VXLAN: &VXLAN{VNI: 9, Port: 4789, Local: netip.MustParseAddr("10.0.0.1")}}}, ev.Link)
 	ev, ok = eventOf(message(unix.RTM_NEWLINK, vxlan))
 	require.True(t, ok)

@@ -24,7 +24,7 @@ func TestKernelLinks(t *testing.T) {
 	br, err := e.ns.AddLink(ctx, Link{Name: "np-br0", Kind: KindBridge, MTU: 1400, MAC: hwaddr})
 	require.NoError(t, err)
 	assert.Positive(t, br.Index)
-	assert.Equal(t, Link{Index: br.Index, Name: "np-br0", Kind: KindBridge, MTU: 1400, MAC: hwaddr}, br, "down, as asked")
+	assert.Equal(t, Link{Index: br.Index, Name: "np-br0", Kind: KindBridge, Encap: EncapEthernet, MTU: 1400, MAC: hwaddr}, br, "down, as asked")
 	assert.Equal(t, LinkDown, br.State())
 
 	veth, err := e.ns.AddLink(ctx, Link{Name: "np-va", Kind: KindVeth, Veth: &Veth{PeerName: "np-vb"}, MasterIndex: br.Index})

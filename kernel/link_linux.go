@@ -176,6 +176,7 @@ func linkFromNetlink(nl netlink.Link) Link {
 		Index:       a.Index,
 		Name:        a.Name,
 		Kind:        kindOf(nl.Type()),
+		Encap:       a.EncapType,
 		MTU:         a.MTU,
 		AdminUp:     a.Flags&net.FlagUp != 0,
 		Running:     a.RawFlags&unix.IFF_RUNNING != 0,

@@ -59,6 +59,11 @@ const (
 	KindIPIP      = "ipip"
 )
 
+// EncapEthernet is Link.Encap of an interface with Ethernet headers
+// (physical NICs, veth, bridge, VXLAN, tap). Others the kernel reports are
+// "none" (tun, WireGuard), "ipip", "loopback"….
+const EncapEthernet = "ether"
+
 // Link is a network interface.
 type Link struct {
 	// Index is the kernel's interface index; 0 in a Link given to AddLink.
@@ -75,6 +80,10 @@ type Link struct {
 	AdminUp bool
 	// Running is IFF_RUNNING: the interface is operational (has carrier).
 	Running bool
+	// Encap is the link-layer type the kernel reports for the interface
+	// (its hardware type): EncapEthernet, "none", "ipip", "loopback"…; empty
+	// when unknown (a Link made by hand). AddLink ignores it.
+	Encap string
 	// MasterIndex is the bridge (or other master) the link is enslaved
 	// to; 0 for none.
 	MasterIndex int

@@ -54,7 +54,7 @@ func TestNewIsAFreshNamespaceWithLoUp(t *testing.T) {
 	ns := New(Options{})
 	links, err := ns.Links(bg)
 	require.NoError(t, err)
-	require.Equal(t, []kernel.Link{{Index: 1, Name: "lo", Kind: kernel.KindDevice, MTU: 65536, AdminUp: true, Running: true}}, links)
+	require.Equal(t, []kernel.Link{{Index: 1, Name: "lo", Kind: kernel.KindDevice, Encap: "loopback", MTU: 65536, AdminUp: true, Running: true}}, links)
 	assert.Equal(t, []netip.Prefix{pfx("127.0.0.1/8"), pfx("::1/128")}, ns.LinkAddrs("lo"))
 	assert.Equal(t, []string{
 		"local 127.0.0.0/8 table 255 proto 2 scope 254 metric 0 dev lo src 127.0.0.1",

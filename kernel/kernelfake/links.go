@@ -58,11 +58,27 @@ func (s *state) newLink(l kernel.Link) *link {
 	s.lastIndex++
 	l.Index = s.lastIndex
 	l.AdminUp, l.Running = false, false
+	l.Encap = encapOf(l)
 	nl := &link{Link: l, ns: s, noCarrier: l.Kind == kernel.KindTUN}
 	s.links[l.Index] = nl
 	s.addLinkSysctls(nl)
 	s.emitLink(nl, false)
 	return nl
+}
+
+// encapOf is the link-layer type the kernel reports for a new link like l
+// (a tun device of the fake is in tun mode: a tap one would report
+// EncapEthernet).
+func encapOf(l kernel.Link) string {
+	switch {
+	case l.Name == "lo":
+		return "loopback"
+	case l.Kind == kernel.KindTUN || l.Kind == kernel.KindWireGuard:
+		return "none"
+	case l.Kind == kernel.KindIPIP:
+		return "ipip"
+	}
+	return kernel.EncapEthernet
 }
 
 // byName returns the link called name, or nil.

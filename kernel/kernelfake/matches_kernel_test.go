@@ -92,7 +92,7 @@ func (s *side) observe(t *testing.T, fdbLinks []string, sysctls []string) []stri
 		if l.MAC == nil || (len(l.MAC) == 6 && l.MAC[0] == 2 && l.MAC[1] == 0) {
 			m = l.MAC.String() // given by the script
 		}
-		line := fmt.Sprintf("link %s %s mtu %d up=%v running=%v mac=%s", l.Name, l.Kind, l.MTU, l.AdminUp, l.Running, m)
+		line := fmt.Sprintf("link %s %s encap %s mtu %d up=%v running=%v mac=%s", l.Name, l.Kind, l.Encap, l.MTU, l.AdminUp, l.Running, m)
 		if v := l.VXLAN; v != nil {
 			line += fmt.Sprintf(" vni %d port %d parent %s", v.VNI, v.Port, name(v.ParentIndex))
 		}
