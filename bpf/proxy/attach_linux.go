@@ -12,10 +12,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
-
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/ifname"
+	"github.com/nodeplane/nodeplane/kernel"
 )
 
 // attachment is the programs' attachment to one interface, and the
@@ -301,8 +300,10 @@ func detach(l link.Link) error {
 // the same interface (their program is replaced in place, so traffic
 // never passes untranslated).
 func (p *Proxy) attach(name string, l iface) (*attachment, error) {
-	if err := p.requireEthernet(name); err != nil {
-		return nil, err
+	// The programs read every packet from an Ethernet header at its start:
+	// on a device without one they would translate nothing.
+	if l.encap != "" && l.encap != kernel.EncapEthernet {
+		return nil, fmt.Errorf("not an Ethernet device (link type %q): the programs need Ethernet headers", l.encap)
 	}
 	if err := p.markInterface(l); err != nil {
 		return nil, err
@@ -320,38 +321,6 @@ func (p *Proxy) attach(name string, l iface) (*attachment, error) {
 		return nil, err
 	}
 	return a, nil
-}
-
-// requireEthernet refuses interface name unless it carries Ethernet
-// headers: the programs read every packet from an Ethernet header at its
-// start, and on a device without one (a TUN, WireGuard or IP tunnel
-// device) they would translate nothing. The hardware type is the
-// kernel's (SIOCGIFHWADDR), read inside the Proxy's namespace.
-func (p *Proxy) requireEthernet(name string) error {
-	var hw uint16
-	err := p.o.Kernel.Do(func() error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		ifr, err := unix.NewIfreq(name)
-		if err != nil {
-			return err
-		}
-		if err := unix.IoctlIfreq(fd, unix.SIOCGIFHWADDR, ifr); err != nil {
-			return fmt.Errorf("its hardware type: %w", err)
-		}
-		hw = ifr.Uint16() // ifr_hwaddr.sa_family
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if hw != unix.ARPHRD_ETHER {
-		return fmt.Errorf("not an Ethernet device (hardware type %d): the programs need Ethernet headers", hw)
-	}
-	return nil
 }
 
 // tcx returns what direction dir ("ingress" or "egress") of interface l

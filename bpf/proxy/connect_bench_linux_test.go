@@ -150,7 +150,7 @@ func (r *connBenchRig) bpfServicesWith(b *testing.B, n int, set func(*Options)) 
 		b.Fatal(err)
 	}
 	for _, l := range links {
-		p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
+		p.OnLink(l, l.State())
 	}
 	p.OnUpdate(cluster.NodeAddrs{Addrs: h.UnderlayAddrs()})
 	for i := range n {

@@ -53,10 +53,12 @@ type Options struct {
 	// HostInterfaces are the node's interfaces that traffic from other
 	// hosts arrives on (the underlay). NodePorts and external IPs are
 	// served there. Like the pod interfaces, they must carry Ethernet
-	// headers (physical, VXLAN, veth, bridge): a device without them
-	// (WireGuard, IPIP, tun), host or pod, is refused for itself — a
+	// headers (physical, VXLAN, veth, bridge): a device OnLink reports
+	// without them (kernel.Link.Encap other than kernel.EncapEthernet:
+	// WireGuard, IPIP, tun), host or pod, is refused for itself — a
 	// partial error wrapping ErrAttach, retried at each Apply, that holds
-	// back no other interface.
+	// back no other interface. (A Link whose Encap is empty, one made by
+	// hand, is taken as Ethernet.)
 	HostInterfaces []string
 	// PodInterfacePrefixes name the host side of pod interfaces: an
 	// interface whose name starts with one of them is a pod's, and
@@ -246,7 +248,8 @@ type svc struct {
 // iface is an interface as the interface monitor reported it.
 type iface struct {
 	index int
-	host  bool // a host interface, else a pod's
+	host  bool   // a host interface, else a pod's
+	encap string // kernel.Link.Encap: the link-layer type, "" when unknown
 }
 
 // Proxy is the BPF service proxy: a dataplane.Manager that takes services
@@ -483,7 +486,7 @@ func (p *Proxy) OnLink(l kernel.Link, state kernel.LinkState) {
 	if state == kernel.LinkGone {
 		delete(p.links, l.Name)
 	} else {
-		p.links[l.Name] = iface{index: l.Index, host: host}
+		p.links[l.Name] = iface{index: l.Index, host: host, encap: l.Encap}
 	}
 	if now, has := p.links[l.Name]; has != had || now != was {
 		p.linksChanged = true

@@ -94,7 +94,7 @@ func nodeProxy(t *testing.T, h *kerneltest.Host, o Options) *Proxy {
 	links, err := ns.Links(context.Background())
 	require.NoError(t, err)
 	for _, l := range links {
-		p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
+		p.OnLink(l, l.State())
 	}
 	p.OnUpdate(cluster.NodeAddrs{Addrs: h.UnderlayAddrs()})
 	return p
@@ -188,7 +188,7 @@ func (r *proxyRig) feed(t *testing.T, p *Proxy) {
 	links, err := r.ns.Links(context.Background())
 	require.NoError(t, err)
 	for _, l := range links {
-		p.OnLink(kernel.Link{Name: l.Name, Index: l.Index}, l.State())
+		p.OnLink(l, l.State())
 	}
 	p.OnUpdate(cluster.NodeAddrs{Addrs: r.topo.Hosts[0].UnderlayAddrs()})
 }
