@@ -20,9 +20,14 @@ import (
 // An interface without Ethernet headers (a TUN device), named as a host
 // interface or matched as a pod's by its prefix, is refused for itself
 // alone: one partial error each, naming it, no attachment; the other
-// interfaces translate.
+// interfaces translate. In both attach modes.
 func TestKernelProxyRefusesNonEthernetInterfaces(t *testing.T) {
+	attachModes(t, testKernelProxyRefusesNonEthernetInterfaces)
+}
+
+func testKernelProxyRefusesNonEthernetInterfaces(t *testing.T, mode AttachMode) {
 	r := newProxyRig(t)
+	r.attach = mode
 	ctx := context.Background()
 	h1 := r.topo.Hosts[0]
 	tuns := []string{"tun0", "vethtun"}
