@@ -277,8 +277,18 @@ func newCgroupRig(t *testing.T) (*proxyRig, *testCgroup) {
 
 func (r *proxyRig) cgroupProxy(t *testing.T, cg *testCgroup) *Proxy {
 	t.Helper()
+	return r.cgroupProxyWith(t, cg, nil)
+}
+
+// cgroupProxyWith is cgroupProxy with the Options that set (when not nil)
+// changes.
+func (r *proxyRig) cgroupProxyWith(t *testing.T, cg *testCgroup, set func(*Options)) *Proxy {
+	t.Helper()
 	o := r.options()
 	o.Cgroup = cg.path
+	if set != nil {
+		set(&o)
+	}
 	p, err := New(o)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })

@@ -3,13 +3,11 @@
 package proxy
 
 import (
-	"context"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
@@ -36,13 +34,10 @@ func testKernelProxyConnectTimePods(t *testing.T, mode AttachMode) {
 		serveUDPName(t, pod.NS, pod.Name)
 		names[pod.Name] = true
 	}
-	o := r.options()
-	o.Cgroup, o.ConnectTimePods = cg.path, true
-	o.RejectMark, o.RejectMask = 0x80000, 0x80000
-	p, err := New(o)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
-	r.feed(t, p)
+	p := r.cgroupProxyWith(t, cg, func(o *Options) {
+		o.ConnectTimePods = true
+		o.RejectMark, o.RejectMask = 0x80000, 0x80000
+	})
 	r.refuseMarked(t, p)
 	for _, svc := range []cluster.Service{
 		{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4, clusterV6},
