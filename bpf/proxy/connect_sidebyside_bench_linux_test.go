@@ -134,6 +134,15 @@ func connBenchCPUTicks() (busy, total uint64, err error) {
 	return 0, 0, fmt.Errorf("/proc/stat has no %q line", prefix)
 }
 
+// connBenchThreadCPU is the CPU time the calling thread has run.
+func connBenchThreadCPU() (time.Duration, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0, err
+	}
+	return time.Duration(ts.Nano()), nil
+}
+
 // connBenchTurn is how many connections a rig makes in one turn.
 const connBenchTurn = 50
 
@@ -148,10 +157,14 @@ type connBenchTarget struct {
 }
 
 // connBenchTimes is what one rig measured: the summed time of its
-// connections, each one's time and each one's handshake.
+// connections, each one's time and each one's handshake, and the CPU time
+// its client thread ran for all of them, the warm-up's included
+// (clientCPU, CLOCK_THREAD_CPUTIME_ID: the client's system calls, and the
+// connect-time programs, which run in them).
 type connBenchTimes struct {
 	sum            time.Duration
 	total, connect []time.Duration
+	clientCPU      time.Duration
 }
 
 // connBenchTakeTurns runs rounds rounds of connBenchTurn connections per
@@ -186,6 +199,11 @@ func connBenchTakeTurns(targets []connBenchTarget, rounds int) ([]connBenchTimes
 					defer leave()
 				}
 				defer connBenchPin()()
+				cpu0, err := connBenchThreadCPU()
+				if err != nil {
+					turns[(i+1)%len(turns)] <- false
+					return err
+				}
 				sa := &unix.SockaddrInet4{Port: int(t.to.Port()), Addr: t.to.Addr().As4()}
 				buf := make([]byte, 1)
 				next := turns[(i+1)%len(turns)]
@@ -195,7 +213,9 @@ func connBenchTakeTurns(targets []connBenchTarget, rounds int) ([]connBenchTimes
 				for round := 0; ; round++ {
 					if !<-turns[i] {
 						next <- false
-						return nil
+						cpu1, err := connBenchThreadCPU()
+						res.clientCPU = cpu1 - cpu0
+						return err
 					}
 					warm := round == 0
 					for range connBenchTurn {

@@ -1056,14 +1056,21 @@ func TestKernelProgSynRepicks(t *testing.T) {
 }
 
 // testSetCsumOffload turns a device's transmit (tx) or receive checksum
-// offload on or off with the legacy SIOCETHTOOL commands (no ethtool binary
-// needed). It must run inside the device's namespace.
+// offload on or off (testEthtoolSet). It must run inside the device's
+// namespace.
 func testSetCsumOffload(iface string, tx, on bool) error {
 	const ethtoolSRXCSUM, ethtoolSTXCSUM = 0x15, 0x17
-	value := struct{ Cmd, Data uint32 }{Cmd: ethtoolSRXCSUM}
 	if tx {
-		value.Cmd = ethtoolSTXCSUM
+		return testEthtoolSet(iface, ethtoolSTXCSUM, on)
 	}
+	return testEthtoolSet(iface, ethtoolSRXCSUM, on)
+}
+
+// testEthtoolSet turns one of a device's features on or off with a legacy
+// SIOCETHTOOL set command (cmd: ETHTOOL_SRXCSUM, ETHTOOL_SGRO …; no
+// ethtool binary needed). It must run inside the device's namespace.
+func testEthtoolSet(iface string, cmd uint32, on bool) error {
+	value := struct{ Cmd, Data uint32 }{Cmd: cmd}
 	if on {
 		value.Data = 1
 	}
