@@ -225,6 +225,76 @@ func (r *connBenchRig) nftServices(b *testing.B, n int) {
 	}
 }
 
+// kubeProxyServices writes n services the way kube-proxy's nftables mode
+// writes its whole table, not only the path of nftServices: besides the
+// service verdict map and the chains it leads to, the filter chains that
+// run before DNAT on every packet (the firewall check at prerouting and
+// output, the endpoints check at input, forward and output, both on a
+// connection's first packet, against verdict maps of services without
+// endpoints, NodePorts on any local address — kube-proxy's default — and
+// source-range-limited addresses, all empty here), the NodePort dispatch
+// on local addresses, the hooks at output, and the masquerading at
+// postrouting of what a chain marked: a client from outside the pod CIDR
+// to a service, or a backend reaching itself.
+func (r *connBenchRig) kubeProxyServices(b *testing.B, n int) {
+	b.Helper()
+	h := r.topo.Hosts[0]
+	var buf bytes.Buffer
+	buf.WriteString(`table ip kube-proxy {
+  map no-endpoint-services { type ipv4_addr . inet_proto . inet_service : verdict; }
+  map no-endpoint-nodeports { type inet_proto . inet_service : verdict; }
+  map firewall-ips { type ipv4_addr . inet_proto . inet_service : verdict; }
+  map service-nodeports { type inet_proto . inet_service : verdict; }
+  chain reject-chain { reject; }
+  chain mark-for-masquerade { meta mark set meta mark | 0x4000; }
+  chain masquerading {
+    meta mark & 0x4000 == 0 return
+    meta mark set meta mark ^ 0x4000
+    masquerade fully-random
+  }
+  chain endpoints-check {
+    ip daddr . meta l4proto . th dport vmap @no-endpoint-services
+    fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports
+  }
+  chain firewall-check { ip daddr . meta l4proto . th dport vmap @firewall-ips; }
+`)
+	buf.WriteString("  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict\n    elements = {\n")
+	for i := range n {
+		a := connBenchServiceAddr(i)
+		fmt.Fprintf(&buf, "      %s . tcp . %d : goto service-%05d,\n", a.Addr(), a.Port(), i)
+	}
+	buf.WriteString("    }\n  }\n")
+	for i := range n {
+		a := connBenchServiceAddr(i)
+		fmt.Fprintf(&buf, "  chain service-%05d {\n    ip daddr %s tcp dport %d ip saddr != %s jump mark-for-masquerade\n"+
+			"    numgen random mod 1 vmap { 0 : goto endpoint-%05d }\n  }\n", i, a.Addr(), a.Port(), h.PodCIDRv4, i)
+		fmt.Fprintf(&buf, "  chain endpoint-%05d {\n    ip saddr %s jump mark-for-masquerade\n    meta l4proto tcp dnat to %s\n  }\n",
+			i, r.backendAddr.Addr(), r.backendAddr)
+	}
+	buf.WriteString(`  chain services {
+    ip daddr . meta l4proto . th dport vmap @service-ips
+    fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports
+  }
+  chain filter-prerouting { type filter hook prerouting priority -110; ct state new jump firewall-check; }
+  chain filter-input { type filter hook input priority -110; ct state new jump endpoints-check; }
+  chain filter-forward { type filter hook forward priority -110; ct state new jump endpoints-check; }
+  chain filter-output {
+    type filter hook output priority -110
+    ct state new jump endpoints-check
+    ct state new jump firewall-check
+  }
+  chain nat-prerouting { type nat hook prerouting priority dstnat; jump services; }
+  chain nat-output { type nat hook output priority -100; jump services; }
+  chain nat-postrouting { type nat hook postrouting priority srcnat; jump masquerading; }
+}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := h.NS.ExecInput(ctx, &buf, "nft", "-f", "-"); err != nil {
+		b.Fatalf("nft -f: %v\n%s", err, out)
+	}
+}
+
 // connBenchServe runs a server in ns on connBenchPort, one thread locked
 // inside it making blocking syscalls: it writes one byte on every
 // connection and closes it once the client has (the client resets it, so

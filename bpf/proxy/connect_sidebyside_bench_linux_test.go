@@ -18,18 +18,21 @@ import (
 )
 
 // BenchmarkKernelServiceConnectSideBySide measures the connection of
-// BenchmarkKernelServiceConnect for three dataplanes at once, taking turns,
-// so that what slows the machine down for a while (another process, the
-// hypervisor taking the CPU) slows all three alike and their ratios hold:
+// BenchmarkKernelServiceConnect for several dataplanes at once, taking
+// turns, so that what slows the machine down for a while (another process,
+// the hypervisor taking the CPU) slows them all alike and their ratios hold:
 // runs of BenchmarkKernelServiceConnect one after another vary by ±15% on
 // a busy 2-core machine, more than the differences it is there to show.
 //
-// Five rigs of one host and two pods each are made side by side: direct
+// Six rigs of one host and two pods each are made side by side: direct
 // (the client dials the backend), bpf (a Proxy with N services), bpf-lr
 // (the same with Options.LocalRedirect), bpf-ct (the same with
 // Options.ConnectTimePods, its client thread in the cgroup the programs
-// sit on: connBenchCgroup) and nft (N services in kube-proxy's nftables
-// layout, the last one measured). One op is a round: connBenchTurn
+// sit on: connBenchCgroup), nft (N services in kube-proxy's nftables
+// layout, the last one measured: nftServices, the verdict map's path
+// alone) and kp (the same in kube-proxy's whole nftables table, the
+// filter checks and masquerading every connection also crosses:
+// kubeProxyServices). One op is a round: connBenchTurn
 // connections through each rig in turn, every client and server thread
 // pinned to the same CPU.
 // Reported per rig: the mean time per connection (<rig>-ns/conn, the CPU a
@@ -38,11 +41,12 @@ import (
 // the ratios the project's targets are stated in: bpf/nft-conn (per
 // connection, bpf/proxy against the verdict map), bpf/nft-p50,
 // bpf/direct-conn, bpf/direct-p50 (the connection's p50) and
-// bpf/direct-connect-p50 (the handshake's), and the same for bpf-lr and
-// bpf-ct; and what the proxy itself adds to a connection, its p50 less
-// the direct one's, against what the verdict map adds (bpf/nft-added-p50:
-// the CPU each spends on a connection, beside the application's own, which
-// is the same for all). cpu-busy is the share of the measuring CPU's time
+// bpf/direct-connect-p50 (the handshake's), bpf/kp-p50 (against kube-proxy's
+// whole table), and the same for bpf-lr and bpf-ct; and what the proxy
+// itself adds to a connection, its p50 less the direct one's, against what
+// the verdict map adds (bpf/nft-added-p50) and what kube-proxy's whole
+// table adds (bpf/kp-added-p50): the CPU each spends on a connection
+// beside the application's own, which is the same for all. cpu-busy is the share of the measuring CPU's time
 // it spent busy while the rigs took turns (from /proc/stat): near 1, a
 // connection's time is the CPU it costs. Run it with -benchtime 40x or
 // more.
@@ -59,12 +63,15 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	ct := viaCT.bpfServicesWith(b, n, func(o *Options) { o.Cgroup, o.ConnectTimePods = cg.leaf, true })
 	viaNFT := newConnBenchRig(b)
 	viaNFT.nftServices(b, n)
+	viaKP := newConnBenchRig(b)
+	viaKP.kubeProxyServices(b, n)
 	rigs := []connBenchTarget{
 		{name: "direct", from: direct.client.NS, to: direct.backendAddr},
 		{name: "bpf", from: viaBPF.client.NS, to: connBenchServiceAddr(n / 2)},
 		{name: "bpf-lr", from: viaLR.client.NS, to: connBenchServiceAddr(n / 2)},
 		{name: "bpf-ct", from: viaCT.client.NS, to: connBenchServiceAddr(n / 2), enter: cg.enter},
 		{name: "nft", from: viaNFT.client.NS, to: connBenchServiceAddr(n - 1)},
+		{name: "kp", from: viaKP.client.NS, to: connBenchServiceAddr(n - 1)},
 	}
 	rounds := b.N
 	b.ResetTimer()
@@ -100,6 +107,8 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 		b.ReportMetric(mean[r]/mean["nft"], r+"/nft-conn")
 		b.ReportMetric(p50[r]/p50["nft"], r+"/nft-p50")
 		b.ReportMetric((p50[r]-p50["direct"])/(p50["nft"]-p50["direct"]), r+"/nft-added-p50")
+		b.ReportMetric(p50[r]/p50["kp"], r+"/kp-p50")
+		b.ReportMetric((p50[r]-p50["direct"])/(p50["kp"]-p50["direct"]), r+"/kp-added-p50")
 		b.ReportMetric(mean[r]/mean["direct"], r+"/direct-conn")
 		b.ReportMetric(p50[r]/p50["direct"], r+"/direct-p50")
 		b.ReportMetric(connectP50[r]/connectP50["direct"], r+"/direct-connect-p50")

@@ -371,11 +371,14 @@
 // service may reach the pod itself, which the tc programs avoid while
 // another backend exists. On the CPU a connection costs, the option
 // saves little on this project's benchmark
-// (BenchmarkKernelServiceConnectSideBySide: 1.075× a direct connection's
-// p50 against 1.098× per packet): connect() spends on the socket's reverse
-// entry most of what the tc programs save, and they still see every
-// packet (a pod's packet they find nothing for is looked up once, at the
-// ingress, and passed at the egress without a lookup).
+// (BenchmarkKernelServiceConnectSideBySide: 1.080× a direct connection's
+// p50 against 1.097× per packet; on the node's side of the connection,
+// BenchmarkKernelServiceNodeCPUSideBySide, 0.82× what the nftables
+// verdict map costs there against 0.91×, with 1.1 µs more in the client's
+// connect()): connect() spends on the socket's reverse entry much of what
+// the tc programs save, and they still see every packet (a pod's packet
+// they find nothing for is looked up once, at the ingress, and passed at
+// the egress without a lookup).
 //
 // The connect-time programs count the connections they translate (every
 // datagram of an unconnected UDP socket is one) and the ones they refuse

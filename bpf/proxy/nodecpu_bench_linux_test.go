@@ -31,13 +31,14 @@ import (
 // pod-side ones (<rig>-pods-ns/conn) and the client's thread
 // (<rig>-client-ns/conn: its system calls, with the connect-time programs
 // in them); and the node's against the nftables verdict map's
-// (<rig>/nft-node). For bpf-ct, whose translation runs in the client's
+// (<rig>/nft-node) and kube-proxy's whole nftables table's (<rig>/kp-node).
+// For bpf-ct, whose translation runs in the client's
 // connect(), bpf-ct/nft-node-with-connect adds what its client ran beyond
 // the nft rig's client to its node's CPU. A thread's wake-up per packet is
 // part of every rig's figure alike (it inflates the common base: direct
 // is the floor). All threads share connBenchCPU and the rigs take turns,
-// as in BenchmarkKernelServiceConnectSideBySide (whose direct, bpf, bpf-ct
-// and nft rigs these are). bpf-lr is left out: its bpf_redirect_peer
+// as in BenchmarkKernelServiceConnectSideBySide (whose direct, bpf, bpf-ct,
+// nft and kp rigs these are). bpf-lr is left out: its bpf_redirect_peer
 // hands a packet to the pod's interface inside the host-side thread, so
 // the pod's own receive processing would count as the node's.
 // Run it with -benchtime 30x or more.
@@ -52,15 +53,18 @@ func BenchmarkKernelServiceNodeCPUSideBySide(b *testing.B) {
 	ct := viaCT.bpfServicesWith(b, n, func(o *Options) { o.Cgroup, o.ConnectTimePods = cg.leaf, true })
 	viaNFT := newConnBenchRig(b)
 	viaNFT.nftServices(b, n)
+	viaKP := newConnBenchRig(b)
+	viaKP.kubeProxyServices(b, n)
 	rigs := []connBenchTarget{
 		{name: "direct", from: direct.client.NS, to: direct.backendAddr},
 		{name: "bpf", from: viaBPF.client.NS, to: connBenchServiceAddr(n / 2)},
 		{name: "bpf-ct", from: viaCT.client.NS, to: connBenchServiceAddr(n / 2), enter: cg.enter},
 		{name: "nft", from: viaNFT.client.NS, to: connBenchServiceAddr(n - 1)},
+		{name: "kp", from: viaKP.client.NS, to: connBenchServiceAddr(n - 1)},
 	}
 	// The NAPI threads of each rig: its host's side, its pods' side.
 	var node, pods [][]int
-	for _, r := range []*connBenchRig{direct, viaBPF, viaCT, viaNFT} {
+	for _, r := range []*connBenchRig{direct, viaBPF, viaCT, viaNFT, viaKP} {
 		var hostSide, podSide []int
 		for _, p := range []*kerneltest.Pod{r.client, r.backend} {
 			hostSide = append(hostSide, connBenchNAPIThread(b, r.topo.Hosts[0].NS, p.HostVeth))
@@ -101,6 +105,7 @@ func BenchmarkKernelServiceNodeCPUSideBySide(b *testing.B) {
 	}
 	for _, r := range []string{"direct", "bpf", "bpf-ct"} {
 		b.ReportMetric(nodeCPU[r]/nodeCPU["nft"], r+"/nft-node")
+		b.ReportMetric(nodeCPU[r]/nodeCPU["kp"], r+"/kp-node")
 	}
 	b.ReportMetric((nodeCPU["bpf-ct"]+clientCPU["bpf-ct"]-clientCPU["nft"])/nodeCPU["nft"], "bpf-ct/nft-node-with-connect")
 }
