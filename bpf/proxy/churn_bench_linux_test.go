@@ -37,7 +37,7 @@ func BenchmarkKernelConntrackChurn(b *testing.B) {
 	for b.Loop() {
 		client := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(1 + i/60000), 2}), uint16(1024+i%60000))
 		open(client)
-		testRun(b, objs.NpIngress, testPacket{src: client, dst: svc.fe, proto: testProtoTCP, tcpFlags: 0x04}.bytes(), 0)
+		testRun(b, objs.NpIngress, testPacket{src: client, dst: svc.fe, proto: testProtoTCP, tcpFlags: testTCPRst}.bytes(), 0)
 		i++
 	}
 	b.StopTimer()
@@ -47,12 +47,7 @@ func BenchmarkKernelConntrackChurn(b *testing.B) {
 	if _, ok := testCtGet(b, objs, be, idle, testProtoTCP); !ok {
 		b.Fatalf("after %d short connections the idle connection lost its reverse entry", i)
 	}
-	entries := 0
-	var k ctKey
-	var v ctVal
-	for it := objs.NpCt.Iterate(); it.Next(&k, &v); {
-		entries++
-	}
+	entries := testCTEntries(b, objs)
 	if entries != 2 {
 		b.Fatalf("after %d short connections %d entries remain, want the idle pair alone", i, entries)
 	}

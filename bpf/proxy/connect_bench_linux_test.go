@@ -226,16 +226,20 @@ func (r *connBenchRig) nftServices(b *testing.B, n int) {
 }
 
 // kubeProxyServices writes n services the way kube-proxy's nftables mode
-// writes its whole table, not only the path of nftServices: besides the
-// service verdict map and the chains it leads to, the filter chains that
-// run before DNAT on every packet (the firewall check at prerouting and
-// output, the endpoints check at input, forward and output, both on a
-// connection's first packet, against verdict maps of services without
-// endpoints, NodePorts on any local address — kube-proxy's default — and
-// source-range-limited addresses, all empty here), the NodePort dispatch
-// on local addresses, the hooks at output, and the masquerading at
-// postrouting of what a chain marked: a client from outside the pod CIDR
-// to a service, or a backend reaching itself.
+// (in its current releases) writes its whole table, not only the path of
+// nftServices: besides the service verdict map and the chains it leads
+// to, the filter chains on a connection's first packet — the firewall
+// check before DNAT at prerouting and output (source-range-limited
+// addresses), the endpoints checks after it (services and NodePorts
+// without endpoints) at input, forward and output, and the check of
+// traffic to cluster IPs that no service port took (rejected when the
+// address is a service's, dropped when it is unallocated in the service
+// range) at forward and output — the NodePort dispatch on the node's
+// addresses, the hooks at output, and the masquerading at postrouting of
+// what a chain marked: a client from outside the pod CIDR to a service, or
+// a backend reaching itself. The maps of the checks are empty here (every
+// service has its endpoint, none has source ranges); the set of cluster IPs
+// holds every service's.
 func (r *connBenchRig) kubeProxyServices(b *testing.B, n int) {
 	b.Helper()
 	h := r.topo.Hosts[0]
@@ -252,12 +256,20 @@ func (r *connBenchRig) kubeProxyServices(b *testing.B, n int) {
     meta mark set meta mark ^ 0x4000
     masquerade fully-random
   }
-  chain endpoints-check {
-    ip daddr . meta l4proto . th dport vmap @no-endpoint-services
-    fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports
-  }
   chain firewall-check { ip daddr . meta l4proto . th dport vmap @firewall-ips; }
+  chain service-endpoints-check { ip daddr . meta l4proto . th dport vmap @no-endpoint-services; }
+  chain nodeport-endpoints-check { ip daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports; }
+  chain cluster-ips-check {
+    ip daddr @cluster-ips reject
+    ip daddr 10.96.0.0/12 drop
+  }
 `)
+	fmt.Fprintf(&buf, "  set nodeport-ips { type ipv4_addr; elements = { %s } }\n", h.UnderlayIPv4.Addr())
+	buf.WriteString("  set cluster-ips { type ipv4_addr\n    elements = {\n")
+	for i := range n {
+		fmt.Fprintf(&buf, "      %s,\n", connBenchServiceAddr(i).Addr())
+	}
+	buf.WriteString("    }\n  }\n")
 	buf.WriteString("  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict\n    elements = {\n")
 	for i := range n {
 		a := connBenchServiceAddr(i)
@@ -266,26 +278,35 @@ func (r *connBenchRig) kubeProxyServices(b *testing.B, n int) {
 	buf.WriteString("    }\n  }\n")
 	for i := range n {
 		a := connBenchServiceAddr(i)
-		fmt.Fprintf(&buf, "  chain service-%05d {\n    ip daddr %s tcp dport %d ip saddr != %s jump mark-for-masquerade\n"+
-			"    numgen random mod 1 vmap { 0 : goto endpoint-%05d }\n  }\n", i, a.Addr(), a.Port(), h.PodCIDRv4, i)
+		fmt.Fprintf(&buf, "  chain service-%05d {\n    ip daddr %s ip saddr != %s jump mark-for-masquerade\n"+
+			"    numgen random mod 1 vmap { 0 : goto endpoint-%05d }\n  }\n", i, a.Addr(), h.PodCIDRv4, i)
 		fmt.Fprintf(&buf, "  chain endpoint-%05d {\n    ip saddr %s jump mark-for-masquerade\n    meta l4proto tcp dnat to %s\n  }\n",
 			i, r.backendAddr.Addr(), r.backendAddr)
 	}
 	buf.WriteString(`  chain services {
     ip daddr . meta l4proto . th dport vmap @service-ips
-    fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports
+    ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports
   }
-  chain filter-prerouting { type filter hook prerouting priority -110; ct state new jump firewall-check; }
-  chain filter-input { type filter hook input priority -110; ct state new jump endpoints-check; }
-  chain filter-forward { type filter hook forward priority -110; ct state new jump endpoints-check; }
+  chain filter-prerouting-pre-dnat { type filter hook prerouting priority -110; ct state new jump firewall-check; }
+  chain filter-output-pre-dnat { type filter hook output priority -110; ct state new jump firewall-check; }
+  chain filter-input {
+    type filter hook input priority 0
+    ct state new jump nodeport-endpoints-check
+    ct state new jump service-endpoints-check
+  }
+  chain filter-forward {
+    type filter hook forward priority 0
+    ct state new jump service-endpoints-check
+    ct state new jump cluster-ips-check
+  }
   chain filter-output {
-    type filter hook output priority -110
-    ct state new jump endpoints-check
-    ct state new jump firewall-check
+    type filter hook output priority 0
+    ct state new jump service-endpoints-check
+    ct state new jump cluster-ips-check
   }
-  chain nat-prerouting { type nat hook prerouting priority dstnat; jump services; }
+  chain nat-prerouting { type nat hook prerouting priority -100; jump services; }
   chain nat-output { type nat hook output priority -100; jump services; }
-  chain nat-postrouting { type nat hook postrouting priority srcnat; jump masquerading; }
+  chain nat-postrouting { type nat hook postrouting priority 100; jump masquerading; }
 }
 `)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -371,10 +371,10 @@
 // service may reach the pod itself, which the tc programs avoid while
 // another backend exists. On the CPU a connection costs, the option
 // saves little on this project's benchmark
-// (BenchmarkKernelServiceConnectSideBySide: 1.080× a direct connection's
-// p50 against 1.097× per packet; on the node's side of the connection,
-// BenchmarkKernelServiceNodeCPUSideBySide, 0.82× what the nftables
-// verdict map costs there against 0.91×, with 1.1 µs more in the client's
+// (BenchmarkKernelServiceConnectSideBySide: 1.123× a direct connection's
+// p50 against 1.153× per packet; on the node's side of the connection,
+// BenchmarkKernelServiceNodeCPUSideBySide, 0.80× what the nftables
+// verdict map costs there against 0.89×, with 1.7 µs more in the client's
 // connect()): connect() spends on the socket's reverse entry much of what
 // the tc programs save, and they still see every packet (a pod's packet
 // they find nothing for is looked up once, at the ingress, and passed at
