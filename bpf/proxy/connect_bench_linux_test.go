@@ -190,11 +190,7 @@ func (r *connBenchRig) iptablesServices(b *testing.B, restore string, n int) {
 		fmt.Fprintf(&buf, "-A KUBE-SEP-%05d -p tcp -m tcp -j DNAT --to-destination %s\n", i, r.backendAddr)
 	}
 	buf.WriteString("COMMIT\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if out, err := r.topo.Hosts[0].NS.ExecInput(ctx, &buf, restore, "-w", "5"); err != nil {
-		b.Fatalf("%s: %v\n%s", restore, err, out)
-	}
+	nsLoad(b, r.topo.Hosts[0].NS, &buf, restore, "-w", "5")
 }
 
 // nftServices writes n services in an nftables table the way
@@ -206,22 +202,42 @@ func (r *connBenchRig) nftServices(b *testing.B, n int) {
 	b.Helper()
 	var buf bytes.Buffer
 	buf.WriteString("table ip bench-proxy {\n")
-	buf.WriteString("  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict\n    elements = {\n")
-	for i := range n {
-		a := connBenchServiceAddr(i)
-		fmt.Fprintf(&buf, "      %s . tcp . %d : goto svc-%05d,\n", a.Addr(), a.Port(), i)
-	}
-	buf.WriteString("    }\n  }\n")
+	connBenchServiceMap(&buf, n, "svc")
 	for i := range n {
 		fmt.Fprintf(&buf, "  chain svc-%05d {\n    numgen random mod 1 vmap { 0 : goto sep-%05d }\n  }\n", i, i)
 		fmt.Fprintf(&buf, "  chain sep-%05d {\n    meta l4proto tcp dnat to %s\n  }\n", i, r.backendAddr)
 	}
 	buf.WriteString("  chain services {\n    ip daddr . meta l4proto . th dport vmap @service-ips\n  }\n")
 	buf.WriteString("  chain nat-prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n    jump services\n  }\n}\n")
+	r.nftLoad(b, &buf)
+}
+
+// connBenchServiceMap writes the verdict map kube-proxy's nftables mode
+// dispatches services with: address, protocol and port of service i (of
+// n) to its chain, named prefix-i.
+func connBenchServiceMap(buf *bytes.Buffer, n int, prefix string) {
+	buf.WriteString("  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict\n    elements = {\n")
+	for i := range n {
+		a := connBenchServiceAddr(i)
+		fmt.Fprintf(buf, "      %s . tcp . %d : goto %s-%05d,\n", a.Addr(), a.Port(), prefix, i)
+	}
+	buf.WriteString("    }\n  }\n")
+}
+
+// nftLoad loads ruleset into the rig's host namespace with nft -f.
+func (r *connBenchRig) nftLoad(b *testing.B, ruleset *bytes.Buffer) {
+	b.Helper()
+	nsLoad(b, r.topo.Hosts[0].NS, ruleset, "nft", "-f", "-")
+}
+
+// nsLoad runs a ruleset loader (nft -f -, iptables-restore) in ns with
+// input on its standard input, and fails tb when it fails.
+func nsLoad(tb testing.TB, ns *kerneltest.NS, input *bytes.Buffer, name string, args ...string) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if out, err := r.topo.Hosts[0].NS.ExecInput(ctx, &buf, "nft", "-f", "-"); err != nil {
-		b.Fatalf("nft -f: %v\n%s", err, out)
+	if out, err := ns.ExecInput(ctx, input, name, args...); err != nil {
+		tb.Fatalf("%s: %v\n%s", name, err, out)
 	}
 }
 
@@ -270,12 +286,7 @@ func (r *connBenchRig) kubeProxyServices(b *testing.B, n int) {
 		fmt.Fprintf(&buf, "      %s,\n", connBenchServiceAddr(i).Addr())
 	}
 	buf.WriteString("    }\n  }\n")
-	buf.WriteString("  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict\n    elements = {\n")
-	for i := range n {
-		a := connBenchServiceAddr(i)
-		fmt.Fprintf(&buf, "      %s . tcp . %d : goto service-%05d,\n", a.Addr(), a.Port(), i)
-	}
-	buf.WriteString("    }\n  }\n")
+	connBenchServiceMap(&buf, n, "service")
 	for i := range n {
 		a := connBenchServiceAddr(i)
 		fmt.Fprintf(&buf, "  chain service-%05d {\n    ip daddr %s ip saddr != %s jump mark-for-masquerade\n"+
@@ -309,11 +320,7 @@ func (r *connBenchRig) kubeProxyServices(b *testing.B, n int) {
   chain nat-postrouting { type nat hook postrouting priority 100; jump masquerading; }
 }
 `)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if out, err := h.NS.ExecInput(ctx, &buf, "nft", "-f", "-"); err != nil {
-		b.Fatalf("nft -f: %v\n%s", err, out)
-	}
+	r.nftLoad(b, &buf)
 }
 
 // connBenchServe runs a server in ns on connBenchPort, one thread locked

@@ -99,11 +99,7 @@ func dropBetween(t *testing.T, r *proxyRig, a4, b4, a6, b6 netip.Addr) {
 	fmt.Fprintf(&rules, "table inet np_test_fwd {\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n")
 	fmt.Fprintf(&rules, "    ip saddr %s ip daddr %s drop\n    ip saddr %s ip daddr %s drop\n", a4, b4, b4, a4)
 	fmt.Fprintf(&rules, "    ip6 saddr %s ip6 daddr %s drop\n    ip6 saddr %s ip6 daddr %s drop\n  }\n}\n", a6, b6, b6, a6)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if out, err := r.topo.Hosts[0].NS.ExecInput(ctx, &rules, "nft", "-f", "-"); err != nil {
-		t.Fatalf("nft -f: %v\n%s", err, out)
-	}
+	nsLoad(t, r.topo.Hosts[0].NS, &rules, "nft", "-f", "-")
 }
 
 // clientEntries counts the connection entries of the client addresses.
