@@ -1270,7 +1270,16 @@ func BenchmarkKernelProgPackets(b *testing.B) {
 		b.StopTimer()
 		_, out, _ := testRun(b, objs.NpIngress, fwd.bytes(), 0) // which backend
 		be := netip.AddrPortFrom(netip.AddrFrom4([4]byte(out[30:34])), uint16(out[36])<<8|uint16(out[37]))
+		if testIndex(target.backends, be) < 0 {
+			b.Fatalf("the connection's packet went to %v, none of the service's backends", be)
+		}
 		reply := testPacket{src: be, dst: cl, proto: testProtoTCP, tcpFlags: testTCPAck, payload: []byte{2}}.bytes()
+		if i == 0 { // the reply is translated back at the egress
+			_, back, _ := testRun(b, objs.NpEgress, reply, 0)
+			if src := netip.AddrPortFrom(netip.AddrFrom4([4]byte(back[26:30])), uint16(back[34])<<8|uint16(back[35])); src != target.fe {
+				b.Fatalf("the reply leaves from %v, want the frontend %v", src, target.fe)
+			}
+		}
 		b.StartTimer()
 		run(2, objs.NpIngress, fwd.bytes())
 		run(3, objs.NpIngress, reply)
