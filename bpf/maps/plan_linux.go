@@ -49,17 +49,17 @@ func (s *Sync[K, V]) Plan(ctx context.Context) (dataplane.Plan, error) {
 	if err := s.ensureRead(ctx); err != nil {
 		return p, err
 	}
-	keys, vals, gone := s.pending(true, true, nil)
+	pw := s.pending(true, true, nil)
 	var upd, del []dataplane.Write
-	for i, k := range keys {
-		w := dataplane.Write{Op: dataplane.WriteAdd, Kind: kindEntry, Object: entryText(k, vals[i])}
-		if kv, has := s.kernel[k]; has {
-			w.Op, w.Detail = dataplane.WriteReplace, "was "+hexText(kv)
+	for i, k := range pw.keys {
+		w := dataplane.Write{Op: dataplane.WriteAdd, Kind: kindEntry, Object: entryText(k, pw.vals[i])}
+		if e := &s.entries[pw.updated[i]]; e.held {
+			w.Op, w.Detail = dataplane.WriteReplace, "was "+hexText(e.have)
 		}
 		upd = append(upd, w)
 	}
-	for _, k := range gone {
-		del = append(del, dataplane.Write{Op: dataplane.WriteDelete, Kind: kindEntry, Object: entryText(k, s.kernel[k])})
+	for i, k := range pw.gone {
+		del = append(del, dataplane.Write{Op: dataplane.WriteDelete, Kind: kindEntry, Object: entryText(k, s.entries[pw.deleted[i]].have)})
 	}
 	byText := func(a, b dataplane.Write) int { return strings.Compare(a.Object, b.Object) }
 	slices.SortFunc(upd, byText)
@@ -82,19 +82,21 @@ func (s *Sync[K, V]) State(ctx context.Context) (dataplane.State, error) {
 	if err := s.ensureRead(ctx); err != nil {
 		return st, err
 	}
-	for k, v := range s.kernel {
-		st.Owned = append(st.Owned, dataplane.Object{Kind: kindEntry, Text: entryText(k, v)})
+	for i := range s.entries {
+		if e := &s.entries[i]; e.held {
+			st.Owned = append(st.Owned, dataplane.Object{Kind: kindEntry, Text: entryText(e.k, e.have)})
+		}
 	}
-	keys, vals, gone := s.pending(true, true, nil)
-	for i, k := range keys {
-		d := dataplane.Drift{Kind: kindEntry, Name: hexText(k), Want: hexText(vals[i])}
-		if kv, has := s.kernel[k]; has {
-			d.Have = hexText(kv)
+	pw := s.pending(true, true, nil)
+	for i, k := range pw.keys {
+		d := dataplane.Drift{Kind: kindEntry, Name: hexText(k), Want: hexText(pw.vals[i])}
+		if e := &s.entries[pw.updated[i]]; e.held {
+			d.Have = hexText(e.have)
 		}
 		st.Drift = append(st.Drift, d)
 	}
-	for _, k := range gone {
-		st.Drift = append(st.Drift, dataplane.Drift{Kind: kindEntry, Name: hexText(k), Have: hexText(s.kernel[k])})
+	for i, k := range pw.gone {
+		st.Drift = append(st.Drift, dataplane.Drift{Kind: kindEntry, Name: hexText(k), Have: hexText(s.entries[pw.deleted[i]].have)})
 	}
 	st.Failing = append(s.updFailed.Errors(), s.delFailed.Errors()...)
 	dataplane.SortState(&st)

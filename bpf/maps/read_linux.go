@@ -129,4 +129,4 @@ func (s *Sync[K, V]) walk(ctx context.Context) (map[K]V, error) {
 // sizeHint is the expected number of entries after a read: as many as
 // the map held, or as the desired set when larger, since that many are
 // about to be written.
-func (s *Sync[K, V]) sizeHint() int { return max(len(s.kernel), len(s.desired)) }
+func (s *Sync[K, V]) sizeHint() int { return max(s.held, s.wanted) }

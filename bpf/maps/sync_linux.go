@@ -7,7 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -68,18 +68,19 @@ type Sync[K comparable, V comparable] struct {
 	log   *slog.Logger
 	batch int
 
-	desired map[K]V
-	// kernel is what the map holds: as last read, then changed only by
-	// what was written successfully.
-	kernel map[K]V
-	// dirty holds the keys whose desired and kernel entries may differ;
-	// failed keys stay in it until they succeed.
-	dirty map[K]struct{}
-	// dirtyPeak is the most keys dirty has held since it was last
-	// allocated: a Go map keeps its capacity, and ranging over it costs
-	// that capacity, so shrink rebuilds it once most of it is gone.
-	dirtyPeak int
-	// stale counts the keys kernel holds that are not desired: the
+	// index finds a key's entry in entries. A key has an entry while it
+	// is desired, held by the map or dirty; the entry is freed (free)
+	// once it is none of these.
+	index   map[K]int32
+	entries []entry[K, V]
+	free    []int32
+	// dirty lists the entries whose desired and held values may differ,
+	// each once (entry.dirty); failed keys stay in it until they
+	// succeed.
+	dirty []int32
+	// wanted and held count the desired keys and the keys the map holds.
+	wanted, held int
+	// stale counts the keys the map holds that are not desired: the
 	// entries the next Apply deletes (see Used).
 	stale int
 	// read is false until the first read and after QueueResync.
@@ -92,6 +93,19 @@ type Sync[K comparable, V comparable] struct {
 
 	noBatchLookup, noBatchUpdate, noBatchDelete bool
 	stats                                       Counters
+}
+
+// entry is what a Sync knows of one key: its desired value (want, when
+// wanted) and the value the map holds (have, when held: as last read,
+// then changed only by what was written successfully). One entry per key
+// keeps a key's state in one place: declaring, deciding and recording a
+// write touch it, not a map each.
+type entry[K comparable, V comparable] struct {
+	k            K
+	want, have   V
+	wanted, held bool
+	dirty        bool // listed in Sync.dirty
+	live         bool // in use (not on the free list)
 }
 
 // NewSync returns a Sync of m, with an empty desired set. It checks that K
@@ -117,13 +131,11 @@ func NewSync[K comparable, V comparable](m *ebpf.Map, opts SyncOptions) (*Sync[K
 		return nil, err
 	}
 	s := &Sync[K, V]{
-		m:       m,
-		name:    opts.Name,
-		log:     opts.Logger,
-		batch:   opts.BatchSize,
-		desired: map[K]V{},
-		kernel:  map[K]V{},
-		dirty:   map[K]struct{}{},
+		m:     m,
+		name:  opts.Name,
+		log:   opts.Logger,
+		batch: opts.BatchSize,
+		index: map[K]int32{},
 	}
 	s.updFailed = dataplane.NewLedger[K](dataplane.Backoff{}, opts.Clock)
 	s.delFailed = dataplane.NewLedger[K](dataplane.Backoff{}, opts.Clock)
@@ -165,71 +177,113 @@ func mapName(m *ebpf.Map) string {
 	return s
 }
 
-// mark records that k's desired and kernel entries may differ.
-func (s *Sync[K, V]) mark(k K) {
-	s.dirty[k] = struct{}{}
-	s.dirtyPeak = max(s.dirtyPeak, len(s.dirty))
+// slot returns k's entry, making one when k has none.
+func (s *Sync[K, V]) slot(k K) int32 {
+	if i, ok := s.index[k]; ok {
+		return i
+	}
+	var i int32
+	if n := len(s.free); n > 0 {
+		i, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		i = int32(len(s.entries))
+		s.entries = append(s.entries, entry[K, V]{})
+	}
+	s.entries[i] = entry[K, V]{k: k, live: true}
+	s.index[k] = i
+	return i
 }
 
-// shrink rebuilds dirty when it holds far fewer keys than it once did, so
-// that an Apply after a large one costs what it changes, not what the
-// large one did.
-func (s *Sync[K, V]) shrink() {
-	if s.dirtyPeak <= 64 || len(s.dirty) > s.dirtyPeak/4 {
-		return
+// lookup returns k's entry, or nil when k has none.
+func (s *Sync[K, V]) lookup(k K) *entry[K, V] {
+	if i, ok := s.index[k]; ok {
+		return &s.entries[i]
 	}
-	small := make(map[K]struct{}, len(s.dirty))
-	for k := range s.dirty {
-		small[k] = struct{}{}
-	}
-	s.dirty, s.dirtyPeak = small, len(small)
+	return nil
 }
 
-// Reserve makes room for n entries ahead of a large declaration, such as
-// an agent's first one: the desired set, the map's mirror and the dirty
-// keys, each of them that is empty, are made with room for n, so that the
-// Sets and the writes that follow do not grow them step by step (a Go map
-// that grows rehashes all it holds). A set that holds entries is left as
-// it is. It does no I/O.
+// mark records that entry i's desired and held values may differ.
+func (s *Sync[K, V]) mark(i int32) {
+	if e := &s.entries[i]; !e.dirty {
+		e.dirty = true
+		s.dirty = append(s.dirty, i)
+	}
+}
+
+// settle drops from the dirty list the entries no longer dirty, and frees
+// those that are neither desired nor held. A list that once held far more
+// than it does is made anew, so that memory goes with a large Apply.
+func (s *Sync[K, V]) settle() {
+	kept := s.dirty[:0]
+	for _, i := range s.dirty {
+		e := &s.entries[i]
+		switch {
+		case e.dirty:
+			kept = append(kept, i)
+		case !e.wanted && !e.held:
+			s.release(i)
+		}
+	}
+	if cap(kept) > 64 && len(kept) < cap(kept)/4 {
+		kept = slices.Clone(kept)
+	}
+	s.dirty = kept
+}
+
+// release frees entry i, which is neither desired, held nor dirty.
+func (s *Sync[K, V]) release(i int32) {
+	delete(s.index, s.entries[i].k)
+	s.entries[i] = entry[K, V]{}
+	s.free = append(s.free, i)
+}
+
+// Reserve makes room for n keys ahead of a large declaration, such as an
+// agent's first one, while the Sync knows no key: so that the Sets and
+// the writes that follow do not grow its sets step by step (a Go map that
+// grows rehashes all it holds). A Sync that knows keys is left as it is.
+// It does no I/O.
 func (s *Sync[K, V]) Reserve(n int) {
-	if n <= 0 {
+	if n <= 0 || len(s.index) > 0 {
 		return
 	}
-	if len(s.desired) == 0 {
-		s.desired = make(map[K]V, n)
-	}
-	if len(s.kernel) == 0 {
-		s.kernel = make(map[K]V, n)
-	}
-	if len(s.dirty) == 0 {
-		s.dirty, s.dirtyPeak = make(map[K]struct{}, n), 0
-	}
+	s.index = make(map[K]int32, n)
+	s.entries = make([]entry[K, V], 0, n)
+	s.free = nil
+	s.dirty = make([]int32, 0, n)
 }
 
 // Set makes v the desired value of k. It does no I/O.
 func (s *Sync[K, V]) Set(k K, v V) {
-	old, ok := s.desired[k]
-	if ok && old == v {
+	i := s.slot(k)
+	e := &s.entries[i]
+	if e.wanted && e.want == v {
 		return
 	}
-	if _, has := s.kernel[k]; has && !ok {
-		s.stale--
+	if !e.wanted {
+		s.wanted++
+		if e.held {
+			s.stale--
+		}
 	}
-	s.desired[k] = v
-	s.mark(k)
+	e.want, e.wanted = v, true
+	s.mark(i)
 }
 
 // Delete removes k from the desired set: the next Apply deletes it from
 // the map. It does no I/O.
 func (s *Sync[K, V]) Delete(k K) {
-	if _, ok := s.desired[k]; !ok {
+	i, ok := s.index[k]
+	if !ok || !s.entries[i].wanted {
 		return
 	}
-	if _, has := s.kernel[k]; has {
+	e := &s.entries[i]
+	if e.held {
 		s.stale++
 	}
-	delete(s.desired, k)
-	s.mark(k)
+	var zero V
+	e.want, e.wanted = zero, false
+	s.wanted--
+	s.mark(i)
 }
 
 // Used returns how many entries the map holds, at most, while the next
@@ -238,17 +292,14 @@ func (s *Sync[K, V]) Delete(k K) {
 // deleted (an Apply writes before it deletes). A caller that must not
 // exceed the map's capacity (MaxEntries: a hash map refuses a new entry
 // beyond it with E2BIG) admits new keys while Used stays within it.
-func (s *Sync[K, V]) Used() int { return len(s.desired) + s.stale }
+func (s *Sync[K, V]) Used() int { return s.wanted + s.stale }
 
 // Holds reports whether k counts in Used: it is desired or the map holds
 // it. Making k desired takes no room unless Holds is false. It does no
 // I/O.
 func (s *Sync[K, V]) Holds(k K) bool {
-	if _, ok := s.desired[k]; ok {
-		return true
-	}
-	_, ok := s.kernel[k]
-	return ok
+	e := s.lookup(k)
+	return e != nil && (e.wanted || e.held)
 }
 
 // Read reads the whole map when it was never read or after QueueResync
@@ -259,8 +310,11 @@ func (s *Sync[K, V]) Read(ctx context.Context) error { return s.ensureRead(ctx) 
 
 // Desired returns the desired value of k and whether k is desired.
 func (s *Sync[K, V]) Desired(k K) (V, bool) {
-	v, ok := s.desired[k]
-	return v, ok
+	if e := s.lookup(k); e != nil && e.wanted {
+		return e.want, true
+	}
+	var zero V
+	return zero, false
 }
 
 // InKernel returns the value the map holds for k as far as the Sync knows:
@@ -268,41 +322,29 @@ func (s *Sync[K, V]) Desired(k K) (V, bool) {
 // no I/O. A caller that writes related maps in order uses it to hold back
 // what refers to an entry whose write failed.
 func (s *Sync[K, V]) InKernel(k K) (V, bool) {
-	v, ok := s.kernel[k]
-	return v, ok
+	if e := s.lookup(k); e != nil && e.held {
+		return e.have, true
+	}
+	var zero V
+	return zero, false
 }
 
 // DesiredLen returns the number of desired entries.
-func (s *Sync[K, V]) DesiredLen() int { return len(s.desired) }
+func (s *Sync[K, V]) DesiredLen() int { return s.wanted }
 
 // ReplaceDesired makes a copy of entries the whole desired set. Only the
 // keys whose desired value changed are looked at by the next Apply. It
 // does no I/O.
 func (s *Sync[K, V]) ReplaceDesired(entries map[K]V) {
-	for k, old := range s.desired {
-		if v, ok := entries[k]; !ok || v != old {
-			s.mark(k)
+	for i := range s.entries {
+		if e := &s.entries[i]; e.wanted {
+			if _, ok := entries[e.k]; !ok {
+				s.Delete(e.k)
+			}
 		}
 	}
-	for k := range entries {
-		if _, ok := s.desired[k]; !ok {
-			s.mark(k)
-		}
-	}
-	s.desired = maps.Clone(entries)
-	if s.desired == nil {
-		s.desired = map[K]V{}
-	}
-	s.countStale()
-}
-
-// countStale counts the keys kernel holds that are not desired.
-func (s *Sync[K, V]) countStale() {
-	s.stale = 0
-	for k := range s.kernel {
-		if _, ok := s.desired[k]; !ok {
-			s.stale++
-		}
+	for k, v := range entries {
+		s.Set(k, v)
 	}
 }
 
@@ -319,7 +361,7 @@ func (s *Sync[K, V]) Counters() Counters { return s.stats }
 // whose last write or delete failed, and the entries written and deleted
 // since NewSync. It does no I/O.
 func (s *Sync[K, V]) Stats() dataplane.DriverStats {
-	return dataplane.DriverStats{Desired: len(s.desired), InKernel: len(s.kernel),
+	return dataplane.DriverStats{Desired: s.wanted, InKernel: s.held,
 		Failing: s.updFailed.Len() + s.delFailed.Len(), Writes: uint64(s.stats.Updated + s.stats.Deleted)}
 }
 
@@ -345,7 +387,13 @@ func (s *Sync[K, V]) Kernel(ctx context.Context) (map[K]V, error) {
 	if err := s.ensureRead(ctx); err != nil {
 		return nil, err
 	}
-	return maps.Clone(s.kernel), nil
+	out := make(map[K]V, s.held)
+	for i := range s.entries {
+		if e := &s.entries[i]; e.held {
+			out[e.k] = e.have
+		}
+	}
+	return out, nil
 }
 
 // Apply writes the difference between the desired set and the map:
@@ -423,7 +471,7 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 	if err := s.ensureRead(ctx); err != nil {
 		return err
 	}
-	defer s.shrink()
+	defer s.settle()
 	var ledgers []*dataplane.Ledger[K]
 	if updates {
 		s.updFailed.Begin()
@@ -433,18 +481,20 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 		s.delFailed.Begin()
 		ledgers = append(ledgers, s.delFailed)
 	}
-	keys, vals, gone := s.pending(updates, deletions, func(k K, d decision) {
+	w := s.pending(updates, deletions, func(i int32, d decision) {
+		e := &s.entries[i]
 		switch d {
 		case inSync:
-			delete(s.dirty, k)
-			s.updFailed.Forget(k)
-			s.delFailed.Forget(k)
+			e.dirty = false
+			s.updFailed.Forget(e.k)
+			s.delFailed.Forget(e.k)
 		case toUpdate:
-			s.delFailed.Forget(k)
+			s.delFailed.Forget(e.k)
 		case toDelete:
-			s.updFailed.Forget(k)
+			s.updFailed.Forget(e.k)
 		}
 	})
+	keys, vals, gone := w.keys, w.vals, w.gone
 	full := false
 	batches := s.batchUpdates(keys, vals)
 	for i := 0; i < len(keys); i += s.batch {
@@ -456,13 +506,14 @@ func (s *Sync[K, V]) apply(ctx context.Context, updates, deletions bool) error {
 		if batches != nil {
 			done = &batches[i/s.batch]
 		}
-		s.update(keys[i:j], vals[i:j], done, &full)
+		s.update(keys[i:j], vals[i:j], w.updated[i:j], done, &full)
 	}
 	for i := 0; i < len(gone); i += s.batch {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		s.remove(gone[i:min(i+s.batch, len(gone))])
+		j := min(i+s.batch, len(gone))
+		s.remove(gone[i:j], w.deleted[i:j])
 	}
 	errs := make([]error, len(ledgers))
 	for i, l := range ledgers {
@@ -487,35 +538,47 @@ const (
 	toDelete
 )
 
+// writes are the writes an Apply makes: the desired entries to write
+// (keys, vals; updated their entries) and the keys to delete (gone;
+// deleted their entries).
+type writes[K comparable, V comparable] struct {
+	keys    []K
+	vals    []V
+	updated []int32
+	gone    []K
+	deleted []int32
+}
+
 // pending decides, for every dirty key, what an Apply does with it: it
 // returns the desired entries to write (with updates) and the keys to
-// delete (with deletions), and tells seen (when not nil) each key's
+// delete (with deletions), and tells seen (when not nil) each entry's
 // decision, whether or not it is returned. It writes nothing: Apply and
 // Plan both decide with it.
-func (s *Sync[K, V]) pending(updates, deletions bool, seen func(K, decision)) (keys []K, vals []V, gone []K) {
-	for k := range s.dirty {
-		v, want := s.desired[k]
-		kv, has := s.kernel[k]
+func (s *Sync[K, V]) pending(updates, deletions bool, seen func(int32, decision)) (w writes[K, V]) {
+	for _, i := range s.dirty {
+		e := &s.entries[i]
+		if !e.dirty {
+			continue
+		}
 		d := toDelete
 		switch {
-		case want == has && (!want || kv == v):
+		case e.wanted == e.held && (!e.wanted || e.have == e.want):
 			d = inSync
-		case want:
+		case e.wanted:
 			d = toUpdate
 			if updates {
-				keys = append(keys, k)
-				vals = append(vals, v)
+				w.keys, w.vals, w.updated = append(w.keys, e.k), append(w.vals, e.want), append(w.updated, i)
 			}
 		default:
 			if deletions {
-				gone = append(gone, k)
+				w.gone, w.deleted = append(w.gone, e.k), append(w.deleted, i)
 			}
 		}
 		if seen != nil {
-			seen(k, d)
+			seen(i, d)
 		}
 	}
-	return keys, vals, gone
+	return w
 }
 
 // ensureRead reads the map when it was never read or after QueueResync,
@@ -532,22 +595,41 @@ func (s *Sync[K, V]) ensureRead(ctx context.Context) error {
 		return fmt.Errorf("%w: map %s: %w", ErrRead, s.name, err)
 	}
 	s.stats.Reads++
-	s.kernel = got
-	s.countStale()
-	s.read = true
-	clear(s.dirty)
-	for k, v := range s.desired {
-		if kv, ok := got[k]; !ok || kv != v {
-			s.mark(k)
+	// The map's entries as read replace those last known.
+	var zero V
+	for i := range s.entries {
+		if e := &s.entries[i]; e.held {
+			e.have, e.held = zero, false
 		}
 	}
-	for k := range got {
-		if _, ok := s.desired[k]; !ok {
-			s.mark(k)
+	s.held, s.stale = len(got), 0
+	for k, v := range got {
+		e := &s.entries[s.slot(k)]
+		e.have, e.held = v, true
+		if !e.wanted {
+			s.stale++
+		}
+	}
+	s.read = true
+	for i := range s.entries {
+		e := &s.entries[i]
+		e.dirty = false
+		if e.live && (e.wanted != e.held || e.wanted && e.want != e.have) {
+			e.dirty = true
+		}
+	}
+	s.dirty = s.dirty[:0]
+	for i := range s.entries {
+		e := &s.entries[i]
+		switch {
+		case e.dirty:
+			s.dirty = append(s.dirty, int32(i))
+		case e.live && !e.wanted && !e.held:
+			s.release(int32(i))
 		}
 	}
 	// A failed key the map now holds as desired is no longer failing.
-	dirty := func(k K) bool { _, ok := s.dirty[k]; return ok }
+	dirty := func(k K) bool { e := s.lookup(k); return e != nil && e.dirty }
 	s.updFailed.Retain(dirty)
 	s.delFailed.Retain(dirty)
 	s.log.Debug("maps: read map", "map", s.name, "entries", len(got), "differing", len(s.dirty))

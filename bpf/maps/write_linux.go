@@ -88,8 +88,9 @@ func (s *Sync[K, V]) batchUpdates(keys []K, vals []V) []batchDone {
 // syscall to be refused the same way) and the keys it holds are
 // overwritten one by one.
 //
-// batch is the chunk's batch update when batchUpdates made it already.
-func (s *Sync[K, V]) update(keys []K, vals []V, batch *batchDone, full *bool) {
+// ids are the keys' entries; batch is the chunk's batch update when
+// batchUpdates made it already.
+func (s *Sync[K, V]) update(keys []K, vals []V, ids []int32, batch *batchDone, full *bool) {
 	done := 0
 	if !s.noBatchUpdate && (!*full || batch != nil) {
 		s.stats.Syscalls++
@@ -113,12 +114,12 @@ func (s *Sync[K, V]) update(keys []K, vals []V, batch *batchDone, full *bool) {
 			s.log.Debug("maps: batch update failed, writing the rest one by one", "map", s.name, "written", n, "of", len(keys), "error", err)
 		}
 		for i := range n {
-			s.wrote(keys[i], vals[i])
+			s.wrote(ids[i], vals[i])
 		}
 		done = n
 	}
 	for i := done; i < len(keys); i++ {
-		if _, has := s.kernel[keys[i]]; *full && !has {
+		if *full && !s.entries[ids[i]].held {
 			s.heldFull(keys[i], nil) // it would be refused as well
 			continue
 		}
@@ -132,7 +133,7 @@ func (s *Sync[K, V]) update(keys []K, vals []V, batch *batchDone, full *bool) {
 			s.updFailed.Fail(keys[i], s.entryError("update", keys[i], ErrEntry, err))
 			continue
 		}
-		s.wrote(keys[i], vals[i])
+		s.wrote(ids[i], vals[i])
 	}
 }
 
@@ -144,15 +145,19 @@ func (s *Sync[K, V]) isFull(err error) bool {
 	return errors.Is(err, unix.E2BIG) && (t == ebpf.Hash || t == ebpf.HashOfMaps)
 }
 
-func (s *Sync[K, V]) wrote(k K, v V) {
-	s.kernel[k] = v
-	delete(s.dirty, k)
-	s.updFailed.Forget(k)
+// wrote records that entry i's key now holds v in the map.
+func (s *Sync[K, V]) wrote(i int32, v V) {
+	e := &s.entries[i]
+	if !e.held {
+		s.held++
+	}
+	e.have, e.held, e.dirty = v, true, false
+	s.updFailed.Forget(e.k)
 	s.stats.Updated++
 }
 
-// remove deletes one chunk, as update writes one.
-func (s *Sync[K, V]) remove(keys []K) {
+// remove deletes one chunk (ids the keys' entries), as update writes one.
+func (s *Sync[K, V]) remove(keys []K, ids []int32) {
 	done := 0
 	if !s.noBatchDelete {
 		s.stats.Syscalls++
@@ -168,7 +173,7 @@ func (s *Sync[K, V]) remove(keys []K) {
 			n = max(0, min(n, len(keys)))
 		}
 		for i := range n {
-			s.deleted(keys[i])
+			s.deleted(ids[i])
 		}
 		done = n
 	}
@@ -178,16 +183,19 @@ func (s *Sync[K, V]) remove(keys []K) {
 			s.delFailed.Fail(keys[i], s.entryError("delete", keys[i], ErrEntry, err))
 			continue
 		}
-		s.deleted(keys[i])
+		s.deleted(ids[i])
 	}
 }
 
-func (s *Sync[K, V]) deleted(k K) {
-	if _, has := s.kernel[k]; has {
+// deleted records that entry i's key is gone from the map.
+func (s *Sync[K, V]) deleted(i int32) {
+	e := &s.entries[i]
+	if e.held {
 		s.stale-- // only keys that are not desired are deleted
+		s.held--
 	}
-	delete(s.kernel, k)
-	delete(s.dirty, k)
-	s.delFailed.Forget(k)
+	var zero V
+	e.have, e.held, e.dirty = zero, false, false
+	s.delFailed.Forget(e.k)
 	s.stats.Deleted++
 }
