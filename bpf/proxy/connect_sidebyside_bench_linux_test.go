@@ -53,26 +53,8 @@ import (
 func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 	const n = 10000
 	kerneltest.RequireCommands(b, "nft")
-	direct := newConnBenchRig(b)
-	viaBPF := newConnBenchRig(b)
-	viaBPF.bpfServices(b, n)
-	viaLR := newConnBenchRig(b)
-	viaLR.bpfServicesWith(b, n, func(o *Options) { o.LocalRedirect = true })
-	cg := newConnBenchCgroup(b)
-	viaCT := newConnBenchRig(b)
-	ct := viaCT.bpfServicesWith(b, n, func(o *Options) { o.Cgroup, o.ConnectTimePods = cg.leaf, true })
-	viaNFT := newConnBenchRig(b)
-	viaNFT.nftServices(b, n)
-	viaKP := newConnBenchRig(b)
-	viaKP.kubeProxyServices(b, n)
-	rigs := []connBenchTarget{
-		{name: "direct", from: direct.client.NS, to: direct.backendAddr},
-		{name: "bpf", from: viaBPF.client.NS, to: connBenchServiceAddr(n / 2)},
-		{name: "bpf-lr", from: viaLR.client.NS, to: connBenchServiceAddr(n / 2)},
-		{name: "bpf-ct", from: viaCT.client.NS, to: connBenchServiceAddr(n / 2), enter: cg.enter},
-		{name: "nft", from: viaNFT.client.NS, to: connBenchServiceAddr(n - 1)},
-		{name: "kp", from: viaKP.client.NS, to: connBenchServiceAddr(n - 1)},
-	}
+	set := newConnBenchRigs(b, n, true)
+	rigs := set.targets
 	rounds := b.N
 	b.ResetTimer()
 	busy0, total0, statErr := connBenchCPUTicks()
@@ -86,10 +68,7 @@ func BenchmarkKernelServiceConnectSideBySide(b *testing.B) {
 		// Near 1: the CPU never waited, so a connection's time is its CPU.
 		b.ReportMetric(float64(busy1-busy0)/float64(total1-total0), "cpu-busy")
 	}
-	// bpf-ct's connections were translated at connect(), not per packet.
-	if c := ct.Counters()[connBenchServiceName(n/2)]; c.Connections == 0 || c.Packets != 0 {
-		b.Fatalf("bpf-ct: the measured service's counters are %+v: its connections were not translated at connect()", c)
-	}
+	set.checkConnectTime(b)
 	mean, p50, connectP50 := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	median := func(d []time.Duration) float64 {
 		slices.Sort(d)
@@ -154,6 +133,60 @@ func connBenchThreadCPU() (time.Duration, error) {
 
 // connBenchTurn is how many connections a rig makes in one turn.
 const connBenchTurn = 50
+
+// connBenchRigs are the rigs the side-by-side benchmarks compare, each on
+// a host of its own, in the order they take turns: direct (no service),
+// bpf, bpf-lr (LocalRedirect, when asked for), bpf-ct (ConnectTimePods),
+// nft (the verdict map's path) and kp (kube-proxy's whole table), the
+// services n of them. rigs[i] is targets[i]'s.
+type connBenchRigs struct {
+	targets []connBenchTarget
+	rigs    []*connBenchRig
+	n       int
+	ct      *Proxy // bpf-ct's
+}
+
+// newConnBenchRigs builds the rigs of n services, bpf-lr among them when
+// withLR.
+func newConnBenchRigs(b *testing.B, n int, withLR bool) *connBenchRigs {
+	b.Helper()
+	set := &connBenchRigs{n: n}
+	add := func(name string, to netip.AddrPort, enter func() (func(), error), build func(*connBenchRig)) {
+		r := newConnBenchRig(b)
+		if build != nil {
+			build(r)
+		}
+		if !to.IsValid() {
+			to = r.backendAddr
+		}
+		set.rigs = append(set.rigs, r)
+		set.targets = append(set.targets, connBenchTarget{name: name, from: r.client.NS, to: to, enter: enter})
+	}
+	add("direct", netip.AddrPort{}, nil, nil)
+	add("bpf", connBenchServiceAddr(n/2), nil, func(r *connBenchRig) { r.bpfServices(b, n) })
+	if withLR {
+		add("bpf-lr", connBenchServiceAddr(n/2), nil, func(r *connBenchRig) {
+			r.bpfServicesWith(b, n, func(o *Options) { o.LocalRedirect = true })
+		})
+	}
+	cg := newConnBenchCgroup(b)
+	add("bpf-ct", connBenchServiceAddr(n/2), cg.enter, func(r *connBenchRig) {
+		set.ct = r.bpfServicesWith(b, n, func(o *Options) { o.Cgroup, o.ConnectTimePods = cg.leaf, true })
+	})
+	add("nft", connBenchServiceAddr(n-1), nil, func(r *connBenchRig) { r.nftServices(b, n) })
+	add("kp", connBenchServiceAddr(n-1), nil, func(r *connBenchRig) { r.kubeProxyServices(b, n) })
+	return set
+}
+
+// checkConnectTime fails b unless bpf-ct's connections were translated at
+// connect(), not per packet: its service counted connections and no
+// packets.
+func (set *connBenchRigs) checkConnectTime(b *testing.B) {
+	b.Helper()
+	if c := set.ct.Counters()[connBenchServiceName(set.n/2)]; c.Connections == 0 || c.Packets != 0 {
+		b.Fatalf("bpf-ct: the measured service's counters are %+v: its connections were not translated at connect()", c)
+	}
+}
 
 // connBenchTarget is one rig's client namespace and what its client dials;
 // enter, when set, is called on the client's thread before it measures

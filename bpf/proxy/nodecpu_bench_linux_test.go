@@ -45,26 +45,11 @@ import (
 func BenchmarkKernelServiceNodeCPUSideBySide(b *testing.B) {
 	const n = 10000
 	kerneltest.RequireCommands(b, "nft", "unshare", "mount")
-	direct := newConnBenchRig(b)
-	viaBPF := newConnBenchRig(b)
-	viaBPF.bpfServices(b, n)
-	cg := newConnBenchCgroup(b)
-	viaCT := newConnBenchRig(b)
-	ct := viaCT.bpfServicesWith(b, n, func(o *Options) { o.Cgroup, o.ConnectTimePods = cg.leaf, true })
-	viaNFT := newConnBenchRig(b)
-	viaNFT.nftServices(b, n)
-	viaKP := newConnBenchRig(b)
-	viaKP.kubeProxyServices(b, n)
-	rigs := []connBenchTarget{
-		{name: "direct", from: direct.client.NS, to: direct.backendAddr},
-		{name: "bpf", from: viaBPF.client.NS, to: connBenchServiceAddr(n / 2)},
-		{name: "bpf-ct", from: viaCT.client.NS, to: connBenchServiceAddr(n / 2), enter: cg.enter},
-		{name: "nft", from: viaNFT.client.NS, to: connBenchServiceAddr(n - 1)},
-		{name: "kp", from: viaKP.client.NS, to: connBenchServiceAddr(n - 1)},
-	}
+	set := newConnBenchRigs(b, n, false)
+	rigs := set.targets
 	// The NAPI threads of each rig: its host's side, its pods' side.
 	var node, pods [][]int
-	for _, r := range []*connBenchRig{direct, viaBPF, viaCT, viaNFT, viaKP} {
+	for _, r := range set.rigs {
 		var hostSide, podSide []int
 		for _, p := range []*kerneltest.Pod{r.client, r.backend} {
 			hostSide = append(hostSide, connBenchNAPIThread(b, r.topo.Hosts[0].NS, p.HostVeth))
@@ -87,10 +72,7 @@ func BenchmarkKernelServiceNodeCPUSideBySide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// bpf-ct's connections were translated at connect(), not per packet.
-	if c := ct.Counters()[connBenchServiceName(n/2)]; c.Connections == 0 || c.Packets != 0 {
-		b.Fatalf("bpf-ct: the measured service's counters are %+v: its connections were not translated at connect()", c)
-	}
+	set.checkConnectTime(b)
 	conns := float64((rounds + 1) * connBenchTurn) // the warm-up's included
 	perConn := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / conns }
 	nodeCPU, clientCPU := map[string]float64{}, map[string]float64{}
