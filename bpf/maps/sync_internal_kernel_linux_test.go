@@ -98,3 +98,74 @@ func TestKernelSyncReserve(t *testing.T) {
 	s.Reserve(-1)
 	require.Equal(t, 10000, s.DesiredLen())
 }
+
+// A key's entry is freed once the key is neither desired nor in the map,
+// and a new key takes a freed entry: under churn the Sync grows by what it
+// holds at once, not by every key it ever saw, and the map always ends up
+// equal to the desired set — also after entries were changed behind the
+// Sync's back and read again.
+func TestKernelSyncEntriesReused(t *testing.T) {
+	ctx := context.Background()
+	m := internalMap(t)
+	s, err := NewSync[uint32, uint32](m, SyncOptions{})
+	require.NoError(t, err)
+	want := map[uint32]uint32{}
+	set := func(from, to uint32) {
+		for k := from; k < to; k++ {
+			s.Set(k, k*3)
+			want[k] = k * 3
+		}
+	}
+	check := func(what string) {
+		t.Helper()
+		require.NoError(t, s.Apply(ctx), what)
+		got, err := s.iterateRead(ctx)
+		require.NoError(t, err, what)
+		require.Equal(t, want, got, what)
+		require.Equal(t, len(want), s.Used(), what)
+		require.Equal(t, len(want), s.Stats().InKernel, what)
+		require.Equal(t, len(want), len(s.index), what)
+		p, err := s.Plan(ctx)
+		require.NoError(t, err, what)
+		require.Empty(t, p.Writes, what)
+	}
+
+	set(0, 1000)
+	check("first")
+	require.Len(t, s.entries, 1000)
+
+	for k := range uint32(500) {
+		s.Delete(k)
+		delete(want, k)
+	}
+	set(1000, 1500)
+	check("500 deleted, 500 new")
+	require.Len(t, s.entries, 1500, "the new keys were declared before the deleted ones were gone")
+	require.Len(t, s.free, 500)
+	require.False(t, s.Holds(1))
+
+	set(2000, 2500)
+	check("500 more")
+	require.Len(t, s.entries, 1500, "the new keys took the freed entries")
+	require.Empty(t, s.free)
+
+	// A key set and deleted again before an Apply leaves nothing behind.
+	s.Set(9000, 1)
+	s.Delete(9000)
+	check("set and deleted")
+	require.Len(t, s.free, 1)
+
+	// Behind the Sync's back: a desired entry deleted, one changed, a
+	// foreign one added. A read finds them, the Apply mends them, and the
+	// foreign key's entry is freed.
+	require.NoError(t, m.Delete(uint32(700)))
+	require.NoError(t, m.Put(uint32(701), uint32(1)))
+	require.NoError(t, m.Put(uint32(5000), uint32(5)))
+	s.QueueResync()
+	p, err := s.Plan(ctx)
+	require.NoError(t, err)
+	require.Len(t, p.Writes, 3)
+	check("after the resync")
+	_, known := s.index[5000]
+	require.False(t, known, "the foreign key's entry is freed once deleted")
+}

@@ -595,7 +595,10 @@ func (s *Sync[K, V]) ensureRead(ctx context.Context) error {
 		return fmt.Errorf("%w: map %s: %w", ErrRead, s.name, err)
 	}
 	s.stats.Reads++
-	// The map's entries as read replace those last known.
+	// The map's entries as read replace those last known (a Sync that
+	// knows no key yet, as at an agent's restart, makes room for them
+	// first).
+	s.Reserve(len(got))
 	var zero V
 	for i := range s.entries {
 		if e := &s.entries[i]; e.held {
@@ -611,16 +614,12 @@ func (s *Sync[K, V]) ensureRead(ctx context.Context) error {
 		}
 	}
 	s.read = true
-	for i := range s.entries {
-		e := &s.entries[i]
-		e.dirty = false
-		if e.live && (e.wanted != e.held || e.wanted && e.want != e.have) {
-			e.dirty = true
-		}
-	}
+	// Every key whose desired and held values differ is dirty; a key
+	// that is neither (it was held before the read) is forgotten.
 	s.dirty = s.dirty[:0]
 	for i := range s.entries {
 		e := &s.entries[i]
+		e.dirty = e.live && (e.wanted != e.held || e.wanted && e.want != e.have)
 		switch {
 		case e.dirty:
 			s.dirty = append(s.dirty, int32(i))
