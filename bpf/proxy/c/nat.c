@@ -886,7 +886,6 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 
 	if (np_parse(skb, &p) < 0)
 		return TC_ACT_UNSPEC;
-	now = bpf_ktime_get_coarse_ns();
 
 	// A known connection keeps its backend as long as the backend is still
 	// one of the service's (np_known_backend). A bare SYN starts a new connection (a
@@ -895,7 +894,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 
 	// A connection another node sent here by direct server return.
 	if (!ct && !node && dsr_enabled && p.opt_len && np_from_host(skb)) {
-		int verdict = np_dsr_accept(skb, &p, now);
+		int verdict = np_dsr_accept(skb, &p, bpf_ktime_get_coarse_ns());
 
 		if (verdict >= 0)
 			return verdict;
@@ -909,7 +908,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 		__u8 client[16];
 		__be16 fe_port = ct->port;
 
-		ct->last_seen = now;
+		ct->last_seen = bpf_ktime_get_coarse_ns();
 		if (!(ct->flags & NP_CT_REPLIED))
 			ct->flags |= NP_CT_REPLIED; // the scanner's timeouts see an answered connection
 		__builtin_memcpy(fe_addr, ct->addr, 16);
@@ -937,7 +936,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 			if (!target)
 				return TC_ACT_UNSPEC;
 		}
-		verdict = np_reverse(skb, &p, ct, now, &rkey);
+		verdict = np_reverse(skb, &p, ct, bpf_ktime_get_coarse_ns(), &rkey);
 		if (verdict != TC_ACT_UNSPEC || !target)
 			return verdict;
 		return np_local_send(target);
@@ -951,7 +950,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 		// (TCP keeps its backend whatever the service holds: no lookup.)
 		be = p.key.proto == IPPROTO_TCP ? NULL : np_known_backend(ct);
 		if (be || p.key.proto == IPPROTO_TCP) {
-			ct->last_seen = now;
+			ct->last_seen = bpf_ktime_get_coarse_ns();
 			masq = (ct->flags & NP_CT_MASQ) != 0;
 			hairpin = (ct->flags & NP_CT_HAIRPIN) != 0;
 			dsr = (ct->flags & NP_CT_DSR) != 0;
@@ -1028,6 +1027,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 	bk.svc_id = fe->svc_id;
 	be = NULL;
 	local = 0;
+	now = bpf_ktime_get_coarse_ns();
 	if (np_affine(fe, n, p.key.src, now, &ordinal)) {
 		;
 	} else if (from_host && (fe->flags & NP_FE_MAGLEV) && n == count && !fe->affinity &&
