@@ -419,6 +419,33 @@ func TestKernelProxyConnectTimeTCP(t *testing.T) {
 	_, err = cg.whoamiBash(h1.NS, netip.AddrPortFrom(clusterV4, 81))
 	assert.ErrorContains(t, err, "connect: Operation not permitted", "EPERM, as bash says it")
 
+	// sessionAffinity ClientIP: the node's processes are one client (the
+	// zero address), kept on one backend at connect(); the affinity records
+	// when, on the programs' clock.
+	p.OnUpdate(cluster.Service{Name: "default/sticky:http", Port: 82, ClusterIPs: []netip.Addr{clusterV4}, AffinityTimeout: time.Hour,
+		Backends: append(r.backends(false), r.backends(true)...)})
+	apply(t, p)
+	before := monotonicNow()
+	sticky := cgSpread(t, cg, h1.NS, netip.AddrPortFrom(clusterV4, 82), 10)
+	assert.Len(t, sticky, 1, "one backend for the node's affine connections: %v", sticky)
+	c := p.Counters()["default/sticky:http"]
+	assert.Equal(t, uint64(10), c.Connections, "translated at connect()")
+	assert.Zero(t, c.Packets, "not per packet")
+	var (
+		ak    affKey
+		av    affVal
+		found int
+	)
+	for it := p.k.aff.Iterate(); it.Next(&ak, &av); {
+		if ak.Client == ([16]byte{}) {
+			found++
+			// The clock is coarse: a tick either side.
+			assert.InDelta(t, float64(before), float64(av.Last), float64(time.Minute), "the affinity's time is the programs' clock")
+			assert.GreaterOrEqual(t, av.Last+uint64(100*time.Millisecond), before, "recorded after the connections began")
+		}
+	}
+	assert.Equal(t, 1, found, "one affinity, the node's")
+
 	// The pod side (tc) still works alongside.
 	assert.Len(t, spread(t, h1.Pods[0].NS, netip.AddrPortFrom(clusterV4, 80), 30), 3)
 }

@@ -109,6 +109,7 @@ func testKernelProxySessionAffinity(t *testing.T, mode AttachMode) {
 		if fromAddr16(k.Client) == h1.Pods[0].IPv4 {
 			n++
 			assert.True(t, cur[fromAddr16(v.Addr)], "remembered backend %v", fromAddr16(v.Addr))
+			assert.InDelta(t, float64(monotonicNow()), float64(v.Last), float64(time.Minute), "remembered when, on the programs' clock")
 		}
 	}
 	assert.Equal(t, 1, n, "one affinity for the client (the plain service keeps none)")

@@ -130,7 +130,7 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	struct np_sk_val rv = {};
 	__u8 proto;
 	__u32 count;
-	__u64 now = bpf_ktime_get_coarse_ns();
+	__u64 now = 0;
 	__u8 node_client[16] = {};
 	int node = bpf_get_netns_cookie(ctx) == netns_cookie;
 
@@ -164,7 +164,10 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	}
 	bk.svc_id = fe->svc_id;
 	// Session affinity: the node's processes are one client (the socket
-	// has no source address yet at connect()).
+	// has no source address yet at connect()). The clock is read only for
+	// it.
+	if (fe->affinity)
+		now = bpf_ktime_get_coarse_ns();
 	if (!np_affine(fe, count, node_client, now, &bk.ordinal))
 		bk.ordinal = bpf_get_prandom_u32() % count;
 	be = bpf_map_lookup_elem(&np_be, &bk);
