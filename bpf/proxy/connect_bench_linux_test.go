@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeplane/nodeplane/cluster"
@@ -43,6 +44,13 @@ import (
 //     out (a verdict map to the service's chain, numgen to an endpoint
 //     chain, DNAT), loaded with nft -f; measured at the last and the middle
 //     service as iptables.
+//   - bpf-progs/N=10000: bpf/N=10000 with the kernel's BPF run-time
+//     statistics on (which cost each program run two clock reads, so its
+//     latencies are not bpf's): what the programs themselves ran per
+//     connection, each (<program>-ns/conn, <program>-runs/conn) and
+//     together (progs-ns/conn), warm-up included, on live packets, cold
+//     caches and all — where BenchmarkKernelProgPackets times single
+//     packets run again and again.
 //
 // Besides ns/op it reports the per-connection latency's p50 and p99
 // (p50-ns, p99-ns) and the part of it until the dial returned
@@ -67,6 +75,12 @@ func BenchmarkKernelServiceConnect(b *testing.B) {
 			connBenchMeasure(b, r.client.NS, connBenchServiceAddr(n/2), netip.AddrPort{})
 		})
 	}
+	b.Run("bpf-progs/N=10000", func(b *testing.B) {
+		const n = 10000
+		r := newConnBenchRig(b)
+		p := r.bpfServicesWith(b, n, nil)
+		connBenchProgRuntime(b, p, func() { connBenchMeasure(b, r.client.NS, connBenchServiceAddr(n/2), netip.AddrPort{}) })
+	})
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("nft-vmap/N=%d", n), func(b *testing.B) {
 			kerneltest.RequireCommands(b, "nft")
@@ -480,7 +494,7 @@ func connBenchMeasure(b *testing.B, from *kerneltest.NS, to, mid netip.AddrPort)
 		// Warm up: neighbours resolved, the first connections' slow paths
 		// taken, and the service proven to answer.
 		for _, w := range warm {
-			for range 50 {
+			for range connBenchWarmUp {
 				if _, err := connBenchOnce(w, buf); err != nil {
 					return fmt.Errorf("warm-up: %w", err)
 				}
@@ -520,6 +534,10 @@ func connBenchMeasure(b *testing.B, from *kerneltest.NS, to, mid netip.AddrPort)
 	connBenchReport(b, "mid-", midTotal)
 }
 
+// connBenchWarmUp is how many untimed connections connBenchMeasure makes
+// to each target first.
+const connBenchWarmUp = 50
+
 // connBenchCPU is the CPU that the client's and the server's threads share.
 var connBenchCPU = runtime.NumCPU() - 1
 
@@ -552,6 +570,48 @@ func connBenchPin() (restore func()) {
 			_ = unix.SchedSetaffinity(0, &orig)
 		}
 	}
+}
+
+// connBenchProgRuntime runs measure (b.N connections after a warm-up of
+// connBenchWarmUp) with the kernel's BPF run-time statistics on and
+// reports, per connection, the run time and the runs of each of p's tc
+// programs that ran, and their run time together.
+func connBenchProgRuntime(b *testing.B, p *Proxy, measure func()) {
+	b.Helper()
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatalf("the kernel's BPF statistics: %v", err)
+	}
+	defer stats.Close()
+	read := func() map[string]ebpf.ProgramStats {
+		out := map[string]ebpf.ProgramStats{}
+		for name, prog := range p.k.progs {
+			st, err := prog.Stats()
+			if err != nil {
+				b.Fatalf("statistics of %s: %v", name, err)
+			}
+			out[name] = *st
+		}
+		return out
+	}
+	before := read()
+	measure()
+	after := read()
+	conns := float64(b.N + connBenchWarmUp)
+	var total time.Duration
+	for name, a := range after {
+		d, runs := a.Runtime-before[name].Runtime, a.RunCount-before[name].RunCount
+		if runs == 0 {
+			continue
+		}
+		total += d
+		b.ReportMetric(float64(d.Nanoseconds())/conns, name+"-ns/conn")
+		b.ReportMetric(float64(runs)/conns, name+"-runs/conn")
+	}
+	if total == 0 {
+		b.Fatal("no program of the proxy ran: the connections did not go through it")
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/conns, "progs-ns/conn")
 }
 
 // connBenchReport reports the p50 and p99 of d as <prefix>p50-ns and
