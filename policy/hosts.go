@@ -133,12 +133,13 @@ func (e *early) declareDispatch(hosts []string, fallback func(kind string) netfi
 
 // declareHost declares the chains of host endpoint id (in Filter, and in
 // each early table), removing those of the interface it had before (old)
-// when it moved or went. A host endpoint with untracked tiers but no Raw,
-// or pre-DNAT tiers but no Mangle, is refused.
+// when it moved or went (unless another host endpoint holds that
+// interface now, as declareWorkload). A host endpoint with untracked tiers
+// but no Raw, or pre-DNAT tiers but no Mangle, is refused.
 func (m *Manager) declareHost(id string, old HostEndpoint) error {
 	h, ok := m.model.HostEndpoint(id)
 	var errs []error
-	if old.Iface != "" && (!ok || old.Iface != h.Iface) {
+	if _, taken := m.model.hostIf[old.Iface]; old.Iface != "" && (!ok || old.Iface != h.Iface) && !taken {
 		var names []string
 		for _, c := range m.render.hostChains(m.model, old) {
 			names = append(names, c.Name)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nodeplane/nodeplane/dataplane"
@@ -138,6 +139,13 @@ func (m *Manager) Model() *Model { return m.model }
 // An invalid message changes nothing: the next CompleteDeferredWork
 // reports it once.
 func (m *Manager) OnUpdate(msg any) {
+	if u, ok := msg.(WorkloadUpdate); ok && !m.isWorkloadIface(u.Endpoint.Iface) {
+		// Its chains would be reached by no dispatch rule: refused, not
+		// rendered as if policed.
+		m.invalid.Add(fmt.Errorf("%w %s: interface %q does not start with one of WorkloadPrefixes %q",
+			ErrInvalidEndpoint, u.Endpoint.ID, u.Endpoint.Iface, m.o.WorkloadPrefixes))
+		return
+	}
 	before := m.snapshot(msg)
 	known, err := m.model.Update(msg)
 	if !known {
@@ -148,6 +156,17 @@ func (m *Manager) OnUpdate(msg any) {
 		return
 	}
 	m.noteChange(msg, before)
+}
+
+// isWorkloadIface says whether iface starts with one of the workload
+// prefixes: only those interfaces reach the workload dispatch chains.
+func (m *Manager) isWorkloadIface(iface string) bool {
+	for _, p := range m.o.WorkloadPrefixes {
+		if strings.HasPrefix(iface, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot is what OnUpdate needs to know about the state msg changes,
@@ -396,11 +415,13 @@ func (m *Manager) declarePolicy(id string, in, out []Rule, exists, profile bool)
 }
 
 // declareWorkload declares the chains of workload id, removing those of
-// the interface it had before (old) when it moved or went.
+// the interface it had before (old) when it moved or went — unless another
+// workload holds that interface now (two swapped interfaces in one pass):
+// that one's declaration replaces the chains, whichever comes first.
 func (m *Manager) declareWorkload(id string, old Workload) error {
 	w, ok := m.model.Workload(id)
 	var errs []error
-	if old.Iface != "" && (!ok || old.Iface != w.Iface) {
+	if _, taken := m.model.WorkloadByIface(old.Iface); old.Iface != "" && (!ok || old.Iface != w.Iface) && !taken {
 		errs = append(errs, m.o.Filter.RemoveChains(m.render.chainName(kindToWl, old.Iface), m.render.chainName(kindFromWl, old.Iface)))
 	}
 	if !ok {

@@ -127,6 +127,57 @@ func TestBadMessageRefusedAlone(t *testing.T) {
 	assert.Contains(t, strings.Join(n.chain("np-tw-npv1"), "\n"), "-j np-pri-p")
 }
 
+// A workload whose interface no workload prefix starts would get chains
+// that no dispatch rule reaches: it is refused, and the workload that was
+// there before keeps its chains.
+func TestWorkloadOutsidePrefixesRefused(t *testing.T) {
+	n := newFakeNode(t, ipfamily.IPv4)
+	require.NoError(t, n.send(policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "w", Iface: "npv1"}}))
+	err := n.send(policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "w", Iface: "cali1"}},
+		policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "x", Iface: "eth0"}})
+	require.ErrorIs(t, err, policy.ErrInvalidEndpoint)
+	assert.ErrorContains(t, err, `"cali1"`)
+	assert.ErrorContains(t, err, `"eth0"`)
+	n.apply()
+	w, ok := n.m.Model().Workload("w")
+	assert.True(t, ok)
+	assert.Equal(t, "npv1", w.Iface, "the refused update changed nothing")
+	_, ok = n.m.Model().Workload("x")
+	assert.False(t, ok)
+	assert.Equal(t, []string{"-o npv1 -g np-tw-npv1", `-m comment --comment "unknown workload interface" -j DROP`}, n.chain("np-twd"))
+	assert.Empty(t, n.chain("np-tw-cali1"))
+	assert.Empty(t, n.chain("np-tw-eth0"))
+}
+
+// Two workloads that swap interfaces in one pass each get the chains of
+// their new interface, whichever is declared first, and a later pass has
+// nothing to write.
+func TestWorkloadsSwapInterfaces(t *testing.T) {
+	for _, order := range [][2]string{{"a", "b"}, {"b", "a"}} {
+		t.Run(order[0]+" first", func(t *testing.T) {
+			n := newFakeNode(t, ipfamily.IPv4)
+			deny := policy.Workload{ID: order[0], Iface: "npva", Tiers: []policy.TierPolicies{{Name: "k8s", Ingress: []string{"deny"}}}}
+			open := policy.Workload{ID: order[1], Iface: "npvb", Profiles: []string{"open"}}
+			require.NoError(t, n.send(policy.PolicyUpdate{Policy: policy.Policy{ID: "deny"}},
+				policy.ProfileUpdate{Profile: policy.Profile{ID: "open", Ingress: []policy.Rule{{Action: policy.Allow}}}},
+				policy.WorkloadUpdate{Endpoint: deny}, policy.WorkloadUpdate{Endpoint: open}))
+			n.apply()
+			deny.Iface, open.Iface = "npvb", "npva"
+			require.NoError(t, n.send(policy.WorkloadRemove{ID: deny.ID}, policy.WorkloadRemove{ID: open.ID},
+				policy.WorkloadUpdate{Endpoint: deny}, policy.WorkloadUpdate{Endpoint: open}))
+			n.apply()
+			assert.Contains(t, strings.Join(n.chain("np-tw-npvb"), "\n"), "-j np-pi-deny")
+			assert.NotContains(t, strings.Join(n.chain("np-tw-npvb"), "\n"), "np-pri-open")
+			assert.Contains(t, strings.Join(n.chain("np-tw-npva"), "\n"), "-j np-pri-open")
+			assert.NotContains(t, strings.Join(n.chain("np-tw-npva"), "\n"), "np-pi-deny")
+			assert.NotEmpty(t, n.chain("np-fw-npva"))
+			assert.NotEmpty(t, n.chain("np-fw-npvb"))
+			require.NoError(t, n.send())
+			assert.Empty(t, n.plan().Writes, "converged")
+		})
+	}
+}
+
 // A change costs what it changes: one policy changed rewrites only its
 // chain; nothing changed writes nothing.
 func TestUpdatesAreIncremental(t *testing.T) {
