@@ -33,7 +33,10 @@
 // set of every node's underlay address plus Options.ExtraCIDRs on the
 // netfilter.Sets it is given, for rules that accept encapsulated traffic only
 // from known nodes. Its Driver owns the device (see packages vxlan and
-// ipip).
+// ipip). While a link of another kind holds the device's name (someone
+// else's veth called np-vxlan, say), the Driver leaves it alone and fails,
+// and the Manager declares no route through the device: the remote blocks
+// behind the tunnel wait rather than go out of that link unencapsulated.
 //
 // # How it is used
 //

@@ -292,26 +292,36 @@ func (m *Manager) CompleteDeferredWork(ctx context.Context) error {
 
 // declare declares on the Driver the device this node's message asks for
 // given l (none when l is nil or the message gives too little), and
-// reports whether tunnel routes can be declared: there is a device and
-// the Driver took it.
+// reports whether tunnel routes can be declared: there is a device, the
+// Driver took it, and no link of another kind holds its name (the Driver
+// leaves such a link alone, and a route through it would send the pods'
+// traffic out of it unencapsulated).
 func (m *Manager) declare(l *localInfo) bool {
 	var err error
+	kind := ""
 	switch {
 	case m.vx != nil:
 		dev := m.wantVXLAN(l)
 		if err = m.vx.SetDevice(dev); dev == nil {
 			return false
 		}
+		kind = kernel.KindVXLAN
 	case m.ip != nil:
 		dev := m.wantIPIP(l)
 		if err = m.ip.SetDevice(dev); dev == nil {
 			return false
 		}
+		kind = kernel.KindIPIP
 	default:
 		return false
 	}
 	if err != nil {
 		m.o.Logger.Warn("overlay: device refused", "encap", m.o.Encap.String(), "err", err)
+		return false
+	}
+	if have, ok := l.hostView.Link(m.Device()); ok && have.Kind != kind {
+		m.o.Logger.Warn("overlay: a link of another kind holds the device's name: no route through it",
+			"device", m.Device(), "kind", have.Kind, "index", have.Index)
 		return false
 	}
 	return true
