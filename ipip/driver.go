@@ -118,7 +118,7 @@ func (d *Driver) SetDevice(dev *Device) error {
 				return invalidf("device %s: tunnel address: %v", d.opts.Name, err)
 			}
 		}
-		if !tunnel.ValidMTU(cp.MTU) {
+		if !tunnel.ValidMTU(cp.MTU, ipfamily.IPv4) {
 			return invalidf("device %s: MTU %d", d.opts.Name, cp.MTU)
 		}
 		c = &cp

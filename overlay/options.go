@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/nodeplane/nodeplane/clock"
+	"github.com/nodeplane/nodeplane/internal/tunnel"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/mtu"
@@ -155,9 +156,12 @@ type Options struct {
 	// are always routed directly, and CrossSubnet changes nothing.
 	CrossSubnet bool
 	// MTU fixes the device MTU (and the MTU of the routes through it): 0,
-	// or 68 to 65535. Zero derives it: the host MTU of the last mtu.Result
-	// message less the encapsulation's overhead (mtu.VXLAN, mtu.IPIP), or
-	// before any such message the parent's MTU less it.
+	// or 68 (1280 for IPv6) to 65535. Zero derives it: the host MTU of the
+	// last mtu.Result message less the encapsulation's overhead
+	// (mtu.VXLAN, mtu.IPIP), or before any such message the parent's MTU
+	// less it. A derived MTU below the family's least is refused as a set
+	// one would be: the device stays as it was and no route goes through
+	// it until the MTU allows.
 	MTU int
 	// Classes are the route classes; the zero value means
 	// DefaultClasses(Encap).
@@ -220,8 +224,8 @@ func (o *Options) validate() error {
 			return fmt.Errorf("IPIP for an %v manager (IPIP is IPv4 only)", o.Family)
 		}
 	}
-	if o.MTU != 0 && (o.MTU < 68 || o.MTU > 65535) {
-		return fmt.Errorf("MTU %d", o.MTU)
+	if !tunnel.ValidMTU(o.MTU, o.Family) {
+		return fmt.Errorf("MTU %d (%v needs 68 to 65535, IPv6 1280 to 65535)", o.MTU, o.Family)
 	}
 	if o.Classes == (Classes{}) {
 		o.Classes = DefaultClasses(o.Encap)

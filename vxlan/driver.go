@@ -265,7 +265,7 @@ func (d *Driver) checkDevice(dev *Device) error {
 	switch {
 	case dev.VNI > MaxVNI:
 		return invalidf("device %s: VNI %d above %d", d.opts.Name, dev.VNI, MaxVNI)
-	case !tunnel.ValidMTU(dev.MTU):
+	case !tunnel.ValidMTU(dev.MTU, f):
 		return invalidf("device %s: MTU %d", d.opts.Name, dev.MTU)
 	}
 	if err := cluster.CheckHostAddr(f, dev.Local); err != nil {

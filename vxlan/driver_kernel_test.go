@@ -22,6 +22,7 @@ import (
 	"github.com/nodeplane/nodeplane/mtu"
 	"github.com/nodeplane/nodeplane/overlay"
 	"github.com/nodeplane/nodeplane/overlay/overlaytest"
+	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/vxlan"
 )
 
@@ -334,6 +335,21 @@ func TestBadInputRejected(t *testing.T) {
 		_, err := overlay.New(o)
 		require.ErrorIs(t, err, overlay.ErrInvalidOptions, name)
 	}
+	// Below 1280 the kernel turns IPv6 off on a device: refused for an
+	// IPv6 overlay, whose device and routes carry IPv6.
+	tbl6, err := routetable.New(routetable.Options{Kernel: w.ns, Family: vxlan.IPv6, Table: kernel.TableMain})
+	require.NoError(t, err)
+	_, err = overlay.New(overlay.Options{Family: vxlan.IPv6, NodeName: "n", Kernel: w.ns, Routes: tbl6, Encap: vx, MTU: 1279})
+	require.ErrorIs(t, err, overlay.ErrInvalidOptions, "IPv6 MTU 1279")
+	_, err = overlay.New(overlay.Options{Family: vxlan.IPv6, NodeName: "n", Kernel: w.ns, Routes: tbl6, Encap: vx, MTU: 1280})
+	require.NoError(t, err, "IPv6 MTU 1280")
+	d6, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: w.ns, Family: vxlan.IPv6})
+	require.NoError(t, err)
+	require.ErrorIs(t, d6.SetDevice(&vxlan.Device{Local: underlay(vxlan.IPv6, 1), MTU: 1000}), vxlan.ErrInvalidInput)
+	require.NoError(t, d6.SetDevice(&vxlan.Device{Local: underlay(vxlan.IPv6, 1), MTU: 1280}))
+	d4, err := vxlan.NewDriver(vxlan.DriverOptions{Kernel: w.ns, Family: vxlan.IPv4})
+	require.NoError(t, err)
+	require.NoError(t, d4.SetDevice(&vxlan.Device{Local: underlay(vxlan.IPv4, 1), MTU: 1000}), "IPv4 takes an MTU below 1280")
 	d := w.m.Driver().(*vxlan.Driver)
 	require.ErrorIs(t, d.SetDevice(&vxlan.Device{}), vxlan.ErrInvalidInput)
 	require.ErrorIs(t, d.SetDevice(&vxlan.Device{Local: underlay(vxlan.IPv4, 1), VNI: 1 << 24}), vxlan.ErrInvalidInput)

@@ -36,8 +36,9 @@ type Device struct {
 	// unset for none. Other addresses of the family are removed
 	// (link-local ones aside). Changed in place.
 	Address netip.Addr
-	// MTU is the device MTU; 0 keeps the kernel's (the parent's less 50,
-	// 70 over IPv6). Changed in place.
+	// MTU is the device MTU: 68 to 65535 (1280 up for an IPv6 Driver,
+	// whose device carries IPv6); 0 keeps the kernel's (the parent's less
+	// 50, 70 over IPv6). Changed in place.
 	MTU int
 }
 

@@ -3,6 +3,8 @@ package tunnel
 import (
 	"fmt"
 	"net"
+
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // CheckMAC returns why mac cannot be a tunnel endpoint's MAC: it must be
@@ -19,9 +21,17 @@ func CheckMAC(mac net.HardwareAddr) error {
 	return nil
 }
 
-// ValidMTU reports whether m can be a tunnel device's MTU option: 0 (none
-// fixed) or 68 to 65535.
-func ValidMTU(m int) bool { return m == 0 || (m >= 68 && m <= 65535) }
+// ValidMTU reports whether m can be the MTU option of a tunnel device
+// that carries packets of family f: 0 (none fixed), or from the family's
+// minimum — 68 for IPv4, 1280 for IPv6, below which the kernel turns IPv6
+// off on the device and drops its addresses — to 65535.
+func ValidMTU(m int, f ipfamily.Family) bool {
+	least := 68
+	if f == ipfamily.IPv6 {
+		least = 1280
+	}
+	return m == 0 || (m >= least && m <= 65535)
+}
 
 // CheckName returns why name cannot be a node name: it must not be empty.
 func CheckName(name string) error {
