@@ -431,12 +431,13 @@ func opName(k kernel.OpKind) string {
 // fdbOps appends the writes that make the MAC's entry what is wanted: one
 // remote, permanent, given what v holds. A replace of a unicast MAC
 // replaces its first remote in place, so a remote that moves is never
-// missing.
+// missing. An entry nobody wants is deleted only when it is permanent
+// (ours): one that is not was added by someone else, or learnt.
 func (d *Driver) fdbOps(ops []kernel.FDBOp, v *view, idx int, m mac, hw func(mac) net.HardwareAddr) []kernel.FDBOp {
 	h, held := v.fdb[m]
 	dst, want := d.wantFDB(m)
 	if !want {
-		if !held {
+		if !held || !slices.ContainsFunc(h.list(), func(r fdbRemote) bool { return r.perm }) {
 			return ops
 		}
 		return append(ops, kernel.FDBOp{Kind: kernel.OpDelete, Entry: kernel.FDBEntry{LinkIndex: idx, MAC: hw(m)}})

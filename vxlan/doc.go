@@ -10,7 +10,8 @@
 // A Driver owns, in one network namespace, the link named by its device
 // name (np-vxlan and np-vxlan6 by default), the addresses of its family on
 // it (link-local ones aside), and every permanent neighbour and FDB entry
-// on it. It creates the device (VNI 4096 and UDP port 4789 by default,
+// on it (the others, added by someone else or learnt, are left alone). It
+// creates the device (VNI 4096 and UDP port 4789 by default,
 // learning off, parent found from the local underlay address), keeps it in
 // sync — the MTU, MAC, tunnel address and up state are changed in place;
 // only what the kernel will not change in place in this package's kernel
