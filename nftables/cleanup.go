@@ -14,7 +14,9 @@ import (
 // (nil: the process's), with everything in it, in one transaction, so
 // that no rule of ours is left in nftables; nfmigrate.RemoveLeftovers
 // calls it for an agent that switches to package iptables. A table that does not exist is
-// not an error, and then nothing is written. Nothing else is touched. A nil
+// not an error, and then nothing is written. Nothing else is touched. The
+// names iptables-nft gives its tables (IPTablesNFTTables) are refused: its
+// tables are never nodeplane's. A nil
 // ctx is context.Background().
 func RemoveTable(ctx context.Context, k kernel.NFTables, f ipfamily.Family, name string) error {
 	if err := validateTableName(name); err != nil {

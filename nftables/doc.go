@@ -17,7 +17,11 @@
 // by their user data — a comment made of Options.HashPrefix and a
 // 16-character hash of the rule, the rule's own comments after it — never
 // by their position; a rule without our hash in our table (someone's
-// addition) is deleted.
+// addition) is deleted. A table of that name that holds rules, not one of
+// them ours, is another program's (kube-proxy's "kube-proxy", say): the
+// Table writes nothing to it and its Apply and Plan fail with
+// ErrForeignTable. The names iptables-nft gives its tables ("filter",
+// "nat" …, IPTablesNFTTables) are refused by New.
 //
 // Options.Role decides where the table's base chains sit: the role of one
 // of iptables' tables (Filter, NAT, Mangle, Raw), its hooks, chain types

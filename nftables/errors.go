@@ -51,6 +51,11 @@ var (
 	// ErrRefused reports an object whose change the kernel refused: Apply
 	// wrote everything else and tries it again on its own backoff.
 	ErrRefused = errors.New("nftables: change refused by the kernel")
+	// ErrForeignTable reports a table of Options.Name that holds rules and
+	// not one carrying Options.HashPrefix: another program's table of that
+	// name (kube-proxy's, a firewall's). Apply, Plan and RemoveTable write
+	// nothing to it; give the Table another name. It also matches ErrRead.
+	ErrForeignTable = errors.New("nftables: the table of that name is someone else's")
 	// ErrRead reports a failure to read the table from the kernel.
 	ErrRead = errors.New("nftables: reading the table failed")
 	// ErrWrite reports a transaction that failed as a whole (the socket,

@@ -575,3 +575,40 @@ func TestKernelOverlappingRangesRefusedAlike(t *testing.T) {
 		assert.Contains(t, out, x.text)
 	}
 }
+
+// A Table named after another program's table (kube-proxy's here) writes
+// nothing to it: Plan and Apply fail with ErrForeignTable and every table
+// stays as it was; iptables-nft's names are refused outright, by New and
+// by RemoveTable. A table of that name that holds no rule (nothing to
+// lose) is taken over, as a table of ours with empty chains is.
+func TestKernelForeignTableOfTheSameName(t *testing.T) {
+	e := newKenv(t)
+	state := foreignState(t, e)
+	before := state()
+	o := kopts(e, ipfamily.IPv4)
+	o.Name = "kube-proxy"
+	tbl := newTable(t, o)
+	declareBasic(t, tbl)
+	_, err := tbl.Plan(context.Background())
+	require.ErrorIs(t, err, nftables.ErrForeignTable)
+	_, err = tbl.Apply(context.Background())
+	require.ErrorIs(t, err, nftables.ErrForeignTable)
+	require.ErrorIs(t, err, nftables.ErrRead)
+	assert.ErrorContains(t, err, "choose another Options.Name")
+	assert.Equal(t, before, state(), "kube-proxy's table and the others are untouched")
+
+	for _, name := range nftables.IPTablesNFTTables {
+		o.Name = name
+		_, err := nftables.New(o)
+		require.ErrorIs(t, err, nftables.ErrInvalidOptions, name)
+		require.ErrorIs(t, nftables.RemoveTable(context.Background(), e.k, ipfamily.IPv4, name), nftables.ErrInvalidOptions, name)
+	}
+	assert.Equal(t, before, state())
+
+	e.nftInput(t, "table ip empty {\n\tchain c {\n\t}\n}\n")
+	o.Name = "empty"
+	tbl = newTable(t, o)
+	declareBasic(t, tbl)
+	apply(t, tbl)
+	assert.NotContains(t, e.nft(t, "list", "table", "ip", "empty"), "chain c ", "the rule-less table was taken over")
+}

@@ -3,6 +3,7 @@ package nftables
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,8 +148,13 @@ type Options struct {
 	// ("ip" for IPv4, "ip6" for IPv6). Everything in it is the Table's:
 	// chains, rules and sets it did not declare are deleted. 1 to
 	// MaxTableNameLength letters, digits and "_-.", starting with a
-	// letter. Give each Table its own name: two Tables (of two roles, or
-	// two agents) on one name would delete each other's work.
+	// letter, and none of the names iptables-nft gives its tables
+	// (IPTablesNFTTables: "filter", "nat" …), which hold iptables' rules,
+	// kube-proxy's among them. Give each Table its own name: two Tables
+	// (of two roles, or two agents) on one name would delete each other's
+	// work. A table of that name that holds rules, none of them carrying
+	// HashPrefix, is someone else's: the Table neither writes nor deletes
+	// it (ErrForeignTable).
 	Name string
 	// Family is IPv4 (table family ip) or IPv6 (ip6).
 	Family ipfamily.Family
@@ -260,10 +266,18 @@ func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
+// IPTablesNFTTables are the names of the tables iptables-nft (and so
+// kube-proxy's iptables mode on it) keeps in the ip and ip6 families: no
+// Table takes them (Options.Name).
+var IPTablesNFTTables = []string{"filter", "nat", "mangle", "raw", "security"}
+
 // validateTableName checks a table name (Options.Name, RemoveTable).
 func validateTableName(name string) error {
 	if name == "" || len(name) > MaxTableNameLength {
 		return fmt.Errorf("%w: table name %q must be 1 to %d characters", ErrInvalidOptions, name, MaxTableNameLength)
+	}
+	if slices.Contains(IPTablesNFTTables, name) {
+		return fmt.Errorf("%w: table name %q is iptables-nft's: its table holds iptables' rules (kube-proxy's among them); choose another", ErrInvalidOptions, name)
 	}
 	if c := name[0]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
 		return fmt.Errorf("%w: table name %q does not start with a letter", ErrInvalidOptions, name)

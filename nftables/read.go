@@ -80,7 +80,27 @@ func (t *Table) read(s kernel.NFTablesSocket) (*kstate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: table %s %s: %w", ErrRead, familyName(t.opts.Family), t.opts.Name, err)
 	}
+	if n := k.foreignRules(); n > 0 {
+		return nil, fmt.Errorf("%w: %w: table %s %s holds %d rules and none carries the hash prefix %q: it is another program's; choose another Options.Name",
+			ErrRead, ErrForeignTable, familyName(t.opts.Family), t.opts.Name, n, t.opts.HashPrefix)
+	}
 	return k, nil
+}
+
+// foreignRules returns how many rules the table holds when not one of them
+// is ours, else 0: a table of ours holds our rules, or none (its chains
+// declared empty, or nothing written yet).
+func (k *kstate) foreignRules() int {
+	n := 0
+	for _, c := range k.chains {
+		for _, r := range c.rules {
+			if r.hash != "" {
+				return 0
+			}
+			n++
+		}
+	}
+	return n
 }
 
 func (t *Table) readOnce(s kernel.NFTablesSocket) (*kstate, error) {
