@@ -518,6 +518,30 @@ func TestKernelCNIStaleSandboxReplaced(t *testing.T) {
 	require.NoError(t, n.check(cur.rt()))
 }
 
+// A container's attachment is never replaced by the same container: the
+// same ADD again, or the network on a second interface of the pod (its
+// host side would take the same name), fails before any address is
+// reserved and leaves the first attachment working.
+func TestKernelCNISameContainerRefused(t *testing.T) {
+	n := newNode(t, "1.1.0", nil, rangeOf(subnet4, 3), rangeOf(subnet6, 3))
+	p := n.newPod("web-0", "c-1")
+	_, err := n.add(p.rt())
+	require.NoError(t, err)
+	want := []netip.Addr{nth(subnet4, 0), nth(subnet6, 0)}
+	again := p.rt()
+	second := p.rt()
+	second.IfName = "net1"
+	for what, rt := range map[string]*libcni.RuntimeConf{"the same ADD again": again, "a second interface": second} {
+		_, err = n.add(rt)
+		require.ErrorContains(t, err, "attached to this container already, as eth0", what)
+		n.requireAttached(p, want, 1500)
+		require.Equal(t, want, n.reserved(), what)
+		require.NoError(t, n.check(p.rt()), what)
+	}
+	_, err = p.ns.Handle().LinkByName("net1")
+	require.ErrorAs(t, err, new(netlink.LinkNotFoundError), "no second interface in the pod")
+}
+
 // GC deletes the veths and releases the addresses of the attachments not in
 // cni.dev/valid-attachments and keeps the valid ones; interfaces marked for
 // another network are not touched. IPv4 only: no IPv6 address, route or

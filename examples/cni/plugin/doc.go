@@ -42,8 +42,11 @@
 //     releases the addresses, so a retried ADD starts from nothing. A
 //     host-side name held by an earlier attachment of this network (a
 //     sandbox of the same pod whose DEL never came) is replaced; one held
-//     by an interface that is not the plugin's fails the ADD and is left
-//     alone. A CNI_NETNS that is the plugin's own namespace is refused.
+//     by an interface that is not the plugin's, or by this container's
+//     attachment of the network (the same ADD again, or another CNI_IFNAME:
+//     a pod has one host-side name), fails the ADD, before any address is
+//     reserved, and is left alone. A CNI_NETNS that is the plugin's own
+//     namespace is refused.
 //   - DEL: deletes the host-side veth of this attachment (found by name,
 //     or by its alias when CNI_ARGS lacks the pod's name; the kernel removes
 //     the pod side with it) and releases the addresses. It never enters the

@@ -51,11 +51,14 @@ func deleteLink(h *netlink.Handle, l netlink.Link) error {
 	return nil
 }
 
-// clearHostName makes name free for a new attachment of network: a veth the
-// plugin made for an earlier attachment of network (a sandbox of the same
-// pod whose DEL never came) is deleted; an interface that is not the
-// plugin's is an error, and left alone.
-func clearHostName(h *netlink.Handle, name, network string) error {
+// clearHostName makes name free for a new attachment of network to
+// container: a veth the plugin made for an earlier attachment of network
+// (a sandbox of the same pod whose DEL never came: another container) is
+// deleted. An interface that is not the plugin's is an error, and so is
+// one of this container's (the same attachment added again, or the
+// network on another interface of the pod: the pod has one host-side
+// name): both are left alone.
+func clearHostName(h *netlink.Handle, name, network, container string) error {
 	l, err := linkByName(h, name)
 	if err != nil || l == nil {
 		return err
@@ -63,6 +66,10 @@ func clearHostName(h *netlink.Handle, name, network string) error {
 	a, err := parseAlias(l.Attrs().Alias)
 	if err != nil || a.network != network {
 		return fmt.Errorf("host-side interface %s exists and is not this network's (alias %q): left alone", name, l.Attrs().Alias)
+	}
+	if a.containerID == container {
+		return fmt.Errorf("network %s is attached to this container already, as %s (host side %s): "+
+			"a pod gets one attachment of it; DEL that one first", network, a.ifName, name)
 	}
 	return deleteLink(h, l)
 }

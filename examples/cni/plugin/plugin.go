@@ -98,7 +98,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	defer at.close()
 	hostName, alias, podNS, h, ph := at.hostName, at.alias, at.podNS, at.h, at.ph
-	if err := clearHostName(h, hostName, conf.Name); err != nil {
+	if err := clearHostName(h, hostName, conf.Name, args.ContainerID); err != nil {
 		return err
 	}
 
