@@ -65,6 +65,10 @@ type kstate struct {
 	adopted    map[feKey]uint32 // service IDs found in the frontend map at start
 	adoptedOK  bool
 	unclaimed  map[uint32]bool // adopted IDs no service has claimed yet
+	// lastID is the service ID handed out last (grabID), lastIDSaved the
+	// one np_svc_stats holds under key 0 (saveLastID).
+	lastID, lastIDSaved uint32
+	statsSweepDue       bool // a resync came: sweepServiceStats at the next Apply
 	// capped are the frontends written with fewer backends than they have,
 	// because the writes of the others failed, with their full value.
 	capped map[feKey]feVal
@@ -369,6 +373,11 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 	}
 	feUsed, beUsed, srcUsed, mgUsed := k.feSync.Used(), k.beSync.Used(), k.srcSync.Used(), k.mgSync.Used()
 	errs := p.writeMaps(ctx)
+	defer p.saveLastID()
+	if k.statsSweepDue {
+		p.sweepServiceStats()
+		k.statsSweepDue = false
+	}
 	if p.refused.Len() > 0 && (k.feSync.Used() < feUsed || k.beSync.Used() < beUsed || k.srcSync.Used() < srcUsed || k.mgSync.Used() < mgUsed) {
 		// The stale entries deleted made room: the waiting services are
 		// declared again, and the maps written again with those that fit.
@@ -396,6 +405,9 @@ func (p *Proxy) Apply(ctx context.Context) (dataplane.ApplyResult, error) {
 // resync remakes is made by Apply (linksDirDue).
 func (p *Proxy) prepare(ctx context.Context) error {
 	k := p.k
+	if p.resync && k.adoptedOK {
+		k.statsSweepDue = true // by Apply (a Plan writes nothing)
+	}
 	if p.resync {
 		p.resync = false
 		k.feSync.QueueResync()
@@ -414,11 +426,14 @@ func (p *Proxy) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: reading the frontends: %w", p.o.Name, err)
 		}
+		k.lastID = k.savedLastID()
+		k.lastIDSaved = k.lastID
 		// Every ID found is held back until the services that had it claim
 		// it (declare releases the rest), so a new service never takes an
 		// ID an existing one is about to claim back.
 		for key, v := range cur {
 			k.adopted[key] = v.SvcID
+			k.lastID = max(k.lastID, v.SvcID)
 			if !k.unclaimed[v.SvcID] && k.ids.Contains(v.SvcID) && k.ids.Reserve(v.SvcID) == nil {
 				k.unclaimed[v.SvcID] = true
 			}
@@ -500,7 +515,7 @@ func (p *Proxy) declare() {
 	k := p.k
 	for id := range k.unclaimed {
 		// IDs found in the map that no service claimed on the first pass.
-		_ = k.ids.Release(id)
+		k.releaseID(id)
 	}
 	clear(k.unclaimed)
 }
@@ -705,7 +720,7 @@ func (p *Proxy) write(name string, s *svc) {
 		}
 		if len(fes) == 0 {
 			if id := s.ids[fam]; id != 0 {
-				_ = k.ids.Release(id)
+				k.releaseID(id)
 				s.ids[fam] = 0
 			}
 			continue
@@ -848,7 +863,7 @@ func (p *Proxy) idFor(s *svc, fam int, fes []frontend) (uint32, error) {
 			return id, nil
 		}
 	}
-	id, err := k.ids.Grab()
+	id, err := k.grabID()
 	if err != nil {
 		return 0, err
 	}
@@ -856,13 +871,112 @@ func (p *Proxy) idFor(s *svc, fam int, fes []frontend) (uint32, error) {
 	return id, nil
 }
 
+// maxServiceID is the largest service ID (0 is none, and the key under
+// which np_svc_stats keeps the last ID handed out).
+const maxServiceID = math.MaxUint32 - 1
+
+// grabID hands out the free service ID that follows the last one handed
+// out, wrapping from maxServiceID to 1: an ID is not given again until
+// every other has been. A removed service's connections outlive it (their
+// entries carry its ID, and the programs count their packets under it),
+// so a new service must not take its ID and its traffic.
+func (k *kstate) grabID() (uint32, error) {
+	if k.ids.Free() == 0 {
+		return k.ids.Grab() // the allocator's own error
+	}
+	for id := k.lastID; ; {
+		if id++; id == 0 || id > maxServiceID {
+			id = 1
+		}
+		if k.ids.Reserve(id) == nil {
+			k.lastID = id
+			return id, nil
+		}
+	}
+}
+
+// releaseID gives a service ID back and deletes its counters.
+func (k *kstate) releaseID(id uint32) {
+	_ = k.ids.Release(id)
+	_ = k.svcStats.Delete(&id)
+}
+
 func (p *Proxy) releaseIDs(s *svc) {
 	for fam, id := range s.ids {
 		if id != 0 {
-			_ = p.k.ids.Release(id)
-			_ = p.k.svcStats.Delete(&id) // its counters go with it
+			p.k.releaseID(id) // its counters go with it
 		}
 		s.ids[fam] = 0
+	}
+}
+
+// savedLastID reads the last ID handed out, as saveLastID left it under key
+// 0 of np_svc_stats (Conns on any CPU); 0 when none is there.
+func (k *kstate) savedLastID() uint32 {
+	var per []svcStats
+	zero := uint32(0)
+	if k.svcStats.Lookup(&zero, &per) != nil {
+		return 0
+	}
+	last := uint64(0)
+	for _, v := range per {
+		last = max(last, v.Conns)
+	}
+	return uint32(min(last, maxServiceID))
+}
+
+// saveLastID keeps the last ID handed out in np_svc_stats, where the next
+// agent finds it (the programs count no service 0), so that it does not
+// hand out again the ID of a service removed before it started. A failed
+// write is logged: it risks only that.
+func (p *Proxy) saveLastID() {
+	k := p.k
+	if k.lastID == k.lastIDSaved {
+		return
+	}
+	n, err := ebpf.PossibleCPU()
+	if err == nil {
+		per := make([]svcStats, n)
+		per[0].Conns = uint64(k.lastID)
+		zero := uint32(0)
+		err = k.svcStats.Put(&zero, per)
+	}
+	if err != nil {
+		p.log.Warn("proxy: saving the last service ID failed", "name", p.o.Name, "err", err)
+		return
+	}
+	k.lastIDSaved = k.lastID
+}
+
+// sweepServiceStats deletes the counters of IDs no service holds: the
+// programs make an ID's entry again when a connection of a removed
+// service outlives it (they count its packets), and nothing else would
+// remove it. Run at a resync, not at every Apply.
+func (p *Proxy) sweepServiceStats() {
+	k := p.k
+	live := map[uint32]bool{0: true}
+	for id := range k.unclaimed {
+		live[id] = true
+	}
+	for _, s := range p.services {
+		for _, id := range s.ids {
+			live[id] = true
+		}
+	}
+	// Keys only (NextKey), no values: then the deletes, not to disturb the
+	// walk.
+	var stale []uint32
+	var key, next uint32
+	var at any // nil: the first key
+	for k.svcStats.NextKey(at, &next) == nil {
+		if !live[next] {
+			stale = append(stale, next)
+		}
+		key = next
+		at = &key
+	}
+	for _, id := range stale {
+		_ = k.svcStats.Delete(&id)
 	}
 }
 

@@ -127,8 +127,12 @@ func (c *ctShared) update(f func(*ConntrackStatus)) {
 // families): the connections they sent to a backend, the packets and
 // bytes they translated both ways (none for a connection translated at
 // connect(): see "Connect-time translation" in the package documentation),
-// and the connections refused for want of a ready backend. They count from the service's first write and survive
-// restarts of the agent (the map is pinned); they go with the service.
+// and the connections refused for want of a ready backend. They count
+// from the service's first write and survive restarts of the agent (the
+// map is pinned); they go with the service. A removed service's
+// connections that go on (TCP keeps its backend) count into no service:
+// a service's ID (under which the programs count) is not handed out again
+// until every other has been, by this agent or the next.
 type ServiceCounters struct {
 	// Connections counts the connections sent to a backend.
 	Connections uint64

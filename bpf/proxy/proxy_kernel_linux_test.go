@@ -630,11 +630,19 @@ func testKernelProxyPodReachesItselfAsOnlyBackend(t *testing.T, mode AttachMode)
 		got := spread(t, client.NS, netip.AddrPortFrom(cip, 80), 5)
 		assert.Equal(t, map[string]int{client.Name: 5}, got, "whoami through %v", cip)
 
+		echo := fmt.Sprintf("default/self-v6=%v:echo", cip.Is6())
+		before := p.Counters()[echo]
 		c := dial(t, client.NS, netip.AddrPortFrom(cip, 81))
 		assert.Equal(t, netip.AddrPortFrom(cip, 81).String(), c.RemoteAddr().String())
 		for i := range 5 {
 			require.NoError(t, exchange(c), "echo round trip %d through %v", i, cip)
 		}
+		// Both ways counted: the client sent at most 12 packets (SYN,
+		// ACK, five requests, five ACKs), the server at least 6 (SYN-ACK,
+		// five answers).
+		after := p.Counters()[echo]
+		assert.Equal(t, before.Connections+1, after.Connections, "through %v", cip)
+		assert.GreaterOrEqual(t, after.Packets-before.Packets, uint64(13), "the server's answers are counted through %v: %+v", cip, after)
 		// The hairpin reverse entry says the server answered (the
 		// scanner keeps the connection for the established timeout).
 		replied := false
@@ -653,6 +661,54 @@ func testKernelProxyPodReachesItselfAsOnlyBackend(t *testing.T, mode AttachMode)
 	for _, cip := range []netip.Addr{clusterV4, clusterV6} {
 		assert.Equal(t, map[string]int{client.Name: 3}, spread(t, other.NS, netip.AddrPortFrom(cip, 80), 3))
 	}
+}
+
+// A removed service's connection outlives it (TCP keeps its backend) and
+// its packets are counted under its old ID: a service made afterwards, by
+// this agent or by the next one, gets another ID and counts only its own
+// traffic; the stale counters go at the next resync.
+func TestKernelProxyRemovedServiceCountsIntoNoOther(t *testing.T) {
+	r := newProxyRig(t)
+	p := r.proxy(t)
+	client := r.topo.Hosts[0].Pods[0].NS
+	old := cluster.Service{Name: "default/old:echo", Port: 81, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backendsAt(false, echoPort)}
+	p.OnUpdate(old)
+	apply(t, p)
+	oldID := p.services[old.Name].ids[0]
+	c := dial(t, client, netip.AddrPortFrom(clusterV4, 81))
+	require.NoError(t, exchange(c))
+	p.OnUpdate(cluster.ServiceRemove{Name: old.Name})
+	apply(t, p)
+	require.NoError(t, exchange(c), "the removed service's connection goes on")
+
+	zero := ServiceCounters{}
+	for i, name := range []string{"default/new:echo", "default/after-restart:echo"} {
+		if i == 1 { // the next agent on the same pins
+			require.NoError(t, p.Close())
+			var err error
+			p, err = New(r.options())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
+			r.feed(t, p)
+			p.OnUpdate(cluster.Service{Name: "default/new:echo", Port: 82, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backendsAt(false, echoPort)})
+		}
+		s := cluster.Service{Name: name, Port: uint16(83 + i), ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backendsAt(false, echoPort)}
+		p.OnUpdate(s)
+		apply(t, p)
+		assert.NotEqual(t, oldID, p.services[name].ids[0], "%s: the removed service's ID is not handed out again", name)
+		assert.Equal(t, zero, p.Counters()[name], "%s starts from nothing", name)
+		for range 3 {
+			require.NoError(t, exchange(c))
+		}
+		assert.Equal(t, zero, p.Counters()[name], "%s does not count the removed service's connection", name)
+	}
+	var per []svcStats
+	require.NoError(t, p.k.svcStats.Lookup(&oldID, &per), "the programs count the old connection under its ID")
+	p.QueueResync()
+	apply(t, p)
+	require.ErrorIs(t, p.k.svcStats.Lookup(&oldID, &per), ebpf.ErrKeyNotExist, "a resync sweeps the counters of an ID no service holds")
+	require.NoError(t, exchange(c))
+	require.NoError(t, c.Close())
 }
 
 // What someone else does to the maps is repaired at the next resync; a

@@ -911,6 +911,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 		ct->last_seen = bpf_ktime_get_coarse_ns();
 		if (!(ct->flags & NP_CT_REPLIED))
 			ct->flags |= NP_CT_REPLIED; // the scanner's timeouts see an answered connection
+		np_svc_count(ct->svc_id, skb->len, 0, 0); // a reply, counted as np_reverse counts one
 		__builtin_memcpy(fe_addr, ct->addr, 16);
 		__builtin_memcpy(client, p.key.src, 16);
 		if (np_is_v4mapped(fe_addr) == p.v6)
