@@ -499,10 +499,15 @@ func (c *Cluster) Validate() error {
 		}
 	}
 	healthPorts := map[uint16]string{}
+	services := map[string]bool{}
 	for i, s := range c.Services {
-		if s.Name == "" {
+		switch {
+		case s.Name == "":
 			bad("service %d has no name", i)
+		case services[s.Key()]:
+			bad("service %q is listed twice", s.Key())
 		}
+		services[s.Key()] = true
 		for _, problem := range s.problems() {
 			bad("service %q: %s", s.Key(), problem)
 		}

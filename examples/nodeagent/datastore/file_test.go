@@ -275,6 +275,15 @@ func TestParseRejectsServiceTraffic(t *testing.T) {
 			`endpoint 10.0.0.1: port "http" is 0`},
 		{"endpoint port twice", `- {name: s, ports: [{name: http, port: 80}], endpoints: [{ip: 10.0.0.1, ports: [{name: http, port: 1}, {name: http, port: 2}]}]}`,
 			`endpoint 10.0.0.1: port "http" is listed twice`},
+		{"service twice", "- {namespace: x, name: s, clusterIPs: [10.96.0.1], ports: [{port: 80}]}\n- {namespace: x, name: s, clusterIPs: [10.96.0.2], ports: [{port: 80}]}",
+			`service "x/s" is listed twice`},
+		{"port twice", `- {name: s, ports: [{name: a, port: 80}, {name: b, port: 80, protocol: TCP}]}`, "port 80/TCP is listed twice"},
+		{"two unnamed ports", `- {name: s, ports: [{port: 80}, {port: 80, protocol: UDP}]}`,
+			"port 1 (80/UDP): another port has no name either"},
+		{"port name twice", `- {name: s, ports: [{name: dns, port: 53}, {name: dns, port: 53, protocol: UDP}]}`, `port name "dns" is used twice`},
+		{"port 0", `- {name: s, ports: [{name: a}]}`, "port 0: the port is 0"},
+		{"protocol", `- {name: s, ports: [{port: 80, protocol: tcp}]}`, `port 0: protocol "tcp" is none of TCP, UDP and SCTP`},
+		{"port name", `- {name: s, ports: [{name: "-x", port: 80}]}`, `port 0: "-x" is not a port name`},
 	} {
 		_, err := datastore.Parse([]byte(head + tc.services))
 		if !errors.Is(err, datastore.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {

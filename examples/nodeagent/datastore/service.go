@@ -54,9 +54,35 @@ func (s Service) problems() []string {
 	default:
 		bad("trafficDistribution %q is none of %s and %s", s.TrafficDistribution, TrafficDistributionPreferSameZone, TrafficDistributionPreferClose)
 	}
+	// Each port a number and a protocol, no number twice for one
+	// protocol, and each name (or its absence: the proxy names an unnamed
+	// port by its number) once.
 	names := map[string]bool{}
-	for _, p := range s.Ports {
-		names[p.Name] = true
+	type portKey struct {
+		port     uint16
+		protocol string
+	}
+	numbers := map[portKey]bool{}
+	for i, p := range s.Ports {
+		k := portKey{p.Port, p.Protocol}
+		if k.protocol == "" {
+			k.protocol = "TCP"
+		}
+		switch {
+		case !protocolValid(p.Protocol):
+			bad("port %d: protocol %q is none of TCP, UDP and SCTP", i, p.Protocol)
+		case p.Port == 0:
+			bad("port %d: the port is 0", i)
+		case p.Name != "" && !validPortName(p.Name):
+			bad("port %d: %q is not a port name", i, p.Name)
+		case names[p.Name] && p.Name == "":
+			bad("port %d (%d/%s): another port has no name either", i, p.Port, k.protocol)
+		case names[p.Name]:
+			bad("port name %q is used twice", p.Name)
+		case numbers[k]:
+			bad("port %d/%s is listed twice", p.Port, k.protocol)
+		}
+		names[p.Name], numbers[k] = true, true
 	}
 	seen := map[netip.Addr]bool{}
 	for i, e := range s.Endpoints {
