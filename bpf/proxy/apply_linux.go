@@ -1009,7 +1009,8 @@ func (p *Proxy) Close() error {
 // and removes the maps: everything in Options.PinDir that the Proxy made.
 // When it returns, no program of the Proxy is attached any more.
 // It works on a Proxy that never applied (after a restart, say) and leaves
-// anything else in PinDir alone. A PinDir that does not exist has nothing
+// anything else in PinDir alone; PinDir itself goes when nothing else is
+// in it (unless it is where the bpffs is mounted). A PinDir that does not exist has nothing
 // to clean up; one that is not on a bpffs holds nothing of the Proxy's,
 // and Cleanup refuses it (maps.ErrNotBPFFS) without touching it.
 func (p *Proxy) Cleanup(ctx context.Context) error {
@@ -1044,6 +1045,7 @@ func (p *Proxy) Cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	_ = os.Remove(p.o.PinDir) // only when empty, and not a mount point
 	for n, s := range p.services {
 		s.fes, s.bes, s.srcs, s.mgs, s.ids = nil, nil, nil, nil, [2]uint32{}
 		p.dirty[n] = true

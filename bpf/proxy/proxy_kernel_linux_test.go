@@ -663,6 +663,33 @@ func testKernelProxyPodReachesItselfAsOnlyBackend(t *testing.T, mode AttachMode)
 	}
 }
 
+// Cleanup removes PinDir when it holds nothing else, and leaves it, with
+// what someone else put there, when it does.
+func TestKernelProxyCleanupRemovesEmptyPinDir(t *testing.T) {
+	r := newProxyRig(t)
+	for _, foreign := range []bool{false, true} {
+		o := r.options()
+		o.PinDir = filepath.Join(r.pinDir, fmt.Sprintf("agent-%v", foreign))
+		p, err := New(o)
+		require.NoError(t, err)
+		r.feed(t, p)
+		p.OnUpdate(cluster.Service{Name: "default/web:http", Port: 80, ClusterIPs: []netip.Addr{clusterV4}, Backends: r.backends(false)})
+		apply(t, p)
+		if foreign {
+			require.NoError(t, os.Mkdir(filepath.Join(o.PinDir, "theirs"), 0o700))
+		}
+		require.NoError(t, p.Cleanup(context.Background()))
+		entries, err := os.ReadDir(o.PinDir)
+		if !foreign {
+			require.ErrorIs(t, err, os.ErrNotExist, "PinDir holds %v", entries)
+			continue
+		}
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		assert.Equal(t, "theirs", entries[0].Name())
+	}
+}
+
 // A removed service's connection outlives it (TCP keeps its backend) and
 // its packets are counted under its old ID: a service made afterwards, by
 // this agent or by the next one, gets another ID and counts only its own
