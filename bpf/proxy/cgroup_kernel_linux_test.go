@@ -573,11 +573,19 @@ func TestKernelProxyConnectTimeDropped(t *testing.T) {
 }
 
 // A cgroup that does not exist fails the connect-time hooks alone: each
-// is an ErrAttach partial error, the tc programs work.
+// is an ErrAttach partial error, the tc programs work. A directory that is not on a cgroup v2 file system fails them the same
+// way, with an error that says so.
 func TestKernelProxyConnectTimeMissingCgroup(t *testing.T) {
+	t.Run("missing", func(t *testing.T) {
+		testConnectTimeBadCgroup(t, filepath.Join(cgroup2Mount(t), fmt.Sprintf("nodeplane-test-%d-missing", os.Getpid())), "no such file")
+	})
+	t.Run("not cgroup v2", func(t *testing.T) { testConnectTimeBadCgroup(t, t.TempDir(), "not on a cgroup v2 file system") })
+}
+
+func testConnectTimeBadCgroup(t *testing.T, dir, why string) {
 	r := newProxyRig(t)
 	o := r.options()
-	o.Cgroup = filepath.Join(cgroup2Mount(t), fmt.Sprintf("nodeplane-test-%d-missing", os.Getpid()))
+	o.Cgroup = dir
 	p, err := New(o)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Cleanup(context.Background()) })
@@ -589,6 +597,7 @@ func TestKernelProxyConnectTimeMissingCgroup(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	assert.ErrorIs(t, err, ErrAttach)
 	assert.Contains(t, err.Error(), o.Cgroup)
+	assert.Contains(t, err.Error(), why)
 	assert.NotZero(t, res.RetryAfter)
 	assert.Equal(t, len(cgroupHooks), pe.Failed, "one failure per hook")
 	assert.Equal(t, len(cgroupHooks), p.Stats().Failing)

@@ -190,6 +190,13 @@ func cgroupID(dir string) (uint64, error) {
 	if !fi.IsDir() {
 		return 0, fmt.Errorf("%s is not a directory", dir)
 	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return 0, fmt.Errorf("%s: %w", dir, err)
+	}
+	if fs.Type != unix.CGROUP2_SUPER_MAGIC {
+		return 0, fmt.Errorf("%s is not on a cgroup v2 file system (the connect-time programs attach to a cgroup v2 directory)", dir)
+	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, fmt.Errorf("%s: no inode number", dir)
