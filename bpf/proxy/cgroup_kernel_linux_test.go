@@ -573,8 +573,9 @@ func TestKernelProxyConnectTimeDropped(t *testing.T) {
 }
 
 // A cgroup that does not exist fails the connect-time hooks alone: each
-// is an ErrAttach partial error, the tc programs work. A directory that is not on a cgroup v2 file system fails them the same
-// way, with an error that says so.
+// is an ErrAttach partial error, the tc programs work. A directory that is
+// not on a cgroup v2 file system fails them the same way, with an error
+// that says so.
 func TestKernelProxyConnectTimeMissingCgroup(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
 		testConnectTimeBadCgroup(t, filepath.Join(cgroup2Mount(t), fmt.Sprintf("nodeplane-test-%d-missing", os.Getpid())), "no such file")
