@@ -65,6 +65,9 @@ func (e Endpoint) Validate() error {
 		if !p.IsValid() || !f.Valid() {
 			return bad("invalid address %v", p)
 		}
+		if p.Addr().Is4In6() || p.Addr().Zone() != "" {
+			return bad("address %v: an IPv4 address mapped into IPv6, or one with a zone (give IPv4 as IPv4)", p)
+		}
 		if err := f.CheckNet(p); err != nil {
 			return errs.Also(bad("%s has host bits set (the network is %s)", p, p.Masked()), err)
 		}
@@ -81,7 +84,8 @@ func (e Endpoint) Validate() error {
 			return errs.Also(bad("floating IP %v and %v are of different families", n.Floating, n.Internal), ipfamily.ErrWrongFamily)
 		case n.Floating == n.Internal:
 			return bad("floating IP %v is the internal address", n.Floating)
-		case n.Floating.IsUnspecified() || n.Internal.IsUnspecified() || n.Floating.IsMulticast() || n.Internal.IsMulticast():
+		case n.Floating.IsUnspecified() || n.Internal.IsUnspecified() || n.Floating.IsMulticast() || n.Internal.IsMulticast() ||
+			n.Floating.Is4In6() || n.Floating.Zone() != "":
 			return bad("floating IP %v -> %v: not a unicast address", n.Floating, n.Internal)
 		case !slices.ContainsFunc(e.Addrs, func(p netip.Prefix) bool { return p.Contains(n.Internal) }):
 			return bad("floating IP %v -> %v: %v is none of the endpoint's addresses", n.Floating, n.Internal, n.Internal)

@@ -43,6 +43,8 @@ func TestEndpointValidate(t *testing.T) {
 		{with(func(e *cluster.Endpoint) { e.Addrs = []netip.Prefix{{}} }), `cluster: invalid endpoint "default/web-0": invalid address invalid Prefix`, nil},
 		{with(func(e *cluster.Endpoint) { e.Addrs = []netip.Prefix{netip.MustParsePrefix("10.244.1.5/24")} }),
 			`cluster: invalid endpoint "default/web-0": 10.244.1.5/24 has host bits set (the network is 10.244.1.0/24)`, ipfamily.ErrHostBits},
+		{with(func(e *cluster.Endpoint) { e.Addrs = []netip.Prefix{netip.MustParsePrefix("::ffff:10.244.1.7/128")} }),
+			`cluster: invalid endpoint "default/web-0": address ::ffff:10.244.1.7/128: an IPv4 address mapped into IPv6`, nil},
 		{with(func(e *cluster.Endpoint) { e.MAC = net.HardwareAddr{1, 0, 0, 0, 0, 1} }),
 			`cluster: invalid endpoint "default/web-0": MAC 01:00:00:00:00:01 is not a 6-byte unicast address`, nil},
 		{with(func(e *cluster.Endpoint) { e.MAC = net.HardwareAddr{2, 0, 0, 0, 0} }),

@@ -530,6 +530,11 @@ func (m *Manager) afterRoutes(err error) {
 		complete = pe.Failed+pe.Waiting <= len(pe.Errs)
 	}
 	for _, e := range m.eps {
+		if _, pending := m.dirty[e.u.Iface]; pending {
+			// The Table refused the interface's routes: none was written.
+			e.routesOK = false
+			continue
+		}
 		switch ferr, bad := failed[e]; {
 		case bad:
 			e.routesOK, e.routeErr = false, ferr

@@ -348,6 +348,7 @@ func TestInvalidEndpoint(t *testing.T) {
 		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, MAC: net.HardwareAddr{1, 2, 3}},
 		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, MAC: net.HardwareAddr{1, 0, 0, 0, 0, 1}},
 		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{{}}},
+		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p, netip.MustParsePrefix("::ffff:10.244.1.7/128")}}, // the IPv6 Manager's kind of address, refused by both
 		{ID: "a", Iface: "np1", Addrs: []netip.Prefix{p}, FloatingIPs: []cluster.NAT{{Floating: netip.MustParseAddr("198.51.100.10"), Internal: netip.MustParseAddr("fd00::1")}}},
 	} {
 		sts, _, err := r.pass(bad)
