@@ -9,7 +9,8 @@
 //
 //   - two ip sets (hash:net) in its Sets driver: every pool (AllPoolsSet,
 //     "all-pools" by default) and the pools that masquerade
-//     (MasqPoolsSet, "masq-pools");
+//     (MasqPoolsSet, "masq-pools"); a pool of every address (a /0, which
+//     a hash:net set cannot hold) is its two halves there;
 //   - one chain in its nat Table, Options.Chain, holding one rule:
 //     from a masquerading pool, to a destination in no pool, MASQUERADE
 //     with --random-fully (Options.NoRandomFully leaves it out for old

@@ -107,6 +107,30 @@ func TestPoolsAndRule(t *testing.T) {
 	}
 }
 
+// A pool of every address (a /0, which a hash:net set cannot hold) is
+// declared as its two halves, in both families, and the other pools'
+// changes go on being written.
+func TestPoolOfEveryAddress(t *testing.T) {
+	for _, tc := range []struct {
+		f           ipfamily.Family
+		every, more string
+		halves      []string
+	}{
+		{ipfamily.IPv4, "0.0.0.0/0", "10.200.0.0/16", []string{"0.0.0.0/1", "128.0.0.0/1"}},
+		{ipfamily.IPv6, "::/0", "fd00:200::/64", []string{"::/1", "8000::/1"}},
+	} {
+		r := newRig(t, tc.f, nil)
+		r.send(cluster.Pool{ID: "every", CIDR: netip.MustParsePrefix(tc.every), Masquerade: true})
+		require.NoError(t, r.pass(), tc.every)
+		assert.ElementsMatch(t, tc.halves, r.members("all-pools"))
+		assert.ElementsMatch(t, tc.halves, r.members("masq-pools"))
+		r.send(cluster.Pool{ID: "more", CIDR: netip.MustParsePrefix(tc.more)}, cluster.PoolRemove{ID: "every"})
+		require.NoError(t, r.pass(), tc.every)
+		assert.Equal(t, []string{tc.more}, r.members("all-pools"))
+		assert.Empty(t, r.members("masq-pools"))
+	}
+}
+
 func TestPoolChangesAndRemoval(t *testing.T) {
 	r := newRig(t, ipfamily.IPv4, nil)
 	r.send(cluster.Pool{ID: "a", CIDR: pool4, Masquerade: true}, cluster.Pool{ID: "b", CIDR: other4})
