@@ -3,7 +3,6 @@ package masquerade
 import (
 	"context"
 	"log/slog"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -193,26 +192,13 @@ func (m *Manager) CompleteDeferredWork(context.Context) error {
 	return m.invalid.Report(m.declare())
 }
 
-// poolMembers are the set members of a pool's CIDR: the CIDR, or for a
-// pool of every address (a /0, which a hash:net set cannot hold) its two
-// halves.
-func poolMembers(p netip.Prefix) []netfilter.Member {
-	if p.Bits() != 0 {
-		return []netfilter.Member{netfilter.NetMember(p)}
-	}
-	hi := p.Addr().AsSlice()
-	hi[0] = 0x80
-	upper, _ := netip.AddrFromSlice(hi)
-	return []netfilter.Member{netfilter.NetMember(netip.PrefixFrom(p.Addr(), 1)), netfilter.NetMember(netip.PrefixFrom(upper, 1))}
-}
-
 func (m *Manager) declare() error {
 	if m.dirty {
 		var all, masq []netfilter.Member
 		for _, p := range m.sortedPools() {
-			all = append(all, poolMembers(p.CIDR)...)
+			all = append(all, netfilter.NetMembers(p.CIDR)...)
 			if p.Masquerade {
-				masq = append(masq, poolMembers(p.CIDR)...)
+				masq = append(masq, netfilter.NetMembers(p.CIDR)...)
 			}
 		}
 		if err := m.o.Sets.AddOrReplaceSet(netfilter.SetMetadata{Name: m.o.AllPoolsSet, Type: netfilter.HashNet}, all); err != nil {

@@ -80,3 +80,14 @@ func ExampleMember_Compare() {
 	fmt.Println(ms)
 	// Output: [10.0.0.9 10.0.0.10]
 }
+
+// A hash:net set cannot hold a /0: NetMembers gives its two halves.
+func ExampleNetMembers() {
+	fmt.Println(netfilter.NetMembers(netip.MustParsePrefix("10.244.0.0/16")))
+	fmt.Println(netfilter.NetMembers(netip.MustParsePrefix("0.0.0.0/0")))
+	fmt.Println(netfilter.NetMembers(netip.MustParsePrefix("::/0")))
+	// Output:
+	// [10.244.0.0/16]
+	// [0.0.0.0/1 128.0.0.0/1]
+	// [::/1 8000::/1]
+}

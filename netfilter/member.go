@@ -161,6 +161,20 @@ func NetMember(p netip.Prefix) Member {
 	return m
 }
 
+// NetMembers returns the hash:net members that cover p: NetMember(p), or,
+// for every address of a family (a /0, which a hash:net set cannot hold:
+// the kernel refuses it), the family's two halves (0.0.0.0/1 and
+// 128.0.0.0/1, ::/1 and 8000::/1).
+func NetMembers(p netip.Prefix) []Member {
+	if !p.IsValid() || p.Bits() != 0 {
+		return []Member{NetMember(p)}
+	}
+	upper := p.Addr().AsSlice()
+	upper[0] = 0x80
+	hi, _ := netip.AddrFromSlice(upper)
+	return []Member{NetMember(netip.PrefixFrom(p.Addr(), 1)), NetMember(netip.PrefixFrom(hi, 1))}
+}
+
 // IPPortMember returns the member for an address, protocol and port
 // (hash:ip,port).
 func IPPortMember(addr netip.Addr, proto Proto, port uint16) Member {

@@ -34,7 +34,9 @@ type memberSet struct {
 func newMemberSet(sink setSink, name string, extra []netip.Prefix) *memberSet {
 	m := &memberSet{sink: sink, name: name, refs: map[netfilter.Member]int{}, add: map[netfilter.Member]struct{}{}, del: map[netfilter.Member]struct{}{}}
 	for _, p := range extra {
-		m.ref(netfilter.NetMember(p), 1)
+		for _, mem := range netfilter.NetMembers(p) {
+			m.ref(mem, 1)
+		}
 	}
 	return m
 }

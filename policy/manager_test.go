@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
@@ -35,7 +36,11 @@ func newFakeNode(t *testing.T, f ipfamily.Family) *fakeNode {
 // newFakeNodeWith is newFakeNode with the Manager's options changed by
 // change.
 func newFakeNodeWith(t *testing.T, f ipfamily.Family, change func(*policy.Options)) *fakeNode {
-	ns := kernelfake.New(kernelfake.Options{})
+	return newFakeNodeWithOn(t, kernelfake.New(kernelfake.Options{}), f, change)
+}
+
+// newFakeNodeWithOn is newFakeNodeWith on namespace ns.
+func newFakeNodeWithOn(t *testing.T, ns *kernelfake.Namespace, f ipfamily.Family, change func(*policy.Options)) *fakeNode {
 	filter, err := iptables.New(iptables.Options{Table: "filter", Family: f, Backend: iptables.BackendNFT, ChainPrefix: "np-", Kernel: ns})
 	require.NoError(t, err)
 	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
@@ -147,6 +152,32 @@ func TestWorkloadOutsidePrefixesRefused(t *testing.T) {
 	assert.Equal(t, []string{"-o npv1 -g np-tw-npv1", `-m comment --comment "unknown workload interface" -j DROP`}, n.chain("np-twd"))
 	assert.Empty(t, n.chain("np-tw-cali1"))
 	assert.Empty(t, n.chain("np-tw-eth0"))
+}
+
+// A set member of every address (a /0, which a hash:net set cannot hold)
+// is written as its family's two halves; adding and removing it later
+// does the same.
+func TestSetOfEveryAddress(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	sets := managertest.FakeSets(t, ns, ipfamily.IPv4, "np4-")
+	n := newFakeNodeWithOn(t, ns, ipfamily.IPv4, func(o *policy.Options) { o.Sets = sets })
+	every := netfilter.NetMember(netip.MustParsePrefix("0.0.0.0/0"))
+	require.NoError(t, n.send(policy.SetUpdate{ID: "all", Kind: policy.SetNets, Members: []netfilter.Member{every}}))
+	_, err := sets.Apply(context.Background())
+	require.NoError(t, err)
+	name, err := sets.KernelName("all")
+	require.NoError(t, err)
+	members := func() []string {
+		m, ok := n.ns.IPSets().Members(name)
+		require.True(t, ok, "set %s", name)
+		return m
+	}
+	assert.ElementsMatch(t, []string{"0.0.0.0/1", "128.0.0.0/1"}, members())
+	require.NoError(t, n.send(policy.SetDelta{ID: "all", Remove: []netfilter.Member{every},
+		Add: []netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("10.0.0.0/8"))}}))
+	_, err = sets.Apply(context.Background())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"10.0.0.0/8"}, members())
 }
 
 // Two workloads that swap interfaces in one pass each get the chains of

@@ -44,7 +44,11 @@ func (m *Manager) setName(id string) (string, bool) {
 func (m *Manager) familyMembers(members []netfilter.Member) []netfilter.Member {
 	var out []netfilter.Member
 	for _, mem := range members {
-		if mem.Is6() == (m.o.Family == ipfamily.IPv6) {
+		switch {
+		case mem.Is6() != (m.o.Family == ipfamily.IPv6):
+		case mem.Valid() && mem.Port() == 0 && mem.Prefix().IsValid() && mem.Prefix().Bits() == 0:
+			out = append(out, netfilter.NetMembers(mem.Prefix())...) // a /0: its halves
+		default:
 			out = append(out, mem)
 		}
 	}
