@@ -134,8 +134,9 @@ func (e *early) declareDispatch(hosts []string, fallback func(kind string) netfi
 // declareHost declares the chains of host endpoint id (in Filter, and in
 // each early table), removing those of the interface it had before (old)
 // when it moved or went (unless another host endpoint holds that
-// interface now, as declareWorkload). A host endpoint with untracked tiers
-// but no Raw, or pre-DNAT tiers but no Mangle, is refused.
+// interface now, as declareWorkload). (A host endpoint with untracked
+// tiers but no Raw, or pre-DNAT tiers but no Mangle, never gets here:
+// OnUpdate refuses it.)
 func (m *Manager) declareHost(id string, old HostEndpoint) error {
 	h, ok := m.model.HostEndpoint(id)
 	var errs []error
@@ -153,14 +154,6 @@ func (m *Manager) declareHost(id string, old HostEndpoint) error {
 	if !ok {
 		delete(m.renderedHosts, id)
 		return errors.Join(errs...)
-	}
-	switch {
-	case len(h.PreDNATTiers) > 0 && m.o.Mangle == nil:
-		delete(m.renderedHosts, id)
-		return errors.Join(append(errs, fmt.Errorf("%w %s: pre-DNAT tiers need Options.Mangle", ErrInvalidEndpoint, id))...)
-	case len(h.UntrackedTiers) > 0 && m.o.Raw == nil:
-		delete(m.renderedHosts, id)
-		return errors.Join(append(errs, fmt.Errorf("%w %s: untracked tiers need Options.Raw", ErrInvalidEndpoint, id))...)
 	}
 	if err := m.o.Filter.SetChains(m.render.hostChains(m.model, h)...); err != nil {
 		delete(m.renderedHosts, id)
@@ -182,9 +175,16 @@ func (m *Manager) declareEarlyHooks() error {
 	clearMarks := netfilter.Rule{Action: netfilter.ClearMark(m.o.Marks.Accept | m.o.Marks.Pass)}
 	accepted := netfilter.Mark(m.o.Marks.Accept, m.o.Marks.Accept)
 	allowed := netfilter.Rule{Matches: []netfilter.Match{accepted}, Action: netfilter.Accept(), Comments: []string{"allowed by policy"}}
-	root := func(first []netfilter.Rule, in bool, dispatch string) []netfilter.Rule {
+	root := func(first []netfilter.Rule, in bool, dispatch string, forHost bool) []netfilter.Rule {
 		match := func(iface string) []netfilter.Match { return []netfilter.Match{ifaceMatch(iface, in)} }
 		rules := append(slices.Clone(first), clearMarks, netfilter.Rule{Matches: match("lo"), Action: netfilter.Return(), Comments: []string{"loopback"}})
+		if forHost {
+			// Untracked policy is the host's own traffic's: a packet that
+			// arrives for another address (forwarded) goes on tracked, to
+			// the forwarded stages and the workloads' policy.
+			rules = append(rules, netfilter.Rule{Matches: []netfilter.Match{netfilter.MatchAddrType{Types: netfilter.AddrTypeLocal, Dir: netfilter.Dst, Negate: true}},
+				Action: netfilter.Return(), Comments: []string{"not for the host: no untracked policy"}})
+		}
 		for _, wp := range m.o.WorkloadPrefixes {
 			rules = append(rules, netfilter.Rule{Matches: match(wp + "+"), Action: netfilter.Return(), Comments: []string{"workloads"}})
 		}
@@ -196,8 +196,8 @@ func (m *Manager) declareEarlyHooks() error {
 		var jumps []netfilter.HookJump
 		if e.table == m.o.Raw {
 			chains = append([]netfilter.Chain{
-				{Name: p + chainRawPre, Rules: root(nil, true, chainToHostRaw)},
-				{Name: p + chainRawOut, Rules: root(nil, false, chainFromHostRaw)},
+				{Name: p + chainRawPre, Rules: root(nil, true, chainToHostRaw, true)},
+				{Name: p + chainRawOut, Rules: root(nil, false, chainFromHostRaw, false)},
 			}, m.render.rawFailsafeChains(m.o.Failsafes.In, m.o.Failsafes.Out)...)
 			jumps = []netfilter.HookJump{{Hook: netfilter.HookPrerouting, Chain: p + chainRawPre}, {Hook: netfilter.HookOutput, Chain: p + chainRawOut}}
 		} else {
@@ -207,7 +207,7 @@ func (m *Manager) declareEarlyHooks() error {
 				first = append(first, m.allowedUntracked())
 			}
 			chains = []netfilter.Chain{
-				{Name: p + chainManglePre, Rules: root(first, true, chainToHostPreDNAT)},
+				{Name: p + chainManglePre, Rules: root(first, true, chainToHostPreDNAT, false)},
 				{Name: p + chainMangleFailsafeIn, Rules: failsafeRules(m.o.Failsafes.In, netfilter.Dst)},
 			}
 			jumps = []netfilter.HookJump{{Hook: netfilter.HookPrerouting, Chain: p + chainManglePre}}

@@ -139,11 +139,8 @@ func (m *Manager) Model() *Model { return m.model }
 // An invalid message changes nothing: the next CompleteDeferredWork
 // reports it once.
 func (m *Manager) OnUpdate(msg any) {
-	if u, ok := msg.(WorkloadUpdate); ok && !m.isWorkloadIface(u.Endpoint.Iface) {
-		// Its chains would be reached by no dispatch rule: refused, not
-		// rendered as if policed.
-		m.invalid.Add(fmt.Errorf("%w %s: interface %q does not start with one of WorkloadPrefixes %q",
-			ErrInvalidEndpoint, u.Endpoint.ID, u.Endpoint.Iface, m.o.WorkloadPrefixes))
+	if err := m.refuseEndpoint(msg); err != nil {
+		m.invalid.Add(err)
 		return
 	}
 	before := m.snapshot(msg)
@@ -156,6 +153,34 @@ func (m *Manager) OnUpdate(msg any) {
 		return
 	}
 	m.noteChange(msg, before)
+}
+
+// refuseEndpoint returns why the Manager cannot render the endpoint msg
+// adds or replaces as it asks, or nil: its chains would be reached by no
+// dispatch rule (a workload whose interface no workload prefix starts, a
+// host endpoint on a workload interface, which only workload policy
+// polices), or it asks for a table the Manager was not given. Such a
+// message changes nothing: the endpoint it replaces stays as it was.
+func (m *Manager) refuseEndpoint(msg any) error {
+	switch u := msg.(type) {
+	case WorkloadUpdate:
+		if !m.isWorkloadIface(u.Endpoint.Iface) {
+			return fmt.Errorf("%w %s: interface %q does not start with one of WorkloadPrefixes %q",
+				ErrInvalidEndpoint, u.Endpoint.ID, u.Endpoint.Iface, m.o.WorkloadPrefixes)
+		}
+	case HostEndpointUpdate:
+		h := u.Endpoint
+		switch {
+		case h.Iface != WildcardIface && m.isWorkloadIface(h.Iface):
+			return fmt.Errorf("%w %s: interface %q is a workload's (WorkloadPrefixes %q): workload policy polices it",
+				ErrInvalidEndpoint, h.ID, h.Iface, m.o.WorkloadPrefixes)
+		case len(h.PreDNATTiers) > 0 && m.o.Mangle == nil:
+			return fmt.Errorf("%w %s: pre-DNAT tiers need Options.Mangle", ErrInvalidEndpoint, h.ID)
+		case len(h.UntrackedTiers) > 0 && m.o.Raw == nil:
+			return fmt.Errorf("%w %s: untracked tiers need Options.Raw", ErrInvalidEndpoint, h.ID)
+		}
+	}
+	return nil
 }
 
 // isWorkloadIface says whether iface starts with one of the workload

@@ -154,6 +154,38 @@ func TestWorkloadOutsidePrefixesRefused(t *testing.T) {
 	assert.Empty(t, n.chain("np-tw-eth0"))
 }
 
+// A host endpoint update the Manager cannot render (untracked tiers
+// without Options.Raw, pre-DNAT tiers without Options.Mangle, or a
+// workload's interface) is refused and changes nothing: the endpoint it
+// would replace stays in force, its chains and dispatch unchanged.
+func TestHostEndpointUpdateRefusedChangesNothing(t *testing.T) {
+	n := newFakeNode(t, ipfamily.IPv4)
+	hep := policy.HostEndpoint{ID: "hep0", Iface: "eth0"}
+	require.NoError(t, n.send(policy.HostEndpointUpdate{Endpoint: hep}))
+	n.apply()
+	dispatch, chain := n.chain("np-thd"), n.chain("np-th-eth0")
+	require.NotEmpty(t, chain)
+	tiers := []policy.TierPolicies{{Name: "t", Ingress: []string{"p"}}}
+	for what, bad := range map[string]policy.HostEndpoint{
+		"untracked without Raw":    {ID: "hep0", Iface: "eth0", UntrackedTiers: tiers},
+		"pre-DNAT without Mangle":  {ID: "hep0", Iface: "eth0", PreDNATTiers: tiers},
+		"a workload's interface":   {ID: "hep0", Iface: "npv1"},
+		"another, on a workload's": {ID: "hep1", Iface: "npv2"},
+	} {
+		err := n.send(policy.HostEndpointUpdate{Endpoint: bad})
+		require.ErrorIs(t, err, policy.ErrInvalidEndpoint, what)
+		assert.NoError(t, n.send(), "reported once")
+		n.apply()
+		got, ok := n.m.Model().HostEndpoint("hep0")
+		assert.True(t, ok, what)
+		assert.Equal(t, hep, got, what)
+		_, ok = n.m.Model().HostEndpoint("hep1")
+		assert.False(t, ok, what)
+		assert.Equal(t, dispatch, n.chain("np-thd"), what)
+		assert.Equal(t, chain, n.chain("np-th-eth0"), what)
+	}
+}
+
 // A set member of every address (a /0, which a hash:net set cannot hold)
 // is written as its family's two halves; adding and removing it later
 // does the same.

@@ -203,9 +203,8 @@ type (
 		// ID is the workload's ID.
 		ID string
 	}
-	// HostEndpointUpdate adds or replaces a host endpoint. The Model
-	// keeps it; the Manager does not render host endpoints yet, nor does
-	// Explain answer for them.
+	// HostEndpointUpdate adds or replaces a host endpoint (Explain
+	// answers for workloads only).
 	HostEndpointUpdate struct {
 		// Endpoint is the host endpoint, whole.
 		Endpoint HostEndpoint
@@ -238,7 +237,8 @@ type Workload struct {
 type HostEndpoint struct {
 	// ID names the endpoint; unique among host endpoints.
 	ID string
-	// Iface is the interface name, or "*" for every other interface.
+	// Iface is the interface name, or "*" for every other interface; not
+	// a workload's (Options.WorkloadPrefixes).
 	Iface string
 	// Tiers apply to traffic to and from the host through Iface.
 	Tiers []TierPolicies
@@ -250,8 +250,8 @@ type HostEndpoint struct {
 	// do not allow or deny goes on; their tiers have no end-of-tier deny.
 	PreDNATTiers []TierPolicies
 	// UntrackedTiers apply to traffic to and from the host through Iface
-	// before connection tracking; an allowed packet is left untracked
-	// (needs Options.Raw).
+	// (not to forwarded traffic) before connection tracking; an allowed
+	// packet is left untracked (needs Options.Raw).
 	UntrackedTiers []TierPolicies
 	// Profiles are the IDs of the endpoint's profiles, in order, for
 	// traffic to and from the host.
