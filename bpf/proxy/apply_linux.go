@@ -884,10 +884,20 @@ func (k *kstate) grabID() (uint32, error) {
 	if k.ids.Free() == 0 {
 		return k.ids.Grab() // the allocator's own error
 	}
-	for id := k.lastID; ; {
-		if id++; id == 0 || id > maxServiceID {
-			id = 1
+	ranges := k.ids.Ranges() // sorted, merged
+	after := func(id uint32) uint32 {
+		for _, r := range ranges {
+			if id < r.Min {
+				return r.Min
+			}
+			if id < r.Max {
+				return id + 1
+			}
 		}
+		return ranges[0].Min
+	}
+	// At most one step per ID in use and one per range: a free one exists.
+	for id := after(k.lastID); ; id = after(id) {
 		if k.ids.Reserve(id) == nil {
 			k.lastID = id
 			return id, nil
