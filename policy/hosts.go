@@ -68,16 +68,23 @@ func (e *early) uses(m *Model, id string) bool {
 }
 
 // declarePolicy declares policy id's chains here when a host endpoint's
-// tiers use it (exists), and removes them otherwise.
+// tiers use it (exists), and removes them otherwise. A policy the table
+// refuses drops every packet it sees (fail closed).
 func (e *early) declarePolicy(m *Model, id string, in, out []Rule, exists bool) error {
 	chains, _ := e.render.policyChains(id, in, out, false)
 	if !exists || !e.uses(m, id) {
 		return e.table.RemoveChains(chains[0].Name, chains[1].Name)
 	}
-	if err := e.table.SetChains(chains...); err != nil {
-		return fmt.Errorf("policy: %s in the %s table: %w", id, e.what, err)
+	err := e.table.SetChains(chains...)
+	if err == nil {
+		return nil
 	}
-	return nil
+	// Refused (a set the table cannot match, say): a chain that drops
+	// takes its place, as in the filter table (fail closed).
+	for i := range chains {
+		chains[i].Rules = []netfilter.Rule{{Action: netfilter.Drop(), Comments: []string{"policy " + id + " was refused: fail closed"}}}
+	}
+	return errors.Join(fmt.Errorf("policy: %s in the %s table denies all: %w", id, e.what, err), e.table.SetChains(chains...))
 }
 
 // removeHost removes the chains of host endpoint h.

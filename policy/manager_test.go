@@ -17,6 +17,7 @@ import (
 	"github.com/nodeplane/nodeplane/kernel/kernelfake/iptablesfake"
 	"github.com/nodeplane/nodeplane/markbits"
 	"github.com/nodeplane/nodeplane/netfilter"
+	"github.com/nodeplane/nodeplane/nftables"
 	"github.com/nodeplane/nodeplane/policy"
 )
 
@@ -330,4 +331,47 @@ func TestLogRulesAreLimited(t *testing.T) {
 		assert.Contains(t, strings.Join(rules[1:], "\n"), "MARK", "%s: the allow after it is not limited", name)
 		assert.NotContains(t, strings.Join(rules[1:], "\n"), "limit", name)
 	}
+}
+
+// An untracked policy the raw table refuses (on nftables, a set its rules
+// name lives in another table) is a chain that drops there (fail closed),
+// as a refused policy is in the filter table, not a missing one.
+func TestUntrackedPolicyRefusedFailsClosed(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	newTable := func(name string, role nftables.Role) *nftables.Table {
+		tbl, err := nftables.New(nftables.Options{Name: name, Family: ipfamily.IPv4, Role: role, ChainPrefix: "np-", Kernel: ns})
+		require.NoError(t, err)
+		return tbl
+	}
+	filter, raw := newTable("np-filter", nftables.Filter), newTable("np-raw", nftables.Raw)
+	sets, err := nftables.NewIPSets(filter, nftables.IPSetsOptions{})
+	require.NoError(t, err)
+	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+	require.NoError(t, err)
+	m, err := policy.New(policy.Options{Family: ipfamily.IPv4, Filter: filter, Raw: raw, Sets: sets, Marks: layout,
+		ChainPrefix: "np-", WorkloadPrefixes: []string{"npv"}})
+	require.NoError(t, err)
+	for _, msg := range []any{
+		policy.SetUpdate{ID: "peers", Kind: policy.SetNets, Members: []netfilter.Member{netfilter.NetMember(netip.MustParsePrefix("10.1.0.0/24"))}},
+		policy.PolicyUpdate{Policy: policy.Policy{ID: "u", Ingress: []policy.Rule{{Action: policy.Deny, Protocol: netfilter.ProtoTCP,
+			Src: policy.Peer{Sets: []string{"peers"}}}}}},
+		policy.HostEndpointUpdate{Endpoint: policy.HostEndpoint{ID: "hep0", Iface: "eth0",
+			UntrackedTiers: []policy.TierPolicies{{Name: "u", Ingress: []string{"u"}}}}},
+	} {
+		m.OnUpdate(msg)
+	}
+	err = m.CompleteDeferredWork(context.Background())
+	require.ErrorContains(t, err, "u in the untracked table denies all")
+	for _, d := range []dataplane.Driver{sets, filter, raw} {
+		_, err := d.Apply(context.Background())
+		require.NoError(t, err, "the fail-closed chain is written")
+	}
+	dump := ns.NFTables().Dump()
+	rawDump := dump[strings.Index(dump, "table ip np-raw"):]
+	i := strings.Index(rawDump, "chain np-pi-u\n")
+	require.NotEqual(t, -1, i, "%s", dump)
+	rules := strings.Split(strings.TrimSpace(rawDump[i:]), "\n")[1:]
+	require.NotEmpty(t, rules)
+	assert.Contains(t, rules[0], "policy u was refused: fail closed", dump)
+	assert.NotContains(t, rules[1], "np:", "one rule: %s", dump)
 }
