@@ -229,22 +229,25 @@ func (n *node) requireAttached(p *pod, addrs []netip.Addr, mtu int) {
 	require.NotZero(t, ha.Flags&net.FlagUp, "host side up")
 	require.Equal(t, mtu, ha.MTU)
 	// The host side's link-local address, from which the node asks for
-	// the pod's IPv6 address, is usable at once: not tentative.
+	// the pod's IPv6 address, is usable without duplicate address
+	// detection: the kernel clears its tentative flag in a work item of
+	// its own once the link is up (at once when detection is off, which a
+	// busy machine may still delay), and never marks it failed.
 	dad, err := n.host.Sysctl("net.ipv6.conf." + p.hostIf() + ".accept_dad")
 	require.NoError(t, err)
 	require.Equal(t, "0", dad, "duplicate address detection off on the host side")
-	var ll *netlink.Addr
+	var flags int
 	require.Eventually(t, func() bool {
 		as, err := n.host.Handle().AddrList(host, netlink.FAMILY_V6)
 		for i := range as {
 			if err == nil && as[i].IP.IsLinkLocalUnicast() {
-				ll = &as[i]
-				return true
+				flags = as[i].Flags
+				return flags&unix.IFA_F_TENTATIVE == 0
 			}
 		}
 		return false
-	}, 5*time.Second, time.Millisecond, "the host side has a link-local address")
-	require.Zero(t, ll.Flags&unix.IFA_F_TENTATIVE, "the host side's link-local address is not tentative")
+	}, 10*time.Second, time.Millisecond, "the host side has a link-local address that is not tentative")
+	require.Zero(t, flags&unix.IFA_F_DADFAILED, "no duplicate address detection failed")
 
 	ph := p.ns.Handle()
 	eth0, err := ph.LinkByName("eth0")
