@@ -30,7 +30,9 @@ const serviceRejectMark = "service-reject"
 // Endpoint.Port: its own, or the port's target port).
 func proxyServices(c datastore.Cluster, self, zone string) map[string]cluster.Service {
 	out := map[string]cluster.Service{}
+	place := endpointPlacer(c)
 	for _, s := range c.Services {
+		s = place(s)
 		endpoints := selectEndpoints(s, self, zone).backends()
 		traffic := serviceTrafficOf(s)
 		for _, p := range s.Ports {
@@ -98,6 +100,40 @@ type endpointScopes struct {
 	// still serve; zone hints play no part. Nil when no traffic takes this
 	// scope.
 	Local []datastore.Endpoint
+}
+
+// endpointPlacer returns a function that gives a service's endpoints that
+// name no node (the field is optional: hand-made EndpointSlices often
+// leave it out) the node whose pod CIDRs hold their address, so that a
+// backend running here counts as local (the BPF proxy masquerades traffic
+// from outside only to remote backends, and a local one's replies would
+// not come back through it). The service given is not changed.
+func endpointPlacer(c datastore.Cluster) func(datastore.Service) datastore.Service {
+	type block struct {
+		cidr netip.Prefix
+		node string
+	}
+	var blocks []block
+	for _, n := range c.Nodes {
+		for _, p := range n.PodCIDRs {
+			blocks = append(blocks, block{p, n.Name})
+		}
+	}
+	return func(s datastore.Service) datastore.Service {
+		if !slices.ContainsFunc(s.Endpoints, func(e datastore.Endpoint) bool { return e.Node == "" }) {
+			return s
+		}
+		s.Endpoints = slices.Clone(s.Endpoints)
+		for i, e := range s.Endpoints {
+			if e.Node != "" {
+				continue
+			}
+			if j := slices.IndexFunc(blocks, func(b block) bool { return b.cidr.Contains(e.IP) }); j >= 0 {
+				s.Endpoints[i].Node = blocks[j].node
+			}
+		}
+		return s
+	}
 }
 
 // selectEndpoints chooses the endpoints of s for node self in zone.
@@ -194,7 +230,9 @@ func nodeZone(c datastore.Cluster, self, configured string) string {
 // on self (kube-proxy counts the same).
 func healthCheckServices(c datastore.Cluster, self string) []HealthCheckService {
 	var out []HealthCheckService
+	place := endpointPlacer(c)
 	for _, s := range c.Services {
+		s = place(s)
 		if s.HealthCheckNodePort == 0 || s.Type != "LoadBalancer" || s.ExternalTrafficPolicy != "Local" {
 			continue
 		}

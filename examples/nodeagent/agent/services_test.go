@@ -302,6 +302,28 @@ func TestProxyServicesSelectAndZone(t *testing.T) {
 	}, msgs[0].(cluster.Service).Backends)
 }
 
+// An endpoint that names no node (the field is optional) is placed on the
+// node whose pod CIDRs hold its address: this node's backend is local (the
+// proxy does not masquerade traffic from outside to it), also for the
+// Local traffic policy and its health check; one no node holds stays
+// remote; the datastore's service is not changed.
+func TestEndpointWithoutNode(t *testing.T) {
+	c := testCluster(2)
+	noNode := func(e datastore.Endpoint) datastore.Endpoint { e.Node = ""; return e }
+	c.Services = []datastore.Service{{Namespace: "demo", Name: "lb", Type: "LoadBalancer", ExternalTrafficPolicy: "Local",
+		HealthCheckNodePort: 32001, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+		Ports:     []datastore.ServicePort{{Port: 80, NodePort: 30080, TargetPort: 8080}},
+		Endpoints: []datastore.Endpoint{noNode(ep(1, 10)), noNode(ep(2, 10)), {IP: netip.MustParseAddr("10.250.0.1")}}}}
+	svc := proxyServices(c, "node1", "")["demo/lb:80"]
+	assert.Equal(t, []cluster.Backend{
+		{Addr: netip.MustParseAddrPort("10.244.1.10:8080"), Local: true},
+		{Addr: netip.MustParseAddrPort("10.244.2.10:8080")},
+		{Addr: netip.MustParseAddrPort("10.250.0.1:8080")},
+	}, svc.Backends)
+	assert.Equal(t, []HealthCheckService{{Namespace: "demo", Name: "lb", Port: 32001, LocalEndpoints: 1}}, healthCheckServices(c, "node1"))
+	assert.Empty(t, c.Services[0].Endpoints[0].Node, "the datastore's service is not changed")
+}
+
 // The health check ports of LoadBalancer services with the Local policy,
 // with their count of ready endpoints on this node.
 func TestHealthCheckServices(t *testing.T) {

@@ -176,6 +176,23 @@ func TestFileWatchMissingFile(t *testing.T) {
 
 // TestParseServiceTraffic: a service's traffic settings and its endpoints'
 // conditions and zone hints are read from the file and round-trip.
+// A service port's name is a DNS label, as Kubernetes admits it: longer
+// than a container port's name may be, or all digits.
+func TestParseServicePortNames(t *testing.T) {
+	doc := "services:\n- {name: s, clusterIPs: [10.96.0.1], ports: [{name: metrics-and-health, port: 80}, {name: \"8080\", port: 8080}, {name: web, port: 81, protocol: UDP}]}\n"
+	c, err := datastore.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range c.Services[0].Ports {
+		names = append(names, p.Name)
+	}
+	if want := []string{"metrics-and-health", "8080", "web"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("port names %q, want %q", names, want)
+	}
+}
+
 func TestParseServiceTraffic(t *testing.T) {
 	doc := `
 nodes: [{name: node1, zone: zone-a}]
@@ -284,6 +301,9 @@ func TestParseRejectsServiceTraffic(t *testing.T) {
 		{"port 0", `- {name: s, ports: [{name: a}]}`, "port 0: the port is 0"},
 		{"protocol", `- {name: s, ports: [{port: 80, protocol: tcp}]}`, `port 0: protocol "tcp" is none of TCP, UDP and SCTP`},
 		{"port name", `- {name: s, ports: [{name: "-x", port: 80}]}`, `port 0: "-x" is not a port name`},
+		{"unnamed port and a port named its number", `- {name: s, ports: [{port: 80}, {name: "80", port: 81}]}`,
+			`port 0 (80, no name): another port is named "80"`},
+		{"port name case", `- {name: s, ports: [{name: Web, port: 80}]}`, `port 0: "Web" is not a port name`},
 	} {
 		_, err := datastore.Parse([]byte(head + tc.services))
 		if !errors.Is(err, datastore.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {

@@ -274,6 +274,22 @@ func validPortName(s string) bool {
 	return letter
 }
 
+// validServicePortName reports whether s can name a service port
+// (Kubernetes' DNS-1123 label: 1 to 63 lower-case letters, digits and
+// hyphens, starting and ending with a letter or digit; unlike a container
+// port's name it may be longer than 15 and all digits).
+func validServicePortName(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // AdminNetworkPolicy is a cluster-wide policy of the cluster's
 // administrators, in the spirit of sigs.k8s.io/network-policy-api's
 // AdminNetworkPolicy and BaselineAdminNetworkPolicy: its rules apply, in

@@ -73,7 +73,7 @@ func (s Service) problems() []string {
 			bad("port %d: protocol %q is none of TCP, UDP and SCTP", i, p.Protocol)
 		case p.Port == 0:
 			bad("port %d: the port is 0", i)
-		case p.Name != "" && !validPortName(p.Name):
+		case p.Name != "" && !validServicePortName(p.Name):
 			bad("port %d: %q is not a port name", i, p.Name)
 		case names[p.Name] && p.Name == "":
 			bad("port %d (%d/%s): another port has no name either", i, p.Port, k.protocol)
@@ -83,6 +83,11 @@ func (s Service) problems() []string {
 			bad("port %d/%s is listed twice", p.Port, k.protocol)
 		}
 		names[p.Name], numbers[k] = true, true
+	}
+	for i, p := range s.Ports {
+		if n := fmt.Sprint(p.Port); p.Name == "" && names[n] {
+			bad("port %d (%d, no name): another port is named %q, as the proxy names this one", i, p.Port, n)
+		}
 	}
 	seen := map[netip.Addr]bool{}
 	for i, e := range s.Endpoints {

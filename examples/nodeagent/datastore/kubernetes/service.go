@@ -33,13 +33,16 @@ func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.S
 	if len(out.ClusterIPs) == 0 { // headless: nothing to load-balance
 		return datastore.Service{}, false
 	}
+	// The API checks little of these (a load balancer's status only that
+	// the address parses): one that cannot be a frontend is left out, and
+	// the service keeps the others.
 	for _, ip := range s.Spec.ExternalIPs {
-		if a, err := netip.ParseAddr(ip); err == nil && !slices.Contains(out.ExternalIPs, a) {
+		if a, err := netip.ParseAddr(ip); err == nil && frontendAddr(a) && !slices.Contains(out.ExternalIPs, a) {
 			out.ExternalIPs = append(out.ExternalIPs, a)
 		}
 	}
 	for _, in := range s.Status.LoadBalancer.Ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil && !slices.Contains(out.LoadBalancerIPs, a) {
+		if a, err := netip.ParseAddr(in.IP); err == nil && frontendAddr(a) && !slices.Contains(out.LoadBalancerIPs, a) {
 			out.LoadBalancerIPs = append(out.LoadBalancerIPs, a)
 		}
 	}
@@ -237,4 +240,12 @@ func topologyAware(s *corev1.Service) bool {
 		}
 	}
 	return false
+}
+
+// frontendAddr reports whether a can take a service's traffic: a unicast
+// address that is not unspecified, loopback or link-local, given in its
+// own family and without zone.
+func frontendAddr(a netip.Addr) bool {
+	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() && !a.IsLinkLocalUnicast() &&
+		!a.Is4In6() && a.Zone() == "" && a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
 }

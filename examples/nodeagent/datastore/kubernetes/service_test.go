@@ -137,8 +137,11 @@ func TestServiceConversion(t *testing.T) {
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(int32(600))}}
 			s.Spec.LoadBalancerSourceRanges = []string{" 192.0.2.0/24", "198.51.100.7/16", "bad", "2001:db8::/32", "192.0.2.0/24"}
-			s.Spec.ExternalIPs = []string{"203.0.113.1"}
-			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.9"}, {Hostname: "lb.example"}, {IP: "203.0.113.9"}}
+			s.Spec.ExternalIPs = []string{"203.0.113.1", "224.0.0.1"}
+			// Addresses that cannot be frontends (the API admits them in a
+			// status) are left out; the service keeps the others.
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.9"}, {Hostname: "lb.example"}, {IP: "203.0.113.9"},
+				{IP: "239.1.2.3"}, {IP: "0.0.0.0"}, {IP: "ff05::1"}, {IP: "::ffff:203.0.113.10"}, {IP: "127.0.0.1"}, {IP: "fe80::1"}}
 		}),
 		want: func(s *datastore.Service) {
 			s.Type, s.ExternalTrafficPolicy, s.HealthCheckNodePort = "LoadBalancer", "Local", 32000
