@@ -67,7 +67,12 @@
 // chain not declared (it may be declared later, in any order) or a loop of
 // owned chains, a jump to a foreign chain the table does not have, a set
 // the kernel does not have or has of the other family, a target an owned
-// chain holds that a built-in chain reaching it does not allow.
+// chain holds that a built-in chain reaching it does not allow. An
+// address type match limited to an interface (LimitIfaceIn, LimitIfaceOut)
+// in an owned chain that a built-in chain without that interface reaches
+// is left to the kernel: iptables-legacy refuses it, iptables-nft does not
+// (and then matches nothing there); declare such a match only in chains
+// of the hooks that have the interface.
 //
 // Apply reads the table, in process or with iptables-save (see
 // Options.Kernel; hash comments, jumps and chain names only: rules are

@@ -330,6 +330,9 @@ const (
 	addrTypeAll = AddrTypeXResolve<<1 - 1
 	// addrTypeIPv4Only are the types the kernel refuses in IPv6 rules.
 	addrTypeIPv4Only = AddrTypeBroadcast | AddrTypeBlackhole | AddrTypeProhibit | AddrTypeThrow | AddrTypeNAT | AddrTypeXResolve
+	// addrTypeIPv6Class are the IPv6 types ip6tables takes from the
+	// address's class rather than its route, unlike nftables: refused.
+	addrTypeIPv6Class = AddrTypeUnspec | AddrTypeUnicast | AddrTypeMulticast
 )
 
 var addrTypeNames = [...]string{"UNSPEC", "UNICAST", "LOCAL", "BROADCAST", "ANYCAST", "MULTICAST",
@@ -347,7 +350,10 @@ func (t AddrType) AppendText(b []byte) ([]byte, error) {
 
 // MatchAddrType matches the type of the packet's source or destination
 // address. In IPv6 rules BROADCAST, BLACKHOLE, PROHIBIT, THROW, NAT and
-// XRESOLVE are ErrWrongFamily (the kernel refuses them). LimitIfaceIn
+// XRESOLVE are ErrWrongFamily (the kernel refuses them), and UNSPEC,
+// UNICAST and MULTICAST ErrUnsupported (ip6tables tests the address's
+// class for them, nftables its route: a local address is unicast to one
+// and local to the other). LimitIfaceIn
 // needs an input interface (PREROUTING, INPUT, FORWARD) and LimitIfaceOut
 // an output one (FORWARD, OUTPUT, POSTROUTING): a backend refuses them
 // elsewhere where it can tell.

@@ -122,6 +122,11 @@ func (v *validator) match(m Match) error {
 			return errRulef("address type match limited to both the input and the output interface")
 		case v.f == ipfamily.IPv6 && c.Types&addrTypeIPv4Only != 0:
 			return errFamilyf("address types %v do not exist for IPv6", c.Types&addrTypeIPv4Only)
+		case v.f == ipfamily.IPv6 && c.Types&addrTypeIPv6Class != 0:
+			// ip6tables tests these by the address's class (a local
+			// address is unicast), nftables by its route (it is local):
+			// the backends would give one packet two verdicts.
+			return errs.Also(errRulef("address types %v of IPv6 mean the address's class to ip6tables and its route to nftables: match the address instead", c.Types&addrTypeIPv6Class), ErrUnsupported)
 		}
 		return nil
 	case MatchICMP:

@@ -83,6 +83,8 @@ func TestValidateErrors(t *testing.T) {
 		{"unknown address type", ipfamily.IPv4, netfilter.Rule{Matches: m(netfilter.DestAddrType(1 << 14)), Action: netfilter.Accept()}, nil, "unknown types"},
 		{"address type both limits", ipfamily.IPv4, netfilter.Rule{Matches: m(netfilter.MatchAddrType{Types: netfilter.AddrTypeLocal, Dir: netfilter.Dst, LimitIfaceIn: true, LimitIfaceOut: true}), Action: netfilter.Accept()}, nil, "both"},
 		{"address type without direction", ipfamily.IPv4, netfilter.Rule{Matches: m(netfilter.MatchAddrType{Types: netfilter.AddrTypeLocal}), Action: netfilter.Accept()}, nil, "Direction(0)"},
+		{"unicast in v6", ipfamily.IPv6, netfilter.Rule{Matches: m(netfilter.DestAddrType(netfilter.AddrTypeUnicast | netfilter.AddrTypeLocal)), Action: netfilter.Drop()}, netfilter.ErrUnsupported, "UNICAST of IPv6 mean the address's class to ip6tables"},
+		{"multicast in v6", ipfamily.IPv6, netfilter.Rule{Matches: m(netfilter.SourceAddrType(netfilter.AddrTypeMulticast)), Action: netfilter.Drop()}, netfilter.ErrUnsupported, "MULTICAST of IPv6"},
 		{"broadcast in v6", ipfamily.IPv6, netfilter.Rule{Matches: m(netfilter.DestAddrType(netfilter.AddrTypeBroadcast | netfilter.AddrTypeLocal)), Action: netfilter.Accept()}, netfilter.ErrWrongFamily, "BROADCAST do not exist for IPv6"},
 		{"icmp in v6", ipfamily.IPv6, netfilter.Rule{Matches: m(netfilter.ICMPType(8)), Action: netfilter.Accept()}, netfilter.ErrWrongFamily, "icmp type match in an IPv6 rule"},
 		{"icmpv6 in v4", ipfamily.IPv4, netfilter.Rule{Matches: m(netfilter.ICMPv6TypeCode(1, 0)), Action: netfilter.Accept()}, netfilter.ErrWrongFamily, "ipv6-icmp type match in an IPv4 rule"},

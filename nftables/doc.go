@@ -188,7 +188,8 @@
 //
 // It holds hash:ip (a set of addresses), hash:net (an interval set of
 // prefixes), hash:ip,port (address . protocol . port) and bitmap:port (ports;
-// a rule matching it needs a tcp, udp or sctp protocol criterion), in
+// a rule matching it needs a tcp, udp or sctp protocol criterion, else it is
+// netfilter.ErrUnsupported), in
 // either family; hash:net,net is refused (netfilter.ErrUnknownSetType), since the
 // kernel's sets of concatenated ranges refuse the overlapping pairs an ip
 // set holds. A set that the Table's rules still use when it is removed

@@ -303,7 +303,9 @@ func (rd *renderer) lookup(name string, sp *setSpec, dims []netfilter.Direction,
 			rd.add(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: dst})
 		case TypePort:
 			if !portOK {
-				return errRulef("%s %q has a port field but neither a protocol field nor the rule a tcp, udp or sctp protocol criterion", what, name)
+				// (iptables matches a bitmap:port set on any protocol's
+				// port field: not nftables.)
+				return errUnsupportedf("%s %q has a port field but neither a protocol field nor the rule a tcp, udp or sctp protocol criterion", what, name)
 			}
 			off := uint32(0)
 			if dir == netfilter.Dst {
@@ -344,9 +346,10 @@ func (rd *renderer) iface(m netfilter.MatchIface) error {
 		if !m.Negate {
 			return nil // every interface
 		}
-		// No interface: the name starts with a NUL, which a packet at a
-		// hook with that interface never has: matches nothing.
-		rd.add(&expr.Meta{Key: key, Register: reg1}, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{0}})
+		// No interface at all: matches nothing, as in iptables, also in a
+		// chain a hook without that interface reaches (where the name is
+		// empty): no packet is 0 bytes long.
+		rd.add(&expr.Meta{Key: expr.MetaKeyLEN, Register: reg1}, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: ne32(0)})
 		return nil
 	}
 	var data []byte

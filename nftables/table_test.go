@@ -347,6 +347,19 @@ func TestRebuildAfterRepeatedFailures(t *testing.T) {
 	assert.Zero(t, tx)
 }
 
+// A port set matched with no protocol to say where the port is: iptables
+// gives it a meaning (any protocol's port field), nftables cannot, and says
+// so with ErrUnsupported.
+func TestPortSetWithoutProtocolUnsupported(t *testing.T) {
+	tbl := newTable(t, fakeOpts(nftablesfake.New()))
+	require.NoError(t, tbl.SetSets(nftables.Set{Name: "ports", Key: []nftables.KeyType{nftables.TypePort}}))
+	err := tbl.SetChains(netfilter.Chain{Name: "a", Rules: []netfilter.Rule{{Matches: []netfilter.Match{netfilter.IPSet("ports", netfilter.Dst)}, Action: netfilter.Drop()}}})
+	require.ErrorIs(t, err, netfilter.ErrUnsupported)
+	require.ErrorIs(t, err, netfilter.ErrInvalidRule)
+	require.NoError(t, tbl.SetChains(netfilter.Chain{Name: "a", Rules: []netfilter.Rule{{Matches: []netfilter.Match{
+		netfilter.Protocol(netfilter.ProtoUDP), netfilter.IPSet("ports", netfilter.Dst)}, Action: netfilter.Drop()}}}))
+}
+
 func TestBadInputChangesNothing(t *testing.T) {
 	ns := nftablesfake.New()
 	opts := fakeOpts(ns)
