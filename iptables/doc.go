@@ -70,9 +70,9 @@
 // chain holds that a built-in chain reaching it does not allow. An
 // address type match limited to an interface (LimitIfaceIn, LimitIfaceOut)
 // in an owned chain that a built-in chain without that interface reaches
-// is left to the kernel: iptables-legacy refuses it, iptables-nft does not
-// (and then matches nothing there); declare such a match only in chains
-// of the hooks that have the interface.
+// is left to the kernel: iptables-legacy refuses it, iptables-nft takes it
+// (and then matched every packet there when tried); declare such a match
+// only in chains of the hooks that have the interface.
 //
 // Apply reads the table, in process or with iptables-save (see
 // Options.Kernel; hash comments, jumps and chain names only: rules are
