@@ -375,3 +375,34 @@ func TestUntrackedPolicyRefusedFailsClosed(t *testing.T) {
 	assert.Contains(t, rules[0], "policy u was refused: fail closed", dump)
 	assert.NotContains(t, rules[1], "np:", "one rule: %s", dump)
 }
+
+// Untracked policy is the host's own traffic's: raw PREROUTING returns for
+// a packet whose destination is not a local address (forwarded: it stays
+// tracked and meets the forwarded stages and the workloads' policy) before
+// it dispatches to the host endpoints; raw OUTPUT (the host's own packets)
+// needs no such test.
+func TestUntrackedPolicyIsForTheHostOnly(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	raw := managertest.FakeTable(t, ns, "raw", ipfamily.IPv4, "np-")
+	n := newFakeNodeWithOn(t, ns, ipfamily.IPv4, func(o *policy.Options) { o.Raw = raw })
+	require.NoError(t, n.send(policy.PolicyUpdate{Policy: policy.Policy{ID: "u", Ingress: []policy.Rule{{Action: policy.Allow}}}},
+		policy.HostEndpointUpdate{Endpoint: policy.HostEndpoint{ID: "hep0", Iface: "eth0",
+			UntrackedTiers: []policy.TierPolicies{{Name: "u", Ingress: []string{"u"}}}}}))
+	n.apply()
+	_, err := raw.Apply(context.Background())
+	require.NoError(t, err)
+	rules := func(chain string) []string {
+		var out []string
+		for _, r := range ns.IPTables().Rules(iptablesfake.BackendNFT, ipfamily.IPv4, "raw", chain) {
+			out = append(out, hashComment.ReplaceAllString(r, ""))
+		}
+		return out
+	}
+	pre := strings.Join(rules("np-raw-pre"), "\n")
+	notLocal := strings.Index(pre, "! --dst-type LOCAL")
+	dispatch := strings.Index(pre, "-j np-thud")
+	require.NotEqual(t, -1, notLocal, pre)
+	require.NotEqual(t, -1, dispatch, pre)
+	assert.Less(t, notLocal, dispatch, "the forwarded return comes before the dispatch:\n%s", pre)
+	assert.NotContains(t, strings.Join(rules("np-raw-out"), "\n"), "dst-type", "raw OUTPUT tests no destination")
+}
