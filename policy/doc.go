@@ -103,9 +103,13 @@
 // replies of the other direction's failsafe flows through): a packet such
 // a policy allows is left untracked and accepted, in the raw table and
 // again by the filter chains; one it denies is dropped; one it does not
-// decide goes on to conntrack and the tracked policy. Untracked flows need
-// their replies allowed too (an egress rule by source port). Only the
-// policies the untracked tiers list are copied into Raw.
+// decide goes on to conntrack and the tracked policy. It is the host's
+// own traffic's: a packet that arrives for an address that is not the
+// host's (forwarded) returns from "raw-pre" before the dispatch, tracked.
+// Untracked flows need their replies allowed too (an egress rule by
+// source port). Only the policies the untracked tiers list are copied
+// into Raw; one the table refuses (on nftables, a rule naming a set: the
+// sets live in the filter table) drops every packet it sees (fail closed).
 //
 // # Pre-DNAT host policy
 //
