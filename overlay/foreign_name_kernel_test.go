@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
@@ -94,8 +95,5 @@ func TestForeignLinkHoldsDeviceName(t *testing.T) {
 
 func TestKernelForeignLinkHoldsDeviceName(t *testing.T) {
 	kerneltest.RequireKernel(t)
-	ns, err := kernel.Open(kerneltest.NewNS(t).Path())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ns.Close() })
-	checkForeignName(t, ns)
+	checkForeignName(t, managertest.Open(t, kerneltest.NewNS(t)))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/internal/testkit/kerneltest"
+	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
 	"github.com/nodeplane/nodeplane/vxlan"
@@ -86,8 +87,5 @@ func TestForeignFDBEntries(t *testing.T) {
 
 func TestKernelForeignFDBEntries(t *testing.T) {
 	kerneltest.RequireKernel(t)
-	k, err := kernel.Open(kerneltest.NewNS(t).Path())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = k.Close() })
-	checkForeignFDB(t, k)
+	checkForeignFDB(t, managertest.Open(t, kerneltest.NewNS(t)))
 }
