@@ -101,9 +101,10 @@
 // go with it, and the blackholes behind them remain, so traffic to the
 // peers' pod CIDRs and tunnel addresses is dropped — not sent through the
 // main table in clear — until a Manager brings the device back. The peers'
-// endpoint addresses (Options.EncryptHostTraffic) get no blackhole: the host
-// must still reach the other nodes, its control plane among them, to come
-// back. Options.FailOpen turns this off (that traffic then takes the main
+// endpoint addresses (Options.EncryptHostTraffic), and any block that holds
+// one (a block so wide it covers the underlay, which a cluster should not
+// have), get no blackhole: the host must still reach the other nodes, its
+// control plane among them, to come back. Options.FailOpen turns this off (that traffic then takes the main
 // table while the device is gone); disabling the Manager (SetEnabled)
 // removes the blackholes with the routes.
 //

@@ -57,6 +57,9 @@ type Manager struct {
 	// redeclare says the table must be told every route again (at start,
 	// after a disable); otherwise only the intent's dirty prefixes.
 	redeclare bool
+	// endpoints are the nodes' endpoint addresses the routes were last
+	// declared with (failClosed spares the prefixes that hold one).
+	endpoints []netip.Addr
 	// fullDiff says the device was re-read: compare every peer, not only
 	// the intent's dirty keys.
 	fullDiff bool
@@ -443,6 +446,11 @@ func (m *Manager) routesReady() bool {
 // start or a disable it declares them all.
 func (m *Manager) declareRoutes() error {
 	in := m.in
+	if eps := m.endpointAddrs(); !slices.Equal(eps, m.endpoints) {
+		// Which prefixes hold an endpoint may have changed: every
+		// prefix's blackhole is decided again.
+		m.endpoints, m.redeclare = eps, true
+	}
 	if m.redeclare {
 		var targets, throws, holes []routetable.Target
 		for p, w := range in.winner {
@@ -501,15 +509,36 @@ func (m *Manager) declareRoutes() error {
 
 // failClosed reports whether prefix p, which node w wins, gets a blackhole
 // behind its route through the device: unless Options.FailOpen, every one
-// but w's endpoint address (host encryption), so that the host can still
-// reach the other nodes, its control plane among them, while the device is
-// gone.
+// but one that holds a node's endpoint address (w's own, with host
+// encryption; or a block so wide that it covers the underlay, which the
+// cluster should not have), so that the host can still reach the other
+// nodes, its control plane among them, while the device is gone.
 func (m *Manager) failClosed(p netip.Prefix, w string) bool {
 	if m.cfg.FailOpen {
 		return false
 	}
 	ep := m.in.nodes[w].Endpoint.Addr()
-	return !(p.IsSingleIP() && p.Addr() == ep)
+	if p.IsSingleIP() && p.Addr() == ep {
+		return false
+	}
+	for _, a := range m.endpoints {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// endpointAddrs returns the nodes' endpoint addresses, sorted.
+func (m *Manager) endpointAddrs() []netip.Addr {
+	var out []netip.Addr
+	for _, n := range m.in.nodes {
+		if a := n.Endpoint.Addr(); a.IsValid() {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 // failClosedTarget is the blackhole behind p's route through the device.

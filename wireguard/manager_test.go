@@ -1059,3 +1059,31 @@ func TestManagerDeviceTakesTheNodesTunnelAddress(t *testing.T) {
 		})
 	}
 }
+
+// A block that holds a node's endpoint address (one so wide it covers the
+// underlay, which a cluster should not have) gets no fail-closed
+// blackhole: with the device gone, the host must still reach the nodes.
+// The others keep theirs; an endpoint that moves into a block takes its
+// blackhole away, and one that moves out gives it back.
+func TestFailClosedSparesBlocksHoldingEndpoints(t *testing.T) {
+	e := newEnv(t, true)
+	m := e.manager(e.options(ipfamily.IPv4))
+	k1, k2 := pubKey(t), pubKey(t)
+	wide := testPeer{Node: "wide", PublicKey: k2, Endpoint: netip.MustParseAddrPort("198.18.0.9:0"),
+		CIDRs: []netip.Prefix{pfx("0.0.0.0/0"), pfx("10.9.0.0/24")}}
+	send(m, node(1, k1))
+	send(m, wide)
+	e.apply(m)
+	assert.ElementsMatch(t, []netip.Prefix{pfx("10.0.1.0/24"), pfx("10.9.0.0/24")}, e.holes(kernel.IPv4),
+		"no blackhole for 0.0.0.0/0, which holds the endpoints")
+
+	// Node 1 moves into 10.9.0.0/24: that block holds an endpoint now.
+	moved := node(1, k1)
+	moved.Endpoint = netip.MustParseAddrPort("10.9.0.7:0")
+	send(m, moved)
+	e.apply(m)
+	assert.ElementsMatch(t, []netip.Prefix{pfx("10.0.1.0/24")}, e.holes(kernel.IPv4))
+	send(m, node(1, k1))
+	e.apply(m)
+	assert.ElementsMatch(t, []netip.Prefix{pfx("10.0.1.0/24"), pfx("10.9.0.0/24")}, e.holes(kernel.IPv4))
+}
