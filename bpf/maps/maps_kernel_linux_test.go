@@ -31,6 +31,8 @@ func TestSpecValidate(t *testing.T) {
 		{"16 bytes", func(s *maps.Spec) { s.Name = "abcdefghijklmnop" }, "Name"},
 		{"slash", func(s *maps.Spec) { s.Name = "a/b" }, "Name"},
 		{"dash", func(s *maps.Spec) { s.Name = "np-lb" }, "Name"},
+		{"dot", func(s *maps.Spec) { s.Name = "." }, "Name"},
+		{"dot dot", func(s *maps.Spec) { s.Name = ".." }, "Name"},
 		{"type", func(s *maps.Spec) { s.Type = ebpf.UnspecifiedMap }, "Type"},
 		{"key size", func(s *maps.Spec) { s.KeySize = 0 }, "KeySize"},
 		{"value size", func(s *maps.Spec) { s.ValueSize = 0 }, "ValueSize"},

@@ -20,7 +20,7 @@ const MaxNameLen = 15
 // Open compares the shape of a pinned map with it.
 type Spec struct {
 	// Name is the pin's file name and the kernel's map name: 1 to
-	// MaxNameLen bytes of [A-Za-z0-9_.].
+	// MaxNameLen bytes of [A-Za-z0-9_.], not "." or "..".
 	Name string
 	// Type is the map type, such as ebpf.Hash or ebpf.LRUHash.
 	Type ebpf.MapType
@@ -39,6 +39,9 @@ type Spec struct {
 func (s Spec) Validate() error {
 	if s.Name == "" || len(s.Name) > MaxNameLen {
 		return fmt.Errorf("%w: Name %q must be 1 to %d bytes", ErrInvalidSpec, s.Name, MaxNameLen)
+	}
+	if s.Name == "." || s.Name == ".." {
+		return fmt.Errorf("%w: Name %q is not a file name", ErrInvalidSpec, s.Name)
 	}
 	for i := 0; i < len(s.Name); i++ {
 		c := s.Name[i]
