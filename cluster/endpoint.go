@@ -84,8 +84,7 @@ func (e Endpoint) Validate() error {
 			return errs.Also(bad("floating IP %v and %v are of different families", n.Floating, n.Internal), ipfamily.ErrWrongFamily)
 		case n.Floating == n.Internal:
 			return bad("floating IP %v is the internal address", n.Floating)
-		case n.Floating.IsUnspecified() || n.Internal.IsUnspecified() || n.Floating.IsMulticast() || n.Internal.IsMulticast() ||
-			n.Floating.Is4In6() || n.Floating.Zone() != "":
+		case !serviceUnicast(n.Floating) || !serviceUnicast(n.Internal):
 			return bad("floating IP %v -> %v: not a unicast address", n.Floating, n.Internal)
 		case !slices.ContainsFunc(e.Addrs, func(p netip.Prefix) bool { return p.Contains(n.Internal) }):
 			return bad("floating IP %v -> %v: %v is none of the endpoint's addresses", n.Floating, n.Internal, n.Internal)

@@ -61,6 +61,9 @@ func TestEndpointValidate(t *testing.T) {
 			e.FloatingIPs = []cluster.NAT{{Floating: netip.MustParseAddr("10.244.1.5"), Internal: netip.MustParseAddr("10.244.1.5")}}
 		}), `cluster: invalid endpoint "default/web-0": floating IP 10.244.1.5 is the internal address`, nil},
 		{with(func(e *cluster.Endpoint) {
+			e.FloatingIPs = []cluster.NAT{{Floating: netip.MustParseAddr("255.255.255.255"), Internal: netip.MustParseAddr("10.244.1.5")}}
+		}), `cluster: invalid endpoint "default/web-0": floating IP 255.255.255.255 -> 10.244.1.5: not a unicast address`, nil},
+		{with(func(e *cluster.Endpoint) {
 			e.FloatingIPs = []cluster.NAT{{Floating: netip.MustParseAddr("224.0.0.1"), Internal: netip.MustParseAddr("10.244.1.5")}}
 		}), `cluster: invalid endpoint "default/web-0": floating IP 224.0.0.1 -> 10.244.1.5: not a unicast address`, nil},
 		{with(func(e *cluster.Endpoint) {

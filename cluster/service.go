@@ -167,8 +167,11 @@ const MaxAffinityTimeout = 24 * time.Hour
 // address, or a node address: valid, unicast, without zone, not an IPv4
 // address mapped into IPv6.
 func serviceUnicast(a netip.Addr) bool {
-	return a.IsValid() && a.Zone() == "" && !a.IsUnspecified() && !a.IsMulticast() && !a.Is4In6()
+	return a.IsValid() && a.Zone() == "" && !a.IsUnspecified() && !a.IsMulticast() && !a.Is4In6() && a != broadcast4
 }
+
+// broadcast4 is IPv4's limited broadcast address, no unicast address.
+var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
 // ServiceRemove withdraws the service with Name. Removing a service that
 // is not declared does nothing.

@@ -44,6 +44,8 @@ func TestServiceValidate(t *testing.T) {
 			`cluster: invalid service "default/web:80": frontend address invalid IP: not a unicast address without zone`},
 		{with(func(s *cluster.Service) { s.ExternalIPs = []netip.Addr{netip.MustParseAddr("fe80::1%eth0")} }),
 			`cluster: invalid service "default/web:80": frontend address fe80::1%eth0: not a unicast address without zone`},
+		{with(func(s *cluster.Service) { s.ClusterIPs = []netip.Addr{netip.MustParseAddr("255.255.255.255")} }),
+			`cluster: invalid service "default/web:80": frontend address 255.255.255.255: not a unicast address without zone`},
 		{with(func(s *cluster.Service) { s.ClusterIPs = []netip.Addr{netip.MustParseAddr("::ffff:10.96.0.1")} }),
 			`cluster: invalid service "default/web:80": frontend address ::ffff:10.96.0.1: not a unicast address without zone`},
 		{with(func(s *cluster.Service) {
