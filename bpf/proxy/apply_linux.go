@@ -876,8 +876,8 @@ func (p *Proxy) idFor(s *svc, fam int, fes []frontend) (uint32, error) {
 const maxServiceID = math.MaxUint32 - 1
 
 // grabID hands out the free service ID that follows the last one handed
-// out, wrapping from maxServiceID to 1: an ID is not given again until
-// every other has been. A removed service's connections outlive it (their
+// out in the allocator's ranges, wrapping from the last range to the
+// first: an ID is not given again until every other has been. A removed service's connections outlive it (their
 // entries carry its ID, and the programs count their packets under it),
 // so a new service must not take its ID and its traffic.
 func (k *kstate) grabID() (uint32, error) {
@@ -1020,9 +1020,10 @@ func (p *Proxy) Close() error {
 // When it returns, no program of the Proxy is attached any more.
 // It works on a Proxy that never applied (after a restart, say) and leaves
 // anything else in PinDir alone; PinDir itself goes when nothing else is
-// in it (unless it is where the bpffs is mounted). A PinDir that does not exist has nothing
-// to clean up; one that is not on a bpffs holds nothing of the Proxy's,
-// and Cleanup refuses it (maps.ErrNotBPFFS) without touching it.
+// in it (unless it is where the bpffs is mounted). A PinDir that does not
+// exist has nothing to clean up; one that is not on a bpffs holds nothing
+// of the Proxy's, and Cleanup refuses it (maps.ErrNotBPFFS) without
+// touching it.
 func (p *Proxy) Cleanup(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
