@@ -344,10 +344,11 @@ func rmGoldenCases() []rmCase {
 		{name: "not icmpv6 type 255", table: "filter", chain: "INPUT",
 			rule: netfilter.Rule{Matches: m(netfilter.MatchICMP{Family: ipfamily.IPv6, Type: 255, Negate: true}), Action: netfilter.Accept()},
 			want: rmArgs("-p ipv6-icmp -m icmp6 ! --icmpv6-type 255 -j ACCEPT")},
+		// (UNSPEC, UNICAST and MULTICAST are refused in IPv6 rules: see
+		// netfilter.MatchAddrType.)
 		{name: "address types", table: "filter", chain: "INPUT",
-			rule: netfilter.Rule{Matches: m(netfilter.SourceAddrType(netfilter.AddrTypeUnspec | netfilter.AddrTypeUnicast | netfilter.AddrTypeLocal | netfilter.AddrTypeAnycast |
-				netfilter.AddrTypeMulticast | netfilter.AddrTypeUnreachable)), Action: netfilter.Accept()},
-			want: rmArgs("-m addrtype --src-type UNSPEC,UNICAST,LOCAL,ANYCAST,MULTICAST,UNREACHABLE -j ACCEPT")},
+			rule: netfilter.Rule{Matches: m(netfilter.SourceAddrType(netfilter.AddrTypeLocal | netfilter.AddrTypeAnycast | netfilter.AddrTypeUnreachable)), Action: netfilter.Accept()},
+			want: rmArgs("-m addrtype --src-type LOCAL,ANYCAST,UNREACHABLE -j ACCEPT")},
 		{name: "sets", table: "filter", chain: "INPUT",
 			rule: netfilter.Rule{Matches: m(netfilter.SourceIPSet("np-net6"), netfilter.IPSet("np-ipport6", netfilter.Dst, netfilter.Dst), netfilter.IPSet("np-ipportnet6", netfilter.Dst, netfilter.Dst, netfilter.Src)), Action: netfilter.Accept()},
 			want: rmArgs("-m set --match-set np-net6 src -m set --match-set np-ipport6 dst,dst -m set --match-set np-ipportnet6 dst,dst,src -j ACCEPT")},
