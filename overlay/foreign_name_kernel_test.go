@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,6 +45,16 @@ func checkForeignName(t *testing.T, ns foreignNameNS) {
 		require.NoError(t, ns.SetLinkUp(ctx, i, true))
 	}
 	require.NoError(t, ns.AddAddr(ctx, kernel.Addr{LinkIndex: eth0.Index, Prefix: netip.MustParsePrefix("192.0.2.1/24")}))
+	// A veth has a carrier a moment after both ends are up (on a busy
+	// machine, a long moment): the direct route waits for it.
+	require.Eventually(t, func() bool {
+		for _, name := range []string{"eth0", "np-vxlan"} {
+			if l, err := ns.LinkByName(ctx, name); err != nil || !l.Running {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "the veths running")
 	before, err := ns.LinkByName(ctx, "np-vxlan")
 	require.NoError(t, err)
 
