@@ -393,6 +393,51 @@ func TestKernelPolicyCounters(t *testing.T) {
 	assert.ErrorIs(t, err, policy.ErrNotSupported)
 }
 
+// TestKernelPolicyUntrackedNotForwarded: an untracked policy that denies a
+// port on a host endpoint closes it on the host itself, but a connection
+// forwarded through that interface to a pod of the host on the same port
+// is no traffic of the host's: it goes on tracked, and the pod's policy
+// lets it in. Both backends, both families, with traffic.
+func TestKernelPolicyUntrackedNotForwarded(t *testing.T) {
+	managertest.ForEachBackend(t, func(t *testing.T, b managertest.Backend) {
+		managertest.ForEachFamily(t, func(t *testing.T, f ipfamily.Family) {
+			topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 2, PodsPerHost: 1, Underlay: kerneltest.UnderlayVeth, Stack: managertest.Stack(f)})
+			require.NoError(t, topo.AddPodRoutesViaUnderlay())
+			h1, h2 := topo.Hosts[0], topo.Hosts[1]
+			pod := h1.Pods[0]
+			k := managertest.Open(t, h1.NS)
+			filter := b.NewTable(t, k, "filter", f, "npu-")
+			raw := b.NewTable(t, k, "raw", f, "npu-")
+			layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+			require.NoError(t, err)
+			m, err := policy.New(policy.Options{Family: f, Filter: filter, Raw: raw, Marks: layout, ChainPrefix: "npu-",
+				WorkloadPrefixes: []string{kerneltest.DefaultPodIfacePrefix}, Deny: policy.DenyReject})
+			require.NoError(t, err)
+			podAddr, _ := pod.NS.ListenTCP(t, netip.AddrPortFrom(managertest.Pick(f, pod.Addrs()...), 0))
+			hostAddr, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(managertest.Pick(f, h1.UnderlayAddrs()...), podAddr.Port()))
+			port := []netfilter.PortRange{netfilter.Port(podAddr.Port())}
+			for _, msg := range []any{
+				allowAll,
+				policy.PolicyUpdate{Policy: policy.Policy{ID: "untracked", Ingress: []policy.Rule{
+					{Action: policy.Deny, Protocol: netfilter.ProtoTCP, Dst: policy.Peer{Ports: port}}}}},
+				policy.HostEndpointUpdate{Endpoint: policy.HostEndpoint{ID: "eth", Iface: h1.UnderlayIf, Profiles: []string{"ns.default"},
+					UntrackedTiers: []policy.TierPolicies{{Name: "raw", Ingress: []string{"untracked"}}}}},
+				workload(pod, nil, "ns.default"),
+			} {
+				m.OnUpdate(msg)
+			}
+			require.NoError(t, m.CompleteDeferredWork(context.Background()))
+			for _, d := range []dataplane.Driver{raw, filter} {
+				_, err := d.Apply(context.Background())
+				require.NoError(t, err)
+			}
+			dump := func() string { return b.Dump(t, h1.NS, "raw", f) + b.Dump(t, h1.NS, "filter", f) }
+			assert.False(t, tcpReaches(t, h2.NS, hostAddr), "the host's port, denied by the untracked policy:\n%s", dump())
+			assert.True(t, tcpReaches(t, h2.NS, podAddr), "the pod's port, forwarded through the host endpoint:\n%s", dump())
+		})
+	})
+}
+
 // TestKernelPolicyUntracked gives a host endpoint an untracked policy in
 // the raw table that lets another host reach one server port (both ways,
 // as untracked flows need) while its tracked policy denies everything: the
