@@ -88,3 +88,42 @@ func BenchmarkPlanVsApply(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEndpointMove is one node's endpoint moving in a 5000-node
+// cluster on kernelfake: a whole pass (the Manager's deferred work, the
+// device, the table and the rule). Which prefixes hold an endpoint may
+// change with it, so every prefix's fail-closed routes are decided again.
+func BenchmarkEndpointMove(b *testing.B) {
+	const nodes = 5000
+	ns := kernelfake.New(kernelfake.Options{Kinds: append(kernelfake.DefaultKinds(), kernel.KindWireGuard)})
+	m, err := wireguard.New(wireguard.Options{Family: ipfamily.IPv4, Kernel: ns, FirewallMark: 0x100000, Table: 100,
+		HostMTU: 1500, KeyFile: filepath.Join(b.TempDir(), "wg.key"), NodeName: "self"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	peers := make([]testPeer, nodes)
+	for i := range peers {
+		k, err := wireguard.GeneratePrivateKey()
+		if err != nil {
+			b.Fatal(err)
+		}
+		peers[i] = node(i+1, k.Public())
+		send(m, peers[i])
+	}
+	if _, err := pass(m); err != nil {
+		b.Fatal(err)
+	}
+	round := 0
+	for b.Loop() {
+		p := &peers[round%nodes]
+		a := p.Endpoint.Addr().As4()
+		a[1] ^= 1 // 198.18 ↔ 198.19
+		p.Endpoint = netip.AddrPortFrom(netip.AddrFrom4(a), 0)
+		send(m, *p)
+		if _, err := pass(m); err != nil {
+			b.Fatal(err)
+		}
+		round++
+	}
+}

@@ -20,10 +20,11 @@
 //     peers accept from this node. Peers it did not configure are removed.
 //   - the whole routing table Options.Table (from idalloc): a route through
 //     the device for every prefix a peer carries, behind it a blackhole for
-//     the same prefix at FailClosedMetric (fail-closed, see below), and a
+//     the same prefix at FailClosedMetric (fail-closed, see below), a
 //     throw route for the prefixes of nodes that are not peers yet, so
-//     their traffic falls back to the main table (routetable,
-//     ExclusivePolicy).
+//     their traffic falls back to the main table, and at FailClosedMetric
+//     a throw for each node endpoint address a blackholed block holds
+//     (routetable, ExclusivePolicy).
 //   - one rule at Options.RulePriority (99): "not fwmark M/M lookup
 //     Table", M being Options.FirewallMark (from markbits). The device's
 //     own encrypted packets carry M and skip the table, so they leave
@@ -100,13 +101,17 @@
 // the next run to adopt), a kernel one can be deleted. The device's routes
 // go with it, and the blackholes behind them remain, so traffic to the
 // peers' pod CIDRs and tunnel addresses is dropped — not sent through the
-// main table in clear — until a Manager brings the device back. The peers'
-// endpoint addresses (Options.EncryptHostTraffic), and any block that holds
-// one (a block so wide it covers the underlay, which a cluster should not
-// have), get no blackhole: the host must still reach the other nodes, its
-// control plane among them, to come back. Options.FailOpen turns this off (that traffic then takes the main
-// table while the device is gone); disabling the Manager (SetEnabled)
-// removes the blackholes with the routes.
+// main table in clear — until a Manager brings the device back. The
+// host must still reach the other nodes, its control plane among them, to
+// come back: a peer's endpoint address routed through the device
+// (Options.EncryptHostTraffic) gets no blackhole, and where a block holds
+// endpoint addresses (a block so wide it covers the underlay, which a
+// cluster should not have), the block keeps its blackhole and a throw at
+// FailClosedMetric for each of those addresses sends them back to the main
+// table (with the device up as well: an endpoint address is not the
+// block's peer). Options.FailOpen turns this off (that traffic then takes
+// the main table while the device is gone); disabling the Manager
+// (SetEnabled) removes the blackholes and throws with the routes.
 //
 // Peers are diffed, never replaced wholesale (a replace-all blips every
 // tunnel): a new node is one added peer, a changed node one update of what

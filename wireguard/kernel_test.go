@@ -719,3 +719,58 @@ func TestKernelUserspaceFailClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelFailClosedLetsEndpointsOut: host 2 also carries a block so
+// wide it covers the underlay (a misconfigured cluster). Fail-closed, that
+// block keeps its blackhole, and a throw lets each node's endpoint address
+// out of it: with host 1's devices gone, host 1 still reaches host 2's
+// underlay address, while host 2's pod and the rest of the wide block are
+// closed.
+func TestKernelFailClosedLetsEndpointsOut(t *testing.T) {
+	kerneltest.RequireCommands(t, "ping", "ip")
+	c := newWGClusterTuned(t, 2, nil)
+	h1, h2 := c.nodes[0], c.nodes[1]
+	ctx := context.Background()
+	wide := map[ipfamily.Family]netip.Prefix{ipfamily.IPv4: h2.host.UnderlayIPv4.Masked(), ipfamily.IPv6: h2.host.UnderlayIPv6.Masked()}
+	for _, f := range ipfamily.All {
+		u := h2.update(f)
+		u.CIDRs = append(u.CIDRs, wide[f])
+		send(h1.mgr[f], u)
+		h1.apply(f)
+	}
+	for _, a := range pod(h2).Addrs() {
+		kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(pod(h1).NS, a))
+	}
+	for _, a := range []netip.Addr{h2.host.UnderlayIPv4.Addr(), h2.host.UnderlayIPv6.Addr()} {
+		kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(h1.host.NS, a))
+	}
+	for _, f := range ipfamily.All {
+		require.NoError(t, h1.mgr[f].Close())
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := h1.k.LinkByName(ctx, h1.names[f])
+			if errors.Is(err, kernel.ErrNotFound) {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "%s still there: %v", h1.names[f], err)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, f := range ipfamily.All {
+		ep := h2.host.UnderlayIPv4.Addr()
+		if f == ipfamily.IPv6 {
+			ep = h2.host.UnderlayIPv6.Addr()
+		}
+		kerneltest.Eventually(t, 10*time.Second, kerneltest.PingCheck(h1.host.NS, ep)) // host 2's endpoint stays reachable
+		// An address of the wide block that is no endpoint meets the blackhole.
+		other := wide[f].Addr().Next().Next().Next()
+		for other == ep || other == h1.host.UnderlayIPv4.Addr() || other == h1.host.UnderlayIPv6.Addr() {
+			other = other.Next()
+		}
+		out, err := h1.host.NS.Exec(ctx, "ip", "route", "get", other.String())
+		assert.Error(t, err, "%v: %s is in the blackholed wide block: %s", f, other, out)
+	}
+	for _, a := range pod(h2).Addrs() {
+		assert.Error(t, pingWithPattern(ctx, pod(h1).NS, a), "%s: no reply with host 1's device gone", a)
+	}
+}

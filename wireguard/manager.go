@@ -22,6 +22,7 @@ const (
 	classPeers     routetable.RouteClass = 10
 	classThrow     routetable.RouteClass = 20
 	classFailClose routetable.RouteClass = 30
+	classEscape    routetable.RouteClass = 40
 )
 
 // FailClosedMetric is the metric of the blackhole routes that keep a
@@ -443,40 +444,58 @@ func (m *Manager) routesReady() bool {
 // declareRoutes tells the table the routes that changed: a prefix won by
 // a peer goes through the device (and, fail-closed, to a blackhole behind
 // it), one only not-peers list is thrown back to the main table. After a
-// start or a disable it declares them all.
+// start or a disable it declares them all; so it does when the endpoints
+// changed or a changed prefix holds one, since the throws that let the
+// endpoints out of the blackholes follow every prefix holding them.
 func (m *Manager) declareRoutes() error {
 	in := m.in
 	if eps := m.endpointAddrs(); !slices.Equal(eps, m.endpoints) {
-		// Which prefixes hold an endpoint may have changed: every
-		// prefix's blackhole is decided again.
 		m.endpoints, m.redeclare = eps, true
+	}
+	if !m.redeclare {
+		for p := range in.dirtyPrefixes {
+			if len(m.endpointsIn(p)) > 0 {
+				m.redeclare = true
+				break
+			}
+		}
 	}
 	if m.redeclare {
 		var targets, throws, holes []routetable.Target
+		escapes := map[netip.Addr]bool{}
 		for p, w := range in.winner {
 			switch {
 			case w == "":
 				throws = append(throws, routetable.Target{CIDR: p, Type: routetable.TargetThrow})
 			default:
 				targets = append(targets, routetable.Target{CIDR: p})
-				if m.failClosed(p, w) {
+				if hole, escape := m.failClosed(p); hole {
 					holes = append(holes, failClosedTarget(p))
+					for _, a := range escape {
+						escapes[a] = true
+					}
 				}
 			}
 		}
-		if err := m.table.SetRoutes(classPeers, m.cfg.InterfaceName, targets); err != nil {
-			return err
+		var outs []routetable.Target
+		for a := range escapes {
+			outs = append(outs, escapeTarget(a))
 		}
-		if err := m.table.SetRoutes(classThrow, routetable.InterfaceNone, throws); err != nil {
-			return err
-		}
-		if err := m.table.SetRoutes(classFailClose, routetable.InterfaceNone, holes); err != nil {
-			return err
+		for _, c := range []struct {
+			class   routetable.RouteClass
+			iface   string
+			targets []routetable.Target
+		}{{classPeers, m.cfg.InterfaceName, targets}, {classThrow, routetable.InterfaceNone, throws},
+			{classFailClose, routetable.InterfaceNone, holes}, {classEscape, routetable.InterfaceNone, outs}} {
+			if err := m.table.SetRoutes(c.class, c.iface, c.targets); err != nil {
+				return err
+			}
 		}
 		m.redeclare = false
 		clear(in.dirtyPrefixes)
 		return nil
 	}
+	// No changed prefix holds an endpoint: none has escapes to change.
 	for p := range in.dirtyPrefixes {
 		key := routetable.RouteKey{CIDR: p}
 		hole := failClosedTarget(p)
@@ -487,7 +506,7 @@ func (m *Manager) declareRoutes() error {
 		case routed && w != "":
 			err = errors.Join(m.table.RouteRemove(classThrow, routetable.InterfaceNone, key),
 				m.table.RouteUpdate(classPeers, m.cfg.InterfaceName, routetable.Target{CIDR: p}))
-			if m.failClosed(p, w) {
+			if closed, _ := m.failClosed(p); closed {
 				err = errors.Join(err, m.table.RouteUpdate(classFailClose, routetable.InterfaceNone, hole))
 			} else {
 				err = errors.Join(err, removeHole())
@@ -507,26 +526,36 @@ func (m *Manager) declareRoutes() error {
 	return nil
 }
 
-// failClosed reports whether prefix p, which node w wins, gets a blackhole
-// behind its route through the device: unless Options.FailOpen, every one
-// but one that holds a node's endpoint address (w's own, with host
-// encryption; or a block so wide that it covers the underlay, which the
-// cluster should not have), so that the host can still reach the other
-// nodes, its control plane among them, while the device is gone.
-func (m *Manager) failClosed(p netip.Prefix, w string) bool {
+// failClosed reports whether prefix p, which a peer wins, gets a blackhole
+// behind its route through the device (every one, unless
+// Options.FailOpen, but a node's endpoint address itself, routed through
+// the device with host encryption), and which nodes' endpoint addresses
+// the blackhole holds (a block so wide that it covers the underlay, which
+// a cluster should not have). Each of those gets a throw at
+// FailClosedMetric (escapeTarget), so that while the device is gone the
+// host still reaches the other nodes, its control plane among them, and
+// the rest of the block stays closed.
+func (m *Manager) failClosed(p netip.Prefix) (hole bool, escapes []netip.Addr) {
 	if m.cfg.FailOpen {
-		return false
+		return false, nil
 	}
-	ep := m.in.nodes[w].Endpoint.Addr()
-	if p.IsSingleIP() && p.Addr() == ep {
-		return false
+	eps := m.endpointsIn(p)
+	if p.IsSingleIP() && len(eps) > 0 {
+		return false, nil
 	}
-	for _, a := range m.endpoints {
-		if p.Contains(a) {
-			return false
-		}
+	return true, eps
+}
+
+// endpointsIn returns the nodes' endpoint addresses p holds (m.endpoints
+// is sorted: those are one run of it).
+func (m *Manager) endpointsIn(p netip.Prefix) []netip.Addr {
+	p = p.Masked()
+	i, _ := slices.BinarySearchFunc(m.endpoints, p.Addr(), netip.Addr.Compare)
+	j := i
+	for j < len(m.endpoints) && p.Contains(m.endpoints[j]) {
+		j++
 	}
-	return true
+	return m.endpoints[i:j]
 }
 
 // endpointAddrs returns the nodes' endpoint addresses, sorted.
@@ -546,13 +575,21 @@ func failClosedTarget(p netip.Prefix) routetable.Target {
 	return routetable.Target{CIDR: p, Type: routetable.TargetBlackhole, Metric: FailClosedMetric}
 }
 
+// escapeTarget is the throw that lets endpoint address a out of a
+// blackhole that holds it, back to the main table; at FailClosedMetric,
+// behind a route of a's own through the device (host encryption).
+func escapeTarget(a netip.Addr) routetable.Target {
+	return routetable.Target{CIDR: netip.PrefixFrom(a, a.BitLen()), Type: routetable.TargetThrow, Metric: FailClosedMetric}
+}
+
 // withdrawRoutes withdraws every route from the table (the Manager is
 // disabled); they are declared all again once it is enabled.
 func (m *Manager) withdrawRoutes() error {
 	for _, c := range []struct {
 		class routetable.RouteClass
 		iface string
-	}{{classPeers, m.cfg.InterfaceName}, {classThrow, routetable.InterfaceNone}, {classFailClose, routetable.InterfaceNone}} {
+	}{{classPeers, m.cfg.InterfaceName}, {classThrow, routetable.InterfaceNone}, {classFailClose, routetable.InterfaceNone},
+		{classEscape, routetable.InterfaceNone}} {
 		if err := m.table.SetRoutes(c.class, c.iface, nil); err != nil {
 			return err
 		}

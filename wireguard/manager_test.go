@@ -207,12 +207,20 @@ func (e *env) routes() map[netip.Prefix]uint8 {
 }
 
 // holes returns the destinations of the table's fail-closed blackholes.
-func (e *env) holes(f kernel.Family) []netip.Prefix {
+func (e *env) holes(f kernel.Family) []netip.Prefix { return e.failClosed(f, kernel.RTNBlackhole) }
+
+// escapes returns the destinations of the throws that let endpoint
+// addresses out of the blackholes.
+func (e *env) escapes(f kernel.Family) []netip.Prefix { return e.failClosed(f, kernel.RTNThrow) }
+
+func (e *env) failClosed(f kernel.Family, typ uint8) []netip.Prefix {
 	var out []netip.Prefix
 	for _, r := range e.ns.Routes(f, testTable) {
 		if r.Priority == wireguard.FailClosedMetric {
-			require.Equal(e.t, kernel.RTNBlackhole, r.Type, "%v", r)
-			out = append(out, r.Dst)
+			require.Contains(e.t, []uint8{kernel.RTNBlackhole, kernel.RTNThrow}, r.Type, "%v", r)
+			if r.Type == typ {
+				out = append(out, r.Dst)
+			}
 		}
 	}
 	return out
@@ -1061,11 +1069,13 @@ func TestManagerDeviceTakesTheNodesTunnelAddress(t *testing.T) {
 }
 
 // A block that holds a node's endpoint address (one so wide it covers the
-// underlay, which a cluster should not have) gets no fail-closed
-// blackhole: with the device gone, the host must still reach the nodes.
-// The others keep theirs; an endpoint that moves into a block takes its
-// blackhole away, and one that moves out gives it back.
-func TestFailClosedSparesBlocksHoldingEndpoints(t *testing.T) {
+// underlay, which a cluster should not have) keeps its fail-closed
+// blackhole, and each endpoint address in it gets a throw at
+// FailClosedMetric, so that with the device gone the host still reaches
+// the nodes and the rest of the block stays closed. The throws follow the
+// endpoints as they move in and out of blocks, and a node's own endpoint
+// routed through the device (host encryption) gets no blackhole.
+func TestFailClosedLetsEndpointsOut(t *testing.T) {
 	e := newEnv(t, true)
 	m := e.manager(e.options(ipfamily.IPv4))
 	k1, k2 := pubKey(t), pubKey(t)
@@ -1074,16 +1084,34 @@ func TestFailClosedSparesBlocksHoldingEndpoints(t *testing.T) {
 	send(m, node(1, k1))
 	send(m, wide)
 	e.apply(m)
-	assert.ElementsMatch(t, []netip.Prefix{pfx("10.0.1.0/24"), pfx("10.9.0.0/24")}, e.holes(kernel.IPv4),
-		"no blackhole for 0.0.0.0/0, which holds the endpoints")
+	assert.ElementsMatch(t, []netip.Prefix{pfx("0.0.0.0/0"), pfx("10.0.1.0/24"), pfx("10.9.0.0/24")}, e.holes(kernel.IPv4))
+	assert.ElementsMatch(t, []netip.Prefix{pfx("198.18.0.1/32"), pfx("198.18.0.9/32")}, e.escapes(kernel.IPv4),
+		"both endpoints are let out of 0.0.0.0/0's blackhole")
 
-	// Node 1 moves into 10.9.0.0/24: that block holds an endpoint now.
+	// Node 1 moves into 10.9.0.0/24: still one throw for it, held by two blocks.
 	moved := node(1, k1)
 	moved.Endpoint = netip.MustParseAddrPort("10.9.0.7:0")
 	send(m, moved)
 	e.apply(m)
-	assert.ElementsMatch(t, []netip.Prefix{pfx("10.0.1.0/24")}, e.holes(kernel.IPv4))
-	send(m, node(1, k1))
+	assert.ElementsMatch(t, []netip.Prefix{pfx("0.0.0.0/0"), pfx("10.0.1.0/24"), pfx("10.9.0.0/24")}, e.holes(kernel.IPv4))
+	assert.ElementsMatch(t, []netip.Prefix{pfx("10.9.0.7/32"), pfx("198.18.0.9/32")}, e.escapes(kernel.IPv4))
+
+	// The wide block goes: no endpoint is in a blackhole any more.
+	m.OnUpdate(cluster.BlockRemove{CIDR: pfx("0.0.0.0/0")})
 	e.apply(m)
 	assert.ElementsMatch(t, []netip.Prefix{pfx("10.0.1.0/24"), pfx("10.9.0.0/24")}, e.holes(kernel.IPv4))
+	assert.ElementsMatch(t, []netip.Prefix{pfx("10.9.0.7/32")}, e.escapes(kernel.IPv4))
+	send(m, node(1, k1))
+	e.apply(m)
+	assert.Empty(t, e.escapes(kernel.IPv4))
+
+	// A node's endpoint as a prefix of its own (host encryption): a route
+	// through the device, no blackhole, and no throw while no block holds it.
+	host := node(1, k1)
+	host.CIDRs = append(host.CIDRs, pfx("198.18.0.1/32"))
+	send(m, host)
+	e.apply(m)
+	assert.Equal(t, kernel.RTNUnicast, e.routes()[pfx("198.18.0.1/32")])
+	assert.ElementsMatch(t, []netip.Prefix{pfx("10.0.1.0/24"), pfx("10.9.0.0/24")}, e.holes(kernel.IPv4))
+	assert.Empty(t, e.escapes(kernel.IPv4))
 }

@@ -109,9 +109,10 @@ type Options struct {
 	// device stops with its agent, a kernel one can be deleted — its routes
 	// go with it and the blackholes remain, so traffic to the peers' pod
 	// CIDRs and tunnel addresses is dropped instead of leaving through the
-	// main table in plaintext. The peers' endpoint addresses (host
-	// encryption) get none: the host must still reach the other nodes, its
-	// control plane among them, to bring the device back. With FailOpen
+	// main table in plaintext. The peers' endpoint addresses get none, and
+	// a throw at that metric lets them out of a block that holds them: the
+	// host must still reach the other nodes, its control plane among them,
+	// to bring the device back (see the package doc). With FailOpen
 	// that traffic takes the main table while the device is gone.
 	// Disabling the Manager (SetEnabled, Options.Disabled) removes the
 	// blackholes with the routes.
