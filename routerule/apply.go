@@ -29,6 +29,10 @@ type entry struct {
 	ok   bool
 	// gone is set once the rule was deleted.
 	gone bool
+	// kernels says the rule is one of the kernel's own (protocol
+	// kernel) at an owned priority: never ours, in the model only for
+	// the list order that decides which rule a delete request hits.
+	kernels bool
 }
 
 // owns reports whether a kernel rule is ours: at an owned priority, and a
@@ -88,7 +92,7 @@ func (r *Rules) parse(k *kernel.Rule) (Rule, bool) {
 func (r *Rules) toKernel(rule Rule) kernel.Rule {
 	k := kernel.Rule{
 		Family: r.opt.family, Priority: rule.Priority, Src: rule.Src, Dst: rule.Dst,
-		Mark: rule.Mark, Mask: rule.Mask, Invert: rule.Invert, IIF: rule.IIF, OIF: rule.OIF,
+		Mark: rule.Mark, Mask: rule.Mask, Invert: rule.Invert, IIF: rule.IIF, OIF: rule.OIF, Protocol: Protocol,
 	}
 	switch a := rule.Action.(type) {
 	case ActionLookup:
@@ -226,6 +230,12 @@ func (r *Rules) load(ctx context.Context) error {
 	groups := map[uint32][]*entry{}
 	for i := range dump {
 		k := fib.Stored(dump[i])
+		if k.Family == r.opt.family && k.Protocol == kernel.ProtoKernel {
+			if _, ok := r.opt.priorities[k.Priority]; ok {
+				groups[k.Priority] = append(groups[k.Priority], &entry{k: k, kernels: true})
+			}
+			continue
+		}
 		if !r.owns(&k) {
 			continue
 		}
@@ -265,7 +275,7 @@ func (r *Rules) converge(ctx context.Context, st *applyState) {
 func (r *Rules) present(p uint32) []*entry {
 	var out []*entry
 	for _, e := range r.groups[p] {
-		if !e.gone {
+		if !e.gone && !e.kernels {
 			out = append(out, e)
 		}
 	}

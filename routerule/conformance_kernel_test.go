@@ -182,7 +182,7 @@ var confSubject = drivertest.Subject[*routerule.Rules, routerule.Family]{
 // confKernelForm returns the kernel rule a declared rule becomes.
 func confKernelForm(fam routerule.Family, r routerule.Rule) kernel.Rule {
 	k := kernel.Rule{Family: fam, Priority: r.Priority, Src: r.Src, Dst: r.Dst, Mark: r.Mark, Mask: r.Mask,
-		Invert: r.Invert, IIF: r.IIF, OIF: r.OIF}
+		Invert: r.Invert, IIF: r.IIF, OIF: r.OIF, Protocol: routerule.Protocol}
 	if k.Mark != 0 && k.Mask == 0 {
 		k.Mask = 0xffffffff
 	}

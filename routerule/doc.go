@@ -18,7 +18,10 @@
 // owned. Do not let another agent put goto or drop rules at an
 // owned priority. Rules of ours that are not desired are deleted, including
 // ones that use attributes or actions this package does not express (TOS,
-// ports, UID ranges, suppressors; unreachable, prohibit, nop).
+// ports, UID ranges, suppressors; unreachable, prohibit, nop). The rules it
+// writes carry Protocol ("proto 78"), and so do its delete requests: a
+// rule of ours equal to one of the kernel's (a "32766: lookup main" of its
+// own) is deleted alone, never the kernel's in its place.
 //
 // # How it is used
 //

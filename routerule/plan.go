@@ -69,7 +69,7 @@ func (r *Rules) State(ctx context.Context) (dataplane.State, error) {
 	held := map[Rule]bool{}
 	for _, g := range r.groups {
 		for _, e := range g {
-			if e.gone {
+			if e.gone || e.kernels {
 				continue
 			}
 			s.Owned = append(s.Owned, dataplane.Object{Kind: kindRule, Text: describe(e)})

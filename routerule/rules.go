@@ -173,6 +173,15 @@ func (r *Rules) QueueResync() {
 	r.resync = true
 }
 
+// Protocol is the protocol of the rules a Rules writes (0x4e, shown as
+// "proto 78" by `ip rule`; routetable's DefaultProtocol too). A delete
+// request carries it, so that it hits our rule and never an equal rule of
+// the kernel's or of another's. Ownership stays by priority (and table):
+// rules of ours written without it (protocol 0) are adopted; deleting one
+// that an equal kernel rule precedes fails with ErrAmbiguous, and nothing
+// is deleted.
+const Protocol uint8 = 0x4e
+
 // Stats returns the instance's counts: the desired rules, our rules in the
 // kernel (as last read or written), the writes failing, and the rules
 // added and deleted since New.

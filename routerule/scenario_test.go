@@ -200,7 +200,7 @@ func fmtKernel(r kernel.Rule) string {
 		action = fmt.Sprintf("goto %d", r.Goto)
 	}
 	s := fmtLine(r.Priority, r.Invert, r.Src, r.Dst, r.Mark, r.Mask, r.IIF, r.OIF, action)
-	if r.IPProto != 0 || r.DstPorts != (kernel.PortRange{}) || r.Protocol != 0 {
+	if r.IPProto != 0 || r.DstPorts != (kernel.PortRange{}) || (r.Protocol != 0 && r.Protocol != routerule.Protocol) {
 		s += fmt.Sprintf(" ipproto %d dport %v proto %d", r.IPProto, r.DstPorts, r.Protocol)
 	}
 	return s
@@ -332,6 +332,43 @@ var scenarios = []scenario{
 		assert.Equal(t, slices.Concat(before[:1], []string{fmtRule(mine)}, before[1:]), kernelRules(t, e))
 		require.NoError(t, r.SetRules(nil))
 		apply(t, r)
+		assert.Equal(t, before, kernelRules(t, e))
+	}},
+
+	{"OurRuleEqualToTheKernelsIsDeletedAlone", func(t *testing.T, e env) {
+		// A rule of ours equal to one of the kernel's own ("32766: lookup
+		// main"): withdrawing it deletes ours, never the kernel's, also
+		// through a resync after it.
+		before := kernelRules(t, e)
+		r, _ := newRules(t, e, func(o *routerule.Options) {
+			o.Priorities = []uint32{32766}
+			o.Tables = []uint32{kernel.TableMain}
+		})
+		main := routerule.Rule{Priority: 32766, Action: routerule.ActionLookup{Table: kernel.TableMain}}
+		require.NoError(t, r.SetRule(main))
+		apply(t, r)
+		assert.Len(t, kernelRules(t, e, 32766), 2, "the kernel's and ours")
+		require.NoError(t, r.SetRules(nil))
+		apply(t, r)
+		assert.Equal(t, before, kernelRules(t, e))
+		r.QueueResync()
+		apply(t, r)
+		assert.Equal(t, before, kernelRules(t, e), "the kernel's rule is not ours at a resync either")
+	}},
+
+	{"UnmarkedDuplicateOfTheKernelsIsNotDeletedInItsPlace", func(t *testing.T, e env) {
+		// A rule of ours without a protocol (written by hand, or by a
+		// version before Protocol) equal to the kernel's "lookup main":
+		// a delete request for it would hit the kernel's rule, which comes
+		// first, so it is refused as ambiguous and the kernel's stays.
+		kernelAdd(t, e, 32766, kernel.TableMain, nil)
+		before := kernelRules(t, e)
+		r, _ := newRules(t, e, func(o *routerule.Options) {
+			o.Priorities = []uint32{32766}
+			o.Tables = []uint32{kernel.TableMain}
+		})
+		_, err := r.Apply(context.Background())
+		require.ErrorIs(t, err, routerule.ErrAmbiguous)
 		assert.Equal(t, before, kernelRules(t, e))
 	}},
 

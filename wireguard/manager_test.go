@@ -23,6 +23,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/kernel/kernelfake"
+	"github.com/nodeplane/nodeplane/routerule"
 	"github.com/nodeplane/nodeplane/wireguard"
 	"github.com/nodeplane/nodeplane/wireguard/wireguardfake"
 )
@@ -288,7 +289,7 @@ func TestManagerKernelProviderOnFakes(t *testing.T) {
 	rs := e.rules(kernel.IPv4)
 	require.Len(t, rs, 1)
 	assert.Equal(t, kernel.Rule{Family: kernel.IPv4, Priority: wireguard.DefaultRulePriority, Action: kernel.RuleLookup,
-		Table: testTable, Invert: true, Mark: testMark, Mask: testMark}, rs[0])
+		Table: testTable, Invert: true, Mark: testMark, Mask: testMark, Protocol: routerule.Protocol}, rs[0])
 
 	// Nothing changed: nothing written, to the device or the kernel.
 	e.k.ResetLog()
