@@ -50,7 +50,8 @@
 // cluster.Endpoint.Validate checks a message before it is sent. A floating
 // IP or an internal address claimed twice goes to the first endpoint by ID;
 // the other NAT is left out and reported (ErrConflict) until the conflict
-// is gone.
+// is gone. So is a floating IP that is an endpoint's own address (in its
+// Addrs): its translation would take that endpoint's connections.
 //
 // The Manager takes a netfilter.Table, not a backend: it works on the
 // iptables writer (legacy or nft) and on any other writer of the rule

@@ -60,6 +60,9 @@ type Manager struct {
 	o         Options
 	log       *slog.Logger
 	endpoints map[string][]cluster.NAT // of the family, sorted
+	// addrs are every endpoint's addresses of the family, which no
+	// floating IP may be.
+	addrs map[string][]netip.Prefix
 	dirty     bool
 	jumpsDone bool
 	invalid   managerutil.Rejected
@@ -87,7 +90,8 @@ func New(opts Options) (*Manager, error) {
 		}
 	}
 	opts.Name = managerutil.Name(opts.Name, "floatingips", opts.Family)
-	return &Manager{o: opts, log: managerutil.Logger(opts.Logger), endpoints: map[string][]cluster.NAT{}, dirty: true}, nil
+	return &Manager{o: opts, log: managerutil.Logger(opts.Logger), endpoints: map[string][]cluster.NAT{},
+		addrs: map[string][]netip.Prefix{}, dirty: true}, nil
 }
 
 // Name returns the Manager's name for the loop's logs.
@@ -95,9 +99,10 @@ func (m *Manager) Name() string { return m.o.Name }
 
 // OnUpdate records cluster.Endpoint and cluster.EndpointRemove messages;
 // it ignores every other type. An Endpoint's FloatingIPs replace those it
-// had (none withdraws them all); the Manager takes those of its family and
-// nothing else of the endpoint. An invalid message changes nothing: the
-// next CompleteDeferredWork reports it once.
+// had (none withdraws them all); the Manager takes those of its family,
+// and the endpoint's addresses of its family, which no floating IP may be
+// (see NATs). An invalid message changes nothing: the next
+// CompleteDeferredWork reports it once.
 func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
 	case cluster.Endpoint:
@@ -113,7 +118,16 @@ func (m *Manager) OnUpdate(msg any) {
 		}
 		slices.SortFunc(mine, compareNAT)
 		mine = slices.Compact(mine)
+		var addrs []netip.Prefix
+		for _, p := range msg.Addrs {
+			if ipfamily.Of(p.Addr()) == m.o.Family {
+				addrs = append(addrs, p.Masked())
+			}
+		}
 		if managerutil.SetList(m.endpoints, msg.ID, mine) {
+			m.dirty = true
+		}
+		if managerutil.SetList(m.addrs, msg.ID, addrs) && len(m.endpoints) > 0 {
 			m.dirty = true
 		}
 	case cluster.EndpointRemove:
@@ -124,6 +138,10 @@ func (m *Manager) OnUpdate(msg any) {
 		if _, had := m.endpoints[msg.ID]; had {
 			delete(m.endpoints, msg.ID)
 			m.dirty = true
+		}
+		if _, had := m.addrs[msg.ID]; had {
+			delete(m.addrs, msg.ID)
+			m.dirty = m.dirty || len(m.endpoints) > 0
 		}
 	}
 }
@@ -138,7 +156,10 @@ func compareNAT(a, b cluster.NAT) int {
 // NATs returns the floating IPs in force, by endpoint ID then floating IP,
 // and the conflicts left out (errors wrapping ErrConflict). A floating IP
 // or an internal address claimed by two endpoints (or twice by one) goes
-// to the first, by ID and then by floating IP.
+// to the first, by ID and then by floating IP. A floating IP that is an
+// endpoint's own address (in its Addrs; another endpoint's, or another of
+// its own) is never in force: its translation would take that endpoint's
+// connections.
 func (m *Manager) NATs() (nats []EndpointNAT, conflicts []error) {
 	ids := make([]string, 0, len(m.endpoints))
 	for id := range m.endpoints {
@@ -149,6 +170,10 @@ func (m *Manager) NATs() (nats []EndpointNAT, conflicts []error) {
 	internal := map[netip.Addr]string{}
 	for _, id := range ids {
 		for _, n := range m.endpoints[id] {
+			if by, taken := m.addressOf(n.Floating); taken {
+				conflicts = append(conflicts, fmt.Errorf("%w: floating IP %v of endpoint %q is an address of endpoint %q", ErrConflict, n.Floating, id, by))
+				continue
+			}
 			if by, taken := floating[n.Floating]; taken {
 				conflicts = append(conflicts, fmt.Errorf("%w: floating IP %v of endpoint %q is endpoint %q's", ErrConflict, n.Floating, id, by))
 				continue
@@ -162,6 +187,18 @@ func (m *Manager) NATs() (nats []EndpointNAT, conflicts []error) {
 		}
 	}
 	return nats, conflicts
+}
+
+// addressOf returns the endpoint (the first by ID) one of whose addresses
+// holds a, and whether there is one.
+func (m *Manager) addressOf(a netip.Addr) (string, bool) {
+	by, found := "", false
+	for id, ps := range m.addrs {
+		if (!found || id < by) && slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			by, found = id, true
+		}
+	}
+	return by, found
 }
 
 // EndpointNAT is one floating IP in force and its endpoint.

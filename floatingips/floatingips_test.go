@@ -2,6 +2,7 @@ package floatingips_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -124,6 +125,38 @@ func TestConflicts(t *testing.T) {
 	require.Len(t, dnat, 2)
 	assert.Contains(t, dnat[0], "-d 198.51.100.10/32")
 	assert.Contains(t, dnat[0], "--to-destination 10.244.1.6")
+}
+
+// A floating IP that is an endpoint's own address (a pod's, even one
+// without floating IPs of its own) is never in force: its DNAT would take
+// that pod's connections, its SNAT lend its address to another. It comes
+// into force once no endpoint holds the address.
+func TestFloatingIPThatIsAnEndpointsAddress(t *testing.T) {
+	for _, f := range ipfamily.All {
+		t.Run(f.String(), func(t *testing.T) {
+			r := newRig(t, f, nil)
+			pod, taker, other := "10.244.1.6", "10.244.1.13", "10.244.1.20"
+			if f == ipfamily.IPv6 {
+				pod, taker, other = "fd00:10:244:1::6", "fd00:10:244:1::13", "fd00:10:244:1::20"
+			}
+			b := cluster.Endpoint{ID: "ns/b", Iface: "veth-b", Addrs: []netip.Prefix{netip.MustParsePrefix(pod + "/" + fmt.Sprint(netip.MustParseAddr(pod).BitLen()))}}
+			err := r.pass(b, endpoint("ns/i", nat(pod, taker)))
+			require.ErrorIs(t, err, floatingips.ErrConflict)
+			assert.Contains(t, err.Error(), fmt.Sprintf(`floating IP %s of endpoint "ns/i" is an address of endpoint "ns/b"`, pod))
+			assert.Empty(t, r.rules("npf-dnat"))
+			assert.Empty(t, r.rules("npf-snat"))
+
+			// One of the endpoint's own other addresses is no floating IP either.
+			self := endpoint("ns/i", nat(other, taker))
+			self.Addrs = append(self.Addrs, netip.PrefixFrom(netip.MustParseAddr(other), netip.MustParseAddr(other).BitLen()))
+			require.ErrorIs(t, r.pass(self), floatingips.ErrConflict)
+			assert.Empty(t, r.rules("npf-dnat"))
+
+			// ns/b goes: its address is free to be ns/i's floating IP.
+			require.NoError(t, r.pass(endpoint("ns/i", nat(pod, taker)), cluster.EndpointRemove{ID: "ns/b"}))
+			assert.Len(t, r.rules("npf-dnat"), 1)
+		})
+	}
 }
 
 func TestInvalidMessagesChangeNothing(t *testing.T) {
