@@ -34,15 +34,19 @@ type InterfaceAddrs struct {
 	Addrs []netip.Prefix
 }
 
-// Validate reports whether m is well formed: a name and valid addresses.
+// Validate reports whether m is well formed: a name and valid addresses,
+// none of them unspecified (0.0.0.0, ::).
 // The error wraps ErrInvalidMessage.
 func (m InterfaceAddrs) Validate() error {
 	if m.Name == "" {
 		return fmt.Errorf("%w: no interface name", ErrInvalidMessage)
 	}
 	for _, p := range m.Addrs {
-		if !p.IsValid() || !ipfamily.Of(p.Addr()).Valid() {
+		switch a := p.Addr(); {
+		case !p.IsValid() || !ipfamily.Of(a).Valid():
 			return fmt.Errorf("%w: interface %s: invalid address %v", ErrInvalidMessage, m.Name, p)
+		case a.IsUnspecified():
+			return fmt.Errorf("%w: interface %s: the unspecified address %v is no host address", ErrInvalidMessage, m.Name, a)
 		}
 	}
 	return nil

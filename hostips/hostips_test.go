@@ -89,6 +89,10 @@ func TestInvalidMessageChangesNothing(t *testing.T) {
 	for _, msg := range []hostips.InterfaceAddrs{
 		{Addrs: addrs("10.0.0.1/8")},
 		{Name: "eth0", Addrs: []netip.Prefix{{}}},
+		// The kernel cannot hold these in a hash:ip set: the whole set was
+		// refused, and held back every later change.
+		{Name: "eth3", Addrs: addrs("0.0.0.0/32", "10.7.7.7/32")},
+		{Name: "eth3", Addrs: addrs("::/128")},
 	} {
 		r.m.OnUpdate(msg)
 		err := r.m.CompleteDeferredWork(context.Background())
@@ -97,6 +101,8 @@ func TestInvalidMessageChangesNothing(t *testing.T) {
 		require.NoError(t, r.m.CompleteDeferredWork(context.Background()), "reported once")
 		assert.Equal(t, []string{"198.18.0.1"}, r.pass())
 	}
+	// The set still follows the other interfaces.
+	assert.Equal(t, []string{"10.0.0.5"}, r.pass(hostips.InterfaceAddrs{Name: "eth0", Addrs: addrs("10.0.0.5/24")}))
 }
 
 func TestOptions(t *testing.T) {
