@@ -112,3 +112,11 @@ func TestKernelStaticConfig(t *testing.T) {
 		assert.Equal(t, was, hostValue(t, rel), "the host's %s is untouched", rel)
 	}
 }
+
+// TestKernelValuesInTheKernelsForm: values written the way `sysctl -w` and
+// CNI docs spell them ("20000 30000", "01") are read back in the kernel's
+// own form ("20000\t30000", "1"); the Driver takes them as the same value:
+// one write, then kept, with no failure and no drift.
+func TestKernelValuesInTheKernelsForm(t *testing.T) {
+	checkValuesInTheKernelsForm(t, managertest.Open(t, kerneltest.NewNS(t)))
+}

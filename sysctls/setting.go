@@ -3,6 +3,7 @@ package sysctls
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nodeplane/nodeplane/ipfamily"
@@ -16,7 +17,10 @@ type Setting struct {
 	// the namespace's (Options.Kernel); any other key is machine-wide
 	// (Options.Host).
 	Key string
-	// Value is written when the current value is not acceptable.
+	// Value is written when the current value is not acceptable. Values
+	// compare as the kernel parses them: fields split by blanks, each the
+	// same text or the same decimal integer ("20000 30000" is the
+	// "20000\t30000" the kernel prints, "01" is "1").
 	Value string
 	// Accept lists other values that are acceptable as they are and are
 	// left alone (Value always is).
@@ -31,9 +35,35 @@ type Setting struct {
 	Why string
 }
 
-// acceptable reports whether v needs no write.
+// acceptable reports whether v, as read, needs no write: it is Value or
+// one of Accept in the form the kernel prints (sameValue).
 func (s Setting) acceptable(v string) bool {
-	return v == s.Value || slices.Contains(s.Accept, v)
+	return sameValue(v, s.Value) || slices.ContainsFunc(s.Accept, func(a string) bool { return sameValue(v, a) })
+}
+
+// sameValue reports whether the sysctl values a and b are the same once
+// the kernel has parsed them: fields separated by any run of blanks (it
+// prints "20000\t30000" for "20000 30000"), each the same text or the same
+// decimal integer ("01" is read back "1").
+func sameValue(a, b string) bool {
+	if a == b {
+		return true
+	}
+	fa, fb := strings.Fields(a), strings.Fields(b)
+	if len(fa) != len(fb) || len(fa) == 0 {
+		return false
+	}
+	for i := range fa {
+		if fa[i] == fb[i] {
+			continue
+		}
+		x, errA := strconv.ParseInt(fa[i], 10, 64)
+		y, errB := strconv.ParseInt(fb[i], 10, 64)
+		if errA != nil || errB != nil || x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // namespaced reports whether the key is under net, whose entries are per

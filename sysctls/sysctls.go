@@ -277,6 +277,13 @@ func (m *Driver) SetGroup(group string, settings []Setting) error {
 			m.due[p] = true
 			m.failed.Forget(p) // a new declaration ends the backoff
 		}
+		delete(old, p)
+	}
+	for p := range old {
+		// No longer kept: its failure, if any, is no longer the Driver's.
+		m.failed.Forget(p)
+		delete(m.due, p)
+		delete(m.good, p)
 	}
 	return nil
 }

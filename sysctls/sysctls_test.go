@@ -197,6 +197,42 @@ func TestRequiredFailureFailsTheDriver(t *testing.T) {
 }
 
 // ignoring accepts writes and keeps its value, as a kernel that clamps one.
+// Values written the way `sysctl -w` spells them are read back in the
+// kernel's own form: the same value, kept once written (kernelfake parses
+// them as the kernel does; TestKernelValuesInTheKernelsForm on the kernel).
+func TestValuesInTheKernelsForm(t *testing.T) {
+	checkValuesInTheKernelsForm(t, kernelfake.New(kernelfake.Options{}))
+}
+
+func checkValuesInTheKernelsForm(t *testing.T, ns kernel.Sysctls) {
+	require.NoError(t, ns.SetSysctl(ctx, "net.ipv4.ip_local_port_range", "32768 60999"))
+	require.NoError(t, ns.SetSysctl(ctx, "net.ipv4.ip_forward", "0"))
+	require.NoError(t, ns.SetSysctl(ctx, "net.ipv4.conf.all.rp_filter", "2"))
+	k := &counting{next: ns}
+	m, err := sysctls.New(sysctls.Options{Kernel: k, Settings: []sysctls.Setting{
+		{Key: "net.ipv4.ip_local_port_range", Value: "20000 30000"},
+		{Key: "net.ipv4.ip_forward", Value: "01", Required: true},
+		{Key: "net.ipv4.conf.all.rp_filter", Value: "1", Accept: []string{" 0", "2 "}},
+	}})
+	require.NoError(t, err)
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	_, sets := k.reset()
+	assert.ElementsMatch(t, []string{"net.ipv4.ip_local_port_range=20000 30000", "net.ipv4.ip_forward=01"}, sets,
+		"rp_filter's 2 is one of Accept")
+	v, err := ns.Sysctl(ctx, "net.ipv4.ip_local_port_range")
+	require.NoError(t, err)
+	assert.Equal(t, "20000\t30000", v, "the kernel's form")
+	rep := m.Check(ctx)
+	assert.Empty(t, rep.Failed())
+	_, sets = k.reset()
+	assert.Empty(t, sets, "kept as it is")
+	st, err := m.State(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, st.Drift)
+	assert.Zero(t, m.Stats().Failing)
+}
+
 type ignoring struct{ kernel.Sysctls }
 
 func (ignoring) SetSysctl(context.Context, string, string) error { return nil }
@@ -303,14 +339,27 @@ func TestGroups(t *testing.T) {
 	assert.Equal(t, []string{"net.ipv4.conf.gone0.forwarding"}, gets, "retried alone when due")
 	assert.Equal(t, dataplane.DriverStats{Desired: 2, InKernel: 1, Failing: 1, Writes: 1}, m.Stats())
 
-	// Withdrawn: forgotten.
+	// Withdrawn: forgotten at once, with no resync and nothing else due.
 	require.NoError(t, m.SetGroup("iface gone0", nil))
+	_, ok = m.Failure("net.ipv4.conf.gone0.forwarding")
+	assert.False(t, ok)
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, dataplane.DriverStats{Desired: 1, InKernel: 1, Writes: 1}, m.Stats())
 	m.QueueResync()
 	_, err = m.Apply(ctx)
 	require.NoError(t, err)
-	_, ok = m.Failure("net.ipv4.conf.gone0.forwarding")
-	assert.False(t, ok)
 	assert.Equal(t, dataplane.DriverStats{Desired: 1, InKernel: 1, Writes: 1}, m.Stats())
+
+	// The same with no other setting kept at all.
+	require.NoError(t, m.SetGroup("iface eth1", nil))
+	require.NoError(t, m.SetGroup("iface gone0", gone))
+	_, err = m.Apply(ctx)
+	require.ErrorIs(t, err, dataplane.ErrPartial)
+	require.NoError(t, m.SetGroup("iface gone0", nil))
+	_, err = m.Apply(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, dataplane.DriverStats{Writes: 1}, m.Stats())
 }
 
 func TestOptions(t *testing.T) {
