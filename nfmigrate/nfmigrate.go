@@ -87,6 +87,9 @@ func RemoveLeftovers(ctx context.Context, k Kernel, keep Backend, o Owned) error
 	if o.HashPrefix == "" {
 		o.HashPrefix = netfilter.HashPrefixFor(o.ChainPrefix)
 	}
+	if err := o.validate(k); err != nil {
+		return err
+	}
 	var errl []error
 	for _, b := range []Backend{IPTablesLegacy, IPTablesNFT} {
 		if b != keep {
@@ -103,6 +106,24 @@ func RemoveLeftovers(ctx context.Context, k Kernel, keep Backend, o Owned) error
 		}
 	}
 	return errors.Join(errl...)
+}
+
+// validate checks the prefixes and table names the way the writers
+// will, before anything is touched: the writers' constructors do no I/O.
+func (o Owned) validate(k Kernel) error {
+	_, err := iptables.New(iptables.Options{Table: "filter", Family: ipfamily.IPv4, Backend: iptables.BackendLegacy,
+		ChainPrefix: o.ChainPrefix, HashPrefix: o.HashPrefix, Kernel: k})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	for _, name := range o.NFTablesTables {
+		t, err := nftables.New(nftables.Options{Name: name, Family: ipfamily.IPv4, Role: nftables.Filter, Kernel: k})
+		if err != nil {
+			return fmt.Errorf("%w: NFTablesTables: %w", ErrInvalidOptions, err)
+		}
+		t.Close()
+	}
+	return nil
 }
 
 // removeIPTables removes our chains and hash-commented rules from iptables

@@ -154,6 +154,19 @@ func TestRemoveLeftoversBadInput(t *testing.T) {
 	require.ErrorIs(t, err, nfmigrate.ErrInvalidOptions)
 	err = nfmigrate.RemoveLeftovers(context.Background(), ns, nfmigrate.NFTables, nfmigrate.Owned{})
 	require.ErrorIs(t, err, nfmigrate.ErrInvalidOptions)
+	// Prefixes and table names the writers refuse: refused before any
+	// backend is touched (they were found table by table, after the
+	// others were cleaned).
+	for _, o := range []nfmigrate.Owned{
+		{ChainPrefix: "PO"}, // would claim POSTROUTING
+		{ChainPrefix: "np-", HashPrefix: "bad prefix"},
+		{ChainPrefix: "np-", NFTablesTables: []string{"np", "filter"}}, // iptables-nft's
+		{ChainPrefix: "np-", NFTablesTables: []string{""}},
+		{ChainPrefix: "np-", NFTablesTables: []string{"bad name;"}},
+	} {
+		err = nfmigrate.RemoveLeftovers(context.Background(), ns, nfmigrate.IPTablesLegacy, o)
+		require.ErrorIs(t, err, nfmigrate.ErrInvalidOptions, "%+v", o)
+	}
 	assert.Empty(t, *ns.ran)
 	_, committed, _, dumps := ns.NFTables().Counts()
 	assert.Zero(t, committed+dumps)
