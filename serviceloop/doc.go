@@ -38,9 +38,10 @@
 //
 // ServiceCIDRs carries the full set of ranges, both families; each message
 // replaces the one before, and each Manager takes its own family's. A
-// malformed message (a prefix with host bits set) changes nothing and is
-// reported once, by the next CompleteDeferredWork, with an error wrapping
-// ErrInvalidCIDR; ServiceCIDRs.Validate checks a message before it is sent.
+// malformed message (a prefix with host bits set, a /0, IPv4 as IPv6)
+// changes nothing and is reported once, by the next CompleteDeferredWork,
+// with an error wrapping ErrInvalidCIDR; ServiceCIDRs.Validate checks a
+// message before it is sent.
 //
 // The Manager takes a netfilter.Table, not a backend: it works on the
 // iptables writer (legacy or nft) and on any other writer of the rule

@@ -24,8 +24,10 @@ type ServiceCIDRs struct {
 	CIDRs []netip.Prefix
 }
 
-// Validate reports whether every prefix is a valid network. The error
-// wraps ErrInvalidCIDR and names the first bad prefix.
+// Validate reports whether every prefix is a valid network, and a range
+// a service proxy can serve: not /0 (every address) and not an IPv4
+// range written as IPv6 (::ffff:a.b.c.d). The error wraps ErrInvalidCIDR
+// and names the first bad prefix.
 func (s ServiceCIDRs) Validate() error {
 	for _, p := range s.CIDRs {
 		f := ipfamily.Of(p.Addr())
@@ -34,6 +36,11 @@ func (s ServiceCIDRs) Validate() error {
 		}
 		if err := f.CheckNet(p); err != nil {
 			return errs.Also(fmt.Errorf("%w: %s has host bits set (the network is %s)", ErrInvalidCIDR, p, p.Masked()), err)
+		}
+		if p.Bits() == 0 || p.Addr().Is4In6() {
+			// Every address, or IPv4 spelled as IPv6: no range a proxy
+			// serves, and dropping it would drop every forwarded packet.
+			return fmt.Errorf("%w: %s is no service range", ErrInvalidCIDR, p)
 		}
 	}
 	return nil

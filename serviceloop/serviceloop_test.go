@@ -111,6 +111,14 @@ func TestInvalidMessageChangesNothing(t *testing.T) {
 	require.NoError(t, r.pass())
 	assert.Len(t, r.rules("nps-loop"), 2)
 	require.ErrorIs(t, serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{{}}}.Validate(), serviceloop.ErrInvalidCIDR)
+	// Every address (its drop would take every forwarded packet), or IPv4
+	// written as IPv6: refused, and nothing changes.
+	for _, bad := range []string{"0.0.0.0/0", "::/0", "::ffff:10.96.0.0/108"} {
+		r.m.OnUpdate(serviceloop.ServiceCIDRs{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix(bad)}})
+		require.ErrorIs(t, r.m.CompleteDeferredWork(context.Background()), serviceloop.ErrInvalidCIDR, bad)
+		require.NoError(t, r.pass())
+		assert.Len(t, r.rules("nps-loop"), 2, bad)
+	}
 }
 
 func TestOptions(t *testing.T) {
