@@ -82,7 +82,7 @@ func (e *early) declarePolicy(m *Model, id string, in, out []Rule, exists bool) 
 	// Refused (a set the table cannot match, say): a chain that drops
 	// takes its place, as in the filter table (fail closed).
 	for i := range chains {
-		chains[i].Rules = []netfilter.Rule{{Action: netfilter.Drop(), Comments: []string{"policy " + id + " was refused: fail closed"}}}
+		chains[i].Rules = []netfilter.Rule{{Action: netfilter.Drop(), Comments: commentOf("policy " + id + " was refused: fail closed")}}
 	}
 	return errors.Join(fmt.Errorf("policy: %s in the %s table denies all: %w", id, e.what, err), e.table.SetChains(chains...))
 }

@@ -434,7 +434,7 @@ func (m *Manager) declarePolicy(id string, in, out []Rule, exists, profile bool)
 		what = "profile"
 	}
 	for i := range chains {
-		chains[i].Rules = []netfilter.Rule{{Action: m.render.deny, Comments: []string{what + " " + id + " was refused: fail closed"}}}
+		chains[i].Rules = []netfilter.Rule{{Action: m.render.deny, Comments: commentOf(what + " " + id + " was refused: fail closed")}}
 	}
 	return errors.Join(fmt.Errorf("policy: %s %s denies all: %w", what, id, err), m.o.Filter.SetChains(chains...))
 }

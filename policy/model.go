@@ -341,11 +341,14 @@ func (p Peer) problem(r Rule) string {
 	return ""
 }
 
-// maxIDLength bounds the IDs of policies, profiles, sets and endpoints.
-const maxIDLength = 253
+// maxIDLength bounds the IDs of policies, profiles, sets and endpoints:
+// room for a Kubernetes "namespace/name" (63 + 1 + 253 bytes) behind a
+// prefix of the agent's. Names in the kernel are hashes of long IDs, and
+// comments are cut (commentOf).
+const maxIDLength = 512
 
-// validID checks an ID: 1 to 253 bytes of printable ASCII without spaces
-// or quotes.
+// validID checks an ID: 1 to maxIDLength bytes of printable ASCII without
+// spaces or quotes.
 func validID(what, id string) error {
 	if id == "" || len(id) > maxIDLength {
 		return fmt.Errorf("%s ID %q must be 1 to %d bytes", what, id, maxIDLength)

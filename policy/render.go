@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
@@ -142,7 +144,7 @@ func (r *renderer) rule(owner string, index int, rule Rule) []netfilter.Rule {
 		return nil
 	}
 	negs := slices.Concat(r.negations(rule.Src, netfilter.Src), r.negations(rule.Dst, netfilter.Dst))
-	comment := []string{fmt.Sprintf("%s rule %s", owner, ruleName(index, rule))}
+	comment := commentOf(fmt.Sprintf("%s rule %s", shorten(owner, 44), shorten(ruleName(index, rule), 28)))
 	act := r.action(owner, index, rule)
 
 	if len(negs) == 0 && len(src) <= 1 && len(dst) <= 1 && len(sport) <= 1 && len(dport) <= 1 {
@@ -188,6 +190,37 @@ func orEmpty(alts [][]netfilter.Match) [][]netfilter.Match {
 }
 
 // ruleName names a rule in comments and logs: its Name, or its index.
+// maxComment bounds the comments the Manager writes, so that a rule fits
+// every backend with its hash (nftables keeps 128 bytes in all).
+const maxComment = 80
+
+// commentOf returns s as a rule's comments: what no backend can write in
+// one (a double quote, a backslash, a control character) becomes "_", and
+// the text is cut to maxComment (shorten). Comments name policies and
+// rules for people; the IDs, of any length, are the model's.
+func commentOf(s string) []string {
+	clean := strings.Map(func(r rune) rune {
+		if r == '"' || r == '\\' || r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return '_'
+		}
+		return r
+	}, s)
+	return []string{shorten(clean, maxComment)}
+}
+
+// shorten cuts s to at most n bytes, at a character's start, ending in
+// "..." when it cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
 func ruleName(index int, rule Rule) string {
 	if rule.Name != "" {
 		return rule.Name
