@@ -98,8 +98,10 @@ func TestEndpointSlicesInAnyOrder(t *testing.T) {
 // service port: one port the slices agree on is the service port's target
 // port; two slices that map one named port to different target ports keep
 // both, each endpoint with its own; a slice without a service port's name
-// serves it with none of its endpoints; a slice without ports serves every
-// service port at its target port.
+// serves it with none of its endpoints, and so does a slice without ports
+// or whose port has no name (nil; kube-proxy takes a slice's endpoints
+// port by port, and ignores such a port); an FQDN slice serves nothing,
+// even when its names read as addresses.
 func TestEndpointSlicePorts(t *testing.T) {
 	d, err := kubernetes.New(kubernetes.Options{Client: fake.NewClientset(), NodeName: "node1"})
 	if err != nil {
@@ -117,7 +119,21 @@ func TestEndpointSlicePorts(t *testing.T) {
 		withPorts(sliceObject("v2", ep("10.0.0.3", ready)), "http", 8081, "metrics", 9100),
 		withPorts(sliceObject("no-metrics", ep("10.0.0.4", ready)), "http", 8080),
 		withPorts(sliceObject("other", ep("10.0.0.5", ready)), "grpc", 5000),
-		sliceObject("bare", ep("10.0.0.6", ready)),
+		func() *discoveryv1.EndpointSlice { // no ports at all
+			s := sliceObject("bare", ep("10.0.0.6", ready))
+			s.Ports = nil
+			return s
+		}(),
+		func() *discoveryv1.EndpointSlice { // a port without a name
+			s := sliceObject("nil-name", ep("10.0.0.8", ready))
+			s.Ports = []discoveryv1.EndpointPort{{Port: ptr(int32(8080))}}
+			return s
+		}(),
+		func() *discoveryv1.EndpointSlice {
+			s := withPorts(sliceObject("fqdn", ep("10.0.0.7", ready)), "http", 8080, "metrics", 9100)
+			s.AddressType = discoveryv1.AddressTypeFQDN
+			return s
+		}(),
 	}
 	for _, objs := range [][]k8sruntime.Object{objs, slimAll(t, objs)} {
 		c := convert(t, d, objs)
@@ -142,9 +158,9 @@ func TestEndpointSlicePorts(t *testing.T) {
 		}
 		want := map[string][]netip.AddrPort{
 			"http": {netip.MustParseAddrPort("10.0.0.1:8080"), netip.MustParseAddrPort("10.0.0.2:8080"),
-				netip.MustParseAddrPort("10.0.0.3:8081"), netip.MustParseAddrPort("10.0.0.4:8080"), netip.MustParseAddrPort("10.0.0.6:8080")},
+				netip.MustParseAddrPort("10.0.0.3:8081"), netip.MustParseAddrPort("10.0.0.4:8080")},
 			"metrics": {netip.MustParseAddrPort("10.0.0.1:9100"), netip.MustParseAddrPort("10.0.0.2:9100"),
-				netip.MustParseAddrPort("10.0.0.3:9100"), netip.MustParseAddrPort("10.0.0.6:9100")},
+				netip.MustParseAddrPort("10.0.0.3:9100")},
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("backends\n%v\nwant\n%v", got, want)

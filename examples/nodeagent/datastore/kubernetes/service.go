@@ -47,9 +47,14 @@ func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.S
 		}
 	}
 	trafficSettings(&out, s)
-	// The slices in name order (unique in a namespace), so that whatever
-	// decides between them decides alike every time.
-	eps = slices.SortedFunc(slices.Values(eps), func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	// The slices of IP addresses (an FQDN slice names no backend a proxy
+	// can use, even when its names read as addresses), in name order
+	// (unique in a namespace), so that whatever decides between them
+	// decides alike every time.
+	eps = slices.DeleteFunc(slices.Clone(eps), func(es *discoveryv1.EndpointSlice) bool {
+		return es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6
+	})
+	slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 	for _, p := range s.Spec.Ports {
 		sp := datastore.ServicePort{Name: p.Name, Protocol: string(p.Protocol), Port: uint16(p.Port), NodePort: uint16(p.NodePort),
 			TargetPort: targetPort(p, eps)}
@@ -60,14 +65,12 @@ func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.S
 }
 
 // slicePort returns the port slice es gives the service port called name,
-// when it gives a valid one.
+// when it gives a valid one. A port without a name (nil, not "": the
+// EndpointSlice controller names every port, "" for an unnamed service
+// port) is none, as kube-proxy ignores it.
 func slicePort(es *discoveryv1.EndpointSlice, name string) (uint16, bool) {
 	for _, p := range es.Ports {
-		n := ""
-		if p.Name != nil {
-			n = *p.Name
-		}
-		if n == name && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
+		if p.Name != nil && *p.Name == name && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
 			return uint16(*p.Port), true
 		}
 	}
@@ -102,14 +105,11 @@ func targetPort(p corev1.ServicePort, eps []*discoveryv1.EndpointSlice) uint16 {
 
 // endpointPorts returns the ports the endpoints of slice es carry for the
 // service's ports: none (nil) when the slice's ports are the service
-// ports' target ports or the slice has no ports (every service port then
-// reaches them at its target port), else the slice's port of each service
-// port it names. serves is false when the slice names none of the service's
-// ports: its endpoints are backends of none.
+// ports' target ports, else the slice's port of each service port it
+// names. serves is false when the slice names none of the service's ports
+// (or has no ports at all): its endpoints are backends of none, as
+// kube-proxy takes a slice's endpoints port by port.
 func endpointPorts(ports []datastore.ServicePort, es *discoveryv1.EndpointSlice) (own []datastore.EndpointPort, serves bool) {
-	if len(es.Ports) == 0 {
-		return nil, true
-	}
 	differs := false
 	for _, p := range ports {
 		port, ok := slicePort(es, p.Name)

@@ -34,9 +34,12 @@ func lbLocal(s *corev1.Service) {
 }
 
 // sliceObject is an EndpointSlice of "default/s" named name.
+// Its one port is the one the EndpointSlice controller writes for
+// svcObject's unnamed port 80: named "", port 80.
 func sliceObject(name string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
-		Labels: map[string]string{discoveryv1.LabelServiceName: "s"}}, AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps}
+		Labels: map[string]string{discoveryv1.LabelServiceName: "s"}}, AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps,
+		Ports: []discoveryv1.EndpointPort{{Name: ptr(""), Port: ptr(int32(80)), Protocol: ptr(corev1.ProtocolTCP)}}}
 }
 
 // conditions are an endpoint's conditions, nil where a is -1.
@@ -116,6 +119,32 @@ func TestServiceConversion(t *testing.T) {
 		want: func(s *datastore.Service) {
 			s.Endpoints = []datastore.Endpoint{dsEP("10.0.0.1", nil), dsEP("10.0.0.2", nil)}
 		},
+	}, {
+		// kube-proxy ignores a slice port without a name; the service's
+		// unnamed port matches the controller's "" only. The ready
+		// endpoint of a slice with no ports (and of the FQDN slice) backs
+		// no port either.
+		name: "slices whose ports do not serve: no name, none, FQDN",
+		svc:  svcObject(nil),
+		slices: []*discoveryv1.EndpointSlice{
+			func() *discoveryv1.EndpointSlice {
+				s := sliceObject("a", ep("10.0.0.1", conditions(yes, yes, no)))
+				s.Ports[0].Name = nil
+				return s
+			}(),
+			func() *discoveryv1.EndpointSlice {
+				s := sliceObject("b", ep("10.0.0.2", conditions(yes, yes, no)))
+				s.Ports = nil
+				return s
+			}(),
+			func() *discoveryv1.EndpointSlice {
+				s := sliceObject("c", ep("10.0.0.3", conditions(yes, yes, no)))
+				s.AddressType = discoveryv1.AddressTypeFQDN
+				return s
+			}(),
+			sliceObject("d", ep("10.0.0.4", conditions(yes, yes, no))),
+		},
+		want: func(s *datastore.Service) { s.Endpoints = []datastore.Endpoint{dsEP("10.0.0.4", nil)} },
 	}, {
 		name: "zone hints: names once, node hints left",
 		svc:  svcObject(nil),
@@ -223,6 +252,9 @@ func TestServiceConversion(t *testing.T) {
 				}
 				want := datastore.Service{Namespace: "default", Name: "s", Type: "ClusterIP",
 					ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}, Ports: []datastore.ServicePort{{Protocol: "TCP", Port: 80}}}
+				if len(tc.slices) > 0 {
+					want.Ports[0].TargetPort = 80 // the slices' port (sliceObject)
+				}
 				tc.want(&want)
 				if len(c.Services) != 1 || !reflect.DeepEqual(c.Services[0], want) {
 					t.Errorf("services =\n%+v\nwant\n%+v", c.Services, want)

@@ -57,7 +57,7 @@ func edgeObjects() []k8sruntime.Object {
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
 				{Hostname: "lb.example.org"}, {IP: "192.0.2.9", Hostname: "also"}}}}},
 		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "lb-1",
-			Labels: map[string]string{discoveryv1.LabelServiceName: "lb", "other": "x"}},
+			Labels: map[string]string{discoveryv1.LabelServiceName: "lb", "other": "x"}}, AddressType: discoveryv1.AddressTypeIPv4,
 			Ports: []discoveryv1.EndpointPort{{Name: ptr("dns"), Port: ptr(int32(5353))}},
 			Endpoints: []discoveryv1.Endpoint{
 				{Addresses: []string{"10.244.9.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true)},
@@ -73,7 +73,8 @@ func edgeObjects() []k8sruntime.Object {
 				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}},
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}}}},
 		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local-1",
-			Labels: map[string]string{discoveryv1.LabelServiceName: "local"}},
+			Labels: map[string]string{discoveryv1.LabelServiceName: "local"}}, AddressType: discoveryv1.AddressTypeIPv4,
+			Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
 			Endpoints: []discoveryv1.Endpoint{
 				{Addresses: []string{"10.244.9.20"}, NodeName: ptr("dual"), Zone: ptr("zone-a"),
 					Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)},
