@@ -113,6 +113,33 @@ func testKernelProxySessionAffinity(t *testing.T, mode AttachMode) {
 		}
 	}
 	assert.Equal(t, 1, n, "one affinity for the client (the plain service keeps none)")
+
+	// The backend comes back, listed as local: it takes ordinal 0 and
+	// every other backend moves up one; then it goes again, and they move
+	// back. The client keeps its backend each time, found at its new
+	// ordinal, as kube-proxy keeps it by endpoint. (Picking afresh would
+	// keep it by chance, one time in three a round.)
+	var chosen string
+	for name := range again {
+		chosen = name
+	}
+	var back cluster.Backend
+	for _, b := range r.backends(false) {
+		if r.names[b.Addr.Addr()] == first {
+			back, back.Local = b, true
+		}
+	}
+	require.True(t, back.Addr.IsValid())
+	for round := range 4 {
+		svc.Backends = kept
+		if round%2 == 0 {
+			svc.Backends = append([]cluster.Backend{back}, kept...)
+		}
+		p.OnUpdate(svc)
+		apply(t, p)
+		renumbered := spread(t, h1.Pods[0].NS, to, 5)
+		assert.Equal(t, map[string]int{chosen: 5}, renumbered, "round %d: the client stays with its backend after a renumbering", round)
+	}
 }
 
 // loadBalancerSourceRanges: a load balancer IP takes connections only from

@@ -509,31 +509,6 @@ static __always_inline void np_set_masq(struct __sk_buff *skb)
 	skb->mark = (skb->mark & ~masq_mask) | masq_mark;
 }
 
-// np_search_backend returns the ordinal of backend a0a1a2a3:port (the
-// address as four 32-bit words, the port in the low 16 bits of svc_port,
-// the service ID in its high 32) among the service's first
-// NP_BACKEND_SEARCH ordinals, or -1. A global function: the verifier checks
-// it once, not at every place it is called from (which would cost it a
-// state per iteration and call site).
-__attribute__((noinline)) int np_search_backend(__u64 svc_port, __u32 a0, __u32 a1, __u32 a2, __u32 a3)
-{
-	struct np_be_key bk = {.svc_id = (__u32)(svc_port >> 32)};
-	__be16 port = (__be16)(svc_port & 0xffff);
-	struct np_be_val *be;
-	__u32 w[4];
-
-	for (__u32 i = 0; i < NP_BACKEND_SEARCH; i++) {
-		bk.ordinal = i;
-		be = bpf_map_lookup_elem(&np_be, &bk);
-		if (!be)
-			return -1;
-		__builtin_memcpy(w, be->addr, 16);
-		if (be->port == port && w[0] == a0 && w[1] == a1 && w[2] == a2 && w[3] == a3)
-			return i;
-	}
-	return -1;
-}
-
 // np_known_backend returns the backend of a known connection: the entry at
 // its ordinal when it still holds the same backend, or else the same
 // backend at another of the service's first NP_BACKEND_SEARCH ordinals —

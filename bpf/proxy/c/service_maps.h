@@ -71,30 +71,67 @@ static __always_inline void np_svc_add(__u32 svc_id, __u32 packets, __u32 len, i
 // among when it is no longer at its ordinal.
 #define NP_BACKEND_SEARCH 64
 
+// np_search_backend returns the ordinal of backend a0a1a2a3:port (the
+// address as four 32-bit words, the port in the low 16 bits of svc_port,
+// the service ID in its high 32) among the service's first
+// NP_BACKEND_SEARCH ordinals, or -1. A global function: the verifier checks
+// it once, not at every place it is called from (which would cost it a
+// state per iteration and call site).
+__attribute__((noinline)) int np_search_backend(__u64 svc_port, __u32 a0, __u32 a1, __u32 a2, __u32 a3)
+{
+	struct np_be_key bk = {.svc_id = (__u32)(svc_port >> 32)};
+	__be16 port = (__be16)(svc_port & 0xffff);
+	struct np_be_val *be;
+	__u32 w[4];
+
+	for (__u32 i = 0; i < NP_BACKEND_SEARCH; i++) {
+		bk.ordinal = i;
+		be = bpf_map_lookup_elem(&np_be, &bk);
+		if (!be)
+			return -1;
+		__builtin_memcpy(w, be->addr, 16);
+		if (be->port == port && w[0] == a0 && w[1] == a1 && w[2] == a2 && w[3] == a3)
+			return i;
+	}
+	return -1;
+}
+
 // np_affine sets *ordinal to the backend that the last new connection of
 // client to service fe went to, when the service has session affinity,
-// that connection is recent enough, and the backend is still at the same
-// ordinal among the first n of the service (a renumbering of the
-// backends makes the client pick afresh: no search, which would cost the
-// verifier dearly). It returns 1 then, else 0.
+// that connection is recent enough, and the backend is still among the
+// first n of the service: at the ordinal remembered, or else (the
+// backends were renumbered: one added or removed before it) found among
+// the service's first NP_BACKEND_SEARCH ordinals, whose place it then
+// remembers. It returns 1 then, else 0.
 static __always_inline int np_affine(const struct np_fe_val *fe, __u32 n, const __u8 *client, __u64 now, __u32 *ordinal)
 {
 	struct np_aff_key ak = {.svc_id = fe->svc_id};
 	struct np_be_key bk = {.svc_id = fe->svc_id};
 	struct np_aff_val *av;
 	struct np_be_val *be;
+	__u32 w[4];
+	int i;
 
 	if (!fe->affinity)
 		return 0;
 	__builtin_memcpy(ak.client, client, 16);
 	av = bpf_map_lookup_elem(&np_aff, &ak);
-	if (!av || now - av->last > (__u64)fe->affinity * 1000000000ULL || av->ordinal >= n)
+	if (!av || now - av->last > (__u64)fe->affinity * 1000000000ULL)
 		return 0;
-	bk.ordinal = av->ordinal;
-	be = bpf_map_lookup_elem(&np_be, &bk);
-	if (!be || be->port != av->port || !np_addr_eq(be->addr, av->addr))
+	if (av->ordinal < n) {
+		bk.ordinal = av->ordinal;
+		be = bpf_map_lookup_elem(&np_be, &bk);
+		if (be && be->port == av->port && np_addr_eq(be->addr, av->addr)) {
+			*ordinal = bk.ordinal;
+			return 1;
+		}
+	}
+	__builtin_memcpy(w, av->addr, 16);
+	i = np_search_backend(((__u64)fe->svc_id << 32) | av->port, w[0], w[1], w[2], w[3]);
+	if (i < 0 || (__u32)i >= n)
 		return 0;
-	*ordinal = bk.ordinal;
+	av->ordinal = i;
+	*ordinal = i;
 	return 1;
 }
 
