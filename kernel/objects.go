@@ -244,6 +244,11 @@ type Route struct {
 	// NextHops are the paths of a multipath route; nil for a single path,
 	// which uses OIF and Gateway instead.
 	NextHops []NextHop
+	// NexthopID is the nexthop object a route uses (`ip route … nhid N`),
+	// 0 for none; read from dumps, never written. The kernel dumps such a
+	// route's OIF and Gateway too, but matches a delete that names an
+	// interface against none of them: delete it by its key.
+	NexthopID uint32
 }
 
 // NextHop is one path of a multipath route.

@@ -10,6 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// rtaNHID is RTA_NH_ID (linux/rtnetlink.h), which x/sys does not name: the
+// nexthop object a route uses.
+const rtaNHID = 30
+
 // routeCodec is how applyOps writes routes.
 var routeCodec = &opCodec[RouteOp]{
 	check: func(op *RouteOp) error {
@@ -182,6 +186,10 @@ func decodeRoute(payload []byte, r *Route) (ok bool, err error) {
 			dst = a
 		case unix.RTA_TABLE:
 			if r.Table, err = attrU32("RTA_TABLE", v); err != nil {
+				return false, err
+			}
+		case rtaNHID:
+			if r.NexthopID, err = attrU32("RTA_NH_ID", v); err != nil {
 				return false, err
 			}
 		case unix.RTA_OIF:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +248,86 @@ func TestKernelRouteEventsThroughMonitor(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/table%d", fam, table), func(t *testing.T) { routeEventsThroughMonitor(t, kernelEnv(t, fam, table)) })
 		}
 	}
+}
+
+// TestKernelNexthopObjectRoutes: routes of ours (our protocol) that use a
+// nexthop object (`ip route … nhid N`, written by hand or another tool
+// with our mark). One nobody wants is deleted: the kernel matches a delete
+// naming an interface against none of its hops, so the Table deletes it by
+// its key (it answered "no such route", taken as already gone, at every
+// resync). One with the key of a desired route is replaced by the desired
+// form, which the Table writes without nexthop objects.
+func TestKernelNexthopObjectRoutes(t *testing.T) {
+	kerneltest.RequireKernel(t)
+	kerneltest.RequireCommands(t, "ip")
+	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
+		t.Run(fam.String(), func(t *testing.T) {
+			nst := kerneltest.NewNS(t)
+			ctx := context.Background()
+			ip := func(args ...string) string {
+				t.Helper()
+				out, err := nst.Exec(ctx, "ip", args...)
+				require.NoError(t, err, "ip %v: %s", args, out)
+				return string(out)
+			}
+			self, gw, stale, wanted := "192.0.2.1/24", "192.0.2.2", "10.56.0.0/24", "10.57.0.0/24"
+			if fam == rt.IPv6 {
+				self, gw, stale, wanted = "2001:db8::1/64", "2001:db8::2", "fd56::/64", "fd57::/64"
+			}
+			ip("link", "add", "v0", "type", "veth", "peer", "name", "v0p")
+			ip("addr", "add", self, "dev", "v0", "nodad")
+			ip("link", "set", "v0", "up")
+			ip("link", "set", "v0p", "up")
+			require.Eventually(t, func() bool {
+				return ip("-br", "link", "show", "v0") != "" && !contains(ip("link", "show", "v0"), "NO-CARRIER")
+			},
+				5*time.Second, 10*time.Millisecond)
+			ip("nexthop", "add", "id", "7", "via", gw, "dev", "v0")
+			ip("route", "add", stale, "nhid", "7", "proto", "78", "table", "1000")
+			ip("route", "add", wanted, "nhid", "7", "proto", "78", "table", "1000")
+
+			k, err := kernel.Open(nst.Path())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = k.Close() })
+			routes, err := kernelRoutes(ctx, k, fam)
+			require.NoError(t, err)
+			require.Len(t, routes, 2)
+			for _, r := range routes {
+				assert.Equal(t, uint32(7), r.NexthopID, "%v: the dump names the nexthop object", r.Dst)
+			}
+			tbl, err := rt.New(rt.Options{Kernel: k, Family: fam, Table: 1000, Ownership: rt.ExclusivePolicy{}})
+			require.NoError(t, err)
+			v0, err := k.LinkByName(ctx, "v0")
+			require.NoError(t, err)
+			tbl.OnIfaceStateChanged("v0", v0.Index, kernel.LinkUp)
+			require.NoError(t, tbl.SetRoutes(10, "v0", []rt.Target{{CIDR: netip.MustParsePrefix(wanted), Gateway: netip.MustParseAddr(gw)}}))
+			for range 2 {
+				tbl.QueueResync()
+				_, err = tbl.Apply(ctx)
+				require.NoError(t, err)
+			}
+			routes, err = kernelRoutes(ctx, k, fam)
+			require.NoError(t, err)
+			require.Len(t, routes, 1, "%v", routes)
+			assert.Equal(t, netip.MustParsePrefix(wanted), routes[0].Dst)
+			assert.Zero(t, routes[0].NexthopID, "the desired form, without the nexthop object")
+			writes := tbl.Stats().Writes
+			tbl.QueueResync()
+			_, err = tbl.Apply(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, writes, tbl.Stats().Writes, "a resync writes nothing")
+		})
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// kernelRoutes returns table 1000's routes of family fam.
+func kernelRoutes(ctx context.Context, k *kernel.Namespace, fam rt.Family) ([]kernel.Route, error) {
+	var out []kernel.Route
+	err := k.DumpRoutes(ctx, fam, 1000, func(r *kernel.Route) error {
+		out = append(out, *r)
+		return nil
+	}, func() { out = nil })
+	return out, err
 }

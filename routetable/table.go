@@ -175,6 +175,9 @@ type kroute struct {
 	scope   uint8
 	proto   uint8
 	onlink  bool
+	// nhid says the route uses a nexthop object: a route the Table never
+	// writes (so never the desired one), deleted by its key alone.
+	nhid bool
 }
 
 // khop is one next hop of a multipath kroute.
@@ -187,7 +190,7 @@ type khop struct {
 
 func krouteEqual(a, b kroute) bool {
 	if a.gw != b.gw || a.src != b.src || a.mtu != b.mtu || a.oif != b.oif || a.typ != b.typ ||
-		a.scope != b.scope || a.proto != b.proto || a.onlink != b.onlink {
+		a.scope != b.scope || a.proto != b.proto || a.onlink != b.onlink || a.nhid != b.nhid {
 		return false
 	}
 	if a.hops == nil || b.hops == nil {
@@ -887,7 +890,7 @@ func (t *Table) kernelForm(c *cand) (kroute, bool) {
 func (t *Table) fromKernel(r *kernel.Route) (rkey, kroute, bool) {
 	k := keyOf(RouteKey{CIDR: r.Dst.Masked(), Metric: r.Priority})
 	v := kroute{gw: r.Gateway, src: r.PrefSrc, mtu: r.MTU, oif: int32(r.OIF), typ: r.Type, scope: r.Scope,
-		proto: r.Protocol, onlink: r.Flags&kernel.FlagOnlink != 0}
+		proto: r.Protocol, onlink: r.Flags&kernel.FlagOnlink != 0, nhid: r.NexthopID != 0}
 	switch r.Type {
 	case kernel.RTNBlackhole, kernel.RTNUnreachable, kernel.RTNProhibit, kernel.RTNThrow:
 		v.oif = 0 // IPv6 reports them on lo
@@ -938,10 +941,14 @@ func (t *Table) toKernel(k rkey, v kroute) kernel.Route {
 // protocol and interface must match (so that a route that took its place
 // in the meantime is not deleted), any scope.
 func (t *Table) deleteOp(k rkey, v kroute) kernel.RouteOp {
-	return kernel.RouteOp{Kind: kernel.OpDelete, Route: kernel.Route{
+	op := kernel.RouteOp{Kind: kernel.OpDelete, Route: kernel.Route{
 		Family: t.opts.Family, Table: t.opts.Table, Dst: t.prefixOf(k), Priority: k.metric,
 		Type: v.typ, Protocol: v.proto, OIF: int(v.owner()),
 	}}
+	if v.nhid {
+		op.Route.OIF = 0 // the kernel matches no interface of a nexthop object's route
+	}
+	return op
 }
 
 // ifaceName names the interface a kernel route leaves through, for the
