@@ -209,6 +209,11 @@ const (
 type Route struct {
 	// Family is IPv4 or IPv6.
 	Family Family
+	// SrcLen is the length of the source prefix of a source-specific
+	// route (IPv6 `ip route add D from S`), 0 for none; read from dumps,
+	// never written. The kernel keeps such a route apart from the route
+	// of the same destination and metric without one.
+	SrcLen uint8
 	// Table is the routing table. In a write, 0 means TableMain, as in
 	// the kernel.
 	Table uint32

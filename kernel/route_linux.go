@@ -159,6 +159,7 @@ func decodeRoute(payload []byte, r *Route) (ok bool, err error) {
 	}
 	*r = Route{
 		Family:   f,
+		SrcLen:   payload[2],
 		TOS:      payload[3],
 		Table:    uint32(payload[4]),
 		Protocol: payload[5],

@@ -246,7 +246,7 @@ func (t *Table) blocked(k rkey) bool {
 
 // dumped converts a dumped route to its key and compared form, and says
 // whether it is ours; ok is false for a route the Table ignores (another
-// family or table, or a route with a TOS).
+// family or table, or a route with a TOS or a source prefix).
 func (t *Table) dumped(r *kernel.Route) (k rkey, v kroute, ours, ok bool) {
 	if r.Family != t.opts.Family || r.Table != t.opts.Table {
 		return k, v, false, false

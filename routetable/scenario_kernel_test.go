@@ -331,3 +331,44 @@ func kernelRoutes(ctx context.Context, k *kernel.Namespace, fam rt.Family) ([]ke
 	}, func() { out = nil })
 	return out, err
 }
+
+// TestKernelSourceSpecificRoutesAreApart: a foreign IPv6 source-specific
+// route (`from S`) of the destination and metric of one of ours. The
+// kernel keeps them apart, and so does the Table: it writes its route
+// beside it whether the foreign one was there at the table's read or came
+// after (it was taken for a foreign holder of the key and ours refused).
+func TestKernelSourceSpecificRoutesAreApart(t *testing.T) {
+	kerneltest.RequireKernel(t)
+	kerneltest.RequireCommands(t, "ip")
+	nst := kerneltest.NewNS(t)
+	ctx := context.Background()
+	ip := func(args ...string) string {
+		t.Helper()
+		out, err := nst.Exec(ctx, "ip", args...)
+		require.NoError(t, err, "ip %v: %s", args, out)
+		return string(out)
+	}
+	ip("link", "add", "v0", "type", "veth", "peer", "name", "v0p")
+	ip("addr", "add", "2001:db8::1/64", "dev", "v0", "nodad")
+	ip("link", "set", "v0", "up")
+	ip("link", "set", "v0p", "up")
+	ip("-6", "route", "add", "2001:db8:55::/64", "from", "2001:db8:77::/64", "via", "2001:db8::2", "dev", "v0", "proto", "static")
+	k, err := kernel.Open(nst.Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = k.Close() })
+	v0, err := k.LinkByName(ctx, "v0")
+	require.NoError(t, err)
+	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv6, Table: kernel.TableMain})
+	require.NoError(t, err)
+	tbl.OnIfaceStateChanged("v0", v0.Index, kernel.LinkUp)
+	require.NoError(t, tbl.SetRoutes(10, "v0", []rt.Target{{CIDR: netip.MustParsePrefix("2001:db8:55::/64"), Gateway: netip.MustParseAddr("2001:db8::3")}}))
+	_, err = tbl.Apply(ctx)
+	require.NoError(t, err)
+	out := ip("-6", "route", "show", "2001:db8:55::/64")
+	assert.Contains(t, out, "from 2001:db8:77::/64 via 2001:db8::2", "the foreign route stays")
+	assert.Contains(t, out, "2001:db8:55::/64 via 2001:db8::3 dev v0 proto 78", "ours is written beside it")
+	st, err := tbl.State(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, st.Drift)
+	assert.Empty(t, st.Failing)
+}

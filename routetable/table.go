@@ -495,13 +495,13 @@ func (t *Table) OnIfaceStateChanged(name string, index int, state kernel.LinkSta
 // a foreign route that frees a key the Table wants lets it write its own
 // there, without waiting for a resync and without reading the table
 // again; a route someone adds is owned or left alone as a resync would.
-// Routes of other tables and families, and routes with a TOS, are
-// ignored. The call queues the route for the next Apply and wakes the
-// loop (see SetWake); it never waits and makes no system call. Events
-// older than the next re-read of the table (the first Apply, QueueResync)
-// are dropped: the re-read supersedes them.
+// Routes of other tables and families, and routes with a TOS or a source
+// prefix, are ignored. The call queues the route for the next Apply and
+// wakes the loop (see SetWake); it never waits and makes no system call.
+// Events older than the next re-read of the table (the first Apply,
+// QueueResync) are dropped: the re-read supersedes them.
 func (t *Table) OnRouteUpdate(r kernel.Route, gone bool) {
-	if r.Family != t.opts.Family || r.Table != t.opts.Table || r.TOS != 0 || !r.Dst.IsValid() ||
+	if r.Family != t.opts.Family || r.Table != t.opts.Table || r.TOS != 0 || r.SrcLen != 0 || !r.Dst.IsValid() ||
 		r.Dst.Addr().Is4() != (t.opts.Family == IPv4) {
 		return
 	}
@@ -886,7 +886,8 @@ func (t *Table) kernelForm(c *cand) (kroute, bool) {
 }
 
 // fromKernel converts a dumped route to its key and compared form, and says
-// whether it can be one of ours at all (routes with a TOS never are).
+// whether it can be one of ours at all (routes with a TOS or a source
+// prefix never are, and hold no key of ours: the kernel keeps them apart).
 func (t *Table) fromKernel(r *kernel.Route) (rkey, kroute, bool) {
 	k := keyOf(RouteKey{CIDR: r.Dst.Masked(), Metric: r.Priority})
 	v := kroute{gw: r.Gateway, src: r.PrefSrc, mtu: r.MTU, oif: int32(r.OIF), typ: r.Type, scope: r.Scope,
@@ -912,7 +913,7 @@ func (t *Table) fromKernel(r *kernel.Route) (rkey, kroute, bool) {
 	if t.opts.Family == IPv6 {
 		v.scope = kernel.ScopeUniverse
 	}
-	return k, v, r.TOS == 0
+	return k, v, r.TOS == 0 && r.SrcLen == 0
 }
 
 // toKernel builds the route to write for key k.

@@ -98,7 +98,8 @@ func (t TargetType) noIface() bool { return t >= TargetBlackhole && t <= TargetT
 
 // RouteKey identifies a route in a table the way the kernel does: its
 // destination and its metric (the kernel's priority). The kernel holds at
-// most one route per key in a table.
+// most one route per key in a table, beside those with a TOS or (IPv6) a
+// source prefix, which are apart from it and never the Table's.
 type RouteKey struct {
 	// CIDR is the destination.
 	CIDR netip.Prefix
