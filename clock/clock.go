@@ -23,10 +23,11 @@ type Timer interface {
 	// C returns the channel on which the fire time is delivered.
 	C() <-chan time.Time
 	// Stop prevents the timer from firing. It reports whether the call
-	// stopped a pending timer. A fire already in the channel is drained.
+	// stopped a pending timer; a fire not yet received counts as pending
+	// (as with time.Timer since Go 1.23), and is drained.
 	Stop() bool
 	// Reset re-arms the timer to fire after d, discarding any undelivered
-	// fire. It reports whether the timer was pending.
+	// fire. It reports whether the timer was pending (as Stop counts it).
 	Reset(d time.Duration) bool
 }
 

@@ -121,19 +121,59 @@ func TestFakeTimerStopAndReset(t *testing.T) {
 	_, ok = received(tm.C())
 	assert.True(t, ok)
 
-	// A fire not yet received is discarded by Stop and by Reset.
+	// A fire not yet received is discarded by Stop and by Reset, and
+	// counts as pending, as with time.Timer (TestStopAndResetAsReal).
 	tm.Reset(time.Second)
 	f.Advance(time.Second)
-	assert.False(t, tm.Stop())
+	assert.True(t, tm.Stop(), "the fire was not received: pending")
 	_, ok = received(tm.C())
 	assert.False(t, ok, "Stop drains an undelivered fire")
+	assert.False(t, tm.Stop())
 
 	tm.Reset(time.Second)
 	f.Advance(time.Second)
-	tm.Reset(time.Minute)
+	assert.True(t, tm.Reset(time.Minute), "the fire was not received: pending")
 	_, ok = received(tm.C())
 	assert.False(t, ok, "Reset drains an undelivered fire")
 	assert.Equal(t, 1, f.Waiters())
+
+	// A fire received: no longer pending.
+	tm.Reset(time.Second)
+	f.Advance(time.Second)
+	_, ok = received(tm.C())
+	require.True(t, ok)
+	assert.False(t, tm.Stop())
+	assert.False(t, tm.Reset(time.Second))
+}
+
+// The Fake's Stop and Reset report what the real clock's do, for a timer
+// whose fire is undelivered and for one whose fire was received.
+func TestStopAndResetAsReal(t *testing.T) {
+	f := NewFake(epoch)
+	for name, c := range map[string]Clock{"real": Real(), "fake": f} {
+		fired := func(Timer) {
+			if c == Clock(f) {
+				f.Advance(time.Millisecond)
+			} else {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		tm := c.NewTimer(time.Millisecond)
+		fired(tm)
+		assert.True(t, tm.Stop(), "%s: undelivered fire", name)
+		tm.Reset(time.Millisecond)
+		fired(tm)
+		assert.True(t, tm.Reset(time.Hour), "%s: undelivered fire", name)
+		assert.True(t, tm.Stop(), "%s: pending", name)
+		tm.Reset(time.Millisecond)
+		fired(tm)
+		select {
+		case <-tm.C():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no fire", name)
+		}
+		assert.False(t, tm.Stop(), "%s: fire received", name)
+	}
 }
 
 func TestFakeTicker(t *testing.T) {

@@ -188,10 +188,13 @@ func (f *Fake) sortLocked() {
 	})
 }
 
-func drain(ch chan time.Time) {
+// drain empties ch and reports whether it held a fire.
+func drain(ch chan time.Time) bool {
 	select {
 	case <-ch:
+		return true
 	default:
+		return false
 	}
 }
 
@@ -203,16 +206,17 @@ func (t fakeTimer) Stop() bool {
 	f := t.w.clock
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	drain(t.w.ch)
-	return f.disarm(t.w)
+	// A fire not yet received counts as pending, as with time.Timer.
+	undelivered := drain(t.w.ch)
+	return f.disarm(t.w) || undelivered
 }
 
 func (t fakeTimer) Reset(d time.Duration) bool {
 	f := t.w.clock
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	drain(t.w.ch)
-	was := t.w.active
+	undelivered := drain(t.w.ch)
+	was := t.w.active || undelivered
 	f.arm(t.w, d)
 	f.fireDue()
 	return was
