@@ -91,7 +91,9 @@ func (f Family) ContainsPrefix(p netip.Prefix) bool { return p.IsValid() && f.Co
 
 // Check returns nil when a is a valid address of family f, and otherwise an
 // error that says what is wrong with it, wrapping ErrWrongFamily when the
-// address is of the other family.
+// address is of the other family. An address with a zone (fe80::1%eth0)
+// is invalid: the kernel objects nodeplane writes name their interface
+// apart, never in an address.
 func (f Family) Check(a netip.Addr) error {
 	switch {
 	case !f.Valid():
@@ -100,6 +102,8 @@ func (f Family) Check(a netip.Addr) error {
 		return fmt.Errorf("%w: invalid address", ErrInvalidAddress)
 	case Of(a) != f:
 		return fmt.Errorf("%w: %s is not an %s address", ErrWrongFamily, a, f)
+	case a.Zone() != "":
+		return fmt.Errorf("%w: %s has a zone", ErrInvalidAddress, a)
 	}
 	return nil
 }

@@ -75,6 +75,9 @@ func TestCheck(t *testing.T) {
 	require.ErrorIs(t, IPv4.Check(netip.Addr{}), ErrInvalidAddress)
 	require.ErrorIs(t, Family(9).Check(v4), ErrInvalidFamily)
 	assert.Contains(t, IPv6.Check(v4).Error(), "192.0.2.1 is not an IPv6 address")
+	zoned := IPv6.Check(netip.MustParseAddr("fe80::1%eth0"))
+	require.ErrorIs(t, zoned, ErrInvalidAddress)
+	assert.Contains(t, zoned.Error(), "fe80::1%eth0 has a zone")
 
 	require.NoError(t, IPv4.CheckPrefix(netip.MustParsePrefix("192.0.2.0/24")))
 	require.ErrorIs(t, IPv6.CheckPrefix(netip.MustParsePrefix("192.0.2.0/24")), ErrWrongFamily)

@@ -89,6 +89,12 @@ func TestBadInputErrors(t *testing.T) {
 	assert.Equal(t, writes, k.Writes(), "nothing written")
 	assert.Equal(t, declared, tbl.Counters().Declared, "nothing recorded")
 	assert.Zero(t, fake.Writes()+fake.Calls(kernelfake.OpDumpRoutes)+fake.Calls(kernelfake.OpLinks))
+
+	// A zoned gateway: said so (not "not an IPv6 address").
+	_, tbl6, _ := newFake(t, rt.IPv6, "np-a")
+	err = tbl6.RouteUpdate(1, "np-a", rt.Target{CIDR: mustP("fd00::/64"), Gateway: mustA("fe80::1%np-a")})
+	require.ErrorIs(t, err, rt.ErrInvalidTarget)
+	assert.Contains(t, err.Error(), "gateway fe80::1%np-a has a zone")
 }
 
 // Table 0 is refused whatever the policy: the kernel takes it for the

@@ -221,8 +221,10 @@ func checkDest(fam Family, dst netip.Prefix) error {
 // checkAddr checks a gateway or source address of a target of family fam.
 func checkAddr(fam Family, what string, a netip.Addr) string {
 	switch {
-	case !familyMatches(fam, a) || a.Zone() != "":
+	case !familyMatches(fam, a):
 		return fmt.Sprintf("%s %v is not an %v address", what, a, fam)
+	case a.Zone() != "":
+		return fmt.Sprintf("%s %v has a zone: the route names its interface", what, a)
 	case a.IsUnspecified():
 		return fmt.Sprintf("%s %v is the unspecified address", what, a)
 	}
