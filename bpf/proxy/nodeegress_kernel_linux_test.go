@@ -92,7 +92,10 @@ func ctByFlag(t *testing.T, p *Proxy, flag uint32) map[uint8]int {
 // interface their route leaves by and sent where the backend is routed (a
 // local pod's veth, the other host), TCP and UDP, IPv4 and IPv6; the
 // replies get the frontend back at the ingress. A connected UDP socket
-// whose backend goes reaches another one with its next datagram.
+// whose backend goes reaches another one with its next datagram. The pod
+// veths filter reverse paths strictly, as package endpoints sets them: a
+// local backend's reply, the frontend its source, reaches the node's
+// socket all the same (through loopback).
 func TestKernelProxyNodeEgress(t *testing.T) { attachModes(t, testKernelProxyNodeEgress) }
 
 func testKernelProxyNodeEgress(t *testing.T, mode AttachMode) {
@@ -104,6 +107,9 @@ func testKernelProxyNodeEgress(t *testing.T, mode AttachMode) {
 	}
 	p := r.proxy(t)
 	h1 := r.topo.Hosts[0]
+	for _, pod := range h1.Pods {
+		require.NoError(t, h1.NS.SetSysctl("net.ipv4.conf."+pod.HostVeth+".rp_filter", "1"))
+	}
 	for _, v6 := range []bool{false, true} {
 		p.OnUpdate(cluster.Service{Name: "default/web-v6=" + map[bool]string{false: "no", true: "yes"}[v6] + ":http", Port: 80,
 			ClusterIPs: []netip.Addr{clusterIP(v6)}, Backends: r.backends(v6)})

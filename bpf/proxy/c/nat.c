@@ -784,6 +784,22 @@ static __always_inline int np_local_send(int target)
 	return bpf_redirect_neigh(-target, NULL, 0, 0);
 }
 
+// np_to_node hands a reply to a connection of the node's own, which a
+// local backend pod sent and np_reverse gave the frontend back as its
+// source, to the node's stack through the loopback interface: arriving on
+// the pod's veth, strict reverse-path filtering there (package endpoints
+// sets it on pod interfaces, against spoofing) would drop it, as the
+// frontend is not routed through that veth. The destination MAC becomes
+// loopback's (zero), so that the stack takes the frame as its own.
+static __always_inline int np_to_node(struct __sk_buff *skb)
+{
+	const __u8 zero[ETH_ALEN] = {};
+
+	if (bpf_skb_store_bytes(skb, 0, zero, ETH_ALEN, 0) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(NP_LOOPBACK_IFINDEX, BPF_F_INGRESS);
+}
+
 // np_reverse puts the frontend back as the source of p, a backend's reply
 // whose reverse entry is ct, and removes the connection when p closes it;
 // fkey is room for the forward entry's key (the callers' stack is short).
@@ -901,11 +917,11 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 	// the client's interface (np_egress is not on the way). Any other is
 	// np_egress's to translate, where it leaves: no frontend to look up.
 	if (ct && (ct->flags & NP_CT_REVERSE)) {
-		int target = 0, verdict;
+		int target = 0, verdict, to_node = (ct->flags & NP_CT_NODE) != 0;
 
 		if (node)
 			return TC_ACT_UNSPEC;
-		if (!(ct->flags & NP_CT_NODE)) {
+		if (!to_node) {
 			if (!local_redirect || (ct->flags & (NP_CT_HAIRPIN | NP_CT_MASQ | NP_CT_DSR)))
 				return TC_ACT_UNSPEC;
 			target = np_route(skb, &p, p.key.dst, 0);
@@ -913,7 +929,11 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 				return TC_ACT_UNSPEC;
 		}
 		verdict = np_reverse(skb, &p, ct, bpf_ktime_get_coarse_ns(), &rkey);
-		if (verdict != TC_ACT_UNSPEC || !target)
+		if (verdict != TC_ACT_UNSPEC)
+			return verdict;
+		if (to_node && !p.v6 && !np_from_host(skb))
+			return np_to_node(skb);
+		if (!target)
 			return verdict;
 		return np_local_send(target);
 	}
