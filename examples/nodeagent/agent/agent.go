@@ -1073,6 +1073,10 @@ func (a *Agent) handler() http.Handler {
 			_, _ = fmt.Fprintf(w, "ok; the datastore is disconnected (since %s): the dataplane keeps the last cluster it learned\n",
 				d.Since.UTC().Format(time.RFC3339))
 			return
+		} else if d != nil && len(d.Stale) > 0 {
+			_, _ = fmt.Fprintf(w, "ok; the datastore has not read %s again since an outage: their last state stands\n",
+				strings.Join(d.Stale, ", "))
+			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})

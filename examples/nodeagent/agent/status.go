@@ -100,6 +100,10 @@ type DatastoreStatus struct {
 	// Since is when Connected last changed: since when the server has
 	// been lost, or reached again (zero: not known).
 	Since time.Time `json:"since,omitzero"`
+	// Stale are the resources the datastore has not read again since an
+	// outage (datastore.StaleReporter: a permission lost meanwhile, say):
+	// their last state stands while the others are followed.
+	Stale []string `json:"stale,omitempty"`
 }
 
 // datastoreStatus returns the link of the agent's datastore, nil when it
@@ -110,7 +114,11 @@ func (a *Agent) datastoreStatus() *DatastoreStatus {
 		return nil
 	}
 	ok, since := r.Connected()
-	return &DatastoreStatus{Connected: ok, Since: since}
+	st := &DatastoreStatus{Connected: ok, Since: since}
+	if s, isStale := r.(datastore.StaleReporter); isStale {
+		st.Stale = s.Stale()
+	}
+	return st
 }
 
 // connectionReporter returns ds (or the datastore it wraps, for the CNI
@@ -367,6 +375,9 @@ func WriteTable(out io.Writer, s Status, now time.Time) error {
 		}
 		if !d.Connected {
 			state += ": the dataplane keeps the last cluster it learned"
+		}
+		if len(d.Stale) > 0 {
+			state += fmt.Sprintf("; STALE %s: not read again since an outage, their last state stands", strings.Join(d.Stale, ", "))
 		}
 		fmt.Fprintf(w, "datastore\t%s\n", state)
 	}

@@ -54,6 +54,16 @@ type ConnectionReporter interface {
 	Connected() (connected bool, since time.Time)
 }
 
+// StaleReporter is implemented by a datastore that may follow some of its
+// resources while others stand at their last state (package kubernetes,
+// after an outage, for a resource it may no longer read). The agent shows
+// them in its status.
+type StaleReporter interface {
+	// Stale returns the resources whose last state stands; none when the
+	// datastore follows them all.
+	Stale() []string
+}
+
 // NodeInfo is what a node publishes about itself.
 type NodeInfo struct {
 	// Name is the node's name.

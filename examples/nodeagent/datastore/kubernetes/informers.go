@@ -37,6 +37,100 @@ type informerSet struct {
 	// waited when the goroutine that waits for that has ended; both nil
 	// until watchSync.
 	synced, waited chan struct{}
+
+	// fallback is what the set before this one held, as it stood when it
+	// stopped (listers only, see frozen): read for the resources this set
+	// has not read yet (see view); nil once it has read them all.
+	fallback *informerSet
+}
+
+// hasRead reports whether s's informer of resource has read it; a
+// resource s does not read counts as read.
+func (s *informerSet) hasRead(resource string) bool {
+	if s.errs == nil {
+		return true // a frozen set
+	}
+	s.errs.mu.Lock()
+	defer s.errs.mu.Unlock()
+	for _, w := range s.errs.watched {
+		if w.resource == resource {
+			return w.inf.HasSynced()
+		}
+	}
+	return true
+}
+
+// unread returns the resources s has not read yet.
+func (s *informerSet) unread() []string {
+	if s.errs == nil {
+		return nil
+	}
+	s.errs.mu.Lock()
+	defer s.errs.mu.Unlock()
+	var out []string
+	for _, w := range s.errs.watched {
+		if !w.inf.HasSynced() {
+			out = append(out, w.resource)
+		}
+	}
+	return out
+}
+
+// frozen returns the listers to read s through, alone in a set that
+// reads nothing: s's own for the resources it has read, and its
+// fallback's for the others. A set started after an outage falls back on
+// it, so that a resource it cannot read (a permission lost meanwhile)
+// keeps its last state instead of holding back the others; it keeps only
+// the caches it needs of the sets before it.
+func (s *informerSet) frozen() *informerSet {
+	f := s.fallback
+	if f == nil {
+		f = &informerSet{}
+	}
+	// mine says s's lister of resource is the one to read: s has read it,
+	// or there is nothing else.
+	mine := func(resource string, theirs any) bool { return theirs == nil || s.hasRead(resource) }
+	v := &informerSet{nodes: f.nodes, pods: f.pods, services: f.services, slices: f.slices, namespaces: f.namespaces, policies: f.policies}
+	if mine("nodes", f.nodes) {
+		v.nodes = s.nodes
+	}
+	if mine("pods", f.pods) {
+		v.pods = s.pods
+	}
+	if mine("services", f.services) {
+		v.services = s.services
+	}
+	if mine("endpointslices", f.slices) {
+		v.slices = s.slices
+	}
+	if mine("namespaces", f.namespaces) {
+		v.namespaces = s.namespaces
+	}
+	if mine("networkpolicies", f.policies) {
+		v.policies = s.policies
+	}
+	if s.admin != nil || f.admin != nil {
+		v.admin = &adminWatch{}
+		if f.admin != nil {
+			v.admin.admins, v.admin.baselines = f.admin.admins, f.admin.baselines
+		}
+		if s.admin != nil && s.admin.admins != nil && mine(ResourceAdminNetworkPolicies, v.admin.admins) {
+			v.admin.admins = s.admin.admins
+		}
+		if s.admin != nil && s.admin.baselines != nil && mine(ResourceBaselineAdminNetworkPolicies, v.admin.baselines) {
+			v.admin.baselines = s.admin.baselines
+		}
+	}
+	return v
+}
+
+// view returns the set to read s through: s itself, or with a fallback,
+// its frozen listers.
+func (s *informerSet) view() *informerSet {
+	if s.fallback == nil {
+		return s
+	}
+	return s.frozen()
 }
 
 // newInformerSet sets up the core informers, handler on each, their errors

@@ -110,7 +110,10 @@ type Datastore struct {
 	conn *connection
 }
 
-var _ datastore.ConnectionReporter = (*Datastore)(nil)
+var (
+	_ datastore.ConnectionReporter = (*Datastore)(nil)
+	_ datastore.StaleReporter      = (*Datastore)(nil)
+)
 
 // New validates opts and returns a Datastore. It does no I/O.
 func New(opts Options) (*Datastore, error) {
@@ -245,7 +248,7 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 		case <-changed:
 		default:
 		}
-		c, err := d.read(active)
+		c, err := d.read(active.view())
 		if err != nil {
 			d.log.Warn("kubernetes datastore: listing the caches failed", "err", err)
 			return
@@ -265,6 +268,12 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 	retry := d.clock.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	// A new set that has not read everything within rereadTimeout takes
+	// over all the same, falling back for the rest on what the sets
+	// before it read (see informerSet.frozen).
+	reread := d.clock.NewTimer(time.Hour)
+	reread.Stop()
+	defer reread.Stop()
 	var (
 		lastRestart time.Time
 		gap         time.Duration
@@ -294,18 +303,24 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 			return
 		}
 		// The stuck set goes (its caches are frozen); the agent keeps the
-		// last cluster delivered until the new one has read everything.
+		// last cluster delivered until the new one has read everything,
+		// or for rereadTimeout, after which it goes on with what the new
+		// one read and, for the rest, what the old ones had.
+		next.fallback = cur.frozen()
 		cur.stop()
 		active, pending = nil, next
 		pending.start()
 		pending.watchSync()
+		reread.Reset(min(d.opts.SyncTimeout, rereadTimeout))
 		lastRestart, gap = now, min(max(2*gap, d.opts.ProbeInterval), maxRestartGap)
 		d.log.Info("kubernetes datastore: informers started again to read the cluster at once", "restart", d.conn.restarted())
 	}
 	for {
-		var synced <-chan struct{}
+		var synced, caughtUp <-chan struct{}
 		if pending != nil {
 			synced = pending.synced
+		} else if active.fallback != nil {
+			caughtUp = active.synced
 		}
 		select {
 		case <-ctx.Done():
@@ -327,7 +342,25 @@ func (d *Datastore) Watch(ctx context.Context, update func(datastore.Cluster)) e
 		case <-retry.C():
 			restart()
 		case <-synced:
+			reread.Stop()
 			active, pending = pending, nil
+			active.fallback = nil
+			d.conn.setStale(nil)
+			d.log.Info("kubernetes datastore: caught up with the API server", "took", d.clock.Since(lastRestart).Round(time.Millisecond))
+			deliver()
+		case <-reread.C():
+			if pending == nil {
+				break
+			}
+			unread := pending.unread()
+			active, pending = pending, nil
+			d.conn.setStale(unread)
+			d.log.Warn("kubernetes datastore: not every resource read again after the outage; going on with the others, "+
+				"and with the last state of these until they are read", "unread", unread, "after", d.clock.Since(lastRestart).Round(time.Millisecond))
+			deliver()
+		case <-caughtUp:
+			active.fallback = nil
+			d.conn.setStale(nil)
 			d.log.Info("kubernetes datastore: caught up with the API server", "took", d.clock.Since(lastRestart).Round(time.Millisecond))
 			deliver()
 		}

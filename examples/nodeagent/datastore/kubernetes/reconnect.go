@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +64,11 @@ const (
 	// restartReset is how long after a restart the gap starts again from
 	// nothing.
 	restartReset = 2 * time.Minute
+	// rereadTimeout bounds (with Options.SyncTimeout) how long an informer
+	// set started after an outage may take to read everything before the
+	// agent goes on with what it read (a resource it may no longer list
+	// would hold back the others for good).
+	rereadTimeout = 15 * time.Second
 )
 
 // connection is what the Datastore knows of its link to the API server:
@@ -83,6 +89,23 @@ type connection struct {
 	since     time.Time
 	// restarts counts the informer sets started after an outage.
 	restarts int
+	// stale are the resources not read again since an outage (their
+	// last state stands), sorted.
+	stale []string
+}
+
+// setStale records the resources not read again since an outage.
+func (c *connection) setStale(resources []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stale = slices.Sorted(slices.Values(resources))
+}
+
+// Stale returns the resources not read again since an outage.
+func (c *connection) Stale() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.stale)
 }
 
 func newConnection(c clock.Clock, log *slog.Logger) *connection {
@@ -156,6 +179,12 @@ func signal(ch chan struct{}) {
 // of the running Watch reach the API server, and since when. It is false
 // before Watch's first read of the cluster and after Watch returns.
 func (d *Datastore) Connected() (bool, time.Time) { return d.conn.Connected() }
+
+// Stale implements datastore.StaleReporter: the resources the running
+// Watch has not read again since an outage (a permission lost while the
+// server was down, say), whose last state stands while the others are
+// followed; none when it follows them all.
+func (d *Datastore) Stale() []string { return d.conn.Stale() }
 
 // probeWhileDown asks the server whether it is back, every
 // Options.ProbeInterval while the connection is lost, until it answers or

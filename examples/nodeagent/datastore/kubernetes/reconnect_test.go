@@ -364,3 +364,81 @@ func TestWatchRestartsSpacedOut(t *testing.T) {
 		t.Errorf("outage 3: %d restarts after the gap", n)
 	}
 }
+
+// TestWatchGoesOnWithoutAForbiddenResourceAfterOutage: the agent's
+// permission to list endpoint slices is lost while the server is down.
+// The informers started after the outage cannot read them, which held
+// back every resource for good (a new service never delivered). After
+// rereadTimeout the datastore goes on with what it read, keeps the last
+// state of the endpoint slices (the services keep their endpoints), and
+// says so in Stale; once the permission is back it catches up.
+func TestWatchGoesOnWithoutAForbiddenResourceAfterOutage(t *testing.T) {
+	s := newFlakyServer(t, objects(t)...)
+	var deny atomic.Bool
+	s.client.PrependReactor("list", "endpointslices", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		if deny.Load() && !s.down.Load() {
+			return true, nil, forbidden("endpointslices")
+		}
+		return false, nil, nil
+	})
+	fc := clock.NewFake(time.Unix(1000, 0))
+	log, logs := newLogger()
+	const interval = time.Second
+	d, err := kubernetes.New(kubernetes.Options{Client: s.client, NodeName: "node1", Logger: log, Clock: fc,
+		ProbeInterval: interval, Debounce: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWatch(t, d)
+	endpoints := func(c datastore.Cluster) int {
+		for _, svc := range c.Services {
+			if svc.Key() == "default/web" {
+				return len(svc.Endpoints)
+			}
+		}
+		return -1
+	}
+	if c := w.next(t); endpoints(c) != 2 {
+		t.Fatalf("first update: web's endpoints %d", endpoints(c))
+	}
+	s.kill()
+	disconnected(t, d)
+	deny.Store(true)
+	late := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "late"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20"},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	if _, err := s.client.CoreV1().Services("default").Create(context.Background(), late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.backAtProbe.Store(true)
+	armed(t, fc, interval)
+	fc.Advance(interval)
+	s.probed(t)
+	eventually(t, "the informers started again", func() bool { return d.Restarts() == 1 })
+	// The new set cannot read the endpoint slices: nothing is delivered
+	// until the reread timeout, then the rest is.
+	advanceUntil(t, w, fc, time.Second, func(c datastore.Cluster) bool { return hasService(c, "default/late") })
+	if got := d.Stale(); len(got) != 1 || got[0] != "endpointslices" {
+		t.Errorf("Stale() = %v, want [endpointslices]", got)
+	}
+	if len(logs.lines("level=WARN", "not every resource read again", "endpointslices")) == 0 {
+		t.Errorf("the stale resource not logged:\n%s", logs)
+	}
+	// The services keep their endpoints meanwhile (the last state of the
+	// slices), and other changes keep coming.
+	if err := s.client.CoreV1().Services("default").Delete(context.Background(), "late", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	advanceUntil(t, w, fc, time.Millisecond, func(c datastore.Cluster) bool {
+		if hasService(c, "default/late") {
+			return false
+		}
+		if endpoints(c) != 2 {
+			t.Errorf("web's endpoints while the slices are stale: %d", endpoints(c))
+		}
+		return true
+	})
+	// The permission comes back: the slices are read again.
+	deny.Store(false)
+	eventually(t, "caught up", func() bool { return len(d.Stale()) == 0 })
+}
