@@ -68,8 +68,9 @@ type Manager struct {
 	invalid   managerutil.Rejected
 }
 
-// New validates opts and returns a Manager with no floating IP. It does no
-// I/O.
+// New validates opts and returns a Manager with no floating IP. It checks
+// the chains and the family against a Table that says them
+// (netfilter.CheckTable). It does no I/O.
 func New(opts Options) (*Manager, error) {
 	c := managerutil.Check{Sentinel: ErrInvalidOptions}
 	c.Family(opts.Family)
@@ -79,6 +80,9 @@ func New(opts Options) (*Manager, error) {
 	c.Refuse(opts.NoSNATSet != "" && !opts.OutboundSNAT, "NoSNATSet without OutboundSNAT")
 	c.Chain("DNATChain", opts.DNATChain)
 	c.Chain("SNATChain", opts.SNATChain)
+	if c.Err() == nil {
+		c.Quote("Table", netfilter.CheckTable(opts.Table, opts.Family, opts.DNATChain, opts.SNATChain))
+	}
 	if err := c.Err(); err != nil {
 		return nil, err
 	}

@@ -191,15 +191,19 @@ func TestOptions(t *testing.T) {
 	good := floatingips.Options{Family: ipfamily.IPv4, Table: nat, DNATChain: "npf-dnat", SNATChain: "npf-snat"}
 	var nilTable *iptables.Table
 	for name, mutate := range map[string]func(*floatingips.Options){
-		"no family":        func(o *floatingips.Options) { o.Family = 0 },
-		"no table":         func(o *floatingips.Options) { o.Table = nil },
-		"nil table":        func(o *floatingips.Options) { o.Table = nilTable },
-		"same chains":      func(o *floatingips.Options) { o.SNATChain = o.DNATChain },
-		"no dnat chain":    func(o *floatingips.Options) { o.DNATChain = "" },
-		"bad snat chain":   func(o *floatingips.Options) { o.SNATChain = "!x" },
-		"bad jump":         func(o *floatingips.Options) { o.Jump = 5 },
-		"set without snat": func(o *floatingips.Options) { o.NoSNATSet = "np4-x" },
-		"bad set":          func(o *floatingips.Options) { o.OutboundSNAT, o.NoSNATSet = true, "a\"b" },
+		"no family":      func(o *floatingips.Options) { o.Family = 0 },
+		"no table":       func(o *floatingips.Options) { o.Table = nil },
+		"nil table":      func(o *floatingips.Options) { o.Table = nilTable },
+		"same chains":    func(o *floatingips.Options) { o.SNATChain = o.DNATChain },
+		"no dnat chain":  func(o *floatingips.Options) { o.DNATChain = "" },
+		"bad snat chain": func(o *floatingips.Options) { o.SNATChain = "!x" },
+		// What the Table says of itself (netfilter.TableInfo): refused
+		// here, not at every pass.
+		"chain not the table's":   func(o *floatingips.Options) { o.SNATChain = "FORWARD" },
+		"table of another family": func(o *floatingips.Options) { o.Family = ipfamily.IPv6 },
+		"bad jump":                func(o *floatingips.Options) { o.Jump = 5 },
+		"set without snat":        func(o *floatingips.Options) { o.NoSNATSet = "np4-x" },
+		"bad set":                 func(o *floatingips.Options) { o.OutboundSNAT, o.NoSNATSet = true, "a\"b" },
 	} {
 		o := good
 		mutate(&o)

@@ -18,6 +18,7 @@ import (
 	"github.com/nodeplane/nodeplane/command"
 	"github.com/nodeplane/nodeplane/dataplane"
 	"github.com/nodeplane/nodeplane/internal/nfcore"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 )
 
@@ -186,6 +187,16 @@ func New(opts Options) (*Table, error) {
 
 // Name returns the Table's name for logs, such as "iptables-nft-filter-v4".
 func (t *Table) Name() string { return t.name }
+
+// Family returns Options.Family (netfilter.TableInfo).
+func (t *Table) Family() ipfamily.Family { return t.opts.Family }
+
+// CheckChain returns the error SetChains would return for a chain called
+// name: an invalid name, or one not the Table's to own (ErrNotOwned); nil
+// when it takes it (netfilter.TableInfo). It does no I/O.
+func (t *Table) CheckChain(name string) error { return t.checkOwned(name) }
+
+var _ netfilter.TableInfo = (*Table)(nil)
 
 // Phase returns dataplane.PhaseTables.
 func (t *Table) Phase() dataplane.Phase { return dataplane.PhaseTables }

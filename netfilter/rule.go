@@ -1,7 +1,10 @@
 package netfilter
 
 import (
+	"fmt"
+
 	"github.com/nodeplane/nodeplane/dataplane"
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // Rule is one packet-filter rule: packets that satisfy every criterion of
@@ -101,4 +104,34 @@ type Table interface {
 	// everyone else's, replacing those owner set there before; nil
 	// removes them. Owners are kept apart as by InsertRules.
 	AppendRules(owner string, hook Hook, rules []Rule) error
+}
+
+// TableInfo is what a Table may say of itself without I/O, so that a
+// manager given one checks its options in its constructor (CheckTable)
+// rather than at every pass. Both writers of the module implement it.
+type TableInfo interface {
+	// Family returns the IP family of the rules the Table writes.
+	Family() ipfamily.Family
+	// CheckChain returns the error SetChains would return for a chain
+	// called name (not the Table's to own, say), nil when it takes it.
+	CheckChain(name string) error
+}
+
+// CheckTable checks, when t is a TableInfo, that it writes family f and
+// would take every chain of names; a Table that is not one passes. The
+// error names what is wrong.
+func CheckTable(t Table, f ipfamily.Family, names ...string) error {
+	info, ok := t.(TableInfo)
+	if !ok {
+		return nil
+	}
+	if got := info.Family(); got != f {
+		return fmt.Errorf("%w: the Table writes %v rules, not %v", ErrWrongFamily, got, f)
+	}
+	for _, n := range names {
+		if err := info.CheckChain(n); err != nil {
+			return err
+		}
+	}
+	return nil
 }

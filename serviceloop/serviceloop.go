@@ -104,7 +104,9 @@ type Manager struct {
 }
 
 // New validates opts and returns a Manager with no service range: its
-// chain is empty until the first ServiceCIDRs. It does no I/O.
+// chain is empty until the first ServiceCIDRs. It checks the chain and
+// the family against a Table that says them (netfilter.CheckTable). It
+// does no I/O.
 func New(opts Options) (*Manager, error) {
 	c := managerutil.Check{Sentinel: ErrInvalidOptions}
 	c.Family(opts.Family)
@@ -115,6 +117,9 @@ func New(opts Options) (*Manager, error) {
 		c.Refuse(mk.Mark == 0 || mk.Mark&^mk.Mask != 0 || mk.Negate, "reject mark %#x/%#x must be non-zero, within its mask, not negated", mk.Mark, mk.Mask)
 	}
 	c.Chain("Chain", opts.Chain)
+	if c.Err() == nil {
+		c.Quote("Table", netfilter.CheckTable(opts.Table, opts.Family, opts.Chain))
+	}
 	if err := c.Err(); err != nil {
 		return nil, err
 	}

@@ -127,13 +127,17 @@ func TestOptions(t *testing.T) {
 	good := serviceloop.Options{Family: ipfamily.IPv4, Table: filter, Chain: "nps-loop"}
 	var nilTable *iptables.Table
 	for name, mutate := range map[string]func(*serviceloop.Options){
-		"no family":   func(o *serviceloop.Options) { o.Family = 9 },
-		"no table":    func(o *serviceloop.Options) { o.Table = nil },
-		"nil table":   func(o *serviceloop.Options) { o.Table = nilTable },
-		"no chain":    func(o *serviceloop.Options) { o.Chain = "" },
-		"bad jump":    func(o *serviceloop.Options) { o.Jump = 3 },
-		"bad verdict": func(o *serviceloop.Options) { o.Verdict = 2 },
-		"zero mark":   func(o *serviceloop.Options) { o.RejectMarks = []netfilter.MatchMark{{Mask: 0x100}} },
+		"no family": func(o *serviceloop.Options) { o.Family = 9 },
+		"no table":  func(o *serviceloop.Options) { o.Table = nil },
+		"nil table": func(o *serviceloop.Options) { o.Table = nilTable },
+		"no chain":  func(o *serviceloop.Options) { o.Chain = "" },
+		// What the Table says of itself (netfilter.TableInfo): refused
+		// here, not at every pass.
+		"chain not the table's":   func(o *serviceloop.Options) { o.Chain = "other-loop" },
+		"table of another family": func(o *serviceloop.Options) { o.Family = ipfamily.IPv6 },
+		"bad jump":                func(o *serviceloop.Options) { o.Jump = 3 },
+		"bad verdict":             func(o *serviceloop.Options) { o.Verdict = 2 },
+		"zero mark":               func(o *serviceloop.Options) { o.RejectMarks = []netfilter.MatchMark{{Mask: 0x100}} },
 		"mark outside its mask": func(o *serviceloop.Options) {
 			o.RejectMarks = []netfilter.MatchMark{{Mark: 0x300, Mask: 0x100}}
 		},
