@@ -62,7 +62,7 @@ type Manager struct {
 	endpoints map[string][]cluster.NAT // of the family, sorted
 	// addrs are every endpoint's addresses of the family, which no
 	// floating IP may be.
-	addrs map[string][]netip.Prefix
+	addrs     map[string][]netip.Prefix
 	dirty     bool
 	jumpsDone bool
 	invalid   managerutil.Rejected
