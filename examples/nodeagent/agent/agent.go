@@ -318,6 +318,14 @@ func (c *Config) encaps() []mtu.Encap {
 	return e
 }
 
+// podMTU is how the pod MTU follows the host's: less the overheads of the
+// encapsulations. With IPv6 the overlay's and WireGuard's IPv6 tunnels run
+// over the IPv6 underlay, whose larger overheads the pods' one MTU must
+// fit too.
+func (c *Config) podMTU() mtu.PodMTUOptions {
+	return mtu.PodMTUOptions{Encaps: c.encaps(), PodIPv6: c.IPv6, UnderlayIPv6: c.IPv6}
+}
+
 func (c *Config) wgInterface(fam ipfamily.Family) string {
 	if fam == ipfamily.IPv6 {
 		n := c.WireGuardInterface + "-v6"
@@ -826,7 +834,7 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	}
 
 	mtuMon, err := mtu.NewMonitor(mtu.MonitorOptions{Detector: det, Logger: log.With("component", "mtu"),
-		PodMTU: mtu.PodMTUOptions{Encaps: cfg.encaps(), PodIPv6: cfg.IPv6},
+		PodMTU: cfg.podMTU(),
 		OnChange: func(_, cur mtu.Result) {
 			a.mu.Lock()
 			a.mtu = cur

@@ -17,6 +17,7 @@ import (
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
 	"github.com/nodeplane/nodeplane/kernel"
+	"github.com/nodeplane/nodeplane/mtu"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
@@ -281,5 +282,29 @@ func TestWriteTableShowsTheNetfilterBackend(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "masquerade nftables") {
 		t.Errorf("table lacks the backend:\n%s", b.String())
+	}
+}
+
+// The pod MTU fits every tunnel the agent runs: with IPv6, the IPv6
+// tunnels over the IPv6 underlay (VXLAN 70 bytes, WireGuard 80), whose
+// devices are that much below the host MTU.
+func TestPodMTUFitsTheIPv6Tunnels(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{Overlay: OverlayVXLAN}, 1450},
+		{Config{Overlay: OverlayVXLAN, IPv6: true}, 1430},
+		{Config{Overlay: OverlayDirect, WireGuard: true}, 1440},
+		{Config{Overlay: OverlayDirect, WireGuard: true, IPv6: true}, 1420},
+		{Config{Overlay: OverlayVXLAN, WireGuard: true, IPv6: true}, 1420},
+		{Config{Overlay: OverlayDirect, IPv6: true}, 1500},
+	} {
+		o := tc.cfg.podMTU()
+		o.HostMTU = 1500
+		got, err := mtu.PodMTU(o)
+		if err != nil || got != tc.want {
+			t.Errorf("%+v: pod MTU %d, %v; want %d", tc.cfg, got, err, tc.want)
+		}
 	}
 }
