@@ -110,7 +110,7 @@ func exitAfterSignal(ctx context.Context, stop context.CancelFunc) {
 // common are the flags run and cleanup share: what the agent owns.
 type common struct {
 	node, netns, stateDir, overlay, wgIface, podPrefix, logLevel, logFormat, bpfPinDir string
-	ipv6                                                                               bool
+	ipv4, ipv6                                                                         bool
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -122,6 +122,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.wgIface, "wireguard-interface", agent.DefaultWireGuardInterface, "WireGuard device name (unique per machine for userspace devices)")
 	fs.StringVar(&c.podPrefix, "pod-interface-prefix", datastore.PodInterfacePrefix, "prefix of the pods' host-side interfaces")
 	fs.BoolVar(&c.ipv6, "ipv6", false, "program IPv6 too (dual stack)")
+	fs.BoolVar(&c.ipv4, "ipv4", true, "program IPv4; --ipv4=false with --ipv6 makes the node IPv6 only")
 	fs.StringVar(&c.bpfPinDir, "bpf-pin-dir", agent.DefaultBPFPinDir, "bpffs directory of the BPF service proxy's maps and attachments")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
@@ -143,7 +144,7 @@ func (c *common) config() (agent.Config, error) {
 		return agent.Config{}, fmt.Errorf("unknown log format %q", c.logFormat)
 	}
 	return agent.Config{NodeName: c.node, NetNS: c.netns, StateDir: c.stateDir, Overlay: agent.Overlay(c.overlay),
-		WireGuardInterface: c.wgIface, PodInterfacePrefix: c.podPrefix, IPv6: c.ipv6, BPFPinDir: c.bpfPinDir,
+		WireGuardInterface: c.wgIface, PodInterfacePrefix: c.podPrefix, IPv6: c.ipv6, NoIPv4: !c.ipv4, BPFPinDir: c.bpfPinDir,
 		Logger: slog.New(h).With("node", c.node)}, nil
 }
 

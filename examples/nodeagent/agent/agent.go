@@ -142,6 +142,9 @@ type Config struct {
 	// IPv6 also programs the IPv6 dataplane (a second route table, set
 	// driver and overlay manager).
 	IPv6 bool
+	// NoIPv4, with IPv6, makes the node IPv6 only: no IPv4 dataplane at
+	// all (no IPv4 forwarding, sets, rules, routes or tunnel devices).
+	NoIPv4 bool
 	// VXLANVNI and VXLANPort are the VXLAN device's; 0 means the vxlan
 	// package's defaults (4096, 4789).
 	VXLANVNI  uint32
@@ -262,6 +265,9 @@ func (c *Config) defaults() error {
 	if c.IPv6 && c.ipip() {
 		return fmt.Errorf("agent: overlay %s is IPv4 only", c.Overlay)
 	}
+	if c.NoIPv4 && !c.IPv6 {
+		return errors.New("agent: without IPv4 the node needs IPv6: no family would be programmed")
+	}
 	if c.BPFLocalRedirect && c.NetworkPolicy {
 		// The redirected packets never reach netfilter, where the policy is:
 		// refuse rather than let same-node service traffic past it.
@@ -297,7 +303,10 @@ func (c *Config) defaults() error {
 func (c *Config) ipip() bool { return c.Overlay == OverlayIPIP || c.Overlay == OverlayIPIPCrossSubnet }
 
 func (c *Config) families() []ipfamily.Family {
-	if c.IPv6 {
+	switch {
+	case c.IPv6 && c.NoIPv4:
+		return []ipfamily.Family{ipfamily.IPv6}
+	case c.IPv6:
 		return []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
 	return []ipfamily.Family{ipfamily.IPv4}
@@ -933,7 +942,7 @@ func run(ctx context.Context, cfg Config, built func(*Agent)) error {
 	}
 	log.Info("agent started", "node", cfg.NodeName, "overlay", cfg.Overlay, "wireguard", cfg.WireGuard,
 		"masquerade", !cfg.NoMasquerade, "netfilter", a.plane.netfilter, "bpfProxy", cfg.BPFProxy,
-		"ipv6", cfg.IPv6, "listen", cfg.Listen, "netns", cfg.NetNS)
+		"ipv6", cfg.IPv6, "ipv4", !cfg.NoIPv4, "listen", cfg.Listen, "netns", cfg.NetNS)
 	<-ctx.Done()
 	cause := context.Cause(ctx)
 	cancel(nil)

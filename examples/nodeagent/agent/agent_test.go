@@ -217,7 +217,9 @@ func TestConfigDefaults(t *testing.T) {
 		// Policy lives in netfilter, which the local redirect bypasses: refused (fail closed).
 		{NodeName: "a", StateDir: "/x", BPFLocalRedirect: true, NetworkPolicy: true},
 		// Connect-time options without the cgroup they apply to.
-		{NodeName: "a", StateDir: "/x", BPFCgroupPods: true}, {NodeName: "a", StateDir: "/x", BPFCgroupTCPOnly: true}} {
+		{NodeName: "a", StateDir: "/x", BPFCgroupPods: true}, {NodeName: "a", StateDir: "/x", BPFCgroupTCPOnly: true},
+		// Neither family.
+		{NodeName: "a", StateDir: "/x", NoIPv4: true}} {
 		if err := c.defaults(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}

@@ -649,3 +649,62 @@ func TestAgentWireGuardOnKernelFake(t *testing.T) {
 		t.Errorf("the device is %+v, want an up wireguard link", l)
 	}
 }
+
+// TestAgentIPv6OnlyOnKernelFake: an IPv6-only cluster, run with IPv6 and
+// without IPv4: the IPv6 dataplane is programmed (forwarding, the routes to
+// the other node's pods) and nothing of IPv4 is written, IPv4 forwarding
+// included (it turned a node with IPv4 on its underlay into an IPv4
+// router).
+func TestAgentIPv6OnlyOnKernelFake(t *testing.T) {
+	c := datastore.Cluster{
+		Nodes: []datastore.Node{
+			{Name: "node1", UnderlayIPv6: netip.MustParseAddr("2001:db8::1"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:244:1::/64")}},
+			{Name: "node2", UnderlayIPv6: netip.MustParseAddr("2001:db8::2"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:244:2::/64")}},
+		},
+		Pods:         []datastore.Pod{{Namespace: "demo", Name: "a", Node: "node1", IPs: []netip.Addr{netip.MustParseAddr("fd00:244:1::10")}}},
+		Pools:        []datastore.Pool{{Name: "v6", CIDR: netip.MustParsePrefix("fd00:244::/48"), Masquerade: true}},
+		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:96::/112")},
+	}
+	node := newFakeNode(t, c.Nodes[0])
+	k := node.k
+	node.pod(c.Pods[0])
+	ctx := context.Background()
+	forward4, err := k.Sysctl(ctx, "net.ipv4.ip_forward")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cluster.yaml")
+	if err := datastore.WriteFile(file, c); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{NodeName: "node1", Kernel: k, Listen: "-", StateDir: dir, IPv6: true, NoIPv4: true,
+		Netfilter: NetfilterIPTablesLegacy, BPFPinDir: filepath.Join(dir, "bpf"), Datastore: &datastore.File{Path: file}}
+	r := startAgent(t, cfg)
+	r.await(t, func() bool {
+		routes := k.Routes(ipfamily.IPv6, kernel.TableMain)
+		return slices.ContainsFunc(routes, func(rt kernel.Route) bool { return rt.Dst == netip.MustParsePrefix("fd00:244:2::/64") })
+	})
+	r.stop(t)
+	if v, _ := k.Sysctl(ctx, "net.ipv6.conf.all.forwarding"); v != "1" {
+		t.Errorf("IPv6 forwarding %q", v)
+	}
+	if v, _ := k.Sysctl(ctx, "net.ipv4.ip_forward"); v != forward4 {
+		t.Errorf("IPv4 forwarding changed: %q, was %q", v, forward4)
+	}
+	for _, set := range k.IPSets().Names() {
+		if strings.HasPrefix(set, "np4-") {
+			t.Errorf("an IPv4 set: %s", set)
+		}
+	}
+	for _, table := range []string{"filter", "nat", "mangle", "raw"} {
+		for _, chain := range k.IPTables().Chains(iptablesfake.BackendLegacy, ipfamily.IPv4, table) {
+			if rules := k.IPTables().Rules(iptablesfake.BackendLegacy, ipfamily.IPv4, table, chain); len(rules) > 0 {
+				t.Errorf("IPv4 %s %s: %v", table, chain, rules)
+			}
+		}
+	}
+	if routes := k.Routes(ipfamily.IPv4, kernel.TableMain); slices.ContainsFunc(routes, func(rt kernel.Route) bool { return rt.Protocol != kernel.ProtoKernel }) {
+		t.Errorf("IPv4 routes of the agent's: %v", routes)
+	}
+}
