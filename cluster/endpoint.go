@@ -45,7 +45,8 @@ type NAT struct {
 
 // Validate reports whether e is well formed: an ID, an interface name the
 // kernel takes, valid network prefixes (10.244.1.5/32, not
-// 10.244.1.5/24), if set a 6-byte unicast MAC, and floating IPs whose two
+// 10.244.1.5/24) of unicast host addresses (CheckHostAddr: not loopback,
+// multicast or link-local), if set a 6-byte unicast MAC, and floating IPs whose two
 // addresses are unicast, of one family and different, and whose internal
 // address is one of the endpoint's (in one of Addrs). The error names the
 // endpoint and wraps ErrInvalid (and the ipfamily sentinel of a family
@@ -70,6 +71,9 @@ func (e Endpoint) Validate() error {
 		}
 		if err := f.CheckNet(p); err != nil {
 			return errs.Also(bad("%s has host bits set (the network is %s)", p, p.Masked()), err)
+		}
+		if err := CheckHostAddr(f, p.Addr()); err != nil {
+			return bad("address %v: %v", p, err)
 		}
 	}
 	if len(e.MAC) != 0 && (len(e.MAC) != 6 || e.MAC[0]&1 != 0 || [6]byte(e.MAC) == [6]byte{}) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -308,5 +309,22 @@ func TestPodMTUFitsTheIPv6Tunnels(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%+v: pod MTU %d, %v; want %d", tc.cfg, got, err, tc.want)
 		}
+	}
+}
+
+// A pod address no pod can own (link-local, loopback, multicast), say a
+// hand-written cluster file's, is left out of the pod's endpoint: the pod
+// keeps its others, and no host route is written for it.
+func TestEndpointOfLeavesOutNonUnicast(t *testing.T) {
+	p := datastore.Pod{Namespace: "demo", Name: "a", Node: "node1", IPs: []netip.Addr{
+		netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("fe80::dead"), netip.MustParseAddr("fd00:244:1::5"),
+		netip.MustParseAddr("127.0.0.5"), netip.MustParseAddr("ff02::1")}}
+	e := endpointOf(p)
+	want := []netip.Prefix{netip.MustParsePrefix("10.244.1.5/32"), netip.MustParsePrefix("fd00:244:1::5/128")}
+	if !slices.Equal(e.Addrs, want) {
+		t.Errorf("addresses %v, want %v", e.Addrs, want)
+	}
+	if err := e.Validate(); err != nil {
+		t.Error(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 	"github.com/nodeplane/nodeplane/hostips"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/routetable"
 )
@@ -18,10 +19,15 @@ const ClassLocalPod routetable.RouteClass = 10
 
 // endpointOf returns local pod p as the endpoints and floating IP managers
 // take it: its host-side interface, a host prefix per address, its MAC and
-// its floating IPs.
+// its floating IPs. An address no pod can own (link-local, loopback,
+// multicast: cluster.CheckHostAddr) is left out, and the pod keeps the
+// others.
 func endpointOf(p datastore.Pod) cluster.Endpoint {
 	e := cluster.Endpoint{ID: p.Key(), Iface: p.HostInterface()}
 	for _, ip := range p.IPs {
+		if cluster.CheckHostAddr(ipfamily.Of(ip), ip) != nil {
+			continue
+		}
 		e.Addrs = append(e.Addrs, netip.PrefixFrom(ip, ip.BitLen()))
 	}
 	if len(p.MAC) != 0 {
