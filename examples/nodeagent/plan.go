@@ -24,6 +24,7 @@ func planCmd(ctx context.Context, args []string, out io.Writer) error {
 	netfilter := fs.String("netfilter", string(agent.NetfilterAuto), "netfilter backend of the masquerade rules, as run")
 	wg := fs.Bool("wireguard", false, "encrypt pod traffic between nodes with WireGuard, as run")
 	noBlackholes := fs.Bool("no-blackholes", false, "give this node's pod blocks no blackhole route, as run")
+	netpol := fs.Bool("network-policy", true, "enforce the cluster's NetworkPolicies, as run")
 	vni := fs.Uint("vxlan-vni", 0, "VXLAN network identifier (0: 4096)")
 	port := fs.Uint("vxlan-port", 0, "VXLAN UDP port (0: 4789)")
 	asJSON := fs.Bool("json", false, "print the plans as JSON")
@@ -41,6 +42,7 @@ func planCmd(ctx context.Context, args []string, out io.Writer) error {
 	cfg.Datastore = &datastore.File{Path: path, Logger: cfg.Logger.With("component", "datastore")}
 	cfg.NoMasquerade, cfg.Netfilter, cfg.WireGuard, cfg.NoBlackholes = !*masq, agent.Netfilter(*netfilter), *wg, *noBlackholes
 	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)
+	cfg.NetworkPolicy = *netpol
 	p, err := agent.Plan(ctx, cfg)
 	if err != nil {
 		return err

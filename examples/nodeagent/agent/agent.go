@@ -363,6 +363,9 @@ type plane struct {
 	// overlays are the overlay managers, one per family (a plan runs
 	// their deferred work after its standby pass).
 	overlays []*overlay.Manager
+	// endpoints are the local pods' managers, which read the links as
+	// they declare (see Plan).
+	endpoints []*endpoints.Manager
 }
 
 // close releases the nftables Tables' sockets and the proxy's file
@@ -598,6 +601,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			if err := add(ep, ep.RouteDriver()); err != nil {
 				return nil, err
 			}
+			p.endpoints = append(p.endpoints, ep)
 			// The host's own addresses, in a set rules can match.
 			hm, err := hostips.New(hostips.Options{Family: fam, Sets: sets, Exclude: []string{"^" + regexp.QuoteMeta(cfg.PodInterfacePrefix)},
 				Logger: log.With("component", "hostips", "family", fam.String())})

@@ -111,10 +111,17 @@ func Plan(ctx context.Context, cfg Config) (Plans, error) {
 		return Plans{}, fmt.Errorf("agent: plan: %w", err)
 	}
 	// The overlay managers read the host's links and addresses as they
-	// declare, which makes them dataplane.Resyncers that a standby pass
-	// leaves out: the loop has stopped, so they run here.
+	// declare, and the local pods' managers the links, which makes them
+	// dataplane.Resyncers that a standby pass leaves out: the loop has
+	// stopped, so they run here (they write nothing themselves). Without
+	// the pods' managers the plan deleted every local pod's route.
 	for _, o := range p.overlays {
 		if err := o.CompleteDeferredWork(ctx); err != nil {
+			return Plans{}, err
+		}
+	}
+	for _, e := range p.endpoints {
+		if err := e.CompleteDeferredWork(ctx); err != nil {
 			return Plans{}, err
 		}
 	}

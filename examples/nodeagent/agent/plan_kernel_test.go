@@ -18,11 +18,13 @@ import (
 )
 
 // TestKernelAgentPlan plans the agent on a fresh node namespace: the plan
-// lists the route to the other node's pods and the blackhole of this
-// node's block, and nothing in the namespace changes (routes, rules,
-// links, nftables, sysctls, as iproute2, nft and /proc show them). Then
-// the agent runs; a plan on the programmed node, while it runs and after
-// it stopped, writes nothing in any driver.
+// lists the route to the other node's pods, the blackhole of this node's
+// block and the route to its pod, and nothing in the namespace changes
+// (routes, rules, links, nftables, sysctls, as iproute2, nft and /proc
+// show them). Then the agent runs, network policy on; a plan on the
+// programmed node, while it runs and after it stopped, writes nothing in
+// any driver (it deleted the local pod's route, before the pods' managers
+// ran in a plan).
 func TestKernelAgentPlan(t *testing.T) {
 	kerneltest.RequireCommands(t, "ip", "nft")
 	ns := newNode(t)
@@ -34,13 +36,22 @@ func TestKernelAgentPlan(t *testing.T) {
 			{Name: "node2", UnderlayIPv4: netip.MustParseAddr("198.18.0.2"), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}},
 		},
 		Pools: []datastore.Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16")}},
+		Pods:  []datastore.Pod{{Namespace: "demo", Name: "a", Node: "node1", IPs: []netip.Addr{netip.MustParseAddr("10.244.1.10")}}},
 	}
 	c.Normalize()
 	if err := datastore.WriteFile(file, c); err != nil {
 		t.Fatal(err)
 	}
+	// The pod's interface, its peer left in the node's namespace.
+	hostIf := c.Pods[0].HostInterface()
+	for _, args := range [][]string{{"link", "add", hostIf, "type", "veth", "peer", "name", "plpod0"},
+		{"link", "set", "plpod0", "up"}, {"link", "set", hostIf, "up"}} {
+		if out, err := ns.Exec(context.Background(), "ip", args...); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
 	cfg := Config{NodeName: "node1", NetNS: ns.Path(), Listen: "-", StateDir: filepath.Join(dir, "state"), Overlay: OverlayDirect,
-		Netfilter: NetfilterNFTables, WireGuardInterface: fmt.Sprintf("wgp%d", os.Getpid()%100000),
+		Netfilter: NetfilterNFTables, WireGuardInterface: fmt.Sprintf("wgp%d", os.Getpid()%100000), NetworkPolicy: true,
 		ResyncInterval: time.Hour, Datastore: &datastore.File{Path: file}}
 	snapshot := func() string {
 		t.Helper()
@@ -88,6 +99,7 @@ func TestKernelAgentPlan(t *testing.T) {
 	for _, want := range []string{
 		"+ route 10.244.2.0/24 via 198.18.0.2 dev eth0 proto 78",
 		"+ route blackhole 10.244.1.0/24 proto 78",
+		"+ route 10.244.1.10/32 dev " + hostIf,
 	} {
 		if !strings.Contains(routes, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, routes)
