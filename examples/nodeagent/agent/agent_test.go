@@ -132,7 +132,10 @@ func TestWriteTable(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	s := Status{Node: "node1", Overlay: "vxlan", StartedAt: now.Add(-time.Minute), Ready: true, LastApply: now.Add(-2 * time.Second),
 		Applies: 7, PodMTU: 1450, HostMTU: 1500, HostMTUInterface: "eth0",
-		Nodes:     []NodeStatus{{Name: "node1", Self: true, Underlay: "198.18.0.1", PodCIDRs: []string{"10.244.1.0/24"}, TunnelIP: "10.244.1.0", VTEPMAC: "02:4e:aa:bb:cc:dd"}},
+		Nodes: []NodeStatus{{Name: "node1", Self: true, Underlay: "198.18.0.1", PodCIDRs: []string{"10.244.1.0/24"}, TunnelIP: "10.244.1.0", VTEPMAC: "02:4e:aa:bb:cc:dd"},
+			// An IPv6-only node: its IPv6 tunnel and key.
+			{Name: "node2", Underlay: "2001:db8::2", PodCIDRs: []string{"fd00:244:2::/64"}, TunnelIPv6: "fd00:244:2::", VTEPMACv6: "02:4e:aa:bb:cc:02",
+				WireGuardV6: "v6key"}},
 		LocalPods: []PodStatus{{Name: "demo/pod1a", Interface: "npv0123", IPs: []string{"10.244.1.10"}, State: "up"}},
 		Routes:    []RouteStatus{{Destination: "10.244.2.0/24", Via: "10.244.2.0", Device: "np-vxlan", Table: kernel.TableMain, Kind: "vxlan"}},
 		Services:  1, ServicesNote: "not load-balanced"}
@@ -140,7 +143,8 @@ func TestWriteTable(t *testing.T) {
 	if err := WriteTable(&b, s, now); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"node node1", "ready yes", "last apply 2s ago", "node1 (self)", "demo/pod1a", "10.244.2.0/24", "np-vxlan", "main", "services 1"} {
+	for _, want := range []string{"node node1", "ready yes", "last apply 2s ago", "node1 (self)", "demo/pod1a", "10.244.2.0/24", "np-vxlan", "main", "services 1",
+		"fd00:244:2::  ", "02:4e:aa:bb:cc:02", "v6key"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -141,9 +141,12 @@ type NodeStatus struct {
 	Underlay string `json:"underlay"`
 	// PodCIDRs are its blocks.
 	PodCIDRs []string `json:"podCIDRs"`
-	// TunnelIP and VTEPMAC are its IPv4 VXLAN endpoint's.
-	TunnelIP string `json:"tunnelIP,omitempty"`
-	VTEPMAC  string `json:"vtepMAC,omitempty"`
+	// TunnelIP and VTEPMAC are its IPv4 VXLAN endpoint's, TunnelIPv6 and
+	// VTEPMACv6 its IPv6 one's.
+	TunnelIP   string `json:"tunnelIP,omitempty"`
+	VTEPMAC    string `json:"vtepMAC,omitempty"`
+	TunnelIPv6 string `json:"tunnelIPv6,omitempty"`
+	VTEPMACv6  string `json:"vtepMACv6,omitempty"`
 	// WireGuard and WireGuardV6 are the public keys of its IPv4 and IPv6
 	// WireGuard devices, if published.
 	WireGuard   string `json:"wireguardKey,omitempty"`
@@ -241,6 +244,9 @@ func (a *Agent) status(ctx context.Context) Status {
 		}
 		if v.TunnelV4.IsValid() {
 			ns.TunnelIP, ns.VTEPMAC = v.TunnelV4.String(), v.VXLANMACV4.String()
+		}
+		if v.TunnelV6.IsValid() {
+			ns.TunnelIPv6, ns.VTEPMACv6 = v.TunnelV6.String(), v.VXLANMACV6.String()
 		}
 		s.Nodes = append(s.Nodes, ns)
 	}
@@ -391,7 +397,9 @@ func WriteTable(out io.Writer, s Status, now time.Time) error {
 		if n.Self {
 			name += " (self)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", name, dash(n.Underlay), dash(strings.Join(n.PodCIDRs, ",")), dash(n.TunnelIP), dash(n.VTEPMAC), dash(short(n.WireGuard)))
+		both := func(v4, v6 string) string { return strings.Trim(v4+","+v6, ",") }
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", name, dash(n.Underlay), dash(strings.Join(n.PodCIDRs, ",")),
+			dash(both(n.TunnelIP, n.TunnelIPv6)), dash(both(n.VTEPMAC, n.VTEPMACv6)), dash(both(short(n.WireGuard), short(n.WireGuardV6))))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "LOCAL POD\tINTERFACE\tIPS\tSTATE")
