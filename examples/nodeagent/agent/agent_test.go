@@ -332,3 +332,22 @@ func TestEndpointOfLeavesOutNonUnicast(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A node whose IPv6 underlay cannot be one (link-local, as a datastore may
+// hand it over) keeps its IPv4 overlay: the bad address is left out with
+// what depends on it, and the node is valid (the managers refused it
+// whole, IPv4 included).
+func TestNodeOfLeavesOutABadFamily(t *testing.T) {
+	n := datastore.Node{Name: "node2", UnderlayIPv4: netip.MustParseAddr("198.18.0.2"), UnderlayIPv6: netip.MustParseAddr("fe80::2"),
+		PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24"), netip.MustParsePrefix("fd00:244:2::/64")}}
+	v := nodeOf(n)
+	if err := v.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if v.UnderlayV4 != n.UnderlayIPv4 || !v.TunnelV4.IsValid() || v.VXLANMACV4 == (cluster.MAC{}) {
+		t.Errorf("IPv4 lost: %+v", v)
+	}
+	if v.UnderlayV6.IsValid() || v.TunnelV6.IsValid() || v.VXLANMACV6 != (cluster.MAC{}) {
+		t.Errorf("IPv6 kept: %+v", v)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/cluster"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/serviceloop"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
@@ -53,6 +54,10 @@ func newTranslator(self string) *translator {
 // the first address of its pod CIDR of each family as the tunnel address,
 // the VXLAN MACs it published (or DefaultVTEPMAC) and the WireGuard keys
 // it published, one per family (a key that does not parse is left out).
+// An address of one family that cannot be a node's (a link-local IPv6
+// underlay, say: cluster.CheckHostAddr) is left out with what depends on
+// it, so that the node keeps the other family: the managers refuse a
+// whole cluster.Node for one bad address.
 func nodeOf(n datastore.Node) cluster.Node {
 	v := cluster.Node{Name: n.Name, UnderlayV4: n.UnderlayIPv4, UnderlayV6: n.UnderlayIPv6}
 	for _, c := range n.PodCIDRs {
@@ -61,6 +66,14 @@ func nodeOf(n datastore.Node) cluster.Node {
 			v.TunnelV4 = datastore.TunnelAddr(c)
 		case c.Addr().Is6() && !v.TunnelV6.IsValid():
 			v.TunnelV6 = datastore.TunnelAddr(c)
+		}
+	}
+	for _, a := range []struct {
+		f    ipfamily.Family
+		addr *netip.Addr
+	}{{ipfamily.IPv4, &v.UnderlayV4}, {ipfamily.IPv6, &v.UnderlayV6}, {ipfamily.IPv4, &v.TunnelV4}, {ipfamily.IPv6, &v.TunnelV6}} {
+		if a.addr.IsValid() && cluster.CheckHostAddr(a.f, *a.addr) != nil {
+			*a.addr = netip.Addr{}
 		}
 	}
 	if v.TunnelV4.IsValid() && v.UnderlayV4.IsValid() {
