@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +57,7 @@ import (
 	"github.com/nodeplane/nodeplane/routetable"
 	"github.com/nodeplane/nodeplane/serviceloop"
 	"github.com/nodeplane/nodeplane/sysctls"
+	"github.com/nodeplane/nodeplane/vxlan"
 	"github.com/nodeplane/nodeplane/wireguard"
 )
 
@@ -273,6 +275,11 @@ func (c *Config) defaults() error {
 		// refuse rather than let same-node service traffic past it.
 		return errors.New("agent: BPF local redirect bypasses netfilter, where NetworkPolicy is enforced: turn one of them off")
 	}
+	if c.BPFDSR && (c.ipip() || c.WireGuard) {
+		// The backend's node must find the frontend's option on an
+		// interface with Ethernet headers, where the programs run.
+		return errors.New("agent: direct server return needs the packets between nodes on Ethernet devices: not behind IPIP or WireGuard")
+	}
 	if (c.BPFCgroupPods || c.BPFCgroupTCPOnly) && c.BPFCgroup == "" {
 		return errors.New("agent: connect-time translation of pods or of TCP only needs a BPF cgroup")
 	}
@@ -325,6 +332,24 @@ func (c *Config) encaps() []mtu.Encap {
 		e = append(e, mtu.WireGuard)
 	}
 	return e
+}
+
+// proxyHostInterfaces are the interfaces the BPF proxy serves as host
+// interfaces: HostInterfaces and, with direct server return behind the
+// VXLAN overlay, its devices, on which another node's forwarded packets
+// (the frontend in their option) arrive.
+func (c *Config) proxyHostInterfaces() []string {
+	out := slices.Clone(c.HostInterfaces)
+	if c.BPFDSR && (c.Overlay == OverlayVXLAN || c.Overlay == OverlayVXLANCrossSubnet) {
+		for _, f := range c.families() {
+			dev := vxlan.DefaultDeviceV4
+			if f == ipfamily.IPv6 {
+				dev = vxlan.DefaultDeviceV6
+			}
+			out = append(out, dev)
+		}
+	}
+	return out
 }
 
 // podMTU is how the pod MTU follows the host's: less the overheads of the
@@ -406,7 +431,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		if err = needDo(ns, "the BPF proxy"); err != nil {
 			return nil, err
 		}
-		p.proxy, err = proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.HostInterfaces,
+		p.proxy, err = proxy.New(proxy.Options{Kernel: ns, PinDir: cfg.BPFPinDir, HostInterfaces: cfg.proxyHostInterfaces(),
 			PodInterfacePrefixes: []string{cfg.PodInterfacePrefix}, MasqueradeMark: svcMark, MasqueradeMask: svcMark,
 			RejectMark: rejectMark, RejectMask: rejectMark,
 			Cgroup: cfg.BPFCgroup, Maglev: proxy.MaglevOptions{Enabled: cfg.BPFMaglev != 0, TableSize: cfg.BPFMaglev}, DSR: cfg.BPFDSR, LocalRedirect: cfg.BPFLocalRedirect,

@@ -351,3 +351,30 @@ func TestNodeOfLeavesOutABadFamily(t *testing.T) {
 		t.Errorf("IPv6 kept: %+v", v)
 	}
 }
+
+// Direct server return behind the VXLAN overlay: the proxy serves the
+// overlay's devices as host interfaces too, since another node's
+// forwarded packets (the frontend in their option) arrive there; behind
+// IPIP or WireGuard, whose devices carry no Ethernet header, it is
+// refused.
+func TestDSRBehindTheOverlay(t *testing.T) {
+	c := Config{NodeName: "a", StateDir: "/x", BPFProxy: true, BPFDSR: true, IPv6: true, HostInterfaces: []string{"eth0"}}
+	if err := c.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.proxyHostInterfaces(), []string{"eth0", "np-vxlan", "np-vxlan6"}; !slices.Equal(got, want) {
+		t.Errorf("host interfaces %v, want %v", got, want)
+	}
+	c.Overlay = OverlayDirect
+	if got := c.proxyHostInterfaces(); !slices.Equal(got, []string{"eth0"}) {
+		t.Errorf("direct routing: host interfaces %v", got)
+	}
+	for _, bad := range []Config{
+		{NodeName: "a", StateDir: "/x", BPFProxy: true, BPFDSR: true, Overlay: OverlayIPIP},
+		{NodeName: "a", StateDir: "/x", BPFProxy: true, BPFDSR: true, WireGuard: true},
+	} {
+		if err := bad.defaults(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
