@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/agent"
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/ipfamily"
 )
 
 // explainCmd says whether the cluster file's NetworkPolicies allow a flow
@@ -20,6 +22,7 @@ func explainCmd(args []string, out io.Writer) error {
 	to := fs.String("to", "", "the destination pod, namespace/name")
 	proto := fs.String("protocol", "TCP", "TCP, UDP or SCTP")
 	port := fs.Uint("port", 80, "the destination port")
+	family := fs.String("family", "", `"ipv4" or "ipv6": the flow between the pods' addresses of that family; empty: every family both pods have`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -34,10 +37,31 @@ func explainCmd(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	e, err := agent.ExplainFlow(c, *from, *to, strings.ToUpper(*proto), uint16(*port))
-	if err != nil {
-		return err
+	families := []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
+	switch strings.ToLower(*family) {
+	case "":
+	case "ipv4":
+		families = families[:1]
+	case "ipv6":
+		families = families[1:]
+	default:
+		return fmt.Errorf(`--family must be "ipv4" or "ipv6", not %q`, *family)
 	}
-	_, err = fmt.Fprintf(out, "%s → %s %s/%d: %s\n", *from, *to, strings.ToUpper(*proto), *port, e)
-	return err
+	explained := 0
+	var errs []error
+	for _, f := range families {
+		e, err := agent.ExplainFlowOf(c, *from, *to, strings.ToUpper(*proto), uint16(*port), f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		explained++
+		if _, err := fmt.Fprintf(out, "%s → %s %s/%d: %s\n", *from, *to, strings.ToUpper(*proto), *port, e); err != nil {
+			return err
+		}
+	}
+	if explained == 0 {
+		return errors.Join(errs...)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
+	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/policy"
 	"github.com/nodeplane/nodeplane/policy/selector"
@@ -323,6 +324,9 @@ func requirementsOf(s datastore.LabelSelector) []selector.Requirement {
 // flow: the source pod's egress (on its node) and the destination pod's
 // ingress (on its node), each as package policy's Explain says.
 type FlowExplanation struct {
+	// Src and Dst are the addresses the flow was judged between: the
+	// pods' first addresses of one family.
+	Src, Dst netip.Addr
 	// Allowed is the outcome: both directions allow the flow.
 	Allowed bool
 	// Egress is the decision at the source pod.
@@ -337,7 +341,7 @@ func (e FlowExplanation) String() string {
 	if e.Allowed {
 		verdict = "allowed"
 	}
-	return fmt.Sprintf("%s\n  egress at the source:       %s\n  ingress at the destination: %s", verdict, e.Egress, e.Ingress)
+	return fmt.Sprintf("%s (%s → %s)\n  egress at the source:       %s\n  ingress at the destination: %s", verdict, e.Src, e.Dst, e.Egress, e.Ingress)
 }
 
 // ExplainFlow says, from the cluster alone (the agent's own translation of
@@ -345,26 +349,35 @@ func (e FlowExplanation) String() string {
 // whether a flow from pod from to pod to ("namespace/name") on protocol
 // ("TCP", "UDP", "SCTP") and destination port is allowed and which policy
 // and rule decide it. The pods' first addresses of the family of the
-// source's first address are used.
+// source's first address are used (ExplainFlowOf picks the family).
 func ExplainFlow(c datastore.Cluster, from, to, protocol string, port uint16) (FlowExplanation, error) {
+	src := findPod(c, from)
+	if src == nil || len(src.IPs) == 0 {
+		return FlowExplanation{}, fmt.Errorf("explain: pod %q must be in the cluster, with addresses", from)
+	}
+	return ExplainFlowOf(c, from, to, protocol, port, ipfamily.Of(src.IPs[0]))
+}
+
+// ExplainFlowOf is ExplainFlow for the flow between the pods' first
+// addresses of family fam: a dual-stack pair's two flows may meet
+// different rules (ipBlocks are of one family).
+func ExplainFlowOf(c datastore.Cluster, from, to, protocol string, port uint16, fam ipfamily.Family) (FlowExplanation, error) {
 	src, dst := findPod(c, from), findPod(c, to)
 	if src == nil || dst == nil {
 		return FlowExplanation{}, fmt.Errorf("explain: pods %q and %q must both be in the cluster", from, to)
 	}
-	if len(src.IPs) == 0 || len(dst.IPs) == 0 {
-		return FlowExplanation{}, fmt.Errorf("explain: %s and %s need addresses", from, to)
+	of := func(a netip.Addr) bool { return ipfamily.Of(a) == fam }
+	i, j := slices.IndexFunc(src.IPs, of), slices.IndexFunc(dst.IPs, of)
+	if i < 0 || j < 0 {
+		return FlowExplanation{}, fmt.Errorf("explain: %s and %s need %v addresses", from, to, fam)
 	}
-	srcIP := src.IPs[0]
-	i := slices.IndexFunc(dst.IPs, func(a netip.Addr) bool { return a.Is4() == srcIP.Is4() })
-	if i < 0 {
-		return FlowExplanation{}, fmt.Errorf("explain: %s has no address of %s's family", to, from)
-	}
+	srcIP := src.IPs[i]
 	switch protocol {
 	case "TCP", "UDP", "SCTP":
 	default:
 		return FlowExplanation{}, fmt.Errorf("explain: protocol %q is not TCP, UDP or SCTP", protocol)
 	}
-	pkt := policy.Packet{Src: srcIP, Dst: dst.IPs[i], Protocol: protoOf(protocol), SrcPort: 40000, DstPort: port}
+	pkt := policy.Packet{Src: srcIP, Dst: dst.IPs[j], Protocol: protoOf(protocol), SrcPort: 40000, DstPort: port}
 	modelOf := func(node string) (*policy.Model, error) {
 		msgs, errs := newNetpolTranslator(node).messages(c)
 		if len(errs) > 0 {
@@ -386,7 +399,7 @@ func ExplainFlow(c datastore.Cluster, from, to, protocol string, port uint16) (F
 	if err != nil {
 		return FlowExplanation{}, err
 	}
-	e := FlowExplanation{Egress: sm.Explain(pkt, src.Key(), false), Ingress: dm.Explain(pkt, dst.Key(), true)}
+	e := FlowExplanation{Src: pkt.Src, Dst: pkt.Dst, Egress: sm.Explain(pkt, src.Key(), false), Ingress: dm.Explain(pkt, dst.Key(), true)}
 	e.Allowed = e.Egress.Verdict == policy.Allowed && e.Ingress.Verdict == policy.Allowed
 	return e, nil
 }

@@ -206,3 +206,35 @@ func TestExplainFlowAdminTiers(t *testing.T) {
 		}
 	}
 }
+
+// A dual-stack pair's two flows may meet different rules: an ipBlock is of
+// one family. ExplainFlowOf judges the flow of the family asked for, and
+// names its addresses; ExplainFlow, the source's first family's.
+func TestExplainFlowOfEachFamily(t *testing.T) {
+	a := datastore.Pod{Namespace: "demo", Name: "a", Node: "node1",
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.10"), netip.MustParseAddr("fd00:244:1::10")}, Labels: map[string]string{"app": "a"}}
+	b := datastore.Pod{Namespace: "demo", Name: "b", Node: "node2",
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.2.11"), netip.MustParseAddr("fd00:244:2::11")}}
+	c := datastore.Cluster{Pods: []datastore.Pod{a, b},
+		NetworkPolicies: []datastore.NetworkPolicy{{Namespace: "demo", Name: "from-v6",
+			PodSelector: datastore.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
+			Ingress: []datastore.NetworkPolicyRule{{Peers: []datastore.NetworkPolicyPeer{{IPBlock: &datastore.IPBlock{
+				CIDR: netip.MustParsePrefix("fd00:244::/32")}}}}}}}}
+	for fam, want := range map[ipfamily.Family]bool{ipfamily.IPv4: false, ipfamily.IPv6: true} {
+		e, err := ExplainFlowOf(c, "demo/b", "demo/a", "TCP", 80, fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Allowed != want || ipfamily.Of(e.Src) != fam || ipfamily.Of(e.Dst) != fam {
+			t.Errorf("%v: %s; want allowed %v", fam, e, want)
+		}
+	}
+	if e, err := ExplainFlow(c, "demo/b", "demo/a", "TCP", 80); err != nil || e.Src != b.IPs[0] || e.Allowed {
+		t.Errorf("ExplainFlow: %s, %v", e, err)
+	}
+	one := c
+	one.Pods = []datastore.Pod{a, {Namespace: "demo", Name: "b", Node: "node2", IPs: b.IPs[:1]}}
+	if _, err := ExplainFlowOf(one, "demo/b", "demo/a", "TCP", 80, ipfamily.IPv6); err == nil {
+		t.Error("a pod without an IPv6 address: no IPv6 flow to explain")
+	}
+}
