@@ -1,7 +1,9 @@
 package kubernetes
 
 import (
+	"cmp"
 	"net/netip"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -31,15 +33,42 @@ func (d *Datastore) addPolicies(c *datastore.Cluster, namespaces []*corev1.Names
 	for _, n := range namespaces {
 		c.Namespaces = append(c.Namespaces, datastore.Namespace{Name: n.Name, Labels: n.Labels})
 	}
+	valid := func(np datastore.NetworkPolicy) error {
+		return (&datastore.Cluster{NetworkPolicies: []datastore.NetworkPolicy{np}}).Validate()
+	}
 	for _, p := range policies {
 		np := policyOf(p)
-		if err := (&datastore.Cluster{NetworkPolicies: []datastore.NetworkPolicy{np}}).Validate(); err != nil {
-			d.log.Warn("kubernetes datastore: network policy ignored", "policy", np.Key(), "err", err)
-			continue
+		if err := valid(np); err != nil {
+			// A policy the agent cannot translate isolates the pods it
+			// selects, in the directions it names, and allows them
+			// nothing (fail closed): ignoring it would leave them open.
+			closed := isolationOf(np)
+			if valid(closed) != nil {
+				d.log.Warn("kubernetes datastore: network policy ignored: neither it nor the isolation it asks for translates",
+					"policy", np.Key(), "err", err)
+				continue
+			}
+			d.log.Warn("kubernetes datastore: network policy not translated: the pods it selects are isolated and allowed nothing it names",
+				"policy", np.Key(), "err", err)
+			np = closed
 		}
 		c.NetworkPolicies = append(c.NetworkPolicies, np)
 	}
 	c.Normalize()
+}
+
+// isolationOf returns np without its rules: the pods it selects isolated in
+// the directions it names, nothing allowed.
+func isolationOf(np datastore.NetworkPolicy) datastore.NetworkPolicy {
+	out := datastore.NetworkPolicy{Namespace: np.Namespace, Name: np.Name, PodSelector: np.PodSelector}
+	ingress, egress := np.Types()
+	if ingress {
+		out.PolicyTypes = append(out.PolicyTypes, "Ingress")
+	}
+	if egress {
+		out.PolicyTypes = append(out.PolicyTypes, "Egress")
+	}
+	return out
 }
 
 // policyOf converts a NetworkPolicy; what cannot be converted (an address
@@ -108,14 +137,29 @@ func clampPort(n int32) uint16 {
 	return uint16(n)
 }
 
-// parsePrefix parses a CIDR; one that does not parse is the zero Prefix,
-// which Validate refuses.
+// parsePrefix parses an ipBlock CIDR as Kubernetes reads it: the network
+// of the address and length given (10.244.2.77/24 is 10.244.2.0/24), IPv4
+// octets with leading zeros taken as decimal (010.244.002.000/24), as
+// the API server stored them before its validation became strict. One
+// that does not parse is the zero Prefix, which Validate refuses.
 func parsePrefix(s string) netip.Prefix {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}
+		addr, bits, ok := strings.Cut(s, "/")
+		octets := strings.Split(addr, ".")
+		if !ok || len(octets) != 4 {
+			return netip.Prefix{}
+		}
+		for i, o := range octets {
+			if t := strings.TrimLeft(o, "0"); t != o {
+				octets[i] = cmp.Or(t, "0")
+			}
+		}
+		if p, err = netip.ParsePrefix(strings.Join(octets, ".") + "/" + bits); err != nil {
+			return netip.Prefix{}
+		}
 	}
-	return p
+	return p.Masked()
 }
 
 func selectorOf(s *metav1.LabelSelector) datastore.LabelSelector {

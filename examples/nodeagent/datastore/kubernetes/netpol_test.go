@@ -36,15 +36,26 @@ func TestWatchConvertsNetworkPolicies(t *testing.T) {
 				Ports: []networkingv1.NetworkPolicyPort{{Port: &http}, {Protocol: &udp, Port: &from, EndPort: &end}},
 			}},
 		}}
-	// A policy whose address block does not parse is left out alone.
+	// A CIDR with host bits set, or IPv4 octets with leading zeros (the
+	// API server stored them before its validation became strict): the
+	// network Kubernetes reads.
+	sloppy := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "sloppy"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
+				{IPBlock: &networkingv1.IPBlock{CIDR: "10.244.2.77/24", Except: []string{"010.244.002.128/25"}}}}}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}}
+	// A policy whose address block does not parse at all isolates the
+	// pods it selects, in the directions it names, and allows nothing:
+	// ignored, it left them open.
 	bad := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "bad"},
-		Spec: networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
-			From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.1/8"}}}}}}}
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.1/x"}}}}}}}
 	client := fake.NewClientset(
 		k8sNode("node1", "198.18.0.1", "10.244.1.0/24", nil),
 		k8sNode("node2", "198.18.0.2", "10.244.2.0/24", nil),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"team": "red"}}},
-		pod, good, bad)
+		pod, good, sloppy, bad)
 	d, err := kubernetes.New(kubernetes.Options{Client: client, NodeName: "node1", Debounce: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -57,10 +68,22 @@ func TestWatchConvertsNetworkPolicies(t *testing.T) {
 		c.Pods[0].Ports[0] != (datastore.ContainerPort{Name: "http", Protocol: "TCP", Port: 8080}) {
 		t.Errorf("pods = %+v", c.Pods)
 	}
-	if len(c.NetworkPolicies) != 1 {
-		t.Fatalf("policies = %+v, want the good one alone", c.NetworkPolicies)
+	if len(c.NetworkPolicies) != 3 {
+		t.Fatalf("policies = %+v, want three", c.NetworkPolicies)
 	}
-	p := c.NetworkPolicies[0]
+	byName := map[string]datastore.NetworkPolicy{}
+	for _, p := range c.NetworkPolicies {
+		byName[p.Name] = p
+	}
+	if b := byName["sloppy"].Egress[0].Peers[0].IPBlock; b == nil || b.CIDR != netip.MustParsePrefix("10.244.2.0/24") ||
+		len(b.Except) != 1 || b.Except[0] != netip.MustParsePrefix("10.244.2.128/25") {
+		t.Errorf("the sloppy policy's block = %+v", byName["sloppy"].Egress[0].Peers[0].IPBlock)
+	}
+	if closed := byName["bad"]; len(closed.Ingress)+len(closed.Egress) != 0 || !reflect.DeepEqual(closed.PolicyTypes, []string{"Ingress"}) ||
+		closed.PodSelector.MatchLabels["app"] != "web" {
+		t.Errorf("the bad policy = %+v, want its pods isolated for ingress, nothing allowed", closed)
+	}
+	p := byName["allow"]
 	if in, out := p.Types(); p.Key() != "x/allow" || !in || !out {
 		t.Errorf("policy %s types = %v, %v", p.Key(), in, out)
 	}
