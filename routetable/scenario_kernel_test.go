@@ -262,33 +262,16 @@ func TestKernelNexthopObjectRoutes(t *testing.T) {
 	kerneltest.RequireCommands(t, "ip")
 	for _, fam := range []rt.Family{rt.IPv4, rt.IPv6} {
 		t.Run(fam.String(), func(t *testing.T) {
-			nst := kerneltest.NewNS(t)
-			ctx := context.Background()
-			ip := func(args ...string) string {
-				t.Helper()
-				out, err := nst.Exec(ctx, "ip", args...)
-				require.NoError(t, err, "ip %v: %s", args, out)
-				return string(out)
-			}
 			self, gw, stale, wanted := "192.0.2.1/24", "192.0.2.2", "10.56.0.0/24", "10.57.0.0/24"
 			if fam == rt.IPv6 {
 				self, gw, stale, wanted = "2001:db8::1/64", "2001:db8::2", "fd56::/64", "fd57::/64"
 			}
-			ip("link", "add", "v0", "type", "veth", "peer", "name", "v0p")
-			ip("addr", "add", self, "dev", "v0", "nodad")
-			ip("link", "set", "v0", "up")
-			ip("link", "set", "v0p", "up")
-			require.Eventually(t, func() bool {
-				return ip("-br", "link", "show", "v0") != "" && !contains(ip("link", "show", "v0"), "NO-CARRIER")
-			},
-				5*time.Second, 10*time.Millisecond)
+			ctx := context.Background()
+			k, ip := vethNamespace(t, self)
 			ip("nexthop", "add", "id", "7", "via", gw, "dev", "v0")
 			ip("route", "add", stale, "nhid", "7", "proto", "78", "table", "1000")
 			ip("route", "add", wanted, "nhid", "7", "proto", "78", "table", "1000")
 
-			k, err := kernel.Open(nst.Path())
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = k.Close() })
 			routes, err := kernelRoutes(ctx, k, fam)
 			require.NoError(t, err)
 			require.Len(t, routes, 2)
@@ -320,7 +303,28 @@ func TestKernelNexthopObjectRoutes(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
+// vethNamespace is a fresh namespace with a veth pair up, v0 (with
+// address self) and v0p, its carrier on; it returns the namespace opened
+// with kernel.Open and a runner of iproute2 in it.
+func vethNamespace(t *testing.T, self string) (*kernel.Namespace, func(args ...string) string) {
+	t.Helper()
+	nst := kerneltest.NewNS(t)
+	ip := func(args ...string) string {
+		t.Helper()
+		out, err := nst.Exec(context.Background(), "ip", args...)
+		require.NoError(t, err, "ip %v: %s", args, out)
+		return string(out)
+	}
+	ip("link", "add", "v0", "type", "veth", "peer", "name", "v0p")
+	ip("addr", "add", self, "dev", "v0", "nodad")
+	ip("link", "set", "v0", "up")
+	ip("link", "set", "v0p", "up")
+	require.Eventually(t, func() bool { return !strings.Contains(ip("link", "show", "v0"), "NO-CARRIER") }, 5*time.Second, 10*time.Millisecond)
+	k, err := kernel.Open(nst.Path())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = k.Close() })
+	return k, ip
+}
 
 // kernelRoutes returns table 1000's routes of family fam.
 func kernelRoutes(ctx context.Context, k *kernel.Namespace, fam rt.Family) ([]kernel.Route, error) {
@@ -340,22 +344,9 @@ func kernelRoutes(ctx context.Context, k *kernel.Namespace, fam rt.Family) ([]ke
 func TestKernelSourceSpecificRoutesAreApart(t *testing.T) {
 	kerneltest.RequireKernel(t)
 	kerneltest.RequireCommands(t, "ip")
-	nst := kerneltest.NewNS(t)
 	ctx := context.Background()
-	ip := func(args ...string) string {
-		t.Helper()
-		out, err := nst.Exec(ctx, "ip", args...)
-		require.NoError(t, err, "ip %v: %s", args, out)
-		return string(out)
-	}
-	ip("link", "add", "v0", "type", "veth", "peer", "name", "v0p")
-	ip("addr", "add", "2001:db8::1/64", "dev", "v0", "nodad")
-	ip("link", "set", "v0", "up")
-	ip("link", "set", "v0p", "up")
+	k, ip := vethNamespace(t, "2001:db8::1/64")
 	ip("-6", "route", "add", "2001:db8:55::/64", "from", "2001:db8:77::/64", "via", "2001:db8::2", "dev", "v0", "proto", "static")
-	k, err := kernel.Open(nst.Path())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = k.Close() })
 	v0, err := k.LinkByName(ctx, "v0")
 	require.NoError(t, err)
 	tbl, err := rt.New(rt.Options{Kernel: k, Family: rt.IPv6, Table: kernel.TableMain})

@@ -18,22 +18,7 @@ import (
 // endpoint moved (ten peer writes).
 func BenchmarkPlanVsApply(b *testing.B) {
 	const nodes = 1000
-	ns := kernelfake.New(kernelfake.Options{Kinds: append(kernelfake.DefaultKinds(), kernel.KindWireGuard)})
-	m, err := wireguard.New(wireguard.Options{Family: ipfamily.IPv4, Kernel: ns, FirewallMark: 0x100000, Table: 100,
-		HostMTU: 1500, KeyFile: filepath.Join(b.TempDir(), "wg.key"), NodeName: "self"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	peers := make([]testPeer, nodes)
-	for i := range peers {
-		k, err := wireguard.GeneratePrivateKey()
-		if err != nil {
-			b.Fatal(err)
-		}
-		peers[i] = node(i+1, k.Public())
-		send(m, peers[i])
-	}
+	m, peers := benchManager(b, nodes)
 	ctx := context.Background()
 	if _, err := m.Apply(ctx); err != nil {
 		b.Fatal(err)
@@ -95,22 +80,7 @@ func BenchmarkPlanVsApply(b *testing.B) {
 // change with it, so every prefix's fail-closed routes are decided again.
 func BenchmarkEndpointMove(b *testing.B) {
 	const nodes = 5000
-	ns := kernelfake.New(kernelfake.Options{Kinds: append(kernelfake.DefaultKinds(), kernel.KindWireGuard)})
-	m, err := wireguard.New(wireguard.Options{Family: ipfamily.IPv4, Kernel: ns, FirewallMark: 0x100000, Table: 100,
-		HostMTU: 1500, KeyFile: filepath.Join(b.TempDir(), "wg.key"), NodeName: "self"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	peers := make([]testPeer, nodes)
-	for i := range peers {
-		k, err := wireguard.GeneratePrivateKey()
-		if err != nil {
-			b.Fatal(err)
-		}
-		peers[i] = node(i+1, k.Public())
-		send(m, peers[i])
-	}
+	m, peers := benchManager(b, nodes)
 	if _, err := pass(m); err != nil {
 		b.Fatal(err)
 	}
@@ -126,4 +96,27 @@ func BenchmarkEndpointMove(b *testing.B) {
 		}
 		round++
 	}
+}
+
+// benchManager is an IPv4 Manager on kernelfake that has been told of
+// nodes peers, each with a key and one block; it closes with b.
+func benchManager(b *testing.B, nodes int) (*wireguard.Manager, []testPeer) {
+	b.Helper()
+	ns := kernelfake.New(kernelfake.Options{Kinds: append(kernelfake.DefaultKinds(), kernel.KindWireGuard)})
+	m, err := wireguard.New(wireguard.Options{Family: ipfamily.IPv4, Kernel: ns, FirewallMark: 0x100000, Table: 100,
+		HostMTU: 1500, KeyFile: filepath.Join(b.TempDir(), "wg.key"), NodeName: "self"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	peers := make([]testPeer, nodes)
+	for i := range peers {
+		k, err := wireguard.GeneratePrivateKey()
+		if err != nil {
+			b.Fatal(err)
+		}
+		peers[i] = node(i+1, k.Public())
+		send(m, peers[i])
+	}
+	return m, peers
 }

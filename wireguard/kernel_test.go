@@ -658,18 +658,7 @@ func TestKernelUserspaceFailClosed(t *testing.T) {
 			}
 
 			// The agent stops; its devices go.
-			for _, f := range ipfamily.All {
-				require.NoError(t, h1.mgr[f].Close())
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					_, err := h1.k.LinkByName(ctx, h1.names[f])
-					if errors.Is(err, kernel.ErrNotFound) {
-						break
-					}
-					require.True(t, time.Now().Before(deadline), "%s still there: %v", h1.names[f], err)
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
+			h1.stopAgent(t)
 			for _, f := range []kernel.Family{kernel.IPv4, kernel.IPv6} {
 				holes := 0
 				require.NoError(t, h1.k.DumpRoutes(ctx, f, kTable, func(r *kernel.Route) error {
@@ -744,18 +733,7 @@ func TestKernelFailClosedLetsEndpointsOut(t *testing.T) {
 	for _, a := range []netip.Addr{h2.host.UnderlayIPv4.Addr(), h2.host.UnderlayIPv6.Addr()} {
 		kerneltest.Eventually(t, 15*time.Second, kerneltest.PingCheck(h1.host.NS, a))
 	}
-	for _, f := range ipfamily.All {
-		require.NoError(t, h1.mgr[f].Close())
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, err := h1.k.LinkByName(ctx, h1.names[f])
-			if errors.Is(err, kernel.ErrNotFound) {
-				break
-			}
-			require.True(t, time.Now().Before(deadline), "%s still there: %v", h1.names[f], err)
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	h1.stopAgent(t)
 	for _, f := range ipfamily.All {
 		ep := h2.host.UnderlayIPv4.Addr()
 		if f == ipfamily.IPv6 {
@@ -772,5 +750,23 @@ func TestKernelFailClosedLetsEndpointsOut(t *testing.T) {
 	}
 	for _, a := range pod(h2).Addrs() {
 		assert.Error(t, pingWithPattern(ctx, pod(h1).NS, a), "%s: no reply with host 1's device gone", a)
+	}
+}
+
+// stopAgent closes n's Managers, as its agent stopping does, and waits
+// until their userspace devices are gone.
+func (n *wgNode) stopAgent(t *testing.T) {
+	t.Helper()
+	for _, f := range ipfamily.All {
+		require.NoError(t, n.mgr[f].Close())
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := n.k.LinkByName(context.Background(), n.names[f])
+			if errors.Is(err, kernel.ErrNotFound) {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "%s still there: %v", n.names[f], err)
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }

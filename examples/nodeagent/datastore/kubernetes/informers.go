@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -46,24 +47,12 @@ type informerSet struct {
 
 // hasRead reports whether s's informer of resource has read it; a
 // resource s does not read counts as read.
-func (s *informerSet) hasRead(resource string) bool {
-	if s.errs == nil {
-		return true // a frozen set
-	}
-	s.errs.mu.Lock()
-	defer s.errs.mu.Unlock()
-	for _, w := range s.errs.watched {
-		if w.resource == resource {
-			return w.inf.HasSynced()
-		}
-	}
-	return true
-}
+func (s *informerSet) hasRead(resource string) bool { return !slices.Contains(s.unread(), resource) }
 
 // unread returns the resources s has not read yet.
 func (s *informerSet) unread() []string {
 	if s.errs == nil {
-		return nil
+		return nil // a frozen set
 	}
 	s.errs.mu.Lock()
 	defer s.errs.mu.Unlock()
@@ -87,41 +76,38 @@ func (s *informerSet) frozen() *informerSet {
 	if f == nil {
 		f = &informerSet{}
 	}
-	// mine says s's lister of resource is the one to read: s has read it,
-	// or there is nothing else.
-	mine := func(resource string, theirs any) bool { return theirs == nil || s.hasRead(resource) }
-	v := &informerSet{nodes: f.nodes, pods: f.pods, services: f.services, slices: f.slices, namespaces: f.namespaces, policies: f.policies}
-	if mine("nodes", f.nodes) {
-		v.nodes = s.nodes
-	}
-	if mine("pods", f.pods) {
-		v.pods = s.pods
-	}
-	if mine("services", f.services) {
-		v.services = s.services
-	}
-	if mine("endpointslices", f.slices) {
-		v.slices = s.slices
-	}
-	if mine("namespaces", f.namespaces) {
-		v.namespaces = s.namespaces
-	}
-	if mine("networkpolicies", f.policies) {
-		v.policies = s.policies
+	v := &informerSet{
+		nodes:      choose(s, "nodes", s.nodes, f.nodes),
+		pods:       choose(s, "pods", s.pods, f.pods),
+		services:   choose(s, "services", s.services, f.services),
+		slices:     choose(s, "endpointslices", s.slices, f.slices),
+		namespaces: choose(s, "namespaces", s.namespaces, f.namespaces),
+		policies:   choose(s, "networkpolicies", s.policies, f.policies),
 	}
 	if s.admin != nil || f.admin != nil {
 		v.admin = &adminWatch{}
 		if f.admin != nil {
 			v.admin.admins, v.admin.baselines = f.admin.admins, f.admin.baselines
 		}
-		if s.admin != nil && s.admin.admins != nil && mine(ResourceAdminNetworkPolicies, v.admin.admins) {
-			v.admin.admins = s.admin.admins
-		}
-		if s.admin != nil && s.admin.baselines != nil && mine(ResourceBaselineAdminNetworkPolicies, v.admin.baselines) {
-			v.admin.baselines = s.admin.baselines
+		if s.admin != nil {
+			if s.admin.admins != nil {
+				v.admin.admins = choose(s, ResourceAdminNetworkPolicies, s.admin.admins, v.admin.admins)
+			}
+			if s.admin.baselines != nil {
+				v.admin.baselines = choose(s, ResourceBaselineAdminNetworkPolicies, s.admin.baselines, v.admin.baselines)
+			}
 		}
 	}
 	return v
+}
+
+// choose returns s's lister own of resource when s has read it or there is
+// no other (theirs, the fallback's, nil), else theirs.
+func choose[L any](s *informerSet, resource string, own, theirs L) L {
+	if any(theirs) == nil || s.hasRead(resource) {
+		return own
+	}
+	return theirs
 }
 
 // view returns the set to read s through: s itself, or with a fallback,

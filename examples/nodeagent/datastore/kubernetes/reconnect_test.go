@@ -94,6 +94,28 @@ func newFlakyServer(t *testing.T, objs ...k8sruntime.Object) *flakyServer {
 	return s
 }
 
+// addLate creates the service default/late, which the informers of
+// before an outage cannot see.
+func (s *flakyServer) addLate(t *testing.T) {
+	t.Helper()
+	late := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "late"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20"},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	if _, err := s.client.CoreV1().Services("default").Create(context.Background(), late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// backAtNextProbe brings the server back at the next probe, which it then
+// lets happen (fc advanced by the probe interval) and waits for.
+func (s *flakyServer) backAtNextProbe(t *testing.T, fc *clock.Fake, interval time.Duration) {
+	t.Helper()
+	s.backAtProbe.Store(true)
+	armed(t, fc, interval)
+	fc.Advance(interval)
+	s.probed(t)
+}
+
 // kill stops the server: its watches end, what follows is refused.
 func (s *flakyServer) kill() {
 	s.down.Store(true)
@@ -219,16 +241,8 @@ func TestWatchCatchesUpAfterOutage(t *testing.T) {
 
 	// A service the old informers cannot see; the server is back at the
 	// next probe.
-	late := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "late"},
-		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20"},
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
-	if _, err := s.client.CoreV1().Services("default").Create(context.Background(), late, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.backAtProbe.Store(true)
-	armed(t, fc, interval)
-	fc.Advance(interval)
-	s.probed(t)
+	s.addLate(t)
+	s.backAtNextProbe(t, fc, interval)
 	c := w.next(t)
 	if !hasService(c, "default/late") || len(c.Nodes) != 2 || len(c.Pods) != 2 {
 		t.Errorf("update after the outage: %d nodes, %d pods, services %+v", len(c.Nodes), len(c.Pods), c.Services)
@@ -404,16 +418,8 @@ func TestWatchGoesOnWithoutAForbiddenResourceAfterOutage(t *testing.T) {
 	s.kill()
 	disconnected(t, d)
 	deny.Store(true)
-	late := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "late"},
-		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20"},
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
-	if _, err := s.client.CoreV1().Services("default").Create(context.Background(), late, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.backAtProbe.Store(true)
-	armed(t, fc, interval)
-	fc.Advance(interval)
-	s.probed(t)
+	s.addLate(t)
+	s.backAtNextProbe(t, fc, interval)
 	eventually(t, "the informers started again", func() bool { return d.Restarts() == 1 })
 	// The new set cannot read the endpoint slices: nothing is delivered
 	// until the reread timeout, then the rest is.
