@@ -89,10 +89,10 @@ struct np_ct_key {
 #define NP_CT_REPLIED 0x10 // reverse: a reply was translated (the backend answered); DSR forward: the client acknowledged
 #define NP_CT_DSR 0x20     // direct server return: forward on the node in front (no reverse entry there), both on the backend's node
 #define NP_CT_NODE 0x40    // a connection of the node's own processes, translated at a host interface's egress
+#define NP_CT_FIN_ACKED 0x80 // the other direction acknowledged this direction's FIN (fin_ack)
 
 // The loopback interface's index, in every network namespace.
 #define NP_LOOPBACK_IFINDEX 1
-#define NP_CT_FIN_ACKED 0x80 // the other direction acknowledged this direction's FIN (fin_ack)
 
 // Direct server return: the node in front sends a connection's first
 // packet (every UDP datagram) to the backend's node with the frontend in
