@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -82,13 +83,13 @@ func newRequests(conn *connection) *requests {
 
 // done records the outcome err of a request for resource made with ctx,
 // and returns err.
-func (r *requests) done(ctx context.Context, resource string, err error) error {
+func (r *requests) done(ctx context.Context, start time.Time, resource string, err error) error {
 	switch reachOf(ctx, err) {
 	case reachAnswered:
 		r.mu.Lock()
 		delete(r.down, resource)
 		r.mu.Unlock()
-		r.conn.answered("the " + resource + " informer")
+		r.conn.answered("the "+resource+" informer", start)
 	case reachDown:
 		r.mu.Lock()
 		r.down[resource] = true
@@ -173,13 +174,15 @@ type observedNodes struct {
 }
 
 func (c observedNodes) List(ctx context.Context, o metav1.ListOptions) (*corev1.NodeList, error) {
+	start := c.req.conn.clock.Now()
 	l, err := c.NodeInterface.List(ctx, o)
-	return l, c.req.done(ctx, "nodes", err)
+	return l, c.req.done(ctx, start, "nodes", err)
 }
 
 func (c observedNodes) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	start := c.req.conn.clock.Now()
 	w, err := c.NodeInterface.Watch(ctx, o)
-	return w, c.req.done(ctx, "nodes", err)
+	return w, c.req.done(ctx, start, "nodes", err)
 }
 
 type observedPods struct {
@@ -188,13 +191,15 @@ type observedPods struct {
 }
 
 func (c observedPods) List(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
+	start := c.req.conn.clock.Now()
 	l, err := c.PodInterface.List(ctx, o)
-	return l, c.req.done(ctx, "pods", err)
+	return l, c.req.done(ctx, start, "pods", err)
 }
 
 func (c observedPods) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	start := c.req.conn.clock.Now()
 	w, err := c.PodInterface.Watch(ctx, o)
-	return w, c.req.done(ctx, "pods", err)
+	return w, c.req.done(ctx, start, "pods", err)
 }
 
 type observedServices struct {
@@ -203,13 +208,15 @@ type observedServices struct {
 }
 
 func (c observedServices) List(ctx context.Context, o metav1.ListOptions) (*corev1.ServiceList, error) {
+	start := c.req.conn.clock.Now()
 	l, err := c.ServiceInterface.List(ctx, o)
-	return l, c.req.done(ctx, "services", err)
+	return l, c.req.done(ctx, start, "services", err)
 }
 
 func (c observedServices) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	start := c.req.conn.clock.Now()
 	w, err := c.ServiceInterface.Watch(ctx, o)
-	return w, c.req.done(ctx, "services", err)
+	return w, c.req.done(ctx, start, "services", err)
 }
 
 type observedNamespaces struct {
@@ -218,13 +225,15 @@ type observedNamespaces struct {
 }
 
 func (c observedNamespaces) List(ctx context.Context, o metav1.ListOptions) (*corev1.NamespaceList, error) {
+	start := c.req.conn.clock.Now()
 	l, err := c.NamespaceInterface.List(ctx, o)
-	return l, c.req.done(ctx, "namespaces", err)
+	return l, c.req.done(ctx, start, "namespaces", err)
 }
 
 func (c observedNamespaces) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	start := c.req.conn.clock.Now()
 	w, err := c.NamespaceInterface.Watch(ctx, o)
-	return w, c.req.done(ctx, "namespaces", err)
+	return w, c.req.done(ctx, start, "namespaces", err)
 }
 
 type observedSlices struct {
@@ -233,13 +242,15 @@ type observedSlices struct {
 }
 
 func (c observedSlices) List(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	start := c.req.conn.clock.Now()
 	l, err := c.EndpointSliceInterface.List(ctx, o)
-	return l, c.req.done(ctx, "endpointslices", err)
+	return l, c.req.done(ctx, start, "endpointslices", err)
 }
 
 func (c observedSlices) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	start := c.req.conn.clock.Now()
 	w, err := c.EndpointSliceInterface.Watch(ctx, o)
-	return w, c.req.done(ctx, "endpointslices", err)
+	return w, c.req.done(ctx, start, "endpointslices", err)
 }
 
 type observedPolicies struct {
@@ -248,13 +259,15 @@ type observedPolicies struct {
 }
 
 func (c observedPolicies) List(ctx context.Context, o metav1.ListOptions) (*networkingv1.NetworkPolicyList, error) {
+	start := c.req.conn.clock.Now()
 	l, err := c.NetworkPolicyInterface.List(ctx, o)
-	return l, c.req.done(ctx, "networkpolicies", err)
+	return l, c.req.done(ctx, start, "networkpolicies", err)
 }
 
 func (c observedPolicies) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	start := c.req.conn.clock.Now()
 	w, err := c.NetworkPolicyInterface.Watch(ctx, o)
-	return w, c.req.done(ctx, "networkpolicies", err)
+	return w, c.req.done(ctx, start, "networkpolicies", err)
 }
 
 // observedPolicyClient is observedClient for the admin network policies'
@@ -288,13 +301,15 @@ type observedAdmins struct {
 }
 
 func (c observedAdmins) List(ctx context.Context, o metav1.ListOptions) (*policyv1alpha1.AdminNetworkPolicyList, error) {
+	start := c.req.conn.clock.Now()
 	l, err := c.AdminNetworkPolicyInterface.List(ctx, o)
-	return l, c.req.done(ctx, ResourceAdminNetworkPolicies, err)
+	return l, c.req.done(ctx, start, ResourceAdminNetworkPolicies, err)
 }
 
 func (c observedAdmins) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	start := c.req.conn.clock.Now()
 	w, err := c.AdminNetworkPolicyInterface.Watch(ctx, o)
-	return w, c.req.done(ctx, ResourceAdminNetworkPolicies, err)
+	return w, c.req.done(ctx, start, ResourceAdminNetworkPolicies, err)
 }
 
 type observedBaselines struct {
@@ -303,11 +318,13 @@ type observedBaselines struct {
 }
 
 func (c observedBaselines) List(ctx context.Context, o metav1.ListOptions) (*policyv1alpha1.BaselineAdminNetworkPolicyList, error) {
+	start := c.req.conn.clock.Now()
 	l, err := c.BaselineAdminNetworkPolicyInterface.List(ctx, o)
-	return l, c.req.done(ctx, ResourceBaselineAdminNetworkPolicies, err)
+	return l, c.req.done(ctx, start, ResourceBaselineAdminNetworkPolicies, err)
 }
 
 func (c observedBaselines) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	start := c.req.conn.clock.Now()
 	w, err := c.BaselineAdminNetworkPolicyInterface.Watch(ctx, o)
-	return w, c.req.done(ctx, ResourceBaselineAdminNetworkPolicies, err)
+	return w, c.req.done(ctx, start, ResourceBaselineAdminNetworkPolicies, err)
 }

@@ -145,10 +145,13 @@ func (c *connection) lost(err error) {
 	signal(c.down)
 }
 
-// answered records that the server answered a request of by.
-func (c *connection) answered(by string) {
+// answered records that the server answered a request of by, sent at
+// sent. An answer to a request sent before the server was found lost
+// says nothing of it now (it may come in after the loss, from a server
+// that is gone since): it is no sign of the server being back.
+func (c *connection) answered(by string, sent time.Time) {
 	c.mu.Lock()
-	if !c.live || c.connected {
+	if !c.live || c.connected || sent.Before(c.since) {
 		c.mu.Unlock()
 		return
 	}
@@ -211,12 +214,13 @@ func (d *Datastore) probeWhileDown(ctx context.Context) {
 			if ok, _ := d.conn.Connected(); ok {
 				break
 			}
+			sent := d.clock.Now()
 			err := d.probe(ctx)
 			if ctx.Err() != nil {
 				return
 			}
 			if probeAnswered(err) {
-				d.conn.answered("probe")
+				d.conn.answered("probe", sent)
 				break
 			}
 			d.log.Debug("kubernetes datastore: the API server is not back yet", "err", err, "next in", interval)
