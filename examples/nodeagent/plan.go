@@ -25,6 +25,7 @@ func planCmd(ctx context.Context, args []string, out io.Writer) error {
 	wg := fs.Bool("wireguard", false, "encrypt pod traffic between nodes with WireGuard, as run")
 	noBlackholes := fs.Bool("no-blackholes", false, "give this node's pod blocks no blackhole route, as run")
 	netpol := fs.Bool("network-policy", true, "enforce the cluster's NetworkPolicies, as run")
+	bpfProxy := fs.Bool("bpf-proxy", false, "the BPF service proxy runs, as run: its programs are not planned, the rules for its marks are")
 	vni := fs.Uint("vxlan-vni", 0, "VXLAN network identifier (0: 4096)")
 	port := fs.Uint("vxlan-port", 0, "VXLAN UDP port (0: 4789)")
 	asJSON := fs.Bool("json", false, "print the plans as JSON")
@@ -42,7 +43,7 @@ func planCmd(ctx context.Context, args []string, out io.Writer) error {
 	cfg.Datastore = &datastore.File{Path: path, Logger: cfg.Logger.With("component", "datastore")}
 	cfg.NoMasquerade, cfg.Netfilter, cfg.WireGuard, cfg.NoBlackholes = !*masq, agent.Netfilter(*netfilter), *wg, *noBlackholes
 	cfg.VXLANVNI, cfg.VXLANPort = uint32(*vni), uint16(*port)
-	cfg.NetworkPolicy = *netpol
+	cfg.NetworkPolicy, cfg.BPFProxy = *netpol, *bpfProxy
 	p, err := agent.Plan(ctx, cfg)
 	if err != nil {
 		return err

@@ -147,6 +147,9 @@ type Config struct {
 	// NoIPv4, with IPv6, makes the node IPv6 only: no IPv4 dataplane at
 	// all (no IPv4 forwarding, sets, rules, routes or tunnel devices).
 	NoIPv4 bool
+	// planning is set by Plan: the BPF proxy, which loads its programs as
+	// it starts, is left out, and the rules for its marks are planned.
+	planning bool
 	// VXLANVNI and VXLANPort are the VXLAN device's; 0 means the vxlan
 	// package's defaults (4096, 4789).
 	VXLANVNI  uint32
@@ -427,7 +430,7 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 	rejectMark := layout.Extra[serviceRejectMark]
 	var masqMarks, rejectMarks []netfilter.MatchMark
 	inside := canDo(ns)
-	if cfg.BPFProxy && !cleanup {
+	if cfg.BPFProxy && !cleanup && !cfg.planning {
 		if err = needDo(ns, "the BPF proxy"); err != nil {
 			return nil, err
 		}
@@ -440,6 +443,10 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 		if err != nil {
 			return nil, err
 		}
+	}
+	if cfg.BPFProxy && !cleanup {
+		// The rules the proxy's marks need, also in a plan (which leaves
+		// the proxy out).
 		masqMarks = []netfilter.MatchMark{{Mark: svcMark, Mask: svcMark}}
 		rejectMarks = []netfilter.MatchMark{{Mark: rejectMark, Mask: rejectMark}}
 	}
@@ -1038,6 +1045,9 @@ func (a *Agent) onCluster(ctx context.Context, tr *translator, c datastore.Clust
 	msgs := tr.messages(c)
 	for _, err := range tr.netpolErrs {
 		log.Warn("network policy input left out", "err", err)
+	}
+	for _, err := range tr.nodeErrs {
+		log.Warn("node address left out", "err", err)
 	}
 	for _, m := range msgs {
 		if err := a.plane.loop.Send(ctx, m); err != nil {

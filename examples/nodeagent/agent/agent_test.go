@@ -350,6 +350,12 @@ func TestNodeOfLeavesOutABadFamily(t *testing.T) {
 	if v.UnderlayV6.IsValid() || v.TunnelV6.IsValid() || v.VXLANMACV6 != (cluster.MAC{}) {
 		t.Errorf("IPv6 kept: %+v", v)
 	}
+	// The agent is told, to log it.
+	tr := newTranslator("node1")
+	tr.messages(datastore.Cluster{Nodes: []datastore.Node{n}})
+	if len(tr.nodeErrs) != 1 || !strings.Contains(tr.nodeErrs[0].Error(), "node node2: IPv6 underlay: fe80::2 is not a unicast host address") {
+		t.Errorf("node errors %v", tr.nodeErrs)
+	}
 }
 
 // Direct server return behind the VXLAN overlay: the proxy serves the

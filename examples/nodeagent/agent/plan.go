@@ -43,7 +43,7 @@ func Plan(ctx context.Context, cfg Config) (Plans, error) {
 	if cfg.Datastore == nil {
 		return Plans{}, errors.New("agent: a datastore is required")
 	}
-	cfg.BPFProxy = false
+	cfg.planning = true
 	ns, closeNS, err := openKernel(&cfg)
 	if err != nil {
 		return Plans{}, err

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"reflect"
@@ -37,6 +38,9 @@ type translator struct {
 	// otherwise); netpolErrs are what it left out of the last messages.
 	netpol     *netpolTranslator
 	netpolErrs []error
+	// nodeErrs are the node addresses the last messages left out (see
+	// nodeOf), for the agent to log.
+	nodeErrs []error
 }
 
 // nodeMsgs is what one node contributes.
@@ -111,8 +115,17 @@ func (t *translator) nodeMsgs(n datastore.Node) nodeMsgs {
 func (t *translator) messages(c datastore.Cluster) []any {
 	var out []any
 	seen := map[string]bool{}
+	t.nodeErrs = nil
 	for _, n := range c.Nodes {
 		seen[n.Name] = true
+		for _, a := range []struct {
+			f    ipfamily.Family
+			addr netip.Addr
+		}{{ipfamily.IPv4, n.UnderlayIPv4}, {ipfamily.IPv6, n.UnderlayIPv6}} {
+			if err := cluster.CheckHostAddr(a.f, a.addr); a.addr.IsValid() && err != nil {
+				t.nodeErrs = append(t.nodeErrs, fmt.Errorf("node %s: %v underlay: %w: left out, the node keeps its other family", n.Name, a.f, err))
+			}
+		}
 	}
 	// Removals: pods, then blocks, then nodes (references before targets).
 	for key := range t.pods {
