@@ -20,6 +20,7 @@ import (
 	"github.com/nodeplane/nodeplane/internal/testkit/managertest"
 	"github.com/nodeplane/nodeplane/ipfamily"
 	"github.com/nodeplane/nodeplane/iptables"
+	"github.com/nodeplane/nodeplane/kernel"
 	"github.com/nodeplane/nodeplane/markbits"
 	"github.com/nodeplane/nodeplane/netfilter"
 	"github.com/nodeplane/nodeplane/nftables"
@@ -393,6 +394,20 @@ func TestKernelPolicyCounters(t *testing.T) {
 	assert.ErrorIs(t, err, policy.ErrNotSupported)
 }
 
+// untrackedManager is a Manager with the filter and raw tables of backend
+// b in k (chain prefix "npu-", rejecting what it denies), and the tables.
+func untrackedManager(t *testing.T, b managertest.Backend, k *kernel.Namespace, f ipfamily.Family) (*policy.Manager, netfilter.Table, netfilter.Table) {
+	t.Helper()
+	filter := b.NewTable(t, k, "filter", f, "npu-")
+	raw := b.NewTable(t, k, "raw", f, "npu-")
+	layout, err := markbits.NewLayout(markbits.LayoutOptions{})
+	require.NoError(t, err)
+	m, err := policy.New(policy.Options{Family: f, Filter: filter, Raw: raw, Marks: layout, ChainPrefix: "npu-",
+		WorkloadPrefixes: []string{kerneltest.DefaultPodIfacePrefix}, Deny: policy.DenyReject})
+	require.NoError(t, err)
+	return m, filter, raw
+}
+
 // TestKernelPolicyUntrackedNotForwarded: an untracked policy that denies a
 // port on a host endpoint closes it on the host itself, but a connection
 // forwarded through that interface to a pod of the host on the same port
@@ -406,13 +421,7 @@ func TestKernelPolicyUntrackedNotForwarded(t *testing.T) {
 			h1, h2 := topo.Hosts[0], topo.Hosts[1]
 			pod := h1.Pods[0]
 			k := managertest.Open(t, h1.NS)
-			filter := b.NewTable(t, k, "filter", f, "npu-")
-			raw := b.NewTable(t, k, "raw", f, "npu-")
-			layout, err := markbits.NewLayout(markbits.LayoutOptions{})
-			require.NoError(t, err)
-			m, err := policy.New(policy.Options{Family: f, Filter: filter, Raw: raw, Marks: layout, ChainPrefix: "npu-",
-				WorkloadPrefixes: []string{kerneltest.DefaultPodIfacePrefix}, Deny: policy.DenyReject})
-			require.NoError(t, err)
+			m, filter, raw := untrackedManager(t, b, k, f)
 			podAddr, _ := pod.NS.ListenTCP(t, netip.AddrPortFrom(managertest.Pick(f, pod.Addrs()...), 0))
 			hostAddr, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(managertest.Pick(f, h1.UnderlayAddrs()...), podAddr.Port()))
 			port := []netfilter.PortRange{netfilter.Port(podAddr.Port())}
@@ -449,13 +458,7 @@ func TestKernelPolicyUntracked(t *testing.T) {
 			topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 2, PodsPerHost: 0, Underlay: kerneltest.UnderlayVeth, Stack: managertest.Stack(f)})
 			h1, h2 := topo.Hosts[0], topo.Hosts[1]
 			k := managertest.Open(t, h1.NS)
-			filter := b.NewTable(t, k, "filter", f, "npu-")
-			raw := b.NewTable(t, k, "raw", f, "npu-")
-			layout, err := markbits.NewLayout(markbits.LayoutOptions{})
-			require.NoError(t, err)
-			m, err := policy.New(policy.Options{Family: f, Filter: filter, Raw: raw, Marks: layout, ChainPrefix: "npu-",
-				WorkloadPrefixes: []string{kerneltest.DefaultPodIfacePrefix}, Deny: policy.DenyReject})
-			require.NoError(t, err)
+			m, filter, raw := untrackedManager(t, b, k, f)
 			h1IP := managertest.Pick(f, h1.UnderlayAddrs()...)
 			open, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(h1IP, 0))
 			closed, _ := h1.NS.ListenTCP(t, netip.AddrPortFrom(h1IP, 0))

@@ -94,6 +94,19 @@ func newFlakyServer(t *testing.T, objs ...k8sruntime.Object) *flakyServer {
 	return s
 }
 
+// datastore returns a Datastore of node1 on s's client, with o's other
+// options, and the fake clock it runs on.
+func (s *flakyServer) datastore(t *testing.T, o kubernetes.Options) (*kubernetes.Datastore, *clock.Fake) {
+	t.Helper()
+	fc := clock.NewFake(time.Unix(1000, 0))
+	o.Client, o.NodeName, o.Clock = s.client, "node1", fc
+	d, err := kubernetes.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, fc
+}
+
 // addLate creates the service default/late, which the informers of
 // before an outage cannot see.
 func (s *flakyServer) addLate(t *testing.T) {
@@ -197,14 +210,9 @@ func hasService(c datastore.Cluster, key string) bool {
 // the changes after it.
 func TestWatchCatchesUpAfterOutage(t *testing.T) {
 	s := newFlakyServer(t, objects(t)...)
-	fc := clock.NewFake(time.Unix(1000, 0))
 	log, logs := newLogger()
 	const interval = time.Second
-	d, err := kubernetes.New(kubernetes.Options{Client: s.client, NodeName: "node1", Logger: log, Clock: fc,
-		ProbeInterval: interval, Debounce: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, fc := s.datastore(t, kubernetes.Options{Logger: log, ProbeInterval: interval, Debounce: time.Hour})
 	if ok, _ := d.Connected(); ok {
 		t.Error("connected before Watch")
 	}
@@ -276,11 +284,7 @@ func TestWatchCatchesUpAfterOutage(t *testing.T) {
 // and the restarts off; the outage is still reported.
 func TestWatchOutageWithoutProbes(t *testing.T) {
 	s := newFlakyServer(t, objects(t)...)
-	fc := clock.NewFake(time.Unix(1000, 0))
-	d, err := kubernetes.New(kubernetes.Options{Client: s.client, NodeName: "node1", Clock: fc, ProbeInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, fc := s.datastore(t, kubernetes.Options{ProbeInterval: -1})
 	w := startWatch(t, d)
 	w.next(t)
 	s.kill()
@@ -299,11 +303,7 @@ func TestWatchOutageWithoutProbes(t *testing.T) {
 // returns at once, and reports the datastore disconnected.
 func TestWatchReturnsOnCancelDuringOutage(t *testing.T) {
 	s := newFlakyServer(t, objects(t)...)
-	fc := clock.NewFake(time.Unix(1000, 0))
-	d, err := kubernetes.New(kubernetes.Options{Client: s.client, NodeName: "node1", Clock: fc, Debounce: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, fc := s.datastore(t, kubernetes.Options{Debounce: time.Hour})
 	w := startWatch(t, d)
 	w.next(t)
 	s.hangProbes.Store(true)
@@ -330,12 +330,8 @@ func TestWatchReturnsOnCancelDuringOutage(t *testing.T) {
 func TestWatchRestartsSpacedOut(t *testing.T) {
 	s := newFlakyServer(t, objects(t)...)
 	s.backAtProbe.Store(true)
-	fc := clock.NewFake(time.Unix(1000, 0))
 	const interval = time.Second
-	d, err := kubernetes.New(kubernetes.Options{Client: s.client, NodeName: "node1", Clock: fc, ProbeInterval: interval, Debounce: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, fc := s.datastore(t, kubernetes.Options{ProbeInterval: interval, Debounce: time.Hour})
 	w := startWatch(t, d)
 	w.next(t)
 	// outage kills the server, adds a service it cannot see, and brings
@@ -395,14 +391,9 @@ func TestWatchGoesOnWithoutAForbiddenResourceAfterOutage(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	fc := clock.NewFake(time.Unix(1000, 0))
 	log, logs := newLogger()
 	const interval = time.Second
-	d, err := kubernetes.New(kubernetes.Options{Client: s.client, NodeName: "node1", Logger: log, Clock: fc,
-		ProbeInterval: interval, Debounce: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, fc := s.datastore(t, kubernetes.Options{Logger: log, ProbeInterval: interval, Debounce: time.Millisecond})
 	w := startWatch(t, d)
 	endpoints := func(c datastore.Cluster) int {
 		for _, svc := range c.Services {
