@@ -17,6 +17,9 @@
 //     the programs' counters; np_svc_stats, their counters per service;
 //     np_aff, the session affinities; np_src, the source ranges;
 //     np_maglev, the Maglev tables (empty unless Options.Maglev);
+//   - no pin for np_frag, the ports of the datagrams whose fragments are
+//     under way (an LRU hash of the programs' own, made afresh with them:
+//     see "Fragments");
 //   - the directory PinDir/links and in it the pinned TCX attachments of
 //     its programs, two per interface (ingress_<name> and egress_<name>;
 //     attached with classic tc instead, the programs are filters on the
@@ -397,12 +400,30 @@
 // attached. A Proxy started without Options.Cgroup detaches what an
 // earlier one attached there, and Cleanup does too.
 //
+// # Fragments
+//
+// A datagram larger than the path's MTU leaves its sender in fragments,
+// and only the first carries its ports. The programs record those ports
+// (in np_frag, keyed by the fragment's addresses, protocol and IP
+// identification) when they meet a first fragment, IPv4 or IPv6, and give
+// them to the datagram's later fragments, which then take the first's way:
+// the same connection entry, the same backend, the same addresses (their
+// L4 header is the first's, so only their addresses change), the same
+// redirect. Large UDP answers (DNS over UDP with EDNS, say) thus cross a
+// service both ways, also by direct server return, hairpin and local
+// redirect. Limits: a later fragment that arrives before its datagram's
+// first passes as it is (a sender sends them in order; a reordering link
+// loses that datagram); with direct server return an IPv6 first fragment
+// has no room for the option and is dropped, so IPv6 datagrams larger than
+// the MTU do not cross a DSR node port; a restart of the programs forgets
+// the datagrams in flight.
+//
 // Known limits: a pod that is its service's only backend and reaches it
 // (hairpin) cannot have two such connections from one source port to two
 // ports of one frontend address that lead to the same target port (the
-// server would see them as one); of fragmented IPv4 packets only the first
-// fragment is translated; IPv6 packets with extension headers (but one
-// destination options header) are not translated; the node's own
+// server would see them as one); fragments are translated as "Fragments"
+// says, with its limits; IPv6 packets with extension headers (but one
+// destination options header or one fragment header) are not translated; the node's own
 // processes reach a load balancer IP with source ranges only when a range
 // holds one of the node's addresses (as with kube-proxy), and the
 // connect-time programs keep no session affinity per client but one for

@@ -20,6 +20,7 @@ const (
 	natMapNpBe          = "np_be"
 	natMapNpCt          = "np_ct"
 	natMapNpFe          = "np_fe"
+	natMapNpFrag        = "np_frag"
 	natMapNpIfs         = "np_ifs"
 	natMapNpMaglev      = "np_maglev"
 	natMapNpSrc         = "np_src"
@@ -90,6 +91,7 @@ type natMapSpecs struct {
 	NpBe       *ebpf.MapSpec `ebpf:"np_be"`
 	NpCt       *ebpf.MapSpec `ebpf:"np_ct"`
 	NpFe       *ebpf.MapSpec `ebpf:"np_fe"`
+	NpFrag     *ebpf.MapSpec `ebpf:"np_frag"`
 	NpIfs      *ebpf.MapSpec `ebpf:"np_ifs"`
 	NpMaglev   *ebpf.MapSpec `ebpf:"np_maglev"`
 	NpSrc      *ebpf.MapSpec `ebpf:"np_src"`
@@ -134,6 +136,7 @@ type natMaps struct {
 	NpBe       *ebpf.Map `ebpf:"np_be"`
 	NpCt       *ebpf.Map `ebpf:"np_ct"`
 	NpFe       *ebpf.Map `ebpf:"np_fe"`
+	NpFrag     *ebpf.Map `ebpf:"np_frag"`
 	NpIfs      *ebpf.Map `ebpf:"np_ifs"`
 	NpMaglev   *ebpf.Map `ebpf:"np_maglev"`
 	NpSrc      *ebpf.Map `ebpf:"np_src"`
@@ -147,6 +150,7 @@ func (m *natMaps) Close() error {
 		m.NpBe,
 		m.NpCt,
 		m.NpFe,
+		m.NpFrag,
 		m.NpIfs,
 		m.NpMaglev,
 		m.NpSrc,

@@ -122,6 +122,8 @@ type testPacket struct {
 	ipOptions    []byte // IPv4 options (a multiple of 4 bytes)
 	zeroUDPCsum  bool
 	fragOffset   uint16 // IPv4 fragment offset in 8-byte units
+	moreFrags    bool   // IPv4: the more-fragments flag
+	fragID       uint16 // IPv4 identification; 0: a fixed one
 	v6NextHeader uint8  // IPv6 next header instead of proto (extension header test)
 	payload      []byte
 	seq, ack     uint32 // TCP sequence and acknowledgement numbers; 0: fixed ones
@@ -208,8 +210,15 @@ func (p testPacket) bytes() []byte {
 		ip := make([]byte, hl)
 		ip[0] = 0x40 | byte(hl/4)
 		binary.BigEndian.PutUint16(ip[2:], uint16(hl+len(l4)))
-		binary.BigEndian.PutUint16(ip[4:], 0x1234)
-		binary.BigEndian.PutUint16(ip[6:], p.fragOffset&0x1fff)
+		id, flags := p.fragID, uint16(0)
+		if id == 0 {
+			id = 0x1234
+		}
+		if p.moreFrags {
+			flags = 0x2000
+		}
+		binary.BigEndian.PutUint16(ip[4:], id)
+		binary.BigEndian.PutUint16(ip[6:], flags|p.fragOffset&0x1fff)
 		ip[8] = 64
 		ip[9] = p.proto
 		s, d := p.src.Addr().As4(), p.dst.Addr().As4()

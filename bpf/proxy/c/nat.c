@@ -44,6 +44,35 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } np_ct SEC(".maps");
 
+// Fragments: only a datagram's first fragment carries its ports, which the
+// programs need to find its connection. np_parse records them, keyed by
+// the fragment's addresses, protocol and identification, when it meets a
+// first fragment, and gives them to the later fragments of the same
+// datagram, which then follow the first: translated the same way, their
+// addresses only (their L4 header is in the first). A later fragment that
+// arrives before its first (they leave a sender in order) passes as it
+// is. LRU: a datagram's entry outlives its fragments and is pushed out by
+// newer ones. Not pinned: a restart loses the datagrams in flight only.
+struct np_frag_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__be32 id;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+struct np_frag_ports {
+	__be16 sport;
+	__be16 dport;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct np_frag_key);
+	__type(value, struct np_frag_ports);
+	__uint(max_entries, 8192);
+} np_frag SEC(".maps");
+
 // The services' source ranges (struct np_src_key → 1).
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -124,7 +153,15 @@ volatile const __u32 local_redirect = 0;
 #define NP_TCP_RST 0x04
 #define NP_TCP_ACK 0x10
 #define NP_IPV4_FRAG_OFFSET 0x1fff
+#define NP_IPV4_MF 0x2000
 #define NP_IPPROTO_DSTOPTS 60
+#define NP_IPPROTO_FRAGMENT 44
+#define NP_IPV6_FRAG_OFFSET 0xfff8
+#define NP_IPV6_MF 0x0001
+
+// np_pkt.frag
+#define NP_FRAG_FIRST 1 // the first fragment of a datagram: its L4 header is there
+#define NP_FRAG_LATER 2 // a later fragment: no L4 header; its ports are its first's
 
 // BPF_F_IPV6 for bpf_l4_csum_replace (Linux 6.16+): tells the helper that a
 // size-0 pseudo-header update is IPv6, so it keeps skb->csum right on
@@ -139,21 +176,53 @@ struct np_pkt {
 	__u32 csum_off;       // offset of the TCP/UDP checksum
 	__u8 v6;              // IPv6 (else IPv4)
 	__u8 tcp_flags;       // TCP flags byte, 0 for UDP
-	__u8 opt_len;         // IPv4: the options' length; IPv6: the destination options header's
+	__u8 opt_len;         // IPv4: the options' length; IPv6: the extension header's (destination options or fragment)
+	__u8 frag;            // NP_FRAG_FIRST, NP_FRAG_LATER, or 0 for a whole packet
 	__u16 ip_check;       // IPv4: the header checksum, as in the packet
 	__u32 ack;            // TCP: the acknowledgement number (host order)
 	__u32 fin_ack;        // TCP: the acknowledgement number that acknowledges this packet's FIN
 };
 
+// np_frag_fn records the ports of p, a datagram's first fragment whose
+// identification is id, in np_frag, or (a later fragment) gives p the
+// ports recorded for its datagram. It returns 0, or -1 for a later
+// fragment whose first this program never saw. A global function: its
+// stack stays out of np_forward's (see there).
+__attribute__((noinline)) int np_frag_fn(struct np_pkt *p, __u32 id)
+{
+	struct np_frag_key k = {};
+	struct np_frag_ports ports, *known;
+
+	if (!p)
+		return -1;
+	__builtin_memcpy(k.src, p->key.src, 16);
+	__builtin_memcpy(k.dst, p->key.dst, 16);
+	k.id = id;
+	k.proto = p->key.proto;
+	if (p->frag == NP_FRAG_FIRST) {
+		ports.sport = p->key.sport;
+		ports.dport = p->key.dport;
+		bpf_map_update_elem(&np_frag, &k, &ports, BPF_ANY);
+		return 0;
+	}
+	known = bpf_map_lookup_elem(&np_frag, &k);
+	if (!known)
+		return -1;
+	p->key.sport = known->sport;
+	p->key.dport = known->dport;
+	return 0;
+}
+
 // np_parse reads the Ethernet, IP and TCP/UDP headers. It returns 0 for a
-// packet the programs handle and -1 for one to pass untouched: not IP, a
-// non-first IPv4 fragment, an IPv6 packet with extension headers other
-// than one destination options header (which direct server return uses),
-// a protocol other than TCP and UDP, or a truncated packet.
+// packet the programs handle and -1 for one to pass untouched: not IP, an
+// IPv6 packet with extension headers other than one destination options
+// header (which direct server return uses) or one fragment header, a
+// protocol other than TCP and UDP, a truncated packet, or a later fragment
+// of a datagram whose first fragment it did not see (np_frag_fn).
 static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 {
 	__be16 eth_proto;
-	__u32 l4_len;
+	__u32 l4_len, frag_id = 0;
 	__u8 proto;
 
 	__builtin_memset(p, 0, sizeof(*p));
@@ -170,9 +239,11 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			return -1;
 		if (ip.version != 4 || ip.ihl < 5)
 			return -1;
-		// Only the first fragment carries the ports.
 		if (ip.frag_off & bpf_htons(NP_IPV4_FRAG_OFFSET))
-			return -1;
+			p->frag = NP_FRAG_LATER;
+		else if (ip.frag_off & bpf_htons(NP_IPV4_MF))
+			p->frag = NP_FRAG_FIRST;
+		frag_id = ip.id;
 		proto = ip.protocol;
 		p->l4_off = NP_L3_OFF + ip.ihl * 4;
 		p->opt_len = (ip.ihl - 5) * 4;
@@ -187,8 +258,8 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			return -1;
 		if (ip6.version != 6)
 			return -1;
-		// No extension headers but one destination options header: the
-		// next header must be TCP or UDP.
+		// No extension headers but one destination options header or one
+		// fragment header: the next header must be TCP or UDP.
 		proto = ip6.nexthdr;
 		p->l4_off = NP_L3_OFF + sizeof(ip6);
 		if (proto == NP_IPPROTO_DSTOPTS) {
@@ -199,6 +270,26 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			proto = h[0];
 			p->opt_len = (h[1] + 1) * 8;
 			p->l4_off += p->opt_len;
+		} else if (proto == NP_IPPROTO_FRAGMENT) {
+			// Next header, reserved, offset and M flag, identification.
+			struct {
+				__u8 next;
+				__u8 res;
+				__be16 off;
+				__be32 id;
+			} fh;
+
+			if (bpf_skb_load_bytes(skb, p->l4_off, &fh, sizeof(fh)) < 0)
+				return -1;
+			proto = fh.next;
+			p->opt_len = sizeof(fh);
+			p->l4_off += sizeof(fh);
+			if (fh.off & bpf_htons(NP_IPV6_FRAG_OFFSET))
+				p->frag = NP_FRAG_LATER;
+			else if (fh.off & bpf_htons(NP_IPV6_MF))
+				p->frag = NP_FRAG_FIRST;
+			// (Neither: an atomic fragment, a whole datagram.)
+			frag_id = fh.id;
 		}
 		p->v6 = 1;
 		l4_len = bpf_ntohs(ip6.payload_len) - p->opt_len;
@@ -207,6 +298,12 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 	} else {
 		return -1;
 	}
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return -1;
+	p->key.proto = proto;
+	// A later fragment has no L4 header: its ports are its first's.
+	if (p->frag == NP_FRAG_LATER)
+		return np_frag_fn(p, frag_id);
 
 	// Source and destination port are the first four bytes of both
 	// headers; TCP's flags are byte 13 of its header: one read each.
@@ -224,14 +321,13 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 		__builtin_memcpy(&ack, th + 8, 4);
 		p->ack = bpf_ntohl(ack);
 		p->fin_ack = bpf_ntohl(seq) + l4_len - (th[12] >> 4) * 4 + 1;
-	} else if (proto == IPPROTO_UDP) {
+	} else {
 		p->csum_off = p->l4_off + NP_UDP_CSUM_OFF;
 		if (bpf_skb_load_bytes(skb, p->l4_off, &p->key.sport, 4) < 0)
 			return -1;
-	} else {
-		return -1;
 	}
-	p->key.proto = proto;
+	if (p->frag == NP_FRAG_FIRST)
+		np_frag_fn(p, frag_id);
 	return 0;
 }
 
@@ -257,7 +353,8 @@ static __always_inline __u16 np_csum_replace4(__u16 check, __be32 from, __be32 t
 // leaves a zero (absent) checksum zero and turns a computed zero into 0xffff.
 // The addresses and the ports are written back in one piece when they are
 // adjacent (no IPv4 options, no IPv6 extension header): the IPv4 checksum,
-// both addresses and both ports. Returns 0, or -1 when a helper failed.
+// both addresses and both ports. A later fragment (no L4 header) gets its
+// addresses only. Returns 0, or -1 when a helper failed.
 //
 // A global function, which the verifier checks once rather than at each of
 // the places that call it (np_rewrite is its front): the new address comes
@@ -283,10 +380,12 @@ __attribute__((noinline)) int np_rewrite_fn(struct __sk_buff *skb, const struct 
 	} h;
 	__u64 mangled;
 	__be16 old_port;
-	int changed;
+	int changed, l4;
 
 	if (!p)
 		return -1;
+	// A later fragment has no L4 header: its addresses only.
+	l4 = p->frag != NP_FRAG_LATER;
 	mangled = p->key.proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 	old_port = dst ? p->key.dport : p->key.sport;
 	if (!p->v6) {
@@ -297,12 +396,13 @@ __attribute__((noinline)) int np_rewrite_fn(struct __sk_buff *skb, const struct 
 		else
 			__builtin_memcpy(&from, p->key.src + 12, 4);
 		changed = from != to;
-		if (!changed && old_port == port)
+		if (!changed && (old_port == port || !l4))
 			return 0;
-		if (changed &&
+		if (changed && l4 &&
 		    bpf_l4_csum_replace(skb, p->csum_off, from, to, BPF_F_PSEUDO_HDR | mangled | sizeof(to)) < 0)
 			return -1;
-		if (old_port != port && bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
+		if (l4 && old_port != port &&
+		    bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
 			return -1;
 		h.v4.check = np_csum_replace4(p->ip_check, from, to);
 		__builtin_memcpy(&h.v4.addrs[0], p->key.src + 12, 4);
@@ -313,7 +413,7 @@ __attribute__((noinline)) int np_rewrite_fn(struct __sk_buff *skb, const struct 
 			h.v4.addrs[0] = to;
 		h.v4.ports[0] = dst ? p->key.sport : port;
 		h.v4.ports[1] = dst ? port : p->key.dport;
-		if (p->opt_len == 0)
+		if (p->opt_len == 0 && l4)
 			return bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct iphdr, check), &h.v4, sizeof(h.v4), 0) < 0 ? -1 : 0;
 		if (bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct iphdr, check), &h.v4, 10, 0) < 0)
 			return -1;
@@ -335,9 +435,9 @@ __attribute__((noinline)) int np_rewrite_fn(struct __sk_buff *skb, const struct 
 		h.v6.ports[0] = dst ? p->key.sport : port;
 		h.v6.ports[1] = dst ? port : p->key.dport;
 		changed = !np_addr_eq(new_addr, old_addr);
-		if (!changed && old_port == port)
+		if (!changed && (old_port == port || !l4))
 			return 0;
-		if (changed) {
+		if (changed && l4) {
 			__s64 diff = bpf_csum_diff((__be32 *)old_addr, 16, (__be32 *)new_addr, 16, 0);
 
 			if (diff < 0)
@@ -346,14 +446,15 @@ __attribute__((noinline)) int np_rewrite_fn(struct __sk_buff *skb, const struct 
 			    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, BPF_F_PSEUDO_HDR | mangled) < 0)
 				return -1;
 		}
-		if (old_port != port && bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
+		if (l4 && old_port != port &&
+		    bpf_l4_csum_replace(skb, p->csum_off, old_port, port, mangled | sizeof(port)) < 0)
 			return -1;
-		if (p->opt_len == 0)
+		if (p->opt_len == 0 && l4)
 			return bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct ipv6hdr, saddr), &h.v6, sizeof(h.v6), 0) < 0 ? -1 : 0;
 		if (changed && bpf_skb_store_bytes(skb, NP_L3_OFF + offsetof(struct ipv6hdr, saddr), &h.v6, 32, 0) < 0)
 			return -1;
 	}
-	if (old_port != port &&
+	if (l4 && old_port != port &&
 	    bpf_skb_store_bytes(skb, p->l4_off + (dst ? 2 : 0), &port, sizeof(port), 0) < 0)
 		return -1;
 	return 0;
@@ -970,6 +1071,11 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 		}
 	}
 
+	// A later fragment follows its first, which found no connection to
+	// translate (or one whose backend went away): nothing to start here.
+	if (p.frag == NP_FRAG_LATER)
+		return TC_ACT_UNSPEC;
+
 	// A new connection (or one whose backend went away): is the
 	// destination a service frontend?
 	__builtin_memcpy(fk.addr, p.key.dst, 16);
@@ -1120,8 +1226,9 @@ dnat:
 	if (np_rewrite(skb, &p, 1, backend.addr, backend.port) < 0)
 		return TC_ACT_SHOT;
 	// The frontend goes with a connection's first packet (every
-	// datagram) to the backend's node.
-	if (dsr && (p.key.proto == IPPROTO_UDP || (p.tcp_flags & NP_TCP_SYN)) &&
+	// datagram, in its first fragment) to the backend's node. (An IPv6
+	// fragment has no room for it: np_dsr_insert fails and it is dropped.)
+	if (dsr && p.frag != NP_FRAG_LATER && (p.key.proto == IPPROTO_UDP || (p.tcp_flags & NP_TCP_SYN)) &&
 	    np_dsr_insert(skb, &p, p.key.dst, p.key.dport) < 0)
 		return TC_ACT_SHOT;
 	if (masq)
