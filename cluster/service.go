@@ -114,11 +114,19 @@ type Backend struct {
 	Addr netip.AddrPort
 	// Local says the endpoint runs on this node.
 	Local bool
+	// LocalOnly, with Local, says the endpoint serves only the traffic the
+	// service keeps on this node (ExternalTrafficLocal from other hosts,
+	// InternalTrafficLocal), not the traffic spread over the cluster:
+	// Kubernetes' local terminating endpoint under externalTrafficPolicy
+	// Local, used there while no local one is ready, but not by clients
+	// anywhere while other nodes have ready ones. A backend listed twice
+	// serves all traffic when one listing says so.
+	LocalOnly bool
 }
 
 // Validate reports whether s is well formed: a name, TCP or UDP, a port,
 // unicast frontend addresses without zone, and backends with a unicast
-// address and a port. The error names the service and wraps ErrInvalid.
+// address and a port, local when local only. The error names the service and wraps ErrInvalid.
 func (s Service) Validate() error {
 	if s.Name == "" {
 		return fmt.Errorf("%w service: empty name", ErrInvalid)
@@ -154,6 +162,9 @@ func (s Service) Validate() error {
 		}
 		if !serviceUnicast(b.Addr.Addr()) {
 			return bad("backend %v: not a unicast address without zone", b.Addr)
+		}
+		if b.LocalOnly && !b.Local {
+			return bad("backend %v: local only but not local", b.Addr)
 		}
 	}
 	return nil

@@ -56,6 +56,10 @@ func TestServiceValidate(t *testing.T) {
 			s.Backends = []cluster.Backend{{Addr: netip.MustParseAddrPort("0.0.0.0:80")}}
 		}),
 			`cluster: invalid service "default/web:80": backend 0.0.0.0:80: not a unicast address without zone`},
+		{with(func(s *cluster.Service) {
+			s.Backends = []cluster.Backend{{Addr: netip.MustParseAddrPort("10.244.1.5:80"), LocalOnly: true}}
+		}),
+			`cluster: invalid service "default/web:80": backend 10.244.1.5:80: local only but not local`},
 		{with(func(s *cluster.Service) { s.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.1/24")} }),
 			`cluster: invalid service "default/web:80": source range 192.0.2.1/24: not a network without host bits`},
 		{with(func(s *cluster.Service) { s.LoadBalancerIPs = []netip.Addr{{}} }),

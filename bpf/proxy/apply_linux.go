@@ -732,6 +732,12 @@ func (p *Proxy) write(name string, s *svc) {
 		}
 		ids[fam] = id
 	}
+	for fam := range 2 {
+		if n := e.localOnly[fam]; n > maxLocalOnly {
+			p.refuse(name, ErrInvalidService, fmt.Sprintf("%d local-only backends of one family, more than %d", n, maxLocalOnly), nil)
+			return
+		}
+	}
 	tables := p.maglevTables(s.s, e)
 	if full := p.room(e, ids, tables); full != "" {
 		p.refuse(name, ErrMapFull, full, nil)
@@ -748,6 +754,7 @@ func (p *Proxy) write(name string, s *svc) {
 		if flags&feSourceRanges != 0 && rangesHoldNode(s.s.SourceRanges, p.nodeAddrs) {
 			flags |= feSourceNode
 		}
+		flags |= e.localOnly[f.fam] << feLocalOnlyShift
 		k.feSync.Set(f.key, feVal{SvcID: ids[f.fam], Count: uint32(len(e.backends[f.fam])), LocalCount: e.local[f.fam], Flags: flags, Affinity: e.affinity})
 		delete(k.capped, f.key)
 		s.fes = append(s.fes, f.key)

@@ -182,9 +182,12 @@
 // replies of translated connections and puts the frontend back as their
 // source.
 //
-// A service's backends are numbered local ones first, then by address.
-// The first packet of a connection picks one at random, among the local
-// ones when only those may serve it, and the choice is remembered in the
+// A service's backends are numbered local ones first (of them, the
+// cluster.Backend.LocalOnly ones first), then by address. The first packet
+// of a connection picks one at random: among the local ones when only
+// those may serve it (ExternalTrafficLocal from other hosts,
+// InternalTrafficLocal), else among all but the local-only ones, which
+// serve the traffic kept on this node alone. The choice is remembered in the
 // connection map (with the reverse entry for the replies), so every later
 // packet goes to the same backend. A UDP flow whose backend was removed
 // picks another one at its next packet; a TCP connection keeps its

@@ -29,8 +29,17 @@ const (
 	feSourceNode    uint32 = 0x40
 )
 
+// feLocalOnlyShift places, in the upper 16 bits of a frontend's flags, how
+// many of its first backends serve the traffic kept on this node alone
+// (cluster.Backend.LocalOnly; NP_FE_LOCAL_ONLY_SHIFT).
+const (
+	feLocalOnlyShift = 16
+	maxLocalOnly     = 1<<(32-feLocalOnlyShift) - 1
+)
+
 // feVal leads a frontend to its service's backends: 0..LocalCount-1 run on
-// this node, LocalCount..Count-1 elsewhere.
+// this node, LocalCount..Count-1 elsewhere; the first Flags>>feLocalOnlyShift
+// of the local ones serve the traffic kept on this node alone.
 type feVal struct {
 	SvcID      uint32
 	Count      uint32

@@ -76,8 +76,10 @@ func (p *Proxy) maglevTables(s cluster.Service, e entries) [2][]beVal {
 	for fam := range tables {
 		// More backends than slots: some would get none; the family's
 		// backends are picked at random instead.
-		if len(e.backends[fam]) <= int(p.o.Maglev.TableSize) {
-			tables[fam] = maglevTable(e.backends[fam], e.local[fam], p.o.Maglev.TableSize)
+		// (Traffic from outside is spread over the backends after the
+		// local-only ones.)
+		if bs := e.backends[fam][e.localOnly[fam]:]; len(bs) <= int(p.o.Maglev.TableSize) {
+			tables[fam] = maglevTable(bs, e.local[fam]-e.localOnly[fam], p.o.Maglev.TableSize)
 		}
 	}
 	return tables

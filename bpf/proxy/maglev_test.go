@@ -160,3 +160,27 @@ func TestMaglevTablesNeedRoomForEveryBackend(t *testing.T) {
 	s.NodePort, s.ExternalTrafficLocal = 30080, true
 	assert.Equal(t, [2][]beVal{}, p.maglevTables(s, e), "externalTrafficPolicy Local")
 }
+
+// A service's local-only backends take no slot: traffic from outside is
+// spread over the others. (They come first, local ones after them.)
+func TestMaglevTablesLeaveLocalOnlyBackendsOut(t *testing.T) {
+	p, err := New(Options{Kernel: fakeDoer{}, PinDir: "/sys/fs/bpf/x", Maglev: MaglevOptions{Enabled: true, TableSize: 251}})
+	require.NoError(t, err)
+	s := cluster.Service{Name: "s", Port: 80, NodePort: 30080, InternalTrafficLocal: true, Backends: []cluster.Backend{
+		{Addr: mustAP("10.244.1.7:80"), Local: true, LocalOnly: true},
+		{Addr: mustAP("10.244.1.8:80"), Local: true},
+		{Addr: mustAP("10.244.2.9:80")},
+	}}
+	require.NoError(t, s.Validate())
+	table := p.maglevTables(s, build(s, nil))[0]
+	require.Len(t, table, 251)
+	seen := map[beVal]int{}
+	for _, b := range table {
+		seen[b]++
+	}
+	local, remote := be("10.244.1.8:80"), be("10.244.2.9:80")
+	local.Flags = beLocal
+	assert.Len(t, seen, 2, "%v", seen)
+	assert.Positive(t, seen[local], "the local backend that serves all traffic, marked local")
+	assert.Positive(t, seen[remote])
+}

@@ -46,9 +46,10 @@ type entries struct {
 	affinity  uint32 // session affinity timeout, seconds
 	// sources are the source ranges per family (famIndex), service ID not
 	// yet set.
-	sources  [2][]srcKey
-	backends [2][]beVal
-	local    [2]uint32
+	sources   [2][]srcKey
+	backends  [2][]beVal
+	local     [2]uint32
+	localOnly [2]uint32 // how many of the local ones come first and serve local traffic alone
 }
 
 // famIndex is 0 for IPv4, 1 for IPv6: the index of entries' per-family
@@ -129,25 +130,46 @@ func build(s cluster.Service, nodeAddrs []netip.Addr) entries {
 	}
 	e.frontends = merged
 
-	// One backend per address (local if any listing says so), local ones
-	// first, each group in address order.
+	// One backend per address (local if any listing says so, serving all
+	// traffic if any says so), the local-only ones first, then the other
+	// local ones, then the rest, each group in address order.
 	bs := slices.Clone(s.Backends)
-	slices.SortFunc(bs, func(a, b cluster.Backend) int {
-		if c := a.Addr.Compare(b.Addr); c != 0 {
-			return c
+	slices.SortFunc(bs, func(a, b cluster.Backend) int { return a.Addr.Compare(b.Addr) })
+	once := bs[:0]
+	for _, b := range bs {
+		if n := len(once); n > 0 && once[n-1].Addr == b.Addr {
+			m := &once[n-1]
+			m.Local = m.Local || b.Local
+			m.LocalOnly = m.LocalOnly && b.LocalOnly
+			continue
 		}
-		return boolOrder(a.Local, b.Local)
-	})
-	bs = slices.CompactFunc(bs, func(a, b cluster.Backend) bool { return a.Addr == b.Addr })
-	slices.SortStableFunc(bs, func(a, b cluster.Backend) int { return boolOrder(a.Local, b.Local) })
+		once = append(once, b)
+	}
+	bs = once
+	slices.SortStableFunc(bs, func(a, b cluster.Backend) int { return cmp.Compare(backendGroup(a), backendGroup(b)) })
 	for _, b := range bs {
 		f := famIndex(b.Addr.Addr())
 		e.backends[f] = append(e.backends[f], beVal{Addr: addr16(b.Addr.Addr()), Port: port16(b.Addr.Port())})
 		if b.Local {
 			e.local[f]++
 		}
+		if b.Local && b.LocalOnly {
+			e.localOnly[f]++
+		}
 	}
 	return e
+}
+
+// backendGroup is where backend b goes in a service's ordinals: 0 local
+// only, 1 local, 2 elsewhere.
+func backendGroup(b cluster.Backend) int {
+	switch {
+	case b.Local && b.LocalOnly:
+		return 0
+	case b.Local:
+		return 1
+	}
+	return 2
 }
 
 // rangesHoldNode reports whether one of ranges holds one of the node's

@@ -252,6 +252,29 @@ func TestBuildBackends(t *testing.T) {
 	e = build(s, nil)
 	assert.Equal(t, [2][]beVal{{be("10.0.0.1:80"), be("10.0.0.2:80")}}, e.backends)
 	assert.Equal(t, uint32(2), e.local[0])
+
+	// Local-only backends come first and are counted; an address listed
+	// local only and also as serving all traffic (local, or not) serves
+	// all traffic.
+	s.Backends = []cluster.Backend{
+		{Addr: mustAP("10.0.0.9:80"), Local: true, LocalOnly: true},
+		{Addr: mustAP("10.0.0.1:80"), Local: true},
+		{Addr: mustAP("10.0.0.5:80"), Local: true, LocalOnly: true},
+		{Addr: mustAP("10.0.0.3:80"), Local: true, LocalOnly: true},
+		{Addr: mustAP("10.0.0.3:80")},
+		{Addr: mustAP("10.0.0.4:80"), Local: true, LocalOnly: true},
+		{Addr: mustAP("10.0.0.4:80"), Local: true},
+		{Addr: mustAP("10.0.0.2:80")},
+		{Addr: mustAP("[fd00::7]:80"), Local: true, LocalOnly: true},
+	}
+	require.NoError(t, s.Validate())
+	e = build(s, nil)
+	assert.Equal(t, [2][]beVal{
+		{be("10.0.0.5:80"), be("10.0.0.9:80"), be("10.0.0.1:80"), be("10.0.0.3:80"), be("10.0.0.4:80"), be("10.0.0.2:80")},
+		{be("[fd00::7]:80")},
+	}, e.backends)
+	assert.Equal(t, [2]uint32{5, 1}, e.local)
+	assert.Equal(t, [2]uint32{2, 1}, e.localOnly)
 }
 
 // The maps hold ports in network byte order and addresses in 16 bytes, an

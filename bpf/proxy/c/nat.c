@@ -972,7 +972,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 	struct np_ct_key rkey;
 	struct np_ct_val cv;
 	__u64 now;
-	__u32 count, local_count, ordinal, n;
+	__u32 count, local_count, ordinal, n, first;
 	int masq, hairpin, self, local, dsr = 0, closing = 0, new_conn = 0;
 	__u32 svc_id;
 
@@ -1116,13 +1116,16 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 	}
 
 	// Pick among the local backends only (externalTrafficPolicy Local,
-	// traffic from outside) or among all of them.
-	n = count;
-	if ((from_host && (fe->flags & NP_FE_EXTERNAL_LOCAL)) || (fe->flags & NP_FE_INTERNAL_LOCAL)) {
-		if (local_count == 0)
-			return TC_ACT_SHOT;
-		n = local_count;
+	// traffic from outside; internalTrafficPolicy Local), or among those
+	// after the local-only ones: n from ordinal first on.
+	first = 0;
+	n = local_count;
+	if (!((from_host && (fe->flags & NP_FE_EXTERNAL_LOCAL)) || (fe->flags & NP_FE_INTERNAL_LOCAL))) {
+		first = np_first_backend(fe);
+		n = count > first ? count - first : 0;
 	}
+	if (n == 0)
+		return TC_ACT_SHOT;
 	// The backend the client's last connection went to (session
 	// affinity), the one the service's Maglev table names for a client
 	// from outside, or one at random.
@@ -1130,16 +1133,16 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 	be = NULL;
 	local = 0;
 	now = bpf_ktime_get_coarse_ns();
-	if (np_affine(fe, n, p.key.src, now, &ordinal)) {
+	if (np_affine(fe, first, n, p.key.src, now, &ordinal)) {
 		;
-	} else if (from_host && (fe->flags & NP_FE_MAGLEV) && n == count && !fe->affinity &&
+	} else if (from_host && (fe->flags & NP_FE_MAGLEV) && first + n == count && !fe->affinity &&
 		   (be = np_maglev_pick(fe->svc_id, &p.key)) != NULL) {
 		// Its ordinal is looked up by the connection's next packet
 		// (np_known_backend): count is no ordinal.
 		ordinal = count;
 		local = (be->flags & NP_BE_LOCAL) != 0;
 	} else {
-		ordinal = bpf_get_prandom_u32() % n;
+		ordinal = first + bpf_get_prandom_u32() % n;
 	}
 	if (!be) {
 		bk.ordinal = ordinal;
@@ -1153,7 +1156,7 @@ static __always_inline int np_forward(struct __sk_buff *skb, int node)
 	// backend when there is another (else np_hairpin).
 	self = np_addr_eq(be->addr, p.key.src);
 	if (self && n > 1) {
-		ordinal = (ordinal + 1) % n;
+		ordinal = first + (ordinal - first + 1) % n;
 		bk.ordinal = ordinal;
 		be = bpf_map_lookup_elem(&np_be, &bk);
 		if (!be)

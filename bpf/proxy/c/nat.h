@@ -29,9 +29,16 @@ struct np_fe_key {
 #define NP_FE_MAGLEV 0x10        // traffic from a host interface picks its backend in np_maglev
 #define NP_FE_DSR 0x20           // traffic from a host interface to another node's backend goes there by DSR
 #define NP_FE_SOURCE_NODE 0x40   // with NP_FE_SOURCE_RANGES: the ranges hold a node address (the node may connect)
+// The flags' upper 16 bits: how many of the first backends serve the
+// traffic kept on this node alone (a local terminating endpoint under
+// externalTrafficPolicy Local while other nodes have ready ones):
+// traffic spread over the cluster picks among the backends after them.
+#define NP_FE_LOCAL_ONLY_SHIFT 16
 
 // What a frontend leads to: the service ID and its backends. Backends
-// 0..local_count-1 run on this node, local_count..count-1 elsewhere.
+// 0..local_count-1 run on this node, local_count..count-1 elsewhere; of
+// the local ones, the first flags >> NP_FE_LOCAL_ONLY_SHIFT serve the
+// traffic kept on this node only.
 // count == 0: the service has no ready backend and its packets are dropped.
 struct np_fe_val {
 	__u32 svc_id;

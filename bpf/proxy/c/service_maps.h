@@ -96,14 +96,22 @@ __attribute__((noinline)) int np_search_backend(__u64 svc_port, __u32 a0, __u32 
 	return -1;
 }
 
+// np_first_backend is the first ordinal of the backends that traffic
+// spread over the cluster picks among: after the local-only ones.
+static __always_inline __u32 np_first_backend(const struct np_fe_val *fe)
+{
+	return fe->flags >> NP_FE_LOCAL_ONLY_SHIFT;
+}
+
 // np_affine sets *ordinal to the backend that the last new connection of
 // client to service fe went to, when the service has session affinity,
 // that connection is recent enough, and the backend is still among the
-// first n of the service: at the ordinal remembered, or else (the
-// backends were renumbered: one added or removed before it) found among
-// the service's first NP_BACKEND_SEARCH ordinals, whose place it then
-// remembers. It returns 1 then, else 0.
-static __always_inline int np_affine(const struct np_fe_val *fe, __u32 n, const __u8 *client, __u64 now, __u32 *ordinal)
+// n from ordinal first on of the service: at the ordinal remembered, or
+// else (the backends were renumbered: one added or removed before it)
+// found among the service's first NP_BACKEND_SEARCH ordinals, whose place
+// it then remembers. It returns 1 then, else 0.
+static __always_inline int np_affine(const struct np_fe_val *fe, __u32 first, __u32 n, const __u8 *client, __u64 now,
+				     __u32 *ordinal)
 {
 	struct np_aff_key ak = {.svc_id = fe->svc_id};
 	struct np_be_key bk = {.svc_id = fe->svc_id};
@@ -118,7 +126,7 @@ static __always_inline int np_affine(const struct np_fe_val *fe, __u32 n, const 
 	av = bpf_map_lookup_elem(&np_aff, &ak);
 	if (!av || now - av->last > (__u64)fe->affinity * 1000000000ULL)
 		return 0;
-	if (av->ordinal < n) {
+	if (av->ordinal >= first && av->ordinal - first < n) {
 		bk.ordinal = av->ordinal;
 		be = bpf_map_lookup_elem(&np_be, &bk);
 		if (be && be->port == av->port && np_addr_eq(be->addr, av->addr)) {
@@ -128,7 +136,7 @@ static __always_inline int np_affine(const struct np_fe_val *fe, __u32 n, const 
 	}
 	__builtin_memcpy(w, av->addr, 16);
 	i = np_search_backend(((__u64)fe->svc_id << 32) | av->port, w[0], w[1], w[2], w[3]);
-	if (i < 0 || (__u32)i >= n)
+	if (i < 0 || (__u32)i < first || (__u32)i - first >= n)
 		return 0;
 	av->ordinal = i;
 	*ordinal = i;

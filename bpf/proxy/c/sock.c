@@ -129,7 +129,7 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	struct np_sk_key rk = {};
 	struct np_sk_val rv = {};
 	__u8 proto;
-	__u32 count;
+	__u32 count, first;
 	__u64 now = 0;
 	__u8 node_client[16] = {};
 	int node = bpf_get_netns_cookie(ctx) == netns_cookie;
@@ -154,10 +154,14 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	// socket has none yet to check).
 	if ((fe->flags & (NP_FE_SOURCE_RANGES | NP_FE_SOURCE_NODE)) == NP_FE_SOURCE_RANGES)
 		return 0;
-	count = fe->count;
-	// internalTrafficPolicy Local: this node's backends only.
-	if (fe->flags & NP_FE_INTERNAL_LOCAL)
-		count = fe->local_count;
+	// internalTrafficPolicy Local: this node's backends only; else those
+	// after the local-only ones.
+	first = 0;
+	count = fe->local_count;
+	if (!(fe->flags & NP_FE_INTERNAL_LOCAL)) {
+		first = np_first_backend(fe);
+		count = fe->count > first ? fe->count - first : 0;
+	}
 	if (count == 0) {
 		np_svc_add(fe->svc_id, 0, 0, 0, 1);
 		return 0;
@@ -168,8 +172,8 @@ static __always_inline int np_sk_forward(struct bpf_sock_addr *ctx, int v6)
 	// it.
 	if (fe->affinity)
 		now = bpf_ktime_get_coarse_ns();
-	if (!np_affine(fe, count, node_client, now, &bk.ordinal))
-		bk.ordinal = bpf_get_prandom_u32() % count;
+	if (!np_affine(fe, first, count, node_client, now, &bk.ordinal))
+		bk.ordinal = first + bpf_get_prandom_u32() % count;
 	be = bpf_map_lookup_elem(&np_be, &bk);
 	if (!be)
 		return 0;

@@ -33,7 +33,8 @@ func proxyServices(c datastore.Cluster, self, zone string) map[string]cluster.Se
 	place := endpointPlacer(c)
 	for _, s := range c.Services {
 		s = place(s)
-		endpoints := selectEndpoints(s, self, zone).backends()
+		scopes := selectEndpoints(s, self, zone)
+		endpoints := scopes.backends()
 		traffic := serviceTrafficOf(s)
 		for _, p := range s.Ports {
 			port := p.Name
@@ -66,7 +67,8 @@ func proxyServices(c datastore.Cluster, self, zone string) map[string]cluster.Se
 			// endpoint with ports that name none of it serves none).
 			for _, e := range endpoints {
 				if target, ok := e.Port(p); ok {
-					ps.Backends = append(ps.Backends, cluster.Backend{Addr: netip.AddrPortFrom(e.IP, target), Local: e.Node == self})
+					ps.Backends = append(ps.Backends, cluster.Backend{Addr: netip.AddrPortFrom(e.IP, target), Local: e.Node == self,
+						LocalOnly: e.Node == self && !scopes.inCluster(e.IP)})
 				}
 			}
 			out[ps.Name] = ps
@@ -201,8 +203,8 @@ func pick(endpoints []datastore.Endpoint, keep func(datastore.Endpoint) bool) []
 // the cluster scope and then the local one's others: the proxy takes one
 // list per service and keeps traffic of the local scope to the Local
 // backends. A local endpoint that only the local scope chose (terminating
-// while other nodes have ready ones, or hinted for another zone) thus also
-// takes cluster traffic; cluster.Backend has no field to say otherwise.
+// while other nodes have ready ones, or hinted for another zone) is
+// LocalOnly there (inCluster), so that it takes no cluster traffic.
 func (e endpointScopes) backends() []datastore.Endpoint {
 	out := slices.Clone(e.Cluster)
 	for _, l := range e.Local {
@@ -211,6 +213,11 @@ func (e endpointScopes) backends() []datastore.Endpoint {
 		}
 	}
 	return out
+}
+
+// inCluster reports whether the cluster scope chose the endpoint at ip.
+func (e endpointScopes) inCluster(ip netip.Addr) bool {
+	return slices.ContainsFunc(e.Cluster, func(c datastore.Endpoint) bool { return c.IP == ip })
 }
 
 // nodeZone returns the zone topology aware routing uses for node self:

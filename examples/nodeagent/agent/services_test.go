@@ -289,8 +289,8 @@ func TestProxyServicesSelectAndZone(t *testing.T) {
 		"its own frontends, which source ranges guard (an address of both is one frontend with both flags)")
 	assert.Equal(t, []cluster.Backend{
 		{Addr: netip.MustParseAddrPort("10.244.2.10:8080")},
-		{Addr: netip.MustParseAddrPort("10.244.1.10:8080"), Local: true},
-	}, lb.Backends, "zone a's ready endpoint, and this node's draining one for the Local policy")
+		{Addr: netip.MustParseAddrPort("10.244.1.10:8080"), Local: true, LocalOnly: true},
+	}, lb.Backends, "zone a's ready endpoint, and this node's draining one for the Local policy alone")
 
 	// A configured zone wins over the node's.
 	tr.zone = "b"
@@ -298,7 +298,7 @@ func TestProxyServicesSelectAndZone(t *testing.T) {
 	require.Len(t, msgs, 1)
 	assert.Equal(t, []cluster.Backend{
 		{Addr: netip.MustParseAddrPort("10.244.2.11:8080")},
-		{Addr: netip.MustParseAddrPort("10.244.1.10:8080"), Local: true},
+		{Addr: netip.MustParseAddrPort("10.244.1.10:8080"), Local: true, LocalOnly: true},
 	}, msgs[0].(cluster.Service).Backends)
 }
 
