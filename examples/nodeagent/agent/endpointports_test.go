@@ -42,3 +42,29 @@ func TestProxyServicesEndpointPorts(t *testing.T) {
 		{Addr: netip.MustParseAddrPort("10.244.2.10:9101")},
 	}, got["demo/web:metrics"].Backends, "10.244.2.11 names no metrics port")
 }
+
+// One address at two ports (Kubernetes: two host-network pods of one node,
+// each in its own EndpointSlice) is two backends, as kube-proxy keeps
+// each address and port; its readiness is each one's own.
+func TestProxyServicesOneAddressTwoPorts(t *testing.T) {
+	c := testCluster(2)
+	node2 := netip.MustParseAddr("192.0.2.2")
+	at := func(port uint16) []datastore.EndpointPort {
+		return []datastore.EndpointPort{{Name: "http", Port: port}}
+	}
+	c.Services = []datastore.Service{{Namespace: "demo", Name: "ingress",
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+		Ports:      []datastore.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}},
+		Endpoints: []datastore.Endpoint{
+			{IP: node2, Node: "node2", Ports: at(8443)},
+			{IP: node2, Node: "node2", Ports: at(9443)},
+			{IP: node2, Node: "node2", Ports: at(7443), NotReady: true},
+		}}}
+	require.NoError(t, c.Validate())
+	got := proxyServices(c, "node1", "")["demo/ingress:http"]
+	require.NoError(t, got.Validate())
+	assert.Equal(t, []cluster.Backend{
+		{Addr: netip.MustParseAddrPort("192.0.2.2:8443")},
+		{Addr: netip.MustParseAddrPort("192.0.2.2:9443")},
+	}, got.Backends)
+}

@@ -68,7 +68,7 @@ func proxyServices(c datastore.Cluster, self, zone string) map[string]cluster.Se
 			for _, e := range endpoints {
 				if target, ok := e.Port(p); ok {
 					ps.Backends = append(ps.Backends, cluster.Backend{Addr: netip.AddrPortFrom(e.IP, target), Local: e.Node == self,
-						LocalOnly: e.Node == self && !scopes.inCluster(e.IP)})
+						LocalOnly: e.Node == self && !scopes.inCluster(e)})
 				}
 			}
 			out[ps.Name] = ps
@@ -208,16 +208,16 @@ func pick(endpoints []datastore.Endpoint, keep func(datastore.Endpoint) bool) []
 func (e endpointScopes) backends() []datastore.Endpoint {
 	out := slices.Clone(e.Cluster)
 	for _, l := range e.Local {
-		if !slices.ContainsFunc(out, func(c datastore.Endpoint) bool { return c.IP == l.IP }) {
+		if !slices.ContainsFunc(out, func(c datastore.Endpoint) bool { return c.BackendKey() == l.BackendKey() }) {
 			out = append(out, l)
 		}
 	}
 	return out
 }
 
-// inCluster reports whether the cluster scope chose the endpoint at ip.
-func (e endpointScopes) inCluster(ip netip.Addr) bool {
-	return slices.ContainsFunc(e.Cluster, func(c datastore.Endpoint) bool { return c.IP == ip })
+// inCluster reports whether the cluster scope chose endpoint ep.
+func (e endpointScopes) inCluster(ep datastore.Endpoint) bool {
+	return slices.ContainsFunc(e.Cluster, func(c datastore.Endpoint) bool { return c.BackendKey() == ep.BackendKey() })
 }
 
 // nodeZone returns the zone topology aware routing uses for node self:

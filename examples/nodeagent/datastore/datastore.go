@@ -232,7 +232,8 @@ type Service struct {
 	TrafficDistribution string `json:"trafficDistribution,omitempty"`
 	// Ports are the service's ports.
 	Ports []ServicePort `json:"ports,omitempty"`
-	// Endpoints are the backends, each address once.
+	// Endpoints are the backends, each once (an address twice only at
+	// different own ports: see Endpoint.BackendKey).
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
 }
 
@@ -279,7 +280,8 @@ type ServicePort struct {
 // the cluster, or this node for a Local traffic policy) do they go to the
 // terminating endpoints that still serve, as kube-proxy sends them.
 type Endpoint struct {
-	// IP is the backend's address.
+	// IP is the backend's address. A service may list one address twice
+	// with different Ports (see BackendKey).
 	IP netip.Addr `json:"ip"`
 	// Node is where the backend runs, when known.
 	Node string `json:"node,omitempty"`
@@ -334,6 +336,17 @@ func (e Endpoint) Port(p ServicePort) (uint16, bool) {
 		return p.TargetPort, true
 	}
 	return p.Port, true
+}
+
+// BackendKey names the backend e is: its address and its own ports (in
+// any order). One address may be several backends at different ports
+// (Kubernetes: host-network pods of one node, each in its own
+// EndpointSlice); endpoints with equal keys are the same backend.
+func (e Endpoint) BackendKey() string {
+	ports := slices.SortedFunc(slices.Values(e.Ports), func(a, b EndpointPort) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Port, b.Port))
+	})
+	return fmt.Sprint(e.IP, ports)
 }
 
 // Ready reports whether the backend takes new connections (it is not
@@ -433,7 +446,7 @@ func (c *Cluster) Node(name string) (Node, bool) {
 // affinity or traffic distribution it does not know, source ranges or a
 // health check port on a service that is no LoadBalancer, a health check
 // port another service has) or with a bad endpoint (no address, an address
-// listed twice, Serving without Terminating, an empty or repeated zone, a
+// listed twice at the same ports, Serving without Terminating, an empty or repeated zone, a
 // port of no service port's name, a port 0 or a name listed twice).
 func (c *Cluster) Validate() error {
 	var errs []error

@@ -282,6 +282,9 @@ func TestParseRejectsServiceTraffic(t *testing.T) {
 		{"traffic distribution", `- {name: s, trafficDistribution: PreferSameNode}`, `trafficDistribution "PreferSameNode" is none of`},
 		{"endpoint without address", `- {name: s, endpoints: [{node: a}]}`, "endpoint 0: IP invalid IP is not an address"},
 		{"endpoint twice", `- {name: s, endpoints: [{ip: 10.0.0.1}, {ip: 10.0.0.1, node: a}]}`, "endpoint 10.0.0.1 is listed twice"},
+		{"endpoint twice at the same ports", `- {name: s, ports: [{name: a, port: 80}, {name: b, port: 81}], endpoints: [` +
+			`{ip: 10.0.0.1, ports: [{name: a, port: 1}, {name: b, port: 2}]}, {ip: 10.0.0.1, ports: [{name: b, port: 2}, {name: a, port: 1}]}]}`,
+			"endpoint 10.0.0.1 is listed twice"},
 		{"serving, not terminating", `- {name: s, endpoints: [{ip: 10.0.0.1, notReady: true, serving: true}]}`,
 			"endpoint 10.0.0.1: serving is for a terminating endpoint"},
 		{"empty zone", `- {name: s, endpoints: [{ip: 10.0.0.1, forZones: [""]}]}`, `endpoint 10.0.0.1: zone "" is empty or repeated`},

@@ -2,7 +2,6 @@ package datastore
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 )
 
@@ -89,15 +88,16 @@ func (s Service) problems() []string {
 			bad("port %d (%d, no name): another port is named %q, as the proxy names this one", i, p.Port, n)
 		}
 	}
-	seen := map[netip.Addr]bool{}
+	seen := map[string]bool{}
 	for i, e := range s.Endpoints {
+		key := e.BackendKey()
 		switch {
 		case !e.IP.IsValid() || e.IP.IsUnspecified():
 			bad("endpoint %d: IP %s is not an address", i, e.IP)
-		case seen[e.IP]:
+		case seen[key]:
 			bad("endpoint %s is listed twice", e.IP)
 		}
-		seen[e.IP] = true
+		seen[key] = true
 		if e.Serving && !e.Terminating {
 			bad("endpoint %s: serving is for a terminating endpoint (one that is not serves when it is ready)", e.IP)
 		}

@@ -42,7 +42,9 @@ func permutations(in []*discoveryv1.EndpointSlice) [][]*discoveryv1.EndpointSlic
 // particular order; the same slices in every order convert to the same
 // Cluster, so an unchanged state gives no update. What the order used to
 // decide: the target port of a port the slices disagree on, the form of an
-// address in two slices, the order of an endpoint's zones.
+// endpoint in two slices, the order of an endpoint's zones. An address in
+// two slices at different ports is two backends, as kube-proxy keeps each
+// address and port.
 func TestEndpointSlicesInAnyOrder(t *testing.T) {
 	d, err := kubernetes.New(kubernetes.Options{Client: fake.NewClientset(), NodeName: "node1"})
 	if err != nil {
@@ -55,6 +57,7 @@ func TestEndpointSlicesInAnyOrder(t *testing.T) {
 		withPorts(sliceObject("s-a", ep("10.0.0.1", conditions(1, 1, 0), "zone-b", "zone-a"), ep("10.0.0.2", conditions(0, 0, 1))), "http", 8080),
 		withPorts(sliceObject("s-b", ep("10.0.0.3", conditions(1, 1, 0)), ep("10.0.0.2", conditions(1, 1, 0))), "http", 8081),
 		withPorts(sliceObject("s-c", ep("10.0.0.4", conditions(1, 1, 0), "zone-a", "zone-b"), ep("10.0.0.1", conditions(1, 1, 0))), "http", 8082),
+		withPorts(sliceObject("s-aa", ep("10.0.0.3", conditions(0, 0, 1))), "http", 8081), // s-b's endpoint, not ready here
 	}
 	var first datastore.Cluster
 	for i, order := range permutations(slices) {
@@ -81,9 +84,11 @@ func TestEndpointSlicesInAnyOrder(t *testing.T) {
 		return func(e *datastore.Endpoint) { e.Ports = []datastore.EndpointPort{{Name: "http", Port: port}} }
 	}
 	want := []datastore.Endpoint{
-		dsEP("10.0.0.1", func(e *datastore.Endpoint) { e.ForZones = []string{"zone-a", "zone-b"} }), // s-a's, the first
-		dsEP("10.0.0.2", own(8081)), // s-b's: the ready form
-		dsEP("10.0.0.3", own(8081)),
+		dsEP("10.0.0.1", func(e *datastore.Endpoint) { e.ForZones = []string{"zone-a", "zone-b"} }), // s-a's, at 8080
+		dsEP("10.0.0.1", own(8082)), // s-c's
+		dsEP("10.0.0.2", func(e *datastore.Endpoint) { e.NotReady, e.Terminating = true, true }), // s-a's, at 8080
+		dsEP("10.0.0.2", own(8081)), // s-b's
+		dsEP("10.0.0.3", own(8081)), // s-b's: the ready form, not s-aa's
 		dsEP("10.0.0.4", func(e *datastore.Endpoint) { own(8082)(e); e.ForZones = []string{"zone-a", "zone-b"} }),
 	}
 	if len(s.Ports) != 1 || s.Ports[0].TargetPort != 8080 || !reflect.DeepEqual(s.Endpoints, want) {

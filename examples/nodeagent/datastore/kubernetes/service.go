@@ -132,15 +132,17 @@ func endpointPorts(ports []datastore.ServicePort, es *discoveryv1.EndpointSlice)
 }
 
 // endpointsOf converts the endpoints of a service's slices, sorted by name:
-// each address once, with its conditions, its zone hints (sorted, each
-// once) and, when its slice's ports are not the service ports' target
-// ports, its own ports; sorted by address. An address in several slices
-// (while they are rewritten) is kept in the form of the first slice that
-// has it, or of the first that has it ready when one does, as kube-proxy
-// prefers the ready form.
+// each backend (address and own ports) once, with its conditions, its zone
+// hints (sorted, each once) and, when its slice's ports are not the
+// service ports' target ports, its own ports; sorted by address. An
+// address in several slices at the same ports (while they are rewritten)
+// is kept in the form of the first slice that has it, or of the first that
+// has it ready when one does, as kube-proxy prefers the ready form; at
+// other ports (host-network pods of one node) it is another backend, as
+// kube-proxy keeps each address and port.
 func endpointsOf(ports []datastore.ServicePort, eps []*discoveryv1.EndpointSlice) []datastore.Endpoint {
 	var out []datastore.Endpoint
-	at := map[netip.Addr]int{}
+	at := map[string]int{} // by BackendKey
 	for _, es := range eps {
 		own, serves := endpointPorts(ports, es)
 		if !serves {
@@ -171,18 +173,19 @@ func endpointsOf(ports []datastore.ServicePort, eps []*discoveryv1.EndpointSlice
 					continue
 				}
 				ep.IP = ip
-				if i, ok := at[ip]; ok {
+				k := ep.BackendKey()
+				if i, ok := at[k]; ok {
 					if ready && out[i].NotReady {
 						out[i] = ep
 					}
 					continue
 				}
-				at[ip] = len(out)
+				at[k] = len(out)
 				out = append(out, ep)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b datastore.Endpoint) int { return a.IP.Compare(b.IP) })
+	slices.SortStableFunc(out, func(a, b datastore.Endpoint) int { return a.IP.Compare(b.IP) })
 	return out
 }
 
