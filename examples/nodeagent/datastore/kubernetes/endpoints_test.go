@@ -178,3 +178,30 @@ func TestEndpointSlicePorts(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointFirstAddressOnly: an endpoint is its first address; the
+// others (the API gives them no meaning, the EndpointSlice controller
+// never writes them) are no backends, as kube-proxy reads the first alone;
+// an endpoint whose first address is no IP address is none.
+func TestEndpointFirstAddressOnly(t *testing.T) {
+	d, err := kubernetes.New(kubernetes.Options{Client: fake.NewClientset(), NodeName: "node1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := conditions(1, 1, 0)
+	two := ep("10.0.0.1", ready)
+	two.Addresses = append(two.Addresses, "10.0.0.2", "10.0.0.3")
+	bad := ep("10.0.0.4", ready)
+	bad.Addresses = []string{"not-an-ip", "10.0.0.5"}
+	c := convert(t, d, []k8sruntime.Object{svcObject(nil), sliceObject("s-a", two, bad, ep("10.0.0.6", ready))})
+	if len(c.Services) != 1 {
+		t.Fatalf("services = %+v", c.Services)
+	}
+	var got []netip.Addr
+	for _, e := range c.Services[0].Endpoints {
+		got = append(got, e.IP)
+	}
+	if want := []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.6")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("endpoints %v, want %v", got, want)
+	}
+}

@@ -132,7 +132,7 @@ func endpointPorts(ports []datastore.ServicePort, es *discoveryv1.EndpointSlice)
 }
 
 // endpointsOf converts the endpoints of a service's slices, sorted by name:
-// each backend (address and own ports) once, with its conditions, its zone
+// each backend (an endpoint's first address and its own ports) once, with its conditions, its zone
 // hints (sorted, each once) and, when its slice's ports are not the
 // service ports' target ports, its own ports; sorted by address. An
 // address in several slices at the same ports (while they are rewritten)
@@ -167,22 +167,25 @@ func endpointsOf(ports []datastore.ServicePort, eps []*discoveryv1.EndpointSlice
 				}
 				slices.Sort(ep.ForZones)
 			}
-			for _, a := range e.Addresses {
-				ip, err := netip.ParseAddr(a)
-				if err != nil || !ip.IsValid() || ip.IsUnspecified() {
-					continue
-				}
-				ep.IP = ip
-				k := ep.BackendKey()
-				if i, ok := at[k]; ok {
-					if ready && out[i].NotReady {
-						out[i] = ep
-					}
-					continue
-				}
-				at[k] = len(out)
-				out = append(out, ep)
+			// The first address alone: the API gives the others no
+			// meaning, and kube-proxy reads only the first.
+			if len(e.Addresses) == 0 {
+				continue
 			}
+			ip, err := netip.ParseAddr(e.Addresses[0])
+			if err != nil || !ip.IsValid() || ip.IsUnspecified() {
+				continue
+			}
+			ep.IP = ip
+			k := ep.BackendKey()
+			if i, ok := at[k]; ok {
+				if ready && out[i].NotReady {
+					out[i] = ep
+				}
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, ep)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b datastore.Endpoint) int { return a.IP.Compare(b.IP) })
