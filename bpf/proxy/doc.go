@@ -414,19 +414,21 @@
 // L4 header is the first's, so only their addresses change), the same
 // redirect. Large UDP answers (DNS over UDP with EDNS, say) thus cross a
 // service both ways, also by direct server return, hairpin and local
-// redirect. Limits: a later fragment that arrives before its datagram's
+// redirect. With direct server return the option goes in the first
+// fragment alone (IPv6: a destination options header before its fragment
+// header), which the path MTU must leave room for, as for any packet that
+// carries it. Limits: a later fragment that arrives before its datagram's
 // first passes as it is (a sender sends them in order; a reordering link
-// loses that datagram); with direct server return an IPv6 first fragment
-// has no room for the option and is dropped, so IPv6 datagrams larger than
-// the MTU do not cross a DSR node port; a restart of the programs forgets
-// the datagrams in flight.
+// loses that datagram); a restart of the programs forgets the datagrams in
+// flight.
 //
 // Known limits: a pod that is its service's only backend and reaches it
 // (hairpin) cannot have two such connections from one source port to two
 // ports of one frontend address that lead to the same target port (the
 // server would see them as one); fragments are translated as "Fragments"
-// says, with its limits; IPv6 packets with extension headers (but one
-// destination options header or one fragment header) are not translated; the node's own
+// says, with its limits; IPv6 packets with extension headers (but a
+// destination options header, a fragment header, or the two in this
+// order) are not translated; the node's own
 // processes reach a load balancer IP with source ranges only when a range
 // holds one of the node's addresses (as with kube-proxy), and the
 // connect-time programs keep no session affinity per client but one for

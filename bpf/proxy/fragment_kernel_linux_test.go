@@ -146,31 +146,46 @@ func testKernelProxyFragmentedDatagrams(t *testing.T, mode AttachMode, redirect 
 	}
 }
 
-// With direct server return, an IPv4 datagram larger than the MTU crosses
-// a node port in fragments too: the node in front puts the frontend in the
-// first fragment alone, the backend's node takes the later ones by their
-// first's ports, and the echo comes back from the backend's node straight,
-// in fragments with the frontend as their source. (An IPv6 fragment has no
-// room for the option: such datagrams are dropped, see the package doc.)
+// With direct server return, a datagram larger than the MTU crosses a
+// node port in fragments too: the node in front puts the frontend in the
+// first fragment alone (IPv6: a destination options header before the
+// fragment header), the backend's node takes the later ones by their
+// first's ports, and the echo comes back from the backend's node
+// straight, in fragments with the frontend as their source. The client's
+// route to the node in front has an MTU of 1400 bytes: the path MTU leaves
+// room for the option, as direct server return needs (an IPv4 router
+// would fragment again; an IPv6 one cannot).
 func TestKernelProxyFragmentedDatagramsDSR(t *testing.T) {
 	attachModes(t, func(t *testing.T, mode AttachMode) {
 		topo := kerneltest.NewTopology(t, kerneltest.TopologyOptions{Hosts: 3, PodsPerHost: 1})
 		require.NoError(t, topo.AddPodRoutesViaUnderlay())
 		front, back, client := topo.Hosts[0], topo.Hosts[1], topo.Hosts[2]
+		for _, a := range front.UnderlayAddrs() {
+			out, err := client.NS.Exec(context.Background(), "ip", "route", "add", netip.PrefixFrom(a, a.BitLen()).String(), "dev", "eth0", "mtu", "1400")
+			require.NoError(t, err, "%s", out)
+		}
 		serveUDPEcho(t, back.Pods[0].NS)
 		masqueradeMarked(t, front.NS)
 		masqueradeMarked(t, back.NS)
 		pf := nodeProxy(t, front, Options{Attach: mode, DSR: true})
 		pb := nodeProxy(t, back, Options{Attach: mode, DSR: true})
-		pf.OnUpdate(cluster.Service{Name: "default/big:udp", Protocol: cluster.UDP, Port: 80,
-			ClusterIPs: []netip.Addr{clusterV4}, NodePort: 30090,
-			Backends: []cluster.Backend{{Addr: netip.AddrPortFrom(back.Pods[0].IPv4, bigEchoPort)}}})
+		for _, v6 := range []bool{false, true} {
+			b := back.Pods[0].IPv4
+			if v6 {
+				b = back.Pods[0].IPv6
+			}
+			pf.OnUpdate(cluster.Service{Name: fmt.Sprintf("default/big-v6=%v:udp", v6), Protocol: cluster.UDP, Port: 80,
+				ClusterIPs: []netip.Addr{clusterIP(v6)}, NodePort: 30090,
+				Backends: []cluster.Backend{{Addr: netip.AddrPortFrom(b, bigEchoPort)}}})
+		}
 		apply(t, pf)
 		apply(t, pb)
 		for _, a := range front.UnderlayAddrs() {
-			if a.Is4() {
-				assert.NoError(t, udpEchoBig(client.NS, netip.AddrPortFrom(a, 30090)), "node port at %v", a)
-			}
+			assert.NoError(t, udpEchoBig(client.NS, netip.AddrPortFrom(a, 30090)), "node port at %v", a)
+		}
+		// By direct server return: node 1 keeps no reverse entry.
+		for k, v := range ctEntries(t, pf) {
+			assert.Zero(t, v.Flags&ctReverse, "node 1 keeps no reverse entry: %v", k)
 		}
 	})
 }

@@ -176,7 +176,7 @@ struct np_pkt {
 	__u32 csum_off;       // offset of the TCP/UDP checksum
 	__u8 v6;              // IPv6 (else IPv4)
 	__u8 tcp_flags;       // TCP flags byte, 0 for UDP
-	__u8 opt_len;         // IPv4: the options' length; IPv6: the extension header's (destination options or fragment)
+	__u8 opt_len;         // IPv4: the options' length; IPv6: the extension headers' (destination options, fragment)
 	__u8 frag;            // NP_FRAG_FIRST, NP_FRAG_LATER, or 0 for a whole packet
 	__u16 ip_check;       // IPv4: the header checksum, as in the packet
 	__u32 ack;            // TCP: the acknowledgement number (host order)
@@ -215,8 +215,8 @@ __attribute__((noinline)) int np_frag_fn(struct np_pkt *p, __u32 id)
 
 // np_parse reads the Ethernet, IP and TCP/UDP headers. It returns 0 for a
 // packet the programs handle and -1 for one to pass untouched: not IP, an
-// IPv6 packet with extension headers other than one destination options
-// header (which direct server return uses) or one fragment header, a
+// IPv6 packet with extension headers other than a destination options
+// header (which direct server return uses) and a fragment header, a
 // protocol other than TCP and UDP, a truncated packet, or a later fragment
 // of a datagram whose first fragment it did not see (np_frag_fn).
 static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
@@ -258,8 +258,10 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			return -1;
 		if (ip6.version != 6)
 			return -1;
-		// No extension headers but one destination options header or one
-		// fragment header: the next header must be TCP or UDP.
+		// No extension headers but a destination options header, a
+		// fragment header, or the two in this order (direct server return
+		// puts its option before a fragment header): the next header must
+		// be TCP or UDP.
 		proto = ip6.nexthdr;
 		p->l4_off = NP_L3_OFF + sizeof(ip6);
 		if (proto == NP_IPPROTO_DSTOPTS) {
@@ -270,7 +272,8 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			proto = h[0];
 			p->opt_len = (h[1] + 1) * 8;
 			p->l4_off += p->opt_len;
-		} else if (proto == NP_IPPROTO_FRAGMENT) {
+		}
+		if (proto == NP_IPPROTO_FRAGMENT) {
 			// Next header, reserved, offset and M flag, identification.
 			struct {
 				__u8 next;
@@ -282,7 +285,7 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 			if (bpf_skb_load_bytes(skb, p->l4_off, &fh, sizeof(fh)) < 0)
 				return -1;
 			proto = fh.next;
-			p->opt_len = sizeof(fh);
+			p->opt_len += sizeof(fh);
 			p->l4_off += sizeof(fh);
 			if (fh.off & bpf_htons(NP_IPV6_FRAG_OFFSET))
 				p->frag = NP_FRAG_LATER;
@@ -707,7 +710,9 @@ static __always_inline int np_dsr_insert(struct __sk_buff *skb, const struct np_
 		__u8 h[NP_DSR_HDR6_LEN] = {}, fixed[8];
 		__u16 plen;
 
-		if (p->opt_len || bpf_skb_load_bytes(skb, NP_L3_OFF, fixed, sizeof(fixed)) < 0)
+		// Before a fragment header (the first fragment of a datagram),
+		// else where nothing is.
+		if (p->opt_len != (p->frag ? 8 : 0) || bpf_skb_load_bytes(skb, NP_L3_OFF, fixed, sizeof(fixed)) < 0)
 			return -1;
 		h[0] = fixed[6]; // the next header moves into ours
 		h[1] = NP_DSR_HDR6_LEN / 8 - 1;
@@ -754,7 +759,8 @@ static __always_inline int np_dsr_accept(struct __sk_buff *skb, const struct np_
 	} else {
 		__u8 h[NP_DSR_HDR6_LEN];
 
-		if (p->opt_len != NP_DSR_HDR6_LEN ||
+		// (With a fragment header after it: a datagram's first fragment.)
+		if (p->opt_len != NP_DSR_HDR6_LEN + (p->frag ? 8 : 0) ||
 		    bpf_skb_load_bytes(skb, NP_L3_OFF + sizeof(struct ipv6hdr), h, sizeof(h)) < 0 ||
 		    h[2] != NP_DSR_OPT6 || h[3] != NP_DSR_OPT6_LEN)
 			return -1;
@@ -1229,8 +1235,7 @@ dnat:
 	if (np_rewrite(skb, &p, 1, backend.addr, backend.port) < 0)
 		return TC_ACT_SHOT;
 	// The frontend goes with a connection's first packet (every
-	// datagram, in its first fragment) to the backend's node. (An IPv6
-	// fragment has no room for it: np_dsr_insert fails and it is dropped.)
+	// datagram, in its first fragment) to the backend's node.
 	if (dsr && p.frag != NP_FRAG_LATER && (p.key.proto == IPPROTO_UDP || (p.tcp_flags & NP_TCP_SYN)) &&
 	    np_dsr_insert(skb, &p, p.key.dst, p.key.dport) < 0)
 		return TC_ACT_SHOT;
