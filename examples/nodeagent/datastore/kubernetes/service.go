@@ -42,6 +42,12 @@ func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.S
 		}
 	}
 	for _, in := range s.Status.LoadBalancer.Ingress {
+		// An address of ipMode Proxy is the load balancer's own, which
+		// forwards to node ports or pods: connections to it go there, not
+		// to the backends straight (kube-proxy leaves it alone too).
+		if in.IPMode != nil && *in.IPMode == corev1.LoadBalancerIPModeProxy {
+			continue
+		}
 		if a, err := netip.ParseAddr(in.IP); err == nil && frontendAddr(a) && !slices.Contains(out.LoadBalancerIPs, a) {
 			out.LoadBalancerIPs = append(out.LoadBalancerIPs, a)
 		}

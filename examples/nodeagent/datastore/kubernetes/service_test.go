@@ -169,8 +169,11 @@ func TestServiceConversion(t *testing.T) {
 			s.Spec.ExternalIPs = []string{"203.0.113.1", "224.0.0.1"}
 			// Addresses that cannot be frontends (the API admits them in a
 			// status) are left out; the service keeps the others.
+			// One of ipMode Proxy is the load balancer's to receive.
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.9"}, {Hostname: "lb.example"}, {IP: "203.0.113.9"},
-				{IP: "239.1.2.3"}, {IP: "0.0.0.0"}, {IP: "ff05::1"}, {IP: "::ffff:203.0.113.10"}, {IP: "127.0.0.1"}, {IP: "fe80::1"}}
+				{IP: "239.1.2.3"}, {IP: "0.0.0.0"}, {IP: "ff05::1"}, {IP: "::ffff:203.0.113.10"}, {IP: "127.0.0.1"}, {IP: "fe80::1"},
+				{IP: "203.0.113.11", IPMode: ptr(corev1.LoadBalancerIPModeProxy)},
+				{IP: "203.0.113.12", IPMode: ptr(corev1.LoadBalancerIPModeVIP)}}
 		}),
 		want: func(s *datastore.Service) {
 			s.Type, s.ExternalTrafficPolicy, s.HealthCheckNodePort = "LoadBalancer", "Local", 32000
@@ -178,7 +181,7 @@ func TestServiceConversion(t *testing.T) {
 			s.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.0.0/16"),
 				netip.MustParsePrefix("2001:db8::/32")}
 			s.ExternalIPs = []netip.Addr{netip.MustParseAddr("203.0.113.1")}
-			s.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("203.0.113.9")}
+			s.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("203.0.113.9"), netip.MustParseAddr("203.0.113.12")}
 		},
 	}, {
 		name: "ClientIP without a timeout: the default is the agent's",

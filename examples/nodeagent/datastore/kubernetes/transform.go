@@ -87,7 +87,7 @@ func slimService(s *corev1.Service) *corev1.Service {
 	out.Annotations = keepAnnotations(s.Annotations, serviceAnnotations)
 	for _, in := range s.Status.LoadBalancer.Ingress {
 		if in.IP != "" {
-			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in.IP})
+			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in.IP, IPMode: in.IPMode})
 		}
 	}
 	return out

@@ -55,7 +55,8 @@ func edgeObjects() []k8sruntime.Object {
 				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster, Selector: map[string]string{"app": "multi"},
 				Ports: []corev1.ServicePort{{Name: "dns", Protocol: udp, Port: 53, NodePort: 30053}}},
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
-				{Hostname: "lb.example.org"}, {IP: "192.0.2.9", Hostname: "also"}}}}},
+				{Hostname: "lb.example.org"}, {IP: "192.0.2.9", Hostname: "also"},
+				{IP: "192.0.2.11", IPMode: ptr(corev1.LoadBalancerIPModeProxy)}}}}},
 		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "lb-1",
 			Labels: map[string]string{discoveryv1.LabelServiceName: "lb", "other": "x"}}, AddressType: discoveryv1.AddressTypeIPv4,
 			Ports: []discoveryv1.EndpointPort{{Name: ptr("dns"), Port: ptr(int32(5353))}},
