@@ -69,6 +69,11 @@ func objects(t *testing.T) []runtime.Object {
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.8"}}}}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "headless"},
 			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+		// Another proxy's (kube-proxy leaves it alone too).
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "others",
+			Labels: map[string]string{"service.kubernetes.io/service-proxy-name": "other-proxy"}},
+			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.11", ClusterIPs: []string{"10.96.0.11"},
+				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}},
 		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-abc",
 			Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 			AddressType: discoveryv1.AddressTypeIPv4,

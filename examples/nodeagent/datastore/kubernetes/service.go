@@ -11,12 +11,17 @@ import (
 	"github.com/nodeplane/nodeplane/examples/nodeagent/datastore"
 )
 
-// serviceOf converts a service with a cluster IP and its endpoint slices.
+// serviceOf converts a service with a cluster IP and its endpoint slices
+// (false: none to proxy: an ExternalName, a headless service, another
+// proxy's).
 // The result does not depend on the order of eps: the informers list
 // their caches in no particular order, and the same state must give the
 // same Service.
 func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.Service, bool) {
 	if s.Spec.Type == corev1.ServiceTypeExternalName {
+		return datastore.Service{}, false
+	}
+	if _, other := s.Labels[serviceProxyNameLabel]; other {
 		return datastore.Service{}, false
 	}
 	out := datastore.Service{Namespace: s.Namespace, Name: s.Name, Type: string(s.Spec.Type),
@@ -69,6 +74,11 @@ func serviceOf(s *corev1.Service, eps []*discoveryv1.EndpointSlice) (datastore.S
 	out.Endpoints = endpointsOf(out.Ports, eps)
 	return out, true
 }
+
+// serviceProxyNameLabel names the proxy that serves a service, when it is
+// not the cluster's default one: kube-proxy leaves such a service to that
+// proxy, and so does the datastore.
+const serviceProxyNameLabel = "service.kubernetes.io/service-proxy-name"
 
 // slicePort returns the port slice es gives the service port called name,
 // when it gives a valid one. A port without a name (nil, not "": the
