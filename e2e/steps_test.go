@@ -171,6 +171,50 @@ func (e *env) stepPolicy(t *testing.T) {
 			t.Errorf("pod-1b reached the isolated pod-2b")
 		}
 	}
+
+	// Egress isolation too, allowing nothing: pod-2b reaches no pod, but
+	// still its own node (Kubernetes exempts the traffic between a pod and
+	// its node: the kubelet's probes, a node-local DNS cache).
+	node := e.nodeOf(t, "pod-2b")
+	ln, err := serveName(node.ns, nodeServerPort, node.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	deny := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "iso-egress"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "iso"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}}
+	if _, err := e.cs.NetworkingV1().NetworkPolicies(podNamespace).Create(ctx, deny, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	toOther := netip.AddrPortFrom(e.pod("pod-2a").ip, backendPort)
+	if err := waitFor(30*time.Second, func() error {
+		if _, err := whoami(iso.ns, toOther, 500*time.Millisecond); err == nil {
+			return errors.New("pod-2b still reaches pod-2a")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := whoami(iso.ns, netip.AddrPortFrom(node.underlay, nodeServerPort), 2*time.Second); err != nil || got != node.name {
+		t.Errorf("egress-isolated pod-2b → its node %s: %q, %v", node.name, got, err)
+	}
+}
+
+// nodeServerPort is where a node's namespace answers with its name in
+// stepPolicy.
+const nodeServerPort = 9911
+
+// nodeOf returns the node whose kubelet runs the pod.
+func (e *env) nodeOf(t *testing.T, pod string) *node {
+	t.Helper()
+	for _, n := range e.nodes {
+		if n.kubelet.get(podNamespace+"/"+pod) != nil {
+			return n
+		}
+	}
+	t.Fatalf("pod %s runs on no node", pod)
+	return nil
 }
 
 // dataplaneWorks pings across nodes over IPv4 and IPv6, connects through

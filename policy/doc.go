@@ -60,7 +60,10 @@
 //     leaves through ("hep-fw-out"); a host endpoint's forwarded stage
 //     allows what no tier denied. Traffic to and from the host through a
 //     workload interface or loopback never meets host endpoints, and the
-//     host always reaches its own workloads;
+//     host always reaches its own workloads; a workload's traffic to the
+//     host meets the workload's egress policy, then EndpointToHost
+//     (Options.WorkloadsReachHost skips the policy, as Kubernetes exempts
+//     a pod's traffic to its node);
 //   - per policy "pi-<id>" and "po-<id>", per profile "pri-<id>" and
 //     "pro-<id>" (an ID that does not fit a chain name is hashed), shared by
 //     every endpoint that uses them: Allow sets the accept mark and

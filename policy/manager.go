@@ -608,11 +608,16 @@ func (m *Manager) declareHooks() error {
 		workloads = append(workloads,
 			netfilter.Rule{Matches: in(wl), Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads"}},
 			netfilter.Rule{Matches: out(wl), Action: netfilter.Jump(p + chainToDispatch), Comments: []string{"to workloads"}})
-		input = append(input,
-			netfilter.Rule{Matches: in(wl), Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads to the host"}})
+		toHostAccepted := append(in(wl), accepted)
+		if m.o.WorkloadsReachHost {
+			toHostAccepted = in(wl) // no egress policy on the way
+		} else {
+			input = append(input,
+				netfilter.Rule{Matches: in(wl), Action: netfilter.Jump(p + chainFromDispatch), Comments: []string{"from workloads to the host"}})
+		}
 		switch m.o.EndpointToHost {
 		case ToHostAccept:
-			input = append(input, netfilter.Rule{Matches: append(in(wl), accepted), Action: netfilter.Accept()})
+			input = append(input, netfilter.Rule{Matches: toHostAccepted, Action: netfilter.Accept()})
 		case ToHostDeny:
 			input = append(input, netfilter.Rule{Matches: in(wl), Action: m.render.deny,
 				Comments: []string{"workloads may not reach the host"}})

@@ -100,6 +100,15 @@ type Options struct {
 	// EndpointToHost is what happens to workload-to-host traffic that the
 	// workload's egress allowed; the zero value lets INPUT go on.
 	EndpointToHost ToHost
+	// WorkloadsReachHost exempts the traffic from a workload to the host
+	// itself from the workload's egress policy, as Kubernetes'
+	// NetworkPolicy has it (the traffic between a pod and its node is
+	// always allowed; the host reaches its workloads whatever their
+	// ingress policy in any case). EndpointToHost still applies:
+	// ToHostAccept then accepts every such packet, ToHostDeny still denies
+	// it. Without it (as Calico has it) a workload's egress policy decides
+	// its traffic to the host too.
+	WorkloadsReachHost bool
 	// Failsafes are the ports no host endpoint's policy can close; nil
 	// means DefaultFailsafes, an empty Failsafes none.
 	Failsafes *Failsafes

@@ -511,7 +511,8 @@ func build(ctx context.Context, ns kernel.Kernel, cfg *Config, opts dataplane.Op
 			}
 			pm, err := policy.New(policy.Options{Family: fam, Filter: filter, Sets: policySets, Marks: layout,
 				ChainPrefix: ChainPrefix, WorkloadPrefixes: []string{cfg.PodInterfacePrefix}, Dispatch: dispatch,
-				Logger: log.With("component", "policy", "family", fam.String())})
+				WorkloadsReachHost: true, // Kubernetes: a pod's traffic to its node is always allowed
+				Logger:             log.With("component", "policy", "family", fam.String())})
 			if err != nil {
 				return err
 			}
