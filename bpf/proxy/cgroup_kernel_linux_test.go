@@ -254,15 +254,21 @@ func (cg *testCgroup) helper(ns *kerneltest.NS, mode string, to netip.AddrPort) 
 
 // serveUDPName answers every datagram to port udpPort in ns with name.
 func serveUDPName(t *testing.T, ns *kerneltest.NS, name string) {
-	listen := func() (net.PacketConn, error) { return net.ListenPacket("udp", fmt.Sprintf(":%d", udpPort)) }
+	serveUDP(t, ns, udpPort, func([]byte) []byte { return []byte(name) })
+}
+
+// serveUDP answers every datagram to port in ns with what answer makes of
+// it.
+func serveUDP(t *testing.T, ns *kerneltest.NS, port int, answer func(in []byte) []byte) {
+	listen := func() (net.PacketConn, error) { return net.ListenPacket("udp", fmt.Sprintf(":%d", port)) }
 	serveInNS(t, ns, listen, func(c net.PacketConn) {
-		buf := make([]byte, 256)
+		buf := make([]byte, 65536)
 		for {
-			_, from, err := c.ReadFrom(buf)
+			n, from, err := c.ReadFrom(buf)
 			if err != nil {
 				return
 			}
-			_, _ = c.WriteTo([]byte(name), from)
+			_, _ = c.WriteTo(answer(buf[:n]), from)
 		}
 	})
 }

@@ -28,17 +28,7 @@ const bigDatagram = 4000
 // serveUDPEcho sends every datagram to port bigEchoPort in ns back to its
 // sender.
 func serveUDPEcho(t *testing.T, ns *kerneltest.NS) {
-	listen := func() (net.PacketConn, error) { return net.ListenPacket("udp", fmt.Sprintf(":%d", bigEchoPort)) }
-	serveInNS(t, ns, listen, func(c net.PacketConn) {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := c.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = c.WriteTo(buf[:n], from)
-		}
-	})
+	serveUDP(t, ns, bigEchoPort, func(in []byte) []byte { return in })
 }
 
 // udpEchoBig sends a bigDatagram-byte datagram from ns to to on a
