@@ -285,9 +285,14 @@
 // the nodes route each other's pod addresses directly, as the tests do;
 // behind an overlay, its device must be listed there too); the network between the backend's node and the
 // client lets a packet leave with another node's address as its source
-// (no reverse-path or anti-spoofing filter drops it); the path MTU leaves
-// room for the option (8 bytes, IPv6 24; only on the first packet of a
-// TCP connection); and the underlay is trusted: a host that can send to
+// (no reverse-path or anti-spoofing filter drops it); the path MTU from
+// the client to the backend's node carries the client's packets with the
+// option (8 bytes, IPv6 24; on the first packet of a TCP connection, on
+// every UDP datagram's first fragment): the node in front keeps no
+// reverse entry, so an ICMP error it sends about a connection (packet too
+// big from an overlay of a smaller MTU, say) names the backend, which the
+// client cannot match, and path-MTU discovery does not work through it;
+// and the underlay is trusted: a host that can send to
 // a node's host interface can make it answer from any address with the
 // option. Connections within the cluster (pods, the node's processes)
 // are not affected.
@@ -343,6 +348,13 @@
 // back at the ingress they arrive on. A service without backends drops
 // such packets (past netfilter, the reject mark would reach no rule), and
 // a backend at an address of the node itself is not reached this way.
+// Nor is a packet larger than the MTU of the interface its backend is
+// routed out of (a node's packets to a service are sized for the
+// interface the service address is routed out of, the backend may sit
+// behind a tunnel of a smaller MTU): it is dropped, and path-MTU
+// discovery cannot help, as the error would name the backend. Large
+// datagrams of the node's own to a service need the connect-time
+// translation below, where the socket talks to the backend itself.
 //
 // Better, set Options.Cgroup to a cgroup v2 directory that holds those
 // processes (the node's root cgroup, or the parent cgroup of the pods):
