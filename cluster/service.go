@@ -126,7 +126,8 @@ type Backend struct {
 
 // Validate reports whether s is well formed: a name, TCP or UDP, a port,
 // unicast frontend addresses without zone, and backends with a unicast
-// address and a port, local when local only. The error names the service and wraps ErrInvalid.
+// address and a port, local when local only. The error names the service
+// and wraps ErrInvalid.
 func (s Service) Validate() error {
 	if s.Name == "" {
 		return fmt.Errorf("%w service: empty name", ErrInvalid)

@@ -446,8 +446,9 @@ func (c *Cluster) Node(name string) (Node, bool) {
 // affinity or traffic distribution it does not know, source ranges or a
 // health check port on a service that is no LoadBalancer, a health check
 // port another service has) or with a bad endpoint (no address, an address
-// listed twice at the same ports, Serving without Terminating, an empty or repeated zone, a
-// port of no service port's name, a port 0 or a name listed twice).
+// listed twice at the same ports, Serving without Terminating, an empty or
+// repeated zone, a port of no service port's name, a port 0 or a name
+// listed twice).
 func (c *Cluster) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {

@@ -148,9 +148,10 @@ func endpointPorts(ports []datastore.ServicePort, es *discoveryv1.EndpointSlice)
 }
 
 // endpointsOf converts the endpoints of a service's slices, sorted by name:
-// each backend (an endpoint's first address and its own ports) once, with its conditions, its zone
-// hints (sorted, each once) and, when its slice's ports are not the
-// service ports' target ports, its own ports; sorted by address. An
+// each backend (an endpoint's first address and its own ports) once,
+// with its conditions, its zone hints (sorted, each once) and, when its
+// slice's ports are not the service ports' target ports, its own ports;
+// sorted by address. An
 // address in several slices at the same ports (while they are rewritten)
 // is kept in the form of the first slice that has it, or of the first that
 // has it ready when one does, as kube-proxy prefers the ready form; at
