@@ -65,10 +65,10 @@ func proxyServices(c datastore.Cluster, self, zone string) map[string]cluster.Se
 			}
 			// Each backend at its own port for this service port (an
 			// endpoint with ports that name none of it serves none).
-			for _, e := range endpoints {
+			for i, e := range endpoints {
 				if target, ok := e.Port(p); ok {
 					ps.Backends = append(ps.Backends, cluster.Backend{Addr: netip.AddrPortFrom(e.IP, target), Local: e.Node == self,
-						LocalOnly: e.Node == self && !scopes.inCluster(e)})
+						LocalOnly: i >= len(scopes.Cluster)})
 				}
 			}
 			out[ps.Name] = ps
@@ -203,21 +203,24 @@ func pick(endpoints []datastore.Endpoint, keep func(datastore.Endpoint) bool) []
 // the cluster scope and then the local one's others: the proxy takes one
 // list per service and keeps traffic of the local scope to the Local
 // backends. A local endpoint that only the local scope chose (terminating
-// while other nodes have ready ones, or hinted for another zone) is
-// LocalOnly there (inCluster), so that it takes no cluster traffic.
+// while other nodes have ready ones, or hinted for another zone) comes
+// after the cluster scope's len(e.Cluster): it is LocalOnly, so that it
+// takes no cluster traffic.
 func (e endpointScopes) backends() []datastore.Endpoint {
 	out := slices.Clone(e.Cluster)
+	if len(e.Local) == 0 {
+		return out
+	}
+	chosen := make(map[string]bool, len(e.Cluster))
+	for _, c := range e.Cluster {
+		chosen[c.BackendKey()] = true
+	}
 	for _, l := range e.Local {
-		if !slices.ContainsFunc(out, func(c datastore.Endpoint) bool { return c.BackendKey() == l.BackendKey() }) {
+		if !chosen[l.BackendKey()] {
 			out = append(out, l)
 		}
 	}
 	return out
-}
-
-// inCluster reports whether the cluster scope chose endpoint ep.
-func (e endpointScopes) inCluster(ep datastore.Endpoint) bool {
-	return slices.ContainsFunc(e.Cluster, func(c datastore.Endpoint) bool { return c.BackendKey() == ep.BackendKey() })
 }
 
 // nodeZone returns the zone topology aware routing uses for node self:
