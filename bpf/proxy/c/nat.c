@@ -213,6 +213,75 @@ __attribute__((noinline)) int np_frag_fn(struct np_pkt *p, __u32 id)
 	return 0;
 }
 
+// np_parse_direct is np_parse for the common shapes, read in place from
+// the packet's linear data (no helper calls): an IPv4 header without
+// options that is no fragment, or an IPv6 header whose next header is TCP
+// or UDP, and the TCP/UDP header after it, all in the linear part. It
+// returns 0 with p filled, or 1 for a packet of any other shape, which
+// np_parse then reads piece by piece (p is left for it to clear).
+static __always_inline int np_parse_direct(struct __sk_buff *skb, struct np_pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	__u8 *l4;
+	__u32 l4_len;
+	__u8 proto;
+
+	if ((void *)(eth + 1) > end || eth->h_proto != skb->protocol)
+		return 1;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > end)
+			return 1;
+		if (ip->version != 4 || ip->ihl != 5 || (ip->frag_off & bpf_htons(NP_IPV4_FRAG_OFFSET | NP_IPV4_MF)))
+			return 1;
+		proto = ip->protocol;
+		p->ip_check = ip->check;
+		l4_len = bpf_ntohs(ip->tot_len) - sizeof(*ip);
+		np_addr_from4(p->key.src, ip->saddr);
+		np_addr_from4(p->key.dst, ip->daddr);
+		l4 = (void *)(ip + 1);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) > end || ip6->version != 6)
+			return 1;
+		proto = ip6->nexthdr;
+		p->v6 = 1;
+		l4_len = bpf_ntohs(ip6->payload_len);
+		__builtin_memcpy(p->key.src, &ip6->saddr, 16);
+		__builtin_memcpy(p->key.dst, &ip6->daddr, 16);
+		l4 = (void *)(ip6 + 1);
+	} else {
+		return 1;
+	}
+	p->l4_off = (__u32)(l4 - (__u8 *)data);
+	if (proto == IPPROTO_TCP) {
+		__be32 seq, ack;
+
+		if (l4 + NP_TCP_FLAGS_OFF + 1 > (__u8 *)end)
+			return 1;
+		p->csum_off = p->l4_off + NP_TCP_CSUM_OFF;
+		__builtin_memcpy(&p->key.sport, l4, 4);
+		p->tcp_flags = l4[NP_TCP_FLAGS_OFF];
+		__builtin_memcpy(&seq, l4 + 4, 4);
+		__builtin_memcpy(&ack, l4 + 8, 4);
+		p->ack = bpf_ntohl(ack);
+		p->fin_ack = bpf_ntohl(seq) + l4_len - (l4[12] >> 4) * 4 + 1;
+	} else if (proto == IPPROTO_UDP) {
+		if (l4 + 4 > (__u8 *)end)
+			return 1;
+		p->csum_off = p->l4_off + NP_UDP_CSUM_OFF;
+		__builtin_memcpy(&p->key.sport, l4, 4);
+	} else {
+		return 1;
+	}
+	p->key.proto = proto;
+	return 0;
+}
+
 // np_parse reads the Ethernet, IP and TCP/UDP headers. It returns 0 for a
 // packet the programs handle and -1 for one to pass untouched: not IP, an
 // IPv6 packet with extension headers other than a destination options
@@ -225,6 +294,9 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 	__u32 l4_len, frag_id = 0;
 	__u8 proto;
 
+	__builtin_memset(p, 0, sizeof(*p));
+	if (np_parse_direct(skb, p) == 0)
+		return 0;
 	__builtin_memset(p, 0, sizeof(*p));
 	// Read from the packet, not taken from skb->protocol: on an interface
 	// without an Ethernet header (a tunnel's) the headers are not where the
