@@ -783,6 +783,10 @@ func TestKernelProgPassUnchanged(t *testing.T) {
 		"IPv6 not a service":          testPacket{src: cl6, dst: testAddrPort("[fd00:10:244:2::31]:8080"), proto: testProtoTCP}.bytes(),
 		"IPv6 extension header":       testPacket{src: cl6, dst: testAddrPort("[fd00:10:96::10]:80"), proto: testProtoTCP, v6NextHeader: 60}.bytes(),
 		"ARP":                         arp,
+		// To the service, but cut inside the TCP header (before its flags):
+		// neither way of reading it may run past the frame.
+		"truncated TCP header":      testPacket{src: cl4, dst: testAddrPort("10.96.0.10:80"), proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes()[:14+20+10],
+		"IPv6 truncated TCP header": testPacket{src: cl6, dst: testAddrPort("[fd00:10:96::10]:80"), proto: testProtoTCP, tcpFlags: testTCPSyn}.bytes()[:14+40+10],
 	}
 	for name, pkt := range cases {
 		for pname, run := range map[string]func([]byte, uint32) (uint32, []byte, uint32){
