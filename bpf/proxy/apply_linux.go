@@ -63,6 +63,8 @@ type kstate struct {
 	linkWrites int // TCX attachments made, replaced or detached
 	ids        *idalloc.IndexAllocator
 	adopted    map[feKey]uint32 // service IDs found in the frontend map at start
+	adoptedBE  map[beKey]beVal  // the backends found in the backend map at start
+	adoptedFEs map[uint32]int   // how many frontends each adopted ID had
 	adoptedOK  bool
 	unclaimed  map[uint32]bool // adopted IDs no service has claimed yet
 	// lastID is the service ID handed out last (grabID), lastIDSaved the
@@ -426,6 +428,10 @@ func (p *Proxy) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: reading the frontends: %w", p.o.Name, err)
 		}
+		if k.adoptedBE, err = k.beSync.Kernel(ctx); err != nil {
+			return fmt.Errorf("%s: reading the backends: %w", p.o.Name, err)
+		}
+		k.adoptedFEs = make(map[uint32]int)
 		k.lastID = k.savedLastID()
 		k.lastIDSaved = k.lastID
 		// Every ID found is held back until the services that had it claim
@@ -433,6 +439,7 @@ func (p *Proxy) prepare(ctx context.Context) error {
 		// ID an existing one is about to claim back.
 		for key, v := range cur {
 			k.adopted[key] = v.SvcID
+			k.adoptedFEs[v.SvcID]++
 			k.lastID = max(k.lastID, v.SvcID)
 			if !k.unclaimed[v.SvcID] && k.ids.Contains(v.SvcID) && k.ids.Reserve(v.SvcID) == nil {
 				k.unclaimed[v.SvcID] = true
@@ -518,6 +525,7 @@ func (p *Proxy) declare() {
 		k.releaseID(id)
 	}
 	clear(k.unclaimed)
+	k.adoptedBE, k.adoptedFEs = nil, nil // (only the first declare adopts)
 }
 
 // reserve makes room in the frontend and backend Syncs, while they are
@@ -572,28 +580,93 @@ func (p *Proxy) takeDirty() []string {
 // served before a restart) first, then the others, each group in name
 // order. A service that is served thus keeps its room when a new one is
 // declared with it, and a restarted Proxy admits the services its
-// predecessor served; the order depends on nothing else.
+// predecessor served; the order depends on nothing else. Among the
+// services found at start, the ones the maps hold whole (adoptedMatch)
+// come before those that merely share a frontend with what the maps
+// hold: two services that want one frontend cannot both have been
+// served, and the one whose frontends and backends the maps hold is the
+// one that was (not the other, whatever their names).
 func (p *Proxy) admissionOrder(names []string) []string {
 	k := p.k
-	served := make(map[string]bool, len(names))
+	rank := make(map[string]int, len(names))
 	for _, n := range names {
 		s := p.services[n]
 		if s == nil || s.removed {
 			continue
 		}
-		served[n] = len(s.fes) > 0
-		if served[n] || len(k.unclaimed) == 0 {
+		switch {
+		case len(s.fes) > 0:
+			rank[n] = adoptWritten
+		case len(k.unclaimed) > 0:
+			rank[n] = k.adoptedMatch(build(s.s, p.nodeAddrs))
+		}
+	}
+	slices.SortStableFunc(names, func(a, b string) int { return rank[b] - rank[a] })
+	return names
+}
+
+// How much of a service the maps hold (admissionOrder): written by this
+// Proxy; found at start with its frontends, each family's under one
+// service ID that has no other frontend, and that ID's backends exactly;
+// the same without the backends; some frontend only; nothing.
+const (
+	adoptNone = iota
+	adoptSomeFrontend
+	adoptFrontends
+	adoptWhole
+	adoptWritten
+)
+
+// adoptedMatch says how much of a service whose entries are e the maps
+// held at start, among the IDs no service claimed yet.
+func (k *kstate) adoptedMatch(e entries) int {
+	some, fams := false, 0
+	ids := [2]uint32{}
+	count := [2]int{}
+	exact := true
+	for _, f := range e.frontends {
+		id, ok := k.adopted[f.key]
+		if !ok || !k.unclaimed[id] {
+			exact = false
 			continue
 		}
-		for _, f := range build(s.s, p.nodeAddrs).frontends {
-			if id, ok := k.adopted[f.key]; ok && k.unclaimed[id] {
-				served[n] = true
-				break
+		some = true
+		switch {
+		case ids[f.fam] == 0:
+			ids[f.fam] = id
+			fams++
+		case ids[f.fam] != id:
+			exact = false
+		}
+		count[f.fam]++
+	}
+	if !some {
+		return adoptNone
+	}
+	if !exact {
+		return adoptSomeFrontend
+	}
+	for fam, id := range ids {
+		if id != 0 && k.adoptedFEs[id] != count[fam] {
+			return adoptSomeFrontend
+		}
+	}
+	for fam, id := range ids {
+		if id == 0 {
+			continue
+		}
+		bes := e.backends[fam]
+		if _, extra := k.adoptedBE[beKey{SvcID: id, Ordinal: uint32(len(bes))}]; extra {
+			return adoptFrontends
+		}
+		for i, b := range bes {
+			have, ok := k.adoptedBE[beKey{SvcID: id, Ordinal: uint32(i)}]
+			if !ok || have.Addr != b.Addr || have.Port != b.Port {
+				return adoptFrontends
 			}
 		}
 	}
-	slices.SortStableFunc(names, func(a, b string) int { return boolOrder(served[a], served[b]) })
-	return names
+	return adoptWhole
 }
 
 // declareNames re-declares the named services, in that order, and says

@@ -77,7 +77,11 @@
 // served (written, or found in the maps at start) before new ones, each
 // group by name, each one that fits, so a new service never takes the room
 // of one that is served and a restarted Proxy admits the ones its
-// predecessor served. A refused service waits, without costing a syscall,
+// predecessor served. Of two services found at start with one frontend
+// between them (only one can have been served), the one whose frontends
+// and backends the maps hold whole goes first, whatever the names: a
+// service that claims another's address does not take it over at a
+// restart. A refused service waits, without costing a syscall,
 // until what held it back changes: a frontend let go, or room made by a
 // service removed or shrunk, which the waiting services take in the same
 // Apply. The services that wait are a dataplane.Ledger of the Proxy's, by

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeplane/nodeplane/cluster"
@@ -168,4 +169,69 @@ func TestKernelReviewNoFreeIDRetried(t *testing.T) {
 	require.Empty(t, serviceErrors(st))
 	require.NotNil(t, p.services["b"])
 	require.NotEmpty(t, p.services["b"].fes)
+}
+
+// Two services that want one frontend cannot both be served: the one that
+// was keeps it across a restart, whatever the names say. A restarted
+// Proxy that is given both finds, in the maps, which one held the
+// frontend (its frontends and backends there whole) and admits it again,
+// writing nothing; the other keeps waiting. Two shapes: the same cluster
+// IP twice (the served one's name sorts last), and a service whose
+// external IP is another's cluster IP (a tenant's claim on a victim's
+// address, whose name sorts first).
+func TestKernelReviewRestartKeepsContestedFrontend(t *testing.T) {
+	be := func(s string) []cluster.Backend { return []cluster.Backend{{Addr: netip.MustParseAddrPort(s)}} }
+	ip := func(s string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(s)} }
+	for _, tc := range []struct {
+		name           string
+		served, second cluster.Service
+	}{
+		{"same cluster IP",
+			cluster.Service{Name: "z/old", Port: 80, ClusterIPs: ip("10.96.0.20"), Backends: be("10.244.1.7:8080")},
+			cluster.Service{Name: "a/new", Port: 80, ClusterIPs: ip("10.96.0.20"), Backends: be("10.244.1.8:8080")}},
+		{"external IP on another's cluster IP",
+			cluster.Service{Name: "web/svc", Port: 80, ClusterIPs: ip("10.96.0.30"), Backends: be("10.244.1.30:8080")},
+			cluster.Service{Name: "a-evil/x", Port: 80, ClusterIPs: ip("10.96.0.31"), ExternalIPs: ip("10.96.0.30"),
+				Backends: be("10.244.9.9:8080")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := bpftest.Dir(t)
+			ctx := context.Background()
+			frontend := feKey{Addr: addr16(tc.served.ClusterIPs[0]), Port: port16(80), Proto: protoTCP}
+			check := func(p *Proxy, what string) {
+				t.Helper()
+				_, err := p.Apply(ctx)
+				require.ErrorIs(t, err, ErrFrontendConflict, what)
+				errs := serviceErrors(p.Status())
+				require.Len(t, errs, 1, what)
+				assert.Contains(t, errs[0], "write service "+tc.second.Name+":", what)
+				fes, err := p.k.feSync.Kernel(ctx)
+				require.NoError(t, err)
+				bes, err := p.k.beSync.Kernel(ctx)
+				require.NoError(t, err)
+				fe, ok := fes[frontend]
+				require.True(t, ok, what)
+				got := bes[beKey{SvcID: fe.SvcID}]
+				assert.Equal(t, addr16(tc.served.Backends[0].Addr.Addr()), got.Addr, "%s: the frontend's backend", what)
+			}
+			p, err := New(Options{Kernel: doHere{}, PinDir: dir})
+			require.NoError(t, err)
+			p.OnUpdate(tc.served)
+			_, err = p.Apply(ctx)
+			require.NoError(t, err)
+			p.OnUpdate(tc.second)
+			check(p, "the second one waits")
+			require.NoError(t, p.Close())
+
+			p, err = New(Options{Kernel: doHere{}, PinDir: dir})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Cleanup(ctx) })
+			p.OnUpdate(tc.second)
+			p.OnUpdate(tc.served)
+			check(p, "after a restart")
+			c := p.k.feSync.Counters()
+			b := p.k.beSync.Counters()
+			assert.Zero(t, c.Updated+c.Deleted+b.Updated+b.Deleted, "a restart given the same services writes no entry")
+		})
+	}
 }

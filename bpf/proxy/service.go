@@ -61,17 +61,6 @@ func famIndex(a netip.Addr) int {
 	return 1
 }
 
-// boolOrder sorts true before false.
-func boolOrder(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return -1
-	}
-	return 1
-}
-
 // build computes the entries of s on a node with addresses nodeAddrs. s
 // must be valid.
 func build(s cluster.Service, nodeAddrs []netip.Addr) entries {
