@@ -71,7 +71,14 @@
 //     negation is a block on the scratch mark.
 //
 // In its Sets driver, a set per SetUpdate (hash:net or hash:ip,port), named
-// by the set's ID, or a hash of it when the driver refuses the ID.
+// by the set's ID, or a hash of it when the driver refuses the ID. A rule
+// that names a set not given yet, or one the driver refused (reported by
+// CompleteDeferredWork), matches as if the set were empty when it names it
+// as an alternative (Sets, NamedPorts) — and, for a refused set, as if it
+// held every packet when it names it as an exception (NotSets,
+// NotNamedPorts): the rule matches nothing either way, so that a refused
+// exception never widens an Allow. Model.Explain judges by the same
+// rules once the Manager has declared the set.
 //
 // # How it is used
 //

@@ -117,8 +117,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.render = renderer{
 		family: opts.Family, prefix: opts.ChainPrefix, deny: deny, invalid: !opts.AllowInvalid,
-		marks:   marks{accept: opts.Marks.Accept, pass: opts.Marks.Pass, scratch0: opts.Marks.Scratch0},
-		setName: m.kernelSetName,
+		marks:      marks{accept: opts.Marks.Accept, pass: opts.Marks.Pass, scratch0: opts.Marks.Scratch0},
+		setName:    m.kernelSetName,
+		setRefused: func(id string) bool { return m.model.refused(id) },
 	}
 	if opts.LogLimit.Rate != 0 {
 		m.render.logLimit = *opts.LogLimit
@@ -236,8 +237,11 @@ func (m *Manager) noteChange(msg any, before snapshot) {
 	case ProfileRemove:
 		changed(m.dirtyProfiles, m.dirtyUsersOfProfile, u.ID, false, before.existed)
 	case SetUpdate:
+		_, named := m.setNames[u.ID]
 		m.declareSet(u.ID, u.Kind, u.Members)
-		if !before.existed {
+		// Its users render differently once it exists, or once the set
+		// driver took it after refusing it.
+		if _, nowNamed := m.setNames[u.ID]; !before.existed || named != nowNamed {
 			m.dirtyUsersOfSet(u.ID)
 		}
 	case SetDelta:

@@ -499,6 +499,11 @@ func validMembers(id string, kind SetKind, members []netfilter.Member) error {
 		if addrPort != (kind == SetAddrPorts) || m.Second().IsValid() || !m.Addr().IsValid() {
 			return fmt.Errorf("%w %s: member %v does not fit the set's kind", ErrInvalidSet, id, m)
 		}
+		if addrPort && m.Addr().IsUnspecified() {
+			// (The kernel keeps no unspecified address in a hash:ip,port
+			// set, nor an nftables one.)
+			return fmt.Errorf("%w %s: member %v: the unspecified address is no workload's", ErrInvalidSet, id, m)
+		}
 	}
 	return nil
 }

@@ -47,7 +47,11 @@ type renderer struct {
 	// setName returns the kernel name of a set's rules and whether the set
 	// can be matched (it is known, of this family's manager).
 	setName func(id string) (string, bool)
-	invalid bool // drop conntrack-invalid packets
+	// setRefused reports whether the set driver refused a set the model
+	// holds: a negation of it then matches every packet (the rule none),
+	// not none, so that a refused exception never widens an allow.
+	setRefused func(id string) bool
+	invalid    bool // drop conntrack-invalid packets
 	// logLimit bounds each Log rule; Rate 0 is no limit.
 	logLimit netfilter.MatchLimit
 }
@@ -365,9 +369,7 @@ func (r *renderer) negations(p Peer, dir netfilter.Direction) [][]netfilter.Matc
 		}
 	}
 	for _, id := range p.NotSets {
-		if name, ok := r.setName(id); ok {
-			out = append(out, []netfilter.Match{netfilter.IPSet(name, dir)})
-		}
+		out = r.negateSet(out, id, dir)
 	}
 	if slices.Contains(p.NotPorts, allPorts) {
 		out = append(out, nil) // no port is outside every port
@@ -377,9 +379,22 @@ func (r *renderer) negations(p Peer, dir netfilter.Direction) [][]netfilter.Matc
 		}
 	}
 	for _, id := range p.NotNamedPorts {
-		if name, ok := r.setName(id); ok {
-			out = append(out, []netfilter.Match{netfilter.IPSet(name, dir, dir)})
-		}
+		out = r.negateSet(out, id, dir, dir)
+	}
+	return out
+}
+
+// negateSet adds to out the matches of packets that set id holds (dims:
+// the set's dimensions): a match of the set when it is in the kernel; no
+// match at all (every packet has it: the rule matches none) when the set
+// driver refused it; nothing when the set is unknown, as the model has it
+// (an empty exception, as Model.Explain sees it).
+func (r *renderer) negateSet(out [][]netfilter.Match, id string, dims ...netfilter.Direction) [][]netfilter.Match {
+	if name, ok := r.setName(id); ok {
+		return append(out, []netfilter.Match{netfilter.IPSet(name, dims...)})
+	}
+	if r.setRefused != nil && r.setRefused(id) {
+		return append(out, nil)
 	}
 	return out
 }

@@ -61,6 +61,7 @@ func (m *Manager) declareSet(id string, kind SetKind, members []netfilter.Member
 	}
 	name, ok := m.setName(id)
 	if !ok {
+		m.model.markRefused(id, true)
 		m.invalid.Add(fmt.Errorf("%w %s: no set name fits the set driver", ErrInvalidSet, id))
 		return
 	}
@@ -69,9 +70,14 @@ func (m *Manager) declareSet(id string, kind SetKind, members []netfilter.Member
 		typ = netfilter.HashIPPort
 	}
 	if err := m.o.Sets.AddOrReplaceSet(netfilter.SetMetadata{Name: name, Type: typ}, m.familyMembers(members)); err != nil {
+		// (A set declared before keeps its name, and its rules the
+		// kernel's set.)
+		_, declared := m.setNames[id]
+		m.model.markRefused(id, !declared)
 		m.invalid.Add(fmt.Errorf("policy: set %s: %w", id, err))
 		return
 	}
+	m.model.markRefused(id, false)
 	m.setNames[id] = name
 }
 

@@ -26,6 +26,26 @@ type Model struct {
 type modelSet struct {
 	kind    SetKind
 	members map[netfilter.Member]struct{}
+	// refused: the Manager's set driver refused the set, so its rules
+	// match as the kernel's do (refused below).
+	refused bool
+}
+
+// markRefused records whether the set driver refused set id (the Manager
+// calls it as it declares the set).
+func (m *Model) markRefused(id string, refused bool) {
+	if s, ok := m.sets[id]; ok {
+		s.refused = refused
+	}
+}
+
+// refused reports whether the set driver refused set id: a rule that
+// names it then matches no packet, whether it names it as an alternative
+// (no packet is in it) or as an exception (every packet is, so that a
+// refused exception never widens an allow).
+func (m *Model) refused(id string) bool {
+	s, ok := m.sets[id]
+	return ok && s.refused
 }
 
 // NewModel returns an empty Model.
