@@ -238,6 +238,11 @@ func (c *engine) Sync(ctx context.Context, device func(localInfo) bool) error {
 		errs = append(errs, fmt.Errorf("node address set: %w", err))
 	}
 	for _, bc := range c.routes.NewConflicts() {
+		if bc.Remote {
+			c.log.Warn("overlay: no route for another node's block: it holds a node's underlay address or overlaps the underlay's subnet",
+				"block", bc.Block, "underlay", bc.Subnet)
+			continue
+		}
 		c.log.Warn("overlay: no blackhole for this node's block: a connected subnet of a host interface holds it",
 			"block", bc.Block, "subnet", bc.Subnet, "interface", bc.Iface)
 	}

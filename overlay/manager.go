@@ -366,6 +366,12 @@ type Stats struct {
 	// because a connected subnet of a host interface holds them (see
 	// Options.NoBlackholes); they count as Unrouted too.
 	BlackholeConflicts int
+	// UnderlayConflicts counts other nodes' blocks that get no route
+	// because they hold a node's underlay address or overlap a connected
+	// subnet of the host that holds one: routed into the tunnel, they
+	// would take the tunnel's own packets (or the underlay's) with them.
+	// They count as Unrouted too.
+	UnderlayConflicts int
 	// SetMembers is the size of the node-address set.
 	SetMembers int
 	// Rejected counts messages refused as invalid; LastRejected is the
@@ -379,7 +385,7 @@ func (m *Manager) Stats() Stats {
 	r := m.eng.routes
 	s := Stats{
 		Nodes: m.eng.Nodes(), TunnelRoutes: r.Count(kindTunnel), DirectRoutes: r.Count(kindDirect),
-		Blackholes: r.Count(kindBlackhole), Unrouted: r.Count(kindNone), BlackholeConflicts: r.Conflicts(),
+		Blackholes: r.Count(kindBlackhole), Unrouted: r.Count(kindNone), BlackholeConflicts: r.Conflicts(), UnderlayConflicts: r.UnderlayConflicts(),
 		SetMembers: m.eng.members.Len(), Rejected: m.rejected, LastRejected: m.lastRej,
 	}
 	s.Blocks = s.Unrouted + s.TunnelRoutes + s.DirectRoutes + s.Blackholes

@@ -149,3 +149,57 @@ func TestMembers(t *testing.T) {
 	none.Add(a)
 	require.NoError(t, none.Flush())
 }
+
+// Another node's block that holds a node's underlay address, or overlaps a
+// connected subnet of the host that holds one, gets no route: routed into
+// the tunnel (or to its node), it would take the tunnel's own packets with
+// it. It is reported once, and routed once the conflict ends.
+func TestRemoteBlockOnTheUnderlay(t *testing.T) {
+	s := &sink{}
+	r := newRouteCalc(s, classes, modeTunnel, "me", "dev0", false)
+	r.SetHost(host())
+	r.SetTunnel(true, 1450)
+	gw := netip.MustParseAddr("10.1.0.1")
+	r.SetNode("n1", nodeInfo{Underlay: netip.MustParseAddr("192.0.2.7"), Gateway: gw})
+	r.SetNode("n2", nodeInfo{Underlay: netip.MustParseAddr("198.51.100.7"), Gateway: netip.MustParseAddr("10.2.0.1")})
+	good := netip.MustParsePrefix("10.1.0.0/24")
+	onSubnet := netip.MustParsePrefix("192.0.2.0/25")   // the subnet of eth0, which holds n1's address
+	onAddr := netip.MustParsePrefix("192.0.2.200/32")   // no node's address, but in eth0's subnet
+	onOther := netip.MustParsePrefix("198.51.100.0/24") // n2's address, on no subnet of the host
+	apart := netip.MustParsePrefix("192.0.2.128/26")    // eth1's subnet holds no node's address, but eth0's overlaps it
+	for _, b := range []netip.Prefix{good, onSubnet, onAddr, onOther, apart} {
+		r.SetBlock(b, "n1")
+	}
+	require.NoError(t, r.Flush())
+	require.Equal(t, []string{"update 1 dev0 10.1.0.0/24 onlink 10.1.0.1 1450"}, s.log)
+	require.Equal(t, 4, r.UnderlayConflicts())
+	var reported []string
+	for _, c := range r.NewConflicts() {
+		require.True(t, c.Remote)
+		reported = append(reported, c.Block.String()+" "+c.Subnet.String())
+	}
+	require.ElementsMatch(t, []string{"192.0.2.0/25 192.0.2.7/32", "192.0.2.200/32 192.0.2.0/24",
+		"198.51.100.0/24 198.51.100.7/32", "192.0.2.128/26 192.0.2.0/24"}, reported)
+	require.NoError(t, r.Flush())
+	require.Empty(t, r.NewConflicts(), "reported once")
+
+	// n2 moves: the block that held its old address is routed.
+	s.log = nil
+	r.SetNode("n2", nodeInfo{Underlay: netip.MustParseAddr("203.0.113.7"), Gateway: netip.MustParseAddr("10.2.0.1")})
+	require.NoError(t, r.Flush())
+	require.Equal(t, []string{"update 1 dev0 198.51.100.0/24 onlink 10.1.0.1 1450"}, s.log)
+	require.Equal(t, 3, r.UnderlayConflicts())
+
+	// A node that goes takes its address with it.
+	s.log = nil
+	r.RemoveBlock(onSubnet)
+	r.RemoveBlock(onAddr)
+	r.RemoveBlock(apart)
+	r.SetBlock(netip.MustParsePrefix("203.0.113.0/24"), "n1")
+	require.NoError(t, r.Flush())
+	require.Equal(t, 1, r.UnderlayConflicts(), "203.0.113.0/24 holds n2's address")
+	r.RemoveNode("n2")
+	require.NoError(t, r.Flush())
+	require.Zero(t, r.UnderlayConflicts())
+	require.Contains(t, s.log, "update 1 dev0 203.0.113.0/24 onlink 10.1.0.1 1450")
+}

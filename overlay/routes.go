@@ -130,6 +130,14 @@ type routeCalc struct {
 	// NewConflicts.
 	conflicts map[netip.Prefix]subnet
 	fresh     []blockConflict
+	// underlayConflicts are other nodes' blocks that hold a node's
+	// underlay address or overlap a connected subnet that does (routed
+	// into the tunnel, they would take the tunnel's own packets, or the
+	// underlay's): they get no route. underlays is every known node's
+	// underlay address, sorted; stale once a node's changed.
+	underlayConflicts map[netip.Prefix]subnet
+	underlays         []netip.Addr
+	underlaysStale    bool
 }
 
 // blockConflict is a block of this node that a connected subnet of a host
@@ -139,6 +147,10 @@ type blockConflict struct {
 	// the interface Iface.
 	Block, Subnet netip.Prefix
 	Iface         string
+	// Remote: the block is another node's, and Subnet the underlay
+	// address it holds (a single-address prefix) or the underlay's
+	// connected subnet it overlaps.
+	Remote bool
 }
 
 // newRouteCalc returns a route calculation for the node called local, whose
@@ -147,32 +159,69 @@ type blockConflict struct {
 func newRouteCalc(sink routeSink, classes Classes, mode routeMode, local, device string, noBlackholes bool) *routeCalc {
 	return &routeCalc{
 		sink: sink, classes: classes, mode: mode, local: local, device: device, noBlackholes: noBlackholes,
-		conflicts: map[netip.Prefix]subnet{},
-		nodes:     map[string]nodeInfo{},
-		blocks:    map[netip.Prefix]string{},
-		byNode:    map[string][]netip.Prefix{},
-		declared:  map[netip.Prefix]decl{},
-		dirty:     map[netip.Prefix]struct{}{},
+		conflicts:         map[netip.Prefix]subnet{},
+		underlayConflicts: map[netip.Prefix]subnet{},
+		nodes:             map[string]nodeInfo{},
+		blocks:            map[netip.Prefix]string{},
+		byNode:            map[string][]netip.Prefix{},
+		declared:          map[netip.Prefix]decl{},
+		dirty:             map[netip.Prefix]struct{}{},
 	}
 }
 
 // SetNode records what is known of a node.
 func (r *routeCalc) SetNode(name string, n nodeInfo) {
-	if old, ok := r.nodes[name]; ok && old == n {
+	old, ok := r.nodes[name]
+	if ok && old == n {
 		return
 	}
 	r.nodes[name] = n
 	r.markNode(name)
+	if old.Underlay != n.Underlay {
+		r.underlaysChanged()
+	}
+}
+
+// underlaysChanged notes that the set of underlay addresses changed: every
+// block's conflict is looked at again.
+func (r *routeCalc) underlaysChanged() {
+	r.underlaysStale = true
+	r.all = true
+}
+
+// holdsUnderlay returns an underlay address of a known node that p
+// holds, if any.
+func (r *routeCalc) holdsUnderlay(p netip.Prefix) (netip.Addr, bool) {
+	if r.underlaysStale {
+		r.underlays = r.underlays[:0]
+		for _, n := range r.nodes {
+			if n.Underlay.IsValid() {
+				r.underlays = append(r.underlays, n.Underlay)
+			}
+		}
+		slices.SortFunc(r.underlays, netip.Addr.Compare)
+		r.underlaysStale = false
+	}
+	p = p.Masked()
+	i, _ := slices.BinarySearchFunc(r.underlays, p.Addr(), netip.Addr.Compare)
+	if i < len(r.underlays) && p.Contains(r.underlays[i]) {
+		return r.underlays[i], true
+	}
+	return netip.Addr{}, false
 }
 
 // RemoveNode forgets a node: its blocks lose their routes (they stay
 // known and get routes again when it comes back).
 func (r *routeCalc) RemoveNode(name string) {
-	if _, ok := r.nodes[name]; !ok {
+	old, ok := r.nodes[name]
+	if !ok {
 		return
 	}
 	delete(r.nodes, name)
 	r.markNode(name)
+	if old.Underlay.IsValid() {
+		r.underlaysChanged()
+	}
 }
 
 func (r *routeCalc) markNode(name string) {
@@ -236,11 +285,15 @@ func (r *routeCalc) SetTunnel(ok bool, mtu uint32) {
 }
 
 // checkConflict records whether block, if this node's and to get a
-// blackhole, is held by a connected subnet of the host.
+// blackhole, is held by a connected subnet of the host; if another node's,
+// whether it holds a node's underlay address or overlaps a connected
+// subnet that holds one (checkUnderlayConflict).
 func (r *routeCalc) checkConflict(block netip.Prefix) {
 	var s subnet
 	held := false
-	if owner, ok := r.blocks[block]; ok && owner == r.local && !r.noBlackholes {
+	owner, known := r.blocks[block]
+	r.checkUnderlayConflict(block, known && owner != r.local)
+	if known && owner == r.local && !r.noBlackholes {
 		s, held = r.host.Holding(block)
 	}
 	switch {
@@ -251,6 +304,40 @@ func (r *routeCalc) checkConflict(block netip.Prefix) {
 		r.fresh = append(r.fresh, blockConflict{Block: block, Subnet: s.Prefix, Iface: s.Iface})
 	}
 }
+
+// checkUnderlayConflict records whether block, another node's when remote,
+// holds a node's underlay address or overlaps a connected subnet of the
+// host that holds one.
+func (r *routeCalc) checkUnderlayConflict(block netip.Prefix, remote bool) {
+	var s subnet
+	held := false
+	if remote {
+		if a, ok := r.holdsUnderlay(block); ok {
+			s, held = subnet{Prefix: netip.PrefixFrom(a, a.BitLen())}, true
+		} else if r.host != nil {
+			for _, hs := range r.host.subnets {
+				if hs.Prefix.Overlaps(block) {
+					if _, ok := r.holdsUnderlay(hs.Prefix); ok {
+						s, held = hs, true
+						break
+					}
+				}
+			}
+		}
+	}
+	switch {
+	case !held:
+		delete(r.underlayConflicts, block)
+	case r.underlayConflicts[block] != s:
+		r.underlayConflicts[block] = s
+		r.fresh = append(r.fresh, blockConflict{Block: block, Subnet: s.Prefix, Iface: s.Iface, Remote: true})
+	}
+}
+
+// UnderlayConflicts returns the number of other nodes' blocks that get no
+// route because they hold a node's underlay address or overlap the
+// underlay's subnet, at the last Flush.
+func (r *routeCalc) UnderlayConflicts() int { return len(r.underlayConflicts) }
 
 // Conflicts returns the number of this node's blocks that get no blackhole
 // because a connected subnet holds them, at the last Flush.
@@ -293,6 +380,9 @@ func (r *routeCalc) want(block netip.Prefix) (decl, bool) {
 	}
 	n, ok := r.nodes[owner]
 	if !ok {
+		return decl{}, false
+	}
+	if _, held := r.underlayConflicts[block]; held {
 		return decl{}, false
 	}
 	if r.mode != modeTunnel && n.Underlay.IsValid() {
