@@ -30,8 +30,7 @@ type BlockRemove struct {
 
 // Validate reports, with an error wrapping ErrInvalid that names the
 // block, a CIDR that is not a network prefix (host bits set: the error
-// names the network), a /0 (every address, whose route would be a default
-// route) or a block without a node.
+// names the network) or a block without a node.
 func (b *Block) Validate() error {
 	if b == nil {
 		return fmt.Errorf("%w block: nil", ErrInvalid)
@@ -60,10 +59,6 @@ func checkBlockCIDR(p netip.Prefix) error {
 	}
 	if m := p.Masked(); m != p {
 		return errs.Also(fmt.Errorf("%w block %s: host bits set (the network is %s)", ErrInvalid, p, m), ipfamily.ErrHostBits)
-	}
-	if p.Bits() == 0 {
-		// Every address: its route would be the node's default route.
-		return fmt.Errorf("%w block %s: every address of the family is no pod block", ErrInvalid, p)
 	}
 	return nil
 }

@@ -238,8 +238,8 @@ func (c *engine) Sync(ctx context.Context, device func(localInfo) bool) error {
 		errs = append(errs, fmt.Errorf("node address set: %w", err))
 	}
 	for _, bc := range c.routes.NewConflicts() {
-		if bc.Remote {
-			c.log.Warn("overlay: no route for another node's block: it holds a node's underlay address or overlaps the underlay's subnet",
+		if bc.Underlay {
+			c.log.Warn("overlay: no route for a block: it holds a node's underlay address or overlaps the underlay's subnet",
 				"block", bc.Block, "underlay", bc.Subnet)
 			continue
 		}

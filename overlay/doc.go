@@ -29,12 +29,12 @@
 // dropped rather than sent back out — unless Options.NoBlackholes, or a
 // connected subnet of a host interface holds the block, as a bridge CNI's
 // bridge does (the block then gets none, and the conflict is warned about
-// once and counted in Stats.BlackholeConflicts). A remote block that holds
-// a node's underlay address, or overlaps a connected subnet of the host
-// that holds one, gets no route either (routed through the tunnel, it would
-// take the tunnel's own packets, or the underlay's, with it): warned about
-// once and counted in Stats.UnderlayConflicts, it is routed once the
-// conflict ends. It declares one hash:net
+// once and counted in Stats.BlackholeConflicts). A block, this node's or
+// another's, that holds a node's underlay address, or overlaps a connected
+// subnet of the host that holds one (a 0.0.0.0/0, say), gets no route
+// either (routed through the tunnel, or blackholed, it would take the
+// tunnel's own packets, or the underlay's, with it): warned about once and
+// counted in Stats.UnderlayConflicts, it is routed once the conflict ends. It declares one hash:net
 // set of every node's underlay address plus Options.ExtraCIDRs on the
 // netfilter.Sets it is given, for rules that accept encapsulated traffic only
 // from known nodes. Its Driver owns the device (see packages vxlan and

@@ -366,11 +366,11 @@ type Stats struct {
 	// because a connected subnet of a host interface holds them (see
 	// Options.NoBlackholes); they count as Unrouted too.
 	BlackholeConflicts int
-	// UnderlayConflicts counts other nodes' blocks that get no route
-	// because they hold a node's underlay address or overlap a connected
-	// subnet of the host that holds one: routed into the tunnel, they
-	// would take the tunnel's own packets (or the underlay's) with them.
-	// They count as Unrouted too.
+	// UnderlayConflicts counts the blocks (this node's or another's) that
+	// get no route because they hold a node's underlay address or overlap
+	// a connected subnet of the host that holds one: routed into the
+	// tunnel, or blackholed, they would take the tunnel's own packets (or
+	// the underlay's) with them. They count as Unrouted too.
 	UnderlayConflicts int
 	// SetMembers is the size of the node-address set.
 	SetMembers int

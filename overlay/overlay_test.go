@@ -150,10 +150,10 @@ func TestMembers(t *testing.T) {
 	require.NoError(t, none.Flush())
 }
 
-// Another node's block that holds a node's underlay address, or overlaps a
-// connected subnet of the host that holds one, gets no route: routed into
-// the tunnel (or to its node), it would take the tunnel's own packets with
-// it. It is reported once, and routed once the conflict ends.
+// A block that holds a node's underlay address, or overlaps a connected
+// subnet of the host that holds one, gets no route: routed into the tunnel
+// (or to its node, or blackholed), it would take the tunnel's own packets
+// with it. It is reported once, and routed once the conflict ends.
 func TestRemoteBlockOnTheUnderlay(t *testing.T) {
 	s := &sink{}
 	r := newRouteCalc(s, classes, modeTunnel, "me", "dev0", false)
@@ -175,7 +175,7 @@ func TestRemoteBlockOnTheUnderlay(t *testing.T) {
 	require.Equal(t, 4, r.UnderlayConflicts())
 	var reported []string
 	for _, c := range r.NewConflicts() {
-		require.True(t, c.Remote)
+		require.True(t, c.Underlay)
 		reported = append(reported, c.Block.String()+" "+c.Subnet.String())
 	}
 	require.ElementsMatch(t, []string{"192.0.2.0/25 192.0.2.7/32", "192.0.2.200/32 192.0.2.0/24",
@@ -202,4 +202,13 @@ func TestRemoteBlockOnTheUnderlay(t *testing.T) {
 	require.NoError(t, r.Flush())
 	require.Zero(t, r.UnderlayConflicts())
 	require.Contains(t, s.log, "update 1 dev0 203.0.113.0/24 onlink 10.1.0.1 1450")
+
+	// Every address, this node's or another's: no blackhole for the
+	// default route, no route into the tunnel.
+	s.log = nil
+	r.SetBlock(netip.MustParsePrefix("0.0.0.0/0"), "me")
+	r.SetBlock(netip.MustParsePrefix("128.0.0.0/1"), "n1")
+	require.NoError(t, r.Flush())
+	require.Empty(t, s.log)
+	require.Equal(t, 2, r.UnderlayConflicts())
 }

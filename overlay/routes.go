@@ -130,10 +130,10 @@ type routeCalc struct {
 	// NewConflicts.
 	conflicts map[netip.Prefix]subnet
 	fresh     []blockConflict
-	// underlayConflicts are other nodes' blocks that hold a node's
-	// underlay address or overlap a connected subnet that does (routed
-	// into the tunnel, they would take the tunnel's own packets, or the
-	// underlay's): they get no route. underlays is every known node's
+	// underlayConflicts are the blocks that hold a node's underlay
+	// address or overlap a connected subnet that does (routed into the
+	// tunnel, or blackholed, they would take the tunnel's own packets, or
+	// the underlay's): they get no route. underlays is every known node's
 	// underlay address, sorted; stale once a node's changed.
 	underlayConflicts map[netip.Prefix]subnet
 	underlays         []netip.Addr
@@ -147,10 +147,10 @@ type blockConflict struct {
 	// the interface Iface.
 	Block, Subnet netip.Prefix
 	Iface         string
-	// Remote: the block is another node's, and Subnet the underlay
-	// address it holds (a single-address prefix) or the underlay's
-	// connected subnet it overlaps.
-	Remote bool
+	// Underlay: the block is on the underlay (this node's or another's),
+	// and Subnet the underlay address it holds (a single-address prefix)
+	// or the underlay's connected subnet it overlaps.
+	Underlay bool
 }
 
 // newRouteCalc returns a route calculation for the node called local, whose
@@ -292,7 +292,7 @@ func (r *routeCalc) checkConflict(block netip.Prefix) {
 	var s subnet
 	held := false
 	owner, known := r.blocks[block]
-	r.checkUnderlayConflict(block, known && owner != r.local)
+	r.checkUnderlayConflict(block, known)
 	if known && owner == r.local && !r.noBlackholes {
 		s, held = r.host.Holding(block)
 	}
@@ -305,13 +305,13 @@ func (r *routeCalc) checkConflict(block netip.Prefix) {
 	}
 }
 
-// checkUnderlayConflict records whether block, another node's when remote,
-// holds a node's underlay address or overlaps a connected subnet of the
-// host that holds one.
-func (r *routeCalc) checkUnderlayConflict(block netip.Prefix, remote bool) {
+// checkUnderlayConflict records whether block, when known, holds a node's
+// underlay address or overlaps a connected subnet of the host that holds
+// one.
+func (r *routeCalc) checkUnderlayConflict(block netip.Prefix, known bool) {
 	var s subnet
 	held := false
-	if remote {
+	if known {
 		if a, ok := r.holdsUnderlay(block); ok {
 			s, held = subnet{Prefix: netip.PrefixFrom(a, a.BitLen())}, true
 		} else if r.host != nil {
@@ -330,12 +330,12 @@ func (r *routeCalc) checkUnderlayConflict(block netip.Prefix, remote bool) {
 		delete(r.underlayConflicts, block)
 	case r.underlayConflicts[block] != s:
 		r.underlayConflicts[block] = s
-		r.fresh = append(r.fresh, blockConflict{Block: block, Subnet: s.Prefix, Iface: s.Iface, Remote: true})
+		r.fresh = append(r.fresh, blockConflict{Block: block, Subnet: s.Prefix, Iface: s.Iface, Underlay: true})
 	}
 }
 
-// UnderlayConflicts returns the number of other nodes' blocks that get no
-// route because they hold a node's underlay address or overlap the
+// UnderlayConflicts returns the number of blocks that get no route
+// because they hold a node's underlay address or overlap the
 // underlay's subnet, at the last Flush.
 func (r *routeCalc) UnderlayConflicts() int { return len(r.underlayConflicts) }
 
@@ -372,6 +372,9 @@ func (r *routeCalc) want(block netip.Prefix) (decl, bool) {
 	if !ok {
 		return decl{}, false
 	}
+	if _, held := r.underlayConflicts[block]; held {
+		return decl{}, false
+	}
 	if owner == r.local {
 		if _, held := r.conflicts[block]; held || r.noBlackholes {
 			return decl{}, false
@@ -380,9 +383,6 @@ func (r *routeCalc) want(block netip.Prefix) (decl, bool) {
 	}
 	n, ok := r.nodes[owner]
 	if !ok {
-		return decl{}, false
-	}
-	if _, held := r.underlayConflicts[block]; held {
 		return decl{}, false
 	}
 	if r.mode != modeTunnel && n.Underlay.IsValid() {
