@@ -72,13 +72,14 @@
 //
 // In its Sets driver, a set per SetUpdate (hash:net or hash:ip,port), named
 // by the set's ID, or a hash of it when the driver refuses the ID. A rule
-// that names a set not given yet, or one the driver refused (reported by
-// CompleteDeferredWork), matches as if the set were empty when it names it
-// as an alternative (Sets, NamedPorts) — and, for a refused set, as if it
-// held every packet when it names it as an exception (NotSets,
-// NotNamedPorts): the rule matches nothing either way, so that a refused
-// exception never widens an Allow. Model.Explain judges by the same
-// rules once the Manager has declared the set.
+// that names a set not given yet matches as if the set were empty. A rule
+// that names a set the driver refused (reported by CompleteDeferredWork),
+// or a set of the wrong kind (addresses as NamedPorts, named ports as
+// Sets), matches no packet, whether it names the set as an alternative
+// (Sets, NamedPorts) or as an exception (NotSets, NotNamedPorts): a bad
+// exception never widens an Allow, and both backends give the same
+// verdict. Model.Explain judges by the same rules (a refused set once the
+// Manager has declared it).
 //
 // # How it is used
 //

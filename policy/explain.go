@@ -197,25 +197,25 @@ func icmpMatches(ic ICMP, pkt Packet) bool {
 func (m *Model) peerMatches(p Peer, addr netip.Addr, proto netfilter.Proto, port uint16) bool {
 	if len(p.Nets) > 0 || len(p.Sets) > 0 {
 		in := slices.ContainsFunc(p.Nets, func(n netip.Prefix) bool { return n.Contains(addr) }) ||
-			slices.ContainsFunc(p.Sets, func(id string) bool { return !m.refused(id) && m.setHolds(id, addr) })
+			slices.ContainsFunc(p.Sets, func(id string) bool { return !m.setBad(id, SetNets) && m.setHolds(id, addr) })
 		if !in {
 			return false
 		}
 	}
 	if slices.ContainsFunc(p.NotNets, func(n netip.Prefix) bool { return n.Contains(addr) }) ||
-		slices.ContainsFunc(p.NotSets, func(id string) bool { return m.refused(id) || m.setHolds(id, addr) }) {
+		slices.ContainsFunc(p.NotSets, func(id string) bool { return m.setBad(id, SetNets) || m.setHolds(id, addr) }) {
 		return false
 	}
 	triple := netfilter.IPPortMember(addr, proto, port)
 	if len(p.Ports) > 0 || len(p.NamedPorts) > 0 {
 		in := slices.ContainsFunc(p.Ports, func(r netfilter.PortRange) bool { return r.Contains(port) }) ||
-			slices.ContainsFunc(p.NamedPorts, func(id string) bool { return !m.refused(id) && m.HasMember(id, triple) })
+			slices.ContainsFunc(p.NamedPorts, func(id string) bool { return !m.setBad(id, SetAddrPorts) && m.HasMember(id, triple) })
 		if !in {
 			return false
 		}
 	}
 	return !slices.ContainsFunc(p.NotPorts, func(r netfilter.PortRange) bool { return r.Contains(port) }) &&
-		!slices.ContainsFunc(p.NotNamedPorts, func(id string) bool { return m.refused(id) || m.HasMember(id, triple) })
+		!slices.ContainsFunc(p.NotNamedPorts, func(id string) bool { return m.setBad(id, SetAddrPorts) || m.HasMember(id, triple) })
 }
 
 // setHolds reports whether an address set holds addr: a member network

@@ -117,9 +117,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.render = renderer{
 		family: opts.Family, prefix: opts.ChainPrefix, deny: deny, invalid: !opts.AllowInvalid,
-		marks:      marks{accept: opts.Marks.Accept, pass: opts.Marks.Pass, scratch0: opts.Marks.Scratch0},
-		setName:    m.kernelSetName,
-		setRefused: func(id string) bool { return m.model.refused(id) },
+		marks:   marks{accept: opts.Marks.Accept, pass: opts.Marks.Pass, scratch0: opts.Marks.Scratch0},
+		setName: m.kernelSetName,
+		setBad:  m.model.setBad,
 	}
 	if opts.LogLimit.Rate != 0 {
 		m.render.logLimit = *opts.LogLimit
@@ -199,6 +199,7 @@ func (m *Manager) isWorkloadIface(iface string) bool {
 // taken before it changes.
 type snapshot struct {
 	existed bool
+	kind    SetKind // a set's
 }
 
 func (m *Manager) snapshot(msg any) snapshot {
@@ -216,8 +217,8 @@ func (m *Manager) snapshot(msg any) snapshot {
 		_, ok := m.model.Profile(u.ID)
 		return snapshot{existed: ok}
 	case SetUpdate:
-		_, ok := m.model.Set(u.ID)
-		return snapshot{existed: ok}
+		kind, ok := m.model.Set(u.ID)
+		return snapshot{existed: ok, kind: kind}
 	case SetRemove:
 		_, ok := m.model.Set(u.ID)
 		return snapshot{existed: ok}
@@ -239,9 +240,9 @@ func (m *Manager) noteChange(msg any, before snapshot) {
 	case SetUpdate:
 		_, named := m.setNames[u.ID]
 		m.declareSet(u.ID, u.Kind, u.Members)
-		// Its users render differently once it exists, or once the set
-		// driver took it after refusing it.
-		if _, nowNamed := m.setNames[u.ID]; !before.existed || named != nowNamed {
+		// Its users render differently once it exists, once the set
+		// driver took it after refusing it, or once it is of another kind.
+		if _, nowNamed := m.setNames[u.ID]; !before.existed || named != nowNamed || before.kind != u.Kind {
 			m.dirtyUsersOfSet(u.ID)
 		}
 	case SetDelta:

@@ -92,3 +92,50 @@ func TestSetUpdateRefusesUnspecifiedAddrPort(t *testing.T) {
 		assert.False(t, m.HasMember("ssh", netfilter.IPPortMember(a, netfilter.ProtoTCP, 22)))
 	}
 }
+
+// A rule that names a set of the wrong kind — addresses as named ports,
+// named ports as addresses — matches no packet, as an alternative or as an
+// exception, on every backend alike (the iptables writer would otherwise
+// match the address alone, or nothing, and the nftables one refuse the
+// policy); Explain agrees. Giving the set again with the right kind
+// renders the rules with it.
+func TestSetOfTheWrongKindMatchesNothing(t *testing.T) {
+	ns := kernelfake.New(kernelfake.Options{})
+	sets := managertest.FakeSets(t, ns, ipfamily.IPv4, "np4-")
+	n := newFakeNodeWithOn(t, ns, ipfamily.IPv4, func(o *policy.Options) { o.Sets = sets })
+	pod := netip.MustParseAddr("10.244.1.5")
+	client := netip.MustParseAddr("10.0.0.66")
+	nets := policy.SetUpdate{ID: "pods", Kind: policy.SetNets, Members: []netfilter.Member{netfilter.NetMember(netip.PrefixFrom(pod, 32))}}
+	ports := policy.SetUpdate{ID: "web", Kind: policy.SetAddrPorts, Members: []netfilter.Member{netfilter.IPPortMember(pod, netfilter.ProtoTCP, 80)}}
+	require.NoError(t, n.send(nets, ports,
+		policy.PolicyUpdate{Policy: policy.Policy{ID: "p", Ingress: []policy.Rule{
+			{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: policy.Peer{NamedPorts: []string{"pods"}}},
+			{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: policy.Peer{Sets: []string{"web"}}},
+			{Action: policy.Allow, Protocol: netfilter.ProtoUDP, Dst: policy.Peer{NotSets: []string{"web"}}},
+		}}},
+		policy.WorkloadUpdate{Endpoint: policy.Workload{ID: "w1", Iface: "npv1",
+			Tiers: []policy.TierPolicies{{Name: "k8s", Ingress: []string{"p"}}}}}))
+	n.apply()
+	verdict := func(proto netfilter.Proto, port uint16) string {
+		return n.m.Model().Explain(policy.Packet{Src: client, Dst: pod, Protocol: proto, SrcPort: 40000, DstPort: port}, "w1", true).String()
+	}
+	policyRules := strings.Join(n.chain("np-pi-p"), "\n")
+	assert.NotContains(t, policyRules, "--match-set", "no rule matches a set of the wrong kind")
+	for _, c := range []struct {
+		proto netfilter.Proto
+		port  uint16
+	}{{netfilter.ProtoTCP, 80}, {netfilter.ProtoTCP, 22}, {netfilter.ProtoUDP, 53}} {
+		assert.True(t, strings.HasPrefix(verdict(c.proto, c.port), "denied"), "%v %d: %s", c.proto, c.port, verdict(c.proto, c.port))
+	}
+
+	// The sets again, each of the kind its rules want.
+	nets.ID, ports.ID = "web", "pods"
+	require.NoError(t, n.send(nets, ports))
+	_, err := sets.Apply(context.Background())
+	require.NoError(t, err)
+	n.apply()
+	policyRules = strings.Join(n.chain("np-pi-p"), "\n")
+	assert.Equal(t, 3, strings.Count(policyRules, "--match-set"), policyRules)
+	assert.True(t, strings.HasPrefix(verdict(netfilter.ProtoTCP, 80), "allowed"), verdict(netfilter.ProtoTCP, 80))
+	assert.True(t, strings.HasPrefix(verdict(netfilter.ProtoUDP, 53), "denied"), verdict(netfilter.ProtoUDP, 53))
+}

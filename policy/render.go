@@ -47,11 +47,13 @@ type renderer struct {
 	// setName returns the kernel name of a set's rules and whether the set
 	// can be matched (it is known, of this family's manager).
 	setName func(id string) (string, bool)
-	// setRefused reports whether the set driver refused a set the model
-	// holds: a negation of it then matches every packet (the rule none),
-	// not none, so that a refused exception never widens an allow.
-	setRefused func(id string) bool
-	invalid    bool // drop conntrack-invalid packets
+	// setBad reports whether a set the model holds cannot serve as kind:
+	// the set driver refused it, or it is of another kind. A rule that
+	// names it then matches no packet, whether as an alternative or as an
+	// exception (which then holds every packet), so that a bad exception
+	// never widens an allow.
+	setBad  func(id string, kind SetKind) bool
+	invalid bool // drop conntrack-invalid packets
 	// logLimit bounds each Log rule; Rate 0 is no limit.
 	logLimit netfilter.MatchLimit
 }
@@ -323,7 +325,7 @@ func (r *renderer) addrAlternatives(p Peer, dir netfilter.Direction) ([][]netfil
 		}
 	}
 	for _, id := range p.Sets {
-		if name, ok := r.setName(id); ok {
+		if name, ok := r.setFor(id, SetNets); ok {
 			alts = append(alts, []netfilter.Match{netfilter.IPSet(name, dir)})
 		}
 	}
@@ -344,7 +346,7 @@ func (r *renderer) portAlternatives(p Peer, dir netfilter.Direction) ([][]netfil
 		alts = append(alts, []netfilter.Match{netfilter.MatchPorts{Dir: dir, Ranges: slices.Clone(g)}})
 	}
 	for _, id := range p.NamedPorts {
-		if name, ok := r.setName(id); ok {
+		if name, ok := r.setFor(id, SetAddrPorts); ok {
 			alts = append(alts, []netfilter.Match{netfilter.IPSet(name, dir, dir)})
 		}
 	}
@@ -369,7 +371,7 @@ func (r *renderer) negations(p Peer, dir netfilter.Direction) [][]netfilter.Matc
 		}
 	}
 	for _, id := range p.NotSets {
-		out = r.negateSet(out, id, dir)
+		out = r.negateSet(out, id, SetNets, dir)
 	}
 	if slices.Contains(p.NotPorts, allPorts) {
 		out = append(out, nil) // no port is outside every port
@@ -379,22 +381,33 @@ func (r *renderer) negations(p Peer, dir netfilter.Direction) [][]netfilter.Matc
 		}
 	}
 	for _, id := range p.NotNamedPorts {
-		out = r.negateSet(out, id, dir, dir)
+		out = r.negateSet(out, id, SetAddrPorts, dir, dir)
 	}
 	return out
 }
 
-// negateSet adds to out the matches of packets that set id holds (dims:
-// the set's dimensions): a match of the set when it is in the kernel; no
-// match at all (every packet has it: the rule matches none) when the set
-// driver refused it; nothing when the set is unknown, as the model has it
-// (an empty exception, as Model.Explain sees it).
-func (r *renderer) negateSet(out [][]netfilter.Match, id string, dims ...netfilter.Direction) [][]netfilter.Match {
+// setFor returns the kernel name of set id for a reference that wants a
+// set of kind, and whether the set can serve it: in the kernel, and of
+// that kind.
+func (r *renderer) setFor(id string, kind SetKind) (string, bool) {
+	if r.setBad != nil && r.setBad(id, kind) {
+		return "", false
+	}
+	return r.setName(id)
+}
+
+// negateSet adds to out the matches of packets that set id, which the
+// reference wants of kind, holds (dims: the set's dimensions): a match of
+// the set when it is in the kernel; no match at all (every packet has it:
+// the rule matches none) when the set is bad for it (setBad); nothing when
+// the set is unknown, as the model has it (an empty exception, as
+// Model.Explain sees it).
+func (r *renderer) negateSet(out [][]netfilter.Match, id string, kind SetKind, dims ...netfilter.Direction) [][]netfilter.Match {
+	if r.setBad != nil && r.setBad(id, kind) {
+		return append(out, nil)
+	}
 	if name, ok := r.setName(id); ok {
 		return append(out, []netfilter.Match{netfilter.IPSet(name, dims...)})
-	}
-	if r.setRefused != nil && r.setRefused(id) {
-		return append(out, nil)
 	}
 	return out
 }

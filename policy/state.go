@@ -39,13 +39,15 @@ func (m *Model) markRefused(id string, refused bool) {
 	}
 }
 
-// refused reports whether the set driver refused set id: a rule that
-// names it then matches no packet, whether it names it as an alternative
-// (no packet is in it) or as an exception (every packet is, so that a
-// refused exception never widens an allow).
-func (m *Model) refused(id string) bool {
+// setBad reports whether set id, which the model holds, cannot serve a
+// reference that wants a set of kind: the set driver refused it, or it is
+// of another kind (named ports named as addresses, say). A rule that names
+// it then matches no packet, whether it names it as an alternative (no
+// packet is in it) or as an exception (every packet is, so that a bad
+// exception never widens an allow).
+func (m *Model) setBad(id string, kind SetKind) bool {
 	s, ok := m.sets[id]
-	return ok && s.refused
+	return ok && (s.refused || s.kind != kind)
 }
 
 // NewModel returns an empty Model.
