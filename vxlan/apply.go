@@ -236,7 +236,8 @@ func (d *Driver) ensureDevice(ctx context.Context, plan *[]dataplane.Write) (fre
 	if err == nil && res.Created && plan == nil {
 		d.dev.Log.Debug("vxlan: device created", "device", name, "index", res.Link.Index, "vni", want.VNI, "parent", parent)
 	}
-	return res.Created || res.Link.Index != old, err
+	// (A new MAC: the kernel flushed the device's neighbour entries.)
+	return res.Created || res.Link.Index != old || res.MACChanged, err
 }
 
 // parentOf returns the index of the interface that holds local.

@@ -63,8 +63,9 @@ func TestMTULive(t *testing.T) {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // TestDeviceInPlaceAndRecreate: a new MAC or tunnel address changes the
-// device in place; a new VNI or port re-creates it, and its entries are
-// written again on the new one.
+// device in place (the neighbour entries the kernel flushes with a new MAC
+// written again at once); a new VNI or port re-creates it, and its entries
+// are written again on the new one.
 func TestDeviceInPlaceAndRecreate(t *testing.T) {
 	w := newWorld(t, vxlan.IPv4, nil)
 	addNodes(w, 1, 2)
@@ -80,6 +81,9 @@ func TestDeviceInPlaceAndRecreate(t *testing.T) {
 	require.Equal(t, v.VXLANMACV4.HardwareAddr(), now.MAC)
 	require.Contains(t, prefixStrings(w.ns.LinkAddrs(vxlan.DefaultDeviceV4)), "10.244.1.251/32")
 	require.NotContains(t, prefixStrings(w.ns.LinkAddrs(vxlan.DefaultDeviceV4)), "10.244.1.250/32")
+	// The kernel flushed the device's neighbour entries with its new MAC:
+	// written again in the same pass, not at the next resync.
+	require.Equal(t, wantL2(vxlan.IPv4, 2), w.l2(), "entries kept through the MAC change")
 
 	r := newWorld(t, vxlan.IPv4, func(o *overlay.Options) { o.Encap = overlay.VXLAN{VNI: 7} })
 	r.ns = w.ns // same namespace, another VNI: a restarted agent with new config

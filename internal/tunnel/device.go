@@ -53,6 +53,9 @@ type DeviceResult struct {
 	// the kernel held on the old one (neighbours, FDB entries, routes) is
 	// gone.
 	Created bool
+	// MACChanged is set when the device's MAC was changed in place: the
+	// kernel flushed its neighbour entries (permanent ones too).
+	MACChanged bool
 	// Writes counts the changes made.
 	Writes int
 }
@@ -119,6 +122,7 @@ func EnsureDevice(ctx context.Context, k DeviceKernel, spec *DeviceSpec, plan *[
 			return res, err
 		}
 		have.MAC, changed = mac, true
+		w.res.MACChanged = true
 	}
 	if err := syncAddrs(ctx, w, have.Index, spec.Family, spec.Addr); err != nil {
 		return res, err

@@ -477,7 +477,8 @@ func (ns *Namespace) SetLinkMTU(ctx context.Context, index, mtu int) error {
 // SetLinkMAC implements kernel.Links. A multicast or all-zero address
 // fails with EADDRNOTAVAIL; a tun device, which has no link-layer
 // address, with EOPNOTSUPP (lo takes one). A bridge given a new address loses its carrier
-// (it has no ports), as in the kernel.
+// (it has no ports), and any link its neighbour entries (permanent ones
+// too), as in the kernel.
 func (ns *Namespace) SetLinkMAC(ctx context.Context, index int, mac net.HardwareAddr) error {
 	unlock, err := ns.begin(ctx, OpSetLinkMAC)
 	defer unlock()
@@ -505,6 +506,9 @@ func (ns *Namespace) SetLinkMAC(ctx context.Context, index int, mac net.Hardware
 	}
 	if !slices.Equal(l.MAC, mac) {
 		l.MAC = slices.Clone(mac)
+		// The kernel flushes the link's neighbour entries, permanent ones
+		// included, when its address changes (NETDEV_CHANGEADDR).
+		ns.s.flushNeighbors(l, true)
 		ns.s.emitLink(l, false)
 		if l.Kind == kernel.KindBridge {
 			l.noCarrier = true // see AddLink

@@ -501,6 +501,14 @@ func TestKernelFakeMatchesKernel(t *testing.T) {
 	})
 	step("vb down: va's reachable neighbour goes", func(s *side) []error { return one(up(s, "vb", false)) })
 	step("vb up, va down: its neighbours go", func(s *side) []error { return []error{up(s, "vb", true), up(s, "va", false), up(s, "va", true)} })
+	step("va given a new MAC: its neighbours go, permanent ones too", func(s *side) []error {
+		va := s.idx("va")
+		errs := s.k.ApplyNeighbors(bg, []kernel.NeighborOp{
+			{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{LinkIndex: va, IP: ip("10.1.0.20"), MAC: mac("02:00:00:00:99:20")}},
+			{Kind: kernel.OpReplace, Neighbor: kernel.Neighbor{LinkIndex: va, IP: ip("fd00:1::20"), MAC: mac("02:00:00:00:99:20")}},
+		})
+		return append(errs, s.k.SetLinkMAC(bg, va, mac("02:00:00:00:0a:01")))
+	})
 	step("fdb", func(s *side) []error {
 		vx := s.idx("vx0")
 		e := func(kind kernel.OpKind, m, dst string, perm bool) kernel.FDBOp {
