@@ -630,9 +630,19 @@ func TestKernelBacklogAfterOverflowConverges(t *testing.T) {
 		}
 	}
 	t.Cleanup(release)
+	// Routes until the namespace's netlink sockets count drops. The count
+	// is read once per step and kept: a socket's count goes with it when
+	// the monitor renews it, so a second read may no longer show it (the
+	// overflow itself is checked below, in the monitor's Stats).
 	drops0 := netlinkDrops(t, k.w)
-	n := 0
-	for n < limit && netlinkDrops(t, k.w) == drops0 {
+	n, dropped := 0, uint64(0)
+	for n < limit {
+		if d := netlinkDrops(t, k.w); d != drops0 {
+			if d > drops0 {
+				dropped = d - drops0
+			}
+			break
+		}
 		ops = ops[:0]
 		for i := n; i < n+step; i++ {
 			ops = append(ops, replace(route4(100, burstNet(i).String(), brs[1])))
@@ -642,8 +652,7 @@ func TestKernelBacklogAfterOverflowConverges(t *testing.T) {
 		}
 		n += step
 	}
-	dropped := netlinkDrops(t, k.w) - drops0 // the socket's count goes with it when it is renewed
-	require.NotZero(t, dropped, "no overflow after %d routes", n)
+	require.Less(t, n, limit, "no netlink drop counted after %d routes", n)
 	for i := range 50 { // addresses that come and go, and one that stays
 		a := kernel.Addr{LinkIndex: brs[0], Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(10 + i)}), 24)}
 		require.NoError(t, k.w.AddAddr(bg, a))
