@@ -213,6 +213,22 @@ __attribute__((noinline)) int np_frag_fn(struct np_pkt *p, __u32 id)
 	return 0;
 }
 
+// np_read_tcp fills p from th, the first 14 bytes of its TCP header (in
+// the packet or a copy), l4_len the TCP segment's length: the ports, the
+// flags, the acknowledgement number and the one that acknowledges this
+// segment's FIN (its sequence number follows the segment's data).
+static __always_inline void np_read_tcp(struct np_pkt *p, const __u8 *th, __u32 l4_len)
+{
+	__be32 seq, ack;
+
+	__builtin_memcpy(&p->key.sport, th, 4);
+	p->tcp_flags = th[NP_TCP_FLAGS_OFF];
+	__builtin_memcpy(&seq, th + 4, 4);
+	__builtin_memcpy(&ack, th + 8, 4);
+	p->ack = bpf_ntohl(ack);
+	p->fin_ack = bpf_ntohl(seq) + l4_len - (th[12] >> 4) * 4 + 1;
+}
+
 // np_parse_direct is np_parse for the common shapes, read in place from
 // the packet's linear data (no helper calls): an IPv4 header without
 // options that is no fragment, or an IPv6 header whose next header is TCP
@@ -259,17 +275,10 @@ static __always_inline int np_parse_direct(struct __sk_buff *skb, struct np_pkt 
 	}
 	p->l4_off = (__u32)(l4 - (__u8 *)data);
 	if (proto == IPPROTO_TCP) {
-		__be32 seq, ack;
-
 		if (l4 + NP_TCP_FLAGS_OFF + 1 > (__u8 *)end)
 			return 1;
 		p->csum_off = p->l4_off + NP_TCP_CSUM_OFF;
-		__builtin_memcpy(&p->key.sport, l4, 4);
-		p->tcp_flags = l4[NP_TCP_FLAGS_OFF];
-		__builtin_memcpy(&seq, l4 + 4, 4);
-		__builtin_memcpy(&ack, l4 + 8, 4);
-		p->ack = bpf_ntohl(ack);
-		p->fin_ack = bpf_ntohl(seq) + l4_len - (l4[12] >> 4) * 4 + 1;
+		np_read_tcp(p, l4, l4_len);
 	} else if (proto == IPPROTO_UDP) {
 		if (l4 + 4 > (__u8 *)end)
 			return 1;
@@ -384,18 +393,11 @@ static __always_inline int np_parse(struct __sk_buff *skb, struct np_pkt *p)
 	// headers; TCP's flags are byte 13 of its header: one read each.
 	if (proto == IPPROTO_TCP) {
 		__u8 th[NP_TCP_FLAGS_OFF + 1];
-		__be32 seq, ack;
 
 		p->csum_off = p->l4_off + NP_TCP_CSUM_OFF;
 		if (bpf_skb_load_bytes(skb, p->l4_off, th, sizeof(th)) < 0)
 			return -1;
-		__builtin_memcpy(&p->key.sport, th, 4);
-		p->tcp_flags = th[NP_TCP_FLAGS_OFF];
-		// The FIN's sequence number follows the segment's data.
-		__builtin_memcpy(&seq, th + 4, 4);
-		__builtin_memcpy(&ack, th + 8, 4);
-		p->ack = bpf_ntohl(ack);
-		p->fin_ack = bpf_ntohl(seq) + l4_len - (th[12] >> 4) * 4 + 1;
+		np_read_tcp(p, th, l4_len);
 	} else {
 		p->csum_off = p->l4_off + NP_UDP_CSUM_OFF;
 		if (bpf_skb_load_bytes(skb, p->l4_off, &p->key.sport, 4) < 0)
