@@ -620,7 +620,7 @@ const (
 // adoptedMatch says how much of a service whose entries are e the maps
 // held at start, among the IDs no service claimed yet.
 func (k *kstate) adoptedMatch(e entries) int {
-	some, fams := false, 0
+	some := false
 	ids := [2]uint32{}
 	count := [2]int{}
 	exact := true
@@ -634,7 +634,6 @@ func (k *kstate) adoptedMatch(e entries) int {
 		switch {
 		case ids[f.fam] == 0:
 			ids[f.fam] = id
-			fams++
 		case ids[f.fam] != id:
 			exact = false
 		}
