@@ -122,6 +122,35 @@ func truthTable() []scenario {
 			tiers: func(*node) map[int][]policy.TierPolicies {
 				return map[int][]policy.TierPolicies{0: k8s(nil, []string{"egress-named"})}
 			}},
+		{name: "x allows TCP but to y's named port (a named-port exception)",
+			msgs: func(n *node) []any {
+				y := n.pod(1)
+				return []any{
+					policy.SetUpdate{ID: "named-except", Kind: policy.SetAddrPorts, Members: []netfilter.Member{
+						netfilter.IPPortMember(n.addr(y), netfilter.ProtoTCP, n.ports[y])}},
+					policy.PolicyUpdate{Policy: policy.Policy{ID: "egress-except", Egress: []policy.Rule{{Action: policy.Allow,
+						Protocol: netfilter.ProtoTCP, Dst: policy.Peer{NotNamedPorts: []string{"named-except"}}}}}},
+				}
+			},
+			tiers: func(*node) map[int][]policy.TierPolicies {
+				return map[int][]policy.TierPolicies{0: k8s(nil, []string{"egress-except"})}
+			}},
+		{name: "sets of the wrong kind match nothing, as alternatives and as exceptions",
+			msgs: func(n *node) []any {
+				y := n.pod(1)
+				return []any{
+					nsSet(n, "nets-as-ports", 1),
+					policy.SetUpdate{ID: "ports-as-nets", Kind: policy.SetAddrPorts, Members: []netfilter.Member{
+						netfilter.IPPortMember(n.addr(y), netfilter.ProtoUDP, n.ports[y])}},
+					policy.PolicyUpdate{Policy: policy.Policy{ID: "wrong-kinds", Ingress: []policy.Rule{
+						{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: policy.Peer{NamedPorts: []string{"nets-as-ports"}}},
+						{Action: policy.Allow, Protocol: netfilter.ProtoUDP, Dst: policy.Peer{NotSets: []string{"ports-as-nets"}}},
+					}}},
+				}
+			},
+			tiers: func(*node) map[int][]policy.TierPolicies {
+				return map[int][]policy.TierPolicies{1: k8s([]string{"wrong-kinds"}, nil)}
+			}},
 		{name: "admin tier passes y and denies the rest before k8s allows all",
 			msgs: func(n *node) []any {
 				return []any{nsSet(n, "ns-y2", 1),
