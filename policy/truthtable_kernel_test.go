@@ -41,6 +41,12 @@ func truthTable() []scenario {
 		}
 		return s
 	}
+	// portSet is a named-port set of pod i's server port, for proto.
+	portSet := func(n *node, id string, i int, proto netfilter.Proto) policy.SetUpdate {
+		p := n.pod(i)
+		return policy.SetUpdate{ID: id, Kind: policy.SetAddrPorts,
+			Members: []netfilter.Member{netfilter.IPPortMember(n.addr(p), proto, n.ports[p])}}
+	}
 	tcpTo := func(ranges ...netfilter.PortRange) policy.Peer { return policy.Peer{Ports: ranges} }
 	return []scenario{
 		{name: "default deny ingress in x",
@@ -111,10 +117,8 @@ func truthTable() []scenario {
 			}},
 		{name: "x allows y's named port only",
 			msgs: func(n *node) []any {
-				y := n.pod(1)
 				return []any{
-					policy.SetUpdate{ID: "named-http", Kind: policy.SetAddrPorts, Members: []netfilter.Member{
-						netfilter.IPPortMember(n.addr(y), netfilter.ProtoTCP, n.ports[y])}},
+					portSet(n, "named-http", 1, netfilter.ProtoTCP),
 					policy.PolicyUpdate{Policy: policy.Policy{ID: "egress-named", Egress: []policy.Rule{{Action: policy.Allow,
 						Protocol: netfilter.ProtoTCP, Dst: policy.Peer{NamedPorts: []string{"named-http"}}}}}},
 				}
@@ -124,10 +128,8 @@ func truthTable() []scenario {
 			}},
 		{name: "x allows TCP but to y's named port (a named-port exception)",
 			msgs: func(n *node) []any {
-				y := n.pod(1)
 				return []any{
-					policy.SetUpdate{ID: "named-except", Kind: policy.SetAddrPorts, Members: []netfilter.Member{
-						netfilter.IPPortMember(n.addr(y), netfilter.ProtoTCP, n.ports[y])}},
+					portSet(n, "named-except", 1, netfilter.ProtoTCP),
 					policy.PolicyUpdate{Policy: policy.Policy{ID: "egress-except", Egress: []policy.Rule{{Action: policy.Allow,
 						Protocol: netfilter.ProtoTCP, Dst: policy.Peer{NotNamedPorts: []string{"named-except"}}}}}},
 				}
@@ -137,11 +139,9 @@ func truthTable() []scenario {
 			}},
 		{name: "sets of the wrong kind match nothing, as alternatives and as exceptions",
 			msgs: func(n *node) []any {
-				y := n.pod(1)
 				return []any{
 					nsSet(n, "nets-as-ports", 1),
-					policy.SetUpdate{ID: "ports-as-nets", Kind: policy.SetAddrPorts, Members: []netfilter.Member{
-						netfilter.IPPortMember(n.addr(y), netfilter.ProtoUDP, n.ports[y])}},
+					portSet(n, "ports-as-nets", 1, netfilter.ProtoUDP),
 					policy.PolicyUpdate{Policy: policy.Policy{ID: "wrong-kinds", Ingress: []policy.Rule{
 						{Action: policy.Allow, Protocol: netfilter.ProtoTCP, Dst: policy.Peer{NamedPorts: []string{"nets-as-ports"}}},
 						{Action: policy.Allow, Protocol: netfilter.ProtoUDP, Dst: policy.Peer{NotSets: []string{"ports-as-nets"}}},
