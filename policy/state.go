@@ -27,7 +27,7 @@ type modelSet struct {
 	kind    SetKind
 	members map[netfilter.Member]struct{}
 	// refused: the Manager's set driver refused the set, so its rules
-	// match as the kernel's do (refused below).
+	// match as the kernel's do (setBad).
 	refused bool
 }
 
